@@ -1,0 +1,70 @@
+/* Step arena: one main block, bump-allocated; overflow blocks only until the arena has
+ * seen the step's peak, after which the main block is regrown and steps never malloc. */
+#include <stdlib.h>
+#include "core/internal.h"
+
+#define ARENA_ALIGN 64
+static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
+
+volt_status volt_arena_init(volt_arena *a, size_t cap) {
+    *a = (volt_arena){ 0 };
+    cap = align_up(cap ? cap : 1);
+    a->base = aligned_alloc(ARENA_ALIGN, cap);
+    if (!a->base) return VOLT_ERR_NOMEM;
+    a->cap = cap;
+    a->heap_allocs = 1;
+    return VOLT_OK;
+}
+
+void *volt_arena_alloc(volt_arena *a, size_t bytes) {
+    bytes = align_up(bytes ? bytes : 1);
+    void *p;
+    if (a->used + bytes <= a->cap) {
+        p = a->base + a->used;
+        a->used += bytes;
+    } else {
+        volt_arena_block *b = a->overflow;
+        if (!b || b->used + bytes > b->cap) {
+            size_t cap = bytes > (a->cap / 2) ? bytes : a->cap / 2;
+            b = aligned_alloc(ARENA_ALIGN, align_up(sizeof *b) + cap);
+            if (!b) return NULL;
+            a->heap_allocs++;
+            b->cap = cap;
+            b->used = 0;
+            b->next = a->overflow;
+            a->overflow = b;
+        }
+        p = (char *)b + align_up(sizeof *b) + b->used;
+        b->used += bytes;
+        a->overflow_used += bytes;
+    }
+    size_t in_use = a->used + a->overflow_used;
+    if (in_use > a->peak) a->peak = in_use;
+    return p;
+}
+
+void volt_arena_reset(volt_arena *a) {
+    if (a->overflow) {
+        while (a->overflow) {
+            volt_arena_block *n = a->overflow->next;
+            free(a->overflow);
+            a->overflow = n;
+        }
+        size_t cap = align_up(a->peak + a->peak / 8);
+        char *nb = aligned_alloc(ARENA_ALIGN, cap);
+        if (nb) {   /* on failure keep the old block: the next step overflows again */
+            free(a->base);
+            a->base = nb;
+            a->cap = cap;
+            a->heap_allocs++;
+        }
+    }
+    a->used = 0;
+    a->overflow_used = 0;
+}
+
+void volt_arena_free(volt_arena *a) {
+    volt_arena_reset(a);
+    free(a->base);
+    *a = (volt_arena){ 0 };
+}

@@ -1,0 +1,313 @@
+/* CPU kernels: matmul, linear, elementwise add/mul/scale/relu, sum/mean, mse,
+ * cross-entropy, reshape. Shapes in comments; backward always accumulates. */
+#include <math.h>
+#include <string.h>
+#include <cblas.h>
+#include "core/cpu/kernels.h"
+
+#define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
+
+void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                   float *C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {  /* BLAS would leave C; PyTorch semantics: alpha*0 + beta*C */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta == 'T' ? CblasTrans : CblasNoTrans, tb == 'T' ? CblasTrans : CblasNoTrans,
+                (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
+/* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
+volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
+    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    float *c = n->out->data;
+    for (int64_t z = 0; z < B; z++)
+        volt_cpu_gemm('N', 'N', M, N, K, 1.f, a + z * M * K, K, b + z * K * N, N, 0.f, c + z * M * N, N);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
+    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    volt_tensor *a = n->in[0], *b = n->in[1];
+    const float *dc = n->out->grad;
+    for (int64_t z = 0; z < B; z++) {
+        if (volt__needs_grad(a))   /* da (M,K) += dc (M,N) b^T */
+            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, (float *)b->data + z * K * N, N, 1.f,
+                          a->grad + z * M * K, K);
+        if (volt__needs_grad(b))   /* db (K,N) += a^T (K,M) dc (M,N) */
+            volt_cpu_gemm('T', 'N', K, N, M, 1.f, (float *)a->data + z * M * K, K, dc + z * M * N, N, 1.f,
+                          b->grad + z * K * N, N);
+    }
+    return VOLT_OK;
+}
+
+/* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O) ------------------------------------- */
+volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
+    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    float *y = n->out->data;
+    float beta = 0.f;
+    if (n->n_in == 3) {       /* y starts as the broadcast bias, GEMM adds into it */
+        const float *b = n->in[2]->data;
+        #pragma omp parallel for schedule(static) if (R * O > PAR_MIN)
+        for (int64_t r = 0; r < R; r++) memcpy(y + r * O, b, sizeof(float) * (size_t)O);
+        beta = 1.f;
+    }
+    volt_cpu_gemm('N', 'T', R, O, In, 1.f, n->in[0]->data, In, n->in[1]->data, In, beta, y, O);
+    return VOLT_OK;
+}
+
+/* db (C) += sum over R rows of dy (R, C); columns split across threads, rows summed in order. */
+static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db) {
+    int64_t nchunks = (C + 255) / 256;
+    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
+    for (int64_t ch = 0; ch < nchunks; ch++) {
+        int64_t c0 = ch * 256, c1 = c0 + 256 < C ? c0 + 256 : C;
+        float acc[256];
+        for (int64_t c = c0; c < c1; c++) acc[c - c0] = 0.f;
+        for (int64_t r = 0; r < R; r++) {
+            const float *row = dy + r * C;
+            for (int64_t c = c0; c < c1; c++) acc[c - c0] += row[c];
+        }
+        for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+    }
+}
+
+volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
+    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    volt_tensor *x = n->in[0], *w = n->in[1];
+    const float *dy = n->out->grad;
+    if (volt__needs_grad(x))   /* dx (R,I) += dy (R,O) w (O,I) */
+        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, w->data, In, 1.f, x->grad, In);
+    if (volt__needs_grad(w))   /* dw (O,I) += dy^T (O,R) x (R,I) */
+        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, x->data, In, 1.f, w->grad, In);
+    if (n->n_in == 3 && volt__needs_grad(n->in[2])) colsum_acc(dy, R, O, n->in[2]->grad);
+    return VOLT_OK;
+}
+
+/* ---- add / mul: a (outer, inner), b (inner) or same shape ------------------------------- */
+volt_status volt_cpu_ADD_fwd(volt_step *s, volt_node *n) {
+    int64_t inner = n->i[0], outer = n->i[1];
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    float *y = n->out->data;
+    #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) y[o * inner + k] = a[o * inner + k] + b[k];
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_ADD_bwd(volt_step *s, volt_node *n) {
+    int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
+    const float *dy = n->out->grad;
+    if (volt__needs_grad(n->in[0])) {
+        float *da = n->in[0]->grad;
+        #pragma omp parallel for schedule(static) if (total > PAR_MIN)
+        for (int64_t k = 0; k < total; k++) da[k] += dy[k];
+    }
+    if (volt__needs_grad(n->in[1])) colsum_acc(dy, outer, inner, n->in[1]->grad);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MUL_fwd(volt_step *s, volt_node *n) {
+    int64_t inner = n->i[0], outer = n->i[1];
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    float *y = n->out->data;
+    #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) y[o * inner + k] = a[o * inner + k] * b[k];
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MUL_bwd(volt_step *s, volt_node *n) {
+    int64_t inner = n->i[0], outer = n->i[1];
+    const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
+    if (volt__needs_grad(n->in[0])) {
+        float *da = n->in[0]->grad;
+        #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < inner; k++) da[o * inner + k] += dy[o * inner + k] * b[k];
+    }
+    if (volt__needs_grad(n->in[1])) {
+        float *db = n->in[1]->grad;
+        int64_t nchunks = (inner + 255) / 256;
+        #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+        for (int64_t ch = 0; ch < nchunks; ch++) {
+            int64_t c0 = ch * 256, c1 = c0 + 256 < inner ? c0 + 256 : inner;
+            float acc[256];
+            for (int64_t c = c0; c < c1; c++) acc[c - c0] = 0.f;
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t c = c0; c < c1; c++) acc[c - c0] += dy[o * inner + c] * a[o * inner + c];
+            for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+        }
+    }
+    return VOLT_OK;
+}
+
+/* ---- unary elementwise ------------------------------------------------------------------ */
+volt_status volt_cpu_SCALE_fwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->out);
+    const float *x = n->in[0]->data;
+    float *y = n->out->data, a = n->f[0];
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) y[k] = a * x[k];
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_SCALE_bwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->out);
+    const float *dy = n->out->grad;
+    float *dx = n->in[0]->grad, a = n->f[0];
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) dx[k] += a * dy[k];
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_RELU_fwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->out);
+    const float *x = n->in[0]->data;
+    float *y = n->out->data;
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) y[k] = x[k] > 0.f ? x[k] : 0.f;
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_RELU_bwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->out);
+    const float *x = n->in[0]->data, *dy = n->out->grad;
+    float *dx = n->in[0]->grad;
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) dx[k] += x[k] > 0.f ? dy[k] : 0.f;
+    return VOLT_OK;
+}
+
+/* ---- reductions: sequential in double (fixed order, any thread count) ------------------- */
+static double sum_f32(const float *x, int64_t n) {
+    double acc[4] = { 0, 0, 0, 0 };
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int l = 0; l < 4; l++) acc[l] += x[k + l];
+    for (; k < n; k++) acc[0] += x[k];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+volt_status volt_cpu_SUM_fwd(volt_step *s, volt_node *n) {
+    ((float *)n->out->data)[0] = (float)sum_f32(n->in[0]->data, volt_tensor_numel(n->in[0]));
+    return VOLT_OK;
+}
+
+static void fill_acc(float *dx, int64_t N, float g) {
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) dx[k] += g;
+}
+
+volt_status volt_cpu_SUM_bwd(volt_step *s, volt_node *n) {
+    fill_acc(n->in[0]->grad, volt_tensor_numel(n->in[0]), n->out->grad[0]);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MEAN_fwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->in[0]);
+    ((float *)n->out->data)[0] = (float)(sum_f32(n->in[0]->data, N) / (double)N);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MEAN_bwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->in[0]);
+    fill_acc(n->in[0]->grad, N, n->out->grad[0] / (float)N);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MSE_fwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->in[0]);
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    double acc = 0;
+    for (int64_t k = 0; k < N; k++) { double d = (double)a[k] - b[k]; acc += d * d; }
+    ((float *)n->out->data)[0] = (float)(acc / (double)N);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_MSE_bwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->in[0]);
+    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    float g = 2.f * n->out->grad[0] / (float)N;
+    for (int k = 0; k < 2; k++) {
+        if (!volt__needs_grad(n->in[k])) continue;
+        float *d = n->in[k]->grad, sign = k ? -g : g;
+        for (int64_t j = 0; j < N; j++) d[j] += sign * (a[j] - b[j]);
+    }
+    return VOLT_OK;
+}
+
+/* ---- cross entropy: logits (N, C), target (N); saved: logsumexp per row ------------------ */
+static int64_t target_at(const volt_tensor *t, int64_t i) {
+    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
+volt_status volt_cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
+    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2];
+    float eps = n->f[0];
+    const float *x = n->in[0]->data;
+    float *lse = volt_step_alloc(s, sizeof(float) * (size_t)(N ? N : 1));
+    if (!lse) return VOLT_ERR_NOMEM;
+    n->saved = lse;
+    for (int64_t r = 0; r < N; r++) {
+        int64_t t = target_at(n->in[1], r);
+        if (t != ignore && (t < 0 || t >= C))
+            return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "cross_entropy: target[%lld] = %lld is outside [0, %lld)",
+                                  (long long)r, (long long)t, (long long)C);
+    }
+    double total = 0;
+    int64_t count = 0;
+    for (int64_t r = 0; r < N; r++) {
+        const float *row = x + r * C;
+        float m = -INFINITY;
+        for (int64_t c = 0; c < C; c++) m = row[c] > m ? row[c] : m;
+        double se = 0, sum_logit = 0;
+        for (int64_t c = 0; c < C; c++) { se += exp((double)row[c] - m); sum_logit += row[c]; }
+        double l = m + log(se);
+        lse[r] = (float)l;
+        int64_t t = target_at(n->in[1], r);
+        if (t == ignore) continue;
+        count++;
+        /* (1-eps) * -log p_t + eps * mean_c(-log p_c) */
+        total += (1.0 - eps) * (l - row[t]) + eps * (l - sum_logit / (double)C);
+    }
+    n->i[3] = count;
+    ((float *)n->out->data)[0] = count ? (float)(total / (double)count) : NAN;  /* PyTorch: nan when all ignored */
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
+    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2], count = n->i[3];
+    if (!volt__needs_grad(n->in[0]) || count == 0) return VOLT_OK;
+    float eps = n->f[0];
+    const float *x = n->in[0]->data, *lse = n->saved;
+    float *dx = n->in[0]->grad;
+    float g = n->out->grad[0] / (float)count;
+    #pragma omp parallel for schedule(static) if (N * C > PAR_MIN)
+    for (int64_t r = 0; r < N; r++) {
+        int64_t t = target_at(n->in[1], r);
+        if (t == ignore) continue;
+        for (int64_t c = 0; c < C; c++) {
+            float p = expf(x[r * C + c] - lse[r]);
+            float tgt = (c == t ? 1.f - eps : 0.f) + eps / (float)C;
+            dx[r * C + c] += g * (p - tgt);
+        }
+    }
+    return VOLT_OK;
+}
+
+/* ---- reshape: a view; backward adds the grad through ----------------------------------- */
+volt_status volt_cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {
+    int64_t N = volt_tensor_numel(n->out);
+    const float *dy = n->out->grad;
+    float *dx = n->in[0]->grad;
+    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+    for (int64_t k = 0; k < N; k++) dx[k] += dy[k];
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_RESHAPE_fwd(volt_step *s, volt_node *n) { return VOLT_OK; }   /* a view: nothing to compute */

@@ -1,0 +1,140 @@
+/* Private structures of the core: arena, tape nodes, backend vtable, param store.
+ * Nothing outside core/, precision/ and strategies/ includes this. */
+#ifndef VOLT_CORE_INTERNAL_H
+#define VOLT_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include "volt/core.h"
+#include "volt/params.h"
+#include "core/ops_list.h"
+
+/* ---- arena: bump allocation, released at step end -------------------------------- */
+typedef struct volt_arena_block { struct volt_arena_block *next; size_t cap, used; } volt_arena_block;
+typedef struct volt_arena {
+    char *base;            /* main block */
+    size_t cap, used;      /* main block */
+    volt_arena_block *overflow;  /* blocks allocated when the main block ran out */
+    size_t overflow_used;  /* bytes handed out from overflow blocks */
+    size_t peak;           /* max (used + overflow_used) ever */
+    uint64_t heap_allocs;  /* number of malloc calls made */
+} volt_arena;
+
+volt_status volt_arena_init(volt_arena *a, size_t cap);
+void *volt_arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL on OOM */
+/* Release everything; if overflow blocks were needed, regrow the main block to the peak
+ * so later steps of the same size never allocate. */
+void volt_arena_reset(volt_arena *a);
+void volt_arena_free(volt_arena *a);
+
+/* ---- tape ----------------------------------------------------------------------- */
+typedef struct volt_node {
+    volt_op_id op;
+    int32_t n_in;
+    volt_tensor **in;      /* n_in inputs (arena) */
+    volt_tensor *out;
+    void *saved;           /* op-specific data kept for backward (arena) */
+    float f[4];            /* op attributes (float) */
+    int64_t i[8];          /* op attributes (int) */
+} volt_node;
+
+/* ---- backend vtable ---------------------------------------------------------------- */
+/* forward computes n->out from n->in. backward ACCUMULATES into n->in[k]->grad for every
+ * input with VOLT_TENSOR_REQUIRES_GRAD (the tape has allocated and zeroed those grads);
+ * n->out->grad holds the upstream gradient. */
+typedef struct volt_kernel {
+    const char *name;
+    volt_status (*forward)(volt_step *s, volt_node *n);
+    volt_status (*backward)(volt_step *s, volt_node *n);
+} volt_kernel;
+
+typedef struct volt_backend {
+    uint32_t version;
+    const char *name;
+    const volt_kernel *kernels;       /* VOLT_OP_COUNT entries, indexed by volt_op_id */
+} volt_backend;
+#define VOLT_BACKEND_VERSION 1u
+
+const volt_backend *volt_backend_cpu(void);
+const volt_backend *volt_backend_find(const char *name);
+
+/* ---- step ----------------------------------------------------------------------- */
+struct volt_step {
+    const volt_backend *be;
+    volt_params *params;
+    volt_arena arena;
+    volt_node *tape;       /* nodes that need backward, creation (= topological) order */
+    int n_nodes, cap_nodes;
+    uint64_t seed, rng_offset;
+    uint32_t rng_calls;    /* dropout calls this step: part of the RNG counter */
+    uint64_t stamp;        /* increments every begin; units remember the stamp of first use */
+    bool active, training, backward_done;
+    uint64_t heap_allocs;  /* tape growth mallocs */
+    volt_status status;
+    char errmsg[512];
+};
+
+/* Record an op: checks inputs (NULL => propagate the step's error), fires unit_use for
+ * parameter inputs, allocates the output, runs the forward kernel and appends a tape
+ * node when the output needs grad. The node's attributes are copied from *attrs (may be
+ * NULL). Returns the output or NULL (error recorded). */
+volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
+                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs);
+/* Same, but the output aliases `view_of`'s data (reshape). */
+volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape);
+/* True if any input is NULL (the step already carries an error) — front-ends return NULL. */
+bool volt__any_null(volt_step *s, int n, volt_tensor *const *in);
+/* Shape error naming the op and shapes. Returns NULL for use in `return volt__shape_err(...)`. */
+volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,
+                             const volt_tensor *a, const volt_tensor *b);
+volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t, const char *want);
+
+/* Float grad of t (allocated + zeroed lazily in the arena for activations). */
+float *volt__grad(volt_step *s, volt_tensor *t);
+
+static inline bool volt__needs_grad(const volt_tensor *t) {
+    return (t->flags & VOLT_TENSOR_REQUIRES_GRAD) != 0;
+}
+
+/* ---- param store ---------------------------------------------------------------- */
+struct volt_unit {
+    char *name;
+    int index;
+    int n_params, cap_params;
+    volt_tensor **params;
+    int64_t numel;         /* padded length of the flat buffers */
+    float *data, *grad;
+    uint64_t use_stamp;    /* step stamp of the last unit_use */
+    int32_t first_node;    /* tape index of the first node reading the unit this step */
+    void *strategy_data;   /* owned by the strategy */
+};
+
+typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tensor */
+    volt_tensor t;
+    int64_t offset;               /* floats into the unit buffers */
+    volt_init init;
+    bool requires_grad;
+} volt_param_rec;
+
+struct volt_params {
+    uint64_t seed;
+    bool finalized;
+    int n_units, cap_units;
+    volt_unit **units;
+    int n_params, cap_params;
+    volt_param_rec **params;
+    const volt_unit_hooks *hooks;
+    void *hooks_ctx;
+    char errmsg[512];
+};
+
+static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
+
+/* ---- RNG: Philox4x32-10, counter-based ---------------------------------------------- */
+void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]);
+/* Uniform float in [0,1) from the stream (seed, c0, c1, index): 24-bit mantissa. */
+float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
+/* Standard normal via Box-Muller from the same stream (index picks a pair). */
+float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
+
+void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap);
+#endif

@@ -1,0 +1,344 @@
+/* Optimizers on the param store's flat unit buffers: SGD, Adam, AdamW.
+ *
+ * The per-element math follows PyTorch's _single_tensor_sgd / _single_tensor_adam
+ * (torch 2.x, non-foreach, non-capturable, maximize=False, amsgrad=False) operation by
+ * operation in f32; the per-step scalars are computed in double (PyTorch does that in
+ * Python) and rounded to f32 once, as PyTorch's CPU kernels do with scalar arguments.
+ * Every element is independent, so the OpenMP split cannot change a result bit.
+ *
+ * State: per unit, state_count buffers of (hi - lo) floats covering unit floats [lo, hi);
+ * element i of a state buffer belongs to unit float lo + i. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "volt/optim.h"
+
+#define OPT_MAX_STATES 2
+#define OPT_ALIGN 64
+/* Below this many floats a segment is updated by one thread (fork/join costs more). */
+#define OPT_PAR_MIN 32768
+
+typedef struct opt_unit {
+    volt_unit *u;
+    int64_t lo, hi;                 /* range of the unit this optimizer updates */
+    float *state[OPT_MAX_STATES];   /* hi - lo floats each, NULL when empty */
+} opt_unit;
+
+struct volt_optimizer {
+    volt_optimizer_config cfg;
+    volt_params *ps;                /* borrowed */
+    int n_units;
+    opt_unit *units;
+    int n_states;
+    float lr;
+    int64_t steps;
+    char errmsg[256];
+};
+
+/* Per-step scalars, already rounded to the f32 the kernels use. */
+typedef struct opt_coef {
+    float wd;                       /* L2 decay added to the grad (SGD, Adam); 0 = none */
+    /* SGD */
+    float momentum, one_minus_damp, neg_lr;
+    bool nesterov, first;
+    /* Adam / AdamW */
+    float decay;                    /* AdamW: p *= decay; 1 = none */
+    float w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
+} opt_coef;
+
+static volt_status opt_fail(volt_optimizer *opt, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static volt_status opt_fail(volt_optimizer *opt, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(opt->errmsg, sizeof opt->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static float *state_alloc(int64_t n) {
+    if (n <= 0) return NULL;
+    size_t bytes = (size_t)n * sizeof(float);
+    bytes = (bytes + OPT_ALIGN - 1) & ~(size_t)(OPT_ALIGN - 1);
+    float *p = aligned_alloc(OPT_ALIGN, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+/* ---- config ------------------------------------------------------------------------ */
+void volt_optimizer_config_init(volt_optimizer_config *cfg) {
+    if (!cfg) return;
+    *cfg = (volt_optimizer_config){
+        .version = VOLT_OPTIMIZER_CONFIG_VERSION,
+        .kind = VOLT_OPTIM_ADAM,
+        .lr = 1e-3f,
+        .momentum = 0.f,
+        .dampening = 0.f,
+        .nesterov = false,
+        .weight_decay = 0.f,
+        .beta1 = 0.9f,
+        .beta2 = 0.999f,
+        .eps = 1e-8f,
+    };
+}
+
+static volt_status config_check(const volt_optimizer_config *c, char *msg, size_t n) {
+    if (!c) { snprintf(msg, n, "optimizer: NULL config"); return VOLT_ERR_INVALID_ARG; }
+    if (c->version != VOLT_OPTIMIZER_CONFIG_VERSION) {
+        snprintf(msg, n, "optimizer: config version %u, library expects %u "
+                 "(call volt_optimizer_config_init)", c->version, VOLT_OPTIMIZER_CONFIG_VERSION);
+        return VOLT_ERR_VERSION;
+    }
+#define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return VOLT_ERR_INVALID_ARG; } while (0)
+    if ((unsigned)c->kind >= VOLT_OPTIM_KIND_COUNT) BAD("optimizer: unknown kind %d", (int)c->kind);
+    if (!isfinite(c->lr) || c->lr < 0.f) BAD("optimizer: invalid lr %g (must be >= 0)", c->lr);
+    if (!isfinite(c->weight_decay) || c->weight_decay < 0.f)
+        BAD("optimizer: invalid weight_decay %g (must be >= 0)", c->weight_decay);
+    if (c->kind == VOLT_OPTIM_SGD) {
+        if (!isfinite(c->momentum) || c->momentum < 0.f)
+            BAD("optimizer: invalid momentum %g (must be >= 0)", c->momentum);
+        if (!isfinite(c->dampening)) BAD("optimizer: invalid dampening %g", c->dampening);
+        if (c->nesterov && (c->momentum <= 0.f || c->dampening != 0.f))
+            BAD("optimizer: nesterov momentum requires momentum > 0 and dampening == 0 "
+                "(momentum %g, dampening %g)", c->momentum, c->dampening);
+    } else {
+        if (!(c->beta1 >= 0.f && c->beta1 < 1.f)) BAD("optimizer: invalid beta1 %g (must be in [0, 1))", c->beta1);
+        if (!(c->beta2 >= 0.f && c->beta2 < 1.f)) BAD("optimizer: invalid beta2 %g (must be in [0, 1))", c->beta2);
+        if (!isfinite(c->eps) || c->eps < 0.f) BAD("optimizer: invalid eps %g (must be >= 0)", c->eps);
+    }
+#undef BAD
+    return VOLT_OK;
+}
+
+volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg) {
+    char msg[256];
+    return config_check(cfg, msg, sizeof msg);
+}
+
+/* ---- create / destroy ----------------------------------------------------------------- */
+static int states_for(const volt_optimizer_config *c) {
+    if (c->kind == VOLT_OPTIM_SGD) return c->momentum != 0.f ? 1 : 0;
+    return 2;
+}
+
+volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
+                                  volt_optimizer **out) {
+    if (!out) return VOLT_ERR_INVALID_ARG;
+    *out = NULL;
+    char msg[256];
+    volt_status st = config_check(cfg, msg, sizeof msg);
+    if (st < 0) return st;
+    if (!ps) return VOLT_ERR_INVALID_ARG;
+    if (!volt_params_finalized(ps)) return VOLT_ERR_STATE;
+
+    volt_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt) return VOLT_ERR_NOMEM;
+    opt->cfg = *cfg;
+    opt->ps = ps;
+    opt->lr = cfg->lr;
+    opt->n_states = states_for(cfg);
+    opt->n_units = volt_params_unit_count(ps);
+    if (opt->n_units > 0) {
+        opt->units = calloc((size_t)opt->n_units, sizeof *opt->units);
+        if (!opt->units) { free(opt); return VOLT_ERR_NOMEM; }
+    }
+    for (int i = 0; i < opt->n_units; i++) {
+        opt_unit *ou = &opt->units[i];
+        ou->u = volt_params_unit_at(ps, i);
+        ou->lo = 0;
+        ou->hi = volt_unit_numel(ou->u);
+        for (int k = 0; k < opt->n_states; k++) {
+            ou->state[k] = state_alloc(ou->hi - ou->lo);
+            if (ou->hi > ou->lo && !ou->state[k]) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
+        }
+    }
+    *out = opt;
+    return VOLT_OK;
+}
+
+void volt_optimizer_destroy(volt_optimizer *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->n_units && opt->units; i++)
+        for (int k = 0; k < OPT_MAX_STATES; k++) free(opt->units[i].state[k]);
+    free(opt->units);
+    free(opt);
+}
+
+const char *volt_optimizer_errmsg(const volt_optimizer *opt) { return opt ? opt->errmsg : ""; }
+const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt) {
+    return opt ? &opt->cfg : NULL;
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+/* p, g, b: n floats of one parameter's slice (b = momentum buffer, NULL without momentum). */
+static void sgd_kernel(const opt_coef *c, float *restrict p, const float *restrict g,
+                       float *restrict b, int64_t n) {
+    const float wd = c->wd, mom = c->momentum, omd = c->one_minus_damp, neg_lr = c->neg_lr;
+    const bool first = c->first, nesterov = c->nesterov;
+    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        if (wd != 0.f) gi = gi + wd * p[i];                       /* grad.add(param, alpha=wd) */
+        if (b) {
+            float bi;
+            if (first) bi = gi;                                   /* buf = clone(grad) */
+            else bi = b[i] * mom + omd * gi;                      /* buf.mul_(m).add_(g, 1-d) */
+            b[i] = bi;
+            gi = nesterov ? gi + mom * bi : bi;                   /* grad.add(buf, alpha=m) */
+        }
+        p[i] = p[i] + neg_lr * gi;                                /* param.add_(grad, -lr) */
+    }
+}
+
+/* m = exp_avg, v = exp_avg_sq; adamw selects decoupled decay. */
+static void adam_kernel(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
+                        float *restrict m, float *restrict v, int64_t n) {
+    const float wd = adamw ? 0.f : c->wd, decay = adamw ? c->decay : 1.f;
+    const float w1 = c->w1, omw1 = c->one_minus_w1, beta2 = c->beta2, w2 = c->w2;
+    const float bc2_sqrt = c->bc2_sqrt, eps = c->eps, neg_ss = c->neg_step_size;
+    const bool small_w = fabsf(w1) < 0.5f;                        /* torch lerp's branch */
+    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float pi = p[i], gi = g[i];
+        if (decay != 1.f) pi = pi * decay;                        /* AdamW: param.mul_(1 - lr*wd) */
+        if (wd != 0.f) gi = gi + wd * pi;                         /* Adam: grad.add(param, alpha=wd) */
+        float mi = m[i];
+        mi = small_w ? mi + w1 * (gi - mi)                        /* exp_avg.lerp_(grad, 1-b1) */
+                     : gi - (gi - mi) * omw1;
+        float vi = v[i] * beta2;                                  /* exp_avg_sq.mul_(b2) */
+        vi = vi + w2 * gi * gi;                                   /* .addcmul_(g, g, 1-b2) */
+        float denom = sqrtf(vi) / bc2_sqrt + eps;                 /* (sqrt(v)/bc2_sqrt).add_(eps) */
+        p[i] = pi + neg_ss * mi / denom;                          /* addcdiv_(m, denom, -step_size) */
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+static void make_coef(const volt_optimizer *opt, opt_coef *c) {
+    const volt_optimizer_config *cfg = &opt->cfg;
+    const double lr = opt->lr;
+    *c = (opt_coef){ 0 };
+    c->neg_lr = (float)-lr;
+    if (cfg->kind == VOLT_OPTIM_SGD) {
+        c->wd = cfg->weight_decay;
+        c->momentum = cfg->momentum;
+        c->one_minus_damp = (float)(1.0 - (double)cfg->dampening);
+        c->nesterov = cfg->nesterov;
+        c->first = opt->steps == 0;
+        return;
+    }
+    const double b1 = cfg->beta1, b2 = cfg->beta2, t = (double)(opt->steps + 1);
+    const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    c->wd = cfg->kind == VOLT_OPTIM_ADAM ? cfg->weight_decay : 0.f;
+    c->decay = cfg->kind == VOLT_OPTIM_ADAMW ? (float)(1.0 - lr * (double)cfg->weight_decay) : 1.f;
+    c->w1 = (float)(1.0 - b1);
+    c->one_minus_w1 = 1.f - c->w1;
+    c->beta2 = cfg->beta2;
+    c->w2 = (float)(1.0 - b2);
+    c->bc2_sqrt = (float)sqrt(bc2);
+    c->eps = cfg->eps;
+    c->neg_step_size = (float)-(lr / bc1);
+}
+
+/* ---- step ---------------------------------------------------------------------------- */
+volt_status volt_optimizer_step(volt_optimizer *opt) {
+    if (!opt) return VOLT_ERR_INVALID_ARG;
+    opt->errmsg[0] = '\0';
+    opt_coef c;
+    make_coef(opt, &c);
+    const bool sgd = opt->cfg.kind == VOLT_OPTIM_SGD, adamw = opt->cfg.kind == VOLT_OPTIM_ADAMW;
+
+    for (int ui = 0; ui < opt->n_units; ui++) {
+        opt_unit *ou = &opt->units[ui];
+        if (ou->hi <= ou->lo) continue;
+        float *data = volt_unit_data(ou->u), *grad = volt_unit_grad(ou->u);
+        if (!data || !grad)
+            return opt_fail(opt, VOLT_ERR_STATE, "optimizer step: unit '%s' has no %s buffer",
+                            volt_unit_name(ou->u), data ? "grad" : "value");
+        const int np = volt_unit_param_count(ou->u);
+        for (int pi = 0; pi < np; pi++) {
+            const volt_tensor *p = volt_unit_param(ou->u, pi);
+            if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
+            const int64_t off = volt_param_offset(p);
+            int64_t a = off, b = off + volt_tensor_numel(p);
+            if (a < ou->lo) a = ou->lo;
+            if (b > ou->hi) b = ou->hi;
+            if (a >= b) continue;
+            const int64_t s = a - ou->lo, n = b - a;
+            if (sgd)
+                sgd_kernel(&c, data + a, grad + a, opt->n_states ? ou->state[0] + s : NULL, n);
+            else
+                adam_kernel(&c, adamw, data + a, grad + a, ou->state[0] + s, ou->state[1] + s, n);
+        }
+    }
+    opt->steps++;
+    return VOLT_OK;
+}
+
+/* ---- ranges -------------------------------------------------------------------------- */
+volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi) {
+    if (!opt) return VOLT_ERR_INVALID_ARG;
+    if (unit < 0 || unit >= opt->n_units)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_range: unit %d out of [0, %d)",
+                        unit, opt->n_units);
+    opt_unit *ou = &opt->units[unit];
+    const int64_t numel = volt_unit_numel(ou->u);
+    if (lo < 0 || hi < lo || hi > numel)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_range: unit '%s': range "
+                        "[%lld, %lld) not inside [0, %lld)", volt_unit_name(ou->u),
+                        (long long)lo, (long long)hi, (long long)numel);
+    float *fresh[OPT_MAX_STATES] = { 0 };
+    for (int k = 0; k < opt->n_states; k++) {
+        fresh[k] = state_alloc(hi - lo);
+        if (hi > lo && !fresh[k]) {
+            for (int j = 0; j < k; j++) free(fresh[j]);
+            return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer set_range: unit '%s': out of memory",
+                            volt_unit_name(ou->u));
+        }
+    }
+    /* Keep what the old and new ranges share (a restore may have filled it already). */
+    const int64_t a = lo > ou->lo ? lo : ou->lo, b = hi < ou->hi ? hi : ou->hi;
+    for (int k = 0; k < opt->n_states; k++) {
+        if (a < b) memcpy(fresh[k] + (a - lo), ou->state[k] + (a - ou->lo), (size_t)(b - a) * sizeof(float));
+        free(ou->state[k]);
+        ou->state[k] = fresh[k];
+    }
+    ou->lo = lo;
+    ou->hi = hi;
+    return VOLT_OK;
+}
+
+volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *lo, int64_t *hi) {
+    if (!opt || unit < 0 || unit >= opt->n_units) return VOLT_ERR_INVALID_ARG;
+    if (lo) *lo = opt->units[unit].lo;
+    if (hi) *hi = opt->units[unit].hi;
+    return VOLT_OK;
+}
+
+/* ---- lr and step count --------------------------------------------------------------- */
+void volt_optimizer_set_lr(volt_optimizer *opt, float lr) { if (opt) opt->lr = lr; }
+float volt_optimizer_lr(const volt_optimizer *opt) { return opt ? opt->lr : 0.f; }
+float volt_optimizer_base_lr(const volt_optimizer *opt) { return opt ? opt->cfg.lr : 0.f; }
+int64_t volt_optimizer_step_count(const volt_optimizer *opt) { return opt ? opt->steps : 0; }
+void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps) {
+    if (opt) opt->steps = steps > 0 ? steps : 0;
+}
+
+/* ---- state access ---------------------------------------------------------------------- */
+int volt_optimizer_state_count(const volt_optimizer *opt) { return opt ? opt->n_states : 0; }
+
+const char *volt_optimizer_state_name(const volt_optimizer *opt, int k) {
+    if (!opt || k < 0 || k >= opt->n_states) return NULL;
+    if (opt->cfg.kind == VOLT_OPTIM_SGD) return "momentum_buffer";
+    return k == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi) {
+    if (!opt || unit < 0 || unit >= opt->n_units || k < 0 || k >= opt->n_states) return NULL;
+    const opt_unit *ou = &opt->units[unit];
+    if (lo) *lo = ou->lo;
+    if (hi) *hi = ou->hi;
+    return ou->state[k];
+}

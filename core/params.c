@@ -1,0 +1,248 @@
+/* Parameter store: named parameters grouped into units; each unit one flat, padded f32
+ * buffer for values and one for grads (DESIGN §3). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+
+#define INIT_STREAM 0x1A17u   /* RNG stream id for parameter init */
+
+static volt_status perr(volt_params *ps, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    volt__set_err(ps->errmsg, sizeof ps->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void volt_params_config_init(volt_params_config *cfg) {
+    *cfg = (volt_params_config){ .version = VOLT_PARAMS_CONFIG_VERSION, .seed = 42 };
+}
+
+volt_status volt_params_create(const volt_params_config *cfg, volt_params **out) {
+    *out = NULL;
+    if (!cfg || cfg->version != VOLT_PARAMS_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    volt_params *ps = calloc(1, sizeof *ps);
+    if (!ps) return VOLT_ERR_NOMEM;
+    ps->seed = cfg->seed;
+    *out = ps;
+    return VOLT_OK;
+}
+
+void volt_params_destroy(volt_params *ps) {
+    if (!ps) return;
+    for (int i = 0; i < ps->n_units; i++) {
+        volt_unit *u = ps->units[i];
+        free(u->name);
+        free(u->params);
+        free(u->data);
+        free(u->grad);
+        free(u);
+    }
+    for (int i = 0; i < ps->n_params; i++) {
+        free((char *)ps->params[i]->t.name);
+        free(ps->params[i]);
+    }
+    free(ps->units);
+    free(ps->params);
+    free(ps);
+}
+
+const char *volt_params_errmsg(const volt_params *ps) { return ps->errmsg; }
+bool volt_params_finalized(const volt_params *ps) { return ps->finalized; }
+
+static bool grow(void **arr, int *cap, int n, size_t elem) {
+    if (n < *cap) return true;
+    int nc = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, elem * (size_t)nc);
+    if (!p) return false;
+    *arr = p;
+    *cap = nc;
+    return true;
+}
+
+volt_status volt_params_unit(volt_params *ps, const char *name) {
+    if (ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: unit '%s' declared after finalize", name);
+    if (!name || !*name) return perr(ps, VOLT_ERR_INVALID_ARG, "params: unit name is empty");
+    for (int i = 0; i < ps->n_units; i++)
+        if (!strcmp(ps->units[i]->name, name)) return perr(ps, VOLT_ERR_INVALID_ARG, "params: duplicate unit '%s'", name);
+    if (!grow((void **)&ps->units, &ps->cap_units, ps->n_units, sizeof(volt_unit *))) return VOLT_ERR_NOMEM;
+    volt_unit *u = calloc(1, sizeof *u);
+    if (!u || !(u->name = strdup(name))) { free(u); return VOLT_ERR_NOMEM; }
+    u->index = ps->n_units;
+    u->first_node = -1;
+    ps->units[ps->n_units++] = u;
+    return VOLT_OK;
+}
+
+volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, volt_init init,
+                           volt_tensor **out) {
+    if (out) *out = NULL;
+    if (ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: '%s' declared after finalize", name ? name : "?");
+    if (!name || !*name || !out) return perr(ps, VOLT_ERR_INVALID_ARG, "params: parameter needs a name and an out pointer");
+    if (shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) return perr(ps, VOLT_ERR_SHAPE, "params: '%s' has %d dims", name, shape.ndim);
+    for (int i = 0; i < shape.ndim; i++)
+        if (shape.d[i] <= 0) return perr(ps, VOLT_ERR_SHAPE, "params: '%s' dimension %d is %lld", name, i, (long long)shape.d[i]);
+    if (volt_params_find(ps, name)) return perr(ps, VOLT_ERR_INVALID_ARG, "params: duplicate parameter '%s'", name);
+    if (!ps->n_units) VOLT_TRY(volt_params_unit(ps, "default"));
+    volt_unit *u = ps->units[ps->n_units - 1];
+    if (!grow((void **)&ps->params, &ps->cap_params, ps->n_params, sizeof(volt_param_rec *)) ||
+        !grow((void **)&u->params, &u->cap_params, u->n_params, sizeof(volt_tensor *)))
+        return VOLT_ERR_NOMEM;
+    volt_param_rec *r = calloc(1, sizeof *r);
+    char *nm = strdup(name);
+    if (!r || !nm) { free(r); free(nm); return VOLT_ERR_NOMEM; }
+    r->t = (volt_tensor){ .dtype = VOLT_F32, .shape = shape, .node = -1, .unit = u, .name = nm,
+                          .flags = VOLT_TENSOR_PARAM | VOLT_TENSOR_REQUIRES_GRAD };
+    r->init = init;
+    r->requires_grad = true;
+    r->offset = u->numel;
+    u->numel += (volt_shape_numel(shape) + VOLT_PARAM_ALIGN - 1) / VOLT_PARAM_ALIGN * VOLT_PARAM_ALIGN;
+    u->params[u->n_params++] = &r->t;
+    ps->params[ps->n_params++] = r;
+    *out = &r->t;
+    return VOLT_OK;
+}
+
+static void fans(volt_shape s, double *fan_in, double *fan_out) {
+    if (s.ndim < 2) { *fan_in = *fan_out = (double)(s.ndim ? s.d[0] : 1); return; }
+    double rf = 1;
+    for (int i = 2; i < s.ndim; i++) rf *= (double)s.d[i];
+    *fan_in = (double)s.d[1] * rf;
+    *fan_out = (double)s.d[0] * rf;
+}
+
+static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
+    float *x = r->t.data;
+    int64_t n = volt_tensor_numel(&r->t);
+    double fi, fo;
+    fans(r->t.shape, &fi, &fo);
+    const volt_init in = r->init;
+    double lo = 0, hi = 0, std = 0, mean = 0;
+    bool normal = false;
+    switch (in.kind) {
+    case VOLT_INIT_KIND_ZEROS: memset(x, 0, sizeof(float) * (size_t)n); return;
+    case VOLT_INIT_KIND_CONST: for (int64_t i = 0; i < n; i++) x[i] = in.a; return;
+    case VOLT_INIT_KIND_NORMAL: normal = true; mean = in.a; std = in.b; break;
+    case VOLT_INIT_KIND_UNIFORM: lo = in.a; hi = in.b; break;
+    case VOLT_INIT_KIND_XAVIER_UNIFORM: hi = in.a * sqrt(6.0 / (fi + fo)); lo = -hi; break;
+    case VOLT_INIT_KIND_XAVIER_NORMAL: normal = true; std = in.a * sqrt(2.0 / (fi + fo)); break;
+    case VOLT_INIT_KIND_KAIMING_UNIFORM: hi = sqrt(2.0 / (1.0 + (double)in.a * in.a)) * sqrt(3.0 / fi); lo = -hi; break;
+    case VOLT_INIT_KIND_KAIMING_NORMAL: normal = true; std = sqrt(2.0 / (1.0 + (double)in.a * in.a)) / sqrt(fi); break;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (normal) x[i] = (float)(mean + std * volt_rng_normal(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
+        else x[i] = (float)(lo + (hi - lo) * volt_rng_uniform(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
+    }
+}
+
+volt_status volt_params_finalize(volt_params *ps) {
+    if (ps->finalized) return VOLT_OK;
+    for (int i = 0; i < ps->n_units; i++) {
+        volt_unit *u = ps->units[i];
+        size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
+        u->data = aligned_alloc(64, bytes);
+        u->grad = aligned_alloc(64, bytes);
+        if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
+        memset(u->data, 0, bytes);
+        memset(u->grad, 0, bytes);
+    }
+    for (int i = 0; i < ps->n_params; i++) {
+        volt_param_rec *r = ps->params[i];
+        volt_unit *u = r->t.unit;
+        r->t.data = u->data + r->offset;
+        r->t.grad = u->grad + r->offset;
+        init_param(ps, i, r);
+    }
+    ps->finalized = true;
+    return VOLT_OK;
+}
+
+void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad) {
+    if (!p || !(p->flags & VOLT_TENSOR_PARAM)) return;
+    volt__param_rec(p)->requires_grad = requires_grad;
+    if (requires_grad) p->flags |= VOLT_TENSOR_REQUIRES_GRAD;
+    else p->flags &= ~(uint32_t)VOLT_TENSOR_REQUIRES_GRAD;
+}
+
+int volt_params_count(const volt_params *ps) { return ps->n_params; }
+volt_tensor *volt_params_at(const volt_params *ps, int i) {
+    return (i >= 0 && i < ps->n_params) ? &ps->params[i]->t : NULL;
+}
+volt_tensor *volt_params_find(const volt_params *ps, const char *name) {
+    for (int i = 0; i < ps->n_params; i++)
+        if (!strcmp(ps->params[i]->t.name, name)) return &ps->params[i]->t;
+    return NULL;
+}
+int64_t volt_params_numel(const volt_params *ps) {
+    int64_t n = 0;
+    for (int i = 0; i < ps->n_params; i++) n += volt_tensor_numel(&ps->params[i]->t);
+    return n;
+}
+int volt_params_unit_count(const volt_params *ps) { return ps->n_units; }
+volt_unit *volt_params_unit_at(const volt_params *ps, int i) {
+    return (i >= 0 && i < ps->n_units) ? ps->units[i] : NULL;
+}
+const char *volt_unit_name(const volt_unit *u) { return u->name; }
+int volt_unit_index(const volt_unit *u) { return u->index; }
+int volt_unit_param_count(const volt_unit *u) { return u->n_params; }
+volt_tensor *volt_unit_param(const volt_unit *u, int i) { return (i >= 0 && i < u->n_params) ? u->params[i] : NULL; }
+int64_t volt_param_offset(const volt_tensor *p) { return volt__param_rec(p)->offset; }
+int64_t volt_unit_numel(const volt_unit *u) { return u->numel; }
+float *volt_unit_data(const volt_unit *u) { return u->data; }
+float *volt_unit_grad(const volt_unit *u) { return u->grad; }
+
+void volt_params_zero_grad(volt_params *ps) {
+    for (int i = 0; i < ps->n_units; i++)
+        if (ps->units[i]->grad) memset(ps->units[i]->grad, 0, sizeof(float) * (size_t)ps->units[i]->numel);
+}
+
+double volt_params_grad_sqnorm(const volt_params *ps) {
+    double total = 0;
+    for (int i = 0; i < ps->n_units; i++) {
+        const volt_unit *u = ps->units[i];
+        const float *g = u->grad;
+        if (!g) continue;
+        /* sequential, four lanes: the same sum for any thread count */
+        double acc[4] = { 0, 0, 0, 0 };
+        int64_t k = 0;
+        for (; k + 4 <= u->numel; k += 4)
+            for (int l = 0; l < 4; l++) acc[l] += (double)g[k + l] * g[k + l];
+        for (; k < u->numel; k++) acc[0] += (double)g[k] * g[k];
+        double unit_sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        total += unit_sum;
+    }
+    return total;
+}
+
+volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm) {
+    if (!(max_norm > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_norm: max_norm must be > 0, got %g", max_norm);
+    double norm = sqrt(volt_params_grad_sqnorm(ps));
+    if (total_norm) *total_norm = (float)norm;
+    if (!isfinite(norm)) return VOLT_OK;   /* like PyTorch (error_if_nonfinite=False): grads left as they are */
+    float coef = (float)(max_norm / (norm + 1e-6));
+    if (coef < 1.0f)
+        for (int i = 0; i < ps->n_units; i++) {
+            float *g = ps->units[i]->grad;
+            int64_t n = ps->units[i]->numel;
+            #pragma omp parallel for schedule(static) if (n > 65536)
+            for (int64_t k = 0; k < n; k++) g[k] *= coef;
+        }
+    return VOLT_OK;
+}
+
+volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
+    if (!(v > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_value: clip value must be > 0, got %g", v);
+    for (int i = 0; i < ps->n_units; i++) {
+        float *g = ps->units[i]->grad;
+        int64_t n = ps->units[i]->numel;
+        for (int64_t k = 0; k < n; k++) g[k] = g[k] > v ? v : (g[k] < -v ? -v : g[k]);
+    }
+    return VOLT_OK;
+}
+
+void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+    ps->hooks = hooks;
+    ps->hooks_ctx = ctx;
+}

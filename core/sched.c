@@ -1,0 +1,130 @@
+/* Learning-rate schedulers: the Hugging Face / torch lambdas, in double, times base lr.
+ *
+ * As with torch's LambdaLR, scheduler step k (0 at creation) gives lr_at(k): the trainer
+ * steps the scheduler after each optimizer step, so optimizer step k runs with lr_at(k). */
+#include <math.h>
+#include <stdlib.h>
+#include "volt/optim.h"
+
+struct volt_scheduler {
+    volt_scheduler_config cfg;
+    volt_optimizer *opt;            /* borrowed */
+    float base_lr;
+    int64_t last_step;
+};
+
+void volt_scheduler_config_init(volt_scheduler_config *cfg) {
+    if (!cfg) return;
+    *cfg = (volt_scheduler_config){
+        .version = VOLT_SCHEDULER_CONFIG_VERSION,
+        .kind = VOLT_SCHED_CONSTANT,
+        .warmup_steps = 0,
+        .total_steps = 0,
+        .step_size = 0,
+        .gamma = 0.1f,
+        .min_lr_ratio = 0.f,
+        .interval = VOLT_SCHED_EVERY_STEP,
+    };
+}
+
+volt_status volt_scheduler_config_validate(const volt_scheduler_config *c) {
+    if (!c) return VOLT_ERR_INVALID_ARG;
+    if (c->version != VOLT_SCHEDULER_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if ((unsigned)c->kind >= VOLT_SCHED_KIND_COUNT) return VOLT_ERR_INVALID_ARG;
+    if (c->interval != VOLT_SCHED_EVERY_STEP && c->interval != VOLT_SCHED_EVERY_EPOCH)
+        return VOLT_ERR_INVALID_ARG;
+    switch (c->kind) {
+    case VOLT_SCHED_CONSTANT:
+        break;
+    case VOLT_SCHED_LINEAR_WARMUP:
+        if (c->warmup_steps < 0) return VOLT_ERR_INVALID_ARG;
+        break;
+    case VOLT_SCHED_COSINE:
+        if (!(c->min_lr_ratio >= 0.f && c->min_lr_ratio <= 1.f)) return VOLT_ERR_INVALID_ARG;
+        /* fall through */
+    case VOLT_SCHED_LINEAR:
+        if (c->warmup_steps < 0 || c->total_steps <= c->warmup_steps) return VOLT_ERR_INVALID_ARG;
+        break;
+    case VOLT_SCHED_STEP:
+        if (c->step_size <= 0 || !isfinite(c->gamma) || c->gamma < 0.f) return VOLT_ERR_INVALID_ARG;
+        break;
+    default:
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return VOLT_OK;
+}
+
+static double max1(int64_t n) { return n > 1 ? (double)n : 1.0; }
+
+/* The multiplier of base lr at `step` (HF's lr_lambda / torch StepLR's closed form). */
+static double factor_at(const volt_scheduler_config *c, int64_t step) {
+    const int64_t w = c->warmup_steps, T = c->total_steps;
+    switch (c->kind) {
+    case VOLT_SCHED_CONSTANT:
+        return 1.0;
+    case VOLT_SCHED_LINEAR_WARMUP:         /* get_constant_schedule_with_warmup */
+        return step < w ? (double)step / max1(w) : 1.0;
+    case VOLT_SCHED_LINEAR: {              /* get_linear_schedule_with_warmup */
+        if (step < w) return (double)step / max1(w);
+        double f = (double)(T - step) / max1(T - w);
+        return f > 0.0 ? f : 0.0;
+    }
+    case VOLT_SCHED_COSINE: {              /* get_cosine_[with_min_lr_]schedule_with_warmup */
+        if (step < w) return (double)step / max1(w);
+        const double progress = (double)(step - w) / max1(T - w);
+        double f = 0.5 * (1.0 + cos(M_PI * 0.5 * 2.0 * progress));   /* num_cycles = 0.5 */
+        const double r = c->min_lr_ratio;
+        if (r != 0.0) f = f * (1.0 - r) + r;
+        return f > 0.0 ? f : 0.0;
+    }
+    case VOLT_SCHED_STEP:                  /* StepLR: gamma ** (last_epoch // step_size) */
+        return pow((double)c->gamma, (double)((step >= 0 ? step : 0) / c->step_size));
+    default:
+        return 1.0;
+    }
+}
+
+float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step) {
+    if (!cfg || volt_scheduler_config_validate(cfg) < 0) return base_lr;
+    return (float)((double)base_lr * factor_at(cfg, step));
+}
+
+volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
+                                  volt_scheduler **out) {
+    if (!out) return VOLT_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!cfg || !opt) return VOLT_ERR_INVALID_ARG;
+    VOLT_TRY(volt_scheduler_config_validate(cfg));
+    const float base = volt_optimizer_base_lr(opt);
+    if (!isfinite(base) || base < 0.f) return VOLT_ERR_INVALID_ARG;
+    volt_scheduler *s = calloc(1, sizeof *s);
+    if (!s) return VOLT_ERR_NOMEM;
+    s->cfg = *cfg;
+    s->opt = opt;
+    s->base_lr = base;
+    s->last_step = 0;
+    volt_optimizer_set_lr(opt, volt_scheduler_lr_at(cfg, base, 0));
+    *out = s;
+    return VOLT_OK;
+}
+
+void volt_scheduler_destroy(volt_scheduler *s) { free(s); }
+
+const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s) {
+    return s ? &s->cfg : NULL;
+}
+
+void volt_scheduler_step(volt_scheduler *s) {
+    if (!s) return;
+    s->last_step++;
+    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, s->last_step));
+}
+
+int64_t volt_scheduler_last_step(const volt_scheduler *s) { return s ? s->last_step : 0; }
+
+volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step) {
+    if (!s || step < 0) return VOLT_ERR_INVALID_ARG;
+    s->last_step = step;
+    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, step));
+    return VOLT_OK;
+}

@@ -1,0 +1,342 @@
+/* The step: arena + autograd tape. Ops append nodes in creation order (a topological
+ * order); backward walks them in reverse, accumulating grads, and tells the param store's
+ * hooks when each unit's grads are complete. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+
+void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap) { vsnprintf(buf, n, fmt, ap); }
+
+void volt_step_config_init(volt_step_config *cfg) {
+    *cfg = (volt_step_config){ .version = VOLT_STEP_CONFIG_VERSION, .backend = "cpu",
+                               .arena_bytes = 64u << 20, .tape_capacity = 1024, .seed = 0 };
+}
+
+volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
+    *out = NULL;
+    if (!cfg || cfg->version != VOLT_STEP_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    const volt_backend *be = volt_backend_find(cfg->backend ? cfg->backend : "cpu");
+    if (!be) return VOLT_ERR_UNSUPPORTED;
+    volt_step *s = calloc(1, sizeof *s);
+    if (!s) return VOLT_ERR_NOMEM;
+    s->be = be;
+    s->params = cfg->params;
+    s->seed = cfg->seed;
+    s->cap_nodes = cfg->tape_capacity > 0 ? cfg->tape_capacity : 1024;
+    s->tape = malloc(sizeof *s->tape * (size_t)s->cap_nodes);
+    if (!s->tape || volt_arena_init(&s->arena, cfg->arena_bytes ? cfg->arena_bytes : (64u << 20))) {
+        free(s->tape);
+        free(s);
+        return VOLT_ERR_NOMEM;
+    }
+    s->heap_allocs = 1;
+    *out = s;
+    return VOLT_OK;
+}
+
+void volt_step_destroy(volt_step *s) {
+    if (!s) return;
+    volt_arena_free(&s->arena);
+    free(s->tape);
+    free(s);
+}
+
+volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...) {
+    if (s->status >= 0) {      /* keep the first error: later ones are usually fallout */
+        va_list ap;
+        va_start(ap, fmt);
+        volt__set_err(s->errmsg, sizeof s->errmsg, fmt, ap);
+        va_end(ap);
+        s->status = st;
+    }
+    return st;
+}
+
+volt_status volt_step_status(const volt_step *s) { return s->status; }
+const char *volt_step_errmsg(const volt_step *s) { return s->errmsg; }
+bool volt_step_training(const volt_step *s) { return s->training; }
+volt_params *volt_step_params(const volt_step *s) { return s->params; }
+size_t volt_step_arena_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used; }
+size_t volt_step_arena_peak(const volt_step *s) { return s->arena.peak; }
+uint64_t volt_step_heap_allocs(const volt_step *s) { return s->arena.heap_allocs + s->heap_allocs; }
+
+volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
+    if (s->active) volt_step_end(s);
+    s->active = true;
+    s->training = training;
+    s->backward_done = false;
+    s->rng_offset = rng_offset;
+    s->rng_calls = 0;
+    s->stamp++;
+    s->n_nodes = 0;
+    s->status = VOLT_OK;
+    s->errmsg[0] = 0;
+    if (s->params && !volt_params_finalized(s->params))
+        return volt_step_fail(s, VOLT_ERR_STATE, "step: parameter store is not finalized");
+    return VOLT_OK;
+}
+
+void volt_step_end(volt_step *s) {
+    s->active = false;
+    s->n_nodes = 0;
+    volt_arena_reset(&s->arena);
+}
+
+void *volt_step_alloc(volt_step *s, size_t bytes) {
+    void *p = volt_arena_alloc(&s->arena, bytes);
+    if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
+    if ((unsigned)dt >= VOLT_DTYPE_COUNT || shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor: bad dtype %d or ndim %d", (int)dt, shape.ndim);
+        return NULL;
+    }
+    for (int i = 0; i < shape.ndim; i++)
+        if (shape.d[i] < 0) {
+            volt_step_fail(s, VOLT_ERR_SHAPE, "tensor: negative dimension %lld", (long long)shape.d[i]);
+            return NULL;
+        }
+    volt_tensor *t = volt_step_alloc(s, sizeof *t);
+    if (!t) return NULL;
+    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1 };
+    return t;
+}
+
+volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
+    volt_tensor *t = tensor_hdr(s, dt, shape);
+    if (!t) return NULL;
+    size_t bytes = (size_t)volt_shape_numel(shape) * volt_dtype_size(dt);
+    t->data = volt_step_alloc(s, bytes);
+    if (!t->data) return NULL;
+    memset(t->data, 0, bytes);
+    return t;
+}
+
+volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data) {
+    volt_tensor *t = tensor_hdr(s, dt, shape);
+    if (t) t->data = data;
+    return t;
+}
+
+volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t) {
+    if (!t) return NULL;
+    if (t->dtype != VOLT_F32 && t->dtype != VOLT_BF16 && t->dtype != VOLT_F16)
+        return volt__dtype_err(s, "requires_grad", t, "a float dtype");
+    t->flags |= VOLT_TENSOR_REQUIRES_GRAD;
+    return t;
+}
+
+double volt_tensor_item(const volt_tensor *t) {
+    switch (t->dtype) {
+    case VOLT_F32: return ((const float *)t->data)[0];
+    case VOLT_I32: return ((const int32_t *)t->data)[0];
+    case VOLT_I64: return (double)((const int64_t *)t->data)[0];
+    case VOLT_U8: return ((const uint8_t *)t->data)[0];
+    case VOLT_BF16: { uint32_t b = (uint32_t)((const uint16_t *)t->data)[0] << 16; float f; memcpy(&f, &b, 4); return f; }
+    default: return 0;
+    }
+}
+
+float *volt__grad(volt_step *s, volt_tensor *t) {
+    if (!t->grad) {
+        size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
+        t->grad = volt_step_alloc(s, bytes);
+        if (t->grad) memset(t->grad, 0, bytes);
+    }
+    return t->grad;
+}
+
+bool volt__any_null(volt_step *s, int n, volt_tensor *const *in) {
+    for (int i = 0; i < n; i++)
+        if (!in[i]) {
+            if (s->status >= 0) volt_step_fail(s, VOLT_ERR_INVALID_ARG, "op input %d is NULL", i);
+            return true;
+        }
+    return s->status < 0;
+}
+
+volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,
+                             const volt_tensor *a, const volt_tensor *b) {
+    char sa[64], sb[64];
+    volt_shape_str(a->shape, sa, sizeof sa);
+    if (b) volt_shape_str(b->shape, sb, sizeof sb);
+    volt_step_fail(s, VOLT_ERR_SHAPE, "%s: %s: got %s%s%s", op, what, sa, b ? " and " : "", b ? sb : "");
+    return NULL;
+}
+
+volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t, const char *want) {
+    volt_step_fail(s, VOLT_ERR_DTYPE, "%s: expected %s, got %s", op, want, volt_dtype_name(t->dtype));
+    return NULL;
+}
+
+static volt_status use_units(volt_step *s, int n_in, volt_tensor *const *in, int node_index) {
+    for (int i = 0; i < n_in; i++) {
+        volt_unit *u = in[i]->unit;
+        if (!u || u->use_stamp == s->stamp) continue;
+        u->use_stamp = s->stamp;
+        u->first_node = node_index;
+        volt_params *ps = s->params;
+        if (ps && ps->hooks && ps->hooks->unit_use) {
+            volt_status st = ps->hooks->unit_use(ps->hooks_ctx, u);
+            if (st < 0) return volt_step_fail(s, st, "strategy: unit_use('%s') failed", u->name);
+        }
+    }
+    return VOLT_OK;
+}
+
+static volt_node *tape_push(volt_step *s) {
+    if (s->n_nodes == s->cap_nodes) {
+        int cap = s->cap_nodes * 2;
+        volt_node *t = realloc(s->tape, sizeof *t * (size_t)cap);
+        if (!t) { volt_step_fail(s, VOLT_ERR_NOMEM, "tape: out of memory"); return NULL; }
+        s->tape = t;
+        s->cap_nodes = cap;
+        s->heap_allocs++;
+    }
+    return &s->tape[s->n_nodes++];
+}
+
+static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
+                           volt_tensor *out, const volt_node *attrs, bool run_forward) {
+    if (!s->active) {
+        volt_step_fail(s, VOLT_ERR_STATE, "%s: called outside volt_step_begin/volt_step_end",
+                       s->be->kernels[op].name);
+        return NULL;
+    }
+    bool grad = false;
+    if (s->training)
+        for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
+    if (use_units(s, n_in, in, s->n_nodes) < 0) return NULL;
+
+    volt_node tmp, *n = &tmp;
+    if (grad && !(n = tape_push(s))) return NULL;
+    if (attrs) *n = *attrs; else memset(n, 0, sizeof *n);
+    n->op = op;
+    n->n_in = n_in;
+    n->in = volt_step_alloc(s, sizeof(volt_tensor *) * (size_t)(n_in ? n_in : 1));
+    if (!n->in) return NULL;
+    memcpy(n->in, in, sizeof(volt_tensor *) * (size_t)n_in);
+    n->out = out;
+    if (grad) {
+        out->flags |= VOLT_TENSOR_REQUIRES_GRAD;
+        out->node = s->n_nodes - 1;
+    }
+    if (run_forward) {
+        const volt_kernel *k = &s->be->kernels[op];
+        if (!k->forward) {
+            volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: not implemented on backend '%s'", k->name, s->be->name);
+            return NULL;
+        }
+        volt_status st = k->forward(s, n);
+        if (st < 0) {
+            if (s->status >= 0) volt_step_fail(s, st, "%s: forward failed (%s)", k->name, volt_status_str(st));
+            return NULL;
+        }
+    }
+    return out;
+}
+
+volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
+                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs) {
+    if (volt__any_null(s, n_in, in)) return NULL;
+    volt_tensor *out = tensor_hdr(s, out_dt, out_shape);
+    if (!out) return NULL;
+    /* not zeroed: every forward kernel writes its whole output */
+    out->data = volt_step_alloc(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt));
+    if (!out->data) return NULL;
+    return record(s, op, n_in, in, out, attrs, true);
+}
+
+volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape) {
+    if (volt__any_null(s, 1, &in)) return NULL;
+    volt_tensor *out = tensor_hdr(s, in->dtype, shape);
+    if (!out) return NULL;
+    out->data = in->data;
+    return record(s, op, 1, &in, out, NULL, false);
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+static volt_status run_backward(volt_step *s) {
+    volt_params *ps = s->params;
+    const volt_unit_hooks *h = ps ? ps->hooks : NULL;
+    /* Each unit becomes ready once backward has processed its first forward node. */
+    int *ready_next = NULL, *ready_head = NULL;
+    int n_units = ps ? ps->n_units : 0;
+    if (n_units) {
+        ready_next = volt_step_alloc(s, sizeof(int) * (size_t)n_units);
+        ready_head = volt_step_alloc(s, sizeof(int) * (size_t)(s->n_nodes + 1));
+        if (!ready_next || !ready_head) return s->status;
+        for (int i = 0; i <= s->n_nodes; i++) ready_head[i] = -1;
+        for (int u = n_units - 1; u >= 0; u--) {
+            volt_unit *un = ps->units[u];
+            int at = (un->use_stamp == s->stamp && un->first_node < s->n_nodes) ? un->first_node : s->n_nodes;
+            /* units never read this step (or read only outside the tape) are ready at the end */
+            ready_next[u] = ready_head[at];
+            ready_head[at] = u;
+        }
+    }
+    for (int i = s->n_nodes - 1; i >= 0; i--) {
+        volt_node *n = &s->tape[i];
+        if (n->out->grad) {
+            for (int k = 0; k < n->n_in; k++)
+                if (volt__needs_grad(n->in[k]) && !volt__grad(s, n->in[k])) return s->status;
+            const volt_kernel *kern = &s->be->kernels[n->op];
+            if (!kern->backward)
+                return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented", kern->name);
+            volt_status st = kern->backward(s, n);
+            if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
+        }
+        if (n_units && h && h->unit_grads_ready)
+            for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {
+                volt_status st = h->unit_grads_ready(ps->hooks_ctx, ps->units[u]);
+                if (st < 0) return volt_step_fail(s, st, "strategy: unit_grads_ready('%s') failed", ps->units[u]->name);
+            }
+    }
+    if (n_units && h && h->unit_grads_ready)
+        for (int u = ready_head[s->n_nodes]; u >= 0; u = ready_next[u]) {
+            volt_status st = h->unit_grads_ready(ps->hooks_ctx, ps->units[u]);
+            if (st < 0) return volt_step_fail(s, st, "strategy: unit_grads_ready('%s') failed", ps->units[u]->name);
+        }
+    s->backward_done = true;
+    return VOLT_OK;
+}
+
+static volt_status backward_check(volt_step *s, volt_tensor *t) {
+    if (s->status < 0) return s->status;
+    if (!t) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "backward: tensor is NULL");
+    if (!s->active || !s->training)
+        return volt_step_fail(s, VOLT_ERR_STATE, "backward: step was not begun in training mode");
+    if (s->backward_done)
+        return volt_step_fail(s, VOLT_ERR_STATE, "backward: already run for this step (tape is consumed)");
+    if (t->dtype != VOLT_F32)
+        return volt_step_fail(s, VOLT_ERR_DTYPE, "backward: loss must be f32, got %s", volt_dtype_name(t->dtype));
+    if (!volt__needs_grad(t))
+        return volt_step_fail(s, VOLT_ERR_INVALID_ARG,
+                              "backward: tensor does not depend on any parameter (or tensor requiring grad)");
+    return VOLT_OK;
+}
+
+volt_status volt_step_backward(volt_step *s, volt_tensor *loss) {
+    VOLT_TRY(backward_check(s, loss));
+    if (volt_tensor_numel(loss) != 1) {
+        char b[64];
+        return volt_step_fail(s, VOLT_ERR_SHAPE, "backward: loss must be a scalar, got shape %s",
+                              volt_shape_str(loss->shape, b, sizeof b));
+    }
+    float *g = volt__grad(s, loss);
+    if (!g) return s->status;
+    g[0] += 1.0f;
+    return run_backward(s);
+}
+
+volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out) {
+    VOLT_TRY(backward_check(s, t));
+    float *g = volt__grad(s, t);
+    if (!g) return s->status;
+    int64_t n = volt_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) g[i] += grad_out[i];
+    return run_backward(s);
+}

@@ -1,0 +1,158 @@
+/* volt/core.h — status codes, dtypes, shapes, tensors, the per-step context.
+ *
+ * A volt_step is the context every op runs in: it owns the step arena (activations,
+ * activation grads, scratch; released by volt_step_end) and the autograd tape. Ops are
+ * declared in volt/ops.h; parameters in volt/params.h. */
+#ifndef VOLT_CORE_H
+#define VOLT_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VOLT_VERSION_MAJOR 0
+#define VOLT_VERSION_MINOR 1
+#define VOLT_VERSION_PATCH 0
+#define VOLT_MAX_DIMS 4
+
+/* ---- status ---------------------------------------------------------------- */
+typedef enum volt_status {
+    VOLT_OK = 0,
+    VOLT_STOP = 1,                 /* a hook asks for a graceful stop; not an error */
+    VOLT_ERR_NOMEM = -1,
+    VOLT_ERR_INVALID_ARG = -2,
+    VOLT_ERR_SHAPE = -3,
+    VOLT_ERR_DTYPE = -4,
+    VOLT_ERR_IO = -5,
+    VOLT_ERR_CORRUPT = -6,
+    VOLT_ERR_UNSUPPORTED = -7,
+    VOLT_ERR_BACKEND = -8,
+    VOLT_ERR_COMM = -9,
+    VOLT_ERR_VERSION = -10,
+    VOLT_ERR_STATE = -11,          /* called at the wrong time (e.g. backward twice) */
+    VOLT_ERR_NOT_FOUND = -12,
+    VOLT_ERR_TIMEOUT = -13,
+    VOLT_ERR_NUMERIC = -14,        /* NaN/inf where a finite value is required */
+} volt_status;
+
+const char *volt_status_str(volt_status s);
+
+/* Evaluate a volt_status expression; return it from the enclosing function if < 0. */
+#define VOLT_TRY(expr) do { volt_status volt__st = (expr); if (volt__st < 0) return volt__st; } while (0)
+
+/* ---- dtypes ------------------------------------------------------------------ */
+typedef enum volt_dtype {
+    VOLT_F32 = 0, VOLT_BF16, VOLT_F16, VOLT_I32, VOLT_I64, VOLT_U8, VOLT_DTYPE_COUNT
+} volt_dtype;
+
+size_t volt_dtype_size(volt_dtype dt);
+const char *volt_dtype_name(volt_dtype dt);          /* "f32", "bf16", ... */
+
+/* ---- shapes ------------------------------------------------------------------ */
+typedef struct volt_shape {
+    int32_t ndim;                  /* 0 = scalar, at most VOLT_MAX_DIMS */
+    int64_t d[VOLT_MAX_DIMS];
+} volt_shape;
+
+#define VOLT__NARGS(...) VOLT__NARGS_(__VA_ARGS__, 4, 3, 2, 1, 0)
+#define VOLT__NARGS_(a, b, c, d, n, ...) n
+/* VOLT_SHAPE(7, 13) is a 2-d shape; VOLT_SCALAR the 0-d one. */
+#define VOLT_SHAPE(...) ((volt_shape){ VOLT__NARGS(__VA_ARGS__), { __VA_ARGS__ } })
+#define VOLT_SCALAR ((volt_shape){ 0, { 0 } })
+
+int64_t volt_shape_numel(volt_shape s);
+bool volt_shape_eq(volt_shape a, volt_shape b);
+/* Writes "(7, 13)" into buf (always NUL-terminated); returns buf. */
+char *volt_shape_str(volt_shape s, char *buf, size_t n);
+
+/* ---- tensors ----------------------------------------------------------------- */
+typedef struct volt_step volt_step;
+typedef struct volt_unit volt_unit;      /* a param-store unit; see volt/params.h */
+
+enum {
+    VOLT_TENSOR_REQUIRES_GRAD = 1u << 0,  /* backward computes a grad for it */
+    VOLT_TENSOR_PARAM = 1u << 1,          /* lives in the param store */
+};
+
+/* A contiguous, row-major tensor. Activations are created by ops inside a step and live
+ * until volt_step_end; parameters live in the param store. Fields are read-only for
+ * users except `data` contents. */
+typedef struct volt_tensor {
+    volt_dtype dtype;
+    volt_shape shape;
+    uint32_t flags;        /* VOLT_TENSOR_* */
+    int32_t node;          /* tape index of the producing op, -1 for leaves */
+    void *data;            /* numel * dtype size bytes on the step's device */
+    float *grad;           /* f32 gradient (numel floats) or NULL until backward needs it */
+    volt_unit *unit;       /* owning unit for parameters, else NULL */
+    const char *name;      /* parameter name, else NULL */
+} volt_tensor;
+
+static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }
+static inline float *volt_tensor_f32(const volt_tensor *t) { return (float *)t->data; }
+
+/* ---- the step ---------------------------------------------------------------- */
+typedef struct volt_params volt_params;
+
+typedef struct volt_step_config {
+    uint32_t version;              /* VOLT_STEP_CONFIG_VERSION, set by _init */
+    const char *backend;           /* "cpu" (default) */
+    size_t arena_bytes;            /* initial arena size; grows on first steps, 0 = 64 MiB */
+    int tape_capacity;             /* initial node capacity, grows; 0 = 1024 */
+    uint64_t seed;                 /* dropout RNG seed */
+    volt_params *params;           /* borrowed; may be NULL (no parameters) */
+} volt_step_config;
+#define VOLT_STEP_CONFIG_VERSION 1u
+
+void volt_step_config_init(volt_step_config *cfg);
+volt_status volt_step_create(const volt_step_config *cfg, volt_step **out);
+void volt_step_destroy(volt_step *s);              /* NULL-safe */
+
+/* Begin a step: training=true records the tape and makes dropout active. `rng_offset`
+ * selects the dropout stream (the trainer passes the global micro-step). */
+volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
+/* Backward from a scalar f32 loss: accumulates into parameter grads (param store) and
+ * activation grads (arena). Errors if loss is not scalar or depends on no parameter. */
+volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
+/* Backward from a tensor of any shape with the given upstream gradient (numel floats),
+ * like torch.autograd.backward(t, grad). */
+volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out);
+/* Release the step's arena and tape. Tensors from this step become invalid. */
+void volt_step_end(volt_step *s);
+
+/* The first error recorded in the step (ops return NULL on error and keep the message). */
+volt_status volt_step_status(const volt_step *s);
+const char *volt_step_errmsg(const volt_step *s);
+volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool volt_step_training(const volt_step *s);
+volt_params *volt_step_params(const volt_step *s);
+
+/* Arena accounting: bytes in use now and the largest in use at any point since create. */
+size_t volt_step_arena_used(const volt_step *s);
+size_t volt_step_arena_peak(const volt_step *s);
+/* How many heap allocations the arena and tape have made since create (0 growth after
+ * warm-up is what "no malloc in the hot loop" means; tests check it). */
+uint64_t volt_step_heap_allocs(const volt_step *s);
+
+/* Tensors owned by the step (valid until volt_step_end). _new is zero-filled;
+ * _wrap borrows `data` (caller keeps it alive for the step) and copies nothing. */
+volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape);
+volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data);
+/* Mark a step-owned leaf as requiring grad (a float tensor); returns t. After backward
+ * its gradient is in t->grad. Useful for gradient checks and input saliency. */
+volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
+/* Scratch memory from the step arena, 64-byte aligned, NOT zeroed. */
+void *volt_step_alloc(volt_step *s, size_t bytes);
+
+/* Read a scalar tensor (any float/int dtype) as double. */
+double volt_tensor_item(const volt_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

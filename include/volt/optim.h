@@ -1,0 +1,146 @@
+/* volt/optim.h — optimizers (SGD, Adam, AdamW) and learning-rate schedulers.
+ *
+ * An optimizer works on the param store's flat unit buffers: for every unit it keeps its
+ * state (momentum buffer; exp_avg and exp_avg_sq) in buffers laid out like the unit's
+ * values and grads, allocated at create, so volt_optimizer_step never allocates. The math
+ * is PyTorch's single-tensor (non-foreach) torch.optim.SGD / Adam / AdamW, element by
+ * element in f32 in the same operation order, with the per-step scalars (bias
+ * corrections, step size) computed in double as PyTorch does in Python. Results are
+ * bitwise identical run to run and for any number of OpenMP threads.
+ *
+ * Sharded strategies (ZeRO) give each rank a contiguous slice [lo, hi) of a unit with
+ * volt_optimizer_set_range: the step then updates only that slice and the unit's state
+ * holds only hi - lo floats. */
+#ifndef VOLT_OPTIM_H
+#define VOLT_OPTIM_H
+
+#include "volt/core.h"
+#include "volt/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct volt_optimizer volt_optimizer;
+typedef struct volt_scheduler volt_scheduler;
+
+/* ---- optimizer ------------------------------------------------------------------ */
+typedef enum volt_optim_kind {
+    VOLT_OPTIM_SGD = 0,    /* torch.optim.SGD: momentum, dampening, nesterov, L2 decay */
+    VOLT_OPTIM_ADAM,       /* torch.optim.Adam: L2 decay added to the grad */
+    VOLT_OPTIM_ADAMW,      /* torch.optim.AdamW: decoupled decay p *= 1 - lr*wd */
+    VOLT_OPTIM_KIND_COUNT
+} volt_optim_kind;
+
+typedef struct volt_optimizer_config {
+    uint32_t version;      /* VOLT_OPTIMIZER_CONFIG_VERSION, set by _init */
+    volt_optim_kind kind;  /* default VOLT_OPTIM_ADAM */
+    float lr;              /* base learning rate, >= 0; default 1e-3 */
+    float momentum;        /* SGD only, >= 0; default 0 (no momentum buffer) */
+    float dampening;       /* SGD only; default 0 */
+    bool nesterov;         /* SGD only; needs momentum > 0 and dampening == 0 */
+    float weight_decay;    /* >= 0; default 0. NOTE: torch's AdamW defaults to 0.01 —
+                              set it yourself for AdamW */
+    float beta1, beta2;    /* Adam/AdamW, in [0, 1); default 0.9, 0.999 */
+    float eps;             /* Adam/AdamW, >= 0; default 1e-8 */
+} volt_optimizer_config;
+#define VOLT_OPTIMIZER_CONFIG_VERSION 1u
+
+void volt_optimizer_config_init(volt_optimizer_config *cfg);
+/* Checks a config without creating anything (the trainer validates early). */
+volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg);
+
+/* ps must be finalized and outlive the optimizer (borrowed). State buffers (zeroed) cover
+ * every unit's full range until volt_optimizer_set_range. Errors: INVALID_ARG (bad config),
+ * VERSION, STATE (store not finalized), NOMEM. */
+volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
+                                  volt_optimizer **out);
+void volt_optimizer_destroy(volt_optimizer *opt);                   /* NULL-safe */
+const char *volt_optimizer_errmsg(const volt_optimizer *opt);       /* last error, "" if none */
+/* The config as created (cfg->lr stays the base lr; the current lr is volt_optimizer_lr). */
+const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt);
+
+/* One update of every unit's range with the current lr and the grads in the store;
+ * parameters without VOLT_TENSOR_REQUIRES_GRAD (frozen) are left untouched, and so is
+ * their state. Increments the step count once. Never allocates. The SGD momentum buffer
+ * is initialised to the grad (PyTorch's first step) when the step count is 0, so a run
+ * resumed with volt_optimizer_set_step_count continues exactly. */
+volt_status volt_optimizer_step(volt_optimizer *opt);
+
+/* Restrict unit `unit` to floats [lo, hi) of its buffers (0 <= lo <= hi <= unit numel;
+ * lo == hi = nothing to update). The state is reallocated to hi - lo floats; the part
+ * overlapping the old range is kept, the rest is zero. Call before training or restore. */
+volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi);
+/* The unit's current range; returns INVALID_ARG for a bad unit index. */
+volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *lo, int64_t *hi);
+
+void volt_optimizer_set_lr(volt_optimizer *opt, float lr);      /* schedulers call this */
+float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr */
+float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
+int64_t volt_optimizer_step_count(const volt_optimizer *opt);   /* steps taken */
+/* On restore; negative counts are taken as 0. */
+void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps);
+
+/* ---- checkpoint access to the state ---------------------------------------------- */
+/* SGD with momentum: 1 ("momentum_buffer"); Adam/AdamW: 2 ("exp_avg", "exp_avg_sq");
+ * SGD without momentum: 0. Names follow torch.optim's state_dict keys. */
+int volt_optimizer_state_count(const volt_optimizer *opt);
+const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
+/* State k of unit `unit`: a buffer of hi - lo floats holding unit floats [lo, hi) (lo, hi
+ * may be NULL). Valid until the next set_range of that unit or destroy; NULL for bad
+ * arguments or an empty range. Writable: checkpoint restore fills it. */
+float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
+
+/* ---- schedulers ------------------------------------------------------------------ */
+typedef enum volt_sched_kind {
+    VOLT_SCHED_CONSTANT = 0,   /* base */
+    VOLT_SCHED_LINEAR_WARMUP,  /* 0 -> base over warmup_steps, then base
+                                  (HF get_constant_schedule_with_warmup) */
+    VOLT_SCHED_LINEAR,         /* warmup, then linear decay to 0 at total_steps
+                                  (HF get_linear_schedule_with_warmup) */
+    VOLT_SCHED_COSINE,         /* warmup, then half-cosine to min_lr_ratio*base at total_steps
+                                  (HF get_cosine_[with_min_lr_]schedule_with_warmup) */
+    VOLT_SCHED_STEP,           /* base * gamma^floor(step / step_size) (torch StepLR) */
+    VOLT_SCHED_KIND_COUNT
+} volt_sched_kind;
+
+typedef enum volt_sched_interval {
+    VOLT_SCHED_EVERY_STEP = 0, /* the trainer calls volt_scheduler_step per optimizer step */
+    VOLT_SCHED_EVERY_EPOCH,    /* ... per epoch */
+} volt_sched_interval;
+
+typedef struct volt_scheduler_config {
+    uint32_t version;          /* VOLT_SCHEDULER_CONFIG_VERSION, set by _init */
+    volt_sched_kind kind;      /* default CONSTANT */
+    int64_t warmup_steps;      /* LINEAR_WARMUP, LINEAR, COSINE; >= 0; default 0 */
+    int64_t total_steps;       /* LINEAR, COSINE: > warmup_steps; default 0 (must be set) */
+    int64_t step_size;         /* STEP: > 0; default 0 (must be set) */
+    float gamma;               /* STEP: finite, >= 0; default 0.1 */
+    float min_lr_ratio;        /* COSINE: floor as a fraction of base, in [0, 1]; default 0 */
+    volt_sched_interval interval;  /* read by the trainer; default EVERY_STEP */
+} volt_scheduler_config;
+#define VOLT_SCHEDULER_CONFIG_VERSION 1u
+
+void volt_scheduler_config_init(volt_scheduler_config *cfg);
+volt_status volt_scheduler_config_validate(const volt_scheduler_config *cfg);
+/* The lr at scheduler step `step` (pure; the HF/torch lambda, in double, times base_lr).
+ * As in HF, COSINE past total_steps follows the cosine back up, LINEAR stays at 0.
+ * An invalid config gives base_lr. */
+float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step);
+
+/* opt is borrowed and must outlive the scheduler; base lr = volt_optimizer_base_lr(opt).
+ * Sets the optimizer's lr to lr_at(0) (as torch's LambdaLR constructor does). */
+volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
+                                  volt_scheduler **out);
+void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
+const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
+/* Advance the counter by one and set the optimizer's lr to lr_at(counter). */
+void volt_scheduler_step(volt_scheduler *s);
+int64_t volt_scheduler_last_step(const volt_scheduler *s);
+/* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step). */
+volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,117 @@
+/* volt/params.h — the parameter store.
+ *
+ * Parameters are declared (name, shape, init) inside a module's setup and grouped into
+ * units (a layer, a block). After volt_params_finalize, each unit owns one flat, padded,
+ * contiguous f32 buffer for values and one for grads; optimizers keep their states in
+ * buffers of the same layout. A parameter is a volt_tensor whose data/grad point into its
+ * unit's buffers. Strategies hook into the units (DESIGN §3): unit_use fires when a
+ * forward op first reads a unit's parameter in a step, unit_grads_ready when backward has
+ * finished the last node touching the unit. */
+#ifndef VOLT_PARAMS_H
+#define VOLT_PARAMS_H
+
+#include "volt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Each parameter starts on a multiple of this many floats inside its unit buffer. */
+#define VOLT_PARAM_ALIGN 16
+
+typedef enum volt_init_kind {
+    VOLT_INIT_KIND_ZEROS = 0,
+    VOLT_INIT_KIND_CONST,             /* a */
+    VOLT_INIT_KIND_NORMAL,            /* mean a, std b */
+    VOLT_INIT_KIND_UNIFORM,           /* U(a, b) */
+    VOLT_INIT_KIND_XAVIER_UNIFORM,    /* gain a */
+    VOLT_INIT_KIND_XAVIER_NORMAL,     /* gain a */
+    VOLT_INIT_KIND_KAIMING_UNIFORM,   /* leaky-relu slope a, fan_in mode (PyTorch default) */
+    VOLT_INIT_KIND_KAIMING_NORMAL,    /* leaky-relu slope a, fan_in mode */
+} volt_init_kind;
+
+typedef struct volt_init { volt_init_kind kind; float a, b; } volt_init;
+
+#define VOLT_INIT_ZEROS ((volt_init){ VOLT_INIT_KIND_ZEROS, 0.f, 0.f })
+#define VOLT_INIT_ONES ((volt_init){ VOLT_INIT_KIND_CONST, 1.f, 0.f })
+#define VOLT_INIT_CONST(v) ((volt_init){ VOLT_INIT_KIND_CONST, (v), 0.f })
+#define VOLT_INIT_NORMAL(mean, std) ((volt_init){ VOLT_INIT_KIND_NORMAL, (mean), (std) })
+#define VOLT_INIT_UNIFORM(lo, hi) ((volt_init){ VOLT_INIT_KIND_UNIFORM, (lo), (hi) })
+#define VOLT_INIT_XAVIER ((volt_init){ VOLT_INIT_KIND_XAVIER_UNIFORM, 1.f, 0.f })
+#define VOLT_INIT_XAVIER_NORMAL ((volt_init){ VOLT_INIT_KIND_XAVIER_NORMAL, 1.f, 0.f })
+/* He init for ReLU nets: U(±sqrt(6/fan_in)). */
+#define VOLT_INIT_KAIMING ((volt_init){ VOLT_INIT_KIND_KAIMING_UNIFORM, 0.f, 0.f })
+#define VOLT_INIT_KAIMING_NORMAL ((volt_init){ VOLT_INIT_KIND_KAIMING_NORMAL, 0.f, 0.f })
+/* nn.Linear's default weight init: kaiming_uniform(a=sqrt(5)) = U(±1/sqrt(fan_in)). */
+#define VOLT_INIT_TORCH_LINEAR ((volt_init){ VOLT_INIT_KIND_KAIMING_UNIFORM, 2.2360679775f, 0.f })
+
+typedef struct volt_params_config {
+    uint32_t version;      /* VOLT_PARAMS_CONFIG_VERSION, set by _init */
+    uint64_t seed;         /* init RNG seed; same seed => bitwise-identical init */
+} volt_params_config;
+#define VOLT_PARAMS_CONFIG_VERSION 1u
+
+void volt_params_config_init(volt_params_config *cfg);
+volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);
+void volt_params_destroy(volt_params *ps);                 /* NULL-safe */
+const char *volt_params_errmsg(const volt_params *ps);
+
+/* ---- declaring (before finalize) ------------------------------------------------ */
+/* Start a new unit; later declarations go into it. Params declared before any call go
+ * into an implicit unit named "default". Names must be unique. */
+volt_status volt_params_unit(volt_params *ps, const char *name);
+/* Declare an f32 parameter. *out is a stable pointer, owned by the store; its data is
+ * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize. */
+volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
+                           volt_init init, volt_tensor **out);
+/* Allocate every unit's buffers and initialise parameters in declaration order. */
+volt_status volt_params_finalize(volt_params *ps);
+bool volt_params_finalized(const volt_params *ps);
+
+/* Exclude a parameter from gradient computation (frozen); call any time. */
+void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad);
+
+/* ---- lookup --------------------------------------------------------------------- */
+int volt_params_count(const volt_params *ps);
+volt_tensor *volt_params_at(const volt_params *ps, int i);           /* declaration order */
+volt_tensor *volt_params_find(const volt_params *ps, const char *name); /* NULL if absent */
+int64_t volt_params_numel(const volt_params *ps);                    /* unpadded total */
+
+int volt_params_unit_count(const volt_params *ps);
+volt_unit *volt_params_unit_at(const volt_params *ps, int i);
+const char *volt_unit_name(const volt_unit *u);
+int volt_unit_index(const volt_unit *u);
+int volt_unit_param_count(const volt_unit *u);
+volt_tensor *volt_unit_param(const volt_unit *u, int i);
+/* Offset (in floats) of parameter p inside its unit's flat buffers. */
+int64_t volt_param_offset(const volt_tensor *p);
+/* Padded length in floats of the unit's flat buffers (values, grads, optimizer states). */
+int64_t volt_unit_numel(const volt_unit *u);
+float *volt_unit_data(const volt_unit *u);
+float *volt_unit_grad(const volt_unit *u);
+
+/* ---- gradients -------------------------------------------------------------------- */
+void volt_params_zero_grad(volt_params *ps);
+/* Scale all grads so their global L2 norm is at most max_norm; *total_norm (may be NULL)
+ * gets the norm before clipping. Sums in double in a fixed order. */
+volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
+volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
+/* Sum of squared grads over all parameters (double, fixed order). Strategies that shard
+ * grads add the ranks' partial sums. */
+double volt_params_grad_sqnorm(const volt_params *ps);
+
+/* ---- strategy hooks ---------------------------------------------------------------- */
+typedef struct volt_unit_hooks {
+    uint32_t version;                                        /* VOLT_UNIT_HOOKS_VERSION */
+    volt_status (*unit_use)(void *ctx, volt_unit *u);        /* first forward read per step */
+    volt_status (*unit_grads_ready)(void *ctx, volt_unit *u);/* backward done with the unit */
+} volt_unit_hooks;
+#define VOLT_UNIT_HOOKS_VERSION 1u
+
+/* Install hooks (borrowed; must outlive the store or be replaced). NULL = none. */
+void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,120 @@
+/* volt/safetensors.h — safetensors file I/O, the layer checkpoints are built on.
+ *
+ * Format (https://github.com/huggingface/safetensors): 8-byte little-endian u64 header
+ * length N, N bytes of JSON header, then the raw little-endian tensor data:
+ *   {"__metadata__": {"k": "v", ...},
+ *    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+ * Offsets are relative to the first byte after the header. Files volt writes load in any
+ * safetensors reader (Python `safetensors`, PyTorch via it), and volt reads theirs.
+ *
+ * What volt adds on top, in `__metadata__`: "format": "volt" and, per tensor,
+ * "crc32:<name>": 8 lowercase hex digits (zlib crc32 of the tensor's bytes), checked by
+ * volt_st_verify. Files without crc entries (e.g. from Hugging Face) verify OK.
+ *
+ * Every error message names the file, and the tensor where there is one:
+ *   "file 'ck.safetensors': tensor 'fc1.weight' crc mismatch (file corrupt?)".
+ * A damaged file gives VOLT_ERR_CORRUPT with such a message, never a crash.
+ * Hosts are assumed little-endian (x86-64, aarch64); data is stored as in memory. */
+#ifndef VOLT_SAFETENSORS_H
+#define VOLT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "volt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest header volt writes or accepts (the reference implementation's limit). */
+#define VOLT_ST_MAX_HEADER 100000000u
+
+typedef struct volt_st_writer volt_st_writer;
+typedef struct volt_st_file volt_st_file;
+
+/* One tensor of an open file. `data` points into the file object and stays valid until
+ * volt_st_close; it is aligned to the element size when the file's offsets are (files
+ * volt writes always are). Read it with memcpy or volt_st_read_f32 otherwise. */
+typedef struct volt_st_info {
+    volt_dtype dtype;
+    volt_shape shape;              /* ndim 0 = scalar (one element) */
+    const void *data;              /* nbytes bytes, little-endian */
+    size_t nbytes;                 /* numel * dtype size; 0 for an empty tensor */
+} volt_st_info;
+
+/* ---- atomic file write ------------------------------------------------------- */
+
+/* Write n bytes to `path` atomically: write "<path>.tmp", fsync, rename over `path`, fsync
+ * the directory. On failure the .tmp is removed and a file already at `path` is left
+ * untouched. Concurrent writers to the same path are not supported (they share the .tmp).
+ * Errors: VOLT_ERR_IO (message with strerror), VOLT_ERR_INVALID_ARG. */
+volt_status volt_file_write_atomic(const char *path, const void *data, size_t n,
+                                   char *err, size_t errlen);
+
+/* ---- writer -------------------------------------------------------------------- */
+
+volt_status volt_st_writer_create(volt_st_writer **out);
+void volt_st_writer_destroy(volt_st_writer *w);                      /* NULL-safe */
+
+/* Add a tensor. `name` is copied; `data` (numel * dtype size bytes, may be NULL when that
+ * is 0) is BORROWED and must stay valid and unchanged until the last volt_st_writer_write
+ * or volt_st_writer_destroy. shape.ndim is 0..VOLT_MAX_DIMS, dims >= 0.
+ * Errors: VOLT_ERR_INVALID_ARG (bad name/dtype/shape, duplicate name), VOLT_ERR_NOMEM;
+ * the message is in volt_st_writer_errmsg. */
+volt_status volt_st_writer_add(volt_st_writer *w, const char *name, volt_dtype dt,
+                               volt_shape shape, const void *data);
+/* As volt_st_writer_add, but copies the data now; the caller may free it on return. */
+volt_status volt_st_writer_add_copy(volt_st_writer *w, const char *name, volt_dtype dt,
+                                    volt_shape shape, const void *data);
+/* Set a `__metadata__` string (both copied; setting a key again replaces its value).
+ * "format" and keys starting "crc32:" are reserved for volt -> VOLT_ERR_INVALID_ARG. */
+volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *value);
+
+/* Write the file atomically (see volt_file_write_atomic). Tensors are laid out
+ * contiguously, larger element sizes first (stable in the order added), so each tensor is
+ * aligned to its element size, as the reference implementation does. May be called more
+ * than once. Errors: VOLT_ERR_IO, VOLT_ERR_NOMEM, VOLT_ERR_INVALID_ARG. */
+volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err, size_t errlen);
+
+/* The last error message of this writer ("" if none). Valid until the next call. */
+const char *volt_st_writer_errmsg(const volt_st_writer *w);
+
+/* ---- reader -------------------------------------------------------------------- */
+
+/* Read and validate a whole file. Errors: VOLT_ERR_IO (missing/unreadable; names the file
+ * and strerror), VOLT_ERR_CORRUPT (not a safetensors file, truncated, bad header, offsets
+ * out of range or overlapping, size/shape mismatch; names the file and tensor),
+ * VOLT_ERR_UNSUPPORTED (a valid safetensors dtype volt lacks, e.g. F64, or more than
+ * VOLT_MAX_DIMS dims), VOLT_ERR_NOMEM. On error *out is NULL. */
+volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen);
+void volt_st_close(volt_st_file *f);                                  /* NULL-safe */
+
+/* Tensors, in the order of their data in the file. name: NULL if i is out of range;
+ * valid until volt_st_close. */
+int volt_st_count(const volt_st_file *f);
+const char *volt_st_name(const volt_st_file *f, int i);
+/* Look up a tensor by name. Errors: VOLT_ERR_NOT_FOUND, VOLT_ERR_INVALID_ARG. */
+volt_status volt_st_find(const volt_st_file *f, const char *name, volt_st_info *info);
+
+/* `__metadata__`, including volt's own "format" and "crc32:*" keys. Strings are valid
+ * until volt_st_close. volt_st_meta: NULL if absent. */
+const char *volt_st_meta(const volt_st_file *f, const char *key);
+int volt_st_meta_count(const volt_st_file *f);
+volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, const char **value);
+
+/* Check a tensor's bytes against its "crc32:<name>" metadata; OK when there is none.
+ * Errors: VOLT_ERR_CORRUPT ("... tensor 'x' crc mismatch (file corrupt?)", or a malformed
+ * crc entry), VOLT_ERR_NOT_FOUND. _all checks every tensor and stops at the first error. */
+volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen);
+volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen);
+
+/* Copy a F32/BF16/F16 tensor into dst as f32 (numel floats). requires: numel equals the
+ * tensor's element count, else VOLT_ERR_SHAPE naming both. Other dtypes: VOLT_ERR_DTYPE.
+ * Missing tensor: VOLT_ERR_NOT_FOUND. */
+volt_status volt_st_read_f32(const volt_st_file *f, const char *name, float *dst,
+                             int64_t numel, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

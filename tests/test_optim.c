@@ -1,0 +1,582 @@
+/* Optimizers and LR schedulers: SGD (plain, momentum, dampening, nesterov, L2), Adam, AdamW
+ * against a double-precision reference of the torch.optim formulas; frozen params; padding;
+ * set_range (ZeRO slices) against the full step; state access and resume; determinism
+ * across thread counts; schedulers against the HF / torch formulas; invalid configs. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "volt/optim.h"
+#include "vtest.h"
+
+#define RTOL 1e-6
+#define ATOL 1e-7
+#define NSTEPS 3
+
+/* Two units with odd sizes: enc.0 = W (7,13) + b (5); enc.1 = V (3,11) + s (scalar). */
+typedef struct store { volt_params *ps; volt_tensor *W, *b, *V, *s; } store;
+
+static void store_make(store *st, uint64_t seed) {
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    pc.seed = seed;
+    *st = (store){ 0 };
+    CHECK_OK(volt_params_create(&pc, &st->ps));
+    CHECK_OK(volt_params_unit(st->ps, "enc.0"));
+    CHECK_OK(volt_param_new(st->ps, "enc.0.weight", VOLT_SHAPE(7, 13), VOLT_INIT_UNIFORM(-1.f, 1.f), &st->W));
+    CHECK_OK(volt_param_new(st->ps, "enc.0.bias", VOLT_SHAPE(5), VOLT_INIT_UNIFORM(-0.5f, 0.5f), &st->b));
+    CHECK_OK(volt_params_unit(st->ps, "enc.1"));
+    CHECK_OK(volt_param_new(st->ps, "enc.1.weight", VOLT_SHAPE(3, 11), VOLT_INIT_NORMAL(0.f, 0.5f), &st->V));
+    CHECK_OK(volt_param_new(st->ps, "enc.1.scale", VOLT_SCALAR, VOLT_INIT_CONST(0.3f), &st->s));
+    CHECK_OK(volt_params_finalize(st->ps));
+}
+
+/* The grad of unit float k at step t (1-based); every param gets one, frozen or not. */
+static float gfun(int u, int64_t k, int t) {
+    return (float)(0.5 * sin(0.37 * (double)k + 1.1 * t + 2.3 * u) + 0.1 * cos(1.7 * (double)k * t));
+}
+
+static void set_grads(volt_params *ps, int t) {
+    for (int ui = 0; ui < volt_params_unit_count(ps); ui++) {
+        volt_unit *u = volt_params_unit_at(ps, ui);
+        float *g = volt_unit_grad(u);
+        memset(g, 0, sizeof(float) * (size_t)volt_unit_numel(u));
+        for (int i = 0; i < volt_unit_param_count(u); i++) {
+            const volt_tensor *p = volt_unit_param(u, i);
+            int64_t off = volt_param_offset(p);
+            for (int64_t k = off; k < off + volt_tensor_numel(p); k++) g[k] = gfun(ui, k, t);
+        }
+    }
+}
+
+/* 1 where unit float k belongs to a trainable param, 0 for frozen params and padding. */
+static void trainable_mask(volt_unit *u, unsigned char *mask) {
+    memset(mask, 0, (size_t)volt_unit_numel(u));
+    for (int i = 0; i < volt_unit_param_count(u); i++) {
+        const volt_tensor *p = volt_unit_param(u, i);
+        if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;
+        int64_t off = volt_param_offset(p);
+        memset(mask + off, 1, (size_t)volt_tensor_numel(p));
+    }
+}
+
+/* ---- the double-precision reference (torch.optim formulas) ------------------------- */
+typedef struct ref_elem { double p, b, m, v; } ref_elem;
+
+static void ref_step(const volt_optimizer_config *c, double lr, int t, ref_elem *e, double g) {
+    const double wd = c->weight_decay;
+    if (c->kind == VOLT_OPTIM_SGD) {
+        const double mom = c->momentum;
+        g += wd * e->p;
+        if (mom != 0) {
+            e->b = t == 1 ? g : mom * e->b + (1.0 - (double)c->dampening) * g;
+            g = c->nesterov ? g + mom * e->b : e->b;
+        }
+        e->p -= lr * g;
+        return;
+    }
+    const double b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    if (c->kind == VOLT_OPTIM_ADAMW) e->p *= 1.0 - lr * wd;
+    else g += wd * e->p;
+    e->m = b1 * e->m + (1.0 - b1) * g;
+    e->v = b2 * e->v + (1.0 - b2) * g * g;
+    const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    e->p -= lr / bc1 * e->m / (sqrt(e->v) / sqrt(bc2) + eps);
+}
+
+static const double LRS[NSTEPS] = { 1.0, 0.5, 0.25 };   /* lr multipliers per step (set_lr) */
+
+/* Run NSTEPS on a fresh store against the reference. freeze_bias freezes enc.0.bias. */
+static void run_case(const char *name, const volt_optimizer_config *cfg, bool freeze_bias) {
+    store st;
+    store_make(&st, 42);
+    if (freeze_bias) volt_param_set_requires_grad(st.b, false);
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(cfg, st.ps, &opt));
+    if (!opt) return;
+    const int nu = volt_params_unit_count(st.ps);
+    ref_elem *ref[2];
+    float *init[2];
+    unsigned char *mask[2];
+    for (int ui = 0; ui < nu; ui++) {
+        volt_unit *u = volt_params_unit_at(st.ps, ui);
+        int64_t n = volt_unit_numel(u);
+        ref[ui] = calloc((size_t)n, sizeof(ref_elem));
+        init[ui] = malloc(sizeof(float) * (size_t)n);
+        mask[ui] = malloc((size_t)n);
+        memcpy(init[ui], volt_unit_data(u), sizeof(float) * (size_t)n);
+        for (int64_t k = 0; k < n; k++) ref[ui][k].p = init[ui][k];
+        trainable_mask(u, mask[ui]);
+    }
+    double worst = 0;
+    int bad = 0, frozen_bad = 0, state_bad = 0;
+    for (int t = 1; t <= NSTEPS; t++) {
+        const float lr = (float)(cfg->lr * LRS[t - 1]);
+        volt_optimizer_set_lr(opt, lr);
+        set_grads(st.ps, t);
+        CHECK_OK(volt_optimizer_step(opt));
+        for (int ui = 0; ui < nu; ui++) {
+            volt_unit *u = volt_params_unit_at(st.ps, ui);
+            const float *d = volt_unit_data(u);
+            for (int64_t k = 0; k < volt_unit_numel(u); k++) {
+                if (!mask[ui][k]) {      /* frozen or padding: bitwise untouched */
+                    if (memcmp(&d[k], &init[ui][k], sizeof(float))) frozen_bad++;
+                    continue;
+                }
+                ref_step(cfg, lr, t, &ref[ui][k], gfun(ui, k, t));
+                double r = ref[ui][k].p, err = fabs(d[k] - r);
+                if (err > ATOL + RTOL * fabs(r)) bad++;
+                if (err / (fabs(r) + 1e-30) > worst && fabs(r) > 1e-3) worst = err / fabs(r);
+            }
+            /* states: same reference values; frozen/padding states stay 0 */
+            for (int s = 0; s < volt_optimizer_state_count(opt); s++) {
+                int64_t lo = -1, hi = -1;
+                const float *sb = volt_optimizer_state(opt, ui, s, &lo, &hi);
+                CHECK(sb && lo == 0 && hi == volt_unit_numel(u), "%s: state %d range [%lld, %lld)",
+                      name, s, (long long)lo, (long long)hi);
+                if (!sb) continue;
+                for (int64_t k = 0; k < hi; k++) {
+                    double r = !mask[ui][k] ? 0.0
+                             : cfg->kind == VOLT_OPTIM_SGD ? ref[ui][k].b : s == 0 ? ref[ui][k].m : ref[ui][k].v;
+                    if (fabs(sb[k] - r) > ATOL + RTOL * fabs(r)) state_bad++;
+                }
+            }
+        }
+        CHECK(volt_optimizer_step_count(opt) == t, "%s: step count %lld", name,
+              (long long)volt_optimizer_step_count(opt));
+    }
+    CHECK(bad == 0, "%s: %d values off the double reference", name, bad);
+    CHECK(frozen_bad == 0, "%s: %d frozen/padding values changed", name, frozen_bad);
+    CHECK(state_bad == 0, "%s: %d state values off the reference", name, state_bad);
+    printf("  %-28s max rel err vs double reference %.2e\n", name, worst);
+    for (int ui = 0; ui < nu; ui++) { free(ref[ui]); free(init[ui]); free(mask[ui]); }
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+static volt_optimizer_config sgd_cfg(float lr, float mom, float damp, bool nest, float wd) {
+    volt_optimizer_config c;
+    volt_optimizer_config_init(&c);
+    c.kind = VOLT_OPTIM_SGD;
+    c.lr = lr; c.momentum = mom; c.dampening = damp; c.nesterov = nest; c.weight_decay = wd;
+    return c;
+}
+
+static volt_optimizer_config adam_cfg(volt_optim_kind kind, float lr, float wd, float b1, float b2) {
+    volt_optimizer_config c;
+    volt_optimizer_config_init(&c);
+    c.kind = kind;
+    c.lr = lr; c.weight_decay = wd; c.beta1 = b1; c.beta2 = b2;
+    return c;
+}
+
+static void test_reference(void) {
+    volt_optimizer_config c;
+    c = sgd_cfg(0.1f, 0.f, 0.f, false, 0.f);     run_case("sgd", &c, false);
+    c = sgd_cfg(0.1f, 0.f, 0.f, false, 0.05f);   run_case("sgd wd", &c, false);
+    c = sgd_cfg(0.1f, 0.9f, 0.f, false, 0.f);    run_case("sgd momentum", &c, false);
+    c = sgd_cfg(0.1f, 0.9f, 0.25f, false, 0.01f);run_case("sgd momentum damp wd", &c, true);
+    c = sgd_cfg(0.05f, 0.8f, 0.f, true, 0.f);    run_case("sgd nesterov", &c, false);
+    c = sgd_cfg(0.05f, 0.8f, 0.f, true, 0.1f);   run_case("sgd nesterov wd frozen", &c, true);
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-2f, 0.f, 0.9f, 0.999f);   run_case("adam", &c, false);
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-2f, 0.05f, 0.8f, 0.99f);  run_case("adam l2 betas", &c, true);
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-2f, 0.f, 0.3f, 0.5f);     run_case("adam beta1<0.5 (lerp)", &c, false);
+    c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f); run_case("adamw", &c, false);
+    c = adam_cfg(VOLT_OPTIM_ADAMW, 3e-2f, 0.01f, 0.9f, 0.95f); run_case("adamw frozen", &c, true);
+}
+
+/* ---- set_range: a slice updates exactly like the full step inside it ----------------- */
+static void test_range_kind(const volt_optimizer_config *cfg, const char *name) {
+    store a, b;
+    store_make(&a, 7);
+    store_make(&b, 7);
+    volt_optimizer *oa = NULL, *ob = NULL;
+    CHECK_OK(volt_optimizer_create(cfg, a.ps, &oa));
+    CHECK_OK(volt_optimizer_create(cfg, b.ps, &ob));
+    if (!oa || !ob) return;
+    volt_unit *u0 = volt_params_unit_at(b.ps, 0), *u1 = volt_params_unit_at(b.ps, 1);
+    const int64_t n0 = volt_unit_numel(u0), n1 = volt_unit_numel(u1);
+    /* unit 0: [20, 99) cuts W, spans its padding and half the bias; unit 1: nothing */
+    const int64_t lo = 20, hi = 99;
+    CHECK_OK(volt_optimizer_set_range(ob, 0, lo, hi));
+    CHECK_OK(volt_optimizer_set_range(ob, 1, 0, 0));
+    float *init0 = malloc(sizeof(float) * (size_t)n0), *init1 = malloc(sizeof(float) * (size_t)n1);
+    memcpy(init0, volt_unit_data(u0), sizeof(float) * (size_t)n0);
+    memcpy(init1, volt_unit_data(u1), sizeof(float) * (size_t)n1);
+    for (int t = 1; t <= NSTEPS; t++) {
+        set_grads(a.ps, t);
+        set_grads(b.ps, t);
+        CHECK_OK(volt_optimizer_step(oa));
+        CHECK_OK(volt_optimizer_step(ob));
+    }
+    const float *da = volt_unit_data(volt_params_unit_at(a.ps, 0)), *db = volt_unit_data(u0);
+    int in_bad = 0, out_bad = 0;
+    for (int64_t k = 0; k < n0; k++) {
+        if (k >= lo && k < hi) in_bad += memcmp(&da[k], &db[k], sizeof(float)) != 0;
+        else out_bad += memcmp(&init0[k], &db[k], sizeof(float)) != 0;
+    }
+    CHECK(in_bad == 0, "%s: %d floats in the range differ from the full step", name, in_bad);
+    CHECK(out_bad == 0, "%s: %d floats outside the range changed", name, out_bad);
+    CHECK(memcmp(init1, volt_unit_data(u1), sizeof(float) * (size_t)n1) == 0, "%s: empty-range unit changed", name);
+    for (int s = 0; s < volt_optimizer_state_count(ob); s++) {
+        int64_t l = -1, h = -1, la, ha;
+        const float *sb = volt_optimizer_state(ob, 0, s, &l, &h);
+        const float *sa = volt_optimizer_state(oa, 0, s, &la, &ha);
+        CHECK(sb && l == lo && h == hi, "%s: state range [%lld, %lld)", name, (long long)l, (long long)h);
+        if (sb && sa) CHECK(memcmp(sb, sa + lo, sizeof(float) * (size_t)(hi - lo)) == 0,
+                            "%s: sliced state differs from the full state", name);
+        CHECK(volt_optimizer_state(ob, 1, s, &l, &h) == NULL && l == 0 && h == 0,
+              "%s: empty range has a state buffer", name);
+    }
+    int64_t l, h;
+    CHECK_OK(volt_optimizer_range(ob, 0, &l, &h));
+    CHECK(l == lo && h == hi, "range getter [%lld, %lld)", (long long)l, (long long)h);
+    free(init0);
+    free(init1);
+    volt_optimizer_destroy(oa);
+    volt_optimizer_destroy(ob);
+    volt_params_destroy(a.ps);
+    volt_params_destroy(b.ps);
+}
+
+static void test_range(void) {
+    volt_optimizer_config c;
+    c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f); test_range_kind(&c, "range adamw");
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-2f, 0.1f, 0.9f, 0.999f);  test_range_kind(&c, "range adam");
+    c = sgd_cfg(0.1f, 0.9f, 0.1f, false, 0.01f);               test_range_kind(&c, "range sgd momentum");
+    c = sgd_cfg(0.1f, 0.f, 0.f, false, 0.01f);                 test_range_kind(&c, "range sgd");
+
+    /* re-ranging keeps the overlap, zeroes the rest; bad ranges are rejected */
+    store st;
+    store_make(&st, 3);
+    volt_optimizer *opt = NULL;
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-3f, 0.f, 0.9f, 0.999f);
+    CHECK_OK(volt_optimizer_create(&c, st.ps, &opt));
+    if (!opt) return;
+    const int64_t n0 = volt_unit_numel(volt_params_unit_at(st.ps, 0));
+    CHECK_OK(volt_optimizer_set_range(opt, 0, 10, 50));
+    float *s1 = volt_optimizer_state(opt, 0, 1, NULL, NULL);
+    for (int64_t i = 0; i < 40; i++) s1[i] = (float)(10 + i);
+    CHECK_OK(volt_optimizer_set_range(opt, 0, 30, n0));
+    int64_t lo, hi;
+    s1 = volt_optimizer_state(opt, 0, 1, &lo, &hi);
+    CHECK(lo == 30 && hi == n0, "re-range [%lld, %lld)", (long long)lo, (long long)hi);
+    int kept = 1;
+    for (int64_t k = 30; k < n0; k++) kept &= s1[k - 30] == (k < 50 ? (float)k : 0.f);
+    CHECK(kept, "re-range keeps the overlap and zeroes the rest");
+    CHECK(volt_optimizer_set_range(opt, 2, 0, 1) == VOLT_ERR_INVALID_ARG, "bad unit");
+    CHECK(volt_optimizer_set_range(opt, -1, 0, 1) == VOLT_ERR_INVALID_ARG, "negative unit");
+    CHECK(volt_optimizer_set_range(opt, 0, -1, 4) == VOLT_ERR_INVALID_ARG, "lo < 0");
+    CHECK(volt_optimizer_set_range(opt, 0, 5, 4) == VOLT_ERR_INVALID_ARG, "hi < lo");
+    CHECK(volt_optimizer_set_range(opt, 0, 0, n0 + 1) == VOLT_ERR_INVALID_ARG, "hi > numel");
+    CHECK(strlen(volt_optimizer_errmsg(opt)) > 0, "errmsg set");
+    CHECK(volt_optimizer_range(opt, 9, &lo, &hi) == VOLT_ERR_INVALID_ARG, "range getter bad unit");
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+/* ---- resume: state + step count copied into a fresh optimizer continue exactly ----------- */
+static void test_resume_kind(const volt_optimizer_config *cfg, const char *name) {
+    store a, b;
+    store_make(&a, 11);
+    store_make(&b, 11);
+    volt_optimizer *oa = NULL, *ob = NULL, *oc = NULL;
+    CHECK_OK(volt_optimizer_create(cfg, a.ps, &oa));
+    CHECK_OK(volt_optimizer_create(cfg, b.ps, &ob));
+    if (!oa || !ob) return;
+    for (int t = 1; t <= NSTEPS; t++) { set_grads(a.ps, t); CHECK_OK(volt_optimizer_step(oa)); }
+    set_grads(b.ps, 1);
+    CHECK_OK(volt_optimizer_step(ob));
+    /* "checkpoint" ob, "restore" into oc (fresh) */
+    CHECK_OK(volt_optimizer_create(cfg, b.ps, &oc));
+    if (!oc) return;
+    for (int ui = 0; ui < 2; ui++)
+        for (int s = 0; s < volt_optimizer_state_count(ob); s++) {
+            int64_t lo, hi;
+            const float *src = volt_optimizer_state(ob, ui, s, &lo, &hi);
+            float *dst = volt_optimizer_state(oc, ui, s, NULL, NULL);
+            memcpy(dst, src, sizeof(float) * (size_t)(hi - lo));
+        }
+    volt_optimizer_set_step_count(oc, volt_optimizer_step_count(ob));
+    volt_optimizer_destroy(ob);
+    for (int t = 2; t <= NSTEPS; t++) { set_grads(b.ps, t); CHECK_OK(volt_optimizer_step(oc)); }
+    int same = 1;
+    for (int ui = 0; ui < 2; ui++) {
+        volt_unit *ua = volt_params_unit_at(a.ps, ui), *ub = volt_params_unit_at(b.ps, ui);
+        same &= memcmp(volt_unit_data(ua), volt_unit_data(ub), sizeof(float) * (size_t)volt_unit_numel(ua)) == 0;
+    }
+    CHECK(same, "%s: resumed run differs from the uninterrupted one", name);
+    volt_optimizer_destroy(oa);
+    volt_optimizer_destroy(oc);
+    volt_params_destroy(a.ps);
+    volt_params_destroy(b.ps);
+}
+
+static void test_resume(void) {
+    volt_optimizer_config c;
+    c = sgd_cfg(0.1f, 0.9f, 0.3f, false, 0.01f);               test_resume_kind(&c, "resume sgd momentum");
+    c = sgd_cfg(0.1f, 0.9f, 0.f, true, 0.01f);                 test_resume_kind(&c, "resume sgd nesterov");
+    c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f); test_resume_kind(&c, "resume adamw");
+}
+
+/* ---- determinism: the parallel path gives the same bits for 1 and 4 threads ----------- */
+static void run_big(int threads, float *out, int64_t n) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    volt_params *ps = NULL;
+    volt_tensor *w = NULL;
+    CHECK_OK(volt_params_create(&pc, &ps));
+    CHECK_OK(volt_param_new(ps, "big", VOLT_SHAPE(n), VOLT_INIT_NORMAL(0.f, 1.f), &w));
+    CHECK_OK(volt_params_finalize(ps));
+    volt_optimizer_config c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f);
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&c, ps, &opt));
+    for (int t = 1; t <= NSTEPS; t++) {
+        set_grads(ps, t);
+        CHECK_OK(volt_optimizer_step(opt));
+    }
+    memcpy(out, w->data, sizeof(float) * (size_t)n);
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(ps);
+}
+
+static void test_determinism(void) {
+    const int64_t n = 100003;
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    run_big(1, a, n);
+    run_big(4, b, n);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "1 vs 4 threads differ");
+    run_big(4, a, n);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "run to run differs");
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    free(a);
+    free(b);
+}
+
+/* ---- API: defaults, names, validation ------------------------------------------------ */
+static void test_api(void) {
+    volt_optimizer_config c;
+    volt_optimizer_config_init(&c);
+    CHECK(c.version == VOLT_OPTIMIZER_CONFIG_VERSION && c.kind == VOLT_OPTIM_ADAM && c.lr == 1e-3f &&
+          c.beta1 == 0.9f && c.beta2 == 0.999f && c.eps == 1e-8f && c.weight_decay == 0.f, "defaults");
+    CHECK_OK(volt_optimizer_config_validate(&c));
+
+    store st;
+    store_make(&st, 5);
+    volt_optimizer *opt = NULL;
+    c.lr = 3e-4f;
+    CHECK_OK(volt_optimizer_create(&c, st.ps, &opt));
+    CHECK(volt_optimizer_state_count(opt) == 2, "adam states");
+    CHECK(!strcmp(volt_optimizer_state_name(opt, 0), "exp_avg") &&
+          !strcmp(volt_optimizer_state_name(opt, 1), "exp_avg_sq") &&
+          volt_optimizer_state_name(opt, 2) == NULL, "adam state names");
+    CHECK(volt_optimizer_state(opt, 0, 2, NULL, NULL) == NULL && volt_optimizer_state(opt, 2, 0, NULL, NULL) == NULL,
+          "bad state index");
+    CHECK(volt_optimizer_lr(opt) == 3e-4f && volt_optimizer_base_lr(opt) == 3e-4f, "lr");
+    volt_optimizer_set_lr(opt, 1e-5f);
+    CHECK(volt_optimizer_lr(opt) == 1e-5f && volt_optimizer_base_lr(opt) == 3e-4f &&
+          volt_optimizer_get_config(opt)->lr == 3e-4f, "set_lr keeps base");
+    volt_optimizer_set_step_count(opt, 17);
+    CHECK(volt_optimizer_step_count(opt) == 17, "set_step_count");
+    volt_optimizer_destroy(opt);
+
+    volt_optimizer_config s = sgd_cfg(0.1f, 0.f, 0.f, false, 0.f);
+    CHECK_OK(volt_optimizer_create(&s, st.ps, &opt));
+    CHECK(volt_optimizer_state_count(opt) == 0 && volt_optimizer_state_name(opt, 0) == NULL, "sgd: no state");
+    volt_optimizer_destroy(opt);
+    s.momentum = 0.9f;
+    CHECK_OK(volt_optimizer_create(&s, st.ps, &opt));
+    CHECK(volt_optimizer_state_count(opt) == 1 && !strcmp(volt_optimizer_state_name(opt, 0), "momentum_buffer"),
+          "sgd momentum state");
+    volt_optimizer_destroy(opt);
+    volt_optimizer_destroy(NULL);
+
+    /* invalid configs */
+    struct { volt_optimizer_config c; volt_status want; const char *what; } bad[16];
+    int nb = 0;
+#define BADCFG(expr, st) do { volt_optimizer_config_init(&bad[nb].c); { volt_optimizer_config *x = &bad[nb].c; expr; } \
+                              bad[nb].want = st; bad[nb].what = #expr; nb++; } while (0)
+    BADCFG(x->lr = -1e-3f, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->lr = NAN, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->weight_decay = -0.1f, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->beta1 = 1.f, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->beta2 = -0.1f, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->eps = -1e-8f, VOLT_ERR_INVALID_ARG);
+    BADCFG(x->kind = (volt_optim_kind)99, VOLT_ERR_INVALID_ARG);
+    BADCFG((x->kind = VOLT_OPTIM_SGD, x->momentum = -0.5f), VOLT_ERR_INVALID_ARG);
+    BADCFG((x->kind = VOLT_OPTIM_SGD, x->nesterov = true), VOLT_ERR_INVALID_ARG);
+    BADCFG((x->kind = VOLT_OPTIM_SGD, x->nesterov = true, x->momentum = 0.9f, x->dampening = 0.1f), VOLT_ERR_INVALID_ARG);
+    BADCFG(x->version = 0, VOLT_ERR_VERSION);
+#undef BADCFG
+    for (int i = 0; i < nb; i++) {
+        opt = (volt_optimizer *)&st;   /* must be reset to NULL on failure */
+        volt_status r = volt_optimizer_create(&bad[i].c, st.ps, &opt);
+        CHECK(r == bad[i].want && opt == NULL, "%s: got %s", bad[i].what, volt_status_str(r));
+        CHECK(volt_optimizer_config_validate(&bad[i].c) == bad[i].want, "validate %s", bad[i].what);
+    }
+    volt_optimizer_config_init(&c);
+    CHECK(volt_optimizer_create(NULL, st.ps, &opt) == VOLT_ERR_INVALID_ARG, "NULL config");
+    CHECK(volt_optimizer_create(&c, NULL, &opt) == VOLT_ERR_INVALID_ARG, "NULL store");
+    CHECK(volt_optimizer_create(&c, st.ps, NULL) == VOLT_ERR_INVALID_ARG, "NULL out");
+    volt_params_destroy(st.ps);
+
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    volt_params *ps = NULL;
+    volt_tensor *w = NULL;
+    CHECK_OK(volt_params_create(&pc, &ps));
+    CHECK_OK(volt_param_new(ps, "w", VOLT_SHAPE(3), VOLT_INIT_ZEROS, &w));
+    CHECK(volt_optimizer_create(&c, ps, &opt) == VOLT_ERR_STATE, "store not finalized");
+    volt_params_destroy(ps);
+}
+
+/* ---- schedulers ---------------------------------------------------------------------- */
+static volt_scheduler_config sched_cfg(volt_sched_kind kind, int64_t warmup, int64_t total) {
+    volt_scheduler_config c;
+    volt_scheduler_config_init(&c);
+    c.kind = kind;
+    c.warmup_steps = warmup;
+    c.total_steps = total;
+    return c;
+}
+
+#define LR_AT(cfg, base, step, want) CHECK_CLOSE(volt_scheduler_lr_at(&(cfg), (base), (step)), (want), 1e-6, 1e-12)
+
+static void test_sched_formulas(void) {
+    const double base = 1e-3;
+    const float fb = 1e-3f;
+    volt_scheduler_config c;
+    volt_scheduler_config_init(&c);
+    CHECK(c.version == VOLT_SCHEDULER_CONFIG_VERSION && c.kind == VOLT_SCHED_CONSTANT &&
+          c.interval == VOLT_SCHED_EVERY_STEP && c.gamma == 0.1f, "sched defaults");
+    LR_AT(c, fb, 0, base);
+    LR_AT(c, fb, 12345, base);
+
+    c = sched_cfg(VOLT_SCHED_LINEAR_WARMUP, 4, 0);
+    LR_AT(c, fb, 0, 0.0);
+    LR_AT(c, fb, 1, base * 0.25);
+    LR_AT(c, fb, 3, base * 0.75);
+    LR_AT(c, fb, 4, base);
+    LR_AT(c, fb, 1000, base);
+    c.warmup_steps = 0;
+    LR_AT(c, fb, 0, base);
+
+    c = sched_cfg(VOLT_SCHED_LINEAR, 10, 110);
+    LR_AT(c, fb, 0, 0.0);
+    LR_AT(c, fb, 5, base * 0.5);
+    LR_AT(c, fb, 10, base);
+    LR_AT(c, fb, 35, base * 75.0 / 100.0);
+    LR_AT(c, fb, 60, base * 0.5);
+    LR_AT(c, fb, 109, base * 0.01);
+    LR_AT(c, fb, 110, 0.0);
+    LR_AT(c, fb, 500, 0.0);
+    c.warmup_steps = 0;
+    LR_AT(c, fb, 0, base);
+    LR_AT(c, fb, 55, base * 0.5);
+
+    c = sched_cfg(VOLT_SCHED_COSINE, 10, 110);
+    LR_AT(c, fb, 0, 0.0);
+    LR_AT(c, fb, 3, base * 0.3);
+    LR_AT(c, fb, 10, base);
+    LR_AT(c, fb, 35, base * 0.5 * (1.0 + cos(M_PI * 0.25)));
+    LR_AT(c, fb, 60, base * 0.5);
+    LR_AT(c, fb, 85, base * 0.5 * (1.0 + cos(M_PI * 0.75)));
+    LR_AT(c, fb, 110, 0.0);
+    LR_AT(c, fb, 160, base * 0.5);          /* HF: past total the cosine comes back up */
+    c.min_lr_ratio = 0.1f;
+    const double r = (double)0.1f;
+    LR_AT(c, fb, 5, base * 0.5);            /* warmup ignores the floor */
+    LR_AT(c, fb, 10, base);
+    LR_AT(c, fb, 35, base * (0.5 * (1.0 + cos(M_PI * 0.25)) * (1.0 - r) + r));
+    LR_AT(c, fb, 60, base * (0.5 * (1.0 - r) + r));
+    LR_AT(c, fb, 110, base * r);
+
+    c = sched_cfg(VOLT_SCHED_STEP, 0, 0);
+    c.step_size = 3;
+    c.gamma = 0.5f;
+    LR_AT(c, fb, 0, base);
+    LR_AT(c, fb, 2, base);
+    LR_AT(c, fb, 3, base * 0.5);
+    LR_AT(c, fb, 5, base * 0.5);
+    LR_AT(c, fb, 8, base * 0.25);
+    LR_AT(c, fb, 9, base * 0.125);
+    LR_AT(c, fb, 30, base * pow(0.5, 10));
+}
+
+static void test_sched_object(void) {
+    store st;
+    store_make(&st, 9);
+    volt_optimizer_config oc = sgd_cfg(0.1f, 0.f, 0.f, false, 0.f);
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&oc, st.ps, &opt));
+    volt_scheduler_config c = sched_cfg(VOLT_SCHED_LINEAR, 2, 6);
+    volt_scheduler *s = NULL;
+    CHECK_OK(volt_scheduler_create(&c, opt, &s));
+    if (!s) return;
+    CHECK(volt_optimizer_lr(opt) == 0.f && volt_scheduler_last_step(s) == 0, "create sets lr_at(0)");
+    /* optimizer step k runs with lr_at(k): check the effect on a param too */
+    const float *w = volt_tensor_f32(st.W);
+    for (int k = 0; k < 8; k++) {
+        const float lr = volt_optimizer_lr(opt);
+        CHECK(lr == volt_scheduler_lr_at(&c, 0.1f, k), "step %d lr %g", k, lr);
+        float before = w[0];
+        set_grads(st.ps, k + 1);
+        CHECK_OK(volt_optimizer_step(opt));
+        CHECK(w[0] == before + (-lr) * gfun(0, 0, k + 1), "step %d applied lr", k);
+        volt_scheduler_step(s);
+    }
+    CHECK(volt_scheduler_last_step(s) == 8, "last step");
+    CHECK_OK(volt_scheduler_set_last_step(s, 3));
+    CHECK(volt_scheduler_last_step(s) == 3 && volt_optimizer_lr(opt) == volt_scheduler_lr_at(&c, 0.1f, 3),
+          "set_last_step resets the lr");
+    CHECK(volt_scheduler_set_last_step(s, -1) == VOLT_ERR_INVALID_ARG, "negative last step");
+    CHECK(volt_scheduler_get_config(s)->total_steps == 6, "get_config");
+    volt_scheduler_destroy(s);
+    volt_scheduler_destroy(NULL);
+
+    /* invalid configs */
+    volt_scheduler_config bad[10];
+    int nb = 0;
+    bad[nb++] = sched_cfg(VOLT_SCHED_LINEAR, 10, 10);
+    bad[nb++] = sched_cfg(VOLT_SCHED_LINEAR, 0, 0);
+    bad[nb++] = sched_cfg(VOLT_SCHED_COSINE, 20, 5);
+    bad[nb++] = sched_cfg(VOLT_SCHED_COSINE, -1, 5);
+    bad[nb++] = sched_cfg(VOLT_SCHED_LINEAR_WARMUP, -3, 0);
+    bad[nb++] = sched_cfg(VOLT_SCHED_STEP, 0, 0);                 /* step_size 0 */
+    bad[nb] = sched_cfg(VOLT_SCHED_STEP, 0, 0); bad[nb++].step_size = -2;
+    bad[nb] = sched_cfg(VOLT_SCHED_COSINE, 1, 5); bad[nb++].min_lr_ratio = 1.5f;
+    bad[nb] = sched_cfg(VOLT_SCHED_CONSTANT, 0, 0); bad[nb++].kind = (volt_sched_kind)42;
+    for (int i = 0; i < nb; i++) {
+        s = (volt_scheduler *)&st;
+        volt_status r = volt_scheduler_create(&bad[i], opt, &s);
+        CHECK(r == VOLT_ERR_INVALID_ARG && s == NULL, "bad scheduler config %d: %s", i, volt_status_str(r));
+        CHECK(volt_scheduler_config_validate(&bad[i]) == VOLT_ERR_INVALID_ARG, "validate bad %d", i);
+    }
+    c = sched_cfg(VOLT_SCHED_CONSTANT, 0, 0);
+    c.version = 7;
+    CHECK(volt_scheduler_create(&c, opt, &s) == VOLT_ERR_VERSION, "scheduler version");
+    c = sched_cfg(VOLT_SCHED_CONSTANT, 0, 0);
+    CHECK(volt_scheduler_create(&c, NULL, &s) == VOLT_ERR_INVALID_ARG, "NULL optimizer");
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+int main(void) {
+    test_reference();
+    test_range();
+    test_resume();
+    test_determinism();
+    test_api();
+    test_sched_formulas();
+    test_sched_object();
+    return vtest_finish();
+}
