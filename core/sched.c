@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include "volt/optim.h"
 
+#define SCHED_PI 3.14159265358979323846   /* Python math.pi */
+
 struct volt_scheduler {
     volt_scheduler_config cfg;
     volt_optimizer *opt;            /* borrowed */
@@ -72,7 +74,7 @@ static double factor_at(const volt_scheduler_config *c, int64_t step) {
     case VOLT_SCHED_COSINE: {              /* get_cosine_[with_min_lr_]schedule_with_warmup */
         if (step < w) return (double)step / max1(w);
         const double progress = (double)(step - w) / max1(T - w);
-        double f = 0.5 * (1.0 + cos(M_PI * 0.5 * 2.0 * progress));   /* num_cycles = 0.5 */
+        double f = 0.5 * (1.0 + cos(SCHED_PI * 0.5 * 2.0 * progress));   /* num_cycles = 0.5 */
         const double r = c->min_lr_ratio;
         if (r != 0.0) f = f * (1.0 - r) + r;
         return f > 0.0 ? f : 0.0;

@@ -14,6 +14,7 @@
 #define RTOL 1e-6
 #define ATOL 1e-7
 #define NSTEPS 3
+#define TEST_PI 3.14159265358979323846
 
 /* Two units with odd sizes: enc.0 = W (7,13) + b (5); enc.1 = V (3,11) + s (scalar). */
 typedef struct store { volt_params *ps; volt_tensor *W, *b, *V, *s; } store;
@@ -487,16 +488,16 @@ static void test_sched_formulas(void) {
     LR_AT(c, fb, 0, 0.0);
     LR_AT(c, fb, 3, base * 0.3);
     LR_AT(c, fb, 10, base);
-    LR_AT(c, fb, 35, base * 0.5 * (1.0 + cos(M_PI * 0.25)));
+    LR_AT(c, fb, 35, base * 0.5 * (1.0 + cos(TEST_PI * 0.25)));
     LR_AT(c, fb, 60, base * 0.5);
-    LR_AT(c, fb, 85, base * 0.5 * (1.0 + cos(M_PI * 0.75)));
+    LR_AT(c, fb, 85, base * 0.5 * (1.0 + cos(TEST_PI * 0.75)));
     LR_AT(c, fb, 110, 0.0);
     LR_AT(c, fb, 160, base * 0.5);          /* HF: past total the cosine comes back up */
     c.min_lr_ratio = 0.1f;
     const double r = (double)0.1f;
     LR_AT(c, fb, 5, base * 0.5);            /* warmup ignores the floor */
     LR_AT(c, fb, 10, base);
-    LR_AT(c, fb, 35, base * (0.5 * (1.0 + cos(M_PI * 0.25)) * (1.0 - r) + r));
+    LR_AT(c, fb, 35, base * (0.5 * (1.0 + cos(TEST_PI * 0.25)) * (1.0 - r) + r));
     LR_AT(c, fb, 60, base * (0.5 * (1.0 - r) + r));
     LR_AT(c, fb, 110, base * r);
 

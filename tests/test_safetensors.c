@@ -672,6 +672,62 @@ static void test_python(void) {
     volt_st_close(f);
 }
 
+/* Random byte mutations (fixed seed), mostly in the header: open either fails cleanly or
+ * yields a file whose every tensor can be verified and read. ASan/UBSan catch the rest. */
+static void test_mutations(void) {
+    size_t n = 0;
+    unsigned char *orig = slurp(tpath("rt.safetensors"), &n);
+    if (!orig) { CHECK(0, "read back"); return; }
+    unsigned char *b = malloc(n);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)orig[i] << (8 * i);
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    const char *p = tpath("mut.safetensors");
+    int opened = 0, failed = 0, other = 0;
+    static const char subst[] = "{}[]\",:0123456789-.e \\u";
+    for (int it = 0; it < 3000; it++) {
+        memcpy(b, orig, n);
+        int k = 1 + (int)(rng >> 62);
+        for (int j = 0; j < k; j++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t pos = (rng >> 33) % 8 == 0 ? (size_t)((rng >> 20) % n)
+                                              : 8 + (size_t)((rng >> 20) % hl);
+            b[pos] = (rng >> 13) & 1 ? (unsigned char)subst[(rng >> 5) % (sizeof subst - 1)]
+                                     : (unsigned char)(rng >> 40);
+        }
+        spit(p, b, n);
+        volt_st_file *f = NULL;
+        char err[512] = "";
+        volt_status st = volt_st_open(p, &f, err, sizeof err);
+        if (st == VOLT_OK) {
+            opened++;
+            for (int i = 0; i < volt_st_count(f); i++) {
+                volt_st_info info;
+                const char *nm = volt_st_name(f, i);
+                if (volt_st_find(f, nm, &info) != VOLT_OK) { other++; continue; }
+                (void)volt_st_verify(f, nm, err, sizeof err);
+                int64_t ne = volt_shape_numel(info.shape);
+                float *dst = malloc((size_t)(ne ? ne : 1) * sizeof *dst);
+                (void)volt_st_read_f32(f, nm, dst, ne, err, sizeof err);
+                free(dst);
+            }
+            volt_st_close(f);
+        } else if (st == VOLT_ERR_CORRUPT || st == VOLT_ERR_UNSUPPORTED) {
+            failed++;
+            if (f != NULL || !strstr(err, p)) {
+                if (other++ < 5) fprintf(stderr, "mutation %d: message '%s'\n", it, err);
+            }
+        } else {
+            other++;
+        }
+    }
+    CHECK(other == 0, "%d mutations gave another status or a bad message", other);
+    CHECK(opened + failed == 3000, "opened %d failed %d", opened, failed);
+    printf("mutations: %d opened, %d rejected\n", opened, failed);
+    free(b);
+    free(orig);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
     test_roundtrip();
@@ -679,6 +735,7 @@ int main(void) {
     test_writer_errors();
     test_crc_corruption();
     test_truncation();
+    test_mutations();
     test_hostile_headers();
     test_atomic();
     test_read_f32();

@@ -4,4 +4,5 @@
 #include "volt/core.h"
 #include "volt/ops.h"
 #include "volt/params.h"
+#include "volt/optim.h"
 #endif

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what volt needs on Debian 12, idempotently: only missing packages are fetched.
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev
+      libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
