@@ -69,6 +69,10 @@ struct volt_step {
     uint64_t stamp;        /* increments every begin; units remember the stamp of first use */
     bool active, training, backward_done;
     uint64_t heap_allocs;  /* tape growth mallocs */
+    volt_tensor *loss;     /* set by volt_step_set_loss */
+    /* where volt_log sends values (the trainer); NULL = logging is a no-op */
+    volt_status (*log_fn)(void *ctx, const char *name, double value, unsigned flags);
+    void *log_ctx;
     volt_status status;
     char errmsg[512];
 };

@@ -70,6 +70,7 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     s->rng_calls = 0;
     s->stamp++;
     s->n_nodes = 0;
+    s->loss = NULL;
     s->status = VOLT_OK;
     s->errmsg[0] = 0;
     if (s->params && !volt_params_finalized(s->params))

@@ -1,0 +1,281 @@
+/* volt/trainer.h — the Lightning part: a user fills a volt_module_ops table, the trainer
+ * runs fit / validate / test / predict, logging, callbacks and checkpoints (DESIGN §1, §4).
+ *
+ * Hook order follows Lightning: for a hook that both callbacks and the module have, the
+ * callbacks' run first (in the order added), then the module's. */
+#ifndef VOLT_TRAINER_H
+#define VOLT_TRAINER_H
+
+#include "volt/core.h"
+#include "volt/params.h"
+#include "volt/optim.h"
+#include "volt/data.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct volt_trainer volt_trainer;
+typedef struct volt_ckpt volt_ckpt;     /* a checkpoint being written or read; see below */
+
+/* ---- logging (called from inside steps) ------------------------------------------------ */
+enum {
+    VOLT_LOG_STEP = 1u << 0,      /* record the value of this step ("name" or "name_step") */
+    VOLT_LOG_EPOCH = 1u << 1,     /* batch-size weighted mean over the epoch ("name" or "name_epoch") */
+    VOLT_LOG_PROG_BAR = 1u << 2,  /* show in the progress bar */
+    VOLT_LOG_SYNC = 1u << 3,      /* average across ranks (distributed strategies) */
+    VOLT_LOG_NO_LOGGER = 1u << 4, /* keep out of loggers (callbacks still see it) */
+};
+/* Neither STEP nor EPOCH given: Lightning's defaults — STEP in training_step, EPOCH in
+ * validation/test steps. With both, two metrics "name_step" and "name_epoch" exist. */
+volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, unsigned flags);
+volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags);
+/* The training_step's loss: the trainer runs backward on it. */
+volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
+
+/* ---- optimizer setup returned by configure_optimizers ------------------------------------ */
+typedef struct volt_optim_setup {
+    volt_optimizer_config optimizer;     /* initialised by the trainer with _init before the call */
+    bool use_scheduler;                  /* false by default */
+    volt_scheduler_config scheduler;     /* initialised with _init; interval: step or epoch */
+} volt_optim_setup;
+
+/* ---- the module vtable --------------------------------------------------------------------- */
+typedef enum volt_stage { VOLT_STAGE_FIT, VOLT_STAGE_VALIDATE, VOLT_STAGE_TEST, VOLT_STAGE_PREDICT } volt_stage;
+
+typedef struct volt_module_ops {
+    uint32_t version;                    /* VOLT_MODULE_OPS_VERSION, first; the table is append-only */
+    const char *name;
+    /* Declare parameters (volt_params_unit / volt_param_new). Required. */
+    volt_status (*setup)(void *self, volt_params *ps);
+    /* Required for fit. `out` holds defaults (AdamW lr 1e-3, no scheduler). */
+    volt_status (*configure_optimizers)(void *self, volt_optim_setup *out);
+    /* Steps: build the forward on s; training_step must call volt_step_set_loss. */
+    volt_status (*training_step)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
+    volt_status (*validation_step)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
+    volt_status (*test_step)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
+    /* Return the prediction for the batch in *out (a tensor of s); the trainer copies it. */
+    volt_status (*predict_step)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx,
+                                volt_tensor **out);
+    /* Optional hooks (NULL = nothing). A hook returning VOLT_STOP asks for a graceful stop. */
+    volt_status (*on_fit_start)(void *self, volt_trainer *t);
+    volt_status (*on_fit_end)(void *self, volt_trainer *t);
+    volt_status (*on_train_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_train_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_validation_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_validation_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_test_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_test_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_train_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_train_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_before_optimizer_step)(void *self, volt_trainer *t);
+    /* Extra state in checkpoints (volt_ckpt_put_* / volt_ckpt_get_*). */
+    volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
+    volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
+} volt_module_ops;
+#define VOLT_MODULE_OPS_VERSION 1u
+
+/* ---- callbacks ------------------------------------------------------------------------------ */
+typedef struct volt_callback_ops {
+    uint32_t version;                    /* VOLT_CALLBACK_OPS_VERSION, first; append-only */
+    const char *name;                    /* unique per kind: the key of its checkpoint state */
+    volt_status (*on_fit_start)(void *self, volt_trainer *t);
+    volt_status (*on_fit_end)(void *self, volt_trainer *t);
+    volt_status (*on_sanity_check_start)(void *self, volt_trainer *t);
+    volt_status (*on_sanity_check_end)(void *self, volt_trainer *t);
+    volt_status (*on_train_start)(void *self, volt_trainer *t);
+    volt_status (*on_train_end)(void *self, volt_trainer *t);
+    volt_status (*on_train_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_train_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_train_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_train_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_validation_start)(void *self, volt_trainer *t);
+    volt_status (*on_validation_end)(void *self, volt_trainer *t);
+    volt_status (*on_validation_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_validation_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_validation_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_test_start)(void *self, volt_trainer *t);
+    volt_status (*on_test_end)(void *self, volt_trainer *t);
+    volt_status (*on_test_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_test_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_before_backward)(void *self, volt_trainer *t, const volt_tensor *loss);
+    volt_status (*on_after_backward)(void *self, volt_trainer *t);
+    volt_status (*on_before_optimizer_step)(void *self, volt_trainer *t);
+    /* Checkpoint state as a JSON object text: state_dict returns a malloc'ed string (or NULL
+     * for none); load_state_dict gets what state_dict wrote. */
+    char *(*state_dict)(void *self);
+    volt_status (*load_state_dict)(void *self, volt_trainer *t, const char *json);
+    void (*destroy)(void *self);         /* called exactly once by the trainer */
+} volt_callback_ops;
+#define VOLT_CALLBACK_OPS_VERSION 1u
+
+/* ---- trainer configuration ----------------------------------------------------------------- */
+typedef struct volt_trainer_config {
+    uint32_t version;                /* VOLT_TRAINER_CONFIG_VERSION, set by _init */
+    int64_t max_epochs;              /* default 1000 when max_steps < 0, like Lightning; -1 = no limit */
+    int64_t max_steps;               /* optimizer steps; -1 = no limit (default) */
+    int64_t accumulate_grad_batches; /* default 1 */
+    float gradient_clip_val;         /* 0 = off */
+    const char *gradient_clip_algorithm;   /* "norm" (default) or "value" */
+    int64_t val_check_interval;      /* validate every N train batches; 0 = at epoch end (default) */
+    int64_t check_val_every_n_epoch; /* default 1 */
+    int64_t limit_train_batches;     /* at most N batches per epoch; -1 = all (default) */
+    int64_t limit_val_batches;
+    int64_t limit_test_batches;
+    int64_t limit_predict_batches;
+    int64_t num_sanity_val_steps;    /* default 2; 0 disables the sanity check */
+    int64_t log_every_n_steps;       /* default 50 */
+    int64_t fast_dev_run;            /* N > 0: N batches of train/val/test, no checkpoints or logs */
+    bool deterministic;              /* fixed-order reductions (always on for CPU) */
+    uint64_t seed;                   /* params init, shuffles, dropout; default 42 */
+    const char *default_root_dir;    /* logs and checkpoints; default "." */
+    bool enable_progress_bar;        /* default true */
+    bool enable_checkpointing;       /* default true: adds a ModelCheckpoint if none was added */
+    bool enable_logger;              /* default true: CSV logger under default_root_dir */
+    const char *logger_name;         /* default "lightning_logs" */
+    const char *precision;           /* "32-true" (default); see docs/PRECISION.md */
+    const char *strategy;            /* "single" (default); see docs/STRATEGIES.md */
+    int devices;                     /* default 1 */
+    int num_nodes;                   /* default 1 */
+    const char *run_config_json;     /* optional: the app's own settings, stored beside the logs */
+} volt_trainer_config;
+#define VOLT_TRAINER_CONFIG_VERSION 1u
+
+void volt_trainer_config_init(volt_trainer_config *cfg);
+volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
+void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
+const char *volt_trainer_errmsg(const volt_trainer *t);
+
+/* Takes ownership of self (ops->destroy runs on trainer destroy, or now if this fails). */
+volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
+
+/* ---- running ----------------------------------------------------------------------------- */
+/* ckpt_path: NULL (fresh), a file path, "last" or "best" (from the ModelCheckpoint). Resuming
+ * from "last" when none exists starts fresh. val may be NULL. Returns VOLT_OK also when a
+ * callback stopped training early. */
+volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+                             volt_loader *train, volt_loader *val, const char *ckpt_path);
+/* ckpt_path: NULL (current weights), a path, or "best"/"last". */
+volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                  volt_loader *val, const char *ckpt_path);
+volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+                              volt_loader *test, const char *ckpt_path);
+/* Calls out(ctx, batch, prediction) for each batch; the prediction lives for the call only. */
+typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const volt_tensor *pred);
+volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                 volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
+
+/* ---- state visible to callbacks and modules ------------------------------------------------- */
+int64_t volt_trainer_current_epoch(const volt_trainer *t);
+int64_t volt_trainer_global_step(const volt_trainer *t);     /* optimizer steps taken */
+int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this epoch, after limits */
+int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
+volt_stage volt_trainer_stage(const volt_trainer *t);
+bool volt_trainer_sanity_checking(const volt_trainer *t);
+bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
+int volt_trainer_rank(const volt_trainer *t);
+int volt_trainer_world_size(const volt_trainer *t);
+const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t);
+volt_params *volt_trainer_params(const volt_trainer *t);
+volt_optimizer *volt_trainer_optimizer(const volt_trainer *t);
+volt_scheduler *volt_trainer_scheduler(const volt_trainer *t);   /* NULL if none */
+/* Ask the loop to stop at the next optimizer-step boundary (EarlyStopping). */
+void volt_trainer_request_stop(volt_trainer *t);
+bool volt_trainer_should_stop(const volt_trainer *t);
+/* The log directory of this run (<root>/<logger_name>/version_N), NULL before fit/test. */
+const char *volt_trainer_log_dir(const volt_trainer *t);
+
+/* Metrics logged so far (the latest value of each: step values and epoch means). */
+bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value);
+int volt_trainer_metric_count(const volt_trainer *t);
+const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags);
+/* Metrics logged during the last completed step, for loggers (name, value, step). */
+typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
+void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+/* Write a full checkpoint now (rank 0 writes; atomic). */
+volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path);
+/* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
+typedef struct volt_ckpt_resolver {
+    const char *(*best)(void *self);      /* path of the best checkpoint, NULL if none */
+    double (*best_score)(void *self);     /* its monitored score, NAN if none */
+    const char *(*last)(void *self);      /* path of the last checkpoint, NULL if none */
+    void *self;
+} volt_ckpt_resolver;
+void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
+const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);   /* NULL if none */
+
+/* Log a metric from a callback (e.g. the learning rate); flags as volt_log (0 = STEP). */
+volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
+/* The logger picks the run's log directory (created by the caller). A resumed run keeps the
+ * directory recorded in its checkpoint, so loggers append there. */
+volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
+
+/* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
+volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
+const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key);     /* NULL if absent */
+volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
+                                 const void *data);                 /* copied */
+volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
+                                 void *dst);
+
+/* ---- built-in callbacks (callbacks/) -------------------------------------------------------- */
+typedef enum volt_mode { VOLT_MIN = 0, VOLT_MAX = 1 } volt_mode;
+
+typedef struct volt_checkpoint_config {
+    const char *dirpath;         /* default <log_dir>/checkpoints */
+    const char *filename;        /* template, default "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
+    const char *monitor;         /* metric name; NULL = save the latest (top-k by recency) */
+    volt_mode mode;              /* VOLT_MIN default */
+    int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
+    bool save_last;              /* also keep "last.safetensors", updated at every save point */
+    int64_t every_n_epochs;      /* default 1 (when every_n_train_steps is 0) */
+    int64_t every_n_train_steps; /* 0 = off */
+    bool save_on_train_epoch_end;/* default false: evaluate after validation when val runs */
+} volt_checkpoint_config;
+
+typedef struct volt_early_stopping_config {
+    const char *monitor;         /* required */
+    volt_mode mode;
+    float min_delta;             /* default 0 */
+    int64_t patience;            /* default 3 */
+    bool has_stopping_threshold; float stopping_threshold;
+    bool has_divergence_threshold; float divergence_threshold;
+    bool check_finite;           /* default true: stop on NaN/inf */
+} volt_early_stopping_config;
+
+void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
+void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
+volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg);
+volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg);
+volt_status volt_add_lr_monitor(volt_trainer *t);
+volt_status volt_add_progress_bar(volt_trainer *t);
+volt_status volt_add_csv_logger(volt_trainer *t);
+/* ModelCheckpoint's results (the first one added). NULL / NAN when none yet. */
+const char *volt_trainer_best_model_path(const volt_trainer *t);
+double volt_trainer_best_model_score(const volt_trainer *t);
+
+/* ---- for callbacks (trainer/ implements these; callbacks/ uses them) ---------------------- */
+/* The resolver registered with volt_trainer_set_ckpt_resolver, NULL if none (borrowed). */
+const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);
+/* Log a metric from a callback (LearningRateMonitor), like volt_log_value from a step:
+ * same flags, the value becomes a metric and, for loggers, a fresh metric of this step. */
+volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
+/* The logger picks the run's log directory (<root>/<logger_name>/version_N) in on_fit_start /
+ * on_test_start when volt_trainer_log_dir is still NULL (a resumed run has it already, from
+ * the checkpoint's "volt.log_dir"); the string is copied. Called on every rank: rank 0's dir
+ * is the one kept (the trainer broadcasts it under distributed strategies). */
+volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
+/* Record an error on the trainer (volt_trainer_errmsg) from a callback and return st; the
+ * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
+volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Batches the running validation / test / predict loop will run (after limits; the sanity
+ * check's count while sanity checking); -1 outside such a loop or when unknown. */
+int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,347 @@
+/* Trainer: Lightning hook order, exact resume (bitwise), corrupt checkpoints leave the
+ * model untouched, configuration errors. */
+#include <unistd.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+
+/* ---- a small MLP module with dropout, recording its hooks ------------------------------ */
+typedef struct {
+    int in, hidden, out;
+    float dropout;
+    volt_tensor *w1, *b1, *w2, *b2;
+    int64_t steps_run;    /* training_step calls */
+    char *log;            /* hook log (may be NULL) */
+    size_t cap;
+} net;
+
+static void rec(char *log, size_t cap, const char *what) {
+    if (log) snprintf(log + strlen(log), cap - strlen(log), "%s ", what);
+}
+
+static volt_status net_setup(void *self, volt_params *ps) {
+    net *m = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(m->hidden, m->in), VOLT_INIT_TORCH_LINEAR, &m->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(m->hidden), VOLT_INIT_ZEROS, &m->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(m->out, m->hidden), VOLT_INIT_TORCH_LINEAR, &m->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(m->out), VOLT_INIT_ZEROS, &m->b2);
+}
+
+static volt_tensor *net_fwd(net *m, volt_step *s, const volt_batch *b) {
+    volt_tensor *h = volt_relu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
+    if (m->dropout > 0) h = volt_dropout(s, h, m->dropout);
+    return volt_linear(s, h, m->w2, m->b2);
+}
+
+static volt_status net_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    net *m = self;
+    rec(m->log, m->cap, "training_step");
+    m->steps_run++;
+    volt_tensor *loss = volt_cross_entropy(s, net_fwd(m, s, b), volt_batch_y(b));
+    volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR);
+    return volt_step_set_loss(s, loss);
+}
+
+static volt_status net_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    net *m = self;
+    rec(m->log, m->cap, "validation_step");
+    volt_tensor *logits = net_fwd(m, s, b);
+    volt_log(s, "val_loss", volt_cross_entropy(s, logits, volt_batch_y(b)), 0);
+    return volt_log(s, "val_acc", volt_accuracy(s, logits, volt_batch_y(b)), VOLT_LOG_PROG_BAR);
+}
+
+static volt_status net_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_ADAMW;
+    o->optimizer.lr = 5e-3f;
+    o->optimizer.weight_decay = 0.01f;
+    o->use_scheduler = true;
+    o->scheduler.kind = VOLT_SCHED_LINEAR;
+    o->scheduler.warmup_steps = 5;
+    o->scheduler.total_steps = 200;
+    return VOLT_OK;
+}
+
+#define MREC(hook) static volt_status m_##hook(void *self, volt_trainer *t) { net *m = self; rec(m->log, m->cap, #hook "(mod)"); return VOLT_OK; }
+MREC(on_fit_start) MREC(on_fit_end) MREC(on_train_epoch_start) MREC(on_train_epoch_end)
+MREC(on_validation_epoch_start) MREC(on_validation_epoch_end) MREC(on_before_optimizer_step)
+static volt_status m_on_train_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { net *m = self; rec(m->log, m->cap, "on_train_batch_start(mod)"); return VOLT_OK; }
+static volt_status m_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { net *m = self; rec(m->log, m->cap, "on_train_batch_end(mod)"); return VOLT_OK; }
+
+static const volt_module_ops net_ops = {
+    .version = VOLT_MODULE_OPS_VERSION, .name = "net", .setup = net_setup, .configure_optimizers = net_opt,
+    .training_step = net_train, .validation_step = net_val, .test_step = net_val,
+    .on_fit_start = m_on_fit_start, .on_fit_end = m_on_fit_end, .on_train_epoch_start = m_on_train_epoch_start,
+    .on_train_epoch_end = m_on_train_epoch_end, .on_validation_epoch_start = m_on_validation_epoch_start,
+    .on_validation_epoch_end = m_on_validation_epoch_end, .on_train_batch_start = m_on_train_batch_start,
+    .on_train_batch_end = m_on_train_batch_end, .on_before_optimizer_step = m_on_before_optimizer_step,
+};
+
+/* ---- a recording callback --------------------------------------------------------------- */
+typedef struct { char *log; size_t cap; } cbrec;
+#define CREC(hook) static volt_status c_##hook(void *self, volt_trainer *t) { cbrec *c = self; rec(c->log, c->cap, #hook); return VOLT_OK; }
+CREC(on_fit_start) CREC(on_fit_end) CREC(on_sanity_check_start) CREC(on_sanity_check_end) CREC(on_train_start)
+CREC(on_train_end) CREC(on_train_epoch_start) CREC(on_train_epoch_end) CREC(on_validation_start)
+CREC(on_validation_end) CREC(on_validation_epoch_start) CREC(on_validation_epoch_end) CREC(on_after_backward)
+CREC(on_before_optimizer_step)
+static volt_status c_on_train_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_train_batch_start"); return VOLT_OK; }
+static volt_status c_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_train_batch_end"); return VOLT_OK; }
+static volt_status c_on_validation_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_validation_batch_end"); return VOLT_OK; }
+static volt_status c_on_before_backward(void *self, volt_trainer *t, const volt_tensor *l) { cbrec *c = self; rec(c->log, c->cap, "on_before_backward"); return VOLT_OK; }
+
+static const volt_callback_ops rec_cb_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "Recorder",
+    .on_fit_start = c_on_fit_start, .on_fit_end = c_on_fit_end, .on_sanity_check_start = c_on_sanity_check_start,
+    .on_sanity_check_end = c_on_sanity_check_end, .on_train_start = c_on_train_start, .on_train_end = c_on_train_end,
+    .on_train_epoch_start = c_on_train_epoch_start, .on_train_epoch_end = c_on_train_epoch_end,
+    .on_train_batch_start = c_on_train_batch_start, .on_train_batch_end = c_on_train_batch_end,
+    .on_validation_start = c_on_validation_start, .on_validation_end = c_on_validation_end,
+    .on_validation_epoch_start = c_on_validation_epoch_start, .on_validation_epoch_end = c_on_validation_epoch_end,
+    .on_validation_batch_end = c_on_validation_batch_end, .on_before_backward = c_on_before_backward,
+    .on_after_backward = c_on_after_backward, .on_before_optimizer_step = c_on_before_optimizer_step,
+};
+
+/* ---- data ---------------------------------------------------------------------------------- */
+enum { NS = 203, IN = 9, NC = 3 };
+static float X[NS * IN];
+static int64_t Y[NS];
+
+static volt_dataset *make_data(void) {
+    for (int i = 0; i < NS; i++) {
+        Y[i] = (i * 5 + i / 7) % NC;
+        for (int k = 0; k < IN; k++) X[i * IN + k] = sinf((float)(i * IN + k)) + (k % NC == Y[i] ? 1.f : 0.f);
+    }
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *d[2] = { X, Y };
+    volt_dataset *ds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(2, f, d, NS, &ds));
+    return ds;
+}
+
+static volt_loader *make_loader(volt_dataset *ds, int64_t bs, bool shuffle, int workers) {
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = bs;
+    lc.shuffle = shuffle;
+    lc.seed = 17;
+    lc.num_workers = workers;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    return l;
+}
+
+static volt_trainer *make_trainer(int64_t epochs, const char *root) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = epochs;
+    c.enable_checkpointing = false;
+    c.enable_logger = false;
+    c.enable_progress_bar = false;
+    c.default_root_dir = root;
+    c.accumulate_grad_batches = 2;
+    c.gradient_clip_val = 0.5f;
+    c.seed = 3;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    return t;
+}
+
+/* ---- hook order ------------------------------------------------------------------------------ */
+static void test_hook_order(volt_dataset *ds) {
+    char log[8192] = "";
+    net m = { .in = IN, .hidden = 8, .out = NC, .log = log, .cap = sizeof log };
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.limit_train_batches = 2;
+    c.limit_val_batches = 1;
+    c.num_sanity_val_steps = 1;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    volt_trainer *t;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    cbrec *cr = malloc(sizeof *cr);
+    cr->log = log;
+    cr->cap = sizeof log;
+    CHECK_OK(volt_trainer_add_callback(t, &rec_cb_ops, cr));
+    volt_loader *tl = make_loader(ds, 8, false, 0), *vl = make_loader(ds, 8, false, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, vl, NULL));
+    const char *val =
+        "on_validation_start on_validation_epoch_start on_validation_epoch_start(mod) validation_step "
+        "on_validation_batch_end on_validation_epoch_end on_validation_epoch_end(mod) on_validation_end ";
+    const char *batch =
+        "on_train_batch_start on_train_batch_start(mod) training_step on_before_backward on_after_backward "
+        "on_before_optimizer_step on_before_optimizer_step(mod) on_train_batch_end on_train_batch_end(mod) ";
+    char want[8192];
+    snprintf(want, sizeof want,
+             "on_fit_start on_fit_start(mod) on_sanity_check_start %son_sanity_check_end on_train_start "
+             "on_train_epoch_start on_train_epoch_start(mod) %s%s%son_train_epoch_end on_train_epoch_end(mod) "
+             "on_train_end on_fit_end on_fit_end(mod) ",
+             val, batch, batch, val);
+    CHECK(!strcmp(log, want), "hook order\n got:  %s\n want: %s", log, want);
+    double v;
+    CHECK(volt_trainer_metric(t, "val_acc", &v) && volt_trainer_metric(t, "train_loss_epoch", &v) &&
+          volt_trainer_metric(t, "train_loss_step", &v), "metrics logged");
+    CHECK(volt_trainer_global_step(t) == 2, "global_step %lld", (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
+/* ---- exact resume ------------------------------------------------------------------------------ */
+typedef struct { int64_t stop_at; const char *path; } stopper;
+static volt_status stop_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    stopper *s = self;
+    if (volt_trainer_current_epoch(t) == 1 && i == s->stop_at) {
+        volt_status st = volt_trainer_save_checkpoint(t, s->path);
+        if (st < 0) return st;
+        return VOLT_STOP;
+    }
+    return VOLT_OK;
+}
+static const volt_callback_ops stopper_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stopper",
+                                               .on_train_batch_end = stop_batch_end };
+
+static float *snapshot(volt_trainer *t, int64_t *n) {
+    volt_params *ps = volt_trainer_params(t);
+    *n = volt_params_numel(ps);
+    float *out = malloc(sizeof(float) * (size_t)*n), *o = out;
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        memcpy(o, p->data, sizeof(float) * (size_t)volt_tensor_numel(p));
+        o += volt_tensor_numel(p);
+    }
+    return out;
+}
+
+static void test_exact_resume(volt_dataset *ds, int workers) {
+    char root[512], path[600];
+    snprintf(root, sizeof root, "%s/resume", vtest_tmpdir());
+    mkdir(root, 0755);
+    snprintf(path, sizeof path, "%s/mid.safetensors", root);
+    /* A: 3 epochs straight */
+    net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *ta = make_trainer(3, root);
+    volt_loader *tl = make_loader(ds, 4, true, workers), *vl = make_loader(ds, 16, false, 0);
+    CHECK_OK(volt_trainer_fit(ta, &net_ops, &ma, tl, vl, NULL));
+    int64_t na, nb;
+    float *wa = snapshot(ta, &na);
+    /* B: stop in epoch 1 after batch 37 (an accumulation boundary), then resume in a fresh trainer */
+    net mb = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tb = make_trainer(3, root);
+    stopper *sp = malloc(sizeof *sp);
+    sp->stop_at = 37;
+    sp->path = path;
+    CHECK_OK(volt_trainer_add_callback(tb, &stopper_ops, sp));
+    CHECK_OK(volt_trainer_fit(tb, &net_ops, &mb, tl, vl, NULL));
+    CHECK(volt_trainer_current_epoch(tb) == 1 && volt_trainer_batch_in_epoch(tb) == 38,
+          "stopped at epoch %lld batch %lld", (long long)volt_trainer_current_epoch(tb), (long long)volt_trainer_batch_in_epoch(tb));
+    volt_trainer_destroy(tb);
+    net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tc = make_trainer(3, root);
+    volt_status st = volt_trainer_fit(tc, &net_ops, &mc, tl, vl, path);
+    CHECK(st == VOLT_OK, "resume: %s", volt_trainer_errmsg(tc));
+    float *wc = snapshot(tc, &nb);
+    /* 203 samples / batch 4 = 51 batches an epoch; the resumed run does only what was left */
+    CHECK(ma.steps_run == 3 * 51 && mc.steps_run == 3 * 51 - (51 + 38), "training steps: straight %lld, resumed %lld",
+          (long long)ma.steps_run, (long long)mc.steps_run);
+    CHECK(na == nb && memcmp(wa, wc, sizeof(float) * (size_t)na) == 0, "resumed weights differ from the uninterrupted run (workers=%d)", workers);
+    CHECK(volt_trainer_global_step(ta) == volt_trainer_global_step(tc), "global steps %lld vs %lld",
+          (long long)volt_trainer_global_step(ta), (long long)volt_trainer_global_step(tc));
+    double a, c;
+    CHECK(volt_trainer_metric(ta, "val_loss", &a) && volt_trainer_metric(tc, "val_loss", &c) && a == c, "final val_loss equal");
+    free(wa); free(wc);
+    volt_trainer_destroy(ta);
+    volt_trainer_destroy(tc);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
+/* ---- corrupt checkpoints ------------------------------------------------------------------------ */
+static void write_file(const char *p, const void *d, size_t n) {
+    FILE *f = fopen(p, "wb");
+    fwrite(d, 1, n, f);
+    fclose(f);
+}
+
+static void test_corrupt(volt_dataset *ds) {
+    char root[512], good[600], bad[600];
+    snprintf(root, sizeof root, "%s/corrupt", vtest_tmpdir());
+    mkdir(root, 0755);
+    snprintf(good, sizeof good, "%s/good.safetensors", root);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", root);
+    net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_trainer *t = make_trainer(1, root);
+    volt_loader *tl = make_loader(ds, 8, false, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, good));
+    FILE *f = fopen(good, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n, "read");
+    fclose(f);
+    /* perturb the live weights so "untouched" is observable */
+    ((float *)m.w1->data)[0] = 123.f;
+    int64_t n0;
+    float *before = snapshot(t, &n0);
+
+    struct { const char *what; const char *expect; } cases[] = {
+        { "truncated", "truncated" }, { "flipped", "crc mismatch" }, { "text", "not a safetensors" },
+    };
+    for (int k = 0; k < 3; k++) {
+        if (k == 0) write_file(bad, buf, (size_t)n - 37);
+        if (k == 1) { buf[n - 5] ^= 0x10; write_file(bad, buf, (size_t)n); buf[n - 5] ^= 0x10; }
+        if (k == 2) write_file(bad, "epoch,step\n1,2\n", 15);
+        volt_status st = volt_trainer_validate(t, &net_ops, &m, tl, bad);
+        CHECK(st < 0 && strstr(volt_trainer_errmsg(t), cases[k].expect) && strstr(volt_trainer_errmsg(t), "bad.safetensors"),
+              "%s: %s (%s)", cases[k].what, volt_trainer_errmsg(t), volt_status_str(st));
+        int64_t n1;
+        float *after = snapshot(t, &n1);
+        CHECK(!memcmp(before, after, sizeof(float) * (size_t)n0), "%s: model changed", cases[k].what);
+        free(after);
+    }
+    /* another architecture */
+    net other = { .in = IN, .hidden = 12, .out = NC, .dropout = 0.f };
+    volt_trainer *t2 = make_trainer(1, root);
+    volt_status st = volt_trainer_validate(t2, &net_ops, &other, tl, good);
+    CHECK(st == VOLT_ERR_SHAPE && strstr(volt_trainer_errmsg(t2), "fc1.weight") && strstr(volt_trainer_errmsg(t2), "good.safetensors"),
+          "shape mismatch: %s", volt_trainer_errmsg(t2));
+    /* the good one loads */
+    CHECK_OK(volt_trainer_validate(t, &net_ops, &m, tl, good));
+    CHECK(((float *)m.w1->data)[0] != 123.f, "good checkpoint restored the weights");
+    free(buf); free(before);
+    volt_trainer_destroy(t);
+    volt_trainer_destroy(t2);
+    volt_loader_destroy(tl);
+}
+
+static void test_config_errors(void) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.strategy = "dpp";
+    volt_trainer *t = NULL;
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "dpp") &&
+          strstr(volt_trainer_errmsg(t), "valid"), "bad strategy: %s", t ? volt_trainer_errmsg(t) : "");
+    volt_trainer_destroy(t);
+    volt_trainer_config_init(&c);
+    c.precision = "bf17";
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "bf17"), "bad precision");
+    volt_trainer_destroy(t);
+    volt_trainer_config_init(&c);
+    c.accumulate_grad_batches = 0;
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_INVALID_ARG, "accumulate 0 rejected");
+    volt_trainer_destroy(t);
+}
+
+int main(void) {
+    volt_dataset *ds = make_data();
+    test_config_errors();
+    test_hook_order(ds);
+    test_exact_resume(ds, 0);
+    test_exact_resume(ds, 2);
+    test_corrupt(ds);
+    volt_dataset_destroy(ds);
+    return vtest_finish();
+}

@@ -1,0 +1,305 @@
+/* Checkpoint save/load (DESIGN §5): one safetensors file holding the weights under their
+ * parameter names, optimizer states as "optimizer.<state>.<param>", module extras as
+ * "module.<name>", and in the metadata the loop state, scheduler, RNG offset, callback
+ * states (JSON) and the log directory. Loading validates everything before it changes
+ * anything, so a bad file leaves the in-memory model untouched. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "trainer/trainer_internal.h"
+#include "volt/safetensors.h"
+
+#define CKPT_FORMAT_VERSION "1"
+
+struct volt_ckpt {
+    volt_trainer *t;
+    volt_st_writer *w;       /* saving */
+    volt_st_file *f;         /* loading */
+    const char *path;
+};
+
+volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value) {
+    if (!ck->w) return VOLT_ERR_STATE;
+    char k[256];
+    snprintf(k, sizeof k, "module.%s", key);
+    return volt_st_writer_meta(ck->w, k, value);
+}
+
+const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key) {
+    if (!ck->f) return NULL;
+    char k[256];
+    snprintf(k, sizeof k, "module.%s", key);
+    return volt_st_meta(ck->f, k);
+}
+
+volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape, const void *data) {
+    if (!ck->w) return VOLT_ERR_STATE;
+    char k[256];
+    snprintf(k, sizeof k, "module.%s", name);
+    return volt_st_writer_add_copy(ck->w, k, dt, shape, data);
+}
+
+volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape, void *dst) {
+    if (!ck->f) return VOLT_ERR_STATE;
+    char k[256];
+    snprintf(k, sizeof k, "module.%s", name);
+    volt_st_info info;
+    VOLT_TRY(volt_st_find(ck->f, k, &info));
+    if (info.dtype != dt || !volt_shape_eq(info.shape, shape))
+        return volt__terr(ck->t, VOLT_ERR_SHAPE, "checkpoint '%s': tensor '%s' has another dtype or shape", ck->path, k);
+    memcpy(dst, info.data, info.nbytes);
+    return VOLT_OK;
+}
+
+/* ---- save ------------------------------------------------------------------------------ */
+static volt_status meta_i64(volt_st_writer *w, const char *k, int64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%" PRId64, v);
+    return volt_st_writer_meta(w, k, b);
+}
+
+static void cb_key(volt_trainer *t, int i, char *buf, size_t n) {
+    int ord = 0;
+    for (int j = 0; j < i; j++)
+        if (!strcmp(t->cbs[j].ops->name ? t->cbs[j].ops->name : "", t->cbs[i].ops->name ? t->cbs[i].ops->name : "")) ord++;
+    if (ord) snprintf(buf, n, "%s#%d", t->cbs[i].ops->name, ord);
+    else snprintf(buf, n, "%s", t->cbs[i].ops->name ? t->cbs[i].ops->name : "callback");
+}
+
+static char *callbacks_json(volt_trainer *t) {
+    cJSON *root = cJSON_CreateObject();
+    for (int i = 0; i < t->n_cbs; i++) {
+        if (!t->cbs[i].ops->state_dict) continue;
+        char *s = t->cbs[i].ops->state_dict(t->cbs[i].self);
+        if (!s) continue;
+        cJSON *st = cJSON_Parse(s);
+        free(s);
+        if (!st) continue;
+        char key[128];
+        cb_key(t, i, key, sizeof key);
+        cJSON_AddItemToObject(root, key, st);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
+    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
+    if (t->rank != 0) return VOLT_OK;
+    volt_st_writer *w;
+    VOLT_TRY(volt_st_writer_create(&w));
+    volt_status st = VOLT_OK;
+    char name[512];
+    for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        st = volt_st_writer_add(w, p->name, VOLT_F32, p->shape, p->data);
+    }
+    if (t->opt && st >= 0) {
+        for (int k = 0; k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
+            const char *sn = volt_optimizer_state_name(t->opt, k);
+            for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
+                volt_tensor *p = volt_params_at(t->ps, i);
+                int64_t lo, hi, off = volt_param_offset(p);
+                float *buf = volt_optimizer_state(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
+                if (!buf || lo > off || hi < off + volt_tensor_numel(p)) continue;   /* not held here */
+                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
+                st = volt_st_writer_add(w, name, VOLT_F32, p->shape, buf + (off - lo));
+            }
+        }
+        if (st >= 0) st = meta_i64(w, "volt.optimizer.step", volt_optimizer_step_count(t->opt));
+        if (st >= 0) {
+            char b[32];
+            snprintf(b, sizeof b, "%d", (int)volt_optimizer_get_config(t->opt)->kind);
+            st = volt_st_writer_meta(w, "volt.optimizer.kind", b);
+        }
+    }
+    if (t->sched && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.format", CKPT_FORMAT_VERSION);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
+    if (st >= 0) st = meta_i64(w, "volt.epoch", t->epoch);
+    if (st >= 0) st = meta_i64(w, "volt.global_step", t->global_step);
+    if (st >= 0) st = meta_i64(w, "volt.batch_in_epoch", t->batch_in_epoch);
+    if (st >= 0) st = meta_i64(w, "volt.micro_step", t->micro_step);
+    if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0));
+    if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
+    if (st >= 0 && t->log_dir) st = volt_st_writer_meta(w, "volt.log_dir", t->log_dir);
+    if (st >= 0) {
+        char *cbj = callbacks_json(t);
+        st = volt_st_writer_meta(w, "volt.callbacks", cbj ? cbj : "{}");
+        free(cbj);
+    }
+    if (st >= 0 && t->mops && t->mops->on_save_checkpoint) {
+        volt_ckpt ck = { t, w, NULL, path };
+        st = t->mops->on_save_checkpoint(t->module, t, &ck);
+        if (st < 0) { volt_st_writer_destroy(w); return volt__terr(t, st, "module '%s': on_save_checkpoint failed", t->mops->name); }
+    }
+    if (st < 0) {
+        volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+        volt_st_writer_destroy(w);
+        return st;
+    }
+    char err[512];
+    st = volt_st_writer_write(w, path, err, sizeof err);
+    volt_st_writer_destroy(w);
+    if (st < 0) return volt__terr(t, st, "%s", err);
+    return VOLT_OK;
+}
+
+/* ---- load ------------------------------------------------------------------------------ */
+static volt_status meta_get_i64(volt_trainer *t, volt_st_file *f, const char *path, const char *k, int64_t *v, bool required) {
+    const char *s = volt_st_meta(f, k);
+    if (!s) {
+        if (required) return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata '%s' is missing (not a volt training checkpoint?)", path, k);
+        return VOLT_ERR_NOT_FOUND;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata '%s' = '%s' is not an integer", path, k, s);
+    *v = x;
+    return VOLT_OK;
+}
+
+const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
+    if (!strcmp(which, "last")) return t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL;
+    if (!strcmp(which, "best")) return t->has_resolver && t->resolver.best ? t->resolver.best(t->resolver.self) : NULL;
+    return which;
+}
+
+static volt_status hook_err_load(volt_trainer *t, volt_status st, const char *who, const char *path) {
+    char prev[sizeof t->errmsg];
+    snprintf(prev, sizeof prev, "%s", t->errmsg);
+    return volt__terr(t, st, "checkpoint '%s': callback '%s' rejected its state%s%s", path, who ? who : "?",
+                      prev[0] ? ": " : "", prev);
+}
+
+static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+    char err[768];
+    volt_st_file *f = NULL;
+    volt_status st = volt_st_open(path, &f, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "%s", err);
+    st = volt_st_verify_all(f, err, sizeof err);
+    if (st < 0) { volt_st_close(f); return volt__terr(t, st, "%s", err); }
+
+    /* 1. validate: every parameter present with its shape; nothing unexpected */
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        volt_st_info info;
+        if (volt_st_find(f, p->name, &info) != VOLT_OK) {
+            volt_st_close(f);
+            return volt__terr(t, VOLT_ERR_NOT_FOUND, "checkpoint '%s': missing parameter '%s'", path, p->name);
+        }
+        if (!volt_shape_eq(info.shape, p->shape) || (info.dtype != VOLT_F32 && info.dtype != VOLT_BF16 && info.dtype != VOLT_F16)) {
+            char a[64], b[64];
+            volt_st_close(f);
+            return volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': tensor '%s' is %s %s, the model has f32 %s", path, p->name,
+                              volt_dtype_name(info.dtype), volt_shape_str(info.shape, a, sizeof a), volt_shape_str(p->shape, b, sizeof b));
+        }
+    }
+    for (int i = 0; i < volt_st_count(f); i++) {
+        const char *n = volt_st_name(f, i);
+        if (has_prefix(n, "optimizer.") || has_prefix(n, "module.") || volt_params_find(t->ps, n)) continue;
+        volt_st_close(f);
+        return volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': unexpected tensor '%s' (the model has no such parameter)", path, n);
+    }
+    int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
+    bool have_opt = false, have_sched = false;
+    cJSON *cbs = NULL;
+    if (full) {
+        if ((st = meta_get_i64(t, f, path, "volt.epoch", &epoch, true)) < 0 ||
+            (st = meta_get_i64(t, f, path, "volt.global_step", &gstep, true)) < 0 ||
+            (st = meta_get_i64(t, f, path, "volt.batch_in_epoch", &bie, true)) < 0 ||
+            (st = meta_get_i64(t, f, path, "volt.micro_step", &micro, true)) < 0 ||
+            (st = meta_get_i64(t, f, path, "volt.epoch_flags", &flags, true)) < 0) {
+            volt_st_close(f);
+            return st;
+        }
+        have_opt = meta_get_i64(t, f, path, "volt.optimizer.step", &opt_step, false) == VOLT_OK;
+        meta_get_i64(t, f, path, "volt.optimizer.kind", &opt_kind, false);
+        have_sched = meta_get_i64(t, f, path, "volt.scheduler.last_step", &sched_step, false) == VOLT_OK;
+        if (have_opt && opt_kind != (int64_t)volt_optimizer_get_config(t->opt)->kind) {
+            volt_st_close(f);
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with another optimizer kind (%lld)", path, (long long)opt_kind);
+        }
+        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
+            for (int i = 0; i < volt_params_count(t->ps); i++) {
+                char name[512];
+                volt_tensor *p = volt_params_at(t->ps, i);
+                volt_st_info info;
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+                if (volt_st_find(f, name, &info) != VOLT_OK || info.dtype != VOLT_F32 || !volt_shape_eq(info.shape, p->shape)) {
+                    volt_st_close(f);
+                    return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': optimizer state '%s' is missing or has another shape", path, name);
+                }
+            }
+        const char *cj = volt_st_meta(f, "volt.callbacks");
+        if (cj && !(cbs = cJSON_Parse(cj))) {
+            volt_st_close(f);
+            return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': callback state is not valid JSON", path);
+        }
+        /* callbacks restore before the model is touched: a rejected state changes nothing */
+        for (int i = 0; i < t->n_cbs; i++) {
+            if (!t->cbs[i].ops->load_state_dict || !cbs) continue;
+            char key[128];
+            cb_key(t, i, key, sizeof key);
+            cJSON *item = cJSON_GetObjectItemCaseSensitive(cbs, key);
+            if (!item) continue;
+            char *js = cJSON_PrintUnformatted(item);
+            st = t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js);
+            free(js);
+            if (st < 0) {
+                cJSON_Delete(cbs);
+                volt_st_close(f);
+                return hook_err_load(t, st, t->cbs[i].ops->name, path);
+            }
+        }
+        cJSON_Delete(cbs);
+    }
+    /* 2. apply */
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        st = volt_st_read_f32(f, p->name, p->data, volt_tensor_numel(p), err, sizeof err);
+        if (st < 0) { volt_st_close(f); return volt__terr(t, st, "%s", err); }
+    }
+    if (full) {
+        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
+            for (int i = 0; i < volt_params_count(t->ps); i++) {
+                char name[512];
+                volt_tensor *p = volt_params_at(t->ps, i);
+                int64_t lo, hi, off = volt_param_offset(p);
+                float *buf = volt_optimizer_state(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
+                if (!buf || lo > off || hi < off + volt_tensor_numel(p)) continue;
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+                volt_st_read_f32(f, name, buf + (off - lo), volt_tensor_numel(p), err, sizeof err);
+            }
+        if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
+        if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
+        t->epoch = epoch;
+        t->global_step = gstep;
+        t->batch_in_epoch = bie;
+        t->micro_step = micro;
+        t->epoch_sched_done = flags & 1;
+        t->epoch_val_done = flags & 2;
+        t->epoch_done = flags & 4;
+        if (t->epoch_done) {   /* saved during on_train_epoch_end: continue with the next epoch */
+            t->epoch++;
+            t->batch_in_epoch = 0;
+            t->epoch_done = t->epoch_sched_done = t->epoch_val_done = false;
+        }
+        const char *ld = volt_st_meta(f, "volt.log_dir");
+        if (ld) volt_trainer_set_log_dir(t, ld);
+    }
+    if (t->mops->on_load_checkpoint) {
+        volt_ckpt ck = { t, NULL, f, path };
+        st = t->mops->on_load_checkpoint(t->module, t, &ck);
+        if (st < 0) { volt_st_close(f); return volt__terr(t, st, "module '%s': on_load_checkpoint failed", t->mops->name); }
+    }
+    volt_st_close(f);
+    return VOLT_OK;
+}

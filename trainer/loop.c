@@ -1,0 +1,421 @@
+/* fit / validate / test / predict: Lightning's loop semantics (DESIGN §4).
+ * global_step counts optimizer steps; callback hooks run before the module's hook of the
+ * same name; validation at epoch end runs before on_train_epoch_end. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainer/trainer_internal.h"
+#include "volt/ops.h"
+
+/* Run a callback hook on every callback: errors abort, VOLT_STOP requests a stop. */
+#define CB_HOOK(t, hook, ...) do { \
+    for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
+        const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
+        if (!cb_->ops->hook) continue; \
+        volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
+        if (st_ == VOLT_STOP) (t)->should_stop = true; \
+        else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
+    } } while (0)
+#define MOD_HOOK(t, hook, ...) do { \
+    if ((t)->mops->hook) { \
+        volt_status st_ = (t)->mops->hook((t)->module, (t), ##__VA_ARGS__); \
+        if (st_ == VOLT_STOP) (t)->should_stop = true; \
+        else if (st_ < 0) return hook_err((t), st_, (t)->mops->name, #hook); \
+    } } while (0)
+
+static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook) {
+    if (!t->errmsg[0]) volt__terr(t, st, "%s: %s failed (%s)", who ? who : "?", hook, volt_status_str(st));
+    else {   /* keep the callee's message, add where it came from */
+        char prev[sizeof t->errmsg];
+        snprintf(prev, sizeof prev, "%s", t->errmsg);
+        volt__terr(t, st, "%s.%s: %s", who ? who : "?", hook, prev);
+    }
+    return st;
+}
+
+/* ---- setup --------------------------------------------------------------------------- */
+static bool has_callback(volt_trainer *t, const char *name) {
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops->name && !strcmp(t->cbs[i].ops->name, name)) return true;
+    return false;
+}
+
+static volt_status add_defaults(volt_trainer *t) {
+    if (t->defaults_added) return VOLT_OK;
+    t->defaults_added = true;
+    /* the logger first, so it has chosen the log dir before checkpoint callbacks need it */
+    if (t->cfg.enable_logger && !has_callback(t, "CSVLogger")) {
+        volt_status st = volt_add_csv_logger(t);
+        if (st < 0) return st;
+        /* move it to the front */
+        volt_cb cb = t->cbs[t->n_cbs - 1];
+        memmove(&t->cbs[1], &t->cbs[0], sizeof(volt_cb) * (size_t)(t->n_cbs - 1));
+        t->cbs[0] = cb;
+    }
+    if (t->cfg.enable_checkpointing && !has_callback(t, "ModelCheckpoint")) {
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        VOLT_TRY(volt_add_model_checkpoint(t, &cc));
+    }
+    if (t->cfg.enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    return VOLT_OK;
+}
+
+static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module) {
+    if (!ops || ops->version < 1 || ops->version > VOLT_MODULE_OPS_VERSION)
+        return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
+                          ops ? ops->version : 0, VOLT_MODULE_OPS_VERSION);
+    if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
+    if (t->ps && t->mops == ops && t->module == module) return VOLT_OK;   /* same module: keep weights */
+    volt_optimizer_destroy(t->opt); t->opt = NULL;
+    volt_scheduler_destroy(t->sched); t->sched = NULL;
+    volt_step_destroy(t->step); t->step = NULL;
+    volt_params_destroy(t->ps); t->ps = NULL;
+    t->mops = ops;
+    t->module = module;
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    pc.seed = t->cfg.seed;
+    VOLT_TRY(volt_params_create(&pc, &t->ps));
+    volt_status st = ops->setup(module, t->ps);
+    if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
+    st = volt_params_finalize(t->ps);
+    if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    sc.params = t->ps;
+    sc.seed = t->cfg.seed;
+    VOLT_TRY(volt_step_create(&sc, &t->step));
+    t->step->log_fn = volt__trainer_log;
+    t->step->log_ctx = t;
+    return VOLT_OK;
+}
+
+static volt_status setup_optim(volt_trainer *t) {
+    if (t->opt) return VOLT_OK;
+    if (!t->mops->configure_optimizers)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': configure_optimizers is required for fit", t->mops->name);
+    volt_optim_setup *o = &t->osetup;
+    memset(o, 0, sizeof *o);
+    volt_optimizer_config_init(&o->optimizer);
+    o->optimizer.kind = VOLT_OPTIM_ADAMW;
+    volt_scheduler_config_init(&o->scheduler);
+    volt_status st = t->mops->configure_optimizers(t->module, o);
+    if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
+    st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
+    if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
+    if (o->use_scheduler) {
+        st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
+        if (st < 0) return volt__terr(t, st, "scheduler: invalid configuration (%s)", volt_status_str(st));
+    }
+    return VOLT_OK;
+}
+
+static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit < n) ? limit : n; }
+
+/* ---- one step -------------------------------------------------------------------------- */
+typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
+
+static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
+    const char *m = volt_step_errmsg(t->step);
+    return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s", t->mops->name, what,
+                      m[0] ? m : volt_status_str(st));
+}
+
+static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
+    t->cur_batch_size = b->size;
+    volt_step_begin(t->step, false, 0);
+    volt_status st = fn(t->module, t->step, b, idx);
+    if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
+    volt_step_end(t->step);
+    if (st < 0) return step_err(t, st, what);
+    return VOLT_OK;
+}
+
+/* ---- evaluation loops --------------------------------------------------------------------- */
+static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
+    return volt__terr(t, st, "data loader: %s", volt_loader_errmsg(l));
+}
+
+/* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
+static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, bool sanity) {
+    if (!t->mops->validation_step) return VOLT_OK;
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_VALIDATE;
+    t->sanity = sanity;
+    volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
+    CB_HOOK(t, on_validation_start);
+    CB_HOOK(t, on_validation_epoch_start);
+    MOD_HOOK(t, on_validation_epoch_start);
+    VOLT_TRY(volt_loader_start(val, 0, 0));
+    int64_t n = limited(volt_loader_num_batches(val), limit);
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *b;
+        volt_status st = volt_loader_next(val, &b);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return loader_err(t, val, st);
+        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
+        CB_HOOK(t, on_validation_batch_end, b, i);
+    }
+    if (!sanity) {
+        volt__metrics_clear_fresh(t);
+        volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, true);
+    } else {
+        volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
+    }
+    CB_HOOK(t, on_validation_epoch_end);
+    MOD_HOOK(t, on_validation_epoch_end);
+    CB_HOOK(t, on_validation_end);
+    t->sanity = false;
+    t->stage = prev;
+    return VOLT_OK;
+}
+
+/* ---- training --------------------------------------------------------------------------- */
+static volt_status optimizer_step(volt_trainer *t) {
+    if (t->cfg.gradient_clip_val > 0) {
+        volt_status st = !strcmp(t->cfg.gradient_clip_algorithm, "value")
+                             ? volt_params_clip_grad_value(t->ps, t->cfg.gradient_clip_val)
+                             : volt_params_clip_grad_norm(t->ps, t->cfg.gradient_clip_val, NULL);
+        if (st < 0) return volt__terr(t, st, "gradient clipping: %s", volt_params_errmsg(t->ps));
+    }
+    CB_HOOK(t, on_before_optimizer_step);
+    MOD_HOOK(t, on_before_optimizer_step);
+    volt_status st = volt_optimizer_step(t->opt);
+    if (st < 0) return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
+    volt_params_zero_grad(t->ps);
+    t->global_step++;
+    if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
+    return VOLT_OK;
+}
+
+static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
+    t->cur_batch_size = b->size;
+    volt_step *s = t->step;
+    volt_step_begin(s, true, t->micro_step++);
+    volt_status st = t->mops->training_step(t->module, s, b, idx);
+    if (st >= 0 && volt_step_status(s) < 0) st = volt_step_status(s);
+    if (st < 0) { volt_step_end(s); return step_err(t, st, "training_step"); }
+    if (!s->loss) {
+        volt_step_end(s);
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
+    }
+    volt_tensor *loss = s->loss;
+    if (t->cfg.accumulate_grad_batches > 1)   /* Lightning normalises by the accumulation */
+        loss = volt_scale(s, loss, 1.0f / (float)t->cfg.accumulate_grad_batches);
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops->on_before_backward) {
+            st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);
+            if (st < 0) { volt_step_end(s); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
+        }
+    st = volt_step_backward(s, loss);
+    volt_step_end(s);
+    if (st < 0) return step_err(t, st, "backward");
+    CB_HOOK(t, on_after_backward);
+    bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+    if (boundary) VOLT_TRY(optimizer_step(t));
+    return VOLT_OK;
+}
+
+static bool val_this_epoch(volt_trainer *t, volt_loader *val) {
+    return val && t->mops->validation_step && t->cfg.limit_val_batches != 0 &&
+           (t->epoch + 1) % t->cfg.check_val_every_n_epoch == 0;
+}
+
+static bool max_steps_reached(volt_trainer *t) {
+    return t->cfg.max_steps >= 0 && t->global_step >= t->cfg.max_steps;
+}
+
+static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
+    int64_t n_batches = limited(volt_loader_num_batches(train), t->cfg.limit_train_batches);
+    t->num_train_batches = n_batches;
+    if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
+    CB_HOOK(t, on_train_start);
+    while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !t->should_stop && !max_steps_reached(t)) {
+        bool resuming_mid = t->batch_in_epoch > 0;
+        if (!resuming_mid) {
+            t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
+            volt__metrics_drop_accums(t, VOLT_STAGE_FIT);
+            CB_HOOK(t, on_train_epoch_start);
+            MOD_HOOK(t, on_train_epoch_start);
+        }
+        if (t->batch_in_epoch < n_batches) {
+            volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);
+            if (st < 0) return loader_err(t, train, st);
+        }
+        while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
+            int64_t idx = t->batch_in_epoch;
+            const volt_batch *b;
+            volt_status st = volt_loader_next(train, &b);
+            if (st == VOLT_STOP) break;
+            if (st < 0) return loader_err(t, train, st);
+            volt__metrics_clear_fresh(t);
+            CB_HOOK(t, on_train_batch_start, b, idx);
+            MOD_HOOK(t, on_train_batch_start, b, idx);
+            VOLT_TRY(train_batch(t, b, idx, n_batches));
+            t->batch_in_epoch = idx + 1;
+            bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+            CB_HOOK(t, on_train_batch_end, b, idx);
+            MOD_HOOK(t, on_train_batch_end, b, idx);
+            if (t->cfg.val_check_interval > 0 && (idx + 1) % t->cfg.val_check_interval == 0 && idx + 1 < n_batches &&
+                val_this_epoch(t, val))
+                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false));
+            if (t->should_stop && boundary) break;
+        }
+        bool finished = t->batch_in_epoch >= n_batches;
+        if (!finished && !max_steps_reached(t)) break;   /* stopped mid-epoch */
+        if (!t->epoch_sched_done) {
+            if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_EPOCH)
+                volt_scheduler_step(t->sched);
+            t->epoch_sched_done = true;
+        }
+        volt__metrics_clear_fresh(t);
+        volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, false);
+        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false));
+        t->epoch_val_done = true;
+        t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
+        CB_HOOK(t, on_train_epoch_end);
+        MOD_HOOK(t, on_train_epoch_end);
+        t->epoch++;
+        t->batch_in_epoch = 0;
+        t->epoch_done = false;
+    }
+    CB_HOOK(t, on_train_end);
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    t->errmsg[0] = 0;
+    if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
+    VOLT_TRY(setup_model(t, ops, module));
+    if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
+    VOLT_TRY(add_defaults(t));
+    VOLT_TRY(setup_optim(t));
+    t->stage = VOLT_STAGE_FIT;
+    t->fitting = true;
+    t->should_stop = false;
+    t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
+    t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
+    if (ckpt_path) {
+        const char *path = volt__resolve_ckpt(t, ckpt_path);
+        if (path) {
+            volt_status st = volt__ckpt_load(t, path, true);
+            if (st < 0) { t->fitting = false; return st; }
+        } else if (strcmp(ckpt_path, "last") != 0) {
+            t->fitting = false;
+            return volt__terr(t, VOLT_ERR_NOT_FOUND, "fit: no checkpoint for ckpt_path=\"%s\"", ckpt_path);
+        }
+    }
+    volt_status st = VOLT_OK;
+#define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops->on_fit_start && (st = t->cbs[i].ops->on_fit_start(t->cbs[i].self, t)) < 0) {
+            hook_err(t, st, t->cbs[i].ops->name, "on_fit_start");
+            goto out;
+        }
+    if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
+    if (val && ops->validation_step && t->cfg.num_sanity_val_steps > 0) {
+        for (int i = 0; i < t->n_cbs; i++)
+            if (t->cbs[i].ops->on_sanity_check_start && (st = t->cbs[i].ops->on_sanity_check_start(t->cbs[i].self, t)) < 0) {
+                hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_start");
+                goto out;
+            }
+        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true));
+        for (int i = 0; i < t->n_cbs; i++)
+            if (t->cbs[i].ops->on_sanity_check_end && (st = t->cbs[i].ops->on_sanity_check_end(t->cbs[i].self, t)) < 0) {
+                hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_end");
+                goto out;
+            }
+    }
+    RUN(fit_loop(t, train, val));
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops->on_fit_end && (st = t->cbs[i].ops->on_fit_end(t->cbs[i].self, t)) < 0) {
+            hook_err(t, st, t->cbs[i].ops->name, "on_fit_end");
+            goto out;
+        }
+    if (ops->on_fit_end && (st = ops->on_fit_end(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_end"); goto out; }
+#undef RUN
+out:
+    t->fitting = false;
+    t->sanity = false;
+    return st < 0 ? st : VOLT_OK;
+}
+
+/* ---- validate / test / predict ------------------------------------------------------------ */
+static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path) {
+    t->errmsg[0] = 0;
+    VOLT_TRY(setup_model(t, ops, module));
+    VOLT_TRY(add_defaults(t));
+    if (ckpt_path) {
+        const char *path = volt__resolve_ckpt(t, ckpt_path);
+        if (!path) return volt__terr(t, VOLT_ERR_NOT_FOUND, "no checkpoint for ckpt_path=\"%s\"", ckpt_path);
+        VOLT_TRY(volt__ckpt_load(t, path, false));
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                  volt_loader *val, const char *ckpt_path) {
+    if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
+    return run_validation(t, val, t->cfg.limit_val_batches, false);
+}
+
+volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+                              volt_loader *test, const char *ckpt_path) {
+    if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_TEST;
+    volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
+    CB_HOOK(t, on_test_start);
+    MOD_HOOK(t, on_test_epoch_start);
+    VOLT_TRY(volt_loader_start(test, 0, 0));
+    int64_t n = limited(volt_loader_num_batches(test), t->cfg.limit_test_batches);
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *b;
+        volt_status st = volt_loader_next(test, &b);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return loader_err(t, test, st);
+        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
+        CB_HOOK(t, on_test_batch_end, b, i);
+    }
+    volt__metrics_clear_fresh(t);
+    volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
+    CB_HOOK(t, on_test_epoch_end);
+    MOD_HOOK(t, on_test_epoch_end);
+    CB_HOOK(t, on_test_end);
+    t->stage = prev;
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                 volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_PREDICT;
+    VOLT_TRY(volt_loader_start(loader, 0, 0));
+    int64_t n = limited(volt_loader_num_batches(loader), t->cfg.limit_predict_batches);
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *b;
+        volt_status st = volt_loader_next(loader, &b);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return loader_err(t, loader, st);
+        volt_tensor *pred = NULL;
+        volt_step_begin(t->step, false, 0);
+        st = ops->predict_step(module, t->step, b, i, &pred);
+        if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
+        if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
+        if (st >= 0) st = out(ctx, b, pred);
+        volt_step_end(t->step);
+        if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
+    }
+    t->stage = prev;
+    return VOLT_OK;
+}

@@ -1,0 +1,155 @@
+/* Trainer object: configuration, callbacks, accessors. The loops are in loop.c, the
+ * checkpoint I/O in checkpoint.c, logging in metrics.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainer/trainer_internal.h"
+
+volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    volt__set_err(t->errmsg, sizeof t->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void volt_trainer_config_init(volt_trainer_config *c) {
+    *c = (volt_trainer_config){
+        .version = VOLT_TRAINER_CONFIG_VERSION, .max_epochs = -2 /* "unset": 1000 unless max_steps */,
+        .max_steps = -1, .accumulate_grad_batches = 1, .gradient_clip_val = 0.f,
+        .gradient_clip_algorithm = "norm", .val_check_interval = 0, .check_val_every_n_epoch = 1,
+        .limit_train_batches = -1, .limit_val_batches = -1, .limit_test_batches = -1,
+        .limit_predict_batches = -1, .num_sanity_val_steps = 2, .log_every_n_steps = 50,
+        .fast_dev_run = 0, .deterministic = true, .seed = 42, .default_root_dir = ".",
+        .enable_progress_bar = true, .enable_checkpointing = true, .enable_logger = true,
+        .logger_name = "lightning_logs", .precision = "32-true", .strategy = "single",
+        .devices = 1, .num_nodes = 1, .run_config_json = NULL,
+    };
+}
+
+static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dflt); }
+
+static const char *const k_precisions[] = { "32-true", "32", NULL };
+static const char *const k_strategies[] = { "single", "auto", NULL };
+
+static bool in_list(const char *v, const char *const *list) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(v, list[i])) return true;
+    return false;
+}
+
+volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
+    *out = NULL;
+    if (!cfg || cfg->version != VOLT_TRAINER_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    volt_trainer *t = calloc(1, sizeof *t);
+    if (!t) return VOLT_ERR_NOMEM;
+    t->cfg = *cfg;
+    t->root_dir = dup_or(cfg->default_root_dir, ".");
+    t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
+    t->precision = dup_or(cfg->precision, "32-true");
+    t->strategy = dup_or(cfg->strategy, "single");
+    t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
+    t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
+    t->cfg.default_root_dir = t->root_dir;
+    t->cfg.logger_name = t->logger_name;
+    t->cfg.precision = t->precision;
+    t->cfg.strategy = t->strategy;
+    t->cfg.gradient_clip_algorithm = t->clip_algo;
+    t->cfg.run_config_json = t->run_config_json;
+    t->rank = 0;
+    t->world = 1;
+    *out = t;
+    volt_trainer_config *c = &t->cfg;
+    if (c->max_epochs == -2) c->max_epochs = c->max_steps < 0 ? 1000 : -1;
+    if (c->fast_dev_run > 0) {
+        c->max_epochs = 1;
+        c->max_steps = c->fast_dev_run;
+        c->limit_train_batches = c->limit_val_batches = c->limit_test_batches = c->limit_predict_batches = c->fast_dev_run;
+        c->num_sanity_val_steps = 0;
+        c->enable_checkpointing = false;
+        c->enable_logger = false;
+    }
+    if (!in_list(c->precision, k_precisions))
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: precision '%s' is not available (valid: 32-true, 32)", c->precision);
+    if (!in_list(c->strategy, k_strategies))
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: strategy '%s' is not available (valid: single)", c->strategy);
+    if (c->devices != 1 || c->num_nodes != 1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: devices=%d num_nodes=%d needs a distributed strategy", c->devices, c->num_nodes);
+    if (c->accumulate_grad_batches < 1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
+    if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: gradient_clip_algorithm must be \"norm\" or \"value\", got \"%s\"", c->gradient_clip_algorithm);
+    if (c->gradient_clip_val < 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: gradient_clip_val must be >= 0");
+    if (c->val_check_interval < 0 || (c->val_check_interval > 0 && c->val_check_interval % c->accumulate_grad_batches))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_interval (%lld) must be >= 0 and a multiple of accumulate_grad_batches (%lld)",
+                          (long long)c->val_check_interval, (long long)c->accumulate_grad_batches);
+    if (c->check_val_every_n_epoch < 1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1");
+    if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
+    if (c->max_epochs == 0 || c->max_steps == 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
+    return VOLT_OK;
+}
+
+void volt_trainer_destroy(volt_trainer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
+    volt_scheduler_destroy(t->sched);
+    volt_optimizer_destroy(t->opt);
+    volt_step_destroy(t->step);
+    volt_params_destroy(t->ps);
+    free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy);
+    free(t->clip_algo); free(t->run_config_json); free(t->log_dir);
+    free(t);
+}
+
+const char *volt_trainer_errmsg(const volt_trainer *t) { return t->errmsg; }
+
+volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self) {
+    if (!ops || ops->version < 1 || ops->version > VOLT_CALLBACK_OPS_VERSION) {
+        if (ops && ops->destroy) ops->destroy(self);
+        return volt__terr(t, VOLT_ERR_VERSION, "add_callback: unknown callback table version");
+    }
+    if (t->n_cbs == VOLT_MAX_CALLBACKS) {
+        if (ops->destroy) ops->destroy(self);
+        return volt__terr(t, VOLT_ERR_NOMEM, "add_callback: more than %d callbacks", VOLT_MAX_CALLBACKS);
+    }
+    t->cbs[t->n_cbs++] = (volt_cb){ ops, self };
+    return VOLT_OK;
+}
+
+int64_t volt_trainer_current_epoch(const volt_trainer *t) { return t->epoch; }
+int64_t volt_trainer_global_step(const volt_trainer *t) { return t->global_step; }
+int64_t volt_trainer_num_train_batches(const volt_trainer *t) { return t->num_train_batches; }
+int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t->batch_in_epoch; }
+volt_stage volt_trainer_stage(const volt_trainer *t) { return t->stage; }
+bool volt_trainer_sanity_checking(const volt_trainer *t) { return t->sanity; }
+bool volt_trainer_is_global_zero(const volt_trainer *t) { return t->rank == 0; }
+int volt_trainer_rank(const volt_trainer *t) { return t->rank; }
+int volt_trainer_world_size(const volt_trainer *t) { return t->world; }
+const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t) { return &t->cfg; }
+volt_params *volt_trainer_params(const volt_trainer *t) { return t->ps; }
+volt_optimizer *volt_trainer_optimizer(const volt_trainer *t) { return t->opt; }
+volt_scheduler *volt_trainer_scheduler(const volt_trainer *t) { return t->sched; }
+void volt_trainer_request_stop(volt_trainer *t) { t->should_stop = true; }
+bool volt_trainer_should_stop(const volt_trainer *t) { return t->should_stop; }
+const char *volt_trainer_log_dir(const volt_trainer *t) { return t->log_dir; }
+
+volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
+    char *d = dir ? strdup(dir) : NULL;
+    if (dir && !d) return VOLT_ERR_NOMEM;
+    free(t->log_dir);
+    t->log_dir = d;
+    return VOLT_OK;
+}
+
+void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r) {
+    if (r) { t->resolver = *r; t->has_resolver = true; }
+    else t->has_resolver = false;
+}
+
+const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t) {
+    return t->has_resolver ? &t->resolver : NULL;
+}

@@ -1,0 +1,79 @@
+/* Private state of the trainer, shared by the files in trainer/. */
+#ifndef VOLT_TRAINER_INTERNAL_H
+#define VOLT_TRAINER_INTERNAL_H
+
+#include <stdarg.h>
+#include "volt/trainer.h"
+#include "core/internal.h"
+
+#define VOLT_MAX_CALLBACKS 32
+#define VOLT_MAX_METRICS 128
+
+typedef struct volt_cb { const volt_callback_ops *ops; void *self; } volt_cb;
+
+typedef struct volt_metric {
+    char name[96];
+    double value;
+    unsigned flags;
+    bool fresh;            /* updated since the last clear point (loggers read these) */
+} volt_metric;
+
+typedef struct volt_accum {   /* an epoch-level metric being averaged */
+    char name[96];
+    volt_stage stage;
+    bool in_fit_val;         /* validation inside fit vs. standalone */
+    double sum, weight;
+    unsigned flags;
+} volt_accum;
+
+struct volt_trainer {
+    volt_trainer_config cfg;
+    char *root_dir, *logger_name, *precision, *strategy, *clip_algo, *run_config_json;
+    char errmsg[1024];
+    volt_cb cbs[VOLT_MAX_CALLBACKS];
+    int n_cbs;
+    bool defaults_added;
+
+    /* model */
+    const volt_module_ops *mops;
+    void *module;
+    volt_params *ps;
+    volt_step *step;
+    volt_optimizer *opt;
+    volt_scheduler *sched;
+    volt_optim_setup osetup;
+
+    /* loop state (checkpointed) */
+    int64_t epoch, global_step, batch_in_epoch, micro_step;
+    bool epoch_sched_done, epoch_val_done, epoch_done;
+    int64_t num_train_batches;
+
+    volt_stage stage;
+    bool sanity, should_stop, fitting;
+    int64_t cur_batch_size;
+
+    volt_metric metrics[VOLT_MAX_METRICS];
+    int n_metrics;
+    volt_accum accums[VOLT_MAX_METRICS];
+    int n_accums;
+
+    char *log_dir;
+    volt_ckpt_resolver resolver;
+    bool has_resolver;
+    int rank, world;
+};
+
+volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* metrics.c */
+volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags);
+void volt__metrics_clear_fresh(volt_trainer *t);
+/* Turn the stage's accumulators into metrics (fresh) and drop them. */
+void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val);
+void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
+void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
+
+/* checkpoint.c */
+volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);
+const char *volt__resolve_ckpt(volt_trainer *t, const char *which);
+#endif
