@@ -16,6 +16,14 @@ static volt_status perr(volt_params *ps, volt_status st, const char *fmt, ...) {
     return st;
 }
 
+volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    volt__set_err(ps->errmsg, sizeof ps->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 void volt_params_config_init(volt_params_config *cfg) {
     *cfg = (volt_params_config){ .version = VOLT_PARAMS_CONFIG_VERSION, .seed = 42 };
 }

@@ -82,6 +82,9 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
     st = volt_params_finalize(t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
+    if (ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
+        return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
+                          volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
     volt_step_config sc;
     volt_step_config_init(&sc);
     sc.params = t->ps;

@@ -55,6 +55,9 @@ void volt_params_config_init(volt_params_config *cfg);
 volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);
 void volt_params_destroy(volt_params *ps);                 /* NULL-safe */
 const char *volt_params_errmsg(const volt_params *ps);
+/* Record an error message on the store (modules use it in setup/init_weights); returns st. */
+volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- declaring (before finalize) ------------------------------------------------ */
 /* Start a new unit; later declarations go into it. Params declared before any call go

@@ -72,6 +72,9 @@ typedef struct volt_module_ops {
     /* Extra state in checkpoints (volt_ckpt_put_* / volt_ckpt_get_*). */
     volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
     volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
+    /* Called once after the parameters are allocated and initialised from their inits, before
+     * any checkpoint is restored: load pretrained weights here (optional). */
+    volt_status (*init_weights)(void *self, volt_params *ps);
 } volt_module_ops;
 #define VOLT_MODULE_OPS_VERSION 1u
 
