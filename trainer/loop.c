@@ -153,6 +153,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     MOD_HOOK(t, on_validation_epoch_start);
     VOLT_TRY(volt_loader_start(val, 0, 0));
     int64_t n = limited(volt_loader_num_batches(val), limit);
+    t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
         volt_status st = volt_loader_next(val, &b);
@@ -170,6 +171,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     CB_HOOK(t, on_validation_epoch_end);
     MOD_HOOK(t, on_validation_epoch_end);
     CB_HOOK(t, on_validation_end);
+    t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
     return VOLT_OK;
@@ -375,10 +377,11 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
-    CB_HOOK(t, on_test_start);
-    MOD_HOOK(t, on_test_epoch_start);
     VOLT_TRY(volt_loader_start(test, 0, 0));
     int64_t n = limited(volt_loader_num_batches(test), t->cfg.limit_test_batches);
+    t->num_eval_batches = n;
+    CB_HOOK(t, on_test_start);
+    MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
         volt_status st = volt_loader_next(test, &b);
@@ -392,6 +395,7 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     CB_HOOK(t, on_test_epoch_end);
     MOD_HOOK(t, on_test_epoch_end);
     CB_HOOK(t, on_test_end);
+    t->num_eval_batches = -1;
     t->stage = prev;
     return VOLT_OK;
 }
@@ -405,6 +409,7 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
     t->stage = VOLT_STAGE_PREDICT;
     VOLT_TRY(volt_loader_start(loader, 0, 0));
     int64_t n = limited(volt_loader_num_batches(loader), t->cfg.limit_predict_batches);
+    t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
         volt_status st = volt_loader_next(loader, &b);
@@ -419,6 +424,7 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         volt_step_end(t->step);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
     }
+    t->num_eval_batches = -1;
     t->stage = prev;
     return VOLT_OK;
 }

@@ -13,6 +13,16 @@ volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) {
     return st;
 }
 
+volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    volt__set_err(t->errmsg, sizeof t->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t->num_eval_batches; }
+
 void volt_trainer_config_init(volt_trainer_config *c) {
     *c = (volt_trainer_config){
         .version = VOLT_TRAINER_CONFIG_VERSION, .max_epochs = -2 /* "unset": 1000 unless max_steps */,
@@ -58,6 +68,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->cfg.run_config_json = t->run_config_json;
     t->rank = 0;
     t->world = 1;
+    t->num_eval_batches = -1;
     *out = t;
     volt_trainer_config *c = &t->cfg;
     if (c->max_epochs == -2) c->max_epochs = c->max_steps < 0 ? 1000 : -1;

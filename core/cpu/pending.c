@@ -6,19 +6,4 @@
     volt_status volt_cpu_##id##_fwd(volt_step *s, volt_node *n) { return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: not implemented on cpu", #id); } \
     volt_status volt_cpu_##id##_bwd(volt_step *s, volt_node *n) { return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented on cpu", #id); }
 
-PENDING(GELU)
-PENDING(GELU_TANH)
-PENDING(TANH)
-PENDING(SIGMOID)
-PENDING(SOFTMAX)
-PENDING(LOG_SOFTMAX)
-PENDING(LAYERNORM)
-PENDING(EMBEDDING)
-PENDING(DROPOUT)
-PENDING(ATTENTION)
-PENDING(PERMUTE)
-PENDING(SLICE)
-PENDING(CONCAT)
-PENDING(CONV2D)
-PENDING(MAX_POOL2D)
 PENDING(CAST)

@@ -1,0 +1,137 @@
+/* CPU kernels of the layout ops: permute, slice (and select), concat. Forward copies
+ * elements of any dtype by size; backward adds f32 grads back to where they came from.
+ * Every output element has exactly one source, so the loops parallelise without races. */
+#include <string.h>
+#include "core/cpu/kernels.h"
+
+#define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
+
+/* ---- permute: y (D0, D1, D2, D3) contiguous, y[i0,i1,i2,i3] = x[sum_k ik * S[k]] ------
+ * Shapes are padded to 4 dims with leading 1s (stride 0). Backward is the same gather
+ * with the inverse permutation, from dy into dx. */
+#define VOLT_DEF_GATHER4_(name, T, OP) \
+static void name(const T *src, T *dst, const int64_t D[4], const int64_t S[4]) { \
+    int64_t outer = D[0] * D[1], inner = D[2] * D[3]; \
+    _Pragma("omp parallel for schedule(static) if (outer * inner > PAR_MIN)") \
+    for (int64_t a = 0; a < outer; a++) { \
+        const T *s01 = src + (a / D[1]) * S[0] + (a % D[1]) * S[1]; \
+        T *d01 = dst + a * inner; \
+        for (int64_t i2 = 0; i2 < D[2]; i2++) \
+            for (int64_t i3 = 0; i3 < D[3]; i3++) d01[i2 * D[3] + i3] OP s01[i2 * S[2] + i3 * S[3]]; \
+    } \
+}
+VOLT_DEF_GATHER4_(gather4_u8, uint8_t, =)
+VOLT_DEF_GATHER4_(gather4_u16, uint16_t, =)
+VOLT_DEF_GATHER4_(gather4_u32, uint32_t, =)
+VOLT_DEF_GATHER4_(gather4_u64, uint64_t, =)
+VOLT_DEF_GATHER4_(gather4_add_f32, float, +=)
+#undef VOLT_DEF_GATHER4_
+
+static void gather4(const void *src, void *dst, size_t esz, const int64_t D[4], const int64_t S[4]) {
+    switch (esz) {
+    case 1: gather4_u8(src, dst, D, S); break;
+    case 2: gather4_u16(src, dst, D, S); break;
+    case 4: gather4_u32(src, dst, D, S); break;
+    default: gather4_u64(src, dst, D, S); break;
+    }
+}
+
+/* x's dims and row-major strides, padded to 4 with leading size-1 dims. */
+static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
+    int off = 4 - sh.ndim;
+    int64_t acc = 1;
+    for (int i = 3; i >= 0; i--) {
+        d[i] = i >= off ? sh.d[i - off] : 1;
+        st[i] = i >= off ? acc : 0;
+        acc *= d[i];
+    }
+}
+
+volt_status volt_cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
+    int nd = (int)n->i[4], off = 4 - nd;
+    int64_t xd[4], xs[4], D[4], S[4];
+    pad4(n->in[0]->shape, xd, xs);
+    for (int i = 0; i < 4; i++) {           /* output dim i reads input dim perm[i] */
+        int src = i >= off ? (int)n->i[i - off] + off : i;
+        D[i] = xd[src];
+        S[i] = xs[src];
+    }
+    gather4(n->in[0]->data, n->out->data, volt_dtype_size(n->in[0]->dtype), D, S);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
+    int nd = (int)n->i[4], off = 4 - nd;
+    int64_t xd[4], xs[4], yd[4], ys[4], S[4];
+    pad4(n->in[0]->shape, xd, xs);
+    pad4(n->out->shape, yd, ys);
+    for (int i = 0; i < 4; i++) S[i] = ys[i];
+    for (int i = off; i < 4; i++) S[(int)n->i[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
+    gather4_add_f32(n->out->grad, n->in[0]->grad, xd, S);
+    return VOLT_OK;
+}
+
+/* ---- slice: x (outer, size, inner) -> y (outer, len, inner) from `start` ------------- */
+volt_status volt_cpu_SLICE_fwd(volt_step *s, volt_node *n) {
+    int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4];
+    size_t esz = volt_dtype_size(n->in[0]->dtype), row = (size_t)(len * inner) * esz;
+    const char *x = n->in[0]->data;
+    char *y = n->out->data;
+    #pragma omp parallel for schedule(static) if (outer * len * inner > PAR_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(y + (size_t)o * row, x + (size_t)((o * size + start) * inner) * esz, row);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_SLICE_bwd(volt_step *s, volt_node *n) {
+    int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4], row = len * inner;
+    const float *dy = n->out->grad;
+    float *dx = n->in[0]->grad;
+    #pragma omp parallel for schedule(static) if (outer * row > PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        float *d = dx + (o * size + start) * inner;
+        const float *g = dy + o * row;
+        for (int64_t j = 0; j < row; j++) d[j] += g[j];
+    }
+    return VOLT_OK;
+}
+
+/* ---- concat: x_k (outer, d_k, inner) -> y (outer, total, inner), inputs in order ------ */
+volt_status volt_cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
+    int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
+    int dim = (int)n->i[3];
+    size_t esz = volt_dtype_size(n->out->dtype);
+    char *y = n->out->data;
+    int64_t at = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int64_t dk = n->in[k]->shape.d[dim];
+        size_t row = (size_t)(dk * inner) * esz;
+        const char *x = n->in[k]->data;
+        #pragma omp parallel for schedule(static) if (outer * dk * inner > PAR_MIN)
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(y + (size_t)((o * total + at) * inner) * esz, x + (size_t)o * row, row);
+        at += dk;
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_CONCAT_bwd(volt_step *s, volt_node *n) {
+    int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
+    int dim = (int)n->i[3];
+    const float *dy = n->out->grad;
+    int64_t at = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        volt_tensor *x = n->in[k];
+        int64_t dk = x->shape.d[dim], row = dk * inner;
+        if (volt__needs_grad(x)) {   /* the same tensor may appear twice: += keeps both */
+            float *dx = x->grad;
+            #pragma omp parallel for schedule(static) if (outer * row > PAR_MIN)
+            for (int64_t o = 0; o < outer; o++) {
+                const float *g = dy + (o * total + at) * inner;
+                for (int64_t j = 0; j < row; j++) dx[o * row + j] += g[j];
+            }
+        }
+        at += dk;
+    }
+    return VOLT_OK;
+}
