@@ -230,14 +230,18 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
     if (total_norm) *total_norm = (float)norm;
     if (!isfinite(norm)) return VOLT_OK;   /* like PyTorch (error_if_nonfinite=False): grads left as they are */
     float coef = (float)(max_norm / (norm + 1e-6));
-    if (coef < 1.0f)
-        for (int i = 0; i < ps->n_units; i++) {
-            float *g = ps->units[i]->grad;
-            int64_t n = ps->units[i]->numel;
-            #pragma omp parallel for schedule(static) if (n > 65536)
-            for (int64_t k = 0; k < n; k++) g[k] *= coef;
-        }
+    if (coef < 1.0f) volt_params_scale_grads(ps, coef);
     return VOLT_OK;
+}
+
+void volt_params_scale_grads(volt_params *ps, float coef) {
+    for (int i = 0; i < ps->n_units; i++) {
+        float *g = ps->units[i]->grad;
+        int64_t n = ps->units[i]->numel;
+        if (!g) continue;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t k = 0; k < n; k++) g[k] *= coef;
+    }
 }
 
 volt_status volt_params_clip_grad_value(volt_params *ps, float v) {

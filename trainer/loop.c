@@ -34,6 +34,10 @@ static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, co
     return st;
 }
 
+static volt_status strategy_err(volt_trainer *t, volt_status st, const char *what) {
+    return volt__terr(t, st, "strategy '%s': %s: %s", t->strategy->ops->name, what, t->strategy->ops->errmsg(t->strategy));
+}
+
 /* ---- setup --------------------------------------------------------------------------- */
 static bool has_callback(volt_trainer *t, const char *name) {
     for (int i = 0; i < t->n_cbs; i++)
@@ -85,6 +89,8 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     if (ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
         return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
                           volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
+    st = t->strategy->ops->setup_params(t->strategy, t->ps);
+    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
     volt_step_config sc;
     volt_step_config_init(&sc);
     sc.params = t->ps;
@@ -108,6 +114,8 @@ static volt_status setup_optim(volt_trainer *t) {
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
+    st = t->strategy->ops->setup_optimizer(t->strategy, t->opt);
+    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
     if (o->use_scheduler) {
         st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
         if (st < 0) return volt__terr(t, st, "scheduler: invalid configuration (%s)", volt_status_str(st));
@@ -179,16 +187,26 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
 
 /* ---- training --------------------------------------------------------------------------- */
 static volt_status optimizer_step(volt_trainer *t) {
+    volt_strategy *sg = t->strategy;
+    volt_status st = sg->ops->reduce_grads(sg);
+    if (st < 0) return strategy_err(t, st, "gradient reduction");
     if (t->cfg.gradient_clip_val > 0) {
-        volt_status st = !strcmp(t->cfg.gradient_clip_algorithm, "value")
-                             ? volt_params_clip_grad_value(t->ps, t->cfg.gradient_clip_val)
-                             : volt_params_clip_grad_norm(t->ps, t->cfg.gradient_clip_val, NULL);
-        if (st < 0) return volt__terr(t, st, "gradient clipping: %s", volt_params_errmsg(t->ps));
+        if (!strcmp(t->cfg.gradient_clip_algorithm, "value")) {
+            st = volt_params_clip_grad_value(t->ps, t->cfg.gradient_clip_val);
+            if (st < 0) return volt__terr(t, st, "gradient clipping: %s", volt_params_errmsg(t->ps));
+        } else {   /* global norm, summed over shards, like torch.nn.utils.clip_grad_norm_ */
+            double sq = 0;
+            if ((st = sg->ops->grad_sqnorm(sg, &sq)) < 0) return strategy_err(t, st, "gradient norm");
+            double norm = sqrt(sq);
+            float coef = (float)(t->cfg.gradient_clip_val / (norm + 1e-6));
+            if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(t->ps, coef);
+        }
     }
     CB_HOOK(t, on_before_optimizer_step);
     MOD_HOOK(t, on_before_optimizer_step);
-    volt_status st = volt_optimizer_step(t->opt);
+    st = volt_optimizer_step(t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
+    if ((st = sg->ops->after_optimizer_step(sg)) < 0) return strategy_err(t, st, "parameter gather");
     volt_params_zero_grad(t->ps);
     t->global_step++;
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
@@ -214,11 +232,12 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
             st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);
             if (st < 0) { volt_step_end(s); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
         }
+    bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+    t->strategy->ops->begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
     volt_step_end(s);
     if (st < 0) return step_err(t, st, "backward");
     CB_HOOK(t, on_after_backward);
-    bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
     if (boundary) VOLT_TRY(optimizer_step(t));
     return VOLT_OK;
 }
@@ -266,6 +285,12 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             if (t->cfg.val_check_interval > 0 && (idx + 1) % t->cfg.val_check_interval == 0 && idx + 1 < n_batches &&
                 val_this_epoch(t, val))
                 VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false));
+            if (boundary && t->world > 1) {   /* every rank stops at the same step */
+                double f = t->should_stop ? 1.0 : 0.0;
+                volt_status st2 = t->strategy->ops->all_reduce_mean(t->strategy, &f, 1);
+                if (st2 < 0) return strategy_err(t, st2, "stop flag");
+                t->should_stop = f > 0;
+            }
             if (t->should_stop && boundary) break;
         }
         bool finished = t->batch_in_epoch >= n_batches;
@@ -292,12 +317,16 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
 
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    volt_status st0;
     t->errmsg[0] = 0;
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
     VOLT_TRY(setup_model(t, ops, module));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_optim(t));
+    if ((st0 = t->strategy->ops->setup_loader(t->strategy, train)) < 0 ||
+        (val && (st0 = t->strategy->ops->setup_loader(t->strategy, val)) < 0))
+        return strategy_err(t, st0, "data sharding");
     t->stage = VOLT_STAGE_FIT;
     t->fitting = true;
     t->should_stop = false;
@@ -365,6 +394,8 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
                                   volt_loader *val, const char *ckpt_path) {
     if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    volt_status st = t->strategy->ops->setup_loader(t->strategy, val);
+    if (st < 0) return strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
     return run_validation(t, val, t->cfg.limit_val_batches, false);
 }
@@ -373,6 +404,8 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
                               volt_loader *test, const char *ckpt_path) {
     if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    volt_status st0 = t->strategy->ops->setup_loader(t->strategy, test);
+    if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
@@ -404,6 +437,8 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    volt_status st0 = t->strategy->ops->setup_loader(t->strategy, loader);
+    if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;

@@ -27,6 +27,10 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     volt_trainer *t = ctx;
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
+    if ((flags & VOLT_LOG_SYNC) && (flags & VOLT_LOG_STEP) && t->world > 1) {
+        volt_status st = t->strategy->ops->all_reduce_mean(t->strategy, &value, 1);
+        if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, t->strategy->ops->errmsg(t->strategy));
+    }
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
     bool both = (flags & VOLT_LOG_STEP) && (flags & VOLT_LOG_EPOCH);
@@ -62,6 +66,11 @@ void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_v
     int keep = 0;
     for (int i = 0; i < t->n_accums; i++) {
         volt_accum *a = &t->accums[i];
+        if (a->stage == stage && (a->flags & VOLT_LOG_SYNC) && t->world > 1) {
+            /* weighted mean over all ranks' samples: average sums and weights alike */
+            double v[2] = { a->sum, a->weight };
+            if (t->strategy->ops->all_reduce_mean(t->strategy, v, 2) == VOLT_OK) { a->sum = v[0]; a->weight = v[1]; }
+        }
         if (a->stage == stage) {
             if (a->weight > 0) volt__metric_set(t, a->name, a->sum / a->weight, a->flags);
         } else {

@@ -40,7 +40,6 @@ void volt_trainer_config_init(volt_trainer_config *c) {
 static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dflt); }
 
 static const char *const k_precisions[] = { "32-true", "32", NULL };
-static const char *const k_strategies[] = { "single", "auto", NULL };
 
 static bool in_list(const char *v, const char *const *list) {
     for (int i = 0; list[i]; i++)
@@ -57,13 +56,13 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->root_dir = dup_or(cfg->default_root_dir, ".");
     t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
     t->precision = dup_or(cfg->precision, "32-true");
-    t->strategy = dup_or(cfg->strategy, "single");
+    t->strategy_name = dup_or(cfg->strategy, "single");
     t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
     t->cfg.default_root_dir = t->root_dir;
     t->cfg.logger_name = t->logger_name;
     t->cfg.precision = t->precision;
-    t->cfg.strategy = t->strategy;
+    t->cfg.strategy = t->strategy_name;
     t->cfg.gradient_clip_algorithm = t->clip_algo;
     t->cfg.run_config_json = t->run_config_json;
     t->rank = 0;
@@ -82,10 +81,14 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     }
     if (!in_list(c->precision, k_precisions))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: precision '%s' is not available (valid: 32-true, 32)", c->precision);
-    if (!in_list(c->strategy, k_strategies))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: strategy '%s' is not available (valid: single)", c->strategy);
-    if (c->devices != 1 || c->num_nodes != 1)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: devices=%d num_nodes=%d needs a distributed strategy", c->devices, c->num_nodes);
+    volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes };
+    const char *to = getenv("VOLT_COMM_TIMEOUT");
+    if (to && atof(to) > 0) sc.timeout_s = atof(to);
+    char err[512] = "";
+    volt_status st = volt_strategy_create(&sc, &t->strategy, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "trainer: %s", err);
+    t->rank = t->strategy->rank;
+    t->world = t->strategy->world;
     if (c->accumulate_grad_batches < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
     if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))
@@ -109,9 +112,10 @@ void volt_trainer_destroy(volt_trainer *t) {
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
+    volt_strategy_destroy(t->strategy);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
-    free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy);
+    free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->log_dir);
     free(t);
 }

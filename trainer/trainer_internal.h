@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include "volt/trainer.h"
 #include "core/internal.h"
+#include "strategies/strategy.h"
 
 #define VOLT_MAX_CALLBACKS 32
 #define VOLT_MAX_METRICS 128
@@ -28,7 +29,7 @@ typedef struct volt_accum {   /* an epoch-level metric being averaged */
 
 struct volt_trainer {
     volt_trainer_config cfg;
-    char *root_dir, *logger_name, *precision, *strategy, *clip_algo, *run_config_json;
+    char *root_dir, *logger_name, *precision, *strategy_name, *clip_algo, *run_config_json;
     char errmsg[1024];
     volt_cb cbs[VOLT_MAX_CALLBACKS];
     int n_cbs;
@@ -62,6 +63,7 @@ struct volt_trainer {
     volt_ckpt_resolver resolver;
     bool has_resolver;
     int rank, world;
+    volt_strategy *strategy;
 };
 
 volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

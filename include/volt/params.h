@@ -99,6 +99,8 @@ void volt_params_zero_grad(volt_params *ps);
  * gets the norm before clipping. Sums in double in a fixed order. */
 volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
 volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
+/* Multiply every grad by coef (clipping with a norm computed elsewhere, e.g. across shards). */
+void volt_params_scale_grads(volt_params *ps, float coef);
 /* Sum of squared grads over all parameters (double, fixed order). Strategies that shard
  * grads add the ranks' partial sums. */
 double volt_params_grad_sqnorm(const volt_params *ps);
