@@ -1,0 +1,88 @@
+/* Front-ends of softmax, log_softmax, layernorm, embedding and dropout: checks and tape
+ * recording; the math is in the backend kernels (core/cpu/act.c). gelu, gelu_tanh, tanh
+ * and sigmoid share the unary front-end in core/ops_basic.c. */
+#include <math.h>
+#include "core/internal.h"
+#include "volt/ops.h"
+
+#define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
+
+/* x (..., C) viewed as (R, C): i[0] = R, i[1] = C */
+static volt_tensor *rowwise(volt_step *s, volt_op_id op, const char *name, volt_tensor *x) {
+    if (volt__any_null(s, 1, &x)) return NULL;
+    CHECK_F32(s, name, x);
+    if (x->shape.ndim < 1) return volt__shape_err(s, name, "need at least 1 dim (the last is reduced)", x, NULL);
+    volt_node at = { 0 };
+    at.i[1] = x->shape.d[x->shape.ndim - 1];
+    at.i[0] = at.i[1] ? volt_tensor_numel(x) / at.i[1] : 0;
+    return volt__op(s, op, 1, &x, VOLT_F32, x->shape, &at);
+}
+
+volt_tensor *volt_softmax(volt_step *s, volt_tensor *x) { return rowwise(s, VOLT_OP_SOFTMAX, "softmax", x); }
+volt_tensor *volt_log_softmax(volt_step *s, volt_tensor *x) { return rowwise(s, VOLT_OP_LOG_SOFTMAX, "log_softmax", x); }
+
+/* in = { x, w?, b? }; i[2], i[3] = where w and b sit in in[] (-1 = absent); f[0] = eps */
+volt_tensor *volt_layernorm(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b, float eps) {
+    if (volt__any_null(s, 1, &x)) return NULL;
+    CHECK_F32(s, "layernorm", x);
+    if (x->shape.ndim < 1) return volt__shape_err(s, "layernorm", "need x (..., C)", x, NULL);
+    int64_t C = x->shape.d[x->shape.ndim - 1];
+    volt_tensor *in[3] = { x, NULL, NULL };
+    int n_in = 1;
+    volt_node at = { 0 };
+    at.i[2] = at.i[3] = -1;
+    volt_tensor *wb[2] = { w, b };
+    for (int k = 0; k < 2; k++) {
+        volt_tensor *t = wb[k];
+        if (!t) continue;
+        CHECK_F32(s, "layernorm", t);
+        if (t->shape.ndim != 1 || t->shape.d[0] != C)
+            return volt__shape_err(s, "layernorm", k ? "bias must be (C) for x (..., C)" : "weight must be (C) for x (..., C)", t, x);
+        at.i[2 + k] = n_in;
+        in[n_in++] = t;
+    }
+    if (!(eps >= 0) || isinf(eps)) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "layernorm: eps must be finite and >= 0, got %g", eps);
+        return NULL;
+    }
+    at.i[0] = C ? volt_tensor_numel(x) / C : 0;
+    at.i[1] = C;
+    at.f[0] = eps;
+    return volt__op(s, VOLT_OP_LAYERNORM, n_in, in, VOLT_F32, x->shape, &at);
+}
+
+/* ids (...) up to 3 dims, table (V, D) -> (..., D); i[0] = numel(ids), i[1] = V, i[2] = D.
+ * Ids are range-checked by the kernel (they live on the step's device). */
+volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table) {
+    volt_tensor *in[2] = { ids, table };
+    if (volt__any_null(s, 2, in)) return NULL;
+    if (ids->dtype != VOLT_I32 && ids->dtype != VOLT_I64) return volt__dtype_err(s, "embedding", ids, "i32 or i64 ids");
+    CHECK_F32(s, "embedding", table);
+    if (table->shape.ndim != 2) return volt__shape_err(s, "embedding", "table must be (V, D)", table, NULL);
+    if (ids->shape.ndim > VOLT_MAX_DIMS - 1)
+        return volt__shape_err(s, "embedding", "ids may have at most 3 dims", ids, table);
+    volt_node at = { 0 };
+    at.i[0] = volt_tensor_numel(ids);
+    at.i[1] = table->shape.d[0];
+    at.i[2] = table->shape.d[1];
+    volt_shape os = ids->shape;
+    os.d[os.ndim++] = table->shape.d[1];
+    return volt__op(s, VOLT_OP_EMBEDDING, 2, in, VOLT_F32, os, &at);
+}
+
+/* Every dropout call in a training step takes the next call index (even with p == 0, so
+ * a layer's mask does not depend on another layer's p); i[0] = call index, f[0] = p. */
+volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p) {
+    if (volt__any_null(s, 1, &x)) return NULL;
+    CHECK_F32(s, "dropout", x);
+    if (!(p >= 0.f && p < 1.f)) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "dropout: p must be in [0, 1), got %g", p);
+        return NULL;
+    }
+    if (!s->training) return x;
+    volt_node at = { 0 };
+    at.i[0] = s->rng_calls++;
+    if (p == 0.f) return x;
+    at.f[0] = p;
+    return volt__op(s, VOLT_OP_DROPOUT, 1, &x, VOLT_F32, x->shape, &at);
+}
