@@ -60,6 +60,7 @@ typedef struct volt_batch {
     int64_t size;                          /* rows in this batch (last batch may be smaller) */
     int64_t index;                         /* batch index within the epoch */
     int n_fields;
+    const char *names[VOLT_MAX_FIELDS];    /* field names (the dataset's), fields[f] is names[f] */
     /* Shape (size, ...field shape), node -1, flags 0, grad/unit/name NULL; data is host
      * memory in the loader's batch slot (allocated once at create). */
     volt_tensor fields[VOLT_MAX_FIELDS];

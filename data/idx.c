@@ -1,0 +1,216 @@
+/* IDX reader for MNIST / Fashion-MNIST (http://yann.lecun.com/exdb/mnist/), plain or gzip.
+ *
+ * Layout: a big-endian u32 magic 0x000008NN (0x08 = unsigned byte, NN = number of dims),
+ * NN big-endian u32 dims, then the bytes row-major. zlib's gzread reads gzip and plain
+ * files alike. The reader trusts nothing: the magic, every dim, the product of the dims and
+ * the number of bytes actually present are checked, and each error names the file.
+ *
+ * Pixels stay u8 in memory (47 MB for the 60000 training images); get() maps them through
+ * a 256-entry table holding (p/255 - mean)/std, so the dataset is read-only and thread-safe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include "volt/data.h"
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_MAX_BYTES ((uint64_t)1 << 36)      /* 64 GiB: larger is a damaged header */
+#define IDX_CHUNK ((unsigned)1 << 30)          /* gzread takes an unsigned length */
+
+static volt_status idx_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static volt_status idx_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static uint32_t be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Read up to n bytes; *got is how many arrived before EOF. A read or decompression error
+ * (other than a gzip stream that simply ends early, which is a truncation) fails. */
+static volt_status idx_read(gzFile f, const char *path, void *buf, uint64_t n, uint64_t *got,
+                            char *err, size_t errlen) {
+    *got = 0;
+    while (*got < n) {
+        uint64_t want = n - *got;
+        int r = gzread(f, (char *)buf + *got, want > IDX_CHUNK ? IDX_CHUNK : (unsigned)want);
+        if (r < 0) {
+            int zerr = 0;
+            const char *msg = gzerror(f, &zerr);
+            if (zerr == Z_BUF_ERROR) return VOLT_OK;   /* gzip stream ends early: truncated */
+            if (zerr == Z_ERRNO)
+                return idx_fail(err, errlen, VOLT_ERR_IO, "idx '%s': read error: %s", path, strerror(errno));
+            return idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx '%s': gzip data is corrupt: %s", path, msg);
+        }
+        if (r == 0) break;
+        *got += (uint64_t)r;
+    }
+    return VOLT_OK;
+}
+
+/* How a short read is worded: plain files have bytes, gzip files decompress to them. */
+static const char *have(gzFile f) { return gzdirect(f) ? "file has" : "gzip data decompresses to"; }
+
+/* Open and read a whole IDX u8 file with the given magic. dims gets the ndim dims; *data
+ * (malloc'ed) the payload. */
+static volt_status idx_load(const char *path, uint32_t magic, const char *what, uint32_t *dims,
+                            unsigned char **data, uint64_t *nbytes, char *err, size_t errlen) {
+    *data = NULL;
+    int ndim = (int)(magic & 0xff);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot open: %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot stat: %s", what, path, strerror(e));
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': is a directory, not a file", what, path);
+    }
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot open: out of memory", what, path);
+    }
+    gzbuffer(f, 1u << 17);
+    volt_status st;
+    unsigned char hdr[4 + 4 * 3];
+    uint64_t hdr_bytes = 4 + 4 * (uint64_t)ndim, got;
+    if ((st = idx_read(f, path, hdr, 4, &got, err, errlen)) < 0) goto done;
+    if (got < 4) {
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': file has %llu bytes, too short for "
+                      "an IDX header", what, path, (unsigned long long)got);
+        goto done;
+    }
+    uint32_t m = be32(hdr);
+    if (m != magic) {
+        const char *hint = m == IDX_MAGIC_IMAGES ? " (this is an IDX images file)"
+                         : m == IDX_MAGIC_LABELS ? " (this is an IDX labels file)" : " (not an IDX file?)";
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': bad magic 0x%08x, expected 0x%08x%s",
+                      what, path, m, magic, hint);
+        goto done;
+    }
+    if ((st = idx_read(f, path, hdr + 4, hdr_bytes - 4, &got, err, errlen)) < 0) goto done;
+    if (got < hdr_bytes - 4) {
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated header: expected %llu bytes, "
+                      "%s %llu", what, path, (unsigned long long)hdr_bytes, have(f),
+                      (unsigned long long)(4 + got));
+        goto done;
+    }
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        dims[i] = be32(hdr + 4 + 4 * i);
+        if (i > 0 && dims[i] == 0) {
+            st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': dim %d is 0", what, path, i);
+            goto done;
+        }
+        if (dims[i] && n > IDX_MAX_BYTES / dims[i]) {
+            st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
+                          "(more than %llu bytes of data)", what, path, (unsigned long long)IDX_MAX_BYTES);
+            goto done;
+        }
+        n *= dims[i];
+    }
+    if (!(*data = malloc(n ? n : 1))) {
+        st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
+                      (unsigned long long)n);
+        goto done;
+    }
+    if ((st = idx_read(f, path, *data, n, &got, err, errlen)) < 0) goto done;
+    if (got < n) {
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated: expected %llu bytes "
+                      "(%llu-byte header + %llu data bytes), %s %llu", what, path,
+                      (unsigned long long)(hdr_bytes + n), (unsigned long long)hdr_bytes,
+                      (unsigned long long)n, have(f), (unsigned long long)(hdr_bytes + got));
+        goto done;
+    }
+    *nbytes = n;
+    st = VOLT_OK;
+done:
+    gzclose(f);                                /* closes fd */
+    if (st < 0) { free(*data); *data = NULL; }
+    return st;
+}
+
+/* ---- the dataset ------------------------------------------------------------------------ */
+
+typedef struct idx_ds {
+    volt_dataset_ops ops;                      /* per-instance copy for the name */
+    char name[80];
+    int64_t n, pixels;
+    unsigned char *images, *labels;
+    float lut[256];
+} idx_ds;
+
+static int64_t idx_len(void *self) { return ((idx_ds *)self)->n; }
+
+static volt_status idx_get(void *self, int64_t i, void *const *dst) {
+    const idx_ds *d = self;
+    if (i < 0 || i >= d->n) return VOLT_ERR_INVALID_ARG;
+    float *x = dst[0];                         /* (H*W) */
+    const unsigned char *p = d->images + i * d->pixels;
+    for (int64_t k = 0; k < d->pixels; k++) x[k] = d->lut[p[k]];
+    *(int64_t *)dst[1] = d->labels[i];
+    return VOLT_OK;
+}
+
+static void idx_destroy(void *self) {
+    idx_ds *d = self;
+    free(d->images);
+    free(d->labels);
+    free(d);
+}
+
+volt_status volt_idx_dataset(const char *images_path, const char *labels_path, float mean, float std,
+                             volt_dataset **out, char *err, size_t errlen) {
+    if (out) *out = NULL;
+    if (err && errlen) err[0] = 0;
+    if (!images_path || !labels_path || !out)
+        return idx_fail(err, errlen, VOLT_ERR_INVALID_ARG, "idx: NULL path or output");
+    if (std > 0 && !isfinite(mean))
+        return idx_fail(err, errlen, VOLT_ERR_INVALID_ARG, "idx: mean %g is not finite", mean);
+    idx_ds *d = calloc(1, sizeof *d);
+    if (!d) return idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx: out of memory");
+    uint32_t idims[3], ldims[1];
+    uint64_t ibytes, lbytes;
+    volt_status st = idx_load(images_path, IDX_MAGIC_IMAGES, "images", idims, &d->images, &ibytes, err, errlen);
+    if (st == VOLT_OK)
+        st = idx_load(labels_path, IDX_MAGIC_LABELS, "labels", ldims, &d->labels, &lbytes, err, errlen);
+    if (st == VOLT_OK && idims[0] != ldims[0])
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx: '%s' has %u images but '%s' has %u labels",
+                      images_path, idims[0], labels_path, ldims[0]);
+    if (st < 0) { idx_destroy(d); return st; }
+    d->n = idims[0];
+    d->pixels = (int64_t)idims[1] * idims[2];
+    for (int p = 0; p < 256; p++)
+        d->lut[p] = std > 0 ? ((float)p / 255.0f - mean) / std : (float)p / 255.0f;
+    const char *base = strrchr(images_path, '/');
+    snprintf(d->name, sizeof d->name, "idx %s", base ? base + 1 : images_path);
+    d->ops = (volt_dataset_ops){ .version = VOLT_DATASET_OPS_VERSION, .name = d->name,
+                                 .len = idx_len, .get = idx_get, .destroy = idx_destroy };
+    volt_field fields[2] = {
+        { .name = "x", .dtype = VOLT_F32, .shape = VOLT_SHAPE(d->pixels) },
+        { .name = "y", .dtype = VOLT_I64, .shape = VOLT_SCALAR },
+    };
+    st = volt_dataset_create(&d->ops, d, 2, fields, out);
+    if (st < 0) return idx_fail(err, errlen, st, "idx '%s': cannot create the dataset: %s", images_path,
+                                volt_status_str(st));
+    return VOLT_OK;
+}
