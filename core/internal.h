@@ -1,5 +1,6 @@
 /* Private structures of the core: arena, tape nodes, backend vtable, param store.
- * Nothing outside core/, precision/ and strategies/ includes this. */
+ * Included by the library layers (core/, precision/, strategies/, data/, trainer/), never by
+ * models/, callbacks/ or apps/, which use include/volt/ only. */
 #ifndef VOLT_CORE_INTERNAL_H
 #define VOLT_CORE_INTERNAL_H
 
@@ -128,6 +129,7 @@ struct volt_params {
     volt_param_rec **params;
     const volt_unit_hooks *hooks;
     void *hooks_ctx;
+    int64_t unit_pad;      /* unit buffers padded to a multiple of unit_pad * VOLT_PARAM_ALIGN floats */
     char errmsg[512];
 };
 
@@ -137,6 +139,8 @@ static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (vo
 void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]);
 /* Uniform float in [0,1) from the stream (seed, c0, c1, index): 24-bit mantissa. */
 float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
+/* Elements 4*blk .. 4*blk+3 of the same stream in one Philox call (hot loops). */
+void volt_rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]);
 /* Standard normal via Box-Muller from the same stream (index picks a pair). */
 float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
 

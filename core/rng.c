@@ -24,10 +24,17 @@ static void block(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index, uint3
     volt_philox4x32(key, ctr, out);
 }
 
+/* Element k of a stream is lane k % 4 of Philox block k / 4: one block gives four values. */
+void volt_rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]) {
+    uint32_t r[4];
+    block(seed, c0, c1, blk, r);
+    for (int l = 0; l < 4; l++) out[l] = (float)(r[l] >> 8) * (1.0f / 16777216.0f);
+}
+
 float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {
-    uint32_t out[4];
-    block(seed, c0, c1, index, out);
-    return (float)(out[0] >> 8) * (1.0f / 16777216.0f);
+    float v[4];
+    volt_rng_uniform4(seed, c0, c1, index / 4, v);
+    return v[index % 4];
 }
 
 float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {

@@ -441,9 +441,16 @@ volt_status volt_cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
+    int64_t nb = (N + 3) / 4;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
-    for (int64_t k = 0; k < N; k++)
-        y[k] = volt_rng_uniform(seed, off, call, (uint64_t)k) >= p ? x[k] * scale : 0.f;
+    for (int64_t b = 0; b < nb; b++) {
+        float u[4];
+        volt_rng_uniform4(seed, off, call, (uint64_t)b, u);
+        for (int l = 0; l < 4 && 4 * b + l < N; l++) {
+            int64_t k = 4 * b + l;
+            y[k] = u[l] >= p ? x[k] * scale : 0.f;
+        }
+    }
     return VOLT_OK;
 }
 
@@ -453,8 +460,13 @@ volt_status volt_cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    int64_t nb = (N + 3) / 4;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
-    for (int64_t k = 0; k < N; k++)
-        if (volt_rng_uniform(seed, off, call, (uint64_t)k) >= p) dx[k] += dy[k] * scale;
+    for (int64_t b = 0; b < nb; b++) {
+        float u[4];
+        volt_rng_uniform4(seed, off, call, (uint64_t)b, u);
+        for (int l = 0; l < 4 && 4 * b + l < N; l++)
+            if (u[l] >= p) dx[4 * b + l] += dy[4 * b + l] * scale;
+    }
     return VOLT_OK;
 }
