@@ -63,6 +63,14 @@ static volt_status add_defaults(volt_trainer *t) {
         VOLT_TRY(volt_add_model_checkpoint(t, &cc));
     }
     if (t->cfg.enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
+     * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count) */
+    volt_cb tmp[VOLT_MAX_CALLBACKS];
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < t->n_cbs; i++)
+            if ((!strcmp(t->cbs[i].ops->name ? t->cbs[i].ops->name : "", "ModelCheckpoint")) == (pass == 1)) tmp[k++] = t->cbs[i];
+    memcpy(t->cbs, tmp, sizeof(volt_cb) * (size_t)t->n_cbs);
     return VOLT_OK;
 }
 
@@ -82,7 +90,11 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     volt_params_config_init(&pc);
     pc.seed = t->cfg.seed;
     VOLT_TRY(volt_params_create(&pc, &t->ps));
-    volt_status st = ops->setup(module, t->ps);
+    volt_strategy *sg = t->strategy;
+    volt_status st;
+    if (sg->ops->version >= 2 && sg->ops->configure_params && (st = sg->ops->configure_params(sg, t->ps)) < 0)
+        return volt__terr(t, st, "strategy '%s': %s", sg->ops->name, sg->ops->errmsg(sg));
+    st = ops->setup(module, t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
     st = volt_params_finalize(t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
@@ -130,8 +142,18 @@ typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, in
 
 static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
     const char *m = volt_step_errmsg(t->step);
-    return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s", t->mops->name, what,
-                      m[0] ? m : volt_status_str(st));
+    /* a strategy hook (unit_use / unit_grads_ready) failed in a collective: say why */
+    const char *sm = (st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM) ? t->strategy->ops->errmsg(t->strategy) : "";
+    return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s%s%s", t->mops->name, what,
+                      m[0] ? m : volt_status_str(st), sm && sm[0] ? ": " : "", sm ? sm : "");
+}
+
+/* Every parameter's full value valid in this process (FSDP gathers stale units). */
+static volt_status materialize_params(volt_trainer *t) {
+    volt_strategy *sg = t->strategy;
+    if (sg->ops->version < 2 || !sg->ops->materialize_params) return VOLT_OK;
+    volt_status st = sg->ops->materialize_params(sg);
+    return st < 0 ? volt__terr(t, st, "strategy '%s': parameter gather: %s", sg->ops->name, sg->ops->errmsg(sg)) : VOLT_OK;
 }
 
 static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
@@ -150,7 +172,7 @@ static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
 }
 
 /* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
-static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, bool sanity) {
+static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, bool sanity, bool *done) {
     if (!t->mops->validation_step) return VOLT_OK;
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_VALIDATE;
@@ -176,6 +198,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     } else {
         volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
     }
+    if (done) *done = true;   /* a checkpoint saved by the end hooks resumes after this validation */
     CB_HOOK(t, on_validation_epoch_end);
     MOD_HOOK(t, on_validation_epoch_end);
     CB_HOOK(t, on_validation_end);
@@ -284,7 +307,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             MOD_HOOK(t, on_train_batch_end, b, idx);
             if (t->cfg.val_check_interval > 0 && (idx + 1) % t->cfg.val_check_interval == 0 && idx + 1 < n_batches &&
                 val_this_epoch(t, val))
-                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false));
+                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
                 double f = t->should_stop ? 1.0 : 0.0;
                 volt_status st2 = t->strategy->ops->all_reduce_mean(t->strategy, &f, 1);
@@ -302,7 +325,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         volt__metrics_clear_fresh(t);
         volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, false);
-        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false));
+        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
@@ -356,7 +379,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
                 hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_start");
                 goto out;
             }
-        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true));
+        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true, NULL));
         for (int i = 0; i < t->n_cbs; i++)
             if (t->cbs[i].ops->on_sanity_check_end && (st = t->cbs[i].ops->on_sanity_check_end(t->cbs[i].self, t)) < 0) {
                 hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_end");
@@ -364,6 +387,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
             }
     }
     RUN(fit_loop(t, train, val));
+    RUN(materialize_params(t));   /* full weights on every rank after fit */
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->on_fit_end && (st = t->cbs[i].ops->on_fit_end(t->cbs[i].self, t)) < 0) {
             hook_err(t, st, t->cbs[i].ops->name, "on_fit_end");
@@ -397,7 +421,7 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
     volt_status st = t->strategy->ops->setup_loader(t->strategy, val);
     if (st < 0) return strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
-    return run_validation(t, val, t->cfg.limit_val_batches, false);
+    return run_validation(t, val, t->cfg.limit_val_batches, false, NULL);
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,

@@ -153,6 +153,13 @@ bool volt_trainer_should_stop(const volt_trainer *t) { return t->should_stop; }
 const char *volt_trainer_log_dir(const volt_trainer *t) { return t->log_dir; }
 
 volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
+    char buf[4096];
+    if (t->world > 1) {   /* rank 0's choice wins: every rank logs/saves under the same names */
+        snprintf(buf, sizeof buf, "%s", dir ? dir : "");
+        volt_status st = t->strategy->ops->broadcast(t->strategy, buf, sizeof buf, 0);
+        if (st < 0) return volt__terr(t, st, "set_log_dir: broadcast failed: %s", t->strategy->ops->errmsg(t->strategy));
+        dir = buf[0] ? buf : NULL;
+    }
     char *d = dir ? strdup(dir) : NULL;
     if (dir && !d) return VOLT_ERR_NOMEM;
     free(t->log_dir);

@@ -1,0 +1,304 @@
+/* CSVLogger: <default_root_dir>/<logger_name>/version_N/metrics.csv (+ config.json with the
+ * trainer config and hparams.json with the app's run_config_json), rank 0 only.
+ *
+ * The logger picks version_N (1 + the largest existing N) and tells the trainer with
+ * volt_trainer_set_log_dir, unless the trainer already has a log dir (a resumed run keeps
+ * its checkpoint's folder): then metrics.csv is appended to, never truncated. Rows:
+ * every log_every_n_steps optimizer steps (the step's fresh metrics), at train epoch end
+ * (epoch means) and after each validation / test run. Columns: epoch, step, then the
+ * metric names sorted; the step column is Lightning's: the index of the last optimizer
+ * step (global_step - 1) during fit, global_step in validate / test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "callbacks/fmt.h"
+
+/* ---- the logger callback ----------------------------------------------------------------------- */
+
+/* A row being collected from visited metrics. */
+typedef struct rowbuf {
+    int n, cap;
+    char **names;
+    double *vals;
+    volt_status err;
+    unsigned need;                   /* visit only metrics with one of these flags (0 = all) */
+} rowbuf;
+
+typedef struct csvl {
+    volt_cb_csv csv;
+    char *dir;                       /* the log dir metrics.csv lives in, NULL until opened */
+    rowbuf row;
+    rowbuf stash;                    /* the train epoch means, while the epoch-end validation runs */
+    rowbuf valrow;                   /* the names of the last validation row */
+    int64_t last_row_step;
+    bool in_fit;                     /* validation inside fit runs with stage VALIDATE */
+    bool val_after_batch;            /* a validation ran since the last train batch */
+} csvl;
+
+static void row_visit(void *ctx, const char *name, double value, unsigned flags) {
+    rowbuf *r = ctx;
+    if (r->err || (flags & VOLT_LOG_NO_LOGGER) || !name || (r->need && !(flags & r->need))) return;
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->names[i], name) == 0) { r->vals[i] = value; return; }
+    if (r->n == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 16;
+        char **nm = realloc(r->names, (size_t)cap * sizeof *nm);
+        if (nm) r->names = nm;
+        double *v = realloc(r->vals, (size_t)cap * sizeof *v);
+        if (v) r->vals = v;
+        if (!nm || !v) { r->err = VOLT_ERR_NOMEM; return; }
+        r->cap = cap;
+    }
+    if (!(r->names[r->n] = strdup(name))) { r->err = VOLT_ERR_NOMEM; return; }
+    r->vals[r->n++] = value;
+}
+
+static void row_reset(rowbuf *r) {
+    for (int i = 0; i < r->n; i++) free(r->names[i]);
+    r->n = 0;
+    r->err = VOLT_OK;
+}
+
+static void row_free(rowbuf *r) {
+    row_reset(r);
+    free(r->names);
+    free(r->vals);
+}
+
+static bool csvl_disabled(const volt_trainer *t) {
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    return cfg && cfg->fast_dev_run > 0;
+}
+
+static cJSON *json_str(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static char *config_json(const volt_trainer_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "max_epochs", (double)c->max_epochs);
+    cJSON_AddNumberToObject(o, "max_steps", (double)c->max_steps);
+    cJSON_AddNumberToObject(o, "accumulate_grad_batches", (double)c->accumulate_grad_batches);
+    cJSON_AddNumberToObject(o, "gradient_clip_val", (double)c->gradient_clip_val);
+    cJSON_AddItemToObject(o, "gradient_clip_algorithm", json_str(c->gradient_clip_algorithm));
+    cJSON_AddNumberToObject(o, "val_check_interval", (double)c->val_check_interval);
+    cJSON_AddNumberToObject(o, "check_val_every_n_epoch", (double)c->check_val_every_n_epoch);
+    cJSON_AddNumberToObject(o, "limit_train_batches", (double)c->limit_train_batches);
+    cJSON_AddNumberToObject(o, "limit_val_batches", (double)c->limit_val_batches);
+    cJSON_AddNumberToObject(o, "limit_test_batches", (double)c->limit_test_batches);
+    cJSON_AddNumberToObject(o, "limit_predict_batches", (double)c->limit_predict_batches);
+    cJSON_AddNumberToObject(o, "num_sanity_val_steps", (double)c->num_sanity_val_steps);
+    cJSON_AddNumberToObject(o, "log_every_n_steps", (double)c->log_every_n_steps);
+    cJSON_AddNumberToObject(o, "fast_dev_run", (double)c->fast_dev_run);
+    cJSON_AddBoolToObject(o, "deterministic", c->deterministic);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);   /* exact beyond 2^53 */
+    cJSON_AddStringToObject(o, "seed", seed);
+    cJSON_AddItemToObject(o, "default_root_dir", json_str(c->default_root_dir));
+    cJSON_AddBoolToObject(o, "enable_progress_bar", c->enable_progress_bar);
+    cJSON_AddBoolToObject(o, "enable_checkpointing", c->enable_checkpointing);
+    cJSON_AddBoolToObject(o, "enable_logger", c->enable_logger);
+    cJSON_AddItemToObject(o, "logger_name", json_str(c->logger_name));
+    cJSON_AddItemToObject(o, "precision", json_str(c->precision));
+    cJSON_AddItemToObject(o, "strategy", json_str(c->strategy));
+    cJSON_AddNumberToObject(o, "devices", c->devices);
+    cJSON_AddNumberToObject(o, "num_nodes", c->num_nodes);
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static char *hparams_json(const char *run) {
+    cJSON *o = run ? cJSON_Parse(run) : NULL;
+    if (!o) {                        /* none, or not JSON: keep the text as a string */
+        o = cJSON_CreateObject();
+        if (o && run) cJSON_AddStringToObject(o, "run_config", run);
+    }
+    char *s = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+static volt_status csvl_write_json(volt_trainer *t, const char *dir, const char *name, char *text) {
+    if (!text) return VOLT_ERR_NOMEM;
+    char path[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    volt_status st = volt_cb_write_text(path, text, err, sizeof err);
+    free(text);
+    return st == VOLT_OK ? st : volt_trainer_fail(t, st, "CSVLogger: %s", err);
+}
+
+/* Make sure the run has a log dir and (rank 0) metrics.csv is open in it. */
+static volt_status csvl_open(csvl *l, volt_trainer *t) {
+    if (csvl_disabled(t)) return VOLT_OK;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    const char *ld = volt_trainer_log_dir(t);
+    if (!ld) {
+        const char *root = cfg && cfg->default_root_dir ? cfg->default_root_dir : ".";
+        const char *name = cfg && cfg->logger_name ? cfg->logger_name : "lightning_logs";
+        char lroot[VOLT_CB_PATH_MAX], dir[VOLT_CB_PATH_MAX + 32];
+        snprintf(lroot, sizeof lroot, "%s/%s", root, name);
+        snprintf(dir, sizeof dir, "%s/version_%d", lroot, volt_cb_next_version(lroot));
+        VOLT_TRY(volt_trainer_set_log_dir(t, dir));
+        ld = volt_trainer_log_dir(t);
+        if (!ld) return volt_trainer_fail(t, VOLT_ERR_STATE, "CSVLogger: the trainer kept no log dir");
+    }
+    if (!volt_trainer_is_global_zero(t)) return VOLT_OK;
+    char err[VOLT_CB_PATH_MAX + 128];
+    volt_status st = volt_cb_mkdirs(ld, err, sizeof err);
+    if (st != VOLT_OK) return volt_trainer_fail(t, st, "CSVLogger: %s", err);
+    if (!l->dir || strcmp(l->dir, ld) != 0) {
+        volt_cb_csv_close(&l->csv);
+        free(l->dir);
+        if (!(l->dir = strdup(ld))) return VOLT_ERR_NOMEM;
+        char path[VOLT_CB_PATH_MAX];
+        snprintf(path, sizeof path, "%s/metrics.csv", ld);
+        st = volt_cb_csv_open(&l->csv, path, err, sizeof err);
+        if (st != VOLT_OK) {
+            free(l->dir);
+            l->dir = NULL;
+            return volt_trainer_fail(t, st, "CSVLogger: %s", err);
+        }
+    }
+    if (cfg) {
+        VOLT_TRY(csvl_write_json(t, ld, "config.json", config_json(cfg)));
+        VOLT_TRY(csvl_write_json(t, ld, "hparams.json", hparams_json(cfg->run_config_json)));
+    }
+    return VOLT_OK;
+}
+
+/* Write r as one row (nothing when it is empty), then empty it. */
+static volt_status csvl_write(csvl *l, volt_trainer *t, rowbuf *r, int64_t step) {
+    volt_status st = r->err;
+    if (st == VOLT_OK && r->n > 0 && l->dir) {
+        char err[VOLT_CB_PATH_MAX + 128];
+        st = volt_cb_csv_write_row(&l->csv, volt_trainer_current_epoch(t), step < 0 ? 0 : step, r->n,
+                                   (const char *const *)r->names, r->vals, err, sizeof err);
+        if (st != VOLT_OK) st = volt_trainer_fail(t, st, "CSVLogger: %s", err);
+    }
+    row_reset(r);
+    return st;
+}
+
+/* The fresh metrics as one row. */
+static volt_status csvl_row(csvl *l, volt_trainer *t, int64_t step) {
+    if (csvl_disabled(t) || !volt_trainer_is_global_zero(t) || !l->dir) return VOLT_OK;
+    row_reset(&l->row);
+    volt_trainer_visit_fresh_metrics(t, row_visit, &l->row);
+    return csvl_write(l, t, &l->row, step);
+}
+
+static volt_status csvl_on_fit_start(void *self, volt_trainer *t) {
+    csvl *l = self;
+    l->last_row_step = -1;
+    l->in_fit = true;
+    l->val_after_batch = false;
+    row_reset(&l->stash);
+    return csvl_open(l, t);
+}
+
+static volt_status csvl_on_fit_end(void *self, volt_trainer *t) {
+    ((csvl *)self)->in_fit = false;
+    return VOLT_OK;
+}
+
+static volt_status csvl_on_test_start(void *self, volt_trainer *t) {
+    csvl *l = self;
+    l->in_fit = false;               /* a fit that failed never reached on_fit_end */
+    return csvl_open(l, t);
+}
+
+/* Inside fit, the epoch-end validation starts right after the train epoch means became the
+ * fresh metrics, and it replaces them: keep them for the epoch row. (A mid-epoch validation
+ * finds only step values fresh, which have no VOLT_LOG_EPOCH flag.) */
+static volt_status csvl_on_validation_start(void *self, volt_trainer *t) {
+    csvl *l = self;
+    if (!l->in_fit) return csvl_open(l, t);
+    if (volt_trainer_sanity_checking(t) || !volt_trainer_is_global_zero(t)) return VOLT_OK;
+    row_reset(&l->stash);
+    l->stash.need = VOLT_LOG_EPOCH;
+    volt_trainer_visit_fresh_metrics(t, row_visit, &l->stash);
+    return l->stash.err;
+}
+
+static volt_status csvl_on_validation_end(void *self, volt_trainer *t) {
+    csvl *l = self;
+    if (volt_trainer_sanity_checking(t)) return VOLT_OK;
+    int64_t gs = volt_trainer_global_step(t);
+    if (l->in_fit) {
+        l->val_after_batch = true;
+        row_reset(&l->valrow);
+        volt_trainer_visit_fresh_metrics(t, row_visit, &l->valrow);
+    }
+    return csvl_row(l, t, l->in_fit ? gs - 1 : gs);
+}
+
+static volt_status csvl_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    csvl *l = self;
+    l->val_after_batch = false;
+    row_reset(&l->stash);
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    int64_t gs = volt_trainer_global_step(t), n = cfg ? cfg->log_every_n_steps : 50;
+    if (n <= 0 || gs <= 0 || gs == l->last_row_step || gs % n != 0) return VOLT_OK;
+    l->last_row_step = gs;
+    return csvl_row(l, t, gs - 1);
+}
+
+/* The epoch row: without a validation since the last batch, the fresh metrics (the epoch
+ * means). After one, the means kept at its start plus any epoch metric made fresh since
+ * that was not in the validation's own row (so it works whichever comes first). */
+static volt_status csvl_on_train_epoch_end(void *self, volt_trainer *t) {
+    csvl *l = self;
+    int64_t step = volt_trainer_global_step(t) - 1;
+    if (!l->val_after_batch) return csvl_row(l, t, step);
+    l->val_after_batch = false;
+    if (csvl_disabled(t) || !volt_trainer_is_global_zero(t) || !l->dir) { row_reset(&l->stash); return VOLT_OK; }
+    row_reset(&l->row);
+    l->row.need = VOLT_LOG_EPOCH;
+    volt_trainer_visit_fresh_metrics(t, row_visit, &l->row);
+    l->row.need = 0;
+    for (int i = 0; i < l->row.n && l->stash.err == VOLT_OK; i++) {
+        bool in_val = false;
+        for (int j = 0; j < l->valrow.n && !in_val; j++) in_val = !strcmp(l->row.names[i], l->valrow.names[j]);
+        if (!in_val) row_visit(&l->stash, l->row.names[i], l->row.vals[i], VOLT_LOG_EPOCH);
+    }
+    row_reset(&l->row);
+    row_reset(&l->valrow);
+    return csvl_write(l, t, &l->stash, step);
+}
+
+static volt_status csvl_on_test_end(void *self, volt_trainer *t) {
+    return csvl_row(self, t, volt_trainer_global_step(t));
+}
+
+static void csvl_destroy(void *self) {
+    csvl *l = self;
+    if (!l) return;
+    row_free(&l->row);
+    row_free(&l->stash);
+    row_free(&l->valrow);
+    free(l->dir);
+    volt_cb_csv_close(&l->csv);
+    free(l);
+}
+
+static const volt_callback_ops csvl_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "CSVLogger",
+    .on_fit_start = csvl_on_fit_start,
+    .on_fit_end = csvl_on_fit_end,
+    .on_train_batch_end = csvl_on_train_batch_end,
+    .on_train_epoch_end = csvl_on_train_epoch_end,
+    .on_validation_start = csvl_on_validation_start,
+    .on_validation_end = csvl_on_validation_end,
+    .on_test_start = csvl_on_test_start,
+    .on_test_end = csvl_on_test_end,
+    .destroy = csvl_destroy,
+};
+
+volt_status volt_add_csv_logger(volt_trainer *t) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    csvl *l = calloc(1, sizeof *l);
+    if (!l) return VOLT_ERR_NOMEM;
+    l->last_row_step = -1;
+    return volt_trainer_add_callback(t, &csvl_ops, l);
+}

@@ -1,0 +1,181 @@
+/* EarlyStopping: Lightning's callback of that name, written against the public API only.
+ *
+ * Checks after each validation (not the sanity check), or at train epoch end when no
+ * validation has run in this fit. The decision itself is volt_cb_es_update (callbacks/fmt.c);
+ * its state (wait count, best score, stopped epoch) travels in checkpoints, so a resumed run
+ * stops where the uninterrupted one would. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "callbacks/fmt.h"
+
+typedef struct es {
+    volt_early_stopping_config cfg;  /* cfg.monitor points at monitor below */
+    char *monitor;
+    volt_cb_es_state st;
+    int64_t last_check_step;         /* checkpointed: one check per global step, also across a resume */
+    bool in_fit, restored;
+    bool val_ran_epoch, val_has_run;
+} es;
+
+static volt_status es_check(es *e, volt_trainer *t) {
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    int64_t gs = volt_trainer_global_step(t);
+    if ((cfg && cfg->fast_dev_run > 0) || !e->in_fit || volt_trainer_sanity_checking(t) || gs == e->last_check_step)
+        return VOLT_OK;
+    double cur;
+    if (!volt_trainer_metric(t, e->monitor, &cur)) {
+        char avail[2048];
+        size_t k = 0;
+        int n = volt_trainer_metric_count(t);
+        avail[0] = 0;
+        for (int i = 0; i < n && k < sizeof avail; i++) {
+            double v;
+            unsigned fl;
+            const char *nm = volt_trainer_metric_name(t, i, &v, &fl);
+            if (nm) k += (size_t)snprintf(avail + k, sizeof avail - k, "%s'%s'", k ? ", " : "", nm);
+        }
+        return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
+            "EarlyStopping conditioned on metric '%s' which is not available. Pass in or modify your "
+            "EarlyStopping callback to use any of the following: [%s]", e->monitor, avail);
+    }
+    e->last_check_step = gs;
+    char reason[512];
+    bool stop = volt_cb_es_update(&e->cfg, &e->st, cur, reason, sizeof reason);
+    if (stop) {
+        e->st.stopped_epoch = volt_trainer_current_epoch(t);
+        volt_trainer_request_stop(t);
+        if (volt_trainer_is_global_zero(t)) fprintf(stderr, "EarlyStopping: %s\n", reason);
+    }
+    return VOLT_OK;
+}
+
+/* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. */
+static volt_status es_on_fit_start(void *self, volt_trainer *t) {
+    es *e = self;
+    if (!e->restored) e->last_check_step = -1;
+    e->restored = false;
+    e->in_fit = true;
+    e->val_ran_epoch = e->val_has_run = false;
+    return VOLT_OK;
+}
+
+static volt_status es_on_fit_end(void *self, volt_trainer *t) {
+    ((es *)self)->in_fit = false;
+    return VOLT_OK;
+}
+
+static volt_status es_on_test_start(void *self, volt_trainer *t) {
+    ((es *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
+    return VOLT_OK;
+}
+
+static volt_status es_on_train_epoch_start(void *self, volt_trainer *t) {
+    ((es *)self)->val_ran_epoch = false;
+    return VOLT_OK;
+}
+
+static volt_status es_on_validation_end(void *self, volt_trainer *t) {
+    es *e = self;
+    if (volt_trainer_sanity_checking(t) || !e->in_fit) return VOLT_OK;
+    e->val_ran_epoch = e->val_has_run = true;
+    return es_check(e, t);
+}
+
+static volt_status es_on_train_epoch_end(void *self, volt_trainer *t) {
+    es *e = self;
+    if (!e->in_fit || e->val_ran_epoch || e->val_has_run) return VOLT_OK;
+    return es_check(e, t);
+}
+
+static cJSON *json_num(double v) {
+    if (isfinite(v)) return cJSON_CreateNumber(v);
+    return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static double json_get_num(const cJSON *j, double dflt) {
+    if (cJSON_IsNumber(j)) return j->valuedouble;
+    if (cJSON_IsString(j)) return strtod(j->valuestring, NULL);
+    return dflt;
+}
+
+static char *es_state_dict(void *self) {
+    es *e = self;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "monitor", e->monitor);
+    cJSON_AddStringToObject(o, "mode", e->cfg.mode == VOLT_MAX ? "max" : "min");
+    cJSON_AddNumberToObject(o, "wait_count", (double)e->st.wait);
+    cJSON_AddNumberToObject(o, "stopped_epoch", (double)e->st.stopped_epoch);
+    cJSON_AddItemToObject(o, "best_score", json_num(e->st.best));
+    cJSON_AddNumberToObject(o, "patience", (double)e->cfg.patience);
+    cJSON_AddNumberToObject(o, "last_check_step", (double)e->last_check_step);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static volt_status es_load_state_dict(void *self, volt_trainer *t, const char *json) {
+    es *e = self;
+    cJSON *o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "EarlyStopping: checkpoint state is not a JSON object");
+    }
+    e->st.wait = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "wait_count"), 0);
+    e->st.stopped_epoch = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "stopped_epoch"), 0);
+    e->st.best = json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_score"), e->st.best);
+    /* Lightning restores patience too; keep the configured one when it is absent. */
+    e->cfg.patience = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "patience"), (double)e->cfg.patience);
+    e->last_check_step = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "last_check_step"), -1);
+    e->restored = true;
+    cJSON_Delete(o);
+    return VOLT_OK;
+}
+
+static void es_destroy(void *self) {
+    es *e = self;
+    if (!e) return;
+    free(e->monitor);
+    free(e);
+}
+
+/* Several EarlyStoppings are told apart by the trainer by the order they were added in. */
+static const volt_callback_ops es_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "EarlyStopping",
+    .on_fit_start = es_on_fit_start,
+    .on_fit_end = es_on_fit_end,
+    .on_test_start = es_on_test_start,
+    .on_train_epoch_start = es_on_train_epoch_start,
+    .on_train_epoch_end = es_on_train_epoch_end,
+    .on_validation_end = es_on_validation_end,
+    .state_dict = es_state_dict,
+    .load_state_dict = es_load_state_dict,
+    .destroy = es_destroy,
+};
+
+void volt_early_stopping_config_init(volt_early_stopping_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = VOLT_MIN;
+    cfg->patience = 3;
+    cfg->check_finite = true;
+}
+
+volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!cfg || !cfg->monitor || !*cfg->monitor)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: monitor is required");
+    if (cfg->mode != VOLT_MIN && cfg->mode != VOLT_MAX)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: mode must be VOLT_MIN or VOLT_MAX");
+    if (cfg->patience < 0 || !isfinite(cfg->min_delta))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: patience must be >= 0 and min_delta finite");
+    es *e = calloc(1, sizeof *e);
+    if (!e || !(e->monitor = strdup(cfg->monitor))) { free(e); return VOLT_ERR_NOMEM; }
+    e->cfg = *cfg;
+    e->cfg.monitor = e->monitor;
+    volt_cb_es_init(&e->st, e->cfg.mode);
+    e->last_check_step = -1;
+    return volt_trainer_add_callback(t, &es_ops, e);
+}

@@ -1,0 +1,539 @@
+/* ModelCheckpoint: Lightning's callback of that name, written against the public API only.
+ *
+ * Save points: after each validation (not the sanity check) when validation runs and
+ * save_on_train_epoch_end is false; at train epoch end when it is true or no validation has
+ * run in this fit; every_n_train_steps > 0: at train batch end when global_step % n == 0.
+ * Never twice at the same global step. At a save point the top-k file is saved (if the
+ * score enters the top-k) and then last.safetensors (hard link to the file just saved when
+ * possible, else a second save). The bookkeeping (top-k list, best, last) is updated
+ * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
+ * exactly. Every rank runs the same logic and calls volt_trainer_save_checkpoint (which is
+ * collective for sharded strategies); only rank 0 creates folders, links and deletes. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "callbacks/fmt.h"
+
+#define MC_EXT ".safetensors"
+
+typedef struct mc {
+    volt_trainer *t;
+    char *dirpath_user, *filename, *monitor;
+    volt_mode mode;
+    int save_top_k;
+    bool save_last, save_on_train_epoch_end;
+    int64_t every_n_epochs, every_n_train_steps;
+
+    char *dirpath;                   /* resolved at the first save point (or from a resume) */
+    volt_cb_topk topk;               /* monitor: the k best; no monitor: the k most recent */
+    char *best_path;
+    double best_score;
+    char *last_path;
+    int64_t last_step_saved;         /* checkpointed: a resumed run does not save that step again */
+    bool in_fit, restored;
+    bool val_ran_epoch, val_has_run, warned_missing;
+    volt_ckpt_resolver resolver;
+    char found_last[VOLT_CB_PATH_MAX];
+} mc;
+
+static bool file_exists(const char *p) { return p && access(p, F_OK) == 0; }
+
+static void set_str(char **dst, const char *src) {
+    char *c = src ? strdup(src) : NULL;
+    free(*dst);
+    *dst = c;
+}
+
+static const char *mode_str(volt_mode m) { return m == VOLT_MAX ? "max" : "min"; }
+
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+static bool mc_lookup(void *ctx, const char *name, double *v, bool *is_int) {
+    const volt_trainer *t = ctx;
+    if (volt_trainer_metric(t, name, v)) {
+        *is_int = false;
+        if (strcmp(name, "epoch") == 0 || strcmp(name, "step") == 0) *is_int = true;
+        return true;
+    }
+    if (strcmp(name, "epoch") == 0) { *v = (double)volt_trainer_current_epoch(t); *is_int = true; return true; }
+    if (strcmp(name, "step") == 0) { *v = (double)volt_trainer_global_step(t); *is_int = true; return true; }
+    return false;
+}
+
+/* "['train_loss', 'val_acc', 'epoch', 'step']" — what the monitor could have been. */
+static void available_metrics(const volt_trainer *t, char *out, size_t n) {
+    size_t k = 0;
+    k += (size_t)snprintf(out + k, n - k, "[");
+    int cnt = volt_trainer_metric_count(t);
+    for (int i = 0; i < cnt && k < n; i++) {
+        double v;
+        unsigned fl;
+        const char *nm = volt_trainer_metric_name(t, i, &v, &fl);
+        if (nm) k += (size_t)snprintf(out + k, n - k, "'%s', ", nm);
+    }
+    if (k < n) snprintf(out + k, n - k, "'epoch', 'step']");
+}
+
+/* ---- paths ---------------------------------------------------------------------------------- */
+
+static volt_status mc_resolve_dir(mc *m) {
+    if (m->dirpath) return VOLT_OK;
+    char buf[VOLT_CB_PATH_MAX];
+    if (m->dirpath_user) {
+        snprintf(buf, sizeof buf, "%s", m->dirpath_user);
+    } else {
+        const char *ld = volt_trainer_log_dir(m->t);
+        const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
+        const char *root = cfg && cfg->default_root_dir ? cfg->default_root_dir : ".";
+        snprintf(buf, sizeof buf, "%s/checkpoints", ld ? ld : root);
+    }
+    size_t len = strlen(buf);
+    while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
+    m->dirpath = strdup(buf);
+    return m->dirpath ? VOLT_OK : VOLT_ERR_NOMEM;
+}
+
+/* dirpath/<name>[-vN].safetensors, the version counter skipping files that exist unless
+ * the file is `reuse` (the one being replaced). */
+static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, char *out, size_t n) {
+    char name[VOLT_CB_PATH_MAX], err[512];
+    for (int ver = 0; ver < 100000; ver++) {
+        volt_status st;
+        if (tmpl) {
+            st = volt_cb_format_name(tmpl, mc_lookup, m->t, ver, name, sizeof name, err, sizeof err);
+        } else {                     /* "last" */
+            if (ver) snprintf(name, sizeof name, "last-v%d", ver);
+            else snprintf(name, sizeof name, "last");
+            st = VOLT_OK;
+        }
+        if (st != VOLT_OK) return volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
+        if (snprintf(out, n, "%s/%s" MC_EXT, m->dirpath, name) >= (int)n)
+            return volt_trainer_fail(m->t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: path too long in '%s'", m->dirpath);
+        if (!file_exists(out) || (reuse && strcmp(out, reuse) == 0)) return VOLT_OK;
+    }
+    return volt_trainer_fail(m->t, VOLT_ERR_IO, "ModelCheckpoint: no free file name for '%s'", out);
+}
+
+static bool mc_inside_dir(const mc *m, const char *p) {
+    size_t len = strlen(m->dirpath);
+    return strncmp(p, m->dirpath, len) == 0 && p[len] == '/';
+}
+
+/* Remove a file that fell out of the bookkeeping (rank 0; only inside dirpath, never a file
+ * still referenced). */
+static void mc_remove(mc *m, const char *p) {
+    if (!p || !volt_trainer_is_global_zero(m->t) || !mc_inside_dir(m, p)) return;
+    if (volt_cb_topk_find(&m->topk, p) >= 0) return;
+    if (m->last_path && strcmp(m->last_path, p) == 0) return;
+    if (m->best_path && strcmp(m->best_path, p) == 0) return;
+    if (unlink(p) != 0 && errno != ENOENT)
+        fprintf(stderr, "volt: ModelCheckpoint: cannot remove '%s': %s\n", p, strerror(errno));
+}
+
+static volt_status mc_prepare_dir(mc *m, const char *path) {
+    if (!volt_trainer_is_global_zero(m->t)) return VOLT_OK;
+    char dir[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return VOLT_OK;
+    *slash = 0;
+    if (!*dir) return VOLT_OK;
+    volt_status st = volt_cb_mkdirs(dir, err, sizeof err);
+    return st == VOLT_OK ? st : volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
+}
+
+static volt_status mc_save(mc *m, const char *path) {
+    VOLT_TRY(mc_prepare_dir(m, path));
+    return volt_trainer_save_checkpoint(m->t, path);
+}
+
+/* last.safetensors as a hard link to the file just written (same bytes, same state), made
+ * atomically; false when the file system refuses (then the caller saves again). */
+static bool mc_link_last(mc *m, const char *src, const char *last) {
+    if (volt_trainer_world_size(m->t) != 1 || !volt_trainer_is_global_zero(m->t)) return false;
+    char tmp[VOLT_CB_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.link.tmp", last) >= (int)sizeof tmp) return false;
+    unlink(tmp);
+    if (link(src, tmp) != 0) return false;
+    if (rename(tmp, last) != 0) { unlink(tmp); return false; }
+    return true;
+}
+
+/* ---- the save point ------------------------------------------------------------------------------- */
+
+static volt_status mc_save_point(mc *m, bool topk_allowed) {
+    volt_trainer *t = m->t;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    int64_t gs = volt_trainer_global_step(t);
+    if ((cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(t) || m->last_step_saved == gs)
+        return VOLT_OK;
+    VOLT_TRY(mc_resolve_dir(m));
+    const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
+
+    char topk_path[VOLT_CB_PATH_MAX] = "", last_path[VOLT_CB_PATH_MAX] = "";
+    char *evicted = NULL, *prev_last = NULL;
+    if (topk_allowed && m->save_top_k != 0) {
+        if (m->monitor) {
+            double cur;
+            bool is_int;
+            if (!mc_lookup(t, m->monitor, &cur, &is_int)) {
+                char avail[2048];
+                available_metrics(t, avail, sizeof avail);
+                if (m->val_has_run)
+                    return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
+                        "ModelCheckpoint(monitor='%s') could not find the monitored key in the returned "
+                        "metrics: %s. HINT: did you call volt_log(s, \"%s\", value, ...) in the module?",
+                        m->monitor, avail, m->monitor);
+                if (!m->warned_missing && volt_trainer_is_global_zero(t))
+                    fprintf(stderr, "volt: warning: ModelCheckpoint(monitor='%s') could not find the "
+                            "monitored key in the metrics: %s (no validation has run yet); not saving a top-k "
+                            "checkpoint at step %lld\n", m->monitor, avail, (long long)gs);
+                m->warned_missing = true;
+            } else if (volt_cb_topk_should_save(&m->topk, m->save_top_k, m->mode, cur)) {
+                if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
+                    evicted = volt_cb_topk_take(&m->topk, volt_cb_topk_worst(&m->topk, m->mode));
+                volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
+                if (st == VOLT_OK) st = volt_cb_topk_push(&m->topk, topk_path, volt_cb_topk_sanitize(cur, m->mode));
+                if (st != VOLT_OK) { free(evicted); return st; }
+                int b = volt_cb_topk_best(&m->topk, m->mode);
+                set_str(&m->best_path, m->topk.e[b].path);
+                m->best_score = m->topk.e[b].score;
+            }
+        } else {
+            if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
+                evicted = volt_cb_topk_take(&m->topk, 0);          /* the oldest */
+            volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
+            if (st == VOLT_OK) st = volt_cb_topk_push(&m->topk, topk_path, NAN);
+            if (st != VOLT_OK) { free(evicted); return st; }
+            set_str(&m->best_path, topk_path);
+            m->best_score = NAN;
+        }
+    }
+    if (m->save_last) {
+        volt_status st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof last_path);
+        if (st != VOLT_OK) { free(evicted); return st; }
+        prev_last = m->last_path;
+        m->last_path = strdup(last_path);
+        if (!m->last_path) { free(evicted); free(prev_last); return VOLT_ERR_NOMEM; }
+    }
+
+    volt_status st = VOLT_OK;
+    if (topk_path[0] || last_path[0]) m->last_step_saved = gs;
+    if (topk_path[0]) st = mc_save(m, topk_path);
+    if (st >= 0 && last_path[0] && !(topk_path[0] && mc_link_last(m, topk_path, last_path)))
+        st = mc_save(m, last_path);
+    if (st >= 0) {
+        if (evicted && strcmp(evicted, topk_path) != 0) mc_remove(m, evicted);
+        if (prev_last && strcmp(prev_last, last_path) != 0) mc_remove(m, prev_last);
+    }
+    free(evicted);
+    free(prev_last);
+    return st;
+}
+
+static bool mc_epoch_topk(const mc *m) {
+    if (m->every_n_train_steps > 0 || m->every_n_epochs < 1) return false;
+    return (volt_trainer_current_epoch(m->t) + 1) % m->every_n_epochs == 0;
+}
+
+/* ---- hooks ------------------------------------------------------------------------------------------ */
+
+/* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. A fresh fit
+ * (not a resume) starts counting steps from 0 again. */
+static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
+    mc *m = self;
+    if (!m->restored) m->last_step_saved = 0;
+    m->restored = false;
+    m->in_fit = true;
+    m->val_has_run = m->val_ran_epoch = m->warned_missing = false;
+    return VOLT_OK;
+}
+
+static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
+    ((mc *)self)->in_fit = false;
+    return VOLT_OK;
+}
+
+static volt_status mc_on_test_start(void *self, volt_trainer *t) {
+    ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
+    return VOLT_OK;
+}
+
+static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
+    ((mc *)self)->val_ran_epoch = false;
+    return VOLT_OK;
+}
+
+static volt_status mc_on_validation_end(void *self, volt_trainer *t) {
+    mc *m = self;
+    if (volt_trainer_sanity_checking(t) || !m->in_fit) return VOLT_OK;
+    m->val_ran_epoch = m->val_has_run = true;
+    if (m->save_on_train_epoch_end) return VOLT_OK;
+    return mc_save_point(m, mc_epoch_topk(m));
+}
+
+static volt_status mc_on_train_epoch_end(void *self, volt_trainer *t) {
+    mc *m = self;
+    if (!m->in_fit) return VOLT_OK;
+    if (!m->save_on_train_epoch_end && (m->val_ran_epoch || m->val_has_run)) return VOLT_OK;
+    return mc_save_point(m, mc_epoch_topk(m));
+}
+
+static volt_status mc_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    mc *m = self;
+    if (!m->in_fit || m->every_n_train_steps <= 0 || volt_trainer_global_step(t) % m->every_n_train_steps != 0) return VOLT_OK;
+    return mc_save_point(m, true);
+}
+
+/* ---- state -------------------------------------------------------------------------------------------- */
+
+static cJSON *json_num(double v) {
+    if (isfinite(v)) return cJSON_CreateNumber(v);
+    return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static double json_get_num(const cJSON *j) {
+    if (cJSON_IsNumber(j)) return j->valuedouble;
+    if (cJSON_IsString(j)) return strtod(j->valuestring, NULL);
+    return NAN;
+}
+
+static cJSON *json_str(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static const char *json_get_str(const cJSON *o, const char *k) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+static char *mc_state_dict(void *self) {
+    mc *m = self;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddItemToObject(o, "monitor", json_str(m->monitor));
+    cJSON_AddStringToObject(o, "mode", mode_str(m->mode));
+    cJSON_AddItemToObject(o, "dirpath", json_str(m->dirpath));
+    cJSON_AddNumberToObject(o, "save_top_k", m->save_top_k);
+    cJSON_AddNumberToObject(o, "last_global_step_saved", (double)m->last_step_saved);
+    cJSON_AddItemToObject(o, "best_model_path", json_str(m->best_path));
+    cJSON_AddItemToObject(o, "best_model_score", m->best_path ? json_num(m->best_score) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "last_model_path", json_str(m->last_path));
+    cJSON *arr = cJSON_AddArrayToObject(o, "best_k_models");
+    for (int i = 0; arr && i < m->topk.n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "path", m->topk.e[i].path);
+        cJSON_AddItemToObject(e, "score", json_num(m->topk.e[i].score));
+        cJSON_AddItemToArray(arr, e);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *json) {
+    mc *m = self;
+    cJSON *o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: checkpoint state is not a JSON object");
+    }
+    const char *dir = json_get_str(o, "dirpath");
+    const char *best = json_get_str(o, "best_model_path");
+    /* Lightning: a changed dirpath keeps only best_model_path. A default dirpath adopts the
+     * checkpoint's (the resumed run writes on into its version folder). */
+    bool same_dir = !m->dirpath_user || !dir || strcmp(dir, m->dirpath_user) == 0;
+    set_str(&m->best_path, best);
+    m->restored = true;
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
+    if (cJSON_IsNumber(ls)) m->last_step_saved = (int64_t)ls->valuedouble;
+    if (!same_dir) {
+        if (volt_trainer_is_global_zero(t))
+            fprintf(stderr, "volt: warning: ModelCheckpoint: the dirpath has changed from '%s' to '%s', "
+                    "so the best score, the top-k and the last path are not restored; only "
+                    "best_model_path is\n", dir, m->dirpath_user);
+        cJSON_Delete(o);
+        return VOLT_OK;
+    }
+    if (dir && !m->dirpath_user) set_str(&m->dirpath, dir);
+    m->best_score = best ? json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_model_score")) : NAN;
+    set_str(&m->last_path, json_get_str(o, "last_model_path"));
+    volt_cb_topk_clear(&m->topk);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
+    volt_status st = VOLT_OK;
+    cJSON_ArrayForEach(e, arr) {
+        const char *p = json_get_str(e, "path");
+        if (!p) { st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: bad best_k_models entry in checkpoint state"); break; }
+        if ((st = volt_cb_topk_push(&m->topk, p, json_get_num(cJSON_GetObjectItemCaseSensitive(e, "score")))) != VOLT_OK) break;
+    }
+    cJSON_Delete(o);
+    return st;
+}
+
+static void mc_destroy(void *self) {
+    mc *m = self;
+    if (!m) return;
+    free(m->dirpath_user);
+    free(m->filename);
+    free(m->monitor);
+    free(m->dirpath);
+    free(m->best_path);
+    free(m->last_path);
+    volt_cb_topk_clear(&m->topk);
+    free(m);
+}
+
+/* ---- "best" / "last" ------------------------------------------------------------------------------------ */
+
+static const char *mc_best(void *self) { return ((mc *)self)->best_path; }
+static double mc_best_score(void *self) {
+    mc *m = self;
+    return m->best_path ? m->best_score : NAN;
+}
+
+static bool is_last_name(const char *n) {
+    if (strncmp(n, "last", 4) != 0) return false;
+    const char *p = n + 4;
+    if (strncmp(p, "-v", 2) == 0) {
+        p += 2;
+        size_t d = strspn(p, "0123456789");
+        if (!d) return false;
+        p += d;
+    }
+    return strcmp(p, MC_EXT) == 0;
+}
+
+/* The newest last*.safetensors in dir (by mtime, then name) into m->found_last. */
+static void scan_last(mc *m, const char *dir, struct timespec *best) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!is_last_name(de->d_name)) continue;
+        char p[VOLT_CB_PATH_MAX];
+        struct stat sb;
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
+        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        struct timespec ts = sb.st_mtim;
+        bool newer = !m->found_last[0] || ts.tv_sec > best->tv_sec ||
+                     (ts.tv_sec == best->tv_sec && (ts.tv_nsec > best->tv_nsec ||
+                      (ts.tv_nsec == best->tv_nsec && strcmp(p, m->found_last) > 0)));
+        if (newer) { *best = ts; snprintf(m->found_last, sizeof m->found_last, "%s", p); }
+    }
+    closedir(d);
+}
+
+/* Lightning's ckpt_path="last": the newest last checkpoint in dirpath. Before a fit has
+ * fixed the default dirpath, every version folder of the logger (and <root>/checkpoints)
+ * is searched, so an app started again resumes its newest run. */
+static const char *mc_last(void *self) {
+    mc *m = self;
+    if (m->last_path && file_exists(m->last_path)) return m->last_path;
+    m->found_last[0] = 0;
+    struct timespec best = { 0, 0 };
+    char p[VOLT_CB_PATH_MAX];
+    const char *ld = volt_trainer_log_dir(m->t);
+    if (m->dirpath_user) scan_last(m, m->dirpath_user, &best);
+    else if (m->dirpath) scan_last(m, m->dirpath, &best);
+    else if (ld) { snprintf(p, sizeof p, "%s/checkpoints", ld); scan_last(m, p, &best); }
+    else {
+        const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
+        const char *root = cfg && cfg->default_root_dir ? cfg->default_root_dir : ".";
+        const char *name = cfg && cfg->logger_name ? cfg->logger_name : "lightning_logs";
+        char lroot[VOLT_CB_PATH_MAX];
+        snprintf(lroot, sizeof lroot, "%s/%s", root, name);
+        DIR *d = opendir(lroot);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            if (strncmp(de->d_name, "version_", 8) != 0) continue;
+            if (snprintf(p, sizeof p, "%s/%s/checkpoints", lroot, de->d_name) >= (int)sizeof p) continue;
+            scan_last(m, p, &best);
+        }
+        if (d) closedir(d);
+        snprintf(p, sizeof p, "%s/checkpoints", root);
+        scan_last(m, p, &best);
+    }
+    return m->found_last[0] ? m->found_last : NULL;
+}
+
+const char *volt_trainer_best_model_path(const volt_trainer *t) {
+    const volt_ckpt_resolver *r = t ? volt_trainer_ckpt_resolver(t) : NULL;
+    return r && r->best ? r->best(r->self) : NULL;
+}
+
+double volt_trainer_best_model_score(const volt_trainer *t) {
+    const volt_ckpt_resolver *r = t ? volt_trainer_ckpt_resolver(t) : NULL;
+    return r && r->best_score ? r->best_score(r->self) : NAN;
+}
+
+/* ---- creation -------------------------------------------------------------------------------------------- */
+
+/* The name is the state key; several ModelCheckpoints are told apart by the trainer by the
+ * order they were added in ("ModelCheckpoint#1"), as their states are. */
+static const volt_callback_ops mc_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "ModelCheckpoint",
+    .on_fit_start = mc_on_fit_start,
+    .on_fit_end = mc_on_fit_end,
+    .on_test_start = mc_on_test_start,
+    .on_train_epoch_start = mc_on_train_epoch_start,
+    .on_train_epoch_end = mc_on_train_epoch_end,
+    .on_train_batch_end = mc_on_train_batch_end,
+    .on_validation_end = mc_on_validation_end,
+    .state_dict = mc_state_dict,
+    .load_state_dict = mc_load_state_dict,
+    .destroy = mc_destroy,
+};
+
+void volt_checkpoint_config_init(volt_checkpoint_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = VOLT_MIN;
+    cfg->save_top_k = 1;
+    cfg->every_n_epochs = 1;
+}
+
+volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    volt_checkpoint_config def;
+    if (!cfg) { volt_checkpoint_config_init(&def); cfg = &def; }
+    if (cfg->save_top_k < -1)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: save_top_k must be >= -1, got %d", cfg->save_top_k);
+    if (cfg->every_n_epochs < 0 || cfg->every_n_train_steps < 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: every_n_epochs and every_n_train_steps must be >= 0");
+    if (cfg->mode != VOLT_MIN && cfg->mode != VOLT_MAX)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: mode must be VOLT_MIN or VOLT_MAX");
+    if (cfg->filename) {             /* reject a bad template now rather than at the first save */
+        char tmp[VOLT_CB_PATH_MAX], err[512];
+        if (volt_cb_format_name(cfg->filename, NULL, NULL, 0, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: %s", err);
+    }
+    mc *m = calloc(1, sizeof *m);
+    if (!m) return VOLT_ERR_NOMEM;
+    m->t = t;
+    m->mode = cfg->mode;
+    m->save_top_k = cfg->save_top_k;
+    m->save_last = cfg->save_last;
+    m->save_on_train_epoch_end = cfg->save_on_train_epoch_end;
+    m->every_n_epochs = cfg->every_n_epochs;
+    m->every_n_train_steps = cfg->every_n_train_steps;
+    m->best_score = NAN;
+    m->last_step_saved = 0;          /* as Lightning: nothing is saved at global step 0 */
+    set_str(&m->dirpath_user, cfg->dirpath);
+    set_str(&m->filename, cfg->filename);
+    set_str(&m->monitor, cfg->monitor);
+    if ((cfg->dirpath && !m->dirpath_user) || (cfg->filename && !m->filename) || (cfg->monitor && !m->monitor)) {
+        mc_destroy(m);
+        return VOLT_ERR_NOMEM;
+    }
+    if (m->dirpath_user) {
+        size_t len = strlen(m->dirpath_user);
+        while (len > 1 && m->dirpath_user[len - 1] == '/') m->dirpath_user[--len] = 0;
+    }
+    m->resolver = (volt_ckpt_resolver){ .best = mc_best, .best_score = mc_best_score, .last = mc_last, .self = m };
+    VOLT_TRY(volt_trainer_add_callback(t, &mc_ops, m));
+    if (!volt_trainer_ckpt_resolver(t)) volt_trainer_set_ckpt_resolver(t, &m->resolver);
+    return VOLT_OK;
+}

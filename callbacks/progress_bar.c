@@ -1,0 +1,242 @@
+/* The progress bar: one line on stderr, rank 0 only.
+ *
+ * On a terminal the line is redrawn in place (\r, at most ~10 times a second):
+ *   Epoch 1/3: 37/469 [00:12<02:41, 28.3it/s, train_loss=0.512, val_acc=0.871]
+ * validation and the sanity check borrow the line while they run, and each epoch ends with
+ * a newline. Not a terminal (a log file, CI): a plain line every ~10% of the epoch, one at
+ * epoch end, and one per validation / test run. Metrics logged with VOLT_LOG_PROG_BAR are
+ * shown (latest values, "%.3g" as tqdm shows them). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "callbacks/fmt.h"
+
+typedef struct pb {
+    bool tty;
+    bool on_screen;          /* a TTY line without its newline yet */
+    double t0, v0;           /* train epoch / eval loop start */
+    int64_t start, vstart;   /* first batch index of the epoch / loop (resumed epochs) */
+    int64_t last_done;       /* train batches done so far this epoch */
+    double last_draw;
+    int decile, vdecile;
+    bool in_epoch;
+    bool in_fit;             /* validation inside fit runs with stage VALIDATE */
+} pb;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool pb_off(const volt_trainer *t) { return !volt_trainer_is_global_zero(t); }
+
+static void pb_postfix(const volt_trainer *t, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    int cnt = volt_trainer_metric_count(t);
+    for (int i = 0; i < cnt && k < n; i++) {
+        double v;
+        unsigned fl = 0;
+        const char *nm = volt_trainer_metric_name(t, i, &v, &fl);
+        if (!nm || !(fl & VOLT_LOG_PROG_BAR)) continue;
+        int w = snprintf(out + k, n - k, "%s%s=%.3g", k ? ", " : "", nm, v);
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+    if (k >= n) out[n - 1] = 0;
+}
+
+static void pb_emit(pb *p, const char *line, bool final) {
+    if (p->tty) {
+        fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+        p->on_screen = !final;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+static void pb_train_line(pb *p, const volt_trainer *t, int64_t done, char *line, size_t n) {
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    char prefix[64], post[1024];
+    int64_t ep = volt_trainer_current_epoch(t) + 1;
+    if (cfg && cfg->max_epochs > 0) snprintf(prefix, sizeof prefix, "Epoch %lld/%lld", (long long)ep, (long long)cfg->max_epochs);
+    else snprintf(prefix, sizeof prefix, "Epoch %lld", (long long)ep);
+    pb_postfix(t, post, sizeof post);
+    volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_train_batches(t), p->start,
+                          now_s() - p->t0, post);
+}
+
+static void pb_eval_line(pb *p, const volt_trainer *t, const char *prefix, int64_t done, bool metrics,
+                         char *line, size_t n) {
+    char post[1024] = "";
+    if (metrics) pb_postfix(t, post, sizeof post);
+    volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_eval_batches(t), p->vstart,
+                          now_s() - p->v0, post);
+}
+
+static const char *eval_prefix(const volt_trainer *t) {
+    if (volt_trainer_sanity_checking(t)) return "Sanity Checking";
+    return volt_trainer_stage(t) == VOLT_STAGE_TEST ? "Testing" : "Validation";
+}
+
+/* ---- training ------------------------------------------------------------------------------- */
+
+static volt_status pb_on_train_epoch_start(void *self, volt_trainer *t) {
+    pb *p = self;
+    p->t0 = now_s();
+    p->start = volt_trainer_batch_in_epoch(t);
+    p->last_done = p->start;
+    p->decile = 0;
+    p->last_draw = 0;
+    p->in_epoch = true;
+    return VOLT_OK;
+}
+
+static volt_status pb_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    pb *p = self;
+    if (pb_off(t)) return VOLT_OK;
+    int64_t done = i + 1, total = volt_trainer_num_train_batches(t);
+    p->last_done = done;
+    char line[1400];
+    if (p->tty) {
+        double now = now_s();
+        if (now - p->last_draw < 0.1 && done != total) return VOLT_OK;
+        p->last_draw = now;
+        pb_train_line(p, t, done, line, sizeof line);
+        pb_emit(p, line, false);
+    } else if (total > 0) {
+        int dec = (int)(done * 10 / total);
+        if (dec > p->decile && done < total) {
+            p->decile = dec;
+            pb_train_line(p, t, done, line, sizeof line);
+            pb_emit(p, line, false);
+        }
+    }
+    return VOLT_OK;
+}
+
+static volt_status pb_on_train_epoch_end(void *self, volt_trainer *t) {
+    pb *p = self;
+    if (pb_off(t) || !p->in_epoch) return VOLT_OK;
+    char line[1400];
+    pb_train_line(p, t, p->last_done, line, sizeof line);
+    pb_emit(p, line, true);
+    p->in_epoch = false;
+    return VOLT_OK;
+}
+
+static volt_status pb_on_fit_start(void *self, volt_trainer *t) {
+    ((pb *)self)->in_fit = true;
+    return VOLT_OK;
+}
+
+static volt_status pb_on_fit_end(void *self, volt_trainer *t) {
+    pb *p = self;
+    p->in_fit = false;
+    if (!pb_off(t) && p->tty && p->on_screen) { fputc('\n', stderr); p->on_screen = false; }
+    p->in_epoch = false;
+    return VOLT_OK;
+}
+
+/* ---- validation / test ----------------------------------------------------------------------- */
+
+static void pb_eval_start(pb *p) {
+    p->v0 = now_s();
+    p->vstart = 0;
+    p->vdecile = 0;
+    p->last_draw = 0;
+}
+
+static volt_status pb_on_eval_start(void *self, volt_trainer *t) {
+    pb_eval_start(self);
+    return VOLT_OK;
+}
+
+static volt_status pb_on_eval_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    pb *p = self;
+    if (pb_off(t)) return VOLT_OK;
+    int64_t done = i + 1, total = volt_trainer_num_eval_batches(t);
+    char line[1400];
+    if (p->tty) {
+        double now = now_s();
+        if (now - p->last_draw < 0.1 && done != total) return VOLT_OK;
+        p->last_draw = now;
+        pb_eval_line(p, t, eval_prefix(t), done, false, line, sizeof line);
+        pb_emit(p, line, false);
+    } else if (volt_trainer_stage(t) == VOLT_STAGE_TEST && total > 0) {
+        int dec = (int)(done * 10 / total);
+        if (dec > p->vdecile && done < total) {
+            p->vdecile = dec;
+            pb_eval_line(p, t, "Testing", done, false, line, sizeof line);
+            pb_emit(p, line, false);
+        }
+    }
+    return VOLT_OK;
+}
+
+/* A finished validation inside fit hands the line back to the epoch (its metrics show on
+ * the epoch line); a standalone validate / test ends with its metrics on their own line. */
+static volt_status pb_eval_end(pb *p, volt_trainer *t) {
+    if (pb_off(t)) return VOLT_OK;
+    int64_t total = volt_trainer_num_eval_batches(t);
+    char line[1400];
+    bool in_fit = p->in_fit;
+    if (volt_trainer_sanity_checking(t)) {
+        if (p->tty && p->on_screen) { fprintf(stderr, "\r\033[K"); p->on_screen = false; }
+        return VOLT_OK;
+    }
+    if (p->tty && in_fit) {
+        if (p->in_epoch) {
+            pb_train_line(p, t, p->last_done, line, sizeof line);
+            pb_emit(p, line, false);
+        } else if (p->on_screen) {
+            fprintf(stderr, "\r\033[K");
+            p->on_screen = false;
+        }
+        return VOLT_OK;
+    }
+    pb_eval_line(p, t, eval_prefix(t), total > 0 ? total : 0, !in_fit, line, sizeof line);
+    pb_emit(p, line, true);
+    return VOLT_OK;
+}
+
+static volt_status pb_on_validation_end(void *self, volt_trainer *t) { return pb_eval_end(self, t); }
+static volt_status pb_on_test_start(void *self, volt_trainer *t) {
+    ((pb *)self)->in_fit = false;
+    pb_eval_start(self);
+    return VOLT_OK;
+}
+
+static volt_status pb_on_test_end(void *self, volt_trainer *t) { return pb_eval_end(self, t); }
+
+static void pb_destroy(void *self) { free(self); }
+
+static const volt_callback_ops pb_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "ProgressBar",
+    .on_fit_start = pb_on_fit_start,
+    .on_fit_end = pb_on_fit_end,
+    .on_sanity_check_start = pb_on_eval_start,
+    .on_train_epoch_start = pb_on_train_epoch_start,
+    .on_train_epoch_end = pb_on_train_epoch_end,
+    .on_train_batch_end = pb_on_train_batch_end,
+    .on_validation_start = pb_on_eval_start,
+    .on_validation_end = pb_on_validation_end,
+    .on_validation_batch_end = pb_on_eval_batch_end,
+    .on_test_start = pb_on_test_start,
+    .on_test_end = pb_on_test_end,
+    .on_test_batch_end = pb_on_eval_batch_end,
+    .destroy = pb_destroy,
+};
+
+volt_status volt_add_progress_bar(volt_trainer *t) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    pb *p = calloc(1, sizeof *p);
+    if (!p) return VOLT_ERR_NOMEM;
+    p->tty = isatty(fileno(stderr)) == 1;
+    return volt_trainer_add_callback(t, &pb_ops, p);
+}

@@ -1,0 +1,967 @@
+/* Built-in callbacks: the pure logic (checkpoint name templates, Python-style number
+ * formatting, top-k bookkeeping, the EarlyStopping decision, progress-bar text, metrics.csv)
+ * directly, then end to end through the trainer with a tiny linear module whose validation
+ * score comes from a table indexed by epoch: which checkpoint files exist after each epoch
+ * for top-k 1/2/-1/0 with save_last, resume giving the same bookkeeping as an uninterrupted
+ * run, EarlyStopping stopping at the right epoch (also across a resume), the CSV rows (and
+ * appending on resume), the LR monitor and the progress bar's lines. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+#include "volt/safetensors.h"
+#include "callbacks/fmt.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+static void rm_rf(const char *p) { nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+static const char *fresh_dir(const char *name) {
+    static char buf[8][1024];
+    static int k;
+    char *p = buf[k++ & 7];
+    snprintf(p, sizeof buf[0], "%s/%s", vtest_tmpdir(), name);
+    rm_rf(p);
+    mkdir(p, 0755);
+    return p;
+}
+
+static bool exists(const char *p) { return access(p, F_OK) == 0; }
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The *.safetensors files of dir, sorted, comma-separated ("" when none / no dir). */
+static void list_ckpts(const char *dir, char *out, size_t n) {
+    char *names[64];
+    int k = 0;
+    out[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) && k < 64) {
+        size_t len = strlen(de->d_name);
+        if (len > 12 && strcmp(de->d_name + len - 12, ".safetensors") == 0) names[k++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    for (int i = 0; i < k; i++) {
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? "," : "", names[i]);
+        free(names[i]);
+    }
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const char *s) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fputs(s, f); fclose(f); }
+}
+
+/* ---- unit: numbers ---------------------------------------------------------------------------- */
+
+static void test_repr(void) {
+    static const struct { double v; const char *want; } cases[] = {
+        { 0.1, "0.1" }, { 2.0, "2.0" }, { -1.5, "-1.5" }, { 1e-05, "1e-05" }, { 0.0001, "0.0001" },
+        { 1e16, "1e+16" }, { 1e15, "1000000000000000.0" }, { 123.456, "123.456" }, { 0.0, "0.0" },
+        { (double)0.1f, "0.10000000149011612" }, { 1.2345678901234567e+20, "1.2345678901234567e+20" },
+        { 5e-324, "5e-324" }, { 0.8812, "0.8812" }, { 1.5e-07, "1.5e-07" }, { 1.2345678901234568e+20, "1.2345678901234568e+20" },
+    };
+    char b[64];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        volt_cb_repr(cases[i].v, b, sizeof b);
+        CHECK(strcmp(b, cases[i].want) == 0, "repr(%.17g) = '%s', want '%s'", cases[i].v, b, cases[i].want);
+    }
+    volt_cb_repr(NAN, b, sizeof b); CHECK(strcmp(b, "nan") == 0, "%s", b);
+    volt_cb_repr(-INFINITY, b, sizeof b); CHECK(strcmp(b, "-inf") == 0, "%s", b);
+}
+
+static void test_format_number(void) {
+    static const struct { double v; bool is_int; const char *spec, *want; } cases[] = {
+        { 0.88123, false, ".4f", "0.8812" }, { 2, true, "", "2" }, { 2, true, "03d", "002" },
+        { 0.5, false, ".2e", "5.00e-01" }, { 0.5, false, ".1%", "50.0%" }, { 2.0, false, ".3", "2.0" },
+        { 0.88123, false, ".3", "0.881" }, { 3, true, ".2f", "3.00" }, { 0.25, false, "", "0.25" },
+        { 0.5, false, "+.1f", "+0.5" }, { 7, true, "5d", "    7" }, { 0.5, false, "08.3f", "0000.500" },
+        { 12.6, false, "d", "13" }, { 0, true, ".4f", "0.0000" },
+    };
+    char b[64];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        volt_status st = volt_cb_format_number(cases[i].v, cases[i].is_int, cases[i].spec, b, sizeof b);
+        CHECK(st == VOLT_OK && strcmp(b, cases[i].want) == 0, "format(%g, '%s') = '%s', want '%s'",
+              cases[i].v, cases[i].spec, st == VOLT_OK ? b : "(error)", cases[i].want);
+    }
+    CHECK(volt_cb_format_number(1, false, "<5", b, sizeof b) == VOLT_ERR_INVALID_ARG, "fill/align unsupported");
+    CHECK(volt_cb_format_number(1, false, ".4x", b, sizeof b) == VOLT_ERR_INVALID_ARG, "unknown type");
+    CHECK(volt_cb_format_number(1, false, ".", b, sizeof b) == VOLT_ERR_INVALID_ARG, "dot without precision");
+}
+
+/* ---- unit: checkpoint names ------------------------------------------------------------------- */
+
+static bool fake_lookup(void *ctx, const char *name, double *v, bool *is_int) {
+    (void)ctx;
+    if (!strcmp(name, "epoch")) { *v = 2; *is_int = true; return true; }
+    if (!strcmp(name, "step")) { *v = 300; *is_int = true; return true; }
+    if (!strcmp(name, "val_acc")) { *v = 0.88123456; *is_int = false; return true; }
+    if (!strcmp(name, "val/loss")) { *v = 0.25; *is_int = false; return true; }
+    return false;
+}
+
+static void test_format_name(void) {
+    static const struct { const char *tmpl; int ver; const char *want; } cases[] = {
+        { "{epoch}-{step}", 0, "epoch=2-step=300" },
+        { "{epoch}-{val_acc:.4f}", 0, "epoch=2-val_acc=0.8812" },
+        { "{epoch}-{step}-{val_acc:.4f}", 0, "epoch=2-step=300-val_acc=0.8812" },
+        { "{epoch}-{step}", 1, "epoch=2-step=300-v1" },
+        { "{epoch}-{step}", 12, "epoch=2-step=300-v12" },
+        { "best", 0, "best" },
+        { "{epoch:03d}", 0, "epoch=002" },
+        { "{missing:.2f}-{gone}", 0, "missing=0.00-gone=0" },   /* Lightning formats unknown keys as 0 */
+        { "{val_acc}", 0, "val_acc=0.88123456" },
+        { "epoch={epoch}", 0, "epoch=epoch=2" },                 /* auto_insert_metric_name, as Lightning */
+        { "{{x}}-{epoch}", 0, "{x}-epoch=2" },
+        { "{val/loss:.2f}", 0, "val/loss=0.25" },
+    };
+    char out[256], err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        volt_status st = volt_cb_format_name(cases[i].tmpl, fake_lookup, NULL, cases[i].ver, out, sizeof out, err, sizeof err);
+        CHECK(st == VOLT_OK && strcmp(out, cases[i].want) == 0, "'%s' v%d -> '%s', want '%s' (%s)", cases[i].tmpl,
+              cases[i].ver, st == VOLT_OK ? out : "(error)", cases[i].want, st == VOLT_OK ? "" : err);
+    }
+    static const char *const bad[] = { "{epoch", "a}b", "{}", "{epoch:<5}", "{epoch:.2q}", "{a{b}" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        volt_status st = volt_cb_format_name(bad[i], fake_lookup, NULL, 0, out, sizeof out, err, sizeof err);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, bad[i]), "bad template '%s': %s / '%s'", bad[i], volt_status_str(st), err);
+    }
+    char small[8];
+    CHECK(volt_cb_format_name("{epoch}-{step}", fake_lookup, NULL, 0, small, sizeof small, err, sizeof err) == VOLT_ERR_INVALID_ARG,
+          "too long for the buffer");
+}
+
+/* ---- unit: top-k ------------------------------------------------------------------------------- */
+
+/* ModelCheckpoint's top-k step (the same calls model_checkpoint.c makes): returns the kept
+ * set, in save order, as "e0,e3". */
+static void topk_run(int k, volt_mode mode, const double *scores, int n, char out[][64]) {
+    volt_cb_topk tk = { 0 };
+    for (int e = 0; e < n; e++) {
+        if (volt_cb_topk_should_save(&tk, k, mode, scores[e])) {
+            if (k > 0 && tk.n >= k) free(volt_cb_topk_take(&tk, volt_cb_topk_worst(&tk, mode)));
+            char p[16];
+            snprintf(p, sizeof p, "e%d", e);
+            volt_cb_topk_push(&tk, p, volt_cb_topk_sanitize(scores[e], mode));
+        }
+        out[e][0] = 0;
+        for (int i = 0; i < tk.n; i++) snprintf(out[e] + strlen(out[e]), 64 - strlen(out[e]), "%s%s", i ? "," : "", tk.e[i].path);
+    }
+    volt_cb_topk_clear(&tk);
+}
+
+static void test_topk(void) {
+    const double s[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
+    char got[8][64];
+    struct { int k; volt_mode mode; const char *want[5]; } cases[] = {
+        { 1, VOLT_MAX, { "e0", "e1", "e1", "e3", "e3" } },
+        { 2, VOLT_MAX, { "e0", "e0,e1", "e1,e2", "e1,e3", "e3,e4" } },
+        { -1, VOLT_MAX, { "e0", "e0,e1", "e0,e1,e2", "e0,e1,e2,e3", "e0,e1,e2,e3,e4" } },
+        { 0, VOLT_MAX, { "", "", "", "", "" } },
+        { 1, VOLT_MIN, { "e0", "e0", "e0", "e0", "e0" } },
+        { 2, VOLT_MIN, { "e0", "e0,e1", "e0,e2", "e0,e2", "e0,e2" } },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        topk_run(cases[c].k, cases[c].mode, s, 5, got);
+        for (int e = 0; e < 5; e++)
+            CHECK(strcmp(got[e], cases[c].want[e]) == 0, "k=%d mode=%d after e%d: '%s', want '%s'",
+                  cases[c].k, cases[c].mode, e, got[e], cases[c].want[e]);
+    }
+    /* ties keep the earlier: an equal score does not enter a full top-k, and among equally
+     * bad entries the later one leaves first */
+    const double t1[] = { 0.5, 0.5, 0.4 };
+    topk_run(1, VOLT_MAX, t1, 3, got);
+    CHECK(!strcmp(got[2], "e0"), "tie k=1: %s", got[2]);
+    const double t2[] = { 0.5, 0.5, 0.9 };
+    topk_run(2, VOLT_MAX, t2, 3, got);
+    CHECK(!strcmp(got[2], "e0,e2"), "tie eviction: %s", got[2]);
+    /* NaN counts as the worst possible score but still fills a free slot */
+    const double t3[] = { NAN, 0.3, 0.2 };
+    topk_run(2, VOLT_MIN, t3, 3, got);
+    CHECK(!strcmp(got[0], "e0") && !strcmp(got[2], "e1,e2"), "nan: %s / %s", got[0], got[2]);
+    volt_cb_topk tk = { 0 };
+    volt_cb_topk_push(&tk, "a", 0.3);
+    volt_cb_topk_push(&tk, "b", 0.1);
+    volt_cb_topk_push(&tk, "c", 0.1);
+    CHECK(volt_cb_topk_best(&tk, VOLT_MIN) == 1 && volt_cb_topk_worst(&tk, VOLT_MAX) == 2, "best/worst tie order");
+    CHECK(volt_cb_topk_find(&tk, "c") == 2 && volt_cb_topk_find(&tk, "z") == -1, "find");
+    volt_cb_topk_clear(&tk);
+}
+
+/* ---- unit: EarlyStopping decision ---------------------------------------------------------------- */
+
+/* Index of the check that stops, -1 if none; *wait = the wait count at the end. */
+static int es_run(const volt_early_stopping_config *cfg, const double *v, int n, int64_t *wait, char *reason) {
+    volt_cb_es_state st;
+    volt_cb_es_init(&st, cfg->mode);
+    for (int i = 0; i < n; i++)
+        if (volt_cb_es_update(cfg, &st, v[i], reason, 512)) { *wait = st.wait; return i; }
+    *wait = st.wait;
+    return -1;
+}
+
+static void test_es_decision(void) {
+    volt_early_stopping_config c;
+    volt_early_stopping_config_init(&c);
+    CHECK(c.patience == 3 && c.check_finite && c.mode == VOLT_MIN && c.min_delta == 0, "defaults");
+    c.monitor = "val_loss";
+    c.patience = 2;
+    char reason[512];
+    int64_t wait;
+    const double a[] = { 1.0, 0.9, 0.95, 0.92, 0.85 };
+    CHECK(es_run(&c, a, 5, &wait, reason) == 3 && wait == 2, "patience 2 stops at check 3 (wait %lld)", (long long)wait);
+    CHECK(strstr(reason, "did not improve in the last 2 records") && strstr(reason, "0.900"), "reason: %s", reason);
+    const double b[] = { 1.0, 0.9, 0.95, 0.85, 0.9, 0.86 };   /* an improvement resets the wait */
+    CHECK(es_run(&c, b, 6, &wait, reason) == 5, "reset by improvement");
+    c.min_delta = 0.05f;                                       /* 0.96 is not 0.05 better than 1.0 */
+    const double d[] = { 1.0, 0.96, 0.97 };
+    CHECK(es_run(&c, d, 3, &wait, reason) == 2, "min_delta");
+    c.min_delta = 0;
+    c.mode = VOLT_MAX;
+    const double e[] = { 0.5, 0.7, 0.7 };                      /* equal is no improvement */
+    CHECK(es_run(&c, e, 3, &wait, reason) == -1 && wait == 1, "max mode, tie");
+    c.mode = VOLT_MIN;
+    c.has_stopping_threshold = true;
+    c.stopping_threshold = 0.5f;
+    const double f[] = { 1.0, 0.4 };
+    CHECK(es_run(&c, f, 2, &wait, reason) == 1 && strstr(reason, "Stopping threshold"), "stopping threshold: %s", reason);
+    c.has_stopping_threshold = false;
+    c.has_divergence_threshold = true;
+    c.divergence_threshold = 2.0f;
+    const double g[] = { 1.0, 3.0 };
+    CHECK(es_run(&c, g, 2, &wait, reason) == 1 && strstr(reason, "Divergence"), "divergence: %s", reason);
+    c.has_divergence_threshold = false;
+    const double h[] = { 1.0, NAN };
+    CHECK(es_run(&c, h, 2, &wait, reason) == 1 && strstr(reason, "not finite"), "check_finite: %s", reason);
+    c.check_finite = false;
+    CHECK(es_run(&c, h, 2, &wait, reason) == -1 && wait == 1, "NaN without check_finite just waits");
+}
+
+/* ---- unit: progress text, versions, csv ------------------------------------------------------------ */
+
+static void test_progress_text(void) {
+    char b[256];
+    volt_cb_fmt_duration(12, b, sizeof b); CHECK(!strcmp(b, "00:12"), "%s", b);
+    volt_cb_fmt_duration(161.9, b, sizeof b); CHECK(!strcmp(b, "02:41"), "%s", b);
+    volt_cb_fmt_duration(3723, b, sizeof b); CHECK(!strcmp(b, "1:02:03"), "%s", b);
+    volt_cb_fmt_duration(-1, b, sizeof b); CHECK(!strcmp(b, "?"), "%s", b);
+    volt_cb_progress_line(b, sizeof b, "Epoch 1/3", 37, 469, 0, 37 / 28.3, "loss=0.512, val_acc=0.871");
+    CHECK(!strcmp(b, "Epoch 1/3: 37/469 [00:01<00:15, 28.3it/s, loss=0.512, val_acc=0.871]"), "%s", b);
+    volt_cb_progress_line(b, sizeof b, "Validation", 0, 50, 0, 0, NULL);
+    CHECK(!strcmp(b, "Validation: 0/50 [00:00<?, ?it/s]"), "%s", b);
+    volt_cb_progress_line(b, sizeof b, "Testing", 3, -1, 0, 10.56, "");
+    CHECK(!strcmp(b, "Testing: 3 [00:10, 3.52s/it]"), "%s", b);
+    volt_cb_progress_line(b, sizeof b, "Epoch 2", 300, 400, 200, 2.0, NULL);   /* resumed at batch 200 */
+    CHECK(!strcmp(b, "Epoch 2: 300/400 [00:02<00:02, 50.0it/s]"), "%s", b);
+    char tiny[12];
+    volt_cb_progress_line(tiny, sizeof tiny, "Epoch 1/3", 1, 2, 0, 1, NULL);
+    CHECK(strlen(tiny) == sizeof tiny - 1, "truncates safely");
+}
+
+static void test_versions(void) {
+    const char *root = fresh_dir("versions");
+    CHECK(volt_cb_next_version(root) == 0, "empty root");
+    char p[1200];
+    snprintf(p, sizeof p, "%s/nope", root);
+    CHECK(volt_cb_next_version(p) == 0, "missing root");
+    const char *names[] = { "version_0", "version_3", "version_x", "version_", "other" };
+    for (int i = 0; i < 5; i++) { snprintf(p, sizeof p, "%s/%s", root, names[i]); mkdir(p, 0755); }
+    snprintf(p, sizeof p, "%s/version_9", root);
+    spit(p, "a file, not a version folder");
+    CHECK(volt_cb_next_version(root) == 4, "next after version_3: %d", volt_cb_next_version(root));
+    char err[256];
+    snprintf(p, sizeof p, "%s/a/b/c", root);
+    CHECK_OK(volt_cb_mkdirs(p, err, sizeof err));
+    CHECK_OK(volt_cb_mkdirs(p, err, sizeof err));
+    snprintf(p, sizeof p, "%s/version_9/x", root);
+    CHECK(volt_cb_mkdirs(p, err, sizeof err) == VOLT_ERR_IO && strstr(err, "version_9"), "mkdirs through a file: %s", err);
+}
+
+static void test_csv_unit(void) {
+    const char *dir = fresh_dir("csv_unit");
+    char path[1200], err[512];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    volt_cb_csv c;
+    CHECK_OK(volt_cb_csv_open(&c, path, err, sizeof err));
+    const char *n1[] = { "train_loss" };
+    double v1[] = { 0.5 };
+    CHECK_OK(volt_cb_csv_write_row(&c, 0, 0, 1, n1, v1, err, sizeof err));
+    const char *n2[] = { "val,acc", "a_first", "step" };          /* a new column sorts first; "step" is ours */
+    double v2[] = { 0.25, 1.0, 99 };
+    CHECK_OK(volt_cb_csv_write_row(&c, 0, 3, 3, n2, v2, err, sizeof err));
+    CHECK_OK(volt_cb_csv_write_row(&c, 1, 7, 1, n1, (double[]){ 0.125 }, err, sizeof err));
+    volt_cb_csv_close(&c);
+    char *s = slurp(path);
+    const char *want = "epoch,step,a_first,train_loss,\"val,acc\"\n0,0,,0.5,\n0,3,1.0,,0.25\n1,7,,0.125,\n";
+    CHECK(s && !strcmp(s, want), "csv:\n%s\nwant:\n%s", s ? s : "(none)", want);
+    free(s);
+    /* reopen (a resumed run): the header is read back, rows append, a new column rewrites */
+    CHECK_OK(volt_cb_csv_open(&c, path, err, sizeof err));
+    CHECK(c.ncols == 5 && c.on_disk, "reopened header: %d cols", c.ncols);
+    CHECK_OK(volt_cb_csv_write_row(&c, 2, 11, 1, n1, (double[]){ 0.0625 }, err, sizeof err));
+    const char *n3[] = { "z" };
+    CHECK_OK(volt_cb_csv_write_row(&c, 2, 11, 1, n3, (double[]){ NAN }, err, sizeof err));
+    volt_cb_csv_close(&c);
+    s = slurp(path);
+    want = "epoch,step,a_first,train_loss,\"val,acc\",z\n0,0,,0.5,,\n0,3,1.0,,0.25,\n1,7,,0.125,,\n2,11,,0.0625,,\n2,11,,,,nan\n";
+    CHECK(s && !strcmp(s, want), "csv after resume:\n%s\nwant:\n%s", s ? s : "(none)", want);
+    free(s);
+    char **cells;
+    int n = volt_cb_csv_split("a,\"b,\"\"c\"\"\",,d", &cells);
+    CHECK(n == 4 && !strcmp(cells[1], "b,\"c\"") && !strcmp(cells[2], "") && !strcmp(cells[3], "d"), "split: %d", n);
+    for (int i = 0; i < n; i++) free(cells[i]);
+    free(cells);
+    CHECK(volt_cb_csv_split("\"open", &cells) == -1, "unterminated quote");
+    spit(path, "\"bad\n");
+    CHECK(volt_cb_csv_open(&c, path, err, sizeof err) == VOLT_ERR_CORRUPT, "corrupt header");
+}
+
+/* ---- end to end: a linear module with a scripted validation score ------------------------------------ */
+
+#define N_SAMPLES 32
+#define BATCH 8       /* 4 batches = 4 optimizer steps per epoch */
+
+typedef struct lin {
+    volt_tensor *w, *b;
+    const double *table;             /* val_score per epoch (the last entry repeats) */
+    int ntable;
+    int64_t val_epoch;
+    const char *snap_dir;            /* listed at each on_train_epoch_end (module hook: after callbacks) */
+    char snaps[16][1024];
+    int epoch_starts, epoch_ends;
+    int64_t first_epoch_started;
+} lin;
+
+static volt_status lin_setup(void *self, volt_params *ps) {
+    lin *m = self;
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
+}
+
+static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    volt_tensor *loss = volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+    volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR);
+    return volt_step_set_loss(s, loss);
+}
+
+static volt_status lin_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    int64_t e = m->val_epoch < m->ntable ? m->val_epoch : m->ntable - 1;
+    volt_linear(s, volt_batch_x(b), m->w, m->b);
+    return volt_log_value(s, "val_score", m->table[e], VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR);
+}
+
+static volt_status lin_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_SGD;
+    o->optimizer.lr = 0.01f;
+    return VOLT_OK;
+}
+
+static volt_status lin_val_epoch_start(void *self, volt_trainer *t) {
+    ((lin *)self)->val_epoch = volt_trainer_current_epoch(t);
+    return VOLT_OK;
+}
+
+static volt_status lin_train_epoch_start(void *self, volt_trainer *t) {
+    lin *m = self;
+    if (!m->epoch_starts++) m->first_epoch_started = volt_trainer_current_epoch(t);
+    return VOLT_OK;
+}
+
+static volt_status lin_train_epoch_end(void *self, volt_trainer *t) {
+    lin *m = self;
+    int64_t e = volt_trainer_current_epoch(t);
+    m->epoch_ends++;
+    if (m->snap_dir && e >= 0 && e < 16) list_ckpts(m->snap_dir, m->snaps[e], sizeof m->snaps[e]);
+    return VOLT_OK;
+}
+
+static const volt_module_ops lin_ops = {
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
+    .training_step = lin_train, .validation_step = lin_val, .test_step = lin_val,
+    .on_validation_epoch_start = lin_val_epoch_start, .on_train_epoch_start = lin_train_epoch_start,
+    .on_train_epoch_end = lin_train_epoch_end,
+};
+
+static volt_dataset *g_ds;
+
+static volt_loader *mk_loader(void) {
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = BATCH;
+    volt_loader *l = NULL;
+    if (volt_loader_create(&lc, g_ds, &l) != VOLT_OK) { fprintf(stderr, "loader\n"); exit(1); }
+    return l;
+}
+
+static void make_data(void) {
+    static float x[N_SAMPLES * 4], y[N_SAMPLES];
+    for (int i = 0; i < N_SAMPLES; i++) {
+        y[i] = 0.1f;
+        for (int j = 0; j < 4; j++) {
+            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
+            y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
+        }
+    }
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
+    const void *data[2] = { x, y };
+    if (volt_dataset_from_arrays(2, f, data, N_SAMPLES, &g_ds) != VOLT_OK) { fprintf(stderr, "dataset\n"); exit(1); }
+}
+
+typedef struct run_opts {
+    int64_t max_epochs;
+    bool progress_bar, logger;
+    int64_t fast_dev_run;
+    const char *run_config_json;
+} run_opts;
+
+static volt_trainer *mk_trainer(const char *root, const run_opts *o) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.default_root_dir = root;
+    c.max_epochs = o->max_epochs;
+    c.enable_progress_bar = o->progress_bar;
+    c.enable_logger = o->logger;
+    c.enable_checkpointing = true;    /* an explicit ModelCheckpoint replaces the default one */
+    c.log_every_n_steps = 2;
+    c.fast_dev_run = o->fast_dev_run;
+    c.run_config_json = o->run_config_json;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    if (st != VOLT_OK) { fprintf(stderr, "trainer_create: %s\n", t ? volt_trainer_errmsg(t) : volt_status_str(st)); exit(1); }
+    return t;
+}
+
+static volt_status fit(volt_trainer *t, lin *m, bool with_val, const char *ckpt) {
+    volt_loader *tr = mk_loader(), *va = with_val ? mk_loader() : NULL;
+    volt_status st = volt_trainer_fit(t, &lin_ops, m, tr, va, ckpt);
+    if (st != VOLT_OK) fprintf(stderr, "  (fit: %s: %s)\n", volt_status_str(st), volt_trainer_errmsg(t));
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    return st;
+}
+
+/* The named callback's state JSON stored in a checkpoint (caller frees), NULL if absent. */
+static char *ckpt_cb_state(const char *path, const char *cb) {
+    volt_st_file *f;
+    char err[512];
+    if (volt_st_open(path, &f, err, sizeof err) != VOLT_OK) return NULL;
+    const char *j = volt_st_meta(f, "volt.callbacks");
+    char *out = NULL;
+    cJSON *o = j ? cJSON_Parse(j) : NULL;
+    cJSON *it = cJSON_GetObjectItemCaseSensitive(o, cb);
+    if (it) out = cJSON_PrintUnformatted(it);
+    cJSON_Delete(o);
+    volt_st_close(f);
+    return out;
+}
+
+static int64_t ckpt_global_step(const char *path) {
+    volt_st_file *f;
+    char err[512];
+    if (volt_st_open(path, &f, err, sizeof err) != VOLT_OK) return -1;
+    int64_t gs = -1;
+    if (volt_st_verify_all(f, err, sizeof err) == VOLT_OK) {
+        const char *s = volt_st_meta(f, "volt.global_step");
+        if (s) gs = atoll(s);
+    }
+    volt_st_close(f);
+    return gs;
+}
+
+static const double k_scores[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
+
+#define E0 "epoch=0-val_score=0.50.safetensors"
+#define E1 "epoch=1-val_score=0.70.safetensors"
+#define E2 "epoch=2-val_score=0.60.safetensors"
+#define E3 "epoch=3-val_score=0.90.safetensors"
+#define E4 "epoch=4-val_score=0.80.safetensors"
+#define LAST "last.safetensors"
+
+static void add_topk_ckpt(volt_trainer *t, const char *dir, int k, bool save_last) {
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{epoch}-{val_score:.2f}";
+    cc.monitor = "val_score";
+    cc.mode = VOLT_MAX;
+    cc.save_top_k = k;
+    cc.save_last = save_last;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+}
+
+static void test_e2e_topk(void) {
+    static const struct { int k; bool last; const char *want[5]; const char *best; } cases[] = {
+        { 1, true, { E0 "," LAST, E1 "," LAST, E1 "," LAST, E3 "," LAST, E3 "," LAST }, E3 },
+        { 2, true, { E0 "," LAST, E0 "," E1 "," LAST, E1 "," E2 "," LAST, E1 "," E3 "," LAST, E3 "," E4 "," LAST }, E3 },
+        { -1, true, { E0 "," LAST, E0 "," E1 "," LAST, E0 "," E1 "," E2 "," LAST, E0 "," E1 "," E2 "," E3 "," LAST,
+                      E0 "," E1 "," E2 "," E3 "," E4 "," LAST }, E3 },
+        { 0, true, { LAST, LAST, LAST, LAST, LAST }, NULL },
+        { 2, false, { E0, E0 "," E1, E1 "," E2, E1 "," E3, E3 "," E4 }, E3 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char name[64], dir[1200];
+        snprintf(name, sizeof name, "topk_%zu", c);
+        const char *root = fresh_dir(name);
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+        add_topk_ckpt(t, dir, cases[c].k, cases[c].last);
+        lin m = { .table = k_scores, .ntable = 5, .snap_dir = dir };
+        CHECK_OK(fit(t, &m, true, NULL));
+        for (int e = 0; e < 5; e++)
+            CHECK(!strcmp(m.snaps[e], cases[c].want[e]), "top_k=%d save_last=%d after epoch %d: [%s], want [%s]",
+                  cases[c].k, cases[c].last, e, m.snaps[e], cases[c].want[e]);
+        const char *bp = volt_trainer_best_model_path(t);
+        char want_best[1400] = "";
+        if (cases[c].best) snprintf(want_best, sizeof want_best, "%s/%s", dir, cases[c].best);
+        CHECK(cases[c].best ? (bp && !strcmp(bp, want_best)) : !bp, "top_k=%d best path %s", cases[c].k, bp ? bp : "(null)");
+        double bs = volt_trainer_best_model_score(t);
+        CHECK(cases[c].best ? bs == 0.9 : isnan(bs), "top_k=%d best score %g", cases[c].k, bs);
+        if (cases[c].last) {
+            char lp[1300];
+            snprintf(lp, sizeof lp, "%s/" LAST, dir);
+            CHECK(ckpt_global_step(lp) == 20, "last.safetensors is a full checkpoint at step 20: %lld", (long long)ckpt_global_step(lp));
+        }
+        if (cases[c].best) {           /* "best" resolves and loads */
+            volt_loader *l = mk_loader();
+            CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, "best"));
+            volt_loader_destroy(l);
+        }
+        volt_trainer_destroy(t);
+    }
+}
+
+/* Interrupted after 3 epochs and resumed from "last" in a new trainer: the same files, best
+ * path/score and ModelCheckpoint state as an uninterrupted 5-epoch run. */
+static void test_e2e_topk_resume(void) {
+    const char *ra = fresh_dir("resume_a"), *rb = fresh_dir("resume_b");
+    char da[1200], db[1200];
+    snprintf(da, sizeof da, "%s/ckpt", ra);
+    snprintf(db, sizeof db, "%s/ckpt", rb);
+
+    volt_trainer *t = mk_trainer(ra, &(run_opts){ .max_epochs = 5 });
+    add_topk_ckpt(t, da, 2, true);
+    lin m = { .table = k_scores, .ntable = 5, .snap_dir = da };
+    CHECK_OK(fit(t, &m, true, NULL));
+    double best_a = volt_trainer_best_model_score(t);
+    volt_trainer_destroy(t);
+
+    t = mk_trainer(rb, &(run_opts){ .max_epochs = 3 });
+    add_topk_ckpt(t, db, 2, true);
+    lin m1 = { .table = k_scores, .ntable = 5, .snap_dir = db };
+    CHECK_OK(fit(t, &m1, true, NULL));
+    volt_trainer_destroy(t);
+    t = mk_trainer(rb, &(run_opts){ .max_epochs = 5 });
+    add_topk_ckpt(t, db, 2, true);
+    lin m2 = { .table = k_scores, .ntable = 5, .snap_dir = db };
+    CHECK_OK(fit(t, &m2, true, "last"));
+    CHECK(m2.first_epoch_started == 3, "resumed at epoch 3 (first epoch started %lld)", (long long)m2.first_epoch_started);
+    CHECK(!strcmp(m2.snaps[4], m.snaps[4]), "files: resumed [%s] vs uninterrupted [%s]", m2.snaps[4], m.snaps[4]);
+    CHECK(volt_trainer_best_model_score(t) == best_a, "best score %g vs %g", volt_trainer_best_model_score(t), best_a);
+    const char *bp = volt_trainer_best_model_path(t);
+    CHECK(bp && strstr(bp, db) == bp && !strcmp(bp + strlen(db), "/" E3), "best path %s", bp ? bp : "(null)");
+    volt_trainer_destroy(t);
+
+    /* the state stored in the final last.safetensors is the same, up to the folder */
+    char la[1300], lb[1300];
+    snprintf(la, sizeof la, "%s/" LAST, da);
+    snprintf(lb, sizeof lb, "%s/" LAST, db);
+    char *sa = ckpt_cb_state(la, "ModelCheckpoint"), *sb = ckpt_cb_state(lb, "ModelCheckpoint");
+    CHECK(sa && sb, "ModelCheckpoint state in both last checkpoints");
+    if (sa && sb) {
+        /* replace every "<ra>" with "<rb>" in sa */
+        char fixed[8192] = "";
+        for (const char *p = sa; *p;) {
+            if (!strncmp(p, ra, strlen(ra))) { strncat(fixed, rb, sizeof fixed - strlen(fixed) - 1); p += strlen(ra); }
+            else { size_t k = strlen(fixed); if (k + 1 < sizeof fixed) { fixed[k] = *p; fixed[k + 1] = 0; } p++; }
+        }
+        CHECK(!strcmp(fixed, sb), "state:\n  uninterrupted %s\n  resumed       %s", fixed, sb);
+    }
+    free(sa);
+    free(sb);
+}
+
+static void test_e2e_ckpt_modes(void) {
+    /* no validation loader: saves at train epoch end; default template {epoch}-{step};
+     * default dirpath <root>/checkpoints without a logger */
+    const char *root = fresh_dir("ckpt_noval");
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2 });
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, false, NULL));
+    char dir[1200], got[2048];
+    snprintf(dir, sizeof dir, "%s/checkpoints", root);
+    list_ckpts(dir, got, sizeof got);
+    CHECK(!strcmp(got, "epoch=1-step=8.safetensors"), "no-val default checkpoint: [%s]", got);
+    volt_trainer_destroy(t);
+
+    /* monitor NULL keeps the k most recent; every_n_train_steps saves at those steps */
+    root = fresh_dir("ckpt_recent");
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 4 });
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{epoch}";
+    cc.save_top_k = 2;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m2 = { .table = k_scores, .ntable = 5, .snap_dir = dir };
+    CHECK_OK(fit(t, &m2, true, NULL));
+    CHECK(!strcmp(m2.snaps[1], "epoch=0.safetensors,epoch=1.safetensors") &&
+          !strcmp(m2.snaps[3], "epoch=2.safetensors,epoch=3.safetensors"), "recency: [%s] [%s]", m2.snaps[1], m2.snaps[3]);
+    const char *bp = volt_trainer_best_model_path(t);
+    CHECK(bp && strstr(bp, "epoch=3.safetensors"), "no monitor: best = latest (%s)", bp ? bp : "(null)");
+    volt_trainer_destroy(t);
+
+    root = fresh_dir("ckpt_steps");
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 2 });
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{step}";
+    cc.save_top_k = -1;
+    cc.every_n_train_steps = 3;
+    cc.save_last = true;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m3 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m3, true, NULL));
+    list_ckpts(dir, got, sizeof got);
+    CHECK(!strcmp(got, "last.safetensors,step=3.safetensors,step=6.safetensors"), "every 3 steps: [%s]", got);
+    char lp[1300];
+    snprintf(lp, sizeof lp, "%s/last.safetensors", dir);
+    CHECK(ckpt_global_step(lp) == 8, "last updated at the epoch end too: %lld", (long long)ckpt_global_step(lp));
+    volt_trainer_destroy(t);
+
+    /* a name collision gets -v1; the foreign file stays */
+    root = fresh_dir("ckpt_collide");
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    mkdir(dir, 0755);
+    snprintf(lp, sizeof lp, "%s/" E0, dir);
+    spit(lp, "not ours");
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    add_topk_ckpt(t, dir, -1, false);
+    lin m4 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m4, true, NULL));
+    list_ckpts(dir, got, sizeof got);
+    CHECK(!strcmp(got, "epoch=0-val_score=0.50-v1.safetensors," E0), "collision: [%s]", got);
+    volt_trainer_destroy(t);
+
+    /* a monitor that is never logged: NOT_FOUND naming what is available */
+    root = fresh_dir("ckpt_missing");
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 2 });
+    volt_checkpoint_config_init(&cc);
+    cc.monitor = "val_acc";
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m5 = { .table = k_scores, .ntable = 5 };
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    volt_status st = volt_trainer_fit(t, &lin_ops, &m5, tr, va, NULL);
+    const char *em = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(em, "val_acc") && strstr(em, "'val_score'") && strstr(em, "'train_loss_step'"),
+          "missing monitor: %s: %s", volt_status_str(st), em);
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    volt_trainer_destroy(t);
+
+    /* bad configurations are refused at add time */
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    volt_checkpoint_config_init(&cc);
+    cc.save_top_k = -2;
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "save_top_k"), "top_k -2");
+    volt_checkpoint_config_init(&cc);
+    cc.filename = "{epoch";
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "unclosed"), "bad template");
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    CHECK(volt_add_early_stopping(t, &ec) == VOLT_ERR_INVALID_ARG, "EarlyStopping without monitor");
+    volt_trainer_destroy(t);
+
+    /* fast_dev_run writes nothing */
+    root = fresh_dir("ckpt_fast");
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 3, .fast_dev_run = 2 });
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    add_topk_ckpt(t, dir, -1, true);
+    CHECK_OK(volt_add_csv_logger(t));
+    lin m6 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m6, true, NULL));
+    char ll[1200];
+    snprintf(ll, sizeof ll, "%s/lightning_logs", root);
+    CHECK(!exists(dir) && !exists(ll), "fast_dev_run: no checkpoint dir, no logs");
+    volt_trainer_destroy(t);
+}
+
+static const double es_scores[] = { 0.5, 0.7, 0.6, 0.65, 0.9, 1.0 };
+
+static void add_es(volt_trainer *t) {
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = "val_score";
+    ec.mode = VOLT_MAX;
+    ec.patience = 2;
+    CHECK_OK(volt_add_early_stopping(t, &ec));
+}
+
+static void test_e2e_early_stopping(void) {
+    /* improves at 0 and 1, waits at 2 and 3: stops after epoch 3 */
+    const char *root = fresh_dir("es_plain");
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 10 });
+    add_es(t);
+    lin m = { .table = es_scores, .ntable = 6 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    CHECK(m.epoch_ends == 4 && m.epoch_starts == 4, "stopped after epoch 3: %d epochs", m.epoch_ends);
+    CHECK(volt_trainer_should_stop(t), "stop requested");
+    volt_trainer_destroy(t);
+
+    /* interrupted after epoch 2 (wait = 1), resumed: stops after epoch 3 as well */
+    root = fresh_dir("es_resume");
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.save_top_k = 0;
+    cc.save_last = true;
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 3 });
+    add_es(t);                                    /* before the checkpoint: its state is saved updated */
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m1 = { .table = es_scores, .ntable = 6 };
+    CHECK_OK(fit(t, &m1, true, NULL));
+    CHECK(m1.epoch_ends == 3, "first part ran 3 epochs");
+    volt_trainer_destroy(t);
+    char lp[1300];
+    snprintf(lp, sizeof lp, "%s/last.safetensors", dir);
+    char *s = ckpt_cb_state(lp, "EarlyStopping");
+    CHECK(s && strstr(s, "\"wait_count\":1") && strstr(s, "\"best_score\":0.7"), "state after epoch 2: %s", s ? s : "(none)");
+    free(s);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 10 });
+    add_es(t);
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m2 = { .table = es_scores, .ntable = 6 };
+    CHECK_OK(fit(t, &m2, true, "last"));
+    CHECK(m2.epoch_starts == 1 && m2.first_epoch_started == 3, "resumed run started only epoch 3 (%d starts, first %lld)",
+          m2.epoch_starts, (long long)m2.first_epoch_started);
+    volt_trainer_destroy(t);
+    s = ckpt_cb_state(lp, "EarlyStopping");
+    CHECK(s && strstr(s, "\"wait_count\":2") && strstr(s, "\"stopped_epoch\":3"), "state at the stop: %s", s ? s : "(none)");
+    free(s);
+
+    /* a monitor that is never logged */
+    root = fresh_dir("es_missing");
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 3 });
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = "val_loss";
+    CHECK_OK(volt_add_early_stopping(t, &ec));
+    lin m3 = { .table = es_scores, .ntable = 6 };
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    volt_status st = volt_trainer_fit(t, &lin_ops, &m3, tr, va, NULL);
+    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(volt_trainer_errmsg(t), "'val_score'"), "missing: %s", volt_trainer_errmsg(t));
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    volt_trainer_destroy(t);
+}
+
+/* Rows of a metrics.csv as "epoch,step:col=val;col=val" lines (empty cells left out). */
+static int csv_rows(const char *path, char rows[][256], int max, char *header, size_t hn) {
+    char *s = slurp(path);
+    if (!s) return -1;
+    int n = -1;
+    char **hcols = NULL;
+    int nh = 0;
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        char **cells;
+        int k = volt_cb_csv_split(line, &cells);
+        if (n < 0) { snprintf(header, hn, "%s", line); hcols = cells; nh = k; n = 0; continue; }
+        if (n < max) {
+            snprintf(rows[n], 256, "%s,%s:", cells[0], cells[1]);
+            for (int i = 2; i < k && i < nh; i++)
+                if (cells[i][0]) snprintf(rows[n] + strlen(rows[n]), 256 - strlen(rows[n]), "%s%s=%s",
+                                          rows[n][strlen(rows[n]) - 1] == ':' ? "" : ";", hcols[i],
+                                          strncmp(hcols[i], "val", 3) ? "x" : cells[i]);
+        }
+        n++;
+        for (int i = 0; i < k; i++) free(cells[i]);
+        free(cells);
+    }
+    for (int i = 0; i < nh; i++) free(hcols[i]);
+    free(hcols);
+    free(s);
+    return n;
+}
+
+static const char *const k_csv_epoch0[] = {
+    "0,1:lr-SGD=x;train_loss_step=x", "0,3:lr-SGD=x;train_loss_step=x", "0,3:val_score=0.5", "0,3:train_loss_epoch=x",
+};
+static const char *const k_csv_epoch1[] = {
+    "1,5:lr-SGD=x;train_loss_step=x", "1,7:lr-SGD=x;train_loss_step=x", "1,7:val_score=0.7", "1,7:train_loss_epoch=x",
+};
+
+static void test_e2e_csv_lr(void) {
+    const char *root = fresh_dir("csv");
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .logger = true,
+                                                    .run_config_json = "{\"model\":\"lin\",\"lr\":0.01}" });
+    CHECK_OK(volt_add_lr_monitor(t));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    double lr = 0;
+    CHECK(volt_trainer_metric(t, "lr-SGD", &lr) && fabs(lr - 0.01) < 1e-9, "lr-SGD = %g", lr);
+    char vdir[1200], path[1300], header[512], rows[32][256];
+    snprintf(vdir, sizeof vdir, "%s/lightning_logs/version_0", root);
+    CHECK(volt_trainer_log_dir(t) && !strcmp(volt_trainer_log_dir(t), vdir), "log dir %s", volt_trainer_log_dir(t));
+    snprintf(path, sizeof path, "%s/metrics.csv", vdir);
+    int n = csv_rows(path, rows, 32, header, sizeof header);
+    CHECK(!strcmp(header, "epoch,step,lr-SGD,train_loss_epoch,train_loss_step,val_score"), "header %s", header);
+    CHECK(n == 8, "%d rows", n);
+    for (int i = 0; i < 4 && i < n; i++) CHECK(!strcmp(rows[i], k_csv_epoch0[i]), "row %d: %s, want %s", i, rows[i], k_csv_epoch0[i]);
+    for (int i = 0; i < 4 && i + 4 < n; i++) CHECK(!strcmp(rows[i + 4], k_csv_epoch1[i]), "row %d: %s, want %s", i + 4, rows[i + 4], k_csv_epoch1[i]);
+    snprintf(path, sizeof path, "%s/config.json", vdir);
+    char *s = slurp(path);
+    CHECK(s && strstr(s, "\"max_epochs\":\t2") && strstr(s, "\"log_every_n_steps\":\t2"), "config.json: %s", s ? s : "(none)");
+    free(s);
+    snprintf(path, sizeof path, "%s/hparams.json", vdir);
+    s = slurp(path);
+    CHECK(s && strstr(s, "\"model\":\t\"lin\""), "hparams.json: %s", s ? s : "(none)");
+    free(s);
+    snprintf(path, sizeof path, "%s/checkpoints/epoch=1-step=8.safetensors", vdir);
+    CHECK(exists(path), "default ModelCheckpoint saves under the log dir");
+    /* a test run in the same trainer appends a row to the same file */
+    volt_loader *l = mk_loader();
+    CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, NULL));
+    volt_loader_destroy(l);
+    snprintf(path, sizeof path, "%s/metrics.csv", vdir);
+    n = csv_rows(path, rows, 32, header, sizeof header);
+    CHECK(n == 9 && !strcmp(rows[8], "2,8:val_score=0.7"), "test row: %d rows, last %s", n, n > 0 ? rows[n - 1] : "");
+    volt_trainer_destroy(t);
+
+    /* a fresh run in the same root gets version_1 */
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = true });
+    lin m2 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m2, true, NULL));
+    snprintf(vdir, sizeof vdir, "%s/lightning_logs/version_1", root);
+    CHECK(volt_trainer_log_dir(t) && !strcmp(volt_trainer_log_dir(t), vdir), "second run: %s", volt_trainer_log_dir(t));
+    volt_trainer_destroy(t);
+}
+
+/* Interrupted after epoch 0 and resumed from "last" (found in the newest version folder):
+ * the same folder, earlier rows kept, the rows an uninterrupted run writes. */
+static void test_e2e_csv_resume(void) {
+    const char *root = fresh_dir("csv_resume");
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.save_last = true;
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = true });
+    CHECK_OK(volt_add_lr_monitor(t));
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    volt_trainer_destroy(t);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .logger = true });
+    CHECK_OK(volt_add_lr_monitor(t));
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m2 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m2, true, "last"));
+    char vdir[1200], path[1300], header[512], rows[32][256];
+    snprintf(vdir, sizeof vdir, "%s/lightning_logs/version_0", root);
+    CHECK(volt_trainer_log_dir(t) && !strcmp(volt_trainer_log_dir(t), vdir), "resumed log dir %s", volt_trainer_log_dir(t));
+    snprintf(path, sizeof path, "%s/lightning_logs/version_1", root);
+    CHECK(!exists(path), "no new version folder on resume");
+    snprintf(path, sizeof path, "%s/metrics.csv", vdir);
+    int n = csv_rows(path, rows, 32, header, sizeof header);
+    CHECK(n == 8, "%d rows after resume (want 8)", n);
+    for (int i = 0; i < n; i++) fprintf(stderr, "    row %d: %s\n", i, rows[i]);
+    for (int i = 0; i < 4 && i < n; i++) CHECK(!strcmp(rows[i], k_csv_epoch0[i]), "row %d: %s", i, rows[i]);
+    for (int i = 0; i < 4 && i + 4 < n; i++) CHECK(!strcmp(rows[n - 4 + i], k_csv_epoch1[i]), "row %d: %s", n - 4 + i, rows[n - 4 + i]);
+    snprintf(path, sizeof path, "%s/checkpoints/last.safetensors", vdir);
+    CHECK(ckpt_global_step(path) == 8, "last in the same folder, step 8: %lld", (long long)ckpt_global_step(path));
+    volt_trainer_destroy(t);
+}
+
+static void test_e2e_progress_bar(void) {
+    const char *root = fresh_dir("pbar");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/stderr.txt", root);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .progress_bar = true });
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_status st = fit(t, &m, true, NULL);
+    volt_loader *l = mk_loader();
+    volt_status st2 = volt_trainer_test(t, &lin_ops, &m, l, NULL);
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_OK(st);
+    CHECK_OK(st2);
+    char *s = slurp(path);
+    CHECK(s != NULL, "captured stderr");
+    if (!s) return;
+    static const char *const want[] = {
+        "Epoch 1/2: 1/4 [", "Epoch 1/2: 2/4 [", "Epoch 1/2: 3/4 [", "Validation: 4/4 [", "Epoch 1/2: 4/4 [",
+        "Epoch 2/2: 1/4 [", "Epoch 2/2: 4/4 [", "Testing: 1/4 [", "Testing: 4/4 [",
+    };
+    const char *p = s;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const char *q = strstr(p, want[i]);
+        CHECK(q != NULL, "progress output lacks (in order) '%s':\n%s", want[i], s);
+        if (q) p = q;
+    }
+    const char *e1 = strstr(s, "Epoch 1/2: 4/4 [");
+    const char *eol = e1 ? strchr(e1, '\n') : NULL;
+    CHECK(e1 && eol && strstr(e1, "val_score=0.5") && strstr(e1, "val_score=0.5") < eol && strstr(e1, "train_loss_step="),
+          "epoch line shows the prog-bar metrics: %.*s", e1 && eol ? (int)(eol - e1) : 0, e1 ? e1 : "");
+    const char *te = strstr(s, "Testing: 4/4 [");
+    CHECK(te && strstr(te, "val_score=0.7"), "test line shows its metrics");
+    CHECK(!strchr(s, '\r') && !strstr(s, "Sanity"), "not a TTY: plain lines, no sanity-check line");
+    free(s);
+}
+
+int main(void) {
+    test_repr();
+    test_format_number();
+    test_format_name();
+    test_topk();
+    test_es_decision();
+    test_progress_text();
+    test_versions();
+    test_csv_unit();
+    make_data();
+    test_e2e_topk();
+    test_e2e_topk_resume();
+    test_e2e_ckpt_modes();
+    test_e2e_early_stopping();
+    test_e2e_csv_lr();
+    test_e2e_csv_resume();
+    test_e2e_progress_bar();
+    volt_dataset_destroy(g_ds);
+    return vtest_finish();
+}
