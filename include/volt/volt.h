@@ -5,4 +5,9 @@
 #include "volt/ops.h"
 #include "volt/params.h"
 #include "volt/optim.h"
+#include "volt/data.h"
+#include "volt/trainer.h"
+#include "volt/tokenizer.h"
+#include "volt/text.h"
+#include "volt/safetensors.h"
 #endif
