@@ -25,7 +25,7 @@ void *volt_arena_alloc(volt_arena *a, size_t bytes) {
     } else {
         volt_arena_block *b = a->overflow;
         if (!b || b->used + bytes > b->cap) {
-            size_t cap = bytes > (a->cap / 2) ? bytes : a->cap / 2;
+            size_t cap = align_up(bytes > (a->cap / 2) ? bytes : a->cap / 2);
             b = aligned_alloc(ARENA_ALIGN, align_up(sizeof *b) + cap);
             if (!b) return NULL;
             a->heap_allocs++;

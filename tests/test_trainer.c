@@ -100,6 +100,7 @@ static const volt_callback_ops rec_cb_ops = {
     .on_validation_epoch_start = c_on_validation_epoch_start, .on_validation_epoch_end = c_on_validation_epoch_end,
     .on_validation_batch_end = c_on_validation_batch_end, .on_before_backward = c_on_before_backward,
     .on_after_backward = c_on_after_backward, .on_before_optimizer_step = c_on_before_optimizer_step,
+    .destroy = free,
 };
 
 /* ---- data ---------------------------------------------------------------------------------- */
@@ -200,7 +201,7 @@ static volt_status stop_batch_end(void *self, volt_trainer *t, const volt_batch 
     return VOLT_OK;
 }
 static const volt_callback_ops stopper_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stopper",
-                                               .on_train_batch_end = stop_batch_end };
+                                               .on_train_batch_end = stop_batch_end, .destroy = free };
 
 static float *snapshot(volt_trainer *t, int64_t *n) {
     volt_params *ps = volt_trainer_params(t);
