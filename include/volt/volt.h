@@ -10,4 +10,5 @@
 #include "volt/tokenizer.h"
 #include "volt/text.h"
 #include "volt/safetensors.h"
+#include "volt/distilbert.h"
 #endif
