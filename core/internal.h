@@ -59,6 +59,7 @@ const volt_backend *volt_backend_cpu(void);
 const volt_backend *volt_backend_find(const char *name);
 
 /* ---- step ----------------------------------------------------------------------- */
+#define VOLT_SCRATCH_SLOTS 3
 struct volt_step {
     const volt_backend *be;
     volt_params *params;
@@ -76,7 +77,23 @@ struct volt_step {
     void *log_ctx;
     volt_status status;
     char errmsg[512];
+    /* precision (core/ops_cast.c): GEMM operand dtype, and kernel scratch reused by every
+     * op (16-bit operands converted to f32); grows, freed at destroy */
+    volt_dtype compute_dtype;
+    void *scratch[VOLT_SCRATCH_SLOTS];
+    size_t scratch_cap[VOLT_SCRATCH_SLOTS];
 };
+
+/* Kernel scratch slot `slot` (< VOLT_SCRATCH_SLOTS) of at least n floats, 64-byte aligned,
+ * valid until the next request of that slot (ops run one at a time); NULL + step error on
+ * OOM. Not the arena: it is reused, so converting operands does not grow the step. */
+float *volt__scratch(volt_step *s, int slot, size_t n);
+void volt__scratch_free(volt_step *s);
+/* Ops whose kernels take 16-bit float inputs; volt__op gives every other op an f32 copy of a
+ * 16-bit input through a recorded CAST node. */
+bool volt__op_takes_16bit(volt_op_id op);
+static inline bool volt__is_16bit(const volt_tensor *t) { return t->dtype == VOLT_BF16 || t->dtype == VOLT_F16; }
+static inline bool volt__is_float(const volt_tensor *t) { return t->dtype == VOLT_F32 || volt__is_16bit(t); }
 
 /* Record an op: checks inputs (NULL => propagate the step's error), fires unit_use for
  * parameter inputs, allocates the output, runs the forward kernel and appends a tape
@@ -107,7 +124,8 @@ struct volt_unit {
     int n_params, cap_params;
     volt_tensor **params;
     int64_t numel;         /* padded length of the flat buffers */
-    float *data, *grad;
+    float *data, *grad;    /* data is NULL when parameters are stored in 16 bits: */
+    uint16_t *data16;      /* ... then the values are here (volt_params_convert) */
     uint64_t use_stamp;    /* step stamp of the last unit_use */
     int32_t first_node;    /* tape index of the first node reading the unit this step */
     void *strategy_data;   /* owned by the strategy */
@@ -115,7 +133,7 @@ struct volt_unit {
 
 typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tensor */
     volt_tensor t;
-    int64_t offset;               /* floats into the unit buffers */
+    int64_t offset;               /* elements into the unit buffers */
     volt_init init;
     bool requires_grad;
 } volt_param_rec;
@@ -130,6 +148,7 @@ struct volt_params {
     const volt_unit_hooks *hooks;
     void *hooks_ctx;
     int64_t unit_pad;      /* unit buffers padded to a multiple of unit_pad * VOLT_PARAM_ALIGN floats */
+    volt_dtype dtype;      /* parameter storage: f32 (default), bf16 or f16 */
     char errmsg[512];
 };
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "volt/precision.h"
 
 #define INIT_STREAM 0x1A17u   /* RNG stream id for parameter init */
 
@@ -34,6 +35,7 @@ volt_status volt_params_create(const volt_params_config *cfg, volt_params **out)
     volt_params *ps = calloc(1, sizeof *ps);
     if (!ps) return VOLT_ERR_NOMEM;
     ps->seed = cfg->seed;
+    ps->unit_pad = 1;
     *out = ps;
     return VOLT_OK;
 }
@@ -45,6 +47,7 @@ void volt_params_destroy(volt_params *ps) {
         free(u->name);
         free(u->params);
         free(u->data);
+        free(u->data16);
         free(u->grad);
         free(u);
     }
@@ -145,10 +148,20 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
     }
 }
 
+volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple) {
+    if (ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: unit padding set after finalize");
+    if (multiple < 1 || multiple > (1 << 20))
+        return perr(ps, VOLT_ERR_INVALID_ARG, "params: unit padding multiple must be in [1, 2^20], got %lld", (long long)multiple);
+    ps->unit_pad = multiple;
+    return VOLT_OK;
+}
+
 volt_status volt_params_finalize(volt_params *ps) {
     if (ps->finalized) return VOLT_OK;
+    const int64_t pad = ps->unit_pad * VOLT_PARAM_ALIGN;
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
+        u->numel = (u->numel + pad - 1) / pad * pad;
         size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
         u->data = aligned_alloc(64, bytes);
         u->grad = aligned_alloc(64, bytes);
@@ -257,4 +270,58 @@ volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
 void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
     ps->hooks = hooks;
     ps->hooks_ctx = ctx;
+}
+
+/* ---- storage dtype (precision plugins: bf16-true, 16-true) --------------------------------- */
+volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
+    if (!ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: convert before finalize");
+    if (!volt_dtype_is_float(dt))
+        return perr(ps, VOLT_ERR_DTYPE, "params: cannot store parameters as %s (f32, bf16 or f16)",
+                    (unsigned)dt < VOLT_DTYPE_COUNT ? volt_dtype_name(dt) : "?");
+    if (dt == ps->dtype) return VOLT_OK;
+    const size_t esz = volt_dtype_size(dt);
+    void **fresh = calloc((size_t)(ps->n_units ? ps->n_units : 1), sizeof *fresh);
+    if (!fresh) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory converting to %s", volt_dtype_name(dt));
+    for (int i = 0; i < ps->n_units; i++) {   /* all or nothing: allocate every unit first */
+        size_t bytes = esz * (size_t)(ps->units[i]->numel ? ps->units[i]->numel : VOLT_PARAM_ALIGN);
+        bytes = (bytes + 63) & ~(size_t)63;
+        if (!(fresh[i] = aligned_alloc(64, bytes))) {
+            for (int j = 0; j < i; j++) free(fresh[j]);
+            free(fresh);
+            return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' as %s (%zu bytes)",
+                        ps->units[i]->name, volt_dtype_name(dt), bytes);
+        }
+        memset(fresh[i], 0, bytes);
+    }
+    for (int i = 0; i < ps->n_units; i++) {
+        volt_unit *u = ps->units[i];
+        void *old = u->data ? (void *)u->data : (void *)u->data16;
+        volt_convert(fresh[i], dt, old, ps->dtype, u->numel);   /* RNE; padding stays zero */
+        free(old);
+        u->data = dt == VOLT_F32 ? fresh[i] : NULL;
+        u->data16 = dt == VOLT_F32 ? NULL : fresh[i];
+    }
+    free(fresh);
+    for (int i = 0; i < ps->n_params; i++) {
+        volt_param_rec *r = ps->params[i];
+        r->t.data = (char *)volt_unit_values(r->t.unit) + (size_t)r->offset * esz;
+        r->t.dtype = dt;
+    }
+    ps->dtype = dt;
+    return VOLT_OK;
+}
+
+volt_dtype volt_params_dtype(const volt_params *ps) { return ps->dtype; }
+void *volt_unit_values(const volt_unit *u) { return u->data ? (void *)u->data : (void *)u->data16; }
+
+int64_t volt_params_value_bytes(const volt_params *ps) {
+    int64_t n = 0;
+    for (int i = 0; i < ps->n_units; i++) n += ps->units[i]->numel;
+    return n * (int64_t)volt_dtype_size(ps->dtype);
+}
+
+int64_t volt_params_grad_bytes(const volt_params *ps) {
+    int64_t n = 0;
+    for (int i = 0; i < ps->n_units; i++) n += ps->units[i]->numel;
+    return n * (int64_t)sizeof(float);
 }

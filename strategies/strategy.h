@@ -18,9 +18,16 @@ typedef struct volt_strategy_config {
     int devices, num_nodes;      /* from the trainer config; checked against the world size */
 } volt_strategy_config;
 
-/* Per-rank bytes of model state, for the memory report. */
+/* Per-rank bytes of model state, for the memory report. param/grad/optim_bytes follow the
+ * strategy's ZeRO formula (docs/STRATEGIES.md) over the padded parameter count; the fields
+ * after activation_peak_bytes were appended (version 2). */
 typedef struct volt_memory_report {
     int64_t param_bytes, grad_bytes, optim_bytes, master_bytes, activation_peak_bytes;
+    int64_t numel;             /* Ψ: parameters (unpadded) */
+    int64_t padded_numel;      /* Σ unit buffer lengths (padding to 16 floats, and to world slices) */
+    int64_t allocated_bytes;   /* what this process really holds for params, grads, optimizer
+                                  states and strategy scratch (the flat CPU store keeps full
+                                  param and grad buffers, so this can exceed the formula) */
 } volt_memory_report;
 
 typedef struct volt_strategy_ops {
@@ -52,8 +59,20 @@ typedef struct volt_strategy_ops {
     void (*memory_report)(volt_strategy *st, volt_memory_report *out);
     const char *(*errmsg)(volt_strategy *st);
     void (*destroy)(volt_strategy *st);
+    /* ---- version 2 (appended; NULL = nothing to do) ---- */
+    /* Before the module declares its parameters (before finalize): e.g. pad units so they
+     * split into equal per-rank slices (volt_params_set_unit_padding). */
+    volt_status (*configure_params)(volt_strategy *st, volt_params *ps);
+    /* Make every parameter's full value valid in this process (FSDP gathers the units whose
+     * non-owned part is stale). Every rank calls it at the same point: checkpoint save, end
+     * of fit. */
+    volt_status (*materialize_params)(volt_strategy *st);
+    /* Checkpoint save, every rank in the same order: the full state k of unit `unit` (unit
+     * numel floats) into dst on every rank. Only called for units whose optimizer range is
+     * not the whole unit (sharded states). */
+    volt_status (*gather_optim_state)(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 1u
+#define VOLT_STRATEGY_OPS_VERSION 2u
 
 struct volt_strategy {
     const volt_strategy_ops *ops;

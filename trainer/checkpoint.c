@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include "trainer/trainer_internal.h"
 #include "volt/safetensors.h"
+#include "volt/precision.h"
 
 #define CKPT_FORMAT_VERSION "1"
 
@@ -87,28 +88,102 @@ static char *callbacks_json(volt_trainer *t) {
     return out;
 }
 
-volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
-    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
-    if (t->rank != 0) return VOLT_OK;
-    volt_st_writer *w;
-    VOLT_TRY(volt_st_writer_create(&w));
+/* Optimizer states sharded over ranks (ZeRO/FSDP: some unit's range is a slice)? */
+static bool optim_sharded(volt_trainer *t) {
+    for (int u = 0; t->opt && u < volt_params_unit_count(t->ps); u++) {
+        int64_t lo = 0, hi = 0;
+        volt_optimizer_range(t->opt, u, &lo, &hi);
+        if (lo != 0 || hi != volt_unit_numel(volt_params_unit_at(t->ps, u))) return true;
+    }
+    return false;
+}
+
+/* Optimizer states as "optimizer.<state>.<param>" full tensors. Sharded states are gathered
+ * unit by unit (one unit's scratch at a time, on every rank: the gather is collective, so
+ * every rank runs this loop in the same order); rank 0 (w != NULL) adds copies. */
+static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const char *path) {
+    volt_strategy *sg = t->strategy;
+    const bool can_gather = sg->ops->version >= 2 && sg->ops->gather_optim_state;
+    float *full = NULL;
+    int64_t full_cap = 0;
     volt_status st = VOLT_OK;
     char name[512];
+    for (int k = 0; k < volt_optimizer_state_count(t->opt); k++) {
+        const char *sn = volt_optimizer_state_name(t->opt, k);
+        for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+            volt_unit *un = volt_params_unit_at(t->ps, u);
+            const int64_t numel = volt_unit_numel(un);
+            int64_t lo = 0, hi = 0;
+            float *buf = volt_optimizer_state(t->opt, u, k, &lo, &hi);
+            const float *src = buf ? buf - lo : NULL;     /* indexed by unit offset */
+            const void *raw16 = buf ? NULL : volt_optimizer_state_raw(t->opt, u, k, &lo, &hi);
+            if (raw16 && hi > lo) {   /* 16-bit states (precision): saved as f32, exactly */
+                if (numel > full_cap) {
+                    float *nf = realloc(full, sizeof(float) * (size_t)numel);
+                    if (!nf) { free(full); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
+                    full = nf;
+                    full_cap = numel;
+                }
+                volt_convert(full + lo, VOLT_F32, raw16, volt_optimizer_state_dtype(t->opt), hi - lo);
+                src = full;
+            }
+            if ((lo != 0 || hi != numel) && can_gather && sg->world > 1) {
+                if (numel > full_cap) {
+                    float *nf = realloc(full, sizeof(float) * (size_t)numel);
+                    if (!nf) { free(full); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
+                    full = nf;
+                    full_cap = numel;
+                }
+                volt_status gs = sg->ops->gather_optim_state(sg, t->opt, u, k, full);
+                if (gs < 0) {
+                    free(full);
+                    return volt__terr(t, gs, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+                }
+                src = full;
+                lo = 0;
+                hi = numel;
+            }
+            for (int i = 0; w && st >= 0 && i < volt_unit_param_count(un); i++) {
+                volt_tensor *p = volt_unit_param(un, i);
+                const int64_t off = volt_param_offset(p);
+                if (!src || lo > off || hi < off + volt_tensor_numel(p)) continue;   /* not held here */
+                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
+                st = src == full ? volt_st_writer_add_copy(w, name, VOLT_F32, p->shape, src + off)
+                                 : volt_st_writer_add(w, name, VOLT_F32, p->shape, src + off);
+            }
+        }
+    }
+    free(full);
+    return st;
+}
+
+volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
+    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
+    volt_strategy *sg = t->strategy;
+    volt_status st = VOLT_OK;
+    /* collective parts first (every rank calls save): full params, sharded optimizer states */
+    if (sg->ops->version >= 2 && sg->ops->materialize_params && (st = sg->ops->materialize_params(sg)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    const bool gather = t->opt && t->world > 1 && optim_sharded(t);
+    if (t->rank != 0) {
+        if (!gather) return VOLT_OK;
+        st = save_optim_states(t, NULL, path);
+        return st < 0 ? st : VOLT_OK;
+    }
+    volt_st_writer *w;
+    if ((st = volt_st_writer_create(&w)) < 0) {
+        if (gather) save_optim_states(t, NULL, path);   /* the other ranks wait in its gathers */
+        return volt__terr(t, st, "checkpoint '%s': cannot create the writer", path);
+    }
     for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
         volt_tensor *p = volt_params_at(t->ps, i);
-        st = volt_st_writer_add(w, p->name, VOLT_F32, p->shape, p->data);
+        st = volt__ckpt_add_param(t, w, p);   /* f32 whatever the storage dtype */
     }
-    if (t->opt && st >= 0) {
-        for (int k = 0; k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
-            const char *sn = volt_optimizer_state_name(t->opt, k);
-            for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
-                volt_tensor *p = volt_params_at(t->ps, i);
-                int64_t lo, hi, off = volt_param_offset(p);
-                float *buf = volt_optimizer_state(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
-                if (!buf || lo > off || hi < off + volt_tensor_numel(p)) continue;   /* not held here */
-                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
-                st = volt_st_writer_add(w, name, VOLT_F32, p->shape, buf + (off - lo));
-            }
+    if (t->opt) {
+        /* runs even after an error above when other ranks wait in its gathers */
+        if (st >= 0 || gather) {
+            volt_status s2 = save_optim_states(t, st >= 0 ? w : NULL, path);
+            if (st >= 0) st = s2;
         }
         if (st >= 0) st = meta_i64(w, "volt.optimizer.step", volt_optimizer_step_count(t->opt));
         if (st >= 0) {
@@ -117,7 +192,10 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
             st = volt_st_writer_meta(w, "volt.optimizer.kind", b);
         }
     }
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", sg->ops->name);
+    if (st >= 0) st = meta_i64(w, "volt.world_size", t->world);
     if (t->sched && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
+    if (st >= 0) st = volt__prec_ckpt_save(t, w);   /* precision name, grad scaler */
     if (st >= 0) st = volt_st_writer_meta(w, "volt.format", CKPT_FORMAT_VERSION);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
     if (st >= 0) st = meta_i64(w, "volt.epoch", t->epoch);
@@ -238,6 +316,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                     return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': optimizer state '%s' is missing or has another shape", path, name);
                 }
             }
+        if ((st = volt__prec_ckpt_load(t, f, path, false)) < 0) { volt_st_close(f); return st; }   /* validate */
         const char *cj = volt_st_meta(f, "volt.callbacks");
         if (cj && !(cbs = cJSON_Parse(cj))) {
             volt_st_close(f);
@@ -264,7 +343,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     /* 2. apply */
     for (int i = 0; i < volt_params_count(t->ps); i++) {
         volt_tensor *p = volt_params_at(t->ps, i);
-        st = volt_st_read_f32(f, p->name, p->data, volt_tensor_numel(p), err, sizeof err);
+        st = volt__ckpt_read_param(t, f, p, err, sizeof err);   /* rounded to a 16-bit storage dtype */
         if (st < 0) { volt_st_close(f); return volt__terr(t, st, "%s", err); }
     }
     if (full) {
@@ -272,14 +351,21 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             for (int i = 0; i < volt_params_count(t->ps); i++) {
                 char name[512];
                 volt_tensor *p = volt_params_at(t->ps, i);
-                int64_t lo, hi, off = volt_param_offset(p);
-                float *buf = volt_optimizer_state(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
-                if (!buf || lo > off || hi < off + volt_tensor_numel(p)) continue;
+                int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
+                char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
+                const volt_dtype sdt = volt_optimizer_state_dtype(t->opt);   /* f32, or 16-bit (precision) */
+                /* resharding: this rank's range may hold any part of the parameter */
+                const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+                if (!buf || a >= b) continue;
                 snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
-                volt_st_read_f32(f, name, buf + (off - lo), volt_tensor_numel(p), err, sizeof err);
+                volt_st_info info;
+                if (volt_st_find(f, name, &info) == VOLT_OK)   /* validated above: f32, p's shape */
+                    volt_convert(buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt,
+                                 (const char *)info.data + (size_t)(a - off) * sizeof(float), VOLT_F32, b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
+        volt__prec_ckpt_load(t, f, path, true);   /* grad scaler; validated above */
         t->epoch = epoch;
         t->global_step = gstep;
         t->batch_in_epoch = bie;

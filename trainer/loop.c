@@ -101,6 +101,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     if (ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
         return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
                           volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
+    VOLT_TRY(volt__prec_setup_params(t));   /* 16-bit storage (bf16-true, 16-true) */
     st = t->strategy->ops->setup_params(t->strategy, t->ps);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
     volt_step_config sc;
@@ -110,6 +111,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     VOLT_TRY(volt_step_create(&sc, &t->step));
     t->step->log_fn = volt__trainer_log;
     t->step->log_ctx = t;
+    volt__prec_setup_step(t);               /* GEMM operand dtype */
     return VOLT_OK;
 }
 
@@ -124,6 +126,7 @@ static volt_status setup_optim(volt_trainer *t) {
     volt_scheduler_config_init(&o->scheduler);
     volt_status st = t->mops->configure_optimizers(t->module, o);
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
+    volt__prec_setup_optim(t, &o->optimizer);   /* optimizer state dtype */
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
     st = t->strategy->ops->setup_optimizer(t->strategy, t->opt);
@@ -213,6 +216,8 @@ static volt_status optimizer_step(volt_trainer *t) {
     volt_strategy *sg = t->strategy;
     volt_status st = sg->ops->reduce_grads(sg);
     if (st < 0) return strategy_err(t, st, "gradient reduction");
+    bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
+    VOLT_TRY(volt__prec_unscale(t, &skip));
     if (t->cfg.gradient_clip_val > 0) {
         if (!strcmp(t->cfg.gradient_clip_algorithm, "value")) {
             st = volt_params_clip_grad_value(t->ps, t->cfg.gradient_clip_val);
@@ -227,10 +232,12 @@ static volt_status optimizer_step(volt_trainer *t) {
     }
     CB_HOOK(t, on_before_optimizer_step);
     MOD_HOOK(t, on_before_optimizer_step);
-    st = volt_optimizer_step(t->opt);
-    if (st < 0) return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
+    if (!skip && (st = volt_optimizer_step(t->opt)) < 0)
+        return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
     if ((st = sg->ops->after_optimizer_step(sg)) < 0) return strategy_err(t, st, "parameter gather");
     volt_params_zero_grad(t->ps);
+    volt__prec_update(t, skip);
+    if (skip) return VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
     t->global_step++;
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
     return VOLT_OK;
@@ -250,6 +257,7 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
     volt_tensor *loss = s->loss;
     if (t->cfg.accumulate_grad_batches > 1)   /* Lightning normalises by the accumulation */
         loss = volt_scale(s, loss, 1.0f / (float)t->cfg.accumulate_grad_batches);
+    loss = volt__prec_scale_loss(t, s, loss);   /* 16-mixed: loss * grad scale */
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->on_before_backward) {
             st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);

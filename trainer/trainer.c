@@ -34,18 +34,13 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .enable_progress_bar = true, .enable_checkpointing = true, .enable_logger = true,
         .logger_name = "lightning_logs", .precision = "32-true", .strategy = "single",
         .devices = 1, .num_nodes = 1, .run_config_json = NULL,
+        .grad_scaler_init_scale = 65536.f, .grad_scaler_growth_factor = 2.f,
+        .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
+        .optimizer_dtype = "auto",
     };
 }
 
 static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dflt); }
-
-static const char *const k_precisions[] = { "32-true", "32", NULL };
-
-static bool in_list(const char *v, const char *const *list) {
-    for (int i = 0; list[i]; i++)
-        if (!strcmp(v, list[i])) return true;
-    return false;
-}
 
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
     *out = NULL;
@@ -79,8 +74,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->enable_checkpointing = false;
         c->enable_logger = false;
     }
-    if (!in_list(c->precision, k_precisions))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: precision '%s' is not available (valid: 32-true, 32)", c->precision);
+    VOLT_TRY(volt__prec_create(t));
     volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes };
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     if (to && atof(to) > 0) sc.timeout_s = atof(to);
@@ -113,6 +107,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
     volt_strategy_destroy(t->strategy);
+    volt_precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);

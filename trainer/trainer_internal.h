@@ -6,6 +6,8 @@
 #include "volt/trainer.h"
 #include "core/internal.h"
 #include "strategies/strategy.h"
+#include "precision/precision.h"
+#include "volt/safetensors.h"
 
 #define VOLT_MAX_CALLBACKS 32
 #define VOLT_MAX_METRICS 128
@@ -64,6 +66,7 @@ struct volt_trainer {
     bool has_resolver;
     int rank, world;
     volt_strategy *strategy;
+    volt_precision *prec;      /* cfg.precision (precision/) */
 };
 
 volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -75,6 +78,22 @@ void volt__metrics_clear_fresh(volt_trainer *t);
 void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val);
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
 void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
+
+/* precision.c: the precision plugin at the loop's fixed points (precision/precision.h) */
+volt_status volt__prec_create(volt_trainer *t);
+/* After init_weights, before the strategy sees the params: storage dtype (true modes). */
+volt_status volt__prec_setup_params(volt_trainer *t);
+void volt__prec_setup_step(volt_trainer *t);                       /* compute dtype */
+void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc);   /* state dtype */
+volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);
+/* At the boundary after reduce_grads: unscale; *skip = inf/NaN on any rank. */
+volt_status volt__prec_unscale(volt_trainer *t, bool *skip);
+void volt__prec_update(volt_trainer *t, bool skipped);
+/* Checkpoints hold f32 values for every parameter, whatever its storage dtype. */
+volt_status volt__ckpt_add_param(volt_trainer *t, volt_st_writer *w, const volt_tensor *p);
+volt_status volt__ckpt_read_param(volt_trainer *t, volt_st_file *f, volt_tensor *p, char *err, size_t errlen);
+volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
+volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
 
 /* checkpoint.c */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);

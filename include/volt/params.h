@@ -67,6 +67,12 @@ volt_status volt_params_unit(volt_params *ps, const char *name);
  * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize. */
 volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
                            volt_init init, volt_tensor **out);
+/* Pad every unit's flat buffers (values, grads, optimizer states) up to a multiple of
+ * multiple * VOLT_PARAM_ALIGN floats, so a unit splits into `multiple` equal, aligned
+ * slices (ZeRO/FSDP use the world size). Parameter offsets do not change; the padding
+ * adds < multiple * VOLT_PARAM_ALIGN floats per unit and stays zero. Before finalize
+ * (else VOLT_ERR_STATE); multiple >= 1 (default 1). */
+volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple);
 /* Allocate every unit's buffers and initialise parameters in declaration order. */
 volt_status volt_params_finalize(volt_params *ps);
 bool volt_params_finalized(const volt_params *ps);
@@ -86,12 +92,26 @@ const char *volt_unit_name(const volt_unit *u);
 int volt_unit_index(const volt_unit *u);
 int volt_unit_param_count(const volt_unit *u);
 volt_tensor *volt_unit_param(const volt_unit *u, int i);
-/* Offset (in floats) of parameter p inside its unit's flat buffers. */
+/* Offset (in elements) of parameter p inside its unit's flat buffers. */
 int64_t volt_param_offset(const volt_tensor *p);
 /* Padded length in floats of the unit's flat buffers (values, grads, optimizer states). */
 int64_t volt_unit_numel(const volt_unit *u);
-float *volt_unit_data(const volt_unit *u);
+float *volt_unit_data(const volt_unit *u);     /* NULL when parameters are stored in 16 bits */
 float *volt_unit_grad(const volt_unit *u);
+
+/* ---- storage dtype (bf16-true / 16-true precision) --------------------------------- */
+/* Store every parameter's values as dt (f32, bf16 or f16) from now on: after finalize (and
+ * after pretrained weights are loaded: they are written as f32). Values are rounded to
+ * nearest even; each parameter's dtype and data change (data points into the unit's 2-byte
+ * buffer, at the same element offset); grads stay f32 and keep their buffers. All or
+ * nothing: on NOMEM nothing changed. Converting back to f32 is exact. volt_unit_data is
+ * NULL while the store is 16-bit: volt_unit_values gives the buffer in the store's dtype. */
+volt_status volt_params_convert(volt_params *ps, volt_dtype dt);
+volt_dtype volt_params_dtype(const volt_params *ps);                 /* f32 unless converted */
+void *volt_unit_values(const volt_unit *u);                          /* volt_params_dtype elements */
+/* Bytes of the unit value buffers (padded, storage dtype) and of the f32 grad buffers. */
+int64_t volt_params_value_bytes(const volt_params *ps);
+int64_t volt_params_grad_bytes(const volt_params *ps);
 
 /* ---- gradients -------------------------------------------------------------------- */
 void volt_params_zero_grad(volt_params *ps);

@@ -11,4 +11,5 @@
 #include "volt/text.h"
 #include "volt/safetensors.h"
 #include "volt/distilbert.h"
+#include "volt/models.h"
 #endif

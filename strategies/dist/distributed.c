@@ -1,9 +1,382 @@
-/* Distributed strategies over MPI: placeholder until ddp/zero/fsdp land. */
+/* Distributed strategies: creation by name, the parts every kind shares (unit table,
+ * parameter broadcast, grad/gather bookkeeping, metric sync, memory report, trace). The
+ * kind-specific hooks live in ddp.c, zero.c and fsdp.c. */
+#include <stdarg.h>
 #include <stdio.h>
-#include "strategies/strategy.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "strategies/dist/dist.h"
+
+#define TRACE_CAP 16384   /* the first events of a run; later ones are dropped */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->errmsg, sizeof d->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+volt_status dist_comm_fail(dist *d, volt_status st, const char *what) {
+    if (!what) return dist_fail(d, st, "%s", volt_comm_errmsg(d->comm));
+    return dist_fail(d, st, "%s: %s", what, volt_comm_errmsg(d->comm));
+}
+
+void dist_event(dist *d, volt_dist_ev kind, int unit) {
+    if (!d->trace || d->n_trace >= d->cap_trace) return;
+    d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, now_s() };
+}
+
+void dist_progress(dist *d) {
+    if (!d->comm->ops->test) return;
+    for (int i = 0; i < d->n_launched; i++) {
+        dist_unit *du = &d->units[d->launch_order[i]];
+        bool done;
+        if (du->grad_req) d->comm->ops->test(d->comm, du->grad_req, &done);
+    }
+}
+
+/* ---- unit table and parameter broadcast ------------------------------------------------ */
+volt_status dist_setup_units(dist *d, volt_params *ps) {
+    for (int i = 0; i < d->n_units; i++)
+        if (d->units[i].grad_req || d->units[i].gather_req)
+            return dist_fail(d, VOLT_ERR_STATE, "setup_params: collectives still in flight");
+    free(d->units);
+    free(d->launch_order);
+    d->units = NULL;
+    d->launch_order = NULL;
+    d->n_units = d->n_launched = 0;
+    d->ps = ps;
+    d->opt = NULL;
+    d->first_use = d->last_used = -1;
+    const int n = volt_params_unit_count(ps), w = d->st->world, r = d->st->rank;
+    d->units = calloc((size_t)(n ? n : 1), sizeof *d->units);
+    d->launch_order = calloc((size_t)(n ? n : 1), sizeof *d->launch_order);
+    if (!d->units || !d->launch_order) return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of memory");
+    d->n_units = n;
+    for (int i = 0; i < n; i++) {
+        dist_unit *du = &d->units[i];
+        du->u = volt_params_unit_at(ps, i);
+        du->numel = volt_unit_numel(du->u);
+        du->next_use = -1;
+        snprintf(du->label, sizeof du->label, "unit '%s'", volt_unit_name(du->u));
+        if (!volt_unit_data(du->u))
+            return dist_fail(d, VOLT_ERR_UNSUPPORTED, "setup_params: unit '%s' stores its parameters in 16 bits "
+                             "(bf16-true / 16-true): not supported by distributed strategies yet (use bf16-mixed)",
+                             volt_unit_name(du->u));
+        if (dist_sharded(d)) {
+            if (du->numel % w)
+                return dist_fail(d, VOLT_ERR_STATE, "setup_params: unit '%s' has %lld floats, not a multiple of the "
+                                 "world size %d (configure_params must run before finalize)",
+                                 volt_unit_name(du->u), (long long)du->numel, w);
+            du->chunk = du->numel / w;
+            du->lo = (int64_t)r * du->chunk;
+            du->hi = du->lo + du->chunk;
+        } else {
+            du->chunk = du->numel;
+            du->lo = 0;
+            du->hi = du->numel;
+        }
+    }
+    /* rank 0's values everywhere (a module's init_weights may differ per rank); all units
+     * start before the first wait */
+    volt_comm_req **reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
+    if (!reqs) return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of memory");
+    volt_status st = VOLT_OK;
+    int started = 0;
+    for (; started < n; started++) {
+        dist_unit *du = &d->units[started];
+        st = d->comm->ops->broadcast(d->comm, volt_unit_data(du->u), (size_t)du->numel, VOLT_COMM_F32, 0, du->label,
+                                     &reqs[started]);
+        if (st < 0) { dist_comm_fail(d, st, "parameter broadcast"); break; }
+    }
+    for (int i = 0; i < started; i++) {
+        volt_status s2 = d->comm->ops->wait(d->comm, reqs[i]);
+        if (s2 < 0 && st >= 0) st = dist_comm_fail(d, s2, "parameter broadcast");
+    }
+    free(reqs);
+    if (st < 0) return st;
+    volt_params_zero_grad(ps);
+    volt_params_set_hooks(ps, &d->hooks, d->st);
+    return VOLT_OK;
+}
+
+/* ---- grad reductions ---------------------------------------------------------------------- */
+volt_status dist_launch_grad(dist *d, int u) {
+    dist_unit *du = &d->units[u];
+    if (du->launched) return VOLT_OK;
+    float *g = volt_unit_grad(du->u);
+    volt_status st;
+    if (d->kind == VOLT_DIST_DDP)
+        st = d->comm->ops->all_reduce(d->comm, g, g, (size_t)du->numel, VOLT_COMM_F32, VOLT_COMM_AVG, du->label,
+                                      &du->grad_req);
+    else   /* in place: this rank's averaged slice lands in g[lo, hi) */
+        st = d->comm->ops->reduce_scatter(d->comm, g, g + du->lo, (size_t)du->chunk, VOLT_COMM_F32, VOLT_COMM_AVG,
+                                          du->label, &du->grad_req);
+    if (st < 0) return dist_comm_fail(d, st, "gradient reduction");
+    du->launched = true;
+    d->launch_order[d->n_launched++] = u;
+    dist_event(d, VOLT_EV_GRAD_LAUNCH, u);
+    return VOLT_OK;
+}
+
+volt_status dist_wait_grads(dist *d) {
+    volt_status st = VOLT_OK;
+    for (int i = 0; i < d->n_launched; i++) {
+        dist_unit *du = &d->units[d->launch_order[i]];
+        if (!du->grad_req) continue;
+        volt_status s2 = d->comm->ops->wait(d->comm, du->grad_req);
+        du->grad_req = NULL;
+        if (s2 < 0) { if (st >= 0) st = dist_comm_fail(d, s2, NULL); continue; }
+        dist_event(d, VOLT_EV_GRAD_DONE, d->launch_order[i]);
+    }
+    for (int i = 0; i < d->n_units; i++) d->units[i].launched = false;
+    d->n_launched = 0;
+    return st;
+}
+
+/* ---- param gathers ------------------------------------------------------------------------- */
+volt_status dist_launch_gather(dist *d, int u) {
+    dist_unit *du = &d->units[u];
+    if (du->gather_req) return VOLT_OK;
+    float *p = volt_unit_data(du->u);
+    volt_status st = d->comm->ops->all_gather(d->comm, p + du->lo, p, (size_t)du->chunk, VOLT_COMM_F32, du->label,
+                                              &du->gather_req);
+    if (st < 0) return dist_comm_fail(d, st, "parameter all-gather");
+    dist_event(d, VOLT_EV_GATHER_LAUNCH, u);
+    return VOLT_OK;
+}
+
+/* record: keep the message (the first failure of a batch of waits is the one to report) */
+static volt_status finish_gather(dist *d, int u, bool record) {
+    dist_unit *du = &d->units[u];
+    if (!du->gather_req) return VOLT_OK;
+    volt_status st = d->comm->ops->wait(d->comm, du->gather_req);
+    du->gather_req = NULL;
+    if (st < 0) return record ? dist_comm_fail(d, st, "parameter all-gather") : st;
+    du->stale = false;
+    dist_event(d, VOLT_EV_GATHER_DONE, u);
+    return VOLT_OK;
+}
+
+volt_status dist_finish_gather(dist *d, int u) { return finish_gather(d, u, true); }
+
+volt_status dist_wait_gathers(dist *d) {
+    volt_status st = VOLT_OK;
+    for (int i = 0; i < d->n_units; i++) {
+        volt_status s2 = finish_gather(d, i, st >= 0);
+        if (s2 < 0 && st >= 0) st = s2;
+    }
+    return st;
+}
+
+/* ---- ops every kind shares ------------------------------------------------------------------ */
+static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return dist_setup_units(dist_of(st), ps); }
+
+static volt_status d_setup_optimizer_ddp(volt_strategy *st, volt_optimizer *opt) {
+    dist_of(st)->opt = opt;
+    return VOLT_OK;
+}
+
+static volt_status d_setup_loader(volt_strategy *st, volt_loader *l) {
+    volt_status s = volt_loader_set_shard(l, st->rank, st->world);
+    if (s < 0) return dist_fail(dist_of(st), s, "%s", volt_loader_errmsg(l));
+    return VOLT_OK;
+}
+
+static void d_begin_backward(volt_strategy *st, bool sync) {
+    dist *d = dist_of(st);
+    d->sync = sync;
+    d->last_used = -1;
+    dist_event(d, VOLT_EV_BACKWARD_BEGIN, sync ? 1 : 0);
+}
+
+static volt_status d_all_reduce_mean(volt_strategy *st, double *v, int n) {
+    dist *d = dist_of(st);
+    if (n <= 0) return VOLT_OK;
+    volt_status s = volt_comm_all_reduce(d->comm, v, v, (size_t)n, VOLT_COMM_F64, VOLT_COMM_AVG, "metric sync");
+    return s < 0 ? dist_comm_fail(d, s, "all_reduce_mean") : VOLT_OK;
+}
+
+static volt_status d_broadcast(volt_strategy *st, void *buf, size_t n, int root) {
+    dist *d = dist_of(st);
+    volt_status s = volt_comm_broadcast(d->comm, buf, n, VOLT_COMM_BYTE, root, "broadcast");
+    return s < 0 ? dist_comm_fail(d, s, "broadcast") : VOLT_OK;
+}
+
+static volt_status d_barrier(volt_strategy *st) {
+    dist *d = dist_of(st);
+    volt_status s = volt_comm_barrier(d->comm, "barrier");
+    return s < 0 ? dist_comm_fail(d, s, "barrier") : VOLT_OK;
+}
+
+/* The per-rank figures of docs/STRATEGIES.md over Ψ' = padded numel, 4-byte f32 values,
+ * S = optimizer states per parameter (Adam 2, SGD+momentum 1, SGD 0), N ranks:
+ *   ddp          params 4Ψ'            grads 4Ψ'    states 4SΨ'
+ *   zero1        params 4Ψ'            grads 4Ψ'    states 4SΨ'/N
+ *   zero2        params 4Ψ'            grads 4Ψ'/N  states 4SΨ'/N
+ *   fsdp         params 4Ψ'/N + 4U     grads 4Ψ'/N  states 4SΨ'/N   (U = largest unit, gathered)
+ *   fsdp_sgo     params 4Ψ'            grads 4Ψ'/N  states 4SΨ'/N   (all units gathered fwd..bwd)
+ * allocated_bytes is what the flat CPU store really holds: full param and grad buffers for
+ * every kind, plus the optimizer's (sharded) states. */
+static void d_memory_report(volt_strategy *st, volt_memory_report *m) {
+    dist *d = dist_of(st);
+    memset(m, 0, sizeof *m);
+    if (!d->ps) return;
+    const int64_t N = st->world;
+    int64_t P = 0, U = 0;
+    for (int i = 0; i < d->n_units; i++) {
+        P += d->units[i].numel;
+        if (d->units[i].numel > U) U = d->units[i].numel;
+    }
+    const int64_t S = d->opt ? volt_optimizer_state_count(d->opt) : 0;
+    m->numel = volt_params_numel(d->ps);
+    m->padded_numel = P;
+    switch (d->kind) {
+    case VOLT_DIST_DDP: m->param_bytes = 4 * P; m->grad_bytes = 4 * P; m->optim_bytes = 4 * S * P; break;
+    case VOLT_DIST_ZERO1: m->param_bytes = 4 * P; m->grad_bytes = 4 * P; m->optim_bytes = 4 * S * P / N; break;
+    case VOLT_DIST_ZERO2: m->param_bytes = 4 * P; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
+    case VOLT_DIST_FSDP: m->param_bytes = 4 * P / N + 4 * U; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
+    case VOLT_DIST_FSDP_SGO: m->param_bytes = 4 * P; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
+    }
+    int64_t states = 0;
+    for (int i = 0; d->opt && i < d->n_units; i++) {
+        int64_t lo = 0, hi = 0;
+        if (volt_optimizer_range(d->opt, i, &lo, &hi) == VOLT_OK) states += (hi - lo) * S;
+    }
+    m->allocated_bytes = 4 * P + 4 * P + 4 * states;
+}
+
+static const char *d_errmsg(volt_strategy *st) { return dist_of(st)->errmsg; }
+
+static void d_destroy(volt_strategy *st) {
+    dist *d = dist_of(st);
+    /* d->ps is not touched: the trainer may already have replaced (destroyed) that store;
+     * it destroys its current store right after the strategy, without running a step */
+    /* collectives still in flight (an earlier error) are abandoned with the comm */
+    volt_comm_destroy(d->comm);
+    free(d->units);
+    free(d->launch_order);
+    free(d->trace);
+    free(d);
+    free(st);
+}
+
+/* ---- the tables ------------------------------------------------------------------------------ */
+#define COMMON .setup_params = d_setup_params, .setup_loader = d_setup_loader, .begin_backward = d_begin_backward, \
+    .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
+    .memory_report = d_memory_report, .errmsg = d_errmsg, .destroy = d_destroy
+
+static const volt_strategy_ops ddp_ops = {
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "ddp", COMMON,
+    .setup_optimizer = d_setup_optimizer_ddp, .reduce_grads = ddp_reduce_grads, .grad_sqnorm = ddp_grad_sqnorm,
+    .after_optimizer_step = ddp_after_step,
+};
+#define ZERO_COMMON COMMON, .configure_params = zero_configure_params, .setup_optimizer = zero_setup_optimizer, \
+    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .gather_optim_state = zero_gather_optim_state
+static const volt_strategy_ops zero1_ops = {
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = zero_after_step,
+};
+static const volt_strategy_ops zero2_ops = {
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_2", ZERO_COMMON, .after_optimizer_step = zero_after_step,
+};
+static const volt_strategy_ops fsdp_ops = {
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp", ZERO_COMMON, .after_optimizer_step = fsdp_after_step,
+    .materialize_params = fsdp_materialize,
+};
+static const volt_strategy_ops fsdp_sgo_ops = {
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp_shard_grad_op", ZERO_COMMON, .after_optimizer_step = fsdp_after_step,
+    .materialize_params = fsdp_materialize,
+};
+
+static const struct { const char *name; volt_dist_kind kind; const volt_strategy_ops *ops; } k_names[] = {
+    { "ddp", VOLT_DIST_DDP, &ddp_ops },
+    { "deepspeed_stage_1", VOLT_DIST_ZERO1, &zero1_ops }, { "zero1", VOLT_DIST_ZERO1, &zero1_ops },
+    { "deepspeed_stage_2", VOLT_DIST_ZERO2, &zero2_ops }, { "zero2", VOLT_DIST_ZERO2, &zero2_ops },
+    { "fsdp", VOLT_DIST_FSDP, &fsdp_ops }, { "fsdp_shard_grad_op", VOLT_DIST_FSDP_SGO, &fsdp_sgo_ops },
+};
+
+static bool is_dist(const volt_strategy *st) {
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
+        if (st && st->ops == k_names[i].ops) return true;
+    return false;
+}
 
 volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
     *out = NULL;
-    snprintf(err, errlen, "strategy '%s' is not implemented yet", cfg->name);
-    return VOLT_ERR_UNSUPPORTED;
+    int which = -1;
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
+        if (cfg->name && !strcmp(cfg->name, k_names[i].name)) which = (int)i;
+    if (which < 0) {
+        snprintf(err, errlen, "unknown distributed strategy '%s'", cfg->name ? cfg->name : "(null)");
+        return VOLT_ERR_UNSUPPORTED;
+    }
+    volt_comm_config cc;
+    volt_comm_config_init(&cc);
+    if (cfg->timeout_s > 0) cc.timeout_s = cfg->timeout_s;
+    volt_comm *comm = NULL;
+    char cerr[768] = "";
+    volt_status s = volt_comm_mpi_create(&cc, &comm, cerr, sizeof cerr);
+    if (s < 0) {
+        snprintf(err, errlen, "strategy '%s': cannot set up MPI: %s", cfg->name, cerr);
+        return s;
+    }
+    const int nodes = cfg->num_nodes > 1 ? cfg->num_nodes : 1;
+    if (cfg->devices > 1 && cfg->devices * nodes != comm->world) {
+        snprintf(err, errlen, "strategy '%s': devices=%d x num_nodes=%d = %d processes, but the MPI world has %d "
+                 "(launch with mpirun -np %d, or leave devices at 1 to use the world as launched)", cfg->name,
+                 cfg->devices, nodes, cfg->devices * nodes, comm->world, cfg->devices * nodes);
+        volt_comm_destroy(comm);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    volt_strategy *st = calloc(1, sizeof *st);
+    dist *d = calloc(1, sizeof *d);
+    volt_dist_event *trace = malloc(sizeof *trace * TRACE_CAP);
+    if (!st || !d || !trace) {
+        free(st); free(d); free(trace);
+        volt_comm_destroy(comm);
+        return VOLT_ERR_NOMEM;
+    }
+    d->kind = k_names[which].kind;
+    d->st = st;
+    d->comm = comm;
+    d->trace = trace;
+    d->cap_trace = TRACE_CAP;
+    d->last_used = d->first_use = -1;
+    d->hooks.version = VOLT_UNIT_HOOKS_VERSION;
+    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? ddp_grads_ready : zero_grads_ready;
+    d->hooks.unit_use = (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? fsdp_unit_use : NULL;
+    st->ops = k_names[which].ops;
+    st->rank = comm->rank;
+    st->world = comm->world;
+    st->impl = d;
+    *out = st;
+    return VOLT_OK;
+}
+
+/* ---- test access -------------------------------------------------------------------------------- */
+int volt_dist_trace(const volt_strategy *st, const volt_dist_event **events) {
+    if (!is_dist(st)) { *events = NULL; return -1; }
+    const dist *d = st->impl;
+    *events = d->trace;
+    return d->n_trace;
+}
+
+void volt_dist_trace_clear(volt_strategy *st) {
+    if (is_dist(st)) dist_of(st)->n_trace = 0;
+}
+
+volt_comm *volt_dist_comm(const volt_strategy *st) { return is_dist(st) ? ((const dist *)st->impl)->comm : NULL; }
+
+const char *volt_dist_ev_name(volt_dist_ev ev) {
+    static const char *const names[] = { "backward_begin", "use", "ready", "grad_launch", "grad_done",
+                                         "backward_end", "gather_launch", "gather_done" };
+    return (unsigned)ev < sizeof names / sizeof names[0] ? names[ev] : "?";
 }

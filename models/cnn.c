@@ -1,0 +1,164 @@
+/* The built-in small CNN classifier (the classic MNIST/Fashion-MNIST net), written only
+ * against the public headers:
+ *   conv1 (C -> c1, 3x3, pad 1) - relu - maxpool 2 - conv2 (c1 -> c2, 3x3, pad 1) - relu -
+ *   maxpool 2 - flatten - fc1 (c2*(H/4)*(W/4) -> hidden) - relu - dropout - fc2 (-> out).
+ * Units "conv1", "conv2", "fc1", "fc2"; parameters in nn.Conv2d / nn.Linear layout and
+ * default init, so a torch module with the same attributes loads the state dict as is. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "volt/models.h"
+#include "volt/ops.h"
+#include "volt/params.h"
+
+typedef struct cnn {
+    volt_cnn_config cfg;
+    char x_field[64], y_field[64];
+    int64_t flat;                              /* fc1 input: c2 * (H/2/2) * (W/2/2) */
+    volt_tensor *conv1_w, *conv1_b, *conv2_w, *conv2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} cnn;
+
+void volt_cnn_config_init(volt_cnn_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->version = VOLT_CNN_CONFIG_VERSION;
+    cfg->in_channels = 1;
+    cfg->height = 28;
+    cfg->width = 28;
+    cfg->conv1_channels = 32;
+    cfg->conv2_channels = 64;
+    cfg->hidden = 128;
+    cfg->out_features = 10;
+    cfg->dropout = 0.25f;
+    cfg->optimizer = VOLT_OPTIM_ADAM;
+    cfg->lr = 1e-3f;
+    cfg->weight_decay = 0.f;
+    cfg->x_field = "x";
+    cfg->y_field = "y";
+}
+
+static bool field_name_ok(const char *s) { return !s || (*s && strlen(s) < 64); }
+
+volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self) {
+    if (!self) return VOLT_ERR_INVALID_ARG;
+    *self = NULL;
+    if (!cfg) return VOLT_ERR_INVALID_ARG;
+    if (cfg->version != VOLT_CNN_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (cfg->in_channels <= 0 || cfg->height < 4 || cfg->width < 4 || cfg->conv1_channels <= 0 ||
+        cfg->conv2_channels <= 0 || cfg->hidden <= 0 || cfg->out_features <= 0 ||
+        !(cfg->dropout >= 0.f && cfg->dropout < 1.f) || !(cfg->lr >= 0.f && isfinite(cfg->lr)) ||
+        !(cfg->weight_decay >= 0.f && isfinite(cfg->weight_decay)) ||
+        (int)cfg->optimizer < 0 || cfg->optimizer >= VOLT_OPTIM_KIND_COUNT ||
+        !field_name_ok(cfg->x_field) || !field_name_ok(cfg->y_field))
+        return VOLT_ERR_INVALID_ARG;
+    cnn *m = calloc(1, sizeof *m);
+    if (!m) return VOLT_ERR_NOMEM;
+    m->cfg = *cfg;
+    snprintf(m->x_field, sizeof m->x_field, "%s", cfg->x_field ? cfg->x_field : "x");
+    snprintf(m->y_field, sizeof m->y_field, "%s", cfg->y_field ? cfg->y_field : "y");
+    m->cfg.x_field = m->x_field;
+    m->cfg.y_field = m->y_field;
+    m->flat = cfg->conv2_channels * (cfg->height / 2 / 2) * (cfg->width / 2 / 2);
+    *self = m;
+    return VOLT_OK;
+}
+
+void volt_cnn_destroy(void *self) { free(self); }
+
+/* One nn.Conv2d / nn.Linear: weight U(±1/sqrt(fan_in)) via kaiming_uniform(a=sqrt(5)),
+ * bias U(±1/sqrt(fan_in)), fan_in = in * kh * kw. */
+static volt_status layer(volt_params *ps, const char *unit, volt_shape wshape, int64_t fan_in,
+                         volt_tensor **w, volt_tensor **b) {
+    char wn[32], bn[32];
+    float bound = 1.f / sqrtf((float)fan_in);
+    snprintf(wn, sizeof wn, "%s.weight", unit);
+    snprintf(bn, sizeof bn, "%s.bias", unit);
+    VOLT_TRY(volt_params_unit(ps, unit));
+    VOLT_TRY(volt_param_new(ps, wn, wshape, VOLT_INIT_TORCH_LINEAR, w));
+    return volt_param_new(ps, bn, VOLT_SHAPE(wshape.d[0]), VOLT_INIT_UNIFORM(-bound, bound), b);
+}
+
+static volt_status cnn_setup(void *self, volt_params *ps) {
+    cnn *m = self;
+    const volt_cnn_config *c = &m->cfg;
+    VOLT_TRY(layer(ps, "conv1", VOLT_SHAPE(c->conv1_channels, c->in_channels, 3, 3), c->in_channels * 9,
+                   &m->conv1_w, &m->conv1_b));
+    VOLT_TRY(layer(ps, "conv2", VOLT_SHAPE(c->conv2_channels, c->conv1_channels, 3, 3), c->conv1_channels * 9,
+                   &m->conv2_w, &m->conv2_b));
+    VOLT_TRY(layer(ps, "fc1", VOLT_SHAPE(c->hidden, m->flat), m->flat, &m->fc1_w, &m->fc1_b));
+    return layer(ps, "fc2", VOLT_SHAPE(c->out_features, c->hidden), c->hidden, &m->fc2_w, &m->fc2_b);
+}
+
+volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x) {
+    cnn *m = self;
+    const volt_cnn_config *c = &m->cfg;
+    if (!x) return volt_relu(s, NULL);   /* records the NULL-input error in the step */
+    int64_t B = x->shape.d[0];
+    volt_tensor *h = volt_reshape(s, x, VOLT_SHAPE(B, c->in_channels, c->height, c->width)); // (B, C, H, W)
+    h = volt_max_pool2d(s, volt_relu(s, volt_conv2d(s, h, m->conv1_w, m->conv1_b, 1, 1)), 2, 2); // (B, c1, H/2, W/2)
+    h = volt_max_pool2d(s, volt_relu(s, volt_conv2d(s, h, m->conv2_w, m->conv2_b, 1, 1)), 2, 2); // (B, c2, H/4, W/4)
+    h = volt_reshape(s, h, VOLT_SHAPE(B, m->flat));                                     // (B, flat)
+    h = volt_relu(s, volt_linear(s, h, m->fc1_w, m->fc1_b));                            // (B, hidden)
+    if (c->dropout > 0.f) h = volt_dropout(s, h, c->dropout);
+    return volt_linear(s, h, m->fc2_w, m->fc2_b);                                       // (B, out)
+}
+
+/* Forward, cross-entropy and accuracy on one batch; logs "<prefix>_loss"/"<prefix>_acc". */
+static volt_status cnn_eval_step(cnn *m, volt_step *s, const volt_batch *b, const char *prefix,
+                                 unsigned loss_flags, unsigned acc_flags, bool set_loss) {
+    volt_tensor *x = volt_batch_field(b, m->x_field), *y = volt_batch_field(b, m->y_field);
+    if (!x || !y)
+        return volt_step_fail(s, VOLT_ERR_NOT_FOUND, "cnn: batch has no field '%s'", x ? m->y_field : m->x_field);
+    volt_tensor *logits = volt_cnn_forward(m, s, x);
+    volt_tensor *loss = volt_cross_entropy(s, logits, y);
+    volt_tensor *acc = volt_accuracy(s, logits, y);
+    if (!loss || !acc) return volt_step_status(s);
+    char name[32];
+    snprintf(name, sizeof name, "%s_loss", prefix);
+    VOLT_TRY(volt_log(s, name, loss, loss_flags));
+    snprintf(name, sizeof name, "%s_acc", prefix);
+    VOLT_TRY(volt_log(s, name, acc, acc_flags));
+    return set_loss ? volt_step_set_loss(s, loss) : VOLT_OK;
+}
+
+static volt_status cnn_training_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
+    return cnn_eval_step(self, s, b, "train", VOLT_LOG_STEP | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH, true);
+}
+
+static volt_status cnn_validation_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
+    return cnn_eval_step(self, s, b, "val", VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR,
+                         false);
+}
+
+static volt_status cnn_test_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
+    return cnn_eval_step(self, s, b, "test", VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR,
+                         false);
+}
+
+static volt_status cnn_predict_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx,
+                                    volt_tensor **out) {
+    cnn *m = self;
+    volt_tensor *x = volt_batch_field(b, m->x_field);
+    if (!x) return volt_step_fail(s, VOLT_ERR_NOT_FOUND, "cnn: batch has no field '%s'", m->x_field);
+    *out = volt_cnn_forward(m, s, x);
+    return *out ? VOLT_OK : volt_step_status(s);
+}
+
+static volt_status cnn_configure_optimizers(void *self, volt_optim_setup *out) {
+    cnn *m = self;
+    out->optimizer.kind = m->cfg.optimizer;
+    out->optimizer.lr = m->cfg.lr;
+    out->optimizer.weight_decay = m->cfg.weight_decay;
+    return VOLT_OK;
+}
+
+const volt_module_ops volt_cnn_ops = {
+    .version = VOLT_MODULE_OPS_VERSION,
+    .name = "cnn",
+    .setup = cnn_setup,
+    .configure_optimizers = cnn_configure_optimizers,
+    .training_step = cnn_training_step,
+    .validation_step = cnn_validation_step,
+    .test_step = cnn_test_step,
+    .predict_step = cnn_predict_step,
+};

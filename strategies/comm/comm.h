@@ -1,0 +1,93 @@
+/* Communication backends (private to strategies/): collectives over a group of ranks behind
+ * one vtable (DESIGN §7). Implementations: MPI (strategies/comm/mpi/, CPU buffers) now, NCCL
+ * (GPU buffers) later — so nothing here names an MPI or NCCL type.
+ *
+ * Every collective is non-blocking: it starts the operation and hands back a request that
+ * the caller passes to wait exactly once. wait gives up after the comm's timeout with
+ * VOLT_ERR_TIMEOUT ("rank 1: all_reduce #12 (bucket 'fc1') timed out after 3 s"), so a dead or
+ * diverged rank ends the job with an error instead of a hang. After a timeout the comm is
+ * broken: later calls fail at once with VOLT_ERR_COMM. The blocking forms (volt_comm_*
+ * below) are start + wait.
+ *
+ * Collectives must be issued in the same order on every rank (the strategies guarantee it).
+ * In-place conventions follow NCCL: all_reduce with send == recv; reduce_scatter with recv
+ * == send + rank * count; all_gather with send == recv + rank * count. Buffers belong to the
+ * caller and must not be read or written between start and wait. */
+#ifndef VOLT_COMM_H
+#define VOLT_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "volt/core.h"
+
+typedef struct volt_comm volt_comm;
+/* A started collective; owned by the backend until wait releases it. */
+typedef struct volt_comm_req volt_comm_req;
+
+typedef enum volt_comm_dtype { VOLT_COMM_F32 = 0, VOLT_COMM_F64, VOLT_COMM_BYTE } volt_comm_dtype;
+/* AVG = SUM divided by the world size (applied on completion, in the element type). */
+typedef enum volt_comm_op { VOLT_COMM_SUM = 0, VOLT_COMM_AVG } volt_comm_op;
+
+typedef struct volt_comm_config {
+    uint32_t version;      /* VOLT_COMM_CONFIG_VERSION */
+    double timeout_s;      /* > 0: a wait longer than this => VOLT_ERR_TIMEOUT; default 300 */
+} volt_comm_config;
+#define VOLT_COMM_CONFIG_VERSION 1u
+
+typedef struct volt_comm_ops {
+    uint32_t version;      /* VOLT_COMM_OPS_VERSION */
+    const char *name;      /* "mpi", "nccl" */
+    /* Starts. count is in elements; `what` labels the call in error messages ("bucket
+     * 'fc1'"; may be NULL; copied). On VOLT_OK *req must be waited on; on an error *req is
+     * NULL and nothing was started. */
+    /* recv[i] = op over ranks of send[i], i < count (send == recv: in place). */
+    volt_status (*all_reduce)(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                              volt_comm_op op, const char *what, volt_comm_req **req);
+    /* send: world * count elements; recv: count = chunk `rank` of op over ranks. */
+    volt_status (*reduce_scatter)(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                  volt_comm_op op, const char *what, volt_comm_req **req);
+    /* send: count elements; recv: world * count, chunk r from rank r. */
+    volt_status (*all_gather)(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                              const char *what, volt_comm_req **req);
+    /* buf: count elements, root's content everywhere. */
+    volt_status (*broadcast)(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root,
+                             const char *what, volt_comm_req **req);
+    volt_status (*barrier)(volt_comm *c, const char *what, volt_comm_req **req);
+    /* Wait for req (then it is released, whatever the result): VOLT_OK, VOLT_ERR_TIMEOUT
+     * (message names the rank, call, its sequence number and the timeout), VOLT_ERR_COMM. */
+    volt_status (*wait)(volt_comm *c, volt_comm_req *req);
+    /* Optional: drive progress without blocking; *done tells whether req has completed
+     * (req stays valid until wait). */
+    volt_status (*test)(volt_comm *c, volt_comm_req *req, bool *done);
+    const char *(*errmsg)(const volt_comm *c);
+    /* Releases the comm (requests never waited on are abandoned). NULL-safe wrapper below. */
+    void (*destroy)(volt_comm *c);
+} volt_comm_ops;
+#define VOLT_COMM_OPS_VERSION 1u
+
+struct volt_comm {
+    const volt_comm_ops *ops;
+    int rank, world;
+    double timeout_s;
+    void *impl;
+};
+
+void volt_comm_config_init(volt_comm_config *cfg);
+void volt_comm_destroy(volt_comm *c);                                 /* NULL-safe */
+/* Blocking forms: start + wait (same timeout). */
+volt_status volt_comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                 volt_comm_op op, const char *what);
+volt_status volt_comm_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                     volt_comm_op op, const char *what);
+volt_status volt_comm_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                 const char *what);
+volt_status volt_comm_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what);
+volt_status volt_comm_barrier(volt_comm *c, const char *what);
+size_t volt_comm_dtype_size(volt_comm_dtype dt);
+const char *volt_comm_errmsg(const volt_comm *c);
+
+/* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the
+ * thread that created the comm may call it) unless the application already did, and then
+ * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */
+volt_status volt_comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+#endif

@@ -1,0 +1,390 @@
+/* MPI comm backend: non-blocking collectives (MPI-3 MPI_I*) on a private duplicate of
+ * MPI_COMM_WORLD with MPI_ERRORS_RETURN; waits poll MPI_Test against the comm's timeout so a
+ * dead or diverged rank gives VOLT_ERR_TIMEOUT, never a hang. MPI errors become VOLT_ERR_COMM
+ * with file:line and MPI's own error string.
+ *
+ * Process-wide state is unavoidable here: MPI is initialised once per process. We call
+ * MPI_Init_thread (FUNNELED) only when nobody has, and then MPI_Finalize at exit (atexit);
+ * an application that initialised MPI itself finalizes it itself. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <mpi.h>
+#include "strategies/comm/comm.h"
+
+static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
+
+typedef enum { POST_NONE = 0, POST_AVG, POST_MOVE, POST_MOVE_AVG } post_kind;
+
+typedef struct mpi_req {
+    MPI_Request r;
+    const char *op;               /* "all_reduce", ... */
+    uint64_t seq;                 /* collective number on this comm (same on every rank) */
+    char what[96];
+    bool done;                    /* completed by a test() call; post-processing pending */
+    post_kind post;
+    volt_comm_dtype dt;
+    void *buf;                    /* AVG: buf[0..count) /= world; MOVE: move src -> buf */
+    const void *src;
+    size_t count;
+    struct mpi_req *next;         /* free list / all-list link */
+    struct mpi_req *all_next;
+} mpi_req;
+
+typedef struct mpi_impl {
+    MPI_Comm comm;
+    bool comm_valid;
+    bool broken;                  /* a wait timed out / failed: collectives no longer match */
+    volt_status broken_status;    /* ... with this status, */
+    char broken_msg[384];         /* ... and this message (repeated by every later call) */
+    uint64_t seq;
+    mpi_req *free_list, *all;     /* requests are recycled, freed at destroy */
+    int in_flight;
+    char errmsg[768];
+} mpi_impl;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volt_status cerr(volt_comm *c, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static volt_status cerr(volt_comm *c, volt_status st, const char *fmt, ...) {
+    mpi_impl *im = c->impl;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(im->errmsg, sizeof im->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Translate an MPI return code at the backend boundary. */
+static volt_status mpi_fail(volt_comm *c, int rc, const char *file, int line, const char *call, const char *what) {
+    char s[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", rc);
+    return cerr(c, VOLT_ERR_COMM, "rank %d: %s:%d: %s%s%s%s failed: %s", c->rank, file, line, call,
+                what && *what ? " (" : "", what && *what ? what : "", what && *what ? ")" : "", s);
+}
+#define MPI_TRY(c, call, what) do { int rc_ = (call); \
+    if (rc_ != MPI_SUCCESS) return mpi_fail((c), rc_, __FILE__, __LINE__, #call, (what)); } while (0)
+
+static MPI_Datatype mpi_type(volt_comm_dtype dt) {
+    switch (dt) {
+    case VOLT_COMM_F32: return MPI_FLOAT;
+    case VOLT_COMM_F64: return MPI_DOUBLE;
+    case VOLT_COMM_BYTE: return MPI_BYTE;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+/* The first failure sticks: every later call fails at once with its status and message
+ * (a caller that ignored the first error still reports the cause). */
+static void mark_broken(mpi_impl *im, volt_status st) {
+    if (im->broken) return;
+    im->broken = true;
+    im->broken_status = st;
+    snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+static volt_status req_start(volt_comm *c, const char *op, const char *what, size_t count, volt_comm_dtype dt,
+                             mpi_req **out) {
+    mpi_impl *im = c->impl;
+    *out = NULL;
+    if (im->broken)
+        return cerr(c, im->broken_status, "rank %d: %s (%s): not started, the communicator is unusable after: %s",
+                    c->rank, op, what ? what : "-", im->broken_msg);
+    if (count > (size_t)INT_MAX)
+        return cerr(c, VOLT_ERR_UNSUPPORTED, "rank %d: %s (%s): %zu elements exceed MPI's int count",
+                    c->rank, op, what ? what : "-", count);
+    if (mpi_type(dt) == MPI_DATATYPE_NULL) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: %s: bad dtype %d", c->rank, op, (int)dt);
+    mpi_req *q = im->free_list;
+    if (q) im->free_list = q->next;
+    else {
+        if (!(q = calloc(1, sizeof *q))) return VOLT_ERR_NOMEM;
+        q->all_next = im->all;
+        im->all = q;
+    }
+    mpi_req *keep = q->all_next;
+    memset(q, 0, sizeof *q);
+    q->all_next = keep;
+    q->r = MPI_REQUEST_NULL;
+    q->op = op;
+    q->seq = ++im->seq;
+    snprintf(q->what, sizeof q->what, "%s", what && *what ? what : "-");
+    *out = q;
+    return VOLT_OK;
+}
+
+static void req_release(volt_comm *c, mpi_req *q) {
+    mpi_impl *im = c->impl;
+    q->next = im->free_list;
+    im->free_list = q;
+}
+
+/* A start failed after req_start: give the handle back and keep the error. */
+static volt_status start_failed(volt_comm *c, mpi_req *q, volt_status st) {
+    req_release(c, q);
+    return st;
+}
+
+static volt_status launched(volt_comm *c, mpi_req *q, volt_comm_req **req) {
+    ((mpi_impl *)c->impl)->in_flight++;
+    *req = (volt_comm_req *)q;
+    return VOLT_OK;
+}
+
+#define START_MPI(c, q, call) do { int rc_ = (call); \
+    if (rc_ != MPI_SUCCESS) return start_failed((c), (q), mpi_fail((c), rc_, __FILE__, __LINE__, #call, (q)->what)); } while (0)
+
+/* ---- collectives ------------------------------------------------------------------------ */
+static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                volt_comm_op op, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    if (dt == VOLT_COMM_BYTE) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: all_reduce: byte buffers cannot be reduced", c->rank);
+    mpi_req *q;
+    VOLT_TRY(req_start(c, "all_reduce", what, count, dt, &q));
+    mpi_impl *im = c->impl;
+    START_MPI(c, q, MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(dt), MPI_SUM,
+                                   im->comm, &q->r));
+    if (op == VOLT_COMM_AVG) { q->post = POST_AVG; q->buf = recv; q->count = count; q->dt = dt; }
+    return launched(c, q, req);
+}
+
+static volt_status m_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                    volt_comm_op op, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    if (dt == VOLT_COMM_BYTE) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: reduce_scatter: byte buffers cannot be reduced", c->rank);
+    mpi_req *q;
+    VOLT_TRY(req_start(c, "reduce_scatter", what, count, dt, &q));
+    mpi_impl *im = c->impl;
+    const size_t esz = volt_comm_dtype_size(dt);
+    const bool in_place = (const char *)recv == (const char *)send + (size_t)c->rank * count * esz;
+    if (in_place) {
+        /* MPI_IN_PLACE takes the input from recvbuf (world*count) and leaves this rank's
+         * chunk in its first count elements: move it to the chunk's own place afterwards. */
+        START_MPI(c, q, MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count, mpi_type(dt), MPI_SUM,
+                                                  im->comm, &q->r));
+        if (c->rank != 0) { q->post = POST_MOVE; q->src = send; }
+    } else {
+        START_MPI(c, q, MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt), MPI_SUM, im->comm, &q->r));
+    }
+    q->buf = recv;
+    q->count = count;
+    q->dt = dt;
+    if (op == VOLT_COMM_AVG) q->post = q->post == POST_MOVE ? POST_MOVE_AVG : POST_AVG;
+    return launched(c, q, req);
+}
+
+static volt_status m_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                const char *what, volt_comm_req **req) {
+    *req = NULL;
+    mpi_req *q;
+    VOLT_TRY(req_start(c, "all_gather", what, count, dt, &q));
+    mpi_impl *im = c->impl;
+    const size_t esz = volt_comm_dtype_size(dt);
+    if ((const char *)send == (const char *)recv + (size_t)c->rank * count * esz)
+        START_MPI(c, q, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)count, mpi_type(dt), im->comm, &q->r));
+    else
+        START_MPI(c, q, MPI_Iallgather(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), im->comm, &q->r));
+    return launched(c, q, req);
+}
+
+static volt_status m_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root,
+                               const char *what, volt_comm_req **req) {
+    *req = NULL;
+    if (root < 0 || root >= c->world) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: broadcast: root %d not in [0, %d)", c->rank, root, c->world);
+    mpi_req *q;
+    VOLT_TRY(req_start(c, "broadcast", what, count, dt, &q));
+    START_MPI(c, q, MPI_Ibcast(buf, (int)count, mpi_type(dt), root, ((mpi_impl *)c->impl)->comm, &q->r));
+    return launched(c, q, req);
+}
+
+static volt_status m_barrier(volt_comm *c, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    mpi_req *q;
+    VOLT_TRY(req_start(c, "barrier", what, 0, VOLT_COMM_BYTE, &q));
+    START_MPI(c, q, MPI_Ibarrier(((mpi_impl *)c->impl)->comm, &q->r));
+    return launched(c, q, req);
+}
+
+/* ---- completion -------------------------------------------------------------------------- */
+static void post_process(volt_comm *c, mpi_req *q) {
+    const size_t esz = volt_comm_dtype_size(q->dt);
+    if (q->post == POST_MOVE || q->post == POST_MOVE_AVG) memmove(q->buf, q->src, q->count * esz);
+    if (q->post == POST_AVG || q->post == POST_MOVE_AVG) {
+        if (q->dt == VOLT_COMM_F32) {
+            float *x = q->buf;
+            const float w = (float)c->world;
+            for (size_t i = 0; i < q->count; i++) x[i] = x[i] / w;
+        } else {
+            double *x = q->buf;
+            const double w = (double)c->world;
+            for (size_t i = 0; i < q->count; i++) x[i] = x[i] / w;
+        }
+    }
+}
+
+static volt_status m_test(volt_comm *c, volt_comm_req *req, bool *done) {
+    mpi_req *q = (mpi_req *)req;
+    *done = false;
+    if (!q) return VOLT_ERR_INVALID_ARG;
+    if (q->done) { *done = true; return VOLT_OK; }
+    int flag = 0;
+    MPI_TRY(c, MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE), q->what);
+    if (flag) q->done = *done = true;
+    return VOLT_OK;
+}
+
+static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
+    mpi_impl *im = c->impl;
+    mpi_req *q = (mpi_req *)req;
+    if (!q) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: wait on a NULL request", c->rank);
+    im->in_flight--;
+    if (im->broken && !q->done) {   /* out of step with the other ranks: do not wait again */
+        req_release(c, q);
+        return cerr(c, im->broken_status, "rank %d: %s #%llu (%s): abandoned, the communicator is unusable after: %s",
+                    c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
+    }
+    const double t0 = now_s();
+    long spins = 0, sleep_ns = 1000;
+    while (!q->done) {
+        int flag = 0, rc = MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            volt_status st = mpi_fail(c, rc, __FILE__, __LINE__, q->op, q->what);
+            mark_broken(im, st);
+            req_release(c, q);
+            return st;
+        }
+        if (flag) break;
+        const double el = now_s() - t0;
+        if (el > c->timeout_s) {
+            /* The collective cannot be cancelled (MPI forbids it for collectives): abandon the
+             * handle; the comm is now out of step with the other ranks. */
+            cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s) timed out after %g s (a rank died, hangs, or issued "
+                 "its collectives in another order; VOLT_COMM_TIMEOUT sets the limit)",
+                 c->rank, q->op, (unsigned long long)q->seq, q->what, c->timeout_s);
+            mark_broken(im, VOLT_ERR_TIMEOUT);
+            return VOLT_ERR_TIMEOUT;
+        }
+        /* spin briefly (low latency), then back off so oversubscribed ranks get the CPU */
+        if (++spins > 256) {
+            struct timespec ts = { 0, sleep_ns };
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 200000) sleep_ns *= 2;
+        }
+    }
+    post_process(c, q);
+    req_release(c, q);
+    return VOLT_OK;
+}
+
+static const char *m_errmsg(const volt_comm *c) { return ((const mpi_impl *)c->impl)->errmsg; }
+
+static void m_destroy(volt_comm *c) {
+    mpi_impl *im = c->impl;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    /* a broken comm may still have collectives pending: leave it to MPI_Finalize */
+    if (im->comm_valid && !im->broken && !im->in_flight && !fin) MPI_Comm_free(&im->comm);
+    for (mpi_req *q = im->all, *n; q; q = n) {
+        n = q->all_next;
+        free(q);
+    }
+    free(im);
+    free(c);
+}
+
+static const volt_comm_ops mpi_ops = {
+    .version = VOLT_COMM_OPS_VERSION, .name = "mpi",
+    .all_reduce = m_all_reduce, .reduce_scatter = m_reduce_scatter, .all_gather = m_all_gather,
+    .broadcast = m_broadcast, .barrier = m_barrier, .wait = m_wait, .test = m_test,
+    .errmsg = m_errmsg, .destroy = m_destroy,
+};
+
+/* ---- creation ------------------------------------------------------------------------------ */
+static void finalize_at_exit(void) {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
+}
+
+static volt_status init_mpi(char *err, size_t errlen) {
+    int init = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) {
+        snprintf(err, errlen, "MPI was already finalized in this process");
+        return VOLT_ERR_STATE;
+    }
+    MPI_Initialized(&init);
+    if (init) return VOLT_OK;
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(rc, s, &len);
+        snprintf(err, errlen, "%s:%d: MPI_Init_thread failed: %s", __FILE__, __LINE__, s);
+        return VOLT_ERR_COMM;
+    }
+    g_we_initialised = true;
+    /* the world communicator is ours too: report its errors instead of aborting */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (atexit(finalize_at_exit) != 0) {
+        snprintf(err, errlen, "cannot register MPI_Finalize at exit");
+        return VOLT_ERR_STATE;
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!cfg || cfg->version != VOLT_COMM_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!(cfg->timeout_s > 0)) {
+        snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    VOLT_TRY(init_mpi(err, errlen));
+    volt_comm *c = calloc(1, sizeof *c);
+    mpi_impl *im = calloc(1, sizeof *im);
+    if (!c || !im) { free(c); free(im); return VOLT_ERR_NOMEM; }
+    c->ops = &mpi_ops;
+    c->impl = im;
+    c->timeout_s = cfg->timeout_s;
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    c->rank = rank;
+    c->world = world;
+    /* a private communicator (our collectives never match the application's), created
+     * non-blocking so a rank that never gets here gives a timeout, not a hang */
+    mpi_req *q = NULL;
+    volt_status st = req_start(c, "comm_dup", "MPI_COMM_WORLD", 0, VOLT_COMM_BYTE, &q);
+    int rc = st == VOLT_OK ? MPI_Comm_idup(MPI_COMM_WORLD, &im->comm, &q->r) : MPI_SUCCESS;
+    if (st == VOLT_OK && rc != MPI_SUCCESS) {
+        st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Comm_idup", NULL);
+        req_release(c, q);
+    } else if (st == VOLT_OK) {
+        im->in_flight++;
+        st = m_wait(c, (volt_comm_req *)q);
+    }
+    if (st == VOLT_OK) {
+        im->comm_valid = true;
+        im->seq = 0;   /* number the caller's collectives from 1 */
+        rc = MPI_Comm_set_errhandler(im->comm, MPI_ERRORS_RETURN);
+        if (rc != MPI_SUCCESS) st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Comm_set_errhandler", NULL);
+    }
+    if (st < 0) {
+        snprintf(err, errlen, "%s", im->errmsg);
+        m_destroy(c);
+        return st;
+    }
+    *out = c;
+    return VOLT_OK;
+}

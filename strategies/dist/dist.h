@@ -1,0 +1,110 @@
+/* Distributed strategies (private to strategies/dist/ and the tests): ddp, ZeRO stage 1/2,
+ * FSDP over a comm backend. One implementation object for all of them; the kind selects
+ * what the hooks do (docs/STRATEGIES.md has the full picture). */
+#ifndef VOLT_DIST_H
+#define VOLT_DIST_H
+
+#include "strategies/strategy.h"
+#include "strategies/comm/comm.h"
+
+typedef enum volt_dist_kind {
+    VOLT_DIST_DDP = 0,      /* replicated params/grads/states; grads all-reduced per unit */
+    VOLT_DIST_ZERO1,        /* optimizer states sharded */
+    VOLT_DIST_ZERO2,        /* + grads reduce-scattered as units become ready */
+    VOLT_DIST_FSDP,         /* + params sharded, gathered on first use (FULL_SHARD) */
+    VOLT_DIST_FSDP_SGO,     /* FSDP SHARD_GRAD_OP */
+} volt_dist_kind;
+
+/* Trace of what the strategy did, in order, for tests and debugging. */
+typedef enum volt_dist_ev {
+    VOLT_EV_BACKWARD_BEGIN = 0,  /* begin_backward (unit = sync ? 1 : 0) */
+    VOLT_EV_UNIT_USE,            /* unit_use hook */
+    VOLT_EV_GRADS_READY,         /* unit_grads_ready hook */
+    VOLT_EV_GRAD_LAUNCH,         /* the unit's grad reduction started */
+    VOLT_EV_GRAD_DONE,           /* ... and completed (waited) */
+    VOLT_EV_BACKWARD_END,        /* reduce_grads entered (backward has returned) */
+    VOLT_EV_GATHER_LAUNCH,       /* a unit's param all-gather started (fsdp, zero) */
+    VOLT_EV_GATHER_DONE,
+} volt_dist_ev;
+
+typedef struct volt_dist_event {
+    volt_dist_ev kind;
+    int unit;                    /* unit index, -1 when none */
+    double t;                    /* CLOCK_MONOTONIC seconds */
+} volt_dist_event;
+
+/* ---- for tests (NULL / -1 when st is not a distributed strategy) ---------------------- */
+int volt_dist_trace(const volt_strategy *st, const volt_dist_event **events);
+void volt_dist_trace_clear(volt_strategy *st);
+volt_comm *volt_dist_comm(const volt_strategy *st);
+const char *volt_dist_ev_name(volt_dist_ev ev);
+
+/* ---- shared between distributed.c, ddp.c, zero.c, fsdp.c --------------------------------- */
+typedef struct dist_unit {
+    volt_unit *u;
+    int64_t numel;               /* padded length of the unit buffers */
+    int64_t chunk, lo, hi;       /* sharded kinds: this rank's slice [lo, hi), hi - lo = chunk */
+    volt_comm_req *grad_req;     /* grad reduction in flight */
+    volt_comm_req *gather_req;   /* param all-gather in flight */
+    bool launched;               /* grad reduction started in this accumulation cycle */
+    bool stale;                  /* fsdp: the non-owned part of the params is out of date */
+    int next_use;                /* fsdp: unit first used right after this one (prefetch), -1 */
+    char label[96];              /* "unit 'fc1'" for messages */
+} dist_unit;
+
+typedef struct dist {
+    volt_dist_kind kind;
+    volt_strategy *st;
+    volt_comm *comm;
+    volt_params *ps;             /* borrowed, from setup_params */
+    volt_optimizer *opt;         /* borrowed, from setup_optimizer */
+    int n_units;
+    dist_unit *units;
+    int *launch_order, n_launched;   /* units whose grads were launched, in launch order */
+    bool sync;                   /* current backward ends an accumulation cycle */
+    int last_used;               /* fsdp: previous unit_use, -1 at the start of a forward */
+    int first_use;               /* fsdp: first unit a training forward uses (prefetched), -1 */
+    volt_unit_hooks hooks;
+    volt_dist_event *trace;
+    int n_trace, cap_trace;
+    char errmsg[1024];
+} dist;
+
+static inline dist *dist_of(volt_strategy *st) { return (dist *)st->impl; }
+static inline bool dist_sharded(const dist *d) { return d->kind != VOLT_DIST_DDP; }
+
+volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Copy the comm's message (timeouts, MPI errors) into the strategy's, with a prefix. */
+volt_status dist_comm_fail(dist *d, volt_status st, const char *what);
+void dist_event(dist *d, volt_dist_ev kind, int unit);
+/* Poke progress of in-flight grad reductions (MPI progresses only inside MPI calls). */
+void dist_progress(dist *d);
+/* Build the unit table from ps (sharded kinds check the padding), broadcast params from rank 0. */
+volt_status dist_setup_units(dist *d, volt_params *ps);
+/* Wait for every in-flight grad reduction / param gather. */
+volt_status dist_wait_grads(dist *d);
+volt_status dist_wait_gathers(dist *d);
+/* Start the unit's grad reduction (all-reduce for ddp, reduce-scatter otherwise). */
+volt_status dist_launch_grad(dist *d, int u);
+/* Start / finish the all-gather of the unit's params from the owned slices. */
+volt_status dist_launch_gather(dist *d, int u);
+volt_status dist_finish_gather(dist *d, int u);
+
+/* kind-specific ops (ddp.c, zero.c, fsdp.c) */
+volt_status ddp_grads_ready(void *ctx, volt_unit *u);
+volt_status ddp_reduce_grads(volt_strategy *st);
+volt_status ddp_grad_sqnorm(volt_strategy *st, double *out);
+volt_status ddp_after_step(volt_strategy *st);
+
+volt_status zero_configure_params(volt_strategy *st, volt_params *ps);
+volt_status zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt);
+volt_status zero_grads_ready(void *ctx, volt_unit *u);
+volt_status zero_reduce_grads(volt_strategy *st);
+volt_status zero_grad_sqnorm(volt_strategy *st, double *out);
+volt_status zero_after_step(volt_strategy *st);
+volt_status zero_gather_optim_state(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst);
+
+volt_status fsdp_unit_use(void *ctx, volt_unit *u);
+volt_status fsdp_after_step(volt_strategy *st);
+volt_status fsdp_materialize(volt_strategy *st);
+#endif

@@ -1,0 +1,96 @@
+/* ZeRO stage 1 and 2 (DeepSpeed), and the parts FSDP shares with them.
+ *
+ * Every unit's flat buffer is padded to a multiple of world * 16 floats (configure_params)
+ * and split into world equal contiguous slices; rank r owns [r*chunk, (r+1)*chunk). The
+ * optimizer only updates, and only keeps states for, the owned slice (volt_optimizer_
+ * set_range). At an accumulation boundary the grads are reduce-scattered (average) so each
+ * rank holds the averaged grad of its slice in place; after the step the params are
+ * all-gathered from the owners. Stage 1 reduce-scatters everything once backward returns;
+ * stage 2 (and FSDP) start each unit's reduce-scatter as soon as backward is done with it.
+ *
+ * Memory (honest account): the param store keeps one full f32 grad buffer per unit, so
+ * stage 2 does not free the non-owned grads on CPU; after the reduce-scatter only the owned
+ * slice is meaningful. The memory report gives the ZeRO figure (4Ψ/N for grads) and, in
+ * allocated_bytes, what the process really holds. */
+#include <stdio.h>
+#include "strategies/dist/dist.h"
+
+volt_status zero_configure_params(volt_strategy *st, volt_params *ps) {
+    dist_of(st)->ps = NULL;   /* a new store is being declared; setup_params adopts it */
+    volt_status s = volt_params_set_unit_padding(ps, st->world);
+    if (s < 0) return dist_fail(dist_of(st), s, "configure_params: %s", volt_params_errmsg(ps));
+    return VOLT_OK;
+}
+
+volt_status zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt) {
+    dist *d = dist_of(st);
+    d->opt = opt;
+    for (int i = 0; i < d->n_units; i++) {
+        volt_status s = volt_optimizer_set_range(opt, i, d->units[i].lo, d->units[i].hi);
+        if (s < 0) return dist_fail(d, s, "setup_optimizer: %s", volt_optimizer_errmsg(opt));
+    }
+    return VOLT_OK;
+}
+
+volt_status zero_grads_ready(void *ctx, volt_unit *u) {
+    dist *d = dist_of(ctx);
+    const int i = volt_unit_index(u);
+    dist_event(d, VOLT_EV_GRADS_READY, i);
+    if (!d->sync || d->kind == VOLT_DIST_ZERO1) return VOLT_OK;
+    dist_progress(d);
+    return dist_launch_grad(d, i);
+}
+
+volt_status zero_reduce_grads(volt_strategy *st) {
+    dist *d = dist_of(st);
+    dist_event(d, VOLT_EV_BACKWARD_END, -1);
+    /* a prefetched gather still running would race with the optimizer on the owned slice */
+    volt_status s = dist_wait_gathers(d);
+    if (s < 0) return s;
+    for (int i = 0; i < d->n_units; i++)   /* stage 1: all of them; else the ones not reported */
+        if ((s = dist_launch_grad(d, i)) < 0) { dist_wait_grads(d); return s; }
+    return dist_wait_grads(d);
+}
+
+/* Σ over this rank's slices (fixed order, double), then summed over ranks. */
+volt_status zero_grad_sqnorm(volt_strategy *st, double *out) {
+    dist *d = dist_of(st);
+    double total = 0;
+    for (int i = 0; i < d->n_units; i++) {
+        const dist_unit *du = &d->units[i];
+        const float *g = volt_unit_grad(du->u) + du->lo;
+        double acc[4] = { 0, 0, 0, 0 };
+        int64_t k = 0;
+        for (; k + 4 <= du->chunk; k += 4)
+            for (int l = 0; l < 4; l++) acc[l] += (double)g[k + l] * g[k + l];
+        for (; k < du->chunk; k++) acc[0] += (double)g[k] * g[k];
+        total += (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    volt_status s = volt_comm_all_reduce(d->comm, &total, &total, 1, VOLT_COMM_F64, VOLT_COMM_SUM, "grad norm");
+    if (s < 0) return dist_comm_fail(d, s, "gradient norm");
+    *out = total;
+    return VOLT_OK;
+}
+
+volt_status zero_after_step(volt_strategy *st) {
+    dist *d = dist_of(st);
+    volt_status s = VOLT_OK;
+    for (int i = 0; i < d->n_units && s >= 0; i++) s = dist_launch_gather(d, i);
+    volt_status s2 = dist_wait_gathers(d);
+    return s < 0 ? s : s2;
+}
+
+volt_status zero_gather_optim_state(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst) {
+    dist *d = dist_of(st);
+    if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_optim_state: bad unit %d", unit);
+    dist_unit *du = &d->units[unit];
+    int64_t lo = 0, hi = 0;
+    float *state = volt_optimizer_state(opt, unit, k, &lo, &hi);
+    if (du->chunk && (!state || lo != du->lo || hi != du->hi))
+        return dist_fail(d, VOLT_ERR_STATE, "gather_optim_state: %s: the optimizer holds [%lld, %lld), this rank owns "
+                         "[%lld, %lld)", du->label, (long long)lo, (long long)hi, (long long)du->lo, (long long)du->hi);
+    char what[160];
+    snprintf(what, sizeof what, "%s optimizer state %d", du->label, k);
+    volt_status s = volt_comm_all_gather(d->comm, state, dst, (size_t)du->chunk, VOLT_COMM_F32, what);
+    return s < 0 ? dist_comm_fail(d, s, "checkpoint gather") : VOLT_OK;
+}

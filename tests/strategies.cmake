@@ -1,0 +1,59 @@
+# Multi-rank strategy tests (tests/test_strategies.c under mpirun), label "mpi". Each launch
+# costs ~1-2 s of MPI start-up; the whole set runs in 30-60 s on two cores. Without MPI (or
+# without mpirun) one placeholder test is registered that skips (77) and says why;
+# `test_strategies` itself (local checks, no MPI) is registered by tests/CMakeLists.txt.
+if(NOT VOLT_HAVE_MPI)
+  add_test(NAME test_strategies_mpi COMMAND test_strategies parity ddp)   # exits 77: built without MPI
+  set_tests_properties(test_strategies_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi")
+  return()
+endif()
+find_program(VOLT_MPIRUN NAMES mpirun mpiexec)
+if(NOT VOLT_MPIRUN)
+  add_test(NAME test_strategies_mpi COMMAND sh -c "echo 'SKIP: MPI is built in but mpirun was not found (apt-get install openmpi-bin)'; exit 77")
+  set_tests_properties(test_strategies_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi")
+  return()
+endif()
+
+set(_volt_mpi_env
+  "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
+  "VOLT_COMM_TIMEOUT=60"
+  "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_mpi")
+set(_volt_ts $<TARGET_FILE:test_strategies>)
+
+# volt_mpi_test(NAME NP TIMEOUT args...)
+function(volt_mpi_test name np timeout)
+  add_test(NAME ${name} COMMAND ${VOLT_MPIRUN} --oversubscribe -np ${np} ${_volt_ts} ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${_volt_mpi_env}" PROCESSORS ${np}
+    TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "mpi")
+endfunction()
+
+volt_mpi_test(test_comm_np3 3 60 comm)
+foreach(np 2 3)
+  foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
+    volt_mpi_test(test_${s}_np${np} ${np} 90 parity ${s})
+  endforeach()
+endforeach()
+
+# Rank 1 leaves (before its first collective, or when batch B starts, mid-training): the
+# others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT) and the job ends cleanly.
+volt_mpi_test(test_fault_timeout_ddp_np2 2 60 fault ddp)
+volt_mpi_test(test_fault_timeout_fsdp_np3 3 60 fault fsdp 4)     # inside unit_use (all-gather)
+volt_mpi_test(test_fault_timeout_zero2_np2 2 60 fault zero2 3)   # in the boundary reduce-scatter
+set_tests_properties(test_fault_timeout_ddp_np2 test_fault_timeout_fsdp_np3 test_fault_timeout_zero2_np2
+  PROPERTIES ENVIRONMENT "${_volt_mpi_env};VOLT_COMM_TIMEOUT=3")
+# A rank that dies mid-fit: mpirun must end the job with an error within the time limit
+# (124 from timeout(1) would mean a hang).
+add_test(NAME test_fault_dead_rank_np3 COMMAND sh -c
+  "timeout 60 ${VOLT_MPIRUN} --oversubscribe -np 3 \"$0\" fault_exit; rc=$?; echo \"mpirun exit status $rc\"; [ $rc -ne 0 ] && [ $rc -ne 124 ]"
+  ${_volt_ts})
+set_tests_properties(test_fault_dead_rank_np3 PROPERTIES ENVIRONMENT "${_volt_mpi_env};VOLT_COMM_TIMEOUT=5"
+  PROCESSORS 3 TIMEOUT 90 LABELS "mpi")
+
+# Resharding: save under fsdp on 3 ranks mid-epoch, resume under ddp on 2 and single on 1.
+set(_volt_ckpt "${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_mpi/reshard_fsdp3.safetensors")
+volt_mpi_test(test_reshard_save_fsdp_np3 3 90 reshard_save fsdp ${_volt_ckpt})
+volt_mpi_test(test_reshard_resume_ddp_np2 2 90 reshard_resume ddp ${_volt_ckpt})
+add_test(NAME test_reshard_resume_single COMMAND ${_volt_ts} reshard_resume single ${_volt_ckpt})
+set_tests_properties(test_reshard_resume_single PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 60 LABELS "mpi")
+set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_reshard)
+set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single PROPERTIES FIXTURES_REQUIRED volt_reshard)

@@ -1,0 +1,740 @@
+/* Strategies: distributed parity with `single`, memory report formulas, comm-backend
+ * collectives, overlap and hook order, faults (timeouts instead of hangs), resharding
+ * checkpoints.
+ *
+ *   test_strategies                         local checks (no MPI): unit padding, bad names
+ *   mpirun -np N test_strategies comm       comm backend collectives (in place, avg, f64, timeouts)
+ *   mpirun -np N test_strategies parity S   S in ddp, zero1, zero2, fsdp, fsdp_shard_grad_op
+ *   mpirun -np N test_strategies fault S [B] rank 1 leaves (before any collective, or at batch B):
+ *                                           the others get VOLT_ERR_TIMEOUT
+ *   mpirun -np N test_strategies fault_exit rank 1 dies mid-fit (the job must end, not hang)
+ *   mpirun -np N test_strategies reshard_save S PATH     fit, save mid-epoch at step 3, stop
+ *   [mpirun -np N] test_strategies reshard_resume S PATH resume, finish, compare with single
+ *
+ * The reference `single` run is computed inside each rank's process (no MPI) on the global
+ * batch; the distributed run gets each rank's shard through the loader. */
+#include <time.h>
+#include <unistd.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+#include "trainer/trainer_internal.h"
+#ifdef VOLT_HAVE_MPI
+#include <mpi.h>
+#include "strategies/dist/dist.h"
+#endif
+
+/* ---- the model: an MLP with odd sizes ---------------------------------------------------------- */
+enum { IN = 11, H1 = 37, H2 = 53, NC = 5, GB = 12 /* global batch */, ACC = 2, STEPS = 5 };
+enum { NS = GB * ACC * STEPS, MAX_LOSSES = 64 };
+
+typedef struct {
+    volt_tensor *w1, *b1, *w2, *b2, *w3, *b3;
+    float losses[MAX_LOSSES];
+    int n_losses;
+} mlp;
+
+static volt_status mlp_setup(void *self, volt_params *ps) {
+    mlp *m = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(H1, IN), VOLT_INIT_TORCH_LINEAR, &m->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(H1), VOLT_INIT_UNIFORM(-0.1f, 0.1f), &m->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(H2, H1), VOLT_INIT_TORCH_LINEAR, &m->w2));
+    VOLT_TRY(volt_param_new(ps, "fc2.bias", VOLT_SHAPE(H2), VOLT_INIT_UNIFORM(-0.1f, 0.1f), &m->b2));
+    VOLT_TRY(volt_params_unit(ps, "fc3"));
+    VOLT_TRY(volt_param_new(ps, "fc3.weight", VOLT_SHAPE(NC, H2), VOLT_INIT_TORCH_LINEAR, &m->w3));
+    return volt_param_new(ps, "fc3.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b3);
+}
+
+static volt_tensor *mlp_fwd(mlp *m, volt_step *s, const volt_batch *b) {
+    volt_tensor *h = volt_relu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
+    h = volt_relu(s, volt_linear(s, h, m->w2, m->b2));
+    return volt_linear(s, h, m->w3, m->b3);
+}
+
+static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    mlp *m = self;
+    volt_tensor *loss = volt_cross_entropy(s, mlp_fwd(m, s, b), volt_batch_y(b));
+    if (loss && m->n_losses < MAX_LOSSES) m->losses[m->n_losses++] = ((const float *)loss->data)[0];
+    VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));
+    return volt_step_set_loss(s, loss);
+}
+
+static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    return volt_log(s, "val_loss", volt_cross_entropy(s, mlp_fwd(self, s, b), volt_batch_y(b)), VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
+}
+
+static volt_status mlp_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_ADAMW;
+    o->optimizer.lr = 1e-2f;
+    o->optimizer.weight_decay = 0.01f;
+    o->use_scheduler = true;
+    o->scheduler.kind = VOLT_SCHED_LINEAR;
+    o->scheduler.warmup_steps = 2;
+    o->scheduler.total_steps = 20;
+    return VOLT_OK;
+}
+
+static const volt_module_ops mlp_ops = {
+    .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup, .configure_optimizers = mlp_opt,
+    .training_step = mlp_train, .validation_step = mlp_val,
+};
+
+/* ---- data ------------------------------------------------------------------------------------------ */
+static float X[NS * IN];
+static int64_t Y[NS];
+
+static volt_dataset *make_data(void) {
+    for (int i = 0; i < NS; i++) {
+        Y[i] = (i * 7 + i / 5) % NC;
+        for (int k = 0; k < IN; k++) X[i * IN + k] = sinf(0.37f * (float)(i * IN + k)) + (k % NC == Y[i] ? 0.8f : 0.f);
+    }
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *d[2] = { X, Y };
+    volt_dataset *ds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(2, f, d, NS, &ds));
+    return ds;
+}
+
+static volt_loader *make_loader_ex(volt_dataset *ds, int64_t bs, bool shuffle) {
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = bs;
+    lc.shuffle = shuffle;
+    lc.seed = 5;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    return l;
+}
+static volt_loader *make_loader(volt_dataset *ds, int64_t bs) { return make_loader_ex(ds, bs, true); }
+
+static volt_trainer *make_trainer(const char *strategy, const char *root) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.max_steps = STEPS;
+    c.accumulate_grad_batches = ACC;
+    c.gradient_clip_val = 0.05f;        /* small: clipping is active every step */
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    c.num_sanity_val_steps = 0;
+    c.default_root_dir = root;
+    c.strategy = strategy;
+    c.seed = 7;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "trainer_create(%s): %s", strategy, t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    if (st < 0) { volt_trainer_destroy(t); return NULL; }
+    return t;
+}
+
+/* Uninterrupted single run on the global batch; params copied to ref (numel floats). */
+static int64_t total_numel(volt_params *ps) { return volt_params_numel(ps); }
+
+static void copy_params(volt_params *ps, float *dst) {
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        memcpy(dst, p->data, sizeof(float) * (size_t)volt_tensor_numel(p));
+        dst += volt_tensor_numel(p);
+    }
+}
+
+typedef struct { float *params; int64_t n; float losses[MAX_LOSSES]; int n_losses; double train_loss, val_loss; } ref_run;
+
+static void run_single(volt_dataset *ds, ref_run *r) {
+    memset(r, 0, sizeof *r);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer("single", vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB), *vl = make_loader_ex(ds, GB, false);
+    if (!t || !l) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "single fit: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_metric(t, "train_loss", &r->train_loss) && volt_trainer_metric(t, "val_loss", &r->val_loss),
+          "single: metrics");
+    volt_loader_destroy(vl);
+    r->n = total_numel(volt_trainer_params(t));
+    r->params = malloc(sizeof(float) * (size_t)r->n);
+    copy_params(volt_trainer_params(t), r->params);
+    memcpy(r->losses, m.losses, sizeof m.losses);
+    r->n_losses = m.n_losses;
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
+/* Elementwise |a-b| <= RTOL*|b| + ATOL, as the fraction of that tolerance used (<= 1 passes).
+ * ATOL is 1e-6 of the weights' scale (~0.1) and only matters for weights near 0, where one
+ * rounding of the Adam update is all the difference there is. */
+#define RTOL 1e-5
+#define ATOL 1e-7
+static double tol_used(const float *a, const float *b, int64_t n, double *max_rel_big) {
+    double worst = 0, rel = 0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]), e = d / (RTOL * fabs((double)b[i]) + ATOL);
+        if (!(e <= worst)) { worst = e; wi = i; }   /* NaN propagates */
+        if (fabs((double)b[i]) >= 1e-3 && !(d / fabs((double)b[i]) <= rel)) rel = d / fabs((double)b[i]);
+    }
+    if (getenv("VOLT_TEST_DEBUG")) fprintf(stderr, "worst at %lld: %.9g vs %.9g\n", (long long)wi, a[wi], b[wi]);
+    if (max_rel_big) *max_rel_big = rel;
+    return worst;
+}
+
+/* ---- local checks (no MPI) ----------------------------------------------------------------------- */
+static void test_unit_padding(void) {
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    for (int w = 1; w <= 5; w++) {
+        volt_params *ps = NULL;
+        CHECK_OK(volt_params_create(&pc, &ps));
+        mlp m = { 0 };
+        CHECK_OK(volt_params_set_unit_padding(ps, w));
+        CHECK_OK(mlp_setup(&m, ps));
+        CHECK(volt_params_set_unit_padding(ps, 0) == VOLT_ERR_INVALID_ARG, "multiple 0 rejected");
+        CHECK_OK(volt_params_finalize(ps));
+        CHECK(volt_params_set_unit_padding(ps, 2) == VOLT_ERR_STATE, "padding after finalize rejected");
+        int64_t padded = 0;
+        for (int u = 0; u < volt_params_unit_count(ps); u++) {
+            volt_unit *un = volt_params_unit_at(ps, u);
+            int64_t n = volt_unit_numel(un), plain = 0;
+            for (int i = 0; i < volt_unit_param_count(un); i++)
+                plain += (volt_tensor_numel(volt_unit_param(un, i)) + 15) / 16 * 16;
+            CHECK(n % (16 * w) == 0 && n >= plain && n - plain < 16 * w, "unit %d: %lld floats for %lld at w=%d",
+                  u, (long long)n, (long long)plain, w);
+            for (int64_t k = plain; k < n; k++)
+                CHECK(volt_unit_data(un)[k] == 0.f && volt_unit_grad(un)[k] == 0.f, "padding is zero");
+            padded += n;
+        }
+        /* offsets do not move: fc1.bias right after fc1.weight rounded to 16 */
+        CHECK(volt_param_offset(m.b1) == (H1 * IN + 15) / 16 * 16, "bias offset %lld", (long long)volt_param_offset(m.b1));
+        volt_optimizer_config oc;
+        volt_optimizer_config_init(&oc);
+        volt_optimizer *opt = NULL;
+        CHECK_OK(volt_optimizer_create(&oc, ps, &opt));
+        int64_t lo, hi;
+        CHECK_OK(volt_optimizer_range(opt, 1, &lo, &hi));
+        CHECK(lo == 0 && hi == volt_unit_numel(volt_params_unit_at(ps, 1)), "optimizer covers the padded unit");
+        volt_optimizer_destroy(opt);
+        CHECK(padded - volt_params_numel(ps) < 3 * 16 + 3 * 16 * w, "padding bounded");
+        volt_params_destroy(ps);
+    }
+}
+
+static void test_bad_name(void) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.strategy = "dpp";
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    const char *m = t ? volt_trainer_errmsg(t) : "";
+    CHECK(st == VOLT_ERR_UNSUPPORTED, "bad strategy name: %s", volt_status_str(st));
+    const char *names[] = { "'dpp'", "single", "ddp", "deepspeed_stage_1", "zero1", "deepspeed_stage_2", "zero2",
+                            "fsdp", "fsdp_shard_grad_op" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        CHECK(strstr(m, names[i]) != NULL, "message names %s: %s", names[i], m);
+    volt_trainer_destroy(t);
+    /* single on more than one device is refused with the distributed names */
+    volt_trainer_config_init(&c);
+    c.devices = 2;
+    st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "ddp"), "single with devices=2: %s",
+          volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+#ifndef VOLT_HAVE_MPI
+    volt_trainer_config_init(&c);
+    c.strategy = "fsdp";
+    st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "need MPI"), "fsdp without MPI: %s",
+          volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+#endif
+}
+
+static void test_single_memory(volt_dataset *ds) {
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer("single", vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB);
+    CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
+    volt_memory_report r;
+    t->strategy->ops->memory_report(t->strategy, &r);
+    const int64_t P = r.padded_numel;
+    CHECK(r.numel == volt_params_numel(volt_trainer_params(t)), "numel");
+    CHECK(r.param_bytes == 4 * P && r.grad_bytes == 4 * P && r.optim_bytes == 8 * P, "single: 16Ψ");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
+#ifdef VOLT_HAVE_MPI
+static int g_rank, g_world;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* every rank has the same value */
+static bool same_everywhere(uint64_t v) {
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)g_world);
+    MPI_Allgather(&v, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    bool ok = true;
+    for (int r = 0; r < g_world; r++) ok &= all[r] == v;
+    free(all);
+    return ok;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- comm backend ------------------------------------------------------------------------------ */
+static void test_comm(void) {
+    volt_comm_config cc;
+    volt_comm_config_init(&cc);
+    cc.timeout_s = 30;
+    volt_comm *c = NULL;
+    char err[512] = "";
+    volt_status st = volt_comm_mpi_create(&cc, &c, err, sizeof err);
+    CHECK(st == VOLT_OK, "comm create: %s", err);
+    if (!c) return;
+    const int R = c->rank, W = c->world;
+    CHECK(R == g_rank && W == g_world, "rank/world");
+    enum { K = 7 };   /* odd chunk */
+    float buf[K * 8], sum[K * 8];
+    /* all_reduce avg, in place; and out of place sum */
+    for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)(i + 1);
+    CHECK_OK(volt_comm_all_reduce(c, buf, buf, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_AVG, "t1"));
+    const float tri = (float)(W * (W + 1) / 2);
+    for (int i = 0; i < K * W; i++) CHECK_CLOSE(buf[i], tri / W * (i + 1), 1e-6, 0);
+    for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1);
+    CHECK_OK(volt_comm_all_reduce(c, buf, sum, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_SUM, "t2"));
+    CHECK(sum[0] == tri && sum[K * W - 1] == tri, "out-of-place sum");
+    /* reduce_scatter in place: chunk R lands at buf + R*K */
+    for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)i;
+    CHECK_OK(volt_comm_reduce_scatter(c, buf, buf + R * K, K, VOLT_COMM_F32, VOLT_COMM_AVG, "t3"));
+    for (int i = 0; i < K; i++) CHECK_CLOSE(buf[R * K + i], tri / W * (R * K + i), 1e-6, 0);
+    /* ... and out of place */
+    for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)i;
+    float chunk[K];
+    CHECK_OK(volt_comm_reduce_scatter(c, buf, chunk, K, VOLT_COMM_F32, VOLT_COMM_SUM, "t4"));
+    for (int i = 0; i < K; i++) CHECK_CLOSE(chunk[i], tri * (R * K + i), 1e-6, 0);
+    /* all_gather in place and out of place */
+    for (int i = 0; i < K * W; i++) buf[i] = i / K == R ? (float)(100 * R + i) : -1.f;
+    CHECK_OK(volt_comm_all_gather(c, buf + R * K, buf, K, VOLT_COMM_F32, "t5"));
+    for (int i = 0; i < K * W; i++) CHECK(buf[i] == (float)(100 * (i / K) + i), "all_gather in place [%d] = %g", i, buf[i]);
+    for (int i = 0; i < K; i++) chunk[i] = (float)(R * 10 + i);
+    CHECK_OK(volt_comm_all_gather(c, chunk, buf, K, VOLT_COMM_F32, "t6"));
+    for (int i = 0; i < K * W; i++) CHECK(buf[i] == (float)((i / K) * 10 + i % K), "all_gather [%d]", i);
+    /* f64 average, byte broadcast, barrier */
+    double d[3] = { R, 2.0 * R, 1 };
+    CHECK_OK(volt_comm_all_reduce(c, d, d, 3, VOLT_COMM_F64, VOLT_COMM_AVG, "t7"));
+    CHECK_CLOSE(d[0], (W - 1) / 2.0, 1e-15, 0);
+    CHECK_CLOSE(d[2], 1.0, 0, 0);
+    char msg[32] = "";
+    if (R == W - 1) snprintf(msg, sizeof msg, "hello %d", R);
+    CHECK_OK(volt_comm_broadcast(c, msg, sizeof msg, VOLT_COMM_BYTE, W - 1, "t8"));
+    char want[32];
+    snprintf(want, sizeof want, "hello %d", W - 1);
+    CHECK(!strcmp(msg, want), "broadcast '%s'", msg);
+    CHECK_OK(volt_comm_barrier(c, "t9"));
+    /* non-blocking: several in flight, test() drives them, waits in another order */
+    float a[K], b2[K];
+    for (int i = 0; i < K; i++) a[i] = b2[i] = (float)R;
+    volt_comm_req *q1 = NULL, *q2 = NULL;
+    CHECK_OK(c->ops->all_reduce(c, a, a, K, VOLT_COMM_F32, VOLT_COMM_SUM, "q1", &q1));
+    CHECK_OK(c->ops->all_reduce(c, b2, b2, K, VOLT_COMM_F32, VOLT_COMM_AVG, "q2", &q2));
+    bool done = false;
+    CHECK_OK(c->ops->test(c, q1, &done));
+    CHECK_OK(c->ops->wait(c, q2));
+    CHECK_OK(c->ops->wait(c, q1));
+    CHECK(a[0] == (float)(W * (W - 1) / 2) && b2[K - 1] == (float)(W - 1) / 2.0f, "non-blocking results %g %g", a[0], b2[K - 1]);
+    /* bad arguments do not start anything */
+    volt_comm_req *q3 = (volt_comm_req *)&q3;
+    CHECK(c->ops->broadcast(c, msg, 1, VOLT_COMM_BYTE, W, "bad", &q3) == VOLT_ERR_INVALID_ARG && q3 == NULL, "bad root");
+    CHECK(c->ops->all_reduce(c, msg, msg, 1, VOLT_COMM_BYTE, VOLT_COMM_SUM, "bad", &q3) == VOLT_ERR_INVALID_ARG, "byte reduce");
+    volt_comm_destroy(c);
+
+    /* a timeout: rank 0 waits on a barrier nobody else joins (on its own comm) */
+    cc.timeout_s = 0.5;
+    CHECK_OK(volt_comm_mpi_create(&cc, &c, err, sizeof err));
+    if (R == 0 && W > 1) {
+        double t0 = now_s();
+        st = volt_comm_barrier(c, "lonely barrier");
+        double el = now_s() - t0;
+        CHECK(st == VOLT_ERR_TIMEOUT, "lonely barrier: %s", volt_status_str(st));
+        CHECK(el >= 0.5 && el < 5, "timed out after %.2f s", el);
+        CHECK(strstr(volt_comm_errmsg(c), "rank 0: barrier #1 (lonely barrier) timed out after 0.5 s") != NULL,
+              "message: %s", volt_comm_errmsg(c));
+        st = volt_comm_barrier(c, "again");
+        CHECK(st == VOLT_ERR_TIMEOUT && strstr(volt_comm_errmsg(c), "unusable after: rank 0: barrier #1 (lonely barrier) timed out"),
+              "a broken comm fails at once, repeating the cause: %s", volt_comm_errmsg(c));
+    }
+    volt_comm_destroy(c);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ---- parity, memory, overlap, hook order ------------------------------------------------------------ */
+static volt_dist_kind kind_of(const char *s) {
+    if (!strcmp(s, "ddp")) return VOLT_DIST_DDP;
+    if (!strcmp(s, "zero1") || !strcmp(s, "deepspeed_stage_1")) return VOLT_DIST_ZERO1;
+    if (!strcmp(s, "zero2") || !strcmp(s, "deepspeed_stage_2")) return VOLT_DIST_ZERO2;
+    if (!strcmp(s, "fsdp_shard_grad_op")) return VOLT_DIST_FSDP_SGO;
+    return VOLT_DIST_FSDP;
+}
+
+static void check_memory(volt_trainer *t, const char *name) {
+    volt_memory_report r;
+    t->strategy->ops->memory_report(t->strategy, &r);
+    const volt_dist_kind k = kind_of(name);
+    const int64_t N = g_world;
+    /* the layout computed independently: params rounded to 16 floats, units to 16*N (sharded) */
+    volt_params *ps = volt_trainer_params(t);
+    int64_t P = 0, U = 0, psi = 0;
+    for (int u = 0; u < volt_params_unit_count(ps); u++) {
+        volt_unit *un = volt_params_unit_at(ps, u);
+        int64_t n = 0;
+        for (int i = 0; i < volt_unit_param_count(un); i++) {
+            n += (volt_tensor_numel(volt_unit_param(un, i)) + 15) / 16 * 16;
+            psi += volt_tensor_numel(volt_unit_param(un, i));
+        }
+        const int64_t m = k == VOLT_DIST_DDP ? 16 : 16 * N;
+        n = (n + m - 1) / m * m;
+        P += n;
+        if (n > U) U = n;
+    }
+    CHECK(r.numel == psi && r.padded_numel == P, "%s: numel %lld/%lld padded %lld/%lld", name, (long long)r.numel,
+          (long long)psi, (long long)r.padded_numel, (long long)P);
+    CHECK(P - psi < 16 * volt_params_count(ps) + 16 * N * volt_params_unit_count(ps), "padding bounded");
+    int64_t wp = 0, wg = 0, wo = 0;
+    switch (k) {
+    case VOLT_DIST_DDP: wp = 4 * P; wg = 4 * P; wo = 8 * P; break;
+    case VOLT_DIST_ZERO1: wp = 4 * P; wg = 4 * P; wo = 8 * P / N; break;
+    case VOLT_DIST_ZERO2: wp = 4 * P; wg = 4 * P / N; wo = 8 * P / N; break;
+    case VOLT_DIST_FSDP: wp = 4 * P / N + 4 * U; wg = 4 * P / N; wo = 8 * P / N; break;
+    case VOLT_DIST_FSDP_SGO: wp = 4 * P; wg = 4 * P / N; wo = 8 * P / N; break;
+    }
+    CHECK(r.param_bytes == wp && r.grad_bytes == wg && r.optim_bytes == wo,
+          "%s memory: params %lld (want %lld) grads %lld (%lld) states %lld (%lld)", name, (long long)r.param_bytes,
+          (long long)wp, (long long)r.grad_bytes, (long long)wg, (long long)r.optim_bytes, (long long)wo);
+    /* what is really allocated: full params and grads, optimizer states as sharded */
+    const int64_t states = k == VOLT_DIST_DDP ? 8 * P : 8 * P / N;
+    CHECK(r.allocated_bytes == 8 * P + states, "%s allocated %lld want %lld", name, (long long)r.allocated_bytes,
+          (long long)(8 * P + states));
+    if (g_rank == 0)
+        printf("memory %-18s N=%d Ψ=%lld Ψ'=%lld: params %lld grads %lld states %lld (formula total %lld, allocated %lld)\n",
+               name, g_world, (long long)psi, (long long)P, (long long)r.param_bytes, (long long)r.grad_bytes,
+               (long long)r.optim_bytes, (long long)(r.param_bytes + r.grad_bytes + r.optim_bytes), (long long)r.allocated_bytes);
+}
+
+static void check_trace(volt_trainer *t, const char *name) {
+    const volt_dist_event *ev = NULL;
+    const int n = volt_dist_trace(t->strategy, &ev);
+    CHECK(n > 0, "%s: trace has %d events", name, n);
+    if (n <= 0) return;
+    const volt_dist_kind k = kind_of(name);
+    const int n_units = volt_params_unit_count(volt_trainer_params(t));
+    /* hook order (without times) identical on every rank */
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        int v[2] = { (int)ev[i].kind, ev[i].unit };
+        h = fnv(h, v, sizeof v);
+    }
+    CHECK(same_everywhere(h), "%s: the hook/collective sequence differs between ranks", name);
+    /* no communication in non-final micro-steps; overlap in the final ones */
+    int cycles = 0, overlapped = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].kind != VOLT_EV_BACKWARD_BEGIN) continue;
+        int end = i + 1;
+        while (end < n && ev[end].kind != VOLT_EV_BACKWARD_BEGIN) end++;
+        int launches = 0, first_launch = -1, last_ready = -1, bwd_end = -1;
+        for (int j = i + 1; j < end; j++) {
+            if (ev[j].kind == VOLT_EV_GRAD_LAUNCH) { launches++; if (first_launch < 0) first_launch = j; }
+            if (ev[j].kind == VOLT_EV_GRADS_READY) last_ready = j;
+            if (ev[j].kind == VOLT_EV_BACKWARD_END && bwd_end < 0) bwd_end = j;
+        }
+        if (ev[i].unit == 0) {   /* accumulation micro-step */
+            CHECK(launches == 0, "%s: %d grad reductions on a non-final micro-step", name, launches);
+            continue;
+        }
+        cycles++;
+        CHECK(launches == n_units, "%s: %d grad reductions for %d units", name, launches, n_units);
+        CHECK(bwd_end > 0, "%s: reduce_grads ran", name);
+        if (first_launch < 0 || bwd_end < 0) continue;
+        if (k == VOLT_DIST_ZERO1) {
+            CHECK(first_launch > bwd_end, "zero1 reduce-scatters at the boundary, after backward");
+        } else {
+            /* the first bucket starts while backward still has units to finish */
+            CHECK(first_launch < last_ready && ev[first_launch].t < ev[bwd_end].t,
+                  "%s: first bucket launched at event %d, last unit ready at %d, backward ended at %d", name,
+                  first_launch, last_ready, bwd_end);
+            overlapped += first_launch < last_ready;
+        }
+    }
+    CHECK(cycles == STEPS, "%s: %d accumulation cycles", name, cycles);
+    if (k == VOLT_DIST_FSDP || k == VOLT_DIST_FSDP_SGO) {
+        int launched = 0, done = 0;
+        for (int i = 0; i < n; i++) {
+            launched += ev[i].kind == VOLT_EV_GATHER_LAUNCH;
+            done += ev[i].kind == VOLT_EV_GATHER_DONE;
+        }
+        /* every unit regathered after each of the STEPS updates (the last one at the end of fit) */
+        CHECK(launched == done && launched == STEPS * n_units, "%s: %d gathers launched, %d done", name, launched, done);
+    }
+    if (g_rank == 0 && k != VOLT_DIST_ZERO1)
+        printf("overlap %-18s %d/%d sync backwards launched the first bucket before the last unit was ready\n", name,
+               overlapped, cycles);
+}
+
+static void test_parity(const char *name) {
+    volt_dataset *ds = make_data();
+    ref_run ref;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    CHECK(GB % g_world == 0, "global batch %d not divisible by %d ranks", GB, g_world);
+    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+    if (!t || !l || !ref.params) return;
+    CHECK(volt_trainer_world_size(t) == g_world && volt_trainer_rank(t) == g_rank, "rank/world from MPI");
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "%s fit: %s", name, volt_trainer_errmsg(t));
+    /* VOLT_LOG_SYNC metrics: the last step's loss and the epoch's validation mean, global */
+    double tl = NAN, vloss = NAN;
+    CHECK(volt_trainer_metric(t, "train_loss", &tl) && volt_trainer_metric(t, "val_loss", &vloss), "%s: metrics", name);
+    CHECK_CLOSE(tl, ref.train_loss, 1e-5, 0);
+    CHECK_CLOSE(vloss, ref.val_loss, 1e-5, 0);
+    volt_loader_destroy(vl);
+    CHECK(volt_trainer_global_step(t) == STEPS, "steps");
+    /* losses: the global loss of a micro-step is the mean over ranks of the shard means */
+    CHECK(m.n_losses == ACC * STEPS && ref.n_losses == ACC * STEPS, "%d / %d losses", m.n_losses, ref.n_losses);
+    float glob[MAX_LOSSES];
+    MPI_Allreduce(m.losses, glob, m.n_losses, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double worst_loss = 0;
+    for (int i = 0; i < m.n_losses && i < ref.n_losses; i++) {
+        double e = fabs(glob[i] / g_world - ref.losses[i]) / fabs(ref.losses[i]);
+        if (!(e <= worst_loss)) worst_loss = e;
+    }
+    CHECK(worst_loss <= 1e-5, "%s: losses differ from single by %.3g relative", name, worst_loss);
+    /* params: against single, and bitwise the same on every rank */
+    volt_params *ps = volt_trainer_params(t);
+    float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(ps, mine);
+    double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel);
+    CHECK(worst <= 1, "%s: params differ from single by more than 1e-5 relative (+1e-7): %.3g of the tolerance", name, worst);
+    memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
+    MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s: params differ between ranks", name);
+    double both[2] = { worst, rel }, all[2];
+    MPI_Allreduce(both, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("parity  %-18s N=%d: loss rel err %.2e; params: rel err %.2e (|w| >= 1e-3), %.0f%% of the 1e-5 rel + 1e-7 abs tolerance\n",
+               name, g_world, worst_loss, all[1], 100 * all[0]);
+    check_memory(t, name);
+    check_trace(t, name);
+    free(mine);
+    free(r0);
+    free(ref.params);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+/* ---- faults ---------------------------------------------------------------------------------------- */
+/* Rank 1 leaves the run: before its first collective (at_batch < 0) or when batch at_batch
+ * starts (mid-training: the others are then inside forward/backward hooks or the optimizer
+ * step). The others must get VOLT_ERR_TIMEOUT within about the configured time, with a
+ * message naming the rank, the call, its sequence number and the unit. */
+static volt_status leave_on_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    const int *at = self;
+    if (volt_trainer_rank(t) == 1 && i == *at) {
+        printf("rank 1: leaving the run at batch %lld\n", (long long)i);
+        return volt_trainer_fail(t, VOLT_ERR_STATE, "rank 1 leaves");
+    }
+    return VOLT_OK;
+}
+static const volt_callback_ops leave_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Leave",
+                                             .on_train_batch_start = leave_on_batch };
+
+static void test_fault(const char *name, int at_batch) {
+    const char *to = getenv("VOLT_COMM_TIMEOUT");
+    const double timeout = to ? atof(to) : 300;
+    CHECK(timeout > 0 && timeout <= 10, "run with a short VOLT_COMM_TIMEOUT (got %s)", to ? to : "unset");
+    volt_dataset *ds = make_data();
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world);
+    if (t && at_batch >= 0) CHECK_OK(volt_trainer_add_callback(t, &leave_ops, &at_batch));
+    if (g_rank == 1 && at_batch < 0) {
+        printf("rank 1: leaving before the first collective\n");
+        fflush(stdout);
+    } else if (g_rank == 1 && t && l) {
+        CHECK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL) == VOLT_ERR_STATE, "rank 1 left");
+    } else if (t && l) {
+        double t0 = now_s();
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+        double el = now_s() - t0;
+        const char *msg = volt_trainer_errmsg(t);
+        CHECK(st == VOLT_ERR_TIMEOUT, "rank %d: fit returned %s: %s", g_rank, volt_status_str(st), msg);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d: ", g_rank);
+        CHECK(strstr(msg, want) && strstr(msg, "timed out after") && strstr(msg, " #") &&
+              (strstr(msg, "(unit '") || strstr(msg, "(metric sync)")),
+              "message names rank, call, sequence and unit (or metric sync): %s", msg);
+        /* the first rank to time out does so after `timeout`; one blocked behind it at most twice */
+        CHECK(el >= timeout * 0.9 && el < 2 * timeout + 5, "rank %d: failed after %.2f s (timeout %g s)", g_rank, el, timeout);
+        printf("rank %d: %s after %.2f s: %s\n", g_rank, volt_status_str(st), el, msg);
+        fflush(stdout);
+    }
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+static volt_status die_on_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    if (volt_trainer_rank(t) == 1 && i == 2) {
+        fprintf(stderr, "rank 1: simulated crash (exit without MPI_Finalize)\n");
+        _exit(3);
+    }
+    return VOLT_OK;
+}
+static const volt_callback_ops die_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Die",
+                                           .on_train_batch_start = die_on_batch };
+
+static void test_fault_exit(void) {
+    volt_dataset *ds = make_data();
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer("ddp", vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world);
+    if (t) CHECK_OK(volt_trainer_add_callback(t, &die_ops, NULL));
+    volt_status st = t && l ? volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL) : VOLT_ERR_STATE;
+    /* normally mpirun ends the job before this; if not, the timeout must */
+    printf("rank %d: fit returned %s: %s\n", g_rank, volt_status_str(st), t ? volt_trainer_errmsg(t) : "");
+    CHECK(st != VOLT_OK, "a dead rank cannot go unnoticed");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+#endif /* VOLT_HAVE_MPI */
+
+/* ---- resharding ---------------------------------------------------------------------------------------- */
+enum { SAVE_AT_BATCH = 5 };   /* after the 3rd optimizer step, mid-epoch (10 batches) */
+typedef struct { const char *path; } saver;
+static volt_status save_and_stop(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    saver *s = self;
+    if (i != SAVE_AT_BATCH) return VOLT_OK;
+    volt_status st = volt_trainer_save_checkpoint(t, s->path);
+    return st < 0 ? st : VOLT_STOP;
+}
+static const volt_callback_ops saver_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saver",
+                                             .on_train_batch_end = save_and_stop };
+
+static void test_reshard_save(const char *name, const char *path) {
+    volt_dataset *ds = make_data();
+    mlp m = { 0 };
+    int world = 1;
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    if (t) world = volt_trainer_world_size(t);
+    volt_loader *l = make_loader(ds, GB / world);
+    saver sv = { path };
+    if (volt_trainer_rank(t) == 0) unlink(path);
+    if (t) CHECK_OK(volt_trainer_add_callback(t, &saver_ops, &sv));
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_OK, "%s fit with save: %s", name, volt_trainer_errmsg(t));
+    CHECK(volt_trainer_global_step(t) == 3, "stopped after step %lld", (long long)volt_trainer_global_step(t));
+    if (volt_trainer_rank(t) == 0) {
+        CHECK(access(path, R_OK) == 0, "checkpoint %s written", path);
+        printf("saved %s under %s on %d ranks at step %lld\n", path, name, world, (long long)volt_trainer_global_step(t));
+    }
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+static void test_reshard_resume(const char *name, const char *path) {
+    volt_dataset *ds = make_data();
+    ref_run ref;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    const int world = t ? volt_trainer_world_size(t) : 1;
+    volt_loader *l = make_loader(ds, GB / world);
+    if (!t || !l || !ref.params) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
+    CHECK(st == VOLT_OK, "%s resume: %s", name, volt_trainer_errmsg(t));
+    CHECK(volt_trainer_global_step(t) == STEPS, "resumed run ends at step %lld", (long long)volt_trainer_global_step(t));
+    CHECK(m.n_losses == ACC * (STEPS - 3), "resumed mid-epoch: %d micro-steps run", m.n_losses);
+    float *mine = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(volt_trainer_params(t), mine);
+    double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel);
+    CHECK(worst <= 1, "%s on %d: final params differ from the uninterrupted single run: %.3g of the tolerance", name, world, worst);
+    if (volt_trainer_rank(t) == 0)
+        printf("reshard %s on %d rank(s) from %s: param rel err %.2e, %.0f%% of the tolerance, vs uninterrupted single\n",
+               name, world, path, rel, 100 * worst);
+    free(mine);
+    free(ref.params);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "local";
+    if (!strcmp(mode, "local")) {
+        test_unit_padding();
+        test_bad_name();
+        volt_dataset *ds = make_data();
+        test_single_memory(ds);
+        volt_dataset_destroy(ds);
+#ifndef VOLT_HAVE_MPI
+        printf("note: built without MPI; the multi-rank tests are skipped (test_strategies_mpi)\n");
+#endif
+        return vtest_finish();
+    }
+    if ((!strcmp(mode, "reshard_resume") || !strcmp(mode, "reshard_save")) && argc > 3 && !strcmp(argv[2], "single")) {
+        if (!strcmp(mode, "reshard_save")) test_reshard_save(argv[2], argv[3]);
+        else test_reshard_resume(argv[2], argv[3]);
+        return vtest_finish();
+    }
+#ifndef VOLT_HAVE_MPI
+    VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
+#else
+    /* fault modes leave MPI to the library (its MPI_Init_thread and MPI_Finalize at exit) */
+    const bool own_mpi = strncmp(mode, "fault", 5) != 0;
+    if (own_mpi) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    }
+    int init = 0;
+    MPI_Initialized(&init);
+    if (init) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    } else {   /* the library initialises MPI when the trainer is created: ask the env */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK"), *w = getenv("OMPI_COMM_WORLD_SIZE");
+        g_rank = r ? atoi(r) : 0;
+        g_world = w ? atoi(w) : 1;
+    }
+    if (!strcmp(mode, "comm")) test_comm();
+    else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
+    else if (!strcmp(mode, "fault") && argc > 2) {
+        if (g_world < 2) VTEST_SKIP("the fault test needs at least 2 ranks");
+        test_fault(argv[2], argc > 3 ? atoi(argv[3]) : -1);
+    } else if (!strcmp(mode, "fault_exit")) test_fault_exit();
+    else if (!strcmp(mode, "reshard_save") && argc > 3) test_reshard_save(argv[2], argv[3]);
+    else if (!strcmp(mode, "reshard_resume") && argc > 3) test_reshard_resume(argv[2], argv[3]);
+    else {
+        fprintf(stderr, "usage: test_strategies [comm | parity S | fault S | fault_exit | reshard_save S PATH | "
+                        "reshard_resume S PATH]\n");
+        return 2;
+    }
+    int rc = vtest_finish();
+    if (own_mpi) {
+        int any = rc;
+        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return any;
+    }
+    return rc;
+#endif
+}
