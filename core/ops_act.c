@@ -5,7 +5,8 @@
 #include "core/internal.h"
 #include "volt/ops.h"
 
-#define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
+/* float inputs may be 16-bit: volt__op computes on an f32 copy (core/ops_cast.c) */
+#define CHECK_F32(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 
 /* x (..., C) viewed as (R, C): i[0] = R, i[1] = C */
 static volt_tensor *rowwise(volt_step *s, volt_op_id op, const char *name, volt_tensor *x) {

@@ -3,17 +3,24 @@
 #include <string.h>
 #include "core/internal.h"
 #include "volt/ops.h"
+#include "volt/precision.h"
 
-static bool is_float(const volt_tensor *t) { return t->dtype == VOLT_F32; }
 static bool is_index(const volt_tensor *t) { return t->dtype == VOLT_I32 || t->dtype == VOLT_I64; }
 
-#define CHECK_F32(s, op, t) do { if (!is_float(t)) return volt__dtype_err(s, op, t, "f32"); } while (0)
+/* Float inputs may be 16-bit (volt/precision.h): GEMMs take them, other ops get f32 copies. */
+#define CHECK_FLOAT(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
+#define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
+
+/* GEMM operands in the step's compute dtype (a recorded cast when they differ). */
+static volt_tensor *to_compute(volt_step *s, volt_tensor *t) {
+    return s->compute_dtype == VOLT_F32 ? t : volt_cast(s, t, s->compute_dtype);
+}
 
 volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
     if (volt__any_null(s, 2, in)) return NULL;
-    CHECK_F32(s, "matmul", a);
-    CHECK_F32(s, "matmul", b);
+    CHECK_FLOAT(s, "matmul", a);
+    CHECK_FLOAT(s, "matmul", b);
     volt_node at = { 0 };
     if (a->shape.ndim < 1 || b->shape.ndim < 2) return volt__shape_err(s, "matmul", "need a (..., M, K) and b (K, N)", a, b);
     int64_t K = a->shape.d[a->shape.ndim - 1];
@@ -39,6 +46,7 @@ volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     } else {
         return volt__shape_err(s, "matmul", "need b 2-d, or both 3-d (batched)", a, b);
     }
+    if (!(in[0] = to_compute(s, a)) || !(in[1] = to_compute(s, b))) return NULL;
     return volt__op(s, VOLT_OP_MATMUL, 2, in, VOLT_F32, os, &at);
 }
 
@@ -46,19 +54,22 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
     volt_tensor *in[3] = { x, w, b };
     int n_in = b ? 3 : 2;
     if (volt__any_null(s, n_in, in)) return NULL;
-    CHECK_F32(s, "linear", x);
-    CHECK_F32(s, "linear", w);
+    CHECK_FLOAT(s, "linear", x);
+    CHECK_FLOAT(s, "linear", w);
     if (w->shape.ndim != 2 || x->shape.ndim < 1 || x->shape.d[x->shape.ndim - 1] != w->shape.d[1])
         return volt__shape_err(s, "linear", "x (..., in) needs weight (out, in)", x, w);
     if (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0]))
         return volt__shape_err(s, "linear", "bias must be (out) for weight", b, w);
-    if (b) CHECK_F32(s, "linear", b);
+    if (b) CHECK_FLOAT(s, "linear", b);
     volt_node at = { 0 };
     at.i[0] = volt_tensor_numel(x) / w->shape.d[1];   /* rows */
     at.i[1] = w->shape.d[1];                          /* in */
     at.i[2] = w->shape.d[0];                          /* out */
     volt_shape os = x->shape;
     os.d[os.ndim - 1] = w->shape.d[0];
+    /* x, w in the compute dtype; the bias is added in f32 */
+    if (!(in[0] = to_compute(s, x)) || !(in[1] = to_compute(s, w)) || (b && !(in[2] = volt_cast(s, b, VOLT_F32))))
+        return NULL;
     return volt__op(s, VOLT_OP_LINEAR, n_in, in, VOLT_F32, os, &at);
 }
 
@@ -66,8 +77,8 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
 static volt_tensor *broadcast_op(volt_step *s, volt_op_id op, const char *name, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
     if (volt__any_null(s, 2, in)) return NULL;
-    CHECK_F32(s, name, a);
-    CHECK_F32(s, name, b);
+    CHECK_FLOAT(s, name, a);
+    CHECK_FLOAT(s, name, b);
     int off = a->shape.ndim - b->shape.ndim;
     bool ok = off >= 0;
     for (int i = 0; ok && i < b->shape.ndim; i++) ok = a->shape.d[off + i] == b->shape.d[i];
@@ -87,7 +98,7 @@ volt_tensor *volt_bias(volt_step *s, volt_tensor *x, volt_tensor *b) {
 
 static volt_tensor *unary(volt_step *s, volt_op_id op, const char *name, volt_tensor *x, float f0) {
     if (volt__any_null(s, 1, &x)) return NULL;
-    CHECK_F32(s, name, x);
+    CHECK_FLOAT(s, name, x);
     volt_node at = { 0 };
     at.f[0] = f0;
     return volt__op(s, op, 1, &x, VOLT_F32, x->shape, &at);
@@ -102,13 +113,13 @@ volt_tensor *volt_sigmoid(volt_step *s, volt_tensor *x) { return unary(s, VOLT_O
 
 volt_tensor *volt_sum(volt_step *s, volt_tensor *x) {
     if (volt__any_null(s, 1, &x)) return NULL;
-    CHECK_F32(s, "sum", x);
+    CHECK_FLOAT(s, "sum", x);
     return volt__op(s, VOLT_OP_SUM, 1, &x, VOLT_F32, VOLT_SCALAR, NULL);
 }
 
 volt_tensor *volt_mean(volt_step *s, volt_tensor *x) {
     if (volt__any_null(s, 1, &x)) return NULL;
-    CHECK_F32(s, "mean", x);
+    CHECK_FLOAT(s, "mean", x);
     if (volt_tensor_numel(x) == 0) return volt__shape_err(s, "mean", "mean of an empty tensor", x, NULL);
     return volt__op(s, VOLT_OP_MEAN, 1, &x, VOLT_F32, VOLT_SCALAR, NULL);
 }
@@ -116,8 +127,8 @@ volt_tensor *volt_mean(volt_step *s, volt_tensor *x) {
 volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
     if (volt__any_null(s, 2, in)) return NULL;
-    CHECK_F32(s, "mse", a);
-    CHECK_F32(s, "mse", b);
+    CHECK_FLOAT(s, "mse", a);
+    CHECK_FLOAT(s, "mse", b);
     if (!volt_shape_eq(a->shape, b->shape)) return volt__shape_err(s, "mse", "shapes differ", a, b);
     if (volt_tensor_numel(a) == 0) return volt__shape_err(s, "mse", "empty input", a, b);
     return volt__op(s, VOLT_OP_MSE, 2, in, VOLT_F32, VOLT_SCALAR, NULL);
@@ -127,7 +138,7 @@ volt_tensor *volt_cross_entropy_ex(volt_step *s, volt_tensor *logits, volt_tenso
     volt_tensor *in[2] = { logits, target };
     if (volt__any_null(s, 2, in)) return NULL;
     volt_ce_opts opts = o ? *o : VOLT_CE_DEFAULTS;
-    CHECK_F32(s, "cross_entropy", logits);
+    CHECK_FLOAT(s, "cross_entropy", logits);
     if (!is_index(target)) return volt__dtype_err(s, "cross_entropy", target, "i32 or i64 targets");
     if (logits->shape.ndim != 2 || target->shape.ndim != 1 || target->shape.d[0] != logits->shape.d[0])
         return volt__shape_err(s, "cross_entropy", "need logits (N, C) and target (N)", logits, target);

@@ -6,24 +6,30 @@
  * Python) and rounded to f32 once, as PyTorch's CPU kernels do with scalar arguments.
  * Every element is independent, so the OpenMP split cannot change a result bit.
  *
- * State: per unit, state_count buffers of (hi - lo) floats covering unit floats [lo, hi);
- * element i of a state buffer belongs to unit float lo + i. */
+ * State: per unit, state_count buffers of (hi - lo) elements covering unit elements [lo, hi);
+ * element i of a state buffer belongs to unit element lo + i. States are f32, or bf16/f16
+ * (cfg.state_dtype); parameters are f32 or stored in 16 bits (volt_params_convert). With
+ * any 16-bit buffer the update runs on f32 copies of OPT_CHUNK-element pieces with the same
+ * kernels, and the results are rounded to nearest even on store. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/optim.h"
+#include "volt/precision.h"
 
 #define OPT_MAX_STATES 2
 #define OPT_ALIGN 64
 /* Below this many floats a segment is updated by one thread (fork/join costs more). */
 #define OPT_PAR_MIN 32768
+/* Elements per piece when parameters or states are 16-bit (f32 scratch: 3 pieces). */
+#define OPT_CHUNK 65536
 
 typedef struct opt_unit {
     volt_unit *u;
     int64_t lo, hi;                 /* range of the unit this optimizer updates */
-    float *state[OPT_MAX_STATES];   /* hi - lo floats each, NULL when empty */
+    void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty */
 } opt_unit;
 
 struct volt_optimizer {
@@ -32,6 +38,8 @@ struct volt_optimizer {
     int n_units;
     opt_unit *units;
     int n_states;
+    volt_dtype state_dt;            /* cfg.state_dtype */
+    float *scratch;                 /* 3 * OPT_CHUNK floats once anything is 16-bit */
     float lr;
     int64_t steps;
     char errmsg[256];
@@ -58,11 +66,11 @@ static volt_status opt_fail(volt_optimizer *opt, volt_status st, const char *fmt
     return st;
 }
 
-static float *state_alloc(int64_t n) {
+static void *state_alloc(int64_t n, size_t esz) {
     if (n <= 0) return NULL;
-    size_t bytes = (size_t)n * sizeof(float);
+    size_t bytes = (size_t)n * esz;
     bytes = (bytes + OPT_ALIGN - 1) & ~(size_t)(OPT_ALIGN - 1);
-    float *p = aligned_alloc(OPT_ALIGN, bytes);
+    void *p = aligned_alloc(OPT_ALIGN, bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }
@@ -81,6 +89,7 @@ void volt_optimizer_config_init(volt_optimizer_config *cfg) {
         .beta1 = 0.9f,
         .beta2 = 0.999f,
         .eps = 1e-8f,
+        .state_dtype = VOLT_F32,
     };
 }
 
@@ -108,6 +117,8 @@ static volt_status config_check(const volt_optimizer_config *c, char *msg, size_
         if (!(c->beta2 >= 0.f && c->beta2 < 1.f)) BAD("optimizer: invalid beta2 %g (must be in [0, 1))", c->beta2);
         if (!isfinite(c->eps) || c->eps < 0.f) BAD("optimizer: invalid eps %g (must be >= 0)", c->eps);
     }
+    if (c->state_dtype != VOLT_F32 && c->state_dtype != VOLT_BF16 && c->state_dtype != VOLT_F16)
+        BAD("optimizer: state_dtype must be f32, bf16 or f16, got %d", (int)c->state_dtype);
 #undef BAD
     return VOLT_OK;
 }
@@ -139,6 +150,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     opt->ps = ps;
     opt->lr = cfg->lr;
     opt->n_states = states_for(cfg);
+    opt->state_dt = cfg->state_dtype;
     opt->n_units = volt_params_unit_count(ps);
     if (opt->n_units > 0) {
         opt->units = calloc((size_t)opt->n_units, sizeof *opt->units);
@@ -150,7 +162,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
         ou->lo = 0;
         ou->hi = volt_unit_numel(ou->u);
         for (int k = 0; k < opt->n_states; k++) {
-            ou->state[k] = state_alloc(ou->hi - ou->lo);
+            ou->state[k] = state_alloc(ou->hi - ou->lo, volt_dtype_size(opt->state_dt));
             if (ou->hi > ou->lo && !ou->state[k]) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
         }
     }
@@ -163,6 +175,7 @@ void volt_optimizer_destroy(volt_optimizer *opt) {
     for (int i = 0; i < opt->n_units && opt->units; i++)
         for (int k = 0; k < OPT_MAX_STATES; k++) free(opt->units[i].state[k]);
     free(opt->units);
+    free(opt->scratch);
     free(opt);
 }
 
@@ -243,17 +256,56 @@ static void make_coef(const volt_optimizer *opt, opt_coef *c) {
 }
 
 /* ---- step ---------------------------------------------------------------------------- */
+/* n elements of one parameter: values at unit element a, state at state element so. The
+ * all-f32 case runs the kernel in place; otherwise OPT_CHUNK pieces are converted to f32,
+ * updated and rounded back. */
+static void update_slice(volt_optimizer *opt, const opt_coef *c, void *values, volt_dtype vdt,
+                         const float *grad, opt_unit *ou, int64_t a, int64_t so, int64_t n) {
+    const bool sgd = opt->cfg.kind == VOLT_OPTIM_SGD, adamw = opt->cfg.kind == VOLT_OPTIM_ADAMW;
+    const int ns = opt->n_states;
+    if (vdt == VOLT_F32 && opt->state_dt == VOLT_F32) {
+        float *p = (float *)values + a, *s0 = ns > 0 ? (float *)ou->state[0] + so : NULL;
+        if (sgd) sgd_kernel(c, p, grad + a, s0, n);
+        else adam_kernel(c, adamw, p, grad + a, s0, (float *)ou->state[1] + so, n);
+        return;
+    }
+    const size_t vesz = volt_dtype_size(vdt), sesz = volt_dtype_size(opt->state_dt);
+    for (int64_t c0 = 0; c0 < n; c0 += OPT_CHUNK) {
+        const int64_t m = n - c0 < OPT_CHUNK ? n - c0 : OPT_CHUNK;
+        void *pv = (char *)values + (size_t)(a + c0) * vesz;
+        float *p = vdt == VOLT_F32 ? pv : opt->scratch;
+        float *st[OPT_MAX_STATES] = { NULL, NULL };
+        void *sv[OPT_MAX_STATES] = { NULL, NULL };
+        if (vdt != VOLT_F32) volt_convert(p, VOLT_F32, pv, vdt, m);
+        for (int k = 0; k < ns; k++) {
+            sv[k] = (char *)ou->state[k] + (size_t)(so + c0) * sesz;
+            st[k] = opt->state_dt == VOLT_F32 ? sv[k] : opt->scratch + (1 + k) * OPT_CHUNK;
+            if (opt->state_dt != VOLT_F32) volt_convert(st[k], VOLT_F32, sv[k], opt->state_dt, m);
+        }
+        if (sgd) sgd_kernel(c, p, grad + a + c0, st[0], m);
+        else adam_kernel(c, adamw, p, grad + a + c0, st[0], st[1], m);
+        if (vdt != VOLT_F32) volt_convert(pv, vdt, p, VOLT_F32, m);
+        for (int k = 0; k < ns && opt->state_dt != VOLT_F32; k++) volt_convert(sv[k], opt->state_dt, st[k], VOLT_F32, m);
+    }
+}
+
 volt_status volt_optimizer_step(volt_optimizer *opt) {
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
+    const volt_dtype vdt = volt_params_dtype(opt->ps);
+    if ((vdt != VOLT_F32 || opt->state_dt != VOLT_F32) && !opt->scratch) {
+        /* once: the store went 16-bit after create (the trainer converts before it creates) */
+        opt->scratch = aligned_alloc(OPT_ALIGN, sizeof(float) * 3 * OPT_CHUNK);
+        if (!opt->scratch) return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer step: out of memory (16-bit scratch)");
+    }
     opt_coef c;
     make_coef(opt, &c);
-    const bool sgd = opt->cfg.kind == VOLT_OPTIM_SGD, adamw = opt->cfg.kind == VOLT_OPTIM_ADAMW;
 
     for (int ui = 0; ui < opt->n_units; ui++) {
         opt_unit *ou = &opt->units[ui];
         if (ou->hi <= ou->lo) continue;
-        float *data = volt_unit_data(ou->u), *grad = volt_unit_grad(ou->u);
+        void *data = volt_unit_values(ou->u);
+        float *grad = volt_unit_grad(ou->u);
         if (!data || !grad)
             return opt_fail(opt, VOLT_ERR_STATE, "optimizer step: unit '%s' has no %s buffer",
                             volt_unit_name(ou->u), data ? "grad" : "value");
@@ -266,11 +318,7 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
             if (a < ou->lo) a = ou->lo;
             if (b > ou->hi) b = ou->hi;
             if (a >= b) continue;
-            const int64_t s = a - ou->lo, n = b - a;
-            if (sgd)
-                sgd_kernel(&c, data + a, grad + a, opt->n_states ? ou->state[0] + s : NULL, n);
-            else
-                adam_kernel(&c, adamw, data + a, grad + a, ou->state[0] + s, ou->state[1] + s, n);
+            update_slice(opt, &c, data, vdt, grad, ou, a, a - ou->lo, b - a);
         }
     }
     opt->steps++;
@@ -289,9 +337,10 @@ volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, 
         return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_range: unit '%s': range "
                         "[%lld, %lld) not inside [0, %lld)", volt_unit_name(ou->u),
                         (long long)lo, (long long)hi, (long long)numel);
-    float *fresh[OPT_MAX_STATES] = { 0 };
+    void *fresh[OPT_MAX_STATES] = { 0 };
+    const size_t esz = volt_dtype_size(opt->state_dt);
     for (int k = 0; k < opt->n_states; k++) {
-        fresh[k] = state_alloc(hi - lo);
+        fresh[k] = state_alloc(hi - lo, esz);
         if (hi > lo && !fresh[k]) {
             for (int j = 0; j < k; j++) free(fresh[j]);
             return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer set_range: unit '%s': out of memory",
@@ -301,7 +350,8 @@ volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, 
     /* Keep what the old and new ranges share (a restore may have filled it already). */
     const int64_t a = lo > ou->lo ? lo : ou->lo, b = hi < ou->hi ? hi : ou->hi;
     for (int k = 0; k < opt->n_states; k++) {
-        if (a < b) memcpy(fresh[k] + (a - lo), ou->state[k] + (a - ou->lo), (size_t)(b - a) * sizeof(float));
+        if (a < b) memcpy((char *)fresh[k] + (size_t)(a - lo) * esz, (char *)ou->state[k] + (size_t)(a - ou->lo) * esz,
+                          (size_t)(b - a) * esz);
         free(ou->state[k]);
         ou->state[k] = fresh[k];
     }
@@ -335,10 +385,24 @@ const char *volt_optimizer_state_name(const volt_optimizer *opt, int k) {
     return k == 0 ? "exp_avg" : "exp_avg_sq";
 }
 
-float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi) {
+void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi) {
     if (!opt || unit < 0 || unit >= opt->n_units || k < 0 || k >= opt->n_states) return NULL;
     const opt_unit *ou = &opt->units[unit];
     if (lo) *lo = ou->lo;
     if (hi) *hi = ou->hi;
     return ou->state[k];
+}
+
+float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi) {
+    if (opt && opt->state_dt != VOLT_F32) return NULL;
+    return volt_optimizer_state_raw(opt, unit, k, lo, hi);
+}
+
+volt_dtype volt_optimizer_state_dtype(const volt_optimizer *opt) { return opt ? opt->state_dt : VOLT_F32; }
+
+int64_t volt_optimizer_state_bytes(const volt_optimizer *opt) {
+    if (!opt) return 0;
+    int64_t n = 0;
+    for (int i = 0; i < opt->n_units; i++) n += opt->units[i].hi - opt->units[i].lo;
+    return n * opt->n_states * (int64_t)volt_dtype_size(opt->state_dt);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "volt/precision.h"
 
 void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap) { vsnprintf(buf, n, fmt, ap); }
 
@@ -37,6 +38,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
 
 void volt_step_destroy(volt_step *s) {
     if (!s) return;
+    volt__scratch_free(s);
     volt_arena_free(&s->arena);
     free(s->tape);
     free(s);
@@ -137,6 +139,7 @@ double volt_tensor_item(const volt_tensor *t) {
     case VOLT_I64: return (double)((const int64_t *)t->data)[0];
     case VOLT_U8: return ((const uint8_t *)t->data)[0];
     case VOLT_BF16: { uint32_t b = (uint32_t)((const uint16_t *)t->data)[0] << 16; float f; memcpy(&f, &b, 4); return f; }
+    case VOLT_F16: return volt_f16_to_f32(((const uint16_t *)t->data)[0]);
     default: return 0;
     }
 }
@@ -243,6 +246,18 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
                       volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs) {
     if (volt__any_null(s, n_in, in)) return NULL;
+    if (!volt__op_takes_16bit(op)) {   /* 16-bit inputs: the kernel gets an f32 copy (core/ops_cast.c) */
+        volt_tensor **cp = NULL;
+        for (int i = 0; i < n_in; i++) {
+            if (!volt__is_16bit(in[i])) continue;
+            if (!cp) {
+                if (!(cp = volt_step_alloc(s, sizeof *cp * (size_t)n_in))) return NULL;
+                memcpy(cp, in, sizeof *cp * (size_t)n_in);
+            }
+            if (!(cp[i] = volt_cast(s, in[i], VOLT_F32))) return NULL;
+        }
+        if (cp) in = cp;
+    }
     volt_tensor *out = tensor_hdr(s, out_dt, out_shape);
     if (!out) return NULL;
     /* not zeroed: every forward kernel writes its whole output */

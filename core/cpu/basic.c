@@ -20,10 +20,20 @@ void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alph
                 (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
+/* GEMM operands may be bf16/f16 (16-bit compute, volt/precision.h): they are converted to
+ * f32 in the step scratch and multiplied by sgemm, accumulating in f32; outputs are f32.
+ * Backward takes the upstream gradient rounded to the same 16-bit dtype (a GPU's 16-bit
+ * backward GEMMs read it in 16 bits: this is where 16-mixed overflows and needs loss
+ * scaling); with f32 operands nothing is converted and the path is the plain f32 one. */
+static volt_dtype gemm_round_dtype(const volt_tensor *a, const volt_tensor *b) {
+    return volt__is_16bit(b) ? b->dtype : volt__is_16bit(a) ? a->dtype : VOLT_F32;
+}
+
 /* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
 volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
-    const float *a = n->in[0]->data, *b = n->in[1]->data;
+    const float *a = volt_cpu_as_f32(s, n->in[0], 0), *b = volt_cpu_as_f32(s, n->in[1], 1);
+    if (!a || !b) return s->status;
     float *c = n->out->data;
     for (int64_t z = 0; z < B; z++)
         volt_cpu_gemm('N', 'N', M, N, K, 1.f, a + z * M * K, K, b + z * K * N, N, 0.f, c + z * M * N, N);
@@ -33,13 +43,16 @@ volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
 volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     volt_tensor *a = n->in[0], *b = n->in[1];
-    const float *dc = n->out->grad;
+    const float *dc = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), gemm_round_dtype(a, b), 0);
+    const float *bf = volt__needs_grad(a) ? volt_cpu_as_f32(s, b, 1) : NULL;
+    const float *af = volt__needs_grad(b) ? volt_cpu_as_f32(s, a, 2) : NULL;
+    if (!dc || (volt__needs_grad(a) && !bf) || (volt__needs_grad(b) && !af)) return s->status;
     for (int64_t z = 0; z < B; z++) {
         if (volt__needs_grad(a))   /* da (M,K) += dc (M,N) b^T */
-            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, (float *)b->data + z * K * N, N, 1.f,
+            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, bf + z * K * N, N, 1.f,
                           a->grad + z * M * K, K);
         if (volt__needs_grad(b))   /* db (K,N) += a^T (K,M) dc (M,N) */
-            volt_cpu_gemm('T', 'N', K, N, M, 1.f, (float *)a->data + z * M * K, K, dc + z * M * N, N, 1.f,
+            volt_cpu_gemm('T', 'N', K, N, M, 1.f, af + z * M * K, K, dc + z * M * N, N, 1.f,
                           b->grad + z * K * N, N);
     }
     return VOLT_OK;
@@ -48,6 +61,8 @@ volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O) ------------------------------------- */
 volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    const float *x = volt_cpu_as_f32(s, n->in[0], 0), *w = volt_cpu_as_f32(s, n->in[1], 1);
+    if (!x || !w) return s->status;
     float *y = n->out->data;
     float beta = 0.f;
     if (n->n_in == 3) {       /* y starts as the broadcast bias, GEMM adds into it */
@@ -56,7 +71,7 @@ volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
         for (int64_t r = 0; r < R; r++) memcpy(y + r * O, b, sizeof(float) * (size_t)O);
         beta = 1.f;
     }
-    volt_cpu_gemm('N', 'T', R, O, In, 1.f, n->in[0]->data, In, n->in[1]->data, In, beta, y, O);
+    volt_cpu_gemm('N', 'T', R, O, In, 1.f, x, In, w, In, beta, y, O);
     return VOLT_OK;
 }
 
@@ -79,12 +94,16 @@ static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db) {
 volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     volt_tensor *x = n->in[0], *w = n->in[1];
-    const float *dy = n->out->grad;
+    const float *dy = volt_cpu_round_f32(s, n->out->grad, R * O, gemm_round_dtype(x, w), 0);
+    const float *wf = volt__needs_grad(x) ? volt_cpu_as_f32(s, w, 1) : NULL;
+    const float *xf = volt__needs_grad(w) ? volt_cpu_as_f32(s, x, 2) : NULL;
+    if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
     if (volt__needs_grad(x))   /* dx (R,I) += dy (R,O) w (O,I) */
-        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, w->data, In, 1.f, x->grad, In);
+        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, wf, In, 1.f, x->grad, In);
     if (volt__needs_grad(w))   /* dw (O,I) += dy^T (O,R) x (R,I) */
-        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, x->data, In, 1.f, w->grad, In);
-    if (n->n_in == 3 && volt__needs_grad(n->in[2])) colsum_acc(dy, R, O, n->in[2]->grad);
+        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, xf, In, 1.f, w->grad, In);
+    /* the bias was added in f32: its grad is the f32 upstream gradient */
+    if (n->n_in == 3 && volt__needs_grad(n->in[2])) colsum_acc(n->out->grad, R, O, n->in[2]->grad);
     return VOLT_OK;
 }
 

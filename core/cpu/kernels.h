@@ -16,4 +16,9 @@ VOLT_OPS(VOLT_CPU_KERNEL_DECL_)
 void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                    float *C, int64_t ldc);
+/* A float tensor's data as f32: itself when f32, else converted into scratch slot `slot`
+ * (core/cpu/cast.c). NULL on OOM (step error set). */
+const float *volt_cpu_as_f32(volt_step *s, const volt_tensor *t, int slot);
+/* x (n floats) rounded to dt and back (dt = f32: x itself), in scratch slot `slot`. */
+const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot);
 #endif

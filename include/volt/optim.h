@@ -43,6 +43,11 @@ typedef struct volt_optimizer_config {
                               set it yourself for AdamW */
     float beta1, beta2;    /* Adam/AdamW, in [0, 1); default 0.9, 0.999 */
     float eps;             /* Adam/AdamW, >= 0; default 1e-8 */
+    /* ---- appended ---- */
+    volt_dtype state_dtype;/* f32 (default), bf16 or f16: the states' storage; the math is
+                              f32 and rounds on store (the trainer sets it from the
+                              precision: 16-bit for bf16-true/16-true unless
+                              cfg.optimizer_dtype asks for f32) */
 } volt_optimizer_config;
 #define VOLT_OPTIMIZER_CONFIG_VERSION 1u
 
@@ -88,8 +93,14 @@ int volt_optimizer_state_count(const volt_optimizer *opt);
 const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
 /* State k of unit `unit`: a buffer of hi - lo floats holding unit floats [lo, hi) (lo, hi
  * may be NULL). Valid until the next set_range of that unit or destroy; NULL for bad
- * arguments or an empty range. Writable: checkpoint restore fills it. */
+ * arguments or an empty range, and when the states are not f32. Writable: checkpoint
+ * restore fills it. */
 float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
+/* The same buffer in any state dtype: hi - lo elements of volt_optimizer_state_dtype. */
+void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
+volt_dtype volt_optimizer_state_dtype(const volt_optimizer *opt);
+/* Bytes of state this optimizer holds (all units' ranges, all states). */
+int64_t volt_optimizer_state_bytes(const volt_optimizer *opt);
 
 /* ---- schedulers ------------------------------------------------------------------ */
 typedef enum volt_sched_kind {

@@ -136,11 +136,20 @@ typedef struct volt_trainer_config {
     bool enable_checkpointing;       /* default true: adds a ModelCheckpoint if none was added */
     bool enable_logger;              /* default true: CSV logger under default_root_dir */
     const char *logger_name;         /* default "lightning_logs" */
-    const char *precision;           /* "32-true" (default); see docs/PRECISION.md */
+    const char *precision;           /* "32-true" (default), "16-mixed", "bf16-mixed", "bf16-true",
+                                        "16-true" (aliases "32", "16", "bf16"); docs/PRECISION.md */
     const char *strategy;            /* "single" (default); see docs/STRATEGIES.md */
     int devices;                     /* default 1 */
     int num_nodes;                   /* default 1 */
     const char *run_config_json;     /* optional: the app's own settings, stored beside the logs */
+    /* ---- precision (appended; docs/PRECISION.md) ---- */
+    float grad_scaler_init_scale;    /* 16-mixed: initial loss scale; default 65536 (2^16) */
+    float grad_scaler_growth_factor; /* 16-mixed: scale *= this after growth_interval good steps; default 2 */
+    float grad_scaler_backoff_factor;/* 16-mixed: scale *= this on inf/NaN grads; default 0.5 */
+    int64_t grad_scaler_growth_interval; /* 16-mixed: consecutive good steps; default 2000 */
+    const char *optimizer_dtype;     /* optimizer state storage: "auto" (default: the parameters'
+                                        dtype, i.e. 16-bit for bf16-true/16-true, else f32),
+                                        "f32", "bf16" or "f16"; the math is f32 either way */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 

@@ -1,0 +1,122 @@
+/* bench_attention: volt_attention forward and forward+backward at DistilBERT sizes
+ * (B=8, H=12, D=64, T=128 and 512), with and without a padding mask and causal.
+ *
+ * Peer, measured in the same run: "gemm floor" = the same GEMMs attention needs (2 in
+ * forward: q k^T and P v; 5 more in backward: recompute q k^T, P^T dO, dO v^T, dS k,
+ * dS^T q), on the full (T, T) blocks, parallel over (b, h) like volt, with no softmax,
+ * masking or bookkeeping. ratio = volt / floor (1.0 = attention costs only its GEMMs;
+ * below 1 when masking lets volt skip keys).
+ *
+ *   bench_attention [iters]      (threads: OMP_NUM_THREADS) */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "volt/volt.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    return t[n / 2];
+}
+
+/* The GEMMs of one attention forward (+ backward) on full blocks. */
+static void gemm_floor(int64_t BH, int64_t T, int64_t D, const float *q, const float *k, const float *v,
+                       const float *g, float *o, float *dq, float *dk, float *dv, float *scratch, bool bwd) {
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        float *S = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *dP = S + T * T;
+        const float *qb = q + bh * T * D, *kb = k + bh * T * D, *vb = v + bh * T * D, *gb = g + bh * T * D;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 0.125f, qb, D, kb, D, 0.f, S, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.f, S, T, vb, D, 0.f, o + bh * T * D, D);
+        if (!bwd) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 0.125f, qb, D, kb, D, 0.f, S, T);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.f, S, T, gb, D, 1.f, dv + bh * T * D, D);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.f, gb, D, vb, D, 0.f, dP, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 0.125f, dP, T, kb, D, 1.f, dq + bh * T * D, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 0.125f, dP, T, qb, D, 1.f, dk + bh * T * D, D);
+    }
+}
+
+typedef struct run_cfg { int64_t T; bool mask, causal; } run_cfg;
+
+int main(int argc, char **argv) {
+    int iters = argc > 1 ? atoi(argv[1]) : 10;
+    if (iters < 1) iters = 1;
+    const int64_t B = 8, H = 12, D = 64;
+    run_cfg runs[] = { { 128, false, false }, { 128, true, false }, { 128, false, true },
+                       { 512, false, false }, { 512, true, false }, { 512, false, true } };
+    volt_step_config cfg;
+    volt_step_config_init(&cfg);
+    cfg.arena_bytes = (size_t)256 << 20;
+    volt_step *s;
+    if (volt_step_create(&cfg, &s) != VOLT_OK) { fprintf(stderr, "step_create failed\n"); return 1; }
+    printf("volt_attention, B=%lld H=%lld D=%lld, %d threads, median of %d\n", (long long)B, (long long)H,
+           (long long)D, omp_get_max_threads(), iters);
+    printf("%-5s %-6s %-7s | %10s %10s | %10s %10s | %8s %8s\n", "T", "mask", "causal", "fwd ms", "fwd+bwd ms",
+           "floor fwd", "floor f+b", "ratio f", "ratio fb");
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        int64_t T = runs[r].T, N = B * H * T * D;
+        float *q = malloc(sizeof(float) * (size_t)N), *k = malloc(sizeof(float) * (size_t)N),
+              *v = malloc(sizeof(float) * (size_t)N), *g = malloc(sizeof(float) * (size_t)N);
+        float *o = malloc(sizeof(float) * (size_t)N), *dq = calloc((size_t)N, sizeof(float)),
+              *dk = calloc((size_t)N, sizeof(float)), *dv = calloc((size_t)N, sizeof(float));
+        float *scratch = malloc(sizeof(float) * 2 * (size_t)(T * T) * (size_t)omp_get_max_threads());
+        for (int64_t t = 0; t < N; t++) {
+            q[t] = (float)((t * 2654435761u) % 1000) / 500.f - 1.f;
+            k[t] = (float)((t * 40503u + 7) % 1000) / 500.f - 1.f;
+            v[t] = (float)((t * 9973u + 3) % 1000) / 500.f - 1.f;
+            g[t] = (float)((t * 7919u + 1) % 1000) / 500.f - 1.f;
+        }
+        /* padding as in a real batch: sequence b keeps T - 12*b tokens */
+        static uint8_t mask[8 * 512];   /* (B, T) */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < T; j++) mask[b * T + j] = j < T - 12 * b * (T / 128);
+        double tf[64], tfb[64], pf[64], pfb[64];
+        if (iters > 64) iters = 64;
+        for (int it = -2; it < iters; it++) {
+            for (int bwd = 0; bwd < 2; bwd++) {
+                volt_step_begin(s, true, 0);
+                volt_tensor *tq = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), q);
+                volt_tensor *tk = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), k);
+                volt_tensor *tv = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), v);
+                volt_tensor *tm = runs[r].mask ? volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask) : NULL;
+                volt_tensor_requires_grad(s, tq);
+                volt_tensor_requires_grad(s, tk);
+                volt_tensor_requires_grad(s, tv);
+                double t0 = now();
+                volt_tensor *out = volt_attention(s, tq, tk, tv, tm, runs[r].causal);
+                if (!out || (bwd && volt_step_backward_grad(s, out, g) != VOLT_OK)) {
+                    fprintf(stderr, "attention failed: %s\n", volt_step_errmsg(s));
+                    return 1;
+                }
+                double t1 = now();
+                volt_step_end(s);
+                if (it >= 0) (bwd ? tfb : tf)[it] = 1e3 * (t1 - t0);
+                t0 = now();
+                gemm_floor(B * H, T, D, q, k, v, g, o, dq, dk, dv, scratch, bwd);
+                t1 = now();
+                if (it >= 0) (bwd ? pfb : pf)[it] = 1e3 * (t1 - t0);
+            }
+        }
+        double mf = median(tf, iters), mfb = median(tfb, iters), fl = median(pf, iters), flb = median(pfb, iters);
+        printf("%-5lld %-6s %-7s | %10.2f %10.2f | %10.2f %10.2f | %8.2f %8.2f\n", (long long)T,
+               runs[r].mask ? "pad" : "-", runs[r].causal ? "yes" : "-", mf, mfb, fl, flb, mf / fl, mfb / flb);
+        free(q); free(k); free(v); free(g); free(o); free(dq); free(dk); free(dv); free(scratch);
+    }
+    printf("arena peak %.1f MiB\n", (double)volt_step_arena_peak(s) / (1 << 20));
+    volt_step_destroy(s);
+    return 0;
+}

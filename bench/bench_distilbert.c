@@ -1,0 +1,108 @@
+/* One DistilBERT training step (forward, cross-entropy, backward, AdamW step, zero_grad)
+ * at batch B x T tokens, timed with the step API directly (no trainer, no data loader):
+ * the volt side of bench/run_distilbert.sh, whose peer is bench/peer_distilbert.py (the
+ * same model in PyTorch). Inputs: ids uniform in [1, vocab) (seeded, no padding), the
+ * attention mask all ones, labels b % 2. Prints ms/step as the median of `steps` steps
+ * after `warmup` steps, and tokens/s.
+ *   usage: bench_distilbert [preset steps warmup dropout B T]
+ *     preset  distilbert-base | small | tiny                    (default distilbert-base)
+ *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention unfused)
+ *             off: all three 0 (the fused attention kernel)      (default hf)
+ *   defaults: 5 steps after 1 warm-up, B = 8, T = 128. Threads: OMP_NUM_THREADS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "volt/volt.h"
+#include "volt/distilbert.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    const char *preset = argc > 1 ? argv[1] : "distilbert-base";
+    int steps = argc > 2 ? atoi(argv[2]) : 5, warmup = argc > 3 ? atoi(argv[3]) : 1;
+    const char *drop = argc > 4 ? argv[4] : "hf";
+    int B = argc > 5 ? atoi(argv[5]) : 8, T = argc > 6 ? atoi(argv[6]) : 128;
+    if (steps < 1 || steps > 1000 || warmup < 0 || B < 1 || T < 1 || (strcmp(drop, "hf") && strcmp(drop, "off"))) {
+        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T]\n");
+        return 2;
+    }
+    volt_distilbert_config c;
+    volt_distilbert_config_init(&c);
+    if (volt_distilbert_preset(&c, preset)) { fprintf(stderr, "unknown preset '%s'\n", preset); return 2; }
+    if (!strcmp(drop, "off")) c.dropout = c.attention_dropout = c.seq_classif_dropout = 0.f;
+    void *m;
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    volt_params *ps;
+    if (volt_distilbert_create(&c, &m) || volt_params_create(&pc, &ps)) return 1;
+    if (volt_distilbert_ops.setup(m, ps) || volt_params_finalize(ps) || volt_distilbert_ops.init_weights(m, ps)) {
+        fprintf(stderr, "%s\n", volt_params_errmsg(ps));
+        return 1;
+    }
+    volt_optimizer_config oc;   /* the HF Trainer's optimizer */
+    volt_optimizer_config_init(&oc);
+    oc.kind = VOLT_OPTIM_ADAMW;
+    oc.lr = 5e-5f;
+    oc.weight_decay = 0.01f;
+    volt_optimizer *opt;
+    if (volt_optimizer_create(&oc, ps, &opt)) return 1;
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    sc.params = ps;
+    volt_step *s;
+    if (volt_step_create(&sc, &s)) return 1;
+
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * T), *mask = malloc(sizeof(int32_t) * (size_t)B * T);
+    int64_t *y = malloc(sizeof(int64_t) * (size_t)B);
+    double *t = malloc(sizeof(double) * (size_t)steps);
+    if (!ids || !mask || !y || !t) return 1;
+    uint64_t r = 88172645463325252ull;   /* xorshift64 */
+    for (int i = 0; i < B * T; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        ids[i] = 1 + (int32_t)(r % (uint64_t)(c.vocab_size - 1));
+        mask[i] = 1;
+    }
+    for (int b = 0; b < B; b++) y[b] = b % 2;
+
+    double loss0 = 0;
+    for (int it = -warmup; it < steps; it++) {
+        double t0 = now();
+        volt_step_begin(s, true, (uint64_t)(it + warmup));
+        volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
+                                                  volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
+        volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_wrap(s, VOLT_I64, VOLT_SHAPE(B), y));
+        if (!loss || volt_step_backward(s, loss)) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
+        if (it == -warmup) loss0 = volt_tensor_item(loss);
+        volt_step_end(s);
+        if (volt_optimizer_step(opt)) { fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt)); return 1; }
+        volt_params_zero_grad(ps);
+        if (it >= 0) t[it] = now() - t0;
+    }
+    qsort(t, (size_t)steps, sizeof(double), cmp);
+    double med = t[steps / 2];
+    printf("volt DistilBERT training step, preset %s (%lld params), batch %d x %d, dropout %s, "
+           "AdamW; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB\n",
+           preset, (long long)volt_params_numel(ps), B, T, drop, steps, warmup, loss0,
+           (double)volt_step_arena_peak(s) / 1048576.0);
+    printf("| %-6s | %10s | %10s | %10s | %10s |\n", "impl", "ms/step", "min ms", "max ms", "tokens/s");
+    printf("|--------|------------|------------|------------|------------|\n");
+    printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
+           (double)B * T / med);
+    printf("RESULT volt %s ms_per_step=%.3f\n", preset, med * 1e3);
+    volt_step_destroy(s);
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(ps);
+    volt_distilbert_destroy(m);
+    free(ids); free(mask); free(y); free(t);
+    return 0;
+}

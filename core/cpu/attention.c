@@ -1,0 +1,316 @@
+/* CPU scaled dot-product attention, fused.
+ *
+ * q (B,H,Tq,D), k and v (B,H,Tk,D), out (B,H,Tq,D). Work goes by (b, h) block and, inside
+ * a block, by tiles of QTILE query rows: S = scale q k^T and P = softmax(S) for one tile live
+ * only in a per-thread scratch (QTILE x Tk floats), so no (Tq, Tk) matrix is ever kept.
+ * Forward saves the per-row logsumexp lse (B,H,Tq) for backward, which recomputes
+ * P = exp(S - lse) tile by tile. Keys past the last unmasked one of a batch row (padding),
+ * and for causal attention past the tile's last query, are left out of the GEMMs.
+ *
+ * Each (b, h) block is owned by one thread (its slices of dq, dk, dv included), tiles are
+ * visited in order, so results do not depend on the thread count or schedule. OpenBLAS
+ * (OpenMP build) runs single-threaded when called inside our parallel region. */
+#include <math.h>
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+#include "core/cpu/kernels.h"
+
+#define QTILE 64          /* query rows per tile */
+
+/* The row loops (exp, max, sums) are compiled for AVX-512 and AVX2 too and picked at load
+ * time; the library itself targets x86-64-v2 (SSE4.2). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define VOLT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VOLT_SIMD_CLONES
+#endif
+
+typedef struct attn_dims {
+    int64_t B, H, Tq, Tk, D;
+    bool causal;
+    float scale;
+} attn_dims;
+
+static attn_dims dims_of(const volt_node *n) {
+    return (attn_dims){ n->i[0], n->i[1], n->i[2], n->i[3], n->i[4], n->i[5] != 0, n->f[0] };
+}
+
+static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* valid (2, B, Tk): [0] 1.f where the key may be attended (key_mask != 0, or no mask),
+ * else 0.f; [1] the same as an additive bias, 0.f or -inf (floats so that the row loops
+ * multiply or add them and vectorise). kv_len (B): 1 + index of the last valid key (0 when
+ * none). From the step arena. */
+static volt_status key_valid(volt_step *s, const volt_node *n, const attn_dims *a,
+                             float **valid_out, int64_t **kv_len_out) {
+    int64_t N = a->B * a->Tk;
+    float *valid = volt_step_alloc(s, sizeof(float) * (size_t)(N > 0 ? 2 * N : 1));
+    int64_t *kv_len = volt_step_alloc(s, sizeof(int64_t) * (size_t)(a->B > 0 ? a->B : 1));
+    if (!valid || !kv_len) return VOLT_ERR_NOMEM;
+    const volt_tensor *m = n->n_in == 4 ? n->in[3] : NULL;
+    if (!m) for (int64_t t = 0; t < N; t++) valid[t] = 1.f;
+    else if (m->dtype == VOLT_U8) for (int64_t t = 0; t < N; t++) valid[t] = ((const uint8_t *)m->data)[t] != 0;
+    else if (m->dtype == VOLT_I32) for (int64_t t = 0; t < N; t++) valid[t] = ((const int32_t *)m->data)[t] != 0;
+    else for (int64_t t = 0; t < N; t++) valid[t] = ((const int64_t *)m->data)[t] != 0;
+    for (int64_t t = 0; t < N; t++) valid[N + t] = valid[t] != 0.f ? 0.f : -INFINITY;
+    for (int64_t b = 0; b < a->B; b++) {
+        int64_t L = a->Tk;
+        while (L > 0 && valid[b * a->Tk + L - 1] == 0.f) L--;
+        kv_len[b] = L;
+    }
+    *valid_out = valid;
+    *kv_len_out = kv_len;
+    return VOLT_OK;
+}
+
+/* Keys a tile of rows [i0, i1) can see: those before kv_len, and for causal before i1. */
+static int64_t tile_keys(const attn_dims *a, int64_t kv_len, int64_t i1) {
+    return a->causal && i1 < kv_len ? i1 : kv_len;
+}
+
+/* Keys row i can see inside a tile of L keys (valid[] decides the rest). */
+static int64_t row_keys(const attn_dims *a, int64_t L, int64_t i) {
+    return a->causal && i + 1 < L ? i + 1 : L;
+}
+
+/* Threads for `items` independent work items: scratch is sized for this many. The blocks'
+ * GEMMs run inside our parallel region, single-threaded, which the OpenMP build of OpenBLAS
+ * (the one cmake/deps.cmake picks) does by itself. The pthreads build would make every
+ * thread queue on its one thread pool, so with it the blocks run one after another and
+ * each GEMM is threaded instead. */
+static int team_size(int64_t items) {
+    int nt = omp_get_max_threads();
+    if (nt < 1 || (openblas_get_parallel() == 1 && openblas_get_num_threads() > 1)) nt = 1;
+    return items < nt ? (int)(items > 0 ? items : 1) : nt;
+}
+
+/* ---- forward -------------------------------------------------------------------------- */
+/* exp(x) for -87 <= x (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, degree-5 polynomial
+ * for e^r, about 2 ulp). Branch-free and inlined, so `omp simd` loops vectorise it; the
+ * caller clamps x in a separate loop (a clamp in here makes GCC split the loop on it and
+ * give up). */
+static inline float exp_clamped(float x) {
+    float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;   /* round(x / ln2) */
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * (r * r) + r + 1.f;
+    int32_t bits = ((int32_t)n + 127) << 23;   /* 2^n, n >= -126 */
+    float p2;
+    memcpy(&p2, &bits, sizeof p2);
+    return y * p2;
+}
+
+/* p[j] = exp(p[j] - sub) where visible (j < lim and valid), else 0, for j < L; returns the
+ * sum. Arguments below -87 give ~1e-38 instead of 0: nothing next to the row's max term. */
+static inline float row_exp(float *p, const float *valid, int64_t lim, int64_t L, float sub) {
+    #pragma omp simd
+    for (int64_t j = 0; j < lim; j++) {
+        float x = p[j] - sub;
+        p[j] = x < -87.f ? -87.f : x;
+    }
+    float sum = 0.f;
+    #pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < lim; j++) {
+        float e = exp_clamped(p[j]) * valid[j];
+        p[j] = e;
+        sum += e;
+    }
+    for (int64_t j = lim; j < L; j++) p[j] = 0.f;
+    return sum;
+}
+
+/* max over j < lim of p[j] + bias[j] (-inf if lim is 0 or all masked). 16 running maxima
+ * in an `omp simd` loop: the form both GCC and Clang vectorise (a plain max reduction needs
+ * -ffast-math, and Clang refuses `omp simd reduction(max)` on it). */
+static inline float row_max(const float *p, const float *bias, int64_t lim) {
+    float m16[16];
+    for (int l = 0; l < 16; l++) m16[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + 16 <= lim; j += 16) {
+        #pragma omp simd
+        for (int l = 0; l < 16; l++) {
+            float x = p[j + l] + bias[j + l], y = m16[l];
+            m16[l] = y > x ? y : x;
+        }
+    }
+    float mx = -INFINITY;
+    for (; j < lim; j++) {
+        float x = p[j] + bias[j];
+        mx = mx > x ? mx : x;
+    }
+    for (int l = 0; l < 16; l++) mx = mx > m16[l] ? mx : m16[l];
+    return mx;
+}
+
+/* Softmax numerators of a tile in place: S (m, L) scores of rows [i0, i0+m) -> exp(S - max)
+ * on visible keys, 0 elsewhere; inv (m) = 1 / row sum (0 for a fully masked row); lse (m)
+ * = max + log(sum) (-inf when fully masked), if not NULL. valid and bias: see key_valid. */
+VOLT_SIMD_CLONES
+static void tile_softmax(const attn_dims *a, const float *valid, const float *bias, float *S, int64_t L,
+                         int64_t i0, int64_t m, float *inv, float *lse) {
+    for (int64_t r = 0; r < m; r++) {
+        float *p = S + r * L;
+        int64_t lim = row_keys(a, L, i0 + r);
+        float mx = row_max(p, bias, lim);
+        if (mx == -INFINITY) {   /* fully masked row */
+            memset(p, 0, sizeof(float) * (size_t)L);
+            inv[r] = 0.f;
+            if (lse) lse[r] = -INFINITY;
+            continue;
+        }
+        float sum = row_exp(p, valid, lim, L, mx);   /* >= 1: the max term is exp(0) */
+        inv[r] = 1.f / sum;
+        if (lse) lse[r] = mx + logf(sum);
+    }
+}
+
+/* One tile: rows [i0, i0+m) of block bh, keys [0, L). S (m, L) and inv (m) scratch; o, lse
+ * rows written. P is left unnormalised and o's rows are divided by the row sums instead. */
+static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, int64_t L, int64_t i0,
+                     int64_t m, const float *q, const float *k, const float *v, float *o, float *lse,
+                     float *S, float *inv) {
+    int64_t D = a->D;
+    float *ot = o + i0 * D;
+    if (L == 0) {   /* every key masked: zero output, no NaN */
+        memset(ot, 0, sizeof(float) * (size_t)(m * D));
+        if (lse) for (int64_t r = 0; r < m; r++) lse[i0 + r] = -INFINITY;
+        return;
+    }
+    /* S (m, L) = scale * q[i0:i0+m] (m, D) k[0:L]^T (D, L) */
+    volt_cpu_gemm('N', 'T', m, L, D, a->scale, q + i0 * D, D, k, D, 0.f, S, L);
+    tile_softmax(a, valid, bias, S, L, i0, m, inv, lse ? lse + i0 : NULL);
+    /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
+    volt_cpu_gemm('N', 'N', m, D, L, 1.f, S, L, v, D, 0.f, ot, D);
+    for (int64_t r = 0; r < m; r++) {
+        float f = inv[r];
+        #pragma omp simd
+        for (int64_t d = 0; d < D; d++) ot[r * D + d] *= f;
+    }
+}
+
+volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
+    attn_dims a = dims_of(n);
+    int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE, items = BH * ntiles;
+    if (items == 0) return VOLT_OK;
+    float *valid;
+    int64_t *kv_len;
+    VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
+    /* lse (B,H,Tq) only when backward will need it */
+    float *lse = NULL;
+    if (volt__needs_grad(n->out)) {
+        if (!(lse = volt_step_alloc(s, sizeof(float) * (size_t)(BH * a.Tq)))) return VOLT_ERR_NOMEM;
+        n->saved = lse;
+    }
+    int nt = team_size(items);
+    int64_t per = round16(QTILE * a.Tk + QTILE);
+    float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
+    if (!scratch) return VOLT_ERR_NOMEM;
+    const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
+    float *o = n->out->data;
+    int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
+    /* tiles are independent in forward: schedule them all; dynamic because padding makes
+     * blocks unequal (the result does not depend on which thread runs a tile) */
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t bh = it / ntiles, t = it % ntiles, b = bh / a.H;
+        int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
+        int64_t L = tile_keys(&a, kv_len[b], i0 + m);
+        float *S = scratch + per * omp_get_thread_num();
+        fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, q + bh * qs, k + bh * ks,
+                 v + bh * ks, o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk);
+    }
+    return VOLT_OK;
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+typedef struct attn_grads { float *dq, *dk, *dv; } attn_grads;
+
+/* P (m, L) in place: scores of rows [i0, i0+m) -> exp(S - lse) on visible keys, else 0. */
+VOLT_SIMD_CLONES
+static void tile_probs(const attn_dims *a, const float *valid, float *P, int64_t L, int64_t i0, int64_t m,
+                       const float *lse) {
+    for (int64_t r = 0; r < m; r++) {
+        int64_t lim = lse[r] == -INFINITY ? 0 : row_keys(a, L, i0 + r);   /* fully masked row */
+        row_exp(P + r * L, valid, lim, L, lse[r]);
+    }
+}
+
+/* dS (m, L) in place, from dP = do v^T: dS = P * (dP - delta), delta (m) = rowsum(do * o);
+ * o and dout are the tile's rows (m, D). */
+VOLT_SIMD_CLONES
+static void tile_dsoftmax(const float *P, float *dS, int64_t L, int64_t m, const float *o, const float *dout,
+                          int64_t D) {
+    for (int64_t r = 0; r < m; r++) {
+        const float *orow = o + r * D, *drow = dout + r * D, *p = P + r * L;
+        float dl = 0.f, *ds = dS + r * L;
+        #pragma omp simd reduction(+ : dl)
+        for (int64_t d = 0; d < D; d++) dl += orow[d] * drow[d];
+        #pragma omp simd
+        for (int64_t j = 0; j < L; j++) ds[j] = p[j] * (ds[j] - dl);
+    }
+}
+
+/* One tile of block bh: rows [i0, i0+m), keys [0, L). P and dS (m, L) scratch.
+ *   P  = exp(S - lse) on visible keys, S = scale q k^T
+ *   dv += P^T do;  dP = do v^T;  dS = P * (dP - rowsum(do * o))
+ *   dq += scale dS k;  dk += scale dS^T q */
+static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t i0, int64_t m,
+                     const float *q, const float *k, const float *v, const float *o, const float *dout,
+                     const float *lse, attn_grads g, float *P, float *dS) {
+    int64_t D = a->D;
+    if (L == 0) return;   /* every key masked: no gradient */
+    const float *qt = q + i0 * D, *dot = dout + i0 * D;
+    volt_cpu_gemm('N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
+    tile_probs(a, valid, P, L, i0, m, lse + i0);
+    if (g.dv)   /* dv[0:L] (L, D) += P^T (L, m) do (m, D) */
+        volt_cpu_gemm('T', 'N', L, D, m, 1.f, P, L, dot, D, 1.f, g.dv, D);
+    if (!g.dq && !g.dk) return;
+    /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
+    volt_cpu_gemm('N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
+    tile_dsoftmax(P, dS, L, m, o + i0 * D, dot, D);
+    if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
+        volt_cpu_gemm('N', 'N', m, D, L, a->scale, dS, L, k, D, 1.f, g.dq + i0 * D, D);
+    if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
+        volt_cpu_gemm('T', 'N', L, D, m, a->scale, dS, L, qt, D, 1.f, g.dk, D);
+}
+
+volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
+    attn_dims a = dims_of(n);
+    int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
+    const float *lse = n->saved;
+    if (BH == 0 || a.Tq == 0 || a.Tk == 0) return VOLT_OK;
+    if (!lse) return volt_step_fail(s, VOLT_ERR_STATE, "attention: backward without saved logsumexp");
+    volt_tensor *tq = n->in[0], *tk = n->in[1], *tv = n->in[2];
+    bool gq = volt__needs_grad(tq), gk = volt__needs_grad(tk), gv = volt__needs_grad(tv);
+    if (!gq && !gk && !gv) return VOLT_OK;
+    float *valid;
+    int64_t *kv_len;
+    VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
+    /* dk/dv of a block gather every tile of it: a block belongs to one thread */
+    int nt = team_size(BH);
+    int64_t tile = QTILE * a.Tk, per = round16(2 * tile);
+    float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
+    if (!scratch) return VOLT_ERR_NOMEM;
+    const float *q = tq->data, *k = tk->data, *v = tv->data, *o = n->out->data, *dout = n->out->grad;
+    int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t bh = 0; bh < BH; bh++) {
+        int64_t b = bh / a.H;
+        float *P = scratch + per * omp_get_thread_num(), *dS = P + tile;
+        attn_grads g = { gq ? tq->grad + bh * qs : NULL, gk ? tk->grad + bh * ks : NULL,
+                         gv ? tv->grad + bh * ks : NULL };
+        for (int64_t t = 0; t < ntiles; t++) {
+            int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
+            int64_t L = tile_keys(&a, kv_len[b], i0 + m);
+            bwd_tile(&a, valid + b * a.Tk, L, i0, m, q + bh * qs, k + bh * ks, v + bh * ks, o + bh * qs,
+                     dout + bh * qs, lse + bh * a.Tq, g, P, dS);
+        }
+    }
+    return VOLT_OK;
+}

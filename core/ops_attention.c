@@ -1,0 +1,47 @@
+/* Front-end of scaled dot-product attention: shape/dtype checks and tape recording. The
+ * math (fused forward, recomputing backward) is in core/cpu/attention.c. */
+#include <math.h>
+#include "core/internal.h"
+#include "volt/ops.h"
+
+static bool is_mask_dtype(const volt_tensor *t) {
+    return t->dtype == VOLT_U8 || t->dtype == VOLT_I32 || t->dtype == VOLT_I64;
+}
+
+/* q (B, H, Tq, D), k and v (B, H, Tk, D), key_mask (B, Tk) or NULL -> (B, H, Tq, D).
+ * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; f[0] = scale. */
+volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                            volt_tensor *key_mask, bool causal) {
+    volt_tensor *in[4] = { q, k, v, key_mask };
+    int n_in = key_mask ? 4 : 3;
+    if (volt__any_null(s, n_in, in)) return NULL;
+    if (q->dtype != VOLT_F32) return volt__dtype_err(s, "attention (q)", q, "f32");
+    if (k->dtype != VOLT_F32) return volt__dtype_err(s, "attention (k)", k, "f32");
+    if (v->dtype != VOLT_F32) return volt__dtype_err(s, "attention (v)", v, "f32");
+    if (q->shape.ndim != 4 || k->shape.ndim != 4)
+        return volt__shape_err(s, "attention", "need q (B, H, Tq, D) and k (B, H, Tk, D)", q, k);
+    int64_t B = q->shape.d[0], H = q->shape.d[1], Tq = q->shape.d[2], D = q->shape.d[3];
+    int64_t Tk = k->shape.d[2];
+    if (k->shape.d[0] != B || k->shape.d[1] != H || k->shape.d[3] != D)
+        return volt__shape_err(s, "attention", "q and k differ in B, H or D", q, k);
+    if (!volt_shape_eq(v->shape, k->shape))
+        return volt__shape_err(s, "attention", "v must have k's shape", v, k);
+    if (D == 0) return volt__shape_err(s, "attention", "head dim D must be > 0", q, k);
+    if (causal && Tq != Tk) return volt__shape_err(s, "attention", "causal needs Tq == Tk", q, k);
+    if (Tq > INT32_MAX || Tk > INT32_MAX || D > INT32_MAX || Tq * Tk > INT32_MAX)
+        return volt__shape_err(s, "attention", "sequence too long for 32-bit BLAS", q, k);
+    if (key_mask) {
+        if (!is_mask_dtype(key_mask)) return volt__dtype_err(s, "attention (key_mask)", key_mask, "u8, i32 or i64");
+        if (key_mask->shape.ndim != 2 || key_mask->shape.d[0] != B || key_mask->shape.d[1] != Tk)
+            return volt__shape_err(s, "attention", "key_mask must be (B, Tk) for k (B, H, Tk, D)", key_mask, k);
+    }
+    volt_node at = { 0 };
+    at.i[0] = B;
+    at.i[1] = H;
+    at.i[2] = Tq;
+    at.i[3] = Tk;
+    at.i[4] = D;
+    at.i[5] = causal;
+    at.f[0] = (float)(1.0 / sqrt((double)D));
+    return volt__op(s, VOLT_OP_ATTENTION, n_in, in, VOLT_F32, q->shape, &at);
+}

@@ -1,0 +1,69 @@
+/* The cast op's front-end, the step's compute dtype and the kernel scratch (volt/precision.h).
+ *
+ * How 16-bit tensors flow through ops: a tensor of any float dtype may be an op's input.
+ * Kernels that take 16-bit inputs (volt__op_takes_16bit: GEMMs, layout copies, the cast
+ * itself) read them directly; for every other op volt__op (core/step.c) first makes an
+ * exact f32 copy with a recorded CAST node, so the op computes in f32 and its gradient
+ * reaches the 16-bit tensor's f32 grad (for a parameter stored in 16 bits: the unit's f32
+ * grad buffer). Gradients are f32 for every dtype. */
+#include <stdlib.h>
+#include <string.h>
+#include "core/internal.h"
+#include "volt/ops.h"
+#include "volt/precision.h"
+
+volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt) {
+    if (volt__any_null(s, 1, &x)) return NULL;
+    if (!volt__is_float(x)) return volt__dtype_err(s, "cast", x, "a float input (f32, bf16, f16)");
+    if (!volt_dtype_is_float(dt)) {
+        volt_step_fail(s, VOLT_ERR_DTYPE, "cast: target dtype %s is not f32, bf16 or f16",
+                       (unsigned)dt < VOLT_DTYPE_COUNT ? volt_dtype_name(dt) : "?");
+        return NULL;
+    }
+    if (x->dtype == dt) return x;
+    return volt__op(s, VOLT_OP_CAST, 1, &x, dt, x->shape, NULL);
+}
+
+volt_status volt_step_set_compute_dtype(volt_step *s, volt_dtype dt) {
+    if (!s) return VOLT_ERR_INVALID_ARG;
+    if (!volt_dtype_is_float(dt)) return VOLT_ERR_DTYPE;
+    s->compute_dtype = dt;
+    return VOLT_OK;
+}
+
+volt_dtype volt_step_compute_dtype(const volt_step *s) { return s ? s->compute_dtype : VOLT_F32; }
+
+bool volt__op_takes_16bit(volt_op_id op) {
+    switch (op) {
+    case VOLT_OP_CAST: case VOLT_OP_LINEAR: case VOLT_OP_MATMUL:
+    case VOLT_OP_RESHAPE: case VOLT_OP_PERMUTE: case VOLT_OP_SLICE: case VOLT_OP_CONCAT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+float *volt__scratch(volt_step *s, int slot, size_t n) {
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes > s->scratch_cap[slot]) {
+        void *p = aligned_alloc(64, bytes);
+        if (!p) {
+            volt_step_fail(s, VOLT_ERR_NOMEM, "step scratch: out of memory allocating %zu bytes", bytes);
+            return NULL;
+        }
+        free(s->scratch[slot]);
+        s->scratch[slot] = p;
+        s->scratch_cap[slot] = bytes;
+        s->heap_allocs++;
+    }
+    return s->scratch[slot];
+}
+
+void volt__scratch_free(volt_step *s) {
+    for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) {
+        free(s->scratch[i]);
+        s->scratch[i] = NULL;
+        s->scratch_cap[i] = 0;
+    }
+}

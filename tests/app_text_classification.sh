@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# App smoke test for volt-text-classification (registered by tests/apps.cmake).
+#
+#   app_text_classification.sh smoke  APP WORKDIR   train/val/test the tiny preset on a tiny
+#                                                   CSV + vocab, resume it, and a TSV run
+#   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
+#
+# Prints "app_text_classification <mode>: ok" when every check passed (ctest matches that
+# line), else what failed, and exits 1.
+set -uo pipefail
+MODE=${1:?mode}
+APP=${2:?app}
+W=${3:?workdir}
+rm -rf "$W" && mkdir -p "$W" || exit 1
+
+die() { echo "app_text_classification $MODE: FAILED: $*"; exit 1; }
+
+# A tiny WordPiece vocab (under the tiny preset's 97 rows) and a two-class corpus of
+# 60 short reviews built from its words, alternating labels.
+printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' the a movie film plot acting was is \
+    good great fine nice fun bad awful poor dull terrible and but very really '##s' '.' ',' \
+    >"$W/vocab.txt"
+POS=(good great fine nice fun)
+NEG=(bad awful poor dull terrible)
+NOUN=(movie film plot acting)
+{
+    echo 'text,label'
+    for i in $(seq 0 59); do
+        n=${NOUN[$((i % 4))]}
+        if ((i % 2)); then
+            echo "\"the $n was very ${POS[$((i % 5))]}, really ${POS[$(((i / 2) % 5))]}.\",1"
+        else
+            echo "\"the $n was very ${NEG[$((i % 5))]}, really ${NEG[$(((i / 2) % 5))]}.\",0"
+        fi
+    done
+} >"$W/tiny.csv"
+tail -n +2 "$W/tiny.csv" | sed -e 's/^"\(.*\)",\([01]\)$/\1\t\2/' >"$W/tiny.tsv"
+
+COMMON=(--vocab "$W/vocab.txt" --model-preset tiny --max-length 16 --batch-size 4 --lr 1e-3
+        --cache-dir "$W/cache" --root "$W/runs" --no-progress --workers 0)
+
+run() {   # run LOGNAME args...: the app's output goes to $W/LOGNAME.log; returns its status
+    local log=$1; shift
+    "$APP" "$@" >"$W/$log.log" 2>&1
+}
+
+expect_ok() {   # LOGNAME: exit 0, a test accuracy line and the elapsed time line
+    local log=$1 rc=$2
+    [[ $rc == 0 ]] || { cat "$W/$log.log"; die "$log: exit status $rc, want 0"; }
+    grep -Eq '^Test accuracy [01]\.[0-9]{4}$' "$W/$log.log" || { cat "$W/$log.log"; die "$log: no 'Test accuracy' line"; }
+    grep -Eq '^Time elapsed [0-9]+\.[0-9]{2} min$' "$W/$log.log" || { cat "$W/$log.log"; die "$log: no 'Time elapsed' line"; }
+}
+
+expect_err() {   # LOGNAME RC PATTERN: exit 1 and a message matching PATTERN
+    local log=$1 rc=$2 pat=$3
+    [[ $rc == 1 ]] || { cat "$W/$log.log"; die "$log: exit status $rc, want 1"; }
+    grep -Eq -- "$pat" "$W/$log.log" || { cat "$W/$log.log"; die "$log: message does not match '$pat'"; }
+}
+
+case "$MODE" in
+smoke)
+    run csv --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 \
+        --limit-val-batches 2 --limit-test-batches 2; expect_ok csv $?
+    grep -q 'cache written' "$W/csv.log" || die "csv: the token cache was not written"
+    ls "$W"/runs/checkpoints/csv-tiny/last.safetensors >/dev/null 2>&1 || die "csv: no last.safetensors"
+    ls "$W"/runs/lightning_logs/version_0/metrics.csv >/dev/null 2>&1 || die "csv: no CSV log"
+    # Resume the same run for a second epoch (from last.safetensors), tokens from the cache.
+    run resume --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 2 --limit-train-batches 3 \
+        --limit-val-batches 2 --limit-test-batches 2 --resume; expect_ok resume $?
+    grep -q 'logs: .*/version_0$' "$W/resume.log" || die "resume: did not continue in the run's log folder version_0"
+    grep -q 'cache hit' "$W/resume.log" || die "resume: the token cache did not hit"
+    # TSV with explicit counts, AdamW + linear schedule, fused attention, no cache.
+    run tsv --data "tsv:$W/tiny.tsv" "${COMMON[@]}" --epochs 1 --split 40,10,10 --no-cache \
+        --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
+        --warmup-steps 2; expect_ok tsv $?
+    grep -q 'split 40/10/10' "$W/tsv.log" || die "tsv: --split 40,10,10 not applied"
+    grep -A1 'Test accuracy' "$W/csv.log"
+    ;;
+errors)
+    run help --help; [[ $? == 0 ]] && grep -q -- '--limit-test-batches' "$W/help.log" || die "--help"
+    run e_flag --bogus; expect_err e_flag $? "unknown option '--bogus'"
+    run e_value --lr nope; expect_err e_value $? "bad value 'nope' for --lr"
+    run e_split --split 1,2; expect_err e_split $? "bad value '1,2' for --split"
+    run e_preset --model-preset huge; expect_err e_preset $? "bad value 'huge' for --model-preset"
+    run e_data --data xml:foo; expect_err e_data $? "expected imdb:DIR, csv:PATH, tsv:PATH or spam"
+    run e_spam --data "spam:$W/nowhere" "${COMMON[@]}"; expect_err e_spam $? "scripts/fetch_spam.sh"
+    run e_csv --data "csv:$W/missing.csv" "${COMMON[@]}"; expect_err e_csv $? "not found"
+    run e_vocab --data "csv:$W/tiny.csv" --vocab "$W/missing.txt" --model-preset tiny --max-length 16
+    expect_err e_vocab $? "vocab '.*missing.txt' not found"
+    printf '%s\n' '[PAD]' '[UNK]' movie >"$W/bad_vocab.txt"
+    run e_badvocab --data "csv:$W/tiny.csv" --vocab "$W/bad_vocab.txt" --model-preset tiny --max-length 16
+    expect_err e_badvocab $? "bad vocab"
+    run e_len --data "csv:$W/tiny.csv" "${COMMON[@]}" --max-length 64; expect_err e_len $? "exceeds the tiny model's 16 positions"
+    run e_big --data "csv:$W/tiny.csv" "${COMMON[@]}" --split 50,10,10; expect_err e_big $? "needs 70 texts"
+    printf 'text,label\n"unterminated,1\n' >"$W/bad.csv"
+    run e_badcsv --data "csv:$W/bad.csv" "${COMMON[@]}"; expect_err e_badcsv $? "bad.csv"
+    ;;
+*) die "unknown mode '$MODE'" ;;
+esac
+echo "app_text_classification $MODE: ok"
