@@ -87,9 +87,10 @@ static void usage(FILE *f) {
             "  --optimizer adam|adamw     (default adam, torch.optim.Adam)\n"
             "  --weight-decay F           (default 0)\n"
             "  --lr-schedule constant|linear\n"
-            "                             linear: warmup, then linear decay to 0 at the last step\n"
-            "                             (default constant)\n"
-            "  --warmup-steps N           linear warmup steps (default 0)\n"
+            "                             linear: decay to 0 at the last training step (HF's\n"
+            "                             linear schedule with warmup); default constant\n"
+            "  --warmup-steps N           linear warmup from 0 over N steps, then the schedule\n"
+            "                             (default 0)\n"
             "  --seed N                   split, init, shuffle and dropout seed (default 42)\n"
             "trainer\n"
             "  --workers N                data loader threads (default 1; 0 = main thread)\n"
@@ -595,7 +596,7 @@ int main(int argc, char **argv) {
     ck.filename = "{epoch}-{step}-{val_acc:.4f}";
     if ((st = volt_add_model_checkpoint(a.t, &ck)) < 0) { fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t)); goto out; }
 
-    printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld, %lld epochs\n", o.preset,
+    printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld, epochs %lld\n", o.preset,
            o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
            o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size,
            (long long)o.epochs);

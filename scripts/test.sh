@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ./scripts/setup.sh
+./scripts/fetch_vocab.sh >/dev/null   # real-vocab tokenizer tests
+./scripts/fetch_spam.sh >/dev/null    # real SpamAssassin corpus checks
 JOBS=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVOLT_WERROR=ON >/dev/null

@@ -74,6 +74,28 @@ smoke)
         --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
         --warmup-steps 2; expect_ok tsv $?
     grep -q 'split 40/10/10' "$W/tsv.log" || die "tsv: --split 40,10,10 not applied"
+    # An aclImdb/ folder (given by its parent); the recipe's 35k/5k/10k split needs --split here.
+    for d in train/pos train/neg test/pos test/neg; do
+        mkdir -p "$W/imdb/aclImdb/$d"
+        for i in 0 1 2 3 4; do
+            if [[ $d == */pos ]]; then w=${POS[$i]}; else w=${NEG[$i]}; fi
+            echo "the ${NOUN[$((i % 4))]} was $w.<br /><br />really $w." >"$W/imdb/aclImdb/$d/${i}_$((i + 1)).txt"
+        done
+    done
+    run imdb_default --data "imdb:$W/imdb" "${COMMON[@]}"; expect_err imdb_default $? "needs 50000 texts"
+    run imdb --data "imdb:$W/imdb" "${COMMON[@]}" --epochs 1 --split 12,4,4; expect_ok imdb $?
+    # --pretrained: the DistilBERT parity fixture (tiny dims, 3 classes) as a HF folder; its
+    # vocab.txt is picked up when --vocab is not given.
+    mkdir -p "$W/pre"
+    cp "$(dirname "$0")/fixtures/distilbert_tiny.safetensors" "$W/pre/model.safetensors" || die "no fixture"
+    cp "$W/vocab.txt" "$W/pre/vocab.txt"
+    awk -F, 'NR == 1 { print; next } { sub(/,[01]$/, "," (NR % 3)); print }' "$W/tiny.csv" >"$W/three.csv"
+    PRE=(--model-preset tiny --max-length 16 --batch-size 4 --cache-dir "$W/cache" --root "$W/runs"
+         --no-progress --workers 0 --pretrained "$W/pre")
+    run pre --data "csv:$W/three.csv" "${PRE[@]}" --epochs 1 --limit-train-batches 2; expect_ok pre $?
+    grep -q '3 classes' "$W/pre.log" || die "pre: the 3-class CSV was not read as 3 classes"
+    run pre_2class --data "csv:$W/tiny.csv" "${PRE[@]}" --epochs 1
+    expect_err pre_2class $? "classifier.weight.*shape"
     grep -A1 'Test accuracy' "$W/csv.log"
     ;;
 errors)
