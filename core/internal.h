@@ -37,11 +37,15 @@ typedef struct volt_node {
     float f[4];            /* op attributes (float) */
     int64_t i[8];          /* op attributes (int) */
 } volt_node;
+/* GEMM nodes (linear, matmul) keep the step's compute dtype here (volt/precision.h). */
+#define VOLT_GEMM_COMPUTE_ATTR 7
 
 /* ---- backend vtable ---------------------------------------------------------------- */
 /* forward computes n->out from n->in. backward ACCUMULATES into n->in[k]->grad for every
  * input with VOLT_TENSOR_REQUIRES_GRAD (the tape has allocated and zeroed those grads);
- * n->out->grad holds the upstream gradient. */
+ * n->out->grad holds the upstream gradient. Ops the backend marks in first_write get no
+ * such preparation: an input grad may still be NULL (this node is its first writer), and
+ * the kernel takes it with volt__grad_w / volt__grad_alias, storing instead of adding. */
 typedef struct volt_kernel {
     const char *name;
     volt_status (*forward)(volt_step *s, volt_node *n);
@@ -52,6 +56,8 @@ typedef struct volt_backend {
     uint32_t version;
     const char *name;
     const volt_kernel *kernels;       /* VOLT_OP_COUNT entries, indexed by volt_op_id */
+    const uint8_t *first_write;       /* VOLT_OP_COUNT flags or NULL (optional): 1 = the op's
+                                         backward takes fresh input grads (see above) */
 } volt_backend;
 #define VOLT_BACKEND_VERSION 1u
 
@@ -59,7 +65,7 @@ const volt_backend *volt_backend_cpu(void);
 const volt_backend *volt_backend_find(const char *name);
 
 /* ---- step ----------------------------------------------------------------------- */
-#define VOLT_SCRATCH_SLOTS 3
+#define VOLT_SCRATCH_SLOTS 4
 struct volt_step {
     const volt_backend *be;
     volt_params *params;
@@ -112,6 +118,14 @@ volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t,
 
 /* Float grad of t (allocated + zeroed lazily in the arena for activations). */
 float *volt__grad(volt_step *s, volt_tensor *t);
+/* For first_write backward kernels. t's grad to write into: when t has none yet it is
+ * allocated uninitialised and *acc = false (store every element: this is the first
+ * write), else *acc = true (add). NULL on OOM (step error set). */
+float *volt__grad_w(volt_step *s, volt_tensor *t, bool *acc);
+/* When t has no grad yet, make `buf` its grad (no copy) and return true. buf must be the
+ * node's own upstream grad n->out->grad, which nothing reads once this backward is done,
+ * and at most one input of a node may take it. */
+bool volt__grad_alias(volt_tensor *t, float *buf);
 
 static inline bool volt__needs_grad(const volt_tensor *t) {
     return (t->flags & VOLT_TENSOR_REQUIRES_GRAD) != 0;
@@ -154,12 +168,24 @@ struct volt_params {
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
 
+/* Hot element loops are compiled for AVX-512 and AVX2 (with FMA) too, picked at load time;
+ * the library itself targets x86-64-v2 (SSE4.2). The results of a loop may differ in the
+ * last bit between those ISAs (FMA contraction), never between runs or thread counts. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define VOLT__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VOLT__SIMD_CLONES
+#endif
+
 /* ---- RNG: Philox4x32-10, counter-based ---------------------------------------------- */
 void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]);
 /* Uniform float in [0,1) from the stream (seed, c0, c1, index): 24-bit mantissa. */
 float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
 /* Elements 4*blk .. 4*blk+3 of the same stream in one Philox call (hot loops). */
 void volt_rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]);
+/* out[4*i + l] = lane l of block blk + i, for i < nblk: volt_rng_uniform4 of nblk
+ * consecutive blocks, 8 at a time in AVX2 lanes where available (dropout). */
+void volt_rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out);
 /* Standard normal via Box-Muller from the same stream (index picks a pair). */
 float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
 

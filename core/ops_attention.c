@@ -9,7 +9,7 @@ static bool is_mask_dtype(const volt_tensor *t) {
 }
 
 /* q (B, H, Tq, D), k and v (B, H, Tk, D), key_mask (B, Tk) or NULL -> (B, H, Tq, D).
- * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; f[0] = scale. */
+ * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; i[6] = compute dtype; f[0] = scale. */
 volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                             volt_tensor *key_mask, bool causal) {
     volt_tensor *in[4] = { q, k, v, key_mask };
@@ -43,5 +43,6 @@ volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_t
     at.i[4] = D;
     at.i[5] = causal;
     at.f[0] = (float)(1.0 / sqrt((double)D));
+    at.i[6] = s->compute_dtype;   /* 16-bit compute: q, k, v (and dO) read rounded (volt/precision.h) */
     return volt__op(s, VOLT_OP_ATTENTION, n_in, in, VOLT_F32, q->shape, &at);
 }

@@ -11,10 +11,10 @@ static bool is_index(const volt_tensor *t) { return t->dtype == VOLT_I32 || t->d
 #define CHECK_FLOAT(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 #define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
 
-/* GEMM operands in the step's compute dtype (a recorded cast when they differ). */
-static volt_tensor *to_compute(volt_step *s, volt_tensor *t) {
-    return s->compute_dtype == VOLT_F32 ? t : volt_cast(s, t, s->compute_dtype);
-}
+/* GEMM nodes carry the step's compute dtype (VOLT_F32 = none): the kernel reads its float
+ * operands rounded to it, as if cast to 16 bits, without a cast node or a 16-bit copy in
+ * the arena (core/cpu/basic.c); gradients reach the operands' f32 grads as through a cast.
+ * 16-bit inputs (parameters stored in 16 bits) are read as they are. */
 
 volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
@@ -46,7 +46,7 @@ volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     } else {
         return volt__shape_err(s, "matmul", "need b 2-d, or both 3-d (batched)", a, b);
     }
-    if (!(in[0] = to_compute(s, a)) || !(in[1] = to_compute(s, b))) return NULL;
+    at.i[VOLT_GEMM_COMPUTE_ATTR] = s->compute_dtype;
     return volt__op(s, VOLT_OP_MATMUL, 2, in, VOLT_F32, os, &at);
 }
 
@@ -67,9 +67,8 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
     at.i[2] = w->shape.d[0];                          /* out */
     volt_shape os = x->shape;
     os.d[os.ndim - 1] = w->shape.d[0];
-    /* x, w in the compute dtype; the bias is added in f32 */
-    if (!(in[0] = to_compute(s, x)) || !(in[1] = to_compute(s, w)) || (b && !(in[2] = volt_cast(s, b, VOLT_F32))))
-        return NULL;
+    at.i[VOLT_GEMM_COMPUTE_ATTR] = s->compute_dtype;
+    if (b && !(in[2] = volt_cast(s, b, VOLT_F32))) return NULL;   /* the bias is added in f32 */
     return volt__op(s, VOLT_OP_LINEAR, n_in, in, VOLT_F32, os, &at);
 }
 

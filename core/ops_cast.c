@@ -5,7 +5,8 @@
  * itself) read them directly; for every other op volt__op (core/step.c) first makes an
  * exact f32 copy with a recorded CAST node, so the op computes in f32 and its gradient
  * reaches the 16-bit tensor's f32 grad (for a parameter stored in 16 bits: the unit's f32
- * grad buffer). Gradients are f32 for every dtype. */
+ * grad buffer). Gradients are f32 for every dtype. The step's compute dtype does not go
+ * through casts: GEMM nodes record it and their kernels round the operands (core/cpu/basic.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"

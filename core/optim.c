@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
 #include "volt/optim.h"
 #include "volt/precision.h"
 
@@ -205,27 +208,72 @@ static void sgd_kernel(const opt_coef *c, float *restrict p, const float *restri
     }
 }
 
-/* m = exp_avg, v = exp_avg_sq; adamw selects decoupled decay. */
-static void adam_kernel(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
-                        float *restrict m, float *restrict v, int64_t n) {
-    const float wd = adamw ? 0.f : c->wd, decay = adamw ? c->decay : 1.f;
+/* s[i] = sqrtf(x[i]) for i < n, four at a time with SSE where available (sqrtps is IEEE
+ * sqrt like sqrtf): GCC keeps any sqrtf loop scalar because of errno. */
+static void sqrt_span(const float *x, float *out, int64_t n) {
+    int64_t i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) out[i] = sqrtf(x[i]);
+}
+
+#define OPT_SPAN 2048   /* elements per adam_span call (its sqrt buffer) */
+
+/* m = exp_avg, v = exp_avg_sq; decay (AdamW), wd (Adam, != 0) and small_w (torch lerp's
+ * branch) are constants in each inlined copy, so the loops have no branches and
+ * vectorise. Elements [0, n <= OPT_SPAN): the update in three passes over the span (m, v
+ * and the decayed p; sqrt(v); p), the same f32 operations in the same order as the
+ * one-pass formula, so the same bits. */
+static inline __attribute__((always_inline)) void adam_span_(const opt_coef *c, bool decay_on, bool wd_on,
+                                                             bool small_w, float *restrict p, const float *restrict g,
+                                                             float *restrict m, float *restrict v, int64_t n) {
+    const float wd = c->wd, decay = c->decay;
     const float w1 = c->w1, omw1 = c->one_minus_w1, beta2 = c->beta2, w2 = c->w2;
     const float bc2_sqrt = c->bc2_sqrt, eps = c->eps, neg_ss = c->neg_step_size;
-    const bool small_w = fabsf(w1) < 0.5f;                        /* torch lerp's branch */
-    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+    float sq[OPT_SPAN];
     for (int64_t i = 0; i < n; i++) {
         float pi = p[i], gi = g[i];
-        if (decay != 1.f) pi = pi * decay;                        /* AdamW: param.mul_(1 - lr*wd) */
-        if (wd != 0.f) gi = gi + wd * pi;                         /* Adam: grad.add(param, alpha=wd) */
+        if (decay_on) pi = pi * decay;                            /* AdamW: param.mul_(1 - lr*wd) */
+        if (wd_on) gi = gi + wd * pi;                             /* Adam: grad.add(param, alpha=wd) */
         float mi = m[i];
         mi = small_w ? mi + w1 * (gi - mi)                        /* exp_avg.lerp_(grad, 1-b1) */
                      : gi - (gi - mi) * omw1;
         float vi = v[i] * beta2;                                  /* exp_avg_sq.mul_(b2) */
         vi = vi + w2 * gi * gi;                                   /* .addcmul_(g, g, 1-b2) */
-        float denom = sqrtf(vi) / bc2_sqrt + eps;                 /* (sqrt(v)/bc2_sqrt).add_(eps) */
-        p[i] = pi + neg_ss * mi / denom;                          /* addcdiv_(m, denom, -step_size) */
+        p[i] = pi;
         m[i] = mi;
         v[i] = vi;
+    }
+    sqrt_span(v, sq, n);
+    for (int64_t i = 0; i < n; i++) {
+        float denom = sq[i] / bc2_sqrt + eps;                     /* (sqrt(v)/bc2_sqrt).add_(eps) */
+        p[i] = p[i] + neg_ss * m[i] / denom;                      /* addcdiv_(m, denom, -step_size) */
+    }
+}
+
+static void adam_span(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
+                      float *restrict m, float *restrict v, int64_t n) {
+    const bool small_w = fabsf(c->w1) < 0.5f, decay_on = adamw && c->decay != 1.f, wd_on = !adamw && c->wd != 0.f;
+    if (decay_on) {
+        if (small_w) adam_span_(c, true, false, true, p, g, m, v, n);
+        else adam_span_(c, true, false, false, p, g, m, v, n);
+    } else if (wd_on) {
+        if (small_w) adam_span_(c, false, true, true, p, g, m, v, n);
+        else adam_span_(c, false, true, false, p, g, m, v, n);
+    } else {
+        if (small_w) adam_span_(c, false, false, true, p, g, m, v, n);
+        else adam_span_(c, false, false, false, p, g, m, v, n);
+    }
+}
+
+static void adam_kernel(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
+                        float *restrict m, float *restrict v, int64_t n) {
+    int64_t ns = (n + OPT_SPAN - 1) / OPT_SPAN;
+    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+    for (int64_t k = 0; k < ns; k++) {
+        int64_t o = k * OPT_SPAN;
+        adam_span(c, adamw, p + o, g + o, m + o, v + o, n - o < OPT_SPAN ? n - o : OPT_SPAN);
     }
 }
 

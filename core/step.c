@@ -153,6 +153,18 @@ float *volt__grad(volt_step *s, volt_tensor *t) {
     return t->grad;
 }
 
+float *volt__grad_w(volt_step *s, volt_tensor *t, bool *acc) {
+    *acc = t->grad != NULL;
+    if (!t->grad) t->grad = volt_step_alloc(s, (size_t)volt_tensor_numel(t) * sizeof(float));
+    return t->grad;
+}
+
+bool volt__grad_alias(volt_tensor *t, float *buf) {
+    if (t->grad) return false;
+    t->grad = buf;
+    return true;
+}
+
 bool volt__any_null(volt_step *s, int n, volt_tensor *const *in) {
     for (int i = 0; i < n; i++)
         if (!in[i]) {
@@ -297,13 +309,17 @@ static volt_status run_backward(volt_step *s) {
     for (int i = s->n_nodes - 1; i >= 0; i--) {
         volt_node *n = &s->tape[i];
         if (n->out->grad) {
-            for (int k = 0; k < n->n_in; k++)
+            /* first_write kernels create their inputs' grads (store, not add: no zeroing) */
+            bool fw = s->be->first_write && s->be->first_write[n->op];
+            for (int k = 0; k < n->n_in && !fw; k++)
                 if (volt__needs_grad(n->in[k]) && !volt__grad(s, n->in[k])) return s->status;
             const volt_kernel *kern = &s->be->kernels[n->op];
             if (!kern->backward)
                 return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented", kern->name);
             volt_status st = kern->backward(s, n);
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
+            for (int k = 0; k < n->n_in && fw; k++)   /* inputs it did not write get zeros */
+                if (volt__needs_grad(n->in[k]) && !volt__grad(s, n->in[k])) return s->status;
         }
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {

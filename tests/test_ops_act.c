@@ -306,6 +306,23 @@ static void embedding_values(void) {
     volt_step_destroy(s);
 }
 
+/* The batched Philox (8 blocks per AVX2 pass where available) equals the one-block one:
+ * every length up to 40 blocks (full and partial groups), a block index crossing 2^32. */
+static void rng_blocks(void) {
+    float got[4 * 40], want[4];
+    int bad = 0;
+    uint64_t starts[3] = { 0, 5, 0xFFFFFFF0ull };
+    for (int si = 0; si < 3; si++)
+        for (int64_t nb = 1; nb <= 40; nb++) {
+            volt_rng_uniform_blocks(7, 3, 0x100000002ull, starts[si], nb, got);
+            for (int64_t b = 0; b < nb; b++) {
+                volt_rng_uniform4(7, 3, 0x100000002ull, starts[si] + (uint64_t)b, want);
+                bad += memcmp(got + 4 * b, want, sizeof want) != 0;
+            }
+        }
+    CHECK(bad == 0, "volt_rng_uniform_blocks == volt_rng_uniform4 block by block: %d blocks differ", bad);
+}
+
 static void dropout_values(void) {
     enum { N = 100000 };
     static float x[N];
@@ -457,6 +474,7 @@ int main(void) {
     layernorm_reference(100.f, false);
     layernorm_errors();
     embedding_values();
+    rng_blocks();
     dropout_values();
     thread_invariance();
     return vtest_finish();

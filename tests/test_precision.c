@@ -332,6 +332,53 @@ static void test_cast_values(void) {
     volt_step_destroy(s);
 }
 
+/* Attention with 16-bit compute = f32 attention of the rounded q, k, v (and dO), bitwise. */
+static void test_attention16(void) {
+    volt_step_config cfg;
+    volt_step_config_init(&cfg);
+    cfg.arena_bytes = 1 << 20;
+    volt_step *s;
+    CHECK_OK(volt_step_create(&cfg, &s));
+    enum { B = 2, H = 2, T = 19, D = 8, N = B * H * T * D };
+    static float q[N], k[N], v[N], dout[N], rq[N], rk[N], rv[N], rdo[N];
+    for (int i = 0; i < N; i++) {
+        q[i] = sinf(i * 0.3f); k[i] = cosf(i * 0.7f) * 1.5f; v[i] = sinf(i * 1.1f + 1.f); dout[i] = cosf(i * 0.13f);
+    }
+    volt_dtype dts[2] = { VOLT_BF16, VOLT_F16 };
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < N; i++) {
+            rq[i] = rnd(q[i], dts[d]); rk[i] = rnd(k[i], dts[d]); rv[i] = rnd(v[i], dts[d]); rdo[i] = rnd(dout[i], dts[d]);
+        }
+        float *out[2], *grads[2][3];
+        for (int pass = 0; pass < 2; pass++) {   /* 0: 16-bit compute on the originals, 1: f32 on rounded copies */
+            CHECK_OK(volt_step_begin(s, true, 0));
+            CHECK_OK(volt_step_set_compute_dtype(s, pass ? VOLT_F32 : dts[d]));
+            volt_tensor *t[3];
+            float *src[2][3] = { { q, k, v }, { rq, rk, rv } };
+            for (int j = 0; j < 3; j++)
+                t[j] = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), src[pass][j]));
+            volt_tensor *o = volt_attention(s, t[0], t[1], t[2], NULL, true);
+            CHECK(o != NULL, "attention: %s", volt_step_errmsg(s));
+            out[pass] = malloc(sizeof(float) * N);
+            if (o) memcpy(out[pass], o->data, sizeof(float) * N);
+            CHECK_OK(volt_step_backward_grad(s, o, pass ? rdo : dout));
+            for (int j = 0; j < 3; j++) {
+                grads[pass][j] = malloc(sizeof(float) * N);
+                memcpy(grads[pass][j], t[j]->grad, sizeof(float) * N);
+            }
+            volt_step_end(s);
+        }
+        bool same = !memcmp(out[0], out[1], sizeof(float) * N);
+        for (int j = 0; j < 3; j++) same &= !memcmp(grads[0][j], grads[1][j], sizeof(float) * N);
+        CHECK(same, "attention with %s compute = f32 attention of rounded q, k, v, dO", volt_dtype_name(dts[d]));
+        for (int pass = 0; pass < 2; pass++) {
+            free(out[pass]);
+            for (int j = 0; j < 3; j++) free(grads[pass][j]);
+        }
+    }
+    volt_step_destroy(s);
+}
+
 /* ---- 16-bit parameter storage and optimizer -------------------------------------------- */
 static volt_params *make_store(volt_tensor **w, volt_tensor **b) {
     volt_params_config pc;
@@ -882,6 +929,7 @@ int main(void) {
     test_32_to_16();
     test_cast_values();
     test_cast_gradcheck();
+    test_attention16();
     test_param_storage();
     test_precision_names();
     make_blobs();

@@ -13,6 +13,16 @@
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 #define LANES 8         /* partial sums per row reduction */
 #define COLS 64         /* column chunk for deterministic column sums */
+/* The hot loops (gelu, softmax, layernorm, dropout) are functions over a span of SPAN
+ * elements (or of rows) compiled for AVX-512 / AVX2 / baseline (VOLT__SIMD_CLONES), called
+ * from the parallel loops; an element's value depends on neither the span nor the thread.
+ * Their backward kernels are first writers (core/internal.h): a fresh input grad is
+ * stored, not added to zeros. */
+#define SPAN 2048
+
+static inline int64_t span_len(int64_t N, int64_t o) { return N - o < SPAN ? N - o : SPAN; }
+/* rows per call for rows of C elements: about SPAN elements */
+static inline int64_t rows_per(int64_t C) { return C >= SPAN ? 1 : SPAN / (C > 0 ? C : 1); }
 
 /* ---- vectorisable math ------------------------------------------------------------ */
 static inline float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -128,25 +138,44 @@ static inline float row_max(const float *x, int64_t n) {
 }
 
 /* ---- elementwise activations: x, y any shape ------------------------------------------ */
+VOLT__SIMD_CLONES
+static void gelu_span(const float *x, float *y, int64_t n) {
+    for (int64_t k = 0; k < n; k++) y[k] = x[k] * v_cdf(x[k]);
+}
+
+/* d/dx x*Phi(x) = Phi(x) + x*phi(x); dx = (acc ? dx : 0) + dy * that */
+VOLT__SIMD_CLONES
+static void gelu_grad_span(const float *x, const float *dy, float *dx, int64_t n, bool acc) {
+    if (acc)
+        for (int64_t k = 0; k < n; k++) {
+            float v = x[k];
+            dx[k] += dy[k] * (v_cdf(v) + v * v_exp(-0.5f * v * v) * INV_SQRT_2PI);
+        }
+    else
+        for (int64_t k = 0; k < n; k++) {
+            float v = x[k];
+            dx[k] = dy[k] * (v_cdf(v) + v * v_exp(-0.5f * v * v) * INV_SQRT_2PI);
+        }
+}
+
 volt_status volt_cpu_GELU_fwd(volt_step *s, volt_node *n) {
-    int64_t N = volt_tensor_numel(n->out);
+    int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) y[k] = x[k] * v_cdf(x[k]);
+    for (int64_t c = 0; c < ns; c++) gelu_span(x + c * SPAN, y + c * SPAN, span_len(N, c * SPAN));
     return VOLT_OK;
 }
 
-/* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
 volt_status volt_cpu_GELU_bwd(volt_step *s, volt_node *n) {
-    int64_t N = volt_tensor_numel(n->out);
+    int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data, *dy = n->out->grad;
-    float *dx = n->in[0]->grad;
+    bool acc;
+    float *dx = volt__grad_w(s, n->in[0], &acc);
+    if (!dx) return s->status;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) {
-        float v = x[k];
-        dx[k] += dy[k] * (v_cdf(v) + v * v_exp(-0.5f * v * v) * INV_SQRT_2PI);
-    }
+    for (int64_t c = 0; c < ns; c++)
+        gelu_grad_span(x + c * SPAN, dy + c * SPAN, dx + c * SPAN, span_len(N, c * SPAN), acc);
     return VOLT_OK;
 }
 
@@ -217,12 +246,9 @@ volt_status volt_cpu_SIGMOID_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- softmax / log_softmax: x (R, C) over C; i[0] = R, i[1] = C ------------------------- */
-volt_status volt_cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
-    const float *x = n->in[0]->data;
-    float *y = n->out->data;
-    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-    for (int64_t r = 0; r < R; r++) {
+VOLT__SIMD_CLONES
+static void softmax_rows(const float *x, float *y, int64_t rows, int64_t C) {
+    for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * C;
         float *yr = y + r * C;
         float m = row_max(xr, C);
@@ -230,21 +256,39 @@ volt_status volt_cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
         float inv = 1.f / row_sum(yr, C);
         for (int64_t c = 0; c < C; c++) yr[c] *= inv;
     }
-    return VOLT_OK;
 }
 
-/* dx = y * (dy - sum(dy * y)) */
-volt_status volt_cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
-    const float *y = n->out->data, *dy = n->out->grad;
-    float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-    for (int64_t r = 0; r < R; r++) {
+/* dx = (acc ? dx : 0) + y * (dy - sum(dy * y)) */
+VOLT__SIMD_CLONES
+static void softmax_grad_rows(const float *y, const float *dy, float *dx, int64_t rows, int64_t C, bool acc) {
+    for (int64_t r = 0; r < rows; r++) {
         const float *yr = y + r * C, *gr = dy + r * C;
         float *dr = dx + r * C;
         float dot = row_dot(yr, gr, C);
-        for (int64_t c = 0; c < C; c++) dr[c] += yr[c] * (gr[c] - dot);
+        if (acc) for (int64_t c = 0; c < C; c++) dr[c] += yr[c] * (gr[c] - dot);
+        else for (int64_t c = 0; c < C; c++) dr[c] = yr[c] * (gr[c] - dot);
     }
+}
+
+volt_status volt_cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
+    int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
+    const float *x = n->in[0]->data;
+    float *y = n->out->data;
+    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
+    for (int64_t b = 0; b < nb; b++)
+        softmax_rows(x + b * rp * C, y + b * rp * C, R - b * rp < rp ? R - b * rp : rp, C);
+    return VOLT_OK;
+}
+
+volt_status volt_cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
+    int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
+    const float *y = n->out->data, *dy = n->out->grad;
+    bool acc;
+    float *dx = volt__grad_w(s, n->in[0], &acc);
+    if (!dx) return s->status;
+    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
+    for (int64_t b = 0; b < nb; b++)
+        softmax_grad_rows(y + b * rp * C, dy + b * rp * C, dx + b * rp * C, R - b * rp < rp ? R - b * rp : rp, C, acc);
     return VOLT_OK;
 }
 
@@ -284,6 +328,24 @@ volt_status volt_cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
  * i[0] = R, i[1] = C, i[2] = index of w in in[] or -1, i[3] = index of b or -1; f[0] = eps.
  * saved: mean (R) then rstd (R), only when the node is on the tape. Stats: two passes in
  * float (mean, then squared deviations), biased variance as in PyTorch. */
+
+/* Rows [r0, r0 + rows) of the forward; stats (2R: mean, then rstd) or NULL. */
+VOLT__SIMD_CLONES
+static void ln_rows(const float *x, const float *w, const float *b, float *y, float *stats, int64_t R, int64_t r0,
+                    int64_t rows, int64_t C, float eps) {
+    for (int64_t r = r0; r < r0 + rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        float mean = row_sum(xr, C) / (float)C;
+        float rstd = 1.f / sqrtf(row_sqdev(xr, mean, C) / (float)C + eps);
+        if (stats) { stats[r] = mean; stats[R + r] = rstd; }
+        if (w && b) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+        else if (w) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c];
+        else if (b) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd + b[c];
+        else for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd;
+    }
+}
+
 volt_status volt_cpu_LAYERNORM_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     float eps = n->f[0];
@@ -296,18 +358,10 @@ volt_status volt_cpu_LAYERNORM_fwd(volt_step *s, volt_node *n) {
         if (!stats) return VOLT_ERR_NOMEM;
         n->saved = stats;
     }
+    int64_t rp = rows_per(C), nb = (R + rp - 1) / rp;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-    for (int64_t r = 0; r < R; r++) {
-        const float *xr = x + r * C;
-        float *yr = y + r * C;
-        float mean = row_sum(xr, C) / (float)C;
-        float rstd = 1.f / sqrtf(row_sqdev(xr, mean, C) / (float)C + eps);
-        if (stats) { stats[r] = mean; stats[R + r] = rstd; }
-        if (w && b) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
-        else if (w) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c];
-        else if (b) for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd + b[c];
-        else for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd;
-    }
+    for (int64_t blk = 0; blk < nb; blk++)
+        ln_rows(x, w, b, y, stats, R, blk * rp, R - blk * rp < rp ? R - blk * rp : rp, C, eps);
     return VOLT_OK;
 }
 
@@ -329,6 +383,47 @@ static inline __attribute__((always_inline)) void ln_grad_sums(const float *dy, 
     }
 }
 
+/* dx rows [r0, r0 + rows) (see below); stored when !acc, else added */
+VOLT__SIMD_CLONES
+static void ln_grad_rows(const float *x, const float *dy, const float *w, const float *mean, const float *rstd,
+                         float *dx, int64_t r0, int64_t rows, int64_t C, bool acc) {
+    for (int64_t r = r0; r < r0 + rows; r++) {
+        const float *xr = x + r * C, *gr = dy + r * C;
+        float *dr = dx + r * C;
+        float mu = mean[r], rs = rstd[r];
+        float ag[LANES] = { 0 }, agx[LANES] = { 0 };
+        if (w) ln_grad_sums(gr, w, xr, mu, rs, C, ag, agx);
+        else ln_grad_sums(gr, NULL, xr, mu, rs, C, ag, agx);
+        float mg = lanes_combine(ag) / (float)C, mgx = lanes_combine(agx) / (float)C;
+        if (acc) {
+            if (w) for (int64_t c = 0; c < C; c++) dr[c] += rs * (gr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
+            else for (int64_t c = 0; c < C; c++) dr[c] += rs * (gr[c] - mg - (xr[c] - mu) * rs * mgx);
+        } else {
+            if (w) for (int64_t c = 0; c < C; c++) dr[c] = rs * (gr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
+            else for (int64_t c = 0; c < C; c++) dr[c] = rs * (gr[c] - mg - (xr[c] - mu) * rs * mgx);
+        }
+    }
+}
+
+/* dw, db columns [c0, c1) (either may be NULL): rows summed in order; stored or added */
+VOLT__SIMD_CLONES
+static void ln_param_grad_cols(const float *x, const float *dy, const float *mean, const float *rstd, int64_t R,
+                               int64_t C, int64_t c0, int64_t c1, float *gw, bool acc_w, float *gb, bool acc_b) {
+    float aw[COLS] = { 0 }, ab[COLS] = { 0 };
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * C, *gr = dy + r * C;
+        float mu = mean[r], rs = rstd[r];
+        for (int64_t c = c0; c < c1; c++) {
+            aw[c - c0] += gr[c] * (xr[c] - mu) * rs;
+            ab[c - c0] += gr[c];
+        }
+    }
+    if (gw && acc_w) for (int64_t c = c0; c < c1; c++) gw[c] += aw[c - c0];
+    else if (gw) for (int64_t c = c0; c < c1; c++) gw[c] = aw[c - c0];
+    if (gb && acc_b) for (int64_t c = c0; c < c1; c++) gb[c] += ab[c - c0];
+    else if (gb) for (int64_t c = c0; c < c1; c++) gb[c] = ab[c - c0];
+}
+
 /* With xh = (x - mean) * rstd and g = dy * w:
  *   dx = rstd * (g - mean(g) - xh * mean(g * xh)),  dw += sum_r dy * xh,  db += sum_r dy. */
 volt_status volt_cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
@@ -339,39 +434,24 @@ volt_status volt_cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     const float *x = xt->data, *dy = n->out->grad, *w = wt ? wt->data : NULL;
     const float *mean = n->saved, *rstd = mean + R;
     if (volt__needs_grad(xt)) {
-        float *dx = xt->grad;
+        bool acc;
+        float *dx = volt__grad_w(s, xt, &acc);
+        if (!dx) return s->status;
+        int64_t rp = rows_per(C), nb = (R + rp - 1) / rp;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-        for (int64_t r = 0; r < R; r++) {
-            const float *xr = x + r * C, *gr = dy + r * C;
-            float *dr = dx + r * C;
-            float mu = mean[r], rs = rstd[r];
-            float ag[LANES] = { 0 }, agx[LANES] = { 0 };
-            if (w) ln_grad_sums(gr, w, xr, mu, rs, C, ag, agx);
-            else ln_grad_sums(gr, NULL, xr, mu, rs, C, ag, agx);
-            float mg = lanes_combine(ag) / (float)C, mgx = lanes_combine(agx) / (float)C;
-            if (w) for (int64_t c = 0; c < C; c++) dr[c] += rs * (gr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
-            else for (int64_t c = 0; c < C; c++) dr[c] += rs * (gr[c] - mg - (xr[c] - mu) * rs * mgx);
-        }
+        for (int64_t blk = 0; blk < nb; blk++)
+            ln_grad_rows(x, dy, w, mean, rstd, dx, blk * rp, R - blk * rp < rp ? R - blk * rp : rp, C, acc);
     }
     bool dw = wt && volt__needs_grad(wt), db = bt && volt__needs_grad(bt);
     if (dw || db) {   /* column chunks across threads, rows summed in order */
-        float *gw = dw ? wt->grad : NULL, *gb = db ? bt->grad : NULL;
+        bool acc_w = true, acc_b = true;
+        float *gw = dw ? volt__grad_w(s, wt, &acc_w) : NULL, *gb = db ? volt__grad_w(s, bt, &acc_b) : NULL;
+        if ((dw && !gw) || (db && !gb)) return s->status;
         int64_t nchunks = (C + COLS - 1) / COLS;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-        for (int64_t ch = 0; ch < nchunks; ch++) {
-            int64_t c0 = ch * COLS, c1 = c0 + COLS < C ? c0 + COLS : C;
-            float aw[COLS] = { 0 }, ab[COLS] = { 0 };
-            for (int64_t r = 0; r < R; r++) {
-                const float *xr = x + r * C, *gr = dy + r * C;
-                float mu = mean[r], rs = rstd[r];
-                for (int64_t c = c0; c < c1; c++) {
-                    aw[c - c0] += gr[c] * (xr[c] - mu) * rs;
-                    ab[c - c0] += gr[c];
-                }
-            }
-            if (gw) for (int64_t c = c0; c < c1; c++) gw[c] += aw[c - c0];
-            if (gb) for (int64_t c = c0; c < c1; c++) gb[c] += ab[c - c0];
-        }
+        for (int64_t ch = 0; ch < nchunks; ch++)
+            ln_param_grad_cols(x, dy, mean, rstd, R, C, ch * COLS, ch * COLS + COLS < C ? ch * COLS + COLS : C,
+                               gw, acc_w, gb, acc_b);
     }
     return VOLT_OK;
 }
@@ -433,40 +513,47 @@ volt_status volt_cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
 /* ---- dropout: i[0] = call index in the step, f[0] = p -----------------------------------
  * keep element k iff volt_rng_uniform(seed, step offset, call, k) >= p; kept values are
  * scaled by 1/(1-p). Backward recomputes the mask from the same counters. */
-#define DROPOUT_PAR_MIN 4096   /* the RNG is ~10x the cost of an add per element */
+#define DROPOUT_PAR_MIN 4096   /* the RNG is several times the cost of an add per element */
+
+/* y = (acc ? y : 0) + (u >= p ? x * scale : 0) over a span (x = dy, y = dx in backward) */
+VOLT__SIMD_CLONES
+static void dropout_span(const float *x, const float *u, float *y, int64_t n, float p, float scale, bool acc) {
+    if (acc) for (int64_t k = 0; k < n; k++) y[k] += sel(u[k] >= p, x[k] * scale, 0.f);
+    else for (int64_t k = 0; k < n; k++) y[k] = sel(u[k] >= p, x[k] * scale, 0.f);
+}
+
+/* Span c's uniforms (SPAN is a multiple of 4: a span starts on a Philox block). */
+static void dropout_uniforms(const volt_step *s, const volt_node *n, int64_t N, int64_t c, float *u) {
+    int64_t o = c * SPAN;
+    volt_rng_uniform_blocks(s->seed, s->rng_offset, (uint64_t)n->i[0], (uint64_t)(o / 4), (span_len(N, o) + 3) / 4, u);
+}
 
 volt_status volt_cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
-    int64_t N = volt_tensor_numel(n->out);
-    uint64_t seed = s->seed, off = s->rng_offset, call = (uint64_t)n->i[0];
+    int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
-    int64_t nb = (N + 3) / 4;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
-    for (int64_t b = 0; b < nb; b++) {
-        float u[4];
-        volt_rng_uniform4(seed, off, call, (uint64_t)b, u);
-        for (int l = 0; l < 4 && 4 * b + l < N; l++) {
-            int64_t k = 4 * b + l;
-            y[k] = u[l] >= p ? x[k] * scale : 0.f;
-        }
+    for (int64_t c = 0; c < ns; c++) {
+        float u[SPAN];
+        dropout_uniforms(s, n, N, c, u);
+        dropout_span(x + c * SPAN, u, y + c * SPAN, span_len(N, c * SPAN), p, scale, false);
     }
     return VOLT_OK;
 }
 
 volt_status volt_cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
-    int64_t N = volt_tensor_numel(n->out);
-    uint64_t seed = s->seed, off = s->rng_offset, call = (uint64_t)n->i[0];
+    int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *dy = n->out->grad;
-    float *dx = n->in[0]->grad;
-    int64_t nb = (N + 3) / 4;
+    bool acc;
+    float *dx = volt__grad_w(s, n->in[0], &acc);
+    if (!dx) return s->status;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
-    for (int64_t b = 0; b < nb; b++) {
-        float u[4];
-        volt_rng_uniform4(seed, off, call, (uint64_t)b, u);
-        for (int l = 0; l < 4 && 4 * b + l < N; l++)
-            if (u[l] >= p) dx[4 * b + l] += dy[4 * b + l] * scale;
+    for (int64_t c = 0; c < ns; c++) {
+        float u[SPAN];
+        dropout_uniforms(s, n, N, c, u);
+        dropout_span(dy + c * SPAN, u, dx + c * SPAN, span_len(N, c * SPAN), p, scale, acc);
     }
     return VOLT_OK;
 }

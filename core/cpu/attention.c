@@ -211,7 +211,12 @@ volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     int64_t per = round16(QTILE * a.Tk + QTILE);
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
-    const float *q = n->in[0]->data, *k = n->in[1]->data, *v = n->in[2]->data;
+    /* 16-bit compute (i[6], volt/precision.h): q, k, v read as their 16-bit roundings */
+    const volt_dtype cd = (volt_dtype)n->i[6];
+    const float *q = volt_cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
+    const float *k = volt_cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
+    const float *v = volt_cpu_round_f32(s, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
+    if (!q || !k || !v) return s->status;
     float *o = n->out->data;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
     /* tiles are independent in forward: schedule them all; dynamic because padding makes
@@ -297,7 +302,13 @@ volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     int64_t tile = QTILE * a.Tk, per = round16(2 * tile);
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
-    const float *q = tq->data, *k = tk->data, *v = tv->data, *o = n->out->data, *dout = n->out->grad;
+    const volt_dtype cd = (volt_dtype)n->i[6];   /* as in forward; dO rounded too */
+    const float *q = volt_cpu_round_f32(s, tq->data, volt_tensor_numel(tq), cd, 0);
+    const float *k = volt_cpu_round_f32(s, tk->data, volt_tensor_numel(tk), cd, 1);
+    const float *v = volt_cpu_round_f32(s, tv->data, volt_tensor_numel(tv), cd, 2);
+    const float *dout = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 3);
+    const float *o = n->out->data;
+    if (!q || !k || !v || !dout) return s->status;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
     #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t bh = 0; bh < BH; bh++) {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include <cblas.h>
+#include <omp.h>
 #include "core/cpu/kernels.h"
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
@@ -20,21 +21,44 @@ void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alph
                 (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
-/* GEMM operands may be bf16/f16 (16-bit compute, volt/precision.h): they are converted to
- * f32 in the step scratch and multiplied by sgemm, accumulating in f32; outputs are f32.
- * Backward takes the upstream gradient rounded to the same 16-bit dtype (a GPU's 16-bit
- * backward GEMMs read it in 16 bits: this is where 16-mixed overflows and needs loss
- * scaling); with f32 operands nothing is converted and the path is the plain f32 one. */
-static volt_dtype gemm_round_dtype(const volt_tensor *a, const volt_tensor *b) {
-    return volt__is_16bit(b) ? b->dtype : volt__is_16bit(a) ? a->dtype : VOLT_F32;
+/* 16-bit compute (volt/precision.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
+ * Each float operand is read as the f32 value of its 16-bit rounding: f32 operands are
+ * rounded into the step scratch, 16-bit ones (parameters stored in 16 bits) converted;
+ * sgemm multiplies and accumulates in f32, outputs are f32. Backward reads the upstream
+ * gradient rounded the same way (a GPU's 16-bit backward GEMMs take it in 16 bits: this is
+ * where 16-mixed overflows and needs loss scaling). With f32 everywhere nothing is touched
+ * and the path is the plain f32 one. */
+static volt_dtype gemm_dtype(const volt_node *n) {
+    volt_dtype cd = (volt_dtype)n->i[VOLT_GEMM_COMPUTE_ATTR];
+    if (cd != VOLT_F32) return cd;
+    return volt__is_16bit(n->in[1]) ? n->in[1]->dtype : volt__is_16bit(n->in[0]) ? n->in[0]->dtype : VOLT_F32;
+}
+
+static const float *gemm_operand(volt_step *s, const volt_tensor *t, volt_dtype cd, int slot) {
+    if (t->dtype == cd || cd == VOLT_F32) return volt_cpu_as_f32(s, t, slot);   /* exact */
+    if (t->dtype == VOLT_F32) return volt_cpu_round_f32(s, t->data, volt_tensor_numel(t), cd, slot);
+    const float *f = volt_cpu_as_f32(s, t, slot);    /* 16-bit of the other kind: via f32 */
+    return f ? volt_cpu_round_f32(s, f, volt_tensor_numel(t), cd, slot) : NULL;
 }
 
 /* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
+/* A batch of small GEMMs (attention scores: B*H of T x T x dh) runs one GEMM per thread,
+ * each single-threaded (the OpenMP build of OpenBLAS does that inside a parallel region),
+ * instead of threading each small GEMM. Not with the pthreads build, whose one thread pool
+ * would serialise the calls. Every GEMM writes its own slice: results do not depend on
+ * the schedule. */
+static bool batch_parallel(int64_t B, int64_t M, int64_t N, int64_t K) {
+    if (B < 2 || M * N * K > ((int64_t)1 << 23) || omp_get_max_threads() < 2) return false;
+    return !(openblas_get_parallel() == 1 && openblas_get_num_threads() > 1);
+}
+
 volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
-    const float *a = volt_cpu_as_f32(s, n->in[0], 0), *b = volt_cpu_as_f32(s, n->in[1], 1);
+    const volt_dtype cd = gemm_dtype(n);
+    const float *a = gemm_operand(s, n->in[0], cd, 0), *b = gemm_operand(s, n->in[1], cd, 1);
     if (!a || !b) return s->status;
     float *c = n->out->data;
+    #pragma omp parallel for schedule(static) if (batch_parallel(B, M, N, K))
     for (int64_t z = 0; z < B; z++)
         volt_cpu_gemm('N', 'N', M, N, K, 1.f, a + z * M * K, K, b + z * K * N, N, 0.f, c + z * M * N, N);
     return VOLT_OK;
@@ -43,17 +67,24 @@ volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
 volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     volt_tensor *a = n->in[0], *b = n->in[1];
-    const float *dc = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), gemm_round_dtype(a, b), 0);
-    const float *bf = volt__needs_grad(a) ? volt_cpu_as_f32(s, b, 1) : NULL;
-    const float *af = volt__needs_grad(b) ? volt_cpu_as_f32(s, a, 2) : NULL;
+    const volt_dtype cd = gemm_dtype(n);
+    const float *dc = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 0);
+    const float *bf = volt__needs_grad(a) ? gemm_operand(s, b, cd, 1) : NULL;
+    const float *af = volt__needs_grad(b) ? gemm_operand(s, a, cd, 2) : NULL;
     if (!dc || (volt__needs_grad(a) && !bf) || (volt__needs_grad(b) && !af)) return s->status;
+    /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
+    bool acc_a = true, acc_b = true;
+    float *ga = volt__needs_grad(a) ? volt__grad_w(s, a, &acc_a) : NULL;
+    float *gb = volt__needs_grad(b) ? volt__grad_w(s, b, &acc_b) : NULL;
+    if ((volt__needs_grad(a) && !ga) || (volt__needs_grad(b) && !gb)) return s->status;
+    #pragma omp parallel for schedule(static) if (batch_parallel(B, M, N, K))
     for (int64_t z = 0; z < B; z++) {
-        if (volt__needs_grad(a))   /* da (M,K) += dc (M,N) b^T */
-            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, bf + z * K * N, N, 1.f,
-                          a->grad + z * M * K, K);
-        if (volt__needs_grad(b))   /* db (K,N) += a^T (K,M) dc (M,N) */
-            volt_cpu_gemm('T', 'N', K, N, M, 1.f, af + z * M * K, K, dc + z * M * N, N, 1.f,
-                          b->grad + z * K * N, N);
+        if (ga)   /* da (M,K) += dc (M,N) b^T */
+            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, bf + z * K * N, N, acc_a ? 1.f : 0.f,
+                          ga + z * M * K, K);
+        if (gb)   /* db (K,N) += a^T (K,M) dc (M,N) */
+            volt_cpu_gemm('T', 'N', K, N, M, 1.f, af + z * M * K, K, dc + z * M * N, N, acc_b ? 1.f : 0.f,
+                          gb + z * K * N, N);
     }
     return VOLT_OK;
 }
@@ -61,7 +92,8 @@ volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O) ------------------------------------- */
 volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
-    const float *x = volt_cpu_as_f32(s, n->in[0], 0), *w = volt_cpu_as_f32(s, n->in[1], 1);
+    const volt_dtype cd = gemm_dtype(n);
+    const float *x = gemm_operand(s, n->in[0], cd, 0), *w = gemm_operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
     float *y = n->out->data;
     float beta = 0.f;
@@ -75,35 +107,47 @@ volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* db (C) += sum over R rows of dy (R, C); columns split across threads, rows summed in order. */
-static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db) {
+/* db (C) += sum over R rows of dy (R, C) (= when !acc); columns split across threads, rows
+ * summed in order. */
+static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool acc) {
     int64_t nchunks = (C + 255) / 256;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t c0 = ch * 256, c1 = c0 + 256 < C ? c0 + 256 : C;
-        float acc[256];
-        for (int64_t c = c0; c < c1; c++) acc[c - c0] = 0.f;
+        float sum[256];
+        for (int64_t c = c0; c < c1; c++) sum[c - c0] = 0.f;
         for (int64_t r = 0; r < R; r++) {
             const float *row = dy + r * C;
-            for (int64_t c = c0; c < c1; c++) acc[c - c0] += row[c];
+            for (int64_t c = c0; c < c1; c++) sum[c - c0] += row[c];
         }
-        for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+        if (acc) for (int64_t c = c0; c < c1; c++) db[c] += sum[c - c0];
+        else for (int64_t c = c0; c < c1; c++) db[c] = sum[c - c0];
     }
 }
 
 volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     volt_tensor *x = n->in[0], *w = n->in[1];
-    const float *dy = volt_cpu_round_f32(s, n->out->grad, R * O, gemm_round_dtype(x, w), 0);
-    const float *wf = volt__needs_grad(x) ? volt_cpu_as_f32(s, w, 1) : NULL;
-    const float *xf = volt__needs_grad(w) ? volt_cpu_as_f32(s, x, 2) : NULL;
+    const volt_dtype cd = gemm_dtype(n);
+    const float *dy = volt_cpu_round_f32(s, n->out->grad, R * O, cd, 0);
+    const float *wf = volt__needs_grad(x) ? gemm_operand(s, w, cd, 1) : NULL;
+    const float *xf = volt__needs_grad(w) ? gemm_operand(s, x, cd, 2) : NULL;
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
-    if (volt__needs_grad(x))   /* dx (R,I) += dy (R,O) w (O,I) */
-        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, wf, In, 1.f, x->grad, In);
-    if (volt__needs_grad(w))   /* dw (O,I) += dy^T (O,R) x (R,I) */
-        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, xf, In, 1.f, w->grad, In);
+    bool acc;   /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
+    float *g;
+    if (volt__needs_grad(x)) {   /* dx (R,I) += dy (R,O) w (O,I) */
+        if (!(g = volt__grad_w(s, x, &acc))) return s->status;
+        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+    }
+    if (volt__needs_grad(w)) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
+        if (!(g = volt__grad_w(s, w, &acc))) return s->status;
+        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+    }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
-    if (n->n_in == 3 && volt__needs_grad(n->in[2])) colsum_acc(n->out->grad, R, O, n->in[2]->grad);
+    if (n->n_in == 3 && volt__needs_grad(n->in[2])) {
+        if (!(g = volt__grad_w(s, n->in[2], &acc))) return s->status;
+        colsum_acc(n->out->grad, R, O, g, acc);
+    }
     return VOLT_OK;
 }
 
@@ -118,15 +162,21 @@ volt_status volt_cpu_ADD_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
+/* First write (core/internal.h): a's grad becomes dy itself when a has none yet. */
 volt_status volt_cpu_ADD_bwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
-    const float *dy = n->out->grad;
-    if (volt__needs_grad(n->in[0])) {
+    float *dy = n->out->grad;
+    if (volt__needs_grad(n->in[0]) && !volt__grad_alias(n->in[0], dy)) {
         float *da = n->in[0]->grad;
         #pragma omp parallel for schedule(static) if (total > PAR_MIN)
         for (int64_t k = 0; k < total; k++) da[k] += dy[k];
     }
-    if (volt__needs_grad(n->in[1])) colsum_acc(dy, outer, inner, n->in[1]->grad);
+    if (volt__needs_grad(n->in[1])) {   /* after a: when b is a, this adds dy to it again */
+        bool acc;
+        float *db = volt__grad_w(s, n->in[1], &acc);
+        if (!db) return s->status;
+        colsum_acc(dy, outer, inner, db, acc);
+    }
     return VOLT_OK;
 }
 
@@ -175,12 +225,20 @@ volt_status volt_cpu_SCALE_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_SCALE_bwd(volt_step *s, volt_node *n) {
+volt_status volt_cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: dx = a dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
-    float *dx = n->in[0]->grad, a = n->f[0];
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += a * dy[k];
+    float a = n->f[0];
+    bool acc;
+    float *dx = volt__grad_w(s, n->in[0], &acc);
+    if (!dx) return s->status;
+    if (acc) {
+        #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+        for (int64_t k = 0; k < N; k++) dx[k] += a * dy[k];
+    } else {
+        #pragma omp parallel for schedule(static) if (N > PAR_MIN)
+        for (int64_t k = 0; k < N; k++) dx[k] = a * dy[k];
+    }
     return VOLT_OK;
 }
 
@@ -320,9 +378,10 @@ volt_status volt_cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- reshape: a view; backward adds the grad through ----------------------------------- */
-volt_status volt_cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {
+volt_status volt_cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write: x's grad is dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
+    if (volt__grad_alias(n->in[0], n->out->grad)) return VOLT_OK;
     float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) dx[k] += dy[k];

@@ -67,7 +67,11 @@ volt_status volt_cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
     pad4(n->out->shape, yd, ys);
     for (int i = 0; i < 4; i++) S[i] = ys[i];
     for (int i = off; i < 4; i++) S[(int)n->i[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
-    gather4_add_f32(n->out->grad, n->in[0]->grad, xd, S);
+    bool acc;   /* first write (core/internal.h): a fresh dx is a plain copy */
+    float *dx = volt__grad_w(s, n->in[0], &acc);
+    if (!dx) return s->status;
+    if (acc) gather4_add_f32(n->out->grad, dx, xd, S);
+    else gather4(n->out->grad, dx, sizeof(float), xd, S);
     return VOLT_OK;
 }
 

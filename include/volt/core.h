@@ -116,7 +116,10 @@ void volt_step_destroy(volt_step *s);              /* NULL-safe */
  * selects the dropout stream (the trainer passes the global micro-step). */
 volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
 /* Backward from a scalar f32 loss: accumulates into parameter grads (param store) and
- * activation grads (arena). Errors if loss is not scalar or depends on no parameter. */
+ * activation grads (arena). Errors if loss is not scalar or depends on no parameter.
+ * Afterwards leaves (parameters, volt_tensor_requires_grad tensors) hold their grads; an
+ * op output's grad is scratch (its buffer may have been reused for an input's grad, like
+ * PyTorch's non-retained grads). */
 volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
 /* Backward from a tensor of any shape with the given upstream gradient (numel floats),
  * like torch.autograd.backward(t, grad). */

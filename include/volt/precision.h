@@ -46,11 +46,13 @@ bool volt_dtype_is_float(volt_dtype dt);
 volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt);
 
 /* ---- the step's compute dtype ------------------------------------------------------- */
-/* The dtype GEMM operands are cast to by volt_linear and volt_matmul (f32 = no cast; bf16
- * or f16 = "16-bit compute": operands rounded to 16 bits, products accumulated in f32,
- * outputs f32). The trainer sets it from the precision plugin; it stays until changed.
- * Any op also accepts 16-bit inputs (a parameter stored in 16 bits, a cast result): ops
- * without a 16-bit kernel compute on an exact f32 copy made by a recorded cast node. */
+/* The dtype of the GEMM operands of volt_linear and volt_matmul: f32 (default) or bf16/f16
+ * = "16-bit compute": both operands (and, in backward, the upstream gradient) are read as
+ * their 16-bit roundings, products accumulate in f32, outputs and grads are f32 (the GEMM
+ * node records the dtype; no cast node or 16-bit copy is stored). The trainer sets it from
+ * the precision plugin; it stays until changed. Any op also accepts 16-bit inputs (a
+ * parameter stored in 16 bits, a cast result): GEMMs and layout ops read them directly,
+ * other ops compute on an exact f32 copy made by a recorded cast node. */
 volt_status volt_step_set_compute_dtype(volt_step *s, volt_dtype dt);
 volt_dtype volt_step_compute_dtype(const volt_step *s);
 
