@@ -243,9 +243,15 @@ static volt_status meta_get_i64(volt_trainer *t, volt_st_file *f, const char *pa
 }
 
 const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
-    if (!strcmp(which, "last")) return t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL;
-    if (!strcmp(which, "best")) return t->has_resolver && t->resolver.best ? t->resolver.best(t->resolver.self) : NULL;
-    return which;
+    const char *p = which;
+    if (!strcmp(which, "last")) p = t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL;
+    else if (!strcmp(which, "best")) p = t->has_resolver && t->resolver.best ? t->resolver.best(t->resolver.self) : NULL;
+    if (t->world > 1) {   /* rank 0's file is the one every rank loads */
+        static char buf[4096];
+        snprintf(buf, sizeof buf, "%s", p ? p : "");
+        if (t->strategy->ops->broadcast(t->strategy, buf, sizeof buf, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
+    }
+    return p;
 }
 
 static volt_status hook_err_load(volt_trainer *t, volt_status st, const char *who, const char *path) {

@@ -2,6 +2,7 @@
  * loggers read after each step / epoch end. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
 
@@ -62,23 +63,32 @@ void volt__metrics_clear_fresh(volt_trainer *t) {
     for (int i = 0; i < t->n_metrics; i++) t->metrics[i].fresh = false;
 }
 
+static int accum_cmp(const void *a, const void *b) {
+    return strcmp(((const volt_accum *)a)->name, ((const volt_accum *)b)->name);
+}
+
+/* Epoch means. Under a distributed strategy every epoch metric is reduced across ranks
+ * (weighted by each rank's samples), not only VOLT_LOG_SYNC ones: ModelCheckpoint and
+ * EarlyStopping must see the same value on every rank, or their file names and stop
+ * decisions diverge. One collective per epoch end, over the stage's metrics sorted by name. */
 void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val) {
-    int keep = 0;
+    (void)in_fit_val;
+    int keep = 0, n = 0;
+    volt_accum mine[VOLT_MAX_METRICS];
     for (int i = 0; i < t->n_accums; i++) {
-        volt_accum *a = &t->accums[i];
-        if (a->stage == stage && (a->flags & VOLT_LOG_SYNC) && t->world > 1) {
-            /* weighted mean over all ranks' samples: average sums and weights alike */
-            double v[2] = { a->sum, a->weight };
-            if (t->strategy->ops->all_reduce_mean(t->strategy, v, 2) == VOLT_OK) { a->sum = v[0]; a->weight = v[1]; }
-        }
-        if (a->stage == stage) {
-            if (a->weight > 0) volt__metric_set(t, a->name, a->sum / a->weight, a->flags);
-        } else {
-            t->accums[keep++] = *a;
-        }
+        if (t->accums[i].stage == stage) mine[n++] = t->accums[i];
+        else t->accums[keep++] = t->accums[i];
     }
     t->n_accums = keep;
-    (void)in_fit_val;
+    if (n && t->world > 1) {
+        qsort(mine, (size_t)n, sizeof mine[0], accum_cmp);
+        double v[2 * VOLT_MAX_METRICS];
+        for (int i = 0; i < n; i++) { v[2 * i] = mine[i].sum; v[2 * i + 1] = mine[i].weight; }
+        if (t->strategy->ops->all_reduce_mean(t->strategy, v, 2 * n) == VOLT_OK)
+            for (int i = 0; i < n; i++) { mine[i].sum = v[2 * i]; mine[i].weight = v[2 * i + 1]; }
+    }
+    for (int i = 0; i < n; i++)
+        if (mine[i].weight > 0) volt__metric_set(t, mine[i].name, mine[i].sum / mine[i].weight, mine[i].flags);
 }
 
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
