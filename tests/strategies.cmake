@@ -16,7 +16,7 @@ endif()
 
 set(_volt_mpi_env
   "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
-  "VOLT_COMM_TIMEOUT=60"
+  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0"   # Open MPI keeps allocations until exit
   "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_mpi")
 set(_volt_ts $<TARGET_FILE:test_strategies>)
 
