@@ -143,7 +143,10 @@ volt_status volt_precision_create(const volt_precision_config *cfg, volt_precisi
             return VOLT_ERR_INVALID_ARG;
         }
     }
-    volt_dtype odt = o->info.param_dtype;
+    /* "auto": optimizer states in the parameters' storage dtype, except f16: its range
+     * underflows Adam's second moment (exp_avg_sq of grads ~1e-4 is below f16's smallest
+     * subnormal) and training diverges, as with model.half() in PyTorch. bf16 has f32's range. */
+    volt_dtype odt = o->info.param_dtype == VOLT_F16 ? VOLT_F32 : o->info.param_dtype;
     bool explicit_dt = false;
     if (cfg->optimizer_dtype && strcmp(cfg->optimizer_dtype, "auto")) {
         if (!parse_dtype(cfg->optimizer_dtype, &odt)) {

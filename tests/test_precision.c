@@ -838,7 +838,8 @@ static void test_memory(volt_dataset *ds) {
           (long long)m32.numel, (long long)m32.param_bytes);
     CHECK(mb.param_bytes * 2 == m32.param_bytes && mb.param_dtype == VOLT_BF16 && mb.grad_bytes == m32.grad_bytes &&
           mb.optim_bytes * 2 == m32.optim_bytes && mb.optim_dtype == VOLT_BF16, "bf16-true halves parameter (and optimizer) bytes");
-    CHECK(mh.param_bytes * 2 == m32.param_bytes && mh.param_dtype == VOLT_F16 && mh.optim_dtype == VOLT_F16, "16-true halves parameter bytes");
+    CHECK(mh.param_bytes * 2 == m32.param_bytes && mh.param_dtype == VOLT_F16 && mh.optim_dtype == VOLT_F32 && mh.optim_bytes == m32.optim_bytes,
+          "16-true halves parameter bytes; auto keeps Adam states in f32 (f16 underflows them)");
     CHECK(mbf.param_bytes * 2 == m32.param_bytes && mbf.optim_bytes == m32.optim_bytes && mbf.optim_dtype == VOLT_F32,
           "bf16-true with f32 optimizer states");
     CHECK(mmix.param_bytes == m32.param_bytes && mmix.master_bytes == 0 && mmix.optim_bytes == m32.optim_bytes,

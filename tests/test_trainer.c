@@ -336,6 +336,45 @@ static void test_config_errors(void) {
     volt_trainer_destroy(t);
 }
 
+
+/* ---- datamodule ------------------------------------------------------------------------------ */
+typedef struct { volt_dataset *ds; volt_loader *tl, *vl; char log[256]; } dmod;
+static volt_status dm_prepare(void *self) { dmod *d = self; strcat(d->log, "prepare "); return VOLT_OK; }
+static volt_status dm_setup(void *self, volt_stage st) {
+    dmod *d = self;
+    strcat(d->log, st == VOLT_STAGE_FIT ? "setup:fit " : "setup:test ");
+    if (!d->tl) d->tl = make_loader(d->ds, 8, true, 0);
+    if (!d->vl) d->vl = make_loader(d->ds, 16, false, 0);
+    return VOLT_OK;
+}
+static volt_loader *dm_train(void *self) { return ((dmod *)self)->tl; }
+static volt_loader *dm_val(void *self) { return ((dmod *)self)->vl; }
+static void dm_teardown(void *self, volt_stage st) { strcat(((dmod *)self)->log, "teardown "); }
+static const volt_datamodule_ops dm_ops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "synthetic",
+    .prepare_data = dm_prepare, .setup = dm_setup, .train_loader = dm_train, .val_loader = dm_val,
+    .test_loader = dm_val, .teardown = dm_teardown };
+
+static void test_datamodule(volt_dataset *ds) {
+    dmod d = { .ds = ds };
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    char root[512];
+    snprintf(root, sizeof root, "%s/dm", vtest_tmpdir());
+    volt_trainer *t = make_trainer(2, root);
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    CHECK(volt_trainer_global_step(t) == 2 * 13, "datamodule fit: %lld steps", (long long)volt_trainer_global_step(t));
+    CHECK_OK(volt_trainer_test_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    double acc;
+    CHECK(volt_trainer_metric(t, "val_acc", &acc), "test through the datamodule logged");
+    CHECK(!strcmp(d.log, "prepare setup:fit teardown prepare setup:test teardown "), "datamodule calls: %s", d.log);
+    dmod bad = { .ds = ds };
+    volt_datamodule_ops v0 = dm_ops;
+    v0.version = 99;
+    CHECK(volt_trainer_fit_dm(t, &net_ops, &m, &v0, &bad, NULL) == VOLT_ERR_VERSION, "datamodule version checked");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(d.tl);
+    volt_loader_destroy(d.vl);
+}
+
 int main(void) {
     volt_dataset *ds = make_data();
     test_config_errors();
@@ -343,6 +382,7 @@ int main(void) {
     test_exact_resume(ds, 0);
     test_exact_resume(ds, 2);
     test_corrupt(ds);
+    test_datamodule(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();
 }

@@ -177,6 +177,33 @@ typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const vol
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
 
+/* ---- datamodules: the data side as a table, like LightningDataModule ------------------------ */
+typedef struct volt_datamodule_ops {
+    uint32_t version;                                /* VOLT_DATAMODULE_OPS_VERSION, first */
+    const char *name;
+    volt_status (*prepare_data)(void *self);         /* optional; once, on rank 0 (downloads) */
+    volt_status (*setup)(void *self, volt_stage stage);   /* optional; every rank */
+    /* The loaders (owned by the datamodule, valid until teardown); NULL = none. */
+    volt_loader *(*train_loader)(void *self);
+    volt_loader *(*val_loader)(void *self);
+    volt_loader *(*test_loader)(void *self);
+    volt_loader *(*predict_loader)(void *self);
+    void (*teardown)(void *self, volt_stage stage);  /* optional */
+} volt_datamodule_ops;
+#define VOLT_DATAMODULE_OPS_VERSION 1u
+
+/* fit / validate / test / predict with the datamodule's loaders: prepare_data (rank 0, then
+ * all ranks wait), setup(stage), the run, teardown(stage). */
+volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
+volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                     const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
+volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                 const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
+volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                    const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path,
+                                    volt_predict_fn out, void *ctx);
+
 /* ---- state visible to callbacks and modules ------------------------------------------------- */
 int64_t volt_trainer_current_epoch(const volt_trainer *t);
 int64_t volt_trainer_global_step(const volt_trainer *t);     /* optimizer steps taken */

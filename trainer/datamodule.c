@@ -1,0 +1,60 @@
+/* Datamodules: prepare_data once on rank 0, setup(stage) on every rank, run, teardown. */
+#include <string.h>
+#include "trainer/trainer_internal.h"
+
+static volt_status dm_begin(volt_trainer *t, const volt_datamodule_ops *dm, void *self, volt_stage stage) {
+    if (!dm || dm->version < 1 || dm->version > VOLT_DATAMODULE_OPS_VERSION)
+        return volt__terr(t, VOLT_ERR_VERSION, "datamodule: unknown table version %u", dm ? dm->version : 0);
+    volt_status st = VOLT_OK;
+    if (dm->prepare_data && t->rank == 0) st = dm->prepare_data(self);
+    if (t->world > 1) {   /* the others wait for rank 0's downloads, and learn if they failed */
+        double f = st < 0 ? 1.0 : 0.0;
+        volt_status st2 = t->strategy->ops->all_reduce_mean(t->strategy, &f, 1);
+        if (st2 < 0) return volt__terr(t, st2, "datamodule '%s': prepare_data sync failed", dm->name);
+        if (f > 0 && st >= 0) st = VOLT_ERR_IO;
+    }
+    if (st < 0) return t->errmsg[0] ? st : volt__terr(t, st, "datamodule '%s': prepare_data failed", dm->name);
+    if (dm->setup && (st = dm->setup(self, stage)) < 0)
+        return t->errmsg[0] ? st : volt__terr(t, st, "datamodule '%s': setup failed", dm->name);
+    return VOLT_OK;
+}
+
+static volt_status dm_end(const volt_datamodule_ops *dm, void *self, volt_stage stage, volt_status st) {
+    if (dm->teardown) dm->teardown(self, stage);
+    return st;
+}
+
+static volt_loader *get(volt_loader *(*fn)(void *), void *self) { return fn ? fn(self) : NULL; }
+
+volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
+    t->errmsg[0] = 0;
+    VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_FIT));
+    volt_status st = volt_trainer_fit(t, ops, module, get(dm->train_loader, self), get(dm->val_loader, self), ckpt_path);
+    return dm_end(dm, self, VOLT_STAGE_FIT, st);
+}
+
+volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                     const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
+    t->errmsg[0] = 0;
+    VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_VALIDATE));
+    volt_status st = volt_trainer_validate(t, ops, module, get(dm->val_loader, self), ckpt_path);
+    return dm_end(dm, self, VOLT_STAGE_VALIDATE, st);
+}
+
+volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                 const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
+    t->errmsg[0] = 0;
+    VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_TEST));
+    volt_status st = volt_trainer_test(t, ops, module, get(dm->test_loader, self), ckpt_path);
+    return dm_end(dm, self, VOLT_STAGE_TEST, st);
+}
+
+volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                    const volt_datamodule_ops *dm, void *self, const char *ckpt_path,
+                                    volt_predict_fn out, void *ctx) {
+    t->errmsg[0] = 0;
+    VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_PREDICT));
+    volt_status st = volt_trainer_predict(t, ops, module, get(dm->predict_loader, self), ckpt_path, out, ctx);
+    return dm_end(dm, self, VOLT_STAGE_PREDICT, st);
+}
