@@ -17,6 +17,7 @@
 #include "volt/trainer.h"
 #include "volt/safetensors.h"
 #include "volt/distilbert.h"
+#include "volt/precision.h"
 #include "vtest.h"
 
 #ifndef VOLT_FIXTURES
@@ -292,6 +293,41 @@ static void check_parity(float attention_dropout, bool training) {
             printf("parity grads: worst rel err %.2e (%s)\n", worst, worst_name);
         }
         volt_step_end(s);
+    }
+    model_free(&md);
+    volt_st_close(f);
+}
+
+
+/* bf16-mixed: GEMM inputs rounded to bf16 (8 significant bits), f32 accumulation. The
+ * logits must agree with PyTorch's f32 ones to what bf16 implies (rel. err <= 1e-2), and
+ * must actually differ from the f32 path (the flag does something). */
+static void test_bf16_mixed_logits(void) {
+    volt_st_file *f = NULL;
+    char err[256];
+    if (volt_st_open(FIXTURE, &f, err, sizeof err) != VOLT_OK) { CHECK(0, "fixture: %s", err); return; }
+    volt_distilbert_config c;
+    tiny_config(&c);
+    model md;
+    if (model_build(&md, &c, 1) && load_fixture_params(md.ps, f)) {
+        float lg[2][9];
+        for (int mode = 0; mode < 2; mode++) {
+            volt_step_begin(md.s, false, 0);
+            CHECK_OK(volt_step_set_compute_dtype(md.s, mode ? VOLT_BF16 : VOLT_F32));
+            volt_tensor *l = volt_distilbert_forward(md.m, md.s, fx_tensor(md.s, f, "input_ids"), fx_tensor(md.s, f, "attention_mask"));
+            CHECK(l, "forward: %s", volt_step_errmsg(md.s));
+            if (l) memcpy(lg[mode], l->data, sizeof lg[mode]);
+            volt_step_end(md.s);
+        }
+        volt_step_begin(md.s, false, 0);
+        volt_tensor *ref = fx_tensor(md.s, f, "logits");
+        float scale = max_abs(volt_tensor_f32(ref), 9);
+        float e = max_diff(lg[1], volt_tensor_f32(ref), 9) / scale, e32 = max_diff(lg[0], volt_tensor_f32(ref), 9) / scale;
+        CHECK(e <= 1e-2f, "bf16-mixed logits rel err %.3g", e);
+        CHECK(e > e32, "bf16 compute changed nothing (err %.3g vs f32 %.3g)", e, e32);
+        printf("bf16-mixed logits: rel err %.2e vs torch f32 (f32 path %.2e)\n", e, e32);
+        volt_step_end(md.s);
+        volt_step_set_compute_dtype(md.s, VOLT_F32);
     }
     model_free(&md);
     volt_st_close(f);
@@ -640,6 +676,7 @@ int main(void) {
     test_config();
     test_layout();
     test_parity();
+    test_bf16_mixed_logits();
     test_steps();
     test_save_load();
     test_trainer();
