@@ -50,9 +50,13 @@ trap 'rm -f "$RES"' EXIT
 for preset in $PRESETS; do
     read -r steps warmup <<<"$(steps_for "$preset")"
     for r in $(seq 1 "$ROUNDS"); do
-        read -r v vc <<<"$("$BENCH" "$preset" "$steps" "$warmup" "$DROP" | tee /dev/stderr | result)"
-        read -r t tc <<<"$(LD_LIBRARY_PATH="$OBLAS_OMP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-            "$PY" "$ROOT/bench/peer_distilbert.py" "$preset" "$steps" "$warmup" "$DROP" | tee /dev/stderr | result)"
+        out=$("$BENCH" "$preset" "$steps" "$warmup" "$DROP")
+        echo "$out" >&2
+        read -r v vc <<<"$(result <<<"$out")"
+        out=$(LD_LIBRARY_PATH="$OBLAS_OMP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            "$PY" "$ROOT/bench/peer_distilbert.py" "$preset" "$steps" "$warmup" "$DROP")
+        echo "$out" >&2
+        read -r t tc <<<"$(result <<<"$out")"
         echo "round $r $preset: volt $v ms (CPU $vc), torch $t ms (CPU $tc), ratio" \
              "$(awk -v a="$v" -v b="$t" 'BEGIN{printf "%.3f", a/b}') (CPU $(awk -v a="$vc" -v b="$tc" 'BEGIN{printf "%.3f", a/b}'))" >&2
         echo "$preset $v $t $vc $tc" >>"$RES"
