@@ -333,35 +333,23 @@ static volt_status fetch(distilbert *m, volt_step *s, const volt_batch *b, bool 
     return VOLT_OK;
 }
 
-/* Forward, cross-entropy and accuracy; logs "<prefix>_loss" and "<prefix>_acc". */
-static volt_status eval_step(distilbert *m, volt_step *s, const volt_batch *b, const char *prefix,
-                             unsigned loss_flags, unsigned acc_flags, bool set_loss) {
+/* Forward on the batch, then the shared classifier step (volt_classification_step). */
+static volt_status eval_step(distilbert *m, volt_step *s, const volt_batch *b, const char *stage) {
     volt_tensor *ids, *mask, *y;
     VOLT_TRY(fetch(m, s, b, true, &ids, &mask, &y));
-    volt_tensor *logits = volt_distilbert_forward(m, s, ids, mask);
-    volt_tensor *loss = volt_cross_entropy(s, logits, y);
-    volt_tensor *acc = volt_accuracy(s, logits, y);
-    if (!loss || !acc) return volt_step_status(s);
-    char name[32];
-    snprintf(name, sizeof name, "%s_loss", prefix);
-    VOLT_TRY(volt_log(s, name, loss, loss_flags));
-    snprintf(name, sizeof name, "%s_acc", prefix);
-    VOLT_TRY(volt_log(s, name, acc, acc_flags));
-    return set_loss ? volt_step_set_loss(s, loss) : VOLT_OK;
+    return volt_classification_step(s, volt_distilbert_forward(m, s, ids, mask), y, stage);
 }
 
 static volt_status distilbert_training_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    return eval_step(self, s, b, "train", VOLT_LOG_STEP | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH, true);
+    return eval_step(self, s, b, "train");
 }
 
 static volt_status distilbert_validation_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    unsigned f = VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR;
-    return eval_step(self, s, b, "val", f, f, false);
+    return eval_step(self, s, b, "val");
 }
 
 static volt_status distilbert_test_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    unsigned f = VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR;
-    return eval_step(self, s, b, "test", f, f, false);
+    return eval_step(self, s, b, "test");
 }
 
 static volt_status distilbert_predict_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx,

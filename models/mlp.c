@@ -97,36 +97,24 @@ volt_tensor *volt_mlp_forward(void *self, volt_step *s, volt_tensor *x) {
     return h;                                                                             // (B, out)
 }
 
-/* Forward, cross-entropy and accuracy on one batch; logs "<prefix>_loss"/"<prefix>_acc". */
-static volt_status mlp_eval_step(mlp *m, volt_step *s, const volt_batch *b, const char *prefix,
-                                 unsigned loss_flags, unsigned acc_flags, bool set_loss) {
+/* Forward on the batch, then the shared classifier step (volt_classification_step). */
+static volt_status mlp_eval_step(mlp *m, volt_step *s, const volt_batch *b, const char *stage) {
     volt_tensor *x = volt_batch_field(b, m->x_field), *y = volt_batch_field(b, m->y_field);
     if (!x || !y)
         return volt_step_fail(s, VOLT_ERR_NOT_FOUND, "mlp: batch has no field '%s'", x ? m->y_field : m->x_field);
-    volt_tensor *logits = volt_mlp_forward(m, s, x);
-    volt_tensor *loss = volt_cross_entropy(s, logits, y);
-    volt_tensor *acc = volt_accuracy(s, logits, y);
-    if (!loss || !acc) return volt_step_status(s);
-    char name[32];
-    snprintf(name, sizeof name, "%s_loss", prefix);
-    VOLT_TRY(volt_log(s, name, loss, loss_flags));
-    snprintf(name, sizeof name, "%s_acc", prefix);
-    VOLT_TRY(volt_log(s, name, acc, acc_flags));
-    return set_loss ? volt_step_set_loss(s, loss) : VOLT_OK;
+    return volt_classification_step(s, volt_mlp_forward(m, s, x), y, stage);
 }
 
 static volt_status mlp_training_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    return mlp_eval_step(self, s, b, "train", VOLT_LOG_STEP | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH, true);
+    return mlp_eval_step(self, s, b, "train");
 }
 
 static volt_status mlp_validation_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    return mlp_eval_step(self, s, b, "val", VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR,
-                         false);
+    return mlp_eval_step(self, s, b, "val");
 }
 
 static volt_status mlp_test_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx) {
-    return mlp_eval_step(self, s, b, "test", VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR, VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR,
-                         false);
+    return mlp_eval_step(self, s, b, "test");
 }
 
 static volt_status mlp_predict_step(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx,

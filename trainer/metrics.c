@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
+#include "volt/ops.h"
 
 static volt_metric *find_metric(volt_trainer *t, const char *name) {
     for (int i = 0; i < t->n_metrics; i++)
@@ -112,6 +113,20 @@ volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, u
 volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags) {
     if (!s->log_fn) return VOLT_OK;
     return s->log_fn(s->log_ctx, name, value, flags);
+}
+
+volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage) {
+    bool train = !strcmp(stage, "train");
+    volt_tensor *loss = volt_cross_entropy(s, logits, y);
+    volt_tensor *acc = volt_accuracy(s, logits, y);
+    if (!loss || !acc) return volt_step_status(s);
+    unsigned eval = VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR;
+    char name[64];
+    snprintf(name, sizeof name, "%s_loss", stage);
+    VOLT_TRY(volt_log(s, name, loss, train ? VOLT_LOG_STEP | VOLT_LOG_PROG_BAR : eval));
+    snprintf(name, sizeof name, "%s_acc", stage);
+    VOLT_TRY(volt_log(s, name, acc, train ? VOLT_LOG_EPOCH : eval));
+    return train ? volt_step_set_loss(s, loss) : VOLT_OK;
 }
 
 volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss) {

@@ -30,6 +30,11 @@ enum {
  * validation/test steps. With both, two metrics "name_step" and "name_epoch" exist. */
 volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, unsigned flags);
 volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags);
+/* The usual classifier step: cross-entropy and accuracy of logits (N, C) against y (N),
+ * logged as "<stage>_loss" / "<stage>_acc" with Lightning's defaults ("train": loss per step
+ * on the progress bar, accuracy as an epoch mean; other stages: both epoch means on the
+ * progress bar). For "train" the loss becomes the step's loss. */
+volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
 /* The training_step's loss: the trainer runs backward on it. */
 volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
 
