@@ -142,6 +142,9 @@ struct volt_unit {
     uint16_t *data16;      /* ... then the values are here (volt_params_convert) */
     uint64_t use_stamp;    /* step stamp of the last unit_use */
     int32_t first_node;    /* tape index of the first node reading the unit this step */
+    bool busy;             /* an op being recorded reads it (its unit_use hooks are firing) */
+    bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
+    size_t buf_bytes;      /* bytes allocated for data (f32) and grad: whole pages */
     void *strategy_data;   /* owned by the strategy */
 };
 

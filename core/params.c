@@ -1,6 +1,8 @@
 /* Parameter store: named parameters grouped into units; each unit one flat, padded f32
  * buffer for values and one for grads (DESIGN §3). */
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,15 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
     }
 }
 
+static size_t page_size(void) {
+    static size_t ps;
+    if (!ps) {
+        long v = sysconf(_SC_PAGESIZE);
+        ps = v > 0 ? (size_t)v : 4096;
+    }
+    return ps;
+}
+
 volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple) {
     if (ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: unit padding set after finalize");
     if (multiple < 1 || multiple > (1 << 20))
@@ -163,8 +174,10 @@ volt_status volt_params_finalize(volt_params *ps) {
         volt_unit *u = ps->units[i];
         u->numel = (u->numel + pad - 1) / pad * pad;
         size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
-        u->data = aligned_alloc(64, bytes);
-        u->grad = aligned_alloc(64, bytes);
+        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
+        u->buf_bytes = bytes;
+        u->data = aligned_alloc(page_size(), bytes);
+        u->grad = aligned_alloc(page_size(), bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
         memset(u->data, 0, bytes);
         memset(u->grad, 0, bytes);
@@ -325,3 +338,41 @@ int64_t volt_params_grad_bytes(const volt_params *ps) {
     for (int i = 0; i < ps->n_units; i++) n += ps->units[i]->numel;
     return n * (int64_t)sizeof(float);
 }
+
+/* ---- memory of sharded units --------------------------------------------------------------- */
+volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
+    float *buf = which == VOLT_UNIT_GRADS ? u->grad : u->data;
+    if (!buf) return VOLT_ERR_STATE;   /* 16-bit values */
+    if (lo < 0) lo = 0;
+    if (hi > u->numel) hi = u->numel;
+    if (lo >= hi) return VOLT_OK;
+    if (which == VOLT_UNIT_VALUES && u->busy)
+        return VOLT_ERR_STATE;
+    const size_t pg = page_size();
+    uintptr_t a = (uintptr_t)(buf + lo), b = (uintptr_t)(buf + hi);
+    uintptr_t pa = (a + pg - 1) / pg * pg, pb = b / pg * pg;
+    if (pa >= pb) { memset(buf + lo, 0, sizeof(float) * (size_t)(hi - lo)); return VOLT_OK; }
+    memset((void *)a, 0, pa - a);
+    memset((void *)pb, 0, b - pb);
+    if (madvise((void *)pa, pb - pa, MADV_DONTNEED) != 0) memset((void *)pa, 0, pb - pa);
+    return VOLT_OK;
+}
+
+int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
+    const void *buf = which == VOLT_UNIT_GRADS ? (const void *)u->grad : volt_unit_values(u);
+    if (!buf) return 0;
+    if (which == VOLT_UNIT_VALUES && !u->data) return (int64_t)u->numel * 2;   /* 16-bit: malloc'd */
+    const size_t pg = page_size(), n = u->buf_bytes / pg;
+    if (!n) return 0;
+    unsigned char vec[256];
+    int64_t pages = 0;
+    for (size_t i = 0; i < n; i += sizeof vec) {
+        size_t m = n - i < sizeof vec ? n - i : sizeof vec;
+        if (mincore((char *)buf + i * pg, m * pg, vec) != 0) return (int64_t)u->buf_bytes;   /* unknown: all */
+        for (size_t k = 0; k < m; k++) pages += vec[k] & 1;
+    }
+    return pages * (int64_t)pg;
+}
+
+void volt_unit_set_stale(volt_unit *u, bool stale) { u->stale = stale; }
+bool volt_unit_stale(const volt_unit *u) { return u->stale; }

@@ -188,19 +188,34 @@ volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t,
     return NULL;
 }
 
-static volt_status use_units(volt_step *s, int n_in, volt_tensor *const *in, int node_index) {
-    for (int i = 0; i < n_in; i++) {
+/* The units an op reads (its parameter inputs): unit_use on the first read of the step and
+ * on any read of a stale unit. The node's units are busy meanwhile: a strategy releasing
+ * units from the hook leaves them alone. */
+static volt_status use_units(volt_step *s, int n_in, volt_tensor *const *in, int node_index, bool forward) {
+    volt_params *ps = s->params;
+    const bool hooked = ps && ps->hooks && ps->hooks->unit_use;
+    bool any = false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->unit) { in[i]->unit->busy = true; any = true; }
+    if (!any) return VOLT_OK;
+    volt_status st = VOLT_OK;
+    for (int i = 0; i < n_in && st >= 0; i++) {
         volt_unit *u = in[i]->unit;
-        if (!u || u->use_stamp == s->stamp) continue;
-        u->use_stamp = s->stamp;
-        u->first_node = node_index;
-        volt_params *ps = s->params;
-        if (ps && ps->hooks && ps->hooks->unit_use) {
-            volt_status st = ps->hooks->unit_use(ps->hooks_ctx, u);
-            if (st < 0) return volt_step_fail(s, st, "strategy: unit_use('%s') failed", u->name);
+        if (!u) continue;
+        const bool first = forward && u->use_stamp != s->stamp;
+        if (!first && !u->stale) continue;
+        if (first) {
+            u->use_stamp = s->stamp;
+            u->first_node = node_index;
         }
+        if (hooked && (st = ps->hooks->unit_use(ps->hooks_ctx, u)) < 0)
+            volt_step_fail(s, st, "strategy: unit_use('%s') failed", u->name);
+        else if (u->stale)
+            st = volt_step_fail(s, VOLT_ERR_STATE, "unit '%s' is stale (sharded) and no strategy gathered it", u->name);
     }
-    return VOLT_OK;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->unit) in[i]->unit->busy = false;
+    return st < 0 ? st : VOLT_OK;
 }
 
 static volt_node *tape_push(volt_step *s) {
@@ -225,7 +240,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
     bool grad = false;
     if (s->training)
         for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
-    if (use_units(s, n_in, in, s->n_nodes) < 0) return NULL;
+    if (use_units(s, n_in, in, s->n_nodes, true) < 0) return NULL;
 
     volt_node tmp, *n = &tmp;
     if (grad && !(n = tape_push(s))) return NULL;
@@ -309,6 +324,7 @@ static volt_status run_backward(volt_step *s) {
     for (int i = s->n_nodes - 1; i >= 0; i--) {
         volt_node *n = &s->tape[i];
         if (n->out->grad) {
+            if (n_units && use_units(s, n->n_in, n->in, i, false) < 0) return s->status;   /* stale units */
             /* first_write kernels create their inputs' grads (store, not add: no zeroing) */
             bool fw = s->be->first_write && s->be->first_write[n->op];
             for (int k = 0; k < n->n_in && !fw; k++)

@@ -29,7 +29,9 @@ static void s_mem(volt_strategy *st, volt_memory_report *m) {
     m->optim_bytes = im->opt ? (int64_t)volt_optimizer_state_count(im->opt) * n * 4 : 0;
     m->numel = volt_params_numel(im->ps);
     m->padded_numel = n;
-    m->allocated_bytes = m->param_bytes + m->grad_bytes + m->optim_bytes;
+    m->held_param_bytes = volt_params_value_bytes(im->ps);   /* 2 bytes a value under bf16-true */
+    m->held_grad_bytes = volt_params_grad_bytes(im->ps);
+    m->held_optim_bytes = im->opt ? volt_optimizer_state_bytes(im->opt) : 0;
 }
 static const char *s_err(volt_strategy *st) { return ""; }
 static void s_destroy(volt_strategy *st) { free(st->impl); free(st); }
@@ -37,7 +39,7 @@ static void s_destroy(volt_strategy *st) { free(st->impl); free(st); }
 static const volt_strategy_ops single_ops = {
     VOLT_STRATEGY_OPS_VERSION, "single", s_setup_params, s_setup_optimizer, s_setup_loader, s_begin_backward,
     s_reduce, s_sqnorm, s_after, s_mean, s_bcast, s_barrier, s_mem, s_err, s_destroy,
-    NULL, NULL, NULL,   /* configure_params, materialize_params, gather_optim_state: nothing to do */
+    NULL, NULL, NULL, NULL, /* configure_params, materialize_params, owned_range, gather_unit: whole units */
 };
 
 volt_status volt_strategy_single(volt_strategy **out) {

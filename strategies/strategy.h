@@ -9,6 +9,7 @@
 #include "volt/params.h"
 #include "volt/optim.h"
 #include "volt/data.h"
+#include "volt/trainer.h"   /* volt_memory_report */
 
 typedef struct volt_strategy volt_strategy;
 
@@ -18,17 +19,6 @@ typedef struct volt_strategy_config {
     int devices, num_nodes;      /* from the trainer config; checked against the world size */
 } volt_strategy_config;
 
-/* Per-rank bytes of model state, for the memory report. param/grad/optim_bytes follow the
- * strategy's ZeRO formula (docs/STRATEGIES.md) over the padded parameter count; the fields
- * after activation_peak_bytes were appended (version 2). */
-typedef struct volt_memory_report {
-    int64_t param_bytes, grad_bytes, optim_bytes, master_bytes, activation_peak_bytes;
-    int64_t numel;             /* Ψ: parameters (unpadded) */
-    int64_t padded_numel;      /* Σ unit buffer lengths (padding to 16 floats, and to world slices) */
-    int64_t allocated_bytes;   /* what this process really holds for params, grads, optimizer
-                                  states and strategy scratch (the flat CPU store keeps full
-                                  param and grad buffers, so this can exceed the formula) */
-} volt_memory_report;
 
 typedef struct volt_strategy_ops {
     uint32_t version;
@@ -56,6 +46,8 @@ typedef struct volt_strategy_ops {
     /* Broadcast bytes from root. */
     volt_status (*broadcast)(volt_strategy *st, void *buf, size_t n, int root);
     volt_status (*barrier)(volt_strategy *st);
+    /* The model-state fields of the report (formula and held bytes); the trainer adds the
+     * name, rank, world and activation peak. */
     void (*memory_report)(volt_strategy *st, volt_memory_report *out);
     const char *(*errmsg)(volt_strategy *st);
     void (*destroy)(volt_strategy *st);
@@ -67,12 +59,15 @@ typedef struct volt_strategy_ops {
      * non-owned part is stale). Every rank calls it at the same point: checkpoint save, end
      * of fit. */
     volt_status (*materialize_params)(volt_strategy *st);
-    /* Checkpoint save, every rank in the same order: the full state k of unit `unit` (unit
-     * numel floats) into dst on every rank. Only called for units whose optimizer range is
-     * not the whole unit (sharded states). */
-    volt_status (*gather_optim_state)(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst);
+    /* ---- version 3 (appended; NULL = the whole unit is this rank's) ---- */
+    /* This rank's slice [lo, hi) of unit `unit`: the part of the params it keeps current and
+     * of the optimizer states it holds (checkpoint shards write it). */
+    void (*owned_range)(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
+    /* Collective, every rank in the same order: each rank's owned slice of src (unit layout,
+     * only [lo, hi) is read) into dst (the unit's numel floats) on every rank. */
+    volt_status (*gather_unit)(volt_strategy *st, int unit, const float *src, float *dst);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 2u
+#define VOLT_STRATEGY_OPS_VERSION 3u
 
 struct volt_strategy {
     const volt_strategy_ops *ops;

@@ -417,14 +417,17 @@ static void check_memory(volt_trainer *t, const char *name) {
     CHECK(r.param_bytes == wp && r.grad_bytes == wg && r.optim_bytes == wo,
           "%s memory: params %lld (want %lld) grads %lld (%lld) states %lld (%lld)", name, (long long)r.param_bytes,
           (long long)wp, (long long)r.grad_bytes, (long long)wg, (long long)r.optim_bytes, (long long)wo);
-    /* what is really allocated: full params and grads, optimizer states as sharded */
+    /* what is really held: optimizer states as sharded; params and grads no more than full */
     const int64_t states = k == VOLT_DIST_DDP ? 8 * P : 8 * P / N;
-    CHECK(r.allocated_bytes == 8 * P + states, "%s allocated %lld want %lld", name, (long long)r.allocated_bytes,
-          (long long)(8 * P + states));
+    CHECK(r.held_optim_bytes == states, "%s held optimizer states %lld want %lld", name, (long long)r.held_optim_bytes,
+          (long long)states);
+    CHECK(r.held_param_bytes <= 4 * P + 4096 * volt_params_unit_count(ps) && r.held_grad_bytes <= 4 * P + 4096 * volt_params_unit_count(ps),
+          "%s held params %lld grads %lld", name, (long long)r.held_param_bytes, (long long)r.held_grad_bytes);
     if (g_rank == 0)
-        printf("memory %-18s N=%d Ψ=%lld Ψ'=%lld: params %lld grads %lld states %lld (formula total %lld, allocated %lld)\n",
+        printf("memory %-18s N=%d Ψ=%lld Ψ'=%lld: params %lld grads %lld states %lld (formula total %lld; held %lld/%lld/%lld)\n",
                name, g_world, (long long)psi, (long long)P, (long long)r.param_bytes, (long long)r.grad_bytes,
-               (long long)r.optim_bytes, (long long)(r.param_bytes + r.grad_bytes + r.optim_bytes), (long long)r.allocated_bytes);
+               (long long)r.optim_bytes, (long long)(r.param_bytes + r.grad_bytes + r.optim_bytes),
+               (long long)r.held_param_bytes, (long long)r.held_grad_bytes, (long long)r.held_optim_bytes);
 }
 
 static void check_trace(volt_trainer *t, const char *name) {

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "trainer/trainer_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
@@ -103,7 +106,7 @@ static bool optim_sharded(volt_trainer *t) {
  * every rank runs this loop in the same order); rank 0 (w != NULL) adds copies. */
 static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const char *path) {
     volt_strategy *sg = t->strategy;
-    const bool can_gather = sg->ops->version >= 2 && sg->ops->gather_optim_state;
+    const bool can_gather = sg->ops->version >= 3 && sg->ops->gather_unit;
     float *full = NULL;
     int64_t full_cap = 0;
     volt_status st = VOLT_OK;
@@ -134,7 +137,7 @@ static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const c
                     full = nf;
                     full_cap = numel;
                 }
-                volt_status gs = sg->ops->gather_optim_state(sg, t->opt, u, k, full);
+                volt_status gs = buf ? sg->ops->gather_unit(sg, u, buf - lo, full) : VOLT_ERR_STATE;
                 if (gs < 0) {
                     free(full);
                     return volt__terr(t, gs, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
@@ -393,5 +396,130 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         if (st < 0) { volt_st_close(f); return volt__terr(t, st, "module '%s': on_load_checkpoint failed", t->mops->name); }
     }
     volt_st_close(f);
+    return VOLT_OK;
+}
+
+/* ---- which slice of a unit this rank holds ------------------------------------------------- */
+static void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi) {
+    volt_strategy *sg = t->strategy;
+    *lo = 0;
+    *hi = volt_unit_numel(volt_params_unit_at(t->ps, u));
+    if (t->world > 1 && sg->ops->version >= 3 && sg->ops->owned_range) sg->ops->owned_range(sg, u, lo, hi);
+}
+
+/* Every rank gets the same verdict: ok is this rank's, the result is false when any rank's was. */
+static bool all_ok(volt_trainer *t, bool ok) {
+    if (t->world <= 1) return ok;
+    double bad = ok ? 0.0 : 1.0;
+    if (t->strategy->ops->all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
+    return bad == 0.0;
+}
+
+/* ---- export ------------------------------------------------------------------------------------ */
+volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
+    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "export_full: no model yet");
+    if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "export_full: empty path");
+    volt_strategy *sg = t->strategy;
+    const bool gather = t->world > 1 && sg->ops->version >= 3 && sg->ops->gather_unit && sg->ops->owned_range;
+    volt_status st = VOLT_OK;
+    char err[768] = "";
+    volt_st_stream *ws = NULL;
+    if (t->rank == 0) {   /* header first (names, shapes), then the data unit by unit */
+        st = volt_st_stream_create(path, &ws, err, sizeof err);
+        for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
+            volt_tensor *p = volt_params_at(t->ps, i);
+            st = volt_st_stream_declare(ws, p->name, VOLT_F32, p->shape);
+        }
+        if (st >= 0) st = volt_st_stream_meta(ws, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
+        if (st >= 0) st = volt_st_stream_begin(ws);
+        if (st < 0 && ws) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(ws));
+    }
+    float *scratch = NULL;
+    int64_t cap = 0;
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        const int64_t numel = volt_unit_numel(un);
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        const bool sharded = gather && (lo != 0 || hi != numel);
+        const float *vals = volt_unit_data(un);
+        if (!vals || sharded) {   /* 16-bit storage (exact in f32), or one unit gathered from the shards */
+            if (numel > cap) {
+                float *nb = realloc(scratch, sizeof(float) * (size_t)numel);
+                if (!nb) { free(scratch); volt_st_stream_destroy(ws); return volt__terr(t, VOLT_ERR_NOMEM, "export_full: out of memory"); }
+                scratch = nb;
+                cap = numel;
+            }
+            if (!vals) volt_convert(scratch, VOLT_F32, volt_unit_values(un), volt_params_dtype(t->ps), numel);
+            else {
+                volt_status gs = sg->ops->gather_unit(sg, u, vals, scratch);   /* collective: every rank */
+                if (gs < 0) {
+                    free(scratch);
+                    volt_st_stream_destroy(ws);
+                    return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+                }
+            }
+            vals = scratch;
+        }
+        for (int i = 0; ws && st >= 0 && i < volt_unit_param_count(un); i++) {
+            volt_tensor *p = volt_unit_param(un, i);
+            st = volt_st_stream_write(ws, p->name, vals + volt_param_offset(p));
+            if (st < 0) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(ws));
+        }
+    }
+    free(scratch);
+    if (ws && st >= 0) {
+        st = volt_st_stream_finish(ws, err, sizeof err);
+        ws = NULL;
+    }
+    volt_st_stream_destroy(ws);
+    const bool ok = all_ok(t, st >= 0);
+    if (st < 0) return volt__terr(t, st, "export_full '%s': %s", path, err);
+    if (!ok) return volt__terr(t, VOLT_ERR_IO, "export_full '%s': rank 0 could not write the file (its log has the reason)", path);
+    return VOLT_OK;
+}
+
+/* ---- removal ------------------------------------------------------------------------------------ */
+/* The shard folder an index file names ("volt.shards" JSON, key "dir", relative to the
+ * index's folder) into buf; false when path is not a sharded checkpoint. */
+static bool shard_dir_of(const char *path, char *buf, size_t n) {
+    volt_st_file *f = NULL;
+    char err[256];
+    if (volt_st_open(path, &f, err, sizeof err) < 0) return false;
+    const char *js = volt_st_meta(f, "volt.shards");
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    const cJSON *d = root ? cJSON_GetObjectItemCaseSensitive(root, "dir") : NULL;
+    bool ok = cJSON_IsString(d) && d->valuestring[0] && !strchr(d->valuestring, '/') && strcmp(d->valuestring, "..") != 0;
+    if (ok) {
+        const char *slash = strrchr(path, '/');
+        if (slash) ok = snprintf(buf, n, "%.*s/%s", (int)(slash - path), path, d->valuestring) < (int)n;
+        else ok = snprintf(buf, n, "%s", d->valuestring) < (int)n;
+    }
+    cJSON_Delete(root);
+    volt_st_close(f);
+    return ok;
+}
+
+static int remove_dir(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    char p[4096];
+    int rc = 0;
+    while ((e = readdir(dp))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
+    }
+    closedir(dp);
+    if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
+    return rc;
+}
+
+volt_status volt_checkpoint_remove(const char *path) {
+    if (!path || !*path) return VOLT_ERR_INVALID_ARG;
+    char dir[4096];
+    const bool sharded = shard_dir_of(path, dir, sizeof dir);
+    if (unlink(path) != 0 && errno != ENOENT) return VOLT_ERR_IO;   /* the index first: no half checkpoint */
+    if (sharded && remove_dir(dir) != 0) return VOLT_ERR_IO;
     return VOLT_OK;
 }

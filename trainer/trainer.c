@@ -170,3 +170,58 @@ void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r
 const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t) {
     return t->has_resolver ? &t->resolver : NULL;
 }
+
+/* ---- memory report ---------------------------------------------------------------------------- */
+volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out) {
+    memset(out, 0, sizeof *out);
+    if (!t->ps || !volt_params_finalized(t->ps))
+        return volt__terr(t, VOLT_ERR_STATE, "memory_report: no model yet (call it from a hook, or after fit/test)");
+    t->strategy->ops->memory_report(t->strategy, out);
+    out->strategy = t->strategy->ops->name;
+    out->rank = t->rank;
+    out->world = t->world;
+    out->activation_peak_bytes = t->step ? (int64_t)volt_step_arena_peak(t->step) : 0;
+    return VOLT_OK;
+}
+
+#define MEM_FIELDS 10
+static void mem_row(const volt_memory_report *m, double *v) {
+    const int64_t f[MEM_FIELDS] = { m->param_bytes, m->grad_bytes, m->optim_bytes, m->master_bytes,
+                                    m->held_param_bytes, m->held_grad_bytes, m->held_optim_bytes,
+                                    m->activation_peak_bytes, m->numel, m->padded_numel };
+    for (int i = 0; i < MEM_FIELDS; i++) v[i] = (double)f[i];
+}
+
+volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f) {
+    volt_memory_report m;
+    VOLT_TRY(volt_trainer_memory_report(t, &m));
+    const int W = t->world;
+    double *all = calloc((size_t)W * MEM_FIELDS, sizeof *all);
+    if (!all) return volt__terr(t, VOLT_ERR_NOMEM, "memory_report: out of memory");
+    mem_row(&m, all + (size_t)t->rank * MEM_FIELDS);
+    volt_status st = VOLT_OK;
+    if (W > 1) {   /* each rank fills its row; mean over ranks times W = the table */
+        st = t->strategy->ops->all_reduce_mean(t->strategy, all, W * MEM_FIELDS);
+        for (int i = 0; i < W * MEM_FIELDS; i++) all[i] = all[i] * W;
+    }
+    if (st < 0) {
+        free(all);
+        return volt__terr(t, st, "memory_report: %s", t->strategy->ops->errmsg(t->strategy));
+    }
+    if (t->rank == 0 && f) {
+        const double MiB = 1024.0 * 1024.0;
+        fprintf(f, "memory report: strategy %s, %d rank%s, %lld parameters (%lld padded), MiB per rank\n",
+                m.strategy, W, W > 1 ? "s" : "", (long long)m.numel, (long long)m.padded_numel);
+        fprintf(f, "%5s %10s %10s %10s %10s | %10s %10s %10s | %12s\n", "rank", "params", "grads", "optim",
+                "total", "held prm", "held grad", "held opt", "activ. peak");
+        for (int r = 0; r < W; r++) {
+            const double *v = all + (size_t)r * MEM_FIELDS;
+            fprintf(f, "%5d %10.2f %10.2f %10.2f %10.2f | %10.2f %10.2f %10.2f | %12.2f\n", r, v[0] / MiB, v[1] / MiB,
+                    v[2] / MiB, (v[0] + v[1] + v[2] + v[3]) / MiB, v[4] / MiB, v[5] / MiB, v[6] / MiB, v[7] / MiB);
+        }
+        fprintf(f, "(params/grads/optim: the strategy's formula, docs/STRATEGIES.md; held: resident in the process now)\n");
+        fflush(f);
+    }
+    free(all);
+    return VOLT_OK;
+}

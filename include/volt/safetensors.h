@@ -79,6 +79,23 @@ volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err,
 /* The last error message of this writer ("" if none). Valid until the next call. */
 const char *volt_st_writer_errmsg(const volt_st_writer *w);
 
+/* ---- streaming writer ------------------------------------------------------------- */
+/* For files larger than memory should hold: declare every tensor (name, dtype, shape) and
+ * the metadata, begin (writes the header to "<path>.tmp"), write each tensor's data in
+ * declaration order, finish (crc32 of each tensor patched into the header, fsync, rename:
+ * atomic like volt_file_write_atomic). finish consumes the stream; destroy abandons one
+ * (the .tmp is removed, a file already at path is untouched). Tensors are laid out in
+ * declaration order. Messages in volt_st_stream_errmsg (and err for create/finish). */
+typedef struct volt_st_stream volt_st_stream;
+volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *err, size_t errlen);
+volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape);
+volt_status volt_st_stream_meta(volt_st_stream *s, const char *key, const char *value);
+volt_status volt_st_stream_begin(volt_st_stream *s);
+volt_status volt_st_stream_write(volt_st_stream *s, const char *name, const void *data);
+volt_status volt_st_stream_finish(volt_st_stream *s, char *err, size_t errlen);
+void volt_st_stream_destroy(volt_st_stream *s);                       /* NULL-safe */
+const char *volt_st_stream_errmsg(const volt_st_stream *s);
+
 /* ---- reader -------------------------------------------------------------------- */
 
 /* Read and validate a whole file. Errors: VOLT_ERR_IO (missing/unreadable; names the file

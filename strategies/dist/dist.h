@@ -102,7 +102,8 @@ volt_status zero_grads_ready(void *ctx, volt_unit *u);
 volt_status zero_reduce_grads(volt_strategy *st);
 volt_status zero_grad_sqnorm(volt_strategy *st, double *out);
 volt_status zero_after_step(volt_strategy *st);
-volt_status zero_gather_optim_state(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst);
+void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
+volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, float *dst);
 
 volt_status fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status fsdp_after_step(volt_strategy *st);

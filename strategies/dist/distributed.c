@@ -246,12 +246,14 @@ static void d_memory_report(volt_strategy *st, volt_memory_report *m) {
     case VOLT_DIST_FSDP: m->param_bytes = 4 * P / N + 4 * U; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
     case VOLT_DIST_FSDP_SGO: m->param_bytes = 4 * P; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
     }
-    int64_t states = 0;
-    for (int i = 0; d->opt && i < d->n_units; i++) {
-        int64_t lo = 0, hi = 0;
-        if (volt_optimizer_range(d->opt, i, &lo, &hi) == VOLT_OK) states += (hi - lo) * S;
+    int64_t hp = 0, hg = 0;
+    for (int i = 0; i < d->n_units; i++) {
+        hp += volt_unit_resident_bytes(d->units[i].u, VOLT_UNIT_VALUES);
+        hg += volt_unit_resident_bytes(d->units[i].u, VOLT_UNIT_GRADS);
     }
-    m->allocated_bytes = 4 * P + 4 * P + 4 * states;
+    m->held_param_bytes = hp;
+    m->held_grad_bytes = hg;
+    m->held_optim_bytes = d->opt ? volt_optimizer_state_bytes(d->opt) : 0;
 }
 
 static const char *d_errmsg(volt_strategy *st) { return dist_of(st)->errmsg; }
@@ -280,7 +282,7 @@ static const volt_strategy_ops ddp_ops = {
     .after_optimizer_step = ddp_after_step,
 };
 #define ZERO_COMMON COMMON, .configure_params = zero_configure_params, .setup_optimizer = zero_setup_optimizer, \
-    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .gather_optim_state = zero_gather_optim_state
+    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .owned_range = zero_owned_range, .gather_unit = zero_gather_unit
 static const volt_strategy_ops zero1_ops = {
     .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = zero_after_step,
 };

@@ -80,17 +80,17 @@ volt_status zero_after_step(volt_strategy *st) {
     return s < 0 ? s : s2;
 }
 
-volt_status zero_gather_optim_state(volt_strategy *st, volt_optimizer *opt, int unit, int k, float *dst) {
+void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     dist *d = dist_of(st);
-    if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_optim_state: bad unit %d", unit);
+    if (unit < 0 || unit >= d->n_units) { *lo = *hi = 0; return; }
+    *lo = d->units[unit].lo;
+    *hi = d->units[unit].hi;
+}
+
+volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, float *dst) {
+    dist *d = dist_of(st);
+    if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_unit: bad unit %d", unit);
     dist_unit *du = &d->units[unit];
-    int64_t lo = 0, hi = 0;
-    float *state = volt_optimizer_state(opt, unit, k, &lo, &hi);
-    if (du->chunk && (!state || lo != du->lo || hi != du->hi))
-        return dist_fail(d, VOLT_ERR_STATE, "gather_optim_state: %s: the optimizer holds [%lld, %lld), this rank owns "
-                         "[%lld, %lld)", du->label, (long long)lo, (long long)hi, (long long)du->lo, (long long)du->hi);
-    char what[160];
-    snprintf(what, sizeof what, "%s optimizer state %d", du->label, k);
-    volt_status s = volt_comm_all_gather(d->comm, state, dst, (size_t)du->chunk, VOLT_COMM_F32, what);
-    return s < 0 ? dist_comm_fail(d, s, "checkpoint gather") : VOLT_OK;
+    volt_status s = volt_comm_all_gather(d->comm, src + du->lo, dst, (size_t)du->chunk, VOLT_COMM_F32, du->label);
+    return s < 0 ? dist_comm_fail(d, s, "unit gather") : VOLT_OK;
 }
