@@ -132,7 +132,7 @@ static void mc_remove(mc *m, const char *p) {
     if (volt_cb_topk_find(&m->topk, p) >= 0) return;
     if (m->last_path && strcmp(m->last_path, p) == 0) return;
     if (m->best_path && strcmp(m->best_path, p) == 0) return;
-    if (unlink(p) != 0 && errno != ENOENT)
+    if (volt_checkpoint_remove(p) != VOLT_OK)   /* with its shard folder under sharded strategies */
         fprintf(stderr, "volt: ModelCheckpoint: cannot remove '%s': %s\n", p, strerror(errno));
 }
 

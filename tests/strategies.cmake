@@ -57,3 +57,6 @@ add_test(NAME test_reshard_resume_single COMMAND ${_volt_ts} reshard_resume sing
 set_tests_properties(test_reshard_resume_single PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 60 LABELS "mpi")
 set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_reshard)
 set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single PROPERTIES FIXTURES_REQUIRED volt_reshard)
+
+# Memory actually held (resident pages of the unit buffers) under every strategy, 3 ranks.
+volt_mpi_test(test_memory_held_np3 3 90 memory)

@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <math.h>
+#include <time.h>
 #include "trainer/trainer_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
@@ -91,104 +93,117 @@ static char *callbacks_json(volt_trainer *t) {
     return out;
 }
 
-/* Optimizer states sharded over ranks (ZeRO/FSDP: some unit's range is a slice)? */
-static bool optim_sharded(volt_trainer *t) {
-    for (int u = 0; t->opt && u < volt_params_unit_count(t->ps); u++) {
-        int64_t lo = 0, hi = 0;
-        volt_optimizer_range(t->opt, u, &lo, &hi);
+/* ---- removal ------------------------------------------------------------------------------------ */
+/* The shard folder an index file names ("volt.shards" JSON, key "dir", relative to the
+ * index's folder) into buf; false when path is not a sharded checkpoint. */
+static bool shard_dir_of(const char *path, char *buf, size_t n) {
+    volt_st_file *f = NULL;
+    char err[256];
+    if (volt_st_open(path, &f, err, sizeof err) < 0) return false;
+    const char *js = volt_st_meta(f, "volt.shards");
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    const cJSON *d = root ? cJSON_GetObjectItemCaseSensitive(root, "dir") : NULL;
+    bool ok = cJSON_IsString(d) && d->valuestring[0] && !strchr(d->valuestring, '/') && strcmp(d->valuestring, "..") != 0;
+    if (ok) {
+        const char *slash = strrchr(path, '/');
+        if (slash) ok = snprintf(buf, n, "%.*s/%s", (int)(slash - path), path, d->valuestring) < (int)n;
+        else ok = snprintf(buf, n, "%s", d->valuestring) < (int)n;
+    }
+    cJSON_Delete(root);
+    volt_st_close(f);
+    return ok;
+}
+
+static int remove_dir(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    char p[4096];
+    int rc = 0;
+    while ((e = readdir(dp))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
+    }
+    closedir(dp);
+    if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
+    return rc;
+}
+
+/* ---- which slice of a unit this rank holds ------------------------------------------------- */
+static void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi) {
+    volt_strategy *sg = t->strategy;
+    *lo = 0;
+    *hi = volt_unit_numel(volt_params_unit_at(t->ps, u));
+    if (t->world > 1 && sg->ops->version >= 3 && sg->ops->owned_range) sg->ops->owned_range(sg, u, lo, hi);
+}
+
+/* Does some rank hold only a slice of some unit (ZeRO, FSDP)? Then checkpoints are sharded. */
+static bool ckpt_sharded(volt_trainer *t) {
+    if (t->world <= 1) return false;
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
         if (lo != 0 || hi != volt_unit_numel(volt_params_unit_at(t->ps, u))) return true;
     }
     return false;
 }
 
-/* Optimizer states as "optimizer.<state>.<param>" full tensors. Sharded states are gathered
- * unit by unit (one unit's scratch at a time, on every rank: the gather is collective, so
- * every rank runs this loop in the same order); rank 0 (w != NULL) adds copies. */
-static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const char *path) {
-    volt_strategy *sg = t->strategy;
-    const bool can_gather = sg->ops->version >= 3 && sg->ops->gather_unit;
-    float *full = NULL;
-    int64_t full_cap = 0;
-    volt_status st = VOLT_OK;
-    char name[512];
-    for (int k = 0; k < volt_optimizer_state_count(t->opt); k++) {
-        const char *sn = volt_optimizer_state_name(t->opt, k);
-        for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
-            volt_unit *un = volt_params_unit_at(t->ps, u);
-            const int64_t numel = volt_unit_numel(un);
-            int64_t lo = 0, hi = 0;
-            float *buf = volt_optimizer_state(t->opt, u, k, &lo, &hi);
-            const float *src = buf ? buf - lo : NULL;     /* indexed by unit offset */
-            const void *raw16 = buf ? NULL : volt_optimizer_state_raw(t->opt, u, k, &lo, &hi);
-            if (raw16 && hi > lo) {   /* 16-bit states (precision): saved as f32, exactly */
-                if (numel > full_cap) {
-                    float *nf = realloc(full, sizeof(float) * (size_t)numel);
-                    if (!nf) { free(full); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
-                    full = nf;
-                    full_cap = numel;
-                }
-                volt_convert(full + lo, VOLT_F32, raw16, volt_optimizer_state_dtype(t->opt), hi - lo);
-                src = full;
-            }
-            if ((lo != 0 || hi != numel) && can_gather && sg->world > 1) {
-                if (numel > full_cap) {
-                    float *nf = realloc(full, sizeof(float) * (size_t)numel);
-                    if (!nf) { free(full); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
-                    full = nf;
-                    full_cap = numel;
-                }
-                volt_status gs = buf ? sg->ops->gather_unit(sg, u, buf - lo, full) : VOLT_ERR_STATE;
-                if (gs < 0) {
-                    free(full);
-                    return volt__terr(t, gs, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
-                }
-                src = full;
-                lo = 0;
-                hi = numel;
-            }
-            for (int i = 0; w && st >= 0 && i < volt_unit_param_count(un); i++) {
-                volt_tensor *p = volt_unit_param(un, i);
-                const int64_t off = volt_param_offset(p);
-                if (!src || lo > off || hi < off + volt_tensor_numel(p)) continue;   /* not held here */
-                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
-                st = src == full ? volt_st_writer_add_copy(w, name, VOLT_F32, p->shape, src + off)
-                                 : volt_st_writer_add(w, name, VOLT_F32, p->shape, src + off);
-            }
-        }
-    }
-    free(full);
-    return st;
+/* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
+static bool all_ok(volt_trainer *t, bool ok) {
+    if (t->world <= 1) return ok;
+    double bad = ok ? 0.0 : 1.0;
+    if (t->strategy->ops->all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
+    return bad == 0.0;
 }
 
-volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
-    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
+/* Optimizer state k of unit u over [lo, hi) as f32: the buffer itself, or (16-bit states)
+ * a converted copy in *tmp (caller frees). NULL when this rank holds no such slice. */
+static const float *state_f32(volt_trainer *t, int u, int k, int64_t *lo, int64_t *hi, float **tmp) {
+    *tmp = NULL;
+    float *buf = volt_optimizer_state(t->opt, u, k, lo, hi);
+    if (buf) return buf;
+    const void *raw = volt_optimizer_state_raw(t->opt, u, k, lo, hi);
+    if (!raw || *hi <= *lo) return NULL;
+    if (!(*tmp = malloc(sizeof(float) * (size_t)(*hi - *lo)))) return NULL;
+    volt_convert(*tmp, VOLT_F32, raw, volt_optimizer_state_dtype(t->opt), *hi - *lo);   /* exact */
+    return *tmp;
+}
+
+/* Optimizer states as "optimizer.<state>.<param>" full tensors (unsharded: this rank holds
+ * every unit whole). */
+static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const char *path) {
+    volt_status st = VOLT_OK;
+    char name[512];
+    for (int k = 0; k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
+        const char *sn = volt_optimizer_state_name(t->opt, k);
+        for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
+            volt_unit *un = volt_params_unit_at(t->ps, u);
+            int64_t lo = 0, hi = 0;
+            float *tmp;
+            const float *buf = state_f32(t, u, k, &lo, &hi, &tmp);
+            if (!buf) continue;
+            const float *src = buf - lo;   /* indexed by unit offset */
+            for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
+                volt_tensor *p = volt_unit_param(un, i);
+                const int64_t off = volt_param_offset(p);
+                if (lo > off || hi < off + volt_tensor_numel(p)) continue;
+                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
+                st = tmp ? volt_st_writer_add_copy(w, name, VOLT_F32, p->shape, src + off)
+                         : volt_st_writer_add(w, name, VOLT_F32, p->shape, src + off);
+            }
+            free(tmp);
+        }
+    }
+    return st < 0 ? volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w)) : VOLT_OK;
+}
+
+/* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
+ * scheduler, precision, callbacks, module extras. */
+static volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     volt_strategy *sg = t->strategy;
     volt_status st = VOLT_OK;
-    /* collective parts first (every rank calls save): full params, sharded optimizer states */
-    if (sg->ops->version >= 2 && sg->ops->materialize_params && (st = sg->ops->materialize_params(sg)) < 0)
-        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
-    const bool gather = t->opt && t->world > 1 && optim_sharded(t);
-    if (t->rank != 0) {
-        if (!gather) return VOLT_OK;
-        st = save_optim_states(t, NULL, path);
-        return st < 0 ? st : VOLT_OK;
-    }
-    volt_st_writer *w;
-    if ((st = volt_st_writer_create(&w)) < 0) {
-        if (gather) save_optim_states(t, NULL, path);   /* the other ranks wait in its gathers */
-        return volt__terr(t, st, "checkpoint '%s': cannot create the writer", path);
-    }
-    for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
-        volt_tensor *p = volt_params_at(t->ps, i);
-        st = volt__ckpt_add_param(t, w, p);   /* f32 whatever the storage dtype */
-    }
     if (t->opt) {
-        /* runs even after an error above when other ranks wait in its gathers */
-        if (st >= 0 || gather) {
-            volt_status s2 = save_optim_states(t, st >= 0 ? w : NULL, path);
-            if (st >= 0) st = s2;
-        }
-        if (st >= 0) st = meta_i64(w, "volt.optimizer.step", volt_optimizer_step_count(t->opt));
+        st = meta_i64(w, "volt.optimizer.step", volt_optimizer_step_count(t->opt));
         if (st >= 0) {
             char b[32];
             snprintf(b, sizeof b, "%d", (int)volt_optimizer_get_config(t->opt)->kind);
@@ -213,16 +228,215 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
         st = volt_st_writer_meta(w, "volt.callbacks", cbj ? cbj : "{}");
         free(cbj);
     }
-    if (st >= 0 && t->mops && t->mops->on_save_checkpoint) {
+    if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+    if (t->mops && t->mops->on_save_checkpoint) {
         volt_ckpt ck = { t, w, NULL, path };
         st = t->mops->on_save_checkpoint(t->module, t, &ck);
-        if (st < 0) { volt_st_writer_destroy(w); return volt__terr(t, st, "module '%s': on_save_checkpoint failed", t->mops->name); }
+        if (st < 0) return volt__terr(t, st, "module '%s': on_save_checkpoint failed", t->mops->name);
     }
+    return VOLT_OK;
+}
+
+/* ---- sharded checkpoints ----------------------------------------------------------------------
+ * <path> is the index: an ordinary safetensors file with the loop state, callbacks, module
+ * extras, and in "volt.shards" (JSON) the layout: the shard folder, the world that saved,
+ * every unit's numel and each rank's slice [lo, hi), every parameter's unit, offset and
+ * shape. The folder <path>.shards-<id>/ holds rank<r>-of-<N>.safetensors per rank with its
+ * slice of each unit: "params.<unit>" and "optimizer.<state>.<unit>", f32. The folder name
+ * is new for every save and the index is written last (atomically), so a crash leaves the
+ * previous checkpoint whole; the previous folder is removed after the new index is in place. */
+#define SHARD_INDEX_KEY "volt.shards"
+
+static bool shard_file(char *buf, size_t n, const char *dir, int r, int world) {
+    int k = snprintf(buf, n, "%s/rank%05d-of-%05d.safetensors", dir, r, world);
+    return k >= 0 && (size_t)k < n;
+}
+
+static uint64_t fresh_id(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;   /* mix */
+    return x;
+}
+
+static volt_status write_shard(volt_trainer *t, const char *dir, const char *id, char *err, size_t errlen) {
+    volt_st_writer *w;
+    if (volt_st_writer_create(&w) < 0) { snprintf(err, errlen, "out of memory"); return VOLT_ERR_NOMEM; }
+    volt_status st = volt_st_writer_meta(w, "volt.shard.id", id);
+    char b[32], name[512];
+    snprintf(b, sizeof b, "%d", t->rank);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.rank", b);
+    snprintf(b, sizeof b, "%d", t->world);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.world", b);
+    float *conv = NULL;
+    for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
+        if (volt_unit_data(un)) st = volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), volt_unit_data(un) + lo);
+        else {   /* 16-bit storage: f32 in the file, exactly */
+            float *c = realloc(conv, sizeof(float) * (size_t)(hi - lo + 1));
+            if (!c) { st = VOLT_ERR_NOMEM; break; }
+            conv = c;
+            volt_convert(conv, VOLT_F32, (const char *)volt_unit_values(un) + (size_t)lo * volt_dtype_size(volt_params_dtype(t->ps)),
+                         volt_params_dtype(t->ps), hi - lo);
+            st = volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), conv);
+        }
+        for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
+            int64_t slo = 0, shi = 0;
+            float *tmp;
+            const float *buf = state_f32(t, u, k, &slo, &shi, &tmp);
+            if (!buf || slo != lo || shi != hi) {
+                free(tmp);
+                free(conv);
+                volt_st_writer_destroy(w);
+                snprintf(err, errlen, "unit '%s': optimizer state %d holds [%lld, %lld), this rank owns [%lld, %lld)",
+                         volt_unit_name(un), k, (long long)slo, (long long)shi, (long long)lo, (long long)hi);
+                return VOLT_ERR_STATE;
+            }
+            snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
+            st = tmp ? volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf)
+                     : volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf);
+            free(tmp);
+        }
+    }
+    free(conv);
     if (st < 0) {
-        volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+        snprintf(err, errlen, "%s", volt_st_writer_errmsg(w)[0] ? volt_st_writer_errmsg(w) : volt_status_str(st));
         volt_st_writer_destroy(w);
         return st;
     }
+    char file[4200];
+    st = shard_file(file, sizeof file, dir, t->rank, t->world) ? volt_st_writer_write(w, file, err, errlen) : VOLT_ERR_INVALID_ARG;
+    volt_st_writer_destroy(w);
+    return st;
+}
+
+/* The layout JSON of the index (ranges: world x units x 2, every rank's slices). */
+static char *index_json(volt_trainer *t, const char *dirbase, const char *id, const double *ranges) {
+    const int U = volt_params_unit_count(t->ps);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "dir", dirbase);
+    cJSON_AddNumberToObject(root, "world", t->world);
+    cJSON *units = cJSON_AddArrayToObject(root, "units");
+    for (int u = 0; u < U; u++) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", volt_unit_name(un));
+        cJSON_AddNumberToObject(o, "numel", (double)volt_unit_numel(un));
+        cJSON *rg = cJSON_AddArrayToObject(o, "ranges");
+        for (int r = 0; r < t->world; r++) {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(ranges[((size_t)r * U + u) * 2]));
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(ranges[((size_t)r * U + u) * 2 + 1]));
+            cJSON_AddItemToArray(rg, pair);
+        }
+        cJSON_AddItemToArray(units, o);
+    }
+    cJSON *params = cJSON_AddArrayToObject(root, "params");
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", p->name);
+        cJSON_AddNumberToObject(o, "unit", volt_unit_index(p->unit));
+        cJSON_AddNumberToObject(o, "offset", (double)volt_param_offset(p));
+        cJSON_AddNumberToObject(o, "numel", (double)volt_tensor_numel(p));
+        cJSON_AddStringToObject(o, "dtype", "F32");
+        cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < p->shape.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p->shape.d[d]));
+        cJSON_AddItemToArray(params, o);
+    }
+    cJSON *states = cJSON_AddArrayToObject(root, "states");
+    for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt); k++)
+        cJSON_AddItemToArray(states, cJSON_CreateString(volt_optimizer_state_name(t->opt, k)));
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+static volt_status save_sharded(volt_trainer *t, const char *path) {
+    volt_strategy *sg = t->strategy;
+    const int R = t->rank, W = t->world, U = volt_params_unit_count(t->ps);
+    char err[768] = "", dir[4096], idhex[24];
+    volt_status st = VOLT_OK;
+    uint64_t id = R == 0 ? fresh_id() : 0;
+    if ((st = sg->ops->broadcast(sg, &id, sizeof id, 0)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
+    if (snprintf(dir, sizeof dir, "%s.shards-%s", path, idhex) >= (int)sizeof dir)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
+    const char *dirbase = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (R == 0 && mkdir(dir, 0777) != 0) {
+        snprintf(err, sizeof err, "cannot create the shard folder '%.600s': %s", dir, strerror(errno));
+        st = VOLT_ERR_IO;
+    }
+    if (!all_ok(t, st >= 0))
+        return volt__terr(t, st < 0 ? st : VOLT_ERR_IO, "checkpoint '%s': %s", path, st < 0 ? err : "rank 0 could not create the shard folder");
+    st = write_shard(t, dir, idhex, err, sizeof err);
+    if (!all_ok(t, st >= 0)) {
+        if (R == 0) remove_dir(dir);
+        if (st < 0) return volt__terr(t, st, "checkpoint '%s': rank %d shard: %s", path, R, err);
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
+    }
+    /* every rank's slices, for the index: each fills its rows of a zeroed table, summed */
+    double *ranges = calloc((size_t)W * (size_t)(U ? U : 1) * 2, sizeof *ranges);
+    if (!ranges) st = VOLT_ERR_NOMEM;
+    for (int u = 0; ranges && u < U; u++) {
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        ranges[((size_t)R * U + u) * 2] = (double)lo;
+        ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
+    }
+    if (!all_ok(t, st >= 0)) { free(ranges); if (R == 0) remove_dir(dir); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
+    if ((st = sg->ops->all_reduce_mean(sg, ranges, W * U * 2)) < 0) {
+        free(ranges);
+        if (R == 0) remove_dir(dir);
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    }
+    for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
+    if (R == 0) {
+        char old[4096];
+        const bool had_old = shard_dir_of(path, old, sizeof old);
+        volt_st_writer *w = NULL;
+        char *js = index_json(t, dirbase, idhex, ranges);
+        if (!js || volt_st_writer_create(&w) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+        if (st >= 0 && (st = volt_st_writer_meta(w, SHARD_INDEX_KEY, js)) < 0)
+            volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+        if (st >= 0) st = put_state(t, w, path);
+        if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
+        volt_st_writer_destroy(w);
+        cJSON_free(js);
+        if (st >= 0 && had_old && strcmp(old, dir) != 0) remove_dir(old);
+        if (st < 0) remove_dir(dir);
+    }
+    free(ranges);
+    if (!all_ok(t, st >= 0)) {
+        if (st < 0) return st;
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
+    if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
+    if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: empty path");
+    if (ckpt_sharded(t)) return save_sharded(t, path);
+    if (t->rank != 0) return VOLT_OK;   /* replicated state: rank 0 writes it all */
+    volt_st_writer *w;
+    volt_status st;
+    if ((st = volt_st_writer_create(&w)) < 0) return volt__terr(t, st, "checkpoint '%s': cannot create the writer", path);
+    for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        st = volt__ckpt_add_param(t, w, p);   /* f32 whatever the storage dtype */
+    }
+    if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+    if (st >= 0 && t->opt) st = save_optim_states(t, w, path);
+    if (st >= 0) st = put_state(t, w, path);
+    if (st < 0) { volt_st_writer_destroy(w); return st; }
     char err[512];
     st = volt_st_writer_write(w, path, err, sizeof err);
     volt_st_writer_destroy(w);
@@ -266,33 +480,213 @@ static volt_status hook_err_load(volt_trainer *t, volt_status st, const char *wh
 
 static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+/* ---- where the saved values are: one file, or an index and its shards --------------------- */
+typedef struct ck_unit { const char *name; int64_t numel; int64_t *lo, *hi; } ck_unit;   /* lo/hi: per saved rank */
+typedef struct ck_param { const char *name; int unit; int64_t offset, numel; volt_shape shape; } ck_param;
+
+typedef struct ck_src {
+    const char *path;
+    volt_st_file *f;           /* the checkpoint (unsharded) or the index */
+    cJSON *index;              /* sharded: the layout */
+    int world;                 /* sharded: ranks that saved */
+    volt_st_file **shards;
+    int n_units, n_params;
+    ck_unit *units;
+    ck_param *params;
+    cJSON *states;             /* sharded: names of the saved optimizer states */
+} ck_src;
+
+static void src_close(ck_src *c) {
+    for (int r = 0; c->shards && r < c->world; r++) volt_st_close(c->shards[r]);
+    free(c->shards);
+    for (int u = 0; c->units && u < c->n_units; u++) { free(c->units[u].lo); free(c->units[u].hi); }
+    free(c->units);
+    free(c->params);
+    cJSON_Delete(c->index);
+    volt_st_close(c->f);
+    memset(c, 0, sizeof *c);
+}
+
+static bool json_i64(const cJSON *o, const char *k, int64_t *v) {
+    const cJSON *x = k ? cJSON_GetObjectItemCaseSensitive(o, k) : o;
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9007199254740992.0 ||
+        x->valuedouble != floor(x->valuedouble)) return false;
+    *v = (int64_t)x->valuedouble;
+    return true;
+}
+
+static const char *json_str(const cJSON *o, const char *k) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Parse and check the layout, open and verify every shard. */
+static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
+    const char *path = c->path;
     char err[768];
-    volt_st_file *f = NULL;
-    volt_status st = volt_st_open(path, &f, err, sizeof err);
+#define BAD(...) return volt__terr(t, VOLT_ERR_CORRUPT, __VA_ARGS__)
+    if (!(c->index = cJSON_Parse(js))) BAD("checkpoint '%s': the shard index is not valid JSON", path);
+    int64_t world = 0, ver = 0;
+    const char *dirbase = json_str(c->index, "dir"), *id = json_str(c->index, "id");
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(c->index, "units");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->index, "params");
+    c->states = cJSON_GetObjectItemCaseSensitive(c->index, "states");
+    if (!json_i64(c->index, "version", &ver) || ver != 1 || !json_i64(c->index, "world", &world) || world < 1 ||
+        world > (1 << 20) || !dirbase || !id || strchr(dirbase, '/') || !cJSON_IsArray(units) || !cJSON_IsArray(params) ||
+        !cJSON_IsArray(c->states))
+        BAD("checkpoint '%s': the shard index is malformed (version, world, dir, id, units, params, states)", path);
+    c->world = (int)world;
+    c->n_units = cJSON_GetArraySize(units);
+    c->n_params = cJSON_GetArraySize(params);
+    c->units = calloc((size_t)(c->n_units ? c->n_units : 1), sizeof *c->units);
+    c->params = calloc((size_t)(c->n_params ? c->n_params : 1), sizeof *c->params);
+    c->shards = calloc((size_t)world, sizeof *c->shards);
+    if (!c->units || !c->params || !c->shards) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+    for (int u = 0; u < c->n_units; u++) {
+        const cJSON *o = cJSON_GetArrayItem(units, u), *rg = cJSON_GetObjectItemCaseSensitive(o, "ranges");
+        ck_unit *cu = &c->units[u];
+        cu->name = json_str(o, "name");
+        if (!cu->name || !json_i64(o, "numel", &cu->numel) || !cJSON_IsArray(rg) || cJSON_GetArraySize(rg) != world)
+            BAD("checkpoint '%s': shard index: unit %d is malformed", path, u);
+        cu->lo = calloc((size_t)world, sizeof *cu->lo);
+        cu->hi = calloc((size_t)world, sizeof *cu->hi);
+        if (!cu->lo || !cu->hi) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+        for (int r = 0; r < world; r++) {
+            const cJSON *pr = cJSON_GetArrayItem(rg, r);
+            if (!cJSON_IsArray(pr) || cJSON_GetArraySize(pr) != 2 || !json_i64(cJSON_GetArrayItem(pr, 0), NULL, &cu->lo[r]) ||
+                !json_i64(cJSON_GetArrayItem(pr, 1), NULL, &cu->hi[r]) || cu->lo[r] > cu->hi[r] || cu->hi[r] > cu->numel)
+                BAD("checkpoint '%s': shard index: unit '%s' has a bad range for rank %d", path, cu->name, r);
+        }
+    }
+    for (int i = 0; i < c->n_params; i++) {
+        const cJSON *o = cJSON_GetArrayItem(params, i), *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        ck_param *cp = &c->params[i];
+        int64_t unit = -1;
+        cp->name = json_str(o, "name");
+        if (!cp->name || !json_i64(o, "unit", &unit) || unit >= c->n_units || !json_i64(o, "offset", &cp->offset) ||
+            !json_i64(o, "numel", &cp->numel) || !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > VOLT_MAX_DIMS ||
+            cp->offset + cp->numel > c->units[unit].numel)
+            BAD("checkpoint '%s': shard index: parameter %d is malformed", path, i);
+        cp->unit = (int)unit;
+        cp->shape.ndim = cJSON_GetArraySize(sh);
+        int64_t n = 1;
+        for (int d = 0; d < cp->shape.ndim; d++) {
+            if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &cp->shape.d[d])) BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
+            n *= cp->shape.d[d];
+        }
+        if (n != cp->numel) BAD("checkpoint '%s': parameter '%s': shape and numel disagree", path, cp->name);
+    }
+    /* the shards: present, intact, from this save, holding what the index says */
+    const char *slash = strrchr(path, '/');
+    char dir[4096], file[4200];
+    if (slash) snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - path), path, dirbase);
+    else snprintf(dir, sizeof dir, "%s", dirbase);
+    for (int r = 0; r < world; r++) {
+        shard_file(file, sizeof file, dir, r, (int)world);
+        volt_status st = volt_st_open(file, &c->shards[r], err, sizeof err);
+        if (st < 0) return volt__terr(t, st, "checkpoint '%s': shard %d of %d: %s", path, r, (int)world, err);
+        if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
+        const char *sid = volt_st_meta(c->shards[r], "volt.shard.id");
+        if (!sid || strcmp(sid, id) != 0)
+            BAD("checkpoint '%s': shard '%s' belongs to another save (id %s, the index says %s)", path, file, sid ? sid : "none", id);
+        char name[512];
+        for (int u = 0; u < c->n_units; u++)
+            for (int k = -1; k < cJSON_GetArraySize(c->states); k++) {
+                const cJSON *sn = k >= 0 ? cJSON_GetArrayItem(c->states, k) : NULL;
+                if (k >= 0 && !cJSON_IsString(sn)) BAD("checkpoint '%s': shard index: bad state name", path);
+                if (k < 0) snprintf(name, sizeof name, "params.%s", c->units[u].name);
+                else snprintf(name, sizeof name, "optimizer.%s.%s", sn->valuestring, c->units[u].name);
+                volt_st_info info;
+                if (volt_st_find(c->shards[r], name, &info) != VOLT_OK || info.dtype != VOLT_F32 ||
+                    info.nbytes != sizeof(float) * (size_t)(c->units[u].hi[r] - c->units[u].lo[r]))
+                    BAD("checkpoint '%s': shard '%s': tensor '%s' is missing or has another length than the index says", path, file, name);
+            }
+    }
+#undef BAD
+    return VOLT_OK;
+}
+
+static volt_status src_open(volt_trainer *t, const char *path, ck_src *c) {
+    memset(c, 0, sizeof *c);
+    c->path = path;
+    char err[768];
+    volt_status st = volt_st_open(path, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
-    st = volt_st_verify_all(f, err, sizeof err);
-    if (st < 0) { volt_st_close(f); return volt__terr(t, st, "%s", err); }
+    if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    const char *js = volt_st_meta(c->f, SHARD_INDEX_KEY);
+    if (js && (st = src_open_shards(t, c, js)) < 0) { src_close(c); return st; }
+    return VOLT_OK;
+}
+
+static const ck_param *src_param(const ck_src *c, const char *name) {
+    for (int i = 0; i < c->n_params; i++)
+        if (!strcmp(c->params[i].name, name)) return &c->params[i];
+    return NULL;
+}
+
+static bool src_has_state(const ck_src *c, const char *state) {
+    for (int k = 0; k < cJSON_GetArraySize(c->states); k++)
+        if (!strcmp(cJSON_GetArrayItem(c->states, k)->valuestring, state)) return true;
+    return false;
+}
+
+/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
+static void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst) {
+    char name[512];
+    if (!c->index) {   /* validated: present, the parameter's shape; values may be 16-bit */
+        if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, pname);
+        volt_st_info info;
+        if (volt_st_find(c->f, state ? name : pname, &info) != VOLT_OK) return;
+        const size_t es = volt_dtype_size(info.dtype);
+        volt_convert(dst, VOLT_F32, (const char *)info.data + (size_t)a * es, info.dtype, b - a);
+        return;
+    }
+    const ck_param *p = src_param(c, pname);
+    const ck_unit *u = &c->units[p->unit];
+    if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, u->name);
+    else snprintf(name, sizeof name, "params.%s", u->name);
+    const int64_t ga = p->offset + a, gb = p->offset + b;   /* in the saved unit */
+    for (int r = 0; r < c->world; r++) {
+        const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
+        if (x >= y) continue;
+        volt_st_info info;
+        if (volt_st_find(c->shards[r], name, &info) != VOLT_OK) continue;   /* validated at open */
+        memcpy(dst + (x - ga), (const float *)info.data + (x - u->lo[r]), sizeof(float) * (size_t)(y - x));
+    }
+}
+
+volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+    ck_src src;
+    volt_status st = src_open(t, path, &src);
+    if (st < 0) return st;
+    volt_st_file *f = src.f;   /* metadata, module extras */
+    float *tmp = NULL;
 
     /* 1. validate: every parameter present with its shape; nothing unexpected */
     for (int i = 0; i < volt_params_count(t->ps); i++) {
         volt_tensor *p = volt_params_at(t->ps, i);
-        volt_st_info info;
-        if (volt_st_find(f, p->name, &info) != VOLT_OK) {
-            volt_st_close(f);
+        volt_st_info info = { 0 };
+        bool found;
+        if (src.index) {
+            const ck_param *cp = src_param(&src, p->name);
+            found = cp != NULL;
+            if (cp) { info.shape = cp->shape; info.dtype = VOLT_F32; }
+        } else found = volt_st_find(f, p->name, &info) == VOLT_OK;
+        if (!found) {
+            src_close(&src);
             return volt__terr(t, VOLT_ERR_NOT_FOUND, "checkpoint '%s': missing parameter '%s'", path, p->name);
         }
         if (!volt_shape_eq(info.shape, p->shape) || (info.dtype != VOLT_F32 && info.dtype != VOLT_BF16 && info.dtype != VOLT_F16)) {
             char a[64], b[64];
-            volt_st_close(f);
+            src_close(&src);
             return volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': tensor '%s' is %s %s, the model has f32 %s", path, p->name,
                               volt_dtype_name(info.dtype), volt_shape_str(info.shape, a, sizeof a), volt_shape_str(p->shape, b, sizeof b));
         }
     }
-    for (int i = 0; i < volt_st_count(f); i++) {
-        const char *n = volt_st_name(f, i);
+    for (int i = 0; i < (src.index ? src.n_params : volt_st_count(f)); i++) {
+        const char *n = src.index ? src.params[i].name : volt_st_name(f, i);
         if (has_prefix(n, "optimizer.") || has_prefix(n, "module.") || volt_params_find(t->ps, n)) continue;
-        volt_st_close(f);
+        src_close(&src);
         return volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': unexpected tensor '%s' (the model has no such parameter)", path, n);
     }
     int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
@@ -304,31 +698,38 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             (st = meta_get_i64(t, f, path, "volt.batch_in_epoch", &bie, true)) < 0 ||
             (st = meta_get_i64(t, f, path, "volt.micro_step", &micro, true)) < 0 ||
             (st = meta_get_i64(t, f, path, "volt.epoch_flags", &flags, true)) < 0) {
-            volt_st_close(f);
+            src_close(&src);
             return st;
         }
         have_opt = meta_get_i64(t, f, path, "volt.optimizer.step", &opt_step, false) == VOLT_OK;
         meta_get_i64(t, f, path, "volt.optimizer.kind", &opt_kind, false);
         have_sched = meta_get_i64(t, f, path, "volt.scheduler.last_step", &sched_step, false) == VOLT_OK;
         if (have_opt && opt_kind != (int64_t)volt_optimizer_get_config(t->opt)->kind) {
-            volt_st_close(f);
+            src_close(&src);
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with another optimizer kind (%lld)", path, (long long)opt_kind);
         }
-        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
+        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
+            const char *sn = volt_optimizer_state_name(t->opt, k);
+            if (src.index) {
+                if (src_has_state(&src, sn)) continue;
+                src_close(&src);
+                return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': optimizer state '%s' is missing from the shards", path, sn);
+            }
             for (int i = 0; i < volt_params_count(t->ps); i++) {
                 char name[512];
                 volt_tensor *p = volt_params_at(t->ps, i);
                 volt_st_info info;
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
                 if (volt_st_find(f, name, &info) != VOLT_OK || info.dtype != VOLT_F32 || !volt_shape_eq(info.shape, p->shape)) {
-                    volt_st_close(f);
+                    src_close(&src);
                     return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': optimizer state '%s' is missing or has another shape", path, name);
                 }
             }
-        if ((st = volt__prec_ckpt_load(t, f, path, false)) < 0) { volt_st_close(f); return st; }   /* validate */
+        }
+        if ((st = volt__prec_ckpt_load(t, f, path, false)) < 0) { src_close(&src); return st; }   /* validate */
         const char *cj = volt_st_meta(f, "volt.callbacks");
         if (cj && !(cbs = cJSON_Parse(cj))) {
-            volt_st_close(f);
+            src_close(&src);
             return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': callback state is not valid JSON", path);
         }
         /* callbacks restore before the model is touched: a rejected state changes nothing */
@@ -343,22 +744,31 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             free(js);
             if (st < 0) {
                 cJSON_Delete(cbs);
-                volt_st_close(f);
+                src_close(&src);
                 return hook_err_load(t, st, t->cbs[i].ops->name, path);
             }
         }
         cJSON_Delete(cbs);
     }
-    /* 2. apply */
+    int64_t biggest = 1;
+    for (int i = 0; i < volt_params_count(t->ps); i++)
+        if (volt_tensor_numel(volt_params_at(t->ps, i)) > biggest) biggest = volt_tensor_numel(volt_params_at(t->ps, i));
+    if (!(tmp = malloc(sizeof(float) * (size_t)biggest))) {
+        src_close(&src);
+        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+    }
+    /* 2. apply: full values on every rank (a sharding strategy drops what it does not own
+     * at its next step); optimizer states for the range this rank holds */
     for (int i = 0; i < volt_params_count(t->ps); i++) {
         volt_tensor *p = volt_params_at(t->ps, i);
-        st = volt__ckpt_read_param(t, f, p, err, sizeof err);   /* rounded to a 16-bit storage dtype */
-        if (st < 0) { volt_st_close(f); return volt__terr(t, st, "%s", err); }
+        const int64_t n = volt_tensor_numel(p);
+        src_read(&src, NULL, p->name, 0, n, tmp);
+        volt_convert(p->data, p->dtype, tmp, VOLT_F32, n);   /* rounded to a 16-bit storage dtype */
     }
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt_unit_set_stale(volt_params_unit_at(t->ps, u), false);
     if (full) {
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
             for (int i = 0; i < volt_params_count(t->ps); i++) {
-                char name[512];
                 volt_tensor *p = volt_params_at(t->ps, i);
                 int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
                 char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
@@ -366,11 +776,8 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                 /* resharding: this rank's range may hold any part of the parameter */
                 const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
                 if (!buf || a >= b) continue;
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
-                volt_st_info info;
-                if (volt_st_find(f, name, &info) == VOLT_OK)   /* validated above: f32, p's shape */
-                    volt_convert(buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt,
-                                 (const char *)info.data + (size_t)(a - off) * sizeof(float), VOLT_F32, b - a);
+                src_read(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, tmp);
+                volt_convert(buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, tmp, VOLT_F32, b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
@@ -390,29 +797,14 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         const char *ld = volt_st_meta(f, "volt.log_dir");
         if (ld) volt_trainer_set_log_dir(t, ld);
     }
+    free(tmp);
     if (t->mops->on_load_checkpoint) {
         volt_ckpt ck = { t, NULL, f, path };
         st = t->mops->on_load_checkpoint(t->module, t, &ck);
-        if (st < 0) { volt_st_close(f); return volt__terr(t, st, "module '%s': on_load_checkpoint failed", t->mops->name); }
+        if (st < 0) { src_close(&src); return volt__terr(t, st, "module '%s': on_load_checkpoint failed", t->mops->name); }
     }
-    volt_st_close(f);
+    src_close(&src);
     return VOLT_OK;
-}
-
-/* ---- which slice of a unit this rank holds ------------------------------------------------- */
-static void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi) {
-    volt_strategy *sg = t->strategy;
-    *lo = 0;
-    *hi = volt_unit_numel(volt_params_unit_at(t->ps, u));
-    if (t->world > 1 && sg->ops->version >= 3 && sg->ops->owned_range) sg->ops->owned_range(sg, u, lo, hi);
-}
-
-/* Every rank gets the same verdict: ok is this rank's, the result is false when any rank's was. */
-static bool all_ok(volt_trainer *t, bool ok) {
-    if (t->world <= 1) return ok;
-    double bad = ok ? 0.0 : 1.0;
-    if (t->strategy->ops->all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
-    return bad == 0.0;
 }
 
 /* ---- export ------------------------------------------------------------------------------------ */
@@ -477,42 +869,6 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
     if (st < 0) return volt__terr(t, st, "export_full '%s': %s", path, err);
     if (!ok) return volt__terr(t, VOLT_ERR_IO, "export_full '%s': rank 0 could not write the file (its log has the reason)", path);
     return VOLT_OK;
-}
-
-/* ---- removal ------------------------------------------------------------------------------------ */
-/* The shard folder an index file names ("volt.shards" JSON, key "dir", relative to the
- * index's folder) into buf; false when path is not a sharded checkpoint. */
-static bool shard_dir_of(const char *path, char *buf, size_t n) {
-    volt_st_file *f = NULL;
-    char err[256];
-    if (volt_st_open(path, &f, err, sizeof err) < 0) return false;
-    const char *js = volt_st_meta(f, "volt.shards");
-    cJSON *root = js ? cJSON_Parse(js) : NULL;
-    const cJSON *d = root ? cJSON_GetObjectItemCaseSensitive(root, "dir") : NULL;
-    bool ok = cJSON_IsString(d) && d->valuestring[0] && !strchr(d->valuestring, '/') && strcmp(d->valuestring, "..") != 0;
-    if (ok) {
-        const char *slash = strrchr(path, '/');
-        if (slash) ok = snprintf(buf, n, "%.*s/%s", (int)(slash - path), path, d->valuestring) < (int)n;
-        else ok = snprintf(buf, n, "%s", d->valuestring) < (int)n;
-    }
-    cJSON_Delete(root);
-    volt_st_close(f);
-    return ok;
-}
-
-static int remove_dir(const char *dir) {
-    DIR *dp = opendir(dir);
-    if (!dp) return errno == ENOENT ? 0 : -1;
-    struct dirent *e;
-    char p[4096];
-    int rc = 0;
-    while ((e = readdir(dp))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
-    }
-    closedir(dp);
-    if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
-    return rc;
 }
 
 volt_status volt_checkpoint_remove(const char *path) {

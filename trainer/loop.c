@@ -227,7 +227,10 @@ static volt_status optimizer_step(volt_trainer *t) {
             if ((st = sg->ops->grad_sqnorm(sg, &sq)) < 0) return strategy_err(t, st, "gradient norm");
             double norm = sqrt(sq);
             float coef = (float)(t->cfg.gradient_clip_val / (norm + 1e-6));
-            if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(t->ps, coef);
+            if (isfinite(norm) && coef < 1.0f) {
+                if (sg->ops->version >= 3 && sg->ops->scale_grads) sg->ops->scale_grads(sg, coef);
+                else volt_params_scale_grads(t->ps, coef);
+            }
         }
     }
     CB_HOOK(t, on_before_optimizer_step);
@@ -235,7 +238,8 @@ static volt_status optimizer_step(volt_trainer *t) {
     if (!skip && (st = volt_optimizer_step(t->opt)) < 0)
         return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
     if ((st = sg->ops->after_optimizer_step(sg)) < 0) return strategy_err(t, st, "parameter gather");
-    volt_params_zero_grad(t->ps);
+    if (sg->ops->version >= 3 && sg->ops->zero_grad) sg->ops->zero_grad(sg);
+    else volt_params_zero_grad(t->ps);
     volt__prec_update(t, skip);
     if (skip) return VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
     t->global_step++;

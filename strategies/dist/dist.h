@@ -47,8 +47,8 @@ typedef struct dist_unit {
     volt_comm_req *grad_req;     /* grad reduction in flight */
     volt_comm_req *gather_req;   /* param all-gather in flight */
     bool launched;               /* grad reduction started in this accumulation cycle */
-    bool stale;                  /* fsdp: the non-owned part of the params is out of date */
-    int next_use;                /* fsdp: unit first used right after this one (prefetch), -1 */
+    int next_use;                /* fsdp: unit first used right after this one in forward (prefetch), -1 */
+    int prev_use;                /* fsdp: unit first used right before it (backward prefetch), -1 */
     char label[96];              /* "unit 'fc1'" for messages */
 } dist_unit;
 
@@ -64,6 +64,8 @@ typedef struct dist {
     bool sync;                   /* current backward ends an accumulation cycle */
     int last_used;               /* fsdp: previous unit_use, -1 at the start of a forward */
     int first_use;               /* fsdp: first unit a training forward uses (prefetched), -1 */
+    bool in_backward;            /* between begin_backward and the last unit_grads_ready */
+    int n_ready;                 /* unit_grads_ready calls in this backward */
     volt_unit_hooks hooks;
     volt_dist_event *trace;
     int n_trace, cap_trace;
@@ -72,13 +74,24 @@ typedef struct dist {
 
 static inline dist *dist_of(volt_strategy *st) { return (dist *)st->impl; }
 static inline bool dist_sharded(const dist *d) { return d->kind != VOLT_DIST_DDP; }
+/* Only the owned slice of the grads is kept once a unit's reduce-scatter is done. */
+static inline bool dist_grads_sharded(const dist *d) { return d->kind >= VOLT_DIST_ZERO2 && d->st->world > 1; }
+/* Params sharded: the non-owned part is given back after the step and gathered on use. */
+static inline bool dist_params_sharded(const dist *d) {
+    return (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) && d->st->world > 1;
+}
 
 volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Copy the comm's message (timeouts, MPI errors) into the strategy's, with a prefix. */
 volt_status dist_comm_fail(dist *d, volt_status st, const char *what);
 void dist_event(dist *d, volt_dist_ev kind, int unit);
-/* Poke progress of in-flight grad reductions (MPI progresses only inside MPI calls). */
-void dist_progress(dist *d);
+/* Poke progress of in-flight grad reductions (MPI progresses only inside MPI calls); with
+ * sharded grads, finish the ones that are done and give back their non-owned part. */
+volt_status dist_progress(dist *d);
+/* Give back the pages of the unit's values (or grads) outside this rank's slice. Values: not
+ * while a gather into them is in flight or an op reads them; they become stale. */
+void dist_release_values(dist *d, int u);
+void dist_release_grads(dist *d, int u);
 /* Build the unit table from ps (sharded kinds check the padding), broadcast params from rank 0. */
 volt_status dist_setup_units(dist *d, volt_params *ps);
 /* Wait for every in-flight grad reduction / param gather. */
@@ -106,6 +119,9 @@ void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
 volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, float *dst);
 
 volt_status fsdp_unit_use(void *ctx, volt_unit *u);
+volt_status fsdp_grads_ready(void *ctx, volt_unit *u);
+void zero_zero_grad(volt_strategy *st);
+void zero_scale_grads(volt_strategy *st, float coef);
 volt_status fsdp_after_step(volt_strategy *st);
 volt_status fsdp_materialize(volt_strategy *st);
 #endif

@@ -34,13 +34,38 @@ void dist_event(dist *d, volt_dist_ev kind, int unit) {
     d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, now_s() };
 }
 
-void dist_progress(dist *d) {
-    if (!d->comm->ops->test) return;
+static void grad_done(dist *d, int u) {
+    dist_event(d, VOLT_EV_GRAD_DONE, u);
+    if (dist_grads_sharded(d)) dist_release_grads(d, u);
+}
+
+volt_status dist_progress(dist *d) {
+    if (!d->comm->ops->test) return VOLT_OK;
     for (int i = 0; i < d->n_launched; i++) {
-        dist_unit *du = &d->units[d->launch_order[i]];
-        bool done;
-        if (du->grad_req) d->comm->ops->test(d->comm, du->grad_req, &done);
+        const int u = d->launch_order[i];
+        dist_unit *du = &d->units[u];
+        bool done = false;
+        if (!du->grad_req || d->comm->ops->test(d->comm, du->grad_req, &done) < 0 || !done || !dist_grads_sharded(d)) continue;
+        volt_status st = d->comm->ops->wait(d->comm, du->grad_req);   /* done: returns at once */
+        du->grad_req = NULL;
+        if (st < 0) return dist_comm_fail(d, st, "gradient reduction");
+        grad_done(d, u);
     }
+    return VOLT_OK;
+}
+
+void dist_release_grads(dist *d, int u) {
+    dist_unit *du = &d->units[u];
+    volt_unit_release(du->u, VOLT_UNIT_GRADS, 0, du->lo);
+    volt_unit_release(du->u, VOLT_UNIT_GRADS, du->hi, du->numel);
+}
+
+void dist_release_values(dist *d, int u) {
+    dist_unit *du = &d->units[u];
+    if (du->gather_req || volt_unit_stale(du->u)) return;
+    if (volt_unit_release(du->u, VOLT_UNIT_VALUES, 0, du->lo) < 0) return;   /* an op reads it right now */
+    volt_unit_release(du->u, VOLT_UNIT_VALUES, du->hi, du->numel);
+    volt_unit_set_stale(du->u, true);
 }
 
 /* ---- unit table and parameter broadcast ------------------------------------------------ */
@@ -65,7 +90,8 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
         dist_unit *du = &d->units[i];
         du->u = volt_params_unit_at(ps, i);
         du->numel = volt_unit_numel(du->u);
-        du->next_use = -1;
+        du->next_use = du->prev_use = -1;
+        volt_unit_set_stale(du->u, false);
         snprintf(du->label, sizeof du->label, "unit '%s'", volt_unit_name(du->u));
         if (!volt_unit_data(du->u))
             return dist_fail(d, VOLT_ERR_UNSUPPORTED, "setup_params: unit '%s' stores its parameters in 16 bits "
@@ -135,7 +161,7 @@ volt_status dist_wait_grads(dist *d) {
         volt_status s2 = d->comm->ops->wait(d->comm, du->grad_req);
         du->grad_req = NULL;
         if (s2 < 0) { if (st >= 0) st = dist_comm_fail(d, s2, NULL); continue; }
-        dist_event(d, VOLT_EV_GRAD_DONE, d->launch_order[i]);
+        grad_done(d, d->launch_order[i]);
     }
     for (int i = 0; i < d->n_units; i++) d->units[i].launched = false;
     d->n_launched = 0;
@@ -161,7 +187,7 @@ static volt_status finish_gather(dist *d, int u, bool record) {
     volt_status st = d->comm->ops->wait(d->comm, du->gather_req);
     du->gather_req = NULL;
     if (st < 0) return record ? dist_comm_fail(d, st, "parameter all-gather") : st;
-    du->stale = false;
+    volt_unit_set_stale(du->u, false);
     dist_event(d, VOLT_EV_GATHER_DONE, u);
     return VOLT_OK;
 }
@@ -195,6 +221,8 @@ static void d_begin_backward(volt_strategy *st, bool sync) {
     dist *d = dist_of(st);
     d->sync = sync;
     d->last_used = -1;
+    d->in_backward = true;
+    d->n_ready = 0;
     dist_event(d, VOLT_EV_BACKWARD_BEGIN, sync ? 1 : 0);
 }
 
@@ -282,7 +310,8 @@ static const volt_strategy_ops ddp_ops = {
     .after_optimizer_step = ddp_after_step,
 };
 #define ZERO_COMMON COMMON, .configure_params = zero_configure_params, .setup_optimizer = zero_setup_optimizer, \
-    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .owned_range = zero_owned_range, .gather_unit = zero_gather_unit
+    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .owned_range = zero_owned_range, \
+    .gather_unit = zero_gather_unit, .zero_grad = zero_zero_grad, .scale_grads = zero_scale_grads
 static const volt_strategy_ops zero1_ops = {
     .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = zero_after_step,
 };
@@ -353,7 +382,8 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
     d->cap_trace = TRACE_CAP;
     d->last_used = d->first_use = -1;
     d->hooks.version = VOLT_UNIT_HOOKS_VERSION;
-    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? ddp_grads_ready : zero_grads_ready;
+    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? ddp_grads_ready
+                                : (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? fsdp_grads_ready : zero_grads_ready;
     d->hooks.unit_use = (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? fsdp_unit_use : NULL;
     st->ops = k_names[which].ops;
     st->rank = comm->rank;

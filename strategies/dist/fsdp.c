@@ -1,38 +1,65 @@
-/* FSDP (ZeRO-3): params sharded like ZeRO's slices; after the optimizer step each rank only
- * updates its slice and the rest of every unit becomes stale. unit_use(U) (the tape: a
- * forward op is about to read U for the first time this step) all-gathers U, then starts the
- * gather of the unit that followed U last time (prefetch), and after_optimizer_step starts
- * the gather of the first unit of the next forward. Grads are reduce-scattered as units
- * become ready (zero.c), the optimizer runs on the owned slice, clipping sums the squared
- * norms over the shards.
+/* FSDP (ZeRO-3): params sharded like ZeRO's slices. After the optimizer step each rank has
+ * updated only its slice: the pages of every unit outside the slice are given back to the OS
+ * and the unit is marked stale (volt_unit_set_stale). The tape fires unit_use before any op
+ * reads a stale unit, in forward and in backward; unit_use all-gathers the unit into the
+ * same addresses (saved tensors of the tape stay valid) and prefetches the next one: in
+ * forward the unit that followed it last time, in backward the one that preceded it.
  *
- * On the flat CPU store a gathered unit is never freed: the store keeps every unit's full
- * buffer, so FULL_SHARD cannot drop a unit after its forward and regather it for backward;
- * "fsdp" and "fsdp_shard_grad_op" therefore communicate the same (one all-gather per stale
- * unit per step, one reduce-scatter per unit) and differ in the memory figures they report
- * (docs/STRATEGIES.md). */
+ * FULL_SHARD ("fsdp"): when forward moves on to another unit, the previous one is given back
+ * (stale again; the op reading both is never cut short: busy units are kept), and backward
+ * gathers it again when it gets there; when backward is done with a unit (unit_grads_ready)
+ * it is given back once more. SHARD_GRAD_OP ("fsdp_shard_grad_op"): units stay gathered from
+ * their first use in forward to the end of backward. Grads as ZeRO-2 (zero.c): reduce-
+ * scattered as units become ready, non-owned pages given back. Clipping sums the squared
+ * norms over the shards. Views of a parameter must be consumed by the same unit's ops (a
+ * view keeps no unit, so reading it after the unit was given back would read zeros). */
 #include "strategies/dist/dist.h"
 
 volt_status fsdp_unit_use(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
-    dist_event(d, VOLT_EV_UNIT_USE, i);
-    if (d->last_used >= 0 && d->last_used != i) d->units[d->last_used].next_use = i;
-    else if (d->last_used < 0 && d->first_use < 0) d->first_use = i;
-    d->last_used = i;
     dist_unit *du = &d->units[i];
+    dist_event(d, VOLT_EV_UNIT_USE, i);
     volt_status s;
-    if (du->stale && (s = dist_launch_gather(d, i)) < 0) return s;
+    if (d->in_backward) {   /* a stale unit backward needs: gather it, prefetch the one before */
+        if ((s = dist_launch_gather(d, i)) < 0 || (s = dist_finish_gather(d, i)) < 0) return s;
+        const int pv = du->prev_use;
+        if (pv >= 0 && pv != i && volt_unit_stale(d->units[pv].u)) return dist_launch_gather(d, pv);
+        return VOLT_OK;
+    }
+    const int prev = d->last_used;
+    if (prev >= 0 && prev != i) {
+        if (d->units[prev].next_use < 0) d->units[prev].next_use = i;
+        if (du->prev_use < 0) du->prev_use = prev;
+    } else if (prev < 0 && d->first_use < 0) d->first_use = i;
+    d->last_used = i;
+    if (volt_unit_stale(u) && (s = dist_launch_gather(d, i)) < 0) return s;
     if ((s = dist_finish_gather(d, i)) < 0) return s;
+    /* FULL_SHARD: forward has moved on from the previous unit */
+    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d) && prev >= 0 && prev != i) dist_release_values(d, prev);
     const int nx = du->next_use;
-    if (nx >= 0 && nx != i && d->units[nx].stale) return dist_launch_gather(d, nx);
+    if (nx >= 0 && nx != i && volt_unit_stale(d->units[nx].u)) return dist_launch_gather(d, nx);
     return VOLT_OK;
+}
+
+volt_status fsdp_grads_ready(void *ctx, volt_unit *u) {
+    dist *d = dist_of(ctx);
+    const int i = volt_unit_index(u);
+    if (++d->n_ready >= d->n_units) d->in_backward = false;
+    /* FULL_SHARD: backward is done with the unit's values */
+    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d)) dist_release_values(d, i);
+    return zero_grads_ready(ctx, u);
 }
 
 volt_status fsdp_after_step(volt_strategy *st) {
     dist *d = dist_of(st);
-    if (st->world == 1) return VOLT_OK;
-    for (int i = 0; i < d->n_units; i++) d->units[i].stale = true;
+    if (!dist_params_sharded(d)) return VOLT_OK;
+    volt_status s = dist_wait_gathers(d);   /* nothing may write into a unit being given back */
+    if (s < 0) return s;
+    for (int i = 0; i < d->n_units; i++) {
+        volt_unit_set_stale(d->units[i].u, false);   /* the owned slice is current: give back the rest */
+        dist_release_values(d, i);
+    }
     if (d->first_use >= 0) return dist_launch_gather(d, d->first_use);
     return VOLT_OK;
 }
@@ -41,7 +68,7 @@ volt_status fsdp_materialize(volt_strategy *st) {
     dist *d = dist_of(st);
     volt_status s = VOLT_OK;
     for (int i = 0; i < d->n_units && s >= 0; i++)
-        if (d->units[i].stale) s = dist_launch_gather(d, i);
+        if (volt_unit_stale(d->units[i].u)) s = dist_launch_gather(d, i);
     volt_status s2 = dist_wait_gathers(d);
     return s < 0 ? s : s2;
 }

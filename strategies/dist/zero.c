@@ -8,10 +8,13 @@
  * all-gathered from the owners. Stage 1 reduce-scatters everything once backward returns;
  * stage 2 (and FSDP) start each unit's reduce-scatter as soon as backward is done with it.
  *
- * Memory (honest account): the param store keeps one full f32 grad buffer per unit, so
- * stage 2 does not free the non-owned grads on CPU; after the reduce-scatter only the owned
- * slice is meaningful. The memory report gives the ZeRO figure (4Ψ/N for grads) and, in
- * allocated_bytes, what the process really holds. */
+ * Memory: with stage 2 (and FSDP) a unit's grad buffer is written whole by backward, and
+ * once its reduce-scatter has completed the pages outside the owned slice are given back to
+ * the OS (volt_unit_release; polled while backward goes on, the rest at the boundary); after
+ * the optimizer step the whole grad buffer is given back instead of zeroed. Between steps a
+ * rank holds no grad memory; during backward, the owned slices plus the units in flight.
+ * Micro-steps before an accumulation boundary keep full local grads (like PyTorch's no_sync).
+ * The memory report gives the formula and the resident bytes (mincore). */
 #include <stdio.h>
 #include "strategies/dist/dist.h"
 
@@ -37,8 +40,8 @@ volt_status zero_grads_ready(void *ctx, volt_unit *u) {
     const int i = volt_unit_index(u);
     dist_event(d, VOLT_EV_GRADS_READY, i);
     if (!d->sync || d->kind == VOLT_DIST_ZERO1) return VOLT_OK;
-    dist_progress(d);
-    return dist_launch_grad(d, i);
+    volt_status s = dist_progress(d);   /* finished reductions give their non-owned grads back */
+    return s < 0 ? s : dist_launch_grad(d, i);
 }
 
 volt_status zero_reduce_grads(volt_strategy *st) {
@@ -93,4 +96,19 @@ volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, floa
     dist_unit *du = &d->units[unit];
     volt_status s = volt_comm_all_gather(d->comm, src + du->lo, dst, (size_t)du->chunk, VOLT_COMM_F32, du->label);
     return s < 0 ? dist_comm_fail(d, s, "unit gather") : VOLT_OK;
+}
+
+void zero_zero_grad(volt_strategy *st) {
+    dist *d = dist_of(st);
+    if (!dist_grads_sharded(d)) { volt_params_zero_grad(d->ps); return; }
+    for (int i = 0; i < d->n_units; i++) volt_unit_release(d->units[i].u, VOLT_UNIT_GRADS, 0, d->units[i].numel);
+}
+
+/* Clipping: only the owned slices are used by the optimizer (and only they are resident). */
+void zero_scale_grads(volt_strategy *st, float coef) {
+    dist *d = dist_of(st);
+    for (int i = 0; i < d->n_units; i++) {
+        float *g = volt_unit_grad(d->units[i].u);
+        for (int64_t k = d->units[i].lo; k < d->units[i].hi; k++) g[k] *= coef;
+    }
 }
