@@ -54,9 +54,14 @@ set(_volt_ckpt "${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_mpi/reshard_fsdp
 volt_mpi_test(test_reshard_save_fsdp_np3 3 90 reshard_save fsdp ${_volt_ckpt})
 volt_mpi_test(test_reshard_resume_ddp_np2 2 90 reshard_resume ddp ${_volt_ckpt})
 add_test(NAME test_reshard_resume_single COMMAND ${_volt_ts} reshard_resume single ${_volt_ckpt})
-set_tests_properties(test_reshard_resume_single PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 60 LABELS "mpi")
+set_tests_properties(test_reshard_resume_single PROPERTIES TIMEOUT 60 LABELS "mpi"
+  ENVIRONMENT "OMP_NUM_THREADS=1;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_reshard_single")
 set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_reshard)
-set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single PROPERTIES FIXTURES_REQUIRED volt_reshard)
+# The same checkpoint with a shard damaged, then missing: a clear error naming the shard.
+add_test(NAME test_reshard_corrupt_shard COMMAND ${_volt_ts} reshard_corrupt ${_volt_ckpt})
+set_tests_properties(test_reshard_corrupt_shard PROPERTIES TIMEOUT 60 LABELS "mpi"
+  ENVIRONMENT "OMP_NUM_THREADS=1;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_reshard_corrupt")
+set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single test_reshard_corrupt_shard PROPERTIES FIXTURES_REQUIRED volt_reshard)
 
 # Memory actually held (resident pages of the unit buffers) under every strategy, 3 ranks.
 volt_mpi_test(test_memory_held_np3 3 90 memory)

@@ -13,6 +13,8 @@
  *
  * The reference `single` run is computed inside each rank's process (no MPI) on the global
  * batch; the distributed run gets each rank's shard through the loader. */
+#include <dirent.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "vtest.h"
@@ -763,12 +765,111 @@ enum { SAVE_AT_BATCH = 5 };   /* after the 3rd optimizer step, mid-epoch (10 bat
 typedef struct { const char *path; } saver;
 static volt_status save_and_stop(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     saver *s = self;
-    if (i != SAVE_AT_BATCH) return VOLT_OK;
+    if (i != SAVE_AT_BATCH && i != SAVE_AT_BATCH - 2) return VOLT_OK;
+    /* saved twice to the same path: the second save replaces the first one's shards */
     volt_status st = volt_trainer_save_checkpoint(t, s->path);
-    return st < 0 ? st : VOLT_STOP;
+    return st < 0 ? st : i == SAVE_AT_BATCH ? VOLT_STOP : VOLT_OK;
 }
 static const volt_callback_ops saver_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saver",
                                              .on_train_batch_end = save_and_stop };
+
+/* Shard folders "<base>.shards-*" next to path, and the files in the one the index names. */
+static int count_shard_dirs(const char *path) {
+    char dir[4096], base[1024];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    snprintf(base, sizeof base, "%s.shards-", slash ? slash + 1 : path);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strncmp(e->d_name, base, strlen(base)) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+static int shard_dir_files(const char *path, char *dir, size_t n) {
+    const char *slash = strrchr(path, '/');
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s.shards-", slash ? slash + 1 : path);
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    DIR *d = opendir(parent);
+    dir[0] = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, pat, strlen(pat))) snprintf(dir, n, "%.2000s/%.1000s", parent, e->d_name);
+    if (d) closedir(d);
+    if (!dir[0]) return -1;
+    DIR *s = opendir(dir);
+    int files = 0;
+    for (struct dirent *e; s && (e = readdir(s));) files += e->d_name[0] != '.';
+    if (s) closedir(s);
+    return files;
+}
+
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t k;
+    bool ok = a && b;
+    while (ok && (k = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, k, b) == k;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+/* A damaged or incomplete sharded checkpoint: a clear error naming the shard, model untouched. */
+static void test_reshard_corrupt(const char *path) {
+    char dir[4096], cdir[4096], cpath[4096], f1[4200], f2[4400], c1[4400];
+    const int n = shard_dir_files(path, dir, sizeof dir);
+    CHECK(n >= 2, "a sharded checkpoint with at least 2 shards at %s (%d)", path, n);
+    if (n < 2) return;
+    snprintf(cpath, sizeof cpath, "%s/corrupt.safetensors", vtest_tmpdir());
+    const char *dbase = strrchr(dir, '/') + 1;
+    snprintf(cdir, sizeof cdir, "%.2000s/corrupt.safetensors%.1000s", vtest_tmpdir(), strstr(dbase, ".shards-"));
+    mkdir(cdir, 0777);
+    /* the index names its folder: copy it under the same folder name next to the copy */
+    CHECK(copy_file(path, cpath), "copy index");
+    volt_st_file *idx = NULL;
+    char err[512];
+    CHECK_OK(volt_st_open(path, &idx, err, sizeof err));
+    const char *js = idx ? volt_st_meta(idx, "volt.shards") : NULL;
+    CHECK(js && strstr(js, dbase), "the index names its shard folder %s", dbase);
+    volt_st_close(idx);
+    /* the copy's index still names the original folder name: make the copy's folder match it */
+    char want[4200];
+    snprintf(want, sizeof want, "%.2000s/%.1000s", vtest_tmpdir(), dbase);
+    rename(cdir, want);
+    for (int r = 0; r < n; r++) {
+        snprintf(f1, sizeof f1, "%.4000s/rank%05d-of-%05d.safetensors", dir, r, n);
+        snprintf(f2, sizeof f2, "%.4150s/rank%05d-of-%05d.safetensors", want, r, n);
+        CHECK(copy_file(f1, f2), "copy shard %d", r);
+    }
+    snprintf(c1, sizeof c1, "%.4150s/rank%05d-of-%05d.safetensors", want, 1, n);
+    volt_dataset *ds = make_data();
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) {   /* flip a byte in the data of shard 1 */
+            FILE *fp = fopen(c1, "r+b");
+            CHECK(fp != NULL, "open %s", c1);
+            if (!fp) break;
+            fseek(fp, -5, SEEK_END);
+            int ch = fgetc(fp);
+            fseek(fp, -5, SEEK_END);
+            fputc(ch ^ 0x40, fp);
+            fclose(fp);
+        } else unlink(c1);   /* a missing shard */
+        mlp m = { 0 };
+        volt_trainer *t = make_trainer("single", vtest_tmpdir());
+        volt_loader *l = make_loader(ds, GB);
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, cpath);
+        const char *msg = volt_trainer_errmsg(t);
+        CHECK(st == (round == 0 ? VOLT_ERR_CORRUPT : VOLT_ERR_IO), "damaged shard: %s (%s)", volt_status_str(st), msg);
+        CHECK(strstr(msg, "rank00001-of-") != NULL, "the message names the shard: %s", msg);
+        CHECK(m.n_losses == 0, "no training from a damaged checkpoint");
+        printf("damaged shard (%s): %s\n", round == 0 ? "flipped byte" : "missing", msg);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+    }
+    volt_dataset_destroy(ds);
+}
 
 static void test_reshard_save(const char *name, const char *path) {
     volt_dataset *ds = make_data();
@@ -778,14 +879,49 @@ static void test_reshard_save(const char *name, const char *path) {
     if (t) world = volt_trainer_world_size(t);
     volt_loader *l = make_loader(ds, GB / world);
     saver sv = { path };
-    if (volt_trainer_rank(t) == 0) unlink(path);
+    if (volt_trainer_rank(t) == 0) {   /* a clean start: no checkpoint, no shard folders from earlier runs */
+        volt_checkpoint_remove(path);
+        char dir[4096];
+        while (shard_dir_files(path, dir, sizeof dir) >= 0) {
+            DIR *d = opendir(dir);
+            char f[8200];
+            for (struct dirent *e; d && (e = readdir(d));)
+                if (e->d_name[0] != '.') { snprintf(f, sizeof f, "%s/%s", dir, e->d_name); unlink(f); }
+            if (d) closedir(d);
+            if (rmdir(dir) != 0) break;
+        }
+    }
     if (t) CHECK_OK(volt_trainer_add_callback(t, &saver_ops, &sv));
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "%s fit with save: %s", name, volt_trainer_errmsg(t));
     CHECK(volt_trainer_global_step(t) == 3, "stopped after step %lld", (long long)volt_trainer_global_step(t));
+    /* the weights alone, streamed on rank 0: exactly the (gathered) final weights */
+    char exp[4096];
+    snprintf(exp, sizeof exp, "%s.export.safetensors", path);
+    CHECK_OK(volt_trainer_export_full(t, exp));
     if (volt_trainer_rank(t) == 0) {
         CHECK(access(path, R_OK) == 0, "checkpoint %s written", path);
         printf("saved %s under %s on %d ranks at step %lld\n", path, name, world, (long long)volt_trainer_global_step(t));
+        const int shards = count_shard_dirs(path);
+        if (strcmp(name, "ddp") && strcmp(name, "single") && world > 1) {
+            CHECK(shards == 1, "%s: %d shard folders next to %s (the second save must replace the first)", name, shards, path);
+            char dir[4096];
+            CHECK(shard_dir_files(path, dir, sizeof dir) == world, "%s: shard folder %s holds one file per rank", name, dir);
+        } else CHECK(shards == 0, "%s: unsharded checkpoint, %d shard folders", name, shards);
+        volt_st_file *f = NULL;
+        char err[512];
+        CHECK(volt_st_open(exp, &f, err, sizeof err) == VOLT_OK && volt_st_verify_all(f, err, sizeof err) == VOLT_OK, "export: %s", err);
+        volt_params *ps = volt_trainer_params(t);
+        int same = 0;
+        for (int i = 0; f && i < volt_params_count(ps); i++) {
+            volt_tensor *p = volt_params_at(ps, i);
+            volt_st_info info;
+            same += volt_st_find(f, p->name, &info) == VOLT_OK && info.dtype == VOLT_F32 && volt_shape_eq(info.shape, p->shape) &&
+                    !memcmp(info.data, p->data, info.nbytes);
+        }
+        CHECK(f && same == volt_params_count(ps) && volt_st_count(f) == same, "export: %d of %d parameters bitwise equal",
+              same, volt_params_count(ps));
+        volt_st_close(f);
     }
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
@@ -831,6 +967,10 @@ int main(int argc, char **argv) {
 #ifndef VOLT_HAVE_MPI
         printf("note: built without MPI; the multi-rank tests are skipped (test_strategies_mpi)\n");
 #endif
+        return vtest_finish();
+    }
+    if (!strcmp(mode, "reshard_corrupt") && argc > 2) {
+        test_reshard_corrupt(argv[2]);
         return vtest_finish();
     }
     if ((!strcmp(mode, "reshard_resume") || !strcmp(mode, "reshard_save")) && argc > 3 && !strcmp(argv[2], "single")) {
