@@ -728,6 +728,73 @@ static void test_mutations(void) {
     free(orig);
 }
 
+/* Streaming writer: header first, tensors in declaration order, crcs patched at the end; the
+ * file equals what the reader expects; misuse is refused; an abandoned stream leaves any
+ * existing file untouched and no .tmp behind. */
+static void test_stream(void) {
+    const char *p = tpath("stream.safetensors");
+    float a[300], b[7];
+    uint16_t h[5] = { 0x3c00, 0x4000, 0, 0x8000, 0x7bff };
+    for (int i = 0; i < 300; i++) a[i] = (float)i * 0.25f - 3.f;
+    for (int i = 0; i < 7; i++) b[i] = (float)(i * i);
+    char err[512] = "";
+    volt_st_stream *s = NULL;
+    CHECK_OK(volt_st_stream_create(p, &s, err, sizeof err));
+    if (!s) return;
+    CHECK_OK(volt_st_stream_declare(s, "layer.weight", VOLT_F32, VOLT_SHAPE(20, 15)));
+    CHECK_OK(volt_st_stream_declare(s, "layer.bias", VOLT_F32, VOLT_SHAPE(7)));
+    CHECK_OK(volt_st_stream_declare(s, "half", VOLT_F16, VOLT_SHAPE(5)));
+    CHECK(volt_st_stream_declare(s, "layer.bias", VOLT_F32, VOLT_SHAPE(7)) == VOLT_ERR_INVALID_ARG, "duplicate refused");
+    CHECK(volt_st_stream_meta(s, "crc32:x", "1") == VOLT_ERR_INVALID_ARG, "reserved key refused");
+    CHECK_OK(volt_st_stream_meta(s, "note", "streamed"));
+    CHECK(volt_st_stream_write(s, "layer.weight", a) == VOLT_ERR_STATE, "write before begin refused");
+    CHECK_OK(volt_st_stream_begin(s));
+    CHECK(volt_st_stream_declare(s, "late", VOLT_F32, VOLT_SHAPE(1)) == VOLT_ERR_STATE, "declare after begin refused");
+    CHECK(volt_st_stream_write(s, "layer.bias", b) == VOLT_ERR_INVALID_ARG, "out of order refused");
+    CHECK(strstr(volt_st_stream_errmsg(s), "expected 'layer.weight'") != NULL, "message: %s", volt_st_stream_errmsg(s));
+    CHECK_OK(volt_st_stream_write(s, "layer.weight", a));
+    CHECK_OK(volt_st_stream_write(s, "layer.bias", b));
+    CHECK_OK(volt_st_stream_write(s, "half", h));
+    CHECK_OK(volt_st_stream_finish(s, err, sizeof err));
+    volt_st_file *f = NULL;
+    CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+    if (!f) return;
+    CHECK(volt_st_verify_all(f, err, sizeof err) == VOLT_OK, "crcs verify: %s", err);
+    volt_st_info ia, ib, ih;
+    CHECK(volt_st_find(f, "layer.weight", &ia) == VOLT_OK && !memcmp(ia.data, a, sizeof a) && ia.shape.d[0] == 20, "weight");
+    CHECK(volt_st_find(f, "layer.bias", &ib) == VOLT_OK && !memcmp(ib.data, b, sizeof b), "bias");
+    CHECK(volt_st_find(f, "half", &ih) == VOLT_OK && ih.dtype == VOLT_F16 && !memcmp(ih.data, h, sizeof h), "f16");
+    CHECK(volt_st_meta(f, "note") && !strcmp(volt_st_meta(f, "note"), "streamed"), "metadata");
+    volt_st_close(f);
+    /* a flipped data byte fails verification like any volt file */
+    size_t n = 0;
+    unsigned char *bytes = slurp(p, &n);
+    if (bytes) {
+        bytes[n - 30] ^= 0x10;
+        spit(p, bytes, n);
+        free(bytes);
+        CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+        CHECK(f && volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT, "corruption detected");
+        volt_st_close(f);
+    }
+    /* abandoned halfway: the existing file stays as it was, no .tmp left */
+    bytes = slurp(p, &n);
+    CHECK_OK(volt_st_stream_create(p, &s, err, sizeof err));
+    CHECK_OK(volt_st_stream_declare(s, "x", VOLT_F32, VOLT_SHAPE(300)));
+    CHECK_OK(volt_st_stream_declare(s, "y", VOLT_F32, VOLT_SHAPE(7)));
+    CHECK_OK(volt_st_stream_begin(s));
+    CHECK_OK(volt_st_stream_write(s, "x", a));
+    CHECK(volt_st_stream_finish(s, err, sizeof err) == VOLT_ERR_STATE && strstr(err, "1 of 2"), "finish with a tensor missing: %s", err);
+    size_t n2 = 0;
+    unsigned char *after = slurp(p, &n2);
+    CHECK(bytes && after && n == n2 && !memcmp(bytes, after, n), "the earlier file is untouched");
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    CHECK(access(tmp, F_OK) != 0, "no .tmp left behind");
+    free(bytes);
+    free(after);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
     test_roundtrip();
@@ -740,5 +807,6 @@ int main(void) {
     test_atomic();
     test_read_f32();
     test_python();
+    test_stream();
     return vtest_finish();
 }

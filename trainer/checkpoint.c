@@ -363,9 +363,18 @@ static volt_status save_sharded(volt_trainer *t, const char *path) {
     const int R = t->rank, W = t->world, U = volt_params_unit_count(t->ps);
     char err[768] = "", dir[4096], idhex[24];
     volt_status st = VOLT_OK;
-    uint64_t id = R == 0 ? fresh_id() : 0;
-    if ((st = sg->ops->broadcast(sg, &id, sizeof id, 0)) < 0)
+    /* rank 0's path and a fresh id: every rank writes into the folder rank 0's index names */
+    struct { uint64_t id; char path[4096]; } hdr;
+    memset(&hdr, 0, sizeof hdr);
+    if (R == 0) {
+        hdr.id = fresh_id();
+        if (snprintf(hdr.path, sizeof hdr.path, "%s", path) >= (int)sizeof hdr.path) hdr.path[0] = 0;
+    }
+    if ((st = sg->ops->broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
         return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    if (!hdr.path[0]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
+    path = hdr.path;
+    const uint64_t id = hdr.id;
     snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
     if (snprintf(dir, sizeof dir, "%s.shards-%s", path, idhex) >= (int)sizeof dir)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
