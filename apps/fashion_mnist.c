@@ -4,34 +4,33 @@
  *   test = the 10,000 t10k images; x normalised with mean 0.2860, std 0.3530;
  *   ModelCheckpoint(monitor="val_acc", mode="max", save_top_k=1, save_last=True);
  *   fit, then test with the best checkpoint; prints "test_acc: 0.xxxx".
+ * Under a distributed --strategy (scripts/volt-run -n N) only rank 0 prints; --memory-report
+ * and --export-full are in apps/app_common.c, shared with volt-text-classification.
  *
  * Written only against the public headers (docs/FASHION_MNIST.md has the numbers). */
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/trainer.h"
 #include "volt/models.h"
+#include "app_common.h"
 
+#define APP "volt-fashion-mnist"
 #define FMNIST_MEAN 0.2860f
 #define FMNIST_STD 0.3530f
 #define N_TRAIN 55000
 #define N_VAL 5000
 
 typedef struct opts {
-    const char *data, *model, *root, *precision, *strategy;
+    const char *data, *model;
     int64_t epochs;               /* -1 = the model's default */
-    int64_t batch_size;
+    int64_t batch_size;           /* per rank */
     float lr;                     /* < 0 = the model's default */
-    uint64_t seed;
-    int workers;
-    int64_t limit_train, limit_val, limit_test;
-    bool resume, progress;
+    float dropout;                /* < 0 = the model's default */
+    app_trainer_opts tr;          /* --seed, --root, --strategy, ... (apps/app_common.h) */
 } opts;
 
 static void usage(FILE *f, const char *argv0) {
@@ -43,67 +42,44 @@ static void usage(FILE *f, const char *argv0) {
             "                             (default /usr/share/datasets/fashion-mnist)\n"
             "  --model mlp|cnn            784-256-128-10 MLP or the small 2-conv CNN (default mlp)\n"
             "  --epochs N                 max epochs (default: mlp 15, cnn 4)\n"
-            "  --batch-size N             (default 64)\n"
+            "  --batch-size N             per rank (default 64)\n"
             "  --lr F                     Adam learning rate (default 1e-3)\n"
+            "  --dropout F                dropout probability (default: mlp 0.2, cnn 0.25)\n"
             "  --seed N                   init, shuffle and dropout seed (default 42)\n"
-            "  --workers N                data loader threads (default 1; 0 = load in the main thread)\n"
-            "  --limit-train-batches N    at most N train batches per epoch (default all)\n"
-            "  --limit-val-batches N      at most N val batches (default all)\n"
-            "  --limit-test-batches N     at most N test batches (default all)\n"
             "  --root DIR                 logs and checkpoints (default ./runs/fashion_mnist)\n"
-            "  --precision P              trainer precision, e.g. 32-true (default), bf16-mixed\n"
-            "  --strategy S               single (default), ddp, fsdp, ...\n"
-            "  --resume                   continue from the last checkpoint in ROOT/checkpoints/MODEL\n"
-            "  --no-progress              no progress bar\n"
-            "  -h, --help                 this text\n",
+            "  --resume                   continue from the last checkpoint in ROOT/checkpoints/MODEL\n",
             argv0);
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo) return false;
-    *out = v;
-    return true;
+    app_trainer_usage(f);
+    fputs("  -h, --help                 this text\n", f);
 }
 
 /* Returns 0 to go on, 1 after --help, 2 on a usage error. */
 static int parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){ .data = "/usr/share/datasets/fashion-mnist", .model = "mlp", .root = "./runs/fashion_mnist",
-                 .precision = "32-true", .strategy = "single", .epochs = -1, .batch_size = 64, .lr = -1.f,
-                 .seed = 42, .workers = 1, .limit_train = -1, .limit_val = -1, .limit_test = -1,
-                 .resume = false, .progress = true };
+    *o = (opts){ .data = "/usr/share/datasets/fashion-mnist", .model = "mlp", .epochs = -1, .batch_size = 64,
+                 .lr = -1.f, .dropout = -1.f };
+    app_trainer_opts_init(&o->tr, "./runs/fashion_mnist");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout, argv[0]); return 1; }
-        if (!strcmp(a, "--resume")) { o->resume = true; continue; }
-        if (!strcmp(a, "--no-progress")) { o->progress = false; continue; }
+        if (app_trainer_switch(a, &o->tr)) continue;
+        static const char *const own[] = { "--data", "--model", "--epochs", "--batch-size", "--lr", "--dropout", NULL };
+        bool known = app_trainer_has_flag(a);
+        for (int k = 0; own[k]; k++) known = known || !strcmp(a, own[k]);
+        if (!known) { fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "%s: %s needs a value (try --help)\n", argv[0], a); return 2; }
         const char *v = argv[++i];
-        int64_t n = 0;
-        bool ok = true;
-        if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--root")) o->root = v;
-        else if (!strcmp(a, "--precision")) o->precision = v;
-        else if (!strcmp(a, "--strategy")) o->strategy = v;
-        else if (!strcmp(a, "--epochs")) { ok = parse_i64(v, 1, &n); o->epochs = n; }
-        else if (!strcmp(a, "--batch-size")) { ok = parse_i64(v, 1, &n); o->batch_size = n; }
-        else if (!strcmp(a, "--seed")) { ok = parse_i64(v, 0, &n); o->seed = (uint64_t)n; }
-        else if (!strcmp(a, "--workers")) { ok = parse_i64(v, 0, &n) && n <= 64; o->workers = (int)n; }
-        else if (!strcmp(a, "--limit-train-batches")) { ok = parse_i64(v, 1, &n); o->limit_train = n; }
-        else if (!strcmp(a, "--limit-val-batches")) { ok = parse_i64(v, 0, &n); o->limit_val = n; }
-        else if (!strcmp(a, "--limit-test-batches")) { ok = parse_i64(v, 1, &n); o->limit_test = n; }
-        else if (!strcmp(a, "--lr")) {
-            char *end;
-            o->lr = strtof(v, &end);
-            ok = end != v && !*end && o->lr >= 0.f;
-        } else {
-            fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a);
-            return 2;
+        const char *why = "";
+        int r = app_trainer_flag(a, v, &o->tr, &why);
+        bool ok = r >= 0;
+        if (r == 0) {
+            if (!strcmp(a, "--data")) o->data = v;
+            else if (!strcmp(a, "--model")) o->model = v;
+            else if (!strcmp(a, "--epochs")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->epochs); why = " (want an integer >= 1)"; }
+            else if (!strcmp(a, "--batch-size")) { ok = app_parse_i64(v, 1, 1 << 20, &o->batch_size); why = " (want an integer >= 1)"; }
+            else if (!strcmp(a, "--lr")) { ok = app_parse_f(v, 0.f, 1e3f, &o->lr); why = " (want a number >= 0)"; }
+            else { ok = app_parse_f(v, 0.f, 0.999f, &o->dropout); why = " (want a number in [0, 1))"; }   /* --dropout */
         }
-        if (!ok) { fprintf(stderr, "%s: bad value '%s' for %s\n", argv[0], v, a); return 2; }
+        if (!ok) { fprintf(stderr, "%s: bad value '%s' for %s%s\n", argv[0], v, a, why); return 2; }
     }
     if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn")) {
         fprintf(stderr, "%s: --model must be mlp or cnn, got '%s'\n", argv[0], o->model);
@@ -119,17 +95,7 @@ static void data_file(char *buf, size_t n, const char *dir, const char *name) {
     snprintf(buf, n, "%s/%s.gz", dir, name);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int fail(const char *what, volt_status st, const char *msg) {
-    fprintf(stderr, "volt-fashion-mnist: %s failed (%s)%s%s\n", what, volt_status_str(st), msg && *msg ? ": " : "",
-            msg ? msg : "");
-    return 1;
-}
+static int fail(const char *what, volt_status st, const char *msg) { return app_fail(APP, what, st, msg); }
 
 int main(int argc, char **argv) {
     opts o;
@@ -146,7 +112,7 @@ int main(int argc, char **argv) {
     volt_status st = volt_idx_dataset(img, lbl, FMNIST_MEAN, FMNIST_STD, &full, err, sizeof err);
     if (st < 0) return fail("reading the training set", st, err);
     if (volt_dataset_len(full) != N_TRAIN + N_VAL) {
-        fprintf(stderr, "volt-fashion-mnist: '%s' has %lld images, want %d\n", img, (long long)volt_dataset_len(full),
+        fprintf(stderr, APP ": '%s' has %lld images, want %d\n", img, (long long)volt_dataset_len(full),
                 N_TRAIN + N_VAL);
         return 1;
     }
@@ -161,8 +127,8 @@ int main(int argc, char **argv) {
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = o.batch_size;
-    lc.num_workers = o.workers;
-    lc.seed = o.seed;
+    lc.num_workers = o.tr.workers;
+    lc.seed = o.tr.seed;
     volt_loader *train_l = NULL, *val_l = NULL, *test_l = NULL;
     volt_loader_config tlc = lc;
     tlc.shuffle = true;
@@ -173,16 +139,21 @@ int main(int argc, char **argv) {
     /* ---- model ---- */
     void *model = NULL;
     const volt_module_ops *ops;
+    float dropout;
     if (cnn) {
         volt_cnn_config cc;
         volt_cnn_config_init(&cc);
         if (o.lr >= 0.f) cc.lr = o.lr;
+        if (o.dropout >= 0.f) cc.dropout = o.dropout;
+        dropout = cc.dropout;
         st = volt_cnn_create(&cc, &model);
         ops = &volt_cnn_ops;
     } else {
         volt_mlp_config mc;
         volt_mlp_config_init(&mc);
         if (o.lr >= 0.f) mc.lr = o.lr;
+        if (o.dropout >= 0.f) mc.dropout = o.dropout;
+        dropout = mc.dropout;
         st = volt_mlp_create(&mc, &model);
         ops = &volt_mlp_ops;
     }
@@ -191,22 +162,16 @@ int main(int argc, char **argv) {
     /* ---- trainer ---- */
     char run_json[1024];
     snprintf(run_json, sizeof run_json,
-             "{\"app\": \"volt-fashion-mnist\", \"model\": \"%s\", \"epochs\": %lld, \"batch_size\": %lld, "
-             "\"lr\": %g, \"seed\": %llu, \"workers\": %d, \"precision\": \"%s\", \"strategy\": \"%s\", "
-             "\"train\": %d, \"val\": %d, \"mean\": %g, \"std\": %g}",
-             o.model, (long long)o.epochs, (long long)o.batch_size, o.lr >= 0.f ? o.lr : 1e-3, (unsigned long long)o.seed,
-             o.workers, o.precision, o.strategy, N_TRAIN, N_VAL, FMNIST_MEAN, FMNIST_STD);
+             "{\"app\": \"" APP "\", \"model\": \"%s\", \"epochs\": %lld, \"batch_size\": %lld, "
+             "\"lr\": %g, \"dropout\": %g, \"seed\": %llu, \"workers\": %d, \"precision\": \"%s\", "
+             "\"strategy\": \"%s\", \"train\": %d, \"val\": %d, \"mean\": %g, \"std\": %g}",
+             o.model, (long long)o.epochs, (long long)o.batch_size, o.lr >= 0.f ? o.lr : 1e-3, dropout,
+             (unsigned long long)o.tr.seed, o.tr.workers, o.tr.precision, o.tr.strategy, N_TRAIN, N_VAL, FMNIST_MEAN,
+             FMNIST_STD);
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
+    app_trainer_config(&o.tr, &tc);
     tc.max_epochs = o.epochs;
-    tc.seed = o.seed;
-    tc.limit_train_batches = o.limit_train;
-    tc.limit_val_batches = o.limit_val;
-    tc.limit_test_batches = o.limit_test;
-    tc.default_root_dir = o.root;
-    tc.enable_progress_bar = o.progress;
-    tc.precision = o.precision;
-    tc.strategy = o.strategy;
     tc.run_config_json = run_json;
     volt_trainer *t = NULL;
     st = volt_trainer_create(&tc, &t);
@@ -217,39 +182,46 @@ int main(int argc, char **argv) {
     }
     /* A fixed checkpoint folder per model (not per run version) so --resume finds "last". */
     char ckdir[4096];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", o.root, o.model);
-    volt_checkpoint_config ck;
-    volt_checkpoint_config_init(&ck);
-    ck.dirpath = ckdir;
-    ck.monitor = "val_acc";
-    ck.mode = VOLT_MAX;
-    ck.save_top_k = 1;
-    ck.save_last = true;
-    ck.filename = "{epoch}-{val_acc:.4f}";
-    if ((st = volt_add_model_checkpoint(t, &ck)) < 0) return fail("adding ModelCheckpoint", st, volt_trainer_errmsg(t));
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", o.tr.root, o.model);
+    if ((st = app_add_checkpoint(t, ckdir, "{epoch}-{val_acc:.4f}")) < 0)
+        return fail("adding ModelCheckpoint", st, volt_trainer_errmsg(t));
+    if (o.tr.memory_report && (st = app_add_memory_report(t)) < 0)
+        return fail("adding the memory report", st, volt_trainer_errmsg(t));
 
-    printf("volt-fashion-mnist: %s, %lld epochs, batch %lld, %lld/%lld/%lld train/val/test images, seed %llu\n",
-           o.model, (long long)o.epochs, (long long)o.batch_size, (long long)volt_dataset_len(train),
-           (long long)volt_dataset_len(val), (long long)volt_dataset_len(test), (unsigned long long)o.seed);
-    fflush(stdout);
-    double t0 = now_s();
-    st = volt_trainer_fit(t, ops, model, train_l, val_l, o.resume ? "last" : NULL);
-    double fit_s = now_s() - t0;
+    /* Informational lines come from rank 0 only; errors from the rank that hit them. */
+    const bool zero = volt_trainer_is_global_zero(t);
+    const int world = volt_trainer_world_size(t);
+    if (zero) {
+        printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)o.epochs, (long long)o.batch_size);
+        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
+        printf(", %lld/%lld/%lld train/val/test images, seed %llu\n", (long long)volt_dataset_len(train),
+               (long long)volt_dataset_len(val), (long long)volt_dataset_len(test), (unsigned long long)o.tr.seed);
+        fflush(stdout);
+    }
+    double t0 = app_now_s();
+    st = volt_trainer_fit(t, ops, model, train_l, val_l, o.tr.resume ? "last" : NULL);
+    double fit_s = app_now_s() - t0;
     if (st < 0) return fail("fit", st, volt_trainer_errmsg(t));
+    if (app_after_fit(t, &o.tr, APP)) return 1;
     const char *best = volt_trainer_best_model_path(t);
-    if (best) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(t));
+    if (best && zero) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(t));
+    /* Lightning's trainer.test(ckpt_path="best"): the weights test runs with are the ones
+     * --export-full writes, so the exported file is the model whose test_acc is printed. */
     st = volt_trainer_test(t, ops, model, test_l, best ? "best" : NULL);
     if (st < 0) return fail("test", st, volt_trainer_errmsg(t));
     double acc = 0.0;
     int rc = 0;
     if (volt_trainer_metric(t, "test_acc", &acc)) {
-        printf("test_acc: %.4f\n", acc);
+        if (zero) printf("test_acc: %.4f\n", acc);
     } else {
-        fprintf(stderr, "volt-fashion-mnist: test ran but logged no test_acc\n");
+        fprintf(stderr, APP ": test ran but logged no test_acc\n");
         rc = 1;
     }
-    printf("fit took %.1f min\n", fit_s / 60.0);
-    if (volt_trainer_log_dir(t)) printf("logs: %s\n", volt_trainer_log_dir(t));
+    if (app_after_test(t, &o.tr, APP)) rc = 1;
+    if (zero) {
+        printf("fit took %.1f min\n", fit_s / 60.0);
+        if (volt_trainer_log_dir(t)) printf("logs: %s\n", volt_trainer_log_dir(t));
+    }
 
     volt_trainer_destroy(t);
     volt_loader_destroy(train_l);

@@ -8,15 +8,15 @@
  *   "Test accuracy 0.XXXX".
  *
  * Every knob is a flag (--help). Data: IMDB (aclImdb/ folder), a `text,label` CSV, a
- * `text<TAB>label` TSV or the SpamAssassin corpus (the default). Written only against the
- * public headers; docs/TEXT_CLASSIFICATION.md has the usage and measured numbers. */
-#include <errno.h>
+ * `text<TAB>label` TSV or the SpamAssassin corpus (the default). Under a distributed
+ * --strategy (scripts/volt-run -n N) only rank 0 prints; the trainer flags, --memory-report
+ * and --export-full are apps/app_common.c, shared with volt-fashion-mnist. Written only
+ * against the public headers; docs/TEXT_CLASSIFICATION.md has the usage and measured numbers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "volt/core.h"
 #include "volt/data.h"
@@ -25,6 +25,7 @@
 #include "volt/tokenizer.h"
 #include "volt/text.h"
 #include "volt/distilbert.h"
+#include "app_common.h"
 
 #define APP "volt-text-classification"
 #define PATH_N 4096
@@ -37,21 +38,18 @@ typedef struct opts {
     char data_path[PATH_N];       /* folder or file the spec names (resolved) */
     char vocab[PATH_N];           /* resolved: --vocab, else <pretrained>/vocab.txt, else ~/.cache */
     bool vocab_given;
-    const char *preset, *pretrained, *root, *precision, *strategy, *cache_dir;
+    const char *preset, *pretrained, *cache_dir;
     bool no_cache;
     int max_length;
-    int64_t batch_size, epochs;
+    int64_t batch_size, epochs;   /* batch_size: per rank */
     float lr, weight_decay, attention_dropout;   /* attention_dropout < 0: the model's default */
     volt_optim_kind optimizer;
     const char *schedule;         /* "constant" or "linear" */
     int64_t warmup_steps;
-    uint64_t seed;
-    int workers;
-    int64_t limit_train, limit_val, limit_test;
     bool split_given, split_is_frac;
     int64_t split_n[3];
     double split_f[3];
-    bool resume, progress;
+    app_trainer_opts tr;          /* --seed, --root, --strategy, ... (apps/app_common.h) */
 } opts;
 
 static void usage(FILE *f) {
@@ -82,7 +80,7 @@ static void usage(FILE *f) {
             "                             fused attention kernel, faster)\n"
             "optimisation\n"
             "  --epochs N                 (default 3)\n"
-            "  --batch-size N             (default 12)\n"
+            "  --batch-size N             per rank (default 12)\n"
             "  --lr F                     learning rate (default 5e-5)\n"
             "  --optimizer adam|adamw     (default adam, torch.optim.Adam)\n"
             "  --weight-decay F           (default 0)\n"
@@ -93,35 +91,11 @@ static void usage(FILE *f) {
             "                             (default 0)\n"
             "  --seed N                   split, init, shuffle and dropout seed (default 42)\n"
             "trainer\n"
-            "  --workers N                data loader threads (default 1; 0 = main thread)\n"
-            "  --precision P              32-true (default), 16-mixed, bf16-mixed, bf16-true, 16-true\n"
-            "  --strategy S               single (default), ddp, deepspeed_stage_1/2, fsdp\n"
-            "  --limit-train-batches N    at most N train batches per epoch (default all)\n"
-            "  --limit-val-batches N      at most N val batches (default all; 0 = no validation)\n"
-            "  --limit-test-batches N     at most N test batches (default all)\n"
             "  --root DIR                 logs and checkpoints (default ./runs/text)\n"
             "  --resume                   continue from the last checkpoint in\n"
-            "                             ROOT/checkpoints/<data>-<preset>\n"
-            "  --no-progress              no progress bar\n"
-            "  -h, --help                 this text\n");
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_f(const char *s, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return false;
-    *out = v;
-    return true;
+            "                             ROOT/checkpoints/<data>-<preset>\n");
+    app_trainer_usage(f);
+    fputs("  -h, --help                 this text\n", f);
 }
 
 static bool is_dir(const char *p) {
@@ -144,7 +118,7 @@ static bool parse_split(const char *s, opts *o) {
     for (; tok && n < 3; tok = strtok_r(NULL, ",", &save)) parts[n++] = tok;
     if (n != 3 || tok) return false;
     bool ints = true;
-    for (int i = 0; i < 3; i++) ints = ints && parse_i64(parts[i], 0, INT64_MAX / 4, &o->split_n[i]);
+    for (int i = 0; i < 3; i++) ints = ints && app_parse_i64(parts[i], 0, INT64_MAX / 4, &o->split_n[i]);
     if (ints) {
         o->split_is_frac = false;
         return o->split_n[0] > 0;
@@ -152,7 +126,7 @@ static bool parse_split(const char *s, opts *o) {
     double sum = 0;
     for (int i = 0; i < 3; i++) {
         float f;
-        if (!parse_f(parts[i], 0.f, 1.f, &f)) return false;
+        if (!app_parse_f(parts[i], 0.f, 1.f, &f)) return false;
         o->split_f[i] = f;
         sum += f;
     }
@@ -196,16 +170,14 @@ static bool parse_data(const char *spec, opts *o) {
 
 /* Returns 0 to go on, 1 after --help, 2 on a usage error (message printed). */
 static int parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){ .data = "spam", .preset = "distilbert-base", .root = "./runs/text", .precision = "32-true",
-                 .strategy = "single", .max_length = 512, .batch_size = 12, .epochs = 3, .lr = 5e-5f,
-                 .weight_decay = 0.f, .attention_dropout = -1.f, .optimizer = VOLT_OPTIM_ADAM,
-                 .schedule = "constant", .seed = 42, .workers = 1, .limit_train = -1, .limit_val = -1,
-                 .limit_test = -1, .progress = true };
+    *o = (opts){ .data = "spam", .preset = "distilbert-base", .max_length = 512, .batch_size = 12, .epochs = 3,
+                 .lr = 5e-5f, .weight_decay = 0.f, .attention_dropout = -1.f, .optimizer = VOLT_OPTIM_ADAM,
+                 .schedule = "constant" };
+    app_trainer_opts_init(&o->tr, "./runs/text");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
-        if (!strcmp(a, "--resume")) { o->resume = true; continue; }
-        if (!strcmp(a, "--no-progress")) { o->progress = false; continue; }
+        if (app_trainer_switch(a, &o->tr)) continue;
         if (!strcmp(a, "--no-cache")) { o->no_cache = true; continue; }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, APP ": unexpected argument '%s' (try --help)\n", a);
@@ -214,9 +186,8 @@ static int parse_args(int argc, char **argv, opts *o) {
         static const char *const known[] = {
             "--data", "--split", "--vocab", "--max-length", "--cache-dir", "--model-preset", "--pretrained",
             "--attention-dropout", "--epochs", "--batch-size", "--lr", "--optimizer", "--weight-decay",
-            "--lr-schedule", "--warmup-steps", "--seed", "--workers", "--precision", "--strategy",
-            "--limit-train-batches", "--limit-val-batches", "--limit-test-batches", "--root", NULL };
-        bool is_known = false;
+            "--lr-schedule", "--warmup-steps", NULL };
+        bool is_known = app_trainer_has_flag(a);
         for (int k = 0; known[k]; k++) is_known = is_known || !strcmp(a, known[k]);
         if (!is_known) {
             fprintf(stderr, APP ": unknown option '%s' (try --help)\n", a);
@@ -224,15 +195,16 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
         if (i + 1 >= argc) { fprintf(stderr, APP ": %s needs a value (try --help)\n", a); return 2; }
         const char *v = argv[++i];
-        int64_t n = 0;
-        bool ok = true;
         const char *why = "";
-        if (!strcmp(a, "--data")) { o->data = v; continue; }
+        int r = app_trainer_flag(a, v, &o->tr, &why);
+        bool ok = r >= 0;
+        if (r != 0) { /* a trainer flag, stored (or a bad value, reported below) */ }
+        else if (!strcmp(a, "--data")) { o->data = v; continue; }
         else if (!strcmp(a, "--split")) { ok = parse_split(v, o); o->split_given = true;
             why = " (want three counts like 35000,5000,10000 or fractions like 0.8,0.1,0.1 summing to <= 1, "
                   "train > 0)"; }
         else if (!strcmp(a, "--vocab")) { ok = *v && snprintf(o->vocab, PATH_N, "%s", v) < PATH_N; o->vocab_given = true; }
-        else if (!strcmp(a, "--max-length")) { ok = parse_i64(v, 2, 1 << 20, &n); o->max_length = (int)n; why = " (want an integer >= 2)"; }
+        else if (!strcmp(a, "--max-length")) { int64_t n = 0; ok = app_parse_i64(v, 2, 1 << 20, &n); o->max_length = (int)n; why = " (want an integer >= 2)"; }
         else if (!strcmp(a, "--cache-dir")) { ok = *v != 0; o->cache_dir = v; }
         else if (!strcmp(a, "--model-preset")) {
             o->preset = v;
@@ -240,31 +212,23 @@ static int parse_args(int argc, char **argv, opts *o) {
             why = " (want distilbert-base, small or tiny)";
         }
         else if (!strcmp(a, "--pretrained")) { ok = *v != 0; o->pretrained = v; }
-        else if (!strcmp(a, "--attention-dropout")) { ok = parse_f(v, 0.f, 0.999f, &o->attention_dropout); why = " (want a number in [0, 1))"; }
-        else if (!strcmp(a, "--epochs")) { ok = parse_i64(v, 1, INT64_MAX / 4, &o->epochs); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--batch-size")) { ok = parse_i64(v, 1, 1 << 20, &o->batch_size); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--lr")) { ok = parse_f(v, 0.f, 1e3f, &o->lr) && o->lr > 0.f; why = " (want a number > 0)"; }
+        else if (!strcmp(a, "--attention-dropout")) { ok = app_parse_f(v, 0.f, 0.999f, &o->attention_dropout); why = " (want a number in [0, 1))"; }
+        else if (!strcmp(a, "--epochs")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->epochs); why = " (want an integer >= 1)"; }
+        else if (!strcmp(a, "--batch-size")) { ok = app_parse_i64(v, 1, 1 << 20, &o->batch_size); why = " (want an integer >= 1)"; }
+        else if (!strcmp(a, "--lr")) { ok = app_parse_f(v, 0.f, 1e3f, &o->lr) && o->lr > 0.f; why = " (want a number > 0)"; }
         else if (!strcmp(a, "--optimizer")) {
             if (!strcmp(v, "adam")) o->optimizer = VOLT_OPTIM_ADAM;
             else if (!strcmp(v, "adamw")) o->optimizer = VOLT_OPTIM_ADAMW;
             else ok = false;
             why = " (want adam or adamw)";
         }
-        else if (!strcmp(a, "--weight-decay")) { ok = parse_f(v, 0.f, 1e3f, &o->weight_decay); why = " (want a number >= 0)"; }
+        else if (!strcmp(a, "--weight-decay")) { ok = app_parse_f(v, 0.f, 1e3f, &o->weight_decay); why = " (want a number >= 0)"; }
         else if (!strcmp(a, "--lr-schedule")) {
             o->schedule = v;
             ok = !strcmp(v, "constant") || !strcmp(v, "linear");
             why = " (want constant or linear)";
         }
-        else if (!strcmp(a, "--warmup-steps")) { ok = parse_i64(v, 0, INT64_MAX / 4, &o->warmup_steps); why = " (want an integer >= 0)"; }
-        else if (!strcmp(a, "--seed")) { ok = parse_i64(v, 0, INT64_MAX, &n); o->seed = (uint64_t)n; why = " (want an integer >= 0)"; }
-        else if (!strcmp(a, "--workers")) { ok = parse_i64(v, 0, 64, &n); o->workers = (int)n; why = " (want 0..64)"; }
-        else if (!strcmp(a, "--precision")) { ok = *v != 0; o->precision = v; }
-        else if (!strcmp(a, "--strategy")) { ok = *v != 0; o->strategy = v; }
-        else if (!strcmp(a, "--limit-train-batches")) { ok = parse_i64(v, 1, INT64_MAX / 4, &o->limit_train); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--limit-val-batches")) { ok = parse_i64(v, 0, INT64_MAX / 4, &o->limit_val); why = " (want an integer >= 0)"; }
-        else if (!strcmp(a, "--limit-test-batches")) { ok = parse_i64(v, 1, INT64_MAX / 4, &o->limit_test); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--root")) { ok = *v != 0; o->root = v; }
+        else if (!strcmp(a, "--warmup-steps")) { ok = app_parse_i64(v, 0, INT64_MAX / 4, &o->warmup_steps); why = " (want an integer >= 0)"; }
         if (!ok) { fprintf(stderr, APP ": bad value '%s' for %s%s\n", v, a, why); return 2; }
     }
     if (!parse_data(o->data, o)) return 2;
@@ -278,12 +242,6 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
     }
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* A JSON string literal of s into out (quotes and escapes; truncates safely). */
@@ -319,6 +277,7 @@ typedef struct app {
     volt_loader *ld[3];
     void *model;
     volt_trainer *t;
+    bool zero;         /* rank 0, which prints the informational lines (errors: any rank) */
 } app;
 
 static void app_free(app *a) {
@@ -333,10 +292,7 @@ static void app_free(app *a) {
     volt_corpus_destroy(a->all);
 }
 
-static int fail(const char *what, volt_status st, const char *msg) {
-    fprintf(stderr, APP ": %s failed (%s)%s%s\n", what, volt_status_str(st), msg && *msg ? ": " : "", msg ? msg : "");
-    return 1;
-}
+static int fail(const char *what, volt_status st, const char *msg) { return app_fail(APP, what, st, msg); }
 
 static int load_corpus(const opts *o, app *a) {
     char err[1024] = "";
@@ -419,7 +375,7 @@ static int split_corpus(const opts *o, app *a, int64_t n_out[3]) {
                 (long long)c[1], (long long)c[2]);
         return 1;
     }
-    volt_status st = volt_corpus_split(a->all, c[0], c[1], c[2], o->seed, &a->part[0], &a->part[1], &a->part[2]);
+    volt_status st = volt_corpus_split(a->all, c[0], c[1], c[2], o->tr.seed, &a->part[0], &a->part[1], &a->part[2]);
     if (st < 0) return fail("splitting the corpus", st, NULL);
     memcpy(n_out, c, sizeof c);
     return 0;
@@ -454,7 +410,7 @@ static int make_datasets(const opts *o, app *a) {
         else if (volt_text_default_cache_dir(cache, sizeof cache) == VOLT_OK) cache_dir = cache;
     }
     static const char *const names[3] = { "train", "val", "test" };
-    double t0 = now_s();
+    double t0 = app_now_s();
     int hits = 0;
     for (int i = 0; i < 3; i++) {
         bool hit = false;
@@ -466,7 +422,8 @@ static int make_datasets(const opts *o, app *a) {
         }
         hits += hit;
     }
-    printf("tokenized to %d tokens in %.1f s (%s)\n", o->max_length, now_s() - t0,
+    if (a->zero)
+        printf("tokenized to %d tokens in %.1f s (%s)\n", o->max_length, app_now_s() - t0,
            !cache_dir ? "no cache" : hits == 3 ? "cache hit" : hits ? "partly cached" : "cache written");
     return 0;
 }
@@ -475,8 +432,8 @@ static int make_loaders(const opts *o, app *a) {
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = o->batch_size;
-    lc.num_workers = o->workers;
-    lc.seed = o->seed;
+    lc.num_workers = o->tr.workers;
+    lc.seed = o->tr.seed;
     for (int i = 0; i < 3; i++) {
         volt_loader_config c = lc;
         c.shuffle = i == 0;
@@ -523,8 +480,11 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
     if (o->attention_dropout >= 0.f) mc->attention_dropout = o->attention_dropout;
     mc->warmup_steps = o->warmup_steps;
     if (!strcmp(o->schedule, "linear")) {
-        int64_t per_epoch = (n_train + o->batch_size - 1) / o->batch_size;   /* the loader keeps the last batch */
-        if (o->limit_train > 0 && o->limit_train < per_epoch) per_epoch = o->limit_train;
+        /* each of the N ranks gets ceil(n_train / N) texts (wrap-around padding), in
+         * batch_size batches, the last one kept: the optimizer steps of an epoch */
+        const int64_t world = app_env_world(), per_rank = (n_train + world - 1) / world;
+        int64_t per_epoch = (per_rank + o->batch_size - 1) / o->batch_size;
+        if (o->tr.limit_train > 0 && o->tr.limit_train < per_epoch) per_epoch = o->tr.limit_train;
         mc->total_steps = per_epoch * o->epochs;
         if (mc->total_steps < 1) mc->total_steps = 1;
     }
@@ -536,15 +496,17 @@ int main(int argc, char **argv) {
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr == 1 ? 0 : 1;
 
-    app a = { 0 };
+    app a = { .zero = app_env_rank() == 0 };   /* the trainer's own view once it exists */
     int rc = 1;
     int64_t n_split[3] = { 0, 0, 0 };
     if (load_corpus(&o, &a) || split_corpus(&o, &a, n_split) || load_tokenizer(&o, &a)) goto out;
     int n_classes = volt_corpus_num_classes(a.all);
-    printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", kind_name(o.kind),
-           o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
-           (long long)n_split[2], (unsigned long long)o.seed);
-    fflush(stdout);
+    if (a.zero) {
+        printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", kind_name(o.kind),
+               o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
+               (long long)n_split[2], (unsigned long long)o.tr.seed);
+        fflush(stdout);
+    }
     volt_distilbert_config mc;
     if (model_config(&o, &a, n_classes, n_split[0], &mc)) goto out;
     volt_status st = volt_distilbert_create(&mc, &a.model);
@@ -566,51 +528,51 @@ int main(int argc, char **argv) {
              kind_name(o.kind), jdata, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], jvocab,
              o.max_length, o.preset, jpre, n_classes, (long long)o.epochs, (long long)o.batch_size, o.lr,
              o.optimizer == VOLT_OPTIM_ADAMW ? "adamw" : "adam", o.weight_decay, o.schedule,
-             (long long)o.warmup_steps, (unsigned long long)o.seed, o.workers, o.precision, o.strategy);
+             (long long)o.warmup_steps, (unsigned long long)o.tr.seed, o.tr.workers, o.tr.precision, o.tr.strategy);
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
+    app_trainer_config(&o.tr, &tc);
     tc.max_epochs = o.epochs;
-    tc.seed = o.seed;
-    tc.limit_train_batches = o.limit_train;
-    tc.limit_val_batches = o.limit_val;
-    tc.limit_test_batches = o.limit_test;
-    tc.default_root_dir = o.root;
-    tc.enable_progress_bar = o.progress;
     tc.enable_logger = true;                       /* CSVLogger: ROOT/lightning_logs/version_N */
-    tc.precision = o.precision;
-    tc.strategy = o.strategy;
     tc.run_config_json = run_json;
     st = volt_trainer_create(&tc, &a.t);
     if (st < 0) { fail("creating the trainer", st, a.t ? volt_trainer_errmsg(a.t) : NULL); goto out; }
     /* A fixed checkpoint folder per (data kind, preset), not per run version, so --resume
      * finds "last". */
     char ckdir[PATH_N + 64];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.root, kind_name(o.kind), o.preset);
-    volt_checkpoint_config ck;
-    volt_checkpoint_config_init(&ck);
-    ck.dirpath = ckdir;
-    ck.monitor = "val_acc";
-    ck.mode = VOLT_MAX;
-    ck.save_top_k = 1;
-    ck.save_last = true;
-    ck.filename = "{epoch}-{step}-{val_acc:.4f}";
-    if ((st = volt_add_model_checkpoint(a.t, &ck)) < 0) { fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t)); goto out; }
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, kind_name(o.kind), o.preset);
+    if ((st = app_add_checkpoint(a.t, ckdir, "{epoch}-{step}-{val_acc:.4f}")) < 0) {
+        fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
+    if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
+        fail("adding the memory report", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
+    a.zero = volt_trainer_is_global_zero(a.t);
+    const int world = volt_trainer_world_size(a.t);
 
-    printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld, epochs %lld\n", o.preset,
-           o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
-           o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size,
-           (long long)o.epochs);
-    fflush(stdout);
+    if (a.zero) {
+        printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld", o.preset,
+               o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
+               o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size);
+        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
+        printf(", epochs %lld\n", (long long)o.epochs);
+        fflush(stdout);
+    }
 
-    double t0 = now_s();
+    double t0 = app_now_s();
     st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL,
-                          o.resume ? "last" : NULL);
-    double fit_s = now_s() - t0;
+                          o.tr.resume ? "last" : NULL);
+    double fit_s = app_now_s() - t0;
     if (st < 0) { fail("fit", st, volt_trainer_errmsg(a.t)); goto out; }
-    printf("Time elapsed %.2f min\n", fit_s / 60.0);
+    if (a.zero) printf("Time elapsed %.2f min\n", fit_s / 60.0);
+    if (app_after_fit(a.t, &o.tr, APP)) goto out;
     const char *best = volt_trainer_best_model_path(a.t);
-    if (best) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(a.t));
+    if (best && a.zero) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(a.t));
     fflush(stdout);
+    /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test
+     * accuracy is printed (the final weights when there is no best checkpoint). */
     st = volt_trainer_test(a.t, &volt_distilbert_ops, a.model, a.ld[2], best ? "best" : NULL);
     if (st < 0) { fail("test", st, volt_trainer_errmsg(a.t)); goto out; }
     double acc = 0.0;
@@ -618,8 +580,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, APP ": test ran but logged no test_acc\n");
         goto out;
     }
-    printf("Test accuracy %.4f\n", acc);
-    if (volt_trainer_log_dir(a.t)) printf("logs: %s\n", volt_trainer_log_dir(a.t));
+    if (a.zero) printf("Test accuracy %.4f\n", acc);
+    if (app_after_test(a.t, &o.tr, APP)) goto out;
+    if (a.zero && volt_trainer_log_dir(a.t)) printf("logs: %s\n", volt_trainer_log_dir(a.t));
     rc = 0;
 out:
     fflush(stdout);

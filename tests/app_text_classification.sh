@@ -4,6 +4,10 @@
 #   app_text_classification.sh smoke  APP WORKDIR   train/val/test the tiny preset on a tiny
 #                                                   CSV + vocab, resume it, and a TSV run
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
+#   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
+#                                                   the tiny preset under fsdp on 2 ranks with
+#                                                   --memory-report and --export-full, and
+#                                                   under single for the export's reference
 #
 # Prints "app_text_classification <mode>: ok" when every check passed (ctest matches that
 # line), else what failed, and exits 1.
@@ -11,6 +15,8 @@ set -uo pipefail
 MODE=${1:?mode}
 APP=${2:?app}
 W=${3:?workdir}
+VOLT_RUN=${4:-}
+CHECK=${5:-}
 rm -rf "$W" && mkdir -p "$W" || exit 1
 
 die() { echo "app_text_classification $MODE: FAILED: $*"; exit 1; }
@@ -116,6 +122,29 @@ errors)
     run e_big --data "csv:$W/tiny.csv" "${COMMON[@]}" --split 50,10,10; expect_err e_big $? "needs 70 texts"
     printf 'text,label\n"unterminated,1\n' >"$W/bad.csv"
     run e_badcsv --data "csv:$W/bad.csv" "${COMMON[@]}"; expect_err e_badcsv $? "bad.csv"
+    ;;
+dist)
+    [[ -n $VOLT_RUN && -n $CHECK ]] || die "dist needs VOLT_RUN and APP_CHECK"
+    DIST=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 2
+          --limit-test-batches 2 --memory-report)
+    # single at batch 4, fsdp on 2 ranks at 2 per rank: the same global batch (the
+    # dropouts differ per rank, so the weights are compared by name and shape only)
+    run single "${DIST[@]}" --batch-size 4 --export-full "$W/single.safetensors"; expect_ok single $?
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_fsdp" --batch-size 2 --strategy fsdp \
+        --export-full "$W/fsdp.safetensors" >"$W/fsdp.log" 2>"$W/fsdp.err"
+    rc=$?
+    [[ $rc == 0 ]] || cat "$W/fsdp.err"
+    expect_ok fsdp $rc
+    for pat in '^volt-text-classification: csv ' '^tokenized to 16 tokens' '^model: tiny from scratch, 2 classes, .*batch 2 per rank x 2 ranks = 4 \(fsdp\)' \
+               '^Time elapsed ' '^best checkpoint: ' '^Test accuracy ' '^logs: ' '^exported the full weights ' \
+               '^after the first optimizer step \(step 1\):$' '^after fit \(step 3\):$'; do
+        n=$(grep -cE -- "$pat" "$W/fsdp.log")
+        [[ $n == 1 ]] || { cat "$W/fsdp.log"; die "fsdp: '$pat' printed $n times, want once (rank 0 only)"; }
+    done
+    [[ $(grep -c '^memory report: strategy fsdp, 2 ranks' "$W/fsdp.log") == 2 ]] || { cat "$W/fsdp.log"; die "fsdp: want two memory tables"; }
+    "$CHECK" memtable "$W/single.log" 1 2 1 || die "single: memory table"
+    "$CHECK" memtable "$W/fsdp.log" 2 2 2 || die "fsdp: memory table"
+    "$CHECK" export "$W/single.safetensors" "$W/fsdp.safetensors" -1 || die "fsdp: export"
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac
