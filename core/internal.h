@@ -144,7 +144,6 @@ struct volt_unit {
     int32_t first_node;    /* tape index of the first node reading the unit this step */
     bool busy;             /* an op being recorded reads it (its unit_use hooks are firing) */
     bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
-    size_t buf_bytes;      /* bytes allocated for data (f32) and grad: whole pages */
     void *strategy_data;   /* owned by the strategy */
 };
 

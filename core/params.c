@@ -175,7 +175,6 @@ volt_status volt_params_finalize(volt_params *ps) {
         u->numel = (u->numel + pad - 1) / pad * pad;
         size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
         bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
-        u->buf_bytes = bytes;
         u->data = aligned_alloc(page_size(), bytes);
         u->grad = aligned_alloc(page_size(), bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
@@ -297,8 +296,8 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
     if (!fresh) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory converting to %s", volt_dtype_name(dt));
     for (int i = 0; i < ps->n_units; i++) {   /* all or nothing: allocate every unit first */
         size_t bytes = esz * (size_t)(ps->units[i]->numel ? ps->units[i]->numel : VOLT_PARAM_ALIGN);
-        bytes = (bytes + 63) & ~(size_t)63;
-        if (!(fresh[i] = aligned_alloc(64, bytes))) {
+        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
+        if (!(fresh[i] = aligned_alloc(page_size(), bytes))) {
             for (int j = 0; j < i; j++) free(fresh[j]);
             free(fresh);
             return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' as %s (%zu bytes)",
@@ -341,17 +340,17 @@ int64_t volt_params_grad_bytes(const volt_params *ps) {
 
 /* ---- memory of sharded units --------------------------------------------------------------- */
 volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
-    float *buf = which == VOLT_UNIT_GRADS ? u->grad : u->data;
-    if (!buf) return VOLT_ERR_STATE;   /* 16-bit values */
+    char *buf = which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
+    const size_t esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
+    if (!buf) return VOLT_ERR_STATE;
     if (lo < 0) lo = 0;
     if (hi > u->numel) hi = u->numel;
     if (lo >= hi) return VOLT_OK;
-    if (which == VOLT_UNIT_VALUES && u->busy)
-        return VOLT_ERR_STATE;
+    if (which == VOLT_UNIT_VALUES && u->busy) return VOLT_ERR_STATE;
     const size_t pg = page_size();
-    uintptr_t a = (uintptr_t)(buf + lo), b = (uintptr_t)(buf + hi);
+    uintptr_t a = (uintptr_t)(buf + (size_t)lo * esz), b = (uintptr_t)(buf + (size_t)hi * esz);
     uintptr_t pa = (a + pg - 1) / pg * pg, pb = b / pg * pg;
-    if (pa >= pb) { memset(buf + lo, 0, sizeof(float) * (size_t)(hi - lo)); return VOLT_OK; }
+    if (pa >= pb) { memset((void *)a, 0, b - a); return VOLT_OK; }
     memset((void *)a, 0, pa - a);
     memset((void *)pb, 0, b - pb);
     if (madvise((void *)pa, pb - pa, MADV_DONTNEED) != 0) memset((void *)pa, 0, pb - pa);
@@ -361,14 +360,13 @@ volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int
 int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
     const void *buf = which == VOLT_UNIT_GRADS ? (const void *)u->grad : volt_unit_values(u);
     if (!buf) return 0;
-    if (which == VOLT_UNIT_VALUES && !u->data) return (int64_t)u->numel * 2;   /* 16-bit: malloc'd */
-    const size_t pg = page_size(), n = u->buf_bytes / pg;
-    if (!n) return 0;
+    const size_t esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
+    const size_t pg = page_size(), n = (esz * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN) + pg - 1) / pg;
     unsigned char vec[256];
     int64_t pages = 0;
     for (size_t i = 0; i < n; i += sizeof vec) {
         size_t m = n - i < sizeof vec ? n - i : sizeof vec;
-        if (mincore((char *)buf + i * pg, m * pg, vec) != 0) return (int64_t)u->buf_bytes;   /* unknown: all */
+        if (mincore((char *)buf + i * pg, m * pg, vec) != 0) return (int64_t)(n * pg);   /* unknown: all */
         for (size_t k = 0; k < m; k++) pages += vec[k] & 1;
     }
     return pages * (int64_t)pg;

@@ -63,9 +63,9 @@ typedef struct volt_strategy_ops {
     /* This rank's slice [lo, hi) of unit `unit`: the part of the params it keeps current and
      * of the optimizer states it holds (checkpoint shards write it). */
     void (*owned_range)(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
-    /* Collective, every rank in the same order: each rank's owned slice of src (unit layout,
-     * only [lo, hi) is read) into dst (the unit's numel floats) on every rank. */
-    volt_status (*gather_unit)(volt_strategy *st, int unit, const float *src, float *dst);
+    /* Collective, every rank in the same order: the unit's parameter values from the owners'
+     * slices into dst (the unit's numel floats, f32 whatever the storage) on every rank. */
+    volt_status (*gather_unit)(volt_strategy *st, int unit, float *dst);
     /* After the optimizer step: grads zeroed for the next accumulation cycle (NULL:
      * volt_params_zero_grad). Sharded grads give their pages back instead of a memset. */
     void (*zero_grad)(volt_strategy *st);

@@ -65,3 +65,8 @@ set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single test
 
 # Memory actually held (resident pages of the unit buffers) under every strategy, 3 ranks.
 volt_mpi_test(test_memory_held_np3 3 90 memory)
+
+# Parameters stored in bf16 (bf16-true) under ddp, ZeRO-2 and FSDP on 2 ranks.
+foreach(s ddp zero2 fsdp)
+  volt_mpi_test(test_bf16_true_${s}_np2 2 90 parity16 ${s})
+endforeach()

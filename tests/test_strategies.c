@@ -111,9 +111,12 @@ static volt_loader *make_loader_ex(volt_dataset *ds, int64_t bs, bool shuffle) {
 }
 static volt_loader *make_loader(volt_dataset *ds, int64_t bs) { return make_loader_ex(ds, bs, true); }
 
+static const char *g_precision = "32-true";
+
 static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
+    c.precision = g_precision;
     c.max_epochs = 1;
     c.max_steps = STEPS;
     c.accumulate_grad_batches = ACC;
@@ -133,10 +136,10 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
 /* Uninterrupted single run on the global batch; params copied to ref (numel floats). */
 static int64_t total_numel(volt_params *ps) { return volt_params_numel(ps); }
 
-static void copy_params(volt_params *ps, float *dst) {
+static void copy_params(volt_params *ps, float *dst) {   /* as f32 whatever the storage */
     for (int i = 0; i < volt_params_count(ps); i++) {
         volt_tensor *p = volt_params_at(ps, i);
-        memcpy(dst, p->data, sizeof(float) * (size_t)volt_tensor_numel(p));
+        volt_convert(dst, VOLT_F32, p->data, p->dtype, volt_tensor_numel(p));
         dst += volt_tensor_numel(p);
     }
 }
@@ -557,6 +560,58 @@ static void test_parity(const char *name) {
     free(ref.params);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+/* ---- 16-bit parameter storage (bf16-true) under a distributed strategy ----------------------
+ * The same run as test_parity with parameters stored in bf16 on every rank. Rounding to bf16
+ * after each update can flip the last bit where single and N ranks differ by float
+ * summation order, so the weights must agree within 2 bf16 ulps, with few elements off at
+ * all; the parameter store must really be bf16 (half the bytes). */
+static void test_parity16(const char *name) {
+    g_precision = "bf16-true";
+    volt_dataset *ds = make_data();
+    ref_run ref;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+    if (!t || !l || !ref.params) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "%s bf16-true fit: %s", name, volt_trainer_errmsg(t));
+    volt_params *ps = volt_trainer_params(t);
+    CHECK(volt_params_dtype(ps) == VOLT_BF16, "%s: parameters stored as %s", name, volt_dtype_name(volt_params_dtype(ps)));
+    volt_memory_report r;
+    CHECK_OK(volt_trainer_memory_report(t, &r));
+    CHECK(r.held_param_bytes <= 2 * r.padded_numel + 4096 * volt_params_unit_count(ps), "%s: bf16 params hold %lld bytes for %lld values",
+          name, (long long)r.held_param_bytes, (long long)r.padded_numel);
+    float glob[MAX_LOSSES];
+    MPI_Allreduce(m.losses, glob, m.n_losses, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double worst_loss = 0;
+    for (int i = 0; i < m.n_losses && i < ref.n_losses; i++) {
+        double e = fabs(glob[i] / g_world - ref.losses[i]) / fabs(ref.losses[i]);
+        if (!(e <= worst_loss)) worst_loss = e;
+    }
+    CHECK(m.n_losses == ref.n_losses && worst_loss <= 2e-3, "%s bf16-true: losses differ by %.3g relative", name, worst_loss);
+    float *mine = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(ps, mine);
+    int64_t off = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < ref.n; i++) {
+        const double d = fabs((double)mine[i] - ref.params[i]), tol = ldexp(fabs(ref.params[i]), -7) + 1e-6;
+        off += d > 0;
+        if (d / tol > worst) worst = d / tol;
+    }
+    CHECK(worst <= 1, "%s bf16-true: params differ from single by more than 2 bf16 ulps (%.3g of it)", name, worst);
+    CHECK(off * 20 <= ref.n, "%s bf16-true: %lld of %lld params differ from single at all", name, (long long)off, (long long)ref.n);
+    if (g_rank == 0)
+        printf("bf16-true %-10s N=%d: loss rel err %.2e; %lld of %lld weights differ from single (within %.0f%% of 2 ulps); params %lld bytes\n",
+               name, g_world, worst_loss, (long long)off, (long long)ref.n, 100 * worst, (long long)r.held_param_bytes);
+    free(mine);
+    free(ref.params);
+    volt_loader_destroy(vl);
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
     volt_dataset_destroy(ds);
 }
 
@@ -1000,6 +1055,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "comm")) test_comm();
     else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();
+    else if (!strcmp(mode, "parity16") && argc > 2) test_parity16(argv[2]);
     else if (!strcmp(mode, "fault") && argc > 2) {
         if (g_world < 2) VTEST_SKIP("the fault test needs at least 2 ranks");
         test_fault(argv[2], argc > 3 ? atoi(argv[3]) : -1);

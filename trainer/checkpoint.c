@@ -844,16 +844,16 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
         owned_range(t, u, &lo, &hi);
         const bool sharded = gather && (lo != 0 || hi != numel);
         const float *vals = volt_unit_data(un);
-        if (!vals || sharded) {   /* 16-bit storage (exact in f32), or one unit gathered from the shards */
+        if (!vals || sharded) {   /* one unit gathered from the shards, or 16-bit storage (exact in f32) */
             if (numel > cap) {
                 float *nb = realloc(scratch, sizeof(float) * (size_t)numel);
                 if (!nb) { free(scratch); volt_st_stream_destroy(ws); return volt__terr(t, VOLT_ERR_NOMEM, "export_full: out of memory"); }
                 scratch = nb;
                 cap = numel;
             }
-            if (!vals) volt_convert(scratch, VOLT_F32, volt_unit_values(un), volt_params_dtype(t->ps), numel);
+            if (!sharded) volt_convert(scratch, VOLT_F32, volt_unit_values(un), volt_params_dtype(t->ps), numel);
             else {
-                volt_status gs = sg->ops->gather_unit(sg, u, vals, scratch);   /* collective: every rank */
+                volt_status gs = sg->ops->gather_unit(sg, u, scratch);   /* collective: every rank */
                 if (gs < 0) {
                     free(scratch);
                     volt_st_stream_destroy(ws);

@@ -30,17 +30,8 @@ volt_status volt__prec_create(volt_trainer *t) {
     return VOLT_OK;
 }
 
-static bool needs_single(const volt_trainer *t) {
-    return t->prec->ops->info.param_dtype != VOLT_F32 || t->prec->optim_dtype != VOLT_F32;
-}
-
 volt_status volt__prec_setup_params(volt_trainer *t) {
     const volt_precision_ops *o = t->prec->ops;
-    if (needs_single(t) && strcmp(t->strategy->ops->name, "single"))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED,
-                          "precision '%s' (optimizer states %s): 16-bit parameter or optimizer storage works "
-                          "with strategy 'single' only so far, not '%s' (use a mixed precision)",
-                          o->info.name, dtype_word(t->prec->optim_dtype), t->strategy->ops->name);
     if (!o->configure_params) return VOLT_OK;
     char err[512] = "";
     volt_status st = o->configure_params(t->prec, t->ps, err, sizeof err);

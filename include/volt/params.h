@@ -130,10 +130,10 @@ double volt_params_grad_sqnorm(const volt_params *ps);
  * does not own back to the OS and fetch it again later at the same address (saved tensors
  * of the tape keep pointing at it). */
 typedef enum volt_unit_buf { VOLT_UNIT_VALUES = 0, VOLT_UNIT_GRADS = 1 } volt_unit_buf;
-/* Zero floats [lo, hi) of the unit's f32 value or grad buffer and return the whole pages
- * inside the range to the OS (they read as zeros and hold no memory until written again).
- * Values: VOLT_ERR_STATE when the unit is stored in 16 bits, or when the tape is running an
- * op that reads the unit right now (then nothing changes; release it later). */
+/* Zero elements [lo, hi) of the unit's value buffer (in the store's dtype) or f32 grad
+ * buffer and return the whole pages inside the range to the OS (they read as zeros and hold
+ * no memory until written again). Values: VOLT_ERR_STATE when the tape is running an op that
+ * reads the unit right now (then nothing changes; release it later). */
 volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi);
 /* Bytes of the buffer resident in memory (pages the OS reports present, mincore(2)). */
 int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which);

@@ -74,6 +74,8 @@ typedef struct dist {
 
 static inline dist *dist_of(volt_strategy *st) { return (dist *)st->impl; }
 static inline bool dist_sharded(const dist *d) { return d->kind != VOLT_DIST_DDP; }
+/* Bytes of one parameter value in the store (4, or 2 under bf16-true / 16-true). */
+static inline size_t dist_value_size(const dist *d) { return volt_dtype_size(volt_params_dtype(d->ps)); }
 /* Only the owned slice of the grads is kept once a unit's reduce-scatter is done. */
 static inline bool dist_grads_sharded(const dist *d) { return d->kind >= VOLT_DIST_ZERO2 && d->st->world > 1; }
 /* Params sharded: the non-owned part is given back after the step and gathered on use. */
@@ -116,7 +118,7 @@ volt_status zero_reduce_grads(volt_strategy *st);
 volt_status zero_grad_sqnorm(volt_strategy *st, double *out);
 volt_status zero_after_step(volt_strategy *st);
 void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
-volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, float *dst);
+volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst);
 
 volt_status fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status fsdp_grads_ready(void *ctx, volt_unit *u);

@@ -93,10 +93,6 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
         du->next_use = du->prev_use = -1;
         volt_unit_set_stale(du->u, false);
         snprintf(du->label, sizeof du->label, "unit '%s'", volt_unit_name(du->u));
-        if (!volt_unit_data(du->u))
-            return dist_fail(d, VOLT_ERR_UNSUPPORTED, "setup_params: unit '%s' stores its parameters in 16 bits "
-                             "(bf16-true / 16-true): not supported by distributed strategies yet (use bf16-mixed)",
-                             volt_unit_name(du->u));
         if (dist_sharded(d)) {
             if (du->numel % w)
                 return dist_fail(d, VOLT_ERR_STATE, "setup_params: unit '%s' has %lld floats, not a multiple of the "
@@ -119,8 +115,11 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
     int started = 0;
     for (; started < n; started++) {
         dist_unit *du = &d->units[started];
-        st = d->comm->ops->broadcast(d->comm, volt_unit_data(du->u), (size_t)du->numel, VOLT_COMM_F32, 0, du->label,
-                                     &reqs[started]);
+        st = volt_unit_data(du->u)
+                 ? d->comm->ops->broadcast(d->comm, volt_unit_data(du->u), (size_t)du->numel, VOLT_COMM_F32, 0, du->label,
+                                           &reqs[started])
+                 : d->comm->ops->broadcast(d->comm, volt_unit_values(du->u), (size_t)du->numel * dist_value_size(d),
+                                           VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* 16-bit storage */
         if (st < 0) { dist_comm_fail(d, st, "parameter broadcast"); break; }
     }
     for (int i = 0; i < started; i++) {
@@ -173,8 +172,15 @@ volt_status dist_launch_gather(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->gather_req) return VOLT_OK;
     float *p = volt_unit_data(du->u);
-    volt_status st = d->comm->ops->all_gather(d->comm, p + du->lo, p, (size_t)du->chunk, VOLT_COMM_F32, du->label,
-                                              &du->gather_req);
+    volt_status st;
+    if (p)
+        st = d->comm->ops->all_gather(d->comm, p + du->lo, p, (size_t)du->chunk, VOLT_COMM_F32, du->label, &du->gather_req);
+    else {   /* 16-bit storage: the same slices, as bytes */
+        char *v = volt_unit_values(du->u);
+        const size_t es = dist_value_size(d);
+        st = d->comm->ops->all_gather(d->comm, v + (size_t)du->lo * es, v, (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label,
+                                      &du->gather_req);
+    }
     if (st < 0) return dist_comm_fail(d, st, "parameter all-gather");
     dist_event(d, VOLT_EV_GATHER_LAUNCH, u);
     return VOLT_OK;

@@ -16,6 +16,8 @@
  * Micro-steps before an accumulation boundary keep full local grads (like PyTorch's no_sync).
  * The memory report gives the formula and the resident bytes (mincore). */
 #include <stdio.h>
+#include <stdlib.h>
+#include "volt/precision.h"
 #include "strategies/dist/dist.h"
 
 volt_status zero_configure_params(volt_strategy *st, volt_params *ps) {
@@ -90,11 +92,22 @@ void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     *hi = d->units[unit].hi;
 }
 
-volt_status zero_gather_unit(volt_strategy *st, int unit, const float *src, float *dst) {
+volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     dist *d = dist_of(st);
     if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_unit: bad unit %d", unit);
     dist_unit *du = &d->units[unit];
-    volt_status s = volt_comm_all_gather(d->comm, src + du->lo, dst, (size_t)du->chunk, VOLT_COMM_F32, du->label);
+    const float *v = volt_unit_data(du->u);
+    volt_status s;
+    if (v) s = volt_comm_all_gather(d->comm, v + du->lo, dst, (size_t)du->chunk, VOLT_COMM_F32, du->label);
+    else {   /* 16-bit storage: gather the slices as stored, then widen (exact) */
+        const size_t es = dist_value_size(d);
+        char *tmp = malloc(es * (size_t)du->numel);
+        if (!tmp) return dist_fail(d, VOLT_ERR_NOMEM, "gather_unit: out of memory");
+        s = volt_comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, tmp,
+                                 (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
+        if (s >= 0) volt_convert(dst, VOLT_F32, tmp, volt_params_dtype(d->ps), du->numel);
+        free(tmp);
+    }
     return s < 0 ? dist_comm_fail(d, s, "unit gather") : VOLT_OK;
 }
 
