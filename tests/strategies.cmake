@@ -57,3 +57,15 @@ add_test(NAME test_reshard_resume_single COMMAND ${_volt_ts} reshard_resume sing
 set_tests_properties(test_reshard_resume_single PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 60 LABELS "mpi")
 set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_reshard)
 set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single PROPERTIES FIXTURES_REQUIRED volt_reshard)
+
+# DistilBERT "small" (tests/test_strategies_bert.c): the same parity with single on the
+# 4.4M-parameter preset (30522-row embedding), each strategy at N = 2 and 3; 3-7 s each in
+# Release on two cores, 4-12 s under ASan. Its local checks (no MPI) are test_strategies_bert.
+foreach(np 2 3)
+  foreach(s ddp zero1 zero2 fsdp)
+    add_test(NAME test_bert_${s}_np${np}
+      COMMAND ${VOLT_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_strategies_bert> parity ${s})
+    set_tests_properties(test_bert_${s}_np${np} PROPERTIES ENVIRONMENT "${_volt_mpi_env}" PROCESSORS ${np}
+      TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi")
+  endforeach()
+endforeach()
