@@ -70,3 +70,15 @@ volt_mpi_test(test_memory_held_np3 3 90 memory)
 foreach(s ddp zero2 fsdp)
   volt_mpi_test(test_bf16_true_${s}_np2 2 90 parity16 ${s})
 endforeach()
+
+# DistilBERT "small" (tests/test_strategies_bert.c): the same parity with single on the
+# 4.4M-parameter preset (30522-row embedding), each strategy at N = 2 and 3; 3-7 s each in
+# Release on two cores, 4-12 s under ASan. Its local checks (no MPI) are test_strategies_bert.
+foreach(np 2 3)
+  foreach(s ddp zero1 zero2 fsdp)
+    add_test(NAME test_bert_${s}_np${np}
+      COMMAND ${VOLT_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_strategies_bert> parity ${s})
+    set_tests_properties(test_bert_${s}_np${np} PROPERTIES ENVIRONMENT "${_volt_mpi_env}" PROCESSORS ${np}
+      TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi")
+  endforeach()
+endforeach()
