@@ -923,6 +923,19 @@ static void test_reshard_corrupt(const char *path) {
         volt_trainer_destroy(t);
         volt_loader_destroy(l);
     }
+    /* an unsharded save over the sharded checkpoint takes its shard folder away too */
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer("single", vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB);
+    CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, cpath));
+    CHECK(access(want, F_OK) != 0, "the replaced checkpoint's shard folder %s is gone", want);
+    volt_st_file *f = NULL;
+    CHECK_OK(volt_st_open(cpath, &f, err, sizeof err));
+    CHECK(f && !volt_st_meta(f, "volt.shards") && volt_st_count(f) > 0, "an ordinary checkpoint now");
+    volt_st_close(f);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
 

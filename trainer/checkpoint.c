@@ -446,10 +446,12 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
     if (st >= 0 && t->opt) st = save_optim_states(t, w, path);
     if (st >= 0) st = put_state(t, w, path);
     if (st < 0) { volt_st_writer_destroy(w); return st; }
-    char err[512];
+    char err[512], old[4096];
+    const bool had_shards = shard_dir_of(path, old, sizeof old);   /* replacing a sharded checkpoint */
     st = volt_st_writer_write(w, path, err, sizeof err);
     volt_st_writer_destroy(w);
     if (st < 0) return volt__terr(t, st, "%s", err);
+    if (had_shards) remove_dir(old);
     return VOLT_OK;
 }
 
