@@ -355,6 +355,30 @@ static bool st_add_u64(cJSON *arr, uint64_t v) {
     return x && cJSON_AddItemToArray(arr, x);
 }
 
+/* One tensor's header entry: {"dtype", "shape", "data_offsets": [off, off + nbytes]}. */
+static bool st_header_entry(cJSON *root, const st_wentry *t, uint64_t off) {
+    cJSON *o = cJSON_AddObjectToObject(root, t->name);
+    if (!o || !cJSON_AddStringToObject(o, "dtype", st_dtype_names[t->dtype])) return false;
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    if (!shape) return false;
+    for (int d = 0; d < t->shape.ndim; d++)
+        if (!st_add_u64(shape, (uint64_t)t->shape.d[d])) return false;
+    cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
+    return offs && st_add_u64(offs, off) && st_add_u64(offs, off + t->nbytes);
+}
+
+/* The "crc32:<name>" metadata entry. */
+static bool st_crc_entry(cJSON *meta, const char *name, const char *val) {
+    size_t nl = strlen(name);
+    char *kp = malloc(nl + 7);
+    if (!kp) return false;
+    memcpy(kp, "crc32:", 6);
+    memcpy(kp + 6, name, nl + 1);
+    bool ok = cJSON_AddStringToObject(meta, kp, val) != NULL;
+    free(kp);
+    return ok;
+}
+
 volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err, size_t errlen) {
     if (!w || !path || !*path)
         return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "safetensors writer: NULL argument");
@@ -383,28 +407,14 @@ volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err,
         if (!cJSON_AddStringToObject(meta, w->mkey[i], w->mval[i])) goto nomem;
     for (int k = 0; k < n; k++) {
         const st_wentry *t = &w->t[order[k]];
-        char key[16 + 512], val[16];
-        size_t nl = strlen(t->name);
-        char *kp = nl + 7 <= sizeof key ? key : malloc(nl + 7);
-        if (!kp) goto nomem;
-        memcpy(kp, "crc32:", 6);
-        memcpy(kp + 6, t->name, nl + 1);
+        char val[16];
         snprintf(val, sizeof val, "%08x", (unsigned)st_crc32(t->data, t->nbytes));
-        cJSON *ok = cJSON_AddStringToObject(meta, kp, val);
-        if (kp != key) free(kp);
-        if (!ok) goto nomem;
+        if (!st_crc_entry(meta, t->name, val)) goto nomem;
     }
     uint64_t off = 0;
     for (int k = 0; k < n; k++) {
         const st_wentry *t = &w->t[order[k]];
-        cJSON *o = cJSON_AddObjectToObject(root, t->name);
-        if (!o || !cJSON_AddStringToObject(o, "dtype", st_dtype_names[t->dtype])) goto nomem;
-        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-        if (!shape) goto nomem;
-        for (int d = 0; d < t->shape.ndim; d++)
-            if (!st_add_u64(shape, (uint64_t)t->shape.d[d])) goto nomem;
-        cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
-        if (!offs || !st_add_u64(offs, off) || !st_add_u64(offs, off + t->nbytes)) goto nomem;
+        if (!st_header_entry(root, t, off)) goto nomem;
         off += t->nbytes;
         parts[k + 2] = (st_part){ t->data, t->nbytes };
     }
@@ -1018,28 +1028,14 @@ volt_status volt_st_stream_begin(volt_st_stream *s) {
     for (int i = 0; i < w->nmeta; i++)
         if (!cJSON_AddStringToObject(meta, w->mkey[i], w->mval[i])) goto nomem;
     for (int k = 0; k < n; k++) {
-        size_t nl = strlen(w->t[k].name);
-        char *kp = malloc(nl + 7), val[16];
-        if (!kp) goto nomem;
-        memcpy(kp, "crc32:", 6);
-        memcpy(kp + 6, w->t[k].name, nl + 1);
+        char val[16];
         snprintf(val, sizeof val, "c%07x", (unsigned)k);
-        cJSON *ok = cJSON_AddStringToObject(meta, kp, val);
-        free(kp);
-        if (!ok) goto nomem;
+        if (!st_crc_entry(meta, w->t[k].name, val)) goto nomem;
     }
     uint64_t off = 0;
     for (int k = 0; k < n; k++) {   /* declaration order: the order of the writes */
-        const st_wentry *t = &w->t[k];
-        cJSON *o = cJSON_AddObjectToObject(root, t->name);
-        if (!o || !cJSON_AddStringToObject(o, "dtype", st_dtype_names[t->dtype])) goto nomem;
-        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-        if (!shape) goto nomem;
-        for (int d = 0; d < t->shape.ndim; d++)
-            if (!st_add_u64(shape, (uint64_t)t->shape.d[d])) goto nomem;
-        cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
-        if (!offs || !st_add_u64(offs, off) || !st_add_u64(offs, off + t->nbytes)) goto nomem;
-        off += t->nbytes;
+        if (!st_header_entry(root, &w->t[k], off)) goto nomem;
+        off += w->t[k].nbytes;
     }
     if (!(json = cJSON_PrintUnformatted(root))) goto nomem;
     size_t jl = strlen(json), hl = (jl + 7) & ~(size_t)7;
