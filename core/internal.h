@@ -143,6 +143,7 @@ struct volt_unit {
     uint64_t use_stamp;    /* step stamp of the last unit_use */
     int32_t first_node;    /* tape index of the first node reading the unit this step */
     bool busy;             /* an op being recorded reads it (its unit_use hooks are firing) */
+    int64_t grad_lo, grad_hi;  /* the grads this process uses after the reduction (the owned slice) */
     bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
     void *strategy_data;   /* owned by the strategy */
 };

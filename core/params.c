@@ -173,6 +173,8 @@ volt_status volt_params_finalize(volt_params *ps) {
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
         u->numel = (u->numel + pad - 1) / pad * pad;
+        u->grad_lo = 0;
+        u->grad_hi = u->numel;
         size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
         bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
         u->data = aligned_alloc(page_size(), bytes);
@@ -262,10 +264,10 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
 void volt_params_scale_grads(volt_params *ps, float coef) {
     for (int i = 0; i < ps->n_units; i++) {
         float *g = ps->units[i]->grad;
-        int64_t n = ps->units[i]->numel;
+        const int64_t lo = ps->units[i]->grad_lo, hi = ps->units[i]->grad_hi;
         if (!g) continue;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (int64_t k = 0; k < n; k++) g[k] *= coef;
+        #pragma omp parallel for schedule(static) if (hi - lo > 65536)
+        for (int64_t k = lo; k < hi; k++) g[k] *= coef;
     }
 }
 
@@ -273,10 +275,21 @@ volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
     if (!(v > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_value: clip value must be > 0, got %g", v);
     for (int i = 0; i < ps->n_units; i++) {
         float *g = ps->units[i]->grad;
-        int64_t n = ps->units[i]->numel;
-        for (int64_t k = 0; k < n; k++) g[k] = g[k] > v ? v : (g[k] < -v ? -v : g[k]);
+        for (int64_t k = ps->units[i]->grad_lo; k < ps->units[i]->grad_hi; k++) g[k] = g[k] > v ? v : (g[k] < -v ? -v : g[k]);
     }
     return VOLT_OK;
+}
+
+void volt_unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi) {
+    if (lo < 0) lo = 0;
+    if (hi > u->numel) hi = u->numel;
+    u->grad_lo = lo < hi ? lo : hi;
+    u->grad_hi = hi;
+}
+
+void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi) {
+    *lo = u->grad_lo;
+    *hi = u->grad_hi;
 }
 
 void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {

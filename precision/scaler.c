@@ -18,9 +18,12 @@ void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf)
     unsigned bad = 0;
     for (int i = 0; i < volt_params_unit_count(ps); i++) {
         volt_unit *u = volt_params_unit_at(ps, i);
+        int64_t lo, hi;
+        volt_unit_grad_range(u, &lo, &hi);   /* the owned slice under ZeRO-2/FSDP */
         float *gr = volt_unit_grad(u);
-        const int64_t n = volt_unit_numel(u);
         if (!gr) continue;
+        gr += lo;
+        const int64_t n = hi - lo;
         const u32a *bits = (const u32a *)(const void *)gr;
         /* inf/NaN: exponent all ones; checked on the scaled value, as torch does */
         #pragma omp parallel for simd schedule(static) reduction(|:bad) if (n > UNSCALE_PAR_MIN)

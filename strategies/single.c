@@ -39,7 +39,7 @@ static void s_destroy(volt_strategy *st) { free(st->impl); free(st); }
 static const volt_strategy_ops single_ops = {
     VOLT_STRATEGY_OPS_VERSION, "single", s_setup_params, s_setup_optimizer, s_setup_loader, s_begin_backward,
     s_reduce, s_sqnorm, s_after, s_mean, s_bcast, s_barrier, s_mem, s_err, s_destroy,
-    NULL, NULL, NULL, NULL, NULL, NULL, /* configure_params ... scale_grads: the defaults (whole units) */
+    NULL, NULL, NULL, NULL, NULL, /* configure_params ... zero_grad: the defaults (whole units) */
 };
 
 volt_status volt_strategy_single(volt_strategy **out) {

@@ -69,9 +69,6 @@ typedef struct volt_strategy_ops {
     /* After the optimizer step: grads zeroed for the next accumulation cycle (NULL:
      * volt_params_zero_grad). Sharded grads give their pages back instead of a memset. */
     void (*zero_grad)(volt_strategy *st);
-    /* Clipping by norm: multiply the grads this rank updates by coef (NULL:
-     * volt_params_scale_grads, every grad). */
-    void (*scale_grads)(volt_strategy *st, float coef);
 } volt_strategy_ops;
 #define VOLT_STRATEGY_OPS_VERSION 3u
 

@@ -681,10 +681,11 @@ static void test_memory(void) {
     const void *d[2] = { x, y };
     volt_dataset *ds = NULL;
     CHECK_OK(volt_dataset_from_arrays(2, f, d, MGB * MSTEPS, &ds));
-    const char *names[] = { "ddp", "zero1", "zero2", "fsdp", "fsdp_shard_grad_op" };
+    /* the last two under 16-mixed: unscaling must touch only the owned slices too */
+    const char *names[] = { "ddp", "zero1", "zero2", "fsdp", "fsdp_shard_grad_op", "zero2", "fsdp" };
     const int64_t N = g_world, pg = sysconf(_SC_PAGESIZE);
-    for (int si = 0; si < 5; si++) {
-        const char *name = names[si];
+    for (int si = 0; si < 7; si++) {
+        const char *name = names[si], *prec = si >= 5 ? "16-mixed" : "32-true";
         const volt_dist_kind k = kind_of(name);
         wide m = { 0 };
         volt_trainer_config c;
@@ -696,6 +697,7 @@ static void test_memory(void) {
         c.gradient_clip_val = 1.0f;
         c.default_root_dir = vtest_tmpdir();
         c.strategy = name;
+        c.precision = prec;
         volt_trainer *t = NULL;
         CHECK_OK(volt_trainer_create(&c, &t));
         m.t = t;
@@ -729,8 +731,8 @@ static void test_memory(void) {
         CHECK(m.end.held_optim_bytes == m.end.optim_bytes, "%s: optimizer states held %lld, formula %lld", name,
               (long long)m.end.held_optim_bytes, (long long)m.end.optim_bytes);
         if (g_rank == 0)
-            printf("held   %-18s N=%d MiB: params after fwd %.2f, between steps %.2f; grads before step %.2f, between steps %.2f (full %.2f)\n",
-                   name, g_world, m.fwd.held_param_bytes / 1048576.0, m.end.held_param_bytes / 1048576.0,
+            printf("held   %-18s %-8s N=%d MiB: params after fwd %.2f, between steps %.2f; grads before step %.2f, between steps %.2f (full %.2f)\n",
+                   name, prec, g_world, m.fwd.held_param_bytes / 1048576.0, m.end.held_param_bytes / 1048576.0,
                    m.pre.held_grad_bytes / 1048576.0, m.end.held_grad_bytes / 1048576.0, full / 1048576.0);
         volt_loader_destroy(l);
         volt_trainer_destroy(t);

@@ -227,10 +227,7 @@ static volt_status optimizer_step(volt_trainer *t) {
             if ((st = sg->ops->grad_sqnorm(sg, &sq)) < 0) return strategy_err(t, st, "gradient norm");
             double norm = sqrt(sq);
             float coef = (float)(t->cfg.gradient_clip_val / (norm + 1e-6));
-            if (isfinite(norm) && coef < 1.0f) {
-                if (sg->ops->version >= 3 && sg->ops->scale_grads) sg->ops->scale_grads(sg, coef);
-                else volt_params_scale_grads(t->ps, coef);
-            }
+            if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(t->ps, coef);   /* grad ranges only */
         }
     }
     CB_HOOK(t, on_before_optimizer_step);

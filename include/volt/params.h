@@ -119,7 +119,7 @@ void volt_params_zero_grad(volt_params *ps);
  * gets the norm before clipping. Sums in double in a fixed order. */
 volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
 volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
-/* Multiply every grad by coef (clipping with a norm computed elsewhere, e.g. across shards). */
+/* Multiply every grad (each unit's grad range) by coef (clipping with a norm computed elsewhere). */
 void volt_params_scale_grads(volt_params *ps, float coef);
 /* Sum of squared grads over all parameters (double, fixed order). Strategies that shard
  * grads add the ranks' partial sums. */
@@ -137,6 +137,12 @@ typedef enum volt_unit_buf { VOLT_UNIT_VALUES = 0, VOLT_UNIT_GRADS = 1 } volt_un
 volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi);
 /* Bytes of the buffer resident in memory (pages the OS reports present, mincore(2)). */
 int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which);
+/* The part [lo, hi) of the unit's grads this process uses once they are reduced (a sharding
+ * strategy's owned slice; the whole unit by default). Scaling (clipping by norm, unscaling
+ * under 16-mixed) and clipping by value touch only it, so the rest of the buffer stays
+ * given back. */
+void volt_unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi);
+void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi);
 /* Stale: part of the unit's values is not valid in this process (FSDP keeps only its shard).
  * While a unit is stale, every op that reads one of its parameters, in forward and in
  * backward, fires unit_use first (the strategy gathers the values and clears the flag). */

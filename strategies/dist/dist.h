@@ -123,7 +123,6 @@ volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst);
 volt_status fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status fsdp_grads_ready(void *ctx, volt_unit *u);
 void zero_zero_grad(volt_strategy *st);
-void zero_scale_grads(volt_strategy *st, float coef);
 volt_status fsdp_after_step(volt_strategy *st);
 volt_status fsdp_materialize(volt_strategy *st);
 #endif

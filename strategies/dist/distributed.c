@@ -101,6 +101,7 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
             du->chunk = du->numel / w;
             du->lo = (int64_t)r * du->chunk;
             du->hi = du->lo + du->chunk;
+            volt_unit_set_grad_range(du->u, du->lo, du->hi);   /* after the reduce-scatter, only this slice */
         } else {
             du->chunk = du->numel;
             du->lo = 0;
@@ -317,7 +318,7 @@ static const volt_strategy_ops ddp_ops = {
 };
 #define ZERO_COMMON COMMON, .configure_params = zero_configure_params, .setup_optimizer = zero_setup_optimizer, \
     .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .owned_range = zero_owned_range, \
-    .gather_unit = zero_gather_unit, .zero_grad = zero_zero_grad, .scale_grads = zero_scale_grads
+    .gather_unit = zero_gather_unit, .zero_grad = zero_zero_grad
 static const volt_strategy_ops zero1_ops = {
     .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = zero_after_step,
 };

@@ -116,12 +116,3 @@ void zero_zero_grad(volt_strategy *st) {
     if (!dist_grads_sharded(d)) { volt_params_zero_grad(d->ps); return; }
     for (int i = 0; i < d->n_units; i++) volt_unit_release(d->units[i].u, VOLT_UNIT_GRADS, 0, d->units[i].numel);
 }
-
-/* Clipping: only the owned slices are used by the optimizer (and only they are resident). */
-void zero_scale_grads(volt_strategy *st, float coef) {
-    dist *d = dist_of(st);
-    for (int i = 0; i < d->n_units; i++) {
-        float *g = volt_unit_grad(d->units[i].u);
-        for (int64_t k = d->units[i].lo; k < d->units[i].hi; k++) g[k] *= coef;
-    }
-}
