@@ -237,14 +237,15 @@ double volt_params_grad_sqnorm(const volt_params *ps) {
     double total = 0;
     for (int i = 0; i < ps->n_units; i++) {
         const volt_unit *u = ps->units[i];
-        const float *g = u->grad;
-        if (!g) continue;
+        if (!u->grad) continue;
+        const float *g = u->grad + u->grad_lo;
+        const int64_t n = u->grad_hi - u->grad_lo;
         /* sequential, four lanes: the same sum for any thread count */
         double acc[4] = { 0, 0, 0, 0 };
         int64_t k = 0;
-        for (; k + 4 <= u->numel; k += 4)
+        for (; k + 4 <= n; k += 4)
             for (int l = 0; l < 4; l++) acc[l] += (double)g[k + l] * g[k + l];
-        for (; k < u->numel; k++) acc[0] += (double)g[k] * g[k];
+        for (; k < n; k++) acc[0] += (double)g[k] * g[k];
         double unit_sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         total += unit_sum;
     }
@@ -352,9 +353,14 @@ int64_t volt_params_grad_bytes(const volt_params *ps) {
 }
 
 /* ---- memory of sharded units --------------------------------------------------------------- */
+static char *unit_buf(const volt_unit *u, volt_unit_buf which, size_t *esz) {
+    *esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
+    return which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
+}
+
 volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
-    char *buf = which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
-    const size_t esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
+    size_t esz;
+    char *buf = unit_buf(u, which, &esz);
     if (!buf) return VOLT_ERR_STATE;
     if (lo < 0) lo = 0;
     if (hi > u->numel) hi = u->numel;
@@ -371,15 +377,15 @@ volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int
 }
 
 int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
-    const void *buf = which == VOLT_UNIT_GRADS ? (const void *)u->grad : volt_unit_values(u);
+    size_t esz;
+    const char *buf = unit_buf(u, which, &esz);
     if (!buf) return 0;
-    const size_t esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
     const size_t pg = page_size(), n = (esz * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN) + pg - 1) / pg;
     unsigned char vec[256];
     int64_t pages = 0;
     for (size_t i = 0; i < n; i += sizeof vec) {
         size_t m = n - i < sizeof vec ? n - i : sizeof vec;
-        if (mincore((char *)buf + i * pg, m * pg, vec) != 0) return (int64_t)(n * pg);   /* unknown: all */
+        if (mincore((void *)(buf + i * pg), m * pg, vec) != 0) return (int64_t)(n * pg);   /* unknown: all */
         for (size_t k = 0; k < m; k++) pages += vec[k] & 1;
     }
     return pages * (int64_t)pg;

@@ -875,15 +875,16 @@ static bool copy_file(const char *from, const char *to) {
 
 /* A damaged or incomplete sharded checkpoint: a clear error naming the shard, model untouched. */
 static void test_reshard_corrupt(const char *path) {
-    char dir[4096], cdir[4096], cpath[4096], f1[4200], f2[4400], c1[4400];
+    char dir[4096], cpath[4096], f1[4200], f2[4400], c1[4400];
     const int n = shard_dir_files(path, dir, sizeof dir);
     CHECK(n >= 2, "a sharded checkpoint with at least 2 shards at %s (%d)", path, n);
     if (n < 2) return;
-    snprintf(cpath, sizeof cpath, "%s/corrupt.safetensors", vtest_tmpdir());
+    /* a copy of the checkpoint (index and folder, same names) in another directory */
+    snprintf(cpath, sizeof cpath, "%.2000s/%.1000s", vtest_tmpdir(), strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
     const char *dbase = strrchr(dir, '/') + 1;
-    snprintf(cdir, sizeof cdir, "%.2000s/corrupt.safetensors%.1000s", vtest_tmpdir(), strstr(dbase, ".shards-"));
-    mkdir(cdir, 0777);
-    /* the index names its folder: copy it under the same folder name next to the copy */
+    char want[4200];
+    snprintf(want, sizeof want, "%.2000s/%.1000s", vtest_tmpdir(), dbase);
+    mkdir(want, 0777);
     CHECK(copy_file(path, cpath), "copy index");
     volt_st_file *idx = NULL;
     char err[512];
@@ -891,10 +892,6 @@ static void test_reshard_corrupt(const char *path) {
     const char *js = idx ? volt_st_meta(idx, "volt.shards") : NULL;
     CHECK(js && strstr(js, dbase), "the index names its shard folder %s", dbase);
     volt_st_close(idx);
-    /* the copy's index still names the original folder name: make the copy's folder match it */
-    char want[4200];
-    snprintf(want, sizeof want, "%.2000s/%.1000s", vtest_tmpdir(), dbase);
-    rename(cdir, want);
     for (int r = 0; r < n; r++) {
         snprintf(f1, sizeof f1, "%.4000s/rank%05d-of-%05d.safetensors", dir, r, n);
         snprintf(f2, sizeof f2, "%.4150s/rank%05d-of-%05d.safetensors", want, r, n);

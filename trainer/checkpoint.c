@@ -94,26 +94,6 @@ static char *callbacks_json(volt_trainer *t) {
 }
 
 /* ---- removal ------------------------------------------------------------------------------------ */
-/* The shard folder an index file names ("volt.shards" JSON, key "dir", relative to the
- * index's folder) into buf; false when path is not a sharded checkpoint. */
-static bool shard_dir_of(const char *path, char *buf, size_t n) {
-    volt_st_file *f = NULL;
-    char err[256];
-    if (volt_st_open(path, &f, err, sizeof err) < 0) return false;
-    const char *js = volt_st_meta(f, "volt.shards");
-    cJSON *root = js ? cJSON_Parse(js) : NULL;
-    const cJSON *d = root ? cJSON_GetObjectItemCaseSensitive(root, "dir") : NULL;
-    bool ok = cJSON_IsString(d) && d->valuestring[0] && !strchr(d->valuestring, '/') && strcmp(d->valuestring, "..") != 0;
-    if (ok) {
-        const char *slash = strrchr(path, '/');
-        if (slash) ok = snprintf(buf, n, "%.*s/%s", (int)(slash - path), path, d->valuestring) < (int)n;
-        else ok = snprintf(buf, n, "%s", d->valuestring) < (int)n;
-    }
-    cJSON_Delete(root);
-    volt_st_close(f);
-    return ok;
-}
-
 static int remove_dir(const char *dir) {
     DIR *dp = opendir(dir);
     if (!dp) return errno == ENOENT ? 0 : -1;
@@ -126,6 +106,30 @@ static int remove_dir(const char *dir) {
     }
     closedir(dp);
     if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
+    return rc;
+}
+
+/* Remove every shard folder of the checkpoint at path ("<path>.shards-*": the current one,
+ * one replaced by a later save, one left by a save that crashed) except `keep` (NULL: all).
+ * Found by name, so a save never has to read the checkpoint it replaces. */
+static int remove_shard_dirs(const char *path, const char *keep) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char parent[4096], prefix[1024], dir[8192];
+    if (snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".") >= (int)sizeof parent ||
+        snprintf(prefix, sizeof prefix, "%s.shards-", base) >= (int)sizeof prefix)
+        return -1;
+    if (slash == path) snprintf(parent, sizeof parent, "/");
+    DIR *dp = opendir(parent);
+    if (!dp) return errno == ENOENT ? 0 : -1;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        const char *kb = keep && strrchr(keep, '/') ? strrchr(keep, '/') + 1 : keep;
+        if (kb && !strcmp(e->d_name, kb)) continue;
+        snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+        if (remove_dir(dir) != 0) rc = -1;
+    }
+    closedir(dp);
     return rc;
 }
 
@@ -408,8 +412,6 @@ static volt_status save_sharded(volt_trainer *t, const char *path) {
     }
     for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
     if (R == 0) {
-        char old[4096];
-        const bool had_old = shard_dir_of(path, old, sizeof old);
         volt_st_writer *w = NULL;
         char *js = index_json(t, dirbase, idhex, ranges);
         if (!js || volt_st_writer_create(&w) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
@@ -419,8 +421,8 @@ static volt_status save_sharded(volt_trainer *t, const char *path) {
         if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
         volt_st_writer_destroy(w);
         cJSON_free(js);
-        if (st >= 0 && had_old && strcmp(old, dir) != 0) remove_dir(old);
-        if (st < 0) remove_dir(dir);
+        if (st >= 0) remove_shard_dirs(path, dir);   /* the replaced checkpoint's folder */
+        else remove_dir(dir);
     }
     free(ranges);
     if (!all_ok(t, st >= 0)) {
@@ -446,12 +448,11 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
     if (st >= 0 && t->opt) st = save_optim_states(t, w, path);
     if (st >= 0) st = put_state(t, w, path);
     if (st < 0) { volt_st_writer_destroy(w); return st; }
-    char err[512], old[4096];
-    const bool had_shards = shard_dir_of(path, old, sizeof old);   /* replacing a sharded checkpoint */
+    char err[512];
     st = volt_st_writer_write(w, path, err, sizeof err);
     volt_st_writer_destroy(w);
     if (st < 0) return volt__terr(t, st, "%s", err);
-    if (had_shards) remove_dir(old);
+    remove_shard_dirs(path, NULL);   /* it may replace a sharded checkpoint */
     return VOLT_OK;
 }
 
@@ -884,9 +885,6 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
 
 volt_status volt_checkpoint_remove(const char *path) {
     if (!path || !*path) return VOLT_ERR_INVALID_ARG;
-    char dir[4096];
-    const bool sharded = shard_dir_of(path, dir, sizeof dir);
     if (unlink(path) != 0 && errno != ENOENT) return VOLT_ERR_IO;   /* the index first: no half checkpoint */
-    if (sharded && remove_dir(dir) != 0) return VOLT_ERR_IO;
-    return VOLT_OK;
+    return remove_shard_dirs(path, NULL) == 0 ? VOLT_OK : VOLT_ERR_IO;
 }

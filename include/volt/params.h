@@ -121,8 +121,8 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
 volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
 /* Multiply every grad (each unit's grad range) by coef (clipping with a norm computed elsewhere). */
 void volt_params_scale_grads(volt_params *ps, float coef);
-/* Sum of squared grads over all parameters (double, fixed order). Strategies that shard
- * grads add the ranks' partial sums. */
+/* Sum of squared grads over every unit's grad range (double, fixed order). Strategies that
+ * shard grads add the ranks' partial sums. */
 double volt_params_grad_sqnorm(const volt_params *ps);
 
 /* ---- memory of sharded units (strategies) -------------------------------------------- */

@@ -265,8 +265,8 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path);
  * unit at a time and the file is streamed to disk unit by unit. Loadable as pretrained
  * weights (and by any safetensors reader); not a resumable checkpoint. */
 volt_status volt_trainer_export_full(volt_trainer *t, const char *path);
-/* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and under sharded
- * strategies its per-rank shard files. ENOENT is not an error. */
+/* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and the folders of
+ * per-rank shard files next to it ("<path>.shards-*"). ENOENT is not an error. */
 volt_status volt_checkpoint_remove(const char *path);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
 typedef struct volt_ckpt_resolver {

@@ -116,11 +116,8 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
     int started = 0;
     for (; started < n; started++) {
         dist_unit *du = &d->units[started];
-        st = volt_unit_data(du->u)
-                 ? d->comm->ops->broadcast(d->comm, volt_unit_data(du->u), (size_t)du->numel, VOLT_COMM_F32, 0, du->label,
-                                           &reqs[started])
-                 : d->comm->ops->broadcast(d->comm, volt_unit_values(du->u), (size_t)du->numel * dist_value_size(d),
-                                           VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* 16-bit storage */
+        st = d->comm->ops->broadcast(d->comm, volt_unit_values(du->u), (size_t)du->numel * dist_value_size(d),
+                                     VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* values in the store's dtype */
         if (st < 0) { dist_comm_fail(d, st, "parameter broadcast"); break; }
     }
     for (int i = 0; i < started; i++) {
@@ -172,16 +169,10 @@ volt_status dist_wait_grads(dist *d) {
 volt_status dist_launch_gather(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->gather_req) return VOLT_OK;
-    float *p = volt_unit_data(du->u);
-    volt_status st;
-    if (p)
-        st = d->comm->ops->all_gather(d->comm, p + du->lo, p, (size_t)du->chunk, VOLT_COMM_F32, du->label, &du->gather_req);
-    else {   /* 16-bit storage: the same slices, as bytes */
-        char *v = volt_unit_values(du->u);
-        const size_t es = dist_value_size(d);
-        st = d->comm->ops->all_gather(d->comm, v + (size_t)du->lo * es, v, (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label,
-                                      &du->gather_req);
-    }
+    char *v = volt_unit_values(du->u);   /* f32 or 16-bit: gathered as bytes, no arithmetic */
+    const size_t es = dist_value_size(d);
+    volt_status st = d->comm->ops->all_gather(d->comm, v + (size_t)du->lo * es, v, (size_t)du->chunk * es, VOLT_COMM_BYTE,
+                                              du->label, &du->gather_req);
     if (st < 0) return dist_comm_fail(d, st, "parameter all-gather");
     dist_event(d, VOLT_EV_GATHER_LAUNCH, u);
     return VOLT_OK;

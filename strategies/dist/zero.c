@@ -60,17 +60,7 @@ volt_status zero_reduce_grads(volt_strategy *st) {
 /* Σ over this rank's slices (fixed order, double), then summed over ranks. */
 volt_status zero_grad_sqnorm(volt_strategy *st, double *out) {
     dist *d = dist_of(st);
-    double total = 0;
-    for (int i = 0; i < d->n_units; i++) {
-        const dist_unit *du = &d->units[i];
-        const float *g = volt_unit_grad(du->u) + du->lo;
-        double acc[4] = { 0, 0, 0, 0 };
-        int64_t k = 0;
-        for (; k + 4 <= du->chunk; k += 4)
-            for (int l = 0; l < 4; l++) acc[l] += (double)g[k + l] * g[k + l];
-        for (; k < du->chunk; k++) acc[0] += (double)g[k] * g[k];
-        total += (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }
+    double total = volt_params_grad_sqnorm(d->ps);   /* the grad ranges: this rank's slices */
     volt_status s = volt_comm_all_reduce(d->comm, &total, &total, 1, VOLT_COMM_F64, VOLT_COMM_SUM, "grad norm");
     if (s < 0) return dist_comm_fail(d, s, "gradient norm");
     *out = total;
@@ -96,17 +86,15 @@ volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     dist *d = dist_of(st);
     if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_unit: bad unit %d", unit);
     dist_unit *du = &d->units[unit];
-    const float *v = volt_unit_data(du->u);
-    volt_status s;
-    if (v) s = volt_comm_all_gather(d->comm, v + du->lo, dst, (size_t)du->chunk, VOLT_COMM_F32, du->label);
-    else {   /* 16-bit storage: gather the slices as stored, then widen (exact) */
-        const size_t es = dist_value_size(d);
-        char *tmp = malloc(es * (size_t)du->numel);
-        if (!tmp) return dist_fail(d, VOLT_ERR_NOMEM, "gather_unit: out of memory");
-        s = volt_comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, tmp,
-                                 (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
-        if (s >= 0) volt_convert(dst, VOLT_F32, tmp, volt_params_dtype(d->ps), du->numel);
-        free(tmp);
+    const size_t es = dist_value_size(d);
+    const bool f32 = volt_params_dtype(d->ps) == VOLT_F32;
+    void *into = f32 ? (void *)dst : malloc(es * (size_t)du->numel);   /* 16-bit: gathered as stored, then widened */
+    if (!into) return dist_fail(d, VOLT_ERR_NOMEM, "gather_unit: out of memory");
+    volt_status s = volt_comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, into,
+                                         (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
+    if (!f32) {
+        if (s >= 0) volt_convert(dst, VOLT_F32, into, volt_params_dtype(d->ps), du->numel);   /* exact */
+        free(into);
     }
     return s < 0 ? dist_comm_fail(d, s, "unit gather") : VOLT_OK;
 }
