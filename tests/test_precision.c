@@ -512,16 +512,7 @@ static volt_dataset *blobs(bool val) {
     return ds;
 }
 
-static volt_loader *loader(volt_dataset *ds, int64_t bs, bool shuffle) {
-    volt_loader_config lc;
-    volt_loader_config_init(&lc);
-    lc.batch_size = bs;
-    lc.shuffle = shuffle;
-    lc.seed = 5;
-    volt_loader *l = NULL;
-    CHECK_OK(volt_loader_create(&lc, ds, &l));
-    return l;
-}
+static volt_loader *loader(volt_dataset *ds, int64_t bs, bool shuffle) { return vtest_loader(ds, bs, shuffle); }
 
 typedef struct {
     volt_tensor *w1, *b1, *w2, *b2;

@@ -99,16 +99,7 @@ static volt_dataset *make_data(void) {
     return ds;
 }
 
-static volt_loader *make_loader_ex(volt_dataset *ds, int64_t bs, bool shuffle) {
-    volt_loader_config lc;
-    volt_loader_config_init(&lc);
-    lc.batch_size = bs;
-    lc.shuffle = shuffle;
-    lc.seed = 5;
-    volt_loader *l = NULL;
-    CHECK_OK(volt_loader_create(&lc, ds, &l));
-    return l;
-}
+static volt_loader *make_loader_ex(volt_dataset *ds, int64_t bs, bool shuffle) { return vtest_loader(ds, bs, shuffle); }
 static volt_loader *make_loader(volt_dataset *ds, int64_t bs) { return make_loader_ex(ds, bs, true); }
 
 static const char *g_precision = "32-true";

@@ -61,16 +61,7 @@ static volt_dataset *make_data(int64_t vocab) {
     return ds;
 }
 
-static volt_loader *make_loader(volt_dataset *ds, int64_t bs, bool shuffle) {
-    volt_loader_config lc;
-    volt_loader_config_init(&lc);
-    lc.batch_size = bs;
-    lc.shuffle = shuffle;
-    lc.seed = 5;
-    volt_loader *l = NULL;
-    CHECK_OK(volt_loader_create(&lc, ds, &l));
-    return l;
-}
+static volt_loader *make_loader(volt_dataset *ds, int64_t bs, bool shuffle) { return vtest_loader(ds, bs, shuffle); }
 
 /* ---- the model ----------------------------------------------------------------------------------- */
 /* The "small" preset with AdamW, weight decay and a warmup/decay schedule. Dropout is off:

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <math.h>
 #include <sys/stat.h>
+#include "volt/core.h"
+#include "volt/data.h"
 
 static int vtest_pass_, vtest_fail_;
 
@@ -22,6 +24,18 @@ static int vtest_pass_, vtest_fail_;
 #define CHECK_CLOSE(a, b, rtol, atol) do { double a__ = (a), b__ = (b); \
     CHECK(fabs(a__ - b__) <= (atol) + (rtol) * fabs(b__), "%s=%.9g vs %s=%.9g", #a, a__, #b, b__); } while (0)
 #define VTEST_SKIP(reason) do { printf("SKIP: %s\n", reason); exit(77); } while (0)
+
+/* A loader over ds with batch size bs and the tests' fixed shuffle seed (5). */
+static inline volt_loader *vtest_loader(volt_dataset *ds, int64_t bs, bool shuffle) {
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = bs;
+    lc.shuffle = shuffle;
+    lc.seed = 5;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    return l;
+}
 
 static inline int vtest_finish(void) {
     printf("%d passed, %d failed\n", vtest_pass_, vtest_fail_);
