@@ -7,7 +7,6 @@
 #include "core/internal.h"
 #include "volt/precision.h"
 
-void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap) { vsnprintf(buf, n, fmt, ap); }
 
 void volt_step_config_init(volt_step_config *cfg) {
     *cfg = (volt_step_config){ .version = VOLT_STEP_CONFIG_VERSION, .backend = "cpu",

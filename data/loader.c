@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "volt/data.h"
-#include "core/internal.h"
+#include "core/err.h"
+#include "core/rng.h"
 
 typedef struct slot {
     volt_batch batch;

@@ -14,7 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "volt/text.h"
-#include "core/internal.h"
+#include "core/err.h"
+#include "core/rng.h"
 
 struct volt_corpus {
     char *name;

@@ -9,7 +9,7 @@
 #include "volt/params.h"
 #include "volt/optim.h"
 #include "volt/data.h"
-#include "volt/trainer.h"   /* volt_memory_report */
+#include "volt/memory.h"
 
 typedef struct volt_strategy volt_strategy;
 

@@ -9,14 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "volt/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define VOLT_VERSION_MAJOR 0
-#define VOLT_VERSION_MINOR 1
-#define VOLT_VERSION_PATCH 0
 #define VOLT_MAX_DIMS 4
 
 /* ---- status ---------------------------------------------------------------- */

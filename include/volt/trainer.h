@@ -11,6 +11,7 @@
 #include "volt/params.h"
 #include "volt/optim.h"
 #include "volt/data.h"
+#include "volt/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -238,20 +239,7 @@ const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value
 typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
 void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
 
-/* ---- memory report (strategies, docs/STRATEGIES.md) ------------------------------------------ */
-/* Per-rank bytes of model state. The *_bytes fields follow the strategy's formula over the
- * padded parameter count (docs/STRATEGIES.md); held_* are what this process holds right now
- * (pages of the unit buffers that are resident, optimizer state slices), and
- * activation_peak_bytes is the step arena's high-water mark so far. */
-typedef struct volt_memory_report {
-    const char *strategy;      /* strategy name */
-    int rank, world;
-    int64_t numel;             /* Ψ: parameters (unpadded) */
-    int64_t padded_numel;      /* Σ unit buffer lengths (padding to 16 floats, and to world slices) */
-    int64_t param_bytes, grad_bytes, optim_bytes, master_bytes;   /* the formula */
-    int64_t held_param_bytes, held_grad_bytes, held_optim_bytes;  /* resident in this process */
-    int64_t activation_peak_bytes;
-} volt_memory_report;
+/* ---- memory report (the struct: volt/memory.h) ----------------------------------------------- */
 /* This rank's report (after the model exists: fit/validate/test has set it up). */
 volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out);
 /* Collective (every rank calls it): rank 0 prints one table row per rank to f. */

@@ -1,0 +1,18 @@
+/* core/err.h — the one way volt formats an error message onto its object (STYLE: "one
+ * helper formats an error message onto its object"). Internal, but shared by every layer:
+ * unlike core/internal.h it exposes nothing of tensors or the tape. */
+#ifndef VOLT_CORE_ERR_H
+#define VOLT_CORE_ERR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include "volt/core.h"
+
+/* Formats into buf (n bytes, always NUL-terminated; nothing when buf is NULL or n is 0). */
+void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap);
+/* The same from variadic arguments; returns st, so a failure path is one line:
+ *     return volt__errf(obj->errmsg, sizeof obj->errmsg, VOLT_ERR_IO, "x '%s': %s", ...); */
+volt_status volt__errf(char *buf, size_t n, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# libvolt.so exports exactly the public API: every dynamic symbol it defines is a volt_*
+# name declared in include/volt/*.h, and every function declared there is exported.
+#   check-exports.sh SOURCE_DIR LIBVOLT_SO
+set -euo pipefail
+src=$1 so=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | sort -u >"$tmp/exported"
+# Declared functions: "VOLT_API <type> volt_name(" in the public headers.
+cat "$src"/include/volt/*.h | tr '\n' ' ' | grep -o 'VOLT_API[^;{]*(' | grep -o 'volt_[A-Za-z0-9_]*[[:space:]]*($' |
+  sed 's/[[:space:]]*($//' | sort -u >"$tmp/declared"
+bad=0
+extra=$(comm -23 "$tmp/exported" "$tmp/declared")
+if [ -n "$extra" ]; then
+  echo "exports: libvolt.so exports names that are not public API (make them static or volt__* internal):"
+  echo "$extra" | sed 's/^/  /'; bad=1
+fi
+missing=$(comm -13 "$tmp/exported" "$tmp/declared")
+if [ -n "$missing" ]; then
+  echo "exports: public functions declared VOLT_API but not exported (not defined in the library?):"
+  echo "$missing" | sed 's/^/  /'; bad=1
+fi
+unmarked=$(grep -hE '^(const |unsigned |struct |enum )?[A-Za-z_][A-Za-z0-9_]*[ *]+\**volt_[A-Za-z0-9_]*\(' "$src"/include/volt/*.h | grep -v '^static' || true)
+if [ -n "$unmarked" ]; then
+  echo "exports: public declarations without VOLT_API (hidden from libvolt.so):"
+  echo "$unmarked" | sed 's/^/  /'; bad=1
+fi
+[ "$bad" = 0 ] && echo "exports: $(wc -l <"$tmp/exported") symbols, all public volt_* API"
+exit $bad
