@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include "volt/core.h"
+#include "core/units.h"
 #include "core/err.h"
 #include "core/rng.h"
 #include "volt/params.h"

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include "precision/precision.h"
+#include "core/units.h"
 
 #define UNSCALE_PAR_MIN 65536
 

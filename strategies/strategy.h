@@ -6,6 +6,7 @@
 #define VOLT_STRATEGY_H
 
 #include "volt/core.h"
+#include "core/units.h"
 #include "volt/params.h"
 #include "volt/optim.h"
 #include "volt/data.h"

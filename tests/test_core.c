@@ -2,6 +2,7 @@
  * determinism, and small models trained end to end through the tape. */
 #include "vtest.h"
 #include "volt/volt.h"
+#include "core/units.h"
 
 /* ---- a 3-unit MLP: fc1 (in->h), fc2 (h->h), head (h->out) ----------------------------- */
 typedef struct { volt_tensor *w[3], *b[3]; } mlp3;

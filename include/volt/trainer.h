@@ -264,13 +264,6 @@ typedef struct volt_ckpt_resolver {
     void *self;
 } volt_ckpt_resolver;
 void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
-const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);   /* NULL if none */
-
-/* Log a metric from a callback (e.g. the learning rate); flags as volt_log (0 = STEP). */
-volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
-/* The logger picks the run's log directory (created by the caller). A resumed run keeps the
- * directory recorded in its checkpoint, so loggers append there. */
-volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
 
 /* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
 volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
