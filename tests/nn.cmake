@@ -3,3 +3,7 @@
 if(TARGET test_nn)
   target_compile_definitions(test_nn PRIVATE VOLT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures")
 endif()
+# test_readme_mlp checks that README.md shows its module code verbatim.
+if(TARGET test_readme_mlp)
+  target_compile_definitions(test_readme_mlp PRIVATE VOLT_README="${CMAKE_SOURCE_DIR}/README.md")
+endif()
