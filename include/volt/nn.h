@@ -5,6 +5,9 @@
  *     setup:  VOLT_TRY(volt_nn_linear_declare(ps, "fc1", 784, 256, &m->fc1));  // fc1.weight, fc1.bias
  *     step:   volt_tensor *h = volt_relu(s, volt_nn_linear_forward(s, &m->fc1, x));
  *
+ * (The call is <layer>_forward: in C the struct volt_nn_linear and a function of that name
+ * cannot coexist.) docs/LAYERS.md has each layer's shapes, inits and names.
+ *
  * Parameter names are "<prefix>.<name>" with PyTorch's attribute names (weight, bias), so a
  * prefix like "distilbert.transformer.layer.0" gives Hugging Face names. Each declare either
  * opens a param-store unit named by the prefix (the bucket / FSDP unit; VOLT_NN_UNIT_OWN, the
@@ -167,8 +170,9 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
  * pre-LN (norm_first true; GPT-2 style):
  *     x = x + drop?(attn(norm1(x)));   x = x + drop(lin2(act(lin1(norm2(x)))))
  * drop? is there only with attn_out_dropout (DistilBERT has none there; torch and GPT-2 do).
- * Parameters, in order: <prefix>.<attn_name>.{q,k,v,out}, <norm1_name> (post-LN) — or
- * <norm1_name> first (pre-LN) —, <ffn1_name>, <ffn2_name>, <norm2_name>. */
+ * Parameters under <prefix>., in order — post-LN: <attn_name>.{q,k,v,out}, <norm1_name>,
+ * <ffn1_name>, <ffn2_name>, <norm2_name>; pre-LN: <norm1_name>, <attn_name>.{q,k,v,out},
+ * <norm2_name>, <ffn1_name>, <ffn2_name>. The layer is one unit (or joins one). */
 typedef struct volt_nn_encoder_layer {
     volt_nn_mha attn;
     volt_nn_layernorm norm1, norm2;
