@@ -532,7 +532,16 @@ static void test_errors(void) {
     CHECK(volt_nn_embedding_declare_ex(ps, "emb", 5, 2, &ec, &e) == VOLT_ERR_INVALID_ARG, "padding_idx out of range");
     mc.n_heads = 2;
     CHECK_OK(volt_nn_mha_declare(ps, "attn", 8, &mc, &a));
+    volt_tensor *c3 = NULL;                    /* the store's zero row: range, any init kind, only before finalize */
+    CHECK_OK(volt_params_unit(ps, "rows"));
+    CHECK_OK(volt_param_new(ps, "rows.c", VOLT_SHAPE(3, 4), VOLT_INIT_CONST(2.f), &c3));
+    CHECK(volt_param_set_init_zero_row(ps, c3, 3) == VOLT_ERR_INVALID_ARG && strstr(volt_params_errmsg(ps), "rows.c"),
+          "zero row out of range: %s", volt_params_errmsg(ps));
+    CHECK_OK(volt_param_set_init_zero_row(ps, c3, 1));
     CHECK_OK(volt_params_finalize(ps));
+    const float *cv = volt_tensor_f32(c3);
+    CHECK(cv[0] == 2.f && cv[3] == 2.f && cv[4] == 0.f && cv[7] == 0.f && cv[8] == 2.f, "const init, row 1 zeroed");
+    CHECK(volt_param_set_init_zero_row(ps, c3, 0) == VOLT_ERR_STATE, "zero row after finalize");
     CHECK(volt_nn_linear_declare(ps, "late", 2, 3, &l) < 0, "declare after finalize fails");
     volt_step *s = new_step(ps);
     CHECK_OK(volt_step_begin(s, false, 0));
