@@ -83,14 +83,15 @@ static volt_status cnn_setup(void *self, volt_params *ps) {
     VOLT_TRY(volt_nn_linear_declare(ps, "fc1", m->flat, c->hidden, &m->fc1));
     VOLT_TRY(volt_nn_linear_declare(ps, "fc2", c->hidden, c->out_features, &m->fc2));
     const struct { volt_nn_kind kind; const void *layer; } body[] = {
-        { VOLT_NN_CONV2D, &m->conv1 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool },  // (B, c1, H/2, W/2)
-        { VOLT_NN_CONV2D, &m->conv2 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool },  // (B, c2, H/4, W/4)
-        { VOLT_NN_FLATTEN, NULL }, { VOLT_NN_LINEAR, &m->fc1 }, { VOLT_NN_ACT_RELU, NULL },           // (B, hidden)
+        { VOLT_NN_CONV2D, &m->conv1 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool }, // (B, c1, H/2, W/2)
+        { VOLT_NN_CONV2D, &m->conv2 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool }, // (B, c2, H/4, W/4)
+        { VOLT_NN_FLATTEN, NULL }, { VOLT_NN_LINEAR, &m->fc1 }, { VOLT_NN_ACT_RELU, NULL },          // (B, hidden)
     };
     m->body.n = 0;
-    for (size_t i = 0; i < sizeof body / sizeof body[0]; i++) VOLT_TRY(volt_nn_seq_add(&m->body, body[i].kind, body[i].layer));
+    for (size_t i = 0; i < sizeof body / sizeof body[0]; i++)
+        VOLT_TRY(volt_nn_seq_add(&m->body, body[i].kind, body[i].layer));
     if (c->dropout > 0.f) VOLT_TRY(volt_nn_seq_add(&m->body, VOLT_NN_DROPOUT, &m->drop));
-    return volt_nn_seq_add(&m->body, VOLT_NN_LINEAR, &m->fc2);                                     // (B, out)
+    return volt_nn_seq_add(&m->body, VOLT_NN_LINEAR, &m->fc2);                           // (B, out)
 }
 
 volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x) {

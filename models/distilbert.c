@@ -198,13 +198,13 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
     volt_tensor *pos = volt_tensor_new(s, VOLT_I32, VOLT_SHAPE(T));
     if (!pos) return NULL;
     for (int64_t t = 0; t < T; t++) ((int32_t *)pos->data)[t] = (int32_t)t;
-    volt_tensor *we = volt_nn_embedding_forward(s, &m->word, ids);                               // (B, T, D)
-    volt_tensor *x = volt_add(s, we, volt_nn_embedding_forward(s, &m->pos, pos));                // + (T, D)
+    volt_tensor *we = volt_nn_embedding_forward(s, &m->word, ids);                       // (B, T, D)
+    volt_tensor *x = volt_add(s, we, volt_nn_embedding_forward(s, &m->pos, pos));        // + (T, D)
     x = volt_dropout(s, volt_nn_layernorm_forward(s, &m->emb_ln, x), c->dropout);
     for (int l = 0; l < c->n_layers; l++) x = volt_nn_encoder_forward(s, &m->blocks[l], x, mask);
     volt_tensor *h = volt_select(s, x, 1, 0);                                            // (B, D): first token
     h = volt_dropout(s, volt_relu(s, volt_nn_linear_forward(s, &m->pre, h)), c->seq_classif_dropout);
-    return volt_nn_linear_forward(s, &m->cls, h);                                                // (B, C)
+    return volt_nn_linear_forward(s, &m->cls, h);                                        // (B, C)
 }
 
 /* ---- steps -------------------------------------------------------------------------------------- */

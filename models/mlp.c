@@ -89,7 +89,7 @@ static volt_status mlp_setup(void *self, volt_params *ps) {
 volt_tensor *volt_mlp_forward(void *self, volt_step *s, volt_tensor *x) {
     mlp *m = self;
     if (x && x->shape.ndim != 2) x = volt_reshape(s, x, VOLT_SHAPE(x->shape.d[0], -1));  /* (B, ...) -> (B, in) */
-    return volt_nn_seq_forward(s, &m->body, x);                                                   // (B, out)
+    return volt_nn_seq_forward(s, &m->body, x);                                          // (B, out)
 }
 
 /* Forward on the batch, then the shared classifier step (volt_classification_step). */

@@ -95,10 +95,10 @@ static volt_tensor *attention_unfused(volt_step *s, volt_tensor *q, volt_tensor 
     if (failed) return NULL;
     volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)dh))), VOLT_SHAPE(B * H, Tq, dh));
     volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, dh, Tk));
-    volt_tensor *scores = volt_matmul(s, q3, kt);                                  // (B*H, Tq, Tk)
+    volt_tensor *scores = volt_matmul(s, q3, kt);                                        // (B*H, Tq, Tk)
     if (bias) scores = volt_add(s, scores, bias);
     volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
-    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, Tk, dh)));   // (B*H, Tq, dh)
+    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, Tk, dh)));  // (B*H, Tq, dh)
     return volt_reshape(s, ctx, VOLT_SHAPE(B, H, Tq, dh));
 }
 
@@ -137,11 +137,11 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
         return NULL;
     }
     static const int merge[4] = { 0, 2, 1, 3 };
-    volt_tensor *q = split_heads(s, volt_nn_linear_forward(s, &a->q, xq), B, Tq, H, dh);     // (B, H, Tq, dh)
-    volt_tensor *k = split_heads(s, volt_nn_linear_forward(s, &a->k, xkv), B, Tk, H, dh);    // (B, H, Tk, dh)
+    volt_tensor *q = split_heads(s, volt_nn_linear_forward(s, &a->q, xq), B, Tq, H, dh); // (B, H, Tq, dh)
+    volt_tensor *k = split_heads(s, volt_nn_linear_forward(s, &a->k, xkv), B, Tk, H, dh);  // (B, H, Tk, dh)
     volt_tensor *v = split_heads(s, volt_nn_linear_forward(s, &a->v, xkv), B, Tk, H, dh);
-    volt_tensor *ctx = attention_core(s, q, k, v, key_mask, a->causal, a->dropout);  // (B, H, Tq, dh)
-    ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, Tq, D));       // (B, Tq, D)
+    volt_tensor *ctx = attention_core(s, q, k, v, key_mask, a->causal, a->dropout);      // (B, H, Tq, dh)
+    ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, Tq, D));            // (B, Tq, D)
     return volt_nn_linear_forward(s, &a->out, ctx);
 }
 

@@ -111,13 +111,13 @@ volt_tensor *volt_nn_encoder_forward(volt_step *s, const volt_nn_encoder_layer *
         if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
         x = volt_add(s, x, a);
         volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, volt_nn_layernorm_forward(s, &e->norm2, x)));
-        f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);                 // (B, T, D)
+        f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);         // (B, T, D)
         return volt_add(s, x, f);
     }
-    volt_tensor *a = volt_nn_mha_forward(s, &e->attn, x, key_mask);                              // (B, T, D)
+    volt_tensor *a = volt_nn_mha_forward(s, &e->attn, x, key_mask);                      // (B, T, D)
     if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
     x = volt_nn_layernorm_forward(s, &e->norm1, volt_add(s, a, x));
-    volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, x));      // (B, T, F)
-    f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);                     // (B, T, D)
+    volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, x));  // (B, T, F)
+    f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);             // (B, T, D)
     return volt_nn_layernorm_forward(s, &e->norm2, volt_add(s, f, x));
 }
