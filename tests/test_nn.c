@@ -382,6 +382,34 @@ static void test_padding_idx(void) {
     volt_params_destroy(ps);
 }
 
+/* Parameters stored in bf16 (bf16-true): the pad positions read the rounded pad row. */
+static void test_padding_idx_bf16(void) {
+    volt_params *ps = new_store(5);
+    volt_nn_embedding e;
+    volt_nn_embedding_config c;
+    volt_nn_embedding_config_init(&c);
+    c.padding_idx = 1;
+    CHECK_OK(volt_nn_embedding_declare_ex(ps, "emb", 4, 3, &c, &e));
+    CHECK_OK(volt_params_finalize(ps));
+    for (int j = 0; j < 3; j++) volt_tensor_f32(e.weight)[3 + j] = 1.f / 3.f + (float)j;
+    CHECK_OK(volt_params_convert(ps, VOLT_BF16));
+    volt_step *s = new_step(ps);
+    CHECK_OK(volt_step_begin(s, true, 0));
+    int32_t ids[3] = { 1, 2, 1 };
+    volt_tensor *out = volt_nn_embedding_forward(s, &e, volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(3), ids));
+    CHECK(out != NULL, "bf16 table: %s", volt_step_errmsg(s));
+    if (out) {
+        const float *o = volt_tensor_f32(out);
+        CHECK(o[0] == 0.333984375f && o[2] == 2.328125f && o[6] == o[0] && o[8] == o[2],
+              "pad rows read the bf16 row as f32: %.9g %.9g", o[0], o[2]);
+        CHECK_OK(volt_step_backward(s, volt_sum(s, out)));
+        CHECK(e.weight->grad[3] == 0.f && e.weight->grad[5] == 0.f && e.weight->grad[6] == 1.f, "bf16: pad row grad 0");
+    }
+    volt_step_end(s);
+    volt_step_destroy(s);
+    volt_params_destroy(ps);
+}
+
 /* ---- attention: the dropout path (unfused) agrees with the fused kernel as p -> 0 ------------- */
 static void test_attention_paths(void) {
     volt_params *ps = new_store(9);
@@ -454,6 +482,11 @@ static volt_tensor *gc_mha(volt_step *s, volt_tensor **in, void *ctx) {
     gc_mha_build(s, in, ctx, &a);
     return volt_nn_mha_forward(s, &a, in[0], in[5]);
 }
+static volt_tensor *gc_cross(volt_step *s, volt_tensor **in, void *ctx) {
+    volt_nn_mha a;
+    gc_mha_build(s, in, ctx, &a);
+    return volt_nn_mha_cross(s, &a, in[0], in[6], in[5]);     /* xq (2, 3, 8) over xkv (2, 5, 8) */
+}
 static volt_tensor *gc_enc(volt_step *s, volt_tensor **in, void *ctx) {
     gc_ctx *c = ctx;
     volt_nn_encoder_layer e = { .act = c->act, .dropout = c->p, .norm_first = c->pre, .attn_out_dropout = c->pre };
@@ -490,6 +523,9 @@ static void test_gradchecks(void) {
     gradcheck("nn mha (fused, causal)", gc_mha, &c, 6, mha);
     c.p = 0.2f;                                 /* the unfused dropout path: same mask every call */
     gradcheck("nn mha (attention dropout, causal)", gc_mha, &c, 6, mha);
+    gc_input cross[] = { GC_F32(VOLT_SHAPE(2, 3, 8)), mha[1], mha[2], mha[3], mha[4], mha[5], GC_F32(VOLT_SHAPE(2, 5, 8)) };
+    c.causal = false;
+    gradcheck("nn mha cross (Tq 3, Tk 5, attention dropout)", gc_cross, &c, 7, cross);
     gc_input enc[] = { mha[0], mha[1], mha[2], mha[3], mha[4], mha[5], GC_F32(VOLT_SHAPE(12, 8)), GC_F32(VOLT_SHAPE(8, 12)) };
     enc[6].scale = enc[7].scale = 0.35f;
     c.causal = false;
@@ -575,6 +611,7 @@ int main(void) {
     test_inits();
     test_torch_parity();
     test_padding_idx();
+    test_padding_idx_bf16();
     test_attention_paths();
     test_gradchecks();
     test_errors();
