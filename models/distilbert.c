@@ -138,7 +138,6 @@ static volt_status distilbert_setup(void *self, volt_params *ps) {
     bc.ffn_dim = c->hidden_dim;
     bc.dropout = c->dropout;
     bc.attention_dropout = c->attention_dropout;
-    bc.attn_out_dropout = false;
     bc.ln_eps = 1e-12f;
     bc.init = VOLT_NN_INIT_NORMAL;
     bc.std = c->initializer_range;

@@ -9,7 +9,7 @@ void volt_nn_encoder_config_init(volt_nn_encoder_config *cfg) {
     cfg->n_heads = 1;
     cfg->dropout = 0.1f;
     cfg->attention_dropout = 0.1f;
-    cfg->attn_out_dropout = true;
+    cfg->attn_out_dropout = false;
     cfg->activation = VOLT_NN_GELU;
     cfg->ln_eps = 1e-5f;
     cfg->unit = VOLT_NN_UNIT_OWN;
@@ -30,6 +30,7 @@ void volt_nn_encoder_config_init_gpt(volt_nn_encoder_config *cfg) {
     volt_nn_encoder_config_init(cfg);
     cfg->norm_first = true;
     cfg->causal = true;
+    cfg->attn_out_dropout = true;
     cfg->activation = VOLT_NN_GELU_TANH;
     cfg->attn_name = "attn";
     cfg->q_name = "q_proj";

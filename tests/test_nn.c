@@ -80,6 +80,7 @@ static void test_names_units(void) {
     CHECK(volt_params_unit_count(ps) == 1 &&
           !strcmp(volt_unit_name(volt_params_unit_at(ps, 0)), "distilbert.transformer.layer.0"), "one unit per block");
     CHECK(e.ffn1.weight->shape.d[0] == 12 && e.ffn2.weight->shape.d[1] == 12, "ffn_dim");
+    CHECK(!e.norm_first && !e.attn_out_dropout && e.act == VOLT_NN_GELU && !e.attn.causal, "DistilBERT's block");
     volt_params_destroy(ps);
 
     /* GPT-2's pre-LN order: ln_1, attn, ln_2, mlp */
@@ -93,6 +94,7 @@ static void test_names_units(void) {
                                       "h.0.mlp.c_proj.weight", "h.0.mlp.c_proj.bias" };
     expect_names(ps, n3, 16, "pre-LN encoder");
     CHECK(e.ffn1.weight->shape.d[0] == 32, "ffn_dim 0 = 4 * dim");
+    CHECK(e.norm_first && e.attn_out_dropout && e.act == VOLT_NN_GELU_TANH && e.attn.causal, "GPT-2's block");
     volt_params_destroy(ps);
 }
 

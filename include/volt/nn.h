@@ -188,7 +188,8 @@ typedef struct volt_nn_encoder_config {
     int64_t ffn_dim;              /* FFN width; default 4 * dim (0 = that) */
     float dropout;                /* FFN output (and attention output, see attn_out_dropout); default 0.1 */
     float attention_dropout;      /* on the attention probabilities; default 0.1 */
-    bool attn_out_dropout;        /* dropout after the attention projection; default true */
+    bool attn_out_dropout;        /* dropout after the attention projection; default false
+                                     (DistilBERT); true for torch's, BERT's and GPT-2's layers */
     volt_nn_act activation;       /* default VOLT_NN_GELU (erf) */
     bool norm_first;              /* false: post-LN (default); true: pre-LN */
     bool causal;                  /* default false (true for GPT-style decoders) */
@@ -203,7 +204,8 @@ typedef struct volt_nn_encoder_config {
 } volt_nn_encoder_config;
 #define VOLT_NN_ENCODER_CONFIG_VERSION 1u
 
-/* DistilBERT's post-LN block (dropouts 0.1, GELU, ln_eps 1e-5: set 1e-12 for BERT's). */
+/* DistilBERT's post-LN block: its names, dropouts 0.1, GELU, no attention-output dropout;
+ * ln_eps 1e-5 (DistilBERT and BERT use 1e-12). */
 void volt_nn_encoder_config_init(volt_nn_encoder_config *cfg);
 /* GPT-2's pre-LN block: norm_first, causal, GELU-tanh, ln_eps 1e-5, attn_out_dropout, and
  * names "ln_1", "attn" ("q_proj", "k_proj", "v_proj", "c_proj"), "mlp.c_fc", "mlp.c_proj",
