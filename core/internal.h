@@ -155,6 +155,7 @@ typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tenso
     volt_tensor t;
     int64_t offset;               /* elements into the unit buffers */
     volt_init init;
+    int64_t zero_row1;            /* 1 + row zeroed after init (volt_param_set_init_zero_row), 0 = none */
     bool requires_grad;
 } volt_param_rec;
 

@@ -136,7 +136,7 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
     bool normal = false;
     switch (in.kind) {
     case VOLT_INIT_KIND_ZEROS: memset(x, 0, sizeof(float) * (size_t)n); return;
-    case VOLT_INIT_KIND_CONST: for (int64_t i = 0; i < n; i++) x[i] = in.a; return;
+    case VOLT_INIT_KIND_CONST: for (int64_t i = 0; i < n; i++) x[i] = in.a; goto rows;
     case VOLT_INIT_KIND_NORMAL: normal = true; mean = in.a; std = in.b; break;
     case VOLT_INIT_KIND_UNIFORM: lo = in.a; hi = in.b; break;
     case VOLT_INIT_KIND_XAVIER_UNIFORM: hi = in.a * sqrt(6.0 / (fi + fo)); lo = -hi; break;
@@ -148,6 +148,21 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
         if (normal) x[i] = (float)(mean + std * volt_rng_normal(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
         else x[i] = (float)(lo + (hi - lo) * volt_rng_uniform(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
     }
+rows:
+    if (r->zero_row1) {
+        int64_t cols = n / r->t.shape.d[0];
+        memset(x + (r->zero_row1 - 1) * cols, 0, sizeof(float) * (size_t)cols);
+    }
+}
+
+volt_status volt_param_set_init_zero_row(volt_params *ps, volt_tensor *p, int64_t row) {
+    if (!ps || !p || !(p->flags & VOLT_TENSOR_PARAM)) return VOLT_ERR_INVALID_ARG;
+    if (ps->finalized) return perr(ps, VOLT_ERR_STATE, "params: '%s': init zero row set after finalize", p->name);
+    if (p->shape.ndim < 1 || row < 0 || row >= p->shape.d[0])
+        return perr(ps, VOLT_ERR_INVALID_ARG, "params: '%s': zero row %lld outside 0..%lld", p->name, (long long)row,
+                    (long long)(p->shape.ndim ? p->shape.d[0] - 1 : -1));
+    volt__param_rec(p)->zero_row1 = row + 1;
+    return VOLT_OK;
 }
 
 static size_t page_size(void) {

@@ -2,13 +2,14 @@
  * against the public headers:
  *   conv1 (C -> c1, 3x3, pad 1) - relu - maxpool 2 - conv2 (c1 -> c2, 3x3, pad 1) - relu -
  *   maxpool 2 - flatten - fc1 (c2*(H/4)*(W/4) -> hidden) - relu - dropout - fc2 (-> out).
- * Units "conv1", "conv2", "fc1", "fc2"; parameters in nn.Conv2d / nn.Linear layout and
- * default init, so a torch module with the same attributes loads the state dict as is. */
+ * Units "conv1", "conv2", "fc1", "fc2": volt/nn.h layers with nn.Conv2d / nn.Linear layout
+ * and default init, so a torch module with the same attributes loads the state dict as is. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/models.h"
+#include "volt/nn.h"
 #include "volt/ops.h"
 #include "volt/params.h"
 
@@ -16,7 +17,11 @@ typedef struct cnn {
     volt_cnn_config cfg;
     char x_field[64], y_field[64];
     int64_t flat;                              /* fc1 input: c2 * (H/2/2) * (W/2/2) */
-    volt_tensor *conv1_w, *conv1_b, *conv2_w, *conv2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    volt_nn_conv2d conv1, conv2;
+    volt_nn_linear fc1, fc2;
+    volt_nn_max_pool2d pool;
+    volt_nn_dropout drop;
+    volt_nn_seq body;                          /* (B, C, H, W) -> logits */
 } cnn;
 
 void volt_cnn_config_init(volt_cnn_config *cfg) {
@@ -65,28 +70,28 @@ volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self) {
 
 void volt_cnn_destroy(void *self) { free(self); }
 
-/* One nn.Conv2d / nn.Linear: weight U(±1/sqrt(fan_in)) via kaiming_uniform(a=sqrt(5)),
- * bias U(±1/sqrt(fan_in)), fan_in = in * kh * kw. */
-static volt_status layer(volt_params *ps, const char *unit, volt_shape wshape, int64_t fan_in,
-                         volt_tensor **w, volt_tensor **b) {
-    char wn[32], bn[32];
-    float bound = 1.f / sqrtf((float)fan_in);
-    snprintf(wn, sizeof wn, "%s.weight", unit);
-    snprintf(bn, sizeof bn, "%s.bias", unit);
-    VOLT_TRY(volt_params_unit(ps, unit));
-    VOLT_TRY(volt_param_new(ps, wn, wshape, VOLT_INIT_TORCH_LINEAR, w));
-    return volt_param_new(ps, bn, VOLT_SHAPE(wshape.d[0]), VOLT_INIT_UNIFORM(-bound, bound), b);
-}
-
 static volt_status cnn_setup(void *self, volt_params *ps) {
     cnn *m = self;
     const volt_cnn_config *c = &m->cfg;
-    VOLT_TRY(layer(ps, "conv1", VOLT_SHAPE(c->conv1_channels, c->in_channels, 3, 3), c->in_channels * 9,
-                   &m->conv1_w, &m->conv1_b));
-    VOLT_TRY(layer(ps, "conv2", VOLT_SHAPE(c->conv2_channels, c->conv1_channels, 3, 3), c->conv1_channels * 9,
-                   &m->conv2_w, &m->conv2_b));
-    VOLT_TRY(layer(ps, "fc1", VOLT_SHAPE(c->hidden, m->flat), m->flat, &m->fc1_w, &m->fc1_b));
-    return layer(ps, "fc2", VOLT_SHAPE(c->out_features, c->hidden), c->hidden, &m->fc2_w, &m->fc2_b);
+    volt_nn_conv2d_config cc;
+    volt_nn_conv2d_config_init(&cc);
+    cc.padding = 1;
+    m->pool = (volt_nn_max_pool2d){ 2, 2 };
+    m->drop.p = c->dropout;
+    VOLT_TRY(volt_nn_conv2d_declare_ex(ps, "conv1", c->in_channels, c->conv1_channels, 3, &cc, &m->conv1));
+    VOLT_TRY(volt_nn_conv2d_declare_ex(ps, "conv2", c->conv1_channels, c->conv2_channels, 3, &cc, &m->conv2));
+    VOLT_TRY(volt_nn_linear_declare(ps, "fc1", m->flat, c->hidden, &m->fc1));
+    VOLT_TRY(volt_nn_linear_declare(ps, "fc2", c->hidden, c->out_features, &m->fc2));
+    const struct { volt_nn_kind kind; const void *layer; } body[] = {
+        { VOLT_NN_CONV2D, &m->conv1 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool }, // (B, c1, H/2, W/2)
+        { VOLT_NN_CONV2D, &m->conv2 }, { VOLT_NN_ACT_RELU, NULL }, { VOLT_NN_MAX_POOL2D, &m->pool }, // (B, c2, H/4, W/4)
+        { VOLT_NN_FLATTEN, NULL }, { VOLT_NN_LINEAR, &m->fc1 }, { VOLT_NN_ACT_RELU, NULL },          // (B, hidden)
+    };
+    m->body.n = 0;
+    for (size_t i = 0; i < sizeof body / sizeof body[0]; i++)
+        VOLT_TRY(volt_nn_seq_add(&m->body, body[i].kind, body[i].layer));
+    if (c->dropout > 0.f) VOLT_TRY(volt_nn_seq_add(&m->body, VOLT_NN_DROPOUT, &m->drop));
+    return volt_nn_seq_add(&m->body, VOLT_NN_LINEAR, &m->fc2);                           // (B, out)
 }
 
 volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x) {
@@ -94,13 +99,7 @@ volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x) {
     const volt_cnn_config *c = &m->cfg;
     if (!x) return volt_relu(s, NULL);   /* records the NULL-input error in the step */
     int64_t B = x->shape.d[0];
-    volt_tensor *h = volt_reshape(s, x, VOLT_SHAPE(B, c->in_channels, c->height, c->width)); // (B, C, H, W)
-    h = volt_max_pool2d(s, volt_relu(s, volt_conv2d(s, h, m->conv1_w, m->conv1_b, 1, 1)), 2, 2); // (B, c1, H/2, W/2)
-    h = volt_max_pool2d(s, volt_relu(s, volt_conv2d(s, h, m->conv2_w, m->conv2_b, 1, 1)), 2, 2); // (B, c2, H/4, W/4)
-    h = volt_reshape(s, h, VOLT_SHAPE(B, m->flat));                                     // (B, flat)
-    h = volt_relu(s, volt_linear(s, h, m->fc1_w, m->fc1_b));                            // (B, hidden)
-    if (c->dropout > 0.f) h = volt_dropout(s, h, c->dropout);
-    return volt_linear(s, h, m->fc2_w, m->fc2_b);                                       // (B, out)
+    return volt_nn_seq_forward(s, &m->body, volt_reshape(s, x, VOLT_SHAPE(B, c->in_channels, c->height, c->width)));
 }
 
 /* Forward on the batch, then the shared classifier step (volt_classification_step). */

@@ -1,34 +1,27 @@
 /* DistilBERT for sequence classification, Hugging Face's layout, names and math
  * (transformers/models/distilbert/modeling_distilbert.py), written only against the public
- * headers. Shapes: B batch, T tokens, D dim, H heads, dh = D / H, F hidden_dim, C classes. */
+ * headers with the volt/nn.h layers. Shapes: B batch, T tokens, D dim, C classes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/distilbert.h"
+#include "volt/nn.h"
 #include "volt/ops.h"
 #include "volt/params.h"
 #include "volt/safetensors.h"
 
-#define LN_EPS 1e-12f            /* every LayerNorm in DistilBERT */
-#define MASKED_SCORE (-1e30f)    /* added to masked scores: exp() underflows to exactly 0 */
 #define NAME_MAX_ 128
 #define PREFIX "distilbert."
-
-typedef struct block {
-    volt_tensor *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
-    volt_tensor *sa_ln_w, *sa_ln_b;
-    volt_tensor *lin1_w, *lin1_b, *lin2_w, *lin2_b;
-    volt_tensor *out_ln_w, *out_ln_b;
-} block;
 
 typedef struct distilbert {
     volt_distilbert_config cfg;
     char *pretrained_dir;
     char ids_field[64], mask_field[64], y_field[64];
-    volt_tensor *word_emb, *pos_emb, *emb_ln_w, *emb_ln_b;
-    block *blocks;                                   /* n_layers */
-    volt_tensor *pre_w, *pre_b, *cls_w, *cls_b;
+    volt_nn_embedding word, pos;
+    volt_nn_layernorm emb_ln;
+    volt_nn_encoder_layer *blocks;                   /* n_layers */
+    volt_nn_linear pre, cls;
 } distilbert;
 
 /* ---- config ----------------------------------------------------------------------------- */
@@ -125,137 +118,55 @@ const volt_distilbert_config *volt_distilbert_get_config(const void *self) {
     return self ? &((const distilbert *)self)->cfg : NULL;
 }
 
-/* ---- parameters ---------------------------------------------------------------------------- */
-static volt_status decl(volt_params *ps, const char *prefix, const char *name, volt_shape shape,
-                        volt_init init, volt_tensor **out) {
-    char full[NAME_MAX_];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    return volt_param_new(ps, full, shape, init, out);
-}
-
-/* nn.Linear(in, out) with HF's init: weight (out, in) ~ N(0, std), bias (out) = 0. */
-static volt_status decl_linear(volt_params *ps, const char *prefix, const char *name, int64_t in, int64_t out,
-                               float std, volt_tensor **w, volt_tensor **b) {
-    char nm[NAME_MAX_];
-    snprintf(nm, sizeof nm, "%s.weight", name);
-    VOLT_TRY(decl(ps, prefix, nm, VOLT_SHAPE(out, in), VOLT_INIT_NORMAL(0.f, std), w));
-    snprintf(nm, sizeof nm, "%s.bias", name);
-    return decl(ps, prefix, nm, VOLT_SHAPE(out), VOLT_INIT_ZEROS, b);
-}
-
-static volt_status decl_layernorm(volt_params *ps, const char *prefix, const char *name, int64_t d,
-                                  volt_tensor **w, volt_tensor **b) {
-    char nm[NAME_MAX_];
-    snprintf(nm, sizeof nm, "%s.weight", name);
-    VOLT_TRY(decl(ps, prefix, nm, VOLT_SHAPE(d), VOLT_INIT_ONES, w));
-    snprintf(nm, sizeof nm, "%s.bias", name);
-    return decl(ps, prefix, nm, VOLT_SHAPE(d), VOLT_INIT_ZEROS, b);
-}
-
+/* ---- parameters: HF's names, units and init (N(0, initializer_range), zero biases, LN 1/0,
+ * the pad row of word_embeddings zeroed) ------------------------------------------------------ */
 static volt_status distilbert_setup(void *self, volt_params *ps) {
     distilbert *m = self;
     const volt_distilbert_config *c = &m->cfg;
-    float std = c->initializer_range;
-    int64_t D = c->dim, F = c->hidden_dim;
-    const char *pe = PREFIX "embeddings.";
+    volt_nn_embedding_config ec;
+    volt_nn_embedding_config_init(&ec);
+    ec.unit = VOLT_NN_UNIT_JOIN;
+    ec.init = VOLT_NN_INIT_NORMAL;
+    ec.std = c->initializer_range;
+    volt_nn_layernorm_config nc;
+    volt_nn_layernorm_config_init(&nc);
+    nc.unit = VOLT_NN_UNIT_JOIN;
+    nc.eps = 1e-12f;
+    volt_nn_encoder_config bc;                       /* DistilBERT's post-LN block names */
+    volt_nn_encoder_config_init(&bc);
+    bc.n_heads = c->n_heads;
+    bc.ffn_dim = c->hidden_dim;
+    bc.dropout = c->dropout;
+    bc.attention_dropout = c->attention_dropout;
+    bc.ln_eps = 1e-12f;
+    bc.init = VOLT_NN_INIT_NORMAL;
+    bc.std = c->initializer_range;
+    volt_nn_linear_config lc;
+    volt_nn_linear_config_init(&lc);
+    lc.unit = VOLT_NN_UNIT_JOIN;
+    lc.init = VOLT_NN_INIT_NORMAL;
+    lc.std = c->initializer_range;
     VOLT_TRY(volt_params_unit(ps, PREFIX "embeddings"));
-    VOLT_TRY(decl(ps, pe, "word_embeddings.weight", VOLT_SHAPE(c->vocab_size, D), VOLT_INIT_NORMAL(0.f, std),
-                  &m->word_emb));
-    VOLT_TRY(decl(ps, pe, "position_embeddings.weight", VOLT_SHAPE(c->max_position, D), VOLT_INIT_NORMAL(0.f, std),
-                  &m->pos_emb));
-    VOLT_TRY(decl_layernorm(ps, pe, "LayerNorm", D, &m->emb_ln_w, &m->emb_ln_b));
-    for (int l = 0; l < c->n_layers; l++) {
-        block *bl = &m->blocks[l];
-        char unit[NAME_MAX_], p[NAME_MAX_];
-        snprintf(unit, sizeof unit, PREFIX "transformer.layer.%d", l);
-        snprintf(p, sizeof p, PREFIX "transformer.layer.%d.", l);
-        VOLT_TRY(volt_params_unit(ps, unit));
-        VOLT_TRY(decl_linear(ps, p, "attention.q_lin", D, D, std, &bl->q_w, &bl->q_b));
-        VOLT_TRY(decl_linear(ps, p, "attention.k_lin", D, D, std, &bl->k_w, &bl->k_b));
-        VOLT_TRY(decl_linear(ps, p, "attention.v_lin", D, D, std, &bl->v_w, &bl->v_b));
-        VOLT_TRY(decl_linear(ps, p, "attention.out_lin", D, D, std, &bl->o_w, &bl->o_b));
-        VOLT_TRY(decl_layernorm(ps, p, "sa_layer_norm", D, &bl->sa_ln_w, &bl->sa_ln_b));
-        VOLT_TRY(decl_linear(ps, p, "ffn.lin1", D, F, std, &bl->lin1_w, &bl->lin1_b));
-        VOLT_TRY(decl_linear(ps, p, "ffn.lin2", F, D, std, &bl->lin2_w, &bl->lin2_b));
-        VOLT_TRY(decl_layernorm(ps, p, "output_layer_norm", D, &bl->out_ln_w, &bl->out_ln_b));
+    ec.padding_idx = c->pad_token_id;
+    VOLT_TRY(volt_nn_embedding_declare_ex(ps, PREFIX "embeddings.word_embeddings", c->vocab_size, c->dim, &ec, &m->word));
+    ec.padding_idx = -1;
+    VOLT_TRY(volt_nn_embedding_declare_ex(ps, PREFIX "embeddings.position_embeddings", c->max_position, c->dim, &ec,
+                                          &m->pos));
+    VOLT_TRY(volt_nn_layernorm_declare_ex(ps, PREFIX "embeddings.LayerNorm", c->dim, &nc, &m->emb_ln));
+    for (int l = 0; l < c->n_layers; l++) {          /* one unit per block */
+        char p[NAME_MAX_];
+        snprintf(p, sizeof p, PREFIX "transformer.layer.%d", l);
+        VOLT_TRY(volt_nn_encoder_declare(ps, p, c->dim, &bc, &m->blocks[l]));
     }
     VOLT_TRY(volt_params_unit(ps, "head"));
-    VOLT_TRY(decl_linear(ps, "", "pre_classifier", D, D, std, &m->pre_w, &m->pre_b));
-    return decl_linear(ps, "", "classifier", D, c->n_classes, std, &m->cls_w, &m->cls_b);
+    VOLT_TRY(volt_nn_linear_declare_ex(ps, "pre_classifier", c->dim, c->dim, &lc, &m->pre));
+    return volt_nn_linear_declare_ex(ps, "classifier", c->dim, c->n_classes, &lc, &m->cls);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
-static int64_t id_at(const volt_tensor *ids, int64_t i) {
-    return ids->dtype == VOLT_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
-}
-
-/* nn.Embedding(padding_idx=pad): positions holding the pad id send no gradient to the pad
- * row. Values are unchanged: we * keep + pad_rows, keep = 0 and pad_rows = W[pad] there.
- * we (B, T, D). Only in a training step, and only when a pad id occurs. */
-static volt_tensor *block_pad_grad(distilbert *m, volt_step *s, volt_tensor *ids, volt_tensor *we) {
-    int64_t pad = m->cfg.pad_token_id, N = volt_tensor_numel(ids), D = m->cfg.dim;
-    if (!we || pad < 0 || !volt_step_training(s) || !(m->word_emb->flags & VOLT_TENSOR_REQUIRES_GRAD)) return we;
-    bool any = false;
-    for (int64_t i = 0; i < N && !any; i++) any = id_at(ids, i) == pad;
-    if (!any) return we;
-    volt_tensor *keep = volt_tensor_new(s, VOLT_F32, we->shape);
-    volt_tensor *rows = volt_tensor_new(s, VOLT_F32, we->shape);   /* zero-filled */
-    if (!keep || !rows) return NULL;
-    const float *wp = volt_tensor_f32(m->word_emb) + pad * D;
-    float *k = volt_tensor_f32(keep), *r = volt_tensor_f32(rows);
-    for (int64_t i = 0; i < N; i++) {
-        if (id_at(ids, i) == pad) memcpy(r + i * D, wp, sizeof(float) * (size_t)D);
-        else for (int64_t j = 0; j < D; j++) k[i * D + j] = 1.f;
-    }
-    return volt_add(s, volt_mul(s, we, keep), rows);
-}
-
-/* (B, T, D) -> (B, H, T, dh) */
-static volt_tensor *split_heads(volt_step *s, volt_tensor *x, int64_t B, int64_t T, int64_t H, int64_t dh) {
-    static const int perm[4] = { 0, 2, 1, 3 };
-    return volt_permute(s, volt_reshape(s, x, VOLT_SHAPE(B, T, H, dh)), perm);
-}
-
-/* HF's attention with dropout on the probabilities, unfused: q, k, v (B, H, T, dh),
- * bias (B*H, T, T) holding MASKED_SCORE at padded keys -> (B, H, T, dh). */
-static volt_tensor *attention_unfused(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
-                                      volt_tensor *bias, float p, int64_t B, int64_t H, int64_t T, int64_t dh) {
-    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)dh))), VOLT_SHAPE(B * H, T, dh));
-    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, dh, T));
-    volt_tensor *scores = volt_matmul(s, q3, kt);                                  // (B*H, T, T)
-    if (bias) scores = volt_add(s, scores, bias);
-    volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
-    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, T, dh)));   // (B*H, T, dh)
-    return volt_reshape(s, ctx, VOLT_SHAPE(B, H, T, dh));
-}
-
-/* The additive mask of attention_unfused: (B*H, T, T), MASKED_SCORE where mask[b, key] == 0;
- * NULL (and no error) when nothing is masked. */
-static volt_tensor *mask_bias(volt_step *s, volt_tensor *mask, int64_t B, int64_t H, int64_t T, bool *failed) {
-    *failed = false;
-    if (!mask) return NULL;
-    bool any = false;
-    for (int64_t i = 0; i < B * T && !any; i++)
-        any = mask->dtype == VOLT_U8 ? ((const uint8_t *)mask->data)[i] == 0 : id_at(mask, i) == 0;
-    if (!any) return NULL;
-    volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(B * H, T, T));
-    if (!bias) { *failed = true; return NULL; }
-    float *d = volt_tensor_f32(bias);
-    for (int64_t b = 0; b < B; b++) {
-        float *row = d + b * H * T * T;           /* first (query) row of batch b, head 0 */
-        for (int64_t j = 0; j < T; j++) {
-            int64_t i = b * T + j;
-            bool keep = mask->dtype == VOLT_U8 ? ((const uint8_t *)mask->data)[i] != 0 : id_at(mask, i) != 0;
-            row[j] = keep ? 0.f : MASKED_SCORE;
-        }
-        for (int64_t r = 1; r < H * T; r++) memcpy(row + r * T, row, sizeof(float) * (size_t)T);
-    }
-    return bias;
-}
-
 volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids, volt_tensor *mask) {
     distilbert *m = self;
-    if (!m || !m->word_emb) {
+    if (!m || !m->word.weight) {
         volt_step_fail(s, VOLT_ERR_STATE, "distilbert: forward before setup");
         return NULL;
     }
@@ -270,7 +181,7 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
                        volt_dtype_name(ids->dtype), volt_shape_str(ids->shape, a, sizeof a));
         return NULL;
     }
-    int64_t B = ids->shape.d[0], T = ids->shape.d[1], D = c->dim, H = c->n_heads, dh = D / H;
+    int64_t T = ids->shape.d[1];
     if (T < 1 || T > c->max_position) {
         volt_step_fail(s, VOLT_ERR_SHAPE, "distilbert: %lld tokens per row, the model takes 1..%lld (max_position)",
                        (long long)T, (long long)c->max_position);
@@ -283,43 +194,16 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
                        volt_shape_str(mask->shape, b, sizeof b));
         return NULL;
     }
-
-    /* embeddings */
     volt_tensor *pos = volt_tensor_new(s, VOLT_I32, VOLT_SHAPE(T));
     if (!pos) return NULL;
     for (int64_t t = 0; t < T; t++) ((int32_t *)pos->data)[t] = (int32_t)t;
-    volt_tensor *we = block_pad_grad(m, s, ids, volt_embedding(s, ids, m->word_emb));    // (B, T, D)
-    volt_tensor *x = volt_add(s, we, volt_embedding(s, pos, m->pos_emb));                // + (T, D)
-    x = volt_dropout(s, volt_layernorm(s, x, m->emb_ln_w, m->emb_ln_b, LN_EPS), c->dropout);
-
-    /* transformer */
-    static const int merge[4] = { 0, 2, 1, 3 };
-    bool unfused = volt_step_training(s) && c->attention_dropout > 0.f;
-    volt_tensor *bias = NULL;
-    if (unfused) {
-        bool failed;
-        bias = mask_bias(s, mask, B, H, T, &failed);
-        if (failed) return NULL;
-    }
-    for (int l = 0; l < c->n_layers; l++) {
-        const block *bl = &m->blocks[l];
-        volt_tensor *q = split_heads(s, volt_linear(s, x, bl->q_w, bl->q_b), B, T, H, dh);   // (B, H, T, dh)
-        volt_tensor *k = split_heads(s, volt_linear(s, x, bl->k_w, bl->k_b), B, T, H, dh);
-        volt_tensor *v = split_heads(s, volt_linear(s, x, bl->v_w, bl->v_b), B, T, H, dh);
-        volt_tensor *ctx = unfused ? attention_unfused(s, q, k, v, bias, c->attention_dropout, B, H, T, dh)
-                                   : volt_attention(s, q, k, v, mask, false);                // (B, H, T, dh)
-        ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, T, D));            // (B, T, D)
-        volt_tensor *sa = volt_linear(s, ctx, bl->o_w, bl->o_b);
-        x = volt_layernorm(s, volt_add(s, sa, x), bl->sa_ln_w, bl->sa_ln_b, LN_EPS);
-        volt_tensor *f = volt_gelu(s, volt_linear(s, x, bl->lin1_w, bl->lin1_b));           // (B, T, F)
-        f = volt_dropout(s, volt_linear(s, f, bl->lin2_w, bl->lin2_b), c->dropout);         // (B, T, D)
-        x = volt_layernorm(s, volt_add(s, f, x), bl->out_ln_w, bl->out_ln_b, LN_EPS);
-    }
-
-    /* classification head on the first token */
-    volt_tensor *h = volt_select(s, x, 1, 0);                                                // (B, D)
-    h = volt_dropout(s, volt_relu(s, volt_linear(s, h, m->pre_w, m->pre_b)), c->seq_classif_dropout);
-    return volt_linear(s, h, m->cls_w, m->cls_b);                                            // (B, C)
+    volt_tensor *we = volt_nn_embedding_forward(s, &m->word, ids);                       // (B, T, D)
+    volt_tensor *x = volt_add(s, we, volt_nn_embedding_forward(s, &m->pos, pos));        // + (T, D)
+    x = volt_dropout(s, volt_nn_layernorm_forward(s, &m->emb_ln, x), c->dropout);
+    for (int l = 0; l < c->n_layers; l++) x = volt_nn_encoder_forward(s, &m->blocks[l], x, mask);
+    volt_tensor *h = volt_select(s, x, 1, 0);                                            // (B, D): first token
+    h = volt_dropout(s, volt_relu(s, volt_nn_linear_forward(s, &m->pre, h)), c->seq_classif_dropout);
+    return volt_nn_linear_forward(s, &m->cls, h);                                        // (B, C)
 }
 
 /* ---- steps -------------------------------------------------------------------------------------- */
@@ -375,132 +259,9 @@ static volt_status distilbert_configure_optimizers(void *self, volt_optim_setup 
     return VOLT_OK;
 }
 
-/* ---- pretrained weights ------------------------------------------------------------------------ */
-static bool has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
-static bool has_suffix(const char *s, const char *x) {
-    size_t n = strlen(s), k = strlen(x);
-    return n >= k && !strcmp(s + n - k, x);
-}
-static bool is_head(const char *name) { return has_prefix(name, "pre_classifier.") || has_prefix(name, "classifier."); }
-
-/* The names a parameter may have in a HF file, in order of preference (at most 4). */
-static int candidates(const char *name, char out[4][NAME_MAX_]) {
-    int n = 0;
-    snprintf(out[n++], NAME_MAX_, "%s", name);
-    if (has_prefix(name, PREFIX)) snprintf(out[n++], NAME_MAX_, "%s", name + strlen(PREFIX));
-    bool norm = strstr(name, "LayerNorm.") || strstr(name, "layer_norm.");
-    const char *from = has_suffix(name, ".weight") ? ".weight" : has_suffix(name, ".bias") ? ".bias" : NULL;
-    if (norm && from) {                            /* old TF-era names: gamma / beta */
-        const char *to = !strcmp(from, ".weight") ? ".gamma" : ".beta";
-        for (int i = 0, k = n; i < k; i++) {
-            size_t base = strlen(out[i]) - strlen(from), tl = strlen(to);
-            if (base + tl >= NAME_MAX_) continue;
-            memcpy(out[n], out[i], base);
-            memcpy(out[n] + base, to, tl + 1);
-            n++;
-        }
-    }
-    return n;
-}
-
-/* Does file tensor `fname` map to one of the model's parameters? */
-static bool file_name_used(volt_params *ps, const char *fname) {
-    int np = volt_params_count(ps);
-    for (int i = 0; i < np; i++) {
-        char cand[4][NAME_MAX_];
-        int nc = candidates(volt_params_at(ps, i)->name, cand);
-        for (int k = 0; k < nc; k++)
-            if (!strcmp(cand[k], fname)) return true;
-    }
-    return false;
-}
-
-/* Tensors of HF files that are expected and not parameters here: the MLM head of
- * DistilBertForMaskedLM, and the position_ids buffer older exports saved. */
-static bool ignored(const char *fname) {
-    if (has_prefix(fname, PREFIX)) fname += strlen(PREFIX);
-    return has_prefix(fname, "vocab_transform.") || has_prefix(fname, "vocab_layer_norm.") ||
-           has_prefix(fname, "vocab_projector.") || !strcmp(fname, "embeddings.position_ids");
-}
-
-/* The model's own parameters, in declaration order. */
-static int model_params(distilbert *m, volt_tensor **out) {
-    int n = 0;
-    out[n++] = m->word_emb; out[n++] = m->pos_emb; out[n++] = m->emb_ln_w; out[n++] = m->emb_ln_b;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        block *bl = &m->blocks[l];
-        volt_tensor *ts[16] = { bl->q_w, bl->q_b, bl->k_w, bl->k_b, bl->v_w, bl->v_b, bl->o_w, bl->o_b,
-                                bl->sa_ln_w, bl->sa_ln_b, bl->lin1_w, bl->lin1_b, bl->lin2_w, bl->lin2_b,
-                                bl->out_ln_w, bl->out_ln_b };
-        for (int i = 0; i < 16; i++) out[n++] = ts[i];
-    }
-    out[n++] = m->pre_w; out[n++] = m->pre_b; out[n++] = m->cls_w; out[n++] = m->cls_b;
-    return n;
-}
-
-volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) {
-    distilbert *m = self;
-    if (!m || !ps || !path) return VOLT_ERR_INVALID_ARG;
-    if (!m->word_emb || !volt_params_finalized(ps))
-        return volt_params_fail(ps, VOLT_ERR_STATE, "distilbert: load '%s' needs setup and a finalized store", path);
-    char err[512];
-    volt_st_file *f;
-    volt_status st = volt_st_open(path, &f, err, sizeof err);
-    if (st < 0) return volt_params_fail(ps, st, "distilbert: pretrained weights: %s", err);
-    int np_max = 8 + 16 * m->cfg.n_layers;
-    volt_tensor **params = malloc(sizeof *params * (size_t)np_max);
-    if (!params) { volt_st_close(f); return VOLT_ERR_NOMEM; }
-    int np = model_params(m, params);
-    char fresh[512] = "";
-    for (int i = 0; i < np && st >= 0; i++) {
-        volt_tensor *p = params[i];
-        char cand[4][NAME_MAX_], a[64], b[64];
-        int nc = candidates(p->name, cand), k;
-        volt_st_info info;
-        for (k = 0; k < nc; k++)
-            if (volt_st_find(f, cand[k], &info) == VOLT_OK) break;
-        if (k == nc) {
-            if (is_head(p->name)) {          /* a body-only checkpoint: the head trains from its init */
-                size_t len = strlen(fresh);
-                snprintf(fresh + len, sizeof fresh - len, "%s%s", len ? ", " : "", p->name);
-                continue;
-            }
-            st = volt_params_fail(ps, VOLT_ERR_NOT_FOUND, "distilbert: '%s': tensor '%s' missing (looked for '%s'%s)",
-                                  path, p->name, cand[0], nc > 1 ? " and HF variants" : "");
-            break;
-        }
-        if (!volt_shape_eq(info.shape, p->shape)) {
-            st = volt_params_fail(ps, VOLT_ERR_SHAPE, "distilbert: '%s': tensor '%s' has shape %s in the file, the model "
-                                  "has %s (check the config: vocab_size, max_position, dim, hidden_dim, n_classes)",
-                                  path, cand[k], volt_shape_str(info.shape, a, sizeof a),
-                                  volt_shape_str(p->shape, b, sizeof b));
-            break;
-        }
-        if ((st = volt_st_verify(f, cand[k], err, sizeof err)) < 0 ||
-            (st = volt_st_read_f32(f, cand[k], volt_tensor_f32(p), volt_tensor_numel(p), err, sizeof err)) < 0)
-            st = volt_params_fail(ps, st, "distilbert: %s", err);
-    }
-    if (st >= 0) {
-        if (*fresh)
-            fprintf(stderr, "distilbert: '%s': newly initialised (not in the checkpoint; train them): %s\n", path, fresh);
-        int unused = 0;
-        for (int i = 0; i < volt_st_count(f); i++) {
-            const char *fn = volt_st_name(f, i);
-            if (ignored(fn) || file_name_used(ps, fn)) continue;
-            if (unused++ < 5) fprintf(stderr, "distilbert: '%s': unused tensor '%s'\n", path, fn);
-        }
-        if (unused > 5) fprintf(stderr, "distilbert: '%s': ... %d unused tensors in all\n", path, unused);
-    }
-    free(params);
-    volt_st_close(f);
-    return st;
-}
-
-/* HF init's last touch (the pad row zeroed), then the pretrained weights if configured. */
+/* The pretrained weights, if configured (models/distilbert_load.c). */
 static volt_status distilbert_init_weights(void *self, volt_params *ps) {
     distilbert *m = self;
-    int64_t pad = m->cfg.pad_token_id, D = m->cfg.dim;
-    if (pad >= 0) memset(volt_tensor_f32(m->word_emb) + pad * D, 0, sizeof(float) * (size_t)D);
     if (!m->pretrained_dir) return VOLT_OK;
     size_t n = strlen(m->pretrained_dir) + sizeof "/model.safetensors";
     char *path = malloc(n);

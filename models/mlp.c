@@ -1,11 +1,12 @@
 /* The built-in MLP classifier: [fc_i - relu - dropout] x n_hidden - fc_out, written only
- * against the public headers. Layer k (1-based) is unit "fc<k>" with "fc<k>.weight"
- * (out, in) and "fc<k>.bias" (out), nn.Linear's layout and default init. */
+ * against the public headers, as a stack of volt/nn.h layers. Layer k (1-based) is
+ * nn.Linear "fc<k>": its own unit, "fc<k>.weight" (out, in), "fc<k>.bias" (out). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/models.h"
+#include "volt/nn.h"
 #include "volt/ops.h"
 #include "volt/params.h"
 
@@ -16,7 +17,9 @@ typedef struct mlp {
     char x_field[64], y_field[64];
     int n_layers;                              /* n_hidden + 1 */
     int64_t width[MLP_LAYERS + 1];             /* width[0] = in, width[n_layers] = out */
-    volt_tensor *w[MLP_LAYERS], *b[MLP_LAYERS];
+    volt_nn_linear fc[MLP_LAYERS];
+    volt_nn_dropout drop;
+    volt_nn_seq body;                          /* fc1 relu [dropout] fc2 ... */
 } mlp;
 
 void volt_mlp_config_init(volt_mlp_config *cfg) {
@@ -69,16 +72,16 @@ void volt_mlp_destroy(void *self) { free(self); }
 
 static volt_status mlp_setup(void *self, volt_params *ps) {
     mlp *m = self;
+    m->body.n = 0;
+    m->drop.p = m->cfg.dropout;
     for (int l = 0; l < m->n_layers; l++) {
-        int64_t in = m->width[l], out = m->width[l + 1];
-        float bound = 1.f / sqrtf((float)in);
-        char unit[16], wn[32], bn[32];
-        snprintf(unit, sizeof unit, "fc%d", l + 1);
-        snprintf(wn, sizeof wn, "%s.weight", unit);
-        snprintf(bn, sizeof bn, "%s.bias", unit);
-        VOLT_TRY(volt_params_unit(ps, unit));
-        VOLT_TRY(volt_param_new(ps, wn, VOLT_SHAPE(out, in), VOLT_INIT_TORCH_LINEAR, &m->w[l]));
-        VOLT_TRY(volt_param_new(ps, bn, VOLT_SHAPE(out), VOLT_INIT_UNIFORM(-bound, bound), &m->b[l]));
+        char name[16];
+        snprintf(name, sizeof name, "fc%d", l + 1);
+        VOLT_TRY(volt_nn_linear_declare(ps, name, m->width[l], m->width[l + 1], &m->fc[l]));
+        VOLT_TRY(volt_nn_seq_add(&m->body, VOLT_NN_LINEAR, &m->fc[l]));
+        if (l + 1 == m->n_layers) break;
+        VOLT_TRY(volt_nn_seq_add(&m->body, VOLT_NN_ACT_RELU, NULL));
+        if (m->cfg.dropout > 0.f) VOLT_TRY(volt_nn_seq_add(&m->body, VOLT_NN_DROPOUT, &m->drop));
     }
     return VOLT_OK;
 }
@@ -86,15 +89,7 @@ static volt_status mlp_setup(void *self, volt_params *ps) {
 volt_tensor *volt_mlp_forward(void *self, volt_step *s, volt_tensor *x) {
     mlp *m = self;
     if (x && x->shape.ndim != 2) x = volt_reshape(s, x, VOLT_SHAPE(x->shape.d[0], -1));  /* (B, ...) -> (B, in) */
-    volt_tensor *h = x;                                                                   // (B, in)
-    for (int l = 0; l < m->n_layers; l++) {
-        h = volt_linear(s, h, m->w[l], m->b[l]);                                          // (B, width[l+1])
-        if (l + 1 < m->n_layers) {
-            h = volt_relu(s, h);
-            if (m->cfg.dropout > 0.f) h = volt_dropout(s, h, m->cfg.dropout);
-        }
-    }
-    return h;                                                                             // (B, out)
+    return volt_nn_seq_forward(s, &m->body, x);                                          // (B, out)
 }
 
 /* Forward on the batch, then the shared classifier step (volt_classification_step). */

@@ -67,6 +67,9 @@ volt_status volt_params_unit(volt_params *ps, const char *name);
  * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize. */
 volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
                            volt_init init, volt_tensor **out);
+/* After p's init, zero its row `row` (first dim): nn.Embedding's padding_idx row.
+ * Before finalize (else VOLT_ERR_STATE); row in [0, shape[0]) (else INVALID_ARG). */
+volt_status volt_param_set_init_zero_row(volt_params *ps, volt_tensor *p, int64_t row);
 /* Pad every unit's flat buffers (values, grads, optimizer states) up to a multiple of
  * multiple * VOLT_PARAM_ALIGN floats, so a unit splits into `multiple` equal, aligned
  * slices (ZeRO/FSDP use the world size). Parameter offsets do not change; the padding

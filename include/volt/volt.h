@@ -13,4 +13,5 @@
 #include "volt/safetensors.h"
 #include "volt/distilbert.h"
 #include "volt/models.h"
+#include "volt/nn.h"
 #endif

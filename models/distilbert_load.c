@@ -1,0 +1,126 @@
+/* DistilBERT: Hugging Face safetensors weights into the store distilbert's setup filled
+ * (volt_distilbert_load; names and variants in volt/distilbert.h). Written only against the
+ * public headers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "volt/distilbert.h"
+#include "volt/params.h"
+#include "volt/safetensors.h"
+
+#define NAME_MAX_ 128
+#define PREFIX "distilbert."
+
+static bool has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+static bool has_suffix(const char *s, const char *x) {
+    size_t n = strlen(s), k = strlen(x);
+    return n >= k && !strcmp(s + n - k, x);
+}
+static bool is_head(const char *name) { return has_prefix(name, "pre_classifier.") || has_prefix(name, "classifier."); }
+
+/* The names a parameter may have in a HF file, in order of preference (at most 4). */
+static int candidates(const char *name, char out[4][NAME_MAX_]) {
+    int n = 0;
+    snprintf(out[n++], NAME_MAX_, "%s", name);
+    if (has_prefix(name, PREFIX)) snprintf(out[n++], NAME_MAX_, "%s", name + strlen(PREFIX));
+    bool norm = strstr(name, "LayerNorm.") || strstr(name, "layer_norm.");
+    const char *from = has_suffix(name, ".weight") ? ".weight" : has_suffix(name, ".bias") ? ".bias" : NULL;
+    if (norm && from) {                            /* old TF-era names: gamma / beta */
+        const char *to = !strcmp(from, ".weight") ? ".gamma" : ".beta";
+        for (int i = 0, k = n; i < k; i++) {
+            size_t base = strlen(out[i]) - strlen(from), tl = strlen(to);
+            if (base + tl >= NAME_MAX_) continue;
+            memcpy(out[n], out[i], base);
+            memcpy(out[n] + base, to, tl + 1);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Does file tensor `fname` map to one of the model's parameters? */
+static bool file_name_used(volt_params *ps, const char *fname) {
+    int np = volt_params_count(ps);
+    for (int i = 0; i < np; i++) {
+        char cand[4][NAME_MAX_];
+        int nc = candidates(volt_params_at(ps, i)->name, cand);
+        for (int k = 0; k < nc; k++)
+            if (!strcmp(cand[k], fname)) return true;
+    }
+    return false;
+}
+
+/* Tensors of HF files that are expected and not parameters here: the MLM head of
+ * DistilBertForMaskedLM, and the position_ids buffer older exports saved. */
+static bool ignored(const char *fname) {
+    if (has_prefix(fname, PREFIX)) fname += strlen(PREFIX);
+    return has_prefix(fname, "vocab_transform.") || has_prefix(fname, "vocab_layer_norm.") ||
+           has_prefix(fname, "vocab_projector.") || !strcmp(fname, "embeddings.position_ids");
+}
+
+/* DistilBERT's own parameters (the body and the head), in declaration order. */
+static int model_params(volt_params *ps, volt_tensor **out) {
+    int n = 0;
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        if (has_prefix(p->name, PREFIX) || is_head(p->name)) out[n++] = p;
+    }
+    return n;
+}
+
+volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) {
+    if (!self || !ps || !path) return VOLT_ERR_INVALID_ARG;
+    if (!volt_params_find(ps, PREFIX "embeddings.word_embeddings.weight") || !volt_params_finalized(ps))
+        return volt_params_fail(ps, VOLT_ERR_STATE, "distilbert: load '%s' needs setup and a finalized store", path);
+    char err[512];
+    volt_st_file *f;
+    volt_status st = volt_st_open(path, &f, err, sizeof err);
+    if (st < 0) return volt_params_fail(ps, st, "distilbert: pretrained weights: %s", err);
+    volt_tensor **params = malloc(sizeof *params * (size_t)(volt_params_count(ps) + 1));
+    if (!params) { volt_st_close(f); return VOLT_ERR_NOMEM; }
+    int np = model_params(ps, params);
+    char fresh[512] = "";
+    for (int i = 0; i < np && st >= 0; i++) {
+        volt_tensor *p = params[i];
+        char cand[4][NAME_MAX_], a[64], b[64];
+        int nc = candidates(p->name, cand), k;
+        volt_st_info info;
+        for (k = 0; k < nc; k++)
+            if (volt_st_find(f, cand[k], &info) == VOLT_OK) break;
+        if (k == nc) {
+            if (is_head(p->name)) {          /* a body-only checkpoint: the head trains from its init */
+                size_t len = strlen(fresh);
+                snprintf(fresh + len, sizeof fresh - len, "%s%s", len ? ", " : "", p->name);
+                continue;
+            }
+            st = volt_params_fail(ps, VOLT_ERR_NOT_FOUND, "distilbert: '%s': tensor '%s' missing (looked for '%s'%s)",
+                                  path, p->name, cand[0], nc > 1 ? " and HF variants" : "");
+            break;
+        }
+        if (!volt_shape_eq(info.shape, p->shape)) {
+            st = volt_params_fail(ps, VOLT_ERR_SHAPE, "distilbert: '%s': tensor '%s' has shape %s in the file, the model "
+                                  "has %s (check the config: vocab_size, max_position, dim, hidden_dim, n_classes)",
+                                  path, cand[k], volt_shape_str(info.shape, a, sizeof a),
+                                  volt_shape_str(p->shape, b, sizeof b));
+            break;
+        }
+        if ((st = volt_st_verify(f, cand[k], err, sizeof err)) < 0 ||
+            (st = volt_st_read_f32(f, cand[k], volt_tensor_f32(p), volt_tensor_numel(p), err, sizeof err)) < 0)
+            st = volt_params_fail(ps, st, "distilbert: %s", err);
+    }
+    if (st >= 0) {
+        if (*fresh)
+            fprintf(stderr, "distilbert: '%s': newly initialised (not in the checkpoint; train them): %s\n", path, fresh);
+        int unused = 0;
+        for (int i = 0; i < volt_st_count(f); i++) {
+            const char *fn = volt_st_name(f, i);
+            if (ignored(fn) || file_name_used(ps, fn)) continue;
+            if (unused++ < 5) fprintf(stderr, "distilbert: '%s': unused tensor '%s'\n", path, fn);
+        }
+        if (unused > 5) fprintf(stderr, "distilbert: '%s': ... %d unused tensors in all\n", path, unused);
+    }
+    free(params);
+    volt_st_close(f);
+    return st;
+}
+

@@ -1,0 +1,150 @@
+/* Multi-head attention: q/k/v/out projections around scaled dot-product attention.
+ * Shapes: B batch, Tq/Tk query/key tokens, D dim, H heads, dh = D / H. */
+#include <math.h>
+#include <string.h>
+#include "nn/util.h"
+
+#define MASKED_SCORE (-1e30f)    /* added to masked scores: exp() underflows to exactly 0 */
+
+void volt_nn_mha_config_init(volt_nn_mha_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->version = VOLT_NN_MHA_CONFIG_VERSION;
+    cfg->n_heads = 1;
+    cfg->bias = true;
+    cfg->unit = VOLT_NN_UNIT_OWN;
+    cfg->init = VOLT_NN_INIT_TORCH;
+    cfg->std = 0.02f;
+    cfg->q_name = "q_proj";
+    cfg->k_name = "k_proj";
+    cfg->v_name = "v_proj";
+    cfg->out_name = "out_proj";
+}
+
+volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim, const volt_nn_mha_config *cfg,
+                                volt_nn_mha *a) {
+    if (!ps || !cfg || !a) return VOLT_ERR_INVALID_ARG;
+    memset(a, 0, sizeof *a);
+    if (!prefix) prefix = "";
+    if (cfg->version != VOLT_NN_MHA_CONFIG_VERSION)
+        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: attention '%s': config version %u, expected %u", prefix,
+                                cfg->version, VOLT_NN_MHA_CONFIG_VERSION);
+    if (dim <= 0 || cfg->n_heads <= 0 || dim % cfg->n_heads != 0 || !(cfg->dropout >= 0.f && cfg->dropout < 1.f))
+        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,
+                                "nn: attention '%s': needs dim > 0 divisible by n_heads > 0 and dropout in [0, 1), "
+                                "got dim %lld, %lld heads, dropout %g", prefix, (long long)dim,
+                                (long long)cfg->n_heads, cfg->dropout);
+    const char *names[4] = { cfg->q_name, cfg->k_name, cfg->v_name, cfg->out_name };
+    volt_nn_linear *lins[4] = { &a->q, &a->k, &a->v, &a->out };
+    volt_nn_linear_config lc;
+    volt_nn_linear_config_init(&lc);
+    lc.bias = cfg->bias;
+    lc.unit = VOLT_NN_UNIT_JOIN;
+    lc.init = cfg->init;
+    lc.std = cfg->std;
+    VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
+    for (int i = 0; i < 4; i++) {
+        char name[VOLT__NN_NAME];
+        if (!names[i] || !*names[i])
+            return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: attention '%s': projection name %d is empty", prefix, i);
+        VOLT_TRY(volt__nn_name(ps, name, prefix, names[i]));
+        VOLT_TRY(volt_nn_linear_declare_ex(ps, name, dim, dim, &lc, lins[i]));
+    }
+    a->dim = dim;
+    a->n_heads = cfg->n_heads;
+    a->dropout = cfg->dropout;
+    a->causal = cfg->causal;
+    return VOLT_OK;
+}
+
+static bool keep_key(const volt_tensor *mask, int64_t i) {
+    switch (mask->dtype) {
+    case VOLT_U8: return ((const uint8_t *)mask->data)[i] != 0;
+    case VOLT_I32: return ((const int32_t *)mask->data)[i] != 0;
+    default: return ((const int64_t *)mask->data)[i] != 0;
+    }
+}
+
+/* The additive mask of attention_unfused: (B*H, Tq, Tk), MASKED_SCORE at padded keys and,
+ * for causal, at keys after the query; NULL (and no error) when nothing is masked. */
+static volt_tensor *mask_bias(volt_step *s, volt_tensor *mask, bool causal, int64_t B, int64_t H, int64_t Tq,
+                              int64_t Tk, bool *failed) {
+    *failed = false;
+    bool any = causal && Tk > 1;
+    for (int64_t i = 0; mask && i < B * Tk && !any; i++) any = !keep_key(mask, i);
+    if (!any) return NULL;
+    volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(B * H, Tq, Tk));
+    if (!bias) { *failed = true; return NULL; }
+    float *d = volt_tensor_f32(bias);
+    for (int64_t b = 0; b < B; b++) {
+        float *blk = d + b * H * Tq * Tk;          /* batch b, head 0 */
+        for (int64_t i = 0; i < Tq; i++)
+            for (int64_t j = 0; j < Tk; j++)
+                blk[i * Tk + j] = (mask && !keep_key(mask, b * Tk + j)) || (causal && j > i) ? MASKED_SCORE : 0.f;
+        for (int64_t h = 1; h < H; h++) memcpy(blk + h * Tq * Tk, blk, sizeof(float) * (size_t)(Tq * Tk));
+    }
+    return bias;
+}
+
+/* Attention with dropout on the probabilities, unfused (HF's math; the (Tq, Tk)
+ * probabilities are kept for backward): q (B, H, Tq, dh), k, v (B, H, Tk, dh) -> (B, H, Tq, dh). */
+static volt_tensor *attention_unfused(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                      volt_tensor *key_mask, bool causal, float p) {
+    int64_t B = q->shape.d[0], H = q->shape.d[1], Tq = q->shape.d[2], dh = q->shape.d[3], Tk = k->shape.d[2];
+    bool failed;
+    volt_tensor *bias = mask_bias(s, key_mask, causal, B, H, Tq, Tk, &failed);
+    if (failed) return NULL;
+    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)dh))), VOLT_SHAPE(B * H, Tq, dh));
+    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, dh, Tk));
+    volt_tensor *scores = volt_matmul(s, q3, kt);                                        // (B*H, Tq, Tk)
+    if (bias) scores = volt_add(s, scores, bias);
+    volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
+    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, Tk, dh)));  // (B*H, Tq, dh)
+    return volt_reshape(s, ctx, VOLT_SHAPE(B, H, Tq, dh));
+}
+
+/* merge: becomes volt_attention_dropout */
+static volt_tensor *attention_core(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                   volt_tensor *key_mask, bool causal, float p) {
+    if (volt_step_training(s) && p > 0.f) return attention_unfused(s, q, k, v, key_mask, causal, p);
+    return volt_attention(s, q, k, v, key_mask, causal);
+}
+
+/* (B, T, D) -> (B, H, T, dh) */
+static volt_tensor *split_heads(volt_step *s, volt_tensor *x, int64_t B, int64_t T, int64_t H, int64_t dh) {
+    static const int perm[4] = { 0, 2, 1, 3 };
+    return volt_permute(s, volt_reshape(s, x, VOLT_SHAPE(B, T, H, dh)), perm);
+}
+
+volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *xq, volt_tensor *xkv,
+                               volt_tensor *key_mask) {
+    if (!a || !a->q.weight) return volt__nn_undeclared(s, "attention");
+    if (!xq || !xkv) return volt_linear(s, xq ? xkv : xq, a->q.weight, NULL);   /* records the NULL input */
+    int64_t D = a->dim, H = a->n_heads, dh = D / H;
+    if (xq->shape.ndim != 3 || xkv->shape.ndim != 3 || xq->shape.d[2] != D || xkv->shape.d[2] != D ||
+        xq->shape.d[0] != xkv->shape.d[0]) {
+        char sa[64], sb[64];
+        volt_step_fail(s, VOLT_ERR_SHAPE, "nn: attention: inputs must be (B, T, %lld), got %s and %s", (long long)D,
+                       volt_shape_str(xq->shape, sa, sizeof sa), volt_shape_str(xkv->shape, sb, sizeof sb));
+        return NULL;
+    }
+    int64_t B = xq->shape.d[0], Tq = xq->shape.d[1], Tk = xkv->shape.d[1];
+    if (key_mask && (key_mask->shape.ndim != 2 || key_mask->shape.d[0] != B || key_mask->shape.d[1] != Tk ||
+                     (key_mask->dtype != VOLT_U8 && key_mask->dtype != VOLT_I32 && key_mask->dtype != VOLT_I64))) {
+        char sm[64];
+        volt_step_fail(s, VOLT_ERR_SHAPE, "nn: attention: key_mask must be u8/i32/i64 (%lld, %lld), got %s %s",
+                       (long long)B, (long long)Tk, volt_dtype_name(key_mask->dtype),
+                       volt_shape_str(key_mask->shape, sm, sizeof sm));
+        return NULL;
+    }
+    static const int merge[4] = { 0, 2, 1, 3 };
+    volt_tensor *q = split_heads(s, volt_nn_linear_forward(s, &a->q, xq), B, Tq, H, dh); // (B, H, Tq, dh)
+    volt_tensor *k = split_heads(s, volt_nn_linear_forward(s, &a->k, xkv), B, Tk, H, dh);  // (B, H, Tk, dh)
+    volt_tensor *v = split_heads(s, volt_nn_linear_forward(s, &a->v, xkv), B, Tk, H, dh);
+    volt_tensor *ctx = attention_core(s, q, k, v, key_mask, a->causal, a->dropout);      // (B, H, Tq, dh)
+    ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, Tq, D));            // (B, Tq, D)
+    return volt_nn_linear_forward(s, &a->out, ctx);
+}
+
+volt_tensor *volt_nn_mha_forward(volt_step *s, const volt_nn_mha *a, volt_tensor *x, volt_tensor *key_mask) {
+    return volt_nn_mha_cross(s, a, x, x, key_mask);
+}

@@ -1,0 +1,124 @@
+/* Transformer encoder layers: post-LN (BERT / DistilBERT) and pre-LN (GPT-2). x (B, T, D). */
+#include <math.h>
+#include <string.h>
+#include "nn/util.h"
+
+void volt_nn_encoder_config_init(volt_nn_encoder_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->version = VOLT_NN_ENCODER_CONFIG_VERSION;
+    cfg->n_heads = 1;
+    cfg->dropout = 0.1f;
+    cfg->attention_dropout = 0.1f;
+    cfg->attn_out_dropout = false;
+    cfg->activation = VOLT_NN_GELU;
+    cfg->ln_eps = 1e-5f;
+    cfg->unit = VOLT_NN_UNIT_OWN;
+    cfg->init = VOLT_NN_INIT_TORCH;
+    cfg->std = 0.02f;
+    cfg->attn_name = "attention";
+    cfg->q_name = "q_lin";
+    cfg->k_name = "k_lin";
+    cfg->v_name = "v_lin";
+    cfg->out_name = "out_lin";
+    cfg->norm1_name = "sa_layer_norm";
+    cfg->ffn1_name = "ffn.lin1";
+    cfg->ffn2_name = "ffn.lin2";
+    cfg->norm2_name = "output_layer_norm";
+}
+
+void volt_nn_encoder_config_init_gpt(volt_nn_encoder_config *cfg) {
+    volt_nn_encoder_config_init(cfg);
+    cfg->norm_first = true;
+    cfg->causal = true;
+    cfg->attn_out_dropout = true;
+    cfg->activation = VOLT_NN_GELU_TANH;
+    cfg->attn_name = "attn";
+    cfg->q_name = "q_proj";
+    cfg->k_name = "k_proj";
+    cfg->v_name = "v_proj";
+    cfg->out_name = "c_proj";
+    cfg->norm1_name = "ln_1";
+    cfg->ffn1_name = "mlp.c_fc";
+    cfg->ffn2_name = "mlp.c_proj";
+    cfg->norm2_name = "ln_2";
+}
+
+volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t dim, const volt_nn_encoder_config *cfg,
+                                    volt_nn_encoder_layer *e) {
+    if (!ps || !cfg || !e) return VOLT_ERR_INVALID_ARG;
+    memset(e, 0, sizeof *e);
+    if (!prefix) prefix = "";
+    if (cfg->version != VOLT_NN_ENCODER_CONFIG_VERSION)
+        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: encoder '%s': config version %u, expected %u", prefix,
+                                cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION);
+    int64_t F = cfg->ffn_dim ? cfg->ffn_dim : 4 * dim;
+    if (F <= 0 || !(cfg->dropout >= 0.f && cfg->dropout < 1.f) || (int)cfg->activation < 0 ||
+        cfg->activation > VOLT_NN_IDENTITY || !cfg->norm1_name || !cfg->ffn1_name || !cfg->ffn2_name ||
+        !cfg->norm2_name || !cfg->attn_name)
+        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,
+                                "nn: encoder '%s': needs ffn_dim > 0, dropout in [0, 1), a known activation and all "
+                                "names (ffn_dim %lld, dropout %g, activation %d)", prefix, (long long)F, cfg->dropout,
+                                (int)cfg->activation);
+    volt_nn_mha_config ac;
+    volt_nn_mha_config_init(&ac);
+    ac.n_heads = cfg->n_heads;
+    ac.dropout = cfg->attention_dropout;
+    ac.causal = cfg->causal;
+    ac.unit = VOLT_NN_UNIT_JOIN;
+    ac.init = cfg->init;
+    ac.std = cfg->std;
+    ac.q_name = cfg->q_name;
+    ac.k_name = cfg->k_name;
+    ac.v_name = cfg->v_name;
+    ac.out_name = cfg->out_name;
+    volt_nn_layernorm_config nc;
+    volt_nn_layernorm_config_init(&nc);
+    nc.eps = cfg->ln_eps;
+    nc.unit = VOLT_NN_UNIT_JOIN;
+    volt_nn_linear_config lc;
+    volt_nn_linear_config_init(&lc);
+    lc.unit = VOLT_NN_UNIT_JOIN;
+    lc.init = cfg->init;
+    lc.std = cfg->std;
+    char n[VOLT__NN_NAME];
+    VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
+    if (cfg->norm_first) {         /* GPT-2's order: ln_1, attn, ln_2, mlp */
+        VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->norm1_name));
+        VOLT_TRY(volt_nn_layernorm_declare_ex(ps, n, dim, &nc, &e->norm1));
+    }
+    VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->attn_name));
+    VOLT_TRY(volt_nn_mha_declare(ps, n, dim, &ac, &e->attn));
+    VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->norm_first ? cfg->norm2_name : cfg->norm1_name));
+    VOLT_TRY(volt_nn_layernorm_declare_ex(ps, n, dim, &nc, cfg->norm_first ? &e->norm2 : &e->norm1));
+    VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->ffn1_name));
+    VOLT_TRY(volt_nn_linear_declare_ex(ps, n, dim, F, &lc, &e->ffn1));
+    VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->ffn2_name));
+    VOLT_TRY(volt_nn_linear_declare_ex(ps, n, F, dim, &lc, &e->ffn2));
+    if (!cfg->norm_first) {        /* DistilBERT's order: attention, sa_layer_norm, ffn, output_layer_norm */
+        VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->norm2_name));
+        VOLT_TRY(volt_nn_layernorm_declare_ex(ps, n, dim, &nc, &e->norm2));
+    }
+    e->act = cfg->activation;
+    e->dropout = cfg->dropout;
+    e->norm_first = cfg->norm_first;
+    e->attn_out_dropout = cfg->attn_out_dropout;
+    return VOLT_OK;
+}
+
+volt_tensor *volt_nn_encoder_forward(volt_step *s, const volt_nn_encoder_layer *e, volt_tensor *x, volt_tensor *key_mask) {
+    if (!e || !e->ffn1.weight) return volt__nn_undeclared(s, "encoder");
+    if (e->norm_first) {
+        volt_tensor *a = volt_nn_mha_forward(s, &e->attn, volt_nn_layernorm_forward(s, &e->norm1, x), key_mask);
+        if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
+        x = volt_add(s, x, a);
+        volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, volt_nn_layernorm_forward(s, &e->norm2, x)));
+        f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);         // (B, T, D)
+        return volt_add(s, x, f);
+    }
+    volt_tensor *a = volt_nn_mha_forward(s, &e->attn, x, key_mask);                      // (B, T, D)
+    if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
+    x = volt_nn_layernorm_forward(s, &e->norm1, volt_add(s, a, x));
+    volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, x));  // (B, T, F)
+    f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);             // (B, T, D)
+    return volt_nn_layernorm_forward(s, &e->norm2, volt_add(s, f, x));
+}

@@ -1,0 +1,22 @@
+/* nn/util.h — helpers shared by the layer files (private to nn/; not installed). */
+#ifndef VOLT_NN_UTIL_H
+#define VOLT_NN_UTIL_H
+#include <stdio.h>
+#include "volt/nn.h"
+#include "volt/ops.h"
+
+#define VOLT__NN_NAME 256
+
+/* "<prefix>.<leaf>" (or "<leaf>" for an empty prefix) into out; INVALID_ARG on overflow. */
+volt_status volt__nn_name(volt_params *ps, char out[VOLT__NN_NAME], const char *prefix, const char *leaf);
+/* Open the unit named prefix for VOLT_NN_UNIT_OWN; nothing for JOIN. */
+volt_status volt__nn_unit(volt_params *ps, volt_nn_unit_mode mode, const char *prefix);
+/* Declare "<prefix>.<leaf>". */
+volt_status volt__nn_param(volt_params *ps, const char *prefix, const char *leaf, volt_shape shape,
+                           volt_init init, volt_tensor **out);
+/* The weight and bias inits of a Linear/Conv2d under a scheme (fan_in = in * k * k). */
+void volt__nn_fc_inits(volt_nn_init_scheme scheme, float std, volt_init wcustom, volt_init bcustom,
+                       int64_t fan_in, volt_init *w, volt_init *b);
+/* A layer called before its declare, or with NULL: fail the step, return NULL. */
+volt_tensor *volt__nn_undeclared(volt_step *s, const char *what);
+#endif
