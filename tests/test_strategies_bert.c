@@ -103,7 +103,7 @@ static volt_trainer *make_trainer(const char *strategy) {
 }
 
 /* Records each micro-step's loss (this rank's batch mean, before the 1/ACC scaling) and, on
- * a single device, the gradient norm the optimizer sees (after clipping). */
+ * a single device, the gradient norm the optimizer sees (after clipping), computed by hand. */
 typedef struct {
     float losses[MAX_LOSSES];
     int n_losses;
@@ -117,10 +117,22 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_tensor *loss
     return VOLT_OK;
 }
 
+/* The global gradient norm from first principles: every parameter's grad, squared and
+ * summed in double here, not with the library's norm (the one clipping itself uses). */
+static double grad_norm_by_hand(volt_params *ps) {
+    double ss = 0;
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        const volt_tensor *p = volt_params_at(ps, i);
+        const float *g = p->grad;
+        for (int64_t k = 0; g && k < volt_tensor_numel(p); k++) ss += (double)g[k] * g[k];
+    }
+    return sqrt(ss);
+}
+
 static volt_status rec_step(void *self, volt_trainer *t) {
     recorder *r = self;
     if (r->n_steps < MAX_LOSSES && volt_trainer_world_size(t) == 1)
-        r->clipped_norm[r->n_steps] = sqrt(volt_params_grad_sqnorm(volt_trainer_params(t)));
+        r->clipped_norm[r->n_steps] = grad_norm_by_hand(volt_trainer_params(t));
     r->n_steps++;
     return VOLT_OK;
 }
