@@ -35,11 +35,9 @@ if(VOLT_HAVE_MPI)
   set(_fashion_dist_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;VOLT_COMM_TIMEOUT=60;ASAN_OPTIONS=detect_leaks=0")
   foreach(mode ref deepspeed_stage_1 deepspeed_stage_2 fsdp fsdp_shard_grad_op)
     add_test(NAME app_fashion_mnist_dist_${mode}
-      COMMAND bash -c "\"$0\" ${mode} \"$1\" \"$2\" \"$3\" \"$4\""
-        ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion_dist.sh ${CMAKE_SOURCE_DIR}/scripts/volt-run
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion_dist.sh ${mode} ${CMAKE_SOURCE_DIR}/scripts/volt-run
         $<TARGET_FILE:volt-fashion-mnist> $<TARGET_FILE:app_check> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_dist)
-    set_tests_properties(app_fashion_mnist_dist_${mode} PROPERTIES
-      PASS_REGULAR_EXPRESSION "app_fashion_dist ${mode}: ok" TIMEOUT 120 PROCESSORS 2
+    set_tests_properties(app_fashion_mnist_dist_${mode} PROPERTIES TIMEOUT 120 PROCESSORS 2
       LABELS "mpi" ENVIRONMENT "${_fashion_dist_env}")
     if(mode STREQUAL "ref")
       set_tests_properties(app_fashion_mnist_dist_ref PROPERTIES FIXTURES_SETUP app_fashion_dist_ref)
