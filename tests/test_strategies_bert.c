@@ -222,7 +222,8 @@ static void test_fixture_step(const char *strategy) {
     volt_dataset *ds = NULL;
     CHECK_OK(volt_dataset_from_arrays(3, fl, d, FX_ROWS, &ds));
     /* the pretrained folder: model.safetensors = the fixture */
-    snprintf(dir, sizeof dir, "%s/fixture_%s_rank%d", vtest_tmpdir(), strategy, fx_rank);
+    /* one folder per strategy, world size and rank: the np2 and np3 tests may run at once */
+    snprintf(dir, sizeof dir, "%s/fixture_%s_np%d_rank%d", vtest_tmpdir(), strategy, fx_world, fx_rank);
     snprintf(link, sizeof link, "%s/model.safetensors", dir);
     mkdir(dir, 0755);
     unlink(link);
