@@ -852,7 +852,16 @@ static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, ch
     memcpy(key + 6, e->name, nl + 1);
     const char *want = volt_st_meta(f, key);
     free(key);
-    if (!want) return VOLT_OK;
+    if (!want) {
+        /* volt writes a crc for every tensor: in its files (or any file with crcs) a missing
+         * one is damage, not a file from elsewhere */
+        const char *fmt = volt_st_meta(f, "format");
+        bool has_crcs = fmt && strcmp(fmt, "volt") == 0;
+        for (int i = 0; !has_crcs && i < f->nmeta; i++) has_crcs = strncmp(f->mkey[i], "crc32:", 6) == 0;
+        if (!has_crcs) return VOLT_OK;
+        return st_fail(err, errlen, VOLT_ERR_CORRUPT,
+                       "file '%s': tensor '%s' has no crc32 entry (file corrupt?)", f->path, e->name);
+    }
     uint32_t w = 0;
     bool ok = strlen(want) == 8;
     for (int i = 0; ok && i < 8; i++) {

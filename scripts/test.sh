@@ -15,5 +15,5 @@ if [ "${VOLT_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVOLT_WERROR=ON -DVOLT_SANITIZE=address,undefined \
         -DCMAKE_C_FLAGS="-O1" >/dev/null
   cmake --build build-asan -j"$JOBS"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0" VOLT_TEST_QUICK=1 ctest --output-on-failure -j"$JOBS" --timeout 1800)
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0" ctest --output-on-failure -j"$JOBS" --timeout 1800)
 fi

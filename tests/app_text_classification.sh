@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # App smoke test for volt-text-classification (registered by tests/apps.cmake).
 #
-#   app_text_classification.sh smoke  APP WORKDIR   train/val/test the tiny preset on a tiny
-#                                                   CSV + vocab, resume it, and a TSV run
+#   app_text_classification.sh smoke  APP WORKDIR "" APP_CHECK
+#                                                   train/val/test the tiny preset on a tiny
+#                                                   CSV + vocab, resume it (checked against an
+#                                                   uninterrupted run: the same val losses
+#                                                   and a bit-identical last checkpoint), and
+#                                                   a TSV run
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
 #   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
 #                                                   the tiny preset under fsdp on 2 ranks with
-#                                                   --memory-report and --export-full, and
-#                                                   under single for the export's reference
+#                                                   --memory-report and --export-full, against
+#                                                   ddp on 2 ranks (the same dropout masks per
+#                                                   rank): weights and val losses to 1e-5;
+#                                                   single for names and shapes
 #
 # Prints "app_text_classification <mode>: ok" when every check passed (ctest matches that
 # line), else what failed, and exits 1.
@@ -75,6 +81,19 @@ smoke)
         --limit-val-batches 2 --limit-test-batches 2 --resume; expect_ok resume $?
     grep -q 'logs: .*/version_0$' "$W/resume.log" || die "resume: did not continue in the run's log folder version_0"
     grep -q 'cache hit' "$W/resume.log" || die "resume: the token cache did not hit"
+    # ... and it resumed where the first run stopped: an uninterrupted 2-epoch run logs the
+    # same losses (the values printed) and leaves the same last checkpoint, bit for bit
+    [[ -n $CHECK ]] || die "smoke needs APP_CHECK"
+    FULL=()
+    for a in "${COMMON[@]}"; do [[ $a == "$W/runs" ]] && FULL+=("$W/runs_full") || FULL+=("$a"); done
+    run full --data "csv:$W/tiny.csv" "${FULL[@]}" --epochs 2 --limit-train-batches 3 \
+        --limit-val-batches 2 --limit-test-batches 2; expect_ok full $?
+    step=$("$CHECK" meta "$W/runs/checkpoints/csv-tiny/last.safetensors" volt.global_step) || die "resume: no global_step"
+    [[ $step == 6 ]] || die "resume: last checkpoint at global_step $step, want 6 (3 + 3)"
+    "$CHECK" losses "$W/runs_full/lightning_logs/version_0/metrics.csv" "$W/runs/lightning_logs/version_0/metrics.csv" 0 0 val_loss ||
+        die "resume: logged validation losses differ from the uninterrupted run's"
+    "$CHECK" same "$W/runs_full/checkpoints/csv-tiny/last.safetensors" "$W/runs/checkpoints/csv-tiny/last.safetensors" ||
+        die "resume: the last checkpoint differs from the uninterrupted run's"
     # TSV with explicit counts, AdamW + linear schedule, fused attention, no cache.
     run tsv --data "tsv:$W/tiny.tsv" "${COMMON[@]}" --epochs 1 --split 40,10,10 --no-cache \
         --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
@@ -127,9 +146,15 @@ dist)
     [[ -n $VOLT_RUN && -n $CHECK ]] || die "dist needs VOLT_RUN and APP_CHECK"
     DIST=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 2
           --limit-test-batches 2 --memory-report)
-    # single at batch 4, fsdp on 2 ranks at 2 per rank: the same global batch (the
-    # dropouts differ per rank, so the weights are compared by name and shape only)
+    # single at batch 4, ddp and fsdp on 2 ranks at 2 per rank: the same global batch. The
+    # dropout masks differ between 1 and 2 ranks (so single is compared by names and shapes)
+    # but not between two 2-rank runs: fsdp's weights and losses are compared with ddp's.
     run single "${DIST[@]}" --batch-size 4 --export-full "$W/single.safetensors"; expect_ok single $?
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_ddp" --batch-size 2 --strategy ddp \
+        --export-full "$W/ddp.safetensors" >"$W/ddp.log" 2>"$W/ddp.err"
+    rc=$?
+    [[ $rc == 0 ]] || cat "$W/ddp.err"
+    expect_ok ddp $rc
     "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_fsdp" --batch-size 2 --strategy fsdp \
         --export-full "$W/fsdp.safetensors" >"$W/fsdp.log" 2>"$W/fsdp.err"
     rc=$?
@@ -145,6 +170,9 @@ dist)
     "$CHECK" memtable "$W/single.log" 1 2 1 || die "single: memory table"
     "$CHECK" memtable "$W/fsdp.log" 2 2 2 || die "fsdp: memory table"
     "$CHECK" export "$W/single.safetensors" "$W/fsdp.safetensors" -1 || die "fsdp: export"
+    "$CHECK" export "$W/ddp.safetensors" "$W/fsdp.safetensors" 1e-5 || die "fsdp: exported weights differ from ddp's"
+    "$CHECK" losses "$W/runs_ddp/lightning_logs/version_0/metrics.csv" "$W/runs_fsdp/lightning_logs/version_0/metrics.csv" 1e-5 0 val_loss ||
+        die "fsdp: logged validation losses differ from ddp's"
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac

@@ -3,3 +3,8 @@
 if(TARGET test_distilbert)
   target_compile_definitions(test_distilbert PRIVATE VOLT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures")
 endif()
+# test_strategies_bert checks one SGD step with clipping of every strategy against the same
+# fixture's gradients.
+if(TARGET test_strategies_bert)
+  target_compile_definitions(test_strategies_bert PRIVATE VOLT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures")
+endif()

@@ -1,22 +1,28 @@
-# Fashion-MNIST app, short: a few hundred batches of the real data (Debian's
-# dataset-fashion-mnist, installed by scripts/setup.sh), checkpoint by val_acc, resume,
-# test with the best checkpoint. The full run's accuracy is in docs/FASHION_MNIST.md.
-add_test(NAME app_fashion_mnist_short
-  COMMAND bash -c "rm -rf \"$1\" && \"$0\" --model mlp --epochs 2 --limit-train-batches 150 --limit-val-batches 20 --limit-test-batches 40 --root \"$1\" --no-progress && \"$0\" --model mlp --epochs 3 --limit-train-batches 150 --limit-val-batches 20 --limit-test-batches 40 --root \"$1\" --no-progress --resume"
-    $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_mnist)
-set_tests_properties(app_fashion_mnist_short PROPERTIES
-  PASS_REGULAR_EXPRESSION "test_acc: 0\\.(7[5-9]|8|9)" TIMEOUT 600
+# Fashion-MNIST app on the real data (Debian's dataset-fashion-mnist, installed by
+# scripts/setup.sh), checked by values, every run's exit status included (tests/app_fashion.sh):
+# resume = 3 epochs of 100 batches uninterrupted vs 2 + --resume to 3: the resumed run continues
+# at the saved step, logs the same losses and ends with a bit-identical last checkpoint (~30 s).
+# The full run's accuracy is in docs/FASHION_MNIST.md.
+add_test(NAME app_fashion_mnist_resume
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion.sh resume $<TARGET_FILE:volt-fashion-mnist>
+    $<TARGET_FILE:app_check> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_mnist)
+set_tests_properties(app_fashion_mnist_resume PROPERTIES TIMEOUT 600
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
 
-# The same app under the one-line strategy change, on 2 MPI ranks.
+# The same app under the one-line strategy change, on 2 MPI ranks, 100 steps: the exported
+# weights against a single run on the same global batch (np2_ref, the fixture), to 1e-4.
 if(VOLT_HAVE_MPI)
-  foreach(strategy ddp fsdp)
-    add_test(NAME app_fashion_mnist_${strategy}_np2
-      COMMAND bash -c "rm -rf \"$2\" && \"$0\" -n 2 \"$1\" --model mlp --epochs 1 --limit-train-batches 100 --limit-val-batches 10 --limit-test-batches 20 --root \"$2\" --no-progress --strategy ${strategy}"
-        ${CMAKE_SOURCE_DIR}/scripts/volt-run $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_${strategy})
-    set_tests_properties(app_fashion_mnist_${strategy}_np2 PROPERTIES
-      PASS_REGULAR_EXPRESSION "test_acc: 0\\.(7[5-9]|8|9)" FAIL_REGULAR_EXPRESSION "failed|error" TIMEOUT 300
-      LABELS "mpi" ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;ASAN_OPTIONS=detect_leaks=0")
+  foreach(mode np2_ref ddp fsdp)
+    add_test(NAME app_fashion_mnist_${mode}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion.sh ${mode} $<TARGET_FILE:volt-fashion-mnist>
+        $<TARGET_FILE:app_check> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_np2 ${CMAKE_SOURCE_DIR}/scripts/volt-run)
+    set_tests_properties(app_fashion_mnist_${mode} PROPERTIES TIMEOUT 300 LABELS "mpi"
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;VOLT_COMM_TIMEOUT=60;ASAN_OPTIONS=detect_leaks=0")
+    if(mode STREQUAL "np2_ref")
+      set_tests_properties(app_fashion_mnist_np2_ref PROPERTIES FIXTURES_SETUP app_fashion_np2_ref)
+    else()
+      set_tests_properties(app_fashion_mnist_${mode} PROPERTIES FIXTURES_REQUIRED app_fashion_np2_ref PROCESSORS 2)
+    endif()
   endforeach()
 endif()
 
@@ -29,11 +35,9 @@ if(VOLT_HAVE_MPI)
   set(_fashion_dist_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;VOLT_COMM_TIMEOUT=60;ASAN_OPTIONS=detect_leaks=0")
   foreach(mode ref deepspeed_stage_1 deepspeed_stage_2 fsdp fsdp_shard_grad_op)
     add_test(NAME app_fashion_mnist_dist_${mode}
-      COMMAND bash -c "\"$0\" ${mode} \"$1\" \"$2\" \"$3\" \"$4\""
-        ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion_dist.sh ${CMAKE_SOURCE_DIR}/scripts/volt-run
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_fashion_dist.sh ${mode} ${CMAKE_SOURCE_DIR}/scripts/volt-run
         $<TARGET_FILE:volt-fashion-mnist> $<TARGET_FILE:app_check> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_dist)
-    set_tests_properties(app_fashion_mnist_dist_${mode} PROPERTIES
-      PASS_REGULAR_EXPRESSION "app_fashion_dist ${mode}: ok" TIMEOUT 120 PROCESSORS 2
+    set_tests_properties(app_fashion_mnist_dist_${mode} PROPERTIES TIMEOUT 120 PROCESSORS 2
       LABELS "mpi" ENVIRONMENT "${_fashion_dist_env}")
     if(mode STREQUAL "ref")
       set_tests_properties(app_fashion_mnist_dist_ref PROPERTIES FIXTURES_SETUP app_fashion_dist_ref)

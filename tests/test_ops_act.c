@@ -29,13 +29,87 @@ static volt_tensor *f_softmax_mul(volt_step *s, volt_tensor **in, void *c) {
     return volt_mul(s, p, p);
 }
 
+
+/* ---- double-precision references (gradcheck): the formulas, in double ---------------- */
+#define GC_N0 volt_shape_numel(ins[0].shape)
+static void r_gelu(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = 0.5 * x[0][k] * (1 + erf(x[0][k] / sqrt(2.0)));
+}
+static void r_gelu_tanh(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) {
+        double v = x[0][k];
+        y[k] = 0.5 * v * (1 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    }
+}
+static void r_tanh(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = tanh(x[0][k]);
+}
+static void r_sigmoid(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = 1 / (1 + exp(-x[0][k]));
+}
+/* softmax / log-softmax over the last dim */
+static void r_softmax_rows(const gc_input *ins, const double *x, double *y, bool log_out) {
+    int64_t C = gc_last(ins[0].shape), rows = gc_rows(ins[0].shape);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * C;
+        double m = -INFINITY, se = 0;
+        for (int64_t j = 0; j < C; j++) m = fmax(m, xr[j]);
+        for (int64_t j = 0; j < C; j++) se += exp(xr[j] - m);
+        for (int64_t j = 0; j < C; j++) y[r * C + j] = log_out ? xr[j] - m - log(se) : exp(xr[j] - m) / se;
+    }
+}
+static void r_softmax(const gc_input *ins, double *const *x, double *y, void *c) { r_softmax_rows(ins, x[0], y, false); }
+static void r_log_softmax(const gc_input *ins, double *const *x, double *y, void *c) { r_softmax_rows(ins, x[0], y, true); }
+static void r_softmax_mul(const gc_input *ins, double *const *x, double *y, void *c) {
+    r_softmax_rows(ins, x[0], y, false);
+    for (int64_t k = 0; k < GC_N0; k++) y[k] *= y[k];
+}
+/* layernorm over the last dim, biased variance, eps 1e-5; w = x[wi], b = x[bi] (-1: none) */
+static void r_layernorm(const gc_input *ins, double *const *x, double *y, int wi, int bi) {
+    int64_t C = gc_last(ins[0].shape), rows = gc_rows(ins[0].shape);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x[0] + r * C;
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < C; j++) mu += xr[j];
+        mu /= (double)C;
+        for (int64_t j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (double)C;
+        double inv = 1 / sqrt(var + (double)1e-5f);
+        for (int64_t j = 0; j < C; j++)
+            y[r * C + j] = (xr[j] - mu) * inv * (wi >= 0 ? x[wi][j] : 1) + (bi >= 0 ? x[bi][j] : 0);
+    }
+}
+static void r_ln(const gc_input *ins, double *const *x, double *y, void *c) { r_layernorm(ins, x, y, 1, 2); }
+static void r_ln_plain(const gc_input *ins, double *const *x, double *y, void *c) { r_layernorm(ins, x, y, -1, -1); }
+static void r_ln_w(const gc_input *ins, double *const *x, double *y, void *c) { r_layernorm(ins, x, y, 1, -1); }
+static void r_ln_b(const gc_input *ins, double *const *x, double *y, void *c) { r_layernorm(ins, x, y, -1, 1); }
+/* ids (...) -> rows of the table (V, D) */
+static void r_emb(const gc_input *ins, double *const *x, double *y, void *c) {
+    int64_t D = gc_last(ins[1].shape);
+    for (int64_t i = 0; i < GC_N0; i++)
+        for (int64_t d = 0; d < D; d++) y[i * D + d] = x[1][(int64_t)x[0][i] * D + d];
+}
+/* dropout: keep k iff volt_rng_uniform(seed, step offset, call, k) >= p (gradcheck's step:
+ * seed 1234, offset 7), kept values times 1/(1-p) */
+static double r_keep(uint64_t call, int64_t k, double p) {
+    return volt_rng_uniform(1234, 7, call, (uint64_t)k) >= (float)p ? 1 / (1 - (double)(float)p) : 0;
+}
+static void r_dropout(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] * r_keep(0, k, 0.3);
+}
+static void r_dropout2(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] * (r_keep(0, k, 0.5) + r_keep(1, k, 0.5));
+}
+
 typedef volt_tensor *(*unary_fn)(volt_step *, volt_tensor *);
 
 static void grads(void) {
-    static const struct { const char *name; gc_fn f; } un[] = {
-        { "gelu", f_gelu }, { "gelu_tanh", f_gelu_tanh }, { "tanh", f_tanh }, { "sigmoid", f_sigmoid },
-        { "softmax", f_softmax }, { "log_softmax", f_log_softmax }, { "softmax*softmax", f_softmax_mul },
-        { "layernorm plain", f_ln_plain }, { "dropout", f_dropout }, { "dropout x2", f_dropout2 },
+    static const struct { const char *name; gc_fn f; gc_ref_fn r; } un[] = {
+        { "gelu", f_gelu, r_gelu }, { "gelu_tanh", f_gelu_tanh, r_gelu_tanh }, { "tanh", f_tanh, r_tanh },
+        { "sigmoid", f_sigmoid, r_sigmoid }, { "softmax", f_softmax, r_softmax },
+        { "log_softmax", f_log_softmax, r_log_softmax }, { "softmax*softmax", f_softmax_mul, r_softmax_mul },
+        { "layernorm plain", f_ln_plain, r_ln_plain }, { "dropout", f_dropout, r_dropout },
+        { "dropout x2", f_dropout2, r_dropout2 },
     };
     const volt_shape shapes[] = { VOLT_SHAPE(7, 13), VOLT_SHAPE(3, 5, 11), VOLT_SHAPE(1, 1), VOLT_SHAPE(4, 1),
                                   VOLT_SHAPE(2, 3, 4, 5), VOLT_SHAPE(37) };
@@ -43,44 +117,41 @@ static void grads(void) {
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
             char name[96], sh[48];
             snprintf(name, sizeof name, "%s %s", un[i].name, volt_shape_str(shapes[j], sh, sizeof sh));
-            gradcheck(name, un[i].f, NULL, 1, (gc_input[]){ GC_F32(shapes[j]) });
+            gradcheck(name, un[i].f, un[i].r, NULL, 1, (gc_input[]){ GC_F32(shapes[j]) });
         }
     /* wider inputs exercise the tails of the activations (exp/erf/tanh branches) */
     gc_input wide = GC_F32(VOLT_SHAPE(7, 13));
     wide.scale = 4;
-    gradcheck("gelu wide", f_gelu, NULL, 1, &wide);
-    gradcheck("gelu_tanh wide", f_gelu_tanh, NULL, 1, &wide);
-    gradcheck("tanh wide", f_tanh, NULL, 1, &wide);
-    gradcheck("sigmoid wide", f_sigmoid, NULL, 1, &wide);
-    gradcheck("softmax wide", f_softmax, NULL, 1, &wide);
-    gradcheck("log_softmax wide", f_log_softmax, NULL, 1, &wide);
+    gradcheck("gelu wide", f_gelu, r_gelu, NULL, 1, &wide);
+    gradcheck("gelu_tanh wide", f_gelu_tanh, r_gelu_tanh, NULL, 1, &wide);
+    gradcheck("tanh wide", f_tanh, r_tanh, NULL, 1, &wide);
+    gradcheck("sigmoid wide", f_sigmoid, r_sigmoid, NULL, 1, &wide);
+    gradcheck("softmax wide", f_softmax, r_softmax, NULL, 1, &wide);
+    gradcheck("log_softmax wide", f_log_softmax, r_log_softmax, NULL, 1, &wide);
 
     /* layernorm: affine, weight only, bias only, 1-element rows */
-    gradcheck("layernorm 7x13", f_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)), GC_F32(VOLT_SHAPE(13)) });
-    gradcheck("layernorm 3x5x11", f_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 11)), GC_F32(VOLT_SHAPE(11)), GC_F32(VOLT_SHAPE(11)) });
-    gradcheck("layernorm 4x1", f_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 1)), GC_F32(VOLT_SHAPE(1)), GC_F32(VOLT_SHAPE(1)) });
-    gradcheck("layernorm 1x1", f_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(1, 1)), GC_F32(VOLT_SHAPE(1)), GC_F32(VOLT_SHAPE(1)) });
-    gradcheck("layernorm 1x300", f_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(1, 300)), GC_F32(VOLT_SHAPE(300)), GC_F32(VOLT_SHAPE(300)) });
-    gradcheck("layernorm w only", f_ln_w, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)) });
-    gradcheck("layernorm b only", f_ln_b, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 11)), GC_F32(VOLT_SHAPE(11)) });
-    /* large offset: x = 100 + N(0, 1); f32 differences need a wider step there */
+    gradcheck("layernorm 7x13", f_ln, r_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)), GC_F32(VOLT_SHAPE(13)) });
+    gradcheck("layernorm 3x5x11", f_ln, r_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 11)), GC_F32(VOLT_SHAPE(11)), GC_F32(VOLT_SHAPE(11)) });
+    gradcheck("layernorm 4x1", f_ln, r_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 1)), GC_F32(VOLT_SHAPE(1)), GC_F32(VOLT_SHAPE(1)) });
+    gradcheck("layernorm 1x1", f_ln, r_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(1, 1)), GC_F32(VOLT_SHAPE(1)), GC_F32(VOLT_SHAPE(1)) });
+    gradcheck("layernorm 1x300", f_ln, r_ln, NULL, 3, (gc_input[]){ GC_F32(VOLT_SHAPE(1, 300)), GC_F32(VOLT_SHAPE(300)), GC_F32(VOLT_SHAPE(300)) });
+    gradcheck("layernorm w only", f_ln_w, r_ln_w, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)) });
+    gradcheck("layernorm b only", f_ln_b, r_ln_b, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 11)), GC_F32(VOLT_SHAPE(11)) });
+    /* large offset: x = 100 + N(0, 1) */
     float xo[91];
     for (int k = 0; k < 91; k++) xo[k] = 100.f + (float)gc_normal();
     gc_input lo = GC_F32(VOLT_SHAPE(7, 13));
     lo.data = xo;
-    double eps0 = gc_eps;
-    gc_eps = 2e-2;
-    gradcheck("layernorm mean 100", f_ln, NULL, 3, (gc_input[]){ lo, GC_F32(VOLT_SHAPE(13)), GC_F32(VOLT_SHAPE(13)) });
-    gc_eps = eps0;
+    gradcheck("layernorm mean 100", f_ln, r_ln, NULL, 3, (gc_input[]){ lo, GC_F32(VOLT_SHAPE(13)), GC_F32(VOLT_SHAPE(13)) });
 
     /* embedding: repeated ids (accumulation), i32 and i64, 1-, 2- and 3-d ids */
-    gradcheck("embedding 2-d i64", f_emb, NULL, 2, (gc_input[]){ GC_INDEX(VOLT_SHAPE(3, 5), 7), GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("embedding 2-d i64", f_emb, r_emb, NULL, 2, (gc_input[]){ GC_INDEX(VOLT_SHAPE(3, 5), 7), GC_F32(VOLT_SHAPE(7, 13)) });
     gc_input i32 = { .dt = VOLT_I32, .shape = VOLT_SHAPE(2, 3, 4), .int_hi = 5 };
-    gradcheck("embedding 3-d i32", f_emb, NULL, 2, (gc_input[]){ i32, GC_F32(VOLT_SHAPE(5, 11)) });
+    gradcheck("embedding 3-d i32", f_emb, r_emb, NULL, 2, (gc_input[]){ i32, GC_F32(VOLT_SHAPE(5, 11)) });
     int64_t rep[6] = { 2, 2, 0, 2, 1, 2 };
     gc_input ri = GC_INDEX(VOLT_SHAPE(6), 3);
     ri.data = rep;
-    gradcheck("embedding repeated", f_emb, NULL, 2, (gc_input[]){ ri, GC_F32(VOLT_SHAPE(3, 1)) });
+    gradcheck("embedding repeated", f_emb, r_emb, NULL, 2, (gc_input[]){ ri, GC_F32(VOLT_SHAPE(3, 1)) });
 }
 
 static volt_step *mkstep(uint64_t seed) {

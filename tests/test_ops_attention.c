@@ -17,46 +17,76 @@ static gc_input mask_input(volt_dtype dt, int64_t B, int64_t Tk, const void *dat
     return (gc_input){ .dt = dt, .shape = VOLT_SHAPE(B, Tk), .diff = false, .data = data };
 }
 
+
+/* gradcheck's double-precision reference: softmax(q k^T / sqrt(D) + mask) v with an explicit
+ * (Tq, Tk) matrix per (b, h); a row that sees no key gives zeros. */
+static void r_attn(const gc_input *ins, double *const *x, double *y, void *c) {
+    const attn_ctx *a = c;
+    const int64_t *qs = ins[0].shape.d;
+    int64_t B = qs[0], H = qs[1], Tq = qs[2], D = qs[3], Tk = ins[1].shape.d[2];
+    double p[64], scale = 1 / sqrt((double)D);
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        int64_t b = bh / H;
+        const double *q = x[0] + bh * Tq * D, *k = x[1] + bh * Tk * D, *v = x[2] + bh * Tk * D;
+        for (int64_t i = 0; i < Tq; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < Tk; j++) {
+                bool vis = !(a->mask && x[3][b * Tk + j] == 0) && !(a->causal && j > i);
+                double sij = 0;
+                for (int64_t d = 0; d < D; d++) sij += q[i * D + d] * k[j * D + d];
+                p[j] = vis ? sij * scale : -INFINITY;
+                mx = fmax(mx, p[j]);
+            }
+            for (int64_t j = 0; j < Tk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t j = 0; j < Tk; j++) acc += (sum > 0 ? p[j] / sum : 0) * v[j * D + d];
+                y[bh * Tq * D + i * D + d] = acc;
+            }
+        }
+    }
+}
+
 static void grads(void) {
     attn_ctx plain = { false, false }, masked = { false, true }, causal = { true, false },
              causal_masked = { true, true };
-    gradcheck("attention (1,1,5,4)", f_attn, &plain, 3,
+    gradcheck("attention (1,1,5,4)", f_attn, r_attn, &plain, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(1, 1, 5, 4)), GC_F32(VOLT_SHAPE(1, 1, 5, 4)), GC_F32(VOLT_SHAPE(1, 1, 5, 4)) });
 
     /* padding: batch 0 attends 5 of 7 keys, batch 1 only 2 */
     uint8_t m8[14] = { 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0 };
-    gradcheck("attention (2,3,7,8) u8 padding", f_attn, &masked, 4,
+    gradcheck("attention (2,3,7,8) u8 padding", f_attn, r_attn, &masked, 4,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)),
                             mask_input(VOLT_U8, 2, 7, m8) });
     /* a hole in the middle, i32 */
     int32_t m32[14] = { 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0 };
-    gradcheck("attention (2,3,7,8) i32 holes", f_attn, &masked, 4,
+    gradcheck("attention (2,3,7,8) i32 holes", f_attn, r_attn, &masked, 4,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)),
                             mask_input(VOLT_I32, 2, 7, m32) });
 
-    gradcheck("attention (2,2,6,5) causal", f_attn, &causal, 3,
+    gradcheck("attention (2,2,6,5) causal", f_attn, r_attn, &causal, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)) });
     /* causal + padding: batch 1 masks key 0, so its query row 0 sees nothing */
     int64_t m64c[12] = { 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1 };
-    gradcheck("attention (2,2,6,5) causal+padding", f_attn, &causal_masked, 4,
+    gradcheck("attention (2,2,6,5) causal+padding", f_attn, r_attn, &causal_masked, 4,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)),
                             mask_input(VOLT_I64, 2, 6, m64c) });
 
     /* cross attention, Tq != Tk */
-    gradcheck("attention q (2,1,3,4) kv (2,1,9,4)", f_attn, &plain, 3,
+    gradcheck("attention q (2,1,3,4) kv (2,1,9,4)", f_attn, r_attn, &plain, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 1, 3, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)) });
     int64_t m64[18] = { 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1, 1, 1, 1, 1 };
-    gradcheck("attention q (2,1,3,4) kv (2,1,9,4) i64 mask", f_attn, &masked, 4,
+    gradcheck("attention q (2,1,3,4) kv (2,1,9,4) i64 mask", f_attn, r_attn, &masked, 4,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 1, 3, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)),
                             mask_input(VOLT_I64, 2, 9, m64) });
     /* only some inputs differentiable: backward skips the dP/dS work or dv */
-    gradcheck("attention v only", f_attn, &causal, 3,
+    gradcheck("attention v only", f_attn, r_attn, &causal, 3,
               (gc_input[]){ GC_F32_CONST(VOLT_SHAPE(2, 2, 6, 5)), GC_F32_CONST(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)) });
-    gradcheck("attention q only", f_attn, &plain, 3,
+    gradcheck("attention q only", f_attn, r_attn, &plain, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32_CONST(VOLT_SHAPE(2, 2, 7, 5)), GC_F32_CONST(VOLT_SHAPE(2, 2, 7, 5)) });
     /* a batch with every key masked: zero grads, matched by the (zero) numeric ones */
     uint8_t mz[10] = { 1, 1, 0, 1, 1, 0, 0, 0, 0, 0 };
-    gradcheck("attention (2,2,4,3) fully masked batch", f_attn, &masked, 4,
+    gradcheck("attention (2,2,4,3) fully masked batch", f_attn, r_attn, &masked, 4,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 4, 3)), GC_F32(VOLT_SHAPE(2, 2, 5, 3)), GC_F32(VOLT_SHAPE(2, 2, 5, 3)),
                             mask_input(VOLT_U8, 2, 5, mz) });
 }

@@ -21,37 +21,114 @@ static volt_tensor *f_reshape(volt_step *s, volt_tensor **in, void *c) {
     return volt_mul(s, volt_reshape(s, in[0], VOLT_SHAPE(13, -1)), volt_reshape(s, in[0], VOLT_SHAPE(13, 7)));
 }
 
+
+/* ---- double-precision references (gradcheck): index loops in double ------------------- */
+#define GC_N0 volt_shape_numel(ins[0].shape)
+/* a (..., M, K) x b (K, N), or batched a (B, M, K) x b (B, K, N) */
+static void r_matmul(const gc_input *ins, double *const *x, double *y, void *c) {
+    volt_shape as = ins[0].shape, bs = ins[1].shape;
+    int64_t K = gc_last(as), N = gc_last(bs), batched = bs.ndim == 3;
+    int64_t M = batched ? as.d[as.ndim - 2] : gc_rows(as), B = batched ? bs.d[0] : 1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += x[0][(b * M + i) * K + k] * x[1][(b * K + k) * N + j];
+                y[(b * M + i) * N + j] = acc;
+            }
+}
+/* x (..., in) w (out, in) [b (out)] -> x w^T + b */
+static void r_linear(const gc_input *ins, double *const *x, double *y, void *c) {
+    int64_t I = gc_last(ins[0].shape), R = gc_rows(ins[0].shape), O = ins[1].shape.d[0];
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t o = 0; o < O; o++) {
+            double acc = c ? 0 : x[2][o];   /* ctx != NULL: no bias */
+            for (int64_t i = 0; i < I; i++) acc += x[0][r * I + i] * x[1][o * I + i];
+            y[r * O + o] = acc;
+        }
+}
+/* b broadcast over a: b's shape is a suffix of a's */
+static void r_add(const gc_input *ins, double *const *x, double *y, void *c) {
+    int64_t nb = volt_shape_numel(ins[1].shape);
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] + x[1][k % nb];
+}
+static void r_mul(const gc_input *ins, double *const *x, double *y, void *c) {
+    int64_t nb = volt_shape_numel(ins[1].shape);
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] * x[1][k % nb];
+}
+static void r_scale(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = -2.5 * x[0][k];
+}
+static void r_relu(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] > 0 ? x[0][k] : 0;
+}
+static void r_sum(const gc_input *ins, double *const *x, double *y, void *c) {
+    y[0] = 0;
+    for (int64_t k = 0; k < GC_N0; k++) y[0] += x[0][k];
+}
+static void r_mean(const gc_input *ins, double *const *x, double *y, void *c) {
+    r_sum(ins, x, y, c);
+    y[0] /= (double)GC_N0;
+}
+static void r_mse(const gc_input *ins, double *const *x, double *y, void *c) {
+    y[0] = 0;
+    for (int64_t k = 0; k < GC_N0; k++) y[0] += (x[0][k] - x[1][k]) * (x[0][k] - x[1][k]);
+    y[0] /= (double)GC_N0;
+}
+/* PyTorch's cross entropy: mean over non-ignored rows of
+ * (1 - eps) * -log p_t + eps * mean_c(-log p_c) */
+static void r_ce(const gc_input *ins, double *const *x, double *y, void *c) {
+    volt_ce_opts o = c ? *(volt_ce_opts *)c : VOLT_CE_DEFAULTS;
+    double eps = (double)o.label_smoothing, total = 0;
+    int64_t C = gc_last(ins[0].shape), N = gc_rows(ins[0].shape), count = 0;
+    for (int64_t r = 0; r < N; r++) {
+        int64_t t = (int64_t)x[1][r];
+        if (t == o.ignore_index) continue;
+        const double *row = x[0] + r * C;
+        double se = 0, mean_nll = 0;
+        for (int64_t j = 0; j < C; j++) se += exp(row[j]);
+        for (int64_t j = 0; j < C; j++) mean_nll += (log(se) - row[j]) / (double)C;
+        total += (1 - eps) * (log(se) - row[t]) + eps * mean_nll;
+        count++;
+    }
+    y[0] = total / (double)count;
+}
+/* reshape (7,13) -> (13,7) twice, multiplied: element k is x[k]^2 */
+static void r_reshape(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] * x[0][k];
+}
+
 static void grads(void) {
-    gradcheck("matmul 7x13 * 13x5", f_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13, 5)) });
-    gradcheck("matmul 3x4x13 * 13x6", f_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 4, 13)), GC_F32(VOLT_SHAPE(13, 6)) });
-    gradcheck("matmul batched", f_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)), GC_F32(VOLT_SHAPE(3, 7, 2)) });
-    gradcheck("linear", f_linear, NULL, 3,
+    gradcheck("matmul 7x13 * 13x5", f_matmul, r_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13, 5)) });
+    gradcheck("matmul 3x4x13 * 13x6", f_matmul, r_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 4, 13)), GC_F32(VOLT_SHAPE(13, 6)) });
+    gradcheck("matmul batched", f_matmul, r_matmul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)), GC_F32(VOLT_SHAPE(3, 7, 2)) });
+    gradcheck("linear", f_linear, r_linear, NULL, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(5, 13)), GC_F32(VOLT_SHAPE(5)) });
-    gradcheck("linear 3-d no bias", f_linear_nb, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 13)), GC_F32(VOLT_SHAPE(9, 13)) });
-    gradcheck("linear wide bias", f_linear, NULL, 3,
+    gradcheck("linear 3-d no bias", f_linear_nb, r_linear, "no bias", 2, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 13)), GC_F32(VOLT_SHAPE(9, 13)) });
+    gradcheck("linear wide bias", f_linear, r_linear, NULL, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(3, 4)), GC_F32(VOLT_SHAPE(300, 4)), GC_F32(VOLT_SHAPE(300)) });
-    gradcheck("add same", f_add, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
-    gradcheck("add broadcast", f_add, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
-    gradcheck("bias", f_bias, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)) });
-    gradcheck("mul same", f_mul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
-    gradcheck("mul broadcast", f_mul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(5, 7, 13)), GC_F32(VOLT_SHAPE(13)) });
-    gradcheck("scale", f_scale, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("add same", f_add, r_add, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("add broadcast", f_add, r_add, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("bias", f_bias, r_add, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(13)) });
+    gradcheck("mul same", f_mul, r_mul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("mul broadcast", f_mul, r_mul, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(5, 7, 13)), GC_F32(VOLT_SHAPE(13)) });
+    gradcheck("scale", f_scale, r_scale, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
     /* relu: keep inputs away from the kink at 0 */
     float xr[91];
     for (int i = 0; i < 91; i++) xr[i] = (i % 2 ? 1.f : -1.f) * (0.1f + 0.01f * (float)i);
     gc_input ri = GC_F32(VOLT_SHAPE(7, 13));
     ri.data = xr;
-    gradcheck("relu", f_relu, NULL, 1, &ri);
-    gradcheck("sum", f_sum, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
-    gradcheck("mean", f_mean, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 13)) });
-    gradcheck("mse", f_mse, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
-    gradcheck("cross_entropy", f_ce, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_INDEX(VOLT_SHAPE(7), 13) });
+    gradcheck("relu", f_relu, r_relu, NULL, 1, &ri);
+    gradcheck("sum", f_sum, r_sum, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("mean", f_mean, r_mean, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 13)) });
+    gradcheck("mse", f_mse, r_mse, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("cross_entropy", f_ce, r_ce, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), GC_INDEX(VOLT_SHAPE(7), 13) });
     int64_t tg[7] = { 1, -100, 12, 0, -100, 5, 5 };
     gc_input ti = GC_INDEX(VOLT_SHAPE(7), 13);
     ti.data = tg;
     volt_ce_opts o = { .ignore_index = -100, .label_smoothing = 0.1f };
-    gradcheck("cross_entropy ignore+smoothing", f_ce, &o, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), ti });
-    gradcheck("reshape", f_reshape, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
+    gradcheck("cross_entropy ignore+smoothing", f_ce, r_ce, &o, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)), ti });
+    gradcheck("reshape", f_reshape, r_reshape, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(7, 13)) });
 }
 
 static volt_step *mkstep(void) {

@@ -18,7 +18,7 @@ static volt_tensor *f_pool(volt_step *s, volt_tensor **in, void *c) {
     return volt_max_pool2d(s, in[0], k->k, k->stride);
 }
 
-/* Distinct values 0.01 apart in a shuffled order: no ties, and a gradcheck nudge (3e-3)
+/* Distinct values 0.01 apart in a shuffled order: no ties, and a gradcheck nudge (1e-6)
  * never changes which element of a window is the max. */
 static float *distinct(int64_t n, uint64_t seed) {
     float *v = malloc(sizeof(float) * (size_t)n);
@@ -31,33 +31,73 @@ static float *distinct(int64_t n, uint64_t seed) {
     return v;
 }
 
+
+/* ---- double-precision references (gradcheck): direct loops ------------------------------ */
+/* x (N, C, H, W) * w (O, C, KH, KW) [+ b (O)] -> (N, O, OH, OW), zero padding */
+static void r_conv_any(const gc_input *ins, double *const *x, double *y, const conv_ctx *k, bool bias) {
+    const int64_t *xs = ins[0].shape.d, *ws = ins[1].shape.d;
+    int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3];
+    int64_t OH = (H + 2 * k->pad - KH) / k->stride + 1, OW = (W + 2 * k->pad - KW) / k->stride + 1;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = bias ? x[2][o] : 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t i = 0; i < KH; i++)
+                            for (int64_t j = 0; j < KW; j++) {
+                                int64_t h = oh * k->stride - k->pad + i, w = ow * k->stride - k->pad + j;
+                                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                                acc += x[0][((n * C + c) * H + h) * W + w] * x[1][((o * C + c) * KH + i) * KW + j];
+                            }
+                    y[((n * O + o) * OH + oh) * OW + ow] = acc;
+                }
+}
+static void r_conv(const gc_input *ins, double *const *x, double *y, void *c) { r_conv_any(ins, x, y, c, true); }
+static void r_conv_nb(const gc_input *ins, double *const *x, double *y, void *c) { r_conv_any(ins, x, y, c, false); }
+/* max over each k x k window, stride (0 = k), no padding */
+static void r_pool(const gc_input *ins, double *const *x, double *y, void *c) {
+    const pool_ctx *p = c;
+    const int64_t *xs = ins[0].shape.d;
+    int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], st = p->stride ? p->stride : p->k;
+    int64_t OH = (H - p->k) / st + 1, OW = (W - p->k) / st + 1;
+    for (int64_t nc = 0; nc < NC; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double m = -INFINITY;
+                for (int64_t i = 0; i < p->k; i++)
+                    for (int64_t j = 0; j < p->k; j++) m = fmax(m, x[0][(nc * H + oh * st + i) * W + ow * st + j]);
+                y[(nc * OH + oh) * OW + ow] = m;
+            }
+}
+
 static void grads(void) {
     conv_ctx s1p1 = { 1, 1 }, s2p0 = { 2, 0 }, s2p2 = { 2, 2 }, s1p0 = { 1, 0 };
-    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s1 p1 bias", f_conv, &s1p1, 3,
+    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s1 p1 bias", f_conv, r_conv, &s1p1, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 6)), GC_F32(VOLT_SHAPE(4, 3, 3, 3)), GC_F32(VOLT_SHAPE(4)) });
-    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s2 p0 bias", f_conv, &s2p0, 3,
+    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s2 p0 bias", f_conv, r_conv, &s2p0, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 6)), GC_F32(VOLT_SHAPE(4, 3, 3, 3)), GC_F32(VOLT_SHAPE(4)) });
-    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s1 p1 no bias", f_conv_nb, &s1p1, 2,
+    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s1 p1 no bias", f_conv_nb, r_conv_nb, &s1p1, 2,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 6)), GC_F32(VOLT_SHAPE(4, 3, 3, 3)) });
-    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s2 p0 no bias", f_conv_nb, &s2p0, 2,
+    gradcheck("conv2d (2,3,7,6)x(4,3,3,3) s2 p0 no bias", f_conv_nb, r_conv_nb, &s2p0, 2,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 6)), GC_F32(VOLT_SHAPE(4, 3, 3, 3)) });
     /* one sample (the sequential batch path), a non-square kernel, padding > 1 */
-    gradcheck("conv2d (1,2,5,8)x(3,2,2,3) s2 p2 bias", f_conv, &s2p2, 3,
+    gradcheck("conv2d (1,2,5,8)x(3,2,2,3) s2 p2 bias", f_conv, r_conv, &s2p2, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(1, 2, 5, 8)), GC_F32(VOLT_SHAPE(3, 2, 2, 3)), GC_F32(VOLT_SHAPE(3)) });
     /* 1x1 stride 1: the no-im2col path */
-    gradcheck("conv2d (3,5,4,3)x(2,5,1,1) pointwise", f_conv, &s1p0, 3,
+    gradcheck("conv2d (3,5,4,3)x(2,5,1,1) pointwise", f_conv, r_conv, &s1p0, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 4, 3)), GC_F32(VOLT_SHAPE(2, 5, 1, 1)), GC_F32(VOLT_SHAPE(2)) });
     /* x constant (first layer on data), only w and b get grads */
-    gradcheck("conv2d x without grad", f_conv, &s1p1, 3,
+    gradcheck("conv2d x without grad", f_conv, r_conv, &s1p1, 3,
               (gc_input[]){ GC_F32_CONST(VOLT_SHAPE(3, 3, 7, 6)), GC_F32(VOLT_SHAPE(4, 3, 3, 3)), GC_F32(VOLT_SHAPE(4)) });
 
     pool_ctx k2 = { 2, 0 }, k3s2 = { 3, 2 }, k3s1 = { 3, 1 };
     float *xv = distinct(2 * 3 * 8 * 7, 1);
     gc_input pin = GC_F32(VOLT_SHAPE(2, 3, 8, 7));
     pin.data = xv;
-    gradcheck("max_pool2d (2,3,8,7) k2", f_pool, &k2, 1, &pin);
-    gradcheck("max_pool2d (2,3,8,7) k3 s2", f_pool, &k3s2, 1, &pin);
-    gradcheck("max_pool2d (2,3,8,7) k3 s1 (overlapping)", f_pool, &k3s1, 1, &pin);
+    gradcheck("max_pool2d (2,3,8,7) k2", f_pool, r_pool, &k2, 1, &pin);
+    gradcheck("max_pool2d (2,3,8,7) k3 s2", f_pool, r_pool, &k3s2, 1, &pin);
+    gradcheck("max_pool2d (2,3,8,7) k3 s1 (overlapping)", f_pool, r_pool, &k3s1, 1, &pin);
     free(xv);
 }
 

@@ -32,37 +32,50 @@ static volt_tensor *f_chain(volt_step *s, volt_tensor **in, void *c) {
     return volt_mul(s, t, volt_mul(s, t, volt_slice(s, in[1], 0, 2, 5)));  /* y (9, 3) rows 2..6 */
 }
 
+
+/* f_chain's double-precision reference: t = x^T (5, 3), out = t * t * y[2:7] */
+static void r_chain(const gc_input *ins, double *const *x, double *y, void *c) {
+    for (int64_t i = 0; i < 5; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            double t = x[0][j * 5 + i];
+            y[i * 3 + j] = t * t * x[1][(2 + i) * 3 + j];
+        }
+}
+
+/* Permute, transpose, slice, select and concat only copy: their f32 forward is exact, so
+ * gradcheck runs them without a reference (ref NULL: differences of the f32 forward summed
+ * in double, divided by the step taken, are exact for a linear op). */
 static void grads(void) {
     perm_ctx p1 = { { 0, 2, 1, 3 } }, p2 = { { 3, 1, 0, 2 } }, p3 = { { 2, 0, 1 } }, p4 = { { -1, 0 } };
-    gradcheck("permute (2,3,5,7) {0,2,1,3}", f_permute, &p1, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
-    gradcheck("permute (2,3,5,7) {3,1,0,2}", f_permute, &p2, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
-    gradcheck("permute (3,5,7) {2,0,1}", f_permute, &p3, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)) });
-    gradcheck("permute (5,7) {-1,0}", f_permute, &p4, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(5, 7)) });
-    gradcheck("transpose(-1,-2) (3,5,7)", f_transpose_last, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)) });
-    gradcheck("transpose(0,2) (2,3,5,7)", f_transpose_02, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
+    gradcheck("permute (2,3,5,7) {0,2,1,3}", f_permute, NULL, &p1, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
+    gradcheck("permute (2,3,5,7) {3,1,0,2}", f_permute, NULL, &p2, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
+    gradcheck("permute (3,5,7) {2,0,1}", f_permute, NULL, &p3, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)) });
+    gradcheck("permute (5,7) {-1,0}", f_permute, NULL, &p4, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(5, 7)) });
+    gradcheck("transpose(-1,-2) (3,5,7)", f_transpose_last, NULL, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5, 7)) });
+    gradcheck("transpose(0,2) (2,3,5,7)", f_transpose_02, NULL, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
 
     slice_ctx sm = { 1, 2, 3 }, sneg = { -1, 1, 3 }, sfirst = { 0, 0, 2 };
-    gradcheck("slice (3,7,5) dim 1 [2,5)", f_slice, &sm, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
-    gradcheck("slice (3,7,5) dim -1 [1,4)", f_slice, &sneg, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
-    gradcheck("slice (3,7,5) dim 0 [0,2)", f_slice, &sfirst, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
+    gradcheck("slice (3,7,5) dim 1 [2,5)", f_slice, NULL, &sm, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
+    gradcheck("slice (3,7,5) dim -1 [1,4)", f_slice, NULL, &sneg, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
+    gradcheck("slice (3,7,5) dim 0 [0,2)", f_slice, NULL, &sfirst, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 7, 5)) });
     slice_ctx cls = { 1, 0, 1 }, last = { -1, -1, 1 }, mid = { 2, 3, 1 };
-    gradcheck("select (4,9,6) dim 1 index 0 (CLS)", f_select, &cls, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 9, 6)) });
-    gradcheck("select (4,9,6) dim -1 index -1", f_select, &last, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 9, 6)) });
-    gradcheck("select (2,3,5,7) dim 2 index 3", f_select, &mid, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
+    gradcheck("select (4,9,6) dim 1 index 0 (CLS)", f_select, NULL, &cls, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 9, 6)) });
+    gradcheck("select (4,9,6) dim -1 index -1", f_select, NULL, &last, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(4, 9, 6)) });
+    gradcheck("select (2,3,5,7) dim 2 index 3", f_select, NULL, &mid, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5, 7)) });
 
     cat_ctx c0 = { 0 }, c1 = { 1 }, cneg = { -1 };
-    gradcheck("concat dim 0", f_concat3, &c0, 3,
+    gradcheck("concat dim 0", f_concat3, NULL, &c0, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 5, 3)), GC_F32(VOLT_SHAPE(3, 5, 3)), GC_F32(VOLT_SHAPE(1, 5, 3)) });
-    gradcheck("concat dim 1", f_concat3, &c1, 3,
+    gradcheck("concat dim 1", f_concat3, NULL, &c1, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 1, 3)), GC_F32(VOLT_SHAPE(2, 5, 3)), GC_F32(VOLT_SHAPE(2, 4, 3)) });
-    gradcheck("concat dim -1", f_concat3, &cneg, 3,
+    gradcheck("concat dim -1", f_concat3, NULL, &cneg, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(3, 2)), GC_F32(VOLT_SHAPE(3, 7)), GC_F32(VOLT_SHAPE(3, 1)) });
-    gradcheck("concat dim 1, one input constant", f_concat3, &c1, 3,
+    gradcheck("concat dim 1, one input constant", f_concat3, NULL, &c1, 3,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 1, 3)), GC_F32_CONST(VOLT_SHAPE(2, 5, 3)), GC_F32(VOLT_SHAPE(2, 4, 3)) });
-    gradcheck("concat repeated input", f_concat_repeat, NULL, 2,
+    gradcheck("concat repeated input", f_concat_repeat, NULL, NULL, 2,
               (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 5)), GC_F32(VOLT_SHAPE(2, 4, 5)) });
-    gradcheck("concat n=1", f_concat1, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5)) });
-    gradcheck("transpose+slice chain", f_chain, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5)), GC_F32(VOLT_SHAPE(9, 3)) });
+    gradcheck("concat n=1", f_concat1, NULL, NULL, 1, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5)) });
+    gradcheck("transpose+slice chain", f_chain, r_chain, NULL, 2, (gc_input[]){ GC_F32(VOLT_SHAPE(3, 5)), GC_F32(VOLT_SHAPE(9, 3)) });
 }
 
 static volt_step *mkstep(void) {

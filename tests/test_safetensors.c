@@ -321,6 +321,65 @@ static void test_crc_corruption(void) {
     }
 }
 
+/* A tensor whose crc entry is gone: in a volt file (every tensor has one) that is damage,
+ * VOLT_ERR_CORRUPT naming the tensor; a foreign file without any crc still verifies. */
+static void test_crc_missing(void) {
+    const char *p = tpath("nocrc.safetensors");
+    float wv[6] = { 1, 2, 3, 4, 5, 6 }, bv[2] = { 7, 8 };
+    volt_st_writer *w = NULL;
+    char err[512] = "";
+    CHECK_OK(volt_st_writer_create(&w));
+    CHECK_OK(volt_st_writer_add(w, "fc1.weight", VOLT_F32, VOLT_SHAPE(2, 3), wv));
+    CHECK_OK(volt_st_writer_add(w, "fc1.bias", VOLT_F32, VOLT_SHAPE(2), bv));
+    CHECK_OK(volt_st_writer_write(w, p, err, sizeof err));
+    volt_st_writer_destroy(w);
+    size_t n = 0;
+    unsigned char *b = slurp(p, &n);
+    if (!b) { CHECK(0, "read back"); return; }
+    /* rename the key "crc32:fc1.bias" -> "crc32:fc1.biaz": same length, offsets unchanged */
+    unsigned char *hit = NULL;
+    for (size_t i = 8; i + 14 <= n && !hit; i++)
+        if (memcmp(b + i, "crc32:fc1.bias", 14) == 0) hit = b + i;
+    CHECK(hit != NULL, "crc key in the header");
+    if (hit) hit[13] = 'z';
+    spit(p, b, n);
+    free(b);
+    volt_st_file *f = NULL;
+    CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+    if (f) {
+        CHECK_OK(volt_st_verify(f, "fc1.weight", err, sizeof err));
+        err[0] = 0;
+        volt_status st = volt_st_verify(f, "fc1.bias", err, sizeof err);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "tensor 'fc1.bias' has no crc32 entry") && strstr(err, p),
+              "missing crc: %s %s", volt_status_str(st), err);
+        err[0] = 0;
+        st = volt_st_verify_all(f, err, sizeof err);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "fc1.bias"), "verify_all, missing crc: %s", err);
+        volt_st_close(f);
+    }
+    /* "format": "volt" and no crc at all: every tensor is missing its crc */
+    float one = 1;
+    make_file(tpath("volt_nocrc.safetensors"),
+              "{\"__metadata__\":{\"format\":\"volt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+              "\"data_offsets\":[0,4]}}", &one, 4);
+    f = NULL;
+    CHECK_OK(volt_st_open(tpath("volt_nocrc.safetensors"), &f, err, sizeof err));
+    if (f) {
+        volt_status st = volt_st_verify_all(f, err, sizeof err);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "tensor 'a' has no crc32 entry"), "volt file, no crc: %s", err);
+        volt_st_close(f);
+    }
+    /* a file from elsewhere (no format, no crcs): nothing to check, verifies OK */
+    make_file(tpath("foreign.safetensors"),
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", &one, 4);
+    f = NULL;
+    CHECK_OK(volt_st_open(tpath("foreign.safetensors"), &f, err, sizeof err));
+    if (f) {
+        CHECK_OK(volt_st_verify_all(f, err, sizeof err));
+        volt_st_close(f);
+    }
+}
+
 static void test_truncation(void) {
     size_t n = 0;
     unsigned char *b = slurp(tpath("rt.safetensors"), &n);
@@ -801,6 +860,7 @@ int main(void) {
     test_byte_layout();
     test_writer_errors();
     test_crc_corruption();
+    test_crc_missing();
     test_truncation();
     test_mutations();
     test_hostile_headers();

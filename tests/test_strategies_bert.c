@@ -12,8 +12,17 @@
  * batch; the distributed run gets each rank's shard through the loader (DistributedSampler
  * order: rank r takes positions r, r+N, ... of the shuffled list, so batch i of the N shards
  * together is batch i of the single run). The module is volt_distilbert_ops itself; the
- * losses are read by a callback in on_before_backward. */
+ * losses are read by a callback in on_before_backward.
+ *
+ * `single` shares every kernel with the strategies, so each run (local: single; parity S:
+ * S on N ranks) also takes one step against an independent reference: the PyTorch fixture
+ * (tests/fixtures/distilbert_tiny.safetensors: the tiny model's weights, a 3-row batch, the
+ * float64 loss and gradients). Its 3 rows twice make a global batch of 6 (the same mean
+ * loss and gradients); one SGD step with clipping by norm (half the fixture's gradient
+ * norm) must move every weight by -lr * clip / (|g| + 1e-6) * g, computed here in double
+ * from the fixture's weights and gradients. */
 #include <time.h>
+#include <unistd.h>
 #include "vtest.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
@@ -103,7 +112,7 @@ static volt_trainer *make_trainer(const char *strategy) {
 }
 
 /* Records each micro-step's loss (this rank's batch mean, before the 1/ACC scaling) and, on
- * a single device, the gradient norm the optimizer sees (after clipping). */
+ * a single device, the gradient norm the optimizer sees (after clipping), computed by hand. */
 typedef struct {
     float losses[MAX_LOSSES];
     int n_losses;
@@ -117,10 +126,22 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_tensor *loss
     return VOLT_OK;
 }
 
+/* The global gradient norm from first principles: every parameter's grad, squared and
+ * summed in double here, not with the library's norm (the one clipping itself uses). */
+static double grad_norm_by_hand(volt_params *ps) {
+    double ss = 0;
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        const volt_tensor *p = volt_params_at(ps, i);
+        const float *g = p->grad;
+        for (int64_t k = 0; g && k < volt_tensor_numel(p); k++) ss += (double)g[k] * g[k];
+    }
+    return sqrt(ss);
+}
+
 static volt_status rec_step(void *self, volt_trainer *t) {
     recorder *r = self;
     if (r->n_steps < MAX_LOSSES && volt_trainer_world_size(t) == 1)
-        r->clipped_norm[r->n_steps] = sqrt(volt_params_grad_sqnorm(volt_trainer_params(t)));
+        r->clipped_norm[r->n_steps] = grad_norm_by_hand(volt_trainer_params(t));
     r->n_steps++;
     return VOLT_OK;
 }
@@ -158,6 +179,150 @@ static void run_single(volt_dataset *ds, ref_run *r) {
     volt_loader_destroy(l);
     volt_distilbert_destroy(m);
     r->seconds = now_s() - t0;
+}
+
+/* ---- one step against the PyTorch fixture ----------------------------------------------------------- */
+#ifndef VOLT_FIXTURES
+#define VOLT_FIXTURES "tests/fixtures"
+#endif
+#define FIXTURE VOLT_FIXTURES "/distilbert_tiny.safetensors"
+enum { FX_B = 3, FX_T = 11, FX_ROWS = 2 * FX_B };
+#define FX_LR 0.5f
+
+static int fx_world = 1, fx_rank = 0;
+
+/* A fixture tensor's bytes (exactly `bytes` of them) into dst. */
+static bool fx_raw(volt_st_file *f, const char *name, void *dst, size_t bytes) {
+    volt_st_info info;
+    bool ok = volt_st_find(f, name, &info) == VOLT_OK && info.nbytes == bytes;
+    CHECK(ok, "fixture tensor '%s' of %zu bytes", name, bytes);
+    if (ok) memcpy(dst, info.data, bytes);
+    return ok;
+}
+
+static void test_fixture_step(const char *strategy) {
+    char err[512] = "", dir[1100], link[1200];
+    volt_st_file *f = NULL;
+    volt_status st = volt_st_open(FIXTURE, &f, err, sizeof err);
+    CHECK(st == VOLT_OK, "fixture: %s", err);
+    if (st < 0) return;
+    static int32_t ids[FX_ROWS * FX_T], mask[FX_ROWS * FX_T];
+    static int64_t labels[FX_ROWS];
+    float loss_ref = NAN;
+    fx_raw(f, "input_ids", ids, sizeof(int32_t) * FX_B * FX_T);
+    fx_raw(f, "attention_mask", mask, sizeof(int32_t) * FX_B * FX_T);
+    fx_raw(f, "labels", labels, sizeof(int64_t) * FX_B);
+    CHECK_OK(volt_st_read_f32(f, "loss", &loss_ref, 1, err, sizeof err));
+    memcpy(ids + FX_B * FX_T, ids, sizeof(int32_t) * FX_B * FX_T);   /* the 3 rows twice */
+    memcpy(mask + FX_B * FX_T, mask, sizeof(int32_t) * FX_B * FX_T);
+    memcpy(labels + FX_B, labels, sizeof(int64_t) * FX_B);
+    const volt_field fl[3] = { { "input_ids", VOLT_I32, VOLT_SHAPE(FX_T) }, { "attention_mask", VOLT_I32, VOLT_SHAPE(FX_T) },
+                               { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *d[3] = { ids, mask, labels };
+    volt_dataset *ds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(3, fl, d, FX_ROWS, &ds));
+    /* the pretrained folder: model.safetensors = the fixture */
+    /* one folder per strategy, world size and rank: the np2 and np3 tests may run at once */
+    snprintf(dir, sizeof dir, "%s/fixture_%s_np%d_rank%d", vtest_tmpdir(), strategy, fx_world, fx_rank);
+    snprintf(link, sizeof link, "%s/model.safetensors", dir);
+    mkdir(dir, 0755);
+    unlink(link);
+    CHECK(symlink(FIXTURE, link) == 0, "symlink %s", link);
+    volt_distilbert_config c;
+    volt_distilbert_config_init(&c);
+    CHECK_OK(volt_distilbert_preset(&c, "tiny"));
+    c.n_classes = 3;
+    c.dropout = c.attention_dropout = c.seq_classif_dropout = 0.f;
+    c.optimizer = VOLT_OPTIM_SGD;
+    c.lr = FX_LR;
+    c.weight_decay = 0.f;
+    c.pretrained_dir = dir;
+    void *m = NULL;
+    CHECK_OK(volt_distilbert_create(&c, &m));
+    /* the fixture's gradient norm, in double: clip to half of it */
+    volt_trainer *t = NULL;
+    double gnorm = 0;
+    int nparams = 0;
+    for (int i = 0; i < volt_st_count(f); i++) {
+        const char *nm = volt_st_name(f, i);
+        volt_st_info info;
+        if (strncmp(nm, "grad.", 5) || volt_st_find(f, nm, &info) < 0) continue;
+        const float *g = info.data;
+        for (size_t k = 0; k < info.nbytes / 4; k++) gnorm += (double)g[k] * g[k];
+        nparams++;
+    }
+    gnorm = sqrt(gnorm);
+    const double clip = 0.5 * gnorm, coef = clip / (gnorm + 1e-6);
+    volt_trainer_config tc;
+    volt_trainer_config_init(&tc);
+    tc.max_epochs = 1;
+    tc.max_steps = 1;
+    tc.gradient_clip_val = (float)clip;
+    tc.enable_checkpointing = tc.enable_logger = tc.enable_progress_bar = false;
+    tc.num_sanity_val_steps = 0;
+    tc.default_root_dir = vtest_tmpdir();
+    tc.strategy = strategy;
+    tc.seed = 7;
+    st = volt_trainer_create(&tc, &t);
+    CHECK(st == VOLT_OK, "fixture step: trainer_create(%s): %s", strategy, t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    volt_loader *l = vtest_loader(ds, FX_ROWS / fx_world, false);
+    recorder rec = { 0 };
+    if (st == VOLT_OK && m && l) {
+        CHECK_OK(volt_trainer_add_callback(t, &recorder_ops, &rec));
+        st = volt_trainer_fit(t, &volt_distilbert_ops, m, l, NULL, NULL);
+        CHECK(st == VOLT_OK, "fixture step %s: fit: %s", strategy, volt_trainer_errmsg(t));
+        double loss = rec.n_losses == 1 ? rec.losses[0] : NAN;
+#ifdef VOLT_HAVE_MPI
+        if (fx_world > 1) MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#endif
+        loss /= fx_world;
+        CHECK(fabs(loss - loss_ref) <= 1e-5 * fabs(loss_ref), "fixture step %s: loss %.9g, torch %.9g", strategy, loss,
+              loss_ref);
+        /* every weight moved by -lr * coef * g (torch's float64 gradient), from the fixture's weights */
+        volt_params *ps = volt_trainer_params(t);
+        double worst = 0;
+        const char *worst_name = "";
+        int checked = 0;
+        for (int i = 0; i < volt_params_count(ps); i++) {
+            volt_tensor *p = volt_params_at(ps, i);
+            const int64_t n = volt_tensor_numel(p);
+            char gname[200];
+            snprintf(gname, sizeof gname, "grad.%s", p->name);
+            float *w0 = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n);
+            if (volt_st_read_f32(f, p->name, w0, n, err, sizeof err) < 0 ||
+                volt_st_read_f32(f, gname, g, n, err, sizeof err) < 0) {
+                CHECK(0, "fixture %s: %s", p->name, err);
+                free(w0); free(g);
+                continue;
+            }
+            double sc = 0, dmax = 0;
+            for (int64_t k = 0; k < n; k++) {
+                const double want = -(double)FX_LR * coef * g[k], got = (double)volt_tensor_f32(p)[k] - w0[k];
+                sc = fmax(sc, fabs(want));
+                dmax = fmax(dmax, fabs(got - want));
+            }
+            /* 1e-4 of the tensor's largest update (the fixture's own test takes 1e-4 of the largest
+             * gradient), + 2e-7 for the f32 rounding of w0 + update (weights up to ~1) */
+            const double e = dmax / (1e-4 * sc + 2e-7);
+            CHECK(e <= 1, "fixture step %s: %s moved by up to %.3g off the reference (largest update %.3g)", strategy,
+                  p->name, dmax, sc);
+            if (e > worst) { worst = e; worst_name = p->name; }
+            checked++;
+            free(w0);
+            free(g);
+        }
+        CHECK(checked == nparams && checked > 0, "fixture step %s: %d params checked, the fixture has %d gradients", strategy,
+              checked, nparams);
+        if (fx_rank == 0)
+            printf("fixture %-6s N=%d: one SGD step with clipping (coef %.4f) vs torch: loss rel err %.2e, updates %.0f%% "
+                   "of the tolerance (worst %s)\n", strategy, fx_world, coef, fabs(loss - loss_ref) / fabs(loss_ref),
+                   100 * worst, worst_name);
+    }
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_distilbert_destroy(m);
+    volt_dataset_destroy(ds);
+    volt_st_close(f);
 }
 
 /* ---- local: the reference itself ----------------------------------------------------------------- */
@@ -329,6 +494,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "local";
     if (!strcmp(mode, "local")) {
         test_reference();
+        test_fixture_step("single");
 #ifndef VOLT_HAVE_MPI
         printf("note: built without MPI; the multi-rank parity runs are skipped\n");
 #endif
@@ -350,6 +516,9 @@ int main(int argc, char **argv) {
         VTEST_SKIP("parity needs at least 2 ranks (mpirun -np 2 or 3)");
     }
     test_parity(argv[2]);
+    fx_world = g_world;
+    fx_rank = g_rank;
+    test_fixture_step(argv[2]);
     int rc = vtest_finish(), any = rc;
     MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

@@ -624,7 +624,10 @@ static void test_spam_assassin(void) {
     else snprintf(dir, sizeof dir, "%s/.cache/volt/spam-assassin", getenv("HOME") ? getenv("HOME") : ".");
     struct stat sb;
     if (stat(dir, &sb) != 0) {
-        printf("note: %s absent (scripts/fetch_spam.sh); SpamAssassin checks skipped\n", dir);
+        char why[1200];
+        snprintf(why, sizeof why, "SpamAssassin corpus %s absent (scripts/fetch_spam.sh or set VOLT_SPAM_DIR); "
+                 "its checks did not run", dir);
+        vtest_missing(why);
         return;
     }
     char err[512] = "";

@@ -9,7 +9,9 @@
  *
  * What volt adds on top, in `__metadata__`: "format": "volt" and, per tensor,
  * "crc32:<name>": 8 lowercase hex digits (zlib crc32 of the tensor's bytes), checked by
- * volt_st_verify. Files without crc entries (e.g. from Hugging Face) verify OK.
+ * volt_st_verify. Files without any crc entry and without "format": "volt" (e.g. from
+ * Hugging Face) verify OK; in any other file a tensor without its crc entry is
+ * VOLT_ERR_CORRUPT.
  *
  * Every error message names the file, and the tensor where there is one:
  *   "file 'ck.safetensors': tensor 'fc1.weight' crc mismatch (file corrupt?)".

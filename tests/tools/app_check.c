@@ -12,6 +12,16 @@
  *       (e.g. the ddp run's), rank 0's optimizer column over REF_LOG's is about 1/SHARDS
  *       (within 5%).
  *
+ *   app_check same A B
+ *       A and B (e.g. two last.safetensors checkpoints) hold the same tensors, bit for bit:
+ *       names, dtypes, shapes and bytes; prints the count and a crc32 of all the bytes.
+ *   app_check meta FILE KEY
+ *       prints FILE's metadata value for KEY (e.g. volt.global_step); fails if absent.
+ *   app_check losses A.csv B.csv RTOL [MIN_STEP [COLUMN]]
+ *       the COLUMN (default train_loss) rows of two metrics.csv logs (CSVLogger: epoch,
+ *       step, ...) at steps >= MIN_STEP: the same (epoch, step) pairs, one each, and each
+ *       value within RTOL (relative; 0 = the same printed value).
+ *
  * Prints what it checked and "ok", or "FAILED: why" and exits 1. */
 #include <math.h>
 #include <stdarg.h>
@@ -208,6 +218,126 @@ static int check_memtable(const char *path, int world, int states, int shards, c
     return 0;
 }
 
+/* ---- same / meta ------------------------------------------------------------------------------ */
+static int check_same(const char *a_path, const char *b_path) {
+    volt_st_file *a = open_verified(a_path), *b = a ? open_verified(b_path) : NULL;
+    int rc = 1;
+    if (!a || !b) goto out;
+    if (volt_st_count(a) != volt_st_count(b)) {
+        failed("%s has %d tensors, %s has %d", b_path, volt_st_count(b), a_path, volt_st_count(a));
+        goto out;
+    }
+    uint32_t crc = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < volt_st_count(a); i++) {
+        const char *name = volt_st_name(a, i);
+        volt_st_info x, y;
+        if (volt_st_find(a, name, &x) < 0 || volt_st_find(b, name, &y) < 0) { failed("%s: no tensor '%s'", b_path, name); goto out; }
+        bool same = x.dtype == y.dtype && x.shape.ndim == y.shape.ndim && x.nbytes == y.nbytes;
+        for (int d = 0; same && d < x.shape.ndim; d++) same = x.shape.d[d] == y.shape.d[d];
+        if (!same) { failed("tensor '%s': dtype or shape differs", name); goto out; }
+        if (x.nbytes && memcmp(x.data, y.data, x.nbytes) != 0) {
+            const float *fx = x.data, *fy = y.data;
+            size_t k = 0;
+            while (x.dtype == VOLT_F32 && k + 1 < x.nbytes / 4 && fx[k] == fy[k]) k++;
+            if (x.dtype == VOLT_F32) failed("tensor '%s' differs: [%zu] %.9g in %s, %.9g in %s", name, k, fx[k], a_path, fy[k], b_path);
+            else failed("tensor '%s' differs", name);
+            goto out;
+        }
+        for (size_t k = 0; k < x.nbytes; k++) {   /* crc32 (bitwise), to print a checksum */
+            crc ^= ((const unsigned char *)x.data)[k];
+            for (int j = 0; j < 8; j++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+        }
+        bytes += x.nbytes;
+    }
+    printf("app_check: %s and %s: %d tensors, %zu bytes, bit for bit the same (checksum %08x); ok\n", a_path, b_path,
+           volt_st_count(a), bytes, (unsigned)crc);
+    rc = 0;
+out:
+    volt_st_close(a);
+    volt_st_close(b);
+    return rc;
+}
+
+static int print_meta(const char *path, const char *key) {
+    volt_st_file *f = open_verified(path);
+    if (!f) return 1;
+    const char *v = volt_st_meta(f, key);
+    if (v) printf("%s\n", v);
+    volt_st_close(f);
+    return v ? 0 : failed("%s: no metadata '%s'", path, key);
+}
+
+/* ---- losses --------------------------------------------------------------------------------- */
+enum { MAX_ROWS = 4096 };
+typedef struct { long epoch, step; double loss; char text[64]; } loss_row;
+
+/* The train_loss rows of a CSVLogger metrics.csv (header names the columns). */
+static const char *g_col = "train_loss";
+static int read_losses(const char *path, loss_row *rows, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return failed("%s: cannot open", path);
+    char line[4096];
+    int ce = -1, cs = -1, cl = -1;
+    *n = 0;
+    if (fgets(line, sizeof line, f)) {
+        int c = 0;
+        for (char *tok = strtok(line, ",\r\n"); tok; tok = strtok(NULL, ",\r\n"), c++) {
+            if (!strcmp(tok, "epoch")) ce = c;
+            if (!strcmp(tok, "step")) cs = c;
+            if (!strcmp(tok, g_col)) cl = c;
+        }
+    }
+    if (ce < 0 || cs < 0 || cl < 0) { fclose(f); return failed("%s: no epoch, step and %s columns", path, g_col); }
+    while (fgets(line, sizeof line, f)) {
+        char *fields[64] = { 0 }, *p = line;
+        int c = 0;
+        while (c < 64) {   /* empty fields kept: split by hand */
+            fields[c++] = p;
+            char *comma = strchr(p, ',');
+            if (!comma) break;
+            *comma = 0;
+            p = comma + 1;
+        }
+        for (int k = 0; k < c; k++) fields[k][strcspn(fields[k], "\r\n")] = 0;
+        if (cl >= c || !fields[cl][0]) continue;
+        if (*n == MAX_ROWS) { fclose(f); return failed("%s: more than %d loss rows", path, MAX_ROWS); }
+        loss_row *r = &rows[(*n)++];
+        r->epoch = atol(fields[ce]);
+        r->step = atol(fields[cs]);
+        r->loss = atof(fields[cl]);
+        snprintf(r->text, sizeof r->text, "%s", fields[cl]);
+    }
+    fclose(f);
+    return 0;
+}
+
+static int check_losses(const char *a_path, const char *b_path, double rtol, long min_step) {
+    static loss_row a[MAX_ROWS], b[MAX_ROWS];
+    int na = 0, nb = 0, used = 0;
+    if (read_losses(a_path, a, &na) || read_losses(b_path, b, &nb)) return 1;
+    double worst = 0;
+    for (int i = 0; i < na; i++) {
+        if (a[i].step < min_step) continue;
+        int hits = 0, j0 = -1;
+        for (int j = 0; j < nb; j++)
+            if (b[j].epoch == a[i].epoch && b[j].step == a[i].step) { hits++; j0 = j; }
+        if (hits != 1) return failed("epoch %ld step %ld: %d %s rows in %s, want 1", a[i].epoch, a[i].step, hits, g_col, b_path);
+        const double e = fabs(a[i].loss - b[j0].loss) / fabs(a[i].loss);
+        if (rtol == 0 ? strcmp(a[i].text, b[j0].text) != 0 : !(e <= rtol))
+            return failed("epoch %ld step %ld: %s %s in %s, %s in %s", a[i].epoch, a[i].step, g_col, a[i].text, a_path,
+                          b[j0].text, b_path);
+        if (e > worst) worst = e;
+        used++;
+    }
+    int nb_used = 0;
+    for (int j = 0; j < nb; j++) nb_used += b[j].step >= min_step;
+    if (nb_used != used) return failed("%s has %d %s rows from step %ld, %s has %d", b_path, nb_used, g_col, min_step, a_path, used);
+    if (used == 0) return failed("no %s rows from step %ld", g_col, min_step);
+    printf("app_check: %d %s rows from step %ld agree (worst relative difference %.2e); ok\n", used, g_col, min_step, worst);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 4 && !strcmp(argv[1], "export")) {
         const double tol = argc >= 5 ? atof(argv[4]) : -1.0;
@@ -219,7 +349,16 @@ int main(int argc, char **argv) {
         if (world < 1 || world > MAX_RANKS || states < 0 || shards < 1) return failed("bad arguments (try without arguments for the usage)");
         return check_memtable(argv[2], world, states, shards, argc == 7 ? argv[6] : NULL);
     }
+    if (argc == 4 && !strcmp(argv[1], "same")) return check_same(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "meta")) return print_meta(argv[2], argv[3]);
+    if (argc >= 5 && argc <= 7 && !strcmp(argv[1], "losses")) {
+        if (argc == 7) g_col = argv[6];
+        return check_losses(argv[2], argv[3], atof(argv[4]), argc >= 6 ? atol(argv[5]) : 0);
+    }
     fprintf(stderr, "usage: app_check export REF FILE [TOL [NUMEL]]\n"
-                    "       app_check memtable LOG WORLD STATES SHARDS [REF_LOG]\n");
+                    "       app_check memtable LOG WORLD STATES SHARDS [REF_LOG]\n"
+                    "       app_check same A B\n"
+                    "       app_check meta FILE KEY\n"
+                    "       app_check losses A.csv B.csv RTOL [MIN_STEP [COLUMN]]\n");
     return 2;
 }
