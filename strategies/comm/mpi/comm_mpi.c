@@ -16,6 +16,10 @@
 #include "strategies/comm/comm.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
+/* A collective failed or timed out on some comm of this process: the ranks are out of step,
+ * and MPI_Finalize (collective) could wait for ever on a rank that hangs. At exit the job is
+ * then aborted instead (MPI_Abort: every rank ends, the hung one too). */
+static volatile bool g_comm_broken;
 
 typedef enum { POST_NONE = 0, POST_AVG, POST_MOVE, POST_MOVE_AVG } post_kind;
 
@@ -87,6 +91,7 @@ static MPI_Datatype mpi_type(volt_comm_dtype dt) {
 static void mark_broken(mpi_impl *im, volt_status st) {
     if (im->broken) return;
     im->broken = true;
+    g_comm_broken = true;
     im->broken_status = st;
     snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
 }
@@ -312,7 +317,13 @@ static void finalize_at_exit(void) {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
+    if (!init || fin) return;
+    if (g_comm_broken) {   /* no collective finalize after a comm failure: abort the job */
+        fflush(NULL);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return;
+    }
+    MPI_Finalize();
 }
 
 static volt_status init_mpi(char *err, size_t errlen) {
