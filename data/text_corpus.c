@@ -7,12 +7,14 @@
  * with n+1 offsets; labels in an int32 array. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "volt/text.h"
 #include "core/internal.h"
 
@@ -129,8 +131,16 @@ static volt_status read_file(const char *path, char **out, size_t *len, char *er
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is a directory, not a file", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tc_fail(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    /* a FIFO or device would block or never end: regular files only (opened without
+     * blocking, checked on the open file) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tc_fail(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);
     if (!b) { fclose(f); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
