@@ -16,6 +16,7 @@ CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLT_FUZZ=ON -DVOLT
 cmake --build build-fuzz -j"$(nproc)" --target volt_fuzz >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp:print_suppressions=0" OMP_NUM_THREADS=1
+[ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=${TMPDIR:-/dev/shm}   # scratch files: no disk syncs
 export VOLT_FUZZ_VOCAB=${VOLT_FUZZ_VOCAB:-$HOME/.cache/volt/bert-base-uncased/vocab.txt}
 status=0
 for t in $TARGETS; do

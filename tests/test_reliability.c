@@ -451,6 +451,19 @@ static void test_text_inputs(void) {
     c = NULL;
     st = volt_corpus_load_csv(g_tmp, &c, err, sizeof err);
     CHECK(st == VOLT_ERR_IO && strstr(err, "is a directory"), "csv: a directory: %s", err);
+    /* NUL bytes in a message or HTML: the output is a C string of the stated length (found
+     * by fuzz_mail; tests/fuzz/regressions/mail/) */
+    static const char mail[] = "Subject: x\n\nhello\0world <b>\0</b>";
+    static const char html[] = "<p>a\0b</p>\0c";
+    char *out = NULL;
+    size_t n = 0;
+    CHECK_OK(volt_text_mail_body(mail, sizeof mail - 1, &out, &n));
+    CHECK(out && strlen(out) == n && !strcmp(out, "helloworld <b></b>"), "mail with NUL: %zu bytes, '%s'", n, out ? out : "");
+    free(out);
+    out = NULL;
+    CHECK_OK(volt_text_html_strip(html, sizeof html - 1, &out, &n));
+    CHECK(out && strlen(out) == n && !strcmp(out, "ab c"), "html with NUL: %zu bytes, '%s'", n, out ? out : "");
+    free(out);
     char eb[512] = "";
     volt_tokenizer_config tc;
     volt_tokenizer_config_init(&tc);

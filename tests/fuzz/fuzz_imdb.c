@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!nl || !strcmp(name, ".") || !strcmp(name, "..")) { at += cl; continue; }
         snprintf(p, sizeof p, "%s/%s/%s", root, sub[folder], name);
         switch (kind) {
-        case 0: case 1: fuzz_write(p, data + at, cl); break;                    /* a file (where the folder exists) */
+        case 0: case 1: fuzz_try_write(p, data + at, cl); break;                    /* a file (where the folder exists) */
         case 2: mkdir(p, 0755); break;                                          /* a folder */
         case 3: snprintf(q, sizeof q, "%s/train", root); if (symlink(q, p)) {} break;   /* link to a folder */
         case 4: if (symlink("nowhere/at/all.txt", p)) {} break;                 /* dangling */

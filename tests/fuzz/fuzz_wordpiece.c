@@ -5,7 +5,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static volt_tokenizer *tok;
-    if (!tok) tok = fuzz_tokenizer();
+    if (!tok) tok = fuzz_tokenizer(1);
     int n = -1;
     if (volt_tokenizer_tokenize(tok, (const char *)data, size, NULL, 0, &n) != VOLT_OK) return 0;
     if (n < 0) abort();
