@@ -6,6 +6,7 @@
 # usage: fault_kill.sh FAULT_RUN STRATEGY NP TMPDIR KILLS SEED [MPIRUN]
 set -u
 FR=$1 S=$2 NP=$3 TMP=$4 KILLS=$5 SEED=$6 MPIRUN=${7:-}
+[ "${VOLT_TEST_QUICK:-0}" = 1 ] && [ "$KILLS" -gt 2 ] && KILLS=2   # the sanitizer build: fewer kills
 RANDOM=$SEED
 rm -rf "$TMP"; mkdir -p "$TMP"
 export FAULT_BATCH_MS=${FAULT_BATCH_MS:-15} FAULT_FSYNC_MS=${FAULT_FSYNC_MS:-10}

@@ -10,6 +10,7 @@
  *     a TSV label of 2^31 - 1, a directory given as a CSV file or a vocab. */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -475,6 +476,47 @@ static void test_text_inputs(void) {
     volt_tokenizer_destroy(tok);
 }
 
+/* A FIFO where a review or a message is expected: an error, not a reader blocked for ever
+ * (an alarm turns a hang into a failure). Found by fuzz_imdb's FIFO records. */
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char m[] = "FAIL: a reader blocked on a FIFO\n";
+    if (write(2, m, sizeof m - 1)) {}
+    _exit(1);
+}
+
+static void test_fifo_inputs(void) {
+    char root[1100], p[1300], err[512];
+    path_join(root, sizeof root, g_tmp, "fifo_imdb");
+    rm_rf(root);
+    static const char *const dirs[] = { "", "/train", "/test", "/train/pos", "/train/neg", "/test/pos", "/test/neg" };
+    for (int i = 0; i < 7; i++) { snprintf(p, sizeof p, "%s%s", root, dirs[i]); mkdir(p, 0755); }
+    snprintf(p, sizeof p, "%s/train/pos/0_9.txt", root);
+    write_text(p, "a fine film");
+    snprintf(p, sizeof p, "%s/train/neg/1_2.txt", root);
+    mkfifo(p, 0644);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    volt_corpus *c = NULL;
+    volt_status st = volt_corpus_load_imdb(root, &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_IO && strstr(err, "1_2.txt") && strstr(err, "not a regular file"), "imdb with a FIFO: %s", err);
+    volt_corpus_destroy(c);
+    path_join(root, sizeof root, g_tmp, "fifo_spam");
+    rm_rf(root);
+    mkdir(root, 0755);
+    snprintf(p, sizeof p, "%s/spam-1", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/spam-1/00001.abc", root);
+    write_text(p, "Subject: hi\n\nbuy now\n");
+    snprintf(p, sizeof p, "%s/spam-1/00002.def", root);
+    mkfifo(p, 0644);
+    c = NULL;
+    st = volt_corpus_load_spam_assassin(root, &c, err, sizeof err);
+    CHECK(st < 0 && strstr(err, "00002.def"), "spam folder with a FIFO: %s: %s", volt_status_str(st), err);
+    volt_corpus_destroy(c);
+    alarm(0);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "%s", vtest_tmpdir());
     char *rp = realpath(g_tmp, NULL);
@@ -487,5 +529,6 @@ int main(void) {
     test_shard_index();
     test_idx_headers();
     test_text_inputs();
+    test_fifo_inputs();
     return vtest_finish();
 }
