@@ -6,7 +6,7 @@
 # usage: fault_kill.sh FAULT_RUN STRATEGY NP TMPDIR KILLS SEED [MPIRUN]
 set -u
 FR=$1 S=$2 NP=$3 TMP=$4 KILLS=$5 SEED=$6 MPIRUN=${7:-}
-[ "${VOLT_TEST_QUICK:-0}" = 1 ] && [ "$KILLS" -gt 2 ] && KILLS=2   # the sanitizer build: fewer kills
+[ "${VOLT_TEST_QUICK:-0}" = 1 ] && [ "$KILLS" -gt 3 ] && KILLS=3   # the sanitizer build: fewer kills
 RANDOM=$SEED
 rm -rf "$TMP"; mkdir -p "$TMP"
 export FAULT_BATCH_MS=${FAULT_BATCH_MS:-15} FAULT_FSYNC_MS=${FAULT_FSYNC_MS:-10}
@@ -25,12 +25,12 @@ fails=0 resumed=0
 for i in $(seq 1 "$KILLS"); do
   root="$TMP/k$i"; mkdir -p "$root"
   if [ $((i % 2)) -eq 1 ]; then
-    at=$(( RANDOM % (run_ms * 7 / 10 + 1) + 50 ))   # margin: a loaded machine runs slower or faster
+    at=$(( run_ms * 3 / 10 + RANDOM % (run_ms * 6 / 10 + 1) ))   # past start-up, with a margin at the end
     launch "$root"; sleep "$(awk "BEGIN{print $at/1000}")"
     kill -9 -- -"$PID" 2>/dev/null; wait $PID 2>/dev/null
     how="at ${at} ms"
   else
-    k=$(( RANDOM % 8 + 1 )); r=$(( RANDOM % NP ))
+    k=$(( RANDOM % 8 + 3 )); r=$(( RANDOM % NP ))
     launch "$root" FAULT_KILL_AT_FSYNC=$k FAULT_KILL_RANK=$r; wait $PID 2>/dev/null
     how="at fsync #$k of rank $r"
   fi
