@@ -3,6 +3,7 @@
 #ifndef FUZZ_UTIL_H
 #define FUZZ_UTIL_H
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,12 +31,18 @@ static inline void fuzz_write(const char *path, const uint8_t *d, size_t n) {
     fclose(f);
 }
 
-/* Write without failing (the path may be unwritable on purpose); false when it was not. */
+/* Write without failing or blocking (the path may be unwritable on purpose, or a FIFO made
+ * by the same input); false when it was not written. */
 static inline int fuzz_try_write(const char *path, const uint8_t *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    size_t w = n ? fwrite(d, 1, n, f) : 0;
-    fclose(f);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) return 0;
+    size_t w = 0;
+    while (w < n) {
+        ssize_t k = write(fd, d + w, n - w);
+        if (k <= 0) break;
+        w += (size_t)k;
+    }
+    close(fd);
     return w == n;
 }
 
