@@ -11,6 +11,7 @@
  * collective for sharded strategies); only rank 0 creates folders, links and deletes. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@ typedef struct mc {
     char *last_path;
     int64_t last_step_saved;         /* checkpointed: a resumed run does not save that step again */
     bool in_fit, restored;
+    bool pending;                    /* restored bookkeeping not yet checked against dirpath */
+    char *ckpt_dir;                  /* ... and the dirpath the checkpoint recorded */
     bool val_ran_epoch, val_has_run, warned_missing;
     volt_ckpt_resolver resolver;
     char found_last[VOLT_CB_PATH_MAX];
@@ -82,8 +85,13 @@ static void available_metrics(const volt_trainer *t, char *out, size_t n) {
 
 /* ---- paths ---------------------------------------------------------------------------------- */
 
+static void mc_reconcile(mc *m);
+
 static volt_status mc_resolve_dir(mc *m) {
-    if (m->dirpath) return VOLT_OK;
+    if (m->dirpath) {
+        if (m->pending) mc_reconcile(m);
+        return VOLT_OK;
+    }
     char buf[VOLT_CB_PATH_MAX];
     if (m->dirpath_user) {
         snprintf(buf, sizeof buf, "%s", m->dirpath_user);
@@ -96,7 +104,9 @@ static volt_status mc_resolve_dir(mc *m) {
     size_t len = strlen(buf);
     while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
     m->dirpath = strdup(buf);
-    return m->dirpath ? VOLT_OK : VOLT_ERR_NOMEM;
+    if (!m->dirpath) return VOLT_ERR_NOMEM;
+    if (m->pending) mc_reconcile(m);
+    return VOLT_OK;
 }
 
 /* dirpath/<name>[-vN].safetensors, the version counter skipping files that exist unless
@@ -120,15 +130,60 @@ static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, ch
     return volt_trainer_fail(m->t, VOLT_ERR_IO, "ModelCheckpoint: no free file name for '%s'", out);
 }
 
-static bool mc_inside_dir(const mc *m, const char *p) {
-    size_t len = strlen(m->dirpath);
-    return strncmp(p, m->dirpath, len) == 0 && p[len] == '/';
+/* Is p a checkpoint of this callback's: a file "<name>.safetensors" (no hidden name, not a
+ * symbolic link) directly in dirpath, the folders compared after realpath (so "..", links
+ * and other spellings of another folder never pass)? Paths in a checkpoint's state are
+ * only ever used after this test. */
+static bool mc_owned(const mc *m, const char *p) {
+    if (!p || !m->dirpath) return false;
+    const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
+    const size_t bl = strlen(base), el = strlen(MC_EXT);
+    if (bl <= el || base[0] == '.' || strcmp(base + bl - el, MC_EXT) != 0) return false;
+    char parent[VOLT_CB_PATH_MAX], rp[PATH_MAX], rd[PATH_MAX];
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == p) snprintf(parent, sizeof parent, "/");
+    else if (snprintf(parent, sizeof parent, "%.*s", (int)(slash - p), p) >= (int)sizeof parent) return false;
+    if (!realpath(parent, rp) || !realpath(m->dirpath, rd) || strcmp(rp, rd) != 0) return false;
+    struct stat sb;
+    if (lstat(p, &sb) == 0 && !S_ISREG(sb.st_mode)) return false;
+    return true;
 }
 
-/* Remove a file that fell out of the bookkeeping (rank 0; only inside dirpath, never a file
- * still referenced). */
+/* Check bookkeeping restored from a checkpoint against this run's dirpath: from another
+ * folder only best_model_path is kept (as Lightning; it is never deleted), from this one
+ * only entries that pass mc_owned. */
+static void mc_reconcile(mc *m) {
+    m->pending = false;
+    const bool g0 = volt_trainer_is_global_zero(m->t);
+    char rd[PATH_MAX], rc[PATH_MAX];
+    const bool same = m->ckpt_dir && realpath(m->dirpath, rd) && realpath(m->ckpt_dir, rc) && strcmp(rd, rc) == 0;
+    if (!same) {
+        if (m->dirpath_user && m->ckpt_dir && g0)
+            fprintf(stderr, "volt: warning: ModelCheckpoint: the dirpath has changed from '%s' to '%s', "
+                    "so the best score, the top-k and the last path are not restored; only "
+                    "best_model_path is\n", m->ckpt_dir, m->dirpath);
+        volt_cb_topk_clear(&m->topk);
+        set_str(&m->last_path, NULL);
+        m->best_score = NAN;
+        return;
+    }
+    for (int i = 0; i < m->topk.n;) {
+        if (mc_owned(m, m->topk.e[i].path)) { i++; continue; }
+        if (g0) fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's top-k entry '%s' is not a checkpoint "
+                        "file in '%s'; dropped (it will not be touched)\n", m->topk.e[i].path, m->dirpath);
+        free(volt_cb_topk_take(&m->topk, i));
+    }
+    if (m->last_path && !mc_owned(m, m->last_path)) {
+        if (g0) fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's last_model_path '%s' is not a checkpoint "
+                        "file in '%s'; dropped (it will not be touched)\n", m->last_path, m->dirpath);
+        set_str(&m->last_path, NULL);
+    }
+}
+
+/* Remove a file that fell out of the bookkeeping (rank 0; only a checkpoint file of this
+ * callback's in dirpath, never a file still referenced). */
 static void mc_remove(mc *m, const char *p) {
-    if (!p || !volt_trainer_is_global_zero(m->t) || !mc_inside_dir(m, p)) return;
+    if (!p || !volt_trainer_is_global_zero(m->t) || !mc_owned(m, p)) return;
     if (volt_cb_topk_find(&m->topk, p) >= 0) return;
     if (m->last_path && strcmp(m->last_path, p) == 0) return;
     if (m->best_path && strcmp(m->best_path, p) == 0) return;
@@ -344,22 +399,13 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
     }
     const char *dir = json_get_str(o, "dirpath");
     const char *best = json_get_str(o, "best_model_path");
-    /* Lightning: a changed dirpath keeps only best_model_path. A default dirpath adopts the
-     * checkpoint's (the resumed run writes on into its version folder). */
-    bool same_dir = !m->dirpath_user || !dir || strcmp(dir, m->dirpath_user) == 0;
+    /* Nothing here is trusted yet: the paths are checked against this run's dirpath when it
+     * is resolved (mc_reconcile); the folder itself is never taken from the checkpoint. */
     set_str(&m->best_path, best);
-    m->restored = true;
+    set_str(&m->ckpt_dir, dir);
+    m->restored = m->pending = true;
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
     if (cJSON_IsNumber(ls)) m->last_step_saved = (int64_t)ls->valuedouble;
-    if (!same_dir) {
-        if (volt_trainer_is_global_zero(t))
-            fprintf(stderr, "volt: warning: ModelCheckpoint: the dirpath has changed from '%s' to '%s', "
-                    "so the best score, the top-k and the last path are not restored; only "
-                    "best_model_path is\n", dir, m->dirpath_user);
-        cJSON_Delete(o);
-        return VOLT_OK;
-    }
-    if (dir && !m->dirpath_user) set_str(&m->dirpath, dir);
     m->best_score = best ? json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_model_score")) : NAN;
     set_str(&m->last_path, json_get_str(o, "last_model_path"));
     volt_cb_topk_clear(&m->topk);
@@ -381,6 +427,7 @@ static void mc_destroy(void *self) {
     free(m->filename);
     free(m->monitor);
     free(m->dirpath);
+    free(m->ckpt_dir);
     free(m->best_path);
     free(m->last_path);
     volt_cb_topk_clear(&m->topk);

@@ -237,6 +237,16 @@ void volt_st_writer_destroy(volt_st_writer *w) {
     free(w);
 }
 
+/* The metadata set so far, in the order first set (for checksums over it). */
+int volt_st_writer_meta_count(const volt_st_writer *w) { return w ? w->nmeta : 0; }
+
+volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **key, const char **value) {
+    if (!w || i < 0 || i >= w->nmeta) return VOLT_ERR_INVALID_ARG;
+    *key = w->mkey[i];
+    *value = w->mval[i];
+    return VOLT_OK;
+}
+
 const char *volt_st_writer_errmsg(const volt_st_writer *w) {
     return w ? w->errmsg : "";
 }

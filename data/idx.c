@@ -114,27 +114,61 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
                       (unsigned long long)(4 + got));
         goto done;
     }
-    uint64_t n = 1;
+    /* the size of one item (dims 1..) and of all, each checked before multiplying, so a
+     * header with 0 items cannot hide an item size that overflows */
+    uint64_t item = 1, n;
     for (int i = 0; i < ndim; i++) {
         dims[i] = be32(hdr + 4 + 4 * i);
         if (i > 0 && dims[i] == 0) {
             st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': dim %d is 0", what, path, i);
             goto done;
         }
-        if (dims[i] && n > IDX_MAX_BYTES / dims[i]) {
+        if (i > 0 && item > IDX_MAX_BYTES / dims[i]) {
             st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
-                          "(more than %llu bytes of data)", what, path, (unsigned long long)IDX_MAX_BYTES);
+                          "(more than %llu bytes per item)", what, path, (unsigned long long)IDX_MAX_BYTES);
             goto done;
         }
-        n *= dims[i];
+        if (i > 0) item *= dims[i];
     }
-    if (!(*data = malloc(n ? n : 1))) {
-        st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
-                      (unsigned long long)n);
+    if (dims[0] && item > IDX_MAX_BYTES / dims[0]) {
+        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
+                      "(more than %llu bytes of data)", what, path, (unsigned long long)IDX_MAX_BYTES);
         goto done;
     }
-    if ((st = idx_read(f, path, *data, n, &got, err, errlen)) < 0) goto done;
+    n = item * dims[0];
+    /* Never allocate what the file does not hold: a plain file's size is known; gzip data
+     * is read into a buffer that grows (doubling) as the bytes arrive. */
+    uint64_t cap = n;
+    if (gzdirect(f)) {
+        const uint64_t fsz = sb.st_size > 0 ? (uint64_t)sb.st_size : 0, avail = fsz > hdr_bytes ? fsz - hdr_bytes : 0;
+        if (avail < n) {
+            got = avail;
+            goto truncated;
+        }
+    } else if (cap > ((uint64_t)1 << 20)) cap = (uint64_t)1 << 20;
+    if (!(*data = malloc(cap ? cap : 1))) {
+        st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
+                      (unsigned long long)cap);
+        goto done;
+    }
+    got = 0;
+    for (;;) {
+        uint64_t g = 0;
+        if ((st = idx_read(f, path, *data + got, cap - got, &g, err, errlen)) < 0) goto done;
+        got += g;
+        if (got < cap || cap == n) break;   /* short read, or all of it */
+        uint64_t ncap = cap * 2 < n ? cap * 2 : n;
+        unsigned char *nb = realloc(*data, ncap);
+        if (!nb) {
+            st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
+                          (unsigned long long)ncap);
+            goto done;
+        }
+        *data = nb;
+        cap = ncap;
+    }
     if (got < n) {
+    truncated:
         st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated: expected %llu bytes "
                       "(%llu-byte header + %llu data bytes), %s %llu", what, path,
                       (unsigned long long)(hdr_bytes + n), (unsigned long long)hdr_bytes,
@@ -198,7 +232,7 @@ volt_status volt_idx_dataset(const char *images_path, const char *labels_path, f
                       images_path, idims[0], labels_path, ldims[0]);
     if (st < 0) { idx_destroy(d); return st; }
     d->n = idims[0];
-    d->pixels = (int64_t)idims[1] * idims[2];
+    d->pixels = (int64_t)idims[1] * idims[2];   /* checked by idx_load: at most IDX_MAX_BYTES */
     for (int p = 0; p < 256; p++)
         d->lut[p] = std > 0 ? ((float)p / 255.0f - mean) / std : (float)p / 255.0f;
     const char *base = strrchr(images_path, '/');

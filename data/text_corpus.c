@@ -7,12 +7,14 @@
  * with n+1 offsets; labels in an int32 array. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "volt/text.h"
 #include "core/err.h"
 #include "core/rng.h"
@@ -88,7 +90,7 @@ static volt_status corpus_reserve(volt_corpus *c, int64_t n_more, size_t bytes_m
 }
 
 volt_status volt_corpus_add(volt_corpus *c, const char *text, size_t len, int32_t label) {
-    if (!c || label < 0 || (!text && len)) return VOLT_ERR_INVALID_ARG;
+    if (!c || label < 0 || label == INT32_MAX || (!text && len)) return VOLT_ERR_INVALID_ARG;   /* label + 1 must fit */
     VOLT_TRY(corpus_reserve(c, 1, len + 1));
     if (len) memcpy(c->buf + c->buf_len, text, len);
     c->buf[c->buf_len + len] = '\0';
@@ -127,8 +129,19 @@ const char *volt_corpus_name(const volt_corpus *c) { return c ? c->name : NULL; 
 static volt_status read_file(const char *path, char **out, size_t *len, char *err, size_t errlen) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tc_fail(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is a directory, not a file", path);
+    /* a FIFO or device would block or never end: regular files only (opened without
+     * blocking, checked on the open file) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tc_fail(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);
     if (!b) { fclose(f); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
@@ -246,7 +259,8 @@ volt_status volt_corpus_load_imdb(const char *dir, volt_corpus **out, char *err,
 
 /* ---- labels ------------------------------------------------------------------------------ */
 
-/* A label field: optional spaces, optional '+', digits, optional spaces; < 2^31. */
+/* A label field: optional spaces, optional '+', digits, optional spaces; < 2^31 - 1 (so the
+ * class count, label + 1, is an int). */
 static bool parse_label(const char *s, size_t n, int32_t *out) {
     size_t i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
@@ -255,7 +269,7 @@ static bool parse_label(const char *s, size_t n, int32_t *out) {
     int64_t v = 0;
     while (i < n && s[i] >= '0' && s[i] <= '9') {
         v = v * 10 + (s[i] - '0');
-        if (v > INT32_MAX) return false;
+        if (v >= INT32_MAX) return false;
         i++;
     }
     if (i == d0) return false;
@@ -393,7 +407,7 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
         if (!parse_label(p.b + lf->start, lf->len, &label)) {
             char snip[40];
             quote_snippet(p.b + lf->start, lf->len, snip, sizeof snip);
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: label '%s' is not an integer in [0, 2^31)",
+            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
                          path, (long long)rec_line, snip);
             goto done;
         }
@@ -448,7 +462,7 @@ volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err,
         if (!parse_label(tab + 1, llen, &label)) {
             char snip[40];
             quote_snippet(tab + 1, llen, snip, sizeof snip);
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: label '%s' is not an integer in [0, 2^31)",
+            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
                          path, (long long)line, snip);
             break;
         }

@@ -107,6 +107,7 @@ void volt__put_clean(volt__tbuf *b, const char *s, size_t n) {
     if (!volt__tbuf_reserve(b, n)) return;     /* the output is never longer */
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
+        if (c == 0) { i++; continue; }         /* the output is a C string: no NUL inside */
         bool ws = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
         size_t k = 1;
         if (!ws && c >= 0x80) {

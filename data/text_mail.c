@@ -8,11 +8,13 @@
  * output: they hold Received:/X-Spam-* lines and list names that give the label away. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "volt/text.h"
 #include "data/text_internal.h"
 
@@ -394,10 +396,19 @@ static bool has_ci(const char *s, const char *needle) {
 }
 
 static void read_whole(sa_msg *m) {
-    FILE *f = fopen(m->path, "rb");
-    if (!f) { m->read_errno = errno ? errno : EIO; return; }
+    /* regular files only: a FIFO or a device would block or never end (opened without
+     * blocking, checked on the open file) */
+    int fd = open(m->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { m->read_errno = errno ? errno : EIO; return; }
     struct stat sb;
-    size_t cap = (fstat(fileno(f), &sb) == 0 && sb.st_size > 0) ? (size_t)sb.st_size + 2 : 16384, n = 0;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        m->read_errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+        close(fd);
+        return;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { m->read_errno = errno ? errno : EIO; close(fd); return; }
+    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 2 : 16384, n = 0;
     char *b = malloc(cap);
     while (b) {
         if (cap - n < 2) {

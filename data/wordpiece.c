@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/tokenizer.h"
@@ -117,6 +118,9 @@ static void vocab_insert(volt_tokenizer *t, int id) {
 
 /* ---- load ---------------------------------------------------------------------------- */
 static volt_status read_file(const volt_tokenizer_config *cfg, const char *path, char **data, size_t *size) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return load_fail(cfg, VOLT_ERR_IO, "tokenizer vocab '%s': is a directory, not a file (give the vocab.txt in it)", path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return load_fail(cfg, VOLT_ERR_IO, "tokenizer vocab '%s': cannot open: %s%s", path,

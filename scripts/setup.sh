@@ -3,6 +3,9 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev
       libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+# the fuzz targets (tests/fuzz, scripts/fuzz.sh): clang with libFuzzer and its OpenMP
+command -v clang >/dev/null 2>&1 || PKGS+=(clang)
+PKGS+=(libclang-rt-dev libomp-dev)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -11,6 +11,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVOLT_WERROR=ON >/dev/null
 cmake --build build -j"$JOBS"
 (cd build && ctest --output-on-failure -j"$JOBS" --timeout 900)
+# the fuzz targets (clang, ASan+UBSan): regression inputs replayed, then each target for a
+# fixed time (9 targets x VOLT_FUZZ_SECONDS, default 10 s: about 1.5 min plus the build)
+if [ "${VOLT_SKIP_FUZZ:-0}" != 1 ]; then
+  ./scripts/fuzz.sh "${VOLT_FUZZ_SECONDS:-10}"
+fi
 if [ "${VOLT_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVOLT_WERROR=ON -DVOLT_SANITIZE=address,undefined \
         -DCMAKE_C_FLAGS="-O1" >/dev/null

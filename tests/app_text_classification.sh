@@ -79,7 +79,8 @@ smoke)
     # Resume the same run for a second epoch (from last.safetensors), tokens from the cache.
     run resume --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 2 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2 --resume; expect_ok resume $?
-    grep -q 'logs: .*/version_0$' "$W/resume.log" || die "resume: did not continue in the run's log folder version_0"
+    # a resumed run is a run of its own (docs/RELIABILITY.md): a new version folder
+    grep -q 'logs: .*/version_1$' "$W/resume.log" || die "resume: did not log into a new version folder version_1"
     grep -q 'cache hit' "$W/resume.log" || die "resume: the token cache did not hit"
     # ... and it resumed where the first run stopped: an uninterrupted 2-epoch run logs the
     # same losses (the values printed) and leaves the same last checkpoint, bit for bit

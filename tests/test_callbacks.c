@@ -868,7 +868,8 @@ static void test_e2e_csv_lr(void) {
 }
 
 /* Interrupted after epoch 0 and resumed from "last" (found in the newest version folder):
- * the same folder, earlier rows kept, the rows an uninterrupted run writes. */
+ * the resumed run is a run of its own (docs/RELIABILITY.md): a new version folder with the
+ * rows of epoch 1 an uninterrupted run writes; the first run's folder is left as it was. */
 static void test_e2e_csv_resume(void) {
     const char *root = fresh_dir("csv_resume");
     volt_checkpoint_config cc;
@@ -885,19 +886,23 @@ static void test_e2e_csv_resume(void) {
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
     lin m2 = { .table = k_scores, .ntable = 5 };
     CHECK_OK(fit(t, &m2, true, "last"));
-    char vdir[1200], path[1300], header[512], rows[32][256];
-    snprintf(vdir, sizeof vdir, "%s/lightning_logs/version_0", root);
-    CHECK(volt_trainer_log_dir(t) && !strcmp(volt_trainer_log_dir(t), vdir), "resumed log dir %s", volt_trainer_log_dir(t));
-    snprintf(path, sizeof path, "%s/lightning_logs/version_1", root);
-    CHECK(!exists(path), "no new version folder on resume");
-    snprintf(path, sizeof path, "%s/metrics.csv", vdir);
+    char v0[1200], v1[1200], path[1300], header[512], rows[32][256];
+    snprintf(v0, sizeof v0, "%s/lightning_logs/version_0", root);
+    snprintf(v1, sizeof v1, "%s/lightning_logs/version_1", root);
+    CHECK(volt_trainer_log_dir(t) && !strcmp(volt_trainer_log_dir(t), v1), "resumed log dir %s", volt_trainer_log_dir(t));
+    snprintf(path, sizeof path, "%s/metrics.csv", v0);
     int n = csv_rows(path, rows, 32, header, sizeof header);
-    CHECK(n == 8, "%d rows after resume (want 8)", n);
-    for (int i = 0; i < n; i++) fprintf(stderr, "    row %d: %s\n", i, rows[i]);
+    CHECK(n == 4, "%d rows in the first run's metrics.csv (want its 4)", n);
     for (int i = 0; i < 4 && i < n; i++) CHECK(!strcmp(rows[i], k_csv_epoch0[i]), "row %d: %s", i, rows[i]);
-    for (int i = 0; i < 4 && i + 4 < n; i++) CHECK(!strcmp(rows[n - 4 + i], k_csv_epoch1[i]), "row %d: %s", n - 4 + i, rows[n - 4 + i]);
-    snprintf(path, sizeof path, "%s/checkpoints/last.safetensors", vdir);
-    CHECK(ckpt_global_step(path) == 8, "last in the same folder, step 8: %lld", (long long)ckpt_global_step(path));
+    snprintf(path, sizeof path, "%s/metrics.csv", v1);
+    n = csv_rows(path, rows, 32, header, sizeof header);
+    CHECK(n == 4, "%d rows in the resumed run's metrics.csv (want 4)", n);
+    for (int i = 0; i < n; i++) fprintf(stderr, "    row %d: %s\n", i, rows[i]);
+    for (int i = 0; i < 4 && i < n; i++) CHECK(!strcmp(rows[i], k_csv_epoch1[i]), "row %d: %s", i, rows[i]);
+    snprintf(path, sizeof path, "%s/checkpoints/last.safetensors", v1);
+    CHECK(ckpt_global_step(path) == 8, "the resumed run's last, step 8: %lld", (long long)ckpt_global_step(path));
+    snprintf(path, sizeof path, "%s/checkpoints/last.safetensors", v0);
+    CHECK(ckpt_global_step(path) == 4, "the first run's last is kept, step 4: %lld", (long long)ckpt_global_step(path));
     volt_trainer_destroy(t);
 }
 

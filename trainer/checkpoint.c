@@ -14,11 +14,14 @@
 #include <unistd.h>
 #include <math.h>
 #include <time.h>
+#include <zlib.h>
 #include "trainer/trainer_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
 
-#define CKPT_FORMAT_VERSION "1"
+/* 2: the metadata is sealed by "volt.meta_crc32"; 1 (older) loads without that check. */
+#define CKPT_FORMAT_VERSION "2"
+#define META_CRC_KEY "volt.meta_crc32"
 
 struct volt_ckpt {
     volt_trainer *t;
@@ -60,6 +63,73 @@ volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt,
     return VOLT_OK;
 }
 
+/* ---- metadata checksum -------------------------------------------------------------------
+ * The tensors carry crc32 entries (core/safetensors.c); the metadata (loop state, callback
+ * state, shard layout, module extras) is covered by one crc32 over every key but "format",
+ * "crc32:*" and the checksum itself, in key order: "key\0value\0" for each. */
+typedef struct meta_kv { const char *k, *v; } meta_kv;
+
+static int kv_cmp(const void *a, const void *b) { return strcmp(((const meta_kv *)a)->k, ((const meta_kv *)b)->k); }
+
+static bool meta_covered(const char *k) {
+    return strcmp(k, "format") != 0 && strncmp(k, "crc32:", 6) != 0 && strcmp(k, META_CRC_KEY) != 0;
+}
+
+/* kv[0..n) is sorted in place. */
+static uint32_t meta_crc(meta_kv *kv, int n) {
+    qsort(kv, (size_t)n, sizeof *kv, kv_cmp);
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < n; i++) {
+        c = crc32(c, (const Bytef *)kv[i].k, (uInt)strlen(kv[i].k) + 1);
+        for (const char *v = kv[i].v; ; v += 1u << 30) {   /* values can be long: chunked */
+            size_t len = strlen(v), k = len < (1u << 30) ? len : (1u << 30);
+            c = crc32(c, (const Bytef *)v, (uInt)k);
+            if (k == len) break;
+        }
+        c = crc32(c, (const Bytef *)"", 1);
+    }
+    return (uint32_t)c;
+}
+
+/* Add the checksum of everything set on w so far (call it right before writing). */
+static volt_status meta_seal(volt_st_writer *w) {
+    const int n = volt_st_writer_meta_count(w);
+    meta_kv *kv = malloc(sizeof *kv * (size_t)(n ? n : 1));
+    if (!kv) return VOLT_ERR_NOMEM;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (volt_st_writer_meta_at(w, i, &kv[m].k, &kv[m].v) == VOLT_OK && meta_covered(kv[m].k)) m++;
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)meta_crc(kv, m));
+    free(kv);
+    return volt_st_writer_meta(w, META_CRC_KEY, hex);
+}
+
+/* Check the metadata checksum of an open file. required: a missing checksum is an error. */
+static volt_status meta_check(volt_st_file *f, const char *file, bool required, char *err, size_t errlen) {
+    const char *want = volt_st_meta(f, META_CRC_KEY);
+    if (!want) {
+        if (!required) return VOLT_OK;
+        snprintf(err, errlen, "file '%s': the metadata checksum '%s' is missing (file damaged or edited?)", file, META_CRC_KEY);
+        return VOLT_ERR_CORRUPT;
+    }
+    const int n = volt_st_meta_count(f);
+    meta_kv *kv = malloc(sizeof *kv * (size_t)(n ? n : 1));
+    if (!kv) { snprintf(err, errlen, "file '%s': out of memory", file); return VOLT_ERR_NOMEM; }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (volt_st_meta_at(f, i, &kv[m].k, &kv[m].v) == VOLT_OK && meta_covered(kv[m].k)) m++;
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)meta_crc(kv, m));
+    free(kv);
+    if (strcmp(hex, want) != 0) {
+        snprintf(err, errlen, "file '%s': metadata checksum mismatch (file damaged or edited?): stored %.16s, computed %s",
+                 file, want, hex);
+        return VOLT_ERR_CORRUPT;
+    }
+    return VOLT_OK;
+}
+
 /* ---- save ------------------------------------------------------------------------------ */
 static volt_status meta_i64(volt_st_writer *w, const char *k, int64_t v) {
     char b[32];
@@ -94,6 +164,16 @@ static char *callbacks_json(volt_trainer *t) {
 }
 
 /* ---- removal ------------------------------------------------------------------------------------ */
+/* A file a sharded save writes: rankNNNNN-of-NNNNN.safetensors, or its .tmp. */
+static bool is_shard_name(const char *n) {
+    unsigned a, b;
+    int end = 0;
+    if (sscanf(n, "rank%5u-of-%5u.safetensors%n", &a, &b, &end) != 2 || end != 30) return false;
+    return n[end] == 0 || !strcmp(n + end, ".tmp");
+}
+
+/* Remove a shard folder: only the shard files in it, then the folder if that left it empty
+ * (anything else in it stays, and so does the folder). */
 static int remove_dir(const char *dir) {
     DIR *dp = opendir(dir);
     if (!dp) return errno == ENOENT ? 0 : -1;
@@ -101,7 +181,7 @@ static int remove_dir(const char *dir) {
     char p[4096];
     int rc = 0;
     while ((e = readdir(dp))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!is_shard_name(e->d_name)) continue;
         if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
     }
     closedir(dp);
@@ -127,6 +207,8 @@ static int remove_shard_dirs(const char *path, const char *keep) {
         const char *kb = keep && strrchr(keep, '/') ? strrchr(keep, '/') + 1 : keep;
         if (kb && !strcmp(e->d_name, kb)) continue;
         snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+        struct stat sb;   /* a real folder, never one reached through a symbolic link */
+        if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
         if (remove_dir(dir) != 0) rc = -1;
     }
     closedir(dp);
@@ -226,7 +308,7 @@ static volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *pat
     if (st >= 0) st = meta_i64(w, "volt.micro_step", t->micro_step);
     if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0));
     if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
-    if (st >= 0 && t->log_dir) st = volt_st_writer_meta(w, "volt.log_dir", t->log_dir);
+    if (st >= 0 && t->cfg.run_fingerprint) st = volt_st_writer_meta(w, "volt.run_fingerprint", t->cfg.run_fingerprint);
     if (st >= 0) {
         char *cbj = callbacks_json(t);
         st = volt_st_writer_meta(w, "volt.callbacks", cbj ? cbj : "{}");
@@ -313,6 +395,11 @@ static volt_status write_shard(volt_trainer *t, const char *dir, const char *id,
         return st;
     }
     char file[4200];
+    if ((st = meta_seal(w)) < 0) {
+        snprintf(err, errlen, "out of memory");
+        volt_st_writer_destroy(w);
+        return st;
+    }
     st = shard_file(file, sizeof file, dir, t->rank, t->world) ? volt_st_writer_write(w, file, err, errlen) : VOLT_ERR_INVALID_ARG;
     volt_st_writer_destroy(w);
     return st;
@@ -418,6 +505,7 @@ static volt_status save_sharded(volt_trainer *t, const char *path) {
         if (st >= 0 && (st = volt_st_writer_meta(w, SHARD_INDEX_KEY, js)) < 0)
             volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
         if (st >= 0) st = put_state(t, w, path);
+        if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
         if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
         volt_st_writer_destroy(w);
         cJSON_free(js);
@@ -447,6 +535,7 @@ volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
     if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
     if (st >= 0 && t->opt) st = save_optim_states(t, w, path);
     if (st >= 0) st = put_state(t, w, path);
+    if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
     if (st < 0) { volt_st_writer_destroy(w); return st; }
     char err[512];
     st = volt_st_writer_write(w, path, err, sizeof err);
@@ -506,6 +595,7 @@ typedef struct ck_src {
     ck_unit *units;
     ck_param *params;
     cJSON *states;             /* sharded: names of the saved optimizer states */
+    bool legacy;               /* format 1: no metadata checksums */
 } ck_src;
 
 static void src_close(ck_src *c) {
@@ -530,6 +620,23 @@ static bool json_i64(const cJSON *o, const char *k, int64_t *v) {
 static const char *json_str(const cJSON *o, const char *k) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Do the non-empty ranges [lo[r], hi[r]) cover [0, numel) exactly once? (each lo <= hi <= numel) */
+static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t numel) {
+    int nonempty = 0, used = 0;
+    for (int r = 0; r < world; r++) nonempty += lo[r] < hi[r];
+    for (int64_t at = 0;;) {   /* [0, at) is covered; world is small, quadratic is fine */
+        int next = -1;
+        for (int r = 0; r < world; r++)
+            if (lo[r] < hi[r] && lo[r] == at) {
+                if (next >= 0) return false;   /* two ranges start here: overlap */
+                next = r;
+            }
+        if (next < 0) return at == numel && used == nonempty;   /* an unused range overlaps */
+        at = hi[next];
+        used++;
+    }
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -569,6 +676,9 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
                 !json_i64(cJSON_GetArrayItem(pr, 1), NULL, &cu->hi[r]) || cu->lo[r] > cu->hi[r] || cu->hi[r] > cu->numel)
                 BAD("checkpoint '%s': shard index: unit '%s' has a bad range for rank %d", path, cu->name, r);
         }
+        if (!ranges_tile(cu->lo, cu->hi, (int)world, cu->numel))
+            BAD("checkpoint '%s': shard index: the ranks' ranges of unit '%s' do not cover its %lld values exactly once",
+                path, cu->name, (long long)cu->numel);
     }
     for (int i = 0; i < c->n_params; i++) {
         const cJSON *o = cJSON_GetArrayItem(params, i), *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
@@ -583,7 +693,9 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
         cp->shape.ndim = cJSON_GetArraySize(sh);
         int64_t n = 1;
         for (int d = 0; d < cp->shape.ndim; d++) {
-            if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &cp->shape.d[d])) BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
+            if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &cp->shape.d[d]) ||
+                (cp->shape.d[d] > 0 && n > INT64_MAX / cp->shape.d[d]))   /* json_i64: 0 <= d <= 2^53 */
+                BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
             n *= cp->shape.d[d];
         }
         if (n != cp->numel) BAD("checkpoint '%s': parameter '%s': shape and numel disagree", path, cp->name);
@@ -597,7 +709,9 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
         shard_file(file, sizeof file, dir, r, (int)world);
         volt_status st = volt_st_open(file, &c->shards[r], err, sizeof err);
         if (st < 0) return volt__terr(t, st, "checkpoint '%s': shard %d of %d: %s", path, r, (int)world, err);
-        if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
+        if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0 ||
+            (st = meta_check(c->shards[r], file, !c->legacy, err, sizeof err)) < 0)
+            return volt__terr(t, st, "checkpoint '%s': %s", path, err);
         const char *sid = volt_st_meta(c->shards[r], "volt.shard.id");
         if (!sid || strcmp(sid, id) != 0)
             BAD("checkpoint '%s': shard '%s' belongs to another save (id %s, the index says %s)", path, file, sid ? sid : "none", id);
@@ -625,6 +739,12 @@ static volt_status src_open(volt_trainer *t, const char *path, ck_src *c) {
     volt_status st = volt_st_open(path, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
     if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    /* a volt checkpoint's metadata is sealed since format 2; format 1 predates the seal */
+    const char *fmt = volt_st_meta(c->f, "volt.format");
+    c->legacy = fmt && !strcmp(fmt, "1");
+    if ((st = meta_check(c->f, path, fmt && !c->legacy, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    if (c->legacy && t->rank == 0)
+        fprintf(stderr, "volt: warning: checkpoint '%s' was written by an older volt (format 1): its metadata has no checksum\n", path);
     const char *js = volt_st_meta(c->f, SHARD_INDEX_KEY);
     if (js && (st = src_open_shards(t, c, js)) < 0) { src_close(c); return st; }
     return VOLT_OK;
@@ -667,6 +787,58 @@ static void src_read(const ck_src *c, const char *state, const char *pname, int6
     }
 }
 
+/* "key: saved -> now" for each key that differs, when both fingerprints are JSON objects;
+ * else both texts. */
+static void fingerprint_diff(const char *saved, const char *now, char *out, size_t n) {
+    cJSON *a = cJSON_Parse(saved), *b = cJSON_Parse(now);
+    size_t k = 0;
+    out[0] = 0;
+    if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, a) {   /* changed or dropped */
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, e->string);
+            if (o && cJSON_Compare(e, o, true)) continue;
+            char *x = cJSON_PrintUnformatted(e), *y = o ? cJSON_PrintUnformatted(o) : NULL;
+            if (k < n) k += (size_t)snprintf(out + k, n - k, "%s%s: %.120s -> %.120s", k ? "; " : "", e->string, x ? x : "?", y ? y : "(absent)");
+            free(x);
+            free(y);
+        }
+        cJSON_ArrayForEach(e, b) {   /* new */
+            if (cJSON_GetObjectItemCaseSensitive(a, e->string)) continue;
+            char *y = cJSON_PrintUnformatted(e);
+            if (k < n) k += (size_t)snprintf(out + k, n - k, "%s%s: (absent) -> %.120s", k ? "; " : "", e->string, y ? y : "?");
+            free(y);
+        }
+    }
+    if (!out[0]) snprintf(out, n, "saved '%.300s', this run '%.300s'", saved, now);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* Resuming a fit: the checkpoint's run fingerprint (data and model settings, set by the
+ * app) must be this run's, unless resume_anyway (then a warning). A checkpoint without one
+ * (older, or a run that set none) gives a warning. */
+static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const char *path) {
+    const char *now = t->cfg.run_fingerprint, *saved = volt_st_meta(f, "volt.run_fingerprint");
+    if (!now || (saved && !strcmp(saved, now))) return VOLT_OK;
+    if (!saved) {
+        if (t->rank == 0)
+            fprintf(stderr, "volt: warning: checkpoint '%s' records no run fingerprint; cannot check that it comes from a run "
+                    "with this run's data and model settings\n", path);
+        return VOLT_OK;
+    }
+    char diff[1024];
+    fingerprint_diff(saved, now, diff, sizeof diff);
+    if (t->cfg.resume_anyway) {
+        if (t->rank == 0)
+            fprintf(stderr, "volt: warning: resuming '%s' from a run with other settings (resume_anyway): %s\n", path, diff);
+        return VOLT_OK;
+    }
+    return volt__terr(t, VOLT_ERR_INVALID_ARG,
+                      "checkpoint '%s' comes from a run with other data or model settings: %s (set resume_anyway to resume it anyway)",
+                      path, diff);
+}
+
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     ck_src src;
     volt_status st = src_open(t, path, &src);
@@ -698,12 +870,15 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     for (int i = 0; i < (src.index ? src.n_params : volt_st_count(f)); i++) {
         const char *n = src.index ? src.params[i].name : volt_st_name(f, i);
         if (has_prefix(n, "optimizer.") || has_prefix(n, "module.") || volt_params_find(t->ps, n)) continue;
+        /* the message first: n lives in the source, which src_close frees */
+        volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': unexpected tensor '%s' (the model has no such parameter)", path, n);
         src_close(&src);
-        return volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': unexpected tensor '%s' (the model has no such parameter)", path, n);
+        return VOLT_ERR_SHAPE;
     }
     int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
     bool have_opt = false, have_sched = false;
     cJSON *cbs = NULL;
+    if (full && (st = check_fingerprint(t, f, path)) < 0) { src_close(&src); return st; }
     if (full) {
         if ((st = meta_get_i64(t, f, path, "volt.epoch", &epoch, true)) < 0 ||
             (st = meta_get_i64(t, f, path, "volt.global_step", &gstep, true)) < 0 ||
@@ -806,8 +981,6 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             t->batch_in_epoch = 0;
             t->epoch_done = t->epoch_sched_done = t->epoch_val_done = false;
         }
-        const char *ld = volt_st_meta(f, "volt.log_dir");
-        if (ld) volt_trainer_set_log_dir(t, ld);
     }
     free(tmp);
     if (t->mops->on_load_checkpoint) {

@@ -36,7 +36,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .devices = 1, .num_nodes = 1, .run_config_json = NULL,
         .grad_scaler_init_scale = 65536.f, .grad_scaler_growth_factor = 2.f,
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
-        .optimizer_dtype = "auto",
+        .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
     };
 }
 
@@ -54,6 +54,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->strategy_name = dup_or(cfg->strategy, "single");
     t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
+    t->run_fingerprint = cfg->run_fingerprint ? strdup(cfg->run_fingerprint) : NULL;
+    t->cfg.run_fingerprint = t->run_fingerprint;
     t->cfg.default_root_dir = t->root_dir;
     t->cfg.logger_name = t->logger_name;
     t->cfg.precision = t->precision;
@@ -111,7 +113,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
-    free(t->clip_algo); free(t->run_config_json); free(t->log_dir);
+    free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t);
 }
 

@@ -31,7 +31,7 @@ typedef struct volt_accum {   /* an epoch-level metric being averaged */
 
 struct volt_trainer {
     volt_trainer_config cfg;
-    char *root_dir, *logger_name, *precision, *strategy_name, *clip_algo, *run_config_json;
+    char *root_dir, *logger_name, *precision, *strategy_name, *clip_algo, *run_config_json, *run_fingerprint;
     char errmsg[1024];
     volt_cb cbs[VOLT_MAX_CALLBACKS];
     int n_cbs;

@@ -72,6 +72,11 @@ volt_status volt_st_writer_add_copy(volt_st_writer *w, const char *name, volt_dt
  * "format" and keys starting "crc32:" are reserved for volt -> VOLT_ERR_INVALID_ARG. */
 volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *value);
 
+/* The metadata set so far (not "format" / "crc32:*", which write adds), in the order first
+ * set; key and value are valid until the key is set again or the writer is destroyed. */
+int volt_st_writer_meta_count(const volt_st_writer *w);
+volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **key, const char **value);
+
 /* Write the file atomically (see volt_file_write_atomic). Tensors are laid out
  * contiguously, larger element sizes first (stable in the order added), so each tensor is
  * aligned to its element size, as the reference implementation does. May be called more

@@ -46,7 +46,8 @@ void volt_corpus_destroy(volt_corpus *c);                          /* NULL-safe 
 volt_status volt_corpus_load_imdb(const char *dir, volt_corpus **out, char *err, size_t errlen);
 /* RFC 4180 CSV whose header row names a "text" and a "label" column (in any order; other
  * columns are ignored): quoted fields may hold commas, newlines and doubled quotes; CRLF or
- * LF; an optional UTF-8 BOM; blank lines are skipped. Labels are integers in [0, 2^31).
+ * LF; an optional UTF-8 BOM; blank lines are skipped. Labels are integers in [0, 2^31 - 1)
+ * (the class count, label + 1, is an int).
  * A malformed row (wrong field count, stray or unterminated quote, bad label) is
  * VOLT_ERR_CORRUPT naming the file and the line the row starts on. */
 volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err, size_t errlen);

@@ -157,6 +157,12 @@ typedef struct volt_trainer_config {
     const char *optimizer_dtype;     /* optimizer state storage: "auto" (default: the parameters'
                                         dtype, i.e. 16-bit for bf16-true/16-true, else f32),
                                         "f32", "bf16" or "f16"; the math is f32 either way */
+    /* ---- runs (appended; docs/RELIABILITY.md) ---- */
+    const char *run_fingerprint;     /* NULL = none: the data and model settings of this run, set by
+                                        the app (a JSON object names what differs); recorded in
+                                        checkpoints; resuming a fit from a checkpoint with another
+                                        fingerprint is an error */
+    bool resume_anyway;              /* resume despite another fingerprint (a warning names what differs) */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -316,8 +322,8 @@ const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);
  * same flags, the value becomes a metric and, for loggers, a fresh metric of this step. */
 volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
 /* The logger picks the run's log directory (<root>/<logger_name>/version_N) in on_fit_start /
- * on_test_start when volt_trainer_log_dir is still NULL (a resumed run has it already, from
- * the checkpoint's "volt.log_dir"); the string is copied. Called on every rank: rank 0's dir
+ * on_test_start when volt_trainer_log_dir is still NULL (a resumed run too: it never takes
+ * a folder from its checkpoint); the string is copied. Called on every rank: rank 0's dir
  * is the one kept (the trainer broadcasts it under distributed strategies). */
 volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
 /* Record an error on the trainer (volt_trainer_errmsg) from a callback and return st; the

@@ -7,6 +7,8 @@
  * MPI_Init_thread (FUNNELED) only when nobody has, and then MPI_Finalize at exit (atexit);
  * an application that initialised MPI itself finalizes it itself. */
 #include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,12 @@
 #include "strategies/comm/comm.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
+/* A collective failed or timed out on some comm of this process: the ranks are out of step,
+ * and MPI_Finalize (collective) can wait for ever on a rank that hangs. At exit the
+ * finalize then runs under a watchdog: if it has not returned after FINALIZE_GRACE_S the
+ * process ends without it (_exit(1)), and mpirun ends the job (the hung rank too). */
+static volatile bool g_comm_broken;
+#define FINALIZE_GRACE_S 2
 
 typedef enum { POST_NONE = 0, POST_AVG, POST_MOVE, POST_MOVE_AVG } post_kind;
 
@@ -87,6 +95,7 @@ static MPI_Datatype mpi_type(volt_comm_dtype dt) {
 static void mark_broken(mpi_impl *im, volt_status st) {
     if (im->broken) return;
     im->broken = true;
+    g_comm_broken = true;
     im->broken_status = st;
     snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
 }
@@ -308,11 +317,29 @@ static const volt_comm_ops mpi_ops = {
 };
 
 /* ---- creation ------------------------------------------------------------------------------ */
+static void *finalize_watchdog(void *arg) {
+    (void)arg;
+    struct timespec ts = { FINALIZE_GRACE_S, 0 };
+    while (nanosleep(&ts, &ts) != 0) {}
+    static const char msg[] = "volt: MPI_Finalize did not return after a communication failure (a rank hangs?): "
+                              "ending this process without it\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {}
+    _exit(1);
+    return NULL;
+}
+
 static void finalize_at_exit(void) {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Finalize();
+    if (!init || fin) return;
+    if (g_comm_broken) {   /* the finalize may never return: bounded by the watchdog */
+        fflush(NULL);
+        pthread_t th;
+        if (pthread_create(&th, NULL, finalize_watchdog, NULL) != 0) _exit(1);
+        pthread_detach(th);
+    }
+    MPI_Finalize();
 }
 
 static volt_status init_mpi(char *err, size_t errlen) {
