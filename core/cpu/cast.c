@@ -153,3 +153,17 @@ const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dt
     }
     return buf;
 }
+
+const uint16_t *volt_cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot) {
+    uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);
+    if (buf) volt_f32_to_bf16_array(x, buf, n);
+    return buf;
+}
+
+const uint16_t *volt_cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) {
+    if (t->dtype == VOLT_BF16) return t->data;
+    int64_t n = volt_tensor_numel(t);
+    uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);
+    if (buf) volt_convert(buf, VOLT_BF16, t->data, t->dtype, n);
+    return buf;
+}
