@@ -244,7 +244,8 @@ static gemm_entry *cache_get(const gemm_key *k) {
 }
 
 /* Which library runs an f32 GEMM. oneDNN wins from small shapes up on AVX-512 machines
- * (bench/bench_gemm.c); OpenBLAS when oneDNN is off or has no kernel better than AVX2. */
+ * (bench/bench_gemm.c, docs/BENCHMARKS.md); OpenBLAS for tiny GEMMs, where
+ * the primitive call costs more than the product, and when oneDNN is off. */
 static bool onednn_for(const volt_cpu_gemm_op *g) {
     if (!g_use_onednn) return false;
     if (g->ab == VOLT_BF16) return true;
