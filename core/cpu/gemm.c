@@ -136,6 +136,7 @@ static bool batch_parallel(const volt_cpu_gemm_op *g) {
 }
 
 static void gemm_fallback(const volt_cpu_gemm_op *g) {
+    if (g->batch == 1) { gemm_one(g, 0); return; }
     #pragma omp parallel for schedule(static) if (batch_parallel(g))
     for (int64_t z = 0; z < g->batch; z++) gemm_one(g, z);
 }
@@ -243,13 +244,15 @@ static gemm_entry *cache_get(const gemm_key *k) {
     return e;
 }
 
-/* Which library runs an f32 GEMM. oneDNN wins from small shapes up on AVX-512 machines
- * (bench/bench_gemm.c, docs/BENCHMARKS.md); OpenBLAS for tiny GEMMs, where
- * the primitive call costs more than the product, and when oneDNN is off. */
+/* Which library runs an f32 GEMM. oneDNN from about a million multiply-adds up (2-9x
+ * OpenBLAS's Haswell kernels at DistilBERT's shapes, bench/bench_gemm.c and
+ * docs/BENCHMARKS.md); OpenBLAS below, where the primitive call costs more than the
+ * product (64^3: OpenBLAS 2.3x faster), and when oneDNN is off. bf16 always oneDNN. */
+#define ONEDNN_MIN_MACS ((int64_t)1 << 20)
 static bool onednn_for(const volt_cpu_gemm_op *g) {
     if (!g_use_onednn) return false;
     if (g->ab == VOLT_BF16) return true;
-    return g->M * g->N * g->K * g->batch >= 4096;
+    return g->M * g->N * g->K * g->batch >= ONEDNN_MIN_MACS;
 }
 
 void volt_cpu_gemm_ex(const volt_cpu_gemm_op *g) {
