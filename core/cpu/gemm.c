@@ -16,8 +16,8 @@
  * oneDNN's CPU matmul reduces K in a fixed order: the same inputs and threads give the
  * same bits run to run (tests/test_gemm.c checks it).
  *
- * VOLT_GEMM=openblas|onednn (environment, read once) forces one library for f32 GEMMs
- * (benchmarks and tests compare them); VOLT_CPU_BF16=0 turns the native bf16 path off. */
+ * VOLT_GEMM=openblas|onednn (environment, read once) forces one library for every f32
+ * GEMM, whatever its size (benchmarks and tests compare them); VOLT_CPU_BF16=0 turns the native bf16 path off. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -56,13 +56,14 @@ static _Thread_local bool tl_cache_failed;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t g_engine;
-static bool g_use_onednn, g_bf16_native;
+static bool g_use_onednn, g_force_onednn, g_bf16_native;
 static char g_name[96];
 
 static void gemm_init(void) {
     const char *lib = getenv("VOLT_GEMM"), *bf = getenv("VOLT_CPU_BF16");
     bool want = !(lib && !strcmp(lib, "openblas"));
     g_use_onednn = want && dnnl_engine_create(&g_engine, dnnl_cpu, 0) == dnnl_success;
+    g_force_onednn = g_use_onednn && lib && !strcmp(lib, "onednn");
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     g_bf16_native = g_use_onednn && !(bf && !strcmp(bf, "0")) &&
                     ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
@@ -251,7 +252,7 @@ static gemm_entry *cache_get(const gemm_key *k) {
 #define ONEDNN_MIN_MACS ((int64_t)1 << 20)
 static bool onednn_for(const volt_cpu_gemm_op *g) {
     if (!g_use_onednn) return false;
-    if (g->ab == VOLT_BF16) return true;
+    if (g->ab == VOLT_BF16 || g_force_onednn) return true;
     return g->M * g->N * g->K * g->batch >= ONEDNN_MIN_MACS;
 }
 
