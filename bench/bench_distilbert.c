@@ -5,10 +5,15 @@
  * attention mask all ones, labels b % 2. Prints ms/step as the median of `steps` steps
  * after `warmup` steps, tokens/s, and the median CPU time of the process per step (all
  * threads: steadier than wall time on a shared machine, with OMP_WAIT_POLICY=passive).
- *   usage: bench_distilbert [preset steps warmup dropout B T]
+ *   usage: bench_distilbert [preset steps warmup dropout B T precision pad]
  *     preset  distilbert-base | small | tiny                    (default distilbert-base)
  *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention unfused)
  *             off: all three 0 (the fused attention kernel)      (default hf)
+ *     precision 32-true (default) | bf16-mixed: the step's GEMM compute dtype bf16, f32
+ *             parameters and AdamW (what the trainer's bf16-mixed plugin sets)
+ *     pad     none (default) | tail: a realistic padding tail, row b keeps
+ *             T/2 + (7919 b mod T/2) + 1 tokens, the rest is [PAD] (id 0) with attention
+ *             mask 0, as a batch of padded texts (bench/peer_distilbert.py: the same rows)
  *   defaults: 5 steps after 2 warm-ups (the second runs in the arena regrown to the
  *   step's peak: its first touch), B = 8, T = 128. Threads: OMP_NUM_THREADS. */
 #include <stdio.h>
@@ -17,6 +22,8 @@
 #include <time.h>
 #include "volt/volt.h"
 #include "volt/distilbert.h"
+#include "volt/precision.h"
+#include "core/cpu/kernels.h"   /* volt_cpu_gemm_library: which GEMM library runs */
 
 static double now(void) {
     struct timespec t;
@@ -40,8 +47,11 @@ int main(int argc, char **argv) {
     int steps = argc > 2 ? atoi(argv[2]) : 5, warmup = argc > 3 ? atoi(argv[3]) : 2;
     const char *drop = argc > 4 ? argv[4] : "hf";
     int B = argc > 5 ? atoi(argv[5]) : 8, T = argc > 6 ? atoi(argv[6]) : 128;
-    if (steps < 1 || steps > 1000 || warmup < 0 || B < 1 || T < 1 || (strcmp(drop, "hf") && strcmp(drop, "off"))) {
-        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T]\n");
+    const char *prec = argc > 7 ? argv[7] : "32-true", *pad = argc > 8 ? argv[8] : "none";
+    bool bf16 = !strcmp(prec, "bf16-mixed"), tail = !strcmp(pad, "tail");
+    if (steps < 1 || steps > 1000 || warmup < 0 || B < 1 || T < 1 || (strcmp(drop, "hf") && strcmp(drop, "off")) ||
+        (!bf16 && strcmp(prec, "32-true")) || (!tail && strcmp(pad, "none"))) {
+        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail]\n");
         return 2;
     }
     volt_distilbert_config c;
@@ -69,6 +79,7 @@ int main(int argc, char **argv) {
     sc.params = ps;
     volt_step *s;
     if (volt_step_create(&sc, &s)) return 1;
+    if (bf16 && volt_step_set_compute_dtype(s, VOLT_BF16)) return 1;
 
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * T), *mask = malloc(sizeof(int32_t) * (size_t)B * T);
     int64_t *y = malloc(sizeof(int64_t) * (size_t)B);
@@ -80,6 +91,12 @@ int main(int argc, char **argv) {
         ids[i] = 1 + (int32_t)(r % (uint64_t)(c.vocab_size - 1));
         mask[i] = 1;
     }
+    int64_t real = (int64_t)B * T;
+    if (tail && T >= 2)
+        for (int b = 0; b < B; b++) {
+            int len = T / 2 + (int)((7919LL * b) % (T / 2)) + 1;
+            for (int j = len; j < T; j++) { ids[b * T + j] = 0; mask[b * T + j] = 0; real--; }
+        }
     for (int b = 0; b < B; b++) y[b] = b % 2;
 
     double loss0 = 0;
@@ -102,10 +119,10 @@ int main(int argc, char **argv) {
     qsort(t, (size_t)steps, sizeof(double), cmp);
     qsort(tc, (size_t)steps, sizeof(double), cmp);
     double med = t[steps / 2], cmed = tc[steps / 2];
-    printf("volt DistilBERT training step, preset %s (%lld params), batch %d x %d, dropout %s, "
-           "AdamW; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB\n",
-           preset, (long long)volt_params_numel(ps), B, T, drop, steps, warmup, loss0,
-           (double)volt_step_arena_peak(s) / 1048576.0);
+    printf("volt DistilBERT training step, preset %s (%lld params), batch %d x %d (%lld real tokens), dropout %s, "
+           "%s, AdamW; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB; GEMM %s\n",
+           preset, (long long)volt_params_numel(ps), B, T, (long long)real, drop, prec, steps, warmup, loss0,
+           (double)volt_step_arena_peak(s) / 1048576.0, volt_cpu_gemm_library());
     printf("| %-6s | %10s | %10s | %10s | %10s | %12s |\n", "impl", "ms/step", "min ms", "max ms", "tokens/s",
            "CPU ms/step");
     printf("|--------|------------|------------|------------|------------|--------------|\n");

@@ -11,7 +11,12 @@ in [1, vocab) (no padding), an all-ones attention mask, labels b % 2.
 
 Run with Debian's python3 and python3-torch (apt-get install -y python3-torch), not a
 pyenv python; threads: torch.set_num_threads(OMP_NUM_THREADS, default 2):
-    /usr/bin/python3 bench/peer_distilbert.py [preset steps warmup hf|off B T]"""
+    /usr/bin/python3 bench/peer_distilbert.py [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail]
+
+bf16-mixed: the step under torch.autocast("cpu", dtype=torch.bfloat16) (Lightning's
+bf16-mixed on CPU: linear/matmul in bf16 through oneDNN (mkldnn), f32 weights and AdamW).
+tail: row b keeps T/2 + (7919 b mod T/2) + 1 tokens, the rest is padding (id 0, mask 0),
+as bench_distilbert's."""
 import importlib.util
 import os
 import statistics
@@ -47,6 +52,15 @@ def mapped_blas():
     return ", ".join(sorted(libs)) or "?"
 
 
+def gemm_library(prec):
+    """f32 GEMMs: the BLAS PyTorch has mapped (Debian's torch: addmm through BLAS); bf16
+    (autocast): oneDNN (mkldnn, Debian's libdnnl.so.2, the library volt uses)."""
+    blas = f"BLAS {mapped_blas()}"
+    if prec == "bf16-mixed":
+        return f"oneDNN {torch.backends.mkldnn.is_available() and 'libdnnl.so.2'} for bf16 linear/matmul, {blas} for f32"
+    return blas
+
+
 def main():
     a = sys.argv[1:]
     preset = a[0] if len(a) > 0 else "distilbert-base"
@@ -55,8 +69,11 @@ def main():
     drop = a[3] if len(a) > 3 else "hf"
     B = int(a[4]) if len(a) > 4 else 8
     T = int(a[5]) if len(a) > 5 else 128
-    if preset not in PRESETS or drop not in ("hf", "off") or steps < 1 or warmup < 0:
-        sys.exit("usage: peer_distilbert.py [preset steps warmup hf|off B T]")
+    prec = a[6] if len(a) > 6 else "32-true"
+    pad = a[7] if len(a) > 7 else "none"
+    if (preset not in PRESETS or drop not in ("hf", "off") or steps < 1 or warmup < 0
+            or prec not in ("32-true", "bf16-mixed") or pad not in ("none", "tail")):
+        sys.exit("usage: peer_distilbert.py [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail]")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     torch.manual_seed(0)
     fx = load_fixture_module()
@@ -79,12 +96,19 @@ def main():
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1, cfg.vocab_size, (B, T), generator=g, dtype=torch.int64)
     mask = torch.ones(B, T, dtype=torch.int64)
+    if pad == "tail" and T >= 2:
+        for b in range(B):
+            n = T // 2 + (7919 * b) % (T // 2) + 1
+            ids[b, n:] = 0
+            mask[b, n:] = 0
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16-mixed")
     labels = torch.arange(B, dtype=torch.int64) % 2
 
     times, cpu, loss0 = [], [], None
     for it in range(warmup + steps):
         t0, c0 = time.perf_counter(), time.process_time()
-        loss, _ = model(ids, mask, labels)
+        with autocast:
+            loss, _ = model(ids, mask, labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -97,8 +121,8 @@ def main():
     med, cmed = statistics.median(times), statistics.median(cpu)
     nparams = sum(q.numel() for q in model.parameters())
     print(f"PyTorch {torch.__version__} DistilBERT training step, preset {preset} ({nparams} params), batch {B} x {T}, "
-          f"dropout {drop}, AdamW, {torch.get_num_threads()} threads; median of {steps} after {warmup} warm-up; "
-          f"first loss {loss0:.4f}; BLAS {mapped_blas()}")
+          f"dropout {drop}, {prec}, AdamW, {torch.get_num_threads()} threads; median of {steps} after {warmup} warm-up; "
+          f"first loss {loss0:.4f}; GEMM {gemm_library(prec)}")
     print(f"| {'impl':<6} | {'ms/step':>10} | {'min ms':>10} | {'max ms':>10} | {'tokens/s':>10} | {'CPU ms/step':>12} |")
     print("|--------|------------|------------|------------|------------|--------------|")
     print(f"| {'torch':<6} | {med * 1e3:10.1f} | {min(times) * 1e3:10.1f} | {max(times) * 1e3:10.1f} | "

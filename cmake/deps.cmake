@@ -1,4 +1,4 @@
-# Dependencies: OpenBLAS, OpenMP, zlib, cJSON, libm are required; MPI and CUDA optional.
+# Dependencies: OpenBLAS, oneDNN, OpenMP, zlib, cJSON, libm are required; MPI and CUDA optional.
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(ZLIB REQUIRED)
 find_package(Threads REQUIRED)
@@ -12,9 +12,27 @@ foreach(dir /usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig /usr/lib/aarch64
 endforeach()
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+# oneDNN (Debian libdnnl-dev): the CPU GEMMs (core/cpu/gemm.c). pkg-config where the
+# distribution ships dnnl.pc, else the header and library (Debian 12's CMake package needs
+# OpenCL, for oneDNN's GPU runtime).
+pkg_check_modules(DNNL QUIET IMPORTED_TARGET dnnl)
+if(DNNL_FOUND)
+  set(VOLT_DNNL_TARGET PkgConfig::DNNL)
+else()
+  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+  find_library(DNNL_LIBRARY dnnl)
+  if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+    message(FATAL_ERROR "oneDNN not found (apt-get install libdnnl-dev, or scripts/setup.sh)")
+  endif()
+  add_library(volt_dnnl INTERFACE)
+  target_include_directories(volt_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+  target_link_libraries(volt_dnnl INTERFACE ${DNNL_LIBRARY})
+  set(VOLT_DNNL_TARGET volt_dnnl)
+endif()
+message(STATUS "volt: oneDNN ${DNNL_LIBRARY}${DNNL_LINK_LIBRARIES}")
 
 add_library(volt_deps INTERFACE)
-target_link_libraries(volt_deps INTERFACE PkgConfig::OPENBLAS PkgConfig::CJSON
+target_link_libraries(volt_deps INTERFACE PkgConfig::OPENBLAS ${VOLT_DNNL_TARGET} PkgConfig::CJSON
   OpenMP::OpenMP_C ZLIB::ZLIB Threads::Threads m)
 
 set(VOLT_HAVE_MPI OFF)

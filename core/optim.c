@@ -21,6 +21,7 @@
 #endif
 #include "volt/optim.h"
 #include "volt/precision.h"
+#include "core/internal.h"   /* VOLT__SIMD_CLONES */
 
 #define OPT_MAX_STATES 2
 #define OPT_ALIGN 64
@@ -252,7 +253,9 @@ static inline __attribute__((always_inline)) void adam_span_(const opt_coef *c, 
     }
 }
 
-static void adam_span(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
+/* Compiled for AVX-512 and AVX2 too (core/internal.h): memory-bound, but the default
+ * x86-64-v2 copy spent half its time in 4-wide arithmetic. */
+static VOLT__SIMD_CLONES void adam_span(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
                       float *restrict m, float *restrict v, int64_t n) {
     const bool small_w = fabsf(c->w1) < 0.5f, decay_on = adamw && c->decay != 1.f, wd_on = !adamw && c->wd != 0.f;
     if (decay_on) {

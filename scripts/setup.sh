@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what volt needs on Debian 12, idempotently: only missing packages are fetched.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev zlib1g-dev
+PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev
       libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 # the fuzz targets (tests/fuzz, scripts/fuzz.sh): clang with libFuzzer and its OpenMP
 command -v clang >/dev/null 2>&1 || PKGS+=(clang)

@@ -2,24 +2,10 @@
  * cross-entropy, reshape. Shapes in comments; backward always accumulates. */
 #include <math.h>
 #include <string.h>
-#include <cblas.h>
 #include <omp.h>
 #include "core/cpu/kernels.h"
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
-
-void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                   float *C, int64_t ldc) {
-    if (M == 0 || N == 0) return;
-    if (K == 0) {  /* BLAS would leave C; PyTorch semantics: alpha*0 + beta*C */
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta == 'T' ? CblasTrans : CblasNoTrans, tb == 'T' ? CblasTrans : CblasNoTrans,
-                (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
 
 /* 16-bit compute (volt/precision.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
  * Each float operand is read as the f32 value of its 16-bit rounding: f32 operands are
@@ -41,26 +27,38 @@ static const float *gemm_operand(volt_step *s, const volt_tensor *t, volt_dtype 
     return f ? volt_cpu_round_f32(s, f, volt_tensor_numel(t), cd, slot) : NULL;
 }
 
-/* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
-/* A batch of small GEMMs (attention scores: B*H of T x T x dh) runs one GEMM per thread,
- * each single-threaded (the OpenMP build of OpenBLAS does that inside a parallel region),
- * instead of threading each small GEMM. Not with the pthreads build, whose one thread pool
- * would serialise the calls. Every GEMM writes its own slice: results do not depend on
- * the schedule. */
-static bool batch_parallel(int64_t B, int64_t M, int64_t N, int64_t K) {
-    if (B < 2 || M * N * K > ((int64_t)1 << 23) || omp_get_max_threads() < 2) return false;
-    return !(openblas_get_parallel() == 1 && openblas_get_num_threads() > 1);
+/* Native bf16 (core/cpu/gemm.c): under a bf16 compute dtype on a CPU with AVX512-BF16 or
+ * AMX, the operands go to the GEMM as bf16 bits (the same values as the rounded f32 ones:
+ * products of two bf16 are exact in f32, only the summation order differs) and bf16
+ * parameters are used in place. Elsewhere the rounded-f32 emulation above. */
+static bool native_bf16(volt_dtype cd) { return cd == VOLT_BF16 && volt_cpu_bf16_native(); }
+
+static const void *operand(volt_step *s, const volt_tensor *t, volt_dtype cd, int slot) {
+    return native_bf16(cd) ? (const void *)volt_cpu_as_bf16(s, t, slot) : (const void *)gemm_operand(s, t, cd, slot);
 }
 
+static const void *operand_f32(volt_step *s, const float *x, int64_t n, volt_dtype cd, int slot) {
+    return native_bf16(cd) ? (const void *)volt_cpu_to_bf16(s, x, n, slot) : (const void *)volt_cpu_round_f32(s, x, n, cd, slot);
+}
+
+static volt_cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int64_t N, int64_t K,
+                                const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    return (volt_cpu_gemm_op){.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = 1.f, .beta = beta,
+                              .ab = native_bf16(cd) ? VOLT_BF16 : VOLT_F32, .A = A, .lda = lda, .B = B, .ldb = ldb,
+                              .C = C, .ldc = ldc};
+}
+
+/* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
+/* One batched GEMM (core/cpu/gemm.c: one oneDNN primitive; OpenBLAS runs a batch of small
+ * GEMMs one per thread). */
 volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     const volt_dtype cd = gemm_dtype(n);
-    const float *a = gemm_operand(s, n->in[0], cd, 0), *b = gemm_operand(s, n->in[1], cd, 1);
+    const void *a = operand(s, n->in[0], cd, 0), *b = operand(s, n->in[1], cd, 1);
     if (!a || !b) return s->status;
-    float *c = n->out->data;
-    #pragma omp parallel for schedule(static) if (batch_parallel(B, M, N, K))
-    for (int64_t z = 0; z < B; z++)
-        volt_cpu_gemm('N', 'N', M, N, K, 1.f, a + z * M * K, K, b + z * K * N, N, 0.f, c + z * M * N, N);
+    volt_cpu_gemm_op g = gemm_op(cd, 'N', 'N', M, N, K, a, K, b, N, 0.f, n->out->data, N);
+    g.batch = B; g.sa = M * K; g.sb = K * N; g.sc = M * N;
+    volt_cpu_gemm_ex(&g);
     return VOLT_OK;
 }
 
@@ -68,42 +66,37 @@ volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     volt_tensor *a = n->in[0], *b = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
-    const float *dc = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 0);
-    const float *bf = volt__needs_grad(a) ? gemm_operand(s, b, cd, 1) : NULL;
-    const float *af = volt__needs_grad(b) ? gemm_operand(s, a, cd, 2) : NULL;
+    const void *dc = operand_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 0);
+    const void *bf = volt__needs_grad(a) ? operand(s, b, cd, 1) : NULL;
+    const void *af = volt__needs_grad(b) ? operand(s, a, cd, 2) : NULL;
     if (!dc || (volt__needs_grad(a) && !bf) || (volt__needs_grad(b) && !af)) return s->status;
     /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
     bool acc_a = true, acc_b = true;
     float *ga = volt__needs_grad(a) ? volt__grad_w(s, a, &acc_a) : NULL;
     float *gb = volt__needs_grad(b) ? volt__grad_w(s, b, &acc_b) : NULL;
     if ((volt__needs_grad(a) && !ga) || (volt__needs_grad(b) && !gb)) return s->status;
-    #pragma omp parallel for schedule(static) if (batch_parallel(B, M, N, K))
-    for (int64_t z = 0; z < B; z++) {
-        if (ga)   /* da (M,K) += dc (M,N) b^T */
-            volt_cpu_gemm('N', 'T', M, K, N, 1.f, dc + z * M * N, N, bf + z * K * N, N, acc_a ? 1.f : 0.f,
-                          ga + z * M * K, K);
-        if (gb)   /* db (K,N) += a^T (K,M) dc (M,N) */
-            volt_cpu_gemm('T', 'N', K, N, M, 1.f, af + z * M * K, K, dc + z * M * N, N, acc_b ? 1.f : 0.f,
-                          gb + z * K * N, N);
+    if (ga) {   /* da (M,K) += dc (M,N) b^T */
+        volt_cpu_gemm_op g = gemm_op(cd, 'N', 'T', M, K, N, dc, N, bf, N, acc_a ? 1.f : 0.f, ga, K);
+        g.batch = B; g.sa = M * N; g.sb = K * N; g.sc = M * K;
+        volt_cpu_gemm_ex(&g);
+    }
+    if (gb) {   /* db (K,N) += a^T (K,M) dc (M,N) */
+        volt_cpu_gemm_op g = gemm_op(cd, 'T', 'N', K, N, M, af, K, dc, N, acc_b ? 1.f : 0.f, gb, N);
+        g.batch = B; g.sa = M * K; g.sb = M * N; g.sc = K * N;
+        volt_cpu_gemm_ex(&g);
     }
     return VOLT_OK;
 }
 
-/* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O) ------------------------------------- */
+/* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
 volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     const volt_dtype cd = gemm_dtype(n);
-    const float *x = gemm_operand(s, n->in[0], cd, 0), *w = gemm_operand(s, n->in[1], cd, 1);
+    const void *x = operand(s, n->in[0], cd, 0), *w = operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
-    float *y = n->out->data;
-    float beta = 0.f;
-    if (n->n_in == 3) {       /* y starts as the broadcast bias, GEMM adds into it */
-        const float *b = n->in[2]->data;
-        #pragma omp parallel for schedule(static) if (R * O > PAR_MIN)
-        for (int64_t r = 0; r < R; r++) memcpy(y + r * O, b, sizeof(float) * (size_t)O);
-        beta = 1.f;
-    }
-    volt_cpu_gemm('N', 'T', R, O, In, 1.f, x, In, w, In, beta, y, O);
+    volt_cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
+    if (n->n_in == 3) g.bias = n->in[2]->data;
+    volt_cpu_gemm_ex(&g);
     return VOLT_OK;
 }
 
@@ -129,19 +122,21 @@ volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
-    const float *dy = volt_cpu_round_f32(s, n->out->grad, R * O, cd, 0);
-    const float *wf = volt__needs_grad(x) ? gemm_operand(s, w, cd, 1) : NULL;
-    const float *xf = volt__needs_grad(w) ? gemm_operand(s, x, cd, 2) : NULL;
+    const void *dy = operand_f32(s, n->out->grad, R * O, cd, 0);
+    const void *wf = volt__needs_grad(x) ? operand(s, w, cd, 1) : NULL;
+    const void *xf = volt__needs_grad(w) ? operand(s, x, cd, 2) : NULL;
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
     bool acc;   /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
     float *g;
     if (volt__needs_grad(x)) {   /* dx (R,I) += dy (R,O) w (O,I) */
         if (!(g = volt__grad_w(s, x, &acc))) return s->status;
-        volt_cpu_gemm('N', 'N', R, In, O, 1.f, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+        volt_cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+        volt_cpu_gemm_ex(&op);
     }
     if (volt__needs_grad(w)) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
         if (!(g = volt__grad_w(s, w, &acc))) return s->status;
-        volt_cpu_gemm('T', 'N', O, In, R, 1.f, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+        volt_cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+        volt_cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
     if (n->n_in == 3 && volt__needs_grad(n->in[2])) {

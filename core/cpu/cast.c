@@ -64,29 +64,51 @@ uint16_t volt_f32_to_f16(float x) { return f2h(f_bits(x)); }
 float volt_f16_to_f32(uint16_t h) { return bits_f(h2f(h)); }
 
 /* The loops read and write the float arrays as u32a: no memcpy in the body, so GCC
- * vectorises them. */
+ * vectorises them. Each runs in spans of CONV_SPAN elements, one span per call of a
+ * function compiled for AVX-512 and AVX2 too (VOLT__SIMD_CLONES: integer bit arithmetic,
+ * the same bits on every ISA), the spans split across threads. */
+#define CONV_SPAN 16384
+#define CONV_LOOP(span_fn, src, dst, n) do { \
+    int64_t nsp_ = ((n) + CONV_SPAN - 1) / CONV_SPAN; \
+    _Pragma("omp parallel for schedule(static) if ((n) > CONV_PAR_MIN)") \
+    for (int64_t c_ = 0; c_ < nsp_; c_++) { \
+        int64_t i0_ = c_ * CONV_SPAN, m_ = (n) - i0_ < CONV_SPAN ? (n) - i0_ : CONV_SPAN; \
+        span_fn((src) + i0_, (dst) + i0_, m_); \
+    } } while (0)
+
+static VOLT__SIMD_CLONES void f2bf_span(const u32a *s, uint16_t *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = f2bf(s[i]);
+}
+static VOLT__SIMD_CLONES void bf2f_span(const uint16_t *s, u32a *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = bf2f(s[i]);
+}
+static VOLT__SIMD_CLONES void f2h_span(const u32a *s, uint16_t *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = f2h(s[i]);
+}
+static VOLT__SIMD_CLONES void h2f_span(const uint16_t *s, u32a *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = h2f(s[i]);
+}
+static VOLT__SIMD_CLONES void round_bf_span(const u32a *s, u32a *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = bf2f(f2bf(s[i]));
+}
+static VOLT__SIMD_CLONES void round_h_span(const u32a *s, u32a *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = h2f(f2h(s[i]));
+}
+
 void volt_f32_to_bf16_array(const float *src, uint16_t *dst, int64_t n) {
-    const u32a *s = (const u32a *)(const void *)src;
-    #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dst[i] = f2bf(s[i]);
+    CONV_LOOP(f2bf_span, (const u32a *)(const void *)src, dst, n);
 }
 
 void volt_bf16_to_f32_array(const uint16_t *src, float *dst, int64_t n) {
-    u32a *d = (u32a *)(void *)dst;
-    #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) d[i] = bf2f(src[i]);
+    CONV_LOOP(bf2f_span, src, (u32a *)(void *)dst, n);
 }
 
 void volt_f32_to_f16_array(const float *src, uint16_t *dst, int64_t n) {
-    const u32a *s = (const u32a *)(const void *)src;
-    #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dst[i] = f2h(s[i]);
+    CONV_LOOP(f2h_span, (const u32a *)(const void *)src, dst, n);
 }
 
 void volt_f16_to_f32_array(const uint16_t *src, float *dst, int64_t n) {
-    u32a *d = (u32a *)(void *)dst;
-    #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) d[i] = h2f(src[i]);
+    CONV_LOOP(h2f_span, src, (u32a *)(void *)dst, n);
 }
 
 bool volt_dtype_is_float(volt_dtype dt) { return dt == VOLT_F32 || dt == VOLT_BF16 || dt == VOLT_F16; }
@@ -144,12 +166,21 @@ const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dt
     if (!buf) return NULL;
     u32a *b = (u32a *)(void *)buf;
     const u32a *xs = (const u32a *)(const void *)x;
-    if (dt == VOLT_BF16) {
-        #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) b[i] = bf2f(f2bf(xs[i]));
-    } else {
-        #pragma omp parallel for simd schedule(static) if (n > CONV_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) b[i] = h2f(f2h(xs[i]));
-    }
+    if (dt == VOLT_BF16) CONV_LOOP(round_bf_span, xs, b, n);
+    else CONV_LOOP(round_h_span, xs, b, n);
+    return buf;
+}
+
+const uint16_t *volt_cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot) {
+    uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);
+    if (buf) volt_f32_to_bf16_array(x, buf, n);
+    return buf;
+}
+
+const uint16_t *volt_cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) {
+    if (t->dtype == VOLT_BF16) return t->data;
+    int64_t n = volt_tensor_numel(t);
+    uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);
+    if (buf) volt_convert(buf, VOLT_BF16, t->data, t->dtype, n);
     return buf;
 }

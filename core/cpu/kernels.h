@@ -1,4 +1,4 @@
-/* CPU kernels: one forward/backward pair per op (core/ops_list.h), OpenBLAS for GEMMs,
+/* CPU kernels: one forward/backward pair per op (core/ops_list.h), oneDNN/OpenBLAS for GEMMs,
  * OpenMP static schedules for loops, reductions in a fixed order (bitwise reproducible
  * for a given thread count). */
 #ifndef VOLT_CPU_KERNELS_H
@@ -12,10 +12,43 @@ VOLT_OPS(VOLT_CPU_KERNEL_DECL_)
 #undef VOLT_CPU_KERNEL_DECL_
 
 /* Helpers shared by kernels. */
-/* C (M,N) = alpha * op(A) op(B) + beta * C, row-major, f32; trans = 'N' or 'T'. */
+/* GEMMs (core/cpu/gemm.c): oneDNN matmul primitives cached per shape and thread (OpenBLAS
+ * where it wins, and as the fallback). For z < batch:
+ *   C_z (M,N) = alpha (op(A_z) op(B_z) + bias) + beta C_z
+ * row-major, op = transpose when ta/tb is 'T'; A and B both f32 or both bf16 (ab, uint16_t
+ * bits), f32 accumulation, C and bias f32. A_z = A + z sa (elements), likewise B, C. */
+typedef struct {
+    char ta, tb;
+    int64_t batch, M, N, K;
+    float alpha, beta;
+    volt_dtype ab;            /* VOLT_F32 or VOLT_BF16 */
+    const void *A, *B;
+    int64_t lda, ldb, sa, sb;
+    const float *bias;        /* N floats added to every row, or NULL */
+    float *C;
+    int64_t ldc, sc;
+} volt_cpu_gemm_op;
+void volt_cpu_gemm_ex(const volt_cpu_gemm_op *g);
+/* One f32 GEMM: C (M,N) = alpha * op(A) op(B) + beta * C; trans = 'N' or 'T'. */
 void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                    float *C, int64_t ldc);
+/* The same with bf16 operands (bit patterns) and f32 accumulation and output: native
+ * AVX512-BF16/AMX kernels when volt_cpu_bf16_native(), else slow (callers then round
+ * operands to bf16 in f32 and call volt_cpu_gemm). */
+void volt_cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+                        const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc);
+/* True when GEMMs with bf16 operands run natively (oneDNN reports AVX512-BF16 or AMX; not
+ * with VOLT_CPU_BF16=0 or VOLT_GEMM=openblas). */
+bool volt_cpu_bf16_native(void);
+/* "oneDNN 2.6.3 (avx512_core_bf16), native bf16" or "OpenBLAS ...": for benchmarks. */
+const char *volt_cpu_gemm_library(void);
+/* A float tensor's data as bf16 bits: itself when bf16, else converted (round to nearest
+ * even) into scratch slot `slot`. NULL on OOM (step error set). */
+const uint16_t *volt_cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot);
+/* n f32 values as bf16 bits in scratch slot `slot`. */
+const uint16_t *volt_cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot);
 /* A float tensor's data as f32: itself when f32, else converted into scratch slot `slot`
  * (core/cpu/cast.c). NULL on OOM (step error set). */
 const float *volt_cpu_as_f32(volt_step *s, const volt_tensor *t, int slot);
