@@ -11,7 +11,6 @@
 #include "volt/safetensors.h"
 
 #define LN_EPS 1e-12f            /* every LayerNorm in DistilBERT */
-#define MASKED_SCORE (-1e30f)    /* added to masked scores: exp() underflows to exactly 0 */
 #define NAME_MAX_ 128
 #define PREFIX "distilbert."
 
@@ -216,43 +215,6 @@ static volt_tensor *split_heads(volt_step *s, volt_tensor *x, int64_t B, int64_t
     return volt_permute(s, volt_reshape(s, x, VOLT_SHAPE(B, T, H, dh)), perm);
 }
 
-/* HF's attention with dropout on the probabilities, unfused: q, k, v (B, H, T, dh),
- * bias (B*H, T, T) holding MASKED_SCORE at padded keys -> (B, H, T, dh). */
-static volt_tensor *attention_unfused(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
-                                      volt_tensor *bias, float p, int64_t B, int64_t H, int64_t T, int64_t dh) {
-    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)dh))), VOLT_SHAPE(B * H, T, dh));
-    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, dh, T));
-    volt_tensor *scores = volt_matmul(s, q3, kt);                                  // (B*H, T, T)
-    if (bias) scores = volt_add(s, scores, bias);
-    volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
-    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, T, dh)));   // (B*H, T, dh)
-    return volt_reshape(s, ctx, VOLT_SHAPE(B, H, T, dh));
-}
-
-/* The additive mask of attention_unfused: (B*H, T, T), MASKED_SCORE where mask[b, key] == 0;
- * NULL (and no error) when nothing is masked. */
-static volt_tensor *mask_bias(volt_step *s, volt_tensor *mask, int64_t B, int64_t H, int64_t T, bool *failed) {
-    *failed = false;
-    if (!mask) return NULL;
-    bool any = false;
-    for (int64_t i = 0; i < B * T && !any; i++)
-        any = mask->dtype == VOLT_U8 ? ((const uint8_t *)mask->data)[i] == 0 : id_at(mask, i) == 0;
-    if (!any) return NULL;
-    volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(B * H, T, T));
-    if (!bias) { *failed = true; return NULL; }
-    float *d = volt_tensor_f32(bias);
-    for (int64_t b = 0; b < B; b++) {
-        float *row = d + b * H * T * T;           /* first (query) row of batch b, head 0 */
-        for (int64_t j = 0; j < T; j++) {
-            int64_t i = b * T + j;
-            bool keep = mask->dtype == VOLT_U8 ? ((const uint8_t *)mask->data)[i] != 0 : id_at(mask, i) != 0;
-            row[j] = keep ? 0.f : MASKED_SCORE;
-        }
-        for (int64_t r = 1; r < H * T; r++) memcpy(row + r * T, row, sizeof(float) * (size_t)T);
-    }
-    return bias;
-}
-
 volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids, volt_tensor *mask) {
     distilbert *m = self;
     if (!m || !m->word_emb) {
@@ -294,20 +256,13 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
 
     /* transformer */
     static const int merge[4] = { 0, 2, 1, 3 };
-    bool unfused = volt_step_training(s) && c->attention_dropout > 0.f;
-    volt_tensor *bias = NULL;
-    if (unfused) {
-        bool failed;
-        bias = mask_bias(s, mask, B, H, T, &failed);
-        if (failed) return NULL;
-    }
     for (int l = 0; l < c->n_layers; l++) {
         const block *bl = &m->blocks[l];
         volt_tensor *q = split_heads(s, volt_linear(s, x, bl->q_w, bl->q_b), B, T, H, dh);   // (B, H, T, dh)
         volt_tensor *k = split_heads(s, volt_linear(s, x, bl->k_w, bl->k_b), B, T, H, dh);
         volt_tensor *v = split_heads(s, volt_linear(s, x, bl->v_w, bl->v_b), B, T, H, dh);
-        volt_tensor *ctx = unfused ? attention_unfused(s, q, k, v, bias, c->attention_dropout, B, H, T, dh)
-                                   : volt_attention(s, q, k, v, mask, false);                // (B, H, T, dh)
+        /* HF's dropout on the attention probabilities, fused (no dropout in evaluation) */
+        volt_tensor *ctx = volt_attention_dropout(s, q, k, v, mask, false, c->attention_dropout);   // (B, H, T, dh)
         ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, T, D));            // (B, T, D)
         volt_tensor *sa = volt_linear(s, ctx, bl->o_w, bl->o_b);
         x = volt_layernorm(s, volt_add(s, sa, x), bl->sa_ln_w, bl->sa_ln_b, LN_EPS);
