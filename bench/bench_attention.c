@@ -7,7 +7,14 @@
  * masking or bookkeeping. ratio = volt / floor (1.0 = attention costs only its GEMMs;
  * below 1 when masking lets volt skip keys).
  *
- *   bench_attention [iters]      (threads: OMP_NUM_THREADS) */
+ *   bench_attention [iters]      (threads: OMP_NUM_THREADS)
+ *
+ *   bench_attention seed [iters] the seed's shape: B=12, H=12, T=512, D=64, a padding tail
+ *     (row b keeps T - b T / (2 B) keys, as bench_distilbert's PAD=tail), forward +
+ *     backward of volt_attention_dropout at p = 0.1 and p = 0 and of the unfused
+ *     composition dropout(softmax(scale q k^T + bias), 0.1) v, with each one's arena peak;
+ *     prints the attention FLOPs (6 GEMMs on the visible keys: 2 forward, 4 backward) for
+ *     bench/run_seed_shape.sh, which sets them against a DistilBERT step. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -19,6 +26,12 @@
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_now(void) {   /* CPU time of the process: all threads */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -52,7 +65,99 @@ static void gemm_floor(int64_t BH, int64_t T, int64_t D, const float *q, const f
 
 typedef struct run_cfg { int64_t T; bool mask, causal; } run_cfg;
 
+/* ---- the seed's shape ------------------------------------------------------------------ */
+typedef enum { SEED_FUSED, SEED_FUSED_P0, SEED_UNFUSED } seed_kind;
+
+/* HF's attention in public ops (what volt_attention_dropout replaces): bias (B*H, T, T) */
+static volt_tensor *unfused(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v, volt_tensor *bias,
+                            int64_t B, int64_t H, int64_t T, int64_t D, float p) {
+    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, 0.125f), VOLT_SHAPE(B * H, T, D));
+    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, D, T));
+    volt_tensor *probs = volt_dropout(s, volt_softmax(s, volt_add(s, volt_matmul(s, q3, kt), bias)), p);
+    return volt_reshape(s, volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, T, D))), VOLT_SHAPE(B, H, T, D));
+}
+
+static int seed_shape(int iters) {
+    const int64_t B = 12, H = 12, T = 512, D = 64, N = B * H * T * D;
+    float *q = malloc(sizeof(float) * (size_t)N), *k = malloc(sizeof(float) * (size_t)N),
+          *v = malloc(sizeof(float) * (size_t)N), *g = malloc(sizeof(float) * (size_t)N);
+    uint8_t *mask = malloc((size_t)(B * T));
+    if (!q || !k || !v || !g || !mask) return 1;
+    for (int64_t t = 0; t < N; t++) {
+        q[t] = (float)((t * 2654435761u) % 1000) / 500.f - 1.f;
+        k[t] = (float)((t * 40503u + 7) % 1000) / 500.f - 1.f;
+        v[t] = (float)((t * 9973u + 3) % 1000) / 500.f - 1.f;
+        g[t] = (float)((t * 7919u + 1) % 1000) / 500.f - 1.f;
+    }
+    double keys = 0;   /* sum over rows b of T * (visible keys of b) */
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = T - b * T / (2 * B);
+        for (int64_t j = 0; j < T; j++) mask[b * T + j] = j < L;
+        keys += (double)T * (double)L;
+    }
+    double gflop = 6 * 2 * (double)H * (double)D * keys / 1e9;
+    printf("attention at the seed's shape: B=%lld H=%lld T=%lld D=%lld, padding tail (row b keeps T - b T / (2 B) keys), "
+           "%d threads, median of %d after 1 warm-up\n", (long long)B, (long long)H, (long long)T, (long long)D,
+           omp_get_max_threads(), iters);
+    printf("attention FLOPs (6 GEMMs on visible keys) %.2f GFLOP per call\n", gflop);
+    printf("| %-34s | %12s | %12s | %12s | %10s |\n", "impl", "fwd+bwd ms", "CPU ms", "GFLOP/s", "arena MiB");
+    printf("|------------------------------------|--------------|--------------|--------------|------------|\n");
+    const char *names[3] = { "volt_attention_dropout p 0.1", "volt_attention_dropout p 0", "unfused softmax+dropout p 0.1" };
+    double fused_ms = 0, fused_cpu = 0;
+    for (int kind = 0; kind < 3; kind++) {
+        volt_step_config cfg;
+        volt_step_config_init(&cfg);
+        cfg.arena_bytes = (size_t)64 << 20;
+        cfg.seed = 42;
+        volt_step *s;
+        if (volt_step_create(&cfg, &s) != VOLT_OK) return 1;
+        double t[16], tc[16];
+        int n = kind == SEED_UNFUSED ? 1 : (iters < 16 ? iters : 16);
+        for (int it = -1; it < n; it++) {
+            volt_step_begin(s, true, 3);
+            volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), q));
+            volt_tensor *tk = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), k));
+            volt_tensor *tv = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), v));
+            volt_tensor *tm = volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask);
+            volt_tensor *bias = NULL;
+            if (kind == SEED_UNFUSED) {   /* built before the clock starts, as the model did once per step */
+                bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(B * H, T, T));
+                if (!bias) return 1;
+                float *d = bias->data;
+                for (int64_t r = 0; r < B * H * T; r++)
+                    for (int64_t j = 0; j < T; j++) d[r * T + j] = mask[r / (H * T) * T + j] ? 0.f : -1e30f;
+            }
+            double t0 = now(), c0 = cpu_now();
+            volt_tensor *o = kind == SEED_UNFUSED ? unfused(s, tq, tk, tv, bias, B, H, T, D, 0.1f)
+                                                  : volt_attention_dropout(s, tq, tk, tv, tm, false,
+                                                                           kind == SEED_FUSED ? 0.1f : 0.f);
+            if (!o || volt_step_backward_grad(s, o, g) != VOLT_OK) {
+                fprintf(stderr, "attention failed: %s\n", volt_step_errmsg(s));
+                return 1;
+            }
+            double t1 = now(), c1 = cpu_now();
+            volt_step_end(s);
+            if (it >= 0) {
+                t[it] = 1e3 * (t1 - t0);
+                tc[it] = 1e3 * (c1 - c0);
+            }
+        }
+        double ms = median(t, n), cms = median(tc, n);
+        if (kind == SEED_FUSED) {
+            fused_ms = ms;
+            fused_cpu = cms;
+        }
+        printf("| %-34s | %12.1f | %12.1f | %12.1f | %10.0f |\n", names[kind], ms, cms, gflop / ms * 1e3,
+               (double)volt_step_arena_peak(s) / 1048576.0);
+        volt_step_destroy(s);
+    }
+    printf("RESULT attention fwd_bwd_ms=%.3f cpu_ms=%.3f gflop=%.4f\n", fused_ms, fused_cpu, gflop);
+    free(q); free(k); free(v); free(g); free(mask);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "seed")) return seed_shape(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 3);
     int iters = argc > 1 ? atoi(argv[1]) : 10;
     if (iters < 1) iters = 1;
     const int64_t B = 8, H = 12, D = 64;
