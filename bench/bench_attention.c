@@ -14,7 +14,13 @@
  *     backward of volt_attention_dropout at p = 0.1 and p = 0 and of the unfused
  *     composition dropout(softmax(scale q k^T + bias), 0.1) v, with each one's arena peak;
  *     prints the attention FLOPs (6 GEMMs on the visible keys: 2 forward, 4 backward) for
- *     bench/run_seed_shape.sh, which sets them against a DistilBERT step. */
+ *     bench/run_seed_shape.sh, which sets them against a DistilBERT step.
+ *
+ *   bench_attention profile [steps] the attention share of a distilbert-base training step
+ *     (HF dropouts, 12 x 512, the same padding tail, AdamW), in one process: after each step
+ *     one volt_attention_dropout fwd + bwd at the step's attention shape (B=12 H=12 T=512
+ *     D=64, p 0.1) is timed, so both see the same machine load; prints 6 x attention / step
+ *     (wall and process CPU time) against the attention FLOP share of the step. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include "volt/volt.h"
+#include "volt/distilbert.h"
 
 static double now(void) {
     struct timespec ts;
@@ -156,7 +163,101 @@ static int seed_shape(int iters) {
     return 0;
 }
 
+/* ---- attention inside a DistilBERT step ------------------------------------------------ */
+static int profile(int steps) {
+    const int64_t B = 12, T = 512, H = 12, Dh = 64, N = B * H * T * Dh, D = 768, F = 3072;
+    volt_distilbert_config c;
+    volt_distilbert_config_init(&c);   /* HF dropouts */
+    volt_distilbert_preset(&c, "distilbert-base");
+    void *m;
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    volt_params *ps;
+    if (volt_distilbert_create(&c, &m) || volt_params_create(&pc, &ps)) return 1;
+    if (volt_distilbert_ops.setup(m, ps) || volt_params_finalize(ps) || volt_distilbert_ops.init_weights(m, ps)) return 1;
+    volt_optimizer_config oc;
+    volt_optimizer_config_init(&oc);
+    oc.kind = VOLT_OPTIM_ADAMW;
+    oc.lr = 5e-5f;
+    oc.weight_decay = 0.01f;
+    volt_optimizer *opt;
+    if (volt_optimizer_create(&oc, ps, &opt)) return 1;
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    sc.params = ps;
+    sc.seed = 42;
+    volt_step *s, *sa;
+    if (volt_step_create(&sc, &s)) return 1;
+    sc.params = NULL;
+    if (volt_step_create(&sc, &sa)) return 1;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(B * T)), *mask = malloc(sizeof(int32_t) * (size_t)(B * T));
+    int64_t *y = malloc(sizeof(int64_t) * (size_t)B);
+    float *q = malloc(sizeof(float) * (size_t)N), *k = malloc(sizeof(float) * (size_t)N),
+          *v = malloc(sizeof(float) * (size_t)N), *g = malloc(sizeof(float) * (size_t)N);
+    if (!ids || !mask || !y || !q || !k || !v || !g) return 1;
+    double keys = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = T - b * T / (2 * B);   /* bench_distilbert's PAD=tail */
+        for (int64_t j = 0; j < T; j++) {
+            ids[b * T + j] = j < L ? 1 + (int32_t)((b * T + j) * 7919 % 30000) : 0;
+            mask[b * T + j] = j < L;
+        }
+        keys += (double)T * (double)L;
+        y[b] = b % 2;
+    }
+    for (int64_t t = 0; t < N; t++) {
+        q[t] = (float)((t * 2654435761u) % 1000) / 500.f - 1.f;
+        k[t] = (float)((t * 40503u + 7) % 1000) / 500.f - 1.f;
+        v[t] = (float)((t * 9973u + 3) % 1000) / 500.f - 1.f;
+        g[t] = (float)((t * 7919u + 1) % 1000) / 500.f - 1.f;
+    }
+    double att_gflop = 6 * 2 * (double)H * (double)Dh * keys / 1e9;
+    double lin_gflop = 6 * 3 * 2 * (double)(B * T) * (double)(4 * D * D + 2 * D * F) / 1e9;
+    double share = 6 * att_gflop / (6 * att_gflop + lin_gflop);
+    double st = 0, sc_ = 0, at = 0, ac = 0;
+    int n = 0;
+    for (int it = -1; it < steps; it++) {
+        double t0 = now(), c0 = cpu_now();
+        volt_step_begin(s, true, (uint64_t)(it + 1));
+        volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
+                                                  volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
+        volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_wrap(s, VOLT_I64, VOLT_SHAPE(B), y));
+        if (!loss || volt_step_backward(s, loss)) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
+        volt_step_end(s);
+        if (volt_optimizer_step(opt)) return 1;
+        volt_params_zero_grad(ps);
+        double t1 = now(), c1 = cpu_now();
+        volt_step_begin(sa, true, 3);
+        volt_tensor *tq = volt_tensor_requires_grad(sa, volt_tensor_wrap(sa, VOLT_F32, VOLT_SHAPE(B, H, T, Dh), q));
+        volt_tensor *tk = volt_tensor_requires_grad(sa, volt_tensor_wrap(sa, VOLT_F32, VOLT_SHAPE(B, H, T, Dh), k));
+        volt_tensor *tv = volt_tensor_requires_grad(sa, volt_tensor_wrap(sa, VOLT_F32, VOLT_SHAPE(B, H, T, Dh), v));
+        volt_tensor *o = volt_attention_dropout(sa, tq, tk, tv, volt_tensor_wrap(sa, VOLT_I32, VOLT_SHAPE(B, T), mask),
+                                                false, 0.1f);
+        if (!o || volt_step_backward_grad(sa, o, g)) { fprintf(stderr, "%s\n", volt_step_errmsg(sa)); return 1; }
+        volt_step_end(sa);
+        double t2 = now(), c2 = cpu_now();
+        printf("step %d: %.1f ms (CPU %.1f); attention fwd+bwd %.1f ms (CPU %.1f)%s\n", it, 1e3 * (t1 - t0),
+               1e3 * (c1 - c0), 1e3 * (t2 - t1), 1e3 * (c2 - c1), it < 0 ? " (warm-up)" : "");
+        if (it >= 0) {
+            st += t1 - t0; sc_ += c1 - c0; at += t2 - t1; ac += c2 - c1; n++;
+        }
+    }
+    printf("distilbert-base step, 12 x 512 with a padding tail, HF dropouts, %d threads, mean of %d after 1 warm-up: "
+           "%.1f ms (CPU %.1f); arena peak %.0f MiB\n", omp_get_max_threads(), n, 1e3 * st / n, 1e3 * sc_ / n,
+           (double)volt_step_arena_peak(s) / 1048576.0);
+    printf("attention (volt_attention_dropout p 0.1) fwd+bwd per layer: %.1f ms (CPU %.1f), %.1f GFLOP/s\n", 1e3 * at / n,
+           1e3 * ac / n, att_gflop / (at / n));
+    printf("6 layers of attention: %.1f%% of the step (CPU %.1f%%); FLOP share %.1f%% (%.0f of %.0f GFLOP); "
+           "time share / FLOP share %.2f (CPU %.2f)\n", 100 * 6 * at / st, 100 * 6 * ac / sc_, 100 * share,
+           6 * att_gflop, 6 * att_gflop + lin_gflop, (6 * at / st) / share, (6 * ac / sc_) / share);
+    volt_step_destroy(s); volt_step_destroy(sa); volt_optimizer_destroy(opt); volt_params_destroy(ps);
+    volt_distilbert_destroy(m);
+    free(ids); free(mask); free(y); free(q); free(k); free(v); free(g);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "profile")) return profile(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2);
     if (argc > 1 && !strcmp(argv[1], "seed")) return seed_shape(argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 3);
     int iters = argc > 1 ? atoi(argv[1]) : 10;
     if (iters < 1) iters = 1;

@@ -13,9 +13,11 @@
 #   2. a timed run of volt, then of PyTorch: median of STEPS steps after WARMUP (wall and
 #      process CPU time per step; peak RSS of that run too).
 # Then once: bench_attention seed (volt_attention_dropout fwd + bwd at B=12 H=12 T=512
-# D=64 with the same padding tail), set against the volt step: attention time x 6 layers /
-# step time, and the attention FLOPs / the step's FLOPs (GEMMs: linears fwd + bwd, 6 GEMMs
-# of attention on the visible keys; elementwise work not counted).
+# D=64 with the same padding tail, p 0.1 and 0, and the unfused softmax + dropout
+# composition, with arena peaks), and bench_attention profile (PROFILE_STEPS volt steps,
+# each followed in the same process by one attention fwd + bwd at the step's shape:
+# attention time x 6 layers / step time against the attention FLOPs / the step's FLOPs;
+# GEMMs: linears fwd + bwd, 6 GEMMs of attention on the visible keys).
 # Padding (PAD=tail, read by bench_distilbert and peer_distilbert.py): row b keeps its
 # first T - b T / (2 B) tokens (512 ... 278), then pad id 0 with attention mask 0.
 # Threads, BLAS and Python: as bench/run_distilbert.sh (OMP_NUM_THREADS default 2,
@@ -26,6 +28,7 @@ BUILD=${BUILD:-$ROOT/build}
 ROUNDS=${ROUNDS:-1}
 STEPS=${STEPS:-2}
 WARMUP=${WARMUP:-1}
+PROFILE_STEPS=${PROFILE_STEPS:-2}
 B=12
 T=512
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -76,26 +79,18 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "$v1 $t1 $v $t $vc $tc $vr $tr" >>"$RES"
 done
 att=$("$BUILD/bench/bench_attention" seed 3)
-echo "$att" >&2
-read -r am acm ag <<<"$(sed -n 's/^RESULT attention fwd_bwd_ms=\([0-9.]*\) cpu_ms=\([0-9.]*\) gflop=\([0-9.]*\)$/\1 \2 \3/p' <<<"$att")"
+prof=$("$BUILD/bench/bench_attention" profile "$PROFILE_STEPS")
+echo "$prof" >&2
 
 echo
 echo "DistilBERT (distilbert-base) training step, batch $B x $T with a padding tail, HF dropouts on both sides, fp32," \
      "OMP_NUM_THREADS=$OMP_NUM_THREADS, OpenBLAS (OpenMP) for both; $ROUNDS round(s), median of $STEPS steps after $WARMUP"
-printf '| %5s | %13s | %13s | %10s | %13s | %13s | %10s | %14s |\n' round "volt peak RSS" "torch peak RSS" "RSS ratio" \
-    "volt ms/step" "torch ms/step" "time ratio" "CPU time ratio"
-echo '|-------|---------------|----------------|------------|---------------|---------------|------------|----------------|'
-awk '{ printf "| %5d | %10.2f GB | %11.2f GB | %10.3f | %13.1f | %13.1f | %10.3f | %14.3f |\n", NR, $1 / 1048576, $2 / 1048576,
-       $1 / $2, $3, $4, $3 / $4, $5 / $6 }' "$RES"
-# step GEMM FLOPs: 6 layers x (linears: 3 x 2 N (4 D^2 + 2 D F), fwd + bwd) + 6 x attention
-awk -v am="$am" -v acm="$acm" -v ag="$ag" -v B="$B" -v T="$T" '
-    { v += $3; vc += $5; n++ }
-    END {
-        D = 768; F = 3072; N = B * T
-        lin = 6 * 3 * 2 * N * (4 * D * D + 2 * D * F) / 1e9; att = 6 * ag
-        share = att / (lin + att); v /= n; vc /= n
-        printf "attention (volt_attention_dropout, p 0.1) fwd+bwd: %.1f ms (CPU %.1f ms) per layer, x 6 = %.0f%% of the step (CPU %.0f%%);" \
-               " FLOP share %.1f%% (attention %.0f of %.0f GFLOP); time share / FLOP share = %.2f (CPU %.2f)\n",
-               am, acm, 100 * 6 * am / v, 100 * 6 * acm / vc, 100 * share, att, lin + att,
-               (6 * am / v) / share, (6 * acm / vc) / share
-    }' "$RES"
+printf '| %5s | %14s | %14s | %9s | %14s | %14s | %9s | %12s | %12s | %10s | %9s |\n' round "volt RSS 1-st" "torch RSS 1-st" \
+    "ratio" "volt RSS timed" "torch RSS tmd" "ratio" "volt ms/step" "torch ms" "time ratio" "CPU ratio"
+echo '|-------|----------------|----------------|-----------|----------------|----------------|-----------|--------------|--------------|------------|-----------|'
+awk '{ printf "| %5d | %11.2f GB | %11.2f GB | %9.3f | %11.2f GB | %11.2f GB | %9.3f | %12.1f | %12.1f | %10.3f | %9.3f |\n", NR,
+       $1 / 1048576, $2 / 1048576, $1 / $2, $7 / 1048576, $8 / 1048576, $7 / $8, $3, $4, $3 / $4, $5 / $6 }' "$RES"
+echo
+echo "$att"
+echo
+echo "$prof" | grep -v '^step '
