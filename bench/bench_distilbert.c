@@ -98,6 +98,13 @@ int main(int argc, char **argv) {
             for (int j = len; j < T; j++) { ids[b * T + j] = 0; mask[b * T + j] = 0; real--; }
         }
     for (int b = 0; b < B; b++) y[b] = b % 2;
+    /* PAD=tail (bench/run_seed_shape.sh; the peer reads it too): row b keeps its first
+     * T - b T / (2 B) tokens, then padding (id 0, mask 0), as a batch of real texts has */
+    const char *pad_env = getenv("PAD");
+    bool pad_tail = pad_env && !strcmp(pad_env, "tail");
+    if (pad_tail)
+        for (int b = 0; b < B; b++)
+            for (int j = T - b * T / (2 * B); j < T; j++) ids[b * T + j] = mask[b * T + j] = 0;
 
     double loss0 = 0;
     for (int it = -warmup; it < steps; it++) {
@@ -128,6 +135,7 @@ int main(int argc, char **argv) {
     printf("|--------|------------|------------|------------|------------|--------------|\n");
     printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f | %12.1f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
            (double)B * T / med, cmed * 1e3);
+    if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
     printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f\n", preset, med * 1e3, cmed * 1e3);
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);

@@ -103,6 +103,12 @@ def main():
             mask[b, n:] = 0
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16-mixed")
     labels = torch.arange(B, dtype=torch.int64) % 2
+    pad_tail = os.environ.get("PAD") == "tail"   # as bench_distilbert.c: row b keeps T - b T / (2 B) tokens
+    if pad_tail:
+        for b in range(B):
+            keep = T - b * T // (2 * B)
+            ids[b, keep:] = 0
+            mask[b, keep:] = 0
 
     times, cpu, loss0 = [], [], None
     for it in range(warmup + steps):
@@ -127,6 +133,8 @@ def main():
     print("|--------|------------|------------|------------|------------|--------------|")
     print(f"| {'torch':<6} | {med * 1e3:10.1f} | {min(times) * 1e3:10.1f} | {max(times) * 1e3:10.1f} | "
           f"{B * T / med:10.0f} | {cmed * 1e3:12.1f} |")
+    if pad_tail:
+        print("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)")
     print(f"RESULT torch {preset} ms_per_step={med * 1e3:.3f} cpu_ms_per_step={cmed * 1e3:.3f}")
 
 

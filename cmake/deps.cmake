@@ -24,14 +24,16 @@ else()
   if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
     message(FATAL_ERROR "oneDNN not found (apt-get install libdnnl-dev, or scripts/setup.sh)")
   endif()
-  add_library(volt_dnnl INTERFACE)
-  target_include_directories(volt_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
-  target_link_libraries(volt_dnnl INTERFACE ${DNNL_LIBRARY})
-  set(VOLT_DNNL_TARGET volt_dnnl)
+  # A plain path, not a target, so the installed package (voltTargets) can carry it.
+  set(VOLT_DNNL_TARGET ${DNNL_LIBRARY})
+  set(VOLT_DNNL_INCLUDE ${DNNL_INCLUDE_DIR})
 endif()
 message(STATUS "volt: oneDNN ${DNNL_LIBRARY}${DNNL_LINK_LIBRARIES}")
 
 add_library(volt_deps INTERFACE)
+if(VOLT_DNNL_INCLUDE)
+  target_include_directories(volt_deps INTERFACE $<BUILD_INTERFACE:${VOLT_DNNL_INCLUDE}>)
+endif()
 target_link_libraries(volt_deps INTERFACE PkgConfig::OPENBLAS ${VOLT_DNNL_TARGET} PkgConfig::CJSON
   OpenMP::OpenMP_C ZLIB::ZLIB Threads::Threads m)
 

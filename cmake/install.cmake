@@ -27,7 +27,7 @@ set(VOLT_PC_REQUIRES_PRIVATE "openblas libcjson zlib")
 if(VOLT_HAVE_MPI)
   string(APPEND VOLT_PC_REQUIRES_PRIVATE " ompi-c")
 endif()
-set(VOLT_PC_LIBS_PRIVATE "-lgomp -lpthread -lm")
+set(VOLT_PC_LIBS_PRIVATE "-ldnnl -lgomp -lpthread -lm")
 # Relocatable: the prefix is found from the .pc file's own folder, so
 # `cmake --install build --prefix P` works for any P.
 set(VOLT_PC_PREFIX "\${pcfiledir}")

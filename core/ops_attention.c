@@ -1,5 +1,7 @@
-/* Front-end of scaled dot-product attention: shape/dtype checks and tape recording. The
- * math (fused forward, recomputing backward) is in core/cpu/attention.c. */
+/* Front-end of scaled dot-product attention, with or without dropout on the attention
+ * probabilities: shape/dtype checks and tape recording. The math (fused forward,
+ * recomputing backward, the dropout mask drawn and redrawn from the counter-based RNG) is
+ * in core/cpu/attention.c. */
 #include <math.h>
 #include "core/internal.h"
 #include "volt/ops.h"
@@ -9,9 +11,10 @@ static bool is_mask_dtype(const volt_tensor *t) {
 }
 
 /* q (B, H, Tq, D), k and v (B, H, Tk, D), key_mask (B, Tk) or NULL -> (B, H, Tq, D).
- * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; i[6] = compute dtype; f[0] = scale. */
-volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
-                            volt_tensor *key_mask, bool causal) {
+ * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; i[6] = compute dtype; f[0] = scale;
+ * with dropout (drop_p > 0) i[7] = the RNG call index, f[1] = drop_p. */
+static volt_tensor *attention_op(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                 volt_tensor *key_mask, bool causal, float drop_p, int64_t call) {
     volt_tensor *in[4] = { q, k, v, key_mask };
     int n_in = key_mask ? 4 : 3;
     if (volt__any_null(s, n_in, in)) return NULL;
@@ -44,5 +47,27 @@ volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_t
     at.i[5] = causal;
     at.f[0] = (float)(1.0 / sqrt((double)D));
     at.i[6] = s->compute_dtype;   /* 16-bit compute: q, k, v (and dO) read rounded (volt/precision.h) */
+    at.i[7] = call;
+    at.f[1] = drop_p;
     return volt__op(s, VOLT_OP_ATTENTION, n_in, in, VOLT_F32, q->shape, &at);
+}
+
+volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                            volt_tensor *key_mask, bool causal) {
+    return attention_op(s, q, k, v, key_mask, causal, 0.f, 0);
+}
+
+/* volt_dropout(volt_softmax(scores), p) fused: the call takes the step's next RNG call
+ * index exactly where that volt_dropout would (training only, even with p == 0), and the
+ * mask is drawn over the (B, H, Tq, Tk) probabilities in row-major order, so both paths
+ * keep the same elements and every later dropout of the step its mask. */
+volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                    volt_tensor *key_mask, bool causal, float p) {
+    if (!(p >= 0.f && p < 1.f)) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "attention_dropout: p must be in [0, 1), got %g", p);
+        return NULL;
+    }
+    if (!s->training) return attention_op(s, q, k, v, key_mask, causal, 0.f, 0);
+    int64_t call = s->rng_calls++;
+    return attention_op(s, q, k, v, key_mask, causal, p, call);
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 #include "nn/util.h"
 
-#define MASKED_SCORE (-1e30f)    /* added to masked scores: exp() underflows to exactly 0 */
 
 void volt_nn_mha_config_init(volt_nn_mha_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -56,59 +55,6 @@ volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim
     return VOLT_OK;
 }
 
-static bool keep_key(const volt_tensor *mask, int64_t i) {
-    switch (mask->dtype) {
-    case VOLT_U8: return ((const uint8_t *)mask->data)[i] != 0;
-    case VOLT_I32: return ((const int32_t *)mask->data)[i] != 0;
-    default: return ((const int64_t *)mask->data)[i] != 0;
-    }
-}
-
-/* The additive mask of attention_unfused: (B*H, Tq, Tk), MASKED_SCORE at padded keys and,
- * for causal, at keys after the query; NULL (and no error) when nothing is masked. */
-static volt_tensor *mask_bias(volt_step *s, volt_tensor *mask, bool causal, int64_t B, int64_t H, int64_t Tq,
-                              int64_t Tk, bool *failed) {
-    *failed = false;
-    bool any = causal && Tk > 1;
-    for (int64_t i = 0; mask && i < B * Tk && !any; i++) any = !keep_key(mask, i);
-    if (!any) return NULL;
-    volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(B * H, Tq, Tk));
-    if (!bias) { *failed = true; return NULL; }
-    float *d = volt_tensor_f32(bias);
-    for (int64_t b = 0; b < B; b++) {
-        float *blk = d + b * H * Tq * Tk;          /* batch b, head 0 */
-        for (int64_t i = 0; i < Tq; i++)
-            for (int64_t j = 0; j < Tk; j++)
-                blk[i * Tk + j] = (mask && !keep_key(mask, b * Tk + j)) || (causal && j > i) ? MASKED_SCORE : 0.f;
-        for (int64_t h = 1; h < H; h++) memcpy(blk + h * Tq * Tk, blk, sizeof(float) * (size_t)(Tq * Tk));
-    }
-    return bias;
-}
-
-/* Attention with dropout on the probabilities, unfused (HF's math; the (Tq, Tk)
- * probabilities are kept for backward): q (B, H, Tq, dh), k, v (B, H, Tk, dh) -> (B, H, Tq, dh). */
-static volt_tensor *attention_unfused(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
-                                      volt_tensor *key_mask, bool causal, float p) {
-    int64_t B = q->shape.d[0], H = q->shape.d[1], Tq = q->shape.d[2], dh = q->shape.d[3], Tk = k->shape.d[2];
-    bool failed;
-    volt_tensor *bias = mask_bias(s, key_mask, causal, B, H, Tq, Tk, &failed);
-    if (failed) return NULL;
-    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)dh))), VOLT_SHAPE(B * H, Tq, dh));
-    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(B * H, dh, Tk));
-    volt_tensor *scores = volt_matmul(s, q3, kt);                                        // (B*H, Tq, Tk)
-    if (bias) scores = volt_add(s, scores, bias);
-    volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
-    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(B * H, Tk, dh)));  // (B*H, Tq, dh)
-    return volt_reshape(s, ctx, VOLT_SHAPE(B, H, Tq, dh));
-}
-
-/* merge: becomes volt_attention_dropout */
-static volt_tensor *attention_core(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
-                                   volt_tensor *key_mask, bool causal, float p) {
-    if (volt_step_training(s) && p > 0.f) return attention_unfused(s, q, k, v, key_mask, causal, p);
-    return volt_attention(s, q, k, v, key_mask, causal);
-}
-
 /* (B, T, D) -> (B, H, T, dh) */
 static volt_tensor *split_heads(volt_step *s, volt_tensor *x, int64_t B, int64_t T, int64_t H, int64_t dh) {
     static const int perm[4] = { 0, 2, 1, 3 };
@@ -140,7 +86,7 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
     volt_tensor *q = split_heads(s, volt_nn_linear_forward(s, &a->q, xq), B, Tq, H, dh); // (B, H, Tq, dh)
     volt_tensor *k = split_heads(s, volt_nn_linear_forward(s, &a->k, xkv), B, Tk, H, dh);  // (B, H, Tk, dh)
     volt_tensor *v = split_heads(s, volt_nn_linear_forward(s, &a->v, xkv), B, Tk, H, dh);
-    volt_tensor *ctx = attention_core(s, q, k, v, key_mask, a->causal, a->dropout);      // (B, H, Tq, dh)
+    volt_tensor *ctx = volt_attention_dropout(s, q, k, v, key_mask, a->causal, a->dropout);      // (B, H, Tq, dh)
     ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, Tq, D));            // (B, Tq, D)
     return volt_nn_linear_forward(s, &a->out, ctx);
 }

@@ -3,7 +3,7 @@
  * (tests/fixtures/nn_layers.safetensors, made by make_nn_fixture.py with torch.nn itself);
  * finite-difference gradchecks; padding_idx; errors. */
 #include "vtest.h"
-#include "gradcheck.h"
+#include "gradcheck_compose.h"
 #include "volt/volt.h"
 
 #ifndef VOLT_FIXTURES

@@ -2,9 +2,14 @@
  * dtype, causal, Tq != Tk, fully masked rows), forward and backward against a naive
  * double-precision reference with an explicit (Tq, Tk) softmax, several query tiles,
  * zero output and grads for fully masked rows, thread-count independence, no heap
- * growth after warm-up, and shape/dtype errors that name the op and both shapes. */
+ * growth after warm-up, and shape/dtype errors that name the op and both shapes.
+ * Attention dropout (volt_attention_dropout): finite-difference gradients with fixed
+ * masks, the same output and grads as the unfused volt_dropout(volt_softmax(...)) with the
+ * same seed (and the same masks for the step's other dropouts), identity when p == 0 or
+ * evaluating, thread-count independence, no (T, T) tensor in the arena, bad p. */
 #include <omp.h>
 #include "gradcheck.h"
+#include "core/internal.h"   /* volt_rng_uniform: the dropout mask is pinned to it */
 
 typedef struct attn_ctx { bool causal, mask; } attn_ctx;
 
@@ -364,11 +369,327 @@ static void errors(void) {
     volt_step_destroy(s);
 }
 
+
+/* ---- attention dropout ------------------------------------------------------------------ */
+typedef struct drop_ctx { bool causal, mask; float p; } drop_ctx;
+
+static volt_tensor *f_attn_drop(volt_step *s, volt_tensor **in, void *c) {
+    const drop_ctx *a = c;
+    return volt_attention_dropout(s, in[0], in[1], in[2], a->mask ? in[3] : NULL, a->causal, a->p);
+}
+
+/* gradcheck's double reference of the dropout path: r_attn's probabilities times the mask
+ * volt_dropout would draw on the (B, H, Tq, Tk) probabilities: keep element
+ * ((b*H + h)*Tq + i)*Tk + j iff volt_rng_uniform(seed 1234, step offset 7, call 0, e) >= p,
+ * scaled by 1/(1-p) (gradcheck's step: seed 1234, offset 7; the op is the step's first
+ * dropout call). */
+static void r_attn_drop(const gc_input *ins, double *const *x, double *y, void *c) {
+    const drop_ctx *a = c;
+    const int64_t *qs = ins[0].shape.d;
+    int64_t B = qs[0], H = qs[1], Tq = qs[2], D = qs[3], Tk = ins[1].shape.d[2];
+    double p[64], scale = 1 / sqrt((double)D), keep_scale = 1 / (1 - (double)a->p);
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        int64_t b = bh / H;
+        const double *q = x[0] + bh * Tq * D, *k = x[1] + bh * Tk * D, *v = x[2] + bh * Tk * D;
+        for (int64_t i = 0; i < Tq; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < Tk; j++) {
+                bool vis = !(a->mask && x[3][b * Tk + j] == 0) && !(a->causal && j > i);
+                double sij = 0;
+                for (int64_t d = 0; d < D; d++) sij += q[i * D + d] * k[j * D + d];
+                p[j] = vis ? sij * scale : -INFINITY;
+                mx = fmax(mx, p[j]);
+            }
+            for (int64_t j = 0; j < Tk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+            for (int64_t j = 0; j < Tk; j++) {
+                uint64_t e = (uint64_t)((bh * Tq + i) * Tk + j);
+                double keep = volt_rng_uniform(1234, 7, 0, e) >= a->p ? keep_scale : 0;
+                p[j] = sum > 0 ? p[j] / sum * keep : 0;
+            }
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t j = 0; j < Tk; j++) acc += p[j] * v[j * D + d];
+                y[bh * Tq * D + i * D + d] = acc;
+            }
+        }
+    }
+}
+
+/* gradcheck runs every evaluation in a fresh step with one seed and offset: fixed masks */
+static void drop_grads(void) {
+    drop_ctx plain = { false, false, 0.3f }, masked = { false, true, 0.25f }, causal_masked = { true, true, 0.4f };
+    gradcheck("attention_dropout (1,1,5,4) p 0.3", f_attn_drop, r_attn_drop, &plain, 3,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(1, 1, 5, 4)), GC_F32(VOLT_SHAPE(1, 1, 5, 4)), GC_F32(VOLT_SHAPE(1, 1, 5, 4)) });
+    uint8_t m8[14] = { 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 0 };
+    gradcheck("attention_dropout (2,3,7,8) u8 padding p 0.25", f_attn_drop, r_attn_drop, &masked, 4,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)),
+                            mask_input(VOLT_U8, 2, 7, m8) });
+    /* causal + padding; batch 1 masks key 0, so its query row 0 sees nothing */
+    int64_t m64c[12] = { 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1 };
+    gradcheck("attention_dropout (2,2,6,5) causal+padding p 0.4", f_attn_drop, r_attn_drop, &causal_masked, 4,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)), GC_F32(VOLT_SHAPE(2, 2, 6, 5)),
+                            mask_input(VOLT_I64, 2, 6, m64c) });
+    /* cross attention, Tk = 9: rows start off a Philox block */
+    int32_t m32[18] = { 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1, 1, 1, 1, 1 };
+    gradcheck("attention_dropout q (2,1,3,4) kv (2,1,9,4) i32 mask p 0.25", f_attn_drop, r_attn_drop, &masked, 4,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(2, 1, 3, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)), GC_F32(VOLT_SHAPE(2, 1, 9, 4)),
+                            mask_input(VOLT_I32, 2, 9, m32) });
+    gradcheck("attention_dropout v only", f_attn_drop, r_attn_drop, &causal_masked, 4,
+              (gc_input[]){ GC_F32_CONST(VOLT_SHAPE(2, 2, 6, 5)), GC_F32_CONST(VOLT_SHAPE(2, 2, 6, 5)),
+                            GC_F32(VOLT_SHAPE(2, 2, 6, 5)), mask_input(VOLT_I64, 2, 6, m64c) });
+    gradcheck("attention_dropout q, k only", f_attn_drop, r_attn_drop, &masked, 4,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(2, 3, 7, 8)), GC_F32(VOLT_SHAPE(2, 3, 7, 8)),
+                            GC_F32_CONST(VOLT_SHAPE(2, 3, 7, 8)), mask_input(VOLT_U8, 2, 7, m8) });
+    uint8_t mz[10] = { 1, 1, 0, 1, 1, 0, 0, 0, 0, 0 };
+    gradcheck("attention_dropout (2,2,4,3) fully masked batch", f_attn_drop, r_attn_drop, &masked, 4,
+              (gc_input[]){ GC_F32(VOLT_SHAPE(2, 2, 4, 3)), GC_F32(VOLT_SHAPE(2, 2, 5, 3)), GC_F32(VOLT_SHAPE(2, 2, 5, 3)),
+                            mask_input(VOLT_U8, 2, 5, mz) });
+}
+
+static volt_step *mkstep_seed(size_t arena, uint64_t seed) {
+    volt_step_config cfg;
+    volt_step_config_init(&cfg);
+    cfg.arena_bytes = arena;
+    cfg.seed = seed;
+    volt_step *s = NULL;
+    volt_step_create(&cfg, &s);
+    return s;
+}
+
+/* What volt_attention_dropout replaces, in public ops (HF's attention):
+ * dropout(softmax(scale q k^T + bias), p) v with bias (B*H, Tq, Tk) = -1e30 at masked keys
+ * (and after the query for causal). q (B, H, Tq, D), k, v (B, H, Tk, D). */
+static volt_tensor *unfused_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v, const ref_case *c,
+                                      float p) {
+    int64_t BH = c->B * c->H, Tq = c->Tq, Tk = c->Tk, D = c->D;
+    volt_tensor *q3 = volt_reshape(s, volt_scale(s, q, (float)(1.0 / sqrt((double)D))), VOLT_SHAPE(BH, Tq, D));
+    volt_tensor *kt = volt_reshape(s, volt_transpose(s, k, 2, 3), VOLT_SHAPE(BH, D, Tk));
+    volt_tensor *scores = volt_matmul(s, q3, kt);   /* (B*H, Tq, Tk) */
+    if (c->mask || c->causal) {
+        volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(BH, Tq, Tk));
+        if (!bias) return NULL;
+        float *d = bias->data;
+        for (int64_t bh = 0; bh < BH; bh++)
+            for (int64_t i = 0; i < Tq; i++)
+                for (int64_t j = 0; j < Tk; j++)
+                    d[(bh * Tq + i) * Tk + j] = ref_visible(c, bh / c->H, i, j) ? 0.f : -1e30f;
+        scores = volt_add(s, scores, bias);
+    }
+    volt_tensor *probs = volt_dropout(s, volt_softmax(s, scores), p);
+    volt_tensor *ctx = volt_matmul(s, probs, volt_reshape(s, v, VOLT_SHAPE(BH, Tk, D)));
+    return volt_reshape(s, ctx, VOLT_SHAPE(c->B, c->H, Tq, D));
+}
+
+typedef struct drop_run { float *a, *y, *dq, *dk, *dv; size_t peak; } drop_run;
+
+/* One training step (seed 99, offset 5): y = dropout(attn(dropout(q, 0.2), k, v), 0.3),
+ * attn fused (volt_attention_dropout) or unfused; backward with upstream g. The dropouts
+ * before and after take call indices 0 and 2 either way. */
+static void drop_step(const ref_case *c, float p, bool fused, const float *q, const float *k, const float *v,
+                      const float *g, drop_run *r) {
+    int64_t nq = c->B * c->H * c->Tq * c->D, nk = c->B * c->H * c->Tk * c->D;
+    volt_step *s = mkstep_seed(1 << 20, 99);
+    volt_step_begin(s, true, 5);
+    volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tq, c->D), (void *)q));
+    volt_tensor *tk = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tk, c->D), (void *)k));
+    volt_tensor *tv = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tk, c->D), (void *)v));
+    volt_tensor *tm = c->mask ? volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(c->B, c->Tk), (void *)c->mask) : NULL;
+    volt_tensor *qd = volt_dropout(s, tq, 0.2f);
+    volt_tensor *a = fused ? volt_attention_dropout(s, qd, tk, tv, tm, c->causal, p) : unfused_attention(s, qd, tk, tv, c, p);
+    volt_tensor *y = volt_dropout(s, a, 0.3f);
+    CHECK(y && volt_step_backward_grad(s, y, g) == VOLT_OK, "%s", volt_step_errmsg(s));
+    if (y) {
+        memcpy(r->a, a->data, sizeof(float) * (size_t)nq);
+        memcpy(r->y, y->data, sizeof(float) * (size_t)nq);
+        memcpy(r->dq, tq->grad, sizeof(float) * (size_t)nq);
+        memcpy(r->dk, tk->grad, sizeof(float) * (size_t)nk);
+        memcpy(r->dv, tv->grad, sizeof(float) * (size_t)nk);
+    }
+    r->peak = volt_step_arena_peak(s);
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
+static double max_rel(const float *got, const float *want, int64_t n) {
+    double e = 0, sc = 1;
+    for (int64_t t = 0; t < n; t++) {
+        double d = fabs((double)got[t] - want[t]);
+        if (!(d <= e)) e = d;
+        if (fabs(want[t]) > sc) sc = fabs(want[t]);
+    }
+    return e / sc;
+}
+
+static drop_run run_alloc(int64_t nq, int64_t nk) {
+    return (drop_run){ malloc(sizeof(float) * (size_t)nq), malloc(sizeof(float) * (size_t)nq),
+                       malloc(sizeof(float) * (size_t)nq), malloc(sizeof(float) * (size_t)nk),
+                       malloc(sizeof(float) * (size_t)nk), 0 };
+}
+static void run_free(drop_run *r) { free(r->a); free(r->y); free(r->dq); free(r->dk); free(r->dv); }
+
+/* Fused and unfused with the same seed: same attention output and grads within 1e-6
+ * (relative to max(1, largest value); the two sum in different orders, a few f32 ulps),
+ * the same mask after it (y: a's error times the 1 / (1 - 0.3) of that dropout); and p
+ * matters (p = 0 differs), so the equality is not vacuous. */
+static void check_unfused(const char *name, const ref_case *c, float p) {
+    int64_t nq = c->B * c->H * c->Tq * c->D, nk = c->B * c->H * c->Tk * c->D;
+    float *q = calloc((size_t)nq, sizeof(float)), *k = calloc((size_t)nk, sizeof(float)),
+          *v = calloc((size_t)nk, sizeof(float)), *g = calloc((size_t)nq, sizeof(float));
+    fill(q, nq); fill(k, nk); fill(v, nk); fill(g, nq);
+    drop_run f = run_alloc(nq, nk), u = run_alloc(nq, nk), z = run_alloc(nq, nk);
+    drop_step(c, p, true, q, k, v, g, &f);
+    drop_step(c, p, false, q, k, v, g, &u);
+    drop_step(c, 0.f, true, q, k, v, g, &z);
+    double ea = max_rel(f.a, u.a, nq), ey = max_rel(f.y, u.y, nq), eq = max_rel(f.dq, u.dq, nq),
+           ek = max_rel(f.dk, u.dk, nk), ev = max_rel(f.dv, u.dv, nk);
+    CHECK(ea <= 1e-6 && ey <= 1e-6 / 0.7 && eq <= 1e-6 && ek <= 1e-6 && ev <= 1e-6,
+          "%s: fused vs unfused: out %.2g, y %.2g, dq %.2g, dk %.2g, dv %.2g", name, ea, ey, eq, ek, ev);
+    CHECK(max_rel(z.y, u.y, nq) > 1e-2, "%s: p = %g changes nothing", name, p);
+    CHECK(f.peak < u.peak, "%s: fused arena peak %zu, unfused %zu", name, f.peak, u.peak);
+    printf("%s: fused vs unfused max rel diff out %.1e y %.1e dq %.1e dk %.1e dv %.1e; arena peak %zu vs %zu\n", name,
+           ea, ey, eq, ek, ev, f.peak, u.peak);
+    run_free(&f); run_free(&u); run_free(&z);
+    free(q); free(k); free(v); free(g);
+}
+
+static void drop_vs_unfused(void) {
+    static uint8_t mask[2 * 150];
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 150; j++) mask[b * 150 + j] = b == 0 ? j < 150 - 9 : (j < 61 && j % 7 != 3);
+    uint8_t m70[2 * 70];
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 70; j++) m70[b * 70 + j] = b == 0 ? j != 5 : j < 43;
+    check_unfused("attention_dropout (2,3,70,16) p 0.1", &(ref_case){ 2, 3, 70, 70, 16, false, NULL }, 0.1f);
+    check_unfused("attention_dropout (2,3,70,16) mask p 0.1", &(ref_case){ 2, 3, 70, 70, 16, false, m70 }, 0.1f);
+    check_unfused("attention_dropout (2,3,70,16) causal+mask p 0.5", &(ref_case){ 2, 3, 70, 70, 16, true, m70 }, 0.5f);
+    check_unfused("attention_dropout (2,2,150,24) mask p 0.1", &(ref_case){ 2, 2, 150, 150, 24, false, mask }, 0.1f);
+    check_unfused("attention_dropout q (2,2,70,8) kv (2,2,150,8) mask p 0.3",
+                  &(ref_case){ 2, 2, 70, 150, 8, false, mask }, 0.3f);
+}
+
+/* p == 0 in training: volt_attention's bits, and the call index is taken (the next
+ * dropout's mask is the one after volt_dropout(x, 0)); evaluation: volt_attention's bits
+ * whatever p. */
+static void drop_identity(void) {
+    enum { B = 2, H = 2, T = 9, D = 4, N = B * H * T * D };
+    static float q[N], k[N], v[N], y0[N], y1[N];
+    fill(q, N); fill(k, N); fill(v, N);
+    uint8_t mask[B * T] = { 1, 1, 1, 1, 1, 1, 1, 0, 0,  1, 1, 1, 1, 1, 1, 1, 1, 1 };
+    volt_step *s = mkstep_seed(1 << 18, 3);
+    for (int mode = 0; mode < 3; mode++) {   /* 0: training p 0, 1: evaluation p 0.5, 2: eval p 0 */
+        for (int fused = 0; fused < 2; fused++) {
+            volt_step_begin(s, mode == 0, 11);
+            volt_tensor *tq = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), q);
+            volt_tensor *tk = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), k);
+            volt_tensor *tv = volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), v);
+            volt_tensor *tm = volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask);
+            volt_tensor *a = fused ? volt_attention_dropout(s, tq, tk, tv, tm, false, mode == 1 ? 0.5f : 0.f)
+                                   : volt_dropout(s, volt_attention(s, tq, tk, tv, tm, false), 0.f);
+            volt_tensor *y = volt_dropout(s, a, 0.5f);
+            CHECK(y != NULL, "%s", volt_step_errmsg(s));
+            if (y) memcpy(fused ? y1 : y0, y->data, sizeof y0);
+            volt_step_end(s);
+        }
+        CHECK(!memcmp(y0, y1, sizeof y0), "mode %d: attention_dropout differs from attention + dropout(0)", mode);
+    }
+    volt_step_destroy(s);
+}
+
+/* Same bits for 1 and 2 threads with dropout; no heap allocation after warm-up. */
+static void drop_threads(void) {
+    enum { B = 2, H = 3, T = 70, D = 16, N = B * H * T * D };
+    static float q[N], k[N], v[N], g[N], out1[N], dq1[N], dk1[N], dv1[N];
+    fill(q, N); fill(k, N); fill(v, N); fill(g, N);
+    uint8_t mask[B * T];
+    for (int j = 0; j < B * T; j++) mask[j] = j < T || j % T < 50;
+    volt_step *s = mkstep_seed(1 << 16, 5);
+    int max_threads = omp_get_max_threads();
+    uint64_t allocs = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        omp_set_num_threads(rep == 0 ? 1 : (max_threads > 1 ? max_threads : 2));
+        volt_step_begin(s, true, 2);
+        volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), q));
+        volt_tensor *tk = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), k));
+        volt_tensor *tv = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), v));
+        volt_tensor *tm = volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask);
+        volt_tensor *o = volt_attention_dropout(s, tq, tk, tv, tm, true, 0.2f);
+        CHECK(o && volt_step_backward_grad(s, o, g) == VOLT_OK, "%s", volt_step_errmsg(s));
+        if (o) {
+            if (rep == 0) {
+                memcpy(out1, o->data, sizeof out1);
+                memcpy(dq1, tq->grad, sizeof dq1);
+                memcpy(dk1, tk->grad, sizeof dk1);
+                memcpy(dv1, tv->grad, sizeof dv1);
+            } else {
+                CHECK(!memcmp(out1, o->data, sizeof out1) && !memcmp(dq1, tq->grad, sizeof dq1) &&
+                      !memcmp(dk1, tk->grad, sizeof dk1) && !memcmp(dv1, tv->grad, sizeof dv1),
+                      "attention_dropout: results depend on the thread count");
+            }
+        }
+        volt_step_end(s);
+        if (rep == 2) allocs = volt_step_heap_allocs(s);
+    }
+    CHECK(volt_step_heap_allocs(s) == allocs, "attention_dropout: heap allocations after warm-up: %llu -> %llu",
+          (unsigned long long)allocs, (unsigned long long)volt_step_heap_allocs(s));
+    omp_set_num_threads(max_threads);
+    volt_step_destroy(s);
+}
+
+/* At T = 512 a training step's arena (forward + backward, 2 threads) stays under a third of
+ * one (B, H, T, T) f32 tensor: nothing T x T is kept, only per-thread (64, T) tiles and
+ * (B, H, T, D) tensors; the unfused composition needs several T x T tensors. */
+static void drop_memory(void) {
+    const ref_case c = { 2, 4, 512, 512, 8, false, NULL };
+    int64_t n = c.B * c.H * c.Tq * c.D, tt = (int64_t)sizeof(float) * c.B * c.H * c.Tq * c.Tk;
+    float *q = calloc((size_t)n, sizeof(float)), *k = calloc((size_t)n, sizeof(float)),
+          *v = calloc((size_t)n, sizeof(float)), *g = calloc((size_t)n, sizeof(float));
+    fill(q, n); fill(k, n); fill(v, n); fill(g, n);
+    int max_threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    drop_run f = run_alloc(n, n), u = run_alloc(n, n);
+    drop_step(&c, 0.1f, true, q, k, v, g, &f);
+    drop_step(&c, 0.1f, false, q, k, v, g, &u);
+    CHECK(f.peak < (size_t)tt / 3, "fused attention_dropout: arena peak %zu, one (B,H,T,T) tensor is %lld", f.peak,
+          (long long)tt);
+    CHECK(u.peak > (size_t)tt * 2, "unfused reference: arena peak %zu (the bound above would catch it)", u.peak);
+    omp_set_num_threads(max_threads);
+    run_free(&f); run_free(&u);
+    free(q); free(k); free(v); free(g);
+}
+
+static void drop_errors(void) {
+    volt_step *s = mkstep(1 << 16);
+    const float bad[] = { -0.1f, 1.f, 1.5f, NAN };
+    for (size_t t = 0; t < sizeof bad / sizeof bad[0]; t++) {
+        for (int training = 0; training < 2; training++) {
+            volt_step_begin(s, training, 0);
+            volt_tensor *q = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(1, 1, 2, 2));
+            CHECK(volt_attention_dropout(s, q, q, q, NULL, false, bad[t]) == NULL &&
+                  volt_step_status(s) == VOLT_ERR_INVALID_ARG && strstr(volt_step_errmsg(s), "attention_dropout"),
+                  "p %g (training %d) accepted: %s", bad[t], training, volt_step_errmsg(s));
+            volt_step_end(s);
+        }
+    }
+    /* shape errors as volt_attention's */
+    volt_step_begin(s, true, 0);
+    volt_tensor *q = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(2, 3, 5, 8)), *k = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(2, 3, 5, 4));
+    CHECK(volt_attention_dropout(s, q, k, k, NULL, false, 0.1f) == NULL && volt_step_status(s) == VOLT_ERR_SHAPE &&
+          strstr(volt_step_errmsg(s), "(2, 3, 5, 4)"), "shape: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
 int main(void) {
     grads();
     reference();
     fully_masked();
     threads_and_arena();
     errors();
+    drop_grads();
+    drop_vs_unfused();
+    drop_identity();
+    drop_threads();
+    drop_memory();
+    drop_errors();
     return vtest_finish();
 }

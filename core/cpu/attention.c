@@ -7,6 +7,15 @@
  * P = exp(S - lse) tile by tile. Keys past the last unmasked one of a batch row (padding),
  * and for causal attention past the tile's last query, are left out of the GEMMs.
  *
+ * Attention dropout (f[1] = p > 0, i[7] = the step's RNG call index): the softmax
+ * probabilities A are multiplied by the factors W = (u >= p) / (1 - p), u the uniform of
+ * element ((b H + h) Tq + i) Tk + j of the call's Philox stream — volt_dropout's numbering
+ * on (B, H, Tq, Tk) probabilities, so the mask is the unfused path's, element for element.
+ * Forward draws u row by row after the softmax; backward redraws them per tile. Nothing
+ * of the mask is stored. With Z = A * W and o = Z v:
+ *   dv = Z^T do;  dA = (do v^T) * W;  dS = A * (dA - rowsum(dA * A)),
+ * and rowsum(dA * A) = rowsum((do v^T) * Z) = rowsum(do * o), as without dropout.
+ *
  * Each (b, h) block is owned by one thread (its slices of dq, dk, dv included), tiles are
  * visited in order, so results do not depend on the thread count or schedule. OpenBLAS
  * (OpenMP build) runs single-threaded when called inside our parallel region. */
@@ -30,10 +39,25 @@ typedef struct attn_dims {
     int64_t B, H, Tq, Tk, D;
     bool causal;
     float scale;
+    float p;                          /* attention dropout, 0 = none */
+    uint64_t seed, offset, call;      /* its Philox stream (volt_dropout's counters) */
 } attn_dims;
 
-static attn_dims dims_of(const volt_node *n) {
-    return (attn_dims){ n->i[0], n->i[1], n->i[2], n->i[3], n->i[4], n->i[5] != 0, n->f[0] };
+static attn_dims dims_of(const volt_step *s, const volt_node *n) {
+    return (attn_dims){ n->i[0], n->i[1], n->i[2], n->i[3], n->i[4], n->i[5] != 0, n->f[0],
+                        n->f[1], s->seed, s->rng_offset, (uint64_t)n->i[7] };
+}
+
+/* Floats of the per-thread buffer drop_uniforms fills for up to Tk elements. */
+static int64_t ubuf_len(const attn_dims *a) { return a->p > 0.f ? a->Tk + 8 : 0; }
+
+/* The dropout uniforms of elements [e, e + n) of the call's stream, as volt_dropout draws
+ * them (element e is lane e % 4 of Philox block e / 4); buf holds n + 8 floats. Returns
+ * the pointer to element e's uniform. */
+static const float *drop_uniforms(const attn_dims *a, uint64_t e, int64_t n, float *buf) {
+    uint64_t off = e % 4;
+    volt_rng_uniform_blocks(a->seed, a->offset, a->call, e / 4, (int64_t)((off + (uint64_t)n + 3) / 4), buf);
+    return buf + off;
 }
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -170,11 +194,19 @@ static void tile_softmax(const attn_dims *a, const float *valid, const float *bi
     }
 }
 
+/* p[j] *= W[j] = (u[j] >= p) / (1 - p), for j < n: volt_dropout's keep test and scale */
+VOLT_SIMD_CLONES
+static void row_drop(float *p, const float *u, int64_t n, float pd, float scale) {
+    #pragma omp simd
+    for (int64_t j = 0; j < n; j++) p[j] *= (float)(u[j] >= pd) * scale;
+}
+
 /* One tile: rows [i0, i0+m) of block bh, keys [0, L). S (m, L) and inv (m) scratch; o, lse
- * rows written. P is left unnormalised and o's rows are divided by the row sums instead. */
+ * rows written. P is left unnormalised and o's rows are divided by the row sums instead.
+ * With dropout, e0 is the stream element of (row i0, key 0) and ubuf (ubuf_len) scratch. */
 static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, int64_t L, int64_t i0,
                      int64_t m, const float *q, const float *k, const float *v, float *o, float *lse,
-                     float *S, float *inv) {
+                     float *S, float *inv, uint64_t e0, float *ubuf) {
     int64_t D = a->D;
     float *ot = o + i0 * D;
     if (L == 0) {   /* every key masked: zero output, no NaN */
@@ -185,6 +217,14 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
     /* S (m, L) = scale * q[i0:i0+m] (m, D) k[0:L]^T (D, L) */
     volt_cpu_gemm('N', 'T', m, L, D, a->scale, q + i0 * D, D, k, D, 0.f, S, L);
     tile_softmax(a, valid, bias, S, L, i0, m, inv, lse ? lse + i0 : NULL);
+    if (a->p > 0.f) {   /* the row sums (inv) are taken before dropping, as softmax then dropout */
+        float scale = 1.f / (1.f - a->p);
+        for (int64_t r = 0; r < m; r++) {
+            if (inv[r] == 0.f) continue;   /* fully masked row: zeros already */
+            int64_t lim = row_keys(a, L, i0 + r);
+            row_drop(S + r * L, drop_uniforms(a, e0 + (uint64_t)(r * a->Tk), lim, ubuf), lim, a->p, scale);
+        }
+    }
     /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
     volt_cpu_gemm('N', 'N', m, D, L, 1.f, S, L, v, D, 0.f, ot, D);
     for (int64_t r = 0; r < m; r++) {
@@ -195,7 +235,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
 }
 
 volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
-    attn_dims a = dims_of(n);
+    attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE, items = BH * ntiles;
     if (items == 0) return VOLT_OK;
     float *valid;
@@ -208,7 +248,7 @@ volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         n->saved = lse;
     }
     int nt = team_size(items);
-    int64_t per = round16(QTILE * a.Tk + QTILE);
+    int64_t per = round16(QTILE * a.Tk + QTILE + ubuf_len(&a));
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     /* 16-bit compute (i[6], volt/precision.h): q, k, v read as their 16-bit roundings */
@@ -228,7 +268,8 @@ volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         int64_t L = tile_keys(&a, kv_len[b], i0 + m);
         float *S = scratch + per * omp_get_thread_num();
         fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, q + bh * qs, k + bh * ks,
-                 v + bh * ks, o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk);
+                 v + bh * ks, o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
+                 (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE);
     }
     return VOLT_OK;
 }
@@ -246,39 +287,76 @@ static void tile_probs(const attn_dims *a, const float *valid, float *P, int64_t
     }
 }
 
-/* dS (m, L) in place, from dP = do v^T: dS = P * (dP - delta), delta (m) = rowsum(do * o);
- * o and dout are the tile's rows (m, D). */
+/* W (m, L): the dropout factors (u >= p) / (1 - p) of rows [i0, i0+m), redrawn from the
+ * stream (e0 = element of row i0, key 0); 0 past the keys a row sees and on fully masked
+ * rows (their P is 0 there: a 0 factor keeps P * W finite). */
 VOLT_SIMD_CLONES
-static void tile_dsoftmax(const float *P, float *dS, int64_t L, int64_t m, const float *o, const float *dout,
-                          int64_t D) {
+static void tile_drop_factors(const attn_dims *a, uint64_t e0, int64_t L, int64_t i0, int64_t m, const float *lse,
+                              float *W, float *ubuf) {
+    float pd = a->p, scale = 1.f / (1.f - a->p);
+    for (int64_t r = 0; r < m; r++) {
+        float *w = W + r * L;
+        int64_t lim = lse[r] == -INFINITY ? 0 : row_keys(a, L, i0 + r);
+        const float *u = drop_uniforms(a, e0 + (uint64_t)(r * a->Tk), lim, ubuf);
+        #pragma omp simd
+        for (int64_t j = 0; j < lim; j++) w[j] = (float)(u[j] >= pd) * scale;
+        for (int64_t j = lim; j < L; j++) w[j] = 0.f;
+    }
+}
+
+/* dS (m, L) in place, from dP = do v^T: dS = P * (dP - delta), delta (m) = rowsum(do * o);
+ * with dropout factors W (m, L) (NULL = none), dS = P * (dP * W - delta). o and dout are
+ * the tile's rows (m, D). */
+VOLT_SIMD_CLONES
+static void tile_dsoftmax(const float *P, const float *W, float *dS, int64_t L, int64_t m, const float *o,
+                          const float *dout, int64_t D) {
     for (int64_t r = 0; r < m; r++) {
         const float *orow = o + r * D, *drow = dout + r * D, *p = P + r * L;
         float dl = 0.f, *ds = dS + r * L;
         #pragma omp simd reduction(+ : dl)
         for (int64_t d = 0; d < D; d++) dl += orow[d] * drow[d];
-        #pragma omp simd
-        for (int64_t j = 0; j < L; j++) ds[j] = p[j] * (ds[j] - dl);
+        if (W) {
+            const float *w = W + r * L;
+            #pragma omp simd
+            for (int64_t j = 0; j < L; j++) ds[j] = p[j] * (ds[j] * w[j] - dl);
+        } else {
+            #pragma omp simd
+            for (int64_t j = 0; j < L; j++) ds[j] = p[j] * (ds[j] - dl);
+        }
     }
+}
+
+/* Z (n) = P * W over a tile's n = m L elements */
+VOLT_SIMD_CLONES
+static void tile_mul(const float *P, const float *W, float *Z, int64_t n) {
+    #pragma omp simd
+    for (int64_t t = 0; t < n; t++) Z[t] = P[t] * W[t];
 }
 
 /* One tile of block bh: rows [i0, i0+m), keys [0, L). P and dS (m, L) scratch.
  *   P  = exp(S - lse) on visible keys, S = scale q k^T
  *   dv += P^T do;  dP = do v^T;  dS = P * (dP - rowsum(do * o))
- *   dq += scale dS k;  dk += scale dS^T q */
+ *   dq += scale dS k;  dk += scale dS^T q
+ * With dropout, W (m, L) and ubuf (ubuf_len) are scratch too, e0 the stream element of
+ * (row i0, key 0): dv += (P * W)^T do and dS = P * (dP * W - rowsum(do * o)). */
 static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t i0, int64_t m,
                      const float *q, const float *k, const float *v, const float *o, const float *dout,
-                     const float *lse, attn_grads g, float *P, float *dS) {
+                     const float *lse, attn_grads g, float *P, float *dS, float *W, uint64_t e0, float *ubuf) {
     int64_t D = a->D;
     if (L == 0) return;   /* every key masked: no gradient */
     const float *qt = q + i0 * D, *dot = dout + i0 * D;
     volt_cpu_gemm('N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
     tile_probs(a, valid, P, L, i0, m, lse + i0);
-    if (g.dv)   /* dv[0:L] (L, D) += P^T (L, m) do (m, D) */
-        volt_cpu_gemm('T', 'N', L, D, m, 1.f, P, L, dot, D, 1.f, g.dv, D);
+    bool drop = a->p > 0.f;
+    if (drop) tile_drop_factors(a, e0, L, i0, m, lse + i0, W, ubuf);
+    if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
+        if (drop) tile_mul(P, W, dS, m * L);
+        volt_cpu_gemm('T', 'N', L, D, m, 1.f, drop ? dS : P, L, dot, D, 1.f, g.dv, D);
+    }
     if (!g.dq && !g.dk) return;
     /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
     volt_cpu_gemm('N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
-    tile_dsoftmax(P, dS, L, m, o + i0 * D, dot, D);
+    tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * D, dot, D);
     if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
         volt_cpu_gemm('N', 'N', m, D, L, a->scale, dS, L, k, D, 1.f, g.dq + i0 * D, D);
     if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
@@ -286,7 +364,7 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
 }
 
 volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
-    attn_dims a = dims_of(n);
+    attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
     const float *lse = n->saved;
     if (BH == 0 || a.Tq == 0 || a.Tk == 0) return VOLT_OK;
@@ -299,7 +377,8 @@ volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
     /* dk/dv of a block gather every tile of it: a block belongs to one thread */
     int nt = team_size(BH);
-    int64_t tile = QTILE * a.Tk, per = round16(2 * tile);
+    /* P, dS and, with dropout, W (QTILE, Tk) each, and the uniforms of one row */
+    int64_t tile = QTILE * a.Tk, per = round16((a.p > 0.f ? 3 : 2) * tile + ubuf_len(&a));
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     const volt_dtype cd = (volt_dtype)n->i[6];   /* as in forward; dO rounded too */
@@ -313,14 +392,15 @@ volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / a.H;
-        float *P = scratch + per * omp_get_thread_num(), *dS = P + tile;
+        float *P = scratch + per * omp_get_thread_num(), *dS = P + tile, *W = dS + tile;
+        float *ubuf = a.p > 0.f ? W + tile : NULL;
         attn_grads g = { gq ? tq->grad + bh * qs : NULL, gk ? tk->grad + bh * ks : NULL,
                          gv ? tv->grad + bh * ks : NULL };
         for (int64_t t = 0; t < ntiles; t++) {
             int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
             int64_t L = tile_keys(&a, kv_len[b], i0 + m);
             bwd_tile(&a, valid + b * a.Tk, L, i0, m, q + bh * qs, k + bh * ks, v + bh * ks, o + bh * qs,
-                     dout + bh * qs, lse + bh * a.Tq, g, P, dS);
+                     dout + bh * qs, lse + bh * a.Tq, g, P, dS, W, (uint64_t)((bh * a.Tq + i0) * a.Tk), ubuf);
         }
     }
     return VOLT_OK;

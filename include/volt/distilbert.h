@@ -23,10 +23,9 @@
  * zero biases, LayerNorm 1/0, and the pad_token_id row of word_embeddings zeroed.
  *
  * Where volt differs from HF, or does more (docs/DISTILBERT.md has the details):
- *  - attention dropout: HF drops attention probabilities. In a training step with
- *    attention_dropout > 0 volt does the same, with unfused ops (scores, softmax, dropout,
- *    matmul; the (T, T) probabilities are kept for backward). Otherwise (evaluation, or
- *    attention_dropout == 0) it runs the fused volt_attention kernel: same math, faster.
+ *  - attention dropout: HF drops attention probabilities. volt does the same inside the
+ *    fused kernel (volt_attention_dropout: the mask is drawn from the counter-based RNG
+ *    and redrawn in backward; no (T, T) matrix is kept); identity in evaluation.
  *  - padding_idx: as nn.Embedding(padding_idx=pad_token_id), positions holding the pad id
  *    send no gradient to word_embeddings[pad_token_id] (done in the forward, so it holds
  *    with any trainer, clipping or accumulation).

@@ -66,6 +66,15 @@ volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p);
  * backward (it is recomputed per (b, h) block). */
 volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                             volt_tensor *key_mask, bool causal);
+/* volt_attention with inverted dropout p on the attention probabilities (HF's attention
+ * dropout), fused: the mask is drawn inside the kernel from the counter-based RNG and
+ * redrawn in backward, never stored. In a training step the call takes the next dropout
+ * call index, as volt_dropout does (even with p == 0), and keeps exactly the elements that
+ * volt_dropout(volt_softmax(scale q k^T + mask), p) would keep on the (B, H, Tq, Tk)
+ * probabilities: both forms give the same result and leave the step's later masks alone.
+ * Identity dropout when p == 0 or not training. p must be in [0, 1). */
+volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                    volt_tensor *key_mask, bool causal, float p);
 
 /* ---- shape ------------------------------------------------------------------------- */
 /* Same data, new shape (numel must match); one dim may be -1. Free: no copy. */
