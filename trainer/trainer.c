@@ -110,6 +110,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
+    volt__metrics_free(t);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->log_dir);
     free(t);

@@ -36,6 +36,18 @@ volt_status volt_log_value(volt_step *s, const char *name, double value, unsigne
  * on the progress bar, accuracy as an epoch mean; other stages: both epoch means on the
  * progress bar). For "train" the loss becomes the step's loss. */
 volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
+/* A ratio of integer counts (e.g. hits / rows), like a torchmetrics state: the step value is
+ * num/den, the epoch value Σnum/Σden over all batches and ranks, so equal counts give
+ * bitwise-equal scores under every strategy and batch split. volt_classification_step
+ * logs "<stage>_acc" this way. */
+volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags);
+/* Scores of a confusion matrix counts[true * C + pred]: accuracy, and macro precision,
+ * recall and F1 over the classes that occur (as targets or predictions). */
+typedef struct volt_class_scores {
+    int64_t total, correct;
+    double accuracy, precision, recall, f1;
+} volt_class_scores;
+void volt_confusion_scores(int n_classes, const int64_t *counts, volt_class_scores *out);
 /* The training_step's loss: the trainer runs backward on it. */
 volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
 
@@ -156,6 +168,11 @@ typedef struct volt_trainer_config {
     const char *optimizer_dtype;     /* optimizer state storage: "auto" (default: the parameters'
                                         dtype, i.e. 16-bit for bf16-true/16-true, else f32),
                                         "f32", "bf16" or "f16"; the math is f32 either way */
+    /* ---- runs (appended; issue 14) ---- */
+    const char *run_fingerprint;     /* the data and model settings of this run as one string
+                                        (the app computes it); stored in checkpoints; resuming
+                                        one whose fingerprint differs is an error. NULL = none */
+    bool resume_anyway;              /* resume even when the fingerprints differ (a warning) */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -237,6 +254,12 @@ const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value
 /* Metrics logged during the last completed step, for loggers (name, value, step). */
 typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
 void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
+
+/* The confusion matrix volt_classification_step counted for a non-train stage ("val",
+ * "test"), summed over ranks at the stage's epoch end (its scores are logged as
+ * "<stage>_precision", "_recall", "_f1"). counts[true * C + pred], valid until the next run
+ * of that stage. false when none was counted. */
+bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
 
 /* ---- memory report (strategies, docs/STRATEGIES.md) ------------------------------------------ */
 /* Per-rank bytes of model state. The *_bytes fields follow the strategy's formula over the

@@ -12,4 +12,5 @@
 #include "volt/safetensors.h"
 #include "volt/distilbert.h"
 #include "volt/models.h"
+#include "volt/cli.h"
 #endif
