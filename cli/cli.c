@@ -386,8 +386,9 @@ static int usage_err(volt_cli *c, const char *fmt, ...) {
 
 static int unknown_key(volt_cli *c, const char *where, const char *name) {
     const char *s = suggest(c, name);
-    if (s) return usage_err(c, "%sunknown key '%s'; did you mean '--%s'?", where, name, s);
-    return usage_err(c, "%sunknown key '%s'", where, name);
+    const char *what = *where ? "unknown key '" : "unknown option '--";
+    if (s) return usage_err(c, "%s%s%s'; did you mean '--%s'?", where, what, name, s);
+    return usage_err(c, "%s%s%s'", where, what, name);
 }
 
 /* Merge object o (a file's section at prefix) into the tree, checking every key. */
@@ -523,6 +524,19 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
         } else if (o >= OPT_KEY && o < OPT_ALIAS + c->n) {
             bool alias = o >= OPT_ALIAS;
             int ri = o - (alias ? OPT_ALIAS : OPT_KEY);
+            /* getopt_long takes unambiguous prefixes ("--trainer.max_epoch"): keys must be
+             * spelled out, or a typo silently sets another key */
+            const char *a = argv[optind - 1 - (optarg && optarg == argv[optind - 1] ? 1 : 0)];
+            const char *nm = alias ? c->rows[ri].k.alias : c->rows[ri].k.key;
+            size_t nl_ = strlen(nm);
+            if (strncmp(a, "--", 2) || strncmp(a + 2, nm, nl_) || (a[2 + nl_] && a[2 + nl_] != '=')) {
+                char name[256];
+                snprintf(name, sizeof name, "%s", a + 2);
+                char *eq = strchr(name, '=');
+                if (eq) *eq = 0;
+                rc = unknown_key(c, "", name);
+                goto done;
+            }
             const char *val = optarg;
             /* "--flag true" with a space: take the next word when it is a boolean */
             if (!alias && c->rows[ri].k.type == VOLT_CLI_BOOL && !val && optind < argc) {
