@@ -36,6 +36,9 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(grad_scaler_backoff_factor, F32, "16-mixed: scale factor on inf/NaN grads", NULL, NULL, 0, 0, NULL),
     ROW(grad_scaler_growth_interval, I64, "16-mixed: consecutive good steps before growth", NULL, NULL, 1, 1e15, NULL),
     ROW(optimizer_dtype, STR, "optimizer state storage", "optimizer-dtype", "auto|f32|bf16|f16", 0, 0, NULL),
+    ROW(enable_model_summary, BOOL, "ModelSummary at fit start, results table after validate/test", NULL, NULL, 0, 0, NULL),
+    ROW(enable_tensorboard, BOOL, "TensorBoard event file beside metrics.csv (with enable_logger)", NULL, NULL, 0, 0, NULL),
+    ROW(enable_plots, BOOL, "SVG plots of metrics.csv at the end of fit (with enable_logger)", NULL, NULL, 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

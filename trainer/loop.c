@@ -63,6 +63,7 @@ static volt_status add_defaults(volt_trainer *t) {
         VOLT_TRY(volt_add_model_checkpoint(t, &cc));
     }
     if (t->cfg.enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    if (t->cfg.enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
     /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
      * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count) */
     volt_cb tmp[VOLT_MAX_CALLBACKS];

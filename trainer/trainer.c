@@ -37,6 +37,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .grad_scaler_init_scale = 65536.f, .grad_scaler_growth_factor = 2.f,
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
         .optimizer_dtype = "auto",
+        .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
     };
 }
 

@@ -173,6 +173,13 @@ typedef struct volt_trainer_config {
                                         (the app computes it); stored in checkpoints; resuming
                                         one whose fingerprint differs is an error. NULL = none */
     bool resume_anyway;              /* resume even when the fingerprints differ (a warning) */
+    /* ---- console and loggers (appended; issue 14) ---- */
+    bool enable_model_summary;       /* default true: ModelSummary table at fit start and the
+                                        results table after validate / test (stdout, rank 0) */
+    bool enable_tensorboard;         /* default true (with enable_logger): TensorBoard event file
+                                        beside metrics.csv */
+    bool enable_plots;               /* default true (with enable_logger): SVG plots of metrics.csv
+                                        at the end of fit */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -347,6 +354,17 @@ volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_c
 volt_status volt_add_lr_monitor(volt_trainer *t);
 volt_status volt_add_progress_bar(volt_trainer *t);
 volt_status volt_add_csv_logger(volt_trainer *t);
+/* ModelSummary (the parameter table at fit start) + the results table after validate/test. */
+volt_status volt_add_model_summary(volt_trainer *t);
+/* TensorBoard: events.out.tfevents.<time>.<host> in the log dir (scalars per step and epoch,
+ * hparams, the run config as text), rank 0. */
+volt_status volt_add_tensorboard_logger(volt_trainer *t);
+/* At the end of fit, SVG plots of <log_dir>/metrics.csv: loss.svg and accuracy.svg (train
+ * and val against step), rank 0. */
+volt_status volt_add_metric_plots(volt_trainer *t);
+/* Write SVG plots of a metrics.csv: for each group ("loss": *_loss*, "acc": *_acc*) with data,
+ * <out_prefix><group>.svg. *n_written gets how many files were written. */
+volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, int *n_written, char *err, size_t errlen);
 /* ModelCheckpoint's results (the first one added). NULL / NAN when none yet. */
 const char *volt_trainer_best_model_path(const volt_trainer *t);
 double volt_trainer_best_model_score(const volt_trainer *t);
