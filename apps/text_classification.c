@@ -611,6 +611,10 @@ int main(int argc, char **argv) {
         fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t));
         goto out;
     }
+    if (!predict && (st = volt_add_lr_monitor(a.t)) < 0) {
+        fail("adding LearningRateMonitor", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
     if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
         fail("adding the memory report", st, volt_trainer_errmsg(a.t));
         goto out;
