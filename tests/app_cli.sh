@@ -31,13 +31,14 @@ C=(--data "csv:$W/tiny.csv" --vocab "$W/vocab.txt" --model-preset tiny --max-len
     { cat "$W/cfg.err"; die "--print-config"; }
 grep -q '"batch_size":	5' "$W/cfg.json" && grep -q '"max_epochs":	2' "$W/cfg.json" || die "--print-config lacks the overrides"
 "$APP" --config "$W/cfg.json" --print-config >"$W/cfg2.json" && cmp -s "$W/cfg.json" "$W/cfg2.json" || die "printed config is not reusable"
-"$APP" --config "$W/cfg.json" --data.batch_size 6 --print-config | grep -q '"batch_size":	6' || die "command line over --config"
+"$APP" --config "$W/cfg.json" --data.batch_size 6 --print-config >"$W/cfg3.json"
+grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
 "$APP" --trainer.max_epoch 3 >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q "did you mean '--trainer.max_epochs'" "$W/e.log" || die "typo: exit $rc: $(cat "$W/e.log")"
 "$FM" --lr=abc >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: bad value must exit 2"
 "$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
-"$APP" --version | grep -q '^volt-text-classification (volt ' || die "--version"
-"$FM" --help | grep -q -- '--trainer.accumulate_grad_batches' || die "fashion --help lacks trainer keys"
+"$APP" --version >"$W/version.txt"; grep -q '^volt-text-classification (volt ' "$W/version.txt" || die "--version"
+"$FM" --help >"$W/help.txt"; grep -q -- '--trainer.accumulate_grad_batches' "$W/help.txt" || die "fashion --help lacks trainer keys"
 # the committed seed.json is the seed's recipe
 "$APP" --config "$SEED" --print-config >"$W/seed.out" || die "seed.json does not load"
 for kv in '"batch_size":	12' '"max_length":	512' '"lr":	5e-05' '"name":	"adam"' '"lr_schedule":	"constant"' \
