@@ -3,7 +3,8 @@
  *   train = first 55,000 of the 60,000 training images, val = the last 5,000,
  *   test = the 10,000 t10k images; x normalised with mean 0.2860, std 0.3530;
  *   ModelCheckpoint(monitor="val_acc", mode="max", save_top_k=1, save_last=True);
- *   fit, then test with the best checkpoint; prints "test_acc: 0.xxxx".
+ *   fit, then test with the best checkpoint; prints "Test accuracy 0.xxxx" (the text app's closing lines);
+ *   the command line is volt_cli (docs/CLI.md): fit / validate / test, --config, --trainer.*.
  * Under a distributed --strategy (scripts/volt-run -n N) only rank 0 prints; --memory-report
  * and --export-full are in apps/app_common.c, shared with volt-text-classification.
  *

@@ -5,7 +5,7 @@ add_test(NAME app_fashion_mnist_short
   COMMAND bash -c "rm -rf \"$1\" && \"$0\" --model mlp --epochs 2 --limit-train-batches 150 --limit-val-batches 20 --limit-test-batches 40 --root \"$1\" --no-progress && \"$0\" --model mlp --epochs 3 --limit-train-batches 150 --limit-val-batches 20 --limit-test-batches 40 --root \"$1\" --no-progress --resume"
     $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_mnist)
 set_tests_properties(app_fashion_mnist_short PROPERTIES
-  PASS_REGULAR_EXPRESSION "test_acc: 0\\.(7[5-9]|8|9)" TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "Test accuracy 0\\.(7[5-9]|8|9)" TIMEOUT 600
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
 
 # The same app under the one-line strategy change, on 2 MPI ranks.
@@ -15,7 +15,7 @@ if(VOLT_HAVE_MPI)
       COMMAND bash -c "rm -rf \"$2\" && \"$0\" -n 2 \"$1\" --model mlp --epochs 1 --limit-train-batches 100 --limit-val-batches 10 --limit-test-batches 20 --root \"$2\" --no-progress --strategy ${strategy}"
         ${CMAKE_SOURCE_DIR}/scripts/volt-run $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_fashion_${strategy})
     set_tests_properties(app_fashion_mnist_${strategy}_np2 PROPERTIES
-      PASS_REGULAR_EXPRESSION "test_acc: 0\\.(7[5-9]|8|9)" FAIL_REGULAR_EXPRESSION "failed|error" TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "Test accuracy 0\\.(7[5-9]|8|9)" FAIL_REGULAR_EXPRESSION "failed|error" TIMEOUT 300
       LABELS "mpi" ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;ASAN_OPTIONS=detect_leaks=0")
   endforeach()
 endif()
