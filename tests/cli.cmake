@@ -16,4 +16,4 @@ set_tests_properties(tensorboard_events PROPERTIES PASS_REGULAR_EXPRESSION "tens
   TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
 add_test(NAME volt_plot
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/plot_check.sh $<TARGET_FILE:volt-plot> ${CMAKE_CURRENT_BINARY_DIR}/tmp_volt_plot)
-set_tests_properties(volt_plot PROPERTIES PASS_REGULAR_EXPRESSION "plot_check: ok" SKIP_RETURN_CODE 77 TIMEOUT 120)
+set_tests_properties(volt_plot PROPERTIES PASS_REGULAR_EXPRESSION "plot_check: ok" SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -10,16 +10,16 @@ command -v rsvg-convert >/dev/null || { echo "SKIP: rsvg-convert not installed (
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 die() { echo "plot_check: FAILED: $*"; exit 1; }
 rm -rf "$W" && mkdir -p "$W"
-{
-    echo "epoch,step,train_loss,val_loss,val_acc,train_acc"
-    for s in $(seq 0 49); do
-        e=$((s / 10))
-        echo "$e,$s,$(python3 -c "print(2.0 * 0.95 ** $s)"),,,"
-        if (( s % 10 == 9 )); then
-            echo "$e,$s,,$(python3 -c "print(1.8 * 0.9 ** $e)"),$(python3 -c "print(0.5 + 0.08 * $e)"),$(python3 -c "print(0.45 + 0.09 * $e)")"
-        fi
-    done
-} >"$W/metrics.csv"
+python3 - "$W/metrics.csv" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("epoch,step,train_loss,val_loss,val_acc,train_acc\n")
+    for s in range(50):
+        e = s // 10
+        f.write("%d,%d,%r,,,\n" % (e, s, 2.0 * 0.95 ** s))
+        if s % 10 == 9:
+            f.write("%d,%d,,%r,%r,%r\n" % (e, s, 1.8 * 0.9 ** e, 0.5 + 0.08 * e, 0.45 + 0.09 * e))
+PY
 "$PLOT" "$W/metrics.csv" >"$W/plot.log" 2>&1 || { cat "$W/plot.log"; die "volt-plot failed"; }
 [[ -s $W/loss.svg && -s $W/accuracy.svg ]] || die "no loss.svg / accuracy.svg next to the CSV"
 rsvg-convert -f png -o "$W/loss.png" "$W/loss.svg" || die "rsvg-convert cannot render loss.svg"
@@ -48,23 +48,21 @@ for y in range(h):
             pa, pb, pc = abs(up - c), abs(a - c), abs(a + up - 2 * c)
             line[x] = (line[x] + (a if pa <= pb and pa <= pc else up if pb <= pc else c)) & 255
     rows.append(line); prev = line
-def count(rgb, x0, x1):
-    n = 0
+def scan(rgb, x0, x1):
+    ys = []
     for y in range(40, 390):
         r = rows[y]
         for x in range(x0, x1):
-            px = r[x * bpp:x * bpp + 3]
-            if all(abs(px[k] - rgb[k]) < 40 for k in range(3)): n += 1
-    return n
+            i = x * bpp
+            if abs(r[i] - rgb[0]) < 40 and abs(r[i + 1] - rgb[1]) < 40 and abs(r[i + 2] - rgb[2]) < 40: ys.append(y)
+    return ys
 blue, orange = (0x1f, 0x77, 0xb4), (0xff, 0x7f, 0x0e)
-nb, no = count(blue, 70, 530), count(orange, 70, 530)
+nb, no = len(scan(blue, 70, 530)), len(scan(orange, 70, 530))
 assert nb > 300, "train_loss line (blue): %d pixels" % nb
 assert no > 100, "val_loss line (orange): %d pixels" % no
 # train_loss falls: its pixels in the left tenth sit higher (smaller y) than in the right tenth
-def mean_y(rgb, x0, x1):
-    ys = [y for y in range(40, 390) for x in range(x0, x1) if all(abs(rows[y][x * bpp + k] - rgb[k]) < 40 for k in range(3))]
-    return sum(ys) / max(len(ys), 1)
-assert mean_y(blue, 72, 110) < mean_y(blue, 480, 528), "train_loss does not go down the plot"
+left, right = scan(blue, 72, 110), scan(blue, 480, 528)
+assert left and right and sum(left) / len(left) < sum(right) / len(right), "train_loss does not go down the plot"
 print("png ok", w, h, nb, no)
 PY
 # errors
