@@ -45,7 +45,7 @@ static uint32_t masked_crc(const void *data, size_t n) {
 typedef struct pb { unsigned char *b; size_t n, cap; bool oom; } pb;
 
 static void pb_bytes(pb *p, const void *d, size_t n) {
-    if (p->oom) return;
+    if (p->oom || n == 0) return;     /* an empty message (a scalar's tensor_shape) has no bytes */
     if (p->n + n > p->cap) {
         size_t cap = p->cap ? p->cap : 256;
         while (cap < p->n + n) cap *= 2;

@@ -120,7 +120,7 @@ grep -q "strategy 'ddp' on one process" "$W/one.log" || die "no note for a distr
 # the real launcher, when Open MPI is installed: 2 ranks from one command
 if command -v mpirun >/dev/null 2>&1; then
     env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u PMI_RANK OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        VOLT_COMM_TIMEOUT=60 "$APP" "${C[@]}" --root "$W/runs_mpi" --trainer.strategy ddp --trainer.devices 2 --epochs 1 \
+        VOLT_COMM_TIMEOUT=60 ASAN_OPTIONS=detect_leaks=0 "$APP" "${C[@]}" --root "$W/runs_mpi" --trainer.strategy ddp --trainer.devices 2 --epochs 1 \
         --limit-train-batches 2 --limit-val-batches 1 --limit-test-batches 1 --no-progress >"$W/mpi.log" 2>&1 ||
         { cat "$W/mpi.log"; die "self-launch under mpirun"; }
     grep -q "per rank x 2 ranks" "$W/mpi.log" && [[ $(grep -c '^Test accuracy' "$W/mpi.log") == 1 ]] || die "self-launch: $(cat "$W/mpi.log")"
