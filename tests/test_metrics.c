@@ -23,8 +23,9 @@ static volt_dataset *make_ds(void) {
     return ds;
 }
 
-/* validate the (untrained, seeded) MLP with batch size bs; returns val_acc, fills the matrix */
-static double val_acc_with(volt_dataset *ds, int64_t bs, int64_t cm[C * C], double *f1) {
+/* validate the (untrained, seeded) MLP with batch size bs under a strategy; returns val_acc,
+ * fills the matrix */
+static double val_acc_strategy(volt_dataset *ds, int64_t bs, int64_t cm[C * C], double *f1, const char *strategy) {
     volt_mlp_config mc;
     volt_mlp_config_init(&mc);
     mc.in_features = IN;
@@ -39,6 +40,7 @@ static double val_acc_with(volt_dataset *ds, int64_t bs, int64_t cm[C * C], doub
     tc.enable_progress_bar = false;
     tc.enable_checkpointing = false;
     tc.seed = 7;
+    tc.strategy = strategy;
     volt_trainer *t = NULL;
     CHECK_OK(volt_trainer_create(&tc, &t));
     volt_loader *l = vtest_loader(ds, bs, false);
@@ -56,7 +58,27 @@ static double val_acc_with(volt_dataset *ds, int64_t bs, int64_t cm[C * C], doub
     return acc;
 }
 
-int main(void) {
+static double val_acc_with(volt_dataset *ds, int64_t bs, int64_t cm[C * C], double *f1) {
+    return val_acc_strategy(ds, bs, cm, f1, "single");
+}
+
+/* Under mpirun -np 2 (tests/cli.cmake): ddp, where each rank validates half the rows in
+ * batches of 7, gives bitwise the single-process val_acc, F1 and confusion matrix. */
+static int run_dist(const char *strategy) {
+    volt_dataset *ds = make_ds();
+    int64_t cm1[C * C] = { 0 }, cm2[C * C] = { 0 };
+    double f1a = -1, f1b = -2;
+    double a = val_acc_with(ds, 13, cm1, &f1a);
+    double b = val_acc_strategy(ds, 7, cm2, &f1b, strategy);
+    CHECK(a == b, "%s val_acc %.17g != single %.17g", strategy, b, a);
+    CHECK(f1a == f1b, "%s val_f1 %.17g != single %.17g", strategy, f1b, f1a);
+    CHECK(!memcmp(cm1, cm2, sizeof cm1), "%s confusion matrix differs from single's", strategy);
+    volt_dataset_destroy(ds);
+    return vtest_finish();
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) return run_dist(argv[1]);
     volt_dataset *ds = make_ds();
     static const int64_t sizes[] = { 480, 7, 16, 13 };
     double acc0 = 0, f10 = 0;
