@@ -28,13 +28,15 @@ const volt_cli_key app_run_keys[] = {
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
 int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
-                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, int argc, char **argv, volt_cli **out) {
+                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands, int argc,
+                  char **argv, volt_cli **out) {
     *out = NULL;
     if (n_keys + app_n_run_keys > APP_MAX_KEYS) { fprintf(stderr, "%s: too many keys\n", prog); return 1; }
     memcpy(buf, keys, sizeof *keys * (size_t)n_keys);
     memcpy(buf + n_keys, app_run_keys, sizeof *keys * (size_t)app_n_run_keys);
     volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = prog, .description = desc, .keys = buf,
-                           .n_keys = n_keys + app_n_run_keys, .default_subcommand = "fit" };
+                           .n_keys = n_keys + app_n_run_keys, .default_subcommand = "fit",
+                           .subcommands = subcommands };
     volt_cli *c = NULL;
     volt_status st = volt_cli_create(&cc, &c);
     for (int i = 0; st == VOLT_OK && defaults && defaults[i]; i += 2) st = volt_cli_set_default(c, defaults[i], defaults[i + 1]);

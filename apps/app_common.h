@@ -20,12 +20,12 @@ extern const int app_n_run_keys;
 #define APP_MAX_KEYS 96
 
 /* Create the app's CLI from its own keys + app_run_keys (joined into buf, which must live
- * as long as the cli) and parse argv. Returns 0 to go on, -1 to exit 0 (after --help,
+ * as long as the cli) and parse argv (subcommands: "fit|validate|test", NULL = all four). Returns 0 to go on, -1 to exit 0 (after --help,
  * --version, --print-config), else the exit status (2 on a usage error). Then self-launches under mpirun
  * when trainer.devices > 1 with a distributed strategy (volt_cli_launch). */
 int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
-                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, int argc, char **argv,
-                  volt_cli **out);
+                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands,
+                  int argc, char **argv, volt_cli **out);
 /* The fit ckpt_path from `resume` / `ckpt_path` (NULL = fresh). */
 const char *app_fit_ckpt(const volt_cli *c);
 /* "usage error" for a value the app checks itself: message on stderr, returns 2. */

@@ -50,7 +50,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, op
     static const char *const defaults[] = { "trainer.default_root_dir", "./runs/fashion_mnist", NULL };
     int r = app_cli_parse(APP, "Train a classifier on Fashion-MNIST (55k train / 5k val / 10k test) and report test accuracy.\n"
                           "fit trains (then tests the best checkpoint); validate / test run a checkpoint (--ckpt_path).",
-                          fm_keys, (int)(sizeof fm_keys / sizeof fm_keys[0]), buf, defaults, argc, argv, c);
+                          fm_keys, (int)(sizeof fm_keys / sizeof fm_keys[0]), buf, defaults, "fit|validate|test", argc, argv, c);
     if (r) return r;
     *o = (opts){ .data = volt_cli_str(*c, "data.path"), .model = volt_cli_str(*c, "model.name"),
                  .epochs = volt_cli_was_set(*c, "trainer.max_epochs") ? volt_cli_int(*c, "trainer.max_epochs") : -1,
@@ -60,7 +60,6 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, op
     o->dropout = volt_cli_was_set(*c, "model.dropout") ? (float)volt_cli_float(*c, "model.dropout") : -1.f;
     app_trainer_opts_from_cli(*c, &o->tr);
     if (!o->data) return app_usage(APP, "data.path must not be null");
-    if (!strcmp(volt_cli_subcommand(*c), "predict")) return app_usage(APP, "predict: not offered by " APP " (fit, validate, test)");
     if (strcmp(volt_cli_subcommand(*c), "fit") && !volt_cli_str(*c, "ckpt_path"))
         return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" / \"best\" of the run folder)", volt_cli_subcommand(*c));
     return 0;

@@ -170,7 +170,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
     int r = app_cli_parse(APP, "Fine-tune DistilBERT for text classification (the Lightning DistilBERT/IMDB recipe).\n"
                           "fit trains, then tests the best checkpoint by val_acc; validate / test run a checkpoint\n"
                           "(--ckpt_path); predict classifies texts (--predict.input) with one.",
-                          tc_keys, (int)(sizeof tc_keys / sizeof tc_keys[0]), buf, defaults, argc, argv, cp);
+                          tc_keys, (int)(sizeof tc_keys / sizeof tc_keys[0]), buf, defaults, NULL, argc, argv, cp);
     if (r) return r;
     const volt_cli *c = *cp;
     *o = (opts){ .data = volt_cli_str(c, "data.source"), .preset = volt_cli_str(c, "model.preset"),
