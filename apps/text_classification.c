@@ -537,7 +537,7 @@ int main(int argc, char **argv) {
     const bool predict = !strcmp(o.sub, "predict");
     FILE *pf = NULL;
     /* the tokenizer's casing: data.lowercase, else the pretrained folder's tokenizer_config.json */
-    if (volt_cli_str(cli, "data.lowercase") || volt_cli_was_set(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
+    if (!volt_cli_is_null(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
     else if (o.pretrained) {
         char p[PATH_N + 32], err[PATH_N + 256] = "";
         snprintf(p, sizeof p, "%s/config.json", o.pretrained);

@@ -634,6 +634,11 @@ bool volt_cli_was_set(const volt_cli *c, const char *key) {
     return r && r->set;
 }
 
+bool volt_cli_is_null(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return !v || cJSON_IsNull(v);
+}
+
 char *volt_cli_config_json(const volt_cli *c) { return c->tree ? cJSON_Print(c->tree) : NULL; }
 
 void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *tc) {

@@ -64,6 +64,7 @@ int main(void) {
     CHECK(!strcmp(volt_cli_subcommand(c), "fit"), "default subcommand");
     CHECK(volt_cli_int(c, "data.batch_size") == 64 && volt_cli_float(c, "model.dropout") == 0.1, "defaults");
     CHECK(!volt_cli_was_set(c, "data.batch_size") && volt_cli_was_set(c, "data.path"), "was_set");
+    CHECK(!volt_cli_is_null(c, "data.path") && volt_cli_is_null(c, "trainer.max_epochs"), "is_null");
     volt_trainer_config tc, ref;
     volt_trainer_config_init(&tc);
     volt_trainer_config_init(&ref);

@@ -85,6 +85,7 @@ double volt_cli_float(const volt_cli *c, const char *key);
 bool volt_cli_bool(const volt_cli *c, const char *key);
 const char *volt_cli_str(const volt_cli *c, const char *key);   /* NULL when null */
 bool volt_cli_was_set(const volt_cli *c, const char *key);      /* by a file or the command line */
+bool volt_cli_is_null(const volt_cli *c, const char *key);      /* its value is null (unset) */
 /* The merged config as pretty JSON (what --print-config prints; malloc'ed, caller frees). */
 char *volt_cli_config_json(const volt_cli *c);
 /* Fill every trainer.* key into cfg (after volt_trainer_config_init); strings borrowed
