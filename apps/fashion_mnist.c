@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
     volt_trainer_config_init(&tc);
     volt_cli_trainer_config(cli, &tc);           /* every trainer.* key; the merged config as run_config_json */
     tc.max_epochs = o.epochs;
-    tc.run_fingerprint = fingerprint;
+    tc.run_fingerprint = !strcmp(sub, "fit") ? fingerprint : NULL;   /* only fit resumes */
     (void)dropout;
     volt_trainer *t = NULL;
     st = volt_trainer_create(&tc, &t);

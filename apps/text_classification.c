@@ -603,7 +603,8 @@ int main(int argc, char **argv) {
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
     volt_cli_trainer_config(cli, &tc);          /* every trainer.* key; the merged config as run_config_json */
-    tc.run_fingerprint = fingerprint;
+    /* only fit resumes; validate / test / predict load weights into whatever data they are given */
+    tc.run_fingerprint = !strcmp(o.sub, "fit") ? fingerprint : NULL;
     if (predict) tc.enable_logger = false;      /* nothing is logged; no run folder */
     st = volt_trainer_create(&tc, &a.t);
     if (st < 0) { fail("creating the trainer", st, a.t ? volt_trainer_errmsg(a.t) : NULL); goto out; }
