@@ -3,93 +3,117 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-void app_trainer_opts_init(app_trainer_opts *o, const char *root) {
-    *o = (app_trainer_opts){ .root = root, .precision = "32-true", .strategy = "single", .export_full = NULL,
-                             .seed = 42, .workers = 1, .limit_train = -1, .limit_val = -1, .limit_test = -1,
-                             .resume = false, .progress = true, .memory_report = false };
+const volt_cli_key app_run_keys[] = {
+    { "data.num_workers", VOLT_CLI_INT, "1", "data loader threads (0 = load in the main thread)", "workers", NULL, 0, 64 },
+    { "ckpt_path", VOLT_CLI_STRING, NULL,
+      "fit: resume from it; validate/test/predict: the weights (a path, \"last\" or \"best\")", NULL, NULL, 0, 0 },
+    { "resume", VOLT_CLI_BOOL, "false", "fit: continue from the last checkpoint (ckpt_path \"last\")", NULL, NULL, 0, 0 },
+    { "test_after_fit", VOLT_CLI_BOOL, "true", "fit: then test with the best checkpoint (the recipe)", NULL, NULL, 0, 0 },
+    { "memory_report", VOLT_CLI_BOOL, "false",
+      "print the per-rank memory table after the first optimizer step and after fit", "memory-report", NULL, 0, 0 },
+    { "export_full", VOLT_CLI_STRING, NULL,
+      "after test, write the weights test ran with as one plain f32 safetensors file", "export-full", NULL, 0, 0 },
+    { "checkpoint.monitor", VOLT_CLI_STRING, "val_acc", "ModelCheckpoint: the metric ranking checkpoints", NULL, NULL, 0, 0 },
+    { "checkpoint.mode", VOLT_CLI_STRING, "max", "ModelCheckpoint: keep the highest or lowest", NULL, "max|min", 0, 0 },
+    { "checkpoint.save_top_k", VOLT_CLI_INT, "1", "ModelCheckpoint: best files kept (-1 = all)", NULL, NULL, -1, 1e6 },
+    { "checkpoint.save_last", VOLT_CLI_BOOL, "true", "ModelCheckpoint: also keep last.safetensors", NULL, NULL, 0, 0 },
+    { "checkpoint.filename", VOLT_CLI_STRING, NULL, "ModelCheckpoint: file name template (null = the app's)", NULL, NULL, 0, 0 },
+};
+const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
+
+int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
+                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands, int argc,
+                  char **argv, volt_cli **out) {
+    *out = NULL;
+    if (n_keys + app_n_run_keys > APP_MAX_KEYS) { fprintf(stderr, "%s: too many keys\n", prog); return 1; }
+    memcpy(buf, keys, sizeof *keys * (size_t)n_keys);
+    memcpy(buf + n_keys, app_run_keys, sizeof *keys * (size_t)app_n_run_keys);
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = prog, .description = desc, .keys = buf,
+                           .n_keys = n_keys + app_n_run_keys, .default_subcommand = "fit",
+                           .subcommands = subcommands };
+    volt_cli *c = NULL;
+    volt_status st = volt_cli_create(&cc, &c);
+    for (int i = 0; st == VOLT_OK && defaults && defaults[i]; i += 2) st = volt_cli_set_default(c, defaults[i], defaults[i + 1]);
+    if (st < 0) {
+        fprintf(stderr, "%s: %s\n", prog, c ? volt_cli_errmsg(c) : volt_status_str(st));
+        volt_cli_destroy(c);
+        return 1;
+    }
+    int r = volt_cli_parse(c, argc, argv);
+    if (r != VOLT_CLI_RUN) { volt_cli_destroy(c); return r == VOLT_CLI_DONE ? -1 : 2; }
+    st = volt_cli_launch(c, argc, argv);      /* returns only when nothing was launched */
+    if (st < 0) {
+        fprintf(stderr, "%s: %s\n", prog, volt_cli_errmsg(c));
+        volt_cli_destroy(c);
+        return 1;
+    }
+    *out = c;
+    return 0;
 }
 
-bool app_trainer_switch(const char *a, app_trainer_opts *o) {
-    if (!strcmp(a, "--resume")) o->resume = true;
-    else if (!strcmp(a, "--no-progress")) o->progress = false;
-    else if (!strcmp(a, "--memory-report")) o->memory_report = true;
-    else return false;
-    return true;
+const char *app_fit_ckpt(const volt_cli *c) {
+    const char *p = volt_cli_str(c, "ckpt_path");
+    if (p) return p;
+    return volt_cli_bool(c, "resume") ? "last" : NULL;
 }
 
-static const char *const trainer_flags[] = { "--root", "--precision", "--strategy", "--export-full", "--seed",
-                                             "--workers", "--limit-train-batches", "--limit-val-batches",
-                                             "--limit-test-batches", NULL };
-
-bool app_trainer_has_flag(const char *a) {
-    for (int i = 0; trainer_flags[i]; i++)
-        if (!strcmp(a, trainer_flags[i])) return true;
-    return false;
+int app_usage(const char *app, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", app);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (try --help)\n", stderr);
+    va_end(ap);
+    return 2;
 }
 
-int app_trainer_flag(const char *a, const char *v, app_trainer_opts *o, const char **why) {
-    int64_t n = 0;
-    bool ok = true;
-    *why = "";
-    if (!strcmp(a, "--root")) { ok = *v != 0; o->root = v; }
-    else if (!strcmp(a, "--precision")) { ok = *v != 0; o->precision = v; }
-    else if (!strcmp(a, "--strategy")) { ok = *v != 0; o->strategy = v; }
-    else if (!strcmp(a, "--export-full")) { ok = *v != 0; o->export_full = v; }
-    else if (!strcmp(a, "--seed")) { ok = app_parse_i64(v, 0, INT64_MAX, &n); o->seed = (uint64_t)n; *why = " (want an integer >= 0)"; }
-    else if (!strcmp(a, "--workers")) { ok = app_parse_i64(v, 0, 64, &n); o->workers = (int)n; *why = " (want 0..64)"; }
-    else if (!strcmp(a, "--limit-train-batches")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->limit_train); *why = " (want an integer >= 1)"; }
-    else if (!strcmp(a, "--limit-val-batches")) { ok = app_parse_i64(v, 0, INT64_MAX / 4, &o->limit_val); *why = " (want an integer >= 0)"; }
-    else if (!strcmp(a, "--limit-test-batches")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->limit_test); *why = " (want an integer >= 1)"; }
-    else return 0;
-    return ok ? 1 : -1;
+void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
+    *o = (app_trainer_opts){
+        .root = volt_cli_str(c, "trainer.default_root_dir"), .precision = volt_cli_str(c, "trainer.precision"),
+        .strategy = volt_cli_str(c, "trainer.strategy"), .export_full = volt_cli_str(c, "export_full"),
+        .seed = (uint64_t)volt_cli_int(c, "trainer.seed"), .workers = (int)volt_cli_int(c, "data.num_workers"),
+        .limit_train = volt_cli_int(c, "trainer.limit_train_batches"), .memory_report = volt_cli_bool(c, "memory_report"),
+    };
+    if (!o->root) o->root = ".";
+    if (!o->precision) o->precision = "32-true";
+    if (!o->strategy) o->strategy = "single";
 }
 
-void app_trainer_usage(FILE *f) {
-    fputs("  --workers N                data loader threads (default 1; 0 = load in the main thread)\n"
-          "  --precision P              32-true (default), 16-mixed, bf16-mixed, bf16-true, 16-true\n"
-          "  --strategy S               single (default), ddp, deepspeed_stage_1, deepspeed_stage_2,\n"
-          "                             fsdp, fsdp_shard_grad_op; launch N ranks with\n"
-          "                             scripts/volt-run -n N <app> ... (--batch-size is per rank:\n"
-          "                             the global batch is N times it, as in Lightning)\n"
-          "  --limit-train-batches N    at most N train batches per epoch (default all)\n"
-          "  --limit-val-batches N      at most N val batches (default all; 0 = no validation)\n"
-          "  --limit-test-batches N     at most N test batches (default all)\n"
-          "  --memory-report            print the per-rank memory table (params, grads, optimizer\n"
-          "                             state, activation peak) after the first optimizer step\n"
-          "                             and again after fit (rank 0 prints one row per rank)\n"
-          "  --export-full PATH         after test, write the weights test ran with (the best\n"
-          "                             checkpoint's, else the final ones) as one plain f32\n"
-          "                             safetensors file, gathered from the shards if sharded\n"
-          "  --no-progress              no progress bar\n",
-          f);
-}
-
-void app_trainer_config(const app_trainer_opts *o, volt_trainer_config *tc) {
-    tc->seed = o->seed;
-    tc->limit_train_batches = o->limit_train;
-    tc->limit_val_batches = o->limit_val;
-    tc->limit_test_batches = o->limit_test;
-    tc->default_root_dir = o->root;
-    tc->enable_progress_bar = o->progress;
-    tc->precision = o->precision;
-    tc->strategy = o->strategy;
-}
-
-volt_status app_add_checkpoint(volt_trainer *t, const char *dirpath, const char *filename) {
+volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename) {
     volt_checkpoint_config ck;
     volt_checkpoint_config_init(&ck);
     ck.dirpath = dirpath;
-    ck.monitor = "val_acc";
-    ck.mode = VOLT_MAX;
-    ck.save_top_k = 1;
-    ck.save_last = true;
-    ck.filename = filename;
+    ck.monitor = volt_cli_str(c, "checkpoint.monitor");
+    ck.mode = !strcmp(volt_cli_str(c, "checkpoint.mode"), "min") ? VOLT_MIN : VOLT_MAX;
+    ck.save_top_k = (int)volt_cli_int(c, "checkpoint.save_top_k");
+    ck.save_last = volt_cli_bool(c, "checkpoint.save_last");
+    ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     return volt_add_model_checkpoint(t, &ck);
+}
+
+void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s) {
+    if (!volt_trainer_is_global_zero(t)) return;
+    if (fit_s >= 0) printf("Time elapsed %.2f min\n", fit_s / 60.0);
+    const char *best = volt_trainer_best_model_path(t);
+    if (best) printf("best checkpoint: %s (%s %.4f)\n", best, monitor ? monitor : "score", volt_trainer_best_model_score(t));
+    fflush(stdout);
+}
+
+void app_print_test_end(volt_trainer *t, double test_acc) {
+    if (!volt_trainer_is_global_zero(t)) return;
+    printf("Test accuracy %.4f\n", test_acc);
+    fflush(stdout);
+}
+
+void app_print_logs(volt_trainer *t) {
+    if (volt_trainer_is_global_zero(t) && volt_trainer_log_dir(t)) printf("logs: %s\n", volt_trainer_log_dir(t));
+    fflush(stdout);
 }
 
 /* ---- --memory-report ------------------------------------------------------------------------ */

@@ -10,38 +10,50 @@
 #include <stdio.h>
 #include "volt/core.h"
 #include "volt/trainer.h"
+#include "volt/cli.h"
 
-/* The trainer flags both apps take; each app keeps its own model and data flags. */
+/* The keys both apps take besides trainer.* (volt_cli): data.num_workers, ckpt_path,
+ * resume, test_after_fit, memory_report, export_full, checkpoint.*. An app's key table is
+ * its own keys followed by these (app_cli_create joins them). */
+extern const volt_cli_key app_run_keys[];
+extern const int app_n_run_keys;
+#define APP_MAX_KEYS 96
+
+/* Create the app's CLI from its own keys + app_run_keys (joined into buf, which must live
+ * as long as the cli) and parse argv (subcommands: "fit|validate|test", NULL = all four). Returns 0 to go on, -1 to exit 0 (after --help,
+ * --version, --print-config), else the exit status (2 on a usage error). Then self-launches under mpirun
+ * when trainer.devices > 1 with a distributed strategy (volt_cli_launch). */
+int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
+                  volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands,
+                  int argc, char **argv, volt_cli **out);
+/* The fit ckpt_path from `resume` / `ckpt_path` (NULL = fresh). */
+const char *app_fit_ckpt(const volt_cli *c);
+/* "usage error" for a value the app checks itself: message on stderr, returns 2. */
+int app_usage(const char *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The run options the apps read after parsing. */
 typedef struct app_trainer_opts {
-    const char *root;               /* --root: logs and checkpoints */
-    const char *precision;          /* --precision, default "32-true" */
-    const char *strategy;           /* --strategy, default "single" */
-    const char *export_full;        /* --export-full PATH; NULL = no export */
-    uint64_t seed;                  /* --seed, default 42 */
-    int workers;                    /* --workers, default 1 */
-    int64_t limit_train, limit_val, limit_test;   /* --limit-*-batches; -1 = all */
-    bool resume;                    /* --resume: fit from "last" */
-    bool progress;                  /* false after --no-progress */
-    bool memory_report;             /* --memory-report */
+    const char *root;               /* trainer.default_root_dir */
+    const char *precision, *strategy;
+    const char *export_full;        /* NULL = no export */
+    uint64_t seed;
+    int workers;
+    int64_t limit_train;
+    bool memory_report;
 } app_trainer_opts;
+void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);
 
-/* Defaults; root is borrowed (a string literal). */
-void app_trainer_opts_init(app_trainer_opts *o, const char *root);
-/* A flag without a value (--resume, --no-progress, --memory-report): true if it is one. */
-bool app_trainer_switch(const char *flag, app_trainer_opts *o);
-/* Whether flag is one of the trainer flags that take a value (--root, --strategy, ...). */
-bool app_trainer_has_flag(const char *flag);
-/* A flag with a value: 1 = ours and stored, 0 = not ours, -1 = ours but a bad value (*why
- * says what is wanted, e.g. " (want an integer >= 1)"). value is borrowed (argv). */
-int app_trainer_flag(const char *flag, const char *value, app_trainer_opts *o, const char **why);
-/* The --help lines of those flags (--root, --seed and --resume are the app's own text). */
-void app_trainer_usage(FILE *f);
-/* Copy the flags into cfg (after volt_trainer_config_init). */
-void app_trainer_config(const app_trainer_opts *o, volt_trainer_config *cfg);
+/* ModelCheckpoint from the checkpoint.* keys (default monitor="val_acc", mode="max",
+ * save_top_k=1, save_last=True) in a fixed folder (so --resume finds "last"), with the
+ * app's filename template unless checkpoint.filename is set. */
+volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename);
 
-/* ModelCheckpoint(monitor="val_acc", mode="max", save_top_k=1, save_last=True) in a fixed
- * folder (so --resume finds "last"), with the app's filename template. */
-volt_status app_add_checkpoint(volt_trainer *t, const char *dirpath, const char *filename);
+/* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
+ * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"
+ * and "logs: DIR". fit_s < 0: no fit ran. */
+void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s);
+void app_print_test_end(volt_trainer *t, double test_acc);
+void app_print_logs(volt_trainer *t);
 
 /* --memory-report: a callback that prints the per-rank memory table (stdout, rank 0) once,
  * at the end of the first train batch that took an optimizer step (so the activation peak

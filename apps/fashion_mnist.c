@@ -3,7 +3,8 @@
  *   train = first 55,000 of the 60,000 training images, val = the last 5,000,
  *   test = the 10,000 t10k images; x normalised with mean 0.2860, std 0.3530;
  *   ModelCheckpoint(monitor="val_acc", mode="max", save_top_k=1, save_last=True);
- *   fit, then test with the best checkpoint; prints "test_acc: 0.xxxx".
+ *   fit, then test with the best checkpoint; prints "Test accuracy 0.xxxx" (the text app's closing lines);
+ *   the command line is volt_cli (docs/CLI.md): fit / validate / test, --config, --trainer.*.
  * Under a distributed --strategy (scripts/volt-run -n N) only rank 0 prints; --memory-report
  * and --export-full are in apps/app_common.c, shared with volt-text-classification.
  *
@@ -16,6 +17,7 @@
 #include "volt/data.h"
 #include "volt/trainer.h"
 #include "volt/models.h"
+#include "volt/cli.h"
 #include "app_common.h"
 
 #define APP "volt-fashion-mnist"
@@ -24,67 +26,42 @@
 #define N_TRAIN 55000
 #define N_VAL 5000
 
+static const volt_cli_key fm_keys[] = {
+    { "data.path", VOLT_CLI_STRING, "/usr/share/datasets/fashion-mnist", "folder with the IDX files, plain or .gz", "data", NULL, 0, 0 },
+    { "data.batch_size", VOLT_CLI_INT, "64", "batch size per rank (the global batch is N times it on N ranks)", "batch-size", NULL, 1, 1 << 20 },
+    { "data.drop_last", VOLT_CLI_BOOL, "false", "drop the last incomplete train batch", "drop-last", NULL, 0, 0 },
+    { "model.name", VOLT_CLI_STRING, "mlp", "784-256-128-10 MLP or the small 2-conv CNN", "model", "mlp|cnn", 0, 0 },
+    { "model.lr", VOLT_CLI_FLOAT, NULL, "Adam learning rate (null = 1e-3)", "lr", NULL, 0, 1e3 },
+    { "model.dropout", VOLT_CLI_FLOAT, NULL, "dropout probability (null = mlp 0.2, cnn 0.25)", "dropout", NULL, 0, 0.999 },
+};
+
 typedef struct opts {
     const char *data, *model;
-    int64_t epochs;               /* -1 = the model's default */
+    int64_t epochs;               /* trainer.max_epochs; null = the model's default */
     int64_t batch_size;           /* per rank */
+    bool drop_last;
     float lr;                     /* < 0 = the model's default */
     float dropout;                /* < 0 = the model's default */
-    app_trainer_opts tr;          /* --seed, --root, --strategy, ... (apps/app_common.h) */
+    app_trainer_opts tr;
 } opts;
 
-static void usage(FILE *f, const char *argv0) {
-    fprintf(f,
-            "usage: %s [options]\n"
-            "Train a classifier on Fashion-MNIST (55k train / 5k val / 10k test) and report test accuracy.\n"
-            "\n"
-            "  --data DIR                 folder with the IDX files, plain or .gz\n"
-            "                             (default /usr/share/datasets/fashion-mnist)\n"
-            "  --model mlp|cnn            784-256-128-10 MLP or the small 2-conv CNN (default mlp)\n"
-            "  --epochs N                 max epochs (default: mlp 15, cnn 4)\n"
-            "  --batch-size N             per rank (default 64)\n"
-            "  --lr F                     Adam learning rate (default 1e-3)\n"
-            "  --dropout F                dropout probability (default: mlp 0.2, cnn 0.25)\n"
-            "  --seed N                   init, shuffle and dropout seed (default 42)\n"
-            "  --root DIR                 logs and checkpoints (default ./runs/fashion_mnist)\n"
-            "  --resume                   continue from the last checkpoint in ROOT/checkpoints/MODEL\n",
-            argv0);
-    app_trainer_usage(f);
-    fputs("  -h, --help                 this text\n", f);
-}
-
-/* Returns 0 to go on, 1 after --help, 2 on a usage error. */
-static int parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){ .data = "/usr/share/datasets/fashion-mnist", .model = "mlp", .epochs = -1, .batch_size = 64,
+/* Returns 0 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, opts *o) {
+    static const char *const defaults[] = { "trainer.default_root_dir", "./runs/fashion_mnist", NULL };
+    int r = app_cli_parse(APP, "Train a classifier on Fashion-MNIST (55k train / 5k val / 10k test) and report test accuracy.\n"
+                          "fit trains (then tests the best checkpoint); validate / test run a checkpoint (--ckpt_path).",
+                          fm_keys, (int)(sizeof fm_keys / sizeof fm_keys[0]), buf, defaults, "fit|validate|test", argc, argv, c);
+    if (r) return r;
+    *o = (opts){ .data = volt_cli_str(*c, "data.path"), .model = volt_cli_str(*c, "model.name"),
+                 .epochs = volt_cli_was_set(*c, "trainer.max_epochs") ? volt_cli_int(*c, "trainer.max_epochs") : -1,
+                 .batch_size = volt_cli_int(*c, "data.batch_size"), .drop_last = volt_cli_bool(*c, "data.drop_last"),
                  .lr = -1.f, .dropout = -1.f };
-    app_trainer_opts_init(&o->tr, "./runs/fashion_mnist");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout, argv[0]); return 1; }
-        if (app_trainer_switch(a, &o->tr)) continue;
-        static const char *const own[] = { "--data", "--model", "--epochs", "--batch-size", "--lr", "--dropout", NULL };
-        bool known = app_trainer_has_flag(a);
-        for (int k = 0; own[k]; k++) known = known || !strcmp(a, own[k]);
-        if (!known) { fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], a); return 2; }
-        if (i + 1 >= argc) { fprintf(stderr, "%s: %s needs a value (try --help)\n", argv[0], a); return 2; }
-        const char *v = argv[++i];
-        const char *why = "";
-        int r = app_trainer_flag(a, v, &o->tr, &why);
-        bool ok = r >= 0;
-        if (r == 0) {
-            if (!strcmp(a, "--data")) o->data = v;
-            else if (!strcmp(a, "--model")) o->model = v;
-            else if (!strcmp(a, "--epochs")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->epochs); why = " (want an integer >= 1)"; }
-            else if (!strcmp(a, "--batch-size")) { ok = app_parse_i64(v, 1, 1 << 20, &o->batch_size); why = " (want an integer >= 1)"; }
-            else if (!strcmp(a, "--lr")) { ok = app_parse_f(v, 0.f, 1e3f, &o->lr); why = " (want a number >= 0)"; }
-            else { ok = app_parse_f(v, 0.f, 0.999f, &o->dropout); why = " (want a number in [0, 1))"; }   /* --dropout */
-        }
-        if (!ok) { fprintf(stderr, "%s: bad value '%s' for %s%s\n", argv[0], v, a, why); return 2; }
-    }
-    if (strcmp(o->model, "mlp") && strcmp(o->model, "cnn")) {
-        fprintf(stderr, "%s: --model must be mlp or cnn, got '%s'\n", argv[0], o->model);
-        return 2;
-    }
+    o->lr = volt_cli_was_set(*c, "model.lr") ? (float)volt_cli_float(*c, "model.lr") : -1.f;
+    o->dropout = volt_cli_was_set(*c, "model.dropout") ? (float)volt_cli_float(*c, "model.dropout") : -1.f;
+    app_trainer_opts_from_cli(*c, &o->tr);
+    if (!o->data) return app_usage(APP, "data.path must not be null");
+    if (strcmp(volt_cli_subcommand(*c), "fit") && !volt_cli_str(*c, "ckpt_path"))
+        return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" / \"best\" of the run folder)", volt_cli_subcommand(*c));
     return 0;
 }
 
@@ -99,8 +76,11 @@ static int fail(const char *what, volt_status st, const char *msg) { return app_
 
 int main(int argc, char **argv) {
     opts o;
-    int pr = parse_args(argc, argv, &o);
-    if (pr) return pr == 1 ? 0 : 2;
+    volt_cli_key keybuf[APP_MAX_KEYS];
+    volt_cli *cli = NULL;
+    int pr = parse_args(argc, argv, keybuf, &cli, &o);
+    if (pr) { volt_cli_destroy(cli); return pr < 0 ? 0 : pr; }
+    const char *sub = volt_cli_subcommand(cli);
     bool cnn = !strcmp(o.model, "cnn");
     if (o.epochs < 0) o.epochs = cnn ? 4 : 15;
 
@@ -132,6 +112,7 @@ int main(int argc, char **argv) {
     volt_loader *train_l = NULL, *val_l = NULL, *test_l = NULL;
     volt_loader_config tlc = lc;
     tlc.shuffle = true;
+    tlc.drop_last = o.drop_last;
     if ((st = volt_loader_create(&tlc, train, &train_l)) < 0 || (st = volt_loader_create(&lc, val, &val_l)) < 0 ||
         (st = volt_loader_create(&lc, test, &test_l)) < 0)
         return fail("creating the data loaders", st, NULL);
@@ -160,31 +141,28 @@ int main(int argc, char **argv) {
     if (st < 0) return fail("creating the model", st, NULL);
 
     /* ---- trainer ---- */
-    char run_json[1024];
-    snprintf(run_json, sizeof run_json,
-             "{\"app\": \"" APP "\", \"model\": \"%s\", \"epochs\": %lld, \"batch_size\": %lld, "
-             "\"lr\": %g, \"dropout\": %g, \"seed\": %llu, \"workers\": %d, \"precision\": \"%s\", "
-             "\"strategy\": \"%s\", \"train\": %d, \"val\": %d, \"mean\": %g, \"std\": %g}",
-             o.model, (long long)o.epochs, (long long)o.batch_size, o.lr >= 0.f ? o.lr : 1e-3, dropout,
-             (unsigned long long)o.tr.seed, o.tr.workers, o.tr.precision, o.tr.strategy, N_TRAIN, N_VAL, FMNIST_MEAN,
-             FMNIST_STD);
+    char fingerprint[4096 + 128];
+    snprintf(fingerprint, sizeof fingerprint, "data=fashion-mnist:%s;train=%d;val=%d;model=%s", o.data, N_TRAIN, N_VAL, o.model);
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
-    app_trainer_config(&o.tr, &tc);
+    volt_cli_trainer_config(cli, &tc);           /* every trainer.* key; the merged config as run_config_json */
     tc.max_epochs = o.epochs;
-    tc.run_config_json = run_json;
+    tc.run_fingerprint = !strcmp(sub, "fit") ? fingerprint : NULL;   /* only fit resumes */
+    (void)dropout;
     volt_trainer *t = NULL;
     st = volt_trainer_create(&tc, &t);
     if (st < 0) {
         int rc = fail("creating the trainer", st, t ? volt_trainer_errmsg(t) : NULL);
         volt_trainer_destroy(t);
+        volt_cli_destroy(cli);
         return rc;
     }
     /* A fixed checkpoint folder per model (not per run version) so --resume finds "last". */
     char ckdir[4096];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", o.tr.root, o.model);
-    if ((st = app_add_checkpoint(t, ckdir, "{epoch}-{val_acc:.4f}")) < 0)
+    if ((st = app_add_checkpoint(t, cli, ckdir, "{epoch}-{val_acc:.4f}")) < 0)
         return fail("adding ModelCheckpoint", st, volt_trainer_errmsg(t));
+    if ((st = volt_add_lr_monitor(t)) < 0) return fail("adding LearningRateMonitor", st, volt_trainer_errmsg(t));
     if (o.tr.memory_report && (st = app_add_memory_report(t)) < 0)
         return fail("adding the memory report", st, volt_trainer_errmsg(t));
 
@@ -192,36 +170,43 @@ int main(int argc, char **argv) {
     const bool zero = volt_trainer_is_global_zero(t);
     const int world = volt_trainer_world_size(t);
     if (zero) {
-        printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)o.epochs, (long long)o.batch_size);
+        printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)volt_trainer_get_config(t)->max_epochs, (long long)o.batch_size);
         if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
         printf(", %lld/%lld/%lld train/val/test images, seed %llu\n", (long long)volt_dataset_len(train),
                (long long)volt_dataset_len(val), (long long)volt_dataset_len(test), (unsigned long long)o.tr.seed);
         fflush(stdout);
     }
-    double t0 = app_now_s();
-    st = volt_trainer_fit(t, ops, model, train_l, val_l, o.tr.resume ? "last" : NULL);
-    double fit_s = app_now_s() - t0;
-    if (st < 0) return fail("fit", st, volt_trainer_errmsg(t));
-    if (app_after_fit(t, &o.tr, APP)) return 1;
-    const char *best = volt_trainer_best_model_path(t);
-    if (best && zero) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(t));
-    /* Lightning's trainer.test(ckpt_path="best"): the weights test runs with are the ones
-     * --export-full writes, so the exported file is the model whose test_acc is printed. */
-    st = volt_trainer_test(t, ops, model, test_l, best ? "best" : NULL);
-    if (st < 0) return fail("test", st, volt_trainer_errmsg(t));
-    double acc = 0.0;
     int rc = 0;
-    if (volt_trainer_metric(t, "test_acc", &acc)) {
-        if (zero) printf("test_acc: %.4f\n", acc);
-    } else {
-        fprintf(stderr, APP ": test ran but logged no test_acc\n");
-        rc = 1;
+    const char *test_ckpt = volt_cli_str(cli, "ckpt_path");
+    if (!strcmp(sub, "fit")) {
+        double t0 = app_now_s();
+        st = volt_trainer_fit(t, ops, model, train_l, val_l, app_fit_ckpt(cli));
+        double fit_s = app_now_s() - t0;
+        if (st < 0) return fail("fit", st, volt_trainer_errmsg(t));
+        if (app_after_fit(t, &o.tr, APP)) return 1;
+        app_print_fit_end(t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
+        /* Lightning's trainer.test(ckpt_path="best"): the weights test runs with are the ones
+         * --export-full writes, so the exported file is the model whose accuracy is printed. */
+        test_ckpt = volt_trainer_best_model_path(t) ? "best" : NULL;
+        if (!volt_cli_bool(cli, "test_after_fit")) sub = NULL;
+        else sub = "test";
+    } else if (!strcmp(sub, "validate")) {
+        st = volt_trainer_validate(t, ops, model, val_l, test_ckpt);
+        if (st < 0) return fail("validate", st, volt_trainer_errmsg(t));
+        sub = NULL;
     }
-    if (app_after_test(t, &o.tr, APP)) rc = 1;
-    if (zero) {
-        printf("fit took %.1f min\n", fit_s / 60.0);
-        if (volt_trainer_log_dir(t)) printf("logs: %s\n", volt_trainer_log_dir(t));
+    if (sub && !strcmp(sub, "test")) {
+        st = volt_trainer_test(t, ops, model, test_l, test_ckpt);
+        if (st < 0) return fail("test", st, volt_trainer_errmsg(t));
+        double acc = 0.0;
+        if (volt_trainer_metric(t, "test_acc", &acc)) app_print_test_end(t, acc);
+        else {
+            fprintf(stderr, APP ": test ran but logged no test_acc\n");
+            rc = 1;
+        }
+        if (app_after_test(t, &o.tr, APP)) rc = 1;
     }
+    app_print_logs(t);
 
     volt_trainer_destroy(t);
     volt_loader_destroy(train_l);
@@ -233,5 +218,6 @@ int main(int argc, char **argv) {
     volt_dataset_destroy(full);
     if (cnn) volt_cnn_destroy(model);
     else volt_mlp_destroy(model);
+    volt_cli_destroy(cli);
     return rc;
 }

@@ -12,6 +12,7 @@
  * --strategy (scripts/volt-run -n N) only rank 0 prints; the trainer flags, --memory-report
  * and --export-full are apps/app_common.c, shared with volt-fashion-mnist. Written only
  * against the public headers; docs/TEXT_CLASSIFICATION.md has the usage and measured numbers. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@
 #include "volt/tokenizer.h"
 #include "volt/text.h"
 #include "volt/distilbert.h"
+#include "volt/distilbert_hf.h"
+#include "volt/cli.h"
+#include "volt/safetensors.h"
 #include "app_common.h"
 
 #define APP "volt-text-classification"
@@ -49,54 +53,46 @@ typedef struct opts {
     bool split_given, split_is_frac;
     int64_t split_n[3];
     double split_f[3];
-    app_trainer_opts tr;          /* --seed, --root, --strategy, ... (apps/app_common.h) */
+    bool drop_last;               /* the train loader's drop_last */
+    bool lowercase;               /* the tokenizer's (tokenizer_config.json's do_lower_case) */
+    int64_t num_classes;          /* model.num_classes; -1 = from the corpus / checkpoint */
+    const char *sub;              /* fit, validate, test, predict */
+    const char *ckpt;             /* ckpt_path */
+    const char *pred_in, *pred_out, *pred_format;
+    app_trainer_opts tr;          /* trainer.*, data.num_workers, ... (apps/app_common.h) */
 } opts;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: " APP " [options]\n"
-            "Fine-tune DistilBERT for text classification and report the test accuracy of the\n"
-            "best checkpoint by val_acc. Defaults follow the Lightning DistilBERT/IMDB recipe.\n"
-            "\n"
-            "data\n"
-            "  --data SPEC                imdb:DIR   the aclImdb/ folder (or a folder holding it)\n"
-            "                             csv:PATH   RFC 4180 CSV with 'text' and 'label' columns\n"
-            "                             tsv:PATH   text<TAB>label lines\n"
-            "                             spam[:DIR] SpamAssassin corpus from scripts/fetch_spam.sh\n"
-            "                             (default spam, DIR ~/.cache/volt/spam-assassin)\n"
-            "  --split A,B,C              train,val,test sizes: counts (35000,5000,10000 for IMDB)\n"
-            "                             or fractions (0.8,0.1,0.1, the default for the others)\n"
-            "  --vocab PATH               WordPiece vocab.txt (default <pretrained>/vocab.txt if\n"
-            "                             --pretrained has one, else ~/.cache/volt/bert-base-uncased/\n"
-            "                             vocab.txt from scripts/fetch_vocab.sh)\n"
-            "  --max-length N             tokens per text, [CLS] and [SEP] included (default 512)\n"
-            "  --cache-dir DIR            token cache (default ~/.cache/volt/tokens)\n"
-            "  --no-cache                 tokenize without reading or writing the cache\n"
-            "model\n"
-            "  --model-preset P           distilbert-base (default), small or tiny\n"
-            "  --pretrained DIR           load DIR/model.safetensors (a Hugging Face\n"
-            "                             distilbert-base-uncased); default: train from scratch\n"
-            "  --attention-dropout F      on the attention probabilities (default 0.1; 0 = the\n"
-            "                             fused attention kernel, faster)\n"
-            "optimisation\n"
-            "  --epochs N                 (default 3)\n"
-            "  --batch-size N             per rank (default 12)\n"
-            "  --lr F                     learning rate (default 5e-5)\n"
-            "  --optimizer adam|adamw     (default adam, torch.optim.Adam)\n"
-            "  --weight-decay F           (default 0)\n"
-            "  --lr-schedule constant|linear\n"
-            "                             linear: decay to 0 at the last training step (HF's\n"
-            "                             linear schedule with warmup); default constant\n"
-            "  --warmup-steps N           linear warmup from 0 over N steps, then the schedule\n"
-            "                             (default 0)\n"
-            "  --seed N                   split, init, shuffle and dropout seed (default 42)\n"
-            "trainer\n"
-            "  --root DIR                 logs and checkpoints (default ./runs/text)\n"
-            "  --resume                   continue from the last checkpoint in\n"
-            "                             ROOT/checkpoints/<data>-<preset>\n");
-    app_trainer_usage(f);
-    fputs("  -h, --help                 this text\n", f);
-}
+static const volt_cli_key tc_keys[] = {
+    { "data.source", VOLT_CLI_STRING, "spam", "imdb:DIR (aclImdb/ or a folder holding it), csv:PATH ('text','label' columns), "
+      "tsv:PATH (text<TAB>label), spam[:DIR] (SpamAssassin from scripts/fetch_spam.sh; ~/.cache/volt/spam-assassin)", "data", NULL, 0, 0 },
+    { "data.split", VOLT_CLI_STRING, NULL, "train,val,test: counts (IMDB default 35000,5000,10000) or fractions (default 0.8,0.1,0.1)",
+      "split", NULL, 0, 0 },
+    { "data.vocab", VOLT_CLI_STRING, NULL, "WordPiece vocab.txt (null: <pretrained>/vocab.txt, else ~/.cache/volt/bert-base-uncased/vocab.txt)",
+      "vocab", NULL, 0, 0 },
+    { "data.lowercase", VOLT_CLI_BOOL, NULL, "lowercase before WordPiece (null: tokenizer_config.json's do_lower_case, else true)",
+      NULL, NULL, 0, 0 },
+    { "data.max_length", VOLT_CLI_INT, "512", "tokens per text, [CLS] and [SEP] included", "max-length", NULL, 2, 1 << 20 },
+    { "data.cache_dir", VOLT_CLI_STRING, NULL, "token cache (null: ~/.cache/volt/tokens)", "cache-dir", NULL, 0, 0 },
+    { "data.no_cache", VOLT_CLI_BOOL, "false", "tokenize without reading or writing the cache", "no-cache", NULL, 0, 0 },
+    { "data.batch_size", VOLT_CLI_INT, "12", "batch size per rank (the global batch is N times it on N ranks)", "batch-size", NULL, 1, 1 << 20 },
+    { "data.drop_last", VOLT_CLI_BOOL, "false", "drop the last incomplete train batch", "drop-last", NULL, 0, 0 },
+    { "model.preset", VOLT_CLI_STRING, "distilbert-base", "the shape when there is no --pretrained config.json", "model-preset",
+      "distilbert-base|small|tiny", 0, 0 },
+    { "model.pretrained", VOLT_CLI_STRING, NULL, "a Hugging Face DistilBERT folder: config.json (the shape), model.safetensors, "
+      "vocab.txt, tokenizer_config.json", "pretrained", NULL, 0, 0 },
+    { "model.num_classes", VOLT_CLI_INT, NULL, "classes (null: the corpus's labels; predict: the checkpoint's classifier)", NULL, NULL, 1, 1 << 20 },
+    { "model.attention_dropout", VOLT_CLI_FLOAT, NULL, "on the attention probabilities (null: the model's, 0.1; 0 = fused kernel)",
+      "attention-dropout", NULL, 0, 0.999 },
+    { "optimizer.name", VOLT_CLI_STRING, "adam", "torch.optim.Adam or AdamW", "optimizer", "adam|adamw", 0, 0 },
+    { "optimizer.lr", VOLT_CLI_FLOAT, "5e-05", "learning rate", "lr", NULL, 1e-12, 1e3 },
+    { "optimizer.weight_decay", VOLT_CLI_FLOAT, "0", "weight decay", "weight-decay", NULL, 0, 1e3 },
+    { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule)",
+      "lr-schedule", "constant|linear", 0, 0 },
+    { "optimizer.warmup_steps", VOLT_CLI_INT, "0", "linear warmup from 0 over N steps", "warmup-steps", NULL, 0, 1e15 },
+    { "predict.input", VOLT_CLI_STRING, "-", "predict: texts, one per line (\"-\" = stdin)", NULL, NULL, 0, 0 },
+    { "predict.output", VOLT_CLI_STRING, "-", "predict: where the predictions go (\"-\" = stdout)", NULL, NULL, 0, 0 },
+    { "predict.format", VOLT_CLI_STRING, "csv", "predict: csv (index,label,probability) or jsonl", NULL, "csv|jsonl", 0, 0 },
+};
 
 static bool is_dir(const char *p) {
     struct stat st;
@@ -168,68 +164,44 @@ static bool parse_data(const char *spec, opts *o) {
     return snprintf(o->data_path, PATH_N, "%s", arg) < PATH_N;
 }
 
-/* Returns 0 to go on, 1 after --help, 2 on a usage error (message printed). */
-static int parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){ .data = "spam", .preset = "distilbert-base", .max_length = 512, .batch_size = 12, .epochs = 3,
-                 .lr = 5e-5f, .weight_decay = 0.f, .attention_dropout = -1.f, .optimizer = VOLT_OPTIM_ADAM,
-                 .schedule = "constant" };
-    app_trainer_opts_init(&o->tr, "./runs/text");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
-        if (app_trainer_switch(a, &o->tr)) continue;
-        if (!strcmp(a, "--no-cache")) { o->no_cache = true; continue; }
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, APP ": unexpected argument '%s' (try --help)\n", a);
-            return 2;
-        }
-        static const char *const known[] = {
-            "--data", "--split", "--vocab", "--max-length", "--cache-dir", "--model-preset", "--pretrained",
-            "--attention-dropout", "--epochs", "--batch-size", "--lr", "--optimizer", "--weight-decay",
-            "--lr-schedule", "--warmup-steps", NULL };
-        bool is_known = app_trainer_has_flag(a);
-        for (int k = 0; known[k]; k++) is_known = is_known || !strcmp(a, known[k]);
-        if (!is_known) {
-            fprintf(stderr, APP ": unknown option '%s' (try --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) { fprintf(stderr, APP ": %s needs a value (try --help)\n", a); return 2; }
-        const char *v = argv[++i];
-        const char *why = "";
-        int r = app_trainer_flag(a, v, &o->tr, &why);
-        bool ok = r >= 0;
-        if (r != 0) { /* a trainer flag, stored (or a bad value, reported below) */ }
-        else if (!strcmp(a, "--data")) { o->data = v; continue; }
-        else if (!strcmp(a, "--split")) { ok = parse_split(v, o); o->split_given = true;
-            why = " (want three counts like 35000,5000,10000 or fractions like 0.8,0.1,0.1 summing to <= 1, "
-                  "train > 0)"; }
-        else if (!strcmp(a, "--vocab")) { ok = *v && snprintf(o->vocab, PATH_N, "%s", v) < PATH_N; o->vocab_given = true; }
-        else if (!strcmp(a, "--max-length")) { int64_t n = 0; ok = app_parse_i64(v, 2, 1 << 20, &n); o->max_length = (int)n; why = " (want an integer >= 2)"; }
-        else if (!strcmp(a, "--cache-dir")) { ok = *v != 0; o->cache_dir = v; }
-        else if (!strcmp(a, "--model-preset")) {
-            o->preset = v;
-            ok = !strcmp(v, "distilbert-base") || !strcmp(v, "small") || !strcmp(v, "tiny");
-            why = " (want distilbert-base, small or tiny)";
-        }
-        else if (!strcmp(a, "--pretrained")) { ok = *v != 0; o->pretrained = v; }
-        else if (!strcmp(a, "--attention-dropout")) { ok = app_parse_f(v, 0.f, 0.999f, &o->attention_dropout); why = " (want a number in [0, 1))"; }
-        else if (!strcmp(a, "--epochs")) { ok = app_parse_i64(v, 1, INT64_MAX / 4, &o->epochs); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--batch-size")) { ok = app_parse_i64(v, 1, 1 << 20, &o->batch_size); why = " (want an integer >= 1)"; }
-        else if (!strcmp(a, "--lr")) { ok = app_parse_f(v, 0.f, 1e3f, &o->lr) && o->lr > 0.f; why = " (want a number > 0)"; }
-        else if (!strcmp(a, "--optimizer")) {
-            if (!strcmp(v, "adam")) o->optimizer = VOLT_OPTIM_ADAM;
-            else if (!strcmp(v, "adamw")) o->optimizer = VOLT_OPTIM_ADAMW;
-            else ok = false;
-            why = " (want adam or adamw)";
-        }
-        else if (!strcmp(a, "--weight-decay")) { ok = app_parse_f(v, 0.f, 1e3f, &o->weight_decay); why = " (want a number >= 0)"; }
-        else if (!strcmp(a, "--lr-schedule")) {
-            o->schedule = v;
-            ok = !strcmp(v, "constant") || !strcmp(v, "linear");
-            why = " (want constant or linear)";
-        }
-        else if (!strcmp(a, "--warmup-steps")) { ok = app_parse_i64(v, 0, INT64_MAX / 4, &o->warmup_steps); why = " (want an integer >= 0)"; }
-        if (!ok) { fprintf(stderr, APP ": bad value '%s' for %s%s\n", v, a, why); return 2; }
+/* Returns 0 to go on, -1 to exit 0, else the exit status (2: usage error, message printed). */
+static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, opts *o) {
+    static const char *const defaults[] = { "trainer.default_root_dir", "./runs/text", "trainer.max_epochs", "3", NULL };
+    int r = app_cli_parse(APP, "Fine-tune DistilBERT for text classification (the Lightning DistilBERT/IMDB recipe).\n"
+                          "fit trains, then tests the best checkpoint by val_acc; validate / test run a checkpoint\n"
+                          "(--ckpt_path); predict classifies texts (--predict.input) with one.",
+                          tc_keys, (int)(sizeof tc_keys / sizeof tc_keys[0]), buf, defaults, NULL, argc, argv, cp);
+    if (r) return r;
+    const volt_cli *c = *cp;
+    *o = (opts){ .data = volt_cli_str(c, "data.source"), .preset = volt_cli_str(c, "model.preset"),
+                 .pretrained = volt_cli_str(c, "model.pretrained"), .cache_dir = volt_cli_str(c, "data.cache_dir"),
+                 .no_cache = volt_cli_bool(c, "data.no_cache"), .max_length = (int)volt_cli_int(c, "data.max_length"),
+                 .batch_size = volt_cli_int(c, "data.batch_size"), .epochs = volt_cli_int(c, "trainer.max_epochs"),
+                 .lr = (float)volt_cli_float(c, "optimizer.lr"), .weight_decay = (float)volt_cli_float(c, "optimizer.weight_decay"),
+                 .attention_dropout = volt_cli_was_set(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
+                 .optimizer = !strcmp(volt_cli_str(c, "optimizer.name"), "adamw") ? VOLT_OPTIM_ADAMW : VOLT_OPTIM_ADAM,
+                 .schedule = volt_cli_str(c, "optimizer.lr_schedule"), .warmup_steps = volt_cli_int(c, "optimizer.warmup_steps"),
+                 .drop_last = volt_cli_bool(c, "data.drop_last"), .lowercase = true,
+                 .num_classes = volt_cli_was_set(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
+                 .sub = volt_cli_subcommand(c), .ckpt = volt_cli_str(c, "ckpt_path"),
+                 .pred_in = volt_cli_str(c, "predict.input"), .pred_out = volt_cli_str(c, "predict.output"),
+                 .pred_format = volt_cli_str(c, "predict.format") };
+    app_trainer_opts_from_cli(c, &o->tr);
+    if (!o->data || !o->preset || !o->pred_in || !o->pred_out) return app_usage(APP, "data.source, model.preset and predict.* must not be null");
+    if (o->epochs < 1 && volt_cli_int(c, "trainer.max_steps") < 1) return app_usage(APP, "bad value for --trainer.max_epochs: want an integer >= 1 (or set trainer.max_steps)");
+    const char *split = volt_cli_str(c, "data.split");
+    if (split) {
+        o->split_given = true;
+        if (!parse_split(split, o))
+            return app_usage(APP, "bad value '%s' for --split (data.split): want three counts like 35000,5000,10000 or fractions "
+                             "like 0.8,0.1,0.1 summing to <= 1, train > 0", split);
+    }
+    if (strcmp(o->sub, "fit") && !o->ckpt)
+        return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" of the run's checkpoint folder)", o->sub);
+    const char *vocab = volt_cli_str(c, "data.vocab");
+    if (vocab) {
+        if (!*vocab || snprintf(o->vocab, PATH_N, "%s", vocab) >= PATH_N) return app_usage(APP, "bad value for --vocab");
+        o->vocab_given = true;
     }
     if (!parse_data(o->data, o)) return 2;
     if (!o->vocab_given) {
@@ -242,21 +214,6 @@ static int parse_args(int argc, char **argv, opts *o) {
         }
     }
     return 0;
-}
-
-/* A JSON string literal of s into out (quotes and escapes; truncates safely). */
-static void json_str(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    if (n < 3) { if (n) out[0] = 0; return; }
-    out[k++] = '"';
-    for (; s && *s && k + 8 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { out[k++] = '\\'; out[k++] = (char)c; }
-        else if (c < 0x20) k += (size_t)snprintf(out + k, n - k, "\\u%04x", c);
-        else out[k++] = (char)c;
-    }
-    out[k++] = '"';
-    out[k] = 0;
 }
 
 static const char *kind_name(data_kind k) {
@@ -392,6 +349,7 @@ static int load_tokenizer(const opts *o, app *a) {
     char err[512] = "";
     volt_tokenizer_config tc;
     volt_tokenizer_config_init(&tc);
+    tc.lowercase = o->lowercase;
     tc.errbuf = err;
     tc.errbuf_size = sizeof err;
     volt_status st = volt_tokenizer_load(&tc, o->vocab, &a->tok);
@@ -437,6 +395,7 @@ static int make_loaders(const opts *o, app *a) {
     for (int i = 0; i < 3; i++) {
         volt_loader_config c = lc;
         c.shuffle = i == 0;
+        c.drop_last = i == 0 && o->drop_last;
         volt_status st = volt_loader_create(&c, a->ds[i], &a->ld[i]);
         if (st < 0) return fail("creating the data loaders", st, NULL);
     }
@@ -449,18 +408,26 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
     volt_status st = volt_distilbert_preset(mc, o->preset);
     if (st < 0) return fail("choosing the model preset", st, o->preset);
     int vocab_n = volt_tokenizer_vocab_size(a->tok);
+    const char *shape = o->preset;
     if (o->pretrained) {
-        char p[PATH_N + 32];
+        char p[PATH_N + 32], err[PATH_N + 256] = "";
         snprintf(p, sizeof p, "%s/model.safetensors", o->pretrained);
         if (!is_file(p)) {
             fprintf(stderr, APP ": --pretrained: '%s' not found (want a local Hugging Face "
-                            "distilbert-base-uncased folder with model.safetensors and vocab.txt)\n", p);
+                            "DistilBERT folder with model.safetensors, config.json and vocab.txt)\n", p);
             return 1;
+        }
+        /* the shape from the folder's config.json when it has one (any DistilBERT), else the preset */
+        snprintf(p, sizeof p, "%s/config.json", o->pretrained);
+        if (is_file(p)) {
+            st = volt_distilbert_config_from_hf(mc, o->pretrained, NULL, err, sizeof err);
+            if (st < 0) return fail("reading --pretrained config.json", st, err);
+            shape = "config.json";
         }
         /* The embedding comes from the file: the tokenizer must not produce ids past it. */
         if (vocab_n > mc->vocab_size) {
             fprintf(stderr, APP ": vocab '%s' has %d tokens, the %s model's embedding has %lld rows\n", o->vocab,
-                    vocab_n, o->preset, (long long)mc->vocab_size);
+                    vocab_n, shape, (long long)mc->vocab_size);
             return 1;
         }
         mc->pretrained_dir = o->pretrained;
@@ -468,7 +435,7 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
         mc->vocab_size = vocab_n;      /* from scratch: one embedding row per vocab entry */
     }
     if (o->max_length > mc->max_position) {
-        fprintf(stderr, APP ": --max-length %d exceeds the %s model's %lld positions\n", o->max_length, o->preset,
+        fprintf(stderr, APP ": --max-length %d exceeds the %s model's %lld positions\n", o->max_length, shape,
                 (long long)mc->max_position);
         return 1;
     }
@@ -491,58 +458,162 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
     return 0;
 }
 
+/* ---- predict ----------------------------------------------------------------------------------- */
+typedef struct pred_out {
+    FILE *f;
+    bool jsonl;
+    int64_t next;          /* index of the next text */
+    volt_status err;
+} pred_out;
+
+/* One row per text: its index, the argmax label and its softmax probability. */
+static volt_status pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits) {
+    pred_out *p = ctx;
+    if (logits->dtype != VOLT_F32 || logits->shape.ndim != 2) return VOLT_ERR_DTYPE;
+    const int64_t B = logits->shape.d[0], C = logits->shape.d[1];
+    const float *x = logits->data;
+    for (int64_t r = 0; r < B; r++) {
+        const float *row = x + r * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (row[c] > row[best]) best = c;
+        double z = 0;
+        for (int64_t c = 0; c < C; c++) z += exp((double)row[c] - (double)row[best]);
+        double prob = 1.0 / z;
+        if (p->jsonl) fprintf(p->f, "{\"index\": %lld, \"label\": %lld, \"probability\": %.6f}\n", (long long)p->next, (long long)best, prob);
+        else fprintf(p->f, "%lld,%lld,%.6f\n", (long long)p->next, (long long)best, prob);
+        p->next++;
+    }
+    return ferror(p->f) ? VOLT_ERR_IO : VOLT_OK;
+}
+
+/* The texts of predict.input, one per line (CR/LF stripped, empty lines kept as empty texts
+ * so output row i is input line i). */
+static int read_texts(const opts *o, app *a) {
+    FILE *f = !strcmp(o->pred_in, "-") ? stdin : fopen(o->pred_in, "r");
+    if (!f) { fprintf(stderr, APP ": predict.input '%s': %s\n", o->pred_in, strerror(errno)); return 1; }
+    volt_status st = volt_corpus_create("predict", &a->all);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (st == VOLT_OK && (n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        st = volt_corpus_add(a->all, line, (size_t)n, 0);
+    }
+    free(line);
+    if (f != stdin) fclose(f);
+    if (st < 0) return fail("reading predict.input", st, o->pred_in);
+    if (volt_corpus_len(a->all) == 0) { fprintf(stderr, APP ": predict.input '%s' has no lines\n", o->pred_in); return 1; }
+    return 0;
+}
+
+/* The classifier's rows in a checkpoint file: its class count. */
+static int ckpt_classes(const char *path, int64_t *n) {
+    char err[PATH_N + 256] = "";
+    volt_st_file *f = NULL;
+    volt_status st = volt_st_open(path, &f, err, sizeof err);
+    if (st < 0) return fail("opening the checkpoint", st, err);
+    volt_st_info info;
+    st = volt_st_find(f, "classifier.bias", &info);
+    if (st == VOLT_OK) *n = info.shape.d[0];
+    volt_st_close(f);
+    if (st < 0) {
+        fprintf(stderr, APP ": checkpoint '%s' has no classifier.bias (sharded?); give --model.num_classes\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts o;
-    int pr = parse_args(argc, argv, &o);
-    if (pr) return pr == 1 ? 0 : 1;
+    volt_cli_key keybuf[APP_MAX_KEYS];
+    volt_cli *cli = NULL;
+    int pr = parse_args(argc, argv, keybuf, &cli, &o);
+    if (pr) { volt_cli_destroy(cli); return pr < 0 ? 0 : pr; }
 
     app a = { .zero = app_env_rank() == 0 };   /* the trainer's own view once it exists */
     int rc = 1;
     int64_t n_split[3] = { 0, 0, 0 };
-    if (load_corpus(&o, &a) || split_corpus(&o, &a, n_split) || load_tokenizer(&o, &a)) goto out;
-    int n_classes = volt_corpus_num_classes(a.all);
-    if (a.zero) {
-        printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", kind_name(o.kind),
-               o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
-               (long long)n_split[2], (unsigned long long)o.tr.seed);
-        fflush(stdout);
+    const bool predict = !strcmp(o.sub, "predict");
+    FILE *pf = NULL;
+    /* the tokenizer's casing: data.lowercase, else the pretrained folder's tokenizer_config.json */
+    if (!volt_cli_is_null(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
+    else if (o.pretrained) {
+        char p[PATH_N + 32], err[PATH_N + 256] = "";
+        snprintf(p, sizeof p, "%s/config.json", o.pretrained);
+        volt_distilbert_config tmp;
+        volt_distilbert_config_init(&tmp);
+        if (is_file(p) && volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) < 0) {
+            fail("reading --pretrained", VOLT_ERR_CORRUPT, err);
+            goto out;
+        }
+    }
+    /* A fixed checkpoint folder per (data kind, preset), not per run version, so --resume
+     * finds "last". */
+    char ckdir[PATH_N + 64], ckfile[PATH_N + 96];
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, kind_name(o.kind), o.preset);
+    /* validate / test / predict in a new process: "last" is the file in that folder */
+    if (o.ckpt && strcmp(o.sub, "fit") != 0 && !strcmp(o.ckpt, "last")) {
+        snprintf(ckfile, sizeof ckfile, "%s/last.safetensors", ckdir);
+        o.ckpt = ckfile;
+    }
+    int n_classes = 0;
+    if (predict) {
+        if (read_texts(&o, &a) || load_tokenizer(&o, &a)) goto out;
+        int64_t nc = o.num_classes;
+        if (nc < 1 && ckpt_classes(o.ckpt, &nc)) goto out;
+        n_classes = (int)nc;
+        n_split[2] = volt_corpus_len(a.all);      /* in input order: row i is line i */
+    } else {
+        if (load_corpus(&o, &a) || split_corpus(&o, &a, n_split) || load_tokenizer(&o, &a)) goto out;
+        n_classes = o.num_classes > 0 ? (int)o.num_classes : volt_corpus_num_classes(a.all);
+        if (a.zero) {
+            printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", kind_name(o.kind),
+                   o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
+                   (long long)n_split[2], (unsigned long long)o.tr.seed);
+            fflush(stdout);
+        }
     }
     volt_distilbert_config mc;
     if (model_config(&o, &a, n_classes, n_split[0], &mc)) goto out;
     volt_status st = volt_distilbert_create(&mc, &a.model);
     if (st < 0) { fail("creating the model", st, "check --model-preset, --lr and the other model flags"); goto out; }
-    if (make_datasets(&o, &a) || make_loaders(&o, &a)) goto out;
+    if (predict) {
+        char err[1024] = "";
+        bool hit = false;
+        if ((st = volt_text_dataset(a.all, a.tok, o.max_length, NULL, &a.ds[2], &hit, err, sizeof err)) < 0) {
+            fail("tokenizing the texts", st, err);
+            goto out;
+        }
+        volt_loader_config lc;
+        volt_loader_config_init(&lc);
+        lc.batch_size = o.batch_size;
+        lc.num_workers = o.tr.workers;
+        if ((st = volt_loader_create(&lc, a.ds[2], &a.ld[2])) < 0) { fail("creating the data loader", st, NULL); goto out; }
+    } else if (make_datasets(&o, &a) || make_loaders(&o, &a)) goto out;
 
     /* ---- trainer ---- */
-    char jdata[PATH_N + 16], jvocab[PATH_N + 16], jpre[PATH_N + 16];
-    json_str(jdata, sizeof jdata, o.data_path);
-    json_str(jvocab, sizeof jvocab, o.vocab);
-    json_str(jpre, sizeof jpre, o.pretrained ? o.pretrained : "");
-    char run_json[3 * PATH_N + 1024];
-    snprintf(run_json, sizeof run_json,
-             "{\"app\": \"" APP "\", \"data\": \"%s\", \"data_path\": %s, \"split\": [%lld, %lld, %lld], "
-             "\"vocab\": %s, \"max_length\": %d, \"model_preset\": \"%s\", \"pretrained\": %s, "
-             "\"n_classes\": %d, \"epochs\": %lld, \"batch_size\": %lld, \"lr\": %g, \"optimizer\": \"%s\", "
-             "\"weight_decay\": %g, \"lr_schedule\": \"%s\", \"warmup_steps\": %lld, \"seed\": %llu, "
-             "\"workers\": %d, \"precision\": \"%s\", \"strategy\": \"%s\"}",
-             kind_name(o.kind), jdata, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], jvocab,
-             o.max_length, o.preset, jpre, n_classes, (long long)o.epochs, (long long)o.batch_size, o.lr,
-             o.optimizer == VOLT_OPTIM_ADAMW ? "adamw" : "adam", o.weight_decay, o.schedule,
-             (long long)o.warmup_steps, (unsigned long long)o.tr.seed, o.tr.workers, o.tr.precision, o.tr.strategy);
+    char fingerprint[3 * PATH_N + 512];
+    snprintf(fingerprint, sizeof fingerprint,
+             "data=%s:%s;split=%lld,%lld,%lld;max_length=%d;vocab=%s;lowercase=%d;model=dim%lld,layers%d,heads%d,hidden%lld,"
+             "vocab%lld,pos%lld;classes=%d;pretrained=%s",
+             kind_name(o.kind), o.data_path, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], o.max_length,
+             o.vocab, o.lowercase, (long long)mc.dim, mc.n_layers, mc.n_heads, (long long)mc.hidden_dim,
+             (long long)mc.vocab_size, (long long)mc.max_position, n_classes, o.pretrained ? o.pretrained : "");
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
-    app_trainer_config(&o.tr, &tc);
-    tc.max_epochs = o.epochs;
-    tc.enable_logger = true;                       /* CSVLogger: ROOT/lightning_logs/version_N */
-    tc.run_config_json = run_json;
+    volt_cli_trainer_config(cli, &tc);          /* every trainer.* key; the merged config as run_config_json */
+    /* only fit resumes; validate / test / predict load weights into whatever data they are given */
+    tc.run_fingerprint = !strcmp(o.sub, "fit") ? fingerprint : NULL;
+    if (predict) tc.enable_logger = false;      /* nothing is logged; no run folder */
     st = volt_trainer_create(&tc, &a.t);
     if (st < 0) { fail("creating the trainer", st, a.t ? volt_trainer_errmsg(a.t) : NULL); goto out; }
-    /* A fixed checkpoint folder per (data kind, preset), not per run version, so --resume
-     * finds "last". */
-    char ckdir[PATH_N + 64];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, kind_name(o.kind), o.preset);
-    if ((st = app_add_checkpoint(a.t, ckdir, "{epoch}-{step}-{val_acc:.4f}")) < 0) {
+    if ((st = app_add_checkpoint(a.t, cli, ckdir, "{epoch}-{step}-{val_acc:.4f}")) < 0) {
         fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
+    if (!predict && (st = volt_add_lr_monitor(a.t)) < 0) {
+        fail("adding LearningRateMonitor", st, volt_trainer_errmsg(a.t));
         goto out;
     }
     if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
@@ -552,40 +623,64 @@ int main(int argc, char **argv) {
     a.zero = volt_trainer_is_global_zero(a.t);
     const int world = volt_trainer_world_size(a.t);
 
+    if (predict) {
+        if (world > 1) { fprintf(stderr, APP ": predict runs on one process (use trainer.strategy single)\n"); goto out; }
+        pf = !strcmp(o.pred_out, "-") ? stdout : fopen(o.pred_out, "w");
+        if (!pf) { fprintf(stderr, APP ": predict.output '%s': %s\n", o.pred_out, strerror(errno)); goto out; }
+        pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
+        if (!po.jsonl) fputs("index,label,probability\n", pf);
+        st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, pred_write, &po);
+        if (st < 0) { fail("predict", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
+        if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);
+        pf = NULL;
+        rc = 0;
+        goto out;
+    }
     if (a.zero) {
-        printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld", o.preset,
+        printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld", o.pretrained ? "pretrained" : o.preset,
                o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
                o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size);
         if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
-        printf(", epochs %lld\n", (long long)o.epochs);
+        printf(", epochs %lld\n", (long long)volt_trainer_get_config(a.t)->max_epochs);
         fflush(stdout);
     }
 
-    double t0 = app_now_s();
-    st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL,
-                          o.tr.resume ? "last" : NULL);
-    double fit_s = app_now_s() - t0;
-    if (st < 0) { fail("fit", st, volt_trainer_errmsg(a.t)); goto out; }
-    if (a.zero) printf("Time elapsed %.2f min\n", fit_s / 60.0);
-    if (app_after_fit(a.t, &o.tr, APP)) goto out;
-    const char *best = volt_trainer_best_model_path(a.t);
-    if (best && a.zero) printf("best checkpoint: %s (val_acc %.4f)\n", best, volt_trainer_best_model_score(a.t));
-    fflush(stdout);
-    /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test
-     * accuracy is printed (the final weights when there is no best checkpoint). */
-    st = volt_trainer_test(a.t, &volt_distilbert_ops, a.model, a.ld[2], best ? "best" : NULL);
-    if (st < 0) { fail("test", st, volt_trainer_errmsg(a.t)); goto out; }
-    double acc = 0.0;
-    if (!volt_trainer_metric(a.t, "test_acc", &acc)) {
-        fprintf(stderr, APP ": test ran but logged no test_acc\n");
-        goto out;
+    const char *sub = o.sub, *test_ckpt = o.ckpt;
+    if (!strcmp(sub, "fit")) {
+        double t0 = app_now_s();
+        st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
+        double fit_s = app_now_s() - t0;
+        if (st < 0) { fail("fit", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (app_after_fit(a.t, &o.tr, APP)) goto out;
+        app_print_fit_end(a.t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
+        /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test
+         * accuracy is printed (the final weights when there is no best checkpoint). */
+        test_ckpt = volt_trainer_best_model_path(a.t) ? "best" : NULL;
+        sub = volt_cli_bool(cli, "test_after_fit") ? "test" : NULL;
+    } else if (!strcmp(sub, "validate")) {
+        if (n_split[1] < 1) { fprintf(stderr, APP ": validate: the split has no val texts\n"); goto out; }
+        st = volt_trainer_validate(a.t, &volt_distilbert_ops, a.model, a.ld[1], test_ckpt);
+        if (st < 0) { fail("validate", st, volt_trainer_errmsg(a.t)); goto out; }
+        sub = NULL;
     }
-    if (a.zero) printf("Test accuracy %.4f\n", acc);
-    if (app_after_test(a.t, &o.tr, APP)) goto out;
-    if (a.zero && volt_trainer_log_dir(a.t)) printf("logs: %s\n", volt_trainer_log_dir(a.t));
+    if (sub && !strcmp(sub, "test")) {
+        st = volt_trainer_test(a.t, &volt_distilbert_ops, a.model, a.ld[2], test_ckpt);
+        if (st < 0) { fail("test", st, volt_trainer_errmsg(a.t)); goto out; }
+        double acc = 0.0;
+        if (!volt_trainer_metric(a.t, "test_acc", &acc)) {
+            fprintf(stderr, APP ": test ran but logged no test_acc\n");
+            goto out;
+        }
+        app_print_test_end(a.t, acc);
+        if (app_after_test(a.t, &o.tr, APP)) goto out;
+    }
+    app_print_logs(a.t);
     rc = 0;
 out:
+    if (pf && pf != stdout) fclose(pf);
     fflush(stdout);
     app_free(&a);
+    volt_cli_destroy(cli);
     return rc;
 }

@@ -34,6 +34,7 @@ typedef struct csvl {
     int64_t last_row_step;
     bool in_fit;                     /* validation inside fit runs with stage VALIDATE */
     bool val_after_batch;            /* a validation ran since the last train batch */
+    bool warned;                     /* the log_every_n_steps warning was printed */
 } csvl;
 
 static void row_visit(void *ctx, const char *name, double value, unsigned flags) {
@@ -233,6 +234,24 @@ static volt_status csvl_on_validation_end(void *self, volt_trainer *t) {
     return csvl_row(l, t, l->in_fit ? gs - 1 : gs);
 }
 
+/* Lightning's warning: with fewer optimizer steps per epoch than log_every_n_steps, no step
+ * row (train_loss) is ever written, and nothing else would say why. */
+static volt_status csvl_on_train_epoch_start(void *self, volt_trainer *t) {
+    csvl *l = self;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    if (l->warned || csvl_disabled(t) || !cfg || !volt_trainer_is_global_zero(t)) return VOLT_OK;
+    int64_t nb = volt_trainer_num_train_batches(t), acc = cfg->accumulate_grad_batches > 0 ? cfg->accumulate_grad_batches : 1;
+    int64_t steps = (nb + acc - 1) / acc;
+    if (nb > 0 && steps < cfg->log_every_n_steps) {
+        l->warned = true;
+        fprintf(stderr, "warning: The number of training batches (%lld) is smaller than the logging interval "
+                        "log_every_n_steps=%lld: no per-step rows (train_loss) reach metrics.csv. Set a lower value "
+                        "for --trainer.log_every_n_steps if you want to see logs for the training epoch.\n",
+                (long long)steps, (long long)cfg->log_every_n_steps);
+    }
+    return VOLT_OK;
+}
+
 static volt_status csvl_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     csvl *l = self;
     l->val_after_batch = false;
@@ -286,6 +305,7 @@ static const volt_callback_ops csvl_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "CSVLogger",
     .on_fit_start = csvl_on_fit_start,
     .on_fit_end = csvl_on_fit_end,
+    .on_train_epoch_start = csvl_on_train_epoch_start,
     .on_train_batch_end = csvl_on_train_batch_end,
     .on_train_epoch_end = csvl_on_train_epoch_end,
     .on_validation_start = csvl_on_validation_start,

@@ -99,4 +99,7 @@ void volt_cb_csv_close(volt_cb_csv *c);
  * the count, -1 on a quoting error or no memory. The caller frees cells[i] and *cells. */
 int volt_cb_csv_split(const char *line, char ***cells);
 
+/* CRC-32C (Castagnoli), as TFRecord framing uses it (callbacks/tensorboard.c). */
+uint32_t volt_cb_crc32c(const void *data, size_t n);
+
 #endif

@@ -1,7 +1,10 @@
 /* The progress bar: one line on stderr, rank 0 only.
  *
  * On a terminal the line is redrawn in place (\r, at most ~10 times a second):
- *   Epoch 1/3: 37/469 [00:12<02:41, 28.3it/s, train_loss=0.512, val_acc=0.871]
+ *   Epoch 0/2: 37/469 [00:12<02:41, 28.3it/s, train_loss=0.512, val_acc=0.871]
+ * Epochs count from 0 as trainer.current_epoch and the checkpoint names do ("Epoch 0/2" is
+ * the first of 3, as Lightning's rich bar writes it). A standalone validate / test line
+ * shows only the metrics that loop logged (no training values from an earlier fit).
  * validation and the sanity check borrow the line while they run, and each epoch ends with
  * a newline. Not a terminal (a log file, CI): a plain line every ~10% of the epoch, one at
  * epoch end, and one per validation / test run. Metrics logged with VOLT_LOG_PROG_BAR are
@@ -63,18 +66,32 @@ static void pb_emit(pb *p, const char *line, bool final) {
 static void pb_train_line(pb *p, const volt_trainer *t, int64_t done, char *line, size_t n) {
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     char prefix[64], post[1024];
-    int64_t ep = volt_trainer_current_epoch(t) + 1;
-    if (cfg && cfg->max_epochs > 0) snprintf(prefix, sizeof prefix, "Epoch %lld/%lld", (long long)ep, (long long)cfg->max_epochs);
+    int64_t ep = volt_trainer_current_epoch(t);
+    if (cfg && cfg->max_epochs > 0) snprintf(prefix, sizeof prefix, "Epoch %lld/%lld", (long long)ep, (long long)cfg->max_epochs - 1);
     else snprintf(prefix, sizeof prefix, "Epoch %lld", (long long)ep);
     pb_postfix(t, post, sizeof post);
     volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_train_batches(t), p->start,
                           now_s() - p->t0, post);
 }
 
+typedef struct postbuf { char *out; size_t n, k; } postbuf;
+
+static void post_visit(void *ctx, const char *name, double value, unsigned flags) {
+    postbuf *b = ctx;
+    if (!(flags & VOLT_LOG_PROG_BAR) || b->k >= b->n) return;
+    int w = snprintf(b->out + b->k, b->n - b->k, "%s%s=%.3g", b->k ? ", " : "", name, value);
+    if (w > 0) b->k += (size_t)w;
+    if (b->k >= b->n) { b->k = b->n; b->out[b->n - 1] = 0; }
+}
+
+/* metrics: the prog-bar metrics this loop made fresh (its epoch means), nothing older */
 static void pb_eval_line(pb *p, const volt_trainer *t, const char *prefix, int64_t done, bool metrics,
                          char *line, size_t n) {
     char post[1024] = "";
-    if (metrics) pb_postfix(t, post, sizeof post);
+    if (metrics) {
+        postbuf b = { post, sizeof post, 0 };
+        volt_trainer_visit_fresh_metrics(t, post_visit, &b);
+    }
     volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_eval_batches(t), p->vstart,
                           now_s() - p->v0, post);
 }

@@ -29,7 +29,7 @@ level_of_public() {   # volt/<name>.h -> the level of the layer that implements 
     trainer.h|checkpoint.h) echo 3 ;;
     callbacks.h) echo 4 ;;
     nn.h) echo 5 ;;
-    models.h|distilbert.h) echo 6 ;;
+    models.h|distilbert.h|distilbert_hf.h) echo 6 ;;
     cli.h) echo 7 ;;
     volt.h) echo 8 ;;        # the umbrella: programs only
     *) echo "?" ;;

@@ -2,7 +2,8 @@
 # Installs what volt needs on Debian 12, idempotently: only missing packages are fetched.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev
-      libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+      libopenmpi-dev openmpi-bin dataset-fashion-mnist
+      protobuf-compiler librsvg2-bin)   # tests: protoc reads TensorBoard files, rsvg-convert renders plots
 # the fuzz targets (tests/fuzz, scripts/fuzz.sh): clang with libFuzzer and its OpenMP
 command -v clang >/dev/null 2>&1 || PKGS+=(clang)
 PKGS+=(libclang-rt-dev libomp-dev)

@@ -37,10 +37,10 @@ run() {
     rc=$?
     [[ $rc == 0 ]] || { cat "$W/$name.log" "$W/$name.err"; die "$name: exit status $rc"; }
     local n
-    n=$(grep -cE '^test_acc: [01]\.[0-9]{4}$' "$W/$name.log")
+    n=$(grep -cE '^Test accuracy [01]\.[0-9]{4}$' "$W/$name.log")
     [[ $n == 1 ]] || { cat "$W/$name.log"; die "$name: test_acc printed $n times, want 1"; }
 }
-acc() { sed -n 's/^test_acc: //p' "$W/$1.log"; }
+acc() { sed -n 's/^Test accuracy //p' "$W/$1.log"; }
 learned() { awk -v a="$(acc "$1")" 'BEGIN { exit !(a >= 0.75) }' || die "$1: test_acc $(acc "$1") < 0.75"; }
 step_of() { "$CHECK" meta "$1" volt.global_step || die "no volt.global_step in $1"; }
 

@@ -50,8 +50,8 @@ check_output() {   # NAME: the informational lines once, two memory tables, the 
     local name=$1
     once "$name" '^volt-fashion-mnist: mlp, ' 1
     once "$name" '^best checkpoint: ' 1
-    once "$name" '^test_acc: [01]\.[0-9]{4}$' 1
-    once "$name" '^fit took ' 1
+    once "$name" '^Test accuracy [01]\.[0-9]{4}$' 1
+    once "$name" '^Time elapsed ' 1
     once "$name" '^logs: ' 1
     once "$name" '^exported the full weights ' 1
     grep -qF "exported the full weights (f32 safetensors) to $OUT/$name.safetensors" "$OUT/$name.log" ||

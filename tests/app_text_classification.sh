@@ -63,6 +63,12 @@ expect_ok() {   # LOGNAME: exit 0, a test accuracy line and the elapsed time lin
     grep -Eq '^Time elapsed [0-9]+\.[0-9]{2} min$' "$W/$log.log" || { cat "$W/$log.log"; die "$log: no 'Time elapsed' line"; }
 }
 
+expect_usage() {   # LOGNAME RC PATTERN: a usage error: exit 2 and a message matching PATTERN
+    local log=$1 rc=$2 pat=$3
+    [[ $rc == 2 ]] || { cat "$W/$log.log"; die "$log: exit status $rc, want 2"; }
+    grep -Eq -- "$pat" "$W/$log.log" || { cat "$W/$log.log"; die "$log: message does not match '$pat'"; }
+}
+
 expect_err() {   # LOGNAME RC PATTERN: exit 1 and a message matching PATTERN
     local log=$1 rc=$2 pat=$3
     [[ $rc == 1 ]] || { cat "$W/$log.log"; die "$log: exit status $rc, want 1"; }
@@ -126,11 +132,11 @@ smoke)
     ;;
 errors)
     run help --help; [[ $? == 0 ]] && grep -q -- '--limit-test-batches' "$W/help.log" || die "--help"
-    run e_flag --bogus; expect_err e_flag $? "unknown option '--bogus'"
-    run e_value --lr nope; expect_err e_value $? "bad value 'nope' for --lr"
-    run e_split --split 1,2; expect_err e_split $? "bad value '1,2' for --split"
-    run e_preset --model-preset huge; expect_err e_preset $? "bad value 'huge' for --model-preset"
-    run e_data --data xml:foo; expect_err e_data $? "expected imdb:DIR, csv:PATH, tsv:PATH or spam"
+    run e_flag --bogus; expect_usage e_flag $? "unknown option '--bogus'"
+    run e_value --lr nope; expect_usage e_value $? "bad value 'nope' for --lr"
+    run e_split --split 1,2; expect_usage e_split $? "bad value '1,2' for --split"
+    run e_preset --model-preset huge; expect_usage e_preset $? "bad value 'huge' for --model-preset"
+    run e_data --data xml:foo; expect_usage e_data $? "expected imdb:DIR, csv:PATH, tsv:PATH or spam"
     run e_spam --data "spam:$W/nowhere" "${COMMON[@]}"; expect_err e_spam $? "scripts/fetch_spam.sh"
     run e_csv --data "csv:$W/missing.csv" "${COMMON[@]}"; expect_err e_csv $? "not found"
     run e_vocab --data "csv:$W/tiny.csv" --vocab "$W/missing.txt" --model-preset tiny --max-length 16

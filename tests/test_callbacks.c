@@ -931,8 +931,8 @@ static void test_e2e_progress_bar(void) {
     CHECK(s != NULL, "captured stderr");
     if (!s) return;
     static const char *const want[] = {
-        "Epoch 1/2: 1/4 [", "Epoch 1/2: 2/4 [", "Epoch 1/2: 3/4 [", "Validation: 4/4 [", "Epoch 1/2: 4/4 [",
-        "Epoch 2/2: 1/4 [", "Epoch 2/2: 4/4 [", "Testing: 1/4 [", "Testing: 4/4 [",
+        "Epoch 0/1: 1/4 [", "Epoch 0/1: 2/4 [", "Epoch 0/1: 3/4 [", "Validation: 4/4 [", "Epoch 0/1: 4/4 [",
+        "Epoch 1/1: 1/4 [", "Epoch 1/1: 4/4 [", "Testing: 1/4 [", "Testing: 4/4 [",
     };
     const char *p = s;
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
@@ -940,12 +940,15 @@ static void test_e2e_progress_bar(void) {
         CHECK(q != NULL, "progress output lacks (in order) '%s':\n%s", want[i], s);
         if (q) p = q;
     }
-    const char *e1 = strstr(s, "Epoch 1/2: 4/4 [");
+    const char *e1 = strstr(s, "Epoch 0/1: 4/4 [");
     const char *eol = e1 ? strchr(e1, '\n') : NULL;
     CHECK(e1 && eol && strstr(e1, "val_score=0.5") && strstr(e1, "val_score=0.5") < eol && strstr(e1, "train_loss_step="),
           "epoch line shows the prog-bar metrics: %.*s", e1 && eol ? (int)(eol - e1) : 0, e1 ? e1 : "");
     const char *te = strstr(s, "Testing: 4/4 [");
     CHECK(te && strstr(te, "val_score=0.7"), "test line shows its metrics");
+    const char *te_eol = te ? strchr(te, '\n') : NULL;
+    CHECK(te && te_eol && !memmem(te, (size_t)(te_eol - te), "train_loss", 10),
+          "the test line shows no stale training metrics: %.*s", te && te_eol ? (int)(te_eol - te) : 0, te ? te : "");
     CHECK(!strchr(s, '\r') && !strstr(s, "Sanity"), "not a TTY: plain lines, no sanity-check line");
     free(s);
 }

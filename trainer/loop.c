@@ -57,12 +57,16 @@ static volt_status add_defaults(volt_trainer *t) {
         memmove(&t->cbs[1], &t->cbs[0], sizeof(volt_cb) * (size_t)(t->n_cbs - 1));
         t->cbs[0] = cb;
     }
+    if (t->cfg.enable_logger && t->cfg.enable_tensorboard && !has_callback(t, "TensorBoardLogger"))
+        VOLT_TRY(volt_add_tensorboard_logger(t));     /* after the CSV logger: it uses its log dir */
+    if (t->cfg.enable_logger && t->cfg.enable_plots && !has_callback(t, "MetricPlots")) VOLT_TRY(volt_add_metric_plots(t));
     if (t->cfg.enable_checkpointing && !has_callback(t, "ModelCheckpoint")) {
         volt_checkpoint_config cc;
         volt_checkpoint_config_init(&cc);
         VOLT_TRY(volt_add_model_checkpoint(t, &cc));
     }
     if (t->cfg.enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    if (t->cfg.enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
     /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
      * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count) */
     volt_cb tmp[VOLT_MAX_CALLBACKS];

@@ -25,6 +25,17 @@ void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned 
     m->fresh = true;
 }
 
+static volt_accum *accum_for(volt_trainer *t, const char *nm, bool exact) {
+    for (int i = 0; i < t->n_accums; i++)
+        if (!strcmp(t->accums[i].name, nm) && t->accums[i].stage == t->stage)
+            return t->accums[i].exact == exact ? &t->accums[i] : NULL;
+    if (t->n_accums == VOLT_MAX_METRICS) return NULL;
+    volt_accum *a = &t->accums[t->n_accums++];
+    *a = (volt_accum){ .stage = t->stage, .exact = exact };
+    snprintf(a->name, sizeof a->name, "%s", nm);
+    return a;
+}
+
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags) {
     volt_trainer *t = ctx;
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
@@ -43,21 +54,111 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     }
     if (flags & VOLT_LOG_EPOCH) {
         snprintf(nm, sizeof nm, both ? "%s_epoch" : "%s", name);
-        volt_accum *a = NULL;
-        for (int i = 0; i < t->n_accums; i++)
-            if (!strcmp(t->accums[i].name, nm) && t->accums[i].stage == t->stage) { a = &t->accums[i]; break; }
-        if (!a) {
-            if (t->n_accums == VOLT_MAX_METRICS) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log: too many metrics");
-            a = &t->accums[t->n_accums++];
-            *a = (volt_accum){ .stage = t->stage };
-            snprintf(a->name, sizeof a->name, "%s", nm);
-        }
+        volt_accum *a = accum_for(t, nm, false);
+        if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log('%s'): too many metrics, or logged both as counts and as values", name);
         double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
         a->sum += value * w;
         a->weight += w;
         a->flags = flags & ~(unsigned)VOLT_LOG_STEP;
     }
     return VOLT_OK;
+}
+
+/* A ratio of counts (hits / rows): the step value is num/den; the epoch value is
+ * Σnum/Σden over every batch and rank, summed as integers (exact in a double below 2^53),
+ * so the same hits over the same rows give the same bits under every strategy. */
+static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t num, int64_t den, unsigned flags) {
+    if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio: bad metric name");
+    if (num < 0 || den < 0 || num > den) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): want 0 <= num <= den, got %lld/%lld", name, (long long)num, (long long)den);
+    if (t->sanity) return VOLT_OK;
+    if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
+        flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
+    bool both = (flags & VOLT_LOG_STEP) && (flags & VOLT_LOG_EPOCH);
+    char nm[96];
+    if (flags & VOLT_LOG_STEP) {
+        double v = den ? (double)num / (double)den : 0.0;
+        if ((flags & VOLT_LOG_SYNC) && t->world > 1) {
+            double c[2] = { (double)num, (double)den };
+            volt_status st = t->strategy->ops->all_reduce_mean(t->strategy, c, 2);
+            if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, t->strategy->ops->errmsg(t->strategy));
+            v = c[1] > 0 ? round(c[0] * t->world) / round(c[1] * t->world) : 0.0;
+        }
+        snprintf(nm, sizeof nm, both ? "%s_step" : "%s", name);
+        volt__metric_set(t, nm, v, flags & ~(unsigned)VOLT_LOG_EPOCH);
+    }
+    if (flags & VOLT_LOG_EPOCH) {
+        snprintf(nm, sizeof nm, both ? "%s_epoch" : "%s", name);
+        volt_accum *a = accum_for(t, nm, true);
+        if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log_ratio('%s'): too many metrics, or logged both as counts and as values", name);
+        a->sum += (double)num;
+        a->weight += (double)den;
+        a->flags = flags & ~(unsigned)VOLT_LOG_STEP;
+    }
+    return VOLT_OK;
+}
+
+/* The confusion matrix of a non-train stage (val, test): counts[true * C + pred]. */
+static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, const int64_t *pred, const volt_tensor *y) {
+    if (t->sanity || C < 1 || C > 4096) return VOLT_OK;
+    volt_confusion_acc *m = NULL;
+    for (int i = 0; i < t->n_confusion && !m; i++)
+        if (t->confusion[i].stage == t->stage && !strcmp(t->confusion[i].prefix, prefix)) m = &t->confusion[i];
+    if (!m) {
+        if (t->n_confusion == VOLT_MAX_CONFUSION) return VOLT_OK;    /* beyond a few stages: accuracy only */
+        m = &t->confusion[t->n_confusion++];
+        *m = (volt_confusion_acc){ .stage = t->stage };
+        snprintf(m->prefix, sizeof m->prefix, "%s", prefix);
+    }
+    if (C > m->n_classes) {     /* first batch of the stage (or more classes): once, not per step */
+        int64_t *nc = calloc((size_t)C * (size_t)C, sizeof *nc);
+        if (!nc) return volt__terr(t, VOLT_ERR_NOMEM, "confusion matrix %dx%d", C, C);
+        for (int r = 0; r < m->n_classes; r++)
+            for (int c = 0; c < m->n_classes; c++) nc[r * C + c] = m->counts[r * m->n_classes + c];
+        free(m->counts);
+        m->counts = nc;
+        m->n_classes = C;
+    }
+    C = m->n_classes;
+    for (int64_t r = 0; r < y->shape.d[0]; r++) {
+        int64_t yt = y->dtype == VOLT_I32 ? ((const int32_t *)y->data)[r] : ((const int64_t *)y->data)[r];
+        if (yt < 0 || yt >= C) continue;    /* -100: ignored */
+        m->counts[yt * C + pred[r]]++;
+    }
+    m->used = true;
+    return VOLT_OK;
+}
+
+void volt_confusion_scores(int C, const int64_t *counts, volt_class_scores *out) {
+    *out = (volt_class_scores){ 0 };
+    int64_t total = 0, hits = 0;
+    double p = 0, r = 0, f = 0;
+    int present = 0;
+    for (int k = 0; k < C; k++) {
+        int64_t tp = counts[k * C + k], row = 0, col = 0;
+        for (int j = 0; j < C; j++) { row += counts[k * C + j]; col += counts[j * C + k]; }
+        total += row;
+        hits += tp;
+        if (row == 0 && col == 0) continue;   /* a class absent from targets and predictions */
+        present++;
+        double pk = col ? (double)tp / (double)col : 0.0, rk = row ? (double)tp / (double)row : 0.0;
+        p += pk;
+        r += rk;
+        f += pk + rk > 0 ? 2.0 * pk * rk / (pk + rk) : 0.0;
+    }
+    out->total = total;
+    out->correct = hits;
+    out->accuracy = total ? (double)hits / (double)total : 0.0;
+    if (present) { out->precision = p / present; out->recall = r / present; out->f1 = f / present; }
+}
+
+bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *prefix, int *n_classes, const int64_t **counts) {
+    for (int i = 0; i < t->n_confusion; i++)
+        if (!strcmp(t->confusion[i].prefix, prefix) && t->confusion[i].n_classes > 0) {
+            *n_classes = t->confusion[i].n_classes;
+            *counts = t->confusion[i].counts;
+            return true;
+        }
+    return false;
 }
 
 void volt__metrics_clear_fresh(volt_trainer *t) {
@@ -86,10 +187,54 @@ void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_v
         double v[2 * VOLT_MAX_METRICS];
         for (int i = 0; i < n; i++) { v[2 * i] = mine[i].sum; v[2 * i + 1] = mine[i].weight; }
         if (t->strategy->ops->all_reduce_mean(t->strategy, v, 2 * n) == VOLT_OK)
-            for (int i = 0; i < n; i++) { mine[i].sum = v[2 * i]; mine[i].weight = v[2 * i + 1]; }
+            for (int i = 0; i < n; i++) {
+                mine[i].sum = v[2 * i];
+                mine[i].weight = v[2 * i + 1];
+                if (mine[i].exact) {   /* the mean of integers times world: the integer sum back */
+                    mine[i].sum = round(mine[i].sum * t->world);
+                    mine[i].weight = round(mine[i].weight * t->world);
+                }
+            }
     }
     for (int i = 0; i < n; i++)
         if (mine[i].weight > 0) volt__metric_set(t, mine[i].name, mine[i].sum / mine[i].weight, mine[i].flags);
+    /* confusion matrices: every rank holds one of the same size when the stage ran on all
+     * ranks with the same classes; the sum is exact (integers) */
+    for (int i = 0; i < t->n_confusion; i++) {
+        volt_confusion_acc *m = &t->confusion[i];
+        if (m->stage != stage || !m->n_classes) continue;
+        int C = m->n_classes;
+        if (t->world > 1) {
+            double *d = malloc((size_t)C * (size_t)C * sizeof *d);
+            if (!d) continue;
+            for (int k = 0; k < C * C; k++) d[k] = (double)m->counts[k];
+            if (t->strategy->ops->all_reduce_mean(t->strategy, d, C * C) == VOLT_OK)
+                for (int k = 0; k < C * C; k++) m->counts[k] = (int64_t)llround(d[k] * t->world);
+            free(d);
+        }
+        if (m->used) {
+            volt_class_scores sc;
+            volt_confusion_scores(C, m->counts, &sc);
+            char nm[96];
+            unsigned fl = VOLT_LOG_EPOCH;
+            snprintf(nm, sizeof nm, "%s_precision", m->prefix);
+            volt__metric_set(t, nm, sc.precision, fl);
+            snprintf(nm, sizeof nm, "%s_recall", m->prefix);
+            volt__metric_set(t, nm, sc.recall, fl);
+            snprintf(nm, sizeof nm, "%s_f1", m->prefix);
+            volt__metric_set(t, nm, sc.f1, fl);
+        }
+        m->used = false;
+    }
+}
+
+/* The matrix of the stage's last finished epoch stays readable until the next one starts. */
+static void confusion_reset(volt_trainer *t, volt_stage stage) {
+    for (int i = 0; i < t->n_confusion; i++)
+        if (t->confusion[i].stage == stage && t->confusion[i].counts) {
+            memset(t->confusion[i].counts, 0, (size_t)t->confusion[i].n_classes * (size_t)t->confusion[i].n_classes * sizeof(int64_t));
+            t->confusion[i].used = false;
+        }
 }
 
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
@@ -97,6 +242,12 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
     for (int i = 0; i < t->n_accums; i++)
         if (t->accums[i].stage != stage) t->accums[keep++] = t->accums[i];
     t->n_accums = keep;
+    confusion_reset(t, stage);
+}
+
+void volt__metrics_free(volt_trainer *t) {
+    for (int i = 0; i < t->n_confusion; i++) free(t->confusion[i].counts);
+    t->n_confusion = 0;
 }
 
 /* ---- public ---------------------------------------------------------------------------- */
@@ -115,17 +266,36 @@ volt_status volt_log_value(volt_step *s, const char *name, double value, unsigne
     return s->log_fn(s->log_ctx, name, value, flags);
 }
 
+volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags) {
+    if (!s->log_fn) return VOLT_OK;
+    if (s->log_fn == volt__trainer_log) return trainer_log_counts(s->log_ctx, name, num, den, flags);
+    return s->log_fn(s->log_ctx, name, den ? (double)num / (double)den : 0.0, flags);
+}
+
 volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage) {
     bool train = !strcmp(stage, "train");
     volt_tensor *loss = volt_cross_entropy(s, logits, y);
-    volt_tensor *acc = volt_accuracy(s, logits, y);
-    if (!loss || !acc) return volt_step_status(s);
+    volt_tensor *pred = volt_argmax(s, logits);
+    if (!loss || !pred) return volt_step_status(s);
+    if ((y->dtype != VOLT_I32 && y->dtype != VOLT_I64) || y->shape.ndim != 1 || y->shape.d[0] != pred->shape.d[0])
+        return volt_step_fail(s, VOLT_ERR_SHAPE, "volt_classification_step: want targets (N) i32/i64 for logits (N, C)");
+    /* accuracy as counts (hits, rows), like torchmetrics: exact across batches and ranks */
+    const int64_t *p = pred->data;
+    int64_t hits = 0, rows = 0;
+    for (int64_t r = 0; r < y->shape.d[0]; r++) {
+        int64_t yt = y->dtype == VOLT_I32 ? ((const int32_t *)y->data)[r] : ((const int64_t *)y->data)[r];
+        if (yt == -100) continue;
+        rows++;
+        hits += p[r] == yt;
+    }
     unsigned eval = VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR;
     char name[64];
     snprintf(name, sizeof name, "%s_loss", stage);
     VOLT_TRY(volt_log(s, name, loss, train ? VOLT_LOG_STEP | VOLT_LOG_PROG_BAR : eval));
     snprintf(name, sizeof name, "%s_acc", stage);
-    VOLT_TRY(volt_log(s, name, acc, train ? VOLT_LOG_EPOCH : eval));
+    VOLT_TRY(volt_log_ratio(s, name, hits, rows, train ? VOLT_LOG_EPOCH : eval));
+    if (!train && s->log_fn == volt__trainer_log)
+        VOLT_TRY(confusion_add(s->log_ctx, stage, (int)logits->shape.d[1], p, y));
     return train ? volt_step_set_loss(s, loss) : VOLT_OK;
 }
 

@@ -37,6 +37,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .grad_scaler_init_scale = 65536.f, .grad_scaler_growth_factor = 2.f,
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
         .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
+        .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
     };
 }
 
@@ -112,6 +113,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
+    volt__metrics_free(t);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t);

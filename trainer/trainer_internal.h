@@ -25,9 +25,20 @@ typedef struct volt_accum {   /* an epoch-level metric being averaged */
     char name[96];
     volt_stage stage;
     bool in_fit_val;         /* validation inside fit vs. standalone */
-    double sum, weight;
+    double sum, weight;      /* exact: integer counts (sum of hits, weight = rows), so the mean
+                                is the same number however batches and ranks split them */
+    bool exact;
     unsigned flags;
 } volt_accum;
+
+typedef struct volt_confusion_acc {   /* a stage's confusion matrix: counts[true * C + pred] */
+    char prefix[32];         /* "val", "test": metrics <prefix>_precision/_recall/_f1 */
+    volt_stage stage;
+    int n_classes;
+    int64_t *counts;         /* C*C; grown when a batch brings more classes */
+    bool used;               /* counted since the last epoch end */
+} volt_confusion_acc;
+#define VOLT_MAX_CONFUSION 4
 
 struct volt_trainer {
     volt_trainer_config cfg;
@@ -60,6 +71,8 @@ struct volt_trainer {
     int n_metrics;
     volt_accum accums[VOLT_MAX_METRICS];
     int n_accums;
+    volt_confusion_acc confusion[VOLT_MAX_CONFUSION];
+    int n_confusion;
 
     char *log_dir;
     volt_ckpt_resolver resolver;
@@ -78,6 +91,7 @@ void volt__metrics_clear_fresh(volt_trainer *t);
 void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val);
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
 void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
+void volt__metrics_free(volt_trainer *t);
 
 /* precision.c: the precision plugin at the loop's fixed points (precision/precision.h) */
 volt_status volt__prec_create(volt_trainer *t);

@@ -37,6 +37,18 @@ volt_status volt_log_value(volt_step *s, const char *name, double value, unsigne
  * on the progress bar, accuracy as an epoch mean; other stages: both epoch means on the
  * progress bar). For "train" the loss becomes the step's loss. */
 volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
+/* A ratio of integer counts (e.g. hits / rows), like a torchmetrics state: the step value is
+ * num/den, the epoch value Σnum/Σden over all batches and ranks, so equal counts give
+ * bitwise-equal scores under every strategy and batch split. volt_classification_step
+ * logs "<stage>_acc" this way. */
+volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags);
+/* Scores of a confusion matrix counts[true * C + pred]: accuracy, and macro precision,
+ * recall and F1 over the classes that occur (as targets or predictions). */
+typedef struct volt_class_scores {
+    int64_t total, correct;
+    double accuracy, precision, recall, f1;
+} volt_class_scores;
+void volt_confusion_scores(int n_classes, const int64_t *counts, volt_class_scores *out);
 /* The training_step's loss: the trainer runs backward on it. */
 volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
 
@@ -163,6 +175,13 @@ typedef struct volt_trainer_config {
                                         checkpoints; resuming a fit from a checkpoint with another
                                         fingerprint is an error */
     bool resume_anyway;              /* resume despite another fingerprint (a warning names what differs) */
+    /* ---- console and loggers (appended; issue 14) ---- */
+    bool enable_model_summary;       /* default true: ModelSummary table at fit start and the
+                                        results table after validate / test (stdout, rank 0) */
+    bool enable_tensorboard;         /* default true (with enable_logger): TensorBoard event file
+                                        beside metrics.csv */
+    bool enable_plots;               /* default true (with enable_logger): SVG plots of metrics.csv
+                                        at the end of fit */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -245,6 +264,12 @@ const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value
 typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
 void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
 
+/* The confusion matrix volt_classification_step counted for a non-train stage ("val",
+ * "test"), summed over ranks at the stage's epoch end (its scores are logged as
+ * "<stage>_precision", "_recall", "_f1"). counts[true * C + pred], valid until the next run
+ * of that stage. false when none was counted. */
+bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
+
 /* ---- memory report (the struct: volt/memory.h) ----------------------------------------------- */
 /* This rank's report (after the model exists: fit/validate/test has set it up). */
 volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out);
@@ -311,6 +336,17 @@ volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_c
 volt_status volt_add_lr_monitor(volt_trainer *t);
 volt_status volt_add_progress_bar(volt_trainer *t);
 volt_status volt_add_csv_logger(volt_trainer *t);
+/* ModelSummary (the parameter table at fit start) + the results table after validate/test. */
+volt_status volt_add_model_summary(volt_trainer *t);
+/* TensorBoard: events.out.tfevents.<time>.<host> in the log dir (scalars per step and epoch,
+ * hparams, the run config as text), rank 0. */
+volt_status volt_add_tensorboard_logger(volt_trainer *t);
+/* At the end of fit, SVG plots of <log_dir>/metrics.csv: loss.svg and accuracy.svg (train
+ * and val against step), rank 0. */
+volt_status volt_add_metric_plots(volt_trainer *t);
+/* Write SVG plots of a metrics.csv: for each group ("loss": *_loss*, "acc": *_acc*) with data,
+ * <out_prefix><group>.svg. *n_written gets how many files were written. */
+volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, int *n_written, char *err, size_t errlen);
 /* ModelCheckpoint's results (the first one added). NULL / NAN when none yet. */
 const char *volt_trainer_best_model_path(const volt_trainer *t);
 double volt_trainer_best_model_score(const volt_trainer *t);

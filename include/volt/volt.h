@@ -14,4 +14,5 @@
 #include "volt/distilbert.h"
 #include "volt/models.h"
 #include "volt/nn.h"
+#include "volt/cli.h"
 #endif

@@ -1,0 +1,668 @@
+/* volt_cli: keys, config files, overrides, --help, --print-config (include/volt/cli.h).
+ * The merged config is one cJSON tree of sections; each key's value is checked against its
+ * declared type, bounds and choices wherever it comes from (default, file, command line). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "cli/cli_internal.h"
+
+#define MAX_KEYS 256
+
+typedef struct row {
+    volt_cli_key k;          /* strings borrowed (program table / trainer table) */
+    char *dflt;              /* owned copy of the current default text (NULL = null) */
+    const volt__trainer_field *tf;   /* trainer field, or NULL */
+    char keybuf[128];        /* "trainer.<field>" for trainer rows (k.key points here) */
+    bool set;                /* given by a file or the command line */
+} row;
+
+struct volt_cli {
+    volt_cli_config cfg;
+    row rows[MAX_KEYS];
+    int n;
+    cJSON *tree;
+    char *sub;
+    char *merged_json;       /* kept for run_config_json */
+    FILE *out, *err;
+    char errmsg[512];
+};
+
+static volt_status cli_fail(volt_cli *c, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static volt_status cli_fail(volt_cli *c, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void volt__cli_seterr(volt_cli *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+}
+
+const char *volt_cli_errmsg(const volt_cli *c) { return c ? c->errmsg : "no cli"; }
+
+int volt_cli_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 99;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = a[i - 1] != b[j - 1] && !((a[i - 1] == '-' || a[i - 1] == '_') && (b[j - 1] == '-' || b[j - 1] == '_'));
+            int m = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < m) m = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < m) m = d[i - 1][j - 1] + cost;
+            d[i][j] = m;
+        }
+    return d[la][lb];
+}
+
+static row *find_row(const volt_cli *c, const char *key) {
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->rows[i].k.key, key)) return (row *)&c->rows[i];
+    return NULL;
+}
+
+/* The closest key or alias to name (NULL if none is close): "--trainer.max_epoch" and
+ * "--max_epochs" both suggest trainer.max_epochs. */
+static const char *suggest(const volt_cli *c, const char *name) {
+    const char *best = NULL;
+    int bd = 99;
+    for (int i = 0; i < c->n; i++) {
+        const row *r = &c->rows[i];
+        const char *dot = strrchr(r->k.key, '.');
+        const char *cands[3] = { r->k.key, dot ? dot + 1 : NULL, r->k.alias };
+        for (int j = 0; j < 3; j++) {
+            if (!cands[j]) continue;
+            int d = volt_cli_edit_distance(name, cands[j]);
+            if (d < bd) { bd = d; best = j == 2 ? r->k.alias : r->k.key; }
+        }
+    }
+    size_t len = strlen(name);
+    int limit = len <= 4 ? 1 : len <= 10 ? 2 : 3;
+    return bd <= limit ? best : NULL;
+}
+
+/* ---- values ------------------------------------------------------------------------------------ */
+static bool parse_bool(const char *s, bool *out) {
+    static const char *const t[] = { "true", "1", "yes", "on", NULL }, *const f[] = { "false", "0", "no", "off", NULL };
+    for (int i = 0; t[i]; i++) if (!strcmp(s, t[i])) { *out = true; return true; }
+    for (int i = 0; f[i]; i++) if (!strcmp(s, f[i])) { *out = false; return true; }
+    return false;
+}
+
+static bool in_choices(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = choices; p && *p;) {
+        const char *e = strchr(p, '|');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && !strncmp(p, v, n)) return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+static const char *type_name(volt_cli_type t) {
+    switch (t) {
+    case VOLT_CLI_INT: return "INT";
+    case VOLT_CLI_FLOAT: return "FLOAT";
+    case VOLT_CLI_BOOL: return "BOOL";
+    default: return "STR";
+    }
+}
+
+/* Check a value (from a file or made from text) against the key; NULL on success, else why. */
+static const char *check_value(const row *r, const cJSON *v, char *why, size_t n) {
+    const volt_cli_key *k = &r->k;
+    if (cJSON_IsNull(v)) {
+        if (k->type == VOLT_CLI_STRING || !k->dflt) return NULL;
+        snprintf(why, n, "want %s, got null", k->type == VOLT_CLI_BOOL ? "true or false" : "a number");
+        return why;
+    }
+    switch (k->type) {
+    case VOLT_CLI_BOOL:
+        if (!cJSON_IsBool(v)) { snprintf(why, n, "want true or false"); return why; }
+        return NULL;
+    case VOLT_CLI_STRING:
+        if (!cJSON_IsString(v)) { snprintf(why, n, "want a string"); return why; }
+        if (k->choices && !in_choices(k->choices, v->valuestring)) {
+            snprintf(why, n, "want one of %s", k->choices);
+            return why;
+        }
+        return NULL;
+    case VOLT_CLI_INT:
+    case VOLT_CLI_FLOAT: {
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { snprintf(why, n, "want %s", k->type == VOLT_CLI_INT ? "an integer" : "a number"); return why; }
+        double d = v->valuedouble;
+        if (k->type == VOLT_CLI_INT && d != floor(d)) { snprintf(why, n, "want an integer"); return why; }
+        if ((k->min != 0 || k->max != 0) && (d < k->min || d > k->max)) {
+            if (k->max >= 1e15) snprintf(why, n, "want %s >= %g", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min);
+            else snprintf(why, n, "want %s in [%g, %g]", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min, k->max);
+            return why;
+        }
+        return NULL;
+    }
+    }
+    return NULL;
+}
+
+/* Text (command line, defaults) to a value of the key's type; NULL + why on a bad value. */
+static cJSON *value_from_text(const row *r, const char *s, char *why, size_t n) {
+    cJSON *v = NULL;
+    if (!s || !strcmp(s, "null")) v = cJSON_CreateNull();
+    else switch (r->k.type) {
+    case VOLT_CLI_BOOL: {
+        bool b;
+        if (!parse_bool(s, &b)) { snprintf(why, n, "want true or false"); return NULL; }
+        v = cJSON_CreateBool(b);
+        break;
+    }
+    case VOLT_CLI_INT: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(s, &end, 10);
+        if (errno || end == s || *end) { snprintf(why, n, "want an integer"); return NULL; }
+        v = cJSON_CreateNumber((double)x);
+        break;
+    }
+    case VOLT_CLI_FLOAT: {
+        char *end;
+        errno = 0;
+        double x = strtod(s, &end);
+        if (errno || end == s || *end || !isfinite(x)) { snprintf(why, n, "want a number"); return NULL; }
+        v = cJSON_CreateNumber(x);
+        break;
+    }
+    case VOLT_CLI_STRING:
+        v = cJSON_CreateString(s);
+        break;
+    }
+    if (!v) { snprintf(why, n, "out of memory"); return NULL; }
+    if (check_value(r, v, why, n)) { cJSON_Delete(v); return NULL; }
+    return v;
+}
+
+/* Put v (taken) at key in the tree, creating the section objects. */
+static bool tree_put(cJSON *tree, const char *key, cJSON *v) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", key);
+    cJSON *obj = tree;
+    char *p = buf;
+    for (char *dot; (dot = strchr(p, '.')); p = dot + 1) {
+        *dot = 0;
+        cJSON *sub = cJSON_GetObjectItemCaseSensitive(obj, p);
+        if (!sub) { sub = cJSON_AddObjectToObject(obj, p); if (!sub) { cJSON_Delete(v); return false; } }
+        obj = sub;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(obj, p)) return cJSON_ReplaceItemInObjectCaseSensitive(obj, p, v);
+    return cJSON_AddItemToObject(obj, p, v);
+}
+
+static const cJSON *tree_get(const cJSON *tree, const char *key) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", key);
+    const cJSON *obj = tree;
+    char *p = buf;
+    for (char *dot; obj && (dot = strchr(p, '.')); p = dot + 1) {
+        *dot = 0;
+        obj = cJSON_GetObjectItemCaseSensitive(obj, p);
+    }
+    return obj ? cJSON_GetObjectItemCaseSensitive(obj, p) : NULL;
+}
+
+/* ---- create ------------------------------------------------------------------------------------- */
+static bool key_ok(const char *k) {
+    if (!k || !*k || strlen(k) > 120 || *k == '.' || k[strlen(k) - 1] == '.') return false;
+    for (const char *p = k; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-')) return false;
+    return true;
+}
+
+static void tf_default(const volt__trainer_field *f, const volt_trainer_config *tc, char *buf, size_t n, const char **out) {
+    const char *base = (const char *)tc + f->offset;
+    *out = buf;
+    if (f->dflt) { *out = !strcmp(f->dflt, "null") ? NULL : f->dflt; return; }
+    switch (f->ftype) {
+    case VOLT__TF_I64: { int64_t v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%lld", (long long)v); break; }
+    case VOLT__TF_INT: { int v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%d", v); break; }
+    case VOLT__TF_F32: { float v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%.9g", (double)v); break; }
+    case VOLT__TF_BOOL: { bool v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%s", v ? "true" : "false"); break; }
+    case VOLT__TF_U64: { uint64_t v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%llu", (unsigned long long)v); break; }
+    case VOLT__TF_STR: { const char *v; memcpy(&v, base, sizeof v); *out = v; break; }
+    }
+}
+
+static volt_status add_row(volt_cli *c, const volt_cli_key *k, const char *dflt, const volt__trainer_field *tf) {
+    if (c->n == MAX_KEYS) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: more than %d keys", MAX_KEYS);
+    if (!key_ok(k->key)) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: bad key name '%s'", k->key ? k->key : "(null)");
+    for (int i = 0; i < c->n; i++) {
+        const row *o = &c->rows[i];
+        if (!strcmp(o->k.key, k->key) || (k->alias && o->k.alias && !strcmp(o->k.alias, k->alias)))
+            return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: key '%s' (alias '%s') given twice", k->key, k->alias ? k->alias : "");
+    }
+    row *r = &c->rows[c->n];
+    *r = (row){ .k = *k, .tf = tf };
+    r->k.dflt = NULL;
+    if (dflt && !(r->dflt = strdup(dflt))) return VOLT_ERR_NOMEM;
+    c->n++;
+    return VOLT_OK;
+}
+
+volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
+    *out = NULL;
+    if (!cfg || cfg->version != VOLT_CLI_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    volt_cli *c = calloc(1, sizeof *c);
+    if (!c) return VOLT_ERR_NOMEM;
+    *out = c;
+    c->cfg = *cfg;
+    if (!c->cfg.subcommands) c->cfg.subcommands = "fit|validate|test|predict";
+    c->out = cfg->out ? cfg->out : stdout;
+    c->err = cfg->err ? cfg->err : stderr;
+    if (!cfg->no_trainer_keys) {
+        volt_trainer_config tc;
+        volt_trainer_config_init(&tc);
+        for (int i = 0; i < volt__n_trainer_fields; i++) {
+            const volt__trainer_field *f = &volt__trainer_fields[i];
+            char key[128], buf[64];
+            snprintf(key, sizeof key, "trainer.%s", f->name);
+            const char *d;
+            tf_default(f, &tc, buf, sizeof buf, &d);
+            static const volt_cli_type map[] = { VOLT_CLI_INT, VOLT_CLI_INT, VOLT_CLI_FLOAT, VOLT_CLI_BOOL, VOLT_CLI_INT, VOLT_CLI_STRING };
+            volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help, .alias = f->alias,
+                               .choices = f->choices, .min = f->min, .max = f->max };
+            k.key = key;
+            VOLT_TRY(add_row(c, &k, d, f));
+            row *r = &c->rows[c->n - 1];      /* rows never move: the key lives in the row */
+            snprintf(r->keybuf, sizeof r->keybuf, "%s", key);
+            r->k.key = r->keybuf;
+        }
+    }
+    for (int i = 0; i < cfg->n_keys; i++) {
+        if (cfg->keys[i].key && !strncmp(cfg->keys[i].key, "trainer.", 8) && !cfg->no_trainer_keys)
+            return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: '%s': trainer.* keys are the trainer's", cfg->keys[i].key);
+        VOLT_TRY(add_row(c, &cfg->keys[i], cfg->keys[i].dflt, NULL));
+    }
+    for (int i = 0; i < c->n; i++) {     /* every default must be a valid value */
+        char why[128];
+        cJSON *v = value_from_text(&c->rows[i], c->rows[i].dflt, why, sizeof why);
+        if (!v) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: default '%s' of '%s': %s", c->rows[i].dflt, c->rows[i].k.key, why);
+        cJSON_Delete(v);
+    }
+    return VOLT_OK;
+}
+
+void volt_cli_destroy(volt_cli *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) free(c->rows[i].dflt);
+    cJSON_Delete(c->tree);
+    free(c->sub);
+    free(c->merged_json);
+    free(c);
+}
+
+volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value) {
+    row *r = find_row(c, key);
+    if (!r) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default: no key '%s'", key);
+    char why[128];
+    cJSON *v = value_from_text(r, value, why, sizeof why);
+    if (!v) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default('%s', '%s'): %s", key, value, why);
+    cJSON_Delete(v);
+    char *d = value ? strdup(value) : NULL;
+    if (value && !d) return VOLT_ERR_NOMEM;
+    free(r->dflt);
+    r->dflt = d;
+    return VOLT_OK;
+}
+
+/* ---- help ------------------------------------------------------------------------------------ */
+static void section_of(const char *key, char *buf, size_t n) {
+    const char *dot = strchr(key, '.');
+    if (!dot) snprintf(buf, n, "%s", "");
+    else snprintf(buf, n, "%.*s", (int)(dot - key), key);
+}
+
+void volt_cli_print_help(const volt_cli *c, FILE *f) {
+    fprintf(f, "usage: %s [%s] [--config FILE.json]... [--SECTION.KEY VALUE | --SECTION.KEY=VALUE]...\n",
+            c->cfg.prog, c->cfg.subcommands);
+    if (c->cfg.description) fprintf(f, "%s\n", c->cfg.description);
+    fprintf(f, "\nsubcommands: %s", c->cfg.subcommands);
+    if (c->cfg.default_subcommand) fprintf(f, " (default %s)", c->cfg.default_subcommand);
+    fputs("\n\n"
+          "  --config FILE              a JSON config ({\"trainer\": {\"max_epochs\": 3}, ...});\n"
+          "                             repeatable, later files win; command-line keys win over files\n"
+          "  --print-config             print the merged config as JSON (reusable with --config) and exit\n"
+          "  --version                  print the version and exit\n"
+          "  -h, --help                 this text\n", f);
+    /* sections in order of first appearance */
+    char seen[32][64];
+    int ns = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < c->n; i++) {
+            char sec[64];
+            section_of(c->rows[i].k.key, sec, sizeof sec);
+            bool trainer = !strcmp(sec, "trainer");
+            if (trainer != (pass == 1)) continue;   /* the program's sections first, trainer last */
+            bool have = false;
+            for (int j = 0; j < ns; j++) have = have || !strcmp(seen[j], sec);
+            if (!have && ns < 32) snprintf(seen[ns++], sizeof seen[0], "%s", sec);
+        }
+    for (int s = 0; s < ns; s++) {
+        fprintf(f, "\n%s:\n", *seen[s] ? seen[s] : "run");
+        for (int i = 0; i < c->n; i++) {
+            const row *r = &c->rows[i];
+            char sec[64];
+            section_of(r->k.key, sec, sizeof sec);
+            if (strcmp(sec, seen[s])) continue;
+            char lhs[160];
+            snprintf(lhs, sizeof lhs, "--%s %s", r->k.key, r->k.type == VOLT_CLI_BOOL ? "[BOOL]" : type_name(r->k.type));
+            fprintf(f, "  %-40s %s", lhs, r->k.help ? r->k.help : "");
+            if (r->k.choices) fprintf(f, " {%s}", r->k.choices);
+            fprintf(f, " (default: %s)", r->dflt ? r->dflt : "null");
+            if (r->k.alias) fprintf(f, " [--%s%s]", r->k.alias, r->k.type == VOLT_CLI_BOOL ? "" : " V");
+            fputc('\n', f);
+        }
+    }
+}
+
+/* ---- parse ----------------------------------------------------------------------------------- */
+static int usage_err(volt_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_err(volt_cli *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    fprintf(c->err, "%s: %s (try --help)\n", c->cfg.prog, c->errmsg);
+    return VOLT_CLI_USAGE;
+}
+
+static int unknown_key(volt_cli *c, const char *where, const char *name) {
+    const char *s = suggest(c, name);
+    const char *what = *where ? "unknown key '" : "unknown option '--";
+    if (s) return usage_err(c, "%s%s%s'; did you mean '--%s'?", where, what, name, s);
+    return usage_err(c, "%s%s%s'", where, what, name);
+}
+
+/* Merge object o (a file's section at prefix) into the tree, checking every key. */
+static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJSON *o) {
+    for (const cJSON *it = o->child; it; it = it->next) {
+        char key[256], where[512];
+        snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", it->string ? it->string : "");
+        snprintf(where, sizeof where, "config '%s': ", file);
+        row *r = find_row(c, key);
+        if (!r && cJSON_IsObject(it)) {
+            size_t kl = strlen(key);
+            bool is_section = false;
+            for (int i = 0; i < c->n && !is_section; i++)
+                is_section = !strncmp(c->rows[i].k.key, key, kl) && c->rows[i].k.key[kl] == '.';
+            if (is_section) {
+                int rc = merge_obj(c, file, key, it);
+                if (rc) return rc;
+                continue;
+            }
+        }
+        if (!r) return unknown_key(c, where, key);
+        char why[128];
+        if (check_value(r, it, why, sizeof why)) {
+            char *txt = cJSON_PrintUnformatted(it);
+            int rc = usage_err(c, "%sbad value %s for '%s': %s", where, txt ? txt : "?", key, why);
+            free(txt);
+            return rc;
+        }
+        cJSON *dup = cJSON_Duplicate(it, true);
+        if (!dup || !tree_put(c->tree, key, dup)) return usage_err(c, "out of memory");
+        r->set = true;
+    }
+    return 0;
+}
+
+static int load_file(volt_cli *c, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return usage_err(c, "--config '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            if (cap >= (1u << 26)) { free(buf); buf = NULL; break; }
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return usage_err(c, "--config '%s': too large or out of memory", path);
+    buf[n] = 0;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithOpts(buf, &end, true);
+    if (!o) {
+        int line = 1;
+        for (const char *p = buf; end && p < end; p++) line += *p == '\n';
+        free(buf);
+        return usage_err(c, "--config '%s': not valid JSON (near line %d)", path, line);
+    }
+    free(buf);
+    int rc = cJSON_IsObject(o) ? merge_obj(c, path, "", o) : usage_err(c, "--config '%s': want a JSON object", path);
+    cJSON_Delete(o);
+    return rc;
+}
+
+static bool in_subcommands(const volt_cli *c, const char *s) { return in_choices(c->cfg.subcommands, s); }
+
+enum { OPT_CONFIG = 1000, OPT_PRINT, OPT_VERSION, OPT_HELP, OPT_KEY = 2000, OPT_ALIAS = 4000 };
+
+typedef struct pending { int row; bool alias; const char *val; } pending;
+
+int volt_cli_parse(volt_cli *c, int argc, char **argv) {
+    cJSON_Delete(c->tree);
+    c->tree = cJSON_CreateObject();
+    free(c->sub);
+    c->sub = NULL;
+    if (!c->tree) return usage_err(c, "out of memory");
+    for (int i = 0; i < c->n; i++) {
+        char why[128];
+        c->rows[i].set = false;
+        cJSON *v = value_from_text(&c->rows[i], c->rows[i].dflt, why, sizeof why);
+        if (!v || !tree_put(c->tree, c->rows[i].k.key, v)) return usage_err(c, "out of memory");
+    }
+    struct option *lo = calloc((size_t)(2 * c->n + 8), sizeof *lo);
+    pending *pend = calloc((size_t)argc + 1, sizeof *pend);
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int nl = 0, np = 0, nf = 0, rc = 0;
+    bool print = false;
+    if (!lo || !pend || !files) { rc = usage_err(c, "out of memory"); goto done; }
+    lo[nl++] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
+    lo[nl++] = (struct option){ "print-config", no_argument, NULL, OPT_PRINT };
+    lo[nl++] = (struct option){ "print_config", no_argument, NULL, OPT_PRINT };
+    lo[nl++] = (struct option){ "version", no_argument, NULL, OPT_VERSION };
+    lo[nl++] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+    for (int i = 0; i < c->n; i++) {
+        const row *r = &c->rows[i];
+        lo[nl++] = (struct option){ r->k.key, r->k.type == VOLT_CLI_BOOL ? optional_argument : required_argument, NULL, OPT_KEY + i };
+        if (r->k.alias)
+            lo[nl++] = (struct option){ r->k.alias, r->k.type == VOLT_CLI_BOOL ? no_argument : required_argument, NULL, OPT_ALIAS + i };
+    }
+    opterr = 0;
+    optind = 0;     /* GNU: full re-initialisation */
+    for (;;) {
+        int li = -1;
+        int o = getopt_long(argc, argv, "-:h", lo, &li);
+        if (o == -1) break;
+        if (o == 1) {                       /* a positional argument */
+            if (!c->sub && in_subcommands(c, optarg)) {
+                if (!(c->sub = strdup(optarg))) { rc = usage_err(c, "out of memory"); goto done; }
+            } else if (!c->sub && np == 0 && nf == 0) {
+                rc = usage_err(c, "unknown subcommand '%s' (want %s)", optarg, c->cfg.subcommands);
+                goto done;
+            } else {
+                rc = usage_err(c, "unexpected argument '%s'", optarg);
+                goto done;
+            }
+        } else if (o == 'h' || o == OPT_HELP) {
+            volt_cli_print_help(c, c->out);
+            rc = VOLT_CLI_DONE;
+            goto done;
+        } else if (o == OPT_VERSION) {
+            if (c->cfg.version_text) fprintf(c->out, "%s\n", c->cfg.version_text);
+            else fprintf(c->out, "%s (volt %d.%d.%d)\n", c->cfg.prog, VOLT_VERSION_MAJOR, VOLT_VERSION_MINOR, VOLT_VERSION_PATCH);
+            rc = VOLT_CLI_DONE;
+            goto done;
+        } else if (o == OPT_CONFIG) {
+            files[nf++] = optarg;
+        } else if (o == OPT_PRINT) {
+            print = true;
+        } else if (o >= OPT_KEY && o < OPT_ALIAS + c->n) {
+            bool alias = o >= OPT_ALIAS;
+            int ri = o - (alias ? OPT_ALIAS : OPT_KEY);
+            /* getopt_long takes unambiguous prefixes ("--trainer.max_epoch"): keys must be
+             * spelled out, or a typo silently sets another key */
+            const char *a = argv[optind - 1 - (optarg && optarg == argv[optind - 1] ? 1 : 0)];
+            const char *nm = alias ? c->rows[ri].k.alias : c->rows[ri].k.key;
+            size_t nl_ = strlen(nm);
+            if (strncmp(a, "--", 2) || strncmp(a + 2, nm, nl_) || (a[2 + nl_] && a[2 + nl_] != '=')) {
+                char name[256];
+                snprintf(name, sizeof name, "%s", a + 2);
+                char *eq = strchr(name, '=');
+                if (eq) *eq = 0;
+                rc = unknown_key(c, "", name);
+                goto done;
+            }
+            const char *val = optarg;
+            /* "--flag true" with a space: take the next word when it is a boolean */
+            if (!alias && c->rows[ri].k.type == VOLT_CLI_BOOL && !val && optind < argc) {
+                bool b;
+                if (parse_bool(argv[optind], &b)) val = argv[optind++];
+            }
+            pend[np++] = (pending){ ri, alias, val };
+        } else if (o == ':') {
+            const char *a = argv[optind - 1];
+            rc = usage_err(c, "%s needs a value", a ? a : "an option");
+            goto done;
+        } else {                            /* '?': unknown, ambiguous, or a value given to a switch */
+            const char *a = optind > 0 ? argv[optind - 1] : NULL;
+            if (!a || strncmp(a, "--", 2)) { rc = usage_err(c, "unknown option '%s'", a ? a : "?"); goto done; }
+            char name[256];
+            snprintf(name, sizeof name, "%s", a + 2);
+            char *eq = strchr(name, '=');
+            if (eq) *eq = 0;
+            row *r = NULL;
+            for (int i = 0; i < c->n && !r; i++)
+                if (c->rows[i].k.alias && !strcmp(c->rows[i].k.alias, name)) r = &c->rows[i];
+            if (r && eq) { rc = usage_err(c, "--%s is a switch and takes no value (use --%s=%s)", name, r->k.key, eq + 1); goto done; }
+            int matches = 0;
+            for (int i = 0; i < nl; i++) matches += !strncmp(lo[i].name, name, strlen(name));
+            if (matches > 1) { rc = usage_err(c, "option '--%s' is ambiguous (a prefix of %d keys)", name, matches); goto done; }
+            rc = unknown_key(c, "", name);
+            goto done;
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        if ((rc = load_file(c, files[i]))) goto done;
+    for (int i = 0; i < np; i++) {
+        row *r = &c->rows[pend[i].row];
+        char why[128];
+        cJSON *v;
+        if (pend[i].alias && r->k.type == VOLT_CLI_BOOL) v = cJSON_CreateBool(strncmp(r->k.alias, "no-", 3) != 0);
+        else v = value_from_text(r, r->k.type == VOLT_CLI_BOOL && !pend[i].val ? "true" : pend[i].val, why, sizeof why);
+        if (!v) {
+            rc = usage_err(c, "bad value '%s' for --%s: %s", pend[i].val ? pend[i].val : "", pend[i].alias ? r->k.alias : r->k.key, why);
+            goto done;
+        }
+        if (!tree_put(c->tree, r->k.key, v)) { rc = usage_err(c, "out of memory"); goto done; }
+        r->set = true;
+    }
+    if (!c->sub) {
+        if (!c->cfg.default_subcommand && !print) { rc = usage_err(c, "a subcommand is required (%s)", c->cfg.subcommands); goto done; }
+        if (c->cfg.default_subcommand && !(c->sub = strdup(c->cfg.default_subcommand))) { rc = usage_err(c, "out of memory"); goto done; }
+    }
+    free(c->merged_json);
+    c->merged_json = cJSON_PrintUnformatted(c->tree);
+    if (print) {
+        char *s = volt_cli_config_json(c);
+        if (s) fprintf(c->out, "%s\n", s);
+        free(s);
+        rc = VOLT_CLI_DONE;
+    }
+done:
+    free(lo);
+    free(pend);
+    free(files);
+    return rc;
+}
+
+/* ---- results --------------------------------------------------------------------------------- */
+const char *volt_cli_subcommand(const volt_cli *c) { return c->sub; }
+
+static const cJSON *get(const volt_cli *c, const char *key) {
+    const cJSON *v = c->tree ? tree_get(c->tree, key) : NULL;
+    if (!v) fprintf(c->err, "volt_cli: program bug: no key '%s'\n", key);
+    return v;
+}
+
+int64_t volt_cli_int(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return v && cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+double volt_cli_float(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return v && cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+bool volt_cli_bool(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return v && cJSON_IsTrue(v);
+}
+
+const char *volt_cli_str(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return v && cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+bool volt_cli_was_set(const volt_cli *c, const char *key) {
+    const row *r = find_row(c, key);
+    return r && r->set;
+}
+
+bool volt_cli_is_null(const volt_cli *c, const char *key) {
+    const cJSON *v = get(c, key);
+    return !v || cJSON_IsNull(v);
+}
+
+char *volt_cli_config_json(const volt_cli *c) { return c->tree ? cJSON_Print(c->tree) : NULL; }
+
+void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *tc) {
+    for (int i = 0; i < c->n; i++) {
+        const row *r = &c->rows[i];
+        const volt__trainer_field *f = r->tf;
+        if (!f) continue;
+        const cJSON *v = tree_get(c->tree, r->k.key);
+        if (!v || cJSON_IsNull(v)) {
+            if (f->ftype == VOLT__TF_STR && !(f->dflt && !strcmp(f->dflt, "null"))) {
+                const char *nul = NULL;
+                memcpy((char *)tc + f->offset, &nul, sizeof nul);
+            }
+            continue;          /* null numbers keep volt_trainer_config_init's value */
+        }
+        char *dst = (char *)tc + f->offset;
+        switch (f->ftype) {
+        case VOLT__TF_I64: { int64_t x = (int64_t)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_INT: { int x = (int)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_F32: { float x = (float)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_BOOL: { bool x = cJSON_IsTrue(v); memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_U64: { uint64_t x = (uint64_t)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_STR: { const char *x = v->valuestring; memcpy(dst, &x, sizeof x); break; }
+        }
+    }
+    tc->run_config_json = c->merged_json;
+}

@@ -1,0 +1,28 @@
+/* cli/ internals: the table of volt_trainer_config fields the CLI exposes as trainer.* keys. */
+#ifndef VOLT_CLI_INTERNAL_H
+#define VOLT_CLI_INTERNAL_H
+
+#include <stddef.h>
+#include "volt/cli.h"
+
+typedef enum volt__tf_type { VOLT__TF_I64, VOLT__TF_INT, VOLT__TF_F32, VOLT__TF_BOOL, VOLT__TF_U64, VOLT__TF_STR } volt__tf_type;
+
+/* One volt_trainer_config field: a new field is one row in cli/trainer_keys.c. */
+typedef struct volt__trainer_field {
+    const char *name;          /* the field name; the key is "trainer.<name>" */
+    volt__tf_type ftype;
+    size_t offset;             /* offsetof(volt_trainer_config, name) */
+    const char *help;
+    const char *alias;         /* an older app flag (without "--"), or NULL */
+    const char *choices;       /* "a|b" or NULL */
+    double min, max;           /* both 0 = unbounded */
+    const char *dflt;          /* NULL: the value volt_trainer_config_init sets; "null": leave it */
+} volt__trainer_field;
+
+extern const volt__trainer_field volt__trainer_fields[];
+extern const int volt__n_trainer_fields;
+
+/* Store a message on c (volt_cli_errmsg), printf-style. */
+void volt__cli_seterr(volt_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,44 @@
+/* The trainer.* keys: one row per volt_trainer_config field (include/volt/trainer.h).
+ * run_config_json and run_fingerprint are the program's to set, not keys. */
+#include "cli/cli_internal.h"
+
+#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__ }
+
+const volt__trainer_field volt__trainer_fields[] = {
+    ROW(max_epochs, I64, "epochs to run; -1 = no limit (unset: 1000 unless max_steps is set)", "epochs", NULL, -1, 1e15, "null"),
+    ROW(max_steps, I64, "optimizer steps to run; -1 = no limit", "max-steps", NULL, -1, 1e15, NULL),
+    ROW(accumulate_grad_batches, I64, "batches per optimizer step", "accumulate-grad-batches", NULL, 1, 1e9, NULL),
+    ROW(gradient_clip_val, F32, "clip gradients at this norm/value; 0 = off", "gradient-clip-val", NULL, 0, 1e30, NULL),
+    ROW(gradient_clip_algorithm, STR, "how gradient_clip_val clips", "gradient-clip-algorithm", "norm|value", 0, 0, NULL),
+    ROW(val_check_interval, I64, "validate every N train batches; 0 = at epoch end", "val-check-interval", NULL, 0, 1e15, NULL),
+    ROW(check_val_every_n_epoch, I64, "validate every N epochs", "check-val-every-n-epoch", NULL, 1, 1e15, NULL),
+    ROW(limit_train_batches, I64, "at most N train batches per epoch; -1 = all", "limit-train-batches", NULL, -1, 1e15, NULL),
+    ROW(limit_val_batches, I64, "at most N val batches; -1 = all, 0 = no validation", "limit-val-batches", NULL, -1, 1e15, NULL),
+    ROW(limit_test_batches, I64, "at most N test batches; -1 = all", "limit-test-batches", NULL, -1, 1e15, NULL),
+    ROW(limit_predict_batches, I64, "at most N predict batches; -1 = all", "limit-predict-batches", NULL, -1, 1e15, NULL),
+    ROW(num_sanity_val_steps, I64, "val batches run before training; 0 = no sanity check", "num-sanity-val-steps", NULL, 0, 1e15, NULL),
+    ROW(log_every_n_steps, I64, "logger row every N optimizer steps", "log-every-n-steps", NULL, 1, 1e15, NULL),
+    ROW(fast_dev_run, I64, "N > 0: N batches of train/val/test, no checkpoints or logs", "fast-dev-run", NULL, 0, 1e15, NULL),
+    ROW(deterministic, BOOL, "fixed-order reductions (always on for CPU)", NULL, NULL, 0, 0, NULL),
+    ROW(seed, U64, "parameter init, shuffle, split and dropout seed", "seed", NULL, 0, 9007199254740992.0, NULL),
+    ROW(default_root_dir, STR, "logs and checkpoints go under this folder", "root", NULL, 0, 0, NULL),
+    ROW(enable_progress_bar, BOOL, "the progress bar on stderr", "no-progress", NULL, 0, 0, NULL),
+    ROW(enable_checkpointing, BOOL, "ModelCheckpoint (added when none is)", NULL, NULL, 0, 0, NULL),
+    ROW(enable_logger, BOOL, "CSV and TensorBoard loggers under default_root_dir/logger_name", NULL, NULL, 0, 0, NULL),
+    ROW(logger_name, STR, "log folder name under default_root_dir", NULL, NULL, 0, 0, NULL),
+    ROW(precision, STR, "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (or 32, 16, bf16)", "precision",
+        "32-true|16-mixed|bf16-mixed|bf16-true|16-true|32|16|bf16", 0, 0, NULL),
+    ROW(strategy, STR, "single, ddp, deepspeed_stage_1, deepspeed_stage_2, fsdp, fsdp_shard_grad_op", "strategy", NULL, 0, 0, NULL),
+    ROW(devices, INT, "processes; N > 1 with a distributed strategy launches N ranks with mpirun", "devices", NULL, 1, 4096, NULL),
+    ROW(num_nodes, INT, "nodes of the MPI job", "num-nodes", NULL, 1, 4096, NULL),
+    ROW(grad_scaler_init_scale, F32, "16-mixed: initial loss scale", NULL, NULL, 0, 0, NULL),
+    ROW(grad_scaler_growth_factor, F32, "16-mixed: scale growth after growth_interval good steps", NULL, NULL, 0, 0, NULL),
+    ROW(grad_scaler_backoff_factor, F32, "16-mixed: scale factor on inf/NaN grads", NULL, NULL, 0, 0, NULL),
+    ROW(grad_scaler_growth_interval, I64, "16-mixed: consecutive good steps before growth", NULL, NULL, 1, 1e15, NULL),
+    ROW(optimizer_dtype, STR, "optimizer state storage", "optimizer-dtype", "auto|f32|bf16|f16", 0, 0, NULL),
+    ROW(enable_model_summary, BOOL, "ModelSummary at fit start, results table after validate/test", NULL, NULL, 0, 0, NULL),
+    ROW(enable_tensorboard, BOOL, "TensorBoard event file beside metrics.csv (with enable_logger)", NULL, NULL, 0, 0, NULL),
+    ROW(enable_plots, BOOL, "SVG plots of metrics.csv at the end of fit (with enable_logger)", NULL, NULL, 0, 0, NULL),
+    ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
+};
+const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -1,0 +1,27 @@
+/* volt/distilbert_hf.h — a Hugging Face DistilBERT folder's settings (config.json,
+ * tokenizer_config.json), so any DistilBERT shape loads with its own tokenizer casing. */
+#ifndef VOLT_DISTILBERT_HF_H
+#define VOLT_DISTILBERT_HF_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "volt/distilbert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Set cfg's architecture from <dir>/config.json: dim, n_layers, n_heads, hidden_dim,
+ * vocab_size, max_position_embeddings, dropout, attention_dropout, seq_classif_dropout,
+ * initializer_range, pad_token_id (absent keys keep cfg's values). "activation" must be
+ * "gelu" (the only one DistilBERT's blocks use here) and "model_type", when given,
+ * "distilbert". *do_lower_case (if not NULL) gets tokenizer_config.json's do_lower_case,
+ * true when the file or the key is absent. Errors: IO (no config.json), CORRUPT (not JSON,
+ * a key of the wrong type or range), UNSUPPORTED (activation, model_type); err says which
+ * file and key. */
+volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const char *dir, bool *do_lower_case,
+                                           char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

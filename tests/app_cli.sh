@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The apps as a new user meets them (issue 14), on tiny data:
+#   app_cli.sh TEXT_APP FASHION_APP WORKDIR SEED_JSON FIXTURE
+# config files + overrides + --print-config round trip, "did you mean", exit 2 for usage
+# errors, --version; the committed seed.json is the recipe; fit then `test` on the checkpoint
+# without training gives the same accuracy; `predict` writes CSV/JSONL; --pretrained reads
+# config.json (any shape) and tokenizer_config.json; drop_last; lr-Adam column and the
+# log_every_n_steps warning; model summary and results tables; epochs 0-based in the bar and
+# the checkpoint names; --trainer.devices N self-launches through mpirun (a recording
+# stand-in for mpirun) and a distributed strategy on one process says so.
+set -uo pipefail
+APP=${1:?text app}; FM=${2:?fashion app}; W=${3:?workdir}; SEED=${4:?seed.json}; FIX=${5:?fixture}
+rm -rf "$W" && mkdir -p "$W" || exit 1
+die() { echo "app_cli: FAILED: $*"; exit 1; }
+printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' the a movie film plot acting was is \
+    good great fine nice fun bad awful poor dull terrible and but very really '##s' '.' ',' >"$W/vocab.txt"
+POS=(good great fine nice fun); NEG=(bad awful poor dull terrible); NOUN=(movie film plot acting)
+{
+    echo 'text,label'
+    for i in $(seq 0 59); do
+        n=${NOUN[$((i % 4))]}
+        if ((i % 2)); then echo "\"the $n was very ${POS[$((i % 5))]}, really ${POS[$(((i / 2) % 5))]}.\",1"
+        else echo "\"the $n was very ${NEG[$((i % 5))]}, really ${NEG[$(((i / 2) % 5))]}.\",0"; fi
+    done
+} >"$W/tiny.csv"
+C=(--data "csv:$W/tiny.csv" --vocab "$W/vocab.txt" --model-preset tiny --max-length 16 --cache-dir "$W/cache"
+   --root "$W/runs" --workers 0)
+
+# ---- configuration ----
+"$APP" "${C[@]}" --batch-size 5 --trainer.max_epochs=2 --optimizer.lr 1e-3 --print-config >"$W/cfg.json" 2>"$W/cfg.err" ||
+    { cat "$W/cfg.err"; die "--print-config"; }
+grep -q '"batch_size":	5' "$W/cfg.json" && grep -q '"max_epochs":	2' "$W/cfg.json" || die "--print-config lacks the overrides"
+"$APP" --config "$W/cfg.json" --print-config >"$W/cfg2.json" && cmp -s "$W/cfg.json" "$W/cfg2.json" || die "printed config is not reusable"
+"$APP" --config "$W/cfg.json" --data.batch_size 6 --print-config >"$W/cfg3.json"
+grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
+"$APP" --trainer.max_epoch 3 >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "did you mean '--trainer.max_epochs'" "$W/e.log" || die "typo: exit $rc: $(cat "$W/e.log")"
+"$FM" --lr=abc >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: bad value must exit 2"
+"$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
+"$APP" --version >"$W/version.txt"; grep -q '^volt-text-classification (volt ' "$W/version.txt" || die "--version"
+"$FM" --help >"$W/help.txt"; grep -q -- '--trainer.accumulate_grad_batches' "$W/help.txt" || die "fashion --help lacks trainer keys"
+# the committed seed.json is the seed's recipe
+"$APP" --config "$SEED" --print-config >"$W/seed.out" || die "seed.json does not load"
+for kv in '"batch_size":	12' '"max_length":	512' '"lr":	5e-05' '"name":	"adam"' '"lr_schedule":	"constant"' \
+          '"max_epochs":	3' '"monitor":	"val_acc"' '"test_after_fit":	true' '"source":	"imdb:aclImdb"'; do
+    grep -qF "$kv" "$W/seed.out" || die "seed.json: no $kv"
+done
+
+# ---- fit (progress bar on: plain lines when not a terminal) ----
+"$APP" fit "${C[@]}" --epochs 2 --batch-size 5 --optimizer.lr 1e-3 --data.drop_last true >"$W/fit.log" 2>"$W/fit.err" ||
+    { cat "$W/fit.err"; die "fit"; }
+grep -q "Epoch 1/1: 9/9 " "$W/fit.err" || die "bar: want 'Epoch 1/1: 9/9' (0-based epochs; 48 texts / 5 with drop_last = 9): $(grep Epoch "$W/fit.err" | tail -2)"
+! grep -q "Epoch 2/" "$W/fit.err" || die "bar counts epochs from 1"
+ls "$W"/runs/checkpoints/csv-tiny/ | grep -q 'epoch=[01]-' || die "no epoch=0/1 checkpoint"
+! ls "$W"/runs/checkpoints/csv-tiny/ | grep -q 'epoch=2' || die "a checkpoint named epoch=2 after 2 epochs"
+grep -q "smaller than the logging interval" "$W/fit.err" || die "no log_every_n_steps warning"
+grep -q "Total params" "$W/fit.log" && grep -q "Test metric" "$W/fit.log" && grep -q "DataLoader 0" "$W/fit.log" || die "summary / results tables"
+tl=$(grep -E "^Testing: .*/.*\[" "$W/fit.err" | tail -1)
+! grep -q "train_loss" <<<"$tl" || die "the Testing line shows training metrics: $tl"
+best=$(sed -n 's/^best checkpoint: \(.*\) (val_acc .*/\1/p' "$W/fit.log")
+acc=$(sed -n 's/^Test accuracy //p' "$W/fit.log")
+[[ -f $best && -n $acc ]] || die "no best checkpoint / test accuracy: $(cat "$W/fit.log")"
+ld=$(sed -n 's/^logs: //p' "$W/fit.log")
+[[ -s $ld/hparams.json && -s $ld/loss.svg ]] || die "no merged config / plots beside the logs in '$ld'"
+grep -q '"max_length":	16' "$ld/hparams.json" || die "hparams.json is not the merged config"
+# test a checkpoint without training: same accuracy as fit's test on the best
+"$APP" test "${C[@]}" --batch-size 5 --ckpt_path "$best" >"$W/test.log" 2>&1 || { cat "$W/test.log"; die "test subcommand"; }
+! grep -q "Time elapsed" "$W/test.log" || die "test trained"
+[[ $(sed -n 's/^Test accuracy //p' "$W/test.log") == "$acc" ]] || die "test on '$best' gives $(sed -n 's/^Test accuracy //p' "$W/test.log"), fit's test gave $acc"
+"$APP" validate "${C[@]}" --ckpt_path last >"$W/val.log" 2>&1 && grep -q "Validate metric" "$W/val.log" || { cat "$W/val.log"; die "validate"; }
+"$APP" test "${C[@]}" >"$W/e.log" 2>&1; [[ $? == 2 ]] && grep -q "needs --ckpt_path" "$W/e.log" || die "test without a checkpoint: want exit 2"
+# lr column
+"$APP" fit "${C[@]}" --epochs 1 --root "$W/runs_lr" --trainer.log_every_n_steps 1 --no-progress >"$W/lr.log" 2>&1 || die "lr run"
+head -1 "$W"/runs_lr/lightning_logs/version_0/metrics.csv | grep -q "lr-Adam" || die "no lr-Adam column"
+! grep -q "smaller than the logging interval" "$W/lr.log" || die "warning with log_every_n_steps 1"
+
+# ---- predict ----
+printf 'the movie was very good\nthe plot was awful, really bad.\n\nfine acting\n' >"$W/texts.txt"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred.csv" >"$W/p.log" 2>&1 ||
+    { cat "$W/p.log"; die "predict"; }
+[[ $(head -1 "$W/pred.csv") == "index,label,probability" && $(wc -l <"$W/pred.csv") == 5 ]] || die "predict CSV: $(cat "$W/pred.csv")"
+awk -F, 'NR > 1 && !($2 == 0 || $2 == 1) { exit 1 } NR > 1 && ($3 < 0.5 || $3 > 1) { exit 1 }' "$W/pred.csv" || die "predict rows: $(cat "$W/pred.csv")"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.format jsonl <"$W/texts.txt" >"$W/pred.jsonl" 2>"$W/p.err" || { cat "$W/p.err"; die "predict stdin"; }
+[[ $(grep -c '^{"index": [0-3], "label": [01], "probability": 0\.[5-9][0-9]*\|1\.0*}$' "$W/pred.jsonl") == 4 ]] || die "predict JSONL: $(cat "$W/pred.jsonl")"
+
+# ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
+mkdir -p "$W/hf"
+cp "$FIX" "$W/hf/model.safetensors" && cp "$W/vocab.txt" "$W/hf/vocab.txt" || die "fixture"
+cat >"$W/hf/config.json" <<'JSON'
+{"model_type": "distilbert", "vocab_size": 97, "max_position_embeddings": 16, "dim": 32, "n_layers": 2, "n_heads": 4,
+ "hidden_dim": 64, "dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.2, "activation": "gelu",
+ "initializer_range": 0.02, "pad_token_id": 0}
+JSON
+echo '{"do_lower_case": true}' >"$W/hf/tokenizer_config.json"
+awk -F, 'NR == 1 { print; next } { sub(/,[01]$/, "," (NR % 3)); print }' "$W/tiny.csv" >"$W/three.csv"
+H=(--data "csv:$W/three.csv" --pretrained "$W/hf" --max-length 16 --cache-dir "$W/cache" --root "$W/runs_hf" --workers 0 --no-progress)
+"$APP" fit "${H[@]}" --epochs 1 --limit-train-batches 2 >"$W/hf.log" 2>&1 || { cat "$W/hf.log"; die "--pretrained with config.json (default preset)"; }
+grep -q "^Test accuracy" "$W/hf.log" || die "pretrained run"
+sed -i 's/"activation": "gelu"/"activation": "relu"/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; [[ $? == 1 ]] && grep -q 'activation "relu" is not supported' "$W/e.log" || die "relu config: $(cat "$W/e.log")"
+sed -i 's/"activation": "relu"/"activation": "gelu"/; s/"n_heads": 4/"n_heads": 5/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; grep -q 'not a multiple of n_heads 5' "$W/e.log" || die "bad heads: $(cat "$W/e.log")"
+sed -i 's/"n_heads": 5/"n_heads": 4/' "$W/hf/config.json"
+echo '{"do_lower_case": "yes"}' >"$W/hf/tokenizer_config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; grep -q 'do_lower_case' "$W/e.log" || die "bad tokenizer_config: $(cat "$W/e.log")"
+
+# ---- launching ----
+cat >"$W/fake-mpirun" <<EOF2
+#!/usr/bin/env bash
+echo "\$@" >"$W/mpirun.args"
+EOF2
+chmod +x "$W/fake-mpirun"
+env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u PMI_RANK MPIRUN="$W/fake-mpirun" \
+    "$FM" --trainer.strategy ddp --trainer.devices 2 --epochs 1 >"$W/launch.log" 2>&1 || { cat "$W/launch.log"; die "launch"; }
+grep -q -- "--oversubscribe -np 2 -x OMP_NUM_THREADS .*$FM --trainer.strategy ddp --trainer.devices 2 --epochs 1" "$W/mpirun.args" ||
+    die "mpirun args: $(cat "$W/mpirun.args" 2>/dev/null)"
+env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u PMI_RANK "$APP" "${C[@]}" --trainer.strategy ddp --epochs 1 \
+    --limit-train-batches 1 --limit-val-batches 1 --limit-test-batches 1 --root "$W/runs_one" >"$W/one.log" 2>&1
+grep -q "strategy 'ddp' on one process" "$W/one.log" || die "no note for a distributed strategy on one process: $(cat "$W/one.log")"
+# the real launcher, when Open MPI is installed: 2 ranks from one command
+if command -v mpirun >/dev/null 2>&1; then
+    env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u PMI_RANK OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        VOLT_COMM_TIMEOUT=60 ASAN_OPTIONS=detect_leaks=0 "$APP" "${C[@]}" --root "$W/runs_mpi" --trainer.strategy ddp --trainer.devices 2 --epochs 1 \
+        --limit-train-batches 2 --limit-val-batches 1 --limit-test-batches 1 --no-progress >"$W/mpi.log" 2>&1 ||
+        { cat "$W/mpi.log"; die "self-launch under mpirun"; }
+    grep -q "per rank x 2 ranks" "$W/mpi.log" && [[ $(grep -c '^Test accuracy' "$W/mpi.log") == 1 ]] || die "self-launch: $(cat "$W/mpi.log")"
+fi
+echo "app_cli: ok"

@@ -1,0 +1,215 @@
+/* volt_cli (issue 14): keys from defaults, config files (later wins) and the command line
+ * (wins over files), --k=v and --k v, boolean switches and aliases, every trainer field in
+ * the trainer table reaching volt_trainer_config, --print-config output reusable as a file,
+ * unknown keys rejected with a "did you mean", prefixes not taken for keys, bounds/choices,
+ * exit code 2 for usage errors, subcommands. */
+#include <stddef.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "vtest.h"
+#include "volt/cli.h"
+#include "cli/cli_internal.h"
+
+static const volt_cli_key keys[] = {
+    { "model.dropout", VOLT_CLI_FLOAT, "0.1", "dropout", "dropout", NULL, 0, 0.999 },
+    { "model.name", VOLT_CLI_STRING, "mlp", "model", "model", "mlp|cnn", 0, 0 },
+    { "data.batch_size", VOLT_CLI_INT, "64", "batch", "batch-size", NULL, 1, 1 << 20 },
+    { "data.path", VOLT_CLI_STRING, NULL, "path", NULL, NULL, 0, 0 },
+    { "resume", VOLT_CLI_BOOL, "false", "resume", NULL, NULL, 0, 0 },
+};
+
+static FILE *g_err, *g_out;
+static char g_errbuf[8192], g_outbuf[1 << 16];
+
+static volt_cli *mk(void) {
+    volt_cli *c = NULL;
+    memset(g_errbuf, 0, sizeof g_errbuf);
+    memset(g_outbuf, 0, sizeof g_outbuf);
+    if (g_err) fclose(g_err);
+    if (g_out) fclose(g_out);
+    g_err = fmemopen(g_errbuf, sizeof g_errbuf - 1, "w");
+    g_out = fmemopen(g_outbuf, sizeof g_outbuf - 1, "w");
+    setvbuf(g_err, NULL, _IONBF, 0);
+    setvbuf(g_out, NULL, _IONBF, 0);
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t", .keys = keys, .n_keys = 5,
+                           .default_subcommand = "fit", .out = g_out, .err = g_err };
+    CHECK_OK(volt_cli_create(&cc, &c));
+    return c;
+}
+
+static int parse(volt_cli *c, int n, const char **args) {
+    char *argv[32];
+    argv[0] = "t";
+    for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
+    return volt_cli_parse(c, n + 1, argv);
+}
+#define PARSE(c, ...) parse(c, (int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *[]){ __VA_ARGS__ })
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "write %s", path);
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+int main(void) {
+    char f1[1024], f2[1024], f3[1024];
+    const char *tmp = vtest_tmpdir();
+    snprintf(f1, sizeof f1, "%s/a.json", tmp);
+    snprintf(f2, sizeof f2, "%s/b.json", tmp);
+    snprintf(f3, sizeof f3, "%s/printed.json", tmp);
+
+    /* defaults */
+    volt_cli *c = mk();
+    CHECK(PARSE(c, "--data.path", "x") == VOLT_CLI_RUN, "plain parse: %s", g_errbuf);
+    CHECK(!strcmp(volt_cli_subcommand(c), "fit"), "default subcommand");
+    CHECK(volt_cli_int(c, "data.batch_size") == 64 && volt_cli_float(c, "model.dropout") == 0.1, "defaults");
+    CHECK(!volt_cli_was_set(c, "data.batch_size") && volt_cli_was_set(c, "data.path"), "was_set");
+    CHECK(!volt_cli_is_null(c, "data.path") && volt_cli_is_null(c, "trainer.max_epochs"), "is_null");
+    volt_trainer_config tc, ref;
+    volt_trainer_config_init(&tc);
+    volt_trainer_config_init(&ref);
+    volt_cli_trainer_config(c, &tc);
+    CHECK(tc.max_epochs == ref.max_epochs && tc.log_every_n_steps == 50 && tc.seed == 42 && !strcmp(tc.precision, "32-true"),
+          "untouched trainer keys keep volt_trainer_config_init's values");
+    CHECK(tc.run_config_json && strstr(tc.run_config_json, "\"batch_size\":64"), "run_config_json is the merged config");
+    volt_cli_destroy(c);
+
+    /* files: later wins; command line wins over files; --k=v and --k v; aliases */
+    write_file(f1, "{\"trainer\": {\"max_epochs\": 5, \"precision\": \"bf16-mixed\"}, \"data\": {\"batch_size\": 8}}");
+    write_file(f2, "{\"trainer\": {\"max_epochs\": 7}, \"model\": {\"name\": \"cnn\"}}");
+    c = mk();
+    CHECK(PARSE(c, "test", "--config", f1, "--trainer.max_steps=11", "--config", f2, "--batch-size", "12",
+                "--model.dropout=0.25", "--resume", "--trainer.deterministic", "false", "--no-progress") == VOLT_CLI_RUN,
+          "parse: %s", g_errbuf);
+    CHECK(!strcmp(volt_cli_subcommand(c), "test"), "subcommand test");
+    volt_trainer_config_init(&tc);
+    volt_cli_trainer_config(c, &tc);
+    CHECK(tc.max_epochs == 7, "the later file wins: %lld", (long long)tc.max_epochs);
+    CHECK(tc.max_steps == 11 && !strcmp(tc.precision, "bf16-mixed"), "file + --k=v");
+    CHECK(!tc.deterministic && !tc.enable_progress_bar, "bool with a separate value; --no-progress switch");
+    CHECK(volt_cli_int(c, "data.batch_size") == 12, "the command line wins over a file");
+    CHECK(volt_cli_float(c, "model.dropout") == 0.25 && volt_cli_bool(c, "resume") && !strcmp(volt_cli_str(c, "model.name"), "cnn"), "values");
+    char *printed = volt_cli_config_json(c);
+    CHECK(printed != NULL, "config json");
+    if (printed) write_file(f3, printed);
+    free(printed);
+    volt_cli_destroy(c);
+    /* --print-config output, read back, gives the same config */
+    c = mk();
+    CHECK(PARSE(c, "--config", f3, "--print-config") == VOLT_CLI_DONE, "print-config: %s", g_errbuf);
+    CHECK(strstr(g_outbuf, "\"max_epochs\":\t7") && strstr(g_outbuf, "\"batch_size\":\t12"), "printed: %.200s", g_outbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--config", f3) == VOLT_CLI_RUN, "reuse printed config: %s", g_errbuf);
+    volt_trainer_config tc2;
+    volt_trainer_config_init(&tc2);
+    volt_cli_trainer_config(c, &tc2);
+    CHECK(tc2.max_epochs == 7 && tc2.max_steps == 11 && !tc2.deterministic && volt_cli_int(c, "data.batch_size") == 12, "round trip");
+    volt_cli_destroy(c);
+
+    /* every trainer table row reaches its field: set each to a non-default value */
+    c = mk();
+    char *argv[256];
+    char vals[128][64], names[128][96];
+    int n = 0;
+    argv[n++] = "t";
+    for (int i = 0; i < volt__n_trainer_fields && n < 250; i++) {
+        const volt__trainer_field *f = &volt__trainer_fields[i];
+        snprintf(names[i], sizeof names[i], "--trainer.%s", f->name);
+        const char *v = f->ftype == VOLT__TF_BOOL ? "false" : f->ftype == VOLT__TF_STR ? (f->choices ? "value" : "xyz") : "3";
+        if (f->ftype == VOLT__TF_STR && f->choices) {        /* the last choice */
+            const char *bar = strrchr(f->choices, '|');
+            v = bar ? bar + 1 : f->choices;
+        }
+        if (!strcmp(f->name, "enable_progress_bar") || !strcmp(f->name, "resume_anyway")) v = !strcmp(f->name, "resume_anyway") ? "true" : "false";
+        snprintf(vals[i], sizeof vals[i], "%s", v);
+        argv[n++] = names[i];
+        argv[n++] = vals[i];
+    }
+    CHECK(volt_cli_parse(c, n, argv) == VOLT_CLI_RUN, "all trainer keys: %s", g_errbuf);
+    volt_trainer_config_init(&tc);
+    volt_cli_trainer_config(c, &tc);
+    volt_trainer_config_init(&ref);
+    for (int i = 0; i < volt__n_trainer_fields; i++) {
+        const volt__trainer_field *f = &volt__trainer_fields[i];
+        size_t sz = f->ftype == VOLT__TF_I64 || f->ftype == VOLT__TF_U64 ? 8 : f->ftype == VOLT__TF_INT || f->ftype == VOLT__TF_F32 ? 4
+                  : f->ftype == VOLT__TF_BOOL ? sizeof(bool) : sizeof(char *);
+        bool differs = memcmp((char *)&tc + f->offset, (char *)&ref + f->offset, sz) != 0;
+        if (f->ftype == VOLT__TF_STR) {
+            const char *a = *(const char **)((char *)&tc + f->offset), *b = *(const char **)((char *)&ref + f->offset);
+            differs = a && (!b || strcmp(a, b));
+        }
+        CHECK(differs, "--trainer.%s %s did not reach volt_trainer_config", f->name, vals[i]);
+    }
+    volt_cli_destroy(c);
+    /* the table names every field of the struct between version and the program-set strings */
+    CHECK(volt__n_trainer_fields >= 33, "trainer table rows: %d", volt__n_trainer_fields);
+
+    /* usage errors: exit 2 with a message */
+    struct { const char *args[4]; int n; const char *want; } bad[] = {
+        { { "--trainer.max_epoch", "3" }, 2, "did you mean '--trainer.max_epochs'" },  /* a prefix is not a key */
+        { { "--max_epochs", "3" }, 2, "did you mean '--trainer.max_epochs'" },
+        { { "--bogus" }, 1, "unknown option '--bogus'" },
+        { { "--batch-size", "0" }, 2, "bad value '0' for --batch-size" },
+        { { "--model.name", "rnn" }, 2, "want one of mlp|cnn" },
+        { { "--model.dropout", "x" }, 2, "want a number" },
+        { { "--trainer.precision", "64" }, 2, "want one of" },
+        { { "--data.batch_size" }, 1, "needs a value" },
+        { { "frobnicate" }, 1, "unknown subcommand 'frobnicate'" },
+        { { "fit", "extra" }, 2, "unexpected argument 'extra'" },
+        { { "--config", "/nonexistent/x.json" }, 2, "/nonexistent/x.json" },
+        { { "--resume=maybe" }, 1, "want true or false" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = mk();
+        char *av[8] = { "t" };
+        for (int k = 0; k < bad[i].n; k++) av[k + 1] = (char *)bad[i].args[k];
+        int r = volt_cli_parse(c, bad[i].n + 1, av);
+        CHECK(r == VOLT_CLI_USAGE, "case %zu (%s): got %d", i, bad[i].args[0], r);
+        CHECK(strstr(g_errbuf, bad[i].want) != NULL, "case %zu: message '%s' lacks '%s'", i, g_errbuf, bad[i].want);
+        volt_cli_destroy(c);
+    }
+    /* config-file errors name the file and key */
+    write_file(f1, "{\"trainer\": {\"max_epohcs\": 3}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "unknown key 'trainer.max_epohcs'") &&
+          strstr(g_errbuf, "did you mean '--trainer.max_epochs'"), "file typo: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"data\": {\"batch_size\": 1.5}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "want an integer"), "file type: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"data\": {\"batch_size\": 3,}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "not valid JSON"), "bad JSON: %s", g_errbuf);
+    volt_cli_destroy(c);
+
+    /* --help: grouped by section, with defaults; --version */
+    c = mk();
+    CHECK(PARSE(c, "--help") == VOLT_CLI_DONE, "help");
+    CHECK(strstr(g_outbuf, "\nmodel:\n") && strstr(g_outbuf, "\ntrainer:\n") && strstr(g_outbuf, "--trainer.log_every_n_steps INT") &&
+          strstr(g_outbuf, "(default: 50)") && strstr(g_outbuf, "[--batch-size V]"), "help text: %.300s", g_outbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--version") == VOLT_CLI_DONE && strstr(g_outbuf, "volt 0."), "version: %s", g_outbuf);
+    volt_cli_destroy(c);
+
+    /* a bad key table is refused at create */
+    static const volt_cli_key dup[] = { { "a.b", VOLT_CLI_INT, "1", "", NULL, NULL, 0, 0 }, { "a.b", VOLT_CLI_INT, "2", "", NULL, NULL, 0, 0 } };
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t", .keys = dup, .n_keys = 2, .no_trainer_keys = true };
+    c = NULL;
+    CHECK(volt_cli_create(&cc, &c) == VOLT_ERR_INVALID_ARG && strstr(volt_cli_errmsg(c), "given twice"), "duplicate key");
+    volt_cli_destroy(c);
+    static const volt_cli_key baddef[] = { { "a.b", VOLT_CLI_INT, "x", "", NULL, NULL, 0, 0 } };
+    cc.keys = baddef;
+    cc.n_keys = 1;
+    c = NULL;
+    CHECK(volt_cli_create(&cc, &c) == VOLT_ERR_INVALID_ARG, "bad default");
+    volt_cli_destroy(c);
+
+    CHECK(volt_cli_edit_distance("max_epoch", "max_epochs") == 1 && volt_cli_edit_distance("batch-size", "batch_size") == 0,
+          "edit distance");
+    if (g_err) fclose(g_err);
+    if (g_out) fclose(g_out);
+    return vtest_finish();
+}
