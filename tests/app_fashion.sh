@@ -53,19 +53,21 @@ resume)
     CSV_F=$W/full/lightning_logs/version_0/metrics.csv CSV_R=$W/res/lightning_logs/version_0/metrics.csv
     LAST_F=$W/full/checkpoints/mlp/last.safetensors LAST_R=$W/res/checkpoints/mlp/last.safetensors
     [[ $(step_of "$LAST_R") == $((2 * B)) ]] || die "part: last checkpoint at step $(step_of "$LAST_R"), want $((2 * B))"
-    lines=$(wc -l <"$CSV_R")
     run resume -- "${COMMON[@]}" --epochs 3 --root "$W/res" --resume
-    # the rows the resumed run appended: its first train loss is in epoch 2, past step 2B
-    first=$(tail -n +$((lines + 1)) "$CSV_R" | awk -F, -v h="$(head -1 "$CSV_R")" '
+    # a resumed run is a run of its own (docs/RELIABILITY.md): it logs into version_1, and
+    # its first train loss is in epoch 2, past step 2B
+    CSV_R1=$W/res/lightning_logs/version_1/metrics.csv
+    [[ -f $CSV_R1 ]] || die "resume: no new version folder (version_1) for the resumed run"
+    first=$(tail -n +2 "$CSV_R1" | awk -F, -v h="$(head -1 "$CSV_R1")" '
                 BEGIN { n = split(h, c, ","); for (i = 1; i <= n; i++) col[c[i]] = i }
                 $col["train_loss"] != "" { print $col["epoch"], $col["step"]; exit }')
     read -r ep st <<<"$first"
     [[ -n $first && $ep == 2 && $st -ge $((2 * B)) && $st -lt $((3 * B)) ]] ||
-        { cat "$CSV_R"; die "resume: first logged train loss at '${first:-none}' (epoch step), want epoch 2 past step $((2 * B))"; }
+        { cat "$CSV_R1"; die "resume: first logged train loss at '${first:-none}' (epoch step), want epoch 2 past step $((2 * B))"; }
     echo "resume: continued at epoch $ep, first logged step $st (saved at global_step $((2 * B)))"
     [[ $(step_of "$LAST_F") == $((3 * B)) && $(step_of "$LAST_R") == $((3 * B)) ]] ||
         die "global_step at the end: full $(step_of "$LAST_F"), resumed $(step_of "$LAST_R"), want $((3 * B))"
-    "$CHECK" losses "$CSV_F" "$CSV_R" 0 || die "train losses per step differ between the full and the resumed run"
+    "$CHECK" losses "$CSV_F" "$CSV_R+$CSV_R1" 0 || die "train losses per step differ between the full and the resumed run"
     "$CHECK" same "$LAST_F" "$LAST_R" || die "the resumed run's last checkpoint differs from the uninterrupted run's"
     [[ $(acc full) == "$(acc resume)" ]] || die "test_acc: full $(acc full), resumed $(acc resume)"
     learned full

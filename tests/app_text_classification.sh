@@ -97,7 +97,8 @@ smoke)
         --limit-val-batches 2 --limit-test-batches 2; expect_ok full $?
     step=$("$CHECK" meta "$W/runs/checkpoints/csv-tiny/last.safetensors" volt.global_step) || die "resume: no global_step"
     [[ $step == 6 ]] || die "resume: last checkpoint at global_step $step, want 6 (3 + 3)"
-    "$CHECK" losses "$W/runs_full/lightning_logs/version_0/metrics.csv" "$W/runs/lightning_logs/version_0/metrics.csv" 0 0 val_loss ||
+    "$CHECK" losses "$W/runs_full/lightning_logs/version_0/metrics.csv" \
+        "$W/runs/lightning_logs/version_0/metrics.csv+$W/runs/lightning_logs/version_1/metrics.csv" 0 0 val_loss ||
         die "resume: logged validation losses differ from the uninterrupted run's"
     "$CHECK" same "$W/runs_full/checkpoints/csv-tiny/last.safetensors" "$W/runs/checkpoints/csv-tiny/last.safetensors" ||
         die "resume: the last checkpoint differs from the uninterrupted run's"

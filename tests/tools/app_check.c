@@ -20,7 +20,8 @@
  *   app_check losses A.csv B.csv RTOL [MIN_STEP [COLUMN]]
  *       the COLUMN (default train_loss) rows of two metrics.csv logs (CSVLogger: epoch,
  *       step, ...) at steps >= MIN_STEP: the same (epoch, step) pairs, one each, and each
- *       value within RTOL (relative; 0 = the same printed value).
+ *       value within RTOL (relative; 0 = the same printed value). B may be several logs
+ *       joined by '+' (a run and the run resumed from it, which logs into a new version).
  *
  * Prints what it checked and "ok", or "FAILED: why" and exits 1. */
 #include <math.h>
@@ -315,7 +316,15 @@ static int read_losses(const char *path, loss_row *rows, int *n) {
 static int check_losses(const char *a_path, const char *b_path, double rtol, long min_step) {
     static loss_row a[MAX_ROWS], b[MAX_ROWS];
     int na = 0, nb = 0, used = 0;
-    if (read_losses(a_path, a, &na) || read_losses(b_path, b, &nb)) return 1;
+    if (read_losses(a_path, a, &na)) return 1;
+    char paths[4096];
+    snprintf(paths, sizeof paths, "%s", b_path);
+    for (char *save = NULL, *p = strtok_r(paths, "+", &save); p; p = strtok_r(NULL, "+", &save)) {
+        int k = 0;
+        if (read_losses(p, b + nb, &k)) return 1;
+        nb += k;
+        if (nb > MAX_ROWS - 1024) return failed("%s: too many loss rows", b_path);
+    }
     double worst = 0;
     for (int i = 0; i < na; i++) {
         if (a[i].step < min_step) continue;
