@@ -73,7 +73,8 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
         float *d = m->theta0;
         volt_tensor *ps[6] = { m->w1, m->b1, m->w2, m->b2, m->w3, m->b3 };
         for (int k = 0; k < 6; k++) {
-            memcpy(d, ps[k]->data, sizeof(float) * (size_t)volt_tensor_numel(ps[k]));
+            /* 16-bit storage (bf16-true) reads back as f32 */
+            if (volt_convert(d, VOLT_F32, ps[k]->data, ps[k]->dtype, volt_tensor_numel(ps[k])) < 0) return VOLT_ERR_DTYPE;
             d += volt_tensor_numel(ps[k]);
         }
     }
