@@ -12,55 +12,8 @@
  * --strategy (scripts/volt-run -n N) only rank 0 prints; the trainer flags, --memory-report
  * and --export-full are apps/app_common.c, shared with volt-fashion-mnist. Written only
  * against the public headers; docs/TEXT_CLASSIFICATION.md has the usage and measured numbers. */
-#include <errno.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include "volt/core.h"
-#include "volt/data.h"
-#include "volt/trainer.h"
-#include "volt/optim.h"
-#include "volt/tokenizer.h"
-#include "volt/text.h"
-#include "volt/distilbert.h"
-#include "volt/distilbert_hf.h"
-#include "volt/cli.h"
-#include "volt/safetensors.h"
-#include "app_common.h"
+#include "text_app.h"
 
-#define APP "volt-text-classification"
-#define PATH_N 4096
-
-typedef enum data_kind { DATA_IMDB, DATA_CSV, DATA_TSV, DATA_SPAM } data_kind;
-
-typedef struct opts {
-    const char *data;             /* the --data spec as given */
-    data_kind kind;
-    char data_path[PATH_N];       /* folder or file the spec names (resolved) */
-    char vocab[PATH_N];           /* resolved: --vocab, else <pretrained>/vocab.txt, else ~/.cache */
-    bool vocab_given;
-    const char *preset, *pretrained, *cache_dir;
-    bool no_cache;
-    int max_length;
-    int64_t batch_size, epochs;   /* batch_size: per rank */
-    float lr, weight_decay, attention_dropout;   /* attention_dropout < 0: the model's default */
-    volt_optim_kind optimizer;
-    const char *schedule;         /* "constant" or "linear" */
-    int64_t warmup_steps;
-    bool split_given, split_is_frac;
-    int64_t split_n[3];
-    double split_f[3];
-    bool drop_last;               /* the train loader's drop_last */
-    bool lowercase;               /* the tokenizer's (tokenizer_config.json's do_lower_case) */
-    int64_t num_classes;          /* model.num_classes; -1 = from the corpus / checkpoint */
-    const char *sub;              /* fit, validate, test, predict */
-    const char *ckpt;             /* ckpt_path */
-    const char *pred_in, *pred_out, *pred_format;
-    app_trainer_opts tr;          /* trainer.*, data.num_workers, ... (apps/app_common.h) */
-} opts;
 
 static const volt_cli_key tc_keys[] = {
     { "data.source", VOLT_CLI_STRING, "spam", "imdb:DIR (aclImdb/ or a folder holding it), csv:PATH ('text','label' columns), "
@@ -93,16 +46,6 @@ static const volt_cli_key tc_keys[] = {
     { "predict.output", VOLT_CLI_STRING, "-", "predict: where the predictions go (\"-\" = stdout)", NULL, NULL, 0, 0 },
     { "predict.format", VOLT_CLI_STRING, "csv", "predict: csv (index,label,probability) or jsonl", NULL, "csv|jsonl", 0, 0 },
 };
-
-static bool is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /* "a,b,c": three non-negative integers (counts) or three numbers in [0, 1] (fractions). */
 static bool parse_split(const char *s, opts *o) {
@@ -216,193 +159,6 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
     return 0;
 }
 
-static const char *kind_name(data_kind k) {
-    switch (k) {
-    case DATA_IMDB: return "imdb";
-    case DATA_CSV: return "csv";
-    case DATA_TSV: return "tsv";
-    case DATA_SPAM: return "spam";
-    }
-    return "?";
-}
-
-/* Everything main allocates, released in one place (so error paths leak nothing). */
-typedef struct app {
-    volt_corpus *all, *part[3];
-    volt_tokenizer *tok;
-    volt_dataset *ds[3];
-    volt_loader *ld[3];
-    void *model;
-    volt_trainer *t;
-    bool zero;         /* rank 0, which prints the informational lines (errors: any rank) */
-} app;
-
-static void app_free(app *a) {
-    volt_trainer_destroy(a->t);
-    for (int i = 0; i < 3; i++) {
-        volt_loader_destroy(a->ld[i]);
-        volt_dataset_destroy(a->ds[i]);
-        volt_corpus_destroy(a->part[i]);
-    }
-    volt_distilbert_destroy(a->model);
-    volt_tokenizer_destroy(a->tok);
-    volt_corpus_destroy(a->all);
-}
-
-static int fail(const char *what, volt_status st, const char *msg) { return app_fail(APP, what, st, msg); }
-
-static int load_corpus(const opts *o, app *a) {
-    char err[1024] = "";
-    volt_status st;
-    char dir[PATH_N + 16];
-    switch (o->kind) {
-    case DATA_SPAM:
-        if (!is_dir(o->data_path)) {
-            fprintf(stderr,
-                    APP ": SpamAssassin corpus not found at '%s'.\n"
-                    "  Fetch it first with:  scripts/fetch_spam.sh%s%s\n"
-                    "  (or pick other data with --data imdb:DIR | csv:PATH | tsv:PATH)\n",
-                    o->data_path, strchr(o->data, ':') ? " " : "", strchr(o->data, ':') ? o->data_path : "");
-            return 1;
-        }
-        st = volt_corpus_load_spam_assassin(o->data_path, &a->all, err, sizeof err);
-        break;
-    case DATA_IMDB:
-        /* Accept the aclImdb folder itself or a folder that holds it. */
-        snprintf(dir, sizeof dir, "%s/train", o->data_path);
-        if (is_dir(dir)) snprintf(dir, sizeof dir, "%s", o->data_path);
-        else snprintf(dir, sizeof dir, "%s/aclImdb", o->data_path);
-        if (!is_dir(dir)) snprintf(dir, sizeof dir, "%s", o->data_path);
-        if (!is_dir(dir)) {
-            fprintf(stderr, APP ": IMDB folder '%s' not found (want the extracted aclImdb/ of "
-                            "aclImdb_v1.tar.gz, holding train/ and test/)\n", dir);
-            return 1;
-        }
-        st = volt_corpus_load_imdb(dir, &a->all, err, sizeof err);
-        break;
-    case DATA_CSV:
-    case DATA_TSV:
-        if (!is_file(o->data_path)) {
-            fprintf(stderr, APP ": %s file '%s' not found\n", kind_name(o->kind), o->data_path);
-            return 1;
-        }
-        st = o->kind == DATA_CSV ? volt_corpus_load_csv(o->data_path, &a->all, err, sizeof err)
-                                 : volt_corpus_load_tsv(o->data_path, &a->all, err, sizeof err);
-        break;
-    default:
-        return 1;
-    }
-    if (st < 0) return fail("loading the corpus", st, err);
-    if (volt_corpus_len(a->all) == 0) {
-        fprintf(stderr, APP ": corpus '%s' is empty\n", volt_corpus_name(a->all));
-        return 1;
-    }
-    if (volt_corpus_num_classes(a->all) < 2) {
-        fprintf(stderr, APP ": corpus '%s' has only label 0; classification needs at least two labels\n",
-                volt_corpus_name(a->all));
-        return 1;
-    }
-    return 0;
-}
-
-static int split_corpus(const opts *o, app *a, int64_t n_out[3]) {
-    int64_t n = volt_corpus_len(a->all);
-    int64_t c[3];
-    if (o->split_given && !o->split_is_frac) {
-        memcpy(c, o->split_n, sizeof c);
-    } else if (!o->split_given && o->kind == DATA_IMDB) {
-        c[0] = 35000; c[1] = 5000; c[2] = 10000;        /* the recipe */
-    } else {
-        double f[3] = { 0.8, 0.1, 0.1 };
-        if (o->split_given) memcpy(f, o->split_f, sizeof f);
-        c[0] = llround(f[0] * (double)n);
-        c[1] = llround(f[1] * (double)n);
-        if (c[0] + c[1] > n) c[1] = n - c[0];
-        c[2] = llround(f[2] * (double)n);
-        if (c[0] + c[1] + c[2] > n) c[2] = n - c[0] - c[1];
-    }
-    if (c[0] + c[1] + c[2] > n || c[0] < 1) {
-        fprintf(stderr, APP ": split %lld/%lld/%lld needs %lld texts, corpus '%s' has %lld (set --split)\n",
-                (long long)c[0], (long long)c[1], (long long)c[2], (long long)(c[0] + c[1] + c[2]),
-                volt_corpus_name(a->all), (long long)n);
-        return 1;
-    }
-    if (c[2] < 1) {
-        fprintf(stderr, APP ": split %lld/%lld/%lld leaves no test texts (set --split)\n", (long long)c[0],
-                (long long)c[1], (long long)c[2]);
-        return 1;
-    }
-    volt_status st = volt_corpus_split(a->all, c[0], c[1], c[2], o->tr.seed, &a->part[0], &a->part[1], &a->part[2]);
-    if (st < 0) return fail("splitting the corpus", st, NULL);
-    memcpy(n_out, c, sizeof c);
-    return 0;
-}
-
-static int load_tokenizer(const opts *o, app *a) {
-    if (!is_file(o->vocab)) {
-        fprintf(stderr, APP ": vocab '%s' not found.\n", o->vocab);
-        if (!o->vocab_given)
-            fprintf(stderr, "  Fetch the bert-base-uncased vocab first with:  scripts/fetch_vocab.sh\n"
-                            "  (or pass --vocab PATH, or --pretrained DIR holding vocab.txt)\n");
-        return 1;
-    }
-    char err[512] = "";
-    volt_tokenizer_config tc;
-    volt_tokenizer_config_init(&tc);
-    tc.lowercase = o->lowercase;
-    tc.errbuf = err;
-    tc.errbuf_size = sizeof err;
-    volt_status st = volt_tokenizer_load(&tc, o->vocab, &a->tok);
-    if (st < 0) {
-        fprintf(stderr, APP ": bad vocab '%s' (%s): %s\n", o->vocab, volt_status_str(st), err);
-        return 1;
-    }
-    return 0;
-}
-
-static int make_datasets(const opts *o, app *a) {
-    char cache[PATH_N], err[1024] = "";
-    const char *cache_dir = NULL;
-    if (!o->no_cache) {
-        if (o->cache_dir) cache_dir = o->cache_dir;
-        else if (volt_text_default_cache_dir(cache, sizeof cache) == VOLT_OK) cache_dir = cache;
-    }
-    static const char *const names[3] = { "train", "val", "test" };
-    double t0 = app_now_s();
-    int hits = 0;
-    for (int i = 0; i < 3; i++) {
-        bool hit = false;
-        volt_status st = volt_text_dataset(a->part[i], a->tok, o->max_length, cache_dir, &a->ds[i], &hit, err, sizeof err);
-        if (st < 0) {
-            char what[64];
-            snprintf(what, sizeof what, "tokenizing the %s split", names[i]);
-            return fail(what, st, err);
-        }
-        hits += hit;
-    }
-    if (a->zero)
-        printf("tokenized to %d tokens in %.1f s (%s)\n", o->max_length, app_now_s() - t0,
-           !cache_dir ? "no cache" : hits == 3 ? "cache hit" : hits ? "partly cached" : "cache written");
-    return 0;
-}
-
-static int make_loaders(const opts *o, app *a) {
-    volt_loader_config lc;
-    volt_loader_config_init(&lc);
-    lc.batch_size = o->batch_size;
-    lc.num_workers = o->tr.workers;
-    lc.seed = o->tr.seed;
-    for (int i = 0; i < 3; i++) {
-        volt_loader_config c = lc;
-        c.shuffle = i == 0;
-        c.drop_last = i == 0 && o->drop_last;
-        volt_status st = volt_loader_create(&c, a->ds[i], &a->ld[i]);
-        if (st < 0) return fail("creating the data loaders", st, NULL);
-    }
-    return 0;
-}
-
-/* The model's config, checked before any tokenizing so a bad flag fails fast. */
 static int model_config(const opts *o, const app *a, int n_classes, int64_t n_train, volt_distilbert_config *mc) {
     volt_distilbert_config_init(mc);
     volt_status st = volt_distilbert_preset(mc, o->preset);
@@ -458,72 +214,6 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
     return 0;
 }
 
-/* ---- predict ----------------------------------------------------------------------------------- */
-typedef struct pred_out {
-    FILE *f;
-    bool jsonl;
-    int64_t next;          /* index of the next text */
-    volt_status err;
-} pred_out;
-
-/* One row per text: its index, the argmax label and its softmax probability. */
-static volt_status pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits) {
-    pred_out *p = ctx;
-    if (logits->dtype != VOLT_F32 || logits->shape.ndim != 2) return VOLT_ERR_DTYPE;
-    const int64_t B = logits->shape.d[0], C = logits->shape.d[1];
-    const float *x = logits->data;
-    for (int64_t r = 0; r < B; r++) {
-        const float *row = x + r * C;
-        int64_t best = 0;
-        for (int64_t c = 1; c < C; c++)
-            if (row[c] > row[best]) best = c;
-        double z = 0;
-        for (int64_t c = 0; c < C; c++) z += exp((double)row[c] - (double)row[best]);
-        double prob = 1.0 / z;
-        if (p->jsonl) fprintf(p->f, "{\"index\": %lld, \"label\": %lld, \"probability\": %.6f}\n", (long long)p->next, (long long)best, prob);
-        else fprintf(p->f, "%lld,%lld,%.6f\n", (long long)p->next, (long long)best, prob);
-        p->next++;
-    }
-    return ferror(p->f) ? VOLT_ERR_IO : VOLT_OK;
-}
-
-/* The texts of predict.input, one per line (CR/LF stripped, empty lines kept as empty texts
- * so output row i is input line i). */
-static int read_texts(const opts *o, app *a) {
-    FILE *f = !strcmp(o->pred_in, "-") ? stdin : fopen(o->pred_in, "r");
-    if (!f) { fprintf(stderr, APP ": predict.input '%s': %s\n", o->pred_in, strerror(errno)); return 1; }
-    volt_status st = volt_corpus_create("predict", &a->all);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while (st == VOLT_OK && (n = getline(&line, &cap, f)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-        st = volt_corpus_add(a->all, line, (size_t)n, 0);
-    }
-    free(line);
-    if (f != stdin) fclose(f);
-    if (st < 0) return fail("reading predict.input", st, o->pred_in);
-    if (volt_corpus_len(a->all) == 0) { fprintf(stderr, APP ": predict.input '%s' has no lines\n", o->pred_in); return 1; }
-    return 0;
-}
-
-/* The classifier's rows in a checkpoint file: its class count. */
-static int ckpt_classes(const char *path, int64_t *n) {
-    char err[PATH_N + 256] = "";
-    volt_st_file *f = NULL;
-    volt_status st = volt_st_open(path, &f, err, sizeof err);
-    if (st < 0) return fail("opening the checkpoint", st, err);
-    volt_st_info info;
-    st = volt_st_find(f, "classifier.bias", &info);
-    if (st == VOLT_OK) *n = info.shape.d[0];
-    volt_st_close(f);
-    if (st < 0) {
-        fprintf(stderr, APP ": checkpoint '%s' has no classifier.bias (sharded?); give --model.num_classes\n", path);
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     opts o;
     volt_cli_key keybuf[APP_MAX_KEYS];
@@ -551,7 +241,7 @@ int main(int argc, char **argv) {
     /* A fixed checkpoint folder per (data kind, preset), not per run version, so --resume
      * finds "last". */
     char ckdir[PATH_N + 64], ckfile[PATH_N + 96];
-    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, kind_name(o.kind), o.preset);
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, text_kind_name(o.kind), o.preset);
     /* validate / test / predict in a new process: "last" is the file in that folder */
     if (o.ckpt && strcmp(o.sub, "fit") != 0 && !strcmp(o.ckpt, "last")) {
         snprintf(ckfile, sizeof ckfile, "%s/last.safetensors", ckdir);
@@ -559,16 +249,16 @@ int main(int argc, char **argv) {
     }
     int n_classes = 0;
     if (predict) {
-        if (read_texts(&o, &a) || load_tokenizer(&o, &a)) goto out;
+        if (text_read_texts(&o, &a) || text_load_tokenizer(&o, &a)) goto out;
         int64_t nc = o.num_classes;
-        if (nc < 1 && ckpt_classes(o.ckpt, &nc)) goto out;
+        if (nc < 1 && text_ckpt_classes(o.ckpt, &nc)) goto out;
         n_classes = (int)nc;
         n_split[2] = volt_corpus_len(a.all);      /* in input order: row i is line i */
     } else {
-        if (load_corpus(&o, &a) || split_corpus(&o, &a, n_split) || load_tokenizer(&o, &a)) goto out;
+        if (text_load_corpus(&o, &a) || text_split_corpus(&o, &a, n_split) || text_load_tokenizer(&o, &a)) goto out;
         n_classes = o.num_classes > 0 ? (int)o.num_classes : volt_corpus_num_classes(a.all);
         if (a.zero) {
-            printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", kind_name(o.kind),
+            printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", text_kind_name(o.kind),
                    o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
                    (long long)n_split[2], (unsigned long long)o.tr.seed);
             fflush(stdout);
@@ -590,14 +280,14 @@ int main(int argc, char **argv) {
         lc.batch_size = o.batch_size;
         lc.num_workers = o.tr.workers;
         if ((st = volt_loader_create(&lc, a.ds[2], &a.ld[2])) < 0) { fail("creating the data loader", st, NULL); goto out; }
-    } else if (make_datasets(&o, &a) || make_loaders(&o, &a)) goto out;
+    } else if (text_make_datasets(&o, &a) || text_make_loaders(&o, &a)) goto out;
 
     /* ---- trainer ---- */
     char fingerprint[3 * PATH_N + 512];
     snprintf(fingerprint, sizeof fingerprint,
              "data=%s:%s;split=%lld,%lld,%lld;max_length=%d;vocab=%s;lowercase=%d;model=dim%lld,layers%d,heads%d,hidden%lld,"
              "vocab%lld,pos%lld;classes=%d;pretrained=%s",
-             kind_name(o.kind), o.data_path, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], o.max_length,
+             text_kind_name(o.kind), o.data_path, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], o.max_length,
              o.vocab, o.lowercase, (long long)mc.dim, mc.n_layers, mc.n_heads, (long long)mc.hidden_dim,
              (long long)mc.vocab_size, (long long)mc.max_position, n_classes, o.pretrained ? o.pretrained : "");
     volt_trainer_config tc;
@@ -629,7 +319,7 @@ int main(int argc, char **argv) {
         if (!pf) { fprintf(stderr, APP ": predict.output '%s': %s\n", o.pred_out, strerror(errno)); goto out; }
         pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
         if (!po.jsonl) fputs("index,label,probability\n", pf);
-        st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, pred_write, &po);
+        st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         if (st < 0) { fail("predict", st, volt_trainer_errmsg(a.t)); goto out; }
         if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
         if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);

@@ -1,0 +1,114 @@
+/* apps/text_app.h — what the files of volt-text-classification share (text_classification.c:
+ * options and main; text_data.c: corpus, tokenizer, datasets, loaders; text_predict.c:
+ * predict's input and output). Private to the app. */
+#ifndef VOLT_APP_TEXT_APP_H
+#define VOLT_APP_TEXT_APP_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "volt/core.h"
+#include "volt/data.h"
+#include "volt/trainer.h"
+#include "volt/optim.h"
+#include "volt/tokenizer.h"
+#include "volt/text.h"
+#include "volt/distilbert.h"
+#include "volt/distilbert_hf.h"
+#include "volt/cli.h"
+#include "volt/safetensors.h"
+#include "app_common.h"
+
+
+#define APP "volt-text-classification"
+#define PATH_N 4096
+
+typedef enum data_kind { DATA_IMDB, DATA_CSV, DATA_TSV, DATA_SPAM } data_kind;
+
+typedef struct opts {
+    const char *data;             /* the --data spec as given */
+    data_kind kind;
+    char data_path[PATH_N];       /* folder or file the spec names (resolved) */
+    char vocab[PATH_N];           /* resolved: --vocab, else <pretrained>/vocab.txt, else ~/.cache */
+    bool vocab_given;
+    const char *preset, *pretrained, *cache_dir;
+    bool no_cache;
+    int max_length;
+    int64_t batch_size, epochs;   /* batch_size: per rank */
+    float lr, weight_decay, attention_dropout;   /* attention_dropout < 0: the model's default */
+    volt_optim_kind optimizer;
+    const char *schedule;         /* "constant" or "linear" */
+    int64_t warmup_steps;
+    bool split_given, split_is_frac;
+    int64_t split_n[3];
+    double split_f[3];
+    bool drop_last;               /* the train loader's drop_last */
+    bool lowercase;               /* the tokenizer's (tokenizer_config.json's do_lower_case) */
+    int64_t num_classes;          /* model.num_classes; -1 = from the corpus / checkpoint */
+    const char *sub;              /* fit, validate, test, predict */
+    const char *ckpt;             /* ckpt_path */
+    const char *pred_in, *pred_out, *pred_format;
+    app_trainer_opts tr;          /* trainer.*, data.num_workers, ... (apps/app_common.h) */
+} opts;
+
+/* Everything main allocates, released in one place (so error paths leak nothing). */
+typedef struct app {
+    volt_corpus *all, *part[3];
+    volt_tokenizer *tok;
+    volt_dataset *ds[3];
+    volt_loader *ld[3];
+    void *model;
+    volt_trainer *t;
+    bool zero;         /* rank 0, which prints the informational lines (errors: any rank) */
+} app;
+
+static inline void app_free(app *a) {
+    volt_trainer_destroy(a->t);
+    for (int i = 0; i < 3; i++) {
+        volt_loader_destroy(a->ld[i]);
+        volt_dataset_destroy(a->ds[i]);
+        volt_corpus_destroy(a->part[i]);
+    }
+    volt_distilbert_destroy(a->model);
+    volt_tokenizer_destroy(a->tok);
+    volt_corpus_destroy(a->all);
+}
+
+static inline int fail(const char *what, volt_status st, const char *msg) { return app_fail(APP, what, st, msg); }
+
+
+static inline bool is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static inline bool is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* "not found" or "is a directory": what is wrong with a path that should be a file. */
+static inline const char *not_file_why(const char *p) { return is_dir(p) ? "is a directory" : "not found"; }
+
+const char *text_kind_name(data_kind k);
+int text_load_corpus(const opts *o, app *a);
+int text_split_corpus(const opts *o, app *a, int64_t n_out[3]);
+int text_load_tokenizer(const opts *o, app *a);
+int text_make_datasets(const opts *o, app *a);
+int text_make_loaders(const opts *o, app *a);
+
+typedef struct pred_out {
+    FILE *f;
+    bool jsonl;
+    int64_t next;          /* index of the next text */
+    volt_status err;
+} pred_out;
+volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits);
+int text_read_texts(const opts *o, app *a);
+int text_ckpt_classes(const char *path, int64_t *n);
+
+#endif

@@ -1,0 +1,165 @@
+/* volt-text-classification: the corpus, its split, the tokenizer, the datasets and loaders. */
+#include "text_app.h"
+
+int text_load_corpus(const opts *o, app *a) {
+    char err[1024] = "";
+    volt_status st;
+    char dir[PATH_N + 16];
+    switch (o->kind) {
+    case DATA_SPAM:
+        if (!is_dir(o->data_path)) {
+            fprintf(stderr,
+                    APP ": SpamAssassin corpus not found at '%s'.\n"
+                    "  Fetch it first with:  scripts/fetch_spam.sh%s%s\n"
+                    "  (or pick other data with --data imdb:DIR | csv:PATH | tsv:PATH)\n",
+                    o->data_path, strchr(o->data, ':') ? " " : "", strchr(o->data, ':') ? o->data_path : "");
+            return 1;
+        }
+        st = volt_corpus_load_spam_assassin(o->data_path, &a->all, err, sizeof err);
+        break;
+    case DATA_IMDB:
+        /* Accept the aclImdb folder itself or a folder that holds it. */
+        snprintf(dir, sizeof dir, "%s/train", o->data_path);
+        if (is_dir(dir)) snprintf(dir, sizeof dir, "%s", o->data_path);
+        else snprintf(dir, sizeof dir, "%s/aclImdb", o->data_path);
+        if (!is_dir(dir)) snprintf(dir, sizeof dir, "%s", o->data_path);
+        if (!is_dir(dir)) {
+            fprintf(stderr, APP ": IMDB folder '%s' not found (want the extracted aclImdb/ of "
+                            "aclImdb_v1.tar.gz, holding train/ and test/)\n", dir);
+            return 1;
+        }
+        st = volt_corpus_load_imdb(dir, &a->all, err, sizeof err);
+        break;
+    case DATA_CSV:
+    case DATA_TSV:
+        if (!is_file(o->data_path)) {
+            fprintf(stderr, APP ": %s file '%s' %s\n", text_kind_name(o->kind), o->data_path, not_file_why(o->data_path));
+            return 1;
+        }
+        st = o->kind == DATA_CSV ? volt_corpus_load_csv(o->data_path, &a->all, err, sizeof err)
+                                 : volt_corpus_load_tsv(o->data_path, &a->all, err, sizeof err);
+        break;
+    default:
+        return 1;
+    }
+    if (st < 0) return fail("loading the corpus", st, err);
+    if (volt_corpus_len(a->all) == 0) {
+        fprintf(stderr, APP ": corpus '%s' is empty\n", volt_corpus_name(a->all));
+        return 1;
+    }
+    if (volt_corpus_num_classes(a->all) < 2) {
+        fprintf(stderr, APP ": corpus '%s' has only label 0; classification needs at least two labels\n",
+                volt_corpus_name(a->all));
+        return 1;
+    }
+    return 0;
+}
+
+int text_split_corpus(const opts *o, app *a, int64_t n_out[3]) {
+    int64_t n = volt_corpus_len(a->all);
+    int64_t c[3];
+    if (o->split_given && !o->split_is_frac) {
+        memcpy(c, o->split_n, sizeof c);
+    } else if (!o->split_given && o->kind == DATA_IMDB) {
+        c[0] = 35000; c[1] = 5000; c[2] = 10000;        /* the recipe */
+    } else {
+        double f[3] = { 0.8, 0.1, 0.1 };
+        if (o->split_given) memcpy(f, o->split_f, sizeof f);
+        c[0] = llround(f[0] * (double)n);
+        c[1] = llround(f[1] * (double)n);
+        if (c[0] + c[1] > n) c[1] = n - c[0];
+        c[2] = llround(f[2] * (double)n);
+        if (c[0] + c[1] + c[2] > n) c[2] = n - c[0] - c[1];
+    }
+    if (c[0] + c[1] + c[2] > n || c[0] < 1) {
+        fprintf(stderr, APP ": split %lld/%lld/%lld needs %lld texts, corpus '%s' has %lld (set --split)\n",
+                (long long)c[0], (long long)c[1], (long long)c[2], (long long)(c[0] + c[1] + c[2]),
+                volt_corpus_name(a->all), (long long)n);
+        return 1;
+    }
+    if (c[2] < 1) {
+        fprintf(stderr, APP ": split %lld/%lld/%lld leaves no test texts (set --split)\n", (long long)c[0],
+                (long long)c[1], (long long)c[2]);
+        return 1;
+    }
+    volt_status st = volt_corpus_split(a->all, c[0], c[1], c[2], o->tr.seed, &a->part[0], &a->part[1], &a->part[2]);
+    if (st < 0) return fail("splitting the corpus", st, NULL);
+    memcpy(n_out, c, sizeof c);
+    return 0;
+}
+
+int text_load_tokenizer(const opts *o, app *a) {
+    if (!is_file(o->vocab)) {
+        fprintf(stderr, APP ": vocab '%s' %s.\n", o->vocab, not_file_why(o->vocab));
+        if (!o->vocab_given)
+            fprintf(stderr, "  Fetch the bert-base-uncased vocab first with:  scripts/fetch_vocab.sh\n"
+                            "  (or pass --vocab PATH, or --pretrained DIR holding vocab.txt)\n");
+        return 1;
+    }
+    char err[512] = "";
+    volt_tokenizer_config tc;
+    volt_tokenizer_config_init(&tc);
+    tc.lowercase = o->lowercase;
+    tc.errbuf = err;
+    tc.errbuf_size = sizeof err;
+    volt_status st = volt_tokenizer_load(&tc, o->vocab, &a->tok);
+    if (st < 0) {
+        fprintf(stderr, APP ": bad vocab '%s' (%s): %s\n", o->vocab, volt_status_str(st), err);
+        return 1;
+    }
+    return 0;
+}
+
+int text_make_datasets(const opts *o, app *a) {
+    char cache[PATH_N], err[1024] = "";
+    const char *cache_dir = NULL;
+    if (!o->no_cache) {
+        if (o->cache_dir) cache_dir = o->cache_dir;
+        else if (volt_text_default_cache_dir(cache, sizeof cache) == VOLT_OK) cache_dir = cache;
+    }
+    static const char *const names[3] = { "train", "val", "test" };
+    double t0 = app_now_s();
+    int hits = 0;
+    for (int i = 0; i < 3; i++) {
+        bool hit = false;
+        volt_status st = volt_text_dataset(a->part[i], a->tok, o->max_length, cache_dir, &a->ds[i], &hit, err, sizeof err);
+        if (st < 0) {
+            char what[64];
+            snprintf(what, sizeof what, "tokenizing the %s split", names[i]);
+            return fail(what, st, err);
+        }
+        hits += hit;
+    }
+    if (a->zero)
+        printf("tokenized to %d tokens in %.1f s (%s)\n", o->max_length, app_now_s() - t0,
+           !cache_dir ? "no cache" : hits == 3 ? "cache hit" : hits ? "partly cached" : "cache written");
+    return 0;
+}
+
+int text_make_loaders(const opts *o, app *a) {
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = o->batch_size;
+    lc.num_workers = o->tr.workers;
+    lc.seed = o->tr.seed;
+    for (int i = 0; i < 3; i++) {
+        volt_loader_config c = lc;
+        c.shuffle = i == 0;
+        c.drop_last = i == 0 && o->drop_last;
+        volt_status st = volt_loader_create(&c, a->ds[i], &a->ld[i]);
+        if (st < 0) return fail("creating the data loaders", st, NULL);
+    }
+    return 0;
+}
+
+/* The model's config, checked before any tokenizing so a bad flag fails fast. */
+
+const char *text_kind_name(data_kind k) {
+    switch (k) {
+    case DATA_IMDB: return "imdb";
+    case DATA_CSV: return "csv";
+    case DATA_TSV: return "tsv";
+    case DATA_SPAM: return "spam";
+    }
+    return "?";
+}

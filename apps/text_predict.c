@@ -1,0 +1,63 @@
+/* volt-text-classification predict: texts in, one (index, label, probability) row out each. */
+#include "text_app.h"
+
+/* ---- predict ----------------------------------------------------------------------------------- */
+
+/* One row per text: its index, the argmax label and its softmax probability. */
+volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits) {
+    pred_out *p = ctx;
+    if (logits->dtype != VOLT_F32 || logits->shape.ndim != 2) return VOLT_ERR_DTYPE;
+    const int64_t B = logits->shape.d[0], C = logits->shape.d[1];
+    const float *x = logits->data;
+    for (int64_t r = 0; r < B; r++) {
+        const float *row = x + r * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (row[c] > row[best]) best = c;
+        double z = 0;
+        for (int64_t c = 0; c < C; c++) z += exp((double)row[c] - (double)row[best]);
+        double prob = 1.0 / z;
+        if (p->jsonl) fprintf(p->f, "{\"index\": %lld, \"label\": %lld, \"probability\": %.6f}\n", (long long)p->next, (long long)best, prob);
+        else fprintf(p->f, "%lld,%lld,%.6f\n", (long long)p->next, (long long)best, prob);
+        p->next++;
+    }
+    return ferror(p->f) ? VOLT_ERR_IO : VOLT_OK;
+}
+
+/* The texts of predict.input, one per line (CR/LF stripped, empty lines kept as empty texts
+ * so output row i is input line i). */
+int text_read_texts(const opts *o, app *a) {
+    FILE *f = !strcmp(o->pred_in, "-") ? stdin : fopen(o->pred_in, "r");
+    if (!f) { fprintf(stderr, APP ": predict.input '%s': %s\n", o->pred_in, strerror(errno)); return 1; }
+    volt_status st = volt_corpus_create("predict", &a->all);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (st == VOLT_OK && (n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        st = volt_corpus_add(a->all, line, (size_t)n, 0);
+    }
+    free(line);
+    if (f != stdin) fclose(f);
+    if (st < 0) return fail("reading predict.input", st, o->pred_in);
+    if (volt_corpus_len(a->all) == 0) { fprintf(stderr, APP ": predict.input '%s' has no lines\n", o->pred_in); return 1; }
+    return 0;
+}
+
+/* The classifier's rows in a checkpoint file: its class count. */
+int text_ckpt_classes(const char *path, int64_t *n) {
+    char err[PATH_N + 256] = "";
+    volt_st_file *f = NULL;
+    volt_status st = volt_st_open(path, &f, err, sizeof err);
+    if (st < 0) return fail("opening the checkpoint", st, err);
+    volt_st_info info;
+    st = volt_st_find(f, "classifier.bias", &info);
+    if (st == VOLT_OK) *n = info.shape.d[0];
+    volt_st_close(f);
+    if (st < 0) {
+        fprintf(stderr, APP ": checkpoint '%s' has no classifier.bias (sharded?); give --model.num_classes\n", path);
+        return 1;
+    }
+    return 0;
+}
+
