@@ -3,7 +3,8 @@
  * metric that loggers pick up. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/util.h"
 
 static const char *optim_name(volt_optim_kind k) {
     switch (k) {

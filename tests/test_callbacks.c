@@ -15,7 +15,11 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "volt/safetensors.h"
-#include "callbacks/fmt.h"
+#include "callbacks/util.h"
+#include "callbacks/model_checkpoint.h"
+#include "callbacks/early_stopping.h"
+#include "callbacks/progress_bar.h"
+#include "callbacks/csv_logger.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
