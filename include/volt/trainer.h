@@ -366,6 +366,14 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
  * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
 volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The callbacks added so far, in hook order: how many, and the i-th one's table name (NULL
+ * for an index out of range). */
+int volt_trainer_num_callbacks(const volt_trainer *t);
+const char *volt_trainer_callback_name(const volt_trainer *t, int i);
+/* Move the callback at index `from` to index `to`, the others keeping their order (how the
+ * default callbacks are arranged: the logger first, checkpointing last). INVALID_ARG for an
+ * index out of range. */
+volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to);
 /* Batches the running validation / test / predict loop will run (after limits; the sanity
  * check's count while sanity checking); -1 outside such a loop or when unknown. */
 int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
