@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "volt/trainer.h"
-#include "callbacks/util.h"
 
 static const char *optim_name(volt_optim_kind k) {
     switch (k) {

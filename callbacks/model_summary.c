@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "volt/trainer.h"
-#include "callbacks/util.h"
 
 static void human(int64_t n, char *out, size_t len) {   /* Lightning's get_human_readable_count */
     static const char *const units[] = { "", " K", " M", " B", " T" };
