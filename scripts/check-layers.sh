@@ -35,7 +35,7 @@ level_of_public() {   # volt/<name>.h -> the level of the layer that implements 
     *) echo "?" ;;
   esac
 }
-names=(core data strategies trainer callbacks nn models cli apps)
+names=(core data/precision strategies trainer callbacks nn models cli apps)
 bad=0
 report() { echo "layers: $1"; bad=1; }
 
