@@ -8,11 +8,207 @@
  * (epoch means) and after each validation / test run. Columns: epoch, step, then the
  * metric names sorted; the step column is Lightning's: the index of the last optimizer
  * step (global_step - 1) during fit, global_step in validate / test. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "callbacks/fmt.h"
+#include "core/err.h"
+#include "volt/trainer.h"
+#include "callbacks/csv_logger.h"
+#include "callbacks/util.h"
+
+/* ---- metrics.csv ------------------------------------------------------------------------------- */
+
+static void free_cells(char **c, int n) {
+    for (int i = 0; i < n; i++) free(c[i]);
+    free(c);
+}
+
+static void put_cell(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) { fputs(s, f); return; }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+static void put_header(FILE *f, const volt_cb_csv *c) {
+    for (int i = 0; i < c->ncols; i++) {
+        if (i) fputc(',', f);
+        put_cell(f, c->cols[i]);
+    }
+    fputc('\n', f);
+}
+
+/* One line of a file into a growing buffer (without the newline); false at EOF. */
+static bool read_line(FILE *f, char **buf, size_t *cap) {
+    size_t k = 0;
+    int ch;
+    if (!*buf) { *cap = 256; if (!(*buf = malloc(*cap))) return false; }
+    while ((ch = fgetc(f)) != EOF && ch != '\n') {
+        if (k + 2 > *cap) {
+            char *b = realloc(*buf, *cap * 2);
+            if (!b) return false;
+            *buf = b;
+            *cap *= 2;
+        }
+        (*buf)[k++] = (char)ch;
+    }
+    if (k && (*buf)[k - 1] == '\r') k--;
+    (*buf)[k] = 0;
+    return ch != EOF || k > 0;
+}
+
+volt_status volt_cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (!(c->path = strdup(path))) return VOLT_ERR_NOMEM;
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    if (f && read_line(f, &line, &cap) && line[0]) {
+        char **cells;
+        int n = volt_cb_csv_split(line, &cells);
+        fclose(f);
+        free(line);
+        if (n < 0) {
+            snprintf(err, errlen, "'%s': cannot parse the header line", path);
+            volt_cb_csv_close(c);
+            return VOLT_ERR_CORRUPT;
+        }
+        c->cols = cells;
+        c->ncols = n;
+        c->on_disk = true;
+        return VOLT_OK;
+    }
+    if (f) fclose(f);
+    free(line);
+    static const char *const base[] = { "epoch", "step" };
+    if (!(c->cols = calloc(2, sizeof *c->cols))) { volt_cb_csv_close(c); return VOLT_ERR_NOMEM; }
+    for (int i = 0; i < 2; i++)
+        if (!(c->cols[c->ncols++] = strdup(base[i]))) { volt_cb_csv_close(c); return VOLT_ERR_NOMEM; }
+    return VOLT_OK;
+}
+
+void volt_cb_csv_close(volt_cb_csv *c) {
+    if (!c) return;
+    free_cells(c->cols, c->ncols);
+    free(c->path);
+    memset(c, 0, sizeof *c);
+}
+
+static int col_index(const volt_cb_csv *c, const char *name) {
+    for (int i = 0; i < c->ncols; i++)
+        if (strcmp(c->cols[i], name) == 0) return i;
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Rewrite the file with the current (wider) header: each old row's cells move under their
+ * column's new position. Atomic: path.tmp, then rename. */
+static volt_status csv_rewrite(volt_cb_csv *c, char *err, size_t errlen) {
+    char tmp[VOLT_CB_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c->path);
+    FILE *in = fopen(c->path, "r");
+    if (!in) { snprintf(err, errlen, "cannot read '%s': %s", c->path, strerror(errno)); return VOLT_ERR_IO; }
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        snprintf(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
+        return VOLT_ERR_IO;
+    }
+    volt_status st = VOLT_OK;
+    char *line = NULL, **old = NULL;
+    size_t cap = 0;
+    int nold = -1;
+    int *map = NULL;
+    if (!read_line(in, &line, &cap) || (nold = volt_cb_csv_split(line, &old)) < 0) {
+        snprintf(err, errlen, "'%s': cannot parse the header line", c->path);
+        st = VOLT_ERR_CORRUPT;
+    } else if (!(map = malloc((size_t)(nold ? nold : 1) * sizeof *map))) {
+        st = VOLT_ERR_NOMEM;
+    } else {
+        for (int i = 0; i < nold; i++) map[i] = col_index(c, old[i]);
+        put_header(out, c);
+        const char **row = calloc((size_t)c->ncols, sizeof *row);
+        if (!row) st = VOLT_ERR_NOMEM;
+        while (st == VOLT_OK && read_line(in, &line, &cap)) {
+            if (!line[0]) continue;
+            char **cells;
+            int n = volt_cb_csv_split(line, &cells);
+            if (n < 0) { snprintf(err, errlen, "'%s': cannot parse a row", c->path); st = VOLT_ERR_CORRUPT; break; }
+            for (int i = 0; i < c->ncols; i++) row[i] = "";
+            for (int i = 0; i < n && i < nold; i++)
+                if (map[i] >= 0) row[map[i]] = cells[i];
+            for (int i = 0; i < c->ncols; i++) {
+                if (i) fputc(',', out);
+                put_cell(out, row[i]);
+            }
+            fputc('\n', out);
+            free_cells(cells, n);
+        }
+        free(row);
+    }
+    if (old) free_cells(old, nold);
+    free(map);
+    free(line);
+    fclose(in);
+    if (fflush(out) != 0 || ferror(out)) {
+        if (st == VOLT_OK) { snprintf(err, errlen, "cannot write '%s'", tmp); st = VOLT_ERR_IO; }
+    }
+    fclose(out);
+    if (st == VOLT_OK && rename(tmp, c->path) != 0) {
+        snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno));
+        st = VOLT_ERR_IO;
+    }
+    if (st != VOLT_OK) remove(tmp);
+    return st;
+}
+
+volt_status volt_cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, int n,
+                                  const char *const *names, const double *vals, char *err, size_t errlen) {
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        if (!names[i] || strcmp(names[i], "epoch") == 0 || strcmp(names[i], "step") == 0) continue;
+        if (col_index(c, names[i]) >= 0) continue;
+        char **cols = realloc(c->cols, (size_t)(c->ncols + 1) * sizeof *cols);
+        if (!cols) return VOLT_ERR_NOMEM;
+        c->cols = cols;
+        if (!(c->cols[c->ncols] = strdup(names[i]))) return VOLT_ERR_NOMEM;
+        c->ncols++;
+        added++;
+    }
+    if (added) {
+        /* epoch, step stay in front (where they are); the metric columns are sorted. */
+        int lead = 0;
+        while (lead < c->ncols && (strcmp(c->cols[lead], "epoch") == 0 || strcmp(c->cols[lead], "step") == 0)) lead++;
+        qsort(c->cols + lead, (size_t)(c->ncols - lead), sizeof *c->cols, cmp_str);
+        if (c->on_disk) VOLT_TRY(csv_rewrite(c, err, errlen));
+    }
+    FILE *f = fopen(c->path, c->on_disk ? "a" : "w");
+    if (!f) { snprintf(err, errlen, "cannot write '%s': %s", c->path, strerror(errno)); return VOLT_ERR_IO; }
+    if (!c->on_disk) put_header(f, c);
+    for (int j = 0; j < c->ncols; j++) {
+        if (j) fputc(',', f);
+        char num[64] = "";
+        if (strcmp(c->cols[j], "epoch") == 0) snprintf(num, sizeof num, "%lld", (long long)epoch);
+        else if (strcmp(c->cols[j], "step") == 0) snprintf(num, sizeof num, "%lld", (long long)step);
+        else
+            for (int i = n - 1; i >= 0; i--)           /* the last value given for a name wins */
+                if (names[i] && strcmp(names[i], c->cols[j]) == 0) { volt_cb_repr(vals[i], num, sizeof num); break; }
+        fputs(num, f);
+    }
+    fputc('\n', f);
+    bool bad = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0 || bad) { snprintf(err, errlen, "cannot write '%s'", c->path); return VOLT_ERR_IO; }
+    c->on_disk = true;
+    return VOLT_OK;
+}
 
 /* ---- the logger callback ----------------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* EarlyStopping: Lightning's callback of that name, written against the public API only.
  *
  * Checks after each validation (not the sanity check), or at train epoch end when no
- * validation has run in this fit. The decision itself is volt_cb_es_update (callbacks/fmt.c);
+ * validation has run in this fit. The decision itself is volt_cb_es_update (below);
  * its state (wait count, best score, stopped epoch) travels in checkpoints, so a resumed run
  * stops where the uninterrupted one would. */
 #include <math.h>
@@ -9,7 +9,63 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/early_stopping.h"
+#include "callbacks/util.h"
+
+/* ---- EarlyStopping --------------------------------------------------------------------------- */
+
+void volt_cb_es_init(volt_cb_es_state *st, volt_mode mode) {
+    st->best = mode == VOLT_MAX ? -INFINITY : INFINITY;
+    st->wait = 0;
+    st->stopped_epoch = 0;
+}
+
+bool volt_cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *st, double current,
+                       char *reason, size_t n) {
+    char dummy[8];
+    if (!reason || !n) { reason = dummy; n = sizeof dummy; }
+    reason[0] = 0;
+    const char *mon = cfg->monitor ? cfg->monitor : "?";
+    volt_mode mode = cfg->mode;
+    const char *op = mode == VOLT_MAX ? ">" : "<";
+    char cur[64];
+    volt_cb_repr(current, cur, sizeof cur);
+    if (cfg->check_finite && !isfinite(current)) {
+        snprintf(reason, n, "Monitored metric %s = %s is not finite. Previous best value was %.3f. "
+                 "Signaling Trainer to stop.", mon, cur, st->best);
+        return true;
+    }
+    if (cfg->has_stopping_threshold && volt_cb_better(current, cfg->stopping_threshold, mode)) {
+        snprintf(reason, n, "Stopping threshold reached: %s = %s %s %g. Signaling Trainer to stop.",
+                 mon, cur, op, (double)cfg->stopping_threshold);
+        return true;
+    }
+    if (cfg->has_divergence_threshold && volt_cb_better(-current, -(double)cfg->divergence_threshold, mode)) {
+        snprintf(reason, n, "Divergence threshold reached: %s = %s %s %g. Signaling Trainer to stop.",
+                 mon, cur, mode == VOLT_MAX ? "<" : ">", (double)cfg->divergence_threshold);
+        return true;
+    }
+    double delta = fabs((double)cfg->min_delta);
+    bool improved = mode == VOLT_MAX ? current - delta > st->best : current + delta < st->best;
+    if (improved) {
+        if (isfinite(st->best))
+            snprintf(reason, n, "Metric %s improved by %.3f >= min_delta = %g. New best score: %.3f",
+                     mon, fabs(st->best - current), (double)cfg->min_delta, current);
+        else
+            snprintf(reason, n, "Metric %s improved. New best score: %.3f", mon, current);
+        st->best = current;
+        st->wait = 0;
+        return false;
+    }
+    st->wait++;
+    if (st->wait >= cfg->patience) {
+        snprintf(reason, n, "Monitored metric %s did not improve in the last %lld records. "
+                 "Best score: %.3f. Signaling Trainer to stop.", mon, (long long)st->wait, st->best);
+        return true;
+    }
+    return false;
+}
 
 typedef struct es {
     volt_early_stopping_config cfg;  /* cfg.monitor points at monitor below */

@@ -3,7 +3,7 @@
  * metric that loggers pick up. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
 
 static const char *optim_name(volt_optim_kind k) {
     switch (k) {

@@ -19,7 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/model_checkpoint.h"
+#include "callbacks/util.h"
 
 #define MC_EXT ".safetensors"
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
 
 static void human(int64_t n, char *out, size_t len) {   /* Lightning's get_human_readable_count */
     static const char *const units[] = { "", " K", " M", " B", " T" };

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/util.h"
 
 #define W 720
 #define H 440

@@ -15,7 +15,43 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/progress_bar.h"
+
+/* ---- progress bar text ------------------------------------------------------------------------- */
+
+void volt_cb_fmt_duration(double secs, char *out, size_t n) {
+    if (!(secs >= 0) || !isfinite(secs) || secs > 1e9) { snprintf(out, n, "?"); return; }
+    long long s = (long long)secs;
+    long long h = s / 3600, m = (s / 60) % 60, r = s % 60;
+    if (h) snprintf(out, n, "%lld:%02lld:%02lld", h, m, r);
+    else snprintf(out, n, "%02lld:%02lld", m, r);
+}
+
+size_t volt_cb_progress_line(char *out, size_t n, const char *prefix, int64_t done, int64_t total,
+                             int64_t start, double elapsed, const char *postfix) {
+    if (!n) return 0;
+    char el[32], rem[32], rate[32];
+    volt_cb_fmt_duration(elapsed, el, sizeof el);
+    int64_t timed = done - (start > 0 ? start : 0);
+    double r = elapsed > 0 && timed > 0 ? (double)timed / elapsed : 0;
+    if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
+    else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1.0 / r);
+    else snprintf(rate, sizeof rate, r >= 100 ? "%.0fit/s" : r >= 10 ? "%.1fit/s" : "%.2fit/s", r);
+    const char *pf = postfix && *postfix ? postfix : NULL;
+    int len;
+    if (total > 0) {
+        if (r > 0) volt_cb_fmt_duration((double)(total - done) / r, rem, sizeof rem);
+        else snprintf(rem, sizeof rem, "?");
+        len = snprintf(out, n, "%s: %lld/%lld [%s<%s, %s%s%s]", prefix, (long long)done,
+                       (long long)total, el, rem, rate, pf ? ", " : "", pf ? pf : "");
+    } else {
+        len = snprintf(out, n, "%s: %lld [%s, %s%s%s]", prefix, (long long)done, el, rate,
+                       pf ? ", " : "", pf ? pf : "");
+    }
+    if (len < 0) { out[0] = 0; return 0; }
+    return (size_t)len < n ? (size_t)len : n - 1;
+}
 
 typedef struct pb {
     bool tty;

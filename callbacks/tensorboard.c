@@ -16,10 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
-#include "callbacks/fmt.h"
+#include "volt/trainer.h"
+#include "callbacks/util.h"
 
 /* ---- crc32c ---------------------------------------------------------------------------------- */
-uint32_t volt_cb_crc32c(const void *data, size_t n) {
+static uint32_t volt_cb_crc32c(const void *data, size_t n) {
     static uint32_t table[256];
     static int ready;                /* benign: every thread computes the same table */
     if (!ready) {

@@ -40,7 +40,7 @@ typedef struct volt_node {
     float f[4];            /* op attributes (float) */
     int64_t i[8];          /* op attributes (int) */
 } volt_node;
-/* GEMM nodes (linear, matmul) keep the step's compute dtype here (volt/precision.h). */
+/* GEMM nodes (linear, matmul) keep the step's compute dtype here (volt/ops.h). */
 #define VOLT_GEMM_COMPUTE_ATTR 7
 
 /* ---- backend vtable ---------------------------------------------------------------- */

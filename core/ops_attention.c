@@ -46,7 +46,7 @@ static volt_tensor *attention_op(volt_step *s, volt_tensor *q, volt_tensor *k, v
     at.i[4] = D;
     at.i[5] = causal;
     at.f[0] = (float)(1.0 / sqrt((double)D));
-    at.i[6] = s->compute_dtype;   /* 16-bit compute: q, k, v (and dO) read rounded (volt/precision.h) */
+    at.i[6] = s->compute_dtype;   /* 16-bit compute: q, k, v (and dO) read rounded (volt/ops.h) */
     at.i[7] = call;
     at.f[1] = drop_p;
     return volt__op(s, VOLT_OP_ATTENTION, n_in, in, VOLT_F32, q->shape, &at);

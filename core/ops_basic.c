@@ -3,11 +3,10 @@
 #include <string.h>
 #include "core/internal.h"
 #include "volt/ops.h"
-#include "volt/precision.h"
 
 static bool is_index(const volt_tensor *t) { return t->dtype == VOLT_I32 || t->dtype == VOLT_I64; }
 
-/* Float inputs may be 16-bit (volt/precision.h): GEMMs take them, other ops get f32 copies. */
+/* Float inputs may be 16-bit (volt/ops.h, volt_step_set_compute_dtype): GEMMs take them, other ops get f32 copies. */
 #define CHECK_FLOAT(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 #define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
 

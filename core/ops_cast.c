@@ -1,4 +1,4 @@
-/* The cast op's front-end, the step's compute dtype and the kernel scratch (volt/precision.h).
+/* The cast op's front-end, the step's compute dtype and the kernel scratch (volt/ops.h).
  *
  * How 16-bit tensors flow through ops: a tensor of any float dtype may be an op's input.
  * Kernels that take 16-bit inputs (volt__op_takes_16bit: GEMMs, layout copies, the cast
@@ -11,7 +11,7 @@
 #include <string.h>
 #include "core/internal.h"
 #include "volt/ops.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 
 volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt) {
     if (volt__any_null(s, 1, &x)) return NULL;

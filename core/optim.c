@@ -20,7 +20,7 @@
 #include <immintrin.h>
 #endif
 #include "volt/optim.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 #include "core/internal.h"   /* VOLT__SIMD_CLONES */
 
 #define OPT_MAX_STATES 2

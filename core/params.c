@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 
 #define INIT_STREAM 0x1A17u   /* RNG stream id for parameter init */
 

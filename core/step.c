@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
+#include "volt/ops.h"
 
 
 void volt_step_config_init(volt_step_config *cfg) {

@@ -23,8 +23,8 @@ level_of_dir() {   # a source folder -> its level
 }
 level_of_public() {   # volt/<name>.h -> the level of the layer that implements it
   case "$1" in
-    core.h|version.h|export.h|ops.h|params.h|optim.h|safetensors.h|precision.h|dtype.h|memory.h|backend.h) echo 0 ;;
-    data.h|text.h|tokenizer.h) echo 1 ;;
+    core.h|version.h|export.h|ops.h|params.h|optim.h|safetensors.h|dtype.h|memory.h|backend.h) echo 0 ;;
+    data.h|text.h|tokenizer.h|precision.h) echo 1 ;;
     strategy.h|strategies.h) echo 2 ;;
     trainer.h|checkpoint.h) echo 3 ;;
     callbacks.h) echo 4 ;;
@@ -35,7 +35,7 @@ level_of_public() {   # volt/<name>.h -> the level of the layer that implements 
     *) echo "?" ;;
   esac
 }
-names=(core data strategies trainer callbacks nn models cli apps)
+names=(core data/precision strategies trainer callbacks nn models cli apps)
 bad=0
 report() { echo "layers: $1"; bad=1; }
 

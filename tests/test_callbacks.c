@@ -15,7 +15,11 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "volt/safetensors.h"
-#include "callbacks/fmt.h"
+#include "callbacks/util.h"
+#include "callbacks/model_checkpoint.h"
+#include "callbacks/early_stopping.h"
+#include "callbacks/progress_bar.h"
+#include "callbacks/csv_logger.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -953,6 +957,60 @@ static void test_e2e_progress_bar(void) {
     free(s);
 }
 
+/* The default callbacks come from the callbacks layer (callbacks/defaults.c): the logger
+ * first, the checkpointing callback last, no default where one of that name was added. */
+static const char *cbname(const volt_trainer *t, int i) {
+    const char *n = volt_trainer_callback_name(t, i);
+    return n ? n : "(none)";
+}
+
+static void test_e2e_default_callbacks(void) {
+    static const char *const want[] = { "CSVLogger", "EarlyStopping", "TensorBoardLogger", "MetricPlots",
+                                        "ProgressBar", "ModelSummary", "ModelCheckpoint" };
+    const char *root = fresh_dir("defaults");
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = true, .progress_bar = true });
+    int fd = open("/dev/null", O_WRONLY), saved = dup(2);   /* the bar writes to stderr */
+    add_es(t);
+    CHECK(volt_trainer_num_callbacks(t) == 1, "one callback before fit: %d", volt_trainer_num_callbacks(t));
+    lin m = { .table = es_scores, .ntable = 6 };
+    dup2(fd, 2);
+    volt_status st = fit(t, &m, true, NULL);
+    dup2(saved, 2);
+    close(fd); close(saved);
+    CHECK_OK(st);
+    int n = volt_trainer_num_callbacks(t);
+    CHECK(n == (int)(sizeof want / sizeof *want), "%d callbacks after fit", n);
+    for (int i = 0; i < n && i < (int)(sizeof want / sizeof *want); i++)
+        CHECK(!strcmp(cbname(t, i), want[i]),
+              "callback %d is %s, want %s", i, cbname(t, i), want[i]);
+    CHECK(volt_trainer_callback_name(t, n) == NULL && volt_trainer_callback_name(t, -1) == NULL, "out of range: NULL");
+    CHECK(volt_trainer_move_callback(t, 0, n) == VOLT_ERR_INVALID_ARG, "move out of range is refused");
+    CHECK_OK(volt_trainer_move_callback(t, 0, 2));
+    CHECK(!strcmp(cbname(t, 0), "EarlyStopping") && !strcmp(cbname(t, 2), "CSVLogger") &&
+          !strcmp(cbname(t, 1), "TensorBoardLogger"), "move 0 -> 2 keeps the others' order");
+    CHECK_OK(volt_trainer_move_callback(t, 2, 0));
+    CHECK(!strcmp(cbname(t, 0), "CSVLogger") && !strcmp(cbname(t, 1), "EarlyStopping"),
+          "move 2 -> 0 restores it");
+    volt_trainer_destroy(t);
+
+    /* a user ModelCheckpoint added first replaces the default one and still runs last */
+    root = fresh_dir("defaults_user_mc");
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ckpts", root);
+    add_topk_ckpt(t, dir, 1, false);
+    add_es(t);
+    lin m2 = { .table = es_scores, .ntable = 6 };
+    CHECK_OK(fit(t, &m2, true, NULL));
+    n = volt_trainer_num_callbacks(t);
+    int n_mc = 0;
+    for (int i = 0; i < n; i++) n_mc += !strcmp(cbname(t, i), "ModelCheckpoint");
+    CHECK(n_mc == 1, "one ModelCheckpoint, not a default besides the user's: %d", n_mc);
+    CHECK(n >= 2 && !strcmp(cbname(t, n - 1), "ModelCheckpoint") &&
+          !strcmp(cbname(t, n - 2), "ModelSummary"), "ModelCheckpoint runs last");
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     test_repr();
     test_format_number();
@@ -970,6 +1028,7 @@ int main(void) {
     test_e2e_csv_lr();
     test_e2e_csv_resume();
     test_e2e_progress_bar();
+    test_e2e_default_callbacks();
     volt_dataset_destroy(g_ds);
     return vtest_finish();
 }

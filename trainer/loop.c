@@ -39,43 +39,12 @@ static volt_status strategy_err(volt_trainer *t, volt_status st, const char *wha
 }
 
 /* ---- setup --------------------------------------------------------------------------- */
-static bool has_callback(volt_trainer *t, const char *name) {
-    for (int i = 0; i < t->n_cbs; i++)
-        if (t->cbs[i].ops->name && !strcmp(t->cbs[i].ops->name, name)) return true;
-    return false;
-}
-
+/* The default callbacks (the config's enable_* flags) are the callbacks layer's business:
+ * volt_trainer_create installs its hook (callbacks/defaults.c), run once before the first loop. */
 static volt_status add_defaults(volt_trainer *t) {
     if (t->defaults_added) return VOLT_OK;
     t->defaults_added = true;
-    /* the logger first, so it has chosen the log dir before checkpoint callbacks need it */
-    if (t->cfg.enable_logger && !has_callback(t, "CSVLogger")) {
-        volt_status st = volt_add_csv_logger(t);
-        if (st < 0) return st;
-        /* move it to the front */
-        volt_cb cb = t->cbs[t->n_cbs - 1];
-        memmove(&t->cbs[1], &t->cbs[0], sizeof(volt_cb) * (size_t)(t->n_cbs - 1));
-        t->cbs[0] = cb;
-    }
-    if (t->cfg.enable_logger && t->cfg.enable_tensorboard && !has_callback(t, "TensorBoardLogger"))
-        VOLT_TRY(volt_add_tensorboard_logger(t));     /* after the CSV logger: it uses its log dir */
-    if (t->cfg.enable_logger && t->cfg.enable_plots && !has_callback(t, "MetricPlots")) VOLT_TRY(volt_add_metric_plots(t));
-    if (t->cfg.enable_checkpointing && !has_callback(t, "ModelCheckpoint")) {
-        volt_checkpoint_config cc;
-        volt_checkpoint_config_init(&cc);
-        VOLT_TRY(volt_add_model_checkpoint(t, &cc));
-    }
-    if (t->cfg.enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
-    if (t->cfg.enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
-    /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
-     * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count) */
-    volt_cb tmp[VOLT_MAX_CALLBACKS];
-    int k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < t->n_cbs; i++)
-            if ((!strcmp(t->cbs[i].ops->name ? t->cbs[i].ops->name : "", "ModelCheckpoint")) == (pass == 1)) tmp[k++] = t->cbs[i];
-    memcpy(t->cbs, tmp, sizeof(volt_cb) * (size_t)t->n_cbs);
-    return VOLT_OK;
+    return t->add_defaults ? t->add_defaults(t) : VOLT_OK;
 }
 
 static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
+#include "volt/ops.h"
 
 static const char *dtype_word(volt_dtype dt) {
     return dt == VOLT_BF16 ? "bf16" : dt == VOLT_F16 ? "f16" : "f32";

@@ -66,6 +66,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->rank = 0;
     t->world = 1;
     t->num_eval_batches = -1;
+    t->add_defaults = volt__add_default_callbacks;
     *out = t;
     volt_trainer_config *c = &t->cfg;
     if (c->max_epochs == -2) c->max_epochs = c->max_steps < 0 ? 1000 : -1;
@@ -131,6 +132,23 @@ volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *
         return volt__terr(t, VOLT_ERR_NOMEM, "add_callback: more than %d callbacks", VOLT_MAX_CALLBACKS);
     }
     t->cbs[t->n_cbs++] = (volt_cb){ ops, self };
+    return VOLT_OK;
+}
+
+int volt_trainer_num_callbacks(const volt_trainer *t) { return t->n_cbs; }
+
+const char *volt_trainer_callback_name(const volt_trainer *t, int i) {
+    return i >= 0 && i < t->n_cbs ? t->cbs[i].ops->name : NULL;
+}
+
+volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to) {
+    if (from < 0 || from >= t->n_cbs || to < 0 || to >= t->n_cbs)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "move_callback: index %d -> %d out of range (%d callbacks)",
+                          from, to, t->n_cbs);
+    volt_cb cb = t->cbs[from];
+    if (from < to) memmove(&t->cbs[from], &t->cbs[from + 1], sizeof(volt_cb) * (size_t)(to - from));
+    else memmove(&t->cbs[to + 1], &t->cbs[to], sizeof(volt_cb) * (size_t)(from - to));
+    t->cbs[to] = cb;
     return VOLT_OK;
 }
 

@@ -47,6 +47,8 @@ struct volt_trainer {
     volt_cb cbs[VOLT_MAX_CALLBACKS];
     int n_cbs;
     bool defaults_added;
+    /* Attaches the default callbacks; volt_trainer_create installs volt__add_default_callbacks. */
+    volt_status (*add_defaults)(volt_trainer *t);
 
     /* model */
     const volt_module_ops *mops;
@@ -112,4 +114,9 @@ volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *p
 /* checkpoint.c */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);
 const char *volt__resolve_ckpt(volt_trainer *t, const char *which);
+
+/* Provided by the callbacks layer (callbacks/defaults.c): attaches the default callbacks the
+ * config asks for. volt_trainer_create installs it as t->add_defaults; the trainer knows no
+ * callback by name. */
+volt_status volt__add_default_callbacks(volt_trainer *t);
 #endif

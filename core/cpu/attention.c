@@ -251,7 +251,7 @@ volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     int64_t per = round16(QTILE * a.Tk + QTILE + ubuf_len(&a));
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
-    /* 16-bit compute (i[6], volt/precision.h): q, k, v read as their 16-bit roundings */
+    /* 16-bit compute (i[6], volt/ops.h): q, k, v read as their 16-bit roundings */
     const volt_dtype cd = (volt_dtype)n->i[6];
     const float *q = volt_cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
     const float *k = volt_cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);

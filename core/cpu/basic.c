@@ -7,7 +7,7 @@
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 
-/* 16-bit compute (volt/precision.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
+/* 16-bit compute (volt/ops.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
  * Each float operand is read as the f32 value of its 16-bit rounding: f32 operands are
  * rounded into the step scratch, 16-bit ones (parameters stored in 16 bits) converted;
  * sgemm multiplies and accumulates in f32, outputs are f32. Backward reads the upstream

@@ -1,4 +1,4 @@
-/* CPU conversions between f32, bf16 and f16 (volt/precision.h), and the CAST kernels.
+/* CPU conversions between f32, bf16 and f16 (volt/dtype.h), and the CAST kernels.
  *
  * Every conversion is branch-free integer/float arithmetic on the bit patterns, so the
  * array loops vectorise (no F16C/AVX512-BF16 needed: the build targets x86-64-v2) and
@@ -6,7 +6,7 @@
  * bf16 = f32 >> 16; f16 after F. Giesen's float_to_half_fast3_rtne / half_to_float. */
 #include <string.h>
 #include "core/cpu/kernels.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 
 #define CONV_PAR_MIN 65536   /* below this many elements a conversion runs on one thread */
 

@@ -28,7 +28,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_version.h>
 #include "core/cpu/kernels.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 
 #define CACHE_SLOTS 256   /* primitives per thread; least recently used is replaced */
 

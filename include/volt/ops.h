@@ -107,6 +107,23 @@ volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits);
  * an f32 scalar with no grad. */
 volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target);
 
+/* ---- the cast op ------------------------------------------------------------------ */
+/* x (float dtype) as dtype dt (f32, bf16 or f16), same shape. Returns x itself when it
+ * already has dt. Differentiable: the f32 gradient of the result is added to x's f32
+ * gradient unchanged (gradients are f32 for every dtype). */
+volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt);
+
+/* ---- the step's compute dtype ------------------------------------------------------- */
+/* The dtype of the GEMM operands of volt_linear and volt_matmul: f32 (default) or bf16/f16
+ * = "16-bit compute": both operands (and, in backward, the upstream gradient) are read as
+ * their 16-bit roundings, products accumulate in f32, outputs and grads are f32 (the GEMM
+ * node records the dtype; no cast node or 16-bit copy is stored). The trainer sets it from
+ * the precision plugin; it stays until changed. Any op also accepts 16-bit inputs (a
+ * parameter stored in 16 bits, a cast result): GEMMs and layout ops read them directly,
+ * other ops compute on an exact f32 copy made by a recorded cast node. */
+volt_status volt_step_set_compute_dtype(volt_step *s, volt_dtype dt);
+volt_dtype volt_step_compute_dtype(const volt_step *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -366,9 +366,37 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
  * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
 volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The callbacks added so far, in hook order: how many, and the i-th one's table name (NULL
+ * for an index out of range). */
+int volt_trainer_num_callbacks(const volt_trainer *t);
+const char *volt_trainer_callback_name(const volt_trainer *t, int i);
+/* Move the callback at index `from` to index `to`, the others keeping their order (how the
+ * default callbacks are arranged: the logger first, checkpointing last). INVALID_ARG for an
+ * index out of range. */
+volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to);
 /* Batches the running validation / test / predict loop will run (after limits; the sanity
  * check's count while sanity checking); -1 outside such a loop or when unknown. */
 int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
+
+/* ---- precision (cfg.precision; the plugins are described in volt/precision.h) ---------------- */
+/* The grad scaler of a 16-mixed run (1 and 0 otherwise): current loss scale, good steps
+ * since the last change, optimizer steps skipped for inf/NaN gradients (a skipped step
+ * does not count in global_step and does not advance the LR scheduler). */
+float volt_trainer_grad_scale(const volt_trainer *t);
+int64_t volt_trainer_grad_scaler_growth_tracker(const volt_trainer *t);
+int64_t volt_trainer_skipped_steps(const volt_trainer *t);
+
+/* Model-state bytes this process holds for the trainer's model (0 before fit/validate
+ * sets it up). param_bytes: parameter storage (its dtype, padded unit buffers); grads are
+ * always f32; master_bytes: f32 copies held besides the parameters (0: in the mixed modes
+ * the f32 parameters are the masters and the 16-bit operands live in the step only). */
+typedef struct volt_param_memory {
+    int64_t numel;               /* parameters, unpadded */
+    volt_dtype param_dtype;
+    int64_t param_bytes, grad_bytes, master_bytes, optim_bytes;
+    volt_dtype optim_dtype;      /* optimizer state dtype */
+} volt_param_memory;
+volt_status volt_trainer_param_memory(const volt_trainer *t, volt_param_memory *out);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #define VOLT_VOLT_H
 #include "volt/version.h"
 #include "volt/core.h"
+#include "volt/dtype.h"
 #include "volt/ops.h"
 #include "volt/params.h"
 #include "volt/optim.h"

@@ -1,0 +1,47 @@
+/* The default callbacks: what the trainer config's enable_* flags attach (Lightning's
+ * defaults), unless one of that name was added already. volt_trainer_create installs this
+ * as the trainer's defaults hook, and the trainer runs it once, before the first loop; the
+ * trainer itself knows no callback by name. Written against the public API only. */
+#include <string.h>
+#include "volt/trainer.h"
+
+/* The trainer's hook (declared for it in trainer/trainer_internal.h). */
+volt_status volt__add_default_callbacks(volt_trainer *t);
+
+static bool has_callback(const volt_trainer *t, const char *name) {
+    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
+        const char *n = volt_trainer_callback_name(t, i);
+        if (n && !strcmp(n, name)) return true;
+    }
+    return false;
+}
+
+volt_status volt__add_default_callbacks(volt_trainer *t) {
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    /* the logger first, so it has chosen the log dir before checkpoint callbacks need it */
+    if (cfg->enable_logger && !has_callback(t, "CSVLogger")) {
+        volt_status st = volt_add_csv_logger(t);
+        if (st < 0) return st;
+        VOLT_TRY(volt_trainer_move_callback(t, volt_trainer_num_callbacks(t) - 1, 0));   /* to the front */
+    }
+    if (cfg->enable_logger && cfg->enable_tensorboard && !has_callback(t, "TensorBoardLogger"))
+        VOLT_TRY(volt_add_tensorboard_logger(t));     /* after the CSV logger: it uses its log dir */
+    if (cfg->enable_logger && cfg->enable_plots && !has_callback(t, "MetricPlots")) VOLT_TRY(volt_add_metric_plots(t));
+    if (cfg->enable_checkpointing && !has_callback(t, "ModelCheckpoint")) {
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        VOLT_TRY(volt_add_model_checkpoint(t, &cc));
+    }
+    if (cfg->enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    if (cfg->enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
+    /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
+     * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count); the
+     * others keep their order, and so do the ModelCheckpoints among themselves */
+    int n = volt_trainer_num_callbacks(t);
+    for (int seen = 0, i = 0; seen < n; seen++) {
+        const char *name = volt_trainer_callback_name(t, i);
+        if (!strcmp(name ? name : "", "ModelCheckpoint")) VOLT_TRY(volt_trainer_move_callback(t, i, n - 1));
+        else i++;
+    }
+    return VOLT_OK;
+}
