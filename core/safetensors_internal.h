@@ -14,6 +14,9 @@
 #error "volt safetensors I/O assumes a little-endian host"
 #endif
 
+/* Shared between a few files only: never exported from libvolt.so. */
+#pragma GCC visibility push(hidden)
+
 /* ---- format basics (core/safetensors.c) ---- */
 volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -75,5 +78,7 @@ struct volt_st_file {
 /* Parse and check the header text hdr[0..hl) of f (f->path, f->data_size set): fills
  * f->root, the metadata and the tensor table (sorted by offset, by_name by name). */
 volt_status st_parse_header(volt_st_file *f, char *hdr, size_t hl, char *err, size_t errlen);
+
+#pragma GCC visibility pop
 
 #endif

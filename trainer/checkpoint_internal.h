@@ -10,6 +10,9 @@
 #include "trainer/trainer_internal.h"
 #include "volt/safetensors.h"
 
+/* Shared between a few files only: never exported from libvolt.so. */
+#pragma GCC visibility push(hidden)
+
 /* The metadata key of a sharded checkpoint's layout (checkpoint_shards.c). */
 #define SHARD_INDEX_KEY "volt.shards"
 
@@ -63,5 +66,7 @@ const ck_param *src_param(const ck_src *c, const char *name);
 bool src_has_state(const ck_src *c, const char *state);
 /* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
 void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst);
+
+#pragma GCC visibility pop
 
 #endif
