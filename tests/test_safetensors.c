@@ -659,6 +659,22 @@ static void test_read_f32(void) {
     st = volt_st_read_f32(f, "nope", b, 2, err, sizeof err);
     CHECK(st == VOLT_ERR_NOT_FOUND && strstr(err, "'nope'"), "missing: %s", err);
     volt_st_close(f);
+
+    /* a foreign file may put 16-bit tensors at odd offsets: read element by element */
+    const unsigned char odd[11] = { 0xAA, 0x00, 0x3C, 0x00, 0xC0, 0x01, 0x00, 0x80, 0x3F, 0x00, 0xC0 };
+    make_file(tpath("odd.safetensors"),
+              "{\"u8\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+              "\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[1,7]},"
+              "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[7,11]}}", odd, sizeof odd);
+    f = NULL;
+    CHECK_OK(volt_st_open(tpath("odd.safetensors"), &f, err, sizeof err));
+    if (!f) return;
+    float h[3] = { 0 }, bb[2] = { 0 };
+    CHECK_OK(volt_st_read_f32(f, "h", h, 3, err, sizeof err));
+    CHECK(h[0] == 1.0f && h[1] == -2.0f && h[2] == 5.9604644775390625e-08f, "odd-offset f16 %g %g %g", h[0], h[1], h[2]);
+    CHECK_OK(volt_st_read_f32(f, "b", bb, 2, err, sizeof err));
+    CHECK(bb[0] == 1.0f && bb[1] == -2.0f, "odd-offset bf16 %g %g", bb[0], bb[1]);
+    volt_st_close(f);
 }
 
 /* python3 (stdlib only) re-checks our file with the reference loader's rules; if the real

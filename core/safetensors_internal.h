@@ -1,0 +1,84 @@
+/* core/safetensors_internal.h — what the safetensors files of core share (not installed):
+ * core/safetensors.c (format basics), safetensors_write.c (atomic write, writer),
+ * safetensors_stream.c (streaming writer), safetensors_header.c (header parser),
+ * safetensors_read.c (reader). The public API is volt/safetensors.h. */
+#ifndef VOLT_CORE_SAFETENSORS_INTERNAL_H
+#define VOLT_CORE_SAFETENSORS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "volt/safetensors.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "volt safetensors I/O assumes a little-endian host"
+#endif
+
+/* Shared between a few files only: never exported from libvolt.so. */
+#pragma GCC visibility push(hidden)
+
+/* ---- format basics (core/safetensors.c) ---- */
+volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+extern const char *const st_dtype_names[VOLT_DTYPE_COUNT];
+/* numel and byte size of a shape, or false on overflow / negative dims. */
+bool st_shape_bytes(volt_shape s, volt_dtype dt, uint64_t *numel, uint64_t *nbytes);
+uint32_t st_crc32(const void *data, size_t n);
+
+/* ---- writing (core/safetensors_write.c), shared with the streaming writer ---- */
+int st_write_all(int fd, const void *buf, size_t n);
+/* fsync the directory holding `path` so the rename itself is durable. */
+int st_fsync_dir(const char *path);
+
+typedef struct st_wentry {
+    char *name;
+    volt_dtype dtype;
+    volt_shape shape;
+    const void *data;      /* borrowed, or == owned */
+    void *owned;           /* add_copy's copy, else NULL */
+    size_t nbytes;
+} st_wentry;
+
+struct volt_st_writer {
+    st_wentry *t;
+    int n, cap;
+    char **mkey, **mval;
+    int nmeta, capmeta;
+    char errmsg[512];
+};
+
+volt_status st_writer_add(volt_st_writer *w, const char *name, volt_dtype dt,
+                          volt_shape shape, const void *data, bool copy);
+/* One tensor's header entry: {"dtype", "shape", "data_offsets": [off, off + nbytes]}. */
+bool st_header_entry(cJSON *root, const st_wentry *t, uint64_t off);
+/* The "crc32:<name>" metadata entry. */
+bool st_crc_entry(cJSON *meta, const char *name, const char *val);
+
+/* ---- reading (core/safetensors_read.c; the header: core/safetensors_header.c) ---- */
+
+typedef struct st_rentry {
+    const char *name;      /* points into the parsed header */
+    volt_dtype dtype;
+    volt_shape shape;
+    uint64_t begin, end;   /* within the data section */
+} st_rentry;
+
+struct volt_st_file {
+    char *path;
+    cJSON *root;
+    st_rentry *t;          /* in data-offset order */
+    int *by_name;          /* indices into t, sorted by name */
+    int n;
+    const char **mkey, **mval;
+    int nmeta;
+    unsigned char *data;   /* the data section, malloc-aligned */
+    uint64_t data_size;
+};
+
+/* Parse and check the header text hdr[0..hl) of f (f->path, f->data_size set): fills
+ * f->root, the metadata and the tensor table (sorted by offset, by_name by name). */
+volt_status st_parse_header(volt_st_file *f, char *hdr, size_t hl, char *err, size_t errlen);
+
+#pragma GCC visibility pop
+
+#endif

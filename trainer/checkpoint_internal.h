@@ -1,0 +1,72 @@
+/* trainer/checkpoint_internal.h — what the checkpoint files of the trainer share (not
+ * installed): checkpoint.c (module extras, single-file save, load), checkpoint_meta.c
+ * (metadata checksum), checkpoint_shards.c (which slice a rank holds, sharded save, removal),
+ * checkpoint_source.c (opening one file or an index and its shards, reading with resharding),
+ * checkpoint_export.c (export_full). */
+#ifndef VOLT_TRAINER_CHECKPOINT_INTERNAL_H
+#define VOLT_TRAINER_CHECKPOINT_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include "trainer/trainer_internal.h"
+#include "volt/safetensors.h"
+
+/* Shared between a few files only: never exported from libvolt.so. */
+#pragma GCC visibility push(hidden)
+
+/* The metadata key of a sharded checkpoint's layout (checkpoint_shards.c). */
+#define SHARD_INDEX_KEY "volt.shards"
+
+/* ---- metadata checksum (checkpoint_meta.c) ---- */
+/* Add the checksum of everything set on w so far (call it right before writing). */
+volt_status meta_seal(volt_st_writer *w);
+/* Check the metadata checksum of an open file. required: a missing checksum is an error. */
+volt_status meta_check(volt_st_file *f, const char *file, bool required, char *err, size_t errlen);
+
+/* ---- save (checkpoint.c) ---- */
+/* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
+ * scheduler, precision, callbacks, module extras. */
+volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path);
+
+/* ---- shards (checkpoint_shards.c) ---- */
+/* The slice [lo, hi) of unit u this rank holds: all of it unless a sharding strategy says less. */
+void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi);
+/* Does some rank hold only a slice of some unit (ZeRO, FSDP)? Then checkpoints are sharded. */
+bool ckpt_sharded(volt_trainer *t);
+/* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
+bool all_ok(volt_trainer *t, bool ok);
+/* Optimizer state k of unit u over [lo, hi) as f32: the buffer itself, or (16-bit states)
+ * a converted copy in *tmp (caller frees). NULL when this rank holds no such slice. */
+const float *state_f32(volt_trainer *t, int u, int k, int64_t *lo, int64_t *hi, float **tmp);
+/* Remove a shard folder, or every shard folder of a checkpoint but `keep`. */
+int remove_dir(const char *dir);
+int remove_shard_dirs(const char *path, const char *keep);
+bool shard_file(char *buf, size_t n, const char *dir, int r, int world);
+volt_status save_sharded(volt_trainer *t, const char *path);
+
+/* ---- loading (checkpoint_source.c): where the saved values are: one file, or an index and its shards */
+typedef struct ck_unit { const char *name; int64_t numel; int64_t *lo, *hi; } ck_unit;   /* lo/hi: per saved rank */
+typedef struct ck_param { const char *name; int unit; int64_t offset, numel; volt_shape shape; } ck_param;
+
+typedef struct ck_src {
+    const char *path;
+    volt_st_file *f;           /* the checkpoint (unsharded) or the index */
+    cJSON *index;              /* sharded: the layout */
+    int world;                 /* sharded: ranks that saved */
+    volt_st_file **shards;
+    int n_units, n_params;
+    ck_unit *units;
+    ck_param *params;
+    cJSON *states;             /* sharded: names of the saved optimizer states */
+    bool legacy;               /* format 1: no metadata checksums */
+} ck_src;
+
+volt_status src_open(volt_trainer *t, const char *path, ck_src *c);
+void src_close(ck_src *c);
+const ck_param *src_param(const ck_src *c, const char *name);
+bool src_has_state(const ck_src *c, const char *state);
+/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
+void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst);
+
+#pragma GCC visibility pop
+
+#endif

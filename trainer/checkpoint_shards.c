@@ -1,0 +1,310 @@
+/* Sharded checkpoints: which slice of each unit this rank holds, the sharded save (an index
+ * and a folder of per-rank shard files; layout below), and removing a checkpoint with its
+ * shard folders. Loading them: checkpoint_source.c. See trainer/checkpoint_internal.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "trainer/checkpoint_internal.h"
+#include "volt/safetensors.h"
+#include "volt/precision.h"
+
+/* ---- removal ------------------------------------------------------------------------------------ */
+/* A file a sharded save writes: rankNNNNN-of-NNNNN.safetensors, or its .tmp. */
+static bool is_shard_name(const char *n) {
+    unsigned a, b;
+    int end = 0;
+    if (sscanf(n, "rank%5u-of-%5u.safetensors%n", &a, &b, &end) != 2 || end != 30) return false;
+    return n[end] == 0 || !strcmp(n + end, ".tmp");
+}
+
+/* Remove a shard folder: only the shard files in it, then the folder if that left it empty
+ * (anything else in it stays, and so does the folder). */
+int remove_dir(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    char p[4096];
+    int rc = 0;
+    while ((e = readdir(dp))) {
+        if (!is_shard_name(e->d_name)) continue;
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p || (unlink(p) != 0 && errno != ENOENT)) rc = -1;
+    }
+    closedir(dp);
+    if (rmdir(dir) != 0 && errno != ENOENT) rc = -1;
+    return rc;
+}
+
+/* Remove every shard folder of the checkpoint at path ("<path>.shards-*": the current one,
+ * one replaced by a later save, one left by a save that crashed) except `keep` (NULL: all).
+ * Found by name, so a save never has to read the checkpoint it replaces. */
+int remove_shard_dirs(const char *path, const char *keep) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char parent[4096], prefix[1024], dir[8192];
+    if (snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".") >= (int)sizeof parent ||
+        snprintf(prefix, sizeof prefix, "%s.shards-", base) >= (int)sizeof prefix)
+        return -1;
+    if (slash == path) snprintf(parent, sizeof parent, "/");
+    DIR *dp = opendir(parent);
+    if (!dp) return errno == ENOENT ? 0 : -1;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        const char *kb = keep && strrchr(keep, '/') ? strrchr(keep, '/') + 1 : keep;
+        if (kb && !strcmp(e->d_name, kb)) continue;
+        snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name);
+        struct stat sb;   /* a real folder, never one reached through a symbolic link */
+        if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        if (remove_dir(dir) != 0) rc = -1;
+    }
+    closedir(dp);
+    return rc;
+}
+
+/* ---- which slice of a unit this rank holds ------------------------------------------------- */
+void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi) {
+    volt_strategy *sg = t->strategy;
+    *lo = 0;
+    *hi = volt_unit_numel(volt_params_unit_at(t->ps, u));
+    if (t->world > 1 && sg->ops->version >= 3 && sg->ops->owned_range) sg->ops->owned_range(sg, u, lo, hi);
+}
+
+/* Does some rank hold only a slice of some unit (ZeRO, FSDP)? Then checkpoints are sharded. */
+bool ckpt_sharded(volt_trainer *t) {
+    if (t->world <= 1) return false;
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        if (lo != 0 || hi != volt_unit_numel(volt_params_unit_at(t->ps, u))) return true;
+    }
+    return false;
+}
+
+/* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
+bool all_ok(volt_trainer *t, bool ok) {
+    if (t->world <= 1) return ok;
+    double bad = ok ? 0.0 : 1.0;
+    if (t->strategy->ops->all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
+    return bad == 0.0;
+}
+
+/* Optimizer state k of unit u over [lo, hi) as f32: the buffer itself, or (16-bit states)
+ * a converted copy in *tmp (caller frees). NULL when this rank holds no such slice. */
+const float *state_f32(volt_trainer *t, int u, int k, int64_t *lo, int64_t *hi, float **tmp) {
+    *tmp = NULL;
+    float *buf = volt_optimizer_state(t->opt, u, k, lo, hi);
+    if (buf) return buf;
+    const void *raw = volt_optimizer_state_raw(t->opt, u, k, lo, hi);
+    if (!raw || *hi <= *lo) return NULL;
+    if (!(*tmp = malloc(sizeof(float) * (size_t)(*hi - *lo)))) return NULL;
+    volt_convert(*tmp, VOLT_F32, raw, volt_optimizer_state_dtype(t->opt), *hi - *lo);   /* exact */
+    return *tmp;
+}
+
+/* ---- sharded checkpoints ----------------------------------------------------------------------
+ * <path> is the index: an ordinary safetensors file with the loop state, callbacks, module
+ * extras, and in "volt.shards" (JSON) the layout: the shard folder, the world that saved,
+ * every unit's numel and each rank's slice [lo, hi), every parameter's unit, offset and
+ * shape. The folder <path>.shards-<id>/ holds rank<r>-of-<N>.safetensors per rank with its
+ * slice of each unit: "params.<unit>" and "optimizer.<state>.<unit>", f32. The folder name
+ * is new for every save and the index is written last (atomically), so a crash leaves the
+ * previous checkpoint whole; the previous folder is removed after the new index is in place. */
+
+bool shard_file(char *buf, size_t n, const char *dir, int r, int world) {
+    int k = snprintf(buf, n, "%s/rank%05d-of-%05d.safetensors", dir, r, world);
+    return k >= 0 && (size_t)k < n;
+}
+
+static uint64_t fresh_id(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;   /* mix */
+    return x;
+}
+
+static volt_status write_shard(volt_trainer *t, const char *dir, const char *id, char *err, size_t errlen) {
+    volt_st_writer *w;
+    if (volt_st_writer_create(&w) < 0) { snprintf(err, errlen, "out of memory"); return VOLT_ERR_NOMEM; }
+    volt_status st = volt_st_writer_meta(w, "volt.shard.id", id);
+    char b[32], name[512];
+    snprintf(b, sizeof b, "%d", t->rank);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.rank", b);
+    snprintf(b, sizeof b, "%d", t->world);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.world", b);
+    float *conv = NULL;
+    for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
+        if (volt_unit_data(un)) st = volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), volt_unit_data(un) + lo);
+        else {   /* 16-bit storage: f32 in the file, exactly */
+            float *c = realloc(conv, sizeof(float) * (size_t)(hi - lo + 1));
+            if (!c) { st = VOLT_ERR_NOMEM; break; }
+            conv = c;
+            volt_convert(conv, VOLT_F32, (const char *)volt_unit_values(un) + (size_t)lo * volt_dtype_size(volt_params_dtype(t->ps)),
+                         volt_params_dtype(t->ps), hi - lo);
+            st = volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), conv);
+        }
+        for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
+            int64_t slo = 0, shi = 0;
+            float *tmp;
+            const float *buf = state_f32(t, u, k, &slo, &shi, &tmp);
+            if (!buf || slo != lo || shi != hi) {
+                free(tmp);
+                free(conv);
+                volt_st_writer_destroy(w);
+                snprintf(err, errlen, "unit '%s': optimizer state %d holds [%lld, %lld), this rank owns [%lld, %lld)",
+                         volt_unit_name(un), k, (long long)slo, (long long)shi, (long long)lo, (long long)hi);
+                return VOLT_ERR_STATE;
+            }
+            snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
+            st = tmp ? volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf)
+                     : volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf);
+            free(tmp);
+        }
+    }
+    free(conv);
+    if (st < 0) {
+        snprintf(err, errlen, "%s", volt_st_writer_errmsg(w)[0] ? volt_st_writer_errmsg(w) : volt_status_str(st));
+        volt_st_writer_destroy(w);
+        return st;
+    }
+    char file[4200];
+    if ((st = meta_seal(w)) < 0) {
+        snprintf(err, errlen, "out of memory");
+        volt_st_writer_destroy(w);
+        return st;
+    }
+    st = shard_file(file, sizeof file, dir, t->rank, t->world) ? volt_st_writer_write(w, file, err, errlen) : VOLT_ERR_INVALID_ARG;
+    volt_st_writer_destroy(w);
+    return st;
+}
+
+/* The layout JSON of the index (ranges: world x units x 2, every rank's slices). */
+static char *index_json(volt_trainer *t, const char *dirbase, const char *id, const double *ranges) {
+    const int U = volt_params_unit_count(t->ps);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "dir", dirbase);
+    cJSON_AddNumberToObject(root, "world", t->world);
+    cJSON *units = cJSON_AddArrayToObject(root, "units");
+    for (int u = 0; u < U; u++) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", volt_unit_name(un));
+        cJSON_AddNumberToObject(o, "numel", (double)volt_unit_numel(un));
+        cJSON *rg = cJSON_AddArrayToObject(o, "ranges");
+        for (int r = 0; r < t->world; r++) {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(ranges[((size_t)r * U + u) * 2]));
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(ranges[((size_t)r * U + u) * 2 + 1]));
+            cJSON_AddItemToArray(rg, pair);
+        }
+        cJSON_AddItemToArray(units, o);
+    }
+    cJSON *params = cJSON_AddArrayToObject(root, "params");
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        volt_tensor *p = volt_params_at(t->ps, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", p->name);
+        cJSON_AddNumberToObject(o, "unit", volt_unit_index(p->unit));
+        cJSON_AddNumberToObject(o, "offset", (double)volt_param_offset(p));
+        cJSON_AddNumberToObject(o, "numel", (double)volt_tensor_numel(p));
+        cJSON_AddStringToObject(o, "dtype", "F32");
+        cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+        for (int d = 0; d < p->shape.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p->shape.d[d]));
+        cJSON_AddItemToArray(params, o);
+    }
+    cJSON *states = cJSON_AddArrayToObject(root, "states");
+    for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt); k++)
+        cJSON_AddItemToArray(states, cJSON_CreateString(volt_optimizer_state_name(t->opt, k)));
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+volt_status save_sharded(volt_trainer *t, const char *path) {
+    volt_strategy *sg = t->strategy;
+    const int R = t->rank, W = t->world, U = volt_params_unit_count(t->ps);
+    char err[768] = "", dir[4096], idhex[24];
+    volt_status st = VOLT_OK;
+    /* rank 0's path and a fresh id: every rank writes into the folder rank 0's index names */
+    struct { uint64_t id; char path[4096]; } hdr;
+    memset(&hdr, 0, sizeof hdr);
+    if (R == 0) {
+        hdr.id = fresh_id();
+        if (snprintf(hdr.path, sizeof hdr.path, "%s", path) >= (int)sizeof hdr.path) hdr.path[0] = 0;
+    }
+    if ((st = sg->ops->broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    if (!hdr.path[0]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
+    path = hdr.path;
+    const uint64_t id = hdr.id;
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
+    if (snprintf(dir, sizeof dir, "%s.shards-%s", path, idhex) >= (int)sizeof dir)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
+    const char *dirbase = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    if (R == 0 && mkdir(dir, 0777) != 0) {
+        snprintf(err, sizeof err, "cannot create the shard folder '%.600s': %s", dir, strerror(errno));
+        st = VOLT_ERR_IO;
+    }
+    if (!all_ok(t, st >= 0))
+        return volt__terr(t, st < 0 ? st : VOLT_ERR_IO, "checkpoint '%s': %s", path, st < 0 ? err : "rank 0 could not create the shard folder");
+    st = write_shard(t, dir, idhex, err, sizeof err);
+    if (!all_ok(t, st >= 0)) {
+        if (R == 0) remove_dir(dir);
+        if (st < 0) return volt__terr(t, st, "checkpoint '%s': rank %d shard: %s", path, R, err);
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
+    }
+    /* every rank's slices, for the index: each fills its rows of a zeroed table, summed */
+    double *ranges = calloc((size_t)W * (size_t)(U ? U : 1) * 2, sizeof *ranges);
+    if (!ranges) st = VOLT_ERR_NOMEM;
+    for (int u = 0; ranges && u < U; u++) {
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        ranges[((size_t)R * U + u) * 2] = (double)lo;
+        ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
+    }
+    if (!all_ok(t, st >= 0)) { free(ranges); if (R == 0) remove_dir(dir); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
+    if ((st = sg->ops->all_reduce_mean(sg, ranges, W * U * 2)) < 0) {
+        free(ranges);
+        if (R == 0) remove_dir(dir);
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    }
+    for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
+    if (R == 0) {
+        volt_st_writer *w = NULL;
+        char *js = index_json(t, dirbase, idhex, ranges);
+        if (!js || volt_st_writer_create(&w) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+        if (st >= 0 && (st = volt_st_writer_meta(w, SHARD_INDEX_KEY, js)) < 0)
+            volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+        if (st >= 0) st = put_state(t, w, path);
+        if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
+        if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
+        volt_st_writer_destroy(w);
+        cJSON_free(js);
+        if (st >= 0) remove_shard_dirs(path, dir);   /* the replaced checkpoint's folder */
+        else remove_dir(dir);
+    }
+    free(ranges);
+    if (!all_ok(t, st >= 0)) {
+        if (st < 0) return st;
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_checkpoint_remove(const char *path) {
+    if (!path || !*path) return VOLT_ERR_INVALID_ARG;
+    if (unlink(path) != 0 && errno != ENOENT) return VOLT_ERR_IO;   /* the index first: no half checkpoint */
+    return remove_shard_dirs(path, NULL) == 0 ? VOLT_OK : VOLT_ERR_IO;
+}

@@ -1,0 +1,203 @@
+/* Opening a checkpoint to load it: one safetensors file, or an index and its shards, every
+ * part validated before anything is applied; and reading any slice of a saved parameter or
+ * optimizer state as f32, across the shards of another world size (resharding). See
+ * trainer/checkpoint_internal.h; the loader is volt__ckpt_load in checkpoint.c. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "trainer/checkpoint_internal.h"
+#include "volt/safetensors.h"
+#include "volt/precision.h"
+
+/* ---- where the saved values are: one file, or an index and its shards --------------------- */
+void src_close(ck_src *c) {
+    for (int r = 0; c->shards && r < c->world; r++) volt_st_close(c->shards[r]);
+    free(c->shards);
+    for (int u = 0; c->units && u < c->n_units; u++) { free(c->units[u].lo); free(c->units[u].hi); }
+    free(c->units);
+    free(c->params);
+    cJSON_Delete(c->index);
+    volt_st_close(c->f);
+    memset(c, 0, sizeof *c);
+}
+
+static bool json_i64(const cJSON *o, const char *k, int64_t *v) {
+    const cJSON *x = k ? cJSON_GetObjectItemCaseSensitive(o, k) : o;
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9007199254740992.0 ||
+        x->valuedouble != floor(x->valuedouble)) return false;
+    *v = (int64_t)x->valuedouble;
+    return true;
+}
+
+static const char *json_str(const cJSON *o, const char *k) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Do the non-empty ranges [lo[r], hi[r]) cover [0, numel) exactly once? (each lo <= hi <= numel) */
+static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t numel) {
+    int nonempty = 0, used = 0;
+    for (int r = 0; r < world; r++) nonempty += lo[r] < hi[r];
+    for (int64_t at = 0;;) {   /* [0, at) is covered; world is small, quadratic is fine */
+        int next = -1;
+        for (int r = 0; r < world; r++)
+            if (lo[r] < hi[r] && lo[r] == at) {
+                if (next >= 0) return false;   /* two ranges start here: overlap */
+                next = r;
+            }
+        if (next < 0) return at == numel && used == nonempty;   /* an unused range overlaps */
+        at = hi[next];
+        used++;
+    }
+}
+
+/* Parse and check the layout, open and verify every shard. */
+static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
+    const char *path = c->path;
+    char err[768];
+#define BAD(...) return volt__terr(t, VOLT_ERR_CORRUPT, __VA_ARGS__)
+    if (!(c->index = cJSON_Parse(js))) BAD("checkpoint '%s': the shard index is not valid JSON", path);
+    int64_t world = 0, ver = 0;
+    const char *dirbase = json_str(c->index, "dir"), *id = json_str(c->index, "id");
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(c->index, "units");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->index, "params");
+    c->states = cJSON_GetObjectItemCaseSensitive(c->index, "states");
+    if (!json_i64(c->index, "version", &ver) || ver != 1 || !json_i64(c->index, "world", &world) || world < 1 ||
+        world > (1 << 20) || !dirbase || !id || strchr(dirbase, '/') || !cJSON_IsArray(units) || !cJSON_IsArray(params) ||
+        !cJSON_IsArray(c->states))
+        BAD("checkpoint '%s': the shard index is malformed (version, world, dir, id, units, params, states)", path);
+    c->world = (int)world;
+    c->n_units = cJSON_GetArraySize(units);
+    c->n_params = cJSON_GetArraySize(params);
+    c->units = calloc((size_t)(c->n_units ? c->n_units : 1), sizeof *c->units);
+    c->params = calloc((size_t)(c->n_params ? c->n_params : 1), sizeof *c->params);
+    c->shards = calloc((size_t)world, sizeof *c->shards);
+    if (!c->units || !c->params || !c->shards) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+    for (int u = 0; u < c->n_units; u++) {
+        const cJSON *o = cJSON_GetArrayItem(units, u), *rg = cJSON_GetObjectItemCaseSensitive(o, "ranges");
+        ck_unit *cu = &c->units[u];
+        cu->name = json_str(o, "name");
+        if (!cu->name || !json_i64(o, "numel", &cu->numel) || !cJSON_IsArray(rg) || cJSON_GetArraySize(rg) != world)
+            BAD("checkpoint '%s': shard index: unit %d is malformed", path, u);
+        cu->lo = calloc((size_t)world, sizeof *cu->lo);
+        cu->hi = calloc((size_t)world, sizeof *cu->hi);
+        if (!cu->lo || !cu->hi) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+        for (int r = 0; r < world; r++) {
+            const cJSON *pr = cJSON_GetArrayItem(rg, r);
+            if (!cJSON_IsArray(pr) || cJSON_GetArraySize(pr) != 2 || !json_i64(cJSON_GetArrayItem(pr, 0), NULL, &cu->lo[r]) ||
+                !json_i64(cJSON_GetArrayItem(pr, 1), NULL, &cu->hi[r]) || cu->lo[r] > cu->hi[r] || cu->hi[r] > cu->numel)
+                BAD("checkpoint '%s': shard index: unit '%s' has a bad range for rank %d", path, cu->name, r);
+        }
+        if (!ranges_tile(cu->lo, cu->hi, (int)world, cu->numel))
+            BAD("checkpoint '%s': shard index: the ranks' ranges of unit '%s' do not cover its %lld values exactly once",
+                path, cu->name, (long long)cu->numel);
+    }
+    for (int i = 0; i < c->n_params; i++) {
+        const cJSON *o = cJSON_GetArrayItem(params, i), *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        ck_param *cp = &c->params[i];
+        int64_t unit = -1;
+        cp->name = json_str(o, "name");
+        if (!cp->name || !json_i64(o, "unit", &unit) || unit >= c->n_units || !json_i64(o, "offset", &cp->offset) ||
+            !json_i64(o, "numel", &cp->numel) || !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > VOLT_MAX_DIMS ||
+            cp->offset + cp->numel > c->units[unit].numel)
+            BAD("checkpoint '%s': shard index: parameter %d is malformed", path, i);
+        cp->unit = (int)unit;
+        cp->shape.ndim = cJSON_GetArraySize(sh);
+        int64_t n = 1;
+        for (int d = 0; d < cp->shape.ndim; d++) {
+            if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &cp->shape.d[d]) ||
+                (cp->shape.d[d] > 0 && n > INT64_MAX / cp->shape.d[d]))   /* json_i64: 0 <= d <= 2^53 */
+                BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
+            n *= cp->shape.d[d];
+        }
+        if (n != cp->numel) BAD("checkpoint '%s': parameter '%s': shape and numel disagree", path, cp->name);
+    }
+    /* the shards: present, intact, from this save, holding what the index says */
+    const char *slash = strrchr(path, '/');
+    char dir[4096], file[4200];
+    if (slash) snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - path), path, dirbase);
+    else snprintf(dir, sizeof dir, "%s", dirbase);
+    for (int r = 0; r < world; r++) {
+        shard_file(file, sizeof file, dir, r, (int)world);
+        volt_status st = volt_st_open(file, &c->shards[r], err, sizeof err);
+        if (st < 0) return volt__terr(t, st, "checkpoint '%s': shard %d of %d: %s", path, r, (int)world, err);
+        if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0 ||
+            (st = meta_check(c->shards[r], file, !c->legacy, err, sizeof err)) < 0)
+            return volt__terr(t, st, "checkpoint '%s': %s", path, err);
+        const char *sid = volt_st_meta(c->shards[r], "volt.shard.id");
+        if (!sid || strcmp(sid, id) != 0)
+            BAD("checkpoint '%s': shard '%s' belongs to another save (id %s, the index says %s)", path, file, sid ? sid : "none", id);
+        char name[512];
+        for (int u = 0; u < c->n_units; u++)
+            for (int k = -1; k < cJSON_GetArraySize(c->states); k++) {
+                const cJSON *sn = k >= 0 ? cJSON_GetArrayItem(c->states, k) : NULL;
+                if (k >= 0 && !cJSON_IsString(sn)) BAD("checkpoint '%s': shard index: bad state name", path);
+                if (k < 0) snprintf(name, sizeof name, "params.%s", c->units[u].name);
+                else snprintf(name, sizeof name, "optimizer.%s.%s", sn->valuestring, c->units[u].name);
+                volt_st_info info;
+                if (volt_st_find(c->shards[r], name, &info) != VOLT_OK || info.dtype != VOLT_F32 ||
+                    info.nbytes != sizeof(float) * (size_t)(c->units[u].hi[r] - c->units[u].lo[r]))
+                    BAD("checkpoint '%s': shard '%s': tensor '%s' is missing or has another length than the index says", path, file, name);
+            }
+    }
+#undef BAD
+    return VOLT_OK;
+}
+
+volt_status src_open(volt_trainer *t, const char *path, ck_src *c) {
+    memset(c, 0, sizeof *c);
+    c->path = path;
+    char err[768];
+    volt_status st = volt_st_open(path, &c->f, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "%s", err);
+    if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    /* a volt checkpoint's metadata is sealed since format 2; format 1 predates the seal */
+    const char *fmt = volt_st_meta(c->f, "volt.format");
+    c->legacy = fmt && !strcmp(fmt, "1");
+    if ((st = meta_check(c->f, path, fmt && !c->legacy, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    if (c->legacy && t->rank == 0)
+        fprintf(stderr, "volt: warning: checkpoint '%s' was written by an older volt (format 1): its metadata has no checksum\n", path);
+    const char *js = volt_st_meta(c->f, SHARD_INDEX_KEY);
+    if (js && (st = src_open_shards(t, c, js)) < 0) { src_close(c); return st; }
+    return VOLT_OK;
+}
+
+const ck_param *src_param(const ck_src *c, const char *name) {
+    for (int i = 0; i < c->n_params; i++)
+        if (!strcmp(c->params[i].name, name)) return &c->params[i];
+    return NULL;
+}
+
+bool src_has_state(const ck_src *c, const char *state) {
+    for (int k = 0; k < cJSON_GetArraySize(c->states); k++)
+        if (!strcmp(cJSON_GetArrayItem(c->states, k)->valuestring, state)) return true;
+    return false;
+}
+
+/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
+void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst) {
+    char name[512];
+    if (!c->index) {   /* validated: present, the parameter's shape; values may be 16-bit */
+        if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, pname);
+        volt_st_info info;
+        if (volt_st_find(c->f, state ? name : pname, &info) != VOLT_OK) return;
+        const size_t es = volt_dtype_size(info.dtype);
+        volt_convert(dst, VOLT_F32, (const char *)info.data + (size_t)a * es, info.dtype, b - a);
+        return;
+    }
+    const ck_param *p = src_param(c, pname);
+    const ck_unit *u = &c->units[p->unit];
+    if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, u->name);
+    else snprintf(name, sizeof name, "params.%s", u->name);
+    const int64_t ga = p->offset + a, gb = p->offset + b;   /* in the saved unit */
+    for (int r = 0; r < c->world; r++) {
+        const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
+        if (x >= y) continue;
+        volt_st_info info;
+        if (volt_st_find(c->shards[r], name, &info) != VOLT_OK) continue;   /* validated at open */
+        memcpy(dst + (x - ga), (const float *)info.data + (x - u->lo[r]), sizeof(float) * (size_t)(y - x));
+    }
+}
