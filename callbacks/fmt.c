@@ -12,18 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "callbacks/fmt.h"
+#include "core/err.h"
 
-static volt_status cb_err(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status cb_err(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
+#define cb_err volt__errf   /* core/err.h */
 
 /* ---- numbers ------------------------------------------------------------------------------ */
 

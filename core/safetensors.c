@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 #include "volt/safetensors.h"
+#include "core/err.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "volt safetensors I/O assumes a little-endian host"
@@ -22,17 +23,7 @@
 
 #define ST_MAX_JSON_INT 9007199254740992.0     /* 2^53: larger doubles are not exact */
 
-static volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
+#define st_fail volt__errf   /* core/err.h */
 
 /* ---- dtypes -------------------------------------------------------------------- */
 
@@ -1007,15 +998,7 @@ volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *
 
 const char *volt_st_stream_errmsg(const volt_st_stream *s) { return s ? s->errmsg : ""; }
 
-static volt_status stream_fail(volt_st_stream *s, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static volt_status stream_fail(volt_st_stream *s, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define stream_fail(s, st, ...) VOLT__OBJ_ERRF(s, st, __VA_ARGS__)
 
 volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape) {
     if (s->fd >= 0) return stream_fail(s, VOLT_ERR_STATE, "file '%s': tensor '%s' declared after begin", s->path, name);

@@ -16,14 +16,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->errmsg, sizeof d->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 volt_status dist_comm_fail(dist *d, volt_status st, const char *what) {
     if (!what) return dist_fail(d, st, "%s", volt_comm_errmsg(d->comm));
     return dist_fail(d, st, "%s: %s", what, volt_comm_errmsg(d->comm));
