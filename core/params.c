@@ -301,9 +301,13 @@ void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi) {
     *hi = u->grad_hi;
 }
 
-void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+volt_status volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+    if (hooks && !VOLT_VERSION_OK(hooks->version, VOLT_UNIT_HOOKS_VERSION))
+        return perr(ps, VOLT_ERR_VERSION, "volt_unit_hooks: version %u, this library knows 1..%u",
+                    hooks->version, VOLT_UNIT_HOOKS_VERSION);
     ps->hooks = hooks;
     ps->hooks_ctx = ctx;
+    return VOLT_OK;
 }
 
 /* ---- storage dtype (precision plugins: bf16-true, 16-true) --------------------------------- */

@@ -159,6 +159,11 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
 }
 
 void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r) {
+    if (r && !VOLT_VERSION_OK(r->version, VOLT_CKPT_RESOLVER_VERSION)) {
+        volt_trainer_fail(t, VOLT_ERR_VERSION, "volt_ckpt_resolver: version %u, this library knows 1..%u "
+                          "(set .version = VOLT_CKPT_RESOLVER_VERSION)", r->version, VOLT_CKPT_RESOLVER_VERSION);
+        return;
+    }
     if (r) { t->resolver = *r; t->has_resolver = true; }
     else t->has_resolver = false;
 }

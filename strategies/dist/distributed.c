@@ -119,7 +119,8 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
     free(reqs);
     if (st < 0) return st;
     volt_params_zero_grad(ps);
-    volt_params_set_hooks(ps, &d->hooks, d->st);
+    st = volt_params_set_hooks(ps, &d->hooks, d->st);
+    if (st < 0) return dist_fail(d, st, "%s", volt_params_errmsg(ps));
     return VOLT_OK;
 }
 
