@@ -76,6 +76,9 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     char err[512] = "";
     volt_status st = volt_strategy_create(&sc, &t->strategy, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "trainer: %s", err);
+    if (!VOLT_VERSION_OK(t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION))
+        return volt__terr(t, VOLT_ERR_VERSION, "trainer: volt_strategy_ops '%s': version %u, this library knows 1..%u",
+                          t->strategy->ops->name, t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION);
     t->rank = t->strategy->rank;
     t->world = t->strategy->world;
     if (c->accumulate_grad_batches < 1)

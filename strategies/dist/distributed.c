@@ -350,6 +350,12 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
         snprintf(err, errlen, "strategy '%s': cannot set up MPI: %s", cfg->name, cerr);
         return s;
     }
+    if (!VOLT_VERSION_OK(comm->ops->version, VOLT_COMM_OPS_VERSION)) {
+        snprintf(err, errlen, "strategy '%s': volt_comm_ops '%s': version %u, this library knows 1..%u", cfg->name,
+                 comm->ops->name, comm->ops->version, VOLT_COMM_OPS_VERSION);
+        volt_comm_destroy(comm);
+        return VOLT_ERR_VERSION;
+    }
     const int nodes = cfg->num_nodes > 1 ? cfg->num_nodes : 1;
     if (cfg->devices > 1 && cfg->devices * nodes != comm->world) {
         snprintf(err, errlen, "strategy '%s': devices=%d x num_nodes=%d = %d processes, but the MPI world has %d "
