@@ -214,6 +214,7 @@ static const volt_callback_ops es_ops = {
 
 void volt_early_stopping_config_init(volt_early_stopping_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->version = VOLT_EARLY_STOPPING_CONFIG_VERSION;
     cfg->mode = VOLT_MIN;
     cfg->patience = 3;
     cfg->check_finite = true;
@@ -221,6 +222,9 @@ void volt_early_stopping_config_init(volt_early_stopping_config *cfg) {
 
 volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg) {
     if (!t) return VOLT_ERR_INVALID_ARG;
+    if (cfg && !VOLT_VERSION_OK(cfg->version, VOLT_EARLY_STOPPING_CONFIG_VERSION))
+        return volt_trainer_fail(t, VOLT_ERR_VERSION, "volt_early_stopping_config: version %u, this library knows 1..%u "
+                                 "(call volt_early_stopping_config_init)", cfg->version, VOLT_EARLY_STOPPING_CONFIG_VERSION);
     if (!cfg || !cfg->monitor || !*cfg->monitor)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: monitor is required");
     if (cfg->mode != VOLT_MIN && cfg->mode != VOLT_MAX)

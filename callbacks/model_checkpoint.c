@@ -539,6 +539,7 @@ static const volt_callback_ops mc_ops = {
 
 void volt_checkpoint_config_init(volt_checkpoint_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
+    cfg->version = VOLT_CHECKPOINT_CONFIG_VERSION;
     cfg->mode = VOLT_MIN;
     cfg->save_top_k = 1;
     cfg->every_n_epochs = 1;
@@ -548,6 +549,9 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     if (!t) return VOLT_ERR_INVALID_ARG;
     volt_checkpoint_config def;
     if (!cfg) { volt_checkpoint_config_init(&def); cfg = &def; }
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_CHECKPOINT_CONFIG_VERSION))
+        return volt_trainer_fail(t, VOLT_ERR_VERSION, "volt_checkpoint_config: version %u, this library knows 1..%u "
+                                 "(call volt_checkpoint_config_init)", cfg->version, VOLT_CHECKPOINT_CONFIG_VERSION);
     if (cfg->save_top_k < -1)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: save_top_k must be >= -1, got %d", cfg->save_top_k);
     if (cfg->every_n_epochs < 0 || cfg->every_n_train_steps < 0)
@@ -581,7 +585,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
         size_t len = strlen(m->dirpath_user);
         while (len > 1 && m->dirpath_user[len - 1] == '/') m->dirpath_user[--len] = 0;
     }
-    m->resolver = (volt_ckpt_resolver){ .best = mc_best, .best_score = mc_best_score, .last = mc_last, .self = m };
+    m->resolver = (volt_ckpt_resolver){ .version = VOLT_CKPT_RESOLVER_VERSION, .best = mc_best, .best_score = mc_best_score, .last = mc_last, .self = m };
     VOLT_TRY(volt_trainer_add_callback(t, &mc_ops, m));
     if (!volt_trainer_ckpt_resolver(t)) volt_trainer_set_ckpt_resolver(t, &m->resolver);
     return VOLT_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "cli/cli_internal.h"
+#include "core/err.h"
 
 #define MAX_KEYS 256
 
@@ -31,19 +32,12 @@ struct volt_cli {
     char errmsg[512];
 };
 
-static volt_status cli_fail(volt_cli *c, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static volt_status cli_fail(volt_cli *c, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define cli_fail(c, st, ...) VOLT__OBJ_ERRF(c, st, __VA_ARGS__)
 
 void volt__cli_seterr(volt_cli *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    volt__set_err(c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
 }
 
@@ -259,7 +253,7 @@ static volt_status add_row(volt_cli *c, const volt_cli_key *k, const char *dflt,
 
 volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
     *out = NULL;
-    if (!cfg || cfg->version != VOLT_CLI_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_CLI_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     volt_cli *c = calloc(1, sizeof *c);
     if (!c) return VOLT_ERR_NOMEM;
     *out = c;
@@ -378,7 +372,7 @@ static int usage_err(volt_cli *c, const char *fmt, ...) __attribute__((format(pr
 static int usage_err(volt_cli *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    volt__set_err(c->errmsg, sizeof c->errmsg, fmt, ap);
     va_end(ap);
     fprintf(c->err, "%s: %s (try --help)\n", c->cfg.prog, c->errmsg);
     return VOLT_CLI_USAGE;

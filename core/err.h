@@ -14,5 +14,8 @@ void volt__set_err(char *buf, size_t n, const char *fmt, va_list ap);
  *     return volt__errf(obj->errmsg, sizeof obj->errmsg, VOLT_ERR_IO, "x '%s': %s", ...); */
 volt_status volt__errf(char *buf, size_t n, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same into an object's own `char errmsg[N]` field: a file's failure helper is then
+ *     #define opt_fail(o, st, ...) VOLT__OBJ_ERRF(o, st, __VA_ARGS__)                   */
+#define VOLT__OBJ_ERRF(obj, st, ...) volt__errf((obj)->errmsg, sizeof (obj)->errmsg, (st), __VA_ARGS__)
 
 #endif

@@ -184,6 +184,13 @@ static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (vo
 #define VOLT__SIMD_CLONES
 #endif
 
+/* ---- config checks with their reason (volt/optim.h's _validate return only the status):
+ * write "which field is wrong and why" into msg (n bytes); the trainer reports it. ---- */
+struct volt_optimizer_config;
+struct volt_scheduler_config;
+volt_status volt__optimizer_config_check(const struct volt_optimizer_config *c, char *msg, size_t n);
+volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, char *msg, size_t n);
+
 /* ---- RNG: core/rng.h ---- */
 
 #endif

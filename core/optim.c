@@ -22,6 +22,7 @@
 #include "volt/optim.h"
 #include "volt/dtype.h"
 #include "core/internal.h"   /* VOLT__SIMD_CLONES */
+#include "core/err.h"
 
 #define OPT_MAX_STATES 2
 #define OPT_ALIGN 64
@@ -60,15 +61,7 @@ typedef struct opt_coef {
     float w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
 } opt_coef;
 
-static volt_status opt_fail(volt_optimizer *opt, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static volt_status opt_fail(volt_optimizer *opt, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(opt->errmsg, sizeof opt->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define opt_fail(opt, st, ...) VOLT__OBJ_ERRF(opt, st, __VA_ARGS__)
 
 static void *state_alloc(int64_t n, size_t esz) {
     if (n <= 0) return NULL;
@@ -97,10 +90,10 @@ void volt_optimizer_config_init(volt_optimizer_config *cfg) {
     };
 }
 
-static volt_status config_check(const volt_optimizer_config *c, char *msg, size_t n) {
+volt_status volt__optimizer_config_check(const volt_optimizer_config *c, char *msg, size_t n) {
     if (!c) { snprintf(msg, n, "optimizer: NULL config"); return VOLT_ERR_INVALID_ARG; }
-    if (c->version != VOLT_OPTIMIZER_CONFIG_VERSION) {
-        snprintf(msg, n, "optimizer: config version %u, library expects %u "
+    if (!VOLT_VERSION_OK(c->version, VOLT_OPTIMIZER_CONFIG_VERSION)) {
+        snprintf(msg, n, "volt_optimizer_config: version %u, this library knows 1..%u "
                  "(call volt_optimizer_config_init)", c->version, VOLT_OPTIMIZER_CONFIG_VERSION);
         return VOLT_ERR_VERSION;
     }
@@ -129,7 +122,7 @@ static volt_status config_check(const volt_optimizer_config *c, char *msg, size_
 
 volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg) {
     char msg[256];
-    return config_check(cfg, msg, sizeof msg);
+    return volt__optimizer_config_check(cfg, msg, sizeof msg);
 }
 
 /* ---- create / destroy ----------------------------------------------------------------- */
@@ -143,7 +136,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     if (!out) return VOLT_ERR_INVALID_ARG;
     *out = NULL;
     char msg[256];
-    volt_status st = config_check(cfg, msg, sizeof msg);
+    volt_status st = volt__optimizer_config_check(cfg, msg, sizeof msg);
     if (st < 0) return st;
     if (!ps) return VOLT_ERR_INVALID_ARG;
     if (!volt_params_finalized(ps)) return VOLT_ERR_STATE;

@@ -11,14 +11,7 @@
 
 #define INIT_STREAM 0x1A17u   /* RNG stream id for parameter init */
 
-static volt_status perr(volt_params *ps, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    volt__set_err(ps->errmsg, sizeof ps->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
+#define perr volt_params_fail
 volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -33,7 +26,7 @@ void volt_params_config_init(volt_params_config *cfg) {
 
 volt_status volt_params_create(const volt_params_config *cfg, volt_params **out) {
     *out = NULL;
-    if (!cfg || cfg->version != VOLT_PARAMS_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_PARAMS_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     volt_params *ps = calloc(1, sizeof *ps);
     if (!ps) return VOLT_ERR_NOMEM;
     ps->seed = cfg->seed;
@@ -308,9 +301,13 @@ void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi) {
     *hi = u->grad_hi;
 }
 
-void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+volt_status volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+    if (hooks && !VOLT_VERSION_OK(hooks->version, VOLT_UNIT_HOOKS_VERSION))
+        return perr(ps, VOLT_ERR_VERSION, "volt_unit_hooks: version %u, this library knows 1..%u",
+                    hooks->version, VOLT_UNIT_HOOKS_VERSION);
     ps->hooks = hooks;
     ps->hooks_ctx = ctx;
+    return VOLT_OK;
 }
 
 /* ---- storage dtype (precision plugins: bf16-true, 16-true) --------------------------------- */

@@ -7,15 +7,6 @@
 #include <zlib.h>
 #include "core/safetensors_internal.h"
 
-volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 /* ---- dtypes -------------------------------------------------------------------- */
 

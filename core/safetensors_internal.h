@@ -15,11 +15,12 @@
 #endif
 
 /* Shared between a few files only: never exported from libvolt.so. */
+#include "core/err.h"
+
 #pragma GCC visibility push(hidden)
 
 /* ---- format basics (core/safetensors.c) ---- */
-volt_status st_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#define st_fail volt__errf   /* core/err.h: the one error formatter */
 extern const char *const st_dtype_names[VOLT_DTYPE_COUNT];
 /* numel and byte size of a shape, or false on overflow / negative dims. */
 bool st_shape_bytes(volt_shape s, volt_dtype dt, uint64_t *numel, uint64_t *nbytes);

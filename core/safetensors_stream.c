@@ -47,15 +47,7 @@ volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *
 
 const char *volt_st_stream_errmsg(const volt_st_stream *s) { return s ? s->errmsg : ""; }
 
-static volt_status stream_fail(volt_st_stream *s, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static volt_status stream_fail(volt_st_stream *s, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define stream_fail(s, st, ...) VOLT__OBJ_ERRF(s, st, __VA_ARGS__)   /* core/err.h */
 
 volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape) {
     if (s->fd >= 0) return stream_fail(s, VOLT_ERR_STATE, "file '%s': tensor '%s' declared after begin", s->path, name);

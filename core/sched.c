@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "volt/optim.h"
+#include "core/internal.h"
 
 #define SCHED_PI 3.14159265358979323846   /* Python math.pi */
 
@@ -29,31 +30,51 @@ void volt_scheduler_config_init(volt_scheduler_config *cfg) {
     };
 }
 
-volt_status volt_scheduler_config_validate(const volt_scheduler_config *c) {
-    if (!c) return VOLT_ERR_INVALID_ARG;
-    if (c->version != VOLT_SCHEDULER_CONFIG_VERSION) return VOLT_ERR_VERSION;
-    if ((unsigned)c->kind >= VOLT_SCHED_KIND_COUNT) return VOLT_ERR_INVALID_ARG;
+static const char *const kind_names[VOLT_SCHED_KIND_COUNT] = {
+    [VOLT_SCHED_CONSTANT] = "constant", [VOLT_SCHED_LINEAR_WARMUP] = "linear_warmup",
+    [VOLT_SCHED_LINEAR] = "linear", [VOLT_SCHED_COSINE] = "cosine", [VOLT_SCHED_STEP] = "step",
+};
+
+volt_status volt__scheduler_config_check(const volt_scheduler_config *c, char *msg, size_t n) {
+#define BAD(...) return volt__errf(msg, n, VOLT_ERR_INVALID_ARG, __VA_ARGS__)
+    if (!c) BAD("scheduler: NULL config");
+    if (!VOLT_VERSION_OK(c->version, VOLT_SCHEDULER_CONFIG_VERSION))
+        return volt__errf(msg, n, VOLT_ERR_VERSION, "volt_scheduler_config: version %u, this library knows 1..%u "
+                          "(call volt_scheduler_config_init)", c->version, VOLT_SCHEDULER_CONFIG_VERSION);
+    if ((unsigned)c->kind >= VOLT_SCHED_KIND_COUNT || !kind_names[c->kind]) BAD("scheduler: unknown kind %d", (int)c->kind);
+    const char *k = kind_names[c->kind];
     if (c->interval != VOLT_SCHED_EVERY_STEP && c->interval != VOLT_SCHED_EVERY_EPOCH)
-        return VOLT_ERR_INVALID_ARG;
+        BAD("scheduler '%s': interval %d is neither VOLT_SCHED_EVERY_STEP nor VOLT_SCHED_EVERY_EPOCH", k, (int)c->interval);
     switch (c->kind) {
     case VOLT_SCHED_CONSTANT:
         break;
     case VOLT_SCHED_LINEAR_WARMUP:
-        if (c->warmup_steps < 0) return VOLT_ERR_INVALID_ARG;
+        if (c->warmup_steps < 0) BAD("scheduler '%s': warmup_steps must be >= 0, got %lld", k, (long long)c->warmup_steps);
         break;
     case VOLT_SCHED_COSINE:
-        if (!(c->min_lr_ratio >= 0.f && c->min_lr_ratio <= 1.f)) return VOLT_ERR_INVALID_ARG;
+        if (!(c->min_lr_ratio >= 0.f && c->min_lr_ratio <= 1.f))
+            BAD("scheduler '%s': min_lr_ratio must be in [0, 1], got %g", k, (double)c->min_lr_ratio);
         /* fall through */
     case VOLT_SCHED_LINEAR:
-        if (c->warmup_steps < 0 || c->total_steps <= c->warmup_steps) return VOLT_ERR_INVALID_ARG;
+        if (c->warmup_steps < 0) BAD("scheduler '%s': warmup_steps must be >= 0, got %lld", k, (long long)c->warmup_steps);
+        if (c->total_steps <= c->warmup_steps)
+            BAD("scheduler '%s': total_steps (%lld) must be > warmup_steps (%lld)", k,
+                (long long)c->total_steps, (long long)c->warmup_steps);
         break;
     case VOLT_SCHED_STEP:
-        if (c->step_size <= 0 || !isfinite(c->gamma) || c->gamma < 0.f) return VOLT_ERR_INVALID_ARG;
+        if (c->step_size <= 0) BAD("scheduler '%s': step_size must be > 0, got %lld", k, (long long)c->step_size);
+        if (!isfinite(c->gamma) || c->gamma < 0.f) BAD("scheduler '%s': gamma must be finite and >= 0, got %g", k, (double)c->gamma);
         break;
     default:
-        return VOLT_ERR_INVALID_ARG;
+        BAD("scheduler: unknown kind %d", (int)c->kind);
     }
+#undef BAD
     return VOLT_OK;
+}
+
+volt_status volt_scheduler_config_validate(const volt_scheduler_config *c) {
+    char msg[256];
+    return volt__scheduler_config_check(c, msg, sizeof msg);
 }
 
 static double max1(int64_t n) { return n > 1 ? (double)n : 1.0; }

@@ -16,9 +16,10 @@ void volt_step_config_init(volt_step_config *cfg) {
 
 volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     *out = NULL;
-    if (!cfg || cfg->version != VOLT_STEP_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_STEP_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     const volt_backend *be = volt_backend_find(cfg->backend ? cfg->backend : "cpu");
     if (!be) return VOLT_ERR_UNSUPPORTED;
+    if (!VOLT_VERSION_OK(be->version, VOLT_BACKEND_VERSION)) return VOLT_ERR_VERSION;   /* volt_backend table */
     volt_step *s = calloc(1, sizeof *s);
     if (!s) return VOLT_ERR_NOMEM;
     s->be = be;

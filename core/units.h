@@ -43,6 +43,6 @@ typedef struct volt_unit_hooks {
 #define VOLT_UNIT_HOOKS_VERSION 1u
 
 /* Install hooks (borrowed; must outlive the store or be replaced). NULL = none. */
-void volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx);
+volt_status volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx);  /* VERSION: message on ps */
 
 #endif

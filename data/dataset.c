@@ -29,7 +29,7 @@ volt_status volt_dataset_create(const volt_dataset_ops *ops, void *self, int n_f
     ds_impl *d = NULL;
     if (out) *out = NULL;
     if (!ops) return VOLT_ERR_INVALID_ARG;          /* nothing to call destroy through */
-    if (ops->version != VOLT_DATASET_OPS_VERSION) { st = VOLT_ERR_VERSION; goto fail; }
+    if (!VOLT_VERSION_OK(ops->version, VOLT_DATASET_OPS_VERSION)) { st = VOLT_ERR_VERSION; goto fail; }
     if (!out || !ops->len || !ops->get || n_fields < 1 || n_fields > VOLT_MAX_FIELDS || !fields) {
         st = VOLT_ERR_INVALID_ARG;
         goto fail;

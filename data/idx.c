@@ -18,23 +18,12 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "volt/data.h"
+#include "core/err.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
 #define IDX_MAX_BYTES ((uint64_t)1 << 36)      /* 64 GiB: larger is a damaged header */
 #define IDX_CHUNK ((unsigned)1 << 30)          /* gzread takes an unsigned length */
-
-static volt_status idx_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status idx_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -53,8 +42,8 @@ static volt_status idx_read(gzFile f, const char *path, void *buf, uint64_t n, u
             const char *msg = gzerror(f, &zerr);
             if (zerr == Z_BUF_ERROR) return VOLT_OK;   /* gzip stream ends early: truncated */
             if (zerr == Z_ERRNO)
-                return idx_fail(err, errlen, VOLT_ERR_IO, "idx '%s': read error: %s", path, strerror(errno));
-            return idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx '%s': gzip data is corrupt: %s", path, msg);
+                return volt__errf(err, errlen, VOLT_ERR_IO, "idx '%s': read error: %s", path, strerror(errno));
+            return volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx '%s': gzip data is corrupt: %s", path, msg);
         }
         if (r == 0) break;
         *got += (uint64_t)r;
@@ -73,21 +62,21 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
     int ndim = (int)(magic & 0xff);
     int fd = open(path, O_RDONLY);
     if (fd < 0)
-        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot open: %s", what, path, strerror(errno));
+        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot open: %s", what, path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot stat: %s", what, path, strerror(e));
+        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot stat: %s", what, path, strerror(e));
     }
     if (S_ISDIR(sb.st_mode)) {
         close(fd);
-        return idx_fail(err, errlen, VOLT_ERR_IO, "idx %s '%s': is a directory, not a file", what, path);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': is a directory, not a file", what, path);
     }
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
         close(fd);
-        return idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot open: out of memory", what, path);
+        return volt__errf(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot open: out of memory", what, path);
     }
     gzbuffer(f, 1u << 17);
     volt_status st;
@@ -95,7 +84,7 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
     uint64_t hdr_bytes = 4 + 4 * (uint64_t)ndim, got;
     if ((st = idx_read(f, path, hdr, 4, &got, err, errlen)) < 0) goto done;
     if (got < 4) {
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': file has %llu bytes, too short for "
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': file has %llu bytes, too short for "
                       "an IDX header", what, path, (unsigned long long)got);
         goto done;
     }
@@ -103,13 +92,13 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
     if (m != magic) {
         const char *hint = m == IDX_MAGIC_IMAGES ? " (this is an IDX images file)"
                          : m == IDX_MAGIC_LABELS ? " (this is an IDX labels file)" : " (not an IDX file?)";
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': bad magic 0x%08x, expected 0x%08x%s",
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': bad magic 0x%08x, expected 0x%08x%s",
                       what, path, m, magic, hint);
         goto done;
     }
     if ((st = idx_read(f, path, hdr + 4, hdr_bytes - 4, &got, err, errlen)) < 0) goto done;
     if (got < hdr_bytes - 4) {
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated header: expected %llu bytes, "
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated header: expected %llu bytes, "
                       "%s %llu", what, path, (unsigned long long)hdr_bytes, have(f),
                       (unsigned long long)(4 + got));
         goto done;
@@ -120,18 +109,18 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
     for (int i = 0; i < ndim; i++) {
         dims[i] = be32(hdr + 4 + 4 * i);
         if (i > 0 && dims[i] == 0) {
-            st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': dim %d is 0", what, path, i);
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': dim %d is 0", what, path, i);
             goto done;
         }
         if (i > 0 && item > IDX_MAX_BYTES / dims[i]) {
-            st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
                           "(more than %llu bytes per item)", what, path, (unsigned long long)IDX_MAX_BYTES);
             goto done;
         }
         if (i > 0) item *= dims[i];
     }
     if (dims[0] && item > IDX_MAX_BYTES / dims[0]) {
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': implausible dims in header "
                       "(more than %llu bytes of data)", what, path, (unsigned long long)IDX_MAX_BYTES);
         goto done;
     }
@@ -147,7 +136,7 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
         }
     } else if (cap > ((uint64_t)1 << 20)) cap = (uint64_t)1 << 20;
     if (!(*data = malloc(cap ? cap : 1))) {
-        st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
+        st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
                       (unsigned long long)cap);
         goto done;
     }
@@ -160,7 +149,7 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
         uint64_t ncap = cap * 2 < n ? cap * 2 : n;
         unsigned char *nb = realloc(*data, ncap);
         if (!nb) {
-            st = idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
+            st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
                           (unsigned long long)ncap);
             goto done;
         }
@@ -169,7 +158,7 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
     }
     if (got < n) {
     truncated:
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated: expected %llu bytes "
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': truncated: expected %llu bytes "
                       "(%llu-byte header + %llu data bytes), %s %llu", what, path,
                       (unsigned long long)(hdr_bytes + n), (unsigned long long)hdr_bytes,
                       (unsigned long long)n, have(f), (unsigned long long)(hdr_bytes + got));
@@ -217,18 +206,18 @@ volt_status volt_idx_dataset(const char *images_path, const char *labels_path, f
     if (out) *out = NULL;
     if (err && errlen) err[0] = 0;
     if (!images_path || !labels_path || !out)
-        return idx_fail(err, errlen, VOLT_ERR_INVALID_ARG, "idx: NULL path or output");
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "idx: NULL path or output");
     if (std > 0 && !isfinite(mean))
-        return idx_fail(err, errlen, VOLT_ERR_INVALID_ARG, "idx: mean %g is not finite", mean);
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "idx: mean %g is not finite", mean);
     idx_ds *d = calloc(1, sizeof *d);
-    if (!d) return idx_fail(err, errlen, VOLT_ERR_NOMEM, "idx: out of memory");
+    if (!d) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "idx: out of memory");
     uint32_t idims[3], ldims[1];
     uint64_t ibytes, lbytes;
     volt_status st = idx_load(images_path, IDX_MAGIC_IMAGES, "images", idims, &d->images, &ibytes, err, errlen);
     if (st == VOLT_OK)
         st = idx_load(labels_path, IDX_MAGIC_LABELS, "labels", ldims, &d->labels, &lbytes, err, errlen);
     if (st == VOLT_OK && idims[0] != ldims[0])
-        st = idx_fail(err, errlen, VOLT_ERR_CORRUPT, "idx: '%s' has %u images but '%s' has %u labels",
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx: '%s' has %u images but '%s' has %u labels",
                       images_path, idims[0], labels_path, ldims[0]);
     if (st < 0) { idx_destroy(d); return st; }
     d->n = idims[0];
@@ -244,7 +233,7 @@ volt_status volt_idx_dataset(const char *images_path, const char *labels_path, f
         { .name = "y", .dtype = VOLT_I64, .shape = VOLT_SCALAR },
     };
     st = volt_dataset_create(&d->ops, d, 2, fields, out);
-    if (st < 0) return idx_fail(err, errlen, st, "idx '%s': cannot create the dataset: %s", images_path,
+    if (st < 0) return volt__errf(err, errlen, st, "idx '%s': cannot create the dataset: %s", images_path,
                                 volt_status_str(st));
     return VOLT_OK;
 }

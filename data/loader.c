@@ -70,13 +70,7 @@ struct volt_loader {
     int busy;                     /* workers filling a slot */
 };
 
-static void set_err(volt_loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(volt_loader *l, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    volt__set_err(l->errmsg, sizeof l->errmsg, fmt, ap);
-    va_end(ap);
-}
+#define set_err(l, ...) ((void)VOLT__OBJ_ERRF(l, VOLT_OK, __VA_ARGS__))
 
 void volt_loader_config_init(volt_loader_config *cfg) {
     if (!cfg) return;
@@ -191,7 +185,7 @@ static void quiesce(volt_loader *l) {
 
 volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, volt_loader **out) {
     if (out) *out = NULL;
-    if (!cfg || cfg->version != VOLT_LOADER_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_LOADER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (!ds || !out || cfg->batch_size < 1 || cfg->num_workers < 0 || cfg->num_workers > 1024 ||
         cfg->prefetch < 0 || cfg->prefetch > 1024 || cfg->world < 1 || cfg->rank < 0 ||
         cfg->rank >= cfg->world)

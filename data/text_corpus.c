@@ -29,18 +29,6 @@ struct volt_corpus {
     int num_classes;
 };
 
-static volt_status tc_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status tc_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* ---- the corpus ------------------------------------------------------------------------ */
 
 volt_status volt_corpus_create(const char *name, volt_corpus **out) {
@@ -131,24 +119,24 @@ static volt_status read_file(const char *path, char **out, size_t *len, char *er
     *len = 0;
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is a directory, not a file", path);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "'%s' is a directory, not a file", path);
     /* a FIFO or device would block or never end: regular files only (opened without
      * blocking, checked on the open file) */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return tc_fail(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fd < 0) return volt__errf(err, errlen, VOLT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return tc_fail(err, errlen, VOLT_ERR_IO, "'%s' is not a regular file", path);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "'%s' is not a regular file", path);
     }
     FILE *f = fdopen(fd, "rb");
-    if (!f) { close(fd); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
+    if (!f) { close(fd); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);
-    if (!b) { fclose(f); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
+    if (!b) { fclose(f); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
     for (;;) {
         if (cap - n < 2) {
             char *nb = cap > SIZE_MAX / 4 ? NULL : realloc(b, cap * 2);
-            if (!nb) { free(b); fclose(f); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
+            if (!nb) { free(b); fclose(f); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "'%s': out of memory", path); }
             b = nb;
             cap *= 2;
         }
@@ -159,7 +147,7 @@ static volt_status read_file(const char *path, char **out, size_t *len, char *er
     bool bad = ferror(f);
     int e = errno;
     fclose(f);
-    if (bad) { free(b); return tc_fail(err, errlen, VOLT_ERR_IO, "read error on '%s': %s", path, strerror(e)); }
+    if (bad) { free(b); return volt__errf(err, errlen, VOLT_ERR_IO, "read error on '%s': %s", path, strerror(e)); }
     b[n] = '\0';
     *out = b;
     *len = n;
@@ -201,20 +189,20 @@ static bool ends_with(const char *s, const char *suffix) {
 /* Append every *.txt file of `folder` (sorted by name) with `label`. */
 static volt_status add_txt_folder(volt_corpus *c, const char *folder, int32_t label, char *err, size_t errlen) {
     DIR *d = opendir(folder);
-    if (!d) return tc_fail(err, errlen, VOLT_ERR_IO, "imdb: cannot open folder '%s': %s", folder, strerror(errno));
+    if (!d) return volt__errf(err, errlen, VOLT_ERR_IO, "imdb: cannot open folder '%s': %s", folder, strerror(errno));
     name_list names = { 0 };
     volt_status st = VOLT_OK;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || !ends_with(e->d_name, ".txt")) continue;
-        if (!names_push(&names, e->d_name)) { st = tc_fail(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory"); break; }
+        if (!names_push(&names, e->d_name)) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory"); break; }
     }
     closedir(d);
     if (st == VOLT_OK && names.n) qsort(names.v, names.n, sizeof *names.v, cmp_str);
     size_t plen = strlen(folder) + 2;
     for (size_t i = 0; st == VOLT_OK && i < names.n; i++) {
         char *path = malloc(plen + strlen(names.v[i]));
-        if (!path) { st = tc_fail(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory"); break; }
+        if (!path) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory"); break; }
         sprintf(path, "%s/%s", folder, names.v[i]);
         char *text;
         size_t len;
@@ -223,31 +211,31 @@ static volt_status add_txt_folder(volt_corpus *c, const char *folder, int32_t la
         if (st != VOLT_OK) break;
         st = volt_corpus_add(c, text, len, label);
         free(text);
-        if (st != VOLT_OK) st = tc_fail(err, errlen, st, "imdb: out of memory");
+        if (st != VOLT_OK) st = volt__errf(err, errlen, st, "imdb: out of memory");
     }
     names_free(&names);
     return st;
 }
 
 volt_status volt_corpus_load_imdb(const char *dir, volt_corpus **out, char *err, size_t errlen) {
-    if (!out) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: NULL out");
+    if (!out) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: NULL out");
     *out = NULL;
-    if (!dir) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: NULL folder");
+    if (!dir) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: NULL folder");
     static const struct { const char *sub; int32_t label; } parts[] = {
         { "train/pos", 1 }, { "train/neg", 0 }, { "test/pos", 1 }, { "test/neg", 0 } };
     /* Check every folder up front so a missing one fails fast, before reading 50k files. */
     char path[4096];
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return tc_fail(err, errlen, VOLT_ERR_IO, "imdb: folder '%s' not found (expected aclImdb/)", dir);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "imdb: folder '%s' not found (expected aclImdb/)", dir);
     for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++) {
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, parts[p].sub) >= sizeof path)
-            return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: path too long: '%s'", dir);
+            return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "imdb: path too long: '%s'", dir);
         if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return tc_fail(err, errlen, VOLT_ERR_IO, "imdb: folder '%s' not found", path);
+            return volt__errf(err, errlen, VOLT_ERR_IO, "imdb: folder '%s' not found", path);
     }
     volt_corpus *c;
-    if (volt_corpus_create("aclImdb", &c) != VOLT_OK) return tc_fail(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory");
+    if (volt_corpus_create("aclImdb", &c) != VOLT_OK) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "imdb: out of memory");
     for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++) {
         snprintf(path, sizeof path, "%s/%s", dir, parts[p].sub);
         volt_status st = add_txt_folder(c, path, parts[p].label, err, errlen);
@@ -362,9 +350,9 @@ static void csv_skip_line(csv_parser *p) {
 }
 
 volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err, size_t errlen) {
-    if (!out) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "csv: NULL out");
+    if (!out) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "csv: NULL out");
     *out = NULL;
-    if (!path) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "csv: NULL path");
+    if (!path) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "csv: NULL path");
     csv_parser p = { .line = 1 };
     volt_status st = read_file(path, &p.b, &p.n, err, errlen);
     if (st != VOLT_OK) return st;
@@ -374,7 +362,7 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
     while (p.pos < p.n && csv_blank_line(&p)) csv_skip_line(&p);
     int64_t rec_line = p.line;
     int r = csv_record(&p, &why);
-    if (r == 0) { st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': empty file (expected a header 'text,label')", path); goto done; }
+    if (r == 0) { st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': empty file (expected a header 'text,label')", path); goto done; }
     if (r < 0) goto malformed;
     int text_col = -1, label_col = -1, ncols = p.nf;
     for (int i = 0; i < p.nf; i++) {
@@ -386,11 +374,11 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
         else if (n == 5 && memcmp(s, "label", 5) == 0 && label_col < 0) label_col = i;
     }
     if (text_col < 0 || label_col < 0) {
-        st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: the header must name a 'text' and a 'label' column",
+        st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: the header must name a 'text' and a 'label' column",
                      path, (long long)rec_line);
         goto done;
     }
-    if (volt_corpus_create(path, &c) != VOLT_OK) { st = tc_fail(err, errlen, VOLT_ERR_NOMEM, "csv '%s': out of memory", path); goto done; }
+    if (volt_corpus_create(path, &c) != VOLT_OK) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "csv '%s': out of memory", path); goto done; }
     for (;;) {
         while (p.pos < p.n && csv_blank_line(&p)) csv_skip_line(&p);
         rec_line = p.line;
@@ -398,7 +386,7 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
         if (r == 0) break;
         if (r < 0) goto malformed;
         if (p.nf != ncols) {
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: %d fields, the header has %d",
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: %d fields, the header has %d",
                          path, (long long)rec_line, p.nf, ncols);
             goto done;
         }
@@ -407,19 +395,19 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
         if (!parse_label(p.b + lf->start, lf->len, &label)) {
             char snip[40];
             quote_snippet(p.b + lf->start, lf->len, snip, sizeof snip);
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "csv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
                          path, (long long)rec_line, snip);
             goto done;
         }
         if (volt_corpus_add(c, p.b + tf->start, tf->len, label) != VOLT_OK) {
-            st = tc_fail(err, errlen, VOLT_ERR_NOMEM, "csv '%s': out of memory", path);
+            st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "csv '%s': out of memory", path);
             goto done;
         }
     }
     st = VOLT_OK;
     goto done;
 malformed:
-    st = tc_fail(err, errlen, r == -2 ? VOLT_ERR_NOMEM : VOLT_ERR_CORRUPT, "csv '%s': line %lld: %s",
+    st = volt__errf(err, errlen, r == -2 ? VOLT_ERR_NOMEM : VOLT_ERR_CORRUPT, "csv '%s': line %lld: %s",
                  path, (long long)rec_line, why);
 done:
     free(p.b);
@@ -432,15 +420,15 @@ done:
 /* ---- TSV ---------------------------------------------------------------------------------- */
 
 volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err, size_t errlen) {
-    if (!out) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "tsv: NULL out");
+    if (!out) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "tsv: NULL out");
     *out = NULL;
-    if (!path) return tc_fail(err, errlen, VOLT_ERR_INVALID_ARG, "tsv: NULL path");
+    if (!path) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "tsv: NULL path");
     char *b;
     size_t n;
     volt_status st = read_file(path, &b, &n, err, errlen);
     if (st != VOLT_OK) return st;
     volt_corpus *c = NULL;
-    if (volt_corpus_create(path, &c) != VOLT_OK) { free(b); return tc_fail(err, errlen, VOLT_ERR_NOMEM, "tsv '%s': out of memory", path); }
+    if (volt_corpus_create(path, &c) != VOLT_OK) { free(b); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "tsv '%s': out of memory", path); }
     size_t pos = (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) ? 3 : 0;
     for (int64_t line = 1; pos < n; line++) {
         char *nl = memchr(b + pos, '\n', n - pos);
@@ -454,7 +442,7 @@ volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err,
         const char *tab = NULL;
         for (size_t i = len; i-- > 0;) if (s[i] == '\t') { tab = s + i; break; }
         if (!tab) {
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: no tab (expected text<TAB>label)", path, (long long)line);
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: no tab (expected text<TAB>label)", path, (long long)line);
             break;
         }
         int32_t label;
@@ -462,12 +450,12 @@ volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err,
         if (!parse_label(tab + 1, llen, &label)) {
             char snip[40];
             quote_snippet(tab + 1, llen, snip, sizeof snip);
-            st = tc_fail(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: label '%s' is not an integer in [0, 2^31 - 1)",
                          path, (long long)line, snip);
             break;
         }
         if (volt_corpus_add(c, s, tlen, label) != VOLT_OK) {
-            st = tc_fail(err, errlen, VOLT_ERR_NOMEM, "tsv '%s': out of memory", path);
+            st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "tsv '%s': out of memory", path);
             break;
         }
     }

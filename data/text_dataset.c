@@ -24,24 +24,13 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "volt/text.h"
+#include "core/err.h"
 
 #define CACHE_MAGIC "VOLTTOK"
 #define CACHE_HEADER_BYTES 80u
 #define CACHE_BOM 0x01020304u
 #define MAX_LENGTH_LIMIT (1 << 20)
 #define CRC_CHUNK ((size_t)1 << 30)
-
-static volt_status td_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status td_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 /* ---- the dataset -------------------------------------------------------------------------- */
 
@@ -421,13 +410,13 @@ volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, i
                               char *err, size_t errlen) {
     if (out) *out = NULL;
     if (cache_hit) *cache_hit = false;
-    if (!c || !tok || !out) return td_fail(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset: NULL corpus, tokenizer or out");
+    if (!c || !tok || !out) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset: NULL corpus, tokenizer or out");
     if (max_length < 2 || max_length > MAX_LENGTH_LIMIT)
-        return td_fail(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset '%s': max_length %d not in [2, %d]",
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset '%s': max_length %d not in [2, %d]",
                        volt_corpus_name(c), max_length, MAX_LENGTH_LIMIT);
     int64_t n = volt_corpus_len(c);
     if (n > 0 && (uint64_t)n * (uint64_t)max_length > ((uint64_t)1 << 40))
-        return td_fail(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset '%s': %lld x %d tokens is too many",
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "text dataset '%s': %lld x %d tokens is too many",
                        volt_corpus_name(c), (long long)n, max_length);
     text_ds *t = NULL;
     char *path = NULL;
@@ -435,32 +424,32 @@ volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, i
     bool hit = false;
     if (cache_dir) {
         uint64_t *scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
-        if (!scratch) return td_fail(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
+        if (!scratch) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
         key.corpus_hash = corpus_hash(c, scratch);
         free(scratch);
         key.vocab_hash = vocab_hash(tok);
-        if (tokenizer_fingerprint(tok, &key.tok_fp) != VOLT_OK) return td_fail(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
+        if (tokenizer_fingerprint(tok, &key.tok_fp) != VOLT_OK) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
         key.n = n;
         key.L = max_length;
         key.vocab_size = volt_tokenizer_vocab_size(tok);
         uint64_t kh = hash_bytes(&key, sizeof key, VOLT_TEXT_CACHE_VERSION);
         size_t pl = strlen(cache_dir) + 32;
-        if (!(path = malloc(pl))) return td_fail(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
+        if (!(path = malloc(pl))) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory");
         snprintf(path, pl, "%s/%016llx.vtok", cache_dir, (unsigned long long)kh);
         char why[256];
         int rc = cache_load(path, &key, c, &t, why, sizeof why);
-        if (rc == -2) { free(path); return td_fail(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory"); }
+        if (rc == -2) { free(path); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory"); }
         if (rc < 0) fprintf(stderr, "volt: token cache '%s': %s; rebuilding it\n", path, why);
         hit = rc == 1;
     }
     if (!hit) {
-        if (!(t = text_ds_alloc(c, n, max_length))) { free(path); return td_fail(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory"); }
+        if (!(t = text_ds_alloc(c, n, max_length))) { free(path); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "text dataset: out of memory"); }
         int64_t bad;
         volt_status st = tokenize_all(c, tok, t, &bad);
         if (st != VOLT_OK) {
             text_ds_free(t);
             free(path);
-            return td_fail(err, errlen, st, "text dataset '%s': tokenizing text %lld failed: %s",
+            return volt__errf(err, errlen, st, "text dataset '%s': tokenizing text %lld failed: %s",
                            volt_corpus_name(c), (long long)bad, volt_status_str(st));
         }
         if (path) {
@@ -478,7 +467,7 @@ volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, i
     fields[0].shape.d[0] = max_length;
     fields[1].shape.d[0] = max_length;
     volt_status st = volt_dataset_create(&t->ops, t, 3, fields, out);   /* takes t, even on failure */
-    if (st != VOLT_OK) return td_fail(err, errlen, st, "text dataset '%s': %s", volt_corpus_name(c), volt_status_str(st));
+    if (st != VOLT_OK) return volt__errf(err, errlen, st, "text dataset '%s': %s", volt_corpus_name(c), volt_status_str(st));
     if (cache_hit) *cache_hit = hit;
     return VOLT_OK;
 }

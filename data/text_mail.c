@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "volt/text.h"
 #include "data/text_internal.h"
+#include "core/err.h"
 
 #define MIME_MAX_DEPTH 16
 
@@ -348,18 +349,6 @@ volt_status volt_text_mail_body(const char *msg, size_t len, char **out, size_t 
 
 /* ---- the SpamAssassin corpus -------------------------------------------------------------------- */
 
-static volt_status sa_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static volt_status sa_fail(char *err, size_t errlen, volt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 typedef struct sa_msg {
     char *path;
     int32_t label;
@@ -429,11 +418,11 @@ static void read_whole(sa_msg *m) {
 }
 
 volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, char *err, size_t errlen) {
-    if (!out) return sa_fail(err, errlen, VOLT_ERR_INVALID_ARG, "spam-assassin: NULL out");
+    if (!out) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "spam-assassin: NULL out");
     *out = NULL;
-    if (!dir) return sa_fail(err, errlen, VOLT_ERR_INVALID_ARG, "spam-assassin: NULL folder");
+    if (!dir) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "spam-assassin: NULL folder");
     DIR *d = opendir(dir);
-    if (!d) return sa_fail(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot open folder '%s': %s (run scripts/fetch_spam.sh)",
+    if (!d) return volt__errf(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot open folder '%s': %s (run scripts/fetch_spam.sh)",
                            dir, strerror(errno));
     char **groups = NULL;
     size_t ng = 0, capg = 0;
@@ -446,7 +435,7 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
         if (!str_push(&groups, &ng, &capg, e->d_name)) { st = VOLT_ERR_NOMEM; break; }
     }
     closedir(d);
-    if (st != VOLT_OK) { str_free(groups, ng); return sa_fail(err, errlen, st, "spam-assassin: out of memory"); }
+    if (st != VOLT_OK) { str_free(groups, ng); return volt__errf(err, errlen, st, "spam-assassin: out of memory"); }
     if (ng) qsort(groups, ng, sizeof *groups, cmp_cstr);
 
     sa_msg *msgs = NULL;
@@ -455,13 +444,13 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
     for (size_t g = 0; g < ng && st == VOLT_OK; g++) {
         size_t gl = strlen(dir) + strlen(groups[g]) + 2;
         char *gpath = malloc(gl);
-        if (!gpath) { st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
+        if (!gpath) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
         snprintf(gpath, gl, "%s/%s", dir, groups[g]);
         struct stat sb;
         if (stat(gpath, &sb) != 0 || !S_ISDIR(sb.st_mode)) { free(gpath); continue; }
         DIR *gd = opendir(gpath);
         if (!gd) {
-            st = sa_fail(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot open folder '%s': %s", gpath, strerror(errno));
+            st = volt__errf(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot open folder '%s': %s", gpath, strerror(errno));
             free(gpath);
             break;
         }
@@ -472,7 +461,7 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
             size_t l = strlen(e->d_name);
             if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
             if (l >= 5 && strcmp(e->d_name + l - 5, ".json") == 0) continue;
-            if (!str_push(&files, &nf, &capf, e->d_name)) { st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
+            if (!str_push(&files, &nf, &capf, e->d_name)) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
         }
         closedir(gd);
         if (nf) qsort(files, nf, sizeof *files, cmp_cstr);
@@ -481,14 +470,14 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
             if (nm == capm) {
                 size_t c = capm ? capm * 2 : 1024;
                 sa_msg *nmv = realloc(msgs, c * sizeof *nmv);
-                if (!nmv) { st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
+                if (!nmv) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
                 msgs = nmv;
                 capm = c;
             }
             size_t pl = gl + strlen(files[k]) + 1;
             sa_msg *m = &msgs[nm];
             memset(m, 0, sizeof *m);
-            if (!(m->path = malloc(pl))) { st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
+            if (!(m->path = malloc(pl))) { st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory"); break; }
             snprintf(m->path, pl, "%s/%s", gpath, files[k]);
             m->label = label;
             nm++;
@@ -498,7 +487,7 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
     }
     str_free(groups, ng);
     if (st == VOLT_OK && ngroups_found == 0)
-        st = sa_fail(err, errlen, VOLT_ERR_IO, "spam-assassin: no ham/spam group folders in '%s' (run scripts/fetch_spam.sh)", dir);
+        st = volt__errf(err, errlen, VOLT_ERR_IO, "spam-assassin: no ham/spam group folders in '%s' (run scripts/fetch_spam.sh)", dir);
 
     /* Read and extract in parallel (the files are independent); add in order. */
     if (st == VOLT_OK) {
@@ -515,13 +504,13 @@ volt_status volt_corpus_load_spam_assassin(const char *dir, volt_corpus **out, c
     }
     volt_corpus *c = NULL;
     if (st == VOLT_OK && volt_corpus_create("spam-assassin", &c) != VOLT_OK)
-        st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory");
+        st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory");
     for (size_t i = 0; i < nm && st == VOLT_OK; i++) {
         sa_msg *m = &msgs[i];
-        if (m->read_errno) st = sa_fail(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot read '%s': %s", m->path, strerror(m->read_errno));
-        else if (m->st != VOLT_OK) st = sa_fail(err, errlen, m->st, "spam-assassin: '%s': out of memory", m->path);
+        if (m->read_errno) st = volt__errf(err, errlen, VOLT_ERR_IO, "spam-assassin: cannot read '%s': %s", m->path, strerror(m->read_errno));
+        else if (m->st != VOLT_OK) st = volt__errf(err, errlen, m->st, "spam-assassin: '%s': out of memory", m->path);
         else if (volt_corpus_add(c, m->body, m->body_n, m->label) != VOLT_OK)
-            st = sa_fail(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory");
+            st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "spam-assassin: out of memory");
     }
     for (size_t i = 0; i < nm; i++) { free(msgs[i].path); free(msgs[i].body); free(msgs[i].raw); }
     free(msgs);

@@ -48,7 +48,7 @@ volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self) {
     if (!self) return VOLT_ERR_INVALID_ARG;
     *self = NULL;
     if (!cfg) return VOLT_ERR_INVALID_ARG;
-    if (cfg->version != VOLT_CNN_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_CNN_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (cfg->in_channels <= 0 || cfg->height < 4 || cfg->width < 4 || cfg->conv1_channels <= 0 ||
         cfg->conv2_channels <= 0 || cfg->hidden <= 0 || cfg->out_features <= 0 ||
         !(cfg->dropout >= 0.f && cfg->dropout < 1.f) || !(cfg->lr >= 0.f && isfinite(cfg->lr)) ||

@@ -73,7 +73,7 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
     if (!self) return VOLT_ERR_INVALID_ARG;
     *self = NULL;
     if (!cfg) return VOLT_ERR_INVALID_ARG;
-    if (cfg->version != VOLT_DISTILBERT_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_DISTILBERT_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (cfg->vocab_size <= 0 || cfg->max_position <= 0 || cfg->dim <= 0 || cfg->n_layers < 0 ||
         cfg->n_layers > 1000 || cfg->n_heads <= 0 || cfg->dim % cfg->n_heads != 0 || cfg->hidden_dim <= 0 ||
         cfg->n_classes <= 0 || !prob_ok(cfg->dropout) || !prob_ok(cfg->attention_dropout) ||

@@ -44,7 +44,7 @@ volt_status volt_mlp_create(const volt_mlp_config *cfg, void **self) {
     if (!self) return VOLT_ERR_INVALID_ARG;
     *self = NULL;
     if (!cfg) return VOLT_ERR_INVALID_ARG;
-    if (cfg->version != VOLT_MLP_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_MLP_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (cfg->in_features <= 0 || cfg->out_features <= 0 || cfg->n_hidden < 0 ||
         cfg->n_hidden > VOLT_MLP_MAX_HIDDEN || !(cfg->dropout >= 0.f && cfg->dropout < 1.f) ||
         !(cfg->lr >= 0.f && isfinite(cfg->lr)) || !(cfg->weight_decay >= 0.f && isfinite(cfg->weight_decay)) ||

@@ -24,7 +24,7 @@ volt_status volt_nn_embedding_declare_ex(volt_params *ps, const char *prefix, in
     if (!ps || !cfg || !e) return VOLT_ERR_INVALID_ARG;
     memset(e, 0, sizeof *e);
     if (!prefix) prefix = "";
-    if (cfg->version != VOLT_NN_EMBEDDING_CONFIG_VERSION)
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_EMBEDDING_CONFIG_VERSION))
         return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: embedding '%s': config version %u, expected %u", prefix,
                                 cfg->version, VOLT_NN_EMBEDDING_CONFIG_VERSION);
     if (num <= 0 || dim <= 0 || cfg->padding_idx < -1 || cfg->padding_idx >= num)

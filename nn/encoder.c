@@ -48,7 +48,7 @@ volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t
     if (!ps || !cfg || !e) return VOLT_ERR_INVALID_ARG;
     memset(e, 0, sizeof *e);
     if (!prefix) prefix = "";
-    if (cfg->version != VOLT_NN_ENCODER_CONFIG_VERSION)
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION))
         return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: encoder '%s': config version %u, expected %u", prefix,
                                 cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION);
     int64_t F = cfg->ffn_dim ? cfg->ffn_dim : 4 * dim;

@@ -22,7 +22,7 @@ volt_status volt_nn_layernorm_declare_ex(volt_params *ps, const char *prefix, in
     if (!ps || !cfg || !ln) return VOLT_ERR_INVALID_ARG;
     memset(ln, 0, sizeof *ln);
     if (!prefix) prefix = "";
-    if (cfg->version != VOLT_NN_LAYERNORM_CONFIG_VERSION)
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_LAYERNORM_CONFIG_VERSION))
         return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: layernorm '%s': config version %u, expected %u", prefix,
                                 cfg->version, VOLT_NN_LAYERNORM_CONFIG_VERSION);
     if (dim <= 0 || !(cfg->eps > 0.f && isfinite(cfg->eps)))

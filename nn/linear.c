@@ -24,7 +24,7 @@ volt_status volt_nn_linear_declare_ex(volt_params *ps, const char *prefix, int64
     if (!ps || !cfg || !l) return VOLT_ERR_INVALID_ARG;
     memset(l, 0, sizeof *l);
     if (!prefix) prefix = "";
-    if (cfg->version != VOLT_NN_LINEAR_CONFIG_VERSION)
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_LINEAR_CONFIG_VERSION))
         return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: linear '%s': config version %u, expected %u (use _config_init)",
                                 prefix, cfg->version, VOLT_NN_LINEAR_CONFIG_VERSION);
     if (in <= 0 || out <= 0)

@@ -125,6 +125,11 @@ volt_status volt_precision_create(const volt_precision_config *cfg, volt_precisi
                  volt_precision_names());
         return VOLT_ERR_UNSUPPORTED;
     }
+    if (!VOLT_VERSION_OK(o->version, VOLT_PRECISION_OPS_VERSION)) {
+        snprintf(err, n, "volt_precision_ops '%s': version %u, this library knows 1..%u", o->info.name, o->version,
+                 VOLT_PRECISION_OPS_VERSION);
+        return VOLT_ERR_VERSION;
+    }
     if (o->info.grad_scaling) {
         if (!(cfg->init_scale > 0) || !isfinite(cfg->init_scale)) {
             snprintf(err, n, "precision '%s': grad scaler init_scale must be finite and > 0, got %g", o->info.name, (double)cfg->init_scale);

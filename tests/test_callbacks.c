@@ -703,6 +703,24 @@ static void test_e2e_ckpt_modes(void) {
     volt_early_stopping_config ec;
     volt_early_stopping_config_init(&ec);
     CHECK(volt_add_early_stopping(t, &ec) == VOLT_ERR_INVALID_ARG, "EarlyStopping without monitor");
+    /* the one version rule, 1 <= version <= current, with a message naming the struct */
+    for (int bad = 0; bad < 2; bad++) {
+        volt_checkpoint_config_init(&cc);
+        CHECK(cc.version == VOLT_CHECKPOINT_CONFIG_VERSION, "checkpoint config init sets version");
+        cc.version = bad ? VOLT_CHECKPOINT_CONFIG_VERSION + 1 : 0;
+        CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_VERSION && strstr(volt_trainer_errmsg(t), "volt_checkpoint_config: version"),
+              "checkpoint config version %u: %s", cc.version, volt_trainer_errmsg(t));
+        volt_early_stopping_config_init(&ec);
+        CHECK(ec.version == VOLT_EARLY_STOPPING_CONFIG_VERSION, "early stopping config init sets version");
+        ec.monitor = "val_score";
+        ec.version = bad ? VOLT_EARLY_STOPPING_CONFIG_VERSION + 1 : 0;
+        CHECK(volt_add_early_stopping(t, &ec) == VOLT_ERR_VERSION && strstr(volt_trainer_errmsg(t), "volt_early_stopping_config: version"),
+              "early stopping config version %u: %s", ec.version, volt_trainer_errmsg(t));
+        volt_ckpt_resolver r = { .version = bad ? VOLT_CKPT_RESOLVER_VERSION + 1 : 0 };
+        volt_trainer_set_ckpt_resolver(t, &r);
+        CHECK(!volt_trainer_ckpt_resolver(t) && strstr(volt_trainer_errmsg(t), "volt_ckpt_resolver: version"),
+              "resolver version %u refused: %s", r.version, volt_trainer_errmsg(t));
+    }
     volt_trainer_destroy(t);
 
     /* fast_dev_run writes nothing */

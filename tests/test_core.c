@@ -60,7 +60,14 @@ static void test_hook_order(void) {
     mlp3 m;
     make(&ps, &s, &m, 1, 5, 8, 3);
     rec r = { "" };
-    volt_params_set_hooks(ps, &rec_hooks, &r);
+    /* the one version rule for the hook table: 0 and current+1 are refused, naming it */
+    for (uint32_t v = 0; v <= VOLT_UNIT_HOOKS_VERSION + 1; v += VOLT_UNIT_HOOKS_VERSION + 1) {
+        volt_unit_hooks h = rec_hooks;
+        h.version = v;
+        CHECK(volt_params_set_hooks(ps, &h, &r) == VOLT_ERR_VERSION && strstr(volt_params_errmsg(ps), "volt_unit_hooks: version"),
+              "unit hooks version %u: %s", v, volt_params_errmsg(ps));
+    }
+    CHECK_OK(volt_params_set_hooks(ps, &rec_hooks, &r));
     float x[10] = { 0 };
     int64_t y[2] = { 0, 2 };
     volt_step_begin(s, true, 0);

@@ -336,6 +336,53 @@ static void test_config_errors(void) {
     volt_trainer_destroy(t);
 }
 
+/* configure_optimizers returns a bad optimizer / scheduler config: fit says which field and why. */
+static int bad_optim_case;
+static volt_status bad_opt(void *self, volt_optim_setup *o) {
+    VOLT_TRY(net_opt(self, o));
+    switch (bad_optim_case) {
+    case 0: o->scheduler.total_steps = 3; break;               /* <= warmup_steps 5 */
+    case 1: o->scheduler.kind = VOLT_SCHED_STEP; o->scheduler.step_size = 0; break;
+    case 2: o->scheduler.version = 0; break;
+    case 3: o->scheduler.version = VOLT_SCHEDULER_CONFIG_VERSION + 1; break;
+    case 4: o->optimizer.beta1 = 1.5f; break;
+    case 5: o->optimizer.version = 0; break;
+    default: o->optimizer.version = VOLT_OPTIMIZER_CONFIG_VERSION + 1; break;
+    }
+    return VOLT_OK;
+}
+
+static void test_optim_config_errors(volt_dataset *ds) {
+    static const struct { volt_status st; const char *expect, *expect2; } cases[] = {
+        { VOLT_ERR_INVALID_ARG, "scheduler 'linear': total_steps (3) must be > warmup_steps (5)", "module 'net'" },
+        { VOLT_ERR_INVALID_ARG, "scheduler 'step': step_size must be > 0, got 0", "configure_optimizers" },
+        { VOLT_ERR_VERSION, "volt_scheduler_config: version 0", "volt_scheduler_config_init" },
+        { VOLT_ERR_VERSION, "volt_scheduler_config: version 2", "1..1" },
+        { VOLT_ERR_INVALID_ARG, "optimizer: invalid beta1 1.5", "[0, 1)" },
+        { VOLT_ERR_VERSION, "volt_optimizer_config: version 0", "volt_optimizer_config_init" },
+        { VOLT_ERR_VERSION, "volt_optimizer_config: version 2", "1..1" },
+    };
+    volt_module_ops ops = net_ops;
+    ops.configure_optimizers = bad_opt;
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        bad_optim_case = k;
+        net m = { .in = IN, .hidden = 8, .out = NC };
+        volt_trainer_config c;
+        volt_trainer_config_init(&c);
+        c.max_epochs = 1;
+        c.limit_train_batches = 1;
+        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_loader *tl = make_loader(ds, 8, false, 0);
+        volt_status st = volt_trainer_fit(t, &ops, &m, tl, NULL, NULL);
+        const char *e = volt_trainer_errmsg(t);
+        CHECK(st == cases[k].st && strstr(e, cases[k].expect) && strstr(e, cases[k].expect2),
+              "optim config case %d: %s (%s)", k, e, volt_status_str(st));
+        volt_trainer_destroy(t);
+        volt_loader_destroy(tl);
+    }
+}
 
 /* ---- datamodule ------------------------------------------------------------------------------ */
 typedef struct { volt_dataset *ds; volt_loader *tl, *vl; char log[256]; } dmod;
@@ -378,6 +425,7 @@ static void test_datamodule(volt_dataset *ds) {
 int main(void) {
     volt_dataset *ds = make_data();
     test_config_errors();
+    test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);
     test_exact_resume(ds, 2);

@@ -3,7 +3,7 @@
 #include "trainer/trainer_internal.h"
 
 static volt_status dm_begin(volt_trainer *t, const volt_datamodule_ops *dm, void *self, volt_stage stage) {
-    if (!dm || dm->version < 1 || dm->version > VOLT_DATAMODULE_OPS_VERSION)
+    if (!dm || !VOLT_VERSION_OK(dm->version, VOLT_DATAMODULE_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "datamodule: unknown table version %u", dm ? dm->version : 0);
     volt_status st = VOLT_OK;
     if (dm->prepare_data && t->rank == 0) st = dm->prepare_data(self);

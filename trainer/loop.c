@@ -48,7 +48,7 @@ static volt_status add_defaults(volt_trainer *t) {
 }
 
 static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module) {
-    if (!ops || ops->version < 1 || ops->version > VOLT_MODULE_OPS_VERSION)
+    if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
                           ops ? ops->version : 0, VOLT_MODULE_OPS_VERSION);
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
@@ -100,13 +100,18 @@ static volt_status setup_optim(volt_trainer *t) {
     volt_status st = t->mops->configure_optimizers(t->module, o);
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
     volt__prec_setup_optim(t, &o->optimizer);   /* optimizer state dtype */
+    char why[256];
+    st = volt__optimizer_config_check(&o->optimizer, why, sizeof why);   /* the reason, not just the status */
+    if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
     st = t->strategy->ops->setup_optimizer(t->strategy, t->opt);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
     if (o->use_scheduler) {
+        st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
+        if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
         st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
-        if (st < 0) return volt__terr(t, st, "scheduler: invalid configuration (%s)", volt_status_str(st));
+        if (st < 0) return volt__terr(t, st, "scheduler: %s (base lr %g)", volt_status_str(st), (double)volt_optimizer_base_lr(t->opt));
     }
     return VOLT_OK;
 }

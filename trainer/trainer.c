@@ -5,14 +5,6 @@
 #include <string.h>
 #include "trainer/trainer_internal.h"
 
-volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    volt__set_err(t->errmsg, sizeof t->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -45,7 +37,7 @@ static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dfl
 
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
     *out = NULL;
-    if (!cfg || cfg->version != VOLT_TRAINER_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     volt_trainer *t = calloc(1, sizeof *t);
     if (!t) return VOLT_ERR_NOMEM;
     t->cfg = *cfg;
@@ -85,6 +77,9 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     char err[512] = "";
     volt_status st = volt_strategy_create(&sc, &t->strategy, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "trainer: %s", err);
+    if (!VOLT_VERSION_OK(t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION))
+        return volt__terr(t, VOLT_ERR_VERSION, "trainer: volt_strategy_ops '%s': version %u, this library knows 1..%u",
+                          t->strategy->ops->name, t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION);
     t->rank = t->strategy->rank;
     t->world = t->strategy->world;
     if (c->accumulate_grad_batches < 1)
@@ -123,7 +118,7 @@ void volt_trainer_destroy(volt_trainer *t) {
 const char *volt_trainer_errmsg(const volt_trainer *t) { return t->errmsg; }
 
 volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self) {
-    if (!ops || ops->version < 1 || ops->version > VOLT_CALLBACK_OPS_VERSION) {
+    if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_CALLBACK_OPS_VERSION)) {
         if (ops && ops->destroy) ops->destroy(self);
         return volt__terr(t, VOLT_ERR_VERSION, "add_callback: unknown callback table version");
     }
@@ -185,6 +180,11 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
 }
 
 void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r) {
+    if (r && !VOLT_VERSION_OK(r->version, VOLT_CKPT_RESOLVER_VERSION)) {
+        volt_trainer_fail(t, VOLT_ERR_VERSION, "volt_ckpt_resolver: version %u, this library knows 1..%u "
+                          "(set .version = VOLT_CKPT_RESOLVER_VERSION)", r->version, VOLT_CKPT_RESOLVER_VERSION);
+        return;
+    }
     if (r) { t->resolver = *r; t->has_resolver = true; }
     else t->has_resolver = false;
 }

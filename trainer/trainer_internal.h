@@ -84,7 +84,7 @@ struct volt_trainer {
     volt_precision *prec;      /* cfg.precision (precision/) */
 };
 
-volt_status volt__terr(volt_trainer *t, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
 
 /* metrics.c */
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags);

@@ -41,6 +41,11 @@ const char *volt_status_str(volt_status s);
 
 /* Evaluate a volt_status expression; return it from the enclosing function if < 0. */
 #define VOLT_TRY(expr) do { volt_status volt__st = (expr); if (volt__st < 0) return volt__st; } while (0)
+/* The one rule for the `version` field of every public table and config struct: a struct
+ * filled for this release or an earlier one (fields are only ever appended) is accepted, a
+ * zeroed one (0, "never initialised") or one from a newer library is refused with
+ * VOLT_ERR_VERSION and a message naming the struct. */
+#define VOLT_VERSION_OK(v, current) ((v) >= 1u && (v) <= (current))
 
 /* ---- dtypes ------------------------------------------------------------------ */
 typedef enum volt_dtype {

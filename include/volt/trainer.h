@@ -289,11 +289,15 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path);
 volt_status volt_checkpoint_remove(const char *path);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
 typedef struct volt_ckpt_resolver {
+    uint32_t version;                     /* VOLT_CKPT_RESOLVER_VERSION, first */
     const char *(*best)(void *self);      /* path of the best checkpoint, NULL if none */
     double (*best_score)(void *self);     /* its monitored score, NAN if none */
     const char *(*last)(void *self);      /* path of the last checkpoint, NULL if none */
     void *self;
 } volt_ckpt_resolver;
+#define VOLT_CKPT_RESOLVER_VERSION 1u
+/* A resolver whose version fails VOLT_VERSION_OK is not registered: the trainer records
+ * the error (volt_trainer_errmsg) and keeps the one it had. */
 void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
 
 /* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
@@ -308,6 +312,7 @@ volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt,
 typedef enum volt_mode { VOLT_MIN = 0, VOLT_MAX = 1 } volt_mode;
 
 typedef struct volt_checkpoint_config {
+    uint32_t version;            /* VOLT_CHECKPOINT_CONFIG_VERSION, set by _init */
     const char *dirpath;         /* default <log_dir>/checkpoints */
     const char *filename;        /* template, default "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
     const char *monitor;         /* metric name; NULL = save the latest (top-k by recency) */
@@ -318,8 +323,10 @@ typedef struct volt_checkpoint_config {
     int64_t every_n_train_steps; /* 0 = off */
     bool save_on_train_epoch_end;/* default false: evaluate after validation when val runs */
 } volt_checkpoint_config;
+#define VOLT_CHECKPOINT_CONFIG_VERSION 1u
 
 typedef struct volt_early_stopping_config {
+    uint32_t version;            /* VOLT_EARLY_STOPPING_CONFIG_VERSION, set by _init */
     const char *monitor;         /* required */
     volt_mode mode;
     float min_delta;             /* default 0 */
@@ -328,6 +335,7 @@ typedef struct volt_early_stopping_config {
     bool has_divergence_threshold; float divergence_threshold;
     bool check_finite;           /* default true: stop on NaN/inf */
 } volt_early_stopping_config;
+#define VOLT_EARLY_STOPPING_CONFIG_VERSION 1u
 
 void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
 void volt_early_stopping_config_init(volt_early_stopping_config *cfg);

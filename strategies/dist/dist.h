@@ -6,6 +6,7 @@
 
 #include "strategies/strategy.h"
 #include "strategies/comm/comm.h"
+#include "core/err.h"
 
 typedef enum volt_dist_kind {
     VOLT_DIST_DDP = 0,      /* replicated params/grads/states; grads all-reduced per unit */
@@ -83,7 +84,7 @@ static inline bool dist_params_sharded(const dist *d) {
     return (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) && d->st->world > 1;
 }
 
-volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define dist_fail(d, st, ...) VOLT__OBJ_ERRF(d, st, __VA_ARGS__)
 /* Copy the comm's message (timeouts, MPI errors) into the strategy's, with a prefix. */
 volt_status dist_comm_fail(dist *d, volt_status st, const char *what);
 void dist_event(dist *d, volt_dist_ev kind, int unit);

@@ -16,14 +16,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-volt_status dist_fail(dist *d, volt_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->errmsg, sizeof d->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 volt_status dist_comm_fail(dist *d, volt_status st, const char *what) {
     if (!what) return dist_fail(d, st, "%s", volt_comm_errmsg(d->comm));
     return dist_fail(d, st, "%s: %s", what, volt_comm_errmsg(d->comm));
@@ -127,7 +119,8 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
     free(reqs);
     if (st < 0) return st;
     volt_params_zero_grad(ps);
-    volt_params_set_hooks(ps, &d->hooks, d->st);
+    st = volt_params_set_hooks(ps, &d->hooks, d->st);
+    if (st < 0) return dist_fail(d, st, "%s", volt_params_errmsg(ps));
     return VOLT_OK;
 }
 
@@ -356,6 +349,12 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
     if (s < 0) {
         snprintf(err, errlen, "strategy '%s': cannot set up MPI: %s", cfg->name, cerr);
         return s;
+    }
+    if (!VOLT_VERSION_OK(comm->ops->version, VOLT_COMM_OPS_VERSION)) {
+        snprintf(err, errlen, "strategy '%s': volt_comm_ops '%s': version %u, this library knows 1..%u", cfg->name,
+                 comm->ops->name, comm->ops->version, VOLT_COMM_OPS_VERSION);
+        volt_comm_destroy(comm);
+        return VOLT_ERR_VERSION;
     }
     const int nodes = cfg->num_nodes > 1 ? cfg->num_nodes : 1;
     if (cfg->devices > 1 && cfg->devices * nodes != comm->world) {

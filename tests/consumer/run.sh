@@ -24,7 +24,7 @@ run() {   # run NAME BINARY: the program must train, test on best, and say so
   grep -q "^consumer: volt .*test_acc" "$work/$name.out" || { echo "consumer ($name): no result line"; cat "$work/$name.out"; exit 1; }
   echo "$name: $(cat "$work/$name.out" | tail -1)"
 }
-links_shared() { ldd "$1" | grep -q "libvolt.so.$major"; }
+links_shared() { ldd "$1" | grep "libvolt.so.$major" >/dev/null; }   # not grep -q: an early exit SIGPIPEs ldd under pipefail
 
 # 1. find_package, shared and static
 for mode in find_package find_package_static; do

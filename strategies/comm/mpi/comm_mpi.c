@@ -16,6 +16,7 @@
 #include <time.h>
 #include <mpi.h>
 #include "strategies/comm/comm.h"
+#include "core/err.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
 /* A collective failed or timed out on some comm of this process: the ranks are out of step,
@@ -60,15 +61,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static volt_status cerr(volt_comm *c, volt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static volt_status cerr(volt_comm *c, volt_status st, const char *fmt, ...) {
-    mpi_impl *im = c->impl;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(im->errmsg, sizeof im->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define cerr(c, st, ...) VOLT__OBJ_ERRF((mpi_impl *)(c)->impl, st, __VA_ARGS__)
 
 /* Translate an MPI return code at the backend boundary. */
 static volt_status mpi_fail(volt_comm *c, int rc, const char *file, int line, const char *call, const char *what) {
@@ -372,7 +365,7 @@ static volt_status init_mpi(char *err, size_t errlen) {
 
 volt_status volt_comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!cfg || cfg->version != VOLT_COMM_CONFIG_VERSION) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (!(cfg->timeout_s > 0)) {
         snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
         return VOLT_ERR_INVALID_ARG;
