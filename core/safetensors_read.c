@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "core/safetensors_internal.h"
-#include "volt/precision.h"
+#include "volt/dtype.h"
 
 /* ---- reader ---------------------------------------------------------------------- */
 
