@@ -23,7 +23,7 @@
 #include "volt/volt.h"
 #include "volt/distilbert.h"
 #include "volt/precision.h"
-#include "core/cpu/kernels.h"   /* volt_cpu_gemm_library: which GEMM library runs */
+#include "core/cpu/kernels.h"   /* volt__cpu_gemm_library: which GEMM library runs */
 
 static double now(void) {
     struct timespec t;
@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     printf("volt DistilBERT training step, preset %s (%lld params), batch %d x %d (%lld real tokens), dropout %s, "
            "%s, AdamW; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB; GEMM %s\n",
            preset, (long long)volt_params_numel(ps), B, T, (long long)real, drop, prec, steps, warmup, loss0,
-           (double)volt_step_arena_peak(s) / 1048576.0, volt_cpu_gemm_library());
+           (double)volt_step_arena_peak(s) / 1048576.0, volt__cpu_gemm_library());
     printf("| %-6s | %10s | %10s | %10s | %10s | %12s |\n", "impl", "ms/step", "min ms", "max ms", "tokens/s",
            "CPU ms/step");
     printf("|--------|------------|------------|------------|------------|--------------|\n");

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
         {"16^3", 'N', 'N', 1, 16, 16, 16},
     };
     double *t = malloc(sizeof(double) * (size_t)reps);
-    printf("GEMM library: %s; OpenBLAS: %s\n", volt_cpu_gemm_library(), openblas_get_config());
+    printf("GEMM library: %s; OpenBLAS: %s\n", volt__cpu_gemm_library(), openblas_get_config());
     printf("| %-22s | %5s | %16s | %15s | %15s | %15s | %9s |\n", "shape", "batch", "M x N x K", "OpenBLAS ms",
            "volt f32 ms", "volt bf16 ms", "f32 ratio");
     printf("|------------------------|-------|------------------|-----------------|-----------------|"
@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
         int64_t lda = s->ta == 'T' ? s->M : s->K, ldb = s->tb == 'T' ? s->K : s->N;
         double ms[3], flop = 2.0 * (double)s->batch * (double)s->M * (double)s->N * (double)s->K;
         for (int lib = 0; lib < 3; lib++) {
-            volt_cpu_gemm_op g = {.ta = s->ta, .tb = s->tb, .batch = s->batch, .M = s->M, .N = s->N, .K = s->K,
+            volt__cpu_gemm_op g = {.ta = s->ta, .tb = s->tb, .batch = s->batch, .M = s->M, .N = s->N, .K = s->K,
                                   .alpha = 1.f, .beta = 0.f, .ab = lib == 2 ? VOLT_BF16 : VOLT_F32,
                                   .A = lib == 2 ? (const void *)Ah : A, .B = lib == 2 ? (const void *)Bh : B,
                                   .lda = lda, .ldb = ldb, .sa = na, .sb = nb, .C = C, .ldc = s->N, .sc = nc};
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
                                     (blasint)s->K, 1.f, A + z * na, (blasint)lda, B + z * nb, (blasint)ldb, 0.f,
                                     C + z * nc, (blasint)s->N);
                 else
-                    volt_cpu_gemm_ex(&g);
+                    volt__cpu_gemm_ex(&g);
                 if (r >= 0) t[r] = now() - t0;
             }
             qsort(t, (size_t)reps, sizeof(double), cmp);

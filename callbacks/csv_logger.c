@@ -62,7 +62,7 @@ static bool read_line(FILE *f, char **buf, size_t *cap) {
     return ch != EOF || k > 0;
 }
 
-volt_status volt_cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t errlen) {
+volt_status volt__cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     if (!(c->path = strdup(path))) return VOLT_ERR_NOMEM;
     FILE *f = fopen(path, "r");
@@ -70,12 +70,12 @@ volt_status volt_cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t
     size_t cap = 0;
     if (f && read_line(f, &line, &cap) && line[0]) {
         char **cells;
-        int n = volt_cb_csv_split(line, &cells);
+        int n = volt__cb_csv_split(line, &cells);
         fclose(f);
         free(line);
         if (n < 0) {
             snprintf(err, errlen, "'%s': cannot parse the header line", path);
-            volt_cb_csv_close(c);
+            volt__cb_csv_close(c);
             return VOLT_ERR_CORRUPT;
         }
         c->cols = cells;
@@ -86,13 +86,13 @@ volt_status volt_cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t
     if (f) fclose(f);
     free(line);
     static const char *const base[] = { "epoch", "step" };
-    if (!(c->cols = calloc(2, sizeof *c->cols))) { volt_cb_csv_close(c); return VOLT_ERR_NOMEM; }
+    if (!(c->cols = calloc(2, sizeof *c->cols))) { volt__cb_csv_close(c); return VOLT_ERR_NOMEM; }
     for (int i = 0; i < 2; i++)
-        if (!(c->cols[c->ncols++] = strdup(base[i]))) { volt_cb_csv_close(c); return VOLT_ERR_NOMEM; }
+        if (!(c->cols[c->ncols++] = strdup(base[i]))) { volt__cb_csv_close(c); return VOLT_ERR_NOMEM; }
     return VOLT_OK;
 }
 
-void volt_cb_csv_close(volt_cb_csv *c) {
+void volt__cb_csv_close(volt_cb_csv *c) {
     if (!c) return;
     free_cells(c->cols, c->ncols);
     free(c->path);
@@ -127,7 +127,7 @@ static volt_status csv_rewrite(volt_cb_csv *c, char *err, size_t errlen) {
     size_t cap = 0;
     int nold = -1;
     int *map = NULL;
-    if (!read_line(in, &line, &cap) || (nold = volt_cb_csv_split(line, &old)) < 0) {
+    if (!read_line(in, &line, &cap) || (nold = volt__cb_csv_split(line, &old)) < 0) {
         snprintf(err, errlen, "'%s': cannot parse the header line", c->path);
         st = VOLT_ERR_CORRUPT;
     } else if (!(map = malloc((size_t)(nold ? nold : 1) * sizeof *map))) {
@@ -140,7 +140,7 @@ static volt_status csv_rewrite(volt_cb_csv *c, char *err, size_t errlen) {
         while (st == VOLT_OK && read_line(in, &line, &cap)) {
             if (!line[0]) continue;
             char **cells;
-            int n = volt_cb_csv_split(line, &cells);
+            int n = volt__cb_csv_split(line, &cells);
             if (n < 0) { snprintf(err, errlen, "'%s': cannot parse a row", c->path); st = VOLT_ERR_CORRUPT; break; }
             for (int i = 0; i < c->ncols; i++) row[i] = "";
             for (int i = 0; i < n && i < nold; i++)
@@ -170,7 +170,7 @@ static volt_status csv_rewrite(volt_cb_csv *c, char *err, size_t errlen) {
     return st;
 }
 
-volt_status volt_cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, int n,
+volt_status volt__cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, int n,
                                   const char *const *names, const double *vals, char *err, size_t errlen) {
     int added = 0;
     for (int i = 0; i < n; i++) {
@@ -200,7 +200,7 @@ volt_status volt_cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, i
         else if (strcmp(c->cols[j], "step") == 0) snprintf(num, sizeof num, "%lld", (long long)step);
         else
             for (int i = n - 1; i >= 0; i--)           /* the last value given for a name wins */
-                if (names[i] && strcmp(names[i], c->cols[j]) == 0) { volt_cb_repr(vals[i], num, sizeof num); break; }
+                if (names[i] && strcmp(names[i], c->cols[j]) == 0) { volt__cb_repr(vals[i], num, sizeof num); break; }
         fputs(num, f);
     }
     fputc('\n', f);
@@ -320,7 +320,7 @@ static volt_status csvl_write_json(volt_trainer *t, const char *dir, const char 
     if (!text) return VOLT_ERR_NOMEM;
     char path[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    volt_status st = volt_cb_write_text(path, text, err, sizeof err);
+    volt_status st = volt__cb_write_text(path, text, err, sizeof err);
     free(text);
     return st == VOLT_OK ? st : volt_trainer_fail(t, st, "CSVLogger: %s", err);
 }
@@ -335,22 +335,22 @@ static volt_status csvl_open(csvl *l, volt_trainer *t) {
         const char *name = cfg && cfg->logger_name ? cfg->logger_name : "lightning_logs";
         char lroot[VOLT_CB_PATH_MAX], dir[VOLT_CB_PATH_MAX + 32];
         snprintf(lroot, sizeof lroot, "%s/%s", root, name);
-        snprintf(dir, sizeof dir, "%s/version_%d", lroot, volt_cb_next_version(lroot));
+        snprintf(dir, sizeof dir, "%s/version_%d", lroot, volt__cb_next_version(lroot));
         VOLT_TRY(volt_trainer_set_log_dir(t, dir));
         ld = volt_trainer_log_dir(t);
         if (!ld) return volt_trainer_fail(t, VOLT_ERR_STATE, "CSVLogger: the trainer kept no log dir");
     }
     if (!volt_trainer_is_global_zero(t)) return VOLT_OK;
     char err[VOLT_CB_PATH_MAX + 128];
-    volt_status st = volt_cb_mkdirs(ld, err, sizeof err);
+    volt_status st = volt__cb_mkdirs(ld, err, sizeof err);
     if (st != VOLT_OK) return volt_trainer_fail(t, st, "CSVLogger: %s", err);
     if (!l->dir || strcmp(l->dir, ld) != 0) {
-        volt_cb_csv_close(&l->csv);
+        volt__cb_csv_close(&l->csv);
         free(l->dir);
         if (!(l->dir = strdup(ld))) return VOLT_ERR_NOMEM;
         char path[VOLT_CB_PATH_MAX];
         snprintf(path, sizeof path, "%s/metrics.csv", ld);
-        st = volt_cb_csv_open(&l->csv, path, err, sizeof err);
+        st = volt__cb_csv_open(&l->csv, path, err, sizeof err);
         if (st != VOLT_OK) {
             free(l->dir);
             l->dir = NULL;
@@ -369,7 +369,7 @@ static volt_status csvl_write(csvl *l, volt_trainer *t, rowbuf *r, int64_t step)
     volt_status st = r->err;
     if (st == VOLT_OK && r->n > 0 && l->dir) {
         char err[VOLT_CB_PATH_MAX + 128];
-        st = volt_cb_csv_write_row(&l->csv, volt_trainer_current_epoch(t), step < 0 ? 0 : step, r->n,
+        st = volt__cb_csv_write_row(&l->csv, volt_trainer_current_epoch(t), step < 0 ? 0 : step, r->n,
                                    (const char *const *)r->names, r->vals, err, sizeof err);
         if (st != VOLT_OK) st = volt_trainer_fail(t, st, "CSVLogger: %s", err);
     }
@@ -493,7 +493,7 @@ static void csvl_destroy(void *self) {
     row_free(&l->stash);
     row_free(&l->valrow);
     free(l->dir);
-    volt_cb_csv_close(&l->csv);
+    volt__cb_csv_close(&l->csv);
     free(l);
 }
 

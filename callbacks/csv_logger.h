@@ -17,10 +17,10 @@ typedef struct volt_cb_csv {
     char **cols;
     bool on_disk;            /* the file exists with a header */
 } volt_cb_csv;
-volt_status volt_cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t errlen);
+volt_status volt__cb_csv_open(volt_cb_csv *c, const char *path, char *err, size_t errlen);
 /* names[i] = vals[i] (names "epoch"/"step" are ignored: those columns come from the args). */
-volt_status volt_cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, int n,
+volt_status volt__cb_csv_write_row(volt_cb_csv *c, int64_t epoch, int64_t step, int n,
                                   const char *const *names, const double *vals, char *err, size_t errlen);
-void volt_cb_csv_close(volt_cb_csv *c);
+void volt__cb_csv_close(volt_cb_csv *c);
 
 #endif

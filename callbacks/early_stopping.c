@@ -1,7 +1,7 @@
 /* EarlyStopping: Lightning's callback of that name, written against the public API only.
  *
  * Checks after each validation (not the sanity check), or at train epoch end when no
- * validation has run in this fit. The decision itself is volt_cb_es_update (below);
+ * validation has run in this fit. The decision itself is volt__cb_es_update (below);
  * its state (wait count, best score, stopped epoch) travels in checkpoints, so a resumed run
  * stops where the uninterrupted one would. */
 #include <math.h>
@@ -15,13 +15,13 @@
 
 /* ---- EarlyStopping --------------------------------------------------------------------------- */
 
-void volt_cb_es_init(volt_cb_es_state *st, volt_mode mode) {
+void volt__cb_es_init(volt_cb_es_state *st, volt_mode mode) {
     st->best = mode == VOLT_MAX ? -INFINITY : INFINITY;
     st->wait = 0;
     st->stopped_epoch = 0;
 }
 
-bool volt_cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *st, double current,
+bool volt__cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *st, double current,
                        char *reason, size_t n) {
     char dummy[8];
     if (!reason || !n) { reason = dummy; n = sizeof dummy; }
@@ -30,18 +30,18 @@ bool volt_cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *
     volt_mode mode = cfg->mode;
     const char *op = mode == VOLT_MAX ? ">" : "<";
     char cur[64];
-    volt_cb_repr(current, cur, sizeof cur);
+    volt__cb_repr(current, cur, sizeof cur);
     if (cfg->check_finite && !isfinite(current)) {
         snprintf(reason, n, "Monitored metric %s = %s is not finite. Previous best value was %.3f. "
                  "Signaling Trainer to stop.", mon, cur, st->best);
         return true;
     }
-    if (cfg->has_stopping_threshold && volt_cb_better(current, cfg->stopping_threshold, mode)) {
+    if (cfg->has_stopping_threshold && volt__cb_better(current, cfg->stopping_threshold, mode)) {
         snprintf(reason, n, "Stopping threshold reached: %s = %s %s %g. Signaling Trainer to stop.",
                  mon, cur, op, (double)cfg->stopping_threshold);
         return true;
     }
-    if (cfg->has_divergence_threshold && volt_cb_better(-current, -(double)cfg->divergence_threshold, mode)) {
+    if (cfg->has_divergence_threshold && volt__cb_better(-current, -(double)cfg->divergence_threshold, mode)) {
         snprintf(reason, n, "Divergence threshold reached: %s = %s %s %g. Signaling Trainer to stop.",
                  mon, cur, mode == VOLT_MAX ? "<" : ">", (double)cfg->divergence_threshold);
         return true;
@@ -99,7 +99,7 @@ static volt_status es_check(es *e, volt_trainer *t) {
     }
     e->last_check_step = gs;
     char reason[512];
-    bool stop = volt_cb_es_update(&e->cfg, &e->st, cur, reason, sizeof reason);
+    bool stop = volt__cb_es_update(&e->cfg, &e->st, cur, reason, sizeof reason);
     if (stop) {
         e->st.stopped_epoch = volt_trainer_current_epoch(t);
         volt_trainer_request_stop(t);
@@ -235,7 +235,7 @@ volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_c
     if (!e || !(e->monitor = strdup(cfg->monitor))) { free(e); return VOLT_ERR_NOMEM; }
     e->cfg = *cfg;
     e->cfg.monitor = e->monitor;
-    volt_cb_es_init(&e->st, e->cfg.mode);
+    volt__cb_es_init(&e->st, e->cfg.mode);
     e->last_check_step = -1;
     return volt_trainer_add_callback(t, &es_ops, e);
 }

@@ -12,10 +12,10 @@ typedef struct volt_cb_es_state {
     int64_t wait;            /* checks without improvement since the last one */
     int64_t stopped_epoch;   /* epoch at which it asked to stop, 0 if it did not */
 } volt_cb_es_state;
-void volt_cb_es_init(volt_cb_es_state *st, volt_mode mode);
+void volt__cb_es_init(volt_cb_es_state *st, volt_mode mode);
 /* One check with the monitored value (Lightning's _evaluate_stopping_criteria): updates best
  * and wait; true = stop, with the reason in `reason` (when reason is non-NULL). */
-bool volt_cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *st, double current,
+bool volt__cb_es_update(const volt_early_stopping_config *cfg, volt_cb_es_state *st, double current,
                        char *reason, size_t n);
 
 

@@ -118,7 +118,7 @@ static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, ch
     for (int ver = 0; ver < 100000; ver++) {
         volt_status st;
         if (tmpl) {
-            st = volt_cb_format_name(tmpl, mc_lookup, m->t, ver, name, sizeof name, err, sizeof err);
+            st = volt__cb_format_name(tmpl, mc_lookup, m->t, ver, name, sizeof name, err, sizeof err);
         } else {                     /* "last" */
             if (ver) snprintf(name, sizeof name, "last-v%d", ver);
             else snprintf(name, sizeof name, "last");
@@ -164,7 +164,7 @@ static void mc_reconcile(mc *m) {
             fprintf(stderr, "volt: warning: ModelCheckpoint: the dirpath has changed from '%s' to '%s', "
                     "so the best score, the top-k and the last path are not restored; only "
                     "best_model_path is\n", m->ckpt_dir, m->dirpath);
-        volt_cb_topk_clear(&m->topk);
+        volt__cb_topk_clear(&m->topk);
         set_str(&m->last_path, NULL);
         m->best_score = NAN;
         return;
@@ -173,7 +173,7 @@ static void mc_reconcile(mc *m) {
         if (mc_owned(m, m->topk.e[i].path)) { i++; continue; }
         if (g0) fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's top-k entry '%s' is not a checkpoint "
                         "file in '%s'; dropped (it will not be touched)\n", m->topk.e[i].path, m->dirpath);
-        free(volt_cb_topk_take(&m->topk, i));
+        free(volt__cb_topk_take(&m->topk, i));
     }
     if (m->last_path && !mc_owned(m, m->last_path)) {
         if (g0) fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's last_model_path '%s' is not a checkpoint "
@@ -186,7 +186,7 @@ static void mc_reconcile(mc *m) {
  * callback's in dirpath, never a file still referenced). */
 static void mc_remove(mc *m, const char *p) {
     if (!p || !volt_trainer_is_global_zero(m->t) || !mc_owned(m, p)) return;
-    if (volt_cb_topk_find(&m->topk, p) >= 0) return;
+    if (volt__cb_topk_find(&m->topk, p) >= 0) return;
     if (m->last_path && strcmp(m->last_path, p) == 0) return;
     if (m->best_path && strcmp(m->best_path, p) == 0) return;
     if (volt_checkpoint_remove(p) != VOLT_OK)   /* with its shard folder under sharded strategies */
@@ -201,7 +201,7 @@ static volt_status mc_prepare_dir(mc *m, const char *path) {
     if (!slash) return VOLT_OK;
     *slash = 0;
     if (!*dir) return VOLT_OK;
-    volt_status st = volt_cb_mkdirs(dir, err, sizeof err);
+    volt_status st = volt__cb_mkdirs(dir, err, sizeof err);
     return st == VOLT_OK ? st : volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
 }
 
@@ -252,21 +252,21 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
                             "monitored key in the metrics: %s (no validation has run yet); not saving a top-k "
                             "checkpoint at step %lld\n", m->monitor, avail, (long long)gs);
                 m->warned_missing = true;
-            } else if (volt_cb_topk_should_save(&m->topk, m->save_top_k, m->mode, cur)) {
+            } else if (volt__cb_topk_should_save(&m->topk, m->save_top_k, m->mode, cur)) {
                 if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
-                    evicted = volt_cb_topk_take(&m->topk, volt_cb_topk_worst(&m->topk, m->mode));
+                    evicted = volt__cb_topk_take(&m->topk, volt__cb_topk_worst(&m->topk, m->mode));
                 volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
-                if (st == VOLT_OK) st = volt_cb_topk_push(&m->topk, topk_path, volt_cb_topk_sanitize(cur, m->mode));
+                if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, volt__cb_topk_sanitize(cur, m->mode));
                 if (st != VOLT_OK) { free(evicted); return st; }
-                int b = volt_cb_topk_best(&m->topk, m->mode);
+                int b = volt__cb_topk_best(&m->topk, m->mode);
                 set_str(&m->best_path, m->topk.e[b].path);
                 m->best_score = m->topk.e[b].score;
             }
         } else {
             if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
-                evicted = volt_cb_topk_take(&m->topk, 0);          /* the oldest */
+                evicted = volt__cb_topk_take(&m->topk, 0);          /* the oldest */
             volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
-            if (st == VOLT_OK) st = volt_cb_topk_push(&m->topk, topk_path, NAN);
+            if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, NAN);
             if (st != VOLT_OK) { free(evicted); return st; }
             set_str(&m->best_path, topk_path);
             m->best_score = NAN;
@@ -410,13 +410,13 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
     if (cJSON_IsNumber(ls)) m->last_step_saved = (int64_t)ls->valuedouble;
     m->best_score = best ? json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_model_score")) : NAN;
     set_str(&m->last_path, json_get_str(o, "last_model_path"));
-    volt_cb_topk_clear(&m->topk);
+    volt__cb_topk_clear(&m->topk);
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
     volt_status st = VOLT_OK;
     cJSON_ArrayForEach(e, arr) {
         const char *p = json_get_str(e, "path");
         if (!p) { st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: bad best_k_models entry in checkpoint state"); break; }
-        if ((st = volt_cb_topk_push(&m->topk, p, json_get_num(cJSON_GetObjectItemCaseSensitive(e, "score")))) != VOLT_OK) break;
+        if ((st = volt__cb_topk_push(&m->topk, p, json_get_num(cJSON_GetObjectItemCaseSensitive(e, "score")))) != VOLT_OK) break;
     }
     cJSON_Delete(o);
     return st;
@@ -432,7 +432,7 @@ static void mc_destroy(void *self) {
     free(m->ckpt_dir);
     free(m->best_path);
     free(m->last_path);
-    volt_cb_topk_clear(&m->topk);
+    volt__cb_topk_clear(&m->topk);
     free(m);
 }
 
@@ -560,7 +560,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: mode must be VOLT_MIN or VOLT_MAX");
     if (cfg->filename) {             /* reject a bad template now rather than at the first save */
         char tmp[VOLT_CB_PATH_MAX], err[512];
-        if (volt_cb_format_name(cfg->filename, NULL, NULL, 0, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)
+        if (volt__cb_format_name(cfg->filename, NULL, NULL, 0, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)
             return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: %s", err);
     }
     mc *m = calloc(1, sizeof *m);

@@ -15,7 +15,7 @@ typedef bool (*volt_cb_lookup_fn)(void *ctx, const char *name, double *v, bool *
  * Lightning does); "{{" / "}}" are literal braces; ver > 0 appends "-v<ver>". No directory,
  * no extension. INVALID_ARG (message in err) for an unbalanced brace, a bad spec, a name
  * with '/' or a result that does not fit. */
-volt_status volt_cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
+volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
                                 char *out, size_t n, char *err, size_t errlen);
 
 /* ---- top-k bookkeeping ------------------------------------------------------------------------ */
@@ -24,17 +24,17 @@ typedef struct volt_cb_topk_entry { char *path; double score; } volt_cb_topk_ent
 typedef struct volt_cb_topk { volt_cb_topk_entry *e; int n, cap; } volt_cb_topk;
 
 /* NaN is stored as the worst value (+inf for min, -inf for max), as Lightning does. */
-double volt_cb_topk_sanitize(double score, volt_mode mode);
+double volt__cb_topk_sanitize(double score, volt_mode mode);
 /* Would a checkpoint scoring `score` enter a top-k of size k (-1 = all, 0 = none)? */
-bool volt_cb_topk_should_save(const volt_cb_topk *tk, int k, volt_mode mode, double score);
+bool volt__cb_topk_should_save(const volt_cb_topk *tk, int k, volt_mode mode, double score);
 /* Index of the best (earliest among ties) / worst (latest among ties); -1 when empty. */
-int volt_cb_topk_best(const volt_cb_topk *tk, volt_mode mode);
-int volt_cb_topk_worst(const volt_cb_topk *tk, volt_mode mode);
-int volt_cb_topk_find(const volt_cb_topk *tk, const char *path);
-volt_status volt_cb_topk_push(volt_cb_topk *tk, const char *path, double score);   /* copies path */
+int volt__cb_topk_best(const volt_cb_topk *tk, volt_mode mode);
+int volt__cb_topk_worst(const volt_cb_topk *tk, volt_mode mode);
+int volt__cb_topk_find(const volt_cb_topk *tk, const char *path);
+volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score);   /* copies path */
 /* Remove entry i; returns its path (the caller frees it). */
-char *volt_cb_topk_take(volt_cb_topk *tk, int i);
-void volt_cb_topk_clear(volt_cb_topk *tk);
+char *volt__cb_topk_take(volt_cb_topk *tk, int i);
+void volt__cb_topk_clear(volt_cb_topk *tk);
 
 
 #endif

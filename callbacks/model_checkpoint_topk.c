@@ -19,7 +19,7 @@ static void cb_put(cb_buf *b, const char *s, size_t len) {
     b->out[b->k] = 0;
 }
 
-volt_status volt_cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
+volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
                                 char *out, size_t n, char *err, size_t errlen) {
     if (!tmpl || !out || !n) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "no template");
     cb_buf b = { out, n, 0, false };
@@ -53,7 +53,7 @@ volt_status volt_cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void
         bool is_int = true;                          /* unknown names format as 0 (Lightning) */
         if (lookup && !lookup(ctx, key, &v, &is_int)) { v = 0; is_int = true; }
         char num[256];
-        if (volt_cb_format_number(v, is_int, spec, num, sizeof num) != VOLT_OK)
+        if (volt__cb_format_number(v, is_int, spec, num, sizeof num) != VOLT_OK)
             return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "filename template '%s': unsupported format spec '%s' for '%s'", tmpl, spec, key);
         cb_put(&b, key, nl);
         cb_put(&b, "=", 1);
@@ -71,39 +71,39 @@ volt_status volt_cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void
 
 /* ---- top-k ------------------------------------------------------------------------------------ */
 
-double volt_cb_topk_sanitize(double score, volt_mode mode) {
+double volt__cb_topk_sanitize(double score, volt_mode mode) {
     if (isnan(score)) return mode == VOLT_MIN ? INFINITY : -INFINITY;
     return score;
 }
 
-bool volt_cb_topk_should_save(const volt_cb_topk *tk, int k, volt_mode mode, double score) {
+bool volt__cb_topk_should_save(const volt_cb_topk *tk, int k, volt_mode mode, double score) {
     if (k == 0) return false;
     if (k < 0 || tk->n < k) return true;
-    int w = volt_cb_topk_worst(tk, mode);
-    return volt_cb_better(volt_cb_topk_sanitize(score, mode), tk->e[w].score, mode);
+    int w = volt__cb_topk_worst(tk, mode);
+    return volt__cb_better(volt__cb_topk_sanitize(score, mode), tk->e[w].score, mode);
 }
 
-int volt_cb_topk_best(const volt_cb_topk *tk, volt_mode mode) {
+int volt__cb_topk_best(const volt_cb_topk *tk, volt_mode mode) {
     int b = -1;
     for (int i = 0; i < tk->n; i++)
-        if (b < 0 || volt_cb_better(tk->e[i].score, tk->e[b].score, mode)) b = i;
+        if (b < 0 || volt__cb_better(tk->e[i].score, tk->e[b].score, mode)) b = i;
     return b;
 }
 
-int volt_cb_topk_worst(const volt_cb_topk *tk, volt_mode mode) {
+int volt__cb_topk_worst(const volt_cb_topk *tk, volt_mode mode) {
     int w = -1;
     for (int i = 0; i < tk->n; i++)          /* "not better than" keeps the latest among ties */
-        if (w < 0 || !volt_cb_better(tk->e[i].score, tk->e[w].score, mode)) w = i;
+        if (w < 0 || !volt__cb_better(tk->e[i].score, tk->e[w].score, mode)) w = i;
     return w;
 }
 
-int volt_cb_topk_find(const volt_cb_topk *tk, const char *path) {
+int volt__cb_topk_find(const volt_cb_topk *tk, const char *path) {
     for (int i = 0; i < tk->n; i++)
         if (strcmp(tk->e[i].path, path) == 0) return i;
     return -1;
 }
 
-volt_status volt_cb_topk_push(volt_cb_topk *tk, const char *path, double score) {
+volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score) {
     if (tk->n == tk->cap) {
         int cap = tk->cap ? tk->cap * 2 : 8;
         volt_cb_topk_entry *e = realloc(tk->e, (size_t)cap * sizeof *e);
@@ -119,7 +119,7 @@ volt_status volt_cb_topk_push(volt_cb_topk *tk, const char *path, double score) 
     return VOLT_OK;
 }
 
-char *volt_cb_topk_take(volt_cb_topk *tk, int i) {
+char *volt__cb_topk_take(volt_cb_topk *tk, int i) {
     if (i < 0 || i >= tk->n) return NULL;
     char *p = tk->e[i].path;
     memmove(tk->e + i, tk->e + i + 1, (size_t)(tk->n - i - 1) * sizeof *tk->e);
@@ -127,7 +127,7 @@ char *volt_cb_topk_take(volt_cb_topk *tk, int i) {
     return p;
 }
 
-void volt_cb_topk_clear(volt_cb_topk *tk) {
+void volt__cb_topk_clear(volt_cb_topk *tk) {
     for (int i = 0; i < tk->n; i++) free(tk->e[i].path);
     free(tk->e);
     tk->e = NULL;

@@ -133,7 +133,7 @@ volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, 
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (!len) continue;
         char **cells = NULL;
-        int n = volt_cb_csv_split(line, &cells);
+        int n = volt__cb_csv_split(line, &cells);
         if (n < 0) { snprintf(err, errlen, "'%s' line %d: bad CSV", csv_path, lineno); st = VOLT_ERR_CORRUPT; break; }
         if (nh < 0) {
             head = cells;

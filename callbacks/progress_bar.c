@@ -20,7 +20,7 @@
 
 /* ---- progress bar text ------------------------------------------------------------------------- */
 
-void volt_cb_fmt_duration(double secs, char *out, size_t n) {
+void volt__cb_fmt_duration(double secs, char *out, size_t n) {
     if (!(secs >= 0) || !isfinite(secs) || secs > 1e9) { snprintf(out, n, "?"); return; }
     long long s = (long long)secs;
     long long h = s / 3600, m = (s / 60) % 60, r = s % 60;
@@ -28,11 +28,11 @@ void volt_cb_fmt_duration(double secs, char *out, size_t n) {
     else snprintf(out, n, "%02lld:%02lld", m, r);
 }
 
-size_t volt_cb_progress_line(char *out, size_t n, const char *prefix, int64_t done, int64_t total,
+size_t volt__cb_progress_line(char *out, size_t n, const char *prefix, int64_t done, int64_t total,
                              int64_t start, double elapsed, const char *postfix) {
     if (!n) return 0;
     char el[32], rem[32], rate[32];
-    volt_cb_fmt_duration(elapsed, el, sizeof el);
+    volt__cb_fmt_duration(elapsed, el, sizeof el);
     int64_t timed = done - (start > 0 ? start : 0);
     double r = elapsed > 0 && timed > 0 ? (double)timed / elapsed : 0;
     if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
@@ -41,7 +41,7 @@ size_t volt_cb_progress_line(char *out, size_t n, const char *prefix, int64_t do
     const char *pf = postfix && *postfix ? postfix : NULL;
     int len;
     if (total > 0) {
-        if (r > 0) volt_cb_fmt_duration((double)(total - done) / r, rem, sizeof rem);
+        if (r > 0) volt__cb_fmt_duration((double)(total - done) / r, rem, sizeof rem);
         else snprintf(rem, sizeof rem, "?");
         len = snprintf(out, n, "%s: %lld/%lld [%s<%s, %s%s%s]", prefix, (long long)done,
                        (long long)total, el, rem, rate, pf ? ", " : "", pf ? pf : "");
@@ -106,7 +106,7 @@ static void pb_train_line(pb *p, const volt_trainer *t, int64_t done, char *line
     if (cfg && cfg->max_epochs > 0) snprintf(prefix, sizeof prefix, "Epoch %lld/%lld", (long long)ep, (long long)cfg->max_epochs - 1);
     else snprintf(prefix, sizeof prefix, "Epoch %lld", (long long)ep);
     pb_postfix(t, post, sizeof post);
-    volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_train_batches(t), p->start,
+    volt__cb_progress_line(line, n, prefix, done, volt_trainer_num_train_batches(t), p->start,
                           now_s() - p->t0, post);
 }
 
@@ -128,7 +128,7 @@ static void pb_eval_line(pb *p, const volt_trainer *t, const char *prefix, int64
         postbuf b = { post, sizeof post, 0 };
         volt_trainer_visit_fresh_metrics(t, post_visit, &b);
     }
-    volt_cb_progress_line(line, n, prefix, done, volt_trainer_num_eval_batches(t), p->vstart,
+    volt__cb_progress_line(line, n, prefix, done, volt_trainer_num_eval_batches(t), p->vstart,
                           now_s() - p->v0, post);
 }
 

@@ -14,7 +14,7 @@
 
 /* ---- numbers ------------------------------------------------------------------------------ */
 
-void volt_cb_repr(double v, char *out, size_t n) {
+void volt__cb_repr(double v, char *out, size_t n) {
     if (!n) return;
     if (isnan(v)) { snprintf(out, n, "nan"); return; }
     if (isinf(v)) { snprintf(out, n, v < 0 ? "-inf" : "inf"); return; }
@@ -65,7 +65,7 @@ void volt_cb_repr(double v, char *out, size_t n) {
     snprintf(out, n, "%s", buf);
 }
 
-volt_status volt_cb_format_number(double v, bool is_int, const char *spec, char *out, size_t n) {
+volt_status volt__cb_format_number(double v, bool is_int, const char *spec, char *out, size_t n) {
     if (!out || !n) return VOLT_ERR_INVALID_ARG;
     const char *p = spec ? spec : "";
     char sign = 0, type = 0;
@@ -103,7 +103,7 @@ volt_status volt_cb_format_number(double v, bool is_int, const char *spec, char 
         else snprintf(body, sizeof body, f2, iv);
     } else if (type == 0 && prec < 0) {
         char r[64];
-        volt_cb_repr(v, r, sizeof r);
+        volt__cb_repr(v, r, sizeof r);
         const char *sg = (sign == '+' && v >= 0 && !signbit(v)) ? "+" : (sign == ' ' && !signbit(v)) ? " " : "";
         size_t len = strlen(r) + strlen(sg);
         size_t pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;
@@ -142,13 +142,13 @@ volt_status volt_cb_format_number(double v, bool is_int, const char *spec, char 
 }
 /* ---- comparing scores ------------------------------------------------------------------- */
 
-bool volt_cb_better(double a, double b, volt_mode mode) {
+bool volt__cb_better(double a, double b, volt_mode mode) {
     return mode == VOLT_MAX ? a > b : a < b;
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
-volt_status volt_cb_mkdirs(const char *path, char *err, size_t errlen) {
+volt_status volt__cb_mkdirs(const char *path, char *err, size_t errlen) {
     char buf[VOLT_CB_PATH_MAX];
     size_t len = strlen(path);
     if (len == 0 || len >= sizeof buf)
@@ -168,7 +168,7 @@ volt_status volt_cb_mkdirs(const char *path, char *err, size_t errlen) {
     return VOLT_OK;
 }
 
-int volt_cb_next_version(const char *root) {
+int volt__cb_next_version(const char *root) {
     DIR *d = opendir(root);
     if (!d) return 0;
     int best = -1;
@@ -188,7 +188,7 @@ int volt_cb_next_version(const char *root) {
     return best + 1;
 }
 
-volt_status volt_cb_write_text(const char *path, const char *text, char *err, size_t errlen) {
+volt_status volt__cb_write_text(const char *path, const char *text, char *err, size_t errlen) {
     char tmp[VOLT_CB_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "path too long: '%s'", path);
@@ -220,7 +220,7 @@ volt_status volt_cb_write_text(const char *path, const char *text, char *err, si
 
 /* ---- metrics.csv ------------------------------------------------------------------------------- */
 
-int volt_cb_csv_split(const char *line, char ***cells) {
+int volt__cb_csv_split(const char *line, char ***cells) {
     int n = 0, cap = 8;
     char **c = malloc((size_t)cap * sizeof *c);
     size_t blen = strlen(line) + 1;

@@ -15,28 +15,28 @@
 /* ---- numbers ------------------------------------------------------------------------------ */
 /* Python's repr(float): the shortest string that reads back to v ("0.1", "2.0", "1e-05",
  * "1e+16", "nan", "inf", "-inf"). What Lightning's CSV logger writes for a float. */
-void volt_cb_repr(double v, char *out, size_t n);
+void volt__cb_repr(double v, char *out, size_t n);
 /* Format v with a Python format spec ("" = repr for floats, plain for ints; ".4f", "03d",
  * "+.2e", ".1%" ...). Supported: [sign][0][width][.precision][type], type one of
  * d e E f F g G %. is_int: v is an integer (epoch, step), as Python formats an int. */
-volt_status volt_cb_format_number(double v, bool is_int, const char *spec, char *out, size_t n);
+volt_status volt__cb_format_number(double v, bool is_int, const char *spec, char *out, size_t n);
 
 /* ---- scores (ModelCheckpoint, EarlyStopping) -------------------------------------------- */
 /* Strictly better under mode (ties are not better: the earlier checkpoint stays). */
-bool volt_cb_better(double a, double b, volt_mode mode);
+bool volt__cb_better(double a, double b, volt_mode mode);
 
 /* ---- files ----------------------------------------------------------------------------------- */
 /* mkdir -p (0755). IO with a message in err on failure. */
-volt_status volt_cb_mkdirs(const char *path, char *err, size_t errlen);
+volt_status volt__cb_mkdirs(const char *path, char *err, size_t errlen);
 /* The next version number under root: 1 + the largest N of the "version_N" folders, 0 if none
  * (or if root does not exist), as Lightning's CSVLogger picks it. */
-int volt_cb_next_version(const char *root);
+int volt__cb_next_version(const char *root);
 /* Atomic small text file write (path.tmp, fsync, rename). */
-volt_status volt_cb_write_text(const char *path, const char *text, char *err, size_t errlen);
+volt_status volt__cb_write_text(const char *path, const char *text, char *err, size_t errlen);
 
 /* ---- CSV ----------------------------------------------------------------------------------- */
 /* Split one CSV line (RFC 4180 quoting, no embedded newlines) into malloc'ed cells. Returns
  * the count, -1 on a quoting error or no memory. The caller frees cells[i] and *cells. */
-int volt_cb_csv_split(const char *line, char ***cells);
+int volt__cb_csv_split(const char *line, char ***cells);
 
 #endif

@@ -6,7 +6,7 @@
 #define ARENA_ALIGN 64
 static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
-volt_status volt_arena_init(volt_arena *a, size_t cap) {
+volt_status volt__arena_init(volt_arena *a, size_t cap) {
     *a = (volt_arena){ 0 };
     cap = align_up(cap ? cap : 1);
     a->base = aligned_alloc(ARENA_ALIGN, cap);
@@ -16,7 +16,7 @@ volt_status volt_arena_init(volt_arena *a, size_t cap) {
     return VOLT_OK;
 }
 
-void *volt_arena_alloc(volt_arena *a, size_t bytes) {
+void *volt__arena_alloc(volt_arena *a, size_t bytes) {
     bytes = align_up(bytes ? bytes : 1);
     void *p;
     if (a->used + bytes <= a->cap) {
@@ -43,7 +43,7 @@ void *volt_arena_alloc(volt_arena *a, size_t bytes) {
     return p;
 }
 
-void volt_arena_reset(volt_arena *a) {
+void volt__arena_reset(volt_arena *a) {
     if (a->overflow) {
         while (a->overflow) {
             volt_arena_block *n = a->overflow->next;
@@ -63,8 +63,8 @@ void volt_arena_reset(volt_arena *a) {
     a->overflow_used = 0;
 }
 
-void volt_arena_free(volt_arena *a) {
-    volt_arena_reset(a);
+void volt__arena_free(volt_arena *a) {
+    volt__arena_reset(a);
     free(a->base);
     *a = (volt_arena){ 0 };
 }

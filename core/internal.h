@@ -23,12 +23,12 @@ typedef struct volt_arena {
     uint64_t heap_allocs;  /* number of malloc calls made */
 } volt_arena;
 
-volt_status volt_arena_init(volt_arena *a, size_t cap);
-void *volt_arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL on OOM */
+volt_status volt__arena_init(volt_arena *a, size_t cap);
+void *volt__arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL on OOM */
 /* Release everything; if overflow blocks were needed, regrow the main block to the peak
  * so later steps of the same size never allocate. */
-void volt_arena_reset(volt_arena *a);
-void volt_arena_free(volt_arena *a);
+void volt__arena_reset(volt_arena *a);
+void volt__arena_free(volt_arena *a);
 
 /* ---- tape ----------------------------------------------------------------------- */
 typedef struct volt_node {
@@ -64,8 +64,8 @@ typedef struct volt_backend {
 } volt_backend;
 #define VOLT_BACKEND_VERSION 1u
 
-const volt_backend *volt_backend_cpu(void);
-const volt_backend *volt_backend_find(const char *name);
+const volt_backend *volt__backend_cpu(void);
+const volt_backend *volt__backend_find(const char *name);
 
 /* ---- step ----------------------------------------------------------------------- */
 #define VOLT_SCRATCH_SLOTS 4

@@ -138,8 +138,8 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
     case VOLT_INIT_KIND_KAIMING_NORMAL: normal = true; std = sqrt(2.0 / (1.0 + (double)in.a * in.a)) / sqrt(fi); break;
     }
     for (int64_t i = 0; i < n; i++) {
-        if (normal) x[i] = (float)(mean + std * volt_rng_normal(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
-        else x[i] = (float)(lo + (hi - lo) * volt_rng_uniform(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
+        if (normal) x[i] = (float)(mean + std * volt__rng_normal(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
+        else x[i] = (float)(lo + (hi - lo) * volt__rng_uniform(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
     }
 rows:
     if (r->zero_row1) {
@@ -184,7 +184,7 @@ volt_status volt_params_finalize(volt_params *ps) {
         u->grad_lo = 0;
         u->grad_hi = u->numel;
         size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
-        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
+        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
         u->data = aligned_alloc(page_size(), bytes);
         u->grad = aligned_alloc(page_size(), bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
@@ -289,19 +289,19 @@ volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
     return VOLT_OK;
 }
 
-void volt_unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi) {
+void volt__unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi) {
     if (lo < 0) lo = 0;
     if (hi > u->numel) hi = u->numel;
     u->grad_lo = lo < hi ? lo : hi;
     u->grad_hi = hi;
 }
 
-void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi) {
+void volt__unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi) {
     *lo = u->grad_lo;
     *hi = u->grad_hi;
 }
 
-volt_status volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
+volt_status volt__params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx) {
     if (hooks && !VOLT_VERSION_OK(hooks->version, VOLT_UNIT_HOOKS_VERSION))
         return perr(ps, VOLT_ERR_VERSION, "volt_unit_hooks: version %u, this library knows 1..%u",
                     hooks->version, VOLT_UNIT_HOOKS_VERSION);
@@ -322,7 +322,7 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
     if (!fresh) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory converting to %s", volt_dtype_name(dt));
     for (int i = 0; i < ps->n_units; i++) {   /* all or nothing: allocate every unit first */
         size_t bytes = esz * (size_t)(ps->units[i]->numel ? ps->units[i]->numel : VOLT_PARAM_ALIGN);
-        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt_unit_release */
+        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
         if (!(fresh[i] = aligned_alloc(page_size(), bytes))) {
             for (int j = 0; j < i; j++) free(fresh[j]);
             free(fresh);
@@ -370,7 +370,7 @@ static char *unit_buf(const volt_unit *u, volt_unit_buf which, size_t *esz) {
     return which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
 }
 
-volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
+volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
     size_t esz;
     char *buf = unit_buf(u, which, &esz);
     if (!buf) return VOLT_ERR_STATE;
@@ -388,7 +388,7 @@ volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int
     return VOLT_OK;
 }
 
-int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
+int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
     size_t esz;
     const char *buf = unit_buf(u, which, &esz);
     if (!buf) return 0;
@@ -403,5 +403,5 @@ int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
     return pages * (int64_t)pg;
 }
 
-void volt_unit_set_stale(volt_unit *u, bool stale) { u->stale = stale; }
-bool volt_unit_stale(const volt_unit *u) { return u->stale; }
+void volt__unit_set_stale(volt_unit *u, bool stale) { u->stale = stale; }
+bool volt__unit_stale(const volt_unit *u) { return u->stale; }

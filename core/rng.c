@@ -4,7 +4,7 @@
 #include <math.h>
 #include "core/internal.h"
 
-void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]) {
+void volt__philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]) {
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
     for (int r = 0; r < 10; r++) {
@@ -21,22 +21,22 @@ void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]) {
 static void block(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index, uint32_t out[4]) {
     uint32_t ctr[4] = { (uint32_t)index, (uint32_t)(index >> 32), (uint32_t)c0, (uint32_t)c1 };
     uint64_t key = seed ^ ((c0 >> 32) * 0x9E3779B97F4A7C15ull) ^ ((c1 >> 32) * 0xC2B2AE3D27D4EB4Full);
-    volt_philox4x32(key, ctr, out);
+    volt__philox4x32(key, ctr, out);
 }
 
 /* Element k of a stream is lane k % 4 of Philox block k / 4: one block gives four values. */
-void volt_rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]) {
+void volt__rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]) {
     uint32_t r[4];
     block(seed, c0, c1, blk, r);
     for (int l = 0; l < 4; l++) out[l] = (float)(r[l] >> 8) * (1.0f / 16777216.0f);
 }
 
-/* volt_rng_uniform_blocks: the same Philox rounds as volt_philox4x32, 16 blocks at a time in
+/* volt__rng_uniform_blocks: the same Philox rounds as volt__philox4x32, 16 blocks at a time in
  * AVX-512 lanes or 8 in AVX2 lanes where the CPU has them (32x32->64-bit multiplies:
  * vpmuludq on even and odd lanes), else one block at a time; integer math, so all give the
  * same bits. */
 static void blocks_scalar(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out) {
-    for (int64_t i = 0; i < nblk; i++) volt_rng_uniform4(seed, c0, c1, blk + (uint64_t)i, out + 4 * i);
+    for (int64_t i = 0; i < nblk; i++) volt__rng_uniform4(seed, c0, c1, blk + (uint64_t)i, out + 4 * i);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -151,7 +151,7 @@ static int64_t blocks_avx512(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t b
 }
 #endif
 
-void volt_rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out) {
+void volt__rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out) {
 #ifdef HAVE_BLOCKS_AVX512
     if (nblk >= 16 && __builtin_cpu_supports("avx512f")) {
         int64_t done = blocks_avx512(seed, c0, c1, blk, nblk, out);
@@ -169,13 +169,13 @@ void volt_rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t b
     blocks_scalar(seed, c0, c1, blk, nblk, out);
 }
 
-float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {
+float volt__rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {
     float v[4];
-    volt_rng_uniform4(seed, c0, c1, index / 4, v);
+    volt__rng_uniform4(seed, c0, c1, index / 4, v);
     return v[index % 4];
 }
 
-float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {
+float volt__rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index) {
     uint32_t out[4];
     block(seed, c0, c1, index, out);
     double u1 = ((out[0] >> 8) + 1.0) / 16777217.0;   /* (0,1] */

@@ -6,15 +6,15 @@
 
 #include <stdint.h>
 
-void volt_philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]);
+void volt__philox4x32(uint64_t key, uint32_t ctr[4], uint32_t out[4]);
 /* Uniform float in [0,1) from the stream (seed, c0, c1, index): 24-bit mantissa. */
-float volt_rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
+float volt__rng_uniform(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
 /* Elements 4*blk .. 4*blk+3 of the same stream in one Philox call (hot loops). */
-void volt_rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]);
-/* out[4*i + l] = lane l of block blk + i, for i < nblk: volt_rng_uniform4 of nblk
+void volt__rng_uniform4(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, float out[4]);
+/* out[4*i + l] = lane l of block blk + i, for i < nblk: volt__rng_uniform4 of nblk
  * consecutive blocks, 8 at a time in AVX2 lanes where available (dropout). */
-void volt_rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out);
+void volt__rng_uniform_blocks(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t blk, int64_t nblk, float *out);
 /* Standard normal via Box-Muller from the same stream (index picks a pair). */
-float volt_rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
+float volt__rng_normal(uint64_t seed, uint64_t c0, uint64_t c1, uint64_t index);
 
 #endif

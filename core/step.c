@@ -17,7 +17,7 @@ void volt_step_config_init(volt_step_config *cfg) {
 volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_STEP_CONFIG_VERSION)) return VOLT_ERR_VERSION;
-    const volt_backend *be = volt_backend_find(cfg->backend ? cfg->backend : "cpu");
+    const volt_backend *be = volt__backend_find(cfg->backend ? cfg->backend : "cpu");
     if (!be) return VOLT_ERR_UNSUPPORTED;
     if (!VOLT_VERSION_OK(be->version, VOLT_BACKEND_VERSION)) return VOLT_ERR_VERSION;   /* volt_backend table */
     volt_step *s = calloc(1, sizeof *s);
@@ -27,7 +27,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     s->seed = cfg->seed;
     s->cap_nodes = cfg->tape_capacity > 0 ? cfg->tape_capacity : 1024;
     s->tape = malloc(sizeof *s->tape * (size_t)s->cap_nodes);
-    if (!s->tape || volt_arena_init(&s->arena, cfg->arena_bytes ? cfg->arena_bytes : (64u << 20))) {
+    if (!s->tape || volt__arena_init(&s->arena, cfg->arena_bytes ? cfg->arena_bytes : (64u << 20))) {
         free(s->tape);
         free(s);
         return VOLT_ERR_NOMEM;
@@ -40,7 +40,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
 void volt_step_destroy(volt_step *s) {
     if (!s) return;
     volt__scratch_free(s);
-    volt_arena_free(&s->arena);
+    volt__arena_free(&s->arena);
     free(s->tape);
     free(s);
 }
@@ -84,11 +84,11 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
 void volt_step_end(volt_step *s) {
     s->active = false;
     s->n_nodes = 0;
-    volt_arena_reset(&s->arena);
+    volt__arena_reset(&s->arena);
 }
 
 void *volt_step_alloc(volt_step *s, size_t bytes) {
-    void *p = volt_arena_alloc(&s->arena, bytes);
+    void *p = volt__arena_alloc(&s->arena, bytes);
     if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
     return p;
 }

@@ -17,20 +17,20 @@ typedef enum volt_unit_buf { VOLT_UNIT_VALUES = 0, VOLT_UNIT_GRADS = 1 } volt_un
  * buffer and return the whole pages inside the range to the OS (they read as zeros and hold
  * no memory until written again). Values: VOLT_ERR_STATE when the tape is running an op that
  * reads the unit right now (then nothing changes; release it later). */
-volt_status volt_unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi);
+volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi);
 /* Bytes of the buffer resident in memory (pages the OS reports present, mincore(2)). */
-int64_t volt_unit_resident_bytes(const volt_unit *u, volt_unit_buf which);
+int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which);
 /* The part [lo, hi) of the unit's grads this process uses once they are reduced (a sharding
  * strategy's owned slice; the whole unit by default). Scaling (clipping by norm, unscaling
  * under 16-mixed) and clipping by value touch only it, so the rest of the buffer stays
  * given back. */
-void volt_unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi);
-void volt_unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi);
+void volt__unit_set_grad_range(volt_unit *u, int64_t lo, int64_t hi);
+void volt__unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi);
 /* Stale: part of the unit's values is not valid in this process (FSDP keeps only its shard).
  * While a unit is stale, every op that reads one of its parameters, in forward and in
  * backward, fires unit_use first (the strategy gathers the values and clears the flag). */
-void volt_unit_set_stale(volt_unit *u, bool stale);
-bool volt_unit_stale(const volt_unit *u);
+void volt__unit_set_stale(volt_unit *u, bool stale);
+bool volt__unit_stale(const volt_unit *u);
 
 /* ---- strategy hooks ---------------------------------------------------------------- */
 typedef struct volt_unit_hooks {
@@ -43,6 +43,6 @@ typedef struct volt_unit_hooks {
 #define VOLT_UNIT_HOOKS_VERSION 1u
 
 /* Install hooks (borrowed; must outlive the store or be replaced). NULL = none. */
-volt_status volt_params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx);  /* VERSION: message on ps */
+volt_status volt__params_set_hooks(volt_params *ps, const volt_unit_hooks *hooks, void *ctx);  /* VERSION: message on ps */
 
 #endif

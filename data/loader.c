@@ -88,7 +88,7 @@ static uint64_t shuffle_draw(uint64_t seed, int64_t epoch, int64_t i, uint64_t b
     uint32_t ctr[4] = { (uint32_t)i, (uint32_t)((uint64_t)i >> 32),
                         (uint32_t)epoch, (uint32_t)((uint64_t)epoch >> 32) };
     uint32_t out[4];
-    volt_philox4x32(seed ^ SHUFFLE_KEY_TAG, ctr, out);
+    volt__philox4x32(seed ^ SHUFFLE_KEY_TAG, ctr, out);
     uint64_t r = (uint64_t)out[0] | ((uint64_t)out[1] << 32);
     return r % bound;
 }

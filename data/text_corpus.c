@@ -507,7 +507,7 @@ volt_status volt_corpus_split(const volt_corpus *c, int64_t n_train, int64_t n_v
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         uint32_t ctr[4] = { (uint32_t)i, (uint32_t)((uint64_t)i >> 32), 0, 0 }, r4[4];
-        volt_philox4x32(seed ^ SPLIT_KEY_TAG, ctr, r4);
+        volt__philox4x32(seed ^ SPLIT_KEY_TAG, ctr, r4);
         uint64_t r = (uint64_t)r4[0] | ((uint64_t)r4[1] << 32);
         int64_t j = (int64_t)(r % ((uint64_t)i + 1));       /* bias < (i+1) / 2^64 */
         int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;

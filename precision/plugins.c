@@ -117,7 +117,7 @@ static bool parse_dtype(const char *s, volt_dtype *dt) {
     return true;
 }
 
-volt_status volt_precision_create(const volt_precision_config *cfg, volt_precision **out, char *err, size_t n) {
+volt_status volt__precision_create(const volt_precision_config *cfg, volt_precision **out, char *err, size_t n) {
     *out = NULL;
     const volt_precision_ops *o = find(cfg->name);
     if (!o) {
@@ -172,4 +172,4 @@ volt_status volt_precision_create(const volt_precision_config *cfg, volt_precisi
     return VOLT_OK;
 }
 
-void volt_precision_destroy(volt_precision *p) { free(p); }
+void volt__precision_destroy(volt_precision *p) { free(p); }

@@ -69,9 +69,9 @@ typedef struct volt_precision_config {
 
 /* Errors: UNSUPPORTED (unknown name), INVALID_ARG (bad scaler settings or optimizer dtype),
  * NOMEM; the message goes to err. */
-volt_status volt_precision_create(const volt_precision_config *cfg, volt_precision **out,
+volt_status volt__precision_create(const volt_precision_config *cfg, volt_precision **out,
                                   char *err, size_t errlen);
-void volt_precision_destroy(volt_precision *p);                       /* NULL-safe */
+void volt__precision_destroy(volt_precision *p);                       /* NULL-safe */
 
 /* Shared by the plugins (precision/scaler.c). */
 void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf);

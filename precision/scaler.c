@@ -20,7 +20,7 @@ void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf)
     for (int i = 0; i < volt_params_unit_count(ps); i++) {
         volt_unit *u = volt_params_unit_at(ps, i);
         int64_t lo, hi;
-        volt_unit_grad_range(u, &lo, &hi);   /* the owned slice under ZeRO-2/FSDP */
+        volt__unit_grad_range(u, &lo, &hi);   /* the owned slice under ZeRO-2/FSDP */
         float *gr = volt_unit_grad(u);
         if (!gr) continue;
         gr += lo;

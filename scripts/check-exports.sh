@@ -5,10 +5,16 @@
 set -euo pipefail
 src=$1 so=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | sort -u >"$tmp/exported"
+# (".gomp_critical_user_*" are the locks of named OpenMP critical sections: the compiler
+# makes them global so every copy of the name shares one lock; they are not API.)
+nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | grep -v '^\.gomp_critical_user_' |
+  sort -u >"$tmp/exported"
 # Declared functions: "VOLT_API <type> volt_name(" in the public headers.
-cat "$src"/include/volt/*.h | tr '\n' ' ' | grep -o 'VOLT_API[^;{]*(' | grep -o 'volt_[A-Za-z0-9_]*[[:space:]]*($' |
-  sed 's/[[:space:]]*($//' | sort -u >"$tmp/declared"
+# Declared: functions "VOLT_API <type> volt_name(" and data "VOLT_API extern const <type> volt_name;".
+{ cat "$src"/include/volt/*.h | tr '\n' ' ' | grep -o 'VOLT_API[^;{(]*(' | grep -o 'volt_[A-Za-z0-9_]*[[:space:]]*($' |
+    sed 's/[[:space:]]*($//'
+  cat "$src"/include/volt/*.h | grep -o 'VOLT_API extern const [A-Za-z0-9_ *]*volt_[A-Za-z0-9_]*;' |
+    grep -o 'volt_[A-Za-z0-9_]*;$' | tr -d ';'; } | sort -u >"$tmp/declared"
 bad=0
 extra=$(comm -23 "$tmp/exported" "$tmp/declared")
 if [ -n "$extra" ]; then

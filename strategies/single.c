@@ -42,7 +42,7 @@ static const volt_strategy_ops single_ops = {
     NULL, NULL, NULL, NULL, NULL, /* configure_params ... zero_grad: the defaults (whole units) */
 };
 
-volt_status volt_strategy_single(volt_strategy **out) {
+volt_status volt__strategy_single(volt_strategy **out) {
     volt_strategy *st = calloc(1, sizeof *st);
     single_impl *im = calloc(1, sizeof *im);
     if (!st || !im) { free(st); free(im); return VOLT_ERR_NOMEM; }
@@ -54,6 +54,6 @@ volt_status volt_strategy_single(volt_strategy **out) {
     return VOLT_OK;
 }
 
-void volt_strategy_destroy(volt_strategy *st) {
+void volt__strategy_destroy(volt_strategy *st) {
     if (st) st->ops->destroy(st);
 }

@@ -26,7 +26,7 @@ typedef struct volt_strategy_ops {
     const char *name;
     /* After the parameter store is finalized (and pretrained weights loaded): make the
      * parameters consistent across ranks (broadcast from rank 0), shard what this strategy
-     * shards, install volt_params_set_hooks. */
+     * shards, install volt__params_set_hooks. */
     volt_status (*setup_params)(volt_strategy *st, volt_params *ps);
     /* After the optimizer exists: restrict it to this rank's shard (volt_optimizer_set_range). */
     volt_status (*setup_optimizer)(volt_strategy *st, volt_optimizer *opt);
@@ -81,8 +81,8 @@ struct volt_strategy {
 
 /* Create the named strategy (MPI is initialised here when a distributed one is asked for).
  * Unknown name => VOLT_ERR_UNSUPPORTED with the list of valid names in err. */
-volt_status volt_strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen);
-void volt_strategy_destroy(volt_strategy *st);
+volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen);
+void volt__strategy_destroy(volt_strategy *st);
 /* The single-process strategy (strategies/single.c). */
-volt_status volt_strategy_single(volt_strategy **out);
+volt_status volt__strategy_single(volt_strategy **out);
 #endif

@@ -92,11 +92,11 @@ static void test_repr(void) {
     };
     char b[64];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        volt_cb_repr(cases[i].v, b, sizeof b);
+        volt__cb_repr(cases[i].v, b, sizeof b);
         CHECK(strcmp(b, cases[i].want) == 0, "repr(%.17g) = '%s', want '%s'", cases[i].v, b, cases[i].want);
     }
-    volt_cb_repr(NAN, b, sizeof b); CHECK(strcmp(b, "nan") == 0, "%s", b);
-    volt_cb_repr(-INFINITY, b, sizeof b); CHECK(strcmp(b, "-inf") == 0, "%s", b);
+    volt__cb_repr(NAN, b, sizeof b); CHECK(strcmp(b, "nan") == 0, "%s", b);
+    volt__cb_repr(-INFINITY, b, sizeof b); CHECK(strcmp(b, "-inf") == 0, "%s", b);
 }
 
 static void test_format_number(void) {
@@ -109,13 +109,13 @@ static void test_format_number(void) {
     };
     char b[64];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        volt_status st = volt_cb_format_number(cases[i].v, cases[i].is_int, cases[i].spec, b, sizeof b);
+        volt_status st = volt__cb_format_number(cases[i].v, cases[i].is_int, cases[i].spec, b, sizeof b);
         CHECK(st == VOLT_OK && strcmp(b, cases[i].want) == 0, "format(%g, '%s') = '%s', want '%s'",
               cases[i].v, cases[i].spec, st == VOLT_OK ? b : "(error)", cases[i].want);
     }
-    CHECK(volt_cb_format_number(1, false, "<5", b, sizeof b) == VOLT_ERR_INVALID_ARG, "fill/align unsupported");
-    CHECK(volt_cb_format_number(1, false, ".4x", b, sizeof b) == VOLT_ERR_INVALID_ARG, "unknown type");
-    CHECK(volt_cb_format_number(1, false, ".", b, sizeof b) == VOLT_ERR_INVALID_ARG, "dot without precision");
+    CHECK(volt__cb_format_number(1, false, "<5", b, sizeof b) == VOLT_ERR_INVALID_ARG, "fill/align unsupported");
+    CHECK(volt__cb_format_number(1, false, ".4x", b, sizeof b) == VOLT_ERR_INVALID_ARG, "unknown type");
+    CHECK(volt__cb_format_number(1, false, ".", b, sizeof b) == VOLT_ERR_INVALID_ARG, "dot without precision");
 }
 
 /* ---- unit: checkpoint names ------------------------------------------------------------------- */
@@ -146,18 +146,18 @@ static void test_format_name(void) {
     };
     char out[256], err[256];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        volt_status st = volt_cb_format_name(cases[i].tmpl, fake_lookup, NULL, cases[i].ver, out, sizeof out, err, sizeof err);
+        volt_status st = volt__cb_format_name(cases[i].tmpl, fake_lookup, NULL, cases[i].ver, out, sizeof out, err, sizeof err);
         CHECK(st == VOLT_OK && strcmp(out, cases[i].want) == 0, "'%s' v%d -> '%s', want '%s' (%s)", cases[i].tmpl,
               cases[i].ver, st == VOLT_OK ? out : "(error)", cases[i].want, st == VOLT_OK ? "" : err);
     }
     static const char *const bad[] = { "{epoch", "a}b", "{}", "{epoch:<5}", "{epoch:.2q}", "{a{b}" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
-        volt_status st = volt_cb_format_name(bad[i], fake_lookup, NULL, 0, out, sizeof out, err, sizeof err);
+        volt_status st = volt__cb_format_name(bad[i], fake_lookup, NULL, 0, out, sizeof out, err, sizeof err);
         CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, bad[i]), "bad template '%s': %s / '%s'", bad[i], volt_status_str(st), err);
     }
     char small[8];
-    CHECK(volt_cb_format_name("{epoch}-{step}", fake_lookup, NULL, 0, small, sizeof small, err, sizeof err) == VOLT_ERR_INVALID_ARG,
+    CHECK(volt__cb_format_name("{epoch}-{step}", fake_lookup, NULL, 0, small, sizeof small, err, sizeof err) == VOLT_ERR_INVALID_ARG,
           "too long for the buffer");
 }
 
@@ -168,16 +168,16 @@ static void test_format_name(void) {
 static void topk_run(int k, volt_mode mode, const double *scores, int n, char out[][64]) {
     volt_cb_topk tk = { 0 };
     for (int e = 0; e < n; e++) {
-        if (volt_cb_topk_should_save(&tk, k, mode, scores[e])) {
-            if (k > 0 && tk.n >= k) free(volt_cb_topk_take(&tk, volt_cb_topk_worst(&tk, mode)));
+        if (volt__cb_topk_should_save(&tk, k, mode, scores[e])) {
+            if (k > 0 && tk.n >= k) free(volt__cb_topk_take(&tk, volt__cb_topk_worst(&tk, mode)));
             char p[16];
             snprintf(p, sizeof p, "e%d", e);
-            volt_cb_topk_push(&tk, p, volt_cb_topk_sanitize(scores[e], mode));
+            volt__cb_topk_push(&tk, p, volt__cb_topk_sanitize(scores[e], mode));
         }
         out[e][0] = 0;
         for (int i = 0; i < tk.n; i++) snprintf(out[e] + strlen(out[e]), 64 - strlen(out[e]), "%s%s", i ? "," : "", tk.e[i].path);
     }
-    volt_cb_topk_clear(&tk);
+    volt__cb_topk_clear(&tk);
 }
 
 static void test_topk(void) {
@@ -210,12 +210,12 @@ static void test_topk(void) {
     topk_run(2, VOLT_MIN, t3, 3, got);
     CHECK(!strcmp(got[0], "e0") && !strcmp(got[2], "e1,e2"), "nan: %s / %s", got[0], got[2]);
     volt_cb_topk tk = { 0 };
-    volt_cb_topk_push(&tk, "a", 0.3);
-    volt_cb_topk_push(&tk, "b", 0.1);
-    volt_cb_topk_push(&tk, "c", 0.1);
-    CHECK(volt_cb_topk_best(&tk, VOLT_MIN) == 1 && volt_cb_topk_worst(&tk, VOLT_MAX) == 2, "best/worst tie order");
-    CHECK(volt_cb_topk_find(&tk, "c") == 2 && volt_cb_topk_find(&tk, "z") == -1, "find");
-    volt_cb_topk_clear(&tk);
+    volt__cb_topk_push(&tk, "a", 0.3);
+    volt__cb_topk_push(&tk, "b", 0.1);
+    volt__cb_topk_push(&tk, "c", 0.1);
+    CHECK(volt__cb_topk_best(&tk, VOLT_MIN) == 1 && volt__cb_topk_worst(&tk, VOLT_MAX) == 2, "best/worst tie order");
+    CHECK(volt__cb_topk_find(&tk, "c") == 2 && volt__cb_topk_find(&tk, "z") == -1, "find");
+    volt__cb_topk_clear(&tk);
 }
 
 /* ---- unit: EarlyStopping decision ---------------------------------------------------------------- */
@@ -223,9 +223,9 @@ static void test_topk(void) {
 /* Index of the check that stops, -1 if none; *wait = the wait count at the end. */
 static int es_run(const volt_early_stopping_config *cfg, const double *v, int n, int64_t *wait, char *reason) {
     volt_cb_es_state st;
-    volt_cb_es_init(&st, cfg->mode);
+    volt__cb_es_init(&st, cfg->mode);
     for (int i = 0; i < n; i++)
-        if (volt_cb_es_update(cfg, &st, v[i], reason, 512)) { *wait = st.wait; return i; }
+        if (volt__cb_es_update(cfg, &st, v[i], reason, 512)) { *wait = st.wait; return i; }
     *wait = st.wait;
     return -1;
 }
@@ -271,40 +271,40 @@ static void test_es_decision(void) {
 
 static void test_progress_text(void) {
     char b[256];
-    volt_cb_fmt_duration(12, b, sizeof b); CHECK(!strcmp(b, "00:12"), "%s", b);
-    volt_cb_fmt_duration(161.9, b, sizeof b); CHECK(!strcmp(b, "02:41"), "%s", b);
-    volt_cb_fmt_duration(3723, b, sizeof b); CHECK(!strcmp(b, "1:02:03"), "%s", b);
-    volt_cb_fmt_duration(-1, b, sizeof b); CHECK(!strcmp(b, "?"), "%s", b);
-    volt_cb_progress_line(b, sizeof b, "Epoch 1/3", 37, 469, 0, 37 / 28.3, "loss=0.512, val_acc=0.871");
+    volt__cb_fmt_duration(12, b, sizeof b); CHECK(!strcmp(b, "00:12"), "%s", b);
+    volt__cb_fmt_duration(161.9, b, sizeof b); CHECK(!strcmp(b, "02:41"), "%s", b);
+    volt__cb_fmt_duration(3723, b, sizeof b); CHECK(!strcmp(b, "1:02:03"), "%s", b);
+    volt__cb_fmt_duration(-1, b, sizeof b); CHECK(!strcmp(b, "?"), "%s", b);
+    volt__cb_progress_line(b, sizeof b, "Epoch 1/3", 37, 469, 0, 37 / 28.3, "loss=0.512, val_acc=0.871");
     CHECK(!strcmp(b, "Epoch 1/3: 37/469 [00:01<00:15, 28.3it/s, loss=0.512, val_acc=0.871]"), "%s", b);
-    volt_cb_progress_line(b, sizeof b, "Validation", 0, 50, 0, 0, NULL);
+    volt__cb_progress_line(b, sizeof b, "Validation", 0, 50, 0, 0, NULL);
     CHECK(!strcmp(b, "Validation: 0/50 [00:00<?, ?it/s]"), "%s", b);
-    volt_cb_progress_line(b, sizeof b, "Testing", 3, -1, 0, 10.56, "");
+    volt__cb_progress_line(b, sizeof b, "Testing", 3, -1, 0, 10.56, "");
     CHECK(!strcmp(b, "Testing: 3 [00:10, 3.52s/it]"), "%s", b);
-    volt_cb_progress_line(b, sizeof b, "Epoch 2", 300, 400, 200, 2.0, NULL);   /* resumed at batch 200 */
+    volt__cb_progress_line(b, sizeof b, "Epoch 2", 300, 400, 200, 2.0, NULL);   /* resumed at batch 200 */
     CHECK(!strcmp(b, "Epoch 2: 300/400 [00:02<00:02, 50.0it/s]"), "%s", b);
     char tiny[12];
-    volt_cb_progress_line(tiny, sizeof tiny, "Epoch 1/3", 1, 2, 0, 1, NULL);
+    volt__cb_progress_line(tiny, sizeof tiny, "Epoch 1/3", 1, 2, 0, 1, NULL);
     CHECK(strlen(tiny) == sizeof tiny - 1, "truncates safely");
 }
 
 static void test_versions(void) {
     const char *root = fresh_dir("versions");
-    CHECK(volt_cb_next_version(root) == 0, "empty root");
+    CHECK(volt__cb_next_version(root) == 0, "empty root");
     char p[1200];
     snprintf(p, sizeof p, "%s/nope", root);
-    CHECK(volt_cb_next_version(p) == 0, "missing root");
+    CHECK(volt__cb_next_version(p) == 0, "missing root");
     const char *names[] = { "version_0", "version_3", "version_x", "version_", "other" };
     for (int i = 0; i < 5; i++) { snprintf(p, sizeof p, "%s/%s", root, names[i]); mkdir(p, 0755); }
     snprintf(p, sizeof p, "%s/version_9", root);
     spit(p, "a file, not a version folder");
-    CHECK(volt_cb_next_version(root) == 4, "next after version_3: %d", volt_cb_next_version(root));
+    CHECK(volt__cb_next_version(root) == 4, "next after version_3: %d", volt__cb_next_version(root));
     char err[256];
     snprintf(p, sizeof p, "%s/a/b/c", root);
-    CHECK_OK(volt_cb_mkdirs(p, err, sizeof err));
-    CHECK_OK(volt_cb_mkdirs(p, err, sizeof err));
+    CHECK_OK(volt__cb_mkdirs(p, err, sizeof err));
+    CHECK_OK(volt__cb_mkdirs(p, err, sizeof err));
     snprintf(p, sizeof p, "%s/version_9/x", root);
-    CHECK(volt_cb_mkdirs(p, err, sizeof err) == VOLT_ERR_IO && strstr(err, "version_9"), "mkdirs through a file: %s", err);
+    CHECK(volt__cb_mkdirs(p, err, sizeof err) == VOLT_ERR_IO && strstr(err, "version_9"), "mkdirs through a file: %s", err);
 }
 
 static void test_csv_unit(void) {
@@ -312,38 +312,38 @@ static void test_csv_unit(void) {
     char path[1200], err[512];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
     volt_cb_csv c;
-    CHECK_OK(volt_cb_csv_open(&c, path, err, sizeof err));
+    CHECK_OK(volt__cb_csv_open(&c, path, err, sizeof err));
     const char *n1[] = { "train_loss" };
     double v1[] = { 0.5 };
-    CHECK_OK(volt_cb_csv_write_row(&c, 0, 0, 1, n1, v1, err, sizeof err));
+    CHECK_OK(volt__cb_csv_write_row(&c, 0, 0, 1, n1, v1, err, sizeof err));
     const char *n2[] = { "val,acc", "a_first", "step" };          /* a new column sorts first; "step" is ours */
     double v2[] = { 0.25, 1.0, 99 };
-    CHECK_OK(volt_cb_csv_write_row(&c, 0, 3, 3, n2, v2, err, sizeof err));
-    CHECK_OK(volt_cb_csv_write_row(&c, 1, 7, 1, n1, (double[]){ 0.125 }, err, sizeof err));
-    volt_cb_csv_close(&c);
+    CHECK_OK(volt__cb_csv_write_row(&c, 0, 3, 3, n2, v2, err, sizeof err));
+    CHECK_OK(volt__cb_csv_write_row(&c, 1, 7, 1, n1, (double[]){ 0.125 }, err, sizeof err));
+    volt__cb_csv_close(&c);
     char *s = slurp(path);
     const char *want = "epoch,step,a_first,train_loss,\"val,acc\"\n0,0,,0.5,\n0,3,1.0,,0.25\n1,7,,0.125,\n";
     CHECK(s && !strcmp(s, want), "csv:\n%s\nwant:\n%s", s ? s : "(none)", want);
     free(s);
     /* reopen (a resumed run): the header is read back, rows append, a new column rewrites */
-    CHECK_OK(volt_cb_csv_open(&c, path, err, sizeof err));
+    CHECK_OK(volt__cb_csv_open(&c, path, err, sizeof err));
     CHECK(c.ncols == 5 && c.on_disk, "reopened header: %d cols", c.ncols);
-    CHECK_OK(volt_cb_csv_write_row(&c, 2, 11, 1, n1, (double[]){ 0.0625 }, err, sizeof err));
+    CHECK_OK(volt__cb_csv_write_row(&c, 2, 11, 1, n1, (double[]){ 0.0625 }, err, sizeof err));
     const char *n3[] = { "z" };
-    CHECK_OK(volt_cb_csv_write_row(&c, 2, 11, 1, n3, (double[]){ NAN }, err, sizeof err));
-    volt_cb_csv_close(&c);
+    CHECK_OK(volt__cb_csv_write_row(&c, 2, 11, 1, n3, (double[]){ NAN }, err, sizeof err));
+    volt__cb_csv_close(&c);
     s = slurp(path);
     want = "epoch,step,a_first,train_loss,\"val,acc\",z\n0,0,,0.5,,\n0,3,1.0,,0.25,\n1,7,,0.125,,\n2,11,,0.0625,,\n2,11,,,,nan\n";
     CHECK(s && !strcmp(s, want), "csv after resume:\n%s\nwant:\n%s", s ? s : "(none)", want);
     free(s);
     char **cells;
-    int n = volt_cb_csv_split("a,\"b,\"\"c\"\"\",,d", &cells);
+    int n = volt__cb_csv_split("a,\"b,\"\"c\"\"\",,d", &cells);
     CHECK(n == 4 && !strcmp(cells[1], "b,\"c\"") && !strcmp(cells[2], "") && !strcmp(cells[3], "d"), "split: %d", n);
     for (int i = 0; i < n; i++) free(cells[i]);
     free(cells);
-    CHECK(volt_cb_csv_split("\"open", &cells) == -1, "unterminated quote");
+    CHECK(volt__cb_csv_split("\"open", &cells) == -1, "unterminated quote");
     spit(path, "\"bad\n");
-    CHECK(volt_cb_csv_open(&c, path, err, sizeof err) == VOLT_ERR_CORRUPT, "corrupt header");
+    CHECK(volt__cb_csv_open(&c, path, err, sizeof err) == VOLT_ERR_CORRUPT, "corrupt header");
 }
 
 /* ---- end to end: a linear module with a scripted validation score ------------------------------------ */
@@ -817,7 +817,7 @@ static int csv_rows(const char *path, char rows[][256], int max, char *header, s
     int nh = 0;
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
         char **cells;
-        int k = volt_cb_csv_split(line, &cells);
+        int k = volt__cb_csv_split(line, &cells);
         if (n < 0) { snprintf(header, hn, "%s", line); hcols = cells; nh = k; n = 0; continue; }
         if (n < max) {
             snprintf(rows[n], 256, "%s,%s:", cells[0], cells[1]);

@@ -64,10 +64,10 @@ static void test_hook_order(void) {
     for (uint32_t v = 0; v <= VOLT_UNIT_HOOKS_VERSION + 1; v += VOLT_UNIT_HOOKS_VERSION + 1) {
         volt_unit_hooks h = rec_hooks;
         h.version = v;
-        CHECK(volt_params_set_hooks(ps, &h, &r) == VOLT_ERR_VERSION && strstr(volt_params_errmsg(ps), "volt_unit_hooks: version"),
+        CHECK(volt__params_set_hooks(ps, &h, &r) == VOLT_ERR_VERSION && strstr(volt_params_errmsg(ps), "volt_unit_hooks: version"),
               "unit hooks version %u: %s", v, volt_params_errmsg(ps));
     }
-    CHECK_OK(volt_params_set_hooks(ps, &rec_hooks, &r));
+    CHECK_OK(volt__params_set_hooks(ps, &rec_hooks, &r));
     float x[10] = { 0 };
     int64_t y[2] = { 0, 2 };
     volt_step_begin(s, true, 0);

@@ -22,7 +22,7 @@ static float *rand_buf(int64_t n) {
 }
 
 /* C_ref = alpha (op(A) op(B) + bias) + beta C0, in double. */
-static void ref_gemm(const volt_cpu_gemm_op *g, const float *A, const float *B, const float *C0, double *R) {
+static void ref_gemm(const volt__cpu_gemm_op *g, const float *A, const float *B, const float *C0, double *R) {
     for (int64_t z = 0; z < g->batch; z++)
         for (int64_t i = 0; i < g->M; i++)
             for (int64_t j = 0; j < g->N; j++) {
@@ -39,7 +39,7 @@ static void ref_gemm(const volt_cpu_gemm_op *g, const float *A, const float *B, 
 }
 
 /* Max |C - R| / (1 + max |R|) over the written elements; untouched padding checked equal. */
-static double rel_err(const volt_cpu_gemm_op *g, const float *C, const float *C0, const double *R, bool *pad_ok) {
+static double rel_err(const volt__cpu_gemm_op *g, const float *C, const float *C0, const double *R, bool *pad_ok) {
     double e = 0, mx = 0;
     *pad_ok = true;
     for (int64_t z = 0; z < g->batch; z++)
@@ -59,7 +59,7 @@ static void check_f32(char ta, char tb, int64_t batch, int64_t M, int64_t N, int
                       bool bias, int pad, bool nested) {
     int64_t rowsA = ta == 'T' ? K : M, colsA = ta == 'T' ? M : K;
     int64_t rowsB = tb == 'T' ? N : K, colsB = tb == 'T' ? K : N;
-    volt_cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = batch, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+    volt__cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = batch, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                           .ab = VOLT_F32, .lda = colsA + pad, .ldb = colsB + pad, .ldc = N + pad};
     g.sa = rowsA * g.lda; g.sb = rowsB * g.ldb; g.sc = M * g.ldc;
     float *A = rand_buf(batch * g.sa), *B = rand_buf(batch * g.sb), *C0 = rand_buf(batch * g.sc);
@@ -74,9 +74,9 @@ static void check_f32(char ta, char tb, int64_t batch, int64_t M, int64_t N, int
         for (int t = 0; t < nt; t++) memcpy(Cs + t * batch * g.sc, C0, sizeof(float) * (size_t)(batch * g.sc));
         #pragma omp parallel num_threads(nt)
         {
-            volt_cpu_gemm_op gt = g;
+            volt__cpu_gemm_op gt = g;
             gt.C = Cs + omp_get_thread_num() * batch * g.sc;
-            volt_cpu_gemm_ex(&gt);
+            volt__cpu_gemm_ex(&gt);
         }
         for (int t = 0; t < nt; t++) {
             bool pad_ok;
@@ -86,7 +86,7 @@ static void check_f32(char ta, char tb, int64_t batch, int64_t M, int64_t N, int
         }
         free(Cs);
     } else {
-        volt_cpu_gemm_ex(&g);
+        volt__cpu_gemm_ex(&g);
         bool pad_ok;
         double e = rel_err(&g, C, C0, R, &pad_ok);
         CHECK(e < 2e-6 * sqrt((double)K + 1) && pad_ok,
@@ -96,7 +96,7 @@ static void check_f32(char ta, char tb, int64_t batch, int64_t M, int64_t N, int
         float *C2 = malloc(sizeof(float) * (size_t)(batch * g.sc));
         memcpy(C2, C0, sizeof(float) * (size_t)(batch * g.sc));
         g.C = C2;
-        volt_cpu_gemm_ex(&g);
+        volt__cpu_gemm_ex(&g);
         CHECK(!memcmp(C, C2, sizeof(float) * (size_t)(batch * g.sc)), "%c%c %lldx%lldx%lld: a second run differs",
               ta, tb, (long long)M, (long long)N, (long long)K);
         free(C2);
@@ -119,9 +119,9 @@ static void check_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float 
     volt_bf16_to_f32_array(Bh, B, nb);
     memcpy(C, C0, sizeof(float) * (size_t)(M * N));
     memcpy(Cf, C0, sizeof(float) * (size_t)(M * N));
-    volt_cpu_gemm_bf16(ta, tb, M, N, K, alpha, Ah, colsA, Bh, colsB, beta, C, N);
-    volt_cpu_gemm(ta, tb, M, N, K, alpha, A, colsA, B, colsB, beta, Cf, N);
-    volt_cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+    volt__cpu_gemm_bf16(ta, tb, M, N, K, alpha, Ah, colsA, Bh, colsB, beta, C, N);
+    volt__cpu_gemm(ta, tb, M, N, K, alpha, A, colsA, B, colsB, beta, Cf, N);
+    volt__cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                           .lda = colsA, .ldb = colsB, .ldc = N};
     double *R = malloc(sizeof(double) * (size_t)(M * N));
     ref_gemm(&g, A, B, C0, R);
@@ -138,7 +138,7 @@ static void check_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float 
 }
 
 int main(void) {
-    printf("GEMM library: %s\n", volt_cpu_gemm_library());
+    printf("GEMM library: %s\n", volt__cpu_gemm_library());
     const char tr[2] = {'N', 'T'};
     static const int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 48, 96}, {129, 67, 255}, {5, 300, 2}};
     for (int a = 0; a < 2; a++)
@@ -160,6 +160,6 @@ int main(void) {
     /* more shapes than a thread's cache holds (256): entries are replaced, results stay right */
     for (int64_t m = 1; m <= 300; m++) check_f32('N', 'N', 1, m, 9, 17, 1.f, 0.f, false, 0, false);
     check_f32('N', 'T', 1, 256, 768, 768, 1.f, 0.f, true, 0, false);
-    printf("native bf16: %s\n", volt_cpu_bf16_native() ? "yes" : "no");
+    printf("native bf16: %s\n", volt__cpu_bf16_native() ? "yes" : "no");
     return vtest_finish();
 }

@@ -2,7 +2,7 @@
  * sizes, 1-element rows), values against formulas and a double-precision reference,
  * stability (large offsets, huge logits), determinism across thread counts, errors. */
 #include "gradcheck.h"
-#include "core/internal.h"   /* volt_rng_uniform: the dropout mask is pinned to it */
+#include "core/internal.h"   /* volt__rng_uniform: the dropout mask is pinned to it */
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -89,10 +89,10 @@ static void r_emb(const gc_input *ins, double *const *x, double *y, void *c) {
     for (int64_t i = 0; i < GC_N0; i++)
         for (int64_t d = 0; d < D; d++) y[i * D + d] = x[1][(int64_t)x[0][i] * D + d];
 }
-/* dropout: keep k iff volt_rng_uniform(seed, step offset, call, k) >= p (gradcheck's step:
+/* dropout: keep k iff volt__rng_uniform(seed, step offset, call, k) >= p (gradcheck's step:
  * seed 1234, offset 7), kept values times 1/(1-p) */
 static double r_keep(uint64_t call, int64_t k, double p) {
-    return volt_rng_uniform(1234, 7, call, (uint64_t)k) >= (float)p ? 1 / (1 - (double)(float)p) : 0;
+    return volt__rng_uniform(1234, 7, call, (uint64_t)k) >= (float)p ? 1 / (1 - (double)(float)p) : 0;
 }
 static void r_dropout(const gc_input *ins, double *const *x, double *y, void *c) {
     for (int64_t k = 0; k < GC_N0; k++) y[k] = x[0][k] * r_keep(0, k, 0.3);
@@ -385,13 +385,13 @@ static void rng_blocks(void) {
     uint64_t starts[3] = { 0, 5, 0xFFFFFFF0ull };
     for (int si = 0; si < 3; si++)
         for (int64_t nb = 1; nb <= 40; nb++) {
-            volt_rng_uniform_blocks(7, 3, 0x100000002ull, starts[si], nb, got);
+            volt__rng_uniform_blocks(7, 3, 0x100000002ull, starts[si], nb, got);
             for (int64_t b = 0; b < nb; b++) {
-                volt_rng_uniform4(7, 3, 0x100000002ull, starts[si] + (uint64_t)b, want);
+                volt__rng_uniform4(7, 3, 0x100000002ull, starts[si] + (uint64_t)b, want);
                 bad += memcmp(got + 4 * b, want, sizeof want) != 0;
             }
         }
-    CHECK(bad == 0, "volt_rng_uniform_blocks == volt_rng_uniform4 block by block: %d blocks differ", bad);
+    CHECK(bad == 0, "volt__rng_uniform_blocks == volt__rng_uniform4 block by block: %d blocks differ", bad);
 }
 
 static void dropout_values(void) {
@@ -412,12 +412,12 @@ static void dropout_values(void) {
         for (int k = 0; k < N; k++) {
             kept += m1[k] != 0;
             scaled += m1[k] == 0 || m1[k] == x[k] * scale;
-            pinned += (m1[k] != 0) == (volt_rng_uniform(42, 5, 0, (uint64_t)k) >= 0.3f);
+            pinned += (m1[k] != 0) == (volt__rng_uniform(42, 5, 0, (uint64_t)k) >= 0.3f);
         }
     }
     CHECK(fabs((double)kept / N - 0.7) < 0.01, "dropout keeps %.4f", (double)kept / N);
     CHECK(scaled == N, "kept values scaled by 1/(1-p): %lld of %d", (long long)scaled, N);
-    CHECK(pinned == N, "mask = volt_rng_uniform(seed, offset, call 0, k) >= p: %lld of %d", (long long)pinned, N);
+    CHECK(pinned == N, "mask = volt__rng_uniform(seed, offset, call 0, k) >= p: %lld of %d", (long long)pinned, N);
     /* the second call in the same step uses call index 1: a different mask */
     volt_tensor *y2 = volt_dropout(s, xt, 0.3f);
     CHECK(y2 && memcmp(y2->data, m1, sizeof(float) * N) != 0, "second call differs");

@@ -9,7 +9,7 @@
  * evaluating, thread-count independence, no (T, T) tensor in the arena, bad p. */
 #include <omp.h>
 #include "gradcheck.h"
-#include "core/internal.h"   /* volt_rng_uniform: the dropout mask is pinned to it */
+#include "core/internal.h"   /* volt__rng_uniform: the dropout mask is pinned to it */
 
 typedef struct attn_ctx { bool causal, mask; } attn_ctx;
 
@@ -380,7 +380,7 @@ static volt_tensor *f_attn_drop(volt_step *s, volt_tensor **in, void *c) {
 
 /* gradcheck's double reference of the dropout path: r_attn's probabilities times the mask
  * volt_dropout would draw on the (B, H, Tq, Tk) probabilities: keep element
- * ((b*H + h)*Tq + i)*Tk + j iff volt_rng_uniform(seed 1234, step offset 7, call 0, e) >= p,
+ * ((b*H + h)*Tq + i)*Tk + j iff volt__rng_uniform(seed 1234, step offset 7, call 0, e) >= p,
  * scaled by 1/(1-p) (gradcheck's step: seed 1234, offset 7; the op is the step's first
  * dropout call). */
 static void r_attn_drop(const gc_input *ins, double *const *x, double *y, void *c) {
@@ -403,7 +403,7 @@ static void r_attn_drop(const gc_input *ins, double *const *x, double *y, void *
             for (int64_t j = 0; j < Tk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
             for (int64_t j = 0; j < Tk; j++) {
                 uint64_t e = (uint64_t)((bh * Tq + i) * Tk + j);
-                double keep = volt_rng_uniform(1234, 7, 0, e) >= a->p ? keep_scale : 0;
+                double keep = volt__rng_uniform(1234, 7, 0, e) >= a->p ? keep_scale : 0;
                 p[j] = sum > 0 ? p[j] / sum * keep : 0;
             }
             for (int64_t d = 0; d < D; d++) {

@@ -365,11 +365,11 @@ static double now_s(void) {
 /* ---- comm backend ------------------------------------------------------------------------------ */
 static void test_comm(void) {
     volt_comm_config cc;
-    volt_comm_config_init(&cc);
+    volt__comm_config_init(&cc);
     cc.timeout_s = 30;
     volt_comm *c = NULL;
     char err[512] = "";
-    volt_status st = volt_comm_mpi_create(&cc, &c, err, sizeof err);
+    volt_status st = volt__comm_mpi_create(&cc, &c, err, sizeof err);
     CHECK(st == VOLT_OK, "comm create: %s", err);
     if (!c) return;
     const int R = c->rank, W = c->world;
@@ -378,40 +378,40 @@ static void test_comm(void) {
     float buf[K * 8], sum[K * 8];
     /* all_reduce avg, in place; and out of place sum */
     for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)(i + 1);
-    CHECK_OK(volt_comm_all_reduce(c, buf, buf, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_AVG, "t1"));
+    CHECK_OK(volt__comm_all_reduce(c, buf, buf, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_AVG, "t1"));
     const float tri = (float)(W * (W + 1) / 2);
     for (int i = 0; i < K * W; i++) CHECK_CLOSE(buf[i], tri / W * (i + 1), 1e-6, 0);
     for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1);
-    CHECK_OK(volt_comm_all_reduce(c, buf, sum, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_SUM, "t2"));
+    CHECK_OK(volt__comm_all_reduce(c, buf, sum, (size_t)(K * W), VOLT_COMM_F32, VOLT_COMM_SUM, "t2"));
     CHECK(sum[0] == tri && sum[K * W - 1] == tri, "out-of-place sum");
     /* reduce_scatter in place: chunk R lands at buf + R*K */
     for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)i;
-    CHECK_OK(volt_comm_reduce_scatter(c, buf, buf + R * K, K, VOLT_COMM_F32, VOLT_COMM_AVG, "t3"));
+    CHECK_OK(volt__comm_reduce_scatter(c, buf, buf + R * K, K, VOLT_COMM_F32, VOLT_COMM_AVG, "t3"));
     for (int i = 0; i < K; i++) CHECK_CLOSE(buf[R * K + i], tri / W * (R * K + i), 1e-6, 0);
     /* ... and out of place */
     for (int i = 0; i < K * W; i++) buf[i] = (float)(R + 1) * (float)i;
     float chunk[K];
-    CHECK_OK(volt_comm_reduce_scatter(c, buf, chunk, K, VOLT_COMM_F32, VOLT_COMM_SUM, "t4"));
+    CHECK_OK(volt__comm_reduce_scatter(c, buf, chunk, K, VOLT_COMM_F32, VOLT_COMM_SUM, "t4"));
     for (int i = 0; i < K; i++) CHECK_CLOSE(chunk[i], tri * (R * K + i), 1e-6, 0);
     /* all_gather in place and out of place */
     for (int i = 0; i < K * W; i++) buf[i] = i / K == R ? (float)(100 * R + i) : -1.f;
-    CHECK_OK(volt_comm_all_gather(c, buf + R * K, buf, K, VOLT_COMM_F32, "t5"));
+    CHECK_OK(volt__comm_all_gather(c, buf + R * K, buf, K, VOLT_COMM_F32, "t5"));
     for (int i = 0; i < K * W; i++) CHECK(buf[i] == (float)(100 * (i / K) + i), "all_gather in place [%d] = %g", i, buf[i]);
     for (int i = 0; i < K; i++) chunk[i] = (float)(R * 10 + i);
-    CHECK_OK(volt_comm_all_gather(c, chunk, buf, K, VOLT_COMM_F32, "t6"));
+    CHECK_OK(volt__comm_all_gather(c, chunk, buf, K, VOLT_COMM_F32, "t6"));
     for (int i = 0; i < K * W; i++) CHECK(buf[i] == (float)((i / K) * 10 + i % K), "all_gather [%d]", i);
     /* f64 average, byte broadcast, barrier */
     double d[3] = { R, 2.0 * R, 1 };
-    CHECK_OK(volt_comm_all_reduce(c, d, d, 3, VOLT_COMM_F64, VOLT_COMM_AVG, "t7"));
+    CHECK_OK(volt__comm_all_reduce(c, d, d, 3, VOLT_COMM_F64, VOLT_COMM_AVG, "t7"));
     CHECK_CLOSE(d[0], (W - 1) / 2.0, 1e-15, 0);
     CHECK_CLOSE(d[2], 1.0, 0, 0);
     char msg[32] = "";
     if (R == W - 1) snprintf(msg, sizeof msg, "hello %d", R);
-    CHECK_OK(volt_comm_broadcast(c, msg, sizeof msg, VOLT_COMM_BYTE, W - 1, "t8"));
+    CHECK_OK(volt__comm_broadcast(c, msg, sizeof msg, VOLT_COMM_BYTE, W - 1, "t8"));
     char want[32];
     snprintf(want, sizeof want, "hello %d", W - 1);
     CHECK(!strcmp(msg, want), "broadcast '%s'", msg);
-    CHECK_OK(volt_comm_barrier(c, "t9"));
+    CHECK_OK(volt__comm_barrier(c, "t9"));
     /* non-blocking: several in flight, test() drives them, waits in another order */
     float a[K], b2[K];
     for (int i = 0; i < K; i++) a[i] = b2[i] = (float)R;
@@ -427,24 +427,24 @@ static void test_comm(void) {
     volt_comm_req *q3 = (volt_comm_req *)&q3;
     CHECK(c->ops->broadcast(c, msg, 1, VOLT_COMM_BYTE, W, "bad", &q3) == VOLT_ERR_INVALID_ARG && q3 == NULL, "bad root");
     CHECK(c->ops->all_reduce(c, msg, msg, 1, VOLT_COMM_BYTE, VOLT_COMM_SUM, "bad", &q3) == VOLT_ERR_INVALID_ARG, "byte reduce");
-    volt_comm_destroy(c);
+    volt__comm_destroy(c);
 
     /* a timeout: rank 0 waits on a barrier nobody else joins (on its own comm) */
     cc.timeout_s = 0.5;
-    CHECK_OK(volt_comm_mpi_create(&cc, &c, err, sizeof err));
+    CHECK_OK(volt__comm_mpi_create(&cc, &c, err, sizeof err));
     if (R == 0 && W > 1) {
         double t0 = now_s();
-        st = volt_comm_barrier(c, "lonely barrier");
+        st = volt__comm_barrier(c, "lonely barrier");
         double el = now_s() - t0;
         CHECK(st == VOLT_ERR_TIMEOUT, "lonely barrier: %s", volt_status_str(st));
         CHECK(el >= 0.5 && el < 5, "timed out after %.2f s", el);
-        CHECK(strstr(volt_comm_errmsg(c), "rank 0: barrier #1 (lonely barrier) timed out after 0.5 s") != NULL,
-              "message: %s", volt_comm_errmsg(c));
-        st = volt_comm_barrier(c, "again");
-        CHECK(st == VOLT_ERR_TIMEOUT && strstr(volt_comm_errmsg(c), "unusable after: rank 0: barrier #1 (lonely barrier) timed out"),
-              "a broken comm fails at once, repeating the cause: %s", volt_comm_errmsg(c));
+        CHECK(strstr(volt__comm_errmsg(c), "rank 0: barrier #1 (lonely barrier) timed out after 0.5 s") != NULL,
+              "message: %s", volt__comm_errmsg(c));
+        st = volt__comm_barrier(c, "again");
+        CHECK(st == VOLT_ERR_TIMEOUT && strstr(volt__comm_errmsg(c), "unusable after: rank 0: barrier #1 (lonely barrier) timed out"),
+              "a broken comm fails at once, repeating the cause: %s", volt__comm_errmsg(c));
     }
-    volt_comm_destroy(c);
+    volt__comm_destroy(c);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -506,7 +506,7 @@ static void check_memory(volt_trainer *t, const char *name) {
 
 static void check_trace(volt_trainer *t, const char *name) {
     const volt_dist_event *ev = NULL;
-    const int n = volt_dist_trace(t->strategy, &ev);
+    const int n = volt__dist_trace(t->strategy, &ev);
     CHECK(n > 0, "%s: trace has %d events", name, n);
     if (n <= 0) return;
     const volt_dist_kind k = kind_of(name);

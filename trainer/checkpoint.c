@@ -385,7 +385,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         src_read(&src, NULL, p->name, 0, n, tmp);
         volt_convert(p->data, p->dtype, tmp, VOLT_F32, n);   /* rounded to a 16-bit storage dtype */
     }
-    for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt_unit_set_stale(volt_params_unit_at(t->ps, u), false);
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
     if (full) {
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
             for (int i = 0; i < volt_params_count(t->ps); i++) {

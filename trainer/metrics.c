@@ -18,7 +18,9 @@ void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned 
     if (!m) {
         if (t->n_metrics == VOLT_MAX_METRICS) return;
         m = &t->metrics[t->n_metrics++];
-        snprintf(m->name, sizeof m->name, "%s", name);
+        size_t n = strnlen(name, sizeof m->name - 1);   /* names are checked <= 80 bytes by volt_log */
+        memcpy(m->name, name, n);
+        m->name[n] = 0;
     }
     m->value = value;
     m->flags = flags;

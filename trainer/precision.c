@@ -24,7 +24,7 @@ volt_status volt__prec_create(volt_trainer *t) {
         .growth_interval = c->grad_scaler_growth_interval, .optimizer_dtype = c->optimizer_dtype,
     };
     char err[512] = "";
-    volt_status st = volt_precision_create(&pc, &t->prec, err, sizeof err);
+    volt_status st = volt__precision_create(&pc, &t->prec, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "trainer: %s", err);
     /* the config keeps no borrowed string: the resolved choice, as a literal */
     c->optimizer_dtype = t->prec->optim_dtype_explicit ? dtype_word(t->prec->optim_dtype) : "auto";

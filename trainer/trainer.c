@@ -75,7 +75,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     if (to && atof(to) > 0) sc.timeout_s = atof(to);
     char err[512] = "";
-    volt_status st = volt_strategy_create(&sc, &t->strategy, err, sizeof err);
+    volt_status st = volt__strategy_create(&sc, &t->strategy, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "trainer: %s", err);
     if (!VOLT_VERSION_OK(t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "trainer: volt_strategy_ops '%s': version %u, this library knows 1..%u",
@@ -105,8 +105,8 @@ void volt_trainer_destroy(volt_trainer *t) {
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
-    volt_strategy_destroy(t->strategy);
-    volt_precision_destroy(t->prec);
+    volt__strategy_destroy(t->strategy);
+    volt__precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     volt__metrics_free(t);

@@ -158,7 +158,7 @@ static void gelu_grad_span(const float *x, const float *dy, float *dx, int64_t n
         }
 }
 
-volt_status volt_cpu_GELU_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_GELU_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -167,7 +167,7 @@ volt_status volt_cpu_GELU_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_GELU_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_GELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data, *dy = n->out->grad;
     bool acc;
@@ -181,7 +181,7 @@ volt_status volt_cpu_GELU_bwd(volt_step *s, volt_node *n) {
 
 /* 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): one exp and
  * no cancellation in the negative tail. d/dx = s + 2 x s (1 - s) du/dx with s = sigmoid(2u). */
-volt_status volt_cpu_GELU_TANH_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_GELU_TANH_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -193,7 +193,7 @@ volt_status volt_cpu_GELU_TANH_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -207,7 +207,7 @@ volt_status volt_cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_TANH_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_TANH_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -217,7 +217,7 @@ volt_status volt_cpu_TANH_fwd(volt_step *s, volt_node *n) {
 }
 
 /* uses the output: dx = dy * (1 - y^2) */
-volt_status volt_cpu_TANH_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -226,7 +226,7 @@ volt_status volt_cpu_TANH_bwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_SIGMOID_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SIGMOID_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -236,7 +236,7 @@ volt_status volt_cpu_SIGMOID_fwd(volt_step *s, volt_node *n) {
 }
 
 /* uses the output: dx = dy * y * (1 - y) */
-volt_status volt_cpu_SIGMOID_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SIGMOID_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -270,7 +270,7 @@ static void softmax_grad_rows(const float *y, const float *dy, float *dx, int64_
     }
 }
 
-volt_status volt_cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -280,7 +280,7 @@ volt_status volt_cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
     const float *y = n->out->data, *dy = n->out->grad;
     bool acc;
@@ -293,7 +293,7 @@ volt_status volt_cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
 }
 
 /* y = x - m - log(sum exp(x - m)); the exps go through y as scratch */
-volt_status volt_cpu_LOG_SOFTMAX_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LOG_SOFTMAX_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -310,7 +310,7 @@ volt_status volt_cpu_LOG_SOFTMAX_fwd(volt_step *s, volt_node *n) {
 }
 
 /* dx = dy - exp(y) * sum(dy) */
-volt_status volt_cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -346,7 +346,7 @@ static void ln_rows(const float *x, const float *w, const float *b, float *y, fl
     }
 }
 
-volt_status volt_cpu_LAYERNORM_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LAYERNORM_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     float eps = n->f[0];
     const float *x = n->in[0]->data;
@@ -426,7 +426,7 @@ static void ln_param_grad_cols(const float *x, const float *dy, const float *mea
 
 /* With xh = (x - mean) * rstd and g = dy * w:
  *   dx = rstd * (g - mean(g) - xh * mean(g * xh)),  dw += sum_r dy * xh,  db += sum_r dy. */
-volt_status volt_cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     volt_tensor *xt = n->in[0];
     volt_tensor *wt = n->i[2] >= 0 ? n->in[n->i[2]] : NULL;
@@ -461,7 +461,7 @@ static inline int64_t id_at(const volt_tensor *t, int64_t i) {
     return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
 }
 
-volt_status volt_cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
     int64_t N = n->i[0], V = n->i[1], D = n->i[2];
     const volt_tensor *ids = n->in[0];
     for (int64_t p = 0; p < N; p++) {
@@ -490,7 +490,7 @@ volt_status volt_cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
 
 /* dtable[id] += dy[p] for every position p in order; threads own disjoint column chunks,
  * so repeated ids accumulate in the same order for any thread count (no atomics). */
-volt_status volt_cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     volt_tensor *tab = n->in[1];
     if (!volt__needs_grad(tab)) return VOLT_OK;
     int64_t N = n->i[0], D = n->i[2];
@@ -511,7 +511,7 @@ volt_status volt_cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- dropout: i[0] = call index in the step, f[0] = p -----------------------------------
- * keep element k iff volt_rng_uniform(seed, step offset, call, k) >= p; kept values are
+ * keep element k iff volt__rng_uniform(seed, step offset, call, k) >= p; kept values are
  * scaled by 1/(1-p). Backward recomputes the mask from the same counters. */
 #define DROPOUT_PAR_MIN 4096   /* the RNG is several times the cost of an add per element */
 
@@ -525,10 +525,10 @@ static void dropout_span(const float *x, const float *u, float *y, int64_t n, fl
 /* Span c's uniforms (SPAN is a multiple of 4: a span starts on a Philox block). */
 static void dropout_uniforms(const volt_step *s, const volt_node *n, int64_t N, int64_t c, float *u) {
     int64_t o = c * SPAN;
-    volt_rng_uniform_blocks(s->seed, s->rng_offset, (uint64_t)n->i[0], (uint64_t)(o / 4), (span_len(N, o) + 3) / 4, u);
+    volt__rng_uniform_blocks(s->seed, s->rng_offset, (uint64_t)n->i[0], (uint64_t)(o / 4), (span_len(N, o) + 3) / 4, u);
 }
 
-volt_status volt_cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *x = n->in[0]->data;
@@ -542,7 +542,7 @@ volt_status volt_cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *dy = n->out->grad;

@@ -56,7 +56,7 @@ static int64_t ubuf_len(const attn_dims *a) { return a->p > 0.f ? a->Tk + 8 : 0;
  * the pointer to element e's uniform. */
 static const float *drop_uniforms(const attn_dims *a, uint64_t e, int64_t n, float *buf) {
     uint64_t off = e % 4;
-    volt_rng_uniform_blocks(a->seed, a->offset, a->call, e / 4, (int64_t)((off + (uint64_t)n + 3) / 4), buf);
+    volt__rng_uniform_blocks(a->seed, a->offset, a->call, e / 4, (int64_t)((off + (uint64_t)n + 3) / 4), buf);
     return buf + off;
 }
 
@@ -215,7 +215,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         return;
     }
     /* S (m, L) = scale * q[i0:i0+m] (m, D) k[0:L]^T (D, L) */
-    volt_cpu_gemm('N', 'T', m, L, D, a->scale, q + i0 * D, D, k, D, 0.f, S, L);
+    volt__cpu_gemm('N', 'T', m, L, D, a->scale, q + i0 * D, D, k, D, 0.f, S, L);
     tile_softmax(a, valid, bias, S, L, i0, m, inv, lse ? lse + i0 : NULL);
     if (a->p > 0.f) {   /* the row sums (inv) are taken before dropping, as softmax then dropout */
         float scale = 1.f / (1.f - a->p);
@@ -226,7 +226,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         }
     }
     /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
-    volt_cpu_gemm('N', 'N', m, D, L, 1.f, S, L, v, D, 0.f, ot, D);
+    volt__cpu_gemm('N', 'N', m, D, L, 1.f, S, L, v, D, 0.f, ot, D);
     for (int64_t r = 0; r < m; r++) {
         float f = inv[r];
         #pragma omp simd
@@ -234,7 +234,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
     }
 }
 
-volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE, items = BH * ntiles;
     if (items == 0) return VOLT_OK;
@@ -253,9 +253,9 @@ volt_status volt_cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     if (!scratch) return VOLT_ERR_NOMEM;
     /* 16-bit compute (i[6], volt/ops.h): q, k, v read as their 16-bit roundings */
     const volt_dtype cd = (volt_dtype)n->i[6];
-    const float *q = volt_cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
-    const float *k = volt_cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
-    const float *v = volt_cpu_round_f32(s, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
+    const float *q = volt__cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
+    const float *k = volt__cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
+    const float *v = volt__cpu_round_f32(s, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
     if (!q || !k || !v) return s->status;
     float *o = n->out->data;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
@@ -345,25 +345,25 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
     int64_t D = a->D;
     if (L == 0) return;   /* every key masked: no gradient */
     const float *qt = q + i0 * D, *dot = dout + i0 * D;
-    volt_cpu_gemm('N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
+    volt__cpu_gemm('N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
     tile_probs(a, valid, P, L, i0, m, lse + i0);
     bool drop = a->p > 0.f;
     if (drop) tile_drop_factors(a, e0, L, i0, m, lse + i0, W, ubuf);
     if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
         if (drop) tile_mul(P, W, dS, m * L);
-        volt_cpu_gemm('T', 'N', L, D, m, 1.f, drop ? dS : P, L, dot, D, 1.f, g.dv, D);
+        volt__cpu_gemm('T', 'N', L, D, m, 1.f, drop ? dS : P, L, dot, D, 1.f, g.dv, D);
     }
     if (!g.dq && !g.dk) return;
     /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
-    volt_cpu_gemm('N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
+    volt__cpu_gemm('N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
     tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * D, dot, D);
     if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
-        volt_cpu_gemm('N', 'N', m, D, L, a->scale, dS, L, k, D, 1.f, g.dq + i0 * D, D);
+        volt__cpu_gemm('N', 'N', m, D, L, a->scale, dS, L, k, D, 1.f, g.dq + i0 * D, D);
     if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
-        volt_cpu_gemm('T', 'N', L, D, m, a->scale, dS, L, qt, D, 1.f, g.dk, D);
+        volt__cpu_gemm('T', 'N', L, D, m, a->scale, dS, L, qt, D, 1.f, g.dk, D);
 }
 
-volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
     const float *lse = n->saved;
@@ -382,10 +382,10 @@ volt_status volt_cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     const volt_dtype cd = (volt_dtype)n->i[6];   /* as in forward; dO rounded too */
-    const float *q = volt_cpu_round_f32(s, tq->data, volt_tensor_numel(tq), cd, 0);
-    const float *k = volt_cpu_round_f32(s, tk->data, volt_tensor_numel(tk), cd, 1);
-    const float *v = volt_cpu_round_f32(s, tv->data, volt_tensor_numel(tv), cd, 2);
-    const float *dout = volt_cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 3);
+    const float *q = volt__cpu_round_f32(s, tq->data, volt_tensor_numel(tq), cd, 0);
+    const float *k = volt__cpu_round_f32(s, tk->data, volt_tensor_numel(tk), cd, 1);
+    const float *v = volt__cpu_round_f32(s, tv->data, volt_tensor_numel(tv), cd, 2);
+    const float *dout = volt__cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 3);
     const float *o = n->out->data;
     if (!q || !k || !v || !dout) return s->status;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;

@@ -3,7 +3,7 @@
 #include "core/cpu/kernels.h"
 
 static const volt_kernel cpu_kernels[VOLT_OP_COUNT] = {
-#define VOLT_CPU_ENTRY_(id, nm) [VOLT_OP_##id] = { nm, volt_cpu_##id##_fwd, volt_cpu_##id##_bwd },
+#define VOLT_CPU_ENTRY_(id, nm) [VOLT_OP_##id] = { nm, volt__cpu_##id##_fwd, volt__cpu_##id##_bwd },
     VOLT_OPS(VOLT_CPU_ENTRY_)
 #undef VOLT_CPU_ENTRY_
 };
@@ -18,9 +18,9 @@ static const uint8_t cpu_first_write[VOLT_OP_COUNT] = {
 
 static const volt_backend cpu_backend = { VOLT_BACKEND_VERSION, "cpu", cpu_kernels, cpu_first_write };
 
-const volt_backend *volt_backend_cpu(void) { return &cpu_backend; }
+const volt_backend *volt__backend_cpu(void) { return &cpu_backend; }
 
-const volt_backend *volt_backend_find(const char *name) {
+const volt_backend *volt__backend_find(const char *name) {
     if (!strcmp(name, "cpu")) return &cpu_backend;
     return NULL;
 }

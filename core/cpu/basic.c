@@ -21,29 +21,29 @@ static volt_dtype gemm_dtype(const volt_node *n) {
 }
 
 static const float *gemm_operand(volt_step *s, const volt_tensor *t, volt_dtype cd, int slot) {
-    if (t->dtype == cd || cd == VOLT_F32) return volt_cpu_as_f32(s, t, slot);   /* exact */
-    if (t->dtype == VOLT_F32) return volt_cpu_round_f32(s, t->data, volt_tensor_numel(t), cd, slot);
-    const float *f = volt_cpu_as_f32(s, t, slot);    /* 16-bit of the other kind: via f32 */
-    return f ? volt_cpu_round_f32(s, f, volt_tensor_numel(t), cd, slot) : NULL;
+    if (t->dtype == cd || cd == VOLT_F32) return volt__cpu_as_f32(s, t, slot);   /* exact */
+    if (t->dtype == VOLT_F32) return volt__cpu_round_f32(s, t->data, volt_tensor_numel(t), cd, slot);
+    const float *f = volt__cpu_as_f32(s, t, slot);    /* 16-bit of the other kind: via f32 */
+    return f ? volt__cpu_round_f32(s, f, volt_tensor_numel(t), cd, slot) : NULL;
 }
 
 /* Native bf16 (core/cpu/gemm.c): under a bf16 compute dtype on a CPU with AVX512-BF16 or
  * AMX, the operands go to the GEMM as bf16 bits (the same values as the rounded f32 ones:
  * products of two bf16 are exact in f32, only the summation order differs) and bf16
  * parameters are used in place. Elsewhere the rounded-f32 emulation above. */
-static bool native_bf16(volt_dtype cd) { return cd == VOLT_BF16 && volt_cpu_bf16_native(); }
+static bool native_bf16(volt_dtype cd) { return cd == VOLT_BF16 && volt__cpu_bf16_native(); }
 
 static const void *operand(volt_step *s, const volt_tensor *t, volt_dtype cd, int slot) {
-    return native_bf16(cd) ? (const void *)volt_cpu_as_bf16(s, t, slot) : (const void *)gemm_operand(s, t, cd, slot);
+    return native_bf16(cd) ? (const void *)volt__cpu_as_bf16(s, t, slot) : (const void *)gemm_operand(s, t, cd, slot);
 }
 
 static const void *operand_f32(volt_step *s, const float *x, int64_t n, volt_dtype cd, int slot) {
-    return native_bf16(cd) ? (const void *)volt_cpu_to_bf16(s, x, n, slot) : (const void *)volt_cpu_round_f32(s, x, n, cd, slot);
+    return native_bf16(cd) ? (const void *)volt__cpu_to_bf16(s, x, n, slot) : (const void *)volt__cpu_round_f32(s, x, n, cd, slot);
 }
 
-static volt_cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int64_t N, int64_t K,
+static volt__cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int64_t N, int64_t K,
                                 const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    return (volt_cpu_gemm_op){.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = 1.f, .beta = beta,
+    return (volt__cpu_gemm_op){.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = 1.f, .beta = beta,
                               .ab = native_bf16(cd) ? VOLT_BF16 : VOLT_F32, .A = A, .lda = lda, .B = B, .ldb = ldb,
                               .C = C, .ldc = ldc};
 }
@@ -51,18 +51,18 @@ static volt_cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int6
 /* ---- matmul: mode 0: a (R, K) x b (K, N); mode 1: a (B, M, K) x b (B, K, N) ------------- */
 /* One batched GEMM (core/cpu/gemm.c: one oneDNN primitive; OpenBLAS runs a batch of small
  * GEMMs one per thread). */
-volt_status volt_cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     const volt_dtype cd = gemm_dtype(n);
     const void *a = operand(s, n->in[0], cd, 0), *b = operand(s, n->in[1], cd, 1);
     if (!a || !b) return s->status;
-    volt_cpu_gemm_op g = gemm_op(cd, 'N', 'N', M, N, K, a, K, b, N, 0.f, n->out->data, N);
+    volt__cpu_gemm_op g = gemm_op(cd, 'N', 'N', M, N, K, a, K, b, N, 0.f, n->out->data, N);
     g.batch = B; g.sa = M * K; g.sb = K * N; g.sc = M * N;
-    volt_cpu_gemm_ex(&g);
+    volt__cpu_gemm_ex(&g);
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
     volt_tensor *a = n->in[0], *b = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
@@ -76,27 +76,27 @@ volt_status volt_cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     float *gb = volt__needs_grad(b) ? volt__grad_w(s, b, &acc_b) : NULL;
     if ((volt__needs_grad(a) && !ga) || (volt__needs_grad(b) && !gb)) return s->status;
     if (ga) {   /* da (M,K) += dc (M,N) b^T */
-        volt_cpu_gemm_op g = gemm_op(cd, 'N', 'T', M, K, N, dc, N, bf, N, acc_a ? 1.f : 0.f, ga, K);
+        volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', M, K, N, dc, N, bf, N, acc_a ? 1.f : 0.f, ga, K);
         g.batch = B; g.sa = M * N; g.sb = K * N; g.sc = M * K;
-        volt_cpu_gemm_ex(&g);
+        volt__cpu_gemm_ex(&g);
     }
     if (gb) {   /* db (K,N) += a^T (K,M) dc (M,N) */
-        volt_cpu_gemm_op g = gemm_op(cd, 'T', 'N', K, N, M, af, K, dc, N, acc_b ? 1.f : 0.f, gb, N);
+        volt__cpu_gemm_op g = gemm_op(cd, 'T', 'N', K, N, M, af, K, dc, N, acc_b ? 1.f : 0.f, gb, N);
         g.batch = B; g.sa = M * K; g.sb = M * N; g.sc = K * N;
-        volt_cpu_gemm_ex(&g);
+        volt__cpu_gemm_ex(&g);
     }
     return VOLT_OK;
 }
 
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
-volt_status volt_cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     const volt_dtype cd = gemm_dtype(n);
     const void *x = operand(s, n->in[0], cd, 0), *w = operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
-    volt_cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
+    volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
     if (n->n_in == 3) g.bias = n->in[2]->data;
-    volt_cpu_gemm_ex(&g);
+    volt__cpu_gemm_ex(&g);
     return VOLT_OK;
 }
 
@@ -118,7 +118,7 @@ static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool ac
     }
 }
 
-volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], In = n->i[1], O = n->i[2];
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
@@ -130,13 +130,13 @@ volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     float *g;
     if (volt__needs_grad(x)) {   /* dx (R,I) += dy (R,O) w (O,I) */
         if (!(g = volt__grad_w(s, x, &acc))) return s->status;
-        volt_cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
-        volt_cpu_gemm_ex(&op);
+        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+        volt__cpu_gemm_ex(&op);
     }
     if (volt__needs_grad(w)) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
         if (!(g = volt__grad_w(s, w, &acc))) return s->status;
-        volt_cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
-        volt_cpu_gemm_ex(&op);
+        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+        volt__cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
     if (n->n_in == 3 && volt__needs_grad(n->in[2])) {
@@ -147,7 +147,7 @@ volt_status volt_cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- add / mul: a (outer, inner), b (inner) or same shape ------------------------------- */
-volt_status volt_cpu_ADD_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1];
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
@@ -158,7 +158,7 @@ volt_status volt_cpu_ADD_fwd(volt_step *s, volt_node *n) {
 }
 
 /* First write (core/internal.h): a's grad becomes dy itself when a has none yet. */
-volt_status volt_cpu_ADD_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
     float *dy = n->out->grad;
     if (volt__needs_grad(n->in[0]) && !volt__grad_alias(n->in[0], dy)) {
@@ -175,7 +175,7 @@ volt_status volt_cpu_ADD_bwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MUL_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1];
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
@@ -185,7 +185,7 @@ volt_status volt_cpu_MUL_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MUL_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1];
     const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
     if (volt__needs_grad(n->in[0])) {
@@ -211,7 +211,7 @@ volt_status volt_cpu_MUL_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- unary elementwise ------------------------------------------------------------------ */
-volt_status volt_cpu_SCALE_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SCALE_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data, a = n->f[0];
@@ -220,7 +220,7 @@ volt_status volt_cpu_SCALE_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: dx = a dy */
+volt_status volt__cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: dx = a dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
     float a = n->f[0];
@@ -237,7 +237,7 @@ volt_status volt_cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: d
     return VOLT_OK;
 }
 
-volt_status volt_cpu_RELU_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_RELU_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
@@ -246,7 +246,7 @@ volt_status volt_cpu_RELU_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_RELU_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_RELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -265,7 +265,7 @@ static double sum_f32(const float *x, int64_t n) {
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-volt_status volt_cpu_SUM_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SUM_fwd(volt_step *s, volt_node *n) {
     ((float *)n->out->data)[0] = (float)sum_f32(n->in[0]->data, volt_tensor_numel(n->in[0]));
     return VOLT_OK;
 }
@@ -275,24 +275,24 @@ static void fill_acc(float *dx, int64_t N, float g) {
     for (int64_t k = 0; k < N; k++) dx[k] += g;
 }
 
-volt_status volt_cpu_SUM_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SUM_bwd(volt_step *s, volt_node *n) {
     fill_acc(n->in[0]->grad, volt_tensor_numel(n->in[0]), n->out->grad[0]);
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MEAN_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MEAN_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     ((float *)n->out->data)[0] = (float)(sum_f32(n->in[0]->data, N) / (double)N);
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MEAN_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MEAN_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     fill_acc(n->in[0]->grad, N, n->out->grad[0] / (float)N);
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MSE_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MSE_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     double acc = 0;
@@ -301,7 +301,7 @@ volt_status volt_cpu_MSE_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MSE_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MSE_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float g = 2.f * n->out->grad[0] / (float)N;
@@ -318,7 +318,7 @@ static int64_t target_at(const volt_tensor *t, int64_t i) {
     return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
 }
 
-volt_status volt_cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
     int64_t N = n->i[0], C = n->i[1], ignore = n->i[2];
     float eps = n->f[0];
     const float *x = n->in[0]->data;
@@ -352,7 +352,7 @@ volt_status volt_cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
     int64_t N = n->i[0], C = n->i[1], ignore = n->i[2], count = n->i[3];
     if (!volt__needs_grad(n->in[0]) || count == 0) return VOLT_OK;
     float eps = n->f[0];
@@ -373,7 +373,7 @@ volt_status volt_cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- reshape: a view; backward adds the grad through ----------------------------------- */
-volt_status volt_cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write: x's grad is dy */
+volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write: x's grad is dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
     if (volt__grad_alias(n->in[0], n->out->grad)) return VOLT_OK;
@@ -383,4 +383,4 @@ volt_status volt_cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write:
     return VOLT_OK;
 }
 
-volt_status volt_cpu_RESHAPE_fwd(volt_step *s, volt_node *n) { return VOLT_OK; }   /* a view: nothing to compute */
+volt_status volt__cpu_RESHAPE_fwd(volt_step *s, volt_node *n) { return VOLT_OK; }   /* a view: nothing to compute */

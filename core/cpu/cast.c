@@ -138,11 +138,11 @@ volt_status volt_convert(void *dst, volt_dtype dd, const void *src, volt_dtype s
 }
 
 /* ---- cast: y = x as another float dtype; dx += dy (f32 grads) ---------------------------- */
-volt_status volt_cpu_CAST_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CAST_fwd(volt_step *s, volt_node *n) {
     return volt_convert(n->out->data, n->out->dtype, n->in[0]->data, n->in[0]->dtype, volt_tensor_numel(n->out));
 }
 
-volt_status volt_cpu_CAST_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CAST_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -152,7 +152,7 @@ volt_status volt_cpu_CAST_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- GEMM operands: any float tensor as f32 --------------------------------------------- */
-const float *volt_cpu_as_f32(volt_step *s, const volt_tensor *t, int slot) {
+const float *volt__cpu_as_f32(volt_step *s, const volt_tensor *t, int slot) {
     if (t->dtype == VOLT_F32) return t->data;
     int64_t n = volt_tensor_numel(t);
     float *buf = volt__scratch(s, slot, (size_t)n);
@@ -160,7 +160,7 @@ const float *volt_cpu_as_f32(volt_step *s, const volt_tensor *t, int slot) {
     return buf;
 }
 
-const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot) {
+const float *volt__cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot) {
     if (dt == VOLT_F32) return x;
     float *buf = volt__scratch(s, slot, (size_t)n);
     if (!buf) return NULL;
@@ -171,13 +171,13 @@ const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dt
     return buf;
 }
 
-const uint16_t *volt_cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot) {
+const uint16_t *volt__cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot) {
     uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);
     if (buf) volt_f32_to_bf16_array(x, buf, n);
     return buf;
 }
 
-const uint16_t *volt_cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) {
+const uint16_t *volt__cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) {
     if (t->dtype == VOLT_BF16) return t->data;
     int64_t n = volt_tensor_numel(t);
     uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(n + 1) / 2);

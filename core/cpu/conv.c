@@ -81,7 +81,7 @@ static void col2im_acc(const conv_geom *g, const float *dcol, float *dx, bool pa
             }
 }
 
-volt_status volt_cpu_CONV2D_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CONV2D_fwd(volt_step *s, volt_node *n) {
     conv_geom g = conv_geometry(n);
     const float *x = n->in[0]->data, *w = n->in[1]->data;
     const float *b = n->n_in == 3 ? n->in[2]->data : NULL;
@@ -103,12 +103,12 @@ volt_status volt_cpu_CONV2D_fwd(volt_step *s, volt_node *n) {
         if (b)   /* y_n starts as the broadcast bias; the GEMM adds into it */
             for (int64_t o = 0; o < g.O; o++)
                 for (int64_t p = 0; p < g.OHW; p++) yi[o * g.OHW + p] = b[o];
-        volt_cpu_gemm('N', 'N', g.O, g.OHW, g.CKK, 1.f, w, g.CKK, col, g.OHW, b ? 1.f : 0.f, yi, g.OHW);
+        volt__cpu_gemm('N', 'N', g.O, g.OHW, g.CKK, 1.f, w, g.CKK, col, g.OHW, b ? 1.f : 0.f, yi, g.OHW);
     }
     return VOLT_OK;
 }
 
-volt_status volt_cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
     conv_geom g = conv_geometry(n);
     volt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
     const float *dy = n->out->grad;
@@ -126,11 +126,11 @@ volt_status volt_cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
         #pragma omp parallel for schedule(static) num_threads(T) if (T > 1)
         for (int64_t i = 0; i < g.N; i++) {
             if (direct) {
-                volt_cpu_gemm('T', 'N', g.CKK, g.OHW, g.O, 1.f, wd, g.CKK, dy + i * ysz, g.OHW, 1.f, dx + i * xsz, g.OHW);
+                volt__cpu_gemm('T', 'N', g.CKK, g.OHW, g.O, 1.f, wd, g.CKK, dy + i * ysz, g.OHW, 1.f, dx + i * xsz, g.OHW);
                 continue;
             }
             float *dcol = cols + (int64_t)omp_get_thread_num() * csz;
-            volt_cpu_gemm('T', 'N', g.CKK, g.OHW, g.O, 1.f, wd, g.CKK, dy + i * ysz, g.OHW, 0.f, dcol, g.OHW);
+            volt__cpu_gemm('T', 'N', g.CKK, g.OHW, g.O, 1.f, wd, g.CKK, dy + i * ysz, g.OHW, 0.f, dcol, g.OHW);
             col2im_acc(&g, dcol, dx + i * xsz, T == 1);
         }
     }
@@ -142,7 +142,7 @@ volt_status volt_cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
                 im2col(&g, xd + i * xsz, cols, true);
                 col = cols;
             }
-            volt_cpu_gemm('N', 'T', g.O, g.CKK, g.OHW, 1.f, dy + i * ysz, g.OHW, col, g.OHW, 1.f, w->grad, g.CKK);
+            volt__cpu_gemm('N', 'T', g.O, g.CKK, g.OHW, 1.f, dy + i * ysz, g.OHW, col, g.OHW, 1.f, w->grad, g.CKK);
         }
     }
     if (b && volt__needs_grad(b)) {   /* db (O) += sum over n, p of dy (N, O, OHW); one channel per thread */
@@ -163,7 +163,7 @@ volt_status volt_cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
 /* ---- max_pool2d: x (N, C, H, W) -> y (N, C, OH, OW), window k, stride S, no padding.
  * saved: i32 (N, C, OH, OW) index of each window's max within its (H, W) plane (first on
  * ties; NaN wins, as in PyTorch). Kept only when the node needs backward. --------------- */
-volt_status volt_cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
     const volt_shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
     int64_t planes = xs->d[0] * xs->d[1], H = xs->d[2], W = xs->d[3], OH = ys->d[2], OW = ys->d[3];
     int64_t k = n->i[0], S = n->i[1];
@@ -195,7 +195,7 @@ volt_status volt_cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_MAX_POOL2D_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_MAX_POOL2D_bwd(volt_step *s, volt_node *n) {
     const volt_shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
     int64_t planes = xs->d[0] * xs->d[1], HW = xs->d[2] * xs->d[3], OHW = ys->d[2] * ys->d[3];
     const int32_t *arg = n->saved;

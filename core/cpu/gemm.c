@@ -77,12 +77,12 @@ static void gemm_init(void) {
         snprintf(g_name, sizeof g_name, "OpenBLAS %s", openblas_get_config());
 }
 
-bool volt_cpu_bf16_native(void) {
+bool volt__cpu_bf16_native(void) {
     pthread_once(&g_once, gemm_init);
     return g_bf16_native;
 }
 
-const char *volt_cpu_gemm_library(void) {
+const char *volt__cpu_gemm_library(void) {
     pthread_once(&g_once, gemm_init);
     return g_name;
 }
@@ -95,7 +95,7 @@ static inline float bf_at(const uint16_t *p, int64_t i) {
     return f;
 }
 
-static void gemm_one(const volt_cpu_gemm_op *g, int64_t z) {
+static void gemm_one(const volt__cpu_gemm_op *g, int64_t z) {
     float *C = g->C + z * g->sc;
     if (g->bias || g->K == 0) {   /* C = beta C + alpha bias, then the product with beta 1 */
         for (int64_t i = 0; i < g->M; i++)
@@ -130,13 +130,13 @@ static void gemm_one(const volt_cpu_gemm_op *g, int64_t z) {
  * instead of threading each small GEMM. Not with the pthreads build, whose one thread pool
  * would serialise the calls. Every GEMM writes its own slice: results do not depend on
  * the schedule. */
-static bool batch_parallel(const volt_cpu_gemm_op *g) {
+static bool batch_parallel(const volt__cpu_gemm_op *g) {
     if (g->batch < 2 || g->M * g->N * g->K > ((int64_t)1 << 23) || omp_get_max_threads() < 2 || omp_in_parallel())
         return false;
     return !(openblas_get_parallel() == 1 && openblas_get_num_threads() > 1);
 }
 
-static void gemm_fallback(const volt_cpu_gemm_op *g) {
+static void gemm_fallback(const volt__cpu_gemm_op *g) {
     if (g->batch == 1) { gemm_one(g, 0); return; }
     #pragma omp parallel for schedule(static) if (batch_parallel(g))
     for (int64_t z = 0; z < g->batch; z++) gemm_one(g, z);
@@ -250,13 +250,13 @@ static gemm_entry *cache_get(const gemm_key *k) {
  * docs/BENCHMARKS.md); OpenBLAS below, where the primitive call costs more than the
  * product (64^3: OpenBLAS 2.3x faster), and when oneDNN is off. bf16 always oneDNN. */
 #define ONEDNN_MIN_MACS ((int64_t)1 << 20)
-static bool onednn_for(const volt_cpu_gemm_op *g) {
+static bool onednn_for(const volt__cpu_gemm_op *g) {
     if (!g_use_onednn) return false;
     if (g->ab == VOLT_BF16 || g_force_onednn) return true;
     return g->M * g->N * g->K * g->batch >= ONEDNN_MIN_MACS;
 }
 
-void volt_cpu_gemm_ex(const volt_cpu_gemm_op *g) {
+void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g) {
     if (g->M == 0 || g->N == 0 || g->batch == 0) return;
     pthread_once(&g_once, gemm_init);
     if (g->K == 0 || !onednn_for(g)) { gemm_fallback(g); return; }
@@ -287,18 +287,18 @@ void volt_cpu_gemm_ex(const volt_cpu_gemm_op *g) {
         gemm_fallback(g);   /* not expected: the primitive was made for these descriptors */
 }
 
-void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+void volt__cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                    float *C, int64_t ldc) {
-    volt_cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+    volt__cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                           .ab = VOLT_F32, .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
-    volt_cpu_gemm_ex(&g);
+    volt__cpu_gemm_ex(&g);
 }
 
-void volt_cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+void volt__cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
                         float *C, int64_t ldc) {
-    volt_cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+    volt__cpu_gemm_op g = {.ta = ta, .tb = tb, .batch = 1, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                           .ab = VOLT_BF16, .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
-    volt_cpu_gemm_ex(&g);
+    volt__cpu_gemm_ex(&g);
 }

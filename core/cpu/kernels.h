@@ -6,8 +6,8 @@
 #include "core/internal.h"
 
 #define VOLT_CPU_KERNEL_DECL_(id, name) \
-    volt_status volt_cpu_##id##_fwd(volt_step *s, volt_node *n); \
-    volt_status volt_cpu_##id##_bwd(volt_step *s, volt_node *n);
+    volt_status volt__cpu_##id##_fwd(volt_step *s, volt_node *n); \
+    volt_status volt__cpu_##id##_bwd(volt_step *s, volt_node *n);
 VOLT_OPS(VOLT_CPU_KERNEL_DECL_)
 #undef VOLT_CPU_KERNEL_DECL_
 
@@ -27,31 +27,31 @@ typedef struct {
     const float *bias;        /* N floats added to every row, or NULL */
     float *C;
     int64_t ldc, sc;
-} volt_cpu_gemm_op;
-void volt_cpu_gemm_ex(const volt_cpu_gemm_op *g);
+} volt__cpu_gemm_op;
+void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g);
 /* One f32 GEMM: C (M,N) = alpha * op(A) op(B) + beta * C; trans = 'N' or 'T'. */
-void volt_cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+void volt__cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                    float *C, int64_t ldc);
 /* The same with bf16 operands (bit patterns) and f32 accumulation and output: native
- * AVX512-BF16/AMX kernels when volt_cpu_bf16_native(), else slow (callers then round
- * operands to bf16 in f32 and call volt_cpu_gemm). */
-void volt_cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+ * AVX512-BF16/AMX kernels when volt__cpu_bf16_native(), else slow (callers then round
+ * operands to bf16 in f32 and call volt__cpu_gemm). */
+void volt__cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                         const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb, float beta,
                         float *C, int64_t ldc);
 /* True when GEMMs with bf16 operands run natively (oneDNN reports AVX512-BF16 or AMX; not
  * with VOLT_CPU_BF16=0 or VOLT_GEMM=openblas). */
-bool volt_cpu_bf16_native(void);
+bool volt__cpu_bf16_native(void);
 /* "oneDNN 2.6.3 (avx512_core_bf16), native bf16" or "OpenBLAS ...": for benchmarks. */
-const char *volt_cpu_gemm_library(void);
+const char *volt__cpu_gemm_library(void);
 /* A float tensor's data as bf16 bits: itself when bf16, else converted (round to nearest
  * even) into scratch slot `slot`. NULL on OOM (step error set). */
-const uint16_t *volt_cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot);
+const uint16_t *volt__cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot);
 /* n f32 values as bf16 bits in scratch slot `slot`. */
-const uint16_t *volt_cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot);
+const uint16_t *volt__cpu_to_bf16(volt_step *s, const float *x, int64_t n, int slot);
 /* A float tensor's data as f32: itself when f32, else converted into scratch slot `slot`
  * (core/cpu/cast.c). NULL on OOM (step error set). */
-const float *volt_cpu_as_f32(volt_step *s, const volt_tensor *t, int slot);
+const float *volt__cpu_as_f32(volt_step *s, const volt_tensor *t, int slot);
 /* x (n floats) rounded to dt and back (dt = f32: x itself), in scratch slot `slot`. */
-const float *volt_cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot);
+const float *volt__cpu_round_f32(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot);
 #endif

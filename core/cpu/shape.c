@@ -47,7 +47,7 @@ static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
     }
 }
 
-volt_status volt_cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
     int nd = (int)n->i[4], off = 4 - nd;
     int64_t xd[4], xs[4], D[4], S[4];
     pad4(n->in[0]->shape, xd, xs);
@@ -60,7 +60,7 @@ volt_status volt_cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
     int nd = (int)n->i[4], off = 4 - nd;
     int64_t xd[4], xs[4], yd[4], ys[4], S[4];
     pad4(n->in[0]->shape, xd, xs);
@@ -76,7 +76,7 @@ volt_status volt_cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- slice: x (outer, size, inner) -> y (outer, len, inner) from `start` ------------- */
-volt_status volt_cpu_SLICE_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SLICE_fwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4];
     size_t esz = volt_dtype_size(n->in[0]->dtype), row = (size_t)(len * inner) * esz;
     const char *x = n->in[0]->data;
@@ -87,7 +87,7 @@ volt_status volt_cpu_SLICE_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_SLICE_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_SLICE_bwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4], row = len * inner;
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
@@ -101,7 +101,7 @@ volt_status volt_cpu_SLICE_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- concat: x_k (outer, d_k, inner) -> y (outer, total, inner), inputs in order ------ */
-volt_status volt_cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
     int dim = (int)n->i[3];
     size_t esz = volt_dtype_size(n->out->dtype);
@@ -119,7 +119,7 @@ volt_status volt_cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-volt_status volt_cpu_CONCAT_bwd(volt_step *s, volt_node *n) {
+volt_status volt__cpu_CONCAT_bwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
     int dim = (int)n->i[3];
     const float *dy = n->out->grad;

@@ -15,6 +15,8 @@
 #ifndef VOLT_CLI_H
 #define VOLT_CLI_H
 
+#include "volt/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,43 +71,43 @@ typedef struct volt_cli_config {
 
 /* keys is borrowed until volt_cli_destroy. Fails with VOLT_ERR_INVALID_ARG on a bad key
  * table (duplicate or malformed key, a default that does not parse: volt_cli_errmsg). */
-volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out);
-void volt_cli_destroy(volt_cli *c);                      /* NULL-safe */
-const char *volt_cli_errmsg(const volt_cli *c);
+VOLT_API volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out);
+VOLT_API void volt_cli_destroy(volt_cli *c);                      /* NULL-safe */
+VOLT_API const char *volt_cli_errmsg(const volt_cli *c);
 /* Change a default before parsing (e.g. "trainer.max_epochs" = "3"); the --help text shows it. */
-volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value);
+VOLT_API volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value);
 /* Parse argv: defaults < config files (in order) < command-line keys (in order). Returns
  * VOLT_CLI_RUN, VOLT_CLI_DONE or VOLT_CLI_USAGE (the message is on stderr). */
-int volt_cli_parse(volt_cli *c, int argc, char **argv);
+VOLT_API int volt_cli_parse(volt_cli *c, int argc, char **argv);
 
 /* After a successful parse. Strings are valid until volt_cli_destroy. */
-const char *volt_cli_subcommand(const volt_cli *c);
-int64_t volt_cli_int(const volt_cli *c, const char *key);
-double volt_cli_float(const volt_cli *c, const char *key);
-bool volt_cli_bool(const volt_cli *c, const char *key);
-const char *volt_cli_str(const volt_cli *c, const char *key);   /* NULL when null */
-bool volt_cli_was_set(const volt_cli *c, const char *key);      /* by a file or the command line */
-bool volt_cli_is_null(const volt_cli *c, const char *key);      /* its value is null (unset) */
+VOLT_API const char *volt_cli_subcommand(const volt_cli *c);
+VOLT_API int64_t volt_cli_int(const volt_cli *c, const char *key);
+VOLT_API double volt_cli_float(const volt_cli *c, const char *key);
+VOLT_API bool volt_cli_bool(const volt_cli *c, const char *key);
+VOLT_API const char *volt_cli_str(const volt_cli *c, const char *key);   /* NULL when null */
+VOLT_API bool volt_cli_was_set(const volt_cli *c, const char *key);      /* by a file or the command line */
+VOLT_API bool volt_cli_is_null(const volt_cli *c, const char *key);      /* its value is null (unset) */
 /* The merged config as pretty JSON (what --print-config prints; malloc'ed, caller frees). */
-char *volt_cli_config_json(const volt_cli *c);
+VOLT_API char *volt_cli_config_json(const volt_cli *c);
 /* Fill every trainer.* key into cfg (after volt_trainer_config_init); strings borrowed
  * from c. run_config_json is set to the merged config, so loggers save it beside the logs. */
-void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *cfg);
+VOLT_API void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *cfg);
 /* Print --help to f: usage, subcommands, then the keys grouped by section with defaults. */
-void volt_cli_print_help(const volt_cli *c, FILE *f);
+VOLT_API void volt_cli_print_help(const volt_cli *c, FILE *f);
 
 /* ---- launching (Lightning's launcher) ------------------------------------------------------- */
 /* Whether this process runs inside an MPI job (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK set). */
-bool volt_cli_in_mpi_job(void);
+VOLT_API bool volt_cli_in_mpi_job(void);
 /* With a distributed trainer.strategy and trainer.devices = N > 1 outside an MPI job:
  * replace this process with `mpirun --oversubscribe -np N -x OMP_NUM_THREADS ... argv`
  * (the flags scripts/volt-run uses; $MPIRUN overrides mpirun). Returns only when nothing
  * is launched (VOLT_OK) or the exec failed (VOLT_ERR_IO; errmsg says why). A distributed
  * strategy on one process with devices <= 1 prints a note on stderr. */
-volt_status volt_cli_launch(volt_cli *c, int argc, char **argv);
+VOLT_API volt_status volt_cli_launch(volt_cli *c, int argc, char **argv);
 
 /* The edit distance the "did you mean" uses (exported for tests). */
-int volt_cli_edit_distance(const char *a, const char *b);
+VOLT_API int volt_cli_edit_distance(const char *a, const char *b);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,7 @@ typedef enum volt_status {
     VOLT_ERR_NUMERIC = -14,        /* NaN/inf where a finite value is required */
 } volt_status;
 
-const char *volt_status_str(volt_status s);
+VOLT_API const char *volt_status_str(volt_status s);
 
 /* Evaluate a volt_status expression; return it from the enclosing function if < 0. */
 #define VOLT_TRY(expr) do { volt_status volt__st = (expr); if (volt__st < 0) return volt__st; } while (0)
@@ -52,8 +52,8 @@ typedef enum volt_dtype {
     VOLT_F32 = 0, VOLT_BF16, VOLT_F16, VOLT_I32, VOLT_I64, VOLT_U8, VOLT_DTYPE_COUNT
 } volt_dtype;
 
-size_t volt_dtype_size(volt_dtype dt);
-const char *volt_dtype_name(volt_dtype dt);          /* "f32", "bf16", ... */
+VOLT_API size_t volt_dtype_size(volt_dtype dt);
+VOLT_API const char *volt_dtype_name(volt_dtype dt);          /* "f32", "bf16", ... */
 
 /* ---- shapes ------------------------------------------------------------------ */
 typedef struct volt_shape {
@@ -67,10 +67,10 @@ typedef struct volt_shape {
 #define VOLT_SHAPE(...) ((volt_shape){ VOLT__NARGS(__VA_ARGS__), { __VA_ARGS__ } })
 #define VOLT_SCALAR ((volt_shape){ 0, { 0 } })
 
-int64_t volt_shape_numel(volt_shape s);
-bool volt_shape_eq(volt_shape a, volt_shape b);
+VOLT_API int64_t volt_shape_numel(volt_shape s);
+VOLT_API bool volt_shape_eq(volt_shape a, volt_shape b);
 /* Writes "(7, 13)" into buf (always NUL-terminated); returns buf. */
-char *volt_shape_str(volt_shape s, char *buf, size_t n);
+VOLT_API char *volt_shape_str(volt_shape s, char *buf, size_t n);
 
 /* ---- tensors ----------------------------------------------------------------- */
 typedef struct volt_step volt_step;
@@ -111,52 +111,52 @@ typedef struct volt_step_config {
 } volt_step_config;
 #define VOLT_STEP_CONFIG_VERSION 1u
 
-void volt_step_config_init(volt_step_config *cfg);
-volt_status volt_step_create(const volt_step_config *cfg, volt_step **out);
-void volt_step_destroy(volt_step *s);              /* NULL-safe */
+VOLT_API void volt_step_config_init(volt_step_config *cfg);
+VOLT_API volt_status volt_step_create(const volt_step_config *cfg, volt_step **out);
+VOLT_API void volt_step_destroy(volt_step *s);              /* NULL-safe */
 
 /* Begin a step: training=true records the tape and makes dropout active. `rng_offset`
  * selects the dropout stream (the trainer passes the global micro-step). */
-volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
+VOLT_API volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
 /* Backward from a scalar f32 loss: accumulates into parameter grads (param store) and
  * activation grads (arena). Errors if loss is not scalar or depends on no parameter.
  * Afterwards leaves (parameters, volt_tensor_requires_grad tensors) hold their grads; an
  * op output's grad is scratch (its buffer may have been reused for an input's grad, like
  * PyTorch's non-retained grads). */
-volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
+VOLT_API volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
 /* Backward from a tensor of any shape with the given upstream gradient (numel floats),
  * like torch.autograd.backward(t, grad). */
-volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out);
+VOLT_API volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out);
 /* Release the step's arena and tape. Tensors from this step become invalid. */
-void volt_step_end(volt_step *s);
+VOLT_API void volt_step_end(volt_step *s);
 
 /* The first error recorded in the step (ops return NULL on error and keep the message). */
-volt_status volt_step_status(const volt_step *s);
-const char *volt_step_errmsg(const volt_step *s);
-volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...)
+VOLT_API volt_status volt_step_status(const volt_step *s);
+VOLT_API const char *volt_step_errmsg(const volt_step *s);
+VOLT_API volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-bool volt_step_training(const volt_step *s);
-volt_params *volt_step_params(const volt_step *s);
+VOLT_API bool volt_step_training(const volt_step *s);
+VOLT_API volt_params *volt_step_params(const volt_step *s);
 
 /* Arena accounting: bytes in use now and the largest in use at any point since create. */
-size_t volt_step_arena_used(const volt_step *s);
-size_t volt_step_arena_peak(const volt_step *s);
+VOLT_API size_t volt_step_arena_used(const volt_step *s);
+VOLT_API size_t volt_step_arena_peak(const volt_step *s);
 /* How many heap allocations the arena and tape have made since create (0 growth after
  * warm-up is what "no malloc in the hot loop" means; tests check it). */
-uint64_t volt_step_heap_allocs(const volt_step *s);
+VOLT_API uint64_t volt_step_heap_allocs(const volt_step *s);
 
 /* Tensors owned by the step (valid until volt_step_end). _new is zero-filled;
  * _wrap borrows `data` (caller keeps it alive for the step) and copies nothing. */
-volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape);
-volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data);
+VOLT_API volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape);
+VOLT_API volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data);
 /* Mark a step-owned leaf as requiring grad (a float tensor); returns t. After backward
  * its gradient is in t->grad. Useful for gradient checks and input saliency. */
-volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
+VOLT_API volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
 /* Scratch memory from the step arena, 64-byte aligned, NOT zeroed. */
-void *volt_step_alloc(volt_step *s, size_t bytes);
+VOLT_API void *volt_step_alloc(volt_step *s, size_t bytes);
 
 /* Read a scalar tensor (any float/int dtype) as double. */
-double volt_tensor_item(const volt_tensor *t);
+VOLT_API double volt_tensor_item(const volt_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef VOLT_DATA_H
 #define VOLT_DATA_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 
 #ifdef __cplusplus
@@ -43,16 +45,16 @@ typedef struct volt_dataset {
 
 /* Takes ownership of self (ops->destroy(self) is called even if this fails). ops must
  * outlive the dataset; fields are copied (n_fields 1..VOLT_MAX_FIELDS, ndim <= 3). */
-volt_status volt_dataset_create(const volt_dataset_ops *ops, void *self, int n_fields,
+VOLT_API volt_status volt_dataset_create(const volt_dataset_ops *ops, void *self, int n_fields,
                                 const volt_field *fields, volt_dataset **out);
-void volt_dataset_destroy(volt_dataset *ds);                  /* NULL-safe */
-int64_t volt_dataset_len(const volt_dataset *ds);
+VOLT_API void volt_dataset_destroy(volt_dataset *ds);                  /* NULL-safe */
+VOLT_API int64_t volt_dataset_len(const volt_dataset *ds);
 /* A view of ds restricted to indices [start, start+count) (the parent must outlive it).
  * Its name is "<parent>[start:end]"; index i of the view is index start+i of ds. */
-volt_status volt_dataset_subset(volt_dataset *ds, int64_t start, int64_t count, volt_dataset **out);
+VOLT_API volt_status volt_dataset_subset(volt_dataset *ds, int64_t start, int64_t count, volt_dataset **out);
 /* In-memory dataset from caller arrays (copied): data[f] holds n samples of fields[f]
  * back to back (n * numel * dtype size bytes). Named "arrays". */
-volt_status volt_dataset_from_arrays(int n_fields, const volt_field *fields, const void *const *data,
+VOLT_API volt_status volt_dataset_from_arrays(int n_fields, const volt_field *fields, const void *const *data,
                                      int64_t n, volt_dataset **out);
 
 /* ---- batches ------------------------------------------------------------------------ */
@@ -69,9 +71,9 @@ typedef struct volt_batch {
 
 /* A batch from volt_loader_next is valid until the next volt_loader_next, _start,
  * _set_shard or _destroy on the same loader. */
-volt_tensor *volt_batch_field(const volt_batch *b, const char *name);   /* NULL if absent */
-volt_tensor *volt_batch_x(const volt_batch *b);                         /* field 0 */
-volt_tensor *volt_batch_y(const volt_batch *b);                         /* field "y", else the last */
+VOLT_API volt_tensor *volt_batch_field(const volt_batch *b, const char *name);   /* NULL if absent */
+VOLT_API volt_tensor *volt_batch_x(const volt_batch *b);                         /* field 0 */
+VOLT_API volt_tensor *volt_batch_y(const volt_batch *b);                         /* field "y", else the last */
 
 /* ---- loader --------------------------------------------------------------------------- */
 typedef struct volt_loader_config {
@@ -93,29 +95,29 @@ typedef struct volt_loader_config {
 
 typedef struct volt_loader volt_loader;
 
-void volt_loader_config_init(volt_loader_config *cfg);
+VOLT_API void volt_loader_config_init(volt_loader_config *cfg);
 /* The dataset is borrowed and must outlive the loader. */
-volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, volt_loader **out);
-void volt_loader_destroy(volt_loader *l);                     /* NULL-safe; joins workers */
-int64_t volt_loader_num_batches(const volt_loader *l);        /* per epoch, this rank */
-int64_t volt_loader_batch_size(const volt_loader *l);
-volt_dataset *volt_loader_dataset(const volt_loader *l);
+VOLT_API volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, volt_loader **out);
+VOLT_API void volt_loader_destroy(volt_loader *l);                     /* NULL-safe; joins workers */
+VOLT_API int64_t volt_loader_num_batches(const volt_loader *l);        /* per epoch, this rank */
+VOLT_API int64_t volt_loader_batch_size(const volt_loader *l);
+VOLT_API volt_dataset *volt_loader_dataset(const volt_loader *l);
 /* Start (or restart) an epoch at batch `start_batch` (0 normally; >0 to resume mid-epoch;
  * 0 <= start_batch <= num_batches). The order is a pure function of (seed, epoch, rank,
  * world), so resuming at (epoch, k) yields the batches an uninterrupted run would. Work
  * in flight for the previous epoch is cancelled and discarded first. */
-volt_status volt_loader_start(volt_loader *l, int64_t epoch, int64_t start_batch);
+VOLT_API volt_status volt_loader_start(volt_loader *l, int64_t epoch, int64_t start_batch);
 /* Next batch of the current epoch: VOLT_OK with *out set, VOLT_STOP at the end of the epoch,
  * or an error (a dataset get failed: message in volt_loader_errmsg, naming the dataset and
  * sample index). An error sticks until the next volt_loader_start; VOLT_ERR_STATE before
  * the first volt_loader_start. */
-volt_status volt_loader_next(volt_loader *l, const volt_batch **out);
-const char *volt_loader_errmsg(const volt_loader *l);
+VOLT_API volt_status volt_loader_next(volt_loader *l, const volt_batch **out);
+VOLT_API const char *volt_loader_errmsg(const volt_loader *l);
 /* Where the loader is: epoch and the index of the next batch it will return. */
-void volt_loader_position(const volt_loader *l, int64_t *epoch, int64_t *next_batch);
+VOLT_API void volt_loader_position(const volt_loader *l, int64_t *epoch, int64_t *next_batch);
 /* Change the distributed shard after creation (strategies call this). Cancels the current
  * epoch: call volt_loader_start before the next volt_loader_next. */
-volt_status volt_loader_set_shard(volt_loader *l, int rank, int world);
+VOLT_API volt_status volt_loader_set_shard(volt_loader *l, int rank, int world);
 
 /* ---- file formats ---------------------------------------------------------------------- */
 /* IDX images + labels (MNIST / Fashion-MNIST), plain or gzip. Fields: "x" f32 (H*W) scaled
@@ -123,7 +125,7 @@ volt_status volt_loader_set_shard(volt_loader *l, int rank, int world);
  * (magic, dims, counts match, file long enough) with errors naming the file: VOLT_ERR_IO
  * for a file that cannot be opened or read, VOLT_ERR_CORRUPT for bad contents. The message
  * goes to err (errlen bytes, may be NULL). The dataset is named after the images file. */
-volt_status volt_idx_dataset(const char *images_path, const char *labels_path, float mean, float std,
+VOLT_API volt_status volt_idx_dataset(const char *images_path, const char *labels_path, float mean, float std,
                              volt_dataset **out, char *err, size_t errlen);
 
 #ifdef __cplusplus

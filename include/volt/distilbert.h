@@ -39,6 +39,8 @@
 #ifndef VOLT_DISTILBERT_H
 #define VOLT_DISTILBERT_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 #include "volt/params.h"
 #include "volt/optim.h"
@@ -81,7 +83,7 @@ typedef struct volt_distilbert_config {
 #define VOLT_DISTILBERT_CONFIG_VERSION 1u
 
 /* Defaults: distilbert-base-uncased, 2 classes, Adam lr 5e-5, no schedule. */
-void volt_distilbert_config_init(volt_distilbert_config *cfg);
+VOLT_API void volt_distilbert_config_init(volt_distilbert_config *cfg);
 /* Set the architecture fields of a preset, leaving the others alone:
  *   "distilbert-base"  vocab 30522, max_pos 512, dim 768, 6 layers, 12 heads, hidden 3072
  *   "small"            vocab 30522, max_pos 512, dim 128, 2 layers,  2 heads, hidden 512
@@ -89,19 +91,19 @@ void volt_distilbert_config_init(volt_distilbert_config *cfg);
  *   "tiny"             vocab 97,    max_pos 16,  dim 32,  2 layers,  4 heads, hidden 64
  *                      (tests; the parity fixture's dims)
  * Errors: NOT_FOUND for an unknown name, INVALID_ARG for NULL. */
-volt_status volt_distilbert_preset(volt_distilbert_config *cfg, const char *name);
+VOLT_API volt_status volt_distilbert_preset(volt_distilbert_config *cfg, const char *name);
 
 /* Check the config and make the module (the config and its strings are copied).
  * Errors: INVALID_ARG (sizes, dim % n_heads, dropouts, lr, schedule, names), VERSION, NOMEM. */
-volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **self);
-void volt_distilbert_destroy(void *self);                                /* NULL-safe */
+VOLT_API volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **self);
+VOLT_API void volt_distilbert_destroy(void *self);                                /* NULL-safe */
 /* The module's config (strings owned by the module); valid until destroy. */
-const volt_distilbert_config *volt_distilbert_get_config(const void *self);
+VOLT_API const volt_distilbert_config *volt_distilbert_get_config(const void *self);
 
 /* The forward pass: input_ids (B, T) i32/i64, attention_mask (B, T) i32/i64/u8 or NULL
  * (all tokens attended) -> logits (B, n_classes) f32; NULL on error (message in the step).
  * Requires setup to have run on the step's param store (and the store to be finalized). */
-volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *input_ids,
+VOLT_API volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *input_ids,
                                      volt_tensor *attention_mask);
 
 /* Load weights from a safetensors file with HF names into the store that setup filled:
@@ -114,9 +116,9 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *inpu
  * newly initialised. Errors (message in volt_params_errmsg): IO / CORRUPT (the file),
  * NOT_FOUND (a missing body tensor, named), SHAPE (a tensor whose shape differs: both
  * shapes named), DTYPE. Requires a finalized store. */
-volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path);
+VOLT_API volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path);
 
-extern const volt_module_ops volt_distilbert_ops;
+VOLT_API extern const volt_module_ops volt_distilbert_ops;
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
  * tokenizer_config.json), so any DistilBERT shape loads with its own tokenizer casing. */
 #ifndef VOLT_DISTILBERT_HF_H
 #define VOLT_DISTILBERT_HF_H
+
+#include "volt/export.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include "volt/distilbert.h"
@@ -18,7 +20,7 @@ extern "C" {
  * true when the file or the key is absent. Errors: IO (no config.json), CORRUPT (not JSON,
  * a key of the wrong type or range), UNSUPPORTED (activation, model_type); err says which
  * file and key. */
-volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const char *dir, bool *do_lower_case,
+VOLT_API volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const char *dir, bool *do_lower_case,
                                            char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -14,6 +14,8 @@
 #ifndef VOLT_DTYPE_H
 #define VOLT_DTYPE_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 
 #ifdef __cplusplus
@@ -21,22 +23,22 @@ extern "C" {
 #endif
 
 /* ---- conversions ---------------------------------------------------------------- */
-uint16_t volt_f32_to_bf16(float x);
-float volt_bf16_to_f32(uint16_t h);
-uint16_t volt_f32_to_f16(float x);
-float volt_f16_to_f32(uint16_t h);
+VOLT_API uint16_t volt_f32_to_bf16(float x);
+VOLT_API float volt_bf16_to_f32(uint16_t h);
+VOLT_API uint16_t volt_f32_to_f16(float x);
+VOLT_API float volt_f16_to_f32(uint16_t h);
 
 /* n elements; src and dst must not overlap. */
-void volt_f32_to_bf16_array(const float *src, uint16_t *dst, int64_t n);
-void volt_bf16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
-void volt_f32_to_f16_array(const float *src, uint16_t *dst, int64_t n);
-void volt_f16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
+VOLT_API void volt_f32_to_bf16_array(const float *src, uint16_t *dst, int64_t n);
+VOLT_API void volt_bf16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
+VOLT_API void volt_f32_to_f16_array(const float *src, uint16_t *dst, int64_t n);
+VOLT_API void volt_f16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
 /* Between any two of f32, bf16, f16 (same dtype: a copy). n elements, no overlap.
  * Returns VOLT_ERR_DTYPE for other dtypes. */
-volt_status volt_convert(void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
+VOLT_API volt_status volt_convert(void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
 
 /* True for f32, bf16, f16. */
-bool volt_dtype_is_float(volt_dtype dt);
+VOLT_API bool volt_dtype_is_float(volt_dtype dt);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 #ifndef VOLT_MODELS_H
 #define VOLT_MODELS_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 #include "volt/optim.h"
 #include "volt/trainer.h"
@@ -45,15 +47,15 @@ typedef struct volt_mlp_config {
 } volt_mlp_config;
 #define VOLT_MLP_CONFIG_VERSION 1u
 
-void volt_mlp_config_init(volt_mlp_config *cfg);
+VOLT_API void volt_mlp_config_init(volt_mlp_config *cfg);
 /* Checks the config and makes the module (the config is copied; field names too).
  * Errors: INVALID_ARG (bad sizes, dropout, lr), VERSION, NOMEM. */
-volt_status volt_mlp_create(const volt_mlp_config *cfg, void **self);
-void volt_mlp_destroy(void *self);                                  /* NULL-safe */
+VOLT_API volt_status volt_mlp_create(const volt_mlp_config *cfg, void **self);
+VOLT_API void volt_mlp_destroy(void *self);                                  /* NULL-safe */
 /* The forward pass: x (B, in_features) f32 -> logits (B, out_features); NULL on error
  * (message in the step). Requires setup to have run on the step's param store. */
-volt_tensor *volt_mlp_forward(void *self, volt_step *s, volt_tensor *x);
-extern const volt_module_ops volt_mlp_ops;
+VOLT_API volt_tensor *volt_mlp_forward(void *self, volt_step *s, volt_tensor *x);
+VOLT_API extern const volt_module_ops volt_mlp_ops;
 
 /* ---- CNN: conv-relu-pool x 2, flatten, linear-relu-dropout-linear ---------------------- *
  * conv1 (in_channels -> conv1_channels, 3x3, padding 1) - relu - maxpool 2
@@ -76,12 +78,12 @@ typedef struct volt_cnn_config {
 } volt_cnn_config;
 #define VOLT_CNN_CONFIG_VERSION 1u
 
-void volt_cnn_config_init(volt_cnn_config *cfg);
-volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self);
-void volt_cnn_destroy(void *self);                                  /* NULL-safe */
+VOLT_API void volt_cnn_config_init(volt_cnn_config *cfg);
+VOLT_API volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self);
+VOLT_API void volt_cnn_destroy(void *self);                                  /* NULL-safe */
 /* x (B, C*H*W) or (B, C, H, W) f32 -> logits (B, out_features); NULL on error. */
-volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x);
-extern const volt_module_ops volt_cnn_ops;
+VOLT_API volt_tensor *volt_cnn_forward(void *self, volt_step *s, volt_tensor *x);
+VOLT_API extern const volt_module_ops volt_cnn_ops;
 
 #ifdef __cplusplus
 }

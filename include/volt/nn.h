@@ -22,6 +22,8 @@
 #ifndef VOLT_NN_H
 #define VOLT_NN_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 #include "volt/params.h"
 
@@ -48,7 +50,7 @@ typedef enum volt_nn_act {
     VOLT_NN_RELU = 0, VOLT_NN_GELU, VOLT_NN_GELU_TANH, VOLT_NN_TANH, VOLT_NN_IDENTITY
 } volt_nn_act;
 /* x -> act(x); VOLT_NN_IDENTITY returns x. */
-volt_tensor *volt_nn_activation(volt_step *s, volt_nn_act act, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_activation(volt_step *s, volt_nn_act act, volt_tensor *x);
 
 /* ---- Linear: x (..., in) -> (..., out) -------------------------------------------------------- *
  * <prefix>.weight (out, in), <prefix>.bias (out), declared in that order. */
@@ -67,13 +69,13 @@ typedef struct volt_nn_linear_config {
 } volt_nn_linear_config;
 #define VOLT_NN_LINEAR_CONFIG_VERSION 1u
 
-void volt_nn_linear_config_init(volt_nn_linear_config *cfg);
+VOLT_API void volt_nn_linear_config_init(volt_nn_linear_config *cfg);
 /* nn.Linear(in, out): bias, its own unit, PyTorch init. Errors: INVALID_ARG (sizes, name). */
-volt_status volt_nn_linear_declare(volt_params *ps, const char *prefix, int64_t in, int64_t out,
+VOLT_API volt_status volt_nn_linear_declare(volt_params *ps, const char *prefix, int64_t in, int64_t out,
                                    volt_nn_linear *l);
-volt_status volt_nn_linear_declare_ex(volt_params *ps, const char *prefix, int64_t in, int64_t out,
+VOLT_API volt_status volt_nn_linear_declare_ex(volt_params *ps, const char *prefix, int64_t in, int64_t out,
                                       const volt_nn_linear_config *cfg, volt_nn_linear *l);
-volt_tensor *volt_nn_linear_forward(volt_step *s, const volt_nn_linear *l, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_linear_forward(volt_step *s, const volt_nn_linear *l, volt_tensor *x);
 
 /* ---- LayerNorm over the last dim: x (..., dim) -> (..., dim) ---------------------------------- *
  * <prefix>.weight (dim) = 1, <prefix>.bias (dim) = 0 (when affine). */
@@ -91,11 +93,11 @@ typedef struct volt_nn_layernorm_config {
 } volt_nn_layernorm_config;
 #define VOLT_NN_LAYERNORM_CONFIG_VERSION 1u
 
-void volt_nn_layernorm_config_init(volt_nn_layernorm_config *cfg);
-volt_status volt_nn_layernorm_declare(volt_params *ps, const char *prefix, int64_t dim, volt_nn_layernorm *ln);
-volt_status volt_nn_layernorm_declare_ex(volt_params *ps, const char *prefix, int64_t dim,
+VOLT_API void volt_nn_layernorm_config_init(volt_nn_layernorm_config *cfg);
+VOLT_API volt_status volt_nn_layernorm_declare(volt_params *ps, const char *prefix, int64_t dim, volt_nn_layernorm *ln);
+VOLT_API volt_status volt_nn_layernorm_declare_ex(volt_params *ps, const char *prefix, int64_t dim,
                                          const volt_nn_layernorm_config *cfg, volt_nn_layernorm *ln);
-volt_tensor *volt_nn_layernorm_forward(volt_step *s, const volt_nn_layernorm *ln, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_layernorm_forward(volt_step *s, const volt_nn_layernorm *ln, volt_tensor *x);
 
 /* ---- Embedding: ids (...) i32/i64 -> (..., dim) --------------------------------------------- *
  * <prefix>.weight (num, dim). With padding_idx >= 0, as nn.Embedding(padding_idx=...): the
@@ -116,17 +118,17 @@ typedef struct volt_nn_embedding_config {
 } volt_nn_embedding_config;
 #define VOLT_NN_EMBEDDING_CONFIG_VERSION 1u
 
-void volt_nn_embedding_config_init(volt_nn_embedding_config *cfg);
-volt_status volt_nn_embedding_declare(volt_params *ps, const char *prefix, int64_t num, int64_t dim,
+VOLT_API void volt_nn_embedding_config_init(volt_nn_embedding_config *cfg);
+VOLT_API volt_status volt_nn_embedding_declare(volt_params *ps, const char *prefix, int64_t num, int64_t dim,
                                       volt_nn_embedding *e);
-volt_status volt_nn_embedding_declare_ex(volt_params *ps, const char *prefix, int64_t num, int64_t dim,
+VOLT_API volt_status volt_nn_embedding_declare_ex(volt_params *ps, const char *prefix, int64_t num, int64_t dim,
                                          const volt_nn_embedding_config *cfg, volt_nn_embedding *e);
-volt_tensor *volt_nn_embedding_forward(volt_step *s, const volt_nn_embedding *e, volt_tensor *ids);
+VOLT_API volt_tensor *volt_nn_embedding_forward(volt_step *s, const volt_nn_embedding *e, volt_tensor *ids);
 
 /* ---- Dropout (no parameters): inverted dropout with p in a training step ---------------------- */
 typedef struct volt_nn_dropout { float p; } volt_nn_dropout;
 /* Each call takes the step's next dropout index, even with p == 0 (volt_dropout). */
-volt_tensor *volt_nn_dropout_forward(volt_step *s, const volt_nn_dropout *d, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_dropout_forward(volt_step *s, const volt_nn_dropout *d, volt_tensor *x);
 
 /* ---- Multi-head attention: x (B, T, dim) -> (B, T, dim) --------------------------------------- *
  * <prefix>.<q_name>, .<k_name>, .<v_name>, .<out_name> are Linear(dim, dim) layers (weight,
@@ -155,13 +157,13 @@ typedef struct volt_nn_mha_config {
 } volt_nn_mha_config;
 #define VOLT_NN_MHA_CONFIG_VERSION 1u
 
-void volt_nn_mha_config_init(volt_nn_mha_config *cfg);
-volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim,
+VOLT_API void volt_nn_mha_config_init(volt_nn_mha_config *cfg);
+VOLT_API volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim,
                                 const volt_nn_mha_config *cfg, volt_nn_mha *a);
 /* Self-attention: query = key = value = x. */
-volt_tensor *volt_nn_mha_forward(volt_step *s, const volt_nn_mha *a, volt_tensor *x, volt_tensor *key_mask);
+VOLT_API volt_tensor *volt_nn_mha_forward(volt_step *s, const volt_nn_mha *a, volt_tensor *x, volt_tensor *key_mask);
 /* Cross-attention: xq (B, Tq, dim) attends over xkv (B, Tk, dim) -> (B, Tq, dim). */
-volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *xq, volt_tensor *xkv,
+VOLT_API volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *xq, volt_tensor *xkv,
                                volt_tensor *key_mask);
 
 /* ---- Transformer encoder layer: x (B, T, dim) -> (B, T, dim) ---------------------------------- *
@@ -206,14 +208,14 @@ typedef struct volt_nn_encoder_config {
 
 /* DistilBERT's post-LN block: its names, dropouts 0.1, GELU, no attention-output dropout;
  * ln_eps 1e-5 (DistilBERT and BERT use 1e-12). */
-void volt_nn_encoder_config_init(volt_nn_encoder_config *cfg);
+VOLT_API void volt_nn_encoder_config_init(volt_nn_encoder_config *cfg);
 /* GPT-2's pre-LN block: norm_first, causal, GELU-tanh, ln_eps 1e-5, attn_out_dropout, and
  * names "ln_1", "attn" ("q_proj", "k_proj", "v_proj", "c_proj"), "mlp.c_fc", "mlp.c_proj",
  * "ln_2" (GPT-2 packs q/k/v into one c_attn; volt keeps them apart). */
-void volt_nn_encoder_config_init_gpt(volt_nn_encoder_config *cfg);
-volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t dim,
+VOLT_API void volt_nn_encoder_config_init_gpt(volt_nn_encoder_config *cfg);
+VOLT_API volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t dim,
                                     const volt_nn_encoder_config *cfg, volt_nn_encoder_layer *e);
-volt_tensor *volt_nn_encoder_forward(volt_step *s, const volt_nn_encoder_layer *e, volt_tensor *x,
+VOLT_API volt_tensor *volt_nn_encoder_forward(volt_step *s, const volt_nn_encoder_layer *e, volt_tensor *x,
                              volt_tensor *key_mask);
 
 /* ---- Conv2d: x (N, C, H, W) -> (N, O, OH, OW); MaxPool2d ---------------------------------------- *
@@ -236,17 +238,17 @@ typedef struct volt_nn_conv2d_config {
 } volt_nn_conv2d_config;
 #define VOLT_NN_CONV2D_CONFIG_VERSION 1u
 
-void volt_nn_conv2d_config_init(volt_nn_conv2d_config *cfg);
+VOLT_API void volt_nn_conv2d_config_init(volt_nn_conv2d_config *cfg);
 /* nn.Conv2d(in, out, kernel, stride=1, padding=0). */
-volt_status volt_nn_conv2d_declare(volt_params *ps, const char *prefix, int64_t in_channels,
+VOLT_API volt_status volt_nn_conv2d_declare(volt_params *ps, const char *prefix, int64_t in_channels,
                                    int64_t out_channels, int kernel, volt_nn_conv2d *c);
-volt_status volt_nn_conv2d_declare_ex(volt_params *ps, const char *prefix, int64_t in_channels,
+VOLT_API volt_status volt_nn_conv2d_declare_ex(volt_params *ps, const char *prefix, int64_t in_channels,
                                       int64_t out_channels, int kernel, const volt_nn_conv2d_config *cfg,
                                       volt_nn_conv2d *c);
-volt_tensor *volt_nn_conv2d_forward(volt_step *s, const volt_nn_conv2d *c, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_conv2d_forward(volt_step *s, const volt_nn_conv2d *c, volt_tensor *x);
 
 typedef struct volt_nn_max_pool2d { int kernel, stride; } volt_nn_max_pool2d;   /* stride 0 = kernel */
-volt_tensor *volt_nn_max_pool2d_forward(volt_step *s, const volt_nn_max_pool2d *p, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_max_pool2d_forward(volt_step *s, const volt_nn_max_pool2d *p, volt_tensor *x);
 
 /* ---- Sequential: layers applied in order ------------------------------------------------------- *
  * A list of borrowed layer pointers (they live in the module next to it); the user still
@@ -269,9 +271,9 @@ typedef struct volt_nn_seq {
 
 /* Append a layer (NULL for the parameterless kinds ACT_*, FLATTEN). Errors: INVALID_ARG
  * (unknown kind, missing layer), NOMEM (more than VOLT_NN_SEQ_MAX). */
-volt_status volt_nn_seq_add(volt_nn_seq *q, volt_nn_kind kind, const void *layer);
+VOLT_API volt_status volt_nn_seq_add(volt_nn_seq *q, volt_nn_kind kind, const void *layer);
 /* Apply the items in order (an encoder layer gets no key mask). */
-volt_tensor *volt_nn_seq_forward(volt_step *s, const volt_nn_seq *q, volt_tensor *x);
+VOLT_API volt_tensor *volt_nn_seq_forward(volt_step *s, const volt_nn_seq *q, volt_tensor *x);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #ifndef VOLT_OPS_H
 #define VOLT_OPS_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 
 #ifdef __cplusplus
@@ -17,28 +19,28 @@ extern "C" {
 
 /* ---- linear algebra ------------------------------------------------------------- */
 /* a (..., M, K) x b (K, N) -> (..., M, N); or batched a (B, M, K) x b (B, K, N). */
-volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b);
+VOLT_API volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b);
 /* x (..., in) · w(out, in)^T + b(out) -> (..., out); b may be NULL. PyTorch layout. */
-volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b);
+VOLT_API volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b);
 
 /* ---- elementwise ------------------------------------------------------------------ */
 /* b has a's shape or a's trailing dims (broadcast over the leading ones: a bias). */
-volt_tensor *volt_add(volt_step *s, volt_tensor *a, volt_tensor *b);
-volt_tensor *volt_mul(volt_step *s, volt_tensor *a, volt_tensor *b);
-volt_tensor *volt_scale(volt_step *s, volt_tensor *a, float alpha);
+VOLT_API volt_tensor *volt_add(volt_step *s, volt_tensor *a, volt_tensor *b);
+VOLT_API volt_tensor *volt_mul(volt_step *s, volt_tensor *a, volt_tensor *b);
+VOLT_API volt_tensor *volt_scale(volt_step *s, volt_tensor *a, float alpha);
 /* x (..., C) + b (C): volt_add with a bias. */
-volt_tensor *volt_bias(volt_step *s, volt_tensor *x, volt_tensor *b);
-volt_tensor *volt_relu(volt_step *s, volt_tensor *x);
-volt_tensor *volt_gelu(volt_step *s, volt_tensor *x);        /* exact, erf form */
-volt_tensor *volt_gelu_tanh(volt_step *s, volt_tensor *x);   /* tanh approximation */
-volt_tensor *volt_tanh(volt_step *s, volt_tensor *x);
-volt_tensor *volt_sigmoid(volt_step *s, volt_tensor *x);
+VOLT_API volt_tensor *volt_bias(volt_step *s, volt_tensor *x, volt_tensor *b);
+VOLT_API volt_tensor *volt_relu(volt_step *s, volt_tensor *x);
+VOLT_API volt_tensor *volt_gelu(volt_step *s, volt_tensor *x);        /* exact, erf form */
+VOLT_API volt_tensor *volt_gelu_tanh(volt_step *s, volt_tensor *x);   /* tanh approximation */
+VOLT_API volt_tensor *volt_tanh(volt_step *s, volt_tensor *x);
+VOLT_API volt_tensor *volt_sigmoid(volt_step *s, volt_tensor *x);
 
 /* ---- normalisation, probabilities, losses ---------------------------------------- */
-volt_tensor *volt_softmax(volt_step *s, volt_tensor *x);      /* over the last dim */
-volt_tensor *volt_log_softmax(volt_step *s, volt_tensor *x);  /* over the last dim */
+VOLT_API volt_tensor *volt_softmax(volt_step *s, volt_tensor *x);      /* over the last dim */
+VOLT_API volt_tensor *volt_log_softmax(volt_step *s, volt_tensor *x);  /* over the last dim */
 /* x (..., C) normalised over C; w, b (C) may be NULL (no affine). */
-volt_tensor *volt_layernorm(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b, float eps);
+VOLT_API volt_tensor *volt_layernorm(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b, float eps);
 
 typedef struct volt_ce_opts {
     int64_t ignore_index;      /* targets equal to this contribute nothing; default -100 */
@@ -46,25 +48,25 @@ typedef struct volt_ce_opts {
 } volt_ce_opts;
 #define VOLT_CE_DEFAULTS ((volt_ce_opts){ .ignore_index = -100, .label_smoothing = 0.f })
 /* logits (N, C), target (N) i32/i64 -> scalar mean over non-ignored targets. */
-volt_tensor *volt_cross_entropy(volt_step *s, volt_tensor *logits, volt_tensor *target);
-volt_tensor *volt_cross_entropy_ex(volt_step *s, volt_tensor *logits, volt_tensor *target,
+VOLT_API volt_tensor *volt_cross_entropy(volt_step *s, volt_tensor *logits, volt_tensor *target);
+VOLT_API volt_tensor *volt_cross_entropy_ex(volt_step *s, volt_tensor *logits, volt_tensor *target,
                                    const volt_ce_opts *opts);
 /* mean((a - b)^2) -> scalar; both float, same shape. */
-volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b);
+VOLT_API volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b);
 
 /* ---- lookup, regularisation -------------------------------------------------------- */
 /* ids (...) i32/i64, table (V, D) -> (..., D). Out-of-range ids are an error. */
-volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table);
+VOLT_API volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table);
 /* Inverted dropout with probability p in a training step, identity otherwise. The mask is
  * a pure function of (seed, step offset, call index in the step, element index). */
-volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p);
+VOLT_API volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p);
 
 /* ---- attention -------------------------------------------------------------------- */
 /* Scaled dot-product attention. q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
  * key_mask (B, Tk) u8/i32/i64, nonzero = attend (padding mask), may be NULL; causal masks
  * keys after the query position. Scale 1/sqrt(D). Fused: no (Tq, Tk) matrix is kept for
  * backward (it is recomputed per (b, h) block). */
-volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+VOLT_API volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                             volt_tensor *key_mask, bool causal);
 /* volt_attention with inverted dropout p on the attention probabilities (HF's attention
  * dropout), fused: the mask is drawn inside the kernel from the counter-based RNG and
@@ -73,45 +75,45 @@ volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *k, volt_t
  * volt_dropout(volt_softmax(scale q k^T + mask), p) would keep on the (B, H, Tq, Tk)
  * probabilities: both forms give the same result and leave the step's later masks alone.
  * Identity dropout when p == 0 or not training. p must be in [0, 1). */
-volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+VOLT_API volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                                     volt_tensor *key_mask, bool causal, float p);
 
 /* ---- shape ------------------------------------------------------------------------- */
 /* Same data, new shape (numel must match); one dim may be -1. Free: no copy. */
-volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape);
+VOLT_API volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape);
 /* perm[i] = which input dim becomes output dim i. */
-volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm);
-volt_tensor *volt_transpose(volt_step *s, volt_tensor *x, int d0, int d1);
+VOLT_API volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm);
+VOLT_API volt_tensor *volt_transpose(volt_step *s, volt_tensor *x, int d0, int d1);
 /* x[..., start:start+len, ...] along dim. */
-volt_tensor *volt_slice(volt_step *s, volt_tensor *x, int dim, int64_t start, int64_t len);
+VOLT_API volt_tensor *volt_slice(volt_step *s, volt_tensor *x, int dim, int64_t start, int64_t len);
 /* x[..., index, ...] along dim; the dim is removed (e.g. the CLS token: dim 1, index 0). */
-volt_tensor *volt_select(volt_step *s, volt_tensor *x, int dim, int64_t index);
+VOLT_API volt_tensor *volt_select(volt_step *s, volt_tensor *x, int dim, int64_t index);
 /* Concatenate n tensors along dim; other dims must match. */
-volt_tensor *volt_concat(volt_step *s, volt_tensor *const *xs, int n, int dim);
+VOLT_API volt_tensor *volt_concat(volt_step *s, volt_tensor *const *xs, int n, int dim);
 
 /* ---- reductions ---------------------------------------------------------------------- */
-volt_tensor *volt_sum(volt_step *s, volt_tensor *x);    /* all elements -> scalar */
-volt_tensor *volt_mean(volt_step *s, volt_tensor *x);   /* all elements -> scalar */
+VOLT_API volt_tensor *volt_sum(volt_step *s, volt_tensor *x);    /* all elements -> scalar */
+VOLT_API volt_tensor *volt_mean(volt_step *s, volt_tensor *x);   /* all elements -> scalar */
 
 /* ---- convolution ------------------------------------------------------------------- */
 /* x (N, C, H, W), w (O, C, KH, KW), b (O) or NULL -> (N, O, OH, OW). */
-volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b,
+VOLT_API volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b,
                          int stride, int padding);
 /* x (N, C, H, W) -> (N, C, OH, OW), window k, stride (0 = k), no padding. */
-volt_tensor *volt_max_pool2d(volt_step *s, volt_tensor *x, int k, int stride);
+VOLT_API volt_tensor *volt_max_pool2d(volt_step *s, volt_tensor *x, int k, int stride);
 
 /* ---- no-grad helpers ----------------------------------------------------------------- */
 /* logits (N, C) -> i64 (N) index of the max (first on ties). */
-volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits);
+VOLT_API volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits);
 /* Fraction of rows whose argmax equals target (i32/i64, targets == ignore -100 skipped):
  * an f32 scalar with no grad. */
-volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target);
+VOLT_API volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target);
 
 /* ---- the cast op ------------------------------------------------------------------ */
 /* x (float dtype) as dtype dt (f32, bf16 or f16), same shape. Returns x itself when it
  * already has dt. Differentiable: the f32 gradient of the result is added to x's f32
  * gradient unchanged (gradients are f32 for every dtype). */
-volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt);
+VOLT_API volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt);
 
 /* ---- the step's compute dtype ------------------------------------------------------- */
 /* The dtype of the GEMM operands of volt_linear and volt_matmul: f32 (default) or bf16/f16
@@ -121,8 +123,8 @@ volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt);
  * the precision plugin; it stays until changed. Any op also accepts 16-bit inputs (a
  * parameter stored in 16 bits, a cast result): GEMMs and layout ops read them directly,
  * other ops compute on an exact f32 copy made by a recorded cast node. */
-volt_status volt_step_set_compute_dtype(volt_step *s, volt_dtype dt);
-volt_dtype volt_step_compute_dtype(const volt_step *s);
+VOLT_API volt_status volt_step_set_compute_dtype(volt_step *s, volt_dtype dt);
+VOLT_API volt_dtype volt_step_compute_dtype(const volt_step *s);
 
 #ifdef __cplusplus
 }

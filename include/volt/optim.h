@@ -14,6 +14,8 @@
 #ifndef VOLT_OPTIM_H
 #define VOLT_OPTIM_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 #include "volt/params.h"
 
@@ -51,56 +53,56 @@ typedef struct volt_optimizer_config {
 } volt_optimizer_config;
 #define VOLT_OPTIMIZER_CONFIG_VERSION 1u
 
-void volt_optimizer_config_init(volt_optimizer_config *cfg);
+VOLT_API void volt_optimizer_config_init(volt_optimizer_config *cfg);
 /* Checks a config without creating anything (the trainer validates early). */
-volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg);
+VOLT_API volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg);
 
 /* ps must be finalized and outlive the optimizer (borrowed). State buffers (zeroed) cover
  * every unit's full range until volt_optimizer_set_range. Errors: INVALID_ARG (bad config),
  * VERSION, STATE (store not finalized), NOMEM. */
-volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
+VOLT_API volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
                                   volt_optimizer **out);
-void volt_optimizer_destroy(volt_optimizer *opt);                   /* NULL-safe */
-const char *volt_optimizer_errmsg(const volt_optimizer *opt);       /* last error, "" if none */
+VOLT_API void volt_optimizer_destroy(volt_optimizer *opt);                   /* NULL-safe */
+VOLT_API const char *volt_optimizer_errmsg(const volt_optimizer *opt);       /* last error, "" if none */
 /* The config as created (cfg->lr stays the base lr; the current lr is volt_optimizer_lr). */
-const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt);
+VOLT_API const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt);
 
 /* One update of every unit's range with the current lr and the grads in the store;
  * parameters without VOLT_TENSOR_REQUIRES_GRAD (frozen) are left untouched, and so is
  * their state. Increments the step count once. Never allocates. The SGD momentum buffer
  * is initialised to the grad (PyTorch's first step) when the step count is 0, so a run
  * resumed with volt_optimizer_set_step_count continues exactly. */
-volt_status volt_optimizer_step(volt_optimizer *opt);
+VOLT_API volt_status volt_optimizer_step(volt_optimizer *opt);
 
 /* Restrict unit `unit` to floats [lo, hi) of its buffers (0 <= lo <= hi <= unit numel;
  * lo == hi = nothing to update). The state is reallocated to hi - lo floats; the part
  * overlapping the old range is kept, the rest is zero. Call before training or restore. */
-volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi);
+VOLT_API volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi);
 /* The unit's current range; returns INVALID_ARG for a bad unit index. */
-volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *lo, int64_t *hi);
+VOLT_API volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *lo, int64_t *hi);
 
-void volt_optimizer_set_lr(volt_optimizer *opt, float lr);      /* schedulers call this */
-float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr */
-float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
-int64_t volt_optimizer_step_count(const volt_optimizer *opt);   /* steps taken */
+VOLT_API void volt_optimizer_set_lr(volt_optimizer *opt, float lr);      /* schedulers call this */
+VOLT_API float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr */
+VOLT_API float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
+VOLT_API int64_t volt_optimizer_step_count(const volt_optimizer *opt);   /* steps taken */
 /* On restore; negative counts are taken as 0. */
-void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps);
+VOLT_API void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps);
 
 /* ---- checkpoint access to the state ---------------------------------------------- */
 /* SGD with momentum: 1 ("momentum_buffer"); Adam/AdamW: 2 ("exp_avg", "exp_avg_sq");
  * SGD without momentum: 0. Names follow torch.optim's state_dict keys. */
-int volt_optimizer_state_count(const volt_optimizer *opt);
-const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
+VOLT_API int volt_optimizer_state_count(const volt_optimizer *opt);
+VOLT_API const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
 /* State k of unit `unit`: a buffer of hi - lo floats holding unit floats [lo, hi) (lo, hi
  * may be NULL). Valid until the next set_range of that unit or destroy; NULL for bad
  * arguments or an empty range, and when the states are not f32. Writable: checkpoint
  * restore fills it. */
-float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
+VOLT_API float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
 /* The same buffer in any state dtype: hi - lo elements of volt_optimizer_state_dtype. */
-void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
-volt_dtype volt_optimizer_state_dtype(const volt_optimizer *opt);
+VOLT_API void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
+VOLT_API volt_dtype volt_optimizer_state_dtype(const volt_optimizer *opt);
 /* Bytes of state this optimizer holds (all units' ranges, all states). */
-int64_t volt_optimizer_state_bytes(const volt_optimizer *opt);
+VOLT_API int64_t volt_optimizer_state_bytes(const volt_optimizer *opt);
 
 /* ---- schedulers ------------------------------------------------------------------ */
 typedef enum volt_sched_kind {
@@ -132,24 +134,24 @@ typedef struct volt_scheduler_config {
 } volt_scheduler_config;
 #define VOLT_SCHEDULER_CONFIG_VERSION 1u
 
-void volt_scheduler_config_init(volt_scheduler_config *cfg);
-volt_status volt_scheduler_config_validate(const volt_scheduler_config *cfg);
+VOLT_API void volt_scheduler_config_init(volt_scheduler_config *cfg);
+VOLT_API volt_status volt_scheduler_config_validate(const volt_scheduler_config *cfg);
 /* The lr at scheduler step `step` (pure; the HF/torch lambda, in double, times base_lr).
  * As in HF, COSINE past total_steps follows the cosine back up, LINEAR stays at 0.
  * An invalid config gives base_lr. */
-float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step);
+VOLT_API float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step);
 
 /* opt is borrowed and must outlive the scheduler; base lr = volt_optimizer_base_lr(opt).
  * Sets the optimizer's lr to lr_at(0) (as torch's LambdaLR constructor does). */
-volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
+VOLT_API volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
                                   volt_scheduler **out);
-void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
-const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
+VOLT_API void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
+VOLT_API const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
 /* Advance the counter by one and set the optimizer's lr to lr_at(counter). */
-void volt_scheduler_step(volt_scheduler *s);
-int64_t volt_scheduler_last_step(const volt_scheduler *s);
+VOLT_API void volt_scheduler_step(volt_scheduler *s);
+VOLT_API int64_t volt_scheduler_last_step(const volt_scheduler *s);
 /* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step). */
-volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step);
+VOLT_API volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef VOLT_PARAMS_H
 #define VOLT_PARAMS_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 
 #ifdef __cplusplus
@@ -51,56 +53,56 @@ typedef struct volt_params_config {
 } volt_params_config;
 #define VOLT_PARAMS_CONFIG_VERSION 1u
 
-void volt_params_config_init(volt_params_config *cfg);
-volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);
-void volt_params_destroy(volt_params *ps);                 /* NULL-safe */
-const char *volt_params_errmsg(const volt_params *ps);
+VOLT_API void volt_params_config_init(volt_params_config *cfg);
+VOLT_API volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);
+VOLT_API void volt_params_destroy(volt_params *ps);                 /* NULL-safe */
+VOLT_API const char *volt_params_errmsg(const volt_params *ps);
 /* Record an error message on the store (modules use it in setup/init_weights); returns st. */
-volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, ...)
+VOLT_API volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- declaring (before finalize) ------------------------------------------------ */
 /* Start a new unit; later declarations go into it. Params declared before any call go
  * into an implicit unit named "default". Names must be unique. */
-volt_status volt_params_unit(volt_params *ps, const char *name);
+VOLT_API volt_status volt_params_unit(volt_params *ps, const char *name);
 /* Declare an f32 parameter. *out is a stable pointer, owned by the store; its data is
  * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize. */
-volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
+VOLT_API volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
                            volt_init init, volt_tensor **out);
 /* After p's init, zero its row `row` (first dim): nn.Embedding's padding_idx row.
  * Before finalize (else VOLT_ERR_STATE); row in [0, shape[0]) (else INVALID_ARG). */
-volt_status volt_param_set_init_zero_row(volt_params *ps, volt_tensor *p, int64_t row);
+VOLT_API volt_status volt_param_set_init_zero_row(volt_params *ps, volt_tensor *p, int64_t row);
 /* Pad every unit's flat buffers (values, grads, optimizer states) up to a multiple of
  * multiple * VOLT_PARAM_ALIGN floats, so a unit splits into `multiple` equal, aligned
  * slices (ZeRO/FSDP use the world size). Parameter offsets do not change; the padding
  * adds < multiple * VOLT_PARAM_ALIGN floats per unit and stays zero. Before finalize
  * (else VOLT_ERR_STATE); multiple >= 1 (default 1). */
-volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple);
+VOLT_API volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple);
 /* Allocate every unit's buffers and initialise parameters in declaration order. */
-volt_status volt_params_finalize(volt_params *ps);
-bool volt_params_finalized(const volt_params *ps);
+VOLT_API volt_status volt_params_finalize(volt_params *ps);
+VOLT_API bool volt_params_finalized(const volt_params *ps);
 
 /* Exclude a parameter from gradient computation (frozen); call any time. */
-void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad);
+VOLT_API void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad);
 
 /* ---- lookup --------------------------------------------------------------------- */
-int volt_params_count(const volt_params *ps);
-volt_tensor *volt_params_at(const volt_params *ps, int i);           /* declaration order */
-volt_tensor *volt_params_find(const volt_params *ps, const char *name); /* NULL if absent */
-int64_t volt_params_numel(const volt_params *ps);                    /* unpadded total */
+VOLT_API int volt_params_count(const volt_params *ps);
+VOLT_API volt_tensor *volt_params_at(const volt_params *ps, int i);           /* declaration order */
+VOLT_API volt_tensor *volt_params_find(const volt_params *ps, const char *name); /* NULL if absent */
+VOLT_API int64_t volt_params_numel(const volt_params *ps);                    /* unpadded total */
 
-int volt_params_unit_count(const volt_params *ps);
-volt_unit *volt_params_unit_at(const volt_params *ps, int i);
-const char *volt_unit_name(const volt_unit *u);
-int volt_unit_index(const volt_unit *u);
-int volt_unit_param_count(const volt_unit *u);
-volt_tensor *volt_unit_param(const volt_unit *u, int i);
+VOLT_API int volt_params_unit_count(const volt_params *ps);
+VOLT_API volt_unit *volt_params_unit_at(const volt_params *ps, int i);
+VOLT_API const char *volt_unit_name(const volt_unit *u);
+VOLT_API int volt_unit_index(const volt_unit *u);
+VOLT_API int volt_unit_param_count(const volt_unit *u);
+VOLT_API volt_tensor *volt_unit_param(const volt_unit *u, int i);
 /* Offset (in elements) of parameter p inside its unit's flat buffers. */
-int64_t volt_param_offset(const volt_tensor *p);
+VOLT_API int64_t volt_param_offset(const volt_tensor *p);
 /* Padded length in floats of the unit's flat buffers (values, grads, optimizer states). */
-int64_t volt_unit_numel(const volt_unit *u);
-float *volt_unit_data(const volt_unit *u);     /* NULL when parameters are stored in 16 bits */
-float *volt_unit_grad(const volt_unit *u);
+VOLT_API int64_t volt_unit_numel(const volt_unit *u);
+VOLT_API float *volt_unit_data(const volt_unit *u);     /* NULL when parameters are stored in 16 bits */
+VOLT_API float *volt_unit_grad(const volt_unit *u);
 
 /* ---- storage dtype (bf16-true / 16-true precision) --------------------------------- */
 /* Store every parameter's values as dt (f32, bf16 or f16) from now on: after finalize (and
@@ -109,24 +111,24 @@ float *volt_unit_grad(const volt_unit *u);
  * buffer, at the same element offset); grads stay f32 and keep their buffers. All or
  * nothing: on NOMEM nothing changed. Converting back to f32 is exact. volt_unit_data is
  * NULL while the store is 16-bit: volt_unit_values gives the buffer in the store's dtype. */
-volt_status volt_params_convert(volt_params *ps, volt_dtype dt);
-volt_dtype volt_params_dtype(const volt_params *ps);                 /* f32 unless converted */
-void *volt_unit_values(const volt_unit *u);                          /* volt_params_dtype elements */
+VOLT_API volt_status volt_params_convert(volt_params *ps, volt_dtype dt);
+VOLT_API volt_dtype volt_params_dtype(const volt_params *ps);                 /* f32 unless converted */
+VOLT_API void *volt_unit_values(const volt_unit *u);                          /* volt_params_dtype elements */
 /* Bytes of the unit value buffers (padded, storage dtype) and of the f32 grad buffers. */
-int64_t volt_params_value_bytes(const volt_params *ps);
-int64_t volt_params_grad_bytes(const volt_params *ps);
+VOLT_API int64_t volt_params_value_bytes(const volt_params *ps);
+VOLT_API int64_t volt_params_grad_bytes(const volt_params *ps);
 
 /* ---- gradients -------------------------------------------------------------------- */
-void volt_params_zero_grad(volt_params *ps);
+VOLT_API void volt_params_zero_grad(volt_params *ps);
 /* Scale all grads so their global L2 norm is at most max_norm; *total_norm (may be NULL)
  * gets the norm before clipping. Sums in double in a fixed order. */
-volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
-volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
+VOLT_API volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
+VOLT_API volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
 /* Multiply every grad (each unit's grad range) by coef (clipping with a norm computed elsewhere). */
-void volt_params_scale_grads(volt_params *ps, float coef);
+VOLT_API void volt_params_scale_grads(volt_params *ps, float coef);
 /* Sum of squared grads over every unit's grad range (double, fixed order). Strategies that
  * shard grads add the ranks' partial sums. */
-double volt_params_grad_sqnorm(const volt_params *ps);
+VOLT_API double volt_params_grad_sqnorm(const volt_params *ps);
 
 #ifdef __cplusplus
 }

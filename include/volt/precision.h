@@ -6,6 +6,8 @@
 #ifndef VOLT_PRECISION_H
 #define VOLT_PRECISION_H
 
+#include "volt/export.h"
+
 #include "volt/core.h"
 #include "volt/dtype.h"
 
@@ -25,9 +27,9 @@ typedef struct volt_precision_info {
 } volt_precision_info;
 
 /* Describe a precision by name; VOLT_ERR_UNSUPPORTED for an unknown name. */
-volt_status volt_precision_lookup(const char *name, volt_precision_info *out);
+VOLT_API volt_status volt_precision_lookup(const char *name, volt_precision_info *out);
 /* "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (aliases 32, 16, bf16)" */
-const char *volt_precision_names(void);
+VOLT_API const char *volt_precision_names(void);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef VOLT_SAFETENSORS_H
 #define VOLT_SAFETENSORS_H
 
+#include "volt/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "volt/core.h"
@@ -50,41 +52,41 @@ typedef struct volt_st_info {
  * the directory. On failure the .tmp is removed and a file already at `path` is left
  * untouched. Concurrent writers to the same path are not supported (they share the .tmp).
  * Errors: VOLT_ERR_IO (message with strerror), VOLT_ERR_INVALID_ARG. */
-volt_status volt_file_write_atomic(const char *path, const void *data, size_t n,
+VOLT_API volt_status volt_file_write_atomic(const char *path, const void *data, size_t n,
                                    char *err, size_t errlen);
 
 /* ---- writer -------------------------------------------------------------------- */
 
-volt_status volt_st_writer_create(volt_st_writer **out);
-void volt_st_writer_destroy(volt_st_writer *w);                      /* NULL-safe */
+VOLT_API volt_status volt_st_writer_create(volt_st_writer **out);
+VOLT_API void volt_st_writer_destroy(volt_st_writer *w);                      /* NULL-safe */
 
 /* Add a tensor. `name` is copied; `data` (numel * dtype size bytes, may be NULL when that
  * is 0) is BORROWED and must stay valid and unchanged until the last volt_st_writer_write
  * or volt_st_writer_destroy. shape.ndim is 0..VOLT_MAX_DIMS, dims >= 0.
  * Errors: VOLT_ERR_INVALID_ARG (bad name/dtype/shape, duplicate name), VOLT_ERR_NOMEM;
  * the message is in volt_st_writer_errmsg. */
-volt_status volt_st_writer_add(volt_st_writer *w, const char *name, volt_dtype dt,
+VOLT_API volt_status volt_st_writer_add(volt_st_writer *w, const char *name, volt_dtype dt,
                                volt_shape shape, const void *data);
 /* As volt_st_writer_add, but copies the data now; the caller may free it on return. */
-volt_status volt_st_writer_add_copy(volt_st_writer *w, const char *name, volt_dtype dt,
+VOLT_API volt_status volt_st_writer_add_copy(volt_st_writer *w, const char *name, volt_dtype dt,
                                     volt_shape shape, const void *data);
 /* Set a `__metadata__` string (both copied; setting a key again replaces its value).
  * "format" and keys starting "crc32:" are reserved for volt -> VOLT_ERR_INVALID_ARG. */
-volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *value);
+VOLT_API volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *value);
 
 /* The metadata set so far (not "format" / "crc32:*", which write adds), in the order first
  * set; key and value are valid until the key is set again or the writer is destroyed. */
-int volt_st_writer_meta_count(const volt_st_writer *w);
-volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **key, const char **value);
+VOLT_API int volt_st_writer_meta_count(const volt_st_writer *w);
+VOLT_API volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **key, const char **value);
 
 /* Write the file atomically (see volt_file_write_atomic). Tensors are laid out
  * contiguously, larger element sizes first (stable in the order added), so each tensor is
  * aligned to its element size, as the reference implementation does. May be called more
  * than once. Errors: VOLT_ERR_IO, VOLT_ERR_NOMEM, VOLT_ERR_INVALID_ARG. */
-volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err, size_t errlen);
+VOLT_API volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err, size_t errlen);
 
 /* The last error message of this writer ("" if none). Valid until the next call. */
-const char *volt_st_writer_errmsg(const volt_st_writer *w);
+VOLT_API const char *volt_st_writer_errmsg(const volt_st_writer *w);
 
 /* ---- streaming writer ------------------------------------------------------------- */
 /* For files larger than memory should hold: declare every tensor (name, dtype, shape) and
@@ -94,14 +96,14 @@ const char *volt_st_writer_errmsg(const volt_st_writer *w);
  * (the .tmp is removed, a file already at path is untouched). Tensors are laid out in
  * declaration order. Messages in volt_st_stream_errmsg (and err for create/finish). */
 typedef struct volt_st_stream volt_st_stream;
-volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *err, size_t errlen);
-volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape);
-volt_status volt_st_stream_meta(volt_st_stream *s, const char *key, const char *value);
-volt_status volt_st_stream_begin(volt_st_stream *s);
-volt_status volt_st_stream_write(volt_st_stream *s, const char *name, const void *data);
-volt_status volt_st_stream_finish(volt_st_stream *s, char *err, size_t errlen);
-void volt_st_stream_destroy(volt_st_stream *s);                       /* NULL-safe */
-const char *volt_st_stream_errmsg(const volt_st_stream *s);
+VOLT_API volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *err, size_t errlen);
+VOLT_API volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape);
+VOLT_API volt_status volt_st_stream_meta(volt_st_stream *s, const char *key, const char *value);
+VOLT_API volt_status volt_st_stream_begin(volt_st_stream *s);
+VOLT_API volt_status volt_st_stream_write(volt_st_stream *s, const char *name, const void *data);
+VOLT_API volt_status volt_st_stream_finish(volt_st_stream *s, char *err, size_t errlen);
+VOLT_API void volt_st_stream_destroy(volt_st_stream *s);                       /* NULL-safe */
+VOLT_API const char *volt_st_stream_errmsg(const volt_st_stream *s);
 
 /* ---- reader -------------------------------------------------------------------- */
 
@@ -110,32 +112,32 @@ const char *volt_st_stream_errmsg(const volt_st_stream *s);
  * out of range or overlapping, size/shape mismatch; names the file and tensor),
  * VOLT_ERR_UNSUPPORTED (a valid safetensors dtype volt lacks, e.g. F64, or more than
  * VOLT_MAX_DIMS dims), VOLT_ERR_NOMEM. On error *out is NULL. */
-volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen);
-void volt_st_close(volt_st_file *f);                                  /* NULL-safe */
+VOLT_API volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen);
+VOLT_API void volt_st_close(volt_st_file *f);                                  /* NULL-safe */
 
 /* Tensors, in the order of their data in the file. name: NULL if i is out of range;
  * valid until volt_st_close. */
-int volt_st_count(const volt_st_file *f);
-const char *volt_st_name(const volt_st_file *f, int i);
+VOLT_API int volt_st_count(const volt_st_file *f);
+VOLT_API const char *volt_st_name(const volt_st_file *f, int i);
 /* Look up a tensor by name. Errors: VOLT_ERR_NOT_FOUND, VOLT_ERR_INVALID_ARG. */
-volt_status volt_st_find(const volt_st_file *f, const char *name, volt_st_info *info);
+VOLT_API volt_status volt_st_find(const volt_st_file *f, const char *name, volt_st_info *info);
 
 /* `__metadata__`, including volt's own "format" and "crc32:*" keys. Strings are valid
  * until volt_st_close. volt_st_meta: NULL if absent. */
-const char *volt_st_meta(const volt_st_file *f, const char *key);
-int volt_st_meta_count(const volt_st_file *f);
-volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, const char **value);
+VOLT_API const char *volt_st_meta(const volt_st_file *f, const char *key);
+VOLT_API int volt_st_meta_count(const volt_st_file *f);
+VOLT_API volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, const char **value);
 
 /* Check a tensor's bytes against its "crc32:<name>" metadata; OK when there is none.
  * Errors: VOLT_ERR_CORRUPT ("... tensor 'x' crc mismatch (file corrupt?)", or a malformed
  * crc entry), VOLT_ERR_NOT_FOUND. _all checks every tensor and stops at the first error. */
-volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen);
-volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen);
+VOLT_API volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen);
+VOLT_API volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen);
 
 /* Copy a F32/BF16/F16 tensor into dst as f32 (numel floats). requires: numel equals the
  * tensor's element count, else VOLT_ERR_SHAPE naming both. Other dtypes: VOLT_ERR_DTYPE.
  * Missing tensor: VOLT_ERR_NOT_FOUND. */
-volt_status volt_st_read_f32(const volt_st_file *f, const char *name, float *dst,
+VOLT_API volt_status volt_st_read_f32(const volt_st_file *f, const char *name, float *dst,
                              int64_t numel, char *err, size_t errlen);
 
 #ifdef __cplusplus

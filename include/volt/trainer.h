@@ -6,6 +6,8 @@
 #ifndef VOLT_TRAINER_H
 #define VOLT_TRAINER_H
 
+#include "volt/export.h"
+
 #include <stdio.h>
 #include "volt/core.h"
 #include "volt/params.h"
@@ -30,27 +32,27 @@ enum {
 };
 /* Neither STEP nor EPOCH given: Lightning's defaults — STEP in training_step, EPOCH in
  * validation/test steps. With both, two metrics "name_step" and "name_epoch" exist. */
-volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, unsigned flags);
-volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags);
+VOLT_API volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, unsigned flags);
+VOLT_API volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags);
 /* The usual classifier step: cross-entropy and accuracy of logits (N, C) against y (N),
  * logged as "<stage>_loss" / "<stage>_acc" with Lightning's defaults ("train": loss per step
  * on the progress bar, accuracy as an epoch mean; other stages: both epoch means on the
  * progress bar). For "train" the loss becomes the step's loss. */
-volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
+VOLT_API volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
 /* A ratio of integer counts (e.g. hits / rows), like a torchmetrics state: the step value is
  * num/den, the epoch value Σnum/Σden over all batches and ranks, so equal counts give
  * bitwise-equal scores under every strategy and batch split. volt_classification_step
  * logs "<stage>_acc" this way. */
-volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags);
+VOLT_API volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags);
 /* Scores of a confusion matrix counts[true * C + pred]: accuracy, and macro precision,
  * recall and F1 over the classes that occur (as targets or predictions). */
 typedef struct volt_class_scores {
     int64_t total, correct;
     double accuracy, precision, recall, f1;
 } volt_class_scores;
-void volt_confusion_scores(int n_classes, const int64_t *counts, volt_class_scores *out);
+VOLT_API void volt_confusion_scores(int n_classes, const int64_t *counts, volt_class_scores *out);
 /* The training_step's loss: the trainer runs backward on it. */
-volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
+VOLT_API volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss);
 
 /* ---- optimizer setup returned by configure_optimizers ------------------------------------ */
 typedef struct volt_optim_setup {
@@ -185,28 +187,28 @@ typedef struct volt_trainer_config {
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
-void volt_trainer_config_init(volt_trainer_config *cfg);
-volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
-void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
-const char *volt_trainer_errmsg(const volt_trainer *t);
+VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
+VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
+VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
+VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
 
 /* Takes ownership of self (ops->destroy runs on trainer destroy, or now if this fails). */
-volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
+VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
 
 /* ---- running ----------------------------------------------------------------------------- */
 /* ckpt_path: NULL (fresh), a file path, "last" or "best" (from the ModelCheckpoint). Resuming
  * from "last" when none exists starts fresh. val may be NULL. Returns VOLT_OK also when a
  * callback stopped training early. */
-volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path);
 /* ckpt_path: NULL (current weights), a path, or "best"/"last". */
-volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path);
-volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path);
 /* Calls out(ctx, batch, prediction) for each batch; the prediction lives for the call only. */
 typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const volt_tensor *pred);
-volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
 
 /* ---- datamodules: the data side as a table, like LightningDataModule ------------------------ */
@@ -226,67 +228,67 @@ typedef struct volt_datamodule_ops {
 
 /* fit / validate / test / predict with the datamodule's loaders: prepare_data (rank 0, then
  * all ranks wait), setup(stage), the run, teardown(stage). */
-volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                 const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
-volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                      const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
-volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path);
-volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
+VOLT_API volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                     const volt_datamodule_ops *dm, void *dm_self, const char *ckpt_path,
                                     volt_predict_fn out, void *ctx);
 
 /* ---- state visible to callbacks and modules ------------------------------------------------- */
-int64_t volt_trainer_current_epoch(const volt_trainer *t);
-int64_t volt_trainer_global_step(const volt_trainer *t);     /* optimizer steps taken */
-int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this epoch, after limits */
-int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
-volt_stage volt_trainer_stage(const volt_trainer *t);
-bool volt_trainer_sanity_checking(const volt_trainer *t);
-bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
-int volt_trainer_rank(const volt_trainer *t);
-int volt_trainer_world_size(const volt_trainer *t);
-const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t);
-volt_params *volt_trainer_params(const volt_trainer *t);
-volt_optimizer *volt_trainer_optimizer(const volt_trainer *t);
-volt_scheduler *volt_trainer_scheduler(const volt_trainer *t);   /* NULL if none */
+VOLT_API int64_t volt_trainer_current_epoch(const volt_trainer *t);
+VOLT_API int64_t volt_trainer_global_step(const volt_trainer *t);     /* optimizer steps taken */
+VOLT_API int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this epoch, after limits */
+VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
+VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
+VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
+VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
+VOLT_API int volt_trainer_rank(const volt_trainer *t);
+VOLT_API int volt_trainer_world_size(const volt_trainer *t);
+VOLT_API const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t);
+VOLT_API volt_params *volt_trainer_params(const volt_trainer *t);
+VOLT_API volt_optimizer *volt_trainer_optimizer(const volt_trainer *t);
+VOLT_API volt_scheduler *volt_trainer_scheduler(const volt_trainer *t);   /* NULL if none */
 /* Ask the loop to stop at the next optimizer-step boundary (EarlyStopping). */
-void volt_trainer_request_stop(volt_trainer *t);
-bool volt_trainer_should_stop(const volt_trainer *t);
+VOLT_API void volt_trainer_request_stop(volt_trainer *t);
+VOLT_API bool volt_trainer_should_stop(const volt_trainer *t);
 /* The log directory of this run (<root>/<logger_name>/version_N), NULL before fit/test. */
-const char *volt_trainer_log_dir(const volt_trainer *t);
+VOLT_API const char *volt_trainer_log_dir(const volt_trainer *t);
 
 /* Metrics logged so far (the latest value of each: step values and epoch means). */
-bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value);
-int volt_trainer_metric_count(const volt_trainer *t);
-const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags);
+VOLT_API bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value);
+VOLT_API int volt_trainer_metric_count(const volt_trainer *t);
+VOLT_API const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags);
 /* Metrics logged during the last completed step, for loggers (name, value, step). */
 typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
-void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
+VOLT_API void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
 
 /* The confusion matrix volt_classification_step counted for a non-train stage ("val",
  * "test"), summed over ranks at the stage's epoch end (its scores are logged as
  * "<stage>_precision", "_recall", "_f1"). counts[true * C + pred], valid until the next run
  * of that stage. false when none was counted. */
-bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
+VOLT_API bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
 
 /* ---- memory report (the struct: volt/memory.h) ----------------------------------------------- */
 /* This rank's report (after the model exists: fit/validate/test has set it up). */
-volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out);
+VOLT_API volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out);
 /* Collective (every rank calls it): rank 0 prints one table row per rank to f. */
-volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f);
+VOLT_API volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f);
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
 /* Write a full checkpoint now (rank 0 writes; atomic). */
-volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path);
+VOLT_API volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path);
 /* Collective: write the model weights alone as one ordinary safetensors file (f32, the
  * parameter names), on rank 0, whatever the strategy; sharded parameters are gathered one
  * unit at a time and the file is streamed to disk unit by unit. Loadable as pretrained
  * weights (and by any safetensors reader); not a resumable checkpoint. */
-volt_status volt_trainer_export_full(volt_trainer *t, const char *path);
+VOLT_API volt_status volt_trainer_export_full(volt_trainer *t, const char *path);
 /* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and the folders of
  * per-rank shard files next to it ("<path>.shards-*"). ENOENT is not an error. */
-volt_status volt_checkpoint_remove(const char *path);
+VOLT_API volt_status volt_checkpoint_remove(const char *path);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
 typedef struct volt_ckpt_resolver {
     uint32_t version;                     /* VOLT_CKPT_RESOLVER_VERSION, first */
@@ -298,14 +300,14 @@ typedef struct volt_ckpt_resolver {
 #define VOLT_CKPT_RESOLVER_VERSION 1u
 /* A resolver whose version fails VOLT_VERSION_OK is not registered: the trainer records
  * the error (volt_trainer_errmsg) and keeps the one it had. */
-void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
+VOLT_API void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
 
 /* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
-volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
-const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key);     /* NULL if absent */
-volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
+VOLT_API volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
+VOLT_API const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key);     /* NULL if absent */
+VOLT_API volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
                                  const void *data);                 /* copied */
-volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
+VOLT_API volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
                                  void *dst);
 
 /* ---- built-in callbacks (callbacks/) -------------------------------------------------------- */
@@ -337,62 +339,62 @@ typedef struct volt_early_stopping_config {
 } volt_early_stopping_config;
 #define VOLT_EARLY_STOPPING_CONFIG_VERSION 1u
 
-void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
-void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
-volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg);
-volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg);
-volt_status volt_add_lr_monitor(volt_trainer *t);
-volt_status volt_add_progress_bar(volt_trainer *t);
-volt_status volt_add_csv_logger(volt_trainer *t);
+VOLT_API void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
+VOLT_API void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
+VOLT_API volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg);
+VOLT_API volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg);
+VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
+VOLT_API volt_status volt_add_progress_bar(volt_trainer *t);
+VOLT_API volt_status volt_add_csv_logger(volt_trainer *t);
 /* ModelSummary (the parameter table at fit start) + the results table after validate/test. */
-volt_status volt_add_model_summary(volt_trainer *t);
+VOLT_API volt_status volt_add_model_summary(volt_trainer *t);
 /* TensorBoard: events.out.tfevents.<time>.<host> in the log dir (scalars per step and epoch,
  * hparams, the run config as text), rank 0. */
-volt_status volt_add_tensorboard_logger(volt_trainer *t);
+VOLT_API volt_status volt_add_tensorboard_logger(volt_trainer *t);
 /* At the end of fit, SVG plots of <log_dir>/metrics.csv: loss.svg and accuracy.svg (train
  * and val against step), rank 0. */
-volt_status volt_add_metric_plots(volt_trainer *t);
+VOLT_API volt_status volt_add_metric_plots(volt_trainer *t);
 /* Write SVG plots of a metrics.csv: for each group ("loss": *_loss*, "acc": *_acc*) with data,
  * <out_prefix><group>.svg. *n_written gets how many files were written. */
-volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, int *n_written, char *err, size_t errlen);
+VOLT_API volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, int *n_written, char *err, size_t errlen);
 /* ModelCheckpoint's results (the first one added). NULL / NAN when none yet. */
-const char *volt_trainer_best_model_path(const volt_trainer *t);
-double volt_trainer_best_model_score(const volt_trainer *t);
+VOLT_API const char *volt_trainer_best_model_path(const volt_trainer *t);
+VOLT_API double volt_trainer_best_model_score(const volt_trainer *t);
 
 /* ---- for callbacks (trainer/ implements these; callbacks/ uses them) ---------------------- */
 /* The resolver registered with volt_trainer_set_ckpt_resolver, NULL if none (borrowed). */
-const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);
+VOLT_API const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t);
 /* Log a metric from a callback (LearningRateMonitor), like volt_log_value from a step:
  * same flags, the value becomes a metric and, for loggers, a fresh metric of this step. */
-volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
+VOLT_API volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags);
 /* The logger picks the run's log directory (<root>/<logger_name>/version_N) in on_fit_start /
  * on_test_start when volt_trainer_log_dir is still NULL (a resumed run too: it never takes
  * a folder from its checkpoint); the string is copied. Called on every rank: rank 0's dir
  * is the one kept (the trainer broadcasts it under distributed strategies). */
-volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
+VOLT_API volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
 /* Record an error on the trainer (volt_trainer_errmsg) from a callback and return st; the
  * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
-volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
+VOLT_API volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The callbacks added so far, in hook order: how many, and the i-th one's table name (NULL
  * for an index out of range). */
-int volt_trainer_num_callbacks(const volt_trainer *t);
-const char *volt_trainer_callback_name(const volt_trainer *t, int i);
+VOLT_API int volt_trainer_num_callbacks(const volt_trainer *t);
+VOLT_API const char *volt_trainer_callback_name(const volt_trainer *t, int i);
 /* Move the callback at index `from` to index `to`, the others keeping their order (how the
  * default callbacks are arranged: the logger first, checkpointing last). INVALID_ARG for an
  * index out of range. */
-volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to);
+VOLT_API volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to);
 /* Batches the running validation / test / predict loop will run (after limits; the sanity
  * check's count while sanity checking); -1 outside such a loop or when unknown. */
-int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
+VOLT_API int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
 
 /* ---- precision (cfg.precision; the plugins are described in volt/precision.h) ---------------- */
 /* The grad scaler of a 16-mixed run (1 and 0 otherwise): current loss scale, good steps
  * since the last change, optimizer steps skipped for inf/NaN gradients (a skipped step
  * does not count in global_step and does not advance the LR scheduler). */
-float volt_trainer_grad_scale(const volt_trainer *t);
-int64_t volt_trainer_grad_scaler_growth_tracker(const volt_trainer *t);
-int64_t volt_trainer_skipped_steps(const volt_trainer *t);
+VOLT_API float volt_trainer_grad_scale(const volt_trainer *t);
+VOLT_API int64_t volt_trainer_grad_scaler_growth_tracker(const volt_trainer *t);
+VOLT_API int64_t volt_trainer_skipped_steps(const volt_trainer *t);
 
 /* Model-state bytes this process holds for the trainer's model (0 before fit/validate
  * sets it up). param_bytes: parameter storage (its dtype, padded unit buffers); grads are
@@ -404,7 +406,7 @@ typedef struct volt_param_memory {
     int64_t param_bytes, grad_bytes, master_bytes, optim_bytes;
     volt_dtype optim_dtype;      /* optimizer state dtype */
 } volt_param_memory;
-volt_status volt_trainer_param_memory(const volt_trainer *t, volt_param_memory *out);
+VOLT_API volt_status volt_trainer_param_memory(const volt_trainer *t, volt_param_memory *out);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,15 @@
 /* Backend-independent comm helpers: blocking forms (start + wait). */
 #include "strategies/comm/comm.h"
 
-void volt_comm_config_init(volt_comm_config *cfg) {
+void volt__comm_config_init(volt_comm_config *cfg) {
     *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300 };
 }
 
-void volt_comm_destroy(volt_comm *c) {
+void volt__comm_destroy(volt_comm *c) {
     if (c) c->ops->destroy(c);
 }
 
-size_t volt_comm_dtype_size(volt_comm_dtype dt) {
+size_t volt__comm_dtype_size(volt_comm_dtype dt) {
     switch (dt) {
     case VOLT_COMM_F32: return 4;
     case VOLT_COMM_F64: return 8;
@@ -18,7 +18,7 @@ size_t volt_comm_dtype_size(volt_comm_dtype dt) {
     return 0;
 }
 
-const char *volt_comm_errmsg(const volt_comm *c) { return c ? c->ops->errmsg(c) : ""; }
+const char *volt__comm_errmsg(const volt_comm *c) { return c ? c->ops->errmsg(c) : ""; }
 
 #define START_WAIT(call) do { \
     volt_comm_req *r_ = NULL; \
@@ -26,25 +26,25 @@ const char *volt_comm_errmsg(const volt_comm *c) { return c ? c->ops->errmsg(c) 
     if (st_ < 0) return st_; \
     return c->ops->wait(c, r_); } while (0)
 
-volt_status volt_comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                  volt_comm_op op, const char *what) {
     START_WAIT(c->ops->all_reduce(c, send, recv, count, dt, op, what, &r_));
 }
 
-volt_status volt_comm_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                      volt_comm_op op, const char *what) {
     START_WAIT(c->ops->reduce_scatter(c, send, recv, count, dt, op, what, &r_));
 }
 
-volt_status volt_comm_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                  const char *what) {
     START_WAIT(c->ops->all_gather(c, send, recv, count, dt, what, &r_));
 }
 
-volt_status volt_comm_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what) {
+volt_status volt__comm_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what) {
     START_WAIT(c->ops->broadcast(c, buf, count, dt, root, what, &r_));
 }
 
-volt_status volt_comm_barrier(volt_comm *c, const char *what) {
+volt_status volt__comm_barrier(volt_comm *c, const char *what) {
     START_WAIT(c->ops->barrier(c, what, &r_));
 }

@@ -72,22 +72,22 @@ struct volt_comm {
     void *impl;
 };
 
-void volt_comm_config_init(volt_comm_config *cfg);
-void volt_comm_destroy(volt_comm *c);                                 /* NULL-safe */
+void volt__comm_config_init(volt_comm_config *cfg);
+void volt__comm_destroy(volt_comm *c);                                 /* NULL-safe */
 /* Blocking forms: start + wait (same timeout). */
-volt_status volt_comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                  volt_comm_op op, const char *what);
-volt_status volt_comm_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                      volt_comm_op op, const char *what);
-volt_status volt_comm_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+volt_status volt__comm_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
                                  const char *what);
-volt_status volt_comm_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what);
-volt_status volt_comm_barrier(volt_comm *c, const char *what);
-size_t volt_comm_dtype_size(volt_comm_dtype dt);
-const char *volt_comm_errmsg(const volt_comm *c);
+volt_status volt__comm_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what);
+volt_status volt__comm_barrier(volt_comm *c, const char *what);
+size_t volt__comm_dtype_size(volt_comm_dtype dt);
+const char *volt__comm_errmsg(const volt_comm *c);
 
 /* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the
  * thread that created the comm may call it) unless the application already did, and then
  * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */
-volt_status volt_comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
 #endif

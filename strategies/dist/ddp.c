@@ -4,31 +4,31 @@
  * the boundary accumulate locally without communication (no_sync). */
 #include "strategies/dist/dist.h"
 
-volt_status ddp_grads_ready(void *ctx, volt_unit *u) {
+volt_status volt__ddp_grads_ready(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
-    dist_event(d, VOLT_EV_GRADS_READY, i);
+    volt__dist_event(d, VOLT_EV_GRADS_READY, i);
     if (!d->sync) return VOLT_OK;
-    dist_progress(d);
-    return dist_launch_grad(d, i);
+    volt__dist_progress(d);
+    return volt__dist_launch_grad(d, i);
 }
 
-volt_status ddp_reduce_grads(volt_strategy *st) {
+volt_status volt__ddp_reduce_grads(volt_strategy *st) {
     dist *d = dist_of(st);
-    dist_event(d, VOLT_EV_BACKWARD_END, -1);
+    volt__dist_event(d, VOLT_EV_BACKWARD_END, -1);
     /* units the tape never reported (no backward ran this cycle) go now, in unit order,
      * which is the same on every rank */
     for (int i = 0; i < d->n_units; i++) {
-        volt_status s = dist_launch_grad(d, i);
-        if (s < 0) { dist_wait_grads(d); return s; }
+        volt_status s = volt__dist_launch_grad(d, i);
+        if (s < 0) { volt__dist_wait_grads(d); return s; }
     }
-    return dist_wait_grads(d);
+    return volt__dist_wait_grads(d);
 }
 
 /* grads are identical on every rank after the all-reduce: the local sum is the global one */
-volt_status ddp_grad_sqnorm(volt_strategy *st, double *out) {
+volt_status volt__ddp_grad_sqnorm(volt_strategy *st, double *out) {
     *out = volt_params_grad_sqnorm(dist_of(st)->ps);
     return VOLT_OK;
 }
 
-volt_status ddp_after_step(volt_strategy *st) { return VOLT_OK; }
+volt_status volt__ddp_after_step(volt_strategy *st) { return VOLT_OK; }

@@ -35,10 +35,10 @@ typedef struct volt_dist_event {
 } volt_dist_event;
 
 /* ---- for tests (NULL / -1 when st is not a distributed strategy) ---------------------- */
-int volt_dist_trace(const volt_strategy *st, const volt_dist_event **events);
-void volt_dist_trace_clear(volt_strategy *st);
-volt_comm *volt_dist_comm(const volt_strategy *st);
-const char *volt_dist_ev_name(volt_dist_ev ev);
+int volt__dist_trace(const volt_strategy *st, const volt_dist_event **events);
+void volt__dist_trace_clear(volt_strategy *st);
+volt_comm *volt__dist_comm(const volt_strategy *st);
+const char *volt__dist_ev_name(volt_dist_ev ev);
 
 /* ---- shared between distributed.c, ddp.c, zero.c, fsdp.c --------------------------------- */
 typedef struct dist_unit {
@@ -86,44 +86,44 @@ static inline bool dist_params_sharded(const dist *d) {
 
 #define dist_fail(d, st, ...) VOLT__OBJ_ERRF(d, st, __VA_ARGS__)
 /* Copy the comm's message (timeouts, MPI errors) into the strategy's, with a prefix. */
-volt_status dist_comm_fail(dist *d, volt_status st, const char *what);
-void dist_event(dist *d, volt_dist_ev kind, int unit);
+volt_status volt__dist_comm_fail(dist *d, volt_status st, const char *what);
+void volt__dist_event(dist *d, volt_dist_ev kind, int unit);
 /* Poke progress of in-flight grad reductions (MPI progresses only inside MPI calls); with
  * sharded grads, finish the ones that are done and give back their non-owned part. */
-volt_status dist_progress(dist *d);
+volt_status volt__dist_progress(dist *d);
 /* Give back the pages of the unit's values (or grads) outside this rank's slice. Values: not
  * while a gather into them is in flight or an op reads them; they become stale. */
-void dist_release_values(dist *d, int u);
-void dist_release_grads(dist *d, int u);
+void volt__dist_release_values(dist *d, int u);
+void volt__dist_release_grads(dist *d, int u);
 /* Build the unit table from ps (sharded kinds check the padding), broadcast params from rank 0. */
-volt_status dist_setup_units(dist *d, volt_params *ps);
+volt_status volt__dist_setup_units(dist *d, volt_params *ps);
 /* Wait for every in-flight grad reduction / param gather. */
-volt_status dist_wait_grads(dist *d);
-volt_status dist_wait_gathers(dist *d);
+volt_status volt__dist_wait_grads(dist *d);
+volt_status volt__dist_wait_gathers(dist *d);
 /* Start the unit's grad reduction (all-reduce for ddp, reduce-scatter otherwise). */
-volt_status dist_launch_grad(dist *d, int u);
+volt_status volt__dist_launch_grad(dist *d, int u);
 /* Start / finish the all-gather of the unit's params from the owned slices. */
-volt_status dist_launch_gather(dist *d, int u);
-volt_status dist_finish_gather(dist *d, int u);
+volt_status volt__dist_launch_gather(dist *d, int u);
+volt_status volt__dist_finish_gather(dist *d, int u);
 
 /* kind-specific ops (ddp.c, zero.c, fsdp.c) */
-volt_status ddp_grads_ready(void *ctx, volt_unit *u);
-volt_status ddp_reduce_grads(volt_strategy *st);
-volt_status ddp_grad_sqnorm(volt_strategy *st, double *out);
-volt_status ddp_after_step(volt_strategy *st);
+volt_status volt__ddp_grads_ready(void *ctx, volt_unit *u);
+volt_status volt__ddp_reduce_grads(volt_strategy *st);
+volt_status volt__ddp_grad_sqnorm(volt_strategy *st, double *out);
+volt_status volt__ddp_after_step(volt_strategy *st);
 
-volt_status zero_configure_params(volt_strategy *st, volt_params *ps);
-volt_status zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt);
-volt_status zero_grads_ready(void *ctx, volt_unit *u);
-volt_status zero_reduce_grads(volt_strategy *st);
-volt_status zero_grad_sqnorm(volt_strategy *st, double *out);
-volt_status zero_after_step(volt_strategy *st);
-void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
-volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst);
+volt_status volt__zero_configure_params(volt_strategy *st, volt_params *ps);
+volt_status volt__zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt);
+volt_status volt__zero_grads_ready(void *ctx, volt_unit *u);
+volt_status volt__zero_reduce_grads(volt_strategy *st);
+volt_status volt__zero_grad_sqnorm(volt_strategy *st, double *out);
+volt_status volt__zero_after_step(volt_strategy *st);
+void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
+volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst);
 
-volt_status fsdp_unit_use(void *ctx, volt_unit *u);
-volt_status fsdp_grads_ready(void *ctx, volt_unit *u);
-void zero_zero_grad(volt_strategy *st);
-volt_status fsdp_after_step(volt_strategy *st);
-volt_status fsdp_materialize(volt_strategy *st);
+volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u);
+volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);
+void volt__zero_zero_grad(volt_strategy *st);
+volt_status volt__fsdp_after_step(volt_strategy *st);
+volt_status volt__fsdp_materialize(volt_strategy *st);
 #endif

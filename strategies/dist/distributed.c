@@ -16,22 +16,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-volt_status dist_comm_fail(dist *d, volt_status st, const char *what) {
-    if (!what) return dist_fail(d, st, "%s", volt_comm_errmsg(d->comm));
-    return dist_fail(d, st, "%s: %s", what, volt_comm_errmsg(d->comm));
+volt_status volt__dist_comm_fail(dist *d, volt_status st, const char *what) {
+    if (!what) return dist_fail(d, st, "%s", volt__comm_errmsg(d->comm));
+    return dist_fail(d, st, "%s: %s", what, volt__comm_errmsg(d->comm));
 }
 
-void dist_event(dist *d, volt_dist_ev kind, int unit) {
+void volt__dist_event(dist *d, volt_dist_ev kind, int unit) {
     if (!d->trace || d->n_trace >= d->cap_trace) return;
     d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, now_s() };
 }
 
 static void grad_done(dist *d, int u) {
-    dist_event(d, VOLT_EV_GRAD_DONE, u);
-    if (dist_grads_sharded(d)) dist_release_grads(d, u);
+    volt__dist_event(d, VOLT_EV_GRAD_DONE, u);
+    if (dist_grads_sharded(d)) volt__dist_release_grads(d, u);
 }
 
-volt_status dist_progress(dist *d) {
+volt_status volt__dist_progress(dist *d) {
     if (!d->comm->ops->test) return VOLT_OK;
     for (int i = 0; i < d->n_launched; i++) {
         const int u = d->launch_order[i];
@@ -40,28 +40,28 @@ volt_status dist_progress(dist *d) {
         if (!du->grad_req || d->comm->ops->test(d->comm, du->grad_req, &done) < 0 || !done || !dist_grads_sharded(d)) continue;
         volt_status st = d->comm->ops->wait(d->comm, du->grad_req);   /* done: returns at once */
         du->grad_req = NULL;
-        if (st < 0) return dist_comm_fail(d, st, "gradient reduction");
+        if (st < 0) return volt__dist_comm_fail(d, st, "gradient reduction");
         grad_done(d, u);
     }
     return VOLT_OK;
 }
 
-void dist_release_grads(dist *d, int u) {
+void volt__dist_release_grads(dist *d, int u) {
     dist_unit *du = &d->units[u];
-    volt_unit_release(du->u, VOLT_UNIT_GRADS, 0, du->lo);
-    volt_unit_release(du->u, VOLT_UNIT_GRADS, du->hi, du->numel);
+    volt__unit_release(du->u, VOLT_UNIT_GRADS, 0, du->lo);
+    volt__unit_release(du->u, VOLT_UNIT_GRADS, du->hi, du->numel);
 }
 
-void dist_release_values(dist *d, int u) {
+void volt__dist_release_values(dist *d, int u) {
     dist_unit *du = &d->units[u];
-    if (du->gather_req || volt_unit_stale(du->u)) return;
-    if (volt_unit_release(du->u, VOLT_UNIT_VALUES, 0, du->lo) < 0) return;   /* an op reads it right now */
-    volt_unit_release(du->u, VOLT_UNIT_VALUES, du->hi, du->numel);
-    volt_unit_set_stale(du->u, true);
+    if (du->gather_req || volt__unit_stale(du->u)) return;
+    if (volt__unit_release(du->u, VOLT_UNIT_VALUES, 0, du->lo) < 0) return;   /* an op reads it right now */
+    volt__unit_release(du->u, VOLT_UNIT_VALUES, du->hi, du->numel);
+    volt__unit_set_stale(du->u, true);
 }
 
 /* ---- unit table and parameter broadcast ------------------------------------------------ */
-volt_status dist_setup_units(dist *d, volt_params *ps) {
+volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
     for (int i = 0; i < d->n_units; i++)
         if (d->units[i].grad_req || d->units[i].gather_req)
             return dist_fail(d, VOLT_ERR_STATE, "setup_params: collectives still in flight");
@@ -83,7 +83,7 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
         du->u = volt_params_unit_at(ps, i);
         du->numel = volt_unit_numel(du->u);
         du->next_use = du->prev_use = -1;
-        volt_unit_set_stale(du->u, false);
+        volt__unit_set_stale(du->u, false);
         snprintf(du->label, sizeof du->label, "unit '%s'", volt_unit_name(du->u));
         if (dist_sharded(d)) {
             if (du->numel % w)
@@ -93,7 +93,7 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
             du->chunk = du->numel / w;
             du->lo = (int64_t)r * du->chunk;
             du->hi = du->lo + du->chunk;
-            volt_unit_set_grad_range(du->u, du->lo, du->hi);   /* after the reduce-scatter, only this slice */
+            volt__unit_set_grad_range(du->u, du->lo, du->hi);   /* after the reduce-scatter, only this slice */
         } else {
             du->chunk = du->numel;
             du->lo = 0;
@@ -110,22 +110,22 @@ volt_status dist_setup_units(dist *d, volt_params *ps) {
         dist_unit *du = &d->units[started];
         st = d->comm->ops->broadcast(d->comm, volt_unit_values(du->u), (size_t)du->numel * dist_value_size(d),
                                      VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* values in the store's dtype */
-        if (st < 0) { dist_comm_fail(d, st, "parameter broadcast"); break; }
+        if (st < 0) { volt__dist_comm_fail(d, st, "parameter broadcast"); break; }
     }
     for (int i = 0; i < started; i++) {
         volt_status s2 = d->comm->ops->wait(d->comm, reqs[i]);
-        if (s2 < 0 && st >= 0) st = dist_comm_fail(d, s2, "parameter broadcast");
+        if (s2 < 0 && st >= 0) st = volt__dist_comm_fail(d, s2, "parameter broadcast");
     }
     free(reqs);
     if (st < 0) return st;
     volt_params_zero_grad(ps);
-    st = volt_params_set_hooks(ps, &d->hooks, d->st);
+    st = volt__params_set_hooks(ps, &d->hooks, d->st);
     if (st < 0) return dist_fail(d, st, "%s", volt_params_errmsg(ps));
     return VOLT_OK;
 }
 
 /* ---- grad reductions ---------------------------------------------------------------------- */
-volt_status dist_launch_grad(dist *d, int u) {
+volt_status volt__dist_launch_grad(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->launched) return VOLT_OK;
     float *g = volt_unit_grad(du->u);
@@ -136,21 +136,21 @@ volt_status dist_launch_grad(dist *d, int u) {
     else   /* in place: this rank's averaged slice lands in g[lo, hi) */
         st = d->comm->ops->reduce_scatter(d->comm, g, g + du->lo, (size_t)du->chunk, VOLT_COMM_F32, VOLT_COMM_AVG,
                                           du->label, &du->grad_req);
-    if (st < 0) return dist_comm_fail(d, st, "gradient reduction");
+    if (st < 0) return volt__dist_comm_fail(d, st, "gradient reduction");
     du->launched = true;
     d->launch_order[d->n_launched++] = u;
-    dist_event(d, VOLT_EV_GRAD_LAUNCH, u);
+    volt__dist_event(d, VOLT_EV_GRAD_LAUNCH, u);
     return VOLT_OK;
 }
 
-volt_status dist_wait_grads(dist *d) {
+volt_status volt__dist_wait_grads(dist *d) {
     volt_status st = VOLT_OK;
     for (int i = 0; i < d->n_launched; i++) {
         dist_unit *du = &d->units[d->launch_order[i]];
         if (!du->grad_req) continue;
         volt_status s2 = d->comm->ops->wait(d->comm, du->grad_req);
         du->grad_req = NULL;
-        if (s2 < 0) { if (st >= 0) st = dist_comm_fail(d, s2, NULL); continue; }
+        if (s2 < 0) { if (st >= 0) st = volt__dist_comm_fail(d, s2, NULL); continue; }
         grad_done(d, d->launch_order[i]);
     }
     for (int i = 0; i < d->n_units; i++) d->units[i].launched = false;
@@ -159,15 +159,15 @@ volt_status dist_wait_grads(dist *d) {
 }
 
 /* ---- param gathers ------------------------------------------------------------------------- */
-volt_status dist_launch_gather(dist *d, int u) {
+volt_status volt__dist_launch_gather(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->gather_req) return VOLT_OK;
     char *v = volt_unit_values(du->u);   /* f32 or 16-bit: gathered as bytes, no arithmetic */
     const size_t es = dist_value_size(d);
     volt_status st = d->comm->ops->all_gather(d->comm, v + (size_t)du->lo * es, v, (size_t)du->chunk * es, VOLT_COMM_BYTE,
                                               du->label, &du->gather_req);
-    if (st < 0) return dist_comm_fail(d, st, "parameter all-gather");
-    dist_event(d, VOLT_EV_GATHER_LAUNCH, u);
+    if (st < 0) return volt__dist_comm_fail(d, st, "parameter all-gather");
+    volt__dist_event(d, VOLT_EV_GATHER_LAUNCH, u);
     return VOLT_OK;
 }
 
@@ -177,15 +177,15 @@ static volt_status finish_gather(dist *d, int u, bool record) {
     if (!du->gather_req) return VOLT_OK;
     volt_status st = d->comm->ops->wait(d->comm, du->gather_req);
     du->gather_req = NULL;
-    if (st < 0) return record ? dist_comm_fail(d, st, "parameter all-gather") : st;
-    volt_unit_set_stale(du->u, false);
-    dist_event(d, VOLT_EV_GATHER_DONE, u);
+    if (st < 0) return record ? volt__dist_comm_fail(d, st, "parameter all-gather") : st;
+    volt__unit_set_stale(du->u, false);
+    volt__dist_event(d, VOLT_EV_GATHER_DONE, u);
     return VOLT_OK;
 }
 
-volt_status dist_finish_gather(dist *d, int u) { return finish_gather(d, u, true); }
+volt_status volt__dist_finish_gather(dist *d, int u) { return finish_gather(d, u, true); }
 
-volt_status dist_wait_gathers(dist *d) {
+volt_status volt__dist_wait_gathers(dist *d) {
     volt_status st = VOLT_OK;
     for (int i = 0; i < d->n_units; i++) {
         volt_status s2 = finish_gather(d, i, st >= 0);
@@ -195,7 +195,7 @@ volt_status dist_wait_gathers(dist *d) {
 }
 
 /* ---- ops every kind shares ------------------------------------------------------------------ */
-static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return dist_setup_units(dist_of(st), ps); }
+static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return volt__dist_setup_units(dist_of(st), ps); }
 
 static volt_status d_setup_optimizer_ddp(volt_strategy *st, volt_optimizer *opt) {
     dist_of(st)->opt = opt;
@@ -214,26 +214,26 @@ static void d_begin_backward(volt_strategy *st, bool sync) {
     d->last_used = -1;
     d->in_backward = true;
     d->n_ready = 0;
-    dist_event(d, VOLT_EV_BACKWARD_BEGIN, sync ? 1 : 0);
+    volt__dist_event(d, VOLT_EV_BACKWARD_BEGIN, sync ? 1 : 0);
 }
 
 static volt_status d_all_reduce_mean(volt_strategy *st, double *v, int n) {
     dist *d = dist_of(st);
     if (n <= 0) return VOLT_OK;
-    volt_status s = volt_comm_all_reduce(d->comm, v, v, (size_t)n, VOLT_COMM_F64, VOLT_COMM_AVG, "metric sync");
-    return s < 0 ? dist_comm_fail(d, s, "all_reduce_mean") : VOLT_OK;
+    volt_status s = volt__comm_all_reduce(d->comm, v, v, (size_t)n, VOLT_COMM_F64, VOLT_COMM_AVG, "metric sync");
+    return s < 0 ? volt__dist_comm_fail(d, s, "all_reduce_mean") : VOLT_OK;
 }
 
 static volt_status d_broadcast(volt_strategy *st, void *buf, size_t n, int root) {
     dist *d = dist_of(st);
-    volt_status s = volt_comm_broadcast(d->comm, buf, n, VOLT_COMM_BYTE, root, "broadcast");
-    return s < 0 ? dist_comm_fail(d, s, "broadcast") : VOLT_OK;
+    volt_status s = volt__comm_broadcast(d->comm, buf, n, VOLT_COMM_BYTE, root, "broadcast");
+    return s < 0 ? volt__dist_comm_fail(d, s, "broadcast") : VOLT_OK;
 }
 
 static volt_status d_barrier(volt_strategy *st) {
     dist *d = dist_of(st);
-    volt_status s = volt_comm_barrier(d->comm, "barrier");
-    return s < 0 ? dist_comm_fail(d, s, "barrier") : VOLT_OK;
+    volt_status s = volt__comm_barrier(d->comm, "barrier");
+    return s < 0 ? volt__dist_comm_fail(d, s, "barrier") : VOLT_OK;
 }
 
 /* The per-rank figures of docs/STRATEGIES.md over Ψ' = padded numel, 4-byte f32 values,
@@ -267,8 +267,8 @@ static void d_memory_report(volt_strategy *st, volt_memory_report *m) {
     }
     int64_t hp = 0, hg = 0;
     for (int i = 0; i < d->n_units; i++) {
-        hp += volt_unit_resident_bytes(d->units[i].u, VOLT_UNIT_VALUES);
-        hg += volt_unit_resident_bytes(d->units[i].u, VOLT_UNIT_GRADS);
+        hp += volt__unit_resident_bytes(d->units[i].u, VOLT_UNIT_VALUES);
+        hg += volt__unit_resident_bytes(d->units[i].u, VOLT_UNIT_GRADS);
     }
     m->held_param_bytes = hp;
     m->held_grad_bytes = hg;
@@ -282,7 +282,7 @@ static void d_destroy(volt_strategy *st) {
     /* d->ps is not touched: the trainer may already have replaced (destroyed) that store;
      * it destroys its current store right after the strategy, without running a step */
     /* collectives still in flight (an earlier error) are abandoned with the comm */
-    volt_comm_destroy(d->comm);
+    volt__comm_destroy(d->comm);
     free(d->units);
     free(d->launch_order);
     free(d->trace);
@@ -297,25 +297,25 @@ static void d_destroy(volt_strategy *st) {
 
 static const volt_strategy_ops ddp_ops = {
     .version = VOLT_STRATEGY_OPS_VERSION, .name = "ddp", COMMON,
-    .setup_optimizer = d_setup_optimizer_ddp, .reduce_grads = ddp_reduce_grads, .grad_sqnorm = ddp_grad_sqnorm,
-    .after_optimizer_step = ddp_after_step,
+    .setup_optimizer = d_setup_optimizer_ddp, .reduce_grads = volt__ddp_reduce_grads, .grad_sqnorm = volt__ddp_grad_sqnorm,
+    .after_optimizer_step = volt__ddp_after_step,
 };
-#define ZERO_COMMON COMMON, .configure_params = zero_configure_params, .setup_optimizer = zero_setup_optimizer, \
-    .reduce_grads = zero_reduce_grads, .grad_sqnorm = zero_grad_sqnorm, .owned_range = zero_owned_range, \
-    .gather_unit = zero_gather_unit, .zero_grad = zero_zero_grad
+#define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \
+    .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
+    .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
 static const volt_strategy_ops zero1_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = zero_after_step,
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
 };
 static const volt_strategy_ops zero2_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_2", ZERO_COMMON, .after_optimizer_step = zero_after_step,
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_2", ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
 };
 static const volt_strategy_ops fsdp_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp", ZERO_COMMON, .after_optimizer_step = fsdp_after_step,
-    .materialize_params = fsdp_materialize,
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp", ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
+    .materialize_params = volt__fsdp_materialize,
 };
 static const volt_strategy_ops fsdp_sgo_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp_shard_grad_op", ZERO_COMMON, .after_optimizer_step = fsdp_after_step,
-    .materialize_params = fsdp_materialize,
+    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp_shard_grad_op", ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
+    .materialize_params = volt__fsdp_materialize,
 };
 
 static const struct { const char *name; volt_dist_kind kind; const volt_strategy_ops *ops; } k_names[] = {
@@ -331,7 +331,7 @@ static bool is_dist(const volt_strategy *st) {
     return false;
 }
 
-volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
+volt_status volt__strategy_create_distributed(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
     *out = NULL;
     int which = -1;
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
@@ -341,11 +341,11 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
         return VOLT_ERR_UNSUPPORTED;
     }
     volt_comm_config cc;
-    volt_comm_config_init(&cc);
+    volt__comm_config_init(&cc);
     if (cfg->timeout_s > 0) cc.timeout_s = cfg->timeout_s;
     volt_comm *comm = NULL;
     char cerr[768] = "";
-    volt_status s = volt_comm_mpi_create(&cc, &comm, cerr, sizeof cerr);
+    volt_status s = volt__comm_mpi_create(&cc, &comm, cerr, sizeof cerr);
     if (s < 0) {
         snprintf(err, errlen, "strategy '%s': cannot set up MPI: %s", cfg->name, cerr);
         return s;
@@ -353,7 +353,7 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
     if (!VOLT_VERSION_OK(comm->ops->version, VOLT_COMM_OPS_VERSION)) {
         snprintf(err, errlen, "strategy '%s': volt_comm_ops '%s': version %u, this library knows 1..%u", cfg->name,
                  comm->ops->name, comm->ops->version, VOLT_COMM_OPS_VERSION);
-        volt_comm_destroy(comm);
+        volt__comm_destroy(comm);
         return VOLT_ERR_VERSION;
     }
     const int nodes = cfg->num_nodes > 1 ? cfg->num_nodes : 1;
@@ -361,7 +361,7 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
         snprintf(err, errlen, "strategy '%s': devices=%d x num_nodes=%d = %d processes, but the MPI world has %d "
                  "(launch with mpirun -np %d, or leave devices at 1 to use the world as launched)", cfg->name,
                  cfg->devices, nodes, cfg->devices * nodes, comm->world, cfg->devices * nodes);
-        volt_comm_destroy(comm);
+        volt__comm_destroy(comm);
         return VOLT_ERR_INVALID_ARG;
     }
     volt_strategy *st = calloc(1, sizeof *st);
@@ -369,7 +369,7 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
     volt_dist_event *trace = malloc(sizeof *trace * TRACE_CAP);
     if (!st || !d || !trace) {
         free(st); free(d); free(trace);
-        volt_comm_destroy(comm);
+        volt__comm_destroy(comm);
         return VOLT_ERR_NOMEM;
     }
     d->kind = k_names[which].kind;
@@ -379,9 +379,9 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
     d->cap_trace = TRACE_CAP;
     d->last_used = d->first_use = -1;
     d->hooks.version = VOLT_UNIT_HOOKS_VERSION;
-    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? ddp_grads_ready
-                                : (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? fsdp_grads_ready : zero_grads_ready;
-    d->hooks.unit_use = (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? fsdp_unit_use : NULL;
+    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? volt__ddp_grads_ready
+                                : (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? volt__fsdp_grads_ready : volt__zero_grads_ready;
+    d->hooks.unit_use = (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? volt__fsdp_unit_use : NULL;
     st->ops = k_names[which].ops;
     st->rank = comm->rank;
     st->world = comm->world;
@@ -391,20 +391,20 @@ volt_status volt_strategy_create_distributed(const volt_strategy_config *cfg, vo
 }
 
 /* ---- test access -------------------------------------------------------------------------------- */
-int volt_dist_trace(const volt_strategy *st, const volt_dist_event **events) {
+int volt__dist_trace(const volt_strategy *st, const volt_dist_event **events) {
     if (!is_dist(st)) { *events = NULL; return -1; }
     const dist *d = st->impl;
     *events = d->trace;
     return d->n_trace;
 }
 
-void volt_dist_trace_clear(volt_strategy *st) {
+void volt__dist_trace_clear(volt_strategy *st) {
     if (is_dist(st)) dist_of(st)->n_trace = 0;
 }
 
-volt_comm *volt_dist_comm(const volt_strategy *st) { return is_dist(st) ? ((const dist *)st->impl)->comm : NULL; }
+volt_comm *volt__dist_comm(const volt_strategy *st) { return is_dist(st) ? ((const dist *)st->impl)->comm : NULL; }
 
-const char *volt_dist_ev_name(volt_dist_ev ev) {
+const char *volt__dist_ev_name(volt_dist_ev ev) {
     static const char *const names[] = { "backward_begin", "use", "ready", "grad_launch", "grad_done",
                                          "backward_end", "gather_launch", "gather_done" };
     return (unsigned)ev < sizeof names / sizeof names[0] ? names[ev] : "?";

@@ -1,6 +1,6 @@
 /* FSDP (ZeRO-3): params sharded like ZeRO's slices. After the optimizer step each rank has
  * updated only its slice: the pages of every unit outside the slice are given back to the OS
- * and the unit is marked stale (volt_unit_set_stale). The tape fires unit_use before any op
+ * and the unit is marked stale (volt__unit_set_stale). The tape fires unit_use before any op
  * reads a stale unit, in forward and in backward; unit_use all-gathers the unit into the
  * same addresses (saved tensors of the tape stay valid) and prefetches the next one: in
  * forward the unit that followed it last time, in backward the one that preceded it.
@@ -15,16 +15,16 @@
  * view keeps no unit, so reading it after the unit was given back would read zeros). */
 #include "strategies/dist/dist.h"
 
-volt_status fsdp_unit_use(void *ctx, volt_unit *u) {
+volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
     dist_unit *du = &d->units[i];
-    dist_event(d, VOLT_EV_UNIT_USE, i);
+    volt__dist_event(d, VOLT_EV_UNIT_USE, i);
     volt_status s;
     if (d->in_backward) {   /* a stale unit backward needs: gather it, prefetch the one before */
-        if ((s = dist_launch_gather(d, i)) < 0 || (s = dist_finish_gather(d, i)) < 0) return s;
+        if ((s = volt__dist_launch_gather(d, i)) < 0 || (s = volt__dist_finish_gather(d, i)) < 0) return s;
         const int pv = du->prev_use;
-        if (pv >= 0 && pv != i && volt_unit_stale(d->units[pv].u)) return dist_launch_gather(d, pv);
+        if (pv >= 0 && pv != i && volt__unit_stale(d->units[pv].u)) return volt__dist_launch_gather(d, pv);
         return VOLT_OK;
     }
     const int prev = d->last_used;
@@ -33,42 +33,42 @@ volt_status fsdp_unit_use(void *ctx, volt_unit *u) {
         if (du->prev_use < 0) du->prev_use = prev;
     } else if (prev < 0 && d->first_use < 0) d->first_use = i;
     d->last_used = i;
-    if (volt_unit_stale(u) && (s = dist_launch_gather(d, i)) < 0) return s;
-    if ((s = dist_finish_gather(d, i)) < 0) return s;
+    if (volt__unit_stale(u) && (s = volt__dist_launch_gather(d, i)) < 0) return s;
+    if ((s = volt__dist_finish_gather(d, i)) < 0) return s;
     /* FULL_SHARD: forward has moved on from the previous unit */
-    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d) && prev >= 0 && prev != i) dist_release_values(d, prev);
+    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d) && prev >= 0 && prev != i) volt__dist_release_values(d, prev);
     const int nx = du->next_use;
-    if (nx >= 0 && nx != i && volt_unit_stale(d->units[nx].u)) return dist_launch_gather(d, nx);
+    if (nx >= 0 && nx != i && volt__unit_stale(d->units[nx].u)) return volt__dist_launch_gather(d, nx);
     return VOLT_OK;
 }
 
-volt_status fsdp_grads_ready(void *ctx, volt_unit *u) {
+volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
     if (++d->n_ready >= d->n_units) d->in_backward = false;
     /* FULL_SHARD: backward is done with the unit's values */
-    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d)) dist_release_values(d, i);
-    return zero_grads_ready(ctx, u);
+    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d)) volt__dist_release_values(d, i);
+    return volt__zero_grads_ready(ctx, u);
 }
 
-volt_status fsdp_after_step(volt_strategy *st) {
+volt_status volt__fsdp_after_step(volt_strategy *st) {
     dist *d = dist_of(st);
     if (!dist_params_sharded(d)) return VOLT_OK;
-    volt_status s = dist_wait_gathers(d);   /* nothing may write into a unit being given back */
+    volt_status s = volt__dist_wait_gathers(d);   /* nothing may write into a unit being given back */
     if (s < 0) return s;
     for (int i = 0; i < d->n_units; i++) {
-        volt_unit_set_stale(d->units[i].u, false);   /* the owned slice is current: give back the rest */
-        dist_release_values(d, i);
+        volt__unit_set_stale(d->units[i].u, false);   /* the owned slice is current: give back the rest */
+        volt__dist_release_values(d, i);
     }
-    if (d->first_use >= 0) return dist_launch_gather(d, d->first_use);
+    if (d->first_use >= 0) return volt__dist_launch_gather(d, d->first_use);
     return VOLT_OK;
 }
 
-volt_status fsdp_materialize(volt_strategy *st) {
+volt_status volt__fsdp_materialize(volt_strategy *st) {
     dist *d = dist_of(st);
     volt_status s = VOLT_OK;
     for (int i = 0; i < d->n_units && s >= 0; i++)
-        if (volt_unit_stale(d->units[i].u)) s = dist_launch_gather(d, i);
-    volt_status s2 = dist_wait_gathers(d);
+        if (volt__unit_stale(d->units[i].u)) s = volt__dist_launch_gather(d, i);
+    volt_status s2 = volt__dist_wait_gathers(d);
     return s < 0 ? s : s2;
 }

@@ -10,7 +10,7 @@
  *
  * Memory: with stage 2 (and FSDP) a unit's grad buffer is written whole by backward, and
  * once its reduce-scatter has completed the pages outside the owned slice are given back to
- * the OS (volt_unit_release; polled while backward goes on, the rest at the boundary); after
+ * the OS (volt__unit_release; polled while backward goes on, the rest at the boundary); after
  * the optimizer step the whole grad buffer is given back instead of zeroed. Between steps a
  * rank holds no grad memory; during backward, the owned slices plus the units in flight.
  * Micro-steps before an accumulation boundary keep full local grads (like PyTorch's no_sync).
@@ -20,14 +20,14 @@
 #include "volt/precision.h"
 #include "strategies/dist/dist.h"
 
-volt_status zero_configure_params(volt_strategy *st, volt_params *ps) {
+volt_status volt__zero_configure_params(volt_strategy *st, volt_params *ps) {
     dist_of(st)->ps = NULL;   /* a new store is being declared; setup_params adopts it */
     volt_status s = volt_params_set_unit_padding(ps, st->world);
     if (s < 0) return dist_fail(dist_of(st), s, "configure_params: %s", volt_params_errmsg(ps));
     return VOLT_OK;
 }
 
-volt_status zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt) {
+volt_status volt__zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt) {
     dist *d = dist_of(st);
     d->opt = opt;
     for (int i = 0; i < d->n_units; i++) {
@@ -37,52 +37,52 @@ volt_status zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt) {
     return VOLT_OK;
 }
 
-volt_status zero_grads_ready(void *ctx, volt_unit *u) {
+volt_status volt__zero_grads_ready(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
-    dist_event(d, VOLT_EV_GRADS_READY, i);
+    volt__dist_event(d, VOLT_EV_GRADS_READY, i);
     if (!d->sync || d->kind == VOLT_DIST_ZERO1) return VOLT_OK;
-    volt_status s = dist_progress(d);   /* finished reductions give their non-owned grads back */
-    return s < 0 ? s : dist_launch_grad(d, i);
+    volt_status s = volt__dist_progress(d);   /* finished reductions give their non-owned grads back */
+    return s < 0 ? s : volt__dist_launch_grad(d, i);
 }
 
-volt_status zero_reduce_grads(volt_strategy *st) {
+volt_status volt__zero_reduce_grads(volt_strategy *st) {
     dist *d = dist_of(st);
-    dist_event(d, VOLT_EV_BACKWARD_END, -1);
+    volt__dist_event(d, VOLT_EV_BACKWARD_END, -1);
     /* a prefetched gather still running would race with the optimizer on the owned slice */
-    volt_status s = dist_wait_gathers(d);
+    volt_status s = volt__dist_wait_gathers(d);
     if (s < 0) return s;
     for (int i = 0; i < d->n_units; i++)   /* stage 1: all of them; else the ones not reported */
-        if ((s = dist_launch_grad(d, i)) < 0) { dist_wait_grads(d); return s; }
-    return dist_wait_grads(d);
+        if ((s = volt__dist_launch_grad(d, i)) < 0) { volt__dist_wait_grads(d); return s; }
+    return volt__dist_wait_grads(d);
 }
 
 /* Σ over this rank's slices (fixed order, double), then summed over ranks. */
-volt_status zero_grad_sqnorm(volt_strategy *st, double *out) {
+volt_status volt__zero_grad_sqnorm(volt_strategy *st, double *out) {
     dist *d = dist_of(st);
     double total = volt_params_grad_sqnorm(d->ps);   /* the grad ranges: this rank's slices */
-    volt_status s = volt_comm_all_reduce(d->comm, &total, &total, 1, VOLT_COMM_F64, VOLT_COMM_SUM, "grad norm");
-    if (s < 0) return dist_comm_fail(d, s, "gradient norm");
+    volt_status s = volt__comm_all_reduce(d->comm, &total, &total, 1, VOLT_COMM_F64, VOLT_COMM_SUM, "grad norm");
+    if (s < 0) return volt__dist_comm_fail(d, s, "gradient norm");
     *out = total;
     return VOLT_OK;
 }
 
-volt_status zero_after_step(volt_strategy *st) {
+volt_status volt__zero_after_step(volt_strategy *st) {
     dist *d = dist_of(st);
     volt_status s = VOLT_OK;
-    for (int i = 0; i < d->n_units && s >= 0; i++) s = dist_launch_gather(d, i);
-    volt_status s2 = dist_wait_gathers(d);
+    for (int i = 0; i < d->n_units && s >= 0; i++) s = volt__dist_launch_gather(d, i);
+    volt_status s2 = volt__dist_wait_gathers(d);
     return s < 0 ? s : s2;
 }
 
-void zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
+void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     dist *d = dist_of(st);
     if (unit < 0 || unit >= d->n_units) { *lo = *hi = 0; return; }
     *lo = d->units[unit].lo;
     *hi = d->units[unit].hi;
 }
 
-volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst) {
+volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     dist *d = dist_of(st);
     if (unit < 0 || unit >= d->n_units) return dist_fail(d, VOLT_ERR_INVALID_ARG, "gather_unit: bad unit %d", unit);
     dist_unit *du = &d->units[unit];
@@ -90,17 +90,17 @@ volt_status zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     const bool f32 = volt_params_dtype(d->ps) == VOLT_F32;
     void *into = f32 ? (void *)dst : malloc(es * (size_t)du->numel);   /* 16-bit: gathered as stored, then widened */
     if (!into) return dist_fail(d, VOLT_ERR_NOMEM, "gather_unit: out of memory");
-    volt_status s = volt_comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, into,
+    volt_status s = volt__comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, into,
                                          (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
     if (!f32) {
         if (s >= 0) volt_convert(dst, VOLT_F32, into, volt_params_dtype(d->ps), du->numel);   /* exact */
         free(into);
     }
-    return s < 0 ? dist_comm_fail(d, s, "unit gather") : VOLT_OK;
+    return s < 0 ? volt__dist_comm_fail(d, s, "unit gather") : VOLT_OK;
 }
 
-void zero_zero_grad(volt_strategy *st) {
+void volt__zero_zero_grad(volt_strategy *st) {
     dist *d = dist_of(st);
     if (!dist_grads_sharded(d)) { volt_params_zero_grad(d->ps); return; }
-    for (int i = 0; i < d->n_units; i++) volt_unit_release(d->units[i].u, VOLT_UNIT_GRADS, 0, d->units[i].numel);
+    for (int i = 0; i < d->n_units; i++) volt__unit_release(d->units[i].u, VOLT_UNIT_GRADS, 0, d->units[i].numel);
 }

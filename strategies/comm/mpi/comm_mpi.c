@@ -165,7 +165,7 @@ static volt_status m_reduce_scatter(volt_comm *c, const void *send, void *recv, 
     mpi_req *q;
     VOLT_TRY(req_start(c, "reduce_scatter", what, count, dt, &q));
     mpi_impl *im = c->impl;
-    const size_t esz = volt_comm_dtype_size(dt);
+    const size_t esz = volt__comm_dtype_size(dt);
     const bool in_place = (const char *)recv == (const char *)send + (size_t)c->rank * count * esz;
     if (in_place) {
         /* MPI_IN_PLACE takes the input from recvbuf (world*count) and leaves this rank's
@@ -189,7 +189,7 @@ static volt_status m_all_gather(volt_comm *c, const void *send, void *recv, size
     mpi_req *q;
     VOLT_TRY(req_start(c, "all_gather", what, count, dt, &q));
     mpi_impl *im = c->impl;
-    const size_t esz = volt_comm_dtype_size(dt);
+    const size_t esz = volt__comm_dtype_size(dt);
     if ((const char *)send == (const char *)recv + (size_t)c->rank * count * esz)
         START_MPI(c, q, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)count, mpi_type(dt), im->comm, &q->r));
     else
@@ -217,7 +217,7 @@ static volt_status m_barrier(volt_comm *c, const char *what, volt_comm_req **req
 
 /* ---- completion -------------------------------------------------------------------------- */
 static void post_process(volt_comm *c, mpi_req *q) {
-    const size_t esz = volt_comm_dtype_size(q->dt);
+    const size_t esz = volt__comm_dtype_size(q->dt);
     if (q->post == POST_MOVE || q->post == POST_MOVE_AVG) memmove(q->buf, q->src, q->count * esz);
     if (q->post == POST_AVG || q->post == POST_MOVE_AVG) {
         if (q->dt == VOLT_COMM_F32) {
@@ -363,7 +363,7 @@ static volt_status init_mpi(char *err, size_t errlen) {
     return VOLT_OK;
 }
 
-volt_status volt_comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
+volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     if (!(cfg->timeout_s > 0)) {
