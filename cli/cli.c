@@ -11,27 +11,6 @@
 #include "cli/cli_internal.h"
 #include "core/err.h"
 
-#define MAX_KEYS 256
-
-typedef struct row {
-    volt_cli_key k;          /* strings borrowed (program table / trainer table) */
-    char *dflt;              /* owned copy of the current default text (NULL = null) */
-    const volt__trainer_field *tf;   /* trainer field, or NULL */
-    char keybuf[128];        /* "trainer.<field>" for trainer rows (k.key points here) */
-    bool set;                /* given by a file or the command line */
-} row;
-
-struct volt_cli {
-    volt_cli_config cfg;
-    row rows[MAX_KEYS];
-    int n;
-    cJSON *tree;
-    char *sub;
-    char *merged_json;       /* kept for run_config_json */
-    FILE *out, *err;
-    char errmsg[512];
-};
-
 #define cli_fail(c, st, ...) VOLT__OBJ_ERRF(c, st, __VA_ARGS__)
 
 void volt__cli_seterr(volt_cli *c, const char *fmt, ...) {
@@ -60,7 +39,7 @@ int volt_cli_edit_distance(const char *a, const char *b) {
     return d[la][lb];
 }
 
-static row *find_row(const volt_cli *c, const char *key) {
+row *volt__cli_find_row(const volt_cli *c, const char *key) {
     for (int i = 0; i < c->n; i++)
         if (!strcmp(c->rows[i].k.key, key)) return (row *)&c->rows[i];
     return NULL;
@@ -105,7 +84,7 @@ static bool in_choices(const char *choices, const char *v) {
     return false;
 }
 
-static const char *type_name(volt_cli_type t) {
+const char *volt__cli_type_name(volt_cli_type t) {
     switch (t) {
     case VOLT_CLI_INT: return "INT";
     case VOLT_CLI_FLOAT: return "FLOAT";
@@ -201,7 +180,7 @@ static bool tree_put(cJSON *tree, const char *key, cJSON *v) {
     return cJSON_AddItemToObject(obj, p, v);
 }
 
-static const cJSON *tree_get(const cJSON *tree, const char *key) {
+const cJSON *volt__cli_tree_get(const cJSON *tree, const char *key) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", key);
     const cJSON *obj = tree;
@@ -304,7 +283,7 @@ void volt_cli_destroy(volt_cli *c) {
 }
 
 volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value) {
-    row *r = find_row(c, key);
+    row *r = volt__cli_find_row(c, key);
     if (!r) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default: no key '%s'", key);
     char why[128];
     cJSON *v = value_from_text(r, value, why, sizeof why);
@@ -315,56 +294,6 @@ volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value
     free(r->dflt);
     r->dflt = d;
     return VOLT_OK;
-}
-
-/* ---- help ------------------------------------------------------------------------------------ */
-static void section_of(const char *key, char *buf, size_t n) {
-    const char *dot = strchr(key, '.');
-    if (!dot) snprintf(buf, n, "%s", "");
-    else snprintf(buf, n, "%.*s", (int)(dot - key), key);
-}
-
-void volt_cli_print_help(const volt_cli *c, FILE *f) {
-    fprintf(f, "usage: %s [%s] [--config FILE.json]... [--SECTION.KEY VALUE | --SECTION.KEY=VALUE]...\n",
-            c->cfg.prog, c->cfg.subcommands);
-    if (c->cfg.description) fprintf(f, "%s\n", c->cfg.description);
-    fprintf(f, "\nsubcommands: %s", c->cfg.subcommands);
-    if (c->cfg.default_subcommand) fprintf(f, " (default %s)", c->cfg.default_subcommand);
-    fputs("\n\n"
-          "  --config FILE              a JSON config ({\"trainer\": {\"max_epochs\": 3}, ...});\n"
-          "                             repeatable, later files win; command-line keys win over files\n"
-          "  --print-config             print the merged config as JSON (reusable with --config) and exit\n"
-          "  --version                  print the version and exit\n"
-          "  -h, --help                 this text\n", f);
-    /* sections in order of first appearance */
-    char seen[32][64];
-    int ns = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < c->n; i++) {
-            char sec[64];
-            section_of(c->rows[i].k.key, sec, sizeof sec);
-            bool trainer = !strcmp(sec, "trainer");
-            if (trainer != (pass == 1)) continue;   /* the program's sections first, trainer last */
-            bool have = false;
-            for (int j = 0; j < ns; j++) have = have || !strcmp(seen[j], sec);
-            if (!have && ns < 32) snprintf(seen[ns++], sizeof seen[0], "%s", sec);
-        }
-    for (int s = 0; s < ns; s++) {
-        fprintf(f, "\n%s:\n", *seen[s] ? seen[s] : "run");
-        for (int i = 0; i < c->n; i++) {
-            const row *r = &c->rows[i];
-            char sec[64];
-            section_of(r->k.key, sec, sizeof sec);
-            if (strcmp(sec, seen[s])) continue;
-            char lhs[160];
-            snprintf(lhs, sizeof lhs, "--%s %s", r->k.key, r->k.type == VOLT_CLI_BOOL ? "[BOOL]" : type_name(r->k.type));
-            fprintf(f, "  %-40s %s", lhs, r->k.help ? r->k.help : "");
-            if (r->k.choices) fprintf(f, " {%s}", r->k.choices);
-            fprintf(f, " (default: %s)", r->dflt ? r->dflt : "null");
-            if (r->k.alias) fprintf(f, " [--%s%s]", r->k.alias, r->k.type == VOLT_CLI_BOOL ? "" : " V");
-            fputc('\n', f);
-        }
-    }
 }
 
 /* ---- parse ----------------------------------------------------------------------------------- */
@@ -391,7 +320,7 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
         char key[256], where[512];
         snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", it->string ? it->string : "");
         snprintf(where, sizeof where, "config '%s': ", file);
-        row *r = find_row(c, key);
+        row *r = volt__cli_find_row(c, key);
         if (!r && cJSON_IsObject(it)) {
             size_t kl = strlen(key);
             bool is_section = false;
@@ -594,69 +523,3 @@ done:
     return rc;
 }
 
-/* ---- results --------------------------------------------------------------------------------- */
-const char *volt_cli_subcommand(const volt_cli *c) { return c->sub; }
-
-static const cJSON *get(const volt_cli *c, const char *key) {
-    const cJSON *v = c->tree ? tree_get(c->tree, key) : NULL;
-    if (!v) fprintf(c->err, "volt_cli: program bug: no key '%s'\n", key);
-    return v;
-}
-
-int64_t volt_cli_int(const volt_cli *c, const char *key) {
-    const cJSON *v = get(c, key);
-    return v && cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
-}
-
-double volt_cli_float(const volt_cli *c, const char *key) {
-    const cJSON *v = get(c, key);
-    return v && cJSON_IsNumber(v) ? v->valuedouble : 0.0;
-}
-
-bool volt_cli_bool(const volt_cli *c, const char *key) {
-    const cJSON *v = get(c, key);
-    return v && cJSON_IsTrue(v);
-}
-
-const char *volt_cli_str(const volt_cli *c, const char *key) {
-    const cJSON *v = get(c, key);
-    return v && cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-bool volt_cli_was_set(const volt_cli *c, const char *key) {
-    const row *r = find_row(c, key);
-    return r && r->set;
-}
-
-bool volt_cli_is_null(const volt_cli *c, const char *key) {
-    const cJSON *v = get(c, key);
-    return !v || cJSON_IsNull(v);
-}
-
-char *volt_cli_config_json(const volt_cli *c) { return c->tree ? cJSON_Print(c->tree) : NULL; }
-
-void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *tc) {
-    for (int i = 0; i < c->n; i++) {
-        const row *r = &c->rows[i];
-        const volt__trainer_field *f = r->tf;
-        if (!f) continue;
-        const cJSON *v = tree_get(c->tree, r->k.key);
-        if (!v || cJSON_IsNull(v)) {
-            if (f->ftype == VOLT__TF_STR && !(f->dflt && !strcmp(f->dflt, "null"))) {
-                const char *nul = NULL;
-                memcpy((char *)tc + f->offset, &nul, sizeof nul);
-            }
-            continue;          /* null numbers keep volt_trainer_config_init's value */
-        }
-        char *dst = (char *)tc + f->offset;
-        switch (f->ftype) {
-        case VOLT__TF_I64: { int64_t x = (int64_t)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
-        case VOLT__TF_INT: { int x = (int)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
-        case VOLT__TF_F32: { float x = (float)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
-        case VOLT__TF_BOOL: { bool x = cJSON_IsTrue(v); memcpy(dst, &x, sizeof x); break; }
-        case VOLT__TF_U64: { uint64_t x = (uint64_t)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
-        case VOLT__TF_STR: { const char *x = v->valuestring; memcpy(dst, &x, sizeof x); break; }
-        }
-    }
-    tc->run_config_json = c->merged_json;
-}

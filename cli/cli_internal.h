@@ -22,6 +22,36 @@ typedef struct volt__trainer_field {
 extern const volt__trainer_field volt__trainer_fields[];
 extern const int volt__n_trainer_fields;
 
+#include <stdbool.h>
+#include <stdio.h>
+#include <cjson/cJSON.h>
+
+#define MAX_KEYS 256
+
+typedef struct row {
+    volt_cli_key k;          /* strings borrowed (program table / trainer table) */
+    char *dflt;              /* owned copy of the current default text (NULL = null) */
+    const volt__trainer_field *tf;   /* trainer field, or NULL */
+    char keybuf[128];        /* "trainer.<field>" for trainer rows (k.key points here) */
+    bool set;                /* given by a file or the command line */
+} row;
+
+struct volt_cli {
+    volt_cli_config cfg;
+    row rows[MAX_KEYS];
+    int n;
+    cJSON *tree;
+    char *sub;
+    char *merged_json;       /* kept for run_config_json */
+    FILE *out, *err;
+    char errmsg[512];
+};
+
+/* The row of a key (NULL when unknown), a type's name for --help, a value in the tree. */
+row *volt__cli_find_row(const volt_cli *c, const char *key);
+const char *volt__cli_type_name(volt_cli_type t);
+const cJSON *volt__cli_tree_get(const cJSON *tree, const char *key);
+
 /* Store a message on c (volt_cli_errmsg), printf-style. */
 void volt__cli_seterr(volt_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
