@@ -6,8 +6,9 @@ set -euo pipefail
 src=$1 so=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # (".gomp_critical_user_*" are the locks of named OpenMP critical sections: the compiler
-# makes them global so every copy of the name shares one lock; they are not API.)
-nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | grep -v '^\.gomp_critical_user_' |
+# makes them global so every copy of the name shares one lock; "__odr_asan.*" are
+# AddressSanitizer's ODR indicators of exported data in a sanitizer build. Neither is API.)
+nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//' | grep -v -e '^\.gomp_critical_user_' -e '^__odr_asan\.' |
   sort -u >"$tmp/exported"
 # Declared functions: "VOLT_API <type> volt_name(" in the public headers.
 # Declared: functions "VOLT_API <type> volt_name(" and data "VOLT_API extern const <type> volt_name;".
