@@ -98,7 +98,7 @@ static double gc_as_double(const void *buf, volt_dtype dt, int64_t k) {
     }
 }
 
-static int gradcheck(const char *name, gc_fn f, gc_ref_fn ref, void *ctx, int n, const gc_input *ins) {
+__attribute__((unused)) static int gradcheck(const char *name, gc_fn f, gc_ref_fn ref, void *ctx, int n, const gc_input *ins) {
     volt_step_config cfg;
     volt_step_config_init(&cfg);
     cfg.arena_bytes = 1 << 20;

@@ -6,55 +6,17 @@
  * hide here. Use gradcheck.h for ops. */
 #ifndef GRADCHECK_COMPOSE_H
 #define GRADCHECK_COMPOSE_H
+#include "gradcheck.h"
 #include "vtest.h"
 #include "volt/volt.h"
 
 #define GC_MAX_PROBES 48
 
-typedef volt_tensor *(*gc_fn)(volt_step *s, volt_tensor **in, void *ctx);
-typedef struct gc_input {
-    volt_dtype dt;
-    volt_shape shape;
-    bool diff;            /* check the gradient w.r.t. this input */
-    const void *data;     /* initial values, or NULL for random: floats ~ N(0,1)*scale, ints in [0, int_hi) */
-    int64_t int_hi;
-    float scale;          /* 0 = 1 */
-} gc_input;
-#define GC_F32(shp) ((gc_input){ .dt = VOLT_F32, .shape = shp, .diff = true })
-#define GC_F32_CONST(shp) ((gc_input){ .dt = VOLT_F32, .shape = shp, .diff = false })
-#define GC_INDEX(shp, hi) ((gc_input){ .dt = VOLT_I64, .shape = shp, .diff = false, .int_hi = hi })
+/* f32 central differences at up to GC_MAX_PROBES elements per input (the inputs, the
+ * random generator and gc_loss are gradcheck.h's). */
+static double gcc_rtol = 1e-2, gcc_atol = 1e-3, gcc_eps = 3e-3;
 
-static double gc_rtol = 1e-2, gc_atol = 1e-3, gc_eps = 3e-3;
-
-static uint64_t gc_rng_state = 0x9E3779B97F4A7C15ull;
-static inline double gc_uniform(void) {   /* xorshift64*, [0,1) */
-    gc_rng_state ^= gc_rng_state >> 12; gc_rng_state ^= gc_rng_state << 25; gc_rng_state ^= gc_rng_state >> 27;
-    return (double)((gc_rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
-static inline double gc_normal(void) {
-    double u1 = gc_uniform() + 1e-12, u2 = gc_uniform();
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-static double gc_loss(volt_step *s, gc_fn f, void *ctx, int n, const gc_input *ins, void **bufs,
-                      const float *R, int64_t *numel_out, volt_tensor **out_t, volt_tensor **in_t) {
-    volt_step_begin(s, true, 7);
-    for (int i = 0; i < n; i++) {
-        in_t[i] = volt_tensor_wrap(s, ins[i].dt, ins[i].shape, bufs[i]);
-        if (ins[i].diff) volt_tensor_requires_grad(s, in_t[i]);
-    }
-    volt_tensor *out = f(s, in_t, ctx);
-    *out_t = out;
-    if (!out) return NAN;
-    *numel_out = volt_tensor_numel(out);
-    if (!R) return 0;
-    double L = 0;
-    const float *y = out->data;
-    for (int64_t k = 0; k < *numel_out; k++) L += (double)y[k] * R[k];
-    return L;
-}
-
-static int gradcheck(const char *name, gc_fn f, void *ctx, int n, const gc_input *ins) {
+static int gradcheck_compose(const char *name, gc_fn f, void *ctx, int n, const gc_input *ins) {
     volt_step_config cfg;
     volt_step_config_init(&cfg);
     cfg.arena_bytes = 1 << 20;
@@ -103,13 +65,13 @@ static int gradcheck(const char *name, gc_fn f, void *ctx, int n, const gc_input
         for (int64_t k = 0; k < ne; k += stride) {
             int64_t idx = stride > 1 ? (k + (int64_t)(gc_uniform() * (double)stride)) % ne : k;
             float x0 = x[idx];
-            x[idx] = x0 + (float)gc_eps;
+            x[idx] = x0 + (float)gcc_eps;
             double lp = gc_loss(s, f, ctx, n, ins, bufs, R, &on, &out, in_t);
-            x[idx] = x0 - (float)gc_eps;
+            x[idx] = x0 - (float)gcc_eps;
             double lm = gc_loss(s, f, ctx, n, ins, bufs, R, &on, &out, in_t);
             x[idx] = x0;
-            double num = (lp - lm) / (2 * gc_eps), an = ana[i][idx];
-            double tol = gc_atol + gc_rtol * fmax(fabs(num), fabs(an));
+            double num = (lp - lm) / (2 * gcc_eps), an = ana[i][idx];
+            double tol = gcc_atol + gcc_rtol * fmax(fabs(num), fabs(an));
             if (!(fabs(num - an) <= tol)) {
                 if (bad < 5)
                     fprintf(stderr, "FAIL gradcheck %s: input %d elem %lld: analytic %.6g numeric %.6g\n",

@@ -502,13 +502,13 @@ static volt_tensor *gc_enc(volt_step *s, volt_tensor **in, void *ctx) {
 
 static void test_gradchecks(void) {
     gc_input lin[] = { GC_F32(VOLT_SHAPE(2, 4, 5)), GC_F32(VOLT_SHAPE(3, 5)), GC_F32(VOLT_SHAPE(3)) };
-    gradcheck("nn linear", gc_linear, NULL, 3, lin);
+    gradcheck_compose("nn linear", gc_linear, NULL, 3, lin);
     gc_input ln[] = { GC_F32(VOLT_SHAPE(3, 6)), GC_F32(VOLT_SHAPE(6)), GC_F32(VOLT_SHAPE(6)) };
-    gradcheck("nn layernorm", gc_ln, NULL, 3, ln);
+    gradcheck_compose("nn layernorm", gc_ln, NULL, 3, ln);
     gc_input emb[] = { GC_F32(VOLT_SHAPE(7, 3)), GC_INDEX(VOLT_SHAPE(2, 5), 7) };
-    gradcheck("nn embedding", gc_emb, NULL, 2, emb);
+    gradcheck_compose("nn embedding", gc_emb, NULL, 2, emb);
     gc_input conv[] = { GC_F32(VOLT_SHAPE(2, 2, 6, 6)), GC_F32(VOLT_SHAPE(3, 2, 3, 3)), GC_F32(VOLT_SHAPE(3)) };
-    gradcheck("nn conv2d + max_pool2d", gc_conv, NULL, 3, conv);
+    gradcheck_compose("nn conv2d + max_pool2d", gc_conv, NULL, 3, conv);
 
     gc_ctx c;
     memset(&c, 0, sizeof c);
@@ -520,25 +520,25 @@ static void test_gradchecks(void) {
                        GC_F32(VOLT_SHAPE(8, 8)), GC_F32(VOLT_SHAPE(8, 8)),
                        { .dt = VOLT_U8, .shape = VOLT_SHAPE(2, 5), .data = mask } };
     for (int i = 1; i <= 4; i++) mha[i].scale = 0.35f;
-    gradcheck("nn mha (fused, padding mask)", gc_mha, &c, 6, mha);
+    gradcheck_compose("nn mha (fused, padding mask)", gc_mha, &c, 6, mha);
     c.causal = true;
-    gradcheck("nn mha (fused, causal)", gc_mha, &c, 6, mha);
+    gradcheck_compose("nn mha (fused, causal)", gc_mha, &c, 6, mha);
     c.p = 0.2f;                                 /* the unfused dropout path: same mask every call */
-    gradcheck("nn mha (attention dropout, causal)", gc_mha, &c, 6, mha);
+    gradcheck_compose("nn mha (attention dropout, causal)", gc_mha, &c, 6, mha);
     gc_input cross[] = { GC_F32(VOLT_SHAPE(2, 3, 8)), mha[1], mha[2], mha[3], mha[4], mha[5], GC_F32(VOLT_SHAPE(2, 5, 8)) };
     c.causal = false;
-    gradcheck("nn mha cross (Tq 3, Tk 5, attention dropout)", gc_cross, &c, 7, cross);
+    gradcheck_compose("nn mha cross (Tq 3, Tk 5, attention dropout)", gc_cross, &c, 7, cross);
     gc_input enc[] = { mha[0], mha[1], mha[2], mha[3], mha[4], mha[5], GC_F32(VOLT_SHAPE(12, 8)), GC_F32(VOLT_SHAPE(8, 12)) };
     enc[6].scale = enc[7].scale = 0.35f;
     c.causal = false;
     c.p = 0.f;
     c.act = VOLT_NN_GELU;
-    gradcheck("nn encoder post-LN", gc_enc, &c, 8, enc);
+    gradcheck_compose("nn encoder post-LN", gc_enc, &c, 8, enc);
     c.pre = true;
     c.causal = true;
     c.act = VOLT_NN_GELU_TANH;
     c.p = 0.1f;
-    gradcheck("nn encoder pre-LN (dropouts, causal)", gc_enc, &c, 8, enc);
+    gradcheck_compose("nn encoder pre-LN (dropouts, causal)", gc_enc, &c, 8, enc);
 }
 
 /* ---- errors ----------------------------------------------------------------------------------- */

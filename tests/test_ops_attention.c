@@ -24,32 +24,45 @@ static gc_input mask_input(volt_dtype dt, int64_t B, int64_t Tk, const void *dat
 
 
 /* gradcheck's double-precision reference: softmax(q k^T / sqrt(D) + mask) v with an explicit
- * (Tq, Tk) matrix per (b, h); a row that sees no key gives zeros. */
-static void r_attn(const gc_input *ins, double *const *x, double *y, void *c) {
-    const attn_ctx *a = c;
+ * (Tq, Tk) matrix per (b, h); a row that sees no key gives zeros. With p > 0 the
+ * probabilities are multiplied by the mask volt_dropout would draw on the (B, H, Tq, Tk)
+ * probabilities: keep element ((b*H + h)*Tq + i)*Tk + j iff
+ * volt__rng_uniform(seed 1234, step offset 7, call 0, e) >= p, scaled by 1/(1-p)
+ * (gradcheck's step: seed 1234, offset 7; the op is the step's first dropout call). */
+static void attn_ref(const gc_input *ins, double *const *x, double *y, bool causal, bool mask, float drop) {
     const int64_t *qs = ins[0].shape.d;
     int64_t B = qs[0], H = qs[1], Tq = qs[2], D = qs[3], Tk = ins[1].shape.d[2];
-    double p[64], scale = 1 / sqrt((double)D);
+    double p[64], scale = 1 / sqrt((double)D), keep_scale = 1 / (1 - (double)drop);
     for (int64_t bh = 0; bh < B * H; bh++) {
         int64_t b = bh / H;
         const double *q = x[0] + bh * Tq * D, *k = x[1] + bh * Tk * D, *v = x[2] + bh * Tk * D;
         for (int64_t i = 0; i < Tq; i++) {
             double mx = -INFINITY, sum = 0;
             for (int64_t j = 0; j < Tk; j++) {
-                bool vis = !(a->mask && x[3][b * Tk + j] == 0) && !(a->causal && j > i);
+                bool vis = !(mask && x[3][b * Tk + j] == 0) && !(causal && j > i);
                 double sij = 0;
                 for (int64_t d = 0; d < D; d++) sij += q[i * D + d] * k[j * D + d];
                 p[j] = vis ? sij * scale : -INFINITY;
                 mx = fmax(mx, p[j]);
             }
             for (int64_t j = 0; j < Tk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+            for (int64_t j = 0; j < Tk; j++) {
+                double keep = 1;
+                if (drop > 0) keep = volt__rng_uniform(1234, 7, 0, (uint64_t)((bh * Tq + i) * Tk + j)) >= drop ? keep_scale : 0;
+                p[j] = sum > 0 ? p[j] / sum * keep : 0;
+            }
             for (int64_t d = 0; d < D; d++) {
                 double acc = 0;
-                for (int64_t j = 0; j < Tk; j++) acc += (sum > 0 ? p[j] / sum : 0) * v[j * D + d];
+                for (int64_t j = 0; j < Tk; j++) acc += p[j] * v[j * D + d];
                 y[bh * Tq * D + i * D + d] = acc;
             }
         }
     }
+}
+
+static void r_attn(const gc_input *ins, double *const *x, double *y, void *c) {
+    const attn_ctx *a = c;
+    attn_ref(ins, x, y, a->causal, a->mask, 0.f);
 }
 
 static void grads(void) {
@@ -378,41 +391,9 @@ static volt_tensor *f_attn_drop(volt_step *s, volt_tensor **in, void *c) {
     return volt_attention_dropout(s, in[0], in[1], in[2], a->mask ? in[3] : NULL, a->causal, a->p);
 }
 
-/* gradcheck's double reference of the dropout path: r_attn's probabilities times the mask
- * volt_dropout would draw on the (B, H, Tq, Tk) probabilities: keep element
- * ((b*H + h)*Tq + i)*Tk + j iff volt__rng_uniform(seed 1234, step offset 7, call 0, e) >= p,
- * scaled by 1/(1-p) (gradcheck's step: seed 1234, offset 7; the op is the step's first
- * dropout call). */
 static void r_attn_drop(const gc_input *ins, double *const *x, double *y, void *c) {
     const drop_ctx *a = c;
-    const int64_t *qs = ins[0].shape.d;
-    int64_t B = qs[0], H = qs[1], Tq = qs[2], D = qs[3], Tk = ins[1].shape.d[2];
-    double p[64], scale = 1 / sqrt((double)D), keep_scale = 1 / (1 - (double)a->p);
-    for (int64_t bh = 0; bh < B * H; bh++) {
-        int64_t b = bh / H;
-        const double *q = x[0] + bh * Tq * D, *k = x[1] + bh * Tk * D, *v = x[2] + bh * Tk * D;
-        for (int64_t i = 0; i < Tq; i++) {
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < Tk; j++) {
-                bool vis = !(a->mask && x[3][b * Tk + j] == 0) && !(a->causal && j > i);
-                double sij = 0;
-                for (int64_t d = 0; d < D; d++) sij += q[i * D + d] * k[j * D + d];
-                p[j] = vis ? sij * scale : -INFINITY;
-                mx = fmax(mx, p[j]);
-            }
-            for (int64_t j = 0; j < Tk; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
-            for (int64_t j = 0; j < Tk; j++) {
-                uint64_t e = (uint64_t)((bh * Tq + i) * Tk + j);
-                double keep = volt__rng_uniform(1234, 7, 0, e) >= a->p ? keep_scale : 0;
-                p[j] = sum > 0 ? p[j] / sum * keep : 0;
-            }
-            for (int64_t d = 0; d < D; d++) {
-                double acc = 0;
-                for (int64_t j = 0; j < Tk; j++) acc += p[j] * v[j * D + d];
-                y[bh * Tq * D + i * D + d] = acc;
-            }
-        }
-    }
+    attn_ref(ins, x, y, a->causal, a->mask, a->p);
 }
 
 /* gradcheck runs every evaluation in a fresh step with one seed and offset: fixed masks */
