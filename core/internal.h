@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "volt/params.h"
 #include "core/ops_list.h"
+#include "core/device.h"
 
 /* ---- arena: bump allocation, released at step end -------------------------------- */
 typedef struct volt_arena_block { struct volt_arena_block *next; size_t cap, used; } volt_arena_block;
@@ -49,28 +50,20 @@ typedef struct volt_node {
  * n->out->grad holds the upstream gradient. Ops the backend marks in first_write get no
  * such preparation: an input grad may still be NULL (this node is its first writer), and
  * the kernel takes it with volt__grad_w / volt__grad_alias, storing instead of adding. */
-typedef struct volt_kernel {
+struct volt_kernel {
     const char *name;
     volt_status (*forward)(volt_step *s, volt_node *n);
     volt_status (*backward)(volt_step *s, volt_node *n);
-} volt_kernel;
-
-typedef struct volt_backend {
-    uint32_t version;
-    const char *name;
-    const volt_kernel *kernels;       /* VOLT_OP_COUNT entries, indexed by volt_op_id */
-    const uint8_t *first_write;       /* VOLT_OP_COUNT flags or NULL (optional): 1 = the op's
-                                         backward takes fresh input grads (see above) */
-} volt_backend;
-#define VOLT_BACKEND_VERSION 1u
+};
 
 const volt_backend *volt__backend_cpu(void);
-const volt_backend *volt__backend_find(const char *name);
+const volt_backend *volt__backend_cpu_strict(void);
 
 /* ---- step ----------------------------------------------------------------------- */
 #define VOLT_SCRATCH_SLOTS 4
 struct volt_step {
-    const volt_backend *be;
+    volt_device *dev;      /* where its tensors live (the param store's device) */
+    const volt_backend *be;   /* dev->be */
     volt_params *params;
     volt_arena arena;
     volt_node *tape;       /* nodes that need backward, creation (= topological) order */
@@ -160,6 +153,7 @@ typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tenso
 } volt_param_rec;
 
 struct volt_params {
+    volt_device *dev;      /* where unit buffers (and the optimizer's states) live */
     uint64_t seed;
     bool finalized;
     int n_units, cap_units;

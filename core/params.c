@@ -21,14 +21,20 @@ volt_status volt_params_fail(volt_params *ps, volt_status st, const char *fmt, .
 }
 
 void volt_params_config_init(volt_params_config *cfg) {
-    *cfg = (volt_params_config){ .version = VOLT_PARAMS_CONFIG_VERSION, .seed = 42 };
+    *cfg = (volt_params_config){ .version = VOLT_PARAMS_CONFIG_VERSION, .seed = 42, .accelerator = "auto" };
 }
 
 volt_status volt_params_create(const volt_params_config *cfg, volt_params **out) {
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_PARAMS_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+    volt_device *dev = NULL;
+    char err[256];
+    if (volt__device_get(cfg->version >= 2 ? cfg->accelerator : NULL, cfg->version >= 2 ? cfg->device : 0, &dev, err,
+                         sizeof err) < 0)
+        return VOLT_ERR_UNSUPPORTED;
     volt_params *ps = calloc(1, sizeof *ps);
     if (!ps) return VOLT_ERR_NOMEM;
+    ps->dev = dev;
     ps->seed = cfg->seed;
     ps->unit_pad = 1;
     *out = ps;

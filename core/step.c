@@ -10,19 +10,23 @@
 
 
 void volt_step_config_init(volt_step_config *cfg) {
-    *cfg = (volt_step_config){ .version = VOLT_STEP_CONFIG_VERSION, .backend = "cpu",
+    *cfg = (volt_step_config){ .version = VOLT_STEP_CONFIG_VERSION, .backend = "auto",
                                .arena_bytes = 64u << 20, .tape_capacity = 1024, .seed = 0 };
 }
 
 volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_STEP_CONFIG_VERSION)) return VOLT_ERR_VERSION;
-    const volt_backend *be = volt__backend_find(cfg->backend ? cfg->backend : "cpu");
-    if (!be) return VOLT_ERR_UNSUPPORTED;
-    if (!VOLT_VERSION_OK(be->version, VOLT_BACKEND_VERSION)) return VOLT_ERR_VERSION;   /* volt_backend table */
+    /* the param store's device when there is one (its tensors are read by the step's ops) */
+    volt_device *dev = cfg->params ? cfg->params->dev : NULL;
+    char err[256];
+    if (!dev && volt__device_get(cfg->backend, 0, &dev, err, sizeof err) < 0) return VOLT_ERR_UNSUPPORTED;
+    if (cfg->params && cfg->backend && strcmp(cfg->backend, "auto") && volt__backend_find(cfg->backend) != dev->be)
+        return VOLT_ERR_INVALID_ARG;   /* the step would run on another device than its parameters */
     volt_step *s = calloc(1, sizeof *s);
     if (!s) return VOLT_ERR_NOMEM;
-    s->be = be;
+    s->dev = dev;
+    s->be = dev->be;
     s->params = cfg->params;
     s->seed = cfg->seed;
     s->cap_nodes = cfg->tape_capacity > 0 ? cfg->tape_capacity : 1024;

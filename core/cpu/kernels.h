@@ -11,6 +11,23 @@
 VOLT_OPS(VOLT_CPU_KERNEL_DECL_)
 #undef VOLT_CPU_KERNEL_DECL_
 
+/* The cpu backend's table entries, shared with cpu-strict (core/cpu/backend.c, strict.c). */
+extern const uint8_t volt__cpu_first_write[VOLT_OP_COUNT];
+const volt_kernel *volt__cpu_kernels(void);
+size_t volt__cpu_page_size(void);
+unsigned volt__cpu_caps(volt_device *d);
+void *volt__cpu_alloc(volt_device *d, size_t bytes);
+void volt__cpu_free(volt_device *d, void *p);
+void volt__cpu_memset(volt_device *d, void *p, int v, size_t n);
+void volt__cpu_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k);
+void volt__cpu_give_back(volt_device *d, void *p, size_t bytes);
+volt_status volt__cpu_recommit(volt_device *d, void *p, size_t bytes);
+int64_t volt__cpu_resident_bytes(volt_device *d, const void *p, size_t bytes);
+/* cpu-strict: open the device region around host-side backend work (nested). */
+void volt__strict_enter(void);
+void volt__strict_leave(void);
+bool volt__strict_owns(const void *p);
+
 /* Helpers shared by kernels. */
 /* GEMMs (core/cpu/gemm.c): oneDNN matmul primitives cached per shape and thread (OpenBLAS
  * where it wins, and as the fallback). For z < batch:

@@ -103,7 +103,9 @@ typedef struct volt_params volt_params;
 
 typedef struct volt_step_config {
     uint32_t version;              /* VOLT_STEP_CONFIG_VERSION, set by _init */
-    const char *backend;           /* "cpu" (default) */
+    const char *backend;           /* the accelerator: "auto" (default: the param store's device,
+                                      else $VOLT_ACCELERATOR, else cuda if present, else cpu),
+                                      "cpu", "cpu-strict", "cuda" */
     size_t arena_bytes;            /* initial arena size; grows on first steps, 0 = 64 MiB */
     int tape_capacity;             /* initial node capacity, grows; 0 = 1024 */
     uint64_t seed;                 /* dropout RNG seed */

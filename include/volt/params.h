@@ -50,8 +50,12 @@ typedef struct volt_init { volt_init_kind kind; float a, b; } volt_init;
 typedef struct volt_params_config {
     uint32_t version;      /* VOLT_PARAMS_CONFIG_VERSION, set by _init */
     uint64_t seed;         /* init RNG seed; same seed => bitwise-identical init */
+    /* ---- version 2 ---- */
+    const char *accelerator;   /* where the buffers live: "cpu", "cuda", "cpu-strict" or
+                                  "auto"/NULL ($VOLT_ACCELERATOR, else cuda if present, else cpu) */
+    int device;                /* the device's ordinal (default 0) */
 } volt_params_config;
-#define VOLT_PARAMS_CONFIG_VERSION 1u
+#define VOLT_PARAMS_CONFIG_VERSION 2u
 
 VOLT_API void volt_params_config_init(volt_params_config *cfg);
 VOLT_API volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);

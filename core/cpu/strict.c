@@ -1,0 +1,151 @@
+/* The "cpu-strict" backend: the CPU kernels and parameter math, but device memory is
+ * unreadable from host code. All of it lives in one reserved region that is mapped
+ * PROT_NONE except while one of this backend's functions runs (a process-wide depth
+ * counter: the first entry opens the used part of the region read/write, the last exit
+ * closes it again). A host dereference of device memory anywhere else — the trainer, a
+ * callback, a checkpoint writer, a strategy, a model — faults at once with SIGSEGV at the
+ * offending instruction (run it under gdb, or ASan prints the stack). Tests run the
+ * trainer, callbacks, checkpoints, precision, strategies and DistilBERT parity on it
+ * (VOLT_ACCELERATOR=cpu-strict); it is slow (two mprotect calls per backend call).
+ *
+ * The region: VOLT_STRICT_RESERVE bytes (default 64 GiB of address space, MAP_NORESERVE),
+ * page-granular first-fit allocation with freed blocks returned to the OS (madvise). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "core/cpu/kernels.h"
+
+typedef struct blk { size_t off, len; struct blk *next; } blk;   /* host memory */
+
+static struct {
+    pthread_mutex_t lock;
+    char *base;
+    size_t reserve, high;          /* bytes reserved; end of the part ever handed out */
+    blk *free_list;                /* freed blocks, any order */
+    blk *used;                     /* live blocks (to find a block's length on free) */
+    int depth;
+    bool opened;
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void set_prot(int prot) {
+    if (g.high && mprotect(g.base, g.high, prot) != 0) {
+        perror("volt cpu-strict: mprotect");
+        abort();
+    }
+}
+/* Entering/leaving a backend function: the region is readable only inside. */
+void volt__strict_enter(void) {
+    pthread_mutex_lock(&g.lock);
+    if (g.depth++ == 0) set_prot(PROT_READ | PROT_WRITE);
+    pthread_mutex_unlock(&g.lock);
+}
+void volt__strict_leave(void) {
+    pthread_mutex_lock(&g.lock);
+    if (--g.depth == 0) set_prot(PROT_NONE);
+    pthread_mutex_unlock(&g.lock);
+}
+#define IN(expr) do { volt__strict_enter(); expr; volt__strict_leave(); } while (0)
+
+static volt_status strict_open(int ordinal, void **ctx, char *err, size_t errlen) {
+    (void)ordinal; (void)ctx;
+    size_t reserve = (size_t)64 << 30;
+    const char *env = getenv("VOLT_STRICT_RESERVE");
+    if (env && *env) reserve = (size_t)strtoull(env, NULL, 0);
+    void *p = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "cpu-strict: cannot reserve %zu bytes of address space", reserve);
+        return VOLT_ERR_NOMEM;
+    }
+    g.base = p;
+    g.reserve = reserve;
+    g.opened = true;
+    return VOLT_OK;
+}
+
+static void *strict_alloc(volt_device *d, size_t bytes) {
+    (void)d;
+    const size_t pg = volt__cpu_page_size();
+    size_t len = ((bytes ? bytes : 1) + pg - 1) / pg * pg;
+    pthread_mutex_lock(&g.lock);
+    blk **pp = &g.free_list, *b = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->len >= len) { b = *pp; *pp = b->next; break; }
+    if (b && b->len > len) {   /* split: the tail stays free */
+        blk *rest = malloc(sizeof *rest);
+        if (rest) { *rest = (blk){ b->off + len, b->len - len, g.free_list }; g.free_list = rest; b->len = len; }
+    }
+    if (!b) {
+        if (g.high + len > g.reserve || !(b = malloc(sizeof *b))) { pthread_mutex_unlock(&g.lock); return NULL; }
+        *b = (blk){ g.high, len, NULL };
+        g.high += len;
+        if (g.depth > 0 && mprotect(g.base + b->off, len, PROT_READ | PROT_WRITE) != 0) abort();
+    }
+    b->next = g.used;
+    g.used = b;
+    pthread_mutex_unlock(&g.lock);
+    return g.base + b->off;
+}
+
+static void strict_free(volt_device *d, void *p) {
+    (void)d;
+    if (!p) return;
+    pthread_mutex_lock(&g.lock);
+    size_t off = (size_t)((char *)p - g.base);
+    for (blk **pp = &g.used; *pp; pp = &(*pp)->next)
+        if ((*pp)->off == off) {
+            blk *b = *pp;
+            *pp = b->next;
+            madvise(g.base + b->off, b->len, MADV_DONTNEED);   /* no memory held; reads zero */
+            b->next = g.free_list;
+            g.free_list = b;
+            pthread_mutex_unlock(&g.lock);
+            return;
+        }
+    pthread_mutex_unlock(&g.lock);
+    fprintf(stderr, "volt cpu-strict: free of %p, which is not a live device allocation\n", p);
+    abort();
+}
+
+/* True when p points into device memory (tests and assertions). */
+bool volt__strict_owns(const void *p) {
+    return g.opened && (const char *)p >= g.base && (const char *)p < g.base + g.reserve;
+}
+
+static void s_memset(volt_device *d, void *p, int v, size_t n) { IN(volt__cpu_memset(d, p, v, n)); }
+static void s_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k) { IN(volt__cpu_copy(d, dst, src, n, k)); }
+static void s_give_back(volt_device *d, void *p, size_t n) { IN(volt__cpu_give_back(d, p, n)); }
+static int64_t s_resident(volt_device *d, const void *p, size_t n) { return volt__cpu_resident_bytes(d, p, n); }
+static void s_sync(volt_device *d) { (void)d; }
+static volt_device_event *s_event_create(volt_device *d) { (void)d; static char e; return (volt_device_event *)&e; }
+static void s_event_noop(volt_device *d, volt_device_event *e) { (void)d; (void)e; }
+static int s_count(void) { return 1; }
+static unsigned s_caps(volt_device *d) { return volt__cpu_caps(d) & ~(unsigned)VOLT_DEV_HOST_ADDRESSABLE; }
+
+/* Every kernel runs with the region open. */
+#define STRICT_KERNEL_(id, nm) \
+    static volt_status strict_##id##_fwd(volt_step *s, volt_node *n) { \
+        volt__strict_enter(); volt_status r = volt__cpu_##id##_fwd(s, n); volt__strict_leave(); return r; } \
+    static volt_status strict_##id##_bwd(volt_step *s, volt_node *n) { \
+        volt__strict_enter(); volt_status r = volt__cpu_##id##_bwd(s, n); volt__strict_leave(); return r; }
+VOLT_OPS(STRICT_KERNEL_)
+#undef STRICT_KERNEL_
+static const volt_kernel strict_kernels[VOLT_OP_COUNT] = {
+#define STRICT_ENTRY_(id, nm) [VOLT_OP_##id] = { nm, strict_##id##_fwd, strict_##id##_bwd },
+    VOLT_OPS(STRICT_ENTRY_)
+#undef STRICT_ENTRY_
+};
+
+static const volt_backend strict_backend = {
+    .version = VOLT_BACKEND_VERSION, .name = "cpu-strict",
+    .description = "the CPU kernels with device memory unreadable outside backend calls (tests)",
+    .device_count = s_count, .open = strict_open, .caps = s_caps,
+    .alloc = strict_alloc, .free = strict_free, .memset = s_memset, .copy = s_copy,
+    .give_back = s_give_back, .recommit = volt__cpu_recommit, .resident_bytes = s_resident,
+    .synchronize = s_sync, .event_create = s_event_create, .event_record = s_event_noop,
+    .event_wait = s_event_noop, .event_destroy = s_event_noop,
+    .kernels = strict_kernels, .pm = NULL, .first_write = volt__cpu_first_write,
+};
+
+const volt_backend *volt__backend_cpu_strict(void) { return &strict_backend; }

@@ -1,0 +1,192 @@
+/* core/device.h — the backend is a device (DESIGN §3; ggml-backend's shape).
+ *
+ * A backend is a registered, versioned const table: it owns memory (alloc/free, memset,
+ * copies host<->device and device<->device, give-back and re-commit of a range), a stream
+ * with events and synchronize, capabilities and supports_op, the op kernels, and the
+ * parameter math (zero, scale, squared norm, clip, unscale + found-inf, optimizer updates,
+ * dtype conversion). Everything that holds tensor data — the step arena and kernel scratch,
+ * unit buffers (values and grads), optimizer states, the grad scaler's state — is allocated
+ * through it, and host code touches that memory only through these calls.
+ *
+ * "Device memory" is whatever alloc returns. On "cpu" it is ordinary host memory; on
+ * "cpu-strict" it is mapped PROT_NONE except while one of the backend's own functions runs
+ * (a host dereference anywhere else faults at once, with a stack); on "cuda" it is GPU
+ * memory. Code outside core/<backend>/ never dereferences it: it calls the table.
+ *
+ * Ordering: every call is issued on the device's one compute stream, in program order.
+ * copy D2H returns once the host bytes are valid (it synchronizes); every other call may
+ * return before the device has finished (CPU backends finish before returning). Events
+ * order work across streams (the NCCL comm stream); on CPU they are no-ops.
+ *
+ * Tables are versioned (VOLT_BACKEND_VERSION, append-only; NULL = optional where said) and
+ * checked when a backend registers (volt__backend_register). */
+#ifndef VOLT_CORE_DEVICE_H
+#define VOLT_CORE_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "volt/core.h"
+#include "core/ops_list.h"
+
+typedef struct volt_device volt_device;
+typedef struct volt_backend volt_backend;
+typedef struct volt_kernel volt_kernel;          /* core/internal.h */
+typedef struct volt_param_math volt_param_math;
+
+/* ---- capabilities -------------------------------------------------------------------------- */
+enum {
+    /* Device memory is ordinary host memory the process may read (cpu). Comm backends that
+     * take host buffers (mpi) use it in place; otherwise they stage through host copies. */
+    VOLT_DEV_HOST_ADDRESSABLE = 1u << 0,
+    VOLT_DEV_BF16_NATIVE = 1u << 1,      /* GEMMs with bf16 operands run natively */
+    VOLT_DEV_F16_NATIVE = 1u << 2,       /* GEMMs with f16 operands run natively */
+    VOLT_DEV_GIVE_BACK = 1u << 3,        /* give_back really returns memory (else it zeroes) */
+};
+
+typedef enum volt_copy_kind { VOLT_COPY_H2D = 0, VOLT_COPY_D2H = 1, VOLT_COPY_D2D = 2 } volt_copy_kind;
+
+typedef struct volt_device_event volt_device_event;
+
+/* ---- parameter math ------------------------------------------------------------------------ */
+/* The optimizer's per-step scalars, computed by the host in double (PyTorch computes them in
+ * Python) and rounded to f32 once. They live in DEVICE memory (volt_optimizer keeps one
+ * copy there, refreshed by one H2D copy per step), so a captured step (CUDA graph) replays
+ * the copy from a fixed host address instead of baking the learning rate in. */
+typedef struct volt_opt_coef {
+    float wd;                            /* L2 decay added to the grad (SGD, Adam); 0 = none */
+    float momentum, one_minus_damp, neg_lr;   /* SGD */
+    int32_t nesterov, first;                  /* SGD: bools */
+    float decay;                         /* AdamW: p *= decay; 1 = none */
+    float w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;   /* Adam / AdamW */
+} volt_opt_coef;
+
+typedef enum volt_update_kind { VOLT_UPDATE_SGD = 0, VOLT_UPDATE_ADAM = 1, VOLT_UPDATE_ADAMW = 2 } volt_update_kind;
+
+/* One optimizer update over n elements: values p (p_dt: f32, bf16 or f16), f32 grads g,
+ * states s0 (SGD momentum buffer or Adam exp_avg; NULL when SGD has no momentum) and s1
+ * (Adam exp_avg_sq) in s_dt. 16-bit values/states are widened to f32, updated with the same
+ * f32 operations and rounded to nearest even on store. All pointers are device memory. */
+typedef struct volt_update_args {
+    volt_update_kind kind;
+    void *p;
+    volt_dtype p_dt;
+    const float *g;
+    void *s0, *s1;
+    volt_dtype s_dt;
+    int64_t n;
+    const volt_opt_coef *coef;           /* device memory */
+} volt_update_args;
+
+/* The dynamic grad scaler's state (16-mixed), in device memory: torch.amp.GradScaler's
+ * scale / growth tracker / found_inf tensors. */
+typedef struct volt_scaler_state {
+    float scale;
+    float found_inf;                     /* 0 or 1 after unscale */
+    int64_t growth_tracker;
+} volt_scaler_state;
+
+struct volt_param_math {
+    /* x[0..n) *= coef. */
+    void (*scale)(volt_device *d, float *x, int64_t n, float coef);
+    /* *acc (a device double) += sum of x[i]^2, in a fixed order (four sequential lanes,
+     * (l0+l1)+(l2+l3)): the same bits for any thread count. */
+    void (*sqnorm_acc)(volt_device *d, const float *x, int64_t n, double *acc);
+    /* Clip by global norm: with norm = sqrt(*sqnorm) (device double) and
+     * coef = (float)(max_norm / (norm + 1e-6)), x *= coef when coef < 1 and norm is finite;
+     * nothing otherwise (like torch.nn.utils.clip_grad_norm_, error_if_nonfinite=False). */
+    void (*clip_by_norm)(volt_device *d, float *x, int64_t n, const double *sqnorm, float max_norm);
+    /* x clamped to [-v, v]. */
+    void (*clip_value)(volt_device *d, float *x, int64_t n, float v);
+    /* x *= (float)(1.0 / st->scale); st->found_inf = 1 if any x (before scaling) is inf/NaN
+     * (it is never cleared here: the boundary clears it before the first unit). */
+    void (*unscale)(volt_device *d, float *x, int64_t n, volt_scaler_state *st);
+    /* torch's _amp_update_scale_: on found_inf scale *= backoff and the tracker restarts;
+     * else every `interval` good steps scale *= growth (kept finite). Clears found_inf. */
+    void (*scaler_update)(volt_device *d, volt_scaler_state *st, float growth, float backoff, int64_t interval);
+    /* One optimizer update (volt_update_args). */
+    void (*update)(volt_device *d, const volt_update_args *a);
+    /* n elements from src (src_dt) into dst (dst_dt): f32 <-> bf16/f16 rounding to nearest
+     * even, or a copy when the dtypes match. Device memory on both sides. */
+    void (*convert)(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
+};
+
+/* ---- the table ----------------------------------------------------------------------------- */
+struct volt_backend {
+    uint32_t version;                    /* VOLT_BACKEND_VERSION */
+    const char *name;                    /* "cpu", "cpu-strict", "cuda" */
+    const char *description;             /* one line, for --help and errors */
+    /* Devices of this kind present (0 = none: "auto" skips the backend). */
+    int (*device_count)(void);
+    /* Open device `ordinal`: *ctx is the backend's state for it (may stay NULL). Called once
+     * per ordinal per process (volt__device_get caches the device). */
+    volt_status (*open)(int ordinal, void **ctx, char *err, size_t errlen);
+    unsigned (*caps)(volt_device *d);    /* VOLT_DEV_* */
+    /* NULL = every op in `kernels` with a forward is supported for every dtype. */
+    bool (*supports_op)(volt_device *d, volt_op_id op, volt_dtype dt);
+
+    /* memory: alloc returns `bytes` of device memory aligned to at least 64 bytes (whole
+     * pages, page-aligned, for allocations of a page or more), or NULL when out of memory.
+     * Contents are undefined. */
+    void *(*alloc)(volt_device *d, size_t bytes);
+    void (*free)(volt_device *d, void *p);                        /* NULL-safe */
+    void (*memset)(volt_device *d, void *p, int value, size_t bytes);
+    void (*copy)(volt_device *d, void *dst, const void *src, size_t bytes, volt_copy_kind kind);
+    /* The whole pages (device granules) inside [p, p+bytes) stop holding memory until
+     * recommit; the range reads as zeros afterwards (partial pages are zeroed). p lies in
+     * one allocation. */
+    void (*give_back)(volt_device *d, void *p, size_t bytes);
+    /* Make [p, p+bytes) usable again after give_back (cpu: nothing, pages fault in). */
+    volt_status (*recommit)(volt_device *d, void *p, size_t bytes);
+    /* Bytes of [p, p+bytes) holding memory now (cpu: mincore). */
+    int64_t (*resident_bytes)(volt_device *d, const void *p, size_t bytes);
+
+    /* stream and events */
+    void (*synchronize)(volt_device *d);
+    volt_device_event *(*event_create)(volt_device *d);
+    void (*event_record)(volt_device *d, volt_device_event *e);
+    void (*event_wait)(volt_device *d, volt_device_event *e);     /* the stream waits */
+    void (*event_destroy)(volt_device *d, volt_device_event *e);
+
+    const volt_kernel *kernels;          /* VOLT_OP_COUNT entries, indexed by volt_op_id */
+    const volt_param_math *pm;
+    /* Until the tape owns gradient allocation: VOLT_OP_COUNT flags, 1 = the op's backward
+     * creates its inputs' grads (core/internal.h). */
+    const uint8_t *first_write;
+};
+#define VOLT_BACKEND_VERSION 2u
+
+/* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
+struct volt_device {
+    const volt_backend *be;
+    int ordinal;
+    unsigned caps;
+    void *ctx;
+};
+
+/* ---- registry ------------------------------------------------------------------------------ */
+/* Add a backend (built-ins register themselves: cpu, cpu-strict, and cuda when compiled in).
+ * VOLT_ERR_VERSION when be->version is not one this library knows; VOLT_ERR_INVALID_ARG when
+ * a required entry is NULL or the name is taken. */
+volt_status volt__backend_register(const volt_backend *be, char *err, size_t errlen);
+const volt_backend *volt__backend_find(const char *name);
+int volt__backend_count(void);
+const volt_backend *volt__backend_at(int i);
+/* Resolve Lightning's accelerator/devices: accelerator "cpu", "cpu-strict", "cuda" or "auto"
+ * (NULL = "auto": $VOLT_ACCELERATOR when set, else "cuda" when a GPU is present, else "cpu");
+ * `ordinal` picks the device. The device is opened once and cached. Errors name the
+ * accelerators known and present. */
+volt_status volt__device_get(const char *accelerator, int ordinal, volt_device **out, char *err, size_t errlen);
+/* The process's default CPU device. */
+volt_device *volt__device_cpu(void);
+
+/* ---- shorthands (host side) ----------------------------------------------------------------- */
+static inline void *volt__dev_alloc(volt_device *d, size_t n) { return d->be->alloc(d, n); }
+static inline void volt__dev_free(volt_device *d, void *p) { if (p) d->be->free(d, p); }
+static inline void volt__dev_memset(volt_device *d, void *p, int v, size_t n) { if (n) d->be->memset(d, p, v, n); }
+static inline void volt__dev_h2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_H2D); }
+static inline void volt__dev_d2h(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2H); }
+static inline void volt__dev_d2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2D); }
+static inline bool volt__dev_host_addressable(const volt_device *d) { return (d->caps & VOLT_DEV_HOST_ADDRESSABLE) != 0; }
+
+#endif
