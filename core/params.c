@@ -105,7 +105,7 @@ volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, 
     volt_param_rec *r = calloc(1, sizeof *r);
     char *nm = strdup(name);
     if (!r || !nm) { free(r); free(nm); return VOLT_ERR_NOMEM; }
-    r->t = (volt_tensor){ .dtype = VOLT_F32, .shape = shape, .node = -1, .unit = u, .name = nm,
+    r->t = (volt_tensor){ .dtype = VOLT_F32, .shape = shape, .node = -1, .unit = u, .name = nm, .device = ps->dev,
                           .flags = VOLT_TENSOR_PARAM | VOLT_TENSOR_REQUIRES_GRAD };
     r->init = init;
     r->requires_grad = true;

@@ -109,7 +109,7 @@ static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
         }
     volt_tensor *t = volt_step_alloc(s, sizeof *t);
     if (!t) return NULL;
-    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1 };
+    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev };
     return t;
 }
 
@@ -137,14 +137,43 @@ volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t) {
     return t;
 }
 
+size_t volt_tensor_bytes(const volt_tensor *t) { return (size_t)volt_tensor_numel(t) * volt_dtype_size(t->dtype); }
+
+volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src) {
+    volt_tensor *t = tensor_hdr(s, dt, shape);
+    if (!t) return NULL;
+    size_t bytes = volt_tensor_bytes(t);
+    if (!(t->data = volt_step_alloc(s, bytes))) return NULL;
+    volt__dev_h2d(s->dev, t->data, src, bytes);
+    return t;
+}
+
+/* A tensor's device: its own, else the CPU (tensors filled in by hand). */
+static volt_device *tensor_dev(const volt_tensor *t) { return t->device ? t->device : volt__device_cpu(); }
+
+volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
+    if (!t || !dst || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
+    volt__dev_d2h(tensor_dev(t), dst, t->data, volt_tensor_bytes(t));
+    return VOLT_OK;
+}
+
+volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
+    if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
+    volt__dev_h2d(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
+    return VOLT_OK;
+}
+
 double volt_tensor_item(const volt_tensor *t) {
+    unsigned char b[8] = { 0 };
+    if (!t->data) return 0;
+    volt__dev_d2h(tensor_dev(t), b, t->data, volt_dtype_size(t->dtype));
     switch (t->dtype) {
-    case VOLT_F32: return ((const float *)t->data)[0];
-    case VOLT_I32: return ((const int32_t *)t->data)[0];
-    case VOLT_I64: return (double)((const int64_t *)t->data)[0];
-    case VOLT_U8: return ((const uint8_t *)t->data)[0];
-    case VOLT_BF16: { uint32_t b = (uint32_t)((const uint16_t *)t->data)[0] << 16; float f; memcpy(&f, &b, 4); return f; }
-    case VOLT_F16: return volt_f16_to_f32(((const uint16_t *)t->data)[0]);
+    case VOLT_F32: { float f; memcpy(&f, b, 4); return f; }
+    case VOLT_I32: { int32_t v; memcpy(&v, b, 4); return v; }
+    case VOLT_I64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
+    case VOLT_U8: return b[0];
+    case VOLT_BF16: { uint16_t h; memcpy(&h, b, 2); return volt_bf16_to_f32(h); }
+    case VOLT_F16: { uint16_t h; memcpy(&h, b, 2); return volt_f16_to_f32(h); }
     default: return 0;
     }
 }

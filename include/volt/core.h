@@ -93,6 +93,8 @@ typedef struct volt_tensor {
     float *grad;           /* f32 gradient (numel floats) or NULL until backward needs it */
     volt_unit *unit;       /* owning unit for parameters, else NULL */
     const char *name;      /* parameter name, else NULL */
+    struct volt_device *device;   /* where data and grad live (opaque); host code reads them
+                                     only through volt_tensor_to_host / volt_tensor_item */
 } volt_tensor;
 
 static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }
@@ -157,8 +159,17 @@ VOLT_API volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
 /* Scratch memory from the step arena, 64-byte aligned, NOT zeroed. */
 VOLT_API void *volt_step_alloc(volt_step *s, size_t bytes);
 
-/* Read a scalar tensor (any float/int dtype) as double. */
+/* Read a scalar tensor (any float/int dtype) as double: one device->host copy. */
 VOLT_API double volt_tensor_item(const volt_tensor *t);
+
+/* Data between the host and the tensor's device (explicit copies: on "cpu" a memcpy, on
+ * "cuda" a transfer, on "cpu-strict" the only legal way to touch it). numel * dtype size
+ * bytes. _from_host makes a new step-owned tensor holding a copy of host `src`. */
+VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src);
+VOLT_API volt_status volt_tensor_to_host(const volt_tensor *t, void *dst);
+VOLT_API volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src);
+/* Bytes of t's data (numel * dtype size). */
+VOLT_API size_t volt_tensor_bytes(const volt_tensor *t);
 
 #ifdef __cplusplus
 }
