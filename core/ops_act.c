@@ -4,6 +4,7 @@
 #include <math.h>
 #include "core/internal.h"
 #include "volt/ops.h"
+#include "volt/dtype.h"
 
 /* float inputs may be 16-bit: volt__op computes on an f32 copy (core/ops_cast.c) */
 #define CHECK_F32(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
@@ -52,9 +53,14 @@ volt_tensor *volt_layernorm(volt_step *s, volt_tensor *x, volt_tensor *w, volt_t
     return volt__op(s, VOLT_OP_LAYERNORM, n_in, in, VOLT_F32, x->shape, &at);
 }
 
-/* ids (...) up to 3 dims, table (V, D) -> (..., D); i[0] = numel(ids), i[1] = V, i[2] = D.
- * Ids are range-checked by the kernel (they live on the step's device). */
+/* ids (...) up to 3 dims, table (V, D) -> (..., D); i[0] = numel(ids), i[1] = V, i[2] = D,
+ * i[3] = padding_idx (-1 = none). Ids are range-checked by the kernel (they live on the
+ * step's device). */
 volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table) {
+    return volt_embedding_padded(s, ids, table, -1);
+}
+
+volt_tensor *volt_embedding_padded(volt_step *s, volt_tensor *ids, volt_tensor *table, int64_t padding_idx) {
     volt_tensor *in[2] = { ids, table };
     if (volt__any_null(s, 2, in)) return NULL;
     if (ids->dtype != VOLT_I32 && ids->dtype != VOLT_I64) return volt__dtype_err(s, "embedding", ids, "i32 or i64 ids");
@@ -66,9 +72,30 @@ volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table) 
     at.i[0] = volt_tensor_numel(ids);
     at.i[1] = table->shape.d[0];
     at.i[2] = table->shape.d[1];
+    if (padding_idx < -1 || padding_idx >= at.i[1]) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "embedding: padding_idx %lld is outside -1..%lld",
+                       (long long)padding_idx, (long long)at.i[1] - 1);
+        return NULL;
+    }
+    at.i[3] = padding_idx;
     volt_shape os = ids->shape;
     os.d[os.ndim++] = table->shape.d[1];
     return volt__op(s, VOLT_OP_EMBEDDING, 2, in, VOLT_F32, os, &at);
+}
+
+/* n values 0..n-1 (i32 or i64); no inputs, so never on the tape. */
+volt_tensor *volt_arange(volt_step *s, volt_dtype dt, int64_t n) {
+    if (dt != VOLT_I32 && dt != VOLT_I64) {
+        volt_step_fail(s, VOLT_ERR_DTYPE, "arange: dtype must be i32 or i64, got %s",
+                       (unsigned)dt < VOLT_DTYPE_COUNT ? volt_dtype_name(dt) : "?");
+        return NULL;
+    }
+    if (n < 0 || (dt == VOLT_I32 && n > INT32_MAX)) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "arange: length %lld is outside 0..%s", (long long)n,
+                       dt == VOLT_I32 ? "INT32_MAX" : "INT64_MAX");
+        return NULL;
+    }
+    return volt__op(s, VOLT_OP_ARANGE, 0, NULL, dt, VOLT_SHAPE(n), NULL);
 }
 
 /* Every dropout call in a training step takes the next call index (even with p == 0, so

@@ -170,9 +170,8 @@ volt_status volt__cpu_GELU_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_GELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data, *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t c = 0; c < ns; c++)
         gelu_grad_span(x + c * SPAN, dy + c * SPAN, dx + c * SPAN, span_len(N, c * SPAN), acc);
@@ -197,12 +196,13 @@ volt_status volt__cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    const bool acc = volt__cpu_acc(n, 0);
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) {
         float v = x[k], v2 = v * v;
         float sg = 1.f / (1.f + v_exp(-2.f * GELU_K0 * (v + GELU_K1 * v2 * v)));
         float du = GELU_K0 * (1.f + 3.f * GELU_K1 * v2);
-        dx[k] += dy[k] * (sg + 2.f * v * sg * (1.f - sg) * du);
+        dx[k] = (acc ? dx[k] : 0.f) + dy[k] * (sg + 2.f * v * sg * (1.f - sg) * du);
     }
     return VOLT_OK;
 }
@@ -221,8 +221,7 @@ volt_status volt__cpu_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k] * (1.f - y[k] * y[k]);
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k] * (1.f - y[k] * y[k]));
     return VOLT_OK;
 }
 
@@ -240,8 +239,7 @@ volt_status volt__cpu_SIGMOID_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k] * y[k] * (1.f - y[k]);
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k] * y[k] * (1.f - y[k]));
     return VOLT_OK;
 }
 
@@ -283,9 +281,8 @@ volt_status volt__cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
     const float *y = n->out->data, *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t b = 0; b < nb; b++)
         softmax_grad_rows(y + b * rp * C, dy + b * rp * C, dx + b * rp * C, R - b * rp < rp ? R - b * rp : rp, C, acc);
@@ -314,6 +311,7 @@ volt_status volt__cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->i[0], C = n->i[1];
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    volt__cpu_zero_stores(n);
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t r = 0; r < R; r++) {
         const float *yr = y + r * C, *gr = dy + r * C;
@@ -433,10 +431,9 @@ volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     volt_tensor *bt = n->i[3] >= 0 ? n->in[n->i[3]] : NULL;
     const float *x = xt->data, *dy = n->out->grad, *w = wt ? wt->data : NULL;
     const float *mean = n->saved, *rstd = mean + R;
-    if (volt__needs_grad(xt)) {
-        bool acc;
-        float *dx = volt__grad_w(s, xt, &acc);
-        if (!dx) return s->status;
+    if (n->grad_mode[0]) {
+        const bool acc = volt__cpu_acc(n, 0);
+        float *dx = xt->grad;
         int64_t rp = rows_per(C), nb = (R + rp - 1) / rp;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
         for (int64_t blk = 0; blk < nb; blk++)
@@ -444,9 +441,8 @@ volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     }
     bool dw = wt && volt__needs_grad(wt), db = bt && volt__needs_grad(bt);
     if (dw || db) {   /* column chunks across threads, rows summed in order */
-        bool acc_w = true, acc_b = true;
-        float *gw = dw ? volt__grad_w(s, wt, &acc_w) : NULL, *gb = db ? volt__grad_w(s, bt, &acc_b) : NULL;
-        if ((dw && !gw) || (db && !gb)) return s->status;
+        const bool acc_w = dw && volt__cpu_acc(n, (int)n->i[2]), acc_b = db && volt__cpu_acc(n, (int)n->i[3]);
+        float *gw = dw ? wt->grad : NULL, *gb = db ? bt->grad : NULL;
         int64_t nchunks = (C + COLS - 1) / COLS;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
         for (int64_t ch = 0; ch < nchunks; ch++)
@@ -488,12 +484,15 @@ volt_status volt__cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* dtable[id] += dy[p] for every position p in order; threads own disjoint column chunks,
- * so repeated ids accumulate in the same order for any thread count (no atomics). */
+/* dtable[id] += dy[p] for every position p in order, except positions holding padding_idx
+ * (i[3], -1 = none: nn.Embedding's padding_idx, the pad row gets no gradient); threads own
+ * disjoint column chunks, so repeated ids accumulate in the same order for any thread
+ * count (no atomics). */
 volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     volt_tensor *tab = n->in[1];
-    if (!volt__needs_grad(tab)) return VOLT_OK;
-    int64_t N = n->i[0], D = n->i[2];
+    volt__cpu_zero_stores(n);
+    if (!n->grad_mode[1]) return VOLT_OK;
+    int64_t N = n->i[0], D = n->i[2], pad = n->i[3];
     const volt_tensor *ids = n->in[0];
     const float *dy = n->out->grad;
     float *g = tab->grad;
@@ -502,13 +501,30 @@ volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t c0 = ch * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
         for (int64_t p = 0; p < N; p++) {
-            float *gr = g + id_at(ids, p) * D;
+            const int64_t id = id_at(ids, p);
+            if (id == pad) continue;
+            float *gr = g + id * D;
             const float *dr = dy + p * D;
             for (int64_t c = c0; c < c1; c++) gr[c] += dr[c];
         }
     }
     return VOLT_OK;
 }
+
+/* ---- arange: y (n) = 0..n-1, i32 or i64; no inputs, no backward ----------------------- */
+volt_status volt__cpu_ARANGE_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    int64_t N = volt_tensor_numel(n->out);
+    if (n->out->dtype == VOLT_I64) {
+        int64_t *y = n->out->data;
+        for (int64_t k = 0; k < N; k++) y[k] = k;
+    } else {
+        int32_t *y = n->out->data;
+        for (int64_t k = 0; k < N; k++) y[k] = (int32_t)k;
+    }
+    return VOLT_OK;
+}
+volt_status volt__cpu_ARANGE_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
 
 /* ---- dropout: i[0] = call index in the step, f[0] = p -----------------------------------
  * keep element k iff volt__rng_uniform(seed, step offset, call, k) >= p; kept values are
@@ -546,9 +562,8 @@ volt_status volt__cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     float p = n->f[0], scale = 1.f / (1.f - p);
     const float *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
     for (int64_t c = 0; c < ns; c++) {
         float u[SPAN];

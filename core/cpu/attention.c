@@ -364,6 +364,7 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
 }
 
 volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
     const float *lse = n->saved;

@@ -71,10 +71,8 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     const void *af = volt__needs_grad(b) ? operand(s, a, cd, 2) : NULL;
     if (!dc || (volt__needs_grad(a) && !bf) || (volt__needs_grad(b) && !af)) return s->status;
     /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
-    bool acc_a = true, acc_b = true;
-    float *ga = volt__needs_grad(a) ? volt__grad_w(s, a, &acc_a) : NULL;
-    float *gb = volt__needs_grad(b) ? volt__grad_w(s, b, &acc_b) : NULL;
-    if ((volt__needs_grad(a) && !ga) || (volt__needs_grad(b) && !gb)) return s->status;
+    const bool acc_a = volt__cpu_acc(n, 0), acc_b = volt__cpu_acc(n, 1);
+    float *ga = n->grad_mode[0] ? a->grad : NULL, *gb = n->grad_mode[1] ? b->grad : NULL;
     if (ga) {   /* da (M,K) += dc (M,N) b^T */
         volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', M, K, N, dc, N, bf, N, acc_a ? 1.f : 0.f, ga, K);
         g.batch = B; g.sa = M * N; g.sb = K * N; g.sc = M * K;
@@ -126,23 +124,17 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     const void *wf = volt__needs_grad(x) ? operand(s, w, cd, 1) : NULL;
     const void *xf = volt__needs_grad(w) ? operand(s, x, cd, 2) : NULL;
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
-    bool acc;   /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
-    float *g;
-    if (volt__needs_grad(x)) {   /* dx (R,I) += dy (R,O) w (O,I) */
-        if (!(g = volt__grad_w(s, x, &acc))) return s->status;
-        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+    /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
+    if (n->grad_mode[0]) {   /* dx (R,I) += dy (R,O) w (O,I) */
+        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, volt__cpu_acc(n, 0) ? 1.f : 0.f, x->grad, In);
         volt__cpu_gemm_ex(&op);
     }
-    if (volt__needs_grad(w)) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
-        if (!(g = volt__grad_w(s, w, &acc))) return s->status;
-        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+    if (n->grad_mode[1]) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
+        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, volt__cpu_acc(n, 1) ? 1.f : 0.f, w->grad, In);
         volt__cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
-    if (n->n_in == 3 && volt__needs_grad(n->in[2])) {
-        if (!(g = volt__grad_w(s, n->in[2], &acc))) return s->status;
-        colsum_acc(n->out->grad, R, O, g, acc);
-    }
+    if (n->n_in == 3 && n->grad_mode[2]) colsum_acc(n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2));
     return VOLT_OK;
 }
 
@@ -157,21 +149,16 @@ volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* First write (core/internal.h): a's grad becomes dy itself when a has none yet. */
+/* The tape makes dy a's grad when a has none yet (volt__op_grad_alias: mode NONE then). */
 volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
     float *dy = n->out->grad;
-    if (volt__needs_grad(n->in[0]) && !volt__grad_alias(n->in[0], dy)) {
+    if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
-        #pragma omp parallel for schedule(static) if (total > PAR_MIN)
-        for (int64_t k = 0; k < total; k++) da[k] += dy[k];
+        VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), total, PAR_MIN, da, dy[k]);
     }
-    if (volt__needs_grad(n->in[1])) {   /* after a: when b is a, this adds dy to it again */
-        bool acc;
-        float *db = volt__grad_w(s, n->in[1], &acc);
-        if (!db) return s->status;
-        colsum_acc(dy, outer, inner, db, acc);
-    }
+    /* after a: when b is a, this adds dy to it again */
+    if (n->grad_mode[1]) colsum_acc(dy, outer, inner, n->in[1]->grad, volt__cpu_acc(n, 1));
     return VOLT_OK;
 }
 
@@ -188,14 +175,21 @@ volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
     int64_t inner = n->i[0], outer = n->i[1];
     const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
-    if (volt__needs_grad(n->in[0])) {
+    if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
-        #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t k = 0; k < inner; k++) da[o * inner + k] += dy[o * inner + k] * b[k];
+        if (volt__cpu_acc(n, 0)) {
+            #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t k = 0; k < inner; k++) da[o * inner + k] += dy[o * inner + k] * b[k];
+        } else {
+            #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t k = 0; k < inner; k++) da[o * inner + k] = 0.f + dy[o * inner + k] * b[k];
+        }
     }
-    if (volt__needs_grad(n->in[1])) {
+    if (n->grad_mode[1]) {
         float *db = n->in[1]->grad;
+        const bool acc_b = volt__cpu_acc(n, 1);
         int64_t nchunks = (inner + 255) / 256;
         #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
         for (int64_t ch = 0; ch < nchunks; ch++) {
@@ -204,7 +198,8 @@ volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
             for (int64_t c = c0; c < c1; c++) acc[c - c0] = 0.f;
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t c = c0; c < c1; c++) acc[c - c0] += dy[o * inner + c] * a[o * inner + c];
-            for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+            if (acc_b) for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+            else for (int64_t c = c0; c < c1; c++) db[c] = 0.f + acc[c - c0];
         }
     }
     return VOLT_OK;
@@ -224,10 +219,8 @@ volt_status volt__cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: 
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
     float a = n->f[0];
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
-    if (acc) {
+    float *dx = n->in[0]->grad;
+    if (volt__cpu_acc(n, 0)) {
         #pragma omp parallel for schedule(static) if (N > PAR_MIN)
         for (int64_t k = 0; k < N; k++) dx[k] += a * dy[k];
     } else {
@@ -250,8 +243,7 @@ volt_status volt__cpu_RELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += x[k] > 0.f ? dy[k] : 0.f;
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, x[k] > 0.f ? dy[k] : 0.f);
     return VOLT_OK;
 }
 
@@ -276,6 +268,7 @@ static void fill_acc(float *dx, int64_t N, float g) {
 }
 
 volt_status volt__cpu_SUM_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);
     fill_acc(n->in[0]->grad, volt_tensor_numel(n->in[0]), n->out->grad[0]);
     return VOLT_OK;
 }
@@ -287,6 +280,7 @@ volt_status volt__cpu_MEAN_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MEAN_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);
     int64_t N = volt_tensor_numel(n->in[0]);
     fill_acc(n->in[0]->grad, N, n->out->grad[0] / (float)N);
     return VOLT_OK;
@@ -305,6 +299,7 @@ volt_status volt__cpu_MSE_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float g = 2.f * n->out->grad[0] / (float)N;
+    volt__cpu_zero_stores(n);
     for (int k = 0; k < 2; k++) {
         if (!volt__needs_grad(n->in[k])) continue;
         float *d = n->in[k]->grad, sign = k ? -g : g;
@@ -354,6 +349,7 @@ volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
 
 volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
     int64_t N = n->i[0], C = n->i[1], ignore = n->i[2], count = n->i[3];
+    volt__cpu_zero_stores(n);   /* ignored rows (and count == 0) send zeros */
     if (!volt__needs_grad(n->in[0]) || count == 0) return VOLT_OK;
     float eps = n->f[0];
     const float *x = n->in[0]->data, *lse = n->saved;
@@ -373,13 +369,13 @@ volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- reshape: a view; backward adds the grad through ----------------------------------- */
-volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write: x's grad is dy */
+/* The tape makes dy x's grad when x has none yet (volt__op_grad_alias: mode NONE then). */
+volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
-    if (volt__grad_alias(n->in[0], n->out->grad)) return VOLT_OK;
+    if (!n->grad_mode[0]) return VOLT_OK;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k];
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k]);
     return VOLT_OK;
 }
 

@@ -109,6 +109,7 @@ volt_status volt__cpu_CONV2D_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     conv_geom g = conv_geometry(n);
     volt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
     const float *dy = n->out->grad;
@@ -196,6 +197,7 @@ volt_status volt__cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MAX_POOL2D_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     const volt_shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
     int64_t planes = xs->d[0] * xs->d[1], HW = xs->d[2] * xs->d[3], OHW = ys->d[2] * ys->d[3];
     const int32_t *arg = n->saved;

@@ -67,10 +67,9 @@ volt_status volt__cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
     pad4(n->out->shape, yd, ys);
     for (int i = 0; i < 4; i++) S[i] = ys[i];
     for (int i = off; i < 4; i++) S[(int)n->i[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
-    bool acc;   /* first write (core/internal.h): a fresh dx is a plain copy */
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
-    if (acc) gather4_add_f32(n->out->grad, dx, xd, S);
+    /* first write (core/internal.h): a fresh dx is a plain copy */
+    float *dx = n->in[0]->grad;
+    if (volt__cpu_acc(n, 0)) gather4_add_f32(n->out->grad, dx, xd, S);
     else gather4(n->out->grad, dx, sizeof(float), xd, S);
     return VOLT_OK;
 }
@@ -91,6 +90,7 @@ volt_status volt__cpu_SLICE_bwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4], row = len * inner;
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    volt__cpu_zero_stores(n);   /* outside the slice: zeros */
     #pragma omp parallel for schedule(static) if (outer * row > PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         float *d = dx + (o * size + start) * inner;
@@ -123,6 +123,7 @@ volt_status volt__cpu_CONCAT_bwd(volt_step *s, volt_node *n) {
     int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
     int dim = (int)n->i[3];
     const float *dy = n->out->grad;
+    volt__cpu_zero_stores(n);
     int64_t at = 0;
     for (int k = 0; k < n->n_in; k++) {
         volt_tensor *x = n->in[k];
