@@ -135,6 +135,9 @@ void *volt__step_host_alloc(volt_step *s, size_t bytes);
  * tape then gives it n->out->grad, mode NONE: no copy), or -1. Only for inputs with the
  * output's element count whose grad is dy itself (reshape, add's full-size operand). */
 int volt__op_grad_alias(volt_op_id op);
+/* False for ops whose output carries no gradient (argmax, accuracy, arange): the tape
+ * records no node for them whatever their inputs. */
+bool volt__op_differentiable(volt_op_id op);
 
 static inline bool volt__needs_grad(const volt_tensor *t) {
     return (t->flags & VOLT_TENSOR_REQUIRES_GRAD) != 0;

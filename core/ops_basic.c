@@ -179,44 +179,22 @@ volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
     return volt__op_view(s, VOLT_OP_RESHAPE, x, shape);
 }
 
-/* ---- no-grad helpers --------------------------------------------------------------- */
-static int64_t index_at(const volt_tensor *t, int64_t i) {
-    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-}
-
+/* ---- no-grad helpers: ops without a backward (volt__op_differentiable) ------------- */
 volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
     if (volt__any_null(s, 1, &logits)) return NULL;
     CHECK_F32(s, "argmax", logits);
     if (logits->shape.ndim != 2) return volt__shape_err(s, "argmax", "need (N, C)", logits, NULL);
-    int64_t N = logits->shape.d[0], C = logits->shape.d[1];
-    volt_tensor *out = volt_tensor_new(s, VOLT_I64, VOLT_SHAPE(N));
-    if (!out) return NULL;
-    const float *x = logits->data;
-    for (int64_t r = 0; r < N; r++) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < C; c++)
-            if (x[r * C + c] > x[r * C + best]) best = c;
-        ((int64_t *)out->data)[r] = best;
-    }
-    return out;
+    return volt__op(s, VOLT_OP_ARGMAX, 1, &logits, VOLT_I64, VOLT_SHAPE(logits->shape.d[0]), NULL);
 }
 
+/* Targets equal to -100 (cross-entropy's ignore_index) are left out; 0 when all are. */
 volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target) {
     volt_tensor *in[2] = { logits, target };
     if (volt__any_null(s, 2, in)) return NULL;
     if (!is_index(target)) return volt__dtype_err(s, "accuracy", target, "i32 or i64 targets");
     if (target->shape.ndim != 1 || logits->shape.ndim != 2 || target->shape.d[0] != logits->shape.d[0])
         return volt__shape_err(s, "accuracy", "need logits (N, C) and target (N)", logits, target);
-    volt_tensor *am = volt_argmax(s, logits);
-    volt_tensor *out = volt_tensor_new(s, VOLT_F32, VOLT_SCALAR);
-    if (!am || !out) return NULL;
-    int64_t hit = 0, n = 0;
-    for (int64_t r = 0; r < target->shape.d[0]; r++) {
-        int64_t t = index_at(target, r);
-        if (t == -100) continue;
-        n++;
-        hit += ((int64_t *)am->data)[r] == t;
-    }
-    ((float *)out->data)[0] = n ? (float)((double)hit / (double)n) : 0.f;
-    return out;
+    in[0] = volt_argmax(s, logits);
+    if (!in[0]) return NULL;
+    return volt__op(s, VOLT_OP_ACCURACY, 2, in, VOLT_F32, VOLT_SCALAR, NULL);
 }

@@ -217,6 +217,10 @@ double volt_tensor_item(const volt_tensor *t) {
     }
 }
 
+bool volt__op_differentiable(volt_op_id op) {
+    return op != VOLT_OP_ARGMAX && op != VOLT_OP_ACCURACY && op != VOLT_OP_ARANGE;
+}
+
 int volt__op_grad_alias(volt_op_id op) {
     switch (op) {
     case VOLT_OP_RESHAPE: return 0;   /* dx is dy (a view) */
@@ -298,7 +302,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
         return NULL;
     }
     bool grad = false;
-    if (s->training)
+    if (s->training && volt__op_differentiable(op))
         for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
     if (use_units(s, n_in, in, s->n_nodes, true) < 0) return NULL;
 

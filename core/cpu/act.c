@@ -524,7 +524,6 @@ volt_status volt__cpu_ARANGE_fwd(volt_step *s, volt_node *n) {
     }
     return VOLT_OK;
 }
-volt_status volt__cpu_ARANGE_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
 
 /* ---- dropout: i[0] = call index in the step, f[0] = p -----------------------------------
  * keep element k iff volt__rng_uniform(seed, step offset, call, k) >= p; kept values are

@@ -380,3 +380,42 @@ volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_RESHAPE_fwd(volt_step *s, volt_node *n) { return VOLT_OK; }   /* a view: nothing to compute */
+
+/* ---- argmax: x (N, C) -> (N) i64, the first maximum; accuracy: argmax (N), target (N) ->
+ * the fraction of rows where they agree, targets -100 left out (0 when none is left) --- */
+static int64_t index_at(const volt_tensor *t, int64_t i) {
+    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
+volt_status volt__cpu_ARGMAX_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    int64_t N = n->in[0]->shape.d[0], C = n->in[0]->shape.d[1];
+    const float *x = n->in[0]->data;
+    int64_t *y = n->out->data;
+    for (int64_t r = 0; r < N; r++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (x[r * C + c] > x[r * C + best]) best = c;
+        y[r] = best;
+    }
+    return VOLT_OK;
+}
+
+volt_status volt__cpu_ACCURACY_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    const int64_t *am = n->in[0]->data;
+    int64_t hit = 0, cnt = 0;
+    for (int64_t r = 0; r < n->in[1]->shape.d[0]; r++) {
+        int64_t t = index_at(n->in[1], r);
+        if (t == -100) continue;
+        cnt++;
+        hit += am[r] == t;
+    }
+    ((float *)n->out->data)[0] = cnt ? (float)((double)hit / (double)cnt) : 0.f;
+    return VOLT_OK;
+}
+
+/* never called: the tape records no node for them (volt__op_differentiable) */
+volt_status volt__cpu_ARGMAX_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
+volt_status volt__cpu_ACCURACY_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
+volt_status volt__cpu_ARANGE_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
