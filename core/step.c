@@ -70,6 +70,7 @@ volt_status volt_step_status(const volt_step *s) { return s->status; }
 const char *volt_step_errmsg(const volt_step *s) { return s->errmsg; }
 bool volt_step_training(const volt_step *s) { return s->training; }
 volt_params *volt_step_params(const volt_step *s) { return s->params; }
+const char *volt_step_device(const volt_step *s) { return s->be->name; }
 size_t volt_step_arena_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used; }
 size_t volt_step_arena_peak(const volt_step *s) { return s->arena.peak; }
 uint64_t volt_step_heap_allocs(const volt_step *s) { return s->arena.heap_allocs + s->host.heap_allocs + s->heap_allocs; }

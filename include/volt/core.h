@@ -141,6 +141,8 @@ VOLT_API volt_status volt_step_fail(volt_step *s, volt_status st, const char *fm
     __attribute__((format(printf, 3, 4)));
 VOLT_API bool volt_step_training(const volt_step *s);
 VOLT_API volt_params *volt_step_params(const volt_step *s);
+/* The step's device: its backend's name ("cpu", "cpu-strict", "cuda"). Static storage. */
+VOLT_API const char *volt_step_device(const volt_step *s);
 
 /* Arena accounting: bytes in use now and the largest in use at any point since create. */
 VOLT_API size_t volt_step_arena_used(const volt_step *s);
