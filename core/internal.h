@@ -47,6 +47,60 @@ void volt__arena_free(volt_arena *a);
  * a kernel writes its inputs' grads in input order. */
 typedef enum volt_grad_mode { VOLT_GRAD_NONE = 0, VOLT_GRAD_STORE = 1, VOLT_GRAD_ADD = 2 } volt_grad_mode;
 
+/* Per-op attributes, one named struct per op (or family), set by the front-end (core/ops_*.c)
+ * and read by the kernels. GEMM and attention nodes keep the step's compute dtype (volt/ops.h). */
+typedef struct volt_attr_matmul {          /* a (M, K) x b (K, N), batch 1; or (B, M, K) x (B, K, N) */
+    bool batched;
+    int64_t batch, M, K, N;
+    volt_dtype compute;
+} volt_attr_matmul;
+typedef struct volt_attr_linear { int64_t rows, in, out; volt_dtype compute; } volt_attr_linear;
+typedef struct volt_attr_broadcast { int64_t inner, outer; } volt_attr_broadcast;   /* add, mul: a (outer, inner), b (inner) */
+typedef struct volt_attr_scale { float alpha; } volt_attr_scale;
+typedef struct volt_attr_rows { int64_t rows, cols; } volt_attr_rows;              /* softmax, log_softmax: x (rows, cols) */
+typedef struct volt_attr_cross_entropy {
+    int64_t n, classes, ignore_index;
+    float label_smoothing;
+    int64_t count;                         /* targets not ignored (written by the forward kernel) */
+} volt_attr_cross_entropy;
+typedef struct volt_attr_layernorm {
+    int64_t rows, cols;
+    int32_t w_index, b_index;              /* where weight and bias sit in in[] (-1 = absent) */
+    float eps;
+} volt_attr_layernorm;
+typedef struct volt_attr_embedding { int64_t n, num, dim, padding_idx; } volt_attr_embedding;   /* padding_idx -1 = none */
+typedef struct volt_attr_dropout { uint32_t call; float p; } volt_attr_dropout;   /* call: index in the step (RNG) */
+typedef struct volt_attr_attention {
+    int64_t B, H, Tq, Tk, D;
+    bool causal;
+    float scale, dropout;
+    volt_dtype compute;
+    uint32_t call;                         /* dropout call index in the step (RNG) */
+} volt_attr_attention;
+typedef struct volt_attr_permute { int32_t perm[VOLT_MAX_DIMS]; int32_t ndim; } volt_attr_permute;
+typedef struct volt_attr_slice { int64_t outer, size, inner, start, len; } volt_attr_slice;
+typedef struct volt_attr_concat { int64_t outer, inner, total; int32_t dim; } volt_attr_concat;
+typedef struct volt_attr_conv2d { int64_t stride, padding; } volt_attr_conv2d;
+typedef struct volt_attr_max_pool2d { int64_t kernel, stride; } volt_attr_max_pool2d;
+
+typedef union volt_attr {
+    volt_attr_matmul matmul;
+    volt_attr_linear linear;
+    volt_attr_broadcast broadcast;
+    volt_attr_scale scale;
+    volt_attr_rows rows;
+    volt_attr_cross_entropy cross_entropy;
+    volt_attr_layernorm layernorm;
+    volt_attr_embedding embedding;
+    volt_attr_dropout dropout;
+    volt_attr_attention attention;
+    volt_attr_permute permute;
+    volt_attr_slice slice;
+    volt_attr_concat concat;
+    volt_attr_conv2d conv2d;
+    volt_attr_max_pool2d max_pool2d;
+} volt_attr;
+
 typedef struct volt_node {
     volt_op_id op;
     int32_t n_in;
@@ -54,11 +108,8 @@ typedef struct volt_node {
     volt_tensor *out;
     uint8_t *grad_mode;    /* n_in volt_grad_mode, set by the tape before backward (host arena) */
     void *saved;           /* op-specific data kept for backward (device arena) */
-    float f[4];            /* op attributes (float) */
-    int64_t i[8];          /* op attributes (int) */
+    volt_attr attr;        /* the op's attributes (the member named after the op) */
 } volt_node;
-/* GEMM nodes (linear, matmul) keep the step's compute dtype here (volt/ops.h). */
-#define VOLT_GEMM_COMPUTE_ATTR 7
 
 /* ---- backend vtable ---------------------------------------------------------------- */
 /* forward computes n->out from n->in. backward writes n->in[k]->grad as n->grad_mode[k]
@@ -117,9 +168,9 @@ static inline bool volt__is_float(const volt_tensor *t) { return t->dtype == VOL
 /* Record an op: checks inputs (NULL => propagate the step's error), fires unit_use for
  * parameter inputs, allocates the output, runs the forward kernel and appends a tape
  * node when the output needs grad. The node's attributes are copied from *attrs (may be
- * NULL). Returns the output or NULL (error recorded). */
+ * NULL: none). Returns the output or NULL (error recorded). */
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs);
+                      volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs);
 /* Same, but the output aliases `view_of`'s data (reshape). */
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape);
 /* True if any input is NULL (the step already carries an error) — front-ends return NULL. */

@@ -296,7 +296,7 @@ static volt_node *tape_push(volt_step *s) {
 }
 
 static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                           volt_tensor *out, const volt_node *attrs, bool run_forward) {
+                           volt_tensor *out, const volt_attr *attrs, bool run_forward) {
     if (!s->active) {
         volt_step_fail(s, VOLT_ERR_STATE, "%s: called outside volt_step_begin/volt_step_end",
                        s->be->kernels[op].name);
@@ -309,7 +309,8 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 
     volt_node tmp, *n = &tmp;
     if (grad && !(n = tape_push(s))) return NULL;
-    if (attrs) *n = *attrs; else memset(n, 0, sizeof *n);
+    memset(n, 0, sizeof *n);
+    if (attrs) n->attr = *attrs;
     n->op = op;
     n->n_in = n_in;
     n->in = volt__step_host_alloc(s, sizeof(volt_tensor *) * (size_t)(n_in ? n_in : 1));
@@ -338,7 +339,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 }
 
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs) {
+                      volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs) {
     if (volt__any_null(s, n_in, in)) return NULL;
     if (!volt__op_takes_16bit(op)) {   /* 16-bit inputs: the kernel gets an f32 copy (core/ops_cast.c) */
         volt_tensor **cp = NULL;

@@ -7,7 +7,7 @@
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 
-/* 16-bit compute (volt/ops.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
+/* 16-bit compute (volt/ops.h): the node's attribute `compute` is the compute dtype.
  * Each float operand is read as the f32 value of its 16-bit rounding: f32 operands are
  * rounded into the step scratch, 16-bit ones (parameters stored in 16 bits) converted;
  * sgemm multiplies and accumulates in f32, outputs are f32. Backward reads the upstream
@@ -15,7 +15,7 @@
  * where 16-mixed overflows and needs loss scaling). With f32 everywhere nothing is touched
  * and the path is the plain f32 one. */
 static volt_dtype gemm_dtype(const volt_node *n) {
-    volt_dtype cd = (volt_dtype)n->i[VOLT_GEMM_COMPUTE_ATTR];
+    volt_dtype cd = n->op == VOLT_OP_LINEAR ? n->attr.linear.compute : n->attr.matmul.compute;
     if (cd != VOLT_F32) return cd;
     return volt__is_16bit(n->in[1]) ? n->in[1]->dtype : volt__is_16bit(n->in[0]) ? n->in[0]->dtype : VOLT_F32;
 }
@@ -52,7 +52,8 @@ static volt__cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int
 /* One batched GEMM (core/cpu/gemm.c: one oneDNN primitive; OpenBLAS runs a batch of small
  * GEMMs one per thread). */
 volt_status volt__cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
-    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    const volt_attr_matmul *at = &n->attr.matmul;
+    int64_t B = at->batch, M = at->M, K = at->K, N = at->N;
     const volt_dtype cd = gemm_dtype(n);
     const void *a = operand(s, n->in[0], cd, 0), *b = operand(s, n->in[1], cd, 1);
     if (!a || !b) return s->status;
@@ -63,7 +64,8 @@ volt_status volt__cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
-    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    const volt_attr_matmul *at = &n->attr.matmul;
+    int64_t B = at->batch, M = at->M, K = at->K, N = at->N;
     volt_tensor *a = n->in[0], *b = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
     const void *dc = operand_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 0);
@@ -88,7 +90,7 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
 volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
     const void *x = operand(s, n->in[0], cd, 0), *w = operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
@@ -117,7 +119,7 @@ static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool ac
 }
 
 volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
     const void *dy = operand_f32(s, n->out->grad, R * O, cd, 0);
@@ -140,7 +142,7 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
 
 /* ---- add / mul: a (outer, inner), b (inner) or same shape ------------------------------- */
 volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
@@ -151,7 +153,7 @@ volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
 
 /* The tape makes dy a's grad when a has none yet (volt__op_grad_alias: mode NONE then). */
 volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer, total = inner * outer;
     float *dy = n->out->grad;
     if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
@@ -163,7 +165,7 @@ volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
@@ -173,7 +175,7 @@ volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
     if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
@@ -209,7 +211,7 @@ volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_SCALE_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
-    float *y = n->out->data, a = n->f[0];
+    float *y = n->out->data, a = n->attr.scale.alpha;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) y[k] = a * x[k];
     return VOLT_OK;
@@ -218,7 +220,7 @@ volt_status volt__cpu_SCALE_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: dx = a dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
-    float a = n->f[0];
+    float a = n->attr.scale.alpha;
     float *dx = n->in[0]->grad;
     if (volt__cpu_acc(n, 0)) {
         #pragma omp parallel for schedule(static) if (N > PAR_MIN)
@@ -314,8 +316,9 @@ static int64_t target_at(const volt_tensor *t, int64_t i) {
 }
 
 volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
-    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2];
-    float eps = n->f[0];
+    const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
+    int64_t N = at->n, C = at->classes, ignore = at->ignore_index;
+    float eps = at->label_smoothing;
     const float *x = n->in[0]->data;
     float *lse = volt_step_alloc(s, sizeof(float) * (size_t)(N ? N : 1));
     if (!lse) return VOLT_ERR_NOMEM;
@@ -342,16 +345,17 @@ volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
         /* (1-eps) * -log p_t + eps * mean_c(-log p_c) */
         total += (1.0 - eps) * (l - row[t]) + eps * (l - sum_logit / (double)C);
     }
-    n->i[3] = count;
+    n->attr.cross_entropy.count = count;
     ((float *)n->out->data)[0] = count ? (float)(total / (double)count) : NAN;  /* PyTorch: nan when all ignored */
     return VOLT_OK;
 }
 
 volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
-    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2], count = n->i[3];
+    const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
+    int64_t N = at->n, C = at->classes, ignore = at->ignore_index, count = at->count;
     volt__cpu_zero_stores(n);   /* ignored rows (and count == 0) send zeros */
     if (!volt__needs_grad(n->in[0]) || count == 0) return VOLT_OK;
-    float eps = n->f[0];
+    float eps = at->label_smoothing;
     const float *x = n->in[0]->data, *lse = n->saved;
     float *dx = n->in[0]->grad;
     float g = n->out->grad[0] / (float)count;
