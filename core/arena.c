@@ -1,15 +1,26 @@
 /* Step arena: one main block, bump-allocated; overflow blocks only until the arena has
- * seen the step's peak, after which the main block is regrown and steps never malloc. */
+ * seen the step's peak, after which the main block is regrown and steps never allocate.
+ * Blocks are device memory from the arena's backend (volt__dev_alloc), or host memory
+ * when the arena has no device (the step's bookkeeping). Block headers of overflow blocks
+ * are host memory either way: host code walks the list. */
 #include <stdlib.h>
 #include "core/internal.h"
 
 #define ARENA_ALIGN 64
 static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
-volt_status volt__arena_init(volt_arena *a, size_t cap) {
-    *a = (volt_arena){ 0 };
+static void *block_alloc(volt_arena *a, size_t bytes) {
+    return a->dev ? volt__dev_alloc(a->dev, bytes) : aligned_alloc(ARENA_ALIGN, bytes);
+}
+static void block_free(volt_arena *a, void *p) {
+    if (a->dev) volt__dev_free(a->dev, p);
+    else free(p);
+}
+
+volt_status volt__arena_init(volt_arena *a, volt_device *dev, size_t cap) {
+    *a = (volt_arena){ .dev = dev };
     cap = align_up(cap ? cap : 1);
-    a->base = aligned_alloc(ARENA_ALIGN, cap);
+    a->base = block_alloc(a, cap);
     if (!a->base) return VOLT_ERR_NOMEM;
     a->cap = cap;
     a->heap_allocs = 1;
@@ -26,15 +37,15 @@ void *volt__arena_alloc(volt_arena *a, size_t bytes) {
         volt_arena_block *b = a->overflow;
         if (!b || b->used + bytes > b->cap) {
             size_t cap = align_up(bytes > (a->cap / 2) ? bytes : a->cap / 2);
-            b = aligned_alloc(ARENA_ALIGN, align_up(sizeof *b) + cap);
-            if (!b) return NULL;
+            if (!(b = malloc(sizeof *b))) return NULL;
+            if (!(b->base = block_alloc(a, cap))) { free(b); return NULL; }
             a->heap_allocs++;
             b->cap = cap;
             b->used = 0;
             b->next = a->overflow;
             a->overflow = b;
         }
-        p = (char *)b + align_up(sizeof *b) + b->used;
+        p = b->base + b->used;
         b->used += bytes;
         a->overflow_used += bytes;
     }
@@ -47,13 +58,14 @@ void volt__arena_reset(volt_arena *a) {
     if (a->overflow) {
         while (a->overflow) {
             volt_arena_block *n = a->overflow->next;
+            block_free(a, a->overflow->base);
             free(a->overflow);
             a->overflow = n;
         }
         size_t cap = align_up(a->peak + a->peak / 8);
-        char *nb = aligned_alloc(ARENA_ALIGN, cap);
+        char *nb = block_alloc(a, cap);
         if (nb) {   /* on failure keep the old block: the next step overflows again */
-            free(a->base);
+            block_free(a, a->base);
             a->base = nb;
             a->cap = cap;
             a->heap_allocs++;
@@ -65,6 +77,6 @@ void volt__arena_reset(volt_arena *a) {
 
 void volt__arena_free(volt_arena *a) {
     volt__arena_reset(a);
-    free(a->base);
+    if (a->base) block_free(a, a->base);
     *a = (volt_arena){ 0 };
 }

@@ -150,9 +150,6 @@ struct volt_backend {
 
     const volt_kernel *kernels;          /* VOLT_OP_COUNT entries, indexed by volt_op_id */
     const volt_param_math *pm;
-    /* Until the tape owns gradient allocation: VOLT_OP_COUNT flags, 1 = the op's backward
-     * creates its inputs' grads (core/internal.h). */
-    const uint8_t *first_write;
 };
 #define VOLT_BACKEND_VERSION 2u
 

@@ -14,17 +14,21 @@
 #include "core/device.h"
 
 /* ---- arena: bump allocation, released at step end -------------------------------- */
-typedef struct volt_arena_block { struct volt_arena_block *next; size_t cap, used; } volt_arena_block;
+/* Blocks come from `dev`'s backend (device memory: tensor data, grads, saved data, scratch)
+ * or, with dev == NULL, from the host heap (tensor headers, node input arrays, the tape's
+ * bookkeeping: what host code reads). */
+typedef struct volt_arena_block { struct volt_arena_block *next; char *base; size_t cap, used; } volt_arena_block;
 typedef struct volt_arena {
+    volt_device *dev;      /* NULL = host memory */
     char *base;            /* main block */
     size_t cap, used;      /* main block */
-    volt_arena_block *overflow;  /* blocks allocated when the main block ran out */
+    volt_arena_block *overflow;  /* blocks allocated when the main block ran out (headers: host) */
     size_t overflow_used;  /* bytes handed out from overflow blocks */
     size_t peak;           /* max (used + overflow_used) ever */
-    uint64_t heap_allocs;  /* number of malloc calls made */
+    uint64_t heap_allocs;  /* number of block allocations made */
 } volt_arena;
 
-volt_status volt__arena_init(volt_arena *a, size_t cap);
+volt_status volt__arena_init(volt_arena *a, volt_device *dev, size_t cap);
 void *volt__arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL on OOM */
 /* Release everything; if overflow blocks were needed, regrow the main block to the peak
  * so later steps of the same size never allocate. */
@@ -32,24 +36,85 @@ void volt__arena_reset(volt_arena *a);
 void volt__arena_free(volt_arena *a);
 
 /* ---- tape ----------------------------------------------------------------------- */
+/* What a backward kernel does with input k's grad (n->grad_mode[k]), decided by the tape
+ * before the kernel runs (cuBLAS beta semantics):
+ *   NONE   write nothing: the input needs no grad, or the tape made the upstream grad
+ *          n->out->grad its grad (ops with volt__op_grad_alias, when the input had none);
+ *   STORE  the tape has just allocated the grad (uninitialised): this is its first write,
+ *          store every element (beta 0);
+ *   ADD    the grad holds earlier contributions: add (beta 1).
+ * When one tensor is several inputs of a node, the first gets STORE and the later ones ADD:
+ * a kernel writes its inputs' grads in input order. */
+typedef enum volt_grad_mode { VOLT_GRAD_NONE = 0, VOLT_GRAD_STORE = 1, VOLT_GRAD_ADD = 2 } volt_grad_mode;
+
+/* Per-op attributes, one named struct per op (or family), set by the front-end (core/ops_*.c)
+ * and read by the kernels. GEMM and attention nodes keep the step's compute dtype (volt/ops.h). */
+typedef struct volt_attr_matmul {          /* a (M, K) x b (K, N), batch 1; or (B, M, K) x (B, K, N) */
+    bool batched;
+    int64_t batch, M, K, N;
+    volt_dtype compute;
+} volt_attr_matmul;
+typedef struct volt_attr_linear { int64_t rows, in, out; volt_dtype compute; } volt_attr_linear;
+typedef struct volt_attr_broadcast { int64_t inner, outer; } volt_attr_broadcast;   /* add, mul: a (outer, inner), b (inner) */
+typedef struct volt_attr_scale { float alpha; } volt_attr_scale;
+typedef struct volt_attr_rows { int64_t rows, cols; } volt_attr_rows;              /* softmax, log_softmax: x (rows, cols) */
+typedef struct volt_attr_cross_entropy {
+    int64_t n, classes, ignore_index;
+    float label_smoothing;
+    int64_t count;                         /* targets not ignored (written by the forward kernel) */
+} volt_attr_cross_entropy;
+typedef struct volt_attr_layernorm {
+    int64_t rows, cols;
+    int32_t w_index, b_index;              /* where weight and bias sit in in[] (-1 = absent) */
+    float eps;
+} volt_attr_layernorm;
+typedef struct volt_attr_embedding { int64_t n, num, dim, padding_idx; } volt_attr_embedding;   /* padding_idx -1 = none */
+typedef struct volt_attr_dropout { uint32_t call; float p; } volt_attr_dropout;   /* call: index in the step (RNG) */
+typedef struct volt_attr_attention {
+    int64_t B, H, Tq, Tk, D;
+    bool causal;
+    float scale, dropout;
+    volt_dtype compute;
+    uint32_t call;                         /* dropout call index in the step (RNG) */
+} volt_attr_attention;
+typedef struct volt_attr_permute { int32_t perm[VOLT_MAX_DIMS]; int32_t ndim; } volt_attr_permute;
+typedef struct volt_attr_slice { int64_t outer, size, inner, start, len; } volt_attr_slice;
+typedef struct volt_attr_concat { int64_t outer, inner, total; int32_t dim; } volt_attr_concat;
+typedef struct volt_attr_conv2d { int64_t stride, padding; } volt_attr_conv2d;
+typedef struct volt_attr_max_pool2d { int64_t kernel, stride; } volt_attr_max_pool2d;
+
+typedef union volt_attr {
+    volt_attr_matmul matmul;
+    volt_attr_linear linear;
+    volt_attr_broadcast broadcast;
+    volt_attr_scale scale;
+    volt_attr_rows rows;
+    volt_attr_cross_entropy cross_entropy;
+    volt_attr_layernorm layernorm;
+    volt_attr_embedding embedding;
+    volt_attr_dropout dropout;
+    volt_attr_attention attention;
+    volt_attr_permute permute;
+    volt_attr_slice slice;
+    volt_attr_concat concat;
+    volt_attr_conv2d conv2d;
+    volt_attr_max_pool2d max_pool2d;
+} volt_attr;
+
 typedef struct volt_node {
     volt_op_id op;
     int32_t n_in;
-    volt_tensor **in;      /* n_in inputs (arena) */
+    volt_tensor **in;      /* n_in inputs (host arena) */
     volt_tensor *out;
-    void *saved;           /* op-specific data kept for backward (arena) */
-    float f[4];            /* op attributes (float) */
-    int64_t i[8];          /* op attributes (int) */
+    uint8_t *grad_mode;    /* n_in volt_grad_mode, set by the tape before backward (host arena) */
+    void *saved;           /* op-specific data kept for backward (device arena) */
+    volt_attr attr;        /* the op's attributes (the member named after the op) */
 } volt_node;
-/* GEMM nodes (linear, matmul) keep the step's compute dtype here (volt/ops.h). */
-#define VOLT_GEMM_COMPUTE_ATTR 7
 
 /* ---- backend vtable ---------------------------------------------------------------- */
-/* forward computes n->out from n->in. backward ACCUMULATES into n->in[k]->grad for every
- * input with VOLT_TENSOR_REQUIRES_GRAD (the tape has allocated and zeroed those grads);
- * n->out->grad holds the upstream gradient. Ops the backend marks in first_write get no
- * such preparation: an input grad may still be NULL (this node is its first writer), and
- * the kernel takes it with volt__grad_w / volt__grad_alias, storing instead of adding. */
+/* forward computes n->out from n->in. backward writes n->in[k]->grad as n->grad_mode[k]
+ * says (store or add; the tape has allocated every grad it asks for); n->out->grad holds
+ * the upstream gradient. */
 struct volt_kernel {
     const char *name;
     volt_status (*forward)(volt_step *s, volt_node *n);
@@ -65,7 +130,8 @@ struct volt_step {
     volt_device *dev;      /* where its tensors live (the param store's device) */
     const volt_backend *be;   /* dev->be */
     volt_params *params;
-    volt_arena arena;
+    volt_arena arena;      /* device memory: tensor data, grads, kernels' saved data */
+    volt_arena host;       /* host memory: tensor headers, node input arrays, grad modes */
     volt_node *tape;       /* nodes that need backward, creation (= topological) order */
     int n_nodes, cap_nodes;
     uint64_t seed, rng_offset;
@@ -79,16 +145,18 @@ struct volt_step {
     void *log_ctx;
     volt_status status;
     char errmsg[512];
-    /* precision (core/ops_cast.c): GEMM operand dtype, and kernel scratch reused by every
-     * op (16-bit operands converted to f32); grows, freed at destroy */
+    /* precision (core/ops_cast.c): GEMM operand dtype */
     volt_dtype compute_dtype;
+    /* kernel scratch reused by every op (16-bit operands converted to f32): device memory
+     * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];
     size_t scratch_cap[VOLT_SCRATCH_SLOTS];
 };
 
-/* Kernel scratch slot `slot` (< VOLT_SCRATCH_SLOTS) of at least n floats, 64-byte aligned,
- * valid until the next request of that slot (ops run one at a time); NULL + step error on
- * OOM. Not the arena: it is reused, so converting operands does not grow the step. */
+/* Kernel scratch slot `slot` (< VOLT_SCRATCH_SLOTS) of at least n floats of device memory
+ * (the step's backend allocates it), 64-byte aligned, valid until the next request of that
+ * slot (ops run one at a time); NULL + step error on OOM. Not the arena: it is reused, so
+ * converting operands does not grow the step. Called by kernels. */
 float *volt__scratch(volt_step *s, int slot, size_t n);
 void volt__scratch_free(volt_step *s);
 /* Ops whose kernels take 16-bit float inputs; volt__op gives every other op an f32 copy of a
@@ -100,9 +168,9 @@ static inline bool volt__is_float(const volt_tensor *t) { return t->dtype == VOL
 /* Record an op: checks inputs (NULL => propagate the step's error), fires unit_use for
  * parameter inputs, allocates the output, runs the forward kernel and appends a tape
  * node when the output needs grad. The node's attributes are copied from *attrs (may be
- * NULL). Returns the output or NULL (error recorded). */
+ * NULL: none). Returns the output or NULL (error recorded). */
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs);
+                      volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs);
 /* Same, but the output aliases `view_of`'s data (reshape). */
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape);
 /* True if any input is NULL (the step already carries an error) — front-ends return NULL. */
@@ -112,16 +180,15 @@ volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,
                              const volt_tensor *a, const volt_tensor *b);
 volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t, const char *want);
 
-/* Float grad of t (allocated + zeroed lazily in the arena for activations). */
-float *volt__grad(volt_step *s, volt_tensor *t);
-/* For first_write backward kernels. t's grad to write into: when t has none yet it is
- * allocated uninitialised and *acc = false (store every element: this is the first
- * write), else *acc = true (add). NULL on OOM (step error set). */
-float *volt__grad_w(volt_step *s, volt_tensor *t, bool *acc);
-/* When t has no grad yet, make `buf` its grad (no copy) and return true. buf must be the
- * node's own upstream grad n->out->grad, which nothing reads once this backward is done,
- * and at most one input of a node may take it. */
-bool volt__grad_alias(volt_tensor *t, float *buf);
+/* Host-memory bump allocation for the step's bookkeeping (released at step end). */
+void *volt__step_host_alloc(volt_step *s, size_t bytes);
+/* Input index of `op` whose grad may BE the node's upstream grad when it has none yet (the
+ * tape then gives it n->out->grad, mode NONE: no copy), or -1. Only for inputs with the
+ * output's element count whose grad is dy itself (reshape, add's full-size operand). */
+int volt__op_grad_alias(volt_op_id op);
+/* False for ops whose output carries no gradient (argmax, accuracy, arange): the tape
+ * records no node for them whatever their inputs. */
+bool volt__op_differentiable(volt_op_id op);
 
 static inline bool volt__needs_grad(const volt_tensor *t) {
     return (t->flags & VOLT_TENSOR_REQUIRES_GRAD) != 0;

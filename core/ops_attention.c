@@ -11,8 +11,8 @@ static bool is_mask_dtype(const volt_tensor *t) {
 }
 
 /* q (B, H, Tq, D), k and v (B, H, Tk, D), key_mask (B, Tk) or NULL -> (B, H, Tq, D).
- * Node attributes: i[0..4] = B, H, Tq, Tk, D; i[5] = causal; i[6] = compute dtype; f[0] = scale;
- * with dropout (drop_p > 0) i[7] = the RNG call index, f[1] = drop_p. */
+ * Node attributes: volt_attr_attention (B, H, Tq, Tk, D, causal, compute dtype, scale; with
+ * dropout > 0 the RNG call index). */
 static volt_tensor *attention_op(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                                  volt_tensor *key_mask, bool causal, float drop_p, int64_t call) {
     volt_tensor *in[4] = { q, k, v, key_mask };
@@ -38,17 +38,11 @@ static volt_tensor *attention_op(volt_step *s, volt_tensor *q, volt_tensor *k, v
         if (key_mask->shape.ndim != 2 || key_mask->shape.d[0] != B || key_mask->shape.d[1] != Tk)
             return volt__shape_err(s, "attention", "key_mask must be (B, Tk) for k (B, H, Tk, D)", key_mask, k);
     }
-    volt_node at = { 0 };
-    at.i[0] = B;
-    at.i[1] = H;
-    at.i[2] = Tq;
-    at.i[3] = Tk;
-    at.i[4] = D;
-    at.i[5] = causal;
-    at.f[0] = (float)(1.0 / sqrt((double)D));
-    at.i[6] = s->compute_dtype;   /* 16-bit compute: q, k, v (and dO) read rounded (volt/ops.h) */
-    at.i[7] = call;
-    at.f[1] = drop_p;
+    volt_attr at = { .attention = {
+        .B = B, .H = H, .Tq = Tq, .Tk = Tk, .D = D, .causal = causal, .scale = (float)(1.0 / sqrt((double)D)),
+        .dropout = drop_p,
+        .compute = s->compute_dtype,   /* 16-bit compute: q, k, v (and dO) read rounded (volt/ops.h) */
+        .call = call } };
     return volt__op(s, VOLT_OP_ATTENTION, n_in, in, VOLT_F32, q->shape, &at);
 }
 

@@ -20,32 +20,31 @@ volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     if (volt__any_null(s, 2, in)) return NULL;
     CHECK_FLOAT(s, "matmul", a);
     CHECK_FLOAT(s, "matmul", b);
-    volt_node at = { 0 };
+    volt_attr at = { .matmul = { .compute = s->compute_dtype } };
     if (a->shape.ndim < 1 || b->shape.ndim < 2) return volt__shape_err(s, "matmul", "need a (..., M, K) and b (K, N)", a, b);
     int64_t K = a->shape.d[a->shape.ndim - 1];
     volt_shape os = a->shape;
     if (b->shape.ndim == 2) {
         if (b->shape.d[0] != K) return volt__shape_err(s, "matmul", "inner dims differ", a, b);
         int64_t N = b->shape.d[1];
-        at.i[0] = 0;
-        at.i[1] = 1;
-        at.i[2] = volt_tensor_numel(a) / (K ? K : 1);
-        at.i[3] = K;
-        at.i[4] = N;
+        at.matmul.batched = false;
+        at.matmul.batch = 1;
+        at.matmul.M = volt_tensor_numel(a) / (K ? K : 1);
+        at.matmul.K = K;
+        at.matmul.N = N;
         os.d[os.ndim - 1] = N;
     } else if (b->shape.ndim == 3 && a->shape.ndim == 3) {
         if (a->shape.d[0] != b->shape.d[0] || b->shape.d[1] != K)
             return volt__shape_err(s, "matmul", "batched: need (B, M, K) x (B, K, N)", a, b);
-        at.i[0] = 1;
-        at.i[1] = a->shape.d[0];
-        at.i[2] = a->shape.d[1];
-        at.i[3] = K;
-        at.i[4] = b->shape.d[2];
+        at.matmul.batched = true;
+        at.matmul.batch = a->shape.d[0];
+        at.matmul.M = a->shape.d[1];
+        at.matmul.K = K;
+        at.matmul.N = b->shape.d[2];
         os.d[2] = b->shape.d[2];
     } else {
         return volt__shape_err(s, "matmul", "need b 2-d, or both 3-d (batched)", a, b);
     }
-    at.i[VOLT_GEMM_COMPUTE_ATTR] = s->compute_dtype;
     return volt__op(s, VOLT_OP_MATMUL, 2, in, VOLT_F32, os, &at);
 }
 
@@ -60,13 +59,10 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
     if (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0]))
         return volt__shape_err(s, "linear", "bias must be (out) for weight", b, w);
     if (b) CHECK_FLOAT(s, "linear", b);
-    volt_node at = { 0 };
-    at.i[0] = volt_tensor_numel(x) / w->shape.d[1];   /* rows */
-    at.i[1] = w->shape.d[1];                          /* in */
-    at.i[2] = w->shape.d[0];                          /* out */
+    volt_attr at = { .linear = { .rows = volt_tensor_numel(x) / w->shape.d[1], .in = w->shape.d[1],
+                                 .out = w->shape.d[0], .compute = s->compute_dtype } };
     volt_shape os = x->shape;
     os.d[os.ndim - 1] = w->shape.d[0];
-    at.i[VOLT_GEMM_COMPUTE_ATTR] = s->compute_dtype;
     if (b && !(in[2] = volt_cast(s, b, VOLT_F32))) return NULL;   /* the bias is added in f32 */
     return volt__op(s, VOLT_OP_LINEAR, n_in, in, VOLT_F32, os, &at);
 }
@@ -81,9 +77,8 @@ static volt_tensor *broadcast_op(volt_step *s, volt_op_id op, const char *name, 
     bool ok = off >= 0;
     for (int i = 0; ok && i < b->shape.ndim; i++) ok = a->shape.d[off + i] == b->shape.d[i];
     if (!ok) return volt__shape_err(s, name, "b must equal a's shape or its trailing dims", a, b);
-    volt_node at = { 0 };
-    at.i[0] = volt_tensor_numel(b);
-    at.i[1] = at.i[0] ? volt_tensor_numel(a) / at.i[0] : 0;
+    int64_t inner = volt_tensor_numel(b);
+    volt_attr at = { .broadcast = { .inner = inner, .outer = inner ? volt_tensor_numel(a) / inner : 0 } };
     return volt__op(s, op, 2, in, VOLT_F32, a->shape, &at);
 }
 
@@ -97,8 +92,7 @@ volt_tensor *volt_bias(volt_step *s, volt_tensor *x, volt_tensor *b) {
 static volt_tensor *unary(volt_step *s, volt_op_id op, const char *name, volt_tensor *x, float f0) {
     if (volt__any_null(s, 1, &x)) return NULL;
     CHECK_FLOAT(s, name, x);
-    volt_node at = { 0 };
-    at.f[0] = f0;
+    volt_attr at = { .scale = { .alpha = f0 } };   /* read by scale only */
     return volt__op(s, op, 1, &x, VOLT_F32, x->shape, &at);
 }
 
@@ -144,11 +138,8 @@ volt_tensor *volt_cross_entropy_ex(volt_step *s, volt_tensor *logits, volt_tenso
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "cross_entropy: label_smoothing must be in [0, 1), got %g", opts.label_smoothing);
         return NULL;
     }
-    volt_node at = { 0 };
-    at.i[0] = logits->shape.d[0];
-    at.i[1] = logits->shape.d[1];
-    at.i[2] = opts.ignore_index;
-    at.f[0] = opts.label_smoothing;
+    volt_attr at = { .cross_entropy = { .n = logits->shape.d[0], .classes = logits->shape.d[1],
+                                        .ignore_index = opts.ignore_index, .label_smoothing = opts.label_smoothing } };
     return volt__op(s, VOLT_OP_CROSS_ENTROPY, 2, in, VOLT_F32, VOLT_SCALAR, &at);
 }
 
@@ -179,44 +170,22 @@ volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
     return volt__op_view(s, VOLT_OP_RESHAPE, x, shape);
 }
 
-/* ---- no-grad helpers --------------------------------------------------------------- */
-static int64_t index_at(const volt_tensor *t, int64_t i) {
-    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-}
-
+/* ---- no-grad helpers: ops without a backward (volt__op_differentiable) ------------- */
 volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
     if (volt__any_null(s, 1, &logits)) return NULL;
     CHECK_F32(s, "argmax", logits);
     if (logits->shape.ndim != 2) return volt__shape_err(s, "argmax", "need (N, C)", logits, NULL);
-    int64_t N = logits->shape.d[0], C = logits->shape.d[1];
-    volt_tensor *out = volt_tensor_new(s, VOLT_I64, VOLT_SHAPE(N));
-    if (!out) return NULL;
-    const float *x = logits->data;
-    for (int64_t r = 0; r < N; r++) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < C; c++)
-            if (x[r * C + c] > x[r * C + best]) best = c;
-        ((int64_t *)out->data)[r] = best;
-    }
-    return out;
+    return volt__op(s, VOLT_OP_ARGMAX, 1, &logits, VOLT_I64, VOLT_SHAPE(logits->shape.d[0]), NULL);
 }
 
+/* Targets equal to -100 (cross-entropy's ignore_index) are left out; 0 when all are. */
 volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target) {
     volt_tensor *in[2] = { logits, target };
     if (volt__any_null(s, 2, in)) return NULL;
     if (!is_index(target)) return volt__dtype_err(s, "accuracy", target, "i32 or i64 targets");
     if (target->shape.ndim != 1 || logits->shape.ndim != 2 || target->shape.d[0] != logits->shape.d[0])
         return volt__shape_err(s, "accuracy", "need logits (N, C) and target (N)", logits, target);
-    volt_tensor *am = volt_argmax(s, logits);
-    volt_tensor *out = volt_tensor_new(s, VOLT_F32, VOLT_SCALAR);
-    if (!am || !out) return NULL;
-    int64_t hit = 0, n = 0;
-    for (int64_t r = 0; r < target->shape.d[0]; r++) {
-        int64_t t = index_at(target, r);
-        if (t == -100) continue;
-        n++;
-        hit += ((int64_t *)am->data)[r] == t;
-    }
-    ((float *)out->data)[0] = n ? (float)((double)hit / (double)n) : 0.f;
-    return out;
+    in[0] = volt_argmax(s, logits);
+    if (!in[0]) return NULL;
+    return volt__op(s, VOLT_OP_ACCURACY, 2, in, VOLT_F32, VOLT_SCALAR, NULL);
 }

@@ -1,4 +1,5 @@
-/* The cast op's front-end, the step's compute dtype and the kernel scratch (volt/ops.h).
+/* The cast op's front-end and the step's compute dtype (volt/ops.h); the kernel scratch is the
+ * step's (core/step.c: device memory from its backend).
  *
  * How 16-bit tensors flow through ops: a tensor of any float dtype may be an op's input.
  * Kernels that take 16-bit inputs (volt__op_takes_16bit: GEMMs, layout copies, the cast
@@ -41,30 +42,5 @@ bool volt__op_takes_16bit(volt_op_id op) {
         return true;
     default:
         return false;
-    }
-}
-
-float *volt__scratch(volt_step *s, int slot, size_t n) {
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (bytes > s->scratch_cap[slot]) {
-        void *p = aligned_alloc(64, bytes);
-        if (!p) {
-            volt_step_fail(s, VOLT_ERR_NOMEM, "step scratch: out of memory allocating %zu bytes", bytes);
-            return NULL;
-        }
-        free(s->scratch[slot]);
-        s->scratch[slot] = p;
-        s->scratch_cap[slot] = bytes;
-        s->heap_allocs++;
-    }
-    return s->scratch[slot];
-}
-
-void volt__scratch_free(volt_step *s) {
-    for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) {
-        free(s->scratch[i]);
-        s->scratch[i] = NULL;
-        s->scratch_cap[i] = 0;
     }
 }

@@ -1,6 +1,6 @@
 /* Front-ends of conv2d and max_pool2d: shape checks and tape recording. The kernels are
  * in core/cpu/conv.c. Geometry comes from the tensors' shapes; the node keeps only
- * i[0] = stride, i[1] = padding (conv) or i[0] = k, i[1] = stride (pool). */
+ * volt_attr_conv2d (stride, padding) and volt_attr_max_pool2d (kernel, stride). */
 #include <stdio.h>
 #include "core/internal.h"
 #include "volt/ops.h"
@@ -32,9 +32,7 @@ volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
         snprintf(what, sizeof what, "kernel larger than the padded input (padding %d)", padding);
         return volt__shape_err(s, "conv2d", what, x, w);
     }
-    volt_node at = { 0 };
-    at.i[0] = stride;
-    at.i[1] = padding;
+    volt_attr at = { .conv2d = { .stride = stride, .padding = padding } };
     volt_shape os = VOLT_SHAPE(x->shape.d[0], w->shape.d[0], (H + 2 * padding - KH) / stride + 1,
                                (W + 2 * padding - KW) / stride + 1);
     return volt__op(s, VOLT_OP_CONV2D, n_in, in, VOLT_F32, os, &at);
@@ -56,9 +54,7 @@ volt_tensor *volt_max_pool2d(volt_step *s, volt_tensor *x, int k, int stride) {
         return volt__shape_err(s, "max_pool2d", what, x, NULL);
     }
     if (H * W > INT32_MAX) return volt__shape_err(s, "max_pool2d", "plane too large for i32 indices", x, NULL);
-    volt_node at = { 0 };
-    at.i[0] = k;
-    at.i[1] = stride;
+    volt_attr at = { .max_pool2d = { .kernel = k, .stride = stride } };
     volt_shape os = VOLT_SHAPE(x->shape.d[0], x->shape.d[1], (H - k) / stride + 1, (W - k) / stride + 1);
     return volt__op(s, VOLT_OP_MAX_POOL2D, 1, &x, VOLT_F32, os, &at);
 }

@@ -13,7 +13,8 @@
     X(RESHAPE, "reshape") X(PERMUTE, "permute") X(SLICE, "slice") X(CONCAT, "concat") \
     X(SUM, "sum") X(MEAN, "mean") \
     X(CONV2D, "conv2d") X(MAX_POOL2D, "max_pool2d") \
-    X(CAST, "cast")
+    X(CAST, "cast") X(ARANGE, "arange") \
+    X(ARGMAX, "argmax") X(ACCURACY, "accuracy")
 
 typedef enum volt_op_id {
 #define VOLT_OP_ENUM_(id, name) VOLT_OP_##id,

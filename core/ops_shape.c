@@ -28,7 +28,7 @@ static void split_at(volt_shape sh, int dim, int64_t *outer, int64_t *inner) {
     for (int i = dim + 1; i < sh.ndim; i++) *inner *= sh.d[i];
 }
 
-/* ---- permute: out dim i is x dim perm[i]; node i[0..3] = perm, i[4] = ndim ------------ */
+/* ---- permute: out dim i is x dim perm[i] ------------------------------------------------ */
 volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm) {
     if (volt__any_null(s, 1, &x)) return NULL;
     int nd = x->shape.ndim;
@@ -36,14 +36,14 @@ volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "permute: perm is NULL");
         return NULL;
     }
-    volt_node at = { 0 };
+    volt_attr at = { .permute = { .ndim = nd } };
     volt_shape os = { nd, { 0 } };
     bool seen[VOLT_MAX_DIMS] = { false }, ok = true;
     for (int i = 0; i < nd; i++) {
         int d = norm_dim(perm[i], nd);
         if (d < 0 || seen[d]) { ok = false; break; }
         seen[d] = true;
-        at.i[i] = d;
+        at.permute.perm[i] = d;
         os.d[i] = x->shape.d[d];
     }
     if (!ok) {
@@ -55,7 +55,6 @@ volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm) {
                        p, nd, volt_shape_str(x->shape, b, sizeof b));
         return NULL;
     }
-    at.i[4] = nd;
     return volt__op(s, VOLT_OP_PERMUTE, 1, &x, x->dtype, os, &at);
 }
 
@@ -91,11 +90,11 @@ static volt_tensor *slice_op(volt_step *s, const char *op, volt_tensor *x, int d
                            (long long)given, (long long)(given + len), dim, (long long)size, b);
         return NULL;
     }
-    volt_node at = { 0 };
-    split_at(x->shape, d, &at.i[0], &at.i[2]);
-    at.i[1] = size;
-    at.i[3] = start;
-    at.i[4] = len;
+    volt_attr at = { 0 };
+    split_at(x->shape, d, &at.slice.outer, &at.slice.inner);
+    at.slice.size = size;
+    at.slice.start = start;
+    at.slice.len = len;
     volt_shape os = x->shape;
     if (drop) {
         for (int i = d; i + 1 < os.ndim; i++) os.d[i] = os.d[i + 1];
@@ -142,10 +141,10 @@ volt_tensor *volt_concat(volt_step *s, volt_tensor *const *xs, int n, int dim) {
         }
         total += xk->shape.d[d];
     }
-    volt_node at = { 0 };
-    split_at(x0->shape, d, &at.i[0], &at.i[1]);
-    at.i[2] = total;
-    at.i[3] = d;
+    volt_attr at = { 0 };
+    split_at(x0->shape, d, &at.concat.outer, &at.concat.inner);
+    at.concat.total = total;
+    at.concat.dim = d;
     volt_shape os = x0->shape;
     os.d[d] = total;
     return volt__op(s, VOLT_OP_CONCAT, n, xs, x0->dtype, os, &at);

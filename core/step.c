@@ -9,6 +9,8 @@
 #include "volt/ops.h"
 
 
+#define HOST_ARENA_BYTES (1u << 20)   /* grows to the step's peak like the device arena */
+
 void volt_step_config_init(volt_step_config *cfg) {
     *cfg = (volt_step_config){ .version = VOLT_STEP_CONFIG_VERSION, .backend = "auto",
                                .arena_bytes = 64u << 20, .tape_capacity = 1024, .seed = 0 };
@@ -31,7 +33,10 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     s->seed = cfg->seed;
     s->cap_nodes = cfg->tape_capacity > 0 ? cfg->tape_capacity : 1024;
     s->tape = malloc(sizeof *s->tape * (size_t)s->cap_nodes);
-    if (!s->tape || volt__arena_init(&s->arena, cfg->arena_bytes ? cfg->arena_bytes : (64u << 20))) {
+    /* tensor data in device memory; headers and the tape's bookkeeping on the host */
+    if (!s->tape || volt__arena_init(&s->arena, dev, cfg->arena_bytes ? cfg->arena_bytes : (64u << 20)) ||
+        volt__arena_init(&s->host, NULL, HOST_ARENA_BYTES)) {
+        volt__arena_free(&s->arena);
         free(s->tape);
         free(s);
         return VOLT_ERR_NOMEM;
@@ -45,6 +50,7 @@ void volt_step_destroy(volt_step *s) {
     if (!s) return;
     volt__scratch_free(s);
     volt__arena_free(&s->arena);
+    volt__arena_free(&s->host);
     free(s->tape);
     free(s);
 }
@@ -64,9 +70,10 @@ volt_status volt_step_status(const volt_step *s) { return s->status; }
 const char *volt_step_errmsg(const volt_step *s) { return s->errmsg; }
 bool volt_step_training(const volt_step *s) { return s->training; }
 volt_params *volt_step_params(const volt_step *s) { return s->params; }
+const char *volt_step_device(const volt_step *s) { return s->be->name; }
 size_t volt_step_arena_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used; }
 size_t volt_step_arena_peak(const volt_step *s) { return s->arena.peak; }
-uint64_t volt_step_heap_allocs(const volt_step *s) { return s->arena.heap_allocs + s->heap_allocs; }
+uint64_t volt_step_heap_allocs(const volt_step *s) { return s->arena.heap_allocs + s->host.heap_allocs + s->heap_allocs; }
 
 volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     if (s->active) volt_step_end(s);
@@ -89,12 +96,45 @@ void volt_step_end(volt_step *s) {
     s->active = false;
     s->n_nodes = 0;
     volt__arena_reset(&s->arena);
+    volt__arena_reset(&s->host);
 }
 
 void *volt_step_alloc(volt_step *s, size_t bytes) {
     void *p = volt__arena_alloc(&s->arena, bytes);
     if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
     return p;
+}
+
+void *volt__step_host_alloc(volt_step *s, size_t bytes) {
+    void *p = volt__arena_alloc(&s->host, bytes);
+    if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step: out of host memory allocating %zu bytes", bytes);
+    return p;
+}
+
+/* ---- kernel scratch: device memory from the step's backend ---------------------------- */
+float *volt__scratch(volt_step *s, int slot, size_t n) {
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes > s->scratch_cap[slot]) {
+        void *p = volt__dev_alloc(s->dev, bytes);
+        if (!p) {
+            volt_step_fail(s, VOLT_ERR_NOMEM, "step scratch: out of device memory allocating %zu bytes", bytes);
+            return NULL;
+        }
+        volt__dev_free(s->dev, s->scratch[slot]);
+        s->scratch[slot] = p;
+        s->scratch_cap[slot] = bytes;
+        s->heap_allocs++;
+    }
+    return s->scratch[slot];
+}
+
+void volt__scratch_free(volt_step *s) {
+    for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) {
+        volt__dev_free(s->dev, s->scratch[i]);
+        s->scratch[i] = NULL;
+        s->scratch_cap[i] = 0;
+    }
 }
 
 static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
@@ -107,7 +147,7 @@ static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
             volt_step_fail(s, VOLT_ERR_SHAPE, "tensor: negative dimension %lld", (long long)shape.d[i]);
             return NULL;
         }
-    volt_tensor *t = volt_step_alloc(s, sizeof *t);
+    volt_tensor *t = volt__step_host_alloc(s, sizeof *t);
     if (!t) return NULL;
     *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev };
     return t;
@@ -119,7 +159,7 @@ volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
     size_t bytes = (size_t)volt_shape_numel(shape) * volt_dtype_size(dt);
     t->data = volt_step_alloc(s, bytes);
     if (!t->data) return NULL;
-    memset(t->data, 0, bytes);
+    volt__dev_memset(s->dev, t->data, 0, bytes);
     return t;
 }
 
@@ -178,25 +218,16 @@ double volt_tensor_item(const volt_tensor *t) {
     }
 }
 
-float *volt__grad(volt_step *s, volt_tensor *t) {
-    if (!t->grad) {
-        size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
-        t->grad = volt_step_alloc(s, bytes);
-        if (t->grad) memset(t->grad, 0, bytes);
+bool volt__op_differentiable(volt_op_id op) {
+    return op != VOLT_OP_ARGMAX && op != VOLT_OP_ACCURACY && op != VOLT_OP_ARANGE;
+}
+
+int volt__op_grad_alias(volt_op_id op) {
+    switch (op) {
+    case VOLT_OP_RESHAPE: return 0;   /* dx is dy (a view) */
+    case VOLT_OP_ADD: return 0;       /* da is dy (a has the output's shape) */
+    default: return -1;
     }
-    return t->grad;
-}
-
-float *volt__grad_w(volt_step *s, volt_tensor *t, bool *acc) {
-    *acc = t->grad != NULL;
-    if (!t->grad) t->grad = volt_step_alloc(s, (size_t)volt_tensor_numel(t) * sizeof(float));
-    return t->grad;
-}
-
-bool volt__grad_alias(volt_tensor *t, float *buf) {
-    if (t->grad) return false;
-    t->grad = buf;
-    return true;
 }
 
 bool volt__any_null(volt_step *s, int n, volt_tensor *const *in) {
@@ -265,25 +296,28 @@ static volt_node *tape_push(volt_step *s) {
 }
 
 static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                           volt_tensor *out, const volt_node *attrs, bool run_forward) {
+                           volt_tensor *out, const volt_attr *attrs, bool run_forward) {
     if (!s->active) {
         volt_step_fail(s, VOLT_ERR_STATE, "%s: called outside volt_step_begin/volt_step_end",
                        s->be->kernels[op].name);
         return NULL;
     }
     bool grad = false;
-    if (s->training)
+    if (s->training && volt__op_differentiable(op))
         for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
     if (use_units(s, n_in, in, s->n_nodes, true) < 0) return NULL;
 
     volt_node tmp, *n = &tmp;
     if (grad && !(n = tape_push(s))) return NULL;
-    if (attrs) *n = *attrs; else memset(n, 0, sizeof *n);
+    memset(n, 0, sizeof *n);
+    if (attrs) n->attr = *attrs;
     n->op = op;
     n->n_in = n_in;
-    n->in = volt_step_alloc(s, sizeof(volt_tensor *) * (size_t)(n_in ? n_in : 1));
+    n->in = volt__step_host_alloc(s, sizeof(volt_tensor *) * (size_t)(n_in ? n_in : 1));
     if (!n->in) return NULL;
-    memcpy(n->in, in, sizeof(volt_tensor *) * (size_t)n_in);
+    if (n_in) memcpy(n->in, in, sizeof(volt_tensor *) * (size_t)n_in);
+    n->grad_mode = NULL;
+    if (grad && !(n->grad_mode = volt__step_host_alloc(s, (size_t)(n_in ? n_in : 1)))) return NULL;
     n->out = out;
     if (grad) {
         out->flags |= VOLT_TENSOR_REQUIRES_GRAD;
@@ -305,14 +339,14 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 }
 
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
-                      volt_dtype out_dt, volt_shape out_shape, const volt_node *attrs) {
+                      volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs) {
     if (volt__any_null(s, n_in, in)) return NULL;
     if (!volt__op_takes_16bit(op)) {   /* 16-bit inputs: the kernel gets an f32 copy (core/ops_cast.c) */
         volt_tensor **cp = NULL;
         for (int i = 0; i < n_in; i++) {
             if (!volt__is_16bit(in[i])) continue;
             if (!cp) {
-                if (!(cp = volt_step_alloc(s, sizeof *cp * (size_t)n_in))) return NULL;
+                if (!(cp = volt__step_host_alloc(s, sizeof *cp * (size_t)n_in))) return NULL;
                 memcpy(cp, in, sizeof *cp * (size_t)n_in);
             }
             if (!(cp[i] = volt_cast(s, in[i], VOLT_F32))) return NULL;
@@ -336,6 +370,31 @@ volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_sh
 }
 
 /* ---- backward ------------------------------------------------------------------- */
+/* A fresh, uninitialised f32 grad for t in the device arena. */
+static float *grad_alloc(volt_step *s, volt_tensor *t) {
+    return t->grad = volt_step_alloc(s, (size_t)volt_tensor_numel(t) * sizeof(float));
+}
+
+/* The tape owns gradient allocation: before node n's backward, every input that needs a
+ * grad and has none gets one (or, for volt__op_grad_alias ops, the upstream grad itself),
+ * and n->grad_mode says per input whether the kernel stores or adds (core/internal.h). */
+static volt_status prepare_grads(volt_step *s, volt_node *n) {
+    const int alias = volt__op_grad_alias(n->op);
+    for (int k = 0; k < n->n_in; k++) {
+        volt_tensor *t = n->in[k];
+        if (!volt__needs_grad(t)) n->grad_mode[k] = VOLT_GRAD_NONE;
+        else if (t->grad) n->grad_mode[k] = VOLT_GRAD_ADD;   /* earlier writers, a later input, or a parameter */
+        else if (k == alias && volt_tensor_numel(t) == volt_tensor_numel(n->out)) {
+            t->grad = n->out->grad;   /* nothing reads dy after this node: no copy */
+            n->grad_mode[k] = VOLT_GRAD_NONE;
+        } else {
+            if (!grad_alloc(s, t)) return s->status;
+            n->grad_mode[k] = VOLT_GRAD_STORE;
+        }
+    }
+    return VOLT_OK;
+}
+
 static volt_status run_backward(volt_step *s) {
     volt_params *ps = s->params;
     const volt_unit_hooks *h = ps ? ps->hooks : NULL;
@@ -343,8 +402,8 @@ static volt_status run_backward(volt_step *s) {
     int *ready_next = NULL, *ready_head = NULL;
     int n_units = ps ? ps->n_units : 0;
     if (n_units) {
-        ready_next = volt_step_alloc(s, sizeof(int) * (size_t)n_units);
-        ready_head = volt_step_alloc(s, sizeof(int) * (size_t)(s->n_nodes + 1));
+        ready_next = volt__step_host_alloc(s, sizeof(int) * (size_t)n_units);
+        ready_head = volt__step_host_alloc(s, sizeof(int) * (size_t)(s->n_nodes + 1));
         if (!ready_next || !ready_head) return s->status;
         for (int i = 0; i <= s->n_nodes; i++) ready_head[i] = -1;
         for (int u = n_units - 1; u >= 0; u--) {
@@ -359,17 +418,12 @@ static volt_status run_backward(volt_step *s) {
         volt_node *n = &s->tape[i];
         if (n->out->grad) {
             if (n_units && use_units(s, n->n_in, n->in, i, false) < 0) return s->status;   /* stale units */
-            /* first_write kernels create their inputs' grads (store, not add: no zeroing) */
-            bool fw = s->be->first_write && s->be->first_write[n->op];
-            for (int k = 0; k < n->n_in && !fw; k++)
-                if (volt__needs_grad(n->in[k]) && !volt__grad(s, n->in[k])) return s->status;
+            if (prepare_grads(s, n) < 0) return s->status;
             const volt_kernel *kern = &s->be->kernels[n->op];
             if (!kern->backward)
                 return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented", kern->name);
             volt_status st = kern->backward(s, n);
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
-            for (int k = 0; k < n->n_in && fw; k++)   /* inputs it did not write get zeros */
-                if (volt__needs_grad(n->in[k]) && !volt__grad(s, n->in[k])) return s->status;
         }
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {
@@ -401,6 +455,27 @@ static volt_status backward_check(volt_step *s, volt_tensor *t) {
     return VOLT_OK;
 }
 
+/* t's grad += seed (host, numel floats; NULL = a scalar 1), through backend copies: a fresh
+ * grad is one H2D copy; a grad that exists already (t is a parameter or a leaf another
+ * backward wrote) is read back, added on the host and written again (rare, not per op). */
+static volt_status seed_grad(volt_step *s, volt_tensor *t, const float *seed) {
+    static const float one = 1.0f;
+    const size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
+    if (!seed) seed = &one;
+    if (!t->grad) {
+        if (!grad_alloc(s, t)) return s->status;
+        volt__dev_h2d(s->dev, t->grad, seed, bytes);
+    } else {
+        float *h = malloc(bytes ? bytes : 1);
+        if (!h) return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of memory seeding the grad");
+        volt__dev_d2h(s->dev, h, t->grad, bytes);
+        for (size_t i = 0; i < bytes / sizeof(float); i++) h[i] += seed[i];
+        volt__dev_h2d(s->dev, t->grad, h, bytes);
+        free(h);
+    }
+    return run_backward(s);
+}
+
 volt_status volt_step_backward(volt_step *s, volt_tensor *loss) {
     VOLT_TRY(backward_check(s, loss));
     if (volt_tensor_numel(loss) != 1) {
@@ -408,17 +483,11 @@ volt_status volt_step_backward(volt_step *s, volt_tensor *loss) {
         return volt_step_fail(s, VOLT_ERR_SHAPE, "backward: loss must be a scalar, got shape %s",
                               volt_shape_str(loss->shape, b, sizeof b));
     }
-    float *g = volt__grad(s, loss);
-    if (!g) return s->status;
-    g[0] += 1.0f;
-    return run_backward(s);
+    return seed_grad(s, loss, NULL);
 }
 
 volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out) {
     VOLT_TRY(backward_check(s, t));
-    float *g = volt__grad(s, t);
-    if (!g) return s->status;
-    int64_t n = volt_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) g[i] += grad_out[i];
-    return run_backward(s);
+    if (!grad_out) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "backward: grad_out is NULL");
+    return seed_grad(s, t, grad_out);
 }

@@ -194,9 +194,8 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
                        volt_shape_str(mask->shape, b, sizeof b));
         return NULL;
     }
-    volt_tensor *pos = volt_tensor_new(s, VOLT_I32, VOLT_SHAPE(T));
+    volt_tensor *pos = volt_arange(s, VOLT_I32, T);   /* position ids, built on the device */
     if (!pos) return NULL;
-    for (int64_t t = 0; t < T; t++) ((int32_t *)pos->data)[t] = (int32_t)t;
     volt_tensor *we = volt_nn_embedding_forward(s, &m->word, ids);                       // (B, T, D)
     volt_tensor *x = volt_add(s, we, volt_nn_embedding_forward(s, &m->pos, pos));        // + (T, D)
     x = volt_dropout(s, volt_nn_layernorm_forward(s, &m->emb_ln, x), c->dropout);

@@ -1,8 +1,17 @@
 /* Core engine: arena accounting, the strategy-hook order for a 3-unit model, bitwise
- * determinism, and small models trained end to end through the tape. */
+ * determinism, small models trained end to end through the tape, the tape's gradient
+ * modes (store for the first writer, add after) and arange. Runs on cpu and, as
+ * test_core_strict, on cpu-strict (tests/strict_tape.cmake: VOLT_TEST_EXPECT_DEVICE). */
 #include "vtest.h"
 #include "volt/volt.h"
 #include "core/units.h"
+#include "core/internal.h"
+
+/* The grad of t as host floats (an explicit device->host copy). */
+static void grad_to_host(volt_step *s, volt_tensor *t, float *out) {
+    volt_tensor *g = volt_tensor_wrap(s, VOLT_F32, t->shape, t->grad);
+    CHECK(g && t->grad && volt_tensor_to_host(g, out) == VOLT_OK, "grad of a tensor to host");
+}
 
 /* ---- a 3-unit MLP: fc1 (in->h), fc2 (h->h), head (h->out) ----------------------------- */
 typedef struct { volt_tensor *w[3], *b[3]; } mlp3;
@@ -111,7 +120,7 @@ static void test_arena(void) {
     CHECK(volt_step_arena_used(s) == 192, "used %zu", volt_step_arena_used(s));
     void *big = volt_step_alloc(s, 5000);   /* overflow block */
     CHECK(big != NULL, "overflow alloc");
-    memset(big, 1, 5000);
+    volt__dev_memset(s->dev, big, 1, 5000);   /* device memory: through the backend */
     size_t peak = volt_step_arena_peak(s);
     CHECK(peak >= 192 + 5000, "peak %zu", peak);
     uint64_t allocs = volt_step_heap_allocs(s);
@@ -233,7 +242,98 @@ static void test_determinism(void) {
     free(final[0]); free(final[1]);
 }
 
+/* ---- the tape's gradient modes ----------------------------------------------------------- */
+/* x is read by two scale nodes: backward reaches the later one first, which must STORE into
+ * the fresh (uninitialised) grad; the earlier one must ADD. The step runs twice so the second
+ * run's fresh grad is the first run's memory: a first writer that added would see 5 + 5. */
+static void test_grad_modes(void) {
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    volt_step *s;
+    CHECK_OK(volt_step_create(&sc, &s));
+    const char *want = getenv("VOLT_TEST_EXPECT_DEVICE");
+    printf("step device: %s\n", s->dev->be->name);
+    if (want) CHECK(!strcmp(s->dev->be->name, want), "step runs on '%s', expected '%s'", s->dev->be->name, want);
+    const float xv[4] = { 1, -2, 3, 0.5f };
+    for (int run = 0; run < 3; run++) {
+        volt_step_begin(s, true, 0);
+        volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), xv));
+        volt_tensor *a = volt_scale(s, x, 2.f), *b = volt_scale(s, x, 3.f);
+        CHECK_OK(volt_step_backward(s, volt_sum(s, volt_add(s, a, b))));
+        float g[4];
+        grad_to_host(s, x, g);
+        for (int k = 0; k < 4; k++) CHECK(g[k] == 5.f, "run %d: x used twice: grad[%d] = %g, want 2 + 3", run, k, g[k]);
+        /* tape: scale 2, scale 3, add, sum; backward visits sum, add, scale 3, scale 2 */
+        CHECK(s->n_nodes == 4 && s->tape[0].op == VOLT_OP_SCALE && s->tape[1].op == VOLT_OP_SCALE, "tape layout");
+        CHECK(s->tape[1].grad_mode[0] == VOLT_GRAD_STORE, "first writer of x gets accumulate = false (mode %d)",
+              s->tape[1].grad_mode[0]);
+        CHECK(s->tape[0].grad_mode[0] == VOLT_GRAD_ADD, "second writer of x gets accumulate = true (mode %d)",
+              s->tape[0].grad_mode[0]);
+        /* add's a takes the upstream grad itself (no copy); its b (same shape) gets a store */
+        CHECK(s->tape[2].grad_mode[0] == VOLT_GRAD_NONE && a->grad == s->tape[2].out->grad, "add aliases dy into a");
+        CHECK(s->tape[2].grad_mode[1] == VOLT_GRAD_STORE, "add's b: a first write");
+        volt_step_end(s);
+    }
+    /* one node reading one tensor twice: mul(x, x) -> 2x, add(x, x) -> 2; the first input
+     * stores, the second adds */
+    for (int run = 0; run < 2; run++) {
+        volt_step_begin(s, true, 0);
+        volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), xv));
+        volt_tensor *m = volt_mul(s, x, x);
+        CHECK_OK(volt_step_backward(s, volt_sum(s, m)));
+        float g[4];
+        grad_to_host(s, x, g);
+        for (int k = 0; k < 4; k++) CHECK(g[k] == 2.f * xv[k], "mul(x, x): grad[%d] = %g, want %g", k, g[k], 2.f * xv[k]);
+        CHECK(s->tape[0].grad_mode[0] == VOLT_GRAD_STORE && s->tape[0].grad_mode[1] == VOLT_GRAD_ADD, "mul(x, x) modes");
+        volt_step_end(s);
+        volt_step_begin(s, true, 0);
+        x = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), xv));
+        CHECK_OK(volt_step_backward(s, volt_sum(s, volt_add(s, x, x))));
+        grad_to_host(s, x, g);
+        for (int k = 0; k < 4; k++) CHECK(g[k] == 2.f, "add(x, x): grad[%d] = %g, want 2", k, g[k]);
+        volt_step_end(s);
+    }
+    /* backward_grad seeds through a copy; a second seed on a tensor that has a grad adds */
+    volt_step_begin(s, true, 0);
+    volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), xv));
+    const float dy[4] = { 1, 2, 3, 4 };
+    CHECK_OK(volt_step_backward_grad(s, volt_scale(s, x, -1.f), dy));
+    float g[4];
+    grad_to_host(s, x, g);
+    for (int k = 0; k < 4; k++) CHECK(g[k] == -dy[k], "backward_grad: grad[%d] = %g", k, g[k]);
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
+/* ---- arange ---------------------------------------------------------------------------- */
+static void test_arange(void) {
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    volt_step *s;
+    CHECK_OK(volt_step_create(&sc, &s));
+    volt_step_begin(s, true, 0);
+    volt_tensor *a = volt_arange(s, VOLT_I32, 37), *b = volt_arange(s, VOLT_I64, 5), *e = volt_arange(s, VOLT_I32, 0);
+    CHECK(a && b && e && a->dtype == VOLT_I32 && a->shape.ndim == 1 && a->shape.d[0] == 37 && volt_tensor_numel(e) == 0,
+          "arange shapes: %s", volt_step_errmsg(s));
+    int32_t ha[37];
+    int64_t hb[5];
+    CHECK_OK(volt_tensor_to_host(a, ha));
+    CHECK_OK(volt_tensor_to_host(b, hb));
+    for (int i = 0; i < 37; i++) CHECK(ha[i] == i, "arange i32 [%d] = %d", i, ha[i]);
+    for (int i = 0; i < 5; i++) CHECK(hb[i] == i, "arange i64 [%d] = %lld", i, (long long)hb[i]);
+    CHECK(s->n_nodes == 0, "arange is not on the tape");
+    CHECK(volt_arange(s, VOLT_F32, 3) == NULL && volt_step_status(s) == VOLT_ERR_DTYPE && strstr(volt_step_errmsg(s), "i32 or i64"),
+          "arange f32: %s", volt_step_errmsg(s));
+    volt_step_begin(s, true, 0);
+    CHECK(volt_arange(s, VOLT_I64, -1) == NULL && volt_step_status(s) == VOLT_ERR_INVALID_ARG && strstr(volt_step_errmsg(s), "-1"),
+          "arange -1: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
 int main(void) {
+    test_grad_modes();
+    test_arange();
     test_arena();
     test_hook_order();
     test_separable();

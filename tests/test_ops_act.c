@@ -377,6 +377,39 @@ static void embedding_values(void) {
     volt_step_destroy(s);
 }
 
+/* padding_idx: positions holding the pad id send nothing to the pad row; other rows get the
+ * sum of their positions' upstream grads (repeated ids accumulate); values are unchanged. */
+static void embedding_padding_idx(void) {
+    volt_step *s = mkstep(0);
+    float tab[12] = { 0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32 };   /* (4, 3) */
+    int64_t ids[5] = { 2, 0, 2, 3, 2 };
+    float dy[15];
+    for (int k = 0; k < 15; k++) dy[k] = (float)(k + 1);
+    for (int pad = -1; pad <= 2; pad += 3) {
+        volt_step_begin(s, true, 0);
+        volt_tensor *T = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4, 3), tab));
+        volt_tensor *e = volt_embedding_padded(s, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(5), ids), T, pad);
+        CHECK(e && volt_step_backward_grad(s, e, dy) == VOLT_OK, "padded embedding: %s", volt_step_errmsg(s));
+        float y[15], g[12];
+        CHECK_OK(volt_tensor_to_host(e, y));
+        CHECK_OK(volt_tensor_to_host(volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(4, 3), T->grad), g));
+        CHECK(y[0] == 20 && y[3] == 0 && y[6] == 20 && y[9] == 30 && y[14] == 22, "pad %d: values as without padding", pad);
+        for (int c = 0; c < 3; c++) {
+            float row2 = pad == 2 ? 0.f : dy[c] + dy[6 + c] + dy[12 + c];
+            CHECK(g[6 + c] == row2, "pad %d: row 2 grad[%d] = %g, want %g", pad, c, g[6 + c], row2);
+            CHECK(g[c] == dy[3 + c] && g[9 + c] == dy[9 + c] && g[3 + c] == 0.f, "pad %d: rows 0, 1, 3 grads", pad);
+        }
+        volt_step_end(s);
+    }
+    volt_step_begin(s, true, 0);
+    volt_tensor *T = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4, 3), tab);
+    CHECK(volt_embedding_padded(s, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(5), ids), T, 4) == NULL &&
+          volt_step_status(s) == VOLT_ERR_INVALID_ARG && strstr(volt_step_errmsg(s), "padding_idx 4"),
+          "padding_idx out of range: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
 /* The batched Philox (8 blocks per AVX2 pass where available) equals the one-block one:
  * every length up to 40 blocks (full and partial groups), a block index crossing 2^32. */
 static void rng_blocks(void) {
@@ -545,6 +578,7 @@ int main(void) {
     layernorm_reference(100.f, false);
     layernorm_errors();
     embedding_values();
+    embedding_padding_idx();
     rng_blocks();
     dropout_values();
     thread_invariance();

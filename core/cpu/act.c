@@ -170,9 +170,8 @@ volt_status volt__cpu_GELU_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_GELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data, *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t c = 0; c < ns; c++)
         gelu_grad_span(x + c * SPAN, dy + c * SPAN, dx + c * SPAN, span_len(N, c * SPAN), acc);
@@ -197,12 +196,13 @@ volt_status volt__cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    const bool acc = volt__cpu_acc(n, 0);
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) {
         float v = x[k], v2 = v * v;
         float sg = 1.f / (1.f + v_exp(-2.f * GELU_K0 * (v + GELU_K1 * v2 * v)));
         float du = GELU_K0 * (1.f + 3.f * GELU_K1 * v2);
-        dx[k] += dy[k] * (sg + 2.f * v * sg * (1.f - sg) * du);
+        dx[k] = (acc ? dx[k] : 0.f) + dy[k] * (sg + 2.f * v * sg * (1.f - sg) * du);
     }
     return VOLT_OK;
 }
@@ -221,8 +221,7 @@ volt_status volt__cpu_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k] * (1.f - y[k] * y[k]);
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k] * (1.f - y[k] * y[k]));
     return VOLT_OK;
 }
 
@@ -240,12 +239,11 @@ volt_status volt__cpu_SIGMOID_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k] * y[k] * (1.f - y[k]);
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k] * y[k] * (1.f - y[k]));
     return VOLT_OK;
 }
 
-/* ---- softmax / log_softmax: x (R, C) over C; i[0] = R, i[1] = C ------------------------- */
+/* ---- softmax / log_softmax: x (R, C) over C (volt_attr_rows) ----------------------------- */
 VOLT__SIMD_CLONES
 static void softmax_rows(const float *x, float *y, int64_t rows, int64_t C) {
     for (int64_t r = 0; r < rows; r++) {
@@ -271,7 +269,7 @@ static void softmax_grad_rows(const float *y, const float *dy, float *dx, int64_
 }
 
 volt_status volt__cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
+    int64_t R = n->attr.rows.rows, C = n->attr.rows.cols, rp = rows_per(C), nb = (R + rp - 1) / rp;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
@@ -281,11 +279,10 @@ volt_status volt__cpu_SOFTMAX_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1], rp = rows_per(C), nb = (R + rp - 1) / rp;
+    int64_t R = n->attr.rows.rows, C = n->attr.rows.cols, rp = rows_per(C), nb = (R + rp - 1) / rp;
     const float *y = n->out->data, *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t b = 0; b < nb; b++)
         softmax_grad_rows(y + b * rp * C, dy + b * rp * C, dx + b * rp * C, R - b * rp < rp ? R - b * rp : rp, C, acc);
@@ -294,7 +291,7 @@ volt_status volt__cpu_SOFTMAX_bwd(volt_step *s, volt_node *n) {
 
 /* y = x - m - log(sum exp(x - m)); the exps go through y as scratch */
 volt_status volt__cpu_LOG_SOFTMAX_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
+    int64_t R = n->attr.rows.rows, C = n->attr.rows.cols;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
@@ -311,9 +308,10 @@ volt_status volt__cpu_LOG_SOFTMAX_fwd(volt_step *s, volt_node *n) {
 
 /* dx = dy - exp(y) * sum(dy) */
 volt_status volt__cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
+    int64_t R = n->attr.rows.rows, C = n->attr.rows.cols;
     const float *y = n->out->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    volt__cpu_zero_stores(n);
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t r = 0; r < R; r++) {
         const float *yr = y + r * C, *gr = dy + r * C;
@@ -325,7 +323,7 @@ volt_status volt__cpu_LOG_SOFTMAX_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- layernorm: x (R, C), w, b (C) optional ---------------------------------------------
- * i[0] = R, i[1] = C, i[2] = index of w in in[] or -1, i[3] = index of b or -1; f[0] = eps.
+ * volt_attr_layernorm: rows R, cols C, where w and b sit in in[] (-1 = absent), eps.
  * saved: mean (R) then rstd (R), only when the node is on the tape. Stats: two passes in
  * float (mean, then squared deviations), biased variance as in PyTorch. */
 
@@ -347,11 +345,12 @@ static void ln_rows(const float *x, const float *w, const float *b, float *y, fl
 }
 
 volt_status volt__cpu_LAYERNORM_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
-    float eps = n->f[0];
+    int64_t R = n->attr.layernorm.rows, C = n->attr.layernorm.cols;
+    float eps = n->attr.layernorm.eps;
     const float *x = n->in[0]->data;
-    const float *w = n->i[2] >= 0 ? n->in[n->i[2]]->data : NULL;
-    const float *b = n->i[3] >= 0 ? n->in[n->i[3]]->data : NULL;
+    const int wi = n->attr.layernorm.w_index, bi = n->attr.layernorm.b_index;
+    const float *w = wi >= 0 ? n->in[wi]->data : NULL;
+    const float *b = bi >= 0 ? n->in[bi]->data : NULL;
     float *y = n->out->data, *stats = NULL;
     if (volt__needs_grad(n->out)) {
         stats = volt_step_alloc(s, sizeof(float) * 2 * (size_t)(R ? R : 1));
@@ -427,16 +426,16 @@ static void ln_param_grad_cols(const float *x, const float *dy, const float *mea
 /* With xh = (x - mean) * rstd and g = dy * w:
  *   dx = rstd * (g - mean(g) - xh * mean(g * xh)),  dw += sum_r dy * xh,  db += sum_r dy. */
 volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], C = n->i[1];
+    int64_t R = n->attr.layernorm.rows, C = n->attr.layernorm.cols;
+    const int wi = n->attr.layernorm.w_index, bi = n->attr.layernorm.b_index;
     volt_tensor *xt = n->in[0];
-    volt_tensor *wt = n->i[2] >= 0 ? n->in[n->i[2]] : NULL;
-    volt_tensor *bt = n->i[3] >= 0 ? n->in[n->i[3]] : NULL;
+    volt_tensor *wt = wi >= 0 ? n->in[wi] : NULL;
+    volt_tensor *bt = bi >= 0 ? n->in[bi] : NULL;
     const float *x = xt->data, *dy = n->out->grad, *w = wt ? wt->data : NULL;
     const float *mean = n->saved, *rstd = mean + R;
-    if (volt__needs_grad(xt)) {
-        bool acc;
-        float *dx = volt__grad_w(s, xt, &acc);
-        if (!dx) return s->status;
+    if (n->grad_mode[0]) {
+        const bool acc = volt__cpu_acc(n, 0);
+        float *dx = xt->grad;
         int64_t rp = rows_per(C), nb = (R + rp - 1) / rp;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
         for (int64_t blk = 0; blk < nb; blk++)
@@ -444,9 +443,8 @@ volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     }
     bool dw = wt && volt__needs_grad(wt), db = bt && volt__needs_grad(bt);
     if (dw || db) {   /* column chunks across threads, rows summed in order */
-        bool acc_w = true, acc_b = true;
-        float *gw = dw ? volt__grad_w(s, wt, &acc_w) : NULL, *gb = db ? volt__grad_w(s, bt, &acc_b) : NULL;
-        if ((dw && !gw) || (db && !gb)) return s->status;
+        const bool acc_w = dw && volt__cpu_acc(n, wi), acc_b = db && volt__cpu_acc(n, bi);
+        float *gw = dw ? wt->grad : NULL, *gb = db ? bt->grad : NULL;
         int64_t nchunks = (C + COLS - 1) / COLS;
         #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
         for (int64_t ch = 0; ch < nchunks; ch++)
@@ -456,13 +454,13 @@ volt_status volt__cpu_LAYERNORM_bwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* ---- embedding: ids (N) i32/i64, table (V, D) -> (N, D); i[0] = N, i[1] = V, i[2] = D --- */
+/* ---- embedding: ids (N) i32/i64, table (V, D) -> (N, D) (volt_attr_embedding) --------- */
 static inline int64_t id_at(const volt_tensor *t, int64_t i) {
     return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
 }
 
 volt_status volt__cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
-    int64_t N = n->i[0], V = n->i[1], D = n->i[2];
+    int64_t N = n->attr.embedding.n, V = n->attr.embedding.num, D = n->attr.embedding.dim;
     const volt_tensor *ids = n->in[0];
     for (int64_t p = 0; p < N; p++) {
         int64_t id = id_at(ids, p);
@@ -488,12 +486,15 @@ volt_status volt__cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* dtable[id] += dy[p] for every position p in order; threads own disjoint column chunks,
- * so repeated ids accumulate in the same order for any thread count (no atomics). */
+/* dtable[id] += dy[p] for every position p in order, except positions holding padding_idx
+ * (-1 = none: nn.Embedding's padding_idx, the pad row gets no gradient); threads own
+ * disjoint column chunks, so repeated ids accumulate in the same order for any thread
+ * count (no atomics). */
 volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     volt_tensor *tab = n->in[1];
-    if (!volt__needs_grad(tab)) return VOLT_OK;
-    int64_t N = n->i[0], D = n->i[2];
+    volt__cpu_zero_stores(n);
+    if (!n->grad_mode[1]) return VOLT_OK;
+    int64_t N = n->attr.embedding.n, D = n->attr.embedding.dim, pad = n->attr.embedding.padding_idx;
     const volt_tensor *ids = n->in[0];
     const float *dy = n->out->grad;
     float *g = tab->grad;
@@ -502,7 +503,9 @@ volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t c0 = ch * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
         for (int64_t p = 0; p < N; p++) {
-            float *gr = g + id_at(ids, p) * D;
+            const int64_t id = id_at(ids, p);
+            if (id == pad) continue;
+            float *gr = g + id * D;
             const float *dr = dy + p * D;
             for (int64_t c = c0; c < c1; c++) gr[c] += dr[c];
         }
@@ -510,7 +513,21 @@ volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* ---- dropout: i[0] = call index in the step, f[0] = p -----------------------------------
+/* ---- arange: y (n) = 0..n-1, i32 or i64; no inputs, no backward ----------------------- */
+volt_status volt__cpu_ARANGE_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    int64_t N = volt_tensor_numel(n->out);
+    if (n->out->dtype == VOLT_I64) {
+        int64_t *y = n->out->data;
+        for (int64_t k = 0; k < N; k++) y[k] = k;
+    } else {
+        int32_t *y = n->out->data;
+        for (int64_t k = 0; k < N; k++) y[k] = (int32_t)k;
+    }
+    return VOLT_OK;
+}
+
+/* ---- dropout: volt_attr_dropout (call index in the step, p) ----------------------------
  * keep element k iff volt__rng_uniform(seed, step offset, call, k) >= p; kept values are
  * scaled by 1/(1-p). Backward recomputes the mask from the same counters. */
 #define DROPOUT_PAR_MIN 4096   /* the RNG is several times the cost of an add per element */
@@ -525,12 +542,12 @@ static void dropout_span(const float *x, const float *u, float *y, int64_t n, fl
 /* Span c's uniforms (SPAN is a multiple of 4: a span starts on a Philox block). */
 static void dropout_uniforms(const volt_step *s, const volt_node *n, int64_t N, int64_t c, float *u) {
     int64_t o = c * SPAN;
-    volt__rng_uniform_blocks(s->seed, s->rng_offset, (uint64_t)n->i[0], (uint64_t)(o / 4), (span_len(N, o) + 3) / 4, u);
+    volt__rng_uniform_blocks(s->seed, s->rng_offset, (uint64_t)n->attr.dropout.call, (uint64_t)(o / 4), (span_len(N, o) + 3) / 4, u);
 }
 
 volt_status volt__cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
-    float p = n->f[0], scale = 1.f / (1.f - p);
+    float p = n->attr.dropout.p, scale = 1.f / (1.f - p);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
@@ -544,11 +561,10 @@ volt_status volt__cpu_DROPOUT_fwd(volt_step *s, volt_node *n) {
 
 volt_status volt__cpu_DROPOUT_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
-    float p = n->f[0], scale = 1.f / (1.f - p);
+    float p = n->attr.dropout.p, scale = 1.f / (1.f - p);
     const float *dy = n->out->grad;
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
+    const bool acc = volt__cpu_acc(n, 0);
+    float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > DROPOUT_PAR_MIN)
     for (int64_t c = 0; c < ns; c++) {
         float u[SPAN];

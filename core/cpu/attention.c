@@ -7,7 +7,7 @@
  * P = exp(S - lse) tile by tile. Keys past the last unmasked one of a batch row (padding),
  * and for causal attention past the tile's last query, are left out of the GEMMs.
  *
- * Attention dropout (f[1] = p > 0, i[7] = the step's RNG call index): the softmax
+ * Attention dropout (volt_attr_attention: dropout > 0, call = the step's RNG call index): the softmax
  * probabilities A are multiplied by the factors W = (u >= p) / (1 - p), u the uniform of
  * element ((b H + h) Tq + i) Tk + j of the call's Philox stream — volt_dropout's numbering
  * on (B, H, Tq, Tk) probabilities, so the mask is the unfused path's, element for element.
@@ -44,8 +44,9 @@ typedef struct attn_dims {
 } attn_dims;
 
 static attn_dims dims_of(const volt_step *s, const volt_node *n) {
-    return (attn_dims){ n->i[0], n->i[1], n->i[2], n->i[3], n->i[4], n->i[5] != 0, n->f[0],
-                        n->f[1], s->seed, s->rng_offset, (uint64_t)n->i[7] };
+    const volt_attr_attention *at = &n->attr.attention;
+    return (attn_dims){ at->B, at->H, at->Tq, at->Tk, at->D, at->causal, at->scale,
+                        at->dropout, s->seed, s->rng_offset, at->call };
 }
 
 /* Floats of the per-thread buffer drop_uniforms fills for up to Tk elements. */
@@ -251,8 +252,8 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     int64_t per = round16(QTILE * a.Tk + QTILE + ubuf_len(&a));
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
-    /* 16-bit compute (i[6], volt/ops.h): q, k, v read as their 16-bit roundings */
-    const volt_dtype cd = (volt_dtype)n->i[6];
+    /* 16-bit compute (attr compute, volt/ops.h): q, k, v read as their 16-bit roundings */
+    const volt_dtype cd = n->attr.attention.compute;
     const float *q = volt__cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
     const float *k = volt__cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
     const float *v = volt__cpu_round_f32(s, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
@@ -364,6 +365,7 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
 }
 
 volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
     const float *lse = n->saved;
@@ -381,7 +383,7 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     int64_t tile = QTILE * a.Tk, per = round16((a.p > 0.f ? 3 : 2) * tile + ubuf_len(&a));
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
-    const volt_dtype cd = (volt_dtype)n->i[6];   /* as in forward; dO rounded too */
+    const volt_dtype cd = n->attr.attention.compute;   /* as in forward; dO rounded too */
     const float *q = volt__cpu_round_f32(s, tq->data, volt_tensor_numel(tq), cd, 0);
     const float *k = volt__cpu_round_f32(s, tk->data, volt_tensor_numel(tk), cd, 1);
     const float *v = volt__cpu_round_f32(s, tv->data, volt_tensor_numel(tv), cd, 2);

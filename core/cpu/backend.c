@@ -13,13 +13,6 @@ static const volt_kernel cpu_kernels[VOLT_OP_COUNT] = {
 #undef VOLT_CPU_ENTRY_
 };
 
-/* Backward kernels that create their inputs' grads themselves (core/internal.h): they
- * store into a fresh grad (or alias the upstream one) instead of adding to zeros. */
-const uint8_t volt__cpu_first_write[VOLT_OP_COUNT] = {
-    [VOLT_OP_MATMUL] = 1, [VOLT_OP_LINEAR] = 1, [VOLT_OP_ADD] = 1, [VOLT_OP_SCALE] = 1,
-    [VOLT_OP_GELU] = 1, [VOLT_OP_SOFTMAX] = 1, [VOLT_OP_LAYERNORM] = 1, [VOLT_OP_DROPOUT] = 1,
-    [VOLT_OP_RESHAPE] = 1, [VOLT_OP_PERMUTE] = 1,
-};
 const volt_kernel *volt__cpu_kernels(void) { return cpu_kernels; }
 
 size_t volt__cpu_page_size(void) {
@@ -91,7 +84,7 @@ static const volt_backend cpu_backend = {
     .give_back = volt__cpu_give_back, .recommit = volt__cpu_recommit, .resident_bytes = volt__cpu_resident_bytes,
     .synchronize = cpu_sync, .event_create = cpu_event_create, .event_record = cpu_event_noop,
     .event_wait = cpu_event_noop, .event_destroy = cpu_event_noop,
-    .kernels = cpu_kernels, .pm = NULL, .first_write = volt__cpu_first_write,
+    .kernels = cpu_kernels, .pm = NULL,
 };
 
 const volt_backend *volt__backend_cpu(void) { return &cpu_backend; }

@@ -7,7 +7,7 @@
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 
-/* 16-bit compute (volt/ops.h): i[VOLT_GEMM_COMPUTE_ATTR] is the compute dtype.
+/* 16-bit compute (volt/ops.h): the node's attribute `compute` is the compute dtype.
  * Each float operand is read as the f32 value of its 16-bit rounding: f32 operands are
  * rounded into the step scratch, 16-bit ones (parameters stored in 16 bits) converted;
  * sgemm multiplies and accumulates in f32, outputs are f32. Backward reads the upstream
@@ -15,7 +15,7 @@
  * where 16-mixed overflows and needs loss scaling). With f32 everywhere nothing is touched
  * and the path is the plain f32 one. */
 static volt_dtype gemm_dtype(const volt_node *n) {
-    volt_dtype cd = (volt_dtype)n->i[VOLT_GEMM_COMPUTE_ATTR];
+    volt_dtype cd = n->op == VOLT_OP_LINEAR ? n->attr.linear.compute : n->attr.matmul.compute;
     if (cd != VOLT_F32) return cd;
     return volt__is_16bit(n->in[1]) ? n->in[1]->dtype : volt__is_16bit(n->in[0]) ? n->in[0]->dtype : VOLT_F32;
 }
@@ -52,7 +52,8 @@ static volt__cpu_gemm_op gemm_op(volt_dtype cd, char ta, char tb, int64_t M, int
 /* One batched GEMM (core/cpu/gemm.c: one oneDNN primitive; OpenBLAS runs a batch of small
  * GEMMs one per thread). */
 volt_status volt__cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
-    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    const volt_attr_matmul *at = &n->attr.matmul;
+    int64_t B = at->batch, M = at->M, K = at->K, N = at->N;
     const volt_dtype cd = gemm_dtype(n);
     const void *a = operand(s, n->in[0], cd, 0), *b = operand(s, n->in[1], cd, 1);
     if (!a || !b) return s->status;
@@ -63,7 +64,8 @@ volt_status volt__cpu_MATMUL_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
-    int64_t B = n->i[1], M = n->i[2], K = n->i[3], N = n->i[4];
+    const volt_attr_matmul *at = &n->attr.matmul;
+    int64_t B = at->batch, M = at->M, K = at->K, N = at->N;
     volt_tensor *a = n->in[0], *b = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
     const void *dc = operand_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 0);
@@ -71,10 +73,8 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
     const void *af = volt__needs_grad(b) ? operand(s, a, cd, 2) : NULL;
     if (!dc || (volt__needs_grad(a) && !bf) || (volt__needs_grad(b) && !af)) return s->status;
     /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
-    bool acc_a = true, acc_b = true;
-    float *ga = volt__needs_grad(a) ? volt__grad_w(s, a, &acc_a) : NULL;
-    float *gb = volt__needs_grad(b) ? volt__grad_w(s, b, &acc_b) : NULL;
-    if ((volt__needs_grad(a) && !ga) || (volt__needs_grad(b) && !gb)) return s->status;
+    const bool acc_a = volt__cpu_acc(n, 0), acc_b = volt__cpu_acc(n, 1);
+    float *ga = n->grad_mode[0] ? a->grad : NULL, *gb = n->grad_mode[1] ? b->grad : NULL;
     if (ga) {   /* da (M,K) += dc (M,N) b^T */
         volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', M, K, N, dc, N, bf, N, acc_a ? 1.f : 0.f, ga, K);
         g.batch = B; g.sa = M * N; g.sb = K * N; g.sc = M * K;
@@ -90,7 +90,7 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
 volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
     const void *x = operand(s, n->in[0], cd, 0), *w = operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
@@ -119,36 +119,30 @@ static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool ac
 }
 
 volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
-    int64_t R = n->i[0], In = n->i[1], O = n->i[2];
+    int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
     const void *dy = operand_f32(s, n->out->grad, R * O, cd, 0);
     const void *wf = volt__needs_grad(x) ? operand(s, w, cd, 1) : NULL;
     const void *xf = volt__needs_grad(w) ? operand(s, x, cd, 2) : NULL;
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
-    bool acc;   /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
-    float *g;
-    if (volt__needs_grad(x)) {   /* dx (R,I) += dy (R,O) w (O,I) */
-        if (!(g = volt__grad_w(s, x, &acc))) return s->status;
-        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, acc ? 1.f : 0.f, g, In);
+    /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
+    if (n->grad_mode[0]) {   /* dx (R,I) += dy (R,O) w (O,I) */
+        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, volt__cpu_acc(n, 0) ? 1.f : 0.f, x->grad, In);
         volt__cpu_gemm_ex(&op);
     }
-    if (volt__needs_grad(w)) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
-        if (!(g = volt__grad_w(s, w, &acc))) return s->status;
-        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, acc ? 1.f : 0.f, g, In);
+    if (n->grad_mode[1]) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
+        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, volt__cpu_acc(n, 1) ? 1.f : 0.f, w->grad, In);
         volt__cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
-    if (n->n_in == 3 && volt__needs_grad(n->in[2])) {
-        if (!(g = volt__grad_w(s, n->in[2], &acc))) return s->status;
-        colsum_acc(n->out->grad, R, O, g, acc);
-    }
+    if (n->n_in == 3 && n->grad_mode[2]) colsum_acc(n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2));
     return VOLT_OK;
 }
 
 /* ---- add / mul: a (outer, inner), b (inner) or same shape ------------------------------- */
 volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
@@ -157,26 +151,21 @@ volt_status volt__cpu_ADD_fwd(volt_step *s, volt_node *n) {
     return VOLT_OK;
 }
 
-/* First write (core/internal.h): a's grad becomes dy itself when a has none yet. */
+/* The tape makes dy a's grad when a has none yet (volt__op_grad_alias: mode NONE then). */
 volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1], total = inner * outer;
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer, total = inner * outer;
     float *dy = n->out->grad;
-    if (volt__needs_grad(n->in[0]) && !volt__grad_alias(n->in[0], dy)) {
+    if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
-        #pragma omp parallel for schedule(static) if (total > PAR_MIN)
-        for (int64_t k = 0; k < total; k++) da[k] += dy[k];
+        VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), total, PAR_MIN, da, dy[k]);
     }
-    if (volt__needs_grad(n->in[1])) {   /* after a: when b is a, this adds dy to it again */
-        bool acc;
-        float *db = volt__grad_w(s, n->in[1], &acc);
-        if (!db) return s->status;
-        colsum_acc(dy, outer, inner, db, acc);
-    }
+    /* after a: when b is a, this adds dy to it again */
+    if (n->grad_mode[1]) colsum_acc(dy, outer, inner, n->in[1]->grad, volt__cpu_acc(n, 1));
     return VOLT_OK;
 }
 
 volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float *y = n->out->data;
     #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
@@ -186,16 +175,23 @@ volt_status volt__cpu_MUL_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
-    int64_t inner = n->i[0], outer = n->i[1];
+    int64_t inner = n->attr.broadcast.inner, outer = n->attr.broadcast.outer;
     const float *a = n->in[0]->data, *b = n->in[1]->data, *dy = n->out->grad;
-    if (volt__needs_grad(n->in[0])) {
+    if (n->grad_mode[0]) {
         float *da = n->in[0]->grad;
-        #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t k = 0; k < inner; k++) da[o * inner + k] += dy[o * inner + k] * b[k];
+        if (volt__cpu_acc(n, 0)) {
+            #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t k = 0; k < inner; k++) da[o * inner + k] += dy[o * inner + k] * b[k];
+        } else {
+            #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t k = 0; k < inner; k++) da[o * inner + k] = 0.f + dy[o * inner + k] * b[k];
+        }
     }
-    if (volt__needs_grad(n->in[1])) {
+    if (n->grad_mode[1]) {
         float *db = n->in[1]->grad;
+        const bool acc_b = volt__cpu_acc(n, 1);
         int64_t nchunks = (inner + 255) / 256;
         #pragma omp parallel for schedule(static) if (inner * outer > PAR_MIN)
         for (int64_t ch = 0; ch < nchunks; ch++) {
@@ -204,7 +200,8 @@ volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
             for (int64_t c = c0; c < c1; c++) acc[c - c0] = 0.f;
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t c = c0; c < c1; c++) acc[c - c0] += dy[o * inner + c] * a[o * inner + c];
-            for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+            if (acc_b) for (int64_t c = c0; c < c1; c++) db[c] += acc[c - c0];
+            else for (int64_t c = c0; c < c1; c++) db[c] = 0.f + acc[c - c0];
         }
     }
     return VOLT_OK;
@@ -214,7 +211,7 @@ volt_status volt__cpu_MUL_bwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_SCALE_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
-    float *y = n->out->data, a = n->f[0];
+    float *y = n->out->data, a = n->attr.scale.alpha;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) y[k] = a * x[k];
     return VOLT_OK;
@@ -223,11 +220,9 @@ volt_status volt__cpu_SCALE_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_SCALE_bwd(volt_step *s, volt_node *n) {   /* first write: dx = a dy */
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
-    float a = n->f[0];
-    bool acc;
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
-    if (acc) {
+    float a = n->attr.scale.alpha;
+    float *dx = n->in[0]->grad;
+    if (volt__cpu_acc(n, 0)) {
         #pragma omp parallel for schedule(static) if (N > PAR_MIN)
         for (int64_t k = 0; k < N; k++) dx[k] += a * dy[k];
     } else {
@@ -250,8 +245,7 @@ volt_status volt__cpu_RELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += x[k] > 0.f ? dy[k] : 0.f;
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, x[k] > 0.f ? dy[k] : 0.f);
     return VOLT_OK;
 }
 
@@ -276,6 +270,7 @@ static void fill_acc(float *dx, int64_t N, float g) {
 }
 
 volt_status volt__cpu_SUM_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);
     fill_acc(n->in[0]->grad, volt_tensor_numel(n->in[0]), n->out->grad[0]);
     return VOLT_OK;
 }
@@ -287,6 +282,7 @@ volt_status volt__cpu_MEAN_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MEAN_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);
     int64_t N = volt_tensor_numel(n->in[0]);
     fill_acc(n->in[0]->grad, N, n->out->grad[0] / (float)N);
     return VOLT_OK;
@@ -305,6 +301,7 @@ volt_status volt__cpu_MSE_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->in[0]);
     const float *a = n->in[0]->data, *b = n->in[1]->data;
     float g = 2.f * n->out->grad[0] / (float)N;
+    volt__cpu_zero_stores(n);
     for (int k = 0; k < 2; k++) {
         if (!volt__needs_grad(n->in[k])) continue;
         float *d = n->in[k]->grad, sign = k ? -g : g;
@@ -319,8 +316,9 @@ static int64_t target_at(const volt_tensor *t, int64_t i) {
 }
 
 volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
-    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2];
-    float eps = n->f[0];
+    const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
+    int64_t N = at->n, C = at->classes, ignore = at->ignore_index;
+    float eps = at->label_smoothing;
     const float *x = n->in[0]->data;
     float *lse = volt_step_alloc(s, sizeof(float) * (size_t)(N ? N : 1));
     if (!lse) return VOLT_ERR_NOMEM;
@@ -347,15 +345,17 @@ volt_status volt__cpu_CROSS_ENTROPY_fwd(volt_step *s, volt_node *n) {
         /* (1-eps) * -log p_t + eps * mean_c(-log p_c) */
         total += (1.0 - eps) * (l - row[t]) + eps * (l - sum_logit / (double)C);
     }
-    n->i[3] = count;
+    n->attr.cross_entropy.count = count;
     ((float *)n->out->data)[0] = count ? (float)(total / (double)count) : NAN;  /* PyTorch: nan when all ignored */
     return VOLT_OK;
 }
 
 volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
-    int64_t N = n->i[0], C = n->i[1], ignore = n->i[2], count = n->i[3];
+    const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
+    int64_t N = at->n, C = at->classes, ignore = at->ignore_index, count = at->count;
+    volt__cpu_zero_stores(n);   /* ignored rows (and count == 0) send zeros */
     if (!volt__needs_grad(n->in[0]) || count == 0) return VOLT_OK;
-    float eps = n->f[0];
+    float eps = at->label_smoothing;
     const float *x = n->in[0]->data, *lse = n->saved;
     float *dx = n->in[0]->grad;
     float g = n->out->grad[0] / (float)count;
@@ -373,14 +373,53 @@ volt_status volt__cpu_CROSS_ENTROPY_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- reshape: a view; backward adds the grad through ----------------------------------- */
-volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {   /* first write: x's grad is dy */
+/* The tape makes dy x's grad when x has none yet (volt__op_grad_alias: mode NONE then). */
+volt_status volt__cpu_RESHAPE_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
-    if (volt__grad_alias(n->in[0], n->out->grad)) return VOLT_OK;
+    if (!n->grad_mode[0]) return VOLT_OK;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k];
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, PAR_MIN, dx, dy[k]);
     return VOLT_OK;
 }
 
 volt_status volt__cpu_RESHAPE_fwd(volt_step *s, volt_node *n) { return VOLT_OK; }   /* a view: nothing to compute */
+
+/* ---- argmax: x (N, C) -> (N) i64, the first maximum; accuracy: argmax (N), target (N) ->
+ * the fraction of rows where they agree, targets -100 left out (0 when none is left) --- */
+static int64_t index_at(const volt_tensor *t, int64_t i) {
+    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
+volt_status volt__cpu_ARGMAX_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    int64_t N = n->in[0]->shape.d[0], C = n->in[0]->shape.d[1];
+    const float *x = n->in[0]->data;
+    int64_t *y = n->out->data;
+    for (int64_t r = 0; r < N; r++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (x[r * C + c] > x[r * C + best]) best = c;
+        y[r] = best;
+    }
+    return VOLT_OK;
+}
+
+volt_status volt__cpu_ACCURACY_fwd(volt_step *s, volt_node *n) {
+    (void)s;
+    const int64_t *am = n->in[0]->data;
+    int64_t hit = 0, cnt = 0;
+    for (int64_t r = 0; r < n->in[1]->shape.d[0]; r++) {
+        int64_t t = index_at(n->in[1], r);
+        if (t == -100) continue;
+        cnt++;
+        hit += am[r] == t;
+    }
+    ((float *)n->out->data)[0] = cnt ? (float)((double)hit / (double)cnt) : 0.f;
+    return VOLT_OK;
+}
+
+/* never called: the tape records no node for them (volt__op_differentiable) */
+volt_status volt__cpu_ARGMAX_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
+volt_status volt__cpu_ACCURACY_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }
+volt_status volt__cpu_ARANGE_bwd(volt_step *s, volt_node *n) { (void)s; (void)n; return VOLT_OK; }

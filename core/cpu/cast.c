@@ -146,8 +146,8 @@ volt_status volt__cpu_CAST_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
-    #pragma omp parallel for simd schedule(static) if (N > CONV_PAR_MIN)
-    for (int64_t k = 0; k < N; k++) dx[k] += dy[k];
+    if (!n->grad_mode[0]) return VOLT_OK;
+    VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), N, CONV_PAR_MIN, dx, dy[k]);
     return VOLT_OK;
 }
 

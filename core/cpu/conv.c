@@ -20,7 +20,7 @@ typedef struct conv_geom { int64_t N, C, H, W, O, KH, KW, OH, OW, S, P, CKK, OHW
 static conv_geom conv_geometry(const volt_node *n) {
     const volt_shape *x = &n->in[0]->shape, *w = &n->in[1]->shape, *y = &n->out->shape;
     conv_geom g = { .N = x->d[0], .C = x->d[1], .H = x->d[2], .W = x->d[3], .O = w->d[0], .KH = w->d[2],
-                    .KW = w->d[3], .OH = y->d[2], .OW = y->d[3], .S = n->i[0], .P = n->i[1] };
+                    .KW = w->d[3], .OH = y->d[2], .OW = y->d[3], .S = n->attr.conv2d.stride, .P = n->attr.conv2d.padding };
     g.CKK = g.C * g.KH * g.KW;
     g.OHW = g.OH * g.OW;
     return g;
@@ -109,6 +109,7 @@ volt_status volt__cpu_CONV2D_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     conv_geom g = conv_geometry(n);
     volt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
     const float *dy = n->out->grad;
@@ -166,7 +167,7 @@ volt_status volt__cpu_CONV2D_bwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
     const volt_shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
     int64_t planes = xs->d[0] * xs->d[1], H = xs->d[2], W = xs->d[3], OH = ys->d[2], OW = ys->d[3];
-    int64_t k = n->i[0], S = n->i[1];
+    int64_t k = n->attr.max_pool2d.kernel, S = n->attr.max_pool2d.stride;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
     int32_t *arg = NULL;
@@ -196,6 +197,7 @@ volt_status volt__cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_MAX_POOL2D_bwd(volt_step *s, volt_node *n) {
+    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     const volt_shape *xs = &n->in[0]->shape, *ys = &n->out->shape;
     int64_t planes = xs->d[0] * xs->d[1], HW = xs->d[2] * xs->d[3], OHW = ys->d[2] * ys->d[3];
     const int32_t *arg = n->saved;

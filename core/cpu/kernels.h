@@ -3,6 +3,7 @@
  * for a given thread count). */
 #ifndef VOLT_CPU_KERNELS_H
 #define VOLT_CPU_KERNELS_H
+#include <string.h>
 #include "core/internal.h"
 
 #define VOLT_CPU_KERNEL_DECL_(id, name) \
@@ -12,7 +13,6 @@ VOLT_OPS(VOLT_CPU_KERNEL_DECL_)
 #undef VOLT_CPU_KERNEL_DECL_
 
 /* The cpu backend's table entries, shared with cpu-strict (core/cpu/backend.c, strict.c). */
-extern const uint8_t volt__cpu_first_write[VOLT_OP_COUNT];
 const volt_kernel *volt__cpu_kernels(void);
 size_t volt__cpu_page_size(void);
 unsigned volt__cpu_caps(volt_device *d);
@@ -29,6 +29,29 @@ void volt__strict_leave(void);
 bool volt__strict_owns(const void *p);
 
 /* Helpers shared by kernels. */
+/* Input k's grad is to be added to (else stored: the tape's first write, core/internal.h). */
+static inline bool volt__cpu_acc(const volt_node *n, int k) { return n->grad_mode[k] == VOLT_GRAD_ADD; }
+/* Scatter-style backward kernels (embedding, pooling, slices...) accumulate into zeros:
+ * the grads the tape handed over for a first write (STORE) are zeroed here, after which
+ * every grad the node writes is added to. */
+static inline void volt__cpu_zero_stores(volt_node *n) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->grad_mode[k] == VOLT_GRAD_STORE) {
+            memset(n->in[k]->grad, 0, sizeof(float) * (size_t)volt_tensor_numel(n->in[k]));
+            n->grad_mode[k] = VOLT_GRAD_ADD;
+        }
+}
+/* dx[k] (+)= expr over k < N, OpenMP-split above par_min elements; a store writes 0.f + expr
+ * so the bits are those of adding to a zeroed grad (-0 becomes +0). */
+#define VOLT_CPU_GRAD_LOOP(acc, N, par_min, dx, expr) do { \
+    const int64_t volt_n_ = (N), volt_min_ = (par_min); \
+    if (acc) { \
+        _Pragma("omp parallel for schedule(static) if (volt_n_ > volt_min_)") \
+        for (int64_t k = 0; k < volt_n_; k++) (dx)[k] += (expr); \
+    } else { \
+        _Pragma("omp parallel for schedule(static) if (volt_n_ > volt_min_)") \
+        for (int64_t k = 0; k < volt_n_; k++) (dx)[k] = 0.f + (expr); \
+    } } while (0)
 /* GEMMs (core/cpu/gemm.c): oneDNN matmul primitives cached per shape and thread (OpenBLAS
  * where it wins, and as the fallback). For z < batch:
  *   C_z (M,N) = alpha (op(A_z) op(B_z) + bias) + beta C_z

@@ -48,11 +48,12 @@ static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
 }
 
 volt_status volt__cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
-    int nd = (int)n->i[4], off = 4 - nd;
+    const int32_t *perm = n->attr.permute.perm;
+    int nd = n->attr.permute.ndim, off = 4 - nd;
     int64_t xd[4], xs[4], D[4], S[4];
     pad4(n->in[0]->shape, xd, xs);
     for (int i = 0; i < 4; i++) {           /* output dim i reads input dim perm[i] */
-        int src = i >= off ? (int)n->i[i - off] + off : i;
+        int src = i >= off ? perm[i - off] + off : i;
         D[i] = xd[src];
         S[i] = xs[src];
     }
@@ -61,23 +62,24 @@ volt_status volt__cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
-    int nd = (int)n->i[4], off = 4 - nd;
+    const int32_t *perm = n->attr.permute.perm;
+    int nd = n->attr.permute.ndim, off = 4 - nd;
     int64_t xd[4], xs[4], yd[4], ys[4], S[4];
     pad4(n->in[0]->shape, xd, xs);
     pad4(n->out->shape, yd, ys);
     for (int i = 0; i < 4; i++) S[i] = ys[i];
-    for (int i = off; i < 4; i++) S[(int)n->i[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
-    bool acc;   /* first write (core/internal.h): a fresh dx is a plain copy */
-    float *dx = volt__grad_w(s, n->in[0], &acc);
-    if (!dx) return s->status;
-    if (acc) gather4_add_f32(n->out->grad, dx, xd, S);
+    for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
+    /* first write (core/internal.h): a fresh dx is a plain copy */
+    float *dx = n->in[0]->grad;
+    if (volt__cpu_acc(n, 0)) gather4_add_f32(n->out->grad, dx, xd, S);
     else gather4(n->out->grad, dx, sizeof(float), xd, S);
     return VOLT_OK;
 }
 
 /* ---- slice: x (outer, size, inner) -> y (outer, len, inner) from `start` ------------- */
 volt_status volt__cpu_SLICE_fwd(volt_step *s, volt_node *n) {
-    int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4];
+    const volt_attr_slice *at = &n->attr.slice;
+    int64_t outer = at->outer, size = at->size, inner = at->inner, start = at->start, len = at->len;
     size_t esz = volt_dtype_size(n->in[0]->dtype), row = (size_t)(len * inner) * esz;
     const char *x = n->in[0]->data;
     char *y = n->out->data;
@@ -88,9 +90,11 @@ volt_status volt__cpu_SLICE_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_SLICE_bwd(volt_step *s, volt_node *n) {
-    int64_t outer = n->i[0], size = n->i[1], inner = n->i[2], start = n->i[3], len = n->i[4], row = len * inner;
+    const volt_attr_slice *at = &n->attr.slice;
+    int64_t outer = at->outer, size = at->size, inner = at->inner, start = at->start, len = at->len, row = len * inner;
     const float *dy = n->out->grad;
     float *dx = n->in[0]->grad;
+    volt__cpu_zero_stores(n);   /* outside the slice: zeros */
     #pragma omp parallel for schedule(static) if (outer * row > PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         float *d = dx + (o * size + start) * inner;
@@ -102,8 +106,8 @@ volt_status volt__cpu_SLICE_bwd(volt_step *s, volt_node *n) {
 
 /* ---- concat: x_k (outer, d_k, inner) -> y (outer, total, inner), inputs in order ------ */
 volt_status volt__cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
-    int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
-    int dim = (int)n->i[3];
+    int64_t outer = n->attr.concat.outer, inner = n->attr.concat.inner, total = n->attr.concat.total;
+    int dim = n->attr.concat.dim;
     size_t esz = volt_dtype_size(n->out->dtype);
     char *y = n->out->data;
     int64_t at = 0;
@@ -120,9 +124,10 @@ volt_status volt__cpu_CONCAT_fwd(volt_step *s, volt_node *n) {
 }
 
 volt_status volt__cpu_CONCAT_bwd(volt_step *s, volt_node *n) {
-    int64_t outer = n->i[0], inner = n->i[1], total = n->i[2];
-    int dim = (int)n->i[3];
+    int64_t outer = n->attr.concat.outer, inner = n->attr.concat.inner, total = n->attr.concat.total;
+    int dim = n->attr.concat.dim;
     const float *dy = n->out->grad;
+    volt__cpu_zero_stores(n);
     int64_t at = 0;
     for (int k = 0; k < n->n_in; k++) {
         volt_tensor *x = n->in[k];

@@ -145,7 +145,7 @@ static const volt_backend strict_backend = {
     .give_back = s_give_back, .recommit = volt__cpu_recommit, .resident_bytes = s_resident,
     .synchronize = s_sync, .event_create = s_event_create, .event_record = s_event_noop,
     .event_wait = s_event_noop, .event_destroy = s_event_noop,
-    .kernels = strict_kernels, .pm = NULL, .first_write = volt__cpu_first_write,
+    .kernels = strict_kernels, .pm = NULL,
 };
 
 const volt_backend *volt__backend_cpu_strict(void) { return &strict_backend; }

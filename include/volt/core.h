@@ -141,6 +141,8 @@ VOLT_API volt_status volt_step_fail(volt_step *s, volt_status st, const char *fm
     __attribute__((format(printf, 3, 4)));
 VOLT_API bool volt_step_training(const volt_step *s);
 VOLT_API volt_params *volt_step_params(const volt_step *s);
+/* The step's device: its backend's name ("cpu", "cpu-strict", "cuda"). Static storage. */
+VOLT_API const char *volt_step_device(const volt_step *s);
 
 /* Arena accounting: bytes in use now and the largest in use at any point since create. */
 VOLT_API size_t volt_step_arena_used(const volt_step *s);
@@ -156,7 +158,11 @@ VOLT_API volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape s
 /* Mark a step-owned leaf as requiring grad (a float tensor); returns t. After backward
  * its gradient is in t->grad. Useful for gradient checks and input saliency. */
 VOLT_API volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
-/* Scratch memory from the step arena, 64-byte aligned, NOT zeroed. */
+/* Memory from the step arena: DEVICE memory on the step's device (volt_step_device), 64-byte
+ * aligned, NOT zeroed, valid until volt_step_end. Host code may hand it to ops
+ * (volt_tensor_wrap) and copy it (volt_tensor_to_host / _copy_from_host), but must not
+ * dereference it: on "cpu" it is host memory, on "cpu-strict" a read faults, on "cuda" it is
+ * GPU memory. NULL (and the step's error) on out of memory. */
 VOLT_API void *volt_step_alloc(volt_step *s, size_t bytes);
 
 /* Read a scalar tensor (any float/int dtype) as double: one device->host copy. */

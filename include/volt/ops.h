@@ -57,6 +57,13 @@ VOLT_API volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b);
 /* ---- lookup, regularisation -------------------------------------------------------- */
 /* ids (...) i32/i64, table (V, D) -> (..., D). Out-of-range ids are an error. */
 VOLT_API volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table);
+/* The same with nn.Embedding's padding_idx: positions whose id is padding_idx send no
+ * gradient to the table (its row padding_idx); values are looked up as usual. -1 = none;
+ * else 0 <= padding_idx < V. */
+VOLT_API volt_tensor *volt_embedding_padded(volt_step *s, volt_tensor *ids, volt_tensor *table, int64_t padding_idx);
+/* (n) tensor 0, 1, ..., n-1 of dtype i32 or i64, written on the step's device (position
+ * ids without a host write into device memory). n >= 0. */
+VOLT_API volt_tensor *volt_arange(volt_step *s, volt_dtype dt, int64_t n);
 /* Inverted dropout with probability p in a training step, identity otherwise. The mask is
  * a pure function of (seed, step offset, call index in the step, element index). */
 VOLT_API volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p);
