@@ -155,23 +155,30 @@ static void test_param_math(void) {
     for (int i = 0; i < N; i++) bad += o[i] != h[i] * 0.37f;
     CHECK(!bad, "scale: %d elements differ from x * coef", bad);
 
-    /* squared norm: fixed order, the same bits for 1 and 2 threads, accumulates */
-    volt__dev_h2d(d, x, h, sizeof(float) * N);
-    double init = 1.5, got[2];
-    double *acc = dev_from(d, &init, sizeof init);
-    for (int t = 0; t < 2; t++) {
-        omp_set_num_threads(t + 1);
-        volt__dev_h2d(d, acc, &init, sizeof init);
-        pm->sqnorm_acc(d, x, N, acc);
-        volt__dev_d2h(d, &got[t], acc, sizeof got[t]);
+    /* squared norm: fixed order, the same bits for 1 and 2 threads, accumulates; twice:
+     * plain data, and lanes of very different magnitudes (where the order of the lane
+     * sums shows in the bits) */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) r[i] = pass ? h[i] * (i % 4 == 1 ? 3e3f : i % 4 == 3 ? 1e-3f : 1.f) : h[i];
+        volt__dev_h2d(d, x, r, sizeof(float) * N);
+        double init = 1.5, got[2];
+        double *acc = dev_from(d, &init, sizeof init);
+        for (int t = 0; t < 2; t++) {
+            omp_set_num_threads(t + 1);
+            volt__dev_h2d(d, acc, &init, sizeof init);
+            pm->sqnorm_acc(d, x, N, acc);
+            volt__dev_d2h(d, &got[t], acc, sizeof got[t]);
+        }
+        omp_set_num_threads(2);
+        const double want = 1.5 + ref_sqnorm(r, N);
+        CHECK(!memcmp(&got[0], &want, sizeof want) && !memcmp(&got[1], &want, sizeof want),
+              "sqnorm (data %d): %.17g (1 thread) %.17g (2 threads), reference %.17g", pass, got[0], got[1], want);
+        volt__dev_free(d, acc);
     }
-    omp_set_num_threads(2);
-    const double want = 1.5 + ref_sqnorm(h, N);
-    CHECK(!memcmp(&got[0], &want, sizeof want) && !memcmp(&got[1], &want, sizeof want),
-          "sqnorm: %.17g (1 thread) %.17g (2 threads), reference %.17g", got[0], got[1], want);
 
     /* clip by norm: the coefficient from the device norm; finite norms under the limit and
      * non-finite norms leave x as it is */
+    volt__dev_h2d(d, x, h, sizeof(float) * N);
     const double sq25 = 25.0, sqinf = INFINITY, sqnan = NAN;
     double *sq = dev_from(d, &sq25, sizeof sq25);
     pm->clip_by_norm(d, x, N, sq, 1.0f);
@@ -279,7 +286,7 @@ static void test_param_math(void) {
     volt__dev_d2h(d, o, x2, sizeof(float) * N);
     CHECK(!memcmp(o, h, sizeof(float) * N), "convert f32 -> f32 copies");
 
-    volt__dev_free(d, x); volt__dev_free(d, x2); volt__dev_free(d, b16); volt__dev_free(d, acc);
+    volt__dev_free(d, x); volt__dev_free(d, x2); volt__dev_free(d, b16);
     volt__dev_free(d, sq); volt__dev_free(d, st);
     free(h); free(r); free(o); free(hb); free(ob);
 }
