@@ -24,7 +24,9 @@ static volt_status register_locked(const volt_backend *be, char *err, size_t err
         return VOLT_ERR_VERSION;
     }
     if (be->version < 2 || !be->device_count || !be->alloc || !be->free || !be->memset || !be->copy ||
-        !be->give_back || !be->synchronize || !be->kernels) {
+        !be->give_back || !be->synchronize || !be->kernels || !be->pm || !be->pm->scale || !be->pm->sqnorm_acc ||
+        !be->pm->clip_by_norm || !be->pm->clip_value || !be->pm->unscale || !be->pm->scaler_update || !be->pm->update ||
+        !be->pm->convert) {
         snprintf(err, errlen, "backend '%s': a required entry is NULL (memory, copies, synchronize, kernels, "
                  "parameter math)", be->name);
         return VOLT_ERR_INVALID_ARG;

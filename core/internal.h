@@ -231,6 +231,7 @@ struct volt_params {
     void *hooks_ctx;
     int64_t unit_pad;      /* unit buffers padded to a multiple of unit_pad * VOLT_PARAM_ALIGN floats */
     volt_dtype dtype;      /* parameter storage: f32 (default), bf16 or f16 */
+    double *norm_dev;      /* device scratch: the squared grad norm (volt_params_grad_sqnorm) */
     char errmsg[512];
 };
 

@@ -8,67 +8,56 @@
  *
  * State: per unit, state_count buffers of (hi - lo) elements covering unit elements [lo, hi);
  * element i of a state buffer belongs to unit element lo + i. States are f32, or bf16/f16
- * (cfg.state_dtype); parameters are f32 or stored in 16 bits (volt_params_convert). With
- * any 16-bit buffer the update runs on f32 copies of OPT_CHUNK-element pieces with the same
- * kernels, and the results are rounded to nearest even on store. */
+ * (cfg.state_dtype); parameters are f32 or stored in 16 bits (volt_params_convert).
+ *
+ * Everything lives on the param store's device: the states are allocated through its
+ * backend, and the update is the backend's parameter math (pm->update, core/cpu/param_math.c
+ * on cpu). The per-step scalars (volt_opt_coef: learning rate and step count folded into the
+ * bias corrections and step size) are computed here in double, rounded to f32 once, and
+ * copied to one device volt_opt_coef by one H2D copy per step from a fixed host address
+ * (opt->coef_host), so a captured step (CUDA graph) can replay the copy and the kernels
+ * without the learning rate baked in. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <immintrin.h>
-#endif
 #include "volt/optim.h"
 #include "volt/dtype.h"
-#include "core/internal.h"   /* VOLT__SIMD_CLONES */
+#include "core/internal.h"
 #include "core/err.h"
 
 #define OPT_MAX_STATES 2
-#define OPT_ALIGN 64
-/* Below this many floats a segment is updated by one thread (fork/join costs more). */
-#define OPT_PAR_MIN 32768
-/* Elements per piece when parameters or states are 16-bit (f32 scratch: 3 pieces). */
-#define OPT_CHUNK 65536
 
 typedef struct opt_unit {
     volt_unit *u;
     int64_t lo, hi;                 /* range of the unit this optimizer updates */
-    void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty */
+    void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty (device) */
 } opt_unit;
 
 struct volt_optimizer {
     volt_optimizer_config cfg;
     volt_params *ps;                /* borrowed */
+    volt_device *dev;               /* ps->dev: states and coef live there */
     int n_units;
     opt_unit *units;
     int n_states;
     volt_dtype state_dt;            /* cfg.state_dtype */
-    float *scratch;                 /* 3 * OPT_CHUNK floats once anything is 16-bit */
+    volt_opt_coef coef_host;        /* this step's scalars (the H2D copy's fixed source) */
+    volt_opt_coef *coef_dev;        /* device copy the update reads */
     float lr;
     int64_t steps;
     char errmsg[256];
 };
 
-/* Per-step scalars, already rounded to the f32 the kernels use. */
-typedef struct opt_coef {
-    float wd;                       /* L2 decay added to the grad (SGD, Adam); 0 = none */
-    /* SGD */
-    float momentum, one_minus_damp, neg_lr;
-    bool nesterov, first;
-    /* Adam / AdamW */
-    float decay;                    /* AdamW: p *= decay; 1 = none */
-    float w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
-} opt_coef;
-
 #define opt_fail(opt, st, ...) VOLT__OBJ_ERRF(opt, st, __VA_ARGS__)
 
-static void *state_alloc(int64_t n, size_t esz) {
+/* n zeroed elements of device memory. */
+static void *state_alloc(volt_device *d, int64_t n, size_t esz) {
     if (n <= 0) return NULL;
-    size_t bytes = (size_t)n * esz;
-    bytes = (bytes + OPT_ALIGN - 1) & ~(size_t)(OPT_ALIGN - 1);
-    void *p = aligned_alloc(OPT_ALIGN, bytes);
-    if (p) memset(p, 0, bytes);
+    const size_t bytes = (size_t)n * esz;
+    void *p = volt__dev_alloc(d, bytes);
+    if (p) volt__dev_memset(d, p, 0, bytes);
     return p;
 }
 
@@ -145,6 +134,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     if (!opt) return VOLT_ERR_NOMEM;
     opt->cfg = *cfg;
     opt->ps = ps;
+    opt->dev = ps->dev;
     opt->lr = cfg->lr;
     opt->n_states = states_for(cfg);
     opt->state_dt = cfg->state_dtype;
@@ -153,13 +143,14 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
         opt->units = calloc((size_t)opt->n_units, sizeof *opt->units);
         if (!opt->units) { free(opt); return VOLT_ERR_NOMEM; }
     }
+    if (!(opt->coef_dev = volt__dev_alloc(opt->dev, sizeof *opt->coef_dev))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
     for (int i = 0; i < opt->n_units; i++) {
         opt_unit *ou = &opt->units[i];
         ou->u = volt_params_unit_at(ps, i);
         ou->lo = 0;
         ou->hi = volt_unit_numel(ou->u);
         for (int k = 0; k < opt->n_states; k++) {
-            ou->state[k] = state_alloc(ou->hi - ou->lo, volt_dtype_size(opt->state_dt));
+            ou->state[k] = state_alloc(opt->dev, ou->hi - ou->lo, volt_dtype_size(opt->state_dt));
             if (ou->hi > ou->lo && !ou->state[k]) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
         }
     }
@@ -170,9 +161,9 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
 void volt_optimizer_destroy(volt_optimizer *opt) {
     if (!opt) return;
     for (int i = 0; i < opt->n_units && opt->units; i++)
-        for (int k = 0; k < OPT_MAX_STATES; k++) free(opt->units[i].state[k]);
+        for (int k = 0; k < OPT_MAX_STATES; k++) volt__dev_free(opt->dev, opt->units[i].state[k]);
     free(opt->units);
-    free(opt->scratch);
+    volt__dev_free(opt->dev, opt->coef_dev);
     free(opt);
 }
 
@@ -181,102 +172,10 @@ const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt
     return opt ? &opt->cfg : NULL;
 }
 
-/* ---- kernels ------------------------------------------------------------------------ */
-/* p, g, b: n floats of one parameter's slice (b = momentum buffer, NULL without momentum). */
-static void sgd_kernel(const opt_coef *c, float *restrict p, const float *restrict g,
-                       float *restrict b, int64_t n) {
-    const float wd = c->wd, mom = c->momentum, omd = c->one_minus_damp, neg_lr = c->neg_lr;
-    const bool first = c->first, nesterov = c->nesterov;
-    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i];
-        if (wd != 0.f) gi = gi + wd * p[i];                       /* grad.add(param, alpha=wd) */
-        if (b) {
-            float bi;
-            if (first) bi = gi;                                   /* buf = clone(grad) */
-            else bi = b[i] * mom + omd * gi;                      /* buf.mul_(m).add_(g, 1-d) */
-            b[i] = bi;
-            gi = nesterov ? gi + mom * bi : bi;                   /* grad.add(buf, alpha=m) */
-        }
-        p[i] = p[i] + neg_lr * gi;                                /* param.add_(grad, -lr) */
-    }
-}
-
-/* s[i] = sqrtf(x[i]) for i < n, four at a time with SSE where available (sqrtps is IEEE
- * sqrt like sqrtf): GCC keeps any sqrtf loop scalar because of errno. */
-static void sqrt_span(const float *x, float *out, int64_t n) {
-    int64_t i = 0;
-#ifdef __SSE2__
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
-#endif
-    for (; i < n; i++) out[i] = sqrtf(x[i]);
-}
-
-#define OPT_SPAN 2048   /* elements per adam_span call (its sqrt buffer) */
-
-/* m = exp_avg, v = exp_avg_sq; decay (AdamW), wd (Adam, != 0) and small_w (torch lerp's
- * branch) are constants in each inlined copy, so the loops have no branches and
- * vectorise. Elements [0, n <= OPT_SPAN): the update in three passes over the span (m, v
- * and the decayed p; sqrt(v); p), the same f32 operations in the same order as the
- * one-pass formula, so the same bits. */
-static inline __attribute__((always_inline)) void adam_span_(const opt_coef *c, bool decay_on, bool wd_on,
-                                                             bool small_w, float *restrict p, const float *restrict g,
-                                                             float *restrict m, float *restrict v, int64_t n) {
-    const float wd = c->wd, decay = c->decay;
-    const float w1 = c->w1, omw1 = c->one_minus_w1, beta2 = c->beta2, w2 = c->w2;
-    const float bc2_sqrt = c->bc2_sqrt, eps = c->eps, neg_ss = c->neg_step_size;
-    float sq[OPT_SPAN];
-    for (int64_t i = 0; i < n; i++) {
-        float pi = p[i], gi = g[i];
-        if (decay_on) pi = pi * decay;                            /* AdamW: param.mul_(1 - lr*wd) */
-        if (wd_on) gi = gi + wd * pi;                             /* Adam: grad.add(param, alpha=wd) */
-        float mi = m[i];
-        mi = small_w ? mi + w1 * (gi - mi)                        /* exp_avg.lerp_(grad, 1-b1) */
-                     : gi - (gi - mi) * omw1;
-        float vi = v[i] * beta2;                                  /* exp_avg_sq.mul_(b2) */
-        vi = vi + w2 * gi * gi;                                   /* .addcmul_(g, g, 1-b2) */
-        p[i] = pi;
-        m[i] = mi;
-        v[i] = vi;
-    }
-    sqrt_span(v, sq, n);
-    for (int64_t i = 0; i < n; i++) {
-        float denom = sq[i] / bc2_sqrt + eps;                     /* (sqrt(v)/bc2_sqrt).add_(eps) */
-        p[i] = p[i] + neg_ss * m[i] / denom;                      /* addcdiv_(m, denom, -step_size) */
-    }
-}
-
-/* Compiled for AVX-512 and AVX2 too (core/internal.h): memory-bound, but the default
- * x86-64-v2 copy spent half its time in 4-wide arithmetic. */
-static VOLT__SIMD_CLONES void adam_span(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
-                      float *restrict m, float *restrict v, int64_t n) {
-    const bool small_w = fabsf(c->w1) < 0.5f, decay_on = adamw && c->decay != 1.f, wd_on = !adamw && c->wd != 0.f;
-    if (decay_on) {
-        if (small_w) adam_span_(c, true, false, true, p, g, m, v, n);
-        else adam_span_(c, true, false, false, p, g, m, v, n);
-    } else if (wd_on) {
-        if (small_w) adam_span_(c, false, true, true, p, g, m, v, n);
-        else adam_span_(c, false, true, false, p, g, m, v, n);
-    } else {
-        if (small_w) adam_span_(c, false, false, true, p, g, m, v, n);
-        else adam_span_(c, false, false, false, p, g, m, v, n);
-    }
-}
-
-static void adam_kernel(const opt_coef *c, bool adamw, float *restrict p, const float *restrict g,
-                        float *restrict m, float *restrict v, int64_t n) {
-    int64_t ns = (n + OPT_SPAN - 1) / OPT_SPAN;
-    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
-    for (int64_t k = 0; k < ns; k++) {
-        int64_t o = k * OPT_SPAN;
-        adam_span(c, adamw, p + o, g + o, m + o, v + o, n - o < OPT_SPAN ? n - o : OPT_SPAN);
-    }
-}
-
-static void make_coef(const volt_optimizer *opt, opt_coef *c) {
+static void make_coef(const volt_optimizer *opt, volt_opt_coef *c) {
     const volt_optimizer_config *cfg = &opt->cfg;
     const double lr = opt->lr;
-    *c = (opt_coef){ 0 };
+    *c = (volt_opt_coef){ 0 };
     c->neg_lr = (float)-lr;
     if (cfg->kind == VOLT_OPTIM_SGD) {
         c->wd = cfg->weight_decay;
@@ -300,50 +199,17 @@ static void make_coef(const volt_optimizer *opt, opt_coef *c) {
 }
 
 /* ---- step ---------------------------------------------------------------------------- */
-/* n elements of one parameter: values at unit element a, state at state element so. The
- * all-f32 case runs the kernel in place; otherwise OPT_CHUNK pieces are converted to f32,
- * updated and rounded back. */
-static void update_slice(volt_optimizer *opt, const opt_coef *c, void *values, volt_dtype vdt,
-                         const float *grad, opt_unit *ou, int64_t a, int64_t so, int64_t n) {
-    const bool sgd = opt->cfg.kind == VOLT_OPTIM_SGD, adamw = opt->cfg.kind == VOLT_OPTIM_ADAMW;
-    const int ns = opt->n_states;
-    if (vdt == VOLT_F32 && opt->state_dt == VOLT_F32) {
-        float *p = (float *)values + a, *s0 = ns > 0 ? (float *)ou->state[0] + so : NULL;
-        if (sgd) sgd_kernel(c, p, grad + a, s0, n);
-        else adam_kernel(c, adamw, p, grad + a, s0, (float *)ou->state[1] + so, n);
-        return;
-    }
-    const size_t vesz = volt_dtype_size(vdt), sesz = volt_dtype_size(opt->state_dt);
-    for (int64_t c0 = 0; c0 < n; c0 += OPT_CHUNK) {
-        const int64_t m = n - c0 < OPT_CHUNK ? n - c0 : OPT_CHUNK;
-        void *pv = (char *)values + (size_t)(a + c0) * vesz;
-        float *p = vdt == VOLT_F32 ? pv : opt->scratch;
-        float *st[OPT_MAX_STATES] = { NULL, NULL };
-        void *sv[OPT_MAX_STATES] = { NULL, NULL };
-        if (vdt != VOLT_F32) volt_convert(p, VOLT_F32, pv, vdt, m);
-        for (int k = 0; k < ns; k++) {
-            sv[k] = (char *)ou->state[k] + (size_t)(so + c0) * sesz;
-            st[k] = opt->state_dt == VOLT_F32 ? sv[k] : opt->scratch + (1 + k) * OPT_CHUNK;
-            if (opt->state_dt != VOLT_F32) volt_convert(st[k], VOLT_F32, sv[k], opt->state_dt, m);
-        }
-        if (sgd) sgd_kernel(c, p, grad + a + c0, st[0], m);
-        else adam_kernel(c, adamw, p, grad + a + c0, st[0], st[1], m);
-        if (vdt != VOLT_F32) volt_convert(pv, vdt, p, VOLT_F32, m);
-        for (int k = 0; k < ns && opt->state_dt != VOLT_F32; k++) volt_convert(sv[k], opt->state_dt, st[k], VOLT_F32, m);
-    }
-}
-
 volt_status volt_optimizer_step(volt_optimizer *opt) {
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
     const volt_dtype vdt = volt_params_dtype(opt->ps);
-    if ((vdt != VOLT_F32 || opt->state_dt != VOLT_F32) && !opt->scratch) {
-        /* once: the store went 16-bit after create (the trainer converts before it creates) */
-        opt->scratch = aligned_alloc(OPT_ALIGN, sizeof(float) * 3 * OPT_CHUNK);
-        if (!opt->scratch) return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer step: out of memory (16-bit scratch)");
-    }
-    opt_coef c;
-    make_coef(opt, &c);
+    make_coef(opt, &opt->coef_host);
+    volt__dev_h2d(opt->dev, opt->coef_dev, &opt->coef_host, sizeof opt->coef_host);   /* the one copy per step */
+    const volt_param_math *pm = opt->dev->be->pm;
+    const size_t vesz = volt_dtype_size(vdt), sesz = volt_dtype_size(opt->state_dt);
+    volt_update_args ua = { .kind = opt->cfg.kind == VOLT_OPTIM_SGD ? VOLT_UPDATE_SGD
+                                    : opt->cfg.kind == VOLT_OPTIM_ADAMW ? VOLT_UPDATE_ADAMW : VOLT_UPDATE_ADAM,
+                            .p_dt = vdt, .s_dt = opt->state_dt, .coef = opt->coef_dev };
 
     for (int ui = 0; ui < opt->n_units; ui++) {
         opt_unit *ou = &opt->units[ui];
@@ -362,7 +228,13 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
             if (a < ou->lo) a = ou->lo;
             if (b > ou->hi) b = ou->hi;
             if (a >= b) continue;
-            update_slice(opt, &c, data, vdt, grad, ou, a, a - ou->lo, b - a);
+            /* device addresses: computed here, dereferenced only by the backend */
+            ua.p = (char *)data + (size_t)a * vesz;
+            ua.g = grad + a;
+            ua.s0 = opt->n_states > 0 ? (char *)ou->state[0] + (size_t)(a - ou->lo) * sesz : NULL;
+            ua.s1 = opt->n_states > 1 ? (char *)ou->state[1] + (size_t)(a - ou->lo) * sesz : NULL;
+            ua.n = b - a;
+            pm->update(opt->dev, &ua);
         }
     }
     opt->steps++;
@@ -384,9 +256,9 @@ volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, 
     void *fresh[OPT_MAX_STATES] = { 0 };
     const size_t esz = volt_dtype_size(opt->state_dt);
     for (int k = 0; k < opt->n_states; k++) {
-        fresh[k] = state_alloc(hi - lo, esz);
+        fresh[k] = state_alloc(opt->dev, hi - lo, esz);
         if (hi > lo && !fresh[k]) {
-            for (int j = 0; j < k; j++) free(fresh[j]);
+            for (int j = 0; j < k; j++) volt__dev_free(opt->dev, fresh[j]);
             return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer set_range: unit '%s': out of memory",
                             volt_unit_name(ou->u));
         }
@@ -394,9 +266,9 @@ volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, 
     /* Keep what the old and new ranges share (a restore may have filled it already). */
     const int64_t a = lo > ou->lo ? lo : ou->lo, b = hi < ou->hi ? hi : ou->hi;
     for (int k = 0; k < opt->n_states; k++) {
-        if (a < b) memcpy((char *)fresh[k] + (size_t)(a - lo) * esz, (char *)ou->state[k] + (size_t)(a - ou->lo) * esz,
-                          (size_t)(b - a) * esz);
-        free(ou->state[k]);
+        if (a < b) volt__dev_d2d(opt->dev, (char *)fresh[k] + (size_t)(a - lo) * esz,
+                                 (char *)ou->state[k] + (size_t)(a - ou->lo) * esz, (size_t)(b - a) * esz);
+        volt__dev_free(opt->dev, ou->state[k]);
         ou->state[k] = fresh[k];
     }
     ou->lo = lo;

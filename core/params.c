@@ -1,7 +1,8 @@
 /* Parameter store: named parameters grouped into units; each unit one flat, padded f32
- * buffer for values and one for grads (DESIGN §3). */
+ * buffer for values and one for grads (DESIGN §3), in the store's device memory (ps->dev).
+ * Host code here touches them only through the backend table: allocation, memset, copies,
+ * give-back, and the parameter math (scale, norm, clipping, conversion). */
 #include <math.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,15 +48,16 @@ void volt_params_destroy(volt_params *ps) {
         volt_unit *u = ps->units[i];
         free(u->name);
         free(u->params);
-        free(u->data);
-        free(u->data16);
-        free(u->grad);
+        volt__dev_free(ps->dev, u->data);
+        volt__dev_free(ps->dev, u->data16);
+        volt__dev_free(ps->dev, u->grad);
         free(u);
     }
     for (int i = 0; i < ps->n_params; i++) {
         free((char *)ps->params[i]->t.name);
         free(ps->params[i]);
     }
+    volt__dev_free(ps->dev, ps->norm_dev);
     free(ps->units);
     free(ps->params);
     free(ps);
@@ -125,8 +127,8 @@ static void fans(volt_shape s, double *fan_in, double *fan_out) {
     *fan_out = (double)s.d[0] * rf;
 }
 
-static void init_param(volt_params *ps, int idx, volt_param_rec *r) {
-    float *x = r->t.data;
+/* Parameter idx's initial values into x (host memory, numel floats). */
+static void init_param(volt_params *ps, int idx, volt_param_rec *r, float *x) {
     int64_t n = volt_tensor_numel(&r->t);
     double fi, fo;
     fans(r->t.shape, &fi, &fo);
@@ -181,29 +183,47 @@ volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple) {
     return VOLT_OK;
 }
 
+static size_t unit_bytes(const volt_unit *u, size_t esz) {
+    size_t bytes = esz * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
+    return (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
+}
+
 volt_status volt_params_finalize(volt_params *ps) {
     if (ps->finalized) return VOLT_OK;
     const int64_t pad = ps->unit_pad * VOLT_PARAM_ALIGN;
+    if (!ps->norm_dev && !(ps->norm_dev = volt__dev_alloc(ps->dev, sizeof(double))))
+        return perr(ps, VOLT_ERR_NOMEM, "params: out of device memory");
+    size_t host_max = 0;
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
         u->numel = (u->numel + pad - 1) / pad * pad;
         u->grad_lo = 0;
         u->grad_hi = u->numel;
-        size_t bytes = sizeof(float) * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN);
-        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
-        u->data = aligned_alloc(page_size(), bytes);
-        u->grad = aligned_alloc(page_size(), bytes);
+        const size_t bytes = unit_bytes(u, sizeof(float));
+        if (bytes > host_max) host_max = bytes;
+        if (!u->data) u->data = volt__dev_alloc(ps->dev, bytes);
+        if (!u->grad) u->grad = volt__dev_alloc(ps->dev, bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
-        memset(u->data, 0, bytes);
-        memset(u->grad, 0, bytes);
+        volt__dev_memset(ps->dev, u->grad, 0, bytes);
     }
-    for (int i = 0; i < ps->n_params; i++) {
-        volt_param_rec *r = ps->params[i];
-        volt_unit *u = r->t.unit;
-        r->t.data = u->data + r->offset;
-        r->t.grad = u->grad + r->offset;
-        init_param(ps, i, r);
+    /* Initial values: one unit at a time in a host buffer, then one copy to the device
+     * (parameters are declared unit by unit, so declaration order is unit order). */
+    float *host = host_max ? malloc(host_max) : NULL;
+    if (host_max && !host) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory (%zu bytes to initialise a unit)", host_max);
+    for (int ui = 0; ui < ps->n_units; ui++) {
+        volt_unit *u = ps->units[ui];
+        const size_t bytes = unit_bytes(u, sizeof(float));
+        memset(host, 0, bytes);
+        for (int k = 0; k < u->n_params; k++) {
+            volt_param_rec *r = volt__param_rec(u->params[k]);
+            r->t.data = u->data + r->offset;
+            r->t.grad = u->grad + r->offset;
+        }
+        for (int i = 0; i < ps->n_params; i++)   /* the RNG stream is the declaration index */
+            if (ps->params[i]->t.unit == u) init_param(ps, i, ps->params[i], host + ps->params[i]->offset);
+        volt__dev_h2d(ps->dev, u->data, host, bytes);
     }
+    free(host);
     ps->finalized = true;
     return VOLT_OK;
 }
@@ -244,53 +264,61 @@ float *volt_unit_grad(const volt_unit *u) { return u->grad; }
 
 void volt_params_zero_grad(volt_params *ps) {
     for (int i = 0; i < ps->n_units; i++)
-        if (ps->units[i]->grad) memset(ps->units[i]->grad, 0, sizeof(float) * (size_t)ps->units[i]->numel);
+        if (ps->units[i]->grad) volt__dev_memset(ps->dev, ps->units[i]->grad, 0, sizeof(float) * (size_t)ps->units[i]->numel);
+}
+
+/* The squared global grad norm into ps->norm_dev (device double), summed unit by unit in
+ * a fixed order. */
+static volt_status grad_sqnorm_dev(volt_params *ps) {
+    if (!ps->norm_dev && !(ps->norm_dev = volt__dev_alloc(ps->dev, sizeof(double))))
+        return perr(ps, VOLT_ERR_NOMEM, "params: out of device memory");
+    const volt_param_math *pm = ps->dev->be->pm;
+    volt__dev_memset(ps->dev, ps->norm_dev, 0, sizeof(double));
+    for (int i = 0; i < ps->n_units; i++) {
+        const volt_unit *u = ps->units[i];
+        if (u->grad) pm->sqnorm_acc(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev);
+    }
+    return VOLT_OK;
 }
 
 double volt_params_grad_sqnorm(const volt_params *ps) {
+    volt_params *w = (volt_params *)ps;   /* the device scratch only */
+    if (grad_sqnorm_dev(w) < 0) return NAN;
     double total = 0;
-    for (int i = 0; i < ps->n_units; i++) {
-        const volt_unit *u = ps->units[i];
-        if (!u->grad) continue;
-        const float *g = u->grad + u->grad_lo;
-        const int64_t n = u->grad_hi - u->grad_lo;
-        /* sequential, four lanes: the same sum for any thread count */
-        double acc[4] = { 0, 0, 0, 0 };
-        int64_t k = 0;
-        for (; k + 4 <= n; k += 4)
-            for (int l = 0; l < 4; l++) acc[l] += (double)g[k + l] * g[k + l];
-        for (; k < n; k++) acc[0] += (double)g[k] * g[k];
-        double unit_sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        total += unit_sum;
-    }
+    volt__dev_d2h(ps->dev, &total, ps->norm_dev, sizeof total);   /* the one host read */
     return total;
 }
 
 volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm) {
     if (!(max_norm > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_norm: max_norm must be > 0, got %g", max_norm);
-    double norm = sqrt(volt_params_grad_sqnorm(ps));
-    if (total_norm) *total_norm = (float)norm;
-    if (!isfinite(norm)) return VOLT_OK;   /* like PyTorch (error_if_nonfinite=False): grads left as they are */
-    float coef = (float)(max_norm / (norm + 1e-6));
-    if (coef < 1.0f) volt_params_scale_grads(ps, coef);
+    VOLT_TRY(grad_sqnorm_dev(ps));
+    if (total_norm) {   /* read only when the caller wants the number */
+        double sq = 0;
+        volt__dev_d2h(ps->dev, &sq, ps->norm_dev, sizeof sq);
+        *total_norm = (float)sqrt(sq);
+    }
+    const volt_param_math *pm = ps->dev->be->pm;
+    for (int i = 0; i < ps->n_units; i++) {   /* on the device: coef from the device norm */
+        volt_unit *u = ps->units[i];
+        if (u->grad) pm->clip_by_norm(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev, max_norm);
+    }
     return VOLT_OK;
 }
 
 void volt_params_scale_grads(volt_params *ps, float coef) {
+    const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
-        float *g = ps->units[i]->grad;
-        const int64_t lo = ps->units[i]->grad_lo, hi = ps->units[i]->grad_hi;
-        if (!g) continue;
-        #pragma omp parallel for schedule(static) if (hi - lo > 65536)
-        for (int64_t k = lo; k < hi; k++) g[k] *= coef;
+        volt_unit *u = ps->units[i];
+        if (u->grad && u->grad_hi > u->grad_lo) pm->scale(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, coef);
     }
 }
 
 volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
     if (!(v > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_value: clip value must be > 0, got %g", v);
+    const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
-        float *g = ps->units[i]->grad;
-        for (int64_t k = ps->units[i]->grad_lo; k < ps->units[i]->grad_hi; k++) g[k] = g[k] > v ? v : (g[k] < -v ? -v : g[k]);
+        volt_unit *u = ps->units[i];
+        if (u->grad && u->grad_hi > u->grad_lo) pm->clip_value(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, v);
     }
     return VOLT_OK;
 }
@@ -327,21 +355,20 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
     void **fresh = calloc((size_t)(ps->n_units ? ps->n_units : 1), sizeof *fresh);
     if (!fresh) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory converting to %s", volt_dtype_name(dt));
     for (int i = 0; i < ps->n_units; i++) {   /* all or nothing: allocate every unit first */
-        size_t bytes = esz * (size_t)(ps->units[i]->numel ? ps->units[i]->numel : VOLT_PARAM_ALIGN);
-        bytes = (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
-        if (!(fresh[i] = aligned_alloc(page_size(), bytes))) {
-            for (int j = 0; j < i; j++) free(fresh[j]);
+        const size_t bytes = unit_bytes(ps->units[i], esz);
+        if (!(fresh[i] = volt__dev_alloc(ps->dev, bytes))) {
+            for (int j = 0; j < i; j++) volt__dev_free(ps->dev, fresh[j]);
             free(fresh);
             return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' as %s (%zu bytes)",
                         ps->units[i]->name, volt_dtype_name(dt), bytes);
         }
-        memset(fresh[i], 0, bytes);
+        volt__dev_memset(ps->dev, fresh[i], 0, bytes);
     }
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
         void *old = u->data ? (void *)u->data : (void *)u->data16;
-        volt_convert(fresh[i], dt, old, ps->dtype, u->numel);   /* RNE; padding stays zero */
-        free(old);
+        ps->dev->be->pm->convert(ps->dev, fresh[i], dt, old, ps->dtype, u->numel);   /* RNE; padding stays zero */
+        volt__dev_free(ps->dev, old);
         u->data = dt == VOLT_F32 ? fresh[i] : NULL;
         u->data16 = dt == VOLT_F32 ? NULL : fresh[i];
     }
@@ -384,13 +411,9 @@ volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, in
     if (hi > u->numel) hi = u->numel;
     if (lo >= hi) return VOLT_OK;
     if (which == VOLT_UNIT_VALUES && u->busy) return VOLT_ERR_STATE;
-    const size_t pg = page_size();
-    uintptr_t a = (uintptr_t)(buf + (size_t)lo * esz), b = (uintptr_t)(buf + (size_t)hi * esz);
-    uintptr_t pa = (a + pg - 1) / pg * pg, pb = b / pg * pg;
-    if (pa >= pb) { memset((void *)a, 0, b - a); return VOLT_OK; }
-    memset((void *)a, 0, pa - a);
-    memset((void *)pb, 0, b - pb);
-    if (madvise((void *)pa, pb - pa, MADV_DONTNEED) != 0) memset((void *)pa, 0, pb - pa);
+    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
+    if (!d) d = volt__device_cpu();
+    d->be->give_back(d, buf + (size_t)lo * esz, (size_t)(hi - lo) * esz);
     return VOLT_OK;
 }
 
@@ -398,15 +421,10 @@ int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
     size_t esz;
     const char *buf = unit_buf(u, which, &esz);
     if (!buf) return 0;
-    const size_t pg = page_size(), n = (esz * (size_t)(u->numel ? u->numel : VOLT_PARAM_ALIGN) + pg - 1) / pg;
-    unsigned char vec[256];
-    int64_t pages = 0;
-    for (size_t i = 0; i < n; i += sizeof vec) {
-        size_t m = n - i < sizeof vec ? n - i : sizeof vec;
-        if (mincore((void *)(buf + i * pg), m * pg, vec) != 0) return (int64_t)(n * pg);   /* unknown: all */
-        for (size_t k = 0; k < m; k++) pages += vec[k] & 1;
-    }
-    return pages * (int64_t)pg;
+    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
+    if (!d) d = volt__device_cpu();
+    if (!d->be->resident_bytes) return (int64_t)unit_bytes(u, esz);   /* unknown: all */
+    return d->be->resident_bytes(d, buf, unit_bytes(u, esz));
 }
 
 void volt__unit_set_stale(volt_unit *u, bool stale) { u->stale = stale; }

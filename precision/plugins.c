@@ -64,8 +64,7 @@ static volt_status scaler_load(volt_precision *p, volt_meta_get_fn get, void *ct
         return VOLT_ERR_CORRUPT;
     }
     if (apply) {
-        p->scaler.scale = (float)scale;
-        p->scaler.growth_tracker = tracker;
+        volt__scaler_set(&p->scaler, (float)scale, tracker);
         p->skipped_steps = skipped;
     }
     return VOLT_OK;
@@ -172,4 +171,8 @@ volt_status volt__precision_create(const volt_precision_config *cfg, volt_precis
     return VOLT_OK;
 }
 
-void volt__precision_destroy(volt_precision *p) { free(p); }
+void volt__precision_destroy(volt_precision *p) {
+    if (!p) return;
+    volt__scaler_release(&p->scaler);
+    free(p);
+}

@@ -16,14 +16,21 @@
 #include "volt/core.h"
 #include "volt/params.h"
 #include "volt/precision.h"
+#include "core/device.h"
 
-/* torch.amp.GradScaler's dynamic loss scale. */
+/* torch.amp.GradScaler's dynamic loss scale. Its state (scale, found_inf, growth tracker)
+ * lives in device memory (`state`, core/device.h volt_scaler_state, allocated on the grads'
+ * device at the first scale_loss/unscale) and changes only through the backend's parameter
+ * math; `scale` and `growth_tracker` here are the host's copy, refreshed by one D2H copy at
+ * the end of each boundary (update), for scale_loss, logging and checkpoints. */
 typedef struct volt_grad_scaler {
-    float scale;               /* current loss scale */
+    float scale;               /* current loss scale (host copy) */
     float growth_factor;       /* > 1 */
     float backoff_factor;      /* in (0, 1) */
     int64_t growth_interval;   /* good steps before the scale grows */
-    int64_t growth_tracker;    /* good steps since the last change */
+    int64_t growth_tracker;    /* good steps since the last change (host copy) */
+    struct volt_device *dev;   /* where `state` lives (NULL until first used) */
+    volt_scaler_state *state;  /* device memory */
 } volt_grad_scaler;
 
 typedef struct volt_precision volt_precision;
@@ -39,7 +46,8 @@ typedef struct volt_precision_ops {
     volt_status (*configure_params)(volt_precision *p, volt_params *ps, char *err, size_t errlen);
     /* The loss backward starts from; NULL result = step error. */
     volt_tensor *(*scale_loss)(volt_precision *p, volt_step *s, volt_tensor *loss);
-    /* Divide this process's grads by the scale; *found_inf = a scaled grad was inf/NaN. */
+    /* Divide this process's grads by the scale; *found_inf = a scaled grad was inf/NaN (on
+     * the device; the host reads the flag with one D2H copy here, once per boundary). */
     void (*unscale_grads)(volt_precision *p, volt_params *ps, bool *found_inf);
     /* After the boundary (step taken or skipped; found_inf is the all-rank result). */
     void (*update)(volt_precision *p, bool found_inf);
@@ -74,6 +82,14 @@ volt_status volt__precision_create(const volt_precision_config *cfg, volt_precis
 void volt__precision_destroy(volt_precision *p);                       /* NULL-safe */
 
 /* Shared by the plugins (precision/scaler.c). */
+/* The device state on device d (allocated and filled from the host copy on first use;
+ * VOLT_ERR_NOMEM when it cannot be). */
+volt_status volt__scaler_attach(volt_grad_scaler *g, volt_device *d);
 void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf);
+/* found_inf: the all-rank flag; written to the device state, then pm->scaler_update, then
+ * the host copy is refreshed (one D2H copy). */
 void volt__scaler_update(volt_grad_scaler *g, bool found_inf);
+/* Set scale and tracker (checkpoint restore): host copy and device state. */
+void volt__scaler_set(volt_grad_scaler *g, float scale, int64_t growth_tracker);
+void volt__scaler_release(volt_grad_scaler *g);
 #endif

@@ -9,7 +9,34 @@
 #include <omp.h>
 #endif
 #include "volt/optim.h"
+#include "volt/dtype.h"
+#include "core/device.h"
 #include "vtest.h"
+
+/* Unit buffers and optimizer states are device memory: the tests read them through copies
+ * (a ring of host buffers, freed at exit) and write them with copies. */
+static void *ring[16];
+static int ring_i;
+static volt_device *udev(const volt_unit *u) { return volt_unit_param(u, 0)->device; }
+static void *host_copy(volt_device *d, const void *src, size_t bytes) {
+    if (!src) return NULL;
+    const int i = ring_i++ % 16;
+    free(ring[i]);
+    ring[i] = malloc(bytes ? bytes : 1);
+    volt__dev_d2h(d, ring[i], src, bytes);
+    return ring[i];
+}
+static const float *H_DATA(const volt_unit *u) {
+    return host_copy(udev(u), volt_unit_data(u), sizeof(float) * (size_t)volt_unit_numel(u));
+}
+static const float *H_STATE(volt_optimizer *opt, volt_params *ps, int ui, int k, int64_t *lo, int64_t *hi) {
+    int64_t l = 0, h = 0;
+    const float *d = volt_optimizer_state(opt, ui, k, &l, &h);
+    if (lo) *lo = l;
+    if (hi) *hi = h;
+    return host_copy(udev(volt_params_unit_at(ps, ui)), d, sizeof(float) * (size_t)(h - l));
+}
+static void ring_free(void) { for (int i = 0; i < 16; i++) { free(ring[i]); ring[i] = NULL; } }
 
 #define RTOL 1e-6
 #define ATOL 1e-7
@@ -42,13 +69,14 @@ static float gfun(int u, int64_t k, int t) {
 static void set_grads(volt_params *ps, int t) {
     for (int ui = 0; ui < volt_params_unit_count(ps); ui++) {
         volt_unit *u = volt_params_unit_at(ps, ui);
-        float *g = volt_unit_grad(u);
-        memset(g, 0, sizeof(float) * (size_t)volt_unit_numel(u));
+        float *g = calloc((size_t)volt_unit_numel(u), sizeof(float));
         for (int i = 0; i < volt_unit_param_count(u); i++) {
             const volt_tensor *p = volt_unit_param(u, i);
             int64_t off = volt_param_offset(p);
             for (int64_t k = off; k < off + volt_tensor_numel(p); k++) g[k] = gfun(ui, k, t);
         }
+        volt__dev_h2d(udev(u), volt_unit_grad(u), g, sizeof(float) * (size_t)volt_unit_numel(u));
+        free(g);
     }
 }
 
@@ -107,7 +135,7 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
         ref[ui] = calloc((size_t)n, sizeof(ref_elem));
         init[ui] = malloc(sizeof(float) * (size_t)n);
         mask[ui] = malloc((size_t)n);
-        memcpy(init[ui], volt_unit_data(u), sizeof(float) * (size_t)n);
+        memcpy(init[ui], H_DATA(u), sizeof(float) * (size_t)n);
         for (int64_t k = 0; k < n; k++) ref[ui][k].p = init[ui][k];
         trainable_mask(u, mask[ui]);
     }
@@ -120,7 +148,7 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
         CHECK_OK(volt_optimizer_step(opt));
         for (int ui = 0; ui < nu; ui++) {
             volt_unit *u = volt_params_unit_at(st.ps, ui);
-            const float *d = volt_unit_data(u);
+            const float *d = H_DATA(u);
             for (int64_t k = 0; k < volt_unit_numel(u); k++) {
                 if (!mask[ui][k]) {      /* frozen or padding: bitwise untouched */
                     if (memcmp(&d[k], &init[ui][k], sizeof(float))) frozen_bad++;
@@ -134,7 +162,7 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
             /* states: same reference values; frozen/padding states stay 0 */
             for (int s = 0; s < volt_optimizer_state_count(opt); s++) {
                 int64_t lo = -1, hi = -1;
-                const float *sb = volt_optimizer_state(opt, ui, s, &lo, &hi);
+                const float *sb = H_STATE(opt, st.ps, ui, s, &lo, &hi);
                 CHECK(sb && lo == 0 && hi == volt_unit_numel(u), "%s: state %d range [%lld, %lld)",
                       name, s, (long long)lo, (long long)hi);
                 if (!sb) continue;
@@ -204,15 +232,15 @@ static void test_range_kind(const volt_optimizer_config *cfg, const char *name) 
     CHECK_OK(volt_optimizer_set_range(ob, 0, lo, hi));
     CHECK_OK(volt_optimizer_set_range(ob, 1, 0, 0));
     float *init0 = malloc(sizeof(float) * (size_t)n0), *init1 = malloc(sizeof(float) * (size_t)n1);
-    memcpy(init0, volt_unit_data(u0), sizeof(float) * (size_t)n0);
-    memcpy(init1, volt_unit_data(u1), sizeof(float) * (size_t)n1);
+    memcpy(init0, H_DATA(u0), sizeof(float) * (size_t)n0);
+    memcpy(init1, H_DATA(u1), sizeof(float) * (size_t)n1);
     for (int t = 1; t <= NSTEPS; t++) {
         set_grads(a.ps, t);
         set_grads(b.ps, t);
         CHECK_OK(volt_optimizer_step(oa));
         CHECK_OK(volt_optimizer_step(ob));
     }
-    const float *da = volt_unit_data(volt_params_unit_at(a.ps, 0)), *db = volt_unit_data(u0);
+    const float *da = H_DATA(volt_params_unit_at(a.ps, 0)), *db = H_DATA(u0);
     int in_bad = 0, out_bad = 0;
     for (int64_t k = 0; k < n0; k++) {
         if (k >= lo && k < hi) in_bad += memcmp(&da[k], &db[k], sizeof(float)) != 0;
@@ -220,11 +248,11 @@ static void test_range_kind(const volt_optimizer_config *cfg, const char *name) 
     }
     CHECK(in_bad == 0, "%s: %d floats in the range differ from the full step", name, in_bad);
     CHECK(out_bad == 0, "%s: %d floats outside the range changed", name, out_bad);
-    CHECK(memcmp(init1, volt_unit_data(u1), sizeof(float) * (size_t)n1) == 0, "%s: empty-range unit changed", name);
+    CHECK(memcmp(init1, H_DATA(u1), sizeof(float) * (size_t)n1) == 0, "%s: empty-range unit changed", name);
     for (int s = 0; s < volt_optimizer_state_count(ob); s++) {
         int64_t l = -1, h = -1, la, ha;
-        const float *sb = volt_optimizer_state(ob, 0, s, &l, &h);
-        const float *sa = volt_optimizer_state(oa, 0, s, &la, &ha);
+        const float *sb = H_STATE(ob, b.ps, 0, s, &l, &h);
+        const float *sa = H_STATE(oa, a.ps, 0, s, &la, &ha);
         CHECK(sb && l == lo && h == hi, "%s: state range [%lld, %lld)", name, (long long)l, (long long)h);
         if (sb && sa) CHECK(memcmp(sb, sa + lo, sizeof(float) * (size_t)(hi - lo)) == 0,
                             "%s: sliced state differs from the full state", name);
@@ -258,11 +286,12 @@ static void test_range(void) {
     if (!opt) return;
     const int64_t n0 = volt_unit_numel(volt_params_unit_at(st.ps, 0));
     CHECK_OK(volt_optimizer_set_range(opt, 0, 10, 50));
-    float *s1 = volt_optimizer_state(opt, 0, 1, NULL, NULL);
-    for (int64_t i = 0; i < 40; i++) s1[i] = (float)(10 + i);
+    float s1h[40];
+    for (int64_t i = 0; i < 40; i++) s1h[i] = (float)(10 + i);
+    volt__dev_h2d(udev(volt_params_unit_at(st.ps, 0)), volt_optimizer_state(opt, 0, 1, NULL, NULL), s1h, sizeof s1h);
     CHECK_OK(volt_optimizer_set_range(opt, 0, 30, n0));
     int64_t lo, hi;
-    s1 = volt_optimizer_state(opt, 0, 1, &lo, &hi);
+    const float *s1 = H_STATE(opt, st.ps, 0, 1, &lo, &hi);
     CHECK(lo == 30 && hi == n0, "re-range [%lld, %lld)", (long long)lo, (long long)hi);
     int kept = 1;
     for (int64_t k = 30; k < n0; k++) kept &= s1[k - 30] == (k < 50 ? (float)k : 0.f);
@@ -298,7 +327,7 @@ static void test_resume_kind(const volt_optimizer_config *cfg, const char *name)
             int64_t lo, hi;
             const float *src = volt_optimizer_state(ob, ui, s, &lo, &hi);
             float *dst = volt_optimizer_state(oc, ui, s, NULL, NULL);
-            memcpy(dst, src, sizeof(float) * (size_t)(hi - lo));
+            volt__dev_d2d(udev(volt_params_unit_at(b.ps, ui)), dst, src, sizeof(float) * (size_t)(hi - lo));
         }
     volt_optimizer_set_step_count(oc, volt_optimizer_step_count(ob));
     volt_optimizer_destroy(ob);
@@ -306,7 +335,7 @@ static void test_resume_kind(const volt_optimizer_config *cfg, const char *name)
     int same = 1;
     for (int ui = 0; ui < 2; ui++) {
         volt_unit *ua = volt_params_unit_at(a.ps, ui), *ub = volt_params_unit_at(b.ps, ui);
-        same &= memcmp(volt_unit_data(ua), volt_unit_data(ub), sizeof(float) * (size_t)volt_unit_numel(ua)) == 0;
+        same &= memcmp(H_DATA(ua), H_DATA(ub), sizeof(float) * (size_t)volt_unit_numel(ua)) == 0;
     }
     CHECK(same, "%s: resumed run differs from the uninterrupted one", name);
     volt_optimizer_destroy(oa);
@@ -343,7 +372,7 @@ static void run_big(int threads, float *out, int64_t n) {
         set_grads(ps, t);
         CHECK_OK(volt_optimizer_step(opt));
     }
-    memcpy(out, w->data, sizeof(float) * (size_t)n);
+    CHECK_OK(volt_tensor_to_host(w, out));
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);
 }
@@ -525,14 +554,13 @@ static void test_sched_object(void) {
     if (!s) return;
     CHECK(volt_optimizer_lr(opt) == 0.f && volt_scheduler_last_step(s) == 0, "create sets lr_at(0)");
     /* optimizer step k runs with lr_at(k): check the effect on a param too */
-    const float *w = volt_tensor_f32(st.W);
     for (int k = 0; k < 8; k++) {
         const float lr = volt_optimizer_lr(opt);
         CHECK(lr == volt_scheduler_lr_at(&c, 0.1f, k), "step %d lr %g", k, lr);
-        float before = w[0];
+        float before = H_DATA(st.W->unit)[0];
         set_grads(st.ps, k + 1);
         CHECK_OK(volt_optimizer_step(opt));
-        CHECK(w[0] == before + (-lr) * gfun(0, 0, k + 1), "step %d applied lr", k);
+        CHECK(H_DATA(st.W->unit)[0] == before + (-lr) * gfun(0, 0, k + 1), "step %d applied lr", k);
         volt_scheduler_step(s);
     }
     CHECK(volt_scheduler_last_step(s) == 8, "last step");
@@ -571,7 +599,156 @@ static void test_sched_object(void) {
     volt_params_destroy(st.ps);
 }
 
+/* ---- pm->update (the backend's kernel) against a plain f32 host reference ------------------ */
+static uint32_t lcg = 777u;
+static float urand(void) {   /* [-1, 1) */
+    lcg = lcg * 1664525u + 1013904223u;
+    return (float)((lcg >> 8) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+
+/* The torch single-tensor formulas in f32, operation by operation (the kernel's order). */
+static void ref_update(volt_update_kind kind, const volt_opt_coef *c, float *p, const float *g, float *s0, float *s1,
+                       int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (kind == VOLT_UPDATE_SGD) {
+            float gi = g[i];
+            if (c->wd != 0.f) gi = gi + c->wd * p[i];
+            if (s0) {
+                float bi = c->first ? gi : s0[i] * c->momentum + c->one_minus_damp * gi;
+                s0[i] = bi;
+                gi = c->nesterov ? gi + c->momentum * bi : bi;
+            }
+            p[i] = p[i] + c->neg_lr * gi;
+            continue;
+        }
+        float pi = p[i], gi = g[i];
+        if (kind == VOLT_UPDATE_ADAMW && c->decay != 1.f) pi = pi * c->decay;
+        if (kind == VOLT_UPDATE_ADAM && c->wd != 0.f) gi = gi + c->wd * pi;
+        float mi = s0[i];
+        mi = fabsf(c->w1) < 0.5f ? mi + c->w1 * (gi - mi) : gi - (gi - mi) * c->one_minus_w1;
+        float vi = s1[i] * c->beta2;
+        vi = vi + c->w2 * gi * gi;
+        s0[i] = mi;
+        s1[i] = vi;
+        float denom = sqrtf(vi) / c->bc2_sqrt + c->eps;
+        p[i] = pi + c->neg_step_size * mi / denom;
+    }
+}
+
+static void test_pm_update(void) {
+    volt_device *d = NULL;
+    char err[256];
+    CHECK_OK(volt__device_get(NULL, 0, &d, err, sizeof err));
+    const char *acc = getenv("VOLT_ACCELERATOR");
+    printf("device: %s\n", d->be->name);
+    CHECK(!acc || !*acc || !strcmp(acc, d->be->name), "running on %s, asked for %s", d->be->name, acc);
+    enum { N = 70001 };   /* parallel, not a multiple of the kernels' spans */
+    const size_t fb = sizeof(float) * N;
+    float *hp = malloc(fb), *hg = malloc(fb), *hs0 = malloc(fb), *hs1 = malloc(fb);
+    float *rp = malloc(fb), *rs0 = malloc(fb), *rs1 = malloc(fb), *op = malloc(fb), *os0 = malloc(fb), *os1 = malloc(fb);
+    for (int i = 0; i < N; i++) { hp[i] = urand(); hg[i] = urand(); hs0[i] = 0.1f * urand(); hs1[i] = 0.01f * fabsf(urand()); }
+    float *p = volt__dev_alloc(d, fb), *g = volt__dev_alloc(d, fb), *s0 = volt__dev_alloc(d, fb), *s1 = volt__dev_alloc(d, fb);
+    uint16_t *p16 = volt__dev_alloc(d, 2 * N), *a16 = volt__dev_alloc(d, 2 * N), *b16 = volt__dev_alloc(d, 2 * N);
+    volt_opt_coef *cd = volt__dev_alloc(d, sizeof *cd);
+    volt__dev_h2d(d, g, hg, fb);
+
+    struct { const char *name; volt_update_kind kind; volt_opt_coef c; bool states; } cases[] = {
+        { "sgd", VOLT_UPDATE_SGD, { .neg_lr = -0.1f }, false },
+        { "sgd momentum wd", VOLT_UPDATE_SGD, { .wd = 0.01f, .momentum = 0.9f, .one_minus_damp = 0.75f, .neg_lr = -0.1f }, true },
+        { "sgd nesterov first", VOLT_UPDATE_SGD, { .momentum = 0.8f, .one_minus_damp = 1.f, .neg_lr = -0.05f, .nesterov = 1, .first = 1 }, true },
+        { "adam l2", VOLT_UPDATE_ADAM, { .wd = 0.05f, .decay = 1.f, .w1 = 0.1f, .one_minus_w1 = 0.9f, .beta2 = 0.999f, .w2 = 0.001f,
+                                         .bc2_sqrt = 0.0447f, .eps = 1e-8f, .neg_step_size = -0.1f }, true },
+        { "adamw lerp", VOLT_UPDATE_ADAMW, { .decay = 0.999f, .w1 = 0.7f, .one_minus_w1 = 0.3f, .beta2 = 0.5f, .w2 = 0.5f,
+                                            .bc2_sqrt = 0.7071f, .eps = 1e-8f, .neg_step_size = -0.01f }, true },
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const volt_opt_coef *c = &cases[ci].c;
+        const bool adam = cases[ci].kind != VOLT_UPDATE_SGD, st = cases[ci].states;
+        volt__dev_h2d(d, cd, c, sizeof *c);
+        /* f32 values and states against the host reference */
+        volt__dev_h2d(d, p, hp, fb);
+        volt__dev_h2d(d, s0, hs0, fb);
+        volt__dev_h2d(d, s1, hs1, fb);
+        volt_update_args a = { .kind = cases[ci].kind, .p = p, .p_dt = VOLT_F32, .g = g, .s0 = st ? s0 : NULL,
+                               .s1 = adam ? s1 : NULL, .s_dt = VOLT_F32, .n = N, .coef = cd };
+        d->be->pm->update(d, &a);
+        volt__dev_d2h(d, op, p, fb);
+        volt__dev_d2h(d, os0, s0, fb);
+        volt__dev_d2h(d, os1, s1, fb);
+        memcpy(rp, hp, fb); memcpy(rs0, hs0, fb); memcpy(rs1, hs1, fb);
+        ref_update(cases[ci].kind, c, rp, hg, st ? rs0 : NULL, adam ? rs1 : NULL, N);
+        int bad = 0;
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            /* SGD: the same bits. Adam: the kernel may be an FMA clone (core/internal.h
+             * VOLT__SIMD_CLONES), so within a few ulps of the plain reference */
+            const double scale = fabs(rp[i]) + fabs(hp[i]) + fabs((double)rp[i] - hp[i]);   /* p0, step, p1 */
+            const double e = fabs((double)op[i] - rp[i]) / (scale + 1e-30);
+            if (e > worst) worst = e;
+            if (adam ? e > 1e-6 : memcmp(&op[i], &rp[i], 4) != 0) bad++;
+            const double sc0 = fabs(rs0[i]) + fabs(hs0[i]) + fabs(hg[i]), sc1 = fabs(rs1[i]) + fabs(hs1[i]) + hg[i] * hg[i];
+            if (st && (adam ? fabs((double)os0[i] - rs0[i]) > 1e-6 * sc0 : memcmp(&os0[i], &rs0[i], 4) != 0)) bad++;
+            if (adam && fabs((double)os1[i] - rs1[i]) > 1e-6 * sc1) bad++;
+        }
+        CHECK(!bad, "pm update %s f32: %d elements off the host reference (worst rel %.2g)", cases[ci].name, bad, worst);
+
+        /* 16-bit values and states (bf16; f16 states; f32 values with bf16 states): exactly
+         * the f32 update of the widened numbers, rounded to nearest even */
+        const volt_dtype pdts[3] = { VOLT_BF16, VOLT_BF16, VOLT_F32 }, sdts[3] = { VOLT_BF16, VOLT_F16, VOLT_BF16 };
+        for (int m = 0; m < 3; m++) {
+            const volt_dtype pdt = pdts[m], sdt = sdts[m];
+            void *pv = pdt == VOLT_F32 ? (void *)p : (void *)p16;
+            /* the 16-bit run */
+            volt__dev_h2d(d, p, hp, fb);
+            volt__dev_h2d(d, s0, hs0, fb);
+            volt__dev_h2d(d, s1, hs1, fb);
+            if (pdt != VOLT_F32) d->be->pm->convert(d, p16, pdt, p, VOLT_F32, N);
+            d->be->pm->convert(d, a16, sdt, s0, VOLT_F32, N);
+            d->be->pm->convert(d, b16, sdt, s1, VOLT_F32, N);
+            volt_update_args h = { .kind = cases[ci].kind, .p = pv, .p_dt = pdt, .g = g, .s0 = st ? (void *)a16 : NULL,
+                                   .s1 = adam ? (void *)b16 : NULL, .s_dt = sdt, .n = N, .coef = cd };
+            d->be->pm->update(d, &h);
+            uint16_t *got[3] = { malloc(2 * N), malloc(2 * N), malloc(2 * N) };
+            float *gotp = malloc(fb);
+            if (pdt == VOLT_F32) volt__dev_d2h(d, gotp, p, fb);
+            else volt__dev_d2h(d, got[0], p16, 2 * N);
+            volt__dev_d2h(d, got[1], a16, 2 * N);
+            volt__dev_d2h(d, got[2], b16, 2 * N);
+            /* the f32 run on the widened inputs, then rounded */
+            if (pdt != VOLT_F32) d->be->pm->convert(d, p, VOLT_F32, p16, pdt, N);   /* p16 is the updated one: redo */
+            volt__dev_h2d(d, p, hp, fb);
+            if (pdt != VOLT_F32) { d->be->pm->convert(d, p16, pdt, p, VOLT_F32, N); d->be->pm->convert(d, p, VOLT_F32, p16, pdt, N); }
+            volt__dev_h2d(d, s0, hs0, fb);
+            volt__dev_h2d(d, s1, hs1, fb);
+            d->be->pm->convert(d, a16, sdt, s0, VOLT_F32, N); d->be->pm->convert(d, s0, VOLT_F32, a16, sdt, N);
+            d->be->pm->convert(d, b16, sdt, s1, VOLT_F32, N); d->be->pm->convert(d, s1, VOLT_F32, b16, sdt, N);
+            volt_update_args f = { .kind = cases[ci].kind, .p = p, .p_dt = VOLT_F32, .g = g, .s0 = st ? s0 : NULL,
+                                   .s1 = adam ? s1 : NULL, .s_dt = VOLT_F32, .n = N, .coef = cd };
+            d->be->pm->update(d, &f);
+            float *wp = malloc(fb), *w0 = malloc(fb), *w1 = malloc(fb);
+            volt__dev_d2h(d, wp, p, fb);
+            volt__dev_d2h(d, w0, s0, fb);
+            volt__dev_d2h(d, w1, s1, fb);
+            uint16_t *want[3] = { malloc(2 * N), malloc(2 * N), malloc(2 * N) };
+            if (pdt != VOLT_F32) volt_convert(want[0], pdt, wp, VOLT_F32, N);
+            volt_convert(want[1], sdt, w0, VOLT_F32, N);
+            volt_convert(want[2], sdt, w1, VOLT_F32, N);
+            const bool pok = pdt == VOLT_F32 ? !memcmp(gotp, wp, fb) : !memcmp(got[0], want[0], 2 * N);
+            const bool s0ok = !st || !memcmp(got[1], want[1], 2 * N), s1ok = !adam || !memcmp(got[2], want[2], 2 * N);
+            CHECK(pok && s0ok && s1ok, "pm update %s (values %s, states %s): values %s, state0 %s, state1 %s",
+                  cases[ci].name, volt_dtype_name(pdt), volt_dtype_name(sdt), pok ? "ok" : "differ",
+                  s0ok ? "ok" : "differ", s1ok ? "ok" : "differ");
+            for (int k = 0; k < 3; k++) { free(got[k]); free(want[k]); }
+            free(gotp); free(wp); free(w0); free(w1);
+        }
+    }
+    volt__dev_free(d, p); volt__dev_free(d, g); volt__dev_free(d, s0); volt__dev_free(d, s1);
+    volt__dev_free(d, p16); volt__dev_free(d, a16); volt__dev_free(d, b16); volt__dev_free(d, cd);
+    free(hp); free(hg); free(hs0); free(hs1); free(rp); free(rs0); free(rs1); free(op); free(os0); free(os1);
+}
+
 int main(void) {
+    test_pm_update();
     test_reference();
     test_range();
     test_resume();
@@ -579,5 +756,6 @@ int main(void) {
     test_api();
     test_sched_formulas();
     test_sched_object();
+    ring_free();
     return vtest_finish();
 }

@@ -1,7 +1,23 @@
 /* Param store: declaration, units and padding, init distributions, lookup, freezing,
  * gradient clipping, and the errors for bad declarations. */
+#include <omp.h>
 #include "vtest.h"
 #include "volt/volt.h"
+#include "volt/dtype.h"
+#include "core/device.h"
+
+/* Unit buffers are device memory: the tests read and write them only through copies. */
+static float gget(const volt_tensor *p, int64_t i) {
+    float v;
+    volt__dev_d2h(p->device, &v, (const float *)p->grad + i, sizeof v);
+    return v;
+}
+static void gset(volt_tensor *p, int64_t i, float v) { volt__dev_h2d(p->device, (float *)p->grad + i, &v, sizeof v); }
+static float *values(const volt_tensor *p) {   /* a malloc'ed host copy */
+    float *h = malloc(volt_tensor_bytes(p));
+    if (h) volt_tensor_to_host(p, h);
+    return h;
+}
 
 static volt_params *mk(uint64_t seed) {
     volt_params_config pc;
@@ -39,23 +55,25 @@ static void test_layout_and_init(void) {
     CHECK((float *)w->data == volt_unit_data(u0) && w->grad == volt_unit_grad(u0), "param views its unit");
     CHECK(volt_params_find(ps, "emb.norm") == n && volt_params_find(ps, "nope") == NULL, "find");
     CHECK(w->unit == u0 && !strcmp(volt_unit_name(u1), "emb") && volt_unit_param(u1, 2) == z, "unit membership");
+    const char *acc = getenv("VOLT_ACCELERATOR");
+    printf("device: %s\n", w->device->be->name);
+    CHECK(!acc || !*acc || !strcmp(acc, w->device->be->name), "buffers on %s, asked for %s", w->device->be->name, acc);
 
     /* init statistics */
     double bound = sqrt(6.0 / 200), mx = 0, mean = 0, var = 0;
-    const float *wd = w->data;
+    float *wd = values(w), *ed = values(e), *bd = values(b), *zd = values(z), *nd = values(n);
     for (int i = 0; i < 60000; i++) { mx = fmax(mx, fabs(wd[i])); mean += wd[i]; }
     mean /= 60000;
     CHECK(mx <= bound && mx > 0.98 * bound && fabs(mean) < 0.01, "kaiming: max %g bound %g mean %g", mx, bound, mean);
-    const float *ed = e->data;
     mean = 0;
     for (int i = 0; i < 64000; i++) mean += ed[i];
     mean /= 64000;
     for (int i = 0; i < 64000; i++) var += (ed[i] - mean) * (ed[i] - mean);
     var /= 64000;
     CHECK(fabs(mean) < 0.001 && fabs(sqrt(var) - 0.02) < 0.001, "normal: mean %g std %g", mean, sqrt(var));
-    CHECK(((float *)b->data)[6] == 1.f && ((float *)z->data)[2] == 0.f, "const inits");
+    CHECK(bd[6] == 1.f && zd[2] == 0.f, "const inits");
     double xb = sqrt(6.0 / (13 + 13));
-    for (int i = 0; i < 13; i++) CHECK(fabs(((float *)n->data)[i]) <= xb, "xavier bound");
+    for (int i = 0; i < 13; i++) CHECK(fabs(nd[i]) <= xb, "xavier bound");
 
     /* same seed => same init; different seed => different */
     volt_params *p2 = mk(5), *p3 = mk(6);
@@ -63,25 +81,27 @@ static void test_layout_and_init(void) {
     volt_params_unit(p2, "fc"); volt_param_new(p2, "fc.weight", VOLT_SHAPE(300, 200), VOLT_INIT_KAIMING, &w2);
     volt_params_unit(p3, "fc"); volt_param_new(p3, "fc.weight", VOLT_SHAPE(300, 200), VOLT_INIT_KAIMING, &w3);
     volt_params_finalize(p2); volt_params_finalize(p3);
-    CHECK(!memcmp(w->data, w2->data, 60000 * 4), "same seed, same init");
-    CHECK(memcmp(w->data, w3->data, 60000 * 4), "different seed, different init");
+    float *w2d = values(w2), *w3d = values(w3);
+    CHECK(!memcmp(wd, w2d, 60000 * 4), "same seed, same init");
+    CHECK(memcmp(wd, w3d, 60000 * 4), "different seed, different init");
+    free(w2d); free(w3d); free(wd); free(ed); free(bd); free(zd); free(nd);
     volt_params_destroy(p2); volt_params_destroy(p3);
 
     /* clipping */
     volt_params_zero_grad(ps);
-    w->grad[0] = 3; b->grad[0] = 4;   /* norm 5 */
+    gset(w, 0, 3); gset(b, 0, 4);   /* norm 5 */
     float norm = 0;
     CHECK_OK(volt_params_clip_grad_norm(ps, 1.0f, &norm));
     CHECK_CLOSE(norm, 5.0, 1e-6, 0);
-    CHECK_CLOSE(w->grad[0], 3.0 / 5.0, 1e-5, 0);
-    CHECK_CLOSE(b->grad[0], 4.0 / 5.0, 1e-5, 0);
+    CHECK_CLOSE(gget(w, 0), 3.0 / 5.0, 1e-5, 0);
+    CHECK_CLOSE(gget(b, 0), 4.0 / 5.0, 1e-5, 0);
     CHECK_OK(volt_params_clip_grad_norm(ps, 10.0f, &norm));   /* under the limit: unchanged */
-    CHECK_CLOSE(w->grad[0], 3.0 / 5.0, 1e-5, 0);
+    CHECK_CLOSE(gget(w, 0), 3.0 / 5.0, 1e-5, 0);
     CHECK(volt_params_clip_grad_norm(ps, 0.f, NULL) == VOLT_ERR_INVALID_ARG, "max_norm 0 rejected");
-    w->grad[1] = -7; e->grad[5] = 0.25f;
+    gset(w, 1, -7); gset(e, 5, 0.25f);
     CHECK_OK(volt_params_clip_grad_value(ps, 0.5f));
-    CHECK(w->grad[1] == -0.5f && e->grad[5] == 0.25f && b->grad[0] == 0.5f, "clip by value");
-    CHECK(w->grad[0] == 0.5f, "0.6 clipped to 0.5");
+    CHECK(gget(w, 1) == -0.5f && gget(e, 5) == 0.25f && gget(b, 0) == 0.5f, "clip by value");
+    CHECK(gget(w, 0) == 0.5f, "0.6 clipped to 0.5");
     CHECK_CLOSE(volt_params_grad_sqnorm(ps), 0.25 + 0.25 + 0.25 + 0.0625, 1e-6, 0);
 
     /* freezing */
@@ -92,7 +112,187 @@ static void test_layout_and_init(void) {
     volt_params_destroy(ps);
 }
 
+/* ---- the backend's parameter math against plain host references ------------------------- */
+static uint32_t rng_state = 12345u;
+static float frand(void) {   /* [-2, 2) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) * (1.0 / 16777216.0)) * 4.f - 2.f;
+}
+static void *dev_from(volt_device *d, const void *h, size_t bytes) {
+    void *p = volt__dev_alloc(d, bytes);
+    if (p) volt__dev_h2d(d, p, h, bytes);
+    return p;
+}
+static double ref_sqnorm(const float *x, int64_t n) {   /* four sequential lanes */
+    double l[4] = { 0, 0, 0, 0 };
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4)
+        for (int j = 0; j < 4; j++) l[j] += (double)x[k + j] * x[k + j];
+    for (; k < n; k++) l[0] += (double)x[k] * x[k];
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+static uint16_t ref_bf16(float f) {   /* round to nearest even (finite inputs) */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+static void test_param_math(void) {
+    volt_device *d = NULL;
+    char err[256];
+    CHECK_OK(volt__device_get(NULL, 0, &d, err, sizeof err));
+    const volt_param_math *pm = d->be->pm;
+    CHECK(pm && pm->scale && pm->sqnorm_acc && pm->update && pm->convert, "%s has parameter math", d->be->name);
+    enum { N = 100003 };   /* past the parallel thresholds, not a multiple of 4 */
+    float *h = malloc(sizeof(float) * N), *r = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) h[i] = frand();
+    float *x = dev_from(d, h, sizeof(float) * N);
+
+    /* scale */
+    pm->scale(d, x, N, 0.37f);
+    volt__dev_d2h(d, o, x, sizeof(float) * N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += o[i] != h[i] * 0.37f;
+    CHECK(!bad, "scale: %d elements differ from x * coef", bad);
+
+    /* squared norm: fixed order, the same bits for 1 and 2 threads, accumulates; twice:
+     * plain data, and lanes of very different magnitudes (where the order of the lane
+     * sums shows in the bits) */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) r[i] = pass ? h[i] * (i % 4 == 1 ? 3e3f : i % 4 == 3 ? 1e-3f : 1.f) : h[i];
+        volt__dev_h2d(d, x, r, sizeof(float) * N);
+        double init = 1.5, got[2];
+        double *acc = dev_from(d, &init, sizeof init);
+        for (int t = 0; t < 2; t++) {
+            omp_set_num_threads(t + 1);
+            volt__dev_h2d(d, acc, &init, sizeof init);
+            pm->sqnorm_acc(d, x, N, acc);
+            volt__dev_d2h(d, &got[t], acc, sizeof got[t]);
+        }
+        omp_set_num_threads(2);
+        const double want = 1.5 + ref_sqnorm(r, N);
+        CHECK(!memcmp(&got[0], &want, sizeof want) && !memcmp(&got[1], &want, sizeof want),
+              "sqnorm (data %d): %.17g (1 thread) %.17g (2 threads), reference %.17g", pass, got[0], got[1], want);
+        volt__dev_free(d, acc);
+    }
+
+    /* clip by norm: the coefficient from the device norm; finite norms under the limit and
+     * non-finite norms leave x as it is */
+    volt__dev_h2d(d, x, h, sizeof(float) * N);
+    const double sq25 = 25.0, sqinf = INFINITY, sqnan = NAN;
+    double *sq = dev_from(d, &sq25, sizeof sq25);
+    pm->clip_by_norm(d, x, N, sq, 1.0f);
+    volt__dev_d2h(d, o, x, sizeof(float) * N);
+    const float coef = (float)(1.0 / (5.0 + 1e-6));
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += o[i] != h[i] * coef;
+    CHECK(!bad, "clip_by_norm: %d elements differ from x * %g", bad, coef);
+    const double sqs[3] = { sq25, sqinf, sqnan };
+    const float maxes[3] = { 10.f, 1.f, 1.f };
+    for (int c = 0; c < 3; c++) {
+        volt__dev_h2d(d, x, h, sizeof(float) * N);
+        volt__dev_h2d(d, sq, &sqs[c], sizeof sqs[c]);
+        pm->clip_by_norm(d, x, N, sq, maxes[c]);
+        volt__dev_d2h(d, o, x, sizeof(float) * N);
+        CHECK(!memcmp(o, h, sizeof(float) * N), "clip_by_norm case %d (norm^2 %g, max %g) leaves x", c, sqs[c], maxes[c]);
+    }
+
+    /* clip by value */
+    volt__dev_h2d(d, x, h, sizeof(float) * N);
+    pm->clip_value(d, x, N, 0.75f);
+    volt__dev_d2h(d, o, x, sizeof(float) * N);
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += o[i] != (h[i] > 0.75f ? 0.75f : h[i] < -0.75f ? -0.75f : h[i]);
+    CHECK(!bad, "clip_value: %d elements differ", bad);
+
+    /* unscale + found_inf: finite grads leave the flag at 0; one inf or one NaN sets it;
+     * a later clean call does not clear it */
+    volt_scaler_state hs = { .scale = 65536.f, .found_inf = 0.f, .growth_tracker = 3 }, ho;
+    volt_scaler_state *st = dev_from(d, &hs, sizeof hs);
+    volt__dev_h2d(d, x, h, sizeof(float) * N);
+    pm->unscale(d, x, N, st);
+    volt__dev_d2h(d, o, x, sizeof(float) * N);
+    volt__dev_d2h(d, &ho, st, sizeof ho);
+    const float inv = (float)(1.0 / 65536.0);
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += o[i] != h[i] * inv;
+    CHECK(!bad && ho.found_inf == 0.f && ho.scale == 65536.f && ho.growth_tracker == 3,
+          "unscale finite: %d differ, found_inf %g", bad, ho.found_inf);
+    const float specials[2] = { INFINITY, NAN };
+    for (int c = 0; c < 2; c++) {
+        volt__dev_h2d(d, st, &hs, sizeof hs);
+        memcpy(r, h, sizeof(float) * N);
+        r[N / 2 + c] = specials[c];
+        volt__dev_h2d(d, x, r, sizeof(float) * N);
+        pm->unscale(d, x, N, st);
+        volt__dev_d2h(d, &ho, st, sizeof ho);
+        CHECK(ho.found_inf == 1.f, "unscale: found_inf %g with one %s", ho.found_inf, c ? "NaN" : "inf");
+        volt__dev_h2d(d, x, h, sizeof(float) * N);
+        pm->unscale(d, x, N, st);   /* clean grads: the flag stays set */
+        volt__dev_d2h(d, &ho, st, sizeof ho);
+        CHECK(ho.found_inf == 1.f, "unscale does not clear found_inf");
+    }
+
+    /* scaler update (torch's _amp_update_scale_) */
+    hs = (volt_scaler_state){ .scale = 1024.f, .found_inf = 1.f, .growth_tracker = 5 };
+    volt__dev_h2d(d, st, &hs, sizeof hs);
+    pm->scaler_update(d, st, 2.f, 0.5f, 2);
+    volt__dev_d2h(d, &ho, st, sizeof ho);
+    CHECK(ho.scale == 512.f && ho.growth_tracker == 0 && ho.found_inf == 0.f, "backoff: %g %lld %g", ho.scale,
+          (long long)ho.growth_tracker, ho.found_inf);
+    pm->scaler_update(d, st, 2.f, 0.5f, 2);
+    volt__dev_d2h(d, &ho, st, sizeof ho);
+    CHECK(ho.scale == 512.f && ho.growth_tracker == 1, "one good step: %g %lld", ho.scale, (long long)ho.growth_tracker);
+    pm->scaler_update(d, st, 2.f, 0.5f, 2);
+    volt__dev_d2h(d, &ho, st, sizeof ho);
+    CHECK(ho.scale == 1024.f && ho.growth_tracker == 0, "growth: %g %lld", ho.scale, (long long)ho.growth_tracker);
+    hs = (volt_scaler_state){ .scale = 3e38f, .found_inf = 0.f, .growth_tracker = 1 };
+    volt__dev_h2d(d, st, &hs, sizeof hs);
+    pm->scaler_update(d, st, 2.f, 0.5f, 2);
+    volt__dev_d2h(d, &ho, st, sizeof ho);
+    CHECK(ho.scale == 3e38f && ho.growth_tracker == 0, "growth kept finite: %g", ho.scale);
+
+    /* convert: f32 -> bf16 (round to nearest even), bf16 -> f32 (exact), f32 -> f16 and a
+     * same-dtype copy */
+    uint16_t *hb = malloc(2 * N), *ob = malloc(2 * N);
+    for (int i = 0; i < N; i++) hb[i] = ref_bf16(h[i]);
+    volt__dev_h2d(d, x, h, sizeof(float) * N);
+    uint16_t *b16 = volt__dev_alloc(d, 2 * N);
+    float *x2 = volt__dev_alloc(d, sizeof(float) * N);
+    pm->convert(d, b16, VOLT_BF16, x, VOLT_F32, N);
+    volt__dev_d2h(d, ob, b16, 2 * N);
+    CHECK(!memcmp(ob, hb, 2 * N), "convert f32 -> bf16 rounds to nearest even");
+    pm->convert(d, x2, VOLT_F32, b16, VOLT_BF16, N);
+    volt__dev_d2h(d, o, x2, sizeof(float) * N);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t w = (uint32_t)hb[i] << 16;
+        float f;
+        memcpy(&f, &w, 4);
+        bad += o[i] != f;
+    }
+    CHECK(!bad, "convert bf16 -> f32: %d differ", bad);
+    pm->convert(d, b16, VOLT_F16, x, VOLT_F32, N);
+    volt__dev_d2h(d, ob, b16, 2 * N);
+    volt_convert(hb, VOLT_F16, h, VOLT_F32, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) {   /* |x| < 2: f16 keeps 11 significant bits */
+        float back;
+        volt_convert(&back, VOLT_F32, &ob[i], VOLT_F16, 1);
+        bad += ob[i] != hb[i] || fabsf(back - h[i]) > 1.0f / 1024.f;
+    }
+    CHECK(!bad, "convert f32 -> f16: %d differ", bad);
+    pm->convert(d, x2, VOLT_F32, x, VOLT_F32, N);
+    volt__dev_d2h(d, o, x2, sizeof(float) * N);
+    CHECK(!memcmp(o, h, sizeof(float) * N), "convert f32 -> f32 copies");
+
+    volt__dev_free(d, x); volt__dev_free(d, x2); volt__dev_free(d, b16);
+    volt__dev_free(d, sq); volt__dev_free(d, st);
+    free(h); free(r); free(o); free(hb); free(ob);
+}
+
 int main(void) {
     test_layout_and_init();
+    test_param_math();
     return vtest_finish();
 }

@@ -84,7 +84,7 @@ static const volt_backend cpu_backend = {
     .give_back = volt__cpu_give_back, .recommit = volt__cpu_recommit, .resident_bytes = volt__cpu_resident_bytes,
     .synchronize = cpu_sync, .event_create = cpu_event_create, .event_record = cpu_event_noop,
     .event_wait = cpu_event_noop, .event_destroy = cpu_event_noop,
-    .kernels = cpu_kernels, .pm = NULL,
+    .kernels = cpu_kernels, .pm = &volt__cpu_param_math,
 };
 
 const volt_backend *volt__backend_cpu(void) { return &cpu_backend; }

@@ -23,6 +23,16 @@ void volt__cpu_copy(volt_device *d, void *dst, const void *src, size_t n, volt_c
 void volt__cpu_give_back(volt_device *d, void *p, size_t bytes);
 volt_status volt__cpu_recommit(volt_device *d, void *p, size_t bytes);
 int64_t volt__cpu_resident_bytes(volt_device *d, const void *p, size_t bytes);
+/* Parameter math (core/cpu/param_math.c); cpu-strict wraps each entry. */
+extern const volt_param_math volt__cpu_param_math;
+void volt__cpu_pm_scale(volt_device *d, float *x, int64_t n, float coef);
+void volt__cpu_pm_sqnorm_acc(volt_device *d, const float *x, int64_t n, double *acc);
+void volt__cpu_pm_clip_by_norm(volt_device *d, float *x, int64_t n, const double *sqnorm, float max_norm);
+void volt__cpu_pm_clip_value(volt_device *d, float *x, int64_t n, float v);
+void volt__cpu_pm_unscale(volt_device *d, float *x, int64_t n, volt_scaler_state *st);
+void volt__cpu_pm_scaler_update(volt_device *d, volt_scaler_state *st, float growth, float backoff, int64_t interval);
+void volt__cpu_pm_update(volt_device *d, const volt_update_args *a);
+void volt__cpu_pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
 /* cpu-strict: open the device region around host-side backend work (nested). */
 void volt__strict_enter(void);
 void volt__strict_leave(void);

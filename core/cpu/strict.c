@@ -137,6 +137,26 @@ static const volt_kernel strict_kernels[VOLT_OP_COUNT] = {
 #undef STRICT_ENTRY_
 };
 
+/* Parameter math: each entry runs with the region open. */
+static void sp_scale(volt_device *d, float *x, int64_t n, float c) { IN(volt__cpu_pm_scale(d, x, n, c)); }
+static void sp_sqnorm_acc(volt_device *d, const float *x, int64_t n, double *acc) { IN(volt__cpu_pm_sqnorm_acc(d, x, n, acc)); }
+static void sp_clip_by_norm(volt_device *d, float *x, int64_t n, const double *sq, float mx) {
+    IN(volt__cpu_pm_clip_by_norm(d, x, n, sq, mx));
+}
+static void sp_clip_value(volt_device *d, float *x, int64_t n, float v) { IN(volt__cpu_pm_clip_value(d, x, n, v)); }
+static void sp_unscale(volt_device *d, float *x, int64_t n, volt_scaler_state *st) { IN(volt__cpu_pm_unscale(d, x, n, st)); }
+static void sp_scaler_update(volt_device *d, volt_scaler_state *st, float g, float b, int64_t i) {
+    IN(volt__cpu_pm_scaler_update(d, st, g, b, i));
+}
+static void sp_update(volt_device *d, const volt_update_args *a) { IN(volt__cpu_pm_update(d, a)); }
+static void sp_convert(volt_device *d, void *dst, volt_dtype ddt, const void *src, volt_dtype sdt, int64_t n) {
+    IN(volt__cpu_pm_convert(d, dst, ddt, src, sdt, n));
+}
+static const volt_param_math strict_pm = {
+    .scale = sp_scale, .sqnorm_acc = sp_sqnorm_acc, .clip_by_norm = sp_clip_by_norm, .clip_value = sp_clip_value,
+    .unscale = sp_unscale, .scaler_update = sp_scaler_update, .update = sp_update, .convert = sp_convert,
+};
+
 static const volt_backend strict_backend = {
     .version = VOLT_BACKEND_VERSION, .name = "cpu-strict",
     .description = "the CPU kernels with device memory unreadable outside backend calls (tests)",
@@ -145,7 +165,7 @@ static const volt_backend strict_backend = {
     .give_back = s_give_back, .recommit = volt__cpu_recommit, .resident_bytes = s_resident,
     .synchronize = s_sync, .event_create = s_event_create, .event_record = s_event_noop,
     .event_wait = s_event_noop, .event_destroy = s_event_noop,
-    .kernels = strict_kernels, .pm = NULL,
+    .kernels = strict_kernels, .pm = &strict_pm,
 };
 
 const volt_backend *volt__backend_cpu_strict(void) { return &strict_backend; }

@@ -8,6 +8,10 @@
  * corrections, step size) computed in double as PyTorch does in Python. Results are
  * bitwise identical run to run and for any number of OpenMP threads.
  *
+ * States and the per-step coefficients live on the param store's device and the update is
+ * the backend's parameter math (docs/ARCHITECTURE.md, "Parameter math on the device"): one
+ * host-to-device copy of the step's scalars per step, no host reads.
+ *
  * Sharded strategies (ZeRO) give each rank a contiguous slice [lo, hi) of a unit with
  * volt_optimizer_set_range: the step then updates only that slice and the unit's state
  * holds only hi - lo floats. */
@@ -95,8 +99,9 @@ VOLT_API int volt_optimizer_state_count(const volt_optimizer *opt);
 VOLT_API const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
 /* State k of unit `unit`: a buffer of hi - lo floats holding unit floats [lo, hi) (lo, hi
  * may be NULL). Valid until the next set_range of that unit or destroy; NULL for bad
- * arguments or an empty range, and when the states are not f32. Writable: checkpoint
- * restore fills it. */
+ * arguments or an empty range, and when the states are not f32. A DEVICE pointer (the
+ * param store's device, like the unit buffers): read and fill it with copies through the
+ * backend (checkpoint save/restore do), never by dereferencing it on the host. */
 VOLT_API float *volt_optimizer_state(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);
 /* The same buffer in any state dtype: hi - lo elements of volt_optimizer_state_dtype. */
 VOLT_API void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, int64_t *lo, int64_t *hi);

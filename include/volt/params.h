@@ -105,6 +105,7 @@ VOLT_API volt_tensor *volt_unit_param(const volt_unit *u, int i);
 VOLT_API int64_t volt_param_offset(const volt_tensor *p);
 /* Padded length in floats of the unit's flat buffers (values, grads, optimizer states). */
 VOLT_API int64_t volt_unit_numel(const volt_unit *u);
+/* Device pointers (see the top of this file). */
 VOLT_API float *volt_unit_data(const volt_unit *u);     /* NULL when parameters are stored in 16 bits */
 VOLT_API float *volt_unit_grad(const volt_unit *u);
 
@@ -117,21 +118,23 @@ VOLT_API float *volt_unit_grad(const volt_unit *u);
  * NULL while the store is 16-bit: volt_unit_values gives the buffer in the store's dtype. */
 VOLT_API volt_status volt_params_convert(volt_params *ps, volt_dtype dt);
 VOLT_API volt_dtype volt_params_dtype(const volt_params *ps);                 /* f32 unless converted */
-VOLT_API void *volt_unit_values(const volt_unit *u);                          /* volt_params_dtype elements */
+VOLT_API void *volt_unit_values(const volt_unit *u);                          /* volt_params_dtype elements (device) */
 /* Bytes of the unit value buffers (padded, storage dtype) and of the f32 grad buffers. */
 VOLT_API int64_t volt_params_value_bytes(const volt_params *ps);
 VOLT_API int64_t volt_params_grad_bytes(const volt_params *ps);
 
-/* ---- gradients -------------------------------------------------------------------- */
+/* ---- gradients (device work through the backend's parameter math) ------------------ */
 VOLT_API void volt_params_zero_grad(volt_params *ps);
 /* Scale all grads so their global L2 norm is at most max_norm; *total_norm (may be NULL)
- * gets the norm before clipping. Sums in double in a fixed order. */
+ * gets the norm before clipping. Sums in double in a fixed order. The norm is a device
+ * double; it is copied to the host only when total_norm is not NULL. */
 VOLT_API volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm);
 VOLT_API volt_status volt_params_clip_grad_value(volt_params *ps, float clip_value);
 /* Multiply every grad (each unit's grad range) by coef (clipping with a norm computed elsewhere). */
 VOLT_API void volt_params_scale_grads(volt_params *ps, float coef);
-/* Sum of squared grads over every unit's grad range (double, fixed order). Strategies that
- * shard grads add the ranks' partial sums. */
+/* Sum of squared grads over every unit's grad range (double, fixed order), computed on the
+ * device and read with one copy (NaN if the store's one-double scratch cannot be
+ * allocated). Strategies that shard grads add the ranks' partial sums. */
 VOLT_API double volt_params_grad_sqnorm(const volt_params *ps);
 
 #ifdef __cplusplus
