@@ -1,5 +1,6 @@
 /* Front-ends of the basic ops: shape/dtype checks and tape recording. The math is in the
  * backend kernels (core/cpu/basic.c). */
+#include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
 #include "volt/ops.h"
@@ -180,8 +181,31 @@ volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
 }
 
 /* ---- no-grad helpers --------------------------------------------------------------- */
-static int64_t index_at(const volt_tensor *t, int64_t i) {
-    return t->dtype == VOLT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+/* argmax and accuracy have no kernel yet: they run on the host and read their inputs through
+ * one explicit device->host copy each (none on a host-addressable device such as cpu) into
+ * per-thread buffers grown once; results go back with one host->device copy. */
+static _Thread_local struct { void *p; size_t cap; } g_host[3];
+static void *host_buf(int slot, size_t n) {
+    if (n > g_host[slot].cap) {
+        void *p = realloc(g_host[slot].p, n);
+        if (!p) return NULL;
+        g_host[slot].p = p;
+        g_host[slot].cap = n;
+    }
+    return g_host[slot].p;
+}
+static bool on_host(volt_step *s, const volt_tensor *t) {
+    return volt__dev_host_addressable(t->device ? t->device : s->dev);
+}
+static const void *host_view(volt_step *s, const volt_tensor *t, int slot) {
+    if (on_host(s, t)) return t->data;
+    void *p = host_buf(slot, volt_tensor_bytes(t));
+    if (p) volt_tensor_to_host(t, p);
+    return p;
+}
+
+static int64_t index_at(volt_dtype dt, const void *p, int64_t i) {
+    return dt == VOLT_I64 ? ((const int64_t *)p)[i] : ((const int32_t *)p)[i];
 }
 
 volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
@@ -191,13 +215,17 @@ volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
     int64_t N = logits->shape.d[0], C = logits->shape.d[1];
     volt_tensor *out = volt_tensor_new(s, VOLT_I64, VOLT_SHAPE(N));
     if (!out) return NULL;
-    const float *x = logits->data;
+    bool direct = on_host(s, out);
+    const float *x = host_view(s, logits, 0);
+    int64_t *o = direct ? out->data : host_buf(1, (size_t)N * sizeof(int64_t));
+    if (!x || !o) { volt_step_fail(s, VOLT_ERR_NOMEM, "argmax: host buffer"); return NULL; }
     for (int64_t r = 0; r < N; r++) {
         int64_t best = 0;
         for (int64_t c = 1; c < C; c++)
             if (x[r * C + c] > x[r * C + best]) best = c;
-        ((int64_t *)out->data)[r] = best;
+        o[r] = best;
     }
+    if (!direct) volt_tensor_copy_from_host(out, o);
     return out;
 }
 
@@ -210,13 +238,17 @@ volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *targe
     volt_tensor *am = volt_argmax(s, logits);
     volt_tensor *out = volt_tensor_new(s, VOLT_F32, VOLT_SCALAR);
     if (!am || !out) return NULL;
+    const int64_t *p = host_view(s, am, 1);
+    const void *y = host_view(s, target, 2);
+    if (!p || !y) { volt_step_fail(s, VOLT_ERR_NOMEM, "accuracy: host buffer"); return NULL; }
     int64_t hit = 0, n = 0;
     for (int64_t r = 0; r < target->shape.d[0]; r++) {
-        int64_t t = index_at(target, r);
+        int64_t t = index_at(target->dtype, y, r);
         if (t == -100) continue;
         n++;
-        hit += ((int64_t *)am->data)[r] == t;
+        hit += p[r] == t;
     }
-    ((float *)out->data)[0] = n ? (float)((double)hit / (double)n) : 0.f;
+    float acc = n ? (float)((double)hit / (double)n) : 0.f;
+    volt_tensor_copy_from_host(out, &acc);
     return out;
 }
