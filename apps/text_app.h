@@ -106,6 +106,8 @@ typedef struct pred_out {
     bool jsonl;
     int64_t next;          /* index of the next text */
     volt_status err;
+    float *buf;            /* host copy of a batch's logits (freed by the caller) */
+    size_t cap;
 } pred_out;
 volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits);
 int text_read_texts(const opts *o, app *a);

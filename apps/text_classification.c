@@ -320,6 +320,7 @@ int main(int argc, char **argv) {
         pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
         if (!po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
+        free(po.buf);
         if (st < 0) { fail("predict", st, volt_trainer_errmsg(a.t)); goto out; }
         if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
         if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);

@@ -8,7 +8,16 @@ volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *l
     pred_out *p = ctx;
     if (logits->dtype != VOLT_F32 || logits->shape.ndim != 2) return VOLT_ERR_DTYPE;
     const int64_t B = logits->shape.d[0], C = logits->shape.d[1];
-    const float *x = logits->data;
+    size_t bytes = volt_tensor_bytes(logits);
+    if (bytes > p->cap) {   /* logits live on the device: one copy per batch into a buffer grown once */
+        float *nb = realloc(p->buf, bytes);
+        if (!nb) return VOLT_ERR_NOMEM;
+        p->buf = nb;
+        p->cap = bytes;
+    }
+    volt_status st = volt_tensor_to_host(logits, p->buf);
+    if (st < 0) return st;
+    const float *x = p->buf;
     for (int64_t r = 0; r < B; r++) {
         const float *row = x + r * C;
         int64_t best = 0;

@@ -29,7 +29,11 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(precision, STR, "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (or 32, 16, bf16)", "precision",
         "32-true|16-mixed|bf16-mixed|bf16-true|16-true|32|16|bf16", 0, 0, NULL),
     ROW(strategy, STR, "single, ddp, deepspeed_stage_1, deepspeed_stage_2, fsdp, fsdp_shard_grad_op", "strategy", NULL, 0, 0, NULL),
-    ROW(devices, INT, "processes; N > 1 with a distributed strategy launches N ranks with mpirun", "devices", NULL, 1, 4096, NULL),
+    ROW(accelerator, STR, "where parameters, steps and batches live: auto ($VOLT_ACCELERATOR, else cuda when present, else cpu), "
+        "cpu, cpu-strict (device memory unreadable from host code: tests), cuda (or gpu)", "accelerator",
+        "auto|cpu|cpu-strict|cuda|gpu", 0, 0, NULL),
+    ROW(devices, INT, "processes (ranks) per node, one device each; N > 1 with a distributed strategy launches N ranks with mpirun",
+        "devices", NULL, 1, 4096, NULL),
     ROW(num_nodes, INT, "nodes of the MPI job", "num-nodes", NULL, 1, 4096, NULL),
     ROW(grad_scaler_init_scale, F32, "16-mixed: initial loss scale", NULL, NULL, 0, 0, NULL),
     ROW(grad_scaler_growth_factor, F32, "16-mixed: scale growth after growth_interval good steps", NULL, NULL, 0, 0, NULL),

@@ -67,20 +67,50 @@ static void model_free(model *md) {
     volt_distilbert_destroy(md->m);
 }
 
+/* Host copies of device tensors for the checks: values and parameters live on the step's
+ * device (cpu-strict in the _strict variant), so the test reads them through copies, in a
+ * ring of reused buffers (each copy stays valid for the next 7 calls). */
+static float *g_ring[8];
+static size_t g_ring_cap[8];
+static int g_ring_i;
+static const float *H(const volt_tensor *t) {
+    int i = g_ring_i++ & 7;
+    size_t n = volt_tensor_bytes(t);
+    if (n > g_ring_cap[i]) {
+        free(g_ring[i]);
+        g_ring[i] = malloc(n);
+        g_ring_cap[i] = g_ring[i] ? n : 0;
+    }
+    if (!g_ring[i]) return NULL;
+    volt_tensor_to_host(t, g_ring[i]);
+    return g_ring[i];
+}
+/* A parameter's gradient, copied to the host. */
+static const float *HG(const volt_tensor *p) {
+    volt_tensor g = *p;
+    g.dtype = VOLT_F32;
+    g.data = p->grad;
+    return p->grad ? H(&g) : NULL;
+}
+static void ring_free(void) {
+    for (int i = 0; i < 8; i++) free(g_ring[i]);
+}
+
 /* A tensor of the step holding a copy of fixture tensor `name`. */
 static volt_tensor *fx_tensor(volt_step *s, volt_st_file *f, const char *name) {
     volt_st_info info;
     if (volt_st_find(f, name, &info) != VOLT_OK) { CHECK(0, "fixture has no '%s'", name); return NULL; }
-    volt_tensor *t = volt_tensor_new(s, info.dtype, info.shape);
-    if (t && info.nbytes) memcpy(t->data, info.data, info.nbytes);
-    return t;
+    return volt_tensor_from_host(s, info.dtype, info.shape, info.data);
 }
 
 static bool load_fixture_params(volt_params *ps, volt_st_file *f) {
     char err[256];
     for (int i = 0; i < volt_params_count(ps); i++) {
         volt_tensor *p = volt_params_at(ps, i);
-        volt_status st = volt_st_read_f32(f, p->name, volt_tensor_f32(p), volt_tensor_numel(p), err, sizeof err);
+        float *h = malloc(volt_tensor_bytes(p));
+        volt_status st = h ? volt_st_read_f32(f, p->name, h, volt_tensor_numel(p), err, sizeof err) : VOLT_ERR_NOMEM;
+        if (st == VOLT_OK) volt_tensor_copy_from_host(p, h);   /* parameters are device memory */
+        free(h);
         CHECK(st == VOLT_OK, "fixture weight %s: %s", p->name, err);
         if (st) return false;
     }
@@ -217,16 +247,16 @@ static void test_layout(void) {
         volt_tensor *lb = volt_params_find(md.ps, "distilbert.transformer.layer.1.sa_layer_norm.bias");
         CHECK(we && w1 && b1 && ln && lb, "params by HF name");
         if (we && w1 && b1 && ln && lb) {
-            CHECK(max_abs(volt_tensor_f32(we), 32) == 0.f, "pad row zeroed");
-            CHECK(max_abs(volt_tensor_f32(we) + 32, 32) > 0.f, "row 1 not zero");
+            CHECK(max_abs(H(we), 32) == 0.f, "pad row zeroed");
+            CHECK(max_abs(H(we) + 32, 32) > 0.f, "row 1 not zero");
             double sq = 0;
-            const float *d = volt_tensor_f32(w1);
+            const float *d = H(w1);
             for (int64_t i = 0; i < volt_tensor_numel(w1); i++) sq += (double)d[i] * d[i];
             double sd = sqrt(sq / (double)volt_tensor_numel(w1));
             CHECK(sd > 0.018 && sd < 0.022, "lin1 weight std %.4f, want 0.02", sd);
-            CHECK(max_abs(volt_tensor_f32(b1), 64) == 0.f && max_abs(volt_tensor_f32(lb), 32) == 0.f, "zero biases");
+            CHECK(max_abs(H(b1), 64) == 0.f && max_abs(H(lb), 32) == 0.f, "zero biases");
             bool ones = true;
-            for (int i = 0; i < 32; i++) ones &= volt_tensor_f32(ln)[i] == 1.f;
+            for (int i = 0; i < 32; i++) ones &= H(ln)[i] == 1.f;
             CHECK(ones, "LayerNorm weight 1");
         }
     }
@@ -257,8 +287,8 @@ static void check_parity(float attention_dropout, bool training) {
         volt_tensor *loss = volt_cross_entropy(s, logits, labels);
         CHECK(loss, "forward: %s", volt_step_errmsg(s));
         if (loss && ref_logits && ref_loss) {
-            float scale = max_abs(volt_tensor_f32(ref_logits), 9);
-            float e = max_diff(volt_tensor_f32(logits), volt_tensor_f32(ref_logits), 9) / scale;
+            float scale = max_abs(H(ref_logits), 9);
+            float e = max_diff(H(logits), H(ref_logits), 9) / scale;
             double lv = volt_tensor_item(loss), lr = volt_tensor_item(ref_loss);
             CHECK(e <= 1e-5f, "logits rel err %.3g (attention_dropout %g, training %d)", e, attention_dropout, training);
             CHECK(fabs(lv - lr) <= 1e-5 * fabs(lr), "loss %.9g vs torch %.9g", lv, lr);
@@ -275,21 +305,23 @@ static void check_parity(float attention_dropout, bool training) {
                 int64_t n = volt_tensor_numel(p);
                 char gname[160];
                 snprintf(gname, sizeof gname, "grad.%s", p->name);
-                float *ref = volt_step_alloc(s, sizeof(float) * (size_t)n);
+                float *ref = malloc(sizeof(float) * (size_t)n);   /* host memory: the reader writes it */
                 if (!ref || volt_st_read_f32(f, gname, ref, n, err, sizeof err) != VOLT_OK) {
                     CHECK(0, "fixture %s: %s", gname, err);
+                    free(ref);
                     continue;
                 }
                 /* relative to the tensor's largest grad; atol 1e-7 for the k_lin biases, whose
                  * exact gradient is 0 (softmax ignores a per-row constant; torch has ~1e-17) */
-                float sc = max_abs(ref, n), d = max_diff(p->grad, ref, n);
+                float sc = max_abs(ref, n), d = max_diff(HG(p), ref, n);
                 CHECK(d <= 1e-4f * sc + 1e-7f, "grad %s: max err %.3g, max |grad| %.3g", p->name, d, sc);
                 float rel = sc > 1e-6f ? d / sc : 0.f;
                 if (rel > worst) { worst = rel; worst_name = p->name; }
+                free(ref);
             }
             /* nn.Embedding(padding_idx=0): no gradient into the pad row, though rows 1, 2 pad */
             volt_tensor *we = volt_params_find(md.ps, "distilbert.embeddings.word_embeddings.weight");
-            CHECK(we && max_abs(we->grad, 32) == 0.f, "pad row grad %g", we ? max_abs(we->grad, 32) : -1.f);
+            CHECK(we && max_abs(HG(we), 32) == 0.f, "pad row grad %g", we ? max_abs(HG(we), 32) : -1.f);
             printf("parity grads: worst rel err %.2e (%s)\n", worst, worst_name);
         }
         volt_step_end(s);
@@ -316,13 +348,13 @@ static void test_bf16_mixed_logits(void) {
             CHECK_OK(volt_step_set_compute_dtype(md.s, mode ? VOLT_BF16 : VOLT_F32));
             volt_tensor *l = volt_distilbert_forward(md.m, md.s, fx_tensor(md.s, f, "input_ids"), fx_tensor(md.s, f, "attention_mask"));
             CHECK(l, "forward: %s", volt_step_errmsg(md.s));
-            if (l) memcpy(lg[mode], l->data, sizeof lg[mode]);
+            if (l) volt_tensor_to_host(l, lg[mode]);
             volt_step_end(md.s);
         }
         volt_step_begin(md.s, false, 0);
         volt_tensor *ref = fx_tensor(md.s, f, "logits");
-        float scale = max_abs(volt_tensor_f32(ref), 9);
-        float e = max_diff(lg[1], volt_tensor_f32(ref), 9) / scale, e32 = max_diff(lg[0], volt_tensor_f32(ref), 9) / scale;
+        float scale = max_abs(H(ref), 9);
+        float e = max_diff(lg[1], H(ref), 9) / scale, e32 = max_diff(lg[0], H(ref), 9) / scale;
         CHECK(e <= 1e-2f, "bf16-mixed logits rel err %.3g", e);
         CHECK(e > e32, "bf16 compute changed nothing (err %.3g vs f32 %.3g)", e, e32);
         printf("bf16-mixed logits: rel err %.2e vs torch f32 (f32 path %.2e)\n", e, e32);
@@ -441,7 +473,7 @@ static bool eval_logits(model *md, volt_st_file *f, float out[9]) {
     volt_step_begin(md->s, false, 0);
     volt_tensor *lg = volt_distilbert_forward(md->m, md->s, fx_tensor(md->s, f, "input_ids"),
                                               fx_tensor(md->s, f, "attention_mask"));
-    if (lg) memcpy(out, lg->data, sizeof(float) * 9);
+    if (lg) volt_tensor_to_host(lg, out);
     else CHECK(0, "forward: %s", volt_step_errmsg(md->s));
     volt_step_end(md->s);
     return lg != NULL;
@@ -518,7 +550,7 @@ static void test_save_load(void) {
     CHECK_OK(volt_st_writer_create(&w));
     for (int i = 0; ok && i < volt_params_count(a.ps); i++) {
         volt_tensor *p = volt_params_at(a.ps, i);
-        CHECK_OK(volt_st_writer_add(w, p->name, VOLT_F32, p->shape, p->data));
+        CHECK_OK(volt_st_writer_add_copy(w, p->name, VOLT_F32, p->shape, H(p)));
     }
     CHECK_OK(volt_st_writer_write(w, path, err, sizeof err));
     volt_st_writer_destroy(w);
@@ -557,9 +589,9 @@ static void test_save_load(void) {
             int64_t n = volt_tensor_numel(p);
             bool head = false;
             for (int k = 0; k < 4; k++) head |= !strcmp(p->name, head_names[k]);
-            const float *want = volt_tensor_f32(volt_params_find(a.ps, p->name));
-            if (head && no_head) want = volt_tensor_f32(volt_params_find(fresh.ps, p->name));
-            float d = max_diff(volt_tensor_f32(p), want, n);
+            const float *want = H(volt_params_find(a.ps, p->name));
+            if (head && no_head) want = H(volt_params_find(fresh.ps, p->name));
+            float d = max_diff(H(p), want, n);
             bool bf = (variants[v] & BF16_EMB) && strstr(p->name, "word_embeddings");
             CHECK(bf ? d <= max_abs(want, n) * (1.f / 128) : d == 0.f, "variant %d: %s differs by %g", v, p->name, d);
         }
@@ -672,7 +704,21 @@ static void test_trainer(void) {
     volt_dataset_destroy(dtr); volt_dataset_destroy(dva);
 }
 
+/* The trainer's device: "auto" resolves to $VOLT_ACCELERATOR, so the _strict ctest variant
+ * (VOLT_ACCELERATOR=cpu-strict, tests/strict_data.cmake) really runs on cpu-strict. */
+static void check_accelerator(void) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    const char *env = getenv("VOLT_ACCELERATOR");
+    printf("accelerator: %s (device %d)\n", volt_trainer_accelerator(t), volt_trainer_device_index(t));
+    if (env && *env) CHECK(!strcmp(volt_trainer_accelerator(t), env), "auto = $VOLT_ACCELERATOR=%s, got %s", env, volt_trainer_accelerator(t));
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
+    check_accelerator();
     test_config();
     test_layout();
     test_parity();
@@ -680,5 +726,6 @@ int main(void) {
     test_steps();
     test_save_load();
     test_trainer();
+    ring_free();
     return vtest_finish();
 }

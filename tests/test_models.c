@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "volt/core.h"
 #include "volt/ops.h"
@@ -58,8 +59,10 @@ static void check_params(const char *model, volt_params *ps, const expect_param 
               volt_shape_str(p->shape, a, sizeof a), volt_shape_str(ex[i].shape, b, sizeof b));
         /* nn.Linear / nn.Conv2d default init: everything within ±1/sqrt(fan_in), not all zero */
         float mx = 0.f;
-        const float *d = volt_tensor_f32(p);
+        float *d = malloc(volt_tensor_bytes(p));   /* parameters are device memory: read a copy */
+        CHECK_OK(volt_tensor_to_host(p, d));
         for (int64_t k = 0; k < volt_tensor_numel(p); k++) mx = fmaxf(mx, fabsf(d[k]));
+        free(d);
         CHECK(mx <= ex[i].bound * 1.0001f && mx > 0.5f * ex[i].bound, "%s: %s max |value| %g, bound %g", model,
               ex[i].name, mx, ex[i].bound);
     }
@@ -334,7 +337,21 @@ static void test_trainer(void) {
     volt_cnn_destroy(m);
 }
 
+/* The trainer's device: "auto" resolves to $VOLT_ACCELERATOR, so the _strict ctest variant
+ * (VOLT_ACCELERATOR=cpu-strict, tests/strict_data.cmake) really runs on cpu-strict. */
+static void check_accelerator(void) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    const char *env = getenv("VOLT_ACCELERATOR");
+    printf("accelerator: %s (device %d)\n", volt_trainer_accelerator(t), volt_trainer_device_index(t));
+    if (env && *env) CHECK(!strcmp(volt_trainer_accelerator(t), env), "auto = $VOLT_ACCELERATOR=%s, got %s", env, volt_trainer_accelerator(t));
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
+    check_accelerator();
     test_mlp_params();
     test_cnn_params();
     test_forward();

@@ -1,5 +1,7 @@
 /* Trainer: Lightning hook order, exact resume (bitwise), corrupt checkpoints leave the
  * model untouched, configuration errors. */
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "vtest.h"
 #include "volt/volt.h"
@@ -203,13 +205,29 @@ static volt_status stop_batch_end(void *self, volt_trainer *t, const volt_batch 
 static const volt_callback_ops stopper_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stopper",
                                                .on_train_batch_end = stop_batch_end, .destroy = free };
 
+/* Element 0 of an f32 parameter, read / written through copies (it lives on the device). */
+static float first_elem(const volt_tensor *p) {
+    float *h = malloc(volt_tensor_bytes(p)), v;
+    volt_tensor_to_host(p, h);
+    v = h[0];
+    free(h);
+    return v;
+}
+static void set_first_elem(volt_tensor *p, float v) {
+    float *h = malloc(volt_tensor_bytes(p));
+    volt_tensor_to_host(p, h);
+    h[0] = v;
+    volt_tensor_copy_from_host(p, h);
+    free(h);
+}
+
 static float *snapshot(volt_trainer *t, int64_t *n) {
     volt_params *ps = volt_trainer_params(t);
     *n = volt_params_numel(ps);
     float *out = malloc(sizeof(float) * (size_t)*n), *o = out;
     for (int i = 0; i < volt_params_count(ps); i++) {
         volt_tensor *p = volt_params_at(ps, i);
-        memcpy(o, p->data, sizeof(float) * (size_t)volt_tensor_numel(p));
+        CHECK_OK(volt_tensor_to_host(p, o));   /* device memory: read through a copy */
         o += volt_tensor_numel(p);
     }
     return out;
@@ -284,7 +302,7 @@ static void test_corrupt(volt_dataset *ds) {
     CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n, "read");
     fclose(f);
     /* perturb the live weights so "untouched" is observable */
-    ((float *)m.w1->data)[0] = 123.f;
+    set_first_elem(m.w1, 123.f);
     int64_t n0;
     float *before = snapshot(t, &n0);
 
@@ -311,7 +329,7 @@ static void test_corrupt(volt_dataset *ds) {
           "shape mismatch: %s", volt_trainer_errmsg(t2));
     /* the good one loads */
     CHECK_OK(volt_trainer_validate(t, &net_ops, &m, tl, good));
-    CHECK(((float *)m.w1->data)[0] != 123.f, "good checkpoint restored the weights");
+    CHECK(first_elem(m.w1) != 123.f, "good checkpoint restored the weights");
     free(buf); free(before);
     volt_trainer_destroy(t);
     volt_trainer_destroy(t2);
@@ -422,8 +440,118 @@ static void test_datamodule(volt_dataset *ds) {
     volt_loader_destroy(d.vl);
 }
 
+/* ---- accelerator / devices, transfer_batch_to_device ------------------------------------------ */
+/* A module whose training_step records the batch it got and (probe mode) reads it on the host. */
+static const volt_batch *seen_step_batch, *seen_hook_batch;
+static bool probe_host_read;
+static volt_status probe_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    seen_step_batch = b;
+    if (probe_host_read) {   /* a host dereference of device memory: cpu-strict faults here */
+        volatile float v = volt_tensor_f32(volt_batch_x(b))[0];
+        (void)v;
+    }
+    return net_train(self, s, b, i);
+}
+static volt_status probe_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    seen_hook_batch = b;
+    return m_on_train_batch_start(self, t, b, i);
+}
+static const volt_module_ops probe_ops = {
+    .version = VOLT_MODULE_OPS_VERSION, .name = "probe", .setup = net_setup, .configure_optimizers = net_opt,
+    .training_step = probe_train, .validation_step = net_val, .on_train_batch_start = probe_batch_start,
+};
+
+static volt_trainer *accel_trainer(const char *accelerator, const char *root) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+    c.default_root_dir = root;
+    c.seed = 5;
+    c.accelerator = accelerator;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    return t;
+}
+
+/* One epoch (+ validation) on the given accelerator; the metrics and weights that came out. */
+static void accel_run(volt_dataset *ds, const char *accelerator, double *loss, double *acc, float **w, int64_t *n) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/accel", vtest_tmpdir());
+    volt_loader *tl = make_loader(ds, 16, true, 1), *vl = make_loader(ds, 32, false, 0);
+    volt_trainer *t = accel_trainer(accelerator, root);
+    CHECK(t && !strcmp(volt_trainer_accelerator(t), accelerator) && volt_trainer_device_index(t) == 0, "runs on %s: %s",
+          accelerator, t ? volt_trainer_accelerator(t) : "?");
+    net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.1f };
+    seen_step_batch = seen_hook_batch = NULL;
+    CHECK_OK(volt_trainer_fit(t, &probe_ops, &m, tl, vl, NULL));
+    CHECK(seen_step_batch && seen_step_batch == seen_hook_batch, "%s: the batch hooks and the step see one (transferred) batch",
+          accelerator);
+    if (!strcmp(accelerator, "cpu-strict"))   /* a device copy, not the loader's host slot */
+        CHECK(seen_step_batch && volt_batch_x(seen_step_batch)->device != NULL, "cpu-strict: batch fields are device tensors");
+    CHECK(volt_trainer_metric(t, "train_loss_epoch", loss) && volt_trainer_metric(t, "val_acc", acc), "%s: metrics logged",
+          accelerator);
+    *w = snapshot(t, n);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
+static void test_accelerator(volt_dataset *ds) {
+    /* the resolved device is the one named by $VOLT_ACCELERATOR (the _strict ctest variants) */
+    volt_trainer *t = accel_trainer("auto", vtest_tmpdir());
+    const char *env = getenv("VOLT_ACCELERATOR");
+    printf("test_trainer: accelerator auto -> %s (device %d)\n", volt_trainer_accelerator(t), volt_trainer_device_index(t));
+    if (env && *env) CHECK(!strcmp(volt_trainer_accelerator(t), env), "auto = $VOLT_ACCELERATOR=%s, got %s", env, volt_trainer_accelerator(t));
+    volt_trainer_destroy(t);
+    /* unknown accelerators and absent GPUs: errors naming what there is */
+    const char *bad[] = { "tpu", "cuda", "gpu" };
+    for (int k = 0; k < 3; k++) {
+        volt_trainer_config c;
+        volt_trainer_config_init(&c);
+        c.accelerator = bad[k];
+        t = NULL;
+        volt_status st = volt_trainer_create(&c, &t);
+        CHECK(st == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), bad[k]) && strstr(volt_trainer_errmsg(t), "cpu-strict"),
+              "accelerator %s: %s (%s)", bad[k], t ? volt_trainer_errmsg(t) : "", volt_status_str(st));
+        volt_trainer_destroy(t);
+    }
+    /* the same run on cpu and on cpu-strict (batches copied to device memory, logged values
+     * read back through the staging copy) gives the same bits */
+    double l0, l1, a0, a1;
+    float *w0, *w1;
+    int64_t n0, n1;
+    accel_run(ds, "cpu", &l0, &a0, &w0, &n0);
+    accel_run(ds, "cpu-strict", &l1, &a1, &w1, &n1);
+    CHECK(l0 == l1 && a0 == a1 && a0 > 0, "cpu vs cpu-strict metrics: loss %.9g %.9g, acc %.9g %.9g", l0, l1, a0, a1);
+    CHECK(n0 == n1 && !memcmp(w0, w1, sizeof(float) * (size_t)n0), "cpu vs cpu-strict weights identical");
+    free(w0);
+    free(w1);
+}
+
+/* A host read of a transferred batch on cpu-strict faults (in a child process): the batch
+ * really is device memory. Run first, before any OpenMP pool exists. */
+static void test_batch_is_device_memory(volt_dataset *ds) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        probe_host_read = true;
+        volt_loader *tl = make_loader(ds, 16, false, 0);
+        volt_trainer *t = accel_trainer("cpu-strict", vtest_tmpdir());
+        net m = { .in = IN, .hidden = 8, .out = NC };
+        volt_trainer_fit(t, &probe_ops, &m, tl, NULL, NULL);
+        _exit(0);   /* reached only if the host read went through */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait");
+    CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "host read of a cpu-strict batch was caught (status %d)", status);
+}
+
 int main(void) {
     volt_dataset *ds = make_data();
+    test_batch_is_device_memory(ds);
+    test_accelerator(ds);
     test_config_errors();
     test_optim_config_errors(ds);
     test_hook_order(ds);

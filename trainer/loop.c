@@ -62,6 +62,8 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     volt_params_config pc;
     volt_params_config_init(&pc);
     pc.seed = t->cfg.seed;
+    pc.accelerator = t->dev->be->name;   /* resolved at create (trainer.c) */
+    pc.device = t->dev->ordinal;
     VOLT_TRY(volt_params_create(&pc, &t->ps));
     volt_strategy *sg = t->strategy;
     volt_status st;
@@ -81,6 +83,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     volt_step_config_init(&sc);
     sc.params = t->ps;
     sc.seed = t->cfg.seed;
+    sc.backend = t->dev->be->name;
     VOLT_TRY(volt_step_create(&sc, &t->step));
     t->step->log_fn = volt__trainer_log;
     t->step->log_ctx = t;
@@ -140,11 +143,13 @@ static volt_status materialize_params(volt_trainer *t) {
 static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
     t->cur_batch_size = b->size;
     volt_step_begin(t->step, false, 0);
+    t->in_step = true;
     volt_status st = fn(t->module, t->step, b, idx);
+    t->in_step = false;
     if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
     volt_step_end(t->step);
-    if (st < 0) return step_err(t, st, what);
-    return VOLT_OK;
+    if (st < 0) { volt__metrics_discard(t); return step_err(t, st, what); }
+    return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
 }
 
 /* ---- evaluation loops --------------------------------------------------------------------- */
@@ -166,10 +171,11 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     int64_t n = limited(volt_loader_num_batches(val), limit);
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *b;
-        volt_status st = volt_loader_next(val, &b);
+        const volt_batch *hb, *b;
+        volt_status st = volt_loader_next(val, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, val, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         CB_HOOK(t, on_validation_batch_end, b, i);
     }
@@ -226,11 +232,14 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
     t->cur_batch_size = b->size;
     volt_step *s = t->step;
     volt_step_begin(s, true, t->micro_step++);
+    t->in_step = true;
     volt_status st = t->mops->training_step(t->module, s, b, idx);
+    t->in_step = false;
     if (st >= 0 && volt_step_status(s) < 0) st = volt_step_status(s);
-    if (st < 0) { volt_step_end(s); return step_err(t, st, "training_step"); }
+    if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return step_err(t, st, "training_step"); }
     if (!s->loss) {
         volt_step_end(s);
+        volt__metrics_discard(t);
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
     }
     volt_tensor *loss = s->loss;
@@ -240,13 +249,14 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->on_before_backward) {
             st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);
-            if (st < 0) { volt_step_end(s); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
+            if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
         }
     bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
     t->strategy->ops->begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
     volt_step_end(s);
-    if (st < 0) return step_err(t, st, "backward");
+    if (st < 0) { volt__metrics_discard(t); return step_err(t, st, "backward"); }
+    VOLT_TRY(volt__metrics_flush(t));   /* the step's logged values: one device->host read, after backward */
     CB_HOOK(t, on_after_backward);
     if (boundary) VOLT_TRY(optimizer_step(t));
     return VOLT_OK;
@@ -280,10 +290,11 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
             int64_t idx = t->batch_in_epoch;
-            const volt_batch *b;
-            volt_status st = volt_loader_next(train, &b);
+            const volt_batch *hb, *b;
+            volt_status st = volt_loader_next(train, &hb);
             if (st == VOLT_STOP) break;
             if (st < 0) return loader_err(t, train, st);
+            VOLT_TRY(volt__transfer_batch(t, hb, &b));   /* host -> device, before the batch hooks */
             volt__metrics_clear_fresh(t);
             CB_HOOK(t, on_train_batch_start, b, idx);
             MOD_HOOK(t, on_train_batch_start, b, idx);
@@ -427,10 +438,11 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     CB_HOOK(t, on_test_start);
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *b;
-        volt_status st = volt_loader_next(test, &b);
+        const volt_batch *hb, *b;
+        volt_status st = volt_loader_next(test, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, test, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         CB_HOOK(t, on_test_batch_end, b, i);
     }
@@ -457,17 +469,22 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
     int64_t n = limited(volt_loader_num_batches(loader), t->cfg.limit_predict_batches);
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *b;
-        volt_status st = volt_loader_next(loader, &b);
+        const volt_batch *hb, *b;
+        volt_status st = volt_loader_next(loader, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, loader, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt_tensor *pred = NULL;
         volt_step_begin(t->step, false, 0);
+        t->in_step = true;
         st = ops->predict_step(module, t->step, b, i, &pred);
+        t->in_step = false;
         if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
         if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
+        if (st >= 0) st = volt__metrics_flush(t);
         if (st >= 0) st = out(ctx, b, pred);
         volt_step_end(t->step);
+        volt__metrics_discard(t);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
     }
     t->num_eval_batches = -1;

@@ -99,8 +99,10 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
     return VOLT_OK;
 }
 
-/* The confusion matrix of a non-train stage (val, test): counts[true * C + pred]. */
-static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, const int64_t *pred, const volt_tensor *y) {
+/* The confusion matrix of a non-train stage (val, test): counts[true * C + pred]; pred and
+ * y (n rows) are host copies. */
+static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, const int64_t *pred, const void *y,
+                                 volt_dtype ydt, int64_t n) {
     if (t->sanity || C < 1 || C > 4096) return VOLT_OK;
     volt_confusion_acc *m = NULL;
     for (int i = 0; i < t->n_confusion && !m; i++)
@@ -121,8 +123,8 @@ static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, con
         m->n_classes = C;
     }
     C = m->n_classes;
-    for (int64_t r = 0; r < y->shape.d[0]; r++) {
-        int64_t yt = y->dtype == VOLT_I32 ? ((const int32_t *)y->data)[r] : ((const int64_t *)y->data)[r];
+    for (int64_t r = 0; r < n; r++) {
+        int64_t yt = ydt == VOLT_I32 ? ((const int32_t *)y)[r] : ((const int64_t *)y)[r];
         if (yt < 0 || yt >= C) continue;    /* -100: ignored */
         m->counts[yt * C + pred[r]]++;
     }
@@ -250,6 +252,142 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
 void volt__metrics_free(volt_trainer *t) {
     for (int i = 0; i < t->n_confusion; i++) free(t->confusion[i].counts);
     t->n_confusion = 0;
+    if (t->dev) volt__dev_free(t->dev, t->log_dev);
+    free(t->log_host);
+    free(t->pending);
+    t->log_dev = NULL;
+    t->log_host = NULL;
+    t->pending = NULL;
+    t->log_cap = t->log_used = 0;
+    t->n_pending = t->cap_pending = 0;
+}
+
+/* ---- public ---------------------------------------------------------------------------- */
+/* ---- logged tensors: one device->host copy per step ------------------------------------------ */
+/* Inside a trainer step, volt_log / volt_log_value / volt_log_ratio / volt_classification_step
+ * queue their values in call order; tensor values are first copied device->device into the
+ * trainer's staging buffer (log_dev). volt__metrics_flush reads the whole buffer with one
+ * device->host copy and turns the queue into metrics, in order. Staging and queue grow on
+ * the first steps and are reused (no allocation in the steady state). */
+typedef enum { PEND_TENSOR, PEND_VALUE, PEND_RATIO, PEND_CLASSIFY } pend_kind;
+typedef struct volt_pending_log {
+    pend_kind kind;
+    char name[96];           /* metric name; CLASSIFY: the stage prefix ("train", "val", ...) */
+    unsigned flags;
+    volt_dtype dt, ydt;      /* TENSOR: the value's dtype; CLASSIFY: i64 predictions, ydt targets */
+    size_t off, yoff;        /* in log_dev / log_host */
+    int64_t n, num, den;     /* CLASSIFY: rows; RATIO: counts */
+    double value;            /* VALUE */
+    int C;                   /* CLASSIFY: classes */
+} volt_pending_log;
+
+static bool queueing(const volt_step *s) {
+    return s->log_fn == volt__trainer_log && ((volt_trainer *)s->log_ctx)->in_step;
+}
+
+static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
+    if (!name || !*name || strlen(name) > 80) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
+        return NULL;
+    }
+    if (t->n_pending == t->cap_pending) {
+        int cap = t->cap_pending ? 2 * t->cap_pending : 16;
+        volt_pending_log *np = realloc(t->pending, sizeof *np * (size_t)cap);
+        if (!np) { volt_step_fail(s, VOLT_ERR_NOMEM, "volt_log('%s'): out of memory", name); return NULL; }
+        t->pending = np;
+        t->cap_pending = cap;
+    }
+    volt_pending_log *p = &t->pending[t->n_pending++];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->flags = flags;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
+/* Copy a tensor's data device->device into the staging buffer; *off = where. */
+static volt_status stage_tensor(volt_step *s, volt_trainer *t, const volt_tensor *v, size_t *off) {
+    size_t bytes = volt_tensor_bytes(v), at = (t->log_used + 7) & ~(size_t)7;
+    if (at + bytes > t->log_cap) {   /* grow (first steps only): keep what is staged */
+        size_t cap = t->log_cap ? 2 * t->log_cap : 4096;
+        while (cap < at + bytes) cap *= 2;
+        void *nd = volt__dev_alloc(t->dev, cap);
+        unsigned char *nh = malloc(cap);
+        if (!nd || !nh) {
+            volt__dev_free(t->dev, nd);
+            free(nh);
+            return volt_step_fail(s, VOLT_ERR_NOMEM, "volt_log: %zu bytes of log staging", cap);
+        }
+        volt__dev_d2d(t->dev, nd, t->log_dev, t->log_used);
+        volt__dev_free(t->dev, t->log_dev);
+        free(t->log_host);
+        t->log_dev = nd;
+        t->log_host = nh;
+        t->log_cap = cap;
+    }
+    volt__dev_d2d(t->dev, (char *)t->log_dev + at, v->data, bytes);
+    t->log_used = at + bytes;
+    *off = at;
+    return VOLT_OK;
+}
+
+static double host_scalar(const void *p, volt_dtype dt) {
+    switch (dt) {
+    case VOLT_F32: { float f; memcpy(&f, p, 4); return f; }
+    case VOLT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case VOLT_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case VOLT_U8: return *(const unsigned char *)p;
+    case VOLT_BF16: { uint16_t h; memcpy(&h, p, 2); return volt_bf16_to_f32(h); }
+    case VOLT_F16: { uint16_t h; memcpy(&h, p, 2); return volt_f16_to_f32(h); }
+    default: return 0;
+    }
+}
+
+/* Accuracy counts over host rows (targets -100 ignored). */
+static void count_hits(const int64_t *pred, const void *y, volt_dtype ydt, int64_t n, int64_t *hits, int64_t *rows) {
+    *hits = *rows = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t yt = ydt == VOLT_I32 ? ((const int32_t *)y)[r] : ((const int64_t *)y)[r];
+        if (yt == -100) continue;
+        ++*rows;
+        *hits += pred[r] == yt;
+    }
+}
+
+static volt_status classify_log(volt_trainer *t, const char *stage, const int64_t *pred, const void *y, volt_dtype ydt,
+                                int64_t n, int C) {
+    bool train = !strcmp(stage, "train");
+    int64_t hits, rows;
+    count_hits(pred, y, ydt, n, &hits, &rows);
+    char name[128];
+    snprintf(name, sizeof name, "%s_acc", stage);
+    VOLT_TRY(trainer_log_counts(t, name, hits, rows, train ? VOLT_LOG_EPOCH : VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR));
+    return train ? VOLT_OK : confusion_add(t, stage, C, pred, y, ydt, n);
+}
+
+volt_status volt__metrics_flush(volt_trainer *t) {
+    if (!t->n_pending) return VOLT_OK;
+    if (t->log_used) volt__dev_d2h(t->dev, t->log_host, t->log_dev, t->log_used);   /* the step's one read */
+    int n = t->n_pending;
+    t->n_pending = 0;
+    t->log_used = 0;
+    for (int i = 0; i < n; i++) {
+        const volt_pending_log *p = &t->pending[i];
+        switch (p->kind) {
+        case PEND_TENSOR: VOLT_TRY(volt__trainer_log(t, p->name, host_scalar(t->log_host + p->off, p->dt), p->flags)); break;
+        case PEND_VALUE: VOLT_TRY(volt__trainer_log(t, p->name, p->value, p->flags)); break;
+        case PEND_RATIO: VOLT_TRY(trainer_log_counts(t, p->name, p->num, p->den, p->flags)); break;
+        case PEND_CLASSIFY:
+            VOLT_TRY(classify_log(t, p->name, (const int64_t *)(t->log_host + p->off), t->log_host + p->yoff, p->ydt, p->n, p->C));
+            break;
+        }
+    }
+    return VOLT_OK;
+}
+
+void volt__metrics_discard(volt_trainer *t) {
+    t->n_pending = 0;
+    t->log_used = 0;
 }
 
 /* ---- public ---------------------------------------------------------------------------- */
@@ -260,16 +398,43 @@ volt_status volt_log(volt_step *s, const char *name, const volt_tensor *value, u
         return volt_step_fail(s, VOLT_ERR_SHAPE, "volt_log('%s'): value must be a scalar, got %s", name,
                               volt_shape_str(value->shape, b, sizeof b));
     }
-    return volt_log_value(s, name, volt_tensor_item(value), flags);
+    if (queueing(s)) {
+        volt_trainer *t = s->log_ctx;
+        if (!value->device || value->device == t->dev) {
+            volt_pending_log *p = pend_new(s, t, PEND_TENSOR, name, flags);
+            if (!p) return volt_step_status(s);
+            p->dt = value->dtype;
+            volt_status st = stage_tensor(s, t, value, &p->off);
+            if (st < 0) t->n_pending--;
+            return st;
+        }
+    }
+    return volt_log_value(s, name, volt_tensor_item(value), flags);   /* another device: read now */
 }
 
 volt_status volt_log_value(volt_step *s, const char *name, double value, unsigned flags) {
     if (!s->log_fn) return VOLT_OK;
+    if (queueing(s)) {   /* in order with the step's tensor values */
+        volt_pending_log *p = pend_new(s, s->log_ctx, PEND_VALUE, name, flags);
+        if (!p) return volt_step_status(s);
+        p->value = value;
+        return VOLT_OK;
+    }
     return s->log_fn(s->log_ctx, name, value, flags);
 }
 
 volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t den, unsigned flags) {
     if (!s->log_fn) return VOLT_OK;
+    if (queueing(s)) {
+        if (num < 0 || den < 0 || num > den)   /* the error at the call, as when logged at once */
+            return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): want 0 <= num <= den, got %lld/%lld", name,
+                                  (long long)num, (long long)den);
+        volt_pending_log *p = pend_new(s, s->log_ctx, PEND_RATIO, name, flags);
+        if (!p) return volt_step_status(s);
+        p->num = num;
+        p->den = den;
+        return VOLT_OK;
+    }
     if (s->log_fn == volt__trainer_log) return trainer_log_counts(s->log_ctx, name, num, den, flags);
     return s->log_fn(s->log_ctx, name, den ? (double)num / (double)den : 0.0, flags);
 }
@@ -281,23 +446,41 @@ volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_ten
     if (!loss || !pred) return volt_step_status(s);
     if ((y->dtype != VOLT_I32 && y->dtype != VOLT_I64) || y->shape.ndim != 1 || y->shape.d[0] != pred->shape.d[0])
         return volt_step_fail(s, VOLT_ERR_SHAPE, "volt_classification_step: want targets (N) i32/i64 for logits (N, C)");
-    /* accuracy as counts (hits, rows), like torchmetrics: exact across batches and ranks */
-    const int64_t *p = pred->data;
-    int64_t hits = 0, rows = 0;
-    for (int64_t r = 0; r < y->shape.d[0]; r++) {
-        int64_t yt = y->dtype == VOLT_I32 ? ((const int32_t *)y->data)[r] : ((const int64_t *)y->data)[r];
-        if (yt == -100) continue;
-        rows++;
-        hits += p[r] == yt;
-    }
     unsigned eval = VOLT_LOG_EPOCH | VOLT_LOG_PROG_BAR;
     char name[64];
     snprintf(name, sizeof name, "%s_loss", stage);
     VOLT_TRY(volt_log(s, name, loss, train ? VOLT_LOG_STEP | VOLT_LOG_PROG_BAR : eval));
-    snprintf(name, sizeof name, "%s_acc", stage);
-    VOLT_TRY(volt_log_ratio(s, name, hits, rows, train ? VOLT_LOG_EPOCH : eval));
-    if (!train && s->log_fn == volt__trainer_log)
-        VOLT_TRY(confusion_add(s->log_ctx, stage, (int)logits->shape.d[1], p, y));
+    /* accuracy as counts (hits, rows), like torchmetrics: exact across batches and ranks;
+     * predictions and targets reach the host with the step's other logged values */
+    int64_t n = y->shape.d[0];
+    int C = (int)logits->shape.d[1];
+    if (queueing(s) && (!pred->device || pred->device == ((volt_trainer *)s->log_ctx)->dev) &&
+        (!y->device || y->device == ((volt_trainer *)s->log_ctx)->dev)) {
+        volt_trainer *t = s->log_ctx;
+        volt_pending_log *p = pend_new(s, t, PEND_CLASSIFY, stage, 0);
+        if (!p) return volt_step_status(s);
+        *p = (volt_pending_log){ .kind = PEND_CLASSIFY, .ydt = y->dtype, .n = n, .C = C };
+        snprintf(p->name, sizeof p->name, "%s", stage);
+        volt_status st = stage_tensor(s, t, pred, &p->off);
+        if (st >= 0) st = stage_tensor(s, t, y, &p->yoff);
+        if (st < 0) { t->n_pending--; return st; }
+    } else if (s->log_fn) {   /* outside the trainer's loop: read both now */
+        size_t yb = volt_tensor_bytes(y);
+        int64_t *hp = malloc(volt_tensor_bytes(pred) + yb);
+        if (!hp) return volt_step_fail(s, VOLT_ERR_NOMEM, "volt_classification_step: out of memory");
+        volt_tensor_to_host(pred, hp);
+        volt_tensor_to_host(y, hp + n);
+        volt_status st;
+        if (s->log_fn == volt__trainer_log) st = classify_log(s->log_ctx, stage, hp, hp + n, y->dtype, n, C);
+        else {
+            int64_t hits, rows;
+            count_hits(hp, hp + n, y->dtype, n, &hits, &rows);
+            snprintf(name, sizeof name, "%s_acc", stage);
+            st = volt_log_ratio(s, name, hits, rows, train ? VOLT_LOG_EPOCH : eval);
+        }
+        free(hp);
+        VOLT_TRY(st);
+    }
     return train ? volt_step_set_loss(s, loss) : VOLT_OK;
 }
 

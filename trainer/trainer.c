@@ -30,6 +30,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
         .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
         .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
+        .accelerator = "auto",
     };
 }
 
@@ -48,6 +49,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
     t->run_fingerprint = cfg->run_fingerprint ? strdup(cfg->run_fingerprint) : NULL;
+    t->accelerator = dup_or(cfg->accelerator, "auto");
+    t->cfg.accelerator = t->accelerator;
     t->cfg.run_fingerprint = t->run_fingerprint;
     t->cfg.default_root_dir = t->root_dir;
     t->cfg.logger_name = t->logger_name;
@@ -82,6 +85,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
                           t->strategy->ops->name, t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION);
     t->rank = t->strategy->rank;
     t->world = t->strategy->world;
+    VOLT_TRY(volt__trainer_resolve_device(t));
     if (c->accumulate_grad_batches < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
     if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))
@@ -109,13 +113,38 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt__precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
+    volt__transfer_free(t);
     volt__metrics_free(t);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
+    free(t->accelerator);
     free(t);
 }
 
 const char *volt_trainer_errmsg(const volt_trainer *t) { return t->errmsg; }
+
+/* Lightning's accelerator + devices: "auto" resolves ($VOLT_ACCELERATOR, cuda when present,
+ * cpu); rank r of an N-device job on a multi-device accelerator uses device r % count (its
+ * local rank). Errors name what is known and present (volt__device_get). */
+volt_status volt__trainer_resolve_device(volt_trainer *t) {
+    char err[512] = "";
+    const char *acc = t->cfg.accelerator;
+    volt_device *d = NULL;
+    volt_status st = volt__device_get(acc, 0, &d, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "trainer: accelerator=\"%s\": %s", acc, err);
+    int count = d->be->device_count();
+    if (!volt__dev_host_addressable(d) && t->cfg.devices > count)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: devices=%d but accelerator '%s' has %d device%s",
+                          t->cfg.devices, d->be->name, count, count == 1 ? "" : "s");
+    int ordinal = count > 1 ? t->rank % count : 0;
+    if (ordinal && (st = volt__device_get(d->be->name, ordinal, &d, err, sizeof err)) < 0)
+        return volt__terr(t, st, "trainer: accelerator=\"%s\": %s", acc, err);
+    t->dev = d;
+    return VOLT_OK;
+}
+
+const char *volt_trainer_accelerator(const volt_trainer *t) { return t->dev ? t->dev->be->name : NULL; }
+int volt_trainer_device_index(const volt_trainer *t) { return t->dev ? t->dev->ordinal : -1; }
 
 volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self) {
     if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_CALLBACK_OPS_VERSION)) {

@@ -8,6 +8,7 @@
 #include "strategies/strategy.h"
 #include "precision/precision.h"
 #include "volt/safetensors.h"
+#include "core/device.h"
 
 #define VOLT_MAX_CALLBACKS 32
 #define VOLT_MAX_METRICS 128
@@ -82,6 +83,23 @@ struct volt_trainer {
     int rank, world;
     volt_strategy *strategy;
     volt_precision *prec;      /* cfg.precision (precision/) */
+
+    /* device (issue 10): cfg.accelerator resolved at create; params, the step and batches live on it */
+    volt_device *dev;
+    char *accelerator;
+    /* transfer_batch_to_device (transfer.c): the device copy of the loader's host batch, in
+     * buffers grown on the first batches and reused (no allocation in the steady state) */
+    volt_batch dev_batch;
+    void *dev_buf[VOLT_MAX_FIELDS];
+    size_t dev_cap[VOLT_MAX_FIELDS];
+    /* logged tensors (metrics.c): each volt_log / classification step copies its values
+     * device->device into log_dev; the loop reads them all with one device->host copy per step */
+    void *log_dev;
+    unsigned char *log_host;
+    size_t log_cap, log_used;
+    struct volt_pending_log *pending;
+    int n_pending, cap_pending;
+    bool in_step;              /* a step function or its backward runs: logs are queued */
 };
 
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
@@ -94,6 +112,19 @@ void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_v
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
 void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
 void volt__metrics_free(volt_trainer *t);
+/* The step's logged tensor values: one device->host copy for all of them, then they become
+ * metrics (and accuracy counts / confusion matrices). Called by the loop after each step. */
+volt_status volt__metrics_flush(volt_trainer *t);
+/* Forget logged values not flushed (a failed step). */
+void volt__metrics_discard(volt_trainer *t);
+
+/* transfer.c: Lightning's transfer_batch_to_device. *out is the batch the step hooks see:
+ * on a host-addressable device (cpu) the loader's batch itself, else a copy in device
+ * buffers the trainer owns (valid until the next transfer). */
+volt_status volt__transfer_batch(volt_trainer *t, const volt_batch *host, const volt_batch **out);
+void volt__transfer_free(volt_trainer *t);
+/* Resolve cfg.accelerator/devices into t->dev (trainer.c). */
+volt_status volt__trainer_resolve_device(volt_trainer *t);
 
 /* precision.c: the precision plugin at the loop's fixed points (precision/precision.h) */
 volt_status volt__prec_create(volt_trainer *t);

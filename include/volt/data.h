@@ -63,8 +63,12 @@ typedef struct volt_batch {
     int64_t index;                         /* batch index within the epoch */
     int n_fields;
     const char *names[VOLT_MAX_FIELDS];    /* field names (the dataset's), fields[f] is names[f] */
-    /* Shape (size, ...field shape), node -1, flags 0, grad/unit/name NULL; data is host
-     * memory in the loader's batch slot (allocated once at create). */
+    /* Shape (size, ...field shape), node -1, flags 0, grad/unit/name NULL. From the loader:
+     * data is host memory in its batch slot (allocated once at create; what a pinned-memory
+     * allocator would hand out), device NULL. The trainer copies each batch to its device
+     * before the batch hooks (transfer_batch_to_device, docs/TRAINER.md): the batch a step
+     * or hook receives holds device tensors (fields[f].device set), read through ops or
+     * volt_tensor_to_host; on "cpu" it is the loader's batch itself. */
     volt_tensor fields[VOLT_MAX_FIELDS];
     const int64_t *sample_ids;             /* dataset indices of the rows (size entries) */
 } volt_batch;

@@ -160,7 +160,7 @@ typedef struct volt_trainer_config {
     const char *precision;           /* "32-true" (default), "16-mixed", "bf16-mixed", "bf16-true",
                                         "16-true" (aliases "32", "16", "bf16"); docs/PRECISION.md */
     const char *strategy;            /* "single" (default); see docs/STRATEGIES.md */
-    int devices;                     /* default 1 */
+    int devices;                     /* default 1: processes (ranks) per node; with "cuda" one GPU each */
     int num_nodes;                   /* default 1 */
     const char *run_config_json;     /* optional: the app's own settings, stored beside the logs */
     /* ---- precision (appended; docs/PRECISION.md) ---- */
@@ -184,6 +184,12 @@ typedef struct volt_trainer_config {
                                         beside metrics.csv */
     bool enable_plots;               /* default true (with enable_logger): SVG plots of metrics.csv
                                         at the end of fit */
+    /* ---- device (appended; issue 10, docs/TRAINER.md) ---- */
+    const char *accelerator;         /* where parameters, the step and batches live, as Lightning:
+                                        "auto" (default: $VOLT_ACCELERATOR, else "cuda" when a GPU is
+                                        present, else "cpu"), "cpu", "cpu-strict" (tests: device memory
+                                        unreadable from host code), "cuda" (alias "gpu"). `devices`
+                                        ranks each use device local_rank of it */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -191,6 +197,10 @@ VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
 VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
+/* The device this trainer runs on: the accelerator name as resolved ("cpu", "cpu-strict",
+ * "cuda"; "auto" already replaced) and its ordinal. */
+VOLT_API const char *volt_trainer_accelerator(const volt_trainer *t);
+VOLT_API int volt_trainer_device_index(const volt_trainer *t);
 
 /* Takes ownership of self (ops->destroy runs on trainer destroy, or now if this fails). */
 VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
