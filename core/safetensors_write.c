@@ -156,6 +156,18 @@ volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **
     return VOLT_OK;
 }
 
+int volt_st_writer_count(const volt_st_writer *w) { return w ? w->n : 0; }
+
+volt_status volt_st_writer_tensor_at(const volt_st_writer *w, int i, const char **name, volt_dtype *dt,
+                                     volt_shape *shape, const void **data) {
+    if (!w || i < 0 || i >= w->n) return VOLT_ERR_INVALID_ARG;
+    if (name) *name = w->t[i].name;
+    if (dt) *dt = w->t[i].dtype;
+    if (shape) *shape = w->t[i].shape;
+    if (data) *data = w->t[i].data;
+    return VOLT_OK;
+}
+
 const char *volt_st_writer_errmsg(const volt_st_writer *w) {
     return w ? w->errmsg : "";
 }

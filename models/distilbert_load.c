@@ -1,10 +1,14 @@
 /* DistilBERT: Hugging Face safetensors weights into the store distilbert's setup filled
  * (volt_distilbert_load; names and variants in volt/distilbert.h). Written only against the
- * public headers. */
+ * public headers. Parameters live on the store's device: each tensor is read as f32 into one
+ * host staging buffer (sized for the largest parameter, allocated once per load), rounded
+ * there to the storage dtype when that is 16-bit, and copied over by
+ * volt_tensor_copy_from_host. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "volt/distilbert.h"
+#include "volt/dtype.h"
 #include "volt/params.h"
 #include "volt/safetensors.h"
 
@@ -79,6 +83,18 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
     volt_tensor **params = malloc(sizeof *params * (size_t)(volt_params_count(ps) + 1));
     if (!params) { volt_st_close(f); return VOLT_ERR_NOMEM; }
     int np = model_params(ps, params);
+    int64_t biggest = 1;
+    for (int i = 0; i < np; i++)
+        if (volt_tensor_numel(params[i]) > biggest) biggest = volt_tensor_numel(params[i]);
+    float *stage = malloc(sizeof(float) * (size_t)biggest);   /* f32, as read */
+    uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)biggest);   /* a 16-bit store's values */
+    if (!stage || !narrow) {
+        free(stage);
+        free(narrow);
+        free(params);
+        volt_st_close(f);
+        return volt_params_fail(ps, VOLT_ERR_NOMEM, "distilbert: '%s': out of memory", path);
+    }
     char fresh[512] = "";
     for (int i = 0; i < np && st >= 0; i++) {
         volt_tensor *p = params[i];
@@ -105,8 +121,17 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
             break;
         }
         if ((st = volt_st_verify(f, cand[k], err, sizeof err)) < 0 ||
-            (st = volt_st_read_f32(f, cand[k], volt_tensor_f32(p), volt_tensor_numel(p), err, sizeof err)) < 0)
+            (st = volt_st_read_f32(f, cand[k], stage, volt_tensor_numel(p), err, sizeof err)) < 0) {
             st = volt_params_fail(ps, st, "distilbert: %s", err);
+            break;
+        }
+        const void *host = stage;
+        if (p->dtype != VOLT_F32) {   /* rounded to nearest even, as a conversion of the store does */
+            volt_convert(narrow, p->dtype, stage, VOLT_F32, volt_tensor_numel(p));
+            host = narrow;
+        }
+        if ((st = volt_tensor_copy_from_host(p, host)) < 0)
+            st = volt_params_fail(ps, st, "distilbert: '%s': cannot copy '%s' to the device", path, p->name);
     }
     if (st >= 0) {
         if (*fresh)
@@ -119,6 +144,8 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
         }
         if (unused > 5) fprintf(stderr, "distilbert: '%s': ... %d unused tensors in all\n", path, unused);
     }
+    free(stage);
+    free(narrow);
     free(params);
     volt_st_close(f);
     return st;

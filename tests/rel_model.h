@@ -81,14 +81,17 @@ static volt_loader *rel_loader(volt_dataset *ds, int64_t bs, bool shuffle) {
     return volt_loader_create(&lc, ds, &l) == VOLT_OK ? l : NULL;
 }
 
-/* All parameters as f32, concatenated (n floats; the caller frees). */
+/* All parameters as f32, concatenated (n floats; the caller frees). Parameters live on the
+ * device: each comes to the host by volt_tensor_to_host, then is widened there. */
 static inline float *rel_weights(volt_trainer *t, int64_t *n) {
     volt_params *ps = volt_trainer_params(t);
     *n = volt_params_numel(ps);
     float *w = malloc(sizeof(float) * (size_t)(*n ? *n : 1)), *d = w;
     for (int i = 0; w && i < volt_params_count(ps); i++) {
         volt_tensor *p = volt_params_at(ps, i);
-        volt_convert(d, VOLT_F32, p->data, p->dtype, volt_tensor_numel(p));
+        void *h = malloc(volt_tensor_bytes(p) ? volt_tensor_bytes(p) : 1);
+        if (h && volt_tensor_to_host(p, h) == VOLT_OK) volt_convert(d, VOLT_F32, h, p->dtype, volt_tensor_numel(p));
+        free(h);
         d += volt_tensor_numel(p);
     }
     return w;

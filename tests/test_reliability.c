@@ -21,6 +21,7 @@
 #include "volt/safetensors.h"
 #include "volt/text.h"
 #include "volt/tokenizer.h"
+#include "core/device.h"
 
 static char g_tmp[1024];
 
@@ -517,10 +518,25 @@ static void test_fifo_inputs(void) {
     alarm(0);
 }
 
+/* The strict variant (tests/strict_ckpt.cmake) must really run there: the parameters live on
+ * the accelerator VOLT_ACCELERATOR names. */
+static void test_device_used(void) {
+    char root[1200];
+    path_join(root, sizeof root, g_tmp, "device");
+    volt_trainer *t = NULL;
+    CHECK_OK(fit(root, NULL, 2, NULL, NULL, false, &t, false));
+    const volt_tensor *p = t ? volt_params_at(volt_trainer_params(t), 0) : NULL;
+    const char *want = getenv("VOLT_ACCELERATOR"), *have = p && p->device ? p->device->be->name : "?";
+    CHECK(!want || !*want || !strcmp(want, have), "parameters on '%s', VOLT_ACCELERATOR is '%s'", have, want);
+    printf("parameters live on the '%s' device\n", have);
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "%s", vtest_tmpdir());
     char *rp = realpath(g_tmp, NULL);
     if (rp) { snprintf(g_tmp, sizeof g_tmp, "%s", rp); free(rp); }
+    test_device_used();
     test_unexpected_tensor();
     test_meta_checksum();
     test_crafted_paths();

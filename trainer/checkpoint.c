@@ -90,34 +90,6 @@ static char *callbacks_json(volt_trainer *t) {
     return out;
 }
 
-/* Optimizer states as "optimizer.<state>.<param>" full tensors (unsharded: this rank holds
- * every unit whole). */
-static volt_status save_optim_states(volt_trainer *t, volt_st_writer *w, const char *path) {
-    volt_status st = VOLT_OK;
-    char name[512];
-    for (int k = 0; k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
-        const char *sn = volt_optimizer_state_name(t->opt, k);
-        for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
-            volt_unit *un = volt_params_unit_at(t->ps, u);
-            int64_t lo = 0, hi = 0;
-            float *tmp;
-            const float *buf = state_f32(t, u, k, &lo, &hi, &tmp);
-            if (!buf) continue;
-            const float *src = buf - lo;   /* indexed by unit offset */
-            for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
-                volt_tensor *p = volt_unit_param(un, i);
-                const int64_t off = volt_param_offset(p);
-                if (lo > off || hi < off + volt_tensor_numel(p)) continue;
-                snprintf(name, sizeof name, "optimizer.%s.%s", sn, p->name);
-                st = tmp ? volt_st_writer_add_copy(w, name, VOLT_F32, p->shape, src + off)
-                         : volt_st_writer_add(w, name, VOLT_F32, p->shape, src + off);
-            }
-            free(tmp);
-        }
-    }
-    return st < 0 ? volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w)) : VOLT_OK;
-}
-
 /* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
  * scheduler, precision, callbacks, module extras. */
 volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
@@ -158,27 +130,86 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     return VOLT_OK;
 }
 
+/* Does optimizer state range [lo, hi) of a unit hold all of parameter p? (unsharded: always) */
+static bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi) {
+    const int64_t off = volt_param_offset(p);
+    return lo <= off && off + volt_tensor_numel(p) <= hi;
+}
+
+/* The file, streamed: module extras of 8/4-byte elements, the weights as f32 (unit by unit),
+ * the optimizer states as "optimizer.<state>.<param>" f32 (state by state, unit by unit),
+ * the other extras; w's metadata. Each unit's values and each state come to the host once,
+ * through the staging area, and go to the file from there. */
+static volt_status save_single(volt_trainer *t, const volt_st_writer *w, const char *path) {
+    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    char err[768] = "", name[512];
+    ck_stage sg;
+    if (stage_open(t, &sg) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
+    volt_st_stream *s = NULL;
+    volt_status st = ck_stream_open(path, w, &s, err, sizeof err);
+    if (st >= 0) st = ck_stream_extras(s, w, true, false);
+    for (int u = 0; st >= 0 && u < U; u++) {
+        const volt_unit *un = volt_params_unit_at(t->ps, u);
+        for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++)
+            st = volt_st_stream_declare(s, volt_unit_param(un, i)->name, VOLT_F32, volt_unit_param(un, i)->shape);
+    }
+    for (int k = 0; st >= 0 && k < K; k++)
+        for (int u = 0; st >= 0 && u < U; u++) {
+            const volt_unit *un = volt_params_unit_at(t->ps, u);
+            int64_t lo = 0, hi = 0;
+            if (!volt_optimizer_state_raw(t->opt, u, k, &lo, &hi)) continue;
+            for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
+                const volt_tensor *p = volt_unit_param(un, i);
+                if (!state_holds(p, lo, hi)) continue;
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+                st = volt_st_stream_declare(s, name, VOLT_F32, p->shape);
+            }
+        }
+    if (st >= 0) st = ck_stream_extras(s, w, false, false);
+    if (st >= 0) st = volt_st_stream_begin(s);
+    if (st >= 0) st = ck_stream_extras(s, w, true, true);
+    for (int u = 0; st >= 0 && u < U; u++) {   /* one D2H copy per unit */
+        const volt_unit *un = volt_params_unit_at(t->ps, u);
+        const float *v = stage_values(t, &sg, u, 0, volt_unit_numel(un));
+        if (!v) st = VOLT_ERR_STATE;
+        for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++)
+            st = volt_st_stream_write(s, volt_unit_param(un, i)->name, v + volt_param_offset(volt_unit_param(un, i)));
+    }
+    for (int k = 0; st >= 0 && k < K; k++)
+        for (int u = 0; st >= 0 && u < U; u++) {   /* one D2H copy per unit and state */
+            const volt_unit *un = volt_params_unit_at(t->ps, u);
+            int64_t lo, hi;
+            const float *v = stage_state(t, &sg, u, k, &lo, &hi);
+            if (!v) continue;
+            for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
+                const volt_tensor *p = volt_unit_param(un, i);
+                if (!state_holds(p, lo, hi)) continue;
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+                st = volt_st_stream_write(s, name, v + (volt_param_offset(p) - lo));
+            }
+        }
+    if (st >= 0) st = ck_stream_extras(s, w, false, true);
+    if (st < 0 && s && !err[0]) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(s));
+    if (st >= 0) st = volt_st_stream_finish(s, err, sizeof err);   /* consumes s */
+    else volt_st_stream_destroy(s);   /* the .tmp goes; a file already at path stays */
+    stage_close(&sg);
+    if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err[0] ? err : volt_status_str(st));
+    return VOLT_OK;
+}
+
 volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: empty path");
     if (ckpt_sharded(t)) return save_sharded(t, path);
     if (t->rank != 0) return VOLT_OK;   /* replicated state: rank 0 writes it all */
-    volt_st_writer *w;
+    volt_st_writer *w;   /* metadata and module extras (host); the weights stream past it */
     volt_status st;
     if ((st = volt_st_writer_create(&w)) < 0) return volt__terr(t, st, "checkpoint '%s': cannot create the writer", path);
-    for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
-        volt_tensor *p = volt_params_at(t->ps, i);
-        st = volt__ckpt_add_param(t, w, p);   /* f32 whatever the storage dtype */
-    }
-    if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
-    if (st >= 0 && t->opt) st = save_optim_states(t, w, path);
-    if (st >= 0) st = put_state(t, w, path);
+    st = put_state(t, w, path);
     if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
-    if (st < 0) { volt_st_writer_destroy(w); return st; }
-    char err[512];
-    st = volt_st_writer_write(w, path, err, sizeof err);
+    if (st >= 0) st = save_single(t, w, path);
     volt_st_writer_destroy(w);
-    if (st < 0) return volt__terr(t, st, "%s", err);
+    if (st < 0) return st;
     remove_shard_dirs(path, NULL);   /* it may replace a sharded checkpoint */
     return VOLT_OK;
 }
@@ -277,7 +308,6 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     volt_status st = src_open(t, path, &src);
     if (st < 0) return st;
     volt_st_file *f = src.f;   /* metadata, module extras */
-    float *tmp = NULL;
 
     /* 1. validate: every parameter present with its shape; nothing unexpected */
     for (int i = 0; i < volt_params_count(t->ps); i++) {
@@ -370,34 +400,40 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         }
         cJSON_Delete(cbs);
     }
-    int64_t biggest = 1;
-    for (int i = 0; i < volt_params_count(t->ps); i++)
-        if (volt_tensor_numel(volt_params_at(t->ps, i)) > biggest) biggest = volt_tensor_numel(volt_params_at(t->ps, i));
-    if (!(tmp = malloc(sizeof(float) * (size_t)biggest))) {
+    ck_stage sg;   /* every value reaches the device through it: host file data -> f32 -> H2D */
+    if (stage_open(t, &sg) < 0) {
         src_close(&src);
-        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
     }
     /* 2. apply: full values on every rank (a sharding strategy drops what it does not own
      * at its next step); optimizer states for the range this rank holds */
-    for (int i = 0; i < volt_params_count(t->ps); i++) {
-        volt_tensor *p = volt_params_at(t->ps, i);
-        const int64_t n = volt_tensor_numel(p);
-        src_read(&src, NULL, p->name, 0, n, tmp);
-        volt_convert(p->data, p->dtype, tmp, VOLT_F32, n);   /* rounded to a 16-bit storage dtype */
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+        const volt_unit *un = volt_params_unit_at(t->ps, u);
+        if ((st = stage_recommit(&sg, t, u)) < 0) {
+            stage_close(&sg);
+            src_close(&src);
+            return volt__terr(t, st, "checkpoint '%s': unit '%s': the device cannot take its values back", path, volt_unit_name(un));
+        }
+        for (int i = 0; i < volt_unit_param_count(un); i++) {
+            volt_tensor *p = volt_unit_param(un, i);
+            const int64_t n = volt_tensor_numel(p);
+            src_read(&src, NULL, p->name, 0, n, sg.f32);
+            stage_put(&sg, p->data, p->dtype, n);   /* rounded to a 16-bit storage dtype */
+        }
     }
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
     if (full) {
+        const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
             for (int i = 0; i < volt_params_count(t->ps); i++) {
                 volt_tensor *p = volt_params_at(t->ps, i);
                 int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
-                char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);
-                const volt_dtype sdt = volt_optimizer_state_dtype(t->opt);   /* f32, or 16-bit (precision) */
+                char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);   /* device memory */
                 /* resharding: this rank's range may hold any part of the parameter */
                 const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
                 if (!buf || a >= b) continue;
-                src_read(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, tmp);
-                volt_convert(buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, tmp, VOLT_F32, b - a);
+                src_read(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32);
+                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
@@ -415,7 +451,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             t->epoch_done = t->epoch_sched_done = t->epoch_val_done = false;
         }
     }
-    free(tmp);
+    stage_close(&sg);
     if (t->mops->on_load_checkpoint) {
         volt_ckpt ck = { t, NULL, f, path };
         st = t->mops->on_load_checkpoint(t->module, t, &ck);

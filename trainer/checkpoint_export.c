@@ -17,40 +17,37 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
     volt_st_stream *ws = NULL;
     if (t->rank == 0) {   /* header first (names, shapes), then the data unit by unit */
         st = volt_st_stream_create(path, &ws, err, sizeof err);
-        for (int i = 0; i < volt_params_count(t->ps) && st >= 0; i++) {
-            volt_tensor *p = volt_params_at(t->ps, i);
-            st = volt_st_stream_declare(ws, p->name, VOLT_F32, p->shape);
+        for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
+            const volt_unit *un = volt_params_unit_at(t->ps, u);
+            for (int i = 0; i < volt_unit_param_count(un) && st >= 0; i++)
+                st = volt_st_stream_declare(ws, volt_unit_param(un, i)->name, VOLT_F32, volt_unit_param(un, i)->shape);
         }
         if (st >= 0) st = volt_st_stream_meta(ws, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
         if (st >= 0) st = volt_st_stream_begin(ws);
         if (st < 0 && ws) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(ws));
     }
-    float *scratch = NULL;
-    int64_t cap = 0;
+    ck_stage stg;   /* one unit at a time: its values to the host (or gathered there), then to the file */
+    if (stage_open(t, &stg) < 0) {
+        volt_st_stream_destroy(ws);
+        return volt__terr(t, VOLT_ERR_NOMEM, "export_full '%s': out of memory (staging)", path);
+    }
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
         volt_unit *un = volt_params_unit_at(t->ps, u);
         const int64_t numel = volt_unit_numel(un);
         int64_t lo, hi;
         owned_range(t, u, &lo, &hi);
-        const bool sharded = gather && (lo != 0 || hi != numel);
-        const float *vals = volt_unit_data(un);
-        if (!vals || sharded) {   /* one unit gathered from the shards, or 16-bit storage (exact in f32) */
-            if (numel > cap) {
-                float *nb = realloc(scratch, sizeof(float) * (size_t)numel);
-                if (!nb) { free(scratch); volt_st_stream_destroy(ws); return volt__terr(t, VOLT_ERR_NOMEM, "export_full: out of memory"); }
-                scratch = nb;
-                cap = numel;
+        const float *vals = NULL;
+        if (gather && (lo != 0 || hi != numel)) {   /* collective: every rank; the strategy fills the host buffer */
+            volt_status gs = sg->ops->gather_unit(sg, u, stg.f32);
+            if (gs < 0) {
+                stage_close(&stg);
+                volt_st_stream_destroy(ws);
+                return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
             }
-            if (!sharded) volt_convert(scratch, VOLT_F32, volt_unit_values(un), volt_params_dtype(t->ps), numel);
-            else {
-                volt_status gs = sg->ops->gather_unit(sg, u, scratch);   /* collective: every rank */
-                if (gs < 0) {
-                    free(scratch);
-                    volt_st_stream_destroy(ws);
-                    return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
-                }
-            }
-            vals = scratch;
+            vals = stg.f32;
+        } else if (ws && st >= 0 && !(vals = stage_values(t, &stg, u, 0, numel))) {   /* one D2H copy */
+            st = VOLT_ERR_STATE;
+            snprintf(err, sizeof err, "unit '%s' has no values", volt_unit_name(un));
         }
         for (int i = 0; ws && st >= 0 && i < volt_unit_param_count(un); i++) {
             volt_tensor *p = volt_unit_param(un, i);
@@ -58,7 +55,7 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
             if (st < 0) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(ws));
         }
     }
-    free(scratch);
+    stage_close(&stg);
     if (ws && st >= 0) {
         st = volt_st_stream_finish(ws, err, sizeof err);
         ws = NULL;

@@ -2,7 +2,8 @@
  * installed): checkpoint.c (module extras, single-file save, load), checkpoint_meta.c
  * (metadata checksum), checkpoint_shards.c (which slice a rank holds, sharded save, removal),
  * checkpoint_source.c (opening one file or an index and its shards, reading with resharding),
- * checkpoint_export.c (export_full). */
+ * checkpoint_export.c (export_full), checkpoint_stage.c (the host staging area every transfer
+ * goes through, and streamed files). */
 #ifndef VOLT_TRAINER_CHECKPOINT_INTERNAL_H
 #define VOLT_TRAINER_CHECKPOINT_INTERNAL_H
 
@@ -15,6 +16,39 @@
 
 /* The metadata key of a sharded checkpoint's layout (checkpoint_shards.c). */
 #define SHARD_INDEX_KEY "volt.shards"
+
+/* ---- staging (checkpoint_stage.c) ----
+ * Unit buffers and optimizer states are device memory: the checkpoint code moves them by
+ * explicit copies through one host staging area per save/load/export, sized for the largest
+ * unit and allocated once (never per tensor). f32 holds the elements as f32 (what files
+ * hold); raw holds them as stored when the store or the states are 16-bit. */
+typedef struct ck_stage {
+    volt_device *dev;          /* the param store's device */
+    float *f32;                /* cap floats */
+    void *raw;                 /* cap 16-bit elements, or NULL when everything is f32 */
+    int64_t cap;               /* the largest unit's numel */
+} ck_stage;
+
+volt_status stage_open(volt_trainer *t, ck_stage *s);   /* VOLT_ERR_NOMEM */
+void stage_close(ck_stage *s);
+/* Unit u's values [lo, hi) as f32 in s->f32[0, hi - lo): one D2H copy. */
+const float *stage_values(volt_trainer *t, ck_stage *s, int u, int64_t lo, int64_t hi);
+/* Optimizer state k of unit u as f32 over the range [*lo, *hi) the optimizer holds: one D2H
+ * copy. NULL when this rank holds none. */
+const float *stage_state(volt_trainer *t, ck_stage *s, int u, int k, int64_t *lo, int64_t *hi);
+/* s->f32[0, n) to device memory dst holding dt elements: rounded on the host, one H2D copy. */
+void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n);
+/* Make unit u's value buffer writable again (a sharding strategy may have given part back). */
+volt_status stage_recommit(ck_stage *s, volt_trainer *t, int u);
+/* Staging areas allocated so far in this process (tests: one per save, load or export). */
+uint64_t volt__ckpt_stagings(void);
+
+/* A streamed safetensors file at path carrying w's metadata (w sealed already). */
+volt_status ck_stream_open(const char *path, const volt_st_writer *w, volt_st_stream **out, char *err, size_t errlen);
+/* Declare (write = false) or write w's tensors (module extras) whose element size is >= 4
+ * (big) or < 4, element size descending: big ones go before the f32 weights, small ones
+ * after, so every tensor stays aligned to its element size. */
+volt_status ck_stream_extras(volt_st_stream *s, const volt_st_writer *w, bool big, bool write);
 
 /* ---- metadata checksum (checkpoint_meta.c) ---- */
 /* Add the checksum of everything set on w so far (call it right before writing). */
@@ -34,9 +68,6 @@ void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi);
 bool ckpt_sharded(volt_trainer *t);
 /* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
 bool all_ok(volt_trainer *t, bool ok);
-/* Optimizer state k of unit u over [lo, hi) as f32: the buffer itself, or (16-bit states)
- * a converted copy in *tmp (caller frees). NULL when this rank holds no such slice. */
-const float *state_f32(volt_trainer *t, int u, int k, int64_t *lo, int64_t *hi, float **tmp);
 /* Remove a shard folder, or every shard folder of a checkpoint but `keep`. */
 int remove_dir(const char *dir);
 int remove_shard_dirs(const char *path, const char *keep);

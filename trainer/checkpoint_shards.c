@@ -94,19 +94,6 @@ bool all_ok(volt_trainer *t, bool ok) {
     return bad == 0.0;
 }
 
-/* Optimizer state k of unit u over [lo, hi) as f32: the buffer itself, or (16-bit states)
- * a converted copy in *tmp (caller frees). NULL when this rank holds no such slice. */
-const float *state_f32(volt_trainer *t, int u, int k, int64_t *lo, int64_t *hi, float **tmp) {
-    *tmp = NULL;
-    float *buf = volt_optimizer_state(t->opt, u, k, lo, hi);
-    if (buf) return buf;
-    const void *raw = volt_optimizer_state_raw(t->opt, u, k, lo, hi);
-    if (!raw || *hi <= *lo) return NULL;
-    if (!(*tmp = malloc(sizeof(float) * (size_t)(*hi - *lo)))) return NULL;
-    volt_convert(*tmp, VOLT_F32, raw, volt_optimizer_state_dtype(t->opt), *hi - *lo);   /* exact */
-    return *tmp;
-}
-
 /* ---- sharded checkpoints ----------------------------------------------------------------------
  * <path> is the index: an ordinary safetensors file with the loop state, callbacks, module
  * extras, and in "volt.shards" (JSON) the layout: the shard folder, the world that saved,
@@ -129,62 +116,68 @@ static uint64_t fresh_id(void) {
     return x;
 }
 
+/* This rank's shard, streamed: per unit "params.<unit>" then "optimizer.<state>.<unit>", its
+ * slice [lo, hi) as f32, each brought to the host once through the staging area. */
 static volt_status write_shard(volt_trainer *t, const char *dir, const char *id, char *err, size_t errlen) {
-    volt_st_writer *w;
+    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    char b[32], name[512], file[4200];
+    for (int u = 0; u < U; u++)   /* the optimizer holds exactly the slice the strategy says */
+        for (int k = 0; k < K; k++) {
+            int64_t lo, hi, slo = 0, shi = 0;
+            owned_range(t, u, &lo, &hi);
+            if (!volt_optimizer_state_raw(t->opt, u, k, &slo, &shi) || slo != lo || shi != hi) {
+                snprintf(err, errlen, "unit '%s': optimizer state %d holds [%lld, %lld), this rank owns [%lld, %lld)",
+                         volt_unit_name(volt_params_unit_at(t->ps, u)), k, (long long)slo, (long long)shi, (long long)lo,
+                         (long long)hi);
+                return VOLT_ERR_STATE;
+            }
+        }
+    if (!shard_file(file, sizeof file, dir, t->rank, t->world)) { snprintf(err, errlen, "path too long"); return VOLT_ERR_INVALID_ARG; }
+    volt_st_writer *w;   /* the metadata, sealed */
     if (volt_st_writer_create(&w) < 0) { snprintf(err, errlen, "out of memory"); return VOLT_ERR_NOMEM; }
     volt_status st = volt_st_writer_meta(w, "volt.shard.id", id);
-    char b[32], name[512];
     snprintf(b, sizeof b, "%d", t->rank);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.rank", b);
     snprintf(b, sizeof b, "%d", t->world);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.world", b);
-    float *conv = NULL;
-    for (int u = 0; u < volt_params_unit_count(t->ps) && st >= 0; u++) {
-        volt_unit *un = volt_params_unit_at(t->ps, u);
-        int64_t lo, hi;
-        owned_range(t, u, &lo, &hi);
-        snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
-        if (volt_unit_data(un)) st = volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), volt_unit_data(un) + lo);
-        else {   /* 16-bit storage: f32 in the file, exactly */
-            float *c = realloc(conv, sizeof(float) * (size_t)(hi - lo + 1));
-            if (!c) { st = VOLT_ERR_NOMEM; break; }
-            conv = c;
-            volt_convert(conv, VOLT_F32, (const char *)volt_unit_values(un) + (size_t)lo * volt_dtype_size(volt_params_dtype(t->ps)),
-                         volt_params_dtype(t->ps), hi - lo);
-            st = volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), conv);
-        }
-        for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt) && st >= 0; k++) {
-            int64_t slo = 0, shi = 0;
-            float *tmp;
-            const float *buf = state_f32(t, u, k, &slo, &shi, &tmp);
-            if (!buf || slo != lo || shi != hi) {
-                free(tmp);
-                free(conv);
-                volt_st_writer_destroy(w);
-                snprintf(err, errlen, "unit '%s': optimizer state %d holds [%lld, %lld), this rank owns [%lld, %lld)",
-                         volt_unit_name(un), k, (long long)slo, (long long)shi, (long long)lo, (long long)hi);
-                return VOLT_ERR_STATE;
-            }
-            snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
-            st = tmp ? volt_st_writer_add_copy(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf)
-                     : volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(hi - lo), buf);
-            free(tmp);
-        }
-    }
-    free(conv);
+    if (st >= 0) st = meta_seal(w);
     if (st < 0) {
         snprintf(err, errlen, "%s", volt_st_writer_errmsg(w)[0] ? volt_st_writer_errmsg(w) : volt_status_str(st));
         volt_st_writer_destroy(w);
         return st;
     }
-    char file[4200];
-    if ((st = meta_seal(w)) < 0) {
-        snprintf(err, errlen, "out of memory");
-        volt_st_writer_destroy(w);
-        return st;
-    }
-    st = shard_file(file, sizeof file, dir, t->rank, t->world) ? volt_st_writer_write(w, file, err, errlen) : VOLT_ERR_INVALID_ARG;
+    ck_stage sg;
+    volt_st_stream *s = NULL;
+    if ((st = stage_open(t, &sg)) < 0) snprintf(err, errlen, "out of memory (staging)");
+    if (st >= 0) st = ck_stream_open(file, w, &s, err, errlen);
     volt_st_writer_destroy(w);
+    for (int pass = 0; pass < 2 && st >= 0; pass++) {   /* 0: declare, 1: write */
+        for (int u = 0; u < U && st >= 0; u++) {
+            const volt_unit *un = volt_params_unit_at(t->ps, u);
+            int64_t lo, hi;
+            owned_range(t, u, &lo, &hi);
+            snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
+            if (!pass) st = volt_st_stream_declare(s, name, VOLT_F32, VOLT_SHAPE(hi - lo));
+            else {
+                const float *v = stage_values(t, &sg, u, lo, hi);
+                st = v ? volt_st_stream_write(s, name, v) : VOLT_ERR_STATE;
+            }
+            for (int k = 0; k < K && st >= 0; k++) {
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
+                if (!pass) st = volt_st_stream_declare(s, name, VOLT_F32, VOLT_SHAPE(hi - lo));
+                else {
+                    int64_t slo, shi;
+                    const float *v = hi > lo ? stage_state(t, &sg, u, k, &slo, &shi) : sg.f32;   /* checked above */
+                    st = v ? volt_st_stream_write(s, name, v) : VOLT_ERR_STATE;
+                }
+            }
+        }
+        if (!pass && st >= 0) st = volt_st_stream_begin(s);
+    }
+    if (st < 0 && s && !err[0]) snprintf(err, errlen, "%s", volt_st_stream_errmsg(s));
+    if (st >= 0) st = volt_st_stream_finish(s, err, errlen);   /* consumes s */
+    else volt_st_stream_destroy(s);
+    stage_close(&sg);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /* The trainer's side of the precision plugin (precision/precision.h): where in the loop
- * each of its steps runs, the all-rank inf/NaN decision, checkpoint values in f32 and the
- * scaler's checkpoint state, and the public accessors of volt/precision.h.
+ * each of its steps runs, the all-rank inf/NaN decision, the scaler's checkpoint state and
+ * the public accessors of volt/precision.h (checkpoint values: trainer/checkpoint_stage.c).
  *
  * A boundary whose grads hold inf/NaN (16-mixed) skips the optimizer step: the optimizer's
  * step count, global_step and the per-step LR scheduler do not advance (global_step counts
@@ -77,31 +77,6 @@ void volt__prec_update(volt_trainer *t, bool skipped) {
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
-volt_status volt__ckpt_add_param(volt_trainer *t, volt_st_writer *w, const volt_tensor *p) {
-    if (p->dtype == VOLT_F32) return volt_st_writer_add(w, p->name, VOLT_F32, p->shape, p->data);
-    int64_t n = volt_tensor_numel(p);
-    float *tmp = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    if (!tmp) return VOLT_ERR_NOMEM;
-    volt_convert(tmp, VOLT_F32, p->data, p->dtype, n);   /* exact */
-    volt_status st = volt_st_writer_add_copy(w, p->name, VOLT_F32, p->shape, tmp);
-    free(tmp);
-    return st;
-}
-
-volt_status volt__ckpt_read_param(volt_trainer *t, volt_st_file *f, volt_tensor *p, char *err, size_t n) {
-    int64_t numel = volt_tensor_numel(p);
-    if (p->dtype == VOLT_F32) return volt_st_read_f32(f, p->name, p->data, numel, err, n);
-    float *tmp = malloc(sizeof(float) * (size_t)(numel ? numel : 1));
-    if (!tmp) {
-        snprintf(err, n, "checkpoint: out of memory reading '%s'", p->name);
-        return VOLT_ERR_NOMEM;
-    }
-    volt_status st = volt_st_read_f32(f, p->name, tmp, numel, err, n);
-    if (st >= 0) volt_convert(p->data, p->dtype, tmp, VOLT_F32, numel);   /* round to the storage dtype */
-    free(tmp);
-    return st;
-}
-
 static volt_status put_meta(void *ctx, const char *k, const char *v) { return volt_st_writer_meta(ctx, k, v); }
 static const char *get_meta(void *ctx, const char *k) { return volt_st_meta(ctx, k); }
 

@@ -136,9 +136,6 @@ volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *l
 /* At the boundary after reduce_grads: unscale; *skip = inf/NaN on any rank. */
 volt_status volt__prec_unscale(volt_trainer *t, bool *skip);
 void volt__prec_update(volt_trainer *t, bool skipped);
-/* Checkpoints hold f32 values for every parameter, whatever its storage dtype. */
-volt_status volt__ckpt_add_param(volt_trainer *t, volt_st_writer *w, const volt_tensor *p);
-volt_status volt__ckpt_read_param(volt_trainer *t, volt_st_file *f, volt_tensor *p, char *err, size_t errlen);
 volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
 volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
 

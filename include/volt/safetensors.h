@@ -79,6 +79,13 @@ VOLT_API volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, con
 VOLT_API int volt_st_writer_meta_count(const volt_st_writer *w);
 VOLT_API volt_status volt_st_writer_meta_at(const volt_st_writer *w, int i, const char **key, const char **value);
 
+/* The tensors added so far, in the order added (module extras a checkpoint streams out
+ * after its weights): name, dtype, shape and host data, valid until the writer is destroyed.
+ * Any output pointer may be NULL. VOLT_ERR_INVALID_ARG when i is out of range. */
+VOLT_API int volt_st_writer_count(const volt_st_writer *w);
+VOLT_API volt_status volt_st_writer_tensor_at(const volt_st_writer *w, int i, const char **name, volt_dtype *dt,
+                                              volt_shape *shape, const void **data);
+
 /* Write the file atomically (see volt_file_write_atomic). Tensors are laid out
  * contiguously, larger element sizes first (stable in the order added), so each tensor is
  * aligned to its element size, as the reference implementation does. May be called more
