@@ -11,7 +11,7 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "export_full: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "export_full: empty path");
     volt_strategy *sg = t->strategy;
-    const bool gather = t->world > 1 && sg->ops->version >= 3 && sg->ops->gather_unit && sg->ops->owned_range;
+    const bool gather = t->world > 1 && volt__strategy_gathers_units(sg);
     volt_status st = VOLT_OK;
     char err[768] = "";
     volt_st_stream *ws = NULL;
@@ -43,11 +43,11 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
             }
             if (!sharded) volt_convert(scratch, VOLT_F32, volt_unit_values(un), volt_params_dtype(t->ps), numel);
             else {
-                volt_status gs = sg->ops->gather_unit(sg, u, scratch);   /* collective: every rank */
+                volt_status gs = volt__strategy_gather_unit(sg, u, scratch);   /* collective: every rank */
                 if (gs < 0) {
                     free(scratch);
                     volt_st_stream_destroy(ws);
-                    return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+                    return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
                 }
             }
             vals = scratch;
