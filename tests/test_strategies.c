@@ -368,6 +368,10 @@ static void test_single_memory(volt_dataset *ds) {
     const int64_t P = r.padded_numel;
     CHECK(r.numel == volt_params_numel(volt_trainer_params(t)), "numel");
     CHECK(r.param_bytes == 4 * P && r.grad_bytes == 4 * P && r.optim_bytes == 8 * P, "single: 16Ψ");
+    const char *acc = getenv("VOLT_ACCELERATOR");   /* strict variants: really on cpu-strict */
+    volt_device *dev = volt_trainer_params(t)->dev;
+    if (acc && *acc) CHECK(!strcmp(dev->be->name, acc), "single: device '%s', asked '%s'", dev->be->name, acc);
+    printf("device %s\n", dev->be->name);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }
