@@ -354,6 +354,18 @@ static void test_registry(void) {
     memset(&none, 0, sizeof none);
     none.version = VOLT_STRATEGY_OPS_VERSION;
     CHECK(single && !memcmp(single->ops, &none, sizeof none), "single: every op NULL (the defaults), no stubs");
+    /* the apps' --help reads the same rows */
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t" };
+    volt_cli *cli = NULL;
+    CHECK_OK(volt_cli_create(&cc, &cli));
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    if (cli && f) volt_cli_print_help(cli, f);
+    if (f) fclose(f);
+    CHECK(txt && strstr(txt, help), "--help lists the registry's strategies (%s)", help);
+    free(txt);
+    volt_cli_destroy(cli);
     const volt_comm_row *mpi = volt__comm_backend_find("mpi");
     CHECK(mpi && mpi->host_buffers && volt__comm_backend_count() >= 1, "comm registry: mpi takes host buffers");
 }
