@@ -250,7 +250,7 @@ volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
             const char *d;
             tf_default(f, &tc, buf, sizeof buf, &d);
             static const volt_cli_type map[] = { VOLT_CLI_INT, VOLT_CLI_INT, VOLT_CLI_FLOAT, VOLT_CLI_BOOL, VOLT_CLI_INT, VOLT_CLI_STRING };
-            volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help, .alias = f->alias,
+            volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help_fn ? f->help_fn() : f->help, .alias = f->alias,
                                .choices = f->choices, .min = f->min, .max = f->max };
             k.key = key;
             VOLT_TRY(add_row(c, &k, d, f));

@@ -17,6 +17,7 @@ typedef struct volt__trainer_field {
     const char *choices;       /* "a|b" or NULL */
     double min, max;           /* both 0 = unbounded */
     const char *dflt;          /* NULL: the value volt_trainer_config_init sets; "null": leave it */
+    const char *(*help_fn)(void);   /* help read from a registry (strategy), else NULL: help */
 } volt__trainer_field;
 
 extern const volt__trainer_field volt__trainer_fields[];

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli/cli_internal.h"
+#include "strategies/strategy.h"
 
 bool volt_cli_in_mpi_job(void) {
     static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", NULL };
@@ -20,7 +21,8 @@ bool volt_cli_in_mpi_job(void) {
 volt_status volt_cli_launch(volt_cli *c, int argc, char **argv) {
     const char *strategy = volt_cli_str(c, "trainer.strategy");
     int64_t devices = volt_cli_int(c, "trainer.devices");
-    bool dist = strategy && strcmp(strategy, "single") != 0;
+    const volt_strategy_row *row = volt__strategy_find(strategy);   /* unknown: the trainer says so */
+    bool dist = row && (row->flags & VOLT_STRAT_MULTI_PROCESS);
     if (volt_cli_in_mpi_job()) return VOLT_OK;
     if (!dist) return VOLT_OK;          /* devices > 1 with "single": the trainer says why not */
     if (devices <= 1) {

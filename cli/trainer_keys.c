@@ -1,8 +1,11 @@
 /* The trainer.* keys: one row per volt_trainer_config field (include/volt/trainer.h).
  * run_config_json and run_fingerprint are the program's to set, not keys. */
 #include "cli/cli_internal.h"
+#include "strategies/strategy.h"
 
-#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__ }
+#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, NULL }
+/* The help comes from a registry: one list, not a copy of it. */
+#define ROW_FN(f, ty, help_fn, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), NULL, __VA_ARGS__, help_fn }
 
 const volt__trainer_field volt__trainer_fields[] = {
     ROW(max_epochs, I64, "epochs to run; -1 = no limit (unset: 1000 unless max_steps is set)", "epochs", NULL, -1, 1e15, "null"),
@@ -28,7 +31,7 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(logger_name, STR, "log folder name under default_root_dir", NULL, NULL, 0, 0, NULL),
     ROW(precision, STR, "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (or 32, 16, bf16)", "precision",
         "32-true|16-mixed|bf16-mixed|bf16-true|16-true|32|16|bf16", 0, 0, NULL),
-    ROW(strategy, STR, "single, ddp, deepspeed_stage_1, deepspeed_stage_2, fsdp, fsdp_shard_grad_op", "strategy", NULL, 0, 0, NULL),
+    ROW_FN(strategy, STR, volt__strategy_names, "strategy", NULL, 0, 0, NULL),
     ROW(accelerator, STR, "where parameters, steps and batches live: auto ($VOLT_ACCELERATOR, else cuda when present, else cpu), "
         "cpu, cpu-strict (device memory unreadable from host code: tests), cuda (or gpu)", "accelerator",
         "auto|cpu|cpu-strict|cuda|gpu", 0, 0, NULL),

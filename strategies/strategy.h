@@ -1,7 +1,18 @@
 /* Strategy interface (private to trainer/ and strategies/): how parameters, gradients and
- * optimizer states are placed and synchronised across ranks (DESIGN §3, §7). The trainer
- * picks one by name ("single", "ddp", "deepspeed_stage_1"/"zero1", "deepspeed_stage_2"/
- * "zero2", "fsdp", "fsdp_shard_grad_op") and calls it at fixed points of the loop. */
+ * optimizer states are placed and synchronised across ranks (DESIGN §3, §7).
+ *
+ * One registry row per strategy (strategies/registry.c): name, aliases, description,
+ * capability flags and the ops table. Validation, the unknown-name error, the apps' --help
+ * text and docs/ARCHITECTURE.md's table all read the rows (volt__strategy_find/_at/_names).
+ *
+ * Every op is optional: NULL means the single-process behaviour written once in
+ * strategies/strategy.c (the volt__strategy_* wrappers below), which is what callers use.
+ * "single" is a row whose ops are all NULL.
+ *
+ * The optimizer boundary (strategies/boundary.c) is written once for every strategy:
+ * reduce -> unscale + all-rank inf vote -> clip -> step -> gather -> zero -> scaler update.
+ * The strategy owns the precision plugin that takes part in it (Lightning's
+ * Strategy.precision_plugin). */
 #ifndef VOLT_STRATEGY_H
 #define VOLT_STRATEGY_H
 
@@ -11,78 +22,140 @@
 #include "volt/optim.h"
 #include "volt/data.h"
 #include "volt/memory.h"
+#include "precision/precision.h"
 
 typedef struct volt_strategy volt_strategy;
+typedef struct volt_strategy_row volt_strategy_row;
 
 typedef struct volt_strategy_config {
-    const char *name;            /* strategy name as the user wrote it */
+    const char *name;            /* strategy name or alias as the user wrote it (NULL = "single") */
     double timeout_s;            /* collective timeout (dead/diverged rank => VOLT_ERR_TIMEOUT) */
     int devices, num_nodes;      /* from the trainer config; checked against the world size */
+    const char *accelerator;     /* device the comm serves (NULL = "auto", as volt_params_config) */
 } volt_strategy_config;
 
+/* ---- capability flags of a row ------------------------------------------------------------ */
+enum {
+    VOLT_STRAT_MULTI_PROCESS = 1u << 0,      /* ranks over a comm backend (built with MPI) */
+    VOLT_STRAT_SHARDS_OPTIM = 1u << 1,       /* each rank keeps the optimizer states of its slice */
+    VOLT_STRAT_SHARDS_GRADS = 1u << 2,       /* only the owned grad slice is kept after reduction */
+    VOLT_STRAT_SHARDS_PARAMS = 1u << 3,      /* only the owned param slice between steps; gathered on use */
+    VOLT_STRAT_FREES_AFTER_FORWARD = 1u << 4,/* a unit's params are given back when forward moves on */
+    VOLT_STRAT_OVERLAP_REDUCE = 1u << 5,     /* grad reductions start during backward, per unit */
+};
 
 typedef struct volt_strategy_ops {
-    uint32_t version;
-    const char *name;
-    /* After the parameter store is finalized (and pretrained weights loaded): make the
-     * parameters consistent across ranks (broadcast from rank 0), shard what this strategy
-     * shards, install volt__params_set_hooks. */
-    volt_status (*setup_params)(volt_strategy *st, volt_params *ps);
-    /* After the optimizer exists: restrict it to this rank's shard (volt_optimizer_set_range). */
-    volt_status (*setup_optimizer)(volt_strategy *st, volt_optimizer *opt);
-    /* Give a loader this rank's shard (volt_loader_set_shard). */
-    volt_status (*setup_loader)(volt_strategy *st, volt_loader *l);
-    /* Before each backward: true when this backward ends an accumulation cycle (communicate),
-     * false on the micro-steps before it (no communication: grads accumulate locally). */
-    void (*begin_backward)(volt_strategy *st, bool sync);
-    /* At an accumulation boundary, after backward: every grad this rank updates holds the
-     * average over ranks (wait for in-flight reductions). */
-    volt_status (*reduce_grads)(volt_strategy *st);
-    /* Global sum of squared grads (over shards), for clipping by norm. */
-    volt_status (*grad_sqnorm)(volt_strategy *st, double *out);
-    /* After the optimizer step: parameters consistent again (all-gather of shards). */
-    volt_status (*after_optimizer_step)(volt_strategy *st);
-    /* Element-wise mean over ranks of n doubles (metric sync, stop flags). */
-    volt_status (*all_reduce_mean)(volt_strategy *st, double *v, int n);
-    /* Broadcast bytes from root. */
-    volt_status (*broadcast)(volt_strategy *st, void *buf, size_t n, int root);
-    volt_status (*barrier)(volt_strategy *st);
-    /* The model-state fields of the report (formula and held bytes); the trainer adds the
-     * name, rank, world and activation peak. */
-    void (*memory_report)(volt_strategy *st, volt_memory_report *out);
-    const char *(*errmsg)(volt_strategy *st);
-    void (*destroy)(volt_strategy *st);
-    /* ---- version 2 (appended; NULL = nothing to do) ---- */
+    uint32_t version;            /* VOLT_STRATEGY_OPS_VERSION (append-only; checked at creation) */
     /* Before the module declares its parameters (before finalize): e.g. pad units so they
      * split into equal per-rank slices (volt_params_set_unit_padding). */
     volt_status (*configure_params)(volt_strategy *st, volt_params *ps);
-    /* Make every parameter's full value valid in this process (FSDP gathers the units whose
-     * non-owned part is stale). Every rank calls it at the same point: checkpoint save, end
-     * of fit. */
-    volt_status (*materialize_params)(volt_strategy *st);
-    /* ---- version 3 (appended; NULL = the whole unit is this rank's) ---- */
-    /* This rank's slice [lo, hi) of unit `unit`: the part of the params it keeps current and
-     * of the optimizer states it holds (checkpoint shards write it). */
-    void (*owned_range)(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
-    /* Collective, every rank in the same order: the unit's parameter values from the owners'
-     * slices into dst (the unit's numel floats, f32 whatever the storage) on every rank. */
-    volt_status (*gather_unit)(volt_strategy *st, int unit, float *dst);
-    /* After the optimizer step: grads zeroed for the next accumulation cycle (NULL:
-     * volt_params_zero_grad). Sharded grads give their pages back instead of a memset. */
+    /* After the store is finalized (and pretrained weights loaded): parameters consistent
+     * across ranks (broadcast from rank 0), shard, install volt__params_set_hooks. */
+    volt_status (*setup_params)(volt_strategy *st, volt_params *ps);
+    /* After the optimizer exists: restrict it to this rank's shard (volt_optimizer_set_range). */
+    volt_status (*setup_optimizer)(volt_strategy *st, volt_optimizer *opt);
+    /* Before each backward: sync = this backward ends an accumulation cycle (communicate). */
+    void (*begin_backward)(volt_strategy *st, bool sync);
+    /* At an accumulation boundary, after backward: every grad this rank updates holds the
+     * average over ranks. NULL: the local grads are the result. */
+    volt_status (*reduce_grads)(volt_strategy *st);
+    /* Global sum of squared grads (over shards) for clipping by norm. NULL: the local sum. */
+    volt_status (*grad_sqnorm)(volt_strategy *st, double *out);
+    /* After the optimizer step: parameters consistent again (all-gather of shards). */
+    volt_status (*after_optimizer_step)(volt_strategy *st);
+    /* Grads zeroed for the next cycle. NULL: volt_params_zero_grad. */
     void (*zero_grad)(volt_strategy *st);
+    /* Element-wise mean over ranks of n host doubles (metric sync, stop flags, inf vote). */
+    volt_status (*all_reduce_mean)(volt_strategy *st, double *v, int n);
+    /* Host bytes from root to every rank. */
+    volt_status (*broadcast)(volt_strategy *st, void *buf, size_t n, int root);
+    volt_status (*barrier)(volt_strategy *st);
+    /* Every parameter's full value valid in this process (FSDP gathers stale units); every
+     * rank calls it at the same point (checkpoint save, end of fit). */
+    volt_status (*materialize_params)(volt_strategy *st);
+    /* This rank's slice [lo, hi) of unit `unit`. NULL: the whole unit. */
+    void (*owned_range)(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
+    /* Collective, every rank in the same order: the unit's values from the owners' slices
+     * into host dst (numel f32, whatever the storage) on every rank. NULL: not sharded. */
+    volt_status (*gather_unit)(volt_strategy *st, int unit, float *dst);
+    /* The model-state fields of the report. NULL: full replicas (param, grad, states). */
+    void (*memory_report)(volt_strategy *st, volt_memory_report *out);
+    /* Free the implementation (st->impl); the wrapper frees the rest. */
+    void (*destroy)(volt_strategy *st);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 3u
+#define VOLT_STRATEGY_OPS_VERSION 4u
+
+/* One registry row. */
+struct volt_strategy_row {
+    const char *name;            /* "fsdp" */
+    const char *aliases[3];      /* other accepted names ("zero2"), NULL-terminated */
+    const char *description;     /* one line: --help, errors, docs */
+    unsigned flags;              /* VOLT_STRAT_* */
+    /* NULL when this build lacks what the row needs (MULTI_PROCESS without MPI). */
+    const volt_strategy_ops *ops;
+    /* Make the implementation (st->rank/world/comm are set by it). NULL: nothing to make. */
+    volt_status (*create)(volt_strategy *st, const volt_strategy_config *cfg, char *err, size_t errlen);
+};
 
 struct volt_strategy {
     const volt_strategy_ops *ops;
+    const volt_strategy_row *row;
     int rank, world;
+    volt_params *ps;             /* borrowed, from setup_params */
+    volt_optimizer *opt;         /* borrowed, from setup_optimizer */
+    volt_precision *prec;        /* owned (volt__strategy_set_precision); NULL = 32-true behaviour */
     void *impl;
+    char errmsg[1024];
 };
 
-/* Create the named strategy (MPI is initialised here when a distributed one is asked for).
- * Unknown name => VOLT_ERR_UNSUPPORTED with the list of valid names in err. */
+/* ---- registry (strategies/registry.c) ------------------------------------------------------ */
+int volt__strategy_count(void);
+const volt_strategy_row *volt__strategy_at(int i);
+/* The row whose name or alias is `name` ("auto" = "single"), or NULL. */
+const volt_strategy_row *volt__strategy_find(const char *name);
+/* "single, ddp, deepspeed_stage_1 (zero1), ..." — every row, aliases in parentheses. */
+const char *volt__strategy_names(void);
+/* Create the named strategy (MPI is initialised here when a multi-process one is asked for).
+ * Unknown name => VOLT_ERR_UNSUPPORTED naming the valid ones; a row this build lacks =>
+ * VOLT_ERR_UNSUPPORTED saying why. */
 volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen);
-void volt__strategy_destroy(volt_strategy *st);
-/* The single-process strategy (strategies/single.c). */
-volt_status volt__strategy_single(volt_strategy **out);
+void volt__strategy_destroy(volt_strategy *st);       /* NULL-safe; destroys the precision plugin */
+/* Hand the precision plugin to the strategy (it owns it from here, even on error). */
+void volt__strategy_set_precision(volt_strategy *st, volt_precision *prec);
+static inline bool volt__strategy_has(const volt_strategy *st, unsigned flag) { return (st->row->flags & flag) != 0; }
+static inline const char *volt__strategy_name(const volt_strategy *st) { return st->row->name; }
+
+/* ---- the ops with their defaults (strategies/strategy.c) ------------------------------------ */
+volt_status volt__strategy_configure_params(volt_strategy *st, volt_params *ps);
+volt_status volt__strategy_setup_params(volt_strategy *st, volt_params *ps);
+volt_status volt__strategy_setup_optimizer(volt_strategy *st, volt_optimizer *opt);
+/* This rank's shard of a loader (volt_loader_set_shard(rank, world)). */
+volt_status volt__strategy_setup_loader(volt_strategy *st, volt_loader *l);
+void volt__strategy_begin_backward(volt_strategy *st, bool sync);
+volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
+volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
+volt_status volt__strategy_barrier(volt_strategy *st);
+volt_status volt__strategy_materialize_params(volt_strategy *st);
+void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
+/* The unit's values from the owners (sharded strategies) or this process, into host f32 dst. */
+volt_status volt__strategy_gather_unit(volt_strategy *st, int unit, float *dst);
+static inline bool volt__strategy_gathers_units(const volt_strategy *st) { return st->ops->gather_unit != NULL; }
+void volt__strategy_memory_report(volt_strategy *st, volt_memory_report *out);
+const char *volt__strategy_errmsg(const volt_strategy *st);
+
+/* ---- the optimizer boundary (strategies/boundary.c) ----------------------------------------- */
+typedef struct volt_boundary {
+    float clip_val;              /* > 0: clip the grads (gradient_clip_val) */
+    bool clip_by_value;          /* else by global norm over shards (clip_grad_norm_) */
+    /* Runs after clipping, before the step (on_before_optimizer_step hooks). A failure is
+     * reported by the callee (err stays empty). */
+    volt_status (*before_step)(void *ctx);
+    void *ctx;
+} volt_boundary;
+/* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> clip
+ * -> before_step -> optimizer step (skipped on inf/NaN) -> gather -> zero grads -> scaler
+ * update. *skipped: the step was skipped (global_step and schedulers stay). On error err
+ * says where (empty when before_step failed). */
+volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped,
+                                              char *err, size_t errlen);
 #endif

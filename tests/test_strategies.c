@@ -22,9 +22,10 @@
 #include "volt/trainer.h"
 #include "trainer/trainer_internal.h"
 #include "ref_mlp.h"
+#include "strategies/comm/comm.h"
 #ifdef VOLT_HAVE_MPI
 #include <mpi.h>
-#include "strategies/dist/dist.h"
+#include "strategies/parallel/parallel.h"
 #endif
 
 /* ---- the model: an MLP with odd sizes ---------------------------------------------------------- */
@@ -323,16 +324,66 @@ static void test_bad_name(void) {
 #endif
 }
 
+/* The registry: every name and alias finds its row, the help text lists them all, the flags
+ * are consistent, "single" has no ops at all (every default lives in strategy.c), and the
+ * comm registry knows mpi as a host-buffer backend. */
+static void test_registry(void) {
+    const char *help = volt__strategy_names();
+    CHECK(volt__strategy_count() >= 6, "rows: %d", volt__strategy_count());
+    for (int i = 0; i < volt__strategy_count(); i++) {
+        const volt_strategy_row *r = volt__strategy_at(i);
+        CHECK(volt__strategy_find(r->name) == r && strstr(help, r->name), "row '%s' found and listed (%s)", r->name, help);
+        CHECK(r->description && r->description[0], "row '%s' has a description", r->name);
+        for (int a = 0; r->aliases[a]; a++)
+            CHECK(volt__strategy_find(r->aliases[a]) == r && (!strcmp(r->aliases[a], "auto") || strstr(help, r->aliases[a])),
+                  "alias '%s' of '%s'", r->aliases[a], r->name);
+        const unsigned f = r->flags;
+        CHECK(!(f & VOLT_STRAT_SHARDS_GRADS) || (f & VOLT_STRAT_SHARDS_OPTIM), "%s: shards_grads implies shards_optim", r->name);
+        CHECK(!(f & VOLT_STRAT_SHARDS_PARAMS) || (f & VOLT_STRAT_SHARDS_GRADS), "%s: shards_params implies shards_grads", r->name);
+        CHECK(!(f & VOLT_STRAT_FREES_AFTER_FORWARD) || (f & VOLT_STRAT_SHARDS_PARAMS), "%s: frees_after_forward implies shards_params", r->name);
+        CHECK((f & VOLT_STRAT_MULTI_PROCESS) || f == 0, "%s: one process shards nothing", r->name);
+#ifdef VOLT_HAVE_MPI
+        CHECK(r->ops != NULL, "%s: built in", r->name);
+#else
+        CHECK((r->ops != NULL) == !(f & VOLT_STRAT_MULTI_PROCESS), "%s: multi-process rows need MPI", r->name);
+#endif
+    }
+    CHECK(volt__strategy_find("dpp") == NULL && volt__strategy_find("auto") == volt__strategy_find("single"), "find");
+    const volt_strategy_row *single = volt__strategy_find("single");
+    volt_strategy_ops none;
+    memset(&none, 0, sizeof none);
+    none.version = VOLT_STRATEGY_OPS_VERSION;
+    CHECK(single && !memcmp(single->ops, &none, sizeof none), "single: every op NULL (the defaults), no stubs");
+    /* the apps' --help reads the same rows */
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t" };
+    volt_cli *cli = NULL;
+    CHECK_OK(volt_cli_create(&cc, &cli));
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    if (cli && f) volt_cli_print_help(cli, f);
+    if (f) fclose(f);
+    CHECK(txt && strstr(txt, help), "--help lists the registry's strategies (%s)", help);
+    free(txt);
+    volt_cli_destroy(cli);
+    const volt_comm_row *mpi = volt__comm_backend_find("mpi");
+    CHECK(mpi && mpi->host_buffers && volt__comm_backend_count() >= 1, "comm registry: mpi takes host buffers");
+}
+
 static void test_single_memory(volt_dataset *ds) {
     mlp m = { 0 };
     volt_trainer *t = make_trainer("single", vtest_tmpdir());
     volt_loader *l = make_loader(ds, GB);
     CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
     volt_memory_report r;
-    t->strategy->ops->memory_report(t->strategy, &r);
+    volt__strategy_memory_report(t->strategy, &r);
     const int64_t P = r.padded_numel;
     CHECK(r.numel == volt_params_numel(volt_trainer_params(t)), "numel");
     CHECK(r.param_bytes == 4 * P && r.grad_bytes == 4 * P && r.optim_bytes == 8 * P, "single: 16Ψ");
+    const char *acc = getenv("VOLT_ACCELERATOR");   /* strict variants: really on cpu-strict */
+    volt_device *dev = volt_trainer_params(t)->dev;
+    if (acc && *acc) CHECK(!strcmp(dev->be->name, acc), "single: device '%s', asked '%s'", dev->be->name, acc);
+    printf("device %s\n", dev->be->name);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }
@@ -449,6 +500,8 @@ static void test_comm(void) {
 }
 
 /* ---- parity, memory, overlap, hook order ------------------------------------------------------------ */
+/* The test's own account of each strategy (independent of the registry's flags). */
+typedef enum { VOLT_DIST_DDP, VOLT_DIST_ZERO1, VOLT_DIST_ZERO2, VOLT_DIST_FSDP, VOLT_DIST_FSDP_SGO } volt_dist_kind;
 static volt_dist_kind kind_of(const char *s) {
     if (!strcmp(s, "ddp")) return VOLT_DIST_DDP;
     if (!strcmp(s, "zero1") || !strcmp(s, "deepspeed_stage_1")) return VOLT_DIST_ZERO1;
@@ -459,7 +512,7 @@ static volt_dist_kind kind_of(const char *s) {
 
 static void check_memory(volt_trainer *t, const char *name) {
     volt_memory_report r;
-    t->strategy->ops->memory_report(t->strategy, &r);
+    volt__strategy_memory_report(t->strategy, &r);
     const volt_dist_kind k = kind_of(name);
     const int64_t N = g_world;
     /* the layout computed independently: params rounded to 16 floats, units to 16*N (sharded) */
@@ -579,6 +632,22 @@ static void check_trace(volt_trainer *t, const char *name) {
                overlapped, cycles);
 }
 
+/* The comm serves the device the run asked for ($VOLT_ACCELERATOR: the strict variants say
+ * cpu-strict), and stages through preallocated host buffers exactly when that device's memory
+ * is not host-addressable. */
+static void check_comm_device(volt_trainer *t) {
+    volt_comm *c = volt__dist_comm(t->strategy);
+    CHECK(c && c->dev, "comm with a device");
+    if (!c || !c->dev) return;
+    const char *acc = getenv("VOLT_ACCELERATOR");
+    if (acc && *acc) CHECK(!strcmp(c->dev->be->name, acc), "comm device '%s', asked '%s'", c->dev->be->name, acc);
+    CHECK(c->staged == !volt__dev_host_addressable(c->dev), "staged iff the device memory is not host-addressable");
+    const dist *d = t->strategy->impl;
+    for (int i = 0; i < d->n_units; i++)
+        CHECK((d->units[i].h_grad != NULL) == c->staged && (d->units[i].h_vals != NULL) == c->staged, "unit %d staging buffers", i);
+    if (g_rank == 0) printf("comm %s on device %s%s\n", c->ops->name, c->dev->be->name, c->staged ? " (staged through host buffers)" : "");
+}
+
 static void test_parity(const char *name) {
     volt_dataset *ds = make_data();
     ref_run ref;
@@ -591,6 +660,7 @@ static void test_parity(const char *name) {
     CHECK(volt_trainer_world_size(t) == g_world && volt_trainer_rank(t) == g_rank, "rank/world from MPI");
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
     CHECK(st == VOLT_OK, "%s fit: %s", name, volt_trainer_errmsg(t));
+    check_comm_device(t);
     /* VOLT_LOG_SYNC metrics: the last step's loss and the epoch's validation mean, global */
     double tl = NAN, vloss = NAN;
     CHECK(volt_trainer_metric(t, "train_loss", &tl) && volt_trainer_metric(t, "val_loss", &vloss), "%s: metrics", name);
@@ -823,6 +893,22 @@ static void test_memory(void) {
             CHECK(m.end.held_param_bytes >= full - slack, "%s: params whole (%lld of %lld)", name, (long long)m.end.held_param_bytes, (long long)full);
         CHECK(m.end.held_optim_bytes == m.end.optim_bytes, "%s: optimizer states held %lld, formula %lld", name,
               (long long)m.end.held_optim_bytes, (long long)m.end.optim_bytes);
+        /* the registry row's flags say what this strategy does; the resident bytes show it */
+        const volt_strategy_row *row = volt__strategy_find(name);
+        CHECK(row && row == t->strategy->row, "%s: registry row", name);
+        if (row) {
+            const bool sg = row->flags & VOLT_STRAT_SHARDS_GRADS, sp = row->flags & VOLT_STRAT_SHARDS_PARAMS;
+            const bool ff = row->flags & VOLT_STRAT_FREES_AFTER_FORWARD, so = row->flags & VOLT_STRAT_SHARDS_OPTIM;
+            const int64_t rep = (int64_t)volt_optimizer_state_count(t->opt) * full;   /* states, replicated */
+            CHECK(sg == (m.pre.held_grad_bytes <= full / N + slack), "%s: shards_grads=%d but grads held before the step %lld of %lld",
+                  name, sg, (long long)m.pre.held_grad_bytes, (long long)full);
+            CHECK(ff == (m.fwd.held_param_bytes <= full / N + last + slack), "%s: frees_after_forward=%d but params held after "
+                  "forward %lld of %lld", name, ff, (long long)m.fwd.held_param_bytes, (long long)full);
+            CHECK(sp == (m.end.held_param_bytes <= full / N + first + slack), "%s: shards_params=%d but params held between "
+                  "steps %lld of %lld", name, sp, (long long)m.end.held_param_bytes, (long long)full);
+            CHECK(so == (m.end.held_optim_bytes * N == rep) && !so == (m.end.held_optim_bytes == rep),
+                  "%s: shards_optim=%d but states held %lld (replicated %lld)", name, so, (long long)m.end.held_optim_bytes, (long long)rep);
+        }
         if (g_rank == 0)
             printf("held   %-18s %-8s N=%d MiB: params after fwd %.2f, between steps %.2f; grads before step %.2f, between steps %.2f (full %.2f)\n",
                    name, prec, g_world, m.fwd.held_param_bytes / 1048576.0, m.end.held_param_bytes / 1048576.0,
@@ -1121,6 +1207,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "local";
     if (!strcmp(mode, "local")) {
+        test_registry();
         test_unit_padding();
         test_bad_name();
         volt_dataset *ds = make_data();

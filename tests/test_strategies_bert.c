@@ -27,6 +27,7 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "volt/distilbert.h"
+#include "core/device.h"
 #ifdef VOLT_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -160,6 +161,20 @@ static void copy_params(volt_params *ps, float *dst) {
 typedef struct { float *params; int64_t n; recorder rec; double seconds; } ref_run;
 
 /* Uninterrupted single run on the global batch (GB rows per micro-step). */
+/* The run's parameters live on the device asked for ($VOLT_ACCELERATOR: the strict variants
+ * say cpu-strict), not a silent fallback. */
+static void check_device(volt_trainer *t) {
+    volt_params *ps = volt_trainer_params(t);
+    const char *acc = getenv("VOLT_ACCELERATOR");
+    if (!ps || !acc || !*acc || volt_params_unit_count(ps) == 0) return;
+    const volt_tensor *p = volt_unit_param(volt_params_unit_at(ps, 0), 0);
+    CHECK(p->device && !strcmp(p->device->be->name, acc), "parameters on '%s', asked '%s'",
+          p->device ? p->device->be->name : "?", acc);
+    static bool said;
+    if (!said) printf("device %s\n", p->device ? p->device->be->name : "?");
+    said = true;
+}
+
 static void run_single(volt_dataset *ds, ref_run *r) {
     memset(r, 0, sizeof *r);
     const double t0 = now_s();
@@ -171,6 +186,7 @@ static void run_single(volt_dataset *ds, ref_run *r) {
         volt_status st = volt_trainer_fit(t, &volt_distilbert_ops, m, l, NULL, NULL);
         CHECK(st == VOLT_OK, "single fit: %s", volt_trainer_errmsg(t));
         CHECK(volt_trainer_global_step(t) == STEPS, "single: %lld steps", (long long)volt_trainer_global_step(t));
+        check_device(t);
         r->n = volt_params_numel(volt_trainer_params(t));
         r->params = malloc(sizeof(float) * (size_t)r->n);
         if (r->params) copy_params(volt_trainer_params(t), r->params);

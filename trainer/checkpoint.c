@@ -103,7 +103,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
             st = volt_st_writer_meta(w, "volt.optimizer.kind", b);
         }
     }
-    if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", sg->ops->name);
+    if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", volt__strategy_name(sg));
     if (st >= 0) st = meta_i64(w, "volt.world_size", t->world);
     if (t->sched && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
     if (st >= 0) st = volt__prec_ckpt_save(t, w);   /* precision name, grad scaler */
@@ -236,7 +236,7 @@ const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
     if (t->world > 1) {   /* rank 0's file is the one every rank loads */
         static char buf[4096];
         snprintf(buf, sizeof buf, "%s", p ? p : "");
-        if (t->strategy->ops->broadcast(t->strategy, buf, sizeof buf, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
+        if (volt__strategy_broadcast(t->strategy, buf, sizeof buf, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
     }
     return p;
 }

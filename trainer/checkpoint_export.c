@@ -11,7 +11,7 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "export_full: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "export_full: empty path");
     volt_strategy *sg = t->strategy;
-    const bool gather = t->world > 1 && sg->ops->version >= 3 && sg->ops->gather_unit && sg->ops->owned_range;
+    const bool gather = t->world > 1 && volt__strategy_gathers_units(sg);
     volt_status st = VOLT_OK;
     char err[768] = "";
     volt_st_stream *ws = NULL;
@@ -38,11 +38,11 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
         owned_range(t, u, &lo, &hi);
         const float *vals = NULL;
         if (gather && (lo != 0 || hi != numel)) {   /* collective: every rank; the strategy fills the host buffer */
-            volt_status gs = sg->ops->gather_unit(sg, u, stg.f32);
+            volt_status gs = volt__strategy_gather_unit(sg, u, stg.f32);
             if (gs < 0) {
                 stage_close(&stg);
                 volt_st_stream_destroy(ws);
-                return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+                return volt__terr(t, gs, "export_full '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
             }
             vals = stg.f32;
         } else if (ws && st >= 0 && !(vals = stage_values(t, &stg, u, 0, numel))) {   /* one D2H copy */

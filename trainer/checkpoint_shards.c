@@ -72,7 +72,7 @@ void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi) {
     volt_strategy *sg = t->strategy;
     *lo = 0;
     *hi = volt_unit_numel(volt_params_unit_at(t->ps, u));
-    if (t->world > 1 && sg->ops->version >= 3 && sg->ops->owned_range) sg->ops->owned_range(sg, u, lo, hi);
+    if (t->world > 1) volt__strategy_owned_range(sg, u, lo, hi);
 }
 
 /* Does some rank hold only a slice of some unit (ZeRO, FSDP)? Then checkpoints are sharded. */
@@ -90,7 +90,7 @@ bool ckpt_sharded(volt_trainer *t) {
 bool all_ok(volt_trainer *t, bool ok) {
     if (t->world <= 1) return ok;
     double bad = ok ? 0.0 : 1.0;
-    if (t->strategy->ops->all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
+    if (volt__strategy_all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
     return bad == 0.0;
 }
 
@@ -237,8 +237,8 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
         hdr.id = fresh_id();
         if (snprintf(hdr.path, sizeof hdr.path, "%s", path) >= (int)sizeof hdr.path) hdr.path[0] = 0;
     }
-    if ((st = sg->ops->broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
-        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+    if ((st = volt__strategy_broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
     if (!hdr.path[0]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
     path = hdr.path;
     const uint64_t id = hdr.id;
@@ -268,10 +268,10 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
         ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
     }
     if (!all_ok(t, st >= 0)) { free(ranges); if (R == 0) remove_dir(dir); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
-    if ((st = sg->ops->all_reduce_mean(sg, ranges, W * U * 2)) < 0) {
+    if ((st = volt__strategy_all_reduce_mean(sg, ranges, W * U * 2)) < 0) {
         free(ranges);
         if (R == 0) remove_dir(dir);
-        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, sg->ops->name, sg->ops->errmsg(sg));
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
     }
     for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
     if (R == 0) {

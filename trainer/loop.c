@@ -35,7 +35,7 @@ static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, co
 }
 
 static volt_status strategy_err(volt_trainer *t, volt_status st, const char *what) {
-    return volt__terr(t, st, "strategy '%s': %s: %s", t->strategy->ops->name, what, t->strategy->ops->errmsg(t->strategy));
+    return volt__terr(t, st, "strategy '%s': %s: %s", volt__strategy_name(t->strategy), what, volt__strategy_errmsg(t->strategy));
 }
 
 /* ---- setup --------------------------------------------------------------------------- */
@@ -67,8 +67,8 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     VOLT_TRY(volt_params_create(&pc, &t->ps));
     volt_strategy *sg = t->strategy;
     volt_status st;
-    if (sg->ops->version >= 2 && sg->ops->configure_params && (st = sg->ops->configure_params(sg, t->ps)) < 0)
-        return volt__terr(t, st, "strategy '%s': %s", sg->ops->name, sg->ops->errmsg(sg));
+    if ((st = volt__strategy_configure_params(sg, t->ps)) < 0)
+        return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
     st = ops->setup(module, t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
     st = volt_params_finalize(t->ps);
@@ -77,8 +77,8 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
         return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
                           volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
     VOLT_TRY(volt__prec_setup_params(t));   /* 16-bit storage (bf16-true, 16-true) */
-    st = t->strategy->ops->setup_params(t->strategy, t->ps);
-    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
+    st = volt__strategy_setup_params(t->strategy, t->ps);
+    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
     volt_step_config sc;
     volt_step_config_init(&sc);
     sc.params = t->ps;
@@ -108,8 +108,8 @@ static volt_status setup_optim(volt_trainer *t) {
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
-    st = t->strategy->ops->setup_optimizer(t->strategy, t->opt);
-    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", t->strategy->ops->name, t->strategy->ops->errmsg(t->strategy));
+    st = volt__strategy_setup_optimizer(t->strategy, t->opt);
+    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     if (o->use_scheduler) {
         st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
         if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
@@ -127,7 +127,7 @@ typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, in
 static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
     const char *m = volt_step_errmsg(t->step);
     /* a strategy hook (unit_use / unit_grads_ready) failed in a collective: say why */
-    const char *sm = (st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM) ? t->strategy->ops->errmsg(t->strategy) : "";
+    const char *sm = (st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM) ? volt__strategy_errmsg(t->strategy) : "";
     return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s%s%s", t->mops->name, what,
                       m[0] ? m : volt_status_str(st), sm && sm[0] ? ": " : "", sm ? sm : "");
 }
@@ -135,9 +135,8 @@ static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
 /* Every parameter's full value valid in this process (FSDP gathers stale units). */
 static volt_status materialize_params(volt_trainer *t) {
     volt_strategy *sg = t->strategy;
-    if (sg->ops->version < 2 || !sg->ops->materialize_params) return VOLT_OK;
-    volt_status st = sg->ops->materialize_params(sg);
-    return st < 0 ? volt__terr(t, st, "strategy '%s': parameter gather: %s", sg->ops->name, sg->ops->errmsg(sg)) : VOLT_OK;
+    volt_status st = volt__strategy_materialize_params(sg);
+    return st < 0 ? volt__terr(t, st, "strategy '%s': parameter gather: %s", volt__strategy_name(sg), volt__strategy_errmsg(sg)) : VOLT_OK;
 }
 
 static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
@@ -196,32 +195,24 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
 }
 
 /* ---- training --------------------------------------------------------------------------- */
-static volt_status optimizer_step(volt_trainer *t) {
-    volt_strategy *sg = t->strategy;
-    volt_status st = sg->ops->reduce_grads(sg);
-    if (st < 0) return strategy_err(t, st, "gradient reduction");
-    bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
-    VOLT_TRY(volt__prec_unscale(t, &skip));
-    if (t->cfg.gradient_clip_val > 0) {
-        if (!strcmp(t->cfg.gradient_clip_algorithm, "value")) {
-            st = volt_params_clip_grad_value(t->ps, t->cfg.gradient_clip_val);
-            if (st < 0) return volt__terr(t, st, "gradient clipping: %s", volt_params_errmsg(t->ps));
-        } else {   /* global norm, summed over shards, like torch.nn.utils.clip_grad_norm_ */
-            double sq = 0;
-            if ((st = sg->ops->grad_sqnorm(sg, &sq)) < 0) return strategy_err(t, st, "gradient norm");
-            double norm = sqrt(sq);
-            float coef = (float)(t->cfg.gradient_clip_val / (norm + 1e-6));
-            if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(t->ps, coef);   /* grad ranges only */
-        }
-    }
+/* on_before_optimizer_step, between clipping and the step (the boundary calls it back) */
+static volt_status before_optimizer_step(void *ctx) {
+    volt_trainer *t = ctx;
     CB_HOOK(t, on_before_optimizer_step);
     MOD_HOOK(t, on_before_optimizer_step);
-    if (!skip && (st = volt_optimizer_step(t->opt)) < 0)
-        return volt__terr(t, st, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
-    if ((st = sg->ops->after_optimizer_step(sg)) < 0) return strategy_err(t, st, "parameter gather");
-    if (sg->ops->version >= 3 && sg->ops->zero_grad) sg->ops->zero_grad(sg);
-    else volt_params_zero_grad(t->ps);
-    volt__prec_update(t, skip);
+    return VOLT_OK;
+}
+
+/* The boundary itself is the strategy's (strategies/boundary.c); the loop adds its counters. */
+static volt_status optimizer_step(volt_trainer *t) {
+    const volt_boundary b = {
+        .clip_val = t->cfg.gradient_clip_val, .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
+        .before_step = before_optimizer_step, .ctx = t,
+    };
+    bool skip = false;
+    char err[sizeof t->errmsg] = "";
+    volt_status st = volt__strategy_optimizer_boundary(t->strategy, &b, &skip, err, sizeof err);
+    if (st < 0) return err[0] ? volt__terr(t, st, "%s", err) : st;
     if (skip) return VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
     t->global_step++;
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
@@ -252,7 +243,7 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
             if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
         }
     bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
-    t->strategy->ops->begin_backward(t->strategy, boundary);
+    volt__strategy_begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
     volt_step_end(s);
     if (st < 0) { volt__metrics_discard(t); return step_err(t, st, "backward"); }
@@ -308,7 +299,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
                 VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
                 double f = t->should_stop ? 1.0 : 0.0;
-                volt_status st2 = t->strategy->ops->all_reduce_mean(t->strategy, &f, 1);
+                volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
                 if (st2 < 0) return strategy_err(t, st2, "stop flag");
                 t->should_stop = f > 0;
             }
@@ -345,8 +336,8 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_optim(t));
-    if ((st0 = t->strategy->ops->setup_loader(t->strategy, train)) < 0 ||
-        (val && (st0 = t->strategy->ops->setup_loader(t->strategy, val)) < 0))
+    if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
+        (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return strategy_err(t, st0, "data sharding");
     t->stage = VOLT_STAGE_FIT;
     t->fitting = true;
@@ -416,7 +407,7 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
                                   volt_loader *val, const char *ckpt_path) {
     if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
-    volt_status st = t->strategy->ops->setup_loader(t->strategy, val);
+    volt_status st = volt__strategy_setup_loader(t->strategy, val);
     if (st < 0) return strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
     return run_validation(t, val, t->cfg.limit_val_batches, false, NULL);
@@ -426,7 +417,7 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
                               volt_loader *test, const char *ckpt_path) {
     if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
-    volt_status st0 = t->strategy->ops->setup_loader(t->strategy, test);
+    volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
     volt_stage prev = t->stage;
@@ -460,7 +451,7 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
-    volt_status st0 = t->strategy->ops->setup_loader(t->strategy, loader);
+    volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
     volt_stage prev = t->stage;

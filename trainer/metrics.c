@@ -43,8 +43,8 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
     if ((flags & VOLT_LOG_SYNC) && (flags & VOLT_LOG_STEP) && t->world > 1) {
-        volt_status st = t->strategy->ops->all_reduce_mean(t->strategy, &value, 1);
-        if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, t->strategy->ops->errmsg(t->strategy));
+        volt_status st = volt__strategy_all_reduce_mean(t->strategy, &value, 1);
+        if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
     }
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
@@ -81,8 +81,8 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
         double v = den ? (double)num / (double)den : 0.0;
         if ((flags & VOLT_LOG_SYNC) && t->world > 1) {
             double c[2] = { (double)num, (double)den };
-            volt_status st = t->strategy->ops->all_reduce_mean(t->strategy, c, 2);
-            if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, t->strategy->ops->errmsg(t->strategy));
+            volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, 2);
+            if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
             v = c[1] > 0 ? round(c[0] * t->world) / round(c[1] * t->world) : 0.0;
         }
         snprintf(nm, sizeof nm, both ? "%s_step" : "%s", name);
@@ -190,7 +190,7 @@ void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_v
         qsort(mine, (size_t)n, sizeof mine[0], accum_cmp);
         double v[2 * VOLT_MAX_METRICS];
         for (int i = 0; i < n; i++) { v[2 * i] = mine[i].sum; v[2 * i + 1] = mine[i].weight; }
-        if (t->strategy->ops->all_reduce_mean(t->strategy, v, 2 * n) == VOLT_OK)
+        if (volt__strategy_all_reduce_mean(t->strategy, v, 2 * n) == VOLT_OK)
             for (int i = 0; i < n; i++) {
                 mine[i].sum = v[2 * i];
                 mine[i].weight = v[2 * i + 1];
@@ -212,7 +212,7 @@ void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_v
             double *d = malloc((size_t)C * (size_t)C * sizeof *d);
             if (!d) continue;
             for (int k = 0; k < C * C; k++) d[k] = (double)m->counts[k];
-            if (t->strategy->ops->all_reduce_mean(t->strategy, d, C * C) == VOLT_OK)
+            if (volt__strategy_all_reduce_mean(t->strategy, d, C * C) == VOLT_OK)
                 for (int k = 0; k < C * C; k++) m->counts[k] = (int64_t)llround(d[k] * t->world);
             free(d);
         }

@@ -2,10 +2,12 @@
  * each of its steps runs, the all-rank inf/NaN decision, the scaler's checkpoint state and
  * the public accessors of volt/precision.h (checkpoint values: trainer/checkpoint_stage.c).
  *
- * A boundary whose grads hold inf/NaN (16-mixed) skips the optimizer step: the optimizer's
- * step count, global_step and the per-step LR scheduler do not advance (global_step counts
- * optimizer steps taken: DESIGN §4, §6); the hooks before the step still run, the grads are
- * zeroed and the scale backs off. */
+ * The boundary steps (unscale, the all-rank inf/NaN vote, scaler update) belong to the
+ * strategy, which owns the plugin (strategies/boundary.c). A boundary whose grads hold
+ * inf/NaN (16-mixed) skips the optimizer step: the optimizer's step count, global_step and
+ * the per-step LR scheduler do not advance (global_step counts optimizer steps taken:
+ * DESIGN §4, §6); the hooks before the step still run, the grads are zeroed and the scale
+ * backs off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,29 +53,6 @@ void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc) {
 volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *loss) {
     const volt_precision_ops *o = t->prec->ops;
     return o->scale_loss ? o->scale_loss(t->prec, s, loss) : loss;
-}
-
-volt_status volt__prec_unscale(volt_trainer *t, bool *skip) {
-    *skip = false;
-    const volt_precision_ops *o = t->prec->ops;
-    if (!o->unscale_grads) return VOLT_OK;
-    bool found = false;
-    o->unscale_grads(t->prec, t->ps, &found);
-    if (t->world > 1) {   /* every rank takes the same decision */
-        double f = found ? 1.0 : 0.0;
-        volt_status st = t->strategy->ops->all_reduce_mean(t->strategy, &f, 1);
-        if (st < 0)
-            return volt__terr(t, st, "strategy '%s': grad scaler inf/NaN flag: %s", t->strategy->ops->name,
-                              t->strategy->ops->errmsg(t->strategy));
-        found = f > 0;
-    }
-    *skip = found;
-    return VOLT_OK;
-}
-
-void volt__prec_update(volt_trainer *t, bool skipped) {
-    if (skipped) t->prec->skipped_steps++;
-    if (t->prec->ops->update) t->prec->ops->update(t->prec, skipped);
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */

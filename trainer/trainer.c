@@ -74,15 +74,14 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->enable_logger = false;
     }
     VOLT_TRY(volt__prec_create(t));
-    volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes };
+    volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes,
+                                .accelerator = NULL /* "auto", as the parameter store's */ };
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     if (to && atof(to) > 0) sc.timeout_s = atof(to);
     char err[512] = "";
     volt_status st = volt__strategy_create(&sc, &t->strategy, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "trainer: %s", err);
-    if (!VOLT_VERSION_OK(t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION))
-        return volt__terr(t, VOLT_ERR_VERSION, "trainer: volt_strategy_ops '%s': version %u, this library knows 1..%u",
-                          t->strategy->ops->name, t->strategy->ops->version, VOLT_STRATEGY_OPS_VERSION);
+    volt__strategy_set_precision(t->strategy, t->prec);   /* the strategy owns the plugin (Lightning's shape) */
     t->rank = t->strategy->rank;
     t->world = t->strategy->world;
     VOLT_TRY(volt__trainer_resolve_device(t));
@@ -109,8 +108,8 @@ void volt_trainer_destroy(volt_trainer *t) {
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
-    volt__strategy_destroy(t->strategy);
-    volt__precision_destroy(t->prec);
+    if (t->strategy) volt__strategy_destroy(t->strategy);   /* with the precision plugin */
+    else volt__precision_destroy(t->prec);
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     volt__transfer_free(t);
@@ -197,8 +196,8 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
     char buf[4096];
     if (t->world > 1) {   /* rank 0's choice wins: every rank logs/saves under the same names */
         snprintf(buf, sizeof buf, "%s", dir ? dir : "");
-        volt_status st = t->strategy->ops->broadcast(t->strategy, buf, sizeof buf, 0);
-        if (st < 0) return volt__terr(t, st, "set_log_dir: broadcast failed: %s", t->strategy->ops->errmsg(t->strategy));
+        volt_status st = volt__strategy_broadcast(t->strategy, buf, sizeof buf, 0);
+        if (st < 0) return volt__terr(t, st, "set_log_dir: broadcast failed: %s", volt__strategy_errmsg(t->strategy));
         dir = buf[0] ? buf : NULL;
     }
     char *d = dir ? strdup(dir) : NULL;
@@ -227,8 +226,8 @@ volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out)
     memset(out, 0, sizeof *out);
     if (!t->ps || !volt_params_finalized(t->ps))
         return volt__terr(t, VOLT_ERR_STATE, "memory_report: no model yet (call it from a hook, or after fit/test)");
-    t->strategy->ops->memory_report(t->strategy, out);
-    out->strategy = t->strategy->ops->name;
+    volt__strategy_memory_report(t->strategy, out);
+    out->strategy = volt__strategy_name(t->strategy);
     out->rank = t->rank;
     out->world = t->world;
     out->activation_peak_bytes = t->step ? (int64_t)volt_step_arena_peak(t->step) : 0;
@@ -252,12 +251,12 @@ volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f) {
     mem_row(&m, all + (size_t)t->rank * MEM_FIELDS);
     volt_status st = VOLT_OK;
     if (W > 1) {   /* each rank fills its row; mean over ranks times W = the table */
-        st = t->strategy->ops->all_reduce_mean(t->strategy, all, W * MEM_FIELDS);
+        st = volt__strategy_all_reduce_mean(t->strategy, all, W * MEM_FIELDS);
         for (int i = 0; i < W * MEM_FIELDS; i++) all[i] = all[i] * W;
     }
     if (st < 0) {
         free(all);
-        return volt__terr(t, st, "memory_report: %s", t->strategy->ops->errmsg(t->strategy));
+        return volt__terr(t, st, "memory_report: %s", volt__strategy_errmsg(t->strategy));
     }
     if (t->rank == 0 && f) {
         const double MiB = 1024.0 * 1024.0;

@@ -82,7 +82,7 @@ struct volt_trainer {
     bool has_resolver;
     int rank, world;
     volt_strategy *strategy;
-    volt_precision *prec;      /* cfg.precision (precision/) */
+    volt_precision *prec;      /* cfg.precision (precision/); owned by the strategy once it exists */
 
     /* device (issue 10): cfg.accelerator resolved at create; params, the step and batches live on it */
     volt_device *dev;
@@ -133,9 +133,11 @@ volt_status volt__prec_setup_params(volt_trainer *t);
 void volt__prec_setup_step(volt_trainer *t);                       /* compute dtype */
 void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc);   /* state dtype */
 volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);
-/* At the boundary after reduce_grads: unscale; *skip = inf/NaN on any rank. */
-volt_status volt__prec_unscale(volt_trainer *t, bool *skip);
-void volt__prec_update(volt_trainer *t, bool skipped);
+/* The boundary's precision steps (unscale, inf/NaN vote, scaler update) are the strategy's,
+ * which owns t->prec after volt_trainer_create (strategies/boundary.c); t->prec is borrowed. */
+/* Checkpoints hold f32 values for every parameter, whatever its storage dtype. */
+volt_status volt__ckpt_add_param(volt_trainer *t, volt_st_writer *w, const volt_tensor *p);
+volt_status volt__ckpt_read_param(volt_trainer *t, volt_st_file *f, volt_tensor *p, char *err, size_t errlen);
 volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
 volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
 

@@ -70,7 +70,31 @@ struct volt_comm {
     int rank, world;
     double timeout_s;
     void *impl;
+    /* Set by volt__comm_create_for: the device whose memory the caller communicates, and
+     * whether the backend cannot take that memory (a host-buffer backend, a device whose
+     * memory is not host-addressable): then callers pass host staging buffers, filled and
+     * emptied with the device's copies (strategies/parallel/ preallocates them per unit). */
+    struct volt_device *dev;
+    bool staged;
 };
+
+/* ---- comm registry (strategies/comm/registry.c): one row per backend, chosen by device ---- */
+typedef struct volt_comm_row {
+    const char *name;            /* "mpi", "nccl" */
+    const char *description;
+    bool host_buffers;           /* takes host memory only: staged on non-host-addressable devices */
+    /* Can serve this device (NULL = any). The first row (in registry order) that can wins. */
+    bool (*serves)(const struct volt_device *dev);
+    /* NULL when this build lacks the backend (no MPI). */
+    volt_status (*create)(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+} volt_comm_row;
+int volt__comm_backend_count(void);
+const volt_comm_row *volt__comm_backend_at(int i);
+const volt_comm_row *volt__comm_backend_find(const char *name);
+/* The comm for dev: the first registered row that serves it and is built in; sets dev/staged.
+ * Errors name the device and the rows tried. */
+volt_status volt__comm_create_for(struct volt_device *dev, const volt_comm_config *cfg, volt_comm **out,
+                                  char *err, size_t errlen);
 
 void volt__comm_config_init(volt_comm_config *cfg);
 void volt__comm_destroy(volt_comm *c);                                 /* NULL-safe */

@@ -1,20 +1,16 @@
-/* Distributed strategies (private to strategies/dist/ and the tests): ddp, ZeRO stage 1/2,
- * FSDP over a comm backend. One implementation object for all of them; the kind selects
- * what the hooks do (docs/STRATEGIES.md has the full picture). */
+/* Multi-process strategies (private to strategies/ and the tests): ddp, ZeRO stage 1/2,
+ * FSDP over a comm backend. One implementation object for all of them; the registry row's
+ * capability flags (strategies/registry.c) select what the hooks do (docs/STRATEGIES.md has
+ * the full picture). Unit buffers are device memory: they reach the comm directly when the
+ * comm takes the device's memory, else through per-unit host staging buffers allocated at
+ * setup (the comm is "staged": mpi over cpu-strict, or cuda without NCCL). */
 #ifndef VOLT_DIST_H
 #define VOLT_DIST_H
 
 #include "strategies/strategy.h"
 #include "strategies/comm/comm.h"
 #include "core/err.h"
-
-typedef enum volt_dist_kind {
-    VOLT_DIST_DDP = 0,      /* replicated params/grads/states; grads all-reduced per unit */
-    VOLT_DIST_ZERO1,        /* optimizer states sharded */
-    VOLT_DIST_ZERO2,        /* + grads reduce-scattered as units become ready */
-    VOLT_DIST_FSDP,         /* + params sharded, gathered on first use (FULL_SHARD) */
-    VOLT_DIST_FSDP_SGO,     /* FSDP SHARD_GRAD_OP */
-} volt_dist_kind;
+#include "core/device.h"
 
 /* Trace of what the strategy did, in order, for tests and debugging. */
 typedef enum volt_dist_ev {
@@ -40,7 +36,7 @@ void volt__dist_trace_clear(volt_strategy *st);
 volt_comm *volt__dist_comm(const volt_strategy *st);
 const char *volt__dist_ev_name(volt_dist_ev ev);
 
-/* ---- shared between distributed.c, ddp.c, zero.c, fsdp.c --------------------------------- */
+/* ---- shared between parallel.c, ddp.c, zero.c, fsdp.c --------------------------------- */
 typedef struct dist_unit {
     volt_unit *u;
     int64_t numel;               /* padded length of the unit buffers */
@@ -51,14 +47,14 @@ typedef struct dist_unit {
     int next_use;                /* fsdp: unit first used right after this one in forward (prefetch), -1 */
     int prev_use;                /* fsdp: unit first used right before it (backward prefetch), -1 */
     char label[96];              /* "unit 'fc1'" for messages */
+    void *h_grad, *h_vals;       /* staged comm: host copies of the grads / values (NULL otherwise) */
 } dist_unit;
 
 typedef struct dist {
-    volt_dist_kind kind;
+    unsigned flags;              /* the row's VOLT_STRAT_* */
     volt_strategy *st;
     volt_comm *comm;
     volt_params *ps;             /* borrowed, from setup_params */
-    volt_optimizer *opt;         /* borrowed, from setup_optimizer */
     int n_units;
     dist_unit *units;
     int *launch_order, n_launched;   /* units whose grads were launched, in launch order */
@@ -70,21 +66,23 @@ typedef struct dist {
     volt_unit_hooks hooks;
     volt_dist_event *trace;
     int n_trace, cap_trace;
-    char errmsg[1024];
 } dist;
 
 static inline dist *dist_of(volt_strategy *st) { return (dist *)st->impl; }
-static inline bool dist_sharded(const dist *d) { return d->kind != VOLT_DIST_DDP; }
+static inline bool dist_has(const dist *d, unsigned f) { return (d->flags & f) != 0; }
+/* Units split into per-rank slices (optimizer states, reduce-scatter) vs. whole replicas. */
+static inline bool dist_sharded(const dist *d) { return dist_has(d, VOLT_STRAT_SHARDS_OPTIM); }
+static inline bool dist_staged(const dist *d) { return d->comm->staged; }
 /* Bytes of one parameter value in the store (4, or 2 under bf16-true / 16-true). */
 static inline size_t dist_value_size(const dist *d) { return volt_dtype_size(volt_params_dtype(d->ps)); }
 /* Only the owned slice of the grads is kept once a unit's reduce-scatter is done. */
-static inline bool dist_grads_sharded(const dist *d) { return d->kind >= VOLT_DIST_ZERO2 && d->st->world > 1; }
+static inline bool dist_grads_sharded(const dist *d) { return dist_has(d, VOLT_STRAT_SHARDS_GRADS) && d->st->world > 1; }
 /* Params sharded: the non-owned part is given back after the step and gathered on use. */
 static inline bool dist_params_sharded(const dist *d) {
-    return (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) && d->st->world > 1;
+    return dist_has(d, VOLT_STRAT_SHARDS_PARAMS) && d->st->world > 1;
 }
 
-#define dist_fail(d, st, ...) VOLT__OBJ_ERRF(d, st, __VA_ARGS__)
+#define dist_fail(d, s, ...) VOLT__OBJ_ERRF((d)->st, s, __VA_ARGS__)
 /* Copy the comm's message (timeouts, MPI errors) into the strategy's, with a prefix. */
 volt_status volt__dist_comm_fail(dist *d, volt_status st, const char *what);
 void volt__dist_event(dist *d, volt_dist_ev kind, int unit);
@@ -106,11 +104,13 @@ volt_status volt__dist_launch_grad(dist *d, int u);
 volt_status volt__dist_launch_gather(dist *d, int u);
 volt_status volt__dist_finish_gather(dist *d, int u);
 
+/* The rows' ops tables and constructor (strategies/registry.c). */
+extern const volt_strategy_ops volt__ddp_ops, volt__zero_ops, volt__fsdp_ops;
+volt_status volt__parallel_create(volt_strategy *st, const volt_strategy_config *cfg, char *err, size_t errlen);
+
 /* kind-specific ops (ddp.c, zero.c, fsdp.c) */
 volt_status volt__ddp_grads_ready(void *ctx, volt_unit *u);
 volt_status volt__ddp_reduce_grads(volt_strategy *st);
-volt_status volt__ddp_grad_sqnorm(volt_strategy *st, double *out);
-volt_status volt__ddp_after_step(volt_strategy *st);
 
 volt_status volt__zero_configure_params(volt_strategy *st, volt_params *ps);
 volt_status volt__zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt);

@@ -13,7 +13,7 @@
  * scattered as units become ready, non-owned pages given back. Clipping sums the squared
  * norms over the shards. Views of a parameter must be consumed by the same unit's ops (a
  * view keeps no unit, so reading it after the unit was given back would read zeros). */
-#include "strategies/dist/dist.h"
+#include "strategies/parallel/parallel.h"
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
@@ -36,7 +36,7 @@ volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {
     if (volt__unit_stale(u) && (s = volt__dist_launch_gather(d, i)) < 0) return s;
     if ((s = volt__dist_finish_gather(d, i)) < 0) return s;
     /* FULL_SHARD: forward has moved on from the previous unit */
-    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d) && prev >= 0 && prev != i) volt__dist_release_values(d, prev);
+    if (dist_has(d, VOLT_STRAT_FREES_AFTER_FORWARD) && dist_params_sharded(d) && prev >= 0 && prev != i) volt__dist_release_values(d, prev);
     const int nx = du->next_use;
     if (nx >= 0 && nx != i && volt__unit_stale(d->units[nx].u)) return volt__dist_launch_gather(d, nx);
     return VOLT_OK;
@@ -47,7 +47,7 @@ volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u) {
     const int i = volt_unit_index(u);
     if (++d->n_ready >= d->n_units) d->in_backward = false;
     /* FULL_SHARD: backward is done with the unit's values */
-    if (d->kind == VOLT_DIST_FSDP && dist_params_sharded(d)) volt__dist_release_values(d, i);
+    if (dist_has(d, VOLT_STRAT_FREES_AFTER_FORWARD) && dist_params_sharded(d)) volt__dist_release_values(d, i);
     return volt__zero_grads_ready(ctx, u);
 }
 

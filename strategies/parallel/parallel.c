@@ -1,12 +1,12 @@
-/* Distributed strategies: creation by name, the parts every kind shares (unit table,
- * parameter broadcast, grad/gather bookkeeping, metric sync, memory report, trace). The
- * kind-specific hooks live in ddp.c, zero.c and fsdp.c. */
+/* Multi-process strategies: creation from a registry row, the parts every row shares (unit
+ * table, parameter broadcast, grad/gather bookkeeping and staging, metric sync, memory
+ * report, trace). The row-specific hooks live in ddp.c, zero.c and fsdp.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "strategies/dist/dist.h"
+#include "strategies/parallel/parallel.h"
 
 #define TRACE_CAP 16384   /* the first events of a run; later ones are dropped */
 
@@ -26,7 +26,13 @@ void volt__dist_event(dist *d, volt_dist_ev kind, int unit) {
     d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, now_s() };
 }
 
+/* A unit's grad reduction has completed: a staged result goes back to the device (the whole
+ * buffer for an all-reduce, this rank's slice for a reduce-scatter). */
 static void grad_done(dist *d, int u) {
+    dist_unit *du = &d->units[u];
+    if (dist_staged(d))
+        volt__dev_h2d(d->comm->dev, volt_unit_grad(du->u) + du->lo, (const float *)du->h_grad + du->lo,
+                      (size_t)(du->hi - du->lo) * sizeof(float));
     volt__dist_event(d, VOLT_EV_GRAD_DONE, u);
     if (dist_grads_sharded(d)) volt__dist_release_grads(d, u);
 }
@@ -61,17 +67,24 @@ void volt__dist_release_values(dist *d, int u) {
 }
 
 /* ---- unit table and parameter broadcast ------------------------------------------------ */
+static void free_units(dist *d) {
+    for (int i = 0; i < d->n_units; i++) {
+        free(d->units[i].h_grad);
+        free(d->units[i].h_vals);
+    }
+    free(d->units);
+    free(d->launch_order);
+}
+
 volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
     for (int i = 0; i < d->n_units; i++)
         if (d->units[i].grad_req || d->units[i].gather_req)
             return dist_fail(d, VOLT_ERR_STATE, "setup_params: collectives still in flight");
-    free(d->units);
-    free(d->launch_order);
+    free_units(d);
     d->units = NULL;
     d->launch_order = NULL;
     d->n_units = d->n_launched = 0;
     d->ps = ps;
-    d->opt = NULL;
     d->first_use = d->last_used = -1;
     const int n = volt_params_unit_count(ps), w = d->st->world, r = d->st->rank;
     d->units = calloc((size_t)(n ? n : 1), sizeof *d->units);
@@ -99,6 +112,11 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
             du->lo = 0;
             du->hi = du->numel;
         }
+        if (dist_staged(d)) {   /* preallocated here, never per collective */
+            du->h_grad = malloc(sizeof(float) * (size_t)du->numel);
+            du->h_vals = malloc(dist_value_size(d) * (size_t)du->numel);
+            if (!du->h_grad || !du->h_vals) return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of memory (staging)");
+        }
     }
     /* rank 0's values everywhere (a module's init_weights may differ per rank); all units
      * start before the first wait */
@@ -108,13 +126,21 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
     int started = 0;
     for (; started < n; started++) {
         dist_unit *du = &d->units[started];
-        st = d->comm->ops->broadcast(d->comm, volt_unit_values(du->u), (size_t)du->numel * dist_value_size(d),
-                                     VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* values in the store's dtype */
+        const size_t bytes = (size_t)du->numel * dist_value_size(d);
+        void *buf = volt_unit_values(du->u);
+        if (dist_staged(d)) {
+            if (d->st->rank == 0) volt__dev_d2h(d->comm->dev, du->h_vals, buf, bytes);
+            buf = du->h_vals;
+        }
+        st = d->comm->ops->broadcast(d->comm, buf, bytes, VOLT_COMM_BYTE, 0, du->label, &reqs[started]);   /* values in the store's dtype */
         if (st < 0) { volt__dist_comm_fail(d, st, "parameter broadcast"); break; }
     }
     for (int i = 0; i < started; i++) {
         volt_status s2 = d->comm->ops->wait(d->comm, reqs[i]);
         if (s2 < 0 && st >= 0) st = volt__dist_comm_fail(d, s2, "parameter broadcast");
+        if (s2 >= 0 && dist_staged(d))
+            volt__dev_h2d(d->comm->dev, volt_unit_values(d->units[i].u), d->units[i].h_vals,
+                          (size_t)d->units[i].numel * dist_value_size(d));
     }
     free(reqs);
     if (st < 0) return st;
@@ -128,9 +154,13 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
 volt_status volt__dist_launch_grad(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->launched) return VOLT_OK;
-    float *g = volt_unit_grad(du->u);
+    float *g = volt_unit_grad(du->u);   /* device memory */
+    if (dist_staged(d)) {   /* the whole local grad goes in; grad_done brings the result back */
+        volt__dev_d2h(d->comm->dev, du->h_grad, g, sizeof(float) * (size_t)du->numel);
+        g = du->h_grad;
+    }
     volt_status st;
-    if (d->kind == VOLT_DIST_DDP)
+    if (!dist_sharded(d))
         st = d->comm->ops->all_reduce(d->comm, g, g, (size_t)du->numel, VOLT_COMM_F32, VOLT_COMM_AVG, du->label,
                                       &du->grad_req);
     else   /* in place: this rank's averaged slice lands in g[lo, hi) */
@@ -164,6 +194,10 @@ volt_status volt__dist_launch_gather(dist *d, int u) {
     if (du->gather_req) return VOLT_OK;
     char *v = volt_unit_values(du->u);   /* f32 or 16-bit: gathered as bytes, no arithmetic */
     const size_t es = dist_value_size(d);
+    if (dist_staged(d)) {   /* the owned slice goes in; finish_gather brings the unit back */
+        volt__dev_d2h(d->comm->dev, (char *)du->h_vals + (size_t)du->lo * es, v + (size_t)du->lo * es, (size_t)du->chunk * es);
+        v = du->h_vals;
+    }
     volt_status st = d->comm->ops->all_gather(d->comm, v + (size_t)du->lo * es, v, (size_t)du->chunk * es, VOLT_COMM_BYTE,
                                               du->label, &du->gather_req);
     if (st < 0) return volt__dist_comm_fail(d, st, "parameter all-gather");
@@ -178,6 +212,8 @@ static volt_status finish_gather(dist *d, int u, bool record) {
     volt_status st = d->comm->ops->wait(d->comm, du->gather_req);
     du->gather_req = NULL;
     if (st < 0) return record ? volt__dist_comm_fail(d, st, "parameter all-gather") : st;
+    if (dist_staged(d))
+        volt__dev_h2d(d->comm->dev, volt_unit_values(du->u), du->h_vals, (size_t)du->numel * dist_value_size(d));
     volt__unit_set_stale(du->u, false);
     volt__dist_event(d, VOLT_EV_GATHER_DONE, u);
     return VOLT_OK;
@@ -196,17 +232,6 @@ volt_status volt__dist_wait_gathers(dist *d) {
 
 /* ---- ops every kind shares ------------------------------------------------------------------ */
 static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return volt__dist_setup_units(dist_of(st), ps); }
-
-static volt_status d_setup_optimizer_ddp(volt_strategy *st, volt_optimizer *opt) {
-    dist_of(st)->opt = opt;
-    return VOLT_OK;
-}
-
-static volt_status d_setup_loader(volt_strategy *st, volt_loader *l) {
-    volt_status s = volt_loader_set_shard(l, st->rank, st->world);
-    if (s < 0) return dist_fail(dist_of(st), s, "%s", volt_loader_errmsg(l));
-    return VOLT_OK;
-}
 
 static void d_begin_backward(volt_strategy *st, bool sync) {
     dist *d = dist_of(st);
@@ -255,16 +280,13 @@ static void d_memory_report(volt_strategy *st, volt_memory_report *m) {
         P += d->units[i].numel;
         if (d->units[i].numel > U) U = d->units[i].numel;
     }
-    const int64_t S = d->opt ? volt_optimizer_state_count(d->opt) : 0;
+    const int64_t S = d->st->opt ? volt_optimizer_state_count(d->st->opt) : 0;
     m->numel = volt_params_numel(d->ps);
     m->padded_numel = P;
-    switch (d->kind) {
-    case VOLT_DIST_DDP: m->param_bytes = 4 * P; m->grad_bytes = 4 * P; m->optim_bytes = 4 * S * P; break;
-    case VOLT_DIST_ZERO1: m->param_bytes = 4 * P; m->grad_bytes = 4 * P; m->optim_bytes = 4 * S * P / N; break;
-    case VOLT_DIST_ZERO2: m->param_bytes = 4 * P; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
-    case VOLT_DIST_FSDP: m->param_bytes = 4 * P / N + 4 * U; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
-    case VOLT_DIST_FSDP_SGO: m->param_bytes = 4 * P; m->grad_bytes = 4 * P / N; m->optim_bytes = 4 * S * P / N; break;
-    }
+    /* the row's flags are the formula */
+    m->param_bytes = dist_has(d, VOLT_STRAT_FREES_AFTER_FORWARD) ? 4 * P / N + 4 * U : 4 * P;
+    m->grad_bytes = dist_has(d, VOLT_STRAT_SHARDS_GRADS) ? 4 * P / N : 4 * P;
+    m->optim_bytes = dist_has(d, VOLT_STRAT_SHARDS_OPTIM) ? 4 * S * P / N : 4 * S * P;
     int64_t hp = 0, hg = 0;
     for (int i = 0; i < d->n_units; i++) {
         hp += volt__unit_resident_bytes(d->units[i].u, VOLT_UNIT_VALUES);
@@ -272,10 +294,8 @@ static void d_memory_report(volt_strategy *st, volt_memory_report *m) {
     }
     m->held_param_bytes = hp;
     m->held_grad_bytes = hg;
-    m->held_optim_bytes = d->opt ? volt_optimizer_state_bytes(d->opt) : 0;
+    m->held_optim_bytes = d->st->opt ? volt_optimizer_state_bytes(d->st->opt) : 0;
 }
-
-static const char *d_errmsg(volt_strategy *st) { return dist_of(st)->errmsg; }
 
 static void d_destroy(volt_strategy *st) {
     dist *d = dist_of(st);
@@ -283,110 +303,71 @@ static void d_destroy(volt_strategy *st) {
      * it destroys its current store right after the strategy, without running a step */
     /* collectives still in flight (an earlier error) are abandoned with the comm */
     volt__comm_destroy(d->comm);
-    free(d->units);
-    free(d->launch_order);
+    free_units(d);
     free(d->trace);
     free(d);
-    free(st);
 }
 
-/* ---- the tables ------------------------------------------------------------------------------ */
-#define COMMON .setup_params = d_setup_params, .setup_loader = d_setup_loader, .begin_backward = d_begin_backward, \
+/* ---- the tables (one per hook set; the registry rows add the flags) ---------------------------- */
+#define COMMON .version = VOLT_STRATEGY_OPS_VERSION, .setup_params = d_setup_params, .begin_backward = d_begin_backward, \
     .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
-    .memory_report = d_memory_report, .errmsg = d_errmsg, .destroy = d_destroy
+    .memory_report = d_memory_report, .destroy = d_destroy
 
-static const volt_strategy_ops ddp_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "ddp", COMMON,
-    .setup_optimizer = d_setup_optimizer_ddp, .reduce_grads = volt__ddp_reduce_grads, .grad_sqnorm = volt__ddp_grad_sqnorm,
-    .after_optimizer_step = volt__ddp_after_step,
-};
+const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_reduce_grads };
 #define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \
     .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
     .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
-static const volt_strategy_ops zero1_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_1", ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
-};
-static const volt_strategy_ops zero2_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "deepspeed_stage_2", ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
-};
-static const volt_strategy_ops fsdp_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp", ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
-    .materialize_params = volt__fsdp_materialize,
-};
-static const volt_strategy_ops fsdp_sgo_ops = {
-    .version = VOLT_STRATEGY_OPS_VERSION, .name = "fsdp_shard_grad_op", ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
-    .materialize_params = volt__fsdp_materialize,
-};
-
-static const struct { const char *name; volt_dist_kind kind; const volt_strategy_ops *ops; } k_names[] = {
-    { "ddp", VOLT_DIST_DDP, &ddp_ops },
-    { "deepspeed_stage_1", VOLT_DIST_ZERO1, &zero1_ops }, { "zero1", VOLT_DIST_ZERO1, &zero1_ops },
-    { "deepspeed_stage_2", VOLT_DIST_ZERO2, &zero2_ops }, { "zero2", VOLT_DIST_ZERO2, &zero2_ops },
-    { "fsdp", VOLT_DIST_FSDP, &fsdp_ops }, { "fsdp_shard_grad_op", VOLT_DIST_FSDP_SGO, &fsdp_sgo_ops },
-};
+const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step };
+const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
+                                           .materialize_params = volt__fsdp_materialize };
 
 static bool is_dist(const volt_strategy *st) {
-    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
-        if (st && st->ops == k_names[i].ops) return true;
-    return false;
+    return st && (st->row->flags & VOLT_STRAT_MULTI_PROCESS) && st->impl;
 }
 
-volt_status volt__strategy_create_distributed(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
-    *out = NULL;
-    int which = -1;
-    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
-        if (cfg->name && !strcmp(cfg->name, k_names[i].name)) which = (int)i;
-    if (which < 0) {
-        snprintf(err, errlen, "unknown distributed strategy '%s'", cfg->name ? cfg->name : "(null)");
-        return VOLT_ERR_UNSUPPORTED;
-    }
+volt_status volt__parallel_create(volt_strategy *st, const volt_strategy_config *cfg, char *err, size_t errlen) {
+    const char *name = st->row->name;
+    volt_device *dev = NULL;
+    volt_status s = volt__device_get(cfg->accelerator, 0, &dev, err, errlen);
+    if (s < 0) return s;
     volt_comm_config cc;
     volt__comm_config_init(&cc);
     if (cfg->timeout_s > 0) cc.timeout_s = cfg->timeout_s;
     volt_comm *comm = NULL;
     char cerr[768] = "";
-    volt_status s = volt__comm_mpi_create(&cc, &comm, cerr, sizeof cerr);
+    s = volt__comm_create_for(dev, &cc, &comm, cerr, sizeof cerr);
     if (s < 0) {
-        snprintf(err, errlen, "strategy '%s': cannot set up MPI: %s", cfg->name, cerr);
+        snprintf(err, errlen, "strategy '%s': cannot set up communication: %s", name, cerr);
         return s;
-    }
-    if (!VOLT_VERSION_OK(comm->ops->version, VOLT_COMM_OPS_VERSION)) {
-        snprintf(err, errlen, "strategy '%s': volt_comm_ops '%s': version %u, this library knows 1..%u", cfg->name,
-                 comm->ops->name, comm->ops->version, VOLT_COMM_OPS_VERSION);
-        volt__comm_destroy(comm);
-        return VOLT_ERR_VERSION;
     }
     const int nodes = cfg->num_nodes > 1 ? cfg->num_nodes : 1;
     if (cfg->devices > 1 && cfg->devices * nodes != comm->world) {
         snprintf(err, errlen, "strategy '%s': devices=%d x num_nodes=%d = %d processes, but the MPI world has %d "
-                 "(launch with mpirun -np %d, or leave devices at 1 to use the world as launched)", cfg->name,
+                 "(launch with mpirun -np %d, or leave devices at 1 to use the world as launched)", name,
                  cfg->devices, nodes, cfg->devices * nodes, comm->world, cfg->devices * nodes);
         volt__comm_destroy(comm);
         return VOLT_ERR_INVALID_ARG;
     }
-    volt_strategy *st = calloc(1, sizeof *st);
     dist *d = calloc(1, sizeof *d);
     volt_dist_event *trace = malloc(sizeof *trace * TRACE_CAP);
-    if (!st || !d || !trace) {
-        free(st); free(d); free(trace);
+    if (!d || !trace) {
+        free(d); free(trace);
         volt__comm_destroy(comm);
         return VOLT_ERR_NOMEM;
     }
-    d->kind = k_names[which].kind;
+    d->flags = st->row->flags;
     d->st = st;
     d->comm = comm;
     d->trace = trace;
     d->cap_trace = TRACE_CAP;
     d->last_used = d->first_use = -1;
     d->hooks.version = VOLT_UNIT_HOOKS_VERSION;
-    d->hooks.unit_grads_ready = d->kind == VOLT_DIST_DDP ? volt__ddp_grads_ready
-                                : (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? volt__fsdp_grads_ready : volt__zero_grads_ready;
-    d->hooks.unit_use = (d->kind == VOLT_DIST_FSDP || d->kind == VOLT_DIST_FSDP_SGO) ? volt__fsdp_unit_use : NULL;
-    st->ops = k_names[which].ops;
+    d->hooks.unit_grads_ready = !dist_sharded(d) ? volt__ddp_grads_ready
+                                : dist_has(d, VOLT_STRAT_SHARDS_PARAMS) ? volt__fsdp_grads_ready : volt__zero_grads_ready;
+    d->hooks.unit_use = dist_has(d, VOLT_STRAT_SHARDS_PARAMS) ? volt__fsdp_unit_use : NULL;
     st->rank = comm->rank;
     st->world = comm->world;
     st->impl = d;
-    *out = st;
     return VOLT_OK;
 }
 

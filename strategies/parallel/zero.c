@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "volt/precision.h"
-#include "strategies/dist/dist.h"
+#include "strategies/parallel/parallel.h"
 
 volt_status volt__zero_configure_params(volt_strategy *st, volt_params *ps) {
     dist_of(st)->ps = NULL;   /* a new store is being declared; setup_params adopts it */
@@ -29,7 +29,6 @@ volt_status volt__zero_configure_params(volt_strategy *st, volt_params *ps) {
 
 volt_status volt__zero_setup_optimizer(volt_strategy *st, volt_optimizer *opt) {
     dist *d = dist_of(st);
-    d->opt = opt;
     for (int i = 0; i < d->n_units; i++) {
         volt_status s = volt_optimizer_set_range(opt, i, d->units[i].lo, d->units[i].hi);
         if (s < 0) return dist_fail(d, s, "setup_optimizer: %s", volt_optimizer_errmsg(opt));
@@ -41,7 +40,7 @@ volt_status volt__zero_grads_ready(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
     const int i = volt_unit_index(u);
     volt__dist_event(d, VOLT_EV_GRADS_READY, i);
-    if (!d->sync || d->kind == VOLT_DIST_ZERO1) return VOLT_OK;
+    if (!d->sync || !dist_has(d, VOLT_STRAT_OVERLAP_REDUCE)) return VOLT_OK;   /* ZeRO-1: all after backward */
     volt_status s = volt__dist_progress(d);   /* finished reductions give their non-owned grads back */
     return s < 0 ? s : volt__dist_launch_grad(d, i);
 }
@@ -88,10 +87,20 @@ volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     dist_unit *du = &d->units[unit];
     const size_t es = dist_value_size(d);
     const bool f32 = volt_params_dtype(d->ps) == VOLT_F32;
+    const char *own = (const char *)volt_unit_values(du->u) + (size_t)du->lo * es;   /* device memory */
+    if (dist_staged(d)) {   /* the owned slice into the unit's host buffer, gathered there in place */
+        volt_status s = volt__dist_finish_gather(d, unit);   /* a prefetch may be using the buffer */
+        if (s < 0) return s;
+        char *h = du->h_vals;
+        volt__dev_d2h(d->comm->dev, h + (size_t)du->lo * es, own, (size_t)du->chunk * es);
+        s = volt__comm_all_gather(d->comm, h + (size_t)du->lo * es, h, (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
+        if (s < 0) return volt__dist_comm_fail(d, s, "unit gather");
+        volt_convert(dst, VOLT_F32, h, volt_params_dtype(d->ps), du->numel);   /* exact; a copy for f32 */
+        return VOLT_OK;
+    }
     void *into = f32 ? (void *)dst : malloc(es * (size_t)du->numel);   /* 16-bit: gathered as stored, then widened */
     if (!into) return dist_fail(d, VOLT_ERR_NOMEM, "gather_unit: out of memory");
-    volt_status s = volt__comm_all_gather(d->comm, (const char *)volt_unit_values(du->u) + (size_t)du->lo * es, into,
-                                         (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
+    volt_status s = volt__comm_all_gather(d->comm, own, into, (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
     if (!f32) {
         if (s >= 0) volt_convert(dst, VOLT_F32, into, volt_params_dtype(d->ps), du->numel);   /* exact */
         free(into);

@@ -2,7 +2,7 @@
  * accumulation cycle, each unit's grad buffer (one bucket) is all-reduced (average) as soon
  * as backward is done with the unit, overlapping the rest of backward; micro-steps before
  * the boundary accumulate locally without communication (no_sync). */
-#include "strategies/dist/dist.h"
+#include "strategies/parallel/parallel.h"
 
 volt_status volt__ddp_grads_ready(void *ctx, volt_unit *u) {
     dist *d = dist_of(ctx);
@@ -24,11 +24,3 @@ volt_status volt__ddp_reduce_grads(volt_strategy *st) {
     }
     return volt__dist_wait_grads(d);
 }
-
-/* grads are identical on every rank after the all-reduce: the local sum is the global one */
-volt_status volt__ddp_grad_sqnorm(volt_strategy *st, double *out) {
-    *out = volt_params_grad_sqnorm(dist_of(st)->ps);
-    return VOLT_OK;
-}
-
-volt_status volt__ddp_after_step(volt_strategy *st) { return VOLT_OK; }

@@ -1,0 +1,78 @@
+/* The optimizer boundary, written once for every strategy (Lightning's
+ * Strategy.optimizer_step with its precision plugin):
+ *
+ *   reduce grads (strategy)  ->  unscale + found_inf OR-ed over ranks (precision plugin)
+ *   ->  clip (by value, or by the global norm summed over shards)  ->  before_step hooks
+ *   ->  optimizer step (skipped when any rank found inf/NaN)  ->  gather params (strategy)
+ *   ->  zero grads (strategy; sharded grads give their pages back)  ->  scaler update
+ *
+ * The parameter math is the core's (volt_params_*, volt_optimizer_step) and the plugin's;
+ * this file only orders it, so the floating-point operations are the same as before it
+ * existed (tests/golden.sh). */
+#include <math.h>
+#include <stdio.h>
+#include "strategies/strategy.h"
+
+#define BFAIL(s, ...) do { snprintf(err, errlen, __VA_ARGS__); return (s); } while (0)
+
+static volt_status unscale(volt_strategy *st, bool *skip, char *err, size_t errlen) {
+    *skip = false;
+    volt_precision *p = st->prec;
+    if (!p || !p->ops->unscale_grads) return VOLT_OK;
+    bool found = false;
+    p->ops->unscale_grads(p, st->ps, &found);
+    if (st->world > 1) {   /* every rank takes the same decision */
+        double f = found ? 1.0 : 0.0;
+        volt_status s = volt__strategy_all_reduce_mean(st, &f, 1);
+        if (s < 0) BFAIL(s, "strategy '%s': grad scaler inf/NaN flag: %s", st->row->name, st->errmsg);
+        found = f > 0;
+    }
+    *skip = found;
+    return VOLT_OK;
+}
+
+static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, size_t errlen) {
+    if (!(b->clip_val > 0)) return VOLT_OK;
+    volt_status s;
+    if (b->clip_by_value) {
+        if ((s = volt_params_clip_grad_value(st->ps, b->clip_val)) < 0)
+            BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
+        return VOLT_OK;
+    }
+    /* global norm, summed over shards, like torch.nn.utils.clip_grad_norm_ */
+    double sq = 0;
+    if (st->ops->grad_sqnorm) {
+        if ((s = st->ops->grad_sqnorm(st, &sq)) < 0)
+            BFAIL(s, "strategy '%s': gradient norm: %s", st->row->name, st->errmsg);
+    } else {
+        sq = volt_params_grad_sqnorm(st->ps);   /* the grads are this process's whole */
+    }
+    double norm = sqrt(sq);
+    float coef = (float)(b->clip_val / (norm + 1e-6));
+    if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(st->ps, coef);   /* grad ranges only */
+    return VOLT_OK;
+}
+
+volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped,
+                                              char *err, size_t errlen) {
+    err[0] = 0;
+    *skipped = false;
+    volt_status s;
+    if (st->ops->reduce_grads && (s = st->ops->reduce_grads(st)) < 0)
+        BFAIL(s, "strategy '%s': gradient reduction: %s", st->row->name, st->errmsg);
+    bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
+    VOLT_TRY(unscale(st, &skip, err, errlen));
+    VOLT_TRY(clip(st, b, err, errlen));
+    if (b->before_step && (s = b->before_step(b->ctx)) < 0) return s;
+    if (!skip && (s = volt_optimizer_step(st->opt)) < 0) BFAIL(s, "optimizer step: %s", volt_optimizer_errmsg(st->opt));
+    if (st->ops->after_optimizer_step && (s = st->ops->after_optimizer_step(st)) < 0)
+        BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
+    if (st->ops->zero_grad) st->ops->zero_grad(st);
+    else volt_params_zero_grad(st->ps);
+    if (st->prec) {
+        if (skip) st->prec->skipped_steps++;
+        if (st->prec->ops->update) st->prec->ops->update(st->prec, skip);
+    }
+    *skipped = skip;
+    return VOLT_OK;
+}

@@ -1,0 +1,34 @@
+# Strict variants of the strategy tests: the same commands with VOLT_ACCELERATOR=cpu-strict
+# (device memory unreadable by host code outside backend calls: core/cpu/strict.c). The
+# tests check that the run's device really is cpu-strict (no silent fallback to cpu); under
+# MPI the comm is then "staged" (mpi takes host buffers, cpu-strict memory is not
+# host-addressable), so these also run the host-staging path of strategies/parallel/.
+# Label "strict" (and "mpi" for the multi-rank ones).
+foreach(t test_strategies test_strategies_bert)
+  if(TARGET ${t})
+    add_test(NAME ${t}_strict COMMAND ${t})
+    set_tests_properties(${t}_strict PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "strict"
+      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_ACCELERATOR=cpu-strict;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_${t}_strict")
+  endif()
+endforeach()
+if(NOT VOLT_HAVE_MPI OR NOT VOLT_MPIRUN)
+  return()   # tests/strategies.cmake registers the placeholder that says why
+endif()
+set(_volt_strict_env
+  "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
+  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0" "VOLT_ACCELERATOR=cpu-strict"
+  "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_strict_mpi")
+function(volt_strict_mpi_test name np timeout exe)
+  add_test(NAME ${name} COMMAND ${VOLT_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:${exe}> ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${_volt_strict_env}" PROCESSORS ${np}
+    TIMEOUT ${timeout} SKIP_RETURN_CODE 77 LABELS "strict;mpi")
+endfunction()
+foreach(np 2 3)
+  foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
+    volt_strict_mpi_test(test_${s}_np${np}_strict ${np} 120 test_strategies parity ${s})
+  endforeach()
+  foreach(s ddp fsdp)   # DistilBERT small: the first and the most sharded (CI time)
+    volt_strict_mpi_test(test_bert_${s}_np${np}_strict ${np} 300 test_strategies_bert parity ${s})
+  endforeach()
+endforeach()
+volt_strict_mpi_test(test_memory_held_np3_strict 3 120 test_strategies memory)
