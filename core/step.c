@@ -197,6 +197,13 @@ volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
     return VOLT_OK;
 }
 
+volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
+    if (!t || !dst) return VOLT_ERR_INVALID_ARG;
+    if (!t->grad) return VOLT_ERR_STATE;
+    volt__dev_d2h(tensor_dev(t), dst, t->grad, sizeof(float) * (size_t)volt_tensor_numel(t));
+    return VOLT_OK;
+}
+
 volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
     if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
     volt__dev_h2d(tensor_dev(t), t->data, src, volt_tensor_bytes(t));

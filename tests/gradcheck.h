@@ -27,6 +27,7 @@
 #define GRADCHECK_H
 #include "vtest.h"
 #include "volt/volt.h"
+#include "core/device.h"   /* grads read through device copies */
 
 typedef volt_tensor *(*gc_fn)(volt_step *s, volt_tensor **in, void *ctx);
 typedef struct gc_input {
@@ -62,11 +63,23 @@ static inline double gc_normal(void) {
 static inline int64_t gc_last(volt_shape s) { return s.ndim ? s.d[s.ndim - 1] : 1; }
 static inline int64_t gc_rows(volt_shape s) { int64_t c = gc_last(s); return c ? volt_shape_numel(s) / c : 0; }
 
+/* A float tensor's values (or grad) in a fresh host buffer: device memory is read only
+ * through copies (the cpu-strict backend faults on a direct read). */
+static float *gc_host_f32(const volt_tensor *t) {
+    int64_t ne = volt_tensor_numel(t);
+    float *h = malloc(sizeof(float) * (size_t)(ne ? ne : 1));
+    volt_tensor_to_host(t, h);
+    return h;
+}
+static void gc_grad_to_host(const volt_tensor *t, float *dst) {
+    volt__dev_d2h(t->device, dst, t->grad, sizeof(float) * (size_t)volt_tensor_numel(t));
+}
+
 static double gc_loss(volt_step *s, gc_fn f, void *ctx, int n, const gc_input *ins, void **bufs,
                       const float *R, int64_t *numel_out, volt_tensor **out_t, volt_tensor **in_t) {
     volt_step_begin(s, true, 7);
     for (int i = 0; i < n; i++) {
-        in_t[i] = volt_tensor_wrap(s, ins[i].dt, ins[i].shape, bufs[i]);
+        in_t[i] = volt_tensor_from_host(s, ins[i].dt, ins[i].shape, bufs[i]);   /* onto the step's device */
         if (ins[i].diff) volt_tensor_requires_grad(s, in_t[i]);
     }
     volt_tensor *out = f(s, in_t, ctx);
@@ -75,8 +88,9 @@ static double gc_loss(volt_step *s, gc_fn f, void *ctx, int n, const gc_input *i
     *numel_out = volt_tensor_numel(out);
     if (!R) return 0;
     double L = 0;
-    const float *y = out->data;
+    float *y = gc_host_f32(out);
     for (int64_t k = 0; k < *numel_out; k++) L += (double)y[k] * R[k];
+    free(y);
     return L;
 }
 
@@ -137,7 +151,7 @@ __attribute__((unused)) static int gradcheck(const char *name, gc_fn f, gc_ref_f
     if (ref) {   /* the f32 forward is the reference's function */
         yd = malloc(sizeof(double) * (size_t)(on ? on : 1));
         ref(ins, xd, yd, ctx);
-        const float *y = out->data;
+        float *y = gc_host_f32(out);
         for (int64_t k = 0; k < on; k++) {
             double e = fabs(y[k] - yd[k]), tol = gc_fwd_atol + gc_fwd_rtol * fabs(yd[k]);
             if (e / tol > worst_fwd || isnan(e)) worst_fwd = isnan(e) ? INFINITY : e / tol;
@@ -157,7 +171,7 @@ __attribute__((unused)) static int gradcheck(const char *name, gc_fn f, gc_ref_f
         if (!ins[i].diff) continue;
         int64_t ne = volt_shape_numel(ins[i].shape);
         ana[i] = calloc((size_t)(ne ? ne : 1), sizeof(float));
-        if (in_t[i]->grad) memcpy(ana[i], in_t[i]->grad, sizeof(float) * (size_t)ne);
+        if (in_t[i]->grad) gc_grad_to_host(in_t[i], ana[i]);
     }
     for (int i = 0; i < n; i++) {
         if (!ins[i].diff) continue;

@@ -232,7 +232,7 @@ static void test_determinism(void) {
         final[run] = malloc(sizeof(float) * 4096);
         for (int u = 0; u < volt_params_unit_count(ps); u++) {
             volt_unit *un = volt_params_unit_at(ps, u);
-            memcpy(final[run] + numel, volt_unit_data(un), sizeof(float) * (size_t)volt_unit_numel(un));
+            volt__dev_d2h(ps->dev, final[run] + numel, volt_unit_data(un), sizeof(float) * (size_t)volt_unit_numel(un));
             numel += volt_unit_numel(un);
         }
         volt_optimizer_destroy(o); volt_step_destroy(s); volt_params_destroy(ps);

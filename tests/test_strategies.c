@@ -67,20 +67,20 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
     mlp *m = self;
     if (m->n_losses < MAX_LOSSES && b->size <= GB) {
         m->rows = (int)b->size;
-        memcpy(m->xr[m->n_losses], volt_batch_x(b)->data, sizeof(float) * (size_t)(b->size * IN));
-        memcpy(m->yr[m->n_losses], volt_batch_y(b)->data, sizeof(int64_t) * (size_t)b->size);
+        volt_tensor_to_host(volt_batch_x(b), m->xr[m->n_losses]);
+        volt_tensor_to_host(volt_batch_y(b), m->yr[m->n_losses]);
     }
     if (m->theta0 && m->n_losses == 0) {
         float *d = m->theta0;
         volt_tensor *ps[6] = { m->w1, m->b1, m->w2, m->b2, m->w3, m->b3 };
         for (int k = 0; k < 6; k++) {
             /* 16-bit storage (bf16-true) reads back as f32 */
-            if (volt_convert(d, VOLT_F32, ps[k]->data, ps[k]->dtype, volt_tensor_numel(ps[k])) < 0) return VOLT_ERR_DTYPE;
+            vtest_f32(ps[k], d);
             d += volt_tensor_numel(ps[k]);
         }
     }
     volt_tensor *loss = volt_cross_entropy(s, mlp_fwd(m, s, b), volt_batch_y(b));
-    if (loss && m->n_losses < MAX_LOSSES) m->losses[m->n_losses++] = ((const float *)loss->data)[0];
+    if (loss && m->n_losses < MAX_LOSSES) m->losses[m->n_losses++] = (float)volt_tensor_item(loss);
     VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));
     return volt_step_set_loss(s, loss);
 }
@@ -152,7 +152,7 @@ static int64_t total_numel(volt_params *ps) { return volt_params_numel(ps); }
 static void copy_params(volt_params *ps, float *dst) {   /* as f32 whatever the storage */
     for (int i = 0; i < volt_params_count(ps); i++) {
         volt_tensor *p = volt_params_at(ps, i);
-        volt_convert(dst, VOLT_F32, p->data, p->dtype, volt_tensor_numel(p));
+        vtest_f32(p, dst);
         dst += volt_tensor_numel(p);
     }
 }
@@ -275,8 +275,13 @@ static void test_unit_padding(void) {
                 plain += (volt_tensor_numel(volt_unit_param(un, i)) + 15) / 16 * 16;
             CHECK(n % (16 * w) == 0 && n >= plain && n - plain < 16 * w, "unit %d: %lld floats for %lld at w=%d",
                   u, (long long)n, (long long)plain, w);
+            float *hv = malloc(sizeof(float) * (size_t)n), *hg = malloc(sizeof(float) * (size_t)n);
+            volt__dev_d2h(ps->dev, hv, volt_unit_data(un), sizeof(float) * (size_t)n);   /* device memory: copies */
+            volt__dev_d2h(ps->dev, hg, volt_unit_grad(un), sizeof(float) * (size_t)n);
             for (int64_t k = plain; k < n; k++)
-                CHECK(volt_unit_data(un)[k] == 0.f && volt_unit_grad(un)[k] == 0.f, "padding is zero");
+                CHECK(hv[k] == 0.f && hg[k] == 0.f, "padding is zero");
+            free(hv);
+            free(hg);
             padded += n;
         }
         /* offsets do not move: fc1.bias right after fc1.weight rounded to 16 */
@@ -1164,8 +1169,11 @@ static void test_reshard_save(const char *name, const char *path) {
         for (int i = 0; f && i < volt_params_count(ps); i++) {
             volt_tensor *p = volt_params_at(ps, i);
             volt_st_info info;
+            float *hv = malloc(volt_tensor_bytes(p));
+            volt_tensor_to_host(p, hv);
             same += volt_st_find(f, p->name, &info) == VOLT_OK && info.dtype == VOLT_F32 && volt_shape_eq(info.shape, p->shape) &&
-                    !memcmp(info.data, p->data, info.nbytes);
+                    !memcmp(info.data, hv, info.nbytes);
+            free(hv);
         }
         CHECK(f && same == volt_params_count(ps) && volt_st_count(f) == same, "export: %d of %d parameters bitwise equal",
               same, volt_params_count(ps));

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include "volt/core.h"
 #include "volt/data.h"
+#include "volt/dtype.h"
 
 static int vtest_pass_, vtest_fail_;
 
@@ -52,6 +53,16 @@ static inline volt_loader *vtest_loader(volt_dataset *ds, int64_t bs, bool shuff
     volt_loader *l = NULL;
     CHECK_OK(volt_loader_create(&lc, ds, &l));
     return l;
+}
+
+/* t's values as f32 in host memory (n = numel floats), whatever its float dtype: device
+ * memory is read only through copies (cpu-strict faults on a direct read). */
+static inline void vtest_f32(const volt_tensor *t, float *dst) {
+    size_t bytes = volt_tensor_bytes(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    volt_tensor_to_host(t, tmp);
+    volt_convert(dst, VOLT_F32, tmp, t->dtype, volt_tensor_numel(t));
+    free(tmp);
 }
 
 static inline int vtest_finish(void) {

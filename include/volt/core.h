@@ -174,6 +174,8 @@ VOLT_API double volt_tensor_item(const volt_tensor *t);
 VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src);
 VOLT_API volt_status volt_tensor_to_host(const volt_tensor *t, void *dst);
 VOLT_API volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src);
+/* t's f32 gradient (numel floats) into host memory; VOLT_ERR_STATE when it has none. */
+VOLT_API volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst);
 /* Bytes of t's data (numel * dtype size). */
 VOLT_API size_t volt_tensor_bytes(const volt_tensor *t);
 
