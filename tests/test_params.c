@@ -143,6 +143,17 @@ static void test_param_math(void) {
     CHECK_OK(volt__device_get(NULL, 0, &d, err, sizeof err));
     const volt_param_math *pm = d->be->pm;
     CHECK(pm && pm->scale && pm->sqnorm_acc && pm->update && pm->convert, "%s has parameter math", d->be->name);
+    /* the parameter math is a required part of a backend's table */
+    volt_backend nopm = *d->be;
+    nopm.name = "test-no-pm";
+    nopm.pm = NULL;
+    CHECK(volt__backend_register(&nopm, err, sizeof err) == VOLT_ERR_INVALID_ARG && strstr(err, "parameter math"),
+          "a backend without parameter math is refused: %s", err);
+    volt_param_math half = *pm;
+    half.update = NULL;
+    nopm.name = "test-half-pm";
+    nopm.pm = &half;
+    CHECK(volt__backend_register(&nopm, err, sizeof err) == VOLT_ERR_INVALID_ARG, "a backend without pm->update is refused");
     enum { N = 100003 };   /* past the parallel thresholds, not a multiple of 4 */
     float *h = malloc(sizeof(float) * N), *r = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * N);
     for (int i = 0; i < N; i++) h[i] = frand();

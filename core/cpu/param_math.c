@@ -8,14 +8,16 @@
  * 2.x, non-foreach, non-capturable, maximize=False, amsgrad=False) operation by operation
  * in f32, with the per-step scalars (volt_opt_coef) computed by the host in double. Every
  * element is independent, so the OpenMP split cannot change a result bit; 16-bit values
- * or states are widened to f32 per span of OPT_SPAN elements (on the stack), updated with
- * the same operations and rounded to nearest even on store. */
+ * or states are widened to f32 per span of OPT_SPAN elements (on the stack, with the
+ * inline conversions of core/cpu/convert.h: no OpenMP region per span), updated with the
+ * same operations and rounded to nearest even on store. */
 #include <math.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <immintrin.h>
 #endif
 #include "core/cpu/kernels.h"
+#include "core/cpu/convert.h"
 #include "volt/dtype.h"
 
 /* Below this many floats a segment is updated by one thread (fork/join costs more). */
@@ -191,14 +193,28 @@ static void adam_f32(const volt_opt_coef *c, bool adamw, float *restrict p, cons
     }
 }
 
+/* Span conversions (same bits as volt_convert), compiled for AVX-512 and AVX2 too. */
+static VOLT__SIMD_CLONES void widen_span(const uint16_t *s, volt_dtype dt, u32a *d, int64_t n) {
+    if (dt == VOLT_BF16)
+        for (int64_t i = 0; i < n; i++) d[i] = volt__bf2f(s[i]);
+    else
+        for (int64_t i = 0; i < n; i++) d[i] = volt__h2f(s[i]);
+}
+static VOLT__SIMD_CLONES void narrow_span(const u32a *s, volt_dtype dt, uint16_t *d, int64_t n) {
+    if (dt == VOLT_BF16)
+        for (int64_t i = 0; i < n; i++) d[i] = volt__f2bf(s[i]);
+    else
+        for (int64_t i = 0; i < n; i++) d[i] = volt__f2h(s[i]);
+}
+
 /* Element o.. of a buffer of dtype dt as f32: itself when f32, else widened into buf. */
 static float *widen(void *x, volt_dtype dt, int64_t o, int64_t m, float *buf) {
     if (dt == VOLT_F32) return (float *)x + o;
-    volt_convert(buf, VOLT_F32, (uint16_t *)x + o, dt, m);
+    widen_span((const uint16_t *)x + o, dt, (u32a *)(void *)buf, m);
     return buf;
 }
 static void narrow(void *x, volt_dtype dt, int64_t o, int64_t m, const float *buf) {
-    if (dt != VOLT_F32) volt_convert((uint16_t *)x + o, dt, buf, VOLT_F32, m);
+    if (dt != VOLT_F32) narrow_span((const u32a *)(const void *)buf, dt, (uint16_t *)x + o, m);
 }
 
 /* Some buffer is 16-bit: each OPT_SPAN span widened to f32 on this thread's stack, updated
