@@ -974,10 +974,7 @@ static void test_accuracy(volt_dataset *tr, volt_dataset *va) {
     volt_loader_destroy(vl);
 }
 
-/* argv[1] = "--no-checkpoints": skip the parts that save/load checkpoints (the cpu-strict
- * variant, tests/strict_pm.cmake, until checkpoints read device memory through copies). */
-int main(int argc, char **argv) {
-    const bool ckpt = !(argc > 1 && !strcmp(argv[1], "--no-checkpoints"));
+int main(void) {
     test_16_to_32_exhaustive();
     test_32_to_16();
     test_cast_values();
@@ -988,14 +985,12 @@ int main(int argc, char **argv) {
     make_blobs();
     volt_dataset *tr = blobs(false), *va = blobs(true);
     test_scaler_overflow(tr);
-    if (ckpt) {
-        test_resume(tr, "16-mixed");
-        test_resume(tr, "bf16-mixed");
-        test_resume(tr, "bf16-true");
-        test_resume(tr, "16-true");
-    }
+    test_resume(tr, "16-mixed");
+    test_resume(tr, "bf16-mixed");
+    test_resume(tr, "bf16-true");
+    test_resume(tr, "16-true");
     test_memory(tr);
-    if (ckpt) test_checkpoint_f32(tr);
+    test_checkpoint_f32(tr);
     test_accuracy(tr, va);
     volt_dataset_destroy(tr);
     volt_dataset_destroy(va);

@@ -135,9 +135,6 @@ void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc);   /* st
 volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);
 /* The boundary's precision steps (unscale, inf/NaN vote, scaler update) are the strategy's,
  * which owns t->prec after volt_trainer_create (strategies/boundary.c); t->prec is borrowed. */
-/* Checkpoints hold f32 values for every parameter, whatever its storage dtype. */
-volt_status volt__ckpt_add_param(volt_trainer *t, volt_st_writer *w, const volt_tensor *p);
-volt_status volt__ckpt_read_param(volt_trainer *t, volt_st_file *f, volt_tensor *p, char *err, size_t errlen);
 volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
 volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
 
