@@ -237,14 +237,6 @@ struct volt_params {
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
 
-/* Hot element loops are compiled for AVX-512 and AVX2 (with FMA) too, picked at load time;
- * the library itself targets x86-64-v2 (SSE4.2). The results of a loop may differ in the
- * last bit between those ISAs (FMA contraction), never between runs or thread counts. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define VOLT__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define VOLT__SIMD_CLONES
-#endif
 
 /* ---- config checks with their reason (volt/optim.h's _validate return only the status):
  * write "which field is wrong and why" into msg (n bytes); the trainer reports it. ---- */

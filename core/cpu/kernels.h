@@ -6,6 +6,15 @@
 #include <string.h>
 #include "core/internal.h"
 
+/* Hot element loops are compiled for AVX-512 and AVX2 (with FMA) too, picked at load time;
+ * the library itself targets x86-64-v2 (SSE4.2). The results of a loop may differ in the
+ * last bit between those ISAs (FMA contraction), never between runs or thread counts. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define VOLT__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VOLT__SIMD_CLONES
+#endif
+
 #define VOLT_CPU_KERNEL_DECL_(id, name) \
     volt_status volt__cpu_##id##_fwd(volt_step *s, volt_node *n); \
     volt_status volt__cpu_##id##_bwd(volt_step *s, volt_node *n);
