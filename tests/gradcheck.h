@@ -162,6 +162,7 @@ __attribute__((unused)) static int gradcheck(const char *name, gc_fn f, gc_ref_f
                 fwd_bad++;
             }
         }
+        free(y);
     }
     /* analytic */
     volt_status st = volt_step_backward_grad(s, out, R);
