@@ -1029,21 +1029,8 @@ static void test_e2e_default_callbacks(void) {
     volt_trainer_destroy(t);
 }
 
-/* The trainer's device: "auto" resolves to $VOLT_ACCELERATOR, so the _strict ctest variant
- * (VOLT_ACCELERATOR=cpu-strict, tests/strict_data.cmake) really runs on cpu-strict. */
-static void check_accelerator(void) {
-    volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    volt_trainer *t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
-    const char *env = getenv("VOLT_ACCELERATOR");
-    printf("accelerator: %s (device %d)\n", volt_trainer_accelerator(t), volt_trainer_device_index(t));
-    if (env && *env) CHECK(!strcmp(volt_trainer_accelerator(t), env), "auto = $VOLT_ACCELERATOR=%s, got %s", env, volt_trainer_accelerator(t));
-    volt_trainer_destroy(t);
-}
-
 int main(void) {
-    check_accelerator();
+    vtest_check_accelerator();
     test_repr();
     test_format_number();
     test_format_name();

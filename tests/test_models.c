@@ -337,21 +337,8 @@ static void test_trainer(void) {
     volt_cnn_destroy(m);
 }
 
-/* The trainer's device: "auto" resolves to $VOLT_ACCELERATOR, so the _strict ctest variant
- * (VOLT_ACCELERATOR=cpu-strict, tests/strict_data.cmake) really runs on cpu-strict. */
-static void check_accelerator(void) {
-    volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    volt_trainer *t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
-    const char *env = getenv("VOLT_ACCELERATOR");
-    printf("accelerator: %s (device %d)\n", volt_trainer_accelerator(t), volt_trainer_device_index(t));
-    if (env && *env) CHECK(!strcmp(volt_trainer_accelerator(t), env), "auto = $VOLT_ACCELERATOR=%s, got %s", env, volt_trainer_accelerator(t));
-    volt_trainer_destroy(t);
-}
-
 int main(void) {
-    check_accelerator();
+    vtest_check_accelerator();
     test_mlp_params();
     test_cnn_params();
     test_forward();

@@ -65,6 +65,18 @@ static inline void vtest_f32(const volt_tensor *t, float *dst) {
     free(tmp);
 }
 
+/* The trainer's device: "auto" resolves to $VOLT_ACCELERATOR, so a _strict ctest variant
+ * (VOLT_ACCELERATOR=cpu-strict, tests/strict_*.cmake) cannot fall back to cpu unnoticed.
+ * Needs volt/trainer.h (included by the test before vtest.h or after: a macro). */
+#define vtest_check_accelerator() do { \
+    volt_trainer_config c_; volt_trainer_config_init(&c_); volt_trainer *t_ = NULL; \
+    CHECK_OK(volt_trainer_create(&c_, &t_)); \
+    const char *env_ = getenv("VOLT_ACCELERATOR"); \
+    printf("accelerator: %s (device %d)\n", volt_trainer_accelerator(t_), volt_trainer_device_index(t_)); \
+    if (env_ && *env_) CHECK(!strcmp(volt_trainer_accelerator(t_), env_), "auto = $VOLT_ACCELERATOR=%s, got %s", \
+                             env_, volt_trainer_accelerator(t_)); \
+    volt_trainer_destroy(t_); } while (0)
+
 static inline int vtest_finish(void) {
     printf("%d passed, %d failed%s\n", vtest_pass_, vtest_fail_, vtest_missing_ ? " (parts skipped: see SKIP above)" : "");
     return vtest_fail_ ? 1 : vtest_missing_ ? 77 : 0;

@@ -6,6 +6,7 @@
  * bf16 = f32 >> 16; f16 after F. Giesen's float_to_half_fast3_rtne / half_to_float. */
 #include <string.h>
 #include "core/cpu/kernels.h"
+#include "core/cpu/convert.h"
 #include "volt/dtype.h"
 
 #define CONV_PAR_MIN 65536   /* below this many elements a conversion runs on one thread */
@@ -13,55 +14,12 @@
 /* uint32_t that may alias a float: the loops read and write float arrays through it */
 typedef uint32_t __attribute__((may_alias)) u32a;
 
-static inline uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+/* the bit conversions themselves: core/cpu/convert.h (shared with the parameter math) */
 
-/* Selects are written as masks (all ones / zero) so the loops if-convert and vectorise. */
-static inline uint32_t sel(uint32_t mask, uint32_t a, uint32_t b) { return (mask & a) | (~mask & b); }
-static inline uint32_t mask_if(bool c) { return 0u - (uint32_t)c; }
-
-/* f32 bits -> bf16 bits: round to nearest even on the low 16 bits; NaN -> quiet NaN with
- * the sign and top payload bits (rounding could carry a NaN's payload into inf). */
-static inline uint16_t f2bf(uint32_t u) {
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t q = (u >> 16) | 0x40u;
-    return (uint16_t)sel(0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u), q, r);
-}
-
-/* f32 bits -> f16 bits. Three candidates, one select:
- *   normal  (2^-14 <= |x| < 65536): rebias the exponent, add 0xfff + lsb, shift: RNE, and a
- *           carry out of the top mantissa makes the exponent 31 = inf (65520 and up);
- *   subnormal (|x| < 2^-14): |x| + 0.5f puts the 10 f16 mantissa bits at the bottom of a
- *           float whose ulp is 2^-24; the FP add rounds to nearest even;
- *   |x| >= 65536: inf, or a quiet NaN keeping the top 10 payload bits. */
-static inline uint16_t f2h(uint32_t x) {
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t a = x & 0x7fffffffu;
-    uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;   /* a - (112 << 23) + 0xfff + odd */
-    uint32_t sub = f_bits(bits_f(a) + 0.5f) - 0x3f000000u;
-    uint32_t big = sel(mask_if(a > 0x7f800000u), 0x7e00u | ((a >> 13) & 0x3ffu), 0x7c00u);
-    uint32_t r = sel(mask_if(a >= 0x47800000u), big, sel(mask_if(a < 0x38800000u), sub, norm));
-    return (uint16_t)(r | sign);
-}
-
-/* f16 bits -> f32 bits, exact. Subnormals: (mantissa as a float with exponent 2^-14) - 2^-14.
- * NaN payloads are kept and the quiet bit set. */
-static inline uint32_t h2f(uint16_t h) {
-    uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
-    uint32_t e = o & 0x0f800000u;
-    uint32_t normal = o + 0x38000000u;
-    uint32_t special = (o + 0x70000000u) | (mask_if((o & 0x007fe000u) != 0) & 0x00400000u);
-    uint32_t sub = f_bits(bits_f(o + 0x38800000u) - bits_f(0x38800000u));
-    uint32_t r = sel(mask_if(e == 0x0f800000u), special, sel(mask_if(e == 0), sub, normal));
-    return r | (((uint32_t)h & 0x8000u) << 16);
-}
-
-static inline uint32_t bf2f(uint16_t h) { return (uint32_t)h << 16; }
-
-uint16_t volt_f32_to_bf16(float x) { return f2bf(f_bits(x)); }
-float volt_bf16_to_f32(uint16_t h) { return bits_f(bf2f(h)); }
-uint16_t volt_f32_to_f16(float x) { return f2h(f_bits(x)); }
-float volt_f16_to_f32(uint16_t h) { return bits_f(h2f(h)); }
+uint16_t volt_f32_to_bf16(float x) { return volt__f2bf(volt__f_bits(x)); }
+float volt_bf16_to_f32(uint16_t h) { return volt__bits_f(volt__bf2f(h)); }
+uint16_t volt_f32_to_f16(float x) { return volt__f2h(volt__f_bits(x)); }
+float volt_f16_to_f32(uint16_t h) { return volt__bits_f(volt__h2f(h)); }
 
 /* The loops read and write the float arrays as u32a: no memcpy in the body, so GCC
  * vectorises them. Each runs in spans of CONV_SPAN elements, one span per call of a
@@ -77,22 +35,22 @@ float volt_f16_to_f32(uint16_t h) { return bits_f(h2f(h)); }
     } } while (0)
 
 static VOLT__SIMD_CLONES void f2bf_span(const u32a *s, uint16_t *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = f2bf(s[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = volt__f2bf(s[i]);
 }
 static VOLT__SIMD_CLONES void bf2f_span(const uint16_t *s, u32a *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = bf2f(s[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = volt__bf2f(s[i]);
 }
 static VOLT__SIMD_CLONES void f2h_span(const u32a *s, uint16_t *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = f2h(s[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = volt__f2h(s[i]);
 }
 static VOLT__SIMD_CLONES void h2f_span(const uint16_t *s, u32a *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = h2f(s[i]);
+    for (int64_t i = 0; i < n; i++) d[i] = volt__h2f(s[i]);
 }
 static VOLT__SIMD_CLONES void round_bf_span(const u32a *s, u32a *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = bf2f(f2bf(s[i]));
+    for (int64_t i = 0; i < n; i++) d[i] = volt__bf2f(volt__f2bf(s[i]));
 }
 static VOLT__SIMD_CLONES void round_h_span(const u32a *s, u32a *d, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = h2f(f2h(s[i]));
+    for (int64_t i = 0; i < n; i++) d[i] = volt__h2f(volt__f2h(s[i]));
 }
 
 void volt_f32_to_bf16_array(const float *src, uint16_t *dst, int64_t n) {
@@ -131,9 +89,9 @@ volt_status volt_convert(void *dst, volt_dtype dd, const void *src, volt_dtype s
     const uint16_t *s = src;
     uint16_t *d = dst;
     if (sd == VOLT_BF16)
-        for (int64_t i = 0; i < n; i++) d[i] = f2h(bf2f(s[i]));
+        for (int64_t i = 0; i < n; i++) d[i] = volt__f2h(volt__bf2f(s[i]));
     else
-        for (int64_t i = 0; i < n; i++) d[i] = f2bf(h2f(s[i]));
+        for (int64_t i = 0; i < n; i++) d[i] = volt__f2bf(volt__h2f(s[i]));
     return VOLT_OK;
 }
 

@@ -2,7 +2,8 @@
  * loops that convert a span at a time inside their own parallel region (the optimizer's
  * 16-bit update, core/cpu/param_math.c) instead of calling volt_convert, whose OpenMP
  * region per call costs more than a 2048-element span. The same formulas, so the same
- * bits, as core/cpu/cast.c (which can include this header in place of its copies). */
+ * bits everywhere: core/cpu/cast.c's array conversions use them too. RNE relies on the default
+ * rounding mode; selects are masks so the loops if-convert and vectorise. */
 #ifndef VOLT_CPU_CONVERT_H
 #define VOLT_CPU_CONVERT_H
 #include <stdbool.h>
@@ -21,7 +22,12 @@ static inline uint16_t volt__f2bf(uint32_t u) {
     uint32_t q = (u >> 16) | 0x40u;
     return (uint16_t)volt__sel(0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u), q, r);
 }
-/* f32 bits -> f16 bits, round to nearest even (F. Giesen's float_to_half_fast3_rtne). */
+/* f32 bits -> f16 bits (F. Giesen's float_to_half_fast3_rtne). Three candidates, one select:
+ *   normal  (2^-14 <= |x| < 65536): rebias the exponent, add 0xfff + lsb, shift: RNE, and a
+ *           carry out of the top mantissa makes the exponent 31 = inf (65520 and up);
+ *   subnormal (|x| < 2^-14): |x| + 0.5f puts the 10 f16 mantissa bits at the bottom of a
+ *           float whose ulp is 2^-24; the FP add rounds to nearest even;
+ *   |x| >= 65536: inf, or a quiet NaN keeping the top 10 payload bits. */
 static inline uint16_t volt__f2h(uint32_t x) {
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t a = x & 0x7fffffffu;
