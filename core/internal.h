@@ -35,6 +35,28 @@ void *volt__arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL
 void volt__arena_reset(volt_arena *a);
 void volt__arena_free(volt_arena *a);
 
+/* ---- grad pool: blocks given back during backward (core/pool.c) --------------------- */
+typedef struct volt_pool_seg { size_t off, size; bool free; } volt_pool_seg;
+typedef struct volt_pool_ext { void *ptr; size_t bytes; } volt_pool_ext;
+typedef struct volt_pool {
+    volt_device *dev;
+    char *base;            /* main block (device memory) */
+    size_t cap;
+    volt_pool_seg *seg;    /* segments of the main block by offset, covering [0, cap) (host) */
+    int n_seg, cap_seg;
+    volt_pool_ext *ext;    /* blocks of their own for requests that did not fit (host list) */
+    int n_ext, cap_ext;
+    bool overflowed;       /* since the last reset: regrow then */
+    size_t used, step_peak, peak;   /* bytes handed out now, max this step, max ever */
+    uint64_t heap_allocs;
+} volt_pool;
+void volt__pool_init(volt_pool *p, volt_device *dev);
+void *volt__pool_alloc(volt_pool *p, size_t bytes);   /* 64-byte aligned, NULL on OOM */
+void volt__pool_release(volt_pool *p, void *ptr);     /* give one block back */
+/* Give everything back; regrow the main block if this step needed more. */
+void volt__pool_reset(volt_pool *p);
+void volt__pool_free(volt_pool *p);
+
 /* ---- tape ----------------------------------------------------------------------- */
 /* What a backward kernel does with input k's grad (n->grad_mode[k]), decided by the tape
  * before the kernel runs (cuBLAS beta semantics):
@@ -132,6 +154,8 @@ struct volt_step {
     volt_params *params;
     volt_arena arena;      /* device memory: tensor data, grads, kernels' saved data */
     volt_arena host;       /* host memory: tensor headers, node input arrays, grad modes */
+    volt_pool grads;       /* device memory: activation grads, given back during backward */
+    size_t mem_peak;       /* max (arena + grad pool) bytes in use at once, since create */
     volt_node *tape;       /* nodes that need backward, creation (= topological) order */
     int n_nodes, cap_nodes;
     uint64_t seed, rng_offset;

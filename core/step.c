@@ -41,6 +41,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
         free(s);
         return VOLT_ERR_NOMEM;
     }
+    volt__pool_init(&s->grads, dev);
     s->heap_allocs = 1;
     *out = s;
     return VOLT_OK;
@@ -49,6 +50,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
 void volt_step_destroy(volt_step *s) {
     if (!s) return;
     volt__scratch_free(s);
+    volt__pool_free(&s->grads);
     volt__arena_free(&s->arena);
     volt__arena_free(&s->host);
     free(s->tape);
@@ -71,9 +73,16 @@ const char *volt_step_errmsg(const volt_step *s) { return s->errmsg; }
 bool volt_step_training(const volt_step *s) { return s->training; }
 volt_params *volt_step_params(const volt_step *s) { return s->params; }
 const char *volt_step_device(const volt_step *s) { return s->be->name; }
-size_t volt_step_arena_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used; }
-size_t volt_step_arena_peak(const volt_step *s) { return s->arena.peak; }
-uint64_t volt_step_heap_allocs(const volt_step *s) { return s->arena.heap_allocs + s->host.heap_allocs + s->heap_allocs; }
+static size_t mem_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used + s->grads.used; }
+static void note_peak(volt_step *s) {
+    size_t u = mem_used(s);
+    if (u > s->mem_peak) s->mem_peak = u;
+}
+size_t volt_step_arena_used(const volt_step *s) { return mem_used(s); }
+size_t volt_step_arena_peak(const volt_step *s) { return s->mem_peak; }
+uint64_t volt_step_heap_allocs(const volt_step *s) {
+    return s->arena.heap_allocs + s->host.heap_allocs + s->grads.heap_allocs + s->heap_allocs;
+}
 
 volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     if (s->active) volt_step_end(s);
@@ -95,6 +104,7 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
 void volt_step_end(volt_step *s) {
     s->active = false;
     s->n_nodes = 0;
+    volt__pool_reset(&s->grads);
     volt__arena_reset(&s->arena);
     volt__arena_reset(&s->host);
 }
@@ -102,6 +112,7 @@ void volt_step_end(volt_step *s) {
 void *volt_step_alloc(volt_step *s, size_t bytes) {
     void *p = volt__arena_alloc(&s->arena, bytes);
     if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
+    else note_peak(s);
     return p;
 }
 
@@ -377,9 +388,28 @@ volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_sh
 }
 
 /* ---- backward ------------------------------------------------------------------- */
-/* A fresh, uninitialised f32 grad for t in the device arena. */
+/* A fresh, uninitialised f32 grad for t from the grad pool (device memory). */
 static float *grad_alloc(volt_step *s, volt_tensor *t) {
-    return t->grad = volt_step_alloc(s, (size_t)volt_tensor_numel(t) * sizeof(float));
+    size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
+    if (!(t->grad = volt__pool_alloc(&s->grads, bytes)))
+        volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of device memory allocating a %zu-byte grad", bytes);
+    else note_peak(s);
+    return t->grad;
+}
+
+/* After node i's backward nothing reads its output's grad: give it back to the pool, unless
+ * the node passed the buffer on to an input (volt__op_grad_alias: the input owns it now).
+ * Leaves (user tensors that require grad) and parameters have no node and keep theirs. */
+static void release_out_grad(volt_step *s, volt_node *n, int i) {
+    volt_tensor *o = n->out;
+    if (!o->grad || o->node != i) return;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]->grad == o->grad) {   /* aliased: the input owns it now */
+            o->grad = NULL;
+            return;
+        }
+    volt__pool_release(&s->grads, o->grad);
+    o->grad = NULL;
 }
 
 /* The tape owns gradient allocation: before node n's backward, every input that needs a
@@ -431,6 +461,7 @@ static volt_status run_backward(volt_step *s) {
                 return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented", kern->name);
             volt_status st = kern->backward(s, n);
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
+            release_out_grad(s, n, i);
         }
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {

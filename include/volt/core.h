@@ -123,10 +123,10 @@ VOLT_API void volt_step_destroy(volt_step *s);              /* NULL-safe */
  * selects the dropout stream (the trainer passes the global micro-step). */
 VOLT_API volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
 /* Backward from a scalar f32 loss: accumulates into parameter grads (param store) and
- * activation grads (arena). Errors if loss is not scalar or depends on no parameter.
- * Afterwards leaves (parameters, volt_tensor_requires_grad tensors) hold their grads; an
- * op output's grad is scratch (its buffer may have been reused for an input's grad, like
- * PyTorch's non-retained grads). */
+ * activation grads (the step's grad pool). Errors if loss is not scalar or depends on no
+ * parameter. Afterwards leaves (parameters, volt_tensor_requires_grad tensors) hold their
+ * grads; an op output's grad was given back as soon as backward had passed its op (its
+ * t->grad is NULL, like PyTorch's non-retained grads). */
 VOLT_API volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
 /* Backward from a tensor of any shape with the given upstream gradient (numel floats),
  * like torch.autograd.backward(t, grad). */
@@ -144,7 +144,8 @@ VOLT_API volt_params *volt_step_params(const volt_step *s);
 /* The step's device: its backend's name ("cpu", "cpu-strict", "cuda"). Static storage. */
 VOLT_API const char *volt_step_device(const volt_step *s);
 
-/* Arena accounting: bytes in use now and the largest in use at any point since create. */
+/* Step memory accounting (device bytes: the arena's tensors and saved data plus the grad
+ * pool's gradients): in use now, and the most in use at once since create. */
 VOLT_API size_t volt_step_arena_used(const volt_step *s);
 VOLT_API size_t volt_step_arena_peak(const volt_step *s);
 /* How many heap allocations the arena and tape have made since create (0 growth after
