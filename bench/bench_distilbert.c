@@ -104,15 +104,19 @@ int main(int argc, char **argv) {
     bool pad_tail = pad_env && !strcmp(pad_env, "tail");
     if (pad_tail)
         for (int b = 0; b < B; b++)
-            for (int j = T - b * T / (2 * B); j < T; j++) ids[b * T + j] = mask[b * T + j] = 0;
+            for (int j = T - b * T / (2 * B); j < T; j++) {
+                if (mask[b * T + j]) real--;
+                ids[b * T + j] = mask[b * T + j] = 0;
+            }
 
     double loss0 = 0;
     for (int it = -warmup; it < steps; it++) {
         double t0 = now(), c0 = cpu_now();
         volt_step_begin(s, true, (uint64_t)(it + warmup));
-        volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
-                                                  volt_tensor_wrap(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
-        volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_wrap(s, VOLT_I64, VOLT_SHAPE(B), y));
+        /* the batch is copied to the step's device, as the trainer's transfer does */
+        volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
+                                                  volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
+        volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(B), y));
         if (!loss || volt_step_backward(s, loss)) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
         if (it == -warmup) loss0 = volt_tensor_item(loss);
         volt_step_end(s);

@@ -29,6 +29,7 @@ ROUNDS=${ROUNDS:-1}
 STEPS=${STEPS:-2}
 WARMUP=${WARMUP:-1}
 PROFILE_STEPS=${PROFILE_STEPS:-2}
+ATTENTION=${ATTENTION:-1}        # 0: skip the bench_attention parts (step and memory only)
 B=12
 T=512
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -61,6 +62,13 @@ run() {
             "$TIME" -v -o "$log" "$PY" "$ROOT/bench/peer_distilbert.py" distilbert-base "$steps" "$warmup" hf "$B" "$T")
     fi
     echo "$out" >&2
+    # the GEMM library each side says it used (volt: "GEMM ..." at the end of its first line;
+    # the peer: the BLAS it mapped)
+    if [ "$side" = volt ]; then
+        sed -n '1s/.*; GEMM \(.*\)$/\1/p' <<<"$out" >"$LIBS.volt"
+    else
+        sed -n '1s/.*; GEMM \(.*\)$/\1/p' <<<"$out" | grep -o 'libopenblas[^ ,]*\|libmkl[^ ,]*\|libblas[^ ,]*' | head -1 >"$LIBS.torch"
+    fi
     local rss
     rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): \([0-9]*\)$/\1/p' "$log")
     echo "$side: peak RSS $rss kB" >&2
@@ -69,7 +77,8 @@ run() {
 }
 
 RES=$(mktemp)
-trap 'rm -f "$RES"' EXIT
+LIBS=$(mktemp)
+trap 'rm -f "$RES" "$LIBS" "$LIBS.volt" "$LIBS.torch"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
     read -r _ _ v1 <<<"$(run volt 1 0)"
     read -r _ _ t1 <<<"$(run torch 1 0)"
@@ -78,13 +87,17 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "round $r: 1-step peak RSS volt $v1 kB, torch $t1 kB; step volt $v ms (CPU $vc), torch $t ms (CPU $tc)" >&2
     echo "$v1 $t1 $v $t $vc $tc $vr $tr" >>"$RES"
 done
-att=$("$BUILD/bench/bench_attention" seed 3)
-prof=$("$BUILD/bench/bench_attention" profile "$PROFILE_STEPS")
-echo "$prof" >&2
+att= prof=
+if [ "$ATTENTION" != 0 ]; then
+    att=$("$BUILD/bench/bench_attention" seed 3)
+    prof=$("$BUILD/bench/bench_attention" profile "$PROFILE_STEPS")
+    echo "$prof" >&2
+fi
 
 echo
 echo "DistilBERT (distilbert-base) training step, batch $B x $T with a padding tail, HF dropouts on both sides, fp32," \
-     "OMP_NUM_THREADS=$OMP_NUM_THREADS, OpenBLAS (OpenMP) for both; $ROUNDS round(s), median of $STEPS steps after $WARMUP"
+     "OMP_NUM_THREADS=$OMP_NUM_THREADS; $ROUNDS round(s), median of $STEPS steps after $WARMUP"
+echo "GEMM library: volt $(cat "$LIBS.volt" 2>/dev/null) (VOLT_GEMM=${VOLT_GEMM:-auto}); PyTorch $(cat "$LIBS.torch" 2>/dev/null)"
 printf '| %5s | %14s | %14s | %9s | %14s | %14s | %9s | %12s | %12s | %10s | %9s |\n' round "volt RSS 1-st" "torch RSS 1-st" \
     "ratio" "volt RSS timed" "torch RSS tmd" "ratio" "volt ms/step" "torch ms" "time ratio" "CPU ratio"
 echo '|-------|----------------|----------------|-----------|----------------|----------------|-----------|--------------|--------------|------------|-----------|'
