@@ -149,8 +149,9 @@ int main(int argc, char **argv) {
     printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f | %12.1f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
            (double)B * T / med, cmed * 1e3);
     if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
-    printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f device=%s\n",
-           preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0, volt_step_device(s));
+    printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
+           "device=%s\n", preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0,
+           (long long)volt_params_numel(ps), volt_step_device(s));
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);
