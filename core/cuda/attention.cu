@@ -332,45 +332,40 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
     }
 }
 
-static const char *check(void) {
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? NULL : cudaGetErrorString(e);
-}
-
-extern "C" const char *volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q,
-                                                const float *k, const float *v, float *o, float *lse) {
+extern "C" int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                                        const float *v, float *o, float *lse) {
     int64_t BH = a->B * a->H;
-    if (BH == 0 || a->Tq == 0) return NULL;
+    if (BH == 0 || a->Tq == 0) return 0;
     dim3 grid((unsigned)((a->Tq + BQ - 1) / BQ), (unsigned)BH);
     attn_fwd<<<grid, NT, 0, (cudaStream_t)stream>>>(*a, q, k, v, o, lse);
-    return check();
+    return (int)cudaGetLastError();
 }
 
-extern "C" const char *volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q,
-                                                const float *k, const float *v, const float *o,
-                                                const float *dout, const float *lse, float *delta, float *dq,
-                                                int dq_mode, float *dk, int dk_mode, float *dv, int dv_mode) {
+extern "C" int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                                        const float *v, const float *o, const float *dout, const float *lse,
+                                        float *delta, float *dq, int dq_mode, float *dk, int dk_mode, float *dv,
+                                        int dv_mode) {
     int64_t BH = a->B * a->H, rows = BH * a->Tq;
-    if (BH == 0 || a->Tq == 0 || a->Tk == 0) return NULL;
+    if (BH == 0 || a->Tq == 0 || a->Tk == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const char *err;
+    int err;
     attn_delta<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(rows, a->compute, o, dout, delta);
-    if ((err = check())) return err;
+    if ((err = (int)cudaGetLastError())) return err;
     if (dq_mode) {
         size_t smem = sizeof(float) * (size_t)(3 * BQ * LD + 2 * BK * LD);
         cudaError_t e = cudaFuncSetAttribute(attn_bwd_dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return cudaGetErrorString(e);
+        if (e != cudaSuccess) return (int)e;
         dim3 grid((unsigned)((a->Tq + BQ - 1) / BQ), (unsigned)BH);
         attn_bwd_dq<<<grid, NT, smem, st>>>(*a, q, k, v, dout, lse, delta, dq, dq_mode);
-        if ((err = check())) return err;
+        if ((err = (int)cudaGetLastError())) return err;
     }
     if (dk_mode || dv_mode) {
         size_t smem = sizeof(float) * (size_t)(2 * BK * LD + 4 * BQ * LD + 2 * BQ);
         cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return cudaGetErrorString(e);
+        if (e != cudaSuccess) return (int)e;
         dim3 grid((unsigned)((a->Tk + BK - 1) / BK), (unsigned)BH);
         attn_bwd_dkv<<<grid, NT, smem, st>>>(*a, q, k, v, dout, lse, delta, dk, dk_mode, dv, dv_mode);
-        if ((err = check())) return err;
+        return (int)cudaGetLastError();
     }
-    return NULL;
+    return 0;
 }

@@ -10,11 +10,6 @@ extern "C" {
 
 #define VOLT_CUDA_ATTN_D 64   /* the head dim the kernels are built for */
 
-struct volt_device;
-/* The device's compute stream (a cudaStream_t): defined by the backend (core/cuda/backend.c,
- * the cuda branch); every kernel of the step is enqueued on it. */
-void *volt__cuda_stream(struct volt_device *d);
-
 typedef struct volt_cuda_attn {
     int64_t B, H, Tq, Tk;
     int causal;                /* key j visible to query i only if j <= i (Tq == Tk) */
@@ -27,16 +22,16 @@ typedef struct volt_cuda_attn {
 } volt_cuda_attn;
 
 /* o = softmax(scale q k^T + mask) (dropped) v; lse (may be NULL) = per-row logsumexp,
- * -inf for a row that sees no key (its o row is 0). Returns NULL or the CUDA error text. */
-const char *volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
-                                     const float *v, float *o, float *lse);
+ * -inf for a row that sees no key (its o row is 0). Returns the cudaError_t of the launches
+ * (0 = success), as the launchers of core/cuda/launch.h; zero-size calls launch nothing. */
+int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                              const float *v, float *o, float *lse);
 /* dq, dk, dv from dout, with P recomputed from lse; delta (B, H, Tq) is scratch. Each
  * grad is written as its mode says (volt_grad_mode: 0 none, 1 store, 2 add), dq before
- * dk before dv (one tensor given as several inputs). Returns NULL or the CUDA error text. */
-const char *volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
-                                     const float *v, const float *o, const float *dout, const float *lse,
-                                     float *delta, float *dq, int dq_mode, float *dk, int dk_mode,
-                                     float *dv, int dv_mode);
+ * dk before dv (one tensor given as several inputs). Returns the cudaError_t (0 = success). */
+int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                              const float *v, const float *o, const float *dout, const float *lse, float *delta,
+                              float *dq, int dq_mode, float *dk, int dk_mode, float *dv, int dv_mode);
 
 #ifdef __cplusplus
 }

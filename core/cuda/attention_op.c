@@ -1,15 +1,11 @@
 /* VOLT_OP_ATTENTION on the cuda backend: the node's attributes (volt_attr_attention) and
  * tensors handed to the fused kernels of core/cuda/attention.cu. Forward saves the per-row
  * logsumexp (B, H, Tq) in the step arena as n->saved; backward recomputes P from it. Head
- * dim 64 only for now: others fail with VOLT_ERR_UNSUPPORTED, naming the head dim. */
-#include "core/cuda/kernels.h"
+ * dim 64 only for now: others fail with VOLT_ERR_UNSUPPORTED, naming the head dim. The
+ * stream and the error translation are core/cuda/cuda.h's. */
+#include "core/cuda/cuda.h"
 #include "core/cuda/attention.h"
 #include "core/cuda/philox.cuh"
-
-static volt_status launched(volt_step *s, const char *what, const char *err) {
-    if (!err) return VOLT_OK;
-    return volt_step_fail(s, VOLT_ERR_BACKEND, "attention %s on 'cuda': %s (%s:%d)", what, err, __FILE__, __LINE__);
-}
 
 static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p) {
     const volt_attr_attention *at = &n->attr.attention;
@@ -24,7 +20,7 @@ static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p
     *p = (volt_cuda_attn){
         .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .scale = at->scale,
         .p = at->dropout,
-        .compute = at->compute == VOLT_BF16 ? 1 : at->compute == VOLT_F16 ? 2 : 0,
+        .compute = at->compute == VOLT_BF16 ? VOLT_CU_BF16 : at->compute == VOLT_F16 ? VOLT_CU_F16 : VOLT_CU_F32,
         .mask = m ? m->data : NULL,
         .mask_dtype = !m ? 0 : m->dtype == VOLT_U8 ? 1 : m->dtype == VOLT_I32 ? 2 : 3,
         .key = volt_philox_key(s->seed, s->rng_offset, at->call), .c0 = s->rng_offset, .c1 = at->call };
@@ -39,9 +35,9 @@ static volt_status attention_fwd(volt_step *s, volt_node *n) {
         if (!(lse = volt_step_alloc(s, sizeof(float) * (size_t)(p.B * p.H * p.Tq + 1)))) return VOLT_ERR_NOMEM;
         n->saved = lse;
     }
-    return launched(s, "forward",
-                    volt__cuda_attention_fwd(volt__cuda_stream(s->dev), &p, n->in[0]->data, n->in[1]->data,
-                                             n->in[2]->data, n->out->data, lse));
+    return volt__cuda_check(s, volt__cuda_attention_fwd(volt__cuda_stream(s), &p, n->in[0]->data, n->in[1]->data,
+                                                        n->in[2]->data, n->out->data, lse),
+                            "attention");
 }
 
 static volt_status attention_bwd(volt_step *s, volt_node *n) {
@@ -51,11 +47,17 @@ static volt_status attention_bwd(volt_step *s, volt_node *n) {
     float *delta = volt_step_alloc(s, sizeof(float) * (size_t)(p.B * p.H * p.Tq + 1));
     if (!delta) return VOLT_ERR_NOMEM;
     volt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    return launched(s, "backward",
-                    volt__cuda_attention_bwd(volt__cuda_stream(s->dev), &p, q->data, k->data, v->data,
-                                             n->out->data, n->out->grad, n->saved, delta,
-                                             q->grad, n->grad_mode[0], k->grad, n->grad_mode[1],
-                                             v->grad, n->grad_mode[2]));
+    if (p.B * p.H == 0 || p.Tq == 0 || p.Tk == 0) {   /* nothing to sum: stored grads are 0 */
+        for (int i = 0; i < 3; i++)
+            if (n->grad_mode[i] == VOLT_GRAD_STORE)
+                volt__dev_memset(s->dev, n->in[i]->grad, 0, sizeof(float) * (size_t)volt_tensor_numel(n->in[i]));
+        return VOLT_OK;
+    }
+    return volt__cuda_check(s, volt__cuda_attention_bwd(volt__cuda_stream(s), &p, q->data, k->data, v->data,
+                                                        n->out->data, n->out->grad, n->saved, delta, q->grad,
+                                                        n->grad_mode[0], k->grad, n->grad_mode[1], v->grad,
+                                                        n->grad_mode[2]),
+                            "attention backward");
 }
 
 void volt__cuda_kernels_attention(volt_kernel *table) {

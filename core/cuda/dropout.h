@@ -6,18 +6,14 @@
 extern "C" {
 #endif
 
-struct volt_device;
-/* The device's compute stream (a cudaStream_t): defined by the backend (core/cuda/backend.c,
- * the cuda branch); every kernel of the step is enqueued on it. */
-void *volt__cuda_stream(struct volt_device *d);
-
 /* y[k] = (acc ? y[k] : 0) + (u_k >= p ? x[k] / (1 - p) : 0) for k < n, u_k the uniform of
  * element k of the Philox stream (key, c0 = step offset, c1 = call index): the CPU
  * backend's dropout (core/cpu/act.c) element for element. Forward: x = input, y = output;
  * backward: x = dy, y = dx (acc = grad mode ADD). x and y device memory, may not overlap
- * unless equal. Enqueued on `stream` (a cudaStream_t). Returns NULL, or the CUDA error text. */
-const char *volt__cuda_dropout(void *stream, const float *x, float *y, int64_t n, float p,
-                               uint64_t key, uint64_t c0, uint64_t c1, int acc);
+ * unless equal. Enqueued on `stream` (a cudaStream_t); returns the launch's cudaError_t
+ * (0 = success), as the launchers of core/cuda/launch.h. */
+int volt__cuda_dropout(void *stream, const float *x, float *y, int64_t n, float p,
+                       uint64_t key, uint64_t c0, uint64_t c1, int acc);
 
 #ifdef __cplusplus
 }
