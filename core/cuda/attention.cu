@@ -15,12 +15,15 @@
  * kept, times 1/(1-p), iff u >= p. The row sum l is taken before dropping (softmax, then
  * dropout). Backward: dv = Z^T dO, dS = P * (dP * W - delta), Z = P * W.
  * 16-bit compute (bf16/f16): q, k, v and dO are read as their round-to-nearest-even
- * roundings, the arithmetic is f32 (as the CPU backend does). These are SIMT kernels; a
- * tensor-core (mma.sync bf16) variant of the same tiling is the next step (docs/CUDA.md). */
+ * roundings, the arithmetic is f32 (as the CPU backend does). The forward of a 16-bit
+ * compute node runs on tensor cores (attn_fwd_tc: wmma 16x16x16 in bf16 or f16, f32
+ * accumulation; P is rounded to 16 bits for P v); the f32 forward and the backward are SIMT
+ * kernels (docs/CUDA.md). */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <mma.h>
 #include "core/cuda/philox.cuh"
 #include "core/cuda/attention.h"
 
@@ -159,6 +162,116 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
 #pragma unroll
         for (int dd = 0; dd < 16; dd++) orow[dd] = acc[dd] * inv;
         if (lse && sub == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+    }
+}
+
+/* ---- forward on tensor cores (16-bit compute): grid (query tiles of TQ rows, B H), 4 warps;
+ * warp w owns rows w*16 .. +16. Per key tile of BK keys: S_w (16, BK) = Q_w K^T by wmma
+ * into shared f32, the warp's online softmax on it (lane: row lane/2, keys (lane%2)*32 .. +32,
+ * the same visibility, dropout numbering and row sums as attn_fwd), P_w rounded to T, and
+ * O_w (16, 64) += P_w V by wmma on an f32 accumulator kept in shared memory (rescaled by
+ * the lane that owns the row). Row strides: TLD elements of T, FLD floats (multiples of 8
+ * and 4 as wmma wants; every fragment pointer is 32-byte aligned). -------------------- */
+#define TQ 64
+#define TLD 72
+#define FLD 68
+#define TC_SMEM (3 * 64 * TLD * 2 + 4 * 16 * FLD * 4 * 2 + 4 * 16 * TLD * 2)
+
+template <typename T> __device__ __forceinline__ T to16(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 to16<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half to16<__half>(float x) { return __float2half_rn(x); }
+
+template <typename T>
+__global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
+                                                   const float *__restrict__ v, float *__restrict__ o,
+                                                   float *__restrict__ lse) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *Qs = (T *)smem, *Ks = Qs + 64 * TLD, *Vs = Ks + 64 * TLD;
+    float *Sf = (float *)(Vs + 64 * TLD), *Of = Sf + 4 * 16 * FLD;
+    T *Pb = (T *)(Of + 4 * 16 * FLD);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, r = lane >> 1, half = lane & 1;
+    const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * TQ, i = i0 + w * 16 + r;
+    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    float *Sw = Sf + w * 16 * FLD, *Ow = Of + w * 16 * FLD;
+    T *Pw = Pb + w * 16 * TLD;
+    const float inv_keep = 1.f / (1.f - a.p);
+    for (int t = tid; t < TQ * HD; t += NT) {
+        int rr = t / HD, d = t % HD;
+        int64_t ii = i0 + rr;
+        Qs[rr * TLD + d] = to16<T>(ii < a.Tq ? qb[ii * HD + d] : 0.f);
+    }
+    for (int c = 0; c < 32; c++) Ow[r * FLD + half * 32 + c] = 0.f;
+    const int64_t L = kv_len(a, b);
+    const int64_t i1 = i0 + TQ < a.Tq ? i0 + TQ : a.Tq, kend = a.causal && i1 < L ? i1 : L;
+    float m = -INFINITY, l = 0.f;
+    drop_cache dc;
+    dc.blk = ~0ull;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        __syncthreads();   /* Qs stored (first tile); the previous tile's Ks, Vs consumed */
+        for (int t = tid; t < BK * HD; t += NT) {
+            int jj = t / HD, d = t % HD;
+            int64_t j = j0 + jj;
+            Ks[jj * TLD + d] = to16<T>(j < a.Tk ? kb[j * HD + d] : 0.f);
+            Vs[jj * TLD + d] = to16<T>(j < a.Tk ? vb[j * HD + d] : 0.f);
+        }
+        __syncthreads();
+        /* S_w (16, 64) = Q_w (16, 64) K^T (64, 64): K row-major is K^T column-major */
+        for (int nt = 0; nt < BK / 16; nt++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+            for (int kk = 0; kk < HD / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+                wmma::load_matrix_sync(fa, Qs + (w * 16) * TLD + kk * 16, TLD);
+                wmma::load_matrix_sync(fb, Ks + (nt * 16) * TLD + kk * 16, TLD);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Sw + nt * 16, acc, FLD, wmma::mem_row_major);
+        }
+        __syncwarp();
+        float *srow = Sw + r * FLD + half * 32, tmax = -INFINITY;
+        for (int c = 0; c < 32; c++) {
+            int64_t j = j0 + half * 32 + c;
+            float x = visible(a, b, i, j, kend) ? srow[c] * a.scale : -INFINITY;
+            srow[c] = x;
+            tmax = fmaxf(tmax, x);
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        const float mnew = fmaxf(m, tmax), alpha = mnew == -INFINITY ? 1.f : expf(m - mnew);
+        float psum = 0.f;
+        for (int c = 0; c < 32; c++) {
+            int64_t j = j0 + half * 32 + c;
+            float x = srow[c], pv = x == -INFINITY ? 0.f : expf(x - mnew);
+            psum += pv;
+            if (a.p > 0.f && pv != 0.f) pv *= drop_factor(a, dc, (uint64_t)((bh * a.Tq + i) * a.Tk + j), inv_keep);
+            Pw[r * TLD + half * 32 + c] = to16<T>(pv);
+            Ow[r * FLD + half * 32 + c] *= alpha;
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        l = l * alpha + psum;
+        m = mnew;
+        __syncwarp();
+        /* O_w (16, 64) += P_w (16, 64 keys) V (64 keys, 64) */
+        for (int dt = 0; dt < HD / 16; dt++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, Ow + dt * 16, FLD, wmma::mem_row_major);
+            for (int kk = 0; kk < BK / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, Pw + kk * 16, TLD);
+                wmma::load_matrix_sync(fb, Vs + (kk * 16) * TLD + dt * 16, TLD);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Ow + dt * 16, acc, FLD, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (i < a.Tq) {
+        float inv = l > 0.f ? 1.f / l : 0.f;
+        float *orow = o + (bh * a.Tq + i) * HD + half * 32;
+        for (int c = 0; c < 32; c++) orow[c] = Ow[r * FLD + half * 32 + c] * inv;
+        if (lse && half == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
     }
 }
 
@@ -336,8 +449,25 @@ extern "C" int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, c
                                         const float *v, float *o, float *lse) {
     int64_t BH = a->B * a->H;
     if (BH == 0 || a->Tq == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (a->compute == VOLT_CU_ATTN_BF16 || a->compute == VOLT_CU_ATTN_F16) {   /* tensor cores */
+        dim3 grid((unsigned)((a->Tq + TQ - 1) / TQ), (unsigned)BH);
+        cudaError_t e;
+        if (a->compute == VOLT_CU_ATTN_BF16) {
+            if ((e = cudaFuncSetAttribute(attn_fwd_tc<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          TC_SMEM)) != cudaSuccess)
+                return (int)e;
+            attn_fwd_tc<__nv_bfloat16><<<grid, NT, TC_SMEM, st>>>(*a, q, k, v, o, lse);
+        } else {
+            if ((e = cudaFuncSetAttribute(attn_fwd_tc<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          TC_SMEM)) != cudaSuccess)
+                return (int)e;
+            attn_fwd_tc<__half><<<grid, NT, TC_SMEM, st>>>(*a, q, k, v, o, lse);
+        }
+        return (int)cudaGetLastError();
+    }
     dim3 grid((unsigned)((a->Tq + BQ - 1) / BQ), (unsigned)BH);
-    attn_fwd<<<grid, NT, 0, (cudaStream_t)stream>>>(*a, q, k, v, o, lse);
+    attn_fwd<<<grid, NT, 0, st>>>(*a, q, k, v, o, lse);
     return (int)cudaGetLastError();
 }
 

@@ -9,13 +9,15 @@ extern "C" {
 #endif
 
 #define VOLT_CUDA_ATTN_D 64   /* the head dim the kernels are built for */
+/* compute dtypes (core/cuda/launch.h's VOLT_CU_F32/BF16/F16 codes) */
+enum { VOLT_CU_ATTN_F32 = 0, VOLT_CU_ATTN_BF16 = 1, VOLT_CU_ATTN_F16 = 2 };
 
 typedef struct volt_cuda_attn {
     int64_t B, H, Tq, Tk;
     int causal;                /* key j visible to query i only if j <= i (Tq == Tk) */
     float scale;               /* applied to q k^T */
     float p;                   /* attention dropout probability, 0 = none */
-    int compute;               /* 0 f32, 1 bf16, 2 f16: q, k, v (and dO) read as their roundings */
+    int compute;               /* VOLT_CU_ATTN_*: q, k, v (and dO) read as their roundings */
     const void *mask;          /* (B, Tk) key mask, nonzero = attend; NULL = none */
     int mask_dtype;            /* 1 u8, 2 i32, 3 i64 */
     uint64_t key, c0, c1;      /* dropout's Philox stream (core/cuda/philox.cuh) */

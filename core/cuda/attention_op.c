@@ -20,7 +20,8 @@ static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p
     *p = (volt_cuda_attn){
         .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .scale = at->scale,
         .p = at->dropout,
-        .compute = at->compute == VOLT_BF16 ? VOLT_CU_BF16 : at->compute == VOLT_F16 ? VOLT_CU_F16 : VOLT_CU_F32,
+        .compute = at->compute == VOLT_BF16 ? VOLT_CU_ATTN_BF16 : at->compute == VOLT_F16 ? VOLT_CU_ATTN_F16
+                                                                                  : VOLT_CU_ATTN_F32,
         .mask = m ? m->data : NULL,
         .mask_dtype = !m ? 0 : m->dtype == VOLT_U8 ? 1 : m->dtype == VOLT_I32 ? 2 : 3,
         .key = volt_philox_key(s->seed, s->rng_offset, at->call), .c0 = s->rng_offset, .c1 = at->call };
