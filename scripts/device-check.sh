@@ -129,8 +129,10 @@ stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) || ok=0
 if [ $ok = 1 ]; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" || ok=0; fi
 if [ $ok = 1 ]; then
-  (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu --output-on-failure --timeout "$TEST_S")
-  grep -E "^(B[0-9]|dropout n=|checking|SKIP|FAIL|[0-9]+ passed)" "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
+  # -V: every test's output (the per-case errors), not only the failing ones
+  (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -V --timeout "$TEST_S")
+  grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
+    "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
   [ -f "$RES.tmp" ] && cat "$RES.tmp" >> "$RES" && rm -f "$RES.tmp"
 else
   log "RESULT build failed: no tests, no volt bench (the peer still runs)"
