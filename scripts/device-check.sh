@@ -50,8 +50,8 @@ T0=$(date +%s)
 JOBS=$(nproc 2>/dev/null || echo 4)
 CONFIGURE_S=${CONFIGURE_S:-60}
 BUILD_S=${BUILD_S:-150}
-TEST_S=${TEST_S:-60}
-BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}
+TEST_S=${TEST_S:-120}
+BENCH_BUDGET_S=${BENCH_BUDGET_S:-180}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
 log() { echo "$*" | tee -a "$RES"; }
@@ -113,8 +113,8 @@ deps() {
 }
 
 log "device-check $(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ) on $(hostname)"
-stage probe 60 probe
-stage deps 60 deps
+stage probe 30 probe
+stage deps 30 deps
 if ls .deps/*.deb >/dev/null 2>&1; then
   P=/tmp/voltdeps
   export PKG_CONFIG_PATH="$P/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig:$P/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
