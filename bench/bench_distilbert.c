@@ -5,7 +5,7 @@
  * attention mask all ones, labels b % 2. Prints ms/step as the median of `steps` steps
  * after `warmup` steps, tokens/s, and the median CPU time of the process per step (all
  * threads: steadier than wall time on a shared machine, with OMP_WAIT_POLICY=passive).
- *   usage: bench_distilbert [preset steps warmup dropout B T precision pad]
+ *   usage: bench_distilbert [preset steps warmup dropout B T precision pad accelerator]
  *     preset  distilbert-base | small | tiny                    (default distilbert-base)
  *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention unfused)
  *             off: all three 0 (the fused attention kernel)      (default hf)
@@ -14,6 +14,9 @@
  *     pad     none (default) | tail: a realistic padding tail, row b keeps
  *             T/2 + (7919 b mod T/2) + 1 tokens, the rest is [PAD] (id 0) with attention
  *             mask 0, as a batch of padded texts (bench/peer_distilbert.py: the same rows)
+ *     accelerator cpu (default) | cuda | auto: where the parameters and the step live; on a
+ *             GPU every step ends with a device synchronize, so ms/step is the whole step
+ *             (bench/gpu/run.sh)
  *   defaults: 5 steps after 2 warm-ups (the second runs in the arena regrown to the
  *   step's peak: its first touch), B = 8, T = 128. Threads: OMP_NUM_THREADS. */
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include "volt/distilbert.h"
 #include "volt/precision.h"
 #include "core/cpu/kernels.h"   /* volt__cpu_gemm_library: which GEMM library runs */
+#include "core/internal.h"      /* volt__device_get: the synchronize of a GPU step */
 
 static double now(void) {
     struct timespec t;
@@ -48,10 +52,12 @@ int main(int argc, char **argv) {
     const char *drop = argc > 4 ? argv[4] : "hf";
     int B = argc > 5 ? atoi(argv[5]) : 8, T = argc > 6 ? atoi(argv[6]) : 128;
     const char *prec = argc > 7 ? argv[7] : "32-true", *pad = argc > 8 ? argv[8] : "none";
+    const char *acc = argc > 9 ? argv[9] : "cpu";
     bool bf16 = !strcmp(prec, "bf16-mixed"), tail = !strcmp(pad, "tail");
     if (steps < 1 || steps > 1000 || warmup < 0 || B < 1 || T < 1 || (strcmp(drop, "hf") && strcmp(drop, "off")) ||
         (!bf16 && strcmp(prec, "32-true")) || (!tail && strcmp(pad, "none"))) {
-        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail]\n");
+        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail "
+                        "cpu|cuda|auto]\n");
         return 2;
     }
     volt_distilbert_config c;
@@ -61,6 +67,10 @@ int main(int argc, char **argv) {
     void *m;
     volt_params_config pc;
     volt_params_config_init(&pc);
+    pc.accelerator = acc;
+    volt_device *dev = NULL;   /* to synchronize after each step (asynchronous backends) */
+    char derr[256];
+    if (volt__device_get(acc, 0, &dev, derr, sizeof derr) < 0) { fprintf(stderr, "%s\n", derr); return 2; }
     volt_params *ps;
     if (volt_distilbert_create(&c, &m) || volt_params_create(&pc, &ps)) return 1;
     if (volt_distilbert_ops.setup(m, ps) || volt_params_finalize(ps) || volt_distilbert_ops.init_weights(m, ps)) {
@@ -77,6 +87,7 @@ int main(int argc, char **argv) {
     volt_step_config sc;
     volt_step_config_init(&sc);
     sc.params = ps;
+    sc.backend = acc;
     volt_step *s;
     if (volt_step_create(&sc, &s)) return 1;
     if (bf16 && volt_step_set_compute_dtype(s, VOLT_BF16)) return 1;
@@ -122,6 +133,7 @@ int main(int argc, char **argv) {
         volt_step_end(s);
         if (volt_optimizer_step(opt)) { fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt)); return 1; }
         volt_params_zero_grad(ps);
+        if (dev->be->synchronize) dev->be->synchronize(dev);
         if (it >= 0) {
             t[it] = now() - t0;
             tc[it] = cpu_now() - c0;
@@ -131,16 +143,19 @@ int main(int argc, char **argv) {
     qsort(tc, (size_t)steps, sizeof(double), cmp);
     double med = t[steps / 2], cmed = tc[steps / 2];
     printf("volt DistilBERT training step, preset %s (%lld params), batch %d x %d (%lld real tokens), dropout %s, "
-           "%s, AdamW; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB; GEMM %s\n",
-           preset, (long long)volt_params_numel(ps), B, T, (long long)real, drop, prec, steps, warmup, loss0,
-           (double)volt_step_arena_peak(s) / 1048576.0, volt__cpu_gemm_library());
+           "%s, AdamW, on %s; median of %d after %d warm-up; first loss %.4f; arena peak %.0f MiB; GEMM %s\n",
+           preset, (long long)volt_params_numel(ps), B, T, (long long)real, drop, prec, volt_step_device(s), steps,
+           warmup, loss0, (double)volt_step_arena_peak(s) / 1048576.0,
+           strcmp(volt_step_device(s), "cuda") ? volt__cpu_gemm_library() : "cuBLASLt");
     printf("| %-6s | %10s | %10s | %10s | %10s | %12s |\n", "impl", "ms/step", "min ms", "max ms", "tokens/s",
            "CPU ms/step");
     printf("|--------|------------|------------|------------|------------|--------------|\n");
     printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f | %12.1f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
            (double)B * T / med, cmed * 1e3);
     if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
-    printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f\n", preset, med * 1e3, cmed * 1e3);
+    printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
+           "device=%s\n", preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0,
+           (long long)volt_params_numel(ps), volt_step_device(s));
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);

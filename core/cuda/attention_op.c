@@ -1,5 +1,66 @@
-/* VOLT_OP_ATTENTION on the cuda backend: not written yet (the row stays empty, so the step
- * reports the op as not implemented on 'cuda'). */
-#include "core/cuda/kernels.h"
+/* VOLT_OP_ATTENTION on the cuda backend: the node's attributes (volt_attr_attention) and
+ * tensors handed to the fused kernels of core/cuda/attention.cu. Forward saves the per-row
+ * logsumexp (B, H, Tq) in the step arena as n->saved; backward recomputes P from it. Head
+ * dim 64 only for now: others fail with VOLT_ERR_UNSUPPORTED, naming the head dim. The
+ * stream and the error translation are core/cuda/cuda.h's. */
+#include "core/cuda/cuda.h"
+#include "core/cuda/attention.h"
+#include "core/cuda/philox.cuh"
 
-void volt__cuda_kernels_attention(volt_kernel *table) { (void)table; }
+static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p) {
+    const volt_attr_attention *at = &n->attr.attention;
+    if (at->D != VOLT_CUDA_ATTN_D)
+        return volt_step_fail(s, VOLT_ERR_UNSUPPORTED,
+                              "attention on 'cuda': head dim %lld is not supported yet (only %d)",
+                              (long long)at->D, VOLT_CUDA_ATTN_D);
+    if (at->B * at->H > 65535)
+        return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "attention on 'cuda': B*H = %lld exceeds 65535 (grid y)",
+                              (long long)(at->B * at->H));
+    const volt_tensor *m = n->n_in == 4 ? n->in[3] : NULL;
+    *p = (volt_cuda_attn){
+        .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .scale = at->scale,
+        .p = at->dropout,
+        .compute = at->compute == VOLT_BF16 ? VOLT_CU_ATTN_BF16 : at->compute == VOLT_F16 ? VOLT_CU_ATTN_F16
+                                                                                  : VOLT_CU_ATTN_F32,
+        .mask = m ? m->data : NULL,
+        .mask_dtype = !m ? 0 : m->dtype == VOLT_U8 ? 1 : m->dtype == VOLT_I32 ? 2 : 3,
+        .key = volt_philox_key(s->seed, s->rng_offset, at->call), .c0 = s->rng_offset, .c1 = at->call };
+    return VOLT_OK;
+}
+
+static volt_status attention_fwd(volt_step *s, volt_node *n) {
+    volt_cuda_attn p;
+    VOLT_TRY(params_of(s, n, &p));
+    float *lse = NULL;
+    if (volt__needs_grad(n->out)) {   /* backward's P = exp(S - lse) */
+        if (!(lse = volt_step_alloc(s, sizeof(float) * (size_t)(p.B * p.H * p.Tq + 1)))) return VOLT_ERR_NOMEM;
+        n->saved = lse;
+    }
+    return volt__cuda_check(s, volt__cuda_attention_fwd(volt__cuda_stream(s), &p, n->in[0]->data, n->in[1]->data,
+                                                        n->in[2]->data, n->out->data, lse),
+                            "attention");
+}
+
+static volt_status attention_bwd(volt_step *s, volt_node *n) {
+    volt_cuda_attn p;
+    VOLT_TRY(params_of(s, n, &p));
+    if (!n->saved) return volt_step_fail(s, VOLT_ERR_STATE, "attention: backward without saved logsumexp");
+    float *delta = volt_step_alloc(s, sizeof(float) * (size_t)(p.B * p.H * p.Tq + 1));
+    if (!delta) return VOLT_ERR_NOMEM;
+    volt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    if (p.B * p.H == 0 || p.Tq == 0 || p.Tk == 0) {   /* nothing to sum: stored grads are 0 */
+        for (int i = 0; i < 3; i++)
+            if (n->grad_mode[i] == VOLT_GRAD_STORE)
+                volt__dev_memset(s->dev, n->in[i]->grad, 0, sizeof(float) * (size_t)volt_tensor_numel(n->in[i]));
+        return VOLT_OK;
+    }
+    return volt__cuda_check(s, volt__cuda_attention_bwd(volt__cuda_stream(s), &p, q->data, k->data, v->data,
+                                                        n->out->data, n->out->grad, n->saved, delta, q->grad,
+                                                        n->grad_mode[0], k->grad, n->grad_mode[1], v->grad,
+                                                        n->grad_mode[2]),
+                            "attention backward");
+}
+
+void volt__cuda_kernels_attention(volt_kernel *table) {
+    table[VOLT_OP_ATTENTION] = (volt_kernel){ "attention", attention_fwd, attention_bwd };
+}

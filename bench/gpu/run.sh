@@ -1,0 +1,91 @@
+#!/bin/bash
+# The GPU bench of issue 11, one invocation, one GPU: volt's DistilBERT training step on
+# --accelerator cuda (bench/bench_distilbert.c) and the PyTorch Lightning + transformers
+# peer (bench/gpu/peer_lightning.py), both at batch 12 x 512 with the same padding tail.
+#
+#   bench/gpu/run.sh                      # after a CUDA build in build-gpu/
+#   BUILD=build STEPS=10 BUDGET_S=120 bench/gpu/run.sh
+#
+#   BUILD       the build folder holding bench/bench_distilbert (default build-gpu)
+#   STEPS       timed steps per configuration (default 20; warm-ups: WARMUP, default 5)
+#   VOLT_PRECISIONS  default "32-true bf16-mixed" (what bench_distilbert takes)
+#   PRECISIONS  the peer's, default "32-true,16-mixed,bf16-mixed,bf16-mixed+compile"
+#   BUDGET_S    seconds for the whole bench (default 180); each side gets its share under
+#               `timeout`, so a hang or a slow torch.compile costs its share, not the run
+#   PYTHON      the python3 that has torch, lightning and transformers (default python3)
+# Prints each side's table, then one summary: ms/step, samples/s, MFU (1.76 TFLOP per step
+# against 790 TFLOP/s bf16), peak device memory, projected 3-epoch seed job, and volt's
+# samples/s over the best peer configuration's. volt's memory column is the step arena's
+# peak plus 16 bytes per parameter (f32 weights, grads and Adam's two moments): an
+# estimate until the backend reports device bytes (--memory-report).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+STEPS=${STEPS:-20}
+WARMUP=${WARMUP:-5}
+BUDGET_S=${BUDGET_S:-180}
+PYTHON=${PYTHON:-python3}
+VOLT_PRECISIONS=${VOLT_PRECISIONS:-"32-true bf16-mixed"}
+PRECISIONS=${PRECISIONS:-"32-true,16-mixed,bf16-mixed,bf16-mixed+compile"}
+FLOP=1.76e12
+PEAK=790
+TRAIN_STEPS=2916
+VAL_SAMPLES=${VAL_SAMPLES:-15008}
+export VAL_SAMPLES
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+nvolt=$(wc -w <<<"$VOLT_PRECISIONS")
+volt_share=$(( BUDGET_S / 3 / (nvolt > 0 ? nvolt : 1) ))
+peer_share=$(( BUDGET_S - volt_share * nvolt ))
+
+echo "== volt (bench_distilbert, accelerator cuda), $(date -u +%FT%TZ)"
+for p in $VOLT_PRECISIONS; do
+  if [ ! -x "$BUILD/bench/bench_distilbert" ]; then
+    echo "RESULT volt-missing $p: $BUILD/bench/bench_distilbert not built"
+    break
+  fi
+  timeout -k 5 "$volt_share" "$BUILD/bench/bench_distilbert" distilbert-base "$STEPS" "$WARMUP" hf 12 512 "$p" tail cuda \
+    2>&1 | tee "$TMP/volt-$p.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || echo "RESULT volt-failed $p rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${volt_share}s)")"
+done
+
+echo "== peer (PyTorch Lightning + transformers), $(date -u +%FT%TZ)"
+PYTHONUNBUFFERED=1 timeout -k 5 "$peer_share" "$PYTHON" "$ROOT/bench/gpu/peer_lightning.py" --steps "$STEPS" \
+  --warmup "$WARMUP" --precisions "$PRECISIONS" 2>&1 | grep -v "^\s*$" | tee "$TMP/peer.txt"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] || echo "RESULT peer-failed rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${peer_share}s: the configurations above it finished)")"
+
+echo "== summary (batch 12 x 512, padding tail; MFU at $FLOP FLOP/step vs $PEAK TFLOP/s; job = 3 x ($TRAIN_STEPS steps + validation))"
+printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' side/precision ms/step samples/s MFU% "peak MiB" "job s"
+printf '|%s|%s|%s|%s|%s|%s|\n' ------------------------------ ----------- ----------- -------- ----------- ------------
+best_peer=0
+declare -A peer_sps=()
+for f in "$TMP"/peer.txt; do
+  [ -f "$f" ] || continue
+  while read -r _ _ prec rest; do
+    declare -A kv=()
+    for x in $rest; do kv[${x%%=*}]=${x#*=}; done
+    printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' "peer $prec" "${kv[ms_per_step]}" "${kv[samples_per_s]}" \
+      "${kv[mfu_pct]}" "${kv[peak_mib]}" "${kv[job_s]}"
+    peer_sps[$prec]=${kv[samples_per_s]}
+    best_peer=$(awk -v a="$best_peer" -v b="${kv[samples_per_s]}" 'BEGIN { print (b > a ? b : a) }')
+    unset kv
+  done < <(grep '^RESULT peer ' "$f")
+done
+for p in $VOLT_PRECISIONS; do
+  f="$TMP/volt-$p.txt"
+  line=$(grep '^RESULT volt ' "$f" 2>/dev/null) || continue
+  ms=$(sed -n 's/.* ms_per_step=\([0-9.]*\).*/\1/p' <<<"$line")
+  sps=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
+  arena=$(sed -n 's/.*arena_peak_mib=\([0-9.]*\).*/\1/p' <<<"$line")
+  np=$(sed -n 's/.*params=\([0-9]*\).*/\1/p' <<<"$line")
+  read -r mfu mem job ratio < <(awk -v ms="$ms" -v a="$arena" -v n="$np" -v f="$FLOP" -v pk="$PEAK" -v ts="$TRAIN_STEPS" \
+    -v bp="$best_peer" 'BEGIN { printf "%.1f %.0f %.1f %s\n", f / (ms / 1e3) / (pk * 1e12) * 100, a + n * 16 / 1048576,
+      3 * ts * ms / 1e3, (bp > 0 ? sprintf("%.2f", 12 / (ms / 1e3) / bp) : "n/a") }')
+  printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' "volt $p" "$ms" "$sps" "$mfu" "~$mem" "$job*"
+  same=$(awk -v ms="$ms" -v b="${peer_sps[$p]:-0}" 'BEGIN { print (b > 0 ? sprintf("%.2f", 12 / (ms / 1e3) / b) : "n/a") }')
+  echo "RESULT summary volt $p samples_per_s_over_best_peer=$ratio over_peer_same_precision=$same"
+done
+echo "(* volt's job time counts training steps only: validation is not timed on the volt side yet)"

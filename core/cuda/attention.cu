@@ -1,0 +1,501 @@
+/* Fused scaled dot-product attention on the GPU, FlashAttention-2 style, head dim 64.
+ *
+ * Forward: a block owns BQ query rows of one (b, h) and walks key tiles of BK keys, keeping
+ * the running row max m, row sum l and the output accumulator (online softmax); no (Tq, Tk)
+ * matrix is ever stored. It writes o = acc / l and lse = m + log l (per row, for backward).
+ * Backward: delta = rowsum(dO * o) first; then P = exp(scale q k^T - lse) is recomputed per
+ * tile, twice: by a kernel over query tiles that accumulates dq, and by one over key tiles
+ * that accumulates dk and dv. Every grad element is summed by one thread in a fixed order
+ * (no atomics), so results are deterministic: eager and graph replay give the same bits.
+ *
+ * Semantics are core/cpu/attention.c's: key j is visible to row i iff the key mask allows
+ * it (and j <= i when causal); a row that sees no key gets o = 0, lse = -inf and no grad.
+ * Attention dropout: element ((b H + h) Tq + i) Tk + j of the call's Philox stream (the
+ * numbering of volt_dropout on the (B, H, Tq, Tk) probabilities) gives u; the probability is
+ * kept, times 1/(1-p), iff u >= p. The row sum l is taken before dropping (softmax, then
+ * dropout). Backward: dv = Z^T dO, dS = P * (dP * W - delta), Z = P * W.
+ * 16-bit compute (bf16/f16): q, k, v and dO are read as their round-to-nearest-even
+ * roundings, the arithmetic is f32 (as the CPU backend does). The forward of a 16-bit
+ * compute node runs on tensor cores (attn_fwd_tc: wmma 16x16x16 in bf16 or f16, f32
+ * accumulation; P is rounded to 16 bits for P v); the f32 forward and the backward are SIMT
+ * kernels (docs/CUDA.md). */
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <mma.h>
+#include "core/cuda/philox.cuh"
+#include "core/cuda/attention.h"
+
+#define HD 64    /* head dim */
+#define BQ 32    /* query rows per block */
+#define BK 64    /* keys per tile */
+#define NT 128   /* threads: 4 per query row (16 keys or 16 dims each), or 2 per key (32 dims each) */
+#define LD 65    /* shared row stride in floats: rows start in different banks */
+
+typedef volt_cuda_attn attn_p;
+
+__device__ __forceinline__ float rnd(float x, int cd) {
+    if (cd == 1) return __bfloat162float(__float2bfloat16_rn(x));
+    if (cd == 2) return __half2float(__float2half_rn(x));
+    return x;
+}
+
+__device__ __forceinline__ bool key_ok(const attn_p &a, int64_t b, int64_t j) {
+    int64_t t = b * a.Tk + j;
+    switch (a.mask_dtype) {
+    case 1: return ((const uint8_t *)a.mask)[t] != 0;
+    case 2: return ((const int32_t *)a.mask)[t] != 0;
+    case 3: return ((const int64_t *)a.mask)[t] != 0;
+    default: return true;
+    }
+}
+
+/* 1 + index of batch row b's last visible key (0 if none): key tiles past it are skipped.
+ * Block-wide; every thread gets the value. */
+__device__ int64_t kv_len(const attn_p &a, int64_t b) {
+    if (!a.mask) return a.Tk;
+    __shared__ int L;
+    if (threadIdx.x == 0) L = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int64_t j = threadIdx.x; j < a.Tk; j += blockDim.x)
+        if (key_ok(a, b, j)) mine = (int)j + 1;
+    atomicMax(&L, mine);
+    __syncthreads();
+    int r = L;
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ bool visible(const attn_p &a, int64_t b, int64_t i, int64_t j, int64_t kend) {
+    return i < a.Tq && j < kend && (!a.causal || j <= i) && key_ok(a, b, j);
+}
+
+/* The dropout factor of stream element e: (u >= p) / (1 - p). The last Philox block drawn is
+ * kept: a thread walks consecutive keys, so one block serves four of them. */
+struct drop_cache { uint64_t blk; float u[4]; };
+__device__ __forceinline__ float drop_factor(const attn_p &a, drop_cache &c, uint64_t e, float inv_keep) {
+    uint64_t blk = e >> 2;
+    if (blk != c.blk) {
+        c.blk = blk;
+        volt_philox_uniform4(a.key, a.c0, a.c1, blk, c.u);
+    }
+    return c.u[e & 3] >= a.p ? inv_keep : 0.f;
+}
+
+/* Keys a block of query rows [i0, i0 + BQ) can see at most. */
+__device__ __forceinline__ int64_t key_end(const attn_p &a, int64_t L, int64_t i0) {
+    int64_t i1 = i0 + BQ < a.Tq ? i0 + BQ : a.Tq;
+    return a.causal && i1 < L ? i1 : L;
+}
+
+/* ---- forward: grid (query tiles, B H), NT threads; thread (r = tid / 4, sub = tid % 4)
+ * owns keys sub*16 .. +16 of each tile and dims sub*16 .. +16 of row r's output ---------- */
+__global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
+                                                const float *__restrict__ v, float *__restrict__ o,
+                                                float *__restrict__ lse) {
+    __shared__ float Ks[BK * LD], Vs[BK * LD], Ps[BQ * LD];
+    const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ;
+    const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
+    const int64_t i = i0 + r;
+    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    const float inv_keep = 1.f / (1.f - a.p);
+    float qr[HD];
+#pragma unroll
+    for (int d = 0; d < HD; d++) qr[d] = i < a.Tq ? rnd(qb[i * HD + d], a.compute) : 0.f;
+    const int64_t kend = key_end(a, kv_len(a, b), i0);
+    float m = -INFINITY, l = 0.f, acc[16];
+#pragma unroll
+    for (int dd = 0; dd < 16; dd++) acc[dd] = 0.f;
+    drop_cache dc;
+    dc.blk = ~0ull;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        __syncthreads();   /* the previous tile's Ks, Vs, Ps are consumed */
+        for (int t = tid; t < BK * HD; t += NT) {
+            int jj = t / HD, d = t % HD;
+            int64_t j = j0 + jj;
+            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
+            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+        }
+        __syncthreads();
+        float s[16], tmax = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
+            int jj = sub * 16 + c;
+            float dot = 0.f;
+#pragma unroll
+            for (int d = 0; d < HD; d++) dot += qr[d] * Ks[jj * LD + d];
+            s[c] = visible(a, b, i, j0 + jj, kend) ? dot * a.scale : -INFINITY;
+            tmax = fmaxf(tmax, s[c]);
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        const float mnew = fmaxf(m, tmax);
+        float psum = 0.f;
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
+            int jj = sub * 16 + c;
+            float pv = s[c] == -INFINITY ? 0.f : expf(s[c] - mnew);
+            psum += pv;
+            if (a.p > 0.f && pv != 0.f)
+                pv *= drop_factor(a, dc, (uint64_t)((bh * a.Tq + i) * a.Tk + j0 + jj), inv_keep);
+            Ps[r * LD + jj] = pv;
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        psum += __shfl_xor_sync(0xffffffffu, psum, 2);
+        const float alpha = mnew == -INFINITY ? 1.f : expf(m - mnew);
+        l = l * alpha + psum;
+        m = mnew;
+        __syncthreads();
+#pragma unroll
+        for (int dd = 0; dd < 16; dd++) acc[dd] *= alpha;
+        for (int jj = 0; jj < BK; jj++) {
+            float pj = Ps[r * LD + jj];
+#pragma unroll
+            for (int dd = 0; dd < 16; dd++) acc[dd] += pj * Vs[jj * LD + sub * 16 + dd];
+        }
+    }
+    if (i < a.Tq) {
+        float inv = l > 0.f ? 1.f / l : 0.f;
+        float *orow = o + (bh * a.Tq + i) * HD + sub * 16;
+#pragma unroll
+        for (int dd = 0; dd < 16; dd++) orow[dd] = acc[dd] * inv;
+        if (lse && sub == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+    }
+}
+
+/* ---- forward on tensor cores (16-bit compute): grid (query tiles of TQ rows, B H), 4 warps;
+ * warp w owns rows w*16 .. +16. Per key tile of BK keys: S_w (16, BK) = Q_w K^T by wmma
+ * into shared f32, the warp's online softmax on it (lane: row lane/2, keys (lane%2)*32 .. +32,
+ * the same visibility, dropout numbering and row sums as attn_fwd), P_w rounded to T, and
+ * O_w (16, 64) += P_w V by wmma on an f32 accumulator kept in shared memory (rescaled by
+ * the lane that owns the row). Row strides: TLD elements of T, FLD floats (multiples of 8
+ * and 4 as wmma wants; every fragment pointer is 32-byte aligned). -------------------- */
+#define TQ 64
+#define TLD 72
+#define FLD 68
+#define TC_SMEM (3 * 64 * TLD * 2 + 4 * 16 * FLD * 4 * 2 + 4 * 16 * TLD * 2)
+
+template <typename T> __device__ __forceinline__ T to16(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 to16<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half to16<__half>(float x) { return __float2half_rn(x); }
+
+template <typename T>
+__global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
+                                                   const float *__restrict__ v, float *__restrict__ o,
+                                                   float *__restrict__ lse) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *Qs = (T *)smem, *Ks = Qs + 64 * TLD, *Vs = Ks + 64 * TLD;
+    float *Sf = (float *)(Vs + 64 * TLD), *Of = Sf + 4 * 16 * FLD;
+    T *Pb = (T *)(Of + 4 * 16 * FLD);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, r = lane >> 1, half = lane & 1;
+    const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * TQ, i = i0 + w * 16 + r;
+    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    float *Sw = Sf + w * 16 * FLD, *Ow = Of + w * 16 * FLD;
+    T *Pw = Pb + w * 16 * TLD;
+    const float inv_keep = 1.f / (1.f - a.p);
+    for (int t = tid; t < TQ * HD; t += NT) {
+        int rr = t / HD, d = t % HD;
+        int64_t ii = i0 + rr;
+        Qs[rr * TLD + d] = to16<T>(ii < a.Tq ? qb[ii * HD + d] : 0.f);
+    }
+    for (int c = 0; c < 32; c++) Ow[r * FLD + half * 32 + c] = 0.f;
+    const int64_t L = kv_len(a, b);
+    const int64_t i1 = i0 + TQ < a.Tq ? i0 + TQ : a.Tq, kend = a.causal && i1 < L ? i1 : L;
+    float m = -INFINITY, l = 0.f;
+    drop_cache dc;
+    dc.blk = ~0ull;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        __syncthreads();   /* Qs stored (first tile); the previous tile's Ks, Vs consumed */
+        for (int t = tid; t < BK * HD; t += NT) {
+            int jj = t / HD, d = t % HD;
+            int64_t j = j0 + jj;
+            Ks[jj * TLD + d] = to16<T>(j < a.Tk ? kb[j * HD + d] : 0.f);
+            Vs[jj * TLD + d] = to16<T>(j < a.Tk ? vb[j * HD + d] : 0.f);
+        }
+        __syncthreads();
+        /* S_w (16, 64) = Q_w (16, 64) K^T (64, 64): K row-major is K^T column-major */
+        for (int nt = 0; nt < BK / 16; nt++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.f);
+            for (int kk = 0; kk < HD / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+                wmma::load_matrix_sync(fa, Qs + (w * 16) * TLD + kk * 16, TLD);
+                wmma::load_matrix_sync(fb, Ks + (nt * 16) * TLD + kk * 16, TLD);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Sw + nt * 16, acc, FLD, wmma::mem_row_major);
+        }
+        __syncwarp();
+        float *srow = Sw + r * FLD + half * 32, tmax = -INFINITY;
+        for (int c = 0; c < 32; c++) {
+            int64_t j = j0 + half * 32 + c;
+            float x = visible(a, b, i, j, kend) ? srow[c] * a.scale : -INFINITY;
+            srow[c] = x;
+            tmax = fmaxf(tmax, x);
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        const float mnew = fmaxf(m, tmax), alpha = mnew == -INFINITY ? 1.f : expf(m - mnew);
+        float psum = 0.f;
+        for (int c = 0; c < 32; c++) {
+            int64_t j = j0 + half * 32 + c;
+            float x = srow[c], pv = x == -INFINITY ? 0.f : expf(x - mnew);
+            psum += pv;
+            if (a.p > 0.f && pv != 0.f) pv *= drop_factor(a, dc, (uint64_t)((bh * a.Tq + i) * a.Tk + j), inv_keep);
+            Pw[r * TLD + half * 32 + c] = to16<T>(pv);
+            Ow[r * FLD + half * 32 + c] *= alpha;
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        l = l * alpha + psum;
+        m = mnew;
+        __syncwarp();
+        /* O_w (16, 64) += P_w (16, 64 keys) V (64 keys, 64) */
+        for (int dt = 0; dt < HD / 16; dt++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::load_matrix_sync(acc, Ow + dt * 16, FLD, wmma::mem_row_major);
+            for (int kk = 0; kk < BK / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, Pw + kk * 16, TLD);
+                wmma::load_matrix_sync(fb, Vs + (kk * 16) * TLD + dt * 16, TLD);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            wmma::store_matrix_sync(Ow + dt * 16, acc, FLD, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (i < a.Tq) {
+        float inv = l > 0.f ? 1.f / l : 0.f;
+        float *orow = o + (bh * a.Tq + i) * HD + half * 32;
+        for (int c = 0; c < 32; c++) orow[c] = Ow[r * FLD + half * 32 + c] * inv;
+        if (lse && half == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+/* delta (rows) = rowsum(dO * o): one warp per row */
+__global__ void attn_delta(int64_t rows, int cd, const float *__restrict__ o, const float *__restrict__ dout,
+                           float *__restrict__ delta) {
+    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;   /* whole warps */
+    const float *orow = o + row * HD, *drow = dout + row * HD;
+    float x = orow[lane] * rnd(drow[lane], cd) + orow[lane + 32] * rnd(drow[lane + 32], cd);
+    for (int w = 16; w > 0; w >>= 1) x += __shfl_xor_sync(0xffffffffu, x, w);
+    if (lane == 0) delta[row] = x;
+}
+
+__device__ __forceinline__ void put(float *dst, float x, int mode) {
+    if (mode == 2) *dst += x;
+    else *dst = x;
+}
+
+/* P, W and dS of element (row i, key j0 + jj) of a tile; q row from registers or shared. */
+struct elem { float z, ds; };
+__device__ __forceinline__ elem grad_elem(const attn_p &a, drop_cache &dc, int64_t bh, int64_t b, int64_t i,
+                                          int64_t j, int64_t kend, float lse_i, float delta_i, const float *qrow,
+                                          const float *dorow, const float *krow, const float *vrow,
+                                          float inv_keep) {
+    elem e = { 0.f, 0.f };
+    if (lse_i == -INFINITY || !visible(a, b, i, j, kend)) return e;
+    float s = 0.f, dp = 0.f;
+#pragma unroll
+    for (int d = 0; d < HD; d++) {
+        s += qrow[d] * krow[d];
+        dp += dorow[d] * vrow[d];
+    }
+    float P = expf(s * a.scale - lse_i), W = 1.f;
+    if (a.p > 0.f) W = drop_factor(a, dc, (uint64_t)((bh * a.Tq + i) * a.Tk + j), inv_keep);
+    e.z = P * W;
+    e.ds = P * (dp * W - delta_i);
+    return e;
+}
+
+/* dq: grid (query tiles, B H); thread (r, sub) as in forward, dims sub*16 .. +16 of dq.
+ * Shared: Qs, dOs, dSs (BQ x LD), Ks, Vs (BK x LD). */
+__global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
+                                                   const float *__restrict__ v, const float *__restrict__ dout,
+                                                   const float *__restrict__ lse, const float *__restrict__ delta,
+                                                   float *dq, int mode) {
+    extern __shared__ float sm[];
+    float *Qs = sm, *dOs = Qs + BQ * LD, *dSs = dOs + BQ * LD, *Ks = dSs + BQ * LD, *Vs = Ks + BK * LD;
+    const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ;
+    const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
+    const int64_t i = i0 + r;
+    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    const float *db = dout + bh * a.Tq * HD;
+    const float inv_keep = 1.f / (1.f - a.p);
+    for (int t = tid; t < BQ * HD; t += NT) {
+        int rr = t / HD, d = t % HD;
+        int64_t ii = i0 + rr;
+        Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * HD + d], a.compute) : 0.f;
+        dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * HD + d], a.compute) : 0.f;
+    }
+    const float lse_i = i < a.Tq ? lse[bh * a.Tq + i] : -INFINITY;
+    const float delta_i = i < a.Tq ? delta[bh * a.Tq + i] : 0.f;
+    const int64_t kend = key_end(a, kv_len(a, b), i0);
+    float acc[16];
+#pragma unroll
+    for (int dd = 0; dd < 16; dd++) acc[dd] = 0.f;
+    drop_cache dc;
+    dc.blk = ~0ull;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        __syncthreads();
+        for (int t = tid; t < BK * HD; t += NT) {
+            int jj = t / HD, d = t % HD;
+            int64_t j = j0 + jj;
+            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
+            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+        }
+        __syncthreads();
+        for (int c = 0; c < 16; c++) {
+            int jj = sub * 16 + c;
+            elem e = grad_elem(a, dc, bh, b, i, j0 + jj, kend, lse_i, delta_i, Qs + r * LD, dOs + r * LD,
+                               Ks + jj * LD, Vs + jj * LD, inv_keep);
+            dSs[r * LD + jj] = e.ds;
+        }
+        __syncthreads();
+        for (int jj = 0; jj < BK; jj++) {
+            float ds = dSs[r * LD + jj];
+#pragma unroll
+            for (int dd = 0; dd < 16; dd++) acc[dd] += ds * Ks[jj * LD + sub * 16 + dd];
+        }
+    }
+    if (i < a.Tq) {
+        float *row = dq + (bh * a.Tq + i) * HD + sub * 16;
+#pragma unroll
+        for (int dd = 0; dd < 16; dd++) put(row + dd, a.scale * acc[dd], mode);
+    }
+}
+
+/* dk, dv: grid (key tiles, B H). Phase 1, thread (r, sub): Z and dS of row r, keys
+ * sub*16 .. +16; phase 2, thread (jj = tid / 2, h = tid % 2): dims h*32 .. +32 of key jj's
+ * dk and dv. Shared: Ks, Vs (BK x LD), Qs, dOs, Zs, dSs (BQ x LD), lse and delta (BQ). */
+__global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
+                                                    const float *__restrict__ v, const float *__restrict__ dout,
+                                                    const float *__restrict__ lse, const float *__restrict__ delta,
+                                                    float *dk, int kmode, float *dv, int vmode) {
+    extern __shared__ float sm[];
+    float *Ks = sm, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *dOs = Qs + BQ * LD, *Zs = dOs + BQ * LD,
+          *dSs = Zs + BQ * LD, *ls = dSs + BQ * LD, *dl = ls + BQ;
+    const int64_t bh = blockIdx.y, b = bh / a.H, j0 = (int64_t)blockIdx.x * BK;
+    const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3, kj = tid >> 1, h = tid & 1;
+    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    const float *db = dout + bh * a.Tq * HD;
+    const float inv_keep = 1.f / (1.f - a.p);
+    for (int t = tid; t < BK * HD; t += NT) {
+        int jj = t / HD, d = t % HD;
+        int64_t j = j0 + jj;
+        Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
+        Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+    }
+    const int64_t L = kv_len(a, b);   /* syncs: Ks, Vs are loaded */
+    float gk[32], gv[32];
+#pragma unroll
+    for (int dd = 0; dd < 32; dd++) gk[dd] = gv[dd] = 0.f;
+    drop_cache dc;
+    dc.blk = ~0ull;
+    /* rows that can see a key of this tile: all, or from j0 on when causal */
+    int64_t first = a.causal ? (j0 / BQ) * BQ : 0;
+    if (j0 >= L) first = a.Tq;   /* the tile holds no visible key */
+    for (int64_t i0 = first; i0 < a.Tq; i0 += BQ) {
+        __syncthreads();
+        for (int t = tid; t < BQ * HD; t += NT) {
+            int rr = t / HD, d = t % HD;
+            int64_t ii = i0 + rr;
+            Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * HD + d], a.compute) : 0.f;
+            dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * HD + d], a.compute) : 0.f;
+        }
+        if (tid < BQ) {
+            int64_t ii = i0 + tid;
+            ls[tid] = ii < a.Tq ? lse[bh * a.Tq + ii] : -INFINITY;
+            dl[tid] = ii < a.Tq ? delta[bh * a.Tq + ii] : 0.f;
+        }
+        __syncthreads();
+        const int64_t kend = key_end(a, L, i0), i = i0 + r;
+        for (int c = 0; c < 16; c++) {
+            int jj = sub * 16 + c;
+            elem e = grad_elem(a, dc, bh, b, i, j0 + jj, kend, ls[r], dl[r], Qs + r * LD, dOs + r * LD,
+                               Ks + jj * LD, Vs + jj * LD, inv_keep);
+            Zs[r * LD + jj] = e.z;
+            dSs[r * LD + jj] = e.ds;
+        }
+        __syncthreads();
+        for (int rr = 0; rr < BQ; rr++) {
+            float z = Zs[rr * LD + kj], ds = dSs[rr * LD + kj];
+            const float *dor = dOs + rr * LD + h * 32, *qr = Qs + rr * LD + h * 32;
+#pragma unroll
+            for (int dd = 0; dd < 32; dd++) {
+                gv[dd] += z * dor[dd];
+                gk[dd] += ds * qr[dd];
+            }
+        }
+    }
+    const int64_t j = j0 + kj;
+    if (j < a.Tk) {
+        float *krow = dk ? dk + (bh * a.Tk + j) * HD + h * 32 : NULL;
+        float *vrow = dv ? dv + (bh * a.Tk + j) * HD + h * 32 : NULL;
+        if (kmode)
+            for (int dd = 0; dd < 32; dd++) put(krow + dd, a.scale * gk[dd], kmode);
+        if (vmode)   /* after dk: when k and v are one tensor, dv adds to what dk stored */
+            for (int dd = 0; dd < 32; dd++) put(vrow + dd, gv[dd], vmode);
+    }
+}
+
+extern "C" int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                                        const float *v, float *o, float *lse) {
+    int64_t BH = a->B * a->H;
+    if (BH == 0 || a->Tq == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (a->compute == VOLT_CU_ATTN_BF16 || a->compute == VOLT_CU_ATTN_F16) {   /* tensor cores */
+        dim3 grid((unsigned)((a->Tq + TQ - 1) / TQ), (unsigned)BH);
+        cudaError_t e;
+        if (a->compute == VOLT_CU_ATTN_BF16) {
+            if ((e = cudaFuncSetAttribute(attn_fwd_tc<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          TC_SMEM)) != cudaSuccess)
+                return (int)e;
+            attn_fwd_tc<__nv_bfloat16><<<grid, NT, TC_SMEM, st>>>(*a, q, k, v, o, lse);
+        } else {
+            if ((e = cudaFuncSetAttribute(attn_fwd_tc<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          TC_SMEM)) != cudaSuccess)
+                return (int)e;
+            attn_fwd_tc<__half><<<grid, NT, TC_SMEM, st>>>(*a, q, k, v, o, lse);
+        }
+        return (int)cudaGetLastError();
+    }
+    dim3 grid((unsigned)((a->Tq + BQ - 1) / BQ), (unsigned)BH);
+    attn_fwd<<<grid, NT, 0, st>>>(*a, q, k, v, o, lse);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                                        const float *v, const float *o, const float *dout, const float *lse,
+                                        float *delta, float *dq, int dq_mode, float *dk, int dk_mode, float *dv,
+                                        int dv_mode) {
+    int64_t BH = a->B * a->H, rows = BH * a->Tq;
+    if (BH == 0 || a->Tq == 0 || a->Tk == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    int err;
+    attn_delta<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(rows, a->compute, o, dout, delta);
+    if ((err = (int)cudaGetLastError())) return err;
+    if (dq_mode) {
+        size_t smem = sizeof(float) * (size_t)(3 * BQ * LD + 2 * BK * LD);
+        cudaError_t e = cudaFuncSetAttribute(attn_bwd_dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return (int)e;
+        dim3 grid((unsigned)((a->Tq + BQ - 1) / BQ), (unsigned)BH);
+        attn_bwd_dq<<<grid, NT, smem, st>>>(*a, q, k, v, dout, lse, delta, dq, dq_mode);
+        if ((err = (int)cudaGetLastError())) return err;
+    }
+    if (dk_mode || dv_mode) {
+        size_t smem = sizeof(float) * (size_t)(2 * BK * LD + 4 * BQ * LD + 2 * BQ);
+        cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return (int)e;
+        dim3 grid((unsigned)((a->Tk + BK - 1) / BK), (unsigned)BH);
+        attn_bwd_dkv<<<grid, NT, smem, st>>>(*a, q, k, v, dout, lse, delta, dk, dk_mode, dv, dv_mode);
+        return (int)cudaGetLastError();
+    }
+    return 0;
+}

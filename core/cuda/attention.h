@@ -1,0 +1,41 @@
+/* core/cuda/attention.h — the launchers of core/cuda/attention.cu (extern "C", plain pointers,
+ * a cudaStream_t passed as void *). Shapes: q, o (B, H, Tq, D), k, v (B, H, Tk, D), row-major
+ * f32 device memory; lse and delta (B, H, Tq). D = 64 (VOLT_CUDA_ATTN_D). */
+#ifndef VOLT_CUDA_ATTENTION_H
+#define VOLT_CUDA_ATTENTION_H
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VOLT_CUDA_ATTN_D 64   /* the head dim the kernels are built for */
+/* compute dtypes (core/cuda/launch.h's VOLT_CU_F32/BF16/F16 codes) */
+enum { VOLT_CU_ATTN_F32 = 0, VOLT_CU_ATTN_BF16 = 1, VOLT_CU_ATTN_F16 = 2 };
+
+typedef struct volt_cuda_attn {
+    int64_t B, H, Tq, Tk;
+    int causal;                /* key j visible to query i only if j <= i (Tq == Tk) */
+    float scale;               /* applied to q k^T */
+    float p;                   /* attention dropout probability, 0 = none */
+    int compute;               /* VOLT_CU_ATTN_*: q, k, v (and dO) read as their roundings */
+    const void *mask;          /* (B, Tk) key mask, nonzero = attend; NULL = none */
+    int mask_dtype;            /* 1 u8, 2 i32, 3 i64 */
+    uint64_t key, c0, c1;      /* dropout's Philox stream (core/cuda/philox.cuh) */
+} volt_cuda_attn;
+
+/* o = softmax(scale q k^T + mask) (dropped) v; lse (may be NULL) = per-row logsumexp,
+ * -inf for a row that sees no key (its o row is 0). Returns the cudaError_t of the launches
+ * (0 = success), as the launchers of core/cuda/launch.h; zero-size calls launch nothing. */
+int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                              const float *v, float *o, float *lse);
+/* dq, dk, dv from dout, with P recomputed from lse; delta (B, H, Tq) is scratch. Each
+ * grad is written as its mode says (volt_grad_mode: 0 none, 1 store, 2 add), dq before
+ * dk before dv (one tensor given as several inputs). Returns the cudaError_t (0 = success). */
+int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
+                              const float *v, const float *o, const float *dout, const float *lse, float *delta,
+                              float *dq, int dq_mode, float *dk, int dk_mode, float *dv, int dv_mode);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* Dropout on the GPU: one thread per Philox block (four consecutive elements), the mask
+ * regenerated from the counters in backward, never stored. The element -> (block, lane)
+ * numbering and the u32 -> float conversion are core/cuda/philox.cuh's, so the mask is the
+ * CPU backend's bit for bit. */
+#include <cuda_runtime.h>
+#include "core/cuda/philox.cuh"
+#include "core/cuda/dropout.h"
+
+/* elements [4 b, 4 b + 4) of n for b = block index; grid-stride over blocks */
+__global__ void dropout_kernel(const float *__restrict__ x, float *y, int64_t n, float p, float scale,
+                               uint64_t key, uint64_t c0, uint64_t c1, int acc) {
+    int64_t nblk = (n + 3) / 4;
+    for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nblk; b += (int64_t)gridDim.x * blockDim.x) {
+        float u[4];
+        volt_philox_uniform4(key, c0, c1, (uint64_t)b, u);
+        int64_t e0 = 4 * b;
+        int m = n - e0 < 4 ? (int)(n - e0) : 4;
+        for (int l = 0; l < m; l++) {
+            /* _rn: no FMA contraction, so ADD rounds as the CPU's y += x * scale */
+            float v = u[l] >= p ? __fmul_rn(x[e0 + l], scale) : 0.f;
+            y[e0 + l] = acc ? __fadd_rn(y[e0 + l], v) : v;
+        }
+    }
+}
+
+extern "C" int volt__cuda_dropout(void *stream, const float *x, float *y, int64_t n, float p, uint64_t key,
+                                  uint64_t c0, uint64_t c1, int acc) {
+    if (n <= 0) return 0;
+    int64_t nblk = (n + 3) / 4;
+    int threads = 256;
+    int64_t grid = (nblk + threads - 1) / threads;
+    if (grid > 65535) grid = 65535;   /* grid-stride beyond */
+    float scale = 1.f / (1.f - p);
+    dropout_kernel<<<(unsigned)grid, threads, 0, (cudaStream_t)stream>>>(x, y, n, p, scale, key, c0, c1, acc);
+    return (int)cudaGetLastError();
+}
