@@ -7,8 +7,8 @@
  * threads: steadier than wall time on a shared machine, with OMP_WAIT_POLICY=passive).
  *   usage: bench_distilbert [preset steps warmup dropout B T precision pad accelerator]
  *     preset  distilbert-base | small | tiny                    (default distilbert-base)
- *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention unfused)
- *             off: all three 0 (the fused attention kernel)      (default hf)
+ *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention dropout inside
+ *             the fused kernel); off: all three 0               (default hf)
  *     precision 32-true (default) | bf16-mixed: the step's GEMM compute dtype bf16, f32
  *             parameters and AdamW (what the trainer's bf16-mixed plugin sets)
  *     pad     none (default) | tail: a realistic padding tail, row b keeps

@@ -58,7 +58,7 @@ steps_for() {   # preset, tokens per batch
     case "$1" in distilbert-base) if [ "$2" -gt 2048 ]; then echo "${STEPS:-3} ${WARMUP:-1}"; else echo "${STEPS:-5} ${WARMUP:-2}"; fi ;;
                  *) echo "${STEPS:-20} ${WARMUP:-3}" ;; esac
 }
-result() { sed -n 's/^RESULT [a-z]* [a-z-]* ms_per_step=\([0-9.]*\) cpu_ms_per_step=\([0-9.]*\)$/\1 \2/p'; }
+result() { sed -n 's/^RESULT [a-z]* [a-z-]* ms_per_step=\([0-9.]*\) cpu_ms_per_step=\([0-9.]*\).*$/\1 \2/p'; }
 SHAPES=${SHAPES:-"8x128 12x512:tail"}
 PRECISIONS=${PRECISIONS:-"32-true bf16-mixed"}
 

@@ -73,7 +73,7 @@ run() {
     rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): \([0-9]*\)$/\1/p' "$log")
     echo "$side: peak RSS $rss kB" >&2
     rm -f "$log"
-    echo "$(sed -n 's/^RESULT [a-z]* [a-z-]* ms_per_step=\([0-9.]*\) cpu_ms_per_step=\([0-9.]*\)$/\1 \2/p' <<<"$out") $rss"
+    echo "$(sed -n 's/^RESULT [a-z]* [a-z-]* ms_per_step=\([0-9.]*\) cpu_ms_per_step=\([0-9.]*\).*$/\1 \2/p' <<<"$out") $rss"
 }
 
 RES=$(mktemp)
