@@ -7,6 +7,10 @@
 #include "core/device.h"
 #include "core/internal.h"
 
+#ifdef VOLT_HAVE_CUDA
+const volt_backend *volt__backend_cuda(void);   /* core/cuda/backend.c */
+#endif
+
 #define MAX_BACKENDS 8
 #define MAX_ORDINALS 16
 
