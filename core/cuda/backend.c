@@ -132,11 +132,11 @@ static volt_device_event *cuda_event_create(volt_device *d) {
 }
 static void cuda_event_record(volt_device *d, volt_device_event *e) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
-    if (e) note(c, cudaEventRecord((cudaEvent_t)e, c->stream));
+    if (e) { volt__cuda_use(c); note(c, cudaEventRecord((cudaEvent_t)e, c->stream)); }
 }
 static void cuda_event_wait(volt_device *d, volt_device_event *e) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
-    if (e) note(c, cudaStreamWaitEvent(c->stream, (cudaEvent_t)e, 0));
+    if (e) { volt__cuda_use(c); note(c, cudaStreamWaitEvent(c->stream, (cudaEvent_t)e, 0)); }
 }
 static void cuda_event_destroy(volt_device *d, volt_device_event *e) {
     (void)d;

@@ -24,10 +24,15 @@ typedef struct volt_cuda_ctx {
 } volt_cuda_ctx;
 
 static inline volt_cuda_ctx *volt__cuda_ctx(volt_device *d) { return (volt_cuda_ctx *)d->ctx; }
-static inline void *volt__cuda_stream(volt_step *s) { return volt__cuda_ctx(s->dev)->stream; }
 /* Makes this device current (only when more than one is present: cudaSetDevice per call
  * costs little, but nothing at all on a one-GPU machine). */
 void volt__cuda_use(volt_cuda_ctx *c);
+/* The step's stream, its device made current (a kernel goes to its own device's stream). */
+static inline void *volt__cuda_stream(volt_step *s) {
+    volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
+    volt__cuda_use(c);
+    return c->stream;
+}
 /* A launcher's return code as the step's status: VOLT_OK, else VOLT_ERR_BACKEND with
  * "<op>: CUDA error <name>: <string>" recorded in the step. */
 volt_status volt__cuda_check(volt_step *s, int rc, const char *op);

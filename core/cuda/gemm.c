@@ -158,6 +158,7 @@ static uint32_t ptr_align(const void *p) {
 volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *op) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return VOLT_OK;
     volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
+    volt__cuda_use(c);
     if (g->K <= 0)
         return volt__cuda_check(s, volt_cu_fill_bias(c->stream, g->C, g->ldc, g->sc, g->batch, g->M, g->N, g->bias, g->beta),
                                 op);
