@@ -11,12 +11,70 @@
  * strides, dtype, bias, beta, pointer alignment) is seen and kept in the device's cache
  * (GEMM_SLOTS entries, least recently used replaced). One workspace per device
  * (VOLT_CUDA_WORKSPACE_MB, default 32). A steady-state step creates no plan and allocates
- * nothing; setting the bias pointer on a cached descriptor is a host-side write. */
+ * nothing; setting the bias pointer on a cached descriptor is a host-side write. The
+ * library itself is loaded at run time (below). */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cublasLt.h>
 #include "core/cuda/cuda.h"
+
+/* ---- cuBLASLt, loaded when the first device opens --------------------------------------
+ * Not linked: a binary built with CUDA starts on a machine without the toolkit (the CPU
+ * backends need nothing of it), and on a GPU machine it takes whichever libcublasLt is
+ * there: $VOLT_CUBLASLT, then libcublasLt.so.13 from the loader's path or the toolkit it was
+ * built with, then .so.12 (the entry points used here are the same in both). */
+#define LT_FUNCS(X) X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetStatusString) \
+    X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulPreferenceDestroy) \
+    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatrixLayoutDestroy) \
+    X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulDescDestroy) \
+    X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+static struct {
+#define LT_MEMBER_(f) __typeof__(&f) f;
+    LT_FUNCS(LT_MEMBER_)
+#undef LT_MEMBER_
+} g_lt;
+static pthread_once_t g_lt_once = PTHREAD_ONCE_INIT;
+static char g_lt_err[512];
+
+#ifndef VOLT_CUDA_LIBDIR
+#define VOLT_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+static void lt_load(void) {
+    const char *env = getenv("VOLT_CUBLASLT");
+    const char *names[] = { env && *env ? env : NULL, "libcublasLt.so.13", VOLT_CUDA_LIBDIR "/libcublasLt.so.13",
+                            "libcublasLt.so.12" };
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+        if (names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt not found (tried %s%slibcublasLt.so.13, "
+                 VOLT_CUDA_LIBDIR "/libcublasLt.so.13, libcublasLt.so.12); set VOLT_CUBLASLT to its path",
+                 env && *env ? env : "", env && *env ? ", " : "");
+        return;
+    }
+#define LT_SYM_(f) \
+    if (!g_lt_err[0] && !(*(void **)(void *)&g_lt.f = dlsym(h, #f))) \
+        snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt has no %s", #f);
+    LT_FUNCS(LT_SYM_)
+#undef LT_SYM_
+}
+#define cublasLtCreate g_lt.cublasLtCreate
+#define cublasLtDestroy g_lt.cublasLtDestroy
+#define cublasLtGetStatusString g_lt.cublasLtGetStatusString
+#define cublasLtMatmulPreferenceCreate g_lt.cublasLtMatmulPreferenceCreate
+#define cublasLtMatmulPreferenceSetAttribute g_lt.cublasLtMatmulPreferenceSetAttribute
+#define cublasLtMatmulPreferenceDestroy g_lt.cublasLtMatmulPreferenceDestroy
+#define cublasLtMatrixLayoutCreate g_lt.cublasLtMatrixLayoutCreate
+#define cublasLtMatrixLayoutSetAttribute g_lt.cublasLtMatrixLayoutSetAttribute
+#define cublasLtMatrixLayoutDestroy g_lt.cublasLtMatrixLayoutDestroy
+#define cublasLtMatmulDescCreate g_lt.cublasLtMatmulDescCreate
+#define cublasLtMatmulDescSetAttribute g_lt.cublasLtMatmulDescSetAttribute
+#define cublasLtMatmulDescDestroy g_lt.cublasLtMatmulDescDestroy
+#define cublasLtMatmulAlgoGetHeuristic g_lt.cublasLtMatmulAlgoGetHeuristic
+#define cublasLtMatmul g_lt.cublasLtMatmul
 
 #define GEMM_SLOTS 256
 
@@ -49,6 +107,8 @@ static void plan_release(gemm_plan *p) {
 }
 
 volt_status volt__cuda_gemm_init(volt_cuda_ctx *c, char *err, size_t errlen) {
+    pthread_once(&g_lt_once, lt_load);
+    if (g_lt_err[0]) { snprintf(err, errlen, "%s", g_lt_err); return VOLT_ERR_UNSUPPORTED; }
     cublasLtHandle_t h = NULL;
     cublasStatus_t st = cublasLtCreate(&h);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -77,6 +137,7 @@ volt_status volt__cuda_gemm_init(volt_cuda_ctx *c, char *err, size_t errlen) {
 }
 
 void volt__cuda_gemm_release(volt_cuda_ctx *c) {
+    if (g_lt_err[0] || !cublasLtDestroy) return;   /* nothing was made (the macro is g_lt.cublasLtDestroy) */
     if (c->gemm) {
         for (int i = 0; i < GEMM_SLOTS; i++)
             if (c->gemm->p[i].hash) plan_release(&c->gemm->p[i]);
