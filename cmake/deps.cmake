@@ -50,14 +50,38 @@ if(NOT VOLT_MPI STREQUAL "OFF")
 endif()
 message(STATUS "volt: MPI ${VOLT_HAVE_MPI}")
 
-# CUDA: detected now, used by the CUDA backend when it lands (no GPU code is built yet).
+# CUDA (core/cuda/, docs/CUDA.md): the "cuda" backend is compiled whenever the toolkit is
+# found (AUTO) or required (ON); no GPU is needed to compile it. sm_90 code plus compute_90
+# PTX (newer GPUs JIT it). The runtime is linked statically and cuBLASLt is loaded when a
+# GPU is opened, so a binary starts with nothing of the toolkit installed. The fuzz build
+# (clang, every target a file parser) leaves it out under AUTO.
 set(VOLT_HAVE_CUDA OFF)
-if(NOT VOLT_CUDA STREQUAL "OFF")
+set(_volt_cuda_want ${VOLT_CUDA})
+if(_volt_cuda_want STREQUAL "AUTO" AND VOLT_FUZZ)
+  set(_volt_cuda_want OFF)
+endif()
+if(NOT _volt_cuda_want STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND)
+    find_path(VOLT_CUBLASLT_INCLUDE cublasLt.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  endif()
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cudart_static AND VOLT_CUBLASLT_INCLUDE)
+    if(NOT CMAKE_CUDA_COMPILER)
+      set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+    endif()
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(VOLT_HAVE_CUDA ON)
-  elseif(VOLT_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "VOLT_CUDA=ON but the CUDA toolkit was not found")
+    # cuBLASLt is loaded at run time (core/cuda/gemm.c): only its headers at build time
+    target_link_libraries(volt_deps INTERFACE CUDA::cudart_static ${CMAKE_DL_LIBS})
+    target_compile_definitions(volt_deps INTERFACE VOLT_HAVE_CUDA=1)
+    set(VOLT_CUDA_LIBDIR "${CUDAToolkit_LIBRARY_DIR}")
+  elseif(_volt_cuda_want STREQUAL "ON")
+    message(FATAL_ERROR "VOLT_CUDA=ON but the CUDA toolkit (nvcc, cudart_static, cublasLt.h) was not found")
   endif()
 endif()
-message(STATUS "volt: CUDA toolkit ${VOLT_HAVE_CUDA} ${CUDAToolkit_VERSION}")
+message(STATUS "volt: CUDA ${VOLT_HAVE_CUDA} ${CUDAToolkit_VERSION} ${CMAKE_CUDA_ARCHITECTURES}")

@@ -28,6 +28,9 @@ if(VOLT_HAVE_MPI)
   string(APPEND VOLT_PC_REQUIRES_PRIVATE " ompi-c")
 endif()
 set(VOLT_PC_LIBS_PRIVATE "-ldnnl -lgomp -lpthread -lm")
+if(VOLT_HAVE_CUDA)
+  string(PREPEND VOLT_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt ")
+endif()
 # Relocatable: the prefix is found from the .pc file's own folder, so
 # `cmake --install build --prefix P` works for any P.
 set(VOLT_PC_PREFIX "\${pcfiledir}")

@@ -7,6 +7,10 @@
 #include "core/device.h"
 #include "core/internal.h"
 
+#ifdef VOLT_HAVE_CUDA
+const volt_backend *volt__backend_cuda(void);   /* core/cuda/backend.c */
+#endif
+
 #define MAX_BACKENDS 8
 #define MAX_ORDINALS 16
 
@@ -99,6 +103,11 @@ volt_status volt__device_get(const char *accelerator, int ordinal, volt_device *
         return VOLT_ERR_UNSUPPORTED;
     }
     int count = be->device_count();
+    if (count == 0) {   /* compiled in, nothing present (cuda without a GPU): say what there is */
+        known_list(known, sizeof known);
+        snprintf(err, errlen, "accelerator '%s': no device present (known: %s)", name, known);
+        return VOLT_ERR_UNSUPPORTED;
+    }
     if (ordinal < 0 || ordinal >= count || ordinal >= MAX_ORDINALS) {
         snprintf(err, errlen, "accelerator '%s': device %d does not exist (%d present)", name, ordinal, count);
         return VOLT_ERR_UNSUPPORTED;

@@ -1,0 +1,80 @@
+/* core/cuda/cuda.h — the "cuda" backend's private C side: the per-device context, the
+ * helpers the op glue uses (stream, status from a launch, scratch), and the fillers of the
+ * kernel table. C only (core/internal.h); the .cu files see core/cuda/launch.h. */
+#ifndef VOLT_CUDA_CUDA_H
+#define VOLT_CUDA_CUDA_H
+#include <cuda_runtime_api.h>
+#include "core/cuda/kernels.h"
+#include "core/cuda/launch.h"
+
+typedef struct volt_cuda_gemm_cache volt_cuda_gemm_cache;   /* core/cuda/gemm.c */
+
+/* One per opened ordinal (volt_device.ctx). Everything runs on `stream`, in order. */
+typedef struct volt_cuda_ctx {
+    int ordinal;
+    cudaStream_t stream;
+    void *lt;                      /* cublasLtHandle_t */
+    void *workspace;               /* cuBLASLt workspace (device), workspace_bytes */
+    size_t workspace_bytes;
+    double *partials;              /* VOLT_CU_REDUCE_PARTIALS doubles: the parameter math's norms */
+    int64_t *info;                 /* 2 int64 (device): flags the op glue reads back */
+    int64_t *info_host;            /* 2 int64 (pinned host) */
+    volt_cuda_gemm_cache *gemm;    /* cuBLASLt plans, one per shape */
+    int error;                     /* first CUDA error of a call that returns void (memory, pm) */
+} volt_cuda_ctx;
+
+static inline volt_cuda_ctx *volt__cuda_ctx(volt_device *d) { return (volt_cuda_ctx *)d->ctx; }
+/* Makes this device current (only when more than one is present: cudaSetDevice per call
+ * costs little, but nothing at all on a one-GPU machine). */
+void volt__cuda_use(volt_cuda_ctx *c);
+/* The step's stream, its device made current (a kernel goes to its own device's stream). */
+static inline void *volt__cuda_stream(volt_step *s) {
+    volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
+    volt__cuda_use(c);
+    return c->stream;
+}
+/* A launcher's return code as the step's status: VOLT_OK, else VOLT_ERR_BACKEND with
+ * "<op>: CUDA error <name>: <string>" recorded in the step. */
+volt_status volt__cuda_check(volt_step *s, int rc, const char *op);
+/* Zero the grads the tape handed over for a first write (STORE) and make them ADD: the
+ * scatter-style kernels accumulate (core/cpu/kernels.h's volt__cpu_zero_stores). */
+void volt__cuda_zero_stores(volt_step *s, volt_node *n);
+static inline bool volt__cuda_acc(const volt_node *n, int k) { return n->grad_mode[k] == VOLT_GRAD_ADD; }
+/* A float tensor's data in dtype dt on the device: itself when it is dt, else converted into
+ * scratch slot `slot`. NULL on OOM (step error set). */
+const void *volt__cuda_as(volt_step *s, const volt_tensor *t, volt_dtype dt, int slot);
+/* n f32 values at x (device) in dtype dt: x itself for f32, else converted into scratch slot */
+const void *volt__cuda_f32_as(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot);
+/* Reads 2 int64 of device memory (ctx->info, or an op's saved flags) to the host: one
+ * synchronising copy (the ops that must report a bad index or need a count on the host:
+ * cross_entropy, embedding; docs/CUDA.md). */
+volt_status volt__cuda_read2(volt_step *s, const int64_t *dev, int64_t out[2]);
+
+/* Fillers of the kernel table (core/cuda/backend.c calls each once). */
+void volt__cuda_kernels_gemm(volt_kernel *t);      /* core/cuda/gemm_ops.c: MATMUL, LINEAR */
+void volt__cuda_kernels_basic(volt_kernel *t);     /* core/cuda/ops_basic.c */
+void volt__cuda_kernels_rows(volt_kernel *t);      /* core/cuda/ops_rows.c */
+void volt__cuda_kernels_shape(volt_kernel *t);     /* core/cuda/ops_shape.c */
+void volt__cuda_kernels_conv(volt_kernel *t);      /* core/cuda/ops_conv.c */
+extern const volt_param_math volt__cuda_param_math;   /* core/cuda/param_math.c */
+
+/* cuBLASLt (core/cuda/gemm.c). For z < batch, row-major:
+ *   C_z (M, N) = op(A_z) op(B_z) + bias + beta C_z
+ * A and B both of dtype ab (f32: no TF32; bf16 or f16: f32 accumulation), C and bias f32,
+ * beta 0 or 1, op = transpose for 'T'. The plan (descriptor, layouts, algorithm) is made the
+ * first time a shape is seen and cached on the device. */
+typedef struct volt_cuda_gemm {
+    char ta, tb;
+    int64_t batch, M, N, K;
+    float beta;
+    volt_dtype ab;
+    const void *A, *B;
+    int64_t lda, ldb, sa, sb;
+    const float *bias;
+    float *C;
+    int64_t ldc, sc;
+} volt_cuda_gemm;
+volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *op);
+volt_status volt__cuda_gemm_init(volt_cuda_ctx *c, char *err, size_t errlen);
+void volt__cuda_gemm_release(volt_cuda_ctx *c);
+#endif

@@ -1,0 +1,105 @@
+/* Layout ops on the "cuda" backend: permute (a 4-D gather), slice and concat (strided 2-D
+ * copies forward, strided adds backward). Forward copies elements of any dtype by size;
+ * backward adds f32 grads back to where they came from (core/cpu/shape.c). */
+#include "core/cuda/cuda.h"
+
+#define STREAM volt__cuda_stream(s)
+#define CHECK(rc, what) volt__cuda_check(s, (rc), (what))
+
+/* dims and row-major strides padded to 4 with leading size-1 dims (stride 0) */
+static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
+    int off = 4 - sh.ndim;
+    int64_t acc = 1;
+    for (int i = 3; i >= 0; i--) {
+        d[i] = i >= off ? sh.d[i - off] : 1;
+        st[i] = i >= off ? acc : 0;
+        acc *= d[i];
+    }
+}
+
+static volt_status permute_fwd(volt_step *s, volt_node *n) {
+    const int32_t *perm = n->attr.permute.perm;
+    const int off = 4 - n->attr.permute.ndim;
+    int64_t xd[4], xs[4], D[4], S[4];
+    pad4(n->in[0]->shape, xd, xs);
+    for (int i = 0; i < 4; i++) {   /* output dim i reads input dim perm[i] */
+        int src = i >= off ? perm[i - off] + off : i;
+        D[i] = xd[src];
+        S[i] = xs[src];
+    }
+    return CHECK(volt_cu_gather4(STREAM, n->in[0]->data, n->out->data, (int)volt_dtype_size(n->in[0]->dtype), D, S),
+                 "permute");
+}
+static volt_status permute_bwd(volt_step *s, volt_node *n) {
+    if (!n->grad_mode[0]) return VOLT_OK;
+    const int32_t *perm = n->attr.permute.perm;
+    const int off = 4 - n->attr.permute.ndim;
+    int64_t xd[4], xs[4], yd[4], ys[4], S[4];
+    pad4(n->in[0]->shape, xd, xs);
+    pad4(n->out->shape, yd, ys);
+    for (int i = 0; i < 4; i++) S[i] = ys[i];
+    for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
+    int rc = volt__cuda_acc(n, 0) ? volt_cu_gather4_add_f32(STREAM, n->out->grad, n->in[0]->grad, xd, S)
+                                  : volt_cu_gather4(STREAM, n->out->grad, n->in[0]->grad, 4, xd, S);
+    return CHECK(rc, "permute backward");
+}
+
+/* ---- slice: x (outer, size, inner) -> y (outer, len, inner) from start ------------------- */
+static volt_status slice_fwd(volt_step *s, volt_node *n) {
+    const volt_attr_slice *a = &n->attr.slice;
+    const size_t esz = volt_dtype_size(n->in[0]->dtype), row = (size_t)(a->len * a->inner) * esz;
+    if (!row || a->outer <= 0) return VOLT_OK;
+    const char *x = (const char *)n->in[0]->data + (size_t)(a->start * a->inner) * esz;
+    return CHECK((int)cudaMemcpy2DAsync(n->out->data, row, x, (size_t)(a->size * a->inner) * esz, row, (size_t)a->outer,
+                                        cudaMemcpyDeviceToDevice, (cudaStream_t)STREAM), "slice");
+}
+static volt_status slice_bwd(volt_step *s, volt_node *n) {
+    const volt_attr_slice *a = &n->attr.slice;
+    volt__cuda_zero_stores(s, n);   /* outside the slice: zeros */
+    if (!n->grad_mode[0]) return VOLT_OK;
+    return CHECK(volt_cu_add2d(STREAM, n->out->grad, a->len * a->inner, (float *)n->in[0]->grad + a->start * a->inner,
+                               a->size * a->inner, a->outer, a->len * a->inner), "slice backward");
+}
+
+/* ---- concat: x_k (outer, d_k, inner) -> y (outer, total, inner), inputs in order ---------- */
+static volt_status concat_fwd(volt_step *s, volt_node *n) {
+    const int64_t outer = n->attr.concat.outer, inner = n->attr.concat.inner, total = n->attr.concat.total;
+    const int dim = n->attr.concat.dim;
+    const size_t esz = volt_dtype_size(n->out->dtype);
+    int64_t at = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        const int64_t dk = n->in[k]->shape.d[dim];
+        const size_t row = (size_t)(dk * inner) * esz;
+        if (row && outer > 0) {
+            volt_status st = CHECK((int)cudaMemcpy2DAsync((char *)n->out->data + (size_t)(at * inner) * esz,
+                                                          (size_t)(total * inner) * esz, n->in[k]->data, row, row,
+                                                          (size_t)outer, cudaMemcpyDeviceToDevice, (cudaStream_t)STREAM),
+                                   "concat");
+            if (st < 0) return st;
+        }
+        at += dk;
+    }
+    return VOLT_OK;
+}
+static volt_status concat_bwd(volt_step *s, volt_node *n) {
+    const int64_t outer = n->attr.concat.outer, inner = n->attr.concat.inner, total = n->attr.concat.total;
+    const int dim = n->attr.concat.dim;
+    volt__cuda_zero_stores(s, n);
+    int64_t at = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        const int64_t dk = n->in[k]->shape.d[dim];
+        if (n->grad_mode[k]) {   /* the same tensor may appear twice: += keeps both */
+            volt_status st = CHECK(volt_cu_add2d(STREAM, n->out->grad + at * inner, total * inner, n->in[k]->grad,
+                                                 dk * inner, outer, dk * inner), "concat backward");
+            if (st < 0) return st;
+        }
+        at += dk;
+    }
+    return VOLT_OK;
+}
+
+void volt__cuda_kernels_shape(volt_kernel *t) {
+    t[VOLT_OP_PERMUTE].forward = permute_fwd; t[VOLT_OP_PERMUTE].backward = permute_bwd;
+    t[VOLT_OP_SLICE].forward = slice_fwd; t[VOLT_OP_SLICE].backward = slice_bwd;
+    t[VOLT_OP_CONCAT].forward = concat_fwd; t[VOLT_OP_CONCAT].backward = concat_bwd;
+}

@@ -1,0 +1,115 @@
+/* The "cuda" backend's parameter math kernels (core/device.h, volt_param_math): scale, clip
+ * by norm (the coefficient computed on the device from the device squared norm), clip by
+ * value, unscale + found-inf, the grad scaler's update, and the SGD / Adam / AdamW update
+ * over f32 or 16-bit values and states. Compiled with -fmad=false (CMakeLists.txt): the
+ * same f32 operations in the same order as core/cpu/param_math.c, no FMA contraction, IEEE
+ * division and sqrt (nvcc's defaults), so an update matches the CPU's baseline build
+ * element for element. No host synchronisation: every scalar is read on the device. */
+#include <math.h>
+#include "core/cuda/common.cuh"
+
+__global__ void k_pm_scale(float *x, int64_t n, float c) { VOLT_CU_FOR(i, n) x[i] *= c; }
+extern "C" int volt_cu_pm_scale(void *s, float *x, int64_t n, float coef) {
+    if (n <= 0) return 0;
+    k_pm_scale<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, n, coef);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_pm_clip_norm(float *x, int64_t n, const double *sqnorm, float max_norm) {
+    const double norm = sqrt(*sqnorm);
+    if (!isfinite(norm)) return;   /* like PyTorch (error_if_nonfinite=False) */
+    const float coef = (float)(max_norm / (norm + 1e-6));
+    if (!(coef < 1.0f)) return;
+    VOLT_CU_FOR(i, n) x[i] *= coef;
+}
+extern "C" int volt_cu_pm_clip_by_norm(void *s, float *x, int64_t n, const double *sqnorm, float max_norm) {
+    if (n <= 0) return 0;
+    k_pm_clip_norm<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, n, sqnorm, max_norm);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_pm_clip_value(float *x, int64_t n, float v) {
+    VOLT_CU_FOR(i, n) x[i] = x[i] > v ? v : (x[i] < -v ? -v : x[i]);
+}
+extern "C" int volt_cu_pm_clip_value(void *s, float *x, int64_t n, float v) {
+    if (n <= 0) return 0;
+    k_pm_clip_value<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, n, v);
+    VOLT_CU_DONE();
+}
+
+/* inf/NaN checked on the scaled value (exponent all ones), as torch does; found_inf is only
+ * ever set (every writer stores 1.f) */
+__global__ void k_pm_unscale(float *x, int64_t n, volt_cu_scaler *st) {
+    const float inv = (float)(1.0 / (double)st->scale);
+    bool bad = false;
+    VOLT_CU_FOR(i, n) {
+        bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+        x[i] *= inv;
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) st->found_inf = 1.f;
+}
+extern "C" int volt_cu_pm_unscale(void *s, float *x, int64_t n, volt_cu_scaler *st) {
+    if (n <= 0) return 0;
+    k_pm_unscale<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, n, st);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_pm_scaler_update(volt_cu_scaler *st, float growth, float backoff, int64_t interval) {
+    if (st->found_inf != 0.f) {
+        st->scale *= backoff;
+        st->growth_tracker = 0;
+    } else if (++st->growth_tracker >= interval) {
+        float grown = st->scale * growth;
+        if (isfinite(grown)) st->scale = grown;
+        st->growth_tracker = 0;
+    }
+    st->found_inf = 0.f;
+}
+extern "C" int volt_cu_pm_scaler_update(void *s, volt_cu_scaler *st, float growth, float backoff, int64_t interval) {
+    k_pm_scaler_update<<<1, 1, 0, VOLT_CU_STREAM(s)>>>(st, growth, backoff, interval);
+    VOLT_CU_DONE();
+}
+
+/* One element of torch's _single_tensor_sgd / _single_tensor_adam (core/cpu/param_math.c). */
+__device__ __forceinline__ void sgd_elem(const volt_cu_coef &c, float &p, float g, float *b) {
+    if (c.wd != 0.f) g = g + c.wd * p;                          /* grad.add(param, alpha=wd) */
+    if (b) {
+        float bi = c.first ? g : *b * c.momentum + c.one_minus_damp * g;
+        *b = bi;
+        g = c.nesterov ? g + c.momentum * bi : bi;
+    }
+    p = p + c.neg_lr * g;                                        /* param.add_(grad, -lr) */
+}
+__device__ __forceinline__ void adam_elem(const volt_cu_coef &c, bool adamw, float &p, float g, float &m, float &v) {
+    if (adamw && c.decay != 1.f) p = p * c.decay;                /* AdamW: param.mul_(1 - lr*wd) */
+    if (!adamw && c.wd != 0.f) g = g + c.wd * p;                 /* Adam: grad.add(param, alpha=wd) */
+    m = fabsf(c.w1) < 0.5f ? m + c.w1 * (g - m) : g - (g - m) * c.one_minus_w1;   /* lerp_ */
+    v = v * c.beta2;
+    v = v + c.w2 * g * g;                                        /* addcmul_(g, g, 1-b2) */
+    float denom = sqrtf(v) / c.bc2_sqrt + c.eps;
+    p = p + c.neg_step_size * m / denom;                         /* addcdiv_ */
+}
+__global__ void k_pm_update(int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt, int64_t n,
+                            const volt_cu_coef *coef) {
+    const volt_cu_coef c = *coef;
+    VOLT_CU_FOR(i, n) {
+        float pi = vcu_load(p, p_dt, i);
+        if (kind == 0) {
+            float b = s0 ? vcu_load(s0, s_dt, i) : 0.f;
+            sgd_elem(c, pi, g[i], s0 ? &b : nullptr);
+            if (s0) vcu_store(s0, s_dt, i, b);
+        } else {
+            float m = vcu_load(s0, s_dt, i), v = vcu_load(s1, s_dt, i);
+            adam_elem(c, kind == 2, pi, g[i], m, v);
+            vcu_store(s0, s_dt, i, m);
+            vcu_store(s1, s_dt, i, v);
+        }
+        vcu_store(p, p_dt, i, pi);
+    }
+}
+extern "C" int volt_cu_pm_update(void *s, int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt,
+                                 int64_t n, const volt_cu_coef *coef) {
+    if (n <= 0) return 0;
+    k_pm_update<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(kind, p, p_dt, g, s0, s1, s_dt, n, coef);
+    VOLT_CU_DONE();
+}

@@ -1,0 +1,351 @@
+/* The "cuda" backend's row kernels and reductions: softmax / log_softmax, layernorm forward
+ * and backward, the fused softmax + cross-entropy with its valid count, sum / mean / mse and
+ * the squared norm (double sums over a fixed grid), embedding gather and scatter-add,
+ * argmax and accuracy. Semantics of core/cpu/act.c and basic.c. One block per row; block
+ * sums use a fixed tree, so results are the same run to run (the embedding's scatter-add
+ * uses float atomics: its sums are in arrival order). */
+#include <math.h>
+#include "core/cuda/common.cuh"
+
+#define ROW_THREADS 256
+
+static inline unsigned row_blocks(int64_t R) { return (unsigned)(R < 1 ? 1 : (R > 2147483647 ? 2147483647 : R)); }
+
+/* ---- softmax / log_softmax --------------------------------------------------------------- */
+__global__ void k_softmax(const float *x, float *y, int64_t C, bool log) {
+    __shared__ float sh[33];
+    const float *xr = x + blockIdx.x * C;
+    float *yr = y + blockIdx.x * C;
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = fmaxf(m, xr[c]);
+    m = vcu_block_reduce<float, vcu_warp_max>(m, sh, -INFINITY);
+    float sum = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sum += expf(xr[c] - m);
+    sum = vcu_block_reduce<float, vcu_warp_sum>(sum, sh, 0.f);
+    if (log) {
+        float ls = logf(sum);
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - m) - ls;
+    } else {
+        float inv = 1.f / sum;
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = expf(xr[c] - m) * inv;
+    }
+}
+extern "C" int volt_cu_softmax(void *s, const float *x, float *y, int64_t R, int64_t C, bool log) {
+    if (R <= 0 || C <= 0) return 0;
+    k_softmax<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, y, C, log);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_softmax_grad(const float *y, const float *dy, float *dx, int64_t C, bool log, bool acc) {
+    __shared__ float sh[33];
+    const int64_t o = (int64_t)blockIdx.x * C;
+    float d = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) d += log ? dy[o + c] : dy[o + c] * y[o + c];
+    d = vcu_block_reduce<float, vcu_warp_sum>(d, sh, 0.f);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = log ? dy[o + c] - expf(y[o + c]) * d : y[o + c] * (dy[o + c] - d);
+        dx[o + c] = acc ? dx[o + c] + v : v;
+    }
+}
+extern "C" int volt_cu_softmax_grad(void *s, const float *y, const float *dy, float *dx, int64_t R, int64_t C, bool log,
+                                    bool acc) {
+    if (R <= 0 || C <= 0) return 0;
+    k_softmax_grad<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(y, dy, dx, C, log, acc);
+    VOLT_CU_DONE();
+}
+
+/* ---- layernorm: two passes in float (mean, squared deviations), biased variance -------- */
+__global__ void k_layernorm(const float *x, const float *w, const float *b, float *y, float *stats, int64_t R,
+                            int64_t C, float eps) {
+    __shared__ float sh[33];
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * C;
+    float *yr = y + r * C;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+    float mean = vcu_block_reduce<float, vcu_warp_sum>(s, sh, 0.f) / (float)C;
+    float q = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) { float d = xr[c] - mean; q += d * d; }
+    float rstd = 1.f / sqrtf(vcu_block_reduce<float, vcu_warp_sum>(q, sh, 0.f) / (float)C + eps);
+    if (stats && threadIdx.x == 0) { stats[r] = mean; stats[R + r] = rstd; }
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = (xr[c] - mean) * rstd;
+        if (w) v = v * w[c];
+        if (b) v = v + b[c];
+        yr[c] = v;
+    }
+}
+extern "C" int volt_cu_layernorm(void *s, const float *x, const float *w, const float *b, float *y, float *stats,
+                                 int64_t R, int64_t C, float eps) {
+    if (R <= 0 || C <= 0) return 0;
+    k_layernorm<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, w, b, y, stats, R, C, eps);
+    VOLT_CU_DONE();
+}
+
+/* dx = rstd * (g - mean(g) - xh * mean(g * xh)), g = dy * w */
+__global__ void k_layernorm_grad_x(const float *x, const float *dy, const float *w, const float *stats, float *dx,
+                                   int64_t R, int64_t C, bool acc) {
+    __shared__ float sh[33];
+    const int64_t r = blockIdx.x, o = r * C;
+    const float mu = stats[r], rs = stats[R + r];
+    float ag = 0.f, agx = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = w ? dy[o + c] * w[c] : dy[o + c];
+        ag += g;
+        agx += g * ((x[o + c] - mu) * rs);
+    }
+    float mg = vcu_block_reduce<float, vcu_warp_sum>(ag, sh, 0.f) / (float)C;
+    float mgx = vcu_block_reduce<float, vcu_warp_sum>(agx, sh, 0.f) / (float)C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = w ? dy[o + c] * w[c] : dy[o + c];
+        float v = rs * (g - mg - (x[o + c] - mu) * rs * mgx);
+        dx[o + c] = acc ? dx[o + c] + v : v;
+    }
+}
+extern "C" int volt_cu_layernorm_grad_x(void *s, const float *x, const float *dy, const float *w, const float *stats,
+                                        float *dx, int64_t R, int64_t C, bool acc) {
+    if (R <= 0 || C <= 0) return 0;
+    k_layernorm_grad_x<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, dy, w, stats, dx, R, C, acc);
+    VOLT_CU_DONE();
+}
+
+/* columns: 32 per block, 8 row lanes summed in a fixed order (as volt_cu_colsum) */
+__global__ void k_layernorm_grad_wb(const float *x, const float *dy, const float *stats, int64_t R, int64_t C, float *gw,
+                                    bool acc_w, float *gb, bool acc_b) {
+    __shared__ float pw[8][33], pb[8][33];
+    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float aw = 0.f, ab = 0.f;
+    if (c < C)
+        for (int64_t r = threadIdx.y; r < R; r += 8) {
+            float g = dy[r * C + c];
+            aw += g * (x[r * C + c] - stats[r]) * stats[R + r];
+            ab += g;
+        }
+    pw[threadIdx.y][threadIdx.x] = aw;
+    pb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= C) return;
+    const int t = threadIdx.x;
+    float sw = ((pw[0][t] + pw[1][t]) + (pw[2][t] + pw[3][t])) + ((pw[4][t] + pw[5][t]) + (pw[6][t] + pw[7][t]));
+    float sb = ((pb[0][t] + pb[1][t]) + (pb[2][t] + pb[3][t])) + ((pb[4][t] + pb[5][t]) + (pb[6][t] + pb[7][t]));
+    if (gw) gw[c] = acc_w ? gw[c] + sw : sw;
+    if (gb) gb[c] = acc_b ? gb[c] + sb : sb;
+}
+extern "C" int volt_cu_layernorm_grad_wb(void *s, const float *x, const float *dy, const float *stats, int64_t R,
+                                         int64_t C, float *gw, bool acc_w, float *gb, bool acc_b) {
+    if (C <= 0 || (!gw && !gb)) return 0;
+    k_layernorm_grad_wb<<<(unsigned)((C + 31) / 32), dim3(32, 8), 0, VOLT_CU_STREAM(s)>>>(x, dy, stats, R, C, gw, acc_w,
+                                                                                         gb, acc_b);
+    VOLT_CU_DONE();
+}
+
+/* ---- cross-entropy (fused softmax): per row in double, like the CPU ---------------------- */
+__global__ void k_xent_rows(const float *x, const void *tgt, bool tgt64, int64_t N, int64_t C, int64_t ignore, float eps,
+                            float *lse, double *rowloss, int64_t *info) {
+    __shared__ float sh[33];
+    __shared__ double shd[33];
+    const int64_t r = blockIdx.x;
+    const float *row = x + r * C;
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = fmaxf(m, row[c]);
+    m = vcu_block_reduce<float, vcu_warp_max>(m, sh, -INFINITY);
+    double se = 0, sl = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) { se += exp((double)row[c] - m); sl += row[c]; }
+    se = vcu_block_reduce<double, vcu_warp_sum_d>(se, shd, 0.0);
+    sl = vcu_block_reduce<double, vcu_warp_sum_d>(sl, shd, 0.0);
+    if (threadIdx.x != 0) return;
+    double l = m + log(se);
+    lse[r] = (float)l;
+    int64_t t = vcu_index(tgt, tgt64, r);
+    if (t == ignore) { rowloss[r] = NAN; return; }   /* NaN marks "not counted" */
+    if (t < 0 || t >= C) {
+        atomicMin((unsigned long long *)&info[1], (unsigned long long)r);
+        rowloss[r] = NAN;
+        return;
+    }
+    rowloss[r] = (1.0 - eps) * (l - row[t]) + (double)eps * (l - sl / (double)C);
+}
+/* one block: rows in a fixed order (thread i sums rows i, i + blockDim, ...), then the tree */
+__global__ void k_xent_total(const double *rowloss, const void *tgt, bool tgt64, int64_t N, int64_t ignore, int64_t C,
+                             int64_t *info, float *out) {
+    __shared__ double shd[33];
+    double tot = 0, cnt = 0;
+    for (int64_t r = threadIdx.x; r < N; r += blockDim.x) {
+        int64_t t = vcu_index(tgt, tgt64, r);
+        if (t == ignore || t < 0 || t >= C) continue;
+        tot += rowloss[r];
+        cnt += 1;
+    }
+    tot = vcu_block_reduce<double, vcu_warp_sum_d>(tot, shd, 0.0);
+    cnt = vcu_block_reduce<double, vcu_warp_sum_d>(cnt, shd, 0.0);
+    if (threadIdx.x == 0) {
+        info[0] = (int64_t)cnt;
+        out[0] = cnt > 0 ? (float)(tot / cnt) : NAN;
+    }
+}
+/* device-side initialisation (no host copy: stays capturable in a CUDA graph) */
+__global__ void k_set2(int64_t *p, int64_t a, int64_t b) { p[0] = a; p[1] = b; }
+
+extern "C" int volt_cu_xent(void *s, const float *x, const void *tgt, bool tgt64, int64_t N, int64_t C, int64_t ignore,
+                            float eps, float *lse, double *rowloss, int64_t *info, float *out) {
+    cudaStream_t st = VOLT_CU_STREAM(s);
+    k_set2<<<1, 1, 0, st>>>(info, 0, INT64_MAX);
+    if (N > 0 && C > 0) k_xent_rows<<<row_blocks(N), ROW_THREADS, 0, st>>>(x, tgt, tgt64, N, C, ignore, eps, lse, rowloss, info);
+    k_xent_total<<<1, 1024, 0, st>>>(rowloss, tgt, tgt64, N, ignore, C, info, out);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_xent_grad(const float *x, const void *tgt, bool tgt64, int64_t N, int64_t C, int64_t ignore, float eps,
+                            const float *lse, const int64_t *info, const float *dy, float *dx, bool acc) {
+    const int64_t count = info[0];
+    const float g = count > 0 ? dy[0] / (float)count : 0.f;
+    VOLT_CU_FOR(i, N * C) {
+        int64_t r = i / C, c = i % C, t = vcu_index(tgt, tgt64, r);
+        if (t == ignore || count == 0) {
+            if (!acc) dx[i] = 0.f;
+            continue;
+        }
+        float p = expf(x[i] - lse[r]);
+        float tg = (c == t ? 1.f - eps : 0.f) + eps / (float)C;
+        float v = g * (p - tg);
+        dx[i] = acc ? dx[i] + v : 0.f + v;
+    }
+}
+extern "C" int volt_cu_xent_grad(void *s, const float *x, const void *tgt, bool tgt64, int64_t N, int64_t C,
+                                 int64_t ignore, float eps, const float *lse, const int64_t *info, const float *dy,
+                                 float *dx, bool acc) {
+    if (N * C <= 0) return 0;
+    k_xent_grad<<<volt_cu_blocks(N * C), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, tgt, tgt64, N, C, ignore, eps, lse,
+                                                                                  info, dy, dx, acc);
+    VOLT_CU_DONE();
+}
+
+/* ---- reductions in double over a fixed grid ------------------------------------------------- */
+#define RED_BLOCKS VOLT_CU_REDUCE_PARTIALS
+__global__ void k_reduce_part(int mode, const float *a, const float *b, int64_t n, double *part) {
+    __shared__ double shd[33];
+    double v = 0;
+    VOLT_CU_FOR(i, n) {
+        double x = a[i];
+        if (mode == 2) x -= b[i];
+        v += mode == 0 ? x : x * x;
+    }
+    v = vcu_block_reduce<double, vcu_warp_sum_d>(v, shd, 0.0);
+    if (threadIdx.x == 0) part[blockIdx.x] = v;
+}
+__global__ void k_reduce_final(const double *part, int nparts, float *out, double div, double *acc) {
+    __shared__ double shd[33];
+    double v = threadIdx.x < nparts ? part[threadIdx.x] : 0.0;
+    v = vcu_block_reduce<double, vcu_warp_sum_d>(v, shd, 0.0);
+    if (threadIdx.x == 0) {
+        if (out) out[0] = (float)(v / div);
+        if (acc) acc[0] += v;
+    }
+}
+extern "C" int volt_cu_reduce(void *s, int mode, const float *a, const float *b, int64_t n, double *partials, float *out,
+                              double div, double *acc) {
+    cudaStream_t st = VOLT_CU_STREAM(s);
+    int64_t nb = (n + VOLT_CU_THREADS - 1) / VOLT_CU_THREADS;
+    int parts = (int)(nb < 1 ? 1 : nb > RED_BLOCKS ? RED_BLOCKS : nb);
+    k_reduce_part<<<parts, VOLT_CU_THREADS, 0, st>>>(mode, a, b, n, partials);
+    k_reduce_final<<<1, RED_BLOCKS, 0, st>>>(partials, parts, out, div, acc);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_fill_grad(float *dx, int64_t n, const float *dy, float div, bool acc) {
+    const float g = div == 1.f ? dy[0] : dy[0] / div;
+    VOLT_CU_FOR(i, n) dx[i] = acc ? dx[i] + g : 0.f + g;
+}
+extern "C" int volt_cu_fill_grad(void *s, float *dx, int64_t n, const float *dy, float div, bool acc) {
+    if (n <= 0) return 0;
+    k_fill_grad<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(dx, n, dy, div, acc);
+    VOLT_CU_DONE();
+}
+
+__global__ void k_mse_grad(const float *a, const float *b, const float *dy, float *da, float *db, int64_t n) {
+    const float g = 2.f * dy[0] / (float)n;
+    VOLT_CU_FOR(i, n) {
+        float d = a[i] - b[i];
+        if (da) da[i] += g * d;
+        if (db) db[i] += -g * d;
+    }
+}
+extern "C" int volt_cu_mse_grad(void *s, const float *a, const float *b, const float *dy, float *da, float *db, int64_t n) {
+    if (n <= 0) return 0;
+    k_mse_grad<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(a, b, dy, da, db, n);
+    VOLT_CU_DONE();
+}
+
+/* ---- embedding ------------------------------------------------------------------------------- */
+__global__ void k_emb_check(const void *ids, bool ids64, int64_t N, int64_t V, int64_t *bad) {
+    VOLT_CU_FOR(p, N) {
+        int64_t id = vcu_index(ids, ids64, p);
+        if (id < 0 || id >= V) atomicMin((unsigned long long *)bad, (unsigned long long)p);
+    }
+}
+extern "C" int volt_cu_embedding_check(void *s, const void *ids, bool ids64, int64_t N, int64_t V, int64_t *bad) {
+    cudaStream_t st = VOLT_CU_STREAM(s);
+    k_set2<<<1, 1, 0, st>>>(bad, INT64_MAX, 0);   /* bad[1] is scratch */
+    if (N <= 0) VOLT_CU_DONE();
+    k_emb_check<<<volt_cu_blocks(N), VOLT_CU_THREADS, 0, st>>>(ids, ids64, N, V, bad);
+    VOLT_CU_DONE();
+}
+__global__ void k_emb(const void *ids, bool ids64, const float *tab, float *y, int64_t N, int64_t D, int64_t V) {
+    VOLT_CU_FOR(i, N * D) {
+        int64_t id = vcu_index(ids, ids64, i / D);
+        y[i] = id >= 0 && id < V ? tab[id * D + i % D] : 0.f;   /* out of range: reported by the check */
+    }
+}
+extern "C" int volt_cu_embedding(void *s, const void *ids, bool ids64, const float *tab, float *y, int64_t N, int64_t D,
+                                 int64_t V) {
+    if (N * D <= 0) return 0;
+    k_emb<<<volt_cu_blocks(N * D), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(ids, ids64, tab, y, N, D, V);
+    VOLT_CU_DONE();
+}
+__global__ void k_emb_grad(const void *ids, bool ids64, const float *dy, float *g, int64_t N, int64_t D, int64_t V,
+                           int64_t pad) {
+    VOLT_CU_FOR(i, N * D) {
+        int64_t id = vcu_index(ids, ids64, i / D);
+        if (id == pad || id < 0 || id >= V) continue;
+        atomicAdd(g + id * D + i % D, dy[i]);
+    }
+}
+extern "C" int volt_cu_embedding_grad(void *s, const void *ids, bool ids64, const float *dy, float *g, int64_t N,
+                                      int64_t D, int64_t V, int64_t pad) {
+    if (N * D <= 0) return 0;
+    k_emb_grad<<<volt_cu_blocks(N * D), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(ids, ids64, dy, g, N, D, V, pad);
+    VOLT_CU_DONE();
+}
+
+/* ---- argmax, accuracy ------------------------------------------------------------------------ */
+__global__ void k_argmax(const float *x, int64_t *y, int64_t N, int64_t C) {
+    VOLT_CU_FOR(r, N) {
+        const float *row = x + r * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (row[c] > row[best]) best = c;
+        y[r] = best;
+    }
+}
+extern "C" int volt_cu_argmax(void *s, const float *x, int64_t *y, int64_t N, int64_t C) {
+    if (N <= 0) return 0;
+    k_argmax<<<volt_cu_blocks(N), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, y, N, C);
+    VOLT_CU_DONE();
+}
+__global__ void k_accuracy(const int64_t *am, const void *tgt, bool tgt64, int64_t n, float *out) {
+    __shared__ double shd[33];
+    double hit = 0, cnt = 0;
+    for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+        int64_t t = vcu_index(tgt, tgt64, r);
+        if (t == -100) continue;
+        cnt += 1;
+        hit += am[r] == t;
+    }
+    hit = vcu_block_reduce<double, vcu_warp_sum_d>(hit, shd, 0.0);
+    cnt = vcu_block_reduce<double, vcu_warp_sum_d>(cnt, shd, 0.0);
+    if (threadIdx.x == 0) out[0] = cnt > 0 ? (float)(hit / cnt) : 0.f;
+}
+extern "C" int volt_cu_accuracy(void *s, const int64_t *am, const void *tgt, bool tgt64, int64_t n, float *out) {
+    k_accuracy<<<1, 256, 0, VOLT_CU_STREAM(s)>>>(am, tgt, tgt64, n, out);
+    VOLT_CU_DONE();
+}
