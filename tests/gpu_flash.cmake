@@ -4,3 +4,9 @@
 if(TEST test_cuda_attention)
   set_tests_properties(test_cuda_attention PROPERTIES LABELS gpu)
 endif()
+# The same comparisons against cpu-strict on every machine: the test's own checks run in CI.
+if(TEST test_cuda_attention)
+  add_test(NAME test_cuda_attention_harness COMMAND test_cuda_attention)
+  set_tests_properties(test_cuda_attention_harness PROPERTIES LABELS strict TIMEOUT 600
+    ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_AGAINST=cpu-strict")
+endif()
