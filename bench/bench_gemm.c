@@ -2,7 +2,8 @@
  * (core/cpu/gemm.c: oneDNN for f32 above its size threshold) and the same entry with bf16
  * operands (native AVX512-BF16/AMX kernels where the CPU has them), at the shapes of
  * DistilBERT's projections (base and small presets), the attention's batched products,
- * and small GEMMs. Prints the median ms of `reps` calls after a warm-up, and GFLOP/s.
+ * the fused attention's per-tile products (one thread each: run with OMP_NUM_THREADS=1
+ * for their rate), and small GEMMs. Prints the median ms of `reps` calls after a warm-up, and GFLOP/s.
  *   usage: bench_gemm [reps]   (default 9); threads: OMP_NUM_THREADS */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,9 @@ int main(int argc, char **argv) {
         {"small FFN up", 'N', 'T', 1, 1536, 512, 128},
         {"small proj", 'N', 'T', 1, 1536, 128, 128},
         {"small attention PV", 'N', 'N', 24, 128, 64, 128},
+        {"attn tile S (q k^T)", 'N', 'T', 1, 64, 128, 64},
+        {"attn tile o (P v)", 'N', 'N', 1, 64, 64, 128},
+        {"attn tile dk (dS^T q)", 'T', 'N', 1, 128, 64, 64},
         {"64^3", 'N', 'N', 1, 64, 64, 64},
         {"16^3", 'N', 'N', 1, 16, 16, 16},
     };

@@ -10,6 +10,7 @@
 #include "volt/trainer.h"
 #include "volt/precision.h"
 #include "core/device.h"
+#include "core/cpu/kernels.h"   /* volt__cpu_bf16_native */
 
 /* Device memory (tensors' data and grads, unit buffers, optimizer states) is read and
  * written here only through copies, so the test runs on cpu-strict too. */
@@ -372,7 +373,8 @@ static void test_cast_values(void) {
     volt_step_destroy(s);
 }
 
-/* Attention with 16-bit compute = f32 attention of the rounded q, k, v (and dO), bitwise. */
+/* Attention with 16-bit compute = f32 attention of the rounded q, k, v (and dO), bitwise;
+ * with native bf16 tiles close to it (P and dS rounded as well). */
 static void test_attention16(void) {
     volt_step_config cfg;
     volt_step_config_init(&cfg);
@@ -409,7 +411,18 @@ static void test_attention16(void) {
         }
         bool same = !memcmp(out[0], out[1], sizeof(float) * N);
         for (int j = 0; j < 3; j++) same &= !memcmp(grads[0][j], grads[1][j], sizeof(float) * N);
-        CHECK(same, "attention with %s compute = f32 attention of rounded q, k, v, dO", volt_dtype_name(dts[d]));
+        if (dts[d] == VOLT_BF16 && volt__cpu_bf16_native()) {
+            /* native bf16 tiles (core/cpu/attention.c): P and dS are rounded to bf16 too, so
+             * not the emulation's bits, but close to them */
+            double e = 0;
+            for (int i = 0; i < N; i++) {
+                double x = fabs((double)out[0][i] - out[1][i]);
+                for (int j = 0; j < 3; j++) x = fmax(x, fabs((double)grads[0][j][i] - grads[1][j][i]));
+                e = fmax(e, x);
+            }
+            CHECK(!same && e < 0.05, "native bf16 attention: max difference to the emulation %g (bitwise same: %d)", e, same);
+        } else
+            CHECK(same, "attention with %s compute = f32 attention of rounded q, k, v, dO", volt_dtype_name(dts[d]));
         for (int pass = 0; pass < 2; pass++) {
             free(out[pass]);
             for (int j = 0; j < 3; j++) free(grads[pass][j]);
@@ -974,12 +987,75 @@ static void test_accuracy(volt_dataset *tr, volt_dataset *va) {
     volt_loader_destroy(vl);
 }
 
+/* Native bf16 linears keep forward's bf16 copies of x and w for backward, and linears of
+ * one x share its copy (core/cpu/basic.c). Two steps on one step object, the weights
+ * changed in between (as an optimizer step does): each step's outputs and grads must equal,
+ * bit for bit, those of a fresh step with the copies off (every operand converted at use).
+ * A copy surviving into the next step, or a shared x copy of the wrong tensor, differs. */
+static void linear_run(volt_step *s, const float *x, const float *x2, const float *w1, const float *w2,
+                       const float *b, const float *g, float *out[6]) {
+    enum { R = 24, I = 40, O = 32 };
+    CHECK_OK(volt_step_begin(s, true, 0));
+    CHECK_OK(volt_step_set_compute_dtype(s, VOLT_BF16));
+    volt_tensor *tx = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(R, I), (void *)x));
+    volt_tensor *t1 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(O, I), (void *)w1));
+    volt_tensor *t2 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(O, I), (void *)w2));
+    volt_tensor *tb = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(O), (void *)b));
+    volt_tensor *tx2 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(R, I), (void *)x2));
+    /* x read by two linears, then another x through w1 again */
+    volt_tensor *y = volt_add(s, volt_add(s, volt_linear(s, tx, t1, tb), volt_linear(s, tx, t2, NULL)),
+                              volt_linear(s, tx2, t1, NULL));
+    CHECK(y != NULL, "linear pair: %s", volt_step_errmsg(s));
+    out[0] = malloc(sizeof(float) * R * O);
+    if (y) {
+        volt_tensor_to_host(y, out[0]);
+        CHECK_OK(volt_step_backward_grad(s, y, g));
+    }
+    volt_tensor *ts[5] = { tx, t1, t2, tb, tx2 };
+    for (int j = 0; j < 5; j++) out[1 + j] = ts[j]->grad ? host_grad(ts[j]) : NULL;
+    volt_step_end(s);
+}
+
+static void test_linear_bf16_kept(void) {
+    enum { R = 24, I = 40, O = 32 };
+    static float x[R * I], x2[R * I], w1[O * I], w2[O * I], b[O], g[R * O];
+    for (int i = 0; i < R * I; i++) { x[i] = sinf(i * 0.37f); x2[i] = cosf(i * 0.19f + 2.f); }
+    for (int i = 0; i < O * I; i++) { w1[i] = cosf(i * 0.11f) * 0.3f; w2[i] = sinf(i * 0.23f + 1.f) * 0.3f; }
+    for (int i = 0; i < O; i++) b[i] = 0.01f * (float)i;
+    for (int i = 0; i < R * O; i++) g[i] = cosf(i * 0.05f);
+    volt_step_config cfg;
+    volt_step_config_init(&cfg);
+    cfg.arena_bytes = 1 << 20;
+    volt_step *s;
+    CHECK_OK(volt_step_create(&cfg, &s));
+    static const int64_t len[6] = { R * O, R * I, O * I, O * I, O, R * I };
+    for (int it = 0; it < 3; it++) {
+        float *kept[6], *plain[6];
+        linear_run(s, x, x2, w1, w2, b, g, kept);
+        volt__cpu_linear_keep_bf16(false);
+        volt_step *f;
+        CHECK_OK(volt_step_create(&cfg, &f));
+        linear_run(f, x, x2, w1, w2, b, g, plain);
+        volt_step_destroy(f);
+        volt__cpu_linear_keep_bf16(true);
+        bool same = true;
+        for (int j = 0; j < 6; j++)
+            same &= kept[j] && plain[j] && !memcmp(kept[j], plain[j], sizeof(float) * (size_t)len[j]);
+        CHECK(same, "bf16 linear, step %d: kept bf16 operands give the bits of converting at use", it);
+        for (int j = 0; j < 6; j++) { free(kept[j]); free(plain[j]); }
+        /* the update between steps (an optimizer step would do it through the same memory) */
+        for (int i = 0; i < O * I; i++) { w1[i] -= 0.05f * cosf(i * 0.7f + it); w2[i] *= 1.1f; }
+    }
+    volt_step_destroy(s);
+}
+
 int main(void) {
     test_16_to_32_exhaustive();
     test_32_to_16();
     test_cast_values();
     test_cast_gradcheck();
     test_attention16();
+    test_linear_bf16_kept();
     test_param_storage();
     test_precision_names();
     make_blobs();

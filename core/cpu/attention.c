@@ -18,14 +18,26 @@
  *
  * Each (b, h) block is owned by one thread (its slices of dq, dk, dv included), tiles are
  * visited in order, so results do not depend on the thread count or schedule. OpenBLAS
- * (OpenMP build) runs single-threaded when called inside our parallel region. */
+ * (OpenMP build) runs single-threaded when called inside our parallel region.
+ *
+ * Native bf16 tiles (compute dtype bf16 on a CPU where volt__cpu_bf16_native(), core/cpu/
+ * gemm.c): q, k, v and dO are converted to bf16 once per call, and every tile GEMM takes
+ * bf16 operands (f32 accumulation, f32 S / dP / dq / dk / dv) through oneDNN, as a GPU's
+ * flash attention does: the probabilities P (times the dropout factors) and dS are rounded
+ * to bf16 for the products that read them (a per-thread tile buffer), the softmax and its
+ * gradient stay in f32. A tile's key count is rounded up to a multiple of KEY_ROUND (at
+ * most Tk; the extra keys are masked or past the causal limit, so their P is exactly 0):
+ * the GEMM shapes, hence oneDNN primitives, stay few with padded batches. Elsewhere (f32,
+ * f16, no AVX512-BF16) the f32 tiles below, 16-bit operands emulated by rounding. */
 #include <math.h>
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
 #include "core/cpu/kernels.h"
+#include "core/cpu/convert.h"
 
 #define QTILE 64          /* query rows per tile */
+#define KEY_ROUND 64      /* native bf16 tiles: key counts rounded up to this (at most Tk) */
 
 /* The row loops (exp, max, sums) are compiled for AVX-512 and AVX2 too and picked at load
  * time; the library itself targets x86-64-v2 (SSE4.2). */
@@ -38,6 +50,7 @@
 typedef struct attn_dims {
     int64_t B, H, Tq, Tk, D;
     bool causal;
+    bool bf;                          /* native bf16 tiles: q, k, v, dO are bf16 bits */
     float scale;
     float p;                          /* attention dropout, 0 = none */
     uint64_t seed, offset, call;      /* its Philox stream (volt_dropout's counters) */
@@ -45,8 +58,41 @@ typedef struct attn_dims {
 
 static attn_dims dims_of(const volt_step *s, const volt_node *n) {
     const volt_attr_attention *at = &n->attr.attention;
-    return (attn_dims){ at->B, at->H, at->Tq, at->Tk, at->D, at->causal, at->scale,
+    bool bf = at->compute == VOLT_BF16 && volt__cpu_bf16_native();
+    return (attn_dims){ at->B, at->H, at->Tq, at->Tk, at->D, at->causal, bf, at->scale,
                         at->dropout, s->seed, s->rng_offset, at->call };
+}
+
+/* ---- tile GEMMs: f32, or bf16 operands (bits) when a->bf ----------------------------- */
+/* Operands are addressed in elements: f32 or bf16 by a->bf. */
+static inline const void *elem(const attn_dims *a, const void *p, int64_t i) {
+    return a->bf ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
+}
+
+static void tile_gemm(const attn_dims *a, char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const void *A, int64_t lda, const void *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (a->bf) volt__cpu_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else volt__cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* x (n) as the operand of a tile GEMM: itself in f32, else rounded to bf16 bits into hb
+ * (RNE, volt_f32_to_bf16's bits; serial: we are inside the tile loop's parallel region). */
+VOLT_SIMD_CLONES
+static void tile_bf16(const uint32_t *x, uint16_t *hb, int64_t n) {
+    for (int64_t t = 0; t < n; t++) hb[t] = volt__f2bf(x[t]);
+}
+
+static const void *tile_operand(const attn_dims *a, const float *x, int64_t n, uint16_t *hb) {
+    if (!a->bf) return x;
+    tile_bf16((const uint32_t *)(const void *)x, hb, n);
+    return hb;
+}
+
+/* A tensor of the node as the tiles' operand: bf16 bits (scratch slot) when a->bf, else
+ * f32 rounded to the compute dtype (f32: itself). */
+static const void *attn_operand(volt_step *s, const attn_dims *a, const float *x, int64_t n, volt_dtype cd,
+                                int slot) {
+    return a->bf ? (const void *)volt__cpu_to_bf16(s, x, n, slot) : (const void *)volt__cpu_round_f32(s, x, n, cd, slot);
 }
 
 /* Floats of the per-thread buffer drop_uniforms fills for up to Tk elements. */
@@ -91,7 +137,12 @@ static volt_status key_valid(volt_step *s, const volt_node *n, const attn_dims *
 
 /* Keys a tile of rows [i0, i1) can see: those before kv_len, and for causal before i1. */
 static int64_t tile_keys(const attn_dims *a, int64_t kv_len, int64_t i1) {
-    return a->causal && i1 < kv_len ? i1 : kv_len;
+    int64_t L = a->causal && i1 < kv_len ? i1 : kv_len;
+    if (a->bf && L > 0) {
+        L = (L + KEY_ROUND - 1) / KEY_ROUND * KEY_ROUND;
+        if (L > a->Tk) L = a->Tk;
+    }
+    return L;
 }
 
 /* Keys row i can see inside a tile of L keys (valid[] decides the rest). */
@@ -206,8 +257,8 @@ static void row_drop(float *p, const float *u, int64_t n, float pd, float scale)
  * rows written. P is left unnormalised and o's rows are divided by the row sums instead.
  * With dropout, e0 is the stream element of (row i0, key 0) and ubuf (ubuf_len) scratch. */
 static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, int64_t L, int64_t i0,
-                     int64_t m, const float *q, const float *k, const float *v, float *o, float *lse,
-                     float *S, float *inv, uint64_t e0, float *ubuf) {
+                     int64_t m, const void *q, const void *k, const void *v, float *o, float *lse,
+                     float *S, float *inv, uint64_t e0, float *ubuf, uint16_t *hb) {
     int64_t D = a->D;
     float *ot = o + i0 * D;
     if (L == 0) {   /* every key masked: zero output, no NaN */
@@ -216,7 +267,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         return;
     }
     /* S (m, L) = scale * q[i0:i0+m] (m, D) k[0:L]^T (D, L) */
-    volt__cpu_gemm('N', 'T', m, L, D, a->scale, q + i0 * D, D, k, D, 0.f, S, L);
+    tile_gemm(a, 'N', 'T', m, L, D, a->scale, elem(a, q, i0 * D), D, k, D, 0.f, S, L);
     tile_softmax(a, valid, bias, S, L, i0, m, inv, lse ? lse + i0 : NULL);
     if (a->p > 0.f) {   /* the row sums (inv) are taken before dropping, as softmax then dropout */
         float scale = 1.f / (1.f - a->p);
@@ -227,7 +278,7 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         }
     }
     /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
-    volt__cpu_gemm('N', 'N', m, D, L, 1.f, S, L, v, D, 0.f, ot, D);
+    tile_gemm(a, 'N', 'N', m, D, L, 1.f, tile_operand(a, S, m * L, hb), L, v, D, 0.f, ot, D);
     for (int64_t r = 0; r < m; r++) {
         float f = inv[r];
         #pragma omp simd
@@ -249,14 +300,15 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         n->saved = lse;
     }
     int nt = team_size(items);
-    int64_t per = round16(QTILE * a.Tk + QTILE + ubuf_len(&a));
+    /* S, inv, the uniforms, and with bf16 tiles P's bf16 copy (QTILE x Tk halves) */
+    int64_t hbo = round16(QTILE * a.Tk + QTILE + ubuf_len(&a)), per = hbo + (a.bf ? round16(QTILE * a.Tk / 2 + 1) : 0);
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     /* 16-bit compute (attr compute, volt/ops.h): q, k, v read as their 16-bit roundings */
     const volt_dtype cd = n->attr.attention.compute;
-    const float *q = volt__cpu_round_f32(s, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
-    const float *k = volt__cpu_round_f32(s, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
-    const float *v = volt__cpu_round_f32(s, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
+    const void *q = attn_operand(s, &a, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
+    const void *k = attn_operand(s, &a, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
+    const void *v = attn_operand(s, &a, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
     if (!q || !k || !v) return s->status;
     float *o = n->out->data;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
@@ -268,9 +320,9 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
         int64_t L = tile_keys(&a, kv_len[b], i0 + m);
         float *S = scratch + per * omp_get_thread_num();
-        fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, q + bh * qs, k + bh * ks,
-                 v + bh * ks, o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
-                 (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE);
+        fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, elem(&a, q, bh * qs), elem(&a, k, bh * ks),
+                 elem(&a, v, bh * ks), o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
+                 (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE, (uint16_t *)(void *)(S + hbo));
     }
     return VOLT_OK;
 }
@@ -341,27 +393,29 @@ static void tile_mul(const float *P, const float *W, float *Z, int64_t n) {
  * With dropout, W (m, L) and ubuf (ubuf_len) are scratch too, e0 the stream element of
  * (row i0, key 0): dv += (P * W)^T do and dS = P * (dP * W - rowsum(do * o)). */
 static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t i0, int64_t m,
-                     const float *q, const float *k, const float *v, const float *o, const float *dout,
-                     const float *lse, attn_grads g, float *P, float *dS, float *W, uint64_t e0, float *ubuf) {
+                     const void *q, const void *k, const void *v, const float *o, const void *dout,
+                     const float *dout32, const float *lse, attn_grads g, float *P, float *dS, float *W,
+                     uint64_t e0, float *ubuf, uint16_t *hb) {
     int64_t D = a->D;
     if (L == 0) return;   /* every key masked: no gradient */
-    const float *qt = q + i0 * D, *dot = dout + i0 * D;
-    volt__cpu_gemm('N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
+    const void *qt = elem(a, q, i0 * D), *dot = elem(a, dout, i0 * D);
+    tile_gemm(a, 'N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
     tile_probs(a, valid, P, L, i0, m, lse + i0);
     bool drop = a->p > 0.f;
     if (drop) tile_drop_factors(a, e0, L, i0, m, lse + i0, W, ubuf);
     if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
         if (drop) tile_mul(P, W, dS, m * L);
-        volt__cpu_gemm('T', 'N', L, D, m, 1.f, drop ? dS : P, L, dot, D, 1.f, g.dv, D);
+        tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, D, 1.f, g.dv, D);
     }
     if (!g.dq && !g.dk) return;
     /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
-    volt__cpu_gemm('N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
-    tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * D, dot, D);
+    tile_gemm(a, 'N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
+    tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * D, dout32 + i0 * D, D);
+    const void *dSo = tile_operand(a, dS, m * L, hb);   /* dS as both products read it */
     if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
-        volt__cpu_gemm('N', 'N', m, D, L, a->scale, dS, L, k, D, 1.f, g.dq + i0 * D, D);
+        tile_gemm(a, 'N', 'N', m, D, L, a->scale, dSo, L, k, D, 1.f, g.dq + i0 * D, D);
     if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
-        volt__cpu_gemm('T', 'N', L, D, m, a->scale, dS, L, qt, D, 1.f, g.dk, D);
+        tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, D, 1.f, g.dk, D);
 }
 
 volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
@@ -380,14 +434,18 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     /* dk/dv of a block gather every tile of it: a block belongs to one thread */
     int nt = team_size(BH);
     /* P, dS and, with dropout, W (QTILE, Tk) each, and the uniforms of one row */
-    int64_t tile = QTILE * a.Tk, per = round16((a.p > 0.f ? 3 : 2) * tile + ubuf_len(&a));
+    /* and with bf16 tiles a bf16 copy of P or dS (QTILE x Tk halves) */
+    int64_t tile = QTILE * a.Tk, hbo = round16((a.p > 0.f ? 3 : 2) * tile + ubuf_len(&a));
+    int64_t per = hbo + (a.bf ? round16(tile / 2 + 1) : 0);
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     const volt_dtype cd = n->attr.attention.compute;   /* as in forward; dO rounded too */
-    const float *q = volt__cpu_round_f32(s, tq->data, volt_tensor_numel(tq), cd, 0);
-    const float *k = volt__cpu_round_f32(s, tk->data, volt_tensor_numel(tk), cd, 1);
-    const float *v = volt__cpu_round_f32(s, tv->data, volt_tensor_numel(tv), cd, 2);
-    const float *dout = volt__cpu_round_f32(s, n->out->grad, volt_tensor_numel(n->out), cd, 3);
+    const void *q = attn_operand(s, &a, tq->data, volt_tensor_numel(tq), cd, 0);
+    const void *k = attn_operand(s, &a, tk->data, volt_tensor_numel(tk), cd, 1);
+    const void *v = attn_operand(s, &a, tv->data, volt_tensor_numel(tv), cd, 2);
+    const void *dout = attn_operand(s, &a, n->out->grad, volt_tensor_numel(n->out), cd, 3);
+    /* rowsum(dO * o) in f32: dO's bf16 rounding in the GEMMs only (bf16 tiles) */
+    const float *dout32 = a.bf ? n->out->grad : dout;
     const float *o = n->out->data;
     if (!q || !k || !v || !dout) return s->status;
     int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
@@ -396,13 +454,15 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
         int64_t b = bh / a.H;
         float *P = scratch + per * omp_get_thread_num(), *dS = P + tile, *W = dS + tile;
         float *ubuf = a.p > 0.f ? W + tile : NULL;
+        uint16_t *hb = (uint16_t *)(void *)(P + hbo);
         attn_grads g = { gq ? tq->grad + bh * qs : NULL, gk ? tk->grad + bh * ks : NULL,
                          gv ? tv->grad + bh * ks : NULL };
         for (int64_t t = 0; t < ntiles; t++) {
             int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
             int64_t L = tile_keys(&a, kv_len[b], i0 + m);
-            bwd_tile(&a, valid + b * a.Tk, L, i0, m, q + bh * qs, k + bh * ks, v + bh * ks, o + bh * qs,
-                     dout + bh * qs, lse + bh * a.Tq, g, P, dS, W, (uint64_t)((bh * a.Tq + i0) * a.Tk), ubuf);
+            bwd_tile(&a, valid + b * a.Tk, L, i0, m, elem(&a, q, bh * qs), elem(&a, k, bh * ks), elem(&a, v, bh * ks),
+                     o + bh * qs, elem(&a, dout, bh * qs), dout32 + bh * qs, lse + bh * a.Tq, g, P, dS, W,
+                     (uint64_t)((bh * a.Tq + i0) * a.Tk), ubuf, hb);
         }
     }
     return VOLT_OK;

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <omp.h>
 #include "core/cpu/kernels.h"
+#include "core/units.h"   /* volt_unit_hooks: sharded parameters */
+#include "volt/dtype.h"
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 
@@ -89,10 +91,61 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
+/* Native bf16 operands kept for backward (n->saved, the step arena): forward converts x and
+ * w to bf16 anyway, and backward needs the same bits again (w for dx, x for dW). So a node
+ * on the tape converts them into the arena instead of scratch and backward reads them: one
+ * conversion of each per step instead of two. Lifetime = the node's forward to its backward
+ * in one step (the arena is reset at step end), when its inputs cannot change: nothing can
+ * go stale across optimizer steps or unit gathers. Linears recorded just before that read
+ * the same x (q, k, v projections) share its copy. Not kept: w of a sharded unit (FSDP:
+ * keeping it would hold half of a gathered unit through forward; backward gathers and
+ * converts it again), a bf16 operand (used in place), and anything off the tape. */
+typedef struct { const uint16_t *x, *w; } linear_bf16;
+
+static bool g_linear_keep = true;   /* tests compare against the path without it */
+void volt__cpu_linear_keep_bf16(bool on) { g_linear_keep = on; }
+
+#define LINEAR_SHARE_BACK 4   /* earlier tape nodes searched for a shared x copy */
+
+static volt_node *tape_node(volt_step *s, volt_node *n) {   /* n if on the tape, else NULL */
+    return s->n_nodes > 0 && n == &s->tape[s->n_nodes - 1] ? n : NULL;
+}
+
+static const uint16_t *arena_bf16(volt_step *s, const volt_tensor *t) {
+    uint16_t *b = volt_step_alloc(s, sizeof(uint16_t) * (size_t)volt_tensor_numel(t));
+    if (b) volt_convert(b, VOLT_BF16, t->data, t->dtype, volt_tensor_numel(t));
+    return b;
+}
+
+/* n's saved bf16 operands (NULL members: convert at use) */
+static linear_bf16 *linear_keep(volt_step *s, volt_node *n) {
+    volt_tensor *x = n->in[0], *w = n->in[1];
+    linear_bf16 *k = volt_step_alloc(s, sizeof *k);
+    if (!k) return NULL;
+    k->x = k->w = NULL;
+    if (volt__needs_grad(w) && x->dtype != VOLT_BF16) {
+        for (int i = s->n_nodes - 2; i >= 0 && i >= s->n_nodes - 1 - LINEAR_SHARE_BACK && !k->x; i--) {
+            const volt_node *p = &s->tape[i];
+            if (p->op == VOLT_OP_LINEAR && p->in[0] == x && p->saved) k->x = ((const linear_bf16 *)p->saved)->x;
+        }
+        if (!k->x && !(k->x = arena_bf16(s, x))) return NULL;
+    }
+    const volt_unit_hooks *h = s->params ? s->params->hooks : NULL;
+    bool sharded = w->unit && h && h->unit_use;
+    if (volt__needs_grad(x) && w->dtype != VOLT_BF16 && !sharded && !(k->w = arena_bf16(s, w))) return NULL;
+    return k;
+}
+
 volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
-    const void *x = operand(s, n->in[0], cd, 0), *w = operand(s, n->in[1], cd, 1);
+    const linear_bf16 *kept = NULL;
+    if (native_bf16(cd) && g_linear_keep && tape_node(s, n)) {
+        if (!(kept = linear_keep(s, n))) return VOLT_ERR_NOMEM;
+        n->saved = (void *)(uintptr_t)kept;
+    }
+    const void *x = kept && kept->x ? kept->x : operand(s, n->in[0], cd, 0);
+    const void *w = kept && kept->w ? kept->w : operand(s, n->in[1], cd, 1);
     if (!x || !w) return s->status;
     volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
     if (n->n_in == 3) g.bias = n->in[2]->data;
@@ -122,9 +175,10 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
+    const linear_bf16 *kept = native_bf16(cd) ? n->saved : NULL;   /* forward's bf16 copies */
     const void *dy = operand_f32(s, n->out->grad, R * O, cd, 0);
-    const void *wf = volt__needs_grad(x) ? operand(s, w, cd, 1) : NULL;
-    const void *xf = volt__needs_grad(w) ? operand(s, x, cd, 2) : NULL;
+    const void *wf = !volt__needs_grad(x) ? NULL : kept && kept->w ? kept->w : operand(s, w, cd, 1);
+    const void *xf = !volt__needs_grad(w) ? NULL : kept && kept->x ? kept->x : operand(s, x, cd, 2);
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
     /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
     if (n->grad_mode[0]) {   /* dx (R,I) += dy (R,O) w (O,I) */
