@@ -67,7 +67,7 @@ run() {
     if [ "$side" = volt ]; then
         sed -n '1s/.*; GEMM \(.*\)$/\1/p' <<<"$out" >"$LIBS.volt"
     else
-        sed -n '1s/.*; GEMM \(.*\)$/\1/p' <<<"$out" | grep -o 'libopenblas[^ ,]*\|libmkl[^ ,]*\|libblas[^ ,]*' | head -1 >"$LIBS.torch"
+        sed -n '1s/.*; GEMM \(.*\)$/\1/p' <<<"$out" | { grep -o 'libopenblas[^ ,]*\|libmkl[^ ,]*' || grep -o 'libblas[^ ,]*'; } | head -1 >"$LIBS.torch"
     fi
     local rss
     rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): \([0-9]*\)$/\1/p' "$log")

@@ -22,8 +22,12 @@ if [ ! -x "$APP" ] || [ -n "$(find . \( -path ./.git -o -path './build*' -o -pat
         -print -quit)" ] || [ build/CMakeCache.txt -nt "$APP" ]; then
     cmake --build build -j"$(nproc)" --target volt-text-classification >/dev/null
 fi
-# Sleeping (not spinning) OpenMP workers: on a busy machine spin-waiting costs several times.
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# OpenMP waits: spin briefly (20,000 iterations, tens of microseconds), then sleep — unless
+# the caller sets OMP_WAIT_POLICY or GOMP_SPINCOUNT. The step's parallel regions each wake
+# the other thread: sleeping at once (passive) makes every wake a futex round trip, libgomp's
+# default spin (300,000) starves the other thread on a busy machine; this is faster than
+# both, quiet or busy (docs/TEXT_CLASSIFICATION.md).
+export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-20000}"
 exec "./$APP" --data spam --model-preset small --max-length 128 \
     --epochs 2 --lr 5e-4 --optimizer adamw --weight-decay 0.01 --lr-schedule linear --warmup-steps 100 \
     --root ./runs/text "$@"
