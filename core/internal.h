@@ -171,6 +171,9 @@ struct volt_step {
     char errmsg[512];
     /* precision (core/ops_cast.c): GEMM operand dtype */
     volt_dtype compute_dtype;
+    /* tests: linears convert their bf16 operands at use instead of keeping forward's copies
+     * for backward (core/cpu/basic.c), to compare the two paths */
+    bool linear_keep_bf16_off;
     /* kernel scratch reused by every op (16-bit operands converted to f32): device memory
      * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];

@@ -10,6 +10,7 @@
 #include "volt/trainer.h"
 #include "volt/precision.h"
 #include "core/device.h"
+#include "core/internal.h"   /* volt_step: linear_keep_bf16_off */
 #include "core/cpu/kernels.h"   /* volt__cpu_bf16_native */
 
 /* Device memory (tensors' data and grads, unit buffers, optimizer states) is read and
@@ -1032,12 +1033,11 @@ static void test_linear_bf16_kept(void) {
     for (int it = 0; it < 3; it++) {
         float *kept[6], *plain[6];
         linear_run(s, x, x2, w1, w2, b, g, kept);
-        volt__cpu_linear_keep_bf16(false);
         volt_step *f;
         CHECK_OK(volt_step_create(&cfg, &f));
+        f->linear_keep_bf16_off = true;   /* this step converts at use */
         linear_run(f, x, x2, w1, w2, b, g, plain);
         volt_step_destroy(f);
-        volt__cpu_linear_keep_bf16(true);
         bool same = true;
         for (int j = 0; j < 6; j++)
             same &= kept[j] && plain[j] && !memcmp(kept[j], plain[j], sizeof(float) * (size_t)len[j]);

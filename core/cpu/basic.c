@@ -102,8 +102,6 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
  * converts it again), a bf16 operand (used in place), and anything off the tape. */
 typedef struct { const uint16_t *x, *w; } linear_bf16;
 
-static bool g_linear_keep = true;   /* tests compare against the path without it */
-void volt__cpu_linear_keep_bf16(bool on) { g_linear_keep = on; }
 
 #define LINEAR_SHARE_BACK 4   /* earlier tape nodes searched for a shared x copy */
 
@@ -140,7 +138,7 @@ volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
     const linear_bf16 *kept = NULL;
-    if (native_bf16(cd) && g_linear_keep && tape_node(s, n)) {
+    if (native_bf16(cd) && !s->linear_keep_bf16_off && tape_node(s, n)) {
         if (!(kept = linear_keep(s, n))) return VOLT_ERR_NOMEM;
         n->saved = (void *)(uintptr_t)kept;
     }

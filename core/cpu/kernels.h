@@ -101,9 +101,6 @@ void volt__cpu_gemm_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, floa
 /* True when GEMMs with bf16 operands run natively (oneDNN reports AVX512-BF16 or AMX; not
  * with VOLT_CPU_BF16=0 or VOLT_GEMM=openblas). */
 bool volt__cpu_bf16_native(void);
-/* Linear nodes keep forward's bf16 operands for backward (core/cpu/basic.c); on by
- * default, off only for tests comparing against the path without it. Not thread-safe. */
-void volt__cpu_linear_keep_bf16(bool on);
 /* "oneDNN 2.6.3 (avx512_core_bf16), native bf16" or "OpenBLAS ...": for benchmarks. */
 const char *volt__cpu_gemm_library(void);
 /* A float tensor's data as bf16 bits: itself when bf16, else converted (round to nearest
