@@ -206,6 +206,20 @@ bool volt__any_null(volt_step *s, int n, volt_tensor *const *in);
 volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,
                              const volt_tensor *a, const volt_tensor *b);
 volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t, const char *want);
+/* An embedding id outside [0, num) at flat position pos of ids: the step's error, naming the
+ * position as a multi-index into ids' shape (core/ops_act.c; every backend's kernel). */
+volt_status volt__embedding_id_err(volt_step *s, const volt_tensor *ids, int64_t pos, int64_t id, int64_t num);
+/* A shape's dims and row-major strides padded to 4 with leading size-1 dims (stride 0):
+ * the permute kernels' index arithmetic. ndim <= 4. */
+static inline void volt__shape_pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
+    int off = 4 - sh.ndim;
+    int64_t acc = 1;
+    for (int i = 3; i >= 0; i--) {
+        d[i] = i >= off ? sh.d[i - off] : 1;
+        st[i] = i >= off ? acc : 0;
+        acc *= d[i];
+    }
+}
 
 /* Host-memory bump allocation for the step's bookkeeping (released at step end). */
 void *volt__step_host_alloc(volt_step *s, size_t bytes);

@@ -2,6 +2,7 @@
  * recording; the math is in the backend kernels (core/cpu/act.c). gelu, gelu_tanh, tanh
  * and sigmoid share the unary front-end in core/ops_basic.c. */
 #include <math.h>
+#include <stdio.h>
 #include "core/internal.h"
 #include "volt/ops.h"
 #include "volt/dtype.h"
@@ -107,4 +108,19 @@ volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p) {
     if (p == 0.f) return x;
     at.dropout.p = p;
     return volt__op(s, VOLT_OP_DROPOUT, 1, &x, VOLT_F32, x->shape, &at);
+}
+
+volt_status volt__embedding_id_err(volt_step *s, const volt_tensor *ids, int64_t pos, int64_t id, int64_t num) {
+    char at[96];
+    int len = 0;
+    int64_t rem = pos, idx[VOLT_MAX_DIMS] = { 0 };
+    for (int d = ids->shape.ndim - 1; d >= 0; d--) {
+        idx[d] = ids->shape.d[d] ? rem % ids->shape.d[d] : 0;
+        rem = ids->shape.d[d] ? rem / ids->shape.d[d] : 0;
+    }
+    at[0] = 0;
+    for (int d = 0; d < ids->shape.ndim; d++)
+        len += snprintf(at + len, sizeof at - (size_t)len, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "embedding: ids[%s] = %lld is outside [0, %lld)", at,
+                          (long long)id, (long long)num);
 }

@@ -465,18 +465,7 @@ volt_status volt__cpu_EMBEDDING_fwd(volt_step *s, volt_node *n) {
     for (int64_t p = 0; p < N; p++) {
         int64_t id = id_at(ids, p);
         if (id >= 0 && id < V) continue;
-        char pos[96];   /* the position as a multi-index into ids' shape */
-        int len = 0;
-        int64_t rem = p, idx[VOLT_MAX_DIMS] = { 0 };
-        for (int d = ids->shape.ndim - 1; d >= 0; d--) {
-            idx[d] = ids->shape.d[d] ? rem % ids->shape.d[d] : 0;
-            rem = ids->shape.d[d] ? rem / ids->shape.d[d] : 0;
-        }
-        pos[0] = 0;
-        for (int d = 0; d < ids->shape.ndim; d++)
-            len += snprintf(pos + len, sizeof pos - (size_t)len, "%s%lld", d ? ", " : "", (long long)idx[d]);
-        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "embedding: ids[%s] = %lld is outside [0, %lld)",
-                              pos, (long long)id, (long long)V);
+        return volt__embedding_id_err(s, ids, p, id, V);
     }
     const float *tab = n->in[1]->data;
     float *y = n->out->data;

@@ -34,7 +34,7 @@
 #include <omp.h>
 #include <string.h>
 #include "core/cpu/kernels.h"
-#include "core/cpu/convert.h"
+#include "core/convert.h"
 
 #define QTILE 64          /* query rows per tile */
 #define KEY_ROUND 64      /* native bf16 tiles: key counts rounded up to this (at most Tk) */

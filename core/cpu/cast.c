@@ -6,7 +6,7 @@
  * bf16 = f32 >> 16; f16 after F. Giesen's float_to_half_fast3_rtne / half_to_float. */
 #include <string.h>
 #include "core/cpu/kernels.h"
-#include "core/cpu/convert.h"
+#include "core/convert.h"
 #include "volt/dtype.h"
 
 #define CONV_PAR_MIN 65536   /* below this many elements a conversion runs on one thread */
@@ -14,7 +14,7 @@
 /* uint32_t that may alias a float: the loops read and write float arrays through it */
 typedef uint32_t __attribute__((may_alias)) u32a;
 
-/* the bit conversions themselves: core/cpu/convert.h (shared with the parameter math) */
+/* the bit conversions themselves: core/convert.h (shared with the parameter math) */
 
 uint16_t volt_f32_to_bf16(float x) { return volt__f2bf(volt__f_bits(x)); }
 float volt_bf16_to_f32(uint16_t h) { return volt__bits_f(volt__bf2f(h)); }

@@ -9,7 +9,7 @@
  * in f32, with the per-step scalars (volt_opt_coef) computed by the host in double. Every
  * element is independent, so the OpenMP split cannot change a result bit; 16-bit values
  * or states are widened to f32 per span of OPT_SPAN elements (on the stack, with the
- * inline conversions of core/cpu/convert.h: no OpenMP region per span), updated with the
+ * inline conversions of core/convert.h: no OpenMP region per span), updated with the
  * same operations and rounded to nearest even on store. */
 #include <math.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #endif
 #include "core/cpu/kernels.h"
-#include "core/cpu/convert.h"
+#include "core/convert.h"
 #include "volt/dtype.h"
 
 /* Below this many floats a segment is updated by one thread (fork/join costs more). */

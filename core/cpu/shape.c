@@ -36,22 +36,12 @@ static void gather4(const void *src, void *dst, size_t esz, const int64_t D[4], 
     }
 }
 
-/* x's dims and row-major strides, padded to 4 with leading size-1 dims. */
-static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
-    int off = 4 - sh.ndim;
-    int64_t acc = 1;
-    for (int i = 3; i >= 0; i--) {
-        d[i] = i >= off ? sh.d[i - off] : 1;
-        st[i] = i >= off ? acc : 0;
-        acc *= d[i];
-    }
-}
 
 volt_status volt__cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
     const int32_t *perm = n->attr.permute.perm;
     int nd = n->attr.permute.ndim, off = 4 - nd;
     int64_t xd[4], xs[4], D[4], S[4];
-    pad4(n->in[0]->shape, xd, xs);
+    volt__shape_pad4(n->in[0]->shape, xd, xs);
     for (int i = 0; i < 4; i++) {           /* output dim i reads input dim perm[i] */
         int src = i >= off ? perm[i - off] + off : i;
         D[i] = xd[src];
@@ -65,8 +55,8 @@ volt_status volt__cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
     const int32_t *perm = n->attr.permute.perm;
     int nd = n->attr.permute.ndim, off = 4 - nd;
     int64_t xd[4], xs[4], yd[4], ys[4], S[4];
-    pad4(n->in[0]->shape, xd, xs);
-    pad4(n->out->shape, yd, ys);
+    volt__shape_pad4(n->in[0]->shape, xd, xs);
+    volt__shape_pad4(n->out->shape, yd, ys);
     for (int i = 0; i < 4; i++) S[i] = ys[i];
     for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
     /* first write (core/internal.h): a fresh dx is a plain copy */

@@ -32,7 +32,7 @@ int volt_cu_colsum(void *stream, const float *dy, const float *a, int64_t R, int
 int volt_cu_unary(void *stream, int op, const float *x, float *y, int64_t n);
 int volt_cu_unary_grad(void *stream, int op, const float *x, const float *y, const float *dy, float *dx, int64_t n,
                        bool acc);
-/* n elements of src (src_dt) into dst (dst_dt): rounding to nearest even as core/cpu/convert.h */
+/* n elements of src (src_dt) into dst (dst_dt): rounding to nearest even as core/convert.h */
 int volt_cu_convert(void *stream, void *dst, int dst_dt, const void *src, int src_dt, int64_t n);
 /* y = 0..n-1 as i64 (is64) or i32 */
 int volt_cu_arange(void *stream, void *y, int64_t n, bool is64);

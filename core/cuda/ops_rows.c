@@ -105,20 +105,8 @@ static volt_status embedding_fwd(volt_step *s, volt_node *n) {
     int64_t info[2];
     volt_status st = CHECK(volt_cu_embedding_check(STREAM, ids->data, i64, at->n, at->num, c->info), "embedding");
     if (st < 0 || (st = volt__cuda_read2(s, c->info, info)) < 0) return st;
-    if (info[0] != INT64_MAX) {   /* the position as a multi-index into ids' shape, as on the CPU */
-        char pos[96];
-        int len = 0;
-        int64_t rem = info[0], idx[VOLT_MAX_DIMS] = { 0 };
-        for (int d = ids->shape.ndim - 1; d >= 0; d--) {
-            idx[d] = ids->shape.d[d] ? rem % ids->shape.d[d] : 0;
-            rem = ids->shape.d[d] ? rem / ids->shape.d[d] : 0;
-        }
-        pos[0] = 0;
-        for (int d = 0; d < ids->shape.ndim; d++)
-            len += snprintf(pos + len, sizeof pos - (size_t)len, "%s%lld", d ? ", " : "", (long long)idx[d]);
-        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "embedding: ids[%s] = %lld is outside [0, %lld)", pos,
-                              (long long)host_index(s, ids, info[0]), (long long)at->num);
-    }
+    if (info[0] != INT64_MAX)   /* the first bad position: the same message as on the CPU */
+        return volt__embedding_id_err(s, ids, info[0], host_index(s, ids, info[0]), at->num);
     return CHECK(volt_cu_embedding(STREAM, ids->data, i64, n->in[1]->data, n->out->data, at->n, at->dim, at->num),
                  "embedding");
 }

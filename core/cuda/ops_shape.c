@@ -6,22 +6,12 @@
 #define STREAM volt__cuda_stream(s)
 #define CHECK(rc, what) volt__cuda_check(s, (rc), (what))
 
-/* dims and row-major strides padded to 4 with leading size-1 dims (stride 0) */
-static void pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {
-    int off = 4 - sh.ndim;
-    int64_t acc = 1;
-    for (int i = 3; i >= 0; i--) {
-        d[i] = i >= off ? sh.d[i - off] : 1;
-        st[i] = i >= off ? acc : 0;
-        acc *= d[i];
-    }
-}
 
 static volt_status permute_fwd(volt_step *s, volt_node *n) {
     const int32_t *perm = n->attr.permute.perm;
     const int off = 4 - n->attr.permute.ndim;
     int64_t xd[4], xs[4], D[4], S[4];
-    pad4(n->in[0]->shape, xd, xs);
+    volt__shape_pad4(n->in[0]->shape, xd, xs);
     for (int i = 0; i < 4; i++) {   /* output dim i reads input dim perm[i] */
         int src = i >= off ? perm[i - off] + off : i;
         D[i] = xd[src];
@@ -35,8 +25,8 @@ static volt_status permute_bwd(volt_step *s, volt_node *n) {
     const int32_t *perm = n->attr.permute.perm;
     const int off = 4 - n->attr.permute.ndim;
     int64_t xd[4], xs[4], yd[4], ys[4], S[4];
-    pad4(n->in[0]->shape, xd, xs);
-    pad4(n->out->shape, yd, ys);
+    volt__shape_pad4(n->in[0]->shape, xd, xs);
+    volt__shape_pad4(n->out->shape, yd, ys);
     for (int i = 0; i < 4; i++) S[i] = ys[i];
     for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
     int rc = volt__cuda_acc(n, 0) ? volt_cu_gather4_add_f32(STREAM, n->out->grad, n->in[0]->grad, xd, S)

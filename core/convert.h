@@ -1,23 +1,32 @@
-/* core/cpu/convert.h — the f32 <-> bf16/f16 bit conversions as inline functions, for CPU
- * loops that convert a span at a time inside their own parallel region (the optimizer's
- * 16-bit update, core/cpu/param_math.c) instead of calling volt_convert, whose OpenMP
- * region per call costs more than a 2048-element span. The same formulas, so the same
- * bits everywhere: core/cpu/cast.c's array conversions use them too. RNE relies on the default
- * rounding mode; selects are masks so the loops if-convert and vectorise. */
-#ifndef VOLT_CPU_CONVERT_H
-#define VOLT_CPU_CONVERT_H
+/* core/convert.h — the f32 <-> bf16/f16 bit conversions as inline functions, for loops
+ * that convert a span at a time inside their own parallel region (the optimizer's 16-bit
+ * update, core/cpu/param_math.c) instead of calling volt_convert, whose OpenMP region per
+ * call costs more than a 2048-element span. One copy of the formulas for every backend,
+ * so a value rounds to the same bits everywhere: core/cpu/cast.c's array conversions use
+ * them, and the cuda kernels compile the same functions for the device (core/cuda/
+ * common.cuh; VOLT_CONVERT_FN is __host__ __device__ under nvcc). RNE relies on the
+ * default rounding mode (the f16 subnormal case's float add; nvcc does not contract an add
+ * alone); selects are masks so the loops if-convert and vectorise. */
+#ifndef VOLT_CONVERT_H
+#define VOLT_CONVERT_H
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t volt__f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float volt__bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t volt__sel(uint32_t mask, uint32_t a, uint32_t b) { return (mask & a) | (~mask & b); }
-static inline uint32_t volt__mask_if(bool c) { return 0u - (uint32_t)c; }
+#ifdef __CUDACC__
+#define VOLT_CONVERT_FN static __host__ __device__ __forceinline__
+#else
+#define VOLT_CONVERT_FN static inline
+#endif
+
+VOLT_CONVERT_FN uint32_t volt__f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+VOLT_CONVERT_FN float volt__bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+VOLT_CONVERT_FN uint32_t volt__sel(uint32_t mask, uint32_t a, uint32_t b) { return (mask & a) | (~mask & b); }
+VOLT_CONVERT_FN uint32_t volt__mask_if(bool c) { return 0u - (uint32_t)c; }
 
 /* f32 bits -> bf16 bits: round to nearest even; NaN -> quiet NaN with the sign and top
  * payload bits. */
-static inline uint16_t volt__f2bf(uint32_t u) {
+VOLT_CONVERT_FN uint16_t volt__f2bf(uint32_t u) {
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     uint32_t q = (u >> 16) | 0x40u;
     return (uint16_t)volt__sel(0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u), q, r);
@@ -28,7 +37,7 @@ static inline uint16_t volt__f2bf(uint32_t u) {
  *   subnormal (|x| < 2^-14): |x| + 0.5f puts the 10 f16 mantissa bits at the bottom of a
  *           float whose ulp is 2^-24; the FP add rounds to nearest even;
  *   |x| >= 65536: inf, or a quiet NaN keeping the top 10 payload bits. */
-static inline uint16_t volt__f2h(uint32_t x) {
+VOLT_CONVERT_FN uint16_t volt__f2h(uint32_t x) {
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t a = x & 0x7fffffffu;
     uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
@@ -38,7 +47,7 @@ static inline uint16_t volt__f2h(uint32_t x) {
     return (uint16_t)(r | sign);
 }
 /* f16 bits -> f32 bits, exact; NaN payloads kept, quiet bit set. */
-static inline uint32_t volt__h2f(uint16_t h) {
+VOLT_CONVERT_FN uint32_t volt__h2f(uint16_t h) {
     uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
     uint32_t e = o & 0x0f800000u;
     uint32_t normal = o + 0x38000000u;
@@ -47,5 +56,5 @@ static inline uint32_t volt__h2f(uint16_t h) {
     uint32_t r = volt__sel(volt__mask_if(e == 0x0f800000u), special, volt__sel(volt__mask_if(e == 0), sub, normal));
     return r | (((uint32_t)h & 0x8000u) << 16);
 }
-static inline uint32_t volt__bf2f(uint16_t h) { return (uint32_t)h << 16; }
+VOLT_CONVERT_FN uint32_t volt__bf2f(uint16_t h) { return (uint32_t)h << 16; }
 #endif
