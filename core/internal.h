@@ -47,7 +47,7 @@ typedef struct volt_pool {
     volt_pool_ext *ext;    /* blocks of their own for requests that did not fit (host list) */
     int n_ext, cap_ext;
     bool overflowed;       /* since the last reset: regrow then */
-    size_t used, step_peak, peak;   /* bytes handed out now, max this step, max ever */
+    size_t used, step_peak;   /* bytes handed out now, max this step (the regrow size) */
     uint64_t heap_allocs;
 } volt_pool;
 void volt__pool_init(volt_pool *p, volt_device *dev);

@@ -125,7 +125,6 @@ void volt__pool_reset(volt_pool *p) {
         }
     }
     p->overflowed = false;
-    if (p->step_peak > p->peak) p->peak = p->step_peak;
     p->step_peak = 0;
     p->used = 0;
     segs_reset(p);
