@@ -95,6 +95,7 @@ typedef struct volt_attr_dropout { uint32_t call; float p; } volt_attr_dropout; 
 typedef struct volt_attr_attention {
     int64_t B, H, Tq, Tk, D;
     bool causal;
+    bool packed;                           /* q, k, v, out (B, T, H*D): heads side by side in a row */
     float scale, dropout;
     volt_dtype compute;
     uint32_t call;                         /* dropout call index in the step (RNG) */
@@ -178,7 +179,21 @@ struct volt_step {
      * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];
     size_t scratch_cap[VOLT_SCRATCH_SLOTS];
+    /* VOLT_PROFILE=1: per-op kernel times (core/profile.c); NULL when off */
+    struct volt_profile *prof;
 };
+
+/* ---- per-op profile (core/profile.c; VOLT_PROFILE=1, VOLT_PROFILE_WARMUP=N) ---- */
+typedef struct volt_profile volt_profile;
+double volt__now(void);                                  /* CLOCK_MONOTONIC seconds */
+volt_status volt__profile_create(volt_step *s);          /* s->prof from the environment */
+void volt__profile_destroy(volt_step *s);                /* prints the table to stderr, frees */
+void volt__profile_begin(volt_step *s);
+void volt__profile_end(volt_step *s);
+double volt__profile_mark(volt_step *s);                 /* a start time (0 when not counting) */
+/* adds now - t0 to op's forward (what 0), backward (1) or to the grad set-up (2) */
+void volt__profile_add(volt_step *s, volt_op_id op, int what, double t0);
+size_t volt__profile_format(const volt_step *s, char *buf, size_t len);
 
 /* Kernel scratch slot `slot` (< VOLT_SCRATCH_SLOTS) of at least n floats of device memory
  * (the step's backend allocates it), 64-byte aligned, valid until the next request of that

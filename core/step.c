@@ -43,12 +43,17 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
     }
     volt__pool_init(&s->grads, dev);
     s->heap_allocs = 1;
+    if (volt__profile_create(s) < 0) {
+        volt_step_destroy(s);
+        return VOLT_ERR_NOMEM;
+    }
     *out = s;
     return VOLT_OK;
 }
 
 void volt_step_destroy(volt_step *s) {
     if (!s) return;
+    volt__profile_destroy(s);
     volt__scratch_free(s);
     volt__pool_free(&s->grads);
     volt__arena_free(&s->arena);
@@ -96,12 +101,14 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     s->loss = NULL;
     s->status = VOLT_OK;
     s->errmsg[0] = 0;
+    if (s->prof) volt__profile_begin(s);
     if (s->params && !volt_params_finalized(s->params))
         return volt_step_fail(s, VOLT_ERR_STATE, "step: parameter store is not finalized");
     return VOLT_OK;
 }
 
 void volt_step_end(volt_step *s) {
+    if (s->prof && s->active) volt__profile_end(s);
     s->active = false;
     s->n_nodes = 0;
     volt__pool_reset(&s->grads);
@@ -347,7 +354,9 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
             volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: not implemented on backend '%s'", k->name, s->be->name);
             return NULL;
         }
+        double t0 = s->prof ? volt__profile_mark(s) : 0.;
         volt_status st = k->forward(s, n);
+        if (s->prof) volt__profile_add(s, op, 0, t0);
         if (st < 0) {
             if (s->status >= 0) volt_step_fail(s, st, "%s: forward failed (%s)", k->name, volt_status_str(st));
             return NULL;
@@ -455,11 +464,17 @@ static volt_status run_backward(volt_step *s) {
         volt_node *n = &s->tape[i];
         if (n->out->grad) {
             if (n_units && use_units(s, n->n_in, n->in, i, false) < 0) return s->status;   /* stale units */
+            double t0 = s->prof ? volt__profile_mark(s) : 0.;
             if (prepare_grads(s, n) < 0) return s->status;
+            if (s->prof) {
+                volt__profile_add(s, n->op, 2, t0);
+                t0 = volt__profile_mark(s);
+            }
             const volt_kernel *kern = &s->be->kernels[n->op];
             if (!kern->backward)
                 return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "%s: backward not implemented", kern->name);
             volt_status st = kern->backward(s, n);
+            if (s->prof) volt__profile_add(s, n->op, 1, t0);
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
             release_out_grad(s, n, i);
         }

@@ -55,17 +55,11 @@ volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim
     return VOLT_OK;
 }
 
-/* (B, T, D) -> (B, H, T, dh) */
-static volt_tensor *split_heads(volt_step *s, volt_tensor *x, int64_t B, int64_t T, int64_t H, int64_t dh) {
-    static const int perm[4] = { 0, 2, 1, 3 };
-    return volt_permute(s, volt_reshape(s, x, VOLT_SHAPE(B, T, H, dh)), perm);
-}
-
 volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *xq, volt_tensor *xkv,
                                volt_tensor *key_mask) {
     if (!a || !a->q.weight) return volt__nn_undeclared(s, "attention");
     if (!xq || !xkv) return volt_linear(s, xq ? xkv : xq, a->q.weight, NULL);   /* records the NULL input */
-    int64_t D = a->dim, H = a->n_heads, dh = D / H;
+    int64_t D = a->dim, H = a->n_heads;
     if (xq->shape.ndim != 3 || xkv->shape.ndim != 3 || xq->shape.d[2] != D || xkv->shape.d[2] != D ||
         xq->shape.d[0] != xkv->shape.d[0]) {
         char sa[64], sb[64];
@@ -73,7 +67,7 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
                        volt_shape_str(xq->shape, sa, sizeof sa), volt_shape_str(xkv->shape, sb, sizeof sb));
         return NULL;
     }
-    int64_t B = xq->shape.d[0], Tq = xq->shape.d[1], Tk = xkv->shape.d[1];
+    int64_t B = xq->shape.d[0], Tk = xkv->shape.d[1];
     if (key_mask && (key_mask->shape.ndim != 2 || key_mask->shape.d[0] != B || key_mask->shape.d[1] != Tk ||
                      (key_mask->dtype != VOLT_U8 && key_mask->dtype != VOLT_I32 && key_mask->dtype != VOLT_I64))) {
         char sm[64];
@@ -82,12 +76,11 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
                        volt_shape_str(key_mask->shape, sm, sizeof sm));
         return NULL;
     }
-    static const int merge[4] = { 0, 2, 1, 3 };
-    volt_tensor *q = split_heads(s, volt_nn_linear_forward(s, &a->q, xq), B, Tq, H, dh); // (B, H, Tq, dh)
-    volt_tensor *k = split_heads(s, volt_nn_linear_forward(s, &a->k, xkv), B, Tk, H, dh);  // (B, H, Tk, dh)
-    volt_tensor *v = split_heads(s, volt_nn_linear_forward(s, &a->v, xkv), B, Tk, H, dh);
-    volt_tensor *ctx = volt_attention_dropout(s, q, k, v, key_mask, a->causal, a->dropout);      // (B, H, Tq, dh)
-    ctx = volt_reshape(s, volt_permute(s, ctx, merge), VOLT_SHAPE(B, Tq, D));            // (B, Tq, D)
+    /* q (B, Tq, D), k and v (B, Tk, D): the heads side by side in each row, read in place by
+     * the attention (no split/merge copies) */
+    volt_tensor *q = volt_nn_linear_forward(s, &a->q, xq), *k = volt_nn_linear_forward(s, &a->k, xkv);
+    volt_tensor *v = volt_nn_linear_forward(s, &a->v, xkv);
+    volt_tensor *ctx = volt_attention_heads(s, q, k, v, H, key_mask, a->causal, a->dropout);   // (B, Tq, D)
     return volt_nn_linear_forward(s, &a->out, ctx);
 }
 

@@ -5,7 +5,7 @@
  * and compares the output and the grads of q, k, v (or x): f32 relative 1e-4 of the
  * largest magnitude, 16-bit compute 1e-2. Dropout draws from the same Philox counters on
  * both backends, so a mask that differs in one element fails by far more than the
- * tolerance. Sizes: T = 1, 37, 128, 513 (partial tiles), B 2, H 3, D 64; key masks u8, i32,
+ * tolerance. Sizes: T = 1, 37, 128, 513 (partial tiles), B 2, H 3, D 64, both layouts (B, H, T, D) and packed (B, T, H*D); key masks u8, i32,
  * i64 (a hole, a padding tail, a fully masked batch row); causal; dropout 0, 0.1, 0.5;
  * grad modes STORE and ADD (q = k = v one tensor; an input used twice).
  * VOLT_TEST_AGAINST=cpu-strict runs the same comparisons without a GPU (checks this test). */
@@ -21,6 +21,7 @@ typedef struct acase {
     bool causal, self; /* self: q = k = v one tensor (STORE then ADD into its grad) */
     float p;
     volt_dtype compute;
+    bool packed;       /* volt_attention_heads: q, k, v (B, T, H*D) */
 } acase;
 
 typedef struct result { float *o, *dq, *dk, *dv; volt_status st; char err[256]; } result;
@@ -69,11 +70,14 @@ static result run(const char *backend, const acase *c, const float *q, const flo
     }
     volt_step_begin(s, true, 5);
     volt_step_set_compute_dtype(s, c->compute);
-    volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tq, c->D), q));
-    volt_tensor *tk = c->self ? tq : volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tk, c->D), k));
-    volt_tensor *tv = c->self ? tq : volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(c->B, c->H, c->Tk, c->D), v));
+    volt_shape sq = c->packed ? VOLT_SHAPE(c->B, c->Tq, c->H * c->D) : VOLT_SHAPE(c->B, c->H, c->Tq, c->D);
+    volt_shape sk = c->packed ? VOLT_SHAPE(c->B, c->Tk, c->H * c->D) : VOLT_SHAPE(c->B, c->H, c->Tk, c->D);
+    volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, sq, q));
+    volt_tensor *tk = c->self ? tq : volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, sk, k));
+    volt_tensor *tv = c->self ? tq : volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, sk, v));
     volt_tensor *tm = c->mask ? volt_tensor_from_host(s, mask_dt(c->mask), VOLT_SHAPE(c->B, c->Tk), mask) : NULL;
-    volt_tensor *o = volt_attention_dropout(s, tq, tk, tv, tm, c->causal, c->p);
+    volt_tensor *o = c->packed ? volt_attention_heads(s, tq, tk, tv, c->H, tm, c->causal, c->p)
+                               : volt_attention_dropout(s, tq, tk, tv, tm, c->causal, c->p);
     if (o && volt_step_backward_grad(s, o, dout) == VOLT_OK) {
         r.o = malloc(sizeof(float) * (size_t)nq);
         r.dq = malloc(sizeof(float) * (size_t)nq);
@@ -114,9 +118,9 @@ static void check_case(const acase *c) {
     void *mask = c->mask ? make_mask(c) : NULL;
     result rc = run("cpu", c, q, k, v, g, mask), rg = run(g_dev, c, q, k, v, g, mask);
     char name[160];
-    snprintf(name, sizeof name, "B%lld H%lld Tq%lld Tk%lld mask%d%s%s%s p%g %s", (long long)c->B, (long long)c->H,
+    snprintf(name, sizeof name, "B%lld H%lld Tq%lld Tk%lld mask%d%s%s%s%s p%g %s", (long long)c->B, (long long)c->H,
              (long long)c->Tq, (long long)c->Tk, c->mask, c->dead_row ? " dead-row" : "", c->causal ? " causal" : "",
-             c->self ? " q=k=v" : "", c->p, c->compute == VOLT_F32 ? "f32" : c->compute == VOLT_BF16 ? "bf16" : "f16");
+             c->self ? " q=k=v" : "", c->packed ? " packed" : "", c->p, c->compute == VOLT_F32 ? "f32" : c->compute == VOLT_BF16 ? "bf16" : "f16");
     CHECK(rc.st == VOLT_OK, "%s: cpu: %s", name, rc.err);
     CHECK(rg.st == VOLT_OK, "%s: cuda: %s", name, rg.err);
     if (rc.st == VOLT_OK && rg.st == VOLT_OK) {
@@ -198,22 +202,28 @@ int main(void) {
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
         int64_t T = Ts[ti];
         acase cs[] = {
-            { 2, 3, T, T, 64, 0, 0, false, false, 0.f, VOLT_F32 },
-            { 2, 3, T, T, 64, 1, 0, false, false, 0.1f, VOLT_F32 },
-            { 2, 3, T, T, 64, 3, 0, true, false, 0.f, VOLT_F32 },
-            { 2, 3, T, T, 64, 2, 1, true, false, 0.5f, VOLT_F32 },
-            { 2, 3, T, T, 64, 1, 0, false, true, 0.1f, VOLT_F32 },
-            { 2, 3, T, T, 64, 2, 0, false, false, 0.1f, VOLT_BF16 },
-            { 2, 3, T, T, 64, 0, 0, true, false, 0.f, VOLT_F16 },
+            { 2, 3, T, T, 64, 0, 0, false, false, 0.f, VOLT_F32, false },
+            { 2, 3, T, T, 64, 1, 0, false, false, 0.1f, VOLT_F32, false },
+            { 2, 3, T, T, 64, 3, 0, true, false, 0.f, VOLT_F32, false },
+            { 2, 3, T, T, 64, 2, 1, true, false, 0.5f, VOLT_F32, false },
+            { 2, 3, T, T, 64, 1, 0, false, true, 0.1f, VOLT_F32, false },
+            { 2, 3, T, T, 64, 2, 0, false, false, 0.1f, VOLT_BF16, false },
+            { 2, 3, T, T, 64, 0, 0, true, false, 0.f, VOLT_F16, false },
         };
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_case(&cs[i]);
     }
     /* cross attention, Tq != Tk */
-    check_case(&(acase){ 2, 3, 37, 129, 64, 1, 0, false, false, 0.1f, VOLT_F32 });
+    check_case(&(acase){ 2, 3, 37, 129, 64, 1, 0, false, false, 0.1f, VOLT_F32, false });
+    /* the packed layout (volt_attention_heads, what nn's attention uses): rows H*D apart */
+    check_case(&(acase){ 2, 3, 130, 130, 64, 1, 0, false, false, 0.1f, VOLT_F32, true });
+    check_case(&(acase){ 2, 3, 130, 130, 64, 2, 1, true, false, 0.f, VOLT_F32, true });
+    check_case(&(acase){ 2, 3, 37, 129, 64, 3, 0, false, false, 0.1f, VOLT_F32, true });
+    check_case(&(acase){ 2, 3, 513, 513, 64, 1, 0, false, false, 0.1f, VOLT_BF16, true });
+    check_case(&(acase){ 2, 3, 128, 128, 64, 1, 0, true, true, 0.1f, VOLT_F32, true });
 
     /* head dims other than 64: a clear error, not a wrong answer */
     {
-        acase c = { 1, 1, 8, 8, 32, 0, 0, false, false, 0.f, VOLT_F32 };
+        acase c = { 1, 1, 8, 8, 32, 0, 0, false, false, 0.f, VOLT_F32, false };
         float buf[256] = { 0 };
         result r = run(g_dev, &c, buf, buf, buf, buf, NULL);
         if (!strcmp(g_dev, "cuda"))

@@ -684,6 +684,103 @@ static void drop_errors(void) {
     volt_step_destroy(s);
 }
 
+/* volt_attention_heads (q, k, v, out as (B, T, H*D)) against the split/permute/merge it
+ * replaces: the same bits forward and backward (the grads land on the same packed leaves),
+ * the dropout mask and the later call indices included, for f32 and bf16 compute, padded
+ * keys, causal, Tq != Tk, 1 and 2 threads. */
+static void heads_run(int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, bool causal, const uint8_t *mask,
+                      float p, volt_dtype cd, bool packed, const float *q, const float *k, const float *v,
+                      const float *g, float *out) {
+    int64_t nq = B * Tq * H * D, nk = B * Tk * H * D;
+    volt_step *s = mkstep_seed(1 << 22, 77);
+    volt_step_set_compute_dtype(s, cd);
+    volt_step_begin(s, true, 3);
+    volt_tensor *tq = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, Tq, H * D), (void *)q));
+    volt_tensor *tk = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, Tk, H * D), (void *)k));
+    volt_tensor *tv = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, Tk, H * D), (void *)v));
+    volt_tensor *tm = mask ? volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, Tk), (void *)mask) : NULL;
+    volt_tensor *o;
+    if (packed) o = volt_attention_heads(s, tq, tk, tv, H, tm, causal, p);
+    else {
+        static const int split[4] = { 0, 2, 1, 3 };
+        volt_tensor *q4 = volt_permute(s, volt_reshape(s, tq, VOLT_SHAPE(B, Tq, H, D)), split);
+        volt_tensor *k4 = volt_permute(s, volt_reshape(s, tk, VOLT_SHAPE(B, Tk, H, D)), split);
+        volt_tensor *v4 = volt_permute(s, volt_reshape(s, tv, VOLT_SHAPE(B, Tk, H, D)), split);
+        o = volt_reshape(s, volt_permute(s, volt_attention_dropout(s, q4, k4, v4, tm, causal, p), split),
+                         VOLT_SHAPE(B, Tq, H * D));
+    }
+    volt_tensor *y = volt_dropout(s, o, 0.3f);
+    CHECK(y && volt_step_backward_grad(s, y, g) == VOLT_OK, "%s", volt_step_errmsg(s));
+    if (y) {
+        memcpy(out, y->data, sizeof(float) * (size_t)nq);
+        memcpy(out + nq, tq->grad, sizeof(float) * (size_t)nq);
+        memcpy(out + 2 * nq, tk->grad, sizeof(float) * (size_t)nk);
+        memcpy(out + 2 * nq + nk, tv->grad, sizeof(float) * (size_t)nk);
+    }
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
+static void heads_layout(void) {
+    static const struct { int64_t B, H, Tq, Tk, D; bool causal, mask; float p; } cs[] = {
+        { 2, 3, 70, 70, 16, false, true, 0.1f }, { 2, 3, 70, 70, 16, true, true, 0.f },
+        { 2, 2, 37, 150, 8, false, true, 0.3f }, { 1, 4, 130, 130, 64, true, false, 0.1f },
+    };
+    int max_threads = omp_get_max_threads();
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int64_t B = cs[c].B, H = cs[c].H, Tq = cs[c].Tq, Tk = cs[c].Tk, D = cs[c].D;
+        int64_t nq = B * Tq * H * D, nk = B * Tk * H * D, nout = 2 * nq + 2 * nk;
+        float *q = malloc(sizeof(float) * (size_t)nq), *k = malloc(sizeof(float) * (size_t)nk),
+              *v = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)nq);
+        float *a = malloc(sizeof(float) * (size_t)nout), *b = malloc(sizeof(float) * (size_t)nout);
+        uint8_t *mask = malloc((size_t)(B * Tk));
+        fill(q, nq); fill(k, nk); fill(v, nk); fill(g, nq);
+        for (int64_t t = 0; t < B * Tk; t++) mask[t] = (t / Tk == 0) ? t % Tk < Tk - 5 : (t % Tk) % 9 != 4;
+        for (int cd = 0; cd < 2; cd++)
+            for (int th = 1; th <= 2; th++) {
+                omp_set_num_threads(th);
+                volt_dtype dt = cd ? VOLT_BF16 : VOLT_F32;
+                const uint8_t *m = cs[c].mask ? mask : NULL;
+                heads_run(B, H, Tq, Tk, D, cs[c].causal, m, cs[c].p, dt, true, q, k, v, g, a);
+                heads_run(B, H, Tq, Tk, D, cs[c].causal, m, cs[c].p, dt, false, q, k, v, g, b);
+                int64_t bad = -1;
+                for (int64_t t = 0; t < nout && bad < 0; t++)
+                    if (memcmp(&a[t], &b[t], sizeof(float))) bad = t;
+                CHECK(bad < 0, "attention_heads case %zu (%s, %d threads): differs from split/merge at element %lld "
+                      "(%s): %.9g vs %.9g", c, cd ? "bf16" : "f32", th, (long long)bad,
+                      bad < nq ? "out" : bad < 2 * nq ? "dq" : bad < 2 * nq + nk ? "dk" : "dv",
+                      bad >= 0 ? a[bad] : 0., bad >= 0 ? b[bad] : 0.);
+            }
+        free(q); free(k); free(v); free(g); free(a); free(b); free(mask);
+    }
+    omp_set_num_threads(max_threads);
+    /* errors: n_heads, shapes */
+    volt_step *s = mkstep(1 << 16);
+    volt_step_begin(s, true, 0);
+    volt_tensor *x = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(2, 5, 12)), *x4 = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(2, 1, 5, 12));
+    volt_tensor *y = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(2, 5, 8));
+    CHECK(!volt_attention_heads(s, x, x, x, 0, NULL, false, 0.f) && volt_step_status(s) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_step_errmsg(s), "n_heads"), "n_heads 0: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_begin(s, true, 0);
+    CHECK(!volt_attention_heads(s, x, x, x, 5, NULL, false, 0.f) && volt_step_status(s) == VOLT_ERR_SHAPE &&
+          strstr(volt_step_errmsg(s), "divide"), "12 %% 5: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_begin(s, true, 0);
+    CHECK(!volt_attention_heads(s, x4, x4, x4, 3, NULL, false, 0.f) && volt_step_status(s) == VOLT_ERR_SHAPE,
+          "4-D input accepted: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_begin(s, true, 0);
+    CHECK(!volt_attention_heads(s, x, y, y, 3, NULL, false, 0.f) && volt_step_status(s) == VOLT_ERR_SHAPE,
+          "k of another width accepted: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_begin(s, true, 0);
+    CHECK(!volt_attention_heads(s, x, x, x, 3, NULL, false, 1.f) && volt_step_status(s) == VOLT_ERR_INVALID_ARG,
+          "p 1 accepted: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_destroy(s);
+}
+
 int main(void) {
     grads();
     reference();
@@ -697,5 +794,6 @@ int main(void) {
     drop_threads();
     drop_memory();
     drop_errors();
+    heads_layout();
     return vtest_finish();
 }

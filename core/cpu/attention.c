@@ -1,6 +1,10 @@
 /* CPU scaled dot-product attention, fused.
  *
- * q (B,H,Tq,D), k and v (B,H,Tk,D), out (B,H,Tq,D). Work goes by (b, h) block and, inside
+ * q (B,H,Tq,D), k and v (B,H,Tk,D), out (B,H,Tq,D); packed (volt_attention_heads): q
+ * (B,Tq,H*D), k and v (B,Tk,H*D), out (B,Tq,H*D), head h in columns [hD, (h+1)D). The
+ * kernels see a head's rows through a row stride (D, or H*D packed) and a block offset
+ * (attn_block): the tile products read them in place, so both layouts give the same
+ * bits. Work goes by (b, h) block and, inside
  * a block, by tiles of QTILE query rows: S = scale q k^T and P = softmax(S) for one tile live
  * only in a per-thread scratch (QTILE x Tk floats), so no (Tq, Tk) matrix is ever kept.
  * Forward saves the per-row logsumexp lse (B,H,Tq) for backward, which recomputes
@@ -51,6 +55,8 @@ typedef struct attn_dims {
     int64_t B, H, Tq, Tk, D;
     bool causal;
     bool bf;                          /* native bf16 tiles: q, k, v, dO are bf16 bits */
+    int64_t ld;                       /* row stride of q, k, v, out and their grads: D, or H*D packed */
+    bool packed;
     float scale;
     float p;                          /* attention dropout, 0 = none */
     uint64_t seed, offset, call;      /* its Philox stream (volt_dropout's counters) */
@@ -59,8 +65,13 @@ typedef struct attn_dims {
 static attn_dims dims_of(const volt_step *s, const volt_node *n) {
     const volt_attr_attention *at = &n->attr.attention;
     bool bf = at->compute == VOLT_BF16 && volt__cpu_bf16_native();
-    return (attn_dims){ at->B, at->H, at->Tq, at->Tk, at->D, at->causal, bf, at->scale,
-                        at->dropout, s->seed, s->rng_offset, at->call };
+    return (attn_dims){ at->B, at->H, at->Tq, at->Tk, at->D, at->causal, bf, at->packed ? at->H * at->D : at->D,
+                        at->packed, at->scale, at->dropout, s->seed, s->rng_offset, at->call };
+}
+
+/* Element offset of row 0 of block bh (= b H + h) in a tensor of T rows per head. */
+static int64_t attn_block(const attn_dims *a, int64_t bh, int64_t T) {
+    return a->packed ? (bh / a->H) * T * a->ld + (bh % a->H) * a->D : bh * T * a->D;
 }
 
 /* ---- tile GEMMs: f32, or bf16 operands (bits) when a->bf ----------------------------- */
@@ -259,15 +270,15 @@ static void row_drop(float *p, const float *u, int64_t n, float pd, float scale)
 static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, int64_t L, int64_t i0,
                      int64_t m, const void *q, const void *k, const void *v, float *o, float *lse,
                      float *S, float *inv, uint64_t e0, float *ubuf, uint16_t *hb) {
-    int64_t D = a->D;
-    float *ot = o + i0 * D;
+    int64_t D = a->D, ld = a->ld;
+    float *ot = o + i0 * ld;
     if (L == 0) {   /* every key masked: zero output, no NaN */
-        memset(ot, 0, sizeof(float) * (size_t)(m * D));
+        for (int64_t r = 0; r < m; r++) memset(ot + r * ld, 0, sizeof(float) * (size_t)D);
         if (lse) for (int64_t r = 0; r < m; r++) lse[i0 + r] = -INFINITY;
         return;
     }
     /* S (m, L) = scale * q[i0:i0+m] (m, D) k[0:L]^T (D, L) */
-    tile_gemm(a, 'N', 'T', m, L, D, a->scale, elem(a, q, i0 * D), D, k, D, 0.f, S, L);
+    tile_gemm(a, 'N', 'T', m, L, D, a->scale, elem(a, q, i0 * ld), ld, k, ld, 0.f, S, L);
     tile_softmax(a, valid, bias, S, L, i0, m, inv, lse ? lse + i0 : NULL);
     if (a->p > 0.f) {   /* the row sums (inv) are taken before dropping, as softmax then dropout */
         float scale = 1.f / (1.f - a->p);
@@ -278,11 +289,11 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         }
     }
     /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
-    tile_gemm(a, 'N', 'N', m, D, L, 1.f, tile_operand(a, S, m * L, hb), L, v, D, 0.f, ot, D);
+    tile_gemm(a, 'N', 'N', m, D, L, 1.f, tile_operand(a, S, m * L, hb), L, v, ld, 0.f, ot, ld);
     for (int64_t r = 0; r < m; r++) {
         float f = inv[r];
         #pragma omp simd
-        for (int64_t d = 0; d < D; d++) ot[r * D + d] *= f;
+        for (int64_t d = 0; d < D; d++) ot[r * ld + d] *= f;
     }
 }
 
@@ -311,7 +322,6 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     const void *v = attn_operand(s, &a, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
     if (!q || !k || !v) return s->status;
     float *o = n->out->data;
-    int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
     /* tiles are independent in forward: schedule them all; dynamic because padding makes
      * blocks unequal (the result does not depend on which thread runs a tile) */
     #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
@@ -320,8 +330,9 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
         int64_t L = tile_keys(&a, kv_len[b], i0 + m);
         float *S = scratch + per * omp_get_thread_num();
-        fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, elem(&a, q, bh * qs), elem(&a, k, bh * ks),
-                 elem(&a, v, bh * ks), o + bh * qs, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
+        int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
+        fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, elem(&a, q, qo), elem(&a, k, ko),
+                 elem(&a, v, ko), o + qo, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
                  (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE, (uint16_t *)(void *)(S + hbo));
     }
     return VOLT_OK;
@@ -359,12 +370,12 @@ static void tile_drop_factors(const attn_dims *a, uint64_t e0, int64_t L, int64_
 
 /* dS (m, L) in place, from dP = do v^T: dS = P * (dP - delta), delta (m) = rowsum(do * o);
  * with dropout factors W (m, L) (NULL = none), dS = P * (dP * W - delta). o and dout are
- * the tile's rows (m, D). */
+ * the tile's rows (m, D), ld apart. */
 VOLT_SIMD_CLONES
 static void tile_dsoftmax(const float *P, const float *W, float *dS, int64_t L, int64_t m, const float *o,
-                          const float *dout, int64_t D) {
+                          const float *dout, int64_t D, int64_t ld) {
     for (int64_t r = 0; r < m; r++) {
-        const float *orow = o + r * D, *drow = dout + r * D, *p = P + r * L;
+        const float *orow = o + r * ld, *drow = dout + r * ld, *p = P + r * L;
         float dl = 0.f, *ds = dS + r * L;
         #pragma omp simd reduction(+ : dl)
         for (int64_t d = 0; d < D; d++) dl += orow[d] * drow[d];
@@ -396,26 +407,26 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
                      const void *q, const void *k, const void *v, const float *o, const void *dout,
                      const float *dout32, const float *lse, attn_grads g, float *P, float *dS, float *W,
                      uint64_t e0, float *ubuf, uint16_t *hb) {
-    int64_t D = a->D;
+    int64_t D = a->D, ld = a->ld;
     if (L == 0) return;   /* every key masked: no gradient */
-    const void *qt = elem(a, q, i0 * D), *dot = elem(a, dout, i0 * D);
-    tile_gemm(a, 'N', 'T', m, L, D, a->scale, qt, D, k, D, 0.f, P, L);
+    const void *qt = elem(a, q, i0 * ld), *dot = elem(a, dout, i0 * ld);
+    tile_gemm(a, 'N', 'T', m, L, D, a->scale, qt, ld, k, ld, 0.f, P, L);
     tile_probs(a, valid, P, L, i0, m, lse + i0);
     bool drop = a->p > 0.f;
     if (drop) tile_drop_factors(a, e0, L, i0, m, lse + i0, W, ubuf);
     if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
         if (drop) tile_mul(P, W, dS, m * L);
-        tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, D, 1.f, g.dv, D);
+        tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, ld, 1.f, g.dv, ld);
     }
     if (!g.dq && !g.dk) return;
     /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
-    tile_gemm(a, 'N', 'T', m, L, D, 1.f, dot, D, v, D, 0.f, dS, L);
-    tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * D, dout32 + i0 * D, D);
+    tile_gemm(a, 'N', 'T', m, L, D, 1.f, dot, ld, v, ld, 0.f, dS, L);
+    tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * ld, dout32 + i0 * ld, D, ld);
     const void *dSo = tile_operand(a, dS, m * L, hb);   /* dS as both products read it */
     if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
-        tile_gemm(a, 'N', 'N', m, D, L, a->scale, dSo, L, k, D, 1.f, g.dq + i0 * D, D);
+        tile_gemm(a, 'N', 'N', m, D, L, a->scale, dSo, L, k, ld, 1.f, g.dq + i0 * ld, ld);
     if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
-        tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, D, 1.f, g.dk, D);
+        tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, ld, 1.f, g.dk, ld);
 }
 
 volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
@@ -448,20 +459,19 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     const float *dout32 = a.bf ? n->out->grad : dout;
     const float *o = n->out->data;
     if (!q || !k || !v || !dout) return s->status;
-    int64_t qs = a.Tq * a.D, ks = a.Tk * a.D;
     #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / a.H;
         float *P = scratch + per * omp_get_thread_num(), *dS = P + tile, *W = dS + tile;
         float *ubuf = a.p > 0.f ? W + tile : NULL;
         uint16_t *hb = (uint16_t *)(void *)(P + hbo);
-        attn_grads g = { gq ? tq->grad + bh * qs : NULL, gk ? tk->grad + bh * ks : NULL,
-                         gv ? tv->grad + bh * ks : NULL };
+        int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
+        attn_grads g = { gq ? tq->grad + qo : NULL, gk ? tk->grad + ko : NULL, gv ? tv->grad + ko : NULL };
         for (int64_t t = 0; t < ntiles; t++) {
             int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
             int64_t L = tile_keys(&a, kv_len[b], i0 + m);
-            bwd_tile(&a, valid + b * a.Tk, L, i0, m, elem(&a, q, bh * qs), elem(&a, k, bh * ks), elem(&a, v, bh * ks),
-                     o + bh * qs, elem(&a, dout, bh * qs), dout32 + bh * qs, lse + bh * a.Tq, g, P, dS, W,
+            bwd_tile(&a, valid + b * a.Tk, L, i0, m, elem(&a, q, qo), elem(&a, k, ko), elem(&a, v, ko),
+                     o + qo, elem(&a, dout, qo), dout32 + qo, lse + bh * a.Tq, g, P, dS, W,
                      (uint64_t)((bh * a.Tq + i0) * a.Tk), ubuf, hb);
         }
     }

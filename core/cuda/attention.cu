@@ -41,6 +41,12 @@ __device__ __forceinline__ float rnd(float x, int cd) {
     return x;
 }
 
+/* Element offset of row 0 of block bh (= b H + h) in q, k, v, o or a grad with T rows per
+ * head: (B, H, T, D), or packed (B, T, H*D) with rows a.ld apart (volt_attention_heads). */
+__device__ __forceinline__ int64_t blk_off(const attn_p &a, int64_t bh, int64_t T) {
+    return a.packed ? (bh / a.H) * T * a.ld + (bh % a.H) * HD : bh * T * HD;
+}
+
 __device__ __forceinline__ bool key_ok(const attn_p &a, int64_t b, int64_t j) {
     int64_t t = b * a.Tk + j;
     switch (a.mask_dtype) {
@@ -99,11 +105,11 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ;
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
     const int64_t i = i0 + r;
-    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
     const float inv_keep = 1.f / (1.f - a.p);
     float qr[HD];
 #pragma unroll
-    for (int d = 0; d < HD; d++) qr[d] = i < a.Tq ? rnd(qb[i * HD + d], a.compute) : 0.f;
+    for (int d = 0; d < HD; d++) qr[d] = i < a.Tq ? rnd(qb[i * a.ld + d], a.compute) : 0.f;
     const int64_t kend = key_end(a, kv_len(a, b), i0);
     float m = -INFINITY, l = 0.f, acc[16];
 #pragma unroll
@@ -115,8 +121,8 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
         for (int t = tid; t < BK * HD; t += NT) {
             int jj = t / HD, d = t % HD;
             int64_t j = j0 + jj;
-            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
-            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
+            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
         }
         __syncthreads();
         float s[16], tmax = -INFINITY;
@@ -158,7 +164,7 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
     }
     if (i < a.Tq) {
         float inv = l > 0.f ? 1.f / l : 0.f;
-        float *orow = o + (bh * a.Tq + i) * HD + sub * 16;
+        float *orow = o + blk_off(a, bh, a.Tq) + i * a.ld + sub * 16;
 #pragma unroll
         for (int dd = 0; dd < 16; dd++) orow[dd] = acc[dd] * inv;
         if (lse && sub == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
@@ -192,14 +198,14 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
     T *Pb = (T *)(Of + 4 * 16 * FLD);
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, r = lane >> 1, half = lane & 1;
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * TQ, i = i0 + w * 16 + r;
-    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
+    const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
     float *Sw = Sf + w * 16 * FLD, *Ow = Of + w * 16 * FLD;
     T *Pw = Pb + w * 16 * TLD;
     const float inv_keep = 1.f / (1.f - a.p);
     for (int t = tid; t < TQ * HD; t += NT) {
         int rr = t / HD, d = t % HD;
         int64_t ii = i0 + rr;
-        Qs[rr * TLD + d] = to16<T>(ii < a.Tq ? qb[ii * HD + d] : 0.f);
+        Qs[rr * TLD + d] = to16<T>(ii < a.Tq ? qb[ii * a.ld + d] : 0.f);
     }
     for (int c = 0; c < 32; c++) Ow[r * FLD + half * 32 + c] = 0.f;
     const int64_t L = kv_len(a, b);
@@ -212,8 +218,8 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
         for (int t = tid; t < BK * HD; t += NT) {
             int jj = t / HD, d = t % HD;
             int64_t j = j0 + jj;
-            Ks[jj * TLD + d] = to16<T>(j < a.Tk ? kb[j * HD + d] : 0.f);
-            Vs[jj * TLD + d] = to16<T>(j < a.Tk ? vb[j * HD + d] : 0.f);
+            Ks[jj * TLD + d] = to16<T>(j < a.Tk ? kb[j * a.ld + d] : 0.f);
+            Vs[jj * TLD + d] = to16<T>(j < a.Tk ? vb[j * a.ld + d] : 0.f);
         }
         __syncthreads();
         /* S_w (16, 64) = Q_w (16, 64) K^T (64, 64): K row-major is K^T column-major */
@@ -269,7 +275,7 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
     }
     if (i < a.Tq) {
         float inv = l > 0.f ? 1.f / l : 0.f;
-        float *orow = o + (bh * a.Tq + i) * HD + half * 32;
+        float *orow = o + blk_off(a, bh, a.Tq) + i * a.ld + half * 32;
         for (int c = 0; c < 32; c++) orow[c] = Ow[r * FLD + half * 32 + c] * inv;
         if (lse && half == 0) lse[bh * a.Tq + i] = l > 0.f ? m + logf(l) : -INFINITY;
     }
@@ -277,12 +283,13 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
 
 /* ---- backward ------------------------------------------------------------------------- */
 /* delta (rows) = rowsum(dO * o): one warp per row */
-__global__ void attn_delta(int64_t rows, int cd, const float *__restrict__ o, const float *__restrict__ dout,
-                           float *__restrict__ delta) {
+__global__ void attn_delta(attn_p a, int64_t rows, int cd, const float *__restrict__ o,
+                           const float *__restrict__ dout, float *__restrict__ delta) {
     int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
     if (row >= rows) return;   /* whole warps */
-    const float *orow = o + row * HD, *drow = dout + row * HD;
+    int64_t at = blk_off(a, row / a.Tq, a.Tq) + (row % a.Tq) * a.ld;
+    const float *orow = o + at, *drow = dout + at;
     float x = orow[lane] * rnd(drow[lane], cd) + orow[lane + 32] * rnd(drow[lane + 32], cd);
     for (int w = 16; w > 0; w >>= 1) x += __shfl_xor_sync(0xffffffffu, x, w);
     if (lane == 0) delta[row] = x;
@@ -325,14 +332,14 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ;
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
     const int64_t i = i0 + r;
-    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
-    const float *db = dout + bh * a.Tq * HD;
+    const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
+    const float *db = dout + blk_off(a, bh, a.Tq);
     const float inv_keep = 1.f / (1.f - a.p);
     for (int t = tid; t < BQ * HD; t += NT) {
         int rr = t / HD, d = t % HD;
         int64_t ii = i0 + rr;
-        Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * HD + d], a.compute) : 0.f;
-        dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * HD + d], a.compute) : 0.f;
+        Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * a.ld + d], a.compute) : 0.f;
+        dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * a.ld + d], a.compute) : 0.f;
     }
     const float lse_i = i < a.Tq ? lse[bh * a.Tq + i] : -INFINITY;
     const float delta_i = i < a.Tq ? delta[bh * a.Tq + i] : 0.f;
@@ -347,8 +354,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
         for (int t = tid; t < BK * HD; t += NT) {
             int jj = t / HD, d = t % HD;
             int64_t j = j0 + jj;
-            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
-            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
+            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
         }
         __syncthreads();
         for (int c = 0; c < 16; c++) {
@@ -365,7 +372,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
         }
     }
     if (i < a.Tq) {
-        float *row = dq + (bh * a.Tq + i) * HD + sub * 16;
+        float *row = dq + blk_off(a, bh, a.Tq) + i * a.ld + sub * 16;
 #pragma unroll
         for (int dd = 0; dd < 16; dd++) put(row + dd, a.scale * acc[dd], mode);
     }
@@ -383,14 +390,14 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
           *dSs = Zs + BQ * LD, *ls = dSs + BQ * LD, *dl = ls + BQ;
     const int64_t bh = blockIdx.y, b = bh / a.H, j0 = (int64_t)blockIdx.x * BK;
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3, kj = tid >> 1, h = tid & 1;
-    const float *qb = q + bh * a.Tq * HD, *kb = k + bh * a.Tk * HD, *vb = v + bh * a.Tk * HD;
-    const float *db = dout + bh * a.Tq * HD;
+    const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
+    const float *db = dout + blk_off(a, bh, a.Tq);
     const float inv_keep = 1.f / (1.f - a.p);
     for (int t = tid; t < BK * HD; t += NT) {
         int jj = t / HD, d = t % HD;
         int64_t j = j0 + jj;
-        Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * HD + d], a.compute) : 0.f;
-        Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * HD + d], a.compute) : 0.f;
+        Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
+        Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
     }
     const int64_t L = kv_len(a, b);   /* syncs: Ks, Vs are loaded */
     float gk[32], gv[32];
@@ -406,8 +413,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
         for (int t = tid; t < BQ * HD; t += NT) {
             int rr = t / HD, d = t % HD;
             int64_t ii = i0 + rr;
-            Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * HD + d], a.compute) : 0.f;
-            dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * HD + d], a.compute) : 0.f;
+            Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * a.ld + d], a.compute) : 0.f;
+            dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * a.ld + d], a.compute) : 0.f;
         }
         if (tid < BQ) {
             int64_t ii = i0 + tid;
@@ -436,8 +443,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
     }
     const int64_t j = j0 + kj;
     if (j < a.Tk) {
-        float *krow = dk ? dk + (bh * a.Tk + j) * HD + h * 32 : NULL;
-        float *vrow = dv ? dv + (bh * a.Tk + j) * HD + h * 32 : NULL;
+        float *krow = dk ? dk + blk_off(a, bh, a.Tk) + j * a.ld + h * 32 : NULL;
+        float *vrow = dv ? dv + blk_off(a, bh, a.Tk) + j * a.ld + h * 32 : NULL;
         if (kmode)
             for (int dd = 0; dd < 32; dd++) put(krow + dd, a.scale * gk[dd], kmode);
         if (vmode)   /* after dk: when k and v are one tensor, dv adds to what dk stored */
@@ -479,7 +486,7 @@ extern "C" int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, c
     if (BH == 0 || a->Tq == 0 || a->Tk == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     int err;
-    attn_delta<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(rows, a->compute, o, dout, delta);
+    attn_delta<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(*a, rows, a->compute, o, dout, delta);
     if ((err = (int)cudaGetLastError())) return err;
     if (dq_mode) {
         size_t smem = sizeof(float) * (size_t)(3 * BQ * LD + 2 * BK * LD);

@@ -1,6 +1,8 @@
 /* core/cuda/attention.h — the launchers of core/cuda/attention.cu (extern "C", plain pointers,
  * a cudaStream_t passed as void *). Shapes: q, o (B, H, Tq, D), k, v (B, H, Tk, D), row-major
- * f32 device memory; lse and delta (B, H, Tq). D = 64 (VOLT_CUDA_ATTN_D). */
+ * f32 device memory, or packed (volt_attention_heads): q, o (B, Tq, H*D), k, v (B, Tk, H*D),
+ * rows ld = H*D apart; grads as their tensors; lse and delta (B, H, Tq). D = 64
+ * (VOLT_CUDA_ATTN_D). */
 #ifndef VOLT_CUDA_ATTENTION_H
 #define VOLT_CUDA_ATTENTION_H
 #include <stdint.h>
@@ -15,6 +17,8 @@ enum { VOLT_CU_ATTN_F32 = 0, VOLT_CU_ATTN_BF16 = 1, VOLT_CU_ATTN_F16 = 2 };
 typedef struct volt_cuda_attn {
     int64_t B, H, Tq, Tk;
     int causal;                /* key j visible to query i only if j <= i (Tq == Tk) */
+    int packed;                /* 1: (B, T, H*D) layout */
+    int64_t ld;                /* row stride in elements: D, or H*D packed */
     float scale;               /* applied to q k^T */
     float p;                   /* attention dropout probability, 0 = none */
     int compute;               /* VOLT_CU_ATTN_*: q, k, v (and dO) read as their roundings */

@@ -18,7 +18,8 @@ static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p
                               (long long)(at->B * at->H));
     const volt_tensor *m = n->n_in == 4 ? n->in[3] : NULL;
     *p = (volt_cuda_attn){
-        .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .scale = at->scale,
+        .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .packed = at->packed,
+        .ld = at->packed ? at->H * at->D : at->D, .scale = at->scale,
         .p = at->dropout,
         .compute = at->compute == VOLT_BF16 ? VOLT_CU_ATTN_BF16 : at->compute == VOLT_F16 ? VOLT_CU_ATTN_F16
                                                                                   : VOLT_CU_ATTN_F32,

@@ -84,6 +84,14 @@ VOLT_API volt_tensor *volt_attention(volt_step *s, volt_tensor *q, volt_tensor *
  * Identity dropout when p == 0 or not training. p must be in [0, 1). */
 VOLT_API volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
                                     volt_tensor *key_mask, bool causal, float p);
+/* volt_attention_dropout on the layout a linear projection writes: q (B, Tq, H*D), k and v
+ * (B, Tk, H*D), head h in columns [h D, (h+1) D) of every row -> (B, Tq, H*D), laid out the
+ * same way. The same numbers as reshaping to (B, T, H, D), permuting to (B, H, T, D),
+ * volt_attention_dropout, and permuting/reshaping back — bit for bit, dropout mask included
+ * (it is drawn on the (B, H, Tq, Tk) probabilities either way) — without the four copies
+ * (eight with backward) those permutes make. n_heads must divide the last dim. */
+VOLT_API volt_tensor *volt_attention_heads(volt_step *s, volt_tensor *q, volt_tensor *k, volt_tensor *v,
+                                  int64_t n_heads, volt_tensor *key_mask, bool causal, float p);
 
 /* ---- shape ------------------------------------------------------------------------- */
 /* Same data, new shape (numel must match); one dim may be -1. Free: no copy. */
