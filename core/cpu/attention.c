@@ -25,7 +25,8 @@
  * (OpenMP build) runs single-threaded when called inside our parallel region.
  *
  * Native bf16 tiles (compute dtype bf16 on a CPU where volt__cpu_bf16_native(), core/cpu/
- * gemm.c): q, k, v and dO are converted to bf16 once per call, and every tile GEMM takes
+ * gemm.c): q, k, v are converted to bf16 once per step (forward; a training step keeps the
+ * copies in the arena for backward, attn_saved), dO once in backward, and every tile GEMM takes
  * bf16 operands (f32 accumulation, f32 S / dP / dq / dk / dv) through oneDNN, as a GPU's
  * flash attention does: the probabilities P (times the dropout factors) and dS are rounded
  * to bf16 for the products that read them (a per-thread tile buffer), the softmax and its
@@ -39,6 +40,7 @@
 #include <string.h>
 #include "core/cpu/kernels.h"
 #include "core/convert.h"
+#include "volt/dtype.h"
 
 #define QTILE 64          /* query rows per tile */
 #define KEY_ROUND 64      /* native bf16 tiles: key counts rounded up to this (at most Tk) */
@@ -170,6 +172,28 @@ static int team_size(int64_t items) {
     int nt = omp_get_max_threads();
     if (nt < 1 || (openblas_get_parallel() == 1 && openblas_get_num_threads() > 1)) nt = 1;
     return items < nt ? (int)(items > 0 ? items : 1) : nt;
+}
+
+/* What forward keeps for backward (n->saved, the step arena): the per-row logsumexp and,
+ * with native bf16 tiles, the bf16 copies of q, k, v (the inputs cannot change between a
+ * node's forward and backward in one step), so backward converts only dO. */
+typedef struct attn_saved { float *lse; const uint16_t *q, *k, *v; } attn_saved;
+
+/* q, k, v as the tiles' operands. With bf16 tiles and keep set, converted into the arena
+ * (kept for backward), else into scratch slots 0-2. */
+static volt_status attn_qkv(volt_step *s, const volt_node *n, const attn_dims *a, bool keep, const void *qkv[3]) {
+    const volt_dtype cd = n->attr.attention.compute;
+    for (int i = 0; i < 3; i++) {
+        const volt_tensor *t = n->in[i];
+        int64_t cnt = volt_tensor_numel(t);
+        if (a->bf && keep) {
+            uint16_t *b = volt_step_alloc(s, sizeof(uint16_t) * (size_t)(cnt > 0 ? cnt : 1));
+            if (!b) return s->status;
+            volt_f32_to_bf16_array(t->data, b, cnt);
+            qkv[i] = b;
+        } else if (!(qkv[i] = attn_operand(s, a, t->data, cnt, cd, i))) return s->status;
+    }
+    return VOLT_OK;
 }
 
 /* ---- forward -------------------------------------------------------------------------- */
@@ -304,11 +328,15 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     float *valid;
     int64_t *kv_len;
     VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
-    /* lse (B,H,Tq) only when backward will need it */
+    /* lse (B,H,Tq) and the bf16 operands only when backward will need them */
     float *lse = NULL;
+    attn_saved *sv = NULL;
     if (volt__needs_grad(n->out)) {
-        if (!(lse = volt_step_alloc(s, sizeof(float) * (size_t)(BH * a.Tq)))) return VOLT_ERR_NOMEM;
-        n->saved = lse;
+        if (!(lse = volt_step_alloc(s, sizeof(float) * (size_t)(BH * a.Tq))) ||
+            !(sv = volt_step_alloc(s, sizeof *sv)))
+            return VOLT_ERR_NOMEM;
+        *sv = (attn_saved){ .lse = lse };
+        n->saved = sv;
     }
     int nt = team_size(items);
     /* S, inv, the uniforms, and with bf16 tiles P's bf16 copy (QTILE x Tk halves) */
@@ -316,11 +344,10 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     /* 16-bit compute (attr compute, volt/ops.h): q, k, v read as their 16-bit roundings */
-    const volt_dtype cd = n->attr.attention.compute;
-    const void *q = attn_operand(s, &a, n->in[0]->data, volt_tensor_numel(n->in[0]), cd, 0);
-    const void *k = attn_operand(s, &a, n->in[1]->data, volt_tensor_numel(n->in[1]), cd, 1);
-    const void *v = attn_operand(s, &a, n->in[2]->data, volt_tensor_numel(n->in[2]), cd, 2);
-    if (!q || !k || !v) return s->status;
+    const void *qkv[3];
+    VOLT_TRY(attn_qkv(s, n, &a, sv != NULL, qkv));
+    const void *q = qkv[0], *k = qkv[1], *v = qkv[2];
+    if (sv && a.bf) sv->q = q, sv->k = k, sv->v = v;
     float *o = n->out->data;
     /* tiles are independent in forward: schedule them all; dynamic because padding makes
      * blocks unequal (the result does not depend on which thread runs a tile) */
@@ -433,7 +460,8 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
-    const float *lse = n->saved;
+    const attn_saved *sv = n->saved;
+    const float *lse = sv ? sv->lse : NULL;
     if (BH == 0 || a.Tq == 0 || a.Tk == 0) return VOLT_OK;
     if (!lse) return volt_step_fail(s, VOLT_ERR_STATE, "attention: backward without saved logsumexp");
     volt_tensor *tq = n->in[0], *tk = n->in[1], *tv = n->in[2];
@@ -451,9 +479,9 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
     const volt_dtype cd = n->attr.attention.compute;   /* as in forward; dO rounded too */
-    const void *q = attn_operand(s, &a, tq->data, volt_tensor_numel(tq), cd, 0);
-    const void *k = attn_operand(s, &a, tk->data, volt_tensor_numel(tk), cd, 1);
-    const void *v = attn_operand(s, &a, tv->data, volt_tensor_numel(tv), cd, 2);
+    const void *qkv[3] = { sv->q, sv->k, sv->v };   /* forward's bf16 copies, or convert now */
+    if (!qkv[0]) VOLT_TRY(attn_qkv(s, n, &a, false, qkv));
+    const void *q = qkv[0], *k = qkv[1], *v = qkv[2];
     const void *dout = attn_operand(s, &a, n->out->grad, volt_tensor_numel(n->out), cd, 3);
     /* rowsum(dO * o) in f32: dO's bf16 rounding in the GEMMs only (bf16 tiles) */
     const float *dout32 = a.bf ? n->out->grad : dout;
