@@ -15,8 +15,10 @@
  * probabilities A are multiplied by the factors W = (u >= p) / (1 - p), u the uniform of
  * element ((b H + h) Tq + i) Tk + j of the call's Philox stream — volt_dropout's numbering
  * on (B, H, Tq, Tk) probabilities, so the mask is the unfused path's, element for element.
- * Forward draws u row by row after the softmax; backward redraws them per tile. Nothing
- * of the mask is stored. With Z = A * W and o = Z v:
+ * Forward draws u row by row after the softmax and, in a training step, keeps the keep
+ * test (u >= p) as bits (one bit per visible (row, key): B H Tq ceil(Tk/64) words in the
+ * arena, 4.7 MB at 12 x 12 x 512 x 512), which backward reads instead of redrawing the
+ * stream. With Z = A * W and o = Z v:
  *   dv = Z^T do;  dA = (do v^T) * W;  dS = A * (dA - rowsum(dA * A)),
  * and rowsum(dA * A) = rowsum((do v^T) * Z) = rowsum(do * o), as without dropout.
  *
@@ -108,6 +110,61 @@ static const void *attn_operand(volt_step *s, const attn_dims *a, const float *x
     return a->bf ? (const void *)volt__cpu_to_bf16(s, x, n, slot) : (const void *)volt__cpu_round_f32(s, x, n, cd, slot);
 }
 
+/* ---- the dropout keep bits: bit j of a row = (u[j] >= p), 64 keys per word ------------ */
+static int64_t keep_words(const attn_dims *a) { return (a->Tk + 63) / 64; }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ATTN_AVX512 1
+__attribute__((target("avx512f"))) static void keep_pack_avx512(const float *u, int64_t n, float pd, uint64_t *bits) {
+    const __m512 p = _mm512_set1_ps(pd);
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        uint64_t w = 0;
+        for (int g = 0; g < 4; g++)
+            w |= (uint64_t)_mm512_cmp_ps_mask(_mm512_loadu_ps(u + j + 16 * g), p, _CMP_GE_OQ) << (16 * g);
+        bits[j / 64] = w;
+    }
+    if (j < n) {
+        uint64_t w = 0;
+        for (int64_t t = j; t < n; t++) w |= (uint64_t)(u[t] >= pd) << (t - j);
+        bits[j / 64] = w;
+    }
+}
+__attribute__((target("avx512f"))) static void keep_unpack_avx512(const uint64_t *bits, int64_t n, float scale, float *w) {
+    const __m512 s = _mm512_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(w + j, _mm512_maskz_mov_ps((__mmask16)(bits[j / 64] >> (j & 63)), s));
+    for (; j < n; j++) w[j] = (float)((bits[j / 64] >> (j & 63)) & 1u) * scale;
+}
+static bool have_avx512(void) {
+    static int have = -1;   /* a benign race: every thread computes the same value */
+    if (have < 0) have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return have == 1;
+}
+#endif
+
+/* bits of u[0:n] >= pd (n <= 64 * words) */
+static void keep_pack(const float *u, int64_t n, float pd, uint64_t *bits) {
+#ifdef ATTN_AVX512
+    if (have_avx512()) { keep_pack_avx512(u, n, pd, bits); return; }
+#endif
+    for (int64_t j = 0; j < n; j += 64) {
+        uint64_t w = 0;
+        for (int64_t t = j; t < n && t < j + 64; t++) w |= (uint64_t)(u[t] >= pd) << (t - j);
+        bits[j / 64] = w;
+    }
+}
+
+/* w[j] = bit j ? scale : 0, j < n */
+static void keep_unpack(const uint64_t *bits, int64_t n, float scale, float *w) {
+#ifdef ATTN_AVX512
+    if (have_avx512()) { keep_unpack_avx512(bits, n, scale, w); return; }
+#endif
+    for (int64_t j = 0; j < n; j++) w[j] = (float)((bits[j / 64] >> (j & 63)) & 1u) * scale;
+}
+
 /* Floats of the per-thread buffer drop_uniforms fills for up to Tk elements. */
 static int64_t ubuf_len(const attn_dims *a) { return a->p > 0.f ? a->Tk + 8 : 0; }
 
@@ -177,7 +234,7 @@ static int team_size(int64_t items) {
 /* What forward keeps for backward (n->saved, the step arena): the per-row logsumexp and,
  * with native bf16 tiles, the bf16 copies of q, k, v (the inputs cannot change between a
  * node's forward and backward in one step), so backward converts only dO. */
-typedef struct attn_saved { float *lse; const uint16_t *q, *k, *v; } attn_saved;
+typedef struct attn_saved { float *lse; const uint16_t *q, *k, *v; uint64_t *keep; } attn_saved;
 
 /* q, k, v as the tiles' operands. With bf16 tiles and keep set, converted into the arena
  * (kept for backward), else into scratch slots 0-2. */
@@ -290,10 +347,11 @@ static void row_drop(float *p, const float *u, int64_t n, float pd, float scale)
 
 /* One tile: rows [i0, i0+m) of block bh, keys [0, L). S (m, L) and inv (m) scratch; o, lse
  * rows written. P is left unnormalised and o's rows are divided by the row sums instead.
- * With dropout, e0 is the stream element of (row i0, key 0) and ubuf (ubuf_len) scratch. */
+ * With dropout, e0 is the stream element of (row i0, key 0), ubuf (ubuf_len) scratch, and
+ * keep (may be NULL) the block's keep bits, keep_words per row, written. */
 static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, int64_t L, int64_t i0,
                      int64_t m, const void *q, const void *k, const void *v, float *o, float *lse,
-                     float *S, float *inv, uint64_t e0, float *ubuf, uint16_t *hb) {
+                     float *S, float *inv, uint64_t e0, float *ubuf, uint64_t *keep, uint16_t *hb) {
     int64_t D = a->D, ld = a->ld;
     float *ot = o + i0 * ld;
     if (L == 0) {   /* every key masked: zero output, no NaN */
@@ -309,7 +367,9 @@ static void fwd_tile(const attn_dims *a, const float *valid, const float *bias, 
         for (int64_t r = 0; r < m; r++) {
             if (inv[r] == 0.f) continue;   /* fully masked row: zeros already */
             int64_t lim = row_keys(a, L, i0 + r);
-            row_drop(S + r * L, drop_uniforms(a, e0 + (uint64_t)(r * a->Tk), lim, ubuf), lim, a->p, scale);
+            const float *u = drop_uniforms(a, e0 + (uint64_t)(r * a->Tk), lim, ubuf);
+            row_drop(S + r * L, u, lim, a->p, scale);
+            if (keep) keep_pack(u, lim, a->p, keep + (i0 + r) * keep_words(a));
         }
     }
     /* o[i0:i0+m] (m, D) = diag(inv) P (m, L) v[0:L] (L, D) */
@@ -337,6 +397,9 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
             return VOLT_ERR_NOMEM;
         *sv = (attn_saved){ .lse = lse };
         n->saved = sv;
+        if (a.p > 0.f &&
+            !(sv->keep = volt_step_alloc(s, sizeof(uint64_t) * (size_t)(BH * a.Tq * keep_words(&a)))))
+            return VOLT_ERR_NOMEM;
     }
     int nt = team_size(items);
     /* S, inv, the uniforms, and with bf16 tiles P's bf16 copy (QTILE x Tk halves) */
@@ -360,7 +423,8 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
         int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
         fwd_tile(&a, valid + b * a.Tk, valid + (a.B + b) * a.Tk, L, i0, m, elem(&a, q, qo), elem(&a, k, ko),
                  elem(&a, v, ko), o + qo, lse ? lse + bh * a.Tq : NULL, S, S + QTILE * a.Tk,
-                 (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE, (uint16_t *)(void *)(S + hbo));
+                 (uint64_t)((bh * a.Tq + i0) * a.Tk), S + QTILE * a.Tk + QTILE,
+                 sv && sv->keep ? sv->keep + bh * a.Tq * keep_words(&a) : NULL, (uint16_t *)(void *)(S + hbo));
     }
     return VOLT_OK;
 }
@@ -378,19 +442,16 @@ static void tile_probs(const attn_dims *a, const float *valid, float *P, int64_t
     }
 }
 
-/* W (m, L): the dropout factors (u >= p) / (1 - p) of rows [i0, i0+m), redrawn from the
- * stream (e0 = element of row i0, key 0); 0 past the keys a row sees and on fully masked
+/* W (m, L): the dropout factors (u >= p) / (1 - p) of rows [i0, i0+m), from forward's keep
+ * bits (keep: row i0's, keep_words per row); 0 past the keys a row sees and on fully masked
  * rows (their P is 0 there: a 0 factor keeps P * W finite). */
-VOLT_SIMD_CLONES
-static void tile_drop_factors(const attn_dims *a, uint64_t e0, int64_t L, int64_t i0, int64_t m, const float *lse,
-                              float *W, float *ubuf) {
-    float pd = a->p, scale = 1.f / (1.f - a->p);
+static void tile_drop_factors(const attn_dims *a, const uint64_t *keep, int64_t L, int64_t i0, int64_t m,
+                              const float *lse, float *W) {
+    float scale = 1.f / (1.f - a->p);
     for (int64_t r = 0; r < m; r++) {
         float *w = W + r * L;
         int64_t lim = lse[r] == -INFINITY ? 0 : row_keys(a, L, i0 + r);
-        const float *u = drop_uniforms(a, e0 + (uint64_t)(r * a->Tk), lim, ubuf);
-        #pragma omp simd
-        for (int64_t j = 0; j < lim; j++) w[j] = (float)(u[j] >= pd) * scale;
+        keep_unpack(keep + r * keep_words(a), lim, scale, w);
         for (int64_t j = lim; j < L; j++) w[j] = 0.f;
     }
 }
@@ -428,19 +489,19 @@ static void tile_mul(const float *P, const float *W, float *Z, int64_t n) {
  *   P  = exp(S - lse) on visible keys, S = scale q k^T
  *   dv += P^T do;  dP = do v^T;  dS = P * (dP - rowsum(do * o))
  *   dq += scale dS k;  dk += scale dS^T q
- * With dropout, W (m, L) and ubuf (ubuf_len) are scratch too, e0 the stream element of
- * (row i0, key 0): dv += (P * W)^T do and dS = P * (dP * W - rowsum(do * o)). */
+ * With dropout, W (m, L) is scratch too and keep the block's keep bits (forward's):
+ * dv += (P * W)^T do and dS = P * (dP * W - rowsum(do * o)). */
 static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t i0, int64_t m,
                      const void *q, const void *k, const void *v, const float *o, const void *dout,
                      const float *dout32, const float *lse, attn_grads g, float *P, float *dS, float *W,
-                     uint64_t e0, float *ubuf, uint16_t *hb) {
+                     const uint64_t *keep, uint16_t *hb) {
     int64_t D = a->D, ld = a->ld;
     if (L == 0) return;   /* every key masked: no gradient */
     const void *qt = elem(a, q, i0 * ld), *dot = elem(a, dout, i0 * ld);
     tile_gemm(a, 'N', 'T', m, L, D, a->scale, qt, ld, k, ld, 0.f, P, L);
     tile_probs(a, valid, P, L, i0, m, lse + i0);
     bool drop = a->p > 0.f;
-    if (drop) tile_drop_factors(a, e0, L, i0, m, lse + i0, W, ubuf);
+    if (drop) tile_drop_factors(a, keep + i0 * keep_words(a), L, i0, m, lse + i0, W);
     if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
         if (drop) tile_mul(P, W, dS, m * L);
         tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, ld, 1.f, g.dv, ld);
@@ -456,14 +517,30 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
         tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, ld, 1.f, g.dk, ld);
 }
 
+/* Zero block bh's slices of the grads written in STORE mode: the tiles accumulate into
+ * them. Done by the thread that owns the block, just before its tiles (cache-warm, and
+ * spread over the team instead of one memset of three whole tensors). */
+static void zero_block_stores(const attn_dims *a, const volt_node *n, int64_t bh) {
+    for (int i = 0; i < 3; i++) {
+        if (n->grad_mode[i] != VOLT_GRAD_STORE) continue;
+        int64_t T = i == 0 ? a->Tq : a->Tk;
+        float *g = n->in[i]->grad + attn_block(a, bh, T);
+        if (!a->packed) memset(g, 0, sizeof(float) * (size_t)(T * a->D));
+        else for (int64_t r = 0; r < T; r++) memset(g + r * a->ld, 0, sizeof(float) * (size_t)a->D);
+    }
+}
+
 volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
-    volt__cpu_zero_stores(n);   /* these kernels accumulate into their grads */
     attn_dims a = dims_of(s, n);
     int64_t BH = a.B * a.H, ntiles = (a.Tq + QTILE - 1) / QTILE;
     const attn_saved *sv = n->saved;
     const float *lse = sv ? sv->lse : NULL;
-    if (BH == 0 || a.Tq == 0 || a.Tk == 0) return VOLT_OK;
+    if (BH == 0 || a.Tq == 0 || a.Tk == 0) {   /* nothing to sum: stored grads are 0 */
+        volt__cpu_zero_stores(n);
+        return VOLT_OK;
+    }
     if (!lse) return volt_step_fail(s, VOLT_ERR_STATE, "attention: backward without saved logsumexp");
+    if (a.p > 0.f && !sv->keep) return volt_step_fail(s, VOLT_ERR_STATE, "attention: backward without saved dropout mask");
     volt_tensor *tq = n->in[0], *tk = n->in[1], *tv = n->in[2];
     bool gq = volt__needs_grad(tq), gk = volt__needs_grad(tk), gv = volt__needs_grad(tv);
     if (!gq && !gk && !gv) return VOLT_OK;
@@ -472,9 +549,9 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
     /* dk/dv of a block gather every tile of it: a block belongs to one thread */
     int nt = team_size(BH);
-    /* P, dS and, with dropout, W (QTILE, Tk) each, and the uniforms of one row */
+    /* P, dS and, with dropout, W (QTILE, Tk) each */
     /* and with bf16 tiles a bf16 copy of P or dS (QTILE x Tk halves) */
-    int64_t tile = QTILE * a.Tk, hbo = round16((a.p > 0.f ? 3 : 2) * tile + ubuf_len(&a));
+    int64_t tile = QTILE * a.Tk, hbo = round16((a.p > 0.f ? 3 : 2) * tile);
     int64_t per = hbo + (a.bf ? round16(tile / 2 + 1) : 0);
     float *scratch = volt_step_alloc(s, sizeof(float) * (size_t)(per * nt));
     if (!scratch) return VOLT_ERR_NOMEM;
@@ -491,8 +568,8 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / a.H;
         float *P = scratch + per * omp_get_thread_num(), *dS = P + tile, *W = dS + tile;
-        float *ubuf = a.p > 0.f ? W + tile : NULL;
         uint16_t *hb = (uint16_t *)(void *)(P + hbo);
+        zero_block_stores(&a, n, bh);
         int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
         attn_grads g = { gq ? tq->grad + qo : NULL, gk ? tk->grad + ko : NULL, gv ? tv->grad + ko : NULL };
         for (int64_t t = 0; t < ntiles; t++) {
@@ -500,7 +577,7 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
             int64_t L = tile_keys(&a, kv_len[b], i0 + m);
             bwd_tile(&a, valid + b * a.Tk, L, i0, m, elem(&a, q, qo), elem(&a, k, ko), elem(&a, v, ko),
                      o + qo, elem(&a, dout, qo), dout32 + qo, lse + bh * a.Tq, g, P, dS, W,
-                     (uint64_t)((bh * a.Tq + i0) * a.Tk), ubuf, hb);
+                     sv->keep ? sv->keep + bh * a.Tq * keep_words(&a) : NULL, hb);
         }
     }
     return VOLT_OK;
