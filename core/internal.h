@@ -148,6 +148,18 @@ const volt_backend *volt__backend_cpu_strict(void);
 
 /* ---- step ----------------------------------------------------------------------- */
 #define VOLT_SCRATCH_SLOTS 4
+/* An index check a kernel runs on the device (core/deferred.c): what the host needs to turn
+ * the error word's (slot, position) into the CPU's message. By value: a replayed graph keeps
+ * its copy after the step's tensors are gone (the data pointer is a captured address). */
+#define VOLT_MAX_DEFERRED 256
+#define VOLT_DEFER_SHIFT 40            /* error word key = slot << 40 | position */
+typedef struct volt_deferred_check {
+    volt_op_id op;                     /* VOLT_OP_EMBEDDING (ids) or VOLT_OP_CROSS_ENTROPY (targets) */
+    volt_dtype dtype;                  /* of the index tensor: i32 or i64 */
+    volt_shape shape;
+    const void *data;                  /* device memory */
+    int64_t bound;                     /* valid indices are [0, bound) */
+} volt_deferred_check;
 struct volt_step {
     volt_device *dev;      /* where its tensors live (the param store's device) */
     const volt_backend *be;   /* dev->be */
@@ -178,7 +190,19 @@ struct volt_step {
      * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];
     size_t scratch_cap[VOLT_SCRATCH_SLOTS];
+    /* index checks pending in the backend's error word (volt__dev_error_word), this step */
+    volt_deferred_check deferred[VOLT_MAX_DEFERRED];
+    int n_deferred;
+    /* rng_offset in device memory (8 bytes), written by volt_step_begin with one H2D copy
+     * from &rng_offset: kernels that read it there (cuda dropout, attention) see the offset
+     * of each replay of a captured step, which re-issues that copy */
+    uint64_t *rng_dev;
 };
+
+/* Register an index check for the backend's error word: *key_base (slot << 40) is what the
+ * kernel adds to the bad position it reports. VOLT_ERR_NOMEM past VOLT_MAX_DEFERRED checks
+ * in one step. core/deferred.c. */
+volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx, int64_t bound, uint64_t *key_base);
 
 /* Kernel scratch slot `slot` (< VOLT_SCRATCH_SLOTS) of at least n floats of device memory
  * (the step's backend allocates it), 64-byte aligned, valid until the next request of that
