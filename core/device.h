@@ -42,6 +42,7 @@ enum {
     VOLT_DEV_BF16_NATIVE = 1u << 1,      /* GEMMs with bf16 operands run natively */
     VOLT_DEV_F16_NATIVE = 1u << 2,       /* GEMMs with f16 operands run natively */
     VOLT_DEV_GIVE_BACK = 1u << 3,        /* give_back really returns memory (else it zeroes) */
+    VOLT_DEV_TF32 = 1u << 4,             /* f32 GEMMs can run in TF32 when the step allows it */
 };
 
 typedef enum volt_copy_kind { VOLT_COPY_H2D = 0, VOLT_COPY_D2H = 1, VOLT_COPY_D2D = 2 } volt_copy_kind;
@@ -178,6 +179,9 @@ struct volt_device {
     int ordinal;
     unsigned caps;
     void *ctx;
+    /* While a graph is captured: what the caller is running ("training_step", "backward",
+     * ...), which a backend names when it refuses a call (graph_end's message). */
+    const char *capture_note;
 };
 
 /* ---- registry ------------------------------------------------------------------------------ */

@@ -186,6 +186,9 @@ struct volt_step {
     /* tests: linears convert their bf16 operands at use instead of keeping forward's copies
      * for backward (core/cpu/basic.c), to compare the two paths */
     bool linear_keep_bf16_off;
+    /* f32 GEMMs may use TF32 (matmul_precision "high"/"medium"; only on a backend with the
+     * VOLT_DEV_TF32 cap: the trainer refuses it elsewhere) */
+    bool matmul_tf32;
     /* kernel scratch reused by every op (16-bit operands converted to f32): device memory
      * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];
@@ -309,6 +312,11 @@ struct volt_optimizer_config;
 struct volt_scheduler_config;
 volt_status volt__optimizer_config_check(const struct volt_optimizer_config *c, char *msg, size_t n);
 volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, char *msg, size_t n);
+
+/* A captured optimizer step's host half on replay (core/optim.c): this step's volt_opt_coef
+ * into the host source of the H2D copy the graph launch re-issues, and the step count. */
+struct volt_optimizer;
+void volt__optimizer_advance(struct volt_optimizer *opt);
 
 /* ---- RNG: core/rng.h ---- */
 

@@ -81,7 +81,7 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     return VOLT_OK;
 }
 
-static unsigned cuda_caps(volt_device *d) { (void)d; return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE; }
+static unsigned cuda_caps(volt_device *d) { (void)d; return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE | VOLT_DEV_TF32; }
 
 static bool cuda_supports(volt_device *d, volt_op_id op, volt_dtype dt) {
     (void)d; (void)dt;

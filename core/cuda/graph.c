@@ -23,6 +23,8 @@
 typedef struct cu_h2d { void *dst; const void *src; size_t n; } cu_h2d;
 
 typedef struct volt_cuda_capture {
+    const volt_device *dev;        /* its capture_note names what runs */
+    const char *note;              /* dev->capture_note when the first refusal happened */
     char refused[256];             /* the first call the step may not make while captured */
     cu_h2d *h2d;
     int n_h2d, cap_h2d;
@@ -39,10 +41,13 @@ struct volt_device_graph {
 
 void volt__cuda_capture_refuse(volt_cuda_ctx *c, const char *fmt, ...) {
     if (!c->cap || c->cap->refused[0]) return;
+    c->cap->note = c->cap->dev->capture_note;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->cap->refused, sizeof c->cap->refused, fmt, ap);
+    int n = vsnprintf(c->cap->refused, sizeof c->cap->refused, fmt, ap);
     va_end(ap);
+    if (c->cap->note && n > 0 && (size_t)n < sizeof c->cap->refused)
+        snprintf(c->cap->refused + n, sizeof c->cap->refused - (size_t)n, " (in %s)", c->cap->note);
 }
 
 static bool grow(void **arr, int *cap, size_t elem) {
@@ -95,6 +100,7 @@ volt_status volt__cuda_graph_begin(volt_device *d, char *err, size_t errlen) {
         snprintf(err, errlen, "cuda: cudaStreamBeginCapture: %s", cudaGetErrorString(e));
         return VOLT_ERR_BACKEND;
     }
+    k->dev = d;
     c->cap = k;
     return VOLT_OK;
 }
