@@ -266,6 +266,19 @@ static volt_status lin_opt(void *self, volt_optim_setup *o) {
 static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
                                          .configure_optimizers = lin_opt, .training_step = lin_train };
 
+/* a validation step that logs 600 values: the log staging grows (4096 -> 8192 bytes) after
+ * the first graph was captured, so that graph's addresses are stale */
+static volt_status lin_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    (void)i;
+    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+    for (int k = 0; k < 600; k++) VOLT_TRY(volt_log(s, "val_loss", loss, 0));
+    return VOLT_OK;
+}
+static const volt_module_ops lin_val_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
+                                             .configure_optimizers = lin_opt, .training_step = lin_train,
+                                             .validation_step = lin_val };
+
 static volt_status after_bwd(void *self, volt_trainer *t) { (void)self; (void)t; return VOLT_OK; }
 static const volt_callback_ops after_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "GradPeek",
                                              .on_after_backward = after_bwd, .destroy = free };
@@ -368,6 +381,33 @@ static void test_replay(volt_dataset *ds) {
     volt_trainer_destroy(t);
 }
 
+/* the step's memory moves (validation grows the log staging): every graph is dropped and
+ * shapes start again with an eager step, instead of replaying into freed memory */
+static void test_memory_moved(volt_dataset *ds) {
+    volt_trainer_config c;
+    trainer_cfg(&c, "cpu-graph");
+    c.num_sanity_val_steps = 0;
+    c.limit_val_batches = 1;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    lin m = { 0 };
+    volt_loader *l = loader(ds), *v = loader(ds);
+    memset(&g_cap, 0, sizeof g_cap);
+    volt_status st = volt_trainer_fit(t, &lin_val_ops, &m, l, v, NULL);
+    CHECK(st == VOLT_OK, "fit: %s", volt_trainer_errmsg(t));
+    int64_t eager = -1, captured = -1, replayed = -1;
+    volt_trainer_compile_stats(t, &eager, &captured, &replayed);
+    /* epoch 1: eager, capture, eager; validation grows the staging. epoch 2: the graph is
+     * stale: eager, capture, eager (B's entry was dropped too). epoch 3: replay x2, capture */
+    CHECK(eager == 4 && captured == 3 && replayed == 2 && g_cap.launches == 5,
+          "eager %lld captured %lld replayed %lld launches %d (want 4, 3, 2, 5)", (long long)eager, (long long)captured,
+          (long long)replayed, g_cap.launches);
+    CHECK(volt_trainer_global_step(t) == 9, "global_step %lld (want 9)", (long long)volt_trainer_global_step(t));
+    volt_loader_destroy(l);
+    volt_loader_destroy(v);
+    volt_trainer_destroy(t);
+}
+
 static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *want) {
     volt_trainer_config c;
     trainer_cfg(&c, "cpu-graph");
@@ -399,6 +439,7 @@ int main(void) {
     test_deferred();
     test_config_errors();
     test_replay(ds);
+    test_memory_moved(ds);
     expect_fit_err(ds, M_HOST_READ, false,
                    "compile: the training step cannot be captured: the captured step read device memory on the host (in training_step)");
     expect_fit_err(ds, M_HOST_VALUE, false, "metric 'rows' was logged from a host value");
