@@ -488,7 +488,10 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         t->in_step = true;
         st = ops->predict_step(module, t->step, b, i, &pred);
         t->in_step = false;
-        if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
+        if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
+            volt_status c = volt_step_check(t->step);
+            if (c < 0) st = c;
+        }
         if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
         if (st >= 0) st = volt__metrics_flush(t);
         if (st >= 0) st = out(ctx, b, pred);
