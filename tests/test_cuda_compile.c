@@ -10,6 +10,7 @@
  * must have replayed (compile stats), else it would compare eager with eager.
  * Cases: a small MLP and a DistilBERT (2 layers, dim 128, 2 heads: head dim 64, what the
  * cuda attention kernel takes; T 48 with a padding tail), each at 32-true and bf16-mixed.
+ * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
 #include "core/internal.h"
@@ -157,6 +158,43 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
     free(g.params);
 }
 
+/* matmul_precision "high": f32 GEMMs in TF32 (the step's matmul_tf32, what the trainer sets).
+ * The result must differ from full f32 (else the flag does nothing) by no more than TF32's
+ * 10-bit mantissa allows (K = 512: ~1e-3 relative to the largest output). */
+static void test_tf32(void) {
+    enum { M = 192, K = 512, N = 160 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *y32 = malloc(sizeof(float) * M * N), *ytf = malloc(sizeof(float) * M * N);
+    for (int i = 0; i < M * K; i++) a[i] = sinf((float)i * 0.731f);
+    for (int i = 0; i < K * N; i++) b[i] = cosf((float)i * 0.377f);
+    for (int tf = 0; tf < 2; tf++) {
+        volt_step_config c;
+        volt_step_config_init(&c);
+        c.backend = "cuda";
+        volt_step *s = NULL;
+        CHECK_OK(volt_step_create(&c, &s));
+        if (!s) break;
+        s->matmul_tf32 = tf;
+        volt_step_begin(s, false, 0);
+        volt_tensor *y = volt_matmul(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(M, K), a),
+                                     volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(K, N), b));
+        CHECK(y != NULL, "tf32 %d: %s", tf, volt_step_errmsg(s));
+        if (y) volt_tensor_to_host(y, tf ? ytf : y32);
+        volt_step_end(s);
+        volt_step_destroy(s);
+    }
+    double maxabs = 0, maxdiff = 0;
+    for (int i = 0; i < M * N; i++) {
+        if (fabs(y32[i]) > maxabs) maxabs = fabs(y32[i]);
+        if (fabs(ytf[i] - y32[i]) > maxdiff) maxdiff = fabs(ytf[i] - y32[i]);
+    }
+    printf("compile tf32: matmul %dx%dx%d, max |tf32 - f32| %.3g, relative to max |y| %.3g\n", M, K, N, maxdiff,
+           maxdiff / (maxabs > 0 ? maxabs : 1));
+    CHECK(maxdiff > 0, "matmul_precision high: TF32 gave the f32 result bit for bit (TF32 not in use?)");
+    CHECK(maxdiff <= 5e-3 * maxabs, "TF32 error %.3g exceeds 5e-3 of max |y| %.3g", maxdiff, maxabs);
+    free(a); free(b); free(y32); free(ytf);
+}
+
 int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
@@ -183,6 +221,7 @@ int main(void) {
     compare("mlp bf16-mixed", false, "bf16-mixed", mds);
     compare("distilbert 32-true", true, "32-true", bds);
     compare("distilbert bf16-mixed", true, "bf16-mixed", bds);
+    test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);
     return vtest_finish();
