@@ -10,6 +10,7 @@
  * must have replayed (compile stats), else it would compare eager with eager.
  * Cases: a small MLP and a DistilBERT (2 layers, dim 128, 2 heads: head dim 64, what the
  * cuda attention kernel takes; T 48 with a padding tail), each at 32-true and bf16-mixed.
+ * And the MLP with norm clipping (0.05: it clips), which the graph does on the device.
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
@@ -77,7 +78,7 @@ static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION,
 
 typedef struct { losses l; unsigned char *params; size_t bytes; int64_t eager, captured, replayed; bool ok; } run_out;
 
-static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds) {
+static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
     run_out r;
     memset(&r, 0, sizeof r);
     volt_trainer_config c;
@@ -90,6 +91,7 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     c.compile = compile;
     c.num_sanity_val_steps = 0;
     c.seed = 11;
+    c.gradient_clip_val = clip;   /* > 0: by norm (host norm eagerly, device norm in the graph) */
     volt_trainer *t = NULL;
     volt_status st = volt_trainer_create(&c, &t);
     CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
@@ -136,8 +138,8 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     return r;
 }
 
-static void compare(const char *name, bool bert, const char *precision, volt_dataset *ds) {
-    run_out e = run(bert, precision, false, ds), g = run(bert, precision, true, ds);
+static void compare(const char *name, bool bert, const char *precision, volt_dataset *ds, float clip) {
+    run_out e = run(bert, precision, false, ds, clip), g = run(bert, precision, true, ds, clip);
     int loss_diff = -1;
     for (int i = 0; i < e.l.n && i < g.l.n; i++)
         if (memcmp(&e.l.loss[i], &g.l.loss[i], sizeof(double)) && loss_diff < 0) loss_diff = i;
@@ -217,10 +219,11 @@ int main(void) {
     volt_dataset *mds = NULL, *bds = NULL;
     CHECK_OK(volt_dataset_from_arrays(2, mf, md, NS, &mds));
     CHECK_OK(volt_dataset_from_arrays(3, bf, bd, NS, &bds));
-    compare("mlp 32-true", false, "32-true", mds);
-    compare("mlp bf16-mixed", false, "bf16-mixed", mds);
-    compare("distilbert 32-true", true, "32-true", bds);
-    compare("distilbert bf16-mixed", true, "bf16-mixed", bds);
+    compare("mlp 32-true", false, "32-true", mds, 0.f);
+    compare("mlp bf16-mixed", false, "bf16-mixed", mds, 0.f);
+    compare("mlp 32-true clip-norm 0.05", false, "32-true", mds, 0.05f);
+    compare("distilbert 32-true", true, "32-true", bds, 0.f);
+    compare("distilbert bf16-mixed", true, "bf16-mixed", bds, 0.f);
     test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);

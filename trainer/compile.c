@@ -21,9 +21,14 @@
  * (and past VOLT_COMPILE_MAX_SHAPES remembered) runs eagerly each time, counted in
  * volt_trainer_compile_stats. Validation, test and predict steps run eagerly.
  *
+ * Norm clipping runs on the device in a captured step (volt_params_clip_grad_norm: the
+ * coefficient from the device norm, the formula the boundary computes on the host), just
+ * before the boundary, which then clips nothing: with one process and no unscale that is
+ * the boundary's own order.
+ *
  * What a replay cannot redo is refused, never silently run eagerly: at create, a backend
- * without graph capture, more than one process, gradient accumulation, 16-mixed's host-side
- * inf/NaN skip and norm clipping's host-side norm; at fit start, callbacks with
+ * without graph capture, more than one process, gradient accumulation and 16-mixed's
+ * host-side inf/NaN skip; at fit start, callbacks with
  * on_before_backward / on_after_backward (they would see a replay's tensors, or none); at
  * capture, a host read of device memory, an allocation or a synchronize anywhere in the step
  * (the backend names it and what was running), and a metric logged from a host value. */
@@ -121,9 +126,6 @@ volt_status volt__compile_check_config(volt_trainer *t) {
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: precision '%s' reads the grad scaler's inf/NaN flag "
                           "on the host every step (to skip the optimizer step), which a captured step cannot; use "
                           "bf16-mixed or 32-true", c->precision);
-    if (c->gradient_clip_val > 0 && strcmp(c->gradient_clip_algorithm, "value"))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: gradient_clip_algorithm \"norm\" reads the gradient "
-                          "norm on the host every step, which a captured step cannot; use \"value\" or compile = false");
     return VOLT_OK;
 }
 
@@ -213,10 +215,20 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
         st = volt_step_backward(s, loss);
     }
     bool skip = false;
+    const bool by_norm = t->cfg.gradient_clip_val > 0 && strcmp(t->cfg.gradient_clip_algorithm, "value");
+    if (st >= 0 && by_norm) {
+        /* the boundary clips by norm with a host read of the norm; one process, no unscale:
+         * clipping here, on the device (coef from the device norm, the same formula), is the
+         * same step in the same place — before the hooks and the update */
+        where = "gradient clipping";
+        d->capture_note = "gradient clipping (by norm, on the device)";
+        if ((st = volt_params_clip_grad_norm(t->ps, t->cfg.gradient_clip_val, NULL)) < 0)
+            snprintf(why, sizeof why, "gradient clipping: %s", volt_params_errmsg(t->ps));
+    }
     if (st >= 0) {
         where = "the optimizer step";
         d->capture_note = "the optimizer step";
-        const volt_boundary bd = { .clip_val = t->cfg.gradient_clip_val, .clip_by_value = true,   /* norm is refused */
+        const volt_boundary bd = { .clip_val = by_norm ? 0.f : t->cfg.gradient_clip_val, .clip_by_value = true,
                                    .before_step = before_step_hooks, .ctx = t };
         char berr[512] = "";
         st = volt__strategy_optimizer_boundary(t->strategy, &bd, &skip, berr, sizeof berr);
