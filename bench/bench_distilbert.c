@@ -17,6 +17,8 @@
  *     accelerator cpu (default) | cuda | auto: where the parameters and the step live; on a
  *             GPU every step ends with a device synchronize, so ms/step is the whole step
  *             (bench/gpu/run.sh)
+ *   COMPILE=1 (environment; a backend with graph capture, warmup >= 2): the second warm-up
+ *             step is captured as a CUDA graph and the timed steps replay it (docs/CUDA.md)
  *   defaults: 5 steps after 2 warm-ups (the second runs in the arena regrown to the
  *   step's peak: its first touch), B = 8, T = 128. Threads: OMP_NUM_THREADS. */
 #include <stdio.h>
@@ -120,9 +122,35 @@ int main(int argc, char **argv) {
                 ids[b * T + j] = mask[b * T + j] = 0;
             }
 
+    /* COMPILE=1 (backends with graph capture: cuda): the first warm-up step runs eagerly, the
+     * second is captured (forward, backward, optimizer step, zero grads) and every later step
+     * replays the graph: the host writes the RNG offset and the optimizer's scalars, the
+     * launch re-issues the batch's H2D copies from ids/mask/y (docs/CUDA.md, "compile") */
+    const char *cenv = getenv("COMPILE");
+    const bool compile = cenv && *cenv && strcmp(cenv, "0");
+    if (compile && (!volt__dev_has_graphs(dev) || warmup < 2)) {
+        fprintf(stderr, "COMPILE=1 needs a backend with graph capture ('%s' has %s) and warmup >= 2\n", dev->be->name,
+                volt__dev_has_graphs(dev) ? "it" : "none");
+        return 2;
+    }
+    volt_device_graph *graph = NULL;
+    char gerr[512] = "";
     double loss0 = 0;
     for (int it = -warmup; it < steps; it++) {
         double t0 = now(), c0 = cpu_now();
+        if (graph) {   /* replay: the host half of a step, then one launch */
+            s->rng_offset = (uint64_t)(it + warmup);
+            volt__optimizer_advance(opt);
+            if (dev->be->graph_launch(dev, graph, gerr, sizeof gerr) || volt_step_check(s)) {
+                fprintf(stderr, "replay: %s%s\n", gerr, volt_step_errmsg(s));
+                return 1;
+            }
+            dev->be->synchronize(dev);
+            if (it >= 0) { t[it] = now() - t0; tc[it] = cpu_now() - c0; }
+            continue;
+        }
+        const bool capturing = compile && it == -warmup + 1;
+        if (capturing && dev->be->graph_begin(dev, gerr, sizeof gerr)) { fprintf(stderr, "capture: %s\n", gerr); return 1; }
         volt_step_begin(s, true, (uint64_t)(it + warmup));
         /* the batch is copied to the step's device, as the trainer's transfer does */
         volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
@@ -130,9 +158,17 @@ int main(int argc, char **argv) {
         volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(B), y));
         if (!loss || volt_step_backward(s, loss)) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
         if (it == -warmup) loss0 = volt_tensor_item(loss);
-        volt_step_end(s);
+        if (!capturing) volt_step_end(s);
         if (volt_optimizer_step(opt)) { fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt)); return 1; }
         volt_params_zero_grad(ps);
+        if (capturing) {
+            if (dev->be->graph_end(dev, &graph, gerr, sizeof gerr) || dev->be->graph_launch(dev, graph, gerr, sizeof gerr)) {
+                fprintf(stderr, "capture: %s\n", gerr);
+                return 1;
+            }
+            volt_step_end(s);   /* after the launch: its index checks read the error word */
+            if (volt_step_status(s) < 0) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
+        }
         if (dev->be->synchronize) dev->be->synchronize(dev);
         if (it >= 0) {
             t[it] = now() - t0;
@@ -149,13 +185,15 @@ int main(int argc, char **argv) {
            strcmp(volt_step_device(s), "cuda") ? volt__cpu_gemm_library() : "cuBLASLt");
     printf("| %-6s | %10s | %10s | %10s | %10s | %12s |\n", "impl", "ms/step", "min ms", "max ms", "tokens/s",
            "CPU ms/step");
+    if (compile) printf("compile: CUDA graph replay after %d eager and 1 captured warm-up step\n", warmup - 1);
     printf("|--------|------------|------------|------------|------------|--------------|\n");
     printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f | %12.1f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
            (double)B * T / med, cmed * 1e3);
     if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
-    printf("RESULT volt %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
-           "device=%s\n", preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0,
+    printf("RESULT volt%s %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
+           "device=%s\n", compile ? "-compile" : "", preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0,
            (long long)volt_params_numel(ps), volt_step_device(s));
+    if (graph) dev->be->graph_destroy(dev, graph);
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);

@@ -46,6 +46,10 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(enable_model_summary, BOOL, "ModelSummary at fit start, results table after validate/test", NULL, NULL, 0, 0, NULL),
     ROW(enable_tensorboard, BOOL, "TensorBoard event file beside metrics.csv (with enable_logger)", NULL, NULL, 0, 0, NULL),
     ROW(enable_plots, BOOL, "SVG plots of metrics.csv at the end of fit (with enable_logger)", NULL, NULL, 0, 0, NULL),
+    ROW(compile, BOOL, "capture the training step as a device graph after one eager step per batch shape and replay it "
+        "(needs graph capture: cuda; docs/CUDA.md)", "compile", NULL, 0, 0, NULL),
+    ROW(matmul_precision, STR, "f32 GEMMs: highest (full f32), high or medium (TF32 allowed; cuda only)", "matmul-precision",
+        "highest|high|medium", 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -35,6 +35,14 @@ static volt_status register_locked(const volt_backend *be, char *err, size_t err
                  "parameter math)", be->name);
         return VOLT_ERR_INVALID_ARG;
     }
+    if (be->version >= 3) {   /* graph capture: all four entries or none */
+        const int n = !!be->graph_begin + !!be->graph_end + !!be->graph_launch + !!be->graph_destroy;
+        if (n != 0 && n != 4) {
+            snprintf(err, errlen, "backend '%s': graph capture needs graph_begin, graph_end, graph_launch and "
+                     "graph_destroy (some are NULL)", be->name);
+            return VOLT_ERR_INVALID_ARG;
+        }
+    }
     for (int i = 0; i < g_n_backends; i++)
         if (!strcmp(g_backends[i]->name, be->name)) {
             snprintf(err, errlen, "backend '%s' is already registered", be->name);

@@ -42,11 +42,13 @@ enum {
     VOLT_DEV_BF16_NATIVE = 1u << 1,      /* GEMMs with bf16 operands run natively */
     VOLT_DEV_F16_NATIVE = 1u << 2,       /* GEMMs with f16 operands run natively */
     VOLT_DEV_GIVE_BACK = 1u << 3,        /* give_back really returns memory (else it zeroes) */
+    VOLT_DEV_TF32 = 1u << 4,             /* f32 GEMMs can run in TF32 when the step allows it */
 };
 
 typedef enum volt_copy_kind { VOLT_COPY_H2D = 0, VOLT_COPY_D2H = 1, VOLT_COPY_D2D = 2 } volt_copy_kind;
 
 typedef struct volt_device_event volt_device_event;
+typedef struct volt_device_graph volt_device_graph;   /* an executable captured graph (backend's) */
 
 /* ---- parameter math ------------------------------------------------------------------------ */
 /* The optimizer's per-step scalars, computed by the host in double (PyTorch computes them in
@@ -150,8 +152,26 @@ struct volt_backend {
 
     const volt_kernel *kernels;          /* VOLT_OP_COUNT entries, indexed by volt_op_id */
     const volt_param_math *pm;
+
+    /* ---- version 3: deferred errors and graph capture (all optional: NULL = none) ---- */
+    /* A device word (uint64, all bits set = "no error") kernels atomically lower to the key
+     * (slot << 40 | position) of a bad index they find, instead of the host reading a flag
+     * back after each op (volt__step_defer, volt_step_check). NULL: kernels report bad
+     * indices at the op (cpu). The word lives as long as the device. */
+    uint64_t *(*error_word)(volt_device *d);
+    /* Capture: every call issued on the device's stream between graph_begin and graph_end
+     * becomes part of the graph instead of running (kernels, GEMMs, memset, D2D copies).
+     * While capturing, alloc returns NULL and free, D2H copies and synchronize are refused;
+     * graph_end then fails naming the first such call. An H2D copy is recorded with its host
+     * source address and re-issued by every graph_launch, before the graph, from that same
+     * address: the host writes a step's inputs (RNG offset, optimizer scalars) there before
+     * launching. Errors are formatted into err. */
+    volt_status (*graph_begin)(volt_device *d, char *err, size_t errlen);
+    volt_status (*graph_end)(volt_device *d, volt_device_graph **out, char *err, size_t errlen);
+    volt_status (*graph_launch)(volt_device *d, volt_device_graph *g, char *err, size_t errlen);
+    void (*graph_destroy)(volt_device *d, volt_device_graph *g);   /* NULL-safe */
 };
-#define VOLT_BACKEND_VERSION 2u
+#define VOLT_BACKEND_VERSION 3u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -159,6 +179,9 @@ struct volt_device {
     int ordinal;
     unsigned caps;
     void *ctx;
+    /* While a graph is captured: what the caller is running ("training_step", "backward",
+     * ...), which a backend names when it refuses a call (graph_end's message). */
+    const char *capture_note;
 };
 
 /* ---- registry ------------------------------------------------------------------------------ */
@@ -185,5 +208,10 @@ static inline void volt__dev_h2d(volt_device *d, void *dst, const void *src, siz
 static inline void volt__dev_d2h(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2H); }
 static inline void volt__dev_d2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2D); }
 static inline bool volt__dev_host_addressable(const volt_device *d) { return (d->caps & VOLT_DEV_HOST_ADDRESSABLE) != 0; }
+/* The version-3 entries, NULL for older tables (which do not have the fields). */
+static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->version >= 3 && d->be->graph_begin; }
+static inline uint64_t *volt__dev_error_word(volt_device *d) {
+    return d->be->version >= 3 && d->be->error_word ? d->be->error_word(d) : NULL;
+}
 
 #endif

@@ -149,6 +149,18 @@ const volt_backend *volt__backend_cpu_strict(void);
 
 /* ---- step ----------------------------------------------------------------------- */
 #define VOLT_SCRATCH_SLOTS 4
+/* An index check a kernel runs on the device (core/deferred.c): what the host needs to turn
+ * the error word's (slot, position) into the CPU's message. By value: a replayed graph keeps
+ * its copy after the step's tensors are gone (the data pointer is a captured address). */
+#define VOLT_MAX_DEFERRED 256
+#define VOLT_DEFER_SHIFT 40            /* error word key = slot << 40 | position */
+typedef struct volt_deferred_check {
+    volt_op_id op;                     /* VOLT_OP_EMBEDDING (ids) or VOLT_OP_CROSS_ENTROPY (targets) */
+    volt_dtype dtype;                  /* of the index tensor: i32 or i64 */
+    volt_shape shape;
+    const void *data;                  /* device memory */
+    int64_t bound;                     /* valid indices are [0, bound) */
+} volt_deferred_check;
 struct volt_step {
     volt_device *dev;      /* where its tensors live (the param store's device) */
     const volt_backend *be;   /* dev->be */
@@ -175,13 +187,28 @@ struct volt_step {
     /* tests: linears convert their bf16 operands at use instead of keeping forward's copies
      * for backward (core/cpu/basic.c), to compare the two paths */
     bool linear_keep_bf16_off;
+    /* f32 GEMMs may use TF32 (matmul_precision "high"/"medium"; only on a backend with the
+     * VOLT_DEV_TF32 cap: the trainer refuses it elsewhere) */
+    bool matmul_tf32;
     /* kernel scratch reused by every op (16-bit operands converted to f32): device memory
      * from the step's backend; grows, freed at destroy */
     void *scratch[VOLT_SCRATCH_SLOTS];
     size_t scratch_cap[VOLT_SCRATCH_SLOTS];
+    /* index checks pending in the backend's error word (volt__dev_error_word), this step */
+    volt_deferred_check deferred[VOLT_MAX_DEFERRED];
+    int n_deferred;
+    /* rng_offset in device memory (8 bytes), written by volt_step_begin with one H2D copy
+     * from &rng_offset: kernels that read it there (cuda dropout, attention) see the offset
+     * of each replay of a captured step, which re-issues that copy */
+    uint64_t *rng_dev;
     /* VOLT_PROFILE=1: per-op kernel times (core/profile.c); NULL when off */
     struct volt_profile *prof;
 };
+
+/* Register an index check for the backend's error word: *key_base (slot << 40) is what the
+ * kernel adds to the bad position it reports. VOLT_ERR_NOMEM past VOLT_MAX_DEFERRED checks
+ * in one step. core/deferred.c. */
+volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx, int64_t bound, uint64_t *key_base);
 
 /* ---- per-op profile (core/profile.c; VOLT_PROFILE=1, VOLT_PROFILE_WARMUP=N) ---- */
 typedef struct volt_profile volt_profile;
@@ -300,6 +327,11 @@ struct volt_optimizer_config;
 struct volt_scheduler_config;
 volt_status volt__optimizer_config_check(const struct volt_optimizer_config *c, char *msg, size_t n);
 volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, char *msg, size_t n);
+
+/* A captured optimizer step's host half on replay (core/optim.c): this step's volt_opt_coef
+ * into the host source of the H2D copy the graph launch re-issues, and the step count. */
+struct volt_optimizer;
+void volt__optimizer_advance(struct volt_optimizer *opt);
 
 /* ---- RNG: core/rng.h ---- */
 

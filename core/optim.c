@@ -241,6 +241,14 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
     return VOLT_OK;
 }
 
+/* A replayed step (compile): the host half of volt_optimizer_step — this step's scalars into
+ * coef_host, the H2D copy's fixed source which the graph launch re-issues, and the step
+ * count; the updates themselves are in the graph. */
+void volt__optimizer_advance(volt_optimizer *opt) {
+    make_coef(opt, &opt->coef_host);
+    opt->steps++;
+}
+
 /* ---- ranges -------------------------------------------------------------------------- */
 volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi) {
     if (!opt) return VOLT_ERR_INVALID_ARG;

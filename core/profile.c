@@ -5,7 +5,8 @@
  * to stderr when the step is destroyed. What a step spends outside its kernels (tape
  * recording, an optimizer step run between backward and volt_step_end, host code) is the
  * begin-to-end time minus the kernels. On a backend whose kernels run asynchronously (cuda)
- * every timed call synchronizes the device first, so the profile is exact and the run slower.
+ * every timed call synchronizes the device first, so the profile is exact and the run slower
+ * (not while a graph is captured: a compiled step's replays run no step kernels to time).
  * Nothing is allocated per step: one table of VOLT_OP_COUNT rows, made at step create. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,9 @@ volt_status volt__profile_create(volt_step *s) {
 }
 
 static double stamp(volt_step *s) {
-    if (!volt__dev_host_addressable(s->dev)) s->be->synchronize(s->dev);   /* async kernels */
+    /* async kernels: wait for them, except while a graph is captured (nothing runs then,
+     * and a capture refuses synchronize) */
+    if (!volt__dev_host_addressable(s->dev) && !s->dev->capture_note) s->be->synchronize(s->dev);
     return volt__now();
 }
 

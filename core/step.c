@@ -42,6 +42,10 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
         return VOLT_ERR_NOMEM;
     }
     volt__pool_init(&s->grads, dev);
+    if (!(s->rng_dev = volt__dev_alloc(dev, sizeof *s->rng_dev))) {
+        volt_step_destroy(s);
+        return VOLT_ERR_NOMEM;
+    }
     s->heap_allocs = 1;
     if (volt__profile_create(s) < 0) {
         volt_step_destroy(s);
@@ -55,6 +59,7 @@ void volt_step_destroy(volt_step *s) {
     if (!s) return;
     volt__profile_destroy(s);
     volt__scratch_free(s);
+    volt__dev_free(s->dev, s->rng_dev);
     volt__pool_free(&s->grads);
     volt__arena_free(&s->arena);
     volt__arena_free(&s->host);
@@ -101,6 +106,9 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     s->loss = NULL;
     s->status = VOLT_OK;
     s->errmsg[0] = 0;
+    s->n_deferred = 0;
+    /* from the field's fixed address: a captured step re-issues this copy at every replay */
+    volt__dev_h2d(s->dev, s->rng_dev, &s->rng_offset, sizeof s->rng_offset);
     if (s->prof) volt__profile_begin(s);
     if (s->params && !volt_params_finalized(s->params))
         return volt_step_fail(s, VOLT_ERR_STATE, "step: parameter store is not finalized");
@@ -108,6 +116,7 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
 }
 
 void volt_step_end(volt_step *s) {
+    if (s->n_deferred) volt_step_check(s);   /* before the index tensors are released */
     if (s->prof && s->active) volt__profile_end(s);
     s->active = false;
     s->n_nodes = 0;

@@ -27,7 +27,7 @@
 #   deps       .deps/*.deb unpacked (if present)
 #   configure  cmake Release, VOLT_CUDA=ON, MPI off (not needed here), into build-gpu/
 #   build      the library, the tests and bench_distilbert (-j all cores)
-#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout)
+#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout; compile: eager vs graph replay)
 #   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,7 +131,7 @@ if [ $ok = 1 ]; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" ||
 if [ $ok = 1 ]; then
   # -V: every test's output (the per-case errors), not only the failing ones
   (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -V --timeout "$TEST_S")
-  grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
+  grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|compile |SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
     "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
   [ -f "$RES.tmp" ] && cat "$RES.tmp" >> "$RES" && rm -f "$RES.tmp"
 else

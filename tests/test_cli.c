@@ -121,7 +121,7 @@ int main(void) {
             const char *bar = strrchr(f->choices, '|');
             v = bar ? bar + 1 : f->choices;
         }
-        if (!strcmp(f->name, "enable_progress_bar") || !strcmp(f->name, "resume_anyway")) v = !strcmp(f->name, "resume_anyway") ? "true" : "false";
+        if (!strcmp(f->name, "resume_anyway") || !strcmp(f->name, "compile")) v = "true";   /* default false */
         snprintf(vals[i], sizeof vals[i], "%s", v);
         argv[n++] = names[i];
         argv[n++] = vals[i];

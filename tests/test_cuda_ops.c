@@ -88,6 +88,8 @@ static run_result run_on(const char *backend, const op_case *c, void *const *hos
     }
     volt_tensor *y = c->fn(s, in, c->arg);
     if (y && c->twice) y = volt_add(s, y, c->fn(s, in, c->arg));
+    /* a bad index surfaces here on a backend with an error word (cuda), at the op on cpu */
+    if (y && volt_step_check(s) < 0) y = NULL;
     if (!y) {
         snprintf(r.err, sizeof r.err, "%s", volt_step_errmsg(s));
         volt_step_end(s);
@@ -337,7 +339,53 @@ static void error_case(const char *what, build_fn fn, spec a, spec b, void *ha, 
     free(want.out);
     free(got.out);
 }
+/* embedding then cross-entropy on its rows (ids (N), table (V, C), targets (N)): the error
+ * of whichever op comes first in program order is reported */
+static volt_tensor *b_emb_xent(volt_step *s, volt_tensor **in, const void *a) {
+    (void)a;
+    return volt_cross_entropy(s, volt_embedding(s, in[0], in[1]), in[2]);
+}
+static void error_case3(const char *what, spec a, spec b, spec c3, void *ha, void *hb, void *hc) {
+    void *host[3] = { ha, hb, hc };
+    op_case c = { what, 3, { a, b, c3 }, b_emb_xent, NULL, 0, 0, VOLT_F32, false };
+    float up[1] = { 1 };
+    run_result want = run_on("cpu", &c, host, up), got = run_on(g_other, &c, host, up);
+    CHECK(!want.out && !got.out, "%s: both must fail (cpu: %s, %s: %s)", what, want.err, g_other, got.err);
+    CHECK(!strcmp(want.err, got.err), "%s: error \"%s\", want \"%s\"", what, got.err, want.err);
+    free(want.out);
+    free(got.out);
+}
 static void test_errors(void) {
+    /* several bad ids: the first position is named (the device word keeps the minimum) */
+    int64_t ids3[6] = { 0, 7, 2, -1, 10, 4 };
+    float tab3[5 * 3] = { 0 };
+    error_case("embedding: first of several bad ids", b_emb, (spec){ VOLT_I64, VOLT_SHAPE(3, 2), IDS, 0 },
+               (spec){ VOLT_F32, VOLT_SHAPE(5, 3), F_GRAD, 0 }, ids3, tab3);
+    int32_t ids4[4] = { 0, 1, -3, 2 };
+    error_case("embedding: negative i32 id", b_emb, (spec){ VOLT_I32, VOLT_SHAPE(4), IDS, 0 },
+               (spec){ VOLT_F32, VOLT_SHAPE(5, 3), F_GRAD, 0 }, ids4, tab3);
+    /* the second op of the step is the bad one: its own message, not the first op's */
+    int64_t ok_ids[4] = { 0, 4, 2, 1 }, bad_tg[4] = { 0, 2, 1, 3 }, ok_tg[4] = { 0, 2, 1, 1 };
+    int64_t bad_ids[4] = { 0, 5, 2, 1 };
+    error_case3("embedding ok, cross_entropy target bad", (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 },
+                (spec){ VOLT_F32, VOLT_SHAPE(5, 3), F_GRAD, 0 }, (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 }, ok_ids, tab3,
+                bad_tg);
+    /* both bad: the embedding (first in program order) is named */
+    error_case3("embedding and cross_entropy both bad", (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 },
+                (spec){ VOLT_F32, VOLT_SHAPE(5, 3), F_GRAD, 0 }, (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 }, bad_ids, tab3,
+                bad_tg);
+    /* and a good pair passes through the same path (the error word was reset) */
+    {
+        void *host[3] = { ok_ids, tab3, ok_tg };
+        op_case c = { "embedding + cross_entropy, all good", 3,
+                      { (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 }, (spec){ VOLT_F32, VOLT_SHAPE(5, 3), F_GRAD, 0 },
+                        (spec){ VOLT_I64, VOLT_SHAPE(4), IDS, 0 } }, b_emb_xent, NULL, 0, 0, VOLT_F32, false };
+        float up[1] = { 1 };
+        run_result got = run_on(g_other, &c, host, up);
+        CHECK(got.out && got.ok, "%s: failed on %s: %s", c.name, g_other, got.err);
+        free(got.out);
+        for (int k = 0; k < MAXIN; k++) free(got.grad[k]);
+    }
     int64_t ids[6] = { 0, 1, 2, 3, 10, 4 };
     float tab[5 * 3] = { 0 };
     error_case("embedding id out of range", b_emb, (spec){ VOLT_I64, VOLT_SHAPE(2, 3), IDS, 0 },

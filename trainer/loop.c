@@ -34,6 +34,10 @@ static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, co
     return st;
 }
 
+volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook) {
+    return hook_err(t, st, who, hook);
+}
+
 static volt_status strategy_err(volt_trainer *t, volt_status st, const char *what) {
     return volt__terr(t, st, "strategy '%s': %s: %s", volt__strategy_name(t->strategy), what, volt__strategy_errmsg(t->strategy));
 }
@@ -55,6 +59,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     if (t->ps && t->mops == ops && t->module == module) return VOLT_OK;   /* same module: keep weights */
     volt_optimizer_destroy(t->opt); t->opt = NULL;
     volt_scheduler_destroy(t->sched); t->sched = NULL;
+    volt__compile_free(t);   /* graphs captured on the old step's memory */
     volt_step_destroy(t->step); t->step = NULL;
     volt_params_destroy(t->ps); t->ps = NULL;
     t->mops = ops;
@@ -88,6 +93,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     t->step->log_fn = volt__trainer_log;
     t->step->log_ctx = t;
     volt__prec_setup_step(t);               /* GEMM operand dtype */
+    t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
     return VOLT_OK;
 }
 
@@ -124,6 +130,8 @@ static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit <
 /* ---- one step -------------------------------------------------------------------------- */
 typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
 
+static volt_status step_err(volt_trainer *t, volt_status st, const char *what);
+volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what) { return step_err(t, st, what); }
 static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
     const char *m = volt_step_errmsg(t->step);
     /* a strategy hook (unit_use / unit_grads_ready) failed in a collective: say why */
@@ -145,7 +153,10 @@ static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, con
     t->in_step = true;
     volt_status st = fn(t->module, t->step, b, idx);
     t->in_step = false;
-    if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
+    if (st >= 0) {   /* errors the device flagged (cuda: bad ids) */
+        volt_status c = volt_step_check(t->step);
+        if (c < 0) st = c;
+    }
     volt_step_end(t->step);
     if (st < 0) { volt__metrics_discard(t); return step_err(t, st, what); }
     return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
@@ -220,6 +231,11 @@ static volt_status optimizer_step(volt_trainer *t) {
 }
 
 static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
+    if (t->cfg.compile) return volt__compile_train_batch(t, b, idx, n_batches);
+    return volt__loop_train_eager(t, b, idx, n_batches);
+}
+
+volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
     t->cur_batch_size = b->size;
     volt_step *s = t->step;
     volt_step_begin(s, true, t->micro_step++);
@@ -245,6 +261,7 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
     bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
     volt__strategy_begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
+    if (st >= 0) st = volt_step_check(s);   /* errors the device flagged (cuda: bad ids, targets) */
     volt_step_end(s);
     if (st < 0) { volt__metrics_discard(t); return step_err(t, st, "backward"); }
     VOLT_TRY(volt__metrics_flush(t));   /* the step's logged values: one device->host read, after backward */
@@ -336,6 +353,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_optim(t));
+    if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return strategy_err(t, st0, "data sharding");
@@ -470,7 +488,10 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         t->in_step = true;
         st = ops->predict_step(module, t->step, b, i, &pred);
         t->in_step = false;
-        if (st >= 0 && volt_step_status(t->step) < 0) st = volt_step_status(t->step);
+        if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
+            volt_status c = volt_step_check(t->step);
+            if (c < 0) st = c;
+        }
         if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
         if (st >= 0) st = volt__metrics_flush(t);
         if (st >= 0) st = out(ctx, b, pred);

@@ -385,6 +385,39 @@ volt_status volt__metrics_flush(volt_trainer *t) {
     return VOLT_OK;
 }
 
+volt_status volt__metrics_snapshot(volt_trainer *t, struct volt_pending_log **out, int *n, size_t *used, char *why,
+                                   size_t whylen) {
+    *out = NULL;
+    *n = t->n_pending;
+    *used = t->log_used;
+    for (int i = 0; i < t->n_pending; i++)
+        if (t->pending[i].kind == PEND_VALUE || t->pending[i].kind == PEND_RATIO) {
+            snprintf(why, whylen, "metric '%s' was logged from a host value (volt_log_value / volt_log_ratio), which every "
+                     "replay would repeat unchanged: log a tensor (volt_log) instead", t->pending[i].name);
+            return VOLT_ERR_UNSUPPORTED;
+        }
+    if (!t->n_pending) return VOLT_OK;
+    if (!(*out = malloc(sizeof **out * (size_t)t->n_pending))) {
+        snprintf(why, whylen, "out of memory keeping the step's logged values");
+        return VOLT_ERR_NOMEM;
+    }
+    memcpy(*out, t->pending, sizeof **out * (size_t)t->n_pending);
+    return VOLT_OK;
+}
+
+volt_status volt__metrics_replay(volt_trainer *t, const struct volt_pending_log *p, int n, size_t used) {
+    if (n > t->cap_pending) {
+        volt_pending_log *np = realloc(t->pending, sizeof *np * (size_t)n);
+        if (!np) return volt__terr(t, VOLT_ERR_NOMEM, "compile: out of memory restoring the logged values");
+        t->pending = np;
+        t->cap_pending = n;
+    }
+    if (n) memcpy(t->pending, p, sizeof *p * (size_t)n);
+    t->n_pending = n;
+    t->log_used = used;
+    return VOLT_OK;
+}
+
 void volt__metrics_discard(volt_trainer *t) {
     t->n_pending = 0;
     t->log_used = 0;

@@ -30,11 +30,23 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,
         .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
         .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
-        .accelerator = "auto",
+        .accelerator = "auto", .compile = false, .matmul_precision = "highest",
     };
 }
 
 static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dflt); }
+
+/* matmul_precision: "high"/"medium" allow TF32 in f32 GEMMs; a backend without TF32 GEMMs
+ * would ignore it, and a flag that does nothing is refused (docs/CUDA.md). */
+static volt_status check_matmul_precision(volt_trainer *t) {
+    const char *m = t->cfg.matmul_precision;
+    if (strcmp(m, "highest") && strcmp(m, "high") && strcmp(m, "medium"))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: matmul_precision must be \"highest\", \"high\" or \"medium\", got \"%s\"", m);
+    if (strcmp(m, "highest") && !(t->dev->caps & VOLT_DEV_TF32))
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: matmul_precision=\"%s\" allows TF32 GEMMs, which backend '%s' has none "
+                          "of (its f32 GEMMs are always full f32): use \"highest\"", m, t->dev->be->name);
+    return VOLT_OK;
+}
 
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
     *out = NULL;
@@ -50,6 +62,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
     t->run_fingerprint = cfg->run_fingerprint ? strdup(cfg->run_fingerprint) : NULL;
     t->accelerator = dup_or(cfg->accelerator, "auto");
+    t->matmul_precision = dup_or(cfg->matmul_precision, "highest");
+    t->cfg.matmul_precision = t->matmul_precision;
     t->cfg.accelerator = t->accelerator;
     t->cfg.run_fingerprint = t->run_fingerprint;
     t->cfg.default_root_dir = t->root_dir;
@@ -99,7 +113,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
     if (c->max_epochs == 0 || c->max_steps == 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
-    return VOLT_OK;
+    VOLT_TRY(check_matmul_precision(t));
+    return volt__compile_check_config(t);
 }
 
 void volt_trainer_destroy(volt_trainer *t) {
@@ -110,6 +125,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_optimizer_destroy(t->opt);
     if (t->strategy) volt__strategy_destroy(t->strategy);   /* with the precision plugin */
     else volt__precision_destroy(t->prec);
+    volt__compile_free(t);   /* graphs before the step whose memory they use */
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     volt__transfer_free(t);
@@ -117,6 +133,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t->accelerator);
+    free(t->matmul_precision);
     free(t);
 }
 

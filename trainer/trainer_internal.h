@@ -100,6 +100,14 @@ struct volt_trainer {
     struct volt_pending_log *pending;
     int n_pending, cap_pending;
     bool in_step;              /* a step function or its backward runs: logs are queued */
+
+    /* compile (compile.c): one entry per batch shape seen, a graph for up to
+     * VOLT_COMPILE_MAX_GRAPHS of them */
+    char *matmul_precision;
+    struct volt_compiled *compiled;
+    int n_compiled;
+    int64_t compile_eager, compile_captured, compile_replayed;
+    const char *compile_phase; /* what runs while a step is being captured (error messages) */
 };
 
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
@@ -117,6 +125,13 @@ void volt__metrics_free(volt_trainer *t);
 volt_status volt__metrics_flush(volt_trainer *t);
 /* Forget logged values not flushed (a failed step). */
 void volt__metrics_discard(volt_trainer *t);
+/* compile: a copy of the queue a captured step left (*out malloc'd, NULL when empty; a value
+ * queued from the host is refused with why), and putting it back after a replay (the graph's
+ * device copies refilled log_dev at the same offsets). */
+struct volt_pending_log;
+volt_status volt__metrics_snapshot(volt_trainer *t, struct volt_pending_log **out, int *n, size_t *used, char *why,
+                                   size_t whylen);
+volt_status volt__metrics_replay(volt_trainer *t, const struct volt_pending_log *p, int n, size_t used);
 
 /* transfer.c: Lightning's transfer_batch_to_device. *out is the batch the step hooks see:
  * on a host-addressable device (cpu) the loader's batch itself, else a copy in device
@@ -137,6 +152,24 @@ volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *l
  * which owns t->prec after volt_trainer_create (strategies/boundary.c); t->prec is borrowed. */
 volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
 volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
+
+/* compile.c: compile = true (docs/CUDA.md "compile") */
+#define VOLT_COMPILE_MAX_GRAPHS 4     /* graphs kept; a shape past them runs eagerly every time */
+#define VOLT_COMPILE_MAX_SHAPES 16    /* shapes remembered */
+/* At create: what compile cannot capture that the config already says (backend, ranks,
+ * accumulation, 16-mixed, norm clipping). */
+volt_status volt__compile_check_config(volt_trainer *t);
+/* At fit start: callbacks and module hooks that run inside the captured step. */
+volt_status volt__compile_check_hooks(volt_trainer *t);
+/* One training batch with compile on (loop.c's train_batch calls it; accumulation is 1 so
+ * every batch ends at the optimizer boundary). */
+volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
+void volt__compile_free(volt_trainer *t);   /* drop every graph (new step, destroy) */
+
+/* loop.c, shared with compile.c */
+volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
+volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
+volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 
 /* checkpoint.c */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);

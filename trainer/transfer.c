@@ -1,7 +1,8 @@
 /* transfer_batch_to_device (Lightning's hook of that name): the loader fills batches in host
  * memory (its slots are what a pinned-memory allocator would hand out); before the step
  * hooks see a batch, the loop copies it into device tensors here. On a host-addressable
- * device (cpu) the host batch is the device batch: no copy, as torch's .to("cpu") is a no-op.
+ * device (cpu) the host batch is the device batch: no copy, as torch's .to("cpu") is a no-op
+ * (except with compile = true: a graph reads its inputs at the addresses it captured).
  * Elsewhere each field goes host->device into a buffer the trainer owns, grown on the first
  * batches to the largest seen and reused after (no allocation in the steady state). */
 #include <string.h>
@@ -9,7 +10,9 @@
 
 volt_status volt__transfer_batch(volt_trainer *t, const volt_batch *host, const volt_batch **out) {
     *out = host;
-    if (!t->dev || volt__dev_host_addressable(t->dev)) return VOLT_OK;
+    /* compile: a captured step reads its batch at fixed addresses, so it is copied there even
+     * on a host-addressable device */
+    if (!t->dev || (volt__dev_host_addressable(t->dev) && !t->cfg.compile)) return VOLT_OK;
     volt_batch *db = &t->dev_batch;
     *db = *host;   /* size, index, names, sample ids (host metadata) and the field headers */
     for (int f = 0; f < host->n_fields; f++) {

@@ -8,7 +8,8 @@
 #
 #   BUILD       the build folder holding bench/bench_distilbert (default build-gpu)
 #   STEPS       timed steps per configuration (default 20; warm-ups: WARMUP, default 5)
-#   VOLT_PRECISIONS  default "32-true bf16-mixed" (what bench_distilbert takes)
+#   VOLT_PRECISIONS  default "32-true bf16-mixed bf16-mixed+compile" (bench_distilbert's precisions;
+#               +compile: COMPILE=1, the timed steps replay a CUDA graph)
 #   PRECISIONS  the peer's, default "32-true,16-mixed,bf16-mixed,bf16-mixed+compile"
 #   BUDGET_S    seconds for the whole bench (default 180); each side gets its share under
 #               `timeout`, so a hang or a slow torch.compile costs its share, not the run
@@ -25,7 +26,7 @@ STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
 BUDGET_S=${BUDGET_S:-180}
 PYTHON=${PYTHON:-python3}
-VOLT_PRECISIONS=${VOLT_PRECISIONS:-"32-true bf16-mixed"}
+VOLT_PRECISIONS=${VOLT_PRECISIONS:-"32-true bf16-mixed bf16-mixed+compile"}
 PRECISIONS=${PRECISIONS:-"32-true,16-mixed,bf16-mixed,bf16-mixed+compile"}
 FLOP=1.76e12
 PEAK=790
@@ -45,7 +46,9 @@ for p in $VOLT_PRECISIONS; do
     echo "RESULT volt-missing $p: $BUILD/bench/bench_distilbert not built"
     break
   fi
-  timeout -k 5 "$volt_share" "$BUILD/bench/bench_distilbert" distilbert-base "$STEPS" "$WARMUP" hf 12 512 "$p" tail cuda \
+  # "<precision>+compile": the timed steps replay a CUDA graph (bench_distilbert's COMPILE=1)
+  COMPILE=$([ "${p%+compile}" != "$p" ] && echo 1 || echo 0) timeout -k 5 "$volt_share" \
+    "$BUILD/bench/bench_distilbert" distilbert-base "$STEPS" "$WARMUP" hf 12 512 "${p%+compile}" tail cuda \
     2>&1 | tee "$TMP/volt-$p.txt"
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || echo "RESULT volt-failed $p rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${volt_share}s)")"
@@ -76,7 +79,7 @@ for f in "$TMP"/peer.txt; do
 done
 for p in $VOLT_PRECISIONS; do
   f="$TMP/volt-$p.txt"
-  line=$(grep '^RESULT volt ' "$f" 2>/dev/null) || continue
+  line=$(grep -E '^RESULT volt(-compile)? ' "$f" 2>/dev/null) || continue
   ms=$(sed -n 's/.* ms_per_step=\([0-9.]*\).*/\1/p' <<<"$line")
   sps=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
   arena=$(sed -n 's/.*arena_peak_mib=\([0-9.]*\).*/\1/p' <<<"$line")

@@ -85,7 +85,8 @@ __device__ __forceinline__ float drop_factor(const attn_p &a, drop_cache &c, uin
     uint64_t blk = e >> 2;
     if (blk != c.blk) {
         c.blk = blk;
-        volt_philox_uniform4(a.key, a.c0, a.c1, blk, c.u);
+        const uint64_t c0 = a.c0_dev ? *a.c0_dev : a.c0;
+        volt_philox_uniform4(a.c0_dev ? volt_philox_key(a.seed, c0, a.c1) : a.key, c0, a.c1, blk, c.u);
     }
     return c.u[e & 3] >= a.p ? inv_keep : 0.f;
 }

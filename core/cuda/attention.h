@@ -25,6 +25,10 @@ typedef struct volt_cuda_attn {
     const void *mask;          /* (B, Tk) key mask, nonzero = attend; NULL = none */
     int mask_dtype;            /* 1 u8, 2 i32, 3 i64 */
     uint64_t key, c0, c1;      /* dropout's Philox stream (core/cuda/philox.cuh) */
+    /* When set, c0 (the step's RNG offset) is read here on the device and the key derived
+     * from seed (a captured step replays with each step's offset); key and c0 are unused. */
+    const uint64_t *c0_dev;
+    uint64_t seed;
 } volt_cuda_attn;
 
 /* o = softmax(scale q k^T + mask) (dropped) v; lse (may be NULL) = per-row logsumexp,

@@ -25,7 +25,8 @@ static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p
                                                                                   : VOLT_CU_ATTN_F32,
         .mask = m ? m->data : NULL,
         .mask_dtype = !m ? 0 : m->dtype == VOLT_U8 ? 1 : m->dtype == VOLT_I32 ? 2 : 3,
-        .key = volt_philox_key(s->seed, s->rng_offset, at->call), .c0 = s->rng_offset, .c1 = at->call };
+        .key = volt_philox_key(s->seed, s->rng_offset, at->call), .c0 = s->rng_offset, .c1 = at->call,
+        .c0_dev = s->rng_dev, .seed = s->seed };   /* the offset read on the device: graph replays */
     return VOLT_OK;
 }
 

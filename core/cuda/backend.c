@@ -44,6 +44,7 @@ static void ctx_release(volt_cuda_ctx *c) {
     if (c->partials) cudaFree(c->partials);
     if (c->info) cudaFree(c->info);
     if (c->info_host) cudaFreeHost(c->info_host);
+    if (c->errword) cudaFree(c->errword);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -66,6 +67,8 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     if (e == cudaSuccess) { what = "scratch"; e = cudaMalloc((void **)&c->partials, sizeof(double) * VOLT_CU_REDUCE_PARTIALS); }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->info, 2 * sizeof(int64_t));
     if (e == cudaSuccess) e = cudaMallocHost((void **)&c->info_host, 2 * sizeof(int64_t));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->errword, sizeof(uint64_t));
+    if (e == cudaSuccess) e = cudaMemset(c->errword, 0xff, sizeof(uint64_t));   /* no error */
     if (e != cudaSuccess) {
         snprintf(err, errlen, "cuda: device %d: %s: %s", ordinal, what, cudaGetErrorString(e));
         cudaGetLastError();
@@ -78,7 +81,7 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     return VOLT_OK;
 }
 
-static unsigned cuda_caps(volt_device *d) { (void)d; return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE; }
+static unsigned cuda_caps(volt_device *d) { (void)d; return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE | VOLT_DEV_TF32; }
 
 static bool cuda_supports(volt_device *d, volt_op_id op, volt_dtype dt) {
     (void)d; (void)dt;
@@ -90,6 +93,10 @@ static void *cuda_alloc(volt_device *d, size_t bytes) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
     void *p = NULL;
+    if (c->cap) {   /* a warmed step allocates nothing: fail the capture, naming the request */
+        volt__cuda_capture_refuse(c, "allocated %zu bytes of device memory", bytes);
+        return NULL;
+    }
     if (cudaMallocAsync(&p, bytes ? bytes : 1, c->stream) != cudaSuccess) {
         cudaGetLastError();   /* out of memory is not sticky: the caller reports it */
         return NULL;
@@ -100,6 +107,7 @@ static void cuda_free(volt_device *d, void *p) {
     if (!p) return;
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
+    if (c->cap) { volt__cuda_capture_defer_free(c, p); return; }
     note(c, cudaFreeAsync(p, c->stream));
 }
 static void cuda_memset(volt_device *d, void *p, int v, size_t n) {
@@ -113,6 +121,11 @@ static void cuda_copy(volt_device *d, void *dst, const void *src, size_t n, volt
     enum cudaMemcpyKind kind = k == VOLT_COPY_H2D ? cudaMemcpyHostToDevice
                              : k == VOLT_COPY_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     if (k == VOLT_COPY_D2D && dst == src) return;
+    if (c->cap && k == VOLT_COPY_H2D) { volt__cuda_capture_h2d(c, dst, src, n); return; }   /* re-issued per launch */
+    if (c->cap && k == VOLT_COPY_D2H) {
+        volt__cuda_capture_refuse(c, "read %zu bytes of device memory on the host (a device->host copy)", n);
+        return;
+    }
     note(c, cudaMemcpyAsync(dst, src, n, kind, c->stream));
     if (k == VOLT_COPY_D2H) note(c, cudaStreamSynchronize(c->stream));   /* the host bytes are valid on return */
 }
@@ -122,6 +135,7 @@ static void cuda_give_back(volt_device *d, void *p, size_t bytes) { cuda_memset(
 static void cuda_sync(volt_device *d) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
+    if (c->cap) { volt__cuda_capture_refuse(c, "synchronized the device with the host"); return; }
     note(c, cudaStreamSynchronize(c->stream));
 }
 static volt_device_event *cuda_event_create(volt_device *d) {
@@ -138,6 +152,8 @@ static void cuda_event_wait(volt_device *d, volt_device_event *e) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     if (e) { volt__cuda_use(c); note(c, cudaStreamWaitEvent(c->stream, (cudaEvent_t)e, 0)); }
 }
+static uint64_t *cuda_error_word(volt_device *d) { return volt__cuda_ctx(d)->errword; }
+
 static void cuda_event_destroy(volt_device *d, volt_device_event *e) {
     (void)d;
     if (e) cudaEventDestroy((cudaEvent_t)e);
@@ -178,17 +194,6 @@ const void *volt__cuda_as(volt_step *s, const volt_tensor *t, volt_dtype dt, int
     return buf;
 }
 
-volt_status volt__cuda_read2(volt_step *s, const int64_t *dev, int64_t out[2]) {
-    volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
-    note(c, cudaMemcpyAsync(c->info_host, dev, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, c->stream));
-    note(c, cudaStreamSynchronize(c->stream));
-    volt_status st = volt__cuda_check(s, 0, "read back");
-    if (st < 0) return st;
-    out[0] = c->info_host[0];
-    out[1] = c->info_host[1];
-    return VOLT_OK;
-}
-
 /* ---- the table ---------------------------------------------------------------------------- */
 static volt_kernel g_kernels[VOLT_OP_COUNT];
 static volt_backend g_backend;
@@ -217,6 +222,8 @@ static void build(void) {
         .synchronize = cuda_sync, .event_create = cuda_event_create, .event_record = cuda_event_record,
         .event_wait = cuda_event_wait, .event_destroy = cuda_event_destroy,
         .kernels = g_kernels, .pm = &volt__cuda_param_math,
+        .error_word = cuda_error_word, .graph_begin = volt__cuda_graph_begin, .graph_end = volt__cuda_graph_end,
+        .graph_launch = volt__cuda_graph_launch, .graph_destroy = volt__cuda_graph_destroy,
     };
 }
 

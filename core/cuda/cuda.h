@@ -21,6 +21,8 @@ typedef struct volt_cuda_ctx {
     int64_t *info_host;            /* 2 int64 (pinned host) */
     volt_cuda_gemm_cache *gemm;    /* cuBLASLt plans, one per shape */
     int error;                     /* first CUDA error of a call that returns void (memory, pm) */
+    uint64_t *errword;             /* the error word (device; all bits set = no error): core/deferred.c */
+    struct volt_cuda_capture *cap; /* non-NULL while a graph is being captured (core/cuda/graph.c) */
 } volt_cuda_ctx;
 
 static inline volt_cuda_ctx *volt__cuda_ctx(volt_device *d) { return (volt_cuda_ctx *)d->ctx; }
@@ -45,10 +47,17 @@ static inline bool volt__cuda_acc(const volt_node *n, int k) { return n->grad_mo
 const void *volt__cuda_as(volt_step *s, const volt_tensor *t, volt_dtype dt, int slot);
 /* n f32 values at x (device) in dtype dt: x itself for f32, else converted into scratch slot */
 const void *volt__cuda_f32_as(volt_step *s, const float *x, int64_t n, volt_dtype dt, int slot);
-/* Reads 2 int64 of device memory (ctx->info, or an op's saved flags) to the host: one
- * synchronising copy (the ops that must report a bad index or need a count on the host:
- * cross_entropy, embedding; docs/CUDA.md). */
-volt_status volt__cuda_read2(volt_step *s, const int64_t *dev, int64_t out[2]);
+/* Graph capture (core/cuda/graph.c; the table's graph_* entries, core/device.h). While
+ * ctx->cap is set the memory and copy entries of backend.c call these instead of the
+ * runtime: refuse records the first call a captured step may not make (alloc, free, D2H,
+ * synchronize) for graph_end's message; h2d records a copy for every launch to re-issue. */
+void volt__cuda_capture_refuse(volt_cuda_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void volt__cuda_capture_h2d(volt_cuda_ctx *c, void *dst, const void *src, size_t n);
+void volt__cuda_capture_defer_free(volt_cuda_ctx *c, void *p);
+volt_status volt__cuda_graph_begin(volt_device *d, char *err, size_t errlen);
+volt_status volt__cuda_graph_end(volt_device *d, volt_device_graph **out, char *err, size_t errlen);
+volt_status volt__cuda_graph_launch(volt_device *d, volt_device_graph *g, char *err, size_t errlen);
+void volt__cuda_graph_destroy(volt_device *d, volt_device_graph *g);
 
 /* Fillers of the kernel table (core/cuda/backend.c calls each once). */
 void volt__cuda_kernels_gemm(volt_kernel *t);      /* core/cuda/gemm_ops.c: MATMUL, LINEAR */

@@ -14,6 +14,11 @@ extern "C" {
  * (0 = success), as the launchers of core/cuda/launch.h. */
 int volt__cuda_dropout(void *stream, const float *x, float *y, int64_t n, float p,
                        uint64_t key, uint64_t c0, uint64_t c1, int acc);
+/* The same with c0 read on the device from *c0_dev (the step's RNG offset in device memory,
+ * core/internal.h's rng_dev) and the key derived from seed there: a captured step replays
+ * with each step's offset. */
+int volt__cuda_dropout_dev(void *stream, const float *x, float *y, int64_t n, float p,
+                           uint64_t seed, const uint64_t *c0_dev, uint64_t c1, int acc);
 
 #ifdef __cplusplus
 }

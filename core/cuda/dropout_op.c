@@ -5,23 +5,21 @@
  * translation and the rest of the backend are core/cuda/cuda.h's. */
 #include "core/cuda/cuda.h"
 #include "core/cuda/dropout.h"
-#include "core/cuda/philox.cuh"
 
 static volt_status dropout_fwd(volt_step *s, volt_node *n) {
     const volt_attr_dropout *at = &n->attr.dropout;
-    uint64_t key = volt_philox_key(s->seed, s->rng_offset, at->call);
-    return volt__cuda_check(s, volt__cuda_dropout(volt__cuda_stream(s), n->in[0]->data, n->out->data,
-                                                  volt_tensor_numel(n->out), at->p, key, s->rng_offset, at->call, 0),
+    /* the offset from the step's device word: a captured step draws each replay's own mask */
+    return volt__cuda_check(s, volt__cuda_dropout_dev(volt__cuda_stream(s), n->in[0]->data, n->out->data,
+                                                      volt_tensor_numel(n->out), at->p, s->seed, s->rng_dev, at->call, 0),
                             "dropout");
 }
 
 static volt_status dropout_bwd(volt_step *s, volt_node *n) {
     if (n->grad_mode[0] == VOLT_GRAD_NONE) return VOLT_OK;
     const volt_attr_dropout *at = &n->attr.dropout;
-    uint64_t key = volt_philox_key(s->seed, s->rng_offset, at->call);
-    return volt__cuda_check(s, volt__cuda_dropout(volt__cuda_stream(s), n->out->grad, n->in[0]->grad,
-                                                  volt_tensor_numel(n->out), at->p, key, s->rng_offset, at->call,
-                                                  volt__cuda_acc(n, 0)),
+    return volt__cuda_check(s, volt__cuda_dropout_dev(volt__cuda_stream(s), n->out->grad, n->in[0]->grad,
+                                                      volt_tensor_numel(n->out), at->p, s->seed, s->rng_dev, at->call,
+                                                      volt__cuda_acc(n, 0)),
                             "dropout backward");
 }
 

@@ -4,7 +4,9 @@
  * gets B as its "A" and A as its "B", m = N, n = M, with the transposes kept. The bias is
  * CUBLASLT_EPILOGUE_BIAS (one f32 per row of the column-major D = per column of C).
  * Precision: f32 operands run CUBLAS_COMPUTE_32F (no TF32: the same math as the CPU up to
- * summation order); bf16 and f16 operands run natively with f32 accumulation and f32 C.
+ * summation order), or CUBLAS_COMPUTE_32F_FAST_TF32 when the step allows TF32 (the trainer's
+ * matmul_precision "high" / "medium", s->matmul_tf32: part of the plan key); bf16 and f16
+ * operands run natively with f32 accumulation and f32 C.
  *
  * One plan per shape: the matmul descriptor, the four layouts and the heuristic's best
  * algorithm are made the first time a key (transposes, sizes, leading dimensions, batch
@@ -81,7 +83,7 @@ static void lt_load(void) {
 typedef struct {
     int64_t batch, M, N, K, lda, ldb, ldc, sa, sb, sc;
     uint32_t align;          /* the smallest alignment of A, B, C (and bias), capped at 256 */
-    uint8_t ta, tb, ab, bias, beta1, pad_[3];
+    uint8_t ta, tb, ab, bias, beta1, tf32, pad_[2];   /* tf32: f32 operands, matmul_precision high */
 } gemm_key;
 
 typedef struct {
@@ -181,7 +183,9 @@ static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k) 
     if (!layout(&p->la, t, ar, ac, k->ldb, k->batch, k->sb) || !layout(&p->lb, t, br, bc, k->lda, k->batch, k->sa) ||
         !layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->sc))
         return "matrix layout";
-    if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return "descriptor";
+    /* TF32 tensor cores for f32 operands only when the step allows it (matmul_precision) */
+    const cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return "descriptor";
     int32_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ||
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb))
@@ -230,6 +234,7 @@ volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *o
     if (g->batch > 1) { k.sa = g->sa; k.sb = g->sb; k.sc = g->sc; }
     k.ta = (uint8_t)(g->ta == 'T'); k.tb = (uint8_t)(g->tb == 'T');
     k.ab = (uint8_t)g->ab; k.bias = g->bias != NULL; k.beta1 = g->beta != 0.f;
+    k.tf32 = (uint8_t)(g->ab == VOLT_F32 && s->matmul_tf32);
     uint32_t al = ptr_align(g->A), t;
     if ((t = ptr_align(g->B)) < al) al = t;
     if ((t = ptr_align(g->C)) < al) al = t;

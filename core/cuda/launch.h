@@ -83,6 +83,9 @@ int volt_cu_mse_grad(void *stream, const float *a, const float *b, const float *
  * bad holds 2 int64, the launcher initialises them); y (N, D) = tab[ids] (0 for an id out
  * of range); backward tab_grad[id] += dy[p] (float atomics) except padding_idx */
 int volt_cu_embedding_check(void *stream, const void *ids, bool ids64, int64_t N, int64_t V, int64_t *bad);
+/* Deferred error (core/deferred.c): when *pos != INT64_MAX, *word = min(*word, key_base | *pos)
+ * (an atomic min on the backend's error word; one thread, no host read). */
+int volt_cu_err_fold(void *stream, const int64_t *pos, uint64_t key_base, uint64_t *word);
 int volt_cu_embedding(void *stream, const void *ids, bool ids64, const float *tab, float *y, int64_t N, int64_t D,
                       int64_t V);
 int volt_cu_embedding_grad(void *stream, const void *ids, bool ids64, const float *dy, float *g, int64_t N, int64_t D,

@@ -1,10 +1,9 @@
 /* Row ops on the "cuda" backend: softmax, log_softmax, the fused softmax + cross-entropy,
  * layernorm, embedding (core/cuda/rows.cu; semantics of core/cpu/act.c and basic.c).
  *
- * Host read-backs: cross_entropy reads its valid count and the first bad target (the node's
- * attribute `count`, and the error "target[i] = t is outside [0, C)"), embedding the first
- * id out of range: one synchronising 16-byte copy each (docs/CUDA.md lists them as what a
- * captured step must move to the device). */
+ * No host read-back: cross_entropy's valid count stays on the device (its backward reads
+ * it there), and a bad target or embedding id is folded into the backend's error word,
+ * reported by volt_step_check with the CPU's message (core/deferred.c, docs/CUDA.md). */
 #include <stdio.h>
 #include "core/cuda/cuda.h"
 
@@ -24,19 +23,9 @@ static volt_status softmax_bwd(volt_step *s, volt_node *n) {
                  log ? "log_softmax backward" : "softmax backward");
 }
 
-/* ---- cross-entropy: logits (N, C), target (N) i32/i64. saved: 2 int64 (count, first bad
- * row) then the N logsumexps ------------------------------------------------------------- */
-static int64_t host_index(volt_step *s, const volt_tensor *t, int64_t i) {
-    int64_t v = 0;
-    if (t->dtype == VOLT_I64) volt__dev_d2h(s->dev, &v, (const int64_t *)t->data + i, sizeof v);
-    else {
-        int32_t w = 0;
-        volt__dev_d2h(s->dev, &w, (const int32_t *)t->data + i, sizeof w);
-        v = w;
-    }
-    return v;
-}
-
+/* ---- cross-entropy: logits (N, C), target (N) i32/i64. saved: 2 int64 (the valid count,
+ * which the backward kernel reads on the device, and the first bad row) then the N
+ * logsumexps. A bad target is folded into the error word (volt_step_check reports it). ---- */
 static volt_status xent_fwd(volt_step *s, volt_node *n) {
     const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
     const int64_t N = at->n, C = at->classes;
@@ -46,15 +35,14 @@ static volt_status xent_fwd(volt_step *s, volt_node *n) {
     n->saved = saved;
     float *lse = (float *)(saved + 2);
     const volt_tensor *tg = n->in[1];
-    volt_status st = CHECK(volt_cu_xent(STREAM, n->in[0]->data, tg->data, tg->dtype == VOLT_I64, N, C, at->ignore_index,
-                                        at->label_smoothing, lse, rowloss, saved, n->out->data), "cross_entropy");
-    int64_t info[2];
-    if (st < 0 || (st = volt__cuda_read2(s, saved, info)) < 0) return st;
-    if (info[1] != INT64_MAX)
-        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "cross_entropy: target[%lld] = %lld is outside [0, %lld)",
-                              (long long)info[1], (long long)host_index(s, tg, info[1]), (long long)C);
-    n->attr.cross_entropy.count = info[0];
-    return VOLT_OK;
+    uint64_t key = 0;
+    volt_status st = volt__step_defer(s, VOLT_OP_CROSS_ENTROPY, tg, C, &key);
+    if (st < 0) return st;
+    st = CHECK(volt_cu_xent(STREAM, n->in[0]->data, tg->data, tg->dtype == VOLT_I64, N, C, at->ignore_index,
+                            at->label_smoothing, lse, rowloss, saved, n->out->data), "cross_entropy");
+    if (st < 0) return st;
+    /* n->attr.cross_entropy.count stays unset on cuda: the count lives in saved[0] */
+    return CHECK(volt_cu_err_fold(STREAM, saved + 1, key, volt__dev_error_word(s->dev)), "cross_entropy");
 }
 static volt_status xent_bwd(volt_step *s, volt_node *n) {
     const volt_attr_cross_entropy *at = &n->attr.cross_entropy;
@@ -102,11 +90,14 @@ static volt_status embedding_fwd(volt_step *s, volt_node *n) {
     const volt_tensor *ids = n->in[0];
     const bool i64 = ids->dtype == VOLT_I64;
     volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
-    int64_t info[2];
-    volt_status st = CHECK(volt_cu_embedding_check(STREAM, ids->data, i64, at->n, at->num, c->info), "embedding");
-    if (st < 0 || (st = volt__cuda_read2(s, c->info, info)) < 0) return st;
-    if (info[0] != INT64_MAX)   /* the first bad position: the same message as on the CPU */
-        return volt__embedding_id_err(s, ids, info[0], host_index(s, ids, info[0]), at->num);
+    uint64_t key = 0;
+    volt_status st = volt__step_defer(s, VOLT_OP_EMBEDDING, ids, at->num, &key);
+    if (st < 0) return st;
+    /* the first bad position into ctx->info (reused by every check: stream order), folded
+     * into the error word; the gather writes 0 for a bad id */
+    if ((st = CHECK(volt_cu_embedding_check(STREAM, ids->data, i64, at->n, at->num, c->info), "embedding")) < 0 ||
+        (st = CHECK(volt_cu_err_fold(STREAM, c->info, key, volt__dev_error_word(s->dev)), "embedding")) < 0)
+        return st;
     return CHECK(volt_cu_embedding(STREAM, ids->data, i64, n->in[1]->data, n->out->data, at->n, at->dim, at->num),
                  "embedding");
 }

@@ -290,6 +290,14 @@ extern "C" int volt_cu_embedding_check(void *s, const void *ids, bool ids64, int
     k_emb_check<<<volt_cu_blocks(N), VOLT_CU_THREADS, 0, st>>>(ids, ids64, N, V, bad);
     VOLT_CU_DONE();
 }
+__global__ void k_err_fold(const int64_t *pos, uint64_t key_base, unsigned long long *word) {
+    const int64_t p = *pos;
+    if (p != INT64_MAX) atomicMin(word, (unsigned long long)(key_base | (uint64_t)p));
+}
+extern "C" int volt_cu_err_fold(void *s, const int64_t *pos, uint64_t key_base, uint64_t *word) {
+    k_err_fold<<<1, 1, 0, VOLT_CU_STREAM(s)>>>(pos, key_base, (unsigned long long *)word);
+    VOLT_CU_DONE();
+}
 __global__ void k_emb(const void *ids, bool ids64, const float *tab, float *y, int64_t N, int64_t D, int64_t V) {
     VOLT_CU_FOR(i, N * D) {
         int64_t id = vcu_index(ids, ids64, i / D);

@@ -131,8 +131,16 @@ VOLT_API volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
 /* Backward from a tensor of any shape with the given upstream gradient (numel floats),
  * like torch.autograd.backward(t, grad). */
 VOLT_API volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out);
-/* Release the step's arena and tape. Tensors from this step become invalid. */
+/* Release the step's arena and tape. Tensors from this step become invalid. Runs
+ * volt_step_check first: a deferred error is the step's status after it returns. */
 VOLT_API void volt_step_end(volt_step *s);
+/* Report errors a backend found on the device and has not reported yet: an embedding id or
+ * a cross-entropy target out of range on "cuda" is flagged in a device word by the kernel
+ * (no host synchronisation per op) and turned here into the message the CPU gives at the
+ * op (the op, the bad value, its index). One synchronising 8-byte read when the step has
+ * such checks pending; nothing on cpu (errors there surface at the op). Returns the step's
+ * status. */
+VOLT_API volt_status volt_step_check(volt_step *s);
 
 /* The first error recorded in the step (ops return NULL on error and keep the message). */
 VOLT_API volt_status volt_step_status(const volt_step *s);

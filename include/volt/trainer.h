@@ -190,6 +190,15 @@ typedef struct volt_trainer_config {
                                         present, else "cpu"), "cpu", "cpu-strict" (tests: device memory
                                         unreadable from host code), "cuda" (alias "gpu"). `devices`
                                         ranks each use device local_rank of it */
+    /* ---- compile and GEMM precision (appended; issue 11, docs/CUDA.md) ---- */
+    bool compile;                    /* default false: capture the training step (forward, backward,
+                                        optimizer boundary) as a device graph after one eager step
+                                        per batch shape and replay it; needs a backend with graph
+                                        capture (cuda), one process, accumulate_grad_batches 1, no
+                                        16-mixed; docs/CUDA.md "compile" */
+    const char *matmul_precision;    /* f32 GEMMs, as torch.set_float32_matmul_precision: "highest"
+                                        (default: full f32), "high" or "medium" (TF32 allowed; on
+                                        a backend without TF32 GEMMs, e.g. cpu, an error) */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -197,6 +206,10 @@ VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
 VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
+/* compile = true: training steps run eagerly (the first of each batch shape, and shapes past
+ * the graph bound), captured (each capture also runs the step once) and replayed, since
+ * create. Any pointer may be NULL. */
+VOLT_API void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *captured, int64_t *replayed);
 /* The device this trainer runs on: the accelerator name as resolved ("cpu", "cpu-strict",
  * "cuda"; "auto" already replaced) and its ordinal. */
 VOLT_API const char *volt_trainer_accelerator(const volt_trainer *t);

@@ -1,0 +1,231 @@
+/* compile = true on the cuda backend: eager vs graph replay, bit for bit (docs/CUDA.md,
+ * "compile"). Label gpu: without a cuda backend or device it exits 77 (skipped), saying why.
+ *
+ * Each case trains twice from the same seed for 20 optimizer steps — once eagerly, once with
+ * compile — over batches of 4 rows and a shorter last batch of 2 (its own graph), and
+ * compares every step's logged train_loss and, at the end, every parameter's bits. Dropout
+ * is on (p = 0.1; DistilBERT's attention dropout too): a replay that froze the RNG offset of
+ * its capture would draw the captured step's masks again and drift from the eager run at the
+ * first replay, so equality says the masks differ between steps and equal eager's. The run
+ * must have replayed (compile stats), else it would compare eager with eager.
+ * Cases: a small MLP and a DistilBERT (2 layers, dim 128, 2 heads: head dim 64, what the
+ * cuda attention kernel takes; T 48 with a padding tail), each at 32-true and bf16-mixed.
+ * And the MLP with norm clipping (0.05: it clips), which the graph does on the device.
+ * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
+ * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
+#include "vtest.h"
+#include "core/internal.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+#include "volt/distilbert.h"
+
+#define STEPS 20
+enum { BS = 4, NS = 10 };   /* batches 4, 4, 2 */
+
+/* ---- the MLP --------------------------------------------------------------------------------- */
+enum { IN = 24, HID = 40, NC = 3 };
+typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
+static volt_status mlp_setup(void *self, volt_params *ps) {
+    mlp *m = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(HID, IN), VOLT_INIT_TORCH_LINEAR, &m->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(HID), VOLT_INIT_ZEROS, &m->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(NC, HID), VOLT_INIT_TORCH_LINEAR, &m->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b2);
+}
+static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    mlp *m = self;
+    (void)i;
+    volt_tensor *h = volt_dropout(s, volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1)), 0.1f);
+    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
+    volt_log(s, "train_loss", loss, VOLT_LOG_STEP);
+    return volt_step_set_loss(s, loss);
+}
+static volt_status mlp_opt(void *self, volt_optim_setup *o) {
+    (void)self;
+    o->optimizer.kind = VOLT_OPTIM_ADAMW;
+    o->optimizer.lr = 3e-3f;
+    o->optimizer.weight_decay = 0.01f;
+    o->use_scheduler = true;   /* the lr changes every step: the replays must see it */
+    o->scheduler.kind = VOLT_SCHED_LINEAR;
+    o->scheduler.warmup_steps = 3;
+    o->scheduler.total_steps = 40;
+    return VOLT_OK;
+}
+static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
+                                         .configure_optimizers = mlp_opt, .training_step = mlp_train };
+
+static float MX[NS * IN];
+static int64_t MY[NS];
+
+/* ---- DistilBERT ------------------------------------------------------------------------------- */
+enum { T = 48, VOCAB = 97 };
+static int64_t IDS[NS * T], MASK[NS * T], BY[NS];
+
+/* ---- one run --------------------------------------------------------------------------------- */
+typedef struct { double loss[STEPS]; int n; } losses;
+static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b; (void)i;
+    losses *l = self;
+    double v = NAN;
+    volt_trainer_metric(t, "train_loss", &v);
+    if (l->n < STEPS) l->loss[l->n++] = v;
+    return VOLT_OK;
+}
+static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
+                                           .on_train_batch_end = rec_loss };
+
+typedef struct { losses l; unsigned char *params; size_t bytes; int64_t eager, captured, replayed; bool ok; } run_out;
+
+static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
+    run_out r;
+    memset(&r, 0, sizeof r);
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_steps = STEPS;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+    c.default_root_dir = getenv("VOLT_TEST_TMP") ? getenv("VOLT_TEST_TMP") : ".";
+    c.accelerator = "cuda";
+    c.precision = precision;
+    c.compile = compile;
+    c.num_sanity_val_steps = 0;
+    c.seed = 11;
+    c.gradient_clip_val = clip;   /* > 0: by norm (host norm eagerly, device norm in the graph) */
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    if (st < 0) { volt_trainer_destroy(t); return r; }
+    CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &r.l));
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = BS;
+    lc.shuffle = true;
+    lc.seed = 3;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    mlp m = { 0 };
+    void *bm = NULL;
+    if (bert) {
+        volt_distilbert_config dc;
+        volt_distilbert_config_init(&dc);
+        dc.vocab_size = VOCAB; dc.max_position = 64; dc.dim = 128; dc.n_layers = 2; dc.n_heads = 2; dc.hidden_dim = 256;
+        dc.dropout = 0.1f; dc.attention_dropout = 0.1f; dc.seq_classif_dropout = 0.2f;
+        dc.lr = 1e-3f; dc.ids_field = "input_ids"; dc.mask_field = "attention_mask"; dc.y_field = "y";
+        CHECK_OK(volt_distilbert_create(&dc, &bm));
+    }
+    st = volt_trainer_fit(t, bert ? &volt_distilbert_ops : &mlp_ops, bert ? bm : (void *)&m, l, NULL, NULL);
+    CHECK(st == VOLT_OK, "fit (%s, %s, compile %d): %s", bert ? "distilbert" : "mlp", precision, compile, volt_trainer_errmsg(t));
+    r.ok = st == VOLT_OK;
+    volt_trainer_compile_stats(t, &r.eager, &r.captured, &r.replayed);
+    volt_params *ps = volt_trainer_params(t);
+    if (r.ok && ps) {
+        r.bytes = (size_t)volt_params_value_bytes(ps);
+        r.params = malloc(r.bytes);
+        size_t off = 0;
+        const size_t esz = volt_dtype_size(volt_params_dtype(ps));
+        for (int u = 0; u < ps->n_units && r.params; u++) {
+            size_t n = (size_t)ps->units[u]->numel * esz;
+            if (off + n > r.bytes) break;
+            volt__dev_d2h(ps->dev, r.params + off, volt_unit_values(ps->units[u]), n);
+            off += n;
+        }
+        r.bytes = off;
+    }
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+    volt_distilbert_destroy(bm);
+    return r;
+}
+
+static void compare(const char *name, bool bert, const char *precision, volt_dataset *ds, float clip) {
+    run_out e = run(bert, precision, false, ds, clip), g = run(bert, precision, true, ds, clip);
+    int loss_diff = -1;
+    for (int i = 0; i < e.l.n && i < g.l.n; i++)
+        if (memcmp(&e.l.loss[i], &g.l.loss[i], sizeof(double)) && loss_diff < 0) loss_diff = i;
+    size_t nbad = 0, first = (size_t)-1;
+    for (size_t i = 0; i < e.bytes && i < g.bytes; i += 4)
+        if (memcmp(e.params + i, g.params + i, 4)) { nbad++; if (first == (size_t)-1) first = i / 4; }
+    printf("compile %s: steps %d/%d, first differing loss %d (eager %.9g, graph %.9g), params differing %zu of %zu "
+           "(first %zd), eager %lld captured %lld replayed %lld\n", name, e.l.n, g.l.n, loss_diff,
+           loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0, nbad, e.bytes / 4,
+           first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first, (long long)g.eager, (long long)g.captured, (long long)g.replayed);
+    CHECK(e.ok && g.ok && e.l.n == STEPS && g.l.n == STEPS, "%s: both runs take %d steps", name, STEPS);
+    CHECK(g.replayed >= STEPS / 2 && g.captured == 2, "%s: the compiled run replayed (captured %lld, replayed %lld)", name,
+          (long long)g.captured, (long long)g.replayed);
+    CHECK(loss_diff < 0, "%s: step %d's loss differs: eager %.9g, graph %.9g", name, loss_diff,
+          loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0);
+    CHECK(e.bytes == g.bytes && e.bytes > 0 && nbad == 0, "%s: %zu of %zu parameter values differ", name, nbad, e.bytes / 4);
+    free(e.params);
+    free(g.params);
+}
+
+/* matmul_precision "high": f32 GEMMs in TF32 (the step's matmul_tf32, what the trainer sets).
+ * The result must differ from full f32 (else the flag does nothing) by no more than TF32's
+ * 10-bit mantissa allows (K = 512: ~1e-3 relative to the largest output). */
+static void test_tf32(void) {
+    enum { M = 192, K = 512, N = 160 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *y32 = malloc(sizeof(float) * M * N), *ytf = malloc(sizeof(float) * M * N);
+    for (int i = 0; i < M * K; i++) a[i] = sinf((float)i * 0.731f);
+    for (int i = 0; i < K * N; i++) b[i] = cosf((float)i * 0.377f);
+    for (int tf = 0; tf < 2; tf++) {
+        volt_step_config c;
+        volt_step_config_init(&c);
+        c.backend = "cuda";
+        volt_step *s = NULL;
+        CHECK_OK(volt_step_create(&c, &s));
+        if (!s) break;
+        s->matmul_tf32 = tf;
+        volt_step_begin(s, false, 0);
+        volt_tensor *y = volt_matmul(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(M, K), a),
+                                     volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(K, N), b));
+        CHECK(y != NULL, "tf32 %d: %s", tf, volt_step_errmsg(s));
+        if (y) volt_tensor_to_host(y, tf ? ytf : y32);
+        volt_step_end(s);
+        volt_step_destroy(s);
+    }
+    double maxabs = 0, maxdiff = 0;
+    for (int i = 0; i < M * N; i++) {
+        if (fabs(y32[i]) > maxabs) maxabs = fabs(y32[i]);
+        if (fabs(ytf[i] - y32[i]) > maxdiff) maxdiff = fabs(ytf[i] - y32[i]);
+    }
+    printf("compile tf32: matmul %dx%dx%d, max |tf32 - f32| %.3g, relative to max |y| %.3g\n", M, K, N, maxdiff,
+           maxdiff / (maxabs > 0 ? maxabs : 1));
+    CHECK(maxdiff > 0, "matmul_precision high: TF32 gave the f32 result bit for bit (TF32 not in use?)");
+    CHECK(maxdiff <= 5e-3 * maxabs, "TF32 error %.3g exceeds 5e-3 of max |y| %.3g", maxdiff, maxabs);
+    free(a); free(b); free(y32); free(ytf);
+}
+
+int main(void) {
+    const volt_backend *be = volt__backend_find("cuda");
+    if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
+    if (be->device_count() == 0) { printf("SKIP: no CUDA device (driver and GPU needed)\n"); return 77; }
+    for (int i = 0; i < NS; i++) {
+        MY[i] = i % NC;
+        BY[i] = (i / 2) % 2;   /* 2 classes (the default head) */
+        for (int k = 0; k < IN; k++) MX[i * IN + k] = sinf((float)(i * IN + k) * 0.37f);
+        const int len = T - 5 * (i % 4);   /* a padding tail */
+        for (int j = 0; j < T; j++) {
+            IDS[i * T + j] = j < len ? 1 + (i * 31 + j * 7) % (VOCAB - 1) : 0;
+            MASK[i * T + j] = j < len;
+        }
+    }
+    volt_field mf[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *md[2] = { MX, MY };
+    volt_field bf[3] = { { "input_ids", VOLT_I64, VOLT_SHAPE(T) }, { "attention_mask", VOLT_I64, VOLT_SHAPE(T) },
+                         { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *bd[3] = { IDS, MASK, BY };
+    volt_dataset *mds = NULL, *bds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(2, mf, md, NS, &mds));
+    CHECK_OK(volt_dataset_from_arrays(3, bf, bd, NS, &bds));
+    compare("mlp 32-true", false, "32-true", mds, 0.f);
+    compare("mlp bf16-mixed", false, "bf16-mixed", mds, 0.f);
+    compare("mlp 32-true clip-norm 0.05", false, "32-true", mds, 0.05f);
+    compare("distilbert 32-true", true, "32-true", bds, 0.f);
+    compare("distilbert bf16-mixed", true, "bf16-mixed", bds, 0.f);
+    test_tf32();
+    volt_dataset_destroy(mds);
+    volt_dataset_destroy(bds);
+    return vtest_finish();
+}

@@ -1,0 +1,335 @@
+/* compile = true: the training step as a device graph (docs/CUDA.md, "compile").
+ *
+ * Per batch shape (the fields' dtypes, shapes and device addresses): the first batch runs
+ * eagerly — the arena, the grad pool, kernel scratch and the log staging grow to the step's
+ * size, so the same step again allocates nothing and lands on the same addresses
+ * (core/arena.c, core/pool.c). The second is captured: graph_begin, volt_step_begin,
+ * training_step, backward and the optimizer boundary, graph_end; the graph is then launched
+ * once to run that step. From the third on the host does only a step's host half — the RNG
+ * offset and the optimizer's scalars written at the fixed host addresses the launch copies
+ * from, the on_before_optimizer_step hooks — launches the graph, and restores what the
+ * captured step left for the host: the index checks (volt_step_check) and the queue of
+ * logged values (one device->host read, as eager). Tape building and op dispatch are not
+ * redone.
+ *
+ * The batch is copied to the trainer's device buffers before each step (transfer.c, also on
+ * a host-addressable device), which are the addresses the graph reads. A captured step's
+ * memory must not move: the graph keeps the addresses of the step arena, grad pool, scratch
+ * and log staging it was captured with, and when any of them was reallocated since (a
+ * larger eager step, a validation step that logged more) every graph is dropped and shapes
+ * start again with an eager step. At most VOLT_COMPILE_MAX_GRAPHS graphs; a shape past that
+ * (and past VOLT_COMPILE_MAX_SHAPES remembered) runs eagerly each time, counted in
+ * volt_trainer_compile_stats. Validation, test and predict steps run eagerly.
+ *
+ * Norm clipping runs on the device in a captured step (volt_params_clip_grad_norm: the
+ * coefficient from the device norm, the formula the boundary computes on the host), just
+ * before the boundary, which then clips nothing: with one process and no unscale that is
+ * the boundary's own order.
+ *
+ * What a replay cannot redo is refused, never silently run eagerly: at create, a backend
+ * without graph capture, more than one process, gradient accumulation and 16-mixed's
+ * host-side inf/NaN skip; at fit start, callbacks with
+ * on_before_backward / on_after_backward (they would see a replay's tensors, or none); at
+ * capture, a host read of device memory, an allocation or a synchronize anywhere in the step
+ * (the backend names it and what was running), and a metric logged from a host value. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainer/trainer_internal.h"
+
+typedef struct volt_mem_sig {   /* where the step's memory is: what a graph's addresses point into */
+    const void *arena, *pool, *scratch[VOLT_SCRATCH_SLOTS], *log_dev;
+    size_t arena_cap, pool_cap, log_cap;
+} volt_mem_sig;
+
+typedef struct volt_compiled {
+    int n_fields;
+    volt_dtype dt[VOLT_MAX_FIELDS];
+    volt_shape sh[VOLT_MAX_FIELDS];
+    const void *data[VOLT_MAX_FIELDS];
+    volt_device_graph *g;             /* NULL: seen (its eager step warmed the memory), not captured */
+    volt_mem_sig sig;
+    volt_deferred_check *deferred;    /* the captured step's index checks */
+    int n_deferred;
+    struct volt_pending_log *logs;    /* and its queue of logged values */
+    int n_logs;
+    size_t log_used;
+} volt_compiled;
+
+static void mem_sig(const volt_trainer *t, volt_mem_sig *m) {
+    const volt_step *s = t->step;
+    memset(m, 0, sizeof *m);
+    m->arena = s->arena.base;
+    m->arena_cap = s->arena.cap;
+    m->pool = s->grads.base;
+    m->pool_cap = s->grads.cap;
+    for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) m->scratch[i] = s->scratch[i];
+    m->log_dev = t->log_dev;
+    m->log_cap = t->log_cap;
+}
+
+static bool same_shape(volt_shape a, volt_shape b) {
+    if (a.ndim != b.ndim) return false;
+    for (int i = 0; i < a.ndim; i++)
+        if (a.d[i] != b.d[i]) return false;
+    return true;
+}
+
+static volt_compiled *find(volt_trainer *t, const volt_batch *b) {
+    for (int i = 0; i < t->n_compiled; i++) {
+        volt_compiled *e = &t->compiled[i];
+        bool same = e->n_fields == b->n_fields;
+        for (int f = 0; same && f < b->n_fields; f++)
+            same = e->dt[f] == b->fields[f].dtype && same_shape(e->sh[f], b->fields[f].shape) && e->data[f] == b->fields[f].data;
+        if (same) return e;
+    }
+    return NULL;
+}
+
+static void entry_clear(volt_trainer *t, volt_compiled *e) {
+    if (e->g && t->dev) t->dev->be->graph_destroy(t->dev, e->g);
+    free(e->deferred);
+    free(e->logs);
+    e->g = NULL;
+    e->deferred = NULL;
+    e->logs = NULL;
+    e->n_deferred = e->n_logs = 0;
+}
+
+void volt__compile_free(volt_trainer *t) {
+    for (int i = 0; i < t->n_compiled; i++) entry_clear(t, &t->compiled[i]);
+    free(t->compiled);
+    t->compiled = NULL;
+    t->n_compiled = 0;
+}
+
+void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *captured, int64_t *replayed) {
+    if (eager) *eager = t ? t->compile_eager : 0;
+    if (captured) *captured = t ? t->compile_captured : 0;
+    if (replayed) *replayed = t ? t->compile_replayed : 0;
+}
+
+/* ---- what cannot be captured ------------------------------------------------------------- */
+volt_status volt__compile_check_config(volt_trainer *t) {
+    const volt_trainer_config *c = &t->cfg;
+    if (!c->compile) return VOLT_OK;
+    if (!volt__dev_has_graphs(t->dev))
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile needs a backend with graph capture: '%s' has none",
+                          t->dev->be->name);
+    if (t->world > 1)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures one process's step; strategy '%s' runs %d "
+                          "processes (collectives inside a captured step are not supported yet)", c->strategy, t->world);
+    if (c->accumulate_grad_batches > 1)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures the optimizer boundary with the step: "
+                          "accumulate_grad_batches must be 1, got %lld", (long long)c->accumulate_grad_batches);
+    if (t->prec && t->prec->ops->unscale_grads)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: precision '%s' reads the grad scaler's inf/NaN flag "
+                          "on the host every step (to skip the optimizer step), which a captured step cannot; use "
+                          "bf16-mixed or 32-true", c->precision);
+    return VOLT_OK;
+}
+
+volt_status volt__compile_check_hooks(volt_trainer *t) {
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_callback_ops *o = t->cbs[i].ops;
+        const char *h = o->on_before_backward ? "on_before_backward" : o->on_after_backward ? "on_after_backward" : NULL;
+        if (h)
+            return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: callback '%s' has %s, which runs inside the "
+                              "captured step (a replay would not run it where it belongs: the optimizer step is part "
+                              "of the graph); remove the callback or set compile = false", o->name ? o->name : "?", h);
+    }
+    return VOLT_OK;
+}
+
+/* ---- the step ---------------------------------------------------------------------------- */
+/* on_before_optimizer_step: inside the boundary while capturing (a device read there fails
+ * the capture, naming the hook), before the launch on a replay (host work only). */
+static volt_status before_step_hooks(void *ctx) {
+    volt_trainer *t = ctx;
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_cb *cb = &t->cbs[i];
+        if (!cb->ops->on_before_optimizer_step) continue;
+        if (t->dev) t->dev->capture_note = "a callback's on_before_optimizer_step";
+        volt_status st = cb->ops->on_before_optimizer_step(cb->self, t);
+        if (st == VOLT_STOP) t->should_stop = true;
+        else if (st < 0) return volt__loop_hook_err(t, st, cb->ops->name, "on_before_optimizer_step");
+    }
+    if (t->mops->on_before_optimizer_step) {
+        if (t->dev) t->dev->capture_note = "the module's on_before_optimizer_step";
+        volt_status st = t->mops->on_before_optimizer_step(t->module, t);
+        if (st == VOLT_STOP) t->should_stop = true;
+        else if (st < 0) return volt__loop_hook_err(t, st, t->mops->name, "on_before_optimizer_step");
+    }
+    if (t->dev) t->dev->capture_note = "the optimizer step";
+    return VOLT_OK;
+}
+
+/* After the boundary: the loop's counters (loop.c's optimizer_step). */
+static void after_boundary(volt_trainer *t) {
+    t->global_step++;
+    if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
+}
+
+/* Launch e's graph and finish the step on the host: deferred index checks, logged values,
+ * counters. The step's deferred list and the log queue hold what the captured step left. */
+static volt_status launch(volt_trainer *t, volt_compiled *e, const char *what) {
+    volt_step *s = t->step;
+    char err[512] = "";
+    volt_status st = t->dev->be->graph_launch(t->dev, e->g, err, sizeof err);
+    if (st < 0) {
+        volt__metrics_discard(t);
+        return volt__terr(t, st, "compile: %s the training step: %s", what, err);
+    }
+    if ((st = volt_step_check(s)) < 0) {   /* the one synchronising read of the step (with the logs') */
+        volt__metrics_discard(t);
+        return volt__loop_step_err(t, st, "training_step (replayed)");
+    }
+    VOLT_TRY(volt__metrics_flush(t));
+    after_boundary(t);
+    return VOLT_OK;
+}
+
+static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *b, int64_t idx) {
+    volt_step *s = t->step;
+    volt_device *d = t->dev;
+    char err[512] = "", why[sizeof t->errmsg] = "";
+    volt_status st = d->be->graph_begin(d, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "compile: %s", err);
+    d->capture_note = "volt_step_begin";
+    volt_step_begin(s, true, (uint64_t)t->micro_step++);   /* its RNG-offset copy is re-issued per launch */
+    d->capture_note = "training_step";
+    t->in_step = true;
+    st = t->mops->training_step(t->module, s, b, idx);
+    t->in_step = false;
+    const char *where = "training_step";
+    if (st >= 0 && volt_step_status(s) < 0) st = volt_step_status(s);
+    if (st >= 0 && !s->loss) {
+        st = VOLT_ERR_STATE;
+        snprintf(why, sizeof why, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
+    }
+    if (st >= 0) {
+        where = "backward";
+        d->capture_note = "backward";
+        volt_tensor *loss = volt__prec_scale_loss(t, s, s->loss);
+        volt__strategy_begin_backward(t->strategy, true);
+        st = volt_step_backward(s, loss);
+    }
+    bool skip = false;
+    const bool by_norm = t->cfg.gradient_clip_val > 0 && strcmp(t->cfg.gradient_clip_algorithm, "value");
+    if (st >= 0 && by_norm) {
+        /* the boundary clips by norm with a host read of the norm; one process, no unscale:
+         * clipping here, on the device (coef from the device norm, the same formula), is the
+         * same step in the same place — before the hooks and the update */
+        where = "gradient clipping";
+        d->capture_note = "gradient clipping (by norm, on the device)";
+        if ((st = volt_params_clip_grad_norm(t->ps, t->cfg.gradient_clip_val, NULL)) < 0)
+            snprintf(why, sizeof why, "gradient clipping: %s", volt_params_errmsg(t->ps));
+    }
+    if (st >= 0) {
+        where = "the optimizer step";
+        d->capture_note = "the optimizer step";
+        const volt_boundary bd = { .clip_val = by_norm ? 0.f : t->cfg.gradient_clip_val, .clip_by_value = true,
+                                   .before_step = before_step_hooks, .ctx = t };
+        char berr[512] = "";
+        st = volt__strategy_optimizer_boundary(t->strategy, &bd, &skip, berr, sizeof berr);
+        if (st < 0 && berr[0]) snprintf(why, sizeof why, "%s", berr);
+        else if (st < 0) snprintf(why, sizeof why, "%s", t->errmsg);   /* a hook's message */
+    }
+    volt_device_graph *g = NULL;
+    char gerr[512] = "";
+    volt_status ge = d->be->graph_end(d, &g, gerr, sizeof gerr);
+    d->capture_note = NULL;
+    if (ge < 0 || st < 0) {
+        const char *m = why[0] ? why : volt_step_errmsg(s);
+        volt_step_end(s);
+        volt__metrics_discard(t);
+        d->be->graph_destroy(d, g);
+        if (ge < 0)   /* the capture's own reason first: the step's failure is usually its fallout */
+            return volt__terr(t, ge, "compile: the training step cannot be captured: %s%s%s", gerr,
+                              st < 0 && m[0] ? "; the step then failed: " : "", st < 0 ? m : "");
+        return volt__terr(t, st, "module '%s': %s (while capturing): %s", t->mops->name, where, m[0] ? m : volt_status_str(st));
+    }
+    /* what the host needs after each launch */
+    st = volt__metrics_snapshot(t, &e->logs, &e->n_logs, &e->log_used, why, sizeof why);
+    if (st >= 0 && s->n_deferred) {
+        if (!(e->deferred = malloc(sizeof *e->deferred * (size_t)s->n_deferred))) {
+            st = VOLT_ERR_NOMEM;
+            snprintf(why, sizeof why, "out of memory keeping the step's index checks");
+        } else {
+            memcpy(e->deferred, s->deferred, sizeof *e->deferred * (size_t)s->n_deferred);
+        }
+    }
+    if (st < 0) {
+        volt_step_end(s);
+        volt__metrics_discard(t);
+        d->be->graph_destroy(d, g);
+        entry_clear(t, e);
+        return volt__terr(t, st, "compile: the training step cannot be captured: %s", why);
+    }
+    e->n_deferred = s->n_deferred;
+    e->g = g;
+    mem_sig(t, &e->sig);
+    t->compile_captured++;
+    /* run the captured step once: the deferred checks and log queue are still the step's */
+    st = launch(t, e, "running the just captured");
+    volt_step_end(s);
+    return st;
+}
+
+static volt_status replay(volt_trainer *t, volt_compiled *e) {
+    volt_step *s = t->step;
+    /* the step's host half: this step's inputs at the addresses the launch copies from */
+    s->rng_offset = (uint64_t)t->micro_step++;
+    volt__optimizer_advance(t->opt);
+    t->dev->capture_note = NULL;
+    VOLT_TRY(before_step_hooks(t));
+    /* what the captured step left for the host */
+    s->status = VOLT_OK;
+    s->errmsg[0] = 0;
+    memcpy(s->deferred, e->deferred, sizeof *e->deferred * (size_t)e->n_deferred);
+    s->n_deferred = e->n_deferred;
+    VOLT_TRY(volt__metrics_replay(t, e->logs, e->n_logs, e->log_used));
+    t->compile_replayed++;
+    return launch(t, e, "replaying");
+}
+
+static int n_graphs(const volt_trainer *t) {
+    int n = 0;
+    for (int i = 0; i < t->n_compiled; i++) n += t->compiled[i].g != NULL;
+    return n;
+}
+
+volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
+    t->cur_batch_size = b->size;
+    volt_compiled *e = find(t, b);
+    if (e && e->g) {
+        volt_mem_sig now;
+        mem_sig(t, &now);
+        if (memcmp(&now, &e->sig, sizeof now)) {   /* the step's memory moved: every graph is stale */
+            volt__compile_free(t);
+            e = NULL;
+        }
+    }
+    if (!e) {   /* a new shape: one eager step warms the memory for it */
+        if (t->n_compiled < VOLT_COMPILE_MAX_SHAPES) {
+            if (!t->compiled && !(t->compiled = calloc(VOLT_COMPILE_MAX_SHAPES, sizeof *t->compiled)))
+                return volt__terr(t, VOLT_ERR_NOMEM, "compile: out of memory");
+            e = &t->compiled[t->n_compiled++];
+            memset(e, 0, sizeof *e);
+            e->n_fields = b->n_fields;
+            for (int f = 0; f < b->n_fields; f++) {
+                e->dt[f] = b->fields[f].dtype;
+                e->sh[f] = b->fields[f].shape;
+                e->data[f] = b->fields[f].data;
+            }
+        }
+        t->compile_eager++;
+        return volt__loop_train_eager(t, b, idx, n_batches);
+    }
+    if (e->g) return replay(t, e);
+    if (n_graphs(t) >= VOLT_COMPILE_MAX_GRAPHS) {   /* past the bound: eager, every time */
+        t->compile_eager++;
+        return volt__loop_train_eager(t, b, idx, n_batches);
+    }
+    return capture(t, e, b, idx);
+}
