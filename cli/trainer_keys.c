@@ -46,6 +46,10 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(enable_model_summary, BOOL, "ModelSummary at fit start, results table after validate/test", NULL, NULL, 0, 0, NULL),
     ROW(enable_tensorboard, BOOL, "TensorBoard event file beside metrics.csv (with enable_logger)", NULL, NULL, 0, 0, NULL),
     ROW(enable_plots, BOOL, "SVG plots of metrics.csv at the end of fit (with enable_logger)", NULL, NULL, 0, 0, NULL),
+    ROW(strategy_reduce_dtype, STR, "gradient reduction dtype of the distributed strategies (bf16: half the bytes)",
+        "reduce-dtype", "fp32|bf16", 0, 0, NULL),
+    ROW(strategy_comm, STR, "comm backend: auto (nccl on cuda, else mpi), mpi (host buffers), nccl", "comm",
+        "auto|mpi|nccl", 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -86,6 +86,17 @@ volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy
                  row->name, cfg->devices, cfg->num_nodes, m);
         return VOLT_ERR_INVALID_ARG;
     }
+    if (!(row->flags & VOLT_STRAT_MULTI_PROCESS)) {   /* a setting that would do nothing is refused */
+        const bool rd = cfg->reduce_dtype && strcmp(cfg->reduce_dtype, "fp32");
+        const bool cm = cfg->comm && strcmp(cfg->comm, "auto");
+        if (rd || cm) {
+            char m[256];
+            multi_names(m, sizeof m);
+            snprintf(err, errlen, "strategy '%s' does not communicate: %s=\"%s\" needs one of: %s", row->name,
+                     rd ? "strategy_reduce_dtype" : "strategy_comm", rd ? cfg->reduce_dtype : cfg->comm, m);
+            return VOLT_ERR_INVALID_ARG;
+        }
+    }
     if (!row->ops) {
         snprintf(err, errlen, "strategy '%s' is not available in this build (multi-process strategies need MPI)", n);
         return VOLT_ERR_UNSUPPORTED;

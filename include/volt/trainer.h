@@ -190,6 +190,13 @@ typedef struct volt_trainer_config {
                                         present, else "cpu"), "cpu", "cpu-strict" (tests: device memory
                                         unreadable from host code), "cuda" (alias "gpu"). `devices`
                                         ranks each use device local_rank of it */
+    /* ---- communication (appended; issue 12, docs/NCCL.md) ---- */
+    const char *strategy_reduce_dtype;   /* gradient reduction of ddp / deepspeed / fsdp: "fp32"
+                                        (default, NULL) or "bf16" (grads rounded to bf16, reduced,
+                                        widened back: half the bytes on the wire) */
+    const char *strategy_comm;       /* comm backend: "auto" (default, NULL: nccl on cuda, mpi
+                                        otherwise), "mpi" (host buffers; on cuda staged through
+                                        host copies), "nccl" */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
