@@ -23,8 +23,8 @@
  * makes the unique id and broadcasts it over MPI_COMM_WORLD with the deadline, then a
  * non-blocking ncclCommInitRankConfig (blocking = 0) is polled with the same deadline.
  *
- * NCCL itself is loaded at the first create (dlopen, like cuBLASLt): $VOLT_NCCL, then
- * libnccl.so.2 from the loader's path, then the toolkit's; a binary runs without NCCL and
+ * NCCL itself is loaded at the first create (dlopen, like cuBLASLt): $VOLT_NCCL alone when set,
+ * else libnccl.so.2 from the loader's path, then the toolkit's; a binary runs without NCCL and
  * fails with an error naming the library only when a comm is asked for. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -56,15 +56,23 @@ static char g_nc_err[512];
 #endif
 static void nc_load(void) {
     const char *env = getenv("VOLT_NCCL");
-    const char *names[] = { env && *env ? env : NULL, "libnccl.so.2", VOLT_NCCL_LIBDIR "/libnccl.so.2" };
     void *h = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
-        if (names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 not found (tried %s%slibnccl.so.2, " VOLT_NCCL_LIBDIR
-                 "/libnccl.so.2); install NCCL (apt-get install libnccl2) or set VOLT_NCCL to its path, or use "
-                 "strategy_comm=mpi", env && *env ? env : "", env && *env ? ", " : "");
-        return;
+    if (env && *env) {   /* an explicit choice: only that file */
+        if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL))) {
+            const char *why = dlerror();
+            snprintf(g_nc_err, sizeof g_nc_err, "nccl: cannot load VOLT_NCCL='%s' (%s); unset it to search libnccl.so.2, "
+                     "or use strategy_comm=mpi", env, why ? why : "?");
+            return;
+        }
+    } else {
+        const char *names[] = { "libnccl.so.2", VOLT_NCCL_LIBDIR "/libnccl.so.2" };
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 not found (tried libnccl.so.2, " VOLT_NCCL_LIBDIR
+                     "/libnccl.so.2); install NCCL (apt-get install libnccl2) or set VOLT_NCCL to its path, or use "
+                     "strategy_comm=mpi");
+            return;
+        }
     }
 #define NCCL_SYM_(f) \
     if (!g_nc_err[0] && !(*(void **)(void *)&g_nc.f = dlsym(h, #f))) \
@@ -499,14 +507,14 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
         return VOLT_ERR_INVALID_ARG;
     }
+    pthread_once(&g_nc_once, nc_load);   /* first: a missing library is the error to report */
+    if (g_nc_err[0]) {
+        snprintf(err, errlen, "%s", g_nc_err);
+        return VOLT_ERR_UNSUPPORTED;
+    }
     volt_device *dev = cfg->version >= 2 ? cfg->dev : NULL;
     if (!volt__comm_nccl_serves(dev)) {
         snprintf(err, errlen, "nccl: needs a cuda device (got %s)", dev ? dev->be->name : "none");
-        return VOLT_ERR_UNSUPPORTED;
-    }
-    pthread_once(&g_nc_once, nc_load);
-    if (g_nc_err[0]) {
-        snprintf(err, errlen, "%s", g_nc_err);
         return VOLT_ERR_UNSUPPORTED;
     }
     int rank = 0, world = 1;
