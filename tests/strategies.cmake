@@ -99,3 +99,7 @@ endforeach()
 # bf16 tolerance of fp32 and differ from it.
 volt_mpi_test(test_reduce16_ddp_np2 2 90 reduce16 ddp)
 volt_mpi_test(test_reduce16_zero2_np2 2 90 reduce16 zero2)
+# test_nccl's collective and strategy sections against the mpi comm on the cpu (world 1), so
+# the checks the GPU session runs (scripts/device-check.sh) have run here first.
+add_test(NAME test_nccl_harness COMMAND ${VOLT_MPIRUN} --oversubscribe -np 1 $<TARGET_FILE:test_nccl> harness)
+set_tests_properties(test_nccl_harness PROPERTIES ENVIRONMENT "${_volt_mpi_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 LABELS "mpi")

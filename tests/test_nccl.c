@@ -9,6 +9,8 @@
  *   test_nccl nogpu     what runs without a GPU (CI): the registry row, the errors for a
  *                       device NCCL cannot serve, bad settings
  *   test_nccl missing   with VOLT_NCCL pointing at no file: the error names the library
+ *   test_nccl harness   (mpirun -n 1) the collective and strategy sections against the mpi comm
+ *                       on the cpu device, so their expected values and messages run in CI
  *
  * Each section prints "nccl: <section>: ok (...)" or FAIL lines naming what differed. */
 #include <pthread.h>
@@ -21,11 +23,13 @@
 #include "strategies/comm/comm.h"
 #include "strategies/strategy.h"
 #include "core/device.h"
+#ifdef VOLT_HAVE_MPI
+#include "trainer/trainer_internal.h"
+#include "strategies/parallel/parallel.h"
+#endif
 #ifdef VOLT_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include "core/cuda/cuda.h"
-#include "trainer/trainer_internal.h"
-#include "strategies/parallel/parallel.h"
 #endif
 
 static double now_s(void) {
@@ -109,13 +113,16 @@ static void test_missing(void) {
 #endif
 }
 
-#ifdef VOLT_HAVE_NCCL
-/* ---- on a GPU ----------------------------------------------------------------------------------------- */
+#ifdef VOLT_HAVE_MPI
+/* ---- on a GPU (and, for collectives and strategies, the harness on cpu) -------------------------------- */
 typedef struct { volt_comm_dtype dt; volt_dtype vdt; const char *name; } kindt;
 static const kindt KINDS[3] = { { VOLT_COMM_F32, VOLT_F32, "f32" }, { VOLT_COMM_BF16, VOLT_BF16, "bf16" },
                                 { VOLT_COMM_F16, VOLT_F16, "f16" } };
 
 static volt_device *g_dev;
+/* what the sections expect: on a GPU accelerator cuda, comm nccl (forced mpi: staged); in the
+ * harness cpu and mpi */
+static const char *g_acc = "cuda", *g_auto_comm = "comm nccl", *g_forced_comm = "comm mpi (staged)";
 
 static void h2d(void *d, const void *h, size_t n) { volt__dev_h2d(g_dev, d, h, n); }
 static void d2h(void *h, const void *d, size_t n) { volt__dev_d2h(g_dev, h, d, n); }
@@ -194,6 +201,7 @@ static void test_collectives(volt_comm *c) {
     free(got);
 }
 
+#ifdef VOLT_HAVE_NCCL
 /* A host function on the compute stream: sleeps (ordering) or spins until released (hang). */
 static atomic_int g_release;
 static void CUDART_CB hold_stream(void *arg) {
@@ -278,6 +286,8 @@ static void test_hang(void) {
            el, T, m);
 }
 
+#endif
+
 /* ---- ddp / zero2 / fsdp at world size 1 on cuda vs single on cuda ---------------------------------- */
 enum { IN = 13, HID = 24, NC = 3, BS = 8, NS = BS * 2 * 5 };
 typedef struct { volt_tensor *w1, *b1, *w2, *b2; } tiny;
@@ -318,7 +328,7 @@ static int fit_tiny(const char *strategy, const char *comm, float *out, int cap,
     CHECK_OK(volt_dataset_from_arrays(2, f, d, NS, &ds));
     volt_trainer_config c;
     volt_trainer_config_init(&c);
-    c.accelerator = "cuda";
+    c.accelerator = g_acc;
     c.strategy = strategy;
     c.strategy_comm = comm;
     c.max_epochs = 1;
@@ -380,14 +390,15 @@ static void test_strategies(void) {
             const double e = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + 1e-3);
             if (e > worst) worst = e;
         }
-        const bool want_nccl = !runs[r].comm;
-        CHECK(strstr(why, want_nccl ? "comm nccl" : "comm mpi (staged)") != NULL, "%s: %s", runs[r].s, why);
-        CHECK(worst <= 1e-6, "%s on cuda, world 1: params differ from single by %.3g (relative)", runs[r].s, worst);
-        printf("nccl: %s%s vs single on cuda: %s (max rel diff %.3g; %s)\n", runs[r].s, runs[r].comm ? " [forced mpi]" : "",
-               worst <= 1e-6 ? "ok" : "FAIL", worst, why);
+        const char *want = runs[r].comm ? g_forced_comm : g_auto_comm;
+        CHECK(!strcmp(why, want), "%s: %s, want %s", runs[r].s, why, want);
+        CHECK(worst <= 1e-6, "%s on %s, world 1: params differ from single by %.3g (relative)", runs[r].s, g_acc, worst);
+        printf("nccl: %s%s vs single on %s: %s (max rel diff %.3g; %s)\n", runs[r].s, runs[r].comm ? " [forced mpi]" : "",
+               g_acc, worst <= 1e-6 && !strcmp(why, want) ? "ok" : "FAIL", worst, why);
     }
 }
 
+#ifdef VOLT_HAVE_NCCL
 static void test_gpu(void) {
     char err[768] = "";
     const int ngpu = volt__backend_find("cuda")->device_count();
@@ -420,6 +431,26 @@ static void test_gpu(void) {
 }
 #endif
 
+/* The sections that need no GPU, against the mpi comm on the cpu device (world 1). */
+static void test_harness(void) {
+    g_acc = "cpu";
+    g_auto_comm = "comm mpi";
+    g_forced_comm = "comm mpi";
+    g_dev = volt__device_cpu();
+    volt_comm_config cc;
+    volt__comm_config_init(&cc);
+    cc.timeout_s = 30;
+    volt_comm *c = NULL;
+    char err[768] = "";
+    volt_status s = volt__comm_create_for(g_dev, &cc, &c, err, sizeof err);
+    CHECK(s == VOLT_OK && !strcmp(c->ops->name, "mpi") && !c->staged, "mpi comm on cpu: %s", err);
+    if (s < 0) return;
+    test_collectives(c);
+    volt__comm_destroy(c);
+    test_strategies();
+}
+#endif
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "gpu";
@@ -431,8 +462,16 @@ int main(int argc, char **argv) {
         test_missing();
         return vtest_finish();
     }
+    if (!strcmp(mode, "harness")) {
+#ifdef VOLT_HAVE_MPI
+        test_harness();
+        return vtest_finish();
+#else
+        VTEST_SKIP("built without MPI");
+#endif
+    }
     if (strcmp(mode, "gpu")) {
-        fprintf(stderr, "usage: test_nccl [gpu | nogpu | missing]\n");
+        fprintf(stderr, "usage: test_nccl [gpu | nogpu | missing | harness]\n");
         return 2;
     }
 #ifdef VOLT_HAVE_NCCL
