@@ -87,10 +87,11 @@ endif()
 message(STATUS "volt: CUDA ${VOLT_HAVE_CUDA} ${CUDAToolkit_VERSION} ${CMAKE_CUDA_ARCHITECTURES}")
 
 # NCCL (strategies/comm/nccl/, docs/NCCL.md): the "nccl" comm backend needs CUDA (its streams
-# and events), MPI (the unique id is broadcast over it) and nccl.h at build time only;
-# libnccl.so.2 is loaded at run time, so a binary starts without NCCL installed.
+# and events) and nccl.h at build time only; libnccl.so.2 is loaded at run time, so a binary
+# starts without NCCL installed. Several ranks need MPI too (the unique id is broadcast over
+# it); without MPI a process is a world of one (what scripts/device-check.sh builds).
 set(VOLT_HAVE_NCCL OFF)
-if(VOLT_HAVE_CUDA AND VOLT_HAVE_MPI)
+if(VOLT_HAVE_CUDA)
   find_path(VOLT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
   if(VOLT_NCCL_INCLUDE)
     set(VOLT_HAVE_NCCL ON)

@@ -3,13 +3,14 @@
  * rows: volt__strategy_create's errors, the CLI's --help (cli/trainer_keys.c), the launcher
  * (cli/launch.c: does the choice need ranks?), and the table in docs/ARCHITECTURE.md.
  * Multi-process rows exist in every build (so --help and errors can name them); their ops
- * are present only when built with MPI (strategies/parallel/). */
+ * are present only when built with MPI or NCCL (strategies/parallel/; NCCL alone: a world of
+ * one process on a GPU, or ranks over MPI when that is built in too). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "strategies/strategy.h"
 
-#ifdef VOLT_HAVE_MPI
+#if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
 #include "strategies/parallel/parallel.h"
 #define PAR(x) x
 #else

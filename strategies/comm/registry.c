@@ -21,10 +21,8 @@
 static bool nccl_serves_name(const volt_device *dev) { return dev && !strcmp(dev->be->name, "cuda"); }
 #define NCCL_CREATE NULL
 #define NCCL_SERVES nccl_serves_name
-#if !defined(VOLT_HAVE_CUDA)
+#ifndef VOLT_HAVE_CUDA
 #define NCCL_MISSING "built without CUDA"
-#elif !defined(VOLT_HAVE_MPI)
-#define NCCL_MISSING "built without MPI (NCCL's id is bootstrapped over MPI)"
 #else
 #define NCCL_MISSING "built without nccl.h"
 #endif

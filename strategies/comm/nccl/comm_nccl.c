@@ -19,7 +19,8 @@
  * (grown, never shrunk: no allocation in steady state); one such collective may be in flight
  * at a time.
  *
- * Start-up: rank/world from MPI (no MPI call at all outside an MPI job: a world of 1), rank 0
+ * Start-up: rank/world from MPI (no MPI call at all outside an MPI job, or in a build without
+ * MPI: a world of 1), rank 0
  * makes the unique id and broadcasts it over MPI_COMM_WORLD with the deadline, then a
  * non-blocking ncclCommInitRankConfig (blocking = 0) is polled with the same deadline.
  *
@@ -518,7 +519,15 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         return VOLT_ERR_UNSUPPORTED;
     }
     int rank = 0, world = 1;
+#ifdef VOLT_HAVE_MPI
     if (in_mpi_job()) VOLT_TRY(volt__comm_mpi_world(&rank, &world, err, errlen));
+#else
+    if (in_mpi_job()) {
+        snprintf(err, errlen, "nccl: launched as one of several ranks, but volt was built without MPI, which shares "
+                 "NCCL's unique id between them (rebuild with libopenmpi-dev); one process is a world of one");
+        return VOLT_ERR_UNSUPPORTED;
+    }
+#endif
     const int count = dev->be->device_count(), local = volt__comm_local_rank(), per_node = volt__comm_local_size();
     if (per_node > count) {
         snprintf(err, errlen, "nccl: rank %d: %d ranks on this node but %d visible GPU%s (one GPU per rank; "
@@ -553,12 +562,14 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         ncclResult_t rc = g_nc.ncclGetUniqueId(&id);
         if (rc != ncclSuccess) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclGetUniqueId", NULL);
     }
+#ifdef VOLT_HAVE_MPI
     if (world > 1) {   /* every rank takes part, even after a local failure (no rank waits for ever) */
         int ok = st == VOLT_OK;
         char berr[512] = "";
         volt_status bs = volt__comm_mpi_bootstrap_bcast(&id, sizeof id, c->timeout_s, berr, sizeof berr);
         if (bs < 0 && ok) st = cerr(c, bs, "%s", berr);
     }
+#endif
     if (st == VOLT_OK) {
         ncclConfig_t conf = NCCL_CONFIG_INITIALIZER;
         conf.blocking = 0;
