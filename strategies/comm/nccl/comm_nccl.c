@@ -285,6 +285,23 @@ static volt_status launched(volt_comm *c, nccl_req *q, ncclResult_t rc, const ch
         mark_broken(im, st);
         return start_failed(c, q, st);
     }
+    if (rc == ncclInProgress) {   /* still being enqueued: done may be recorded only behind it */
+        const double t0 = now_s();
+        ncclResult_t ae = ncclInProgress;
+        while (g_nc.ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && now_s() - t0 <= c->timeout_s) {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+        if (ae != ncclSuccess) {
+            volt_status st = ae == ncclInProgress
+                ? cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s): enqueue timed out after %g s; NCCL communicator aborted",
+                       c->rank, q->op, (unsigned long long)q->seq, q->what, c->timeout_s)
+                : nccl_fail(c, ae, __FILE__, __LINE__, call, q->what);
+            mark_broken(im, st);
+            abort_comm(im);
+            return start_failed(c, q, st);
+        }
+    }
     cudaError_t e = cudaSuccess;
     if (q->host_out) e = cudaMemcpyAsync((void *)q->pinned_out, (char *)im->dscratch + ((const char *)q->pinned_out - (char *)im->pscratch),
                                          q->out_bytes, cudaMemcpyDeviceToHost, im->stream);
