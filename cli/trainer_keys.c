@@ -47,8 +47,8 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(enable_tensorboard, BOOL, "TensorBoard event file beside metrics.csv (with enable_logger)", NULL, NULL, 0, 0, NULL),
     ROW(enable_plots, BOOL, "SVG plots of metrics.csv at the end of fit (with enable_logger)", NULL, NULL, 0, 0, NULL),
     ROW(strategy_reduce_dtype, STR, "gradient reduction dtype of the distributed strategies (bf16: half the bytes)",
-        "reduce-dtype", "fp32|bf16", 0, 0, NULL),
-    ROW(strategy_comm, STR, "comm backend: auto (nccl on cuda, else mpi), mpi (host buffers), nccl", "comm",
+        NULL, "fp32|bf16", 0, 0, NULL),
+    ROW(strategy_comm, STR, "comm backend: auto (nccl on cuda, else mpi), mpi (host buffers), nccl", NULL,
         "auto|mpi|nccl", 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
