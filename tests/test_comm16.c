@@ -3,6 +3,8 @@
  *
  *   test_comm16                  local: registry rows, the nccl row's errors on a CPU device
  *   mpirun -np N test_comm16 mpi every collective in bf16 and f16 on N ranks
+ *   mpirun -np N test_comm16 bench [M]  all_reduce (avg) of M elements (default 4M): f32 vs bf16
+ *                                       wall and process CPU time per call (not a test)
  *
  * The reduction rule (comm.h): each pair of elements is added in f32 and rounded once to the
  * element type (nearest even). So with values whose sums are exact in 16 bits every rank
@@ -64,6 +66,7 @@ static void test_registry(void) {
 }
 
 #ifdef VOLT_HAVE_MPI
+#include <time.h>
 static int g_rank, g_world;
 
 static bool same_everywhere(const void *p, size_t n) {
@@ -213,6 +216,44 @@ static void test_mpi(void) {
 }
 #endif
 
+#ifdef VOLT_HAVE_MPI
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Not a test: what bf16 buys over MPI on this machine (half the bytes, a user-op reduction). */
+static void bench(long m) {
+    volt_comm_config cc;
+    volt__comm_config_init(&cc);
+    volt_comm *c = NULL;
+    char err[512] = "";
+    if (volt__comm_mpi_create(&cc, &c, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); vtest_fail_++; return; }
+    float *f = malloc(sizeof(float) * (size_t)m);
+    uint16_t *h = malloc(2 * (size_t)m);
+    for (long i = 0; i < m; i++) f[i] = (float)(i % 1000) * 1e-3f;
+    volt_f32_to_bf16_array(f, h, m);
+    enum { IT = 20 };
+    for (int k = 0; k < 2; k++) {
+        const volt_comm_dtype dt = k ? VOLT_COMM_BF16 : VOLT_COMM_F32;
+        void *buf = k ? (void *)h : (void *)f;
+        volt__comm_all_reduce(c, buf, buf, (size_t)m, dt, VOLT_COMM_AVG, "warm");
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (int it = 0; it < IT; it++) CHECK_OK(volt__comm_all_reduce(c, buf, buf, (size_t)m, dt, VOLT_COMM_AVG, "bench"));
+        double t[2] = { (clock_s(CLOCK_MONOTONIC) - w0) / IT, (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / IT };
+        MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (g_rank == 0)
+            printf("bench all_reduce avg %-4s N=%d, %ld elements (%.1f MB): wall %.2f ms, process CPU %.2f ms per call (max over ranks)\n",
+                   k ? "bf16" : "f32", g_world, m, (double)m * (k ? 2 : 4) / 1e6, 1e3 * t[0], 1e3 * t[1]);
+    }
+    free(f);
+    free(h);
+    volt__comm_destroy(c);
+}
+#endif
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "local";
@@ -223,14 +264,20 @@ int main(int argc, char **argv) {
 #ifndef VOLT_HAVE_MPI
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
-    if (strcmp(mode, "mpi")) {
-        fprintf(stderr, "usage: test_comm16 [local | mpi]\n");
+    if (strcmp(mode, "mpi") && strcmp(mode, "bench")) {
+        fprintf(stderr, "usage: test_comm16 [local | mpi | bench [M]]\n");
         return 2;
     }
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    if (!strcmp(mode, "bench")) {
+        bench(argc > 2 ? atol(argv[2]) : 4L << 20);
+        int rc = vtest_finish();
+        MPI_Finalize();
+        return rc;
+    }
     if (g_world > 3) {
         if (g_rank == 0) fprintf(stderr, "test_comm16: the expected values cover 1..3 ranks\n");
         MPI_Finalize();
