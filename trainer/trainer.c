@@ -76,7 +76,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     }
     VOLT_TRY(volt__prec_create(t));
     volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes,
-                                .accelerator = NULL /* "auto", as the parameter store's */,
+                                .accelerator = c->accelerator /* the trainer's device kind: comm and params agree */,
                                 .reduce_dtype = c->strategy_reduce_dtype, .comm = c->strategy_comm };
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     if (to && atof(to) > 0) sc.timeout_s = atof(to);
