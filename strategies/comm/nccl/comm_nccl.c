@@ -24,66 +24,17 @@
  * makes the unique id and broadcasts it over MPI_COMM_WORLD with the deadline, then a
  * non-blocking ncclCommInitRankConfig (blocking = 0) is polled with the same deadline.
  *
- * NCCL itself is loaded at the first create (dlopen, like cuBLASLt): $VOLT_NCCL alone when set,
- * else libnccl.so.2 from the loader's path, then the toolkit's; a binary runs without NCCL and
- * fails with an error naming the library only when a comm is asked for. */
-#include <dlfcn.h>
+ * NCCL itself is loaded at the first create (nccl_lib.c: dlopen, like cuBLASLt); a binary runs
+ * without NCCL and fails with an error naming the library only when a comm is asked for. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <nccl.h>
 #include "strategies/comm/comm.h"
+#include "strategies/comm/nccl/nccl_lib.h"
 #include "core/cuda/cuda.h"
 #include "core/err.h"
-
-/* ---- the library ---------------------------------------------------------------------------- */
-#define NCCL_FUNCS(X) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommFinalize) \
-    X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError) \
-    X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclBroadcast)
-static struct {
-#define NCCL_MEMBER_(f) __typeof__(&f) f;
-    NCCL_FUNCS(NCCL_MEMBER_)
-#undef NCCL_MEMBER_
-    int version;
-} g_nc;
-static pthread_once_t g_nc_once = PTHREAD_ONCE_INIT;
-static char g_nc_err[512];
-#define NCCL_MIN_VERSION 21400   /* non-blocking communicators (ncclConfig_t.blocking) */
-
-#ifndef VOLT_NCCL_LIBDIR
-#define VOLT_NCCL_LIBDIR "/usr/local/cuda/lib64"
-#endif
-static void nc_load(void) {
-    const char *env = getenv("VOLT_NCCL");
-    void *h = NULL;
-    if (env && *env) {   /* an explicit choice: only that file */
-        if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL))) {
-            const char *why = dlerror();
-            snprintf(g_nc_err, sizeof g_nc_err, "nccl: cannot load VOLT_NCCL='%s' (%s); unset it to search libnccl.so.2, "
-                     "or use strategy_comm=mpi", env, why ? why : "?");
-            return;
-        }
-    } else {
-        const char *names[] = { "libnccl.so.2", VOLT_NCCL_LIBDIR "/libnccl.so.2" };
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 not found (tried libnccl.so.2, " VOLT_NCCL_LIBDIR
-                     "/libnccl.so.2); install NCCL (apt-get install libnccl2) or set VOLT_NCCL to its path, or use "
-                     "strategy_comm=mpi");
-            return;
-        }
-    }
-#define NCCL_SYM_(f) \
-    if (!g_nc_err[0] && !(*(void **)(void *)&g_nc.f = dlsym(h, #f))) \
-        snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 has no %s (too old?)", #f);
-    NCCL_FUNCS(NCCL_SYM_)
-#undef NCCL_SYM_
-    if (!g_nc_err[0] && (g_nc.ncclGetVersion(&g_nc.version) != ncclSuccess || g_nc.version < NCCL_MIN_VERSION))
-        snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 is version %d, volt needs %d or newer (non-blocking init)",
-                 g_nc.version, NCCL_MIN_VERSION);
-}
 
 /* ---- state ------------------------------------------------------------------------------------ */
 typedef struct nccl_req {
@@ -119,6 +70,8 @@ typedef struct nccl_impl {
 
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((nccl_impl *)(c)->impl, st, __VA_ARGS__)
 
+static const volt_nccl_lib *g_nc;   /* the loaded library (nccl_lib.c), set by the first create */
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -134,15 +87,15 @@ static void mark_broken(nccl_impl *im, volt_status st) {
 
 /* The communicator can no longer be trusted: abort it (pending kernels exit). */
 static void abort_comm(nccl_impl *im) {
-    if (im->comm) g_nc.ncclCommAbort(im->comm);
+    if (im->comm) g_nc->ncclCommAbort(im->comm);
     im->comm = NULL;
 }
 
 static volt_status nccl_fail(volt_comm *c, ncclResult_t rc, const char *file, int line, const char *call, const char *what) {
     nccl_impl *im = c->impl;
-    const char *last = im->comm ? g_nc.ncclGetLastError(im->comm) : NULL;
+    const char *last = im->comm ? g_nc->ncclGetLastError(im->comm) : NULL;
     return cerr(c, VOLT_ERR_COMM, "rank %d: %s:%d: %s%s%s%s failed: %s%s%s", c->rank, file, line, call,
-                what && *what ? " (" : "", what && *what ? what : "", what && *what ? ")" : "", g_nc.ncclGetErrorString(rc),
+                what && *what ? " (" : "", what && *what ? what : "", what && *what ? ")" : "", g_nc->ncclGetErrorString(rc),
                 last && *last ? ": " : "", last && *last ? last : "");
 }
 static volt_status cuda_fail(volt_comm *c, cudaError_t e, const char *file, int line, const char *call, const char *what) {
@@ -288,7 +241,7 @@ static volt_status launched(volt_comm *c, nccl_req *q, ncclResult_t rc, const ch
     if (rc == ncclInProgress) {   /* still being enqueued: done may be recorded only behind it */
         const double t0 = now_s();
         ncclResult_t ae = ncclInProgress;
-        while (g_nc.ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && now_s() - t0 <= c->timeout_s) {
+        while (g_nc->ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && now_s() - t0 <= c->timeout_s) {
             struct timespec ts = { 0, 20000 };
             nanosleep(&ts, NULL);
         }
@@ -332,7 +285,7 @@ static volt_status n_all_reduce(volt_comm *c, const void *send, void *recv, size
     bufs b;
     volt_status st = prepare(c, q, send, bytes, recv, bytes, &b);
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc.ncclAllReduce(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
+    ncclResult_t rc = g_nc->ncclAllReduce(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
                                          im->comm, im->stream);
     return launched(c, q, rc, "ncclAllReduce", req);
 }
@@ -347,7 +300,7 @@ static volt_status n_reduce_scatter(volt_comm *c, const void *send, void *recv, 
     bufs b;
     volt_status st = prepare(c, q, send, count * es * (size_t)c->world, recv, count * es, &b);
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc.ncclReduceScatter(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
+    ncclResult_t rc = g_nc->ncclReduceScatter(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
                                              im->comm, im->stream);
     return launched(c, q, rc, "ncclReduceScatter", req);
 }
@@ -361,7 +314,7 @@ static volt_status n_all_gather(volt_comm *c, const void *send, void *recv, size
     bufs b;
     volt_status st = prepare(c, q, send, count * es, recv, count * es * (size_t)c->world, &b);
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc.ncclAllGather(b.send, b.recv, count, nccl_type(dt), im->comm, im->stream);
+    ncclResult_t rc = g_nc->ncclAllGather(b.send, b.recv, count, nccl_type(dt), im->comm, im->stream);
     return launched(c, q, rc, "ncclAllGather", req);
 }
 
@@ -375,7 +328,7 @@ static volt_status n_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
     bufs b;
     volt_status st = prepare(c, q, buf, bytes, buf, bytes, &b);   /* a host buffer comes back into itself */
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc.ncclBroadcast(b.send, b.recv, count, nccl_type(dt), root, im->comm, im->stream);
+    ncclResult_t rc = g_nc->ncclBroadcast(b.send, b.recv, count, nccl_type(dt), root, im->comm, im->stream);
     return launched(c, q, rc, "ncclBroadcast", req);
 }
 
@@ -383,7 +336,7 @@ static volt_status n_barrier(volt_comm *c, const char *what, volt_comm_req **req
     *req = NULL;
     START(c, VOLT_COMM_F32, "barrier", what, q);
     nccl_impl *im = c->impl;
-    ncclResult_t rc = g_nc.ncclAllReduce(im->dbar, im->dbar, 1, ncclFloat32, ncclSum, im->comm, im->stream);
+    ncclResult_t rc = g_nc->ncclAllReduce(im->dbar, im->dbar, 1, ncclFloat32, ncclSum, im->comm, im->stream);
     return launched(c, q, rc, "ncclAllReduce", req);
 }
 
@@ -398,7 +351,7 @@ static volt_status poll_once(volt_comm *c, nccl_req *q, bool *done) {
     if (e == cudaSuccess) { q->completed = *done = true; return VOLT_OK; }
     if (e != cudaErrorNotReady) return CU_FAIL(c, e, q->op, q->what);
     ncclResult_t ae = ncclSuccess;
-    ncclResult_t rc = g_nc.ncclCommGetAsyncError(im->comm, &ae);
+    ncclResult_t rc = g_nc->ncclCommGetAsyncError(im->comm, &ae);
     if (rc != ncclSuccess) return nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommGetAsyncError", q->what);
     if (ae != ncclSuccess && ae != ncclInProgress) return nccl_fail(c, ae, __FILE__, __LINE__, q->op, q->what);
     return VOLT_OK;
@@ -468,16 +421,16 @@ static void n_destroy(volt_comm *c) {
     nccl_impl *im = c->impl;
     if (im->comm && !im->broken && !im->in_flight) {
         /* finalize (non-blocking: polled, bounded by the timeout), then destroy */
-        ncclResult_t rc = g_nc.ncclCommFinalize(im->comm), ae = rc;
+        ncclResult_t rc = g_nc->ncclCommFinalize(im->comm), ae = rc;
         const double t0 = now_s();
         while (rc == ncclSuccess || rc == ncclInProgress) {
-            if (g_nc.ncclCommGetAsyncError(im->comm, &ae) != ncclSuccess || ae != ncclInProgress) break;
+            if (g_nc->ncclCommGetAsyncError(im->comm, &ae) != ncclSuccess || ae != ncclInProgress) break;
             if (now_s() - t0 > c->timeout_s) { ae = ncclInProgress; break; }
             struct timespec ts = { 0, 100000 };
             nanosleep(&ts, NULL);
         }
-        if (ae == ncclSuccess) g_nc.ncclCommDestroy(im->comm);
-        else g_nc.ncclCommAbort(im->comm);
+        if (ae == ncclSuccess) g_nc->ncclCommDestroy(im->comm);
+        else g_nc->ncclCommAbort(im->comm);
         im->comm = NULL;
     } else abort_comm(im);
     volt__cuda_use(im->cx);
@@ -525,11 +478,7 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
         return VOLT_ERR_INVALID_ARG;
     }
-    pthread_once(&g_nc_once, nc_load);   /* first: a missing library is the error to report */
-    if (g_nc_err[0]) {
-        snprintf(err, errlen, "%s", g_nc_err);
-        return VOLT_ERR_UNSUPPORTED;
-    }
+    if (!(g_nc = volt__nccl_lib(err, errlen))) return VOLT_ERR_UNSUPPORTED;   /* first: a missing library is the error */
     volt_device *dev = cfg->version >= 2 ? cfg->dev : NULL;
     if (!volt__comm_nccl_serves(dev)) {
         snprintf(err, errlen, "nccl: needs a cuda device (got %s)", dev ? dev->be->name : "none");
@@ -576,7 +525,7 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (st == VOLT_OK && rank == 0) {
-        ncclResult_t rc = g_nc.ncclGetUniqueId(&id);
+        ncclResult_t rc = g_nc->ncclGetUniqueId(&id);
         if (rc != ncclSuccess) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclGetUniqueId", NULL);
     }
 #ifdef VOLT_HAVE_MPI
@@ -591,12 +540,12 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         ncclConfig_t conf = NCCL_CONFIG_INITIALIZER;
         conf.blocking = 0;
         conf.commName = "volt";
-        ncclResult_t rc = g_nc.ncclCommInitRankConfig(&im->comm, world, id, rank, &conf);
+        ncclResult_t rc = g_nc->ncclCommInitRankConfig(&im->comm, world, id, rank, &conf);
         if (rc != ncclSuccess && rc != ncclInProgress) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL);
         const double t0 = now_s();
         ncclResult_t ae = ncclInProgress;
         while (st == VOLT_OK && im->comm) {
-            rc = g_nc.ncclCommGetAsyncError(im->comm, &ae);
+            rc = g_nc->ncclCommGetAsyncError(im->comm, &ae);
             if (rc != ncclSuccess) { st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommGetAsyncError", "init"); break; }
             if (ae == ncclSuccess) break;
             if (ae != ncclInProgress) { st = nccl_fail(c, ae, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL); break; }
