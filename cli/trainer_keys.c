@@ -50,6 +50,10 @@ const volt__trainer_field volt__trainer_fields[] = {
         "(needs graph capture: cuda; docs/CUDA.md)", "compile", NULL, 0, 0, NULL),
     ROW(matmul_precision, STR, "f32 GEMMs: highest (full f32), high or medium (TF32 allowed; cuda only)", "matmul-precision",
         "highest|high|medium", 0, 0, NULL),
+    ROW(strategy_reduce_dtype, STR, "gradient reduction dtype of the distributed strategies (bf16: half the bytes)",
+        NULL, "fp32|bf16", 0, 0, NULL),
+    ROW(strategy_comm, STR, "comm backend: auto (nccl on cuda, else mpi), mpi (host buffers), nccl", NULL,
+        "auto|mpi|nccl", 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

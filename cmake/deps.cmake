@@ -85,3 +85,23 @@ if(NOT _volt_cuda_want STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "volt: CUDA ${VOLT_HAVE_CUDA} ${CUDAToolkit_VERSION} ${CMAKE_CUDA_ARCHITECTURES}")
+
+# NCCL (strategies/comm/nccl/, docs/NCCL.md): the "nccl" comm backend needs CUDA (its streams
+# and events) and nccl.h at build time only; libnccl.so.2 is loaded at run time, so a binary
+# starts without NCCL installed. Several ranks need MPI too (the unique id is broadcast over
+# it); without MPI a process is a world of one (what scripts/device-check.sh builds).
+set(VOLT_HAVE_NCCL OFF)
+if(VOLT_HAVE_CUDA)
+  find_path(VOLT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+  if(VOLT_NCCL_INCLUDE)
+    set(VOLT_HAVE_NCCL ON)
+    target_compile_definitions(volt_deps INTERFACE VOLT_HAVE_NCCL=1)
+    find_library(VOLT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+    if(VOLT_NCCL_LIBRARY)
+      get_filename_component(VOLT_NCCL_LIBDIR "${VOLT_NCCL_LIBRARY}" DIRECTORY)
+    else()
+      set(VOLT_NCCL_LIBDIR "${CUDAToolkit_LIBRARY_DIR}")
+    endif()
+  endif()
+endif()
+message(STATUS "volt: NCCL ${VOLT_HAVE_NCCL} ${VOLT_NCCL_INCLUDE} (libnccl.so.2 loaded at run time from ${VOLT_NCCL_LIBDIR} or the loader's path)")

@@ -27,7 +27,12 @@
 #   deps       .deps/*.deb unpacked (if present)
 #   configure  cmake Release, VOLT_CUDA=ON, MPI off (not needed here), into build-gpu/
 #   build      the library, the tests and bench_distilbert (-j all cores)
-#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout; compile: eager vs graph replay)
+#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout; compile: eager vs graph
+#              replay), test_nccl aside
+#   nccl       tests/test_nccl (issue 12, docs/NCCL.md), <= 60 s: NCCL at world size 1 — init,
+#              every collective in f32/bf16/f16, ordering after the compute stream, a forced
+#              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
+#              fsdp on cuda equal to single on cuda; one "nccl: <section>: ok|FAIL" line each
 #   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +56,7 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 CONFIGURE_S=${CONFIGURE_S:-60}
 BUILD_S=${BUILD_S:-150}
 TEST_S=${TEST_S:-120}
+NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-180}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
@@ -81,7 +87,7 @@ probe() {
   for pc in openblas libcjson dnnl zlib; do
     echo "pkg-config $pc: $(pkg-config --modversion $pc 2>/dev/null || echo missing)"
   done
-  for lib in libopenblas libdnnl libcjson libz libgomp libcublasLt libcudart; do
+  for lib in libopenblas libdnnl libcjson libz libgomp libcublasLt libcudart libnccl; do
     echo "ldconfig $lib: $(ldconfig -p 2>/dev/null | grep -m1 "$lib\.so" | awk '{print $NF}' || true)"
   done
   for h in cblas.h oneapi/dnnl/dnnl.h cjson/cJSON.h zlib.h; do
@@ -99,6 +105,7 @@ for m in ("torch", "lightning", "transformers"):
 import torch
 print("python torch.cuda:", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 PY
+  echo "toolkit libnccl: $(ls /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/lib/libnccl.so* 2>/dev/null | tr '\n' ' ')"
   echo "ls .deps: $(ls .deps 2>/dev/null | tr '\n' ' ')"
 }
 
@@ -130,7 +137,12 @@ stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
 if [ $ok = 1 ]; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" || ok=0; fi
 if [ $ok = 1 ]; then
   # -V: every test's output (the per-case errors), not only the failing ones
-  (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -V --timeout "$TEST_S")
+  (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -E '^test_nccl$' -V --timeout "$TEST_S")
+  # NCCL at world size 1 (no MPI in this build: a process is a world of one). NCCL_DEBUG=WARN
+  # puts NCCL's own reason next to ours when something fails.
+  n0=$(wc -l < "$RES")
+  stage nccl "$NCCL_S" env NCCL_DEBUG=WARN VOLT_TEST_TMP=/tmp/volt-nccl "$BUILD/tests/test_nccl"
+  tail -n +$((n0 + 1)) "$RES" | grep -E "^(nccl: |FAIL|SKIP|[0-9]+ passed)" | sed 's/^/RESULT nccl: /' >> "$RES.tmp" || true
   grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|compile |SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
     "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
   [ -f "$RES.tmp" ] && cat "$RES.tmp" >> "$RES" && rm -f "$RES.tmp"

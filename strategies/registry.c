@@ -3,13 +3,14 @@
  * rows: volt__strategy_create's errors, the CLI's --help (cli/trainer_keys.c), the launcher
  * (cli/launch.c: does the choice need ranks?), and the table in docs/ARCHITECTURE.md.
  * Multi-process rows exist in every build (so --help and errors can name them); their ops
- * are present only when built with MPI (strategies/parallel/). */
+ * are present only when built with MPI or NCCL (strategies/parallel/; NCCL alone: a world of
+ * one process on a GPU, or ranks over MPI when that is built in too). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "strategies/strategy.h"
 
-#ifdef VOLT_HAVE_MPI
+#if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
 #include "strategies/parallel/parallel.h"
 #define PAR(x) x
 #else
@@ -85,6 +86,17 @@ volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy
         snprintf(err, errlen, "strategy '%s' runs on one device; devices=%d num_nodes=%d needs one of: %s",
                  row->name, cfg->devices, cfg->num_nodes, m);
         return VOLT_ERR_INVALID_ARG;
+    }
+    if (!(row->flags & VOLT_STRAT_MULTI_PROCESS)) {   /* a setting that would do nothing is refused */
+        const bool rd = cfg->reduce_dtype && strcmp(cfg->reduce_dtype, "fp32");
+        const bool cm = cfg->comm && strcmp(cfg->comm, "auto");
+        if (rd || cm) {
+            char m[256];
+            multi_names(m, sizeof m);
+            snprintf(err, errlen, "strategy '%s' does not communicate: %s=\"%s\" needs one of: %s", row->name,
+                     rd ? "strategy_reduce_dtype" : "strategy_comm", rd ? cfg->reduce_dtype : cfg->comm, m);
+            return VOLT_ERR_INVALID_ARG;
+        }
     }
     if (!row->ops) {
         snprintf(err, errlen, "strategy '%s' is not available in this build (multi-process strategies need MPI)", n);

@@ -32,6 +32,9 @@ typedef struct volt_strategy_config {
     double timeout_s;            /* collective timeout (dead/diverged rank => VOLT_ERR_TIMEOUT) */
     int devices, num_nodes;      /* from the trainer config; checked against the world size */
     const char *accelerator;     /* device the comm serves (NULL = "auto", as volt_params_config) */
+    /* Multi-process strategies only (an error on "single" unless NULL / the default): */
+    const char *reduce_dtype;    /* gradient reduction dtype: NULL / "fp32" (default) or "bf16" */
+    const char *comm;            /* comm backend: NULL / "auto" (by device), "mpi", "nccl" */
 } volt_strategy_config;
 
 /* ---- capability flags of a row ------------------------------------------------------------ */

@@ -8,3 +8,14 @@ set_tests_properties(test_cuda_ops PROPERTIES LABELS gpu)
 add_test(NAME test_cuda_ops_harness COMMAND test_cuda_ops)
 set_tests_properties(test_cuda_ops_harness PROPERTIES LABELS strict TIMEOUT 600
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_BACKEND=cpu-strict")
+
+# NCCL (tests/test_nccl.c, docs/NCCL.md): on a GPU the NCCL checks at world size 1 (label gpu;
+# 77 without a device; scripts/device-check.sh runs it under mpirun -n 1). What needs no GPU
+# runs everywhere: the registry row, the errors for a device NCCL cannot serve and for bad
+# settings (test_nccl_nogpu), and the error naming the library when it cannot be loaded
+# (test_nccl_missing, VOLT_NCCL pointing at no file).
+set_tests_properties(test_nccl PROPERTIES LABELS gpu TIMEOUT 120)
+add_test(NAME test_nccl_nogpu COMMAND test_nccl nogpu)
+add_test(NAME test_nccl_missing COMMAND test_nccl missing)
+set_tests_properties(test_nccl_nogpu test_nccl_missing PROPERTIES TIMEOUT 60)
+set_tests_properties(test_nccl_missing PROPERTIES ENVIRONMENT "VOLT_NCCL=/nonexistent/libnccl.so.2")

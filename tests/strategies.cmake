@@ -87,3 +87,19 @@ foreach(np 2 3)
       TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi")
   endforeach()
 endforeach()
+
+# 16-bit collectives of the MPI backend (tests/test_comm16.c): every collective in bf16 and
+# f16, exact and rounded sums, AVG, on 2 and 3 ranks.
+foreach(np 2 3)
+  add_test(NAME test_comm16_np${np} COMMAND ${VOLT_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_comm16> mpi)
+  set_tests_properties(test_comm16_np${np} PROPERTIES ENVIRONMENT "${_volt_mpi_env}" PROCESSORS ${np}
+    TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS "mpi")
+endforeach()
+# strategy_reduce_dtype bf16: ddp's all-reduce and zero2's reduce-scatter in bf16 stay within
+# bf16 tolerance of fp32 and differ from it.
+volt_mpi_test(test_reduce16_ddp_np2 2 90 reduce16 ddp)
+volt_mpi_test(test_reduce16_zero2_np2 2 90 reduce16 zero2)
+# test_nccl's collective and strategy sections against the mpi comm on the cpu (world 1), so
+# the checks the GPU session runs (scripts/device-check.sh) have run here first.
+add_test(NAME test_nccl_harness COMMAND ${VOLT_MPIRUN} --oversubscribe -np 1 $<TARGET_FILE:test_nccl> harness)
+set_tests_properties(test_nccl_harness PROPERTIES ENVIRONMENT "${_volt_mpi_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 LABELS "mpi")

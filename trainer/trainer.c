@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
+#include "strategies/comm/comm.h"
 
 volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...) {
     va_list ap;
@@ -31,6 +32,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
         .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
         .accelerator = "auto", .compile = false, .matmul_precision = "highest",
+        .strategy_reduce_dtype = "fp32", .strategy_comm = "auto",
     };
 }
 
@@ -89,7 +91,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     }
     VOLT_TRY(volt__prec_create(t));
     volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes,
-                                .accelerator = NULL /* "auto", as the parameter store's */ };
+                                .accelerator = c->accelerator /* the trainer's device kind: comm and params agree */,
+                                .reduce_dtype = c->strategy_reduce_dtype, .comm = c->strategy_comm };
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     if (to && atof(to) > 0) sc.timeout_s = atof(to);
     char err[512] = "";
@@ -140,8 +143,8 @@ void volt_trainer_destroy(volt_trainer *t) {
 const char *volt_trainer_errmsg(const volt_trainer *t) { return t->errmsg; }
 
 /* Lightning's accelerator + devices: "auto" resolves ($VOLT_ACCELERATOR, cuda when present,
- * cpu); rank r of an N-device job on a multi-device accelerator uses device r % count (its
- * local rank). Errors name what is known and present (volt__device_get). */
+ * cpu); a rank of an N-device job on a multi-device accelerator uses device local_rank % count
+ * (OMPI_COMM_WORLD_LOCAL_RANK..., volt__comm_local_rank: the device its comm is made on). Errors name what is known and present (volt__device_get). */
 volt_status volt__trainer_resolve_device(volt_trainer *t) {
     char err[512] = "";
     const char *acc = t->cfg.accelerator;
@@ -152,7 +155,7 @@ volt_status volt__trainer_resolve_device(volt_trainer *t) {
     if (!volt__dev_host_addressable(d) && t->cfg.devices > count)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: devices=%d but accelerator '%s' has %d device%s",
                           t->cfg.devices, d->be->name, count, count == 1 ? "" : "s");
-    int ordinal = count > 1 ? t->rank % count : 0;
+    int ordinal = count > 1 ? volt__comm_local_rank() % count : 0;   /* the comm's device (strategies/parallel) */
     if (ordinal && (st = volt__device_get(d->be->name, ordinal, &d, err, sizeof err)) < 0)
         return volt__terr(t, st, "trainer: accelerator=\"%s\": %s", acc, err);
     t->dev = d;

@@ -199,6 +199,13 @@ typedef struct volt_trainer_config {
     const char *matmul_precision;    /* f32 GEMMs, as torch.set_float32_matmul_precision: "highest"
                                         (default: full f32), "high" or "medium" (TF32 allowed; on
                                         a backend without TF32 GEMMs, e.g. cpu, an error) */
+    /* ---- communication (appended; issue 12, docs/NCCL.md) ---- */
+    const char *strategy_reduce_dtype;   /* gradient reduction of ddp / deepspeed / fsdp: "fp32"
+                                        (default, NULL) or "bf16" (grads rounded to bf16, reduced,
+                                        widened back: half the bytes on the wire) */
+    const char *strategy_comm;       /* comm backend: "auto" (default, NULL: nccl on cuda, mpi
+                                        otherwise), "mpi" (host buffers; on cuda staged through
+                                        host copies), "nccl" */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 

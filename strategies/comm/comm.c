@@ -1,8 +1,32 @@
-/* Backend-independent comm helpers: blocking forms (start + wait). */
+/* Backend-independent comm helpers: blocking forms (start + wait), the local rank. */
+#include <stdlib.h>
 #include "strategies/comm/comm.h"
 
 void volt__comm_config_init(volt_comm_config *cfg) {
-    *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300 };
+    *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300, .dev = NULL, .backend = NULL };
+}
+
+static int env_int(const char *const *names, int dflt) {
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        char *end = NULL;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && end && !*end && x >= 0 && x < 1 << 20) return (int)x;
+    }
+    return dflt;
+}
+
+int volt__comm_local_rank(void) {
+    static const char *const n[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK", NULL };
+    static const char *const w[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL };
+    return env_int(n, env_int(w, 0));
+}
+
+int volt__comm_local_size(void) {
+    static const char *const n[] = { "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE", NULL };
+    static const char *const w[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
+    const int s = env_int(n, env_int(w, 1));
+    return s > 0 ? s : 1;
 }
 
 void volt__comm_destroy(volt_comm *c) {
@@ -14,6 +38,7 @@ size_t volt__comm_dtype_size(volt_comm_dtype dt) {
     case VOLT_COMM_F32: return 4;
     case VOLT_COMM_F64: return 8;
     case VOLT_COMM_BYTE: return 1;
+    case VOLT_COMM_BF16: case VOLT_COMM_F16: return 2;
     }
     return 0;
 }

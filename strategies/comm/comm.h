@@ -1,6 +1,7 @@
 /* Communication backends (private to strategies/): collectives over a group of ranks behind
- * one vtable (DESIGN §7). Implementations: MPI (strategies/comm/mpi/, CPU buffers) now, NCCL
- * (GPU buffers) later — so nothing here names an MPI or NCCL type.
+ * one vtable (DESIGN §7). Implementations: MPI (strategies/comm/mpi/, host buffers) and NCCL
+ * (strategies/comm/nccl/, GPU buffers; docs/NCCL.md) — so nothing here names an MPI or NCCL
+ * type.
  *
  * Every collective is non-blocking: it starts the operation and hands back a request that
  * the caller passes to wait exactly once. wait gives up after the comm's timeout with
@@ -24,15 +25,37 @@ typedef struct volt_comm volt_comm;
 /* A started collective; owned by the backend until wait releases it. */
 typedef struct volt_comm_req volt_comm_req;
 
-typedef enum volt_comm_dtype { VOLT_COMM_F32 = 0, VOLT_COMM_F64, VOLT_COMM_BYTE } volt_comm_dtype;
-/* AVG = SUM divided by the world size (applied on completion, in the element type). */
+/* BF16 / F16 (2-byte elements): a reduction adds two elements in f32 and rounds the sum to
+ * the element type once (round to nearest even), pair by pair as the reduction goes (what
+ * NCCL does for 16-bit types); with more than two ranks a result is thus rounded more than
+ * once, and the order of the pairs is the backend's. */
+typedef enum volt_comm_dtype { VOLT_COMM_F32 = 0, VOLT_COMM_F64, VOLT_COMM_BYTE, VOLT_COMM_BF16, VOLT_COMM_F16 } volt_comm_dtype;
+/* AVG = SUM divided by the world size (applied on completion; 16-bit: divided in f32 and
+ * rounded once; NCCL: its ncclAvg, which may differ from MPI's in the last bit). */
 typedef enum volt_comm_op { VOLT_COMM_SUM = 0, VOLT_COMM_AVG } volt_comm_op;
 
 typedef struct volt_comm_config {
     uint32_t version;      /* VOLT_COMM_CONFIG_VERSION */
     double timeout_s;      /* > 0: a wait longer than this => VOLT_ERR_TIMEOUT; default 300 */
+    /* ---- version 2 ---- */
+    /* The device whose memory (and, for a stream-ordered backend, whose compute stream) the
+     * comm works with; volt__comm_create_for sets it. NULL: host memory (mpi). */
+    struct volt_device *dev;
+    /* A registry row by name ("mpi", "nccl"): forces that backend (tests: "mpi" stages a cuda
+     * device through host buffers); NULL or "auto": the first row that serves the device. */
+    const char *backend;
 } volt_comm_config;
-#define VOLT_COMM_CONFIG_VERSION 1u
+#define VOLT_COMM_CONFIG_VERSION 2u
+
+/* volt_comm_ops.flags */
+enum {
+    /* Collectives are ordered on the device against its compute stream (NCCL): a start runs
+     * after all work issued on the compute stream before it (an event the comm stream waits
+     * on), and wait makes the compute stream wait for the result (an event on the comm
+     * stream) besides blocking the host until it is complete. Callers need no device
+     * synchronize around collectives. */
+    VOLT_COMM_STREAM_ORDERED = 1u << 0,
+};
 
 typedef struct volt_comm_ops {
     uint32_t version;      /* VOLT_COMM_OPS_VERSION */
@@ -62,8 +85,10 @@ typedef struct volt_comm_ops {
     const char *(*errmsg)(const volt_comm *c);
     /* Releases the comm (requests never waited on are abandoned). NULL-safe wrapper below. */
     void (*destroy)(volt_comm *c);
+    /* ---- version 2 ---- */
+    unsigned flags;        /* VOLT_COMM_STREAM_ORDERED; 0 for host-buffer backends (mpi) */
 } volt_comm_ops;
-#define VOLT_COMM_OPS_VERSION 1u
+#define VOLT_COMM_OPS_VERSION 2u
 
 struct volt_comm {
     const volt_comm_ops *ops;
@@ -85,14 +110,16 @@ typedef struct volt_comm_row {
     bool host_buffers;           /* takes host memory only: staged on non-host-addressable devices */
     /* Can serve this device (NULL = any). The first row (in registry order) that can wins. */
     bool (*serves)(const struct volt_device *dev);
-    /* NULL when this build lacks the backend (no MPI). */
+    /* NULL when this build lacks the backend (no MPI; nccl: no CUDA or no MPI). */
     volt_status (*create)(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+    const char *missing;         /* create == NULL: why ("built without CUDA") */
 } volt_comm_row;
 int volt__comm_backend_count(void);
 const volt_comm_row *volt__comm_backend_at(int i);
 const volt_comm_row *volt__comm_backend_find(const char *name);
-/* The comm for dev: the first registered row that serves it and is built in; sets dev/staged.
- * Errors name the device and the rows tried. */
+/* The comm for dev: the row cfg->backend names (it must serve dev and be built in), else the
+ * first registered row that serves it and is built in; sets cfg->dev for the backend and
+ * (*out)->dev/staged. Errors name the device and the rows tried. */
 volt_status volt__comm_create_for(struct volt_device *dev, const volt_comm_config *cfg, volt_comm **out,
                                   char *err, size_t errlen);
 
@@ -114,4 +141,17 @@ const char *volt__comm_errmsg(const volt_comm *c);
  * thread that created the comm may call it) unless the application already did, and then
  * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */
 volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+/* MPI's world rank/size and this process's rank on its node (OMPI_COMM_WORLD_LOCAL_RANK,
+ * else SLURM_LOCALID, MPI_LOCALRANKID, else the world rank), without a communicator: what
+ * picks a GPU before the NCCL comm exists. Initialises MPI like volt__comm_mpi_create. */
+volt_status volt__comm_mpi_world(int *rank, int *world, char *err, size_t errlen);
+/* Broadcast n host bytes from rank 0 of MPI_COMM_WORLD with the deadline (the NCCL unique id). */
+volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s, char *err, size_t errlen);
+int volt__comm_local_rank(void);   /* the env above; 0 outside a job */
+int volt__comm_local_size(void);   /* OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE...; 1 outside a job */
+
+/* The NCCL backend (strategies/comm/nccl/; built with CUDA and MPI): libnccl.so.2 is loaded at
+ * the first create. Serves cuda devices; one GPU per rank (the device the comm is made for). */
+volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
+bool volt__comm_nccl_serves(const struct volt_device *dev);
 #endif

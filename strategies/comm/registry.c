@@ -1,8 +1,8 @@
 /* The comm registry: one row per comm backend, chosen by the device whose memory the
  * strategies communicate (DESIGN §7). "mpi" takes host buffers: on a device whose memory the
  * process can read (cpu) it works in place; on any other (cpu-strict, cuda) the caller stages
- * through host buffers (comm->staged). "nccl" (the NCCL issue) adds a row before it that
- * serves cuda devices with device buffers. */
+ * through host buffers (comm->staged). "nccl" comes first and serves cuda devices with device
+ * buffers (docs/NCCL.md); volt_comm_config.backend forces a row ("mpi" on cuda: staged). */
 #include <stdio.h>
 #include <string.h>
 #include "strategies/comm/comm.h"
@@ -13,9 +13,26 @@
 #else
 #define MPI_CREATE NULL
 #endif
+#ifdef VOLT_HAVE_NCCL
+#define NCCL_CREATE volt__comm_nccl_create
+#define NCCL_SERVES volt__comm_nccl_serves
+#define NCCL_MISSING NULL
+#else
+static bool nccl_serves_name(const volt_device *dev) { return dev && !strcmp(dev->be->name, "cuda"); }
+#define NCCL_CREATE NULL
+#define NCCL_SERVES nccl_serves_name
+#ifndef VOLT_HAVE_CUDA
+#define NCCL_MISSING "built without CUDA"
+#else
+#define NCCL_MISSING "built without nccl.h"
+#endif
+#endif
 
 static const volt_comm_row k_rows[] = {
-    { "mpi", "Open MPI collectives over host buffers (multi-process, multi-node)", true, NULL, MPI_CREATE },
+    { "nccl", "NCCL collectives over GPU buffers on a comm stream (one GPU per rank; libnccl.so.2 loaded at run time)",
+      false, NCCL_SERVES, NCCL_CREATE, NCCL_MISSING },
+    { "mpi", "Open MPI collectives over host buffers (multi-process, multi-node)", true, NULL, MPI_CREATE,
+      "built without MPI" },
 };
 #define N_ROWS ((int)(sizeof k_rows / sizeof k_rows[0]))
 
@@ -28,19 +45,48 @@ const volt_comm_row *volt__comm_backend_find(const char *name) {
     return NULL;
 }
 
-volt_status volt__comm_create_for(volt_device *dev, const volt_comm_config *cfg, volt_comm **out,
+static const char *row_names(void) {
+    static char buf[128];
+    size_t n = 0;
+    for (int i = 0; i < N_ROWS; i++)
+        n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0, "%s%s", i ? ", " : "", k_rows[i].name);
+    return buf;
+}
+
+volt_status volt__comm_create_for(volt_device *dev, const volt_comm_config *cfg_in, volt_comm **out,
                                   char *err, size_t errlen) {
     *out = NULL;
+    volt_comm_config cfg = *cfg_in;
+    if (!VOLT_VERSION_OK(cfg.version, VOLT_COMM_CONFIG_VERSION)) {
+        snprintf(err, errlen, "volt_comm_config: version %u, this library knows 1..%u", cfg.version, VOLT_COMM_CONFIG_VERSION);
+        return VOLT_ERR_VERSION;
+    }
+    const char *want = cfg.version >= 2 && cfg.backend && *cfg.backend && strcmp(cfg.backend, "auto") ? cfg.backend : NULL;
+    cfg.version = VOLT_COMM_CONFIG_VERSION;
+    cfg.dev = dev;
+    if (want && !volt__comm_backend_find(want)) {
+        snprintf(err, errlen, "unknown comm backend '%s' (known: auto, %s)", want, row_names());
+        return VOLT_ERR_INVALID_ARG;
+    }
     char tried[256] = "";
     size_t n = 0;
     for (int i = 0; i < N_ROWS; i++) {
         const volt_comm_row *r = &k_rows[i];
-        if (r->serves && !r->serves(dev)) continue;
-        if (!r->create) {
-            n += (size_t)snprintf(tried + n, n < sizeof tried ? sizeof tried - n : 0, "%s%s (not built in)", n ? ", " : "", r->name);
+        if (want && strcmp(want, r->name)) continue;
+        if (r->serves && !r->serves(dev)) {
+            if (want) {
+                snprintf(err, errlen, "comm backend '%s' cannot serve device '%s' (it takes %s)", want, dev->be->name,
+                         !strcmp(r->name, "nccl") ? "cuda devices" : "other devices");
+                return VOLT_ERR_UNSUPPORTED;
+            }
             continue;
         }
-        volt_status s = r->create(cfg, out, err, errlen);
+        if (!r->create) {
+            n += (size_t)snprintf(tried + n, n < sizeof tried ? sizeof tried - n : 0, "%s%s (not built in: %s)", n ? ", " : "",
+                                  r->name, r->missing ? r->missing : "?");
+            continue;
+        }
+        volt_status s = r->create(&cfg, out, err, errlen);
         if (s < 0) return s;
         if (!VOLT_VERSION_OK((*out)->ops->version, VOLT_COMM_OPS_VERSION)) {
             snprintf(err, errlen, "volt_comm_ops '%s': version %u, this library knows 1..%u", (*out)->ops->name,

@@ -30,9 +30,13 @@ void volt__dist_event(dist *d, volt_dist_ev kind, int unit) {
  * buffer for an all-reduce, this rank's slice for a reduce-scatter). */
 static void grad_done(dist *d, int u) {
     dist_unit *du = &d->units[u];
-    if (dist_staged(d))
-        volt__dev_h2d(d->comm->dev, volt_unit_grad(du->u) + du->lo, (const float *)du->h_grad + du->lo,
-                      (size_t)(du->hi - du->lo) * sizeof(float));
+    volt_device *dev = d->comm->dev;
+    const size_t es = dist_red_size(d), n = (size_t)(du->hi - du->lo);
+    /* where the reduced slice is now: the host staging buffer or the device bucket */
+    void *dst = dist_red16(d) ? (void *)((char *)du->g16 + (size_t)du->lo * es) : (void *)(volt_unit_grad(du->u) + du->lo);
+    if (dist_staged(d)) volt__dev_h2d(dev, dst, (const char *)du->h_grad + (size_t)du->lo * es, n * es);
+    if (dist_red16(d))   /* widened back into the f32 grads (exact) */
+        dev->be->pm->convert(dev, volt_unit_grad(du->u) + du->lo, VOLT_F32, dst, VOLT_BF16, (int64_t)n);
     volt__dist_event(d, VOLT_EV_GRAD_DONE, u);
     if (dist_grads_sharded(d)) volt__dist_release_grads(d, u);
 }
@@ -71,6 +75,7 @@ static void free_units(dist *d) {
     for (int i = 0; i < d->n_units; i++) {
         free(d->units[i].h_grad);
         free(d->units[i].h_vals);
+        if (d->units[i].g16) volt__dev_free(d->dev, d->units[i].g16);
     }
     free(d->units);
     free(d->launch_order);
@@ -112,8 +117,10 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
             du->lo = 0;
             du->hi = du->numel;
         }
+        if (dist_red16(d) && !(du->g16 = volt__dev_alloc(d->comm->dev, 2 * (size_t)du->numel)))
+            return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of device memory (bf16 reduction bucket of %s)", du->label);
         if (dist_staged(d)) {   /* preallocated here, never per collective */
-            du->h_grad = malloc(sizeof(float) * (size_t)du->numel);
+            du->h_grad = malloc(dist_red_size(d) * (size_t)du->numel);
             du->h_vals = malloc(dist_value_size(d) * (size_t)du->numel);
             if (!du->h_grad || !du->h_vals) return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of memory (staging)");
         }
@@ -154,17 +161,23 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
 volt_status volt__dist_launch_grad(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->launched) return VOLT_OK;
-    float *g = volt_unit_grad(du->u);   /* device memory */
+    volt_device *dev = d->comm->dev;
+    const size_t es = dist_red_size(d);
+    char *g = (char *)volt_unit_grad(du->u);   /* device memory */
+    if (dist_red16(d)) {   /* the bf16 bucket travels; grad_done widens the result back */
+        dev->be->pm->convert(dev, du->g16, VOLT_BF16, g, VOLT_F32, du->numel);
+        g = du->g16;
+    }
     if (dist_staged(d)) {   /* the whole local grad goes in; grad_done brings the result back */
-        volt__dev_d2h(d->comm->dev, du->h_grad, g, sizeof(float) * (size_t)du->numel);
+        volt__dev_d2h(dev, du->h_grad, g, es * (size_t)du->numel);
         g = du->h_grad;
     }
     volt_status st;
     if (!dist_sharded(d))
-        st = d->comm->ops->all_reduce(d->comm, g, g, (size_t)du->numel, VOLT_COMM_F32, VOLT_COMM_AVG, du->label,
+        st = d->comm->ops->all_reduce(d->comm, g, g, (size_t)du->numel, d->red_dt, VOLT_COMM_AVG, du->label,
                                       &du->grad_req);
     else   /* in place: this rank's averaged slice lands in g[lo, hi) */
-        st = d->comm->ops->reduce_scatter(d->comm, g, g + du->lo, (size_t)du->chunk, VOLT_COMM_F32, VOLT_COMM_AVG,
+        st = d->comm->ops->reduce_scatter(d->comm, g, g + (size_t)du->lo * es, (size_t)du->chunk, d->red_dt, VOLT_COMM_AVG,
                                           du->label, &du->grad_req);
     if (st < 0) return volt__dist_comm_fail(d, st, "gradient reduction");
     du->launched = true;
@@ -327,12 +340,29 @@ static bool is_dist(const volt_strategy *st) {
 
 volt_status volt__parallel_create(volt_strategy *st, const volt_strategy_config *cfg, char *err, size_t errlen) {
     const char *name = st->row->name;
+    volt_comm_dtype red_dt = VOLT_COMM_F32;
+    if (cfg->reduce_dtype && !strcmp(cfg->reduce_dtype, "bf16")) red_dt = VOLT_COMM_BF16;
+    else if (cfg->reduce_dtype && strcmp(cfg->reduce_dtype, "fp32")) {
+        snprintf(err, errlen, "strategy '%s': strategy_reduce_dtype must be \"fp32\" or \"bf16\", got \"%s\"", name,
+                 cfg->reduce_dtype);
+        return VOLT_ERR_INVALID_ARG;
+    }
     volt_device *dev = NULL;
     volt_status s = volt__device_get(cfg->accelerator, 0, &dev, err, errlen);
     if (s < 0) return s;
+    if (!volt__dev_host_addressable(dev)) {   /* one device per rank: the one of this rank's place on its node */
+        const int count = dev->be->device_count(), local = volt__comm_local_rank();
+        if (cfg->devices > count) {
+            snprintf(err, errlen, "strategy '%s': devices=%d but accelerator '%s' has %d visible device%s "
+                     "(CUDA_VISIBLE_DEVICES?): one device per rank", name, cfg->devices, dev->be->name, count, count == 1 ? "" : "s");
+            return VOLT_ERR_INVALID_ARG;
+        }
+        if (count > 1 && local % count && (s = volt__device_get(dev->be->name, local % count, &dev, err, errlen)) < 0) return s;
+    }
     volt_comm_config cc;
     volt__comm_config_init(&cc);
     if (cfg->timeout_s > 0) cc.timeout_s = cfg->timeout_s;
+    cc.backend = cfg->comm;
     volt_comm *comm = NULL;
     char cerr[768] = "";
     s = volt__comm_create_for(dev, &cc, &comm, cerr, sizeof cerr);
@@ -358,6 +388,8 @@ volt_status volt__parallel_create(volt_strategy *st, const volt_strategy_config 
     d->flags = st->row->flags;
     d->st = st;
     d->comm = comm;
+    d->red_dt = red_dt;
+    d->dev = comm->dev;
     d->trace = trace;
     d->cap_trace = TRACE_CAP;
     d->last_used = d->first_use = -1;

@@ -48,12 +48,15 @@ typedef struct dist_unit {
     int prev_use;                /* fsdp: unit first used right before it (backward prefetch), -1 */
     char label[96];              /* "unit 'fc1'" for messages */
     void *h_grad, *h_vals;       /* staged comm: host copies of the grads / values (NULL otherwise) */
+    void *g16;                   /* reduce_dtype bf16: the grads as bf16 (device memory, numel), reduced in place */
 } dist_unit;
 
 typedef struct dist {
     unsigned flags;              /* the row's VOLT_STRAT_* */
     volt_strategy *st;
     volt_comm *comm;
+    volt_device *dev;            /* the comm's device (comm->dev), kept for freeing after the comm */
+    volt_comm_dtype red_dt;      /* gradient reduction dtype: F32 (default) or BF16 (reduce_dtype) */
     volt_params *ps;             /* borrowed, from setup_params */
     int n_units;
     dist_unit *units;
@@ -73,6 +76,10 @@ static inline bool dist_has(const dist *d, unsigned f) { return (d->flags & f) !
 /* Units split into per-rank slices (optimizer states, reduce-scatter) vs. whole replicas. */
 static inline bool dist_sharded(const dist *d) { return dist_has(d, VOLT_STRAT_SHARDS_OPTIM); }
 static inline bool dist_staged(const dist *d) { return d->comm->staged; }
+/* Grads reduced in 16 bits: converted into the unit's g16 bucket, reduced, converted back. */
+static inline bool dist_red16(const dist *d) { return d->red_dt != VOLT_COMM_F32; }
+/* Bytes of one element of a grad as it travels (4, or 2 under reduce_dtype bf16). */
+static inline size_t dist_red_size(const dist *d) { return volt__comm_dtype_size(d->red_dt); }
 /* Bytes of one parameter value in the store (4, or 2 under bf16-true / 16-true). */
 static inline size_t dist_value_size(const dist *d) { return volt_dtype_size(volt_params_dtype(d->ps)); }
 /* Only the owned slice of the grads is kept once a unit's reduce-scatter is done. */

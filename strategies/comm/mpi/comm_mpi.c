@@ -3,6 +3,11 @@
  * dead or diverged rank gives VOLT_ERR_TIMEOUT, never a hang. MPI errors become VOLT_ERR_COMM
  * with file:line and MPI's own error string.
  *
+ * bf16 / f16 travel as MPI_UINT16_T and reduce with user-defined ops (one per type, made with
+ * the comm): each pair of elements is added in f32 and rounded once (round to nearest even,
+ * core/convert.h), as NCCL does; AVG divides in f32 and rounds once. No scratch, no
+ * allocation per call.
+ *
  * Process-wide state is unavoidable here: MPI is initialised once per process. We call
  * MPI_Init_thread (FUNNELED) only when nobody has, and then MPI_Finalize at exit (atexit);
  * an application that initialised MPI itself finalizes it itself. */
@@ -17,6 +22,7 @@
 #include <mpi.h>
 #include "strategies/comm/comm.h"
 #include "core/err.h"
+#include "core/convert.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
 /* A collective failed or timed out on some comm of this process: the ranks are out of step,
@@ -46,6 +52,7 @@ typedef struct mpi_req {
 typedef struct mpi_impl {
     MPI_Comm comm;
     bool comm_valid;
+    MPI_Op sum_bf16, sum_f16;     /* the 16-bit sums (MPI_OP_NULL until made) */
     bool broken;                  /* a wait timed out / failed: collectives no longer match */
     volt_status broken_status;    /* ... with this status, */
     char broken_msg[384];         /* ... and this message (repeated by every later call) */
@@ -79,8 +86,29 @@ static MPI_Datatype mpi_type(volt_comm_dtype dt) {
     case VOLT_COMM_F32: return MPI_FLOAT;
     case VOLT_COMM_F64: return MPI_DOUBLE;
     case VOLT_COMM_BYTE: return MPI_BYTE;
+    case VOLT_COMM_BF16: case VOLT_COMM_F16: return MPI_UINT16_T;
     }
     return MPI_DATATYPE_NULL;
+}
+
+/* ---- 16-bit sums: f32 add of each pair, one rounding ---------------------------------- */
+static float bf16_f(uint16_t h) { return volt__bits_f(volt__bf2f(h)); }
+static float f16_f(uint16_t h) { return volt__bits_f(volt__h2f(h)); }
+static void sum_bf16_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = volt__f2bf(volt__f_bits(bf16_f(a[i]) + bf16_f(b[i])));
+}
+static void sum_f16_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = volt__f2h(volt__f_bits(f16_f(a[i]) + f16_f(b[i])));
+}
+
+static MPI_Op sum_op(const mpi_impl *im, volt_comm_dtype dt) {
+    return dt == VOLT_COMM_BF16 ? im->sum_bf16 : dt == VOLT_COMM_F16 ? im->sum_f16 : MPI_SUM;
 }
 
 /* The first failure sticks: every later call fails at once with its status and message
@@ -152,7 +180,7 @@ static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size
     mpi_req *q;
     VOLT_TRY(req_start(c, "all_reduce", what, count, dt, &q));
     mpi_impl *im = c->impl;
-    START_MPI(c, q, MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(dt), MPI_SUM,
+    START_MPI(c, q, MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(dt), sum_op(im, dt),
                                    im->comm, &q->r));
     if (op == VOLT_COMM_AVG) { q->post = POST_AVG; q->buf = recv; q->count = count; q->dt = dt; }
     return launched(c, q, req);
@@ -170,11 +198,11 @@ static volt_status m_reduce_scatter(volt_comm *c, const void *send, void *recv, 
     if (in_place) {
         /* MPI_IN_PLACE takes the input from recvbuf (world*count) and leaves this rank's
          * chunk in its first count elements: move it to the chunk's own place afterwards. */
-        START_MPI(c, q, MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count, mpi_type(dt), MPI_SUM,
+        START_MPI(c, q, MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count, mpi_type(dt), sum_op(im, dt),
                                                   im->comm, &q->r));
         if (c->rank != 0) { q->post = POST_MOVE; q->src = send; }
     } else {
-        START_MPI(c, q, MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt), MPI_SUM, im->comm, &q->r));
+        START_MPI(c, q, MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt), sum_op(im, dt), im->comm, &q->r));
     }
     q->buf = recv;
     q->count = count;
@@ -224,6 +252,14 @@ static void post_process(volt_comm *c, mpi_req *q) {
             float *x = q->buf;
             const float w = (float)c->world;
             for (size_t i = 0; i < q->count; i++) x[i] = x[i] / w;
+        } else if (q->dt == VOLT_COMM_BF16) {
+            uint16_t *x = q->buf;
+            const float w = (float)c->world;
+            for (size_t i = 0; i < q->count; i++) x[i] = volt__f2bf(volt__f_bits(bf16_f(x[i]) / w));
+        } else if (q->dt == VOLT_COMM_F16) {
+            uint16_t *x = q->buf;
+            const float w = (float)c->world;
+            for (size_t i = 0; i < q->count; i++) x[i] = volt__f2h(volt__f_bits(f16_f(x[i]) / w));
         } else {
             double *x = q->buf;
             const double w = (double)c->world;
@@ -294,6 +330,10 @@ static void m_destroy(volt_comm *c) {
     MPI_Finalized(&fin);
     /* a broken comm may still have collectives pending: leave it to MPI_Finalize */
     if (im->comm_valid && !im->broken && !im->in_flight && !fin) MPI_Comm_free(&im->comm);
+    if (!fin && !im->broken) {
+        if (im->sum_bf16 != MPI_OP_NULL) MPI_Op_free(&im->sum_bf16);
+        if (im->sum_f16 != MPI_OP_NULL) MPI_Op_free(&im->sum_f16);
+    }
     for (mpi_req *q = im->all, *n; q; q = n) {
         n = q->all_next;
         free(q);
@@ -306,7 +346,7 @@ static const volt_comm_ops mpi_ops = {
     .version = VOLT_COMM_OPS_VERSION, .name = "mpi",
     .all_reduce = m_all_reduce, .reduce_scatter = m_reduce_scatter, .all_gather = m_all_gather,
     .broadcast = m_broadcast, .barrier = m_barrier, .wait = m_wait, .test = m_test,
-    .errmsg = m_errmsg, .destroy = m_destroy,
+    .errmsg = m_errmsg, .destroy = m_destroy, .flags = 0,
 };
 
 /* ---- creation ------------------------------------------------------------------------------ */
@@ -377,6 +417,7 @@ volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, 
     c->ops = &mpi_ops;
     c->impl = im;
     c->timeout_s = cfg->timeout_s;
+    im->sum_bf16 = im->sum_f16 = MPI_OP_NULL;
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -400,11 +441,53 @@ volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, 
         rc = MPI_Comm_set_errhandler(im->comm, MPI_ERRORS_RETURN);
         if (rc != MPI_SUCCESS) st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Comm_set_errhandler", NULL);
     }
+    if (st == VOLT_OK && (rc = MPI_Op_create(sum_bf16_fn, 1, &im->sum_bf16)) != MPI_SUCCESS)
+        st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Op_create", "bf16 sum");
+    if (st == VOLT_OK && (rc = MPI_Op_create(sum_f16_fn, 1, &im->sum_f16)) != MPI_SUCCESS)
+        st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Op_create", "f16 sum");
     if (st < 0) {
         snprintf(err, errlen, "%s", im->errmsg);
         m_destroy(c);
         return st;
     }
     *out = c;
+    return VOLT_OK;
+}
+
+/* ---- bootstrap helpers for the NCCL backend (comm.h) ------------------------------------- */
+volt_status volt__comm_mpi_world(int *rank, int *world, char *err, size_t errlen) {
+    VOLT_TRY(init_mpi(err, errlen));
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, world);
+    return VOLT_OK;
+}
+
+volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s, char *err, size_t errlen) {
+    VOLT_TRY(init_mpi(err, errlen));
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
+    const double t0 = now_s();
+    while (rc == MPI_SUCCESS) {
+        int flag = 0;
+        rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag) break;
+        if (now_s() - t0 > timeout_s) {
+            g_comm_broken = true;
+            snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id) timed out after %g s (a rank died, hangs, or "
+                     "never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, timeout_s);
+            return VOLT_ERR_TIMEOUT;
+        }
+        struct timespec ts = { 0, 100000 };
+        nanosleep(&ts, NULL);
+    }
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(rc, s, &len);
+        snprintf(err, errlen, "rank %d: %s:%d: MPI_Ibcast (NCCL unique id) failed: %s", rank, __FILE__, __LINE__, s);
+        return VOLT_ERR_COMM;
+    }
     return VOLT_OK;
 }

@@ -1,0 +1,570 @@
+/* NCCL comm backend (docs/NCCL.md): collectives over GPU buffers of the cuda device the comm
+ * is made for, one GPU per rank.
+ *
+ * Streams: every collective runs on the comm's own stream (cudaStreamNonBlocking). A start
+ * records an event on the device's compute stream and makes the comm stream wait on it, so
+ * the collective sees everything issued before it (backward's grads, a memset); it then
+ * records `done` on the comm stream. wait polls `done` (cudaEventQuery) and the comm's
+ * asynchronous error (ncclCommGetAsyncError) until the comm's deadline, and on success makes
+ * the compute stream wait on `done`, so the work issued after wait reads the result (the
+ * host knows it is complete too). At the deadline the communicator is aborted
+ * (ncclCommAbort: the kernels still queued exit instead of waiting for peers) and wait
+ * returns VOLT_ERR_TIMEOUT with the MPI backend's message ("rank 1: all_reduce #12 (unit
+ * 'fc1') timed out after 3 s ..."); the comm is broken from then on (every later call fails
+ * at once repeating the cause).
+ *
+ * Host buffers: the strategies also pass small host buffers (metric sync, the grad norm, stop
+ * flags, gather_unit's host destination). A buffer that is not device memory
+ * (cudaPointerGetAttributes) goes through a pinned + device scratch pair kept by the comm
+ * (grown, never shrunk: no allocation in steady state); one such collective may be in flight
+ * at a time.
+ *
+ * Start-up: rank/world from MPI (no MPI call at all outside an MPI job, or in a build without
+ * MPI: a world of 1), rank 0
+ * makes the unique id and broadcasts it over MPI_COMM_WORLD with the deadline, then a
+ * non-blocking ncclCommInitRankConfig (blocking = 0) is polled with the same deadline.
+ *
+ * NCCL itself is loaded at the first create (nccl_lib.c: dlopen, like cuBLASLt); a binary runs
+ * without NCCL and fails with an error naming the library only when a comm is asked for. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "strategies/comm/comm.h"
+#include "strategies/comm/nccl/nccl_lib.h"
+#include "core/cuda/cuda.h"
+#include "core/err.h"
+
+/* ---- state ------------------------------------------------------------------------------------ */
+typedef struct nccl_req {
+    cudaEvent_t done;            /* recorded on the comm stream after the collective (and its staging copy) */
+    const char *op;
+    uint64_t seq;
+    char what[96];
+    void *host_out;              /* host destination: copied from the pinned scratch on completion */
+    const void *pinned_out;
+    size_t out_bytes;
+    bool uses_scratch, completed;
+    struct nccl_req *next, *all_next;
+} nccl_req;
+
+typedef struct nccl_impl {
+    ncclComm_t comm;             /* NULL once aborted / destroyed */
+    volt_device *dev;
+    volt_cuda_ctx *cx;           /* the device's context: its compute stream */
+    cudaStream_t stream;         /* the comm stream */
+    cudaEvent_t ready;           /* recorded on the compute stream at each start */
+    void *dscratch, *pscratch;   /* device / pinned host scratch for host buffers, scratch_bytes each */
+    size_t scratch_bytes;
+    bool scratch_busy;
+    float *dbar;                 /* device float: the barrier's all-reduce */
+    bool broken;
+    volt_status broken_status;
+    char broken_msg[384];
+    uint64_t seq;
+    nccl_req *free_list, *all;
+    int in_flight;
+    char errmsg[768];
+} nccl_impl;
+
+#define cerr(c, st, ...) VOLT__OBJ_ERRF((nccl_impl *)(c)->impl, st, __VA_ARGS__)
+
+static const volt_nccl_lib *g_nc;   /* the loaded library (nccl_lib.c), set by the first create */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void mark_broken(nccl_impl *im, volt_status st) {
+    if (im->broken) return;
+    im->broken = true;
+    im->broken_status = st;
+    snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
+}
+
+/* The communicator can no longer be trusted: abort it (pending kernels exit). */
+static void abort_comm(nccl_impl *im) {
+    if (im->comm) g_nc->ncclCommAbort(im->comm);
+    im->comm = NULL;
+}
+
+static volt_status nccl_fail(volt_comm *c, ncclResult_t rc, const char *file, int line, const char *call, const char *what) {
+    nccl_impl *im = c->impl;
+    const char *last = im->comm ? g_nc->ncclGetLastError(im->comm) : NULL;
+    return cerr(c, VOLT_ERR_COMM, "rank %d: %s:%d: %s%s%s%s failed: %s%s%s", c->rank, file, line, call,
+                what && *what ? " (" : "", what && *what ? what : "", what && *what ? ")" : "", g_nc->ncclGetErrorString(rc),
+                last && *last ? ": " : "", last && *last ? last : "");
+}
+static volt_status cuda_fail(volt_comm *c, cudaError_t e, const char *file, int line, const char *call, const char *what) {
+    cudaGetLastError();
+    return cerr(c, VOLT_ERR_COMM, "rank %d: %s:%d: %s%s%s%s failed: CUDA error %s: %s", c->rank, file, line, call,
+                what && *what ? " (" : "", what && *what ? what : "", what && *what ? ")" : "", cudaGetErrorName(e),
+                cudaGetErrorString(e));
+}
+#define CU_FAIL(c, e, call, what) cuda_fail((c), (e), __FILE__, __LINE__, (call), (what))
+
+static ncclDataType_t nccl_type(volt_comm_dtype dt) {
+    switch (dt) {
+    case VOLT_COMM_F32: return ncclFloat32;
+    case VOLT_COMM_F64: return ncclFloat64;
+    case VOLT_COMM_BYTE: return ncclUint8;
+    case VOLT_COMM_BF16: return ncclBfloat16;
+    case VOLT_COMM_F16: return ncclFloat16;
+    }
+    return ncclNumTypes;
+}
+
+/* Device memory NCCL can take (device or managed); anything else is staged. */
+static bool is_device_ptr(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { cudaGetLastError(); return false; }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* ---- requests ------------------------------------------------------------------------------------ */
+static volt_status req_start(volt_comm *c, const char *op, const char *what, volt_comm_dtype dt, nccl_req **out) {
+    nccl_impl *im = c->impl;
+    *out = NULL;
+    if (im->broken)
+        return cerr(c, im->broken_status, "rank %d: %s (%s): not started, the communicator is unusable after: %s",
+                    c->rank, op, what ? what : "-", im->broken_msg);
+    if (nccl_type(dt) == ncclNumTypes) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: %s: bad dtype %d", c->rank, op, (int)dt);
+    nccl_req *q = im->free_list;
+    if (q) im->free_list = q->next;
+    else {
+        if (!(q = calloc(1, sizeof *q))) return VOLT_ERR_NOMEM;
+        volt__cuda_use(im->cx);
+        cudaError_t e = cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming);
+        if (e != cudaSuccess) { free(q); return CU_FAIL(c, e, "cudaEventCreateWithFlags", what); }
+        q->all_next = im->all;
+        im->all = q;
+    }
+    q->op = op;
+    q->seq = ++im->seq;
+    q->host_out = NULL;
+    q->pinned_out = NULL;
+    q->out_bytes = 0;
+    q->uses_scratch = q->completed = false;
+    q->next = NULL;
+    snprintf(q->what, sizeof q->what, "%s", what && *what ? what : "-");
+    *out = q;
+    return VOLT_OK;
+}
+
+static void req_release(volt_comm *c, nccl_req *q) {
+    nccl_impl *im = c->impl;
+    if (q->uses_scratch) im->scratch_busy = false;
+    q->next = im->free_list;
+    im->free_list = q;
+}
+
+static volt_status start_failed(volt_comm *c, nccl_req *q, volt_status st) {
+    req_release(c, q);
+    return st;
+}
+
+/* Room for in + out bytes of host data in the scratch pair (grown, never per call in steady state). */
+static volt_status scratch_reserve(volt_comm *c, size_t bytes, const char *what) {
+    nccl_impl *im = c->impl;
+    if (im->scratch_busy)
+        return cerr(c, VOLT_ERR_STATE, "rank %d: %s: a collective on host buffers is already in flight (one at a time)",
+                    c->rank, what);
+    if (bytes <= im->scratch_bytes) return VOLT_OK;
+    size_t n = im->scratch_bytes ? im->scratch_bytes : 4096;
+    while (n < bytes) n *= 2;
+    volt__cuda_use(im->cx);
+    cudaError_t e = cudaStreamSynchronize(im->stream);   /* the old scratch may still be read */
+    if (e == cudaSuccess && im->dscratch) e = cudaFree(im->dscratch);
+    if (e == cudaSuccess && im->pscratch) e = cudaFreeHost(im->pscratch);
+    im->dscratch = im->pscratch = NULL;
+    im->scratch_bytes = 0;
+    if (e == cudaSuccess) e = cudaMalloc(&im->dscratch, n);
+    if (e == cudaSuccess) e = cudaMallocHost(&im->pscratch, n);
+    if (e != cudaSuccess) return CU_FAIL(c, e, "scratch for host buffers", what);
+    im->scratch_bytes = n;
+    return VOLT_OK;
+}
+
+/* The buffers the collective really uses: device pointers as they are; host ones through
+ * the scratch (send copied in on the comm stream, recv copied out at completion). */
+typedef struct { const void *send; void *recv; } bufs;
+static volt_status prepare(volt_comm *c, nccl_req *q, const void *send, size_t send_bytes, void *recv, size_t recv_bytes,
+                           bufs *b) {
+    nccl_impl *im = c->impl;
+    b->send = send;
+    b->recv = recv;
+    const bool hs = send_bytes && !is_device_ptr(send), hr = recv_bytes && !is_device_ptr(recv);
+    if (!hs && !hr) return VOLT_OK;
+    VOLT_TRY(scratch_reserve(c, send_bytes + recv_bytes, q->what));
+    im->scratch_busy = q->uses_scratch = true;
+    /* scratch: [send | recv]; out of place on the device whatever the host aliasing (the
+     * send bytes are copied in first) */
+    char *d = im->dscratch, *p = im->pscratch;
+    const size_t off = hs ? send_bytes : 0;
+    if (hs) {
+        memcpy(p, send, send_bytes);
+        cudaError_t e = cudaMemcpyAsync(d, p, send_bytes, cudaMemcpyHostToDevice, im->stream);
+        if (e != cudaSuccess) return CU_FAIL(c, e, "cudaMemcpyAsync", q->what);
+        b->send = d;
+    }
+    if (hr) {
+        b->recv = d + off;
+        q->host_out = recv;
+        q->out_bytes = recv_bytes;
+        q->pinned_out = p + off;
+    }
+    return VOLT_OK;
+}
+
+/* The comm stream waits for the compute stream's work so far. */
+static volt_status order_after_compute(volt_comm *c, const char *what) {
+    nccl_impl *im = c->impl;
+    volt__cuda_use(im->cx);
+    cudaError_t e = cudaEventRecord(im->ready, im->cx->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(im->stream, im->ready, 0);
+    return e == cudaSuccess ? VOLT_OK : CU_FAIL(c, e, "ordering after the compute stream", what);
+}
+
+/* After the NCCL call: copy a staged result out to pinned memory, record done. ncclInProgress
+ * from an enqueue on a non-blocking comm means "queued in the background": accepted (wait
+ * polls the async error). */
+static volt_status launched(volt_comm *c, nccl_req *q, ncclResult_t rc, const char *call, volt_comm_req **req) {
+    nccl_impl *im = c->impl;
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        volt_status st = nccl_fail(c, rc, __FILE__, __LINE__, call, q->what);
+        mark_broken(im, st);
+        return start_failed(c, q, st);
+    }
+    if (rc == ncclInProgress) {   /* still being enqueued: done may be recorded only behind it */
+        const double t0 = now_s();
+        ncclResult_t ae = ncclInProgress;
+        while (g_nc->ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && now_s() - t0 <= c->timeout_s) {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+        if (ae != ncclSuccess) {
+            volt_status st = ae == ncclInProgress
+                ? cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s): enqueue timed out after %g s; NCCL communicator aborted",
+                       c->rank, q->op, (unsigned long long)q->seq, q->what, c->timeout_s)
+                : nccl_fail(c, ae, __FILE__, __LINE__, call, q->what);
+            mark_broken(im, st);
+            abort_comm(im);
+            return start_failed(c, q, st);
+        }
+    }
+    cudaError_t e = cudaSuccess;
+    if (q->host_out) e = cudaMemcpyAsync((void *)q->pinned_out, (char *)im->dscratch + ((const char *)q->pinned_out - (char *)im->pscratch),
+                                         q->out_bytes, cudaMemcpyDeviceToHost, im->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(q->done, im->stream);
+    if (e != cudaSuccess) {
+        volt_status st = CU_FAIL(c, e, "cudaEventRecord", q->what);
+        mark_broken(im, st);
+        return start_failed(c, q, st);
+    }
+    im->in_flight++;
+    *req = (volt_comm_req *)q;
+    return VOLT_OK;
+}
+
+#define START(c, dt, op, what, q) \
+    nccl_req *q = NULL; \
+    VOLT_TRY(req_start((c), (op), (what), (dt), &q)); \
+    { volt_status s_ = order_after_compute((c), q->what); if (s_ < 0) return start_failed((c), q, s_); }
+
+/* ---- collectives ---------------------------------------------------------------------------------- */
+static volt_status n_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                volt_comm_op op, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    if (dt == VOLT_COMM_BYTE) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: all_reduce: byte buffers cannot be reduced", c->rank);
+    START(c, dt, "all_reduce", what, q);
+    nccl_impl *im = c->impl;
+    const size_t bytes = count * volt__comm_dtype_size(dt);
+    bufs b;
+    volt_status st = prepare(c, q, send, bytes, recv, bytes, &b);
+    if (st < 0) return start_failed(c, q, st);
+    ncclResult_t rc = g_nc->ncclAllReduce(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
+                                         im->comm, im->stream);
+    return launched(c, q, rc, "ncclAllReduce", req);
+}
+
+static volt_status n_reduce_scatter(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                    volt_comm_op op, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    if (dt == VOLT_COMM_BYTE) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: reduce_scatter: byte buffers cannot be reduced", c->rank);
+    START(c, dt, "reduce_scatter", what, q);
+    nccl_impl *im = c->impl;
+    const size_t es = volt__comm_dtype_size(dt);
+    bufs b;
+    volt_status st = prepare(c, q, send, count * es * (size_t)c->world, recv, count * es, &b);
+    if (st < 0) return start_failed(c, q, st);
+    ncclResult_t rc = g_nc->ncclReduceScatter(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
+                                             im->comm, im->stream);
+    return launched(c, q, rc, "ncclReduceScatter", req);
+}
+
+static volt_status n_all_gather(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,
+                                const char *what, volt_comm_req **req) {
+    *req = NULL;
+    START(c, dt, "all_gather", what, q);
+    nccl_impl *im = c->impl;
+    const size_t es = volt__comm_dtype_size(dt);
+    bufs b;
+    volt_status st = prepare(c, q, send, count * es, recv, count * es * (size_t)c->world, &b);
+    if (st < 0) return start_failed(c, q, st);
+    ncclResult_t rc = g_nc->ncclAllGather(b.send, b.recv, count, nccl_type(dt), im->comm, im->stream);
+    return launched(c, q, rc, "ncclAllGather", req);
+}
+
+static volt_status n_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_dtype dt, int root, const char *what,
+                               volt_comm_req **req) {
+    *req = NULL;
+    if (root < 0 || root >= c->world) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: broadcast: root %d not in [0, %d)", c->rank, root, c->world);
+    START(c, dt, "broadcast", what, q);
+    nccl_impl *im = c->impl;
+    const size_t bytes = count * volt__comm_dtype_size(dt);
+    bufs b;
+    volt_status st = prepare(c, q, buf, bytes, buf, bytes, &b);   /* a host buffer comes back into itself */
+    if (st < 0) return start_failed(c, q, st);
+    ncclResult_t rc = g_nc->ncclBroadcast(b.send, b.recv, count, nccl_type(dt), root, im->comm, im->stream);
+    return launched(c, q, rc, "ncclBroadcast", req);
+}
+
+static volt_status n_barrier(volt_comm *c, const char *what, volt_comm_req **req) {
+    *req = NULL;
+    START(c, VOLT_COMM_F32, "barrier", what, q);
+    nccl_impl *im = c->impl;
+    ncclResult_t rc = g_nc->ncclAllReduce(im->dbar, im->dbar, 1, ncclFloat32, ncclSum, im->comm, im->stream);
+    return launched(c, q, rc, "ncclAllReduce", req);
+}
+
+/* ---- completion ------------------------------------------------------------------------------------ */
+/* One look: *done when the event has fired; an error of the event or of the comm => failure. */
+static volt_status poll_once(volt_comm *c, nccl_req *q, bool *done) {
+    nccl_impl *im = c->impl;
+    *done = q->completed;
+    if (q->completed) return VOLT_OK;
+    volt__cuda_use(im->cx);
+    cudaError_t e = cudaEventQuery(q->done);
+    if (e == cudaSuccess) { q->completed = *done = true; return VOLT_OK; }
+    if (e != cudaErrorNotReady) return CU_FAIL(c, e, q->op, q->what);
+    ncclResult_t ae = ncclSuccess;
+    ncclResult_t rc = g_nc->ncclCommGetAsyncError(im->comm, &ae);
+    if (rc != ncclSuccess) return nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommGetAsyncError", q->what);
+    if (ae != ncclSuccess && ae != ncclInProgress) return nccl_fail(c, ae, __FILE__, __LINE__, q->op, q->what);
+    return VOLT_OK;
+}
+
+static volt_status n_test(volt_comm *c, volt_comm_req *req, bool *done) {
+    nccl_req *q = (nccl_req *)req;
+    *done = false;
+    if (!q) return VOLT_ERR_INVALID_ARG;
+    nccl_impl *im = c->impl;
+    if (im->broken) return im->broken_status;
+    volt_status st = poll_once(c, q, done);
+    if (st < 0) { mark_broken(im, st); abort_comm(im); }
+    return st;
+}
+
+static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
+    nccl_impl *im = c->impl;
+    nccl_req *q = (nccl_req *)req;
+    if (!q) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: wait on a NULL request", c->rank);
+    im->in_flight--;
+    if (im->broken && !q->completed) {
+        req_release(c, q);
+        return cerr(c, im->broken_status, "rank %d: %s #%llu (%s): abandoned, the communicator is unusable after: %s",
+                    c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
+    }
+    const double t0 = now_s();
+    long spins = 0, sleep_ns = 1000;
+    for (;;) {
+        bool done = false;
+        volt_status st = poll_once(c, q, &done);
+        if (st < 0) {
+            mark_broken(im, st);
+            abort_comm(im);
+            req_release(c, q);
+            return st;
+        }
+        if (done) break;
+        if (now_s() - t0 > c->timeout_s) {
+            cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s) timed out after %g s (a rank died, hangs, or issued "
+                 "its collectives in another order; VOLT_COMM_TIMEOUT sets the limit); NCCL communicator aborted",
+                 c->rank, q->op, (unsigned long long)q->seq, q->what, c->timeout_s);
+            mark_broken(im, VOLT_ERR_TIMEOUT);
+            abort_comm(im);
+            /* the scratch may still be written by a queued copy: leave it marked busy for good */
+            q->uses_scratch = false;
+            req_release(c, q);
+            return VOLT_ERR_TIMEOUT;
+        }
+        if (++spins > 256) {
+            struct timespec ts = { 0, sleep_ns };
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 200000) sleep_ns *= 2;
+        }
+    }
+    volt__cuda_use(im->cx);
+    cudaError_t e = cudaStreamWaitEvent(im->cx->stream, q->done, 0);   /* later compute reads the result */
+    if (q->host_out) memcpy(q->host_out, q->pinned_out, q->out_bytes);
+    req_release(c, q);
+    if (e != cudaSuccess) return CU_FAIL(c, e, "cudaStreamWaitEvent", NULL);
+    return VOLT_OK;
+}
+
+static const char *n_errmsg(const volt_comm *c) { return ((const nccl_impl *)c->impl)->errmsg; }
+
+static void n_destroy(volt_comm *c) {
+    nccl_impl *im = c->impl;
+    if (im->comm && !im->broken && !im->in_flight) {
+        /* finalize (non-blocking: polled, bounded by the timeout), then destroy */
+        ncclResult_t rc = g_nc->ncclCommFinalize(im->comm), ae = rc;
+        const double t0 = now_s();
+        while (rc == ncclSuccess || rc == ncclInProgress) {
+            if (g_nc->ncclCommGetAsyncError(im->comm, &ae) != ncclSuccess || ae != ncclInProgress) break;
+            if (now_s() - t0 > c->timeout_s) { ae = ncclInProgress; break; }
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+        if (ae == ncclSuccess) g_nc->ncclCommDestroy(im->comm);
+        else g_nc->ncclCommAbort(im->comm);
+        im->comm = NULL;
+    } else abort_comm(im);
+    volt__cuda_use(im->cx);
+    if (!im->broken && im->stream) cudaStreamSynchronize(im->stream);
+    for (nccl_req *q = im->all, *n; q; q = n) {
+        n = q->all_next;
+        if (q->done) cudaEventDestroy(q->done);
+        free(q);
+    }
+    if (!im->broken) {   /* after a timeout a queued copy may still target the scratch: left to the process */
+        if (im->dscratch) cudaFree(im->dscratch);
+        if (im->pscratch) cudaFreeHost(im->pscratch);
+        if (im->dbar) cudaFree(im->dbar);
+        if (im->stream) cudaStreamDestroy(im->stream);
+    }
+    if (im->ready) cudaEventDestroy(im->ready);
+    cudaGetLastError();
+    free(im);
+    free(c);
+}
+
+static const volt_comm_ops nccl_ops = {
+    .version = VOLT_COMM_OPS_VERSION, .name = "nccl",
+    .all_reduce = n_all_reduce, .reduce_scatter = n_reduce_scatter, .all_gather = n_all_gather,
+    .broadcast = n_broadcast, .barrier = n_barrier, .wait = n_wait, .test = n_test,
+    .errmsg = n_errmsg, .destroy = n_destroy, .flags = VOLT_COMM_STREAM_ORDERED,
+};
+
+/* ---- creation -------------------------------------------------------------------------------------- */
+bool volt__comm_nccl_serves(const volt_device *dev) { return dev && !strcmp(dev->be->name, "cuda"); }
+
+static bool in_mpi_job(void) {
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", NULL };
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return true;
+    }
+    return false;
+}
+
+volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+    if (!(cfg->timeout_s > 0)) {
+        snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    if (!(g_nc = volt__nccl_lib(err, errlen))) return VOLT_ERR_UNSUPPORTED;   /* first: a missing library is the error */
+    volt_device *dev = cfg->version >= 2 ? cfg->dev : NULL;
+    if (!volt__comm_nccl_serves(dev)) {
+        snprintf(err, errlen, "nccl: needs a cuda device (got %s)", dev ? dev->be->name : "none");
+        return VOLT_ERR_UNSUPPORTED;
+    }
+    int rank = 0, world = 1;
+#ifdef VOLT_HAVE_MPI
+    if (in_mpi_job()) VOLT_TRY(volt__comm_mpi_world(&rank, &world, err, errlen));
+#else
+    if (in_mpi_job()) {
+        snprintf(err, errlen, "nccl: launched as one of several ranks, but volt was built without MPI, which shares "
+                 "NCCL's unique id between them (rebuild with libopenmpi-dev); one process is a world of one");
+        return VOLT_ERR_UNSUPPORTED;
+    }
+#endif
+    const int count = dev->be->device_count(), local = volt__comm_local_rank(), per_node = volt__comm_local_size();
+    if (per_node > count) {
+        snprintf(err, errlen, "nccl: rank %d: %d ranks on this node but %d visible GPU%s (one GPU per rank; "
+                 "CUDA_VISIBLE_DEVICES?)", rank, per_node, count, count == 1 ? "" : "s");
+        return VOLT_ERR_INVALID_ARG;
+    }
+    if (count > 0 && dev->ordinal != local % count) {
+        snprintf(err, errlen, "nccl: rank %d (local rank %d) was given cuda device %d, expected %d (local rank %% %d GPUs)",
+                 rank, local, dev->ordinal, local % count, count);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    volt_comm *c = calloc(1, sizeof *c);
+    nccl_impl *im = calloc(1, sizeof *im);
+    if (!c || !im) { free(c); free(im); return VOLT_ERR_NOMEM; }
+    c->ops = &nccl_ops;
+    c->impl = im;
+    c->timeout_s = cfg->timeout_s;
+    c->rank = rank;
+    c->world = world;
+    im->dev = dev;
+    im->cx = volt__cuda_ctx(dev);
+    volt__cuda_use(im->cx);
+    volt_status st = VOLT_OK;
+    cudaError_t e = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&im->ready, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&im->dbar, sizeof(float));
+    if (e == cudaSuccess) e = cudaMemset(im->dbar, 0, sizeof(float));
+    if (e != cudaSuccess) st = CU_FAIL(c, e, "comm stream / event / barrier buffer", NULL);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (st == VOLT_OK && rank == 0) {
+        ncclResult_t rc = g_nc->ncclGetUniqueId(&id);
+        if (rc != ncclSuccess) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclGetUniqueId", NULL);
+    }
+#ifdef VOLT_HAVE_MPI
+    if (world > 1) {   /* every rank takes part, even after a local failure (no rank waits for ever) */
+        int ok = st == VOLT_OK;
+        char berr[512] = "";
+        volt_status bs = volt__comm_mpi_bootstrap_bcast(&id, sizeof id, c->timeout_s, berr, sizeof berr);
+        if (bs < 0 && ok) st = cerr(c, bs, "%s", berr);
+    }
+#endif
+    if (st == VOLT_OK) {
+        ncclConfig_t conf = NCCL_CONFIG_INITIALIZER;
+        conf.blocking = 0;
+        conf.commName = "volt";
+        ncclResult_t rc = g_nc->ncclCommInitRankConfig(&im->comm, world, id, rank, &conf);
+        if (rc != ncclSuccess && rc != ncclInProgress) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL);
+        const double t0 = now_s();
+        ncclResult_t ae = ncclInProgress;
+        while (st == VOLT_OK && im->comm) {
+            rc = g_nc->ncclCommGetAsyncError(im->comm, &ae);
+            if (rc != ncclSuccess) { st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommGetAsyncError", "init"); break; }
+            if (ae == ncclSuccess) break;
+            if (ae != ncclInProgress) { st = nccl_fail(c, ae, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL); break; }
+            if (now_s() - t0 > c->timeout_s) {
+                st = cerr(c, VOLT_ERR_TIMEOUT, "rank %d: comm_init #0 (NCCL, %d ranks) timed out after %g s (a rank died, "
+                          "hangs, or never created its comm; VOLT_COMM_TIMEOUT sets the limit); NCCL communicator aborted",
+                          rank, world, c->timeout_s);
+                break;
+            }
+            struct timespec ts = { 0, 200000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (st < 0) {
+        snprintf(err, errlen, "%s", im->errmsg);
+        abort_comm(im);   /* a half-made communicator is aborted; the rest is freed */
+        n_destroy(c);
+        return st;
+    }
+    *out = c;
+    return VOLT_OK;
+}
