@@ -329,15 +329,18 @@ static void test_ops(void) {
 }
 
 /* ---- the same errors as the CPU --------------------------------------------------------- */
-static void error_case(const char *what, build_fn fn, spec a, spec b, void *ha, void *hb) {
-    void *host[2] = { ha, hb };
-    op_case c = { what, 2, { a, b }, fn, NULL, 0, 0, VOLT_F32, false };
+/* n inputs (2 or 3): both backends must fail with the same message */
+static void error_case_n(const char *what, build_fn fn, int n, const spec *sp, void **host) {
+    op_case c = { what, n, { sp[0], sp[1], n > 2 ? sp[2] : sp[1] }, fn, NULL, 0, 0, VOLT_F32, false };
     float up[1] = { 1 };
     run_result want = run_on("cpu", &c, host, up), got = run_on(g_other, &c, host, up);
     CHECK(!want.out && !got.out, "%s: both must fail (cpu: %s, %s: %s)", what, want.err, g_other, got.err);
     CHECK(!strcmp(want.err, got.err), "%s: error \"%s\", want \"%s\"", what, got.err, want.err);
     free(want.out);
     free(got.out);
+}
+static void error_case(const char *what, build_fn fn, spec a, spec b, void *ha, void *hb) {
+    error_case_n(what, fn, 2, (spec[]){ a, b }, (void *[]){ ha, hb });
 }
 /* embedding then cross-entropy on its rows (ids (N), table (V, C), targets (N)): the error
  * of whichever op comes first in program order is reported */
@@ -346,14 +349,7 @@ static volt_tensor *b_emb_xent(volt_step *s, volt_tensor **in, const void *a) {
     return volt_cross_entropy(s, volt_embedding(s, in[0], in[1]), in[2]);
 }
 static void error_case3(const char *what, spec a, spec b, spec c3, void *ha, void *hb, void *hc) {
-    void *host[3] = { ha, hb, hc };
-    op_case c = { what, 3, { a, b, c3 }, b_emb_xent, NULL, 0, 0, VOLT_F32, false };
-    float up[1] = { 1 };
-    run_result want = run_on("cpu", &c, host, up), got = run_on(g_other, &c, host, up);
-    CHECK(!want.out && !got.out, "%s: both must fail (cpu: %s, %s: %s)", what, want.err, g_other, got.err);
-    CHECK(!strcmp(want.err, got.err), "%s: error \"%s\", want \"%s\"", what, got.err, want.err);
-    free(want.out);
-    free(got.out);
+    error_case_n(what, b_emb_xent, 3, (spec[]){ a, b, c3 }, (void *[]){ ha, hb, hc });
 }
 static void test_errors(void) {
     /* several bad ids: the first position is named (the device word keeps the minimum) */
