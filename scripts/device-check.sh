@@ -34,6 +34,11 @@
 #              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
 #              fsdp on cuda equal to single on cuda; one "nccl: <section>: ok|FAIL" line each
 #   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds
+#
+# STAGES (default all: "probe deps configure build test nccl bench") picks stages, e.g. an early
+# probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes).
+# The build makes only what the stages run (BUILD_TARGETS: the gpu tests and
+# bench_distilbert); BUILD_TARGETS=all builds everything.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -58,6 +63,9 @@ BUILD_S=${BUILD_S:-150}
 TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-180}
+STAGES=" ${STAGES:-probe deps configure build test nccl bench} "
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_philox test_nccl bench_distilbert}
+want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
 log() { echo "$*" | tee -a "$RES"; }
@@ -120,8 +128,8 @@ deps() {
 }
 
 log "device-check $(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ) on $(hostname)"
-stage probe 30 probe
-stage deps 30 deps
+want probe && stage probe 30 probe
+want deps && stage deps 30 deps
 if ls .deps/*.deb >/dev/null 2>&1; then
   P=/tmp/voltdeps
   export PKG_CONFIG_PATH="$P/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig:$P/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
@@ -132,24 +140,30 @@ if ls .deps/*.deb >/dev/null 2>&1; then
 fi
 export PATH="$PATH:/usr/local/cuda/bin"
 ok=1
-stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOLT_CUDA=ON -DVOLT_MPI=OFF \
-  -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) || ok=0
-if [ $ok = 1 ]; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" || ok=0; fi
+if want configure; then
+  stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOLT_CUDA=ON -DVOLT_MPI=OFF \
+    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) || ok=0
+fi
+targets=()
+[ "$BUILD_TARGETS" = all ] || for t in $BUILD_TARGETS; do targets+=(--target "$t"); done
+if [ $ok = 1 ] && want build; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" "${targets[@]}" || ok=0; fi
+# tests on this run's build, or on one a warm machine kept from an earlier call
+[ -d "$BUILD/tests" ] || ok=0
 if [ $ok = 1 ]; then
   # -V: every test's output (the per-case errors), not only the failing ones
-  (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -E '^test_nccl$' -V --timeout "$TEST_S")
+  want test && (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -E '^test_nccl$' -V --timeout "$TEST_S")
   # NCCL at world size 1 (no MPI in this build: a process is a world of one). NCCL_DEBUG=WARN
   # puts NCCL's own reason next to ours when something fails.
   n0=$(wc -l < "$RES")
-  stage nccl "$NCCL_S" env NCCL_DEBUG=WARN VOLT_TEST_TMP=/tmp/volt-nccl "$BUILD/tests/test_nccl"
+  want nccl && stage nccl "$NCCL_S" env NCCL_DEBUG=WARN VOLT_TEST_TMP=/tmp/volt-nccl "$BUILD/tests/test_nccl"
   tail -n +$((n0 + 1)) "$RES" | grep -E "^(nccl: |FAIL|SKIP|[0-9]+ passed)" | sed 's/^/RESULT nccl: /' >> "$RES.tmp" || true
   grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|compile |SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
     "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
   [ -f "$RES.tmp" ] && cat "$RES.tmp" >> "$RES" && rm -f "$RES.tmp"
 else
-  log "RESULT build failed: no tests, no volt bench (the peer still runs)"
+  log "RESULT no build (failed or not made): no tests, no volt bench (the peer still runs)"
 fi
-stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$ROOT/$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
+want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$ROOT/$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
 log "==== summary"
 grep -E "^(STAGE|RESULT)" "$RES" > "$RES.sum"; cat "$RES.sum"; rm -f "$RES.sum"
 log "total $(( $(date +%s) - T0 ))s; results in $RES"
