@@ -8,6 +8,7 @@
 #include "volt/core.h"
 #include "core/units.h"
 #include "core/err.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "volt/params.h"
 #include "core/ops_list.h"
@@ -212,7 +213,6 @@ volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx
 
 /* ---- per-op profile (core/profile.c; VOLT_PROFILE=1, VOLT_PROFILE_WARMUP=N) ---- */
 typedef struct volt_profile volt_profile;
-double volt__now(void);                                  /* CLOCK_MONOTONIC seconds */
 volt_status volt__profile_create(volt_step *s);          /* s->prof from the environment */
 void volt__profile_destroy(volt_step *s);                /* prints the table to stderr, frees */
 void volt__profile_begin(volt_step *s);
@@ -261,6 +261,30 @@ static inline void volt__shape_pad4(volt_shape sh, int64_t d[4], int64_t st[4]) 
         st[i] = i >= off ? acc : 0;
         acc *= d[i];
     }
+}
+
+/* A permute node's copies as 4-D gathers (every backend's permute kernels): forward reads
+ * the input with dims D and strides S into the contiguous output; backward reads the
+ * output's grad with the input's dims D and strides S into the input's grad. */
+static inline void volt__permute_gather_fwd(const volt_node *n, int64_t D[4], int64_t S[4]) {
+    const int32_t *perm = n->attr.permute.perm;
+    const int off = 4 - n->attr.permute.ndim;
+    int64_t xd[4], xs[4];
+    volt__shape_pad4(n->in[0]->shape, xd, xs);
+    for (int i = 0; i < 4; i++) {   /* output dim i reads input dim perm[i] */
+        int src = i >= off ? perm[i - off] + off : i;
+        D[i] = xd[src];
+        S[i] = xs[src];
+    }
+}
+static inline void volt__permute_gather_bwd(const volt_node *n, int64_t D[4], int64_t S[4]) {
+    const int32_t *perm = n->attr.permute.perm;
+    const int off = 4 - n->attr.permute.ndim;
+    int64_t xs[4], yd[4], ys[4];
+    volt__shape_pad4(n->in[0]->shape, D, xs);
+    volt__shape_pad4(n->out->shape, yd, ys);
+    for (int i = 0; i < 4; i++) S[i] = ys[i];
+    for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
 }
 
 /* Host-memory bump allocation for the step's bookkeeping (released at step end). */

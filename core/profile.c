@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "core/internal.h"
 
 struct volt_profile {
@@ -23,12 +22,6 @@ struct volt_profile {
     double fwd[VOLT_OP_COUNT], bwd[VOLT_OP_COUNT], setup;
     uint64_t nf[VOLT_OP_COUNT], nb[VOLT_OP_COUNT];
 };
-
-double volt__now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 volt_status volt__profile_create(volt_step *s) {
     const char *e = getenv("VOLT_PROFILE");

@@ -153,69 +153,34 @@ volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
 }
 
 /* Column sums of dy (R, C) over columns [c0, c1) (c1 - c0 <= 256), rows in order, into db
- * (+= when acc). */
+ * (+= when acc); with hb, dy's bf16 bits too, in the same pass. */
 VOLT__SIMD_CLONES
-static void colsum_chunk(const float *dy, int64_t R, int64_t C, int64_t c0, int64_t c1, float *db, bool acc) {
+static void colsum_chunk(const float *dy, int64_t R, int64_t C, int64_t c0, int64_t c1, float *db, bool acc,
+                         uint16_t *hb) {
     float sum[256];
     int64_t w = c1 - c0;
     for (int64_t c = 0; c < w; c++) sum[c] = 0.f;
     for (int64_t r = 0; r < R; r++) {
         const float *row = dy + r * C + c0;
         for (int64_t c = 0; c < w; c++) sum[c] += row[c];
+        if (hb)
+            for (int64_t c = 0; c < w; c++) hb[r * C + c0 + c] = volt__f2bf(volt__f_bits(row[c]));
     }
     if (acc) for (int64_t c = 0; c < w; c++) db[c0 + c] += sum[c];
     else for (int64_t c = 0; c < w; c++) db[c0 + c] = sum[c];
 }
 
 /* db (C) += sum over R rows of dy (R, C) (= when !acc); columns in chunks of 128 across
- * threads (an even split for C = 768 on 2 threads), rows summed in order. */
-static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool acc) {
+ * threads (an even split for C = 768 on 2 threads), rows summed in order. With hb (R * C
+ * halves), dy is converted to bf16 bits in the same pass: the native bf16 linear backward
+ * reads dy once for its operand and its bias grad. */
+static void colsum_acc(const float *dy, int64_t R, int64_t C, float *db, bool acc, uint16_t *hb) {
     int64_t nchunks = (C + 127) / 128;
     #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
     for (int64_t ch = 0; ch < nchunks; ch++) {
         int64_t c0 = ch * 128, c1 = c0 + 128 < C ? c0 + 128 : C;
-        colsum_chunk(dy, R, C, c0, c1, db, acc);
+        colsum_chunk(dy, R, C, c0, c1, db, acc, hb);
     }
-}
-
-/* One column chunk [c0, c1) (c1 - c0 <= 256) of dy (R, C): its bf16 bits into hb, its column
- * sums (rows in order: colsum_acc's bits) into db. */
-VOLT__SIMD_CLONES
-static void bf16_colsum_chunk(const uint32_t *dy, int64_t R, int64_t C, int64_t c0, int64_t c1, uint16_t *hb,
-                              float *db, bool acc) {
-    float sum[256];
-    int64_t w = c1 - c0;
-    for (int64_t c = 0; c < w; c++) sum[c] = 0.f;
-    for (int64_t r = 0; r < R; r++) {
-        const uint32_t *row = dy + r * C + c0;
-        uint16_t *out = hb + r * C + c0;
-        for (int64_t c = 0; c < w; c++) {
-            uint32_t u = row[c];
-            float f;
-            memcpy(&f, &u, sizeof f);
-            sum[c] += f;
-            out[c] = volt__f2bf(u);
-        }
-    }
-    if (acc) for (int64_t c = 0; c < w; c++) db[c0 + c] += sum[c];
-    else for (int64_t c = 0; c < w; c++) db[c0 + c] = sum[c];
-}
-
-/* dy (R, C) as bf16 bits (scratch slot `slot`) and, in the same pass, the bias grad db (C)
- * (+)= its column sums: the native bf16 backward reads dy once instead of twice. Columns
- * in chunks of 128 across threads (an even split for C = 768 on 2 threads), rows in order
- * within a column: the sums are colsum_acc's bits. */
-static const uint16_t *bf16_colsum(volt_step *s, const float *dy, int64_t R, int64_t C, float *db, bool acc,
-                                   int slot) {
-    uint16_t *hb = (uint16_t *)volt__scratch(s, slot, (size_t)(R * C + 1) / 2);
-    if (!hb) return NULL;
-    int64_t nchunks = (C + 127) / 128;
-    #pragma omp parallel for schedule(static) if (R * C > PAR_MIN)
-    for (int64_t ch = 0; ch < nchunks; ch++) {
-        int64_t c0 = ch * 128, c1 = c0 + 128 < C ? c0 + 128 : C;
-        bf16_colsum_chunk((const uint32_t *)(const void *)dy, R, C, c0, c1, hb, db, acc);
-    }
-    return hb;
 }
 
 volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
@@ -225,8 +190,14 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     const linear_bf16 *kept = native_bf16(cd) ? n->saved : NULL;   /* forward's bf16 copies */
     /* native bf16 with a bias grad: dy's conversion and the bias grad in one pass */
     bool fused_db = native_bf16(cd) && n->n_in == 3 && n->grad_mode[2];
-    const void *dy = fused_db ? (const void *)bf16_colsum(s, n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2), 0)
-                              : operand_f32(s, n->out->grad, R * O, cd, 0);
+    const void *dy;
+    if (fused_db) {
+        uint16_t *hb = (uint16_t *)volt__scratch(s, 0, (size_t)(R * O + 1) / 2);
+        if (hb) colsum_acc(n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2), hb);
+        dy = hb;
+    } else {
+        dy = operand_f32(s, n->out->grad, R * O, cd, 0);
+    }
     const void *wf = !volt__needs_grad(x) ? NULL : kept && kept->w ? kept->w : operand(s, w, cd, 1);
     const void *xf = !volt__needs_grad(w) ? NULL : kept && kept->x ? kept->x : operand(s, x, cd, 2);
     if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
@@ -240,7 +211,8 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
         volt__cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */
-    if (n->n_in == 3 && n->grad_mode[2] && !fused_db) colsum_acc(n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2));
+    if (n->n_in == 3 && n->grad_mode[2] && !fused_db)
+        colsum_acc(n->out->grad, R, O, n->in[2]->grad, volt__cpu_acc(n, 2), NULL);
     return VOLT_OK;
 }
 
@@ -264,7 +236,7 @@ volt_status volt__cpu_ADD_bwd(volt_step *s, volt_node *n) {
         VOLT_CPU_GRAD_LOOP(volt__cpu_acc(n, 0), total, PAR_MIN, da, dy[k]);
     }
     /* after a: when b is a, this adds dy to it again */
-    if (n->grad_mode[1]) colsum_acc(dy, outer, inner, n->in[1]->grad, volt__cpu_acc(n, 1));
+    if (n->grad_mode[1]) colsum_acc(dy, outer, inner, n->in[1]->grad, volt__cpu_acc(n, 1), NULL);
     return VOLT_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <omp.h>
 #include "core/cpu/kernels.h"
+#include "core/kernel_math.h"
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 
@@ -180,14 +181,8 @@ volt_status volt__cpu_MAX_POOL2D_fwd(volt_step *s, volt_node *n) {
         const float *xp = x + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t best = oh * S * W + ow * S;
-                float m = xp[best];
-                for (int64_t kh = 0; kh < k; kh++)
-                    for (int64_t kw = 0; kw < k; kw++) {
-                        int64_t at = (oh * S + kh) * W + ow * S + kw;
-                        float v = xp[at];
-                        if (v > m || (isnan(v) && !isnan(m))) { m = v; best = at; }
-                    }
+                float m;
+                int64_t best = volt__pool_window(xp, W, oh, ow, k, S, &m);
                 int64_t q = (pl * OH + oh) * OW + ow;
                 y[q] = m;
                 if (arg) arg[q] = (int32_t)best;

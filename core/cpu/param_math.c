@@ -18,6 +18,7 @@
 #endif
 #include "core/cpu/kernels.h"
 #include "core/convert.h"
+#include "core/kernel_math.h"
 #include "volt/dtype.h"
 
 /* Below this many floats a segment is updated by one thread (fork/join costs more). */
@@ -75,15 +76,7 @@ void volt__cpu_pm_unscale(volt_device *d, float *x, int64_t n, volt_scaler_state
 
 void volt__cpu_pm_scaler_update(volt_device *d, volt_scaler_state *st, float growth, float backoff, int64_t interval) {
     (void)d;
-    if (st->found_inf != 0.f) {
-        st->scale *= backoff;
-        st->growth_tracker = 0;
-    } else if (++st->growth_tracker >= interval) {
-        float grown = st->scale * growth;
-        if (isfinite(grown)) st->scale = grown;
-        st->growth_tracker = 0;
-    }
-    st->found_inf = 0.f;
+    volt__scaler_update(&st->scale, &st->found_inf, &st->growth_tracker, growth, backoff, interval);
 }
 
 /* ---- optimizer updates -------------------------------------------------------------------- */

@@ -38,31 +38,19 @@ static void gather4(const void *src, void *dst, size_t esz, const int64_t D[4], 
 
 
 volt_status volt__cpu_PERMUTE_fwd(volt_step *s, volt_node *n) {
-    const int32_t *perm = n->attr.permute.perm;
-    int nd = n->attr.permute.ndim, off = 4 - nd;
-    int64_t xd[4], xs[4], D[4], S[4];
-    volt__shape_pad4(n->in[0]->shape, xd, xs);
-    for (int i = 0; i < 4; i++) {           /* output dim i reads input dim perm[i] */
-        int src = i >= off ? perm[i - off] + off : i;
-        D[i] = xd[src];
-        S[i] = xs[src];
-    }
+    int64_t D[4], S[4];
+    volt__permute_gather_fwd(n, D, S);
     gather4(n->in[0]->data, n->out->data, volt_dtype_size(n->in[0]->dtype), D, S);
     return VOLT_OK;
 }
 
 volt_status volt__cpu_PERMUTE_bwd(volt_step *s, volt_node *n) {
-    const int32_t *perm = n->attr.permute.perm;
-    int nd = n->attr.permute.ndim, off = 4 - nd;
-    int64_t xd[4], xs[4], yd[4], ys[4], S[4];
-    volt__shape_pad4(n->in[0]->shape, xd, xs);
-    volt__shape_pad4(n->out->shape, yd, ys);
-    for (int i = 0; i < 4; i++) S[i] = ys[i];
-    for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
+    int64_t D[4], S[4];
+    volt__permute_gather_bwd(n, D, S);
     /* first write (core/internal.h): a fresh dx is a plain copy */
     float *dx = n->in[0]->grad;
-    if (volt__cpu_acc(n, 0)) gather4_add_f32(n->out->grad, dx, xd, S);
-    else gather4(n->out->grad, dx, sizeof(float), xd, S);
+    if (volt__cpu_acc(n, 0)) gather4_add_f32(n->out->grad, dx, D, S);
+    else gather4(n->out->grad, dx, sizeof(float), D, S);
     return VOLT_OK;
 }
 

@@ -57,6 +57,19 @@ __device__ __forceinline__ bool key_ok(const attn_p &a, int64_t b, int64_t j) {
     }
 }
 
+/* Rows [r0, r0 + n) of two tensors with T rows (a.ld apart: k and v, or q and dO) into shared
+ * tiles of LD floats per row, read as the compute dtype's roundings; rows past T are 0.
+ * Block-wide: every thread of the block takes part. */
+__device__ __forceinline__ void load_pair(const attn_p &a, const float *x, const float *y, int64_t r0, int64_t T, int n,
+                                          float *xs, float *ys) {
+    for (int t = threadIdx.x; t < n * HD; t += NT) {
+        int rr = t / HD, d = t % HD;
+        int64_t i = r0 + rr;
+        xs[rr * LD + d] = i < T ? rnd(x[i * a.ld + d], a.compute) : 0.f;
+        ys[rr * LD + d] = i < T ? rnd(y[i * a.ld + d], a.compute) : 0.f;
+    }
+}
+
 /* 1 + index of batch row b's last visible key (0 if none): key tiles past it are skipped.
  * Block-wide; every thread gets the value. */
 __device__ int64_t kv_len(const attn_p &a, int64_t b) {
@@ -119,12 +132,7 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
     dc.blk = ~0ull;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads();   /* the previous tile's Ks, Vs, Ps are consumed */
-        for (int t = tid; t < BK * HD; t += NT) {
-            int jj = t / HD, d = t % HD;
-            int64_t j = j0 + jj;
-            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
-            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
-        }
+        load_pair(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         float s[16], tmax = -INFINITY;
 #pragma unroll
@@ -336,12 +344,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
     const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
     const float *db = dout + blk_off(a, bh, a.Tq);
     const float inv_keep = 1.f / (1.f - a.p);
-    for (int t = tid; t < BQ * HD; t += NT) {
-        int rr = t / HD, d = t % HD;
-        int64_t ii = i0 + rr;
-        Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * a.ld + d], a.compute) : 0.f;
-        dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * a.ld + d], a.compute) : 0.f;
-    }
+    load_pair(a, qb, db, i0, a.Tq, BQ, Qs, dOs);
     const float lse_i = i < a.Tq ? lse[bh * a.Tq + i] : -INFINITY;
     const float delta_i = i < a.Tq ? delta[bh * a.Tq + i] : 0.f;
     const int64_t kend = key_end(a, kv_len(a, b), i0);
@@ -352,12 +355,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
     dc.blk = ~0ull;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads();
-        for (int t = tid; t < BK * HD; t += NT) {
-            int jj = t / HD, d = t % HD;
-            int64_t j = j0 + jj;
-            Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
-            Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
-        }
+        load_pair(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         for (int c = 0; c < 16; c++) {
             int jj = sub * 16 + c;
@@ -394,12 +392,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
     const float *qb = q + blk_off(a, bh, a.Tq), *kb = k + blk_off(a, bh, a.Tk), *vb = v + blk_off(a, bh, a.Tk);
     const float *db = dout + blk_off(a, bh, a.Tq);
     const float inv_keep = 1.f / (1.f - a.p);
-    for (int t = tid; t < BK * HD; t += NT) {
-        int jj = t / HD, d = t % HD;
-        int64_t j = j0 + jj;
-        Ks[jj * LD + d] = j < a.Tk ? rnd(kb[j * a.ld + d], a.compute) : 0.f;
-        Vs[jj * LD + d] = j < a.Tk ? rnd(vb[j * a.ld + d], a.compute) : 0.f;
-    }
+    load_pair(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
     const int64_t L = kv_len(a, b);   /* syncs: Ks, Vs are loaded */
     float gk[32], gv[32];
 #pragma unroll
@@ -411,12 +404,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
     if (j0 >= L) first = a.Tq;   /* the tile holds no visible key */
     for (int64_t i0 = first; i0 < a.Tq; i0 += BQ) {
         __syncthreads();
-        for (int t = tid; t < BQ * HD; t += NT) {
-            int rr = t / HD, d = t % HD;
-            int64_t ii = i0 + rr;
-            Qs[rr * LD + d] = ii < a.Tq ? rnd(qb[ii * a.ld + d], a.compute) : 0.f;
-            dOs[rr * LD + d] = ii < a.Tq ? rnd(db[ii * a.ld + d], a.compute) : 0.f;
-        }
+        load_pair(a, qb, db, i0, a.Tq, BQ, Qs, dOs);
         if (tid < BQ) {
             int64_t ii = i0 + tid;
             ls[tid] = ii < a.Tq ? lse[bh * a.Tq + ii] : -INFINITY;

@@ -4,6 +4,7 @@
  * core/cpu/conv.c: x (N, C, H, W), w (O, C, KH, KW), b (O) -> y (N, O, OH, OW). */
 #include <math.h>
 #include "core/cuda/common.cuh"
+#include "core/kernel_math.h"
 
 __global__ void k_conv(volt_cu_conv g, const float *x, const float *w, const float *b, float *y) {
     VOLT_CU_FOR(i, g.N * g.O * g.OH * g.OW) {
@@ -103,15 +104,8 @@ __global__ void k_pool(const float *x, float *y, int32_t *arg, int64_t planes, i
                        int64_t OW, int64_t k, int64_t S) {
     VOLT_CU_FOR(q, planes * OH * OW) {
         int64_t ow = q % OW, oh = (q / OW) % OH, pl = q / (OW * OH);
-        const float *xp = x + pl * H * W;
-        int64_t best = oh * S * W + ow * S;
-        float m = xp[best];
-        for (int64_t kh = 0; kh < k; kh++)
-            for (int64_t kw = 0; kw < k; kw++) {
-                int64_t at = (oh * S + kh) * W + ow * S + kw;
-                float v = xp[at];
-                if (v > m || (isnan(v) && !isnan(m))) { m = v; best = at; }
-            }
+        float m;
+        int64_t best = volt__pool_window(x + pl * H * W, W, oh, ow, k, S, &m);
         y[q] = m;
         if (arg) arg[q] = (int32_t)best;
     }

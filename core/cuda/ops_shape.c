@@ -8,29 +8,17 @@
 
 
 static volt_status permute_fwd(volt_step *s, volt_node *n) {
-    const int32_t *perm = n->attr.permute.perm;
-    const int off = 4 - n->attr.permute.ndim;
-    int64_t xd[4], xs[4], D[4], S[4];
-    volt__shape_pad4(n->in[0]->shape, xd, xs);
-    for (int i = 0; i < 4; i++) {   /* output dim i reads input dim perm[i] */
-        int src = i >= off ? perm[i - off] + off : i;
-        D[i] = xd[src];
-        S[i] = xs[src];
-    }
+    int64_t D[4], S[4];
+    volt__permute_gather_fwd(n, D, S);
     return CHECK(volt_cu_gather4(STREAM, n->in[0]->data, n->out->data, (int)volt_dtype_size(n->in[0]->dtype), D, S),
                  "permute");
 }
 static volt_status permute_bwd(volt_step *s, volt_node *n) {
     if (!n->grad_mode[0]) return VOLT_OK;
-    const int32_t *perm = n->attr.permute.perm;
-    const int off = 4 - n->attr.permute.ndim;
-    int64_t xd[4], xs[4], yd[4], ys[4], S[4];
-    volt__shape_pad4(n->in[0]->shape, xd, xs);
-    volt__shape_pad4(n->out->shape, yd, ys);
-    for (int i = 0; i < 4; i++) S[i] = ys[i];
-    for (int i = off; i < 4; i++) S[perm[i - off] + off] = ys[i];   /* input dim perm[i] <- output dim i */
-    int rc = volt__cuda_acc(n, 0) ? volt_cu_gather4_add_f32(STREAM, n->out->grad, n->in[0]->grad, xd, S)
-                                  : volt_cu_gather4(STREAM, n->out->grad, n->in[0]->grad, 4, xd, S);
+    int64_t D[4], S[4];
+    volt__permute_gather_bwd(n, D, S);
+    int rc = volt__cuda_acc(n, 0) ? volt_cu_gather4_add_f32(STREAM, n->out->grad, n->in[0]->grad, D, S)
+                                  : volt_cu_gather4(STREAM, n->out->grad, n->in[0]->grad, 4, D, S);
     return CHECK(rc, "permute backward");
 }
 

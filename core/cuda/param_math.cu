@@ -7,6 +7,7 @@
  * element for element. No host synchronisation: every scalar is read on the device. */
 #include <math.h>
 #include "core/cuda/common.cuh"
+#include "core/kernel_math.h"
 
 __global__ void k_pm_scale(float *x, int64_t n, float c) { VOLT_CU_FOR(i, n) x[i] *= c; }
 extern "C" int volt_cu_pm_scale(void *s, float *x, int64_t n, float coef) {
@@ -55,15 +56,7 @@ extern "C" int volt_cu_pm_unscale(void *s, float *x, int64_t n, volt_cu_scaler *
 }
 
 __global__ void k_pm_scaler_update(volt_cu_scaler *st, float growth, float backoff, int64_t interval) {
-    if (st->found_inf != 0.f) {
-        st->scale *= backoff;
-        st->growth_tracker = 0;
-    } else if (++st->growth_tracker >= interval) {
-        float grown = st->scale * growth;
-        if (isfinite(grown)) st->scale = grown;
-        st->growth_tracker = 0;
-    }
-    st->found_inf = 0.f;
+    volt__scaler_update(&st->scale, &st->found_inf, &st->growth_tracker, growth, backoff, interval);
 }
 extern "C" int volt_cu_pm_scaler_update(void *s, volt_cu_scaler *st, float growth, float backoff, int64_t interval) {
     k_pm_scaler_update<<<1, 1, 0, VOLT_CU_STREAM(s)>>>(st, growth, backoff, interval);

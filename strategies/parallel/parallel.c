@@ -5,16 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "strategies/parallel/parallel.h"
+#include "core/clock.h"
 
 #define TRACE_CAP 16384   /* the first events of a run; later ones are dropped */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 volt_status volt__dist_comm_fail(dist *d, volt_status st, const char *what) {
     if (!what) return dist_fail(d, st, "%s", volt__comm_errmsg(d->comm));
@@ -23,7 +17,7 @@ volt_status volt__dist_comm_fail(dist *d, volt_status st, const char *what) {
 
 void volt__dist_event(dist *d, volt_dist_ev kind, int unit) {
     if (!d->trace || d->n_trace >= d->cap_trace) return;
-    d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, now_s() };
+    d->trace[d->n_trace++] = (volt_dist_event){ kind, unit, volt__now() };
 }
 
 /* A unit's grad reduction has completed: a staged result goes back to the device (the whole

@@ -22,6 +22,7 @@
 #include <mpi.h>
 #include "strategies/comm/comm.h"
 #include "core/err.h"
+#include "core/clock.h"
 #include "core/convert.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
@@ -61,12 +62,6 @@ typedef struct mpi_impl {
     int in_flight;
     char errmsg[768];
 } mpi_impl;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((mpi_impl *)(c)->impl, st, __VA_ARGS__)
 
@@ -289,7 +284,7 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
         return cerr(c, im->broken_status, "rank %d: %s #%llu (%s): abandoned, the communicator is unusable after: %s",
                     c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
     }
-    const double t0 = now_s();
+    const double t0 = volt__now();
     long spins = 0, sleep_ns = 1000;
     while (!q->done) {
         int flag = 0, rc = MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
@@ -300,7 +295,7 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (flag) break;
-        const double el = now_s() - t0;
+        const double el = volt__now() - t0;
         if (el > c->timeout_s) {
             /* The collective cannot be cancelled (MPI forbids it for collectives): abandon the
              * handle; the comm is now out of step with the other ranks. */
@@ -468,12 +463,12 @@ volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
-    const double t0 = now_s();
+    const double t0 = volt__now();
     while (rc == MPI_SUCCESS) {
         int flag = 0;
         rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || flag) break;
-        if (now_s() - t0 > timeout_s) {
+        if (volt__now() - t0 > timeout_s) {
             g_comm_broken = true;
             snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id) timed out after %g s (a rank died, hangs, or "
                      "never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, timeout_s);

@@ -35,6 +35,7 @@
 #include "strategies/comm/nccl/nccl_lib.h"
 #include "core/cuda/cuda.h"
 #include "core/err.h"
+#include "core/clock.h"
 
 /* ---- state ------------------------------------------------------------------------------------ */
 typedef struct nccl_req {
@@ -71,12 +72,6 @@ typedef struct nccl_impl {
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((nccl_impl *)(c)->impl, st, __VA_ARGS__)
 
 static const volt_nccl_lib *g_nc;   /* the loaded library (nccl_lib.c), set by the first create */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void mark_broken(nccl_impl *im, volt_status st) {
     if (im->broken) return;
@@ -239,9 +234,9 @@ static volt_status launched(volt_comm *c, nccl_req *q, ncclResult_t rc, const ch
         return start_failed(c, q, st);
     }
     if (rc == ncclInProgress) {   /* still being enqueued: done may be recorded only behind it */
-        const double t0 = now_s();
+        const double t0 = volt__now();
         ncclResult_t ae = ncclInProgress;
-        while (g_nc->ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && now_s() - t0 <= c->timeout_s) {
+        while (g_nc->ncclCommGetAsyncError(im->comm, &ae) == ncclSuccess && ae == ncclInProgress && volt__now() - t0 <= c->timeout_s) {
             struct timespec ts = { 0, 20000 };
             nanosleep(&ts, NULL);
         }
@@ -378,7 +373,7 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
         return cerr(c, im->broken_status, "rank %d: %s #%llu (%s): abandoned, the communicator is unusable after: %s",
                     c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
     }
-    const double t0 = now_s();
+    const double t0 = volt__now();
     long spins = 0, sleep_ns = 1000;
     for (;;) {
         bool done = false;
@@ -390,7 +385,7 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (done) break;
-        if (now_s() - t0 > c->timeout_s) {
+        if (volt__now() - t0 > c->timeout_s) {
             cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s) timed out after %g s (a rank died, hangs, or issued "
                  "its collectives in another order; VOLT_COMM_TIMEOUT sets the limit); NCCL communicator aborted",
                  c->rank, q->op, (unsigned long long)q->seq, q->what, c->timeout_s);
@@ -422,10 +417,10 @@ static void n_destroy(volt_comm *c) {
     if (im->comm && !im->broken && !im->in_flight) {
         /* finalize (non-blocking: polled, bounded by the timeout), then destroy */
         ncclResult_t rc = g_nc->ncclCommFinalize(im->comm), ae = rc;
-        const double t0 = now_s();
+        const double t0 = volt__now();
         while (rc == ncclSuccess || rc == ncclInProgress) {
             if (g_nc->ncclCommGetAsyncError(im->comm, &ae) != ncclSuccess || ae != ncclInProgress) break;
-            if (now_s() - t0 > c->timeout_s) { ae = ncclInProgress; break; }
+            if (volt__now() - t0 > c->timeout_s) { ae = ncclInProgress; break; }
             struct timespec ts = { 0, 100000 };
             nanosleep(&ts, NULL);
         }
@@ -542,14 +537,14 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         conf.commName = "volt";
         ncclResult_t rc = g_nc->ncclCommInitRankConfig(&im->comm, world, id, rank, &conf);
         if (rc != ncclSuccess && rc != ncclInProgress) st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL);
-        const double t0 = now_s();
+        const double t0 = volt__now();
         ncclResult_t ae = ncclInProgress;
         while (st == VOLT_OK && im->comm) {
             rc = g_nc->ncclCommGetAsyncError(im->comm, &ae);
             if (rc != ncclSuccess) { st = nccl_fail(c, rc, __FILE__, __LINE__, "ncclCommGetAsyncError", "init"); break; }
             if (ae == ncclSuccess) break;
             if (ae != ncclInProgress) { st = nccl_fail(c, ae, __FILE__, __LINE__, "ncclCommInitRankConfig", NULL); break; }
-            if (now_s() - t0 > c->timeout_s) {
+            if (volt__now() - t0 > c->timeout_s) {
                 st = cerr(c, VOLT_ERR_TIMEOUT, "rank %d: comm_init #0 (NCCL, %d ranks) timed out after %g s (a rank died, "
                           "hangs, or never created its comm; VOLT_COMM_TIMEOUT sets the limit); NCCL communicator aborted",
                           rank, world, c->timeout_s);
