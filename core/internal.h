@@ -204,6 +204,10 @@ struct volt_step {
     uint64_t *rng_dev;
     /* VOLT_PROFILE=1: per-op kernel times (core/profile.c); NULL when off */
     struct volt_profile *prof;
+    /* VOLT_POISON_GRADS=1: every grad the tape allocates is filled with NaN bytes (0xff) before
+     * its STORE kernel runs, so a kernel that leaves elements of a STORE grad unwritten makes
+     * NaN the op tests see (tests/CMakeLists.txt runs op suites with it) */
+    bool poison_grads;
 };
 
 /* Register an index check for the backend's error word: *key_base (slot << 40) is what the

@@ -47,6 +47,8 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
         return VOLT_ERR_NOMEM;
     }
     s->heap_allocs = 1;
+    const char *poison = getenv("VOLT_POISON_GRADS");
+    s->poison_grads = poison && poison[0] && strcmp(poison, "0") != 0;
     if (volt__profile_create(s) < 0) {
         volt_step_destroy(s);
         return VOLT_ERR_NOMEM;
@@ -411,7 +413,10 @@ static float *grad_alloc(volt_step *s, volt_tensor *t) {
     size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
     if (!(t->grad = volt__pool_alloc(&s->grads, bytes)))
         volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of device memory allocating a %zu-byte grad", bytes);
-    else note_peak(s);
+    else {
+        note_peak(s);
+        if (s->poison_grads) volt__dev_memset(s->dev, t->grad, 0xff, bytes);
+    }
     return t->grad;
 }
 

@@ -781,6 +781,59 @@ static void heads_layout(void) {
     volt_step_destroy(s);
 }
 
+/* One tensor as several of q, k, v (self-attention on x itself): its grad is the sum of the
+ * grads the separate tensors get. Their grads share one buffer, written in turns by the
+ * kernel (core/cpu/attention.c block_betas): every product must add. Several query tiles,
+ * padding and causal, f32 and bf16 compute; x = q = k = v, and x = q = k with v apart. */
+static void aliased_inputs(void) {
+    const int64_t B = 2, H = 2, T = 150, D = 16, n = B * H * T * D;
+    uint8_t mask[2 * 150];
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 150; j++) mask[b * 150 + j] = b == 0 ? j < 150 - 7 : j < 90;
+    float *x = malloc(sizeof(float) * (size_t)n), *v = malloc(sizeof(float) * (size_t)n);
+    float *g = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+    fill(x, n); fill(v, n); fill(g, n);
+    volt_step *s = mkstep(1 << 20);
+    for (int cdi = 0; cdi < 2; cdi++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int all3 = 0; all3 < 2; all3++) {
+                volt_dtype cd = cdi ? VOLT_BF16 : VOLT_F32;
+                const float *vd = all3 ? x : v;
+                /* reference: three (or two) separate tensors with the same data */
+                volt_step_begin(s, true, 0);
+                CHECK_OK(volt_step_set_compute_dtype(s, cd));
+                volt_tensor *q1 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), x));
+                volt_tensor *k1 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), x));
+                volt_tensor *v1 = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), (void *)vd));
+                volt_tensor *m1 = volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask);
+                volt_tensor *o1 = volt_attention(s, q1, k1, v1, m1, causal);
+                CHECK(o1 && volt_step_backward_grad(s, o1, g) == VOLT_OK, "aliased reference: %s", volt_step_errmsg(s));
+                for (int64_t t = 0; t < n; t++) want[t] = q1->grad[t] + k1->grad[t] + (all3 ? v1->grad[t] : 0.f);
+                volt_step_end(s);
+                /* the same tensor as q and k (and v) */
+                volt_step_begin(s, true, 0);
+                CHECK_OK(volt_step_set_compute_dtype(s, cd));
+                volt_tensor *xt = volt_tensor_requires_grad(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), x));
+                volt_tensor *vt = all3 ? xt : volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(B, H, T, D), v);
+                volt_tensor *m2 = volt_tensor_wrap(s, VOLT_U8, VOLT_SHAPE(B, T), mask);
+                volt_tensor *o2 = volt_attention(s, xt, xt, vt, m2, causal);
+                CHECK(o2 && volt_step_backward_grad(s, o2, g) == VOLT_OK, "aliased: %s", volt_step_errmsg(s));
+                double worst = 0, scale = 0;
+                for (int64_t t = 0; t < n && o2; t++) {
+                    double d = fabs((double)xt->grad[t] - want[t]);
+                    if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+                    scale = fmax(scale, fabs(want[t]));
+                }
+                /* the same products, summed in another order: f32 rounding apart */
+                CHECK(worst <= 1e-5 * (1 + scale), "%s attention, x as q, k%s%s: grad differs from the separate "
+                      "tensors' sum by %g (max %g)", cdi ? "bf16" : "f32", all3 ? ", v" : "", causal ? ", causal" : "",
+                      worst, scale);
+                volt_step_end(s);
+            }
+    volt_step_destroy(s);
+    free(x); free(v); free(g); free(want);
+}
+
 int main(void) {
     grads();
     reference();
@@ -795,5 +848,6 @@ int main(void) {
     drop_memory();
     drop_errors();
     heads_layout();
+    aliased_inputs();
     return vtest_finish();
 }

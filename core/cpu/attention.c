@@ -430,7 +430,9 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
-typedef struct attn_grads { float *dq, *dk, *dv; } attn_grads;
+/* The grads a tile writes and, per grad, its GEMM's beta: 0 when the tile's product is the
+ * first write of the rows it covers (STORE grads: see volt__cpu_ATTENTION_bwd), else 1. */
+typedef struct attn_grads { float *dq, *dk, *dv; float beta_q, beta_k, beta_v; } attn_grads;
 
 /* P (m, L) in place: scores of rows [i0, i0+m) -> exp(S - lse) on visible keys, else 0. */
 VOLT_SIMD_CLONES
@@ -495,6 +497,7 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
                      const void *q, const void *k, const void *v, const float *o, const void *dout,
                      const float *dout32, const float *lse, attn_grads g, float *P, float *dS, float *W,
                      const uint64_t *keep, uint16_t *hb) {
+    /* g.beta_*: 0 where this tile stores the rows it writes (their first write), else 1 */
     int64_t D = a->D, ld = a->ld;
     if (L == 0) return;   /* every key masked: no gradient */
     const void *qt = elem(a, q, i0 * ld), *dot = elem(a, dout, i0 * ld);
@@ -504,7 +507,7 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
     if (drop) tile_drop_factors(a, keep + i0 * keep_words(a), L, i0, m, lse + i0, W);
     if (g.dv) {   /* dv[0:L] (L, D) += Z^T (L, m) do (m, D), Z = P (* W): dS holds it for now */
         if (drop) tile_mul(P, W, dS, m * L);
-        tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, ld, 1.f, g.dv, ld);
+        tile_gemm(a, 'T', 'N', L, D, m, 1.f, tile_operand(a, drop ? dS : P, m * L, hb), L, dot, ld, g.beta_v, g.dv, ld);
     }
     if (!g.dq && !g.dk) return;
     /* dP (m, L) = do (m, D) v[0:L]^T (D, L) */
@@ -512,21 +515,38 @@ static void bwd_tile(const attn_dims *a, const float *valid, int64_t L, int64_t 
     tile_dsoftmax(P, drop ? W : NULL, dS, L, m, o + i0 * ld, dout32 + i0 * ld, D, ld);
     const void *dSo = tile_operand(a, dS, m * L, hb);   /* dS as both products read it */
     if (g.dq)   /* dq[i0:i0+m] (m, D) += scale dS (m, L) k[0:L] (L, D) */
-        tile_gemm(a, 'N', 'N', m, D, L, a->scale, dSo, L, k, ld, 1.f, g.dq + i0 * ld, ld);
+        tile_gemm(a, 'N', 'N', m, D, L, a->scale, dSo, L, k, ld, g.beta_q, g.dq + i0 * ld, ld);
     if (g.dk)   /* dk[0:L] (L, D) += scale dS^T (L, m) q (m, D) */
-        tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, ld, 1.f, g.dk, ld);
+        tile_gemm(a, 'T', 'N', L, D, m, a->scale, dSo, L, qt, ld, g.beta_k, g.dk, ld);
 }
 
-/* Zero block bh's slices of the grads written in STORE mode: the tiles accumulate into
- * them. Done by the thread that owns the block, just before its tiles (cache-warm, and
- * spread over the team instead of one memset of three whole tensors). */
-static void zero_block_stores(const attn_dims *a, const volt_node *n, int64_t bh) {
+/* Rows [r0, r1) of a block's slice g of a grad (row stride a->ld) set to 0. */
+static void zero_rows(const attn_dims *a, float *g, int64_t r0, int64_t r1) {
+    if (r1 <= r0) return;
+    if (a->ld == a->D) memset(g + r0 * a->D, 0, sizeof(float) * (size_t)((r1 - r0) * a->D));
+    else for (int64_t r = r0; r < r1; r++) memset(g + r * a->ld, 0, sizeof(float) * (size_t)a->D);
+}
+
+/* Grads in STORE mode (core/internal.h: fresh, uninitialised) are written first by the tile
+ * products themselves, with beta 0, instead of being zeroed and accumulated into: dq's rows
+ * [i0, i0+m) belong to one tile, and dk, dv's rows [0, L0) are covered by tile 0 (a later
+ * tile's keys include tile 0's). What no product writes is zeroed by the block's owner:
+ * dq rows of tiles that see no key, dk and dv rows past tile 0's keys (later tiles of a
+ * causal block add into them; padding keys get no gradient). When q, k, v are one tensor
+ * their grads are one buffer written in turns: then the block is zeroed and every product
+ * adds, as for ADD grads. */
+static void block_betas(const attn_dims *a, const volt_node *n, bool alias, int64_t bh, int64_t L0, attn_grads *g) {
+    g->beta_q = g->beta_k = g->beta_v = 1.f;
+    float *gr[3] = { g->dq, g->dk, g->dv };
     for (int i = 0; i < 3; i++) {
-        if (n->grad_mode[i] != VOLT_GRAD_STORE) continue;
+        if (!gr[i] || n->grad_mode[i] != VOLT_GRAD_STORE) continue;
         int64_t T = i == 0 ? a->Tq : a->Tk;
-        float *g = n->in[i]->grad + attn_block(a, bh, T);
-        if (!a->packed) memset(g, 0, sizeof(float) * (size_t)(T * a->D));
-        else for (int64_t r = 0; r < T; r++) memset(g + r * a->ld, 0, sizeof(float) * (size_t)a->D);
+        if (alias) { zero_rows(a, gr[i], 0, T); continue; }
+        if (i == 0) g->beta_q = 0.f;
+        else {
+            zero_rows(a, gr[i], L0, T);
+            if (L0 > 0) *(i == 1 ? &g->beta_k : &g->beta_v) = 0.f;
+        }
     }
 }
 
@@ -547,6 +567,8 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
     float *valid;
     int64_t *kv_len;
     VOLT_TRY(key_valid(s, n, &a, &valid, &kv_len));
+    /* q, k, v one tensor (or two of them): one grad buffer, written in turns (block_betas) */
+    const bool alias = tq == tk || tq == tv || tk == tv;
     /* dk/dv of a block gather every tile of it: a block belongs to one thread */
     int nt = team_size(BH);
     /* P, dS and, with dropout, W (QTILE, Tk) each */
@@ -569,12 +591,16 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
         int64_t b = bh / a.H;
         float *P = scratch + per * omp_get_thread_num(), *dS = P + tile, *W = dS + tile;
         uint16_t *hb = (uint16_t *)(void *)(P + hbo);
-        zero_block_stores(&a, n, bh);
         int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
-        attn_grads g = { gq ? tq->grad + qo : NULL, gk ? tk->grad + ko : NULL, gv ? tv->grad + ko : NULL };
+        attn_grads g = { gq ? tq->grad + qo : NULL, gk ? tk->grad + ko : NULL, gv ? tv->grad + ko : NULL, 1.f, 1.f, 1.f };
+        block_betas(&a, n, alias, bh, tile_keys(&a, kv_len[b], a.Tq < QTILE ? a.Tq : QTILE), &g);
+        const float beta_k = g.beta_k, beta_v = g.beta_v;
         for (int64_t t = 0; t < ntiles; t++) {
             int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
             int64_t L = tile_keys(&a, kv_len[b], i0 + m);
+            if (L == 0 && g.dq && g.beta_q == 0.f) zero_rows(&a, g.dq, i0, i0 + m);   /* no key: no product */
+            g.beta_k = t == 0 ? beta_k : 1.f;   /* later tiles add to tile 0's rows */
+            g.beta_v = t == 0 ? beta_v : 1.f;
             bwd_tile(&a, valid + b * a.Tk, L, i0, m, elem(&a, q, qo), elem(&a, k, ko), elem(&a, v, ko),
                      o + qo, elem(&a, dout, qo), dout32 + qo, lse + bh * a.Tq, g, P, dS, W,
                      sv->keep ? sv->keep + bh * a.Tq * keep_words(&a) : NULL, hb);
