@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
         if (it == -warmup) loss0 = volt_tensor_item(loss);
         if (!capturing) volt_step_end(s);
         if (volt_optimizer_step(opt)) { fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt)); return 1; }
-        volt_params_zero_grad(ps);
+        volt_params_clear_grad(ps);   /* torch: optimizer.zero_grad() = set_to_none */
         if (capturing) {
             if (dev->be->graph_end(dev, &graph, gerr, sizeof gerr) || dev->be->graph_launch(dev, graph, gerr, sizeof gerr)) {
                 fprintf(stderr, "capture: %s\n", gerr);

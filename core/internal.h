@@ -319,6 +319,7 @@ struct volt_unit {
     bool busy;             /* an op being recorded reads it (its unit_use hooks are firing) */
     int64_t grad_lo, grad_hi;  /* the grads this process uses after the reduction (the owned slice) */
     bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
+    int32_t n_clear;       /* parameters whose grad is cleared but not written yet (volt_params_zero_grad) */
     void *strategy_data;   /* owned by the strategy */
 };
 
@@ -328,6 +329,10 @@ typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tenso
     volt_init init;
     int64_t zero_row1;            /* 1 + row zeroed after init (volt_param_set_init_zero_row), 0 = none */
     bool requires_grad;
+    /* The grad is 0 by volt_params_zero_grad, but its buffer was not written (PyTorch's
+     * set_to_none): the next backward stores into it instead of adding (a STORE grad mode,
+     * no memset), and a read before that (volt__unit_grads_settle) writes the zeros. */
+    bool grad_clear;
 } volt_param_rec;
 
 struct volt_params {
@@ -347,6 +352,18 @@ struct volt_params {
 };
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
+/* Write the zeros of u's cleared grads (volt_param_rec.grad_clear): every reader of a unit's
+ * grad buffer outside a backward kernel calls it first (volt_unit_grad does). */
+void volt__unit_grads_settle(volt_unit *u);
+/* t a parameter whose grad is cleared: takes the clear mark (the caller stores into it) */
+static inline bool volt__param_take_clear(volt_tensor *t) {
+    if (!t->unit) return false;
+    volt_param_rec *r = volt__param_rec(t);
+    if (!r->grad_clear) return false;
+    r->grad_clear = false;
+    t->unit->n_clear--;
+    return true;
+}
 
 
 /* ---- config checks with their reason (volt/optim.h's _validate return only the status):

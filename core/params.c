@@ -260,11 +260,43 @@ volt_tensor *volt_unit_param(const volt_unit *u, int i) { return (i >= 0 && i < 
 int64_t volt_param_offset(const volt_tensor *p) { return volt__param_rec(p)->offset; }
 int64_t volt_unit_numel(const volt_unit *u) { return u->numel; }
 float *volt_unit_data(const volt_unit *u) { return u->data; }
-float *volt_unit_grad(const volt_unit *u) { return u->grad; }
+float *volt_unit_grad(const volt_unit *u) {
+    volt__unit_grads_settle((volt_unit *)u);   /* cleared grads read as zeros */
+    return u->grad;
+}
+
+void volt__unit_grads_settle(volt_unit *u) {
+    if (u->n_clear <= 0) return;
+    for (int k = 0; k < u->n_params; k++) {
+        volt_param_rec *r = volt__param_rec(u->params[k]);
+        if (!r->grad_clear) continue;
+        r->grad_clear = false;
+        volt__dev_memset(r->t.device, r->t.grad, 0, sizeof(float) * (size_t)volt_tensor_numel(&r->t));
+    }
+    u->n_clear = 0;
+}
 
 void volt_params_zero_grad(volt_params *ps) {
-    for (int i = 0; i < ps->n_units; i++)
-        if (ps->units[i]->grad) volt__dev_memset(ps->dev, ps->units[i]->grad, 0, sizeof(float) * (size_t)ps->units[i]->numel);
+    for (int i = 0; i < ps->n_units; i++) {
+        volt_unit *u = ps->units[i];
+        if (!u->grad) continue;
+        for (int k = 0; k < u->n_params; k++) volt__param_rec(u->params[k])->grad_clear = false;
+        u->n_clear = 0;
+        volt__dev_memset(ps->dev, u->grad, 0, sizeof(float) * (size_t)u->numel);
+    }
+}
+
+/* Nothing is written now: each parameter's grad is marked cleared (volt_param_rec), the next
+ * backward's first write to it stores (core/step.c prepare_grads), and a read before that
+ * writes its zeros first (volt__unit_grads_settle). The unit buffers' padding is never
+ * written by either: it stays 0. */
+void volt_params_clear_grad(volt_params *ps) {
+    for (int i = 0; i < ps->n_units; i++) {
+        volt_unit *u = ps->units[i];
+        if (!u->grad) continue;
+        for (int k = 0; k < u->n_params; k++) volt__param_rec(u->params[k])->grad_clear = true;
+        u->n_clear = u->n_params;
+    }
 }
 
 /* The squared global grad norm into ps->norm_dev (device double), summed unit by unit in
@@ -275,7 +307,8 @@ static volt_status grad_sqnorm_dev(volt_params *ps) {
     const volt_param_math *pm = ps->dev->be->pm;
     volt__dev_memset(ps->dev, ps->norm_dev, 0, sizeof(double));
     for (int i = 0; i < ps->n_units; i++) {
-        const volt_unit *u = ps->units[i];
+        volt_unit *u = ps->units[i];
+        volt__unit_grads_settle(u);
         if (u->grad) pm->sqnorm_acc(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev);
     }
     return VOLT_OK;
@@ -300,6 +333,7 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {   /* on the device: coef from the device norm */
         volt_unit *u = ps->units[i];
+        volt__unit_grads_settle(u);
         if (u->grad) pm->clip_by_norm(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev, max_norm);
     }
     return VOLT_OK;
@@ -309,6 +343,7 @@ void volt_params_scale_grads(volt_params *ps, float coef) {
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
+        volt__unit_grads_settle(u);
         if (u->grad && u->grad_hi > u->grad_lo) pm->scale(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, coef);
     }
 }
@@ -318,6 +353,7 @@ volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
+        volt__unit_grads_settle(u);
         if (u->grad && u->grad_hi > u->grad_lo) pm->clip_value(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, v);
     }
     return VOLT_OK;
@@ -400,6 +436,7 @@ int64_t volt_params_grad_bytes(const volt_params *ps) {
 /* ---- memory of sharded units --------------------------------------------------------------- */
 static char *unit_buf(const volt_unit *u, volt_unit_buf which, size_t *esz) {
     *esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
+    if (which == VOLT_UNIT_GRADS) volt__unit_grads_settle((volt_unit *)u);
     return which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
 }
 

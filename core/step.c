@@ -443,7 +443,8 @@ static volt_status prepare_grads(volt_step *s, volt_node *n) {
     for (int k = 0; k < n->n_in; k++) {
         volt_tensor *t = n->in[k];
         if (!volt__needs_grad(t)) n->grad_mode[k] = VOLT_GRAD_NONE;
-        else if (t->grad) n->grad_mode[k] = VOLT_GRAD_ADD;   /* earlier writers, a later input, or a parameter */
+        else if (t->grad)   /* earlier writers, a later input, or a parameter (STORE when zero_grad cleared it) */
+            n->grad_mode[k] = volt__param_take_clear(t) ? VOLT_GRAD_STORE : VOLT_GRAD_ADD;
         else if (k == alias && volt_tensor_numel(t) == volt_tensor_numel(n->out)) {
             t->grad = n->out->grad;   /* nothing reads dy after this node: no copy */
             n->grad_mode[k] = VOLT_GRAD_NONE;
@@ -494,10 +495,13 @@ static volt_status run_backward(volt_step *s) {
         }
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {
+                volt__unit_grads_settle(ps->units[u]);   /* parameters this step did not use: zeros */
                 volt_status st = h->unit_grads_ready(ps->hooks_ctx, ps->units[u]);
                 if (st < 0) return volt_step_fail(s, st, "strategy: unit_grads_ready('%s') failed", ps->units[u]->name);
             }
     }
+    /* cleared grads of parameters the step did not use are zeros from here on */
+    for (int u = 0; u < n_units; u++) volt__unit_grads_settle(ps->units[u]);
     if (n_units && h && h->unit_grads_ready)
         for (int u = ready_head[s->n_nodes]; u >= 0; u = ready_next[u]) {
             volt_status st = h->unit_grads_ready(ps->hooks_ctx, ps->units[u]);

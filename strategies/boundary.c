@@ -68,7 +68,7 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
     if (st->ops->after_optimizer_step && (s = st->ops->after_optimizer_step(st)) < 0)
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
     if (st->ops->zero_grad) st->ops->zero_grad(st);
-    else volt_params_zero_grad(st->ps);
+    else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */
     if (st->prec) {
         if (skip) st->prec->skipped_steps++;
         if (st->prec->ops->update) st->prec->ops->update(st->prec, skip);

@@ -1,5 +1,6 @@
 /* Param store: declaration, units and padding, init distributions, lookup, freezing,
- * gradient clipping, and the errors for bad declarations. */
+ * gradient clipping, clearing grads without writing them (volt_params_clear_grad), and the
+ * errors for bad declarations. */
 #include <omp.h>
 #include "vtest.h"
 #include "volt/volt.h"
@@ -302,8 +303,91 @@ static void test_param_math(void) {
     free(h); free(r); free(o); free(hb); free(ob);
 }
 
+/* volt_params_clear_grad: nothing written at the call; the next backward stores into the
+ * grads it reaches (old values gone, not added to), the end of that backward writes zeros
+ * for the parameters it did not reach, a second backward adds; volt_unit_grad and the norm
+ * read zeros before any backward; volt_params_zero_grad after a clear writes zeros and the
+ * next backward adds to them. The grads are read straight from their buffers (gget): what
+ * is checked is what was written. */
+static void fill_grads(volt_tensor **ts, int n, float v) {
+    for (int i = 0; i < n; i++)
+        for (int64_t k = 0; k < volt_tensor_numel(ts[i]); k++) gset(ts[i], k, v);
+}
+
+static void linear_backward(volt_step *s, volt_tensor *w, volt_tensor *b) {
+    static const float x[8] = { 1, -2, 0.5f, 3, -1, 0.25f, 2, -0.5f }, g[6] = { 1, 2, -1, 0.5f, -3, 1 };
+    volt_step_begin(s, true, 0);
+    volt_tensor *y = volt_linear(s, volt_tensor_wrap(s, VOLT_F32, VOLT_SHAPE(2, 4), (void *)x), w, b);
+    CHECK(y && volt_step_backward_grad(s, y, g) == VOLT_OK, "backward: %s", volt_step_errmsg(s));
+    volt_step_end(s);
+}
+
+static void test_clear_grad(void) {
+    volt_params_config pc;
+    volt_params_config_init(&pc);
+    volt_params *ps;
+    volt_tensor *w, *b, *e;
+    CHECK_OK(volt_params_create(&pc, &ps));
+    volt_params_unit(ps, "fc");
+    volt_param_new(ps, "fc.weight", VOLT_SHAPE(3, 4), VOLT_INIT_KAIMING, &w);
+    volt_param_new(ps, "fc.bias", VOLT_SHAPE(3), VOLT_INIT_ZEROS, &b);
+    volt_params_unit(ps, "unused");
+    volt_param_new(ps, "unused.e", VOLT_SHAPE(5), VOLT_INIT_ZEROS, &e);
+    CHECK_OK(volt_params_finalize(ps));
+    volt_step_config sc;
+    volt_step_config_init(&sc);
+    sc.params = ps;
+    volt_step *s;
+    CHECK_OK(volt_step_create(&sc, &s));
+    volt_tensor *all[3] = { w, b, e };
+    float g1[15];
+    linear_backward(s, w, b);   /* from the zeros of finalize: the reference grads */
+    for (int k = 0; k < 12; k++) g1[k] = gget(w, k);
+    for (int k = 0; k < 3; k++) g1[12 + k] = gget(b, k);
+    CHECK(g1[0] != 0.f && g1[12] != 0.f, "reference grads are not zero");
+
+    fill_grads(all, 3, 7.f);
+    volt_params_clear_grad(ps);
+    CHECK(gget(w, 0) == 7.f, "clear_grad writes nothing at the call");
+    linear_backward(s, w, b);
+    bool same = true;
+    for (int k = 0; k < 12; k++) same &= gget(w, k) == g1[k];
+    for (int k = 0; k < 3; k++) same &= gget(b, k) == g1[12 + k];
+    CHECK(same, "the backward after clear_grad stores its grads (w[0] %g, want %g)", gget(w, 0), g1[0]);
+    CHECK(gget(e, 0) == 0.f && gget(e, 4) == 0.f, "a parameter the backward did not reach reads 0 after it (%g)",
+          gget(e, 0));
+    linear_backward(s, w, b);   /* no clear: accumulate */
+    CHECK(gget(w, 3) == 2.f * g1[3] && gget(b, 1) == 2.f * g1[13], "a second backward adds (%g vs %g)", gget(w, 3),
+          2.f * g1[3]);
+
+    fill_grads(all, 3, 7.f);
+    volt_params_clear_grad(ps);
+    CHECK(volt_params_grad_sqnorm(ps) == 0.0, "cleared grads have norm 0");
+    CHECK(gget(w, 5) == 0.f && gget(e, 2) == 0.f, "read before a backward: zeros written");
+
+    fill_grads(all, 3, 7.f);
+    volt_params_clear_grad(ps);
+    volt_unit *u = volt_params_unit_at(ps, 0);
+    float *gp = volt_unit_grad(u);
+    float h0 = -1.f;
+    volt__dev_d2h(w->device, &h0, gp, sizeof h0);
+    CHECK(h0 == 0.f && gget(b, 2) == 0.f, "volt_unit_grad after clear_grad: zeros (%g)", h0);
+    CHECK(gget(e, 1) == 7.f, "only the unit read is written");
+
+    fill_grads(all, 3, 7.f);
+    volt_params_clear_grad(ps);
+    volt_params_zero_grad(ps);   /* eager after a clear: zeros now, the next backward adds */
+    CHECK(gget(w, 0) == 0.f && gget(e, 0) == 0.f, "zero_grad writes zeros");
+    linear_backward(s, w, b);
+    linear_backward(s, w, b);
+    CHECK(gget(w, 7) == 2.f * g1[7], "after zero_grad two backwards add (%g vs %g)", gget(w, 7), 2.f * g1[7]);
+    volt_step_destroy(s);
+    volt_params_destroy(ps);
+}
+
 int main(void) {
     test_layout_and_init();
     test_param_math();
+    test_clear_grad();
     return vtest_finish();
 }

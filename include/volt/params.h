@@ -124,7 +124,16 @@ VOLT_API int64_t volt_params_value_bytes(const volt_params *ps);
 VOLT_API int64_t volt_params_grad_bytes(const volt_params *ps);
 
 /* ---- gradients (device work through the backend's parameter math) ------------------ */
+/* Every grad to 0, written now. */
 VOLT_API void volt_params_zero_grad(volt_params *ps);
+/* Every grad to 0 without a pass over the buffers (PyTorch's zero_grad(set_to_none=True),
+ * what the trainer does after each optimizer step): the next backward's first write to a
+ * parameter's grad stores instead of adding to zeros, and whatever reads grads before that
+ * gets zeros: volt_unit_grad, clipping, the norms, the optimizer, a strategy's reduction,
+ * and the end of a backward for the parameters it did not reach. Only a read of a tensor's
+ * `grad` field itself, between this call and a backward or one of those calls, would see
+ * the old values. */
+VOLT_API void volt_params_clear_grad(volt_params *ps);
 /* Scale all grads so their global L2 norm is at most max_norm; *total_norm (may be NULL)
  * gets the norm before clipping. Sums in double in a fixed order. The norm is a device
  * double; it is copied to the host only when total_norm is not NULL. */

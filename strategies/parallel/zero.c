@@ -110,6 +110,6 @@ volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst) {
 
 void volt__zero_zero_grad(volt_strategy *st) {
     dist *d = dist_of(st);
-    if (!dist_grads_sharded(d)) { volt_params_zero_grad(d->ps); return; }
+    if (!dist_grads_sharded(d)) { volt_params_clear_grad(d->ps); return; }
     for (int i = 0; i < d->n_units; i++) volt__unit_release(d->units[i].u, VOLT_UNIT_GRADS, 0, d->units[i].numel);
 }
