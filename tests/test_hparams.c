@@ -7,7 +7,8 @@
  * - volt__trainer_config_json (the CSV logger's config.json; the TensorBoard hparams read
  *   the same table) writes every hparam row with its value, checked on a config where the
  *   issue-11/12 settings (compile, matmul_precision, strategy_comm, strategy_reduce_dtype)
- *   and others are not their defaults. */
+ *   and others are not their defaults;
+ * - the strings the loggers read are the trainer's copies, not the caller's. */
 #include <stdalign.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
@@ -164,9 +165,34 @@ static void test_config_json(void) {
     free(s);
 }
 
+/* The config the loggers read at fit start is the trainer's own: strings the caller frees
+ * after volt_trainer_create do not reach config.json. */
+static void test_trainer_keeps_strings(void) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.enable_logger = false;
+    c.enable_progress_bar = false;
+    char *comm = strdup("auto"), *rd = strdup("fp32");
+    c.strategy_comm = comm;
+    c.strategy_reduce_dtype = rd;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    strcpy(comm, "zzzz");
+    strcpy(rd, "zzzz");
+    free(comm);
+    free(rd);
+    const volt_trainer_config *k = t ? volt_trainer_get_config(t) : NULL;
+    CHECK(k && k->strategy_comm && !strcmp(k->strategy_comm, "auto"), "strategy_comm %s", k && k->strategy_comm ? k->strategy_comm : "(null)");
+    CHECK(k && k->strategy_reduce_dtype && !strcmp(k->strategy_reduce_dtype, "fp32"), "strategy_reduce_dtype %s",
+          k && k->strategy_reduce_dtype ? k->strategy_reduce_dtype : "(null)");
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     test_table_covers_struct();
     test_cli_keys_match_table();
     test_config_json();
+    test_trainer_keeps_strings();
     return vtest_finish();
 }
