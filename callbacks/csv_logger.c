@@ -1,5 +1,5 @@
-/* CSVLogger: <default_root_dir>/<logger_name>/version_N/metrics.csv (+ config.json with the
- * trainer config and hparams.json with the app's run_config_json), rank 0 only.
+/* CSVLogger: <default_root_dir>/<logger_name>/version_N/metrics.csv (+ config.json with every
+ * trainer setting, trainer/config_fields.h, and hparams.json with the app's run_config_json), rank 0 only.
  *
  * The logger picks version_N (1 + the largest existing N) and tells the trainer with
  * volt_trainer_set_log_dir, unless the trainer already has a log dir (a resumed run keeps
@@ -17,6 +17,7 @@
 #include "volt/trainer.h"
 #include "callbacks/csv_logger.h"
 #include "callbacks/util.h"
+#include "trainer/config_fields.h"
 
 /* ---- metrics.csv ------------------------------------------------------------------------------- */
 
@@ -268,43 +269,6 @@ static bool csvl_disabled(const volt_trainer *t) {
     return cfg && cfg->fast_dev_run > 0;
 }
 
-static cJSON *json_str(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
-
-static char *config_json(const volt_trainer_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
-    cJSON_AddNumberToObject(o, "max_epochs", (double)c->max_epochs);
-    cJSON_AddNumberToObject(o, "max_steps", (double)c->max_steps);
-    cJSON_AddNumberToObject(o, "accumulate_grad_batches", (double)c->accumulate_grad_batches);
-    cJSON_AddNumberToObject(o, "gradient_clip_val", (double)c->gradient_clip_val);
-    cJSON_AddItemToObject(o, "gradient_clip_algorithm", json_str(c->gradient_clip_algorithm));
-    cJSON_AddNumberToObject(o, "val_check_interval", (double)c->val_check_interval);
-    cJSON_AddNumberToObject(o, "check_val_every_n_epoch", (double)c->check_val_every_n_epoch);
-    cJSON_AddNumberToObject(o, "limit_train_batches", (double)c->limit_train_batches);
-    cJSON_AddNumberToObject(o, "limit_val_batches", (double)c->limit_val_batches);
-    cJSON_AddNumberToObject(o, "limit_test_batches", (double)c->limit_test_batches);
-    cJSON_AddNumberToObject(o, "limit_predict_batches", (double)c->limit_predict_batches);
-    cJSON_AddNumberToObject(o, "num_sanity_val_steps", (double)c->num_sanity_val_steps);
-    cJSON_AddNumberToObject(o, "log_every_n_steps", (double)c->log_every_n_steps);
-    cJSON_AddNumberToObject(o, "fast_dev_run", (double)c->fast_dev_run);
-    cJSON_AddBoolToObject(o, "deterministic", c->deterministic);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);   /* exact beyond 2^53 */
-    cJSON_AddStringToObject(o, "seed", seed);
-    cJSON_AddItemToObject(o, "default_root_dir", json_str(c->default_root_dir));
-    cJSON_AddBoolToObject(o, "enable_progress_bar", c->enable_progress_bar);
-    cJSON_AddBoolToObject(o, "enable_checkpointing", c->enable_checkpointing);
-    cJSON_AddBoolToObject(o, "enable_logger", c->enable_logger);
-    cJSON_AddItemToObject(o, "logger_name", json_str(c->logger_name));
-    cJSON_AddItemToObject(o, "precision", json_str(c->precision));
-    cJSON_AddItemToObject(o, "strategy", json_str(c->strategy));
-    cJSON_AddNumberToObject(o, "devices", c->devices);
-    cJSON_AddNumberToObject(o, "num_nodes", c->num_nodes);
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
-}
-
 static char *hparams_json(const char *run) {
     cJSON *o = run ? cJSON_Parse(run) : NULL;
     if (!o) {                        /* none, or not JSON: keep the text as a string */
@@ -358,7 +322,7 @@ static volt_status csvl_open(csvl *l, volt_trainer *t) {
         }
     }
     if (cfg) {
-        VOLT_TRY(csvl_write_json(t, ld, "config.json", config_json(cfg)));
+        VOLT_TRY(csvl_write_json(t, ld, "config.json", volt__trainer_config_json(cfg)));
         VOLT_TRY(csvl_write_json(t, ld, "hparams.json", hparams_json(cfg->run_config_json)));
     }
     return VOLT_OK;

@@ -6,7 +6,8 @@
  * (little-endian; masked crc = ((crc >> 15) | (crc << 17)) + 0xa282ead8, crc32c Castagnoli).
  * Events: file_version "brain.Event:2"; one scalar summary per metric row the CSV logger
  * writes (steps every log_every_n_steps, epoch means, validation / test), at the same step;
- * at fit start the hparams plugin's session_start_info (the trainer config's scalars) and the
+ * at fit start the hparams plugin's session_start_info (every trainer setting:
+ * trainer/config_fields.h) and the
  * run config (run_config_json) as a text summary "config". Protobuf is written by hand: a few
  * varint / length-delimited fields. */
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
 #include "callbacks/util.h"
+#include "trainer/config_fields.h"
 
 /* ---- crc32c ---------------------------------------------------------------------------------- */
 static uint32_t volt_cb_crc32c(const void *data, size_t n) {
@@ -157,22 +159,21 @@ static volt_status tb_scalars(tbl *l, volt_trainer *t, int64_t step, unsigned ne
     return tb_summary_event(l, t, step < 0 ? 0 : step, &s.summary);
 }
 
-/* hparams (session_start_info: the scalar trainer settings) and the run config as text */
+/* hparams (session_start_info: every trainer setting) and the run config as text */
 static volt_status tb_hparams(tbl *l, volt_trainer *t) {
     const volt_trainer_config *c = volt_trainer_get_config(t);
     if (!c) return VOLT_OK;
     pb ssi = { 0 };
-    struct { const char *k; double v; const char *s; } hp[] = {
-        { "max_epochs", (double)c->max_epochs, NULL }, { "max_steps", (double)c->max_steps, NULL },
-        { "accumulate_grad_batches", (double)c->accumulate_grad_batches, NULL },
-        { "gradient_clip_val", c->gradient_clip_val, NULL }, { "seed", (double)c->seed, NULL },
-        { "precision", 0, c->precision }, { "strategy", 0, c->strategy }, { "devices", c->devices, NULL },
-    };
-    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
-        pb val = { 0 }, entry = { 0 };
-        if (hp[i].s) pb_str(&val, 3, hp[i].s);          /* google.protobuf.Value.string_value */
-        else pb_double(&val, 2, hp[i].v);               /* number_value */
-        pb_str(&entry, 1, hp[i].k);
+    for (int i = 0; i < volt__n_trainer_config_fields; i++) {   /* every trainer setting */
+        const volt__cfg_field *f = &volt__trainer_config_fields[i];
+        if (!(f->flags & VOLT__CFG_HPARAM)) continue;
+        volt__cfg_value hv = volt__cfg_get(f, c);
+        pb val = { 0 }, entry = { 0 };                  /* google.protobuf.Value */
+        if (f->type == VOLT__CFG_BOOL) pb_int(&val, 4, hv.b);      /* bool_value */
+        else if (f->type == VOLT__CFG_STR && !hv.str) pb_int(&val, 1, 0);   /* null_value */
+        else if (f->type == VOLT__CFG_STR) pb_str(&val, 3, hv.str);         /* string_value */
+        else pb_double(&val, 2, hv.num);                /* number_value */
+        pb_str(&entry, 1, f->name);
         pb_sub(&entry, 2, &val);
         pb_sub(&ssi, 1, &entry);                        /* map<string, Value> hparams = 1 */
     }

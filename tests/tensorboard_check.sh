@@ -3,7 +3,7 @@
 # log_every_n_steps 5, then read the event file with independent readers: python3 splits the
 # TFRecord frames and checks both masked CRC-32C values with its own CRC code, protoc decodes
 # every record against the published schema (tests/tensorboard/event.proto), and the decoded
-# text must hold the file version, the hparams plugin, the config text and the scalars
+# text must hold the file version, the hparams plugin (naming every trainer setting), the config text and the scalars
 # (train_loss per step, train_acc / val_acc per epoch, test_acc) at the steps metrics.csv has.
 #   tensorboard_check.sh APP WORKDIR PROTO_DIR
 set -uo pipefail
@@ -51,6 +51,12 @@ done
 D="$W/decoded.txt"
 grep -q 'file_version: "brain.Event:2"' "$D" || die "no file_version record"
 grep -q 'plugin_name: "hparams"' "$D" && grep -q '_hparams_/session_start_info' "$D" || die "no hparams summary"
+# the hparams record names every trainer setting (trainer/config_fields.c), the issue-11/12 ones too
+hp=$(awk -v RS='----\n' '/_hparams_\/session_start_info/' "$D")
+for k in max_epochs log_every_n_steps precision accelerator optimizer_dtype enable_plots grad_scaler_growth_interval \
+         compile matmul_precision strategy_comm strategy_reduce_dtype; do
+    grep -q "$k" <<<"$hp" || die "hparams record has no $k"
+done
 grep -q 'plugin_name: "text"' "$D" && grep -q 'config/text_summary' "$D" && grep -q 'max_epochs' "$D" || die "no config text summary"
 # scalars: each (tag, step) pair of metrics.csv appears as a simple_value at that step
 python3 - "$D" "$W/runs/lightning_logs/version_0/metrics.csv" <<'PY' || die "scalars do not match metrics.csv"

@@ -20,6 +20,7 @@
 #include "callbacks/early_stopping.h"
 #include "callbacks/progress_bar.h"
 #include "callbacks/csv_logger.h"
+#include "trainer/config_fields.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -864,6 +865,17 @@ static void test_e2e_csv_lr(void) {
     snprintf(path, sizeof path, "%s/config.json", vdir);
     char *s = slurp(path);
     CHECK(s && strstr(s, "\"max_epochs\":\t2") && strstr(s, "\"log_every_n_steps\":\t2"), "config.json: %s", s ? s : "(none)");
+    cJSON *cj = s ? cJSON_Parse(s) : NULL;       /* every trainer setting (trainer/config_fields.h) */
+    for (int i = 0; i < volt__n_trainer_config_fields; i++)
+        if (volt__trainer_config_fields[i].flags & VOLT__CFG_HPARAM)
+            CHECK(cJSON_GetObjectItemCaseSensitive(cj, volt__trainer_config_fields[i].name), "config.json has no %s",
+                  volt__trainer_config_fields[i].name);
+    CHECK(cj && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cj, "compile")) &&
+              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cj, "matmul_precision")) &&
+              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cj, "strategy_comm")) &&
+              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cj, "strategy_reduce_dtype")),
+          "config.json: %s", s ? s : "(none)");
+    cJSON_Delete(cj);
     free(s);
     snprintf(path, sizeof path, "%s/hparams.json", vdir);
     s = slurp(path);

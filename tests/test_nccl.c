@@ -74,6 +74,30 @@ static void test_nogpu(void) {
     s = strategy_err("fsdp", "cpu", NULL, "nccl", err, sizeof err);
     CHECK(s == VOLT_ERR_UNSUPPORTED && strstr(err, "'nccl' cannot serve device 'cpu'"), "nccl forced on cpu: %s", err);
 #endif
+    {   /* one config check for every comm create (volt__comm_config_check): field and value named */
+        volt_comm_config bad;
+        volt__comm_config_init(&bad);
+        bad.timeout_s = -2;
+        volt_comm *bc = NULL;
+        err[0] = 0;
+        s = volt__comm_create_for(volt__device_cpu(), &bad, &bc, err, sizeof err);
+        CHECK(s == VOLT_ERR_INVALID_ARG && !bc && strstr(err, "comm timeout must be > 0 s, got -2"), "%s", err);
+#ifdef VOLT_HAVE_MPI
+        err[0] = 0;
+        s = volt__comm_mpi_create(&bad, &bc, err, sizeof err);
+        CHECK(s == VOLT_ERR_INVALID_ARG && !bc && strstr(err, "comm timeout must be > 0 s, got -2"), "mpi: %s", err);
+#endif
+        bad.timeout_s = 1;
+        bad.version = 99;
+        err[0] = 0;
+        s = volt__comm_create_for(volt__device_cpu(), &bad, &bc, err, sizeof err);
+        CHECK(s == VOLT_ERR_VERSION && strstr(err, "volt_comm_config: version 99"), "%s", err);
+#ifdef VOLT_HAVE_MPI
+        err[0] = 0;
+        s = volt__comm_mpi_create(&bad, &bc, err, sizeof err);
+        CHECK(s == VOLT_ERR_VERSION && strstr(err, "volt_comm_config: version 99"), "mpi: %s", err);
+#endif
+    }
 #ifdef VOLT_HAVE_NCCL
     /* the backend itself, given a device it cannot serve (or no device) */
     volt_comm_config cc;

@@ -66,6 +66,10 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->accelerator = dup_or(cfg->accelerator, "auto");
     t->matmul_precision = dup_or(cfg->matmul_precision, "highest");
     t->cfg.matmul_precision = t->matmul_precision;
+    t->reduce_dtype = cfg->strategy_reduce_dtype ? strdup(cfg->strategy_reduce_dtype) : NULL;
+    t->comm = cfg->strategy_comm ? strdup(cfg->strategy_comm) : NULL;
+    t->cfg.strategy_reduce_dtype = t->reduce_dtype;
+    t->cfg.strategy_comm = t->comm;
     t->cfg.accelerator = t->accelerator;
     t->cfg.run_fingerprint = t->run_fingerprint;
     t->cfg.default_root_dir = t->root_dir;
@@ -137,6 +141,8 @@ void volt_trainer_destroy(volt_trainer *t) {
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t->accelerator);
     free(t->matmul_precision);
+    free(t->reduce_dtype);
+    free(t->comm);
     free(t);
 }
 

@@ -104,6 +104,8 @@ struct volt_trainer {
     /* compile (compile.c): one entry per batch shape seen, a graph for up to
      * VOLT_COMPILE_MAX_GRAPHS of them */
     char *matmul_precision;
+    char *reduce_dtype, *comm;   /* owned copies of cfg.strategy_reduce_dtype / strategy_comm (NULL stays NULL):
+                                   the loggers read the config at fit start */
     struct volt_compiled *compiled;
     int n_compiled;
     int64_t compile_eager, compile_captured, compile_replayed;

@@ -43,7 +43,6 @@ static void ctx_release(volt_cuda_ctx *c) {
     volt__cuda_gemm_release(c);
     if (c->partials) cudaFree(c->partials);
     if (c->info) cudaFree(c->info);
-    if (c->info_host) cudaFreeHost(c->info_host);
     if (c->errword) cudaFree(c->errword);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
@@ -66,7 +65,6 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     }
     if (e == cudaSuccess) { what = "scratch"; e = cudaMalloc((void **)&c->partials, sizeof(double) * VOLT_CU_REDUCE_PARTIALS); }
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->info, 2 * sizeof(int64_t));
-    if (e == cudaSuccess) e = cudaMallocHost((void **)&c->info_host, 2 * sizeof(int64_t));
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->errword, sizeof(uint64_t));
     if (e == cudaSuccess) e = cudaMemset(c->errword, 0xff, sizeof(uint64_t));   /* no error */
     if (e != cudaSuccess) {

@@ -18,7 +18,6 @@ typedef struct volt_cuda_ctx {
     size_t workspace_bytes;
     double *partials;              /* VOLT_CU_REDUCE_PARTIALS doubles: the parameter math's norms */
     int64_t *info;                 /* 2 int64 (device): flags the op glue reads back */
-    int64_t *info_host;            /* 2 int64 (pinned host) */
     volt_cuda_gemm_cache *gemm;    /* cuBLASLt plans, one per shape */
     int error;                     /* first CUDA error of a call that returns void (memory, pm) */
     uint64_t *errword;             /* the error word (device; all bits set = no error): core/deferred.c */

@@ -6,13 +6,11 @@
 #include "core/cuda/philox.cuh"
 #include "core/cuda/dropout.h"
 
-/* elements [4 b, 4 b + 4) of n for b = block index; grid-stride over blocks */
-__global__ void dropout_kernel(const float *__restrict__ x, float *y, int64_t n, float p, float scale,
-                               uint64_t key, uint64_t c0, uint64_t c1, int acc, uint64_t seed, const uint64_t *c0_dev) {
-    if (c0_dev) {   /* the offset of this (replayed) step */
-        c0 = *c0_dev;
-        key = volt_philox_key(seed, c0, c1);
-    }
+/* elements [4 b, 4 b + 4) of n for b = block index; grid-stride over blocks. The step's RNG
+ * offset c0 is read here, so a replayed graph uses each step's. */
+__global__ void dropout_kernel(const float *__restrict__ x, float *y, int64_t n, float p, float scale, uint64_t c1,
+                               int acc, uint64_t seed, const uint64_t *c0_dev) {
+    const uint64_t c0 = *c0_dev, key = volt_philox_key(seed, c0, c1);
     int64_t nblk = (n + 3) / 4;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < nblk; b += (int64_t)gridDim.x * blockDim.x) {
         float u[4];
@@ -27,23 +25,14 @@ __global__ void dropout_kernel(const float *__restrict__ x, float *y, int64_t n,
     }
 }
 
-static int launch(void *stream, const float *x, float *y, int64_t n, float p, uint64_t key, uint64_t c0, uint64_t c1,
-                  int acc, uint64_t seed, const uint64_t *c0_dev) {
+extern "C" int volt__cuda_dropout_dev(void *stream, const float *x, float *y, int64_t n, float p, uint64_t seed,
+                                      const uint64_t *c0_dev, uint64_t c1, int acc) {
     if (n <= 0) return 0;
     int64_t nblk = (n + 3) / 4;
     int threads = 256;
     int64_t grid = (nblk + threads - 1) / threads;
     if (grid > 65535) grid = 65535;   /* grid-stride beyond */
     float scale = 1.f / (1.f - p);
-    dropout_kernel<<<(unsigned)grid, threads, 0, (cudaStream_t)stream>>>(x, y, n, p, scale, key, c0, c1, acc, seed,
-                                                                                  c0_dev);
+    dropout_kernel<<<(unsigned)grid, threads, 0, (cudaStream_t)stream>>>(x, y, n, p, scale, c1, acc, seed, c0_dev);
     return (int)cudaGetLastError();
-}
-extern "C" int volt__cuda_dropout(void *stream, const float *x, float *y, int64_t n, float p, uint64_t key,
-                                  uint64_t c0, uint64_t c1, int acc) {
-    return launch(stream, x, y, n, p, key, c0, c1, acc, 0, NULL);
-}
-extern "C" int volt__cuda_dropout_dev(void *stream, const float *x, float *y, int64_t n, float p, uint64_t seed,
-                                      const uint64_t *c0_dev, uint64_t c1, int acc) {
-    return launch(stream, x, y, n, p, 0, 0, c1, acc, seed, c0_dev);
 }

@@ -15,12 +15,12 @@
  * (VOLT_CUDA_WORKSPACE_MB, default 32). A steady-state step creates no plan and allocates
  * nothing; setting the bias pointer on a cached descriptor is a host-side write. The
  * library itself is loaded at run time (below). */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cublasLt.h>
+#include "core/dynlib.h"
 #include "core/cuda/cuda.h"
 
 /* ---- cuBLASLt, loaded when the first device opens --------------------------------------
@@ -46,22 +46,18 @@ static char g_lt_err[512];
 #endif
 static void lt_load(void) {
     const char *env = getenv("VOLT_CUBLASLT");
-    const char *names[] = { env && *env ? env : NULL, "libcublasLt.so.13", VOLT_CUDA_LIBDIR "/libcublasLt.so.13",
-                            "libcublasLt.so.12" };
-    void *h = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
-        if (names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    const char *const names[] = { env, "libcublasLt.so.13", VOLT_CUDA_LIBDIR "/libcublasLt.so.13", "libcublasLt.so.12" };
+    char tried[400];
+    void *h = volt__dynlib_open(names, 4, tried, sizeof tried, NULL, 0);
     if (!h) {
-        snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt not found (tried %s%slibcublasLt.so.13, "
-                 VOLT_CUDA_LIBDIR "/libcublasLt.so.13, libcublasLt.so.12); set VOLT_CUBLASLT to its path",
-                 env && *env ? env : "", env && *env ? ", " : "");
+        snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt not found (tried %s); set VOLT_CUBLASLT to its path", tried);
         return;
     }
-#define LT_SYM_(f) \
-    if (!g_lt_err[0] && !(*(void **)(void *)&g_lt.f = dlsym(h, #f))) \
-        snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt has no %s", #f);
-    LT_FUNCS(LT_SYM_)
+#define LT_SYM_(f) { #f, (void **)(void *)&g_lt.f },
+    static const volt__dynsym syms[] = { LT_FUNCS(LT_SYM_) };
 #undef LT_SYM_
+    const char *missing = volt__dynlib_resolve(h, syms, (int)(sizeof syms / sizeof syms[0]));
+    if (missing) snprintf(g_lt_err, sizeof g_lt_err, "cuda: cuBLASLt has no %s", missing);
 }
 #define cublasLtCreate g_lt.cublasLtCreate
 #define cublasLtDestroy g_lt.cublasLtDestroy

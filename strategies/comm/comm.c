@@ -1,9 +1,26 @@
-/* Backend-independent comm helpers: blocking forms (start + wait), the local rank. */
+/* Backend-independent comm helpers: the config check, blocking forms (start + wait), the local rank. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "strategies/comm/comm.h"
 
 void volt__comm_config_init(volt_comm_config *cfg) {
     *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300, .dev = NULL, .backend = NULL };
+}
+
+volt_status volt__comm_config_check(const volt_comm_config *cfg, char *err, size_t errlen) {
+    if (!cfg) {
+        snprintf(err, errlen, "volt_comm_config: NULL (no config)");
+        return VOLT_ERR_VERSION;
+    }
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) {
+        snprintf(err, errlen, "volt_comm_config: version %u, this library knows 1..%u", cfg->version, VOLT_COMM_CONFIG_VERSION);
+        return VOLT_ERR_VERSION;
+    }
+    if (!(cfg->timeout_s > 0)) {
+        snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return VOLT_OK;
 }
 
 static int env_int(const char *const *names, int dflt) {

@@ -124,6 +124,10 @@ volt_status volt__comm_create_for(struct volt_device *dev, const volt_comm_confi
                                   char *err, size_t errlen);
 
 void volt__comm_config_init(volt_comm_config *cfg);
+/* The checks every backend's create (and volt__comm_create_for) starts with: cfg given, a
+ * version this library knows, timeout_s > 0. VOLT_OK, else the error with a message in err
+ * naming the field and its value. */
+volt_status volt__comm_config_check(const volt_comm_config *cfg, char *err, size_t errlen);
 void volt__comm_destroy(volt_comm *c);                                 /* NULL-safe */
 /* Blocking forms: start + wait (same timeout). */
 volt_status volt__comm_all_reduce(volt_comm *c, const void *send, void *recv, size_t count, volt_comm_dtype dt,

@@ -56,11 +56,8 @@ static const char *row_names(void) {
 volt_status volt__comm_create_for(volt_device *dev, const volt_comm_config *cfg_in, volt_comm **out,
                                   char *err, size_t errlen) {
     *out = NULL;
+    VOLT_TRY(volt__comm_config_check(cfg_in, err, errlen));
     volt_comm_config cfg = *cfg_in;
-    if (!VOLT_VERSION_OK(cfg.version, VOLT_COMM_CONFIG_VERSION)) {
-        snprintf(err, errlen, "volt_comm_config: version %u, this library knows 1..%u", cfg.version, VOLT_COMM_CONFIG_VERSION);
-        return VOLT_ERR_VERSION;
-    }
     const char *want = cfg.version >= 2 && cfg.backend && *cfg.backend && strcmp(cfg.backend, "auto") ? cfg.backend : NULL;
     cfg.version = VOLT_COMM_CONFIG_VERSION;
     cfg.dev = dev;

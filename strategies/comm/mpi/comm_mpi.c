@@ -400,11 +400,7 @@ static volt_status init_mpi(char *err, size_t errlen) {
 
 volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) return VOLT_ERR_VERSION;
-    if (!(cfg->timeout_s > 0)) {
-        snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
-        return VOLT_ERR_INVALID_ARG;
-    }
+    VOLT_TRY(volt__comm_config_check(cfg, err, errlen));
     VOLT_TRY(init_mpi(err, errlen));
     volt_comm *c = calloc(1, sizeof *c);
     mpi_impl *im = calloc(1, sizeof *im);

@@ -468,11 +468,7 @@ static bool in_mpi_job(void) {
 
 volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_COMM_CONFIG_VERSION)) return VOLT_ERR_VERSION;
-    if (!(cfg->timeout_s > 0)) {
-        snprintf(err, errlen, "comm timeout must be > 0 s, got %g", cfg->timeout_s);
-        return VOLT_ERR_INVALID_ARG;
-    }
+    VOLT_TRY(volt__comm_config_check(cfg, err, errlen));
     if (!(g_nc = volt__nccl_lib(err, errlen))) return VOLT_ERR_UNSUPPORTED;   /* first: a missing library is the error */
     volt_device *dev = cfg->version >= 2 ? cfg->dev : NULL;
     if (!volt__comm_nccl_serves(dev)) {

@@ -1,9 +1,9 @@
 /* libnccl.so.2 at run time (nccl_lib.h). Not linked: a binary built with NCCL starts on a
  * machine without it, and only asking for the nccl comm there is an error. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "core/dynlib.h"
 #include "strategies/comm/nccl/nccl_lib.h"
 
 static volt_nccl_lib g_nc;
@@ -16,30 +16,32 @@ static char g_nc_err[512];
 #endif
 static void nc_load(void) {
     const char *env = getenv("VOLT_NCCL");
-    void *h = NULL;
+    char why[256];
+    void *h;
     if (env && *env) {   /* an explicit choice: only that file */
-        if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL))) {
-            const char *why = dlerror();
+        if (!(h = volt__dynlib_open(&env, 1, NULL, 0, why, sizeof why))) {
             snprintf(g_nc_err, sizeof g_nc_err, "nccl: cannot load VOLT_NCCL='%s' (%s); unset it to search libnccl.so.2, "
-                     "or use strategy_comm=mpi", env, why ? why : "?");
+                     "or use strategy_comm=mpi", env, why);
             return;
         }
     } else {
-        const char *names[] = { "libnccl.so.2", VOLT_NCCL_LIBDIR "/libnccl.so.2" };
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 not found (tried libnccl.so.2, " VOLT_NCCL_LIBDIR
-                     "/libnccl.so.2); install NCCL (apt-get install libnccl2) or set VOLT_NCCL to its path, or use "
-                     "strategy_comm=mpi");
+        static const char *const names[] = { "libnccl.so.2", VOLT_NCCL_LIBDIR "/libnccl.so.2" };
+        char tried[256];
+        if (!(h = volt__dynlib_open(names, 2, tried, sizeof tried, NULL, 0))) {
+            snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 not found (tried %s); install NCCL (apt-get install "
+                     "libnccl2) or set VOLT_NCCL to its path, or use strategy_comm=mpi", tried);
             return;
         }
     }
-#define NCCL_SYM_(f) \
-    if (!g_nc_err[0] && !(*(void **)(void *)&g_nc.f = dlsym(h, #f))) \
-        snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 has no %s (too old?)", #f);
-    VOLT_NCCL_FUNCS(NCCL_SYM_)
+#define NCCL_SYM_(f) { #f, (void **)(void *)&g_nc.f },
+    static const volt__dynsym syms[] = { VOLT_NCCL_FUNCS(NCCL_SYM_) };
 #undef NCCL_SYM_
-    if (!g_nc_err[0] && (g_nc.ncclGetVersion(&g_nc.version) != ncclSuccess || g_nc.version < NCCL_MIN_VERSION))
+    const char *missing = volt__dynlib_resolve(h, syms, (int)(sizeof syms / sizeof syms[0]));
+    if (missing) {
+        snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 has no %s (too old?)", missing);
+        return;
+    }
+    if (g_nc.ncclGetVersion(&g_nc.version) != ncclSuccess || g_nc.version < NCCL_MIN_VERSION)
         snprintf(g_nc_err, sizeof g_nc_err, "nccl: libnccl.so.2 is version %d, volt needs %d or newer (non-blocking init)",
                  g_nc.version, NCCL_MIN_VERSION);
 }

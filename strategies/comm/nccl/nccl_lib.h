@@ -1,5 +1,5 @@
 /* libnccl.so.2, loaded at run time (strategies/comm/nccl/nccl_lib.c): the entry points the
- * NCCL comm backend calls, resolved with dlsym, like core/cuda/gemm.c's cuBLASLt. Private to
+ * NCCL comm backend calls, resolved by core/dynlib.h, like core/cuda/gemm.c's cuBLASLt. Private to
  * strategies/comm/nccl/. */
 #ifndef VOLT_NCCL_LIB_H
 #define VOLT_NCCL_LIB_H
