@@ -276,27 +276,36 @@ void volt__unit_grads_settle(volt_unit *u) {
     u->n_clear = 0;
 }
 
+/* Mark (or unmark) every parameter grad of u as cleared (volt_param_rec.grad_clear). */
+static void unit_mark_clear(volt_unit *u, bool clear) {
+    for (int k = 0; k < u->n_params; k++) volt__param_rec(u->params[k])->grad_clear = clear;
+    u->n_clear = clear ? u->n_params : 0;
+}
+
 void volt_params_zero_grad(volt_params *ps) {
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
         if (!u->grad) continue;
-        for (int k = 0; k < u->n_params; k++) volt__param_rec(u->params[k])->grad_clear = false;
-        u->n_clear = 0;
+        unit_mark_clear(u, false);
         volt__dev_memset(ps->dev, u->grad, 0, sizeof(float) * (size_t)u->numel);
     }
 }
 
-/* Nothing is written now: each parameter's grad is marked cleared (volt_param_rec), the next
- * backward's first write to it stores (core/step.c prepare_grads), and a read before that
- * writes its zeros first (volt__unit_grads_settle). The unit buffers' padding is never
- * written by either: it stays 0. */
+/* Nothing is written now: each parameter's grad is marked cleared, the next backward's first
+ * write to it stores (core/step.c prepare_grads), and a read before that writes its zeros
+ * first (volt__unit_grads_settle). The unit buffers' padding is never written by either: it
+ * stays 0. */
 void volt_params_clear_grad(volt_params *ps) {
-    for (int i = 0; i < ps->n_units; i++) {
-        volt_unit *u = ps->units[i];
-        if (!u->grad) continue;
-        for (int k = 0; k < u->n_params; k++) volt__param_rec(u->params[k])->grad_clear = true;
-        u->n_clear = u->n_params;
-    }
+    for (int i = 0; i < ps->n_units; i++)
+        if (ps->units[i]->grad) unit_mark_clear(ps->units[i], true);
+}
+
+/* u's grads this process uses (grad_lo .. grad_hi), cleared ones written as zeros first;
+ * NULL when there are none. */
+static float *grad_range(volt_unit *u, int64_t *n) {
+    *n = u->grad_hi - u->grad_lo;
+    float *g = *n > 0 ? volt_unit_grad(u) : NULL;
+    return g ? g + u->grad_lo : NULL;
 }
 
 /* The squared global grad norm into ps->norm_dev (device double), summed unit by unit in
@@ -307,9 +316,9 @@ static volt_status grad_sqnorm_dev(volt_params *ps) {
     const volt_param_math *pm = ps->dev->be->pm;
     volt__dev_memset(ps->dev, ps->norm_dev, 0, sizeof(double));
     for (int i = 0; i < ps->n_units; i++) {
-        volt_unit *u = ps->units[i];
-        volt__unit_grads_settle(u);
-        if (u->grad) pm->sqnorm_acc(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev);
+        int64_t n;
+        float *g = grad_range(ps->units[i], &n);
+        if (g) pm->sqnorm_acc(ps->dev, g, n, ps->norm_dev);
     }
     return VOLT_OK;
 }
@@ -332,9 +341,9 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
     }
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {   /* on the device: coef from the device norm */
-        volt_unit *u = ps->units[i];
-        volt__unit_grads_settle(u);
-        if (u->grad) pm->clip_by_norm(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, ps->norm_dev, max_norm);
+        int64_t n;
+        float *g = grad_range(ps->units[i], &n);
+        if (g) pm->clip_by_norm(ps->dev, g, n, ps->norm_dev, max_norm);
     }
     return VOLT_OK;
 }
@@ -342,9 +351,9 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
 void volt_params_scale_grads(volt_params *ps, float coef) {
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
-        volt_unit *u = ps->units[i];
-        volt__unit_grads_settle(u);
-        if (u->grad && u->grad_hi > u->grad_lo) pm->scale(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, coef);
+        int64_t n;
+        float *g = grad_range(ps->units[i], &n);
+        if (g) pm->scale(ps->dev, g, n, coef);
     }
 }
 
@@ -352,9 +361,9 @@ volt_status volt_params_clip_grad_value(volt_params *ps, float v) {
     if (!(v > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_value: clip value must be > 0, got %g", v);
     const volt_param_math *pm = ps->dev->be->pm;
     for (int i = 0; i < ps->n_units; i++) {
-        volt_unit *u = ps->units[i];
-        volt__unit_grads_settle(u);
-        if (u->grad && u->grad_hi > u->grad_lo) pm->clip_value(ps->dev, u->grad + u->grad_lo, u->grad_hi - u->grad_lo, v);
+        int64_t n;
+        float *g = grad_range(ps->units[i], &n);
+        if (g) pm->clip_value(ps->dev, g, n, v);
     }
     return VOLT_OK;
 }
@@ -436,7 +445,6 @@ int64_t volt_params_grad_bytes(const volt_params *ps) {
 /* ---- memory of sharded units --------------------------------------------------------------- */
 static char *unit_buf(const volt_unit *u, volt_unit_buf which, size_t *esz) {
     *esz = which == VOLT_UNIT_VALUES && !u->data ? sizeof(uint16_t) : sizeof(float);
-    if (which == VOLT_UNIT_GRADS) volt__unit_grads_settle((volt_unit *)u);
     return which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
 }
 
