@@ -535,7 +535,7 @@ static void zero_rows(const attn_dims *a, float *g, int64_t r0, int64_t r1) {
  * causal block add into them; padding keys get no gradient). When q, k, v are one tensor
  * their grads are one buffer written in turns: then the block is zeroed and every product
  * adds, as for ADD grads. */
-static void block_betas(const attn_dims *a, const volt_node *n, bool alias, int64_t bh, int64_t L0, attn_grads *g) {
+static void block_betas(const attn_dims *a, const volt_node *n, bool alias, int64_t L0, attn_grads *g) {
     g->beta_q = g->beta_k = g->beta_v = 1.f;
     float *gr[3] = { g->dq, g->dk, g->dv };
     for (int i = 0; i < 3; i++) {
@@ -593,7 +593,7 @@ volt_status volt__cpu_ATTENTION_bwd(volt_step *s, volt_node *n) {
         uint16_t *hb = (uint16_t *)(void *)(P + hbo);
         int64_t qo = attn_block(&a, bh, a.Tq), ko = attn_block(&a, bh, a.Tk);
         attn_grads g = { gq ? tq->grad + qo : NULL, gk ? tk->grad + ko : NULL, gv ? tv->grad + ko : NULL, 1.f, 1.f, 1.f };
-        block_betas(&a, n, alias, bh, tile_keys(&a, kv_len[b], a.Tq < QTILE ? a.Tq : QTILE), &g);
+        block_betas(&a, n, alias, tile_keys(&a, kv_len[b], a.Tq < QTILE ? a.Tq : QTILE), &g);
         const float beta_k = g.beta_k, beta_v = g.beta_v;
         for (int64_t t = 0; t < ntiles; t++) {
             int64_t i0 = t * QTILE, m = a.Tq - i0 < QTILE ? a.Tq - i0 : QTILE;
