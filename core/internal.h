@@ -206,7 +206,7 @@ struct volt_step {
     struct volt_profile *prof;
     /* VOLT_POISON_GRADS=1: every grad the tape allocates is filled with NaN bytes (0xff) before
      * its STORE kernel runs, so a kernel that leaves elements of a STORE grad unwritten makes
-     * NaN the op tests see (tests/CMakeLists.txt runs op suites with it) */
+     * NaN the op tests see, not a stale value the pool happened to hold (tests/poison.cmake) */
     bool poison_grads;
 };
 
@@ -319,7 +319,7 @@ struct volt_unit {
     bool busy;             /* an op being recorded reads it (its unit_use hooks are firing) */
     int64_t grad_lo, grad_hi;  /* the grads this process uses after the reduction (the owned slice) */
     bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
-    int32_t n_clear;       /* parameters whose grad is cleared but not written yet (volt_params_zero_grad) */
+    int32_t n_clear;       /* parameters whose grad is cleared but not written yet (volt_params_clear_grad) */
     void *strategy_data;   /* owned by the strategy */
 };
 
@@ -329,7 +329,7 @@ typedef struct volt_param_rec {   /* per-parameter bookkeeping next to its tenso
     volt_init init;
     int64_t zero_row1;            /* 1 + row zeroed after init (volt_param_set_init_zero_row), 0 = none */
     bool requires_grad;
-    /* The grad is 0 by volt_params_zero_grad, but its buffer was not written (PyTorch's
+    /* The grad is 0 by volt_params_clear_grad, but its buffer was not written (PyTorch's
      * set_to_none): the next backward stores into it instead of adding (a STORE grad mode,
      * no memset), and a read before that (volt__unit_grads_settle) writes the zeros. */
     bool grad_clear;

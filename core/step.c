@@ -443,7 +443,7 @@ static volt_status prepare_grads(volt_step *s, volt_node *n) {
     for (int k = 0; k < n->n_in; k++) {
         volt_tensor *t = n->in[k];
         if (!volt__needs_grad(t)) n->grad_mode[k] = VOLT_GRAD_NONE;
-        else if (t->grad)   /* earlier writers, a later input, or a parameter (STORE when zero_grad cleared it) */
+        else if (t->grad)   /* earlier writers, a later input, or a parameter (STORE when clear_grad cleared it) */
             n->grad_mode[k] = volt__param_take_clear(t) ? VOLT_GRAD_STORE : VOLT_GRAD_ADD;
         else if (k == alias && volt_tensor_numel(t) == volt_tensor_numel(n->out)) {
             t->grad = n->out->grad;   /* nothing reads dy after this node: no copy */
