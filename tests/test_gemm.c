@@ -137,8 +137,63 @@ static void check_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float 
     free(A); free(B); free(C0); free(C); free(Cf); free(Ah); free(Bh); free(R);
 }
 
+/* B packed for oneDNN's bf16 kernel (volt__cpu_pack_b_bf16): every element where the layout
+ * puts it (tiles of 32 k x 64 n, k-pairs innermost), zeros in the padding, and the GEMM on
+ * the packed B equal to the GEMM on the plain bf16 B, bit for bit (the same kernel reads the
+ * same values). Full tiles and cut ones; B given transposed or not, as f32 or bf16. */
+static void check_packed(int64_t M, int64_t N, int64_t K, bool trans, bool bf16_src, float beta, bool bias) {
+    int64_t ld = trans ? K : N, nb = K * N, np = volt__cpu_packed_b_elems(K, N);
+    int64_t kp = (K + 31) / 32 * 32, npad = (N + 63) / 64 * 64;
+    CHECK(np == kp * npad, "packed %lldx%lld: %lld elements, want %lld", (long long)K, (long long)N, (long long)np,
+          (long long)(kp * npad));
+    float *Bf = rand_buf(nb), *A = rand_buf(M * K), *C0 = rand_buf(M * N), *bv = rand_buf(N);
+    uint16_t *Bh = malloc(2 * (size_t)nb), *Ah = malloc(2 * (size_t)(M * K)), *P = malloc(2 * (size_t)np);
+    volt_f32_to_bf16_array(Bf, Bh, nb);
+    volt_f32_to_bf16_array(A, Ah, M * K);
+    memset(P, 0xa5, 2 * (size_t)np);
+    volt__cpu_pack_b_bf16(bf16_src ? (const void *)Bh : (const void *)Bf, bf16_src ? VOLT_BF16 : VOLT_F32, K, N, ld,
+                          trans, P);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < kp; k++)
+        for (int64_t n = 0; n < npad; n++) {
+            int64_t at = ((n / 64) * (kp / 32) + k / 32) * 2048 + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2;
+            uint16_t want = k < K && n < N ? Bh[trans ? n * ld + k : k * ld + n] : 0;
+            bad += P[at] != want;
+        }
+    CHECK(bad == 0, "packed %lldx%lld trans %d bf16 %d: %lld elements misplaced", (long long)K, (long long)N, trans,
+          bf16_src, (long long)bad);
+    volt__cpu_gemm_op g = {.ta = 'N', .tb = trans ? 'T' : 'N', .batch = 1, .M = M, .N = N, .K = K, .alpha = 1.f,
+                           .beta = beta, .ab = VOLT_BF16, .A = Ah, .lda = K, .B = Bh, .ldb = ld, .ldc = N,
+                           .bias = bias ? bv : NULL};
+    if (volt__cpu_gemm_packs_b(&g)) {
+        float *C = malloc(sizeof(float) * (size_t)(M * N)), *Cp = malloc(sizeof(float) * (size_t)(M * N));
+        memcpy(C, C0, sizeof(float) * (size_t)(M * N));
+        memcpy(Cp, C0, sizeof(float) * (size_t)(M * N));
+        g.C = C;
+        volt__cpu_gemm_ex(&g);
+        g.B = P;
+        g.b_packed = true;
+        g.C = Cp;
+        volt__cpu_gemm_ex(&g);
+        CHECK(!memcmp(C, Cp, sizeof(float) * (size_t)(M * N)), "packed %lldx%lldx%lld trans %d beta %g bias %d: "
+              "result differs from the plain B", (long long)M, (long long)N, (long long)K, trans, beta, bias);
+        free(C); free(Cp);
+    } else {
+        CHECK(!volt__cpu_bf16_native(), "packed B refused on a CPU with native bf16");
+    }
+    free(Bf); free(A); free(C0); free(bv); free(Bh); free(Ah); free(P);
+}
+
 int main(void) {
     printf("GEMM library: %s\n", volt__cpu_gemm_library());
+    static const int64_t packed[][3] = {{8, 64, 32}, {37, 768, 768}, {20, 70, 100}, {3, 65, 33}, {2, 3, 5},
+                                         {64, 128, 64}, {16, 3072, 768}, {16, 768, 3072}};
+    for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
+        for (int t = 0; t < 2; t++)
+            for (int h = 0; h < 2; h++) {
+                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 0.f, false);
+                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 1.f, t);
+            }
     const char tr[2] = {'N', 'T'};
     static const int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 48, 96}, {129, 67, 255}, {5, 300, 2}};
     for (int a = 0; a < 2; a++)

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <omp.h>
 #include "core/cpu/kernels.h"
-#include "core/units.h"   /* volt_unit_hooks: sharded parameters */
 #include "core/convert.h"   /* volt__f2bf */
 #include "volt/dtype.h"
 
@@ -92,16 +91,22 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
 }
 
 /* ---- linear: x (R, I), w (O, I), b (O) -> y (R, O); the bias fused into the GEMM -------- */
-/* Native bf16 operands kept for backward (n->saved, the step arena): forward converts x and
- * w to bf16 anyway, and backward needs the same bits again (w for dx, x for dW). So a node
- * on the tape converts them into the arena instead of scratch and backward reads them: one
- * conversion of each per step instead of two. Lifetime = the node's forward to its backward
- * in one step (the arena is reset at step end), when its inputs cannot change: nothing can
- * go stale across optimizer steps or unit gathers. Linears recorded just before that read
- * the same x (q, k, v projections) share its copy. Not kept: w of a sharded unit (FSDP:
- * keeping it would hold half of a gathered unit through forward; backward gathers and
- * converts it again), a bf16 operand (used in place), and anything off the tape. */
-typedef struct { const uint16_t *x, *w; } linear_bf16;
+/* Native bf16, packed B (core/cpu/cast.c, volt__cpu_pack_b_bf16): each of the three GEMMs
+ * gets its B operand already in the blocked layout oneDNN's bf16 kernel reads: W^T for
+ * forward, W for dx, x for dW. The primitive would otherwise copy B into that layout on
+ * every call, more slowly than the pack, which replaces the conversion to bf16 (forward)
+ * or reads the bf16 copy of x (dW). 8-16 % off the linears' bf16 GEMM time at DistilBERT's
+ * shapes (docs/BENCHMARKS.md). Bits: the same kernel on the same bf16 values. W is packed
+ * from the f32 weights at each use (forward, then backward), so nothing outlives the step:
+ * an optimizer step, a checkpoint load, an FSDP gather, or a user's write between steps is
+ * always seen. W stored in bf16 is read in place by forward (not packed) and packed for dx.
+ *
+ * x's bf16 copy is kept for backward (n->saved, the step arena): forward converts x anyway,
+ * and dW needs the same bits again. Lifetime = the node's forward to its backward in one
+ * step (the arena is reset at step end). Linears recorded just before that read the same
+ * x (q, k, v projections) share its copy. Not kept: a bf16 x (used in place) and anything
+ * off the tape. */
+typedef struct { const uint16_t *x; } linear_bf16;
 
 
 #define LINEAR_SHARE_BACK 4   /* earlier tape nodes searched for a shared x copy */
@@ -116,12 +121,12 @@ static const uint16_t *arena_bf16(volt_step *s, const volt_tensor *t) {
     return b;
 }
 
-/* n's saved bf16 operands (NULL members: convert at use) */
+/* n's saved bf16 x (NULL member: convert at use) */
 static linear_bf16 *linear_keep(volt_step *s, volt_node *n) {
     volt_tensor *x = n->in[0], *w = n->in[1];
     linear_bf16 *k = volt_step_alloc(s, sizeof *k);
     if (!k) return NULL;
-    k->x = k->w = NULL;
+    k->x = NULL;
     if (volt__needs_grad(w) && x->dtype != VOLT_BF16) {
         for (int i = s->n_nodes - 2; i >= 0 && i >= s->n_nodes - 1 - LINEAR_SHARE_BACK && !k->x; i--) {
             const volt_node *p = &s->tape[i];
@@ -129,25 +134,40 @@ static linear_bf16 *linear_keep(volt_step *s, volt_node *n) {
         }
         if (!k->x && !(k->x = arena_bf16(s, x))) return NULL;
     }
-    const volt_unit_hooks *h = s->params ? s->params->hooks : NULL;
-    bool sharded = w->unit && h && h->unit_use;
-    if (volt__needs_grad(x) && w->dtype != VOLT_BF16 && !sharded && !(k->w = arena_bf16(s, w))) return NULL;
     return k;
+}
+
+/* Pack B of g from src ((k, n) = trans ? src[n ld + k] : src[k ld + n], f32 or bf16) into
+ * scratch slot `slot` and point g at it: 1 when packed, 0 when g does not take a packed B
+ * (g untouched), -1 out of memory (step error set). */
+static int pack_b(volt_step *s, volt__cpu_gemm_op *g, const void *src, volt_dtype sdt, int64_t ld, bool trans,
+                  int slot) {
+    if ((sdt != VOLT_F32 && sdt != VOLT_BF16) || !volt__cpu_gemm_packs_b(g)) return 0;
+    uint16_t *buf = (uint16_t *)volt__scratch(s, slot, (size_t)(volt__cpu_packed_b_elems(g->K, g->N) + 1) / 2);
+    if (!buf) return -1;
+    volt__cpu_pack_b_bf16(src, sdt, g->K, g->N, ld, trans, buf);
+    g->B = buf;
+    g->b_packed = true;
+    return 1;
 }
 
 volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
+    const bool nat = native_bf16(cd);
+    volt_tensor *w = n->in[1];
     const linear_bf16 *kept = NULL;
-    if (native_bf16(cd) && !s->linear_keep_bf16_off && tape_node(s, n)) {
+    if (nat && !s->linear_keep_bf16_off && tape_node(s, n)) {
         if (!(kept = linear_keep(s, n))) return VOLT_ERR_NOMEM;
         n->saved = (void *)(uintptr_t)kept;
     }
     const void *x = kept && kept->x ? kept->x : operand(s, n->in[0], cd, 0);
-    const void *w = kept && kept->w ? kept->w : operand(s, n->in[1], cd, 1);
-    if (!x || !w) return s->status;
-    volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
+    if (!x) return s->status;
+    volt__cpu_gemm_op g = gemm_op(cd, 'N', 'T', R, O, In, x, In, NULL, In, 0.f, n->out->data, O);
     if (n->n_in == 3) g.bias = n->in[2]->data;
+    int pk = nat && w->dtype == VOLT_F32 ? pack_b(s, &g, w->data, VOLT_F32, In, true, 1) : 0;   /* W^T */
+    if (pk < 0) return s->status;
+    if (!pk && !(g.B = operand(s, w, cd, 1))) return s->status;
     volt__cpu_gemm_ex(&g);
     return VOLT_OK;
 }
@@ -187,9 +207,10 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
-    const linear_bf16 *kept = native_bf16(cd) ? n->saved : NULL;   /* forward's bf16 copies */
+    const bool nat = native_bf16(cd);
+    const linear_bf16 *kept = nat ? n->saved : NULL;   /* forward's bf16 x */
     /* native bf16 with a bias grad: dy's conversion and the bias grad in one pass */
-    bool fused_db = native_bf16(cd) && n->n_in == 3 && n->grad_mode[2];
+    bool fused_db = nat && n->n_in == 3 && n->grad_mode[2];
     const void *dy;
     if (fused_db) {
         uint16_t *hb = (uint16_t *)volt__scratch(s, 0, (size_t)(R * O + 1) / 2);
@@ -198,16 +219,19 @@ volt_status volt__cpu_LINEAR_bwd(volt_step *s, volt_node *n) {
     } else {
         dy = operand_f32(s, n->out->grad, R * O, cd, 0);
     }
-    const void *wf = !volt__needs_grad(x) ? NULL : kept && kept->w ? kept->w : operand(s, w, cd, 1);
-    const void *xf = !volt__needs_grad(w) ? NULL : kept && kept->x ? kept->x : operand(s, x, cd, 2);
-    if (!dy || (volt__needs_grad(x) && !wf) || (volt__needs_grad(w) && !xf)) return s->status;
+    if (!dy) return s->status;
     /* first write (core/internal.h): beta 0 instead of accumulating into zeros */
     if (n->grad_mode[0]) {   /* dx (R,I) += dy (R,O) w (O,I) */
-        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, wf, In, volt__cpu_acc(n, 0) ? 1.f : 0.f, x->grad, In);
+        volt__cpu_gemm_op op = gemm_op(cd, 'N', 'N', R, In, O, dy, O, NULL, In, volt__cpu_acc(n, 0) ? 1.f : 0.f, x->grad, In);
+        int pk = nat ? pack_b(s, &op, w->data, w->dtype, In, false, 1) : 0;
+        if (pk < 0 || (!pk && !(op.B = operand(s, w, cd, 1)))) return s->status;
         volt__cpu_gemm_ex(&op);
     }
     if (n->grad_mode[1]) {   /* dw (O,I) += dy^T (O,R) x (R,I) */
-        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, xf, In, volt__cpu_acc(n, 1) ? 1.f : 0.f, w->grad, In);
+        volt__cpu_gemm_op op = gemm_op(cd, 'T', 'N', O, In, R, dy, O, NULL, In, volt__cpu_acc(n, 1) ? 1.f : 0.f, w->grad, In);
+        const void *xs = kept && kept->x ? kept->x : x->data;
+        int pk = nat ? pack_b(s, &op, xs, kept && kept->x ? VOLT_BF16 : x->dtype, In, false, 2) : 0;
+        if (pk < 0 || (!pk && !(op.B = kept && kept->x ? kept->x : operand(s, x, cd, 2)))) return s->status;
         volt__cpu_gemm_ex(&op);
     }
     /* the bias was added in f32: its grad is the f32 upstream gradient */

@@ -142,3 +142,85 @@ const uint16_t *volt__cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) 
     if (buf) volt_convert(buf, VOLT_BF16, t->data, t->dtype, n);
     return buf;
 }
+
+/* ---- GEMM B operands packed for oneDNN's bf16 kernels ----------------------------------- */
+/* oneDNN's brgemm matmul on AVX512-BF16 reads B (K x N) in the blocked layout BA16a64b2a:
+ * tiles of 32 k x 64 n, N-tiles outermost; inside a tile, 16 k-pairs x 64 n x the pair.
+ * Element (k, n) of B sits at
+ *   ((n / 64) * Kp / 32 + k / 32) * 2048 + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2
+ * with Kp, Np = K, N rounded up to 32, 64; the padding is zero. Given B in this layout the
+ * primitive skips its own per-call copy of B (core/cpu/gemm.c, volt__cpu_gemm_op.b_packed). */
+#define PK_K 32
+#define PK_N 64
+#define PK_TILE (PK_K * PK_N)
+
+int64_t volt__cpu_packed_b_elems(int64_t K, int64_t N) {
+    return (K + PK_K - 1) / PK_K * PK_K * ((N + PK_N - 1) / PK_N * PK_N);
+}
+
+static inline uint32_t pk_f32(const float *p, int64_t i) { return volt__f2bf(volt__f_bits(p[i])); }
+
+/* one full tile of B (k, n) = src[k ld + n]: two rows of 64 interleaved per k-pair */
+VOLT__SIMD_CLONES
+static void pack_tile_n_f32(const float *src, int64_t ld, uint32_t *out) {
+    for (int kp = 0; kp < PK_K / 2; kp++) {
+        const float *r0 = src + (int64_t)(2 * kp) * ld, *r1 = r0 + ld;
+        uint32_t *o = out + kp * PK_N;
+        for (int nn = 0; nn < PK_N; nn++) o[nn] = pk_f32(r0, nn) | pk_f32(r1, nn) << 16;
+    }
+}
+
+VOLT__SIMD_CLONES
+static void pack_tile_n_bf16(const uint16_t *src, int64_t ld, uint32_t *out) {
+    for (int kp = 0; kp < PK_K / 2; kp++) {
+        const uint16_t *r0 = src + (int64_t)(2 * kp) * ld, *r1 = r0 + ld;
+        uint32_t *o = out + kp * PK_N;
+        for (int nn = 0; nn < PK_N; nn++) o[nn] = (uint32_t)r0[nn] | (uint32_t)r1[nn] << 16;
+    }
+}
+
+/* one full tile of B (k, n) = src[n ld + k]: each row of src gives a column of the tile */
+VOLT__SIMD_CLONES
+static void pack_tile_t_f32(const float *src, int64_t ld, uint32_t *out) {
+    uint32_t col[PK_K / 2];
+    for (int nn = 0; nn < PK_N; nn++) {
+        const float *r = src + (int64_t)nn * ld;
+        for (int kp = 0; kp < PK_K / 2; kp++) col[kp] = pk_f32(r, 2 * kp) | pk_f32(r, 2 * kp + 1) << 16;
+        for (int kp = 0; kp < PK_K / 2; kp++) out[kp * PK_N + nn] = col[kp];
+    }
+}
+
+/* a tile cut by the edge of B: element by element, zeros outside */
+static void pack_tile_edge(const void *src, bool bf16_src, int64_t ld, bool trans, int64_t kw, int64_t nw,
+                           uint16_t *out) {
+    for (int kp = 0; kp < PK_K / 2; kp++)
+        for (int nn = 0; nn < PK_N; nn++)
+            for (int kk = 0; kk < 2; kk++) {
+                int64_t k = 2 * kp + kk, i = trans ? nn * ld + k : k * ld + nn;
+                uint16_t v = 0;
+                if (k < kw && nn < nw)
+                    v = bf16_src ? ((const uint16_t *)src)[i] : (uint16_t)pk_f32(src, i);
+                out[(kp * PK_N + nn) * 2 + kk] = v;
+            }
+}
+
+void volt__cpu_pack_b_bf16(const void *src, volt_dtype sdt, int64_t K, int64_t N, int64_t ld, bool trans,
+                           uint16_t *dst) {
+    const int64_t kt = (K + PK_K - 1) / PK_K, nt = (N + PK_N - 1) / PK_N;
+    const bool bf = sdt == VOLT_BF16;
+    const size_t es = bf ? 2 : 4;
+    #pragma omp parallel for schedule(static) if (K * N > CONV_PAR_MIN)
+    for (int64_t t = 0; t < kt * nt; t++) {
+        int64_t nb = t / kt, kb = t % kt, k0 = kb * PK_K, n0 = nb * PK_N;
+        const char *s = (const char *)src + (size_t)(trans ? n0 * ld + k0 : k0 * ld + n0) * es;
+        uint16_t *o = dst + t * PK_TILE;
+        if (k0 + PK_K > K || n0 + PK_N > N || (trans && bf))
+            pack_tile_edge(s, bf, ld, trans, K - k0 < PK_K ? K - k0 : PK_K, N - n0 < PK_N ? N - n0 : PK_N, o);
+        else if (trans)
+            pack_tile_t_f32((const float *)(const void *)s, ld, (uint32_t *)(void *)o);
+        else if (bf)
+            pack_tile_n_bf16((const uint16_t *)(const void *)s, ld, (uint32_t *)(void *)o);
+        else
+            pack_tile_n_f32((const float *)(const void *)s, ld, (uint32_t *)(void *)o);
+    }
+}

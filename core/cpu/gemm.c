@@ -35,7 +35,7 @@
 typedef struct {
     int64_t batch, M, N, K, lda, ldb, ldc, sa, sb, sc;
     uint32_t alpha, beta;   /* bit patterns */
-    uint8_t ta, tb, ab, bias, nested, pad_[3];
+    uint8_t ta, tb, ab, bias, nested, bpack, pad_[2];
 } gemm_key;
 
 typedef struct {
@@ -95,6 +95,12 @@ static inline float bf_at(const uint16_t *p, int64_t i) {
     return f;
 }
 
+/* element (k, n) of a packed B (volt__cpu_pack_b_bf16, core/cpu/cast.c) */
+static inline int64_t packed_at(int64_t k, int64_t n, int64_t K) {
+    int64_t kt = (K + 31) / 32;
+    return ((n / 64) * kt + k / 32) * 2048 + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2;
+}
+
 static void gemm_one(const volt__cpu_gemm_op *g, int64_t z) {
     float *C = g->C + z * g->sc;
     if (g->bias || g->K == 0) {   /* C = beta C + alpha bias, then the product with beta 1 */
@@ -119,7 +125,7 @@ static void gemm_one(const volt__cpu_gemm_op *g, int64_t z) {
             float acc = 0.f;
             for (int64_t k = 0; k < g->K; k++)
                 acc += bf_at(A, g->ta == 'T' ? k * g->lda + i : i * g->lda + k) *
-                       bf_at(B, g->tb == 'T' ? j * g->ldb + k : k * g->ldb + j);
+                       bf_at(B, g->b_packed ? packed_at(k, j, g->K) : g->tb == 'T' ? j * g->ldb + k : k * g->ldb + j);
             float *c = &C[i * g->ldc + j];
             *c = g->alpha * acc + (beta == 0.f ? 0.f : beta * *c);
         }
@@ -173,8 +179,10 @@ static dnnl_status_t operand_md(dnnl_memory_desc_t *md, int64_t batch, int64_t r
 static bool entry_make(gemm_entry *e, const gemm_key *k) {
     const dnnl_data_type_t dt = k->ab == VOLT_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
+    dnnl_dims_t kn = {k->K, k->N};
     if (operand_md(&a_md, k->batch, k->M, k->K, k->ta, k->lda, k->sa, dt) ||
-        operand_md(&b_md, k->batch, k->K, k->N, k->tb, k->ldb, k->sb, dt) ||
+        (k->bpack ? dnnl_memory_desc_init_by_tag(&b_md, 2, kn, dnnl_bf16, dnnl_BA16a64b2a)   /* packed B */
+                  : operand_md(&b_md, k->batch, k->K, k->N, k->tb, k->ldb, k->sb, dt)) ||
         operand_md(&c_md, k->batch, k->M, k->N, false, k->ldc, k->sc, dnnl_f32))
         return false;
     if (k->bias) {
@@ -256,10 +264,7 @@ static bool onednn_for(const volt__cpu_gemm_op *g) {
     return g->M * g->N * g->K * g->batch >= ONEDNN_MIN_MACS;
 }
 
-void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g) {
-    if (g->M == 0 || g->N == 0 || g->batch == 0) return;
-    pthread_once(&g_once, gemm_init);
-    if (g->K == 0 || !onednn_for(g)) { gemm_fallback(g); return; }
+static void make_key(gemm_key *kp, const volt__cpu_gemm_op *g) {
     gemm_key k;
     memset(&k, 0, sizeof k);
     k.batch = g->batch; k.M = g->M; k.N = g->N; k.K = g->K;
@@ -269,6 +274,29 @@ void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g) {
     memcpy(&k.beta, &g->beta, 4);
     k.ta = (uint8_t)(g->ta == 'T'); k.tb = (uint8_t)(g->tb == 'T');
     k.ab = (uint8_t)g->ab; k.bias = g->bias != NULL; k.nested = (uint8_t)(omp_in_parallel() != 0);
+    k.bpack = (uint8_t)g->b_packed;
+    if (k.bpack) k.ldb = k.tb = 0;   /* the packed layout has neither */
+    *kp = k;
+}
+
+/* Packed B is worth it for oneDNN's bf16 kernels only (docs/BENCHMARKS.md, 2026-12-02 third
+ * session): the primitive then skips its own copy of B into this layout on every call. */
+bool volt__cpu_gemm_packs_b(const volt__cpu_gemm_op *g) {
+    pthread_once(&g_once, gemm_init);
+    if (g->ab != VOLT_BF16 || !g_bf16_native || g->batch != 1 || g->M == 0 || g->N == 0 || g->K == 0) return false;
+    volt__cpu_gemm_op p = *g;
+    p.b_packed = true;
+    gemm_key k;
+    make_key(&k, &p);
+    return cache_get(&k) != NULL;   /* made once, then found */
+}
+
+void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g) {
+    if (g->M == 0 || g->N == 0 || g->batch == 0) return;
+    pthread_once(&g_once, gemm_init);
+    if (g->K == 0 || !onednn_for(g)) { gemm_fallback(g); return; }
+    gemm_key k;
+    make_key(&k, g);
     gemm_entry *e = cache_get(&k);
     if (!e) { gemm_fallback(g); return; }
     dnnl_exec_arg_t args[5] = {

@@ -86,8 +86,16 @@ typedef struct {
     const float *bias;        /* N floats added to every row, or NULL */
     float *C;
     int64_t ldc, sc;
+    bool b_packed;            /* B is bf16 packed by volt__cpu_pack_b_bf16 (tb, ldb unused; batch 1) */
 } volt__cpu_gemm_op;
 void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g);
+/* True when g (bf16, batch 1) runs natively with a packed B: then pack B for it. */
+bool volt__cpu_gemm_packs_b(const volt__cpu_gemm_op *g);
+/* B (K x N) as bf16 in oneDNN's blocked layout (core/cpu/cast.c): (k, n) = trans ? src[n ld + k]
+ * : src[k ld + n], src f32 or bf16; dst holds volt__cpu_packed_b_elems(K, N) halves. */
+int64_t volt__cpu_packed_b_elems(int64_t K, int64_t N);
+void volt__cpu_pack_b_bf16(const void *src, volt_dtype sdt, int64_t K, int64_t N, int64_t ld, bool trans,
+                           uint16_t *dst);
 /* One f32 GEMM: C (M,N) = alpha * op(A) op(B) + beta * C; trans = 'N' or 'T'. */
 void volt__cpu_gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
