@@ -141,12 +141,18 @@ static void check_bf16(char ta, char tb, int64_t M, int64_t N, int64_t K, float 
  * puts it (tiles of 32 k x 64 n, k-pairs innermost), zeros in the padding, and the GEMM on
  * the packed B equal to the GEMM on the plain bf16 B, bit for bit (the same kernel reads the
  * same values). Full tiles and cut ones; B given transposed or not, as f32 or bf16. */
-static void check_packed(int64_t M, int64_t N, int64_t K, bool trans, bool bf16_src, float beta, bool bias) {
+static void check_packed(int64_t M, int64_t N, int64_t K, bool trans, bool bf16_src, float beta, bool bias,
+                         bool specials) {
     int64_t ld = trans ? K : N, nb = K * N, np = volt__cpu_packed_b_elems(K, N);
     int64_t kp = (K + 31) / 32 * 32, npad = (N + 63) / 64 * 64;
     CHECK(np == kp * npad, "packed %lldx%lld: %lld elements, want %lld", (long long)K, (long long)N, (long long)np,
           (long long)(kp * npad));
     float *Bf = rand_buf(nb), *A = rand_buf(M * K), *C0 = rand_buf(M * N), *bv = rand_buf(N);
+    if (specials) {   /* NaNs (quiet and signalling), infinities, signed zero, subnormals, a rounding tie */
+        const uint32_t sp[] = {0x7fc00001u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x80000000u, 0x00000001u,
+                               0x807fffffu, 0x3f808000u, 0x3f818000u, 0x7f7fffffu};
+        for (int64_t i = 0; i < nb; i += 7) memcpy(&Bf[i], &sp[(i / 7) % 10], 4);
+    }
     uint16_t *Bh = malloc(2 * (size_t)nb), *Ah = malloc(2 * (size_t)(M * K)), *P = malloc(2 * (size_t)np);
     volt_f32_to_bf16_array(Bf, Bh, nb);
     volt_f32_to_bf16_array(A, Ah, M * K);
@@ -165,7 +171,9 @@ static void check_packed(int64_t M, int64_t N, int64_t K, bool trans, bool bf16_
     volt__cpu_gemm_op g = {.ta = 'N', .tb = trans ? 'T' : 'N', .batch = 1, .M = M, .N = N, .K = K, .alpha = 1.f,
                            .beta = beta, .ab = VOLT_BF16, .A = Ah, .lda = K, .B = Bh, .ldb = ld, .ldc = N,
                            .bias = bias ? bv : NULL};
-    if (volt__cpu_gemm_packs_b(&g)) {
+    if (specials) {
+        /* the layout only */
+    } else if (volt__cpu_gemm_packs_b(&g)) {
         float *C = malloc(sizeof(float) * (size_t)(M * N)), *Cp = malloc(sizeof(float) * (size_t)(M * N));
         memcpy(C, C0, sizeof(float) * (size_t)(M * N));
         memcpy(Cp, C0, sizeof(float) * (size_t)(M * N));
@@ -191,8 +199,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++)
         for (int t = 0; t < 2; t++)
             for (int h = 0; h < 2; h++) {
-                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 0.f, false);
-                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 1.f, t);
+                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 0.f, false, false);
+                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 1.f, t, false);
+                check_packed(packed[i][0], packed[i][1], packed[i][2], t, h, 0.f, false, true);
             }
     const char tr[2] = {'N', 'T'};
     static const int64_t sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 48, 96}, {129, 67, 255}, {5, 300, 2}};

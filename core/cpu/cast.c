@@ -179,14 +179,50 @@ static void pack_tile_n_bf16(const uint16_t *src, int64_t ld, uint32_t *out) {
     }
 }
 
-/* one full tile of B (k, n) = src[n ld + k]: each row of src gives a column of the tile */
+/* One full tile of B (k, n) = src[n ld + k]: each row of src gives a column of the tile, so
+ * the pack transposes. 16 rows at a time: each row's 32 floats become 16 k-pair words, and
+ * the 16 x 16 words are transposed in registers (4 stages of two-vector shuffles, stage s
+ * swapping bit s of row and column), then stored as 16 runs of 16 words. GCC's vector
+ * extensions: AVX-512 permutes in the x86-64-v4 clone, narrower ones elsewhere. */
+typedef uint32_t pk_v16 __attribute__((vector_size(64)));
+/* u = volt__f2bf(u), 16 lanes (a macro: a function returning a vector would change ABI per clone) */
+#define PK_F2BF(u) do { \
+    pk_v16 r_ = ((u) + 0x7fffu + (((u) >> 16) & 1u)) >> 16, q_ = ((u) >> 16) | 0x40u; \
+    pk_v16 nan_ = (pk_v16)(((u) & 0x7fffffffu) > 0x7f800000u); \
+    (u) = (nan_ & q_) | (~nan_ & r_); } while (0)
+#define PK_LO(s) (pk_v16){ PK_L(s, 0), PK_L(s, 1), PK_L(s, 2), PK_L(s, 3), PK_L(s, 4), PK_L(s, 5), PK_L(s, 6), \
+    PK_L(s, 7), PK_L(s, 8), PK_L(s, 9), PK_L(s, 10), PK_L(s, 11), PK_L(s, 12), PK_L(s, 13), PK_L(s, 14), PK_L(s, 15) }
+#define PK_HI(s) (pk_v16){ PK_H(s, 0), PK_H(s, 1), PK_H(s, 2), PK_H(s, 3), PK_H(s, 4), PK_H(s, 5), PK_H(s, 6), \
+    PK_H(s, 7), PK_H(s, 8), PK_H(s, 9), PK_H(s, 10), PK_H(s, 11), PK_H(s, 12), PK_H(s, 13), PK_H(s, 14), PK_H(s, 15) }
+#define PK_L(s, j) (((j) & (s)) ? 16 + (j) - (s) : (j))   /* row i keeps its lanes without bit s, takes row i+s's */
+#define PK_H(s, j) (((j) & (s)) ? 16 + (j) : (j) + (s))
+#define PK_STAGE(m, s) \
+    for (int i_ = 0; i_ < 16; i_++) \
+        if (!(i_ & (s))) { \
+            pk_v16 a_ = (m)[i_], b_ = (m)[i_ + (s)]; \
+            (m)[i_] = __builtin_shuffle(a_, b_, PK_LO(s)); \
+            (m)[i_ + (s)] = __builtin_shuffle(a_, b_, PK_HI(s)); \
+        }
+
 VOLT__SIMD_CLONES
 static void pack_tile_t_f32(const float *src, int64_t ld, uint32_t *out) {
-    uint32_t col[PK_K / 2];
-    for (int nn = 0; nn < PK_N; nn++) {
-        const float *r = src + (int64_t)nn * ld;
-        for (int kp = 0; kp < PK_K / 2; kp++) col[kp] = pk_f32(r, 2 * kp) | pk_f32(r, 2 * kp + 1) << 16;
-        for (int kp = 0; kp < PK_K / 2; kp++) out[kp * PK_N + nn] = col[kp];
+    const pk_v16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    const pk_v16 odd = even + 1u;
+    for (int nb = 0; nb < PK_N; nb += 16) {
+        pk_v16 m[16];
+        for (int r = 0; r < 16; r++) {   /* row nb + r: its 32 k as 16 pair words */
+            pk_v16 a, b;
+            memcpy(&a, src + (int64_t)(nb + r) * ld, sizeof a);
+            memcpy(&b, src + (int64_t)(nb + r) * ld + 16, sizeof b);
+            PK_F2BF(a);
+            PK_F2BF(b);
+            m[r] = __builtin_shuffle(a, b, even) | __builtin_shuffle(a, b, odd) << 16;
+        }
+        PK_STAGE(m, 8)
+        PK_STAGE(m, 4)
+        PK_STAGE(m, 2)
+        PK_STAGE(m, 1)
+        for (int kp = 0; kp < PK_K / 2; kp++) memcpy(out + kp * PK_N + nb, &m[kp], sizeof m[kp]);
     }
 }
 
