@@ -12,6 +12,14 @@
  * over a batch, the fused attention's rows), where oneDNN runs it on the calling thread.
  * Memory objects are re-pointed at every call, so they cannot be shared between threads.
  *
+ * Packed B (volt__cpu_gemm_op.b_packed, bf16 only): given B in the blocked layout its
+ * AVX512-BF16 kernel reads (BA16a64b2a, written by volt__cpu_pack_b_bf16 in cast.c), the
+ * primitive skips the copy of B into that layout that it otherwise makes on every call. The
+ * linears pack their B operands so (core/cpu/basic.c); the result is bit-for-bit the plain
+ * one (tests/test_gemm.c). f32 is not packed: there the pack would be an extra pass over W
+ * rather than a conversion done another way, and it was only measured in isolation (the
+ * 2026-12-02 third-session entry of docs/BENCHMARKS.md).
+ *
  * Determinism: a primitive's blocking depends only on its shape and the thread count, and
  * oneDNN's CPU matmul reduces K in a fixed order: the same inputs and threads give the
  * same bits run to run (tests/test_gemm.c checks it).
@@ -279,8 +287,8 @@ static void make_key(gemm_key *kp, const volt__cpu_gemm_op *g) {
     *kp = k;
 }
 
-/* Packed B is worth it for oneDNN's bf16 kernels only (docs/BENCHMARKS.md, 2026-12-02 third
- * session): the primitive then skips its own copy of B into this layout on every call. */
+/* A packed-B primitive for g's shape, made on first use (docs/BENCHMARKS.md, 2026-12-02
+ * third session, for what packing saves). */
 bool volt__cpu_gemm_packs_b(const volt__cpu_gemm_op *g) {
     pthread_once(&g_once, gemm_init);
     if (g->ab != VOLT_BF16 || !g_bf16_native || g->batch != 1 || g->M == 0 || g->N == 0 || g->K == 0) return false;
