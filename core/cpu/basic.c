@@ -95,8 +95,8 @@ volt_status volt__cpu_MATMUL_bwd(volt_step *s, volt_node *n) {
  * gets its B operand already in the blocked layout oneDNN's bf16 kernel reads: W^T for
  * forward, W for dx, x for dW. The primitive would otherwise copy B into that layout on
  * every call, more slowly than the pack, which replaces the conversion to bf16 (forward)
- * or reads the bf16 copy of x (dW). 8-16 % off the linears' bf16 GEMM time at DistilBERT's
- * shapes (docs/BENCHMARKS.md). Bits: the same kernel on the same bf16 values. W is packed
+ * or reads the bf16 copy of x (dW): 10-15 % off the linears' bf16 time, packing included, at
+ * DistilBERT's shapes (docs/BENCHMARKS.md). Bits: the same kernel on the same bf16 values. W is packed
  * from the f32 weights at each use (forward, then backward), so nothing outlives the step:
  * an optimizer step, a checkpoint load, an FSDP gather, or a user's write between steps is
  * always seen. W stored in bf16 is read in place by forward (not packed) and packed for dx.
