@@ -190,24 +190,26 @@ typedef uint32_t pk_v16 __attribute__((vector_size(64)));
     pk_v16 r_ = ((u) + 0x7fffu + (((u) >> 16) & 1u)) >> 16, q_ = ((u) >> 16) | 0x40u; \
     pk_v16 nan_ = (pk_v16)(((u) & 0x7fffffffu) > 0x7f800000u); \
     (u) = (nan_ & q_) | (~nan_ & r_); } while (0)
-#define PK_LO(s) (pk_v16){ PK_L(s, 0), PK_L(s, 1), PK_L(s, 2), PK_L(s, 3), PK_L(s, 4), PK_L(s, 5), PK_L(s, 6), \
-    PK_L(s, 7), PK_L(s, 8), PK_L(s, 9), PK_L(s, 10), PK_L(s, 11), PK_L(s, 12), PK_L(s, 13), PK_L(s, 14), PK_L(s, 15) }
-#define PK_HI(s) (pk_v16){ PK_H(s, 0), PK_H(s, 1), PK_H(s, 2), PK_H(s, 3), PK_H(s, 4), PK_H(s, 5), PK_H(s, 6), \
-    PK_H(s, 7), PK_H(s, 8), PK_H(s, 9), PK_H(s, 10), PK_H(s, 11), PK_H(s, 12), PK_H(s, 13), PK_H(s, 14), PK_H(s, 15) }
+/* a two-vector shuffle with constant lane indices (0-15: a, 16-31: b), GCC's or clang's builtin */
+#if defined(__clang__)
+#define PK_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define PK_SHUF(a, b, ...) __builtin_shuffle(a, b, (pk_v16){ __VA_ARGS__ })
+#endif
+#define PK_LANES(F, s) F(s, 0), F(s, 1), F(s, 2), F(s, 3), F(s, 4), F(s, 5), F(s, 6), F(s, 7), F(s, 8), F(s, 9), \
+    F(s, 10), F(s, 11), F(s, 12), F(s, 13), F(s, 14), F(s, 15)
 #define PK_L(s, j) (((j) & (s)) ? 16 + (j) - (s) : (j))   /* row i keeps its lanes without bit s, takes row i+s's */
 #define PK_H(s, j) (((j) & (s)) ? 16 + (j) : (j) + (s))
 #define PK_STAGE(m, s) \
     for (int i_ = 0; i_ < 16; i_++) \
         if (!(i_ & (s))) { \
             pk_v16 a_ = (m)[i_], b_ = (m)[i_ + (s)]; \
-            (m)[i_] = __builtin_shuffle(a_, b_, PK_LO(s)); \
-            (m)[i_ + (s)] = __builtin_shuffle(a_, b_, PK_HI(s)); \
+            (m)[i_] = PK_SHUF(a_, b_, PK_LANES(PK_L, s)); \
+            (m)[i_ + (s)] = PK_SHUF(a_, b_, PK_LANES(PK_H, s)); \
         }
 
 VOLT__SIMD_CLONES
 static void pack_tile_t_f32(const float *src, int64_t ld, uint32_t *out) {
-    const pk_v16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-    const pk_v16 odd = even + 1u;
     for (int nb = 0; nb < PK_N; nb += 16) {
         pk_v16 m[16];
         for (int r = 0; r < 16; r++) {   /* row nb + r: its 32 k as 16 pair words */
@@ -216,7 +218,8 @@ static void pack_tile_t_f32(const float *src, int64_t ld, uint32_t *out) {
             memcpy(&b, src + (int64_t)(nb + r) * ld + 16, sizeof b);
             PK_F2BF(a);
             PK_F2BF(b);
-            m[r] = __builtin_shuffle(a, b, even) | __builtin_shuffle(a, b, odd) << 16;
+            m[r] = PK_SHUF(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) |
+                   PK_SHUF(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31) << 16;
         }
         PK_STAGE(m, 8)
         PK_STAGE(m, 4)
