@@ -144,14 +144,12 @@ const uint16_t *volt__cpu_as_bf16(volt_step *s, const volt_tensor *t, int slot) 
 }
 
 /* ---- GEMM B operands packed for oneDNN's bf16 kernels ----------------------------------- */
-/* oneDNN's brgemm matmul on AVX512-BF16 reads B (K x N) in the blocked layout BA16a64b2a:
- * tiles of 32 k x 64 n, N-tiles outermost; inside a tile, 16 k-pairs x 64 n x the pair.
- * Element (k, n) of B sits at
- *   ((n / 64) * Kp / 32 + k / 32) * 2048 + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2
- * with Kp, Np = K, N rounded up to 32, 64; the padding is zero. Given B in this layout the
- * primitive skips its own per-call copy of B (core/cpu/gemm.c, volt__cpu_gemm_op.b_packed). */
-#define PK_K 32
-#define PK_N 64
+/* oneDNN's brgemm matmul on AVX512-BF16 reads B (K x N) in the blocked layout BA16a64b2a
+ * (core/cpu/kernels.h, volt__cpu_packed_at); given B so, the primitive skips its own
+ * per-call copy of B (core/cpu/gemm.c, volt__cpu_gemm_op.b_packed). Tiles are packed whole,
+ * one per loop iteration; the tile functions below write a tile's words in order. */
+#define PK_K VOLT_PACK_K
+#define PK_N VOLT_PACK_N
 #define PK_TILE (PK_K * PK_N)
 
 int64_t volt__cpu_packed_b_elems(int64_t K, int64_t N) {
@@ -180,16 +178,12 @@ static void pack_tile_n_bf16(const uint16_t *src, int64_t ld, uint32_t *out) {
 }
 
 /* One full tile of B (k, n) = src[n ld + k]: each row of src gives a column of the tile, so
- * the pack transposes. 16 rows at a time: each row's 32 floats become 16 k-pair words, and
- * the 16 x 16 words are transposed in registers (4 stages of two-vector shuffles, stage s
- * swapping bit s of row and column), then stored as 16 runs of 16 words. GCC's vector
- * extensions: AVX-512 permutes in the x86-64-v4 clone, narrower ones elsewhere. */
+ * the pack transposes. 16 rows at a time: each row's 32 floats become 16 k-pair words (the
+ * loop of pack_tile_n_f32's shape, which vectorises), and the 16 x 16 words are transposed
+ * in registers (4 stages of two-vector shuffles, stage s swapping bit s of row and column),
+ * then stored as 16 runs of 16 words: storing word by word was 1.7x slower. GCC's / clang's
+ * vector extensions: AVX-512 permutes in the x86-64-v4 clone, narrower ones elsewhere. */
 typedef uint32_t pk_v16 __attribute__((vector_size(64)));
-/* u = volt__f2bf(u), 16 lanes (a macro: a function returning a vector would change ABI per clone) */
-#define PK_F2BF(u) do { \
-    pk_v16 r_ = ((u) + 0x7fffu + (((u) >> 16) & 1u)) >> 16, q_ = ((u) >> 16) | 0x40u; \
-    pk_v16 nan_ = (pk_v16)(((u) & 0x7fffffffu) > 0x7f800000u); \
-    (u) = (nan_ & q_) | (~nan_ & r_); } while (0)
 /* a two-vector shuffle with constant lane indices (0-15: a, 16-31: b), GCC's or clang's builtin */
 #if defined(__clang__)
 #define PK_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
@@ -213,13 +207,10 @@ static void pack_tile_t_f32(const float *src, int64_t ld, uint32_t *out) {
     for (int nb = 0; nb < PK_N; nb += 16) {
         pk_v16 m[16];
         for (int r = 0; r < 16; r++) {   /* row nb + r: its 32 k as 16 pair words */
-            pk_v16 a, b;
-            memcpy(&a, src + (int64_t)(nb + r) * ld, sizeof a);
-            memcpy(&b, src + (int64_t)(nb + r) * ld + 16, sizeof b);
-            PK_F2BF(a);
-            PK_F2BF(b);
-            m[r] = PK_SHUF(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) |
-                   PK_SHUF(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31) << 16;
+            const float *row = src + (int64_t)(nb + r) * ld;
+            uint32_t w[PK_K / 2];
+            for (int kp = 0; kp < PK_K / 2; kp++) w[kp] = pk_f32(row, 2 * kp) | pk_f32(row, 2 * kp + 1) << 16;
+            memcpy(&m[r], w, sizeof w);
         }
         PK_STAGE(m, 8)
         PK_STAGE(m, 4)

@@ -103,12 +103,6 @@ static inline float bf_at(const uint16_t *p, int64_t i) {
     return f;
 }
 
-/* element (k, n) of a packed B (volt__cpu_pack_b_bf16, core/cpu/cast.c) */
-static inline int64_t packed_at(int64_t k, int64_t n, int64_t K) {
-    int64_t kt = (K + 31) / 32;
-    return ((n / 64) * kt + k / 32) * 2048 + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2;
-}
-
 static void gemm_one(const volt__cpu_gemm_op *g, int64_t z) {
     float *C = g->C + z * g->sc;
     if (g->bias || g->K == 0) {   /* C = beta C + alpha bias, then the product with beta 1 */
@@ -133,7 +127,7 @@ static void gemm_one(const volt__cpu_gemm_op *g, int64_t z) {
             float acc = 0.f;
             for (int64_t k = 0; k < g->K; k++)
                 acc += bf_at(A, g->ta == 'T' ? k * g->lda + i : i * g->lda + k) *
-                       bf_at(B, g->b_packed ? packed_at(k, j, g->K) : g->tb == 'T' ? j * g->ldb + k : k * g->ldb + j);
+                       bf_at(B, g->b_packed ? volt__cpu_packed_at(k, j, g->K) : g->tb == 'T' ? j * g->ldb + k : k * g->ldb + j);
             float *c = &C[i * g->ldc + j];
             *c = g->alpha * acc + (beta == 0.f ? 0.f : beta * *c);
         }

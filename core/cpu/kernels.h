@@ -91,8 +91,18 @@ typedef struct {
 void volt__cpu_gemm_ex(const volt__cpu_gemm_op *g);
 /* True when g (bf16, batch 1) runs natively with a packed B: then pack B for it. */
 bool volt__cpu_gemm_packs_b(const volt__cpu_gemm_op *g);
-/* B (K x N) as bf16 in oneDNN's blocked layout (core/cpu/cast.c): (k, n) = trans ? src[n ld + k]
- * : src[k ld + n], src f32 or bf16; dst holds volt__cpu_packed_b_elems(K, N) halves. */
+/* Packed B: oneDNN's bf16 blocked layout BA16a64b2a, tiles of VOLT_PACK_K k x VOLT_PACK_N n
+ * (N-tiles outermost), inside a tile 16 k-pairs x 64 n x the pair; K, N padded to the tile
+ * with zeros. volt__cpu_packed_at: where element (k, n) of a packed K-row B sits. */
+#define VOLT_PACK_K 32
+#define VOLT_PACK_N 64
+static inline int64_t volt__cpu_packed_at(int64_t k, int64_t n, int64_t K) {
+    int64_t kt = (K + VOLT_PACK_K - 1) / VOLT_PACK_K;
+    return ((n / VOLT_PACK_N) * kt + k / VOLT_PACK_K) * (VOLT_PACK_K * VOLT_PACK_N) +
+           ((k % VOLT_PACK_K) / 2) * (2 * VOLT_PACK_N) + (n % VOLT_PACK_N) * 2 + k % 2;
+}
+/* B (K x N) packed as bf16 (core/cpu/cast.c): (k, n) = trans ? src[n ld + k] : src[k ld + n],
+ * src f32 or bf16; dst holds volt__cpu_packed_b_elems(K, N) halves. */
 int64_t volt__cpu_packed_b_elems(int64_t K, int64_t N);
 void volt__cpu_pack_b_bf16(const void *src, volt_dtype sdt, int64_t K, int64_t N, int64_t ld, bool trans,
                            uint16_t *dst);
