@@ -98,9 +98,9 @@ static result run(const char *backend, const acase *c, const float *q, const flo
 
 static void result_free(result *r) { free(r->o); free(r->dq); free(r->dk); free(r->dv); }
 
-/* max |a - b| / max |b| (NaN counts as a failure) */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double e = 0, sc = 1e-30;
+/* max |a - b| / max(max |b|, floor) (NaN counts as a failure) */
+static double rel_err(const float *a, const float *b, int64_t n, double floor) {
+    double e = 0, sc = floor > 1e-30 ? floor : 1e-30;
     for (int64_t t = 0; t < n; t++) {
         double d = fabs((double)a[t] - b[t]);
         if (!(d <= e)) e = d;
@@ -125,8 +125,13 @@ static void check_case(const acase *c) {
     CHECK(rg.st == VOLT_OK, "%s: cuda: %s", name, rg.err);
     if (rc.st == VOLT_OK && rg.st == VOLT_OK) {
         double tol = c->compute == VOLT_F32 ? 1e-4 : 1e-2;
-        double eo = rel_err(rg.o, rc.o, nq), eq = rel_err(rg.dq, rc.dq, nq);
-        double ek = rel_err(rg.dk, rc.dk, nk), ev = rel_err(rg.dv, rc.dv, nk);
+        /* dq and dk on the scale of dv as well: with one visible key the softmax is constant,
+         * so they are exactly 0 and both backends give rounding noise of dP - delta (the CUDA
+         * simulator showed ~1e-7 against dv ~ 1, i.e. "rel err 1.5" against the noise) */
+        double sdv = 0;
+        for (int64_t t = 0; t < nk; t++) sdv = fabs(rc.dv[t]) > sdv ? fabs(rc.dv[t]) : sdv;
+        double eo = rel_err(rg.o, rc.o, nq, 0), eq = rel_err(rg.dq, rc.dq, nq, sdv);
+        double ek = rel_err(rg.dk, rc.dk, nk, sdv), ev = rel_err(rg.dv, rc.dv, nk, 0);
         printf("%-60s o %.2e dq %.2e dk %.2e dv %.2e\n", name, eo, eq, ek, ev);
         CHECK(eo <= tol, "%s: output rel err %.3e > %.0e", name, eo, tol);
         CHECK(eq <= tol, "%s: dq rel err %.3e > %.0e", name, eq, tol);
@@ -180,7 +185,7 @@ static void check_dropout(int64_t n, float p, bool add) {
             dy += memcmp(&y[0][t], &y[1][t], sizeof(float)) != 0;
             kept += y[0][t] != 0.f;
         }
-        double e = rel_err(dx[1], dx[0], n);
+        double e = rel_err(dx[1], dx[0], n, 0);
         printf("dropout n=%-8lld p=%.2f %s: %lld forward elements differ, kept %lld, dx rel err %.2e\n",
                (long long)n, p, add ? "ADD  " : "STORE", (long long)dy, (long long)kept, e);
         CHECK(dy == 0, "dropout n=%lld p=%g: %lld elements differ between cpu and cuda", (long long)n, p, (long long)dy);

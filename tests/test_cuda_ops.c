@@ -261,6 +261,11 @@ static volt_tensor *b_accuracy(volt_step *s, volt_tensor **in, const void *a) { 
 
 static void test_ops(void) {
     const double R = 1e-4, A = 1e-5;           /* f32 */
+    /* f32 GEMMs with long sums (K = 257 forward, 1000 rows for the weight grad): the two
+     * backends add the products in other orders, and near a cancellation the results differ
+     * by ~sqrt(K) 2^-24 sum|ab| ~ 1e-4 absolute (the CUDA simulator, which sums in double,
+     * showed 7e-5 against the CPU's f32) */
+    const double AK = 5e-4;
     const double R16 = 2e-3, A16 = 2e-3;        /* bf16 / f16 compute: same roundings, other sums */
     static const int perm4[] = { 2, 0, 3, 1 };
     static const int conv_a[] = { 2, 1, 1 }, conv_b[] = { 1, 0, 0 }, pool_a[] = { 2, 2 }, pool_b[] = { 3, 2 };
@@ -273,7 +278,7 @@ static void test_ops(void) {
         { "matmul bf16 compute", 2, { F32(3, 129, 64), F32(3, 64, 31) }, b_matmul, NULL, R16, A16, VOLT_BF16, false },
         { "matmul f16 compute", 2, { F32(129, 64), F32(64, 31) }, b_matmul, NULL, R16, A16, VOLT_F16, true },
         { "linear 129x65 -> 33 + bias", 3, { F32(129, 65), F32(33, 65), F32(33) }, b_linear, NULL, R, A, VOLT_F32, true },
-        { "linear 1000x257 -> 129 + bias", 3, { F32(1000, 257), F32(129, 257), F32(129) }, b_linear, NULL, R, A, VOLT_F32, false },
+        { "linear 1000x257 -> 129 + bias", 3, { F32(1000, 257), F32(129, 257), F32(129) }, b_linear, NULL, R, AK, VOLT_F32, false },
         { "linear (3,5,7) -> 9, no bias", 2, { F32(3, 5, 7), F32(9, 7) }, b_linear_nb, NULL, R, A, VOLT_F32, false },
         { "linear bf16 compute", 3, { F32(129, 96), F32(40, 96), F32(40) }, b_linear, NULL, R16, A16, VOLT_BF16, true },
         { "linear f16 compute", 3, { F32(129, 96), F32(40, 96), F32(40) }, b_linear, NULL, R16, A16, VOLT_F16, false },

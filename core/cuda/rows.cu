@@ -235,7 +235,7 @@ __global__ void k_reduce_part(int mode, const float *a, const float *b, int64_t 
 }
 __global__ void k_reduce_final(const double *part, int nparts, float *out, double div, double *acc) {
     __shared__ double shd[33];
-    double v = threadIdx.x < nparts ? part[threadIdx.x] : 0.0;
+    double v = (int)threadIdx.x < nparts ? part[threadIdx.x] : 0.0;
     v = vcu_block_reduce<double, vcu_warp_sum_d>(v, shd, 0.0);
     if (threadIdx.x == 0) {
         if (out) out[0] = (float)(v / div);

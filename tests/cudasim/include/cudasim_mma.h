@@ -1,0 +1,92 @@
+/* tests/cudasim/include/cudasim_mma.h — nvcuda::wmma for the CUDA simulator (in place of the toolkit's
+ * mma.h; only the 16x16x16 shapes core/cuda uses). Every lane holds the whole 16x16 tile
+ * (a GPU spreads it over the warp's registers; no code may depend on which lane holds what,
+ * and core/cuda does not touch fragment elements). Every call is a warp barrier on entry and
+ * exit, as the *_sync calls converge the warp. The preconditions the hardware has are
+ * checked: the pointer 32-byte aligned (256 bits), ldm a multiple of 16 bytes' worth of
+ * elements; a violation ends the launch with cudaErrorMisalignedAddress. Products are exact
+ * in f32 (16-bit inputs), summed in k order in f32. */
+#ifndef CUDASIM_MMA_H
+#define CUDASIM_MMA_H
+#include <stdint.h>
+#include <type_traits>
+
+namespace cudasim {
+void wmma_fault(const char *what, const void *p, unsigned ldm);   /* runtime.cc: fails the launch */
+}
+
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "the simulator has the 16x16x16 shape only");
+    T x[256];   /* element (r, c) at x[r * 16 + c], whatever the memory layout was */
+    enum { num_elements = 256 };
+};
+
+template <class T>
+static inline float to_f(T v) { return (float)v; }
+
+template <class T>
+static inline void check_ptr(const char *what, const T *p, unsigned ldm) {
+    if (((uintptr_t)p & 31u) || ldm % (16 / sizeof(T)))
+        ::cudasim::wmma_fault(what, (const void *)p, ldm);
+}
+
+template <class Use, class T, class L>
+inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
+    ::cudasim::sync_warp();
+    check_ptr("load_matrix_sync", p, ldm);
+    const bool col = std::is_same<L, col_major>::value;
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) f.x[r * 16 + c] = col ? p[c * ldm + r] : p[r * ldm + c];
+    ::cudasim::sync_warp();
+}
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float, void> &f, const float *p, unsigned ldm,
+                             layout_t l) {
+    ::cudasim::sync_warp();
+    check_ptr("load_matrix_sync", p, ldm);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) f.x[r * 16 + c] = l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
+    ::cudasim::sync_warp();
+}
+inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float, void> &f, unsigned ldm,
+                              layout_t l) {
+    ::cudasim::sync_warp();
+    check_ptr("store_matrix_sync", p, ldm);
+    if (::cudasim::g_cur->lane == 0)   /* one copy of the tile is written */
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 16; c++) (l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
+    ::cudasim::sync_warp();
+}
+template <class Use, class T, class L>
+inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, T v) {
+    ::cudasim::sync_warp();
+    for (int i = 0; i < 256; i++) f.x[i] = v;
+    ::cudasim::sync_warp();
+}
+template <class T, class LA, class LB>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float, void> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+                     const fragment<matrix_b, 16, 16, 16, T, LB> &b,
+                     const fragment<accumulator, 16, 16, 16, float, void> &c) {
+    ::cudasim::sync_warp();
+    float out[256];
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) {
+            float s = c.x[r * 16 + n];
+            for (int k = 0; k < 16; k++) s += to_f(a.x[r * 16 + k]) * to_f(b.x[k * 16 + n]);
+            out[r * 16 + n] = s;
+        }
+    for (int i = 0; i < 256; i++) d.x[i] = out[i];
+    ::cudasim::sync_warp();
+}
+} /* namespace wmma */
+} /* namespace nvcuda */
+#endif

@@ -1,0 +1,64 @@
+# tests/cudasim/sim.cmake — the CUDA simulator build (-DVOLT_CUDA_SIM=ON; README.md here).
+# Included from the top-level CMakeLists (the kernels' generated sources must be made in the
+# directory of the target that compiles them). Sets VOLT_CUDASIM_KERNEL_SOURCES.
+set(_sim ${CMAKE_CURRENT_SOURCE_DIR}/tests/cudasim)
+set(_sim_out ${CMAKE_CURRENT_BINARY_DIR}/cudasim)
+file(MAKE_DIRECTORY ${_sim_out})
+set(_sim_cxx_flags -fPIC -I${_sim}/include)
+if(VOLT_SANITIZE)
+  list(APPEND _sim_cxx_flags -fsanitize=${VOLT_SANITIZE} -fno-omit-frame-pointer)
+endif()
+if(CMAKE_BUILD_TYPE STREQUAL "Release")
+  list(APPEND _sim_cxx_flags -O2)
+endif()
+list(APPEND _sim_cxx_flags -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas)
+if(VOLT_WERROR)
+  list(APPEND _sim_cxx_flags -Werror)
+endif()
+
+# The runtime (cudart on the CPU), and the cuBLASLt and NCCL the backend loads at run time
+# (VOLT_CUBLASLT / VOLT_NCCL name them in the gpu tests' environment: tests/gpu_sim.cmake).
+find_package(Threads REQUIRED)
+add_library(volt_cudasim SHARED ${_sim}/runtime.cc)
+target_include_directories(volt_cudasim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
+target_compile_options(volt_cudasim PRIVATE ${_sim_cxx_flags})
+target_link_libraries(volt_cudasim PRIVATE Threads::Threads)
+foreach(_lib cublasLt nccl)
+  string(TOLOWER ${_lib} _src)
+  if(EXISTS ${_sim}/${_src}.cc)
+    add_library(volt_cudasim_${_lib} SHARED ${_sim}/${_src}.cc)
+    target_include_directories(volt_cudasim_${_lib} PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
+    target_compile_options(volt_cudasim_${_lib} PRIVATE ${_sim_cxx_flags})
+    target_link_libraries(volt_cudasim_${_lib} PRIVATE volt_cudasim Threads::Threads)
+  endif()
+endforeach()
+
+# core/cuda/*.cu -> build/cudasim/*.cc (tests/cudasim/transform.cmake), compiled as C++
+# with cudasim_device.h first.
+set(VOLT_CUDASIM_KERNEL_SOURCES)
+file(GLOB _sim_cu CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/core/cuda/*.cu)
+foreach(_cu ${_sim_cu})
+  get_filename_component(_name ${_cu} NAME_WE)
+  set(_cc ${_sim_out}/${_name}.cc)
+  add_custom_command(OUTPUT ${_cc}
+    COMMAND ${CMAKE_COMMAND} -DIN=${_cu} -DOUT=${_cc} -P ${_sim}/transform.cmake
+    DEPENDS ${_cu} ${_sim}/transform.cmake VERBATIM)
+  set(_opts ${_sim_cxx_flags} -include cudasim_device.h)
+  if(_name STREQUAL "param_math")   # as nvcc -fmad=false: no contraction
+    list(APPEND _opts -ffp-contract=off)
+  endif()
+  set_source_files_properties(${_cc} PROPERTIES COMPILE_OPTIONS "${_opts}" OBJECT_DEPENDS
+    "${_sim}/include/cudasim_device.h;${_sim}/include/cudasim_mma.h")
+  list(APPEND VOLT_CUDASIM_KERNEL_SOURCES ${_cc})
+endforeach()
+# libvolt links the simulator in this build, so an install carries it (cmake/install.cmake).
+install(TARGETS volt_cudasim EXPORT voltTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# The simulator's own checks (tests/cudasim/test_cudasim.cu; registered in tests/gpu_sim.cmake).
+add_custom_command(OUTPUT ${_sim_out}/test_cudasim.cc
+  COMMAND ${CMAKE_COMMAND} -DIN=${_sim}/test_cudasim.cu -DOUT=${_sim_out}/test_cudasim.cc -P ${_sim}/transform.cmake
+  DEPENDS ${_sim}/test_cudasim.cu ${_sim}/transform.cmake VERBATIM)
+add_executable(test_cudasim ${_sim_out}/test_cudasim.cc)
+target_include_directories(test_cudasim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
+target_compile_options(test_cudasim PRIVATE ${_sim_cxx_flags} -include cudasim_device.h)
+target_link_libraries(test_cudasim PRIVATE volt_cudasim)

@@ -1,0 +1,22 @@
+# The CUDA simulator build (-DVOLT_CUDA_SIM=ON, tests/cudasim/README.md): the gpu tests run
+# against the simulator's runtime, cuBLASLt and NCCL (the backend loads the last two from
+# VOLT_CUBLASLT / VOLT_NCCL), and the simulator's own checks run too.
+if(VOLT_CUDA_SIM)
+  set(_sim_env "CUDASIM=1")
+  if(TARGET volt_cudasim_cublasLt)
+    list(APPEND _sim_env "VOLT_CUBLASLT=$<TARGET_FILE:volt_cudasim_cublasLt>")
+  endif()
+  if(TARGET volt_cudasim_nccl)
+    list(APPEND _sim_env "VOLT_NCCL=$<TARGET_FILE:volt_cudasim_nccl>")
+  endif()
+  foreach(t test_cuda_ops test_cuda_attention test_cuda_compile test_nccl)
+    if(TEST ${t})
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${_sim_env})
+      set_property(TEST ${t} APPEND PROPERTY LABELS cudasim)
+    endif()
+  endforeach()
+  add_test(NAME test_cudasim COMMAND test_cudasim)
+  add_test(NAME test_cudasim_deadlock COMMAND test_cudasim deadlock)
+  add_test(NAME test_cudasim_misaligned COMMAND test_cudasim misaligned)
+  set_tests_properties(test_cudasim test_cudasim_deadlock test_cudasim_misaligned PROPERTIES LABELS cudasim TIMEOUT 120)
+endif()
