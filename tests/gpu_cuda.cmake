@@ -19,3 +19,7 @@ add_test(NAME test_nccl_nogpu COMMAND test_nccl nogpu)
 add_test(NAME test_nccl_missing COMMAND test_nccl missing)
 set_tests_properties(test_nccl_nogpu test_nccl_missing PROPERTIES TIMEOUT 60)
 set_tests_properties(test_nccl_missing PROPERTIES ENVIRONMENT "VOLT_NCCL=/nonexistent/libnccl.so.2")
+
+# One DistilBERT training step, cuda vs cpu (tests/test_cuda_distilbert.c): logits and every
+# gradient, at 32-true and bf16-mixed, dropout on. Label gpu (77 without a device).
+set_tests_properties(test_cuda_distilbert PROPERTIES LABELS gpu)
