@@ -29,7 +29,9 @@
  *    put on the stream only when ncclCommGetAsyncError turns ncclSuccess (its first poll
  *    says ncclInProgress, the second ncclSuccess), as the real background enqueue is complete
  *    only then. Later ones return
- *    ncclSuccess. A blocking comm never returns ncclInProgress.
+ *    ncclSuccess. A blocking comm never returns ncclInProgress. (Real NCCL at one rank has
+ *    no peer to connect and may well answer ncclSuccess at once: the simulated first
+ *    ncclInProgress is there so that the caller's handling of it runs.)
  *  - ncclCommAbort never waits: it marks the comm aborted and frees the handle; each queued
  *    host function of that comm that runs afterwards sees the mark and returns without
  *    touching memory (what a real kernel does when it finds the abort flag set; the queued
