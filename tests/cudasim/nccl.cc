@@ -1,0 +1,520 @@
+/* cudasim NCCL: a CPU simulation of the NCCL 2.28 API that volt's NCCL comm backend loads
+ * (strategies/comm/nccl/nccl_lib.h: VOLT_NCCL_FUNCS), built as libvolt_cudasim_nccl.so and picked
+ * up through VOLT_NCCL, so tests/test_nccl.c runs on a machine without a GPU, under ASan, against
+ * the cudasim runtime (tests/cudasim/runtime.cc: device memory is host memory, every stream a
+ * worker thread). docs/NCCL.md, "NCCL simulator".
+ *
+ * What it simulates (world size 1 only):
+ *  - ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random bytes; the id is
+ *    remembered so that init can tell it from a made-up one), ncclGetErrorString (NCCL's strings),
+ *    ncclGetLastError (the last message, process-wide and never cleared, as in NCCL).
+ *  - ncclCommInitRankConfig: nranks 1, rank 0. A bad rank is ncclInvalidArgument ("Invalid rank
+ *    requested"), a valid one of several ranks ncclInvalidUsage ("cudasim NCCL: only one rank
+ *    (nranks N)"); a config not made by NCCL_CONFIG_INITIALIZER or a blocking value other than
+ *    0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns ncclInProgress
+ *    and ncclCommGetAsyncError says ncclInProgress on its first two calls, then ncclSuccess.
+ *  - AllReduce / ReduceScatter / AllGather / Broadcast, every ncclDataType_t and built-in
+ *    ncclRedOp_t: the one-rank result, which is a copy of count elements from sendbuff to
+ *    recvbuff (nothing to do in place), done on `stream` by a host function queued with
+ *    cudaLaunchHostFunc, so it runs in stream order, after the work queued before it and
+ *    before the work queued after it; its arguments are copied at call time.
+ *    Checked as NCCL checks them, in NCCL's order: the comm (NULL; aborted or destroyed, which
+ *    NCCL sees as "corrupted comm object"), the comm ready (a call while an earlier one is
+ *    still ncclInProgress: ncclInvalidArgument; a sticky async error: that error), root, type,
+ *    op, and the buffers as NCCL_CHECK_POINTERS=1 does (cudaPointerGetAttributes: memory a
+ *    kernel cannot address, e.g. plain malloc'd host memory, is ncclInvalidArgument). count 0
+ *    does nothing, as in NCCL.
+ *    On a non-blocking comm the FIRST collective returns ncclInProgress (real NCCL connects
+ *    peers lazily at the first collective and reports that in the background): its work is
+ *    put on the stream only when ncclCommGetAsyncError turns ncclSuccess (its first poll
+ *    says ncclInProgress, the second ncclSuccess), as the real background enqueue is complete
+ *    only then. Later ones return
+ *    ncclSuccess. A blocking comm never returns ncclInProgress. (Real NCCL at one rank has
+ *    no peer to connect and may well answer ncclSuccess at once: the simulated first
+ *    ncclInProgress is there so that the caller's handling of it runs.)
+ *  - ncclCommAbort never waits: it marks the comm aborted and frees the handle; each queued
+ *    host function of that comm that runs afterwards sees the mark and returns without
+ *    touching memory (what a real kernel does when it finds the abort flag set; the queued
+ *    ones are not removed from their streams). Any call with the handle afterwards is
+ *    ncclInvalidArgument "Error: corrupted comm object detected", as in NCCL, where abort
+ *    frees (and poisons) the communicator.
+ *  - ncclCommFinalize: blocking, waits until the comm's queued work has run; non-blocking,
+ *    returns ncclInProgress, and ncclCommGetAsyncError says ncclInProgress until that work has
+ *    run (and at least once). A second finalize is ncclInvalidArgument.
+ *    ncclCommDestroy: frees the comm, first waiting (as NCCL does) for its queued work when it
+ *    was not finalized. Destroy or abort of NULL is ncclSuccess; of a dead handle,
+ *    ncclInvalidArgument.
+ *  - Fault injection for the comm backend's asynchronous-error path: with VOLT_CUDASIM_NCCL_FAIL_AT=N
+ *    (N >= 1, read at init) the Nth collective of each communicator does not complete: its host
+ *    function sets the comm's asynchronous error to ncclRemoteError ("cudasim NCCL: injected
+ *    remote error ...", ncclGetLastError) and then holds its stream, as a real kernel whose
+ *    peer is gone does, until the comm is aborted; recvbuff is left untouched. Any other value
+ *    of the variable is refused at init (ncclInvalidArgument, naming it).
+ *
+ * What it does not: more than one rank (no inter-process transport); the other entry points
+ * of nccl.h (groups, send/recv, Reduce, split, registration, user reduction ops: an op >=
+ * ncclNumOps is "unknown to this communicator"); collectives while the stream is being
+ * captured into a CUDA graph (ncclInvalidUsage saying so; real NCCL captures them); NCCL's
+ * environment variables and debug output.
+ *
+ * Where it deliberately differs from NCCL:
+ *  - it checks more, and says so as an error: a NULL buffer with count > 0 and a non-device
+ *    pointer are refused always (NCCL checks pointers only under NCCL_CHECK_POINTERS=1 and
+ *    otherwise faults on the device later); send and recv ranges that overlap without being
+ *    NCCL's in-place layout are refused (NCCL gives undefined results); an init from a unique
+ *    id this process did not make is refused (NCCL would fail or hang in its bootstrap);
+ *  - asynchronous states last a fixed number of polls instead of a time, so a caller that
+ *    does not poll to ncclSuccess before its next call fails every time here, not only when
+ *    the real background thread is slow;
+ *  - ncclAvg at one rank is a byte copy (NCCL multiplies by 1/nranks = 1 on the device, which
+ *    can change the bits of a NaN);
+ *  - ncclCommAbort returns at once even with work queued behind a held stream (the real one
+ *    synchronises NCCL's internal streams while it tears down, which may depend on the
+ *    device making progress).
+ *
+ * The CUDA runtime calls made: cudaLaunchHostFunc, cudaPointerGetAttributes,
+ * cudaStreamIsCapturing, cudaGetErrorString. Test: tests/cudasim/test_nccl_sim.cc. */
+/* The NCCL API is what this library exports, whatever -fvisibility it is built with. */
+#pragma GCC visibility push(default)
+#include <nccl.h>
+#include <cuda_runtime_api.h>
+#pragma GCC visibility pop
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+/* ---- the last error (ncclGetLastError): process-wide, as NCCL's ncclLastError ---------------- */
+std::mutex g_err_mu;
+char g_last_err[1024];
+
+__attribute__((format(printf, 2, 3))) ncclResult_t fail(ncclResult_t rc, const char *fmt, ...) {
+    std::lock_guard<std::mutex> lk(g_err_mu);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_last_err, sizeof g_last_err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* ---- state shared by a communicator and the work it has queued ---------------------------- */
+struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    int refs = 1;                  /* the handle + one per queued host function */
+    int outstanding = 0;           /* host functions queued and not yet run */
+    std::atomic<bool> aborted{false};
+    std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection) */
+};
+
+void state_release(State *s) {
+    bool last;
+    {
+        std::lock_guard<std::mutex> lk(s->mu);
+        last = --s->refs == 0;
+    }
+    if (last) delete s;
+}
+
+/* One collective, as copied at call time: a host function's argument. */
+struct Op {
+    State *st;
+    const void *send;
+    void *recv;
+    size_t bytes;
+    bool inject;                   /* the injected fault: hold the stream until abort */
+    const char *name;
+    unsigned long long seq;
+};
+
+enum Pending { PEND_NONE, PEND_INIT, PEND_COLL, PEND_FINALIZE };
+
+}  // namespace
+
+struct ncclComm {
+    State *st;
+    bool blocking;
+    bool finalized;
+    ncclResult_t async;            /* ncclInProgress while an operation is pending, else sticky */
+    Pending pending;
+    int polls_left;                /* polls that still report ncclInProgress (at least) */
+    Op *pending_op;                /* the first collective's work, queued when its enqueue "completes" */
+    cudaStream_t pending_stream;
+    unsigned long long ncoll;      /* collectives accepted */
+    long fail_at;                  /* VOLT_CUDASIM_NCCL_FAIL_AT, 0 = none */
+    char name[64];
+};
+
+namespace {
+
+/* ---- live handles: anything else is a dead (aborted / destroyed) or foreign pointer ------- */
+std::mutex g_reg_mu;
+std::unordered_set<ncclComm *> g_live;
+std::unordered_map<ncclComm *, const char *> g_dead;   /* why it died */
+std::vector<ncclUniqueId> g_ids;                        /* made by ncclGetUniqueId */
+
+ncclResult_t comm_check(ncclComm *c, const char *opname) {
+    if (!c) return fail(ncclInvalidArgument, "%s : comm argument is NULL", opname);
+    std::lock_guard<std::mutex> lk(g_reg_mu);
+    if (g_live.count(c)) return ncclSuccess;
+    auto it = g_dead.find(c);
+    if (it != g_dead.end())
+        return fail(ncclInvalidArgument, "%s : Error: corrupted comm object detected (cudasim NCCL: comm %p was %s; "
+                    "using it is a use after free in NCCL)", opname, (void *)c, it->second);
+    return fail(ncclInvalidArgument, "%s : Error: corrupted comm object detected (cudasim NCCL: %p is not a "
+                "communicator made by ncclCommInitRankConfig)", opname, (void *)c);
+}
+
+void comm_kill(ncclComm *c, const char *why) {
+    std::lock_guard<std::mutex> lk(g_reg_mu);
+    g_live.erase(c);
+    g_dead[c] = why;
+}
+
+/* The host function of one collective (runs on the stream's worker). */
+void CUDART_CB run_op(void *arg) {
+    Op *op = static_cast<Op *>(arg);
+    State *s = op->st;
+    if (op->inject && !s->aborted.load(std::memory_order_acquire)) {
+        fail(ncclRemoteError, "cudasim NCCL: injected remote error at %s #%llu (VOLT_CUDASIM_NCCL_FAIL_AT): the "
+             "collective waits for a peer that is gone, until ncclCommAbort", op->name, op->seq);
+        s->async_err.store(ncclRemoteError, std::memory_order_release);
+        while (!s->aborted.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else if (!s->aborted.load(std::memory_order_acquire) && op->send != op->recv && op->bytes) {
+        memcpy(op->recv, op->send, op->bytes);
+    }
+    {
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->outstanding--;
+    }
+    s->cv.notify_all();
+    delete op;
+    state_release(s);
+}
+
+/* Puts op's host function on the stream; on failure op is freed. */
+ncclResult_t enqueue(ncclComm *c, Op *op, cudaStream_t stream) {
+    State *s = c->st;
+    {
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->refs++;
+        s->outstanding++;
+    }
+    cudaError_t e = cudaLaunchHostFunc(stream, run_op, op);
+    if (e == cudaSuccess) return ncclSuccess;
+    {
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->refs--;
+        s->outstanding--;
+    }
+    s->cv.notify_all();
+    const char *name = op->name;
+    delete op;
+    return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaLaunchHostFunc on stream %p)", name,
+                cudaGetErrorString(e), (void *)stream);
+}
+
+/* The comm's state as ncclCommGetAsyncError reports it; one call is one poll. */
+ncclResult_t poll_async(ncclComm *c) {
+    const int inj = c->st->async_err.load(std::memory_order_acquire);
+    if (inj != ncclSuccess && c->async == ncclSuccess) c->async = (ncclResult_t)inj;
+    if (c->async != ncclInProgress) return c->async;
+    if (c->polls_left > 0) {
+        c->polls_left--;
+        return ncclInProgress;
+    }
+    switch (c->pending) {
+    case PEND_FINALIZE: {
+        std::lock_guard<std::mutex> lk(c->st->mu);
+        if (c->st->outstanding > 0) return ncclInProgress;
+        break;
+    }
+    case PEND_COLL: {
+        Op *op = c->pending_op;
+        c->pending_op = nullptr;
+        if (enqueue(c, op, c->pending_stream) != ncclSuccess) {
+            c->pending = PEND_NONE;
+            return c->async = ncclUnhandledCudaError;
+        }
+        break;
+    }
+    default: break;
+    }
+    c->pending = PEND_NONE;
+    return c->async = ncclSuccess;
+}
+
+/* ncclCommEnsureReady: a new call while the last one is in progress, or after an async error. */
+ncclResult_t ensure_ready(ncclComm *c, const char *opname) {
+    if (c->blocking) {
+        const int inj = c->st->async_err.load(std::memory_order_acquire);
+        if (inj != ncclSuccess && c->async == ncclSuccess) c->async = (ncclResult_t)inj;
+        if (c->async != ncclSuccess)
+            return fail(c->async, "%s : the communicator has an asynchronous error (%s); abort it", opname,
+                        ncclGetErrorString(c->async));
+        return ncclSuccess;
+    }
+    const ncclResult_t a = poll_async(c);
+    if (a == ncclInProgress)
+        return fail(ncclInvalidArgument, "%s : Attempt to use communicator before the previous operation returned "
+                    "ncclSuccess (cudasim NCCL: poll ncclCommGetAsyncError until it is not ncclInProgress)", opname);
+    if (a != ncclSuccess)
+        return fail(a, "%s : the communicator has an asynchronous error (%s); abort it", opname, ncclGetErrorString(a));
+    return ncclSuccess;
+}
+
+void wait_idle(State *s) {
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [s] { return s->outstanding == 0; });
+}
+
+size_t type_size(ncclDataType_t t) {
+    switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+/* Memory a kernel can address (NCCL_CHECK_POINTERS's test: a device pointer exists). */
+ncclResult_t ptr_check(const void *p, const char *opname, const char *which) {
+    if (!p) return fail(ncclInvalidArgument, "%s : %s argument is NULL", opname, which);
+    cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    const cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess || !a.devicePointer)
+        return fail(ncclInvalidArgument, "%s : %s %p is not a valid pointer (cudasim NCCL: not device, managed or "
+                    "pinned memory%s%s)", opname, which, p, e != cudaSuccess ? ": " : "",
+                    e != cudaSuccess ? cudaGetErrorString(e) : "");
+    return ncclSuccess;
+}
+
+enum Coll { C_ALLREDUCE, C_REDUCESCATTER, C_ALLGATHER, C_BROADCAST };
+
+/* ncclEnqueueCheck + the one-rank launch: every collective at world size 1 moves `count`
+ * elements from send to recv; in place is send == recv (rank 0's slice is the whole buffer). */
+ncclResult_t collective(Coll kind, const char *opname, const void *send, void *recv, size_t count,
+                        ncclDataType_t type, int op, int root, ncclComm *c, cudaStream_t stream) {
+    ncclResult_t rc = comm_check(c, opname);
+    if (rc != ncclSuccess) return rc;
+    if (c->finalized) return fail(ncclInvalidUsage, "%s : the communicator was finalized (cudasim NCCL)", opname);
+    if ((rc = ensure_ready(c, opname)) != ncclSuccess) return rc;
+    if (root < 0 || root >= 1) return fail(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)",
+                                           opname, root, 1);
+    const size_t es = type_size(type);
+    if (!es || (int)type < 0 || (int)type >= ncclNumTypes) return fail(ncclInvalidArgument, "%s : invalid type %d", opname, (int)type);
+    if (kind == C_ALLREDUCE || kind == C_REDUCESCATTER) {
+        if (op < 0 || op > (int)ncclMaxRedOp) return fail(ncclInvalidArgument, "%s : invalid reduction operation %d", opname, op);
+        if (op >= (int)ncclNumOps)
+            return fail(ncclInvalidArgument, "%s : reduction operation %d unknown to this communicator", opname, op);
+    }
+    if (count == 0) return ncclSuccess;   /* NCCL: empty collectives are discarded */
+    if (count > SIZE_MAX / es) return fail(ncclInvalidArgument, "%s : count %zu of %zu-byte elements overflows", opname, count, es);
+    if ((rc = ptr_check(send, opname, "sendbuff")) != ncclSuccess) return rc;
+    if ((rc = ptr_check(recv, opname, "recvbuff")) != ncclSuccess) return rc;
+    const size_t bytes = count * es;
+    const uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv;
+    if (send != recv && s0 < r0 + bytes && r0 < s0 + bytes)
+        return fail(ncclInvalidArgument, "%s : sendbuff %p and recvbuff %p overlap (%zu bytes each) without being in place "
+                    "(cudasim NCCL: undefined results in NCCL)", opname, send, (void *)recv, bytes);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaError_t ce = cudaStreamIsCapturing(stream, &cs);
+    if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaStreamIsCapturing)", opname, cudaGetErrorString(ce));
+    if (cs != cudaStreamCaptureStatusNone)
+        return fail(ncclInvalidUsage, "%s : cudasim NCCL does not simulate collectives during CUDA graph capture", opname);
+    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll};
+    o->inject = c->fail_at > 0 && (long long)o->seq == c->fail_at;
+    if (!c->blocking && c->ncoll == 1) {   /* the first collective connects, in the background */
+        c->pending = PEND_COLL;
+        c->pending_op = o;
+        c->pending_stream = stream;
+        c->polls_left = 1;
+        c->async = ncclInProgress;
+        return ncclInProgress;
+    }
+    return enqueue(c, o, stream);
+}
+
+void free_comm(ncclComm *c, const char *why) {
+    comm_kill(c, why);
+    delete c->pending_op;
+    State *s = c->st;
+    delete c;
+    state_release(s);
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int *version) {
+    if (!version) return fail(ncclInvalidArgument, "ncclGetVersion : version argument is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+    if (!uniqueId) return fail(ncclInvalidArgument, "ncclGetUniqueId : uniqueId argument is NULL");
+    static std::mutex mu;
+    static std::mt19937_64 rng(std::random_device{}());
+    std::lock_guard<std::mutex> lk(mu);
+    for (size_t i = 0; i < sizeof uniqueId->internal; i += 8) {
+        const uint64_t r = rng();
+        memcpy(uniqueId->internal + i, &r, 8);
+    }
+    std::lock_guard<std::mutex> rl(g_reg_mu);
+    g_ids.push_back(*uniqueId);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
+    static const char op[] = "ncclCommInitRankConfig";
+    if (!comm) return fail(ncclInvalidArgument, "%s : newcomm argument is NULL", op);
+    *comm = nullptr;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return fail(ncclInvalidArgument, "%s : Invalid rank requested : %d/%d", op, rank, nranks);
+    if (nranks != 1) return fail(ncclInvalidUsage, "cudasim NCCL: only one rank (nranks %d)", nranks);
+    ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
+    const ncclConfig_t *cf = config ? config : &def;
+    if (cf->magic != 0xcafebeef || cf->size < offsetof(ncclConfig_t, cgaClusterSize))
+        return fail(ncclInvalidArgument, "%s : ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", op);
+    const int blocking = cf->blocking == NCCL_CONFIG_UNDEF_INT ? 1 : cf->blocking;
+    if (blocking != 0 && blocking != 1)
+        return fail(ncclInvalidArgument, "%s : Invalid config blocking attribute value %d", op, cf->blocking);
+    long fail_at = 0;
+    if (const char *fa = getenv("VOLT_CUDASIM_NCCL_FAIL_AT")) {
+        char *end = nullptr;
+        fail_at = strtol(fa, &end, 10);
+        if (!*fa || *end || fail_at < 1)
+            return fail(ncclInvalidArgument, "cudasim NCCL: VOLT_CUDASIM_NCCL_FAIL_AT='%s' is not a collective number >= 1", fa);
+    }
+    {
+        std::lock_guard<std::mutex> lk(g_reg_mu);
+        bool known = false;
+        for (const ncclUniqueId &id : g_ids) known = known || !memcmp(&id, &commId, sizeof id);
+        if (!known)
+            return fail(ncclInvalidArgument, "%s : cudasim NCCL: the unique id was not made by ncclGetUniqueId in this "
+                        "process (NCCL could not bootstrap from it)", op);
+    }
+    ncclComm *c = new ncclComm();
+    c->st = new State();
+    c->blocking = blocking == 1;
+    c->fail_at = fail_at;
+    snprintf(c->name, sizeof c->name, "%s", cf->size > offsetof(ncclConfig_t, commName) && cf->commName ? cf->commName : "");
+    c->pending = PEND_NONE;
+    c->async = ncclSuccess;
+    if (!c->blocking) {
+        c->pending = PEND_INIT;
+        c->polls_left = 2;
+        c->async = ncclInProgress;
+    }
+    {
+        std::lock_guard<std::mutex> lk(g_reg_mu);
+        g_live.insert(c);
+        g_dead.erase(c);
+    }
+    *comm = c;
+    return c->blocking ? ncclSuccess : ncclInProgress;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+    ncclResult_t rc = comm_check(comm, "ncclGetAsyncError");
+    if (rc != ncclSuccess) return rc;
+    if (!asyncError) return fail(ncclInvalidArgument, "ncclGetAsyncError : asyncError argument is NULL");
+    *asyncError = poll_async(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    ncclResult_t rc = comm_check(comm, "ncclCommFinalize");
+    if (rc != ncclSuccess) return rc;
+    if ((rc = ensure_ready(comm, "ncclCommFinalize")) != ncclSuccess) return rc;
+    if (comm->finalized) return fail(ncclInvalidArgument, "ncclCommFinalize : the communicator was already finalized");
+    comm->finalized = true;
+    if (comm->blocking) {
+        wait_idle(comm->st);
+        return ncclSuccess;
+    }
+    comm->pending = PEND_FINALIZE;
+    comm->polls_left = 1;
+    comm->async = ncclInProgress;
+    return ncclInProgress;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    ncclResult_t rc = comm_check(comm, "ncclCommDestroy");
+    if (rc != ncclSuccess) return rc;
+    if (!comm->blocking && poll_async(comm) == ncclInProgress)
+        return fail(ncclInvalidArgument, "ncclCommDestroy : Attempt to use communicator before the previous operation "
+                    "returned ncclSuccess (cudasim NCCL: poll ncclCommGetAsyncError until it is not ncclInProgress)");
+    wait_idle(comm->st);   /* NCCL synchronises the comm's work before it frees (commDestroySync) */
+    free_comm(comm, "destroyed by ncclCommDestroy");
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    ncclResult_t rc = comm_check(comm, "ncclCommAbort");
+    if (rc != ncclSuccess) return rc;
+    comm->st->aborted.store(true, std::memory_order_release);   /* queued host functions become no-ops */
+    free_comm(comm, "aborted by ncclCommAbort");
+    return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t code) {
+    switch (code) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm) {
+    (void)comm;   /* unused, as in NCCL */
+    return g_last_err;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    return collective(C_ALLREDUCE, "AllReduce", sendbuff, recvbuff, count, datatype, (int)op, 0, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    return collective(C_REDUCESCATTER, "ReduceScatter", sendbuff, recvbuff, recvcount, datatype, (int)op, 0, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+    return collective(C_ALLGATHER, "AllGather", sendbuff, recvbuff, sendcount, datatype, 0, 0, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+    return collective(C_BROADCAST, "Broadcast", sendbuff, recvbuff, count, datatype, 0, root, comm, stream);
+}
+
+}  // extern "C"
