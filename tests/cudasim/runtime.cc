@@ -343,7 +343,10 @@ struct fiber {
     void *fake = nullptr;
 #endif
 };
-struct warp_bar { unsigned arrived = 0, gen = 0, alive = 0; uint64_t slot[32]; };
+/* slot[gen & 1]: a shuffle's values; two buffers, so one barrier per shuffle suffices (a lane
+ * can write the next shuffle's value only after every lane reached the next barrier, by
+ * which time all have read this one's) */
+struct warp_bar { unsigned arrived = 0, gen = 0, alive = 0; uint64_t slot[2][32]; };
 struct exec_state {
     void *main_sp = nullptr;
     std::vector<fiber> f;
@@ -368,7 +371,7 @@ const size_t STACK = 1u << 19;
 #else
 const size_t STACK = 1u << 17;
 #endif
-thread_local exec_state *t_exec;
+__attribute__((tls_model("initial-exec"))) thread_local exec_state *t_exec;
 std::mutex g_kernel_mu;   /* one block runs at a time in the process: __shared__ are statics */
 
 void to_main(exec_state *e, fiber *f, bool finished) {
@@ -538,7 +541,7 @@ void run_grid(const std::string &name, dim3 grid, dim3 block, size_t smem, void 
 
 /* ---- device side (cudasim_device.h, mma.h) ------------------------------------------------ */
 namespace cudasim {
-thread_local thread_state *g_cur;
+__attribute__((tls_model("initial-exec"))) thread_local thread_state *g_cur;
 
 void sync_block() {
     exec_state *e = t_exec;
@@ -567,11 +570,10 @@ void sync_warp() {
 uint64_t warp_exchange(uint64_t v, unsigned src) {
     exec_state *e = t_exec;
     const unsigned w = e->cur->st.warp;
-    e->warps[w].slot[e->cur->st.lane] = v;
+    const unsigned buf = e->warps[w].gen & 1;
+    e->warps[w].slot[buf][e->cur->st.lane] = v;
     sync_warp();
-    const uint64_t r = e->warps[w].slot[src & 31];
-    sync_warp();
-    return r;
+    return e->warps[w].slot[buf][src & 31];
 }
 void *dyn_smem() { return t_exec->dyn; }
 void wmma_fault(const char *what, const void *p, unsigned ldm) {

@@ -38,7 +38,7 @@ struct thread_state {
     dim3 bdim, gdim;
     unsigned lane, warp;
 };
-extern thread_local thread_state *g_cur;
+extern __attribute__((tls_model("initial-exec"))) thread_local thread_state *g_cur;
 void sync_block();                           /* __syncthreads */
 int sync_block_or(int pred);                 /* __syncthreads_or */
 void sync_warp();                            /* __syncwarp, and the entry and exit of wmma calls */

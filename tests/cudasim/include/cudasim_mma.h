@@ -1,8 +1,12 @@
 /* tests/cudasim/include/cudasim_mma.h — nvcuda::wmma for the CUDA simulator (in place of the toolkit's
  * mma.h; only the 16x16x16 shapes core/cuda uses). Every lane holds the whole 16x16 tile
  * (a GPU spreads it over the warp's registers; no code may depend on which lane holds what,
- * and core/cuda does not touch fragment elements). Every call is a warp barrier on entry and
- * exit, as the *_sync calls converge the warp. The preconditions the hardware has are
+ * and core/cuda does not touch fragment elements), and every lane loads, multiplies and
+ * stores all of it. load_matrix_sync and store_matrix_sync wait until every lane of the warp
+ * has arrived, as the CUDA guide defines them (so all lanes load a tile before any lane
+ * stores over it); they are not fences after the store: a lane that reads or rewrites
+ * another lane's part of a stored tile before a __syncwarp races with the later lanes'
+ * stores, here as on a GPU. mma_sync and fill_fragment touch only the lane's registers. The preconditions the hardware has are
  * checked: the pointer 32-byte aligned (256 bits), ldm a multiple of 16 bytes' worth of
  * elements; a violation ends the launch with cudaErrorMisalignedAddress. Products are exact
  * in f32 (16-bit inputs), summed in k order in f32. */
@@ -47,7 +51,6 @@ inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const T *p, uns
     const bool col = std::is_same<L, col_major>::value;
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++) f.x[r * 16 + c] = col ? p[c * ldm + r] : p[r * ldm + c];
-    ::cudasim::sync_warp();
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float, void> &f, const float *p, unsigned ldm,
                              layout_t l) {
@@ -55,28 +58,22 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float, void> &f, 
     check_ptr("load_matrix_sync", p, ldm);
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++) f.x[r * 16 + c] = l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
-    ::cudasim::sync_warp();
 }
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float, void> &f, unsigned ldm,
                               layout_t l) {
     ::cudasim::sync_warp();
     check_ptr("store_matrix_sync", p, ldm);
-    if (::cudasim::g_cur->lane == 0)   /* one copy of the tile is written */
-        for (int r = 0; r < 16; r++)
-            for (int c = 0; c < 16; c++) (l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
-    ::cudasim::sync_warp();
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) (l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
 }
 template <class Use, class T, class L>
 inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, T v) {
-    ::cudasim::sync_warp();
     for (int i = 0; i < 256; i++) f.x[i] = v;
-    ::cudasim::sync_warp();
 }
 template <class T, class LA, class LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float, void> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
                      const fragment<matrix_b, 16, 16, 16, T, LB> &b,
                      const fragment<accumulator, 16, 16, 16, float, void> &c) {
-    ::cudasim::sync_warp();
     float out[256];
     for (int r = 0; r < 16; r++)
         for (int n = 0; n < 16; n++) {
@@ -85,7 +82,6 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float, void> &d, const fr
             out[r * 16 + n] = s;
         }
     for (int i = 0; i < 256; i++) d.x[i] = out[i];
-    ::cudasim::sync_warp();
 }
 } /* namespace wmma */
 } /* namespace nvcuda */
