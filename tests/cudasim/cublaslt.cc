@@ -14,7 +14,8 @@
  *   Compute types CUBLAS_COMPUTE_32F (and _PEDANTIC, the same numbers here) with A = B of CUDA_R_32F, CUDA_R_16BF or
  *   CUDA_R_16F, and CUBLAS_COMPUTE_32F_FAST_TF32 with A = B = CUDA_R_32F; scale type CUDA_R_32F; C = D = CUDA_R_32F.
  *   Pointer modes HOST (alpha/beta read during the call, as the real one bakes them into the launch) and DEVICE
- *   (read when the stream runs the job).
+ *   (read when the stream runs the job). k = 0 gives D = beta C (+ bias) with A and B unread (may be NULL), m = 0 or
+ *   n = 0 does nothing, as BLAS defines them (volt never asks; not checked against the real library).
  * - Epilogues DEFAULT, BIAS (bias[i] added to every column of D: the vector has D's row count, CUDA_R_32F = Dtype,
  *   BIAS_BATCH_STRIDE per batch), BGRADA (bias[i] = sum over k of op(A)(i, k): D's rows) and BGRADB (bias[j] = sum
  *   over k of op(B)(k, j): D's columns), both written as CUDA_R_32F (= Dtype).
@@ -434,7 +435,7 @@ void run(Job *j) {
         float *D = static_cast<float *>(j->D);
         for (int64_t jj = 0; jj < n; jj++)
             for (int64_t i = 0; i < m; i++) {
-                const float *ar = &a[(size_t)(i * k)], *bc = &b[(size_t)(jj * k)];
+                const float *ar = a.data() + i * k, *bc = b.data() + jj * k;
                 double s = 0;
                 for (int64_t l = 0; l < k; l++) {
                     const float prod = ar[l] * bc[l];

@@ -45,6 +45,7 @@ static void drain() {
 }
 
 /* ---- bookkeeping ---- */
+template <class T> static void set_d(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, T v);
 static int g_fail = 0, g_cases = 0;
 #define CHECK(cond, ...)                                                                                               \
     do {                                                                                                               \
@@ -272,6 +273,70 @@ static void tf32_differs(cublasLtHandle_t h) {
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(ld);
+}
+
+/* The documented numerics, exactly: float products, summed in double, rounded once. One row of A times one
+ * column of B (1 x k times k x 1). */
+static float dot1(cublasLtHandle_t h, const std::vector<float> &a, const std::vector<float> &b) {
+    const int k = (int)a.size();
+    Buf A(k * 4), B(k * 4), D(4);
+    memcpy(A.raw, a.data(), k * 4);
+    memcpy(B.raw, b.data(), k * 4);
+    cublasLtMatrixLayout_t la, lb, ld;
+    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 1, k, 1));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, 1, k));
+    LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, 1, 1, 1));
+    cublasLtMatmulDesc_t d;
+    LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const float one = 1.f, zero = 0.f;
+    LT(cublasLtMatmul(h, d, &one, A.raw, la, B.raw, lb, &zero, nullptr, ld, D.raw, ld, nullptr, nullptr, 0, nullptr));
+    cublasLtMatmulDescDestroy(d);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    return D.at<float>()[0];
+}
+/* k = 0: D = beta C + bias, A and B unread */
+static void k_zero(cublasLtHandle_t h) {
+    g_cases++;
+    const int m = 3, n = 2;
+    Buf C(m * n * 4), D(m * n * 4), bias(m * 4);
+    for (int i = 0; i < m * n; i++) C.at<float>()[i] = (float)i;
+    for (int i = 0; i < m; i++) bias.at<float>()[i] = 100.f * (float)i;
+    cublasLtMatrixLayout_t la, lb, lc;
+    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, 0, m));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 0, n, 1));
+    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
+    cublasLtMatmulDesc_t d;
+    LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_d<uint32_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_d<const void *>(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.raw);
+    const float one = 1.f, two = 2.f;
+    LT(cublasLtMatmul(h, d, &one, nullptr, la, nullptr, lb, &two, C.raw, lc, D.raw, lc, nullptr, nullptr, 0, nullptr));
+    int bad = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) bad += D.at<float>()[i + j * m] != 2.f * (float)(i + j * m) + 100.f * (float)i;
+    CHECK(!bad, "k = 0: %d elements are not beta C + bias", bad);
+    cublasLtMatmulDescDestroy(d);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+}
+
+static void exact_numerics(cublasLtHandle_t h) {
+    g_cases++;
+    /* 1 + 16 * 2^-25: a float running sum stays at 1, a double one reaches 1 + 2^-21 (a float) */
+    std::vector<float> a(17, std::ldexp(1.f, -25)), b(17, 1.f);
+    a[0] = 1.f;
+    float got = dot1(h, a, b), want = 1.f + std::ldexp(1.f, -21);
+    CHECK(got == want, "sums in double: got %.9g, want %.9g", got, want);
+    g_cases++;
+    /* (1+2^-12)^2 is rounded to the float 1+2^-11 before it is summed: the result is -(2^-12 + 2^-23), where
+       double products would give -(2^-12 + 2^-24) */
+    const float e = 1.f + std::ldexp(1.f, -12);
+    got = dot1(h, { e, e }, { e, -(1.f + std::ldexp(1.f, -11)) });
+    want = -(std::ldexp(1.f, -12) + std::ldexp(1.f, -23));
+    CHECK(got == want, "float products: got %.9g, want %.9g", got, want);
 }
 
 /* ======================================================================================================
@@ -869,6 +934,8 @@ int main() {
     rm_case(h, RM{ "larger bf16 TN", 2, 33, 65, 130, 33, 130, 65, 33 * 130, 65 * 130, 33 * 65, true, true, false, true,
                    false, BF16 });
     tf32_differs(h);
+    exact_numerics(h);
+    k_zero(h);
 
     /* 2. direct column-major problems */
     const int32_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T, C_ = CUBLAS_OP_C;
@@ -886,6 +953,7 @@ int main() {
     direct_case(h, Direct{ "BGRADA", 6, 5, 4, 2, T_, N_, 1, 0, -1, 6, -1, 1.f, 0.f, CUBLASLT_EPILOGUE_BGRADA, 8, false, false });
     direct_case(h, Direct{ "BGRADB", 6, 5, 4, 2, N_, T_, 0, 3, -1, 6, -1, 1.f, 0.f, CUBLASLT_EPILOGUE_BGRADB, 8, false, false });
     direct_case(h, Direct{ "device pointer mode", 6, 5, 4, 1, N_, N_, 0, 0, 6, 6, -1, 3.f, 2.f, DEF, 0, true, false });
+    direct_case(h, Direct{ "device pointer mode, beta 0 ignores NaN in C", 6, 5, 4, 1, T_, N_, 0, 0, 6, 6, -1, 3.f, 0.f, DEF, 0, true, true });
 
     /* 3. stream order and capture */
     stream_semantics(h);
