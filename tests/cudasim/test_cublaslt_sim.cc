@@ -806,6 +806,24 @@ static void rejections(cublasLtHandle_t h) {
         c.A = b.A.at<float>(4);
         expect("A 4-aligned as promised", run_call(h, b, c), CUBLAS_STATUS_SUCCESS, nullptr, b);
     }
+    {   /* gemm.c shares one preference between plans: an algo keeps the alignment it was chosen with */
+        Base b;
+        promise4(b);
+        cublasLtMatmulHeuristicResult_t r4, r256;
+        int n;
+        LT(cublasLtMatmulAlgoGetHeuristic(h, b.desc, b.la, b.lb, b.lc, b.ld, b.pref, 1, &r4, &n));
+        uint32_t al = 256;
+        for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
+            LT(cublasLtMatmulPreferenceSetAttribute(b.pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al));
+        LT(cublasLtMatmulAlgoGetHeuristic(h, b.desc, b.la, b.lb, b.lc, b.ld, b.pref, 1, &r256, &n));
+        Call c = call_of(b);
+        c.B = b.B.at<float>(4);
+        c.algo = &r4.algo;
+        expect("B 4-aligned, algo chosen for 4", run_call(h, b, c), CUBLAS_STATUS_SUCCESS, nullptr, b);
+        for (int i = 0; i < 1024; i++) b.D.at<float>()[i] = sentinel();
+        c.algo = &r256.algo;
+        expect("B 4-aligned, algo chosen for 256", run_call(h, b, c), NS, "MIN_ALIGNMENT_B_BYTES", b);
+    }
     REJECT("A not element-aligned", NS, "not aligned to its 4-byte elements", {
         uint32_t one = 1;
         LT(cublasLtMatmulPreferenceSetAttribute(b.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &one, sizeof one));
