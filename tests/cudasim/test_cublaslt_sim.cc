@@ -7,10 +7,12 @@
  * capture does (the test replays it). Build and run standalone:
  *   g++ -std=c++17 -O2 -fPIC -shared -I/usr/local/cuda/include tests/cudasim/cublaslt.cc -o libvolt_cudasim_cublasLt.so
  *   g++ -std=c++17 -O2 -I/usr/local/cuda/include tests/cudasim/test_cublaslt_sim.cc -L. -lvolt_cudasim_cublasLt \
- *       -Wl,-rpath,'$ORIGIN' -rdynamic -o test_cublaslt_sim && ./test_cublaslt_sim
+ *       -Wl,-rpath,'$ORIGIN' -rdynamic -ldl -o test_cublaslt_sim && ./test_cublaslt_sim
  * (-rdynamic: the library's cudaLaunchHostFunc / cudaStreamIsCapturing resolve to this executable's.) */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdint>
@@ -924,7 +926,29 @@ static void rejections(cublasLtHandle_t h) {
     g_mode = IMMEDIATE;
 }
 
+/* gemm.c's loader: dlopen(RTLD_NOW | RTLD_LOCAL) of the library file, then dlsym of every LT_FUNCS name */
+static void loads_like_gemm_c() {
+    g_cases++;
+    Dl_info info;
+    if (!dladdr((void *)&cublasLtCreate, &info) || !info.dli_fname) {
+        CHECK(0, "dladdr cannot name the library that holds cublasLtCreate");
+        return;
+    }
+    void *lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib != nullptr, "dlopen(%s, RTLD_NOW): %s", info.dli_fname, dlerror());
+    if (!lib) return;
+    static const char *const names[] = { "cublasLtCreate", "cublasLtDestroy", "cublasLtGetStatusString",
+                                         "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceSetAttribute",
+                                         "cublasLtMatmulPreferenceDestroy", "cublasLtMatrixLayoutCreate",
+                                         "cublasLtMatrixLayoutSetAttribute", "cublasLtMatrixLayoutDestroy",
+                                         "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
+                                         "cublasLtMatmulDescDestroy", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul" };
+    for (const char *n : names) CHECK(dlsym(lib, n) != nullptr, "%s has no %s", info.dli_fname, n);
+    dlclose(lib);
+}
+
 int main() {
+    loads_like_gemm_c();
     cublasLtHandle_t h;
     LT(cublasLtCreate(&h));
 
