@@ -478,7 +478,7 @@ bool self_overlap(const Segs &s) {
     return false;
 }
 bool overlap(const Segs &x, const Segs &y) {
-    /* merge x into disjoint intervals, then sweep y against them */
+    /* both sorted by start: an x interval that ends before y[jj] starts meets no later y, and the other way round */
     size_t i = 0, jj = 0;
     while (i < x.size() && jj < y.size()) {
         if (x[i].second <= y[jj].first) i++;

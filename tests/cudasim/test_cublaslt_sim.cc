@@ -298,6 +298,52 @@ static float dot1(cublasLtHandle_t h, const std::vector<float> &a, const std::ve
     cublasLtMatrixLayoutDestroy(ld);
     return D.at<float>()[0];
 }
+/* 1 x 1 x 1 with B = 1: D is A's value as the library reads it (16-bit decoding, TF32 rounding) */
+static float one_by_one(cublasLtHandle_t h, cudaDataType_t t, uint32_t abits, bool tf32) {
+    Buf A(4), B(4), D(4);
+    const size_t es = t == CUDA_R_32F ? 4 : 2;
+    memcpy(A.raw, &abits, es);
+    const uint32_t one_bits = t == CUDA_R_32F ? 0x3f800000u : t == CUDA_R_16BF ? 0x3f80u : 0x3c00u;
+    memcpy(B.raw, &one_bits, es);
+    cublasLtMatrixLayout_t l;
+    LT(cublasLtMatrixLayoutCreate(&l, t, 1, 1, 1));
+    cublasLtMatrixLayout_t ld;
+    LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, 1, 1, 1));
+    cublasLtMatmulDesc_t d;
+    LT(cublasLtMatmulDescCreate(&d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const float one = 1.f, zero = 0.f;
+    LT(cublasLtMatmul(h, d, &one, A.raw, l, B.raw, l, &zero, nullptr, ld, D.raw, ld, nullptr, nullptr, 0, nullptr));
+    cublasLtMatmulDescDestroy(d);
+    cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatrixLayoutDestroy(ld);
+    return D.at<float>()[0];
+}
+static void conversions(cublasLtHandle_t h) {
+    struct { const char *name; cudaDataType_t t; uint32_t bits; bool tf32; double want; } cs[] = {
+        { "f16 smallest subnormal", CUDA_R_16F, 0x0001, false, std::ldexp(1.0, -24) },
+        { "f16 largest subnormal", CUDA_R_16F, 0x03ff, false, 1023 * std::ldexp(1.0, -24) },
+        { "f16 -subnormal", CUDA_R_16F, 0x8003, false, -3 * std::ldexp(1.0, -24) },
+        { "f16 max", CUDA_R_16F, 0x7bff, false, 65504.0 },
+        { "f16 -2", CUDA_R_16F, 0xc000, false, -2.0 },
+        { "f16 inf", CUDA_R_16F, 0x7c00, false, INFINITY },
+        { "f16 NaN", CUDA_R_16F, 0x7e00, false, NAN },
+        { "bf16 subnormal", CUDA_R_16BF, 0x0001, false, std::ldexp(1.0, -133) },
+        { "bf16 -inf", CUDA_R_16BF, 0xff80, false, -INFINITY },
+        { "bf16 3.140625", CUDA_R_16BF, 0x4049, false, 3.140625 },
+        { "tf32 tie 1+2^-11 rounds away", CUDA_R_32F, 0x3f801000u, true, 1.0 + std::ldexp(1.0, -10) },
+        { "tf32 -(1+2^-11) rounds away", CUDA_R_32F, 0xbf801000u, true, -(1.0 + std::ldexp(1.0, -10)) },
+        { "tf32 below the tie rounds down", CUDA_R_32F, 0x3f800fffu, true, 1.0 },
+        { "tf32 keeps 10 bits", CUDA_R_32F, 0x3f802000u, true, 1.0 + std::ldexp(1.0, -10) },
+        { "no tf32: all 23 bits", CUDA_R_32F, 0x3f800fffu, false, 1.0 + 4095 * std::ldexp(1.0, -23) },
+    };
+    for (auto &c : cs) {
+        g_cases++;
+        const float got = one_by_one(h, c.t, c.bits, c.tf32);
+        const bool ok = std::isnan(c.want) ? std::isnan(got) : (double)got == c.want;
+        CHECK(ok, "conversion %s: got %.9g, want %.9g", c.name, got, c.want);
+    }
+}
+
 /* k = 0: D = beta C + bias, A and B unread */
 static void k_zero(cublasLtHandle_t h) {
     g_cases++;
@@ -978,6 +1024,7 @@ int main() {
     tf32_differs(h);
     exact_numerics(h);
     k_zero(h);
+    conversions(h);
 
     /* 2. direct column-major problems */
     const int32_t N_ = CUBLAS_OP_N, T_ = CUBLAS_OP_T, C_ = CUBLAS_OP_C;
