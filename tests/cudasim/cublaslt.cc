@@ -40,8 +40,8 @@
  *   is NULL or not 256-byte aligned, an algo not made by this library's heuristic or made for other types.
  * - NOT_SUPPORTED: a data type / compute type / scale type combination outside the list above (the real library
  *   has more: see "not simulated"), a bias type other than CUDA_R_32F, TRANSC != N, a fill mode other than FULL,
- *   rows or columns past INT32_MAX, an A / B / C / D pointer not aligned to its element size or to the
- *   preference's MIN_ALIGNMENT_*_BYTES the algo was chosen with (default 256), an algo chosen for another
+ *   rows or columns past INT32_MAX, an A / B / C / D / bias pointer not aligned to its element size or to the
+ *   preference's MIN_ALIGNMENT_*_BYTES the algo was chosen with (default 256; not for the bias), an algo chosen for another
  *   epilogue, and everything listed as not simulated.
  * - EXECUTION_FAILED: a bias pointer less aligned than the algo assumed (the heuristic reads the descriptor's
  *   BIAS_POINTER to choose; NULL there means 16 bytes, a real kernel's widest bias load). The real kernel faults
@@ -75,442 +75,26 @@
  * Runtime calls made: cudaLaunchHostFunc, and cudaStreamIsCapturing (weak: a runtime without it makes every job
  * kept until exit, correct but unbounded). The queued host function makes no CUDA call.
  *
- * Build (standalone): g++ -std=c++17 -O2 -fPIC -shared -I/usr/local/cuda/include tests/cudasim/cublaslt.cc
- *                     -o libvolt_cudasim_cublasLt.so      (test: tests/cudasim/test_cublaslt_sim.cc) */
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
+ * Files: cublaslt.cc (the entry points), cublaslt_problem.cc (validation, the algorithm, overlaps), cublaslt_run.cc
+ * (the numbers: the queued job), cublaslt_sim.h (their private header). Build (standalone), from the repository root:
+ *   g++ -std=c++17 -O2 -fPIC -shared -I/usr/local/cuda/include tests/cudasim/cublaslt.cc
+ *       tests/cudasim/cublaslt_problem.cc tests/cudasim/cublaslt_run.cc -o libvolt_cudasim_cublasLt.so
+ * (test: tests/cudasim/test_cublaslt_sim.cc) */
+#include "cublaslt_sim.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdarg>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
-#include <string>
-#include <unordered_map>
-#include <utility>
-#include <vector>
 
 #pragma weak cudaStreamIsCapturing
 
+using namespace volt_lt_sim;
+
 extern "C" const char *volt_cudasim_cublaslt_last_error(void);
-
-struct cublasLtContext {
-    uint64_t magic;
-};
-
-namespace {
-
-enum Kind { K_HANDLE = 1, K_DESC, K_LAYOUT, K_PREF };
-const char *const kind_name[] = { "", "handle", "matmul descriptor", "matrix layout", "preference" };
-
-struct Layout {
-    uint32_t type;
-    int32_t order;
-    uint64_t rows, cols;
-    int64_t ld;
-    int32_t batch;
-    int64_t stride;
-    int64_t plane;
-    uint32_t bmode;
-};
-
-struct Desc {
-    int32_t compute, scale, pmode, ta, tb, tc, fill, sm;
-    uint32_t epi;
-    const void *bias;
-    int64_t bias_stride;
-    int32_t bias_type;
-};
-
-struct Pref {
-    uint32_t search, red_mask;
-    uint64_t max_ws;
-    uint32_t align[4];   /* A, B, C, D */
-    float waves;
-};
-
-std::mutex g_mu;
-std::unordered_map<const void *, Kind> g_live;   /* every object made and not destroyed */
-std::vector<void *> g_kept;                       /* jobs recorded in a graph: kept until exit */
-
-thread_local std::string t_reason;
-thread_local cublasStatus_t t_status = CUBLAS_STATUS_SUCCESS;
-
-int log_level() {
-    static int lvl = [] {
-        const char *e = getenv("CUBLASLT_LOG_LEVEL");
-        return e ? atoi(e) : 0;
-    }();
-    return lvl;
-}
-
-cublasStatus_t fail(cublasStatus_t st, const char *fn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-cublasStatus_t fail(cublasStatus_t st, const char *fn, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    t_reason = std::string(fn) + ": " + buf;
-    t_status = st;
-    if (log_level() >= 1) fprintf(stderr, "[cublasLt sim] %s\n", t_reason.c_str());
-    return st;
-}
-
-void add_live(const void *p, Kind k) {
-    std::lock_guard<std::mutex> g(g_mu);
-    g_live[p] = k;
-}
-bool is_live(const void *p, Kind k) {
-    if (!p) return false;
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_live.find(p);
-    return it != g_live.end() && it->second == k;
-}
-bool remove_live(const void *p, Kind k) {
-    if (!p) return false;
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_live.find(p);
-    if (it == g_live.end() || it->second != k) return false;
-    g_live.erase(it);
-    return true;
-}
-
-const char *type_name(uint32_t t) {
-    switch (t) {
-    case CUDA_R_32F: return "CUDA_R_32F";
-    case CUDA_R_16F: return "CUDA_R_16F";
-    case CUDA_R_16BF: return "CUDA_R_16BF";
-    case CUDA_R_64F: return "CUDA_R_64F";
-    case CUDA_R_8I: return "CUDA_R_8I";
-    case CUDA_R_32I: return "CUDA_R_32I";
-    default: return "another cudaDataType";
-    }
-}
-
-size_t elem_size(uint32_t t) { return t == CUDA_R_32F ? 4 : 2; }   /* only simulated types reach this */
-
-/* ---- the problem a descriptor and four layouts describe ---- */
-struct Problem {
-    int32_t compute, pmode;
-    bool ta, tb, tf32;
-    uint32_t epi;
-    uint32_t abtype;
-    int64_t m, n, k;
-    Layout A, B, C, D;
-    const void *bias;
-    int64_t bias_stride;
-};
-
-bool simulated_epilogue(uint32_t e) {
-    return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_BGRADA ||
-           e == CUBLASLT_EPILOGUE_BGRADB;
-}
-bool known_epilogue(uint32_t e) {
-    switch (e) {
-    case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_RELU_AUX:
-    case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
-    case CUBLASLT_EPILOGUE_DRELU: case CUBLASLT_EPILOGUE_DRELU_BGRAD: case CUBLASLT_EPILOGUE_GELU:
-    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_BIAS: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
-    case CUBLASLT_EPILOGUE_DGELU: case CUBLASLT_EPILOGUE_DGELU_BGRAD: case CUBLASLT_EPILOGUE_BGRADA:
-    case CUBLASLT_EPILOGUE_BGRADB: return true;
-    default: return false;
-    }
-}
-
-cublasStatus_t check_layout(const char *fn, const char *name, const Layout &l, bool is_c) {
-    if (l.order != CUBLASLT_ORDER_COL)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s's order %d is not simulated (only CUBLASLT_ORDER_COL)", name,
-                    l.order);
-    if (l.bmode != CUBLASLT_BATCH_MODE_STRIDED)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s's pointer-array batch mode is not simulated", name);
-    if (l.plane != 0) return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s: planar complex is not simulated", name);
-    if (l.rows > INT32_MAX || l.cols > INT32_MAX)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s is %llu x %llu: rows and columns must fit in int32", name,
-                    (unsigned long long)l.rows, (unsigned long long)l.cols);
-    const int64_t need = std::max<int64_t>(1, (int64_t)l.rows);
-    if (!(is_c && l.ld == 0) && l.ld < need)
-        return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "%s's ld %lld < rows %llu (column-major: ld >= max(1, rows))", name,
-                    (long long)l.ld, (unsigned long long)l.rows);
-    if (l.batch < 1) return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "%s's batch count %d < 1", name, l.batch);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t resolve(const char *fn, cublasLtMatmulDesc_t dh, cublasLtMatrixLayout_t ah, cublasLtMatrixLayout_t bh,
-                       cublasLtMatrixLayout_t ch, cublasLtMatrixLayout_t dlh, Problem *p) {
-    if (!is_live(dh, K_DESC)) return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "the matmul descriptor is NULL or not live");
-    const cublasLtMatrixLayout_t hs[4] = { ah, bh, ch ? ch : dlh, dlh };
-    const char *const names[4] = { "A", "B", "C", "D" };
-    for (int i = 0; i < 4; i++)
-        if (!is_live(hs[i], K_LAYOUT))
-            return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "%s's layout is NULL or not live", names[i]);
-    const Desc &d = *reinterpret_cast<const Desc *>(dh);
-    p->A = *reinterpret_cast<const Layout *>(ah);
-    p->B = *reinterpret_cast<const Layout *>(bh);
-    p->C = *reinterpret_cast<const Layout *>(hs[2]);
-    p->D = *reinterpret_cast<const Layout *>(dlh);
-
-    /* types */
-    if (d.compute != CUBLAS_COMPUTE_32F && d.compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
-        d.compute != CUBLAS_COMPUTE_32F_FAST_TF32)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn,
-                    "compute type %d is not simulated (CUBLAS_COMPUTE_32F, _PEDANTIC, _FAST_TF32 are)", d.compute);
-    if (d.scale != CUDA_R_32F)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "scale type %s with a 32F compute type (CUDA_R_32F only)",
-                    type_name((uint32_t)d.scale));
-    if (p->A.type != p->B.type)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "A is %s but B is %s (A and B must have one type)",
-                    type_name(p->A.type), type_name(p->B.type));
-    if (p->A.type != CUDA_R_32F && p->A.type != CUDA_R_16BF && p->A.type != CUDA_R_16F)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "A/B type %s is not simulated", type_name(p->A.type));
-    if (p->C.type != p->D.type)
-        return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "C is %s but D is %s (C and D must have one type)",
-                    type_name(p->C.type), type_name(p->D.type));
-    if (p->D.type != CUDA_R_32F)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C/D type %s is not simulated (CUDA_R_32F only)",
-                    type_name(p->D.type));
-    if (d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && p->A.type != CUDA_R_32F)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "CUBLAS_COMPUTE_32F_FAST_TF32 needs CUDA_R_32F A/B, not %s",
-                    type_name(p->A.type));
-
-    /* descriptor */
-    if (d.pmode != CUBLASLT_POINTER_MODE_HOST && d.pmode != CUBLASLT_POINTER_MODE_DEVICE)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "pointer mode %d is not simulated (HOST, DEVICE are)", d.pmode);
-    const int32_t ops[2] = { d.ta, d.tb };
-    for (int i = 0; i < 2; i++)
-        if (ops[i] != CUBLAS_OP_N && ops[i] != CUBLAS_OP_T && ops[i] != CUBLAS_OP_C)
-            return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "TRANS%c = %d is not a cublasOperation_t", "AB"[i], ops[i]);
-    if (d.tc != CUBLAS_OP_N)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "TRANSC = %d: only CUBLAS_OP_N is supported", d.tc);
-    if (d.fill != CUBLAS_FILL_MODE_FULL)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "fill mode %d is not simulated (FULL only)", d.fill);
-    if (!known_epilogue(d.epi)) return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %u is not a cublasLtEpilogue_t", d.epi);
-    if (!simulated_epilogue(d.epi))
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u is not simulated (DEFAULT, BIAS, BGRADA, BGRADB are)",
-                    d.epi);
-    if (d.epi != CUBLASLT_EPILOGUE_DEFAULT && d.bias_type != -1 && d.bias_type != CUDA_R_32F)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias type %s with D of CUDA_R_32F (the bias has D's type)",
-                    type_name((uint32_t)d.bias_type));
-
-    /* layouts and sizes */
-    for (int i = 0; i < 4; i++) {
-        const Layout &l = i == 0 ? p->A : i == 1 ? p->B : i == 2 ? p->C : p->D;
-        cublasStatus_t st = check_layout(fn, names[i], l, i == 2 && ch != nullptr && ch != dlh);
-        if (st) return st;
-    }
-    p->ta = d.ta != CUBLAS_OP_N;
-    p->tb = d.tb != CUBLAS_OP_N;
-    p->m = (int64_t)p->D.rows;
-    p->n = (int64_t)p->D.cols;
-    const int64_t am = (int64_t)(p->ta ? p->A.cols : p->A.rows), ak = (int64_t)(p->ta ? p->A.rows : p->A.cols);
-    const int64_t bk = (int64_t)(p->tb ? p->B.cols : p->B.rows), bn = (int64_t)(p->tb ? p->B.rows : p->B.cols);
-    if (am != p->m || bn != p->n || ak != bk)
-        return fail(CUBLAS_STATUS_INVALID_VALUE, fn,
-                    "sizes do not chain: op(A) is %lld x %lld, op(B) %lld x %lld, D %lld x %lld", (long long)am,
-                    (long long)ak, (long long)bk, (long long)bn, (long long)p->m, (long long)p->n);
-    if (p->C.rows != p->D.rows || p->C.cols != p->D.cols)
-        return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "C is %llu x %llu but D is %llu x %llu",
-                    (unsigned long long)p->C.rows, (unsigned long long)p->C.cols, (unsigned long long)p->D.rows,
-                    (unsigned long long)p->D.cols);
-    p->k = ak;
-    if (p->A.batch != p->D.batch || p->B.batch != p->D.batch || p->C.batch != p->D.batch)
-        return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "batch counts differ: A %d, B %d, C %d, D %d", p->A.batch,
-                    p->B.batch, p->C.batch, p->D.batch);
-    p->compute = d.compute;
-    p->tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-    p->pmode = d.pmode;
-    p->epi = d.epi;
-    p->abtype = p->A.type;
-    p->bias = d.bias;
-    p->bias_stride = d.bias_stride;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* ---- the algorithm: what the heuristic chose it for ---- */
-constexpr uint64_t ALGO_MAGIC = 0x564f4c54534c5431ull;   /* "VOLTSLT1" */
-uint64_t fingerprint(const Problem &p) {
-    return (uint64_t)(uint32_t)p.compute | (uint64_t)CUDA_R_32F << 16 | (uint64_t)p.abtype << 24 |
-           (uint64_t)p.D.type << 32;
-}
-uint32_t ptr_align(const void *ptr) {
-    uintptr_t a = (uintptr_t)ptr;
-    uint32_t al = 256;
-    while (al > 1 && (a & (al - 1))) al >>= 1;
-    return al;
-}
-void make_algo(const Problem &p, const uint32_t align[4], cublasLtMatmulAlgo_t *algo) {
-    memset(algo, 0, sizeof *algo);
-    algo->data[0] = ALGO_MAGIC;
-    algo->data[1] = fingerprint(p);
-    algo->data[2] = p.epi;
-    for (int i = 0; i < 4; i++) algo->data[3 + i] = align[i];
-    /* the heuristic reads BIAS_POINTER to learn its alignment; NULL: a kernel's widest bias load, 16 bytes */
-    algo->data[7] = p.bias ? std::min<uint32_t>(16, ptr_align(p.bias)) : 16;
-}
-
-/* ---- number formats ---- */
-float bf16_to_f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-float f16_to_f(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, man = h & 1023;
-    uint32_t u;
-    if (e == 31) u = sign | 0x7f800000u | man << 13;
-    else if (e) u = sign | (e + 112) << 23 | man << 13;
-    else if (!man) u = sign;
-    else {   /* subnormal: man * 2^-24, exact in float */
-        float f = std::ldexp((float)man, -24);
-        memcpy(&u, &f, 4);
-        u |= sign;
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-float to_tf32(float x) {   /* round to nearest, ties away (cvt.rna.tf32.f32); inf and NaN unchanged */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u) return x;
-    u = (u + 0x1000u) & ~0x1fffu;
-    memcpy(&x, &u, 4);
-    return x;
-}
-float load(const void *base, uint32_t type, int64_t idx) {
-    if (type == CUDA_R_32F) return static_cast<const float *>(base)[idx];
-    const uint16_t h = static_cast<const uint16_t *>(base)[idx];
-    return type == CUDA_R_16BF ? bf16_to_f(h) : f16_to_f(h);
-}
-
-/* ---- the queued job ---- */
-struct Job {
-    Problem p;
-    const void *A, *B, *C;
-    void *D;
-    void *bias;
-    float alpha, beta;                 /* pointer mode HOST: read at call time */
-    const float *alpha_dev, *beta_dev; /* pointer mode DEVICE: read when the job runs */
-    bool kept;
-};
-
-void run(Job *j) {
-    const Problem &p = j->p;
-    const float alpha = j->alpha_dev ? *j->alpha_dev : j->alpha;
-    const float beta = j->beta_dev ? *j->beta_dev : j->beta;
-    const int64_t m = p.m, n = p.n, k = p.k;
-    std::vector<float> a((size_t)(m * k)), b((size_t)(n * k));   /* op(A) by rows, op(B) by columns */
-    for (int32_t bt = 0; bt < p.D.batch; bt++) {
-        const int64_t oa = bt * p.A.stride, ob = bt * p.B.stride, oc = bt * p.C.stride, od = bt * p.D.stride;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t l = 0; l < k; l++)
-                a[(size_t)(i * k + l)] = load(j->A, p.abtype, oa + (p.ta ? l + i * p.A.ld : i + l * p.A.ld));
-        for (int64_t jj = 0; jj < n; jj++)
-            for (int64_t l = 0; l < k; l++)
-                b[(size_t)(jj * k + l)] = load(j->B, p.abtype, ob + (p.tb ? jj + l * p.B.ld : l + jj * p.B.ld));
-        float *bias = static_cast<float *>(j->bias);
-        const int64_t obias = bt * p.bias_stride;
-        if (p.epi == CUBLASLT_EPILOGUE_BGRADA)
-            for (int64_t i = 0; i < m; i++) {
-                double s = 0;
-                for (int64_t l = 0; l < k; l++) s += a[(size_t)(i * k + l)];
-                bias[obias + i] = (float)s;
-            }
-        if (p.epi == CUBLASLT_EPILOGUE_BGRADB)
-            for (int64_t jj = 0; jj < n; jj++) {
-                double s = 0;
-                for (int64_t l = 0; l < k; l++) s += b[(size_t)(jj * k + l)];
-                bias[obias + jj] = (float)s;
-            }
-        if (p.tf32) {
-            for (float &x : a) x = to_tf32(x);
-            for (float &x : b) x = to_tf32(x);
-        }
-        const float *C = static_cast<const float *>(j->C);
-        float *D = static_cast<float *>(j->D);
-        for (int64_t jj = 0; jj < n; jj++)
-            for (int64_t i = 0; i < m; i++) {
-                const float *ar = a.data() + i * k, *bc = b.data() + jj * k;
-                double s = 0;
-                for (int64_t l = 0; l < k; l++) {
-                    const float prod = ar[l] * bc[l];
-                    s += (double)prod;
-                }
-                volatile float v = alpha * (float)s;
-                if (beta != 0.f) {
-                    volatile float t = beta * C[oc + i + jj * p.C.ld];
-                    v = v + t;
-                }
-                if (p.epi == CUBLASLT_EPILOGUE_BIAS) v = v + bias[obias + i];
-                D[od + i + jj * p.D.ld] = v;
-            }
-    }
-}
-
-void CUDART_CB run_job(void *user) {
-    Job *j = static_cast<Job *>(user);
-    run(j);
-    if (!j->kept) delete j;
-}
-
-/* ---- exact overlap of matrices: one byte range per column per batch ---- */
-typedef std::vector<std::pair<uintptr_t, uintptr_t>> Segs;
-Segs segs(const void *base, const Layout &l, size_t es) {
-    Segs s;
-    if (!base || !l.rows || !l.cols) return s;
-    s.reserve((size_t)l.batch * l.cols);
-    for (int64_t b = 0; b < l.batch; b++)
-        for (uint64_t c = 0; c < l.cols; c++) {
-            const uintptr_t lo = (uintptr_t)base + (uintptr_t)((b * l.stride + (int64_t)c * l.ld) * (int64_t)es);
-            s.push_back({ lo, lo + l.rows * es });
-        }
-    std::sort(s.begin(), s.end());
-    return s;
-}
-bool self_overlap(const Segs &s) {
-    for (size_t i = 1; i < s.size(); i++)
-        if (s[i].first < s[i - 1].second) return true;   /* sorted by start: overlap iff it starts before one ends */
-    return false;
-}
-bool overlap(const Segs &x, const Segs &y) {
-    /* both sorted by start: an x interval that ends before y[jj] starts meets no later y, and the other way round */
-    size_t i = 0, jj = 0;
-    while (i < x.size() && jj < y.size()) {
-        if (x[i].second <= y[jj].first) i++;
-        else if (y[jj].second <= x[i].first) jj++;
-        else return true;
-    }
-    return false;
-}
-
-uint32_t pref_default_align(int i, const Pref *pr) { return pr ? pr->align[i] : 256; }
-
-cublasStatus_t check_pointer(const char *fn, const char *name, const void *ptr, uint32_t type, uint64_t need) {
-    if ((uintptr_t)ptr % elem_size(type))
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s = %p is not aligned to its %zu-byte elements", name, ptr,
-                    elem_size(type));
-    if (need && (uintptr_t)ptr % need)
-        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn,
-                    "%s = %p is %u-byte aligned but the algo was chosen for %llu (MIN_ALIGNMENT_%s_BYTES)", name, ptr,
-                    ptr_align(ptr), (unsigned long long)need, name);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-bool same_layout(const Layout &x, const Layout &y) {
-    return x.type == y.type && x.order == y.order && x.rows == y.rows && x.cols == y.cols && x.ld == y.ld &&
-           x.batch == y.batch && (x.batch == 1 || x.stride == y.stride) && x.plane == y.plane && x.bmode == y.bmode;
-}
-
-}   // namespace
 
 extern "C" {
 
-const char *volt_cudasim_cublaslt_last_error(void) { return t_reason.c_str(); }
+const char *volt_cudasim_cublaslt_last_error(void) { return last_reason(); }
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *lightHandle) {
     if (!lightHandle) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate", "lightHandle is NULL");
@@ -543,9 +127,9 @@ const char *CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
     case CUBLAS_STATUS_LICENSE_ERROR: s = "the functionality requested requires some license"; break;
     default: s = "unknown error"; break;
     }
-    if (status == CUBLAS_STATUS_SUCCESS || status != t_status || t_reason.empty()) return s;
+    if (status == CUBLAS_STATUS_SUCCESS || status != last_status() || !*last_reason()) return s;
     thread_local std::string msg;
-    msg = std::string(s) + " [cublasLt sim: " + t_reason + "]";
+    msg = std::string(s) + " [cublasLt sim: " + last_reason() + "]";
     return msg.c_str();
 }
 
@@ -871,13 +455,3 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
 }
 
 }   // extern "C"
-
-namespace {
-struct KeptJobs {   /* graph-recorded jobs live until exit (a graph may replay them at any launch) */
-    ~KeptJobs() {
-        std::lock_guard<std::mutex> g(g_mu);
-        for (void *j : g_kept) delete static_cast<Job *>(j);
-        g_kept.clear();
-    }
-} g_kept_jobs;
-}   // namespace
