@@ -27,8 +27,9 @@
 #   deps       .deps/*.deb unpacked (if present)
 #   configure  cmake Release, VOLT_CUDA=ON, MPI off (not needed here), into build-gpu/
 #   build      the library, the tests and bench_distilbert (-j all cores)
-#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout; compile: eager vs graph
-#              replay), test_nccl aside
+#   test       ctest -L gpu (cuda vs cpu: every op, attention and dropout, one DistilBERT training
+#              step; compile: eager vs graph replay), test_nccl aside. All of these pass on the
+#              CUDA simulator (tests/cudasim), so a failure here is the GPU's, not the test's.
 #   nccl       tests/test_nccl (issue 12, docs/NCCL.md), <= 60 s: NCCL at world size 1 — init,
 #              every collective in f32/bf16/f16, ordering after the compute stream, a forced
 #              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
@@ -64,7 +65,7 @@ TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-180}
 STAGES=" ${STAGES:-probe deps configure build test nccl bench} "
-BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_philox test_nccl bench_distilbert}
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_philox test_nccl bench_distilbert}
 want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 

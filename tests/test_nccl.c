@@ -311,7 +311,8 @@ static void test_hang(void) {
     CHECK(el >= T * 0.95 && el <= T + 3 && !atomic_load(&g_soft_fired), "forced hang: ended after %.2f s, deadline %.0f s%s", el, T,
           atomic_load(&g_soft_fired) ? " (only after the watchdog released the compute stream: ncclCommAbort or the poll waited "
                                        "for the queued work)" : "");
-    const char *m = volt__comm_errmsg(c);
+    char m[512];   /* a copy: the message is the comm's, and the comm is destroyed below */
+    snprintf(m, sizeof m, "%s", volt__comm_errmsg(c));
     CHECK(strstr(m, "rank 0: all_reduce #1 (forced hang) timed out after 2 s") && strstr(m, "aborted"), "message: %s", m);
     s = volt__comm_barrier(c, "after");
     CHECK(s == VOLT_ERR_TIMEOUT && strstr(volt__comm_errmsg(c), "unusable after: rank 0: all_reduce #1"), "broken comm: %s",

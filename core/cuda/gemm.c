@@ -79,6 +79,7 @@ static void lt_load(void) {
 typedef struct {
     int64_t batch, M, N, K, lda, ldb, ldc, sa, sb, sc;
     uint32_t align;          /* the smallest alignment of A, B, C (and bias), capped at 256 */
+    uint32_t bias_align;     /* the bias's own (the heuristic reads it from the bias pointer), 0 = none */
     uint8_t ta, tb, ab, bias, beta1, tf32, pad_[2];   /* tf32: f32 operands, matmul_precision high */
 } gemm_key;
 
@@ -171,7 +172,11 @@ static bool layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows, in
 }
 
 /* The plan for key k: descriptors in cuBLASLt's column-major view (see the top). */
-static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k) {
+/* bias: this call's bias pointer. It is set on the descriptor before the heuristic, which
+ * reads its alignment (there is no preference attribute for it): with a NULL pointer the
+ * heuristic may pick a kernel that assumes a 16-byte aligned bias (PyTorch hit this). The
+ * plan is keyed by that alignment, and every matmul sets the pointer again. */
+static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k, const float *bias) {
     const cudaDataType_t t = cuda_type(k->ab);
     /* cuBLASLt's A = our B: B row-major (K, N) with ldb is column-major (N, K); 'T': (K, N) stored */
     const int64_t ar = k->tb ? k->K : k->N, ac = k->tb ? k->N : k->K;
@@ -190,7 +195,8 @@ static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k) 
         uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
         int32_t bt = CUDA_R_32F;
         if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
-            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt))
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) ||
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias))
             return "bias epilogue";
     }
     cublasLtMatmulPreference_t pref = c->gemm->pref;
@@ -236,6 +242,7 @@ volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *o
     if ((t = ptr_align(g->C)) < al) al = t;
     if (g->bias && (t = ptr_align(g->bias)) < al) al = t;
     k.align = al;
+    k.bias_align = g->bias ? ptr_align(g->bias) : 0;
 
     volt_cuda_gemm_cache *cache = c->gemm;
     const uint64_t h = key_hash(&k);
@@ -250,7 +257,7 @@ volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *o
     if (!p) {
         p = &cache->p[victim];
         if (p->hash) plan_release(p);
-        const char *why = plan_make(c, p, &k);
+        const char *why = plan_make(c, p, &k, g->bias);
         if (why) {
             plan_release(p);
             return volt_step_fail(s, VOLT_ERR_BACKEND,

@@ -27,6 +27,8 @@
  *   synchronizing) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
  *   as do copies to or from pageable host memory and stream-ordered allocation (which CUDA
  *   would capture as memory nodes: not modelled).
+ * Devices: none unless the environment asks (CUDASIM=1: one; CUDASIM_DEVICES=N: N), so a
+ * simulator build runs as a CPU build except in the processes that want the simulated GPU.
  * Not modelled: timing, memory consistency between concurrent streams beyond the order
  * above, per-device memory, the limits of any one GPU other than those named. */
 #include "cudasim_device.h"   /* first: it defines what cuda_runtime.h would */
@@ -100,7 +102,7 @@ CUstream_st *g_null;
 std::vector<capture *> *g_captures;
 cudaError_t g_sticky = cudaSuccess;
 int g_max_dyn_smem = 48 * 1024;
-int g_devices = 1;
+int g_devices = 0;
 CUmemPoolHandle_st g_pool;
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local int t_device = 0;
@@ -114,8 +116,10 @@ void init_once() {
     g_captures = new std::vector<capture *>;
     const char *mb = getenv("CUDASIM_MEM_MB");
     g_capacity = (size_t)(mb && atol(mb) > 0 ? atol(mb) : 16384) << 20;
-    const char *nd = getenv("CUDASIM_DEVICES");
-    if (nd) g_devices = atoi(nd) < 0 ? 0 : atoi(nd);
+    /* No device unless asked: a simulator build is a CPU build ("auto" picks the CPU) except
+     * for the processes that set CUDASIM=1 (the gpu tests: tests/gpu_sim.cmake) */
+    const char *nd = getenv("CUDASIM_DEVICES"), *on = getenv("CUDASIM");
+    g_devices = nd ? (atoi(nd) < 0 ? 0 : atoi(nd)) : on && *on && strcmp(on, "0") ? 1 : 0;
     g_null = new CUstream_st;
     g_streams->push_back(g_null);
     std::thread(worker, g_null).detach();
@@ -166,13 +170,18 @@ bool unsafe_during_capture(const char *what) {
 }
 
 /* ---- streams ---------------------------------------------------------------------------- */
+void exec_free();   /* this worker's kernel state (below) */
+
 void worker(CUstream_st *s) {
     for (;;) {
         op_fn f;
         {
             std::unique_lock<std::mutex> l(s->mu);
             s->cv.wait(l, [s] { return !s->q.empty() || s->dying; });
-            if (s->q.empty()) return;   /* dying and drained (the object stays: events may name it) */
+            if (s->q.empty()) {   /* dying and drained (the object stays: events may name it) */
+                exec_free();
+                return;
+            }
             f = std::move(s->q.front());
             s->q.pop_front();
         }
@@ -374,6 +383,16 @@ const size_t STACK = 1u << 17;
 __attribute__((tls_model("initial-exec"))) thread_local exec_state *t_exec;
 std::mutex g_kernel_mu;   /* one block runs at a time in the process: __shared__ are statics */
 
+void exec_free() {
+    exec_state *e = t_exec;
+    if (!e) return;
+    for (fiber &f : e->f)
+        if (f.stack) munmap(f.stack, STACK);
+    free(e->dyn);
+    delete e;
+    t_exec = nullptr;
+}
+
 void to_main(exec_state *e, fiber *f, bool finished) {
 #ifdef CUDASIM_ASAN
     __sanitizer_start_switch_fiber(finished ? nullptr : &f->fake, e->main_bottom, e->main_size);
@@ -456,8 +475,9 @@ bool run_block(exec_state *e, dim3 bid, dim3 grid, dim3 block) {
                 return false;
             }
         }
-#ifdef CUDASIM_ASAN
-        __asan_unpoison_memory_region(f.stack, STACK);   /* frames an earlier fiber left */
+#ifdef CUDASIM_ASAN   /* the frame an earlier fiber's fiber_entry left (it never returns; deeper
+                          frames did return, and unpoisoned themselves) */
+        __asan_unpoison_memory_region((char *)f.stack + STACK - 16384, 16384);
 #endif
         f.sp = fiber_stack_init(f.stack, STACK);
         f.done = false;

@@ -74,12 +74,12 @@ template <class T, class LA, class LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float, void> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
                      const fragment<matrix_b, 16, 16, 16, T, LB> &b,
                      const fragment<accumulator, 16, 16, 16, float, void> &c) {
-    float out[256];
+    float fa[256], fb[256], out[256];
+    for (int i = 0; i < 256; i++) { fa[i] = to_f(a.x[i]); fb[i] = to_f(b.x[i]); out[i] = c.x[i]; }
     for (int r = 0; r < 16; r++)
-        for (int n = 0; n < 16; n++) {
-            float s = c.x[r * 16 + n];
-            for (int k = 0; k < 16; k++) s += to_f(a.x[r * 16 + k]) * to_f(b.x[k * 16 + n]);
-            out[r * 16 + n] = s;
+        for (int k = 0; k < 16; k++) {
+            const float av = fa[r * 16 + k];
+            for (int n = 0; n < 16; n++) out[r * 16 + n] += av * fb[k * 16 + n];   /* k order per element */
         }
     for (int i = 0; i < 256; i++) d.x[i] = out[i];
 }
