@@ -63,7 +63,8 @@ target_compile_options(test_cudasim PRIVATE ${_sim_cxx_flags} -include cudasim_d
 target_link_libraries(test_cudasim PRIVATE volt_cudasim)
 # The NCCL simulator's unit test: nccl.cc with its own queueing stand-ins for the runtime.
 if(EXISTS ${_sim}/test_nccl_sim.cc)
-  add_executable(test_nccl_sim ${_sim}/test_nccl_sim.cc ${_sim}/nccl.cc)
+  file(GLOB _nccl_test CONFIGURE_DEPENDS ${_sim}/test_nccl_sim*.cc ${_sim}/nccl*.cc)
+  add_executable(test_nccl_sim ${_nccl_test})
   target_include_directories(test_nccl_sim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE} ${VOLT_NCCL_INCLUDE})
   target_compile_options(test_nccl_sim PRIVATE ${_sim_cxx_flags})
   target_link_libraries(test_nccl_sim PRIVATE Threads::Threads)
