@@ -7,6 +7,13 @@
 #                                                   uninterrupted run: the same val losses
 #                                                   and a bit-identical last checkpoint), and
 #                                                   a TSV run
+#   app_text_classification.sh cuda APP WORKDIR "" APP_CHECK
+#                                                   on the cuda backend (the CUDA simulator:
+#                                                   tests/gpu_sim.cmake): the small preset (head
+#                                                   dim 64) with bf16-mixed and --compile, resumed
+#                                                   and checked bit for bit against an
+#                                                   uninterrupted run, and its best checkpoint
+#                                                   tested on the cpu backend
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
 #   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
 #                                                   the tiny preset under fsdp on 2 ranks with
@@ -76,6 +83,29 @@ expect_err() {   # LOGNAME RC PATTERN: exit 1 and a message matching PATTERN
 }
 
 case "$MODE" in
+cuda)
+    [[ -n $CHECK ]] || die "cuda needs APP_CHECK"
+    CU=(--vocab "$W/vocab.txt" --model-preset small --max-length 16 --batch-size 4 --lr 1e-3 --cache-dir "$W/cache"
+        --no-progress --workers 0 --accelerator cuda --precision bf16-mixed --compile --limit-train-batches 3
+        --limit-val-batches 2 --limit-test-batches 2 --memory-report)
+    run cu1 --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs" --epochs 1; expect_ok cu1 $?
+    grep -q 'Accelerator: cuda' "$W/cu1.log" || die "cu1: not on cuda"
+    grep -q 'after fit' "$W/cu1.log" || die "cu1: no memory report"
+    run cu2 --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs" --epochs 2 --resume; expect_ok cu2 $?
+    run cufull --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs_full" --epochs 2; expect_ok cufull $?
+    step=$("$CHECK" meta "$W/runs/checkpoints/csv-small/last.safetensors" volt.global_step) || die "cu2: no global_step"
+    [[ $step == 6 ]] || die "cu2: last checkpoint at global_step $step, want 6 (3 + 3)"
+    "$CHECK" same "$W/runs_full/checkpoints/csv-small/last.safetensors" "$W/runs/checkpoints/csv-small/last.safetensors" ||
+        die "cuda resume: the last checkpoint differs from the uninterrupted run's"
+    best=$(sed -n 's/^best checkpoint: \(.*\) (val_acc .*/\1/p' "$W/cufull.log" | tail -1)
+    [[ -f $best ]] || die "cufull: no best checkpoint named"
+    run cpu_test test --data "csv:$W/tiny.csv" --vocab "$W/vocab.txt" --model-preset small --max-length 16 \
+        --batch-size 4 --cache-dir "$W/cache" --no-progress --workers 0 --accelerator cpu --limit-test-batches 2 \
+        --root "$W/runs_cpu" --ckpt_path "$best"
+    rc=$?
+    [[ $rc == 0 ]] || { cat "$W/cpu_test.log"; die "cpu_test: exit status $rc, want 0"; }
+    grep -Eq '^Test accuracy [01]\.[0-9]{4}$' "$W/cpu_test.log" || { cat "$W/cpu_test.log"; die "cpu_test: no 'Test accuracy' line"; }
+    ;;
 smoke)
     run csv --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2; expect_ok csv $?

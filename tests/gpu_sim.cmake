@@ -19,6 +19,14 @@ if(VOLT_CUDA_SIM)
     set_property(TEST test_nccl APPEND PROPERTY ENVIRONMENT
       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;ASAN_OPTIONS=detect_leaks=0")
   endif()
+  # The text app on the simulated GPU: bf16-mixed + compile, exact resume, the checkpoint
+  # tested on the CPU (tests/app_text_classification.sh cuda)
+  add_test(NAME app_text_classification_cuda
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_text_classification.sh cuda
+      $<TARGET_FILE:volt-text-classification> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_text_classification_cuda ""
+      $<TARGET_FILE:app_check>)
+  set_tests_properties(app_text_classification_cuda PROPERTIES TIMEOUT 900 LABELS "gpu;cudasim"
+    ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive;${_sim_env}")
   add_test(NAME test_cudasim COMMAND test_cudasim)
   add_test(NAME test_cudasim_deadlock COMMAND test_cudasim deadlock)
   add_test(NAME test_cudasim_misaligned COMMAND test_cudasim misaligned)
