@@ -15,6 +15,15 @@ if(VOLT_CUDA_SIM)
       set_property(TEST ${t} APPEND PROPERTY LABELS cudasim)
     endif()
   endforeach()
+  # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
+  # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck
+  foreach(t test_cuda_distilbert test_nccl)
+    if(TARGET ${t})
+      add_test(NAME ${t}_delayed COMMAND ${t})
+      set_tests_properties(${t}_delayed PROPERTIES LABELS cudasim TIMEOUT 600 SKIP_RETURN_CODE 77
+        ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;CUDASIM_DELAY_US=300;${_sim_env};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;ASAN_OPTIONS=detect_leaks=0;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_${t}_delayed")
+    endif()
+  endforeach()
   if(TEST test_nccl)   # Open MPI (the id broadcast) keeps allocations until exit, as in strategies.cmake
     set_property(TEST test_nccl APPEND PROPERTY ENVIRONMENT
       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;ASAN_OPTIONS=detect_leaks=0")

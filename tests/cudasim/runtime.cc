@@ -27,6 +27,9 @@
  *   synchronizing) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
  *   as do copies to or from pageable host memory and stream-ordered allocation (which CUDA
  *   would capture as memory nodes: not modelled).
+ * CUDASIM_DELAY_US=N starts every stream operation N microseconds late: the host runs far
+ * ahead of the device, so a read without the synchronization it needs, or a stream that does
+ * not wait for another's event, shows up as wrong data instead of passing by luck.
  * Devices: none unless the environment asks (CUDASIM=1: one; CUDASIM_DEVICES=N: N), so a
  * simulator build runs as a CPU build except in the processes that want the simulated GPU.
  * Not modelled: timing, memory consistency between concurrent streams beyond the order
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -101,6 +105,7 @@ std::vector<CUstream_st *> *g_streams;
 CUstream_st *g_null;
 std::vector<capture *> *g_captures;
 cudaError_t g_sticky = cudaSuccess;
+unsigned g_delay_us;   /* CUDASIM_DELAY_US: each stream op starts this late (the host runs ahead) */
 int g_max_dyn_smem = 48 * 1024;
 int g_devices = 0;
 CUmemPoolHandle_st g_pool;
@@ -118,6 +123,8 @@ void init_once() {
     g_capacity = (size_t)(mb && atol(mb) > 0 ? atol(mb) : 16384) << 20;
     /* No device unless asked: a simulator build is a CPU build ("auto" picks the CPU) except
      * for the processes that set CUDASIM=1 (the gpu tests: tests/gpu_sim.cmake) */
+    const char *dl = getenv("CUDASIM_DELAY_US");
+    g_delay_us = dl && atoi(dl) > 0 ? (unsigned)atoi(dl) : 0;
     const char *nd = getenv("CUDASIM_DEVICES"), *on = getenv("CUDASIM");
     g_devices = nd ? (atoi(nd) < 0 ? 0 : atoi(nd)) : on && *on && strcmp(on, "0") ? 1 : 0;
     g_null = new CUstream_st;
@@ -185,6 +192,7 @@ void worker(CUstream_st *s) {
             f = std::move(s->q.front());
             s->q.pop_front();
         }
+        if (g_delay_us) usleep(g_delay_us);
         f();
         {
             std::lock_guard<std::mutex> l(s->mu);
