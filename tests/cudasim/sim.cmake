@@ -17,7 +17,7 @@ endif()
 # The runtime (cudart on the CPU), and the cuBLASLt and NCCL the backend loads at run time
 # (VOLT_CUBLASLT / VOLT_NCCL name them in the gpu tests' environment: tests/gpu_sim.cmake).
 find_package(Threads REQUIRED)
-add_library(volt_cudasim SHARED ${_sim}/runtime.cc)
+add_library(volt_cudasim SHARED ${_sim}/runtime.cc ${_sim}/runtime_kernels.cc ${_sim}/runtime_api.cc)
 target_include_directories(volt_cudasim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
 target_compile_options(volt_cudasim PRIVATE ${_sim_cxx_flags})
 target_link_libraries(volt_cudasim PRIVATE Threads::Threads)
