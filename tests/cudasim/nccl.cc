@@ -79,6 +79,7 @@
 #include <nccl.h>
 #include <cuda_runtime_api.h>
 #pragma GCC visibility pop
+#include "nccl_sim.h"
 
 #include <atomic>
 #include <chrono>
@@ -117,7 +118,9 @@ struct State {
     int refs = 1;                  /* the handle + one per queued host function */
     int outstanding = 0;           /* host functions queued and not yet run */
     std::atomic<bool> aborted{false};
-    std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection) */
+    std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection, a peer's failure) */
+    bool multi = false;            /* nranks > 1: the collectives go through link (nccl_shm.cc) */
+    ncclsim::Link link;            /* unmapped when the last reference goes (a host function may be in a barrier) */
 };
 
 void state_release(State *s) {
@@ -126,7 +129,9 @@ void state_release(State *s) {
         std::lock_guard<std::mutex> lk(s->mu);
         last = --s->refs == 0;
     }
-    if (last) delete s;
+    if (!last) return;
+    if (s->multi) ncclsim::link_close(&s->link);
+    delete s;
 }
 
 /* One collective, as copied at call time: a host function's argument. */
@@ -138,6 +143,8 @@ struct Op {
     bool inject;                   /* the injected fault: hold the stream until abort */
     const char *name;
     unsigned long long seq;
+    ncclsim::Desc desc;            /* nranks > 1: what every rank must have issued as #seq */
+    size_t es;
 };
 
 enum Pending { PEND_NONE, PEND_INIT, PEND_COLL, PEND_FINALIZE };
@@ -155,6 +162,7 @@ struct ncclComm {
     cudaStream_t pending_stream;
     unsigned long long ncoll;      /* collectives accepted */
     long fail_at;                  /* VOLT_CUDASIM_NCCL_FAIL_AT, 0 = none */
+    int nranks, rank;
     char name[64];
 };
 
@@ -193,6 +201,17 @@ void CUDART_CB run_op(void *arg) {
              "collective waits for a peer that is gone, until ncclCommAbort", op->name, op->seq);
         s->async_err.store(ncclRemoteError, std::memory_order_release);
         while (!s->aborted.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else if (s->multi) {
+        /* after an error (a peer gone, a mismatch) the comm's queued work does nothing */
+        if (!s->aborted.load(std::memory_order_acquire) && s->async_err.load(std::memory_order_acquire) == ncclSuccess) {
+            char msg[768];
+            const ncclResult_t rc = ncclsim::link_run(&s->link, op->desc, op->send, op->recv, op->es, s->aborted, msg, sizeof msg);
+            if (rc != ncclSuccess && !s->aborted.load(std::memory_order_acquire)) {
+                fail(rc, "%s #%llu: %s", op->name, op->seq, msg);
+                int none = ncclSuccess;
+                s->async_err.compare_exchange_strong(none, rc, std::memory_order_acq_rel);
+            }
+        }
     } else if (!s->aborted.load(std::memory_order_acquire) && op->send != op->recv && op->bytes) {
         memcpy(op->recv, op->send, op->bytes);
     }
@@ -237,6 +256,17 @@ ncclResult_t poll_async(ncclComm *c) {
         return ncclInProgress;
     }
     switch (c->pending) {
+    case PEND_INIT:
+        if (c->st->multi) {   /* the rendezvous of every rank in the segment */
+            char msg[768];
+            const ncclResult_t rc = ncclsim::link_step(&c->st->link, msg, sizeof msg);
+            if (rc == ncclInProgress) return ncclInProgress;
+            if (rc != ncclSuccess) {
+                c->pending = PEND_NONE;
+                return c->async = fail(rc, "ncclCommInitRankConfig : %s", msg);
+            }
+        }
+        break;
     case PEND_FINALIZE: {
         std::lock_guard<std::mutex> lk(c->st->mu);
         if (c->st->outstanding > 0) return ncclInProgress;
@@ -314,8 +344,8 @@ ncclResult_t collective(Coll kind, const char *opname, const void *send, void *r
     if (rc != ncclSuccess) return rc;
     if (c->finalized) return fail(ncclInvalidUsage, "%s : the communicator was finalized (cudasim NCCL)", opname);
     if ((rc = ensure_ready(c, opname)) != ncclSuccess) return rc;
-    if (root < 0 || root >= 1) return fail(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)",
-                                           opname, root, 1);
+    if (root < 0 || root >= c->nranks)
+        return fail(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)", opname, root, c->nranks);
     const size_t es = type_size(type);
     if (!es || (int)type < 0 || (int)type >= ncclNumTypes) return fail(ncclInvalidArgument, "%s : invalid type %d", opname, (int)type);
     if (kind == C_ALLREDUCE || kind == C_REDUCESCATTER) {
@@ -327,17 +357,28 @@ ncclResult_t collective(Coll kind, const char *opname, const void *send, void *r
     if (count > SIZE_MAX / es) return fail(ncclInvalidArgument, "%s : count %zu of %zu-byte elements overflows", opname, count, es);
     if ((rc = ptr_check(send, opname, "sendbuff")) != ncclSuccess) return rc;
     if ((rc = ptr_check(recv, opname, "recvbuff")) != ncclSuccess) return rc;
-    const size_t bytes = count * es;
-    const uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv;
-    if (send != recv && s0 < r0 + bytes && r0 < s0 + bytes)
-        return fail(ncclInvalidArgument, "%s : sendbuff %p and recvbuff %p overlap (%zu bytes each) without being in place "
-                    "(cudasim NCCL: undefined results in NCCL)", opname, send, (void *)recv, bytes);
+    const size_t bytes = count * es, n = (size_t)c->nranks;
+    if (count > SIZE_MAX / es / n) return fail(ncclInvalidArgument, "%s : count %zu of %zu-byte elements on %zu ranks overflows", opname, count, es, n);
+    /* NCCL's in-place layouts: ReduceScatter recvbuff = sendbuff + rank * recvcount, AllGather
+     * sendbuff = recvbuff + rank * sendcount, the others sendbuff = recvbuff */
+    const size_t sbytes = kind == C_REDUCESCATTER ? n * bytes : bytes, rbytes = kind == C_ALLGATHER ? n * bytes : bytes;
+    const uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv, off = (size_t)c->rank * bytes;
+    const bool in_place = kind == C_REDUCESCATTER ? r0 == s0 + off : kind == C_ALLGATHER ? s0 == r0 + off : s0 == r0;
+    if (!in_place && s0 < r0 + rbytes && r0 < s0 + sbytes)
+        return fail(ncclInvalidArgument, "%s : sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap without being in "
+                    "place (cudasim NCCL: undefined results in NCCL)", opname, send, sbytes, (void *)recv, rbytes);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t ce = cudaStreamIsCapturing(stream, &cs);
     if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaStreamIsCapturing)", opname, cudaGetErrorString(ce));
     if (cs != cudaStreamCaptureStatusNone)
         return fail(ncclInvalidUsage, "%s : cudasim NCCL does not simulate collectives during CUDA graph capture", opname);
-    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll};
+    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll, {}, es};
+    o->desc.seq = o->seq;
+    o->desc.count = count;
+    o->desc.kind = (int32_t)kind;
+    o->desc.type = (int32_t)type;
+    o->desc.op = kind == C_ALLREDUCE || kind == C_REDUCESCATTER ? op : -1;
+    o->desc.root = kind == C_BROADCAST ? root : -1;
     o->inject = c->fail_at > 0 && (long long)o->seq == c->fail_at;
     if (!c->blocking && c->ncoll == 1) {   /* the first collective connects, in the background */
         c->pending = PEND_COLL;
@@ -377,6 +418,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
         const uint64_t r = rng();
         memcpy(uniqueId->internal + i, &r, 8);
     }
+    ncclsim::id_stamp(uniqueId);   /* the name of the segment the ranks of nranks > 1 meet in */
     std::lock_guard<std::mutex> rl(g_reg_mu);
     g_ids.push_back(*uniqueId);
     return ncclSuccess;
@@ -388,7 +430,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     *comm = nullptr;
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return fail(ncclInvalidArgument, "%s : Invalid rank requested : %d/%d", op, rank, nranks);
-    if (nranks != 1) return fail(ncclInvalidUsage, "cudasim NCCL: only one rank (nranks %d)", nranks);
+    if (nranks > 64) return fail(ncclInvalidUsage, "cudasim NCCL: at most 64 ranks (nranks %d)", nranks);
     ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
     const ncclConfig_t *cf = config ? config : &def;
     if (cf->magic != 0xcafebeef || cf->size < offsetof(ncclConfig_t, cgaClusterSize))
@@ -403,7 +445,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
         if (!*fa || *end || fail_at < 1)
             return fail(ncclInvalidArgument, "cudasim NCCL: VOLT_CUDASIM_NCCL_FAIL_AT='%s' is not a collective number >= 1", fa);
     }
-    {
+    char seg[64] = "";
+    if (nranks > 1 && !ncclsim::id_name(commId, seg, sizeof seg))
+        return fail(ncclInvalidArgument, "%s : cudasim NCCL: the unique id was not made by ncclGetUniqueId (NCCL could "
+                    "not bootstrap from it)", op);
+    if (nranks == 1) {
         std::lock_guard<std::mutex> lk(g_reg_mu);
         bool known = false;
         for (const ncclUniqueId &id : g_ids) known = known || !memcmp(&id, &commId, sizeof id);
@@ -415,6 +461,27 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     c->st = new State();
     c->blocking = blocking == 1;
     c->fail_at = fail_at;
+    c->nranks = nranks;
+    c->rank = rank;
+    if (nranks > 1) {
+        c->st->multi = true;
+        ncclsim::Link &l = c->st->link;
+        snprintf(l.name, sizeof l.name, "%s", seg);
+        l.rank = rank;
+        l.nranks = nranks;
+        if (blocking == 1) {   /* NCCL's blocking init waits for every rank (a dead peer fails it) */
+            char msg[768];
+            ncclResult_t rc;
+            while ((rc = ncclsim::link_step(&l, msg, sizeof msg)) == ncclInProgress)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            if (rc != ncclSuccess) {
+                fail(rc, "%s : %s", op, msg);
+                state_release(c->st);
+                delete c;
+                return rc;
+            }
+        }
+    }
     snprintf(c->name, sizeof c->name, "%s", cf->size > offsetof(ncclConfig_t, commName) && cf->commName ? cf->commName : "");
     c->pending = PEND_NONE;
     c->async = ncclSuccess;
@@ -474,6 +541,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     ncclResult_t rc = comm_check(comm, "ncclCommAbort");
     if (rc != ncclSuccess) return rc;
     comm->st->aborted.store(true, std::memory_order_release);   /* queued host functions become no-ops */
+    if (comm->st->multi) ncclsim::link_abort(&comm->st->link);  /* peers waiting for this rank fail; no name left */
     free_comm(comm, "aborted by ncclCommAbort");
     return ncclSuccess;
 }
