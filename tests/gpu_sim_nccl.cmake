@@ -1,0 +1,26 @@
+# Strategy parity on the simulated GPU over the simulated NCCL at 2 ranks (2 processes):
+# mpirun -np 2 test_strategies parity <s> with VOLT_ACCELERATOR=cuda, the cudasim runtime,
+# cuBLASLt and NCCL (tests/cudasim/README.md; the ranks meet in a shared-memory segment,
+# docs/NCCL.md "NCCL simulator"). These run the nccl comm backend at world size > 1, where the
+# rank offsets of reduce-scatter / all-gather and the fsdp shards are not all 0. test_strategies
+# checks that its comm's device is $VOLT_ACCELERATOR; the wrapper also checks that rank 0 said
+# "comm nccl on device cuda" (no fallback to another comm). Labels "cudasim;mpi".
+if(NOT (VOLT_CUDA_SIM AND VOLT_HAVE_MPI AND VOLT_MPIRUN) OR NOT TARGET test_strategies OR NOT TARGET volt_cudasim_nccl)
+  return()
+endif()
+set(_volt_sim_nccl_env
+  "CUDASIM_DEVICES=2" "VOLT_ACCELERATOR=cuda"   # one GPU per rank on the node (comm_nccl.c checks it)
+  "VOLT_CUBLASLT=$<TARGET_FILE:volt_cudasim_cublasLt>" "VOLT_NCCL=$<TARGET_FILE:volt_cudasim_nccl>"
+  "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
+  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0"
+  "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_sim_nccl")
+foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
+  set(_name test_${s}_np2_sim_nccl)
+  add_test(NAME ${_name} COMMAND sh -c
+    "out=$(\"$0\" --oversubscribe -np 2 \"$1\" parity \"$2\" 2>&1); rc=$?; printf '%s\\n' \"$out\"; \
+[ $rc -eq 0 ] || exit $rc; printf '%s\\n' \"$out\" | grep -q '^comm nccl on device cuda' || \
+{ echo 'FAIL: the run did not report comm nccl on device cuda'; exit 1; }"
+    ${VOLT_MPIRUN} $<TARGET_FILE:test_strategies> ${s})
+  set_tests_properties(${_name} PROPERTIES ENVIRONMENT "${_volt_sim_nccl_env}" PROCESSORS 2 TIMEOUT 300
+    SKIP_RETURN_CODE 77 LABELS "cudasim;mpi")
+endforeach()
