@@ -119,6 +119,7 @@ struct State {
     int outstanding = 0;           /* host functions queued and not yet run */
     std::atomic<bool> aborted{false};
     std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection, a peer's failure) */
+    char async_msg[800] = "";      /* what set async_err (written before it is published) */
     bool multi = false;            /* nranks > 1: the collectives go through link (nccl_shm.cc) */
     ncclsim::Link link;            /* unmapped when the last reference goes (a host function may be in a barrier) */
 };
@@ -208,6 +209,7 @@ void CUDART_CB run_op(void *arg) {
             const ncclResult_t rc = ncclsim::link_run(&s->link, op->desc, op->send, op->recv, op->es, s->aborted, msg, sizeof msg);
             if (rc != ncclSuccess && !s->aborted.load(std::memory_order_acquire)) {
                 fail(rc, "%s #%llu: %s", op->name, op->seq, msg);
+                snprintf(s->async_msg, sizeof s->async_msg, "%s #%llu: %s", op->name, op->seq, msg);
                 int none = ncclSuccess;
                 s->async_err.compare_exchange_strong(none, rc, std::memory_order_acq_rel);
             }
@@ -293,16 +295,20 @@ ncclResult_t ensure_ready(ncclComm *c, const char *opname) {
         const int inj = c->st->async_err.load(std::memory_order_acquire);
         if (inj != ncclSuccess && c->async == ncclSuccess) c->async = (ncclResult_t)inj;
         if (c->async != ncclSuccess)
-            return fail(c->async, "%s : the communicator has an asynchronous error (%s); abort it", opname,
-                        ncclGetErrorString(c->async));
+            return fail(c->async, "%s : the communicator has an asynchronous error (%s%s%s); abort it", opname,
+                        ncclGetErrorString(c->async), inj != ncclSuccess && c->st->async_msg[0] ? ": " : "",
+                        inj != ncclSuccess ? c->st->async_msg : "");
         return ncclSuccess;
     }
     const ncclResult_t a = poll_async(c);
     if (a == ncclInProgress)
         return fail(ncclInvalidArgument, "%s : Attempt to use communicator before the previous operation returned "
                     "ncclSuccess (cudasim NCCL: poll ncclCommGetAsyncError until it is not ncclInProgress)", opname);
-    if (a != ncclSuccess)
-        return fail(a, "%s : the communicator has an asynchronous error (%s); abort it", opname, ncclGetErrorString(a));
+    if (a != ncclSuccess) {
+        const bool from_op = c->st->async_err.load(std::memory_order_acquire) != ncclSuccess && c->st->async_msg[0];
+        return fail(a, "%s : the communicator has an asynchronous error (%s%s%s); abort it", opname, ncclGetErrorString(a),
+                    from_op ? ": " : "", from_op ? c->st->async_msg : "");
+    }
     return ncclSuccess;
 }
 

@@ -349,6 +349,8 @@ void child_mismatch(int r, int n, const ncclUniqueId &id, Shared *) {
     for (int b = 0; b < 64 * 3; b++) untouched = untouched && reinterpret_cast<unsigned char *>(y)[b] == 0xee;
     RCHECK(untouched, "a mismatched collective wrote recvbuff");
     RCHECK_RC(ncclAllReduce(x, y, 16, ncclFloat32, ncclSum, c, S), ncclInvalidUsage);   /* sticky */
+    RCHECK(strstr(ncclGetLastError(nullptr), "asynchronous error") && strstr(ncclGetLastError(nullptr), "differs between ranks"),
+           "a later call's error does not repeat the cause: %s", ncclGetLastError(nullptr));
     RCHECK_RC(ncclCommAbort(c), ncclSuccess);
     tns_dev_free(x);
     tns_dev_free(y);
