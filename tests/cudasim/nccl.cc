@@ -4,18 +4,31 @@
  * the cudasim runtime (tests/cudasim/runtime.cc: device memory is host memory, every stream a
  * worker thread). docs/NCCL.md, "NCCL simulator".
  *
- * What it simulates (world size 1 only):
- *  - ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random bytes; the id is
- *    remembered so that init can tell it from a made-up one), ncclGetErrorString (NCCL's strings),
- *    ncclGetLastError (the last message, process-wide and never cleared, as in NCCL).
- *  - ncclCommInitRankConfig: nranks 1, rank 0. A bad rank is ncclInvalidArgument ("Invalid rank
- *    requested"), a valid one of several ranks ncclInvalidUsage ("cudasim NCCL: only one rank
- *    (nranks N)"); a config not made by NCCL_CONFIG_INITIALIZER or a blocking value other than
- *    0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns ncclInProgress
- *    and ncclCommGetAsyncError says ncclInProgress on its first two calls, then ncclSuccess.
+ * What it simulates (1 to 64 ranks; several ranks are processes on one machine, nccl_shm.cc):
+ *  - ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random bytes, a magic and
+ *    the name of a POSIX shared-memory segment "/volt-cudasim-nccl-<32 hex>"; at world size 1
+ *    the id is also remembered so that init can tell it from a made-up one), ncclGetErrorString
+ *    (NCCL's strings), ncclGetLastError (the last message, process-wide and never cleared, as in NCCL).
+ *  - ncclCommInitRankConfig: a bad rank is ncclInvalidArgument ("Invalid rank requested"), more
+ *    than 64 ranks ncclInvalidUsage; a config not made by NCCL_CONFIG_INITIALIZER or a blocking
+ *    value other than 0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns
+ *    ncclInProgress and ncclCommGetAsyncError says ncclInProgress on its first two calls, then
+ *    (world size 1) ncclSuccess, or (several ranks) ncclInProgress until every rank has attached
+ *    to the segment, ncclSuccess then; blocking: init returns when every rank has attached. Each
+ *    rank attaches once (a second process with the same rank, or another nranks for the same
+ *    id: ncclInvalidUsage naming it); the segment's name is unlinked once all are attached (a
+ *    rendezvous that never completes is left to the caller's deadline and its abort, which
+ *    unlinks it). A rank attached that exits before the others is ncclRemoteError.
  *  - AllReduce / ReduceScatter / AllGather / Broadcast, every ncclDataType_t and built-in
- *    ncclRedOp_t: the one-rank result, which is a copy of count elements from sendbuff to
- *    recvbuff (nothing to do in place), done on `stream` by a host function queued with
+ *    ncclRedOp_t: at world size 1 the one-rank result, which is a copy of count elements from
+ *    sendbuff to recvbuff (nothing to do in place); at several ranks each rank's host function
+ *    moves its data through the segment (nccl_shm.cc: slots, two barriers per chunk, reductions
+ *    in rank order so every rank gets the same bits; ncclAvg is 1/n times each term for floating
+ *    types, the sum divided by n for integers, as NCCL's PreMulSum / SumPostDiv), and the ranks'
+ *    collectives are compared (sequence number, kind, count, type, op, root): a difference is
+ *    ncclInvalidUsage on every rank's ncclCommGetAsyncError and no recvbuff is written; a peer
+ *    that exited or aborted while this rank waits for it is ncclRemoteError ("rank N (pid P)
+ *    exited"); later calls repeat that cause. All done on `stream` by a host function queued with
  *    cudaLaunchHostFunc, so it runs in stream order, after the work queued before it and
  *    before the work queued after it; its arguments are copied at call time.
  *    Checked as NCCL checks them, in NCCL's order: the comm (NULL; aborted or destroyed, which
@@ -32,7 +45,9 @@
  *    ncclSuccess. A blocking comm never returns ncclInProgress. (Real NCCL at one rank has
  *    no peer to connect and may well answer ncclSuccess at once: the simulated first
  *    ncclInProgress is there so that the caller's handling of it runs.)
- *  - ncclCommAbort never waits: it marks the comm aborted and frees the handle; each queued
+ *  - ncclCommAbort never waits: it marks the comm aborted (in the segment too, so peers waiting
+ *    for this rank fail, and a collective of this comm waiting in a barrier returns) and frees
+ *    the handle; each queued
  *    host function of that comm that runs afterwards sees the mark and returns without
  *    touching memory (what a real kernel does when it finds the abort flag set; the queued
  *    ones are not removed from their streams). Any call with the handle afterwards is
@@ -51,7 +66,7 @@
  *    peer is gone does, until the comm is aborted; recvbuff is left untouched. Any other value
  *    of the variable is refused at init (ncclInvalidArgument, naming it).
  *
- * What it does not: more than one rank (no inter-process transport); the other entry points
+ * What it does not: ranks on different machines (the segment is local); the other entry points
  * of nccl.h (groups, send/recv, Reduce, split, registration, user reduction ops: an op >=
  * ncclNumOps is "unknown to this communicator"); collectives while the stream is being
  * captured into a CUDA graph (ncclInvalidUsage saying so; real NCCL captures them); NCCL's
@@ -66,6 +81,11 @@
  *  - asynchronous states last a fixed number of polls instead of a time, so a caller that
  *    does not poll to ncclSuccess before its next call fails every time here, not only when
  *    the real background thread is slow;
+ *  - several ranks: reductions are done in rank order 0..n-1 with each step rounded to the type
+ *    (16-bit and 8-bit floats computed in float; fp8 e4m3 saturates at 448, e5m2 overflows to
+ *    inf), where NCCL's order depends on its algorithm (ring, tree) and its device arithmetic;
+ *    a peer that died or aborted is reported (ncclRemoteError) as soon as a rank waits for it,
+ *    where NCCL on one node usually hangs until the caller's timeout aborts;
  *  - ncclAvg at one rank is a byte copy (NCCL multiplies by 1/nranks = 1 on the device, which
  *    can change the bits of a NaN);
  *  - ncclCommAbort returns at once even with work queued behind a held stream (the real one
@@ -73,7 +93,8 @@
  *    device making progress).
  *
  * The CUDA runtime calls made: cudaLaunchHostFunc, cudaPointerGetAttributes,
- * cudaStreamIsCapturing, cudaGetErrorString. Test: tests/cudasim/test_nccl_sim.cc. */
+ * cudaStreamIsCapturing, cudaGetErrorString. Tests: tests/cudasim/test_nccl_sim.cc (one rank)
+ * and test_nccl_sim_ranks.cc (2 and 3 forked ranks), one program. */
 /* The NCCL API is what this library exports, whatever -fvisibility it is built with. */
 #pragma GCC visibility push(default)
 #include <nccl.h>

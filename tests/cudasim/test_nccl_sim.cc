@@ -6,7 +6,9 @@
  * cudaPointerGetAttributes knows the "device" buffers this test allocates with dev_alloc;
  * cudaStreamIsCapturing says what the test sets. Build (one program, the stand-ins here):
  *
- *   g++ -std=c++17 -I/usr/local/cuda/include tests/cudasim/test_nccl_sim.cc tests/cudasim/nccl.cc -lpthread
+ *   g++ -std=c++17 -I/usr/local/cuda/include tests/cudasim/test_nccl_sim*.cc tests/cudasim/nccl*.cc -lpthread
+ *
+ * The several-rank cases (forked processes) are in test_nccl_sim_ranks.cc; main calls them last.
  *
  * Exit 0 when every check passed, 1 with a "FAIL <case>: ..." line per failed check. */
 #include <nccl.h>
