@@ -142,6 +142,7 @@ struct State {
     std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection, a peer's failure) */
     char async_msg[800] = "";      /* what set async_err (written before it is published) */
     bool multi = false;            /* nranks > 1: the collectives go through link (nccl_shm.cc) */
+    std::mutex run_mu;             /* one collective of the comm at a time (work on two streams) */
     ncclsim::Link link;            /* unmapped when the last reference goes (a host function may be in a barrier) */
 };
 
@@ -227,6 +228,7 @@ void CUDART_CB run_op(void *arg) {
         /* after an error (a peer gone, a mismatch) the comm's queued work does nothing */
         if (!s->aborted.load(std::memory_order_acquire) && s->async_err.load(std::memory_order_acquire) == ncclSuccess) {
             char msg[768];
+            std::lock_guard<std::mutex> lk(s->run_mu);
             const ncclResult_t rc = ncclsim::link_run(&s->link, op->desc, op->send, op->recv, op->es, s->aborted, msg, sizeof msg);
             if (rc != ncclSuccess && !s->aborted.load(std::memory_order_acquire)) {
                 fail(rc, "%s #%llu: %s", op->name, op->seq, msg);
