@@ -13,22 +13,14 @@
  *    than 64 ranks ncclInvalidUsage; a config not made by NCCL_CONFIG_INITIALIZER or a blocking
  *    value other than 0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns
  *    ncclInProgress and ncclCommGetAsyncError says ncclInProgress on its first two calls, then
- *    (world size 1) ncclSuccess, or (several ranks) ncclInProgress until every rank has attached
- *    to the segment, ncclSuccess then; blocking: init returns when every rank has attached. Each
- *    rank attaches once (a second process with the same rank, or another nranks for the same
- *    id: ncclInvalidUsage naming it); the segment's name is unlinked once all are attached (a
- *    rendezvous that never completes is left to the caller's deadline and its abort, which
- *    unlinks it). A rank attached that exits before the others is ncclRemoteError.
+ *    ncclSuccess, at several ranks only once every rank has attached to the segment (nccl_shm.cc:
+ *    the rendezvous, its errors); blocking init returns when every rank has attached.
  *  - AllReduce / ReduceScatter / AllGather / Broadcast, every ncclDataType_t and built-in
  *    ncclRedOp_t: at world size 1 the one-rank result, which is a copy of count elements from
- *    sendbuff to recvbuff (nothing to do in place); at several ranks each rank's host function
- *    moves its data through the segment (nccl_shm.cc: slots, two barriers per chunk, reductions
- *    in rank order so every rank gets the same bits; ncclAvg is 1/n times each term for floating
- *    types, the sum divided by n for integers, as NCCL's PreMulSum / SumPostDiv), and the ranks'
- *    collectives are compared (sequence number, kind, count, type, op, root): a difference is
- *    ncclInvalidUsage on every rank's ncclCommGetAsyncError and no recvbuff is written; a peer
- *    that exited or aborted while this rank waits for it is ncclRemoteError ("rank N (pid P)
- *    exited"); later calls repeat that cause. All done on `stream` by a host function queued with
+ *    sendbuff to recvbuff (nothing to do in place); at several ranks the data moves through the
+ *    segment, with the ranks' collectives compared first and a dead or aborted peer reported
+ *    (nccl_shm.cc's header says how); an error there is the comm's asynchronous error (its
+ *    cause repeated by later calls). All done on `stream` by a host function queued with
  *    cudaLaunchHostFunc, so it runs in stream order, after the work queued before it and
  *    before the work queued after it; its arguments are copied at call time.
  *    Checked as NCCL checks them, in NCCL's order: the comm (NULL; aborted or destroyed, which

@@ -12,7 +12,9 @@
  * part of sendbuff into its slot; barrier; at the first chunk every rank compares every rank's
  * descriptor with its own (sequence number, kind, count, type, op, root) and all of them stop
  * with the same error on a difference; each rank computes its result from the slots, reducing
- * in rank order 0..n-1 (so every rank gets the same bits); barrier (the slots are reused after
+ * in rank order 0..n-1 (so every rank gets the same bits; ncclAvg is 1/n times each term for
+ * floating types, the sum divided by n for integers, as NCCL's PreMulSum / SumPostDiv; a second
+ * process claiming a rank, or another nranks, is ncclInvalidUsage at init); barrier (the slots are reused after
  * it). A barrier is per-rank arrival counters in the segment: a rank waits (yield, then short
  * sleeps) until every rank's count reaches its own, and gives up when its comm is aborted, or a
  * rank it waits for has aborted its comm or is no longer alive (kill(pid, 0), or a zombie in
