@@ -651,7 +651,9 @@ static void check_comm_device(volt_trainer *t) {
     if (!c || !c->dev) return;
     const char *acc = getenv("VOLT_ACCELERATOR");
     if (acc && *acc) CHECK(!strcmp(c->dev->be->name, acc), "comm device '%s', asked '%s'", c->dev->be->name, acc);
-    CHECK(c->staged == !volt__dev_host_addressable(c->dev), "staged iff the device memory is not host-addressable");
+    const volt_comm_row *row = volt__comm_backend_find(c->ops->name);   /* nccl takes device memory: never staged */
+    CHECK(row && c->staged == (row->host_buffers && !volt__dev_host_addressable(c->dev)),
+          "staged iff the comm takes host buffers and the device memory is not host-addressable");
     const dist *d = t->strategy->impl;
     for (int i = 0; i < d->n_units; i++)
         CHECK((d->units[i].h_grad != NULL) == c->staged && (d->units[i].h_vals != NULL) == c->staged, "unit %d staging buffers", i);

@@ -4,18 +4,23 @@
  * the cudasim runtime (tests/cudasim/runtime.cc: device memory is host memory, every stream a
  * worker thread). docs/NCCL.md, "NCCL simulator".
  *
- * What it simulates (world size 1 only):
- *  - ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random bytes; the id is
- *    remembered so that init can tell it from a made-up one), ncclGetErrorString (NCCL's strings),
- *    ncclGetLastError (the last message, process-wide and never cleared, as in NCCL).
- *  - ncclCommInitRankConfig: nranks 1, rank 0. A bad rank is ncclInvalidArgument ("Invalid rank
- *    requested"), a valid one of several ranks ncclInvalidUsage ("cudasim NCCL: only one rank
- *    (nranks N)"); a config not made by NCCL_CONFIG_INITIALIZER or a blocking value other than
- *    0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns ncclInProgress
- *    and ncclCommGetAsyncError says ncclInProgress on its first two calls, then ncclSuccess.
+ * What it simulates (1 to 64 ranks; several ranks are processes on one machine, nccl_shm.cc):
+ *  - ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random bytes, a magic and
+ *    the name of a POSIX shared-memory segment "/volt-cudasim-nccl-<32 hex>"; at world size 1
+ *    the id is also remembered so that init can tell it from a made-up one), ncclGetErrorString
+ *    (NCCL's strings), ncclGetLastError (the last message, process-wide and never cleared, as in NCCL).
+ *  - ncclCommInitRankConfig: a bad rank is ncclInvalidArgument ("Invalid rank requested"), more
+ *    than 64 ranks ncclInvalidUsage; a config not made by NCCL_CONFIG_INITIALIZER or a blocking
+ *    value other than 0/1 is ncclInvalidArgument. Non-blocking (config.blocking = 0): init returns
+ *    ncclInProgress and ncclCommGetAsyncError says ncclInProgress on its first two calls, then
+ *    ncclSuccess, at several ranks only once every rank has attached to the segment (nccl_shm.cc:
+ *    the rendezvous, its errors); blocking init returns when every rank has attached.
  *  - AllReduce / ReduceScatter / AllGather / Broadcast, every ncclDataType_t and built-in
- *    ncclRedOp_t: the one-rank result, which is a copy of count elements from sendbuff to
- *    recvbuff (nothing to do in place), done on `stream` by a host function queued with
+ *    ncclRedOp_t: at world size 1 the one-rank result, which is a copy of count elements from
+ *    sendbuff to recvbuff (nothing to do in place); at several ranks the data moves through the
+ *    segment, with the ranks' collectives compared first and a dead or aborted peer reported
+ *    (nccl_shm.cc's header says how); an error there is the comm's asynchronous error (its
+ *    cause repeated by later calls). All done on `stream` by a host function queued with
  *    cudaLaunchHostFunc, so it runs in stream order, after the work queued before it and
  *    before the work queued after it; its arguments are copied at call time.
  *    Checked as NCCL checks them, in NCCL's order: the comm (NULL; aborted or destroyed, which
@@ -32,7 +37,9 @@
  *    ncclSuccess. A blocking comm never returns ncclInProgress. (Real NCCL at one rank has
  *    no peer to connect and may well answer ncclSuccess at once: the simulated first
  *    ncclInProgress is there so that the caller's handling of it runs.)
- *  - ncclCommAbort never waits: it marks the comm aborted and frees the handle; each queued
+ *  - ncclCommAbort never waits: it marks the comm aborted (in the segment too, so peers waiting
+ *    for this rank fail, and a collective of this comm waiting in a barrier returns) and frees
+ *    the handle; each queued
  *    host function of that comm that runs afterwards sees the mark and returns without
  *    touching memory (what a real kernel does when it finds the abort flag set; the queued
  *    ones are not removed from their streams). Any call with the handle afterwards is
@@ -51,7 +58,7 @@
  *    peer is gone does, until the comm is aborted; recvbuff is left untouched. Any other value
  *    of the variable is refused at init (ncclInvalidArgument, naming it).
  *
- * What it does not: more than one rank (no inter-process transport); the other entry points
+ * What it does not: ranks on different machines (the segment is local); the other entry points
  * of nccl.h (groups, send/recv, Reduce, split, registration, user reduction ops: an op >=
  * ncclNumOps is "unknown to this communicator"); collectives while the stream is being
  * captured into a CUDA graph (ncclInvalidUsage saying so; real NCCL captures them); NCCL's
@@ -66,6 +73,11 @@
  *  - asynchronous states last a fixed number of polls instead of a time, so a caller that
  *    does not poll to ncclSuccess before its next call fails every time here, not only when
  *    the real background thread is slow;
+ *  - several ranks: reductions are done in rank order 0..n-1 with each step rounded to the type
+ *    (16-bit and 8-bit floats computed in float; fp8 e4m3 saturates at 448, e5m2 overflows to
+ *    inf), where NCCL's order depends on its algorithm (ring, tree) and its device arithmetic;
+ *    a peer that died or aborted is reported (ncclRemoteError) as soon as a rank waits for it,
+ *    where NCCL on one node usually hangs until the caller's timeout aborts;
  *  - ncclAvg at one rank is a byte copy (NCCL multiplies by 1/nranks = 1 on the device, which
  *    can change the bits of a NaN);
  *  - ncclCommAbort returns at once even with work queued behind a held stream (the real one
@@ -73,12 +85,14 @@
  *    device making progress).
  *
  * The CUDA runtime calls made: cudaLaunchHostFunc, cudaPointerGetAttributes,
- * cudaStreamIsCapturing, cudaGetErrorString. Test: tests/cudasim/test_nccl_sim.cc. */
+ * cudaStreamIsCapturing, cudaGetErrorString. Tests: tests/cudasim/test_nccl_sim.cc (one rank)
+ * and test_nccl_sim_ranks.cc (2 and 3 forked ranks), one program. */
 /* The NCCL API is what this library exports, whatever -fvisibility it is built with. */
 #pragma GCC visibility push(default)
 #include <nccl.h>
 #include <cuda_runtime_api.h>
 #pragma GCC visibility pop
+#include "nccl_sim.h"
 
 #include <atomic>
 #include <chrono>
@@ -117,7 +131,11 @@ struct State {
     int refs = 1;                  /* the handle + one per queued host function */
     int outstanding = 0;           /* host functions queued and not yet run */
     std::atomic<bool> aborted{false};
-    std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection) */
+    std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection, a peer's failure) */
+    char async_msg[800] = "";      /* what set async_err (written before it is published) */
+    bool multi = false;            /* nranks > 1: the collectives go through link (nccl_shm.cc) */
+    std::mutex run_mu;             /* one collective of the comm at a time (work on two streams) */
+    ncclsim::Link link;            /* unmapped when the last reference goes (a host function may be in a barrier) */
 };
 
 void state_release(State *s) {
@@ -126,7 +144,9 @@ void state_release(State *s) {
         std::lock_guard<std::mutex> lk(s->mu);
         last = --s->refs == 0;
     }
-    if (last) delete s;
+    if (!last) return;
+    if (s->multi) ncclsim::link_close(&s->link);
+    delete s;
 }
 
 /* One collective, as copied at call time: a host function's argument. */
@@ -138,6 +158,8 @@ struct Op {
     bool inject;                   /* the injected fault: hold the stream until abort */
     const char *name;
     unsigned long long seq;
+    ncclsim::Desc desc;            /* nranks > 1: what every rank must have issued as #seq */
+    size_t es;
 };
 
 enum Pending { PEND_NONE, PEND_INIT, PEND_COLL, PEND_FINALIZE };
@@ -155,6 +177,7 @@ struct ncclComm {
     cudaStream_t pending_stream;
     unsigned long long ncoll;      /* collectives accepted */
     long fail_at;                  /* VOLT_CUDASIM_NCCL_FAIL_AT, 0 = none */
+    int nranks, rank;
     char name[64];
 };
 
@@ -193,6 +216,19 @@ void CUDART_CB run_op(void *arg) {
              "collective waits for a peer that is gone, until ncclCommAbort", op->name, op->seq);
         s->async_err.store(ncclRemoteError, std::memory_order_release);
         while (!s->aborted.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else if (s->multi) {
+        /* after an error (a peer gone, a mismatch) the comm's queued work does nothing */
+        if (!s->aborted.load(std::memory_order_acquire) && s->async_err.load(std::memory_order_acquire) == ncclSuccess) {
+            char msg[768];
+            std::lock_guard<std::mutex> lk(s->run_mu);
+            const ncclResult_t rc = ncclsim::link_run(&s->link, op->desc, op->send, op->recv, op->es, s->aborted, msg, sizeof msg);
+            if (rc != ncclSuccess && !s->aborted.load(std::memory_order_acquire)) {
+                fail(rc, "%s #%llu: %s", op->name, op->seq, msg);
+                snprintf(s->async_msg, sizeof s->async_msg, "%s #%llu: %s", op->name, op->seq, msg);
+                int none = ncclSuccess;
+                s->async_err.compare_exchange_strong(none, rc, std::memory_order_acq_rel);
+            }
+        }
     } else if (!s->aborted.load(std::memory_order_acquire) && op->send != op->recv && op->bytes) {
         memcpy(op->recv, op->send, op->bytes);
     }
@@ -237,6 +273,17 @@ ncclResult_t poll_async(ncclComm *c) {
         return ncclInProgress;
     }
     switch (c->pending) {
+    case PEND_INIT:
+        if (c->st->multi) {   /* the rendezvous of every rank in the segment */
+            char msg[768];
+            const ncclResult_t rc = ncclsim::link_step(&c->st->link, msg, sizeof msg);
+            if (rc == ncclInProgress) return ncclInProgress;
+            if (rc != ncclSuccess) {
+                c->pending = PEND_NONE;
+                return c->async = fail(rc, "ncclCommInitRankConfig : %s", msg);
+            }
+        }
+        break;
     case PEND_FINALIZE: {
         std::lock_guard<std::mutex> lk(c->st->mu);
         if (c->st->outstanding > 0) return ncclInProgress;
@@ -263,16 +310,20 @@ ncclResult_t ensure_ready(ncclComm *c, const char *opname) {
         const int inj = c->st->async_err.load(std::memory_order_acquire);
         if (inj != ncclSuccess && c->async == ncclSuccess) c->async = (ncclResult_t)inj;
         if (c->async != ncclSuccess)
-            return fail(c->async, "%s : the communicator has an asynchronous error (%s); abort it", opname,
-                        ncclGetErrorString(c->async));
+            return fail(c->async, "%s : the communicator has an asynchronous error (%s%s%s); abort it", opname,
+                        ncclGetErrorString(c->async), inj != ncclSuccess && c->st->async_msg[0] ? ": " : "",
+                        inj != ncclSuccess ? c->st->async_msg : "");
         return ncclSuccess;
     }
     const ncclResult_t a = poll_async(c);
     if (a == ncclInProgress)
         return fail(ncclInvalidArgument, "%s : Attempt to use communicator before the previous operation returned "
                     "ncclSuccess (cudasim NCCL: poll ncclCommGetAsyncError until it is not ncclInProgress)", opname);
-    if (a != ncclSuccess)
-        return fail(a, "%s : the communicator has an asynchronous error (%s); abort it", opname, ncclGetErrorString(a));
+    if (a != ncclSuccess) {
+        const bool from_op = c->st->async_err.load(std::memory_order_acquire) != ncclSuccess && c->st->async_msg[0];
+        return fail(a, "%s : the communicator has an asynchronous error (%s%s%s); abort it", opname, ncclGetErrorString(a),
+                    from_op ? ": " : "", from_op ? c->st->async_msg : "");
+    }
     return ncclSuccess;
 }
 
@@ -314,8 +365,8 @@ ncclResult_t collective(Coll kind, const char *opname, const void *send, void *r
     if (rc != ncclSuccess) return rc;
     if (c->finalized) return fail(ncclInvalidUsage, "%s : the communicator was finalized (cudasim NCCL)", opname);
     if ((rc = ensure_ready(c, opname)) != ncclSuccess) return rc;
-    if (root < 0 || root >= 1) return fail(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)",
-                                           opname, root, 1);
+    if (root < 0 || root >= c->nranks)
+        return fail(ncclInvalidArgument, "%s : invalid root %d (root should be in the 0..%d range)", opname, root, c->nranks);
     const size_t es = type_size(type);
     if (!es || (int)type < 0 || (int)type >= ncclNumTypes) return fail(ncclInvalidArgument, "%s : invalid type %d", opname, (int)type);
     if (kind == C_ALLREDUCE || kind == C_REDUCESCATTER) {
@@ -327,17 +378,28 @@ ncclResult_t collective(Coll kind, const char *opname, const void *send, void *r
     if (count > SIZE_MAX / es) return fail(ncclInvalidArgument, "%s : count %zu of %zu-byte elements overflows", opname, count, es);
     if ((rc = ptr_check(send, opname, "sendbuff")) != ncclSuccess) return rc;
     if ((rc = ptr_check(recv, opname, "recvbuff")) != ncclSuccess) return rc;
-    const size_t bytes = count * es;
-    const uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv;
-    if (send != recv && s0 < r0 + bytes && r0 < s0 + bytes)
-        return fail(ncclInvalidArgument, "%s : sendbuff %p and recvbuff %p overlap (%zu bytes each) without being in place "
-                    "(cudasim NCCL: undefined results in NCCL)", opname, send, (void *)recv, bytes);
+    const size_t bytes = count * es, n = (size_t)c->nranks;
+    if (count > SIZE_MAX / es / n) return fail(ncclInvalidArgument, "%s : count %zu of %zu-byte elements on %zu ranks overflows", opname, count, es, n);
+    /* NCCL's in-place layouts: ReduceScatter recvbuff = sendbuff + rank * recvcount, AllGather
+     * sendbuff = recvbuff + rank * sendcount, the others sendbuff = recvbuff */
+    const size_t sbytes = kind == C_REDUCESCATTER ? n * bytes : bytes, rbytes = kind == C_ALLGATHER ? n * bytes : bytes;
+    const uintptr_t s0 = (uintptr_t)send, r0 = (uintptr_t)recv, off = (size_t)c->rank * bytes;
+    const bool in_place = kind == C_REDUCESCATTER ? r0 == s0 + off : kind == C_ALLGATHER ? s0 == r0 + off : s0 == r0;
+    if (!in_place && s0 < r0 + rbytes && r0 < s0 + sbytes)
+        return fail(ncclInvalidArgument, "%s : sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap without being in "
+                    "place (cudasim NCCL: undefined results in NCCL)", opname, send, sbytes, (void *)recv, rbytes);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t ce = cudaStreamIsCapturing(stream, &cs);
     if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaStreamIsCapturing)", opname, cudaGetErrorString(ce));
     if (cs != cudaStreamCaptureStatusNone)
         return fail(ncclInvalidUsage, "%s : cudasim NCCL does not simulate collectives during CUDA graph capture", opname);
-    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll};
+    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll, {}, es};
+    o->desc.seq = o->seq;
+    o->desc.count = count;
+    o->desc.kind = (int32_t)kind;
+    o->desc.type = (int32_t)type;
+    o->desc.op = kind == C_ALLREDUCE || kind == C_REDUCESCATTER ? op : -1;
+    o->desc.root = kind == C_BROADCAST ? root : -1;
     o->inject = c->fail_at > 0 && (long long)o->seq == c->fail_at;
     if (!c->blocking && c->ncoll == 1) {   /* the first collective connects, in the background */
         c->pending = PEND_COLL;
@@ -377,6 +439,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
         const uint64_t r = rng();
         memcpy(uniqueId->internal + i, &r, 8);
     }
+    ncclsim::id_stamp(uniqueId);   /* the name of the segment the ranks of nranks > 1 meet in */
     std::lock_guard<std::mutex> rl(g_reg_mu);
     g_ids.push_back(*uniqueId);
     return ncclSuccess;
@@ -388,7 +451,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     *comm = nullptr;
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return fail(ncclInvalidArgument, "%s : Invalid rank requested : %d/%d", op, rank, nranks);
-    if (nranks != 1) return fail(ncclInvalidUsage, "cudasim NCCL: only one rank (nranks %d)", nranks);
+    if (nranks > 64) return fail(ncclInvalidUsage, "cudasim NCCL: at most 64 ranks (nranks %d)", nranks);
     ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
     const ncclConfig_t *cf = config ? config : &def;
     if (cf->magic != 0xcafebeef || cf->size < offsetof(ncclConfig_t, cgaClusterSize))
@@ -403,7 +466,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
         if (!*fa || *end || fail_at < 1)
             return fail(ncclInvalidArgument, "cudasim NCCL: VOLT_CUDASIM_NCCL_FAIL_AT='%s' is not a collective number >= 1", fa);
     }
-    {
+    char seg[64] = "";
+    if (nranks > 1 && !ncclsim::id_name(commId, seg, sizeof seg))
+        return fail(ncclInvalidArgument, "%s : cudasim NCCL: the unique id was not made by ncclGetUniqueId (NCCL could "
+                    "not bootstrap from it)", op);
+    if (nranks == 1) {
         std::lock_guard<std::mutex> lk(g_reg_mu);
         bool known = false;
         for (const ncclUniqueId &id : g_ids) known = known || !memcmp(&id, &commId, sizeof id);
@@ -415,6 +482,27 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     c->st = new State();
     c->blocking = blocking == 1;
     c->fail_at = fail_at;
+    c->nranks = nranks;
+    c->rank = rank;
+    if (nranks > 1) {
+        c->st->multi = true;
+        ncclsim::Link &l = c->st->link;
+        snprintf(l.name, sizeof l.name, "%s", seg);
+        l.rank = rank;
+        l.nranks = nranks;
+        if (blocking == 1) {   /* NCCL's blocking init waits for every rank (a dead peer fails it) */
+            char msg[768];
+            ncclResult_t rc;
+            while ((rc = ncclsim::link_step(&l, msg, sizeof msg)) == ncclInProgress)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            if (rc != ncclSuccess) {
+                fail(rc, "%s : %s", op, msg);
+                state_release(c->st);
+                delete c;
+                return rc;
+            }
+        }
+    }
     snprintf(c->name, sizeof c->name, "%s", cf->size > offsetof(ncclConfig_t, commName) && cf->commName ? cf->commName : "");
     c->pending = PEND_NONE;
     c->async = ncclSuccess;
@@ -474,6 +562,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     ncclResult_t rc = comm_check(comm, "ncclCommAbort");
     if (rc != ncclSuccess) return rc;
     comm->st->aborted.store(true, std::memory_order_release);   /* queued host functions become no-ops */
+    if (comm->st->multi) ncclsim::link_abort(&comm->st->link);  /* peers waiting for this rank fail; no name left */
     free_comm(comm, "aborted by ncclCommAbort");
     return ncclSuccess;
 }

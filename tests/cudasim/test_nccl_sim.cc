@@ -6,7 +6,9 @@
  * cudaPointerGetAttributes knows the "device" buffers this test allocates with dev_alloc;
  * cudaStreamIsCapturing says what the test sets. Build (one program, the stand-ins here):
  *
- *   g++ -std=c++17 -I/usr/local/cuda/include tests/cudasim/test_nccl_sim.cc tests/cudasim/nccl.cc -lpthread
+ *   g++ -std=c++17 -I/usr/local/cuda/include tests/cudasim/test_nccl_sim*.cc tests/cudasim/nccl*.cc -lpthread
+ *
+ * The several-rank cases (forked processes) are in test_nccl_sim_ranks.cc; main calls them last.
  *
  * Exit 0 when every check passed, 1 with a "FAIL <case>: ..." line per failed check. */
 #include <nccl.h>
@@ -67,6 +69,13 @@ void dev_free(void *p) {
 }
 }  // namespace
 
+/* For the multi-process cases (test_nccl_sim_ranks.cc). */
+void tns_sync(cudaStream_t s) { sync(s); }
+void *tns_dev_alloc(size_t n) { return dev_alloc(n); }
+void tns_dev_free(void *p) { dev_free(p); }
+void tns_begin_case(const char *name);
+int tns_ranks_tests(int *pass);
+
 extern "C" {
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
     if (s == BAD_STREAM) return cudaErrorInvalidResourceHandle;
@@ -126,6 +135,7 @@ static void begin_case(const char *name) {
     g_case_running = name;
     g_case_start_ms = now_ms();
 }
+void tns_begin_case(const char *name) { begin_case(name); }
 static void watchdog() {
     for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -199,11 +209,15 @@ static void test_init_errors() {
     begin_case("init errors");
     ncclConfig_t cf = NCCL_CONFIG_INITIALIZER;
     ncclComm_t c = reinterpret_cast<ncclComm_t>(&cf);   /* must come back NULL */
-    CHECK_RC(ncclCommInitRankConfig(&c, 2, new_id(), 0, &cf), ncclInvalidUsage);
-    CHECK_MSG("cudasim NCCL: only one rank (nranks 2)");
+    CHECK_RC(ncclCommInitRankConfig(&c, 65, new_id(), 0, &cf), ncclInvalidUsage);
+    CHECK_MSG("cudasim NCCL: at most 64 ranks (nranks 65)");
     CHECK(!c, "comm left non-NULL after a failed init");
-    CHECK_RC(ncclCommInitRankConfig(&c, 4, new_id(), 3, &cf), ncclInvalidUsage);
-    CHECK_MSG("only one rank (nranks 4)");
+    ncclUniqueId foreign;
+    memset(&foreign, 0x5a, sizeof foreign);
+    CHECK_RC(ncclCommInitRankConfig(&c, 2, foreign, 1, &cf), ncclInvalidArgument);   /* several ranks: the id names the segment */
+    CHECK_MSG("not made by ncclGetUniqueId");
+    CHECK_RC(ncclCommInitRankConfig(&c, 4, new_id(), 4, &cf), ncclInvalidArgument);
+    CHECK_MSG("Invalid rank requested : 4/4");
     CHECK_RC(ncclCommInitRankConfig(&c, 1, new_id(), 1, &cf), ncclInvalidArgument);
     CHECK_MSG("Invalid rank requested : 1/1");
     CHECK_RC(ncclCommInitRankConfig(&c, 0, new_id(), 0, &cf), ncclInvalidArgument);
@@ -541,6 +555,9 @@ int main() {
     test_abort();
     test_finalize();
     test_fault();
+    int rpass = 0;
+    g_fail += tns_ranks_tests(&rpass);   /* nranks 2 and 3: one process per rank */
+    g_pass += rpass;
     if (g_fail) {
         fprintf(stderr, "test_nccl_sim: %d of %d checks FAILED\n", g_fail, g_fail + g_pass);
         return 1;
