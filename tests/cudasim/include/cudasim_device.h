@@ -103,13 +103,10 @@ static inline cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribute attr,
 static inline void __syncthreads() { ::cudasim::sync_block(); }
 static inline int __syncthreads_or(int p) { return ::cudasim::sync_block_or(p); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; ::cudasim::sync_warp(); }
+/* A shuffle: this lane's value out, src's back (through the warp's exchange slots) */
 template <class T>
-static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+static inline T cudasim_shfl(T v, unsigned src) {
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-    (void)mask;
-    const unsigned lane = ::cudasim::g_cur->lane;
-    unsigned src = lane ^ (unsigned)lane_mask;
-    if ((src & ~(unsigned)(width - 1)) != (lane & ~(unsigned)(width - 1))) src = lane;
     uint64_t bits = 0;
     memcpy(&bits, &v, sizeof v);
     bits = ::cudasim::warp_exchange(bits, src);
@@ -118,16 +115,18 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
     return r;
 }
 template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    (void)mask;
+    const unsigned lane = ::cudasim::g_cur->lane;
+    unsigned src = lane ^ (unsigned)lane_mask;
+    if ((src & ~(unsigned)(width - 1)) != (lane & ~(unsigned)(width - 1))) src = lane;
+    return cudasim_shfl(v, src);
+}
+template <class T>
 static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
     (void)mask;
     const unsigned lane = ::cudasim::g_cur->lane;
-    const unsigned src = (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane & (unsigned)(width - 1));
-    uint64_t bits = 0;
-    memcpy(&bits, &v, sizeof v);
-    bits = ::cudasim::warp_exchange(bits, src);
-    T r;
-    memcpy(&r, &bits, sizeof r);
-    return r;
+    return cudasim_shfl(v, (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane & (unsigned)(width - 1)));
 }
 
 /* Bit casts and exactly rounded arithmetic (never contracted into an FMA). */
