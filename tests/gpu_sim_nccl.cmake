@@ -5,6 +5,9 @@
 # rank offsets of reduce-scatter / all-gather and the fsdp shards are not all 0. test_strategies
 # checks that its comm's device is $VOLT_ACCELERATOR; the wrapper also checks that rank 0 said
 # "comm nccl on device cuda" (no fallback to another comm). Labels "cudasim;mpi".
+# (this file is included before tests/strategies.cmake, whose find_program a fresh configure has
+# not run yet: look for mpirun here too)
+find_program(VOLT_MPIRUN NAMES mpirun mpiexec)
 if(NOT (VOLT_CUDA_SIM AND VOLT_HAVE_MPI AND VOLT_MPIRUN) OR NOT TARGET test_strategies OR NOT TARGET volt_cudasim_nccl)
   return()
 endif()
