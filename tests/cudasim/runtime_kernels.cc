@@ -223,7 +223,12 @@ void run_grid(const std::string &name, dim3 grid, dim3 block, size_t smem, void 
     if (e->dyn_cap < smem) {
         free(e->dyn);
         e->dyn = (unsigned char *)aligned_alloc(128, (smem + 127) & ~(size_t)127);
-        e->dyn_cap = smem;
+        e->dyn_cap = e->dyn ? smem : 0;
+        if (!e->dyn) {
+            diag("kernel %s: no host memory for %zu bytes of dynamic shared memory", name.c_str(), smem);
+            set_sticky(cudaErrorLaunchOutOfResources);
+            return;
+        }
     }
     e->dyn_size = smem;
     e->invoke = invoke;
