@@ -135,10 +135,14 @@ struct volt_backend {
     void (*memset)(volt_device *d, void *p, int value, size_t bytes);
     void (*copy)(volt_device *d, void *dst, const void *src, size_t bytes, volt_copy_kind kind);
     /* The whole pages (device granules) inside [p, p+bytes) stop holding memory until
-     * recommit; the range reads as zeros afterwards (partial pages are zeroed). p lies in
-     * one allocation. */
+     * recommit; partial pages are zeroed. p lies in one allocation. The given-back pages
+     * may not be read or written (by kernels, copies, memset) until recommit: on cuda they
+     * are unmapped, on cpu-strict they fault even inside the backend. Issued in stream
+     * order: work already queued that touches the range completes first. */
     void (*give_back)(volt_device *d, void *p, size_t bytes);
-    /* Make [p, p+bytes) usable again after give_back (cpu: nothing, pages fault in). */
+    /* Make [p, p+bytes) usable again after give_back: the pages given back read as zeros
+     * (cpu: nothing to do, pages fault in as zeros). VOLT_ERR_NOMEM when the device has no
+     * memory left for them. NULL = nothing to do. */
     volt_status (*recommit)(volt_device *d, void *p, size_t bytes);
     /* Bytes of [p, p+bytes) holding memory now (cpu: mincore). */
     int64_t (*resident_bytes)(volt_device *d, const void *p, size_t bytes);
@@ -170,8 +174,15 @@ struct volt_backend {
     volt_status (*graph_end)(volt_device *d, volt_device_graph **out, char *err, size_t errlen);
     volt_status (*graph_launch)(volt_device *d, volt_device_graph *g, char *err, size_t errlen);
     void (*graph_destroy)(volt_device *d, volt_device_graph *g);   /* NULL-safe */
+
+    /* ---- version 4: memory that can shrink (optional: NULL = alloc) ---- */
+    /* Like alloc, for buffers a strategy gives back in part and recommits later at the same
+     * address (the param store's unit values and grads): whole device granules inside a
+     * given-back range really stop holding memory (cuda: a reserved virtual range mapped
+     * granule by granule). Freed with free. */
+    void *(*alloc_givable)(volt_device *d, size_t bytes);
 };
-#define VOLT_BACKEND_VERSION 3u
+#define VOLT_BACKEND_VERSION 4u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -209,6 +220,10 @@ static inline void volt__dev_d2h(volt_device *d, void *dst, const void *src, siz
 static inline void volt__dev_d2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2D); }
 static inline bool volt__dev_host_addressable(const volt_device *d) { return (d->caps & VOLT_DEV_HOST_ADDRESSABLE) != 0; }
 /* The version-3 entries, NULL for older tables (which do not have the fields). */
+/* Unit buffers: the version-4 alloc_givable when the backend has one, else alloc. */
+static inline void *volt__dev_alloc_givable(volt_device *d, size_t n) {
+    return d->be->version >= 4 && d->be->alloc_givable ? d->be->alloc_givable(d, n) : d->be->alloc(d, n);
+}
 static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->version >= 3 && d->be->graph_begin; }
 static inline uint64_t *volt__dev_error_word(volt_device *d) {
     return d->be->version >= 3 && d->be->error_word ? d->be->error_word(d) : NULL;

@@ -320,6 +320,8 @@ struct volt_unit {
     int64_t grad_lo, grad_hi;  /* the grads this process uses after the reduction (the owned slice) */
     bool stale;            /* some values are not valid here (sharded): reads fire unit_use first */
     int32_t n_clear;       /* parameters whose grad is cleared but not written yet (volt_params_clear_grad) */
+    bool given_back[2];    /* part of the values / grads was given back (volt__unit_release): recommit
+                              before anything touches the buffer outside the kept range (volt__unit_commit) */
     void *strategy_data;   /* owned by the strategy */
 };
 

@@ -201,8 +201,8 @@ volt_status volt_params_finalize(volt_params *ps) {
         u->grad_hi = u->numel;
         const size_t bytes = unit_bytes(u, sizeof(float));
         if (bytes > host_max) host_max = bytes;
-        if (!u->data) u->data = volt__dev_alloc(ps->dev, bytes);
-        if (!u->grad) u->grad = volt__dev_alloc(ps->dev, bytes);
+        if (!u->data) u->data = volt__dev_alloc_givable(ps->dev, bytes);
+        if (!u->grad) u->grad = volt__dev_alloc_givable(ps->dev, bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
         volt__dev_memset(ps->dev, u->grad, 0, bytes);
     }
@@ -265,8 +265,14 @@ float *volt_unit_grad(const volt_unit *u) {
     return u->grad;
 }
 
+static void unit_mark_clear(volt_unit *u, bool clear);
+
 void volt__unit_grads_settle(volt_unit *u) {
     if (u->n_clear <= 0) return;
+    if (u->given_back[VOLT_UNIT_GRADS]) {   /* the zeros are what a commit gives: write nothing */
+        unit_mark_clear(u, false);
+        return;
+    }
     for (int k = 0; k < u->n_params; k++) {
         volt_param_rec *r = volt__param_rec(u->params[k]);
         if (!r->grad_clear) continue;
@@ -287,6 +293,7 @@ void volt_params_zero_grad(volt_params *ps) {
         volt_unit *u = ps->units[i];
         if (!u->grad) continue;
         unit_mark_clear(u, false);
+        if (u->given_back[VOLT_UNIT_GRADS]) continue;   /* reads as zeros once committed */
         volt__dev_memset(ps->dev, u->grad, 0, sizeof(float) * (size_t)u->numel);
     }
 }
@@ -401,7 +408,7 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
     if (!fresh) return perr(ps, VOLT_ERR_NOMEM, "params: out of memory converting to %s", volt_dtype_name(dt));
     for (int i = 0; i < ps->n_units; i++) {   /* all or nothing: allocate every unit first */
         const size_t bytes = unit_bytes(ps->units[i], esz);
-        if (!(fresh[i] = volt__dev_alloc(ps->dev, bytes))) {
+        if (!(fresh[i] = volt__dev_alloc_givable(ps->dev, bytes))) {
             for (int j = 0; j < i; j++) volt__dev_free(ps->dev, fresh[j]);
             free(fresh);
             return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' as %s (%zu bytes)",
@@ -412,6 +419,12 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
     for (int i = 0; i < ps->n_units; i++) {
         volt_unit *u = ps->units[i];
         void *old = u->data ? (void *)u->data : (void *)u->data16;
+        if (volt__unit_commit(u, VOLT_UNIT_VALUES) < 0) {   /* convert reads the whole buffer */
+            for (int j = i; j < ps->n_units; j++) volt__dev_free(ps->dev, fresh[j]);
+            free(fresh);
+            return perr(ps, VOLT_ERR_NOMEM, "params: out of device memory recommitting unit '%s'", u->name);
+        }
+        u->given_back[VOLT_UNIT_VALUES] = false;   /* the new buffer is whole */
         ps->dev->be->pm->convert(ps->dev, fresh[i], dt, old, ps->dtype, u->numel);   /* RNE; padding stays zero */
         volt__dev_free(ps->dev, old);
         u->data = dt == VOLT_F32 ? fresh[i] : NULL;
@@ -459,6 +472,22 @@ volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, in
     volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
     if (!d) d = volt__device_cpu();
     d->be->give_back(d, buf + (size_t)lo * esz, (size_t)(hi - lo) * esz);
+    u->given_back[which] = true;
+    return VOLT_OK;
+}
+
+volt_status volt__unit_commit(volt_unit *u, volt_unit_buf which) {
+    if (!u->given_back[which]) return VOLT_OK;
+    size_t esz;
+    char *buf = unit_buf(u, which, &esz);
+    if (!buf) return VOLT_OK;
+    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
+    if (!d) d = volt__device_cpu();
+    if (d->be->recommit) {
+        volt_status st = d->be->recommit(d, buf, unit_bytes(u, esz));
+        if (st < 0) return st;
+    }
+    u->given_back[which] = false;
     return VOLT_OK;
 }
 

@@ -443,6 +443,9 @@ static volt_status prepare_grads(volt_step *s, volt_node *n) {
     for (int k = 0; k < n->n_in; k++) {
         volt_tensor *t = n->in[k];
         if (!volt__needs_grad(t)) n->grad_mode[k] = VOLT_GRAD_NONE;
+        else if (t->unit && volt__unit_commit(t->unit, VOLT_UNIT_GRADS) < 0)   /* grads a strategy gave back */
+            return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of device memory recommitting the grads of unit '%s'",
+                                  t->unit->name);
         else if (t->grad)   /* earlier writers, a later input, or a parameter (STORE when clear_grad cleared it) */
             n->grad_mode[k] = volt__param_take_clear(t) ? VOLT_GRAD_STORE : VOLT_GRAD_ADD;
         else if (k == alias && volt_tensor_numel(t) == volt_tensor_numel(n->out)) {

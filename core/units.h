@@ -14,10 +14,17 @@
  * of the tape keep pointing at it). */
 typedef enum volt_unit_buf { VOLT_UNIT_VALUES = 0, VOLT_UNIT_GRADS = 1 } volt_unit_buf;
 /* Zero elements [lo, hi) of the unit's value buffer (in the store's dtype) or f32 grad
- * buffer and return the whole pages inside the range to the OS (they read as zeros and hold
- * no memory until written again). Values: VOLT_ERR_STATE when the tape is running an op that
- * reads the unit right now (then nothing changes; release it later). */
+ * buffer and give the whole pages (device granules) inside the range back (they hold no
+ * memory, and may not be touched, until volt__unit_commit). Values: VOLT_ERR_STATE when the
+ * tape is running an op that reads the unit right now (then nothing changes; release it
+ * later). */
 volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi);
+/* Make the whole buffer usable again after releases (what was given back reads as zeros).
+ * Cheap when nothing was given back. Anything that writes or reads a unit buffer outside
+ * the part its strategy keeps calls it first: the tape before backward writes parameter
+ * grads, a gather before it writes the values, zero_grad, checkpoints. VOLT_ERR_NOMEM when
+ * the device is out of memory (message on the store). */
+volt_status volt__unit_commit(volt_unit *u, volt_unit_buf which);
 /* Bytes of the buffer resident in memory (pages the OS reports present, mincore(2)). */
 int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which);
 /* The part [lo, hi) of the unit's grads this process uses once they are reduced (a sharding

@@ -617,6 +617,72 @@ static void test_memory(volt_device *d) {
     free(back);
 }
 
+/* Unit buffers (alloc_givable): give_back really returns whole device granules (cuda: VMM,
+ * 2 MiB granules; cpu-strict: pages), recommit maps them again reading zeros, the rest of the
+ * buffer keeps its bytes, and a give_back followed at once by a recommit (the unmap still
+ * waiting for the stream) keeps the memory. */
+static void test_memory_givable(volt_device *d) {
+    const size_t MiB = (size_t)1 << 20, n = (6 * MiB + 12288) / sizeof(float);
+    const size_t lo = (MiB + 400) / sizeof(float), hi = (5 * MiB + 400) / sizeof(float);
+    float *p = volt__dev_alloc_givable(d, n * sizeof(float));
+    CHECK(p != NULL, "%s: alloc_givable of %zu bytes", d->be->name, n * sizeof(float));
+    if (!p) return;
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)(i % 1000) + 1.f;
+    volt__dev_h2d(d, p, h, n * sizeof(float));
+    const bool cuda = !strcmp(d->be->name, "cuda");
+    int64_t full = d->be->resident_bytes ? d->be->resident_bytes(d, p, n * sizeof(float)) : -1;
+    d->be->give_back(d, p + lo, (hi - lo) * sizeof(float));
+    if (d->be->resident_bytes && (d->caps & VOLT_DEV_GIVE_BACK)) {
+        d->be->synchronize(d);
+        int64_t after = d->be->resident_bytes(d, p, n * sizeof(float));
+        CHECK(after <= full - (int64_t)(2 * MiB) && after >= full - (int64_t)((hi - lo) * sizeof(float)),
+              "%s: give_back of %zu bytes returned %lld of %lld resident bytes (at least one whole 2 MiB granule, at most "
+              "the range)", d->be->name, (hi - lo) * sizeof(float), (long long)(full - after), (long long)full);
+    }
+    if (cuda) CHECK(d->caps & VOLT_DEV_GIVE_BACK, "cuda: VOLT_DEV_GIVE_BACK (virtual memory management)");
+    if (d->be->recommit) CHECK_OK(d->be->recommit(d, p + lo, (hi - lo) * sizeof(float)));
+    if (cuda) CHECK(d->be->resident_bytes(d, p, n * sizeof(float)) == full, "cuda: recommit maps the granules again");
+    volt__dev_d2h(d, back, p, n * sizeof(float));
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) ok &= back[i] == (i >= lo && i < hi ? 0.f : h[i]);
+    CHECK(ok, "%s: after give_back + recommit the range reads zeros and the rest is kept", d->be->name);
+    /* again, with no synchronize between: the unmap is cancelled, the granules read zeros */
+    volt__dev_h2d(d, p, h, n * sizeof(float));
+    d->be->give_back(d, p + lo, (hi - lo) * sizeof(float));
+    if (d->be->recommit) CHECK_OK(d->be->recommit(d, p, n * sizeof(float)));
+    volt__dev_h2d(d, p + hi, h + hi, (n - hi) * sizeof(float));   /* writes right after the recommit */
+    volt__dev_d2h(d, back, p, n * sizeof(float));
+    ok = true;
+    for (size_t i = 0; i < n; i++) ok &= back[i] == (i >= lo && i < hi ? 0.f : h[i]);
+    CHECK(ok, "%s: give_back then recommit at once: zeros in the range, the rest kept", d->be->name);
+    if (cuda) {
+        d->be->synchronize(d);
+        CHECK(d->be->resident_bytes(d, p, n * sizeof(float)) == full, "cuda: a cancelled give_back keeps its granules");
+    }
+    /* the whole buffer back, then freed while given back */
+    d->be->give_back(d, p, n * sizeof(float));
+    if (cuda) {
+        d->be->synchronize(d);
+        CHECK(d->be->resident_bytes(d, p, n * sizeof(float)) < (int64_t)MiB, "cuda: the whole buffer given back");
+    }
+    volt__dev_free(d, p);
+    float *small = volt__dev_alloc_givable(d, 1000 * sizeof(float));   /* under a granule: the pool's */
+    CHECK(small != NULL, "%s: a small alloc_givable", d->be->name);
+    if (small) {
+        volt__dev_h2d(d, small, h, 1000 * sizeof(float));
+        d->be->give_back(d, small + 10, 20 * sizeof(float));
+        if (d->be->recommit) CHECK_OK(d->be->recommit(d, small + 10, 20 * sizeof(float)));
+        volt__dev_d2h(d, back, small, 1000 * sizeof(float));
+        ok = true;
+        for (size_t i = 0; i < 1000; i++) ok &= back[i] == (i >= 10 && i < 30 ? 0.f : h[i]);
+        CHECK(ok, "%s: give_back on a small givable buffer zeroes its range", d->be->name);
+        volt__dev_free(d, small);
+    }
+    free(h);
+    free(back);
+}
+
 int main(void) {
     const char *env = getenv("VOLT_TEST_BACKEND");
     if (env && *env) g_other = env;
@@ -649,6 +715,7 @@ int main(void) {
         test_pm_convert(dc, dg);
         test_pm_update(dc, dg);
         test_memory(dg);
+        test_memory_givable(dg);
     }
     printf("%d op cases\n", g_cases);
     return vtest_finish();

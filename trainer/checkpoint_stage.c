@@ -82,10 +82,8 @@ void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n) {
 }
 
 volt_status stage_recommit(ck_stage *s, volt_trainer *t, int u) {
-    const volt_unit *un = volt_params_unit_at(t->ps, u);
-    void *base = volt_unit_values(un);
-    if (!base || !s->dev->be->recommit) return VOLT_OK;
-    return s->dev->be->recommit(s->dev, base, volt_dtype_size(volt_params_dtype(t->ps)) * (size_t)volt_unit_numel(un));
+    (void)s;
+    return volt__unit_commit(volt_params_unit_at(t->ps, u), VOLT_UNIT_VALUES);   /* pages a sharding strategy gave back */
 }
 
 /* ---- streamed files ------------------------------------------------------------------------- */

@@ -9,7 +9,11 @@
  * (VOLT_ACCELERATOR=cpu-strict); it is slow (two mprotect calls per backend call).
  *
  * The region: VOLT_STRICT_RESERVE bytes (default 64 GiB of address space, MAP_NORESERVE),
- * page-granular first-fit allocation with freed blocks returned to the OS (madvise). */
+ * page-granular first-fit allocation with freed blocks returned to the OS (madvise).
+ *
+ * Given back (give_back, as the cuda backend unmaps device granules): whole pages stay
+ * PROT_NONE even inside the backend's own functions until recommit, so a strategy that
+ * forgets to recommit before a kernel, copy or memset touches them faults here too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +31,70 @@ static struct {
     blk *used;                     /* live blocks (to find a block's length on free) */
     int depth;
     bool opened;
+    size_t (*gone)[2];             /* given-back page ranges [lo, hi) (offsets), sorted, disjoint */
+    int n_gone, cap_gone;
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void set_prot(int prot) {
-    if (g.high && mprotect(g.base, g.high, prot) != 0) {
+static void prot(size_t off, size_t len, int p) {
+    if (len && mprotect(g.base + off, len, p) != 0) {
         perror("volt cpu-strict: mprotect");
         abort();
     }
+}
+static void set_prot(int p) {
+    prot(0, g.high, p);
+    if (p != PROT_NONE)   /* given-back pages stay closed */
+        for (int i = 0; i < g.n_gone; i++) prot(g.gone[i][0], g.gone[i][1] - g.gone[i][0], PROT_NONE);
+}
+/* The given-back set minus [lo, hi) (lock held); the pages taken out open when inside. */
+static void gone_remove(size_t lo, size_t hi) {
+    for (int i = 0; i < g.n_gone && lo < hi; i++) {
+        size_t a = g.gone[i][0], b = g.gone[i][1];
+        if (b <= lo || a >= hi) continue;
+        const size_t ca = a > lo ? a : lo, cb = b < hi ? b : hi;
+        if (g.depth > 0) prot(ca, cb - ca, PROT_READ | PROT_WRITE);
+        if (a < lo && b > hi) {   /* split in two */
+            if (g.n_gone == g.cap_gone) {
+                int cap = g.cap_gone ? 2 * g.cap_gone : 16;
+                size_t (*t)[2] = realloc(g.gone, sizeof *t * (size_t)cap);
+                if (!t) { perror("volt cpu-strict: out of memory"); abort(); }
+                g.gone = t;
+                g.cap_gone = cap;
+            }
+            memmove(&g.gone[i + 2], &g.gone[i + 1], sizeof *g.gone * (size_t)(g.n_gone - i - 1));
+            g.gone[i][1] = lo;
+            g.gone[i + 1][0] = hi;
+            g.gone[i + 1][1] = b;
+            g.n_gone++;
+            return;
+        }
+        if (a < lo) g.gone[i][1] = lo;
+        else if (b > hi) g.gone[i][0] = hi;
+        else {
+            memmove(&g.gone[i], &g.gone[i + 1], sizeof *g.gone * (size_t)(g.n_gone - i - 1));
+            g.n_gone--;
+            i--;
+        }
+    }
+}
+/* Add [lo, hi) to the given-back set (lock held) and close it. */
+static void gone_add(size_t lo, size_t hi) {
+    if (lo >= hi) return;
+    gone_remove(lo, hi);   /* keeps the ranges disjoint */
+    if (g.n_gone == g.cap_gone) {
+        int cap = g.cap_gone ? 2 * g.cap_gone : 16;
+        size_t (*t)[2] = realloc(g.gone, sizeof *t * (size_t)cap);
+        if (!t) { perror("volt cpu-strict: out of memory"); abort(); }
+        g.gone = t;
+        g.cap_gone = cap;
+    }
+    int i = 0;
+    while (i < g.n_gone && g.gone[i][0] < lo) i++;
+    memmove(&g.gone[i + 1], &g.gone[i], sizeof *g.gone * (size_t)(g.n_gone - i));
+    g.gone[i][0] = lo;
+    g.gone[i][1] = hi;
+    g.n_gone++;
+    prot(lo, hi - lo, PROT_NONE);
 }
 /* Entering/leaving a backend function: the region is readable only inside. */
 void volt__strict_enter(void) {
@@ -97,6 +158,7 @@ static void strict_free(volt_device *d, void *p) {
         if ((*pp)->off == off) {
             blk *b = *pp;
             *pp = b->next;
+            gone_remove(b->off, b->off + b->len);
             madvise(g.base + b->off, b->len, MADV_DONTNEED);   /* no memory held; reads zero */
             b->next = g.free_list;
             g.free_list = b;
@@ -115,7 +177,21 @@ bool volt__strict_owns(const void *p) {
 
 static void s_memset(volt_device *d, void *p, int v, size_t n) { IN(volt__cpu_memset(d, p, v, n)); }
 static void s_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k) { IN(volt__cpu_copy(d, dst, src, n, k)); }
-static void s_give_back(volt_device *d, void *p, size_t n) { IN(volt__cpu_give_back(d, p, n)); }
+static void s_give_back(volt_device *d, void *p, size_t n) {
+    IN(volt__cpu_give_back(d, p, n));
+    const size_t pg = volt__cpu_page_size(), off = (size_t)((char *)p - g.base);
+    pthread_mutex_lock(&g.lock);
+    gone_add((off + pg - 1) / pg * pg, (off + n) / pg * pg);   /* the whole pages inside */
+    pthread_mutex_unlock(&g.lock);
+}
+static volt_status s_recommit(volt_device *d, void *p, size_t n) {
+    (void)d;
+    const size_t pg = volt__cpu_page_size(), off = (size_t)((char *)p - g.base);
+    pthread_mutex_lock(&g.lock);
+    gone_remove(off / pg * pg, (off + n + pg - 1) / pg * pg);   /* the pages read as zeros (madvised) */
+    pthread_mutex_unlock(&g.lock);
+    return VOLT_OK;
+}
 static int64_t s_resident(volt_device *d, const void *p, size_t n) { return volt__cpu_resident_bytes(d, p, n); }
 static void s_sync(volt_device *d) { (void)d; }
 static volt_device_event *s_event_create(volt_device *d) { (void)d; static char e; return (volt_device_event *)&e; }
@@ -162,7 +238,7 @@ static const volt_backend strict_backend = {
     .description = "the CPU kernels with device memory unreadable outside backend calls (tests)",
     .device_count = s_count, .open = strict_open, .caps = s_caps,
     .alloc = strict_alloc, .free = strict_free, .memset = s_memset, .copy = s_copy,
-    .give_back = s_give_back, .recommit = volt__cpu_recommit, .resident_bytes = s_resident,
+    .give_back = s_give_back, .recommit = s_recommit, .resident_bytes = s_resident,
     .synchronize = s_sync, .event_create = s_event_create, .event_record = s_event_noop,
     .event_wait = s_event_noop, .event_destroy = s_event_noop,
     .kernels = strict_kernels, .pm = &strict_pm,

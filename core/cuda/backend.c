@@ -40,6 +40,7 @@ static void note(volt_cuda_ctx *c, cudaError_t e) {
 }
 
 static void ctx_release(volt_cuda_ctx *c) {
+    volt__cuda_vmm_release(c);
     volt__cuda_gemm_release(c);
     if (c->partials) cudaFree(c->partials);
     if (c->info) cudaFree(c->info);
@@ -75,11 +76,15 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     }
     volt_status st = volt__cuda_gemm_init(c, err, errlen);
     if (st < 0) { ctx_release(c); return st; }
+    volt__cuda_vmm_init(c);   /* unit buffers that shrink; off when the driver cannot */
     *ctx = c;
     return VOLT_OK;
 }
 
-static unsigned cuda_caps(volt_device *d) { (void)d; return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE | VOLT_DEV_TF32; }
+static unsigned cuda_caps(volt_device *d) {
+    const volt_cuda_ctx *c = d->ctx;
+    return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE | VOLT_DEV_TF32 | (c && c->vmm ? VOLT_DEV_GIVE_BACK : 0u);
+}
 
 static bool cuda_supports(volt_device *d, volt_op_id op, volt_dtype dt) {
     (void)d; (void)dt;
@@ -101,12 +106,23 @@ static void *cuda_alloc(volt_device *d, size_t bytes) {
     }
     return p;
 }
+/* Unit buffers: a VMM block when the driver has VMM and the buffer is a granule or more. */
+static void *cuda_alloc_givable(volt_device *d, size_t bytes) {
+    volt_cuda_ctx *c = volt__cuda_ctx(d);
+    if (!c->vmm || c->cap || bytes < volt__cuda_vmm_granule(c)) return cuda_alloc(d, bytes);
+    volt__cuda_use(c);
+    void *p = volt__cuda_vmm_alloc(c, bytes);
+    return p ? p : cuda_alloc(d, bytes);
+}
+void volt__cuda_free_now(volt_cuda_ctx *c, void *p) {
+    if (!volt__cuda_vmm_free(c, p)) note(c, cudaFreeAsync(p, c->stream));
+}
 static void cuda_free(volt_device *d, void *p) {
     if (!p) return;
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
     if (c->cap) { volt__cuda_capture_defer_free(c, p); return; }
-    note(c, cudaFreeAsync(p, c->stream));
+    volt__cuda_free_now(c, p);
 }
 static void cuda_memset(volt_device *d, void *p, int v, size_t n) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
@@ -127,14 +143,34 @@ static void cuda_copy(volt_device *d, void *dst, const void *src, size_t n, volt
     note(c, cudaMemcpyAsync(dst, src, n, kind, c->stream));
     if (k == VOLT_COPY_D2H) note(c, cudaStreamSynchronize(c->stream));   /* the host bytes are valid on return */
 }
-/* Not VOLT_DEV_GIVE_BACK: the range is zeroed, the memory stays (core/device.h). */
-static void cuda_give_back(volt_device *d, void *p, size_t bytes) { cuda_memset(d, p, 0, bytes); }
+/* A VMM block's whole granules are unmapped once the stream is past this point (vmm.c);
+ * pool memory is only zeroed (it stays held). */
+static void cuda_give_back(volt_device *d, void *p, size_t bytes) {
+    volt_cuda_ctx *c = volt__cuda_ctx(d);
+    volt__cuda_use(c);
+    if (!volt__cuda_vmm_give_back(c, p, bytes)) cuda_memset(d, p, 0, bytes);
+}
+static volt_status cuda_recommit(volt_device *d, void *p, size_t bytes) {
+    volt_cuda_ctx *c = volt__cuda_ctx(d);
+    volt__cuda_use(c);
+    const int e = volt__cuda_vmm_recommit(c, p, bytes);
+    if (!e) return VOLT_OK;
+    cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? VOLT_ERR_NOMEM : VOLT_ERR_BACKEND;
+}
+static int64_t cuda_resident(volt_device *d, const void *p, size_t bytes) {
+    volt_cuda_ctx *c = volt__cuda_ctx(d);
+    volt__cuda_use(c);
+    const int64_t n = volt__cuda_vmm_resident(c, p, bytes);
+    return n < 0 ? (int64_t)bytes : n;   /* pool memory is all held */
+}
 
 static void cuda_sync(volt_device *d) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
     if (c->cap) { volt__cuda_capture_refuse(c, "synchronized the device with the host"); return; }
     note(c, cudaStreamSynchronize(c->stream));
+    volt__cuda_vmm_sync(c);
 }
 static volt_device_event *cuda_event_create(volt_device *d) {
     volt__cuda_use(volt__cuda_ctx(d));
@@ -216,12 +252,13 @@ static void build(void) {
         .description = "NVIDIA GPUs (cuBLASLt GEMMs, CUDA kernels; sm_90 + PTX)",
         .device_count = cuda_count, .open = cuda_open, .caps = cuda_caps, .supports_op = cuda_supports,
         .alloc = cuda_alloc, .free = cuda_free, .memset = cuda_memset, .copy = cuda_copy,
-        .give_back = cuda_give_back, .recommit = NULL, .resident_bytes = NULL,
+        .give_back = cuda_give_back, .recommit = cuda_recommit, .resident_bytes = cuda_resident,
         .synchronize = cuda_sync, .event_create = cuda_event_create, .event_record = cuda_event_record,
         .event_wait = cuda_event_wait, .event_destroy = cuda_event_destroy,
         .kernels = g_kernels, .pm = &volt__cuda_param_math,
         .error_word = cuda_error_word, .graph_begin = volt__cuda_graph_begin, .graph_end = volt__cuda_graph_end,
         .graph_launch = volt__cuda_graph_launch, .graph_destroy = volt__cuda_graph_destroy,
+        .alloc_givable = cuda_alloc_givable,
     };
 }
 

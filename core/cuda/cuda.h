@@ -22,7 +22,10 @@ typedef struct volt_cuda_ctx {
     int error;                     /* first CUDA error of a call that returns void (memory, pm) */
     uint64_t *errword;             /* the error word (device; all bits set = no error): core/deferred.c */
     struct volt_cuda_capture *cap; /* non-NULL while a graph is being captured (core/cuda/graph.c) */
+    int n_graphs;                  /* captured graphs alive (a replay may touch any unit buffer) */
+    struct volt_cuda_vmm *vmm;     /* unit buffers mapped granule by granule (core/cuda/vmm.c); NULL = off */
 } volt_cuda_ctx;
+typedef struct volt_cuda_vmm volt_cuda_vmm;
 
 static inline volt_cuda_ctx *volt__cuda_ctx(volt_device *d) { return (volt_cuda_ctx *)d->ctx; }
 /* Makes this device current (only when more than one is present: cudaSetDevice per call
@@ -57,6 +60,22 @@ volt_status volt__cuda_graph_begin(volt_device *d, char *err, size_t errlen);
 volt_status volt__cuda_graph_end(volt_device *d, volt_device_graph **out, char *err, size_t errlen);
 volt_status volt__cuda_graph_launch(volt_device *d, volt_device_graph *g, char *err, size_t errlen);
 void volt__cuda_graph_destroy(volt_device *d, volt_device_graph *g);
+
+/* Memory that shrinks (core/cuda/vmm.c). init leaves ctx->vmm NULL when the driver has no
+ * VMM (or VOLT_CUDA_VMM=0). alloc returns NULL for sizes under a granule (the pool's) or on
+ * failure; free/give_back return false for memory that is not theirs (the pool's); recommit
+ * returns 0 or a cudaError_t; resident returns -1 for memory not theirs. */
+void volt__cuda_vmm_init(volt_cuda_ctx *c);
+void volt__cuda_vmm_release(volt_cuda_ctx *c);
+void *volt__cuda_vmm_alloc(volt_cuda_ctx *c, size_t bytes);
+bool volt__cuda_vmm_free(volt_cuda_ctx *c, void *p);
+bool volt__cuda_vmm_give_back(volt_cuda_ctx *c, void *p, size_t bytes);
+int volt__cuda_vmm_recommit(volt_cuda_ctx *c, void *p, size_t bytes);
+int64_t volt__cuda_vmm_resident(volt_cuda_ctx *c, const void *p, size_t bytes);
+void volt__cuda_vmm_sync(volt_cuda_ctx *c);   /* after a stream synchronize: unmap what is due */
+size_t volt__cuda_vmm_granule(const volt_cuda_ctx *c);   /* 0 = off */
+/* Free device memory now (the pool's or a VMM block), outside a capture. */
+void volt__cuda_free_now(volt_cuda_ctx *c, void *p);
 
 /* Fillers of the kernel table (core/cuda/backend.c calls each once). */
 void volt__cuda_kernels_gemm(volt_kernel *t);      /* core/cuda/gemm_ops.c: MATMUL, LINEAR */

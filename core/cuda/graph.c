@@ -76,7 +76,7 @@ static void capture_free(volt_cuda_ctx *c) {
     volt_cuda_capture *k = c->cap;
     c->cap = NULL;
     if (!k) return;
-    for (int i = 0; i < k->n_frees; i++) cudaFreeAsync(k->frees[i], c->stream);
+    for (int i = 0; i < k->n_frees; i++) volt__cuda_free_now(c, k->frees[i]);
     free(k->frees);
     free(k->h2d);
     free(k);
@@ -140,6 +140,7 @@ volt_status volt__cuda_graph_end(volt_device *d, volt_device_graph **out, char *
         if (k->n_h2d) memcpy(g->h2d, k->h2d, sizeof *g->h2d * (size_t)k->n_h2d);
         g->n_h2d = k->n_h2d;
         *out = g;
+        c->n_graphs++;   /* until destroyed, give_back only zeroes (core/cuda/vmm.c) */
     } else if (g) {
         free(g->h2d);
         free(g);
@@ -166,8 +167,8 @@ volt_status volt__cuda_graph_launch(volt_device *d, volt_device_graph *g, char *
 }
 
 void volt__cuda_graph_destroy(volt_device *d, volt_device_graph *g) {
-    (void)d;
     if (!g) return;
+    if (d && volt__cuda_ctx(d)->n_graphs > 0) volt__cuda_ctx(d)->n_graphs--;
     if (g->exec) cudaGraphExecDestroy(g->exec);
     free(g->h2d);
     free(g);

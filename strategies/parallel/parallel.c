@@ -157,6 +157,8 @@ volt_status volt__dist_launch_grad(dist *d, int u) {
     if (du->launched) return VOLT_OK;
     volt_device *dev = d->comm->dev;
     const size_t es = dist_red_size(d);
+    if (volt__unit_commit(du->u, VOLT_UNIT_GRADS) < 0)   /* a unit backward never wrote is still given back */
+        return dist_fail(d, VOLT_ERR_NOMEM, "gradient reduction: out of device memory recommitting the grads of %s", du->label);
     char *g = (char *)volt_unit_grad(du->u);   /* device memory */
     if (dist_red16(d)) {   /* the bf16 bucket travels; grad_done widens the result back */
         dev->be->pm->convert(dev, du->g16, VOLT_BF16, g, VOLT_F32, du->numel);
@@ -199,6 +201,8 @@ volt_status volt__dist_wait_grads(dist *d) {
 volt_status volt__dist_launch_gather(dist *d, int u) {
     dist_unit *du = &d->units[u];
     if (du->gather_req) return VOLT_OK;
+    if (volt__unit_commit(du->u, VOLT_UNIT_VALUES) < 0)   /* the pages given back after the last use */
+        return dist_fail(d, VOLT_ERR_NOMEM, "parameter all-gather: out of device memory recommitting the values of %s", du->label);
     char *v = volt_unit_values(du->u);   /* f32 or 16-bit: gathered as bytes, no arithmetic */
     const size_t es = dist_value_size(d);
     if (dist_staged(d)) {   /* the owned slice goes in; finish_gather brings the unit back */
