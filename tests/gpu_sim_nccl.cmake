@@ -42,3 +42,10 @@ volt_sim_nccl_test(test_fault_timeout_fsdp_np2_sim_nccl 2 "NCCL communicator abo
 set_tests_properties(test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl PROPERTIES TIMEOUT 60)
 set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl APPEND PROPERTY
   ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
+# Device memory that really shrinks (issue 12): the memory report's resident bytes of the unit
+# buffers on the simulated GPU, where they are VMM blocks mapped 2 MiB granule by granule
+# (core/cuda/vmm.c): zero2/fsdp grads and fsdp params are given back (unmapped), ddp/zero1 hold
+# everything. Units of 4096x4096 so each spans 32 granules.
+volt_sim_nccl_test(test_memory_held_np2_sim_nccl 2 "^comm nccl on device cuda" memory)
+set_property(TEST test_memory_held_np2_sim_nccl APPEND PROPERTY
+  ENVIRONMENT "VOLT_TEST_MEM_WIDTH=4096" "VOLT_TEST_MEM_GRANULE=2097152")
