@@ -253,25 +253,40 @@ static void main_checks() {
     CU(p_cuMemUnmap(va, G), CUDA_SUCCESS);
     CU(p_cuMemCreate(&hs[4], G, &prop, 0), CUDA_SUCCESS);
     for (int i = 1; i < 5; i++) CU(p_cuMemRelease(hs[i]), CUDA_SUCCESS);
+    /* a 4 MiB handle in one mapping: no sub-range of it can be unmapped or given access */
+    CU(p_cuMemCreate(&hs[0], 2 * G, &prop, 0), CUDA_SUCCESS);
+    CU(p_cuMemMap(va + 2 * G, 2 * G, 0, hs[0], 0), CUDA_SUCCESS);
+    CU(p_cuMemSetAccess(va + 2 * G, G, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+    CU(p_cuMemUnmap(va + 2 * G, G), CUDA_ERROR_INVALID_VALUE);
+    CU(p_cuMemUnmap(va + 3 * G, G), CUDA_ERROR_INVALID_VALUE);
+    CU(p_cuMemSetAccess(va + 2 * G, 2 * G, &rw, 1), CUDA_SUCCESS);
+    OK(cudaMemset((void *)(va + 2 * G), 1, 2 * G));
+    CU(p_cuMemUnmap(va + 2 * G, 2 * G), CUDA_SUCCESS);
+    CU(p_cuMemRelease(hs[0]), CUDA_SUCCESS);
     CU(p_cuMemAddressFree(va, 64 * G), CUDA_SUCCESS);
     CHECK(free_mem() == fr, "all released: free %zu (want %zu)", free_mem(), fr);
     OK(cudaStreamDestroy(st));
     free(hbuf);
 }
 
-/* reservation of 2 granules, granule 0 mapped (read-write if `access`), granule 1 not */
+/* reservation of 2 granules, both mapped (read-write if `access`), then granule 1 unmapped and
+ * its handle released: granule 0 is mapped, granule 1 was */
 static int *half_mapped(bool access) {
     if (!load_driver()) exit(1);
     CUdeviceptr va = 0;
     CU(p_cuMemAddressReserve(&va, 2 * G, 0, 0, 0), CUDA_SUCCESS);
     const CUmemAllocationProp prop = prop_dev0();
-    CUmemGenericAllocationHandle h = 0;
-    CU(p_cuMemCreate(&h, G, &prop, 0), CUDA_SUCCESS);
-    CU(p_cuMemMap(va, G, 0, h, 0), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle h[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        CU(p_cuMemCreate(&h[i], G, &prop, 0), CUDA_SUCCESS);
+        CU(p_cuMemMap(va + i * G, G, 0, h[i], 0), CUDA_SUCCESS);
+    }
     if (access) {
         const CUmemAccessDesc rw = rw_dev0();
-        CU(p_cuMemSetAccess(va, G, &rw, 1), CUDA_SUCCESS);
+        CU(p_cuMemSetAccess(va, 2 * G, &rw, 1), CUDA_SUCCESS);
     }
+    CU(p_cuMemUnmap(va + G, G), CUDA_SUCCESS);
+    CU(p_cuMemRelease(h[1]), CUDA_SUCCESS);
     return (int *)va;
 }
 
