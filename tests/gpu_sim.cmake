@@ -45,7 +45,8 @@ if(VOLT_CUDA_SIM)
   # sticky error or a fault is a process of its own
   add_test(NAME test_cudasim_vmm COMMAND test_cudasim_vmm)
   set(_vmm_tests test_cudasim_vmm)
-  foreach(_m unmapped_copy noaccess_memset "unmap_pending memset" "unmap_pending kernel" "fault unmapped"
+  foreach(_m unmapped_copy noaccess_memset "unmap_pending memset" "unmap_pending kernel"
+             "unmap_pending graph" "fault unmapped"
              "fault noaccess")
     string(REPLACE " " "_" _n "${_m}")
     separate_arguments(_args UNIX_COMMAND "${_m}")

@@ -27,6 +27,10 @@
  *   synchronizing) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
  *   as do copies to or from pageable host memory and stream-ordered allocation (which CUDA
  *   would capture as memory nodes: not modelled).
+ * - The driver's virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, ...),
+ *   through cudaGetDriverEntryPointByVersion: runtime_vmm.cc. A mapped, accessible range is
+ *   device memory for the checks here; queued operations record the device ranges they name
+ *   (CUstream_st::pend) so cuMemUnmap can refuse to pull memory from under them.
  * CUDASIM_DELAY_US=N starts every stream operation N microseconds late: the host runs far
  * ahead of the device, so a read without the synchronization it needs, or a stream that does
  * not wait for another's event, shows up as wrong data instead of passing by luck.
