@@ -83,6 +83,11 @@ static void main_checks() {
           "a version past the driver's accepted");
     cudaGetLastError();
     if (!load_driver()) return;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    CHECK(cudaGetDriverEntryPoint("cuMemMap", &fn, cudaEnableDefault, &q) == cudaSuccess && fn == (void *)p_cuMemMap &&
+          q == cudaDriverEntryPointSuccess, "the deprecated cudaGetDriverEntryPoint: fn %p q %d", fn, (int)q);
+#pragma GCC diagnostic pop
     const char *s = nullptr;
     CU(p_cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
     CHECK(s && !strcmp(s, "CUDA_ERROR_OUT_OF_MEMORY"), "name %s", s ? s : "(null)");
