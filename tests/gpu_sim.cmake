@@ -41,6 +41,19 @@ if(VOLT_CUDA_SIM)
   add_test(NAME test_cudasim_misaligned COMMAND test_cudasim misaligned)
   set_tests_properties(test_cudasim test_cudasim_deadlock test_cudasim_misaligned PROPERTIES LABELS cudasim TIMEOUT 120
     ENVIRONMENT "CUDASIM=1")
+  # Virtual memory management (tests/cudasim/test_cudasim_vmm.cu): each mode that ends in a
+  # sticky error or a fault is a process of its own
+  add_test(NAME test_cudasim_vmm COMMAND test_cudasim_vmm)
+  set(_vmm_tests test_cudasim_vmm)
+  foreach(_m unmapped_copy noaccess_memset "unmap_pending memset" "unmap_pending kernel"
+             "unmap_pending graph" "fault unmapped"
+             "fault noaccess")
+    string(REPLACE " " "_" _n "${_m}")
+    separate_arguments(_args UNIX_COMMAND "${_m}")
+    add_test(NAME test_cudasim_vmm_${_n} COMMAND test_cudasim_vmm ${_args})
+    list(APPEND _vmm_tests test_cudasim_vmm_${_n})
+  endforeach()
+  set_tests_properties(${_vmm_tests} PROPERTIES LABELS cudasim TIMEOUT 120 ENVIRONMENT "CUDASIM=1")
   if(TARGET test_cublaslt_sim)
     add_test(NAME test_cublaslt_sim COMMAND test_cublaslt_sim)
     set_tests_properties(test_cublaslt_sim PROPERTIES LABELS cudasim TIMEOUT 300)

@@ -27,6 +27,10 @@
  *   synchronizing) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
  *   as do copies to or from pageable host memory and stream-ordered allocation (which CUDA
  *   would capture as memory nodes: not modelled).
+ * - The driver's virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, ...),
+ *   through cudaGetDriverEntryPointByVersion: runtime_vmm.cc. A mapped, accessible range is
+ *   device memory for the checks here; queued operations record the device ranges they name
+ *   (CUstream_st::pend) so cuMemUnmap can refuse to pull memory from under them.
  * CUDASIM_DELAY_US=N starts every stream operation N microseconds late: the host runs far
  * ahead of the device, so a read without the synchronization it needs, or a stream that does
  * not wait for another's event, shows up as wrong data instead of passing by luck.
@@ -135,18 +139,20 @@ void worker(CUstream_st *s) {
         {
             std::lock_guard<std::mutex> l(s->mu);
             s->done++;
+            while (!s->pend.empty() && s->pend.front().first <= s->done) s->pend.pop_front();
         }
         s->cv.notify_all();
     }
 }
 
 /* Issues f on s: captured when s is capturing, else queued. */
-cudaError_t issue(CUstream_st *s, op_fn f) {
+cudaError_t issue(CUstream_st *s, op_fn f, span_list spans) {
     {
         std::lock_guard<std::mutex> l(g_mu);
         if (s->cap) {
             if (s->cap->invalid) return cudaErrorStreamCaptureInvalidated;
             s->cap->ops.push_back(std::move(f));
+            s->cap->spans.insert(s->cap->spans.end(), spans.begin(), spans.end());
             if (s != s->cap->origin) s->cap_pending = true;
             return cudaSuccess;
         }
@@ -156,6 +162,7 @@ cudaError_t issue(CUstream_st *s, op_fn f) {
         if (s->dying) return cudaErrorInvalidResourceHandle;
         s->q.push_back(std::move(f));
         s->enq++;
+        if (!spans.empty()) s->pend.emplace_back(s->enq, std::move(spans));
     }
     s->cv.notify_all();
     return cudaSuccess;
@@ -190,18 +197,25 @@ const alloc_rec *find_alloc(const void *p, uintptr_t *base) {
 bool is_device(const void *p) {
     std::lock_guard<std::mutex> l(g_mu);
     const alloc_rec *a = find_alloc(p, nullptr);
-    return a && a->device;
+    return a ? a->device : vmm_reserved(p);
 }
 bool is_pinned(const void *p) {
     std::lock_guard<std::mutex> l(g_mu);
     const alloc_rec *a = find_alloc(p, nullptr);
     return a && !a->device;
 }
-/* [p, p + n) inside one device allocation */
+static thread_local cudaError_t t_range_err = cudaErrorInvalidValue;
+cudaError_t range_error() { return t_range_err; }
+/* [p, p + n) inside one device allocation, or mapped and accessible in one reservation */
 bool device_range(const void *p, size_t n, const char *what) {
     std::lock_guard<std::mutex> l(g_mu);
+    t_range_err = cudaErrorInvalidValue;
     uintptr_t base = 0;
     const alloc_rec *a = find_alloc(p, &base);
+    if (!a && vmm_reserved(p)) {
+        t_range_err = vmm_range(p, n, what);
+        return t_range_err == cudaSuccess;
+    }
     if (!a || !a->device) {
         diag("%s: %p is not device memory", what, p);
         return false;
@@ -259,8 +273,8 @@ cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind &kin
                   : (sd ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     const bool want_dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     const bool want_sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    if (want_dd && !device_range(dst, n, what)) return cudaErrorInvalidValue;
-    if (want_sd && !device_range(src, n, what)) return cudaErrorInvalidValue;
+    if (want_dd && !device_range(dst, n, what)) return range_error();
+    if (want_sd && !device_range(src, n, what)) return range_error();
     if (!want_dd && dd) { diag("%s: destination %p is device memory, kind says host", what, dst); return cudaErrorInvalidValue; }
     if (!want_sd && sd) { diag("%s: source %p is device memory, kind says host", what, src); return cudaErrorInvalidValue; }
     return cudaSuccess;

@@ -16,7 +16,8 @@ extern "C" {
     X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing") \
     X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
     X(cudaErrorStreamCaptureUnjoined, "capture was not joined") X(cudaErrorStreamCaptureWrongThread, "wrong thread") \
-    X(cudaErrorIllegalState, "the operation is not permitted in the current state")
+    X(cudaErrorIllegalState, "the operation is not permitted in the current state") \
+    X(cudaErrorSymbolNotFound, "named symbol not found") X(cudaErrorNotSupported, "operation not supported")
 
 const char *cudaGetErrorName(cudaError_t e) {
 #define CUDASIM_NAME_(c, s) if (e == c) return #c;
@@ -143,6 +144,12 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
     memset(a, 0, sizeof *a);
     std::lock_guard<std::mutex> l(g_mu);
     const alloc_rec *r = find_alloc(p, nullptr);
+    if (!r && vmm_accessible(p)) {   /* a mapped range of a reservation (runtime_vmm.cc) */
+        a->type = cudaMemoryTypeDevice;
+        a->device = 0;
+        a->devicePointer = (void *)p;
+        return cudaSuccess;
+    }
     a->type = !r ? cudaMemoryTypeUnregistered : r->device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
     a->device = r ? 0 : -2;
     a->devicePointer = r ? (void *)p : nullptr;
@@ -165,13 +172,16 @@ static cudaError_t memcpy_on(CUstream_st *st, void *dst, const void *src, size_t
         st->cap->invalid = true;
         return fail(cudaErrorStreamCaptureUnsupported);
     }
+    span_list spans;
+    if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) spans.push_back({(uintptr_t)dst, n});
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) spans.push_back({(uintptr_t)src, n});
     if (src_pageable) {   /* staged: the host bytes are read now */
         std::shared_ptr<unsigned char> stage((unsigned char *)malloc(n), free);
         if (!stage) return fail(cudaErrorMemoryAllocation);
         memcpy(stage.get(), src, n);
-        e = issue(st, [dst, stage, n] { memcpy(dst, stage.get(), n); });
+        e = issue(st, [dst, stage, n] { memcpy(dst, stage.get(), n); }, std::move(spans));
     } else {
-        e = issue(st, [dst, src, n] { memmove(dst, src, n); });
+        e = issue(st, [dst, src, n] { memmove(dst, src, n); }, std::move(spans));
     }
     if (e != cudaSuccess) return fail(e);
     if ((dst_pageable || host_sync) && !cap) wait_idle(st);
@@ -194,10 +204,10 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
     cudaError_t e = check_copy(dst, src, dspan < sspan ? dspan : sspan, k, "cudaMemcpy2DAsync");
     if (e == cudaSuccess && (k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice) &&
         !device_range(dst, dspan, "cudaMemcpy2DAsync"))
-        e = cudaErrorInvalidValue;
+        e = range_error();
     if (e == cudaSuccess && (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice) &&
         !device_range(src, sspan, "cudaMemcpy2DAsync"))
-        e = cudaErrorInvalidValue;
+        e = range_error();
     if (e != cudaSuccess) return fail(e);
     if (k != cudaMemcpyDeviceToDevice) {   /* the host side pageable or not: row by row through memcpy_on */
         for (size_t r = 0; r < height; r++)
@@ -208,20 +218,20 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
     }
     return fail(issue(st, [=] {
         for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-    }));
+    }, span_list{{(uintptr_t)dst, dspan}, {(uintptr_t)src, sspan}}));
 }
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     if (unsafe_during_capture("cudaMemset")) return fail(cudaErrorStreamCaptureUnsupported);
-    if (n && !device_range(p, n, "cudaMemset")) return fail(cudaErrorInvalidValue);
+    if (n && !device_range(p, n, "cudaMemset")) return fail(range_error());
     CUstream_st *st = resolve(nullptr);
-    cudaError_t e = issue(st, [p, v, n] { memset(p, v, n); });
+    cudaError_t e = issue(st, [p, v, n] { memset(p, v, n); }, span_list{{(uintptr_t)p, n}});
     if (e == cudaSuccess) wait_idle(st);
     return fail(e != cudaSuccess ? e : sticky());
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (cudaError_t e = sticky()) return fail(e);
-    if (n && !device_range(p, n, "cudaMemsetAsync")) return fail(cudaErrorInvalidValue);
-    return fail(issue(resolve(s), [p, v, n] { memset(p, v, n); }));
+    if (n && !device_range(p, n, "cudaMemsetAsync")) return fail(range_error());
+    return fail(issue(resolve(s), [p, v, n] { memset(p, v, n); }, span_list{{(uintptr_t)p, n}}));
 }
 
 /* streams and events */
@@ -378,6 +388,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *pg) {
     if (!invalid && !unjoined) {
         *pg = new CUgraph_st;
         (*pg)->ops = std::move(c->ops);
+        (*pg)->spans = std::move(c->spans);
     }
     delete c;
     if (unjoined) return fail(cudaErrorStreamCaptureUnjoined);
@@ -388,6 +399,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pe, cudaGraph_t g, unsigned lo
     if (!pe || !g) return fail(cudaErrorInvalidValue);
     *pe = new CUgraphExec_st;
     (*pe)->ops = g->ops;
+    (*pe)->spans = g->spans;
     return cudaSuccess;
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s) {
@@ -396,7 +408,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s) {
     std::shared_ptr<std::vector<op_fn>> ops = std::make_shared<std::vector<op_fn>>(ge->ops);
     return fail(issue(resolve(s), [ops] {
         for (auto &f : *ops) f();
-    }));
+    }, ge->spans));
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
     delete g;

@@ -35,6 +35,10 @@
 #endif
 
 typedef std::function<void()> op_fn;
+/* A device range a queued operation touches (copies, memsets; a kernel's pointer arguments as
+ * one byte each): cuMemUnmap refuses a range that pending work names (runtime_vmm.cc). */
+struct cudasim_span { uintptr_t p; size_t n; };
+typedef std::vector<cudasim_span> span_list;
 
 struct capture;
 struct CUstream_st {
@@ -45,6 +49,7 @@ struct CUstream_st {
     bool dying = false;
     capture *cap = nullptr;     /* capturing (origin or joined) */
     bool cap_pending = false;   /* joined, with captured work the origin has not waited for */
+    std::deque<std::pair<uint64_t, span_list>> pend;   /* (op's enq number, its ranges) until done */
 };
 struct CUevent_st {
     CUstream_st *s = nullptr;
@@ -59,9 +64,10 @@ struct capture {
     std::vector<op_fn> ops;
     std::set<CUstream_st *> joined;
     bool invalid = false;
+    span_list spans;            /* the captured ops' ranges */
 };
-struct CUgraph_st { std::vector<op_fn> ops; };
-struct CUgraphExec_st { std::vector<op_fn> ops; };
+struct CUgraph_st { std::vector<op_fn> ops; span_list spans; };
+struct CUgraphExec_st { std::vector<op_fn> ops; span_list spans; };
 struct CUmemPoolHandle_st { int dummy; };
 
 
@@ -91,7 +97,7 @@ void set_sticky(cudaError_t e);
 CUstream_st *resolve(cudaStream_t s);
 bool unsafe_during_capture(const char *what);
 void worker(CUstream_st *s);
-cudaError_t issue(CUstream_st *s, op_fn f);
+cudaError_t issue(CUstream_st *s, op_fn f, span_list spans = span_list());
 bool capturing(CUstream_st *s);
 void wait_seq(CUstream_st *s, uint64_t seq);
 void wait_idle(CUstream_st *s);
@@ -99,10 +105,18 @@ bool is_device(const void *p);
 bool is_pinned(const void *p);
 const alloc_rec *find_alloc(const void *p, uintptr_t *base);
 bool device_range(const void *p, size_t n, const char *what);
+cudaError_t range_error();   /* why this thread's last device_range said no */
 cudaError_t do_alloc(void **p, size_t n, bool device);
 cudaError_t do_free(void *p, bool device);
 cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind &kind, const char *what);
 void exec_free();   /* a worker's kernel state (runtime_kernels.cc) */
+/* Virtual memory management (runtime_vmm.cc), all with g_mu held: */
+bool vmm_reserved(const void *p);     /* p lies in a cuMemAddressReserve range */
+bool vmm_accessible(const void *p);   /* ... mapped, with access granted */
+/* [p, p + n) inside one reservation, every byte mapped and accessible: cudaSuccess; past the
+ * reservation's end: cudaErrorInvalidValue; a byte unmapped or not accessible:
+ * cudaErrorIllegalAddress, made sticky. Each failure named on stderr. */
+cudaError_t vmm_range(const void *p, size_t n, const char *what);
 } /* namespace rt */
 } /* namespace cudasim */
 #pragma GCC visibility pop

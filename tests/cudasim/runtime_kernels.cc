@@ -302,7 +302,7 @@ void wmma_fault(const char *what, const void *p, unsigned ldm) {
 }
 
 cudaError_t enqueue_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void *job,
-                           invoke_fn invoke, destroy_fn destroy) {
+                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs) {
     init();
     std::shared_ptr<void> hold(job, destroy);
     if (cudaError_t st = sticky()) return fail(st);
@@ -324,9 +324,12 @@ cudaError_t enqueue_launch(const char *name, dim3 grid, dim3 block, size_t smem,
         return fail(cudaErrorInvalidValue);
     }
     std::string nm(name);
+    span_list spans;
+    for (size_t i = 0; i < nptrs; i++)
+        if (ptrs[i]) spans.push_back({ptrs[i], 0});   /* 0: a kernel's pointer argument */
     cudaError_t e = issue(resolve(stream), [nm, grid, block, smem, hold, invoke] {
         run_grid(nm, grid, block, smem, hold.get(), invoke);
-    });
+    }, std::move(spans));
     return fail(e);
 }
 } /* namespace cudasim */

@@ -17,7 +17,8 @@ endif()
 # The runtime (cudart on the CPU), and the cuBLASLt and NCCL the backend loads at run time
 # (VOLT_CUBLASLT / VOLT_NCCL name them in the gpu tests' environment: tests/gpu_sim.cmake).
 find_package(Threads REQUIRED)
-add_library(volt_cudasim SHARED ${_sim}/runtime.cc ${_sim}/runtime_kernels.cc ${_sim}/runtime_api.cc)
+add_library(volt_cudasim SHARED ${_sim}/runtime.cc ${_sim}/runtime_kernels.cc ${_sim}/runtime_api.cc
+  ${_sim}/runtime_vmm.cc)
 target_include_directories(volt_cudasim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
 target_compile_options(volt_cudasim PRIVATE ${_sim_cxx_flags})
 target_link_libraries(volt_cudasim PRIVATE Threads::Threads)
@@ -53,14 +54,16 @@ endforeach()
 # libvolt links the simulator in this build, so an install carries it (cmake/install.cmake).
 install(TARGETS volt_cudasim EXPORT voltTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
-# The simulator's own checks (tests/cudasim/test_cudasim.cu; registered in tests/gpu_sim.cmake).
-add_custom_command(OUTPUT ${_sim_out}/test_cudasim.cc
-  COMMAND ${CMAKE_COMMAND} -DIN=${_sim}/test_cudasim.cu -DOUT=${_sim_out}/test_cudasim.cc -P ${_sim}/transform.cmake
-  DEPENDS ${_sim}/test_cudasim.cu ${_sim}/transform.cmake VERBATIM)
-add_executable(test_cudasim ${_sim_out}/test_cudasim.cc)
-target_include_directories(test_cudasim PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
-target_compile_options(test_cudasim PRIVATE ${_sim_cxx_flags} -include cudasim_device.h)
-target_link_libraries(test_cudasim PRIVATE volt_cudasim)
+# The simulator's own checks (tests/cudasim/test_cudasim*.cu; registered in tests/gpu_sim.cmake).
+foreach(_t test_cudasim test_cudasim_vmm)
+  add_custom_command(OUTPUT ${_sim_out}/${_t}.cc
+    COMMAND ${CMAKE_COMMAND} -DIN=${_sim}/${_t}.cu -DOUT=${_sim_out}/${_t}.cc -P ${_sim}/transform.cmake
+    DEPENDS ${_sim}/${_t}.cu ${_sim}/transform.cmake VERBATIM)
+  add_executable(${_t} ${_sim_out}/${_t}.cc)
+  target_include_directories(${_t} PRIVATE ${_sim}/include ${VOLT_CUBLASLT_INCLUDE})
+  target_compile_options(${_t} PRIVATE ${_sim_cxx_flags} -include cudasim_device.h)
+  target_link_libraries(${_t} PRIVATE volt_cudasim)
+endforeach()
 # The NCCL simulator's unit test: nccl.cc with its own queueing stand-ins for the runtime.
 if(EXISTS ${_sim}/test_nccl_sim.cc)
   file(GLOB _nccl_test CONFIGURE_DEPENDS ${_sim}/test_nccl_sim*.cc ${_sim}/nccl*.cc)

@@ -49,8 +49,15 @@ void *dyn_smem();                            /* this launch's dynamic shared mem
  * from its arguments as nvcc would), its arguments copied now, queued on the stream. */
 typedef void (*invoke_fn)(void *job);
 typedef void (*destroy_fn)(void *job);
+/* ptrs: the launch's pointer arguments (cuMemUnmap refuses to unmap under a pending kernel
+ * that was passed a pointer into the range: runtime_vmm.cc) */
 cudaError_t enqueue_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void *job,
-                           invoke_fn invoke, destroy_fn destroy);
+                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs);
+template <class T>
+inline void note_pointer(uintptr_t *ptrs, size_t &n, const T &v) {
+    if constexpr (std::is_pointer<T>::value) ptrs[n++] = reinterpret_cast<uintptr_t>(v);
+    (void)ptrs, (void)n, (void)v;
+}
 
 template <class F, class... A>
 struct job {
@@ -72,9 +79,12 @@ struct launcher {
     cudaStream_t stream;
     template <class... A>
     void operator()(A &&...a) const {
+        uintptr_t ptrs[sizeof...(A) + 1];
+        size_t np = 0;
+        (note_pointer(ptrs, np, static_cast<const std::decay_t<A> &>(a)), ...);
         auto *j = new job<F, std::decay_t<A>...>{f, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
         enqueue_launch(name, grid, block, smem, stream, j, job<F, std::decay_t<A>...>::invoke,
-                       job<F, std::decay_t<A>...>::destroy);
+                       job<F, std::decay_t<A>...>::destroy, ptrs, np);
     }
 };
 template <class F>
