@@ -59,10 +59,11 @@ set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np
 set(_volt_xd "${CMAKE_CURRENT_BINARY_DIR}/tmp_reshard_sim_nccl")
 file(MAKE_DIRECTORY "${_volt_xd}")
 set(_volt_cpu_env "VOLT_ACCELERATOR=cpu" "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
-  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0" "VOLT_TEST_TMP=${_volt_xd}/cpu")
+  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0" "VOLT_TEST_TMP=${_volt_xd}")
 # volt_xdev_test(NAME ACC NP GREP EXE ARGS...): EXE ARGS under mpirun -np NP (NP 0: EXE alone, no
 # MPI) on ACC (cuda: the simulated GPUs, one per rank, nccl; cpu: mpi); passes when it exits 0
-# and its output has a line matching GREP.
+# and its output has a line matching GREP. VOLT_TEST_TMP is the folder of the checkpoints (the
+# tests make it: a configure-time folder may have been removed since).
 function(volt_xdev_test name acc np grep exe)
   add_test(NAME ${name} COMMAND sh -c
     "np=$1; pat=$2; exe=$3; shift 3; if [ $np -gt 0 ]; then out=$(\"$0\" --oversubscribe -np $np \"$exe\" \"$@\" 2>&1); \
@@ -76,7 +77,7 @@ printf '%s\\n' \"$out\" | grep -q \"$pat\" || { echo \"FAIL: no line matching '$
   if(acc STREQUAL "cuda")
     set(env "CUDASIM_DEVICES=${procs}" ${_volt_sim_nccl_env})
     list(FILTER env EXCLUDE REGEX "^VOLT_TEST_TMP=")
-    list(APPEND env "VOLT_TEST_TMP=${_volt_xd}/cuda")
+    list(APPEND env "VOLT_TEST_TMP=${_volt_xd}")
   else()
     set(env ${_volt_cpu_env})
   endif()
