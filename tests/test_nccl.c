@@ -587,6 +587,20 @@ static void test_split(void) {
     char err[768] = "";
     CHECK_OK(volt__device_get("cuda", volt__comm_local_rank() % ngpu, &dev, err, sizeof err));
     if (!dev) return;
+    /* a rank an MPI_Comm_split left out (MPI_COMM_NULL): a clear error from either backend */
+    for (int pass = 0; pass < 2; pass++) {
+        MPI_Comm nul = MPI_COMM_NULL;
+        volt_comm_config cc;
+        volt__comm_config_init(&cc);
+        cc.backend = pass == 0 ? "nccl" : "mpi";
+        cc.mpi_comm = &nul;
+        volt_comm *c = NULL;
+        err[0] = 0;
+        volt_status s = volt__comm_create_for(pass == 0 ? dev : volt__device_cpu(), &cc, &c, err, sizeof err);
+        CHECK(s == VOLT_ERR_INVALID_ARG && !c && strstr(err, "MPI_COMM_NULL"), "%s on MPI_COMM_NULL: %s (%s)", cc.backend,
+              volt_status_str(s), err);
+        volt__comm_destroy(c);
+    }
     /* two groups at once, neither in world rank order (key -rank: group rank 0 is the highest) */
     split_round(dev, "two groups of even and odd ranks, reversed", wrank % 2, -wrank, true);
     /* only the group without world rank 0 makes a comm: must not wait for world rank 0 */
