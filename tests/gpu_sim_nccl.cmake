@@ -49,3 +49,84 @@ set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np
 volt_sim_nccl_test(test_memory_held_np2_sim_nccl 2 "^comm nccl on device cuda" memory)
 set_property(TEST test_memory_held_np2_sim_nccl APPEND PROPERTY
   ENVIRONMENT "VOLT_TEST_MEM_WIDTH=4096" "VOLT_TEST_MEM_GRANULE=2097152")
+
+# ---- Sharded checkpoints across the simulated GPUs and the CPU (issue 12 item 5; docs/NCCL.md,
+# "Sharded checkpoints across cuda and cpu runs"). Each save runs on one device, each resume or
+# load on the other; the wrapper greps the line that proves where each end ran ("comm nccl on
+# device cuda", "comm mpi on device cpu", "params on device ..."), so a run that fell back to
+# another device or comm fails.
+#   GPU -> CPU: fsdp on 2 simulated GPUs over nccl saves mid-epoch (test_strategies reshard_save);
+#     ddp on 2 and 3 cpu ranks over mpi and single on the cpu resume it and must reach the
+#     uninterrupted single run's final weights (the CPU resharding tests' tolerance, 1e-5
+#     relative + 1e-7). test_checkpoint shard_save / shard_load: the cpu load of the GPU shards
+#     is bitwise the GPU run's export (weights) and its shards' optimizer slices.
+#   CPU -> GPU: fsdp on 3 cpu ranks saves; ddp and zero2 on 2 simulated GPUs over nccl and
+#     single on one simulated GPU resume it; test_checkpoint: fsdp on 2 cpu ranks, loaded on the
+#     simulated GPU, bitwise.
+set(_volt_xd "${CMAKE_CURRENT_BINARY_DIR}/tmp_reshard_sim_nccl")
+file(MAKE_DIRECTORY "${_volt_xd}")
+set(_volt_cpu_env "VOLT_ACCELERATOR=cpu" "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
+  "VOLT_COMM_TIMEOUT=60" "ASAN_OPTIONS=detect_leaks=0" "VOLT_TEST_TMP=${_volt_xd}")
+# volt_xdev_test(NAME ACC NP GREP EXE ARGS...): EXE ARGS under mpirun -np NP (NP 0: EXE alone, no
+# MPI) on ACC (cuda: the simulated GPUs, one per rank, nccl; cpu: mpi); passes when it exits 0
+# and its output has a line matching GREP. VOLT_TEST_TMP is the folder of the checkpoints (the
+# tests make it: a configure-time folder may have been removed since).
+function(volt_xdev_test name acc np grep exe)
+  add_test(NAME ${name} COMMAND sh -c
+    "np=$1; pat=$2; exe=$3; shift 3; if [ $np -gt 0 ]; then out=$(\"$0\" --oversubscribe -np $np \"$exe\" \"$@\" 2>&1); \
+else out=$(\"$exe\" \"$@\" 2>&1); fi; rc=$?; printf '%s\\n' \"$out\"; [ $rc -eq 0 ] || exit $rc; \
+printf '%s\\n' \"$out\" | grep -q \"$pat\" || { echo \"FAIL: no line matching '$pat' (did it run on the device it was told?)\"; exit 1; }"
+    ${VOLT_MPIRUN} ${np} ${grep} ${exe} ${ARGN})
+  set(procs ${np})
+  if(np EQUAL 0)
+    set(procs 1)
+  endif()
+  if(acc STREQUAL "cuda")
+    set(env "CUDASIM_DEVICES=${procs}" ${_volt_sim_nccl_env})
+    list(FILTER env EXCLUDE REGEX "^VOLT_TEST_TMP=")
+    list(APPEND env "VOLT_TEST_TMP=${_volt_xd}")
+  else()
+    set(env ${_volt_cpu_env})
+  endif()
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${env}" PROCESSORS ${procs} TIMEOUT 300
+    SKIP_RETURN_CODE 77 LABELS "cudasim;mpi")
+endfunction()
+set(_volt_ts_exe $<TARGET_FILE:test_strategies>)
+set(_volt_tc_exe $<TARGET_FILE:test_checkpoint>)
+# GPU -> CPU
+set(_p "${_volt_xd}/fsdp2_cuda.safetensors")
+volt_xdev_test(test_reshard_save_fsdp_np2_sim_nccl cuda 2 "^comm nccl on device cuda" ${_volt_ts_exe} reshard_save fsdp ${_p})
+volt_xdev_test(test_reshard_cuda_to_cpu_ddp_np2 cpu 2 "^comm mpi on device cpu" ${_volt_ts_exe} reshard_resume ddp ${_p})
+volt_xdev_test(test_reshard_cuda_to_cpu_ddp_np3 cpu 3 "^comm mpi on device cpu" ${_volt_ts_exe} reshard_resume ddp ${_p})
+volt_xdev_test(test_reshard_cuda_to_cpu_single cpu 0 "^params on device cpu" ${_volt_ts_exe} reshard_resume single ${_p})
+set_tests_properties(test_reshard_save_fsdp_np2_sim_nccl PROPERTIES FIXTURES_SETUP volt_xdev_ts_cuda)
+set_tests_properties(test_reshard_cuda_to_cpu_ddp_np2 test_reshard_cuda_to_cpu_ddp_np3 test_reshard_cuda_to_cpu_single
+  PROPERTIES FIXTURES_REQUIRED volt_xdev_ts_cuda)
+set(_p "${_volt_xd}/ckpt_fsdp2_cuda.safetensors")
+volt_xdev_test(test_checkpoint_shard_save_sim_nccl cuda 2 "^comm nccl on device cuda" ${_volt_tc_exe} shard_save ${_p})
+volt_xdev_test(test_checkpoint_shard_load_cuda_to_cpu cpu 0 "^parameters live on the 'cpu' device" ${_volt_tc_exe} shard_load ${_p})
+set_tests_properties(test_checkpoint_shard_save_sim_nccl PROPERTIES FIXTURES_SETUP volt_xdev_tc_cuda)
+set_tests_properties(test_checkpoint_shard_load_cuda_to_cpu PROPERTIES FIXTURES_REQUIRED volt_xdev_tc_cuda)
+# CPU -> GPU
+set(_p "${_volt_xd}/fsdp3_cpu.safetensors")
+volt_xdev_test(test_reshard_save_fsdp_np3_for_sim cpu 3 "^comm mpi on device cpu" ${_volt_ts_exe} reshard_save fsdp ${_p})
+volt_xdev_test(test_reshard_cpu_to_cuda_ddp_np2_sim_nccl cuda 2 "^comm nccl on device cuda" ${_volt_ts_exe} reshard_resume ddp ${_p})
+volt_xdev_test(test_reshard_cpu_to_cuda_zero2_np2_sim_nccl cuda 2 "^comm nccl on device cuda" ${_volt_ts_exe} reshard_resume zero2 ${_p})
+volt_xdev_test(test_reshard_cpu_to_cuda_single_sim cuda 0 "^params on device cuda" ${_volt_ts_exe} reshard_resume single ${_p})
+set_tests_properties(test_reshard_save_fsdp_np3_for_sim PROPERTIES FIXTURES_SETUP volt_xdev_ts_cpu)
+set_tests_properties(test_reshard_cpu_to_cuda_ddp_np2_sim_nccl test_reshard_cpu_to_cuda_zero2_np2_sim_nccl
+  test_reshard_cpu_to_cuda_single_sim PROPERTIES FIXTURES_REQUIRED volt_xdev_ts_cpu)
+set(_p "${_volt_xd}/ckpt_fsdp2_cpu.safetensors")
+volt_xdev_test(test_checkpoint_shard_save_for_sim cpu 2 "^comm mpi on device cpu" ${_volt_tc_exe} shard_save ${_p})
+volt_xdev_test(test_checkpoint_shard_load_cpu_to_cuda_sim cuda 0 "^parameters live on the 'cuda' device" ${_volt_tc_exe} shard_load ${_p})
+set_tests_properties(test_checkpoint_shard_save_for_sim PROPERTIES FIXTURES_SETUP volt_xdev_tc_cpu)
+set_tests_properties(test_checkpoint_shard_load_cpu_to_cuda_sim PROPERTIES FIXTURES_REQUIRED volt_xdev_tc_cpu)
+
+# Comms built on the groups of an MPI_Comm_split (volt_comm_config.mpi_comm; docs/NCCL.md
+# "Launching on N GPUs"): 4 ranks, each NCCL comm's unique id broadcast over its own group's
+# communicator — two groups at once, one group without world rank 0 alone (must not wait for
+# it), and four worlds of one; each group's all-reduce sums exactly its members.
+if(TARGET test_nccl)
+  volt_xdev_test(test_nccl_split_np4_sim_nccl cuda 4 "^nccl: split: ok" $<TARGET_FILE:test_nccl> split)
+  set_tests_properties(test_nccl_split_np4_sim_nccl PROPERTIES TIMEOUT 120)
+endif()

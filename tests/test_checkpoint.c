@@ -25,6 +25,10 @@
 #include "volt/safetensors.h"
 #include "core/device.h"
 #include "trainer/checkpoint_internal.h"
+#ifdef VOLT_HAVE_MPI
+#include "trainer/trainer_internal.h"
+#include "strategies/parallel/parallel.h"
+#endif
 
 enum { IN = 7, NC = 3, NS = 64, BS = 8 };
 
@@ -336,6 +340,13 @@ static void shard_save(const char *path) {
     volt_status st = volt_trainer_fit(t, &net_ops, &m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "fsdp fit with save: %s", volt_trainer_errmsg(t));
     check_device(t);
+#ifdef VOLT_HAVE_MPI
+    /* the comm that served the save ("comm nccl on device cuda" on the simulated GPUs:
+     * tests/gpu_sim_nccl.cmake greps it) */
+    const volt_comm *c = t ? volt__dist_comm(t->strategy) : NULL;
+    CHECK(c && c->dev, "fsdp runs over a comm with a device");
+    if (c && c->dev && volt_trainer_rank(t) == 0) printf("comm %s on device %s\n", c->ops->name, c->dev->be->name);
+#endif
     if (volt_trainer_rank(t) == 0) {
         volt_st_file *f = NULL;
         char err[512];

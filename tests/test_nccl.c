@@ -11,6 +11,9 @@
  *   test_nccl missing   with VOLT_NCCL pointing at no file: the error names the library
  *   test_nccl harness   (mpirun -n 1) the collective and strategy sections against the mpi comm
  *                       on the cpu device, so their expected values and messages run in CI
+ *   test_nccl split     (mpirun -n 4, one GPU per rank; the simulator in CI) comms built on the
+ *                       groups of an MPI_Comm_split (volt_comm_config.mpi_comm): each group's
+ *                       NCCL comm gets its own unique id over its own communicator
  *
  * Each section prints "nccl: <section>: ok (...)" or FAIL lines naming what differed. */
 #include <pthread.h>
@@ -31,6 +34,9 @@
 #ifdef VOLT_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include "core/cuda/cuda.h"
+#endif
+#if defined(VOLT_HAVE_NCCL) && defined(VOLT_HAVE_MPI)
+#include <mpi.h>
 #endif
 
 static double now_s(void) {
@@ -500,6 +506,113 @@ static void test_harness(void) {
 #endif
 #endif
 
+#if defined(VOLT_HAVE_NCCL) && defined(VOLT_HAVE_MPI)
+/* ---- comms on sub-communicators (volt_comm_config.mpi_comm) ---------------------------------------
+ * One round: MPI_Comm_split(MPI_COMM_WORLD, color, key); the ranks whose group `makes` it build a
+ * comm on their group (the nccl backend on their GPU, then the mpi backend on the cpu) and check
+ * that it is that group: its rank and size, an all-reduce summing exactly the group's values,
+ * an all-gather in the group's rank order. Before the fix the NCCL unique id went over
+ * MPI_COMM_WORLD: groups shared world rank 0's id (one NCCL comm of every rank, or a rank
+ * refused), and a group without world rank 0 waited for a broadcast no one sent until the
+ * deadline. */
+static void split_round(volt_device *dev, const char *what, int color, int key, bool makes) {
+    int wrank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub);
+    int srank = -1, ssize = 0;
+    MPI_Comm_rank(sub, &srank);
+    MPI_Comm_size(sub, &ssize);
+    enum { MAXW = 64 };
+    int members[MAXW];
+    if (ssize <= MAXW) MPI_Allgather(&wrank, 1, MPI_INT, members, 1, MPI_INT, sub);
+    float sum = 0;
+    for (int r = 0; r < ssize && r < MAXW; r++) sum += (float)(members[r] + 1);
+    int ok = 1;
+    for (int pass = 0; makes && ssize <= MAXW && pass < 2; pass++) {
+        volt_device *d = pass == 0 ? dev : volt__device_cpu();
+        volt_comm_config cc;
+        volt__comm_config_init(&cc);
+        cc.timeout_s = 10;
+        cc.backend = pass == 0 ? "nccl" : "mpi";
+        cc.mpi_comm = &sub;
+        volt_comm *c = NULL;
+        char err[768] = "";
+        volt_status s = volt__comm_create_for(d, &cc, &c, err, sizeof err);
+        CHECK(s == VOLT_OK, "%s: %s comm on world rank %d's group (color %d): %s", what, cc.backend, wrank, color, err);
+        if (s < 0) { ok = 0; continue; }
+        CHECK(c->rank == srank && c->world == ssize, "%s: %s comm is rank %d of %d, its group says %d of %d", what,
+              cc.backend, c->rank, c->world, srank, ssize);
+        float h[MAXW + 1], got[MAXW];
+        h[0] = (float)(wrank + 1);
+        void *a = volt__dev_alloc(d, sizeof(float) * (MAXW + 1));
+        volt__dev_h2d(d, a, h, sizeof(float));
+        CHECK_OK(volt__comm_all_reduce(c, a, a, 1, VOLT_COMM_F32, VOLT_COMM_SUM, "group sum"));
+        volt__dev_d2h(d, got, a, sizeof(float));
+        CHECK(got[0] == sum, "%s: %s all_reduce on world rank %d gave %g, its group's sum is %g", what, cc.backend, wrank,
+              (double)got[0], (double)sum);
+        ok &= got[0] == sum;
+        h[0] = (float)wrank;
+        volt__dev_h2d(d, (float *)a + 1 + srank, h, sizeof(float));
+        CHECK_OK(volt__comm_all_gather(c, (float *)a + 1 + srank, (float *)a + 1, 1, VOLT_COMM_F32, "group ranks"));
+        volt__dev_d2h(d, got, (float *)a + 1, sizeof(float) * (size_t)ssize);
+        for (int r = 0; r < ssize; r++) {
+            CHECK(got[r] == (float)members[r], "%s: %s all_gather slot %d on world rank %d: %g, want world rank %d", what,
+                  cc.backend, r, wrank, (double)got[r], members[r]);
+            ok &= got[r] == (float)members[r];
+        }
+        volt__dev_free(d, a);
+        volt__comm_destroy(c);
+    }
+    MPI_Comm_free(&sub);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int all = ok;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (wrank == 0) printf("nccl: split: %s: %s\n", what, all ? "ok" : "FAIL");
+}
+
+static void test_split(void) {
+    int wrank = 0, wsize = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    const volt_backend *be = volt__backend_find("cuda");
+    const int ngpu = be ? be->device_count() : 0;
+    if (wsize < 4 || ngpu < 1) {
+        char why[128];
+        snprintf(why, sizeof why, "split needs 4 ranks and a GPU (have %d ranks, %d GPUs)", wsize, ngpu);
+        vtest_missing(why);
+        return;
+    }
+    volt_device *dev = NULL;
+    char err[768] = "";
+    CHECK_OK(volt__device_get("cuda", volt__comm_local_rank() % ngpu, &dev, err, sizeof err));
+    if (!dev) return;
+    /* a rank an MPI_Comm_split left out (MPI_COMM_NULL): a clear error from either backend */
+    for (int pass = 0; pass < 2; pass++) {
+        MPI_Comm nul = MPI_COMM_NULL;
+        volt_comm_config cc;
+        volt__comm_config_init(&cc);
+        cc.backend = pass == 0 ? "nccl" : "mpi";
+        cc.mpi_comm = &nul;
+        volt_comm *c = NULL;
+        err[0] = 0;
+        volt_status s = volt__comm_create_for(pass == 0 ? dev : volt__device_cpu(), &cc, &c, err, sizeof err);
+        CHECK(s == VOLT_ERR_INVALID_ARG && !c && strstr(err, "MPI_COMM_NULL"), "%s on MPI_COMM_NULL: %s (%s)", cc.backend,
+              volt_status_str(s), err);
+        volt__comm_destroy(c);
+    }
+    /* two groups at once, neither in world rank order (key -rank: group rank 0 is the highest) */
+    split_round(dev, "two groups of even and odd ranks, reversed", wrank % 2, -wrank, true);
+    /* only the group without world rank 0 makes a comm: must not wait for world rank 0 */
+    split_round(dev, "one group (world ranks 2, 3) alone", wrank / 2, wrank, wrank >= 2);
+    /* every rank its own world of one */
+    split_round(dev, "world-size-1 comms", wrank, 0, true);
+    int bad = vtest_fail_, any = bad;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (wrank == 0 && !any) printf("nccl: split: ok (%d ranks; nccl and mpi comms on sub-communicators)\n", wsize);
+}
+#endif
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "gpu";
@@ -519,8 +632,21 @@ int main(int argc, char **argv) {
         VTEST_SKIP("built without MPI");
 #endif
     }
+    if (!strcmp(mode, "split")) {
+#if defined(VOLT_HAVE_NCCL) && defined(VOLT_HAVE_MPI)
+        int provided = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+        test_split();
+        int rc = vtest_finish(), any = rc;
+        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return any;
+#else
+        VTEST_SKIP("built without NCCL or MPI");
+#endif
+    }
     if (strcmp(mode, "gpu")) {
-        fprintf(stderr, "usage: test_nccl [gpu | nogpu | missing | harness]\n");
+        fprintf(stderr, "usage: test_nccl [gpu | nogpu | missing | harness | split]\n");
         return 2;
     }
 #ifdef VOLT_HAVE_NCCL

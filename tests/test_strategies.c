@@ -24,6 +24,7 @@
 #include "trainer/trainer_internal.h"
 #include "ref_mlp.h"
 #include "strategies/comm/comm.h"
+#include "core/device.h"
 #ifdef VOLT_HAVE_MPI
 #include <mpi.h>
 #include "strategies/parallel/parallel.h"
@@ -1078,6 +1079,22 @@ static void test_fault_exit(void) {
 #endif /* VOLT_HAVE_MPI */
 
 /* ---- resharding ---------------------------------------------------------------------------------------- */
+/* Where a save or resume ran: its parameters on $VOLT_ACCELERATOR (when set), and under a
+ * distributed strategy the comm that served it (rank 0 prints "comm nccl on device cuda";
+ * tests/gpu_sim_nccl.cmake greps these lines, so a run that fell back to another device or
+ * comm fails). A checkpoint saved on one device and resumed on another is only a cross-device
+ * test if both ends really ran where they were told to. */
+static void check_placement(volt_trainer *t) {
+    volt_params *ps = t ? volt_trainer_params(t) : NULL;
+    const volt_tensor *p = ps && volt_params_count(ps) > 0 ? volt_params_at(ps, 0) : NULL;
+    const char *have = p && p->device ? p->device->be->name : "?", *want = getenv("VOLT_ACCELERATOR");
+    CHECK(!want || !*want || !strcmp(want, have), "parameters on '%s', VOLT_ACCELERATOR is '%s'", have, want);
+    if (t && volt_trainer_rank(t) == 0) printf("params on device %s\n", have);
+#ifdef VOLT_HAVE_MPI
+    if (t && volt__dist_comm(t->strategy)) check_comm_device(t);
+#endif
+}
+
 enum { SAVE_AT_BATCH = 5 };   /* after the 3rd optimizer step, mid-epoch (10 batches) */
 typedef struct { const char *path; } saver;
 static volt_status save_and_stop(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
@@ -1222,6 +1239,7 @@ static void test_reshard_save(const char *name, const char *path) {
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "%s fit with save: %s", name, volt_trainer_errmsg(t));
     CHECK(volt_trainer_global_step(t) == 3, "stopped after step %lld", (long long)volt_trainer_global_step(t));
+    check_placement(t);
     /* the weights alone, streamed on rank 0: exactly the (gathered) final weights */
     char exp[4096];
     snprintf(exp, sizeof exp, "%s.export.safetensors", path);
@@ -1269,6 +1287,7 @@ static void test_reshard_resume(const char *name, const char *path) {
     if (!t || !l || !ref.params) return;
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
     CHECK(st == VOLT_OK, "%s resume: %s", name, volt_trainer_errmsg(t));
+    check_placement(t);
     CHECK(volt_trainer_global_step(t) == STEPS, "resumed run ends at step %lld", (long long)volt_trainer_global_step(t));
     CHECK(m.n_losses == ACC * (STEPS - 3), "resumed mid-epoch: %d micro-steps run", m.n_losses);
     float *mine = malloc(sizeof(float) * (size_t)ref.n);

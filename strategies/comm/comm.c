@@ -4,7 +4,8 @@
 #include "strategies/comm/comm.h"
 
 void volt__comm_config_init(volt_comm_config *cfg) {
-    *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300, .dev = NULL, .backend = NULL };
+    *cfg = (volt_comm_config){ .version = VOLT_COMM_CONFIG_VERSION, .timeout_s = 300, .dev = NULL, .backend = NULL,
+                               .mpi_comm = NULL };
 }
 
 volt_status volt__comm_config_check(const volt_comm_config *cfg, char *err, size_t errlen) {

@@ -44,8 +44,15 @@ typedef struct volt_comm_config {
     /* A registry row by name ("mpi", "nccl"): forces that backend (tests: "mpi" stages a cuda
      * device through host buffers); NULL or "auto": the first row that serves the device. */
     const char *backend;
+    /* ---- version 3 ---- */
+    /* The MPI communicator the comm spans, as the address of an MPI_Comm (this header names no
+     * MPI type); NULL: MPI_COMM_WORLD. The mpi backend duplicates it; the nccl backend takes
+     * its rank and world size from it and broadcasts the NCCL unique id over it, so comms made
+     * on the groups of an MPI_Comm_split are independent (no id shared between groups, no rank
+     * waiting on a broadcast the other group never joins). Read only during create. */
+    const void *mpi_comm;
 } volt_comm_config;
-#define VOLT_COMM_CONFIG_VERSION 2u
+#define VOLT_COMM_CONFIG_VERSION 3u
 
 /* volt_comm_ops.flags */
 enum {
@@ -145,12 +152,14 @@ const char *volt__comm_errmsg(const volt_comm *c);
  * thread that created the comm may call it) unless the application already did, and then
  * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */
 volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen);
-/* MPI's world rank/size and this process's rank on its node (OMPI_COMM_WORLD_LOCAL_RANK,
- * else SLURM_LOCALID, MPI_LOCALRANKID, else the world rank), without a communicator: what
- * picks a GPU before the NCCL comm exists. Initialises MPI like volt__comm_mpi_create. */
-volt_status volt__comm_mpi_world(int *rank, int *world, char *err, size_t errlen);
-/* Broadcast n host bytes from rank 0 of MPI_COMM_WORLD with the deadline (the NCCL unique id). */
-volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s, char *err, size_t errlen);
+/* This process's rank and the size of mpi_comm (volt_comm_config.mpi_comm: the address of an
+ * MPI_Comm, NULL: MPI_COMM_WORLD), without making a comm: what the NCCL comm is built on.
+ * Initialises MPI like volt__comm_mpi_create. MPI_COMM_NULL is an error. */
+volt_status volt__comm_mpi_world(const void *mpi_comm, int *rank, int *world, char *err, size_t errlen);
+/* Broadcast n host bytes from rank 0 of mpi_comm (as above) with the deadline (the NCCL
+ * unique id); every rank of mpi_comm, and only those, must call it. */
+volt_status volt__comm_mpi_bootstrap_bcast(const void *mpi_comm, void *buf, size_t n, double timeout_s, char *err,
+                                          size_t errlen);
 int volt__comm_local_rank(void);   /* the env above; 0 outside a job */
 int volt__comm_local_size(void);   /* OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE...; 1 outside a job */
 

@@ -59,6 +59,7 @@ volt_status volt__comm_create_for(volt_device *dev, const volt_comm_config *cfg_
     VOLT_TRY(volt__comm_config_check(cfg_in, err, errlen));
     volt_comm_config cfg = *cfg_in;
     const char *want = cfg.version >= 2 && cfg.backend && *cfg.backend && strcmp(cfg.backend, "auto") ? cfg.backend : NULL;
+    if (cfg.version < 3) cfg.mpi_comm = NULL;   /* not a field of the caller's version */
     cfg.version = VOLT_COMM_CONFIG_VERSION;
     cfg.dev = dev;
     if (want && !volt__comm_backend_find(want)) {

@@ -1,7 +1,8 @@
 /* MPI comm backend: non-blocking collectives (MPI-3 MPI_I*) on a private duplicate of
- * MPI_COMM_WORLD with MPI_ERRORS_RETURN; waits poll MPI_Test against the comm's timeout so a
- * dead or diverged rank gives VOLT_ERR_TIMEOUT, never a hang. MPI errors become VOLT_ERR_COMM
- * with file:line and MPI's own error string.
+ * MPI_COMM_WORLD (or of the communicator volt_comm_config.mpi_comm names) with
+ * MPI_ERRORS_RETURN; waits poll MPI_Test against the comm's timeout so a dead or diverged
+ * rank gives VOLT_ERR_TIMEOUT, never a hang. MPI errors become VOLT_ERR_COMM with file:line
+ * and MPI's own error string.
  *
  * bf16 / f16 travel as MPI_UINT16_T and reduce with user-defined ops (one per type, made with
  * the comm): each pair of elements is added in f32 and rounded once (round to nearest even,
@@ -398,10 +399,25 @@ static volt_status init_mpi(char *err, size_t errlen) {
     return VOLT_OK;
 }
 
+/* The communicator a comm is built on: *mpi_comm (volt_comm_config.mpi_comm), else
+ * MPI_COMM_WORLD; MPI_COMM_NULL (a rank left out of a split) is refused. MPI is initialised. */
+static volt_status base_comm(const void *mpi_comm, MPI_Comm *out, const char **name, char *err, size_t errlen) {
+    VOLT_TRY(init_mpi(err, errlen));
+    *out = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+    *name = mpi_comm ? "the given MPI communicator" : "MPI_COMM_WORLD";
+    if (*out == MPI_COMM_NULL) {
+        snprintf(err, errlen, "volt_comm_config.mpi_comm is MPI_COMM_NULL (a rank outside every group of the split?)");
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return VOLT_OK;
+}
+
 volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
     VOLT_TRY(volt__comm_config_check(cfg, err, errlen));
-    VOLT_TRY(init_mpi(err, errlen));
+    MPI_Comm base = MPI_COMM_NULL;
+    const char *base_name = NULL;
+    VOLT_TRY(base_comm(cfg->version >= 3 ? cfg->mpi_comm : NULL, &base, &base_name, err, errlen));
     volt_comm *c = calloc(1, sizeof *c);
     mpi_impl *im = calloc(1, sizeof *im);
     if (!c || !im) { free(c); free(im); return VOLT_ERR_NOMEM; }
@@ -410,15 +426,15 @@ volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, 
     c->timeout_s = cfg->timeout_s;
     im->sum_bf16 = im->sum_f16 = MPI_OP_NULL;
     int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(base, &rank);
+    MPI_Comm_size(base, &world);
     c->rank = rank;
     c->world = world;
     /* a private communicator (our collectives never match the application's), created
      * non-blocking so a rank that never gets here gives a timeout, not a hang */
     mpi_req *q = NULL;
-    volt_status st = req_start(c, "comm_dup", "MPI_COMM_WORLD", 0, VOLT_COMM_BYTE, &q);
-    int rc = st == VOLT_OK ? MPI_Comm_idup(MPI_COMM_WORLD, &im->comm, &q->r) : MPI_SUCCESS;
+    volt_status st = req_start(c, "comm_dup", base_name, 0, VOLT_COMM_BYTE, &q);
+    int rc = st == VOLT_OK ? MPI_Comm_idup(base, &im->comm, &q->r) : MPI_SUCCESS;
     if (st == VOLT_OK && rc != MPI_SUCCESS) {
         st = mpi_fail(c, rc, __FILE__, __LINE__, "MPI_Comm_idup", NULL);
         req_release(c, q);
@@ -446,19 +462,24 @@ volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, 
 }
 
 /* ---- bootstrap helpers for the NCCL backend (comm.h) ------------------------------------- */
-volt_status volt__comm_mpi_world(int *rank, int *world, char *err, size_t errlen) {
-    VOLT_TRY(init_mpi(err, errlen));
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, world);
+volt_status volt__comm_mpi_world(const void *mpi_comm, int *rank, int *world, char *err, size_t errlen) {
+    MPI_Comm base = MPI_COMM_NULL;
+    const char *name = NULL;
+    VOLT_TRY(base_comm(mpi_comm, &base, &name, err, errlen));
+    MPI_Comm_rank(base, rank);
+    MPI_Comm_size(base, world);
     return VOLT_OK;
 }
 
-volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s, char *err, size_t errlen) {
-    VOLT_TRY(init_mpi(err, errlen));
+volt_status volt__comm_mpi_bootstrap_bcast(const void *mpi_comm, void *buf, size_t n, double timeout_s, char *err,
+                                          size_t errlen) {
+    MPI_Comm base = MPI_COMM_NULL;
+    const char *name = NULL;
+    VOLT_TRY(base_comm(mpi_comm, &base, &name, err, errlen));
     int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_rank(base, &rank);
     MPI_Request r = MPI_REQUEST_NULL;
-    int rc = MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
+    int rc = MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, base, &r);
     const double t0 = volt__now();
     while (rc == MPI_SUCCESS) {
         int flag = 0;
@@ -466,8 +487,8 @@ volt_status volt__comm_mpi_bootstrap_bcast(void *buf, size_t n, double timeout_s
         if (rc != MPI_SUCCESS || flag) break;
         if (volt__now() - t0 > timeout_s) {
             g_comm_broken = true;
-            snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id) timed out after %g s (a rank died, hangs, or "
-                     "never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, timeout_s);
+            snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id, over %s) timed out after %g s (a rank died, "
+                     "hangs, or never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, name, timeout_s);
             return VOLT_ERR_TIMEOUT;
         }
         struct timespec ts = { 0, 100000 };

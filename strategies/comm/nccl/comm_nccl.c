@@ -19,10 +19,11 @@
  * (grown, never shrunk: no allocation in steady state); one such collective may be in flight
  * at a time.
  *
- * Start-up: rank/world from MPI (no MPI call at all outside an MPI job, or in a build without
- * MPI: a world of 1), rank 0
- * makes the unique id and broadcasts it over MPI_COMM_WORLD with the deadline, then a
- * non-blocking ncclCommInitRankConfig (blocking = 0) is polled with the same deadline.
+ * Start-up: rank/world from the MPI communicator the comm is built on (volt_comm_config.
+ * mpi_comm, else MPI_COMM_WORLD; no MPI call at all outside an MPI job when none is given, or
+ * in a build without MPI: a world of 1), rank 0 of it makes the unique id and broadcasts it
+ * over that same communicator with the deadline, then a non-blocking ncclCommInitRankConfig
+ * (blocking = 0) is polled with the same deadline.
  *
  * NCCL itself is loaded at the first create (nccl_lib.c: dlopen, like cuBLASLt); a binary runs
  * without NCCL and fails with an error naming the library only when a comm is asked for. */
@@ -476,9 +477,15 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         return VOLT_ERR_UNSUPPORTED;
     }
     int rank = 0, world = 1;
+    /* the communicator this comm spans: its ranks, its broadcast of the unique id */
+    const void *mcomm = cfg->version >= 3 ? cfg->mpi_comm : NULL;
 #ifdef VOLT_HAVE_MPI
-    if (in_mpi_job()) VOLT_TRY(volt__comm_mpi_world(&rank, &world, err, errlen));
+    if (mcomm || in_mpi_job()) VOLT_TRY(volt__comm_mpi_world(mcomm, &rank, &world, err, errlen));
 #else
+    if (mcomm) {
+        snprintf(err, errlen, "nccl: an MPI communicator was given (volt_comm_config.mpi_comm), but volt was built without MPI");
+        return VOLT_ERR_UNSUPPORTED;
+    }
     if (in_mpi_job()) {
         snprintf(err, errlen, "nccl: launched as one of several ranks, but volt was built without MPI, which shares "
                  "NCCL's unique id between them (rebuild with libopenmpi-dev); one process is a world of one");
@@ -523,7 +530,7 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
     if (world > 1) {   /* every rank takes part, even after a local failure (no rank waits for ever) */
         int ok = st == VOLT_OK;
         char berr[512] = "";
-        volt_status bs = volt__comm_mpi_bootstrap_bcast(&id, sizeof id, c->timeout_s, berr, sizeof berr);
+        volt_status bs = volt__comm_mpi_bootstrap_bcast(mcomm, &id, sizeof id, c->timeout_s, berr, sizeof berr);
         if (bs < 0 && ok) st = cerr(c, bs, "%s", berr);
     }
 #endif
