@@ -20,6 +20,7 @@
 #include "runtime_internal.h"
 #include <cuda.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <type_traits>
 
@@ -28,7 +29,19 @@ namespace cudasim {
 namespace rt {
 namespace {
 
-const size_t GRAN = (size_t)2 << 20;   /* H100/H200: CU_MEM_ALLOCATION_TYPE_PINNED on a device */
+/* H100/H200: 2 MiB for CU_MEM_ALLOCATION_TYPE_PINNED on a device. CUDASIM_VMM_GRANULE_KB (a
+ * power of two, 4 KiB .. 2 MiB) makes it smaller, so a test can cut small buffers into many
+ * granules without the simulator's per-thread cost of 2 MiB units (test_memory_held_*). */
+size_t granule() {
+    static const size_t g = [] {
+        const char *e = getenv("CUDASIM_VMM_GRANULE_KB");
+        const unsigned long long kb = e && *e ? strtoull(e, nullptr, 10) : 0;
+        if (kb >= 4 && kb <= 2048 && !(kb & (kb - 1))) return (size_t)kb << 10;
+        return (size_t)2 << 20;
+    }();
+    return g;
+}
+#define GRAN (granule())
 const int DRIVER_VERSION = CUDART_VERSION;
 const int VMM_SINCE = 10020;           /* the VMM API came with CUDA 10.2 */
 
