@@ -107,9 +107,8 @@ __device__ __forceinline__ void load_pair(const attn_p &a, const float *x, const
     for (int t = threadIdx.x; t < n * C::HD; t += NT) {
         int rr = t / C::HD, d = t % C::HD;
         int64_t i = r0 + rr;
-        bool in = i < T && col_ok<C>(a, d);
-        xs[rr * C::LD + d] = in ? rnd(x[i * a.ld + d], a.compute) : 0.f;
-        ys[rr * C::LD + d] = in ? rnd(y[i * a.ld + d], a.compute) : 0.f;
+        xs[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? rnd(x[i * a.ld + d], a.compute) : 0.f;
+        ys[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? rnd(y[i * a.ld + d], a.compute) : 0.f;
     }
 }
 

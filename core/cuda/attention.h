@@ -15,7 +15,7 @@ extern "C" {
 enum { VOLT_CU_ATTN_F32 = 0, VOLT_CU_ATTN_BF16 = 1, VOLT_CU_ATTN_F16 = 2 };
 
 typedef struct volt_cuda_attn {
-    int64_t B, H, Tq, Tk, D;    /* D: head dim, 1..VOLT_CUDA_ATTN_MAX_D */
+    int64_t B, H, Tq, Tk;
     int causal;                /* key j visible to query i only if j <= i (Tq == Tk) */
     int packed;                /* 1: (B, T, H*D) layout */
     int64_t ld;                /* row stride in elements: D, or H*D packed */
@@ -29,6 +29,7 @@ typedef struct volt_cuda_attn {
      * from seed (a captured step replays with each step's offset); key and c0 are unused. */
     const uint64_t *c0_dev;
     uint64_t seed;
+    int64_t D;                 /* head dim, 1..VOLT_CUDA_ATTN_MAX_D (last: the fields above keep their offsets) */
 } volt_cuda_attn;
 
 /* o = softmax(scale q k^T + mask) (dropped) v; lse (may be NULL) = per-row logsumexp,
