@@ -13,7 +13,8 @@
 #                                                   dim 64) with bf16-mixed and --compile, resumed
 #                                                   and checked bit for bit against an
 #                                                   uninterrupted run, and its best checkpoint
-#                                                   tested on the cpu backend
+#                                                   tested on the cpu backend; the tiny preset
+#                                                   (head dim 8) at 32-true against cpu
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
 #   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
 #                                                   the tiny preset under fsdp on 2 ranks with
@@ -105,6 +106,20 @@ cuda)
     rc=$?
     [[ $rc == 0 ]] || { cat "$W/cpu_test.log"; die "cpu_test: exit status $rc, want 0"; }
     grep -Eq '^Test accuracy [01]\.[0-9]{4}$' "$W/cpu_test.log" || { cat "$W/cpu_test.log"; die "cpu_test: no 'Test accuracy' line"; }
+    # The tiny preset (head dim 8: attention's padded tier on cuda) at 32-true on cuda and on
+    # cpu (the same dropout masks): the logged losses and the exported weights agree
+    TINY=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 2
+          --limit-test-batches 2 --precision 32-true)
+    run tiny_cu "${TINY[@]}" --root "$W/runs_tiny_cu" --accelerator cuda --export-full "$W/tiny_cu.safetensors"
+    expect_ok tiny_cu $?
+    grep -q 'Accelerator: cuda' "$W/tiny_cu.log" || die "tiny_cu: not on cuda"
+    run tiny_cpu "${TINY[@]}" --root "$W/runs_tiny_cpu" --accelerator cpu --export-full "$W/tiny_cpu.safetensors"
+    expect_ok tiny_cpu $?
+    for col in val_loss test_loss; do
+        "$CHECK" losses "$W/runs_tiny_cpu/lightning_logs/version_0/metrics.csv" \
+            "$W/runs_tiny_cu/lightning_logs/version_0/metrics.csv" 1e-4 0 $col || die "tiny: cuda's $col differs from cpu's"
+    done
+    "$CHECK" export "$W/tiny_cpu.safetensors" "$W/tiny_cu.safetensors" 1e-5 || die "tiny: cuda's weights differ from cpu's"
     ;;
 smoke)
     run csv --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 \

@@ -5,9 +5,11 @@
  * and compares the output and the grads of q, k, v (or x): f32 relative 1e-4 of the
  * largest magnitude, 16-bit compute 1e-2. Dropout draws from the same Philox counters on
  * both backends, so a mask that differs in one element fails by far more than the
- * tolerance. Sizes: T = 1, 37, 128, 513 (partial tiles), B 2, H 3, D 64, both layouts (B, H, T, D) and packed (B, T, H*D); key masks u8, i32,
- * i64 (a hole, a padding tail, a fully masked batch row); causal; dropout 0, 0.1, 0.5;
- * grad modes STORE and ADD (q = k = v one tensor; an input used twice).
+ * tolerance. Sizes: T = 1, 37, 128, 513 (partial tiles), B 2, H 3, D 64, both layouts
+ * (B, H, T, D) and packed (B, T, H*D); key masks u8, i32, i64 (a hole, a padding tail, a
+ * fully masked batch row); causal; dropout 0, 0.1, 0.5; grad modes STORE and ADD (q = k = v
+ * one tensor; an input used twice). Head dims 8, 32, 40, 128, 200 at small shapes (every
+ * tier of attention.cu, exact and padded); 257 is refused with a clear error.
  * VOLT_TEST_AGAINST=cpu-strict runs the same comparisons without a GPU (checks this test). */
 #include <stdint.h>
 #include "core/internal.h"
@@ -118,8 +120,8 @@ static void check_case(const acase *c) {
     void *mask = c->mask ? make_mask(c) : NULL;
     result rc = run("cpu", c, q, k, v, g, mask), rg = run(g_dev, c, q, k, v, g, mask);
     char name[160];
-    snprintf(name, sizeof name, "B%lld H%lld Tq%lld Tk%lld mask%d%s%s%s%s p%g %s", (long long)c->B, (long long)c->H,
-             (long long)c->Tq, (long long)c->Tk, c->mask, c->dead_row ? " dead-row" : "", c->causal ? " causal" : "",
+    snprintf(name, sizeof name, "B%lld H%lld Tq%lld Tk%lld D%lld mask%d%s%s%s%s p%g %s", (long long)c->B,
+             (long long)c->H, (long long)c->Tq, (long long)c->Tk, (long long)c->D, c->mask, c->dead_row ? " dead-row" : "", c->causal ? " causal" : "",
              c->self ? " q=k=v" : "", c->packed ? " packed" : "", c->p, c->compute == VOLT_F32 ? "f32" : c->compute == VOLT_BF16 ? "bf16" : "f16");
     CHECK(rc.st == VOLT_OK, "%s: cpu: %s", name, rc.err);
     CHECK(rg.st == VOLT_OK, "%s: cuda: %s", name, rg.err);
@@ -132,7 +134,7 @@ static void check_case(const acase *c) {
         for (int64_t t = 0; t < nk; t++) sdv = fabs(rc.dv[t]) > sdv ? fabs(rc.dv[t]) : sdv;
         double eo = rel_err(rg.o, rc.o, nq, 0), eq = rel_err(rg.dq, rc.dq, nq, sdv);
         double ek = rel_err(rg.dk, rc.dk, nk, sdv), ev = rel_err(rg.dv, rc.dv, nk, 0);
-        printf("%-60s o %.2e dq %.2e dk %.2e dv %.2e\n", name, eo, eq, ek, ev);
+        printf("%-66s o %.2e dq %.2e dk %.2e dv %.2e\n", name, eo, eq, ek, ev);
         CHECK(eo <= tol, "%s: output rel err %.3e > %.0e", name, eo, tol);
         CHECK(eq <= tol, "%s: dq rel err %.3e > %.0e", name, eq, tol);
         CHECK(ek <= tol, "%s: dk rel err %.3e > %.0e", name, ek, tol);
@@ -226,15 +228,36 @@ int main(void) {
     check_case(&(acase){ 2, 3, 513, 513, 64, 1, 0, false, false, 0.1f, VOLT_BF16, true });
     check_case(&(acase){ 2, 3, 128, 128, 64, 1, 0, true, true, 0.1f, VOLT_F32, true });
 
-    /* head dims other than 64: a clear error, not a wrong answer */
+    /* other head dims (attention.cu's tiers): 8 and 40 padded to 32 and 64, 32 and 128 exact,
+     * 200 padded to 256; f32 and 16-bit, masks, causal, dropout, q = k = v, both layouts.
+     * Small shapes: partial query and key tiles at every tier (37 rows, 19 or 70 keys). */
+    const int64_t Ds[] = { 8, 32, 40, 128, 200 };
+    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++) {
+        int64_t D = Ds[di];
+        acase cs[] = {
+            { 2, 2, 37, 37, D, 1, 0, false, false, 0.1f, VOLT_F32, false },
+            { 2, 2, 37, 37, D, 2, 1, true, false, 0.5f, VOLT_F32, false },
+            { 2, 2, 19, 70, D, 3, 0, false, false, 0.1f, VOLT_F32, true },
+            { 1, 2, 37, 37, D, 1, 0, false, true, 0.1f, VOLT_F32, true },
+            { 2, 2, 70, 70, D, 2, 0, true, false, 0.1f, VOLT_BF16, false },
+            { 2, 2, 37, 19, D, 1, 0, false, false, 0.f, VOLT_F16, true },
+        };
+        for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_case(&cs[i]);
+    }
+
+    /* a head dim past the kernels' (VOLT_CUDA_ATTN_MAX_D = 256): a clear error, not a wrong
+     * answer (the cpu backend takes any) */
     {
-        acase c = { 1, 1, 8, 8, 32, 0, 0, false, false, 0.f, VOLT_F32, false };
-        float buf[256] = { 0 };
+        acase c = { 1, 1, 2, 2, 257, 0, 0, false, false, 0.f, VOLT_F32, false };
+        float *buf = calloc(2 * 257, sizeof(float));
         result r = run(g_dev, &c, buf, buf, buf, buf, NULL);
         if (!strcmp(g_dev, "cuda"))
-            CHECK(r.st == VOLT_ERR_UNSUPPORTED && strstr(r.err, "head dim 32"), "D=32 on cuda: %s (%s)",
+            CHECK(r.st == VOLT_ERR_UNSUPPORTED && strstr(r.err, "head dim 257"), "D=257 on cuda: %s (%s)",
                   volt_status_str(r.st), r.err);
+        else
+            CHECK(r.st == VOLT_OK, "D=257 on %s: %s (%s)", g_dev, volt_status_str(r.st), r.err);
         result_free(&r);
+        free(buf);
     }
 
     check_dropout(1, 0.5f, false);

@@ -1,8 +1,8 @@
 /* core/cuda/attention.h — the launchers of core/cuda/attention.cu (extern "C", plain pointers,
  * a cudaStream_t passed as void *). Shapes: q, o (B, H, Tq, D), k, v (B, H, Tk, D), row-major
  * f32 device memory, or packed (volt_attention_heads): q, o (B, Tq, H*D), k, v (B, Tk, H*D),
- * rows ld = H*D apart; grads as their tensors; lse and delta (B, H, Tq). D = 64
- * (VOLT_CUDA_ATTN_D). */
+ * rows ld = H*D apart; grads as their tensors; lse and delta (B, H, Tq). Head dim D in
+ * 1..VOLT_CUDA_ATTN_MAX_D (32, 64 and 128 exact, others padded: attention.cu). */
 #ifndef VOLT_CUDA_ATTENTION_H
 #define VOLT_CUDA_ATTENTION_H
 #include <stdint.h>
@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define VOLT_CUDA_ATTN_D 64   /* the head dim the kernels are built for */
+#define VOLT_CUDA_ATTN_MAX_D 256   /* the largest head dim the kernels are built for */
 /* compute dtypes (core/cuda/launch.h's VOLT_CU_F32/BF16/F16 codes) */
 enum { VOLT_CU_ATTN_F32 = 0, VOLT_CU_ATTN_BF16 = 1, VOLT_CU_ATTN_F16 = 2 };
 
@@ -29,6 +29,7 @@ typedef struct volt_cuda_attn {
      * from seed (a captured step replays with each step's offset); key and c0 are unused. */
     const uint64_t *c0_dev;
     uint64_t seed;
+    int64_t D;                 /* head dim, 1..VOLT_CUDA_ATTN_MAX_D (last: the fields above keep their offsets) */
 } volt_cuda_attn;
 
 /* o = softmax(scale q k^T + mask) (dropped) v; lse (may be NULL) = per-row logsumexp,

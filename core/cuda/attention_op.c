@@ -1,7 +1,7 @@
 /* VOLT_OP_ATTENTION on the cuda backend: the node's attributes (volt_attr_attention) and
  * tensors handed to the fused kernels of core/cuda/attention.cu. Forward saves the per-row
  * logsumexp (B, H, Tq) in the step arena as n->saved; backward recomputes P from it. Head
- * dim 64 only for now: others fail with VOLT_ERR_UNSUPPORTED, naming the head dim. The
+ * dims 1..VOLT_CUDA_ATTN_MAX_D; a larger one fails with VOLT_ERR_UNSUPPORTED, naming it. The
  * stream and the error translation are core/cuda/cuda.h's. */
 #include "core/cuda/cuda.h"
 #include "core/cuda/attention.h"
@@ -9,16 +9,17 @@
 
 static volt_status params_of(volt_step *s, const volt_node *n, volt_cuda_attn *p) {
     const volt_attr_attention *at = &n->attr.attention;
-    if (at->D != VOLT_CUDA_ATTN_D)
+    if (at->D < 1 || at->D > VOLT_CUDA_ATTN_MAX_D)
         return volt_step_fail(s, VOLT_ERR_UNSUPPORTED,
-                              "attention on 'cuda': head dim %lld is not supported yet (only %d)",
-                              (long long)at->D, VOLT_CUDA_ATTN_D);
+                              "attention on 'cuda': head dim %lld is not supported (1..%d; the cpu backend "
+                              "takes any)",
+                              (long long)at->D, VOLT_CUDA_ATTN_MAX_D);
     if (at->B * at->H > 65535)
         return volt_step_fail(s, VOLT_ERR_UNSUPPORTED, "attention on 'cuda': B*H = %lld exceeds 65535 (grid y)",
                               (long long)(at->B * at->H));
     const volt_tensor *m = n->n_in == 4 ? n->in[3] : NULL;
     *p = (volt_cuda_attn){
-        .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .causal = at->causal, .packed = at->packed,
+        .B = at->B, .H = at->H, .Tq = at->Tq, .Tk = at->Tk, .D = at->D, .causal = at->causal, .packed = at->packed,
         .ld = at->packed ? at->H * at->D : at->D, .scale = at->scale,
         .p = at->dropout,
         .compute = at->compute == VOLT_BF16 ? VOLT_CU_ATTN_BF16 : at->compute == VOLT_F16 ? VOLT_CU_ATTN_F16
