@@ -7,6 +7,8 @@
 #   scripts/device-check.sh                 # on the GPU machine, from the repo root
 #   scripts/device-check.sh --fetch-deps    # HERE (a Debian/Ubuntu machine with apt), first:
 #                                           # .deps/*.deb for the C dependencies
+#   DEVICE_CHECK_SIM=1 JOBS=2 scripts/device-check.sh   # HERE: the dry run, every stage on the
+#                                           # CUDA simulator (~12 min; docs/CUDA.md)
 #
 # Output: $OUT/device-check.out when OUT is set (the device tool brings $OUT back), else
 # ./device-check.out; the lines starting with STAGE and RESULT are the summary.

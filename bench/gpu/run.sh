@@ -61,7 +61,7 @@ for p in $VOLT_PRECISIONS; do
   # "<precision>+compile": the timed steps replay a CUDA graph (bench_distilbert's COMPILE=1)
   COMPILE=$([ "${p%+compile}" != "$p" ] && echo 1 || echo 0) timeout -k 5 "$volt_share" \
     "$BUILD/bench/bench_distilbert" "$VOLT_PRESET" "$STEPS" "$WARMUP" hf "$BATCH" "$SEQ" "${p%+compile}" tail cuda \
-    2>&1 | tee "$TMP/volt-$p.txt"
+    2>&1 | tee "$TMP/volt-$p.txt" | sed -E "s/^RESULT (volt(-compile)?) /RESULT \1 [$p] /"   # the precision, for the reader
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || { echo "RESULT volt-failed $p rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${volt_share}s)")"; status=1; }
 done
@@ -79,7 +79,8 @@ else
     --warmup "$WARMUP" --batch "$BATCH" --seq "$SEQ" --precisions "$PRECISIONS" $PEER_ARGS 2>&1 |
     grep -v "^\s*$" | tee "$TMP/peer.txt"
   rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] || echo "RESULT peer-failed rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${peer_share}s: the configurations above it finished)")"
+  # 3: the peer said why it skipped, in a RESULT line of its own
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || echo "RESULT peer-failed rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${peer_share}s: the configurations above it finished)")"
 fi
 
 echo "== summary ($VOLT_PRESET, batch $BATCH x $SEQ, padding tail; MFU at $FLOP FLOP/step vs $PEAK TFLOP/s; job = 3 x ($TRAIN_STEPS steps + validation))"
