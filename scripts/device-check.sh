@@ -7,6 +7,8 @@
 #   scripts/device-check.sh                 # on the GPU machine, from the repo root
 #   scripts/device-check.sh --fetch-deps    # HERE (a Debian/Ubuntu machine with apt), first:
 #                                           # .deps/*.deb for the C dependencies
+#   DEVICE_CHECK_SIM=1 JOBS=2 scripts/device-check.sh   # HERE: the dry run, every stage on the
+#                                           # CUDA simulator (~12 min; docs/CUDA.md)
 #
 # Output: $OUT/device-check.out when OUT is set (the device tool brings $OUT back), else
 # ./device-check.out; the lines starting with STAGE and RESULT are the summary.
@@ -34,7 +36,7 @@
 #              every collective in f32/bf16/f16, ordering after the compute stream, a forced
 #              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
 #              fsdp on cuda equal to single on cuda; one "nccl: <section>: ok|FAIL" line each
-#   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds
+#   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds (150)
 #
 # STAGES (default all: "probe deps configure build test nccl bench") picks stages, e.g. an early
 # probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes).
@@ -53,17 +55,39 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   exit 0
 fi
 
+# Simulator mode (DEVICE_CHECK_SIM=1 or --sim; docs/CUDA.md "Dry run on the simulator"): every
+# stage as on the GPU, but configured with -DVOLT_CUDA_SIM=ON (tests/cudasim: the runtime,
+# cuBLASLt and NCCL on the CPU), the simulated libraries named in the environment as
+# tests/gpu_sim.cmake does, longer limits, and a small bench (the sim runs ~1 us per GPU
+# thread per launch). Same commands, same parsing, same RESULT lines, same output file.
+SIM=${DEVICE_CHECK_SIM:-0}
+[ "${1:-}" = "--sim" ] && SIM=1
+if [ "$SIM" = 1 ]; then
+  BUILD=${BUILD:-build-devsim}
+  CONFIGURE_S=${CONFIGURE_S:-180} BUILD_S=${BUILD_S:-2400} TEST_S=${TEST_S:-1800} NCCL_S=${NCCL_S:-600}
+  BENCH_BUDGET_S=${BENCH_BUDGET_S:-900}
+  # bench/gpu/run.sh's shape knobs: DistilBERT preset "small" (2 layers, dim 128, head dim 64: the
+  # fused attention's only one; "tiny" has 8), 2 x 64 tokens, 3 steps (~40 s for the three volt
+  # rows); the peer: its --tiny model on the CPU
+  export VOLT_PRESET=${VOLT_PRESET:-small} BATCH=${BATCH:-2} SEQ=${SEQ:-64} STEPS=${STEPS:-3} WARMUP=${WARMUP:-2}
+  export PEER_ARGS=${PEER_ARGS:---tiny --cpu}
+fi
 BUILD=${BUILD:-build-gpu}
-RES=${OUT:+$OUT/device-check.out}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac   # absolute: the test stage runs in it, the bench gets it
+# the nccl stage runs test_nccl; the simulator build adds the text app on cuda (label gpu, 15 min)
+TEST_EXCLUDE='^test_nccl$'
+[ "$SIM" = 1 ] && TEST_EXCLUDE='^(test_nccl|app_text_classification_cuda)$'
+RES=${OUT:+$(cd "$OUT" && pwd)/device-check.out}   # absolute: the test stage runs in $BUILD
 RES=${RES:-$ROOT/device-check.out}
 : > "$RES"
 T0=$(date +%s)
-JOBS=$(nproc 2>/dev/null || echo 4)
+# nproc counts OMP_NUM_THREADS (exported below, maybe set by the image): not the cores
+JOBS=${JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 4)}
 CONFIGURE_S=${CONFIGURE_S:-60}
 BUILD_S=${BUILD_S:-150}
 TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
-BENCH_BUDGET_S=${BENCH_BUDGET_S:-180}
+BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}   # with the estimates in docs/CUDA.md: ~5 min in all
 STAGES=" ${STAGES:-probe deps configure build test nccl bench} "
 BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_philox test_nccl bench_distilbert}
 want() { [[ $STAGES == *" $1 "* ]]; }
@@ -87,35 +111,54 @@ stage() {
 }
 
 probe() {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || echo "nvidia-smi: none"
+  local gpu miss="" h f lib
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1) ||
+    gpu="none (nvidia-smi: ${gpu##*: })"
+  echo "nvidia-smi: $gpu"
   echo "nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || echo missing)"
   (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -1
   echo "cmake: $(cmake --version 2>/dev/null | head -1 || echo missing)"
   echo "gcc: $(gcc --version 2>/dev/null | head -1 || echo missing)"
   echo "pkg-config: $(command -v pkg-config || echo missing)"
-  for pc in openblas libcjson dnnl zlib; do
+  for pc in openblas libcjson zlib; do
     echo "pkg-config $pc: $(pkg-config --modversion $pc 2>/dev/null || echo missing)"
   done
-  for lib in libopenblas libdnnl libcjson libz libgomp libcublasLt libcudart libnccl; do
-    echo "ldconfig $lib: $(ldconfig -p 2>/dev/null | grep -m1 "$lib\.so" | awk '{print $NF}' || true)"
+  echo "pkg-config dnnl: (Debian ships no dnnl.pc: cmake/deps.cmake finds the header and library)"
+  for lib in libopenblas libdnnl libcjson libz libgomp libgfortran libcublasLt libcudart libnccl; do
+    f=$(ldconfig -p 2>/dev/null | grep "$lib\.so" | awk '{print $NF}' | while read -r x; do
+        [ -s "$x" ] && { echo "$x"; break; }; done)   # -s: a file behind the name (ldconfig's cache can be stale)
+    echo "ldconfig $lib: ${f:-missing}"
+    case $lib in libopenblas|libdnnl|libcjson|libgomp) [ -n "$f" ] || miss+=" $lib.so";; esac
   done
+  # the exact places the build looks (not a find over /usr/include: node ships its own zlib.h)
   for h in cblas.h oneapi/dnnl/dnnl.h cjson/cJSON.h zlib.h; do
-    f=$(find /usr/include /usr/local/include -path "*$h" 2>/dev/null | head -1)
+    f=$(for x in /usr/include/$h /usr/local/include/$h /usr/include/x86_64-linux-gnu/openblas-openmp/$h \
+        /usr/include/x86_64-linux-gnu/$h; do [ -s "$x" ] && { echo "$x"; break; }; done)
     echo "header $h: ${f:-missing}"
+    [ -n "$f" ] || miss+=" $h"
   done
   ${PYTHON:-python3} - <<'PY' 2>&1
 import importlib
+have = {}
 for m in ("torch", "lightning", "transformers"):
     try:
-        mod = importlib.import_module(m)
-        print(f"python {m}: {mod.__version__}")
+        have[m] = importlib.import_module(m)
+        print(f"python {m}: {have[m].__version__}")
     except Exception as e:
         print(f"python {m}: missing ({e})")
-import torch
-print("python torch.cuda:", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+torch = have.get("torch")
+cuda = torch is not None and torch.cuda.is_available()
+print("python torch.cuda:", (torch.cuda.get_device_name(0) + ", cuda " + str(torch.version.cuda)) if cuda else "no")
+print("RESULT probe: python " + " ".join(f"{m}={getattr(have.get(m), '__version__', 'missing')}"
+                                          for m in ("torch", "lightning", "transformers"))
+      + f" torch.cuda={'yes' if cuda else 'no'}")
 PY
   echo "toolkit libnccl: $(ls /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/lib/libnccl.so* 2>/dev/null | tr '\n' ' ')"
   echo "ls .deps: $(ls .deps 2>/dev/null | tr '\n' ' ')"
+  echo "RESULT probe: gpu: $gpu"
+  echo "RESULT probe: nvcc $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | grep -o 'release [0-9.]*' || echo missing)," \
+    "$(cmake --version 2>/dev/null | head -1 || echo 'cmake missing'), $(env -u OMP_NUM_THREADS nproc) cores;" \
+    "C deps missing on the system:${miss:- none}; .deps: $(ls .deps/*.deb 2>/dev/null | wc -l) .deb"
 }
 
 deps() {
@@ -128,10 +171,28 @@ deps() {
   echo "PKG_CONFIG_PATH=$P/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig:$P/usr/lib/x86_64-linux-gnu/pkgconfig"
 }
 
+# The test stage's lines for the summary (ctest -V prefixes a test's output with "<number>: "):
+# per test its name, ctest's verdict and seconds, its "N passed, M failed" line, the lines
+# that carry the issue's numbers (a DistilBERT step against the CPU, eager vs graph replay),
+# and its first 5 FAIL/SKIP lines; then ctest's total. The per-case lines stay in the body.
+summarize_tests() {
+  sed -n '/^==== test /,/^STAGE test /p' "$1" | awk '
+    /^ *Start +[0-9]+: / { sub(":", "", $2); name[$2] = $3; next }
+    match($0, /^[0-9]+: /) {
+      id = substr($0, 1, RLENGTH - 2); msg = substr($0, RLENGTH + 1); n = name[id] ? name[id] : "#" id
+      if (msg ~ /^[0-9]+ passed, [0-9]+ failed/ || msg ~ /^(distilbert step|compile )/)
+        print "RESULT test: " n ": " substr(msg, 1, 200)
+      else if (msg ~ /^(FAIL|SKIP)/ && nf[id]++ < 5) print "RESULT test: " n ": " substr(msg, 1, 200)
+      next }
+    / Test +#[0-9]+: / { sub(/^ *[0-9]+\/[0-9]+ +/, ""); gsub(/ \.+ */, " "); print "RESULT test: ctest " $0; next }
+    /tests passed, [0-9]+ tests failed/ { print "RESULT test: " $0 }'
+}
+
 log "device-check $(git rev-parse --short HEAD 2>/dev/null) $(date -u +%FT%TZ) on $(hostname)"
 want probe && stage probe 30 probe
 want deps && stage deps 30 deps
-if ls .deps/*.deb >/dev/null 2>&1; then
+# what the deps stage unpacked (this call or an earlier one on a still-warm machine)
+if ls .deps/*.deb >/dev/null 2>&1 && [ -d /tmp/voltdeps/usr ]; then
   P=/tmp/voltdeps
   export PKG_CONFIG_PATH="$P/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig:$P/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
   export CMAKE_PREFIX_PATH="$P/usr:${CMAKE_PREFIX_PATH:-}"
@@ -143,28 +204,37 @@ export PATH="$PATH:/usr/local/cuda/bin"
 ok=1
 if want configure; then
   stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOLT_CUDA=ON -DVOLT_MPI=OFF \
-    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) || ok=0
+    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) \
+    $([ "$SIM" = 1 ] && echo -DVOLT_CUDA_SIM=ON) || ok=0
 fi
 targets=()
 [ "$BUILD_TARGETS" = all ] || for t in $BUILD_TARGETS; do targets+=(--target "$t"); done
+if [ "$SIM" = 1 ]; then   # the simulated cuBLASLt and NCCL are loaded at run time: no target depends on them
+  [ "$BUILD_TARGETS" = all ] || targets+=(--target volt_cudasim_cublasLt --target volt_cudasim_nccl)
+  export CUDASIM=1 VOLT_CUBLASLT="$BUILD/libvolt_cudasim_cublasLt.so" VOLT_NCCL="$BUILD/libvolt_cudasim_nccl.so"
+fi
 if [ $ok = 1 ] && want build; then stage build "$BUILD_S" cmake --build "$BUILD" -j "$JOBS" "${targets[@]}" || ok=0; fi
 # tests on this run's build, or on one a warm machine kept from an earlier call
 [ -d "$BUILD/tests" ] || ok=0
 if [ $ok = 1 ]; then
   # -V: every test's output (the per-case errors), not only the failing ones
-  want test && (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -E '^test_nccl$' -V --timeout "$TEST_S")
+  want test && (cd "$BUILD" && stage test "$TEST_S" ctest -L gpu -E "$TEST_EXCLUDE" -V --timeout "$TEST_S")
   # NCCL at world size 1 (no MPI in this build: a process is a world of one). NCCL_DEBUG=WARN
   # puts NCCL's own reason next to ours when something fails.
   n0=$(wc -l < "$RES")
   want nccl && stage nccl "$NCCL_S" env NCCL_DEBUG=WARN VOLT_TEST_TMP=/tmp/volt-nccl "$BUILD/tests/test_nccl"
-  tail -n +$((n0 + 1)) "$RES" | grep -E "^(nccl: |FAIL|SKIP|[0-9]+ passed)" | sed 's/^/RESULT nccl: /' >> "$RES.tmp" || true
-  grep -E "^([0-9]+: )?(B[0-9]|dropout n=|checking|compile |SKIP|FAIL|[0-9]+ passed|[0-9]+% tests passed)|tests passed|\*\*\*" \
-    "$RES" | sed 's/^/RESULT test: /' >> "$RES.tmp" || true
+  if want nccl; then   # only this stage's lines: "nccl: <section>: ok|FAIL ...", its FAIL/SKIP lines and count
+    tail -n +$((n0 + 1)) "$RES" | grep -E "^(nccl: |FAIL|SKIP|[0-9]+ passed)" | cut -c1-240 |
+      sed -E 's/^(nccl: )?/RESULT nccl: /' >> "$RES.tmp" || true
+  fi
+  want test && summarize_tests "$RES" >> "$RES.tmp"
   [ -f "$RES.tmp" ] && cat "$RES.tmp" >> "$RES" && rm -f "$RES.tmp"
-else
+elif want test || want nccl || want bench; then
   log "RESULT no build (failed or not made): no tests, no volt bench (the peer still runs)"
 fi
-want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$ROOT/$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
+want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
 log "==== summary"
-grep -E "^(STAGE|RESULT)" "$RES" > "$RES.sum"; cat "$RES.sum"; rm -f "$RES.sum"
+# the STAGE and RESULT lines, then the bench's table (bench/gpu/run.sh's "== summary" block)
+{ grep -E "^(STAGE|RESULT)" "$RES"; sed -n '/^== summary/,/^(\* volt/p' "$RES"; } > "$RES.sum"
+cat "$RES.sum" | tee -a "$RES"; rm -f "$RES.sum"
 log "total $(( $(date +%s) - T0 ))s; results in $RES"

@@ -7,11 +7,15 @@
 #   BUILD=build STEPS=10 BUDGET_S=120 bench/gpu/run.sh
 #
 #   BUILD       the build folder holding bench/bench_distilbert (default build-gpu)
+#   VOLT_PRESET, BATCH, SEQ  bench_distilbert's preset and shape (default distilbert-base, 12, 512;
+#               the peer gets --batch/--seq too); PEER_ARGS: more peer arguments. A smaller
+#               shape is for the simulator dry run (scripts/device-check.sh --sim): MFU and the
+#               job time still assume the seed's step, so they mean nothing there.
 #   STEPS       timed steps per configuration (default 20; warm-ups: WARMUP, default 5)
 #   VOLT_PRECISIONS  default "32-true bf16-mixed bf16-mixed+compile" (bench_distilbert's precisions;
 #               +compile: COMPILE=1, the timed steps replay a CUDA graph)
 #   PRECISIONS  the peer's, default "32-true,16-mixed,bf16-mixed,bf16-mixed+compile"
-#   BUDGET_S    seconds for the whole bench (default 180); each side gets its share under
+#   BUDGET_S    seconds for the whole bench (default 180; scripts/device-check.sh gives 150); each side gets its share under
 #               `timeout`, so a hang or a slow torch.compile costs its share, not the run
 #   PYTHON      the python3 that has torch, lightning and transformers (default python3)
 # Prints each side's table, then one summary: ms/step, samples/s, MFU (1.76 TFLOP per step
@@ -22,6 +26,10 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
+VOLT_PRESET=${VOLT_PRESET:-distilbert-base}
+BATCH=${BATCH:-12}
+SEQ=${SEQ:-512}
+PEER_ARGS=${PEER_ARGS:-}
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
 BUDGET_S=${BUDGET_S:-180}
@@ -37,33 +45,49 @@ export VAL_SAMPLES
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 nvolt=$(wc -w <<<"$VOLT_PRECISIONS")
-volt_share=$(( BUDGET_S / 3 / (nvolt > 0 ? nvolt : 1) ))
+status=0   # non-zero when a volt configuration failed (the peer's absence is not a failure of volt)
+# a quarter to volt (a row is ~5 s on a GPU: start, context, 25 steps), the rest to the peer,
+# whose torch.compile row comes last
+volt_share=$(( BUDGET_S / 4 / (nvolt > 0 ? nvolt : 1) ))
 peer_share=$(( BUDGET_S - volt_share * nvolt ))
 
 echo "== volt (bench_distilbert, accelerator cuda), $(date -u +%FT%TZ)"
 for p in $VOLT_PRECISIONS; do
   if [ ! -x "$BUILD/bench/bench_distilbert" ]; then
     echo "RESULT volt-missing $p: $BUILD/bench/bench_distilbert not built"
+    status=1
     break
   fi
   # "<precision>+compile": the timed steps replay a CUDA graph (bench_distilbert's COMPILE=1)
   COMPILE=$([ "${p%+compile}" != "$p" ] && echo 1 || echo 0) timeout -k 5 "$volt_share" \
-    "$BUILD/bench/bench_distilbert" distilbert-base "$STEPS" "$WARMUP" hf 12 512 "${p%+compile}" tail cuda \
-    2>&1 | tee "$TMP/volt-$p.txt"
+    "$BUILD/bench/bench_distilbert" "$VOLT_PRESET" "$STEPS" "$WARMUP" hf "$BATCH" "$SEQ" "${p%+compile}" tail cuda \
+    2>&1 | tee "$TMP/volt-$p.txt" | sed -E "s/^RESULT (volt(-compile)?) /RESULT \1 [$p] /"   # the precision, for the reader
   rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] || echo "RESULT volt-failed $p rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${volt_share}s)")"
+  [ "$rc" = 0 ] || { echo "RESULT volt-failed $p rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${volt_share}s)")"; status=1; }
 done
 
 echo "== peer (PyTorch Lightning + transformers), $(date -u +%FT%TZ)"
-PYTHONUNBUFFERED=1 timeout -k 5 "$peer_share" "$PYTHON" "$ROOT/bench/gpu/peer_lightning.py" --steps "$STEPS" \
-  --warmup "$WARMUP" --precisions "$PRECISIONS" 2>&1 | grep -v "^\s*$" | tee "$TMP/peer.txt"
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || echo "RESULT peer-failed rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${peer_share}s: the configurations above it finished)")"
+# the peer's modules first: a machine without them gets one clear line, volt is still measured
+missing=$("$PYTHON" -c 'import importlib.util as u
+print(" ".join(m for m in ("torch", "lightning", "transformers") if u.find_spec(m) is None))' 2>/dev/null) ||
+  missing="$PYTHON"
+if [ -n "$missing" ]; then
+  echo "RESULT peer: skipped (${missing// /, } missing)"
+else
+  # the training precisions in --precisions; a comma list with no spaces
+  PYTHONUNBUFFERED=1 timeout -k 5 "$peer_share" "$PYTHON" "$ROOT/bench/gpu/peer_lightning.py" --steps "$STEPS" \
+    --warmup "$WARMUP" --batch "$BATCH" --seq "$SEQ" --precisions "$PRECISIONS" $PEER_ARGS 2>&1 |
+    grep -v "^\s*$" | tee "$TMP/peer.txt"
+  rc=${PIPESTATUS[0]}
+  # 3: the peer said why it skipped, in a RESULT line of its own
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || echo "RESULT peer-failed rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${peer_share}s: the configurations above it finished)")"
+fi
 
-echo "== summary (batch 12 x 512, padding tail; MFU at $FLOP FLOP/step vs $PEAK TFLOP/s; job = 3 x ($TRAIN_STEPS steps + validation))"
+echo "== summary ($VOLT_PRESET, batch $BATCH x $SEQ, padding tail; MFU at $FLOP FLOP/step vs $PEAK TFLOP/s; job = 3 x ($TRAIN_STEPS steps + validation))"
 printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' side/precision ms/step samples/s MFU% "peak MiB" "job s"
 printf '|%s|%s|%s|%s|%s|%s|\n' ------------------------------ ----------- ----------- -------- ----------- ------------
 best_peer=0
+ratios=()
 declare -A peer_sps=()
 for f in "$TMP"/peer.txt; do
   [ -f "$f" ] || continue
@@ -85,10 +109,13 @@ for p in $VOLT_PRECISIONS; do
   arena=$(sed -n 's/.*arena_peak_mib=\([0-9.]*\).*/\1/p' <<<"$line")
   np=$(sed -n 's/.*params=\([0-9]*\).*/\1/p' <<<"$line")
   read -r mfu mem job ratio < <(awk -v ms="$ms" -v a="$arena" -v n="$np" -v f="$FLOP" -v pk="$PEAK" -v ts="$TRAIN_STEPS" \
-    -v bp="$best_peer" 'BEGIN { printf "%.1f %.0f %.1f %s\n", f / (ms / 1e3) / (pk * 1e12) * 100, a + n * 16 / 1048576,
-      3 * ts * ms / 1e3, (bp > 0 ? sprintf("%.2f", 12 / (ms / 1e3) / bp) : "n/a") }')
+    -v bp="$best_peer" -v b="$BATCH" 'BEGIN { printf "%.1f %.0f %.1f %s\n", f / (ms / 1e3) / (pk * 1e12) * 100, a + n * 16 / 1048576,
+      3 * ts * ms / 1e3, (bp > 0 ? sprintf("%.2f", b / (ms / 1e3) / bp) : "n/a") }')
   printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' "volt $p" "$ms" "$sps" "$mfu" "~$mem" "$job*"
-  same=$(awk -v ms="$ms" -v b="${peer_sps[$p]:-0}" 'BEGIN { print (b > 0 ? sprintf("%.2f", 12 / (ms / 1e3) / b) : "n/a") }')
-  echo "RESULT summary volt $p samples_per_s_over_best_peer=$ratio over_peer_same_precision=$same"
+  same=$(awk -v ms="$ms" -v ps="${peer_sps[$p]:-0}" -v b="$BATCH" 'BEGIN { print (ps > 0 ? sprintf("%.2f", b / (ms / 1e3) / ps) : "n/a") }')
+  ratios+=("RESULT summary volt $p samples_per_s_over_best_peer=$ratio over_peer_same_precision=$same")
 done
 echo "(* volt's job time counts training steps only: validation is not timed on the volt side yet)"
+# after the table, so the table stays one block (scripts/device-check.sh repeats it in its summary)
+for r in "${ratios[@]}"; do echo "$r"; done
+exit $status
