@@ -46,6 +46,15 @@ static void set_prot(int p) {
     if (p != PROT_NONE)   /* given-back pages stay closed */
         for (int i = 0; i < g.n_gone; i++) prot(g.gone[i][0], g.gone[i][1] - g.gone[i][0], PROT_NONE);
 }
+/* Room for one more given-back range (lock held). */
+static void gone_room(void) {
+    if (g.n_gone < g.cap_gone) return;
+    int cap = g.cap_gone ? 2 * g.cap_gone : 16;
+    size_t (*t)[2] = realloc(g.gone, sizeof *t * (size_t)cap);
+    if (!t) { perror("volt cpu-strict: out of memory"); abort(); }
+    g.gone = t;
+    g.cap_gone = cap;
+}
 /* The given-back set minus [lo, hi) (lock held); the pages taken out open when inside. */
 static void gone_remove(size_t lo, size_t hi) {
     for (int i = 0; i < g.n_gone && lo < hi; i++) {
@@ -54,13 +63,7 @@ static void gone_remove(size_t lo, size_t hi) {
         const size_t ca = a > lo ? a : lo, cb = b < hi ? b : hi;
         if (g.depth > 0) prot(ca, cb - ca, PROT_READ | PROT_WRITE);
         if (a < lo && b > hi) {   /* split in two */
-            if (g.n_gone == g.cap_gone) {
-                int cap = g.cap_gone ? 2 * g.cap_gone : 16;
-                size_t (*t)[2] = realloc(g.gone, sizeof *t * (size_t)cap);
-                if (!t) { perror("volt cpu-strict: out of memory"); abort(); }
-                g.gone = t;
-                g.cap_gone = cap;
-            }
+            gone_room();
             memmove(&g.gone[i + 2], &g.gone[i + 1], sizeof *g.gone * (size_t)(g.n_gone - i - 1));
             g.gone[i][1] = lo;
             g.gone[i + 1][0] = hi;
@@ -81,13 +84,7 @@ static void gone_remove(size_t lo, size_t hi) {
 static void gone_add(size_t lo, size_t hi) {
     if (lo >= hi) return;
     gone_remove(lo, hi);   /* keeps the ranges disjoint */
-    if (g.n_gone == g.cap_gone) {
-        int cap = g.cap_gone ? 2 * g.cap_gone : 16;
-        size_t (*t)[2] = realloc(g.gone, sizeof *t * (size_t)cap);
-        if (!t) { perror("volt cpu-strict: out of memory"); abort(); }
-        g.gone = t;
-        g.cap_gone = cap;
-    }
+    gone_room();
     int i = 0;
     while (i < g.n_gone && g.gone[i][0] < lo) i++;
     memmove(&g.gone[i + 1], &g.gone[i], sizeof *g.gone * (size_t)(g.n_gone - i));
