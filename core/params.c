@@ -424,7 +424,6 @@ volt_status volt_params_convert(volt_params *ps, volt_dtype dt) {
             free(fresh);
             return perr(ps, VOLT_ERR_NOMEM, "params: out of device memory recommitting unit '%s'", u->name);
         }
-        u->given_back[VOLT_UNIT_VALUES] = false;   /* the new buffer is whole */
         ps->dev->be->pm->convert(ps->dev, fresh[i], dt, old, ps->dtype, u->numel);   /* RNE; padding stays zero */
         volt__dev_free(ps->dev, old);
         u->data = dt == VOLT_F32 ? fresh[i] : NULL;
@@ -461,6 +460,12 @@ static char *unit_buf(const volt_unit *u, volt_unit_buf which, size_t *esz) {
     return which == VOLT_UNIT_GRADS ? (char *)u->grad : (char *)volt_unit_values(u);
 }
 
+/* The device of the unit's buffers (the CPU's for a unit without parameters). */
+static volt_device *unit_device(const volt_unit *u) {
+    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
+    return d ? d : volt__device_cpu();
+}
+
 volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, int64_t hi) {
     size_t esz;
     char *buf = unit_buf(u, which, &esz);
@@ -469,8 +474,7 @@ volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, in
     if (hi > u->numel) hi = u->numel;
     if (lo >= hi) return VOLT_OK;
     if (which == VOLT_UNIT_VALUES && u->busy) return VOLT_ERR_STATE;
-    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
-    if (!d) d = volt__device_cpu();
+    volt_device *d = unit_device(u);
     d->be->give_back(d, buf + (size_t)lo * esz, (size_t)(hi - lo) * esz);
     u->given_back[which] = true;
     return VOLT_OK;
@@ -481,8 +485,7 @@ volt_status volt__unit_commit(volt_unit *u, volt_unit_buf which) {
     size_t esz;
     char *buf = unit_buf(u, which, &esz);
     if (!buf) return VOLT_OK;
-    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
-    if (!d) d = volt__device_cpu();
+    volt_device *d = unit_device(u);
     if (d->be->recommit) {
         volt_status st = d->be->recommit(d, buf, unit_bytes(u, esz));
         if (st < 0) return st;
@@ -495,8 +498,7 @@ int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
     size_t esz;
     const char *buf = unit_buf(u, which, &esz);
     if (!buf) return 0;
-    volt_device *d = u->params && u->n_params ? u->params[0]->device : NULL;
-    if (!d) d = volt__device_cpu();
+    volt_device *d = unit_device(u);
     if (!d->be->resident_bytes) return (int64_t)unit_bytes(u, esz);   /* unknown: all */
     return d->be->resident_bytes(d, buf, unit_bytes(u, esz));
 }

@@ -408,8 +408,8 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     /* 2. apply: full values on every rank (a sharding strategy drops what it does not own
      * at its next step); optimizer states for the range this rank holds */
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
-        const volt_unit *un = volt_params_unit_at(t->ps, u);
-        if ((st = stage_recommit(&sg, t, u)) < 0) {
+        volt_unit *un = volt_params_unit_at(t->ps, u);
+        if ((st = volt__unit_commit(un, VOLT_UNIT_VALUES)) < 0) {   /* pages a sharding strategy gave back */
             stage_close(&sg);
             src_close(&src);
             return volt__terr(t, st, "checkpoint '%s': unit '%s': the device cannot take its values back", path, volt_unit_name(un));

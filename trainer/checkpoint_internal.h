@@ -39,7 +39,6 @@ const float *stage_state(volt_trainer *t, ck_stage *s, int u, int k, int64_t *lo
 /* s->f32[0, n) to device memory dst holding dt elements: rounded on the host, one H2D copy. */
 void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n);
 /* Make unit u's value buffer writable again (a sharding strategy may have given part back). */
-volt_status stage_recommit(ck_stage *s, volt_trainer *t, int u);
 /* Staging areas allocated so far in this process (tests: one per save, load or export). */
 uint64_t volt__ckpt_stagings(void);
 

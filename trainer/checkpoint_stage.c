@@ -81,11 +81,6 @@ void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n) {
     volt__dev_h2d(s->dev, dst, s->raw, volt_dtype_size(dt) * (size_t)n);
 }
 
-volt_status stage_recommit(ck_stage *s, volt_trainer *t, int u) {
-    (void)s;
-    return volt__unit_commit(volt_params_unit_at(t->ps, u), VOLT_UNIT_VALUES);   /* pages a sharding strategy gave back */
-}
-
 /* ---- streamed files ------------------------------------------------------------------------- */
 volt_status ck_stream_open(const char *path, const volt_st_writer *w, volt_st_stream **out, char *err, size_t errlen) {
     volt_status st = volt_st_stream_create(path, out, err, errlen);

@@ -71,7 +71,6 @@ struct volt_cuda_vmm {
     CUmemGenericAllocationHandle *cache;  /* unmapped physical granules kept for reuse */
     int n_cache, cap_cache;
     uint32_t seq;
-    int64_t mapped;                       /* granules mapped now (all blocks) */
 };
 
 static bool load(const char *sym, void **fn) {
@@ -135,7 +134,6 @@ static void unmap_granule(volt_cuda_ctx *c, vmm_block *b, int i) {
     put_phys(v, b->h[i]);
     b->h[i] = 0;
     b->pending[i] = 0;
-    v->mapped--;
 }
 
 static CUresult map_granule(volt_cuda_ctx *c, vmm_block *b, int i) {
@@ -147,7 +145,6 @@ static CUresult map_granule(volt_cuda_ctx *c, vmm_block *b, int i) {
     if ((r = v->map(at, v->gran, 0, h, 0)) != CUDA_SUCCESS) { put_phys(v, h); return r; }
     if ((r = v->access(at, v->gran, &v->acc, 1)) != CUDA_SUCCESS) { v->unmap(at, v->gran); put_phys(v, h); return r; }
     b->h[i] = h;
-    v->mapped++;
     return CUDA_SUCCESS;
 }
 
@@ -220,11 +217,9 @@ bool volt__cuda_vmm_free(volt_cuda_ctx *c, void *p) {
     cudaStreamSynchronize(c->stream);   /* unmapping is not stream-ordered (frees of unit buffers are rare) */
     cudaGetLastError();
     poll(c, false);
-    for (int k = 0; k < v->n_pend; k++)   /* what still waits for this block: already synchronized */
-        if (v->pend[k].b == b) v->pend[k].b = NULL;
     int keep = 0;
-    for (int k = 0; k < v->n_pend; k++) {
-        if (v->pend[k].b) v->pend[keep++] = v->pend[k];
+    for (int k = 0; k < v->n_pend; k++) {   /* what still waits for this block: already synchronized */
+        if (v->pend[k].b != b) v->pend[keep++] = v->pend[k];
         else put_event(v, v->pend[k].ev);
     }
     v->n_pend = keep;
