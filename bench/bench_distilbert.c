@@ -17,6 +17,8 @@
  *     accelerator cpu (default) | cuda | auto: where the parameters and the step live; on a
  *             GPU every step ends with a device synchronize, so ms/step is the whole step
  *             (bench/gpu/run.sh)
+ *   VAL_STEPS=N (environment, default 10; 0: none): N validation batches (forward + loss, no
+ *             grad, eval mode) timed after the training steps: val_ms_per_batch in the RESULT line
  *   COMPILE=1 (environment; a backend with graph capture, warmup >= 2): the second warm-up
  *             step is captured as a CUDA graph and the timed steps replay it (docs/CUDA.md)
  *   defaults: 5 steps after 2 warm-ups (the second runs in the arena regrown to the
@@ -30,6 +32,9 @@
 #include "volt/precision.h"
 #include "core/cpu/kernels.h"   /* volt__cpu_gemm_library: which GEMM library runs */
 #include "core/internal.h"      /* volt__device_get: the synchronize of a GPU step */
+#ifdef VOLT_HAVE_CUDA
+#include "core/cuda/memstat.h"  /* the device memory high-water */
+#endif
 
 static double now(void) {
     struct timespec t;
@@ -175,6 +180,38 @@ int main(int argc, char **argv) {
             tc[it] = cpu_now() - c0;
         }
     }
+    /* the device memory high-water of everything so far (model, optimizer, training steps;
+     * torch.cuda.max_memory_allocated over the peer's fit); -1: not a cuda device */
+    double dev_peak_mib = -1;
+#ifdef VOLT_HAVE_CUDA
+    uint64_t dev_peak = 0;
+    if (!strcmp(dev->be->name, "cuda") && volt__cuda_mem_peak(dev, &dev_peak, false) == VOLT_OK)
+        dev_peak_mib = (double)dev_peak / 1048576.0;
+#endif
+    /* validation batches (VAL_STEPS, default 10, after 2 warm-ups): forward and the loss, no
+     * grad, eval mode (dropout off), eager even under COMPILE=1, as the trainer's validation
+     * loop runs them; the peer's validation_step does the same (bench/gpu/peer_lightning.py) */
+    const char *venv = getenv("VAL_STEPS");
+    const int vsteps = venv && *venv ? atoi(venv) : 10;
+    double *tv = vsteps > 0 ? malloc(sizeof(double) * (size_t)vsteps) : NULL;
+    if (vsteps > 0 && !tv) return 1;
+    for (int it = -2; it < vsteps; it++) {
+        double t0 = now();
+        volt_step_begin(s, false, 0);
+        volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
+                                                  volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
+        volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(B), y));
+        if (!loss) { fprintf(stderr, "validation: %s\n", volt_step_errmsg(s)); return 1; }
+        volt_step_end(s);
+        if (volt_step_status(s) < 0) { fprintf(stderr, "validation: %s\n", volt_step_errmsg(s)); return 1; }
+        if (dev->be->synchronize) dev->be->synchronize(dev);
+        if (it >= 0) tv[it] = now() - t0;
+    }
+    double vmed = 0;
+    if (vsteps > 0) {
+        qsort(tv, (size_t)vsteps, sizeof(double), cmp);
+        vmed = tv[vsteps / 2];
+    }
     qsort(t, (size_t)steps, sizeof(double), cmp);
     qsort(tc, (size_t)steps, sizeof(double), cmp);
     double med = t[steps / 2], cmed = tc[steps / 2];
@@ -190,14 +227,17 @@ int main(int argc, char **argv) {
     printf("| %-6s | %10.1f | %10.1f | %10.1f | %10.0f | %12.1f |\n", "volt", med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
            (double)B * T / med, cmed * 1e3);
     if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
+    if (vsteps > 0) printf("validation: %.3f ms per batch of %d (median of %d, eager, no grad)\n", vmed * 1e3, B, vsteps);
+    if (dev_peak_mib >= 0) printf("device memory high-water over the training steps: %.1f MiB\n", dev_peak_mib);
     printf("RESULT volt%s %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
-           "device=%s\n", compile ? "-compile" : "", preset, med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0,
-           (long long)volt_params_numel(ps), volt_step_device(s));
+           "device=%s val_ms_per_batch=%.3f device_peak_mib=%.1f\n", compile ? "-compile" : "", preset, med * 1e3, cmed * 1e3,
+           B / med, (double)volt_step_arena_peak(s) / 1048576.0, (long long)volt_params_numel(ps), volt_step_device(s),
+           vmed * 1e3, dev_peak_mib);
     if (graph) dev->be->graph_destroy(dev, graph);
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);
     volt_distilbert_destroy(m);
-    free(ids); free(mask); free(y); free(t); free(tc);
+    free(ids); free(mask); free(y); free(t); free(tc); free(tv);
     return 0;
 }

@@ -89,7 +89,7 @@ TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}   # with the estimates in docs/CUDA.md: ~5 min in all
 STAGES=" ${STAGES:-probe deps configure build test nccl bench} "
-BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_philox test_nccl bench_distilbert}
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl bench_distilbert}
 want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
@@ -235,6 +235,6 @@ fi
 want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
 log "==== summary"
 # the STAGE and RESULT lines, then the bench's table (bench/gpu/run.sh's "== summary" block)
-{ grep -E "^(STAGE|RESULT)" "$RES"; sed -n '/^== summary/,/^(\* volt/p' "$RES"; } > "$RES.sum"
+{ grep -E "^(STAGE|RESULT)" "$RES"; sed -n '/^== summary/,/^(job s: /p' "$RES"; } > "$RES.sum"
 cat "$RES.sum" | tee -a "$RES"; rm -f "$RES.sum"
 log "total $(( $(date +%s) - T0 ))s; results in $RES"

@@ -23,3 +23,6 @@ set_tests_properties(test_nccl_missing PROPERTIES ENVIRONMENT "VOLT_NCCL=/nonexi
 # One DistilBERT training step, cuda vs cpu (tests/test_cuda_distilbert.c): logits and every
 # gradient, at 32-true and bf16-mixed, dropout on. Label gpu (77 without a device).
 set_tests_properties(test_cuda_distilbert PROPERTIES LABELS gpu)
+
+# The device memory high-water bench/gpu/run.sh reports (tests/test_cuda_memstat.c, core/cuda/memstat.c).
+set_tests_properties(test_cuda_memstat PROPERTIES LABELS gpu)

@@ -20,9 +20,11 @@
 #   PYTHON      the python3 that has torch, lightning and transformers (default python3)
 # Prints each side's table, then one summary: ms/step, samples/s, MFU (1.76 TFLOP per step
 # against 790 TFLOP/s bf16), peak device memory, projected 3-epoch seed job, and volt's
-# samples/s over the best peer configuration's. volt's memory column is the step arena's
-# peak plus 16 bytes per parameter (f32 weights, grads and Adam's two moments): an
-# estimate until the backend reports device bytes (--memory-report).
+# samples/s over the best peer configuration's. volt's memory column is the cuda backend's
+# device memory high-water over the training steps (core/cuda/memstat.c: pool + VMM unit
+# buffers + cuBLASLt workspace), as the peer's is torch.cuda.max_memory_allocated; on a
+# device without that figure, "~" and an estimate: the step arena's peak plus 16 bytes per
+# parameter (f32 weights, grads and Adam's two moments).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -108,14 +110,21 @@ for p in $VOLT_PRECISIONS; do
   sps=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
   arena=$(sed -n 's/.*arena_peak_mib=\([0-9.]*\).*/\1/p' <<<"$line")
   np=$(sed -n 's/.*params=\([0-9]*\).*/\1/p' <<<"$line")
+  vms=$(sed -n 's/.*val_ms_per_batch=\([0-9.]*\).*/\1/p' <<<"$line")
+  dpk=$(sed -n 's/.*device_peak_mib=\([0-9.]*\).*/\1/p' <<<"$line")   # absent or -1: not measured
+  # the job as the peer counts it: 3 x (training steps + validation batches of VAL_SAMPLES)
   read -r mfu mem job ratio < <(awk -v ms="$ms" -v a="$arena" -v n="$np" -v f="$FLOP" -v pk="$PEAK" -v ts="$TRAIN_STEPS" \
-    -v bp="$best_peer" -v b="$BATCH" 'BEGIN { printf "%.1f %.0f %.1f %s\n", f / (ms / 1e3) / (pk * 1e12) * 100, a + n * 16 / 1048576,
-      3 * ts * ms / 1e3, (bp > 0 ? sprintf("%.2f", b / (ms / 1e3) / bp) : "n/a") }')
-  printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' "volt $p" "$ms" "$sps" "$mfu" "~$mem" "$job*"
+    -v bp="$best_peer" -v b="$BATCH" -v vms="${vms:-0}" -v vs="$VAL_SAMPLES" 'BEGIN {
+      printf "%.1f %.0f %.1f %s\n", f / (ms / 1e3) / (pk * 1e12) * 100, a + n * 16 / 1048576,
+      3 * (ts * ms + int((vs + b - 1) / b) * vms) / 1e3, (bp > 0 ? sprintf("%.2f", b / (ms / 1e3) / bp) : "n/a") }')
+  [ -n "$dpk" ] && mem=$(printf '%.0f' "$dpk") || mem="~$mem"
+  printf '| %-28s | %9s | %9s | %6s | %9s | %10s |\n' "volt $p" "$ms" "$sps" "$mfu" "$mem" "$job"
+  echo "RESULT summary volt $p job_s=$job train_ms_per_step=$ms val_ms_per_batch=${vms:-n/a}" >> "$TMP/jobs"
   same=$(awk -v ms="$ms" -v ps="${peer_sps[$p]:-0}" -v b="$BATCH" 'BEGIN { print (ps > 0 ? sprintf("%.2f", b / (ms / 1e3) / ps) : "n/a") }')
   ratios+=("RESULT summary volt $p samples_per_s_over_best_peer=$ratio over_peer_same_precision=$same")
 done
-echo "(* volt's job time counts training steps only: validation is not timed on the volt side yet)"
+echo "(job s: 3 x ($TRAIN_STEPS training steps + $VAL_SAMPLES validation samples at batch $BATCH); volt validates eager, also in its +compile row)"
+[ -f "$TMP/jobs" ] && cat "$TMP/jobs"
 # after the table, so the table stays one block (scripts/device-check.sh repeats it in its summary)
 for r in "${ratios[@]}"; do echo "$r"; done
 exit $status

@@ -74,6 +74,8 @@ int volt__cuda_vmm_recommit(volt_cuda_ctx *c, void *p, size_t bytes);
 int64_t volt__cuda_vmm_resident(volt_cuda_ctx *c, const void *p, size_t bytes);
 void volt__cuda_vmm_sync(volt_cuda_ctx *c);   /* after a stream synchronize: unmap what is due */
 size_t volt__cuda_vmm_granule(const volt_cuda_ctx *c);   /* 0 = off */
+/* The most physical memory VMM held at once (mapped or cached granules); reset: from now */
+size_t volt__cuda_vmm_phys_high(volt_cuda_ctx *c, bool reset);
 /* Free device memory now (the pool's or a VMM block), outside a capture. */
 void volt__cuda_free_now(volt_cuda_ctx *c, void *p);
 

@@ -71,6 +71,7 @@ struct volt_cuda_vmm {
     CUmemGenericAllocationHandle *cache;  /* unmapped physical granules kept for reuse */
     int n_cache, cap_cache;
     uint32_t seq;
+    size_t phys, phys_high;               /* physical bytes created and not released (cache included), its high-water */
 };
 
 static bool load(const char *sym, void **fn) {
@@ -118,12 +119,14 @@ static void put_event(volt_cuda_vmm *v, cudaEvent_t e) {
 /* One granule's physical memory: from the cache, else a new one. */
 static CUresult get_phys(volt_cuda_vmm *v, CUmemGenericAllocationHandle *h) {
     if (v->n_cache) { *h = v->cache[--v->n_cache]; return CUDA_SUCCESS; }
-    return v->create(h, v->gran, &v->prop, 0);
+    const CUresult r = v->create(h, v->gran, &v->prop, 0);
+    if (r == CUDA_SUCCESS && (v->phys += v->gran) > v->phys_high) v->phys_high = v->phys;
+    return r;
 }
 /* Keep it for reuse while the cache has room, else back to the driver. */
 static void put_phys(volt_cuda_vmm *v, CUmemGenericAllocationHandle h) {
     if (v->n_cache < v->cap_cache) v->cache[v->n_cache++] = h;
-    else v->release(h);
+    else { v->release(h); v->phys -= v->gran; }
 }
 
 static void unmap_granule(volt_cuda_ctx *c, vmm_block *b, int i) {
@@ -322,6 +325,13 @@ void volt__cuda_vmm_sync(volt_cuda_ctx *c) {
 }
 
 size_t volt__cuda_vmm_granule(const volt_cuda_ctx *c) { return c->vmm ? c->vmm->gran : 0; }
+
+size_t volt__cuda_vmm_phys_high(volt_cuda_ctx *c, bool reset) {
+    if (!c->vmm) return 0;
+    const size_t h = c->vmm->phys_high;
+    if (reset) c->vmm->phys_high = c->vmm->phys;
+    return h;
+}
 
 void volt__cuda_vmm_release(volt_cuda_ctx *c) {
     volt_cuda_vmm *v = c->vmm;

@@ -47,6 +47,7 @@ namespace rt {
 std::mutex g_mu;
 std::map<uintptr_t, alloc_rec> *g_allocs;
 size_t g_used, g_capacity;
+size_t g_pool_used, g_pool_high;
 std::vector<CUstream_st *> *g_streams;
 CUstream_st *g_null;
 std::vector<capture *> *g_captures;
@@ -257,6 +258,7 @@ cudaError_t do_free(void *p, bool device) {
     if (device) {
         const size_t sz = (it->second.size + 255) & ~(size_t)255;
         g_used -= sz ? sz : 256;
+        if (it->second.pool) g_pool_used -= sz ? sz : 256;
     }
     g_allocs->erase(it);
     free(p);

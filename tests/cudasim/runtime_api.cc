@@ -109,7 +109,14 @@ cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
         return fail(cudaErrorStreamCaptureUnsupported);
     }
     if (cudaError_t e = sticky()) return fail(e);
-    return do_alloc(p, n, true);
+    const cudaError_t e = do_alloc(p, n, true);
+    if (e == cudaSuccess) {   /* the default pool's accounting, in 256-byte units as do_alloc's */
+        std::lock_guard<std::mutex> l(g_mu);
+        (*g_allocs)[(uintptr_t)*p].pool = true;
+        const size_t sz = (n + 255) & ~(size_t)255;
+        if ((g_pool_used += sz ? sz : 256) > g_pool_high) g_pool_high = g_pool_used;
+    }
+    return e;
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     CUstream_st *st = resolve(s);
@@ -135,8 +142,29 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int d) {
     return cudaSuccess;
 }
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value) {
-    (void)attr;
-    return pool == &g_pool && value ? cudaSuccess : fail(cudaErrorInvalidValue);
+    if (pool != &g_pool || !value) return fail(cudaErrorInvalidValue);
+    if (attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh) {
+        if (*(uint64_t *)value != 0) {   /* the runtime takes only 0: "reset to the current use" */
+            diag("cudaMemPoolSetAttribute: a high-water attribute can only be reset to 0");
+            return fail(cudaErrorInvalidValue);
+        }
+        std::lock_guard<std::mutex> l(g_mu);
+        g_pool_high = g_pool_used;
+    }
+    return cudaSuccess;
+}
+/* Used bytes (current and high-water); the simulated pool keeps nothing, so reserved = used. */
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value) {
+    if (pool != &g_pool || !value) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> l(g_mu);
+    switch (attr) {
+    case cudaMemPoolAttrUsedMemCurrent: case cudaMemPoolAttrReservedMemCurrent: *(uint64_t *)value = g_pool_used; break;
+    case cudaMemPoolAttrUsedMemHigh: case cudaMemPoolAttrReservedMemHigh: *(uint64_t *)value = g_pool_high; break;
+    default:
+        diag("cudaMemPoolGetAttribute: attribute %d is not modelled by the simulator", (int)attr);
+        return fail(cudaErrorNotSupported);
+    }
+    return cudaSuccess;
 }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
     init();

@@ -74,10 +74,11 @@ struct CUmemPoolHandle_st { int dummy; };
 #pragma GCC visibility push(hidden)
 namespace cudasim {
 namespace rt {
-struct alloc_rec { size_t size; bool device; };
+struct alloc_rec { size_t size; bool device; bool pool = false; };   /* pool: cudaMallocAsync's */
 extern std::mutex g_mu;   /* allocations, streams, captures, the sticky error */
 extern std::map<uintptr_t, alloc_rec> *g_allocs;
 extern size_t g_used, g_capacity;
+extern size_t g_pool_used, g_pool_high;   /* the default pool's bytes in use (cudaMemPoolAttrUsedMem*) */
 extern std::vector<CUstream_st *> *g_streams;
 extern CUstream_st *g_null;
 extern std::vector<capture *> *g_captures;
