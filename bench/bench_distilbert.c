@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
     const int vsteps = venv && *venv ? atoi(venv) : 10;
     double *tv = vsteps > 0 ? malloc(sizeof(double) * (size_t)vsteps) : NULL;
     if (vsteps > 0 && !tv) return 1;
-    for (int it = -2; it < vsteps; it++) {
+    for (int it = vsteps > 0 ? -2 : 0; it < vsteps; it++) {
         double t0 = now();
         volt_step_begin(s, false, 0);
         volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),

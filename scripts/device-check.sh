@@ -37,8 +37,14 @@
 #              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
 #              fsdp on cuda equal to single on cuda; one "nccl: <section>: ok|FAIL" line each
 #   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds (150)
+#   profile    VOLT_PROFILE=1 bench_distilbert at the seed shape, bf16-mixed eager, 3 steps: where a
+#              step's time goes, per op (each op synchronized: launch gaps inflate small ops),
+#              <= 60 s; its table rows are "RESULT profile: | op | ..."
+#   scaling    bench/bench_nccl (issue 12): NCCL all_reduce of the model's grad buckets at world
+#              size 1 (measured), then ddp / zero2 / fsdp at N = 2, 4, 8 PROJECTED from the bench's
+#              bf16-mixed+compile step time and an assumed NVLink bus bandwidth, <= 60 s
 #
-# STAGES (default all: "probe deps configure build test nccl bench") picks stages, e.g. an early
+# STAGES (default all: "probe deps configure build test nccl bench profile scaling") picks stages, e.g. an early
 # probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes).
 # The build makes only what the stages run (BUILD_TARGETS: the gpu tests and
 # bench_distilbert); BUILD_TARGETS=all builds everything.
@@ -88,8 +94,8 @@ BUILD_S=${BUILD_S:-150}
 TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}   # with the estimates in docs/CUDA.md: ~5 min in all
-STAGES=" ${STAGES:-probe deps configure build test nccl bench} "
-BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl bench_distilbert}
+STAGES=" ${STAGES:-probe deps configure build test nccl bench profile scaling} "
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl bench_distilbert bench_nccl}
 want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
@@ -233,6 +239,28 @@ elif want test || want nccl || want bench; then
   log "RESULT no build (failed or not made): no tests, no volt bench (the peer still runs)"
 fi
 want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
+# per-op profile of the seed step (bf16-mixed, eager): rows of core/profile.c's table
+profile() {
+  VOLT_PROFILE=1 VAL_STEPS=0 "$BUILD/bench/bench_distilbert" "${VOLT_PRESET:-distilbert-base}" 3 2 hf "${BATCH:-12}" \
+    "${SEQ:-512}" bf16-mixed tail cuda 2>&1 |
+    awk '/^volt DistilBERT/ { done = 1 } /^RESULT / { sub(/^RESULT /, "profile run: ") }
+         !done && /^(\||volt profile)/ { $0 = "RESULT profile: " $0 } { print }'
+  return "${PIPESTATUS[0]}"
+}
+# measured NCCL at world size 1 and the projected scaling from the bench's best volt step
+scaling() {
+  local ms
+  ms=$(sed -n 's/^RESULT summary volt bf16-mixed+compile job_s=[0-9.]* train_ms_per_step=\([0-9.]*\).*/\1/p' "$RES" | tail -1)
+  [ -n "$ms" ] || { ms=6.5; echo "no bf16-mixed+compile step time from the bench stage: projecting from the target, 6.5 ms"; }
+  STEP_MS=$ms PRESET="${VOLT_PRESET:-distilbert-base}" "$BUILD/bench/bench_nccl" 20 2>&1 |
+    sed -E 's/^RESULT nccl /RESULT scaling: /'
+  return "${PIPESTATUS[0]}"
+}
+if [ $ok = 1 ]; then
+  export BUILD RES   # the stage functions run in a child bash
+  want profile && stage profile "${PROFILE_S:-60}" profile
+  want scaling && stage scaling "${SCALING_S:-60}" scaling
+fi
 log "==== summary"
 # the STAGE and RESULT lines, then the bench's table (bench/gpu/run.sh's "== summary" block)
 { grep -E "^(STAGE|RESULT)" "$RES"; sed -n '/^== summary/,/^(job s: /p' "$RES"; } > "$RES.sum"
