@@ -56,6 +56,11 @@ DEBS="libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libdnnl2 libdnnl-d
 
 if [ "${1:-}" = "--fetch-deps" ]; then
   mkdir -p .deps && (cd .deps && apt-get download $DEBS) || { echo "apt-get download failed" >&2; exit 1; }
+  # nccl.h (self-contained, 25 KB): the build's NCCL header when the GPU machine has none of
+  # its own (its NCCL may be a Python wheel's library only); the library is loaded at run time
+  for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do
+    [ -f "$h" ] && { mkdir -p .deps/include && cp "$h" .deps/include/ && echo "copied $h"; break; }
+  done
   du -sh .deps
   echo ".deps/ travels with the working tree (untracked); do not commit it"
   exit 0
@@ -207,10 +212,40 @@ if ls .deps/*.deb >/dev/null 2>&1 && [ -d /tmp/voltdeps/usr ]; then
   export LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu/openblas-openmp:$P/usr/lib/x86_64-linux-gnu:${LIBRARY_PATH:-}"
 fi
 export PATH="$PATH:/usr/local/cuda/bin"
+# The CUDA pieces the build and the run need may sit outside the toolkit and the loader's
+# path on the GPU machine (its image ships cuBLAS and NCCL as Python wheels for PyTorch):
+# found here once, handed to cmake as include dirs and to the programs as VOLT_CUBLASLT /
+# VOLT_NCCL (core/cuda/gemm.c, strategies/comm/nccl/nccl_lib.c). Not on the simulator.
+CMAKE_EXTRA=()
+locate_cuda() {
+  local roots site f lib var hdr inc
+  site=$(${PYTHON:-python3} -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  roots="$site /usr/local /opt"
+  for lib in libcublasLt.so.13:VOLT_CUBLASLT libnccl.so.2:VOLT_NCCL; do
+    var=${lib#*:} lib=${lib%%:*}
+    if [ -n "${!var:-}" ]; then log "locate $lib: \$$var=${!var}"; continue; fi
+    # the loader's cache names files that may be gone: a file must be behind the name
+    f=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l { print $NF }' | while read -r x; do
+        [ -s "$x" ] && { echo "$x"; break; }; done)
+    [ -z "$f" ] && [ -s /usr/local/cuda/lib64/$lib ] && f=/usr/local/cuda/lib64/$lib
+    if [ -n "$f" ]; then log "locate $lib: $f (the loader's path or the toolkit)"; continue; fi
+    f=$(timeout 30 find $roots -name "$lib" -not -path '*/proc/*' 2>/dev/null | head -1)
+    if [ -n "$f" ]; then export "$var=$f"; log "locate $lib: $f (\$$var)"; else log "locate $lib: NOT FOUND"; fi
+  done
+  for hdr in cublasLt.h:VOLT_CUBLASLT_INCLUDE nccl.h:VOLT_NCCL_INCLUDE; do
+    var=${hdr#*:} hdr=${hdr%%:*}
+    if [ -f /usr/local/cuda/include/$hdr ] || [ -f /usr/include/$hdr ]; then log "locate $hdr: system"; continue; fi
+    f=$(timeout 30 find $roots -name "$hdr" -path '*include*' -not -path '*/proc/*' 2>/dev/null | head -1)
+    [ -z "$f" ] && [ -f "$ROOT/.deps/include/$hdr" ] && f=$ROOT/.deps/include/$hdr
+    if [ -n "$f" ]; then inc=$(dirname "$f"); CMAKE_EXTRA+=("-D$var=$inc"); log "locate $hdr: $inc (-D$var)"
+    else log "locate $hdr: NOT FOUND (the build goes without $([ $hdr = nccl.h ] && echo NCCL || echo CUDA))"; fi
+  done
+}
+[ "$SIM" = 1 ] || locate_cuda
 ok=1
 if want configure; then
   stage configure "$CONFIGURE_S" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVOLT_CUDA=ON -DVOLT_MPI=OFF \
-    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) \
+    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) "${CMAKE_EXTRA[@]}" \
     $([ "$SIM" = 1 ] && echo -DVOLT_CUDA_SIM=ON) || ok=0
 fi
 targets=()
