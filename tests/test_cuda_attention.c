@@ -9,7 +9,7 @@
  * (B, H, T, D) and packed (B, T, H*D); key masks u8, i32, i64 (a hole, a padding tail, a
  * fully masked batch row); causal; dropout 0, 0.1, 0.5; grad modes STORE and ADD (q = k = v
  * one tensor; an input used twice). Head dims 8, 32, 40, 128, 200 at small shapes (every
- * tier of attention.cu, exact and padded); 257 is refused with a clear error.
+ * tier of core/cuda/attention_*.cu, exact and padded); 257 is refused with a clear error.
  * VOLT_TEST_AGAINST=cpu-strict runs the same comparisons without a GPU (checks this test). */
 #include <stdint.h>
 #include "core/internal.h"
@@ -233,7 +233,7 @@ int main(void) {
     check_case(&(acase){ 2, 2, 513, 513, 64, 1, 0, false, false, 0.1f, VOLT_BF16, true });
     check_case(&(acase){ 2, 3, 128, 128, 64, 1, 0, true, true, 0.1f, VOLT_F32, true });
 
-    /* other head dims (attention.cu's tiers): 8 and 40 padded to 32 and 64, 32 and 128 exact,
+    /* other head dims (core/cuda/attention_tile.cuh tiers): 8 and 40 padded to 32 and 64, 32 and 128 exact,
      * 200 padded to 256; f32 and 16-bit, masks, causal, dropout, q = k = v, both layouts.
      * Small shapes: partial query and key tiles at every tier (37 rows, 19 or 70 keys). */
     const int64_t Ds[] = { 8, 32, 40, 128, 200 };

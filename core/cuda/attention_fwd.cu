@@ -1,12 +1,18 @@
 /* Fused scaled dot-product attention on the GPU, FlashAttention-2 style, any head dim 1..256.
+ * The files: attention_tile.cuh (tiers, loaders, visibility, dropout, tier dispatch),
+ * attention_fwd.cu (this: the design, the forward kernels and volt__cuda_attention_fwd),
+ * attention_bwd.cu (delta, the SIMT f32 backward, volt__cuda_attention_bwd), attention_bwd_tc.cu
+ * (the tensor-core backward of a 16-bit compute node). Separate translation units so a
+ * parallel build compiles them side by side.
  *
  * Forward: a block owns BQ query rows of one (b, h) and walks key tiles of BK keys, keeping
  * the running row max m, row sum l and the output accumulator (online softmax); no (Tq, Tk)
  * matrix is ever stored. It writes o = acc / l and lse = m + log l (per row, for backward).
  * Backward: delta = rowsum(dO * o) first; then P = exp(scale q k^T - lse) is recomputed per
  * tile, twice: by a kernel over query tiles that accumulates dq, and by one over key tiles
- * that accumulates dk and dv. Every grad element is summed by one thread in a fixed order
- * (no atomics), so results are deterministic: eager and graph replay give the same bits.
+ * that accumulates dk and dv. Every grad element is summed by one thread (SIMT) or one warp
+ * (tensor cores) in a fixed order (no atomics), so results are deterministic: eager and
+ * graph replay give the same bits.
  *
  * Head dims: every kernel is a template on a tier (HD, PAD): HD = 32, 64, 128 or 256 is the
  * width the tiling is built for, and a head dim D is run on the smallest tier with HD >= D.
@@ -26,10 +32,11 @@
  * kept, times 1/(1-p), iff u >= p. The row sum l is taken before dropping (softmax, then
  * dropout). Backward: dv = Z^T dO, dS = P * (dP * W - delta), Z = P * W.
  * 16-bit compute (bf16/f16): q, k, v and dO are read as their round-to-nearest-even
- * roundings, the arithmetic is f32 (as the CPU backend does). The forward of a 16-bit
- * compute node runs on tensor cores (attn_fwd_tc: wmma 16x16x16 in bf16 or f16, f32
- * accumulation; P is rounded to 16 bits for P v); the f32 forward and the backward are SIMT
- * kernels (docs/CUDA.md). */
+ * roundings. A 16-bit compute node runs on tensor cores (wmma 16x16x16 in bf16 or f16, f32
+ * accumulation): the forward here (attn_fwd_tc; P rounded to 16 bits for P v) and the
+ * backward in attention_bwd_tc.cu (P W and dS rounded to 16 bits for their products, as
+ * FlashAttention-2 and the CPU backend's native bf16 tiles do). The f32 forward and backward
+ * are SIMT kernels, exact f32 (docs/CUDA.md). */
 #include <mma.h>
 #include "core/cuda/attention_tile.cuh"
 

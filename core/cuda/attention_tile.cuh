@@ -23,7 +23,9 @@ typedef volt_cuda_attn attn_p;
  * written for (BK = 64, row strides 65 floats; tensor cores: 72 16-bit elements, 68 floats).
  * Shared memory per block (f32 forward static, the rest dynamic with the attribute set),
  * in KiB at HD 32 / 64 / 128 / 256: forward 25 / 41 / 36 / 34, tensor-core forward 50 / 70 /
- * 110 / 145, dq 33 / 57 / 69 / 99, dk dv 41 / 65 / 73 / 101: under sm_90's 227 KiB. */
+ * 110 / 145, dq 33 / 57 / 69 / 99, dk dv 41 / 65 / 73 / 101, tensor-core dq 72 / 96 / 144 /
+ * 187, tensor-core dk dv 61 / 89 / 145 / 145: under sm_90's 227 KiB (HD 64: two blocks of
+ * each tensor-core backward kernel per SM). */
 template <int HD_, bool PAD_> struct tier {
     static constexpr int HD = HD_;
     static constexpr bool PAD = PAD_;
