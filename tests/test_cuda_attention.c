@@ -5,11 +5,11 @@
  * and compares the output and the grads of q, k, v (or x): f32 relative 1e-4 of the
  * largest magnitude, 16-bit compute 1e-2. Dropout draws from the same Philox counters on
  * both backends, so a mask that differs in one element fails by far more than the
- * tolerance. Sizes: T = 1, 37, 128, 513 (partial tiles), B 2, H 3, D 64, both layouts
+ * tolerance. Sizes: T = 1, 37, 128, 513 (16-bit: 257; partial tiles), B 2, H 3, D 64, both layouts
  * (B, H, T, D) and packed (B, T, H*D); key masks u8, i32, i64 (a hole, a padding tail, a
  * fully masked batch row); causal; dropout 0, 0.1, 0.5; grad modes STORE and ADD (q = k = v
  * one tensor; an input used twice). Head dims 8, 32, 40, 128, 200 at small shapes (every
- * tier of attention.cu, exact and padded); 257 is refused with a clear error.
+ * tier of core/cuda/attention_*.cu, exact and padded); 257 is refused with a clear error.
  * VOLT_TEST_AGAINST=cpu-strict runs the same comparisons without a GPU (checks this test). */
 #include <stdint.h>
 #include "core/internal.h"
@@ -208,14 +208,20 @@ int main(void) {
     const int64_t Ts[] = { 1, 37, 128, 513 };
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
         int64_t T = Ts[ti];
+        /* 16-bit compute runs on tensor cores: wmma costs the simulator 32 times its work (every
+         * lane does the whole tile), so the 16-bit cases take T = 257 (five key tiles, a partial
+         * one) and one head in place of T = 513 */
+        int64_t H16 = T > 256 ? 1 : 3, T16 = T > 256 ? 257 : T;
         acase cs[] = {
             { 2, 3, T, T, 64, 0, 0, false, false, 0.f, VOLT_F32, false },
             { 2, 3, T, T, 64, 1, 0, false, false, 0.1f, VOLT_F32, false },
             { 2, 3, T, T, 64, 3, 0, true, false, 0.f, VOLT_F32, false },
             { 2, 3, T, T, 64, 2, 1, true, false, 0.5f, VOLT_F32, false },
             { 2, 3, T, T, 64, 1, 0, false, true, 0.1f, VOLT_F32, false },
-            { 2, 3, T, T, 64, 2, 0, false, false, 0.1f, VOLT_BF16, false },
-            { 2, 3, T, T, 64, 0, 0, true, false, 0.f, VOLT_F16, false },
+            { 2, H16, T16, T16, 64, 2, 0, false, false, 0.1f, VOLT_BF16, false },
+            { 2, H16, T16, T16, 64, 0, 0, true, false, 0.f, VOLT_F16, false },
+            /* 16-bit q = k = v (the tensor-core backward's STORE then ADD), dead row, dropout */
+            { 2, H16, T16, T16, 64, 3, 1, true, true, 0.1f, VOLT_F16, true },
         };
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_case(&cs[i]);
     }
@@ -225,10 +231,10 @@ int main(void) {
     check_case(&(acase){ 2, 3, 130, 130, 64, 1, 0, false, false, 0.1f, VOLT_F32, true });
     check_case(&(acase){ 2, 3, 130, 130, 64, 2, 1, true, false, 0.f, VOLT_F32, true });
     check_case(&(acase){ 2, 3, 37, 129, 64, 3, 0, false, false, 0.1f, VOLT_F32, true });
-    check_case(&(acase){ 2, 3, 513, 513, 64, 1, 0, false, false, 0.1f, VOLT_BF16, true });
+    check_case(&(acase){ 2, 2, 257, 257, 64, 1, 0, false, false, 0.1f, VOLT_BF16, true });
     check_case(&(acase){ 2, 3, 128, 128, 64, 1, 0, true, true, 0.1f, VOLT_F32, true });
 
-    /* other head dims (attention.cu's tiers): 8 and 40 padded to 32 and 64, 32 and 128 exact,
+    /* other head dims (core/cuda/attention_tile.cuh tiers): 8 and 40 padded to 32 and 64, 32 and 128 exact,
      * 200 padded to 256; f32 and 16-bit, masks, causal, dropout, q = k = v, both layouts.
      * Small shapes: partial query and key tiles at every tier (37 rows, 19 or 70 keys). */
     const int64_t Ds[] = { 8, 32, 40, 128, 200 };
@@ -241,6 +247,8 @@ int main(void) {
             { 1, 2, 37, 37, D, 1, 0, false, true, 0.1f, VOLT_F32, true },
             { 2, 2, 70, 70, D, 2, 0, true, false, 0.1f, VOLT_BF16, false },
             { 2, 2, 37, 19, D, 1, 0, false, false, 0.f, VOLT_F16, true },
+            { 2, 2, 37, 37, D, 2, 1, false, true, 0.5f, VOLT_F16, false },
+            { 1, 2, 129, 129, D, 1, 0, true, false, 0.1f, VOLT_BF16, true },
         };
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_case(&cs[i]);
     }

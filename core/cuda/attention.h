@@ -1,8 +1,8 @@
-/* core/cuda/attention.h — the launchers of core/cuda/attention.cu (extern "C", plain pointers,
+/* core/cuda/attention.h — the launchers of core/cuda/attention_fwd.cu and attention_bwd.cu (extern "C", plain pointers,
  * a cudaStream_t passed as void *). Shapes: q, o (B, H, Tq, D), k, v (B, H, Tk, D), row-major
  * f32 device memory, or packed (volt_attention_heads): q, o (B, Tq, H*D), k, v (B, Tk, H*D),
  * rows ld = H*D apart; grads as their tensors; lse and delta (B, H, Tq). Head dim D in
- * 1..VOLT_CUDA_ATTN_MAX_D (32, 64 and 128 exact, others padded: attention.cu). */
+ * 1..VOLT_CUDA_ATTN_MAX_D (32, 64 and 128 exact, others padded: attention_fwd.cu). */
 #ifndef VOLT_CUDA_ATTENTION_H
 #define VOLT_CUDA_ATTENTION_H
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* VOLT_OP_ATTENTION on the cuda backend: the node's attributes (volt_attr_attention) and
- * tensors handed to the fused kernels of core/cuda/attention.cu. Forward saves the per-row
+ * tensors handed to the fused kernels of core/cuda/attention_*.cu. Forward saves the per-row
  * logsumexp (B, H, Tq) in the step arena as n->saved; backward recomputes P from it. Head
  * dims 1..VOLT_CUDA_ATTN_MAX_D; a larger one fails with VOLT_ERR_UNSUPPORTED, naming it. The
  * stream and the error translation are core/cuda/cuda.h's. */
