@@ -210,6 +210,11 @@ static volt_tensor *b_qkv(volt_step *s, volt_tensor **in, const void *a) {
     volt_tensor *v = volt_linear(s, in[0], in[3], NULL);
     return volt_add(s, volt_add(s, q, volt_scale(s, k, 0.5f)), volt_scale(s, v, -2.f));
 }
+/* two linears of different inputs, recorded one after the other: no shared copy */
+static volt_tensor *b_two_x(volt_step *s, volt_tensor **in, const void *a) {
+    (void)a;
+    return volt_add(s, volt_linear(s, in[0], in[1], NULL), volt_linear(s, in[2], in[3], NULL));
+}
 static volt_tensor *b_add(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_add(s, in[0], in[1]); }
 static volt_tensor *b_add_self(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_add(s, in[0], in[0]); }
 static volt_tensor *b_mul(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_mul(s, in[0], in[1]); }
@@ -301,6 +306,8 @@ static void test_ops(void) {
           { F32(700, 40), F32(37, 40), F32(37) }, b_linear, NULL, R16, A16, VOLT_BF16, true },
         { "q, k, v: three bf16 linears of one x (one kept copy)", 4,
           { F32(129, 64), F32(24, 64), F32(24, 64), F32(24, 64) }, b_qkv, NULL, R16, A16, VOLT_BF16, false },
+        { "two bf16 linears of different x (no sharing)", 4, { F32(129, 64), F32(24, 64), F32(129, 64), F32(24, 64) },
+          b_two_x, NULL, R16, A16, VOLT_BF16, false },
         { "add (700,33) + (33) (11 row chunks)", 2, { F32(700, 33), F32(33) }, b_add, NULL, R, A, VOLT_F32, false },
         { "mul (520,12) * (12) (vector path, 9 row chunks)", 2, { F32(520, 12), F32(12) }, b_mul, NULL, R, A, VOLT_F32,
           false },

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/cudasim/trace_inventory.py -- one training step's kernels from two CUDASIM_TRACE files.
 
-Usage: trace_inventory.py TRACE_A ROWS_A TRACE_B ROWS_B ROWS_SEED [--before]
+Usage: trace_inventory.py TRACE_A ROWS_A TRACE_B ROWS_B ROWS_SEED
 
 The traces are the same program at two batch sizes (rows = batch x sequence length), e.g.
 bench_distilbert at B 1 and B 2, T 16 (docs/CUDA.md, "The seed step's kernels"). The last
@@ -10,9 +10,9 @@ k_arange to the end) is taken; the two steps must issue the same calls in the sa
 Every numeric argument (and grid dimension) of call i is fitted as a + b x rows from the
 two runs and evaluated at ROWS_SEED; each kernel's DRAM bytes are then computed from those
 arguments (the formulas below: the kernel's reads and writes of device memory, assuming no
-cache reuse across kernels), and the time at the model below. --before: the column-sum
-kernels as they were before issue 11's change (one row chunk, C / 32 blocks) and the
-elementwise maps without their vector path.
+cache reuse across kernels), and the time at the model below. Traces of the code before
+issue 11's kernel changes (one kernel per elementwise op, column sums in C / 32 blocks) are
+read too (the kernels' argument lists tell the two apart), for the before / after tables.
 
 Time model (an estimate, no GPU measured): a memory-bound kernel moves its bytes at
 min(3.5 TB/s, bytes in flight / 700 ns) (Little's law with H200's ~700 ns loaded DRAM latency),
@@ -97,8 +97,12 @@ def scaled(ca, cb, ra, rb, rs):
     return c
 
 
-def model(c, before):
-    """-> list of (label, grid, block, bytes, seconds, flops) for one call (a column sum may be two)"""
+DT = {0: ('f32', 4), 1: ('bf16', 2), 2: ('f16', 2)}
+
+
+def model(c):
+    """-> list of (label, grid, block, bytes, seconds, flops) for one call (a column sum at the
+    seed size may be two: the row chunks, then the sum of their partial rows)"""
     n, a, g, b = c['name'], c['args'], c['grid'], c['block']
     thr = lambda grid, block: grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
 
@@ -107,11 +111,15 @@ def model(c, before):
         bw = min(BW, res * per_thread / LAT) if res else BW
         return (label, grid, block, byts, max(FLOOR, byts / bw), 0)
 
+    def flat(cnt, block=256, cap=None):   # a grid-stride loop's grid
+        gx = max(1, (cnt + block - 1) // block)
+        return [min(gx, cap) if cap else gx, 1, 1]
+
     if c['kind'] == 'gemm':
         m, nn, k, batch, es, epi, beta = a[0], a[1], a[2], a[3], a[4], a[5], float(a[6])
         byts = batch * ((m * k + k * nn) * es + m * nn * 4 * (2 if beta else 1))
         fl = 2 * m * nn * k * batch
-        return [('cublasLtMatmul %dx%dx%d%s' % (m, nn, k, ' +bias' if epi else ''), g, b, byts,
+        return [('cublasLtMatmul m %d n %d k %d%s' % (m, nn, k, ' + bias epilogue' if epi != 1 else ''), g, b, byts,
                  max(FLOOR, fl / GEMM_FLOPS, byts / BW), fl)]
     if c['kind'] == 'memset':
         return [mem('cudaMemsetAsync', [RESIDENT // 256, 1, 1], [256, 1, 1], a[0], 16)]
@@ -119,37 +127,55 @@ def model(c, before):
         kind = {1: 'H2D', 2: 'D2H', 3: 'D2D'}.get(a[1], '?')
         t = max(FLOOR, a[0] / (50e9 if kind in ('H2D', 'D2H') else BW))
         return [('cudaMemcpyAsync %s' % kind, g, b, a[0], t, 0)]
-    if c['op']:
+    if c['op']:   # k_map<op> (after issue 11): bytes per item from the op, 16-byte accesses when vec
         opn, bpi = c['op']
-        cnt, vec = a[0], a[1] and not before
-        grid = [min((cnt // 4 if vec else cnt) // 256 + 1, 4096 if not before else 262140), 1, 1]
-        return [mem('k_map<%s>%s' % (opn, ' (vec)' if vec else ''), grid, b, cnt * bpi, bpi * (4 if vec else 1))]
-    if n == 'k_colsum':
-        has_a, R, C, acc = a[1] != '0', a[2], a[3], int(a[6])
-        src = R * C * 4 * (2 if has_a else 1)
-        ch, rc = (1, R) if before else colsum_chunks(R, C)
+        cnt, vec = a[0], a[1] == 1
+        label = 'k_map<%s>' % opn
+        if opn == 'op_convert':
+            label += ' %d B/elem' % bpi
+        return [mem(label, flat(cnt // 4 if vec else cnt, cap=4096), b, cnt * bpi, bpi * (4 if vec else 1))]
+    # before issue 11: one kernel per op, one item per thread and iteration
+    old = {'k_binary': lambda: (8 * a[4] * a[5], None), 'k_scale': lambda: (8 * a[2], None),
+           'k_axpy': lambda: ((8 + 4 * a[4]) * a[2], None), 'k_mul_grad_a': lambda: ((8 + 4 * a[5]) * a[3] * a[4], None),
+           'k_unary': lambda: (8 * a[3], None), 'k_unary_grad': lambda: ((12 + 4 * a[6]) * a[5], None),
+           'k_convert': lambda: ((DT[a[1]][1] + DT[a[3]][1]) * a[4], '%s->%s' % (DT[a[3]][0], DT[a[1]][0])),
+           'k_pm_update': lambda: ((2 * DT[a[2]][1] + 4 + 2 * DT[a[6]][1] * (ptr(a[4]) + ptr(a[5]))) * a[7], None)}
+    if n in old:
+        byts, sub = old[n]()
+        return [mem(n + (' ' + sub if sub else ''), g, b, byts, 8)]
+    if n == 'k_colsum' and len(a) == 6:   # before: C / 32 blocks, each over all R rows
+        has_a, R, C, acc = ptr(a[1]), a[2], a[3], a[5]
+        return [mem('k_colsum' + (' (x a)' if has_a else ''), g, b, R * C * 4 * (1 + has_a) + C * 4 * (1 + acc),
+                    16 * (1 + has_a))]
+    if n == 'k_colsum':   # after: row chunks (emulated at the seed size), partial rows summed by a second call
+        has_a, R, C, acc, hb = ptr(a[1]), a[2], a[3], a[6], ptr(a[8])
+        ch, rc = colsum_chunks(R, C)
         gx = (C + 31) // 32
+        label = 'k_colsum' + (' (x a)' if has_a else '') + (' + dy to 16-bit' if hb else '')
+        src = R * C * 4 * (1 + has_a) + (R * C * 2 if hb else 0)
         if ch == 1:
-            return [mem('k_colsum', [gx, 1, 1], [32, 8, 1], src + C * 4 * (1 + acc), 16 * (2 if has_a else 1))]
-        return [mem('k_colsum', [gx, ch, 1], [32, 8, 1], src + ch * C * 4, 16 * (2 if has_a else 1)),
-                mem('k_colsum_final', [(C + 255) // 256, 1, 1], [256, 1, 1], ch * C * 4 + C * 4 * (1 + acc), 16)]
+            return [mem(label, [gx, 1, 1], [32, 8, 1], src + C * 4 * (1 + acc), 16 * (1 + has_a))]
+        return [mem(label, [gx, ch, 1], [32, 8, 1], src + ch * C * 4, 16 * (1 + has_a)),
+                mem('k_colsum (partial rows)', [gx, 1, 1], [32, 8, 1], ch * C * 4 + C * 4 * (1 + acc), 16)]
     if n == 'k_layernorm_grad_wb':
         R, C = a[3], a[4]
-        ch, rc = (1, R) if before else colsum_chunks(R, C)
         gx = (C + 31) // 32
+        if len(a) == 9:
+            return [mem(n, g, b, 8 * R * C + 8 * R + 8 * C, 32)]
+        ch, rc = colsum_chunks(R, C)
         if ch == 1:
-            return [mem('k_layernorm_grad_wb', [gx, 1, 1], [32, 8, 1], 8 * R * C + 8 * R + 8 * C, 32)]
-        return [mem('k_layernorm_grad_wb', [gx, ch, 1], [32, 8, 1], 8 * R * C + 8 * R + 8 * ch * C, 32),
-                mem('k_layernorm_grad_wb_final', [(C + 255) // 256, 1, 1], [256, 1, 1], 8 * ch * C + 8 * C, 32)]
+            return [mem(n, [gx, 1, 1], [32, 8, 1], 8 * R * C + 8 * R + 8 * C, 32)]
+        return [mem(n, [gx, ch, 1], [32, 8, 1], 8 * R * C + 8 * R + 8 * ch * C, 32),
+                mem('k_layernorm_grad_wb_final', [gx, 1, 1], [32, 8, 1], 8 * ch * C + 8 * C, 32)]
     if n.startswith('k_layernorm_grad_x'):
-        R, C, acc = a[5], a[6], int(a[7])
+        R, C, acc = a[5], a[6], a[7]
         return [mem(n, g, b, R * C * (12 + 4 * acc) + 8 * R, 8 * ((C + 255) // 256))]
     if n.startswith('k_layernorm'):
         R, C = a[5], a[6]
         return [mem(n, g, b, 8 * R * C + 8 * R + 8 * C, 4 * ((C + 255) // 256))]
     if n == 'dropout_kernel':
-        cnt, acc = a[2], int(a[6])
-        vec = len(a) > 9 and a[9] == '1' and not before
+        cnt, acc = a[2], a[6]
+        vec = len(a) > 9 and a[9] == 1
         return [mem(n, g, b, cnt * (8 + 4 * acc), 16 if vec else 4)]
     if n == 'k_emb':
         N, D = a[4], a[5]
@@ -172,17 +198,20 @@ def model(c, before):
     return [mem(n, g, b, 0, 4)]
 
 
+def ptr(t):   # a pointer argument: "p", or 0 for NULL (fitted as a number)
+    return t not in (0, '0')
+
+
 def main():
     if len(sys.argv) < 6:
         sys.exit(__doc__)
     ta, ra, tb, rb, rs = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-    before = '--before' in sys.argv
     sa, sb = last_step(parse(ta)), last_step(parse(tb))
     if len(sa) != len(sb):
         sys.exit('the two steps have %d and %d calls' % (len(sa), len(sb)))
     rows = OrderedDict()
     for ca, cb in zip(sa, sb):
-        for label, grid, block, byts, t, fl in model(scaled(ca, cb, ra, rb, rs), before):
+        for label, grid, block, byts, t, fl in model(scaled(ca, cb, ra, rb, rs)):
             gs = '%d,%d,%d' % tuple(grid)
             bs = '%d,%d,%d' % tuple(block)
             key = label
