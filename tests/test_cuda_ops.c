@@ -202,6 +202,19 @@ static void run_case(const op_case *c) {
 static volt_tensor *b_matmul(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_matmul(s, in[0], in[1]); }
 static volt_tensor *b_linear(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_linear(s, in[0], in[1], in[2]); }
 static volt_tensor *b_linear_nb(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_linear(s, in[0], in[1], NULL); }
+/* q, k, v: three linears of one x (the cuda backend converts x once and keeps the copy for
+ * backward: core/cuda/gemm_ops.c) */
+static volt_tensor *b_qkv(volt_step *s, volt_tensor **in, const void *a) {
+    (void)a;
+    volt_tensor *q = volt_linear(s, in[0], in[1], NULL), *k = volt_linear(s, in[0], in[2], NULL);
+    volt_tensor *v = volt_linear(s, in[0], in[3], NULL);
+    return volt_add(s, volt_add(s, q, volt_scale(s, k, 0.5f)), volt_scale(s, v, -2.f));
+}
+/* two linears of different inputs, recorded one after the other: no shared copy */
+static volt_tensor *b_two_x(volt_step *s, volt_tensor **in, const void *a) {
+    (void)a;
+    return volt_add(s, volt_linear(s, in[0], in[1], NULL), volt_linear(s, in[2], in[3], NULL));
+}
 static volt_tensor *b_add(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_add(s, in[0], in[1]); }
 static volt_tensor *b_add_self(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_add(s, in[0], in[0]); }
 static volt_tensor *b_mul(volt_step *s, volt_tensor **in, const void *a) { (void)a; return volt_mul(s, in[0], in[1]); }
@@ -285,6 +298,28 @@ static void test_ops(void) {
         { "linear bf16 weight (16-bit parameter)", 3, { F32(33, 48), T16(VOLT_BF16, 17, 48), F32(17) }, b_linear, NULL, R16,
           A16, VOLT_F32, false },
         { "matmul f16 operand", 2, { T16(VOLT_F16, 9, 16), F32(16, 5) }, b_matmul, NULL, R16, A16, VOLT_F32, false },
+        /* the column sums' row chunks (core/cuda/elementwise.cu: 18, 11, 9 chunks here, C not
+         * a multiple of 32 or 4) and the vector paths (n = 4 k + 3, inner % 4 == 0) */
+        { "linear 1100x37 -> 37 + bias (bias grad in 18 row chunks)", 3, { F32(1100, 37), F32(37, 37), F32(37) }, b_linear,
+          NULL, R, AK, VOLT_F32, false },
+        { "linear bf16 compute 700x40 -> 37 + bias (dy's copy fused with 11 row chunks)", 3,
+          { F32(700, 40), F32(37, 40), F32(37) }, b_linear, NULL, R16, A16, VOLT_BF16, true },
+        { "q, k, v: three bf16 linears of one x (one kept copy)", 4,
+          { F32(129, 64), F32(24, 64), F32(24, 64), F32(24, 64) }, b_qkv, NULL, R16, A16, VOLT_BF16, false },
+        { "two bf16 linears of different x (no sharing)", 4, { F32(129, 64), F32(24, 64), F32(129, 64), F32(24, 64) },
+          b_two_x, NULL, R16, A16, VOLT_BF16, false },
+        { "add (700,33) + (33) (11 row chunks)", 2, { F32(700, 33), F32(33) }, b_add, NULL, R, A, VOLT_F32, false },
+        { "mul (520,12) * (12) (vector path, 9 row chunks)", 2, { F32(520, 12), F32(12) }, b_mul, NULL, R, A, VOLT_F32,
+          false },
+        { "add (5,1027) + (1027) (scalar path, tail)", 2, { F32(5, 1027), F32(1027) }, b_add, NULL, R, A, VOLT_F32, false },
+        { "gelu (1027) (vector path + tail 3)", 1, { F32(1027) }, b_gelu, NULL, R, A, VOLT_F32, false },
+        { "tanh (1031) (vector path from y + tail 3)", 1, { F32(1031) }, b_tanh, NULL, R, A, VOLT_F32, false },
+        { "scale (1027)", 1, { F32(1027) }, b_scale, NULL, R, A, VOLT_F32, false },
+        { "layernorm (700,33) affine (11 row chunks)", 3, { F32(700, 33), F32(33), F32(33) }, b_ln, NULL, R, A, VOLT_F32,
+          false },
+        { "layernorm (3,1500) affine (rows past the register cache)", 3, { F32(3, 1500), F32(1500), F32(1500) }, b_ln, NULL,
+          R, A, VOLT_F32, false },
+        { "cast f32 -> bf16 -> f32 (1027: tail)", 1, { F32(1027) }, b_cast, &bf, 0, 0, VOLT_F32, false },
         { "add (129,7) + (7)", 2, { F32(129, 7), F32(7) }, b_add, NULL, R, A, VOLT_F32, true },
         { "add same shape", 2, { F32(3, 5, 7), F32(3, 5, 7) }, b_add, NULL, R, A, VOLT_F32, false },
         { "add x + x", 1, { F32(1000) }, b_add_self, NULL, R, A, VOLT_F32, false },
@@ -494,14 +529,22 @@ static void test_pm_convert(volt_device *dc, volt_device *dg) {
     for (int t = 0; t < 2; t++) {
         uint16_t h16[2][N];
         uint32_t back[2][N];
-        uint16_t cross[2][N];
+        uint16_t cross[2][N], mis[2][N];
+        uint32_t mis32[2][N];
         volt_device *ds[2] = { dc, dg };
         for (int k = 0; k < 2; k++) {
             void *src = up_(ds[k], bits, sizeof(uint32_t) * N);
             void *d16 = volt__dev_alloc(ds[k], 2 * N), *d32 = volt__dev_alloc(ds[k], 4 * N), *dx = volt__dev_alloc(ds[k], 2 * N);
+            void *dm = volt__dev_alloc(ds[k], 2 * N), *dm32 = volt__dev_alloc(ds[k], 4 * N);
             ds[k]->be->pm->convert(ds[k], d16, to[t], src, VOLT_F32, N);
             ds[k]->be->pm->convert(ds[k], d32, VOLT_F32, d16, to[t], N);
             ds[k]->be->pm->convert(ds[k], dx, to[1 - t], d16, to[t], N);
+            /* starts off the 16-byte grid (the scalar path) and a count of 4 k + 1 (the tail) */
+            ds[k]->be->pm->convert(ds[k], (char *)dm + 2, to[t], (const char *)src + 4, VOLT_F32, N - 3);
+            ds[k]->be->pm->convert(ds[k], dm32, VOLT_F32, (const char *)d16 + 2, to[t], N - 3);
+            down_(ds[k], mis[k], dm, 2 * N);
+            down_(ds[k], mis32[k], dm32, 4 * N);
+            volt__dev_free(ds[k], dm); volt__dev_free(ds[k], dm32);
             down_(ds[k], h16[k], d16, 2 * N);
             down_(ds[k], back[k], d32, 4 * N);
             down_(ds[k], cross[k], dx, 2 * N);
@@ -514,6 +557,12 @@ static void test_pm_convert(volt_device *dc, volt_device *dg) {
               volt_dtype_name(to[t]), bad, bad >= 0 ? bits[bad] : 0, bad >= 0 ? h16[1][bad] : 0, bad >= 0 ? back[1][bad] : 0,
               bad >= 0 ? cross[1][bad] : 0, bad >= 0 ? h16[0][bad] : 0, bad >= 0 ? back[0][bad] : 0,
               bad >= 0 ? cross[0][bad] : 0);
+        bad = -1;   /* elements 1 .. N - 3 of the misaligned conversions (the rest never written) */
+        for (int i = 1; i < N - 2 && bad < 0; i++)
+            if (mis[0][i] != mis[1][i] || mis32[0][i - 1] != mis32[1][i - 1]) bad = i;
+        CHECK(bad < 0, "convert f32 <-> %s off the 16-byte grid, %d elements: element %d differs (%04x / %08x, want "
+              "%04x / %08x)", volt_dtype_name(to[t]), N - 3, bad, bad >= 0 ? mis[1][bad] : 0,
+              bad >= 0 ? mis32[1][bad - 1] : 0, bad >= 0 ? mis[0][bad] : 0, bad >= 0 ? mis32[0][bad - 1] : 0);
     }
     free(bits);
 }

@@ -43,6 +43,7 @@ static void ctx_release(volt_cuda_ctx *c) {
     volt__cuda_vmm_release(c);
     volt__cuda_gemm_release(c);
     if (c->partials) cudaFree(c->partials);
+    if (c->colpart) cudaFree(c->colpart);
     if (c->info) cudaFree(c->info);
     if (c->errword) cudaFree(c->errword);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -65,6 +66,7 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
         }
     }
     if (e == cudaSuccess) { what = "scratch"; e = cudaMalloc((void **)&c->partials, sizeof(double) * VOLT_CU_REDUCE_PARTIALS); }
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->colpart, 2 * sizeof(float) * VOLT_CU_COLSUM_PARTIALS);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->info, 2 * sizeof(int64_t));
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->errword, sizeof(uint64_t));
     if (e == cudaSuccess) e = cudaMemset(c->errword, 0xff, sizeof(uint64_t));   /* no error */

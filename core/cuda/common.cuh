@@ -9,16 +9,42 @@
 #include "core/convert.h"   /* the bit conversions, compiled for the device too */
 
 #define VOLT_CU_THREADS 256
-/* Blocks for a grid-stride loop over n elements (capped: the loops stride). */
+/* Blocks for a grid-stride loop over n work items, capped at 4096 (a million threads: about
+ * four waves of an H200's 132 SMs x 2048 resident threads; beyond that a thread takes
+ * several items, which costs nothing in a memory-bound loop and saves block launches). A
+ * fixed number, not the device's: no result may depend on the GPU it runs on. */
+#define VOLT_CU_MAX_BLOCKS 4096
 static inline unsigned volt_cu_blocks(int64_t n) {
     int64_t b = (n + VOLT_CU_THREADS - 1) / VOLT_CU_THREADS;
     if (b < 1) b = 1;
-    return (unsigned)(b > 65535 * 4 ? 65535 * 4 : b);
+    return (unsigned)(b > VOLT_CU_MAX_BLOCKS ? VOLT_CU_MAX_BLOCKS : b);
 }
+/* p aligned to `bytes` (16 for float4 / uint4, 8 for four 16-bit values): the vector paths */
+static inline bool volt_cu_aligned(const void *p, unsigned bytes) { return ((uintptr_t)p & (bytes - 1)) == 0; }
 #define VOLT_CU_FOR(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                                i += (int64_t)gridDim.x * blockDim.x)
 #define VOLT_CU_STREAM(s) ((cudaStream_t)(s))
 #define VOLT_CU_DONE() return (int)cudaGetLastError()
+
+/* Elementwise maps over n items: op.one(i) does item i, op.four(q) items 4q .. 4q + 3 with
+ * 16-byte loads and stores (vec: the launcher checked every pointer's alignment). The tail
+ * (n % 4 items) runs one by one in the grid's first threads. Each item is computed by the
+ * same expression on both paths, so vec changes no bit of a result. */
+template <class Op>
+__global__ void k_map(Op op, int64_t n, bool vec) {
+    if (!vec) {
+        VOLT_CU_FOR(i, n) op.one(i);
+        return;
+    }
+    const int64_t n4 = n >> 2;
+    VOLT_CU_FOR(q, n4) op.four(q);
+    const int64_t t = (n4 << 2) + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) op.one(t);
+}
+/* Each .cu file that maps launches it itself (the simulator's build rewrites launches in .cu
+ * files only): k_map<Op><<<volt_cu_blocks(vec ? n / 4 : n), VOLT_CU_THREADS, 0, stream>>>. */
+#define VCU_F4(p, q) (reinterpret_cast<float4 *>(p)[q])
+#define VCU_CF4(p, q) (reinterpret_cast<const float4 *>(p)[q])
 
 __device__ __forceinline__ float vcu_load(const void *p, int dt, int64_t i) {
     if (dt == VOLT_CU_F32) return ((const float *)p)[i];

@@ -17,6 +17,7 @@ typedef struct volt_cuda_ctx {
     void *workspace;               /* cuBLASLt workspace (device), workspace_bytes */
     size_t workspace_bytes;
     double *partials;              /* VOLT_CU_REDUCE_PARTIALS doubles: the parameter math's norms */
+    float *colpart;                /* 2 x VOLT_CU_COLSUM_PARTIALS floats: column sums' chunk partials */
     int64_t *info;                 /* 2 int64 (device): flags the op glue reads back */
     volt_cuda_gemm_cache *gemm;    /* cuBLASLt plans, one per shape */
     int error;                     /* first CUDA error of a call that returns void (memory, pm) */
@@ -28,6 +29,10 @@ typedef struct volt_cuda_ctx {
 typedef struct volt_cuda_vmm volt_cuda_vmm;
 
 static inline volt_cuda_ctx *volt__cuda_ctx(volt_device *d) { return (volt_cuda_ctx *)d->ctx; }
+/* The column sums' partials scratch (volt_cu_colsum, volt_cu_layernorm_grad_wb): one buffer
+ * per device, fixed for the context's life (so a captured graph's launches keep it), used by
+ * one kernel pair at a time in stream order. */
+static inline float *volt__cuda_colpart(volt_step *s) { return volt__cuda_ctx(s->dev)->colpart; }
 /* Makes this device current (only when more than one is present: cudaSetDevice per call
  * costs little, but nothing at all on a one-GPU machine). */
 void volt__cuda_use(volt_cuda_ctx *c);

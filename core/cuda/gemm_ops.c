@@ -5,8 +5,48 @@
  * natively with f32 accumulation; 16-bit parameters are used in place. Outputs and grads are
  * f32. The tape's grad modes map to beta: STORE = 0, ADD = 1. The linear bias is the GEMM's
  * epilogue forward; its gradient is a column sum of the f32 upstream gradient (as on the
- * CPU, where the bias is added in f32). */
+ * CPU, where the bias is added in f32).
+ *
+ * x's 16-bit copy is kept for backward (n->saved, in the step arena), as core/cpu/basic.c
+ * does: forward converts x anyway and dW needs the same bits again, so backward converts
+ * only dy and W. Linears recorded just before that read the same x (q, k, v projections)
+ * share the first one's copy: one conversion of x instead of three forward and three more in
+ * backward. Safe: the copy is made from x when the first of them runs, x is an activation
+ * (nothing writes it after its op), the arena is never reused within a step, and the copy's
+ * lifetime is that step (reset at the end); a captured graph replays the one conversion with
+ * the same addresses. Not kept: a 16-bit x (used in place), f32 compute, anything off the
+ * tape, and s->linear_keep_bf16_off (tests: convert at use). */
 #include "core/cuda/cuda.h"
+
+typedef struct { const void *x; volt_dtype dt; } linear_kept;
+#define LINEAR_SHARE_BACK 4   /* earlier tape nodes searched for a shared x copy (core/cpu/basic.c) */
+
+static volt_node *tape_node(volt_step *s, volt_node *n) {   /* n if on the tape, else NULL */
+    return s->n_nodes > 0 && n == &s->tape[s->n_nodes - 1] ? n : NULL;
+}
+
+/* n's kept copy of x in dtype cd (member x NULL: convert at use); NULL + step error on OOM */
+static linear_kept *linear_keep(volt_step *s, volt_node *n, volt_dtype cd) {
+    volt_tensor *x = n->in[0], *w = n->in[1];
+    linear_kept *k = volt__step_host_alloc(s, sizeof *k);
+    if (!k) return NULL;
+    k->x = NULL;
+    k->dt = cd;
+    if (!volt__needs_grad(w) || x->dtype == cd) return k;
+    for (int i = s->n_nodes - 2; i >= 0 && i >= s->n_nodes - 1 - LINEAR_SHARE_BACK && !k->x; i--) {
+        const volt_node *p = &s->tape[i];
+        const linear_kept *pk = p->op == VOLT_OP_LINEAR ? p->saved : NULL;
+        if (pk && p->in[0] == x && pk->dt == cd) k->x = pk->x;
+    }
+    if (k->x) return k;
+    const int64_t numel = volt_tensor_numel(x);
+    void *buf = volt_step_alloc(s, volt_dtype_size(cd) * (size_t)(numel ? numel : 1));
+    if (!buf) return NULL;
+    if (volt__cuda_check(s, volt_cu_convert(volt__cuda_stream(s), buf, cd, x->data, x->dtype, numel), "convert") < 0)
+        return NULL;
+    k->x = buf;
+    return k;
+}
 
 static volt_dtype gemm_dtype(const volt_node *n) {
     volt_dtype cd = n->op == VOLT_OP_LINEAR ? n->attr.linear.compute : n->attr.matmul.compute;
@@ -56,7 +96,13 @@ static volt_status matmul_bwd(volt_step *s, volt_node *n) {
 static volt_status linear_fwd(volt_step *s, volt_node *n) {
     const int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     const volt_dtype cd = gemm_dtype(n);
-    const void *x = volt__cuda_as(s, n->in[0], cd, 0), *w = volt__cuda_as(s, n->in[1], cd, 1);
+    const linear_kept *kept = NULL;
+    if (cd != VOLT_F32 && !s->linear_keep_bf16_off && tape_node(s, n)) {
+        if (!(kept = linear_keep(s, n, cd))) return s->status < 0 ? s->status : VOLT_ERR_NOMEM;
+        n->saved = (void *)(uintptr_t)kept;
+    }
+    const void *x = kept && kept->x ? kept->x : volt__cuda_as(s, n->in[0], cd, 0);
+    const void *w = x ? volt__cuda_as(s, n->in[1], cd, 1) : NULL;
     if (!x || !w) return s->status;
     volt_cuda_gemm g = gemm_of(cd, 'N', 'T', R, O, In, x, In, w, In, 0.f, n->out->data, O);
     if (n->n_in == 3) g.bias = n->in[2]->data;
@@ -67,9 +113,22 @@ static volt_status linear_bwd(volt_step *s, volt_node *n) {
     const int64_t R = n->attr.linear.rows, In = n->attr.linear.in, O = n->attr.linear.out;
     volt_tensor *x = n->in[0], *w = n->in[1];
     const volt_dtype cd = gemm_dtype(n);
-    const void *dy = volt__cuda_f32_as(s, n->out->grad, R * O, cd, 0);
+    const linear_kept *kept = cd != VOLT_F32 ? n->saved : NULL;   /* forward's copy of x */
+    /* 16-bit compute with a bias grad: dy's conversion and the bias grad in one pass */
+    const bool fused_db = cd != VOLT_F32 && n->n_in == 3 && n->grad_mode[2] && R > 1;
+    const void *dy;
+    if (fused_db) {
+        void *hb = volt__scratch(s, 0, (size_t)(R * O + 1) / 2);
+        if (hb && volt__cuda_check(s, volt_cu_colsum_convert(volt__cuda_stream(s), n->out->grad, R, O, n->in[2]->grad,
+                                                             volt__cuda_acc(n, 2), volt__cuda_colpart(s), hb, (int)cd),
+                                   "linear backward (bias)") < 0)
+            return s->status;
+        dy = hb;
+    } else {
+        dy = volt__cuda_f32_as(s, n->out->grad, R * O, cd, 0);
+    }
     const void *wf = n->grad_mode[0] ? volt__cuda_as(s, w, cd, 1) : NULL;
-    const void *xf = n->grad_mode[1] ? volt__cuda_as(s, x, cd, 2) : NULL;
+    const void *xf = !n->grad_mode[1] ? NULL : kept && kept->x ? kept->x : volt__cuda_as(s, x, cd, 2);
     if (!dy || (n->grad_mode[0] && !wf) || (n->grad_mode[1] && !xf)) return s->status;
     volt_status st;
     if (n->grad_mode[0]) {   /* dx (R,I) (+)= dy (R,O) w (O,I) */
@@ -80,9 +139,10 @@ static volt_status linear_bwd(volt_step *s, volt_node *n) {
         volt_cuda_gemm g = gemm_of(cd, 'T', 'N', O, In, R, dy, O, xf, In, volt__cuda_acc(n, 1) ? 1.f : 0.f, w->grad, In);
         if ((st = volt__cuda_gemm(s, &g, "linear backward")) < 0) return st;
     }
-    if (n->n_in == 3 && n->grad_mode[2])
+    if (n->n_in == 3 && n->grad_mode[2] && !fused_db)
         return volt__cuda_check(s, volt_cu_colsum(volt__cuda_stream(s), n->out->grad, NULL, R, O, n->in[2]->grad,
-                                                  volt__cuda_acc(n, 2)), "linear backward (bias)");
+                                                  volt__cuda_acc(n, 2), volt__cuda_colpart(s)),
+                                "linear backward (bias)");
     return VOLT_OK;
 }
 

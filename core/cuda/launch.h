@@ -26,8 +26,23 @@ int volt_cu_scale(void *stream, const float *x, float *y, int64_t n, float alpha
 int volt_cu_axpy_grad(void *stream, float *dx, const float *dy, int64_t n, float alpha, bool acc);
 /* da (outer, inner) (+)= dy * b (inner broadcast) */
 int volt_cu_mul_grad_a(void *stream, float *da, const float *dy, const float *b, int64_t outer, int64_t inner, bool acc);
-/* out[c] (+)= sum over r of dy[r, c] * (a ? a[r, c] : 1), rows in order (deterministic) */
-int volt_cu_colsum(void *stream, const float *dy, const float *a, int64_t R, int64_t C, float *out, bool acc);
+/* out[c] (+)= sum over r of dy[r, c] * (a ? a[r, c] : 1): rows split into chunks (a function
+ * of R and C only: about VOLT_CU_COLSUM_BLOCKS blocks of 32 columns, chunks of at least
+ * VOLT_CU_COLSUM_MIN_ROWS rows), each chunk's rows summed in 8 lanes in row order and a
+ * fixed tree, the chunks' partial rows summed the same way (deterministic: a function of
+ * R and C, the same bits eager or replayed, on any GPU). part: VOLT_CU_COLSUM_PARTIALS floats of device scratch
+ * (the chunks' partial rows; unused with one chunk). R == 1: an elementwise map. */
+#define VOLT_CU_COLSUM_BLOCKS 1024
+#define VOLT_CU_COLSUM_MIN_ROWS 64
+#define VOLT_CU_COLSUM_PARTIALS 65536   /* >= chunks x C for every R, C (elementwise.cu) */
+int volt_cu_colsum(void *stream, const float *dy, const float *a, int64_t R, int64_t C, float *out, bool acc,
+                   float *part);
+/* The same for a (NULL) with dy's copy in dtype hb_dt (16-bit) written to hb (R x C) in the
+ * same pass: a linear's bias grad and its backward GEMM operand from one read of dy */
+int volt_cu_colsum_convert(void *stream, const float *dy, int64_t R, int64_t C, float *out, bool acc, float *part,
+                           void *hb, int hb_dt);
+/* The chunk count of a column sum over (R, C) (R > 0) and, in *rows, the rows per chunk */
+int64_t volt_cu_colsum_chunks(int64_t R, int64_t C, int64_t *rows);
 /* y = f(x); backward dx (+)= dy * f'(x) from x (relu, gelu, gelu_tanh) or y (tanh, sigmoid) */
 int volt_cu_unary(void *stream, int op, const float *x, float *y, int64_t n);
 int volt_cu_unary_grad(void *stream, int op, const float *x, const float *y, const float *dy, float *dx, int64_t n,
@@ -57,9 +72,10 @@ int volt_cu_layernorm(void *stream, const float *x, const float *w, const float 
                       int64_t R, int64_t C, float eps);
 int volt_cu_layernorm_grad_x(void *stream, const float *x, const float *dy, const float *w, const float *stats,
                              float *dx, int64_t R, int64_t C, bool acc);
-/* gw (+)= sum_r dy xh, gb (+)= sum_r dy (either may be NULL), rows in order */
+/* gw (+)= sum_r dy xh, gb (+)= sum_r dy (either may be NULL): the row chunks and order of
+ * volt_cu_colsum; part: 2 x VOLT_CU_COLSUM_PARTIALS floats of device scratch */
 int volt_cu_layernorm_grad_wb(void *stream, const float *x, const float *dy, const float *stats, int64_t R,
-                              int64_t C, float *gw, bool acc_w, float *gb, bool acc_b);
+                              int64_t C, float *gw, bool acc_w, float *gb, bool acc_b, float *part);
 /* Fused softmax + cross-entropy. Targets i32 or i64 (tgt64). lse (N floats) and rowloss
  * (N doubles, scratch) are written; info[0] = the count of targets not ignored, info[1] =
  * the first row whose target is outside [0, C) and not ignore (INT64_MAX when none); *out =

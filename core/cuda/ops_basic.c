@@ -20,8 +20,8 @@ static volt_status add_bwd(volt_step *s, volt_node *n) {
         st = CHECK(volt_cu_axpy_grad(STREAM, n->in[0]->grad, n->out->grad, a->outer * a->inner, 1.f, volt__cuda_acc(n, 0)),
                    "add backward");
     if (st == VOLT_OK && n->grad_mode[1])   /* after a: when b is a, this adds dy to it again */
-        st = CHECK(volt_cu_colsum(STREAM, n->out->grad, NULL, a->outer, a->inner, n->in[1]->grad, volt__cuda_acc(n, 1)),
-                   "add backward");
+        st = CHECK(volt_cu_colsum(STREAM, n->out->grad, NULL, a->outer, a->inner, n->in[1]->grad, volt__cuda_acc(n, 1),
+                                  volt__cuda_colpart(s)), "add backward");
     return st;
 }
 static volt_status mul_fwd(volt_step *s, volt_node *n) {
@@ -36,7 +36,7 @@ static volt_status mul_bwd(volt_step *s, volt_node *n) {
                                       volt__cuda_acc(n, 0)), "mul backward");
     if (st == VOLT_OK && n->grad_mode[1])
         st = CHECK(volt_cu_colsum(STREAM, n->out->grad, n->in[0]->data, a->outer, a->inner, n->in[1]->grad,
-                                  volt__cuda_acc(n, 1)), "mul backward");
+                                  volt__cuda_acc(n, 1), volt__cuda_colpart(s)), "mul backward");
     return st;
 }
 

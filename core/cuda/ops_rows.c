@@ -79,7 +79,8 @@ static volt_status layernorm_bwd(volt_step *s, volt_node *n) {
     float *gb = bi >= 0 && n->grad_mode[bi] ? n->in[bi]->grad : NULL;
     if (st == VOLT_OK && (gw || gb))
         st = CHECK(volt_cu_layernorm_grad_wb(STREAM, n->in[0]->data, n->out->grad, n->saved, at->rows, at->cols, gw,
-                                             gw && volt__cuda_acc(n, wi), gb, gb && volt__cuda_acc(n, bi)),
+                                             gw && volt__cuda_acc(n, wi), gb, gb && volt__cuda_acc(n, bi),
+                                             volt__cuda_colpart(s)),
                    "layernorm backward");
     return st;
 }

@@ -82,27 +82,59 @@ __device__ __forceinline__ void adam_elem(const volt_cu_coef &c, bool adamw, flo
     float denom = sqrtf(v) / c.bc2_sqrt + c.eps;
     p = p + c.neg_step_size * m / denom;                         /* addcdiv_ */
 }
-__global__ void k_pm_update(int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt, int64_t n,
-                            const volt_cu_coef *coef) {
-    const volt_cu_coef c = *coef;
-    VOLT_CU_FOR(i, n) {
-        float pi = vcu_load(p, p_dt, i);
+/* One element, the value and states loaded and stored in their dtypes. */
+__device__ __forceinline__ void pm_elem(int kind, const volt_cu_coef &c, float &pi, float g, float *b, float &m,
+                                        float &v) {
+    if (kind == 0) sgd_elem(c, pi, g, b);
+    else adam_elem(c, kind == 2, pi, g, m, v);
+}
+struct op_pm_update {
+    int kind;
+    void *p;
+    int p_dt;
+    const float *g;
+    void *s0, *s1;
+    int s_dt;
+    const volt_cu_coef *coef;
+    /* DRAM bytes per element (the simulator's launch trace: docs/CUDA.md's inventory) */
+    __host__ __device__ int bytes_per_item() const {
+        const int ps = p_dt == VOLT_CU_F32 ? 4 : 2, ss = s_dt == VOLT_CU_F32 ? 4 : 2;
+        return 2 * ps + 4 + (s0 ? 2 * ss : 0) + (s1 ? 2 * ss : 0);
+    }
+    __device__ void one(int64_t i) const {
+        const volt_cu_coef c = *coef;
+        float pi = vcu_load(p, p_dt, i), b = 0.f, m = 0.f, v = 0.f;
         if (kind == 0) {
-            float b = s0 ? vcu_load(s0, s_dt, i) : 0.f;
-            sgd_elem(c, pi, g[i], s0 ? &b : nullptr);
-            if (s0) vcu_store(s0, s_dt, i, b);
+            if (s0) b = vcu_load(s0, s_dt, i);
         } else {
-            float m = vcu_load(s0, s_dt, i), v = vcu_load(s1, s_dt, i);
-            adam_elem(c, kind == 2, pi, g[i], m, v);
-            vcu_store(s0, s_dt, i, m);
-            vcu_store(s1, s_dt, i, v);
+            m = vcu_load(s0, s_dt, i);
+            v = vcu_load(s1, s_dt, i);
         }
+        pm_elem(kind, c, pi, g[i], kind == 0 && s0 ? &b : nullptr, m, v);
+        if (kind == 0 && s0) vcu_store(s0, s_dt, i, b);
+        if (kind != 0) { vcu_store(s0, s_dt, i, m); vcu_store(s1, s_dt, i, v); }
         vcu_store(p, p_dt, i, pi);
     }
-}
+    /* all f32 and 16-byte aligned (the launcher checked): float4 loads and stores */
+    __device__ void four(int64_t q) const {
+        const volt_cu_coef c = *coef;
+        float4 P = VCU_F4(p, q), G = VCU_CF4(g, q), M = make_float4(0.f, 0.f, 0.f, 0.f), V = M;
+        if (s0) M = VCU_F4(s0, q);
+        if (kind != 0) V = VCU_F4(s1, q);
+        float *pp = &P.x, *gg = &G.x, *mm = &M.x, *vv = &V.x;
+        for (int k = 0; k < 4; k++) pm_elem(kind, c, pp[k], gg[k], kind == 0 && s0 ? &mm[k] : nullptr, mm[k], vv[k]);
+        VCU_F4(p, q) = P;
+        if (s0) VCU_F4(s0, q) = M;
+        if (kind != 0) VCU_F4(s1, q) = V;
+    }
+};
 extern "C" int volt_cu_pm_update(void *s, int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt,
                                  int64_t n, const volt_cu_coef *coef) {
     if (n <= 0) return 0;
-    k_pm_update<<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(kind, p, p_dt, g, s0, s1, s_dt, n, coef);
+    const bool vec = n >= 4 && p_dt == VOLT_CU_F32 && volt_cu_aligned(p, 16) && volt_cu_aligned(g, 16) &&
+                     (!s0 || (s_dt == VOLT_CU_F32 && volt_cu_aligned(s0, 16))) &&
+                     (!s1 || (s_dt == VOLT_CU_F32 && volt_cu_aligned(s1, 16)));
+    const op_pm_update op{kind, p, p_dt, g, s0, s1, s_dt, coef};
+    k_map<op_pm_update><<<volt_cu_blocks(vec ? n / 4 : n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(op, n, vec);
     VOLT_CU_DONE();
 }

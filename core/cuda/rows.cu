@@ -54,69 +54,101 @@ extern "C" int volt_cu_softmax_grad(void *s, const float *y, const float *dy, fl
     VOLT_CU_DONE();
 }
 
-/* ---- layernorm: two passes in float (mean, squared deviations), biased variance -------- */
+/* ---- layernorm: two passes in float (mean, squared deviations), biased variance --------
+ * Rows of up to LN_CACHE x 256 columns (DistilBERT's 768: 3 per thread) are read from memory
+ * once and kept in registers (CACHED); longer rows re-read. Thread t handles columns t,
+ * t + 256, ... in that order on both paths, so the sums and results are the same bits. */
+#define LN_CACHE 4
+#define LN_FOR(k, c)                                                                  \
+    _Pragma("unroll") for (int k = 0; CACHED ? k < LN_CACHE : true; k++)              \
+        if (const int64_t c = threadIdx.x + (int64_t)k * blockDim.x; c >= C) break;   \
+        else
+template <bool CACHED>
 __global__ void k_layernorm(const float *x, const float *w, const float *b, float *y, float *stats, int64_t R,
                             int64_t C, float eps) {
     __shared__ float sh[33];
     const int64_t r = blockIdx.x;
     const float *xr = x + r * C;
     float *yr = y + r * C;
+    float v[CACHED ? LN_CACHE : 1];
     float s = 0.f;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+    LN_FOR(k, c) {
+        const float xv = xr[c];
+        if (CACHED) v[k] = xv;
+        s += xv;
+    }
     float mean = vcu_block_reduce<float, vcu_warp_sum>(s, sh, 0.f) / (float)C;
     float q = 0.f;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) { float d = xr[c] - mean; q += d * d; }
+    LN_FOR(k, c) { float d = (CACHED ? v[k] : xr[c]) - mean; q += d * d; }
     float rstd = 1.f / sqrtf(vcu_block_reduce<float, vcu_warp_sum>(q, sh, 0.f) / (float)C + eps);
     if (stats && threadIdx.x == 0) { stats[r] = mean; stats[R + r] = rstd; }
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = (xr[c] - mean) * rstd;
-        if (w) v = v * w[c];
-        if (b) v = v + b[c];
-        yr[c] = v;
+    LN_FOR(k, c) {
+        float o = ((CACHED ? v[k] : xr[c]) - mean) * rstd;
+        if (w) o = o * w[c];
+        if (b) o = o + b[c];
+        yr[c] = o;
     }
 }
 extern "C" int volt_cu_layernorm(void *s, const float *x, const float *w, const float *b, float *y, float *stats,
                                  int64_t R, int64_t C, float eps) {
     if (R <= 0 || C <= 0) return 0;
-    k_layernorm<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, w, b, y, stats, R, C, eps);
+    if (C <= (int64_t)ROW_THREADS * LN_CACHE)
+        k_layernorm<true><<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, w, b, y, stats, R, C, eps);
+    else
+        k_layernorm<false><<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, w, b, y, stats, R, C, eps);
     VOLT_CU_DONE();
 }
 
-/* dx = rstd * (g - mean(g) - xh * mean(g * xh)), g = dy * w */
+/* dx = rstd * (g - mean(g) - xh * mean(g * xh)), g = dy * w; g and x - mean kept in
+ * registers for rows of up to LN_CACHE x 256 (as k_layernorm) */
+template <bool CACHED>
 __global__ void k_layernorm_grad_x(const float *x, const float *dy, const float *w, const float *stats, float *dx,
                                    int64_t R, int64_t C, bool acc) {
     __shared__ float sh[33];
     const int64_t r = blockIdx.x, o = r * C;
     const float mu = stats[r], rs = stats[R + r];
+    float gv[CACHED ? LN_CACHE : 1], xv[CACHED ? LN_CACHE : 1];
     float ag = 0.f, agx = 0.f;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float g = w ? dy[o + c] * w[c] : dy[o + c];
+    LN_FOR(k, c) {
+        const float g = w ? dy[o + c] * w[c] : dy[o + c], xm = x[o + c] - mu;
+        if (CACHED) { gv[k] = g; xv[k] = xm; }
         ag += g;
-        agx += g * ((x[o + c] - mu) * rs);
+        agx += g * (xm * rs);
     }
     float mg = vcu_block_reduce<float, vcu_warp_sum>(ag, sh, 0.f) / (float)C;
     float mgx = vcu_block_reduce<float, vcu_warp_sum>(agx, sh, 0.f) / (float)C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float g = w ? dy[o + c] * w[c] : dy[o + c];
-        float v = rs * (g - mg - (x[o + c] - mu) * rs * mgx);
+    LN_FOR(k, c) {
+        const float g = CACHED ? gv[k] : (w ? dy[o + c] * w[c] : dy[o + c]);
+        const float xm = CACHED ? xv[k] : x[o + c] - mu;
+        float v = rs * (g - mg - xm * rs * mgx);
         dx[o + c] = acc ? dx[o + c] + v : v;
     }
 }
 extern "C" int volt_cu_layernorm_grad_x(void *s, const float *x, const float *dy, const float *w, const float *stats,
                                         float *dx, int64_t R, int64_t C, bool acc) {
     if (R <= 0 || C <= 0) return 0;
-    k_layernorm_grad_x<<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, dy, w, stats, dx, R, C, acc);
+    if (C <= (int64_t)ROW_THREADS * LN_CACHE)
+        k_layernorm_grad_x<true><<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, dy, w, stats, dx, R, C, acc);
+    else
+        k_layernorm_grad_x<false><<<row_blocks(R), ROW_THREADS, 0, VOLT_CU_STREAM(s)>>>(x, dy, w, stats, dx, R, C, acc);
     VOLT_CU_DONE();
 }
 
-/* columns: 32 per block, 8 row lanes summed in a fixed order (as volt_cu_colsum) */
-__global__ void k_layernorm_grad_wb(const float *x, const float *dy, const float *stats, int64_t R, int64_t C, float *gw,
-                                    bool acc_w, float *gb, bool acc_b) {
+/* columns: the row chunks of volt_cu_colsum (elementwise.cu): a block of 32 x 8 threads owns
+ * 32 columns of one chunk, its 8 row lanes sum in row order, then a fixed tree; with several
+ * chunks the partials (gw's in part[0 ..), gb's in part[VOLT_CU_COLSUM_PARTIALS ..)) are added
+ * by k_layernorm_grad_wb_final in the same fixed order. */
+__device__ __forceinline__ float ln_tree8(const float (*p)[33], int t) {
+    return ((p[0][t] + p[1][t]) + (p[2][t] + p[3][t])) + ((p[4][t] + p[5][t]) + (p[6][t] + p[7][t]));
+}
+__global__ void k_layernorm_grad_wb(const float *x, const float *dy, const float *stats, int64_t R, int64_t C,
+                                    int64_t rows, float *gw, bool acc_w, float *gb, bool acc_b, float *part) {
     __shared__ float pw[8][33], pb[8][33];
-    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, r0 = (int64_t)blockIdx.y * rows;
+    const int64_t r1 = r0 + rows < R ? r0 + rows : R;
     float aw = 0.f, ab = 0.f;
     if (c < C)
-        for (int64_t r = threadIdx.y; r < R; r += 8) {
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
             float g = dy[r * C + c];
             aw += g * (x[r * C + c] - stats[r]) * stats[R + r];
             ab += g;
@@ -125,17 +157,45 @@ __global__ void k_layernorm_grad_wb(const float *x, const float *dy, const float
     pb[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();
     if (threadIdx.y != 0 || c >= C) return;
-    const int t = threadIdx.x;
-    float sw = ((pw[0][t] + pw[1][t]) + (pw[2][t] + pw[3][t])) + ((pw[4][t] + pw[5][t]) + (pw[6][t] + pw[7][t]));
-    float sb = ((pb[0][t] + pb[1][t]) + (pb[2][t] + pb[3][t])) + ((pb[4][t] + pb[5][t]) + (pb[6][t] + pb[7][t]));
+    const float sw = ln_tree8(pw, threadIdx.x), sb = ln_tree8(pb, threadIdx.x);
+    if (gridDim.y > 1) {
+        part[blockIdx.y * C + c] = sw;
+        part[VOLT_CU_COLSUM_PARTIALS + blockIdx.y * C + c] = sb;
+        return;
+    }
+    if (gw) gw[c] = acc_w ? gw[c] + sw : sw;
+    if (gb) gb[c] = acc_b ? gb[c] + sb : sb;
+}
+/* the partial rows (chunks x C, twice) summed as k_layernorm_grad_wb sums rows: 8 row lanes
+ * over the chunks in order, then the tree */
+__global__ void k_layernorm_grad_wb_final(const float *part, int64_t chunks, int64_t C, float *gw, bool acc_w, float *gb,
+                                          bool acc_b) {
+    __shared__ float pw[8][33], pb[8][33];
+    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float aw = 0.f, ab = 0.f;
+    if (c < C)
+        for (int64_t k = threadIdx.y; k < chunks; k += 8) {
+            aw += part[k * C + c];
+            ab += part[VOLT_CU_COLSUM_PARTIALS + k * C + c];
+        }
+    pw[threadIdx.y][threadIdx.x] = aw;
+    pb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= C) return;
+    const float sw = ln_tree8(pw, threadIdx.x), sb = ln_tree8(pb, threadIdx.x);
     if (gw) gw[c] = acc_w ? gw[c] + sw : sw;
     if (gb) gb[c] = acc_b ? gb[c] + sb : sb;
 }
 extern "C" int volt_cu_layernorm_grad_wb(void *s, const float *x, const float *dy, const float *stats, int64_t R,
-                                         int64_t C, float *gw, bool acc_w, float *gb, bool acc_b) {
+                                         int64_t C, float *gw, bool acc_w, float *gb, bool acc_b, float *part) {
     if (C <= 0 || (!gw && !gb)) return 0;
-    k_layernorm_grad_wb<<<(unsigned)((C + 31) / 32), dim3(32, 8), 0, VOLT_CU_STREAM(s)>>>(x, dy, stats, R, C, gw, acc_w,
-                                                                                         gb, acc_b);
+    int64_t rows = 8;
+    const int64_t ch = R > 0 ? volt_cu_colsum_chunks(R, C, &rows) : 1;
+    cudaStream_t st = VOLT_CU_STREAM(s);
+    k_layernorm_grad_wb<<<dim3((unsigned)((C + 31) / 32), (unsigned)ch), dim3(32, 8), 0, st>>>(x, dy, stats, R, C, rows, gw,
+                                                                                              acc_w, gb, acc_b, part);
+    if (ch > 1)
+        k_layernorm_grad_wb_final<<<(unsigned)((C + 31) / 32), dim3(32, 8), 0, st>>>(part, ch, C, gw, acc_w, gb, acc_b);
     VOLT_CU_DONE();
 }
 

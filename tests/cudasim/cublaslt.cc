@@ -83,6 +83,8 @@
 #include "cublaslt_sim.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -334,6 +336,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t ligh
 }
 
 /* ---- matmul ---- */
+/* CUDASIM_TRACE=path: one line per matmul, appended to the runtime's launch trace. */
+static FILE *trace_file() {
+    static FILE *f;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const char *p = getenv("CUDASIM_TRACE");
+        if (p && *p) f = fopen(p, "a");
+    });
+    return f;
+}
+
 cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                                            const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                                            const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
@@ -401,6 +414,14 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
     if (workspaceSizeInBytes && (!workspace || (uintptr_t)workspace % 256))
         return fail(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace %p of %zu bytes: it must be non-NULL and 256-byte aligned",
                     workspace, workspaceSizeInBytes);
+
+    if (FILE *tf = trace_file()) {   /* CUDASIM_TRACE (README.md, "Launch trace") */
+        flockfile(tf);
+        fprintf(tf, "gemm cublasLtMatmul 0,0,0 0,0,0 0 %lld %lld %lld %d %zu %d %g %d\n", (long long)p.m, (long long)p.n,
+                (long long)p.k, p.D.batch, es, (int)p.epi, (double)beta_v, (int)dev);
+        fflush(tf);
+        funlockfile(tf);
+    }
 
     /* overlaps the real library does not check (it would compute garbage) */
     if (work) {

@@ -220,6 +220,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
     return memcpy_on(resolve(nullptr), dst, src, n, kind, true, "cudaMemcpy");
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    cudasim::trace_line("copy cudaMemcpyAsync 0,0,0 0,0,0 0 %zu %d", n, (int)kind);
     return memcpy_on(resolve(s), dst, src, n, kind, false, "cudaMemcpyAsync");
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
@@ -258,6 +259,7 @@ cudaError_t cudaMemset(void *p, int v, size_t n) {
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (cudaError_t e = sticky()) return fail(e);
+    cudasim::trace_line("memset cudaMemsetAsync 0,0,0 0,0,0 0 %zu %d", n, v);
     if (n && !device_range(p, n, "cudaMemsetAsync")) return fail(range_error());
     return fail(issue(resolve(s), [p, v, n] { memset(p, v, n); }, span_list{{(uintptr_t)p, n}}));
 }

@@ -301,11 +301,41 @@ void wmma_fault(const char *what, const void *p, unsigned ldm) {
     for (;;) to_main(e, e->cur, false);   /* never resumed: the launch ends */
 }
 
+/* CUDASIM_TRACE=path (README.md, "Launch trace"): one line per launch, appended in issue order. */
+static FILE *g_trace;
+static std::once_flag g_trace_once;
+static FILE *trace_file() {
+    std::call_once(g_trace_once, [] {
+        const char *p = getenv("CUDASIM_TRACE");
+        if (p && *p && !(g_trace = fopen(p, "a"))) fprintf(stderr, "cudasim: CUDASIM_TRACE=%s: cannot open it\n", p);
+    });
+    return g_trace;
+}
+bool trace_enabled() { return trace_file() != nullptr; }
+void trace_line(const char *fmt, ...) {
+    FILE *tf = trace_file();
+    if (!tf) return;
+    std::lock_guard<std::mutex> l(g_mu);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(tf, fmt, ap);
+    va_end(ap);
+    fputc('\n', tf);
+    fflush(tf);
+}
+
 cudaError_t enqueue_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void *job,
-                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs) {
+                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs,
+                           const char *args) {
     init();
     std::shared_ptr<void> hold(job, destroy);
     if (cudaError_t st = sticky()) return fail(st);
+    if (FILE *tf = trace_file()) {
+        std::lock_guard<std::mutex> l(g_mu);
+        fprintf(tf, "launch %s %u,%u,%u %u,%u,%u %zu%s\n", name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                smem, args ? args : "");
+        fflush(tf);
+    }
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !nt || nt > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
         grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u) {

@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <tuple>
 #include <type_traits>
@@ -52,7 +53,44 @@ typedef void (*destroy_fn)(void *job);
 /* ptrs: the launch's pointer arguments (cuMemUnmap refuses to unmap under a pending kernel
  * that was passed a pointer into the range: runtime_vmm.cc) */
 cudaError_t enqueue_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void *job,
-                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs);
+                           invoke_fn invoke, destroy_fn destroy, const uintptr_t *ptrs, size_t nptrs,
+                           const char *args);
+/* CUDASIM_TRACE=path: every launch appends a line to path (runtime_kernels.cc); the launch's
+ * scalar arguments are formatted for it only then. */
+bool trace_enabled();
+void trace_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* one line, when tracing */
+/* T's name as the compiler spells it (GCC / Clang's __PRETTY_FUNCTION__: "... [with T = name]") */
+template <class T>
+inline void type_name(char *out, size_t cap) {
+    const char *f = __PRETTY_FUNCTION__, *b = strstr(f, "T = ");
+    size_t n = 0;
+    if (b)
+        for (b += 4; b[n] && b[n] != ';' && b[n] != ']' && n + 1 < cap; n++) out[n] = b[n];
+    out[n] = 0;
+}
+template <class T, class = void>
+struct has_bytes_per_item : std::false_type {};
+template <class T>
+struct has_bytes_per_item<T, std::void_t<decltype(std::declval<const T &>().bytes_per_item())>> : std::true_type {};
+/* a pointer as "p" (0 when NULL), a number as itself, a struct as {} or, when it says its
+ * memory traffic (an elementwise op of core/cuda/common.cuh's k_map), as {bpi=N} */
+template <class T>
+inline void note_scalar(char *buf, size_t cap, size_t &n, const T &v) {
+    if (n >= cap) return;
+    int w;
+    if constexpr (std::is_pointer<T>::value) w = snprintf(buf + n, cap - n, v ? " p" : " 0");
+    else if constexpr (has_bytes_per_item<T>::value) {
+        char tn[64];
+        type_name<T>(tn, sizeof tn);
+        w = snprintf(buf + n, cap - n, " {%s bpi=%d}", tn, (int)v.bytes_per_item());
+    }
+    else if constexpr (std::is_same<T, bool>::value) w = snprintf(buf + n, cap - n, " %d", v ? 1 : 0);
+    else if constexpr (std::is_integral<T>::value || std::is_enum<T>::value)
+        w = snprintf(buf + n, cap - n, " %lld", (long long)v);
+    else if constexpr (std::is_floating_point<T>::value) w = snprintf(buf + n, cap - n, " %g", (double)v);
+    else w = snprintf(buf + n, cap - n, " {}");
+    n = w < 0 ? cap : n + (size_t)w;
+}
 template <class T>
 inline void note_pointer(uintptr_t *ptrs, size_t &n, const T &v) {
     if constexpr (std::is_pointer<T>::value) ptrs[n++] = reinterpret_cast<uintptr_t>(v);
@@ -82,9 +120,13 @@ struct launcher {
         uintptr_t ptrs[sizeof...(A) + 1];
         size_t np = 0;
         (note_pointer(ptrs, np, static_cast<const std::decay_t<A> &>(a)), ...);
+        char args[512];
+        size_t na = 0;
+        args[0] = 0;
+        if (trace_enabled()) (note_scalar(args, sizeof args, na, static_cast<const std::decay_t<A> &>(a)), ...);
         auto *j = new job<F, std::decay_t<A>...>{f, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
         enqueue_launch(name, grid, block, smem, stream, j, job<F, std::decay_t<A>...>::invoke,
-                       job<F, std::decay_t<A>...>::destroy, ptrs, np);
+                       job<F, std::decay_t<A>...>::destroy, ptrs, np, na ? args : nullptr);
     }
 };
 template <class F>
