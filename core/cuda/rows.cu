@@ -370,18 +370,59 @@ extern "C" int volt_cu_embedding(void *s, const void *ids, bool ids64, const flo
     k_emb<<<volt_cu_blocks(N * D), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(ids, ids64, tab, y, N, D, V);
     VOLT_CU_DONE();
 }
-__global__ void k_emb_grad(const void *ids, bool ids64, const float *dy, float *g, int64_t N, int64_t D, int64_t V,
-                           int64_t pad) {
-    VOLT_CU_FOR(i, N * D) {
-        int64_t id = vcu_index(ids, ids64, i / D);
-        if (id == pad || id < 0 || id >= V) continue;
-        atomicAdd(g + id * D + i % D, dy[i]);
+/* Embedding backward without float atomics, so its bits do not depend on scheduling (eager and
+ * graph replay agree, runs repeat) and are the CPU backend's: position i owns vocabulary row
+ * id[i] when no earlier position has that id, and its block adds the dy rows of every position
+ * with that id into g[id] in ascending position order, element by element: g += dy[p0],
+ * += dy[p1], ... as core/cpu/act.c's loop does. Per position: the ids before it are scanned
+ * EMB_T at a time until an earlier one matches (then another block owns the row); an owner
+ * scans the ids from i on, EMB_T at a time, collects the matching positions of a chunk in order
+ * (thread 0, only for chunks with a match) and adds their rows, threads over the D columns.
+ * Cost: at most N^2 / EMB_T chunk tests over all blocks (for the seed step's 6,144 positions,
+ * 147 K coalesced 1 KB reads of ids, from L2) besides dy read once and g's rows written once.
+ * The block's control flow is uniform: every branch depends on i, the block's barriers'
+ * results or shared values. */
+#define EMB_T 256
+__global__ void __launch_bounds__(EMB_T) k_emb_grad(const void *ids, bool ids64, const float *dy, float *g,
+                                                    int64_t N, int64_t D, int64_t V, int64_t pad) {
+    __shared__ unsigned char hit[EMB_T];
+    __shared__ int64_t list[EMB_T];
+    __shared__ int n_list;
+    const int t = (int)threadIdx.x;
+    for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
+        const int64_t id = vcu_index(ids, ids64, i);
+        if (id == pad || id < 0 || id >= V) continue;   /* bad ids: the forward's check reports them */
+        int earlier = 0;
+        for (int64_t b = 0; b < i && !earlier; b += EMB_T)
+            earlier = __syncthreads_or(b + t < i && vcu_index(ids, ids64, b + t) == id);
+        if (earlier) continue;
+        float *gr = g + id * D;
+        for (int64_t b = i; b < N; b += EMB_T) {
+            const bool m = b + t < N && vcu_index(ids, ids64, b + t) == id;
+            hit[t] = m;
+            if (!__syncthreads_or(m)) continue;   /* (the barrier also publishes hit[]) */
+            if (t == 0) {                         /* the matches of this chunk, in position order */
+                int n = 0;
+                for (int k = 0; k < EMB_T; k++)
+                    if (hit[k]) list[n++] = b + k;
+                n_list = n;
+            }
+            __syncthreads();
+            const int n = n_list;
+            for (int64_t c = t; c < D; c += EMB_T) {
+                float acc = gr[c];
+                for (int k = 0; k < n; k++) acc += dy[list[k] * D + c];
+                gr[c] = acc;
+            }
+            __syncthreads();   /* hit, list and n_list are rewritten by the next chunk */
+        }
     }
 }
 extern "C" int volt_cu_embedding_grad(void *s, const void *ids, bool ids64, const float *dy, float *g, int64_t N,
                                       int64_t D, int64_t V, int64_t pad) {
     if (N * D <= 0) return 0;
-    k_emb_grad<<<volt_cu_blocks(N * D), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(ids, ids64, dy, g, N, D, V, pad);
+    const unsigned grid = (unsigned)(N < 8192 ? N : 8192);   /* blocks stride over the positions */
+    k_emb_grad<<<grid, EMB_T, 0, VOLT_CU_STREAM(s)>>>(ids, ids64, dy, g, N, D, V, pad);
     VOLT_CU_DONE();
 }
 
