@@ -3,7 +3,7 @@
  * the squared norm (double sums over a fixed grid), embedding gather and scatter-add,
  * argmax and accuracy. Semantics of core/cpu/act.c and basic.c. One block per row; block
  * sums use a fixed tree, so results are the same run to run (the embedding's scatter-add
- * uses float atomics: its sums are in arrival order). */
+ * too: no float atomics, rows added in position order). */
 #include <math.h>
 #include "core/cuda/common.cuh"
 
