@@ -48,6 +48,33 @@ __device__ __forceinline__ pz tc_grad(const attn_p &a, drop_cache &dc, int64_t b
     return e;
 }
 
+/* Two products of one warp over nb column blocks of 16: o1 (16, 16 nb) = a1 b1^T and
+ * o2 = a2 b2^T, a1, a2 row-major (16, HD) at lda, b1, b2 row-major (16 nb, HD) at ldb (so
+ * b^T is their column-major view), o1, o2 f32 row-major at ldo. The recomputed scores and
+ * the dO V^T products of both backward kernels (S, dP in dq; S^T, dP^T in dk dv). */
+template <int HD, typename T>
+__device__ __forceinline__ void tc_two_products(const T *a1, const T *b1, const T *a2, const T *b2, int lda, int ldb,
+                                                int nb, float *o1, float *o2, int ldo) {
+    using namespace nvcuda;
+    for (int nt = 0; nt < nb; nt++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> s, dp;
+        wmma::fill_fragment(s, 0.f);
+        wmma::fill_fragment(dp, 0.f);
+        for (int kk = 0; kk < HD / 16; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+            wmma::load_matrix_sync(fa, a1 + kk * 16, lda);
+            wmma::load_matrix_sync(fb, b1 + (nt * 16) * ldb + kk * 16, ldb);
+            wmma::mma_sync(s, fa, fb, s);
+            wmma::load_matrix_sync(fa, a2 + kk * 16, lda);
+            wmma::load_matrix_sync(fb, b2 + (nt * 16) * ldb + kk * 16, ldb);
+            wmma::mma_sync(dp, fa, fb, dp);
+        }
+        wmma::store_matrix_sync(o1 + nt * 16, s, ldo, wmma::mem_row_major);
+        wmma::store_matrix_sync(o2 + nt * 16, dp, ldo, wmma::mem_row_major);
+    }
+}
+
 /* Rows [r0, r0 + n) of x and y (`rows` rows, a.ld apart) into 16-bit tiles of C::TLD per row,
  * rounded; rows past `rows` and padding columns 0. Block-wide over nth threads. */
 template <class C, int nth>
@@ -97,23 +124,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const float *__re
         load16<C, NT>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         /* S_w = Q_w K^T, dP_w = dO_w V^T (16, BK): K, V row-major are K^T, V^T column-major */
-        for (int nt = 0; nt < BK / 16; nt++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> s, dp;
-            wmma::fill_fragment(s, 0.f);
-            wmma::fill_fragment(dp, 0.f);
-            for (int kk = 0; kk < HD / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-                wmma::load_matrix_sync(fa, Qw + kk * 16, TLD);
-                wmma::load_matrix_sync(fb, Ks + (nt * 16) * TLD + kk * 16, TLD);
-                wmma::mma_sync(s, fa, fb, s);
-                wmma::load_matrix_sync(fa, dOw + kk * 16, TLD);
-                wmma::load_matrix_sync(fb, Vs + (nt * 16) * TLD + kk * 16, TLD);
-                wmma::mma_sync(dp, fa, fb, dp);
-            }
-            wmma::store_matrix_sync(Sw + nt * 16, s, SLD, wmma::mem_row_major);
-            wmma::store_matrix_sync(dPw + nt * 16, dp, SLD, wmma::mem_row_major);
-        }
+        tc_two_products<HD, T>(Qw, Ks, dOw, Vs, TLD, TLD, BK / 16, Sw, dPw, SLD);
         __syncwarp();
         for (int c = 0; c < KH; c++) {
             const int jj = half * KH + c;
@@ -182,23 +193,7 @@ __global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const float 
         __syncthreads();
         /* S^T_w = K_w Q^T, dP^T_w = V_w dO^T (16 keys, QR rows): Q, dO row-major are Q^T, dO^T
          * column-major */
-        for (int nt = 0; nt < QR / 16; nt++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> s, dp;
-            wmma::fill_fragment(s, 0.f);
-            wmma::fill_fragment(dp, 0.f);
-            for (int kk = 0; kk < HD / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-                wmma::load_matrix_sync(fa, Kw + kk * 16, TLD);
-                wmma::load_matrix_sync(fb, Qs + (nt * 16) * TLD + kk * 16, TLD);
-                wmma::mma_sync(s, fa, fb, s);
-                wmma::load_matrix_sync(fa, Vw + kk * 16, TLD);
-                wmma::load_matrix_sync(fb, dOs + (nt * 16) * TLD + kk * 16, TLD);
-                wmma::mma_sync(dp, fa, fb, dp);
-            }
-            wmma::store_matrix_sync(Sw + nt * 16, s, QLD, wmma::mem_row_major);
-            wmma::store_matrix_sync(dPw + nt * 16, dp, QLD, wmma::mem_row_major);
-        }
+        tc_two_products<HD, T>(Kw, Qs, Vw, dOs, TLD, TLD, QR / 16, Sw, dPw, QLD);
         __syncwarp();
         {   /* lane = query row i0 + lane, the warp's 16 keys in order */
             const int64_t i = i0 + lane;
