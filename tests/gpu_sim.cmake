@@ -15,6 +15,11 @@ if(VOLT_CUDA_SIM)
       set_property(TEST ${t} APPEND PROPERTY LABELS cudasim)
     endif()
   endforeach()
+  # compile's eager-vs-replay runs: 8 steps each on the simulator (still both graphs and 4
+  # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU
+  if(TEST test_cuda_compile)
+    set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT "VOLT_TEST_COMPILE_STEPS=8")
+  endif()
   # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
   # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck
   foreach(t test_cuda_distilbert test_nccl)

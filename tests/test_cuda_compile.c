@@ -1,7 +1,8 @@
 /* compile = true on the cuda backend: eager vs graph replay, bit for bit (docs/CUDA.md,
  * "compile"). Label gpu: without a cuda backend or device it exits 77 (skipped), saying why.
  *
- * Each case trains twice from the same seed for 20 optimizer steps — once eagerly, once with
+ * Each case trains twice from the same seed for 20 optimizer steps (8 on the simulator, where
+ * every GPU thread is simulated: VOLT_TEST_COMPILE_STEPS, tests/gpu_sim.cmake) — once eagerly, once with
  * compile — over batches of 4 rows and a shorter last batch of 2 (its own graph), and
  * compares every step's logged train_loss and, at the end, every parameter's bits. Dropout
  * is on (p = 0.1; DistilBERT's attention dropout too): a replay that froze the RNG offset of
@@ -19,7 +20,8 @@
 #include "volt/trainer.h"
 #include "volt/distilbert.h"
 
-#define STEPS 20
+#define STEPS 20   /* optimizer steps per run; VOLT_TEST_COMPILE_STEPS (8..20) runs fewer */
+static int g_steps = STEPS;
 enum { BS = 4, NS = 10 };   /* batches 4, 4, 2 */
 
 /* ---- the MLP --------------------------------------------------------------------------------- */
@@ -70,7 +72,7 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, in
     losses *l = self;
     double v = NAN;
     volt_trainer_metric(t, "train_loss", &v);
-    if (l->n < STEPS) l->loss[l->n++] = v;
+    if (l->n < g_steps) l->loss[l->n++] = v;
     return VOLT_OK;
 }
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
@@ -83,7 +85,7 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     memset(&r, 0, sizeof r);
     volt_trainer_config c;
     volt_trainer_config_init(&c);
-    c.max_steps = STEPS;
+    c.max_steps = g_steps;
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
     c.default_root_dir = getenv("VOLT_TEST_TMP") ? getenv("VOLT_TEST_TMP") : ".";
     c.accelerator = "cuda";
@@ -150,8 +152,8 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
            "(first %zd), eager %lld captured %lld replayed %lld\n", name, e.l.n, g.l.n, loss_diff,
            loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0, nbad, e.bytes / 4,
            first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first, (long long)g.eager, (long long)g.captured, (long long)g.replayed);
-    CHECK(e.ok && g.ok && e.l.n == STEPS && g.l.n == STEPS, "%s: both runs take %d steps", name, STEPS);
-    CHECK(g.replayed >= STEPS / 2 && g.captured == 2, "%s: the compiled run replayed (captured %lld, replayed %lld)", name,
+    CHECK(e.ok && g.ok && e.l.n == g_steps && g.l.n == g_steps, "%s: both runs take %d steps", name, g_steps);
+    CHECK(g.replayed >= g_steps / 2 && g.captured == 2, "%s: the compiled run replayed (captured %lld, replayed %lld)", name,
           (long long)g.captured, (long long)g.replayed);
     CHECK(loss_diff < 0, "%s: step %d's loss differs: eager %.9g, graph %.9g", name, loss_diff,
           loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0);
@@ -212,6 +214,13 @@ int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
     if (be->device_count() == 0) { printf("SKIP: no CUDA device (driver and GPU needed)\n"); return 77; }
+    /* fewer steps where every thread is simulated (tests/gpu_sim.cmake); a GPU runs all 20. At
+     * 8 a run still has both graphs (batches of 4 and the short 2) and 4 replays of the first */
+    const char *ns = getenv("VOLT_TEST_COMPILE_STEPS");
+    if (ns && *ns) {
+        g_steps = atoi(ns);
+        if (g_steps < 8 || g_steps > STEPS) { fprintf(stderr, "VOLT_TEST_COMPILE_STEPS: 8..%d, got '%s'\n", STEPS, ns); return 2; }
+    }
     for (int i = 0; i < NS; i++) {
         MY[i] = i % NC;
         BY[i] = (i / 2) % 2;   /* 2 classes (the default head) */
