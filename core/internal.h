@@ -379,6 +379,9 @@ volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, 
  * into the host source of the H2D copy the graph launch re-issues, and the step count. */
 struct volt_optimizer;
 void volt__optimizer_advance(struct volt_optimizer *opt);
+/* Backend updates (pm->update) issued so far: one per run of adjacent trainable parameters
+ * per unit and step (tests). */
+int64_t volt__optimizer_launches(const struct volt_optimizer *opt);
 
 /* ---- RNG: core/rng.h ---- */
 

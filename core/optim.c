@@ -47,6 +47,7 @@ struct volt_optimizer {
     volt_opt_coef *coef_dev;        /* device copy the update reads */
     float lr;
     int64_t steps;
+    int64_t launches;               /* backend updates issued, all steps (tests) */
     char errmsg[256];
 };
 
@@ -219,22 +220,36 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
         if (!data || !grad)
             return opt_fail(opt, VOLT_ERR_STATE, "optimizer step: unit '%s' has no %s buffer",
                             volt_unit_name(ou->u), data ? "grad" : "value");
+        /* one update per run of adjacent trainable parameters: the math is elementwise with
+         * the step's coefficients, so a unit of trainable parameters is one launch */
         const int np = volt_unit_param_count(ou->u);
-        for (int pi = 0; pi < np; pi++) {
-            const volt_tensor *p = volt_unit_param(ou->u, pi);
-            if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
-            const int64_t off = volt_param_offset(p);
-            int64_t a = off, b = off + volt_tensor_numel(p);
-            if (a < ou->lo) a = ou->lo;
-            if (b > ou->hi) b = ou->hi;
-            if (a >= b) continue;
-            /* device addresses: computed here, dereferenced only by the backend */
-            ua.p = (char *)data + (size_t)a * vesz;
-            ua.g = grad + a;
-            ua.s0 = opt->n_states > 0 ? (char *)ou->state[0] + (size_t)(a - ou->lo) * sesz : NULL;
-            ua.s1 = opt->n_states > 1 ? (char *)ou->state[1] + (size_t)(a - ou->lo) * sesz : NULL;
-            ua.n = b - a;
-            pm->update(opt->dev, &ua);
+        int64_t ra = 0, rb = 0;   /* the run being gathered, [ra, rb) */
+        for (int pi = 0; pi <= np; pi++) {
+            int64_t a = 0, b = 0;
+            if (pi < np) {
+                const volt_tensor *p = volt_unit_param(ou->u, pi);
+                if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
+                const int64_t off = volt_param_offset(p);
+                a = off > ou->lo ? off : ou->lo;
+                b = off + volt_tensor_numel(p) < ou->hi ? off + volt_tensor_numel(p) : ou->hi;
+                if (a >= b) continue;
+                if (rb > ra && a == rb) {   /* continues the run */
+                    rb = b;
+                    continue;
+                }
+            }
+            if (rb > ra) {
+                /* device addresses: computed here, dereferenced only by the backend */
+                ua.p = (char *)data + (size_t)ra * vesz;
+                ua.g = grad + ra;
+                ua.s0 = opt->n_states > 0 ? (char *)ou->state[0] + (size_t)(ra - ou->lo) * sesz : NULL;
+                ua.s1 = opt->n_states > 1 ? (char *)ou->state[1] + (size_t)(ra - ou->lo) * sesz : NULL;
+                ua.n = rb - ra;
+                pm->update(opt->dev, &ua);
+                opt->launches++;
+            }
+            ra = a;
+            rb = b;
         }
     }
     opt->steps++;
@@ -244,6 +259,8 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
 /* A replayed step (compile): the host half of volt_optimizer_step — this step's scalars into
  * coef_host, the H2D copy's fixed source which the graph launch re-issues, and the step
  * count; the updates themselves are in the graph. */
+int64_t volt__optimizer_launches(const volt_optimizer *opt) { return opt ? opt->launches : 0; }
+
 void volt__optimizer_advance(volt_optimizer *opt) {
     make_coef(opt, &opt->coef_host);
     opt->steps++;

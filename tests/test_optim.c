@@ -11,6 +11,7 @@
 #include "volt/optim.h"
 #include "volt/dtype.h"
 #include "core/device.h"
+#include "core/internal.h"
 #include "vtest.h"
 
 /* Unit buffers and optimizer states are device memory: the tests read them through copies
@@ -43,8 +44,10 @@ static void ring_free(void) { for (int i = 0; i < 16; i++) { free(ring[i]); ring
 #define NSTEPS 3
 #define TEST_PI 3.14159265358979323846
 
-/* Two units with odd sizes: enc.0 = W (7,13) + b (5); enc.1 = V (3,11) + s (scalar). */
-typedef struct store { volt_params *ps; volt_tensor *W, *b, *V, *s; } store;
+/* Units with odd sizes: enc.0 = W (7,13) + b (5); enc.1 = V (3,11) + s (scalar); and enc.2 =
+ * A (2,16) + c (16) + e (5), which sit back to back (whole VOLT_PARAM_ALIGN blocks): one
+ * run, one backend update per step. */
+typedef struct store { volt_params *ps; volt_tensor *W, *b, *V, *s, *A, *c, *e; } store;
 
 static void store_make(store *st, uint64_t seed) {
     volt_params_config pc;
@@ -58,6 +61,10 @@ static void store_make(store *st, uint64_t seed) {
     CHECK_OK(volt_params_unit(st->ps, "enc.1"));
     CHECK_OK(volt_param_new(st->ps, "enc.1.weight", VOLT_SHAPE(3, 11), VOLT_INIT_NORMAL(0.f, 0.5f), &st->V));
     CHECK_OK(volt_param_new(st->ps, "enc.1.scale", VOLT_SCALAR, VOLT_INIT_CONST(0.3f), &st->s));
+    CHECK_OK(volt_params_unit(st->ps, "enc.2"));
+    CHECK_OK(volt_param_new(st->ps, "enc.2.weight", VOLT_SHAPE(2, 16), VOLT_INIT_UNIFORM(-1.f, 1.f), &st->A));
+    CHECK_OK(volt_param_new(st->ps, "enc.2.bias", VOLT_SHAPE(16), VOLT_INIT_UNIFORM(-0.5f, 0.5f), &st->c));
+    CHECK_OK(volt_param_new(st->ps, "enc.2.gain", VOLT_SHAPE(5), VOLT_INIT_CONST(1.f), &st->e));
     CHECK_OK(volt_params_finalize(st->ps));
 }
 
@@ -126,9 +133,9 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
     CHECK_OK(volt_optimizer_create(cfg, st.ps, &opt));
     if (!opt) return;
     const int nu = volt_params_unit_count(st.ps);
-    ref_elem *ref[2];
-    float *init[2];
-    unsigned char *mask[2];
+    ref_elem *ref[3];
+    float *init[3];
+    unsigned char *mask[3];
     for (int ui = 0; ui < nu; ui++) {
         volt_unit *u = volt_params_unit_at(st.ps, ui);
         int64_t n = volt_unit_numel(u);
@@ -138,6 +145,20 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
         memcpy(init[ui], H_DATA(u), sizeof(float) * (size_t)n);
         for (int64_t k = 0; k < n; k++) ref[ui][k].p = init[ui][k];
         trainable_mask(u, mask[ui]);
+    }
+    /* the launches a step should take: adjacent trainable parameters of a unit are one run
+     * (enc.2's three are one) */
+    CHECK(nu == 3 && volt_param_offset(st.c) == 32 && volt_param_offset(st.e) == 48, "%s: enc.2's layout", name);
+    int64_t runs = 0;
+    for (int ui = 0; ui < nu; ui++) {
+        volt_unit *u = volt_params_unit_at(st.ps, ui);
+        int64_t end = -1;
+        for (int pi = 0; pi < volt_unit_param_count(u); pi++) {
+            const volt_tensor *p = volt_unit_param(u, pi);
+            if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;
+            if (volt_param_offset(p) != end) runs++;
+            end = volt_param_offset(p) + volt_tensor_numel(p);
+        }
     }
     double worst = 0;
     int bad = 0, frozen_bad = 0, state_bad = 0;
@@ -176,6 +197,9 @@ static void run_case(const char *name, const volt_optimizer_config *cfg, bool fr
         CHECK(volt_optimizer_step_count(opt) == t, "%s: step count %lld", name,
               (long long)volt_optimizer_step_count(opt));
     }
+    CHECK(volt__optimizer_launches(opt) == runs * NSTEPS, "%s: %lld backend updates in %d steps, expected %lld "
+          "(one per run of adjacent trainable parameters)", name, (long long)volt__optimizer_launches(opt), NSTEPS,
+          (long long)(runs * NSTEPS));
     CHECK(bad == 0, "%s: %d values off the double reference", name, bad);
     CHECK(frozen_bad == 0, "%s: %d frozen/padding values changed", name, frozen_bad);
     CHECK(state_bad == 0, "%s: %d state values off the reference", name, state_bad);
@@ -296,7 +320,7 @@ static void test_range(void) {
     int kept = 1;
     for (int64_t k = 30; k < n0; k++) kept &= s1[k - 30] == (k < 50 ? (float)k : 0.f);
     CHECK(kept, "re-range keeps the overlap and zeroes the rest");
-    CHECK(volt_optimizer_set_range(opt, 2, 0, 1) == VOLT_ERR_INVALID_ARG, "bad unit");
+    CHECK(volt_optimizer_set_range(opt, 3, 0, 1) == VOLT_ERR_INVALID_ARG, "bad unit");
     CHECK(volt_optimizer_set_range(opt, -1, 0, 1) == VOLT_ERR_INVALID_ARG, "negative unit");
     CHECK(volt_optimizer_set_range(opt, 0, -1, 4) == VOLT_ERR_INVALID_ARG, "lo < 0");
     CHECK(volt_optimizer_set_range(opt, 0, 5, 4) == VOLT_ERR_INVALID_ARG, "hi < lo");
@@ -409,7 +433,7 @@ static void test_api(void) {
     CHECK(!strcmp(volt_optimizer_state_name(opt, 0), "exp_avg") &&
           !strcmp(volt_optimizer_state_name(opt, 1), "exp_avg_sq") &&
           volt_optimizer_state_name(opt, 2) == NULL, "adam state names");
-    CHECK(volt_optimizer_state(opt, 0, 2, NULL, NULL) == NULL && volt_optimizer_state(opt, 2, 0, NULL, NULL) == NULL,
+    CHECK(volt_optimizer_state(opt, 0, 2, NULL, NULL) == NULL && volt_optimizer_state(opt, 3, 0, NULL, NULL) == NULL,
           "bad state index");
     CHECK(volt_optimizer_lr(opt) == 3e-4f && volt_optimizer_base_lr(opt) == 3e-4f, "lr");
     volt_optimizer_set_lr(opt, 1e-5f);
