@@ -230,9 +230,9 @@ int main(int argc, char **argv) {
     if (vsteps > 0) printf("validation: %.3f ms per batch of %d (median of %d, eager, no grad)\n", vmed * 1e3, B, vsteps);
     if (dev_peak_mib >= 0) printf("device memory high-water over the training steps: %.1f MiB\n", dev_peak_mib);
     printf("RESULT volt%s %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
-           "device=%s val_ms_per_batch=%.3f device_peak_mib=%.1f\n", compile ? "-compile" : "", preset, med * 1e3, cmed * 1e3,
-           B / med, (double)volt_step_arena_peak(s) / 1048576.0, (long long)volt_params_numel(ps), volt_step_device(s),
-           vmed * 1e3, dev_peak_mib);
+           "device=%s val_ms_per_batch=%.3f device_peak_mib=%.1f step_held_mib=%.1f\n", compile ? "-compile" : "", preset,
+           med * 1e3, cmed * 1e3, B / med, (double)volt_step_arena_peak(s) / 1048576.0, (long long)volt_params_numel(ps),
+           volt_step_device(s), vmed * 1e3, dev_peak_mib, (double)volt_step_mem_held(s) / 1048576.0);
     if (graph) dev->be->graph_destroy(dev, graph);
     volt_step_destroy(s);
     volt_optimizer_destroy(opt);

@@ -17,6 +17,7 @@ volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx
     s->deferred[s->n_deferred] = (volt_deferred_check){ .op = op, .dtype = idx->dtype, .shape = idx->shape,
                                                         .data = idx->data, .bound = bound };
     *key_base = (uint64_t)s->n_deferred++ << VOLT_DEFER_SHIFT;
+    volt__step_pin(s, idx);   /* the check reads it back after the ops */
     return VOLT_OK;
 }
 

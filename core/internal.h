@@ -36,9 +36,9 @@ void *volt__arena_alloc(volt_arena *a, size_t bytes);   /* 64-byte aligned, NULL
 void volt__arena_reset(volt_arena *a);
 void volt__arena_free(volt_arena *a);
 
-/* ---- grad pool: blocks given back during backward (core/pool.c) --------------------- */
-typedef struct volt_pool_seg { size_t off, size; bool free; } volt_pool_seg;
-typedef struct volt_pool_ext { void *ptr; size_t bytes; } volt_pool_ext;
+/* ---- step pool: tensor data and activation grads, given back as they die (core/pool.c) --- */
+typedef struct volt_pool_seg { size_t off, size; bool free; int id; } volt_pool_seg;   /* id: the block's request number */
+typedef struct volt_pool_ext { void *ptr; size_t bytes; int id; } volt_pool_ext;
 typedef struct volt_pool {
     volt_device *dev;
     char *base;            /* main block (device memory) */
@@ -48,13 +48,21 @@ typedef struct volt_pool {
     volt_pool_ext *ext;    /* blocks of their own for requests that did not fit (host list) */
     int n_ext, cap_ext;
     bool overflowed;       /* since the last reset: regrow then */
-    size_t used, step_peak;   /* bytes handed out now, max this step (the regrow size) */
+    size_t used, step_peak;   /* bytes handed out now, max this step */
+    int64_t *log;          /* this step's requests (bytes) and give-backs (~id): the regrow's replay */
+    int n_log, cap_log;
+    bool log_broken;       /* the log could not grow: regrow by the live peak instead */
+    int n_ids;             /* requests this step */
+    volt_pool_seg *sim;    /* the replay's segments (host scratch) */
+    int cap_sim;
+    size_t *off;           /* the replay's offset per request (host scratch) */
+    int cap_off;
     uint64_t heap_allocs;
 } volt_pool;
 void volt__pool_init(volt_pool *p, volt_device *dev);
 void *volt__pool_alloc(volt_pool *p, size_t bytes);   /* 64-byte aligned, NULL on OOM */
 void volt__pool_release(volt_pool *p, void *ptr);     /* give one block back */
-/* Give everything back; regrow the main block if this step needed more. */
+/* Give everything back; regrow the main block to what this step needed if it did not fit. */
 void volt__pool_reset(volt_pool *p);
 void volt__pool_free(volt_pool *p);
 
@@ -133,7 +141,27 @@ typedef struct volt_node {
     uint8_t *grad_mode;    /* n_in volt_grad_mode, set by the tape before backward (host arena) */
     void *saved;           /* op-specific data kept for backward (device arena) */
     volt_attr attr;        /* the op's attributes (the member named after the op) */
+    /* What the op's backward reads of its tensors: bit k input k's data, VOLT_READS_OUT the
+     * output's (volt__op_bwd_reads; a forward kernel may clear a bit: a linear that kept
+     * its own 16-bit copy of x does not read x again). The tape holds that memory for the
+     * node (`held`: the bits it counted) until its backward has run. */
+    uint32_t bwd_reads, held;
 } volt_node;
+#define VOLT_READS_OUT (1u << 31)
+#define VOLT_READS_ALL_IN 0x7fffffffu
+/* The op's backward reads, on every backend (their union): VOLT_READS_* bits. */
+uint32_t volt__op_bwd_reads(volt_op_id op);
+
+/* The memory behind a step's tensor (volt_tensor.mem - 1): freed to the step's pool when no
+ * tensor header holds it (volt_tensor_release) and no tape node's backward still reads it. */
+typedef struct volt_mem {
+    void *ptr;
+    uint32_t holders;      /* headers (the tensor, its views) not released */
+    uint32_t readers;      /* tape nodes whose backward reads it and has not run */
+    bool pinned;           /* kept to step end (the loss, index tensors the step checks) */
+    bool freed;
+    size_t bytes;
+} volt_mem;
 
 /* ---- backend vtable ---------------------------------------------------------------- */
 /* forward computes n->out from n->in. backward writes n->in[k]->grad as n->grad_mode[k]
@@ -168,7 +196,10 @@ struct volt_step {
     volt_params *params;
     volt_arena arena;      /* device memory: tensor data, grads, kernels' saved data */
     volt_arena host;       /* host memory: tensor headers, node input arrays, grad modes */
-    volt_pool grads;       /* device memory: activation grads, given back during backward */
+    volt_pool grads;       /* device memory: tensor data and activation grads, given back as
+                              they die (released tensors, grads after their node's backward) */
+    volt_mem *mem;         /* the step's tensor memory records (host; grows, reused) */
+    int n_mem, cap_mem;
     size_t mem_peak;       /* max (arena + grad pool) bytes in use at once, since create */
     volt_node *tape;       /* nodes that need backward, creation (= topological) order */
     int n_nodes, cap_nodes;
@@ -214,6 +245,9 @@ struct volt_step {
  * kernel adds to the bad position it reports. VOLT_ERR_NOMEM past VOLT_MAX_DEFERRED checks
  * in one step. core/deferred.c. */
 volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx, int64_t bound, uint64_t *key_base);
+/* Keep t's memory to step end whatever is released (the loss; index tensors volt_step_check
+ * reads back). A no-op for a tensor that is not the step's. core/step.c. */
+void volt__step_pin(volt_step *s, const volt_tensor *t);
 
 /* ---- per-op profile (core/profile.c; VOLT_PROFILE=1, VOLT_PROFILE_WARMUP=N) ---- */
 typedef struct volt_profile volt_profile;

@@ -1,6 +1,7 @@
 /* The step: arena + autograd tape. Ops append nodes in creation order (a topological
  * order); backward walks them in reverse, accumulating grads, and tells the param store's
  * hooks when each unit's grads are complete. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ void volt_step_destroy(volt_step *s) {
     volt__scratch_free(s);
     volt__dev_free(s->dev, s->rng_dev);
     volt__pool_free(&s->grads);
+    free(s->mem);
     volt__arena_free(&s->arena);
     volt__arena_free(&s->host);
     free(s->tape);
@@ -92,6 +94,12 @@ static void note_peak(volt_step *s) {
 }
 size_t volt_step_arena_used(const volt_step *s) { return mem_used(s); }
 size_t volt_step_arena_peak(const volt_step *s) { return s->mem_peak; }
+size_t volt_step_mem_held(const volt_step *s) {
+    size_t n = s->arena.cap + s->arena.overflow_used + s->grads.cap;
+    for (int i = 0; i < s->grads.n_ext; i++) n += s->grads.ext[i].bytes;
+    for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) n += s->scratch_cap[i];
+    return n;
+}
 uint64_t volt_step_heap_allocs(const volt_step *s) {
     return s->arena.heap_allocs + s->host.heap_allocs + s->grads.heap_allocs + s->heap_allocs;
 }
@@ -122,6 +130,7 @@ void volt_step_end(volt_step *s) {
     if (s->prof && s->active) volt__profile_end(s);
     s->active = false;
     s->n_nodes = 0;
+    s->n_mem = 0;   /* the pool's reset gives every tensor back */
     volt__pool_reset(&s->grads);
     volt__arena_reset(&s->arena);
     volt__arena_reset(&s->host);
@@ -166,6 +175,114 @@ void volt__scratch_free(volt_step *s) {
     }
 }
 
+/* ---- tensor memory: the step pool, given back when released and no backward reads it ---- */
+/* bytes of device memory from the step's pool for a tensor header's data: the header's
+ * `mem` (1-based), 0 + step error on out of memory */
+static int32_t mem_new(volt_step *s, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (s->n_mem == s->cap_mem) {
+        int cap = s->cap_mem ? s->cap_mem * 2 : 256;
+        volt_mem *m = realloc(s->mem, sizeof *m * (size_t)cap);
+        if (!m) { volt_step_fail(s, VOLT_ERR_NOMEM, "step: out of memory for tensor records"); return 0; }
+        s->mem = m;
+        s->cap_mem = cap;
+        s->heap_allocs++;
+    }
+    void *p = volt__pool_alloc(&s->grads, bytes);
+    if (!p) {
+        volt_step_fail(s, VOLT_ERR_NOMEM, "step: out of device memory allocating a %zu-byte tensor", bytes);
+        return 0;
+    }
+    note_peak(s);
+    s->mem[s->n_mem] = (volt_mem){ .ptr = p, .holders = 1, .bytes = bytes };
+    *ptr = p;
+    return ++s->n_mem;
+}
+
+/* t's memory record when it is this step's (views share their base's) */
+static volt_mem *mem_of(volt_step *s, const volt_tensor *t) {
+    if (!t || t->mem <= 0 || t->mem > s->n_mem) return NULL;
+    volt_mem *m = &s->mem[t->mem - 1];
+    return m->ptr == t->data ? m : NULL;
+}
+
+static void mem_maybe_free(volt_step *s, volt_mem *m) {
+    if (m->holders || m->readers || m->pinned || m->freed) return;
+    m->freed = true;
+    /* tests (VOLT_POISON_GRADS): a read of freed memory sees NaN, not the old values */
+    if (s->poison_grads) volt__dev_memset(s->dev, m->ptr, 0xff, m->bytes);
+    volt__pool_release(&s->grads, m->ptr);
+}
+
+void volt_tensor_release(volt_step *s, volt_tensor *t) {
+    if (!s || !t || (t->flags & VOLT_TENSOR_RELEASED)) return;
+    volt_mem *m = mem_of(s, t);
+    if (!m) return;   /* a parameter, a wrapped buffer: not the step's to give back */
+    t->flags |= VOLT_TENSOR_RELEASED;
+    if (m->holders) m->holders--;
+    mem_maybe_free(s, m);
+}
+
+/* Kept to step end whatever is released: what the host reads after the ops (the loss, the
+ * index tensors volt_step_check reports from). */
+void volt__step_pin(volt_step *s, const volt_tensor *t) {
+    volt_mem *m = mem_of(s, t);
+    if (m) m->pinned = true;
+}
+
+uint32_t volt__op_bwd_reads(volt_op_id op) {
+    switch (op) {
+    case VOLT_OP_ADD: case VOLT_OP_SCALE: case VOLT_OP_DROPOUT: case VOLT_OP_RESHAPE: case VOLT_OP_PERMUTE:
+    case VOLT_OP_SLICE: case VOLT_OP_CONCAT: case VOLT_OP_SUM: case VOLT_OP_MEAN: case VOLT_OP_CAST:
+    case VOLT_OP_ARANGE: case VOLT_OP_ARGMAX: case VOLT_OP_ACCURACY:
+        return 0;                       /* grads and shapes only; dropout redraws its mask */
+    case VOLT_OP_TANH: case VOLT_OP_SIGMOID: case VOLT_OP_SOFTMAX: case VOLT_OP_LOG_SOFTMAX:
+        return VOLT_READS_OUT;          /* from y */
+    case VOLT_OP_RELU: case VOLT_OP_GELU: case VOLT_OP_GELU_TANH: case VOLT_OP_EMBEDDING:
+        return 1u;                      /* from x; embedding: the ids */
+    case VOLT_OP_MATMUL: case VOLT_OP_LINEAR: case VOLT_OP_MUL: case VOLT_OP_MSE: case VOLT_OP_CROSS_ENTROPY:
+    case VOLT_OP_LAYERNORM: case VOLT_OP_CONV2D:
+        return VOLT_READS_ALL_IN;
+    default:                            /* attention (q, k, v, mask, out), max_pool2d */
+        return VOLT_READS_ALL_IN | VOLT_READS_OUT;
+    }
+}
+
+/* The tape holds what node n's backward reads (n->bwd_reads) until that backward has run. */
+static void hold_reads(volt_step *s, volt_node *n) {
+    n->held = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        volt_mem *m = mem_of(s, n->in[k]);
+        if (!m) continue;
+        if (k >= 31) {   /* past the mask's bits: kept to step end when the op reads its inputs */
+            if ((n->bwd_reads & VOLT_READS_ALL_IN) == VOLT_READS_ALL_IN) m->pinned = true;
+        } else if (n->bwd_reads & (1u << k)) {
+            m->readers++;
+            n->held |= 1u << k;
+        }
+    }
+    volt_mem *m = (n->bwd_reads & VOLT_READS_OUT) ? mem_of(s, n->out) : NULL;
+    if (m) {
+        m->readers++;
+        n->held |= VOLT_READS_OUT;
+    }
+}
+
+static void drop_reads(volt_step *s, volt_node *n) {
+    for (int k = 0; k < n->n_in && k < 31; k++) {
+        if (!(n->held & (1u << k))) continue;
+        volt_mem *m = mem_of(s, n->in[k]);
+        if (m && m->readers) m->readers--;
+        if (m) mem_maybe_free(s, m);
+    }
+    if (n->held & VOLT_READS_OUT) {
+        volt_mem *m = mem_of(s, n->out);
+        if (m && m->readers) m->readers--;
+        if (m) mem_maybe_free(s, m);
+    }
+    n->held = 0;
+}
+
 static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
     if ((unsigned)dt >= VOLT_DTYPE_COUNT || shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor: bad dtype %d or ndim %d", (int)dt, shape.ndim);
@@ -186,8 +303,7 @@ volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
     volt_tensor *t = tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = (size_t)volt_shape_numel(shape) * volt_dtype_size(dt);
-    t->data = volt_step_alloc(s, bytes);
-    if (!t->data) return NULL;
+    if (!(t->mem = mem_new(s, bytes, &t->data))) return NULL;
     volt__dev_memset(s->dev, t->data, 0, bytes);
     return t;
 }
@@ -212,7 +328,7 @@ volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape
     volt_tensor *t = tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = volt_tensor_bytes(t);
-    if (!(t->data = volt_step_alloc(s, bytes))) return NULL;
+    if (!(t->mem = mem_new(s, bytes, &t->data))) return NULL;
     volt__dev_h2d(s->dev, t->data, src, bytes);
     return t;
 }
@@ -222,6 +338,7 @@ static volt_device *tensor_dev(const volt_tensor *t) { return t->device ? t->dev
 
 volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
     if (!t || !dst || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
+    if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;   /* its memory may hold another tensor */
     volt__dev_d2h(tensor_dev(t), dst, t->data, volt_tensor_bytes(t));
     return VOLT_OK;
 }
@@ -235,6 +352,7 @@ volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
 
 volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
     if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
+    if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;
     volt__dev_h2d(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
     return VOLT_OK;
 }
@@ -242,6 +360,7 @@ volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
 double volt_tensor_item(const volt_tensor *t) {
     unsigned char b[8] = { 0 };
     if (!t->data) return 0;
+    if (t->flags & VOLT_TENSOR_RELEASED) return NAN;
     volt__dev_d2h(tensor_dev(t), b, t->data, volt_dtype_size(t->dtype));
     switch (t->dtype) {
     case VOLT_F32: { float f; memcpy(&f, b, 4); return f; }
@@ -338,6 +457,12 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
                        s->be->kernels[op].name);
         return NULL;
     }
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->flags & VOLT_TENSOR_RELEASED) {
+            volt_step_fail(s, VOLT_ERR_STATE, "%s: input %d was released (volt_tensor_release) earlier in the step",
+                           s->be->kernels[op].name, i);
+            return NULL;
+        }
     bool grad = false;
     if (s->training && volt__op_differentiable(op))
         for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
@@ -349,6 +474,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
     if (attrs) n->attr = *attrs;
     n->op = op;
     n->n_in = n_in;
+    n->bwd_reads = volt__op_bwd_reads(op);   /* a forward kernel may clear bits */
     n->in = volt__step_host_alloc(s, sizeof(volt_tensor *) * (size_t)(n_in ? n_in : 1));
     if (!n->in) return NULL;
     if (n_in) memcpy(n->in, in, sizeof(volt_tensor *) * (size_t)n_in);
@@ -373,14 +499,16 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
             return NULL;
         }
     }
+    if (grad) hold_reads(s, n);
     return out;
 }
 
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
                       volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs) {
     if (volt__any_null(s, n_in, in)) return NULL;
+    volt_tensor *const *orig = in;
+    volt_tensor **cp = NULL;
     if (!volt__op_takes_16bit(op)) {   /* 16-bit inputs: the kernel gets an f32 copy (core/ops_cast.c) */
-        volt_tensor **cp = NULL;
         for (int i = 0; i < n_in; i++) {
             if (!volt__is_16bit(in[i])) continue;
             if (!cp) {
@@ -394,9 +522,13 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
     volt_tensor *out = tensor_hdr(s, out_dt, out_shape);
     if (!out) return NULL;
     /* not zeroed: every forward kernel writes its whole output */
-    out->data = volt_step_alloc(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt));
-    if (!out->data) return NULL;
-    return record(s, op, n_in, in, out, attrs, true);
+    if (!(out->mem = mem_new(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt), &out->data)))
+        return NULL;
+    out = record(s, op, n_in, in, out, attrs, true);
+    if (cp)   /* the f32 copies are this op's alone: the tape holds what its backward reads */
+        for (int i = 0; i < n_in; i++)
+            if (cp[i] != orig[i]) volt_tensor_release(s, cp[i]);
+    return out;
 }
 
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape) {
@@ -404,6 +536,11 @@ volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_sh
     volt_tensor *out = tensor_hdr(s, in->dtype, shape);
     if (!out) return NULL;
     out->data = in->data;
+    volt_mem *m = mem_of(s, in);
+    if (m && !(in->flags & VOLT_TENSOR_RELEASED)) {   /* the view holds the memory too */
+        out->mem = in->mem;
+        m->holders++;
+    }
     return record(s, op, 1, &in, out, NULL, false);
 }
 
@@ -496,6 +633,7 @@ static volt_status run_backward(volt_step *s) {
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
             release_out_grad(s, n, i);
         }
+        drop_reads(s, n);   /* backward has read what it reads of node i: released memory goes back */
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {
                 volt__unit_grads_settle(ps->units[u]);   /* parameters this step did not use: zeros */

@@ -164,6 +164,11 @@ static volt_status distilbert_setup(void *self, volt_params *ps) {
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
+/* forward's temporary t is done with, unless an op handed it back unchanged as `kept` */
+static void done(volt_step *s, volt_tensor *t, const volt_tensor *kept) {
+    if (t && t != kept) volt_tensor_release(s, t);
+}
+
 volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids, volt_tensor *mask) {
     distilbert *m = self;
     if (!m || !m->word.weight) {
@@ -196,13 +201,33 @@ volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_tensor *ids,
     }
     volt_tensor *pos = volt_arange(s, VOLT_I32, T);   /* position ids, built on the device */
     if (!pos) return NULL;
+    /* each temporary is released after its last op (volt_tensor_release): the tape keeps
+     * what backward reads, the rest of the memory is reused by the next layer */
     volt_tensor *we = volt_nn_embedding_forward(s, &m->word, ids);                       // (B, T, D)
-    volt_tensor *x = volt_add(s, we, volt_nn_embedding_forward(s, &m->pos, pos));        // + (T, D)
-    x = volt_dropout(s, volt_nn_layernorm_forward(s, &m->emb_ln, x), c->dropout);
-    for (int l = 0; l < c->n_layers; l++) x = volt_nn_encoder_forward(s, &m->blocks[l], x, mask);
+    volt_tensor *pe = volt_nn_embedding_forward(s, &m->pos, pos);                        // (T, D)
+    volt_tensor *e = volt_add(s, we, pe);
+    done(s, we, NULL);
+    done(s, pe, NULL);
+    volt_tensor *en = volt_nn_layernorm_forward(s, &m->emb_ln, e);
+    done(s, e, NULL);
+    volt_tensor *x = volt_dropout(s, en, c->dropout);
+    done(s, en, x);
+    for (int l = 0; l < c->n_layers; l++) {
+        volt_tensor *y = volt_nn_encoder_forward(s, &m->blocks[l], x, mask);
+        done(s, x, y);
+        x = y;
+    }
     volt_tensor *h = volt_select(s, x, 1, 0);                                            // (B, D): first token
-    h = volt_dropout(s, volt_relu(s, volt_nn_linear_forward(s, &m->pre, h)), c->seq_classif_dropout);
-    return volt_nn_linear_forward(s, &m->cls, h);                                        // (B, C)
+    done(s, x, h);
+    volt_tensor *p = volt_nn_linear_forward(s, &m->pre, h);
+    done(s, h, p);
+    volt_tensor *r = volt_relu(s, p);
+    done(s, p, r);
+    volt_tensor *d = volt_dropout(s, r, c->seq_classif_dropout);
+    done(s, r, d);
+    volt_tensor *logits = volt_nn_linear_forward(s, &m->cls, d);                         // (B, C)
+    done(s, d, logits);
+    return logits;
 }
 
 /* ---- steps -------------------------------------------------------------------------------------- */

@@ -81,7 +81,13 @@ volt_tensor *volt_nn_mha_cross(volt_step *s, const volt_nn_mha *a, volt_tensor *
     volt_tensor *q = volt_nn_linear_forward(s, &a->q, xq), *k = volt_nn_linear_forward(s, &a->k, xkv);
     volt_tensor *v = volt_nn_linear_forward(s, &a->v, xkv);
     volt_tensor *ctx = volt_attention_heads(s, q, k, v, H, key_mask, a->causal, a->dropout);   // (B, Tq, D)
-    return volt_nn_linear_forward(s, &a->out, ctx);
+    /* the tape keeps q, k, v for the attention's backward; the layer is done with them */
+    volt__nn_done(s, q, NULL, xq);
+    volt__nn_done(s, k, NULL, xkv);
+    volt__nn_done(s, v, NULL, xkv);
+    volt_tensor *y = volt_nn_linear_forward(s, &a->out, ctx);
+    volt__nn_done(s, ctx, NULL, xq);
+    return y;
 }
 
 volt_tensor *volt_nn_mha_forward(volt_step *s, const volt_nn_mha *a, volt_tensor *x, volt_tensor *key_mask) {

@@ -107,18 +107,49 @@ volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t
 
 volt_tensor *volt_nn_encoder_forward(volt_step *s, const volt_nn_encoder_layer *e, volt_tensor *x, volt_tensor *key_mask) {
     if (!e || !e->ffn1.weight) return volt__nn_undeclared(s, "encoder");
+    /* every temporary is released once its last op is recorded: the tape keeps what a
+     * backward reads (a layernorm's input, the activation's input, ...), the rest of the
+     * memory is reused by the next ops (volt_tensor_release) */
     if (e->norm_first) {
-        volt_tensor *a = volt_nn_mha_forward(s, &e->attn, volt_nn_layernorm_forward(s, &e->norm1, x), key_mask);
-        if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
-        x = volt_add(s, x, a);
-        volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, volt_nn_layernorm_forward(s, &e->norm2, x)));
-        f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);         // (B, T, D)
-        return volt_add(s, x, f);
+        volt_tensor *n1 = volt_nn_layernorm_forward(s, &e->norm1, x);
+        volt_tensor *a = volt_nn_mha_forward(s, &e->attn, n1, key_mask), *ad = a;
+        volt__nn_done(s, n1, NULL, x);
+        if (e->attn_out_dropout) ad = volt_dropout(s, a, e->dropout);
+        volt__nn_done(s, a, ad, x);
+        volt_tensor *x2 = volt_add(s, x, ad);
+        volt__nn_done(s, ad, NULL, x);
+        volt_tensor *n2 = volt_nn_layernorm_forward(s, &e->norm2, x2);
+        volt_tensor *h = volt_nn_linear_forward(s, &e->ffn1, n2);
+        volt__nn_done(s, n2, NULL, x);
+        volt_tensor *f = volt_nn_activation(s, e->act, h);
+        volt__nn_done(s, h, f, x);
+        volt_tensor *g = volt_nn_linear_forward(s, &e->ffn2, f);
+        volt__nn_done(s, f, NULL, x);
+        volt_tensor *gd = volt_dropout(s, g, e->dropout);                                   // (B, T, D)
+        volt__nn_done(s, g, gd, x);
+        volt_tensor *y = volt_add(s, x2, gd);
+        volt__nn_done(s, x2, NULL, x);
+        volt__nn_done(s, gd, NULL, x);
+        return y;
     }
-    volt_tensor *a = volt_nn_mha_forward(s, &e->attn, x, key_mask);                      // (B, T, D)
-    if (e->attn_out_dropout) a = volt_dropout(s, a, e->dropout);
-    x = volt_nn_layernorm_forward(s, &e->norm1, volt_add(s, a, x));
-    volt_tensor *f = volt_nn_activation(s, e->act, volt_nn_linear_forward(s, &e->ffn1, x));  // (B, T, F)
-    f = volt_dropout(s, volt_nn_linear_forward(s, &e->ffn2, f), e->dropout);             // (B, T, D)
-    return volt_nn_layernorm_forward(s, &e->norm2, volt_add(s, f, x));
+    volt_tensor *a = volt_nn_mha_forward(s, &e->attn, x, key_mask), *ad = a;           // (B, T, D)
+    if (e->attn_out_dropout) ad = volt_dropout(s, a, e->dropout);
+    volt__nn_done(s, a, ad, x);
+    volt_tensor *s1 = volt_add(s, ad, x);
+    volt__nn_done(s, ad, NULL, x);
+    volt_tensor *x1 = volt_nn_layernorm_forward(s, &e->norm1, s1);
+    volt__nn_done(s, s1, NULL, x);
+    volt_tensor *h = volt_nn_linear_forward(s, &e->ffn1, x1);                            // (B, T, F)
+    volt_tensor *f = volt_nn_activation(s, e->act, h);
+    volt__nn_done(s, h, f, x);
+    volt_tensor *g = volt_nn_linear_forward(s, &e->ffn2, f);                             // (B, T, D)
+    volt__nn_done(s, f, NULL, x);
+    volt_tensor *gd = volt_dropout(s, g, e->dropout);
+    volt__nn_done(s, g, gd, x);
+    volt_tensor *s2 = volt_add(s, gd, x1);
+    volt__nn_done(s, gd, NULL, x);
+    volt__nn_done(s, x1, NULL, x);
+    volt_tensor *y = volt_nn_layernorm_forward(s, &e->norm2, s2);
+    volt__nn_done(s, s2, NULL, x);
+    return y;
 }

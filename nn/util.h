@@ -19,4 +19,9 @@ void volt__nn_fc_inits(volt_nn_init_scheme scheme, float std, volt_init wcustom,
                        int64_t fan_in, volt_init *w, volt_init *b);
 /* A layer called before its declare, or with NULL: fail the step, return NULL. */
 volt_tensor *volt__nn_undeclared(volt_step *s, const char *what);
+/* A layer's temporary t is done with (volt_tensor_release), unless an op handed it back
+ * unchanged as `kept` (dropout in eval, the identity activation) or it is the layer's input. */
+static inline void volt__nn_done(volt_step *s, volt_tensor *t, const volt_tensor *kept, const volt_tensor *input) {
+    if (t && t != kept && t != input) volt_tensor_release(s, t);
+}
 #endif

@@ -41,6 +41,40 @@ static void test_pool_unit(void) {
     volt__pool_free(&p);
 }
 
+/* The regrow is the step's own layout: a step that fragments (a hole too small for a later
+ * request) gets a block of exactly its best-fit high-water, and the same step then lands on
+ * the same offsets with no block of its own. */
+static void test_pool_exact(void) {
+    volt_pool p;
+    volt__pool_init(&p, volt__device_cpu());
+    size_t offs[2][4];
+    for (int rep = 0; rep < 3; rep++) {
+        char *a = volt__pool_alloc(&p, 1000), *b = volt__pool_alloc(&p, 3000);
+        volt__pool_release(&p, a);                      /* a 1024-byte hole */
+        char *c = volt__pool_alloc(&p, 2000);           /* does not fit the hole: past b */
+        char *d = volt__pool_alloc(&p, 900);            /* fits the hole */
+        volt__pool_release(&p, b);
+        char *e = volt__pool_alloc(&p, 5000);           /* too big for b's hole: the tail, past c */
+        CHECK(a && b && c && d && e, "allocations");
+        if (rep) {
+            CHECK(p.n_ext == 0 && !p.overflowed, "rep %d: blocks of their own %d", rep, p.n_ext);
+            offs[rep - 1][0] = (size_t)(c - p.base);
+            offs[rep - 1][1] = (size_t)(d - p.base);
+            offs[rep - 1][2] = (size_t)(e - p.base);
+            offs[rep - 1][3] = p.cap;
+            /* 1024 (d in a's hole) + 3008 (b's hole) + 2048 (c) + 5056 (e): the high-water */
+            CHECK(d == p.base && c == p.base + 4032 && e == p.base + 6080 && p.cap == 6080 + 5056,
+                  "layout: c %td d %td e %td cap %zu", c - p.base, d - p.base, e - p.base, p.cap);
+        }
+        volt__pool_release(&p, c);
+        volt__pool_release(&p, d);
+        volt__pool_release(&p, e);
+        volt__pool_reset(&p);
+    }
+    CHECK(!memcmp(offs[0], offs[1], sizeof offs[0]), "the same step, the same offsets");
+    volt__pool_free(&p);
+}
+
 #define CHAIN 24
 #define N 4096
 static void test_chain(void) {
@@ -119,6 +153,7 @@ static void test_alias(void) {
 
 int main(void) {
     test_pool_unit();
+    test_pool_exact();
     test_chain();
     test_alias();
     return vtest_finish();

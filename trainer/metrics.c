@@ -520,6 +520,7 @@ volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_ten
 volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss) {
     if (!loss) return s->status < 0 ? s->status : volt_step_fail(s, VOLT_ERR_INVALID_ARG, "set_loss: loss is NULL");
     s->loss = loss;
+    volt__step_pin(s, loss);   /* the trainer reads it after backward */
     return VOLT_OK;
 }
 

@@ -160,6 +160,7 @@ volt_status volt__cpu_LINEAR_fwd(volt_step *s, volt_node *n) {
     if (nat && !s->linear_keep_bf16_off && tape_node(s, n)) {
         if (!(kept = linear_keep(s, n))) return VOLT_ERR_NOMEM;
         n->saved = (void *)(uintptr_t)kept;
+        if (kept->x) n->bwd_reads &= ~1u;   /* backward reads the kept copy, never x */
     }
     const void *x = kept && kept->x ? kept->x : operand(s, n->in[0], cd, 0);
     if (!x) return s->status;

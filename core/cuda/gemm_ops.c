@@ -100,6 +100,7 @@ static volt_status linear_fwd(volt_step *s, volt_node *n) {
     if (cd != VOLT_F32 && !s->linear_keep_bf16_off && tape_node(s, n)) {
         if (!(kept = linear_keep(s, n, cd))) return s->status < 0 ? s->status : VOLT_ERR_NOMEM;
         n->saved = (void *)(uintptr_t)kept;
+        if (kept->x) n->bwd_reads &= ~1u;   /* backward reads the kept copy, never x */
     }
     const void *x = kept && kept->x ? kept->x : volt__cuda_as(s, n->in[0], cd, 0);
     const void *w = x ? volt__cuda_as(s, n->in[1], cd, 1) : NULL;

@@ -79,11 +79,13 @@ typedef struct volt_unit volt_unit;      /* a param-store unit; see volt/params.
 enum {
     VOLT_TENSOR_REQUIRES_GRAD = 1u << 0,  /* backward computes a grad for it */
     VOLT_TENSOR_PARAM = 1u << 1,          /* lives in the param store */
+    VOLT_TENSOR_RELEASED = 1u << 2,       /* volt_tensor_release: no op may read it again */
 };
 
 /* A contiguous, row-major tensor. Activations are created by ops inside a step and live
- * until volt_step_end; parameters live in the param store. Fields are read-only for
- * users except `data` contents. */
+ * until volt_step_end, or until volt_tensor_release says nothing reads them any more;
+ * parameters live in the param store. Fields are read-only for users except `data`
+ * contents. */
 typedef struct volt_tensor {
     volt_dtype dtype;
     volt_shape shape;
@@ -95,6 +97,8 @@ typedef struct volt_tensor {
     const char *name;      /* parameter name, else NULL */
     struct volt_device *device;   /* where data and grad live (opaque); host code reads them
                                      only through volt_tensor_to_host / volt_tensor_item */
+    int32_t mem;           /* the step's record of the memory behind data (1-based; 0: not
+                              the step's, e.g. a parameter or a wrapped buffer) */
 } volt_tensor;
 
 static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }
@@ -152,10 +156,14 @@ VOLT_API volt_params *volt_step_params(const volt_step *s);
 /* The step's device: its backend's name ("cpu", "cpu-strict", "cuda"). Static storage. */
 VOLT_API const char *volt_step_device(const volt_step *s);
 
-/* Step memory accounting (device bytes: the arena's tensors and saved data plus the grad
- * pool's gradients): in use now, and the most in use at once since create. */
+/* Step memory accounting (device bytes: tensors and grads in the step's pool, kernels' saved
+ * data in its arena): in use now, and the most in use at once since create. */
 VOLT_API size_t volt_step_arena_used(const volt_step *s);
 VOLT_API size_t volt_step_arena_peak(const volt_step *s);
+/* Device bytes the step holds now: its arena's and its pool's blocks (what the device
+ * allocator counts as in use), which is at least the peak above once a step of the shape
+ * has run (fragmentation and the arena's margin on top). */
+VOLT_API size_t volt_step_mem_held(const volt_step *s);
 /* How many heap allocations the arena and tape have made since create (0 growth after
  * warm-up is what "no malloc in the hot loop" means; tests check it). */
 VOLT_API uint64_t volt_step_heap_allocs(const volt_step *s);
@@ -167,6 +175,15 @@ VOLT_API volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape s
 /* Mark a step-owned leaf as requiring grad (a float tensor); returns t. After backward
  * its gradient is in t->grad. Useful for gradient checks and input saliency. */
 VOLT_API volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t);
+/* The caller will not use t again in this step, as Python's `del t`: its memory goes back
+ * to the step's pool as soon as no backward still needs it (at once for a tensor no
+ * recorded op's backward reads, else after the last such backward has run), and later
+ * tensors of the step reuse it. An op given t afterwards fails the step naming the op and
+ * the input; volt_tensor_to_host returns VOLT_ERR_STATE. Views (volt_reshape) share the
+ * memory: it goes back when they are all released. A no-op for NULL, a parameter, a
+ * wrapped buffer, or a tensor already released. Models call it on their temporaries
+ * (nn/encoder.c), which is what lets a training step hold only what backward reads. */
+VOLT_API void volt_tensor_release(volt_step *s, volt_tensor *t);
 /* Memory from the step arena: DEVICE memory on the step's device (volt_step_device), 64-byte
  * aligned, NOT zeroed, valid until volt_step_end. Host code may hand it to ops
  * (volt_tensor_wrap) and copy it (volt_tensor_to_host / _copy_from_host), but must not
