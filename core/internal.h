@@ -249,6 +249,17 @@ volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx
  * reads back). A no-op for a tensor that is not the step's. core/step.c. */
 void volt__step_pin(volt_step *s, const volt_tensor *t);
 
+/* GELU (exact and tanh) under bf16 compute (volt_step_set_compute_dtype), on the tape: the
+ * node keeps x's bf16 rounding for backward, as autocast's bf16 GELU keeps its bf16 input,
+ * and so does not hold the f32 input (half the bytes of the FFN's widest activation). The
+ * forward kernel fills k->x (numel halves, arena) from x; backward takes f'(x) at it.
+ * volt__gelu_keep sets n->saved and clears the node's read of x; NULL when the node keeps
+ * nothing (another dtype, not on the tape) or on out of memory (step error set).
+ * core/ops_act.c. */
+typedef struct volt_kept16 { void *x; volt_dtype dt; } volt_kept16;
+volt_kept16 *volt__gelu_keep(volt_step *s, volt_node *n);
+const volt_kept16 *volt__gelu_kept(const volt_node *n);
+
 /* ---- per-op profile (core/profile.c; VOLT_PROFILE=1, VOLT_PROFILE_WARMUP=N) ---- */
 typedef struct volt_profile volt_profile;
 volt_status volt__profile_create(volt_step *s);          /* s->prof from the environment */

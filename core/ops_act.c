@@ -11,6 +11,24 @@
 #define CHECK_F32(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 
 /* x (..., C) viewed as (rows, C) */
+volt_kept16 *volt__gelu_keep(volt_step *s, volt_node *n) {
+    if ((n->op != VOLT_OP_GELU && n->op != VOLT_OP_GELU_TANH) || s->compute_dtype != VOLT_BF16 ||
+        !volt__needs_grad(n->out) || n->in[0]->dtype != VOLT_F32)
+        return NULL;
+    const int64_t N = volt_tensor_numel(n->in[0]);
+    volt_kept16 *k = volt__step_host_alloc(s, sizeof *k);
+    void *x = k ? volt_step_alloc(s, sizeof(uint16_t) * (size_t)(N > 0 ? N : 1)) : NULL;
+    if (!x) return NULL;
+    *k = (volt_kept16){ .x = x, .dt = VOLT_BF16 };
+    n->saved = k;
+    n->bwd_reads &= ~1u;
+    return k;
+}
+
+const volt_kept16 *volt__gelu_kept(const volt_node *n) {
+    return n->op == VOLT_OP_GELU || n->op == VOLT_OP_GELU_TANH ? n->saved : NULL;
+}
+
 static volt_tensor *rowwise(volt_step *s, volt_op_id op, const char *name, volt_tensor *x) {
     if (volt__any_null(s, 1, &x)) return NULL;
     CHECK_F32(s, name, x);

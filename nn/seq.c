@@ -1,4 +1,6 @@
-/* Sequential stacks: borrowed layers applied in order. */
+/* Sequential stacks: borrowed layers applied in order. Each intermediate output is released
+ * once the next item has consumed it (volt_tensor_release): the tape keeps what a backward
+ * reads; the caller's input and the result are left alone. */
 #include <string.h>
 #include "nn/util.h"
 
@@ -19,8 +21,10 @@ volt_tensor *volt_nn_seq_forward(volt_step *s, const volt_nn_seq *q, volt_tensor
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "nn: sequential: input is NULL");
         return NULL;
     }
+    volt_tensor *const in = x;
     for (int i = 0; i < q->n && x; i++) {
         const void *l = q->item[i].layer;
+        volt_tensor *prev = x;   /* an intermediate once the next item has run: released */
         switch (q->item[i].kind) {
         case VOLT_NN_LINEAR: x = volt_nn_linear_forward(s, l, x); break;
         case VOLT_NN_LAYERNORM: x = volt_nn_layernorm_forward(s, l, x); break;
@@ -37,6 +41,7 @@ volt_tensor *volt_nn_seq_forward(volt_step *s, const volt_nn_seq *q, volt_tensor
             volt_step_fail(s, VOLT_ERR_INVALID_ARG, "nn: sequential item %d has unknown kind %d", i, (int)q->item[i].kind);
             return NULL;
         }
+        volt__nn_done(s, prev, x, in);
     }
     return x;
 }

@@ -5,6 +5,7 @@
  *     that backward has run; the grads are the analytic ones either way;
  *   - views hold the memory too; releasing is idempotent; a released tensor given to an op
  *     fails the step naming the op, and cannot be copied to the host;
+ *   - under bf16 compute the gelus keep their input's bf16 rounding, not the f32 input;
  *   - VOLT_POISON_GRADS=1 fills given-back memory with NaN bytes (what the poison tests rely
  *     on to catch a backward that reads what it declared it does not);
  *   - the encoder layer (nn/encoder.c) releases its temporaries: after a post-LN block's
@@ -19,6 +20,7 @@
 #include "core/internal.h"
 #include "volt/ops.h"
 #include "volt/nn.h"
+#include "volt/dtype.h"
 
 #define N 1024
 static volt_step *new_step(const char *backend, volt_params *ps) {
@@ -95,6 +97,45 @@ static void test_chain(void) {
     volt_step_destroy(s);
 }
 
+/* Under bf16 compute the gelus keep x's bf16 rounding for backward (volt__gelu_keep): their
+ * f32 input is given back as soon as it is released, and the grad is f'(x) at the rounding
+ * (as autocast's bf16 GELU computes it), which the f32 formula misses. */
+static double gelu_d(double v) { return 0.5 * (1 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI); }
+static double gelu_tanh_d(double v) {
+    const double k0 = sqrt(2.0 / M_PI), k1 = 0.044715, u = k0 * (v + k1 * v * v * v), t = tanh(u);
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k0 * (1 + 3 * k1 * v * v);
+}
+static void test_gelu_bf16(void) {
+    volt_step *s = new_step("cpu", NULL);
+    float x0[N], g[N];
+    for (int i = 0; i < N; i++) x0[i] = (float)(i - N / 2) / 97.f + 1e-3f * (float)(i % 7);
+    const size_t A = sizeof(float) * N;
+    for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+        CHECK_OK(volt_step_begin(s, true, 0));
+        CHECK_OK(volt_step_set_compute_dtype(s, VOLT_BF16));
+        volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(N), x0));
+        volt_tensor *h = volt_scale(s, x, 1.f);
+        volt_tensor *y = tanh_form ? volt_gelu_tanh(s, h) : volt_gelu(s, h);
+        size_t used = volt_step_arena_used(s);
+        volt_tensor_release(s, h);
+        CHECK(volt_step_arena_used(s) == used - A, "%s: its f32 input is not held for backward",
+              tanh_form ? "gelu_tanh" : "gelu");
+        CHECK_OK(volt_step_backward(s, volt_sum(s, y)));
+        CHECK_OK(volt_tensor_grad_to_host(x, g));
+        double at16 = 0, at32 = 0;
+        for (int i = 0; i < N; i++) {
+            const double r = volt_bf16_to_f32(volt_f32_to_bf16(x0[i]));
+            const double w16 = tanh_form ? gelu_tanh_d(r) : gelu_d(r), w32 = tanh_form ? gelu_tanh_d(x0[i]) : gelu_d(x0[i]);
+            if (fabs(g[i] - w16) > at16) at16 = fabs(g[i] - w16);
+            if (fabs(g[i] - w32) > at32) at32 = fabs(g[i] - w32);
+        }
+        CHECK(at16 < 2e-6 && at32 > 1e-4, "%s: grad at the bf16 rounding (max err %g) not at x (%g)",
+              tanh_form ? "gelu_tanh" : "gelu", at16, at32);
+        volt_step_end(s);
+    }
+    volt_step_destroy(s);
+}
+
 /* With VOLT_POISON_GRADS=1, given-back memory reads as NaN (seen here through a wrap of the
  * raw address, which the "cpu" backend allows). */
 static void test_poison(void) {
@@ -155,6 +196,7 @@ static void test_encoder(void) {
 int main(void) {
     test_chain();
     test_poison();
+    test_gelu_bf16();
     test_encoder();
     return vtest_finish();
 }

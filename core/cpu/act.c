@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/cpu/kernels.h"
+#include "core/convert.h"   /* volt__f2bf: GELU's kept bf16 input */
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 #define LANES 8         /* partial sums per row reduction */
@@ -158,23 +159,45 @@ static void gelu_grad_span(const float *x, const float *dy, float *dx, int64_t n
         }
 }
 
+/* x's bf16 rounding over a span, for backward (volt__gelu_keep) */
+static void keep_span(const float *x, uint16_t *h, int64_t n) {
+    for (int64_t k = 0; k < n; k++) h[k] = volt__f2bf(volt__f_bits(x[k]));
+}
+/* a span of x for f'(x): x itself, or its kept bf16 rounding widened into buf */
+static const float *grad_input(const float *x, const volt_kept16 *kept, int64_t o, int64_t n, float *buf) {
+    if (!kept) return x + o;
+    const uint16_t *h = (const uint16_t *)kept->x + o;
+    for (int64_t k = 0; k < n; k++) buf[k] = volt__bits_f(volt__bf2f(h[k]));
+    return buf;
+}
+
 volt_status volt__cpu_GELU_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data;
     float *y = n->out->data;
+    volt_kept16 *kept = volt__gelu_keep(s, n);
+    if (!kept && s->status < 0) return s->status;
+    uint16_t *h = kept ? kept->x : NULL;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t c = 0; c < ns; c++) gelu_span(x + c * SPAN, y + c * SPAN, span_len(N, c * SPAN));
+    for (int64_t c = 0; c < ns; c++) {
+        gelu_span(x + c * SPAN, y + c * SPAN, span_len(N, c * SPAN));
+        if (h) keep_span(x + c * SPAN, h + c * SPAN, span_len(N, c * SPAN));
+    }
     return VOLT_OK;
 }
 
 volt_status volt__cpu_GELU_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out), ns = (N + SPAN - 1) / SPAN;
     const float *x = n->in[0]->data, *dy = n->out->grad;
+    const volt_kept16 *kept = volt__gelu_kept(n);
     const bool acc = volt__cpu_acc(n, 0);
     float *dx = n->in[0]->grad;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t c = 0; c < ns; c++)
-        gelu_grad_span(x + c * SPAN, dy + c * SPAN, dx + c * SPAN, span_len(N, c * SPAN), acc);
+    for (int64_t c = 0; c < ns; c++) {
+        float buf[SPAN];
+        const int64_t len = span_len(N, c * SPAN);
+        gelu_grad_span(grad_input(x, kept, c * SPAN, len, buf), dy + c * SPAN, dx + c * SPAN, len, acc);
+    }
     return VOLT_OK;
 }
 
@@ -184,10 +207,14 @@ volt_status volt__cpu_GELU_TANH_fwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data;
     float *y = n->out->data;
+    volt_kept16 *kept = volt__gelu_keep(s, n);
+    if (!kept && s->status < 0) return s->status;
+    uint16_t *h = kept ? kept->x : NULL;
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) {
         float v = x[k];
         y[k] = v / (1.f + v_exp(-2.f * GELU_K0 * (v + GELU_K1 * v * v * v)));
+        if (h) h[k] = volt__f2bf(volt__f_bits(v));
     }
     return VOLT_OK;
 }
@@ -195,11 +222,13 @@ volt_status volt__cpu_GELU_TANH_fwd(volt_step *s, volt_node *n) {
 volt_status volt__cpu_GELU_TANH_bwd(volt_step *s, volt_node *n) {
     int64_t N = volt_tensor_numel(n->out);
     const float *x = n->in[0]->data, *dy = n->out->grad;
+    const volt_kept16 *kept = volt__gelu_kept(n);
+    const uint16_t *h = kept ? kept->x : NULL;
     float *dx = n->in[0]->grad;
     const bool acc = volt__cpu_acc(n, 0);
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t k = 0; k < N; k++) {
-        float v = x[k], v2 = v * v;
+        float v = h ? volt__bits_f(volt__bf2f(h[k])) : x[k], v2 = v * v;
         float sg = 1.f / (1.f + v_exp(-2.f * GELU_K0 * (v + GELU_K1 * v2 * v)));
         float du = GELU_K0 * (1.f + 3.f * GELU_K1 * v2);
         dx[k] = (acc ? dx[k] : 0.f) + dy[k] * (sg + 2.f * v * sg * (1.f - sg) * du);

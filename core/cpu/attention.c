@@ -410,7 +410,10 @@ volt_status volt__cpu_ATTENTION_fwd(volt_step *s, volt_node *n) {
     const void *qkv[3];
     VOLT_TRY(attn_qkv(s, n, &a, sv != NULL, qkv));
     const void *q = qkv[0], *k = qkv[1], *v = qkv[2];
-    if (sv && a.bf) sv->q = q, sv->k = k, sv->v = v;
+    if (sv && a.bf) {   /* backward reads these copies, never q, k, v again */
+        sv->q = q, sv->k = k, sv->v = v;
+        n->bwd_reads &= ~7u;
+    }
     float *o = n->out->data;
     /* tiles are independent in forward: schedule them all; dynamic because padding makes
      * blocks unequal (the result does not depend on which thread runs a tile) */

@@ -177,19 +177,44 @@ __device__ __forceinline__ float unary_f(int op, float v) {
     default: return 1.f / (1.f + expf(-v));
     }
 }
+/* four 16-bit values of dtype dt at p[4q .. 4q+3] (8 bytes: p 8-byte aligned) */
+__device__ __forceinline__ void vcu_store4_16(void *p, int dt, int64_t q, float4 v) {
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    uint16_t h[4];
+    for (int j = 0; j < 4; j++) {
+        const uint32_t u = __float_as_uint(f[j]);
+        h[j] = dt == VOLT_CU_BF16 ? volt__f2bf(u) : volt__f2h(u);
+    }
+    reinterpret_cast<uint2 *>(p)[q] = make_uint2((uint32_t)h[0] | (uint32_t)h[1] << 16, (uint32_t)h[2] | (uint32_t)h[3] << 16);
+}
+__device__ __forceinline__ float4 vcu_load4_16(const void *p, int dt, int64_t q) {
+    const uint2 w = reinterpret_cast<const uint2 *>(p)[q];
+    const uint16_t h[4] = {(uint16_t)(w.x & 0xffffu), (uint16_t)(w.x >> 16), (uint16_t)(w.y & 0xffffu), (uint16_t)(w.y >> 16)};
+    float f[4];
+    for (int j = 0; j < 4; j++) f[j] = __uint_as_float(dt == VOLT_CU_BF16 ? (uint32_t)h[j] << 16 : volt__h2f(h[j]));
+    return make_float4(f[0], f[1], f[2], f[3]);
+}
+
 struct op_unary {
     int op;
     const float *x;
     float *y;
-    __host__ __device__ int bytes_per_item() const { return 8; }
-    __device__ void one(int64_t i) const { y[i] = unary_f(op, x[i]); }
+    void *x16;   /* x's 16-bit rounding, written too (GELU under 16-bit compute: backward's copy) */
+    int dt;
+    __host__ __device__ int bytes_per_item() const { return x16 ? 10 : 8; }
+    __device__ void one(int64_t i) const {
+        const float v = x[i];
+        y[i] = unary_f(op, v);
+        if (x16) vcu_store(x16, dt, i, v);
+    }
     __device__ void four(int64_t q) const {
         const float4 v = VCU_CF4(x, q);
         VCU_F4(y, q) = make_float4(unary_f(op, v.x), unary_f(op, v.y), unary_f(op, v.z), unary_f(op, v.w));
+        if (x16) vcu_store4_16(x16, dt, q, v);
     }
 };
-extern "C" int volt_cu_unary(void *s, int op, const float *x, float *y, int64_t n) {
-    return map_launch(s, op_unary{op, x, y}, n, A16(x) && A16(y));
+extern "C" int volt_cu_unary(void *s, int op, const float *x, float *y, int64_t n, void *x16, int x16_dt) {
+    return map_launch(s, op_unary{op, x, y, x16, x16_dt}, n, A16(x) && A16(y) && (!x16 || volt_cu_aligned(x16, 8)));
 }
 
 /* dy * f'(x) from x (relu, gelu, gelu_tanh) or y (tanh, sigmoid) */
@@ -212,23 +237,27 @@ struct op_unary_grad {
     const float *x, *y, *dy;   /* x or y (the one the op reads) */
     float *dx;
     bool acc;
-    __host__ __device__ int bytes_per_item() const { return acc ? 16 : 12; }
+    const void *x16;           /* x's 16-bit rounding, read instead of x when set */
+    int dt;
+    __host__ __device__ int bytes_per_item() const { return (acc ? 12 : 8) - (x16 ? 2 : 0); }
     __device__ bool from_y() const { return op == VOLT_CU_TANH || op == VOLT_CU_SIGMOID; }
     __device__ float f(float d, float v, float g) const {
         const float r = from_y() ? unary_d(op, 0.f, v, g) : unary_d(op, v, 0.f, g);
         return acc ? d + r : 0.f + r;
     }
-    __device__ void one(int64_t i) const { dx[i] = f(acc ? dx[i] : 0.f, from_y() ? y[i] : x[i], dy[i]); }
+    __device__ float in(int64_t i) const { return from_y() ? y[i] : x16 ? vcu_load(x16, dt, i) : x[i]; }
+    __device__ void one(int64_t i) const { dx[i] = f(acc ? dx[i] : 0.f, in(i), dy[i]); }
     __device__ void four(int64_t q) const {
-        const float4 v = VCU_CF4(from_y() ? y : x, q), g = VCU_CF4(dy, q);
+        const float4 v = from_y() ? VCU_CF4(y, q) : x16 ? vcu_load4_16(x16, dt, q) : VCU_CF4(x, q), g = VCU_CF4(dy, q);
         const float4 d = acc ? VCU_F4(dx, q) : make_float4(0.f, 0.f, 0.f, 0.f);
         VCU_F4(dx, q) = make_float4(f(d.x, v.x, g.x), f(d.y, v.y, g.y), f(d.z, v.z, g.z), f(d.w, v.w, g.w));
     }
 };
 extern "C" int volt_cu_unary_grad(void *s, int op, const float *x, const float *y, const float *dy, float *dx, int64_t n,
-                                  bool acc) {
+                                  bool acc, const void *x16, int x16_dt) {
     const bool fy = op == VOLT_CU_TANH || op == VOLT_CU_SIGMOID;
-    return map_launch(s, op_unary_grad{op, x, y, dy, dx, acc}, n, A16(fy ? y : x) && A16(dy) && A16(dx));
+    const bool in_ok = fy ? A16(y) : x16 ? volt_cu_aligned(x16, 8) : A16(x);
+    return map_launch(s, op_unary_grad{op, x, y, dy, dx, acc, x16, x16_dt}, n, in_ok && A16(dy) && A16(dx));
 }
 
 /* Conversions: four items per thread on the vector path (16 bytes of f32, 8 bytes of 16-bit

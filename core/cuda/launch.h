@@ -43,10 +43,12 @@ int volt_cu_colsum_convert(void *stream, const float *dy, int64_t R, int64_t C, 
                            void *hb, int hb_dt);
 /* The chunk count of a column sum over (R, C) (R > 0) and, in *rows, the rows per chunk */
 int64_t volt_cu_colsum_chunks(int64_t R, int64_t C, int64_t *rows);
-/* y = f(x); backward dx (+)= dy * f'(x) from x (relu, gelu, gelu_tanh) or y (tanh, sigmoid) */
-int volt_cu_unary(void *stream, int op, const float *x, float *y, int64_t n);
+/* y = f(x); backward dx (+)= dy * f'(x) from x (relu, gelu, gelu_tanh) or y (tanh, sigmoid).
+ * With x16 (forward), x's 16-bit rounding (dtype x16_dt) is written in the same pass; with
+ * x16 (backward), f'(x) is taken at that rounding instead of x (x may then be NULL). */
+int volt_cu_unary(void *stream, int op, const float *x, float *y, int64_t n, void *x16, int x16_dt);
 int volt_cu_unary_grad(void *stream, int op, const float *x, const float *y, const float *dy, float *dx, int64_t n,
-                       bool acc);
+                       bool acc, const void *x16, int x16_dt);
 /* n elements of src (src_dt) into dst (dst_dt): rounding to nearest even as core/convert.h */
 int volt_cu_convert(void *stream, void *dst, int dst_dt, const void *src, int src_dt, int64_t n);
 /* y = 0..n-1 as i64 (is64) or i32 */

@@ -59,14 +59,21 @@ static int unary_of(volt_op_id op) {
     default: return VOLT_CU_SIGMOID;
     }
 }
+/* GELU under 16-bit compute keeps x's 16-bit rounding for backward (volt__gelu_keep, written
+ * by the forward kernel in the same pass): its f32 input is not read again */
 static volt_status unary_fwd(volt_step *s, volt_node *n) {
-    return CHECK(volt_cu_unary(STREAM, unary_of(n->op), n->in[0]->data, n->out->data, volt_tensor_numel(n->out)),
-                 s->be->kernels[n->op].name);
+    const int64_t N = volt_tensor_numel(n->out);
+    volt_kept16 *k = volt__gelu_keep(s, n);
+    if (!k && s->status < 0) return s->status;
+    return CHECK(volt_cu_unary(STREAM, unary_of(n->op), n->in[0]->data, n->out->data, N, k ? k->x : NULL,
+                               k ? (int)k->dt : 0), s->be->kernels[n->op].name);
 }
 static volt_status unary_bwd(volt_step *s, volt_node *n) {
     if (!n->grad_mode[0]) return VOLT_OK;
-    return CHECK(volt_cu_unary_grad(STREAM, unary_of(n->op), n->in[0]->data, n->out->data, n->out->grad, n->in[0]->grad,
-                                    volt_tensor_numel(n->out), volt__cuda_acc(n, 0)), s->be->kernels[n->op].name);
+    const volt_kept16 *k = volt__gelu_kept(n);
+    return CHECK(volt_cu_unary_grad(STREAM, unary_of(n->op), k ? NULL : n->in[0]->data, n->out->data, n->out->grad,
+                                    n->in[0]->grad, volt_tensor_numel(n->out), volt__cuda_acc(n, 0), k ? k->x : NULL,
+                                    k ? (int)k->dt : 0), s->be->kernels[n->op].name);
 }
 
 /* ---- sum, mean, mse: double sums over a fixed grid ----------------------------------------- */
