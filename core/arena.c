@@ -1,5 +1,6 @@
 /* Step arena: one main block, bump-allocated; overflow blocks only until the arena has
- * seen the step's peak, after which the main block is regrown and steps never allocate.
+ * seen the step's peak, after which the main block is regrown to exactly that peak and
+ * steps of that shape never allocate.
  * Blocks are device memory from the arena's backend (volt__dev_alloc), or host memory
  * when the arena has no device (the step's bookkeeping). Block headers of overflow blocks
  * are host memory either way: host code walks the list. */
@@ -62,7 +63,8 @@ void volt__arena_reset(volt_arena *a) {
             free(a->overflow);
             a->overflow = n;
         }
-        size_t cap = align_up(a->peak + a->peak / 8);
+        /* exactly the peak: a step of the same shape bumps through the same aligned sizes */
+        size_t cap = align_up(a->peak);
         char *nb = block_alloc(a, cap);
         if (nb) {   /* on failure keep the old block: the next step overflows again */
             block_free(a, a->base);
