@@ -283,6 +283,24 @@ static void drop_reads(volt_step *s, volt_node *n) {
     n->held = 0;
 }
 
+/* bytes from the host into dst, which may be pool memory the step reused: on a device the
+ * host cannot address, through fresh arena memory and a device copy. A captured step
+ * (docs/CUDA.md, "compile") re-issues its H2D copies before the graph at every launch, so
+ * an H2D's destination must be memory no earlier node of the step writes: true of an arena
+ * block (never reused within a step), not of a pool block (a released tensor's, or a grad's
+ * given back). The copy into dst is then a device copy, in stream order. */
+static bool step_h2d(volt_step *s, void *dst, const void *src, size_t bytes) {
+    if (volt__dev_host_addressable(s->dev) || !bytes) {
+        volt__dev_h2d(s->dev, dst, src, bytes);
+        return true;
+    }
+    void *stage = volt_step_alloc(s, bytes);
+    if (!stage) return false;
+    volt__dev_h2d(s->dev, stage, src, bytes);
+    volt__dev_d2d(s->dev, dst, stage, bytes);
+    return true;
+}
+
 static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
     if ((unsigned)dt >= VOLT_DTYPE_COUNT || shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor: bad dtype %d or ndim %d", (int)dt, shape.ndim);
@@ -328,8 +346,7 @@ volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape
     volt_tensor *t = tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = volt_tensor_bytes(t);
-    if (!(t->mem = mem_new(s, bytes, &t->data))) return NULL;
-    volt__dev_h2d(s->dev, t->data, src, bytes);
+    if (!(t->mem = mem_new(s, bytes, &t->data)) || !step_h2d(s, t->data, src, bytes)) return NULL;
     return t;
 }
 
@@ -675,8 +692,7 @@ static volt_status seed_grad(volt_step *s, volt_tensor *t, const float *seed) {
     const size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
     if (!seed) seed = &one;
     if (!t->grad) {
-        if (!grad_alloc(s, t)) return s->status;
-        volt__dev_h2d(s->dev, t->grad, seed, bytes);
+        if (!grad_alloc(s, t) || !step_h2d(s, t->grad, seed, bytes)) return s->status;
     } else {
         float *h = malloc(bytes ? bytes : 1);
         if (!h) return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of memory seeding the grad");

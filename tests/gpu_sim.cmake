@@ -16,9 +16,12 @@ if(VOLT_CUDA_SIM)
     endif()
   endforeach()
   # compile's eager-vs-replay runs: 8 steps each on the simulator (still both graphs and 4
-  # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU
+  # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU. With
+  # given-back memory poisoned (VOLT_POISON_GRADS): a replay that reads a released tensor's
+  # block after an earlier node reused it (an H2D re-issued before the graph into pool
+  # memory did) turns into NaN, not a near miss
   if(TEST test_cuda_compile)
-    set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT "VOLT_TEST_COMPILE_STEPS=8")
+    set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT "VOLT_TEST_COMPILE_STEPS=8;VOLT_POISON_GRADS=1")
   endif()
   # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
   # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck

@@ -12,8 +12,10 @@
  * it again, before the graph, from the same host address, so the step's per-step inputs
  * (the RNG offset, the optimizer's scalars) are what the host wrote there before launching.
  * A recorded copy must therefore not be overwritten by an earlier node of the same graph:
- * the step's H2D copies (RNG offset at begin, optimizer scalars, the loss's seed grad, a
- * constant made from host data) all target memory nothing before them writes. */
+ * the step's H2D copies (RNG offset at begin, optimizer scalars) target buffers of their
+ * own, and the step's copies into its pool (the loss's seed grad, a tensor made from host
+ * data) go through fresh arena memory and a device copy (core/step.c, step_h2d): a pool
+ * block may be a tensor released earlier in the same step, which an earlier node wrote. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
