@@ -47,8 +47,8 @@ __device__ __forceinline__ elem grad_elem(const attn_p &a, drop_cache &dc, int64
 /* dq: grid (query tiles, B H); thread (r, sub) as in forward, dims sub*DPT .. +DPT of dq.
  * Shared: Qs, dOs (BQ x LD), dSs (BQ x PLD), Ks, Vs (BK x LD). */
 template <class C>
-__global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
-                                                   const float *__restrict__ v, const float *__restrict__ dout,
+__global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const void *__restrict__ q, const void *__restrict__ k,
+                                                   const void *__restrict__ v, const float *__restrict__ dout,
                                                    const float *__restrict__ lse, const float *__restrict__ delta,
                                                    float *dq, int mode) {
     constexpr int LD = C::LD, BK = C::BK, PLD = C::PLD, KPT = C::KPT, DPT = C::DPT;
@@ -57,10 +57,11 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ, D = hdim<C>(a);
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
     const int64_t i = i0 + r;
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     const float *db = dout + blk_off(a, bh, a.Tq, D);
     const float inv_keep = 1.f / (1.f - a.p);
-    load_pair<C>(a, qb, db, i0, a.Tq, BQ, Qs, dOs);
+    load_pair<C>(a, qb, db, false, i0, a.Tq, BQ, Qs, dOs);
     const float lse_i = i < a.Tq ? lse[bh * a.Tq + i] : -INFINITY;
     const float delta_i = i < a.Tq ? delta[bh * a.Tq + i] : 0.f;
     const int64_t kend = key_end(a, kv_len(a, b), i0);
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
     dc.blk = ~0ull;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads();
-        load_pair<C>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
+        load_pair<C>(a, kb, vb, true, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         for (int c = 0; c < KPT; c++) {
             int jj = sub * KPT + c;
@@ -99,8 +100,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq(attn_p a, const float *__restr
  * key kj's dk and dv. Shared: Ks, Vs (BK x LD), Qs, dOs (BQ x LD), Zs, dSs (BQ x PLD), lse
  * and delta (BQ). */
 template <class C>
-__global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
-                                                    const float *__restrict__ v, const float *__restrict__ dout,
+__global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const void *__restrict__ q, const void *__restrict__ k,
+                                                    const void *__restrict__ v, const float *__restrict__ dout,
                                                     const float *__restrict__ lse, const float *__restrict__ delta,
                                                     float *dk, int kmode, float *dv, int vmode) {
     constexpr int LD = C::LD, BK = C::BK, PLD = C::PLD, KPT = C::KPT, TPK = C::TPK, DPK = C::DPK;
@@ -109,10 +110,11 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
           *dSs = Zs + BQ * PLD, *ls = dSs + BQ * PLD, *dl = ls + BQ;
     const int64_t bh = blockIdx.y, b = bh / a.H, j0 = (int64_t)blockIdx.x * BK, D = hdim<C>(a);
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3, kj = tid / TPK, h = tid % TPK;
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     const float *db = dout + blk_off(a, bh, a.Tq, D);
     const float inv_keep = 1.f / (1.f - a.p);
-    load_pair<C>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
+    load_pair<C>(a, kb, vb, true, j0, a.Tk, BK, Ks, Vs);
     const int64_t L = kv_len(a, b);   /* syncs: Ks, Vs are loaded */
     float gk[DPK], gv[DPK];
 #pragma unroll
@@ -124,7 +126,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
     if (j0 >= L) first = a.Tq;   /* the tile holds no visible key */
     for (int64_t i0 = first; i0 < a.Tq; i0 += BQ) {
         __syncthreads();
-        load_pair<C>(a, qb, db, i0, a.Tq, BQ, Qs, dOs);
+        load_pair<C>(a, qb, db, false, i0, a.Tq, BQ, Qs, dOs);
         if (tid < BQ) {
             int64_t ii = i0 + tid;
             ls[tid] = ii < a.Tq ? lse[bh * a.Tq + ii] : -INFINITY;
@@ -164,8 +166,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dkv(attn_p a, const float *__rest
 }
 
 /* ---- launcher ---- */
-extern "C" int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
-                                        const float *v, const float *o, const float *dout, const float *lse,
+extern "C" int volt__cuda_attention_bwd(void *stream, const volt_cuda_attn *a, const void *q, const void *k,
+                                        const void *v, const float *o, const float *dout, const float *lse,
                                         float *delta, float *dq, int dq_mode, float *dk, int dk_mode, float *dv,
                                         int dv_mode) {
     int64_t BH = a->B * a->H, rows = BH * a->Tq;

@@ -75,24 +75,25 @@ __device__ __forceinline__ void tc_two_products(const T *a1, const T *b1, const 
     }
 }
 
-/* Rows [r0, r0 + n) of x and y (`rows` rows, a.ld apart) into 16-bit tiles of C::TLD per row,
- * rounded; rows past `rows` and padding columns 0. Block-wide over nth threads. */
+/* Rows [r0, r0 + n) of x and y (`rows` rows, a.ld apart: k and v, or q and dO — y_qkv says
+ * which) into 16-bit tiles of C::TLD per row, rounded; rows past `rows` and padding columns
+ * 0. Block-wide over nth threads. */
 template <class C, int nth>
-__device__ __forceinline__ void load16(const attn_p &a, const float *x, const float *y, int64_t r0, int64_t rows,
-                                       int n, typename C::T *xs, typename C::T *ys) {
+__device__ __forceinline__ void load16(const attn_p &a, const void *x, const void *y, bool y_qkv, int64_t r0,
+                                       int64_t rows, int n, typename C::T *xs, typename C::T *ys) {
     typedef typename C::T T;
     for (int t = threadIdx.x; t < n * C::HD; t += nth) {
         int rr = t / C::HD, d = t % C::HD;
         int64_t i = r0 + rr;
         bool in = i < rows && col_ok<C>(a, d);
-        xs[rr * C::TLD + d] = to16<T>(in ? x[i * a.ld + d] : 0.f);
-        ys[rr * C::TLD + d] = to16<T>(in ? y[i * a.ld + d] : 0.f);
+        xs[rr * C::TLD + d] = to16<T>(in ? ldx(a, x, i * a.ld + d) : 0.f);
+        ys[rr * C::TLD + d] = to16<T>(in ? ldy(a, y, y_qkv, i * a.ld + d) : 0.f);
     }
 }
 
 template <class C>
-__global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const float *__restrict__ q,
-                                                      const float *__restrict__ k, const float *__restrict__ v,
+__global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const void *__restrict__ q,
+                                                      const void *__restrict__ k, const void *__restrict__ v,
                                                       const float *__restrict__ dout, const float *__restrict__ lse,
                                                       const float *__restrict__ delta, float *dq, int mode) {
     using namespace nvcuda;
@@ -105,13 +106,14 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const float *__re
     T *dSb = (T *)(dQf + TQ * OLD);
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, r = lane >> 1, half = lane & 1;
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * TQ, i = i0 + w * 16 + r, D = hdim<C>(a);
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     const float *db = dout + blk_off(a, bh, a.Tq, D);
     float *Sw = Sf + w * 16 * SLD, *dPw = dPf + w * 16 * SLD, *dQw = dQf + w * 16 * OLD;
     T *dSw = dSb + w * 16 * PTLD;
     const T *Qw = Qs + w * 16 * TLD, *dOw = dOs + w * 16 * TLD;
     const float inv_keep = 1.f / (1.f - a.p);
-    load16<C, NT>(a, qb, db, i0, a.Tq, TQ, Qs, dOs);
+    load16<C, NT>(a, qb, db, false, i0, a.Tq, TQ, Qs, dOs);
     for (int c = 0; c < DH; c++) dQw[r * OLD + half * DH + c] = 0.f;
     const float lse_i = i < a.Tq ? lse[bh * a.Tq + i] : -INFINITY;
     const float delta_i = i < a.Tq ? delta[bh * a.Tq + i] : 0.f;
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const float *__re
     dc.blk = ~0ull;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads();   /* Qs, dOs, dQ zeros stored (first tile); the previous Ks, Vs consumed */
-        load16<C, NT>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
+        load16<C, NT>(a, kb, vb, true, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         /* S_w = Q_w K^T, dP_w = dO_w V^T (16, BK): K, V row-major are K^T, V^T column-major */
         tc_two_products<HD, T>(Qw, Ks, dOw, Vs, TLD, TLD, BK / 16, Sw, dPw, SLD);
@@ -156,8 +158,8 @@ __global__ void __launch_bounds__(NT) attn_bwd_dq_tc(attn_p a, const float *__re
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const float *__restrict__ q,
-                                                           const float *__restrict__ k, const float *__restrict__ v,
+__global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const void *__restrict__ q,
+                                                           const void *__restrict__ k, const void *__restrict__ v,
                                                            const float *__restrict__ dout,
                                                            const float *__restrict__ lse,
                                                            const float *__restrict__ delta, float *dk, int kmode,
@@ -172,13 +174,14 @@ __global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const float 
     T *Zt = (T *)(dVf + BK * OLD), *dSt = Zt + BK * QTLD;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int64_t bh = blockIdx.y, b = bh / a.H, j0 = (int64_t)blockIdx.x * BK, D = hdim<C>(a);
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     const float *db = dout + blk_off(a, bh, a.Tq, D);
     float *Sw = St + w * 16 * QLD, *dPw = dPt + w * 16 * QLD, *dKw = dKf + w * 16 * OLD, *dVw = dVf + w * 16 * OLD;
     T *Zw = Zt + w * 16 * QTLD, *dSw = dSt + w * 16 * QTLD;
     const T *Kw = Ks + w * 16 * TLD, *Vw = Vs + w * 16 * TLD;
     const float inv_keep = 1.f / (1.f - a.p);
-    load16<C, NTK>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
+    load16<C, NTK>(a, kb, vb, true, j0, a.Tk, BK, Ks, Vs);
     for (int t = tid; t < BK * HD; t += NTK) dKf[(t / HD) * OLD + t % HD] = dVf[(t / HD) * OLD + t % HD] = 0.f;
     const int64_t L = kv_len(a, b);   /* syncs: Ks, Vs, the zeros stored */
     drop_cache dc;
@@ -189,7 +192,7 @@ __global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const float 
     if (j0 >= L) first = a.Tq;
     for (int64_t i0 = first; i0 < a.Tq; i0 += QR) {
         __syncthreads();   /* the previous Qs, dOs consumed */
-        load16<C, NTK>(a, qb, db, i0, a.Tq, QR, Qs, dOs);
+        load16<C, NTK>(a, qb, db, false, i0, a.Tq, QR, Qs, dOs);
         __syncthreads();
         /* S^T_w = K_w Q^T, dP^T_w = V_w dO^T (16 keys, QR rows): Q, dO row-major are Q^T, dO^T
          * column-major */
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(C::NTK) attn_bwd_dkv_tc(attn_p a, const float 
 }
 
 template <class C>
-static int bwd_tc(cudaStream_t st, const attn_p &a, const float *q, const float *k, const float *v, const float *dout,
+static int bwd_tc(cudaStream_t st, const attn_p &a, const void *q, const void *k, const void *v, const float *dout,
                   const float *lse, const float *delta, float *dq, int dq_mode, float *dk, int dk_mode, float *dv,
                   int dv_mode) {
     const unsigned BH = (unsigned)(a.B * a.H);
@@ -264,7 +267,7 @@ static int bwd_tc(cudaStream_t st, const attn_p &a, const float *q, const float 
     return 0;
 }
 
-int volt__cuda_attn_bwd_tc(cudaStream_t st, const attn_p &a, const float *q, const float *k, const float *v,
+int volt__cuda_attn_bwd_tc(cudaStream_t st, const attn_p &a, const void *q, const void *k, const void *v,
                            const float *dout, const float *lse, const float *delta, float *dq, int dq_mode, float *dk,
                            int dk_mode, float *dv, int dv_mode) {
     return by_tier(a.D, [&](auto c) -> int {

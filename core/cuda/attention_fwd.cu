@@ -43,19 +43,20 @@
 /* ---- forward: grid (query tiles, B H), NT threads; thread (r = tid / 4, sub = tid % 4)
  * owns keys sub*KPT .. +KPT of each tile and dims sub*DPT .. +DPT of row r's output ------ */
 template <class C>
-__global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
-                                                const float *__restrict__ v, float *__restrict__ o,
+__global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const void *__restrict__ q, const void *__restrict__ k,
+                                                const void *__restrict__ v, float *__restrict__ o,
                                                 float *__restrict__ lse) {
     constexpr int HD = C::HD, LD = C::LD, BK = C::BK, PLD = C::PLD, KPT = C::KPT, DPT = C::DPT;
     __shared__ float Ks[BK * LD], Vs[BK * LD], Ps[BQ * PLD];
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * BQ, D = hdim<C>(a);
     const int tid = threadIdx.x, r = tid >> 2, sub = tid & 3;
     const int64_t i = i0 + r;
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     const float inv_keep = 1.f / (1.f - a.p);
     float qr[HD];
 #pragma unroll
-    for (int d = 0; d < HD; d++) qr[d] = i < a.Tq && col_ok<C>(a, d) ? rnd(qb[i * a.ld + d], a.compute) : 0.f;
+    for (int d = 0; d < HD; d++) qr[d] = i < a.Tq && col_ok<C>(a, d) ? ldx(a, qb, i * a.ld + d) : 0.f;
     const int64_t kend = key_end(a, kv_len(a, b), i0);
     float m = -INFINITY, l = 0.f, acc[DPT];
 #pragma unroll
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
     dc.blk = ~0ull;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads();   /* the previous tile's Ks, Vs, Ps are consumed */
-        load_pair<C>(a, kb, vb, j0, a.Tk, BK, Ks, Vs);
+        load_pair<C>(a, kb, vb, true, j0, a.Tk, BK, Ks, Vs);
         __syncthreads();
         float s[KPT], tmax = -INFINITY;
 #pragma unroll
@@ -122,8 +123,8 @@ __global__ void __launch_bounds__(NT) attn_fwd(attn_p a, const float *__restrict
  * tier) are multiples of 8 16-bit elements and 4 floats as wmma wants; every fragment
  * pointer is 32-byte aligned. ------------------------------------------------------- */
 template <class C>
-__global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restrict__ q, const float *__restrict__ k,
-                                                   const float *__restrict__ v, float *__restrict__ o,
+__global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const void *__restrict__ q, const void *__restrict__ k,
+                                                   const void *__restrict__ v, float *__restrict__ o,
                                                    float *__restrict__ lse) {
     using namespace nvcuda;
     typedef typename C::T T;
@@ -135,14 +136,15 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
     T *Pb = (T *)(Of + TQ * OLD);
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, r = lane >> 1, half = lane & 1;
     const int64_t bh = blockIdx.y, b = bh / a.H, i0 = (int64_t)blockIdx.x * TQ, i = i0 + w * 16 + r, D = hdim<C>(a);
-    const float *qb = q + blk_off(a, bh, a.Tq, D), *kb = k + blk_off(a, bh, a.Tk, D), *vb = v + blk_off(a, bh, a.Tk, D);
+    const void *qb = qkv_blk(a, q, blk_off(a, bh, a.Tq, D)), *kb = qkv_blk(a, k, blk_off(a, bh, a.Tk, D)),
+               *vb = qkv_blk(a, v, blk_off(a, bh, a.Tk, D));
     float *Sw = Sf + w * 16 * SLD, *Ow = Of + w * 16 * OLD;
     T *Pw = Pb + w * 16 * PTLD;
     const float inv_keep = 1.f / (1.f - a.p);
     for (int t = tid; t < TQ * HD; t += NT) {
         int rr = t / HD, d = t % HD;
         int64_t ii = i0 + rr;
-        Qs[rr * TLD + d] = to16<T>(ii < a.Tq && col_ok<C>(a, d) ? qb[ii * a.ld + d] : 0.f);
+        Qs[rr * TLD + d] = to16<T>(ii < a.Tq && col_ok<C>(a, d) ? ldx(a, qb, ii * a.ld + d) : 0.f);
     }
     for (int c = 0; c < DH; c++) Ow[r * OLD + half * DH + c] = 0.f;
     const int64_t L = kv_len(a, b);
@@ -156,8 +158,8 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
             int jj = t / HD, d = t % HD;
             int64_t j = j0 + jj;
             bool in = j < a.Tk && col_ok<C>(a, d);
-            Ks[jj * TLD + d] = to16<T>(in ? kb[j * a.ld + d] : 0.f);
-            Vs[jj * TLD + d] = to16<T>(in ? vb[j * a.ld + d] : 0.f);
+            Ks[jj * TLD + d] = to16<T>(in ? ldx(a, kb, j * a.ld + d) : 0.f);
+            Vs[jj * TLD + d] = to16<T>(in ? ldx(a, vb, j * a.ld + d) : 0.f);
         }
         __syncthreads();
         /* S_w (16, BK) = Q_w (16, HD) K^T (HD, BK): K row-major is K^T column-major */
@@ -222,7 +224,7 @@ __global__ void __launch_bounds__(NT) attn_fwd_tc(attn_p a, const float *__restr
 
 /* ---- launcher ---- */
 template <class C>
-static int fwd_tc(cudaStream_t st, dim3 grid, const attn_p &a, const float *q, const float *k, const float *v, float *o,
+static int fwd_tc(cudaStream_t st, dim3 grid, const attn_p &a, const void *q, const void *k, const void *v, float *o,
                   float *lse) {
     cudaError_t e = cudaFuncSetAttribute(attn_fwd_tc<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::TC_SMEM);
     if (e != cudaSuccess) return (int)e;
@@ -230,8 +232,8 @@ static int fwd_tc(cudaStream_t st, dim3 grid, const attn_p &a, const float *q, c
     return (int)cudaGetLastError();
 }
 
-extern "C" int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const float *q, const float *k,
-                                        const float *v, float *o, float *lse) {
+extern "C" int volt__cuda_attention_fwd(void *stream, const volt_cuda_attn *a, const void *q, const void *k,
+                                        const void *v, float *o, float *lse) {
     int64_t BH = a->B * a->H;
     if (BH == 0 || a->Tq == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;

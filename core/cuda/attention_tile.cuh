@@ -83,17 +83,34 @@ __device__ __forceinline__ bool key_ok(const attn_p &a, int64_t b, int64_t j) {
     }
 }
 
-/* Rows [r0, r0 + n) of two tensors with T rows (a.ld apart: k and v, or q and dO) into shared
- * tiles of C::LD floats per row, read as the compute dtype's roundings; rows past T and
- * padding columns are 0. Block-wide: every thread of the block takes part. */
+/* q, k, v: f32, rounded to the compute dtype on load, or (a.qkv16) the forward's 16-bit
+ * copies of them, whose stored bits are that rounding. qkv_blk: a block's base (element
+ * offset off); ldx: element idx from it as the rounding, in f32. */
+__device__ __forceinline__ const void *qkv_blk(const attn_p &a, const void *p, int64_t off) {
+    return (const char *)p + off * (a.qkv16 ? 2 : 4);
+}
+__device__ __forceinline__ float ldx(const attn_p &a, const void *p, int64_t idx) {
+    if (!a.qkv16) return rnd(((const float *)p)[idx], a.compute);
+    const uint16_t h = ((const uint16_t *)p)[idx];
+    return a.compute == 1 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
+}
+/* y of a pair: v (a q/k/v operand) or dO (f32, rounded) */
+__device__ __forceinline__ float ldy(const attn_p &a, const void *p, bool qkv, int64_t idx) {
+    return qkv ? ldx(a, p, idx) : rnd(((const float *)p)[idx], a.compute);
+}
+
+/* Rows [r0, r0 + n) of two tensors with T rows (a.ld apart: k and v, or q and dO — y_qkv
+ * says which) into shared tiles of C::LD floats per row, read as the compute dtype's
+ * roundings; rows past T and padding columns are 0. Block-wide: every thread of the block
+ * takes part. */
 template <class C>
-__device__ __forceinline__ void load_pair(const attn_p &a, const float *x, const float *y, int64_t r0, int64_t T, int n,
-                                          float *xs, float *ys) {
+__device__ __forceinline__ void load_pair(const attn_p &a, const void *x, const void *y, bool y_qkv, int64_t r0,
+                                          int64_t T, int n, float *xs, float *ys) {
     for (int t = threadIdx.x; t < n * C::HD; t += NT) {
         int rr = t / C::HD, d = t % C::HD;
         int64_t i = r0 + rr;
-        xs[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? rnd(x[i * a.ld + d], a.compute) : 0.f;
-        ys[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? rnd(y[i * a.ld + d], a.compute) : 0.f;
+        xs[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? ldx(a, x, i * a.ld + d) : 0.f;
+        ys[rr * C::LD + d] = i < T && col_ok<C>(a, d) ? ldy(a, y, y_qkv, i * a.ld + d) : 0.f;
     }
 }
 
@@ -168,7 +185,7 @@ template <class F> static inline int by_tier(int64_t D, F f) {
 
 /* The tensor-core backward (attention_bwd_tc.cu) for a 16-bit compute node, after delta is
  * computed: dq, then dk and dv, as volt__cuda_attention_bwd's modes say. */
-int volt__cuda_attn_bwd_tc(cudaStream_t st, const attn_p &a, const float *q, const float *k, const float *v,
+int volt__cuda_attn_bwd_tc(cudaStream_t st, const attn_p &a, const void *q, const void *k, const void *v,
                            const float *dout, const float *lse, const float *delta, float *dq, int dq_mode, float *dk,
                            int dk_mode, float *dv, int dv_mode);
 #endif
