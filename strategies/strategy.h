@@ -64,7 +64,9 @@ typedef struct volt_strategy_ops {
     volt_status (*reduce_grads)(volt_strategy *st);
     /* Global sum of squared grads (over shards) for clipping by norm. NULL: the local sum. */
     volt_status (*grad_sqnorm)(volt_strategy *st, double *out);
-    /* After the optimizer step: parameters consistent again (all-gather of shards). */
+    /* After the optimizer step: parameters consistent again (all-gather of shards). The
+     * gathers may be left in flight: each unit they write is stale until its gather is
+     * waited for (the tape's unit_use, wait_params, materialize_params). */
     volt_status (*after_optimizer_step)(volt_strategy *st);
     /* Grads zeroed for the next cycle. NULL: volt_params_zero_grad. */
     void (*zero_grad)(volt_strategy *st);
