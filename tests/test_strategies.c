@@ -1367,13 +1367,19 @@ typedef struct {
     const char *path;     /* NULL: only copy the params (the single reference) */
     float vals[NPARAM];   /* every parameter as this rank held it after the save */
     int in_flight_before, in_flight_after, stale_after;
+    int params_before, params_after;   /* after step 3: around volt_trainer_params (a callback reading them) */
     bool ran;
 } ckpt_probe;
 static volt_status probe_after_step(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     ckpt_probe *p = self;
+    const dist *d = t->world > 1 ? t->strategy->impl : NULL;
+    if (i == PROBE_AT_BATCH + 2) {
+        for (int u = 0; d && u < d->n_units; u++) p->params_before += d->units[u].gather_req != NULL;
+        (void)volt_trainer_params(t);
+        for (int u = 0; d && u < d->n_units; u++) p->params_after += d->units[u].gather_req != NULL || volt__unit_stale(d->units[u].u);
+    }
     if (i != PROBE_AT_BATCH) return VOLT_OK;
     p->ran = true;
-    const dist *d = t->world > 1 ? t->strategy->impl : NULL;
     for (int u = 0; d && u < d->n_units; u++) p->in_flight_before += d->units[u].gather_req != NULL;
     if (p->path) VOLT_TRY(volt_trainer_save_checkpoint(t, p->path));
     for (int u = 0; d && u < d->n_units; u++) {
@@ -1411,6 +1417,8 @@ static void test_zero_ckpt(const char *name) {
           mine.in_flight_before);
     CHECK(mine.in_flight_after == 0 && mine.stale_after == 0, "%s: after save_checkpoint %d gathers in flight, %d units stale",
           name, mine.in_flight_after, mine.stale_after);
+    CHECK(mine.params_before == 3 && mine.params_after == 0, "%s: after step 3, %d gathers in flight before volt_trainer_params, "
+          "%d in flight or stale after it (want 3, 0)", name, mine.params_before, mine.params_after);
     /* whole params: every rank the same bits (a unit not gathered yet would hold the other
      * ranks' slices from before the step), and single's values at the same step */
     static float r0[NPARAM];
