@@ -413,11 +413,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
 out:
     /* an error between a step and the next forward: the gathers still complete (no request
      * left dangling, values whole for whoever reads them next); a broken comm answers at once */
-    if (st < 0 && t->ps) {
-        char keep[sizeof t->errmsg];
-        snprintf(keep, sizeof keep, "%s", t->errmsg);
-        if (volt__strategy_wait_params(t->strategy) < 0) snprintf(t->errmsg, sizeof t->errmsg, "%s", keep);
-    }
+    if (st < 0 && t->ps) (void)volt__strategy_wait_params(t->strategy);   /* fit's error stays the one reported */
     t->fitting = false;
     t->sanity = false;
     return st < 0 ? st : VOLT_OK;
