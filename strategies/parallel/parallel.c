@@ -255,6 +255,10 @@ volt_status volt__dist_wait_gathers(dist *d) {
 /* ---- ops every kind shares ------------------------------------------------------------------ */
 static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return volt__dist_setup_units(dist_of(st), ps); }
 
+/* wait_params for every kind; ZeRO's materialize_params too (nothing of it is ever stale
+ * without a gather in flight) */
+static volt_status d_wait_params(volt_strategy *st) { return volt__dist_wait_gathers(dist_of(st)); }
+
 static void d_begin_backward(volt_strategy *st, bool sync) {
     dist *d = dist_of(st);
     d->sync = sync;
@@ -337,14 +341,14 @@ static void d_destroy(volt_strategy *st) {
 /* ---- the tables (one per hook set; the registry rows add the flags) ---------------------------- */
 #define COMMON .version = VOLT_STRATEGY_OPS_VERSION, .setup_params = d_setup_params, .begin_backward = d_begin_backward, \
     .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
-    .memory_report = d_memory_report, .destroy = d_destroy, .wait_params = volt__zero_wait_params
+    .memory_report = d_memory_report, .destroy = d_destroy, .wait_params = d_wait_params
 
 const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_reduce_grads };
 #define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \
     .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
     .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
 const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
-                                           .materialize_params = volt__zero_wait_params };
+                                           .materialize_params = d_wait_params };
 const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
                                            .materialize_params = volt__fsdp_materialize };
 

@@ -131,7 +131,6 @@ volt_status volt__zero_after_step(volt_strategy *st);
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
 volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst);
 volt_status volt__zero_unit_use(void *ctx, volt_unit *u);
-volt_status volt__zero_wait_params(volt_strategy *st);
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);

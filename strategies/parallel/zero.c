@@ -5,8 +5,9 @@
  * optimizer only updates, and only keeps states for, the owned slice (volt_optimizer_
  * set_range). At an accumulation boundary the grads are reduce-scattered (average) so each
  * rank holds the averaged grad of its slice in place; after the step the params are
- * all-gathered from the owners, overlapped with the next forward (volt__zero_after_step). Stage 1 reduce-scatters everything once backward returns;
- * stage 2 (and FSDP) start each unit's reduce-scatter as soon as backward is done with it.
+ * all-gathered from the owners, overlapping the next forward (volt__zero_after_step). Stage 1
+ * reduce-scatters everything once backward returns; stage 2 (and FSDP) start each unit's
+ * reduce-scatter as soon as backward is done with it.
  *
  * Memory: with stage 2 (and FSDP) a unit's grad buffer is written whole by backward, and
  * once its reduce-scatter has completed the pages outside the owned slice are given back to
@@ -103,8 +104,6 @@ volt_status volt__zero_unit_use(void *ctx, volt_unit *u) {
     volt_status s = volt__dist_finish_gather(d, i);
     return s < 0 ? s : volt__dist_poke_gathers(d);
 }
-
-volt_status volt__zero_wait_params(volt_strategy *st) { return volt__dist_wait_gathers(dist_of(st)); }
 
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     dist *d = dist_of(st);
