@@ -15,7 +15,11 @@
  *          but the last bucket (the embeddings, reduced last) overlap the rest of backward
  *          (BWD_FRAC of the step, default 0.6); exposed = max(last bucket, all - backward).
  *   zero2: the same reduce-scatter volume overlapped the same way (half the bytes), plus the
- *          all-gather of updated parameters after the optimizer step, exposed.
+ *          all-gather of the updated parameters after the optimizer step, one per unit,
+ *          launched at the step and each waited at its unit's first use in the next forward
+ *          (strategies/parallel/zero.c): the first unit's gather (the embeddings, the
+ *          largest) is exposed, the others travel under forward (1 - BWD_FRAC of the step)
+ *          and only what outlasts it shows: exposed = first + max(0, rest - forward).
  *   fsdp:  all-gather of every unit in forward and again in backward, prefetched one unit
  *          ahead (the first unit of each pass exposed), reduce-scatter overlapped as ddp's.
  * Efficiency = T1 / TN per added GPU's share (T1 / TN, as a data-parallel job with a fixed
@@ -126,11 +130,13 @@ int main(int argc, char **argv) {
         row[0].name = "ddp";
         row[0].comm = G * ar + lat;
         row[0].exposed = row[0].comm - bwd > last * ar ? row[0].comm - bwd : last * ar;
-        /* zero2: reduce-scatter overlapped as ddp's, all-gather of the updated params exposed */
+        /* zero2: reduce-scatter overlapped as ddp's; the all-gather of the updated params
+         * overlaps the next forward, the first unit's (the embeddings') exposed */
         row[1].name = "zero2";
-        const double rs_ms = G * rs + lat, ag_ms = G * rs + lat;
+        const double rs_ms = G * rs + lat, ag_ms = G * rs + lat, fwd = step_ms - bwd;
+        const double ag_first = last * rs + call_us[0] * 1e-3, ag_rest = ag_ms - ag_first;
         row[1].comm = rs_ms + ag_ms;
-        row[1].exposed = (rs_ms - bwd > last * rs ? rs_ms - bwd : last * rs) + ag_ms;
+        row[1].exposed = (rs_ms - bwd > last * rs ? rs_ms - bwd : last * rs) + ag_first + (ag_rest > fwd ? ag_rest - fwd : 0);
         /* fsdp: all-gather in forward and in backward (prefetched: the first unit of each pass
          * exposed), reduce-scatter as zero2's; compute hides the rest when it is longer */
         row[2].name = "fsdp";

@@ -49,6 +49,11 @@ volt_status volt__strategy_materialize_params(volt_strategy *st) {
     return st->ops->materialize_params ? st->ops->materialize_params(st) : VOLT_OK;
 }
 
+volt_status volt__strategy_wait_params(volt_strategy *st) {
+    /* a version-4 table ends before the field */
+    return st && st->ops->version >= 5u && st->ops->wait_params ? st->ops->wait_params(st) : VOLT_OK;
+}
+
 void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     if (st->ops->owned_range) { st->ops->owned_range(st, unit, lo, hi); return; }
     *lo = 0;

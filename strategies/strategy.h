@@ -64,7 +64,9 @@ typedef struct volt_strategy_ops {
     volt_status (*reduce_grads)(volt_strategy *st);
     /* Global sum of squared grads (over shards) for clipping by norm. NULL: the local sum. */
     volt_status (*grad_sqnorm)(volt_strategy *st, double *out);
-    /* After the optimizer step: parameters consistent again (all-gather of shards). */
+    /* After the optimizer step: parameters consistent again (all-gather of shards). The
+     * gathers may be left in flight: each unit they write is stale until its gather is
+     * waited for (the tape's unit_use, wait_params, materialize_params). */
     volt_status (*after_optimizer_step)(volt_strategy *st);
     /* Grads zeroed for the next cycle. NULL: volt_params_zero_grad. */
     void (*zero_grad)(volt_strategy *st);
@@ -85,8 +87,15 @@ typedef struct volt_strategy_ops {
     void (*memory_report)(volt_strategy *st, volt_memory_report *out);
     /* Free the implementation (st->impl); the wrapper frees the rest. */
     void (*destroy)(volt_strategy *st);
+    /* ---- version 5 ---- */
+    /* Local, not collective (a rank may call it alone, at any point between steps): every
+     * parameter all-gather this process has in flight has completed, so every value it holds
+     * may be read or overwritten (ZeRO leaves the gathers after the step running into the
+     * next forward; FSDP prefetches). Whatever was never gathered (FSDP's stale units) stays
+     * so: that is materialize_params. NULL: nothing is ever left in flight. */
+    volt_status (*wait_params)(volt_strategy *st);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 4u
+#define VOLT_STRATEGY_OPS_VERSION 5u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -139,6 +148,10 @@ volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
 volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
 volt_status volt__strategy_barrier(volt_strategy *st);
 volt_status volt__strategy_materialize_params(volt_strategy *st);
+/* Local: the parameter gathers in flight have completed (wait_params). Callers that read or
+ * write unit values outside the tape between steps (checkpoints, export, the store handed to
+ * the user) call it first. */
+volt_status volt__strategy_wait_params(volt_strategy *st);
 void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
 /* The unit's values from the owners (sharded strategies) or this process, into host f32 dst. */
 volt_status volt__strategy_gather_unit(volt_strategy *st, int unit, float *dst);

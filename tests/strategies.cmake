@@ -40,12 +40,22 @@ foreach(np 2 3)
   endforeach()
 endforeach()
 
+# ZeRO leaves the all-gathers after the step running into the next forward: a checkpoint
+# saved right after a step (ModelCheckpoint's place) waits for them and holds whole params.
+foreach(s zero1 zero2)
+  volt_mpi_test(test_${s}_ckpt_after_step_np2 2 90 zero_ckpt ${s})
+endforeach()
+volt_mpi_test(test_zero2_ckpt_after_step_np3 3 90 zero_ckpt zero2)
+
 # Rank 1 leaves (before its first collective, or when batch B starts, mid-training): the
 # others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT) and the job ends cleanly.
 volt_mpi_test(test_fault_timeout_ddp_np2 2 60 fault ddp)
 volt_mpi_test(test_fault_timeout_fsdp_np3 3 60 fault fsdp 4)     # inside unit_use (all-gather)
 volt_mpi_test(test_fault_timeout_zero2_np2 2 60 fault zero2 3)   # in the boundary reduce-scatter
+# rank 1 leaves right after a step, its all-gathers in flight: it waits for them on its way out
+volt_mpi_test(test_fault_timeout_zero2_after_step_np2 2 60 fault zero2 2)
 set_tests_properties(test_fault_timeout_ddp_np2 test_fault_timeout_fsdp_np3 test_fault_timeout_zero2_np2
+  test_fault_timeout_zero2_after_step_np2
   PROPERTIES ENVIRONMENT "${_volt_mpi_env};VOLT_COMM_TIMEOUT=3")
 # A rank that dies mid-fit: the job must end with that failure, reported (mpirun naming rank 1
 # and its exit code, or the survivors' VOLT_ERR_TIMEOUT naming the collective), within the

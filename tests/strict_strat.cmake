@@ -32,5 +32,11 @@ foreach(np 2 3)
   endforeach()
 endforeach()
 volt_strict_mpi_test(test_memory_held_np3_strict 3 120 test_strategies memory)
+# ZeRO's gathers after the step land through the host staging buffers here (as on cuda
+# without NCCL): a checkpoint right after a step must wait for them or the params it leaves
+# are the other ranks' slices from before the step
+foreach(s zero1 zero2)
+  volt_strict_mpi_test(test_${s}_ckpt_after_step_np2_strict 2 90 test_strategies zero_ckpt ${s})
+endforeach()
 # bf16 gradient reduction through the staging path (bf16 buckets copied D2H, reduced, H2D, widened)
 volt_strict_mpi_test(test_reduce16_zero2_np2_strict 2 90 test_strategies reduce16 zero2)

@@ -11,6 +11,8 @@
  *   mpirun -np N test_strategies fault_exit rank 1 dies mid-fit (the job must end, not hang)
  *   mpirun -np N test_strategies reshard_save S PATH     fit, save mid-epoch at step 3, stop
  *   [mpirun -np N] test_strategies reshard_resume S PATH resume, finish, compare with single
+ *   mpirun -np N test_strategies zero_ckpt S    S in zero1, zero2: a checkpoint saved right after a
+ *                                           step, with the all-gathers still in flight
  *
  * The reference `single` run is computed inside each rank's process (no MPI) on the global
  * batch; the distributed run gets each rank's shard through the loader. */
@@ -568,6 +570,54 @@ static void check_memory(volt_trainer *t, const char *name) {
                (long long)r.held_param_bytes, (long long)r.held_grad_bytes, (long long)r.held_optim_bytes);
 }
 
+/* ZeRO's all-gathers after the step overlap the next forward: the step returns with all of
+ * them in flight (step_done before any gather_done), and each unit's gather is waited at its
+ * first use, in the order forward reaches the units (use(u) right before gather_done(u), the
+ * last unit's gather still running while the first unit computes). The last step's gathers
+ * end in the epoch's validation forward. */
+static void check_zero_gathers(const char *name, const volt_dist_event *ev, int n, int n_units) {
+    int steps = 0, launched = 0, done = 0, waited_at_use = 0, overlapped = 0;
+    for (int i = 0; i < n; i++) {
+        launched += ev[i].kind == VOLT_EV_GATHER_LAUNCH;
+        done += ev[i].kind == VOLT_EV_GATHER_DONE;
+        if (ev[i].kind != VOLT_EV_STEP_DONE) continue;
+        steps++;
+        /* this step's launches: after its backward ended, with no completion among them */
+        int launches = 0, dones = 0, j = i - 1;
+        for (; j >= 0 && ev[j].kind != VOLT_EV_BACKWARD_END; j--) {
+            launches += ev[j].kind == VOLT_EV_GATHER_LAUNCH;
+            dones += ev[j].kind == VOLT_EV_GATHER_DONE;
+        }
+        CHECK(launches == n_units && dones == 0, "%s: step %d returned after %d gather launches and %d completions "
+              "(want %d launches, none waited at the boundary)", name, steps, launches, dones, n_units);
+        /* after it: each unit's completion comes right after the use that found it in flight */
+        int order[64], got = 0, first_done = -1, last_done = -1;
+        for (j = i + 1; j < n && got < n_units && got < 64 && ev[j].kind != VOLT_EV_STEP_DONE; j++) {
+            if (ev[j].kind != VOLT_EV_GATHER_DONE) continue;
+            const bool at_use = ev[j - 1].kind == VOLT_EV_UNIT_USE && ev[j - 1].unit == ev[j].unit && j - 1 > i;
+            CHECK(at_use, "%s: after step %d the gather of unit %d completed at event %d (%s), not at its first use", name,
+                  steps, ev[j].unit, j, volt__dist_ev_name(ev[j - 1].kind));
+            waited_at_use += at_use;
+            CHECK(ev[j].t >= ev[i].t, "%s: gather completed before the step returned", name);
+            if (first_done < 0) first_done = j;
+            last_done = j;
+            order[got++] = ev[j].unit;
+        }
+        CHECK(got == n_units, "%s: after step %d, %d of %d gathers completed before the next step", name, steps, got, n_units);
+        for (int q = 0; q < got; q++)   /* forward reads fc1, fc2, fc3: first units first */
+            CHECK(order[q] == q, "%s: after step %d, gather #%d to complete was unit %d", name, steps, q, order[q]);
+        overlapped += got == n_units && first_done < last_done;
+    }
+    CHECK(steps == STEPS, "%s: %d steps returned with their gathers in flight, want %d", name, steps, STEPS);
+    CHECK(launched == done && launched == STEPS * n_units, "%s: %d gathers launched, %d done, want %d", name, launched, done,
+          STEPS * n_units);
+    CHECK(waited_at_use == STEPS * n_units, "%s: %d of %d gathers waited at their unit's first use", name, waited_at_use,
+          STEPS * n_units);
+    if (g_rank == 0)
+        printf("gathers %-18s %d/%d steps returned with all %d all-gathers in flight; each waited at its unit's first use\n",
+               name, overlapped, steps, n_units);
+}
+
 static void check_trace(volt_trainer *t, const char *name) {
     const volt_dist_event *ev = NULL;
     const int n = volt__dist_trace(t->strategy, &ev);
@@ -638,6 +688,7 @@ static void check_trace(volt_trainer *t, const char *name) {
             else CHECK(g == 0, "fsdp_shard_grad_op: %d gathers in a backward", g);
         }
     }
+    if (k == VOLT_DIST_ZERO1 || k == VOLT_DIST_ZERO2) check_zero_gathers(name, ev, n, n_units);
     if (g_rank == 0 && k != VOLT_DIST_ZERO1)
         printf("overlap %-18s %d/%d sync backwards launched the first bucket before the last unit was ready\n", name,
                overlapped, cycles);
@@ -1304,6 +1355,103 @@ static void test_reshard_resume(const char *name, const char *path) {
     volt_dataset_destroy(ds);
 }
 
+#ifdef VOLT_HAVE_MPI
+/* ---- ZeRO: a checkpoint saved right after a step ------------------------------------------------
+ * ModelCheckpoint saves from on_train_batch_end, between the step that left ZeRO's all-gathers
+ * in flight and the forward that would wait for them. The probe below saves there: the
+ * gathers were in flight when it was called, none is after save_checkpoint returned, and the
+ * params the rank then holds are whole: bitwise the same on every rank, within parity of
+ * single at the same step, and bitwise what the saved (sharded) checkpoint loads back to. */
+enum { PROBE_AT_BATCH = 3 };   /* the end of the 2nd accumulation cycle: right after step 2 */
+typedef struct {
+    const char *path;     /* NULL: only copy the params (the single reference) */
+    float vals[NPARAM];   /* every parameter as this rank held it after the save */
+    int in_flight_before, in_flight_after, stale_after;
+    int params_before, params_after;   /* after step 3: around volt_trainer_params (a callback reading them) */
+    bool ran;
+} ckpt_probe;
+static volt_status probe_after_step(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    ckpt_probe *p = self;
+    const dist *d = t->world > 1 ? t->strategy->impl : NULL;
+    if (i == PROBE_AT_BATCH + 2) {
+        for (int u = 0; d && u < d->n_units; u++) p->params_before += d->units[u].gather_req != NULL;
+        (void)volt_trainer_params(t);
+        for (int u = 0; d && u < d->n_units; u++) p->params_after += d->units[u].gather_req != NULL || volt__unit_stale(d->units[u].u);
+    }
+    if (i != PROBE_AT_BATCH) return VOLT_OK;
+    p->ran = true;
+    for (int u = 0; d && u < d->n_units; u++) p->in_flight_before += d->units[u].gather_req != NULL;
+    if (p->path) VOLT_TRY(volt_trainer_save_checkpoint(t, p->path));
+    for (int u = 0; d && u < d->n_units; u++) {
+        p->in_flight_after += d->units[u].gather_req != NULL;
+        p->stale_after += volt__unit_stale(d->units[u].u);
+    }
+    copy_params(t->ps, p->vals);   /* t->ps, not volt_trainer_params (which waits itself) */
+    return VOLT_OK;
+}
+static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "CkptProbe",
+                                             .on_train_batch_end = probe_after_step };
+
+static void test_zero_ckpt(const char *name) {
+    volt_dataset *ds = make_data();
+    static ckpt_probe ref, mine, loaded;
+    memset(&ref, 0, sizeof ref);
+    memset(&mine, 0, sizeof mine);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/zero_ckpt_%s.safetensors", vtest_tmpdir(), name);
+    mine.path = path;
+    for (int pass = 0; pass < 2; pass++) {   /* single on the global batch (no MPI), then the strategy */
+        mlp m = { 0 };
+        const bool single = pass == 0;
+        volt_trainer *t = make_trainer(single ? "single" : name, vtest_tmpdir());
+        volt_loader *l = make_loader(ds, single ? GB : GB / g_world);
+        if (!t || !l) return;
+        CHECK_OK(volt_trainer_add_callback(t, &probe_ops, single ? &ref : &mine));
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+        CHECK(st == VOLT_OK, "%s fit: %s", single ? "single" : name, volt_trainer_errmsg(t));
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+    }
+    CHECK(ref.ran && mine.ran, "the probe ran");
+    CHECK(mine.in_flight_before == 3, "%s: %d of 3 gathers in flight when on_train_batch_end ran after the step", name,
+          mine.in_flight_before);
+    CHECK(mine.in_flight_after == 0 && mine.stale_after == 0, "%s: after save_checkpoint %d gathers in flight, %d units stale",
+          name, mine.in_flight_after, mine.stale_after);
+    CHECK(mine.params_before == 3 && mine.params_after == 0, "%s: after step 3, %d gathers in flight before volt_trainer_params, "
+          "%d in flight or stale after it (want 3, 0)", name, mine.params_before, mine.params_after);
+    /* whole params: every rank the same bits (a unit not gathered yet would hold the other
+     * ranks' slices from before the step), and single's values at the same step */
+    static float r0[NPARAM];
+    memcpy(r0, mine.vals, sizeof r0);
+    MPI_Bcast(r0, NPARAM, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine.vals, sizeof r0), "%s: the params after the save differ between ranks", name);
+    double rel = 0, worst = tol_used(mine.vals, ref.vals, NPARAM, &rel);
+    CHECK(worst <= 1, "%s: params after step 2 differ from single by %.3g of the tolerance", name, worst);
+    /* the checkpoint holds them: loaded back by a single trainer (resharded from N slices) */
+    MPI_Barrier(MPI_COMM_WORLD);
+    {
+        mlp m = { 0 };
+        volt_trainer *t = make_trainer("single", vtest_tmpdir());
+        volt_loader *vl = make_loader_ex(ds, GB, false);
+        if (t && vl) {
+            CHECK_OK(volt_trainer_validate(t, &mlp_ops, &m, vl, path));
+            memset(&loaded, 0, sizeof loaded);
+            copy_params(volt_trainer_params(t), loaded.vals);
+            CHECK(!memcmp(loaded.vals, mine.vals, sizeof loaded.vals), "%s: the checkpoint saved after step 2 does not hold "
+                  "the params the ranks held", name);
+        }
+        volt_trainer_destroy(t);
+        volt_loader_destroy(vl);
+    }
+    if (g_rank == 0)
+        printf("ckpt    %-18s N=%d: saved right after step 2: gathers in flight %d before the save, %d after; params "
+               "after it %.0f%% of the tolerance vs single\n", name, g_world, mine.in_flight_before, mine.in_flight_after,
+               100 * worst);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset_destroy(ds);
+}
+#endif /* VOLT_HAVE_MPI */
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "local";
@@ -1358,6 +1506,7 @@ int main(int argc, char **argv) {
         test_fault(argv[2], argc > 3 ? atoi(argv[3]) : -1);
     } else if (!strcmp(mode, "fault_exit")) test_fault_exit();
     else if (!strcmp(mode, "reshard_save") && argc > 3) test_reshard_save(argv[2], argv[3]);
+    else if (!strcmp(mode, "zero_ckpt") && argc > 2) test_zero_ckpt(argv[2]);
     else if (!strcmp(mode, "reshard_resume") && argc > 3) test_reshard_resume(argv[2], argv[3]);
     else {
         fprintf(stderr, "usage: test_strategies [comm | parity S | fault S | fault_exit | reshard_save S PATH | "

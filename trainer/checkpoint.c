@@ -200,6 +200,7 @@ static volt_status save_single(volt_trainer *t, const volt_st_writer *w, const c
 volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: empty path");
+    VOLT_TRY(volt__loop_wait_params(t, "save_checkpoint"));   /* ModelCheckpoint runs right after a step */
     if (ckpt_sharded(t)) return save_sharded(t, path);
     if (t->rank != 0) return VOLT_OK;   /* replicated state: rank 0 writes it all */
     volt_st_writer *w;   /* metadata and module extras (host); the weights stream past it */
@@ -304,6 +305,7 @@ static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const cha
 }
 
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+    VOLT_TRY(volt__loop_wait_params(t, "load_checkpoint"));   /* a gather landing later would overwrite the loaded values */
     ck_src src;
     volt_status st = src_open(t, path, &src);
     if (st < 0) return st;

@@ -10,6 +10,7 @@
 volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "export_full: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "export_full: empty path");
+    VOLT_TRY(volt__loop_wait_params(t, "export_full"));
     volt_strategy *sg = t->strategy;
     const bool gather = t->world > 1 && volt__strategy_gathers_units(sg);
     volt_status st = VOLT_OK;

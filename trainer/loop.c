@@ -59,6 +59,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     if (t->ps && t->mops == ops && t->module == module) return VOLT_OK;   /* same module: keep weights */
     volt_optimizer_destroy(t->opt); t->opt = NULL;
     volt_scheduler_destroy(t->sched); t->sched = NULL;
+    if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
     volt__compile_free(t);   /* graphs captured on the old step's memory */
     volt_step_destroy(t->step); t->step = NULL;
     volt_params_destroy(t->ps); t->ps = NULL;
@@ -138,6 +139,13 @@ static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
     const char *sm = (st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM) ? volt__strategy_errmsg(t->strategy) : "";
     return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s%s%s", t->mops->name, what,
                       m[0] ? m : volt_status_str(st), sm && sm[0] ? ": " : "", sm ? sm : "");
+}
+
+volt_status volt__loop_wait_params(volt_trainer *t, const char *what) {
+    volt_strategy *sg = t->strategy;
+    if (!sg) return VOLT_OK;
+    volt_status st = volt__strategy_wait_params(sg);
+    return st < 0 ? volt__terr(t, st, "%s: strategy '%s': parameter gather: %s", what, volt__strategy_name(sg), volt__strategy_errmsg(sg)) : VOLT_OK;
 }
 
 /* Every parameter's full value valid in this process (FSDP gathers stale units). */
@@ -403,6 +411,9 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (ops->on_fit_end && (st = ops->on_fit_end(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_end"); goto out; }
 #undef RUN
 out:
+    /* an error between a step and the next forward: the gathers still complete (no request
+     * left dangling, values whole for whoever reads them next); a broken comm answers at once */
+    if (st < 0 && t->ps) (void)volt__strategy_wait_params(t->strategy);   /* fit's error stays the one reported */
     t->fitting = false;
     t->sanity = false;
     return st < 0 ? st : VOLT_OK;

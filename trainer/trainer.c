@@ -211,7 +211,13 @@ bool volt_trainer_is_global_zero(const volt_trainer *t) { return t->rank == 0; }
 int volt_trainer_rank(const volt_trainer *t) { return t->rank; }
 int volt_trainer_world_size(const volt_trainer *t) { return t->world; }
 const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t) { return &t->cfg; }
-volt_params *volt_trainer_params(const volt_trainer *t) { return t->ps; }
+/* The caller reads the values (a callback between steps, the app after fit): ZeRO's gathers
+ * after the last step complete first (a failure stays on the strategy; the next collective
+ * reports it). */
+volt_params *volt_trainer_params(const volt_trainer *t) {
+    if (t->ps && t->strategy) volt__strategy_wait_params(t->strategy);
+    return t->ps;
+}
 volt_optimizer *volt_trainer_optimizer(const volt_trainer *t) { return t->opt; }
 volt_scheduler *volt_trainer_scheduler(const volt_trainer *t) { return t->sched; }
 void volt_trainer_request_stop(volt_trainer *t) { t->should_stop = true; }

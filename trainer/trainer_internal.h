@@ -171,6 +171,9 @@ void volt__compile_free(volt_trainer *t);   /* drop every graph (new step, destr
 /* loop.c, shared with compile.c */
 volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
+/* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
+ * anything reads or writes unit values outside the tape. what: for the message. */
+volt_status volt__loop_wait_params(volt_trainer *t, const char *what);
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 
 /* checkpoint.c */

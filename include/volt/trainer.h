@@ -279,6 +279,8 @@ VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0:
 VOLT_API int volt_trainer_rank(const volt_trainer *t);
 VOLT_API int volt_trainer_world_size(const volt_trainer *t);
 VOLT_API const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t);
+/* The store; under ZeRO every value is whole when it returns (the all-gathers a step leaves
+ * running into the next forward are waited for first), so a callback may read it. */
 VOLT_API volt_params *volt_trainer_params(const volt_trainer *t);
 VOLT_API volt_optimizer *volt_trainer_optimizer(const volt_trainer *t);
 VOLT_API volt_scheduler *volt_trainer_scheduler(const volt_trainer *t);   /* NULL if none */

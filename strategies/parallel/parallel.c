@@ -232,6 +232,17 @@ static volt_status finish_gather(dist *d, int u, bool record) {
 
 volt_status volt__dist_finish_gather(dist *d, int u) { return finish_gather(d, u, true); }
 
+volt_status volt__dist_poke_gathers(dist *d) {
+    if (!d->comm->ops->test) return VOLT_OK;
+    for (int i = 0; i < d->n_units; i++) {   /* one test drives the whole progress engine */
+        if (!d->units[i].gather_req) continue;
+        bool done = false;
+        volt_status st = d->comm->ops->test(d->comm, d->units[i].gather_req, &done);
+        return st < 0 ? volt__dist_comm_fail(d, st, "parameter all-gather") : VOLT_OK;
+    }
+    return VOLT_OK;
+}
+
 volt_status volt__dist_wait_gathers(dist *d) {
     volt_status st = VOLT_OK;
     for (int i = 0; i < d->n_units; i++) {
@@ -243,6 +254,10 @@ volt_status volt__dist_wait_gathers(dist *d) {
 
 /* ---- ops every kind shares ------------------------------------------------------------------ */
 static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return volt__dist_setup_units(dist_of(st), ps); }
+
+/* wait_params for every kind; ZeRO's materialize_params too (nothing of it is ever stale
+ * without a gather in flight) */
+static volt_status d_wait_params(volt_strategy *st) { return volt__dist_wait_gathers(dist_of(st)); }
 
 static void d_begin_backward(volt_strategy *st, bool sync) {
     dist *d = dist_of(st);
@@ -312,7 +327,11 @@ static void d_destroy(volt_strategy *st) {
     dist *d = dist_of(st);
     /* d->ps is not touched: the trainer may already have replaced (destroyed) that store;
      * it destroys its current store right after the strategy, without running a step */
-    /* collectives still in flight (an earlier error) are abandoned with the comm */
+    /* ZeRO's gathers after the last step (when nothing read the params since) write into the
+     * current store, which the trainer destroys right after: they complete first (the other
+     * ranks started them too; a broken comm answers at once, a dead peer by the deadline).
+     * Other collectives still in flight (an earlier error) are abandoned with the comm. */
+    volt__dist_wait_gathers(d);
     volt__comm_destroy(d->comm);
     free_units(d);
     free(d->trace);
@@ -322,13 +341,14 @@ static void d_destroy(volt_strategy *st) {
 /* ---- the tables (one per hook set; the registry rows add the flags) ---------------------------- */
 #define COMMON .version = VOLT_STRATEGY_OPS_VERSION, .setup_params = d_setup_params, .begin_backward = d_begin_backward, \
     .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
-    .memory_report = d_memory_report, .destroy = d_destroy
+    .memory_report = d_memory_report, .destroy = d_destroy, .wait_params = d_wait_params
 
 const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_reduce_grads };
 #define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \
     .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
     .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
-const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step };
+const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
+                                           .materialize_params = d_wait_params };
 const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
                                            .materialize_params = volt__fsdp_materialize };
 
@@ -394,7 +414,7 @@ volt_status volt__parallel_create(volt_strategy *st, const volt_strategy_config 
     d->hooks.version = VOLT_UNIT_HOOKS_VERSION;
     d->hooks.unit_grads_ready = !dist_sharded(d) ? volt__ddp_grads_ready
                                 : dist_has(d, VOLT_STRAT_SHARDS_PARAMS) ? volt__fsdp_grads_ready : volt__zero_grads_ready;
-    d->hooks.unit_use = dist_has(d, VOLT_STRAT_SHARDS_PARAMS) ? volt__fsdp_unit_use : NULL;
+    d->hooks.unit_use = !dist_sharded(d) ? NULL : dist_has(d, VOLT_STRAT_SHARDS_PARAMS) ? volt__fsdp_unit_use : volt__zero_unit_use;
     st->rank = comm->rank;
     st->world = comm->world;
     st->impl = d;
@@ -417,6 +437,6 @@ volt_comm *volt__dist_comm(const volt_strategy *st) { return is_dist(st) ? ((con
 
 const char *volt__dist_ev_name(volt_dist_ev ev) {
     static const char *const names[] = { "backward_begin", "use", "ready", "grad_launch", "grad_done",
-                                         "backward_end", "gather_launch", "gather_done" };
+                                         "backward_end", "gather_launch", "gather_done", "step_done" };
     return (unsigned)ev < sizeof names / sizeof names[0] ? names[ev] : "?";
 }

@@ -21,7 +21,8 @@ typedef enum volt_dist_ev {
     VOLT_EV_GRAD_DONE,           /* ... and completed (waited) */
     VOLT_EV_BACKWARD_END,        /* reduce_grads entered (backward has returned) */
     VOLT_EV_GATHER_LAUNCH,       /* a unit's param all-gather started (fsdp, zero) */
-    VOLT_EV_GATHER_DONE,
+    VOLT_EV_GATHER_DONE,         /* ... and completed (waited): the unit's values are whole */
+    VOLT_EV_STEP_DONE,           /* after_optimizer_step returned (zero: its gathers still in flight) */
 } volt_dist_ev;
 
 typedef struct volt_dist_event {
@@ -105,6 +106,8 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps);
 /* Wait for every in-flight grad reduction / param gather. */
 volt_status volt__dist_wait_grads(dist *d);
 volt_status volt__dist_wait_gathers(dist *d);
+/* Drive the gathers in flight without waiting (MPI progresses only inside MPI calls). */
+volt_status volt__dist_poke_gathers(dist *d);
 /* Start the unit's grad reduction (all-reduce for ddp, reduce-scatter otherwise). */
 volt_status volt__dist_launch_grad(dist *d, int u);
 /* Start / finish the all-gather of the unit's params from the owned slices. */
@@ -127,6 +130,7 @@ volt_status volt__zero_grad_sqnorm(volt_strategy *st, double *out);
 volt_status volt__zero_after_step(volt_strategy *st);
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
 volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst);
+volt_status volt__zero_unit_use(void *ctx, volt_unit *u);
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);

@@ -5,8 +5,9 @@
  * optimizer only updates, and only keeps states for, the owned slice (volt_optimizer_
  * set_range). At an accumulation boundary the grads are reduce-scattered (average) so each
  * rank holds the averaged grad of its slice in place; after the step the params are
- * all-gathered from the owners. Stage 1 reduce-scatters everything once backward returns;
- * stage 2 (and FSDP) start each unit's reduce-scatter as soon as backward is done with it.
+ * all-gathered from the owners, overlapping the next forward (volt__zero_after_step). Stage 1
+ * reduce-scatters everything once backward returns; stage 2 (and FSDP) start each unit's
+ * reduce-scatter as soon as backward is done with it.
  *
  * Memory: with stage 2 (and FSDP) a unit's grad buffer is written whole by backward, and
  * once its reduce-scatter has completed the pages outside the owned slice are given back to
@@ -66,12 +67,42 @@ volt_status volt__zero_grad_sqnorm(volt_strategy *st, double *out) {
     return VOLT_OK;
 }
 
+/* The updated slices go out to every rank as one all-gather per unit, started here in unit
+ * order and not waited for: each unit becomes stale, so the tape fires unit_use before the
+ * first op that reads it (the next forward, or a validation step) and that waits for exactly
+ * that unit. The first units' gathers are thus the only ones exposed; the later ones travel
+ * under the earlier layers' compute (on NCCL: on the comm stream, each start ordered after
+ * the optimizer's kernels on the compute stream, each wait ordering the compute stream after
+ * the gather). Every other reader waits first: reduce_grads (the next optimizer step writes
+ * the owned slices), gather_unit, wait_params/materialize_params (checkpoints, export, the
+ * store handed to the user, the end of fit), the strategy's destroy. One process (world 1)
+ * has nothing to overlap and keeps the synchronous form (a captured step, compile, sees no
+ * hook doing work). */
 volt_status volt__zero_after_step(volt_strategy *st) {
     dist *d = dist_of(st);
     volt_status s = VOLT_OK;
     for (int i = 0; i < d->n_units && s >= 0; i++) s = volt__dist_launch_gather(d, i);
-    volt_status s2 = volt__dist_wait_gathers(d);
-    return s < 0 ? s : s2;
+    if (s < 0 || st->world <= 1) {   /* a failed start: the ones started complete before the error goes up */
+        volt_status s2 = volt__dist_wait_gathers(d);
+        return s < 0 ? s : s2;
+    }
+    for (int i = 0; i < d->n_units; i++) volt__unit_set_stale(d->units[i].u, true);
+    volt__dist_event(d, VOLT_EV_STEP_DONE, -1);
+    return VOLT_OK;
+}
+
+/* First read of a unit in a step (or any read while stale): its gather, if one is in flight,
+ * completes here; the others are poked so they keep moving while this layer computes. */
+volt_status volt__zero_unit_use(void *ctx, volt_unit *u) {
+    dist *d = dist_of(ctx);
+    const int i = volt_unit_index(u);
+    dist_unit *du = &d->units[i];
+    if (!du->gather_req && !volt__unit_stale(u)) return VOLT_OK;
+    volt__dist_event(d, VOLT_EV_UNIT_USE, i);
+    if (!du->gather_req)   /* stale with nothing in flight: only after a failed wait; a lone gather would hang */
+        return dist_fail(d, VOLT_ERR_STATE, "%s: parameters not gathered after the last step (an earlier error?)", du->label);
+    volt_status s = volt__dist_finish_gather(d, i);
+    return s < 0 ? s : volt__dist_poke_gathers(d);
 }
 
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
@@ -88,9 +119,11 @@ volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst) {
     const size_t es = dist_value_size(d);
     const bool f32 = volt_params_dtype(d->ps) == VOLT_F32;
     const char *own = (const char *)volt_unit_values(du->u) + (size_t)du->lo * es;   /* device memory */
+    /* a gather after the step or a prefetch may be using the unit (and its host buffer) */
+    volt_status s0 = volt__dist_finish_gather(d, unit);
+    if (s0 < 0) return s0;
     if (dist_staged(d)) {   /* the owned slice into the unit's host buffer, gathered there in place */
-        volt_status s = volt__dist_finish_gather(d, unit);   /* a prefetch may be using the buffer */
-        if (s < 0) return s;
+        volt_status s;
         char *h = du->h_vals;
         volt__dev_d2h(d->comm->dev, h + (size_t)du->lo * es, own, (size_t)du->chunk * es);
         s = volt__comm_all_gather(d->comm, h + (size_t)du->lo * es, h, (size_t)du->chunk * es, VOLT_COMM_BYTE, du->label);
