@@ -12,7 +12,9 @@ extern "C" {
 /* Per-rank bytes of model state. The *_bytes fields follow the strategy's formula over the
  * padded parameter count (docs/STRATEGIES.md); held_* are what this process holds right now
  * (pages of the unit buffers that are resident, optimizer state slices), and
- * activation_peak_bytes is the step arena's high-water mark so far. */
+ * activation_peak_bytes is the step's high-water mark so far: its tensors and grads (the
+ * step pool; a released tensor counts until no backward reads it) and kernels' saved data
+ * (the arena), at once (volt_step_arena_peak). */
 typedef struct volt_memory_report {
     const char *strategy;      /* strategy name */
     int rank, world;
