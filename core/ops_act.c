@@ -10,7 +10,6 @@
 /* float inputs may be 16-bit: volt__op computes on an f32 copy (core/ops_cast.c) */
 #define CHECK_F32(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 
-/* x (..., C) viewed as (rows, C) */
 volt_kept16 *volt__gelu_keep(volt_step *s, volt_node *n) {
     if ((n->op != VOLT_OP_GELU && n->op != VOLT_OP_GELU_TANH) || s->compute_dtype != VOLT_BF16 ||
         !volt__needs_grad(n->out) || n->in[0]->dtype != VOLT_F32)
@@ -29,6 +28,7 @@ const volt_kept16 *volt__gelu_kept(const volt_node *n) {
     return n->op == VOLT_OP_GELU || n->op == VOLT_OP_GELU_TANH ? n->saved : NULL;
 }
 
+/* x (..., C) viewed as (rows, C) */
 static volt_tensor *rowwise(volt_step *s, volt_op_id op, const char *name, volt_tensor *x) {
     if (volt__any_null(s, 1, &x)) return NULL;
     CHECK_F32(s, name, x);

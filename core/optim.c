@@ -200,14 +200,26 @@ static void make_coef(const volt_optimizer *opt, volt_opt_coef *c) {
 }
 
 /* ---- step ---------------------------------------------------------------------------- */
+/* The update of ou's elements [a, b) (none when empty) */
+static void update_run(volt_optimizer *opt, const opt_unit *ou, volt_update_args *ua, int64_t a, int64_t b) {
+    if (b <= a) return;
+    const size_t vesz = volt_dtype_size(ua->p_dt), sesz = volt_dtype_size(ua->s_dt);
+    /* device addresses: computed here, dereferenced only by the backend */
+    ua->p = (char *)volt_unit_values(ou->u) + (size_t)a * vesz;
+    ua->g = volt_unit_grad(ou->u) + a;
+    ua->s0 = opt->n_states > 0 ? (char *)ou->state[0] + (size_t)(a - ou->lo) * sesz : NULL;
+    ua->s1 = opt->n_states > 1 ? (char *)ou->state[1] + (size_t)(a - ou->lo) * sesz : NULL;
+    ua->n = b - a;
+    opt->dev->be->pm->update(opt->dev, ua);
+    opt->launches++;
+}
+
 volt_status volt_optimizer_step(volt_optimizer *opt) {
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
     const volt_dtype vdt = volt_params_dtype(opt->ps);
     make_coef(opt, &opt->coef_host);
     volt__dev_h2d(opt->dev, opt->coef_dev, &opt->coef_host, sizeof opt->coef_host);   /* the one copy per step */
-    const volt_param_math *pm = opt->dev->be->pm;
-    const size_t vesz = volt_dtype_size(vdt), sesz = volt_dtype_size(opt->state_dt);
     volt_update_args ua = { .kind = opt->cfg.kind == VOLT_OPTIM_SGD ? VOLT_UPDATE_SGD
                                     : opt->cfg.kind == VOLT_OPTIM_ADAMW ? VOLT_UPDATE_ADAMW : VOLT_UPDATE_ADAM,
                             .p_dt = vdt, .s_dt = opt->state_dt, .coef = opt->coef_dev };
@@ -215,42 +227,27 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
     for (int ui = 0; ui < opt->n_units; ui++) {
         opt_unit *ou = &opt->units[ui];
         if (ou->hi <= ou->lo) continue;
-        void *data = volt_unit_values(ou->u);
-        float *grad = volt_unit_grad(ou->u);
-        if (!data || !grad)
+        const bool has_values = volt_unit_values(ou->u) != NULL;
+        if (!has_values || !volt_unit_grad(ou->u))
             return opt_fail(opt, VOLT_ERR_STATE, "optimizer step: unit '%s' has no %s buffer",
-                            volt_unit_name(ou->u), data ? "grad" : "value");
+                            volt_unit_name(ou->u), has_values ? "grad" : "value");
         /* one update per run of adjacent trainable parameters: the math is elementwise with
          * the step's coefficients, so a unit of trainable parameters is one launch */
-        const int np = volt_unit_param_count(ou->u);
         int64_t ra = 0, rb = 0;   /* the run being gathered, [ra, rb) */
-        for (int pi = 0; pi <= np; pi++) {
-            int64_t a = 0, b = 0;
-            if (pi < np) {
-                const volt_tensor *p = volt_unit_param(ou->u, pi);
-                if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
-                const int64_t off = volt_param_offset(p);
-                a = off > ou->lo ? off : ou->lo;
-                b = off + volt_tensor_numel(p) < ou->hi ? off + volt_tensor_numel(p) : ou->hi;
-                if (a >= b) continue;
-                if (rb > ra && a == rb) {   /* continues the run */
-                    rb = b;
-                    continue;
-                }
+        for (int pi = 0; pi < volt_unit_param_count(ou->u); pi++) {
+            const volt_tensor *p = volt_unit_param(ou->u, pi);
+            if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
+            const int64_t off = volt_param_offset(p);
+            const int64_t a = off > ou->lo ? off : ou->lo;
+            const int64_t b = off + volt_tensor_numel(p) < ou->hi ? off + volt_tensor_numel(p) : ou->hi;
+            if (a >= b) continue;
+            if (a != rb) {   /* not adjacent: the run so far is one update */
+                update_run(opt, ou, &ua, ra, rb);
+                ra = a;
             }
-            if (rb > ra) {
-                /* device addresses: computed here, dereferenced only by the backend */
-                ua.p = (char *)data + (size_t)ra * vesz;
-                ua.g = grad + ra;
-                ua.s0 = opt->n_states > 0 ? (char *)ou->state[0] + (size_t)(ra - ou->lo) * sesz : NULL;
-                ua.s1 = opt->n_states > 1 ? (char *)ou->state[1] + (size_t)(ra - ou->lo) * sesz : NULL;
-                ua.n = rb - ra;
-                pm->update(opt->dev, &ua);
-                opt->launches++;
-            }
-            ra = a;
             rb = b;
         }
+        update_run(opt, ou, &ua, ra, rb);
     }
     opt->steps++;
     return VOLT_OK;
@@ -259,12 +256,12 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
 /* A replayed step (compile): the host half of volt_optimizer_step — this step's scalars into
  * coef_host, the H2D copy's fixed source which the graph launch re-issues, and the step
  * count; the updates themselves are in the graph. */
-int64_t volt__optimizer_launches(const volt_optimizer *opt) { return opt ? opt->launches : 0; }
-
 void volt__optimizer_advance(volt_optimizer *opt) {
     make_coef(opt, &opt->coef_host);
     opt->steps++;
 }
+
+int64_t volt__optimizer_launches(const volt_optimizer *opt) { return opt ? opt->launches : 0; }
 
 /* ---- ranges -------------------------------------------------------------------------- */
 volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, int64_t hi) {

@@ -95,7 +95,8 @@ static void note_peak(volt_step *s) {
 size_t volt_step_arena_used(const volt_step *s) { return mem_used(s); }
 size_t volt_step_arena_peak(const volt_step *s) { return s->mem_peak; }
 size_t volt_step_mem_held(const volt_step *s) {
-    size_t n = s->arena.cap + s->arena.overflow_used + s->grads.cap;
+    size_t n = s->arena.cap + s->grads.cap;
+    for (const volt_arena_block *b = s->arena.overflow; b; b = b->next) n += b->cap;
     for (int i = 0; i < s->grads.n_ext; i++) n += s->grads.ext[i].bytes;
     for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) n += s->scratch_cap[i];
     return n;

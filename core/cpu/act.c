@@ -10,6 +10,7 @@
 #include <string.h>
 #include "core/cpu/kernels.h"
 #include "core/convert.h"   /* volt__f2bf: GELU's kept bf16 input */
+#include "volt/dtype.h"
 
 #define PAR_MIN 32768   /* below this many elements a loop runs on one thread */
 #define LANES 8         /* partial sums per row reduction */
@@ -159,15 +160,11 @@ static void gelu_grad_span(const float *x, const float *dy, float *dx, int64_t n
         }
 }
 
-/* x's bf16 rounding over a span, for backward (volt__gelu_keep) */
-static void keep_span(const float *x, uint16_t *h, int64_t n) {
-    for (int64_t k = 0; k < n; k++) h[k] = volt__f2bf(volt__f_bits(x[k]));
-}
-/* a span of x for f'(x): x itself, or its kept bf16 rounding widened into buf */
+/* a span of x for f'(x): x itself, or its kept bf16 rounding widened into buf (a span is
+ * below the converters' threading threshold: no nested parallel region) */
 static const float *grad_input(const float *x, const volt_kept16 *kept, int64_t o, int64_t n, float *buf) {
     if (!kept) return x + o;
-    const uint16_t *h = (const uint16_t *)kept->x + o;
-    for (int64_t k = 0; k < n; k++) buf[k] = volt__bits_f(volt__bf2f(h[k]));
+    volt_bf16_to_f32_array((const uint16_t *)kept->x + o, buf, n);
     return buf;
 }
 
@@ -181,7 +178,7 @@ volt_status volt__cpu_GELU_fwd(volt_step *s, volt_node *n) {
     #pragma omp parallel for schedule(static) if (N > PAR_MIN)
     for (int64_t c = 0; c < ns; c++) {
         gelu_span(x + c * SPAN, y + c * SPAN, span_len(N, c * SPAN));
-        if (h) keep_span(x + c * SPAN, h + c * SPAN, span_len(N, c * SPAN));
+        if (h) volt_f32_to_bf16_array(x + c * SPAN, h + c * SPAN, span_len(N, c * SPAN));   /* backward's copy */
     }
     return VOLT_OK;
 }

@@ -276,32 +276,14 @@ struct op_convert {
         }
     }
     __device__ void four(int64_t q) const {
-        float v[4];
         if (ddt == sdt) {
             if (ddt == VOLT_CU_F32) VCU_F4(dst, q) = VCU_CF4(src, q);
             else reinterpret_cast<uint2 *>(dst)[q] = reinterpret_cast<const uint2 *>(src)[q];
             return;
         }
-        if (sdt == VOLT_CU_F32) {
-            const float4 f = VCU_CF4(src, q);
-            v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-        } else {
-            const uint2 h = reinterpret_cast<const uint2 *>(src)[q];
-            const uint16_t hv[4] = {(uint16_t)(h.x & 0xffffu), (uint16_t)(h.x >> 16), (uint16_t)(h.y & 0xffffu),
-                                    (uint16_t)(h.y >> 16)};
-            for (int k = 0; k < 4; k++)
-                v[k] = __uint_as_float(sdt == VOLT_CU_BF16 ? (uint32_t)hv[k] << 16 : volt__h2f(hv[k]));
-        }
-        if (ddt == VOLT_CU_F32) {
-            VCU_F4(dst, q) = make_float4(v[0], v[1], v[2], v[3]);
-        } else {
-            uint32_t o[4];
-            for (int k = 0; k < 4; k++) {
-                const uint32_t u = __float_as_uint(v[k]);
-                o[k] = ddt == VOLT_CU_BF16 ? volt__f2bf(u) : volt__f2h(u);
-            }
-            reinterpret_cast<uint2 *>(dst)[q] = make_uint2(o[0] | o[1] << 16, o[2] | o[3] << 16);
-        }
+        const float4 v = sdt == VOLT_CU_F32 ? VCU_CF4(src, q) : vcu_load4_16(src, sdt, q);
+        if (ddt == VOLT_CU_F32) VCU_F4(dst, q) = v;
+        else vcu_store4_16(dst, ddt, q, v);
     }
 };
 extern "C" int volt_cu_convert(void *s, void *dst, int dst_dt, const void *src, int src_dt, int64_t n) {
