@@ -78,13 +78,18 @@ typedef struct volt_update_args {
     volt_dtype s_dt;
     int64_t n;
     const volt_opt_coef *coef;           /* device memory */
+    /* NULL, or a device flag read by the update itself: nonzero = change nothing. A captured
+     * step (compile) under 16-mixed passes the grad scaler's found_inf here, so the graph
+     * skips the step on inf/NaN without a host read. */
+    const float *skip;
 } volt_update_args;
 
 /* The dynamic grad scaler's state (16-mixed), in device memory: torch.amp.GradScaler's
  * scale / growth tracker / found_inf tensors. */
 typedef struct volt_scaler_state {
     float scale;
-    float found_inf;                     /* 0 or 1 after unscale */
+    float found_inf;                     /* 0 or 1 after unscale; kept by scaler_update (the
+                                            boundary's decision, until the next unscale) */
     int64_t growth_tracker;
 } volt_scaler_state;
 
@@ -104,7 +109,8 @@ struct volt_param_math {
      * (it is never cleared here: the boundary clears it before the first unit). */
     void (*unscale)(volt_device *d, float *x, int64_t n, volt_scaler_state *st);
     /* torch's _amp_update_scale_: on found_inf scale *= backoff and the tracker restarts;
-     * else every `interval` good steps scale *= growth (kept finite). Clears found_inf. */
+     * else every `interval` good steps scale *= growth (kept finite). found_inf is left as
+     * it was: the step's decision, which a captured step's host reads after the launch. */
     void (*scaler_update)(volt_device *d, volt_scaler_state *st, float growth, float backoff, int64_t interval);
     /* One optimizer update (volt_update_args). */
     void (*update)(volt_device *d, const volt_update_args *a);

@@ -424,6 +424,11 @@ volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, 
  * into the host source of the H2D copy the graph launch re-issues, and the step count. */
 struct volt_optimizer;
 void volt__optimizer_advance(struct volt_optimizer *opt);
+/* volt_optimizer_step whose updates read a device flag first and change nothing when it is
+ * nonzero (volt_update_args.skip; NULL: volt_optimizer_step). The step count advances either
+ * way: a caller that learns afterwards that the step was skipped sets it back
+ * (volt_optimizer_set_step_count). */
+volt_status volt__optimizer_step_unless(struct volt_optimizer *opt, const float *skip);
 /* Backend updates (pm->update) issued so far: one per run of adjacent trainable parameters
  * per unit and step (tests). */
 int64_t volt__optimizer_launches(const struct volt_optimizer *opt);

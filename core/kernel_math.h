@@ -14,7 +14,8 @@
 #endif
 
 /* torch.amp.GradScaler.update: back off after an inf/NaN step, grow after `interval` clean
- * steps (a growth that would overflow is skipped); found_inf is cleared for the next step. */
+ * steps (a growth that would overflow is skipped). found_inf stays: the step's decision until
+ * the next unscale clears it (a captured step's host reads it after the launch). */
 VOLT_KERNEL_FN void volt__scaler_update(float *scale, float *found_inf, int64_t *growth_tracker, float growth,
                                         float backoff, int64_t interval) {
     if (*found_inf != 0.f) {
@@ -25,7 +26,6 @@ VOLT_KERNEL_FN void volt__scaler_update(float *scale, float *found_inf, int64_t 
         if (isfinite(grown)) *scale = grown;
         *growth_tracker = 0;
     }
-    *found_inf = 0.f;
 }
 
 /* max_pool2d's window at output (oh, ow) of one (H, W) plane xp, kernel k, stride S: the

@@ -214,7 +214,9 @@ static void update_run(volt_optimizer *opt, const opt_unit *ou, volt_update_args
     opt->launches++;
 }
 
-volt_status volt_optimizer_step(volt_optimizer *opt) {
+volt_status volt_optimizer_step(volt_optimizer *opt) { return volt__optimizer_step_unless(opt, NULL); }
+
+volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) {
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
     const volt_dtype vdt = volt_params_dtype(opt->ps);
@@ -222,7 +224,7 @@ volt_status volt_optimizer_step(volt_optimizer *opt) {
     volt__dev_h2d(opt->dev, opt->coef_dev, &opt->coef_host, sizeof opt->coef_host);   /* the one copy per step */
     volt_update_args ua = { .kind = opt->cfg.kind == VOLT_OPTIM_SGD ? VOLT_UPDATE_SGD
                                     : opt->cfg.kind == VOLT_OPTIM_ADAMW ? VOLT_UPDATE_ADAMW : VOLT_UPDATE_ADAM,
-                            .p_dt = vdt, .s_dt = opt->state_dt, .coef = opt->coef_dev };
+                            .p_dt = vdt, .s_dt = opt->state_dt, .coef = opt->coef_dev, .skip = skip };
 
     for (int ui = 0; ui < opt->n_units; ui++) {
         opt_unit *ou = &opt->units[ui];

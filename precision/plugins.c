@@ -22,9 +22,18 @@ static volt_status convert_params(volt_precision *p, volt_params *ps, char *err,
 }
 
 /* ---- 16-mixed: the grad scaler ------------------------------------------------------------ */
+/* loss * the device's scale (a 1-element tensor over the scaler state): the same product as
+ * volt_scale with the host copy, but a captured step's replays read each step's scale */
 static volt_tensor *scaler_scale_loss(volt_precision *p, volt_step *s, volt_tensor *loss) {
-    return volt_scale(s, loss, p->scaler.scale);
+    volt_grad_scaler *g = &p->scaler;
+    if (!loss || !loss->device || volt__scaler_attach(g, loss->device) < 0 || g->dev != loss->device)
+        return volt_scale(s, loss, g->scale);
+    return volt_mul(s, loss, volt_tensor_wrap(s, VOLT_F32, loss->shape, &g->state->scale));
 }
+
+static const float *scaler_skip_flag(volt_precision *p) { return p->scaler.state ? &p->scaler.state->found_inf : NULL; }
+static void scaler_update_on_device(volt_precision *p) { volt__scaler_update_on_device(&p->scaler); }
+static void scaler_read_back(volt_precision *p, bool *skipped) { volt__scaler_read_back(&p->scaler, skipped); }
 
 static void scaler_unscale(volt_precision *p, volt_params *ps, bool *found_inf) {
     volt__scaler_unscale(&p->scaler, ps, found_inf);
@@ -73,15 +82,16 @@ static volt_status scaler_load(volt_precision *p, volt_meta_get_fn get, void *ct
 /* ---- the tables ------------------------------------------------------------------------------ */
 static const volt_precision_ops k_plugins[] = {
     { VOLT_PRECISION_OPS_VERSION, { "32-true", VOLT_F32, VOLT_F32, false, false },
-      NULL, NULL, NULL, NULL, NULL, NULL },
+      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
     { VOLT_PRECISION_OPS_VERSION, { "16-mixed", VOLT_F16, VOLT_F32, true, true },
-      NULL, scaler_scale_loss, scaler_unscale, scaler_update, scaler_save, scaler_load },
+      NULL, scaler_scale_loss, scaler_unscale, scaler_update, scaler_save, scaler_load,
+      scaler_skip_flag, scaler_update_on_device, scaler_read_back },
     { VOLT_PRECISION_OPS_VERSION, { "bf16-mixed", VOLT_BF16, VOLT_F32, true, false },
-      NULL, NULL, NULL, NULL, NULL, NULL },
+      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
     { VOLT_PRECISION_OPS_VERSION, { "bf16-true", VOLT_BF16, VOLT_BF16, false, false },
-      convert_params, NULL, NULL, NULL, NULL, NULL },
+      convert_params, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
     { VOLT_PRECISION_OPS_VERSION, { "16-true", VOLT_F16, VOLT_F16, false, false },
-      convert_params, NULL, NULL, NULL, NULL, NULL },
+      convert_params, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
 static const struct { const char *alias, *name; } k_aliases[] = {

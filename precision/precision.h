@@ -19,10 +19,12 @@
 #include "core/device.h"
 
 /* torch.amp.GradScaler's dynamic loss scale. Its state (scale, found_inf, growth tracker)
- * lives in device memory (`state`, core/device.h volt_scaler_state, allocated on the grads'
- * device at the first scale_loss/unscale) and changes only through the backend's parameter
- * math; `scale` and `growth_tracker` here are the host's copy, refreshed by one D2H copy at
- * the end of each boundary (update), for scale_loss, logging and checkpoints. */
+ * lives in device memory (`state`, core/device.h volt_scaler_state, allocated on the loss's
+ * device at the first scale_loss) and changes only through the backend's parameter math;
+ * scale_loss multiplies by the device's scale (a captured step's replays read each step's).
+ * `scale` and `growth_tracker` here are the host's copy, refreshed by one D2H copy at the
+ * end of each boundary (update), or after a captured step's launch (read_back), for
+ * logging and checkpoints. */
 typedef struct volt_grad_scaler {
     float scale;               /* current loss scale (host copy) */
     float growth_factor;       /* > 1 */
@@ -47,7 +49,8 @@ typedef struct volt_precision_ops {
     /* The loss backward starts from; NULL result = step error. */
     volt_tensor *(*scale_loss)(volt_precision *p, volt_step *s, volt_tensor *loss);
     /* Divide this process's grads by the scale; *found_inf = a scaled grad was inf/NaN (on
-     * the device; the host reads the flag with one D2H copy here, once per boundary). */
+     * the device; the host reads the flag with one D2H copy here, once per boundary; with
+     * found_inf NULL the flag stays on the device: a captured step). */
     void (*unscale_grads)(volt_precision *p, volt_params *ps, bool *found_inf);
     /* After the boundary (step taken or skipped; found_inf is the all-rank result). */
     void (*update)(volt_precision *p, bool found_inf);
@@ -56,8 +59,17 @@ typedef struct volt_precision_ops {
     volt_status (*state_save)(volt_precision *p, volt_meta_put_fn put, void *ctx);
     volt_status (*state_load)(volt_precision *p, volt_meta_get_fn get, void *ctx, bool apply,
                               char *err, size_t errlen);
+    /* Version 2: a captured step (compile) decides the skip on the device, with no host read.
+     * unscale_grads(p, ps, NULL) leaves found_inf on the device; skip_flag is its address (the
+     * optimizer's updates read it: volt_update_args.skip); update_on_device is update with that
+     * flag and no host copy (one process: the flag is the all-rank result); after the graph's
+     * launch, read_back refreshes the host copy with one D2H copy and says whether the step
+     * was skipped. */
+    const float *(*skip_flag)(volt_precision *p);
+    void (*update_on_device)(volt_precision *p);
+    void (*read_back)(volt_precision *p, bool *skipped);
 } volt_precision_ops;
-#define VOLT_PRECISION_OPS_VERSION 1u
+#define VOLT_PRECISION_OPS_VERSION 2u
 
 struct volt_precision {
     const volt_precision_ops *ops;
@@ -89,6 +101,10 @@ void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf)
 /* found_inf: the all-rank flag; written to the device state, then pm->scaler_update, then
  * the host copy is refreshed (one D2H copy). */
 void volt__scaler_update(volt_grad_scaler *g, bool found_inf);
+/* A captured step's halves: the update from the device's own flag (no copy either way), and
+ * after the launch the host copy refreshed, *skipped = the step's found_inf. */
+void volt__scaler_update_on_device(volt_grad_scaler *g);
+void volt__scaler_read_back(volt_grad_scaler *g, bool *skipped);
 /* Set scale and tracker (checkpoint restore): host copy and device state. */
 void volt__scaler_set(volt_grad_scaler *g, float scale, int64_t growth_tracker);
 void volt__scaler_release(volt_grad_scaler *g);

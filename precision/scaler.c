@@ -7,7 +7,9 @@
  * counts good steps and every growth_interval of them scale *= growth (kept finite).
  *
  * Host reads: found_inf once per boundary (unscale), the state once after update (the
- * host copy scale_loss, logging and checkpoints use). */
+ * host copy logging and checkpoints use). A captured step (compile) reads neither: the
+ * optimizer's updates and the scaler update read found_inf on the device, and the host
+ * copy is refreshed once after each launch (read_back), which also says if it skipped. */
 #include <math.h>
 #include <string.h>
 #include "precision/precision.h"
@@ -24,9 +26,13 @@ volt_status volt__scaler_attach(volt_grad_scaler *g, volt_device *d) {
 }
 
 void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf) {
-    if (volt__scaler_attach(g, ps->dev) < 0) { *found_inf = true; return; }   /* no state: skip the step */
+    if (volt__scaler_attach(g, ps->dev) < 0) {   /* no state: skip the step */
+        if (found_inf) *found_inf = true;
+        return;
+    }
     const volt_param_math *pm = g->dev->be->pm;
-    const float zero = 0.f;
+    /* static: a captured step re-issues its H2D copies from the same host address per launch */
+    static const float zero = 0.f;
     volt__dev_h2d(g->dev, &g->state->found_inf, &zero, sizeof zero);   /* address arithmetic only */
     for (int i = 0; i < volt_params_unit_count(ps); i++) {
         volt_unit *u = volt_params_unit_at(ps, i);
@@ -35,9 +41,24 @@ void volt__scaler_unscale(volt_grad_scaler *g, volt_params *ps, bool *found_inf)
         float *gr = volt_unit_grad(u);
         if (gr && hi > lo) pm->unscale(g->dev, gr + lo, hi - lo, g->state);
     }
+    if (!found_inf) return;   /* a captured step: the flag stays on the device */
     float f = 0.f;
     volt__dev_d2h(g->dev, &f, &g->state->found_inf, sizeof f);   /* the one read per boundary */
     *found_inf = f != 0.f;
+}
+
+void volt__scaler_update_on_device(volt_grad_scaler *g) {
+    if (g->state) g->dev->be->pm->scaler_update(g->dev, g->state, g->growth_factor, g->backoff_factor, g->growth_interval);
+}
+
+void volt__scaler_read_back(volt_grad_scaler *g, bool *skipped) {
+    *skipped = false;
+    if (!g->state) return;
+    volt_scaler_state h;
+    volt__dev_d2h(g->dev, &h, g->state, sizeof h);
+    g->scale = h.scale;
+    g->growth_tracker = h.growth_tracker;
+    *skipped = h.found_inf != 0.f;
 }
 
 void volt__scaler_update(volt_grad_scaler *g, bool found_inf) {

@@ -6,19 +6,34 @@
  *   ->  optimizer step (skipped when any rank found inf/NaN)  ->  gather params (strategy)
  *   ->  zero grads (strategy; sharded grads give their pages back)  ->  scaler update
  *
+ * A captured step (b->on_device, compile) reads nothing on the host: the norm's clip
+ * coefficient and 16-mixed's skip are decided on the device (volt_boundary).
+ *
  * The parameter math is the core's (volt_params_*, volt_optimizer_step) and the plugin's;
  * this file only orders it, so the floating-point operations are the same as before it
  * existed (tests/golden.sh). */
 #include <math.h>
 #include <stdio.h>
 #include "strategies/strategy.h"
+#include "core/internal.h"
 
 #define BFAIL(s, ...) do { snprintf(err, errlen, __VA_ARGS__); return (s); } while (0)
 
-static volt_status unscale(volt_strategy *st, bool *skip, char *err, size_t errlen) {
+static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip, const float **flag, char *err,
+                           size_t errlen) {
     *skip = false;
+    *flag = NULL;
     volt_precision *p = st->prec;
     if (!p || !p->ops->unscale_grads) return VOLT_OK;
+    if (b->on_device) {   /* captured: the updates read the flag where unscale leaves it */
+        if (st->world > 1 || !p->ops->skip_flag || !p->ops->update_on_device)
+            BFAIL(VOLT_ERR_UNSUPPORTED, "strategy '%s': precision '%s': the inf/NaN skip cannot be decided on the "
+                  "device here (%d processes)", st->row->name, p->ops->info.name, st->world);
+        p->ops->unscale_grads(p, st->ps, NULL);
+        if (!(*flag = p->ops->skip_flag(p)))
+            BFAIL(VOLT_ERR_STATE, "precision '%s': the grad scaler has no device state", p->ops->info.name);
+        return VOLT_OK;
+    }
     bool found = false;
     p->ops->unscale_grads(p, st->ps, &found);
     if (st->world > 1) {   /* every rank takes the same decision */
@@ -36,6 +51,13 @@ static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, si
     volt_status s;
     if (b->clip_by_value) {
         if ((s = volt_params_clip_grad_value(st->ps, b->clip_val)) < 0)
+            BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
+        return VOLT_OK;
+    }
+    if (b->on_device) {   /* the coefficient from the device norm: the same formula, no host read */
+        if (st->world > 1)
+            BFAIL(VOLT_ERR_UNSUPPORTED, "strategy '%s': a captured step's norm clipping is one process's", st->row->name);
+        if ((s = volt_params_clip_grad_norm(st->ps, b->clip_val, NULL)) < 0)
             BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
         return VOLT_OK;
     }
@@ -61,15 +83,19 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
     if (st->ops->reduce_grads && (s = st->ops->reduce_grads(st)) < 0)
         BFAIL(s, "strategy '%s': gradient reduction: %s", st->row->name, st->errmsg);
     bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
-    VOLT_TRY(unscale(st, &skip, err, errlen));
+    const float *flag = NULL;   /* captured: the same decision, on the device */
+    VOLT_TRY(unscale(st, b, &skip, &flag, err, errlen));
     VOLT_TRY(clip(st, b, err, errlen));
     if (b->before_step && (s = b->before_step(b->ctx)) < 0) return s;
-    if (!skip && (s = volt_optimizer_step(st->opt)) < 0) BFAIL(s, "optimizer step: %s", volt_optimizer_errmsg(st->opt));
+    if (!skip && (s = volt__optimizer_step_unless(st->opt, flag)) < 0)
+        BFAIL(s, "optimizer step: %s", volt_optimizer_errmsg(st->opt));
     if (st->ops->after_optimizer_step && (s = st->ops->after_optimizer_step(st)) < 0)
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
     if (st->ops->zero_grad) st->ops->zero_grad(st);
     else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */
-    if (st->prec) {
+    if (st->prec && flag) {
+        st->prec->ops->update_on_device(st->prec);   /* skipped_steps: counted at read_back */
+    } else if (st->prec) {
         if (skip) st->prec->skipped_steps++;
         if (st->prec->ops->update) st->prec->ops->update(st->prec, skip);
     }

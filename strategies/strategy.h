@@ -167,6 +167,12 @@ typedef struct volt_boundary {
      * reported by the callee (err stays empty). */
     volt_status (*before_step)(void *ctx);
     void *ctx;
+    /* A captured step (compile; one process): nothing is read on the host. The clip by norm
+     * takes its coefficient from the device norm (volt_params_clip_grad_norm), and 16-mixed's
+     * inf/NaN skip is the device flag the optimizer's updates and the scaler update read;
+     * the caller learns after the launch whether the step was skipped (the precision's
+     * read_back), *skipped stays false. */
+    bool on_device;
 } volt_boundary;
 /* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> clip
  * -> before_step -> optimizer step (skipped on inf/NaN) -> gather -> zero grads -> scaler

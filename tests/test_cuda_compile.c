@@ -12,6 +12,10 @@
  * Cases: a small MLP and a DistilBERT (2 layers, dim 128, 2 heads: head dim 64, what the
  * cuda attention kernel takes; T 48 with a padding tail), each at 32-true and bf16-mixed.
  * And the MLP with norm clipping (0.05: it clips), which the graph does on the device.
+ * And 16-mixed (MLP, MLP with norm clipping, DistilBERT) from a loss scale of 2^20 with a
+ * growth interval of 3: the first steps' f16 grads overflow and are skipped on the device
+ * (the graph's update reads the scaler's found_inf; the host learns it after the launch);
+ * global_step, the skipped count, the scale and its tracker must equal eager's too.
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
@@ -78,7 +82,20 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, in
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
                                            .on_train_batch_end = rec_loss };
 
-typedef struct { losses l; unsigned char *params; size_t bytes; int64_t eager, captured, replayed; bool ok; } run_out;
+typedef struct {
+    losses l;
+    unsigned char *params;
+    size_t bytes;
+    int64_t eager, captured, replayed, global_step, skipped, tracker;
+    float scale;
+    bool ok;
+} run_out;
+
+/* 16-mixed's grad scaler: a start scale large enough that the first steps' f16 grads
+ * overflow (skipped, backing off) and a short growth interval (it grows, maybe overflows
+ * again); 0: the defaults */
+static float g_init_scale;
+static int64_t g_growth_interval;
 
 static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
     run_out r;
@@ -94,6 +111,8 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     c.num_sanity_val_steps = 0;
     c.seed = 11;
     c.gradient_clip_val = clip;   /* > 0: by norm (host norm eagerly, device norm in the graph) */
+    if (g_init_scale > 0) c.grad_scaler_init_scale = g_init_scale;
+    if (g_growth_interval > 0) c.grad_scaler_growth_interval = g_growth_interval;
     volt_trainer *t = NULL;
     volt_status st = volt_trainer_create(&c, &t);
     CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
@@ -120,6 +139,10 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     CHECK(st == VOLT_OK, "fit (%s, %s, compile %d): %s", bert ? "distilbert" : "mlp", precision, compile, volt_trainer_errmsg(t));
     r.ok = st == VOLT_OK;
     volt_trainer_compile_stats(t, &r.eager, &r.captured, &r.replayed);
+    r.global_step = volt_trainer_global_step(t);
+    r.skipped = volt_trainer_skipped_steps(t);
+    r.scale = volt_trainer_grad_scale(t);
+    r.tracker = volt_trainer_grad_scaler_growth_tracker(t);
     volt_params *ps = volt_trainer_params(t);
     if (r.ok && ps) {
         r.bytes = (size_t)volt_params_value_bytes(ps);
@@ -158,6 +181,16 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
     CHECK(loss_diff < 0, "%s: step %d's loss differs: eager %.9g, graph %.9g", name, loss_diff,
           loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0);
     CHECK(e.bytes == g.bytes && e.bytes > 0 && nbad == 0, "%s: %zu of %zu parameter values differ", name, nbad, e.bytes / 4);
+    CHECK(e.global_step == g.global_step && e.skipped == g.skipped && e.tracker == g.tracker &&
+          !memcmp(&e.scale, &g.scale, sizeof e.scale), "%s: eager global_step %lld, skipped %lld, scale %g, tracker %lld; "
+          "graph %lld, %lld, %g, %lld", name, (long long)e.global_step, (long long)e.skipped, (double)e.scale,
+          (long long)e.tracker, (long long)g.global_step, (long long)g.skipped, (double)g.scale, (long long)g.tracker);
+    if (g_init_scale > 0) {   /* the forced overflow happened, and the run also took steps */
+        printf("compile %s: skipped %lld, global_step %lld, scale %g\n", name, (long long)g.skipped,
+               (long long)g.global_step, (double)g.scale);
+        CHECK(g.skipped >= 2 && g.global_step == g_steps, "%s: %lld steps skipped (want >= 2), global_step %lld", name,
+              (long long)g.skipped, (long long)g.global_step);
+    }
     free(e.params);
     free(g.params);
 }
@@ -244,6 +277,16 @@ int main(void) {
     compare("mlp 32-true clip-norm 0.05", false, "32-true", mds, 0.05f);
     compare("distilbert 32-true", true, "32-true", bds, 0.f);
     compare("distilbert bf16-mixed", true, "bf16-mixed", bds, 0.f);
+    /* 16-mixed: the inf/NaN skip on the device — the first steps overflow in f16 (skipped:
+     * the update and the step count stay, the scale backs off), then the scale grows every
+     * 3 good steps; norm clipping after the unscale */
+    g_init_scale = 1048576.f;   /* 2^20 */
+    g_growth_interval = 3;
+    compare("mlp 16-mixed skips", false, "16-mixed", mds, 0.f);
+    compare("mlp 16-mixed skips clip-norm 0.05", false, "16-mixed", mds, 0.05f);
+    compare("distilbert 16-mixed skips", true, "16-mixed", bds, 0.f);
+    g_init_scale = 0;
+    g_growth_interval = 0;
     test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);

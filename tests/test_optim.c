@@ -674,6 +674,8 @@ static void test_pm_update(void) {
     float *p = volt__dev_alloc(d, fb), *g = volt__dev_alloc(d, fb), *s0 = volt__dev_alloc(d, fb), *s1 = volt__dev_alloc(d, fb);
     uint16_t *p16 = volt__dev_alloc(d, 2 * N), *a16 = volt__dev_alloc(d, 2 * N), *b16 = volt__dev_alloc(d, 2 * N);
     volt_opt_coef *cd = volt__dev_alloc(d, sizeof *cd);
+    float *flag = volt__dev_alloc(d, sizeof *flag);
+    const float zero = 0.f, one = 1.f;
     volt__dev_h2d(d, g, hg, fb);
 
     struct { const char *name; volt_update_kind kind; volt_opt_coef c; bool states; } cases[] = {
@@ -693,8 +695,9 @@ static void test_pm_update(void) {
         volt__dev_h2d(d, p, hp, fb);
         volt__dev_h2d(d, s0, hs0, fb);
         volt__dev_h2d(d, s1, hs1, fb);
+        volt__dev_h2d(d, flag, &zero, sizeof zero);   /* a skip flag at 0: the update runs */
         volt_update_args a = { .kind = cases[ci].kind, .p = p, .p_dt = VOLT_F32, .g = g, .s0 = st ? s0 : NULL,
-                               .s1 = adam ? s1 : NULL, .s_dt = VOLT_F32, .n = N, .coef = cd };
+                               .s1 = adam ? s1 : NULL, .s_dt = VOLT_F32, .n = N, .coef = cd, .skip = flag };
         d->be->pm->update(d, &a);
         volt__dev_d2h(d, op, p, fb);
         volt__dev_d2h(d, os0, s0, fb);
@@ -715,6 +718,14 @@ static void test_pm_update(void) {
             if (adam && fabs((double)os1[i] - rs1[i]) > 1e-6 * sc1) bad++;
         }
         CHECK(!bad, "pm update %s f32: %d elements off the host reference (worst rel %.2g)", cases[ci].name, bad, worst);
+        /* the flag set (16-mixed's inf/NaN step in a captured step): nothing changes */
+        volt__dev_h2d(d, flag, &one, sizeof one);
+        d->be->pm->update(d, &a);
+        volt__dev_d2h(d, rp, p, fb);
+        volt__dev_d2h(d, rs0, s0, fb);
+        volt__dev_d2h(d, rs1, s1, fb);
+        CHECK(!memcmp(rp, op, fb) && !memcmp(rs0, os0, fb) && !memcmp(rs1, os1, fb),
+              "pm update %s f32: a set skip flag still changed the values or states", cases[ci].name);
 
         /* 16-bit values and states (bf16; f16 states; f32 values with bf16 states): exactly
          * the f32 update of the widened numbers, rounded to nearest even */
@@ -768,6 +779,7 @@ static void test_pm_update(void) {
     }
     volt__dev_free(d, p); volt__dev_free(d, g); volt__dev_free(d, s0); volt__dev_free(d, s1);
     volt__dev_free(d, p16); volt__dev_free(d, a16); volt__dev_free(d, b16); volt__dev_free(d, cd);
+    volt__dev_free(d, flag);
     free(hp); free(hg); free(hs0); free(hs1); free(rp); free(rs0); free(rs1); free(op); free(os0); free(os1);
 }
 

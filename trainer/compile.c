@@ -21,15 +21,17 @@
  * (and past VOLT_COMPILE_MAX_SHAPES remembered) runs eagerly each time, counted in
  * volt_trainer_compile_stats. Validation, test and predict steps run eagerly.
  *
- * Norm clipping runs on the device in a captured step (volt_params_clip_grad_norm: the
- * coefficient from the device norm, the formula the boundary computes on the host), just
- * before the boundary, which then clips nothing: with one process and no unscale that is
- * the boundary's own order.
+ * The boundary runs with nothing read on the host (volt_boundary.on_device): norm clipping
+ * takes its coefficient from the device norm (volt_params_clip_grad_norm: the formula the
+ * boundary computes on the host), and 16-mixed's inf/NaN skip is the scaler's device flag,
+ * which the optimizer's updates and the scaler update read; the host reads the scaler state
+ * once after each launch and, on a skipped step, sets the optimizer's step count back and
+ * leaves global_step and the scheduler (after_boundary), as an eager step does.
  *
  * What a replay cannot redo is refused, never silently run eagerly: at create, a backend
- * without graph capture, more than one process, gradient accumulation and 16-mixed's
- * host-side inf/NaN skip; at fit start, callbacks with
- * on_before_backward / on_after_backward (they would see a replay's tensors, or none); at
+ * without graph capture, more than one process and gradient accumulation; at fit start,
+ * callbacks with on_before_backward / on_after_backward (they would see a replay's
+ * tensors, or none); at
  * capture, a host read of device memory, an allocation or a synchronize anywhere in the step
  * (the backend names it and what was running), and a metric logged from a host value. */
 #include <stdio.h>
@@ -122,10 +124,10 @@ volt_status volt__compile_check_config(volt_trainer *t) {
     if (c->accumulate_grad_batches > 1)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures the optimizer boundary with the step: "
                           "accumulate_grad_batches must be 1, got %lld", (long long)c->accumulate_grad_batches);
-    if (t->prec && t->prec->ops->unscale_grads)
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: precision '%s' reads the grad scaler's inf/NaN flag "
-                          "on the host every step (to skip the optimizer step), which a captured step cannot; use "
-                          "bf16-mixed or 32-true", c->precision);
+    const volt_precision_ops *po = t->prec ? t->prec->ops : NULL;
+    if (po && po->unscale_grads && !(po->skip_flag && po->update_on_device && po->read_back))
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: precision '%s' cannot decide its inf/NaN skip on "
+                          "the device", c->precision);
     return VOLT_OK;
 }
 
@@ -164,8 +166,20 @@ static volt_status before_step_hooks(void *ctx) {
     return VOLT_OK;
 }
 
-/* After the boundary: the loop's counters (loop.c's optimizer_step). */
+/* After the launch: the loop's counters (loop.c's optimizer_step). 16-mixed's step skipped
+ * on the device (inf/NaN grads) is learnt here, with the scaler's host copy (one read):
+ * then, as eagerly, the optimizer's step count, global_step and the scheduler stay. */
 static void after_boundary(volt_trainer *t) {
+    const volt_precision_ops *po = t->prec ? t->prec->ops : NULL;
+    if (po && po->unscale_grads) {
+        bool skipped = false;
+        po->read_back(t->prec, &skipped);
+        if (skipped) {
+            t->prec->skipped_steps++;
+            volt_optimizer_set_step_count(t->opt, volt_optimizer_step_count(t->opt) - 1);   /* advanced before */
+            return;
+        }
+    }
     t->global_step++;
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
 }
@@ -215,21 +229,13 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
         st = volt_step_backward(s, loss);
     }
     bool skip = false;
-    const bool by_norm = t->cfg.gradient_clip_val > 0 && strcmp(t->cfg.gradient_clip_algorithm, "value");
-    if (st >= 0 && by_norm) {
-        /* the boundary clips by norm with a host read of the norm; one process, no unscale:
-         * clipping here, on the device (coef from the device norm, the same formula), is the
-         * same step in the same place — before the hooks and the update */
-        where = "gradient clipping";
-        d->capture_note = "gradient clipping (by norm, on the device)";
-        if ((st = volt_params_clip_grad_norm(t->ps, t->cfg.gradient_clip_val, NULL)) < 0)
-            snprintf(why, sizeof why, "gradient clipping: %s", volt_params_errmsg(t->ps));
-    }
     if (st >= 0) {
+        /* on the device: the clip by norm's coefficient, 16-mixed's skip (volt_boundary) */
         where = "the optimizer step";
         d->capture_note = "the optimizer step";
-        const volt_boundary bd = { .clip_val = by_norm ? 0.f : t->cfg.gradient_clip_val, .clip_by_value = true,
-                                   .before_step = before_step_hooks, .ctx = t };
+        const volt_boundary bd = { .clip_val = t->cfg.gradient_clip_val,
+                                   .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
+                                   .before_step = before_step_hooks, .ctx = t, .on_device = true };
         char berr[512] = "";
         st = volt__strategy_optimizer_boundary(t->strategy, &bd, &skip, berr, sizeof berr);
         if (st < 0 && berr[0]) snprintf(why, sizeof why, "%s", berr);

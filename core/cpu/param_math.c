@@ -233,7 +233,7 @@ static void update_mixed(const volt_update_args *a) {
 
 void volt__cpu_pm_update(volt_device *d, const volt_update_args *a) {
     (void)d;
-    if (a->n <= 0) return;
+    if (a->n <= 0 || (a->skip && *a->skip != 0.f)) return;   /* device memory is host memory */
     if (a->p_dt == VOLT_F32 && (a->s_dt == VOLT_F32 || (!a->s0 && !a->s1))) {
         if (a->kind == VOLT_UPDATE_SGD) sgd_f32(a->coef, a->p, a->g, a->s0, a->n);
         else adam_f32(a->coef, a->kind == VOLT_UPDATE_ADAMW, a->p, a->g, a->s0, a->s1, a->n);

@@ -141,9 +141,10 @@ int volt_cu_pm_clip_by_norm(void *stream, float *x, int64_t n, const double *sqn
 int volt_cu_pm_clip_value(void *stream, float *x, int64_t n, float v);
 int volt_cu_pm_unscale(void *stream, float *x, int64_t n, volt_cu_scaler *st);
 int volt_cu_pm_scaler_update(void *stream, volt_cu_scaler *st, float growth, float backoff, int64_t interval);
-/* kind: 0 SGD, 1 Adam, 2 AdamW (volt_update_kind); p in p_dt, states in s_dt (s0/s1 may be NULL) */
+/* kind: 0 SGD, 1 Adam, 2 AdamW (volt_update_kind); p in p_dt, states in s_dt (s0/s1 may be NULL);
+ * skip: NULL or a device flag, nonzero = the update changes nothing (volt_update_args.skip) */
 int volt_cu_pm_update(void *stream, int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt,
-                      int64_t n, const volt_cu_coef *coef);
+                      int64_t n, const volt_cu_coef *coef, const float *skip);
 
 #ifdef __cplusplus
 }

@@ -51,7 +51,7 @@ static void pm_scaler_update(volt_device *d, volt_scaler_state *st, float growth
 static void pm_update(volt_device *d, const volt_update_args *a) {
     volt_cuda_ctx *c = use(d);
     note(c, volt_cu_pm_update(c->stream, (int)a->kind, a->p, (int)a->p_dt, a->g, a->s0, a->s1, (int)a->s_dt, a->n,
-                              (const volt_cu_coef *)(const void *)a->coef));
+                              (const volt_cu_coef *)(const void *)a->coef, a->skip));
 }
 static void pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n) {
     volt_cuda_ctx *c = use(d);

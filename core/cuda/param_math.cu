@@ -96,12 +96,14 @@ struct op_pm_update {
     void *s0, *s1;
     int s_dt;
     const volt_cu_coef *coef;
+    const float *skip;   /* NULL or a device flag: nonzero = store nothing (16-mixed's inf/NaN step) */
     /* DRAM bytes per element (the simulator's launch trace: docs/CUDA.md's inventory) */
     __host__ __device__ int bytes_per_item() const {
         const int ps = p_dt == VOLT_CU_F32 ? 4 : 2, ss = s_dt == VOLT_CU_F32 ? 4 : 2;
         return 2 * ps + 4 + (s0 ? 2 * ss : 0) + (s1 ? 2 * ss : 0);
     }
     __device__ void one(int64_t i) const {
+        if (skip && *skip != 0.f) return;
         const volt_cu_coef c = *coef;
         float pi = vcu_load(p, p_dt, i), b = 0.f, m = 0.f, v = 0.f;
         if (kind == 0) {
@@ -117,6 +119,7 @@ struct op_pm_update {
     }
     /* all f32 and 16-byte aligned (the launcher checked): float4 loads and stores */
     __device__ void four(int64_t q) const {
+        if (skip && *skip != 0.f) return;
         const volt_cu_coef c = *coef;
         float4 P = VCU_F4(p, q), G = VCU_CF4(g, q), M = make_float4(0.f, 0.f, 0.f, 0.f), V = M;
         if (s0) M = VCU_F4(s0, q);
@@ -129,12 +132,12 @@ struct op_pm_update {
     }
 };
 extern "C" int volt_cu_pm_update(void *s, int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt,
-                                 int64_t n, const volt_cu_coef *coef) {
+                                 int64_t n, const volt_cu_coef *coef, const float *skip) {
     if (n <= 0) return 0;
     const bool vec = n >= 4 && p_dt == VOLT_CU_F32 && volt_cu_aligned(p, 16) && volt_cu_aligned(g, 16) &&
                      (!s0 || (s_dt == VOLT_CU_F32 && volt_cu_aligned(s0, 16))) &&
                      (!s1 || (s_dt == VOLT_CU_F32 && volt_cu_aligned(s1, 16)));
-    const op_pm_update op{kind, p, p_dt, g, s0, s1, s_dt, coef};
+    const op_pm_update op{kind, p, p_dt, g, s0, s1, s_dt, coef, skip};
     k_map<op_pm_update><<<volt_cu_blocks(vec ? n / 4 : n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(op, n, vec);
     VOLT_CU_DONE();
 }
