@@ -10,7 +10,10 @@
  *     dropout hf: HF's defaults 0.1 / attention 0.1 / classifier 0.2 (attention dropout inside
  *             the fused kernel); off: all three 0               (default hf)
  *     precision 32-true (default) | bf16-mixed: the step's GEMM compute dtype bf16, f32
- *             parameters and AdamW (what the trainer's bf16-mixed plugin sets)
+ *             parameters and AdamW (what the trainer's bf16-mixed plugin sets) | 16-mixed:
+ *             f16 GEMMs and the trainer's grad scaler (precision/: the loss times the scale,
+ *             the grads unscaled with the inf/NaN check, the step skipped on inf/NaN, the
+ *             scale updated; under COMPILE=1 the skip is decided on the device)
  *     pad     none (default) | tail: a realistic padding tail, row b keeps
  *             T/2 + (7919 b mod T/2) + 1 tokens, the rest is [PAD] (id 0) with attention
  *             mask 0, as a batch of padded texts (bench/peer_distilbert.py: the same rows)
@@ -32,6 +35,7 @@
 #include "volt/precision.h"
 #include "core/cpu/kernels.h"   /* volt__cpu_gemm_library: which GEMM library runs */
 #include "core/internal.h"      /* volt__device_get: the synchronize of a GPU step */
+#include "precision/precision.h"  /* 16-mixed: the trainer's grad scaler */
 #ifdef VOLT_HAVE_CUDA
 #include "core/cuda/memstat.h"  /* the device memory high-water */
 #endif
@@ -60,10 +64,10 @@ int main(int argc, char **argv) {
     int B = argc > 5 ? atoi(argv[5]) : 8, T = argc > 6 ? atoi(argv[6]) : 128;
     const char *prec = argc > 7 ? argv[7] : "32-true", *pad = argc > 8 ? argv[8] : "none";
     const char *acc = argc > 9 ? argv[9] : "cpu";
-    bool bf16 = !strcmp(prec, "bf16-mixed"), tail = !strcmp(pad, "tail");
+    bool bf16 = !strcmp(prec, "bf16-mixed"), f16 = !strcmp(prec, "16-mixed"), tail = !strcmp(pad, "tail");
     if (steps < 1 || steps > 1000 || warmup < 0 || B < 1 || T < 1 || (strcmp(drop, "hf") && strcmp(drop, "off")) ||
-        (!bf16 && strcmp(prec, "32-true")) || (!tail && strcmp(pad, "none"))) {
-        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T 32-true|bf16-mixed none|tail "
+        (!bf16 && !f16 && strcmp(prec, "32-true")) || (!tail && strcmp(pad, "none"))) {
+        fprintf(stderr, "usage: bench_distilbert [preset steps warmup hf|off B T 32-true|bf16-mixed|16-mixed none|tail "
                         "cpu|cuda|auto]\n");
         return 2;
     }
@@ -98,6 +102,15 @@ int main(int argc, char **argv) {
     volt_step *s;
     if (volt_step_create(&sc, &s)) return 1;
     if (bf16 && volt_step_set_compute_dtype(s, VOLT_BF16)) return 1;
+    volt_precision *amp = NULL;   /* 16-mixed: the trainer's defaults (scale 2^16, growth 2 every 2000) */
+    if (f16) {
+        const volt_precision_config apc = { .name = "16-mixed", .init_scale = 65536.f, .growth_factor = 2.f,
+                                            .backoff_factor = 0.5f, .growth_interval = 2000 };
+        char perr[256];
+        if (volt__precision_create(&apc, &amp, perr, sizeof perr) < 0) { fprintf(stderr, "%s\n", perr); return 1; }
+        if (volt_step_set_compute_dtype(s, VOLT_F16)) return 1;
+    }
+    int64_t skipped = 0;
 
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * T), *mask = malloc(sizeof(int32_t) * (size_t)B * T);
     int64_t *y = malloc(sizeof(int64_t) * (size_t)B);
@@ -150,6 +163,11 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "replay: %s%s\n", gerr, volt_step_errmsg(s));
                 return 1;
             }
+            if (amp) {   /* the scaler's state, once: a skipped step's count goes back */
+                bool skip = false;
+                amp->ops->read_back(amp, &skip);
+                if (skip) { skipped++; volt_optimizer_set_step_count(opt, volt_optimizer_step_count(opt) - 1); }
+            }
             dev->be->synchronize(dev);
             if (it >= 0) { t[it] = now() - t0; tc[it] = cpu_now() - c0; }
             continue;
@@ -161,11 +179,22 @@ int main(int argc, char **argv) {
         volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
                                                   volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), mask));
         volt_tensor *loss = volt_cross_entropy(s, lg, volt_tensor_from_host(s, VOLT_I64, VOLT_SHAPE(B), y));
-        if (!loss || volt_step_backward(s, loss)) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
+        if (!loss || volt_step_backward(s, amp ? amp->ops->scale_loss(amp, s, loss) : loss)) {
+            fprintf(stderr, "%s\n", volt_step_errmsg(s));
+            return 1;
+        }
         if (it == -warmup) loss0 = volt_tensor_item(loss);
         if (!capturing) volt_step_end(s);
-        if (volt_optimizer_step(opt)) { fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt)); return 1; }
+        /* 16-mixed: unscale + inf/NaN check, the step unless found (on the device when captured) */
+        bool found = false;
+        if (amp) amp->ops->unscale_grads(amp, ps, capturing ? NULL : &found);
+        if (!found && volt__optimizer_step_unless(opt, amp && capturing ? amp->ops->skip_flag(amp) : NULL)) {
+            fprintf(stderr, "%s\n", volt_optimizer_errmsg(opt));
+            return 1;
+        }
         volt_params_clear_grad(ps);   /* torch: optimizer.zero_grad() = set_to_none */
+        if (amp && capturing) amp->ops->update_on_device(amp);
+        else if (amp) { skipped += found; amp->ops->update(amp, found); }
         if (capturing) {
             if (dev->be->graph_end(dev, &graph, gerr, sizeof gerr) || dev->be->graph_launch(dev, graph, gerr, sizeof gerr)) {
                 fprintf(stderr, "capture: %s\n", gerr);
@@ -173,6 +202,11 @@ int main(int argc, char **argv) {
             }
             volt_step_end(s);   /* after the launch: its index checks read the error word */
             if (volt_step_status(s) < 0) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
+            if (amp) {
+                bool skip = false;
+                amp->ops->read_back(amp, &skip);
+                if (skip) { skipped++; volt_optimizer_set_step_count(opt, volt_optimizer_step_count(opt) - 1); }
+            }
         }
         if (dev->be->synchronize) dev->be->synchronize(dev);
         if (it >= 0) {
@@ -228,6 +262,8 @@ int main(int argc, char **argv) {
            (double)B * T / med, cmed * 1e3);
     if (pad_tail) printf("padding: PAD=tail (row b keeps T - b T / (2 B) tokens)\n");
     if (vsteps > 0) printf("validation: %.3f ms per batch of %d (median of %d, eager, no grad)\n", vmed * 1e3, B, vsteps);
+    if (amp) printf("16-mixed: %lld of %d steps skipped by the grad scaler (inf/NaN), scale now %g\n", (long long)skipped,
+                    warmup + steps, (double)amp->scaler.scale);
     if (dev_peak_mib >= 0) printf("device memory high-water over the training steps: %.1f MiB\n", dev_peak_mib);
     printf("RESULT volt%s %s ms_per_step=%.3f cpu_ms_per_step=%.3f samples_per_s=%.1f arena_peak_mib=%.1f params=%lld "
            "device=%s val_ms_per_batch=%.3f device_peak_mib=%.1f step_held_mib=%.1f\n", compile ? "-compile" : "", preset,
@@ -235,6 +271,7 @@ int main(int argc, char **argv) {
            volt_step_device(s), vmed * 1e3, dev_peak_mib, (double)volt_step_mem_held(s) / 1048576.0);
     if (graph) dev->be->graph_destroy(dev, graph);
     volt_step_destroy(s);
+    volt__precision_destroy(amp);
     volt_optimizer_destroy(opt);
     volt_params_destroy(ps);
     volt_distilbert_destroy(m);

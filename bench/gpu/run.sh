@@ -12,7 +12,7 @@
 #               shape is for the simulator dry run (scripts/device-check.sh --sim): MFU and the
 #               job time still assume the seed's step, so they mean nothing there.
 #   STEPS       timed steps per configuration (default 20; warm-ups: WARMUP, default 5)
-#   VOLT_PRECISIONS  default "32-true bf16-mixed bf16-mixed+compile" (bench_distilbert's precisions;
+#   VOLT_PRECISIONS  default "32-true 16-mixed bf16-mixed bf16-mixed+compile" (bench_distilbert's precisions;
 #               +compile: COMPILE=1, the timed steps replay a CUDA graph)
 #   PRECISIONS  the peer's, default "32-true,16-mixed,bf16-mixed,bf16-mixed+compile"
 #   BUDGET_S    seconds for the whole bench (default 180; scripts/device-check.sh gives 150); each side gets its share under
@@ -36,7 +36,7 @@ STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
 BUDGET_S=${BUDGET_S:-180}
 PYTHON=${PYTHON:-python3}
-VOLT_PRECISIONS=${VOLT_PRECISIONS:-"32-true bf16-mixed bf16-mixed+compile"}
+VOLT_PRECISIONS=${VOLT_PRECISIONS:-"32-true 16-mixed bf16-mixed bf16-mixed+compile"}
 PRECISIONS=${PRECISIONS:-"32-true,16-mixed,bf16-mixed,bf16-mixed+compile"}
 FLOP=1.76e12
 PEAK=790
