@@ -57,6 +57,16 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* 16-mixed after a graph launch: the scaler's state read once; a step the graph skipped
+ * (inf/NaN) takes the optimizer's step count back, as the trainer does (trainer/compile.c) */
+static int amp_after_launch(volt_precision *amp, volt_optimizer *opt) {
+    bool skip = false;
+    if (!amp) return 0;
+    amp->ops->read_back(amp, &skip);
+    if (skip) volt_optimizer_set_step_count(opt, volt_optimizer_step_count(opt) - 1);
+    return skip;
+}
+
 int main(int argc, char **argv) {
     const char *preset = argc > 1 ? argv[1] : "distilbert-base";
     int steps = argc > 2 ? atoi(argv[2]) : 5, warmup = argc > 3 ? atoi(argv[3]) : 2;
@@ -163,11 +173,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "replay: %s%s\n", gerr, volt_step_errmsg(s));
                 return 1;
             }
-            if (amp) {   /* the scaler's state, once: a skipped step's count goes back */
-                bool skip = false;
-                amp->ops->read_back(amp, &skip);
-                if (skip) { skipped++; volt_optimizer_set_step_count(opt, volt_optimizer_step_count(opt) - 1); }
-            }
+            skipped += amp_after_launch(amp, opt);
             dev->be->synchronize(dev);
             if (it >= 0) { t[it] = now() - t0; tc[it] = cpu_now() - c0; }
             continue;
@@ -202,11 +208,7 @@ int main(int argc, char **argv) {
             }
             volt_step_end(s);   /* after the launch: its index checks read the error word */
             if (volt_step_status(s) < 0) { fprintf(stderr, "%s\n", volt_step_errmsg(s)); return 1; }
-            if (amp) {
-                bool skip = false;
-                amp->ops->read_back(amp, &skip);
-                if (skip) { skipped++; volt_optimizer_set_step_count(opt, volt_optimizer_step_count(opt) - 1); }
-            }
+            skipped += amp_after_launch(amp, opt);
         }
         if (dev->be->synchronize) dev->be->synchronize(dev);
         if (it >= 0) {
