@@ -45,7 +45,13 @@ enum {
     VOLT_DEV_TF32 = 1u << 4,             /* f32 GEMMs can run in TF32 when the step allows it */
 };
 
-typedef enum volt_copy_kind { VOLT_COPY_H2D = 0, VOLT_COPY_D2H = 1, VOLT_COPY_D2D = 2 } volt_copy_kind;
+/* H2D_SNAPSHOT (version 5): an H2D copy of the user's host data (volt_tensor_from_host,
+ * _copy_from_host, a user's seed grad), which may be gone once the call returns. Outside a
+ * capture it is an H2D copy; a captured graph keeps its own copy of the bytes (graph_begin).
+ * Tables older than 5 are given VOLT_COPY_H2D instead (volt__dev_h2d_snapshot). */
+typedef enum volt_copy_kind {
+    VOLT_COPY_H2D = 0, VOLT_COPY_D2H = 1, VOLT_COPY_D2D = 2, VOLT_COPY_H2D_SNAPSHOT = 3
+} volt_copy_kind;
 
 typedef struct volt_device_event volt_device_event;
 typedef struct volt_device_graph volt_device_graph;   /* an executable captured graph (backend's) */
@@ -175,7 +181,10 @@ struct volt_backend {
      * graph_end then fails naming the first such call. An H2D copy is recorded with its host
      * source address and re-issued by every graph_launch, before the graph, from that same
      * address: the host writes a step's inputs (RNG offset, optimizer scalars) there before
-     * launching. Errors are formatted into err. */
+     * launching. An H2D_SNAPSHOT copy (version 5) is re-issued the same way from the graph's
+     * own copy of the bytes, taken at capture (freed by graph_destroy): the user's host data
+     * is frozen at capture, like every other host decision of the captured step. Errors are
+     * formatted into err. */
     volt_status (*graph_begin)(volt_device *d, char *err, size_t errlen);
     volt_status (*graph_end)(volt_device *d, volt_device_graph **out, char *err, size_t errlen);
     volt_status (*graph_launch)(volt_device *d, volt_device_graph *g, char *err, size_t errlen);
@@ -187,8 +196,10 @@ struct volt_backend {
      * given-back range really stop holding memory (cuda: a reserved virtual range mapped
      * granule by granule). Freed with free. */
     void *(*alloc_givable)(volt_device *d, size_t bytes);
+
+    /* ---- version 5: no new entries; copy may be given VOLT_COPY_H2D_SNAPSHOT ---- */
 };
-#define VOLT_BACKEND_VERSION 4u
+#define VOLT_BACKEND_VERSION 5u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -222,6 +233,10 @@ static inline void *volt__dev_alloc(volt_device *d, size_t n) { return d->be->al
 static inline void volt__dev_free(volt_device *d, void *p) { if (p) d->be->free(d, p); }
 static inline void volt__dev_memset(volt_device *d, void *p, int v, size_t n) { if (n) d->be->memset(d, p, v, n); }
 static inline void volt__dev_h2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_H2D); }
+/* The user's host data (volt_copy_kind): a captured graph replays the bytes src held now. */
+static inline void volt__dev_h2d_snapshot(volt_device *d, void *dst, const void *src, size_t n) {
+    if (n) d->be->copy(d, dst, src, n, d->be->version >= 5 ? VOLT_COPY_H2D_SNAPSHOT : VOLT_COPY_H2D);
+}
 static inline void volt__dev_d2h(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2H); }
 static inline void volt__dev_d2d(volt_device *d, void *dst, const void *src, size_t n) { if (n) d->be->copy(d, dst, src, n, VOLT_COPY_D2D); }
 static inline bool volt__dev_host_addressable(const volt_device *d) { return (d->caps & VOLT_DEV_HOST_ADDRESSABLE) != 0; }

@@ -289,15 +289,20 @@ static void drop_reads(volt_step *s, volt_node *n) {
  * (docs/CUDA.md, "compile") re-issues its H2D copies before the graph at every launch, so
  * an H2D's destination must be memory no earlier node of the step writes: true of an arena
  * block (never reused within a step), not of a pool block (a released tensor's, or a grad's
- * given back). The copy into dst is then a device copy, in stream order. */
-static bool step_h2d(volt_step *s, void *dst, const void *src, size_t bytes) {
+ * given back). The copy into dst is then a device copy, in stream order. Staged eagerly
+ * too: the captured step must allocate what the eager step of its shape did.
+ * user: src is the user's (volt_tensor_from_host, _copy_from_host, a seed grad), valid
+ * during the call only: a snapshot copy, whose bytes a captured graph keeps (core/device.h).
+ * Else src is the library's, at an address it rewrites before each replay, or constant. */
+static bool step_h2d(volt_step *s, void *dst, const void *src, size_t bytes, bool user) {
+    void (*h2d)(volt_device *, void *, const void *, size_t) = user ? volt__dev_h2d_snapshot : volt__dev_h2d;
     if (volt__dev_host_addressable(s->dev) || !bytes) {
-        volt__dev_h2d(s->dev, dst, src, bytes);
+        h2d(s->dev, dst, src, bytes);
         return true;
     }
     void *stage = volt_step_alloc(s, bytes);
     if (!stage) return false;
-    volt__dev_h2d(s->dev, stage, src, bytes);
+    h2d(s->dev, stage, src, bytes);
     volt__dev_d2d(s->dev, dst, stage, bytes);
     return true;
 }
@@ -314,7 +319,7 @@ static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
         }
     volt_tensor *t = volt__step_host_alloc(s, sizeof *t);
     if (!t) return NULL;
-    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev };
+    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev, .step = s };
     return t;
 }
 
@@ -347,7 +352,7 @@ volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape
     volt_tensor *t = tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = volt_tensor_bytes(t);
-    if (!(t->mem = mem_new(s, bytes, &t->data)) || !step_h2d(s, t->data, src, bytes)) return NULL;
+    if (!(t->mem = mem_new(s, bytes, &t->data)) || !step_h2d(s, t->data, src, bytes, true)) return NULL;
     return t;
 }
 
@@ -368,10 +373,15 @@ volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
     return VOLT_OK;
 }
 
+/* Into the step's pool (t->mem): staged like volt_tensor_from_host (step_h2d), since the
+ * block may have held a tensor released earlier in the step. A parameter, a wrapped buffer
+ * (memory that is not the step's to reuse) or a tensor filled in by hand: copied directly. */
 volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
     if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
     if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;
-    volt__dev_h2d(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
+    volt_step *s = t->step;
+    if (s && mem_of(s, t)) return step_h2d(s, t->data, src, volt_tensor_bytes(t), true) ? VOLT_OK : s->status;
+    volt__dev_h2d_snapshot(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
     return VOLT_OK;
 }
 
@@ -693,13 +703,13 @@ static volt_status seed_grad(volt_step *s, volt_tensor *t, const float *seed) {
     const size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
     if (!seed) seed = &one;
     if (!t->grad) {
-        if (!grad_alloc(s, t) || !step_h2d(s, t->grad, seed, bytes)) return s->status;
+        if (!grad_alloc(s, t) || !step_h2d(s, t->grad, seed, bytes, seed != &one)) return s->status;
     } else {
         float *h = malloc(bytes ? bytes : 1);
         if (!h) return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of memory seeding the grad");
         volt__dev_d2h(s->dev, h, t->grad, bytes);
         for (size_t i = 0; i < bytes / sizeof(float); i++) h[i] += seed[i];
-        volt__dev_h2d(s->dev, t->grad, h, bytes);
+        volt__dev_h2d_snapshot(s->dev, t->grad, h, bytes);   /* h is freed next */
         free(h);
     }
     return run_backward(s);

@@ -37,7 +37,7 @@ static volt_backend g_count;
 static _Atomic long g_d2h, g_h2d;
 static void count_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k) {
     if (k == VOLT_COPY_D2H) atomic_fetch_add(&g_d2h, 1);
-    if (k == VOLT_COPY_H2D) atomic_fetch_add(&g_h2d, 1);
+    if (k == VOLT_COPY_H2D || k == VOLT_COPY_H2D_SNAPSHOT) atomic_fetch_add(&g_h2d, 1);
     volt__backend_find("cpu")->copy(d, dst, src, n, k);
 }
 

@@ -3,7 +3,8 @@
  * The test registers "cpu-graph": the cpu backend's table with the version-3 entries a
  * GPU backend has — an error word, and graph capture that records instead of capturing:
  * while "capturing" the cpu kernels still run (so the capture step trains, as the eager
- * step would), H2D copies are recorded and re-done by each launch, and an allocation, a
+ * step would), H2D copies are recorded and re-done by each launch (an H2D_SNAPSHOT from the
+ * bytes its source held at capture, as core/cuda/graph.c does), and an allocation, a
  * free, a device->host read or a synchronize is refused and named by graph_end, as the
  * cuda backend does. A launch runs no kernel: it re-does the recorded copies and logs what
  * the graph would read — the batch at the address captured and the step's RNG offset in
@@ -17,16 +18,22 @@
  * address and each step's RNG offset; the shorter last batch gets its own graph; a host
  * read, a host-valued metric and an on_after_backward callback fail compile naming the
  * culprit; deferred errors give the CPU's message (first position, first op) at
- * volt_step_check and at volt_step_end, and the word resets. */
+ * volt_step_check and at volt_step_end, and the word resets. The user's host data in a
+ * captured step (from_host, copy_from_host, a seed grad) is a snapshot: a launch delivers
+ * the capture-time bytes after the buffers were overwritten; the RNG offset is re-read. */
 #include "vtest.h"
 #include "core/internal.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
 
 /* ---- the recording backend ------------------------------------------------------------------ */
-typedef struct rec_copy { void *dst; const void *src; size_t n; } rec_copy;
+/* snap: H2D_SNAPSHOT's copy of the source bytes at capture (malloc'd, the graph's), else NULL */
+typedef struct rec_copy { void *dst; const void *src; size_t n; volt_copy_kind kind; unsigned char *snap; } rec_copy;
 #define MAX_COPIES 64
 struct volt_device_graph { rec_copy h2d[MAX_COPIES]; int n_h2d; };
+static void free_snaps(rec_copy *r, int n) {
+    for (int i = 0; i < n; i++) free(r[i].snap);
+}
 
 static const volt_backend *g_cpu;
 static volt_backend g_be;
@@ -58,7 +65,14 @@ static void rb_free(volt_device *d, void *p) {
     g_cpu->free(d, p);
 }
 static void rb_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k) {
-    if (g_cap.capturing && k == VOLT_COPY_H2D && g_cap.n_h2d < MAX_COPIES) g_cap.h2d[g_cap.n_h2d++] = (rec_copy){ dst, src, n };
+    if (g_cap.capturing && (k == VOLT_COPY_H2D || k == VOLT_COPY_H2D_SNAPSHOT) && g_cap.n_h2d < MAX_COPIES) {
+        rec_copy r = { dst, src, n, k, NULL };
+        if (k == VOLT_COPY_H2D_SNAPSHOT) {
+            CHECK((r.snap = malloc(n ? n : 1)) != NULL, "out of memory for a snapshot");
+            if (r.snap) memcpy(r.snap, src, n);
+        }
+        g_cap.h2d[g_cap.n_h2d++] = r;
+    }
     if (g_cap.capturing && k == VOLT_COPY_D2H) refuse(d, "read device memory on the host");
     g_cpu->copy(d, dst, src, n, k);   /* the cpu kernels run during "capture": keep the data right */
 }
@@ -81,9 +95,14 @@ static volt_status rb_end(volt_device *d, volt_device_graph **out, char *err, si
     *out = NULL;
     g_cap.capturing = false;
     g_cap.ends++;
-    if (g_cap.refused[0]) { snprintf(err, n, "the captured step %s", g_cap.refused); return VOLT_ERR_UNSUPPORTED; }
-    volt_device_graph *g = calloc(1, sizeof *g);
-    if (!g) return VOLT_ERR_NOMEM;
+    volt_device_graph *g = g_cap.refused[0] ? NULL : calloc(1, sizeof *g);
+    if (!g) {
+        free_snaps(g_cap.h2d, g_cap.n_h2d);
+        g_cap.n_h2d = 0;
+        if (!g_cap.refused[0]) return VOLT_ERR_NOMEM;
+        snprintf(err, n, "the captured step %s", g_cap.refused);
+        return VOLT_ERR_UNSUPPORTED;
+    }
     memcpy(g->h2d, g_cap.h2d, sizeof g->h2d);
     g->n_h2d = g_cap.n_h2d;
     *out = g;
@@ -91,7 +110,7 @@ static volt_status rb_end(volt_device *d, volt_device_graph **out, char *err, si
 }
 static volt_status rb_launch(volt_device *d, volt_device_graph *g, char *err, size_t n) {
     (void)d; (void)err; (void)n;
-    for (int i = 0; i < g->n_h2d; i++) memcpy(g->h2d[i].dst, g->h2d[i].src, g->h2d[i].n);
+    for (int i = 0; i < g->n_h2d; i++) memcpy(g->h2d[i].dst, g->h2d[i].snap ? g->h2d[i].snap : g->h2d[i].src, g->h2d[i].n);
     if (g_cap.launches < 64) {
         g_launch_x[g_cap.launches] = g_batch_x ? g_batch_x[0] : -1;
         g_launch_rng[g_cap.launches] = g_step ? *g_step->rng_dev : UINT64_MAX;
@@ -99,7 +118,11 @@ static volt_status rb_launch(volt_device *d, volt_device_graph *g, char *err, si
     g_cap.launches++;
     return VOLT_OK;
 }
-static void rb_destroy(volt_device *d, volt_device_graph *g) { (void)d; free(g); }
+static void rb_destroy(volt_device *d, volt_device_graph *g) {
+    (void)d;
+    if (g) free_snaps(g->h2d, g->n_h2d);
+    free(g);
+}
 
 /* embedding and cross_entropy as cuda runs them: a bad index is folded into the error word
  * (slot << 40 | first bad position) and the op carries on */
@@ -229,6 +252,82 @@ static void test_deferred(void) {
     /* and good data passes afterwards */
     run_ids("cpu-graph", b_emb_xent, ok_ids, VOLT_SHAPE(4), ok_tg, got, sizeof got, false);
     CHECK(!got[0], "good data after errors: \"%s\"", got);
+}
+
+/* ---- the user's host data in a captured step: a snapshot ----------------------------------- */
+/* A step captured by hand: from_host, copy_from_host into a tensor the step made, backward
+ * with a seed grad, each from a host buffer the "user" overwrites once the capture is done.
+ * A launch must deliver the capture-time bytes (the graph's copy), and still re-read the
+ * library's own input at its fixed address (the RNG offset, which the trainer rewrites). */
+static void test_snapshot(void) {
+    volt_step_config c;
+    volt_step_config_init(&c);
+    c.backend = "cpu-graph";
+    volt_step *s = NULL;
+    CHECK_OK(volt_step_create(&c, &s));
+    if (!s) return;
+    volt_device *d = s->dev;
+    char err[256] = "";
+    float u[4], v[4], seed[4], want[3][4];
+    const void *srcs[3] = { u, v, seed };
+    void *dst[2] = { NULL, NULL };
+    volt_device_graph *g = NULL;
+    memset(&g_cap, 0, sizeof g_cap);
+    g_step = s;   /* rb_launch's log reads this step's RNG offset */
+    g_batch_x = NULL;
+    for (int pass = 0; pass < 2; pass++) {   /* eager (the step's memory warms up), then captured */
+        for (int i = 0; i < 4; i++) {
+            u[i] = (float)(1 + i + 10 * pass);
+            v[i] = -(float)(1 + i + 10 * pass);
+            seed[i] = 0.5f * (float)(i + 1) + (float)pass;
+        }
+        memcpy(want[0], u, sizeof u);
+        memcpy(want[1], v, sizeof v);
+        memcpy(want[2], seed, sizeof seed);
+        if (pass) CHECK(d->be->graph_begin(d, err, sizeof err) == VOLT_OK, "graph_begin: %s", err);
+        volt_step_begin(s, true, 3);
+        volt_tensor *a = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), u);
+        volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(4)));
+        CHECK(a && x && volt_tensor_copy_from_host(x, v) == VOLT_OK, "%s", volt_step_errmsg(s));
+        volt_tensor *y = volt_mul(s, x, a);
+        CHECK(y && volt_step_backward_grad(s, y, seed) == VOLT_OK, "%s", volt_step_errmsg(s));
+        if (a && x) { dst[0] = a->data; dst[1] = x->data; }
+        volt_step_end(s);
+        if (pass) CHECK(d->be->graph_end(d, &g, err, sizeof err) == VOLT_OK, "graph_end: %s", err);
+    }
+    if (!g) { volt_step_destroy(s); g_step = NULL; return; }
+    /* the user's buffers are theirs again; the trainer writes the next step's RNG offset */
+    for (int i = 0; i < 4; i++) u[i] = v[i] = seed[i] = 99.f;
+    s->rng_offset = 77;
+    CHECK(d->be->graph_launch(d, g, err, sizeof err) == VOLT_OK, "graph_launch: %s", err);
+    int found[3] = { 0, 0, 0 }, rng = 0;
+    for (int i = 0; i < g->n_h2d; i++) {
+        const rec_copy *r = &g->h2d[i];
+        if (r->src == &s->rng_offset) {
+            rng++;
+            CHECK(r->kind == VOLT_COPY_H2D, "the RNG offset's copy is a snapshot (kind %d): a replay would freeze it",
+                  (int)r->kind);
+        }
+        for (int k = 0; k < 3; k++) {
+            if (r->src != srcs[k]) continue;
+            static const char *what[3] = { "volt_tensor_from_host", "volt_tensor_copy_from_host", "backward's seed grad" };
+            found[k]++;
+            CHECK(r->kind == VOLT_COPY_H2D_SNAPSHOT && r->n == sizeof u, "%s: recorded as kind %d, %zu bytes (want an "
+                  "H2D_SNAPSHOT of %zu)", what[k], (int)r->kind, r->n, sizeof u);
+            float got[4] = { 0 };
+            memcpy(got, r->dst, r->n < sizeof got ? r->n : sizeof got);
+            CHECK(!memcmp(got, want[k], sizeof got), "%s: the launch delivered %g %g %g %g (want the capture's %g %g %g %g)",
+                  what[k], got[0], got[1], got[2], got[3], want[k][0], want[k][1], want[k][2], want[k][3]);
+            if (k < 2) CHECK(r->dst == dst[k], "%s: copied to %p, not the tensor's data %p", what[k], r->dst, dst[k]);
+        }
+    }
+    CHECK(found[0] == 1 && found[1] == 1 && found[2] == 1, "recorded user copies: from_host %d, copy_from_host %d, "
+          "seed %d (want 1 each)", found[0], found[1], found[2]);
+    CHECK(rng == 1 && *s->rng_dev == 77, "the RNG offset: %d copies, %llu after the launch (want 1, 77: re-read)", rng,
+          (unsigned long long)*s->rng_dev);
+    d->be->graph_destroy(d, g);
+    volt_step_destroy(s);
+    g_step = NULL;
 }
 
 /* ---- a small module ------------------------------------------------------------------------- */
@@ -437,6 +536,7 @@ int main(void) {
     volt_dataset *ds = NULL;
     CHECK_OK(volt_dataset_from_arrays(2, f, d, NS, &ds));
     test_deferred();
+    test_snapshot();
     test_config_errors();
     test_replay(ds, 0.f, "32-true");
     test_replay(ds, 0.5f, "32-true");

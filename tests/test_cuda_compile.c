@@ -61,6 +61,7 @@ static volt_status mlp_opt(void *self, volt_optim_setup *o) {
 }
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
                                          .configure_optimizers = mlp_opt, .training_step = mlp_train };
+static const volt_module_ops *g_mlp_ops = &mlp_ops;   /* what run() trains as "mlp" (test_host_data) */
 
 static float MX[NS * IN];
 static int64_t MY[NS];
@@ -135,7 +136,7 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
         dc.lr = 1e-3f; dc.ids_field = "input_ids"; dc.mask_field = "attention_mask"; dc.y_field = "y";
         CHECK_OK(volt_distilbert_create(&dc, &bm));
     }
-    st = volt_trainer_fit(t, bert ? &volt_distilbert_ops : &mlp_ops, bert ? bm : (void *)&m, l, NULL, NULL);
+    st = volt_trainer_fit(t, bert ? &volt_distilbert_ops : g_mlp_ops, bert ? bm : (void *)&m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "fit (%s, %s, compile %d): %s", bert ? "distilbert" : "mlp", precision, compile, volt_trainer_errmsg(t));
     r.ok = st == VOLT_OK;
     volt_trainer_compile_stats(t, &r.eager, &r.captured, &r.replayed);
@@ -243,6 +244,55 @@ static void test_tf32(void) {
     free(a); free(b); free(y32); free(ytf);
 }
 
+/* ---- the user's host data inside a captured step --------------------------------------------- */
+/* The MLP with host data built in training_step: a per-feature scale from a stack array
+ * (volt_tensor_from_host; the array is scribbled before returning, as a later call would
+ * reuse the stack) and a bias copied (volt_tensor_copy_from_host) from a heap buffer freed
+ * before returning, into a tensor made after a release, in the released tensor's block. A
+ * replay must use the capture's bytes (a graph's snapshot), not re-read the buffers (gone:
+ * garbage, or ASan's use-after-free), and the bias must survive the graph's earlier nodes
+ * writing that block (the released tensor's op, volt_tensor_new's zeroing). */
+static int64_t g_host_warm, g_host_reused;   /* training steps after a step's first; those where the bias reused the block */
+static volt_status host_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    mlp *m = self;
+    (void)i;
+    float scale[HID];
+    for (int k = 0; k < HID; k++) scale[k] = 0.75f + 0.0125f * (float)k;
+    volt_tensor *sc = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(HID), scale);
+    for (int k = 0; k < HID; k++) scale[k] = NAN;
+    volt_tensor *tmp = volt_mul(s, sc, sc);   /* a node writes tmp's block, then it goes back */
+    void *tmp_block = tmp ? tmp->data : NULL;
+    volt_tensor_release(s, tmp);
+    volt_tensor *bias = volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(HID));
+    float *hb = malloc(sizeof(float) * HID);
+    if (!hb || !bias) { free(hb); return VOLT_ERR_NOMEM; }
+    for (int k = 0; k < HID; k++) hb[k] = 0.05f * sinf((float)k);
+    VOLT_TRY(volt_tensor_copy_from_host(bias, hb));
+    free(hb);
+    if (s->stamp > 1) {   /* the step's first has a cold pool: a block released then is freed, not reused */
+        g_host_warm++;
+        g_host_reused += bias->data == tmp_block;
+    }
+    volt_tensor *h = volt_linear(s, volt_batch_x(b), m->w1, m->b1);
+    h = volt_dropout(s, volt_gelu(s, volt_bias(s, volt_mul(s, h, sc), bias)), 0.1f);
+    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
+    volt_log(s, "train_loss", loss, VOLT_LOG_STEP);
+    return volt_step_set_loss(s, loss);
+}
+static const volt_module_ops host_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
+                                          .configure_optimizers = mlp_opt, .training_step = host_train };
+
+static void test_host_data(volt_dataset *ds) {
+    g_mlp_ops = &host_ops;
+    g_host_warm = g_host_reused = 0;
+    compare("mlp host data (from_host of a stack array, copy_from_host into a reused block)", false, "32-true", ds, 0.f);
+    /* training_step runs g_steps times eagerly, 4 times compiled (2 eager, 2 captured) */
+    CHECK(g_host_warm == g_steps + 2 && g_host_reused == g_host_warm, "the bias reused the released tensor's block in "
+          "%lld of %lld warm training steps (want all %d: else the test does not test the reuse)", (long long)g_host_reused,
+          (long long)g_host_warm, g_steps + 2);
+    g_mlp_ops = &mlp_ops;
+}
+
 int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
@@ -287,6 +337,7 @@ int main(void) {
     compare("distilbert 16-mixed skips", true, "16-mixed", bds, 0.f);
     g_init_scale = 0;
     g_growth_interval = 0;
+    test_host_data(mds);
     test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);

@@ -134,10 +134,14 @@ static void cuda_memset(volt_device *d, void *p, int v, size_t n) {
 static void cuda_copy(volt_device *d, void *dst, const void *src, size_t n, volt_copy_kind k) {
     volt_cuda_ctx *c = volt__cuda_ctx(d);
     volt__cuda_use(c);
-    enum cudaMemcpyKind kind = k == VOLT_COPY_H2D ? cudaMemcpyHostToDevice
+    const bool h2d = k == VOLT_COPY_H2D || k == VOLT_COPY_H2D_SNAPSHOT;
+    enum cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice
                              : k == VOLT_COPY_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     if (k == VOLT_COPY_D2D && dst == src) return;
-    if (c->cap && k == VOLT_COPY_H2D) { volt__cuda_capture_h2d(c, dst, src, n); return; }   /* re-issued per launch */
+    if (c->cap && h2d) {   /* re-issued per launch: from src, or from the graph's copy of it */
+        volt__cuda_capture_h2d(c, dst, src, n, k == VOLT_COPY_H2D_SNAPSHOT);
+        return;
+    }
     if (c->cap && k == VOLT_COPY_D2H) {
         volt__cuda_capture_refuse(c, "read %zu bytes of device memory on the host (a device->host copy)", n);
         return;

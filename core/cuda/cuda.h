@@ -57,9 +57,10 @@ const void *volt__cuda_f32_as(volt_step *s, const float *x, int64_t n, volt_dtyp
 /* Graph capture (core/cuda/graph.c; the table's graph_* entries, core/device.h). While
  * ctx->cap is set the memory and copy entries of backend.c call these instead of the
  * runtime: refuse records the first call a captured step may not make (alloc, free, D2H,
- * synchronize) for graph_end's message; h2d records a copy for every launch to re-issue. */
+ * synchronize) for graph_end's message; h2d records a copy for every launch to re-issue
+ * (snapshot: from a copy of src's bytes now, which the graph owns, not from src). */
 void volt__cuda_capture_refuse(volt_cuda_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void volt__cuda_capture_h2d(volt_cuda_ctx *c, void *dst, const void *src, size_t n);
+void volt__cuda_capture_h2d(volt_cuda_ctx *c, void *dst, const void *src, size_t n, bool snapshot);
 void volt__cuda_capture_defer_free(volt_cuda_ctx *c, void *p);
 volt_status volt__cuda_graph_begin(volt_device *d, char *err, size_t errlen);
 volt_status volt__cuda_graph_end(volt_device *d, volt_device_graph **out, char *err, size_t errlen);

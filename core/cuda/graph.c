@@ -11,18 +11,25 @@
  * is not captured: it is recorded (destination, host source, bytes) and every launch issues
  * it again, before the graph, from the same host address, so the step's per-step inputs
  * (the RNG offset, the optimizer's scalars) are what the host wrote there before launching.
- * A recorded copy must therefore not be overwritten by an earlier node of the same graph:
- * the step's H2D copies (RNG offset at begin, optimizer scalars) target buffers of their
- * own, and the step's copies into its pool (the loss's seed grad, a tensor made from host
- * data) go through fresh arena memory and a device copy (core/step.c, step_h2d): a pool
- * block may be a tensor released earlier in the same step, which an earlier node wrote. */
+ * An H2D_SNAPSHOT copy — the user's host data: volt_tensor_from_host, _copy_from_host, a
+ * seed grad given to backward — is recorded with a copy of its bytes taken at capture,
+ * which the graph owns (freed by graph_destroy), and every launch issues it from that copy:
+ * the user's buffer may be a stack array or freed by the time a replay runs, and what
+ * training_step did on the host is frozen at capture anyway.
+ * A recorded copy must not be overwritten by an earlier node of the same graph: the step's
+ * H2D copies (RNG offset at begin, optimizer scalars) target buffers of their own, and the
+ * step's copies into its pool (the loss's seed grad, a tensor made from host data, a copy
+ * into a tensor the step made) go through fresh arena memory and a device copy
+ * (core/step.c, step_h2d): a pool block may be a tensor released earlier in the same step,
+ * which an earlier node wrote. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/cuda/cuda.h"
 
-typedef struct cu_h2d { void *dst; const void *src; size_t n; } cu_h2d;
+/* own: the snapshot src points at (malloc'd, the capture's then the graph's), or NULL */
+typedef struct cu_h2d { void *dst; const void *src; size_t n; void *own; } cu_h2d;
 
 typedef struct volt_cuda_capture {
     const volt_device *dev;        /* its capture_note names what runs */
@@ -61,10 +68,20 @@ static bool grow(void **arr, int *cap, size_t elem) {
     return true;
 }
 
-void volt__cuda_capture_h2d(volt_cuda_ctx *c, void *dst, const void *src, size_t n) {
+void volt__cuda_capture_h2d(volt_cuda_ctx *c, void *dst, const void *src, size_t n, bool snapshot) {
     volt_cuda_capture *k = c->cap;
     if (k->n_h2d == k->cap_h2d && !grow((void **)&k->h2d, &k->cap_h2d, sizeof *k->h2d)) { k->oom = true; return; }
-    k->h2d[k->n_h2d++] = (cu_h2d){ dst, src, n };
+    void *own = NULL;
+    if (snapshot) {
+        if (!(own = malloc(n ? n : 1))) { k->oom = true; return; }
+        memcpy(own, src, n);
+        src = own;
+    }
+    k->h2d[k->n_h2d++] = (cu_h2d){ dst, src, n, own };
+}
+
+static void free_snapshots(cu_h2d *h, int n) {
+    for (int i = 0; i < n; i++) free(h[i].own);
 }
 
 void volt__cuda_capture_defer_free(volt_cuda_ctx *c, void *p) {
@@ -80,6 +97,7 @@ static void capture_free(volt_cuda_ctx *c) {
     if (!k) return;
     for (int i = 0; i < k->n_frees; i++) volt__cuda_free_now(c, k->frees[i]);
     free(k->frees);
+    free_snapshots(k->h2d, k->n_h2d);   /* none left when a graph took them */
     free(k->h2d);
     free(k);
 }
@@ -141,6 +159,7 @@ volt_status volt__cuda_graph_end(volt_device *d, volt_device_graph **out, char *
     if (st == VOLT_OK) {
         if (k->n_h2d) memcpy(g->h2d, k->h2d, sizeof *g->h2d * (size_t)k->n_h2d);
         g->n_h2d = k->n_h2d;
+        k->n_h2d = 0;   /* the snapshots are the graph's now */
         *out = g;
         c->n_graphs++;   /* until destroyed, give_back only zeroes (core/cuda/vmm.c) */
     } else if (g) {
@@ -158,7 +177,7 @@ volt_status volt__cuda_graph_launch(volt_device *d, volt_device_graph *g, char *
     if (!g) { snprintf(err, errlen, "cuda: graph_launch: no graph"); return VOLT_ERR_INVALID_ARG; }
     volt__cuda_use(c);
     cudaError_t e = cudaSuccess;
-    for (int i = 0; i < g->n_h2d && e == cudaSuccess; i++)   /* the step's inputs from their host addresses */
+    for (int i = 0; i < g->n_h2d && e == cudaSuccess; i++)   /* the step's inputs, and the user's snapshots */
         e = cudaMemcpyAsync(g->h2d[i].dst, g->h2d[i].src, g->h2d[i].n, cudaMemcpyHostToDevice, c->stream);
     if (e == cudaSuccess) e = cudaGraphLaunch(g->exec, c->stream);
     if (e != cudaSuccess) {
@@ -172,6 +191,7 @@ void volt__cuda_graph_destroy(volt_device *d, volt_device_graph *g) {
     if (!g) return;
     if (d && volt__cuda_ctx(d)->n_graphs > 0) volt__cuda_ctx(d)->n_graphs--;
     if (g->exec) cudaGraphExecDestroy(g->exec);
+    free_snapshots(g->h2d, g->n_h2d);
     free(g->h2d);
     free(g);
 }

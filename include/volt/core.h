@@ -99,6 +99,8 @@ typedef struct volt_tensor {
                                      only through volt_tensor_to_host / volt_tensor_item */
     int32_t mem;           /* the step's record of the memory behind data (1-based; 0: not
                               the step's, e.g. a parameter or a wrapped buffer) */
+    volt_step *step;       /* the step that made the tensor (whose record `mem` is); NULL
+                              for tensors filled in by hand */
 } volt_tensor;
 
 static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }
@@ -133,7 +135,8 @@ VOLT_API volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_o
  * t->grad is NULL, like PyTorch's non-retained grads). */
 VOLT_API volt_status volt_step_backward(volt_step *s, volt_tensor *loss);
 /* Backward from a tensor of any shape with the given upstream gradient (numel floats),
- * like torch.autograd.backward(t, grad). */
+ * like torch.autograd.backward(t, grad). grad_out is read during the call only (a step
+ * captured as a CUDA graph keeps its values, as volt_tensor_from_host does). */
 VOLT_API volt_status volt_step_backward_grad(volt_step *s, volt_tensor *t, const float *grad_out);
 /* Release the step's arena and tape. Tensors from this step become invalid. Runs
  * volt_step_check first: a deferred error is the step's status after it returns. */
@@ -196,7 +199,13 @@ VOLT_API double volt_tensor_item(const volt_tensor *t);
 
 /* Data between the host and the tensor's device (explicit copies: on "cpu" a memcpy, on
  * "cuda" a transfer, on "cpu-strict" the only legal way to touch it). numel * dtype size
- * bytes. _from_host makes a new step-owned tensor holding a copy of host `src`. */
+ * bytes. _from_host makes a new step-owned tensor holding a copy of host `src`;
+ * _copy_from_host overwrites t's data with host `src`. Both read `src` during the call only
+ * (it may be freed or reused on return). In a step captured as a CUDA graph (compile,
+ * docs/CUDA.md) the bytes are taken at capture and every replay uses them, whatever `src`
+ * holds then: data that changes per step comes in the batch. A copy into a tensor the step
+ * made goes, on a device the host cannot address, through fresh step arena memory and a
+ * device copy (a released tensor's memory is reused by later ones, in stream order). */
 VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src);
 VOLT_API volt_status volt_tensor_to_host(const volt_tensor *t, void *dst);
 VOLT_API volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src);
