@@ -153,7 +153,9 @@ int main(int argc, char **argv) {
     /* COMPILE=1 (backends with graph capture: cuda): the first warm-up step runs eagerly, the
      * second is captured (forward, backward, optimizer step, zero grads) and every later step
      * replays the graph: the host writes the RNG offset and the optimizer's scalars, the
-     * launch re-issues the batch's H2D copies from ids/mask/y (docs/CUDA.md, "compile") */
+     * launch re-issues the batch's three H2D copies (from the graph's snapshot of ids/mask/y,
+     * which do not change here: the trainer copies a batch to fixed device buffers instead;
+     * docs/CUDA.md, "compile") */
     const char *cenv = getenv("COMPILE");
     const bool compile = cenv && *cenv && strcmp(cenv, "0");
     if (compile && (!volt__dev_has_graphs(dev) || warmup < 2)) {

@@ -476,6 +476,13 @@ static void test_replay(volt_dataset *ds, float clip_norm, const char *precision
         CHECK(g_launch_rng[i] == want_rng[i], "launch %d: RNG offset %llu (want %llu)", i,
               (unsigned long long)g_launch_rng[i], (unsigned long long)want_rng[i]);
     }
+    /* no capture is running: the device's capture note (core/profile.c reads a set one as
+     * "capturing" and skips its synchronize) was left NULL by the replays' hooks */
+    volt_device *dev = NULL;
+    char derr[128];
+    CHECK_OK(volt__device_get("cpu-graph", 0, &dev, derr, sizeof derr));
+    CHECK(dev && !dev->capture_note, "after fit the device's capture note is '%s' (want none)",
+          dev && dev->capture_note ? dev->capture_note : "");
     volt_loader_destroy(l);
     volt_trainer_destroy(t);
 }

@@ -145,24 +145,30 @@ volt_status volt__compile_check_hooks(volt_trainer *t) {
 
 /* ---- the step ---------------------------------------------------------------------------- */
 /* on_before_optimizer_step: inside the boundary while capturing (a device read there fails
- * the capture, naming the hook), before the launch on a replay (host work only). */
+ * the capture, naming the hook), before the launch on a replay (host work only). The device's
+ * capture_note names the hook only while capturing (a note set means "capturing" to
+ * core/profile.c, which then does not synchronize): a replay's hooks leave it NULL. */
+static void note(volt_trainer *t, const char *what) {
+    if (t->dev && t->dev->capture_note) t->dev->capture_note = what;
+}
+
 static volt_status before_step_hooks(void *ctx) {
     volt_trainer *t = ctx;
     for (int i = 0; i < t->n_cbs; i++) {
         const volt_cb *cb = &t->cbs[i];
         if (!cb->ops->on_before_optimizer_step) continue;
-        if (t->dev) t->dev->capture_note = "a callback's on_before_optimizer_step";
+        note(t, "a callback's on_before_optimizer_step");
         volt_status st = cb->ops->on_before_optimizer_step(cb->self, t);
         if (st == VOLT_STOP) t->should_stop = true;
         else if (st < 0) return volt__loop_hook_err(t, st, cb->ops->name, "on_before_optimizer_step");
     }
     if (t->mops->on_before_optimizer_step) {
-        if (t->dev) t->dev->capture_note = "the module's on_before_optimizer_step";
+        note(t, "the module's on_before_optimizer_step");
         volt_status st = t->mops->on_before_optimizer_step(t->module, t);
         if (st == VOLT_STOP) t->should_stop = true;
         else if (st < 0) return volt__loop_hook_err(t, st, t->mops->name, "on_before_optimizer_step");
     }
-    if (t->dev) t->dev->capture_note = "the optimizer step";
+    note(t, "the optimizer step");
     return VOLT_OK;
 }
 
