@@ -246,8 +246,27 @@ struct volt_step {
  * in one step. core/deferred.c. */
 volt_status volt__step_defer(volt_step *s, volt_op_id op, const volt_tensor *idx, int64_t bound, uint64_t *key_base);
 /* Keep t's memory to step end whatever is released (the loss; index tensors volt_step_check
- * reads back). A no-op for a tensor that is not the step's. core/step.c. */
+ * reads back). A no-op for a tensor that is not the step's. core/tensor.c. */
 void volt__step_pin(volt_step *s, const volt_tensor *t);
+
+/* ---- a step's tensors and their memory (core/tensor.c; the tape in core/step.c) ---- */
+/* A tensor header from the step's host arena (data NULL, no memory record); NULL + step
+ * error on a bad dtype or shape. */
+volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape);
+/* bytes of the step pool for a header's data: its `mem` (1-based), 0 + step error on OOM. */
+int32_t volt__mem_new(volt_step *s, size_t bytes, void **ptr);
+/* t's memory record if t is this step's, else NULL. */
+volt_mem *volt__mem_of(volt_step *s, const volt_tensor *t);
+/* A tape node's backward reads (n->bwd_reads) hold its inputs' (and output's) memory, and
+ * let it go once that backward ran (memory nothing holds goes back to the pool). */
+void volt__hold_reads(volt_step *s, volt_node *n);
+void volt__drop_reads(volt_step *s, volt_node *n);
+/* Host bytes into dst of the step's device, staged through fresh arena memory when dst may
+ * be reused pool memory (a captured step re-issues H2D copies before the graph); user: src
+ * is the caller's, a snapshot copy (core/device.h). false + step error on OOM. */
+bool volt__step_h2d(volt_step *s, void *dst, const void *src, size_t bytes, bool user);
+/* The step's arena + pool high-water, after an allocation (volt_step_arena_peak). core/step.c. */
+void volt__step_note_peak(volt_step *s);
 
 /* GELU (exact and tanh) under bf16 compute (volt_step_set_compute_dtype), on the tape: the
  * node keeps x's bf16 rounding for backward, as autocast's bf16 GELU keeps its bf16 input,

@@ -1,6 +1,7 @@
 /* The step: arena + autograd tape. Ops append nodes in creation order (a topological
  * order); backward walks them in reverse, accumulating grads, and tells the param store's
- * hooks when each unit's grads are complete. */
+ * hooks when each unit's grads are complete. The step's tensors and the memory behind them
+ * (the pool, release, host copies) are core/tensor.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ bool volt_step_training(const volt_step *s) { return s->training; }
 volt_params *volt_step_params(const volt_step *s) { return s->params; }
 const char *volt_step_device(const volt_step *s) { return s->be->name; }
 static size_t mem_used(const volt_step *s) { return s->arena.used + s->arena.overflow_used + s->grads.used; }
-static void note_peak(volt_step *s) {
+void volt__step_note_peak(volt_step *s) {
     size_t u = mem_used(s);
     if (u > s->mem_peak) s->mem_peak = u;
 }
@@ -140,7 +141,7 @@ void volt_step_end(volt_step *s) {
 void *volt_step_alloc(volt_step *s, size_t bytes) {
     void *p = volt__arena_alloc(&s->arena, bytes);
     if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
-    else note_peak(s);
+    else volt__step_note_peak(s);
     return p;
 }
 
@@ -173,231 +174,6 @@ void volt__scratch_free(volt_step *s) {
         volt__dev_free(s->dev, s->scratch[i]);
         s->scratch[i] = NULL;
         s->scratch_cap[i] = 0;
-    }
-}
-
-/* ---- tensor memory: the step pool, given back when released and no backward reads it ---- */
-/* bytes of device memory from the step's pool for a tensor header's data: the header's
- * `mem` (1-based), 0 + step error on out of memory */
-static int32_t mem_new(volt_step *s, size_t bytes, void **ptr) {
-    *ptr = NULL;
-    if (s->n_mem == s->cap_mem) {
-        int cap = s->cap_mem ? s->cap_mem * 2 : 256;
-        volt_mem *m = realloc(s->mem, sizeof *m * (size_t)cap);
-        if (!m) { volt_step_fail(s, VOLT_ERR_NOMEM, "step: out of memory for tensor records"); return 0; }
-        s->mem = m;
-        s->cap_mem = cap;
-        s->heap_allocs++;
-    }
-    void *p = volt__pool_alloc(&s->grads, bytes);
-    if (!p) {
-        volt_step_fail(s, VOLT_ERR_NOMEM, "step: out of device memory allocating a %zu-byte tensor", bytes);
-        return 0;
-    }
-    note_peak(s);
-    s->mem[s->n_mem] = (volt_mem){ .ptr = p, .holders = 1, .bytes = bytes };
-    *ptr = p;
-    return ++s->n_mem;
-}
-
-/* t's memory record when it is this step's (views share their base's) */
-static volt_mem *mem_of(volt_step *s, const volt_tensor *t) {
-    if (!t || t->mem <= 0 || t->mem > s->n_mem) return NULL;
-    volt_mem *m = &s->mem[t->mem - 1];
-    return m->ptr == t->data ? m : NULL;
-}
-
-static void mem_maybe_free(volt_step *s, volt_mem *m) {
-    if (m->holders || m->readers || m->pinned || m->freed) return;
-    m->freed = true;
-    /* tests (VOLT_POISON_GRADS): a read of freed memory sees NaN, not the old values */
-    if (s->poison_grads) volt__dev_memset(s->dev, m->ptr, 0xff, m->bytes);
-    volt__pool_release(&s->grads, m->ptr);
-}
-
-void volt_tensor_release(volt_step *s, volt_tensor *t) {
-    if (!s || !t || (t->flags & VOLT_TENSOR_RELEASED)) return;
-    volt_mem *m = mem_of(s, t);
-    if (!m) return;   /* a parameter, a wrapped buffer: not the step's to give back */
-    t->flags |= VOLT_TENSOR_RELEASED;
-    if (m->holders) m->holders--;
-    mem_maybe_free(s, m);
-}
-
-/* Kept to step end whatever is released: what the host reads after the ops (the loss, the
- * index tensors volt_step_check reports from). */
-void volt__step_pin(volt_step *s, const volt_tensor *t) {
-    volt_mem *m = mem_of(s, t);
-    if (m) m->pinned = true;
-}
-
-uint32_t volt__op_bwd_reads(volt_op_id op) {
-    switch (op) {
-    case VOLT_OP_ADD: case VOLT_OP_SCALE: case VOLT_OP_DROPOUT: case VOLT_OP_RESHAPE: case VOLT_OP_PERMUTE:
-    case VOLT_OP_SLICE: case VOLT_OP_CONCAT: case VOLT_OP_SUM: case VOLT_OP_MEAN: case VOLT_OP_CAST:
-    case VOLT_OP_ARANGE: case VOLT_OP_ARGMAX: case VOLT_OP_ACCURACY:
-        return 0;                       /* grads and shapes only; dropout redraws its mask */
-    case VOLT_OP_TANH: case VOLT_OP_SIGMOID: case VOLT_OP_SOFTMAX: case VOLT_OP_LOG_SOFTMAX:
-        return VOLT_READS_OUT;          /* from y */
-    case VOLT_OP_RELU: case VOLT_OP_GELU: case VOLT_OP_GELU_TANH: case VOLT_OP_EMBEDDING:
-        return 1u;                      /* from x; embedding: the ids */
-    case VOLT_OP_MATMUL: case VOLT_OP_LINEAR: case VOLT_OP_MUL: case VOLT_OP_MSE: case VOLT_OP_CROSS_ENTROPY:
-    case VOLT_OP_LAYERNORM: case VOLT_OP_CONV2D:
-        return VOLT_READS_ALL_IN;
-    default:                            /* attention (q, k, v, mask, out), max_pool2d */
-        return VOLT_READS_ALL_IN | VOLT_READS_OUT;
-    }
-}
-
-/* The tape holds what node n's backward reads (n->bwd_reads) until that backward has run. */
-static void hold_reads(volt_step *s, volt_node *n) {
-    n->held = 0;
-    for (int k = 0; k < n->n_in; k++) {
-        volt_mem *m = mem_of(s, n->in[k]);
-        if (!m) continue;
-        if (k >= 31) {   /* past the mask's bits: kept to step end when the op reads its inputs */
-            if ((n->bwd_reads & VOLT_READS_ALL_IN) == VOLT_READS_ALL_IN) m->pinned = true;
-        } else if (n->bwd_reads & (1u << k)) {
-            m->readers++;
-            n->held |= 1u << k;
-        }
-    }
-    volt_mem *m = (n->bwd_reads & VOLT_READS_OUT) ? mem_of(s, n->out) : NULL;
-    if (m) {
-        m->readers++;
-        n->held |= VOLT_READS_OUT;
-    }
-}
-
-static void drop_reads(volt_step *s, volt_node *n) {
-    for (int k = 0; k < n->n_in && k < 31; k++) {
-        if (!(n->held & (1u << k))) continue;
-        volt_mem *m = mem_of(s, n->in[k]);
-        if (m && m->readers) m->readers--;
-        if (m) mem_maybe_free(s, m);
-    }
-    if (n->held & VOLT_READS_OUT) {
-        volt_mem *m = mem_of(s, n->out);
-        if (m && m->readers) m->readers--;
-        if (m) mem_maybe_free(s, m);
-    }
-    n->held = 0;
-}
-
-/* bytes from the host into dst, which may be pool memory the step reused: on a device the
- * host cannot address, through fresh arena memory and a device copy. A captured step
- * (docs/CUDA.md, "compile") re-issues its H2D copies before the graph at every launch, so
- * an H2D's destination must be memory no earlier node of the step writes: true of an arena
- * block (never reused within a step), not of a pool block (a released tensor's, or a grad's
- * given back). The copy into dst is then a device copy, in stream order. Staged eagerly
- * too: the captured step must allocate what the eager step of its shape did.
- * user: src is the user's (volt_tensor_from_host, _copy_from_host, a seed grad), valid
- * during the call only: a snapshot copy, whose bytes a captured graph keeps (core/device.h).
- * Else src is the library's, at an address it rewrites before each replay, or constant. */
-static bool step_h2d(volt_step *s, void *dst, const void *src, size_t bytes, bool user) {
-    void (*h2d)(volt_device *, void *, const void *, size_t) = user ? volt__dev_h2d_snapshot : volt__dev_h2d;
-    if (volt__dev_host_addressable(s->dev) || !bytes) {
-        h2d(s->dev, dst, src, bytes);
-        return true;
-    }
-    void *stage = volt_step_alloc(s, bytes);
-    if (!stage) return false;
-    h2d(s->dev, stage, src, bytes);
-    volt__dev_d2d(s->dev, dst, stage, bytes);
-    return true;
-}
-
-static volt_tensor *tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
-    if ((unsigned)dt >= VOLT_DTYPE_COUNT || shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) {
-        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor: bad dtype %d or ndim %d", (int)dt, shape.ndim);
-        return NULL;
-    }
-    for (int i = 0; i < shape.ndim; i++)
-        if (shape.d[i] < 0) {
-            volt_step_fail(s, VOLT_ERR_SHAPE, "tensor: negative dimension %lld", (long long)shape.d[i]);
-            return NULL;
-        }
-    volt_tensor *t = volt__step_host_alloc(s, sizeof *t);
-    if (!t) return NULL;
-    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev, .step = s };
-    return t;
-}
-
-volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
-    volt_tensor *t = tensor_hdr(s, dt, shape);
-    if (!t) return NULL;
-    size_t bytes = (size_t)volt_shape_numel(shape) * volt_dtype_size(dt);
-    if (!(t->mem = mem_new(s, bytes, &t->data))) return NULL;
-    volt__dev_memset(s->dev, t->data, 0, bytes);
-    return t;
-}
-
-volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data) {
-    volt_tensor *t = tensor_hdr(s, dt, shape);
-    if (t) t->data = data;
-    return t;
-}
-
-volt_tensor *volt_tensor_requires_grad(volt_step *s, volt_tensor *t) {
-    if (!t) return NULL;
-    if (t->dtype != VOLT_F32 && t->dtype != VOLT_BF16 && t->dtype != VOLT_F16)
-        return volt__dtype_err(s, "requires_grad", t, "a float dtype");
-    t->flags |= VOLT_TENSOR_REQUIRES_GRAD;
-    return t;
-}
-
-size_t volt_tensor_bytes(const volt_tensor *t) { return (size_t)volt_tensor_numel(t) * volt_dtype_size(t->dtype); }
-
-volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src) {
-    volt_tensor *t = tensor_hdr(s, dt, shape);
-    if (!t) return NULL;
-    size_t bytes = volt_tensor_bytes(t);
-    if (!(t->mem = mem_new(s, bytes, &t->data)) || !step_h2d(s, t->data, src, bytes, true)) return NULL;
-    return t;
-}
-
-/* A tensor's device: its own, else the CPU (tensors filled in by hand). */
-static volt_device *tensor_dev(const volt_tensor *t) { return t->device ? t->device : volt__device_cpu(); }
-
-volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
-    if (!t || !dst || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
-    if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;   /* its memory may hold another tensor */
-    volt__dev_d2h(tensor_dev(t), dst, t->data, volt_tensor_bytes(t));
-    return VOLT_OK;
-}
-
-volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
-    if (!t || !dst) return VOLT_ERR_INVALID_ARG;
-    if (!t->grad) return VOLT_ERR_STATE;
-    volt__dev_d2h(tensor_dev(t), dst, t->grad, sizeof(float) * (size_t)volt_tensor_numel(t));
-    return VOLT_OK;
-}
-
-/* Into the step's pool (t->mem): staged like volt_tensor_from_host (step_h2d), since the
- * block may have held a tensor released earlier in the step. A parameter, a wrapped buffer
- * (memory that is not the step's to reuse) or a tensor filled in by hand: copied directly. */
-volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
-    if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
-    if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;
-    volt_step *s = t->step;
-    if (s && mem_of(s, t)) return step_h2d(s, t->data, src, volt_tensor_bytes(t), true) ? VOLT_OK : s->status;
-    volt__dev_h2d_snapshot(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
-    return VOLT_OK;
-}
-
-double volt_tensor_item(const volt_tensor *t) {
-    unsigned char b[8] = { 0 };
-    if (!t->data) return 0;
-    if (t->flags & VOLT_TENSOR_RELEASED) return NAN;
-    volt__dev_d2h(tensor_dev(t), b, t->data, volt_dtype_size(t->dtype));
-    switch (t->dtype) {
-    case VOLT_F32: { float f; memcpy(&f, b, 4); return f; }
-    case VOLT_I32: { int32_t v; memcpy(&v, b, 4); return v; }
-    case VOLT_I64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
-    case VOLT_U8: return b[0];
-    case VOLT_BF16: { uint16_t h; memcpy(&h, b, 2); return volt_bf16_to_f32(h); }
-    case VOLT_F16: { uint16_t h; memcpy(&h, b, 2); return volt_f16_to_f32(h); }
-    default: return 0;
     }
 }
 
@@ -527,7 +303,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
             return NULL;
         }
     }
-    if (grad) hold_reads(s, n);
+    if (grad) volt__hold_reads(s, n);
     return out;
 }
 
@@ -547,10 +323,10 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
         }
         if (cp) in = cp;
     }
-    volt_tensor *out = tensor_hdr(s, out_dt, out_shape);
+    volt_tensor *out = volt__tensor_hdr(s, out_dt, out_shape);
     if (!out) return NULL;
     /* not zeroed: every forward kernel writes its whole output */
-    if (!(out->mem = mem_new(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt), &out->data)))
+    if (!(out->mem = volt__mem_new(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt), &out->data)))
         return NULL;
     out = record(s, op, n_in, in, out, attrs, true);
     if (cp)   /* the f32 copies are this op's alone: the tape holds what its backward reads */
@@ -561,10 +337,10 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
 
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape) {
     if (volt__any_null(s, 1, &in)) return NULL;
-    volt_tensor *out = tensor_hdr(s, in->dtype, shape);
+    volt_tensor *out = volt__tensor_hdr(s, in->dtype, shape);
     if (!out) return NULL;
     out->data = in->data;
-    volt_mem *m = mem_of(s, in);
+    volt_mem *m = volt__mem_of(s, in);
     if (m && !(in->flags & VOLT_TENSOR_RELEASED)) {   /* the view holds the memory too */
         out->mem = in->mem;
         m->holders++;
@@ -579,7 +355,7 @@ static float *grad_alloc(volt_step *s, volt_tensor *t) {
     if (!(t->grad = volt__pool_alloc(&s->grads, bytes)))
         volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of device memory allocating a %zu-byte grad", bytes);
     else {
-        note_peak(s);
+        volt__step_note_peak(s);
         if (s->poison_grads) volt__dev_memset(s->dev, t->grad, 0xff, bytes);
     }
     return t->grad;
@@ -661,7 +437,7 @@ static volt_status run_backward(volt_step *s) {
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
             release_out_grad(s, n, i);
         }
-        drop_reads(s, n);   /* backward has read what it reads of node i: released memory goes back */
+        volt__drop_reads(s, n);   /* backward has read what it reads of node i: released memory goes back */
         if (n_units && h && h->unit_grads_ready)
             for (int u = ready_head[i]; u >= 0; u = ready_next[u]) {
                 volt__unit_grads_settle(ps->units[u]);   /* parameters this step did not use: zeros */
@@ -703,7 +479,7 @@ static volt_status seed_grad(volt_step *s, volt_tensor *t, const float *seed) {
     const size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
     if (!seed) seed = &one;
     if (!t->grad) {
-        if (!grad_alloc(s, t) || !step_h2d(s, t->grad, seed, bytes, seed != &one)) return s->status;
+        if (!grad_alloc(s, t) || !volt__step_h2d(s, t->grad, seed, bytes, seed != &one)) return s->status;
     } else {
         float *h = malloc(bytes ? bytes : 1);
         if (!h) return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of memory seeding the grad");

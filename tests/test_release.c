@@ -1,4 +1,4 @@
-/* volt_tensor_release (core/step.c): a step's tensor memory goes back to the step pool when
+/* volt_tensor_release (core/tensor.c): a step's tensor memory goes back to the step pool when
  * the caller is done with the tensor and no recorded backward still reads it.
  *   - a tensor no backward reads is given back at once, and the next tensor of its size
  *     lands on its memory; one a backward reads (tanh's output, gelu's input) is kept until

@@ -20,7 +20,7 @@
  * H2D copies (RNG offset at begin, optimizer scalars) target buffers of their own, and the
  * step's copies into its pool (the loss's seed grad, a tensor made from host data, a copy
  * into a tensor the step made) go through fresh arena memory and a device copy
- * (core/step.c, step_h2d): a pool block may be a tensor released earlier in the same step,
+ * (core/tensor.c, volt__step_h2d): a pool block may be a tensor released earlier in the same step,
  * which an earlier node wrote. */
 #include <stdarg.h>
 #include <stdio.h>
