@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
             continue;
         }
         const bool capturing = compile && it == -warmup + 1;
-        if (capturing && dev->be->graph_begin(dev, gerr, sizeof gerr)) { fprintf(stderr, "capture: %s\n", gerr); return 1; }
+        if (capturing && volt__dev_graph_begin(dev, gerr, sizeof gerr)) { fprintf(stderr, "capture: %s\n", gerr); return 1; }
         volt_step_begin(s, true, (uint64_t)(it + warmup));
         /* the batch is copied to the step's device, as the trainer's transfer does */
         volt_tensor *lg = volt_distilbert_forward(m, s, volt_tensor_from_host(s, VOLT_I32, VOLT_SHAPE(B, T), ids),
@@ -204,7 +204,7 @@ int main(int argc, char **argv) {
         if (amp && capturing) amp->ops->update_on_device(amp);
         else if (amp) { skipped += found; amp->ops->update(amp, found); }
         if (capturing) {
-            if (dev->be->graph_end(dev, &graph, gerr, sizeof gerr) || dev->be->graph_launch(dev, graph, gerr, sizeof gerr)) {
+            if (volt__dev_graph_end(dev, &graph, gerr, sizeof gerr) || dev->be->graph_launch(dev, graph, gerr, sizeof gerr)) {
                 fprintf(stderr, "capture: %s\n", gerr);
                 return 1;
             }

@@ -207,8 +207,12 @@ struct volt_device {
     int ordinal;
     unsigned caps;
     void *ctx;
+    /* Between volt__dev_graph_begin and volt__dev_graph_end: the stream is being captured
+     * (nothing runs; a synchronize would be refused). */
+    bool capturing;
     /* While a graph is captured: what the caller is running ("training_step", "backward",
-     * ...), which a backend names when it refuses a call (graph_end's message). */
+     * ...), which a backend names when it refuses a call (graph_end's message). A note, not
+     * a state: `capturing` says whether a capture is open. */
     const char *capture_note;
 };
 
@@ -246,6 +250,16 @@ static inline void *volt__dev_alloc_givable(volt_device *d, size_t n) {
     return d->be->version >= 4 && d->be->alloc_givable ? d->be->alloc_givable(d, n) : d->be->alloc(d, n);
 }
 static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->version >= 3 && d->be->graph_begin; }
+/* The backend's graph_begin / graph_end, keeping d->capturing. */
+static inline volt_status volt__dev_graph_begin(volt_device *d, char *err, size_t errlen) {
+    volt_status st = d->be->graph_begin(d, err, errlen);
+    d->capturing = st >= 0;
+    return st;
+}
+static inline volt_status volt__dev_graph_end(volt_device *d, volt_device_graph **out, char *err, size_t errlen) {
+    d->capturing = false;
+    return d->be->graph_end(d, out, err, errlen);
+}
 static inline uint64_t *volt__dev_error_word(volt_device *d) {
     return d->be->version >= 3 && d->be->error_word ? d->be->error_word(d) : NULL;
 }

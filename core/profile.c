@@ -44,7 +44,7 @@ volt_status volt__profile_create(volt_step *s) {
 static double stamp(volt_step *s) {
     /* async kernels: wait for them, except while a graph is captured (nothing runs then,
      * and a capture refuses synchronize) */
-    if (!volt__dev_host_addressable(s->dev) && !s->dev->capture_note) s->be->synchronize(s->dev);
+    if (!volt__dev_host_addressable(s->dev) && !s->dev->capturing) s->be->synchronize(s->dev);
     return volt__now();
 }
 

@@ -284,7 +284,7 @@ static void test_snapshot(void) {
         memcpy(want[0], u, sizeof u);
         memcpy(want[1], v, sizeof v);
         memcpy(want[2], seed, sizeof seed);
-        if (pass) CHECK(d->be->graph_begin(d, err, sizeof err) == VOLT_OK, "graph_begin: %s", err);
+        if (pass) CHECK(volt__dev_graph_begin(d, err, sizeof err) == VOLT_OK, "graph_begin: %s", err);
         volt_step_begin(s, true, 3);
         volt_tensor *a = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(4), u);
         volt_tensor *x = volt_tensor_requires_grad(s, volt_tensor_new(s, VOLT_F32, VOLT_SHAPE(4)));
@@ -293,7 +293,7 @@ static void test_snapshot(void) {
         CHECK(y && volt_step_backward_grad(s, y, seed) == VOLT_OK, "%s", volt_step_errmsg(s));
         if (a && x) { dst[0] = a->data; dst[1] = x->data; }
         volt_step_end(s);
-        if (pass) CHECK(d->be->graph_end(d, &g, err, sizeof err) == VOLT_OK, "graph_end: %s", err);
+        if (pass) CHECK(volt__dev_graph_end(d, &g, err, sizeof err) == VOLT_OK, "graph_end: %s", err);
     }
     if (!g) { volt_step_destroy(s); g_step = NULL; return; }
     /* the user's buffers are theirs again; the trainer writes the next step's RNG offset */
@@ -476,13 +476,13 @@ static void test_replay(volt_dataset *ds, float clip_norm, const char *precision
         CHECK(g_launch_rng[i] == want_rng[i], "launch %d: RNG offset %llu (want %llu)", i,
               (unsigned long long)g_launch_rng[i], (unsigned long long)want_rng[i]);
     }
-    /* no capture is running: the device's capture note (core/profile.c reads a set one as
-     * "capturing" and skips its synchronize) was left NULL by the replays' hooks */
+    /* no capture is open (core/profile.c skips its synchronize while one is), and the
+     * replays' hooks left no capture note behind */
     volt_device *dev = NULL;
     char derr[128];
     CHECK_OK(volt__device_get("cpu-graph", 0, &dev, derr, sizeof derr));
-    CHECK(dev && !dev->capture_note, "after fit the device's capture note is '%s' (want none)",
-          dev && dev->capture_note ? dev->capture_note : "");
+    CHECK(dev && !dev->capturing && !dev->capture_note, "after fit the device is %scapturing, note '%s' (want neither)",
+          dev && dev->capturing ? "" : "not ", dev && dev->capture_note ? dev->capture_note : "");
     volt_loader_destroy(l);
     volt_trainer_destroy(t);
 }

@@ -146,10 +146,9 @@ volt_status volt__compile_check_hooks(volt_trainer *t) {
 /* ---- the step ---------------------------------------------------------------------------- */
 /* on_before_optimizer_step: inside the boundary while capturing (a device read there fails
  * the capture, naming the hook), before the launch on a replay (host work only). The device's
- * capture_note names the hook only while capturing (a note set means "capturing" to
- * core/profile.c, which then does not synchronize): a replay's hooks leave it NULL. */
+ * capture_note names the hook only while a capture is open: a replay's hooks leave it NULL. */
 static void note(volt_trainer *t, const char *what) {
-    if (t->dev && t->dev->capture_note) t->dev->capture_note = what;
+    if (t->dev && t->dev->capturing) t->dev->capture_note = what;
 }
 
 static volt_status before_step_hooks(void *ctx) {
@@ -213,7 +212,7 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     volt_step *s = t->step;
     volt_device *d = t->dev;
     char err[512] = "", why[sizeof t->errmsg] = "";
-    volt_status st = d->be->graph_begin(d, err, sizeof err);
+    volt_status st = volt__dev_graph_begin(d, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "compile: %s", err);
     d->capture_note = "volt_step_begin";
     volt_step_begin(s, true, (uint64_t)t->micro_step++);   /* its RNG-offset copy is re-issued per launch */
@@ -249,7 +248,7 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     }
     volt_device_graph *g = NULL;
     char gerr[512] = "";
-    volt_status ge = d->be->graph_end(d, &g, gerr, sizeof gerr);
+    volt_status ge = volt__dev_graph_end(d, &g, gerr, sizeof gerr);
     d->capture_note = NULL;
     if (ge < 0 || st < 0) {
         const char *m = why[0] ? why : volt_step_errmsg(s);
