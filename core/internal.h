@@ -152,7 +152,7 @@ typedef struct volt_node {
 /* The op's backward reads, on every backend (their union): VOLT_READS_* bits. */
 uint32_t volt__op_bwd_reads(volt_op_id op);
 
-/* The memory behind a step's tensor (volt_tensor.mem - 1): freed to the step's pool when no
+/* The memory behind a step's tensor (volt_tensor.owner.mem - 1): freed to the step's pool when no
  * tensor header holds it (volt_tensor_release) and no tape node's backward still reads it. */
 typedef struct volt_mem {
     void *ptr;
@@ -253,7 +253,7 @@ void volt__step_pin(volt_step *s, const volt_tensor *t);
 /* A tensor header from the step's host arena (data NULL, no memory record); NULL + step
  * error on a bad dtype or shape. */
 volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape);
-/* bytes of the step pool for a header's data: its `mem` (1-based), 0 + step error on OOM. */
+/* bytes of the step pool for a header's data: its `owner.mem` (1-based), 0 + step error on OOM. */
 int32_t volt__mem_new(volt_step *s, size_t bytes, void **ptr);
 /* t's memory record if t is this step's, else NULL. */
 volt_mem *volt__mem_of(volt_step *s, const volt_tensor *t);

@@ -2,7 +2,6 @@
  * order); backward walks them in reverse, accumulating grads, and tells the param store's
  * hooks when each unit's grads are complete. The step's tensors and the memory behind them
  * (the pool, release, host copies) are core/tensor.c's. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,7 +325,7 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
     volt_tensor *out = volt__tensor_hdr(s, out_dt, out_shape);
     if (!out) return NULL;
     /* not zeroed: every forward kernel writes its whole output */
-    if (!(out->mem = volt__mem_new(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt), &out->data)))
+    if (!(out->owner.mem = volt__mem_new(s, (size_t)volt_shape_numel(out_shape) * volt_dtype_size(out_dt), &out->data)))
         return NULL;
     out = record(s, op, n_in, in, out, attrs, true);
     if (cp)   /* the f32 copies are this op's alone: the tape holds what its backward reads */
@@ -342,7 +341,7 @@ volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_sh
     out->data = in->data;
     volt_mem *m = volt__mem_of(s, in);
     if (m && !(in->flags & VOLT_TENSOR_RELEASED)) {   /* the view holds the memory too */
-        out->mem = in->mem;
+        out->owner.mem = in->owner.mem;
         m->holders++;
     }
     return record(s, op, 1, &in, out, NULL, false);

@@ -35,8 +35,8 @@ int32_t volt__mem_new(volt_step *s, size_t bytes, void **ptr) {
 
 /* t's memory record when it is this step's (views share their base's) */
 volt_mem *volt__mem_of(volt_step *s, const volt_tensor *t) {
-    if (!t || t->mem <= 0 || t->mem > s->n_mem) return NULL;
-    volt_mem *m = &s->mem[t->mem - 1];
+    if (!t || t->owner.mem <= 0 || t->owner.mem > s->n_mem) return NULL;
+    volt_mem *m = &s->mem[t->owner.mem - 1];
     return m->ptr == t->data ? m : NULL;
 }
 
@@ -82,37 +82,37 @@ uint32_t volt__op_bwd_reads(volt_op_id op) {
     }
 }
 
+/* The tensor node n's backward reads as `bit` (input k: 1 << k; VOLT_READS_OUT: the output) */
+static volt_tensor *read_of(const volt_node *n, uint32_t bit) {
+    if (bit == VOLT_READS_OUT) return n->out;
+    int k = 0;
+    while (!(bit & 1u)) bit >>= 1, k++;
+    return n->in[k];
+}
+
 /* The tape holds what node n's backward reads (n->bwd_reads) until that backward has run. */
 void volt__hold_reads(volt_step *s, volt_node *n) {
     n->held = 0;
-    for (int k = 0; k < n->n_in; k++) {
+    for (int k = 31; k < n->n_in; k++) {   /* past the mask's bits: kept to step end when the op reads its inputs */
         volt_mem *m = volt__mem_of(s, n->in[k]);
-        if (!m) continue;
-        if (k >= 31) {   /* past the mask's bits: kept to step end when the op reads its inputs */
-            if ((n->bwd_reads & VOLT_READS_ALL_IN) == VOLT_READS_ALL_IN) m->pinned = true;
-        } else if (n->bwd_reads & (1u << k)) {
-            m->readers++;
-            n->held |= 1u << k;
-        }
+        if (m && (n->bwd_reads & VOLT_READS_ALL_IN) == VOLT_READS_ALL_IN) m->pinned = true;
     }
-    volt_mem *m = (n->bwd_reads & VOLT_READS_OUT) ? volt__mem_of(s, n->out) : NULL;
-    if (m) {
+    const uint32_t inputs = n->n_in >= 31 ? VOLT_READS_ALL_IN : (1u << n->n_in) - 1u;
+    for (uint32_t want = n->bwd_reads & (inputs | VOLT_READS_OUT); want; want &= want - 1) {
+        const uint32_t bit = want & -want;
+        volt_mem *m = volt__mem_of(s, read_of(n, bit));
+        if (!m) continue;
         m->readers++;
-        n->held |= VOLT_READS_OUT;
+        n->held |= bit;
     }
 }
 
 void volt__drop_reads(volt_step *s, volt_node *n) {
-    for (int k = 0; k < n->n_in && k < 31; k++) {
-        if (!(n->held & (1u << k))) continue;
-        volt_mem *m = volt__mem_of(s, n->in[k]);
-        if (m && m->readers) m->readers--;
-        if (m) mem_maybe_free(s, m);
-    }
-    if (n->held & VOLT_READS_OUT) {
-        volt_mem *m = volt__mem_of(s, n->out);
-        if (m && m->readers) m->readers--;
-        if (m) mem_maybe_free(s, m);
+    for (uint32_t held = n->held; held; held &= held - 1) {
+        volt_mem *m = volt__mem_of(s, read_of(n, held & -held));
+        if (!m) continue;
+        if (m->readers) m->readers--;
+        mem_maybe_free(s, m);
     }
     n->held = 0;
 }
@@ -152,7 +152,7 @@ volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
         }
     volt_tensor *t = volt__step_host_alloc(s, sizeof *t);
     if (!t) return NULL;
-    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev, .step = s };
+    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev, .owner = { .step = s } };
     return t;
 }
 
@@ -160,7 +160,7 @@ volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
     volt_tensor *t = volt__tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = (size_t)volt_shape_numel(shape) * volt_dtype_size(dt);
-    if (!(t->mem = volt__mem_new(s, bytes, &t->data))) return NULL;
+    if (!(t->owner.mem = volt__mem_new(s, bytes, &t->data))) return NULL;
     volt__dev_memset(s->dev, t->data, 0, bytes);
     return t;
 }
@@ -185,7 +185,7 @@ volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape
     volt_tensor *t = volt__tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = volt_tensor_bytes(t);
-    if (!(t->mem = volt__mem_new(s, bytes, &t->data)) || !volt__step_h2d(s, t->data, src, bytes, true)) return NULL;
+    if (!(t->owner.mem = volt__mem_new(s, bytes, &t->data)) || !volt__step_h2d(s, t->data, src, bytes, true)) return NULL;
     return t;
 }
 
@@ -206,13 +206,13 @@ volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
     return VOLT_OK;
 }
 
-/* Into the step's pool (t->mem): staged like volt_tensor_from_host (step_h2d), since the
+/* Into the step's pool (t->owner.mem): staged like volt_tensor_from_host (volt__step_h2d), since the
  * block may have held a tensor released earlier in the step. A parameter, a wrapped buffer
  * (memory that is not the step's to reuse) or a tensor filled in by hand: copied directly. */
 volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
     if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
     if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;
-    volt_step *s = t->step;
+    volt_step *s = t->owner.step;
     if (s && volt__mem_of(s, t)) return volt__step_h2d(s, t->data, src, volt_tensor_bytes(t), true) ? VOLT_OK : s->status;
     volt__dev_h2d_snapshot(tensor_dev(t), t->data, src, volt_tensor_bytes(t));
     return VOLT_OK;

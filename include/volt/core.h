@@ -97,10 +97,11 @@ typedef struct volt_tensor {
     const char *name;      /* parameter name, else NULL */
     struct volt_device *device;   /* where data and grad live (opaque); host code reads them
                                      only through volt_tensor_to_host / volt_tensor_item */
-    int32_t mem;           /* the step's record of the memory behind data (1-based; 0: not
-                              the step's, e.g. a parameter or a wrapped buffer) */
-    volt_step *step;       /* the step that made the tensor (whose record `mem` is); NULL
-                              for tensors filled in by hand */
+    /* The library's bookkeeping, not for users to read or write: the step that made the
+     * tensor (NULL for a parameter or a tensor filled in by hand) and which of that step's
+     * memory records holds its data (0: none, e.g. a wrapped buffer), so that
+     * volt_tensor_release can give the memory back and copies know where it lives. */
+    struct { volt_step *step; int32_t mem; } owner;
 } volt_tensor;
 
 static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }

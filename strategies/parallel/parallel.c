@@ -234,13 +234,12 @@ volt_status volt__dist_finish_gather(dist *d, int u) { return finish_gather(d, u
 
 volt_status volt__dist_poke_gathers(dist *d) {
     if (!d->comm->ops->test) return VOLT_OK;
-    for (int i = 0; i < d->n_units; i++) {   /* one test drives the whole progress engine */
-        if (!d->units[i].gather_req) continue;
-        bool done = false;
-        volt_status st = d->comm->ops->test(d->comm, d->units[i].gather_req, &done);
-        return st < 0 ? volt__dist_comm_fail(d, st, "parameter all-gather") : VOLT_OK;
-    }
-    return VOLT_OK;
+    int i = 0;   /* one test, on the first gather in flight, drives the whole progress engine */
+    while (i < d->n_units && !d->units[i].gather_req) i++;
+    if (i == d->n_units) return VOLT_OK;
+    bool done = false;
+    volt_status st = d->comm->ops->test(d->comm, d->units[i].gather_req, &done);
+    return st < 0 ? volt__dist_comm_fail(d, st, "parameter all-gather") : VOLT_OK;
 }
 
 volt_status volt__dist_wait_gathers(dist *d) {
