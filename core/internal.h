@@ -418,6 +418,12 @@ struct volt_params {
 };
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
+/* volt_params_clip_grad_norm in two halves, for a strategy that sums the norm over ranks on the
+ * device between them (strategies/boundary.c, a captured step under ddp / ZeRO): the sum of
+ * squares of the grad ranges into the store's device double, *sq; then every grad range
+ * scaled by max_norm / (sqrt(*sq) + 1e-6) where that is below 1 and the norm finite. */
+volt_status volt__params_grad_sqnorm_dev(volt_params *ps, double **sq);
+void volt__params_clip_by_dev_norm(volt_params *ps, float max_norm);
 /* Write the zeros of u's cleared grads (volt_param_rec.grad_clear): every reader of a unit's
  * grad buffer outside a backward kernel calls it first (volt_unit_grad does). */
 void volt__unit_grads_settle(volt_unit *u);

@@ -338,6 +338,21 @@ double volt_params_grad_sqnorm(const volt_params *ps) {
     return total;
 }
 
+volt_status volt__params_grad_sqnorm_dev(volt_params *ps, double **sq) {
+    VOLT_TRY(grad_sqnorm_dev(ps));
+    *sq = ps->norm_dev;
+    return VOLT_OK;
+}
+
+void volt__params_clip_by_dev_norm(volt_params *ps, float max_norm) {
+    const volt_param_math *pm = ps->dev->be->pm;
+    for (int i = 0; i < ps->n_units; i++) {   /* on the device: coef from the device norm */
+        int64_t n;
+        float *g = grad_range(ps->units[i], &n);
+        if (g) pm->clip_by_norm(ps->dev, g, n, ps->norm_dev, max_norm);
+    }
+}
+
 volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *total_norm) {
     if (!(max_norm > 0)) return perr(ps, VOLT_ERR_INVALID_ARG, "clip_grad_norm: max_norm must be > 0, got %g", max_norm);
     VOLT_TRY(grad_sqnorm_dev(ps));
@@ -346,12 +361,7 @@ volt_status volt_params_clip_grad_norm(volt_params *ps, float max_norm, float *t
         volt__dev_d2h(ps->dev, &sq, ps->norm_dev, sizeof sq);
         *total_norm = (float)sqrt(sq);
     }
-    const volt_param_math *pm = ps->dev->be->pm;
-    for (int i = 0; i < ps->n_units; i++) {   /* on the device: coef from the device norm */
-        int64_t n;
-        float *g = grad_range(ps->units[i], &n);
-        if (g) pm->clip_by_norm(ps->dev, g, n, ps->norm_dev, max_norm);
-    }
+    volt__params_clip_by_dev_norm(ps, max_norm);
     return VOLT_OK;
 }
 

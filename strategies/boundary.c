@@ -7,7 +7,8 @@
  *   ->  zero grads (strategy; sharded grads give their pages back)  ->  scaler update
  *
  * A captured step (b->on_device, compile) reads nothing on the host: the norm's clip
- * coefficient and 16-mixed's skip are decided on the device (volt_boundary).
+ * coefficient and 16-mixed's skip are decided on the device (volt_boundary), summed over
+ * ranks there (volt__strategy_device_sum) when there are several.
  *
  * The parameter math is the core's (volt_params_*, volt_optimizer_step) and the plugin's;
  * this file only orders it, so the floating-point operations are the same as before it
@@ -26,12 +27,15 @@ static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip
     volt_precision *p = st->prec;
     if (!p || !p->ops->unscale_grads) return VOLT_OK;
     if (b->on_device) {   /* captured: the updates read the flag where unscale leaves it */
-        if (st->world > 1 || !p->ops->skip_flag || !p->ops->update_on_device)
+        if (!p->ops->skip_flag || !p->ops->update_on_device)
             BFAIL(VOLT_ERR_UNSUPPORTED, "strategy '%s': precision '%s': the inf/NaN skip cannot be decided on the "
-                  "device here (%d processes)", st->row->name, p->ops->info.name, st->world);
+                  "device", st->row->name, p->ops->info.name);
         p->ops->unscale_grads(p, st->ps, NULL);
         if (!(*flag = p->ops->skip_flag(p)))
             BFAIL(VOLT_ERR_STATE, "precision '%s': the grad scaler has no device state", p->ops->info.name);
+        /* every rank takes the same decision: the flags (0 or 1) summed, nonzero skips */
+        volt_status s = volt__strategy_device_sum(st, (float *)*flag, 1, false, "grad scaler inf/NaN flag");
+        if (s < 0) BFAIL(s, "strategy '%s': grad scaler inf/NaN flag: %s", st->row->name, st->errmsg);
         return VOLT_OK;
     }
     bool found = false;
@@ -55,10 +59,12 @@ static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, si
         return VOLT_OK;
     }
     if (b->on_device) {   /* the coefficient from the device norm: the same formula, no host read */
-        if (st->world > 1)
-            BFAIL(VOLT_ERR_UNSUPPORTED, "strategy '%s': a captured step's norm clipping is one process's", st->row->name);
-        if ((s = volt_params_clip_grad_norm(st->ps, b->clip_val, NULL)) < 0)
+        double *sq = NULL;
+        if ((s = volt__params_grad_sqnorm_dev(st->ps, &sq)) < 0)
             BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
+        if (st->ops->grad_sqnorm && (s = volt__strategy_device_sum(st, sq, 1, true, "grad norm")) < 0)   /* shards */
+            BFAIL(s, "strategy '%s': gradient norm: %s", st->row->name, st->errmsg);
+        volt__params_clip_by_dev_norm(st->ps, b->clip_val);
         return VOLT_OK;
     }
     /* global norm, summed over shards, like torch.nn.utils.clip_grad_norm_ */
@@ -90,6 +96,8 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
     if (!skip && (s = volt__optimizer_step_unless(st->opt, flag)) < 0)
         BFAIL(s, "optimizer step: %s", volt_optimizer_errmsg(st->opt));
     if (st->ops->after_optimizer_step && (s = st->ops->after_optimizer_step(st)) < 0)
+        BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
+    if (b->on_device && (s = volt__strategy_wait_params(st)) < 0)   /* a graph ends with its collectives joined */
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
     if (st->ops->zero_grad) st->ops->zero_grad(st);
     else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */

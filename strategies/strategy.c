@@ -54,6 +54,22 @@ volt_status volt__strategy_wait_params(volt_strategy *st) {
     return st && st->ops->version >= 5u && st->ops->wait_params ? st->ops->wait_params(st) : VOLT_OK;
 }
 
+volt_status volt__strategy_check_capture(volt_strategy *st) {
+    if (st->ops->version >= 6u && st->ops->check_capture) return st->ops->check_capture(st);
+    if (st->world <= 1) return VOLT_OK;
+    return sfail(st, VOLT_ERR_UNSUPPORTED, "strategy '%s' cannot run its collectives inside a captured step", st->row->name);
+}
+
+volt_status volt__strategy_device_sum(volt_strategy *st, void *buf, size_t n, bool f64, const char *what) {
+    if (st->world <= 1 || !n) return VOLT_OK;
+    if (st->ops->version >= 6u && st->ops->device_sum) return st->ops->device_sum(st, buf, n, f64, what);
+    return sfail(st, VOLT_ERR_UNSUPPORTED, "strategy '%s': %s: no sum over ranks on the device", st->row->name, what);
+}
+
+volt_status volt__strategy_drain(volt_strategy *st, const char *what) {
+    return st->ops->version >= 6u && st->ops->drain ? st->ops->drain(st, what) : VOLT_OK;
+}
+
 void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     if (st->ops->owned_range) { st->ops->owned_range(st, unit, lo, hi); return; }
     *lo = 0;

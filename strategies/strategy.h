@@ -94,8 +94,21 @@ typedef struct volt_strategy_ops {
      * next forward; FSDP prefetches). Whatever was never gathered (FSDP's stale units) stays
      * so: that is materialize_params. NULL: nothing is ever left in flight. */
     volt_status (*wait_params)(volt_strategy *st);
+    /* ---- version 6: a captured step (compile) over several processes ---- */
+    /* VOLT_OK when this strategy's training step can be captured into a device graph and
+     * replayed; else VOLT_ERR_UNSUPPORTED with the reason in errmsg. NULL: it can (nothing
+     * of it runs on the host). */
+    volt_status (*check_capture)(volt_strategy *st);
+    /* In place over device memory: buf[i] = sum over ranks of buf[i], i < n (f32, or f64
+     * when f64), ordered on the device; awaited on the host only outside a capture. The inf
+     * vote and the grad norm of a captured step. */
+    volt_status (*device_sum)(volt_strategy *st, void *buf, size_t n, bool f64, const char *what);
+    /* Block the host until the device work issued so far (a graph launch with collectives
+     * inside) has run, within the comm's deadline: a timeout or a comm error ends it with
+     * the comm's message, never a hang. NULL: a plain device synchronisation suffices. */
+    volt_status (*drain)(volt_strategy *st, const char *what);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 5u
+#define VOLT_STRATEGY_OPS_VERSION 6u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -157,6 +170,12 @@ void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_
 volt_status volt__strategy_gather_unit(volt_strategy *st, int unit, float *dst);
 static inline bool volt__strategy_gathers_units(const volt_strategy *st) { return st->ops->gather_unit != NULL; }
 void volt__strategy_memory_report(volt_strategy *st, volt_memory_report *out);
+/* compile (trainer/compile.c): whether the step can be captured (check_capture; one process:
+ * yes, several: the strategy's op must say so), the device sum over ranks (one process:
+ * nothing to do) and the bounded wait after a graph launch (one process: nothing to bound). */
+volt_status volt__strategy_check_capture(volt_strategy *st);
+volt_status volt__strategy_device_sum(volt_strategy *st, void *buf, size_t n, bool f64, const char *what);
+volt_status volt__strategy_drain(volt_strategy *st, const char *what);
 const char *volt__strategy_errmsg(const volt_strategy *st);
 
 /* ---- the optimizer boundary (strategies/boundary.c) ----------------------------------------- */
@@ -167,11 +186,14 @@ typedef struct volt_boundary {
      * reported by the callee (err stays empty). */
     volt_status (*before_step)(void *ctx);
     void *ctx;
-    /* A captured step (compile; one process): nothing is read on the host. The clip by norm
-     * takes its coefficient from the device norm (volt_params_clip_grad_norm), and 16-mixed's
-     * inf/NaN skip is the device flag the optimizer's updates and the scaler update read;
-     * the caller learns after the launch whether the step was skipped (the precision's
-     * read_back), *skipped stays false. */
+    /* A captured step (compile): nothing is read on the host. The clip by norm takes its
+     * coefficient from the device norm (volt_params_clip_grad_norm; sharded grads: the
+     * slices' sums of squares summed over ranks on the device first), and 16-mixed's inf/NaN
+     * skip is the device flag (summed over ranks: any rank's inf skips everywhere) that the
+     * optimizer's updates and the scaler update read; the caller learns after the launch
+     * whether the step was skipped (the precision's read_back), *skipped stays false. The
+     * parameter gathers after the step complete inside it (none is left for the next
+     * forward: a graph must end with every collective joined). */
     bool on_device;
 } volt_boundary;
 /* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> clip

@@ -24,11 +24,15 @@ set(_volt_sim_nccl_env
 # volt_sim_nccl_test(NAME NP GREP ARGS...): mpirun -np NP test_strategies ARGS, passing when it
 # exits 0 and its output has a line matching GREP (the proof that the comm was nccl).
 function(volt_sim_nccl_test name np grep)
+  volt_sim_nccl_test_exe(${name} ${np} ${grep} $<TARGET_FILE:test_strategies> ${ARGN})
+endfunction()
+# volt_sim_nccl_test_exe(NAME NP GREP EXE ARGS...): the same with another test program.
+function(volt_sim_nccl_test_exe name np grep exe)
   add_test(NAME ${name} COMMAND sh -c
     "np=$1; pat=$2; exe=$3; shift 3; out=$(\"$0\" --oversubscribe -np $np \"$exe\" \"$@\" 2>&1); rc=$?; \
 printf '%s\\n' \"$out\"; [ $rc -eq 0 ] || exit $rc; printf '%s\\n' \"$out\" | grep -q \"$pat\" || \
 { echo \"FAIL: no line matching '$pat' (was the comm nccl on cuda?)\"; exit 1; }"
-    ${VOLT_MPIRUN} ${np} ${grep} $<TARGET_FILE:test_strategies> ${ARGN})
+    ${VOLT_MPIRUN} ${np} ${grep} ${exe} ${ARGN})
   # one simulated GPU per rank on the node (comm_nccl.c refuses more ranks than visible GPUs)
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "CUDASIM_DEVICES=${np};${_volt_sim_nccl_env}" PROCESSORS ${np}
     TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "cudasim;mpi")
@@ -46,6 +50,26 @@ volt_sim_nccl_test(test_fault_timeout_fsdp_np2_sim_nccl 2 "NCCL communicator abo
 set_tests_properties(test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl PROPERTIES TIMEOUT 60)
 set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl APPEND PROPERTY
   ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
+# compile over 2 ranks (tests/test_strategies_compile.c; docs/NCCL.md, "compile over several
+# processes"): the step's collectives captured into its graph. Eager == compiled bit for bit
+# under ddp and deepspeed_stage_1, at 32-true and 16-mixed (whose inf/NaN vote is summed over
+# ranks on the device); zero2 / fsdp / the mpi comm refused; a rank that leaves ends the
+# other's graph launch at the deadline (VOLT_COMM_TIMEOUT=5), not in a hang.
+if(TARGET test_strategies_compile)
+  foreach(s ddp zero1)
+    foreach(p 32-true 16-mixed)
+      volt_sim_nccl_test_exe(test_compile_${s}_${p}_np2_sim_nccl 2 "^compile .*eager == compiled"
+        $<TARGET_FILE:test_strategies_compile> parity ${s} ${p})
+    endforeach()
+  endforeach()
+  volt_sim_nccl_test_exe(test_compile_refuse_np2_sim_nccl 2 "^refused ddp .*over mpi"
+    $<TARGET_FILE:test_strategies_compile> refuse)
+  volt_sim_nccl_test_exe(test_compile_fault_np2_sim_nccl 2 "NCCL communicator aborted"
+    $<TARGET_FILE:test_strategies_compile> fault)
+  set_tests_properties(test_compile_fault_np2_sim_nccl PROPERTIES TIMEOUT 90)
+  set_property(TEST test_compile_fault_np2_sim_nccl APPEND PROPERTY ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
+endif()
+
 # Device memory that really shrinks (issue 12): the memory report's resident bytes of the unit
 # buffers on the simulated GPU, where they are VMM blocks mapped 2 MiB granule by granule
 # (core/cuda/vmm.c): zero2/fsdp grads and fsdp params are given back (unmapped), ddp/zero1 hold

@@ -118,9 +118,8 @@ volt_status volt__compile_check_config(volt_trainer *t) {
     if (!volt__dev_has_graphs(t->dev))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile needs a backend with graph capture: '%s' has none",
                           t->dev->be->name);
-    if (t->world > 1)
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures one process's step; strategy '%s' runs %d "
-                          "processes (collectives inside a captured step are not supported yet)", c->strategy, t->world);
+    if (volt__strategy_check_capture(t->strategy) < 0)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: %s", volt__strategy_errmsg(t->strategy));
     if (c->accumulate_grad_batches > 1)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures the optimizer boundary with the step: "
                           "accumulate_grad_batches must be 1, got %lld", (long long)c->accumulate_grad_batches);
@@ -199,6 +198,13 @@ static volt_status launch(volt_trainer *t, volt_compiled *e, const char *what) {
         volt__metrics_discard(t);
         return volt__terr(t, st, "compile: %s the training step: %s", what, err);
     }
+    /* several processes: the graph's collectives wait for the other ranks; a dead or hung
+     * rank ends the wait at the comm's deadline (the communicator aborted) instead of
+     * leaving the read below blocked forever */
+    if (t->world > 1 && (st = volt__strategy_drain(t->strategy, "the captured training step")) < 0) {
+        volt__metrics_discard(t);
+        return volt__terr(t, st, "compile: %s the training step: %s", what, volt__strategy_errmsg(t->strategy));
+    }
     if ((st = volt_step_check(s)) < 0) {   /* the one synchronising read of the step (with the logs') */
         volt__metrics_discard(t);
         return volt__loop_step_err(t, st, "training_step (replayed)");
@@ -212,7 +218,11 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     volt_step *s = t->step;
     volt_device *d = t->dev;
     char err[512] = "", why[sizeof t->errmsg] = "";
-    volt_status st = volt__dev_graph_begin(d, err, sizeof err);
+    /* nothing of the eager steps still in flight (ZeRO's gathers after the step): the capture
+     * must not depend on work issued before it */
+    volt_status st = volt__strategy_wait_params(t->strategy);
+    if (st < 0) return volt__terr(t, st, "compile: %s", volt__strategy_errmsg(t->strategy));
+    st = volt__dev_graph_begin(d, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "compile: %s", err);
     d->capture_note = "volt_step_begin";
     volt_step_begin(s, true, (uint64_t)t->micro_step++);   /* its RNG-offset copy is re-issued per launch */
@@ -289,6 +299,10 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
 
 static volt_status replay(volt_trainer *t, volt_compiled *e) {
     volt_step *s = t->step;
+    /* an eager step before (another shape) may have left ZeRO's gathers in flight: the graph
+     * reads the parameters without the tape's unit_use that would wait for them */
+    volt_status ws = volt__strategy_wait_params(t->strategy);
+    if (ws < 0) return volt__terr(t, ws, "compile: %s", volt__strategy_errmsg(t->strategy));
     /* the step's host half: this step's inputs at the addresses the launch copies from */
     s->rng_offset = (uint64_t)t->micro_step++;
     volt__optimizer_advance(t->opt);

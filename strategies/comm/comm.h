@@ -94,8 +94,17 @@ typedef struct volt_comm_ops {
     void (*destroy)(volt_comm *c);
     /* ---- version 2 ---- */
     unsigned flags;        /* VOLT_COMM_STREAM_ORDERED; 0 for host-buffer backends (mpi) */
+    /* ---- version 3 ---- */
+    /* Optional (stream-ordered backends): block the host until everything issued so far on the
+     * device's compute stream has run, within the comm's deadline, failing as wait does (the
+     * communicator aborted on a timeout, so kernels waiting for peers exit). A captured step
+     * (compile) holds its collectives inside one graph launch: this is what bounds it. `what`
+     * names it in the message. While the compute stream is being captured, a collective's
+     * wait only orders the compute stream after it (nothing can be awaited on the host) and
+     * test says "not done"; host buffers are refused then. */
+    volt_status (*drain)(volt_comm *c, const char *what);
 } volt_comm_ops;
-#define VOLT_COMM_OPS_VERSION 2u
+#define VOLT_COMM_OPS_VERSION 3u
 
 struct volt_comm {
     const volt_comm_ops *ops;

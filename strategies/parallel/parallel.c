@@ -286,6 +286,35 @@ static volt_status d_barrier(volt_strategy *st) {
     return s < 0 ? volt__dist_comm_fail(d, s, "barrier") : VOLT_OK;
 }
 
+/* ---- a captured step (compile) ---------------------------------------------------------------- */
+static volt_status d_check_capture(volt_strategy *st) {
+    dist *d = dist_of(st);
+    if (st->world <= 1) return VOLT_OK;   /* nothing goes between ranks */
+    const volt_comm *c = d->comm;
+    if (!(c->ops->flags & VOLT_COMM_STREAM_ORDERED) || c->ops->version < 3u || !c->ops->drain || c->staged)
+        return dist_fail(d, VOLT_ERR_UNSUPPORTED, "strategy '%s': comm '%s' runs its collectives from the host, which a "
+                         "captured step cannot replay (compile over %d processes needs the nccl comm on cuda)",
+                         st->row->name, c->ops->name, st->world);
+    if (dist_grads_sharded(d) || dist_params_sharded(d))
+        return dist_fail(d, VOLT_ERR_UNSUPPORTED, "strategy '%s' gives device memory back and maps it again within every "
+                         "step (sharded %s), which a captured step cannot do; compile runs ddp and deepspeed_stage_1 "
+                         "over several processes", st->row->name, dist_params_sharded(d) ? "parameters" : "gradients");
+    return VOLT_OK;
+}
+
+static volt_status d_device_sum(volt_strategy *st, void *buf, size_t n, bool f64, const char *what) {
+    dist *d = dist_of(st);
+    volt_status s = volt__comm_all_reduce(d->comm, buf, buf, n, f64 ? VOLT_COMM_F64 : VOLT_COMM_F32, VOLT_COMM_SUM, what);
+    return s < 0 ? volt__dist_comm_fail(d, s, what) : VOLT_OK;
+}
+
+static volt_status d_drain(volt_strategy *st, const char *what) {
+    dist *d = dist_of(st);
+    if (d->comm->ops->version < 3u || !d->comm->ops->drain) return VOLT_OK;
+    volt_status s = d->comm->ops->drain(d->comm, what);
+    return s < 0 ? volt__dist_comm_fail(d, s, NULL) : VOLT_OK;
+}
+
 /* The per-rank figures of docs/STRATEGIES.md over Ψ' = padded numel, 4-byte f32 values,
  * S = optimizer states per parameter (Adam 2, SGD+momentum 1, SGD 0), N ranks:
  *   ddp          params 4Ψ'            grads 4Ψ'    states 4SΨ'
@@ -340,7 +369,8 @@ static void d_destroy(volt_strategy *st) {
 /* ---- the tables (one per hook set; the registry rows add the flags) ---------------------------- */
 #define COMMON .version = VOLT_STRATEGY_OPS_VERSION, .setup_params = d_setup_params, .begin_backward = d_begin_backward, \
     .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
-    .memory_report = d_memory_report, .destroy = d_destroy, .wait_params = d_wait_params
+    .memory_report = d_memory_report, .destroy = d_destroy, .wait_params = d_wait_params, \
+    .check_capture = d_check_capture, .device_sum = d_device_sum, .drain = d_drain
 
 const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_reduce_grads };
 #define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \

@@ -21,8 +21,12 @@
  *    segment, with the ranks' collectives compared first and a dead or aborted peer reported
  *    (nccl_shm.cc's header says how); an error there is the comm's asynchronous error (its
  *    cause repeated by later calls). All done on `stream` by a host function queued with
- *    cudaLaunchHostFunc, so it runs in stream order, after the work queued before it and
- *    before the work queued after it; its arguments are copied at call time.
+ *    cudaLaunchHostFunc (cudasim_launch_host_func_owned), so it runs in stream order, after the
+ *    work queued before it and before the work queued after it; its arguments are copied at
+ *    call time. A collective issued while `stream` is being captured into a CUDA graph is
+ *    recorded as the graph's host node and runs at every launch of the graph, with the same
+ *    buffers and sequence number (so every rank must launch the same graphs in the same
+ *    order, as with NCCL); its copy of the arguments lives until the graph is destroyed.
  *    Checked as NCCL checks them, in NCCL's order: the comm (NULL; aborted or destroyed, which
  *    NCCL sees as "corrupted comm object"), the comm ready (a call while an earlier one is
  *    still ncclInProgress: ncclInvalidArgument; a sticky async error: that error), root, type,
@@ -60,9 +64,9 @@
  *
  * What it does not: ranks on different machines (the segment is local); the other entry points
  * of nccl.h (groups, send/recv, Reduce, split, registration, user reduction ops: an op >=
- * ncclNumOps is "unknown to this communicator"); collectives while the stream is being
- * captured into a CUDA graph (ncclInvalidUsage saying so; real NCCL captures them); NCCL's
- * environment variables and debug output.
+ * ncclNumOps is "unknown to this communicator"); capturing the first collective of a
+ * non-blocking communicator (ncclInvalidUsage saying so: it is the one that connects in the
+ * background here); NCCL's environment variables and debug output.
  *
  * Where it deliberately differs from NCCL:
  *  - it checks more, and says so as an error: a NULL buffer with count > 0 and a non-device
@@ -84,7 +88,7 @@
  *    synchronises NCCL's internal streams while it tears down, which may depend on the
  *    device making progress).
  *
- * The CUDA runtime calls made: cudaLaunchHostFunc, cudaPointerGetAttributes,
+ * The CUDA runtime calls made: cudasim_launch_host_func_owned, cudaPointerGetAttributes,
  * cudaStreamIsCapturing, cudaGetErrorString. Tests: tests/cudasim/test_nccl_sim.cc (one rank)
  * and test_nccl_sim_ranks.cc (2 and 3 forked ranks), one program. */
 /* The NCCL API is what this library exports, whatever -fvisibility it is built with. */
@@ -92,6 +96,7 @@
 #include <nccl.h>
 #include <cuda_runtime_api.h>
 #pragma GCC visibility pop
+#include "cudasim_ext.h"
 #include "nccl_sim.h"
 
 #include <atomic>
@@ -160,6 +165,7 @@ struct Op {
     unsigned long long seq;
     ncclsim::Desc desc;            /* nranks > 1: what every rank must have issued as #seq */
     size_t es;
+    bool captured;                 /* recorded into a CUDA graph: runs at every launch, not counted as queued */
 };
 
 enum Pending { PEND_NONE, PEND_INIT, PEND_COLL, PEND_FINALIZE };
@@ -232,33 +238,42 @@ void CUDART_CB run_op(void *arg) {
     } else if (!s->aborted.load(std::memory_order_acquire) && op->send != op->recv && op->bytes) {
         memcpy(op->recv, op->send, op->bytes);
     }
+    if (op->captured) return;   /* a graph's: it runs again at the next launch */
     {
         std::lock_guard<std::mutex> lk(s->mu);
         s->outstanding--;
     }
     s->cv.notify_all();
+}
+
+/* The runtime is done with op: it ran (queued), or its graph was destroyed (captured). */
+void op_release(void *arg) {
+    Op *op = static_cast<Op *>(arg);
+    State *s = op->st;
     delete op;
     state_release(s);
 }
 
-/* Puts op's host function on the stream; on failure op is freed. */
+/* Puts op's host function on the stream (or into the graph being captured from it: then op
+ * lives as long as the graph, cudasim_ext.h); on failure op is freed. */
 ncclResult_t enqueue(ncclComm *c, Op *op, cudaStream_t stream) {
     State *s = c->st;
+    const bool counted = !op->captured;
     {
         std::lock_guard<std::mutex> lk(s->mu);
-        s->refs++;
-        s->outstanding++;
+        s->refs++;   /* op's; op_release drops it */
+        if (counted) s->outstanding++;
     }
-    cudaError_t e = cudaLaunchHostFunc(stream, run_op, op);
-    if (e == cudaSuccess) return ncclSuccess;
-    {
-        std::lock_guard<std::mutex> lk(s->mu);
-        s->refs--;
-        s->outstanding--;
-    }
-    s->cv.notify_all();
     const char *name = op->name;
-    delete op;
+    cudaError_t e = cudasim_launch_host_func_owned(stream, run_op, op, op_release);
+    if (e == cudaSuccess) return ncclSuccess;
+    if (counted) {   /* op_release has run: op is gone and its reference dropped */
+        {
+            std::lock_guard<std::mutex> lk(s->mu);
+            s->outstanding--;
+        }
+        s->cv.notify_all();
+    }
     return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaLaunchHostFunc on stream %p)", name,
                 cudaGetErrorString(e), (void *)stream);
 }
@@ -391,9 +406,13 @@ ncclResult_t collective(Coll kind, const char *opname, const void *send, void *r
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaError_t ce = cudaStreamIsCapturing(stream, &cs);
     if (ce != cudaSuccess) return fail(ncclUnhandledCudaError, "%s : Cuda failure '%s' (cudaStreamIsCapturing)", opname, cudaGetErrorString(ce));
-    if (cs != cudaStreamCaptureStatusNone)
-        return fail(ncclInvalidUsage, "%s : cudasim NCCL does not simulate collectives during CUDA graph capture", opname);
-    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll, {}, es};
+    const bool captured = cs != cudaStreamCaptureStatusNone;
+    if (captured && cs != cudaStreamCaptureStatusActive)
+        return fail(ncclInvalidUsage, "%s : the stream's CUDA graph capture was invalidated", opname);
+    if (captured && !c->blocking && c->ncoll == 0)
+        return fail(ncclInvalidUsage, "%s : cudasim NCCL: the first collective of a non-blocking communicator connects "
+                    "in the background and cannot be captured; run one collective before capturing", opname);
+    Op *o = new Op{c->st, send, recv, bytes, false, opname, ++c->ncoll, {}, es, captured};
     o->desc.seq = o->seq;
     o->desc.count = count;
     o->desc.kind = (int32_t)kind;

@@ -1,6 +1,8 @@
 /* tests/cudasim/runtime_api.cc — the CUDA runtime API of libvolt_cudasim.so (runtime.cc's
  * header comment says what it models), on the state and streams of runtime.cc. */
+#include <memory>
 #include "runtime_internal.h"
+#include "cudasim_ext.h"
 
 using namespace cudasim::rt;
 
@@ -306,6 +308,16 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
     if (!fn) return fail(cudaErrorInvalidValue);
     if (cudaError_t e = sticky()) return fail(e);
     return fail(issue(resolve(s), [fn, user] { fn(user); }));
+}
+/* The simulator's own (include/cudasim_ext.h): cudaLaunchHostFunc whose `user` is handed to
+ * release once the last copy of the work is gone: after it ran, or, when the stream was being
+ * captured, when the graph and every executable instantiated from it are destroyed (a graph
+ * replays the function with the same `user` at each launch). Also when the call fails. */
+cudaError_t cudasim_launch_host_func_owned(cudaStream_t s, cudaHostFn_t fn, void *user, void (*release)(void *)) {
+    std::shared_ptr<void> owned(user, [release](void *u) { if (release) release(u); });
+    if (!fn) return fail(cudaErrorInvalidValue);
+    if (cudaError_t e = sticky()) return fail(e);
+    return fail(issue(resolve(s), [fn, owned] { fn(owned.get()); }));
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned flags) {
     (void)flags;

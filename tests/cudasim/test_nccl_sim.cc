@@ -29,9 +29,10 @@
 
 /* ---- the runtime stand-in ------------------------------------------------------------------ */
 namespace {
-struct Item { cudaHostFn_t fn; void *user; };
+struct Item { cudaHostFn_t fn; void *user; void (*release)(void *); };
 std::mutex g_q_mu;
 std::map<cudaStream_t, std::deque<Item>> g_queues;
+std::vector<Item> g_graph;              /* work issued on g_capturing: the "graph" */
 std::map<const char *, size_t> g_dev;   /* "device" allocations: base -> bytes */
 cudaStream_t g_capturing = nullptr;     /* this stream reports cudaStreamCaptureStatusActive */
 cudaStream_t const BAD_STREAM = reinterpret_cast<cudaStream_t>(0xbad);
@@ -55,7 +56,22 @@ void sync(cudaStream_t s) {
             q.pop_front();
         }
         it.fn(it.user);
+        if (it.release) it.release(it.user);
     }
+}
+
+/* The captured work queued on s once more, as a launch of the graph does (released at destroy). */
+void graph_launch(cudaStream_t s) {
+    std::lock_guard<std::mutex> lk(g_q_mu);
+    for (const Item &it : g_graph) g_queues[s].push_back({it.fn, it.user, nullptr});
+}
+void graph_destroy() {
+    std::vector<Item> g;
+    {
+        std::lock_guard<std::mutex> lk(g_q_mu);
+        g.swap(g_graph);
+    }
+    for (const Item &it : g) if (it.release) it.release(it.user);
 }
 
 void *dev_alloc(size_t n) {
@@ -80,7 +96,17 @@ extern "C" {
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
     if (s == BAD_STREAM) return cudaErrorInvalidResourceHandle;
     std::lock_guard<std::mutex> lk(g_q_mu);
-    g_queues[s].push_back({fn, user});
+    g_queues[s].push_back({fn, user, nullptr});
+    return cudaSuccess;
+}
+cudaError_t cudasim_launch_host_func_owned(cudaStream_t s, cudaHostFn_t fn, void *user, void (*release)(void *)) {
+    if (s == BAD_STREAM) {
+        if (release) release(user);
+        return cudaErrorInvalidResourceHandle;
+    }
+    std::lock_guard<std::mutex> lk(g_q_mu);
+    if (s == g_capturing) g_graph.push_back({fn, user, release});
+    else g_queues[s].push_back({fn, user, release});
     return cudaSuccess;
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
@@ -402,10 +428,6 @@ static void test_arg_errors() {
     CHECK_RC(ncclAllReduce(d, static_cast<char *>(d) + 16, 4, ncclFloat32, ncclSum, c, s), ncclSuccess);   /* adjacent */
     CHECK_RC(ncclAllReduce(d, d, 4, ncclFloat32, ncclSum, nullptr, s), ncclInvalidArgument);
     CHECK_MSG("comm argument is NULL");
-    g_capturing = s;
-    CHECK_RC(ncclAllReduce(d, d, 4, ncclFloat32, ncclSum, c, s), ncclInvalidUsage);
-    CHECK_MSG("graph capture");
-    g_capturing = nullptr;
     CHECK_RC(ncclAllReduce(d, d, 4, ncclFloat32, ncclSum, c, BAD_STREAM), ncclUnhandledCudaError);
     CHECK_MSG("invalid resource handle");
     CHECK(queued(s) == 1, "refused collectives queued work: %zu queued, want 1", queued(s));
@@ -542,6 +564,44 @@ static void test_fault() {
     dev_free(y);
 }
 
+/* Collectives issued while the stream is captured: recorded, not queued; every launch of the
+ * "graph" runs them again on the same buffers; the recorded copy of the arguments lives until
+ * the graph is destroyed (here after the communicator, whose state it keeps: ASan's leak check
+ * and use-after-free detection see the rest). */
+static void test_capture() {
+    begin_case("capture");
+    ncclComm_t c = make(true);
+    const cudaStream_t s = stream(6);
+    float *x = static_cast<float *>(dev_alloc(16)), *y = static_cast<float *>(dev_alloc(16));
+    for (int i = 0; i < 4; i++) { x[i] = (float)(i + 1); y[i] = -1.f; }
+    g_capturing = s;
+    CHECK_RC(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, s), ncclSuccess);
+    g_capturing = nullptr;
+    CHECK(queued(s) == 0 && g_graph.size() == 1, "captured: %zu queued, %zu in the graph", queued(s), g_graph.size());
+    CHECK(y[0] == -1.f, "a captured collective ran at capture");
+    graph_launch(s);
+    sync(s);
+    CHECK(y[0] == 1.f && y[3] == 4.f, "first launch: %g %g", y[0], y[3]);
+    for (int i = 0; i < 4; i++) x[i] = (float)(10 + i);
+    graph_launch(s);
+    sync(s);
+    CHECK(y[0] == 10.f && y[3] == 13.f, "second launch reads the buffers again: %g %g", y[0], y[3]);
+    /* finalize does not wait for a graph's work (nothing of it is queued) */
+    CHECK_RC(ncclCommFinalize(c), ncclSuccess);
+    CHECK_RC(ncclCommDestroy(c), ncclSuccess);
+    graph_destroy();   /* the last reference to the state: the graph's */
+    /* a non-blocking comm's first collective connects in the background: not capturable here */
+    ncclComm_t n = make(false);
+    g_capturing = s;
+    CHECK_RC(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, n, s), ncclInvalidUsage);
+    CHECK_MSG("cannot be captured");
+    g_capturing = nullptr;
+    CHECK(g_graph.empty() && queued(s) == 0, "the refused collective was recorded");
+    destroy(n);
+    dev_free(x);
+    dev_free(y);
+}
+
 int main() {
     g_case_start_ms = now_ms();
     std::thread(watchdog).detach();
@@ -555,6 +615,7 @@ int main() {
     test_abort();
     test_finalize();
     test_fault();
+    test_capture();
     int rpass = 0;
     g_fail += tns_ranks_tests(&rpass);   /* nranks 2 and 3: one process per rank */
     g_pass += rpass;

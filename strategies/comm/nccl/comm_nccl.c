@@ -13,6 +13,12 @@
  * 'fc1') timed out after 3 s ..."); the comm is broken from then on (every later call fails
  * at once repeating the cause).
  *
+ * Captured (compile, docs/NCCL.md "compile"): a collective started while the compute stream
+ * is being captured into a CUDA graph becomes part of the graph; its wait only makes the
+ * compute stream wait on `done` (no host poll can see a graph's work before it is launched)
+ * and host buffers are refused. The trainer bounds each launch of such a graph with drain:
+ * an event on the compute stream polled, with the async error, until the deadline.
+ *
  * Host buffers: the strategies also pass small host buffers (metric sync, the grad norm, stop
  * flags, gather_unit's host destination). A buffer that is not device memory
  * (cudaPointerGetAttributes) goes through a pinned + device scratch pair kept by the comm
@@ -48,6 +54,7 @@ typedef struct nccl_req {
     const void *pinned_out;
     size_t out_bytes;
     bool uses_scratch, completed;
+    bool captured;               /* part of a graph being captured: waited for on the device only */
     struct nccl_req *next, *all_next;
 } nccl_req;
 
@@ -121,6 +128,8 @@ static bool is_device_ptr(const void *p) {
 }
 
 /* ---- requests ------------------------------------------------------------------------------------ */
+static void req_release(volt_comm *c, nccl_req *q);
+
 static volt_status req_start(volt_comm *c, const char *op, const char *what, volt_comm_dtype dt, nccl_req **out) {
     nccl_impl *im = c->impl;
     *out = NULL;
@@ -145,6 +154,14 @@ static volt_status req_start(volt_comm *c, const char *op, const char *what, vol
     q->out_bytes = 0;
     q->uses_scratch = q->completed = false;
     q->next = NULL;
+    volt__cuda_use(im->cx);
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t ce = cudaStreamIsCapturing(im->cx->stream, &cs);
+    if (ce != cudaSuccess) {
+        req_release(c, q);
+        return CU_FAIL(c, ce, "cudaStreamIsCapturing", what);
+    }
+    q->captured = cs != cudaStreamCaptureStatusNone;
     snprintf(q->what, sizeof q->what, "%s", what && *what ? what : "-");
     *out = q;
     return VOLT_OK;
@@ -194,6 +211,9 @@ static volt_status prepare(volt_comm *c, nccl_req *q, const void *send, size_t s
     b->recv = recv;
     const bool hs = send_bytes && !is_device_ptr(send), hr = recv_bytes && !is_device_ptr(recv);
     if (!hs && !hr) return VOLT_OK;
+    if (q->captured)
+        return cerr(c, VOLT_ERR_UNSUPPORTED, "rank %d: %s (%s): a collective on host memory cannot be part of a captured "
+                    "step (its result is read on the host)", c->rank, q->op, q->what);
     VOLT_TRY(scratch_reserve(c, send_bytes + recv_bytes, q->what));
     im->scratch_busy = q->uses_scratch = true;
     /* scratch: [send | recv]; out of place on the device whatever the host aliasing (the
@@ -341,7 +361,7 @@ static volt_status n_barrier(volt_comm *c, const char *what, volt_comm_req **req
 static volt_status poll_once(volt_comm *c, nccl_req *q, bool *done) {
     nccl_impl *im = c->impl;
     *done = q->completed;
-    if (q->completed) return VOLT_OK;
+    if (q->completed || q->captured) return VOLT_OK;   /* a graph's: nothing to see before its launch */
     volt__cuda_use(im->cx);
     cudaError_t e = cudaEventQuery(q->done);
     if (e == cudaSuccess) { q->completed = *done = true; return VOLT_OK; }
@@ -376,7 +396,7 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
     }
     const double t0 = volt__now();
     long spins = 0, sleep_ns = 1000;
-    for (;;) {
+    for (; !q->captured;) {
         bool done = false;
         volt_status st = poll_once(c, q, &done);
         if (st < 0) {
@@ -409,6 +429,25 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
     req_release(c, q);
     if (e != cudaSuccess) return CU_FAIL(c, e, "cudaStreamWaitEvent", NULL);
     return VOLT_OK;
+}
+
+/* The compute stream's work so far, awaited like a collective: `done` recorded on the compute
+ * stream, then wait's deadline, async-error polls and abort. */
+static volt_status n_drain(volt_comm *c, const char *what) {
+    nccl_impl *im = c->impl;
+    nccl_req *q = NULL;
+    VOLT_TRY(req_start(c, "device work", what, VOLT_COMM_F32, &q));
+    if (q->captured) {
+        req_release(c, q);
+        return cerr(c, VOLT_ERR_STATE, "rank %d: drain (%s) while the compute stream is being captured", c->rank, q->what);
+    }
+    cudaError_t e = cudaEventRecord(q->done, im->cx->stream);
+    if (e != cudaSuccess) {
+        req_release(c, q);
+        return CU_FAIL(c, e, "cudaEventRecord", what);
+    }
+    im->in_flight++;
+    return n_wait(c, (volt_comm_req *)q);
 }
 
 static const char *n_errmsg(const volt_comm *c) { return ((const nccl_impl *)c->impl)->errmsg; }
@@ -452,7 +491,7 @@ static const volt_comm_ops nccl_ops = {
     .version = VOLT_COMM_OPS_VERSION, .name = "nccl",
     .all_reduce = n_all_reduce, .reduce_scatter = n_reduce_scatter, .all_gather = n_all_gather,
     .broadcast = n_broadcast, .barrier = n_barrier, .wait = n_wait, .test = n_test,
-    .errmsg = n_errmsg, .destroy = n_destroy, .flags = VOLT_COMM_STREAM_ORDERED,
+    .errmsg = n_errmsg, .destroy = n_destroy, .flags = VOLT_COMM_STREAM_ORDERED, .drain = n_drain,
 };
 
 /* ---- creation -------------------------------------------------------------------------------------- */
