@@ -23,9 +23,11 @@
  *   fsdp:  all-gather of every unit in forward and again in backward, prefetched one unit
  *          ahead (the first unit of each pass exposed), reduce-scatter overlapped as ddp's.
  * Efficiency = T1 / TN per added GPU's share (T1 / TN, as a data-parallel job with a fixed
- * per-GPU batch scales throughput by N T1 / TN).
- *   usage: bench_nccl [iters]   env STEP_MS (default 6.5), LINK_GBPS (450), BWD_FRAC (0.6),
- *                               PRESET (distilbert-base)
+ * per-GPU batch scales throughput by N T1 / TN). T1 is each strategy's own one-GPU step: ddp
+ * compiles (STEP_MS, the compiled step), zero2 and fsdp do not (their pages are mapped and
+ * unmapped inside the step, docs/NCCL.md): STEP_MS_EAGER, the eager step (default STEP_MS).
+ *   usage: bench_nccl [iters]   env STEP_MS (default 6.5), STEP_MS_EAGER (STEP_MS), LINK_GBPS
+ *                               (450), BWD_FRAC (0.6), PRESET (distilbert-base)
  * Needs a cuda + NCCL build and a GPU; else it says why and exits 2. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,9 +57,10 @@ enum { MAXU = 64 };
 int main(int argc, char **argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 20;
     const double step_ms = env_d("STEP_MS", 6.5), link = env_d("LINK_GBPS", 450), bwd_frac = env_d("BWD_FRAC", 0.6);
+    const double eager_ms = env_d("STEP_MS_EAGER", step_ms);
     const char *preset = getenv("PRESET") && *getenv("PRESET") ? getenv("PRESET") : "distilbert-base";
-    if (iters < 1 || !(step_ms > 0) || !(link > 0) || !(bwd_frac > 0 && bwd_frac < 1)) {
-        fprintf(stderr, "usage: bench_nccl [iters >= 1]; STEP_MS > 0, LINK_GBPS > 0, 0 < BWD_FRAC < 1\n");
+    if (iters < 1 || !(step_ms > 0) || !(eager_ms > 0) || !(link > 0) || !(bwd_frac > 0 && bwd_frac < 1)) {
+        fprintf(stderr, "usage: bench_nccl [iters >= 1]; STEP_MS > 0, STEP_MS_EAGER > 0, LINK_GBPS > 0, 0 < BWD_FRAC < 1\n");
         return 2;
     }
     char err[768] = "";
@@ -117,38 +120,44 @@ int main(int argc, char **argv) {
                call_us[k]);
     }
     /* the projection (f32 grads: ddp's default reduce dtype) */
-    printf("\nprojected scaling (NOT measured on several GPUs): step %.3f ms on one GPU (STEP_MS), bus bandwidth %.0f GB/s "
-           "assumed (LINK_GBPS), per-call cost %.1f us measured, backward %.0f%% of the step (BWD_FRAC)\n",
-           step_ms, link, call_us[0], bwd_frac * 100);
+    printf("\nprojected scaling (NOT measured on several GPUs): one-GPU step %.3f ms compiled (STEP_MS: ddp), %.3f ms "
+           "eager (STEP_MS_EAGER: zero2, fsdp, which do not compile), bus bandwidth %.0f GB/s assumed (LINK_GBPS), "
+           "per-call cost %.1f us measured, backward %.0f%% of the step (BWD_FRAC)\n",
+           step_ms, eager_ms, link, call_us[0], bwd_frac * 100);
     printf("| strategy | N | comm ms | exposed ms | step ms | efficiency |\n|---|---:|---:|---:|---:|---:|\n");
     const double G = (double)total * 4, last = (double)un[0] * 4;   /* the embeddings: unit 0, reduced last */
-    const double bwd = step_ms * bwd_frac, lat = call_us[0] * 1e-3 * nu;
+    const double lat = call_us[0] * 1e-3 * nu;
     for (int n = 2; n <= 8; n *= 2) {
         const double ar = 2.0 * (n - 1) / n / (link * 1e9) * 1e3, rs = (double)(n - 1) / n / (link * 1e9) * 1e3;   /* ms/byte */
-        struct { const char *name; double comm, exposed; } row[3];
+        struct { const char *name; double t1, comm, exposed; } row[3];
         /* ddp: all-reduce of every bucket; all but the last hide behind the rest of backward */
         row[0].name = "ddp";
+        row[0].t1 = step_ms;
         row[0].comm = G * ar + lat;
-        row[0].exposed = row[0].comm - bwd > last * ar ? row[0].comm - bwd : last * ar;
+        const double bwd0 = step_ms * bwd_frac;
+        row[0].exposed = row[0].comm - bwd0 > last * ar ? row[0].comm - bwd0 : last * ar;
         /* zero2: reduce-scatter overlapped as ddp's; the all-gather of the updated params
          * overlaps the next forward, the first unit's (the embeddings') exposed */
         row[1].name = "zero2";
-        const double rs_ms = G * rs + lat, ag_ms = G * rs + lat, fwd = step_ms - bwd;
+        row[1].t1 = eager_ms;
+        const double bwd = eager_ms * bwd_frac, fwd = eager_ms - bwd;
+        const double rs_ms = G * rs + lat, ag_ms = G * rs + lat;
         const double ag_first = last * rs + call_us[0] * 1e-3, ag_rest = ag_ms - ag_first;
         row[1].comm = rs_ms + ag_ms;
         row[1].exposed = (rs_ms - bwd > last * rs ? rs_ms - bwd : last * rs) + ag_first + (ag_rest > fwd ? ag_rest - fwd : 0);
         /* fsdp: all-gather in forward and in backward (prefetched: the first unit of each pass
          * exposed), reduce-scatter as zero2's; compute hides the rest when it is longer */
         row[2].name = "fsdp";
+        row[2].t1 = eager_ms;
         const double ag2 = 2 * (G * rs + lat), first = 2 * last * rs;
         row[2].comm = ag2 + rs_ms;
-        const double hidden = step_ms - first;
+        const double hidden = eager_ms - first;
         row[2].exposed = first + (ag2 + rs_ms - first > hidden ? ag2 + rs_ms - first - hidden : 0) + last * rs;
         for (int r = 0; r < 3; r++) {
-            const double tn = step_ms + row[r].exposed;
-            printf("| %s | %d | %.3f | %.3f | %.3f | %.3f |\n", row[r].name, n, row[r].comm, row[r].exposed, tn, step_ms / tn);
+            const double tn = row[r].t1 + row[r].exposed;
+            printf("| %s | %d | %.3f | %.3f | %.3f | %.3f |\n", row[r].name, n, row[r].comm, row[r].exposed, tn, row[r].t1 / tn);
             printf("RESULT nccl projected %s n=%d step_ms=%.3f efficiency=%.3f (assumed %.0f GB/s)\n", row[r].name, n, tn,
-                   step_ms / tn, link);
+                   row[r].t1 / tn, link);
         }
     }
     volt__dev_free(dev, buf);

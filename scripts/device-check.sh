@@ -284,10 +284,13 @@ profile() {
 }
 # measured NCCL at world size 1 and the projected scaling from the bench's best volt step
 scaling() {
-  local ms
+  local ms eager
   ms=$(sed -n 's/^RESULT summary volt bf16-mixed+compile job_s=[0-9.]* train_ms_per_step=\([0-9.]*\).*/\1/p' "$RES" | tail -1)
   [ -n "$ms" ] || { ms=6.5; echo "no bf16-mixed+compile step time from the bench stage: projecting from the target, 6.5 ms"; }
-  STEP_MS=$ms PRESET="${VOLT_PRESET:-distilbert-base}" "$BUILD/bench/bench_nccl" 20 2>&1 |
+  # zero2 / fsdp do not compile (docs/NCCL.md): their one-GPU step is the eager one
+  eager=$(sed -n 's/^RESULT summary volt bf16-mixed job_s=[0-9.]* train_ms_per_step=\([0-9.]*\).*/\1/p' "$RES" | tail -1)
+  [ -n "$eager" ] || { eager=$ms; echo "no eager bf16-mixed step time from the bench stage: zero2/fsdp projected from $ms ms"; }
+  STEP_MS=$ms STEP_MS_EAGER=$eager PRESET="${VOLT_PRESET:-distilbert-base}" "$BUILD/bench/bench_nccl" 20 2>&1 |
     sed -E 's/^RESULT nccl /RESULT scaling: /'
   return "${PIPESTATUS[0]}"
 }

@@ -13,9 +13,10 @@
  *   mpirun -np N test_strategies_compile refuse          zero2, fsdp, fsdp_shard_grad_op (they map and
  *       unmap device memory inside a step) and ddp over the mpi comm (collectives from the host):
  *       refused when the trainer is created, with the reason.
- *   mpirun -np N test_strategies_compile fault           rank 1 leaves after the capture: rank 0's next
- *       launch waits for it inside the graph; the launch's bounded wait (drain) ends it with
- *       VOLT_ERR_TIMEOUT within the comm's deadline (VOLT_COMM_TIMEOUT), the communicator aborted.
+ *   mpirun -np N test_strategies_compile fault           rank 1 leaves after the capture, between the
+ *       ranks' agreement to replay and the launch: rank 0's launch waits for it inside the graph;
+ *       the launch's bounded wait (drain) ends it with VOLT_ERR_TIMEOUT within the comm's deadline
+ *       (VOLT_COMM_TIMEOUT), the communicator aborted.
  *
  * Without mpirun (the plain ctest registration) it is skipped, saying so. */
 #include <math.h>
@@ -50,8 +51,15 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
     volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
     /* d/d(fc2.bias) of the extra term is sum(p) per element: inf only where a poisoned row is */
     loss = volt_add(s, loss, volt_mul(s, volt_sum(s, m->b2), volt_sum(s, volt_batch_field(b, "p"))));
-    VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP));
+    VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));   /* mean over ranks */
     return volt_step_set_loss(s, loss);
+}
+static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    mlp *m = self;
+    (void)i;
+    volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
+    return volt_log(s, "val_loss", volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b)),
+                    VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
 }
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     (void)self;
@@ -65,7 +73,8 @@ static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     return VOLT_OK;
 }
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
-                                         .configure_optimizers = mlp_opt, .training_step = mlp_train };
+                                         .configure_optimizers = mlp_opt, .training_step = mlp_train,
+                                         .validation_step = mlp_val };
 
 /* ---- data: each rank's shard is NB batches of BS and a last batch of 2 (its own shape) ----------- */
 static float X[NSMAX * IN], P[NSMAX];
@@ -100,17 +109,20 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, in
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
                                            .on_train_batch_end = rec_loss };
 
-static int g_leave_at = -1;   /* fault: rank 1 leaves at this batch of the first epoch */
-static volt_status leave_on_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    (void)self; (void)b;
-    if (volt_trainer_rank(t) == 1 && i == g_leave_at) {
-        printf("rank 1: leaving the run at batch %lld\n", (long long)i);
+/* fault: rank 1 leaves in on_before_optimizer_step of this global step: on a replay that hook
+ * runs on the host after the ranks agreed to replay and before the launch, so the other ranks'
+ * graphs wait inside their collectives for it */
+static int g_leave_at = -1;
+static volt_status leave_before_step(void *self, volt_trainer *t) {
+    (void)self;
+    if (volt_trainer_rank(t) == 1 && volt_trainer_global_step(t) == g_leave_at) {
+        printf("rank 1: leaving the run before optimizer step %d\n", g_leave_at);
         return volt_trainer_fail(t, VOLT_ERR_STATE, "rank 1 leaves");
     }
     return VOLT_OK;
 }
 static const volt_callback_ops leave_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Leave",
-                                             .on_train_batch_start = leave_on_batch };
+                                             .on_before_optimizer_step = leave_before_step };
 
 typedef struct {
     losses l;
@@ -149,11 +161,15 @@ static void run(const char *strategy, const char *precision, bool compile, volt_
     if (!t) return;
     CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &r->l));
     if (g_leave_at >= 0) CHECK_OK(volt_trainer_add_callback(t, &leave_ops, NULL));
-    volt_loader *l = vtest_loader(ds, BS, false);
+    /* rank 1 validates in larger batches than the others: its step memory (the arena) grows at
+     * the first validation and its graphs go stale; the others' do not. The ranks must then
+     * agree to start again from an eager step (compile.c, agree), not mix a replay on one rank
+     * with an eager step on another */
+    volt_loader *l = vtest_loader(ds, BS, false), *vl = vtest_loader(ds, g_rank == 1 ? 3 * BS : BS, false);
     mlp m = { 0 };
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    r->st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    r->st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
     r->seconds = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
     snprintf(r->msg, sizeof r->msg, "%s", volt_trainer_errmsg(t));
@@ -171,6 +187,7 @@ static void run(const char *strategy, const char *precision, bool compile, volt_
     }
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
+    volt_loader_destroy(vl);
 }
 
 static bool same_bits(const double *a, const double *b, int n) {
@@ -238,7 +255,7 @@ static void test_fault(void) {
     const double timeout = to ? atof(to) : 300;
     CHECK(timeout > 0 && timeout <= 10, "run with a short VOLT_COMM_TIMEOUT (got %s)", to ? to : "unset");
     volt_dataset *ds = make_data(false);
-    g_leave_at = 3;   /* batch 0 eager, 1 captured, 2 replayed: 3 would be a replay */
+    g_leave_at = 3;   /* step 0 eager, 1 captured, 2 replayed: 3 would be a replay */
     static run_out r;
     run("ddp", "32-true", true, ds, &r);
     if (g_rank == 1) {

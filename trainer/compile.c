@@ -28,8 +28,15 @@
  * once after each launch and, on a skipped step, sets the optimizer's step count back and
  * leaves global_step and the scheduler (after_boundary), as an eager step does.
  *
+ * Several processes (ddp, deepspeed_stage_1 over nccl): the step's collectives are captured
+ * with it (docs/NCCL.md, "compile over several processes"); the boundary sums the inf flag and
+ * the sharded grad norm over ranks on the device, and each launch is followed by the comm's
+ * bounded wait (volt__strategy_drain), so a dead rank ends the run at the comm's deadline.
+ *
  * What a replay cannot redo is refused, never silently run eagerly: at create, a backend
- * without graph capture, more than one process and gradient accumulation; at fit start,
+ * without graph capture, a strategy whose step cannot be captured (volt__strategy_check_capture:
+ * device memory mapped and unmapped in the step, collectives from the host) and gradient
+ * accumulation; at fit start,
  * callbacks with on_before_backward / on_after_backward (they would see a replay's
  * tensors, or none); at
  * capture, a host read of device memory, an allocation or a synchronize anywhere in the step
@@ -324,16 +331,37 @@ static int n_graphs(const volt_trainer *t) {
     return n;
 }
 
+/* Several processes: a step's collectives are captured or not on every rank alike (NCCL: the
+ * capture of a collective, and the launch of a graph holding one, are collective properties).
+ * Each rank's plan follows from the batch shapes and its step memory, the same everywhere in
+ * practice; one host all-reduce per step checks it. When the ranks differ (a rank whose step
+ * memory moved, e.g. after a validation step that logged more there), every rank drops its
+ * graphs and runs this step eagerly, as for memory that moved (never a mix, which could hang):
+ * the next step of the shape is captured everywhere. */
+enum { PLAN_REPLAY, PLAN_CAPTURE, PLAN_EAGER };
+static volt_status agree(volt_trainer *t, int *plan) {
+    double v[3] = { *plan == PLAN_REPLAY, *plan == PLAN_CAPTURE, *plan == PLAN_EAGER };
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3);
+    if (st < 0) return volt__terr(t, st, "compile: agreeing on the step's plan across ranks: %s", volt__strategy_errmsg(t->strategy));
+    if (v[*plan] != 1.0) *plan = -1;   /* not unanimous: eager everywhere */
+    return VOLT_OK;
+}
+
 volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
     t->cur_batch_size = b->size;
     volt_compiled *e = find(t, b);
+    bool stale = false;
     if (e && e->g) {
         volt_mem_sig now;
         mem_sig(t, &now);
-        if (memcmp(&now, &e->sig, sizeof now)) {   /* the step's memory moved: every graph is stale */
-            volt__compile_free(t);
-            e = NULL;
-        }
+        stale = memcmp(&now, &e->sig, sizeof now) != 0;   /* the step's memory moved: every graph is stale */
+    }
+    int plan = !e || stale ? PLAN_EAGER : e->g ? PLAN_REPLAY : n_graphs(t) >= VOLT_COMPILE_MAX_GRAPHS ? PLAN_EAGER : PLAN_CAPTURE;
+    if (t->world > 1) VOLT_TRY(agree(t, &plan));
+    if (plan < 0) stale = true;   /* the ranks' plans differ: all start again from an eager step */
+    if (stale) {
+        volt__compile_free(t);
+        e = NULL;
     }
     if (!e) {   /* a new shape: one eager step warms the memory for it */
         if (t->n_compiled < VOLT_COMPILE_MAX_SHAPES) {
@@ -351,8 +379,8 @@ volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int6
         t->compile_eager++;
         return volt__loop_train_eager(t, b, idx, n_batches);
     }
-    if (e->g) return replay(t, e);
-    if (n_graphs(t) >= VOLT_COMPILE_MAX_GRAPHS) {   /* past the bound: eager, every time */
+    if (plan == PLAN_REPLAY) return replay(t, e);
+    if (plan == PLAN_EAGER) {   /* past the bound: eager, every time */
         t->compile_eager++;
         return volt__loop_train_eager(t, b, idx, n_batches);
     }

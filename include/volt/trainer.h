@@ -194,8 +194,9 @@ typedef struct volt_trainer_config {
     bool compile;                    /* default false: capture the training step (forward, backward,
                                         optimizer boundary) as a device graph after one eager step
                                         per batch shape and replay it; needs a backend with graph
-                                        capture (cuda), one process, accumulate_grad_batches 1, no
-                                        16-mixed; docs/CUDA.md "compile" */
+                                        capture (cuda), accumulate_grad_batches 1, and with several
+                                        processes ddp or deepspeed_stage_1 over nccl; docs/CUDA.md
+                                        "compile", docs/NCCL.md */
     const char *matmul_precision;    /* f32 GEMMs, as torch.set_float32_matmul_precision: "highest"
                                         (default: full f32), "high" or "medium" (TF32 allowed; on
                                         a backend without TF32 GEMMs, e.g. cpu, an error) */
