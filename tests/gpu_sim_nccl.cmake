@@ -50,22 +50,22 @@ volt_sim_nccl_test(test_fault_timeout_fsdp_np2_sim_nccl 2 "NCCL communicator abo
 set_tests_properties(test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl PROPERTIES TIMEOUT 60)
 set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl APPEND PROPERTY
   ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
-# compile over 2 ranks (tests/test_strategies_compile.c; docs/NCCL.md, "compile over several
+# compile over 2 ranks (tests/test_mpi_compile.c; docs/NCCL.md, "compile over several
 # processes"): the step's collectives captured into its graph. Eager == compiled bit for bit
 # under ddp and deepspeed_stage_1, at 32-true and 16-mixed (whose inf/NaN vote is summed over
 # ranks on the device); zero2 / fsdp / the mpi comm refused; a rank that leaves ends the
 # other's graph launch at the deadline (VOLT_COMM_TIMEOUT=5), not in a hang.
-if(TARGET test_strategies_compile)
+if(TARGET test_mpi_compile)
   foreach(s ddp zero1)
     foreach(p 32-true 16-mixed)
       volt_sim_nccl_test_exe(test_compile_${s}_${p}_np2_sim_nccl 2 "^compile .*eager == compiled"
-        $<TARGET_FILE:test_strategies_compile> parity ${s} ${p})
+        $<TARGET_FILE:test_mpi_compile> parity ${s} ${p})
     endforeach()
   endforeach()
   volt_sim_nccl_test_exe(test_compile_refuse_np2_sim_nccl 2 "^refused ddp .*over mpi"
-    $<TARGET_FILE:test_strategies_compile> refuse)
+    $<TARGET_FILE:test_mpi_compile> refuse)
   volt_sim_nccl_test_exe(test_compile_fault_np2_sim_nccl 2 "NCCL communicator aborted"
-    $<TARGET_FILE:test_strategies_compile> fault)
+    $<TARGET_FILE:test_mpi_compile> fault)
   set_tests_properties(test_compile_fault_np2_sim_nccl PROPERTIES TIMEOUT 90)
   set_property(TEST test_compile_fault_np2_sim_nccl APPEND PROPERTY ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
 endif()

@@ -3,22 +3,23 @@
  * "compile over several processes"). Run on the simulated GPUs and NCCL (tests/gpu_sim_nccl.cmake)
  * or on real GPUs, one per rank:
  *
- *   mpirun -np N test_strategies_compile parity S PREC  S in ddp, zero1; PREC 32-true, 16-mixed:
+ *   mpirun -np N test_mpi_compile parity S PREC  S in ddp, zero1; PREC 32-true, 16-mixed:
  *       the same run eagerly and compiled, bit for bit (every step's loss on every rank, the final
  *       parameters), the compiled run having replayed; params the same on every rank. 16-mixed:
  *       one sample carries an inf that reaches only fc2.bias's gradient, on the rank whose shard
  *       holds it: under deepspeed_stage_1 that bias is rank 1's slice, so rank 0 sees finite grads
  *       and skips only through the vote (the inf flag summed over ranks on the device). Every rank
  *       must skip the same steps (one per epoch), as the eager run does.
- *   mpirun -np N test_strategies_compile refuse          zero2, fsdp, fsdp_shard_grad_op (they map and
+ *   mpirun -np N test_mpi_compile refuse          zero2, fsdp, fsdp_shard_grad_op (they map and
  *       unmap device memory inside a step) and ddp over the mpi comm (collectives from the host):
  *       refused when the trainer is created, with the reason.
- *   mpirun -np N test_strategies_compile fault           rank 1 leaves after the capture, between the
+ *   mpirun -np N test_mpi_compile fault           rank 1 leaves after the capture, between the
  *       ranks' agreement to replay and the launch: rank 0's launch waits for it inside the graph;
  *       the launch's bounded wait (drain) ends it with VOLT_ERR_TIMEOUT within the comm's deadline
  *       (VOLT_COMM_TIMEOUT), the communicator aborted.
  *
- * Without mpirun (the plain ctest registration) it is skipped, saying so. */
+ * A test_mpi_ program: registered only with its launches (tests/CMakeLists.txt). Without mpirun
+ * it says so and exits 77. */
 #include <math.h>
 #include <time.h>
 #include "vtest.h"
@@ -298,7 +299,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "refuse")) test_refuse();
     else if (fault) test_fault();
     else {
-        fprintf(stderr, "usage: mpirun -np N test_strategies_compile [parity S PREC | refuse | fault]\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_compile [parity S PREC | refuse | fault]\n");
         return 2;
     }
     int rc = vtest_finish();
