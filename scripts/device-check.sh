@@ -100,7 +100,7 @@ TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}   # with the estimates in docs/CUDA.md: ~5 min in all
 STAGES=" ${STAGES:-probe deps configure build test nccl bench profile scaling} "
-BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl bench_distilbert bench_nccl}
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl test_nccl_graph bench_distilbert bench_nccl}
 want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 

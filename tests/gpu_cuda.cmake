@@ -15,6 +15,10 @@ set_tests_properties(test_cuda_ops_harness PROPERTIES LABELS strict TIMEOUT 600
 # settings (test_nccl_nogpu), and the error naming the library when it cannot be loaded
 # (test_nccl_missing, VOLT_NCCL pointing at no file).
 set_tests_properties(test_nccl PROPERTIES LABELS gpu TIMEOUT 120)
+# NCCL inside a captured CUDA graph (tests/test_nccl_graph.c: replayed collectives, drain's
+# deadline, host buffers refused) at world size 1: the one-GPU part of compile over several
+# processes (docs/NCCL.md)
+set_tests_properties(test_nccl_graph PROPERTIES LABELS gpu TIMEOUT 120)
 add_test(NAME test_nccl_nogpu COMMAND test_nccl nogpu)
 add_test(NAME test_nccl_missing COMMAND test_nccl missing)
 set_tests_properties(test_nccl_nogpu test_nccl_missing PROPERTIES TIMEOUT 60)
