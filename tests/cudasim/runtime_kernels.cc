@@ -175,10 +175,15 @@ bool run_block(exec_state *e, dim3 bid, dim3 grid, dim3 block) {
         f.st.lane = t % 32;
         f.st.warp = t / 32;
     }
+    /* Odd blocks run their threads last to first: a read of another thread's write that no
+     * barrier orders sees the write when the writer runs first, and the 0xff poison (or the old
+     * value) when the reader does; with both orders in one grid, either way round shows. */
+    const bool rev = ((bid.x + grid.x * (bid.y + grid.y * bid.z)) & 1u) != 0;
     unsigned left = nt;
     while (left) {
         bool ran = false;
-        for (unsigned t = 0; t < nt && !e->fault; t++) {
+        for (unsigned k = 0; k < nt && !e->fault; k++) {
+            const unsigned t = rev ? nt - 1 - k : k;
             fiber &f = e->f[t];
             if (f.done || (f.wait_gen && *f.wait_gen == f.wait_val)) continue;
             ran = true;

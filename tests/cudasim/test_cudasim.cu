@@ -16,13 +16,14 @@ static int g_fail, g_pass;
     printf(__VA_ARGS__); printf("\n"); } } while (0)
 #define OK(call) CHECK((call) == cudaSuccess, "%s", cudaGetErrorString(cudaGetLastError()))
 
-/* each thread writes its slot, then reads its neighbour's: right only across a barrier */
-__global__ void k_neighbour(int *out, bool sync) {
+/* each thread writes its slot, then reads its neighbour's (the next one, or with `prev` the
+ * previous one): right only across a barrier */
+__global__ void k_neighbour(int *out, bool sync, bool prev = false) {
     extern __shared__ int sl[];
     const int t = threadIdx.x, n = blockDim.x;
     sl[t] = t + 1000 * blockIdx.x;
     if (sync) __syncthreads();
-    out[blockIdx.x * n + t] = sl[(t + 1) % n];
+    out[blockIdx.x * n + t] = sl[prev ? (t + n - 1) % n : (t + 1) % n];
 }
 /* block sum: warp shuffles, then one warp over the warps' sums */
 __global__ void k_sum(const float *x, float *out, int n) {
@@ -81,6 +82,14 @@ static void main_checks() {
     bad = 0;
     for (int t = 0; t < 95; t++) bad += h[t] == -1;   /* 0xffffffff: not yet written */
     CHECK(bad == 95, "without the barrier %d of 95 threads read an unwritten slot (want all)", bad);
+    /* the previous thread's slot: block 0 runs its threads first to last, so each slot is
+     * written before its reader runs; block 1 runs them last to first, so the race shows there */
+    k_neighbour<<<3, 96, 96 * sizeof(int)>>>(d, false, true);
+    OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int t = 1; t < 96; t++) bad += h[96 + t] == -1;
+    CHECK(bad == 95, "without the barrier, reading the previous thread's slot: %d of 95 threads of the reversed block read "
+          "an unwritten slot (want all)", bad);
 
     /* shuffles and shared memory: a sum over 4 blocks of 256 */
     const int n = 100003;
