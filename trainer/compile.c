@@ -335,7 +335,7 @@ static int n_graphs(const volt_trainer *t) {
  * capture of a collective, and the launch of a graph holding one, are collective properties).
  * Each rank's plan follows from the batch shapes and its step memory, the same everywhere in
  * practice; one host all-reduce per step checks it. When the ranks differ (a rank whose step
- * memory moved, e.g. after a validation step that logged more there), every rank drops its
+ * memory moved, e.g. after validating in larger batches than the others), every rank drops its
  * graphs and runs this step eagerly, as for memory that moved (never a mix, which could hang):
  * the next step of the shape is captured everywhere. */
 enum { PLAN_REPLAY, PLAN_CAPTURE, PLAN_EAGER };
