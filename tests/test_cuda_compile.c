@@ -23,41 +23,18 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "volt/distilbert.h"
+#include "compile_mlp.h"
 
 #define STEPS 20   /* optimizer steps per run; VOLT_TEST_COMPILE_STEPS (8..20) runs fewer */
 static int g_steps = STEPS;
 enum { BS = 4, NS = 10 };   /* batches 4, 4, 2 */
 
-/* ---- the MLP --------------------------------------------------------------------------------- */
-enum { IN = 24, HID = 40, NC = 3 };
-typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
-static volt_status mlp_setup(void *self, volt_params *ps) {
-    mlp *m = self;
-    VOLT_TRY(volt_params_unit(ps, "fc1"));
-    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(HID, IN), VOLT_INIT_TORCH_LINEAR, &m->w1));
-    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(HID), VOLT_INIT_ZEROS, &m->b1));
-    VOLT_TRY(volt_params_unit(ps, "fc2"));
-    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(NC, HID), VOLT_INIT_TORCH_LINEAR, &m->w2));
-    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b2);
-}
+/* ---- the MLP (tests/compile_mlp.h) ----------------------------------------------------------- */
 static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    mlp *m = self;
     (void)i;
-    volt_tensor *h = volt_dropout(s, volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1)), 0.1f);
-    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
+    volt_tensor *loss = volt_cross_entropy(s, mlp_logits(self, s, b, 0.1f), volt_batch_y(b));
     volt_log(s, "train_loss", loss, VOLT_LOG_STEP);
     return volt_step_set_loss(s, loss);
-}
-static volt_status mlp_opt(void *self, volt_optim_setup *o) {
-    (void)self;
-    o->optimizer.kind = VOLT_OPTIM_ADAMW;
-    o->optimizer.lr = 3e-3f;
-    o->optimizer.weight_decay = 0.01f;
-    o->use_scheduler = true;   /* the lr changes every step: the replays must see it */
-    o->scheduler.kind = VOLT_SCHED_LINEAR;
-    o->scheduler.warmup_steps = 3;
-    o->scheduler.total_steps = 40;
-    return VOLT_OK;
 }
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
                                          .configure_optimizers = mlp_opt, .training_step = mlp_train };

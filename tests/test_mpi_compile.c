@@ -25,53 +25,30 @@
 #include "vtest.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
+#include "compile_mlp.h"
 #ifdef VOLT_HAVE_MPI
 #include <mpi.h>
 #endif
 
-enum { IN = 24, HID = 40, NC = 3, BS = 4 /* per rank */, NB = 5 /* full batches per rank and epoch */, EPOCHS = 2 };
+enum { BS = 4 /* per rank */, NB = 5 /* full batches per rank and epoch */, EPOCHS = 2 };
 enum { MAXW = 4, NSMAX = MAXW * (BS * NB + 2), MAXSTEPS = EPOCHS * (NB + 1) };
 
 static int g_rank, g_world;
 
-/* ---- the model: an MLP with dropout; the batch's "p" field adds p * sum(fc2.bias) to the loss --- */
-typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
-static volt_status mlp_setup(void *self, volt_params *ps) {
-    mlp *m = self;
-    VOLT_TRY(volt_params_unit(ps, "fc1"));
-    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(HID, IN), VOLT_INIT_TORCH_LINEAR, &m->w1));
-    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(HID), VOLT_INIT_ZEROS, &m->b1));
-    VOLT_TRY(volt_params_unit(ps, "fc2"));
-    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(NC, HID), VOLT_INIT_TORCH_LINEAR, &m->w2));
-    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b2);
-}
+/* ---- the model (tests/compile_mlp.h); the batch's "p" field adds p * sum(fc2.bias) to the loss -- */
 static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     mlp *m = self;
     (void)i;
-    volt_tensor *h = volt_dropout(s, volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1)), 0.1f);
-    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
+    volt_tensor *loss = volt_cross_entropy(s, mlp_logits(m, s, b, 0.1f), volt_batch_y(b));
     /* d/d(fc2.bias) of the extra term is sum(p) per element: inf only where a poisoned row is */
     loss = volt_add(s, loss, volt_mul(s, volt_sum(s, m->b2), volt_sum(s, volt_batch_field(b, "p"))));
     VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));   /* mean over ranks */
     return volt_step_set_loss(s, loss);
 }
 static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    mlp *m = self;
     (void)i;
-    volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
-    return volt_log(s, "val_loss", volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b)),
+    return volt_log(s, "val_loss", volt_cross_entropy(s, mlp_logits(self, s, b, 0.f), volt_batch_y(b)),
                     VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
-}
-static volt_status mlp_opt(void *self, volt_optim_setup *o) {
-    (void)self;
-    o->optimizer.kind = VOLT_OPTIM_ADAMW;
-    o->optimizer.lr = 3e-3f;
-    o->optimizer.weight_decay = 0.01f;
-    o->use_scheduler = true;   /* the lr changes every step: the replays must see it */
-    o->scheduler.kind = VOLT_SCHED_LINEAR;
-    o->scheduler.warmup_steps = 3;
-    o->scheduler.total_steps = 40;
-    return VOLT_OK;
 }
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
                                          .configure_optimizers = mlp_opt, .training_step = mlp_train,
