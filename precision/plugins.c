@@ -31,7 +31,7 @@ static volt_tensor *scaler_scale_loss(volt_precision *p, volt_step *s, volt_tens
     return volt_mul(s, loss, volt_tensor_wrap(s, VOLT_F32, loss->shape, &g->state->scale));
 }
 
-static const float *scaler_skip_flag(volt_precision *p) { return p->scaler.state ? &p->scaler.state->found_inf : NULL; }
+static float *scaler_skip_flag(volt_precision *p) { return p->scaler.state ? &p->scaler.state->found_inf : NULL; }
 static void scaler_update_on_device(volt_precision *p) { volt__scaler_update_on_device(&p->scaler); }
 static void scaler_read_back(volt_precision *p, bool *skipped) { volt__scaler_read_back(&p->scaler, skipped); }
 

@@ -60,12 +60,12 @@ typedef struct volt_precision_ops {
     volt_status (*state_load)(volt_precision *p, volt_meta_get_fn get, void *ctx, bool apply,
                               char *err, size_t errlen);
     /* Version 2: a captured step (compile) decides the skip on the device, with no host read.
-     * unscale_grads(p, ps, NULL) leaves found_inf on the device; skip_flag is its address (the
-     * optimizer's updates read it: volt_update_args.skip); update_on_device is update with that
-     * flag and no host copy (one process: the flag is the all-rank result); after the graph's
-     * launch, read_back refreshes the host copy with one D2H copy and says whether the step
-     * was skipped. */
-    const float *(*skip_flag)(volt_precision *p);
+     * unscale_grads(p, ps, NULL) leaves found_inf on the device; skip_flag is its address: the
+     * boundary sums it over ranks there (any rank's inf skips everywhere), then the optimizer's
+     * updates read it (volt_update_args.skip); update_on_device is update with that flag and no
+     * host copy; after the graph's launch, read_back refreshes the host copy with one D2H copy
+     * and says whether the step was skipped. */
+    float *(*skip_flag)(volt_precision *p);
     void (*update_on_device)(volt_precision *p);
     void (*read_back)(volt_precision *p, bool *skipped);
 } volt_precision_ops;

@@ -20,7 +20,7 @@
 
 #define BFAIL(s, ...) do { snprintf(err, errlen, __VA_ARGS__); return (s); } while (0)
 
-static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip, const float **flag, char *err,
+static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip, float **flag, char *err,
                            size_t errlen) {
     *skip = false;
     *flag = NULL;
@@ -34,7 +34,7 @@ static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip
         if (!(*flag = p->ops->skip_flag(p)))
             BFAIL(VOLT_ERR_STATE, "precision '%s': the grad scaler has no device state", p->ops->info.name);
         /* every rank takes the same decision: the flags (0 or 1) summed, nonzero skips */
-        volt_status s = volt__strategy_device_sum(st, (float *)*flag, 1, false, "grad scaler inf/NaN flag");
+        volt_status s = volt__strategy_device_sum(st, *flag, 1, false, "grad scaler inf/NaN flag");
         if (s < 0) BFAIL(s, "strategy '%s': grad scaler inf/NaN flag: %s", st->row->name, st->errmsg);
         return VOLT_OK;
     }
@@ -89,7 +89,7 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
     if (st->ops->reduce_grads && (s = st->ops->reduce_grads(st)) < 0)
         BFAIL(s, "strategy '%s': gradient reduction: %s", st->row->name, st->errmsg);
     bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
-    const float *flag = NULL;   /* captured: the same decision, on the device */
+    float *flag = NULL;   /* captured: the same decision, on the device */
     VOLT_TRY(unscale(st, b, &skip, &flag, err, errlen));
     VOLT_TRY(clip(st, b, err, errlen));
     if (b->before_step && (s = b->before_step(b->ctx)) < 0) return s;

@@ -396,7 +396,7 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
     }
     const double t0 = volt__now();
     long spins = 0, sleep_ns = 1000;
-    for (; !q->captured;) {
+    while (!q->captured) {   /* a captured collective has nothing to poll: the launch is drained */
         bool done = false;
         volt_status st = poll_once(c, q, &done);
         if (st < 0) {
