@@ -145,6 +145,9 @@ static void init_param(volt_params *ps, int idx, volt_param_rec *r, float *x) {
     case VOLT_INIT_KIND_KAIMING_UNIFORM: hi = sqrt(2.0 / (1.0 + (double)in.a * in.a)) * sqrt(3.0 / fi); lo = -hi; break;
     case VOLT_INIT_KIND_KAIMING_NORMAL: normal = true; std = sqrt(2.0 / (1.0 + (double)in.a * in.a)) / sqrt(fi); break;
     }
+    /* Each value is a function of (seed, parameter, index) alone, so the threads' split of the
+     * loop does not change a bit (tests/test_params.c: one thread against several). */
+#pragma omp parallel for schedule(static) if (n >= 65536)
     for (int64_t i = 0; i < n; i++) {
         if (normal) x[i] = (float)(mean + std * volt__rng_normal(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));
         else x[i] = (float)(lo + (hi - lo) * volt__rng_uniform(ps->seed, (uint64_t)idx, INIT_STREAM, (uint64_t)i));

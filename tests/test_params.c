@@ -388,8 +388,34 @@ static void test_clear_grad(void) {
     volt_params_destroy(ps);
 }
 
+/* Large parameters are initialised by several threads (core/params.c): each value depends on
+ * the seed, the parameter and its index only, so one thread and two give the same bits. */
+static void init_with(int threads, float **wd, float **ud) {
+    omp_set_num_threads(threads);
+    volt_params *ps = mk(11);
+    volt_tensor *w, *u;
+    CHECK_OK(volt_params_unit(ps, "big"));
+    CHECK_OK(volt_param_new(ps, "big.weight", VOLT_SHAPE(401, 300), VOLT_INIT_NORMAL(0.f, 0.02f), &w));
+    CHECK_OK(volt_param_new(ps, "big.proj", VOLT_SHAPE(300, 299), VOLT_INIT_KAIMING, &u));
+    CHECK_OK(volt_params_finalize(ps));
+    *wd = values(w);
+    *ud = values(u);
+    volt_params_destroy(ps);
+}
+static void test_init_threads(void) {
+    float *w1, *u1, *w2, *u2;
+    init_with(1, &w1, &u1);
+    init_with(2, &w2, &u2);
+    CHECK(w1 && w2 && !memcmp(w1, w2, 401 * 300 * 4), "normal init: one thread and two differ");
+    CHECK(u1 && u2 && !memcmp(u1, u2, 300 * 299 * 4), "kaiming init: one thread and two differ");
+    CHECK(w1 && u1 && w1[120299] != 0.f && u1[89699] != 0.f && w1[0] != w1[1], "init fills to the last element");
+    free(w1); free(u1); free(w2); free(u2);
+    omp_set_num_threads(2);
+}
+
 int main(void) {
     test_layout_and_init();
+    test_init_threads();
     test_param_math();
     test_clear_grad();
     return vtest_finish();

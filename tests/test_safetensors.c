@@ -870,8 +870,52 @@ static void test_stream(void) {
     free(after);
 }
 
+/* A tensor over 8 MiB gets its crc from spans on several threads, joined (core/safetensors.c):
+ * the same value as zlib in one pass, and a flipped byte in its last, short span is caught. */
+static void test_crc_large(void) {
+    const int64_t n = (9 << 20) / 4 + 333;   /* not a multiple of the 64 spans */
+    float *x = malloc((size_t)n * 4);
+    if (!x) { CHECK(0, "out of memory"); return; }
+    uint32_t r = 7;
+    for (int64_t i = 0; i < n; i++) { r = r * 1664525u + 1013904223u; x[i] = (float)(r >> 8) - 8e6f; }
+    const char *p = tpath("large.safetensors");
+    char err[512] = "", want[16];
+    volt_st_writer *w = NULL;
+    CHECK_OK(volt_st_writer_create(&w));
+    CHECK_OK(volt_st_writer_add(w, "big", VOLT_F32, VOLT_SHAPE(n), x));
+    CHECK_OK(volt_st_writer_write(w, p, err, sizeof err));
+    volt_st_writer_destroy(w);
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (int64_t i = 0; i < n; i += 1 << 18)
+        c = crc32(c, (const Bytef *)(x + i), (uInt)((n - i < (1 << 18) ? n - i : (1 << 18)) * 4));
+    snprintf(want, sizeof want, "%08lx", c);
+    volt_st_file *f = NULL;
+    CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+    if (f) {
+        CHECK(volt_st_meta(f, "crc32:big") && !strcmp(volt_st_meta(f, "crc32:big"), want),
+              "crc of a large tensor %s, zlib in one pass %s", volt_st_meta(f, "crc32:big"), want);
+        CHECK_OK(volt_st_verify_all(f, err, sizeof err));
+        volt_st_close(f);
+    }
+    size_t nb = 0;
+    unsigned char *b = slurp(p, &nb);
+    if (b) {
+        b[nb - 5] ^= 0x10;
+        spit(p, b, nb);
+        free(b);
+        CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+        if (f) {
+            CHECK(volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "'big' crc mismatch"),
+                  "a flipped byte in the last span: %s", err);
+            volt_st_close(f);
+        }
+    }
+    free(x);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
+    test_crc_large();
     test_roundtrip();
     test_byte_layout();
     test_writer_errors();

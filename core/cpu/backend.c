@@ -25,10 +25,16 @@ size_t volt__cpu_page_size(void) {
 }
 
 /* ---- memory ------------------------------------------------------------------------------- */
+#define HUGE ((size_t)2 << 20)
 void *volt__cpu_alloc(volt_device *d, size_t bytes) {
     (void)d;
     const size_t pg = volt__cpu_page_size();
     if (!bytes) bytes = 1;
+    if (bytes >= HUGE) {   /* transparent huge pages where the kernel grants them on request */
+        void *p = aligned_alloc(HUGE, (bytes + HUGE - 1) / HUGE * HUGE);
+        if (p) (void)madvise(p, (bytes + HUGE - 1) / HUGE * HUGE, MADV_HUGEPAGE);
+        return p;
+    }
     if (bytes >= pg) return aligned_alloc(pg, (bytes + pg - 1) / pg * pg);
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
