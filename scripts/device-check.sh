@@ -37,6 +37,11 @@
 #              hang that must end in VOLT_ERR_TIMEOUT within its 2 s deadline, ddp / zero2 /
 #              fsdp on cuda equal to single on cuda; one "nccl: <section>: ok|FAIL" line each
 #   bench      bench/gpu/run.sh (volt on cuda vs the Lightning peer), BENCH_BUDGET_S seconds (150)
+#   job        (not in the default list: name it) bench/gpu/seed_job.sh — the seed's whole job as a user
+#              runs it, timed from process start to exit: volt-text-classification fit with seed.json on
+#              a made-up IMDB-sized corpus (bench/gpu/make_imdb.py; the vocab from .deps/vocab.txt),
+#              bf16-mixed + compile, 3 epochs, best checkpoint, test; JOB_S seconds (default 240;
+#              the target is 60); its line is "RESULT job: run 1: ... wall_s=..."
 #   profile    VOLT_PROFILE=1 bench_distilbert at the seed shape, bf16-mixed eager, 3 steps: where a
 #              step's time goes, per op (each op synchronized: launch gaps inflate small ops),
 #              <= 60 s; its table rows are "RESULT profile: | op | ..."
@@ -44,8 +49,9 @@
 #              size 1 (measured), then ddp / zero2 / fsdp at N = 2, 4, 8 PROJECTED from the bench's
 #              bf16-mixed+compile step time and an assumed NVLink bus bandwidth, <= 60 s
 #
-# STAGES (default all: "probe deps configure build test nccl bench profile scaling") picks stages, e.g. an early
-# probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes).
+# STAGES (default all but job: "probe deps configure build test nccl bench profile scaling") picks stages,
+# e.g. an early probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes),
+# then STAGES="test nccl bench job profile scaling" (about 7 minutes).
 # The build makes only what the stages run (BUILD_TARGETS: the gpu tests and
 # bench_distilbert); BUILD_TARGETS=all builds everything.
 set -uo pipefail
@@ -61,6 +67,9 @@ if [ "${1:-}" = "--fetch-deps" ]; then
   for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do
     [ -f "$h" ] && { mkdir -p .deps/include && cp "$h" .deps/include/ && echo "copied $h"; break; }
   done
+  # the WordPiece vocab for the job stage's corpus and tokenizer (the GPU machine has no network)
+  ./scripts/fetch_vocab.sh >/dev/null && cp "$HOME/.cache/volt/bert-base-uncased/vocab.txt" .deps/vocab.txt &&
+    echo "copied the bert-base-uncased vocab to .deps/vocab.txt"
   du -sh .deps
   echo ".deps/ travels with the working tree (untracked); do not commit it"
   exit 0
@@ -82,6 +91,9 @@ if [ "$SIM" = 1 ]; then
   # rows); the peer: its --tiny model on the CPU
   export VOLT_PRESET=${VOLT_PRESET:-small} BATCH=${BATCH:-2} SEQ=${SEQ:-64} STEPS=${STEPS:-3} WARMUP=${WARMUP:-2}
   export PEER_ARGS=${PEER_ARGS:---tiny --cpu}
+  # the job stage's shape: 48 texts of at most 32 tokens, the small preset, one epoch
+  export JOB_TEXTS=${JOB_TEXTS:-48} JOB_SEQ=${JOB_SEQ:-32} JOB_PRESET=${JOB_PRESET:-small} JOB_EPOCHS=${JOB_EPOCHS:-1}
+  export JOB_BATCH=${JOB_BATCH:-4} JOB_S=${JOB_S:-900}
 fi
 BUILD=${BUILD:-build-gpu}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac   # absolute: the test stage runs in it, the bench gets it
@@ -100,7 +112,7 @@ TEST_S=${TEST_S:-120}
 NCCL_S=${NCCL_S:-60}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-150}   # with the estimates in docs/CUDA.md: ~5 min in all
 STAGES=" ${STAGES:-probe deps configure build test nccl bench profile scaling} "
-BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl test_nccl_graph bench_distilbert bench_nccl}
+BUILD_TARGETS=${BUILD_TARGETS:-test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_cuda_philox test_nccl test_nccl_graph bench_distilbert bench_nccl volt-text-classification}
 want() { [[ $STAGES == *" $1 "* ]]; }
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 
@@ -274,6 +286,12 @@ elif want test || want nccl || want bench; then
   log "RESULT no build (failed or not made): no tests, no volt bench (the peer still runs)"
 fi
 want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
+# the seed's whole job (stage job, asked for by name); the corpus is made before the clock starts
+if [ $ok = 1 ] && want job; then
+  stage job "${JOB_S:-240}" env BUILD="$BUILD" TEXTS="${JOB_TEXTS:-50000}" SEQ="${JOB_SEQ:-512}" \
+    PRESET="${JOB_PRESET:-distilbert-base}" EPOCHS="${JOB_EPOCHS:-3}" BATCH="${JOB_BATCH:-12}" \
+    VOCAB="${JOB_VOCAB:-}" bash bench/gpu/seed_job.sh
+fi
 # per-op profile of the seed step (bf16-mixed, eager): rows of core/profile.c's table
 profile() {
   VOLT_PROFILE=1 VAL_STEPS=0 "$BUILD/bench/bench_distilbert" "${VOLT_PRESET:-distilbert-base}" 3 2 hf "${BATCH:-12}" \

@@ -1,0 +1,83 @@
+#!/bin/bash
+# The seed's whole job, timed as a user runs it (issue 11's mission: under a minute on one H200):
+# volt-text-classification fit with seed.json — 35,000 / 5,000 / 10,000 texts, batch 12 x 512,
+# Adam lr 5e-5, 3 epochs, the best checkpoint by val_acc kept (and last), then test with the
+# best — on the cuda backend at bf16-mixed with compile, from process start to exit: corpus
+# reading, tokenization, parameter init, every training step, every validation pass, the
+# checkpoints, the reload of the best and the test pass.
+#
+#   bench/gpu/seed_job.sh                  # after a CUDA build in build-gpu/ (scripts/device-check.sh: stage job)
+#   BUILD=build ACCELERATOR=cpu PRESET=tiny TEXTS=400 SEQ=32 EPOCHS=1 bench/gpu/seed_job.sh   # a small run anywhere
+#
+#   BUILD       the build folder holding apps/volt-text-classification (default build-gpu)
+#   DATA        where the corpus goes (default /tmp/volt-seed-job): made by bench/gpu/make_imdb.py
+#               (the real IMDB cannot be downloaded here: made-up texts of IMDB's lengths) once,
+#               kept for a second run; IMDB=DIR uses a real aclImdb/ instead
+#   TEXTS       texts in the made-up corpus (default 50000, the seed's 35000/5000/10000 split)
+#   VOCAB       the WordPiece vocab (default ~/.cache/volt/bert-base-uncased/vocab.txt, else
+#               .deps/vocab.txt, which scripts/device-check.sh --fetch-deps carries)
+#   PRESET, SEQ, BATCH, EPOCHS, PRECISION, ACCELERATOR  the run's shape (default distilbert-base, 512,
+#               12, 3, bf16-mixed, cuda); COMPILE=0 runs eagerly; SPLIT overrides the split
+#   PYTHON      a python3 for the generator (numpy makes it ~3x faster; default python3)
+#   EXTRA       more arguments for the app
+# Prints the app's own output, then "RESULT job: ..." lines: wall seconds of the whole process
+# (twice: the first run tokenizes, the second — RUNS=2 — reads the token cache, as a user's
+# second job does), the app's fit time, the tokenizer's time and the test accuracy. Exits with
+# the app's status.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+APP=$BUILD/apps/volt-text-classification
+DATA=${DATA:-/tmp/volt-seed-job}
+TEXTS=${TEXTS:-50000}
+PRESET=${PRESET:-distilbert-base} SEQ=${SEQ:-512} BATCH=${BATCH:-12} EPOCHS=${EPOCHS:-3}
+PRECISION=${PRECISION:-bf16-mixed} ACCELERATOR=${ACCELERATOR:-cuda} COMPILE=${COMPILE:-1}
+RUNS=${RUNS:-1}
+PYTHON=${PYTHON:-python3}
+VOCAB=${VOCAB:-}
+if [ -z "$VOCAB" ]; then
+  for v in "$HOME/.cache/volt/bert-base-uncased/vocab.txt" "$ROOT/.deps/vocab.txt"; do
+    [ -s "$v" ] && { VOCAB=$v; break; }
+  done
+fi
+[ -x "$APP" ] || { echo "RESULT job: no $APP (build the volt-text-classification target)"; exit 1; }
+[ -n "$VOCAB" ] || { echo "RESULT job: no vocab.txt (scripts/fetch_vocab.sh, or VOCAB=...)"; exit 1; }
+
+if [ -n "${IMDB:-}" ]; then
+  SRC=$IMDB
+  SPLIT=${SPLIT:-35000,5000,10000}
+else
+  SRC=$DATA/corpus-$TEXTS
+  if [ ! -d "$SRC/aclImdb" ]; then
+    t=$(date +%s.%N)
+    rm -rf "$SRC.tmp" && "$PYTHON" "$ROOT/bench/gpu/make_imdb.py" "$SRC.tmp" --texts "$TEXTS" --vocab "$VOCAB" &&
+      mv "$SRC.tmp" "$SRC" || { echo "RESULT job: make_imdb.py failed"; exit 1; }
+    printf "corpus made in %.1f s (not part of the job)\n" "$(echo "$(date +%s.%N) - $t" | bc)"
+  fi
+  # the seed's split scaled to the corpus: 70 % / 10 % / 20 %
+  SPLIT=${SPLIT:-$((TEXTS * 7 / 10)),$((TEXTS / 10)),$((TEXTS - TEXTS * 7 / 10 - TEXTS / 10))}
+fi
+
+rc=0
+for run in $(seq 1 "$RUNS"); do
+  W=$DATA/run$run
+  rm -rf "$W"
+  [ "$run" = 1 ] && rm -rf "$DATA/cache"   # the first run tokenizes: the cache is part of the job
+  t=$(date +%s.%N)
+  "$APP" fit --config "$ROOT/seed.json" --data.source "imdb:$SRC" --data.split "$SPLIT" --data.vocab "$VOCAB" \
+    --data.cache_dir "$DATA/cache" --data.max_length "$SEQ" --data.batch_size "$BATCH" \
+    --model.preset "$PRESET" --trainer.max_epochs "$EPOCHS" --trainer.precision "$PRECISION" \
+    --trainer.accelerator "$ACCELERATOR" --trainer.compile "$([ "$COMPILE" = 1 ] && echo true || echo false)" \
+    --trainer.default_root_dir "$W" --trainer.enable_progress_bar false ${EXTRA:-} 2>&1 | tee "$W.log"
+  rc=${PIPESTATUS[0]}
+  wall=$(echo "$(date +%s.%N) - $t" | bc)
+  fit=$(sed -n 's/^Time elapsed \([0-9.]*\) min$/\1/p' "$W.log" | tail -1)
+  tok=$(sed -n 's/^tokenized to [0-9]* tokens in \([0-9.]*\) s (\(.*\))$/\1 s (\2)/p' "$W.log" | tail -1)
+  acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
+  printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
+    "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
+    "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
+    "$([ "$COMPILE" = 1 ] && echo +compile)" "$ACCELERATOR"
+  [ "$rc" = 0 ] || break
+done
+exit "$rc"
