@@ -100,6 +100,11 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
 void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s) {
     if (!volt_trainer_is_global_zero(t)) return;
     if (fit_s >= 0) printf("Time elapsed %.2f min\n", fit_s / 60.0);
+    int64_t eager = 0, captured = 0, replayed = 0;   /* all 0 without compile */
+    volt_trainer_compile_stats(t, &eager, &captured, &replayed);
+    if (eager + captured + replayed > 0)
+        printf("compile: %lld training steps replayed, %lld captured, %lld eager\n", (long long)replayed,
+               (long long)captured, (long long)eager);
     const char *best = volt_trainer_best_model_path(t);
     if (best) printf("best checkpoint: %s (%s %.4f)\n", best, monitor ? monitor : "score", volt_trainer_best_model_score(t));
     fflush(stdout);

@@ -92,6 +92,9 @@ cuda)
     run cu1 --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs" --epochs 1; expect_ok cu1 $?
     grep -q 'Accelerator: cuda' "$W/cu1.log" || die "cu1: not on cuda"
     grep -q 'after fit' "$W/cu1.log" || die "cu1: no memory report"
+    # 3 batches: the first eager, the second captured, the third a replay
+    grep -Eq '^compile: 1 training steps replayed, 1 captured, 1 eager$' "$W/cu1.log" ||
+        die "cu1: no 'compile: 1 training steps replayed, 1 captured, 1 eager' line"
     run cu2 --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs" --epochs 2 --resume; expect_ok cu2 $?
     run cufull --data "csv:$W/tiny.csv" "${CU[@]}" --root "$W/runs_full" --epochs 2; expect_ok cufull $?
     step=$("$CHECK" meta "$W/runs/checkpoints/csv-small/last.safetensors" volt.global_step) || die "cu2: no global_step"
@@ -125,6 +128,7 @@ smoke)
     run csv --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2; expect_ok csv $?
     grep -q 'cache written' "$W/csv.log" || die "csv: the token cache was not written"
+    ! grep -q '^compile:' "$W/csv.log" || die "csv: a compile line without --compile"
     ls "$W"/runs/checkpoints/csv-tiny/last.safetensors >/dev/null 2>&1 || die "csv: no last.safetensors"
     ls "$W"/runs/lightning_logs/version_0/metrics.csv >/dev/null 2>&1 || die "csv: no CSV log"
     # Resume the same run for a second epoch (from last.safetensors), tokens from the cache.

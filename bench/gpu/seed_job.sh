@@ -74,6 +74,7 @@ for run in $(seq 1 "$RUNS"); do
   fit=$(sed -n 's/^Time elapsed \([0-9.]*\) min$/\1/p' "$W.log" | tail -1)
   tok=$(sed -n 's/^tokenized to [0-9]* tokens in \([0-9.]*\) s (\(.*\))$/\1 s (\2)/p' "$W.log" | tail -1)
   acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
+  [ "$COMPILE" = 1 ] && grep -h '^compile: ' "$W.log" | sed 's/^/RESULT job: run '"$run"': /'
   printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
     "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
     "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
