@@ -99,6 +99,36 @@ static void test_imdb(void) {
     CHECK(st == VOLT_ERR_IO && c == NULL && strstr(err, "test/neg"), "missing subfolder: %s '%s'", volt_status_str(st), err);
     st = volt_corpus_load_imdb(tpath("no_such_imdb"), &c, err, sizeof err);
     CHECK(st == VOLT_ERR_IO && strstr(err, "no_such_imdb"), "missing folder: '%s'", err);
+
+    /* Many files, read on several threads: still in name order, and an error names the first
+     * bad file in that order (two directories named like reviews, the later one first in
+     * most threads' reach) */
+    rename(tpath("aclImdb/test/neg_gone"), tpath("aclImdb/test/neg"));
+    char name[64], body[32];
+    for (int i = 0; i < 700; i++) {
+        snprintf(name, sizeof name, "aclImdb/train/neg/%d_2.txt", 1000 + i);
+        snprintf(body, sizeof body, "review %d", 1000 + i);
+        write_str(tpath(name), body);
+    }
+    st = volt_corpus_load_imdb(tpath("aclImdb"), &c, err, sizeof err);
+    CHECK(st == VOLT_OK && volt_corpus_len(c) == 706, "700 more: %s %s", volt_status_str(st), err);
+    if (st == VOLT_OK) {
+        bool in_order = true;
+        for (int i = 0; i < 700 && in_order; i++) {   /* after train/pos's two: 1000_2 .. 1699_2, then 1_1 */
+            snprintf(body, sizeof body, "review %d", 1000 + i);
+            in_order = text_is(c, 2 + i, body) && volt_corpus_label(c, 2 + i) == 0;
+        }
+        CHECK(in_order && text_is(c, 702, "Awful."), "700 files in name order");
+        volt_corpus_destroy(c);
+    }
+    remove(tpath("aclImdb/train/neg/1650_2.txt"));
+    mkdir(tpath("aclImdb/train/neg/1650_2.txt"), 0755);
+    remove(tpath("aclImdb/train/neg/1090_2.txt"));
+    mkdir(tpath("aclImdb/train/neg/1090_2.txt"), 0755);
+    c = (volt_corpus *)1;
+    st = volt_corpus_load_imdb(tpath("aclImdb"), &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_IO && c == NULL && strstr(err, "1090_2.txt") && strstr(err, "directory") && !strstr(err, "1650"),
+          "first bad file in name order: %s '%s'", volt_status_str(st), err);
 }
 
 /* ---- CSV / TSV ------------------------------------------------------------------------------ */
