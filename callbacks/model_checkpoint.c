@@ -8,11 +8,20 @@
  * possible, else a second save). The bookkeeping (top-k list, best, last) is updated
  * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
  * exactly. Every rank runs the same logic and calls volt_trainer_save_checkpoint (which is
- * collective for sharded strategies); only rank 0 creates folders, links and deletes. */
+ * collective for sharded strategies); only rank 0 creates folders, links and deletes.
+ *
+ * async_save: at a save point the state is snapshotted into host memory
+ * (volt_trainer_snapshot_checkpoint) and one background thread writes it — the top-k file,
+ * last (a link or a second write of the same snapshot), then the removals — while training
+ * goes on. One write in flight: the next save point, fit start and end, test start, the
+ * "best"/"last" resolver and destroy wait for it first. A failed write is reported by the
+ * next of those that returns a status (fit end at the latest); the files it would have
+ * replaced are removed only after it succeeded. Sharded strategies save synchronously. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +54,19 @@ typedef struct mc {
     bool val_ran_epoch, val_has_run, warned_missing;
     volt_ckpt_resolver resolver;
     char found_last[VOLT_CB_PATH_MAX];
+
+    bool async_save;
+    volt_ckpt_snapshot *snap;        /* reused from save point to save point */
+    pthread_t th;
+    bool running;
+    struct mc_job {                  /* what the background write does, decided on the main thread */
+        char topk[VOLT_CB_PATH_MAX], last[VOLT_CB_PATH_MAX];
+        bool link_last;              /* last as a hard link to topk (one process, rank 0) */
+        char *remove[2];             /* removed after both writes succeeded */
+        volt_status st;
+        bool reported;
+        char err[VOLT_CB_PATH_MAX + 512];
+    } job;
 } mc;
 
 static bool file_exists(const char *p) { return p && access(p, F_OK) == 0; }
@@ -184,13 +206,21 @@ static void mc_reconcile(mc *m) {
 
 /* Remove a file that fell out of the bookkeeping (rank 0; only a checkpoint file of this
  * callback's in dirpath, never a file still referenced). */
-static void mc_remove(mc *m, const char *p) {
-    if (!p || !volt_trainer_is_global_zero(m->t) || !mc_owned(m, p)) return;
-    if (volt__cb_topk_find(&m->topk, p) >= 0) return;
-    if (m->last_path && strcmp(m->last_path, p) == 0) return;
-    if (m->best_path && strcmp(m->best_path, p) == 0) return;
+static bool mc_may_remove(mc *m, const char *p) {
+    if (!p || !volt_trainer_is_global_zero(m->t) || !mc_owned(m, p)) return false;
+    if (volt__cb_topk_find(&m->topk, p) >= 0) return false;
+    if (m->last_path && strcmp(m->last_path, p) == 0) return false;
+    if (m->best_path && strcmp(m->best_path, p) == 0) return false;
+    return true;
+}
+
+static void mc_remove_file(const char *p) {
     if (volt_checkpoint_remove(p) != VOLT_OK)   /* with its shard folder under sharded strategies */
         fprintf(stderr, "volt: ModelCheckpoint: cannot remove '%s': %s\n", p, strerror(errno));
+}
+
+static void mc_remove(mc *m, const char *p) {
+    if (mc_may_remove(m, p)) mc_remove_file(p);
 }
 
 static volt_status mc_prepare_dir(mc *m, const char *path) {
@@ -212,14 +242,72 @@ static volt_status mc_save(mc *m, const char *path) {
 
 /* last.safetensors as a hard link to the file just written (same bytes, same state), made
  * atomically; false when the file system refuses (then the caller saves again). */
-static bool mc_link_last(mc *m, const char *src, const char *last) {
-    if (volt_trainer_world_size(m->t) != 1 || !volt_trainer_is_global_zero(m->t)) return false;
+static bool link_last(const char *src, const char *last) {
     char tmp[VOLT_CB_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.link.tmp", last) >= (int)sizeof tmp) return false;
     unlink(tmp);
     if (link(src, tmp) != 0) return false;
     if (rename(tmp, last) != 0) { unlink(tmp); return false; }
     return true;
+}
+
+static bool mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && volt_trainer_is_global_zero(m->t); }
+
+static bool mc_link_last(mc *m, const char *src, const char *last) { return mc_can_link(m) && link_last(src, last); }
+
+/* ---- asynchronous saving ------------------------------------------------------------------------- */
+
+static void *mc_job_run(void *arg) {
+    mc *m = arg;
+    struct mc_job *j = &m->job;
+    j->st = VOLT_OK;
+    if (j->topk[0]) j->st = volt_ckpt_snapshot_write(m->snap, j->topk, j->err, sizeof j->err);
+    if (j->st >= 0 && j->last[0] && !(j->topk[0] && j->link_last && link_last(j->topk, j->last)))
+        j->st = volt_ckpt_snapshot_write(m->snap, j->last, j->err, sizeof j->err);
+    for (int i = 0; i < 2; i++) {
+        if (j->st >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
+        free(j->remove[i]);
+        j->remove[i] = NULL;
+    }
+    return NULL;
+}
+
+/* Wait for the write in flight (the resolver: its failure is reported by the next hook). */
+static void mc_wait(mc *m) {
+    if (m->running) {
+        pthread_join(m->th, NULL);
+        m->running = false;
+    }
+}
+
+/* Wait for the write in flight; its failure, once, as this hook's error. */
+static volt_status mc_join(mc *m) {
+    mc_wait(m);
+    if (m->job.st < 0 && !m->job.reported) {
+        m->job.reported = true;
+        return volt_trainer_fail(m->t, m->job.st, "ModelCheckpoint: the background save failed: %s",
+                                 m->job.err[0] ? m->job.err : volt_status_str(m->job.st));
+    }
+    return VOLT_OK;
+}
+
+/* The save point's files from a snapshot, written by the background thread. VOLT_ERR_UNSUPPORTED
+ * (a sharded strategy): nothing started, save synchronously. */
+static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last) {
+    if (topk_path[0]) VOLT_TRY(mc_prepare_dir(m, topk_path));
+    if (last_path[0]) VOLT_TRY(mc_prepare_dir(m, last_path));
+    volt_status st = volt_trainer_snapshot_checkpoint(m->t, topk_path[0] ? topk_path : last_path, &m->snap);
+    if (st < 0) return st;
+    struct mc_job *j = &m->job;
+    memset(j, 0, sizeof *j);
+    snprintf(j->topk, sizeof j->topk, "%s", topk_path);
+    snprintf(j->last, sizeof j->last, "%s", last_path);
+    j->link_last = mc_can_link(m);
+    if (*evicted && strcmp(*evicted, topk_path) != 0 && mc_may_remove(m, *evicted)) { j->remove[0] = *evicted; *evicted = NULL; }
+    if (*prev_last && strcmp(*prev_last, last_path) != 0 && mc_may_remove(m, *prev_last)) { j->remove[1] = *prev_last; *prev_last = NULL; }
+    if (pthread_create(&m->th, NULL, mc_job_run, m) == 0) m->running = true;
+    else mc_job_run(m);   /* no thread: write now */
+    return VOLT_OK;
 }
 
 /* ---- the save point ------------------------------------------------------------------------------- */
@@ -230,6 +318,7 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
     int64_t gs = volt_trainer_global_step(t);
     if ((cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(t) || m->last_step_saved == gs)
         return VOLT_OK;
+    VOLT_TRY(mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
 
@@ -282,6 +371,15 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
 
     volt_status st = VOLT_OK;
     if (topk_path[0] || last_path[0]) m->last_step_saved = gs;
+    if (m->async_save && (topk_path[0] || last_path[0])) {
+        st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
+        if (st != VOLT_ERR_UNSUPPORTED) {
+            free(evicted);
+            free(prev_last);
+            return st;
+        }
+        st = VOLT_OK;
+    }
     if (topk_path[0]) st = mc_save(m, topk_path);
     if (st >= 0 && last_path[0] && !(topk_path[0] && mc_link_last(m, topk_path, last_path)))
         st = mc_save(m, last_path);
@@ -305,6 +403,7 @@ static bool mc_epoch_topk(const mc *m) {
  * (not a resume) starts counting steps from 0 again. */
 static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     mc *m = self;
+    VOLT_TRY(mc_join(m));
     if (!m->restored) m->last_step_saved = 0;
     m->restored = false;
     m->in_fit = true;
@@ -314,12 +413,12 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     ((mc *)self)->in_fit = false;
-    return VOLT_OK;
+    return mc_join(self);
 }
 
 static volt_status mc_on_test_start(void *self, volt_trainer *t) {
     ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
-    return VOLT_OK;
+    return mc_join(self);
 }
 
 static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
@@ -425,6 +524,10 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
 static void mc_destroy(void *self) {
     mc *m = self;
     if (!m) return;
+    mc_wait(m);
+    if (m->job.st < 0 && !m->job.reported)
+        fprintf(stderr, "volt: ModelCheckpoint: the background save failed: %s\n", m->job.err);
+    volt_ckpt_snapshot_destroy(m->snap);
     free(m->dirpath_user);
     free(m->filename);
     free(m->monitor);
@@ -438,7 +541,10 @@ static void mc_destroy(void *self) {
 
 /* ---- "best" / "last" ------------------------------------------------------------------------------------ */
 
-static const char *mc_best(void *self) { return ((mc *)self)->best_path; }
+static const char *mc_best(void *self) {
+    mc_wait(self);
+    return ((mc *)self)->best_path;
+}
 static double mc_best_score(void *self) {
     mc *m = self;
     return m->best_path ? m->best_score : NAN;
@@ -481,6 +587,7 @@ static void scan_last(mc *m, const char *dir, struct timespec *best) {
  * is searched, so an app started again resumes its newest run. */
 static const char *mc_last(void *self) {
     mc *m = self;
+    mc_wait(m);
     if (m->last_path && file_exists(m->last_path)) return m->last_path;
     m->found_last[0] = 0;
     struct timespec best = { 0, 0 };
@@ -570,6 +677,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->save_top_k = cfg->save_top_k;
     m->save_last = cfg->save_last;
     m->save_on_train_epoch_end = cfg->save_on_train_epoch_end;
+    m->async_save = cfg->version >= 2 && cfg->async_save;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->best_score = NAN;

@@ -1041,6 +1041,157 @@ static void test_e2e_default_callbacks(void) {
     volt_trainer_destroy(t);
 }
 
+/* ---- asynchronous saving ---------------------------------------------------------------------- */
+
+/* The bytes of a file (malloc'ed) and its size; NULL when unreadable. */
+static unsigned char *slurp_n(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static bool same_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *x = slurp_n(a, &na), *y = slurp_n(b, &nb);
+    bool same = x && y && na == nb && !memcmp(x, y, na);
+    free(x);
+    free(y);
+    return same;
+}
+
+static void add_async_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save) {
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{epoch}-{val_score:.2f}";
+    cc.monitor = "val_score";
+    cc.mode = VOLT_MAX;
+    cc.save_top_k = k;
+    cc.save_last = save_last;
+    cc.async_save = async_save;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+}
+
+/* async_save leaves the files a synchronous run leaves, byte for byte (the same run in the
+ * same folder: the checkpoints name their folder), last still a hard link to the best when
+ * both are saved at one step; "best" loads. */
+static void test_e2e_async_save(void) {
+    static const struct { int k; bool last; } cases[] = { { 1, true }, { 2, true }, { 0, true }, { 2, false } };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char list[2][2048], dir[1200], keep[1300], path[1400], kept[1400];
+        const char *root = fresh_dir("async");
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        snprintf(keep, sizeof keep, "%s_sync_%zu", root, c);
+        rm_rf(keep);
+        mkdir(keep, 0755);
+        nlink_t links[2] = { 0, 0 };
+        for (int async = 0; async < 2; async++) {
+            rm_rf(dir);
+            volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+            add_async_ckpt(t, dir, cases[c].k, cases[c].last, async);
+            lin m = { .table = k_scores, .ntable = 5 };
+            CHECK_OK(fit(t, &m, true, NULL));
+            list_ckpts(dir, list[async], sizeof list[async]);
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/" LAST, dir);
+            if (stat(path, &sb) == 0) links[async] = sb.st_nlink;
+            if (cases[c].k) {
+                volt_loader *l = mk_loader();
+                CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, "best"));
+                volt_loader_destroy(l);
+            }
+            volt_trainer_destroy(t);
+            /* sync: keep its files; async: compare with them */
+            char *save = strdup(list[async]);
+            for (char *tok = strtok(save, ","); tok; tok = strtok(NULL, ",")) {
+                snprintf(path, sizeof path, "%s/%s", dir, tok);
+                snprintf(kept, sizeof kept, "%s/%s", keep, tok);
+                if (!async) {
+                    size_t n = 0;
+                    unsigned char *b = slurp_n(path, &n);
+                    FILE *f = b ? fopen(kept, "wb") : NULL;
+                    if (f) { fwrite(b, 1, n, f); fclose(f); }
+                    free(b);
+                } else {
+                    CHECK(same_bytes(path, kept), "top_k=%d last=%d: async '%s' differs from the synchronous run's",
+                          cases[c].k, cases[c].last, tok);
+                }
+            }
+            free(save);
+        }
+        CHECK(!strcmp(list[0], list[1]), "top_k=%d last=%d: async left [%s], sync [%s]", cases[c].k, cases[c].last,
+              list[1], list[0]);
+        CHECK(links[0] == links[1], "top_k=%d: last.safetensors links %d async, %d sync", cases[c].k, (int)links[1],
+              (int)links[0]);
+        /* top-2 takes epoch 4's file, which last then links to */
+        CHECK(cases[c].k != 2 || !cases[c].last || links[1] == 2, "top_k=%d: last is a hard link to epoch 4's file", cases[c].k);
+    }
+}
+
+/* The snapshot holds the values of its moment: parameters changed before the write do not
+ * reach the file, which equals a synchronous save taken with the snapshot. */
+static void test_snapshot_moment(void) {
+    const char *root = fresh_dir("snapshot");
+    char a[1200], b[1200], c2[1200];
+    snprintf(a, sizeof a, "%s/snap.safetensors", root);
+    snprintf(b, sizeof b, "%s/sync.safetensors", root);
+    snprintf(c2, sizeof c2, "%s/after.safetensors", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = false });
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    volt_ckpt_snapshot *s = NULL;
+    CHECK_OK(volt_trainer_snapshot_checkpoint(t, a, &s));
+    CHECK_OK(volt_trainer_save_checkpoint(t, b));
+    CHECK(volt_ckpt_snapshot_bytes(s) >= 5 * sizeof(float), "snapshot holds %zu bytes", volt_ckpt_snapshot_bytes(s));
+    const float moved[4] = { 9, 9, 9, 9 };
+    CHECK_OK(volt_tensor_copy_from_host(m.w, moved));
+    char err[512];
+    CHECK_OK(volt_ckpt_snapshot_write(s, a, err, sizeof err));
+    CHECK(same_bytes(a, b), "the snapshot's file differs from a synchronous save at its moment");
+    CHECK_OK(volt_trainer_save_checkpoint(t, c2));
+    CHECK(!same_bytes(a, c2), "a save after the change equals the snapshot: the test changed nothing");
+    /* the buffer is reused: a second snapshot now has the new values */
+    CHECK_OK(volt_trainer_snapshot_checkpoint(t, a, &s));
+    CHECK_OK(volt_ckpt_snapshot_write(s, a, err, sizeof err));
+    CHECK(same_bytes(a, c2), "the second snapshot's file differs from a synchronous save at its moment");
+    CHECK(volt_ckpt_snapshot_write(s, "", err, sizeof err) == VOLT_ERR_INVALID_ARG, "empty path");
+    volt_ckpt_snapshot_destroy(s);
+    volt_trainer_destroy(t);
+}
+
+/* A background write that fails fails the fit at the next save point, naming the file, and
+ * removes nothing: the previous best and last stay. */
+static void test_e2e_async_error(void) {
+    const char *root = fresh_dir("async_err");
+    char dir[1200], blocker[1400], path[1400];
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    mkdir(dir, 0755);
+    snprintf(blocker, sizeof blocker, "%s/" E1 ".tmp", dir);   /* epoch 1's write cannot create its .tmp */
+    mkdir(blocker, 0755);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+    add_async_ckpt(t, dir, 1, true, true);
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_status st = fit(t, &m, true, NULL);
+    const char *msg = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_IO && strstr(msg, "background save failed") && strstr(msg, E1),
+          "fit: %s: %s", volt_status_str(st), msg);
+    snprintf(path, sizeof path, "%s/" E0, dir);
+    CHECK(exists(path) && ckpt_global_step(path) == 4, "epoch 0's best is still there, whole");
+    snprintf(path, sizeof path, "%s/" LAST, dir);
+    CHECK(exists(path) && ckpt_global_step(path) == 4, "last is epoch 0's");
+    snprintf(path, sizeof path, "%s/" E1, dir);
+    CHECK(!exists(path), "no epoch-1 file");
+    CHECK(m.epoch_ends <= 3, "the fit stopped by epoch 2's save point (%d epochs ended)", m.epoch_ends);
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     vtest_check_accelerator();
     test_repr();
@@ -1060,6 +1211,9 @@ int main(void) {
     test_e2e_csv_resume();
     test_e2e_progress_bar();
     test_e2e_default_callbacks();
+    test_e2e_async_save();
+    test_snapshot_moment();
+    test_e2e_async_error();
     volt_dataset_destroy(g_ds);
     return vtest_finish();
 }

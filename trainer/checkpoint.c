@@ -130,8 +130,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     return VOLT_OK;
 }
 
-/* Does optimizer state range [lo, hi) of a unit hold all of parameter p? (unsharded: always) */
-static bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi) {
+bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi) {
     const int64_t off = volt_param_offset(p);
     return lo <= off && off + volt_tensor_numel(p) <= hi;
 }

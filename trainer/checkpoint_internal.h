@@ -59,6 +59,8 @@ volt_status meta_check(volt_st_file *f, const char *file, bool required, char *e
 /* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
  * scheduler, precision, callbacks, module extras. */
 volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path);
+/* Does optimizer state range [lo, hi) of a unit hold all of parameter p? (unsharded: always) */
+bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi);
 
 /* ---- shards (checkpoint_shards.c) ---- */
 /* The slice [lo, hi) of unit u this rank holds: all of it unless a sharding strategy says less. */

@@ -17,7 +17,9 @@
 #   VOCAB       the WordPiece vocab (default ~/.cache/volt/bert-base-uncased/vocab.txt, else
 #               .deps/vocab.txt, which scripts/device-check.sh --fetch-deps carries)
 #   PRESET, SEQ, BATCH, EPOCHS, PRECISION, ACCELERATOR  the run's shape (default distilbert-base, 512,
-#               12, 3, bf16-mixed, cuda); COMPILE=0 runs eagerly; SPLIT overrides the split
+#               12, 3, bf16-mixed, cuda); COMPILE=0 runs eagerly; ASYNC=0 saves checkpoints on the
+#               training thread (default: --checkpoint.async_save, written in the background);
+#               SPLIT overrides the split
 #   PYTHON      a python3 for the generator (numpy makes it ~3x faster; default python3)
 #   EXTRA       more arguments for the app
 # Prints the app's own output, then "RESULT job: ..." lines: wall seconds of the whole process
@@ -32,7 +34,7 @@ DATA=${DATA:-/tmp/volt-seed-job}
 TEXTS=${TEXTS:-50000}
 PRESET=${PRESET:-distilbert-base} SEQ=${SEQ:-512} BATCH=${BATCH:-12} EPOCHS=${EPOCHS:-3}
 PRECISION=${PRECISION:-bf16-mixed} ACCELERATOR=${ACCELERATOR:-cuda} COMPILE=${COMPILE:-1}
-RUNS=${RUNS:-1}
+RUNS=${RUNS:-1} ASYNC=${ASYNC:-1}
 PYTHON=${PYTHON:-python3}
 VOCAB=${VOCAB:-}
 if [ -z "$VOCAB" ]; then
@@ -68,6 +70,7 @@ for run in $(seq 1 "$RUNS"); do
     --data.cache_dir "$DATA/cache" --data.max_length "$SEQ" --data.batch_size "$BATCH" \
     --model.preset "$PRESET" --trainer.max_epochs "$EPOCHS" --trainer.precision "$PRECISION" \
     --trainer.accelerator "$ACCELERATOR" --trainer.compile "$([ "$COMPILE" = 1 ] && echo true || echo false)" \
+    --checkpoint.async_save "$([ "$ASYNC" = 1 ] && echo true || echo false)" \
     --trainer.default_root_dir "$W" --trainer.enable_progress_bar false ${EXTRA:-} 2>&1 | tee "$W.log"
   rc=${PIPESTATUS[0]}
   wall=$(echo "$(date +%s.%N) - $t" | bc)
@@ -78,7 +81,7 @@ for run in $(seq 1 "$RUNS"); do
   printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
     "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
     "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
-    "$([ "$COMPILE" = 1 ] && echo +compile)" "$ACCELERATOR"
+    "$([ "$COMPILE" = 1 ] && echo +compile)$([ "$ASYNC" = 1 ] && echo ', async checkpoints')" "$ACCELERATOR"
   [ "$rc" = 0 ] || break
 done
 exit "$rc"

@@ -319,6 +319,22 @@ VOLT_API volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *p
  * unit at a time and the file is streamed to disk unit by unit. Loadable as pretrained
  * weights (and by any safetensors reader); not a resumable checkpoint. */
 VOLT_API volt_status volt_trainer_export_full(volt_trainer *t, const char *path);
+/* Asynchronous saving (ModelCheckpoint's async_save, as Lightning's AsyncCheckpointIO): a
+ * snapshot is everything volt_trainer_save_checkpoint would write now, copied into host memory
+ * (metadata, module extras, the weights and optimizer states: one device->host copy per unit
+ * and state); volt_ckpt_snapshot_write then writes it on any thread while training goes on,
+ * touching nothing of the trainer: the file is byte for byte the one a save at the snapshot's
+ * moment writes (atomic the same way). path: where it will be written (for messages and the
+ * module's on_save_checkpoint). *io: NULL, or a snapshot of an earlier call, whose host
+ * memory is reused (not while a write of it runs). A sharded strategy (deepspeed_stage_1/2,
+ * fsdp over several ranks) returns VOLT_ERR_UNSUPPORTED and records no error: save
+ * synchronously. On ranks other than 0 of a replicated strategy the snapshot is empty and
+ * writing it does nothing. */
+typedef struct volt_ckpt_snapshot volt_ckpt_snapshot;
+VOLT_API volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io);
+VOLT_API volt_status volt_ckpt_snapshot_write(volt_ckpt_snapshot *s, const char *path, char *err, size_t errlen);
+VOLT_API size_t volt_ckpt_snapshot_bytes(const volt_ckpt_snapshot *s);   /* host memory it holds */
+VOLT_API void volt_ckpt_snapshot_destroy(volt_ckpt_snapshot *s);
 /* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and the folders of
  * per-rank shard files next to it ("<path>.shards-*"). ENOENT is not an error. */
 VOLT_API volt_status volt_checkpoint_remove(const char *path);
@@ -357,8 +373,13 @@ typedef struct volt_checkpoint_config {
     int64_t every_n_epochs;      /* default 1 (when every_n_train_steps is 0) */
     int64_t every_n_train_steps; /* 0 = off */
     bool save_on_train_epoch_end;/* default false: evaluate after validation when val runs */
+    /* version 2: */
+    bool async_save;             /* default false: write in a background thread from a host
+                                    snapshot (volt_trainer_snapshot_checkpoint) while training
+                                    goes on; one write in flight; errors surface at the next save
+                                    point or at fit end; sharded strategies save synchronously */
 } volt_checkpoint_config;
-#define VOLT_CHECKPOINT_CONFIG_VERSION 1u
+#define VOLT_CHECKPOINT_CONFIG_VERSION 2u
 
 typedef struct volt_early_stopping_config {
     uint32_t version;            /* VOLT_EARLY_STOPPING_CONFIG_VERSION, set by _init */
