@@ -510,7 +510,8 @@ static const double k_scores[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
 #define E4 "epoch=4-val_score=0.80.safetensors"
 #define LAST "last.safetensors"
 
-static void add_topk_ckpt(volt_trainer *t, const char *dir, int k, bool save_last) {
+
+static void add_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save) {
     volt_checkpoint_config cc;
     volt_checkpoint_config_init(&cc);
     cc.dirpath = dir;
@@ -519,8 +520,11 @@ static void add_topk_ckpt(volt_trainer *t, const char *dir, int k, bool save_las
     cc.mode = VOLT_MAX;
     cc.save_top_k = k;
     cc.save_last = save_last;
+    cc.async_save = async_save;
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
 }
+
+static void add_topk_ckpt(volt_trainer *t, const char *dir, int k, bool save_last) { add_ckpt(t, dir, k, save_last, false); }
 
 static void test_e2e_topk(void) {
     static const struct { int k; bool last; const char *want[5]; const char *best; } cases[] = {
@@ -1043,41 +1047,15 @@ static void test_e2e_default_callbacks(void) {
 
 /* ---- asynchronous saving ---------------------------------------------------------------------- */
 
-/* The bytes of a file (malloc'ed) and its size; NULL when unreadable. */
-static unsigned char *slurp_n(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 static bool same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    unsigned char *x = slurp_n(a, &na), *y = slurp_n(b, &nb);
+    unsigned char *x = vtest_slurp(a, &na), *y = vtest_slurp(b, &nb);
     bool same = x && y && na == nb && !memcmp(x, y, na);
     free(x);
     free(y);
     return same;
 }
 
-static void add_async_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save) {
-    volt_checkpoint_config cc;
-    volt_checkpoint_config_init(&cc);
-    cc.dirpath = dir;
-    cc.filename = "{epoch}-{val_score:.2f}";
-    cc.monitor = "val_score";
-    cc.mode = VOLT_MAX;
-    cc.save_top_k = k;
-    cc.save_last = save_last;
-    cc.async_save = async_save;
-    CHECK_OK(volt_add_model_checkpoint(t, &cc));
-}
 
 /* async_save leaves the files a synchronous run leaves, byte for byte (the same run in the
  * same folder: the checkpoints name their folder), last still a hard link to the best when
@@ -1095,7 +1073,7 @@ static void test_e2e_async_save(void) {
         for (int async = 0; async < 2; async++) {
             rm_rf(dir);
             volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
-            add_async_ckpt(t, dir, cases[c].k, cases[c].last, async);
+            add_ckpt(t, dir, cases[c].k, cases[c].last, async);
             lin m = { .table = k_scores, .ntable = 5 };
             CHECK_OK(fit(t, &m, true, NULL));
             list_ckpts(dir, list[async], sizeof list[async]);
@@ -1115,7 +1093,7 @@ static void test_e2e_async_save(void) {
                 snprintf(kept, sizeof kept, "%s/%s", keep, tok);
                 if (!async) {
                     size_t n = 0;
-                    unsigned char *b = slurp_n(path, &n);
+                    unsigned char *b = vtest_slurp(path, &n);
                     FILE *f = b ? fopen(kept, "wb") : NULL;
                     if (f) { fwrite(b, 1, n, f); fclose(f); }
                     free(b);
@@ -1176,7 +1154,7 @@ static void test_e2e_async_error(void) {
     snprintf(blocker, sizeof blocker, "%s/" E1 ".tmp", dir);   /* epoch 1's write cannot create its .tmp */
     mkdir(blocker, 0755);
     volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
-    add_async_ckpt(t, dir, 1, true, true);
+    add_ckpt(t, dir, 1, true, true);
     lin m = { .table = k_scores, .ntable = 5 };
     volt_status st = fit(t, &m, true, NULL);
     const char *msg = volt_trainer_errmsg(t);

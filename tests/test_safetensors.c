@@ -22,19 +22,6 @@ static const char *tpath(const char *name) {
     return p;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    if (b && fread(b, 1, (size_t)sz, fp) != (size_t)sz) { free(b); b = NULL; }
-    fclose(fp);
-    if (b) *n = (size_t)sz;
-    return b;
-}
-
 static void spit(const char *path, const void *data, size_t n) {
     FILE *fp = fopen(path, "wb");
     if (!fp) { fprintf(stderr, "cannot write %s\n", path); exit(1); }
@@ -185,7 +172,7 @@ static void test_roundtrip(void) {
 /* The byte layout, checked by hand against the format: no volt code involved. */
 static void test_byte_layout(void) {
     size_t n = 0;
-    unsigned char *b = slurp(tpath("rt.safetensors"), &n);
+    unsigned char *b = vtest_slurp(tpath("rt.safetensors"), &n);
     CHECK(b && n >= 8, "read back");
     if (!b) return;
     uint64_t hl = 0;
@@ -286,7 +273,7 @@ static void test_crc_corruption(void) {
     volt_st_writer_destroy(w);
 
     size_t n = 0;
-    unsigned char *b = slurp(p, &n);
+    unsigned char *b = vtest_slurp(p, &n);
     if (!b) { CHECK(0, "read back"); return; }
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
@@ -334,7 +321,7 @@ static void test_crc_missing(void) {
     CHECK_OK(volt_st_writer_write(w, p, err, sizeof err));
     volt_st_writer_destroy(w);
     size_t n = 0;
-    unsigned char *b = slurp(p, &n);
+    unsigned char *b = vtest_slurp(p, &n);
     if (!b) { CHECK(0, "read back"); return; }
     /* rename the key "crc32:fc1.bias" -> "crc32:fc1.biaz": same length, offsets unchanged */
     unsigned char *hit = NULL;
@@ -382,7 +369,7 @@ static void test_crc_missing(void) {
 
 static void test_truncation(void) {
     size_t n = 0;
-    unsigned char *b = slurp(tpath("rt.safetensors"), &n);
+    unsigned char *b = vtest_slurp(tpath("rt.safetensors"), &n);
     if (!b) { CHECK(0, "read back"); return; }
     const char *p = tpath("trunc.safetensors");
     int bad = 0;
@@ -513,7 +500,7 @@ static void test_hostile_headers(void) {
 
 static bool same_file(const char *path, const unsigned char *b, size_t n) {
     size_t m = 0;
-    unsigned char *c = slurp(path, &m);
+    unsigned char *c = vtest_slurp(path, &m);
     bool same = c && m == n && memcmp(b, c, n) == 0;
     free(c);
     return same;
@@ -557,7 +544,7 @@ static void test_atomic(void) {
     CHECK_OK(volt_st_writer_write(w, ck, err, sizeof err));
     volt_st_writer_destroy(w);
     size_t on = 0;
-    unsigned char *old = slurp(ck, &on);
+    unsigned char *old = vtest_slurp(ck, &on);
     static float bigdata[4096];
     for (int i = 0; i < 4096; i++) bigdata[i] = (float)i;
     CHECK_OK(volt_st_writer_create(&w));
@@ -751,7 +738,7 @@ static void test_python(void) {
  * yields a file whose every tensor can be verified and read. ASan/UBSan catch the rest. */
 static void test_mutations(void) {
     size_t n = 0;
-    unsigned char *orig = slurp(tpath("rt.safetensors"), &n);
+    unsigned char *orig = vtest_slurp(tpath("rt.safetensors"), &n);
     if (!orig) { CHECK(0, "read back"); return; }
     unsigned char *b = malloc(n);
     uint64_t hl = 0;
@@ -806,6 +793,22 @@ static void test_mutations(void) {
 /* Streaming writer: header first, tensors in declaration order, crcs patched at the end; the
  * file equals what the reader expects; misuse is refused; an abandoned stream leaves any
  * existing file untouched and no .tmp behind. */
+/* Flip one byte `from_end` bytes before the end of the file at p, then open and verify it:
+ * verify_all's status (err: its message). */
+static volt_status flip_and_verify(const char *p, size_t from_end, char *err, size_t errlen) {
+    size_t n = 0;
+    unsigned char *b = vtest_slurp(p, &n);
+    if (!b || n < from_end) { free(b); snprintf(err, errlen, "cannot read '%s'", p); return VOLT_ERR_IO; }
+    b[n - from_end] ^= 0x10;
+    spit(p, b, n);
+    free(b);
+    volt_st_file *f = NULL;
+    volt_status st = volt_st_open(p, &f, err, errlen);
+    if (st == VOLT_OK) st = volt_st_verify_all(f, err, errlen);
+    volt_st_close(f);
+    return st;
+}
+
 static void test_stream(void) {
     const char *p = tpath("stream.safetensors");
     float a[300], b[7];
@@ -842,18 +845,10 @@ static void test_stream(void) {
     CHECK(volt_st_meta(f, "note") && !strcmp(volt_st_meta(f, "note"), "streamed"), "metadata");
     volt_st_close(f);
     /* a flipped data byte fails verification like any volt file */
-    size_t n = 0;
-    unsigned char *bytes = slurp(p, &n);
-    if (bytes) {
-        bytes[n - 30] ^= 0x10;
-        spit(p, bytes, n);
-        free(bytes);
-        CHECK_OK(volt_st_open(p, &f, err, sizeof err));
-        CHECK(f && volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT, "corruption detected");
-        volt_st_close(f);
-    }
+    CHECK(flip_and_verify(p, 30, err, sizeof err) == VOLT_ERR_CORRUPT, "corruption detected: %s", err);
     /* abandoned halfway: the existing file stays as it was, no .tmp left */
-    bytes = slurp(p, &n);
+    size_t n = 0;
+    unsigned char *bytes = vtest_slurp(p, &n);
     CHECK_OK(volt_st_stream_create(p, &s, err, sizeof err));
     CHECK_OK(volt_st_stream_declare(s, "x", VOLT_F32, VOLT_SHAPE(300)));
     CHECK_OK(volt_st_stream_declare(s, "y", VOLT_F32, VOLT_SHAPE(7)));
@@ -861,7 +856,7 @@ static void test_stream(void) {
     CHECK_OK(volt_st_stream_write(s, "x", a));
     CHECK(volt_st_stream_finish(s, err, sizeof err) == VOLT_ERR_STATE && strstr(err, "1 of 2"), "finish with a tensor missing: %s", err);
     size_t n2 = 0;
-    unsigned char *after = slurp(p, &n2);
+    unsigned char *after = vtest_slurp(p, &n2);
     CHECK(bytes && after && n == n2 && !memcmp(bytes, after, n), "the earlier file is untouched");
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
@@ -897,19 +892,8 @@ static void test_crc_large(void) {
         CHECK_OK(volt_st_verify_all(f, err, sizeof err));
         volt_st_close(f);
     }
-    size_t nb = 0;
-    unsigned char *b = slurp(p, &nb);
-    if (b) {
-        b[nb - 5] ^= 0x10;
-        spit(p, b, nb);
-        free(b);
-        CHECK_OK(volt_st_open(p, &f, err, sizeof err));
-        if (f) {
-            CHECK(volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "'big' crc mismatch"),
-                  "a flipped byte in the last span: %s", err);
-            volt_st_close(f);
-        }
-    }
+    CHECK(flip_and_verify(p, 5, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "'big' crc mismatch"),
+          "a flipped byte in the last span: %s", err);
     free(x);
 }
 

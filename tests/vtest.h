@@ -83,6 +83,19 @@ static inline int vtest_finish(void) {
 }
 
 /* A per-test scratch directory (from ctest's VOLT_TEST_TMP, else /tmp/volt_test). */
+/* A whole file (malloc'ed, one extra NUL byte after it) and its size in *n; NULL when unreadable. */
+static inline unsigned char *vtest_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[len] = 0; *n = (size_t)len; }
+    return b;
+}
 static inline const char *vtest_tmpdir(void) {
     const char *d = getenv("VOLT_TEST_TMP");
     if (!d) d = "/tmp/volt_test";
