@@ -290,7 +290,7 @@ want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="
 if [ $ok = 1 ] && want job; then
   stage job "${JOB_S:-240}" env BUILD="$BUILD" TEXTS="${JOB_TEXTS:-50000}" SEQ="${JOB_SEQ:-512}" \
     PRESET="${JOB_PRESET:-distilbert-base}" EPOCHS="${JOB_EPOCHS:-3}" BATCH="${JOB_BATCH:-12}" \
-    VOCAB="${JOB_VOCAB:-}" bash bench/gpu/seed_job.sh
+    VOCAB="${JOB_VOCAB:-}" APP_TIMEOUT=$(( ${JOB_S:-240} - 20 )) bash bench/gpu/seed_job.sh
 fi
 # per-op profile of the seed step (bf16-mixed, eager): rows of core/profile.c's table
 profile() {

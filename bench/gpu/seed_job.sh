@@ -22,6 +22,10 @@
 #               SPLIT overrides the split
 #   PYTHON      a python3 for the generator (numpy makes it ~3x faster; default python3)
 #   EXTRA       more arguments for the app
+#   APP_TIMEOUT seconds the app may run (default: no limit; the device check's job stage gives
+#               JOB_S - 20): past it the app is stopped and the RESULT line says how far it got
+#               (the last row of its metrics.csv: epoch and step), so a slow first run still
+#               tells the step time
 # Prints the app's own output, then "RESULT job: ..." lines: wall seconds of the whole process
 # (twice: the first run tokenizes, the second — RUNS=2 — reads the token cache, as a user's
 # second job does), the app's fit time, the tokenizer's time and the test accuracy. Exits with
@@ -66,7 +70,7 @@ for run in $(seq 1 "$RUNS"); do
   rm -rf "$W"
   [ "$run" = 1 ] && rm -rf "$DATA/cache"   # the first run tokenizes: the cache is part of the job
   t=$(date +%s.%N)
-  "$APP" fit --config "$ROOT/seed.json" --data.source "imdb:$SRC" --data.split "$SPLIT" --data.vocab "$VOCAB" \
+  ${APP_TIMEOUT:+timeout -k 5 "$APP_TIMEOUT"} "$APP" fit --config "$ROOT/seed.json" --data.source "imdb:$SRC" --data.split "$SPLIT" --data.vocab "$VOCAB" \
     --data.cache_dir "$DATA/cache" --data.max_length "$SEQ" --data.batch_size "$BATCH" \
     --model.preset "$PRESET" --trainer.max_epochs "$EPOCHS" --trainer.precision "$PRECISION" \
     --trainer.accelerator "$ACCELERATOR" --trainer.compile "$([ "$COMPILE" = 1 ] && echo true || echo false)" \
@@ -82,6 +86,10 @@ for run in $(seq 1 "$RUNS"); do
     "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
     "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
     "$([ "$COMPILE" = 1 ] && echo +compile)$([ "$ASYNC" = 1 ] && echo ', async checkpoints')" "$ACCELERATOR"
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then   # stopped: how far it got (the CSV logger's last row)
+    csv=$(ls -t "$W"/lightning_logs/version_*/metrics.csv 2>/dev/null | head -1)
+    echo "RESULT job: run $run: stopped after ${APP_TIMEOUT}s; metrics.csv: $(head -1 "$csv" 2>/dev/null | cut -c1-80) | last row: $(tail -1 "$csv" 2>/dev/null | cut -c1-120)"
+  fi
   [ "$rc" = 0 ] || break
 done
 exit "$rc"
