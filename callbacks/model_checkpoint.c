@@ -412,8 +412,12 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 }
 
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
-    ((mc *)self)->in_fit = false;
-    return mc_join(self);
+    mc *m = self;
+    m->in_fit = false;
+    volt_status st = mc_join(m);
+    volt_ckpt_snapshot_destroy(m->snap);   /* its host memory (the whole state) is not kept past fit */
+    m->snap = NULL;
+    return st;
 }
 
 static volt_status mc_on_test_start(void *self, volt_trainer *t) {
