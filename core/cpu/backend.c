@@ -25,14 +25,14 @@ size_t volt__cpu_page_size(void) {
 }
 
 /* ---- memory ------------------------------------------------------------------------------- */
-#define HUGE ((size_t)2 << 20)
+#define THP_BYTES ((size_t)2 << 20)
 void *volt__cpu_alloc(volt_device *d, size_t bytes) {
     (void)d;
     const size_t pg = volt__cpu_page_size();
     if (!bytes) bytes = 1;
-    if (bytes >= HUGE) {   /* transparent huge pages where the kernel grants them on request */
-        void *p = aligned_alloc(HUGE, (bytes + HUGE - 1) / HUGE * HUGE);
-        if (p) (void)madvise(p, (bytes + HUGE - 1) / HUGE * HUGE, MADV_HUGEPAGE);
+    if (bytes >= THP_BYTES) {   /* transparent huge pages where the kernel grants them on request */
+        void *p = aligned_alloc(THP_BYTES, (bytes + THP_BYTES - 1) / THP_BYTES * THP_BYTES);
+        if (p) (void)madvise(p, (bytes + THP_BYTES - 1) / THP_BYTES * THP_BYTES, MADV_HUGEPAGE);
         return p;
     }
     if (bytes >= pg) return aligned_alloc(pg, (bytes + pg - 1) / pg * pg);
