@@ -46,6 +46,7 @@ if [ -z "$VOCAB" ]; then
     [ -s "$v" ] && { VOCAB=$v; break; }
   done
 fi
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }   # no bc on every machine
 [ -x "$APP" ] || { echo "RESULT job: no $APP (build the volt-text-classification target)"; exit 1; }
 [ -n "$VOCAB" ] || { echo "RESULT job: no vocab.txt (scripts/fetch_vocab.sh, or VOCAB=...)"; exit 1; }
 
@@ -58,7 +59,7 @@ else
     t=$(date +%s.%N)
     rm -rf "$SRC.tmp" && "$PYTHON" "$ROOT/bench/gpu/make_imdb.py" "$SRC.tmp" --texts "$TEXTS" --vocab "$VOCAB" &&
       mv "$SRC.tmp" "$SRC" || { echo "RESULT job: make_imdb.py failed"; exit 1; }
-    printf "corpus made in %.1f s (not part of the job)\n" "$(echo "$(date +%s.%N) - $t" | bc)"
+    printf "corpus made in %.1f s (not part of the job)\n" "$(since "$t")"
   fi
   # the seed's split scaled to the corpus: 70 % / 10 % / 20 %
   SPLIT=${SPLIT:-$((TEXTS * 7 / 10)),$((TEXTS / 10)),$((TEXTS - TEXTS * 7 / 10 - TEXTS / 10))}
@@ -77,7 +78,7 @@ for run in $(seq 1 "$RUNS"); do
     --checkpoint.async_save "$([ "$ASYNC" = 1 ] && echo true || echo false)" \
     --trainer.default_root_dir "$W" --trainer.enable_progress_bar false ${EXTRA:-} 2>&1 | tee "$W.log"
   rc=${PIPESTATUS[0]}
-  wall=$(echo "$(date +%s.%N) - $t" | bc)
+  wall=$(since "$t")
   fit=$(sed -n 's/^Time elapsed \([0-9.]*\) min$/\1/p' "$W.log" | tail -1)
   tok=$(sed -n 's/^tokenized to [0-9]* tokens in \([0-9.]*\) s (\(.*\))$/\1 s (\2)/p' "$W.log" | tail -1)
   acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
