@@ -54,6 +54,8 @@ const volt__trainer_field volt__trainer_fields[] = {
         NULL, "fp32|bf16", 0, 0, NULL),
     ROW(strategy_comm, STR, "comm backend: auto (nccl on cuda, else mpi), mpi (host buffers), nccl", NULL,
         "auto|mpi|nccl", 0, 0, NULL),
+    ROW(profiler, STR, "simple: time each action (training batch, data, validation/test step, every hook, checkpoint load) "
+        "and print Lightning's profiler table after fit and test (stdout)", "profiler", "simple", 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "vtest.h"
@@ -41,6 +42,12 @@ static const char *fresh_dir(const char *name) {
 }
 
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
+
+static double test_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -445,6 +452,7 @@ typedef struct run_opts {
     bool progress_bar, logger;
     int64_t fast_dev_run;
     const char *run_config_json;
+    const char *profiler;
 } run_opts;
 
 static volt_trainer *mk_trainer(const char *root, const run_opts *o) {
@@ -458,6 +466,7 @@ static volt_trainer *mk_trainer(const char *root, const run_opts *o) {
     c.log_every_n_steps = 2;
     c.fast_dev_run = o->fast_dev_run;
     c.run_config_json = o->run_config_json;
+    c.profiler = o->profiler;
     volt_trainer *t = NULL;
     volt_status st = volt_trainer_create(&c, &t);
     if (st != VOLT_OK) { fprintf(stderr, "trainer_create: %s\n", t ? volt_trainer_errmsg(t) : volt_status_str(st)); exit(1); }
@@ -1170,6 +1179,72 @@ static void test_e2e_async_error(void) {
     volt_trainer_destroy(t);
 }
 
+/* profiler = "simple": the actions of a 2-epoch fit (4 batches each, 4 validation batches
+ * each time plus the sanity check's 2) counted as they ran, their times within the stage's,
+ * the table on stdout; then a test stage starts afresh. Off: nothing recorded. A value other
+ * than "simple" is refused at create. */
+static void test_e2e_profiler(void) {
+    const char *root = fresh_dir("profiler");
+    char out[1200];
+    snprintf(out, sizeof out, "%s/stdout.txt", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .logger = true, .profiler = "simple" });
+    lin m = { .table = k_scores, .ntable = 5 };
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *f = fopen(out, "w");
+    if (f) dup2(fileno(f), 1);
+    const double t0 = test_now();
+    volt_status st = fit(t, &m, true, NULL);
+    const double wall = test_now() - t0;
+    fflush(stdout);
+    if (f) { dup2(saved, 1); fclose(f); }
+    close(saved);
+    CHECK_OK(st);
+    static const struct { const char *name; int64_t calls; } want[] = {
+        { "run_training_batch", 8 }, { "run_training_epoch", 2 }, { "train_dataloader_next", 8 },
+        { "validation_step", 2 + 2 * 4 }, { "setup", 1 }, { "[Callback]ModelCheckpoint.on_validation_end", 3 },
+        { "[Callback]CSVLogger.on_train_batch_end", 8 }, { "[LightningModule]lin.on_train_epoch_end", 2 },
+        { "[Callback]ModelCheckpoint.on_fit_end", 1 },
+    };
+    double batches = 0, epochs = 0;
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        int64_t calls = -1;
+        double total = -1;
+        CHECK(volt_trainer_profiler_action(t, want[i].name, &calls, &total) && calls == want[i].calls && total >= 0 &&
+              total <= wall, "%s: %lld calls, %g s (want %lld calls within %g s)", want[i].name, (long long)calls, total,
+              (long long)want[i].calls, wall);
+        if (!strcmp(want[i].name, "run_training_batch")) batches = total;
+        if (!strcmp(want[i].name, "run_training_epoch")) epochs = total;
+    }
+    CHECK(batches > 0 && batches <= epochs, "the batches (%g s) within the epochs (%g s)", batches, epochs);
+    CHECK(!volt_trainer_profiler_action(t, "test_step", NULL, NULL), "no test step in fit");
+    char *txt = slurp(out);
+    CHECK(txt && strstr(txt, "FIT Profiler Report") && strstr(txt, "|  run_training_batch ") &&
+          strstr(txt, "|  [Callback]ModelCheckpoint.on_validation_end "), "the table on stdout:\n%s", txt ? txt : "(none)");
+    free(txt);
+    volt_loader *l = mk_loader();
+    fflush(stdout);
+    CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, "best"));
+    volt_loader_destroy(l);
+    int64_t calls = 0;
+    CHECK(volt_trainer_profiler_action(t, "test_step", &calls, NULL) && calls == 4, "test: %lld test steps", (long long)calls);
+    CHECK(volt_trainer_profiler_action(t, "load_checkpoint", &calls, NULL) && calls == 1, "test: the best loaded once");
+    CHECK(!volt_trainer_profiler_action(t, "run_training_batch", NULL, NULL), "test starts afresh");
+    volt_trainer_destroy(t);
+
+    t = mk_trainer(fresh_dir("profiler_off"), &(run_opts){ .max_epochs = 1, .logger = false });
+    CHECK_OK(fit(t, &m, true, NULL));
+    CHECK(!volt_trainer_profiler_action(t, "run_training_batch", NULL, NULL), "off: nothing recorded");
+    volt_trainer_destroy(t);
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.profiler = "advanced";
+    volt_trainer *bad = NULL;
+    CHECK(volt_trainer_create(&c, &bad) == VOLT_ERR_INVALID_ARG && bad && strstr(volt_trainer_errmsg(bad), "profiler"),
+          "profiler=\"advanced\": %s", bad ? volt_trainer_errmsg(bad) : "(no trainer)");
+    volt_trainer_destroy(bad);
+}
+
 int main(void) {
     vtest_check_accelerator();
     test_repr();
@@ -1192,6 +1267,7 @@ int main(void) {
     test_e2e_async_save();
     test_snapshot_moment();
     test_e2e_async_error();
+    test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();
 }

@@ -27,6 +27,7 @@ const volt__cfg_field volt__trainer_config_fields[] = {
     F(accelerator, STR, HK),
     F(compile, BOOL, HK), F(matmul_precision, STR, HK),
     F(strategy_reduce_dtype, STR, HK), F(strategy_comm, STR, HK),
+    F(profiler, STR, HK),
 };
 const int volt__n_trainer_config_fields = (int)(sizeof volt__trainer_config_fields / sizeof volt__trainer_config_fields[0]);
 

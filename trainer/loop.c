@@ -2,6 +2,7 @@
  * global_step counts optimizer steps; callback hooks run before the module's hook of the
  * same name; validation at epoch end runs before on_train_epoch_end. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,35 @@
     for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
         const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
         if (!cb_->ops->hook) continue; \
+        const double p0_ = VOLT__PROF_T0(t); \
         volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
+        volt__prof_add((t), "Callback", cb_->ops->name, #hook, p0_); \
         if (st_ == VOLT_STOP) (t)->should_stop = true; \
         else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
     } } while (0)
 #define MOD_HOOK(t, hook, ...) do { \
     if ((t)->mops->hook) { \
+        const double p0_ = VOLT__PROF_T0(t); \
         volt_status st_ = (t)->mops->hook((t)->module, (t), ##__VA_ARGS__); \
+        volt__prof_add((t), "LightningModule", (t)->mops->name, #hook, p0_); \
         if (st_ == VOLT_STOP) (t)->should_stop = true; \
         else if (st_ < 0) return hook_err((t), st_, (t)->mops->name, #hook); \
     } } while (0)
+/* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
+ * error is recorded and returned. */
+static volt_status cb_hooks_each(volt_trainer *t, size_t off, const char *hook) {
+    for (int i = 0; i < t->n_cbs; i++) {
+        volt_status (*fn)(void *, volt_trainer *);
+        memcpy(&fn, (const char *)t->cbs[i].ops + off, sizeof fn);
+        if (!fn) continue;
+        const double p0 = VOLT__PROF_T0(t);
+        volt_status st = fn(t->cbs[i].self, t);
+        volt__prof_add(t, "Callback", t->cbs[i].ops->name, hook, p0);
+        if (st < 0) return volt__loop_hook_err(t, st, t->cbs[i].ops->name, hook);
+    }
+    return VOLT_OK;
+}
+#define CB_EACH(t, hook) cb_hooks_each((t), offsetof(volt_callback_ops, hook), #hook)
 
 static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook) {
     if (!t->errmsg[0]) volt__terr(t, st, "%s: %s failed (%s)", who ? who : "?", hook, volt_status_str(st));
@@ -190,11 +210,15 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
+        double p0 = VOLT__PROF_T0(t);
         volt_status st = volt_loader_next(val, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, val, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
+        p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
+        volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
     }
     if (!sanity) {
@@ -293,6 +317,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
     if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
     CB_HOOK(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !t->should_stop && !max_steps_reached(t)) {
+        const double pe = VOLT__PROF_T0(t);
         bool resuming_mid = t->batch_in_epoch > 0;
         if (!resuming_mid) {
             t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
@@ -307,14 +332,18 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
             int64_t idx = t->batch_in_epoch;
             const volt_batch *hb, *b;
+            double p0 = VOLT__PROF_T0(t);
             volt_status st = volt_loader_next(train, &hb);
             if (st == VOLT_STOP) break;
             if (st < 0) return loader_err(t, train, st);
             VOLT_TRY(volt__transfer_batch(t, hb, &b));   /* host -> device, before the batch hooks */
+            volt__prof_add(t, NULL, NULL, "train_dataloader_next", p0);
             volt__metrics_clear_fresh(t);
             CB_HOOK(t, on_train_batch_start, b, idx);
             MOD_HOOK(t, on_train_batch_start, b, idx);
+            p0 = VOLT__PROF_T0(t);
             VOLT_TRY(train_batch(t, b, idx, n_batches));
+            volt__prof_add(t, NULL, NULL, "run_training_batch", p0);
             t->batch_in_epoch = idx + 1;
             bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
             CB_HOOK(t, on_train_batch_end, b, idx);
@@ -344,6 +373,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
         MOD_HOOK(t, on_train_epoch_end);
+        volt__prof_add(t, NULL, NULL, "run_training_epoch", pe);
         t->epoch++;
         t->batch_in_epoch = 0;
         t->epoch_done = false;
@@ -357,10 +387,13 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     volt_status st0;
     t->errmsg[0] = 0;
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
+    volt__prof_stage(t, "fit");
+    const double p0 = VOLT__PROF_T0(t);
     VOLT_TRY(setup_model(t, ops, module));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_optim(t));
+    volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
@@ -373,7 +406,9 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (ckpt_path) {
         const char *path = volt__resolve_ckpt(t, ckpt_path);
         if (path) {
+            const double pl = VOLT__PROF_T0(t);
             volt_status st = volt__ckpt_load(t, path, true);
+            volt__prof_add(t, NULL, NULL, "load_checkpoint", pl);
             if (st < 0) { t->fitting = false; return st; }
         } else if (strcmp(ckpt_path, "last") != 0) {
             t->fitting = false;
@@ -382,33 +417,18 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     }
     volt_status st = VOLT_OK;
 #define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
-    for (int i = 0; i < t->n_cbs; i++)
-        if (t->cbs[i].ops->on_fit_start && (st = t->cbs[i].ops->on_fit_start(t->cbs[i].self, t)) < 0) {
-            hook_err(t, st, t->cbs[i].ops->name, "on_fit_start");
-            goto out;
-        }
+    RUN(CB_EACH(t, on_fit_start));
     if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
     if (val && ops->validation_step && t->cfg.num_sanity_val_steps > 0) {
-        for (int i = 0; i < t->n_cbs; i++)
-            if (t->cbs[i].ops->on_sanity_check_start && (st = t->cbs[i].ops->on_sanity_check_start(t->cbs[i].self, t)) < 0) {
-                hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_start");
-                goto out;
-            }
+        RUN(CB_EACH(t, on_sanity_check_start));
         RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true, NULL));
-        for (int i = 0; i < t->n_cbs; i++)
-            if (t->cbs[i].ops->on_sanity_check_end && (st = t->cbs[i].ops->on_sanity_check_end(t->cbs[i].self, t)) < 0) {
-                hook_err(t, st, t->cbs[i].ops->name, "on_sanity_check_end");
-                goto out;
-            }
+        RUN(CB_EACH(t, on_sanity_check_end));
     }
     RUN(fit_loop(t, train, val));
     RUN(materialize_params(t));   /* full weights on every rank after fit */
-    for (int i = 0; i < t->n_cbs; i++)
-        if (t->cbs[i].ops->on_fit_end && (st = t->cbs[i].ops->on_fit_end(t->cbs[i].self, t)) < 0) {
-            hook_err(t, st, t->cbs[i].ops->name, "on_fit_end");
-            goto out;
-        }
+    RUN(CB_EACH(t, on_fit_end));
     if (ops->on_fit_end && (st = ops->on_fit_end(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_end"); goto out; }
+    volt__prof_report(t);
 #undef RUN
 out:
     /* an error between a step and the next forward: the gathers still complete (no request
@@ -420,14 +440,20 @@ out:
 }
 
 /* ---- validate / test / predict ------------------------------------------------------------ */
-static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path) {
+static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
+                                const char *stage) {
     t->errmsg[0] = 0;
+    volt__prof_stage(t, stage);
+    double p0 = VOLT__PROF_T0(t);
     VOLT_TRY(setup_model(t, ops, module));
     VOLT_TRY(add_defaults(t));
+    volt__prof_add(t, NULL, NULL, "setup", p0);
     if (ckpt_path) {
         const char *path = volt__resolve_ckpt(t, ckpt_path);
         if (!path) return volt__terr(t, VOLT_ERR_NOT_FOUND, "no checkpoint for ckpt_path=\"%s\"", ckpt_path);
+        p0 = VOLT__PROF_T0(t);
         VOLT_TRY(volt__ckpt_load(t, path, false));
+        volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
     }
     return VOLT_OK;
 }
@@ -435,17 +461,19 @@ static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, voi
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
     if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "validate"));
     volt_status st = volt__strategy_setup_loader(t->strategy, val);
     if (st < 0) return strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
-    return run_validation(t, val, t->cfg.limit_val_batches, false, NULL);
+    VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
+    volt__prof_report(t);
+    return VOLT_OK;
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
     if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "test"));
     volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
@@ -459,11 +487,15 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
+        double p0 = VOLT__PROF_T0(t);
         volt_status st = volt_loader_next(test, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, test, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
+        p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
+        volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
     }
     volt__metrics_clear_fresh(t);
@@ -473,13 +505,14 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     CB_HOOK(t, on_test_end);
     t->num_eval_batches = -1;
     t->stage = prev;
+    volt__prof_report(t);
     return VOLT_OK;
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path));
+    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "predict"));
     volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
@@ -495,6 +528,7 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         if (st < 0) return loader_err(t, loader, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt_tensor *pred = NULL;
+        const double p0 = VOLT__PROF_T0(t);
         volt_step_begin(t->step, false, 0);
         t->in_step = true;
         st = ops->predict_step(module, t->step, b, i, &pred);
@@ -508,9 +542,11 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         if (st >= 0) st = out(ctx, b, pred);
         volt_step_end(t->step);
         volt__metrics_discard(t);
+        volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
     }
     t->num_eval_batches = -1;
     t->stage = prev;
+    volt__prof_report(t);
     return VOLT_OK;
 }

@@ -32,7 +32,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .optimizer_dtype = "auto", .run_fingerprint = NULL, .resume_anyway = false,
         .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
         .accelerator = "auto", .compile = false, .matmul_precision = "highest",
-        .strategy_reduce_dtype = "fp32", .strategy_comm = "auto",
+        .strategy_reduce_dtype = "fp32", .strategy_comm = "auto", .profiler = NULL,
     };
 }
 
@@ -121,6 +121,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (c->max_epochs == 0 || c->max_steps == 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
     VOLT_TRY(check_matmul_precision(t));
+    VOLT_TRY(volt__prof_check(t));
     return volt__compile_check_config(t);
 }
 
@@ -137,6 +138,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt_params_destroy(t->ps);
     volt__transfer_free(t);
     volt__metrics_free(t);
+    volt__prof_destroy(t);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t->accelerator);

@@ -110,6 +110,7 @@ struct volt_trainer {
     int n_compiled;
     int64_t compile_eager, compile_captured, compile_replayed;
     const char *compile_phase; /* what runs while a step is being captured (error messages) */
+    struct volt_prof *prof;    /* profiler = "simple" (trainer/profiler.c), else NULL */
 };
 
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
@@ -175,6 +176,17 @@ volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *wha
  * anything reads or writes unit values outside the tape. what: for the message. */
 volt_status volt__loop_wait_params(volt_trainer *t, const char *what);
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
+
+/* profiler.c: profiler = "simple" (t->prof); every call is a no-op when it is off */
+typedef struct volt_prof volt_prof;
+volt_status volt__prof_check(volt_trainer *t);   /* at create: the config's value */
+void volt__prof_destroy(volt_trainer *t);
+double volt__prof_now(void);
+void volt__prof_stage(volt_trainer *t, const char *stage);   /* a stage starts: figures reset */
+/* the time since t_start added to action "[kind]who.what" (kind NULL: "what") */
+void volt__prof_add(volt_trainer *t, const char *kind, const char *who, const char *what, double t_start);
+void volt__prof_report(volt_trainer *t);   /* rank 0: the stage's table on stdout */
+#define VOLT__PROF_T0(t) ((t)->prof ? volt__prof_now() : 0.0)
 
 /* checkpoint.c */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);

@@ -26,7 +26,8 @@
 #               JOB_S - 20): past it the app is stopped and the RESULT line says how far it got
 #               (the last row of its metrics.csv: epoch and step), so a slow first run still
 #               tells the step time
-# Prints the app's own output, then "RESULT job: ..." lines: wall seconds of the whole process
+# Prints the app's own output (with the profiler's tables: --trainer.profiler simple), then
+# "RESULT job: ..." lines: the tables' main rows, wall seconds of the whole process
 # (twice: the first run tokenizes, the second — RUNS=2 — reads the token cache, as a user's
 # second job does), the app's fit time, the tokenizer's time and the test accuracy. Exits with
 # the app's status.
@@ -76,13 +77,18 @@ for run in $(seq 1 "$RUNS"); do
     --model.preset "$PRESET" --trainer.max_epochs "$EPOCHS" --trainer.precision "$PRECISION" \
     --trainer.accelerator "$ACCELERATOR" --trainer.compile "$([ "$COMPILE" = 1 ] && echo true || echo false)" \
     --checkpoint.async_save "$([ "$ASYNC" = 1 ] && echo true || echo false)" \
-    --trainer.default_root_dir "$W" --trainer.enable_progress_bar false ${EXTRA:-} 2>&1 | tee "$W.log"
+    --trainer.default_root_dir "$W" --trainer.enable_progress_bar false --trainer.profiler simple ${EXTRA:-} 2>&1 |
+    tee "$W.log"
   rc=${PIPESTATUS[0]}
   wall=$(since "$t")
   fit=$(sed -n 's/^Time elapsed \([0-9.]*\) min$/\1/p' "$W.log" | tail -1)
   tok=$(sed -n 's/^tokenized to [0-9]* tokens in \([0-9.]*\) s (\(.*\))$/\1 s (\2)/p' "$W.log" | tail -1)
   acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
   [ "$COMPILE" = 1 ] && grep -h '^compile: ' "$W.log" | sed 's/^/RESULT job: run '"$run"': /'
+  # where the minute went: the profiler's main rows (the FIT and TEST tables)
+  awk -v r="$run" '/ Profiler Report$/ { stage = $1 }
+    stage && /^\|  (Total|run_training_batch|run_training_epoch|validation_step|test_step|setup|load_checkpoint|train_dataloader_next|\[Callback\]ModelCheckpoint\.on_(validation_end|fit_end)) / {
+      gsub(/  +/, " "); print "RESULT job: run " r ": " stage " " $0 }' "$W.log"
   printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
     "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
     "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \

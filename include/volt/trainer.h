@@ -207,6 +207,13 @@ typedef struct volt_trainer_config {
     const char *strategy_comm;       /* comm backend: "auto" (default, NULL: nccl on cuda, mpi
                                         otherwise), "mpi" (host buffers; on cuda staged through
                                         host copies), "nccl" */
+    /* ---- profiling (appended) ---- */
+    const char *profiler;            /* NULL (default) or "": none; "simple": Lightning's
+                                        SimpleProfiler — each action (training batch, fetching a
+                                        batch, validation/test/predict step, every callback and
+                                        module hook, setup, checkpoint load) timed and summed; after
+                                        fit, validate, test and predict rank 0 prints a table to
+                                        stdout ("FIT Profiler Report"); volt_trainer_profiler_action */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -218,6 +225,11 @@ VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
  * the graph bound), captured (each capture also runs the step once) and replayed, since
  * create. Any pointer may be NULL. */
 VOLT_API void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *captured, int64_t *replayed);
+/* profiler = "simple": an action of the last (or current) fit / validate / test / predict —
+ * "run_training_batch", "run_training_epoch", "train_dataloader_next", "validation_step",
+ * "test_step", "predict_step", "setup", "load_checkpoint", "[Callback]<name>.<hook>",
+ * "[LightningModule]<name>.<hook>" — its calls and total seconds; false when not recorded. */
+VOLT_API bool volt_trainer_profiler_action(const volt_trainer *t, const char *name, int64_t *calls, double *total_s);
 /* The device this trainer runs on: the accelerator name as resolved ("cpu", "cpu-strict",
  * "cuda"; "auto" already replaced) and its ordinal. */
 VOLT_API const char *volt_trainer_accelerator(const volt_trainer *t);
