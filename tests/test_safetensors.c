@@ -293,6 +293,18 @@ static void test_crc_corruption(void) {
     st = volt_st_verify_all(f, err, sizeof err);
     CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "fc1.weight"), "verify_all: %s", err);
     volt_st_close(f);
+    /* both tensors damaged: verify_all (tensors on several threads) names the first in file order */
+    b = vtest_slurp(p, &n);
+    if (b) {
+        b[8 + hl + 256 + 2] ^= 0x04;          /* inside fc1.bias, right after the weight */
+        spit(p, b, n);
+        free(b);
+        CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+        st = f ? volt_st_verify_all(f, err, sizeof err) : VOLT_ERR_IO;
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "fc1.weight") && !strstr(err, "fc1.bias"), "two damaged: %s", err);
+        CHECK(f && volt_st_verify(f, "fc1.bias", err, sizeof err) == VOLT_ERR_CORRUPT, "fc1.bias damaged too");
+        volt_st_close(f);
+    }
 
     /* A malformed crc entry is reported, not ignored. */
     float one = 1;
