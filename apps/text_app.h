@@ -64,6 +64,7 @@ typedef struct app {
     void *model;
     volt_trainer *t;
     bool zero;         /* rank 0, which prints the informational lines (errors: any rank) */
+    double read_s;     /* seconds text_load_corpus took (reading and parsing the files) */
 } app;
 
 static inline void app_free(app *a) {

@@ -258,9 +258,9 @@ int main(int argc, char **argv) {
         if (text_load_corpus(&o, &a) || text_split_corpus(&o, &a, n_split) || text_load_tokenizer(&o, &a)) goto out;
         n_classes = o.num_classes > 0 ? (int)o.num_classes : volt_corpus_num_classes(a.all);
         if (a.zero) {
-            printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu)\n", text_kind_name(o.kind),
-                   o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0], (long long)n_split[1],
-                   (long long)n_split[2], (unsigned long long)o.tr.seed);
+            printf(APP ": %s '%s': %lld texts, %d classes; split %lld/%lld/%lld (seed %llu); read in %.1f s\n",
+                   text_kind_name(o.kind), o.data_path, (long long)volt_corpus_len(a.all), n_classes, (long long)n_split[0],
+                   (long long)n_split[1], (long long)n_split[2], (unsigned long long)o.tr.seed, a.read_s);
             fflush(stdout);
         }
     }

@@ -83,15 +83,16 @@ for run in $(seq 1 "$RUNS"); do
   wall=$(since "$t")
   fit=$(sed -n 's/^Time elapsed \([0-9.]*\) min$/\1/p' "$W.log" | tail -1)
   tok=$(sed -n 's/^tokenized to [0-9]* tokens in \([0-9.]*\) s (\(.*\))$/\1 s (\2)/p' "$W.log" | tail -1)
+  rd=$(sed -n 's/.*; read in \([0-9.]*\) s$/\1/p' "$W.log" | head -1)
   acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
   [ "$COMPILE" = 1 ] && grep -h '^compile: ' "$W.log" | sed 's/^/RESULT job: run '"$run"': /'
   # where the minute went: the profiler's main rows (the FIT and TEST tables)
   awk -v r="$run" '/ Profiler Report$/ { stage = $1 }
     stage && /^\|  (Total|run_training_batch|run_training_epoch|validation_step|test_step|setup|load_checkpoint|train_dataloader_next|\[Callback\]ModelCheckpoint\.on_(validation_end|fit_end)) / {
       gsub(/  +/, " "); print "RESULT job: run " r ": " stage " " $0 }' "$W.log"
-  printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
+  printf 'RESULT job: run %d: %s wall_s=%.1f fit_min=%s read_s=%s tokenize=%s test_acc=%s rc=%d (%s %s x %s, %s epochs, %s%s, %s)\n' \
     "$run" "$([ "$run" = 1 ] && echo "first (tokenizes)" || echo "again (token cache)")" "$wall" "${fit:-?}" \
-    "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
+    "${rd:-?}" "${tok:-?}" "${acc:-?}" "$rc" "$PRESET" "$BATCH" "$SEQ" "$EPOCHS" "$PRECISION" \
     "$([ "$COMPILE" = 1 ] && echo +compile)$([ "$ASYNC" = 1 ] && echo ', async checkpoints')" "$ACCELERATOR"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then   # stopped: how far it got (the CSV logger's last row)
     csv=$(ls -t "$W"/lightning_logs/version_*/metrics.csv 2>/dev/null | head -1)
