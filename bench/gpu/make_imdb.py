@@ -2,6 +2,7 @@
 """A synthetic corpus in the IMDB layout, of the seed job's size, for timing the whole job.
 
     make_imdb.py OUT [--texts 50000] [--vocab vocab.txt] [--seed 1]
+    make_imdb.py OUT --write-vocab PATH      # a made-up vocab, when there is no real one
 
 Writes OUT/aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt, half the texts under train/ and
 half under test/, each half split evenly between pos and neg: the folder the text app reads
@@ -44,7 +45,18 @@ def main():
     ap.add_argument("--vocab", default=os.path.expanduser("~/.cache/volt/bert-base-uncased/vocab.txt"))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-words", type=int, default=2400)
+    ap.add_argument("--write-vocab", metavar="PATH",
+                    help="only write a made-up WordPiece vocab (special tokens, the built-in and sentiment words, "
+                         "letters and their ## pieces) to PATH and exit: for a machine without bert-base-uncased's")
     a = ap.parse_args()
+    if a.write_vocab:
+        letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789.,!?'-<>/")
+        toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(FALLBACK + POS + NEG)) + letters + \
+               ["##" + c for c in letters]
+        with open(a.write_vocab, "w", encoding="utf-8") as f:
+            f.write("\n".join(toks) + "\n")
+        print("make_imdb.py: a made-up vocab of %d tokens in %s" % (len(toks), a.write_vocab))
+        return
     if a.texts < 4 or a.texts % 4:
         sys.exit("make_imdb.py: --texts must be a positive multiple of 4")
     vocab = words_from(a.vocab)
