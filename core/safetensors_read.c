@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "core/hostmem.h"
 #include "core/safetensors_internal.h"
 #include "volt/dtype.h"
 
@@ -33,15 +33,9 @@ static int st_read_full(int fd, void *buf, size_t n) {
     return got == n ? 1 : 0;        /* 1 full, 0 short (EOF), -1 error */
 }
 
-/* The file's data: on transparent huge pages when large (a checkpoint: hundreds of MB, read
- * once; 4 KiB pages would fault ~200,000 times). */
-#define ST_HUGE ((size_t)2 << 20)
+/* The file's data: a checkpoint's hundreds of MB on huge pages (core/hostmem.h). */
 static unsigned char *st_data_alloc(size_t n) {
-    if (n < 4 * ST_HUGE) return malloc(n ? n : 1);
-    const size_t r = (n + ST_HUGE - 1) / ST_HUGE * ST_HUGE;
-    unsigned char *p = aligned_alloc(ST_HUGE, r);
-    if (p) (void)madvise(p, r, MADV_HUGEPAGE);
-    return p;
+    return n < 4 * VOLT_HUGE_PAGE ? malloc(n ? n : 1) : volt__huge_alloc(n);
 }
 
 volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen) {

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "vtest.h"
@@ -42,12 +41,6 @@ static const char *fresh_dir(const char *name) {
 }
 
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
-
-static double test_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -1193,9 +1186,9 @@ static void test_e2e_profiler(void) {
     int saved = dup(1);
     FILE *f = fopen(out, "w");
     if (f) dup2(fileno(f), 1);
-    const double t0 = test_now();
+    const double t0 = vtest_now();
     volt_status st = fit(t, &m, true, NULL);
-    const double wall = test_now() - t0;
+    const double wall = vtest_now() - t0;
     fflush(stdout);
     if (f) { dup2(saved, 1); fclose(f); }
     close(saved);

@@ -16,7 +16,7 @@
 #include "strategies/comm/comm.h"
 #include "core/device.h"
 #ifdef VOLT_HAVE_MPI
-#include <mpi.h>
+#include "vtest_mpi.h"
 #endif
 
 typedef struct {
@@ -284,9 +284,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_mpi();
-    int rc = vtest_finish(), any = rc;
-    MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return any;
+    return vtest_mpi_finish();
 #endif
 }

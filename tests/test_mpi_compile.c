@@ -27,7 +27,7 @@
 #include "volt/trainer.h"
 #include "compile_mlp.h"
 #ifdef VOLT_HAVE_MPI
-#include <mpi.h>
+#include "vtest_mpi.h"
 #endif
 
 enum { BS = 4 /* per rank */, NB = 5 /* full batches per rank and epoch */, EPOCHS = 2 };
@@ -279,13 +279,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: mpirun -np N test_mpi_compile [parity S PREC | refuse | fault]\n");
         return 2;
     }
-    int rc = vtest_finish();
-    if (!fault) {
-        int any = rc;
-        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        return any;
-    }
-    return rc;
+    if (!fault) return vtest_mpi_finish();
+    return vtest_finish();
 #endif
 }

@@ -36,14 +36,8 @@
 #include "core/cuda/cuda.h"
 #endif
 #if defined(VOLT_HAVE_NCCL) && defined(VOLT_HAVE_MPI)
-#include <mpi.h>
+#include "vtest_mpi.h"
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static volt_status strategy_err(const char *name, const char *acc, const char *reduce, const char *comm, char *err, size_t n) {
     volt_strategy_config sc = { .name = name, .timeout_s = 5, .devices = 1, .num_nodes = 1, .accelerator = acc,
@@ -220,7 +214,7 @@ static void test_collectives(volt_comm *c) {
     CHECK_OK(c->ops->all_gather(c, a, b, N, VOLT_COMM_F32, "q1", &q[1]));
     CHECK_OK(c->ops->barrier(c, "q2", &q[2]));
     bool done = false;
-    for (double t0 = now_s(); !done && now_s() - t0 < 5;) CHECK_OK(c->ops->test(c, q[2], &done));
+    for (double t0 = vtest_now(); !done && vtest_now() - t0 < 5;) CHECK_OK(c->ops->test(c, q[2], &done));
     CHECK(done, "test() sees a barrier complete");
     for (int i = 0; i < 3; i++) CHECK_OK(c->ops->wait(c, q[i]));
     CHECK(!bad, "%d collective results wrong", bad);
@@ -236,8 +230,8 @@ static void test_collectives(volt_comm *c) {
 /* A host function on the compute stream: sleeps (ordering) or spins until released (hang). */
 static atomic_int g_release;
 static void CUDART_CB hold_stream(void *arg) {
-    const double t0 = now_s();
-    while (!atomic_load(&g_release) && now_s() - t0 < (arg ? 0.3 : 60)) {
+    const double t0 = vtest_now();
+    while (!atomic_load(&g_release) && vtest_now() - t0 < (arg ? 0.3 : 60)) {
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
@@ -271,9 +265,9 @@ static void test_ordering(volt_comm *c) {
  * `hard` seconds it ends the process (a real hang). */
 static atomic_int g_hang_over, g_soft_fired;
 static void *watchdog(void *arg) {
-    const double *lim = arg, t0 = now_s();
+    const double *lim = arg, t0 = vtest_now();
     while (!atomic_load(&g_hang_over)) {
-        const double el = now_s() - t0;
+        const double el = vtest_now() - t0;
         if (el > lim[0] && !atomic_load(&g_soft_fired)) {
             atomic_store(&g_soft_fired, 1);
             atomic_store(&g_release, 1);
@@ -309,9 +303,9 @@ static void test_hang(void) {
     pthread_create(&th, NULL, watchdog, limits);
     /* the compute stream is held: the collective (ordered after it) cannot run */
     CHECK(cudaLaunchHostFunc(cx->stream, hold_stream, NULL) == cudaSuccess, "cudaLaunchHostFunc");
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     s = volt__comm_all_reduce(c, a, a, 1024, VOLT_COMM_F32, VOLT_COMM_SUM, "forced hang");
-    const double el = now_s() - t0;
+    const double el = vtest_now() - t0;
     const volt_status hs = s;
     CHECK(s == VOLT_ERR_TIMEOUT, "forced hang: got %s, want VOLT_ERR_TIMEOUT", volt_status_str(s));
     CHECK(el >= T * 0.95 && el <= T + 3 && !atomic_load(&g_soft_fired), "forced hang: ended after %.2f s, deadline %.0f s%s", el, T,
@@ -462,12 +456,12 @@ static void test_gpu(void) {
     volt__comm_config_init(&cc);
     cc.timeout_s = 30;
     volt_comm *c = NULL;
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     s = volt__comm_create_for(g_dev, &cc, &c, err, sizeof err);
     CHECK(s == VOLT_OK, "nccl comm on cuda:%d: %s", g_dev->ordinal, err);
     if (s < 0) return;
     CHECK(!strcmp(c->ops->name, "nccl") && !c->staged && (c->ops->flags & VOLT_COMM_STREAM_ORDERED), "auto on cuda is nccl, not staged");
-    printf("nccl: init: ok (rank %d of %d on cuda:%d, %.2f s)\n", c->rank, c->world, g_dev->ordinal, now_s() - t0);
+    printf("nccl: init: ok (rank %d of %d on cuda:%d, %.2f s)\n", c->rank, c->world, g_dev->ordinal, vtest_now() - t0);
     test_collectives(c);
     test_ordering(c);
     volt__comm_destroy(c);
@@ -637,10 +631,7 @@ int main(int argc, char **argv) {
         int provided = 0;
         MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
         test_split();
-        int rc = vtest_finish(), any = rc;
-        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        return any;
+        return vtest_mpi_finish();
 #else
         VTEST_SKIP("built without NCCL or MPI");
 #endif

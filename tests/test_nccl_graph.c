@@ -26,12 +26,6 @@
 
 static volt_device *g_dev;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static volt_comm *make_comm(double timeout_s) {
     volt_comm_config cc;
     volt__comm_config_init(&cc);
@@ -97,17 +91,17 @@ out:
 static atomic_int g_release, g_over;
 static void CUDART_CB hold_stream(void *arg) {
     (void)arg;
-    const double t0 = now_s();
-    while (!atomic_load(&g_release) && now_s() - t0 < 60) {
+    const double t0 = vtest_now();
+    while (!atomic_load(&g_release) && vtest_now() - t0 < 60) {
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
 }
 static void *watchdog(void *arg) {
     (void)arg;
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     while (!atomic_load(&g_over)) {
-        if (now_s() - t0 > 25) {
+        if (vtest_now() - t0 > 25) {
             fprintf(stderr, "FAIL nccl graph: bound: drain did not return within 25 s (a hang)\n");
             _exit(1);
         }
@@ -135,9 +129,9 @@ static void test_bound(void) {
     pthread_create(&th, NULL, watchdog, NULL);
     CHECK(cudaLaunchHostFunc(cx->stream, hold_stream, NULL) == cudaSuccess, "cudaLaunchHostFunc");
     CHECK_OK(g_dev->be->graph_launch(g_dev, g, err, sizeof err));
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     volt_status s = c->ops->drain(c, "the held graph");
-    const double el = now_s() - t0;
+    const double el = vtest_now() - t0;
     char m[768];
     snprintf(m, sizeof m, "%s", volt__comm_errmsg(c));
     CHECK(s == VOLT_ERR_TIMEOUT && el >= T * 0.95 && el <= T + 3, "drain: %s after %.2f s (deadline %.0f s): %s",

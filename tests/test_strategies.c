@@ -28,7 +28,7 @@
 #include "strategies/comm/comm.h"
 #include "core/device.h"
 #ifdef VOLT_HAVE_MPI
-#include <mpi.h>
+#include "vtest_mpi.h"
 #include "strategies/parallel/parallel.h"
 #endif
 
@@ -420,12 +420,6 @@ static bool same_everywhere(uint64_t v) {
     return ok;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- comm backend ------------------------------------------------------------------------------ */
 static void test_comm(void) {
     volt_comm_config cc;
@@ -497,9 +491,9 @@ static void test_comm(void) {
     cc.timeout_s = 0.5;
     CHECK_OK(volt__comm_mpi_create(&cc, &c, err, sizeof err));
     if (R == 0 && W > 1) {
-        double t0 = now_s();
+        double t0 = vtest_now();
         st = volt__comm_barrier(c, "lonely barrier");
-        double el = now_s() - t0;
+        double el = vtest_now() - t0;
         CHECK(st == VOLT_ERR_TIMEOUT, "lonely barrier: %s", volt_status_str(st));
         CHECK(el >= 0.5 && el < 5, "timed out after %.2f s", el);
         CHECK(strstr(volt__comm_errmsg(c), "rank 0: barrier #1 (lonely barrier) timed out after 0.5 s") != NULL,
@@ -1081,9 +1075,9 @@ static void test_fault(const char *name, int at_batch) {
     } else if (g_rank == 1 && t && l) {
         CHECK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL) == VOLT_ERR_STATE, "rank 1 left");
     } else if (t && l) {
-        double t0 = now_s();
+        double t0 = vtest_now();
         volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
-        double el = now_s() - t0;
+        double el = vtest_now() - t0;
         const char *msg = volt_trainer_errmsg(t);
         CHECK(st == VOLT_ERR_TIMEOUT, "rank %d: fit returned %s: %s", g_rank, volt_status_str(st), msg);
         char want[64];
@@ -1513,13 +1507,7 @@ int main(int argc, char **argv) {
                         "reshard_resume S PATH]\n");
         return 2;
     }
-    int rc = vtest_finish();
-    if (own_mpi) {
-        int any = rc;
-        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        MPI_Finalize();
-        return any;
-    }
-    return rc;
+    if (own_mpi) return vtest_mpi_finish();
+    return vtest_finish();
 #endif
 }

@@ -29,19 +29,13 @@
 #include "volt/distilbert.h"
 #include "core/device.h"
 #ifdef VOLT_HAVE_MPI
-#include <mpi.h>
+#include "vtest_mpi.h"
 #endif
 
 /* T tokens per row (the preset takes up to 512; 16 keeps a step cheap, the 3.9M-float word
  * embedding dominates the cost anyway); GB rows per global micro-batch divide by 2 and 3. */
 enum { T = 16, GB = 12, ACC = 2, STEPS = 5, NS = GB * ACC * STEPS, MAX_LOSSES = 64, PAD = 0, CLS = 101 };
 #define CLIP 0.1f   /* below the gradient norm of every step here: clipping is active throughout */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- data: random tokens, padded rows, a label carried by token 1 -------------------------------- */
 static int32_t IDS[NS * T], MASK[NS * T];
@@ -179,7 +173,7 @@ static void check_device(volt_trainer *t) {
 
 static void run_single(volt_dataset *ds, ref_run *r) {
     memset(r, 0, sizeof *r);
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     void *m = make_model();
     volt_trainer *t = make_trainer("single");
     volt_loader *l = make_loader(ds, GB, true);
@@ -196,7 +190,7 @@ static void run_single(volt_dataset *ds, ref_run *r) {
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
     volt_distilbert_destroy(m);
-    r->seconds = now_s() - t0;
+    r->seconds = vtest_now() - t0;
 }
 
 /* ---- one step against the PyTorch fixture ----------------------------------------------------------- */
@@ -448,7 +442,7 @@ static void test_parity(const char *name) {
     volt_dataset *ds = make_data(30522);
     ref_run ref;
     run_single(ds, &ref);
-    const double t0 = now_s();
+    const double t0 = vtest_now();
     void *m = make_model();
     volt_trainer *t = make_trainer(name);
     CHECK(GB % g_world == 0, "global batch %d not divisible by %d ranks", GB, g_world);
@@ -460,7 +454,7 @@ static void test_parity(const char *name) {
     volt_status st = volt_trainer_fit(t, &volt_distilbert_ops, m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "%s fit: %s", name, volt_trainer_errmsg(t));
     CHECK(volt_trainer_global_step(t) == STEPS, "%s: %lld steps", name, (long long)volt_trainer_global_step(t));
-    const double secs = now_s() - t0;
+    const double secs = vtest_now() - t0;
     /* losses: the global loss of a micro-step is the mean over ranks of the shard means */
     CHECK(rec.n_losses == ACC * STEPS && ref.rec.n_losses == ACC * STEPS, "%d / %d losses", rec.n_losses,
           ref.rec.n_losses);
@@ -540,9 +534,6 @@ int main(int argc, char **argv) {
     fx_world = g_world;
     fx_rank = g_rank;
     test_fixture_step(argv[2]);
-    int rc = vtest_finish(), any = rc;
-    MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return any;
+    return vtest_mpi_finish();
 #endif
 }

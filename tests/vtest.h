@@ -14,6 +14,7 @@
 #include <string.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/dtype.h"
@@ -83,6 +84,12 @@ static inline int vtest_finish(void) {
 }
 
 /* A per-test scratch directory (from ctest's VOLT_TEST_TMP, else /tmp/volt_test). */
+/* CLOCK_MONOTONIC in seconds: deadlines and timings inside tests. */
+static inline double vtest_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 /* A whole file (malloc'ed, one extra NUL byte after it) and its size in *n; NULL when unreadable. */
 static inline unsigned char *vtest_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

@@ -135,58 +135,64 @@ bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi) {
     return lo <= off && off + volt_tensor_numel(p) <= hi;
 }
 
-/* The file, streamed: module extras of 8/4-byte elements, the weights as f32 (unit by unit),
- * the optimizer states as "optimizer.<state>.<param>" f32 (state by state, unit by unit),
- * the other extras; w's metadata. Each unit's values and each state come to the host once,
- * through the staging area, and go to the file from there. */
-static volt_status save_single(volt_trainer *t, const volt_st_writer *w, const char *path) {
+/* Every tensor of a single-file save but the module extras, in file order: the weights as
+ * f32 unit by unit, then "optimizer.<state>.<param>" state by state and unit by unit. With a
+ * staging area each unit's values and each state come to the host once (one D2H copy) and
+ * fn gets the parameter's slice of it; without, data is NULL (declaring, counting). The
+ * streamed save and the snapshot (checkpoint_snapshot.c) both walk this, so their files
+ * hold the same tensors in the same order. */
+volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void *ctx) {
     const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
-    char err[768] = "", name[512];
-    ck_stage sg;
-    if (stage_open(t, &sg) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
-    volt_st_stream *s = NULL;
-    volt_status st = ck_stream_open(path, w, &s, err, sizeof err);
-    if (st >= 0) st = ck_stream_extras(s, w, true, false);
+    char name[512];
+    volt_status st = VOLT_OK;
     for (int u = 0; st >= 0 && u < U; u++) {
         const volt_unit *un = volt_params_unit_at(t->ps, u);
-        for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++)
-            st = volt_st_stream_declare(s, volt_unit_param(un, i)->name, VOLT_F32, volt_unit_param(un, i)->shape);
+        const float *v = sg ? stage_values(t, sg, u, 0, volt_unit_numel(un)) : NULL;
+        if (sg && !v) return VOLT_ERR_STATE;
+        for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
+            const volt_tensor *p = volt_unit_param(un, i);
+            st = fn(ctx, p->name, p->shape, v ? v + volt_param_offset(p) : NULL);
+        }
     }
     for (int k = 0; st >= 0 && k < K; k++)
         for (int u = 0; st >= 0 && u < U; u++) {
             const volt_unit *un = volt_params_unit_at(t->ps, u);
             int64_t lo = 0, hi = 0;
-            if (!volt_optimizer_state_raw(t->opt, u, k, &lo, &hi)) continue;
+            const float *v = sg ? stage_state(t, sg, u, k, &lo, &hi) : NULL;
+            if (sg ? !v : !volt_optimizer_state_raw(t->opt, u, k, &lo, &hi)) continue;
             for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
                 const volt_tensor *p = volt_unit_param(un, i);
                 if (!state_holds(p, lo, hi)) continue;
                 snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
-                st = volt_st_stream_declare(s, name, VOLT_F32, p->shape);
+                st = fn(ctx, name, p->shape, v ? v + (volt_param_offset(p) - lo) : NULL);
             }
         }
+    return st;
+}
+
+static volt_status stream_declare(void *s, const char *name, volt_shape shape, const float *data) {
+    (void)data;
+    return volt_st_stream_declare(s, name, VOLT_F32, shape);
+}
+static volt_status stream_write(void *s, const char *name, volt_shape shape, const float *data) {
+    (void)shape;
+    return volt_st_stream_write(s, name, data);
+}
+
+/* The file, streamed: module extras of 8/4-byte elements, ck_each_tensor's tensors, the other
+ * extras; w's metadata. */
+static volt_status save_single(volt_trainer *t, const volt_st_writer *w, const char *path) {
+    char err[768] = "";
+    ck_stage sg;
+    if (stage_open(t, &sg) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
+    volt_st_stream *s = NULL;
+    volt_status st = ck_stream_open(path, w, &s, err, sizeof err);
+    if (st >= 0) st = ck_stream_extras(s, w, true, false);
+    if (st >= 0) st = ck_each_tensor(t, NULL, stream_declare, s);
     if (st >= 0) st = ck_stream_extras(s, w, false, false);
     if (st >= 0) st = volt_st_stream_begin(s);
     if (st >= 0) st = ck_stream_extras(s, w, true, true);
-    for (int u = 0; st >= 0 && u < U; u++) {   /* one D2H copy per unit */
-        const volt_unit *un = volt_params_unit_at(t->ps, u);
-        const float *v = stage_values(t, &sg, u, 0, volt_unit_numel(un));
-        if (!v) st = VOLT_ERR_STATE;
-        for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++)
-            st = volt_st_stream_write(s, volt_unit_param(un, i)->name, v + volt_param_offset(volt_unit_param(un, i)));
-    }
-    for (int k = 0; st >= 0 && k < K; k++)
-        for (int u = 0; st >= 0 && u < U; u++) {   /* one D2H copy per unit and state */
-            const volt_unit *un = volt_params_unit_at(t->ps, u);
-            int64_t lo, hi;
-            const float *v = stage_state(t, &sg, u, k, &lo, &hi);
-            if (!v) continue;
-            for (int i = 0; st >= 0 && i < volt_unit_param_count(un); i++) {
-                const volt_tensor *p = volt_unit_param(un, i);
-                if (!state_holds(p, lo, hi)) continue;
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
-                st = volt_st_stream_write(s, name, v + (volt_param_offset(p) - lo));
-            }
-        }
+    if (st >= 0) st = ck_each_tensor(t, &sg, stream_write, s);
     if (st >= 0) st = ck_stream_extras(s, w, false, true);
     if (st < 0 && s && !err[0]) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(s));
     if (st >= 0) st = volt_st_stream_finish(s, err, sizeof err);   /* consumes s */

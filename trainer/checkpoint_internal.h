@@ -61,6 +61,11 @@ volt_status meta_check(volt_st_file *f, const char *file, bool required, char *e
 volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path);
 /* Does optimizer state range [lo, hi) of a unit hold all of parameter p? (unsharded: always) */
 bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi);
+/* A tensor of a single-file save: data is the parameter's slice of the staged unit or state
+ * (f32, valid during the call), NULL when walked without a staging area. */
+typedef volt_status (*ck_tensor_fn)(void *ctx, const char *name, volt_shape shape, const float *data);
+/* The weights, then the optimizer states, in file order (checkpoint.c). */
+volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void *ctx);
 
 /* ---- shards (checkpoint_shards.c) ---- */
 /* The slice [lo, hi) of unit u this rank holds: all of it unless a sharding strategy says less. */

@@ -1,11 +1,11 @@
 /* Snapshots for asynchronous saving (ModelCheckpoint's async_save; Lightning's
  * AsyncCheckpointIO): everything volt_trainer_save_checkpoint would write, taken now into host
  * memory — the metadata and module extras in a volt_st_writer, the weights and optimizer
- * states copied out of device memory (one D2H copy per unit and state, through the staging
- * area) into one host buffer the writer borrows from — and written later, on any thread, by
- * volt_st_writer_write: the same tensors in the same order (the writer lays them out by
- * element size, stable in the order added: extras of 8 bytes, then the 4-byte extras, the
- * weights and the states, then the small extras, as save_single streams them), so the file
+ * states copied out of device memory (ck_each_tensor, the walk the streamed save makes: one
+ * D2H copy per unit and state) into one host buffer the writer borrows from — and written
+ * later, on any thread, by volt_st_writer_write. The writer lays tensors out by element size,
+ * stable in the order added (extras of 8 bytes, then the 4-byte extras, the weights and the
+ * states, then the small extras), which is the order save_single streams, so the file
  * is byte for byte the one a synchronous save at the snapshot's moment writes
  * (tests/test_callbacks.c). The write touches nothing of the trainer. The host buffer is kept
  * and reused by the next snapshot. Sharded strategies (ZeRO, FSDP) are not snapshotted: their
@@ -23,59 +23,23 @@ struct volt_ckpt_snapshot {
     bool empty;              /* a rank other than 0 of a replicated strategy: nothing to write */
 };
 
-/* Floats the weights and optimizer states take (each parameter once per state). */
-static size_t snapshot_floats(volt_trainer *t) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
-    size_t n = 0;
-    for (int u = 0; u < U; u++) {
-        const volt_unit *un = volt_params_unit_at(t->ps, u);
-        for (int i = 0; i < volt_unit_param_count(un); i++) n += (size_t)volt_tensor_numel(volt_unit_param(un, i));
-        for (int k = 0; k < K; k++) {
-            int64_t lo = 0, hi = 0;
-            if (!volt_optimizer_state_raw(t->opt, u, k, &lo, &hi)) continue;
-            for (int i = 0; i < volt_unit_param_count(un); i++)
-                if (state_holds(volt_unit_param(un, i), lo, hi)) n += (size_t)volt_tensor_numel(volt_unit_param(un, i));
-        }
-    }
-    return n;
+/* ck_each_tensor without staging: the floats the snapshot holds */
+static volt_status count_floats(void *ctx, const char *name, volt_shape shape, const float *data) {
+    (void)name; (void)data;
+    *(size_t *)ctx += (size_t)volt_shape_numel(shape);
+    return VOLT_OK;
 }
 
-/* The weights, then the states (state by state, unit by unit): save_single's order. */
-static volt_status snapshot_tensors(volt_trainer *t, volt_ckpt_snapshot *s, ck_stage *sg, const char *path) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
-    char name[512];
-    size_t off = 0;
-    for (int u = 0; u < U; u++) {
-        const volt_unit *un = volt_params_unit_at(t->ps, u);
-        const float *v = stage_values(t, sg, u, 0, volt_unit_numel(un));
-        if (!v) return volt__terr(t, VOLT_ERR_STATE, "checkpoint '%s': unit '%s' could not be staged", path, volt_unit_name(un));
-        for (int i = 0; i < volt_unit_param_count(un); i++) {
-            const volt_tensor *p = volt_unit_param(un, i);
-            const size_t n = (size_t)volt_tensor_numel(p);
-            memcpy(s->buf + off, v + volt_param_offset(p), n * sizeof(float));
-            volt_status st = volt_st_writer_add(s->w, p->name, VOLT_F32, p->shape, s->buf + off);
-            if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(s->w));
-            off += n;
-        }
-    }
-    for (int k = 0; k < K; k++)
-        for (int u = 0; u < U; u++) {
-            const volt_unit *un = volt_params_unit_at(t->ps, u);
-            int64_t lo, hi;
-            const float *v = stage_state(t, sg, u, k, &lo, &hi);
-            if (!v) continue;
-            for (int i = 0; i < volt_unit_param_count(un); i++) {
-                const volt_tensor *p = volt_unit_param(un, i);
-                if (!state_holds(p, lo, hi)) continue;
-                const size_t n = (size_t)volt_tensor_numel(p);
-                memcpy(s->buf + off, v + (volt_param_offset(p) - lo), n * sizeof(float));
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
-                volt_status st = volt_st_writer_add(s->w, name, VOLT_F32, p->shape, s->buf + off);
-                if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(s->w));
-                off += n;
-            }
-        }
-    return VOLT_OK;
+typedef struct snap_fill { volt_ckpt_snapshot *s; size_t off; } snap_fill;
+
+/* ... with staging: each tensor copied into the buffer, which the writer borrows */
+static volt_status fill_tensor(void *ctx, const char *name, volt_shape shape, const float *data) {
+    snap_fill *f = ctx;
+    const size_t n = (size_t)volt_shape_numel(shape);
+    float *dst = f->s->buf + f->off;
+    memcpy(dst, data, n * sizeof(float));
+    f->off += n;
+    return volt_st_writer_add(f->s->w, name, VOLT_F32, shape, dst);
 }
 
 volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io) {
@@ -90,7 +54,8 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     s->w = NULL;
     s->empty = t->rank != 0;   /* replicated state: rank 0 writes it all */
     if (s->empty) return VOLT_OK;
-    const size_t need = snapshot_floats(t);
+    size_t need = 0;
+    (void)ck_each_tensor(t, NULL, count_floats, &need);
     if (need > s->cap) {
         free(s->buf);
         s->cap = 0;
@@ -111,8 +76,11 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     ck_stage sg;
     if (stage_open(t, &sg) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
     else {
-        st = snapshot_tensors(t, s, &sg, path);
+        snap_fill f = { s, 0 };
+        st = ck_each_tensor(t, &sg, fill_tensor, &f);
         stage_close(&sg);
+        if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path,
+                               st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));
     }
     if (st < 0) {
         volt_st_writer_destroy(s->w);

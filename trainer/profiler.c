@@ -6,13 +6,15 @@
  * (Lightning's "FIT Profiler Report"): per action the mean, the calls, the total and its
  * share of the stage's wall time. The figures stay readable (volt_trainer_profiler_action)
  * until the next stage starts. Off (the default), an action costs one test of t->prof. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "core/clock.h"
 #include "trainer/trainer_internal.h"
 
 typedef struct prof_action {
+    const char *kind, *who, *what;   /* the caller's strings (literals, ops names): the fast match */
     char name[112];
     double total;
     int64_t calls;
@@ -24,12 +26,6 @@ struct volt_prof {
     double t0;                       /* the stage's start */
     char stage[16];
 };
-
-double volt__prof_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 volt_status volt__prof_check(volt_trainer *t) {
     const char *p = t->cfg.profiler;
@@ -52,35 +48,41 @@ void volt__prof_stage(volt_trainer *t, const char *stage) {
     volt_prof *p = t->prof;
     if (!p) return;
     p->n = 0;
-    p->t0 = volt__prof_now();
+    p->t0 = volt__now();
     snprintf(p->stage, sizeof p->stage, "%s", stage);
 }
 
-/* a new name grows the table (the first call of an action, not every call) */
+/* The caller's strings are literals and callback names that live as long as the trainer, so
+ * an action is found by pointer; the name is formatted (and compared, as two equal literals
+ * may have two addresses) only when the pointers are new. A new action grows the table. */
 void volt__prof_add(volt_trainer *t, const char *kind, const char *who, const char *what, double t_start) {
     volt_prof *p = t->prof;
     if (!p) return;
-    const double dt = volt__prof_now() - t_start;
-    char name[sizeof p->a[0].name];
-    if (kind) snprintf(name, sizeof name, "[%s]%s.%s", kind, who ? who : "?", what);
-    else snprintf(name, sizeof name, "%s", what);
-    for (int i = 0; i < p->n; i++)
-        if (!strcmp(p->a[i].name, name)) {
-            p->a[i].total += dt;
-            p->a[i].calls++;
-            return;
+    const double dt = volt__now() - t_start;
+    prof_action *a = NULL;
+    for (int i = 0; i < p->n && !a; i++)
+        if (p->a[i].kind == kind && p->a[i].who == who && p->a[i].what == what) a = &p->a[i];
+    if (!a) {
+        char name[sizeof p->a[0].name];
+        if (kind) snprintf(name, sizeof name, "[%s]%s.%s", kind, who ? who : "?", what);
+        else snprintf(name, sizeof name, "%s", what);
+        for (int i = 0; i < p->n && !a; i++)
+            if (!strcmp(p->a[i].name, name)) a = &p->a[i];
+        if (!a) {
+            if (p->n == p->cap) {
+                int cap = p->cap ? 2 * p->cap : 32;
+                prof_action *na = realloc(p->a, (size_t)cap * sizeof *na);
+                if (!na) return;   /* the figure is lost, nothing else */
+                p->a = na;
+                p->cap = cap;
+            }
+            a = &p->a[p->n++];
+            *a = (prof_action){ .kind = kind, .who = who, .what = what };
+            snprintf(a->name, sizeof a->name, "%s", name);
         }
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 32;
-        prof_action *a = realloc(p->a, (size_t)cap * sizeof *a);
-        if (!a) return;   /* the figure is lost, nothing else */
-        p->a = a;
-        p->cap = cap;
     }
-    prof_action *a = &p->a[p->n++];
-    snprintf(a->name, sizeof a->name, "%s", name);
-    a->total = dt;
-    a->calls = 1;
+    a->total += dt;
+    a->calls++;
 }
 
 static int by_total(const void *x, const void *y) {
@@ -91,17 +93,15 @@ static int by_total(const void *x, const void *y) {
 void volt__prof_report(volt_trainer *t) {
     volt_prof *p = t->prof;
     if (!p || !p->stage[0] || t->rank != 0) return;
-    const double wall = volt__prof_now() - p->t0;
+    const double wall = volt__now() - p->t0;
     prof_action *s = malloc((size_t)(p->n ? p->n : 1) * sizeof *s);
     if (!s) return;
     memcpy(s, p->a, (size_t)p->n * sizeof *s);
     qsort(s, (size_t)p->n, sizeof *s, by_total);
     int64_t calls = 0;
     for (int i = 0; i < p->n; i++) calls += s[i].calls;
-    char up[16];
-    size_t k = 0;
-    for (; p->stage[k] && k + 1 < sizeof up; k++) up[k] = (char)(p->stage[k] >= 'a' && p->stage[k] <= 'z' ? p->stage[k] - 32 : p->stage[k]);
-    up[k] = 0;
+    char up[sizeof p->stage];   /* "fit" -> "FIT" */
+    for (size_t k = 0; k < sizeof up; k++) up[k] = (char)toupper((unsigned char)p->stage[k]);
     char rule[134];   /* as wide as the rows */
     memset(rule, '-', sizeof rule - 1);
     rule[sizeof rule - 1] = 0;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include "volt/trainer.h"
 #include "core/internal.h"
+#include "core/clock.h"
 #include "strategies/strategy.h"
 #include "precision/precision.h"
 #include "volt/safetensors.h"
@@ -181,12 +182,11 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
 typedef struct volt_prof volt_prof;
 volt_status volt__prof_check(volt_trainer *t);   /* at create: the config's value */
 void volt__prof_destroy(volt_trainer *t);
-double volt__prof_now(void);
 void volt__prof_stage(volt_trainer *t, const char *stage);   /* a stage starts: figures reset */
 /* the time since t_start added to action "[kind]who.what" (kind NULL: "what") */
 void volt__prof_add(volt_trainer *t, const char *kind, const char *who, const char *what, double t_start);
 void volt__prof_report(volt_trainer *t);   /* rank 0: the stage's table on stdout */
-#define VOLT__PROF_T0(t) ((t)->prof ? volt__prof_now() : 0.0)
+#define VOLT__PROF_T0(t) ((t)->prof ? volt__now() : 0.0)   /* core/clock.h */
 
 /* checkpoint.c */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full);

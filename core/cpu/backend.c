@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "core/cpu/kernels.h"
+#include "core/hostmem.h"
 
 static const volt_kernel cpu_kernels[VOLT_OP_COUNT] = {
 #define VOLT_CPU_ENTRY_(id, nm) [VOLT_OP_##id] = { nm, volt__cpu_##id##_fwd, volt__cpu_##id##_bwd },
@@ -25,16 +26,11 @@ size_t volt__cpu_page_size(void) {
 }
 
 /* ---- memory ------------------------------------------------------------------------------- */
-#define THP_BYTES ((size_t)2 << 20)
 void *volt__cpu_alloc(volt_device *d, size_t bytes) {
     (void)d;
     const size_t pg = volt__cpu_page_size();
     if (!bytes) bytes = 1;
-    if (bytes >= THP_BYTES) {   /* transparent huge pages where the kernel grants them on request */
-        void *p = aligned_alloc(THP_BYTES, (bytes + THP_BYTES - 1) / THP_BYTES * THP_BYTES);
-        if (p) (void)madvise(p, (bytes + THP_BYTES - 1) / THP_BYTES * THP_BYTES, MADV_HUGEPAGE);
-        return p;
-    }
+    if (bytes >= VOLT_HUGE_PAGE) return volt__huge_alloc(bytes);   /* first-touch faults: core/hostmem.h */
     if (bytes >= pg) return aligned_alloc(pg, (bytes + pg - 1) / pg * pg);
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
