@@ -55,9 +55,8 @@ void volt__prof_stage(volt_trainer *t, const char *stage) {
 /* The caller's strings are literals and callback names that live as long as the trainer, so
  * an action is found by pointer; the name is formatted (and compared, as two equal literals
  * may have two addresses) only when the pointers are new. A new action grows the table. */
-void volt__prof_add(volt_trainer *t, const char *kind, const char *who, const char *what, double t_start) {
+void volt__prof_record(volt_trainer *t, const char *kind, const char *who, const char *what, double t_start) {
     volt_prof *p = t->prof;
-    if (!p) return;
     const double dt = volt__now() - t_start;
     prof_action *a = NULL;
     for (int i = 0; i < p->n && !a; i++)
