@@ -414,8 +414,14 @@ struct volt_params {
     int64_t unit_pad;      /* unit buffers padded to a multiple of unit_pad * VOLT_PARAM_ALIGN floats */
     volt_dtype dtype;      /* parameter storage: f32 (default), bf16 or f16 */
     double *norm_dev;      /* device scratch: the squared grad norm (volt_params_grad_sqnorm) */
+    bool skip_init;        /* volt__params_skip_init: finalize zeroes the values, draws nothing */
     char errmsg[512];
 };
+/* Before finalize: the values will be overwritten whole (the trainer loads a checkpoint next),
+ * so finalize sets them to zero instead of drawing the inits. */
+static inline void volt__params_skip_init(volt_params *ps) { ps->skip_init = true; }
+/* Stores whose finalize drew their inits (tests: a load that skips them draws none). */
+uint64_t volt__params_inits(void);
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
 /* volt_params_clip_grad_norm in two halves, for a strategy that sums the norm over ranks on the

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
@@ -191,6 +192,9 @@ static size_t unit_bytes(const volt_unit *u, size_t esz) {
     return (bytes + page_size() - 1) / page_size() * page_size();   /* whole pages: volt__unit_release */
 }
 
+static _Atomic uint64_t g_inits;
+uint64_t volt__params_inits(void) { return atomic_load(&g_inits); }
+
 volt_status volt_params_finalize(volt_params *ps) {
     if (ps->finalized) return VOLT_OK;
     const int64_t pad = ps->unit_pad * VOLT_PARAM_ALIGN;
@@ -209,6 +213,20 @@ volt_status volt_params_finalize(volt_params *ps) {
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
         volt__dev_memset(ps->dev, u->grad, 0, bytes);
     }
+    for (int ui = 0; ui < ps->n_units; ui++) {
+        volt_unit *u = ps->units[ui];
+        for (int k = 0; k < u->n_params; k++) {
+            volt_param_rec *r = volt__param_rec(u->params[k]);
+            r->t.data = u->data + r->offset;
+            r->t.grad = u->grad + r->offset;
+        }
+        if (ps->skip_init) volt__dev_memset(ps->dev, u->data, 0, unit_bytes(u, sizeof(float)));
+    }
+    if (ps->skip_init) {   /* a checkpoint overwrites every value next: zeros, nothing drawn */
+        ps->finalized = true;
+        return VOLT_OK;
+    }
+    atomic_fetch_add(&g_inits, 1);
     /* Initial values: one unit at a time in a host buffer, then one copy to the device
      * (parameters are declared unit by unit, so declaration order is unit order). */
     float *host = host_max ? malloc(host_max) : NULL;
@@ -217,11 +235,6 @@ volt_status volt_params_finalize(volt_params *ps) {
         volt_unit *u = ps->units[ui];
         const size_t bytes = unit_bytes(u, sizeof(float));
         memset(host, 0, bytes);
-        for (int k = 0; k < u->n_params; k++) {
-            volt_param_rec *r = volt__param_rec(u->params[k]);
-            r->t.data = u->data + r->offset;
-            r->t.grad = u->grad + r->offset;
-        }
         for (int i = 0; i < ps->n_params; i++)   /* the RNG stream is the declaration index */
             if (ps->params[i]->t.unit == u) init_param(ps, i, ps->params[i], host + ps->params[i]->offset);
         volt__dev_h2d(ps->dev, u->data, host, bytes);

@@ -62,6 +62,7 @@ typedef struct st_rentry {
     volt_dtype dtype;
     volt_shape shape;
     uint64_t begin, end;   /* within the data section */
+    bool unread;           /* volt_st_open_some left its bytes in the file */
 } st_rentry;
 
 struct volt_st_file {

@@ -38,7 +38,47 @@ static unsigned char *st_data_alloc(size_t n) {
     return n < 4 * VOLT_HUGE_PAGE ? malloc(n ? n : 1) : volt__huge_alloc(n);
 }
 
+/* pread of n bytes at off: 1 full, 0 short (EOF), -1 error */
+static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
+    char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        size_t k = n - got > (1u << 30) ? (1u << 30) : n - got;
+        ssize_t r = pread(fd, p + got, k, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return got == n ? 1 : 0;
+}
+
+/* The data section (at file offset base) into f->data: all of it, or, with a selection, each
+ * run of consecutive wanted tensors in one read (the pages of the others are never touched). */
+static int st_read_data(volt_st_file *f, int fd, uint64_t base, bool some) {
+    if (!some) return st_read_full(fd, f->data, (size_t)f->data_size);
+    for (int i = 0; i < f->n;) {
+        if (f->t[i].unread) { i++; continue; }
+        int j = i;
+        while (j + 1 < f->n && !f->t[j + 1].unread) j++;
+        const uint64_t a = f->t[i].begin, b = f->t[j].end;
+        if (b > a) {
+            int r = st_pread_full(fd, f->data + a, (size_t)(b - a), base + a);
+            if (r <= 0) return r;
+        }
+        i = j + 1;
+    }
+    return 1;
+}
+
 volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen) {
+    return volt_st_open_some(path, NULL, NULL, out, err, errlen);
+}
+
+volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx, volt_st_file **out, char *err,
+                              size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!out) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_open: NULL out");
     *out = NULL;
@@ -127,7 +167,9 @@ volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t
                      path, (unsigned long long)f->data_size);
         goto fail;
     }
-    r = st_read_full(fd, f->data, (size_t)f->data_size);
+    bool some = false;
+    for (int i = 0; want && i < f->n; i++) some |= f->t[i].unread = !want(f->t[i].name, ctx);
+    r = st_read_data(f, fd, 8 + hl, some);
     if (r <= 0) {
         st = r < 0 ? st_fail(err, errlen, VOLT_ERR_IO, "file '%s': read failed: %s", path,
                              strerror(errno))
@@ -181,7 +223,7 @@ static const st_rentry *st_lookup(const volt_st_file *f, const char *name) {
 static void st_fill_info(const volt_st_file *f, const st_rentry *e, volt_st_info *info) {
     info->dtype = e->dtype;
     info->shape = e->shape;
-    info->data = f->data + e->begin;
+    info->data = e->unread ? NULL : f->data + e->begin;
     info->nbytes = (size_t)(e->end - e->begin);
 }
 
@@ -211,6 +253,7 @@ volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, cons
 
 static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, char *err,
                                    size_t errlen) {
+    if (e->unread) return VOLT_OK;   /* volt_st_open_some: not in memory, nothing to check */
     size_t nl = strlen(e->name);
     char *key = malloc(nl + 7);
     if (!key) return st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory", f->path);
@@ -280,6 +323,9 @@ volt_status volt_st_read_f32(const volt_st_file *f, const char *name, float *dst
     const st_rentry *e = st_lookup(f, name);
     if (!e)
         return st_fail(err, errlen, VOLT_ERR_NOT_FOUND, "file '%s': no tensor '%s'", f->path, name);
+    if (e->unread)
+        return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' was not read (opened without it)", f->path,
+                       name);
     int64_t n = volt_shape_numel(e->shape);
     if (n != numel) {
         char sb[96];

@@ -909,8 +909,90 @@ static void test_crc_large(void) {
     free(x);
 }
 
+/* Bytes this process has read so far (/proc/self/io rchar): what volt_st_open_some skips is
+ * never read. -1 where the kernel does not say. */
+static long long bytes_read(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f) return -1;
+    char line[128];
+    long long v = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "rchar: %lld", &v) == 1) break;
+    fclose(f);
+    return v;
+}
+
+static bool want_not_opt(const char *name, void *ctx) {
+    ++*(int *)ctx;
+    return strncmp(name, "opt.", 4) != 0;
+}
+
+/* volt_st_open_some: the tensors it is not asked for stay listed but are neither read nor
+ * checked; runs of wanted tensors around them read whole. */
+static void test_open_some(void) {
+    const char *p = tpath("some.safetensors");
+    enum { BIG = 1 << 20 };   /* 4 MiB of f32 the selection leaves in the file */
+    float *big = malloc(sizeof(float) * BIG), a[6] = { 1, 2, 3, 4, 5, 6 }, c[3] = { 7, 8, 9 };
+    for (int i = 0; i < BIG; i++) big[i] = (float)i;
+    volt_st_writer *w = NULL;
+    char err[512] = "";
+    CHECK_OK(volt_st_writer_create(&w));
+    CHECK_OK(volt_st_writer_add(w, "a", VOLT_F32, VOLT_SHAPE(2, 3), a));
+    CHECK_OK(volt_st_writer_add(w, "opt.big", VOLT_F32, VOLT_SHAPE(BIG), big));
+    CHECK_OK(volt_st_writer_add(w, "c", VOLT_F32, VOLT_SHAPE(3), c));
+    CHECK_OK(volt_st_writer_write(w, p, err, sizeof err));
+    volt_st_writer_destroy(w);
+    free(big);
+    size_t n = 0;
+    unsigned char *b = vtest_slurp(p, &n);
+    if (!b) { CHECK(0, "read back"); return; }
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
+    b[8 + hl + 24 + 100] ^= 0x04;   /* inside opt.big (after a's 24 bytes) */
+    spit(p, b, n);
+
+    volt_st_file *f = NULL;
+    int calls = 0;
+    const long long r0 = bytes_read();
+    CHECK_OK(volt_st_open_some(p, want_not_opt, &calls, &f, err, sizeof err));
+    const long long r1 = bytes_read();
+    if (!f) { free(b); return; }
+    CHECK(calls == 3, "want asked once per tensor (%d)", calls);
+    CHECK(r0 < 0 || r1 - r0 < BIG, "the unwanted 4 MiB were not read (%lld bytes read)", r1 - r0);
+    CHECK(volt_st_count(f) == 3 && !strcmp(volt_st_name(f, 1), "opt.big"), "every tensor listed");
+    volt_st_info info;
+    CHECK(volt_st_find(f, "opt.big", &info) == VOLT_OK && !info.data && info.nbytes == sizeof(float) * BIG &&
+          info.shape.d[0] == BIG, "an unread tensor: its shape and size, no data");
+    CHECK_OK(volt_st_verify_all(f, err, sizeof err));   /* the damage is in what was not read */
+    float got[6] = { 0 }, gc[3] = { 0 };
+    CHECK_OK(volt_st_read_f32(f, "a", got, 6, err, sizeof err));
+    CHECK_OK(volt_st_read_f32(f, "c", gc, 3, err, sizeof err));
+    CHECK(!memcmp(got, a, sizeof a) && !memcmp(gc, c, sizeof c), "wanted tensors read");
+    float one;
+    CHECK(volt_st_read_f32(f, "opt.big", &one, BIG, err, sizeof err) == VOLT_ERR_STATE && strstr(err, "opt.big") &&
+          strstr(err, "not read"), "reading an unread tensor: %s", err);
+    volt_st_close(f);
+    /* all of it: the damage shows */
+    CHECK_OK(volt_st_open(p, &f, err, sizeof err));
+    CHECK(f && volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "opt.big"), "full open: %s", err);
+    volt_st_close(f);
+    /* damage in a wanted tensor after the gap is still found */
+    b[8 + hl + 24 + 100] ^= 0x04;
+    b[n - 2] ^= 0x01;   /* inside c, the last tensor */
+    spit(p, b, n);
+    calls = 0;
+    CHECK_OK(volt_st_open_some(p, want_not_opt, &calls, &f, err, sizeof err));
+    CHECK(f && volt_st_verify_all(f, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "'c'"), "c damaged: %s", err);
+    volt_st_close(f);
+    /* a file cut inside the last wanted tensor: truncated, whatever is skipped */
+    spit(p, b, n - 4);
+    CHECK(volt_st_open_some(p, want_not_opt, &calls, &f, err, sizeof err) == VOLT_ERR_CORRUPT && !f, "truncated: %s", err);
+    free(b);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
+    test_open_some();
     test_crc_large();
     test_roundtrip();
     test_byte_layout();

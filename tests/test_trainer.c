@@ -6,6 +6,7 @@
 #include "vtest.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
+#include "core/internal.h"   /* volt__params_inits */
 
 /* ---- a small MLP module with dropout, recording its hooks ------------------------------ */
 typedef struct {
@@ -301,6 +302,9 @@ static void test_corrupt(volt_dataset *ds) {
     char *buf = malloc((size_t)n);
     CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n, "read");
     fclose(f);
+    uint64_t hl = 0;   /* the header's length: the first tensor's bytes follow it */
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(unsigned char)buf[i] << (8 * i);
+    const long first = 8 + (long)hl + 1;
     /* perturb the live weights so "untouched" is observable */
     set_first_elem(m.w1, 123.f);
     int64_t n0;
@@ -311,7 +315,7 @@ static void test_corrupt(volt_dataset *ds) {
     };
     for (int k = 0; k < 3; k++) {
         if (k == 0) write_file(bad, buf, (size_t)n - 37);
-        if (k == 1) { buf[n - 5] ^= 0x10; write_file(bad, buf, (size_t)n); buf[n - 5] ^= 0x10; }
+        if (k == 1) { buf[first] ^= 0x10; write_file(bad, buf, (size_t)n); buf[first] ^= 0x10; }   /* a weight */
         if (k == 2) write_file(bad, "epoch,step\n1,2\n", 15);
         volt_status st = volt_trainer_validate(t, &net_ops, &m, tl, bad);
         CHECK(st < 0 && strstr(volt_trainer_errmsg(t), cases[k].expect) && strstr(volt_trainer_errmsg(t), "bad.safetensors"),
@@ -330,9 +334,110 @@ static void test_corrupt(volt_dataset *ds) {
     /* the good one loads */
     CHECK_OK(volt_trainer_validate(t, &net_ops, &m, tl, good));
     CHECK(first_elem(m.w1) != 123.f, "good checkpoint restored the weights");
+    /* a flipped byte in the last tensor, an optimizer state: a resuming fit reads it and
+     * refuses the file; validate reads the weights alone and never sees it */
+    buf[n - 5] ^= 0x10;
+    write_file(bad, buf, (size_t)n);
+    buf[n - 5] ^= 0x10;
+    volt_trainer *t3 = make_trainer(2, root);
+    net m3 = m;
+    st = volt_trainer_fit(t3, &net_ops, &m3, tl, NULL, bad);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(t3), "crc mismatch") && strstr(volt_trainer_errmsg(t3), "'optimizer."),
+          "fit from a damaged optimizer state: %s", volt_trainer_errmsg(t3));
+    set_first_elem(m.w1, 123.f);
+    CHECK_OK(volt_trainer_validate(t, &net_ops, &m, tl, bad));
+    int64_t n2;
+    float *good_w = snapshot(t, &n2);
+    CHECK_OK(volt_trainer_validate(t, &net_ops, &m, tl, good));
+    float *again = snapshot(t, &n2);
+    CHECK(!memcmp(good_w, again, sizeof(float) * (size_t)n2), "validate of the file with a damaged state loaded its weights");
+    free(good_w); free(again);
+    volt_trainer_destroy(t3);
     free(buf); free(before);
     volt_trainer_destroy(t);
     volt_trainer_destroy(t2);
+    volt_loader_destroy(tl);
+}
+
+/* ---- a load overwrites every value: the inits are skipped ------------------------------------ */
+static int iw_calls;
+static volt_status net_init_weights(void *self, volt_params *ps) {
+    (void)self; (void)ps;
+    iw_calls++;
+    return VOLT_OK;
+}
+
+static void test_load_skips_init(volt_dataset *ds) {
+    char root[512], good[600], missing[600];
+    snprintf(root, sizeof root, "%s/skipinit", vtest_tmpdir());
+    mkdir(root, 0755);
+    snprintf(good, sizeof good, "%s/good.safetensors", root);
+    snprintf(missing, sizeof missing, "%s/none.safetensors", root);
+    volt_module_ops ops = net_ops;
+    ops.init_weights = net_init_weights;
+    const net proto = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_loader *tl = make_loader(ds, 8, false, 0);
+    net m = proto;
+    volt_trainer *t = make_trainer(1, root);
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tl, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, good));
+    int64_t n;
+    float *trained = snapshot(t, &n);
+    /* the reference: a fresh model's inits, no checkpoint */
+    net m0 = proto;
+    volt_trainer *t0 = make_trainer(1, root);
+    uint64_t i0 = volt__params_inits();
+    iw_calls = 0;
+    CHECK_OK(volt_trainer_validate(t0, &ops, &m0, tl, NULL));
+    CHECK(volt__params_inits() == i0 + 1 && iw_calls == 1, "a model without a checkpoint draws its inits once");
+    float *inits = snapshot(t0, &n);
+    CHECK(memcmp(inits, trained, sizeof(float) * (size_t)n) != 0, "fit changed the weights");
+
+    /* validate from a checkpoint: nothing drawn, init_weights not called, the file's values */
+    net m1 = proto;
+    volt_trainer *t1 = make_trainer(1, root);
+    i0 = volt__params_inits();
+    iw_calls = 0;
+    CHECK_OK(volt_trainer_validate(t1, &ops, &m1, tl, good));
+    CHECK(volt__params_inits() == i0 && iw_calls == 0, "a load draws no inits (%llu) and skips init_weights (%d)",
+          (unsigned long long)(volt__params_inits() - i0), iw_calls);
+    float *w = snapshot(t1, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the checkpoint's values");
+    free(w);
+
+    /* a failed load leaves no model: the next call without a checkpoint sets it up with its inits */
+    net m2 = proto;
+    volt_trainer *t2 = make_trainer(1, root);
+    CHECK(volt_trainer_validate(t2, &ops, &m2, tl, missing) == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t2), "none.safetensors"),
+          "missing file: %s", volt_trainer_errmsg(t2));
+    CHECK(volt_trainer_params(t2) == NULL, "a model whose load failed is dropped");
+    i0 = volt__params_inits();
+    iw_calls = 0;
+    CHECK_OK(volt_trainer_validate(t2, &ops, &m2, tl, NULL));
+    CHECK(volt__params_inits() == i0 + 1 && iw_calls == 1, "inits drawn after the failed load");
+    w = snapshot(t2, &n);
+    CHECK(!memcmp(w, inits, sizeof(float) * (size_t)n), "after a failed load: the inits, not zeros");
+    free(w);
+
+    /* set up for a load that never came (fit refused the module before it): the same */
+    volt_module_ops no_train = ops;
+    no_train.training_step = NULL;
+    net m3 = proto;
+    volt_trainer *t3 = make_trainer(1, root);
+    CHECK(volt_trainer_fit(t3, &no_train, &m3, tl, NULL, good) == VOLT_ERR_INVALID_ARG, "fit without training_step");
+    CHECK_OK(volt_trainer_validate(t3, &no_train, &m3, tl, NULL));
+    w = snapshot(t3, &n);
+    CHECK(!memcmp(w, inits, sizeof(float) * (size_t)n), "after a load that never came: the inits, not zeros");
+    free(w);
+    /* fit from "last" with none saved starts from the inits */
+    net m4 = proto;
+    volt_trainer *t4 = make_trainer(1, root);
+    i0 = volt__params_inits();
+    CHECK(volt_trainer_fit(t4, &ops, &m4, tl, NULL, "last") == VOLT_OK && volt__params_inits() == i0 + 1, "fit from no last");
+
+    free(trained); free(inits);
+    volt_trainer_destroy(t0); volt_trainer_destroy(t1); volt_trainer_destroy(t2); volt_trainer_destroy(t3);
+    volt_trainer_destroy(t4); volt_trainer_destroy(t);
     volt_loader_destroy(tl);
 }
 
@@ -553,6 +658,7 @@ int main(void) {
     test_batch_is_device_memory(ds);
     test_accelerator(ds);
     test_config_errors();
+    test_load_skips_init(ds);
     test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);

@@ -312,7 +312,7 @@ static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const cha
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     VOLT_TRY(volt__loop_wait_params(t, "load_checkpoint"));   /* a gather landing later would overwrite the loaded values */
     ck_src src;
-    volt_status st = src_open(t, path, &src);
+    volt_status st = src_open(t, path, full, &src);   /* without full, the optimizer states stay unread */
     if (st < 0) return st;
     volt_st_file *f = src.f;   /* metadata, module extras */
 

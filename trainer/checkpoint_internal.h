@@ -95,9 +95,12 @@ typedef struct ck_src {
     ck_param *params;
     cJSON *states;             /* sharded: names of the saved optimizer states */
     bool legacy;               /* format 1: no metadata checksums */
+    bool states_read;          /* the optimizer states were read (else they stay in the file) */
 } ck_src;
 
-volt_status src_open(volt_trainer *t, const char *path, ck_src *c);
+/* states: read the optimizer states too (a resuming fit); without them their bytes are never
+ * read nor checked (volt_st_open_some) */
+volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c);
 void src_close(ck_src *c);
 const ck_param *src_param(const ck_src *c, const char *name);
 bool src_has_state(const ck_src *c, const char *state);

@@ -55,6 +55,13 @@ static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t
 }
 
 /* Parse and check the layout, open and verify every shard. */
+/* volt_st_open_some's selection for a load without the optimizer (validate, test, predict):
+ * the states' bytes (two thirds of an Adam checkpoint) stay in the file, unread, unchecked */
+static bool not_state(const char *name, void *ctx) {
+    (void)ctx;
+    return strncmp(name, "optimizer.", 10) != 0;
+}
+
 static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     const char *path = c->path;
     char err[768];
@@ -122,7 +129,7 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     else snprintf(dir, sizeof dir, "%s", dirbase);
     for (int r = 0; r < world; r++) {
         shard_file(file, sizeof file, dir, r, (int)world);
-        volt_status st = volt_st_open(file, &c->shards[r], err, sizeof err);
+        volt_status st = volt_st_open_some(file, c->states_read ? NULL : not_state, NULL, &c->shards[r], err, sizeof err);
         if (st < 0) return volt__terr(t, st, "checkpoint '%s': shard %d of %d: %s", path, r, (int)world, err);
         if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0 ||
             (st = meta_check(c->shards[r], file, !c->legacy, err, sizeof err)) < 0)
@@ -147,11 +154,12 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     return VOLT_OK;
 }
 
-volt_status src_open(volt_trainer *t, const char *path, ck_src *c) {
+volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) {
     memset(c, 0, sizeof *c);
     c->path = path;
+    c->states_read = states;
     char err[768];
-    volt_status st = volt_st_open(path, &c->f, err, sizeof err);
+    volt_status st = volt_st_open_some(path, states ? NULL : not_state, NULL, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
     if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
     /* a volt checkpoint's metadata is sealed since format 2; format 1 predates the seal */

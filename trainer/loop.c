@@ -71,18 +71,32 @@ static volt_status add_defaults(volt_trainer *t) {
     return t->add_defaults ? t->add_defaults(t) : VOLT_OK;
 }
 
-static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module) {
+/* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
+ * the next setup_model builds them afresh. The caller has waited for the gathers. */
+static void drop_model(volt_trainer *t) {
+    volt_optimizer_destroy(t->opt); t->opt = NULL;
+    volt_scheduler_destroy(t->sched); t->sched = NULL;
+    volt__compile_free(t);   /* graphs captured on the old step's memory */
+    volt_step_destroy(t->step); t->step = NULL;
+    volt_params_destroy(t->ps); t->ps = NULL;
+    t->mops = NULL;
+    t->module = NULL;
+    t->weights_pending = false;
+}
+
+/* loads: a checkpoint is loaded right after (its path resolved), which overwrites every
+ * parameter (the load refuses a file that lacks one), so the inits are not drawn and
+ * init_weights (pretrained weights) is not called: the values stay zero until the load. If
+ * the load fails, loaded() drops the model, so nothing ever runs on weights never set. */
+static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
     if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
                           ops ? ops->version : 0, VOLT_MODULE_OPS_VERSION);
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
-    if (t->ps && t->mops == ops && t->module == module) return VOLT_OK;   /* same module: keep weights */
-    volt_optimizer_destroy(t->opt); t->opt = NULL;
-    volt_scheduler_destroy(t->sched); t->sched = NULL;
+    /* same module: keep its weights, unless they were never set (a load that did not happen) */
+    if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
     if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
-    volt__compile_free(t);   /* graphs captured on the old step's memory */
-    volt_step_destroy(t->step); t->step = NULL;
-    volt_params_destroy(t->ps); t->ps = NULL;
+    drop_model(t);
     t->mops = ops;
     t->module = module;
     volt_params_config pc;
@@ -97,9 +111,11 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
         return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
     st = ops->setup(module, t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
+    if (loads) volt__params_skip_init(t->ps);
     st = volt_params_finalize(t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
-    if (ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
+    t->weights_pending = loads;
+    if (!loads && ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
         return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
                           volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
     VOLT_TRY(volt__prec_setup_params(t));   /* 16-bit storage (bf16-true, 16-true) */
@@ -382,6 +398,34 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
     return VOLT_OK;
 }
 
+/* ckpt_path ("best", "last" or a file) resolved before the model is set up, into path[PATH_CAP]:
+ * "" when there is none (an error unless missing_ok) */
+enum { PATH_CAP = 4096 };
+static volt_status resolve(volt_trainer *t, const char *ckpt_path, bool missing_ok, const char *stage, char *path) {
+    path[0] = 0;
+    if (!ckpt_path) return VOLT_OK;
+    const char *p = volt__resolve_ckpt(t, ckpt_path);
+    if (!p) return missing_ok ? VOLT_OK : volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"", stage, ckpt_path);
+    if (strlen(p) >= PATH_CAP) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: checkpoint path longer than %d bytes", stage, PATH_CAP - 1);
+    strcpy(path, p);
+    return VOLT_OK;
+}
+
+/* Load the checkpoint setup_model left the values to. On failure a model whose inits were
+ * skipped is dropped (its values were never set): the next fit/validate/test/predict sets it
+ * up afresh, with its inits. */
+static volt_status load(volt_trainer *t, const char *path, bool full) {
+    const double p0 = VOLT__PROF_T0(t);
+    volt_status st = volt__ckpt_load(t, path, full);
+    volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
+    if (st >= 0) t->weights_pending = false;
+    else if (t->weights_pending) {
+        (void)volt__strategy_wait_params(t->strategy);   /* the load's error stays the one reported */
+        drop_model(t);
+    }
+    return st;
+}
+
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
     volt_status st0;
@@ -389,9 +433,11 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
     volt__prof_stage(t, "fit");
     const double p0 = VOLT__PROF_T0(t);
-    VOLT_TRY(setup_model(t, ops, module));
+    char path[PATH_CAP];
+    VOLT_TRY(add_defaults(t));   /* the resolver of "best" / "last" is ModelCheckpoint's */
+    VOLT_TRY(resolve(t, ckpt_path, ckpt_path && !strcmp(ckpt_path, "last"), "fit", path));
+    VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
-    VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_optim(t));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
@@ -403,17 +449,9 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
-    if (ckpt_path) {
-        const char *path = volt__resolve_ckpt(t, ckpt_path);
-        if (path) {
-            const double pl = VOLT__PROF_T0(t);
-            volt_status st = volt__ckpt_load(t, path, true);
-            volt__prof_add(t, NULL, NULL, "load_checkpoint", pl);
-            if (st < 0) { t->fitting = false; return st; }
-        } else if (strcmp(ckpt_path, "last") != 0) {
-            t->fitting = false;
-            return volt__terr(t, VOLT_ERR_NOT_FOUND, "fit: no checkpoint for ckpt_path=\"%s\"", ckpt_path);
-        }
+    if (path[0]) {
+        volt_status st = load(t, path, true);
+        if (st < 0) { t->fitting = false; return st; }
     }
     volt_status st = VOLT_OK;
 #define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
@@ -444,18 +482,13 @@ static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, voi
                                 const char *stage) {
     t->errmsg[0] = 0;
     volt__prof_stage(t, stage);
-    double p0 = VOLT__PROF_T0(t);
-    VOLT_TRY(setup_model(t, ops, module));
+    const double p0 = VOLT__PROF_T0(t);
+    char path[PATH_CAP];
     VOLT_TRY(add_defaults(t));
+    VOLT_TRY(resolve(t, ckpt_path, false, stage, path));
+    VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
     volt__prof_add(t, NULL, NULL, "setup", p0);
-    if (ckpt_path) {
-        const char *path = volt__resolve_ckpt(t, ckpt_path);
-        if (!path) return volt__terr(t, VOLT_ERR_NOT_FOUND, "no checkpoint for ckpt_path=\"%s\"", ckpt_path);
-        p0 = VOLT__PROF_T0(t);
-        VOLT_TRY(volt__ckpt_load(t, path, false));
-        volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
-    }
-    return VOLT_OK;
+    return path[0] ? load(t, path, false) : VOLT_OK;
 }
 
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,

@@ -56,6 +56,7 @@ struct volt_trainer {
     const volt_module_ops *mops;
     void *module;
     volt_params *ps;
+    bool weights_pending;      /* ps's inits were skipped for a load that has not happened yet */
     volt_step *step;
     volt_optimizer *opt;
     volt_scheduler *sched;

@@ -120,6 +120,14 @@ VOLT_API const char *volt_st_stream_errmsg(const volt_st_stream *s);
  * VOLT_ERR_UNSUPPORTED (a valid safetensors dtype volt lacks, e.g. F64, or more than
  * VOLT_MAX_DIMS dims), VOLT_ERR_NOMEM. On error *out is NULL. */
 VOLT_API volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t errlen);
+/* As volt_st_open, but only the bytes of the tensors `want` accepts are read (want(name, ctx)
+ * is called once per tensor; NULL = all). The others stay listed, with their dtype, shape and
+ * nbytes (the whole header is parsed and checked as by volt_st_open), but info.data is NULL,
+ * volt_st_verify skips them and volt_st_read_f32 gives VOLT_ERR_STATE. A training checkpoint's
+ * weights without its optimizer states are a third of its bytes. */
+typedef bool (*volt_st_want_fn)(const char *name, void *ctx);
+VOLT_API volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx, volt_st_file **out,
+                                       char *err, size_t errlen);
 VOLT_API void volt_st_close(volt_st_file *f);                                  /* NULL-safe */
 
 /* Tensors, in the order of their data in the file. name: NULL if i is out of range;
@@ -135,7 +143,8 @@ VOLT_API const char *volt_st_meta(const volt_st_file *f, const char *key);
 VOLT_API int volt_st_meta_count(const volt_st_file *f);
 VOLT_API volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, const char **value);
 
-/* Check a tensor's bytes against its "crc32:<name>" metadata; OK when there is none.
+/* Check a tensor's bytes against its "crc32:<name>" metadata; OK when there is none (and for
+ * a tensor volt_st_open_some did not read).
  * Errors: VOLT_ERR_CORRUPT ("... tensor 'x' crc mismatch (file corrupt?)", or a malformed
  * crc entry), VOLT_ERR_NOT_FOUND. _all checks every tensor and stops at the first error. */
 VOLT_API volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen);
