@@ -27,11 +27,16 @@ typedef struct ck_stage {
     float *f32;                /* cap floats */
     void *raw;                 /* cap 16-bit elements, or NULL when everything is f32 */
     int64_t cap;               /* the largest unit's numel */
+    /* When set (a snapshot), each fetch lands in the next into_cap - into_used floats of
+     * `into` instead of f32, and stays there: one copy from the device, none on the host. */
+    float *into;
+    size_t into_cap, into_used;
 } ck_stage;
 
 volt_status stage_open(volt_trainer *t, ck_stage *s);   /* VOLT_ERR_NOMEM */
 void stage_close(ck_stage *s);
-/* Unit u's values [lo, hi) as f32 in s->f32[0, hi - lo): one D2H copy. */
+/* Unit u's values [lo, hi) as f32 in s->f32[0, hi - lo) (or the next floats of s->into):
+ * one D2H copy. */
 const float *stage_values(volt_trainer *t, ck_stage *s, int u, int64_t lo, int64_t hi);
 /* Optimizer state k of unit u as f32 over the range [*lo, *hi) the optimizer holds: one D2H
  * copy. NULL when this rank holds none. */

@@ -2,7 +2,8 @@
  * AsyncCheckpointIO): everything volt_trainer_save_checkpoint would write, taken now into host
  * memory — the metadata and module extras in a volt_st_writer, the weights and optimizer
  * states copied out of device memory (ck_each_tensor, the walk the streamed save makes: one
- * D2H copy per unit and state) into one host buffer the writer borrows from — and written
+ * D2H copy per unit and state, straight into one host buffer, ck_stage.into, which the
+ * writer borrows from; unit buffers whole, padding included) — and written
  * later, on any thread, by volt_st_writer_write. The writer lays tensors out by element size,
  * stable in the order added (extras of 8 bytes, then the 4-byte extras, the weights and the
  * states, then the small extras), which is the order save_single streams, so the file
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/hostmem.h"
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 
@@ -23,23 +25,23 @@ struct volt_ckpt_snapshot {
     bool empty;              /* a rank other than 0 of a replicated strategy: nothing to write */
 };
 
-/* ck_each_tensor without staging: the floats the snapshot holds */
-static volt_status count_floats(void *ctx, const char *name, volt_shape shape, const float *data) {
-    (void)name; (void)data;
-    *(size_t *)ctx += (size_t)volt_shape_numel(shape);
-    return VOLT_OK;
+/* The floats ck_each_tensor fetches: every unit's values whole, every state range held. */
+static size_t fetched_floats(volt_trainer *t) {
+    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    size_t n = 0;
+    for (int u = 0; u < U; u++) n += (size_t)volt_unit_numel(volt_params_unit_at(t->ps, u));
+    for (int k = 0; k < K; k++)
+        for (int u = 0; u < U; u++) {
+            int64_t lo = 0, hi = 0;
+            if (volt_optimizer_state_raw(t->opt, u, k, &lo, &hi) && hi > lo) n += (size_t)(hi - lo);
+        }
+    return n;
 }
 
-typedef struct snap_fill { volt_ckpt_snapshot *s; size_t off; } snap_fill;
-
-/* ... with staging: each tensor copied into the buffer, which the writer borrows */
-static volt_status fill_tensor(void *ctx, const char *name, volt_shape shape, const float *data) {
-    snap_fill *f = ctx;
-    const size_t n = (size_t)volt_shape_numel(shape);
-    float *dst = f->s->buf + f->off;
-    memcpy(dst, data, n * sizeof(float));
-    f->off += n;
-    return volt_st_writer_add(f->s->w, name, VOLT_F32, shape, dst);
+/* Each tensor already lies in the snapshot's buffer (the fetch put it there): the writer
+ * borrows it. */
+static volt_status add_tensor(void *w, const char *name, volt_shape shape, const float *data) {
+    return volt_st_writer_add(w, name, VOLT_F32, shape, data);
 }
 
 volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io) {
@@ -54,12 +56,11 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     s->w = NULL;
     s->empty = t->rank != 0;   /* replicated state: rank 0 writes it all */
     if (s->empty) return VOLT_OK;
-    size_t need = 0;
-    (void)ck_each_tensor(t, NULL, count_floats, &need);
+    const size_t need = fetched_floats(t);
     if (need > s->cap) {
         free(s->buf);
         s->cap = 0;
-        if (!(s->buf = malloc((need ? need : 1) * sizeof(float))))
+        if (!(s->buf = volt__huge_alloc((need ? need : 1) * sizeof(float))))   /* hundreds of MB, touched at once */
             return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of host memory for the snapshot (%zu bytes)", path,
                               need * sizeof(float));
         s->cap = need;
@@ -76,8 +77,9 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     ck_stage sg;
     if (stage_open(t, &sg) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
     else {
-        snap_fill f = { s, 0 };
-        st = ck_each_tensor(t, &sg, fill_tensor, &f);
+        sg.into = s->buf;
+        sg.into_cap = s->cap;
+        st = ck_each_tensor(t, &sg, add_tensor, s->w);
         stage_close(&sg);
         if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path,
                                st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));

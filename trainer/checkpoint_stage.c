@@ -46,14 +46,20 @@ void stage_close(ck_stage *s) {
  * host when 16-bit (exact). */
 static const float *stage_fetch(ck_stage *s, const void *src, volt_dtype dt, int64_t n) {
     if (n > s->cap || n < 0) return NULL;
+    float *dst = s->f32;
+    if (s->into) {
+        if ((size_t)n > s->into_cap - s->into_used) return NULL;
+        dst = s->into + s->into_used;
+        s->into_used += (size_t)n;
+    }
     if (dt == VOLT_F32) {
-        volt__dev_d2h(s->dev, s->f32, src, sizeof(float) * (size_t)n);
-        return s->f32;
+        volt__dev_d2h(s->dev, dst, src, sizeof(float) * (size_t)n);
+        return dst;
     }
     if (!s->raw) return NULL;
     volt__dev_d2h(s->dev, s->raw, src, volt_dtype_size(dt) * (size_t)n);
-    volt_convert(s->f32, VOLT_F32, s->raw, dt, n);
-    return s->f32;
+    volt_convert(dst, VOLT_F32, s->raw, dt, n);
+    return dst;
 }
 
 const float *stage_values(volt_trainer *t, ck_stage *s, int u, int64_t lo, int64_t hi) {
