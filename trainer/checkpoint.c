@@ -407,7 +407,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         }
         cJSON_Delete(cbs);
     }
-    ck_stage sg;   /* every value reaches the device through it: host file data -> f32 -> H2D */
+    ck_stage sg;   /* f32 file data goes to the device as it lies in the file; other dtypes through sg */
     if (stage_open(t, &sg) < 0) {
         src_close(&src);
         return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
@@ -424,8 +424,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         for (int i = 0; i < volt_unit_param_count(un); i++) {
             volt_tensor *p = volt_unit_param(un, i);
             const int64_t n = volt_tensor_numel(p);
-            src_read(&src, NULL, p->name, 0, n, sg.f32);
-            stage_put(&sg, p->data, p->dtype, n);   /* rounded to a 16-bit storage dtype */
+            stage_put(&sg, p->data, p->dtype, src_get(&src, NULL, p->name, 0, n, sg.f32), n);   /* rounded to 16-bit storage */
         }
     }
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
@@ -439,8 +438,8 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                 /* resharding: this rank's range may hold any part of the parameter */
                 const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
                 if (!buf || a >= b) continue;
-                src_read(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32);
-                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, b - a);
+                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt,
+                          src_get(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32), b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);

@@ -41,8 +41,9 @@ const float *stage_values(volt_trainer *t, ck_stage *s, int u, int64_t lo, int64
 /* Optimizer state k of unit u as f32 over the range [*lo, *hi) the optimizer holds: one D2H
  * copy. NULL when this rank holds none. */
 const float *stage_state(volt_trainer *t, ck_stage *s, int u, int k, int64_t *lo, int64_t *hi);
-/* s->f32[0, n) to device memory dst holding dt elements: rounded on the host, one H2D copy. */
-void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n);
+/* n f32 values at src (s->f32, or a file's bytes) to device memory dst holding dt elements:
+ * rounded on the host into s->raw when 16-bit, one H2D copy. */
+void stage_put(ck_stage *s, void *dst, volt_dtype dt, const float *src, int64_t n);
 /* Make unit u's value buffer writable again (a sharding strategy may have given part back). */
 /* Staging areas allocated so far in this process (tests: one per save, load or export). */
 uint64_t volt__ckpt_stagings(void);
@@ -109,8 +110,10 @@ volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c);
 void src_close(ck_src *c);
 const ck_param *src_param(const ck_src *c, const char *name);
 bool src_has_state(const ck_src *c, const char *state);
-/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
-void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst);
+/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32: a
+ * pointer into the file's data where it holds them as f32 in one piece, else scratch (b - a
+ * floats) filled. */
+const float *src_get(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch);
 
 #pragma GCC visibility pop
 

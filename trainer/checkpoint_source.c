@@ -185,16 +185,20 @@ bool src_has_state(const ck_src *c, const char *state) {
     return false;
 }
 
-/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32. */
-void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *dst) {
+/* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32:
+ * the file's own bytes where they are f32 in one piece (a volt checkpoint's weights and
+ * states; a slice inside one shard), else converted or joined into scratch. */
+const float *src_get(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch) {
     char name[512];
     if (!c->index) {   /* validated: present, the parameter's shape; values may be 16-bit */
         if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, pname);
         volt_st_info info;
-        if (volt_st_find(c->f, state ? name : pname, &info) != VOLT_OK) return;
+        if (volt_st_find(c->f, state ? name : pname, &info) != VOLT_OK || !info.data) return scratch;
         const size_t es = volt_dtype_size(info.dtype);
-        volt_convert(dst, VOLT_F32, (const char *)info.data + (size_t)a * es, info.dtype, b - a);
-        return;
+        const char *at = (const char *)info.data + (size_t)a * es;
+        if (info.dtype == VOLT_F32 && ((uintptr_t)at & 3) == 0) return (const float *)at;
+        volt_convert(scratch, VOLT_F32, at, info.dtype, b - a);
+        return scratch;
     }
     const ck_param *p = src_param(c, pname);
     const ck_unit *u = &c->units[p->unit];
@@ -205,7 +209,10 @@ void src_read(const ck_src *c, const char *state, const char *pname, int64_t a, 
         const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
         if (x >= y) continue;
         volt_st_info info;
-        if (volt_st_find(c->shards[r], name, &info) != VOLT_OK) continue;   /* validated at open */
-        memcpy(dst + (x - ga), (const float *)info.data + (x - u->lo[r]), sizeof(float) * (size_t)(y - x));
+        if (volt_st_find(c->shards[r], name, &info) != VOLT_OK || !info.data) continue;   /* validated at open */
+        const float *at = (const float *)info.data + (x - u->lo[r]);
+        if (x == ga && y == gb && ((uintptr_t)at & 3) == 0) return at;   /* all in this shard */
+        memcpy(scratch + (x - ga), at, sizeof(float) * (size_t)(y - x));
     }
+    return scratch;
 }

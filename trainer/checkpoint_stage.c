@@ -77,13 +77,13 @@ const float *stage_state(volt_trainer *t, ck_stage *s, int u, int k, int64_t *lo
     return stage_fetch(s, buf, volt_optimizer_state_dtype(t->opt), *hi - *lo);
 }
 
-void stage_put(ck_stage *s, void *dst, volt_dtype dt, int64_t n) {
+void stage_put(ck_stage *s, void *dst, volt_dtype dt, const float *src, int64_t n) {
     if (n <= 0 || n > s->cap) return;
     if (dt == VOLT_F32) {
-        volt__dev_h2d(s->dev, dst, s->f32, sizeof(float) * (size_t)n);
+        volt__dev_h2d(s->dev, dst, src, sizeof(float) * (size_t)n);
         return;
     }
-    volt_convert(s->raw, dt, s->f32, VOLT_F32, n);   /* rounded to nearest even, as before */
+    volt_convert(s->raw, dt, src, VOLT_F32, n);   /* rounded to nearest even, as before */
     volt__dev_h2d(s->dev, dst, s->raw, volt_dtype_size(dt) * (size_t)n);
 }
 
