@@ -17,28 +17,12 @@
 
 /* ---- reader ---------------------------------------------------------------------- */
 
-static int st_read_full(int fd, void *buf, size_t n) {
-    char *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        size_t k = n - got > (1u << 30) ? (1u << 30) : n - got;
-        ssize_t r = read(fd, p + got, k);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    return got == n ? 1 : 0;        /* 1 full, 0 short (EOF), -1 error */
-}
-
 /* The file's data: a checkpoint's hundreds of MB on huge pages (core/hostmem.h). */
 static unsigned char *st_data_alloc(size_t n) {
     return n < 4 * VOLT_HUGE_PAGE ? malloc(n ? n : 1) : volt__huge_alloc(n);
 }
 
-/* pread of n bytes at off: 1 full, 0 short (EOF), -1 error */
+/* n bytes at file offset off: 1 full, 0 short (EOF), -1 error */
 static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
     char *p = buf;
     size_t got = 0;
@@ -58,7 +42,7 @@ static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
 /* The data section (at file offset base) into f->data: all of it, or, with a selection, each
  * run of consecutive wanted tensors in one read (the pages of the others are never touched). */
 static int st_read_data(volt_st_file *f, int fd, uint64_t base, bool some) {
-    if (!some) return st_read_full(fd, f->data, (size_t)f->data_size);
+    if (!some) return st_pread_full(fd, f->data, (size_t)f->data_size, base);
     for (int i = 0; i < f->n;) {
         if (f->t[i].unread) { i++; continue; }
         int j = i;
@@ -108,7 +92,7 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
         goto fail;
     }
     unsigned char len8[8];
-    int r = size >= 8 ? st_read_full(fd, len8, 8) : 0;
+    int r = size >= 8 ? st_pread_full(fd, len8, 8, 0) : 0;
     if (r < 0) {
         st = st_fail(err, errlen, VOLT_ERR_IO, "file '%s': read failed: %s", path, strerror(errno));
         goto fail;
@@ -149,7 +133,7 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
         st = st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory", path);
         goto fail;
     }
-    r = st_read_full(fd, hdr, (size_t)hl);
+    r = st_pread_full(fd, hdr, (size_t)hl, 8);
     if (r <= 0) {
         st = r < 0 ? st_fail(err, errlen, VOLT_ERR_IO, "file '%s': read failed: %s", path,
                              strerror(errno))

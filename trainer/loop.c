@@ -87,7 +87,7 @@ static void drop_model(volt_trainer *t) {
 /* loads: a checkpoint is loaded right after (its path resolved), which overwrites every
  * parameter (the load refuses a file that lacks one), so the inits are not drawn and
  * init_weights (pretrained weights) is not called: the values stay zero until the load. If
- * the load fails, loaded() drops the model, so nothing ever runs on weights never set. */
+ * the load fails, load() drops the model, so nothing ever runs on weights never set. */
 static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
     if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
