@@ -24,7 +24,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.save_top_k", VOLT_CLI_INT, "1", "ModelCheckpoint: best files kept (-1 = all)", NULL, NULL, -1, 1e6 },
     { "checkpoint.save_last", VOLT_CLI_BOOL, "true", "ModelCheckpoint: also keep last.safetensors", NULL, NULL, 0, 0 },
     { "checkpoint.filename", VOLT_CLI_STRING, NULL, "ModelCheckpoint: file name template (null = the app's)", NULL, NULL, 0, 0 },
-    { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; sharded strategies save synchronously)", NULL, NULL, 0, 0 },
+    { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 

@@ -16,7 +16,11 @@
  * goes on. One write in flight: the next save point, fit start and end, test start, the
  * "best"/"last" resolver and destroy wait for it first. A failed write is reported by the
  * next of those that returns a status (fit end at the latest); the files it would have
- * replaced are removed only after it succeeded. Sharded strategies save synchronously. */
+ * replaced are removed only after it succeeded. Sharded strategies: every rank's thread writes
+ * its shard files, and the next save point, fit start or end or test start (collective, as
+ * the save points are) commits them (volt_trainer_snapshot_commit: rank 0 writes the index)
+ * and only then removes what they replace; until then "best" resolves to the best committed
+ * checkpoint, and destroy without a commit discards the shard files. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -62,10 +66,13 @@ typedef struct mc {
     struct mc_job {                  /* what the background write does, decided on the main thread */
         char topk[VOLT_CB_PATH_MAX], last[VOLT_CB_PATH_MAX];
         bool link_last;              /* last as a hard link to topk (one process, rank 0) */
-        char *remove[2];             /* removed after both writes succeeded */
+        char *remove[2];             /* removed after both writes succeeded (sharded: committed) */
         volt_status st;
         bool reported;
         char err[VOLT_CB_PATH_MAX + 512];
+        bool commit;                 /* sharded: written shards wait for volt_trainer_snapshot_commit */
+        char *best_before;           /* ... and until then "best" is the best committed checkpoint */
+        double best_score_before;
     } job;
 } mc;
 
@@ -264,6 +271,7 @@ static void *mc_job_run(void *arg) {
     if (j->topk[0]) j->st = volt_ckpt_snapshot_write(m->snap, j->topk, j->err, sizeof j->err);
     if (j->st >= 0 && j->last[0] && !(j->topk[0] && j->link_last && link_last(j->topk, j->last)))
         j->st = volt_ckpt_snapshot_write(m->snap, j->last, j->err, sizeof j->err);
+    if (j->commit) return NULL;   /* the removals wait for the commit */
     for (int i = 0; i < 2; i++) {
         if (j->st >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
         free(j->remove[i]);
@@ -280,9 +288,45 @@ static void mc_wait(mc *m) {
     }
 }
 
+static void mc_job_free(struct mc_job *j) {
+    for (int i = 0; i < 2; i++) {
+        free(j->remove[i]);
+        j->remove[i] = NULL;
+    }
+    free(j->best_before);
+    j->best_before = NULL;
+    j->commit = false;
+}
+
+/* Sharded: the written shards become checkpoints (collective: every rank commits the same
+ * paths in the same order), then the files they replace go. A failure on any rank is every
+ * rank's, as the trainer's error. */
+static volt_status mc_commit(mc *m) {
+    struct mc_job *j = &m->job;
+    if (!j->commit) return VOLT_OK;
+    volt_status st = VOLT_OK;
+    char first[VOLT_CB_PATH_MAX + 1024] = "";   /* the first failure's message is the one reported */
+    for (int i = 0; i < 2; i++) {
+        const char *p = i ? j->last : j->topk;
+        if (!p[0]) continue;
+        volt_status c = volt_trainer_snapshot_commit(m->t, m->snap, p, j->st, j->err);
+        if (c < 0 && st >= 0) {
+            st = c;
+            snprintf(first, sizeof first, "%s", volt_trainer_errmsg(m->t));
+        }
+    }
+    if (st < 0) volt_trainer_fail(m->t, st, "%s", first);
+    for (int i = 0; st >= 0 && i < 2; i++)
+        if (j->remove[i]) mc_remove_file(j->remove[i]);
+    j->reported = true;   /* this rank's write error, if any, is in the commit's */
+    mc_job_free(j);
+    return st;
+}
+
 /* Wait for the write in flight; its failure, once, as this hook's error. */
 static volt_status mc_join(mc *m) {
     mc_wait(m);
+    if (m->job.commit) return mc_commit(m);
     if (m->job.st < 0 && !m->job.reported) {
         m->job.reported = true;
         return volt_trainer_fail(m->t, m->job.st, "ModelCheckpoint: the background save failed: %s",
@@ -293,16 +337,24 @@ static volt_status mc_join(mc *m) {
 
 /* The save point's files from a snapshot, written by the background thread. VOLT_ERR_UNSUPPORTED
  * (a sharded strategy): nothing started, save synchronously. */
-static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last) {
+static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last,
+                                 char **best_before, double best_score_before) {
     if (topk_path[0]) VOLT_TRY(mc_prepare_dir(m, topk_path));
     if (last_path[0]) VOLT_TRY(mc_prepare_dir(m, last_path));
     volt_status st = volt_trainer_snapshot_checkpoint(m->t, topk_path[0] ? topk_path : last_path, &m->snap);
     if (st < 0) return st;
     struct mc_job *j = &m->job;
+    mc_job_free(j);
     memset(j, 0, sizeof *j);
     snprintf(j->topk, sizeof j->topk, "%s", topk_path);
     snprintf(j->last, sizeof j->last, "%s", last_path);
-    j->link_last = mc_can_link(m);
+    j->commit = volt_ckpt_snapshot_sharded(m->snap);
+    j->link_last = mc_can_link(m) && !j->commit;
+    if (j->commit) {
+        j->best_before = *best_before;
+        *best_before = NULL;
+        j->best_score_before = best_score_before;
+    }
     if (*evicted && strcmp(*evicted, topk_path) != 0 && mc_may_remove(m, *evicted)) { j->remove[0] = *evicted; *evicted = NULL; }
     if (*prev_last && strcmp(*prev_last, last_path) != 0 && mc_may_remove(m, *prev_last)) { j->remove[1] = *prev_last; *prev_last = NULL; }
     if (pthread_create(&m->th, NULL, mc_job_run, m) == 0) m->running = true;
@@ -321,6 +373,8 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
     VOLT_TRY(mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
+    char *best_before = m->async_save && m->best_path ? strdup(m->best_path) : NULL;   /* sharded async: until committed */
+    const double best_score_before = m->best_score;
 
     char topk_path[VOLT_CB_PATH_MAX] = "", last_path[VOLT_CB_PATH_MAX] = "";
     char *evicted = NULL, *prev_last = NULL;
@@ -331,11 +385,13 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
             if (!mc_lookup(t, m->monitor, &cur, &is_int)) {
                 char avail[2048];
                 available_metrics(t, avail, sizeof avail);
-                if (m->val_has_run)
+                if (m->val_has_run) {
+                    free(best_before);
                     return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
                         "ModelCheckpoint(monitor='%s') could not find the monitored key in the returned "
                         "metrics: %s. HINT: did you call volt_log(s, \"%s\", value, ...) in the module?",
                         m->monitor, avail, m->monitor);
+                }
                 if (!m->warned_missing && volt_trainer_is_global_zero(t))
                     fprintf(stderr, "volt: warning: ModelCheckpoint(monitor='%s') could not find the "
                             "monitored key in the metrics: %s (no validation has run yet); not saving a top-k "
@@ -346,7 +402,7 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
                     evicted = volt__cb_topk_take(&m->topk, volt__cb_topk_worst(&m->topk, m->mode));
                 volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
                 if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, volt__cb_topk_sanitize(cur, m->mode));
-                if (st != VOLT_OK) { free(evicted); return st; }
+                if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
                 int b = volt__cb_topk_best(&m->topk, m->mode);
                 set_str(&m->best_path, m->topk.e[b].path);
                 m->best_score = m->topk.e[b].score;
@@ -356,30 +412,29 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
                 evicted = volt__cb_topk_take(&m->topk, 0);          /* the oldest */
             volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
             if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, NAN);
-            if (st != VOLT_OK) { free(evicted); return st; }
+            if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
             set_str(&m->best_path, topk_path);
             m->best_score = NAN;
         }
     }
     if (m->save_last) {
         volt_status st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof last_path);
-        if (st != VOLT_OK) { free(evicted); return st; }
+        if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
         prev_last = m->last_path;
         m->last_path = strdup(last_path);
-        if (!m->last_path) { free(evicted); free(prev_last); return VOLT_ERR_NOMEM; }
+        if (!m->last_path) { free(evicted); free(prev_last); free(best_before); return VOLT_ERR_NOMEM; }
     }
 
     volt_status st = VOLT_OK;
     if (topk_path[0] || last_path[0]) m->last_step_saved = gs;
     if (m->async_save && (topk_path[0] || last_path[0])) {
-        st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
-        if (st != VOLT_ERR_UNSUPPORTED) {
-            free(evicted);
-            free(prev_last);
-            return st;
-        }
-        st = VOLT_OK;
+        st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last, &best_before, best_score_before);
+        free(evicted);
+        free(prev_last);
+        free(best_before);
+        return st;
     }
+    free(best_before);
     if (topk_path[0]) st = mc_save(m, topk_path);
     if (st >= 0 && last_path[0] && !(topk_path[0] && mc_link_last(m, topk_path, last_path)))
         st = mc_save(m, last_path);
@@ -531,6 +586,9 @@ static void mc_destroy(void *self) {
     mc_wait(m);
     if (m->job.st < 0 && !m->job.reported)
         fprintf(stderr, "volt: ModelCheckpoint: the background save failed: %s\n", m->job.err);
+    if (m->job.commit)   /* never committed (a fit that failed): no collective here, the shards go */
+        for (int i = 0; i < 2; i++) volt_ckpt_snapshot_discard(m->snap, i ? m->job.last : m->job.topk);
+    mc_job_free(&m->job);
     volt_ckpt_snapshot_destroy(m->snap);
     free(m->dirpath_user);
     free(m->filename);
@@ -545,12 +603,15 @@ static void mc_destroy(void *self) {
 
 /* ---- "best" / "last" ------------------------------------------------------------------------------------ */
 
+/* While sharded shards wait for their commit, the best committed checkpoint. */
 static const char *mc_best(void *self) {
-    mc_wait(self);
-    return ((mc *)self)->best_path;
+    mc *m = self;
+    mc_wait(m);
+    return m->job.commit ? m->job.best_before : m->best_path;
 }
 static double mc_best_score(void *self) {
     mc *m = self;
+    if (m->job.commit) return m->job.best_before ? m->job.best_score_before : NAN;
     return m->best_path ? m->best_score : NAN;
 }
 

@@ -222,12 +222,20 @@ dist)
     "$CHECK" same "$W/runs_ddp/checkpoints/csv-tiny/last.safetensors" \
         "$W/runs_ddp_async/checkpoints/csv-tiny/last.safetensors" ||
         die "ddp with async_save: the last checkpoint differs from ddp's"
-    # fsdp shards the state: async_save falls back to synchronous saves
+    # fsdp shards the state: with async_save every rank writes its shard in the background and
+    # the next save point (here fit's end) commits the index; test then loads the best of them
+    # (--export-full below holds what it loaded), and nothing is left behind
     "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_fsdp" --batch-size 2 --strategy fsdp \
         --checkpoint.async_save --export-full "$W/fsdp.safetensors" >"$W/fsdp.log" 2>"$W/fsdp.err"
     rc=$?
     [[ $rc == 0 ]] || cat "$W/fsdp.err"
     expect_ok fsdp $rc
+    CKD="$W/runs_fsdp/checkpoints/csv-tiny"
+    n_idx=$(find "$CKD" -maxdepth 1 -name '*.safetensors' -type f | wc -l)
+    n_dir=$(find "$CKD" -maxdepth 1 -name '*.safetensors.shards-*' -type d | wc -l)
+    n_tmp=$(find "$CKD" -name '*.tmp' | wc -l)
+    [[ $n_idx -ge 1 && $n_dir == "$n_idx" && $n_tmp == 0 ]] ||
+        { ls -laR "$CKD"; die "fsdp with async_save: $n_idx checkpoints, $n_dir shard folders, $n_tmp .tmp"; }
     for pat in '^volt-text-classification: csv ' '^tokenized to 16 tokens' '^model: tiny from scratch, 2 classes, .*batch 2 per rank x 2 ranks = 4 \(fsdp\)' \
                '^Time elapsed ' '^best checkpoint: ' '^Test accuracy ' '^logs: ' '^exported the full weights ' \
                '^after the first optimizer step \(step 1\):$' '^after fit \(step 3\):$'; do

@@ -47,6 +47,15 @@ foreach(s zero1 zero2)
 endforeach()
 volt_mpi_test(test_zero2_ckpt_after_step_np3 3 90 zero_ckpt zero2)
 
+# ModelCheckpoint's async_save under sharded strategies: every rank writes its shard in the
+# background, the next save point commits (rank 0's index). The same checkpoints as with
+# synchronous saves; a rank that cannot write fails the fit on every rank, the previous
+# checkpoints stay, nothing is left behind.
+foreach(s fsdp zero1 zero2)
+  volt_mpi_test(test_async_ckpt_${s}_np2 2 90 async_ckpt ${s})
+endforeach()
+volt_mpi_test(test_async_ckpt_fsdp_np3 3 90 async_ckpt fsdp)
+
 # Rank 1 leaves (before its first collective, or when batch B starts, mid-training): the
 # others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT) and the job ends cleanly.
 volt_mpi_test(test_fault_timeout_ddp_np2 2 60 fault ddp)

@@ -17,6 +17,8 @@
  * The reference `single` run is computed inside each rank's process (no MPI) on the global
  * batch; the distributed run gets each rank's shard through the loader. */
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1444,6 +1446,160 @@ static void test_zero_ckpt(const char *name) {
     MPI_Barrier(MPI_COMM_WORLD);
     volt_dataset_destroy(ds);
 }
+
+/* ---- ModelCheckpoint's async_save under a sharded strategy ------------------------------------------ */
+/* At every epoch's end (3 epochs) the k = 2 most recent and last, saved by every rank's
+ * background thread and committed at the next save point or fit's end (rank 0 writes the
+ * index). Against the same run with synchronous saves: the same checkpoint names, each loads
+ * (single trainer, resharded) to the same bits, no leftover shard folder or .tmp. Then rank
+ * 1 cannot write (a file size limit) from epoch 1 on: the fit fails on every rank at the next
+ * save point, naming rank 1's shard; epoch 0's checkpoints stay whole and loadable, and the
+ * failed save leaves no folder behind. */
+static int ac_fail_epoch = -1;   /* this rank's writes fail from this epoch's save on */
+static char ac_best_at_1[1024];  /* "best" at epoch 1's end, before its save point */
+/* Runs before ModelCheckpoint's save point (checkpointing callbacks run last): "best" waits
+ * for the previous save's write (epoch 0's, not committed yet: so no best yet); then this
+ * rank may limit its file size. */
+static volt_status ac_epoch_end(void *self, volt_trainer *t) {
+    (void)self;
+    if (volt_trainer_current_epoch(t) == 1) {
+        const char *b = volt_trainer_best_model_path(t);
+        snprintf(ac_best_at_1, sizeof ac_best_at_1, "%s", b ? b : "(none)");
+    }
+    if (volt_trainer_current_epoch(t) == ac_fail_epoch) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = { 64, RLIM_INFINITY };   /* soft: 64 bytes; the hard limit stays */
+        setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    return VOLT_OK;
+}
+static const volt_callback_ops ac_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailWrites",
+                                          .on_train_epoch_end = ac_epoch_end };
+
+/* Index files and shard folders of a checkpoint folder; *tmp: files ending in .tmp. */
+static void ac_scan(const char *dir, char names[][256], int *n_idx, int *n_shard_dirs, int *n_tmp) {
+    *n_idx = *n_shard_dirs = *n_tmp = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const size_t L = strlen(e->d_name);
+        if (strstr(e->d_name, ".shards-")) (*n_shard_dirs)++;
+        else if (L > 4 && !strcmp(e->d_name + L - 4, ".tmp")) (*n_tmp)++;
+        else if (L > 12 && !strcmp(e->d_name + L - 12, ".safetensors") && *n_idx < 8)
+            snprintf(names[(*n_idx)++], 256, "%s", e->d_name);
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < *n_idx; i++)   /* sorted, to compare two folders */
+        for (int j = i + 1; j < *n_idx; j++)
+            if (strcmp(names[i], names[j]) > 0) { char x[256]; memcpy(x, names[i], 256); memcpy(names[i], names[j], 256); memcpy(names[j], x, 256); }
+}
+
+static volt_status ac_fit(const char *name, const char *dir, bool async, volt_dataset *ds, bool probe, int fail_epoch) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 3;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    c.enable_model_summary = false;
+    c.num_sanity_val_steps = 0;
+    c.default_root_dir = dir;
+    c.strategy = name;
+    c.seed = 7;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.save_top_k = 2;   /* no monitor: the 2 most recent */
+    cc.save_last = true;
+    cc.async_save = async;
+    if (st >= 0) st = volt_add_model_checkpoint(t, &cc);
+    ac_fail_epoch = fail_epoch;
+    if (st >= 0 && probe) st = volt_trainer_add_callback(t, &ac_ops, NULL);
+    ac_best_at_1[0] = 0;
+    volt_loader *l = make_loader(ds, GB / g_world);
+    mlp m = { 0 };
+    if (st >= 0) st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    if (st < 0 && fail_epoch >= 0) {
+        const char *e = volt_trainer_errmsg(t);
+        if (g_rank == 1)
+            CHECK(strstr(e, "rank 1 shard") && strstr(e, "epoch=1"), "%s: rank 1 names its shard of epoch 1: %s", name, e);
+        else CHECK(strstr(e, "another rank could not write its shard") && strstr(e, "epoch=1"), "%s: rank %d: %s", name, g_rank, e);
+    }
+    ac_fail_epoch = -1;
+    struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+    setrlimit(RLIMIT_FSIZE, &rl);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    return st;
+}
+
+/* Every rank loads path with a single trainer: its params (NPARAM floats), or false. */
+static bool ac_load(volt_dataset *ds, const char *path, float *out) {
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer("single", vtest_tmpdir());
+    volt_loader *vl = make_loader_ex(ds, GB, false);
+    volt_status st = t && vl ? volt_trainer_validate(t, &mlp_ops, &m, vl, path) : VOLT_ERR_STATE;
+    CHECK(st == VOLT_OK, "load '%s': %s", path, t ? volt_trainer_errmsg(t) : "");
+    if (st == VOLT_OK) copy_params(volt_trainer_params(t), out);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(vl);
+    return st == VOLT_OK;
+}
+
+static void test_async_ckpt(const char *name) {
+    volt_dataset *ds = make_data();
+    char dir[3][1024], p[3][1400];
+    static char names[3][8][256];
+    static float a[NPARAM], b[NPARAM];
+    int n_idx[3], n_dirs[3], n_tmp[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(dir[k], sizeof dir[k], "%s/async_ckpt_%s_np%d_%s", vtest_tmpdir(), name, g_world, k == 0 ? "sync" : k == 1 ? "async" : "fail");
+        if (g_rank == 0) { snprintf(p[0], sizeof p[0], "rm -rf '%s'", dir[k]); CHECK(system(p[0]) == 0, "clean"); }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(ac_fit(name, dir[0], false, ds, true, -1) == VOLT_OK, "%s: fit with synchronous saves", name);
+    CHECK(strstr(ac_best_at_1, "epoch=0-step=10"), "%s: sync: best at epoch 1's end: %s", name, ac_best_at_1);
+    CHECK(ac_fit(name, dir[1], true, ds, true, -1) == VOLT_OK, "%s: fit with async_save", name);
+    CHECK(!strcmp(ac_best_at_1, "(none)"), "%s: async: best at epoch 1's end, before epoch 0's commit: %s", name, ac_best_at_1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int k = 0; k < 2; k++) ac_scan(dir[k], names[k], &n_idx[k], &n_dirs[k], &n_tmp[k]);
+    CHECK(n_idx[0] == 3 && n_idx[1] == 3, "%s: 2 most recent + last, sync %d, async %d", name, n_idx[0], n_idx[1]);
+    CHECK(n_dirs[1] == n_idx[1] && n_tmp[1] == 0, "%s: async: %d shard folders for %d checkpoints, %d .tmp", name, n_dirs[1], n_idx[1],
+          n_tmp[1]);
+    int same = 0;
+    for (int i = 0; i < n_idx[0] && i < n_idx[1]; i++) {
+        CHECK(!strcmp(names[0][i], names[1][i]), "%s: checkpoint names: %s vs %s", name, names[0][i], names[1][i]);
+        snprintf(p[0], sizeof p[0], "%s/%.255s", dir[0], names[0][i]);
+        snprintf(p[1], sizeof p[1], "%s/%.255s", dir[1], names[1][i]);
+        if (ac_load(ds, p[0], a) && ac_load(ds, p[1], b)) {
+            same += !memcmp(a, b, sizeof a);
+            CHECK(!memcmp(a, b, sizeof a), "%s: '%s' async holds other params than sync", name, names[0][i]);
+        }
+    }
+    /* rank 1's writes fail from epoch 1 */
+    volt_status st = ac_fit(name, dir[2], true, ds, true, g_rank == 1 ? 1 : -1);
+    CHECK(st < 0, "%s: the fit fails when rank 1 cannot write its shard", name);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ac_scan(dir[2], names[2], &n_idx[2], &n_dirs[2], &n_tmp[2]);
+    CHECK(n_idx[2] == 2 && n_dirs[2] == 2 && n_tmp[2] == 0, "%s: after the failure epoch 0's checkpoint and last, "
+          "%d files, %d shard folders (want 2 and 2), %d .tmp", name, n_idx[2], n_dirs[2], n_tmp[2]);
+    /* both from epoch 0 (step 10), whole: they load, to the same values */
+    for (int i = 0; i < n_idx[2]; i++) {
+        snprintf(p[2], sizeof p[2], "%s/%.255s", dir[2], names[2][i]);
+        CHECK(strstr(names[2][i], "epoch=0") || !strcmp(names[2][i], "last.safetensors"), "%s: kept '%s'", name, names[2][i]);
+        volt_st_file *f = NULL;
+        char err[512];
+        CHECK(volt_st_open(p[2], &f, err, sizeof err) == VOLT_OK && volt_st_meta(f, "volt.global_step") &&
+              !strcmp(volt_st_meta(f, "volt.global_step"), "10"), "%s: '%s' is step 10's", name, names[2][i]);
+        volt_st_close(f);
+        CHECK(ac_load(ds, p[2], i ? b : a), "%s: '%s' loads", name, names[2][i]);
+    }
+    CHECK(n_idx[2] != 2 || !memcmp(a, b, sizeof a), "%s: epoch 0's checkpoint and last differ", name);
+    if (g_rank == 0)
+        printf("async   %-18s N=%d: %d checkpoints written in the background equal the synchronous ones; a failed shard "
+               "write fails the fit on every rank and leaves epoch 0's %d checkpoints\n", name, g_world, same, n_idx[2]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset_destroy(ds);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -1501,6 +1657,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "fault_exit")) test_fault_exit();
     else if (!strcmp(mode, "reshard_save") && argc > 3) test_reshard_save(argv[2], argv[3]);
     else if (!strcmp(mode, "zero_ckpt") && argc > 2) test_zero_ckpt(argv[2]);
+    else if (!strcmp(mode, "async_ckpt") && argc > 2) test_async_ckpt(argv[2]);
     else if (!strcmp(mode, "reshard_resume") && argc > 3) test_reshard_resume(argv[2], argv[3]);
     else {
         fprintf(stderr, "usage: test_strategies [comm | parity S | fault S | fault_exit | reshard_save S PATH | "

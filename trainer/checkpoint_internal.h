@@ -85,6 +85,25 @@ int remove_dir(const char *dir);
 int remove_shard_dirs(const char *path, const char *keep);
 bool shard_file(char *buf, size_t n, const char *dir, int r, int world);
 volt_status save_sharded(volt_trainer *t, const char *path);
+/* This rank's shard tensors in file order: per unit "params.<unit>" then each optimizer
+ * state's "optimizer.<state>.<unit>", this rank's slice, n floats (data NULL without sg). */
+typedef volt_status (*shard_tensor_fn)(void *ctx, const char *name, int64_t n, const float *data);
+volt_status shard_each(volt_trainer *t, ck_stage *sg, shard_tensor_fn fn, void *ctx);
+/* A shard file's metadata (id, rank, world), sealed, in a new writer. */
+volt_status shard_meta(int rank, int world, const char *idhex, volt_st_writer **out, char *err, size_t errlen);
+/* The optimizer holds exactly the slices the strategy says this rank owns (err says where not). */
+volt_status shard_check_states(volt_trainer *t, char *err, size_t errlen);
+/* Collective: every rank's slices, world x units x 2 (malloc'd). */
+volt_status shard_ranges(volt_trainer *t, double **out);
+/* The index's layout JSON (cJSON_free it). */
+char *index_json(volt_trainer *t, const char *dirbase, const char *id, const double *ranges);
+/* Rank 0: write the index at path for the complete shard folder dir (every rank's file
+ * present), with a snapshot's state (NULL: put_state now); then remove the replaced folders,
+ * or dir on failure. Errors recorded on t. */
+volt_status shard_index_write(volt_trainer *t, const char *path, const char *dir, const char *idhex, const double *ranges,
+                              const volt_st_writer *state);
+/* A fresh 64-bit id for a shard folder. */
+uint64_t shard_fresh_id(void);
 
 /* ---- loading (checkpoint_source.c): where the saved values are: one file, or an index and its shards */
 typedef struct ck_unit { const char *name; int64_t numel; int64_t *lo, *hi; } ck_unit;   /* lo/hi: per saved rank */

@@ -108,7 +108,7 @@ bool shard_file(char *buf, size_t n, const char *dir, int r, int world) {
     return k >= 0 && (size_t)k < n;
 }
 
-static uint64_t fresh_id(void) {
+uint64_t shard_fresh_id(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
@@ -116,12 +116,11 @@ static uint64_t fresh_id(void) {
     return x;
 }
 
-/* This rank's shard, streamed: per unit "params.<unit>" then "optimizer.<state>.<unit>", its
- * slice [lo, hi) as f32, each brought to the host once through the staging area. */
-static volt_status write_shard(volt_trainer *t, const char *dir, const char *id, char *err, size_t errlen) {
+/* The owned ranges and the optimizer's agree (the optimizer holds exactly the slice the
+ * strategy says), as the shard layout assumes. */
+volt_status shard_check_states(volt_trainer *t, char *err, size_t errlen) {
     const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
-    char b[32], name[512], file[4200];
-    for (int u = 0; u < U; u++)   /* the optimizer holds exactly the slice the strategy says */
+    for (int u = 0; u < U; u++)
         for (int k = 0; k < K; k++) {
             int64_t lo, hi, slo = 0, shi = 0;
             owned_range(t, u, &lo, &hi);
@@ -132,13 +131,41 @@ static volt_status write_shard(volt_trainer *t, const char *dir, const char *id,
                 return VOLT_ERR_STATE;
             }
         }
-    if (!shard_file(file, sizeof file, dir, t->rank, t->world)) { snprintf(err, errlen, "path too long"); return VOLT_ERR_INVALID_ARG; }
-    volt_st_writer *w;   /* the metadata, sealed */
+    return VOLT_OK;
+}
+
+volt_status shard_each(volt_trainer *t, ck_stage *sg, shard_tensor_fn fn, void *ctx) {
+    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    char name[512];
+    volt_status st = VOLT_OK;
+    for (int u = 0; u < U && st >= 0; u++) {
+        const volt_unit *un = volt_params_unit_at(t->ps, u);
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
+        const float *v = sg ? stage_values(t, sg, u, lo, hi) : NULL;
+        if (sg && !v) return VOLT_ERR_STATE;
+        st = fn(ctx, name, hi - lo, v);
+        for (int k = 0; k < K && st >= 0; k++) {
+            snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
+            int64_t slo, shi;   /* = [lo, hi): shard_check_states */
+            v = !sg ? NULL : hi > lo ? stage_state(t, sg, u, k, &slo, &shi) : sg->into ? sg->into + sg->into_used : sg->f32;
+            if (sg && !v) return VOLT_ERR_STATE;
+            st = fn(ctx, name, hi - lo, v);
+        }
+    }
+    return st;
+}
+
+volt_status shard_meta(int rank, int world, const char *idhex, volt_st_writer **out, char *err, size_t errlen) {
+    char b[32];
+    *out = NULL;
+    volt_st_writer *w;
     if (volt_st_writer_create(&w) < 0) { snprintf(err, errlen, "out of memory"); return VOLT_ERR_NOMEM; }
-    volt_status st = volt_st_writer_meta(w, "volt.shard.id", id);
-    snprintf(b, sizeof b, "%d", t->rank);
+    volt_status st = volt_st_writer_meta(w, "volt.shard.id", idhex);
+    snprintf(b, sizeof b, "%d", rank);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.rank", b);
-    snprintf(b, sizeof b, "%d", t->world);
+    snprintf(b, sizeof b, "%d", world);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.shard.world", b);
     if (st >= 0) st = meta_seal(w);
     if (st < 0) {
@@ -146,34 +173,36 @@ static volt_status write_shard(volt_trainer *t, const char *dir, const char *id,
         volt_st_writer_destroy(w);
         return st;
     }
+    *out = w;
+    return VOLT_OK;
+}
+
+static volt_status shard_declare(void *s, const char *name, int64_t n, const float *data) {
+    (void)data;
+    return volt_st_stream_declare(s, name, VOLT_F32, VOLT_SHAPE(n));
+}
+static volt_status shard_write(void *s, const char *name, int64_t n, const float *data) {
+    (void)n;
+    return volt_st_stream_write(s, name, data);
+}
+
+/* This rank's shard, streamed: shard_each's tensors, each brought to the host once through
+ * the staging area. */
+static volt_status write_shard(volt_trainer *t, const char *dir, const char *id, char *err, size_t errlen) {
+    char file[4200];
+    volt_status st = shard_check_states(t, err, errlen);
+    if (st < 0) return st;
+    if (!shard_file(file, sizeof file, dir, t->rank, t->world)) { snprintf(err, errlen, "path too long"); return VOLT_ERR_INVALID_ARG; }
+    volt_st_writer *w;   /* the metadata, sealed */
+    if ((st = shard_meta(t->rank, t->world, id, &w, err, errlen)) < 0) return st;
     ck_stage sg;
     volt_st_stream *s = NULL;
     if ((st = stage_open(t, &sg)) < 0) snprintf(err, errlen, "out of memory (staging)");
     if (st >= 0) st = ck_stream_open(file, w, &s, err, errlen);
     volt_st_writer_destroy(w);
-    for (int pass = 0; pass < 2 && st >= 0; pass++) {   /* 0: declare, 1: write */
-        for (int u = 0; u < U && st >= 0; u++) {
-            const volt_unit *un = volt_params_unit_at(t->ps, u);
-            int64_t lo, hi;
-            owned_range(t, u, &lo, &hi);
-            snprintf(name, sizeof name, "params.%s", volt_unit_name(un));
-            if (!pass) st = volt_st_stream_declare(s, name, VOLT_F32, VOLT_SHAPE(hi - lo));
-            else {
-                const float *v = stage_values(t, &sg, u, lo, hi);
-                st = v ? volt_st_stream_write(s, name, v) : VOLT_ERR_STATE;
-            }
-            for (int k = 0; k < K && st >= 0; k++) {
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), volt_unit_name(un));
-                if (!pass) st = volt_st_stream_declare(s, name, VOLT_F32, VOLT_SHAPE(hi - lo));
-                else {
-                    int64_t slo, shi;
-                    const float *v = hi > lo ? stage_state(t, &sg, u, k, &slo, &shi) : sg.f32;   /* checked above */
-                    st = v ? volt_st_stream_write(s, name, v) : VOLT_ERR_STATE;
-                }
-            }
-        }
-        if (!pass && st >= 0) st = volt_st_stream_begin(s);
-    }
+    if (st >= 0) st = shard_each(t, NULL, shard_declare, s);
+    if (st >= 0) st = volt_st_stream_begin(s);
+    if (st >= 0) st = shard_each(t, &sg, shard_write, s);
     if (st < 0 && s && !err[0]) snprintf(err, errlen, "%s", volt_st_stream_errmsg(s));
     if (st >= 0) st = volt_st_stream_finish(s, err, errlen);   /* consumes s */
     else volt_st_stream_destroy(s);
@@ -182,7 +211,7 @@ static volt_status write_shard(volt_trainer *t, const char *dir, const char *id,
 }
 
 /* The layout JSON of the index (ranges: world x units x 2, every rank's slices). */
-static char *index_json(volt_trainer *t, const char *dirbase, const char *id, const double *ranges) {
+char *index_json(volt_trainer *t, const char *dirbase, const char *id, const double *ranges) {
     const int U = volt_params_unit_count(t->ps);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "version", 1);
@@ -225,27 +254,86 @@ static char *index_json(volt_trainer *t, const char *dirbase, const char *id, co
     return out;
 }
 
+/* Every rank's slices (world x units x 2) for the index: each fills its rows of a zeroed
+ * table, summed over the ranks (a collective). */
+volt_status shard_ranges(volt_trainer *t, double **out) {
+    const int R = t->rank, W = t->world, U = volt_params_unit_count(t->ps);
+    double *ranges = calloc((size_t)W * (size_t)(U ? U : 1) * 2, sizeof *ranges);
+    for (int u = 0; ranges && u < U; u++) {
+        int64_t lo, hi;
+        owned_range(t, u, &lo, &hi);
+        ranges[((size_t)R * U + u) * 2] = (double)lo;
+        ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
+    }
+    *out = NULL;
+    if (!all_ok(t, ranges != NULL)) { free(ranges); return VOLT_ERR_NOMEM; }
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, ranges, W * U * 2);
+    if (st < 0) { free(ranges); return st; }
+    for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
+    *out = ranges;
+    return VOLT_OK;
+}
+
+/* Rank 0: the index at path for the shards in dir, with the state of `state` (put_state's
+ * metadata and module extras, taken earlier by a snapshot) or, NULL, the trainer's now. Every
+ * shard file must be in dir. Then the folders of the checkpoint it replaces go; on failure, dir. */
+volt_status shard_index_write(volt_trainer *t, const char *path, const char *dir, const char *idhex, const double *ranges,
+                              const volt_st_writer *state) {
+    const char *dirbase = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    char err[768] = "", file[4200];
+    volt_status st = VOLT_OK;
+    for (int r = 0; r < t->world && st >= 0; r++) {
+        struct stat sb;
+        if (!shard_file(file, sizeof file, dir, r, t->world) || stat(file, &sb) != 0 || !S_ISREG(sb.st_mode))
+            st = volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank %d's shard '%s' is missing", path, r, file);
+    }
+    volt_st_writer *w = NULL;
+    char *js = st >= 0 ? index_json(t, dirbase, idhex, ranges) : NULL;
+    if (st >= 0 && (!js || volt_st_writer_create(&w) < 0)) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+    if (st >= 0 && (st = volt_st_writer_meta(w, SHARD_INDEX_KEY, js)) < 0)
+        volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+    if (st >= 0 && !state) st = put_state(t, w, path);
+    for (int i = 0; st >= 0 && state && i < volt_st_writer_meta_count(state); i++) {
+        const char *k, *v;
+        if ((st = volt_st_writer_meta_at(state, i, &k, &v)) >= 0) st = volt_st_writer_meta(w, k, v);
+        if (st < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
+    }
+    for (int i = 0; st >= 0 && state && i < volt_st_writer_count(state); i++) {
+        const char *n;
+        volt_dtype dt;
+        volt_shape sh;
+        const void *d;
+        if ((st = volt_st_writer_tensor_at(state, i, &n, &dt, &sh, &d)) >= 0) st = volt_st_writer_add(w, n, dt, sh, d);
+        if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
+    }
+    if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
+    if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
+    volt_st_writer_destroy(w);
+    cJSON_free(js);
+    if (st >= 0) remove_shard_dirs(path, dir);   /* the replaced checkpoint's folder */
+    else remove_dir(dir);
+    return st;
+}
+
 volt_status save_sharded(volt_trainer *t, const char *path) {
     volt_strategy *sg = t->strategy;
-    const int R = t->rank, W = t->world, U = volt_params_unit_count(t->ps);
+    const int R = t->rank;
     char err[768] = "", dir[4096], idhex[24];
     volt_status st = VOLT_OK;
     /* rank 0's path and a fresh id: every rank writes into the folder rank 0's index names */
     struct { uint64_t id; char path[4096]; } hdr;
     memset(&hdr, 0, sizeof hdr);
     if (R == 0) {
-        hdr.id = fresh_id();
+        hdr.id = shard_fresh_id();
         if (snprintf(hdr.path, sizeof hdr.path, "%s", path) >= (int)sizeof hdr.path) hdr.path[0] = 0;
     }
     if ((st = volt__strategy_broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
         return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
     if (!hdr.path[0]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
     path = hdr.path;
-    const uint64_t id = hdr.id;
-    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)hdr.id);
     if (snprintf(dir, sizeof dir, "%s.shards-%s", path, idhex) >= (int)sizeof dir)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
-    const char *dirbase = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     if (R == 0 && mkdir(dir, 0777) != 0) {
         snprintf(err, sizeof err, "cannot create the shard folder '%.600s': %s", dir, strerror(errno));
         st = VOLT_ERR_IO;
@@ -258,36 +346,13 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
         if (st < 0) return volt__terr(t, st, "checkpoint '%s': rank %d shard: %s", path, R, err);
         return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
     }
-    /* every rank's slices, for the index: each fills its rows of a zeroed table, summed */
-    double *ranges = calloc((size_t)W * (size_t)(U ? U : 1) * 2, sizeof *ranges);
-    if (!ranges) st = VOLT_ERR_NOMEM;
-    for (int u = 0; ranges && u < U; u++) {
-        int64_t lo, hi;
-        owned_range(t, u, &lo, &hi);
-        ranges[((size_t)R * U + u) * 2] = (double)lo;
-        ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
-    }
-    if (!all_ok(t, st >= 0)) { free(ranges); if (R == 0) remove_dir(dir); return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path); }
-    if ((st = volt__strategy_all_reduce_mean(sg, ranges, W * U * 2)) < 0) {
-        free(ranges);
+    double *ranges = NULL;
+    if ((st = shard_ranges(t, &ranges)) < 0) {
         if (R == 0) remove_dir(dir);
+        if (st == VOLT_ERR_NOMEM) return volt__terr(t, st, "checkpoint '%s': out of memory", path);
         return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
     }
-    for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
-    if (R == 0) {
-        volt_st_writer *w = NULL;
-        char *js = index_json(t, dirbase, idhex, ranges);
-        if (!js || volt_st_writer_create(&w) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
-        if (st >= 0 && (st = volt_st_writer_meta(w, SHARD_INDEX_KEY, js)) < 0)
-            volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
-        if (st >= 0) st = put_state(t, w, path);
-        if (st >= 0 && (st = meta_seal(w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
-        if (st >= 0 && (st = volt_st_writer_write(w, path, err, sizeof err)) < 0) volt__terr(t, st, "%s", err);
-        volt_st_writer_destroy(w);
-        cJSON_free(js);
-        if (st >= 0) remove_shard_dirs(path, dir);   /* the replaced checkpoint's folder */
-        else remove_dir(dir);
-    }
+    if (R == 0) st = shard_index_write(t, path, dir, idhex, ranges, NULL);
     free(ranges);
     if (!all_ok(t, st >= 0)) {
         if (st < 0) return st;

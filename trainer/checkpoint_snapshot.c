@@ -9,20 +9,37 @@
  * states, then the small extras), which is the order save_single streams, so the file
  * is byte for byte the one a synchronous save at the snapshot's moment writes
  * (tests/test_callbacks.c). The write touches nothing of the trainer. The host buffer is kept
- * and reused by the next snapshot. Sharded strategies (ZeRO, FSDP) are not snapshotted: their
- * save is collective. */
+ * and reused by the next snapshot.
+ *
+ * Sharded strategies (ZeRO, FSDP over several ranks): the snapshot is collective (rank 0's id,
+ * every rank's slices for the index) and holds this rank's shard (shard_each's tensors) and,
+ * on rank 0, the index's state (put_state now). A write puts this rank's shard file in the
+ * folder "<path>.shards-<id>", the id derived from the snapshot's and the path, so every
+ * rank names the same folder without talking; volt_trainer_snapshot_commit, back on the
+ * trainer's thread and collective, checks that every rank wrote and has rank 0 write the
+ * index, which makes the checkpoint exist (the save's atomic step, as in save_sharded). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "core/hostmem.h"
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 
 struct volt_ckpt_snapshot {
-    volt_st_writer *w;       /* metadata, module extras, and the tensors borrowed from buf */
+    volt_st_writer *w;       /* metadata, module extras, and the tensors borrowed from buf;
+                                sharded: this rank's shard tensors only */
     float *buf;
     size_t cap;              /* floats in buf */
     bool empty;              /* a rank other than 0 of a replicated strategy: nothing to write */
+    /* sharded */
+    bool sharded;
+    uint64_t id;             /* rank 0's, for every rank */
+    int rank, world;
+    volt_st_writer *state;   /* rank 0: the index's metadata and module extras (unsealed) */
+    double *ranges;          /* rank 0: every rank's slices */
 };
 
 /* The floats ck_each_tensor fetches: every unit's values whole, every state range held. */
@@ -43,28 +60,104 @@ static size_t fetched_floats(volt_trainer *t) {
 static volt_status add_tensor(void *w, const char *name, volt_shape shape, const float *data) {
     return volt_st_writer_add(w, name, VOLT_F32, shape, data);
 }
+static volt_status add_shard_tensor(void *w, const char *name, int64_t n, const float *data) {
+    return volt_st_writer_add(w, name, VOLT_F32, VOLT_SHAPE(n), data);
+}
+static volt_status count_shard(void *ctx, const char *name, int64_t n, const float *data) {
+    (void)name; (void)data;
+    *(size_t *)ctx += (size_t)n;
+    return VOLT_OK;
+}
+
+static void snap_clear(volt_ckpt_snapshot *s) {
+    volt_st_writer_destroy(s->w);
+    volt_st_writer_destroy(s->state);
+    free(s->ranges);
+    s->w = s->state = NULL;
+    s->ranges = NULL;
+    s->sharded = false;
+}
+
+/* The buffer for need floats (kept when large enough): hundreds of MB, touched at once. */
+static volt_status snap_reserve(volt_trainer *t, volt_ckpt_snapshot *s, size_t need, const char *path) {
+    if (need <= s->cap) return VOLT_OK;
+    free(s->buf);
+    s->cap = 0;
+    if (!(s->buf = volt__huge_alloc((need ? need : 1) * sizeof(float))))
+        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of host memory for the snapshot (%zu bytes)", path,
+                          need * sizeof(float));
+    s->cap = need;
+    return VOLT_OK;
+}
+
+/* The folder a write of a sharded snapshot at path uses: "<path>.shards-<id>", the id mixed
+ * from the snapshot's and the path's bytes (every rank computes the same). */
+static bool snap_dir(const volt_ckpt_snapshot *s, const char *path, char *dir, size_t n, char *idhex) {
+    uint64_t h = s->id ^ 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) h = (h ^ *c) * 0x100000001b3ull;
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33;
+    snprintf(idhex, 24, "%016llx", (unsigned long long)h);
+    const int k = snprintf(dir, n, "%s.shards-%s", path, idhex);
+    return k >= 0 && (size_t)k < n;
+}
+
+/* Collective: the shard snapshot of every rank (module extras and loop state on rank 0). */
+static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt_snapshot *s) {
+    char err[768] = "";
+    volt_status st = shard_check_states(t, err, sizeof err);
+    if (!all_ok(t, st >= 0))
+        return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "checkpoint '%s': %s", path, st < 0 ? err : "another rank's optimizer "
+                          "holds other slices than its strategy says");
+    uint64_t id = t->rank == 0 ? shard_fresh_id() : 0;
+    if ((st = volt__strategy_broadcast(t->strategy, &id, sizeof id, 0)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(t->strategy),
+                          volt__strategy_errmsg(t->strategy));
+    s->sharded = true;
+    s->id = id;
+    s->rank = t->rank;
+    s->world = t->world;
+    if ((st = shard_ranges(t, &s->ranges)) < 0)
+        return volt__terr(t, st, "checkpoint '%s': %s", path, st == VOLT_ERR_NOMEM ? "out of memory" : volt__strategy_errmsg(t->strategy));
+    size_t need = 0;
+    (void)shard_each(t, NULL, count_shard, &need);
+    st = snap_reserve(t, s, need, path);
+    if (st >= 0 && (st = volt_st_writer_create(&s->w)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
+    if (st >= 0 && t->rank == 0) {
+        if ((st = volt_st_writer_create(&s->state)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
+        else st = put_state(t, s->state, path);   /* records its own errors */
+    }
+    ck_stage sg;
+    if (st >= 0 && stage_open(t, &sg) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
+    else if (st >= 0) {
+        sg.into = s->buf;
+        sg.into_cap = s->cap;
+        st = shard_each(t, &sg, add_shard_tensor, s->w);
+        stage_close(&sg);
+        if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path,
+                               st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));
+    }
+    if (!all_ok(t, st >= 0)) {   /* every rank holds a whole snapshot, or none does */
+        snap_clear(s);
+        return st < 0 ? st : volt__terr(t, VOLT_ERR_STATE, "checkpoint '%s': another rank could not take its snapshot", path);
+    }
+    return VOLT_OK;
+}
 
 volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io) {
     if (!t || !io) return VOLT_ERR_INVALID_ARG;
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "snapshot_checkpoint: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "snapshot_checkpoint: empty path");
     VOLT_TRY(volt__loop_wait_params(t, "snapshot_checkpoint"));
-    if (ckpt_sharded(t)) return VOLT_ERR_UNSUPPORTED;   /* the caller saves synchronously (no error recorded) */
     volt_ckpt_snapshot *s = *io;
-    if (!s && !(s = *io = calloc(1, sizeof *s))) return volt__terr(t, VOLT_ERR_NOMEM, "snapshot_checkpoint: out of memory");
-    volt_st_writer_destroy(s->w);
-    s->w = NULL;
-    s->empty = t->rank != 0;   /* replicated state: rank 0 writes it all */
+    const bool sharded = ckpt_sharded(t);
+    const bool have = s || (s = *io = calloc(1, sizeof *s));
+    if (sharded ? !all_ok(t, have) : !have)   /* sharded: every rank goes on, or none */
+        return volt__terr(t, VOLT_ERR_NOMEM, "snapshot_checkpoint: out of memory");
+    snap_clear(s);
+    s->empty = !sharded && t->rank != 0;   /* replicated state: rank 0 writes it all */
+    if (sharded) return snapshot_sharded(t, path, s);
     if (s->empty) return VOLT_OK;
-    const size_t need = fetched_floats(t);
-    if (need > s->cap) {
-        free(s->buf);
-        s->cap = 0;
-        if (!(s->buf = volt__huge_alloc((need ? need : 1) * sizeof(float))))   /* hundreds of MB, touched at once */
-            return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of host memory for the snapshot (%zu bytes)", path,
-                              need * sizeof(float));
-        s->cap = need;
-    }
+    VOLT_TRY(snap_reserve(t, s, fetched_floats(t), path));
     volt_status st = volt_st_writer_create(&s->w);
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': cannot create the writer", path);
     st = put_state(t, s->w, path);   /* records its own errors */
@@ -91,6 +184,34 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     return st;
 }
 
+/* This rank's shard file in the snapshot's folder for path (created by whichever rank comes
+ * first), sealed metadata as save_sharded writes it. */
+static volt_status write_shard_file(volt_ckpt_snapshot *s, const char *path, char *err, size_t errlen) {
+    char dir[4096], idhex[24], file[4200], e[512] = "";
+    if (!snap_dir(s, path, dir, sizeof dir, idhex) || !shard_file(file, sizeof file, dir, s->rank, s->world)) {
+        snprintf(err, errlen, "checkpoint '%s': path too long", path);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "checkpoint '%s': cannot create the shard folder '%s': %s", path, dir, strerror(errno));
+        return VOLT_ERR_IO;
+    }
+    volt_st_writer *w;
+    volt_status st = shard_meta(s->rank, s->world, idhex, &w, e, sizeof e);
+    for (int i = 0; st >= 0 && i < volt_st_writer_count(s->w); i++) {
+        const char *n;
+        volt_dtype dt;
+        volt_shape sh;
+        const void *d;
+        if ((st = volt_st_writer_tensor_at(s->w, i, &n, &dt, &sh, &d)) >= 0) st = volt_st_writer_add(w, n, dt, sh, d);
+        if (st < 0) snprintf(e, sizeof e, "%s", volt_st_writer_errmsg(w));
+    }
+    if (st >= 0) st = volt_st_writer_write(w, file, e, sizeof e);
+    if (st < 0) snprintf(err, errlen, "checkpoint '%s': %s", path, e[0] ? e : volt_status_str(st));
+    volt_st_writer_destroy(w);
+    return st;
+}
+
 volt_status volt_ckpt_snapshot_write(volt_ckpt_snapshot *s, const char *path, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!s || !path || !*path) {
@@ -102,16 +223,48 @@ volt_status volt_ckpt_snapshot_write(volt_ckpt_snapshot *s, const char *path, ch
         if (err && errlen) snprintf(err, errlen, "checkpoint '%s': no snapshot taken (or the last one failed)", path);
         return VOLT_ERR_STATE;
     }
+    if (s->sharded) return write_shard_file(s, path, err, errlen);
     volt_status st = volt_st_writer_write(s->w, path, err, errlen);
     if (st >= 0) remove_shard_dirs(path, NULL);   /* it may replace a sharded checkpoint */
     return st;
 }
 
+volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s, const char *path, volt_status written,
+                                         const char *why) {
+    if (!t || !s || !path || !*path) return t ? volt__terr(t, VOLT_ERR_INVALID_ARG, "snapshot_commit: NULL snapshot or empty path")
+                                              : VOLT_ERR_INVALID_ARG;
+    if (!s->sharded) return VOLT_OK;   /* the write was the whole save */
+    char dir[4096], idhex[24];
+    const bool named = snap_dir(s, path, dir, sizeof dir, idhex);
+    if (!all_ok(t, written >= 0 && named)) {
+        if (t->rank == 0 && named) remove_dir(dir);
+        if (written < 0 || !named)
+            return volt__terr(t, written < 0 ? written : VOLT_ERR_INVALID_ARG, "checkpoint '%s': rank %d shard: %s", path, t->rank,
+                              !named ? "path too long" : why && why[0] ? why : volt_status_str(written));
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
+    }
+    volt_status st = t->rank == 0 ? shard_index_write(t, path, dir, idhex, s->ranges, s->state) : VOLT_OK;
+    if (!all_ok(t, st >= 0)) {
+        if (st < 0) return st;
+        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);
+    }
+    return VOLT_OK;
+}
+
+void volt_ckpt_snapshot_discard(volt_ckpt_snapshot *s, const char *path) {
+    char dir[4096], idhex[24], file[4200];
+    if (!s || !s->sharded || !path || !*path || !snap_dir(s, path, dir, sizeof dir, idhex)) return;
+    if (shard_file(file, sizeof file, dir, s->rank, s->world)) unlink(file);
+    rmdir(dir);   /* the last rank to leave it removes it */
+}
+
+bool volt_ckpt_snapshot_sharded(const volt_ckpt_snapshot *s) { return s && s->sharded; }
+
 size_t volt_ckpt_snapshot_bytes(const volt_ckpt_snapshot *s) { return s ? s->cap * sizeof(float) : 0; }
 
 void volt_ckpt_snapshot_destroy(volt_ckpt_snapshot *s) {
     if (!s) return;
-    volt_st_writer_destroy(s->w);
+    snap_clear(s);
     free(s->buf);
     free(s);
 }

@@ -338,13 +338,25 @@ VOLT_API volt_status volt_trainer_export_full(volt_trainer *t, const char *path)
  * touching nothing of the trainer: the file is byte for byte the one a save at the snapshot's
  * moment writes (atomic the same way). path: where it will be written (for messages and the
  * module's on_save_checkpoint). *io: NULL, or a snapshot of an earlier call, whose host
- * memory is reused (not while a write of it runs). A sharded strategy (deepspeed_stage_1/2,
- * fsdp over several ranks) returns VOLT_ERR_UNSUPPORTED and records no error: save
- * synchronously. On ranks other than 0 of a replicated strategy the snapshot is empty and
- * writing it does nothing. */
+ * memory is reused (not while a write of it runs). On ranks other than 0 of a replicated
+ * strategy the snapshot is empty and writing it does nothing.
+ * Sharded strategies (deepspeed_stage_1/2, fsdp over several ranks): the snapshot is
+ * collective (every rank calls it, in the same order) and holds this rank's shard; a write
+ * puts this rank's shard file in place, and the checkpoint exists only once
+ * volt_trainer_snapshot_commit (collective, on the trainer's thread) has checked that every
+ * rank wrote and rank 0 has written the index. written: this rank's write's status (why: its
+ * message). A failed write on any rank fails the commit on every rank and removes the new
+ * shard folder; the checkpoint the index would replace stays. Not sharded: commit does
+ * nothing (the write was the save). volt_ckpt_snapshot_discard: a write that will never be
+ * committed (teardown after a failure): this rank's shard file goes, and the folder with
+ * the last rank's. */
 typedef struct volt_ckpt_snapshot volt_ckpt_snapshot;
 VOLT_API volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io);
 VOLT_API volt_status volt_ckpt_snapshot_write(volt_ckpt_snapshot *s, const char *path, char *err, size_t errlen);
+VOLT_API volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s, const char *path,
+                                                  volt_status written, const char *why);
+VOLT_API void volt_ckpt_snapshot_discard(volt_ckpt_snapshot *s, const char *path);
+VOLT_API bool volt_ckpt_snapshot_sharded(const volt_ckpt_snapshot *s);   /* writes need a commit */
 VOLT_API size_t volt_ckpt_snapshot_bytes(const volt_ckpt_snapshot *s);   /* host memory it holds */
 VOLT_API void volt_ckpt_snapshot_destroy(volt_ckpt_snapshot *s);
 /* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and the folders of
@@ -389,7 +401,8 @@ typedef struct volt_checkpoint_config {
     bool async_save;             /* default false: write in a background thread from a host
                                     snapshot (volt_trainer_snapshot_checkpoint) while training
                                     goes on; one write in flight; errors surface at the next save
-                                    point or at fit end; sharded strategies save synchronously */
+                                    point or at fit end; sharded strategies: every rank writes its
+                                    shard, the next save point (or fit end) commits the index */
 } volt_checkpoint_config;
 #define VOLT_CHECKPOINT_CONFIG_VERSION 2u
 
