@@ -43,6 +43,9 @@ endforeach()
 foreach(s zero2 fsdp)   # 3 ranks: uneven shards
   volt_sim_nccl_test(test_${s}_np3_sim_nccl 3 "^comm nccl on device cuda" parity ${s})
 endforeach()
+# async_save under fsdp from device memory: each rank's snapshot copies its shard off the
+# simulated GPU, its thread writes it, the next save point commits (test_strategies async_ckpt).
+volt_sim_nccl_test(test_async_ckpt_fsdp_np2_sim_nccl 2 "^comm nccl on device cuda" async_ckpt fsdp)
 # A rank leaves: the other's collective times out (VOLT_COMM_TIMEOUT=5) and comm_nccl.c aborts
 # the communicator, which must release the simulated collective waiting in its barrier.
 volt_sim_nccl_test(test_fault_timeout_ddp_np2_sim_nccl 2 "NCCL communicator aborted" fault ddp)

@@ -1493,6 +1493,7 @@ static void ac_scan(const char *dir, char names[][256], int *n_idx, int *n_shard
             if (strcmp(names[i], names[j]) > 0) { char x[256]; memcpy(x, names[i], 256); memcpy(names[i], names[j], 256); memcpy(names[j], x, 256); }
 }
 
+static bool probe_printed;
 static volt_status ac_fit(const char *name, const char *dir, bool async, volt_dataset *ds, bool probe, int fail_epoch) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -1518,6 +1519,10 @@ static volt_status ac_fit(const char *name, const char *dir, bool async, volt_da
     volt_loader *l = make_loader(ds, GB / g_world);
     mlp m = { 0 };
     if (st >= 0) st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    if (st >= 0 && async && !probe_printed) {
+        check_comm_device(t);   /* "comm <name> on device <device>" */
+        probe_printed = true;
+    }
     if (st < 0 && fail_epoch >= 0) {
         const char *e = volt_trainer_errmsg(t);
         if (g_rank == 1)
