@@ -56,6 +56,13 @@ const volt__trainer_field volt__trainer_fields[] = {
         "auto|mpi|nccl", 0, 0, NULL),
     ROW(profiler, STR, "simple: time each action (training batch, data, validation/test step, every hook, checkpoint load) "
         "and print Lightning's profiler table after fit and test (stdout)", "profiler", "simple", 0, 0, NULL),
+    ROW(max_time, STR, "stop fit at the first optimizer step after this much training time, \"DD:HH:MM:SS\" (as Lightning)",
+        "max-time", NULL, 0, 0, NULL),
+    ROW(min_epochs, I64, "a stop asked for earlier (early stopping, max_time) waits until this many epochs ran; -1 = none",
+        "min-epochs", NULL, -1, 1e15, NULL),
+    ROW(min_steps, I64, "the same in optimizer steps; -1 = none", "min-steps", NULL, -1, 1e15, NULL),
+    ROW(overfit_batches, I64, "N > 0: train on the same first N batches every epoch (no shuffling) and validate on N val batches",
+        "overfit-batches", NULL, 0, 1e15, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

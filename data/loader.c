@@ -378,6 +378,20 @@ volt_status volt_loader_set_shard(volt_loader *l, int rank, int world) {
     return VOLT_OK;
 }
 
+volt_status volt_loader_set_shuffle(volt_loader *l, bool shuffle) {
+    if (!l) return VOLT_ERR_INVALID_ARG;
+    pthread_mutex_lock(&l->mu);
+    quiesce(l);
+    l->cfg.shuffle = shuffle;
+    l->started = false;
+    l->held = false;
+    l->next = 0;
+    pthread_mutex_unlock(&l->mu);
+    return VOLT_OK;
+}
+
+bool volt_loader_shuffles(const volt_loader *l) { return l && l->cfg.shuffle; }
+
 /* ---- batch accessors ----------------------------------------------------------------------- */
 
 volt_tensor *volt_batch_field(const volt_batch *b, const char *name) {

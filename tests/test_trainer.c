@@ -441,6 +441,157 @@ static void test_load_skips_init(volt_dataset *ds) {
     volt_loader_destroy(tl);
 }
 
+
+/* ---- max_time, min_epochs / min_steps, overfit_batches (Lightning's flags) ------------------------ */
+typedef struct { int64_t batches; int64_t first_x[64]; int64_t val_steps[8]; int stop_at_epoch_end, stop_every_batch; } flags_probe;
+static flags_probe fp;
+
+static volt_status slow_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    usleep(20000);   /* 20 ms a step: max_time stops well before the loader ends */
+    return net_train(self, s, b, i);
+}
+static volt_status fp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) { return net_val(self, s, b, i); }
+static volt_status fp_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)i;
+    float x[IN * 64];   /* the largest batch here: 64 */
+    if (fp.batches < 64 && volt_tensor_to_host(volt_batch_x(b), x) == VOLT_OK) fp.first_x[fp.batches] = (int64_t)(x[0] * 1e6f);
+    fp.batches++;
+    if (fp.stop_every_batch) volt_trainer_request_stop(t);
+    return VOLT_OK;
+}
+static volt_status fp_val_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b; (void)i;
+    int64_t e = volt_trainer_current_epoch(t);
+    if (e >= 0 && e < 8 && !volt_trainer_sanity_checking(t)) fp.val_steps[e]++;
+    return VOLT_OK;
+}
+static volt_status fp_epoch_end(void *self, volt_trainer *t) {
+    (void)self;
+    if (fp.stop_at_epoch_end) volt_trainer_request_stop(t);
+    return VOLT_OK;
+}
+static const volt_callback_ops fp_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FlagsProbe",
+                                          .on_train_batch_start = fp_batch_start, .on_validation_batch_end = fp_val_batch_end,
+                                          .on_train_epoch_end = fp_epoch_end };
+
+static volt_trainer *flags_trainer(const char *root, int64_t epochs, const char *max_time, int64_t min_epochs, int64_t min_steps,
+                                   int64_t overfit) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = epochs;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+    c.num_sanity_val_steps = 0;
+    c.default_root_dir = root;
+    c.max_time = max_time;
+    c.min_epochs = min_epochs;
+    c.min_steps = min_steps;
+    c.overfit_batches = overfit;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : "");
+    if (st == VOLT_OK) CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+    return t;
+}
+
+static void test_stop_flags(volt_dataset *ds) {
+    char root[512], ck[700];
+    snprintf(root, sizeof root, "%s/flags", vtest_tmpdir());
+    mkdir(root, 0755);
+    volt_module_ops slow = net_ops;
+    slow.training_step = slow_train;
+    slow.validation_step = fp_val;
+    const net proto = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_loader *tl = make_loader(ds, 2, true, 0), *vl = make_loader(ds, 8, false, 0);   /* 102 train batches */
+
+    /* max_time 0.2 s at 20 ms a step: stops early; the last checkpoint records the time */
+    memset(&fp, 0, sizeof fp);
+    net m = proto;
+    volt_trainer *t = flags_trainer(root, 1, "00:00:00:0.2", -1, -1, 0);
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = root;
+    cc.save_top_k = 0;
+    cc.save_last = true;
+    cc.every_n_train_steps = 1;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    CHECK_OK(volt_trainer_fit(t, &slow, &m, tl, NULL, NULL));
+    const int64_t steps_a = volt_trainer_global_step(t);
+    CHECK(steps_a >= 1 && steps_a < 60, "max_time 0.2 s stopped fit after %lld of 102 steps", (long long)steps_a);
+    snprintf(ck, sizeof ck, "%s/last.safetensors", root);
+    volt_st_file *f = NULL;
+    char err[512];
+    CHECK_OK(volt_st_open(ck, &f, err, sizeof err));
+    const char *ft = f ? volt_st_meta(f, "volt.fit_time_s") : NULL;
+    CHECK(ft && atof(ft) > 0.1, "the checkpoint records the training time (%s)", ft ? ft : "none");
+    volt_st_close(f);
+    volt_trainer_destroy(t);
+    /* resumed with the same max_time: little time is left */
+    net m2 = proto;
+    t = flags_trainer(root, 1, "00:00:00:0.2", -1, -1, 0);
+    CHECK_OK(volt_trainer_fit(t, &slow, &m2, tl, NULL, ck));
+    CHECK(volt_trainer_global_step(t) - steps_a <= 2, "a resumed fit goes on from the checkpoint's time: %lld more steps",
+          (long long)(volt_trainer_global_step(t) - steps_a));
+    volt_trainer_destroy(t);
+    /* a malformed max_time */
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_time = "1:30";
+    t = NULL;
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "DD:HH:MM:SS") &&
+          strstr(volt_trainer_errmsg(t), "1:30"), "bad max_time: %s", t ? volt_trainer_errmsg(t) : "");
+    volt_trainer_destroy(t);
+
+    /* min_epochs: a stop asked for at every epoch's end waits for epoch 3 */
+    volt_loader *tl2 = make_loader(ds, 64, true, 0);   /* 4 batches an epoch */
+    memset(&fp, 0, sizeof fp);
+    fp.stop_at_epoch_end = 1;
+    net m3 = proto;
+    t = flags_trainer(root, 6, NULL, 3, -1, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m3, tl2, NULL, NULL));
+    CHECK(volt_trainer_current_epoch(t) == 3 && volt_trainer_global_step(t) == 12, "min_epochs 3: stopped after epoch %lld, step %lld",
+          (long long)volt_trainer_current_epoch(t), (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);
+    memset(&fp, 0, sizeof fp);
+    fp.stop_at_epoch_end = 1;
+    net m4 = proto;
+    t = flags_trainer(root, 6, NULL, -1, -1, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m4, tl2, NULL, NULL));
+    CHECK(volt_trainer_global_step(t) == 4, "without min_epochs the stop ends fit after epoch 0 (step %lld)", (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);
+    /* min_steps: a stop asked for at every batch waits for step 7 */
+    memset(&fp, 0, sizeof fp);
+    fp.stop_every_batch = 1;
+    net m5 = proto;
+    t = flags_trainer(root, 6, NULL, -1, 7, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m5, tl2, NULL, NULL));
+    CHECK(volt_trainer_global_step(t) == 7, "min_steps 7: stopped at step %lld", (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);
+
+    /* overfit_batches 2 on a shuffling loader: the same 2 batches every epoch, 2 val batches */
+    memset(&fp, 0, sizeof fp);
+    net m6 = proto;
+    t = flags_trainer(root, 3, NULL, -1, -1, 2);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m6, tl2, vl, NULL));
+    CHECK(fp.batches == 6 && volt_trainer_global_step(t) == 6, "overfit_batches 2: %lld batches in 3 epochs", (long long)fp.batches);
+    CHECK(fp.first_x[0] == fp.first_x[2] && fp.first_x[1] == fp.first_x[3] && fp.first_x[0] == fp.first_x[4] &&
+          fp.first_x[0] != fp.first_x[1], "overfit_batches: the same two batches in every epoch");
+    CHECK(fp.val_steps[0] == 2 && fp.val_steps[2] == 2, "overfit_batches: 2 val batches an epoch (%lld)", (long long)fp.val_steps[0]);
+    CHECK(volt_loader_shuffles(tl2), "the train loader shuffles again after fit");
+    volt_trainer_destroy(t);
+    /* ... and they are the loader's first two, unshuffled */
+    volt_loader *plain = make_loader(ds, 64, false, 0);
+    const volt_batch *b0;
+    float x0[IN * 64];
+    CHECK_OK(volt_loader_start(plain, 0, 0));
+    CHECK_OK(volt_loader_next(plain, &b0));
+    CHECK_OK(volt_tensor_to_host(volt_batch_x(b0), x0));
+    CHECK((int64_t)(x0[0] * 1e6f) == fp.first_x[0], "overfit_batches: batch 0 is the dataset's first");
+    volt_loader_destroy(plain);
+    volt_loader_destroy(tl2);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 static void test_config_errors(void) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -659,6 +810,7 @@ int main(void) {
     test_accelerator(ds);
     test_config_errors();
     test_load_skips_init(ds);
+    test_stop_flags(ds);
     test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);

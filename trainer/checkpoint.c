@@ -113,6 +113,11 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st >= 0) st = meta_i64(w, "volt.global_step", t->global_step);
     if (st >= 0) st = meta_i64(w, "volt.batch_in_epoch", t->batch_in_epoch);
     if (st >= 0) st = meta_i64(w, "volt.micro_step", t->micro_step);
+    if (st >= 0 && t->max_time_s > 0) {   /* max_time (only then: a time makes files differ run to run): a resumed fit goes on from here */
+        char b[64];
+        snprintf(b, sizeof b, "%.6f", volt__loop_fit_time(t));
+        st = volt_st_writer_meta(w, "volt.fit_time_s", b);
+    }
     if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0));
     if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
     if (st >= 0 && t->cfg.run_fingerprint) st = volt_st_writer_meta(w, "volt.run_fingerprint", t->cfg.run_fingerprint);
@@ -346,6 +351,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         return VOLT_ERR_SHAPE;
     }
     int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
+    double fit_time = 0;
     bool have_opt = false, have_sched = false;
     cJSON *cbs = NULL;
     if (full && (st = check_fingerprint(t, f, path)) < 0) { src_close(&src); return st; }
@@ -357,6 +363,13 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             (st = meta_get_i64(t, f, path, "volt.epoch_flags", &flags, true)) < 0) {
             src_close(&src);
             return st;
+        }
+        const char *ft = volt_st_meta(f, "volt.fit_time_s");   /* optional: older checkpoints have none */
+        char *fend = NULL;
+        fit_time = ft ? strtod(ft, &fend) : 0;
+        if (ft && (fend == ft || *fend || !(fit_time >= 0) || fit_time > 1e12)) {
+            src_close(&src);
+            return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.fit_time_s' = '%s' is not a time", path, ft);
         }
         have_opt = meta_get_i64(t, f, path, "volt.optimizer.step", &opt_step, false) == VOLT_OK;
         meta_get_i64(t, f, path, "volt.optimizer.kind", &opt_kind, false);
@@ -446,6 +459,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         volt__prec_ckpt_load(t, f, path, true);   /* grad scaler; validated above */
         t->epoch = epoch;
         t->global_step = gstep;
+        t->fit_time_loaded = fit_time;
         t->batch_in_epoch = bie;
         t->micro_step = micro;
         t->epoch_sched_done = flags & 1;

@@ -327,12 +327,40 @@ static bool max_steps_reached(volt_trainer *t) {
     return t->cfg.max_steps >= 0 && t->global_step >= t->cfg.max_steps;
 }
 
+/* A stop (should_stop: EarlyStopping, a hook, max_time) takes effect once min_epochs and
+ * min_steps are met; before that it is put off, said once, and training goes on (Lightning). */
+static bool stop_allowed(volt_trainer *t) {
+    const volt_trainer_config *c = &t->cfg;
+    if ((c->min_epochs < 0 || t->epoch >= c->min_epochs) && (c->min_steps < 0 || t->global_step >= c->min_steps)) return true;
+    if (t->rank == 0 && !t->min_note_printed)
+        fprintf(stderr, "volt: a stop was asked for at epoch %lld, step %lld, but min_epochs=%lld / min_steps=%lld are not met: "
+                "training goes on\n", (long long)t->epoch, (long long)t->global_step, (long long)c->min_epochs, (long long)c->min_steps);
+    t->min_note_printed = true;
+    t->should_stop = false;
+    return false;
+}
+
+/* max_time: training time so far (a resumed fit counts its checkpoint's) at a boundary. */
+static void check_time(volt_trainer *t) {
+    if (t->max_time_s <= 0 || t->should_stop) return;
+    const double el = volt__now() - t->train_t0;
+    if (el < t->max_time_s) return;
+    t->should_stop = true;
+    if (t->rank == 0 && !t->time_note_printed)
+        fprintf(stderr, "volt: max_time %s reached (%.1f s of training): stopping at step %lld\n", t->cfg.max_time, el,
+                (long long)t->global_step);
+    t->time_note_printed = true;
+}
+
+double volt__loop_fit_time(const volt_trainer *t) { return t->fitting ? volt__now() - t->train_t0 : 0; }
+
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
     int64_t n_batches = limited(volt_loader_num_batches(train), t->cfg.limit_train_batches);
     t->num_train_batches = n_batches;
     if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
+    t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
-    while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !t->should_stop && !max_steps_reached(t)) {
+    while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
         const double pe = VOLT__PROF_T0(t);
         bool resuming_mid = t->batch_in_epoch > 0;
         if (!resuming_mid) {
@@ -367,13 +395,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             if (t->cfg.val_check_interval > 0 && (idx + 1) % t->cfg.val_check_interval == 0 && idx + 1 < n_batches &&
                 val_this_epoch(t, val))
                 VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
+            if (boundary) check_time(t);
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
                 double f = t->should_stop ? 1.0 : 0.0;
                 volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
                 if (st2 < 0) return strategy_err(t, st2, "stop flag");
                 t->should_stop = f > 0;
             }
-            if (t->should_stop && boundary) break;
+            if (t->should_stop && boundary && stop_allowed(t)) break;
         }
         bool finished = t->batch_in_epoch >= n_batches;
         if (!finished && !max_steps_reached(t)) break;   /* stopped mid-epoch */
@@ -449,11 +478,15 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
+    t->fit_time_loaded = 0;
+    t->train_t0 = volt__now();
+    t->min_note_printed = t->time_note_printed = false;
     if (path[0]) {
         volt_status st = load(t, path, true);
         if (st < 0) { t->fitting = false; return st; }
     }
     volt_status st = VOLT_OK;
+    bool restore_shuffle = false;
 #define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
     RUN(CB_EACH(t, on_fit_start));
     if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
@@ -461,6 +494,13 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
         RUN(CB_EACH(t, on_sanity_check_start));
         RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
+    }
+    /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */
+    restore_shuffle = t->cfg.overfit_batches > 0 && volt_loader_shuffles(train);
+    if (restore_shuffle) {
+        if (t->rank == 0)
+            fprintf(stderr, "volt: overfit_batches=%lld: the train loader's shuffling is off during fit\n", (long long)t->cfg.overfit_batches);
+        RUN(volt_loader_set_shuffle(train, false));
     }
     RUN(fit_loop(t, train, val));
     RUN(materialize_params(t));   /* full weights on every rank after fit */
@@ -472,6 +512,7 @@ out:
     /* an error between a step and the next forward: the gathers still complete (no request
      * left dangling, values whole for whoever reads them next); a broken comm answers at once */
     if (st < 0 && t->ps) (void)volt__strategy_wait_params(t->strategy);   /* fit's error stays the one reported */
+    if (restore_shuffle) (void)volt_loader_set_shuffle(train, true);
     t->fitting = false;
     t->sanity = false;
     return st < 0 ? st : VOLT_OK;

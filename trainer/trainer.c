@@ -1,6 +1,7 @@
 /* Trainer object: configuration, callbacks, accessors. The loops are in loop.c, the
  * checkpoint I/O in checkpoint.c, logging in metrics.c. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
@@ -33,6 +34,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .enable_model_summary = true, .enable_tensorboard = true, .enable_plots = true,
         .accelerator = "auto", .compile = false, .matmul_precision = "highest",
         .strategy_reduce_dtype = "fp32", .strategy_comm = "auto", .profiler = NULL,
+        .max_time = NULL, .min_epochs = -1, .min_steps = -1, .overfit_batches = 0,
     };
 }
 
@@ -47,6 +49,20 @@ static volt_status check_matmul_precision(volt_trainer *t) {
     if (strcmp(m, "highest") && !(t->dev->caps & VOLT_DEV_TF32))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: matmul_precision=\"%s\" allows TF32 GEMMs, which backend '%s' has none "
                           "of (its f32 GEMMs are always full f32): use \"highest\"", m, t->dev->be->name);
+    return VOLT_OK;
+}
+
+/* max_time "DD:HH:MM:SS" (Lightning's string form; fractional seconds allowed) into seconds. */
+static volt_status parse_max_time(volt_trainer *t, const char *s) {
+    t->max_time_s = 0;
+    if (!s || !*s) return VOLT_OK;
+    double d = -1, h = -1, m = -1, sec = -1;
+    int end = 0;
+    if (sscanf(s, "%lf:%lf:%lf:%lf%n", &d, &h, &m, &sec, &end) != 4 || s[end] || d < 0 || h < 0 || m < 0 || sec < 0 ||
+        d != floor(d) || h != floor(h) || m != floor(m) || !isfinite(sec) || d > 1e6)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_time must be \"DD:HH:MM:SS\" (days, hours, minutes, seconds), got \"%s\"", s);
+    t->max_time_s = ((d * 24 + h) * 60 + m) * 60 + sec;
+    if (t->max_time_s <= 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_time \"%s\" is no time at all", s);
     return VOLT_OK;
 }
 
@@ -120,6 +136,17 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
     if (c->max_epochs == 0 || c->max_steps == 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
+    t->max_time = c->max_time && *c->max_time ? strdup(c->max_time) : NULL;
+    c->max_time = t->max_time;   /* the caller's string is not kept */
+    VOLT_TRY(parse_max_time(t, c->max_time));
+    if (c->min_epochs < -1 || c->min_steps < -1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: min_epochs and min_steps must be >= 0 (or -1: none)");
+    if (c->overfit_batches < 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_batches must be >= 0, got %lld", (long long)c->overfit_batches);
+    if (c->overfit_batches > 0) {   /* Lightning: the same N train batches, N val batches */
+        c->limit_train_batches = c->overfit_batches;
+        c->limit_val_batches = c->overfit_batches;
+    }
     VOLT_TRY(check_matmul_precision(t));
     VOLT_TRY(volt__prof_check(t));
     return volt__compile_check_config(t);
@@ -145,6 +172,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     free(t->matmul_precision);
     free(t->reduce_dtype);
     free(t->comm);
+    free(t->max_time);
     free(t);
 }
 

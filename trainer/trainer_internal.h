@@ -57,6 +57,12 @@ struct volt_trainer {
     void *module;
     volt_params *ps;
     bool weights_pending;      /* ps's inits were skipped for a load that has not happened yet */
+    double max_time_s;         /* cfg.max_time parsed; 0 = none */
+    double train_t0;           /* when this fit's training loop started, less the time a resumed
+                                  checkpoint had trained (volt.fit_time_s) */
+    double fit_time_loaded;    /* that time, from the checkpoint a fit resumed */
+    bool min_note_printed;     /* "min_epochs/min_steps not met" said once per fit */
+    bool time_note_printed;    /* "max_time reached" said once per fit */
     volt_step *step;
     volt_optimizer *opt;
     volt_scheduler *sched;
@@ -106,6 +112,7 @@ struct volt_trainer {
     /* compile (compile.c): one entry per batch shape seen, a graph for up to
      * VOLT_COMPILE_MAX_GRAPHS of them */
     char *matmul_precision;
+    char *max_time;             /* cfg.max_time's copy */
     char *reduce_dtype, *comm;   /* owned copies of cfg.strategy_reduce_dtype / strategy_comm (NULL stays NULL):
                                    the loggers read the config at fit start */
     struct volt_compiled *compiled;
@@ -176,6 +183,8 @@ volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
 /* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
  * anything reads or writes unit values outside the tape. what: for the message. */
+/* Seconds of training in the fit running now (a resumed fit counts its checkpoint's); 0 outside fit. */
+double volt__loop_fit_time(const volt_trainer *t);
 volt_status volt__loop_wait_params(volt_trainer *t, const char *what);
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 

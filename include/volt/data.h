@@ -122,6 +122,10 @@ VOLT_API void volt_loader_position(const volt_loader *l, int64_t *epoch, int64_t
 /* Change the distributed shard after creation (strategies call this). Cancels the current
  * epoch: call volt_loader_start before the next volt_loader_next. */
 VOLT_API volt_status volt_loader_set_shard(volt_loader *l, int rank, int world);
+/* Turn the per-epoch shuffle on or off after creation (the trainer's overfit_batches turns it
+ * off for a fit, as Lightning does). Cancels the current epoch, as set_shard. */
+VOLT_API volt_status volt_loader_set_shuffle(volt_loader *l, bool shuffle);
+VOLT_API bool volt_loader_shuffles(const volt_loader *l);
 
 /* ---- file formats ---------------------------------------------------------------------- */
 /* IDX images + labels (MNIST / Fashion-MNIST), plain or gzip. Fields: "x" f32 (H*W) scaled

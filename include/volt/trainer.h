@@ -214,6 +214,18 @@ typedef struct volt_trainer_config {
                                         module hook, setup, checkpoint load) timed and summed; after
                                         fit, validate, test and predict rank 0 prints a table to
                                         stdout ("FIT Profiler Report"); volt_trainer_profiler_action */
+    /* ---- stopping and overfitting (appended; Lightning's Trainer flags, docs/TRAINER.md) ---- */
+    const char *max_time;            /* NULL or "" (default): none; "DD:HH:MM:SS" (Lightning's form;
+                                        the seconds may have a fraction): fit stops at the first
+                                        optimizer step boundary after this much training time
+                                        (counted from the training loop's start, validation
+                                        included; a resumed fit goes on from the checkpoint's) */
+    int64_t min_epochs;              /* -1 (default): none; a stop asked for earlier (EarlyStopping,
+                                        a hook, max_time) is put off until this many epochs ran */
+    int64_t min_steps;               /* -1 (default): none; the same in optimizer steps */
+    int64_t overfit_batches;         /* 0 (default): off; N > 0: train on the same first N batches
+                                        every epoch (the train loader's shuffling is off during fit)
+                                        and validate on N val batches, as Lightning's int form */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
