@@ -63,6 +63,8 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(min_steps, I64, "the same in optimizer steps; -1 = none", "min-steps", NULL, -1, 1e15, NULL),
     ROW(overfit_batches, I64, "N > 0: train on the same first N batches every epoch (no shuffling) and validate on N val batches",
         "overfit-batches", NULL, 0, 1e15, NULL),
+    ROW(detect_anomaly, BOOL, "read back every op's output and gradient in training steps and fail at the first NaN, naming "
+        "the op (slow; not with compile)", "detect-anomaly", NULL, 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -239,7 +239,14 @@ struct volt_step {
      * its STORE kernel runs, so a kernel that leaves elements of a STORE grad unwritten makes
      * NaN the op tests see, not a stale value the pool happened to hold (tests/poison.cmake) */
     bool poison_grads;
+    /* detect_anomaly (core/anomaly.c): a training step reads back every op's output and every
+     * grad backward writes and fails at the first NaN; scratch host buffer, grown, kept */
+    bool detect_anomaly;
+    void *anomaly_buf;
+    size_t anomaly_cap;
 };
+volt_status volt__anomaly_forward(volt_step *s, const volt_node *n, int index);
+volt_status volt__anomaly_backward(volt_step *s, const volt_node *n, int index);
 
 /* Register an index check for the backend's error word: *key_base (slot << 40) is what the
  * kernel adds to the bad position it reports. VOLT_ERR_NOMEM past VOLT_MAX_DEFERRED checks

@@ -61,6 +61,7 @@ volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
 void volt_step_destroy(volt_step *s) {
     if (!s) return;
     volt__profile_destroy(s);
+    free(s->anomaly_buf);
     volt__scratch_free(s);
     volt__dev_free(s->dev, s->rng_dev);
     volt__pool_free(&s->grads);
@@ -301,6 +302,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
             if (s->status >= 0) volt_step_fail(s, st, "%s: forward failed (%s)", k->name, volt_status_str(st));
             return NULL;
         }
+        if (s->detect_anomaly && s->training && volt__anomaly_forward(s, n, grad ? s->n_nodes - 1 : -1) < 0) return NULL;
     }
     if (grad) volt__hold_reads(s, n);
     return out;
@@ -434,6 +436,7 @@ static volt_status run_backward(volt_step *s) {
             volt_status st = kern->backward(s, n);
             if (s->prof) volt__profile_add(s, n->op, 1, t0);
             if (st < 0) return volt_step_fail(s, st, "%s: backward failed", kern->name);
+            if (s->detect_anomaly && volt__anomaly_backward(s, n, i) < 0) return s->status;
             release_out_grad(s, n, i);
         }
         volt__drop_reads(s, n);   /* backward has read what it reads of node i: released memory goes back */

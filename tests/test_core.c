@@ -331,6 +331,52 @@ static void test_arange(void) {
     volt_step_destroy(s);
 }
 
+
+/* detect_anomaly (core/anomaly.c): a NaN in an op's output (forward) or in a gradient its
+ * backward wrote fails the step naming the op and its parameters; off, the step goes on. */
+static void test_anomaly(void) {
+    volt_params *ps;
+    volt_step *s;
+    mlp3 m;
+    make(&ps, &s, &m, 3, 4, 6, 2);
+    const float xv[8] = { 1, -2, 3, 0.5f, -1, 2, 0, 1 };
+    float nan_seed[4];
+    for (int i = 0; i < 4; i++) nan_seed[i] = i == 2 ? NAN : 1.f;
+    for (int on = 0; on < 2; on++) {   /* backward: the NaN comes from the seed */
+        s->detect_anomaly = on;
+        volt_step_begin(s, true, 0);
+        volt_tensor *x = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(2, 4), xv);
+        volt_tensor *h = volt_relu(s, volt_linear(s, x, m.w[0], m.b[0]));
+        volt_tensor *y = volt_linear(s, volt_linear(s, h, m.w[1], m.b[1]), m.w[2], m.b[2]);
+        volt_status st = volt_step_backward_grad(s, y, nan_seed);
+        if (on) CHECK(st == VOLT_ERR_NUMERIC && strstr(volt_step_errmsg(s), "detect_anomaly") && strstr(volt_step_errmsg(s), "linear") &&
+                      strstr(volt_step_errmsg(s), "backward") && strstr(volt_step_errmsg(s), "head.weight"),
+                      "anomaly in backward: %s (%s)", volt_step_errmsg(s), volt_status_str(st));
+        else CHECK(st == VOLT_OK, "off: the NaN goes through (%s)", volt_step_errmsg(s));
+        volt_step_end(s);
+    }
+    /* forward: a NaN weight */
+    float w[36];   /* fc2.weight: 6 x 6 */
+    CHECK_OK(volt_tensor_to_host(m.w[1], w));
+    w[5] = NAN;
+    CHECK_OK(volt_tensor_copy_from_host(m.w[1], w));
+    s->detect_anomaly = true;
+    volt_step_begin(s, true, 0);
+    volt_tensor *x = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(2, 4), xv);
+    volt_tensor *h = volt_linear(s, volt_relu(s, volt_linear(s, x, m.w[0], m.b[0])), m.w[1], m.b[1]);
+    CHECK(!h && volt_step_status(s) == VOLT_ERR_NUMERIC && strstr(volt_step_errmsg(s), "'linear' returned nan values in its output") &&
+          strstr(volt_step_errmsg(s), "fc2.weight") && strstr(volt_step_errmsg(s), "tape node 2"), "anomaly in forward: %s",
+          volt_step_errmsg(s));
+    volt_step_end(s);
+    volt_step_begin(s, false, 0);   /* evaluation steps are not checked */
+    x = volt_tensor_from_host(s, VOLT_F32, VOLT_SHAPE(2, 4), xv);
+    h = volt_linear(s, volt_relu(s, volt_linear(s, x, m.w[0], m.b[0])), m.w[1], m.b[1]);
+    CHECK(h != NULL && volt_step_status(s) == VOLT_OK, "not in an evaluation step");
+    volt_step_end(s);
+    volt_step_destroy(s);
+    volt_params_destroy(ps);
+}
+
 int main(void) {
     test_grad_modes();
     test_arange();
@@ -339,5 +385,6 @@ int main(void) {
     test_separable();
     test_xor();
     test_determinism();
+    test_anomaly();
     return vtest_finish();
 }

@@ -592,6 +592,43 @@ static void test_stop_flags(volt_dataset *ds) {
     volt_loader_destroy(vl);
 }
 
+
+/* detect_anomaly: a NaN weight fails fit at the first op that reads it, naming it */
+static void test_detect_anomaly(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/anomaly", vtest_tmpdir());
+    mkdir(root, 0755);
+    volt_loader *tl = make_loader(ds, 16, false, 0);
+    for (int on = 0; on < 2; on++) {
+        net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+        volt_trainer_config c;
+        volt_trainer_config_init(&c);
+        c.max_epochs = 1;
+        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+        c.default_root_dir = root;
+        c.detect_anomaly = on;
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, NULL, NULL));   /* sets the model up */
+        set_first_elem(m.w1, NAN);
+        volt_status st = volt_trainer_fit(t, &net_ops, &m, tl, NULL, NULL);
+        if (on) CHECK(st == VOLT_ERR_NUMERIC && strstr(volt_trainer_errmsg(t), "detect_anomaly") &&
+                      strstr(volt_trainer_errmsg(t), "fc1.weight") && strstr(volt_trainer_errmsg(t), "forward"),
+                      "detect_anomaly: %s", volt_trainer_errmsg(t));
+        else CHECK(st == VOLT_OK, "off, a NaN weight trains on: %s", volt_trainer_errmsg(t));
+        volt_trainer_destroy(t);
+    }
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.detect_anomaly = true;
+    c.compile = true;
+    volt_trainer *t = NULL;
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "detect_anomaly") &&
+          strstr(volt_trainer_errmsg(t), "compile"), "detect_anomaly with compile: %s", t ? volt_trainer_errmsg(t) : "");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+}
+
 static void test_config_errors(void) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -811,6 +848,7 @@ int main(void) {
     test_config_errors();
     test_load_skips_init(ds);
     test_stop_flags(ds);
+    test_detect_anomaly(ds);
     test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);

@@ -122,6 +122,9 @@ void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *
 volt_status volt__compile_check_config(volt_trainer *t) {
     const volt_trainer_config *c = &t->cfg;
     if (!c->compile) return VOLT_OK;
+    if (c->detect_anomaly)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: detect_anomaly reads every op's values back on the host, which a "
+                          "captured step cannot: turn off compile or detect_anomaly");
     if (!volt__dev_has_graphs(t->dev))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile needs a backend with graph capture: '%s' has none",
                           t->dev->be->name);

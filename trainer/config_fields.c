@@ -29,6 +29,7 @@ const volt__cfg_field volt__trainer_config_fields[] = {
     F(strategy_reduce_dtype, STR, HK), F(strategy_comm, STR, HK),
     F(profiler, STR, HK),
     F(max_time, STR, HK), F(min_epochs, I64, HK), F(min_steps, I64, HK), F(overfit_batches, I64, HK),
+    F(detect_anomaly, BOOL, HK),
 };
 const int volt__n_trainer_config_fields = (int)(sizeof volt__trainer_config_fields / sizeof volt__trainer_config_fields[0]);
 

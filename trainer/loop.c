@@ -131,6 +131,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     t->step->log_ctx = t;
     volt__prec_setup_step(t);               /* GEMM operand dtype */
     t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
+    t->step->detect_anomaly = t->cfg.detect_anomaly;
     return VOLT_OK;
 }
 

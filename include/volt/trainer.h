@@ -226,6 +226,11 @@ typedef struct volt_trainer_config {
     int64_t overfit_batches;         /* 0 (default): off; N > 0: train on the same first N batches
                                         every epoch (the train loader's shuffling is off during fit)
                                         and validate on N val batches, as Lightning's int form */
+    bool detect_anomaly;             /* default false: as Lightning's (torch's anomaly mode): in
+                                        training steps every op's output and every gradient its
+                                        backward writes is read back and the first NaN fails the
+                                        step (VOLT_ERR_NUMERIC) naming the op, forward or backward,
+                                        and its parameters; slow (a copy per op); not with compile */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
