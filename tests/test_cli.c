@@ -121,7 +121,13 @@ int main(void) {
             const char *bar = strrchr(f->choices, '|');
             v = bar ? bar + 1 : f->choices;
         }
-        if (!strcmp(f->name, "resume_anyway") || !strcmp(f->name, "compile")) v = "true";   /* default false */
+        if (f->ftype == VOLT__TF_BOOL) {   /* the opposite of the default */
+            volt_trainer_config d;
+            volt_trainer_config_init(&d);
+            bool dv;
+            memcpy(&dv, (char *)&d + f->offset, sizeof dv);
+            v = dv ? "false" : "true";
+        }
         snprintf(vals[i], sizeof vals[i], "%s", v);
         argv[n++] = names[i];
         argv[n++] = vals[i];
