@@ -101,6 +101,19 @@ static bool snap_dir(const volt_ckpt_snapshot *s, const char *path, char *dir, s
     return k >= 0 && (size_t)k < n;
 }
 
+/* The tensors into the snapshot's buffer, straight from the device (ck_stage.into), added to
+ * s->w as they land: the single-file walk or this rank's shard walk. Errors recorded on t. */
+static volt_status fill(volt_trainer *t, volt_ckpt_snapshot *s, const char *path, bool shard) {
+    ck_stage sg;
+    if (stage_open(t, &sg) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
+    sg.into = s->buf;
+    sg.into_cap = s->cap;
+    volt_status st = shard ? shard_each(t, &sg, add_shard_tensor, s->w) : ck_each_tensor(t, &sg, add_tensor, s->w);
+    stage_close(&sg);
+    if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path, st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));
+    return st;
+}
+
 /* Collective: the shard snapshot of every rank (module extras and loop state on rank 0). */
 static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt_snapshot *s) {
     char err[768] = "";
@@ -126,16 +139,7 @@ static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt
         if ((st = volt_st_writer_create(&s->state)) < 0) volt__terr(t, st, "checkpoint '%s': out of memory", path);
         else st = put_state(t, s->state, path);   /* records its own errors */
     }
-    ck_stage sg;
-    if (st >= 0 && stage_open(t, &sg) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
-    else if (st >= 0) {
-        sg.into = s->buf;
-        sg.into_cap = s->cap;
-        st = shard_each(t, &sg, add_shard_tensor, s->w);
-        stage_close(&sg);
-        if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path,
-                               st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));
-    }
+    if (st >= 0) st = fill(t, s, path, true);
     if (!all_ok(t, st >= 0)) {   /* every rank holds a whole snapshot, or none does */
         snap_clear(s);
         return st < 0 ? st : volt__terr(t, VOLT_ERR_STATE, "checkpoint '%s': another rank could not take its snapshot", path);
@@ -167,16 +171,7 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
         s->w = NULL;
         return st;
     }
-    ck_stage sg;
-    if (stage_open(t, &sg) < 0) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
-    else {
-        sg.into = s->buf;
-        sg.into_cap = s->cap;
-        st = ck_each_tensor(t, &sg, add_tensor, s->w);
-        stage_close(&sg);
-        if (st < 0) volt__terr(t, st, "checkpoint '%s': %s", path,
-                               st == VOLT_ERR_STATE ? "a unit could not be staged" : volt_st_writer_errmsg(s->w));
-    }
+    st = fill(t, s, path, false);
     if (st < 0) {
         volt_st_writer_destroy(s->w);
         s->w = NULL;
