@@ -335,8 +335,9 @@ static volt_status mc_join(mc *m) {
     return VOLT_OK;
 }
 
-/* The save point's files from a snapshot, written by the background thread. VOLT_ERR_UNSUPPORTED
- * (a sharded strategy): nothing started, save synchronously. */
+/* The save point's files from a snapshot, written by the background thread. Sharded: the
+ * thread writes this rank's shards; the next join commits them (mc_commit) and removes what
+ * they replace, and "best" stays best_before until then. */
 static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last,
                                  char **best_before, double best_score_before) {
     if (topk_path[0]) VOLT_TRY(mc_prepare_dir(m, topk_path));
