@@ -42,6 +42,8 @@ static const volt_cli_key tc_keys[] = {
     { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule)",
       "lr-schedule", "constant|linear", 0, 0 },
     { "optimizer.warmup_steps", VOLT_CLI_INT, "0", "linear warmup from 0 over N steps", "warmup-steps", NULL, 0, 1e15 },
+    { "optimizer.lr_find", VOLT_CLI_BOOL, "false", "fit: first Lightning's learning-rate range test (100 steps from 1e-8 to 1, "
+      "weights restored after), then train with its suggestion", "lr-find", NULL, 0, 0 },
     { "predict.input", VOLT_CLI_STRING, "-", "predict: texts, one per line (\"-\" = stdin)", NULL, NULL, 0, 0 },
     { "predict.output", VOLT_CLI_STRING, "-", "predict: where the predictions go (\"-\" = stdout)", NULL, NULL, 0, 0 },
     { "predict.format", VOLT_CLI_STRING, "csv", "predict: csv (index,label,probability) or jsonl", NULL, "csv|jsonl", 0, 0 },
@@ -340,6 +342,19 @@ int main(int argc, char **argv) {
     const char *sub = o.sub, *test_ckpt = o.ckpt;
     if (!strcmp(sub, "fit")) {
         double t0 = app_now_s();
+        if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* Tuner(trainer).lr_find(model): model.lr = the suggestion */
+            volt_lr_find_result r;
+            st = volt_trainer_lr_find(a.t, &volt_distilbert_ops, a.model, a.ld[0], NULL, &r);
+            if (st < 0) { fail("lr_find", st, volt_trainer_errmsg(a.t)); goto out; }
+            if (isfinite(r.suggestion)) volt_distilbert_set_lr(a.model, (float)r.suggestion);
+            if (a.zero) {
+                if (isfinite(r.suggestion)) printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)r.n,
+                                                   r.lrs[0], r.lrs[r.n - 1], r.suggestion);
+                else printf("lr_find: %lld steps, too few to suggest a learning rate; fit keeps lr %g\n", (long long)r.n, o.lr);
+                fflush(stdout);
+            }
+            volt_lr_find_result_free(&r);
+        }
         st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) { fail("fit", st, volt_trainer_errmsg(a.t)); goto out; }

@@ -268,6 +268,10 @@ static volt_status distilbert_predict_step(void *self, volt_step *s, const volt_
     return *out ? VOLT_OK : volt_step_status(s);
 }
 
+void volt_distilbert_set_lr(void *self, float lr) {
+    if (self && lr > 0 && isfinite(lr)) ((distilbert *)self)->cfg.lr = lr;
+}
+
 static volt_status distilbert_configure_optimizers(void *self, volt_optim_setup *out) {
     const volt_distilbert_config *c = &((distilbert *)self)->cfg;
     out->optimizer.kind = c->optimizer;

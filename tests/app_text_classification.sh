@@ -156,6 +156,16 @@ smoke)
         --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
         --warmup-steps 2; expect_ok tsv $?
     grep -q 'split 40/10/10' "$W/tsv.log" || die "tsv: --split 40,10,10 not applied"
+    # --lr-find: the range test, then fit with its suggestion (the lr the optimizer logs)
+    run lrfind --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_lrfind" --epochs 1 --limit-train-batches 3 \
+        --limit-val-batches 2 --limit-test-batches 2 --lr-find --trainer.log_every_n_steps 1; expect_ok lrfind $?
+    sug=$(sed -n 's/^lr_find: .* steps from 1e-08 to .*; suggested lr \([^,]*\), used for fit$/\1/p' "$W/lrfind.log")
+    [[ -n $sug ]] || { cat "$W/lrfind.log"; die "lrfind: no 'lr_find: ... suggested lr X, used for fit' line"; }
+    logged=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^lr-/) c = i } NR > 1 && c && $c != "" { print $c; exit }' \
+        "$W/runs_lrfind/lightning_logs/version_0/metrics.csv")
+    python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged" "$sug" ||
+        die "lrfind: fit's logged lr '$logged' is not the suggestion '$sug'"
+    ls -a "$W/runs_lrfind" | grep -q '^\.lr_find' && die "lrfind: the hidden checkpoint was left behind"
     # An aclImdb/ folder (given by its parent); the recipe's 35k/5k/10k split needs --split here.
     for d in train/pos train/neg test/pos test/neg; do
         mkdir -p "$W/imdb/aclImdb/$d"

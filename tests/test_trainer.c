@@ -1,5 +1,6 @@
 /* Trainer: Lightning hook order, exact resume (bitwise), corrupt checkpoints leave the
  * model untouched, configuration errors. */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -629,6 +630,95 @@ static void test_detect_anomaly(volt_dataset *ds) {
     volt_loader_destroy(tl);
 }
 
+
+/* lr_find: the range test runs, suggests a learning rate inside the range, and leaves the
+ * weights, the loop state and the root folder as they were; fit then builds its optimizer
+ * from configure_optimizers again. */
+/* x -> x through one linear layer, MSE, plain SGD: a quadratic, so past lr ~ 2 / the largest
+ * curvature the loss grows geometrically, as a range test should see */
+typedef struct { volt_tensor *w, *b; } regr;
+static volt_status regr_setup(void *self, volt_params *ps) {
+    regr *m = self;
+    VOLT_TRY(volt_params_unit(ps, "fc"));
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(IN, IN), VOLT_INIT_TORCH_LINEAR, &m->w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(IN), VOLT_INIT_ZEROS, &m->b);
+}
+static volt_status regr_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    regr *m = self;
+    volt_tensor *x = volt_batch_x(b);
+    return volt_step_set_loss(s, volt_mse(s, volt_linear(s, x, m->w, m->b), x));
+}
+static volt_status regr_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    regr *m = self;
+    volt_tensor *x = volt_batch_x(b);
+    return volt_log(s, "val_loss", volt_mse(s, volt_linear(s, x, m->w, m->b), x), 0);
+}
+static volt_status sgd_opt(void *self, volt_optim_setup *o) {
+    (void)self;
+    o->optimizer.kind = VOLT_OPTIM_SGD;
+    o->optimizer.lr = 0.01f;
+    return VOLT_OK;
+}
+static const volt_module_ops regr_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "regr", .setup = regr_setup,
+                                          .configure_optimizers = sgd_opt, .training_step = regr_train,
+                                          .validation_step = regr_val };
+
+static void test_lr_find(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/lr_find", vtest_tmpdir());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0, "clean");
+    mkdir(root, 0755);
+    volt_loader *tl = make_loader(ds, 8, true, 0), *vl = make_loader(ds, 32, false, 0);   /* 26 batches */
+    regr m = { 0 };
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+    c.num_sanity_val_steps = 0;
+    c.default_root_dir = root;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    CHECK_OK(volt_trainer_validate(t, &regr_ops, &m, vl, NULL));   /* sets the model up */
+    int64_t n;
+    float *before = snapshot(t, &n);
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.min_lr = 1e-5;
+    lc.max_lr = 1e3;   /* far past divergence: the test stops early */
+    lc.num_training = 60;
+    volt_lr_find_result r;
+    CHECK_OK(volt_trainer_lr_find(t, &regr_ops, &m, tl, &lc, &r));
+    CHECK(r.n >= 14 && r.n < 60, "stopped early past divergence after %lld steps", (long long)r.n);
+    CHECK(fabs(r.lrs[0] - 1e-5) < 1e-12 && fabs(r.lrs[2] / r.lrs[1] - r.lrs[1] / r.lrs[0]) < 1e-9 &&
+          fabs(log(r.lrs[1] / r.lrs[0]) - log(1e8) / 59) < 1e-9, "exponential steps from min_lr");
+    CHECK(isfinite(r.suggestion) && r.suggestion > 1e-5 && r.suggestion < 1e3, "suggestion %g inside the range", r.suggestion);
+    double lo = INFINITY;
+    for (int64_t i = 0; i < r.n; i++) lo = r.losses[i] < lo ? r.losses[i] : lo;
+    CHECK(r.losses[0] > lo && (r.losses[r.n - 1] > 4 * lo || !isfinite(r.losses[r.n - 1])), "the loss fell, then diverged: %g, min %g, last %g",
+          r.losses[0], lo, r.losses[r.n - 1]);
+    float *after = snapshot(t, &n);
+    CHECK(!memcmp(before, after, sizeof(float) * (size_t)n), "lr_find restores the weights");
+    CHECK(volt_trainer_global_step(t) == 0, "and the loop state (step %lld)", (long long)volt_trainer_global_step(t));
+    int hidden = 0;
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) hidden += !strncmp(e->d_name, ".lr_find", 8);
+    if (d) closedir(d);
+    CHECK(hidden == 0, "the hidden checkpoint is removed (%d left)", hidden);
+    volt_lr_find_result_free(&r);
+    CHECK_OK(volt_trainer_fit(t, &regr_ops, &m, tl, vl, NULL));   /* a fresh optimizer from configure_optimizers */
+    CHECK(volt_trainer_global_step(t) == 26, "fit after lr_find: %lld steps", (long long)volt_trainer_global_step(t));
+    /* bad ranges */
+    lc.max_lr = lc.min_lr;
+    CHECK(volt_trainer_lr_find(t, &regr_ops, &m, tl, &lc, &r) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "max_lr"),
+          "min_lr == max_lr: %s", volt_trainer_errmsg(t));
+    free(before); free(after);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 static void test_config_errors(void) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -849,6 +939,7 @@ int main(void) {
     test_load_skips_init(ds);
     test_stop_flags(ds);
     test_detect_anomaly(ds);
+    test_lr_find(ds);
     test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);

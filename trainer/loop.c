@@ -311,6 +311,7 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
     volt__strategy_begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
     if (st >= 0) st = volt_step_check(s);   /* errors the device flagged (cuda: bad ids, targets) */
+    if (st >= 0 && t->capture_loss) t->captured_loss = volt_tensor_item(s->loss);   /* lr_find: one read */
     volt_step_end(s);
     if (st < 0) { volt__metrics_discard(t); return step_err(t, st, "backward"); }
     VOLT_TRY(volt__metrics_flush(t));   /* the step's logged values: one device->host read, after backward */
@@ -454,6 +455,28 @@ static volt_status load(volt_trainer *t, const char *path, bool full) {
         drop_model(t);
     }
     return st;
+}
+
+/* lr_find (trainer/lr_find.c): the model, the defaults, a fresh optimizer and the train
+ * loader's shard, as fit sets them up; and a full load back (the weights the test started from). */
+volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train) {
+    VOLT_TRY(add_defaults(t));
+    VOLT_TRY(setup_model(t, ops, module, false));
+    if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
+    volt_optimizer_destroy(t->opt);   /* a fresh optimizer, as a new fit's */
+    t->opt = NULL;
+    volt_scheduler_destroy(t->sched);
+    t->sched = NULL;
+    VOLT_TRY(setup_optim(t));
+    volt_status st = volt__strategy_setup_loader(t->strategy, train);
+    return st < 0 ? strategy_err(t, st, "data sharding") : VOLT_OK;
+}
+volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
+void volt__loop_drop_optim(volt_trainer *t) {
+    volt_optimizer_destroy(t->opt);
+    t->opt = NULL;
+    volt_scheduler_destroy(t->sched);
+    t->sched = NULL;
 }
 
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,

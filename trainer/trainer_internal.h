@@ -63,6 +63,8 @@ struct volt_trainer {
     double fit_time_loaded;    /* that time, from the checkpoint a fit resumed */
     bool min_note_printed;     /* "min_epochs/min_steps not met" said once per fit */
     bool time_note_printed;    /* "max_time reached" said once per fit */
+    bool capture_loss;         /* lr_find: the training step's loss read back into captured_loss */
+    double captured_loss;
     volt_step *step;
     volt_optimizer *opt;
     volt_scheduler *sched;
@@ -185,6 +187,10 @@ volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *wha
  * anything reads or writes unit values outside the tape. what: for the message. */
 /* Seconds of training in the fit running now (a resumed fit counts its checkpoint's); 0 outside fit. */
 double volt__loop_fit_time(const volt_trainer *t);
+/* lr_find's share of the loop (loop.c): setup as fit's with a fresh optimizer; a load; drop the optimizer. */
+volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
+volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
+void volt__loop_drop_optim(volt_trainer *t);
 volt_status volt__loop_wait_params(volt_trainer *t, const char *what);
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 

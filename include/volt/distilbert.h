@@ -99,6 +99,9 @@ VOLT_API volt_status volt_distilbert_create(const volt_distilbert_config *cfg, v
 VOLT_API void volt_distilbert_destroy(void *self);                                /* NULL-safe */
 /* The module's config (strings owned by the module); valid until destroy. */
 VOLT_API const volt_distilbert_config *volt_distilbert_get_config(const void *self);
+/* The learning rate configure_optimizers returns from now on (the next fit's optimizer): as
+ * Lightning's lr_find sets model.lr to its suggestion. lr > 0; others are ignored. */
+VOLT_API void volt_distilbert_set_lr(void *self, float lr);
 
 /* The forward pass: input_ids (B, T) i32/i64, attention_mask (B, T) i32/i64/u8 or NULL
  * (all tokens attended) -> logits (B, n_classes) f32; NULL on error (message in the step).

@@ -271,6 +271,38 @@ typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const vol
 VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
 
+/* ---- the learning-rate range test (Lightning's Tuner.lr_find) ------------------------------- */
+/* num_training optimizer steps from the module's fresh optimizer, the learning rate set before
+ * each from min_lr to max_lr (exponential: evenly in log space, as Lightning's default; linear),
+ * recording the loss smoothed as Lightning does (beta 0.98, bias-corrected; with several ranks
+ * the mean over ranks). It stops early when the smoothed loss passes early_stop_threshold
+ * times the best (<= 0: never) or is not finite. Then the weights, the grad scaler and the loop
+ * state are restored from a checkpoint written before the test (a hidden file under
+ * default_root_dir, removed after), and the optimizer and scheduler are dropped, so the next
+ * fit builds them again from configure_optimizers: set the module's learning rate to the
+ * suggestion before it. suggestion: the learning rate where the smoothed loss falls fastest
+ * (the least gradient over the points after the first 10 and before the last, as Lightning);
+ * NAN when fewer than 3 such points. Needs accumulate_grad_batches 1; steps run eagerly
+ * (not captured) whatever `compile` says. */
+typedef struct volt_lr_find_config {
+    uint32_t version;                /* VOLT_LR_FIND_CONFIG_VERSION, set by _init */
+    double min_lr;                   /* default 1e-8 */
+    double max_lr;                   /* default 1 */
+    int64_t num_training;            /* default 100 (>= 2) */
+    bool linear;                     /* default false: exponential */
+    double early_stop_threshold;     /* default 4 */
+} volt_lr_find_config;
+#define VOLT_LR_FIND_CONFIG_VERSION 1u
+typedef struct volt_lr_find_result {
+    int64_t n;                       /* steps run */
+    double *lrs, *losses;            /* n each: the learning rate and the smoothed loss of each step */
+    double suggestion;
+} volt_lr_find_result;
+VOLT_API void volt_lr_find_config_init(volt_lr_find_config *cfg);
+VOLT_API volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                          const volt_lr_find_config *cfg, volt_lr_find_result *out);
+VOLT_API void volt_lr_find_result_free(volt_lr_find_result *r);   /* NULL-safe; the arrays */
+
 /* ---- datamodules: the data side as a table, like LightningDataModule ------------------------ */
 typedef struct volt_datamodule_ops {
     uint32_t version;                                /* VOLT_DATAMODULE_OPS_VERSION, first */
