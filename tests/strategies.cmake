@@ -56,6 +56,12 @@ foreach(s fsdp zero1 zero2)
 endforeach()
 volt_mpi_test(test_async_ckpt_fsdp_np3 3 90 async_ckpt fsdp)
 
+# lr_find over ranks: every rank records the mean loss (the same values, matching single on the
+# global batch) and the weights come back (through a sharded checkpoint under zero2 / fsdp).
+foreach(s ddp zero2 fsdp)
+  volt_mpi_test(test_lr_find_${s}_np2 2 90 lr_find ${s})
+endforeach()
+
 # Rank 1 leaves (before its first collective, or when batch B starts, mid-training): the
 # others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT) and the job ends cleanly.
 volt_mpi_test(test_fault_timeout_ddp_np2 2 60 fault ddp)

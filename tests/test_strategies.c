@@ -1605,6 +1605,93 @@ static void test_async_ckpt(const char *name) {
     MPI_Barrier(MPI_COMM_WORLD);
     volt_dataset_destroy(ds);
 }
+
+/* ---- lr_find over several ranks ---------------------------------------------------------------------- */
+/* The range test under a strategy against single on the global batch: every rank records the
+ * same smoothed losses (the mean over ranks), which match single's; the weights come back bit
+ * for bit (through a sharded checkpoint under ZeRO / FSDP) and no hidden file stays. */
+static void test_lr_find_dist(const char *name) {
+    volt_dataset *ds = make_data();
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/lrf_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) {   /* a fresh folder: what is in it afterwards is this run's */
+        char cmd[1100];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        CHECK(system(cmd) == 0, "clean %s", dir);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    static double ref[40], mine[40], r0[40];
+    int64_t n_ref = 0, n_mine = 0;
+    double sug = NAN;
+    for (int pass = 0; pass < 2; pass++) {
+        const bool single = pass == 0;
+        volt_trainer_config c;
+        volt_trainer_config_init(&c);
+        c.max_epochs = 1;
+        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+        c.num_sanity_val_steps = 0;
+        c.default_root_dir = dir;
+        c.strategy = single ? "single" : name;
+        c.seed = 7;
+        volt_trainer *t = NULL;
+        if (volt_trainer_create(&c, &t) < 0) { CHECK(0, "create: %s", t ? volt_trainer_errmsg(t) : ""); volt_trainer_destroy(t); return; }
+        const int64_t bs = single ? GB : GB / g_world;
+        volt_loader *l = make_loader(ds, bs), *vl = make_loader_ex(ds, bs, false);
+        mlp m = { 0 };
+        CHECK_OK(volt_trainer_validate(t, &mlp_ops, &m, vl, NULL));   /* sets the model up */
+        double val_before = NAN;
+        CHECK(volt_trainer_metric(t, "val_loss", &val_before), "val_loss");
+        static float before[NPARAM], after[NPARAM];
+        copy_params(volt_trainer_params(t), before);
+        volt_lr_find_config lc;
+        volt_lr_find_config_init(&lc);
+        lc.min_lr = 1e-4;
+        lc.max_lr = 10;
+        lc.num_training = 40;
+        volt_lr_find_result r;
+        volt_status st = volt_trainer_lr_find(t, &mlp_ops, &m, l, &lc, &r);
+        CHECK(st == VOLT_OK, "%s lr_find: %s", c.strategy, volt_trainer_errmsg(t));
+        if (st == VOLT_OK) {
+            copy_params(volt_trainer_params(t), after);
+            /* fsdp's store holds this rank's slices outside a step: its validation loss says it instead */
+            if (strncmp(c.strategy, "fsdp", 4) != 0)
+                CHECK(!memcmp(before, after, sizeof before), "%s: lr_find restores the weights", c.strategy);
+            double vb = NAN;
+            CHECK_OK(volt_trainer_validate(t, &mlp_ops, &m, vl, NULL));
+            CHECK(volt_trainer_metric(t, "val_loss", &vb) && vb == val_before && isfinite(vb),
+                  "%s: val_loss after lr_find %.9g, before %.9g", c.strategy, vb, val_before);
+            memcpy(single ? ref : mine, r.losses, sizeof(double) * (size_t)r.n);
+            *(single ? &n_ref : &n_mine) = r.n;
+            if (!single) sug = r.suggestion;
+            volt_lr_find_result_free(&r);
+        }
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_loader_destroy(vl);
+    }
+    memcpy(r0, mine, sizeof r0);
+    MPI_Bcast(r0, 40, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine, sizeof(double) * (size_t)n_mine), "%s: the ranks recorded different losses", name);
+    CHECK(n_mine == n_ref && n_mine >= 12, "%s: %lld steps, single %lld", name, (long long)n_mine, (long long)n_ref);
+    double worst = 0;
+    for (int64_t i = 0; i < n_mine && i < n_ref; i++) {
+        const double rel = fabs(mine[i] - ref[i]) / fmax(fabs(ref[i]), 1e-12);
+        worst = rel > worst ? rel : worst;
+    }
+    CHECK(worst <= 1e-4, "%s: smoothed losses differ from single's by %.3g relative", name, worst);
+    CHECK(isfinite(sug), "%s: a suggestion", name);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int hidden = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) hidden += !strncmp(e->d_name, ".lr_find", 8);
+    if (d) closedir(d);
+    CHECK(hidden == 0, "%s: %d hidden lr_find files left", name, hidden);
+    if (g_rank == 0)
+        printf("lr_find %-18s N=%d: %lld steps, losses within %.2g of single's, suggestion %g, weights restored\n", name, g_world,
+               (long long)n_mine, worst, sug);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset_destroy(ds);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -1663,6 +1750,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "reshard_save") && argc > 3) test_reshard_save(argv[2], argv[3]);
     else if (!strcmp(mode, "zero_ckpt") && argc > 2) test_zero_ckpt(argv[2]);
     else if (!strcmp(mode, "async_ckpt") && argc > 2) test_async_ckpt(argv[2]);
+    else if (!strcmp(mode, "lr_find") && argc > 2) test_lr_find_dist(argv[2]);
     else if (!strcmp(mode, "reshard_resume") && argc > 3) test_reshard_resume(argv[2], argv[3]);
     else {
         fprintf(stderr, "usage: test_strategies [comm | parity S | fault S | fault_exit | reshard_save S PATH | "
