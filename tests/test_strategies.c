@@ -1496,12 +1496,8 @@ static void ac_scan(const char *dir, char names[][256], int *n_idx, int *n_shard
 static bool probe_printed;
 static volt_status ac_fit(const char *name, const char *dir, bool async, volt_dataset *ds, bool probe, int fail_epoch) {
     volt_trainer_config c;
-    volt_trainer_config_init(&c);
+    vtest_quiet_config(&c, dir);
     c.max_epochs = 3;
-    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
-    c.enable_model_summary = false;
-    c.num_sanity_val_steps = 0;
-    c.default_root_dir = dir;
     c.strategy = name;
     c.seed = 7;
     volt_trainer *t = NULL;
@@ -1626,11 +1622,7 @@ static void test_lr_find_dist(const char *name) {
     for (int pass = 0; pass < 2; pass++) {
         const bool single = pass == 0;
         volt_trainer_config c;
-        volt_trainer_config_init(&c);
-        c.max_epochs = 1;
-        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
-        c.num_sanity_val_steps = 0;
-        c.default_root_dir = dir;
+        vtest_quiet_config(&c, dir);
         c.strategy = single ? "single" : name;
         c.seed = 7;
         volt_trainer *t = NULL;

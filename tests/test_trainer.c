@@ -478,11 +478,8 @@ static const volt_callback_ops fp_ops = { .version = VOLT_CALLBACK_OPS_VERSION, 
 static volt_trainer *flags_trainer(const char *root, int64_t epochs, const char *max_time, int64_t min_epochs, int64_t min_steps,
                                    int64_t overfit) {
     volt_trainer_config c;
-    volt_trainer_config_init(&c);
+    vtest_quiet_config(&c, root);
     c.max_epochs = epochs;
-    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
-    c.num_sanity_val_steps = 0;
-    c.default_root_dir = root;
     c.max_time = max_time;
     c.min_epochs = min_epochs;
     c.min_steps = min_steps;
@@ -603,10 +600,7 @@ static void test_detect_anomaly(volt_dataset *ds) {
     for (int on = 0; on < 2; on++) {
         net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
         volt_trainer_config c;
-        volt_trainer_config_init(&c);
-        c.max_epochs = 1;
-        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
-        c.default_root_dir = root;
+        vtest_quiet_config(&c, root);
         c.detect_anomaly = on;
         volt_trainer *t = NULL;
         CHECK_OK(volt_trainer_create(&c, &t));
@@ -673,11 +667,7 @@ static void test_lr_find(volt_dataset *ds) {
     volt_loader *tl = make_loader(ds, 8, true, 0), *vl = make_loader(ds, 32, false, 0);   /* 26 batches */
     regr m = { 0 };
     volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    c.max_epochs = 1;
-    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
-    c.num_sanity_val_steps = 0;
-    c.default_root_dir = root;
+    vtest_quiet_config(&c, root);
     volt_trainer *t = NULL;
     CHECK_OK(volt_trainer_create(&c, &t));
     CHECK_OK(volt_trainer_validate(t, &regr_ops, &m, vl, NULL));   /* sets the model up */

@@ -18,6 +18,7 @@
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/dtype.h"
+#include "volt/trainer.h"
 
 static int vtest_pass_, vtest_fail_;
 
@@ -54,6 +55,16 @@ static inline volt_loader *vtest_loader(volt_dataset *ds, int64_t bs, bool shuff
     volt_loader *l = NULL;
     CHECK_OK(volt_loader_create(&lc, ds, &l));
     return l;
+}
+
+/* A trainer config for tests: defaults, then no checkpoints, loggers, progress bar, model
+ * summary or sanity check, one epoch, logs (if turned back on) under root. */
+static inline void vtest_quiet_config(volt_trainer_config *c, const char *root) {
+    volt_trainer_config_init(c);
+    c->max_epochs = 1;
+    c->enable_checkpointing = c->enable_logger = c->enable_progress_bar = c->enable_model_summary = false;
+    c->num_sanity_val_steps = 0;
+    c->default_root_dir = root;
 }
 
 /* t's values as f32 in host memory (n = numel floats), whatever its float dtype: device
