@@ -306,7 +306,7 @@ static volt_status csvl_open(csvl *l, volt_trainer *t) {
     }
     if (!volt_trainer_is_global_zero(t)) return VOLT_OK;
     char err[VOLT_CB_PATH_MAX + 128];
-    volt_status st = volt__cb_mkdirs(ld, err, sizeof err);
+    volt_status st = volt__mkdirs(ld, err, sizeof err);
     if (st != VOLT_OK) return volt_trainer_fail(t, st, "CSVLogger: %s", err);
     if (!l->dir || strcmp(l->dir, ld) != 0) {
         volt__cb_csv_close(&l->csv);

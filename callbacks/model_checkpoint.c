@@ -238,7 +238,7 @@ static volt_status mc_prepare_dir(mc *m, const char *path) {
     if (!slash) return VOLT_OK;
     *slash = 0;
     if (!*dir) return VOLT_OK;
-    volt_status st = volt__cb_mkdirs(dir, err, sizeof err);
+    volt_status st = volt__mkdirs(dir, err, sizeof err);
     return st == VOLT_OK ? st : volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
 }
 

@@ -124,7 +124,7 @@ static volt_status tb_open(tbl *l, volt_trainer *t) {
     free(l->dir);
     if (!(l->dir = strdup(ld))) return VOLT_ERR_NOMEM;
     char err[VOLT_CB_PATH_MAX + 128];
-    volt_status st = volt__cb_mkdirs(ld, err, sizeof err);
+    volt_status st = volt__mkdirs(ld, err, sizeof err);
     if (st != VOLT_OK) return volt_trainer_fail(t, st, "TensorBoardLogger: %s", err);
     char host[128] = "localhost", path[VOLT_CB_PATH_MAX + 256];
     gethostname(host, sizeof host - 1);

@@ -148,26 +148,6 @@ bool volt__cb_better(double a, double b, volt_mode mode) {
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
-volt_status volt__cb_mkdirs(const char *path, char *err, size_t errlen) {
-    char buf[VOLT_CB_PATH_MAX];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf)
-        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "bad directory path '%s'", path);
-    memcpy(buf, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (buf[i] != '/' && buf[i] != 0) continue;
-        char c = buf[i];
-        buf[i] = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return volt__errf(err, errlen, VOLT_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
-        buf[i] = c;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return volt__errf(err, errlen, VOLT_ERR_IO, "'%s' is not a directory", path);
-    return VOLT_OK;
-}
-
 int volt__cb_next_version(const char *root) {
     DIR *d = opendir(root);
     if (!d) return 0;

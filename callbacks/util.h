@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "volt/trainer.h"
+#include "core/fsutil.h"   /* volt__mkdirs */
 
 #define VOLT_CB_PATH_MAX 4096
 
@@ -26,8 +27,6 @@ volt_status volt__cb_format_number(double v, bool is_int, const char *spec, char
 bool volt__cb_better(double a, double b, volt_mode mode);
 
 /* ---- files ----------------------------------------------------------------------------------- */
-/* mkdir -p (0755). IO with a message in err on failure. */
-volt_status volt__cb_mkdirs(const char *path, char *err, size_t errlen);
 /* The next version number under root: 1 + the largest N of the "version_N" folders, 0 if none
  * (or if root does not exist), as Lightning's CSVLogger picks it. */
 int volt__cb_next_version(const char *root);

@@ -25,6 +25,7 @@
 #include <zlib.h>
 #include "volt/text.h"
 #include "core/err.h"
+#include "core/fsutil.h"
 
 #define CACHE_MAGIC "VOLTTOK"
 #define CACHE_HEADER_BYTES 80u
@@ -352,24 +353,6 @@ static bool cache_store(const char *path, const cache_key *k, const text_ds *t, 
     return ok;
 }
 
-/* mkdir -p */
-static bool make_dirs(const char *dir) {
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    if (!p) return false;
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0') continue;
-        char save = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) { free(p); return false; }
-        p[i] = save;
-    }
-    free(p);
-    struct stat sb;
-    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 volt_status volt_text_default_cache_dir(char *buf, size_t n) {
     if (!buf || !n) return VOLT_ERR_INVALID_ARG;
     buf[0] = '\0';
@@ -454,8 +437,7 @@ volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, i
         }
         if (path) {
             char why[256];
-            if (!make_dirs(cache_dir)) fprintf(stderr, "volt: token cache folder '%s' cannot be created: %s; not caching\n",
-                                               cache_dir, strerror(errno));
+            if (volt__mkdirs(cache_dir, why, sizeof why) < 0) fprintf(stderr, "volt: token cache folder: %s; not caching\n", why);
             else if (!cache_store(path, &key, t, why, sizeof why))
                 fprintf(stderr, "volt: token cache '%s': %s; not caching\n", path, why);
         }

@@ -302,10 +302,10 @@ static void test_versions(void) {
     CHECK(volt__cb_next_version(root) == 4, "next after version_3: %d", volt__cb_next_version(root));
     char err[256];
     snprintf(p, sizeof p, "%s/a/b/c", root);
-    CHECK_OK(volt__cb_mkdirs(p, err, sizeof err));
-    CHECK_OK(volt__cb_mkdirs(p, err, sizeof err));
+    CHECK_OK(volt__mkdirs(p, err, sizeof err));
+    CHECK_OK(volt__mkdirs(p, err, sizeof err));
     snprintf(p, sizeof p, "%s/version_9/x", root);
-    CHECK(volt__cb_mkdirs(p, err, sizeof err) == VOLT_ERR_IO && strstr(err, "version_9"), "mkdirs through a file: %s", err);
+    CHECK(volt__mkdirs(p, err, sizeof err) == VOLT_ERR_IO && strstr(err, "version_9"), "mkdirs through a file: %s", err);
 }
 
 static void test_csv_unit(void) {

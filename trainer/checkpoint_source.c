@@ -54,7 +54,6 @@ static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t
     }
 }
 
-/* Parse and check the layout, open and verify every shard. */
 /* volt_st_open_some's selection for a load without the optimizer (validate, test, predict):
  * the states' bytes (two thirds of an Adam checkpoint) stay in the file, unread, unchecked */
 static bool not_state(const char *name, void *ctx) {
@@ -62,6 +61,7 @@ static bool not_state(const char *name, void *ctx) {
     return strncmp(name, "optimizer.", 10) != 0;
 }
 
+/* Parse and check the layout, open and verify every shard. */
 static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     const char *path = c->path;
     char err[768];

@@ -71,11 +71,19 @@ static volt_status add_defaults(volt_trainer *t) {
     return t->add_defaults ? t->add_defaults(t) : VOLT_OK;
 }
 
+/* The optimizer and scheduler go: the next fit (setup_optim) builds them from
+ * configure_optimizers again. */
+void volt__loop_drop_optim(volt_trainer *t) {
+    volt_optimizer_destroy(t->opt);
+    t->opt = NULL;
+    volt_scheduler_destroy(t->sched);
+    t->sched = NULL;
+}
+
 /* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
  * the next setup_model builds them afresh. The caller has waited for the gathers. */
 static void drop_model(volt_trainer *t) {
-    volt_optimizer_destroy(t->opt); t->opt = NULL;
-    volt_scheduler_destroy(t->sched); t->sched = NULL;
+    volt__loop_drop_optim(t);
     volt__compile_free(t);   /* graphs captured on the old step's memory */
     volt_step_destroy(t->step); t->step = NULL;
     volt_params_destroy(t->ps); t->ps = NULL;
@@ -463,21 +471,12 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
     VOLT_TRY(add_defaults(t));
     VOLT_TRY(setup_model(t, ops, module, false));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
-    volt_optimizer_destroy(t->opt);   /* a fresh optimizer, as a new fit's */
-    t->opt = NULL;
-    volt_scheduler_destroy(t->sched);
-    t->sched = NULL;
+    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
     VOLT_TRY(setup_optim(t));
     volt_status st = volt__strategy_setup_loader(t->strategy, train);
     return st < 0 ? strategy_err(t, st, "data sharding") : VOLT_OK;
 }
 volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
-void volt__loop_drop_optim(volt_trainer *t) {
-    volt_optimizer_destroy(t->opt);
-    t->opt = NULL;
-    volt_scheduler_destroy(t->sched);
-    t->sched = NULL;
-}
 
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {

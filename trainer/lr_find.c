@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
+#include "core/fsutil.h"
 #include "trainer/trainer_internal.h"
 
 void volt_lr_find_config_init(volt_lr_find_config *c) {
@@ -72,21 +72,20 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
     /* the state to come back to, in a hidden file rank 0 names for every rank */
     struct { char path[4096]; } h;
     memset(&h, 0, sizeof h);
+    char err[600] = "";
     if (t->rank == 0) {
         const char *root = t->cfg.default_root_dir;
-        char dir[4096];
-        for (size_t i = 1, n = strlen(root); i <= n && n < sizeof dir; i++)   /* mkdir -p the root (a new run's may not exist) */
-            if (root[i] == '/' || root[i] == 0) {
-                memcpy(dir, root, i);
-                dir[i] = 0;
-                (void)mkdir(dir, 0777);
-            }
-        snprintf(h.path, sizeof h.path, "%s/.lr_find-%d-%llx.safetensors", root, (int)getpid(), (unsigned long long)(volt__now() * 1e6));
+        if (volt__mkdirs(root, err, sizeof err) == VOLT_OK)   /* a new run's root may not exist yet */
+            snprintf(h.path, sizeof h.path, "%s/.lr_find-%d-%llx.safetensors", root, (int)getpid(), (unsigned long long)(volt__now() * 1e6));
     }
     volt_status st = volt__strategy_broadcast(t->strategy, &h, sizeof h, 0);
     if (st < 0) {
         volt_lr_find_result_free(out);
         return volt__terr(t, st, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    }
+    if (!h.path[0]) {   /* rank 0 could not make the root: every rank stops here */
+        volt_lr_find_result_free(out);
+        return volt__terr(t, VOLT_ERR_IO, "lr_find: default_root_dir: %s", t->rank == 0 ? err : "rank 0 could not create it");
     }
     if ((st = volt_trainer_save_checkpoint(t, h.path)) < 0) {
         volt_lr_find_result_free(out);

@@ -1,0 +1,30 @@
+/* File-system helpers (core/fsutil.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "core/err.h"
+#include "core/fsutil.h"
+
+volt_status volt__mkdirs(const char *path, char *err, size_t errlen) {
+    const size_t len = path ? strlen(path) : 0;
+    if (len == 0) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "bad directory path '%s'", path ? path : "");
+    char *buf = malloc(len + 1);
+    if (!buf) return volt__errf(err, errlen, VOLT_ERR_NOMEM, "out of memory");
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        const char c = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            volt_status st = volt__errf(err, errlen, VOLT_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
+            free(buf);
+            return st;
+        }
+        buf[i] = c;
+    }
+    free(buf);
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return volt__errf(err, errlen, VOLT_ERR_IO, "'%s' is not a directory", path);
+    return VOLT_OK;
+}
