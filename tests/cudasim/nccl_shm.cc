@@ -220,7 +220,8 @@ ncclResult_t link_step(Link *l, char *err, size_t errn) {
             }
             for (int j = 0; j < l->nranks; j++) {
                 const ncclResult_t rc = peer_check(l, j, err, errn);
-                if (rc != ncclSuccess) return rc;
+                /* all attached before that peer went: init succeeded, the first collective reports it */
+                if (rc != ncclSuccess && h->attached.load(std::memory_order_acquire) < l->nranks) return rc;
             }
             return ncclInProgress;
         }
@@ -261,8 +262,11 @@ static ncclResult_t barrier(Link *l, const std::atomic<bool> &aborted, char *err
         const long t = now_ms();
         if (t - l->last_live_ms >= 50) {
             l->last_live_ms = t;
+            /* The peer may have arrived, then aborted or exited, while this rank slept: the
+             * barrier is passed then, and the next one reports the peer. Its arrival was
+             * stored before its abort, so the acquire in peer_check makes it visible here. */
             const ncclResult_t rc = peer_check(l, late, err, errn);
-            if (rc != ncclSuccess) return rc;
+            if (rc != ncclSuccess && h->ranks[late].arrived.load(std::memory_order_acquire) < nb) return rc;
         }
     }
 }
