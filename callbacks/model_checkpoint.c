@@ -66,14 +66,24 @@ typedef struct mc {
     struct mc_job {                  /* what the background write does, decided on the main thread */
         char topk[VOLT_CB_PATH_MAX], last[VOLT_CB_PATH_MAX];
         bool link_last;              /* last as a hard link to topk (one process, rank 0) */
-        char *remove[2];             /* removed after both writes succeeded (sharded: committed) */
-        volt_status st;
+        char *remove[2];             /* removed after the file replacing each was written (sharded: committed) */
+        volt_status st, topk_st, last_st;   /* the first failure; each file's */
         bool reported;
         char err[VOLT_CB_PATH_MAX + 512];
-        bool commit;                 /* sharded: written shards wait for volt_trainer_snapshot_commit */
-        char *best_before;           /* ... and until then "best" is the best committed checkpoint */
-        double best_score_before;
+        bool commit;                 /* sharded: written shards wait for volt_trainer_snapshot_commit, and
+                                        until then "best" is the best committed checkpoint (undo.best) */
     } job;
+    struct mc_undo {                 /* the bookkeeping the save point in flight changed, put back for a
+                                        file that was not written (mc_settle) */
+        char *best;                  /* best before it, and its score */
+        double best_score;
+        char *pushed;                /* the top-k entry it added */
+        char *evicted;               /* the entry it took out, its score and place */
+        double evicted_score;
+        int evicted_at;
+        char *last;                  /* last before it */
+        bool topk, last_set;         /* what is still to settle */
+    } undo;
 } mc;
 
 static bool file_exists(const char *p) { return p && access(p, F_OK) == 0; }
@@ -262,30 +272,62 @@ static bool mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && vo
 
 static bool mc_link_last(mc *m, const char *src, const char *last) { return mc_can_link(m) && link_last(src, last); }
 
+/* ---- the bookkeeping of a save point that failed ------------------------------------------------------- */
+
+static void mc_undo_free(struct mc_undo *u) {
+    free(u->best);
+    free(u->pushed);
+    free(u->evicted);
+    free(u->last);
+    memset(u, 0, sizeof *u);
+}
+
+/* The save point's files are written (or failed): a top-k file or a last that was not written
+ * leaves the bookkeeping as it was before (the entry it would have evicted, "best" and "last"
+ * name files that exist), so "best" after a failed fit is the previous best. */
+static void mc_settle(mc *m, bool topk_failed, bool last_failed) {
+    struct mc_undo *u = &m->undo;
+    if (topk_failed && u->topk) {
+        free(volt__cb_topk_take(&m->topk, u->pushed ? volt__cb_topk_find(&m->topk, u->pushed) : -1));
+        if (u->evicted && volt__cb_topk_insert(&m->topk, u->evicted_at, u->evicted, u->evicted_score) != VOLT_OK)
+            fprintf(stderr, "volt: ModelCheckpoint: out of memory: '%s' leaves the top-k bookkeeping (the file stays)\n",
+                    u->evicted);
+        set_str(&m->best_path, u->best);
+        m->best_score = u->best_score;
+    }
+    if (last_failed && u->last_set) set_str(&m->last_path, u->last);
+    u->topk = u->last_set = false;
+}
+
 /* ---- asynchronous saving ------------------------------------------------------------------------- */
 
 static void *mc_job_run(void *arg) {
     mc *m = arg;
     struct mc_job *j = &m->job;
-    j->st = VOLT_OK;
-    if (j->topk[0]) j->st = volt_ckpt_snapshot_write(m->snap, j->topk, j->err, sizeof j->err);
-    if (j->st >= 0 && j->last[0] && !(j->topk[0] && j->link_last && link_last(j->topk, j->last)))
-        j->st = volt_ckpt_snapshot_write(m->snap, j->last, j->err, sizeof j->err);
+    j->topk_st = j->last_st = VOLT_OK;
+    if (j->topk[0]) j->topk_st = volt_ckpt_snapshot_write(m->snap, j->topk, j->err, sizeof j->err);
+    if (j->last[0])   /* not after a failed top-k write: its message is the one reported */
+        j->last_st = j->topk_st < 0 ? j->topk_st
+                   : j->topk[0] && j->link_last && link_last(j->topk, j->last) ? VOLT_OK
+                   : volt_ckpt_snapshot_write(m->snap, j->last, j->err, sizeof j->err);
+    j->st = j->topk_st < 0 ? j->topk_st : j->last_st;
     if (j->commit) return NULL;   /* the removals wait for the commit */
     for (int i = 0; i < 2; i++) {
-        if (j->st >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
+        if ((i ? j->last_st : j->topk_st) >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
         free(j->remove[i]);
         j->remove[i] = NULL;
     }
     return NULL;
 }
 
-/* Wait for the write in flight (the resolver: its failure is reported by the next hook). */
+/* Wait for the write in flight, and settle the bookkeeping by what it wrote (the resolver: its
+ * failure is reported by the next hook). Sharded writes settle at their commit. */
 static void mc_wait(mc *m) {
     if (m->running) {
         pthread_join(m->th, NULL);
         m->running = false;
     }
+    if (!m->job.commit) mc_settle(m, m->job.topk_st < 0, m->job.last_st < 0);
 }
 
 static void mc_job_free(struct mc_job *j) {
@@ -293,8 +335,6 @@ static void mc_job_free(struct mc_job *j) {
         free(j->remove[i]);
         j->remove[i] = NULL;
     }
-    free(j->best_before);
-    j->best_before = NULL;
     j->commit = false;
 }
 
@@ -305,19 +345,22 @@ static volt_status mc_commit(mc *m) {
     struct mc_job *j = &m->job;
     if (!j->commit) return VOLT_OK;
     volt_status st = VOLT_OK;
+    volt_status each[2] = { VOLT_OK, VOLT_OK };
     char first[VOLT_CB_PATH_MAX + 1024] = "";   /* the first failure's message is the one reported */
     for (int i = 0; i < 2; i++) {
         const char *p = i ? j->last : j->topk;
         if (!p[0]) continue;
         volt_status c = volt_trainer_snapshot_commit(m->t, m->snap, p, j->st, j->err);
+        each[i] = c;
         if (c < 0 && st >= 0) {
             st = c;
             snprintf(first, sizeof first, "%s", volt_trainer_errmsg(m->t));
         }
     }
     if (st < 0) volt_trainer_fail(m->t, st, "%s", first);
-    for (int i = 0; st >= 0 && i < 2; i++)
-        if (j->remove[i]) mc_remove_file(j->remove[i]);
+    mc_settle(m, each[0] < 0, each[1] < 0);
+    for (int i = 0; i < 2; i++)
+        if (each[i] >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
     j->reported = true;   /* this rank's write error, if any, is in the commit's */
     mc_job_free(j);
     return st;
@@ -337,9 +380,8 @@ static volt_status mc_join(mc *m) {
 
 /* The save point's files from a snapshot, written by the background thread. Sharded: the
  * thread writes this rank's shards; the next join commits them (mc_commit) and removes what
- * they replace, and "best" stays best_before until then. */
-static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last,
-                                 char **best_before, double best_score_before) {
+ * they replace, and "best" stays undo.best until then. */
+static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last) {
     if (topk_path[0]) VOLT_TRY(mc_prepare_dir(m, topk_path));
     if (last_path[0]) VOLT_TRY(mc_prepare_dir(m, last_path));
     volt_status st = volt_trainer_snapshot_checkpoint(m->t, topk_path[0] ? topk_path : last_path, &m->snap);
@@ -351,15 +393,10 @@ static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_
     snprintf(j->last, sizeof j->last, "%s", last_path);
     j->commit = volt_ckpt_snapshot_sharded(m->snap);
     j->link_last = mc_can_link(m) && !j->commit;
-    if (j->commit) {
-        j->best_before = *best_before;
-        *best_before = NULL;
-        j->best_score_before = best_score_before;
-    }
     if (*evicted && strcmp(*evicted, topk_path) != 0 && mc_may_remove(m, *evicted)) { j->remove[0] = *evicted; *evicted = NULL; }
     if (*prev_last && strcmp(*prev_last, last_path) != 0 && mc_may_remove(m, *prev_last)) { j->remove[1] = *prev_last; *prev_last = NULL; }
     if (pthread_create(&m->th, NULL, mc_job_run, m) == 0) m->running = true;
-    else mc_job_run(m);   /* no thread: write now */
+    else mc_job_run(m);   /* no thread: write now (settled by the next join) */
     return VOLT_OK;
 }
 
@@ -374,74 +411,91 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
     VOLT_TRY(mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
-    char *best_before = m->async_save && m->best_path ? strdup(m->best_path) : NULL;   /* sharded async: until committed */
-    const double best_score_before = m->best_score;
+    struct mc_undo *u = &m->undo;   /* the previous save point's is settled (mc_join) */
+    mc_undo_free(u);
+    u->best = m->best_path ? strdup(m->best_path) : NULL;
+    u->best_score = m->best_score;
 
     char topk_path[VOLT_CB_PATH_MAX] = "", last_path[VOLT_CB_PATH_MAX] = "";
     char *evicted = NULL, *prev_last = NULL;
+    volt_status st = VOLT_OK;
     if (topk_allowed && m->save_top_k != 0) {
+        double cur = NAN;
+        bool is_int, save = false;
+        int out = -1;   /* the entry the new one replaces */
         if (m->monitor) {
-            double cur;
-            bool is_int;
             if (!mc_lookup(t, m->monitor, &cur, &is_int)) {
                 char avail[2048];
                 available_metrics(t, avail, sizeof avail);
-                if (m->val_has_run) {
-                    free(best_before);
+                if (m->val_has_run)
                     return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
                         "ModelCheckpoint(monitor='%s') could not find the monitored key in the returned "
                         "metrics: %s. HINT: did you call volt_log(s, \"%s\", value, ...) in the module?",
                         m->monitor, avail, m->monitor);
-                }
                 if (!m->warned_missing && volt_trainer_is_global_zero(t))
                     fprintf(stderr, "volt: warning: ModelCheckpoint(monitor='%s') could not find the "
                             "monitored key in the metrics: %s (no validation has run yet); not saving a top-k "
                             "checkpoint at step %lld\n", m->monitor, avail, (long long)gs);
                 m->warned_missing = true;
             } else if (volt__cb_topk_should_save(&m->topk, m->save_top_k, m->mode, cur)) {
-                if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
-                    evicted = volt__cb_topk_take(&m->topk, volt__cb_topk_worst(&m->topk, m->mode));
-                volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
-                if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, volt__cb_topk_sanitize(cur, m->mode));
-                if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
-                int b = volt__cb_topk_best(&m->topk, m->mode);
-                set_str(&m->best_path, m->topk.e[b].path);
-                m->best_score = m->topk.e[b].score;
+                save = true;
+                cur = volt__cb_topk_sanitize(cur, m->mode);
+                if (m->save_top_k > 0 && m->topk.n >= m->save_top_k) out = volt__cb_topk_worst(&m->topk, m->mode);
             }
         } else {
-            if (m->save_top_k > 0 && m->topk.n >= m->save_top_k)
-                evicted = volt__cb_topk_take(&m->topk, 0);          /* the oldest */
-            volt_status st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
-            if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, NAN);
-            if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
-            set_str(&m->best_path, topk_path);
-            m->best_score = NAN;
+            save = true;
+            if (m->save_top_k > 0 && m->topk.n >= m->save_top_k) out = 0;   /* the oldest */
+        }
+        if (save) {
+            if (out >= 0) {
+                u->evicted_score = m->topk.e[out].score;
+                u->evicted_at = out;
+                evicted = volt__cb_topk_take(&m->topk, out);
+                u->evicted = evicted ? strdup(evicted) : NULL;
+            }
+            u->topk = true;
+            st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
+            if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, cur);
+            if (st == VOLT_OK) {
+                u->pushed = strdup(topk_path);
+                int b = m->monitor ? volt__cb_topk_best(&m->topk, m->mode) : m->topk.n - 1;
+                set_str(&m->best_path, m->topk.e[b].path);
+                m->best_score = m->topk.e[b].score;
+            } else {
+                topk_path[0] = 0;
+            }
         }
     }
-    if (m->save_last) {
-        volt_status st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof last_path);
-        if (st != VOLT_OK) { free(evicted); free(best_before); return st; }
-        prev_last = m->last_path;
-        m->last_path = strdup(last_path);
-        if (!m->last_path) { free(evicted); free(prev_last); free(best_before); return VOLT_ERR_NOMEM; }
+    if (st == VOLT_OK && m->save_last) {
+        st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof last_path);
+        char *now = st == VOLT_OK ? strdup(last_path) : NULL;
+        if (st == VOLT_OK && !now) st = VOLT_ERR_NOMEM;
+        if (st == VOLT_OK) {
+            u->last = m->last_path ? strdup(m->last_path) : NULL;
+            u->last_set = true;
+            prev_last = m->last_path;
+            m->last_path = now;
+        } else {
+            last_path[0] = 0;
+        }
     }
 
-    volt_status st = VOLT_OK;
-    if (topk_path[0] || last_path[0]) m->last_step_saved = gs;
-    if (m->async_save && (topk_path[0] || last_path[0])) {
-        st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last, &best_before, best_score_before);
-        free(evicted);
-        free(prev_last);
-        free(best_before);
-        return st;
-    }
-    free(best_before);
-    if (topk_path[0]) st = mc_save(m, topk_path);
-    if (st >= 0 && last_path[0] && !(topk_path[0] && mc_link_last(m, topk_path, last_path)))
-        st = mc_save(m, last_path);
-    if (st >= 0) {
-        if (evicted && strcmp(evicted, topk_path) != 0) mc_remove(m, evicted);
-        if (prev_last && strcmp(prev_last, last_path) != 0) mc_remove(m, prev_last);
+    if (st == VOLT_OK && (topk_path[0] || last_path[0])) {
+        m->last_step_saved = gs;
+        if (m->async_save) {
+            st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
+            if (st < 0) mc_settle(m, true, true);   /* nothing was written */
+        } else {
+            volt_status tst = topk_path[0] ? mc_save(m, topk_path) : VOLT_OK, lst = VOLT_OK;
+            if (last_path[0])
+                lst = tst < 0 ? tst : topk_path[0] && mc_link_last(m, topk_path, last_path) ? VOLT_OK : mc_save(m, last_path);
+            mc_settle(m, tst < 0, lst < 0);
+            if (tst >= 0 && evicted && strcmp(evicted, topk_path) != 0) mc_remove(m, evicted);
+            if (lst >= 0 && prev_last && strcmp(prev_last, last_path) != 0) mc_remove(m, prev_last);
+            st = tst < 0 ? tst : lst;
+        }
+    } else {
+        mc_settle(m, true, true);
     }
     free(evicted);
     free(prev_last);
@@ -590,6 +644,7 @@ static void mc_destroy(void *self) {
     if (m->job.commit)   /* never committed (a fit that failed): no collective here, the shards go */
         for (int i = 0; i < 2; i++) volt_ckpt_snapshot_discard(m->snap, i ? m->job.last : m->job.topk);
     mc_job_free(&m->job);
+    mc_undo_free(&m->undo);
     volt_ckpt_snapshot_destroy(m->snap);
     free(m->dirpath_user);
     free(m->filename);
@@ -608,11 +663,11 @@ static void mc_destroy(void *self) {
 static const char *mc_best(void *self) {
     mc *m = self;
     mc_wait(m);
-    return m->job.commit ? m->job.best_before : m->best_path;
+    return m->job.commit ? m->undo.best : m->best_path;
 }
 static double mc_best_score(void *self) {
     mc *m = self;
-    if (m->job.commit) return m->job.best_before ? m->job.best_score_before : NAN;
+    if (m->job.commit) return m->undo.best ? m->undo.best_score : NAN;
     return m->best_path ? m->best_score : NAN;
 }
 

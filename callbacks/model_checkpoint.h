@@ -32,6 +32,8 @@ int volt__cb_topk_best(const volt_cb_topk *tk, volt_mode mode);
 int volt__cb_topk_worst(const volt_cb_topk *tk, volt_mode mode);
 int volt__cb_topk_find(const volt_cb_topk *tk, const char *path);
 volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score);   /* copies path */
+/* As push, at place i (0 .. n; out of range: at the end). */
+volt_status volt__cb_topk_insert(volt_cb_topk *tk, int i, const char *path, double score);
 /* Remove entry i; returns its path (the caller frees it). */
 char *volt__cb_topk_take(volt_cb_topk *tk, int i);
 void volt__cb_topk_clear(volt_cb_topk *tk);

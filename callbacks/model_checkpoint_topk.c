@@ -103,7 +103,8 @@ int volt__cb_topk_find(const volt_cb_topk *tk, const char *path) {
     return -1;
 }
 
-volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score) {
+volt_status volt__cb_topk_insert(volt_cb_topk *tk, int i, const char *path, double score) {
+    if (i < 0 || i > tk->n) i = tk->n;
     if (tk->n == tk->cap) {
         int cap = tk->cap ? tk->cap * 2 : 8;
         volt_cb_topk_entry *e = realloc(tk->e, (size_t)cap * sizeof *e);
@@ -113,10 +114,15 @@ volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score)
     }
     char *p = strdup(path);
     if (!p) return VOLT_ERR_NOMEM;
-    tk->e[tk->n].path = p;
-    tk->e[tk->n].score = score;
+    memmove(tk->e + i + 1, tk->e + i, (size_t)(tk->n - i) * sizeof *tk->e);
+    tk->e[i].path = p;
+    tk->e[i].score = score;
     tk->n++;
     return VOLT_OK;
+}
+
+volt_status volt__cb_topk_push(volt_cb_topk *tk, const char *path, double score) {
+    return volt__cb_topk_insert(tk, tk->n, path, score);
 }
 
 char *volt__cb_topk_take(volt_cb_topk *tk, int i) {

@@ -1146,30 +1146,50 @@ static void test_snapshot_moment(void) {
     volt_trainer_destroy(t);
 }
 
-/* A background write that fails fails the fit at the next save point, naming the file, and
- * removes nothing: the previous best and last stay. */
+/* A save that fails fails the fit (a background write: at the next save point), naming the
+ * file, and removes nothing: the previous best and last stay, and the bookkeeping names them
+ * again (the top-1 entry epoch 1 evicted is back), so "best" and "last" load after it. */
 static void test_e2e_async_error(void) {
-    const char *root = fresh_dir("async_err");
-    char dir[1200], blocker[1400], path[1400];
-    snprintf(dir, sizeof dir, "%s/ckpt", root);
-    mkdir(dir, 0755);
-    snprintf(blocker, sizeof blocker, "%s/" E1 ".tmp", dir);   /* epoch 1's write cannot create its .tmp */
-    mkdir(blocker, 0755);
-    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
-    add_ckpt(t, dir, 1, true, true);
-    lin m = { .table = k_scores, .ntable = 5 };
-    volt_status st = fit(t, &m, true, NULL);
-    const char *msg = volt_trainer_errmsg(t);
-    CHECK(st == VOLT_ERR_IO && strstr(msg, "background save failed") && strstr(msg, E1),
-          "fit: %s: %s", volt_status_str(st), msg);
-    snprintf(path, sizeof path, "%s/" E0, dir);
-    CHECK(exists(path) && ckpt_global_step(path) == 4, "epoch 0's best is still there, whole");
-    snprintf(path, sizeof path, "%s/" LAST, dir);
-    CHECK(exists(path) && ckpt_global_step(path) == 4, "last is epoch 0's");
-    snprintf(path, sizeof path, "%s/" E1, dir);
-    CHECK(!exists(path), "no epoch-1 file");
-    CHECK(m.epoch_ends <= 3, "the fit stopped by epoch 2's save point (%d epochs ended)", m.epoch_ends);
-    volt_trainer_destroy(t);
+    for (int async = 0; async < 2; async++) {
+        const char *root = fresh_dir(async ? "async_err" : "sync_err");
+        char dir[1200], blocker[1400], path[1400];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        mkdir(dir, 0755);
+        snprintf(blocker, sizeof blocker, "%s/" E1 ".tmp", dir);   /* epoch 1's write cannot create its .tmp */
+        mkdir(blocker, 0755);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+        add_ckpt(t, dir, 1, true, async);
+        lin m = { .table = k_scores, .ntable = 5 };
+        volt_status st = fit(t, &m, true, NULL);
+        const char *msg = volt_trainer_errmsg(t);
+        CHECK(st == VOLT_ERR_IO && (!async || strstr(msg, "background save failed")) && strstr(msg, E1),
+              "async=%d fit: %s: %s", async, volt_status_str(st), msg);
+        snprintf(path, sizeof path, "%s/" E0, dir);
+        CHECK(exists(path) && ckpt_global_step(path) == 4, "async=%d: epoch 0's best is still there, whole", async);
+        const char *bp = volt_trainer_best_model_path(t);
+        CHECK(bp && !strcmp(bp, path), "async=%d: best after the failed save is %s, want epoch 0's", async, bp ? bp : "(null)");
+        CHECK(volt_trainer_best_model_score(t) == 0.5, "async=%d: best score %g, want 0.5", async,
+              volt_trainer_best_model_score(t));
+        snprintf(path, sizeof path, "%s/" LAST, dir);
+        CHECK(exists(path) && ckpt_global_step(path) == 4, "async=%d: last is epoch 0's", async);
+        snprintf(path, sizeof path, "%s/" E1, dir);
+        CHECK(!exists(path), "async=%d: no epoch-1 file", async);
+        CHECK(m.epoch_ends <= 3, "async=%d: the fit stopped by epoch 2's save point (%d epochs ended)", async, m.epoch_ends);
+        volt_loader *l = mk_loader();
+        st = volt_trainer_test(t, &lin_ops, &m, l, "best");
+        CHECK(st == VOLT_OK, "async=%d: test from \"best\" after the failed save: %s", async, volt_trainer_errmsg(t));
+        volt_loader_destroy(l);
+        /* the fit resumes from "last" (epoch 0's) once the folder is writable */
+        rmdir(blocker);
+        lin m2 = { .table = k_scores, .ntable = 5 };
+        CHECK_OK(fit(t, &m2, true, "last"));
+        snprintf(path, sizeof path, "%s/" E3, dir);
+        CHECK(exists(path) && !strcmp(volt_trainer_best_model_path(t), path), "async=%d: the resumed fit's best is epoch 3's",
+              async);
+        snprintf(path, sizeof path, "%s/" E0, dir);
+        CHECK(!exists(path), "async=%d: the resumed fit's top-1 removed epoch 0's file", async);
+        volt_trainer_destroy(t);
+    }
 }
 
 /* profiler = "simple": the actions of a 2-epoch fit (4 batches each, 4 validation batches

@@ -1525,6 +1525,11 @@ static volt_status ac_fit(const char *name, const char *dir, bool async, volt_da
             CHECK(strstr(e, "rank 1 shard") && strstr(e, "epoch=1"), "%s: rank 1 names its shard of epoch 1: %s", name, e);
         else CHECK(strstr(e, "another rank could not write its shard") && strstr(e, "epoch=1"), "%s: rank %d: %s", name, g_rank, e);
     }
+    if (st < 0 && t) {   /* every rank's "best" is again the last committed checkpoint, epoch 0's */
+        const char *bp = volt_trainer_best_model_path(t);
+        CHECK(bp && strstr(bp, "epoch=0") && access(bp, F_OK) == 0, "%s: rank %d: best after the failed save: %s", name,
+              g_rank, bp ? bp : "(none)");
+    }
     ac_fail_epoch = -1;
     struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
     setrlimit(RLIMIT_FSIZE, &rl);
