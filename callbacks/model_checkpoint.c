@@ -7,8 +7,9 @@
  * score enters the top-k) and then last.safetensors (hard link to the file just saved when
  * possible, else a second save). The bookkeeping (top-k list, best, last) is updated
  * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
- * exactly. Every rank runs the same logic and calls volt_trainer_save_checkpoint (which is
- * collective for sharded strategies); only rank 0 creates folders, links and deletes.
+ * exactly; a file that could not be written puts its part back (volt__mc_settle). Every
+ * rank runs the same logic and calls volt_trainer_save_checkpoint (which is collective for
+ * sharded strategies); only rank 0 creates folders, links and deletes.
  *
  * async_save: at a save point the state is snapshotted into host memory
  * (volt_trainer_snapshot_checkpoint) and one background thread writes it — the top-k file,
@@ -20,7 +21,8 @@
  * its shard files, and the next save point, fit start or end or test start (collective, as
  * the save points are) commits them (volt_trainer_snapshot_commit: rank 0 writes the index)
  * and only then removes what they replace; until then "best" resolves to the best committed
- * checkpoint, and destroy without a commit discards the shard files. */
+ * checkpoint, and destroy without a commit discards the shard files. The background writes,
+ * the commit and the settling are in model_checkpoint_async.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -33,62 +35,13 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
-#include "callbacks/model_checkpoint.h"
-#include "callbacks/util.h"
+#include "callbacks/model_checkpoint_internal.h"
 
 #define MC_EXT ".safetensors"
 
-typedef struct mc {
-    volt_trainer *t;
-    char *dirpath_user, *filename, *monitor;
-    volt_mode mode;
-    int save_top_k;
-    bool save_last, save_on_train_epoch_end;
-    int64_t every_n_epochs, every_n_train_steps;
-
-    char *dirpath;                   /* resolved at the first save point (or from a resume) */
-    volt_cb_topk topk;               /* monitor: the k best; no monitor: the k most recent */
-    char *best_path;
-    double best_score;
-    char *last_path;
-    int64_t last_step_saved;         /* checkpointed: a resumed run does not save that step again */
-    bool in_fit, restored;
-    bool pending;                    /* restored bookkeeping not yet checked against dirpath */
-    char *ckpt_dir;                  /* ... and the dirpath the checkpoint recorded */
-    bool val_ran_epoch, val_has_run, warned_missing;
-    volt_ckpt_resolver resolver;
-    char found_last[VOLT_CB_PATH_MAX];
-
-    bool async_save;
-    volt_ckpt_snapshot *snap;        /* reused from save point to save point */
-    pthread_t th;
-    bool running;
-    struct mc_job {                  /* what the background write does, decided on the main thread */
-        char topk[VOLT_CB_PATH_MAX], last[VOLT_CB_PATH_MAX];
-        bool link_last;              /* last as a hard link to topk (one process, rank 0) */
-        char *remove[2];             /* removed after the file replacing each was written (sharded: committed) */
-        volt_status st, topk_st, last_st;   /* the first failure; each file's */
-        bool reported;
-        char err[VOLT_CB_PATH_MAX + 512];
-        bool commit;                 /* sharded: written shards wait for volt_trainer_snapshot_commit, and
-                                        until then "best" is the best committed checkpoint (undo.best) */
-    } job;
-    struct mc_undo {                 /* the bookkeeping the save point in flight changed, put back for a
-                                        file that was not written (mc_settle) */
-        char *best;                  /* best before it, and its score */
-        double best_score;
-        char *pushed;                /* the top-k entry it added */
-        char *evicted;               /* the entry it took out, its score and place */
-        double evicted_score;
-        int evicted_at;
-        char *last;                  /* last before it */
-        bool topk, last_set;         /* what is still to settle */
-    } undo;
-} mc;
-
 static bool file_exists(const char *p) { return p && access(p, F_OK) == 0; }
 
-static void set_str(char **dst, const char *src) {
+void volt__mc_set_str(char **dst, const char *src) {
     char *c = src ? strdup(src) : NULL;
     free(*dst);
     *dst = c;
@@ -204,7 +157,7 @@ static void mc_reconcile(mc *m) {
                     "so the best score, the top-k and the last path are not restored; only "
                     "best_model_path is\n", m->ckpt_dir, m->dirpath);
         volt__cb_topk_clear(&m->topk);
-        set_str(&m->last_path, NULL);
+        volt__mc_set_str(&m->last_path, NULL);
         m->best_score = NAN;
         return;
     }
@@ -217,13 +170,13 @@ static void mc_reconcile(mc *m) {
     if (m->last_path && !mc_owned(m, m->last_path)) {
         if (g0) fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's last_model_path '%s' is not a checkpoint "
                         "file in '%s'; dropped (it will not be touched)\n", m->last_path, m->dirpath);
-        set_str(&m->last_path, NULL);
+        volt__mc_set_str(&m->last_path, NULL);
     }
 }
 
 /* Remove a file that fell out of the bookkeeping (rank 0; only a checkpoint file of this
  * callback's in dirpath, never a file still referenced). */
-static bool mc_may_remove(mc *m, const char *p) {
+bool volt__mc_may_remove(mc *m, const char *p) {
     if (!p || !volt_trainer_is_global_zero(m->t) || !mc_owned(m, p)) return false;
     if (volt__cb_topk_find(&m->topk, p) >= 0) return false;
     if (m->last_path && strcmp(m->last_path, p) == 0) return false;
@@ -231,16 +184,16 @@ static bool mc_may_remove(mc *m, const char *p) {
     return true;
 }
 
-static void mc_remove_file(const char *p) {
+void volt__mc_remove_file(const char *p) {
     if (volt_checkpoint_remove(p) != VOLT_OK)   /* with its shard folder under sharded strategies */
         fprintf(stderr, "volt: ModelCheckpoint: cannot remove '%s': %s\n", p, strerror(errno));
 }
 
 static void mc_remove(mc *m, const char *p) {
-    if (mc_may_remove(m, p)) mc_remove_file(p);
+    if (volt__mc_may_remove(m, p)) volt__mc_remove_file(p);
 }
 
-static volt_status mc_prepare_dir(mc *m, const char *path) {
+volt_status volt__mc_prepare_dir(mc *m, const char *path) {
     if (!volt_trainer_is_global_zero(m->t)) return VOLT_OK;
     char dir[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
     snprintf(dir, sizeof dir, "%s", path);
@@ -253,13 +206,13 @@ static volt_status mc_prepare_dir(mc *m, const char *path) {
 }
 
 static volt_status mc_save(mc *m, const char *path) {
-    VOLT_TRY(mc_prepare_dir(m, path));
+    VOLT_TRY(volt__mc_prepare_dir(m, path));
     return volt_trainer_save_checkpoint(m->t, path);
 }
 
 /* last.safetensors as a hard link to the file just written (same bytes, same state), made
  * atomically; false when the file system refuses (then the caller saves again). */
-static bool link_last(const char *src, const char *last) {
+bool volt__mc_link_last(const char *src, const char *last) {
     char tmp[VOLT_CB_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.link.tmp", last) >= (int)sizeof tmp) return false;
     unlink(tmp);
@@ -268,137 +221,7 @@ static bool link_last(const char *src, const char *last) {
     return true;
 }
 
-static bool mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && volt_trainer_is_global_zero(m->t); }
-
-static bool mc_link_last(mc *m, const char *src, const char *last) { return mc_can_link(m) && link_last(src, last); }
-
-/* ---- the bookkeeping of a save point that failed ------------------------------------------------------- */
-
-static void mc_undo_free(struct mc_undo *u) {
-    free(u->best);
-    free(u->pushed);
-    free(u->evicted);
-    free(u->last);
-    memset(u, 0, sizeof *u);
-}
-
-/* The save point's files are written (or failed): a top-k file or a last that was not written
- * leaves the bookkeeping as it was before (the entry it would have evicted, "best" and "last"
- * name files that exist), so "best" after a failed fit is the previous best. */
-static void mc_settle(mc *m, bool topk_failed, bool last_failed) {
-    struct mc_undo *u = &m->undo;
-    if (topk_failed && u->topk) {
-        free(volt__cb_topk_take(&m->topk, u->pushed ? volt__cb_topk_find(&m->topk, u->pushed) : -1));
-        if (u->evicted && volt__cb_topk_insert(&m->topk, u->evicted_at, u->evicted, u->evicted_score) != VOLT_OK)
-            fprintf(stderr, "volt: ModelCheckpoint: out of memory: '%s' leaves the top-k bookkeeping (the file stays)\n",
-                    u->evicted);
-        set_str(&m->best_path, u->best);
-        m->best_score = u->best_score;
-    }
-    if (last_failed && u->last_set) set_str(&m->last_path, u->last);
-    u->topk = u->last_set = false;
-}
-
-/* ---- asynchronous saving ------------------------------------------------------------------------- */
-
-static void *mc_job_run(void *arg) {
-    mc *m = arg;
-    struct mc_job *j = &m->job;
-    j->topk_st = j->last_st = VOLT_OK;
-    if (j->topk[0]) j->topk_st = volt_ckpt_snapshot_write(m->snap, j->topk, j->err, sizeof j->err);
-    if (j->last[0])   /* not after a failed top-k write: its message is the one reported */
-        j->last_st = j->topk_st < 0 ? j->topk_st
-                   : j->topk[0] && j->link_last && link_last(j->topk, j->last) ? VOLT_OK
-                   : volt_ckpt_snapshot_write(m->snap, j->last, j->err, sizeof j->err);
-    j->st = j->topk_st < 0 ? j->topk_st : j->last_st;
-    if (j->commit) return NULL;   /* the removals wait for the commit */
-    for (int i = 0; i < 2; i++) {
-        if ((i ? j->last_st : j->topk_st) >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
-        free(j->remove[i]);
-        j->remove[i] = NULL;
-    }
-    return NULL;
-}
-
-/* Wait for the write in flight, and settle the bookkeeping by what it wrote (the resolver: its
- * failure is reported by the next hook). Sharded writes settle at their commit. */
-static void mc_wait(mc *m) {
-    if (m->running) {
-        pthread_join(m->th, NULL);
-        m->running = false;
-    }
-    if (!m->job.commit) mc_settle(m, m->job.topk_st < 0, m->job.last_st < 0);
-}
-
-static void mc_job_free(struct mc_job *j) {
-    for (int i = 0; i < 2; i++) {
-        free(j->remove[i]);
-        j->remove[i] = NULL;
-    }
-    j->commit = false;
-}
-
-/* Sharded: the written shards become checkpoints (collective: every rank commits the same
- * paths in the same order), then the files they replace go. A failure on any rank is every
- * rank's, as the trainer's error. */
-static volt_status mc_commit(mc *m) {
-    struct mc_job *j = &m->job;
-    if (!j->commit) return VOLT_OK;
-    volt_status st = VOLT_OK;
-    volt_status each[2] = { VOLT_OK, VOLT_OK };
-    char first[VOLT_CB_PATH_MAX + 1024] = "";   /* the first failure's message is the one reported */
-    for (int i = 0; i < 2; i++) {
-        const char *p = i ? j->last : j->topk;
-        if (!p[0]) continue;
-        volt_status c = volt_trainer_snapshot_commit(m->t, m->snap, p, j->st, j->err);
-        each[i] = c;
-        if (c < 0 && st >= 0) {
-            st = c;
-            snprintf(first, sizeof first, "%s", volt_trainer_errmsg(m->t));
-        }
-    }
-    if (st < 0) volt_trainer_fail(m->t, st, "%s", first);
-    mc_settle(m, each[0] < 0, each[1] < 0);
-    for (int i = 0; i < 2; i++)
-        if (each[i] >= 0 && j->remove[i]) mc_remove_file(j->remove[i]);
-    j->reported = true;   /* this rank's write error, if any, is in the commit's */
-    mc_job_free(j);
-    return st;
-}
-
-/* Wait for the write in flight; its failure, once, as this hook's error. */
-static volt_status mc_join(mc *m) {
-    mc_wait(m);
-    if (m->job.commit) return mc_commit(m);
-    if (m->job.st < 0 && !m->job.reported) {
-        m->job.reported = true;
-        return volt_trainer_fail(m->t, m->job.st, "ModelCheckpoint: the background save failed: %s",
-                                 m->job.err[0] ? m->job.err : volt_status_str(m->job.st));
-    }
-    return VOLT_OK;
-}
-
-/* The save point's files from a snapshot, written by the background thread. Sharded: the
- * thread writes this rank's shards; the next join commits them (mc_commit) and removes what
- * they replace, and "best" stays undo.best until then. */
-static volt_status mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last) {
-    if (topk_path[0]) VOLT_TRY(mc_prepare_dir(m, topk_path));
-    if (last_path[0]) VOLT_TRY(mc_prepare_dir(m, last_path));
-    volt_status st = volt_trainer_snapshot_checkpoint(m->t, topk_path[0] ? topk_path : last_path, &m->snap);
-    if (st < 0) return st;
-    struct mc_job *j = &m->job;
-    mc_job_free(j);
-    memset(j, 0, sizeof *j);
-    snprintf(j->topk, sizeof j->topk, "%s", topk_path);
-    snprintf(j->last, sizeof j->last, "%s", last_path);
-    j->commit = volt_ckpt_snapshot_sharded(m->snap);
-    j->link_last = mc_can_link(m) && !j->commit;
-    if (*evicted && strcmp(*evicted, topk_path) != 0 && mc_may_remove(m, *evicted)) { j->remove[0] = *evicted; *evicted = NULL; }
-    if (*prev_last && strcmp(*prev_last, last_path) != 0 && mc_may_remove(m, *prev_last)) { j->remove[1] = *prev_last; *prev_last = NULL; }
-    if (pthread_create(&m->th, NULL, mc_job_run, m) == 0) m->running = true;
-    else mc_job_run(m);   /* no thread: write now (settled by the next join) */
-    return VOLT_OK;
-}
+bool volt__mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && volt_trainer_is_global_zero(m->t); }
 
 /* ---- the save point ------------------------------------------------------------------------------- */
 
@@ -408,11 +231,11 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
     int64_t gs = volt_trainer_global_step(t);
     if ((cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(t) || m->last_step_saved == gs)
         return VOLT_OK;
-    VOLT_TRY(mc_join(m));
+    VOLT_TRY(volt__mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
     struct mc_undo *u = &m->undo;   /* the previous save point's is settled (mc_join) */
-    mc_undo_free(u);
+    volt__mc_undo_free(u);
     u->best = m->best_path ? strdup(m->best_path) : NULL;
     u->best_score = m->best_score;
 
@@ -459,7 +282,7 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
             if (st == VOLT_OK) {
                 u->pushed = strdup(topk_path);
                 int b = m->monitor ? volt__cb_topk_best(&m->topk, m->mode) : m->topk.n - 1;
-                set_str(&m->best_path, m->topk.e[b].path);
+                volt__mc_set_str(&m->best_path, m->topk.e[b].path);
                 m->best_score = m->topk.e[b].score;
             } else {
                 topk_path[0] = 0;
@@ -483,19 +306,21 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
     if (st == VOLT_OK && (topk_path[0] || last_path[0])) {
         m->last_step_saved = gs;
         if (m->async_save) {
-            st = mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
-            if (st < 0) mc_settle(m, true, true);   /* nothing was written */
+            st = volt__mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
+            if (st < 0) volt__mc_settle(m, true, true);   /* nothing was written */
         } else {
             volt_status tst = topk_path[0] ? mc_save(m, topk_path) : VOLT_OK, lst = VOLT_OK;
             if (last_path[0])
-                lst = tst < 0 ? tst : topk_path[0] && mc_link_last(m, topk_path, last_path) ? VOLT_OK : mc_save(m, last_path);
-            mc_settle(m, tst < 0, lst < 0);
+                lst = tst < 0 ? tst
+                    : topk_path[0] && volt__mc_can_link(m) && volt__mc_link_last(topk_path, last_path) ? VOLT_OK
+                    : mc_save(m, last_path);
+            volt__mc_settle(m, tst < 0, lst < 0);
             if (tst >= 0 && evicted && strcmp(evicted, topk_path) != 0) mc_remove(m, evicted);
             if (lst >= 0 && prev_last && strcmp(prev_last, last_path) != 0) mc_remove(m, prev_last);
             st = tst < 0 ? tst : lst;
         }
     } else {
-        mc_settle(m, true, true);
+        volt__mc_settle(m, true, true);
     }
     free(evicted);
     free(prev_last);
@@ -513,7 +338,7 @@ static bool mc_epoch_topk(const mc *m) {
  * (not a resume) starts counting steps from 0 again. */
 static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     mc *m = self;
-    VOLT_TRY(mc_join(m));
+    VOLT_TRY(volt__mc_join(m));
     if (!m->restored) m->last_step_saved = 0;
     m->restored = false;
     m->in_fit = true;
@@ -524,7 +349,7 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     mc *m = self;
     m->in_fit = false;
-    volt_status st = mc_join(m);
+    volt_status st = volt__mc_join(m);
     volt_ckpt_snapshot_destroy(m->snap);   /* its host memory (the whole state) is not kept past fit */
     m->snap = NULL;
     return st;
@@ -532,7 +357,7 @@ static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
 
 static volt_status mc_on_test_start(void *self, volt_trainer *t) {
     ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
-    return mc_join(self);
+    return volt__mc_join(self);
 }
 
 static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
@@ -616,13 +441,13 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
     const char *best = json_get_str(o, "best_model_path");
     /* Nothing here is trusted yet: the paths are checked against this run's dirpath when it
      * is resolved (mc_reconcile); the folder itself is never taken from the checkpoint. */
-    set_str(&m->best_path, best);
-    set_str(&m->ckpt_dir, dir);
+    volt__mc_set_str(&m->best_path, best);
+    volt__mc_set_str(&m->ckpt_dir, dir);
     m->restored = m->pending = true;
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
     if (cJSON_IsNumber(ls)) m->last_step_saved = (int64_t)ls->valuedouble;
     m->best_score = best ? json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_model_score")) : NAN;
-    set_str(&m->last_path, json_get_str(o, "last_model_path"));
+    volt__mc_set_str(&m->last_path, json_get_str(o, "last_model_path"));
     volt__cb_topk_clear(&m->topk);
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
     volt_status st = VOLT_OK;
@@ -638,13 +463,13 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
 static void mc_destroy(void *self) {
     mc *m = self;
     if (!m) return;
-    mc_wait(m);
+    volt__mc_wait(m);
     if (m->job.st < 0 && !m->job.reported)
         fprintf(stderr, "volt: ModelCheckpoint: the background save failed: %s\n", m->job.err);
     if (m->job.commit)   /* never committed (a fit that failed): no collective here, the shards go */
         for (int i = 0; i < 2; i++) volt_ckpt_snapshot_discard(m->snap, i ? m->job.last : m->job.topk);
-    mc_job_free(&m->job);
-    mc_undo_free(&m->undo);
+    volt__mc_job_free(&m->job);
+    volt__mc_undo_free(&m->undo);
     volt_ckpt_snapshot_destroy(m->snap);
     free(m->dirpath_user);
     free(m->filename);
@@ -662,7 +487,7 @@ static void mc_destroy(void *self) {
 /* While sharded shards wait for their commit, the best committed checkpoint. */
 static const char *mc_best(void *self) {
     mc *m = self;
-    mc_wait(m);
+    volt__mc_wait(m);
     return m->job.commit ? m->undo.best : m->best_path;
 }
 static double mc_best_score(void *self) {
@@ -708,7 +533,7 @@ static void scan_last(mc *m, const char *dir, struct timespec *best) {
  * is searched, so an app started again resumes its newest run. */
 static const char *mc_last(void *self) {
     mc *m = self;
-    mc_wait(m);
+    volt__mc_wait(m);
     if (m->last_path && file_exists(m->last_path)) return m->last_path;
     m->found_last[0] = 0;
     struct timespec best = { 0, 0 };
@@ -803,9 +628,9 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->best_score = NAN;
     m->last_step_saved = 0;          /* as Lightning: nothing is saved at global step 0 */
-    set_str(&m->dirpath_user, cfg->dirpath);
-    set_str(&m->filename, cfg->filename);
-    set_str(&m->monitor, cfg->monitor);
+    volt__mc_set_str(&m->dirpath_user, cfg->dirpath);
+    volt__mc_set_str(&m->filename, cfg->filename);
+    volt__mc_set_str(&m->monitor, cfg->monitor);
     if ((cfg->dirpath && !m->dirpath_user) || (cfg->filename && !m->filename) || (cfg->monitor && !m->monitor)) {
         mc_destroy(m);
         return VOLT_ERR_NOMEM;
