@@ -1192,6 +1192,37 @@ static void test_e2e_async_error(void) {
     }
 }
 
+/* "best" / "last" with nothing to resolve: NOT_FOUND saying why (no ModelCheckpoint; one
+ * that has saved nothing). */
+static void test_resolve_missing(void) {
+    const char *root = fresh_dir("resolve_missing");
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_loader *l = mk_loader();
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = false });
+    add_ckpt(t, dir, 1, true, false);
+    volt_status st = volt_trainer_test(t, &lin_ops, &m, l, "best");
+    const char *e = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(e, "ckpt_path=\"best\"") && strstr(e, "has no best checkpoint"), "best: %s", e);
+    st = volt_trainer_test(t, &lin_ops, &m, l, "last");
+    e = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(e, "ckpt_path=\"last\"") && strstr(e, "found no last"), "last: %s", e);
+    volt_trainer_destroy(t);
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.default_root_dir = root;
+    c.enable_checkpointing = false;
+    c.enable_progress_bar = false;
+    c.enable_logger = false;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    st = volt_trainer_test(t, &lin_ops, &m, l, "best");
+    e = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(e, "no ModelCheckpoint is configured"), "no callback: %s", e);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
 /* profiler = "simple": the actions of a 2-epoch fit (4 batches each, 4 validation batches
  * each time plus the sanity check's 2) counted as they ran, their times within the stage's,
  * the table on stdout; then a test stage starts afresh. Off: nothing recorded. A value other
@@ -1280,6 +1311,7 @@ int main(void) {
     test_e2e_async_save();
     test_snapshot_moment();
     test_e2e_async_error();
+    test_resolve_missing();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

@@ -444,7 +444,16 @@ static volt_status resolve(volt_trainer *t, const char *ckpt_path, bool missing_
     path[0] = 0;
     if (!ckpt_path) return VOLT_OK;
     const char *p = volt__resolve_ckpt(t, ckpt_path);
-    if (!p) return missing_ok ? VOLT_OK : volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"", stage, ckpt_path);
+    if (!p && !missing_ok) {
+        const bool best = !strcmp(ckpt_path, "best"), last = !strcmp(ckpt_path, "last");
+        const char *why = !(best || last) ? ""
+            : !t->has_resolver ? ": no ModelCheckpoint is configured (give the file's path)"
+            : best ? ": the ModelCheckpoint has no best checkpoint (it keeps one from a fit of this trainer, with "
+                     "save_top_k != 0; from another process give the file's path, or \"last\")"
+            : ": the ModelCheckpoint has saved none and found no last*.safetensors in its folder";
+        return volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"%s", stage, ckpt_path, why);
+    }
+    if (!p) return VOLT_OK;
     if (strlen(p) >= PATH_CAP) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: checkpoint path longer than %d bytes", stage, PATH_CAP - 1);
     strcpy(path, p);
     return VOLT_OK;
