@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECS=${1:-10}; shift || true
-TARGETS=${*:-safetensors checkpoint idx text mail wordpiece vocab token_cache imdb}
+TARGETS=${*:-safetensors checkpoint idx text mail wordpiece vocab token_cache imdb cli}
 command -v clang >/dev/null || { echo "fuzz: clang is missing (scripts/setup.sh installs it)"; exit 1; }
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DVOLT_FUZZ=ON -DVOLT_SANITIZE=address,undefined \
   -DCMAKE_C_FLAGS="-O1 -fsanitize=fuzzer-no-link" >/dev/null
