@@ -38,7 +38,7 @@ typedef struct app_trainer_opts {
     const char *export_full;        /* NULL = no export */
     uint64_t seed;
     int workers;
-    int64_t limit_train;
+    double limit_train;             /* trainer.limit_train_batches: a count, or a fraction in (0, 1) */
     bool memory_report;
 } app_trainer_opts;
 void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);

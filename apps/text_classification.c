@@ -209,7 +209,9 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
          * batch_size batches, the last one kept: the optimizer steps of an epoch */
         const int64_t world = app_env_world(), per_rank = (n_train + world - 1) / world;
         int64_t per_epoch = (per_rank + o->batch_size - 1) / o->batch_size;
-        if (o->tr.limit_train > 0 && o->tr.limit_train < per_epoch) per_epoch = o->tr.limit_train;
+        const double lt = o->tr.limit_train;   /* a count, or a fraction of the epoch (as the trainer takes it) */
+        if (lt > 0 && lt < 1) per_epoch = (int64_t)(lt * (double)per_epoch);
+        else if (lt >= 1 && lt < (double)per_epoch) per_epoch = (int64_t)lt;
         mc->total_steps = per_epoch * o->epochs;
         if (mc->total_steps < 1) mc->total_steps = 1;
     }

@@ -117,6 +117,10 @@ static const char *check_value(const row *r, const cJSON *v, char *why, size_t n
         if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { snprintf(why, n, "want %s", k->type == VOLT_CLI_INT ? "an integer" : "a number"); return why; }
         double d = v->valuedouble;
         if (k->type == VOLT_CLI_INT && d != floor(d)) { snprintf(why, n, "want an integer"); return why; }
+        if (r->tf && r->tf->ftype == VOLT__TF_LIMIT && d != floor(d) && !(d > 0 && d < 1)) {
+            snprintf(why, n, "want a count or a fraction in (0, 1)");
+            return why;
+        }
         if ((k->min != 0 || k->max != 0) && (d < k->min || d > k->max)) {
             if (k->max >= 1e15) snprintf(why, n, "want %s >= %g", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min);
             else snprintf(why, n, "want %s in [%g, %g]", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min, k->max);
@@ -205,7 +209,7 @@ static void tf_default(const volt__trainer_field *f, const volt_trainer_config *
     *out = buf;
     if (f->dflt) { *out = !strcmp(f->dflt, "null") ? NULL : f->dflt; return; }
     switch (f->ftype) {
-    case VOLT__TF_I64: { int64_t v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%lld", (long long)v); break; }
+    case VOLT__TF_I64: case VOLT__TF_LIMIT: { int64_t v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%lld", (long long)v); break; }
     case VOLT__TF_INT: { int v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%d", v); break; }
     case VOLT__TF_F32: { float v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%.9g", (double)v); break; }
     case VOLT__TF_BOOL: { bool v; memcpy(&v, base, sizeof v); snprintf(buf, n, "%s", v ? "true" : "false"); break; }
@@ -249,7 +253,8 @@ volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
             snprintf(key, sizeof key, "trainer.%s", f->name);
             const char *d;
             tf_default(f, &tc, buf, sizeof buf, &d);
-            static const volt_cli_type map[] = { VOLT_CLI_INT, VOLT_CLI_INT, VOLT_CLI_FLOAT, VOLT_CLI_BOOL, VOLT_CLI_INT, VOLT_CLI_STRING };
+            static const volt_cli_type map[] = { VOLT_CLI_INT, VOLT_CLI_INT, VOLT_CLI_FLOAT, VOLT_CLI_BOOL, VOLT_CLI_INT,
+                                                 VOLT_CLI_STRING, VOLT_CLI_FLOAT };
             volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help_fn ? f->help_fn() : f->help, .alias = f->alias,
                                .choices = f->choices, .min = f->min, .max = f->max };
             k.key = key;

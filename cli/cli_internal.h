@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include "volt/cli.h"
 
-typedef enum volt__tf_type { VOLT__TF_I64, VOLT__TF_INT, VOLT__TF_F32, VOLT__TF_BOOL, VOLT__TF_U64, VOLT__TF_STR } volt__tf_type;
+/* LIMIT: an int64 count at offset, or (a value with a fraction part, in (0, 1)) a double
+ * fraction at frac_offset: Lightning's int-or-float limit_*_batches and val_check_interval. */
+typedef enum volt__tf_type { VOLT__TF_I64, VOLT__TF_INT, VOLT__TF_F32, VOLT__TF_BOOL, VOLT__TF_U64, VOLT__TF_STR,
+                             VOLT__TF_LIMIT } volt__tf_type;
 
 /* One volt_trainer_config field: a new field is one row in cli/trainer_keys.c. */
 typedef struct volt__trainer_field {
@@ -18,6 +21,7 @@ typedef struct volt__trainer_field {
     double min, max;           /* both 0 = unbounded */
     const char *dflt;          /* NULL: the value volt_trainer_config_init sets; "null": leave it */
     const char *(*help_fn)(void);   /* help read from a registry (strategy), else NULL: help */
+    size_t frac_offset;        /* LIMIT: offsetof the fraction field */
 } volt__trainer_field;
 
 extern const volt__trainer_field volt__trainer_fields[];

@@ -119,6 +119,12 @@ void volt_cli_trainer_config(const volt_cli *c, volt_trainer_config *tc) {
         case VOLT__TF_BOOL: { bool x = cJSON_IsTrue(v); memcpy(dst, &x, sizeof x); break; }
         case VOLT__TF_U64: { uint64_t x = (uint64_t)v->valuedouble; memcpy(dst, &x, sizeof x); break; }
         case VOLT__TF_STR: { const char *x = v->valuestring; memcpy(dst, &x, sizeof x); break; }
+        case VOLT__TF_LIMIT: {   /* a count, or a fraction (then the count keeps its default) */
+            const double d = v->valuedouble;
+            if (d == floor(d)) { int64_t x = (int64_t)d; memcpy(dst, &x, sizeof x); }
+            else memcpy((char *)tc + f->frac_offset, &d, sizeof d);
+            break;
+        }
         }
     }
     tc->run_config_json = c->merged_json;

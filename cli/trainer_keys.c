@@ -3,9 +3,13 @@
 #include "cli/cli_internal.h"
 #include "strategies/strategy.h"
 
-#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, NULL }
+#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, NULL, 0 }
 /* The help comes from a registry: one list, not a copy of it. */
-#define ROW_FN(f, ty, help_fn, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), NULL, __VA_ARGS__, help_fn }
+#define ROW_FN(f, ty, help_fn, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), NULL, __VA_ARGS__, help_fn, 0 }
+/* A count or a fraction (field frac): Lightning's int-or-float keys. */
+#define ROW_LIMIT(f, frac, help, alias, min) \
+    { #f, VOLT__TF_LIMIT, offsetof(volt_trainer_config, f), help, alias, NULL, min, 1e15, NULL, NULL, \
+      offsetof(volt_trainer_config, frac) }
 
 const volt__trainer_field volt__trainer_fields[] = {
     ROW(max_epochs, I64, "epochs to run; -1 = no limit (unset: 1000 unless max_steps is set)", "epochs", NULL, -1, 1e15, "null"),
@@ -13,12 +17,12 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(accumulate_grad_batches, I64, "batches per optimizer step", "accumulate-grad-batches", NULL, 1, 1e9, NULL),
     ROW(gradient_clip_val, F32, "clip gradients at this norm/value; 0 = off", "gradient-clip-val", NULL, 0, 1e30, NULL),
     ROW(gradient_clip_algorithm, STR, "how gradient_clip_val clips", "gradient-clip-algorithm", "norm|value", 0, 0, NULL),
-    ROW(val_check_interval, I64, "validate every N train batches; 0 = at epoch end", "val-check-interval", NULL, 0, 1e15, NULL),
+    ROW_LIMIT(val_check_interval, val_check_fraction, "validate every N train batches, or a fraction in (0, 1) of the epoch; 0 = at epoch end", "val-check-interval", 0),
     ROW(check_val_every_n_epoch, I64, "validate every N epochs", "check-val-every-n-epoch", NULL, 1, 1e15, NULL),
-    ROW(limit_train_batches, I64, "at most N train batches per epoch; -1 = all", "limit-train-batches", NULL, -1, 1e15, NULL),
-    ROW(limit_val_batches, I64, "at most N val batches; -1 = all, 0 = no validation", "limit-val-batches", NULL, -1, 1e15, NULL),
-    ROW(limit_test_batches, I64, "at most N test batches; -1 = all", "limit-test-batches", NULL, -1, 1e15, NULL),
-    ROW(limit_predict_batches, I64, "at most N predict batches; -1 = all", "limit-predict-batches", NULL, -1, 1e15, NULL),
+    ROW_LIMIT(limit_train_batches, limit_train_fraction, "at most N train batches per epoch, or a fraction in (0, 1) of them; -1 = all", "limit-train-batches", -1),
+    ROW_LIMIT(limit_val_batches, limit_val_fraction, "at most N val batches, or a fraction in (0, 1) of them; -1 = all, 0 = no validation", "limit-val-batches", -1),
+    ROW_LIMIT(limit_test_batches, limit_test_fraction, "at most N test batches, or a fraction in (0, 1) of them; -1 = all", "limit-test-batches", -1),
+    ROW_LIMIT(limit_predict_batches, limit_predict_fraction, "at most N predict batches, or a fraction in (0, 1) of them; -1 = all", "limit-predict-batches", -1),
     ROW(num_sanity_val_steps, I64, "val batches run before training; 0 = no sanity check", "num-sanity-val-steps", NULL, 0, 1e15, NULL),
     ROW(log_every_n_steps, I64, "logger row every N optimizer steps", "log-every-n-steps", NULL, 1, 1e15, NULL),
     ROW(fast_dev_run, I64, "N > 0: N batches of train/val/test, no checkpoints or logs", "fast-dev-run", NULL, 0, 1e15, NULL),

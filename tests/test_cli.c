@@ -148,6 +148,31 @@ int main(void) {
         CHECK(differs, "--trainer.%s %s did not reach volt_trainer_config", f->name, vals[i]);
     }
     volt_cli_destroy(c);
+
+    /* Lightning's int-or-float keys: a fraction goes to the *_fraction field, a count stays a count */
+    write_file(f1, "{\"trainer\": {\"val_check_interval\": 0.5, \"limit_test_batches\": 7}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1, "--trainer.limit_val_batches", "0.25", "--limit-train-batches=3") == VOLT_CLI_RUN,
+          "fractions: %s", g_errbuf);
+    volt_trainer_config_init(&tc);
+    volt_cli_trainer_config(c, &tc);
+    CHECK(tc.limit_val_fraction == 0.25 && tc.limit_val_batches == -1, "limit_val_batches 0.25: fraction %g, count %lld",
+          tc.limit_val_fraction, (long long)tc.limit_val_batches);
+    CHECK(tc.limit_train_batches == 3 && tc.limit_train_fraction == 0, "limit_train_batches 3: count %lld, fraction %g",
+          (long long)tc.limit_train_batches, tc.limit_train_fraction);
+    CHECK(tc.val_check_fraction == 0.5 && tc.val_check_interval == 0 && tc.limit_test_batches == 7,
+          "the file's val_check_interval 0.5: fraction %g, count %lld", tc.val_check_fraction, (long long)tc.val_check_interval);
+    volt_trainer *tt = NULL;
+    CHECK(volt_trainer_create(&tc, &tt) == VOLT_OK, "the trainer takes the fractions: %s", tt ? volt_trainer_errmsg(tt) : "");
+    volt_trainer_destroy(tt);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--trainer.limit_val_batches", "1.5") == VOLT_CLI_USAGE && strstr(g_errbuf, "want a count or a fraction in (0, 1)"),
+          "1.5: %s", g_errbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--trainer.limit_val_batches", "-0.5") == VOLT_CLI_USAGE, "-0.5: %s", g_errbuf);
+    volt_cli_destroy(c);
     /* the table names every field of the struct between version and the program-set strings */
     CHECK(volt__n_trainer_fields >= 33, "trainer table rows: %d", volt__n_trainer_fields);
 

@@ -26,6 +26,7 @@ static size_t type_align(volt__cfg_type t) {
     case VOLT__CFG_BOOL: return alignof(bool);
     case VOLT__CFG_U64: return alignof(uint64_t);
     case VOLT__CFG_STR: return alignof(const char *);
+    case VOLT__CFG_F64: return alignof(double);
     }
     return 1;
 }
@@ -39,6 +40,7 @@ static size_t type_size(volt__cfg_type t) {
     case VOLT__CFG_BOOL: return sizeof(bool);
     case VOLT__CFG_U64: return sizeof(uint64_t);
     case VOLT__CFG_STR: return sizeof(const char *);
+    case VOLT__CFG_F64: return sizeof(double);
     }
     return 0;
 }
@@ -70,6 +72,7 @@ static volt__cfg_type cli_type(volt__tf_type t) {
     case VOLT__TF_BOOL: return VOLT__CFG_BOOL;
     case VOLT__TF_U64: return VOLT__CFG_U64;
     case VOLT__TF_STR: return VOLT__CFG_STR;
+    case VOLT__TF_LIMIT: return VOLT__CFG_I64;   /* the count; the fraction is the frac_offset field */
     }
     return VOLT__CFG_U32;
 }
@@ -92,6 +95,18 @@ static void test_cli_keys_match_table(void) {
               k->offset, (int)cli_type(k->ftype), f->offset, (int)f->type);
     }
     CHECK(keys == volt__n_trainer_fields, "%d key rows in the table, %d trainer.* keys in the CLI", keys, volt__n_trainer_fields);
+    int limits = 0;   /* an int-or-fraction key's fraction is an f64 hparam field, not a key of its own */
+    for (int j = 0; j < volt__n_trainer_fields; j++) {
+        const volt__trainer_field *k = &volt__trainer_fields[j];
+        if (k->ftype != VOLT__TF_LIMIT) continue;
+        limits++;
+        const volt__cfg_field *fr = NULL;
+        for (int i = 0; i < volt__n_trainer_config_fields; i++)
+            if (volt__trainer_config_fields[i].offset == k->frac_offset) fr = &volt__trainer_config_fields[i];
+        CHECK(fr && fr->type == VOLT__CFG_F64 && fr->flags == VOLT__CFG_HPARAM, "trainer.%s: its fraction field (offset %zu) is %s",
+              k->name, k->frac_offset, fr ? fr->name : "not in the table");
+    }
+    CHECK(limits == 5, "%d int-or-fraction keys, want 5 (limit_*_batches, val_check_interval)", limits);
 }
 
 /* Every hparam row of c is a key of o with c's value. */

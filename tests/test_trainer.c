@@ -591,6 +591,98 @@ static void test_stop_flags(volt_dataset *ds) {
 }
 
 
+/* Lightning's float limits: limit_*_fraction and val_check_fraction take int(f x n) batches;
+ * a fraction that leaves none, a fraction with a count, or one out of (0, 1] is refused. */
+static volt_trainer *frac_trainer(const char *root, double tr, double va, double te, double vc, int64_t limit_val) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = 2;
+    c.num_sanity_val_steps = 0;
+    c.limit_train_fraction = tr;
+    c.limit_val_fraction = va;
+    c.limit_test_fraction = te;
+    c.val_check_fraction = vc;
+    c.limit_val_batches = limit_val;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : "");
+    if (st == VOLT_OK) CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+    return t;
+}
+
+static int64_t frac_tests;
+static volt_status frac_test_step(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    frac_tests++;
+    return net_val(self, s, b, i);
+}
+
+static void test_fractions(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/fractions", vtest_tmpdir());
+    mkdir(root, 0755);
+    volt_module_ops ops = net_ops;
+    ops.validation_step = fp_val;
+    ops.test_step = frac_test_step;
+    const net proto = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_loader *tl = make_loader(ds, 64, true, 0), *vl = make_loader(ds, 8, false, 0);
+    const int64_t nt = volt_loader_num_batches(tl), nv = volt_loader_num_batches(vl);
+    CHECK(nt == 4 && nv > 8, "the loaders: %lld train, %lld val batches", (long long)nt, (long long)nv);
+
+    /* half the train batches, a quarter of the val batches, half the test batches */
+    memset(&fp, 0, sizeof fp);
+    net m = proto;
+    volt_trainer *t = frac_trainer(root, 0.5, 0.25, 0.5, 0, -1);
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tl, vl, NULL));
+    CHECK(fp.batches == 4 && volt_trainer_global_step(t) == 4, "limit_train_fraction 0.5: %lld batches in 2 epochs",
+          (long long)fp.batches);
+    CHECK(fp.val_steps[0] == (int64_t)(0.25 * (double)nv) && fp.val_steps[1] == fp.val_steps[0],
+          "limit_val_fraction 0.25: %lld val batches an epoch, want %lld", (long long)fp.val_steps[0], (long long)(0.25 * (double)nv));
+    frac_tests = 0;
+    CHECK_OK(volt_trainer_test(t, &ops, &m, vl, NULL));
+    CHECK(frac_tests == nv / 2, "limit_test_fraction 0.5: %lld test batches of %lld", (long long)frac_tests, (long long)nv);
+    volt_trainer_destroy(t);
+
+    /* val_check_fraction 0.5 of 4 batches: validation after batch 2 and at the epoch's end */
+    memset(&fp, 0, sizeof fp);
+    net m2 = proto;
+    t = frac_trainer(root, 0, 0, 0, 0.5, 1);
+    CHECK_OK(volt_trainer_fit(t, &ops, &m2, tl, vl, NULL));
+    CHECK(fp.val_steps[0] == 2 && fp.val_steps[1] == 2, "val_check_fraction 0.5: %lld validations in epoch 0, want 2",
+          (long long)fp.val_steps[0]);
+    volt_trainer_destroy(t);
+
+    /* 0.1 of 4 batches is none: fit says so, naming the least fraction that works */
+    net m3 = proto;
+    t = frac_trainer(root, 0.1, 0, 0, 0, -1);
+    volt_status st = volt_trainer_fit(t, &ops, &m3, tl, NULL, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "limit_train_batches=0.1") &&
+          strstr(volt_trainer_errmsg(t), "at least 0.25"), "0.1 of 4 batches: %s", volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+
+    /* refused at create: a count with a fraction, a fraction past 1 */
+    static const struct { double tr, vc; int64_t lv, vci; const char *want; } bad[] = {
+        { 0, 0, 3, 0, "limit_val_batches is a count (3) and a fraction" },
+        { 1.5, 0, -1, 0, "limit_train_fraction must be in (0, 1]" },
+        { 0, 0.5, -1, 2, "val_check_interval is a count (2) and a fraction" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, root);
+        c.limit_train_fraction = bad[i].tr;
+        c.val_check_fraction = bad[i].vc;
+        c.limit_val_batches = bad[i].lv;
+        c.limit_val_fraction = bad[i].lv >= 0 ? 0.5 : 0;
+        c.val_check_interval = bad[i].vci;
+        t = NULL;
+        st = volt_trainer_create(&c, &t);
+        CHECK(st == VOLT_ERR_INVALID_ARG && t && strstr(volt_trainer_errmsg(t), bad[i].want), "bad %zu: %s", i,
+              t ? volt_trainer_errmsg(t) : volt_status_str(st));
+        volt_trainer_destroy(t);
+    }
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 /* detect_anomaly: a NaN weight fails fit at the first op that reads it, naming it */
 static void test_detect_anomaly(volt_dataset *ds) {
     char root[512];
@@ -928,6 +1020,7 @@ int main(void) {
     test_config_errors();
     test_load_skips_init(ds);
     test_stop_flags(ds);
+    test_fractions(ds);
     test_detect_anomaly(ds);
     test_lr_find(ds);
     test_optim_config_errors(ds);

@@ -30,6 +30,10 @@ const volt__cfg_field volt__trainer_config_fields[] = {
     F(profiler, STR, HK),
     F(max_time, STR, HK), F(min_epochs, I64, HK), F(min_steps, I64, HK), F(overfit_batches, I64, HK),
     F(detect_anomaly, BOOL, HK),
+    /* set by the limit_*_batches / val_check_interval keys when they are given a fraction */
+    F(limit_train_fraction, F64, VOLT__CFG_HPARAM), F(limit_val_fraction, F64, VOLT__CFG_HPARAM),
+    F(limit_test_fraction, F64, VOLT__CFG_HPARAM), F(limit_predict_fraction, F64, VOLT__CFG_HPARAM),
+    F(val_check_fraction, F64, VOLT__CFG_HPARAM),
 };
 const int volt__n_trainer_config_fields = (int)(sizeof volt__trainer_config_fields / sizeof volt__trainer_config_fields[0]);
 
@@ -51,6 +55,7 @@ volt__cfg_value volt__cfg_get(const volt__cfg_field *f, const volt_trainer_confi
         v.num = strtod(b, NULL);
         break;
     }
+    case VOLT__CFG_F64: memcpy(&v.num, p, sizeof v.num); break;
     case VOLT__CFG_BOOL: { bool x; memcpy(&x, p, sizeof x); v.b = x; break; }
     case VOLT__CFG_U64: { uint64_t x; memcpy(&x, p, sizeof x); v.num = (double)x; v.u64 = x; break; }
     case VOLT__CFG_STR: memcpy(&v.str, p, sizeof v.str); break;

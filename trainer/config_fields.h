@@ -11,7 +11,7 @@
 #include "volt/trainer.h"
 
 typedef enum volt__cfg_type {
-    VOLT__CFG_U32, VOLT__CFG_I64, VOLT__CFG_INT, VOLT__CFG_F32, VOLT__CFG_BOOL, VOLT__CFG_U64, VOLT__CFG_STR
+    VOLT__CFG_U32, VOLT__CFG_I64, VOLT__CFG_INT, VOLT__CFG_F32, VOLT__CFG_BOOL, VOLT__CFG_U64, VOLT__CFG_STR, VOLT__CFG_F64
 } volt__cfg_type;
 
 enum {

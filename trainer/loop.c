@@ -173,6 +173,18 @@ static volt_status setup_optim(volt_trainer *t) {
 
 static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit < n) ? limit : n; }
 
+/* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
+ * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
+static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
+    *out = limited(n, count);
+    if (!(frac > 0)) return VOLT_OK;
+    *out = (int64_t)(frac * (double)n);
+    if (n > 0 && *out == 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: limit_%s_batches=%g of the loader's %lld batches is less than one batch "
+                          "(give at least %g, or a count)", what, what, frac, (long long)n, 1.0 / (double)n);
+    return VOLT_OK;
+}
+
 /* ---- one step -------------------------------------------------------------------------- */
 typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
 
@@ -221,8 +233,10 @@ static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
 }
 
 /* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
-static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, bool sanity, bool *done) {
+static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
     if (!t->mops->validation_step) return VOLT_OK;
+    int64_t n;
+    VOLT_TRY(stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_VALIDATE;
     t->sanity = sanity;
@@ -231,7 +245,6 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     CB_HOOK(t, on_validation_epoch_start);
     MOD_HOOK(t, on_validation_epoch_start);
     VOLT_TRY(volt_loader_start(val, 0, 0));
-    int64_t n = limited(volt_loader_num_batches(val), limit);
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
@@ -329,7 +342,7 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
 }
 
 static bool val_this_epoch(volt_trainer *t, volt_loader *val) {
-    return val && t->mops->validation_step && t->cfg.limit_val_batches != 0 &&
+    return val && t->mops->validation_step && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0) &&
            (t->epoch + 1) % t->cfg.check_val_every_n_epoch == 0;
 }
 
@@ -365,9 +378,22 @@ static void check_time(volt_trainer *t) {
 double volt__loop_fit_time(const volt_trainer *t) { return t->fitting ? volt__now() - t->train_t0 : 0; }
 
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
-    int64_t n_batches = limited(volt_loader_num_batches(train), t->cfg.limit_train_batches);
+    int64_t n_batches;
+    VOLT_TRY(stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction,
+                           &n_batches));
     t->num_train_batches = n_batches;
     if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
+    if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
+        int64_t nv;
+        VOLT_TRY(stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv));
+    }
+    /* val_check_fraction: every int(f x n) batches, down to whole optimizer steps (at least one) */
+    const int64_t acc = t->cfg.accumulate_grad_batches;
+    int64_t val_every = t->cfg.val_check_interval;
+    if (t->cfg.val_check_fraction > 0 && t->cfg.val_check_fraction < 1) {
+        val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
+        if (val_every < acc) val_every = acc;
+    }
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
@@ -402,9 +428,8 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
-            if (t->cfg.val_check_interval > 0 && (idx + 1) % t->cfg.val_check_interval == 0 && idx + 1 < n_batches &&
-                val_this_epoch(t, val))
-                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
+            if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))
+                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
             if (boundary) check_time(t);
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
                 double f = t->should_stop ? 1.0 : 0.0;
@@ -423,7 +448,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         volt__metrics_clear_fresh(t);
         volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, false);
-        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, &t->epoch_val_done));
+        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
@@ -524,7 +549,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
     if (val && ops->validation_step && t->cfg.num_sanity_val_steps > 0) {
         RUN(CB_EACH(t, on_sanity_check_start));
-        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, true, NULL));
+        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, 0, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
     }
     /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */
@@ -571,7 +596,7 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
     volt_status st = volt__strategy_setup_loader(t->strategy, val);
     if (st < 0) return strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
-    VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, false, NULL));
+    VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
     volt__prof_report(t);
     return VOLT_OK;
 }
@@ -583,11 +608,12 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
+    int64_t n;
+    VOLT_TRY(stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches, t->cfg.limit_test_fraction, &n));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
     VOLT_TRY(volt_loader_start(test, 0, 0));
-    int64_t n = limited(volt_loader_num_batches(test), t->cfg.limit_test_batches);
     t->num_eval_batches = n;
     CB_HOOK(t, on_test_start);
     MOD_HOOK(t, on_test_epoch_start);
@@ -622,10 +648,12 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
     volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
     if (st0 < 0) return strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
+    int64_t n;
+    VOLT_TRY(stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
+                           t->cfg.limit_predict_fraction, &n));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;
     VOLT_TRY(volt_loader_start(loader, 0, 0));
-    int64_t n = limited(volt_loader_num_batches(loader), t->cfg.limit_predict_batches);
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;

@@ -66,6 +66,32 @@ static volt_status parse_max_time(volt_trainer *t, const char *s) {
     return VOLT_OK;
 }
 
+/* Lightning's float limits: a fraction in (0, 1], or a count, not both. */
+static volt_status check_fractions(volt_trainer *t) {
+    volt_trainer_config *c = &t->cfg;
+    const struct { const char *name; double f; int64_t count, unset; } l[] = {
+        { "train", c->limit_train_fraction, c->limit_train_batches, -1 },
+        { "val", c->limit_val_fraction, c->limit_val_batches, -1 },
+        { "test", c->limit_test_fraction, c->limit_test_batches, -1 },
+        { "predict", c->limit_predict_fraction, c->limit_predict_batches, -1 },
+    };
+    for (size_t i = 0; i < sizeof l / sizeof l[0]; i++) {
+        if (!(l[i].f >= 0 && l[i].f <= 1))
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: limit_%s_fraction must be in (0, 1] (0: unset), got %g",
+                              l[i].name, l[i].f);
+        if (l[i].f > 0 && l[i].count != l[i].unset)
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: limit_%s_batches is a count (%lld) and a fraction (%g): "
+                              "give one", l[i].name, (long long)l[i].count, l[i].f);
+    }
+    if (!(c->val_check_fraction >= 0 && c->val_check_fraction <= 1))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_fraction must be in (0, 1] (0: unset), got %g",
+                          c->val_check_fraction);
+    if (c->val_check_fraction > 0 && c->val_check_interval != 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_interval is a count (%lld) and a fraction (%g): give one",
+                          (long long)c->val_check_interval, c->val_check_fraction);
+    return VOLT_OK;
+}
+
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
@@ -105,6 +131,8 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->max_epochs = 1;
         c->max_steps = c->fast_dev_run;
         c->limit_train_batches = c->limit_val_batches = c->limit_test_batches = c->limit_predict_batches = c->fast_dev_run;
+        c->limit_train_fraction = c->limit_val_fraction = c->limit_test_fraction = c->limit_predict_fraction = 0;
+        c->val_check_fraction = 0;
         c->num_sanity_val_steps = 0;
         c->enable_checkpointing = false;
         c->enable_logger = false;
@@ -143,9 +171,11 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: min_epochs and min_steps must be >= 0 (or -1: none)");
     if (c->overfit_batches < 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_batches must be >= 0, got %lld", (long long)c->overfit_batches);
+    VOLT_TRY(check_fractions(t));
     if (c->overfit_batches > 0) {   /* Lightning: the same N train batches, N val batches */
         c->limit_train_batches = c->overfit_batches;
         c->limit_val_batches = c->overfit_batches;
+        c->limit_train_fraction = c->limit_val_fraction = 0;
     }
     VOLT_TRY(check_matmul_precision(t));
     VOLT_TRY(volt__prof_check(t));

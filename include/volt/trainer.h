@@ -231,6 +231,17 @@ typedef struct volt_trainer_config {
                                         backward writes is read back and the first NaN fails the
                                         step (VOLT_ERR_NUMERIC) naming the op, forward or backward,
                                         and its parameters; slow (a copy per op); not with compile */
+    /* ---- fractions (appended; Lightning's float forms of the limits and val_check_interval) ---- */
+    double limit_train_fraction;     /* 0 (default): limit_train_batches rules; 0 < f <= 1: int(f x
+                                        the loader's batches) per epoch (an error when that is 0);
+                                        not together with a limit_train_batches count */
+    double limit_val_fraction;       /* the same for validation, ... */
+    double limit_test_fraction;      /* ... test ... */
+    double limit_predict_fraction;   /* ... and predict */
+    double val_check_fraction;       /* 0 (default): val_check_interval rules; 0 < f < 1: validate
+                                        every int(f x the epoch's train batches) batches, rounded
+                                        down to a multiple of accumulate_grad_batches (at least one
+                                        optimizer step); 1 = at epoch end */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
