@@ -151,11 +151,14 @@ smoke)
         die "resume: logged validation losses differ from the uninterrupted run's"
     "$CHECK" same "$W/runs_full/checkpoints/csv-tiny/last.safetensors" "$W/runs/checkpoints/csv-tiny/last.safetensors" ||
         die "resume: the last checkpoint differs from the uninterrupted run's"
-    # TSV with explicit counts, AdamW + linear schedule, fused attention, no cache.
+    # TSV with explicit counts, AdamW + linear schedule over the optimizer steps (10 batches,
+    # 2 per step), fused attention, no cache.
     run tsv --data "tsv:$W/tiny.tsv" "${COMMON[@]}" --epochs 1 --split 40,10,10 --no-cache \
         --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
-        --warmup-steps 2; expect_ok tsv $?
+        --warmup-steps 2 --trainer.accumulate_grad_batches 2; expect_ok tsv $?
     grep -q 'split 40/10/10' "$W/tsv.log" || die "tsv: --split 40,10,10 not applied"
+    grep -q 'linear lr schedule over 5 optimizer steps' "$W/tsv.log" ||
+        { grep 'model:' "$W/tsv.log"; die "tsv: the linear schedule is not 10 batches / 2 = 5 optimizer steps"; }
     # --lr-find: the range test, then fit with its suggestion (the lr the optimizer logs)
     run lrfind --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_lrfind" --epochs 1 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2 --lr-find --trainer.log_every_n_steps 1; expect_ok lrfind $?
