@@ -79,7 +79,7 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
         .root = volt_cli_str(c, "trainer.default_root_dir"), .precision = volt_cli_str(c, "trainer.precision"),
         .strategy = volt_cli_str(c, "trainer.strategy"), .export_full = volt_cli_str(c, "export_full"),
         .seed = (uint64_t)volt_cli_int(c, "trainer.seed"), .workers = (int)volt_cli_int(c, "data.num_workers"),
-        .limit_train = volt_cli_float(c, "trainer.limit_train_batches"), .memory_report = volt_cli_bool(c, "memory_report"),
+        .memory_report = volt_cli_bool(c, "memory_report"),
     };
     if (!o->root) o->root = ".";
     if (!o->precision) o->precision = "32-true";
@@ -194,11 +194,6 @@ static int env_int(const char *const *vars, int64_t lo, int dflt) {
 int app_env_rank(void) {
     static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL };
     return env_int(vars, 0, 0);
-}
-
-int app_env_world(void) {
-    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
-    return env_int(vars, 1, 1);
 }
 
 bool app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {

@@ -38,7 +38,6 @@ typedef struct app_trainer_opts {
     const char *export_full;        /* NULL = no export */
     uint64_t seed;
     int workers;
-    double limit_train;             /* trainer.limit_train_batches: a count, or a fraction in (0, 1) */
     bool memory_report;
 } app_trainer_opts;
 void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);
@@ -68,8 +67,6 @@ int app_after_test(volt_trainer *t, const app_trainer_opts *o, const char *app);
 /* This process's rank before the trainer exists, from the launcher's environment
  * (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID); 0 when none is set. */
 int app_env_rank(void);
-/* The world size the same way (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS); 1 when none. */
-int app_env_world(void);
 
 bool app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool app_parse_f(const char *s, float lo, float hi, float *out);

@@ -43,7 +43,6 @@ typedef struct opts {
     volt_optim_kind optimizer;
     const char *schedule;         /* "constant" or "linear" */
     int64_t warmup_steps;
-    int64_t accumulate, max_steps;   /* trainer.accumulate_grad_batches, trainer.max_steps: the schedule's length */
     bool split_given, split_is_frac;
     int64_t split_n[3];
     double split_f[3];

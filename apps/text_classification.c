@@ -126,7 +126,6 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .attention_dropout = volt_cli_was_set(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
                  .optimizer = !strcmp(volt_cli_str(c, "optimizer.name"), "adamw") ? VOLT_OPTIM_ADAMW : VOLT_OPTIM_ADAM,
                  .schedule = volt_cli_str(c, "optimizer.lr_schedule"), .warmup_steps = volt_cli_int(c, "optimizer.warmup_steps"),
-                 .accumulate = volt_cli_int(c, "trainer.accumulate_grad_batches"), .max_steps = volt_cli_int(c, "trainer.max_steps"),
                  .drop_last = volt_cli_bool(c, "data.drop_last"), .lowercase = true,
                  .num_classes = volt_cli_was_set(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
                  .sub = volt_cli_subcommand(c), .ckpt = volt_cli_str(c, "ckpt_path"),
@@ -162,7 +161,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
     return 0;
 }
 
-static int model_config(const opts *o, const app *a, int n_classes, int64_t n_train, volt_distilbert_config *mc) {
+static int model_config(const opts *o, const app *a, int n_classes, volt_distilbert_config *mc) {
     volt_distilbert_config_init(mc);
     volt_status st = volt_distilbert_preset(mc, o->preset);
     if (st < 0) return fail("choosing the model preset", st, o->preset);
@@ -205,21 +204,7 @@ static int model_config(const opts *o, const app *a, int n_classes, int64_t n_tr
     mc->weight_decay = o->weight_decay;
     if (o->attention_dropout >= 0.f) mc->attention_dropout = o->attention_dropout;
     mc->warmup_steps = o->warmup_steps;
-    if (!strcmp(o->schedule, "linear")) {
-        /* each of the N ranks gets ceil(n_train / N) texts (wrap-around padding), in
-         * batch_size batches (the last one kept unless drop_last); an optimizer step every
-         * accumulate batches and at the epoch's end; max_steps caps it (Lightning's
-         * estimated_stepping_batches) */
-        const int64_t world = app_env_world(), per_rank = (n_train + world - 1) / world;
-        int64_t per_epoch = o->drop_last ? per_rank / o->batch_size : (per_rank + o->batch_size - 1) / o->batch_size;
-        const double lt = o->tr.limit_train;   /* a count, or a fraction of the epoch (as the trainer takes it) */
-        if (lt > 0 && lt < 1) per_epoch = (int64_t)(lt * (double)per_epoch);
-        else if (lt >= 1 && lt < (double)per_epoch) per_epoch = (int64_t)lt;
-        const int64_t acc = o->accumulate > 0 ? o->accumulate : 1;
-        int64_t steps = o->epochs > 0 ? (per_epoch + acc - 1) / acc * o->epochs : 0;
-        if (o->max_steps > 0 && (steps <= 0 || o->max_steps < steps)) steps = o->max_steps;
-        mc->total_steps = steps < 1 ? 1 : steps;
-    }
+    if (!strcmp(o->schedule, "linear")) mc->total_steps = -1;   /* over the fit's optimizer steps (the trainer's estimate) */
     return 0;
 }
 
@@ -274,7 +259,7 @@ int main(int argc, char **argv) {
         }
     }
     volt_distilbert_config mc;
-    if (model_config(&o, &a, n_classes, n_split[0], &mc)) goto out;
+    if (model_config(&o, &a, n_classes, &mc)) goto out;
     volt_status st = volt_distilbert_create(&mc, &a.model);
     if (st < 0) { fail("creating the model", st, "check --model-preset, --lr and the other model flags"); goto out; }
     if (predict) {
@@ -342,9 +327,7 @@ int main(int argc, char **argv) {
                o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
                o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size);
         if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
-        printf(", epochs %lld", (long long)volt_trainer_get_config(a.t)->max_epochs);
-        if (mc.total_steps > 0) printf("; linear lr schedule over %lld optimizer steps", (long long)mc.total_steps);
-        printf("\n");
+        printf(", epochs %lld\n", (long long)volt_trainer_get_config(a.t)->max_epochs);
         fflush(stdout);
     }
 

@@ -81,7 +81,7 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
         !(cfg->initializer_range >= 0.f && isfinite(cfg->initializer_range)) ||
         (int)cfg->optimizer < 0 || cfg->optimizer >= VOLT_OPTIM_KIND_COUNT ||
         !(cfg->lr >= 0.f && isfinite(cfg->lr)) || !(cfg->weight_decay >= 0.f && isfinite(cfg->weight_decay)) ||
-        cfg->warmup_steps < 0 || cfg->total_steps < 0 ||
+        cfg->warmup_steps < 0 || cfg->total_steps < -1 ||
         (cfg->total_steps > 0 && cfg->total_steps <= cfg->warmup_steps) ||
         !field_name_ok(cfg->ids_field) || !field_name_ok(cfg->mask_field) || !field_name_ok(cfg->y_field) ||
         (cfg->pretrained_dir && !*cfg->pretrained_dir))
@@ -277,11 +277,12 @@ static volt_status distilbert_configure_optimizers(void *self, volt_optim_setup 
     out->optimizer.kind = c->optimizer;
     out->optimizer.lr = c->lr;
     out->optimizer.weight_decay = c->weight_decay;
-    if (c->total_steps > 0 || c->warmup_steps > 0) {
+    if (c->total_steps != 0 || c->warmup_steps > 0) {
         out->use_scheduler = true;
-        out->scheduler.kind = c->total_steps > 0 ? VOLT_SCHED_LINEAR : VOLT_SCHED_LINEAR_WARMUP;
+        out->scheduler.kind = c->total_steps != 0 ? VOLT_SCHED_LINEAR : VOLT_SCHED_LINEAR_WARMUP;
         out->scheduler.warmup_steps = c->warmup_steps;
-        out->scheduler.total_steps = c->total_steps;
+        /* -1: the fit's optimizer steps (the trainer's check names a total not past the warmup) */
+        out->scheduler.total_steps = c->total_steps < 0 ? out->estimated_stepping_batches : c->total_steps;
         out->scheduler.interval = VOLT_SCHED_EVERY_STEP;
     }
     return VOLT_OK;

@@ -153,12 +153,19 @@ smoke)
         die "resume: the last checkpoint differs from the uninterrupted run's"
     # TSV with explicit counts, AdamW + linear schedule over the optimizer steps (10 batches,
     # 2 per step), fused attention, no cache.
-    run tsv --data "tsv:$W/tiny.tsv" "${COMMON[@]}" --epochs 1 --split 40,10,10 --no-cache \
+    run tsv --data "tsv:$W/tiny.tsv" "${COMMON[@]}" --root "$W/runs_tsv" --epochs 1 --split 40,10,10 --no-cache \
         --attention-dropout 0 --optimizer adamw --weight-decay 0.01 --lr-schedule linear \
-        --warmup-steps 2 --trainer.accumulate_grad_batches 2; expect_ok tsv $?
+        --warmup-steps 2 --trainer.accumulate_grad_batches 2 --trainer.log_every_n_steps 1; expect_ok tsv $?
     grep -q 'split 40/10/10' "$W/tsv.log" || die "tsv: --split 40,10,10 not applied"
-    grep -q 'linear lr schedule over 5 optimizer steps' "$W/tsv.log" ||
-        { grep 'model:' "$W/tsv.log"; die "tsv: the linear schedule is not 10 batches / 2 = 5 optimizer steps"; }
+    # the schedule spans the fit's 5 optimizer steps: 0, 1/2, 1, 2/3, 1/3 of the lr at steps 0..4
+    lrs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^lr-/) c = i } NR > 1 && c && $c != "" { printf "%s:%s ", $2, $c }' \
+        "$W/runs_tsv/lightning_logs/version_0/metrics.csv")
+    python3 -c "
+import sys
+got = dict(p.split(':') for p in sys.argv[1].split())
+want = {'0': 0.0, '1': 5e-4, '2': 1e-3, '3': 1e-3 * 2 / 3, '4': 1e-3 / 3}
+sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9 for k, v in want.items()) else 1)" "$lrs" ||
+        die "tsv: the linear schedule's lr by step is '$lrs', want 5 optimizer steps (10 batches, 2 a step) after 2 of warmup"
     # --lr-find: the range test, then fit with its suggestion (the lr the optimizer logs)
     run lrfind --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_lrfind" --epochs 1 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2 --lr-find --trainer.log_every_n_steps 1; expect_ok lrfind $?

@@ -683,6 +683,54 @@ static void test_fractions(volt_dataset *ds) {
     volt_loader_destroy(vl);
 }
 
+/* estimated_stepping_batches (Lightning's): what configure_optimizers reads and the trainer
+ * reports: the epochs' batches over accumulate_grad_batches, after the limits, capped by
+ * max_steps; and the steps fit then takes. */
+static int64_t est_seen;
+static volt_status est_opt(void *self, volt_optim_setup *o) {
+    est_seen = o->estimated_stepping_batches;
+    return net_opt(self, o);
+}
+
+static void test_estimated_steps(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/estimate", vtest_tmpdir());
+    mkdir(root, 0755);
+    volt_module_ops ops = net_ops;
+    ops.configure_optimizers = est_opt;
+    const net proto = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_loader *tl = make_loader(ds, 48, true, 0);   /* 5 batches an epoch, the last one short */
+    CHECK(volt_loader_num_batches(tl) == 5, "%lld batches", (long long)volt_loader_num_batches(tl));
+    static const struct { int64_t epochs, steps, acc, limit; double frac; int64_t want; } cases[] = {
+        { 3, -1, 2, -1, 0, 9 },     /* ceil(5 / 2) = 3 steps an epoch */
+        { 3, 7, 1, -1, 0, 7 },      /* max_steps caps 15 */
+        { 2, -1, 1, 4, 0, 8 },      /* limit_train_batches 4 */
+        { 2, -1, 1, -1, 0.5, 4 },   /* half of 5: 2 batches */
+        { -1, 6, 1, -1, 0, 6 },     /* no max_epochs: max_steps */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, root);
+        c.max_epochs = cases[i].epochs;
+        c.max_steps = cases[i].steps;
+        c.accumulate_grad_batches = cases[i].acc;
+        c.limit_train_batches = cases[i].limit;
+        c.limit_train_fraction = cases[i].frac;
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        CHECK(volt_trainer_estimated_stepping_batches(t) == -1, "case %zu: -1 before fit", i);
+        net m = proto;
+        est_seen = -7;
+        CHECK_OK(volt_trainer_fit(t, &ops, &m, tl, NULL, NULL));
+        CHECK(est_seen == cases[i].want && volt_trainer_estimated_stepping_batches(t) == cases[i].want &&
+              volt_trainer_global_step(t) == cases[i].want, "case %zu: estimated %lld (trainer %lld), fit took %lld steps, want %lld",
+              i, (long long)est_seen, (long long)volt_trainer_estimated_stepping_batches(t), (long long)volt_trainer_global_step(t),
+              (long long)cases[i].want);
+        volt_trainer_destroy(t);
+    }
+    volt_loader_destroy(tl);
+}
+
 /* detect_anomaly: a NaN weight fails fit at the first op that reads it, naming it */
 static void test_detect_anomaly(volt_dataset *ds) {
     char root[512];
@@ -1021,6 +1069,7 @@ int main(void) {
     test_load_skips_init(ds);
     test_stop_flags(ds);
     test_fractions(ds);
+    test_estimated_steps(ds);
     test_detect_anomaly(ds);
     test_lr_find(ds);
     test_optim_config_errors(ds);

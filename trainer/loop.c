@@ -143,7 +143,35 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     return VOLT_OK;
 }
 
-static volt_status setup_optim(volt_trainer *t) {
+static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit < n) ? limit : n; }
+
+/* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
+ * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
+static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
+    *out = limited(n, count);
+    if (!(frac > 0)) return VOLT_OK;
+    *out = (int64_t)(frac * (double)n);
+    if (n > 0 && *out == 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: limit_%s_batches=%g of the loader's %lld batches is less than one batch "
+                          "(give at least %g, or a count)", what, what, frac, (long long)n, 1.0 / (double)n);
+    return VOLT_OK;
+}
+
+
+/* Lightning's estimated_stepping_batches: the optimizer steps this fit takes (-1: unbounded). */
+static volt_status estimate_steps(volt_trainer *t, volt_loader *train) {
+    int64_t n;
+    VOLT_TRY(stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction, &n));
+    const int64_t acc = t->cfg.accumulate_grad_batches, per_epoch = (n + acc - 1) / acc, max_steps = t->cfg.max_steps;
+    int64_t est = t->cfg.max_epochs < 0 ? -1 : per_epoch * t->cfg.max_epochs;
+    if (max_steps >= 0 && (est < 0 || max_steps < est)) est = max_steps;
+    t->est_steps = est;
+    return VOLT_OK;
+}
+
+/* train: its shard set up (the estimate counts one rank's batches). */
+static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
+    VOLT_TRY(estimate_steps(t, train));
     if (t->opt) return VOLT_OK;
     if (!t->mops->configure_optimizers)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': configure_optimizers is required for fit", t->mops->name);
@@ -152,6 +180,7 @@ static volt_status setup_optim(volt_trainer *t) {
     volt_optimizer_config_init(&o->optimizer);
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
     volt_scheduler_config_init(&o->scheduler);
+    o->estimated_stepping_batches = t->est_steps;
     volt_status st = t->mops->configure_optimizers(t->module, o);
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
     volt__prec_setup_optim(t, &o->optimizer);   /* optimizer state dtype */
@@ -168,20 +197,6 @@ static volt_status setup_optim(volt_trainer *t) {
         st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
         if (st < 0) return volt__terr(t, st, "scheduler: %s (base lr %g)", volt_status_str(st), (double)volt_optimizer_base_lr(t->opt));
     }
-    return VOLT_OK;
-}
-
-static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit < n) ? limit : n; }
-
-/* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
- * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
-static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
-    *out = limited(n, count);
-    if (!(frac > 0)) return VOLT_OK;
-    *out = (int64_t)(frac * (double)n);
-    if (n > 0 && *out == 0)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: limit_%s_batches=%g of the loader's %lld batches is less than one batch "
-                          "(give at least %g, or a count)", what, what, frac, (long long)n, 1.0 / (double)n);
     return VOLT_OK;
 }
 
@@ -506,9 +521,9 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
     VOLT_TRY(setup_model(t, ops, module, false));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
     volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
-    VOLT_TRY(setup_optim(t));
     volt_status st = volt__strategy_setup_loader(t->strategy, train);
-    return st < 0 ? strategy_err(t, st, "data sharding") : VOLT_OK;
+    if (st < 0) return strategy_err(t, st, "data sharding");
+    return setup_optim(t, train);
 }
 volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
 
@@ -524,12 +539,12 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     VOLT_TRY(resolve(t, ckpt_path, ckpt_path && !strcmp(ckpt_path, "last"), "fit", path));
     VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
-    VOLT_TRY(setup_optim(t));
-    volt__prof_add(t, NULL, NULL, "setup", p0);
-    if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return strategy_err(t, st0, "data sharding");
+    VOLT_TRY(setup_optim(t, train));
+    volt__prof_add(t, NULL, NULL, "setup", p0);
+    if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     t->stage = VOLT_STAGE_FIT;
     t->fitting = true;
     t->should_stop = false;

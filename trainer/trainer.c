@@ -123,6 +123,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->rank = 0;
     t->world = 1;
     t->num_eval_batches = -1;
+    t->est_steps = -1;
     t->add_defaults = volt__add_default_callbacks;
     *out = t;
     volt_trainer_config *c = &t->cfg;
@@ -264,6 +265,7 @@ volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to) {
 int64_t volt_trainer_current_epoch(const volt_trainer *t) { return t->epoch; }
 int64_t volt_trainer_global_step(const volt_trainer *t) { return t->global_step; }
 int64_t volt_trainer_num_train_batches(const volt_trainer *t) { return t->num_train_batches; }
+int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t) { return t ? t->est_steps : -1; }
 int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t->batch_in_epoch; }
 volt_stage volt_trainer_stage(const volt_trainer *t) { return t->stage; }
 bool volt_trainer_sanity_checking(const volt_trainer *t) { return t->sanity; }

@@ -74,6 +74,7 @@ struct volt_trainer {
     int64_t epoch, global_step, batch_in_epoch, micro_step;
     bool epoch_sched_done, epoch_val_done, epoch_done;
     int64_t num_train_batches;
+    int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
 
     volt_stage stage;

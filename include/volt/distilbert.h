@@ -72,8 +72,10 @@ typedef struct volt_distilbert_config {
     float weight_decay;          /* default 0; applied to every parameter (no bias/LN groups) */
     int64_t warmup_steps;        /* >= 0; default 0 */
     int64_t total_steps;         /* > 0: linear warmup then linear decay to 0 at total_steps
-                                    (HF get_linear_schedule_with_warmup); 0 with warmup_steps
-                                    > 0: warmup then constant; both 0: constant lr (default) */
+                                    (HF get_linear_schedule_with_warmup); -1: the same over the
+                                    fit's optimizer steps (volt_optim_setup.estimated_stepping_
+                                    batches); 0 with warmup_steps > 0: warmup then constant;
+                                    both 0: constant lr (default) */
     /* pretrained weights: init_weights loads <pretrained_dir>/model.safetensors when set
        (the string is copied by _create); default NULL */
     const char *pretrained_dir;

@@ -59,6 +59,12 @@ typedef struct volt_optim_setup {
     volt_optimizer_config optimizer;     /* initialised by the trainer with _init before the call */
     bool use_scheduler;                  /* false by default */
     volt_scheduler_config scheduler;     /* initialised with _init; interval: step or epoch */
+    /* Set by the trainer before the call, for reading (Lightning's
+     * trainer.estimated_stepping_batches): the optimizer steps fit takes — per epoch the train
+     * batches of one rank after limit_train_batches, over accumulate_grad_batches (rounded up),
+     * times max_epochs, capped by max_steps; -1 when unbounded (max_epochs and max_steps -1).
+     * A linear or cosine schedule's total_steps is usually this. */
+    int64_t estimated_stepping_batches;
 } volt_optim_setup;
 
 /* ---- the module vtable --------------------------------------------------------------------- */
@@ -345,6 +351,8 @@ VOLT_API volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_
 VOLT_API int64_t volt_trainer_current_epoch(const volt_trainer *t);
 VOLT_API int64_t volt_trainer_global_step(const volt_trainer *t);     /* optimizer steps taken */
 VOLT_API int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this epoch, after limits */
+/* volt_optim_setup.estimated_stepping_batches of the current (or last) fit; -1 before a fit. */
+VOLT_API int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t);
 VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
 VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
 VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
