@@ -23,7 +23,7 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW_LIMIT(limit_val_batches, limit_val_fraction, "at most N val batches, or a fraction in (0, 1) of them; -1 = all, 0 = no validation", "limit-val-batches", -1),
     ROW_LIMIT(limit_test_batches, limit_test_fraction, "at most N test batches, or a fraction in (0, 1) of them; -1 = all", "limit-test-batches", -1),
     ROW_LIMIT(limit_predict_batches, limit_predict_fraction, "at most N predict batches, or a fraction in (0, 1) of them; -1 = all", "limit-predict-batches", -1),
-    ROW(num_sanity_val_steps, I64, "val batches run before training; 0 = no sanity check", "num-sanity-val-steps", NULL, 0, 1e15, NULL),
+    ROW(num_sanity_val_steps, I64, "val batches run before training; 0 = no sanity check, -1 = all", "num-sanity-val-steps", NULL, -1, 1e15, NULL),
     ROW(log_every_n_steps, I64, "logger row every N optimizer steps", "log-every-n-steps", NULL, 1, 1e15, NULL),
     ROW(fast_dev_run, I64, "N > 0: N batches of train/val/test, no checkpoints or logs", "fast-dev-run", NULL, 0, 1e15, NULL),
     ROW(deterministic, BOOL, "fixed-order reductions (always on for CPU)", NULL, NULL, 0, 0, NULL),

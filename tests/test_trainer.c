@@ -444,7 +444,7 @@ static void test_load_skips_init(volt_dataset *ds) {
 
 
 /* ---- max_time, min_epochs / min_steps, overfit_batches (Lightning's flags) ------------------------ */
-typedef struct { int64_t batches; int64_t first_x[64]; int64_t val_steps[8]; int stop_at_epoch_end, stop_every_batch; } flags_probe;
+typedef struct { int64_t batches; int64_t first_x[64]; int64_t val_steps[8], sanity; int stop_at_epoch_end, stop_every_batch; } flags_probe;
 static flags_probe fp;
 
 static volt_status slow_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
@@ -464,6 +464,7 @@ static volt_status fp_val_batch_end(void *self, volt_trainer *t, const volt_batc
     (void)self; (void)b; (void)i;
     int64_t e = volt_trainer_current_epoch(t);
     if (e >= 0 && e < 8 && !volt_trainer_sanity_checking(t)) fp.val_steps[e]++;
+    fp.sanity += volt_trainer_sanity_checking(t);
     return VOLT_OK;
 }
 static volt_status fp_epoch_end(void *self, volt_trainer *t) {
@@ -650,6 +651,28 @@ static void test_fractions(volt_dataset *ds) {
     CHECK(fp.val_steps[0] == 2 && fp.val_steps[1] == 2, "val_check_fraction 0.5: %lld validations in epoch 0, want 2",
           (long long)fp.val_steps[0]);
     volt_trainer_destroy(t);
+
+    /* the sanity check runs num_sanity_val_steps of the batches validation runs (-1: all) */
+    static const struct { int64_t sanity, limit; double frac; int64_t want; } sc[] = {
+        { 2, 1, 0, 1 }, { -1, -1, 0.25, -2 /* 0.25 of nv */ }, { 2, 0, 0, 0 }, { -1, -1, 0, -1 /* nv */ }, { 3, -1, 0, 3 },
+    };
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, root);
+        c.max_epochs = 1;
+        c.num_sanity_val_steps = sc[i].sanity;
+        c.limit_val_batches = sc[i].limit;
+        c.limit_val_fraction = sc[i].frac;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+        memset(&fp, 0, sizeof fp);
+        net ms = proto;
+        CHECK_OK(volt_trainer_fit(t, &ops, &ms, tl, vl, NULL));
+        const int64_t want = sc[i].want == -1 ? nv : sc[i].want == -2 ? (int64_t)(0.25 * (double)nv) : sc[i].want;
+        CHECK(fp.sanity == want, "sanity %lld, limit_val %lld / %g: %lld sanity batches, want %lld", (long long)sc[i].sanity,
+              (long long)sc[i].limit, sc[i].frac, (long long)fp.sanity, (long long)want);
+        volt_trainer_destroy(t);
+    }
 
     /* 0.1 of 4 batches is none: fit says so, naming the least fraction that works */
     net m3 = proto;

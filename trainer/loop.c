@@ -562,9 +562,15 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
 #define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
     RUN(CB_EACH(t, on_fit_start));
     if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
-    if (val && ops->validation_step && t->cfg.num_sanity_val_steps > 0) {
+    /* the sanity check: num_sanity_val_steps of the batches validation runs (-1: all of them;
+     * none when limit_val_batches is 0), as Lightning */
+    int64_t n_sanity = 0;
+    if (val && ops->validation_step && t->cfg.num_sanity_val_steps != 0 && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0))
+        RUN(stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches, t->cfg.limit_val_fraction, &n_sanity));
+    if (t->cfg.num_sanity_val_steps >= 0 && t->cfg.num_sanity_val_steps < n_sanity) n_sanity = t->cfg.num_sanity_val_steps;
+    if (n_sanity > 0) {
         RUN(CB_EACH(t, on_sanity_check_start));
-        RUN(run_validation(t, val, t->cfg.num_sanity_val_steps, 0, true, NULL));
+        RUN(run_validation(t, val, n_sanity, 0, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
     }
     /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */

@@ -160,6 +160,9 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (c->val_check_interval < 0 || (c->val_check_interval > 0 && c->val_check_interval % c->accumulate_grad_batches))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_interval (%lld) must be >= 0 and a multiple of accumulate_grad_batches (%lld)",
                           (long long)c->val_check_interval, (long long)c->accumulate_grad_batches);
+    if (c->num_sanity_val_steps < -1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: num_sanity_val_steps must be >= 0 (or -1: all), got %lld",
+                          (long long)c->num_sanity_val_steps);
     if (c->check_val_every_n_epoch < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1");
     if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;

@@ -153,7 +153,8 @@ typedef struct volt_trainer_config {
     int64_t limit_val_batches;
     int64_t limit_test_batches;
     int64_t limit_predict_batches;
-    int64_t num_sanity_val_steps;    /* default 2; 0 disables the sanity check */
+    int64_t num_sanity_val_steps;    /* default 2; 0 disables the sanity check; -1: every val batch
+                                        validation runs (never more than limit_val_batches allows) */
     int64_t log_every_n_steps;       /* default 50 */
     int64_t fast_dev_run;            /* N > 0: N batches of train/val/test, no checkpoints or logs */
     bool deterministic;              /* fixed-order reductions (always on for CPU) */
