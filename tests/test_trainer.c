@@ -238,7 +238,7 @@ static float *snapshot(volt_trainer *t, int64_t *n) {
 static void test_exact_resume(volt_dataset *ds, int workers) {
     char root[512], path[600];
     snprintf(root, sizeof root, "%s/resume", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     snprintf(path, sizeof path, "%s/mid.safetensors", root);
     /* A: 3 epochs straight */
     net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
@@ -288,7 +288,7 @@ static void write_file(const char *p, const void *d, size_t n) {
 static void test_corrupt(volt_dataset *ds) {
     char root[512], good[600], bad[600];
     snprintf(root, sizeof root, "%s/corrupt", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     snprintf(good, sizeof good, "%s/good.safetensors", root);
     snprintf(bad, sizeof bad, "%s/bad.safetensors", root);
     net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
@@ -371,7 +371,7 @@ static volt_status net_init_weights(void *self, volt_params *ps) {
 static void test_load_skips_init(volt_dataset *ds) {
     char root[512], good[600], missing[600];
     snprintf(root, sizeof root, "%s/skipinit", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     snprintf(good, sizeof good, "%s/good.safetensors", root);
     snprintf(missing, sizeof missing, "%s/none.safetensors", root);
     volt_module_ops ops = net_ops;
@@ -495,7 +495,7 @@ static volt_trainer *flags_trainer(const char *root, int64_t epochs, const char 
 static void test_stop_flags(volt_dataset *ds) {
     char root[512], ck[700];
     snprintf(root, sizeof root, "%s/flags", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     volt_module_ops slow = net_ops;
     slow.training_step = slow_train;
     slow.validation_step = fp_val;
@@ -620,7 +620,7 @@ static volt_status frac_test_step(void *self, volt_step *s, const volt_batch *b,
 static void test_fractions(volt_dataset *ds) {
     char root[512];
     snprintf(root, sizeof root, "%s/fractions", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     volt_module_ops ops = net_ops;
     ops.validation_step = fp_val;
     ops.test_step = frac_test_step;
@@ -718,7 +718,7 @@ static volt_status est_opt(void *self, volt_optim_setup *o) {
 static void test_estimated_steps(volt_dataset *ds) {
     char root[512];
     snprintf(root, sizeof root, "%s/estimate", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     volt_module_ops ops = net_ops;
     ops.configure_optimizers = est_opt;
     const net proto = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
@@ -758,7 +758,7 @@ static void test_estimated_steps(volt_dataset *ds) {
 static void test_detect_anomaly(volt_dataset *ds) {
     char root[512];
     snprintf(root, sizeof root, "%s/anomaly", vtest_tmpdir());
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     volt_loader *tl = make_loader(ds, 16, false, 0);
     for (int on = 0; on < 2; on++) {
         net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
@@ -823,10 +823,7 @@ static const volt_module_ops regr_ops = { .version = VOLT_MODULE_OPS_VERSION, .n
 static void test_lr_find(volt_dataset *ds) {
     char root[512];
     snprintf(root, sizeof root, "%s/lr_find", vtest_tmpdir());
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    CHECK(system(cmd) == 0, "clean");
-    mkdir(root, 0755);
+    vtest_fresh_dir(root);
     volt_loader *tl = make_loader(ds, 8, true, 0), *vl = make_loader(ds, 32, false, 0);   /* 26 batches */
     regr m = { 0 };
     volt_trainer_config c;

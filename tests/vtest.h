@@ -120,4 +120,12 @@ static inline const char *vtest_tmpdir(void) {
     mkdir(d, 0755);
     return d;
 }
+
+/* path, emptied: what an earlier run of the test left there goes first (rm -rf, then mkdir). */
+static inline void vtest_fresh_dir(const char *path) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0) fprintf(stderr, "vtest: cannot clean %s\n", path);
+    mkdir(path, 0755);
+}
 #endif
