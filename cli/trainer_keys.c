@@ -65,8 +65,8 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(min_epochs, I64, "a stop asked for earlier (early stopping, max_time) waits until this many epochs ran; -1 = none",
         "min-epochs", NULL, -1, 1e15, NULL),
     ROW(min_steps, I64, "the same in optimizer steps; -1 = none", "min-steps", NULL, -1, 1e15, NULL),
-    ROW(overfit_batches, I64, "N > 0: train on the same first N batches every epoch (no shuffling) and validate on N val batches",
-        "overfit-batches", NULL, 0, 1e15, NULL),
+    ROW_LIMIT(overfit_batches, overfit_fraction, "N > 0 (or a fraction in (0, 1) of them): train on the same first N batches every "
+              "epoch (no shuffling) and validate on N val batches", "overfit-batches", 0),
     ROW(detect_anomaly, BOOL, "read back every op's output and gradient in training steps and fail at the first NaN, naming "
         "the op (slow; not with compile)", "detect-anomaly", NULL, 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),

@@ -106,7 +106,7 @@ static void test_cli_keys_match_table(void) {
         CHECK(fr && fr->type == VOLT__CFG_F64 && fr->flags == VOLT__CFG_HPARAM, "trainer.%s: its fraction field (offset %zu) is %s",
               k->name, k->frac_offset, fr ? fr->name : "not in the table");
     }
-    CHECK(limits == 5, "%d int-or-fraction keys, want 5 (limit_*_batches, val_check_interval)", limits);
+    CHECK(limits == 6, "%d int-or-fraction keys, want 6 (limit_*_batches, val_check_interval, overfit_batches)", limits);
 }
 
 /* Every hparam row of c is a key of o with c's value. */

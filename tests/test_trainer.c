@@ -652,6 +652,26 @@ static void test_fractions(volt_dataset *ds) {
           (long long)fp.val_steps[0]);
     volt_trainer_destroy(t);
 
+    /* overfit_fraction 0.5: the same first half of the (shuffling) train loader every epoch, half the val batches */
+    {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, root);
+        c.max_epochs = 2;
+        c.num_sanity_val_steps = 0;
+        c.overfit_fraction = 0.5;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+        memset(&fp, 0, sizeof fp);
+        net mo = proto;
+        CHECK_OK(volt_trainer_fit(t, &ops, &mo, tl, vl, NULL));
+        CHECK(fp.batches == 4 && fp.first_x[0] == fp.first_x[2] && fp.first_x[1] == fp.first_x[3] && fp.first_x[0] != fp.first_x[1],
+              "overfit_fraction 0.5: %lld batches, the same two each epoch", (long long)fp.batches);
+        CHECK(fp.val_steps[0] == nv / 2, "overfit_fraction 0.5: %lld val batches, want %lld", (long long)fp.val_steps[0],
+              (long long)(nv / 2));
+        CHECK(volt_loader_shuffles(tl), "the train loader shuffles again after fit");
+        volt_trainer_destroy(t);
+    }
+
     /* the sanity check runs num_sanity_val_steps of the batches validation runs (-1: all) */
     static const struct { int64_t sanity, limit; double frac; int64_t want; } sc[] = {
         { 2, 1, 0, 1 }, { -1, -1, 0.25, -2 /* 0.25 of nv */ }, { 2, 0, 0, 0 }, { -1, -1, 0, -1 /* nv */ }, { 3, -1, 0, 3 },

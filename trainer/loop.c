@@ -574,10 +574,11 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
         RUN(CB_EACH(t, on_sanity_check_end));
     }
     /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */
-    restore_shuffle = t->cfg.overfit_batches > 0 && volt_loader_shuffles(train);
+    restore_shuffle = (t->cfg.overfit_batches > 0 || t->cfg.overfit_fraction > 0) && volt_loader_shuffles(train);
     if (restore_shuffle) {
         if (t->rank == 0)
-            fprintf(stderr, "volt: overfit_batches=%lld: the train loader's shuffling is off during fit\n", (long long)t->cfg.overfit_batches);
+            fprintf(stderr, "volt: overfit_batches=%g: the train loader's shuffling is off during fit\n",
+                    t->cfg.overfit_batches > 0 ? (double)t->cfg.overfit_batches : t->cfg.overfit_fraction);
         RUN(volt_loader_set_shuffle(train, false));
     }
     RUN(fit_loop(t, train, val));

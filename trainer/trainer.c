@@ -83,6 +83,11 @@ static volt_status check_fractions(volt_trainer *t) {
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: limit_%s_batches is a count (%lld) and a fraction (%g): "
                               "give one", l[i].name, (long long)l[i].count, l[i].f);
     }
+    if (!(c->overfit_fraction >= 0 && c->overfit_fraction <= 1))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_fraction must be in (0, 1] (0: unset), got %g", c->overfit_fraction);
+    if (c->overfit_fraction > 0 && c->overfit_batches != 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_batches is a count (%lld) and a fraction (%g): give one",
+                          (long long)c->overfit_batches, c->overfit_fraction);
     if (!(c->val_check_fraction >= 0 && c->val_check_fraction <= 1))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_fraction must be in (0, 1] (0: unset), got %g",
                           c->val_check_fraction);
@@ -180,6 +185,9 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->limit_train_batches = c->overfit_batches;
         c->limit_val_batches = c->overfit_batches;
         c->limit_train_fraction = c->limit_val_fraction = 0;
+    } else if (c->overfit_fraction > 0) {   /* ... or that fraction of each */
+        c->limit_train_batches = c->limit_val_batches = -1;
+        c->limit_train_fraction = c->limit_val_fraction = c->overfit_fraction;
     }
     VOLT_TRY(check_matmul_precision(t));
     VOLT_TRY(volt__prof_check(t));

@@ -249,6 +249,9 @@ typedef struct volt_trainer_config {
                                         every int(f x the epoch's train batches) batches, rounded
                                         down to a multiple of accumulate_grad_batches (at least one
                                         optimizer step); 1 = at epoch end */
+    double overfit_fraction;         /* 0 (default): overfit_batches rules; 0 < f <= 1: as
+                                        overfit_batches with that fraction of the train and val
+                                        batches (Lightning's float form); not with a count */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
