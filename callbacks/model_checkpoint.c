@@ -207,7 +207,7 @@ volt_status volt__mc_prepare_dir(mc *m, const char *path) {
 
 static volt_status mc_save(mc *m, const char *path) {
     VOLT_TRY(volt__mc_prepare_dir(m, path));
-    return volt_trainer_save_checkpoint(m->t, path);
+    return volt_trainer_save_checkpoint_ex(m->t, path, m->save_flags);
 }
 
 /* last.safetensors as a hard link to the file just written (same bytes, same state), made
@@ -624,6 +624,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->save_last = cfg->save_last;
     m->save_on_train_epoch_end = cfg->save_on_train_epoch_end;
     m->async_save = cfg->version >= 2 && cfg->async_save;
+    m->save_flags = cfg->version >= 3 && cfg->save_weights_only ? VOLT_CKPT_WEIGHTS_ONLY : 0;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->best_score = NAN;

@@ -32,6 +32,7 @@ typedef struct mc {
     char found_last[VOLT_CB_PATH_MAX];
 
     bool async_save;
+    unsigned save_flags;             /* VOLT_CKPT_WEIGHTS_ONLY with save_weights_only */
     volt_ckpt_snapshot *snap;        /* reused from save point to save point */
     pthread_t th;
     bool running;

@@ -1192,6 +1192,59 @@ static void test_e2e_async_error(void) {
     }
 }
 
+/* save_weights_only (synchronous and background): the files hold the weights and the loop
+ * state, no optimizer state (smaller than a full save); "best" loads for test; a fit refuses
+ * to resume from them, saying why. */
+static void test_weights_only(void) {
+    for (int async = 0; async < 2; async++) {
+        const char *root = fresh_dir(async ? "weights_only_async" : "weights_only");
+        char dir[1200], path[1400], full[1400];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 3, .logger = false });
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dir;
+        cc.filename = "{epoch}-{val_score:.2f}";
+        cc.monitor = "val_score";
+        cc.mode = VOLT_MAX;
+        cc.save_top_k = 1;
+        cc.save_last = true;
+        cc.async_save = async;
+        cc.save_weights_only = true;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        lin m = { .table = k_scores, .ntable = 5 };
+        CHECK_OK(fit(t, &m, true, NULL));
+        snprintf(path, sizeof path, "%s/" LAST, dir);
+        volt_st_file *f = NULL;
+        char err[512];
+        CHECK_OK(volt_st_open(path, &f, err, sizeof err));
+        int opt_tensors = 0;
+        for (int i = 0; f && i < volt_st_count(f); i++) opt_tensors += !strncmp(volt_st_name(f, i), "optimizer.", 10);
+        CHECK(f && opt_tensors == 0 && volt_st_meta(f, "volt.weights_only") && !volt_st_meta(f, "volt.optimizer.step") &&
+              volt_st_meta(f, "volt.global_step") && volt_st_meta(f, "volt.callbacks"),
+              "async=%d: last holds %d optimizer tensors; weights_only meta %s", async, opt_tensors,
+              f && volt_st_meta(f, "volt.weights_only") ? "set" : "missing");
+        volt_st_close(f);
+        snprintf(full, sizeof full, "%s/full.safetensors", root);
+        CHECK_OK(volt_trainer_save_checkpoint_ex(t, full, 0));
+        struct stat a, b;
+        CHECK(stat(path, &a) == 0 && stat(full, &b) == 0 && a.st_size < b.st_size, "async=%d: weights-only %lld bytes, full %lld",
+              async, (long long)a.st_size, (long long)b.st_size);
+        CHECK(volt_trainer_save_checkpoint_ex(t, full, 4) == VOLT_ERR_INVALID_ARG, "an unknown flag is refused");
+        volt_loader *l = mk_loader();
+        CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, "best"));
+        volt_loader_destroy(l);
+        volt_trainer_destroy(t);
+        /* a fit cannot resume from it */
+        t = mk_trainer(root, &(run_opts){ .max_epochs = 4, .logger = false });
+        lin m2 = { .table = k_scores, .ntable = 5 };
+        volt_status st = fit(t, &m2, true, path);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "holds the weights only"), "async=%d: resume: %s", async,
+              volt_trainer_errmsg(t));
+        volt_trainer_destroy(t);
+    }
+}
+
 /* "best" / "last" with nothing to resolve: NOT_FOUND saying why (no ModelCheckpoint; one
  * that has saved nothing). */
 static void test_resolve_missing(void) {
@@ -1312,6 +1365,7 @@ int main(void) {
     test_snapshot_moment();
     test_e2e_async_error();
     test_resolve_missing();
+    test_weights_only();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

@@ -1494,6 +1494,7 @@ static void ac_scan(const char *dir, char names[][256], int *n_idx, int *n_shard
 }
 
 static bool probe_printed;
+static bool ac_weights_only;   /* ModelCheckpoint's save_weights_only for the next ac_fit */
 static volt_status ac_fit(const char *name, const char *dir, bool async, volt_dataset *ds, bool probe, int fail_epoch) {
     volt_trainer_config c;
     vtest_quiet_config(&c, dir);
@@ -1508,6 +1509,7 @@ static volt_status ac_fit(const char *name, const char *dir, bool async, volt_da
     cc.save_top_k = 2;   /* no monitor: the 2 most recent */
     cc.save_last = true;
     cc.async_save = async;
+    cc.save_weights_only = ac_weights_only;
     if (st >= 0) st = volt_add_model_checkpoint(t, &cc);
     ac_fail_epoch = fail_epoch;
     if (st >= 0 && probe) st = volt_trainer_add_callback(t, &ac_ops, NULL);
@@ -1600,9 +1602,68 @@ static void test_async_ckpt(const char *name) {
         CHECK(ac_load(ds, p[2], i ? b : a), "%s: '%s' loads", name, names[2][i]);
     }
     CHECK(n_idx[2] != 2 || !memcmp(a, b, sizeof a), "%s: epoch 0's checkpoint and last differ", name);
+
+    /* save_weights_only, synchronous and in the background: the index lists no optimizer state
+     * and no shard holds one; the weights equal the full run's; a fit cannot resume from it */
+    for (int wa = 0; wa < 2; wa++) {
+        char wdir[1024], idx[1400];
+        snprintf(wdir, sizeof wdir, "%s/async_ckpt_%s_np%d_weights%s", vtest_tmpdir(), name, g_world, wa ? "_async" : "");
+        if (g_rank == 0) { snprintf(idx, sizeof idx, "rm -rf '%s'", wdir); CHECK(system(idx) == 0, "clean"); }
+        MPI_Barrier(MPI_COMM_WORLD);
+        ac_weights_only = true;
+        CHECK(ac_fit(name, wdir, wa, ds, false, -1) == VOLT_OK, "%s: fit with save_weights_only (async %d)", name, wa);
+        ac_weights_only = false;
+        MPI_Barrier(MPI_COMM_WORLD);
+        snprintf(idx, sizeof idx, "%s/last.safetensors", wdir);
+        volt_st_file *f = NULL;
+        char err[512];
+        CHECK(volt_st_open(idx, &f, err, sizeof err) == VOLT_OK && volt_st_meta(f, "volt.weights_only"), "%s: weights-only index: %s", name, err);
+        volt_st_close(f);
+        int opt_tensors = 0, shard_files = 0;
+        DIR *d = opendir(wdir);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (!strstr(e->d_name, "last.safetensors.shards-")) continue;
+            char sd[1400];
+            snprintf(sd, sizeof sd, "%s/%.300s", wdir, e->d_name);
+            DIR *sdd = opendir(sd);
+            for (struct dirent *g; sdd && (g = readdir(sdd));) {
+                if (!strstr(g->d_name, ".safetensors")) continue;
+                char sf[1800];
+                snprintf(sf, sizeof sf, "%s/%.300s", sd, g->d_name);
+                volt_st_file *h = NULL;
+                if (volt_st_open(sf, &h, err, sizeof err) != VOLT_OK) continue;
+                shard_files++;
+                for (int i = 0; i < volt_st_count(h); i++) opt_tensors += !strncmp(volt_st_name(h, i), "optimizer.", 10);
+                volt_st_close(h);
+            }
+            if (sdd) closedir(sdd);
+        }
+        if (d) closedir(d);
+        CHECK(shard_files == g_world && opt_tensors == 0, "%s: %d shard files (want %d) hold %d optimizer tensors", name, shard_files, g_world,
+              opt_tensors);
+        snprintf(p[1], sizeof p[1], "%s/last.safetensors", dir[1]);
+        if (ac_load(ds, idx, a) && ac_load(ds, p[1], b))
+            CHECK(!memcmp(a, b, sizeof a), "%s: the weights-only last holds other weights than the full one", name);
+        {
+            volt_trainer_config c;
+            vtest_quiet_config(&c, wdir);
+            c.max_epochs = 4;
+            c.strategy = name;
+            volt_trainer *t = NULL;
+            volt_loader *l = make_loader(ds, GB / g_world);
+            mlp m = { 0 };
+            CHECK_OK(volt_trainer_create(&c, &t));
+            volt_status st2 = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, idx);
+            CHECK(st2 == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "holds the weights only"), "%s: rank %d: resume: %s", name,
+                  g_rank, volt_trainer_errmsg(t));
+            volt_trainer_destroy(t);
+            volt_loader_destroy(l);
+        }
+    }
     if (g_rank == 0)
         printf("async   %-18s N=%d: %d checkpoints written in the background equal the synchronous ones; a failed shard "
-               "write fails the fit on every rank and leaves epoch 0's %d checkpoints\n", name, g_world, same, n_idx[2]);
+               "write fails the fit on every rank and leaves epoch 0's %d checkpoints; save_weights_only leaves the optimizer "
+               "out of every shard\n", name, g_world, same, n_idx[2]);
     MPI_Barrier(MPI_COMM_WORLD);
     volt_dataset_destroy(ds);
 }

@@ -92,10 +92,13 @@ static char *callbacks_json(volt_trainer *t) {
 
 /* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
  * scheduler, precision, callbacks, module extras. */
+int ck_saved_states(const volt_trainer *t) { return t->opt && !t->ck_weights_only ? volt_optimizer_state_count(t->opt) : 0; }
+
 volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     volt_strategy *sg = t->strategy;
     volt_status st = VOLT_OK;
-    if (t->opt) {
+    if (t->ck_weights_only) st = volt_st_writer_meta(w, "volt.weights_only", "true");   /* no optimizer, no scheduler */
+    else if (t->opt) {
         st = meta_i64(w, "volt.optimizer.step", volt_optimizer_step_count(t->opt));
         if (st >= 0) {
             char b[32];
@@ -105,7 +108,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     }
     if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", volt__strategy_name(sg));
     if (st >= 0) st = meta_i64(w, "volt.world_size", t->world);
-    if (t->sched && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
+    if (t->sched && !t->ck_weights_only && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
     if (st >= 0) st = volt__prec_ckpt_save(t, w);   /* precision name, grad scaler */
     if (st >= 0) st = volt_st_writer_meta(w, "volt.format", CKPT_FORMAT_VERSION);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
@@ -147,7 +150,7 @@ bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi) {
  * streamed save and the snapshot (checkpoint_snapshot.c) both walk this, so their files
  * hold the same tensors in the same order. */
 volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void *ctx) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    const int U = volt_params_unit_count(t->ps), K = ck_saved_states(t);
     char name[512];
     volt_status st = VOLT_OK;
     for (int u = 0; st >= 0 && u < U; u++) {
@@ -207,7 +210,19 @@ static volt_status save_single(volt_trainer *t, const volt_st_writer *w, const c
     return VOLT_OK;
 }
 
-volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) {
+volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path) { return volt_trainer_save_checkpoint_ex(t, path, 0); }
+
+static volt_status save_checkpoint(volt_trainer *t, const char *path);
+volt_status volt_trainer_save_checkpoint_ex(volt_trainer *t, const char *path, unsigned flags) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (flags & ~VOLT_CKPT_WEIGHTS_ONLY) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: unknown flags 0x%x", flags);
+    t->ck_weights_only = flags & VOLT_CKPT_WEIGHTS_ONLY;
+    volt_status st = save_checkpoint(t, path);
+    t->ck_weights_only = false;
+    return st;
+}
+
+static volt_status save_checkpoint(volt_trainer *t, const char *path) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "save_checkpoint: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: empty path");
     VOLT_TRY(volt__loop_wait_params(t, "save_checkpoint"));   /* ModelCheckpoint runs right after a step */
@@ -354,6 +369,11 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     double fit_time = 0;
     bool have_opt = false, have_sched = false;
     cJSON *cbs = NULL;
+    if (full && volt_st_meta(f, "volt.weights_only")) {
+        src_close(&src);
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s' holds the weights only (saved with save_weights_only): a fit "
+                          "cannot resume from it, it has no optimizer state; validate, test and predict load it", path);
+    }
     if (full && (st = check_fingerprint(t, f, path)) < 0) { src_close(&src); return st; }
     if (full) {
         if ((st = meta_get_i64(t, f, path, "volt.epoch", &epoch, true)) < 0 ||

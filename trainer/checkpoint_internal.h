@@ -72,6 +72,8 @@ bool state_holds(const volt_tensor *p, int64_t lo, int64_t hi);
 typedef volt_status (*ck_tensor_fn)(void *ctx, const char *name, volt_shape shape, const float *data);
 /* The weights, then the optimizer states, in file order (checkpoint.c). */
 volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void *ctx);
+/* The optimizer states a save writes: none for a weights-only save (or without an optimizer). */
+int ck_saved_states(const volt_trainer *t);
 
 /* ---- shards (checkpoint_shards.c) ---- */
 /* The slice [lo, hi) of unit u this rank holds: all of it unless a sharding strategy says less. */

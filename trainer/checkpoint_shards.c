@@ -119,7 +119,7 @@ uint64_t shard_fresh_id(void) {
 /* The owned ranges and the optimizer's agree (the optimizer holds exactly the slice the
  * strategy says), as the shard layout assumes. */
 volt_status shard_check_states(volt_trainer *t, char *err, size_t errlen) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    const int U = volt_params_unit_count(t->ps), K = ck_saved_states(t);
     for (int u = 0; u < U; u++)
         for (int k = 0; k < K; k++) {
             int64_t lo, hi, slo = 0, shi = 0;
@@ -135,7 +135,7 @@ volt_status shard_check_states(volt_trainer *t, char *err, size_t errlen) {
 }
 
 volt_status shard_each(volt_trainer *t, ck_stage *sg, shard_tensor_fn fn, void *ctx) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    const int U = volt_params_unit_count(t->ps), K = ck_saved_states(t);
     char name[512];
     volt_status st = VOLT_OK;
     for (int u = 0; u < U && st >= 0; u++) {
@@ -247,7 +247,7 @@ char *index_json(volt_trainer *t, const char *dirbase, const char *id, const dou
         cJSON_AddItemToArray(params, o);
     }
     cJSON *states = cJSON_AddArrayToObject(root, "states");
-    for (int k = 0; t->opt && k < volt_optimizer_state_count(t->opt); k++)
+    for (int k = 0; k < ck_saved_states(t); k++)
         cJSON_AddItemToArray(states, cJSON_CreateString(volt_optimizer_state_name(t->opt, k)));
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

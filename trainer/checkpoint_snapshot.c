@@ -40,11 +40,12 @@ struct volt_ckpt_snapshot {
     int rank, world;
     volt_st_writer *state;   /* rank 0: the index's metadata and module extras (unsealed) */
     double *ranges;          /* rank 0: every rank's slices */
+    bool weights_only;       /* taken with VOLT_CKPT_WEIGHTS_ONLY: the index lists no optimizer state */
 };
 
 /* The floats ck_each_tensor fetches: every unit's values whole, every state range held. */
 static size_t fetched_floats(volt_trainer *t) {
-    const int U = volt_params_unit_count(t->ps), K = t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    const int U = volt_params_unit_count(t->ps), K = ck_saved_states(t);
     size_t n = 0;
     for (int u = 0; u < U; u++) n += (size_t)volt_unit_numel(volt_params_unit_at(t->ps, u));
     for (int k = 0; k < K; k++)
@@ -147,8 +148,21 @@ static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt
     return VOLT_OK;
 }
 
+static volt_status snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io);
 volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io) {
+    return volt_trainer_snapshot_checkpoint_ex(t, path, 0, io);
+}
+
+volt_status volt_trainer_snapshot_checkpoint_ex(volt_trainer *t, const char *path, unsigned flags, volt_ckpt_snapshot **io) {
     if (!t || !io) return VOLT_ERR_INVALID_ARG;
+    if (flags & ~VOLT_CKPT_WEIGHTS_ONLY) return volt__terr(t, VOLT_ERR_INVALID_ARG, "snapshot_checkpoint: unknown flags 0x%x", flags);
+    t->ck_weights_only = flags & VOLT_CKPT_WEIGHTS_ONLY;
+    volt_status st = snapshot_checkpoint(t, path, io);
+    t->ck_weights_only = false;
+    return st;
+}
+
+static volt_status snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io) {
     if (!t->ps || !volt_params_finalized(t->ps)) return volt__terr(t, VOLT_ERR_STATE, "snapshot_checkpoint: no model yet");
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "snapshot_checkpoint: empty path");
     VOLT_TRY(volt__loop_wait_params(t, "snapshot_checkpoint"));
@@ -158,6 +172,7 @@ volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, 
     if (sharded ? !all_ok(t, have) : !have)   /* sharded: every rank goes on, or none */
         return volt__terr(t, VOLT_ERR_NOMEM, "snapshot_checkpoint: out of memory");
     snap_clear(s);
+    s->weights_only = t->ck_weights_only;
     s->empty = !sharded && t->rank != 0;   /* replicated state: rank 0 writes it all */
     if (sharded) return snapshot_sharded(t, path, s);
     if (s->empty) return VOLT_OK;
@@ -238,7 +253,9 @@ volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s,
                               !named ? "path too long" : why && why[0] ? why : volt_status_str(written));
         return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
     }
+    t->ck_weights_only = s->weights_only;   /* the index describes the shards as they were taken */
     volt_status st = t->rank == 0 ? shard_index_write(t, path, dir, idhex, s->ranges, s->state) : VOLT_OK;
+    t->ck_weights_only = false;
     if (!all_ok(t, st >= 0)) {
         if (st < 0) return st;
         return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);

@@ -56,6 +56,7 @@ struct volt_trainer {
     const volt_module_ops *mops;
     void *module;
     volt_params *ps;
+    bool ck_weights_only;      /* the save in progress leaves the optimizer out (VOLT_CKPT_WEIGHTS_ONLY) */
     bool weights_pending;      /* ps's inits were skipped for a load that has not happened yet */
     double max_time_s;         /* cfg.max_time parsed; 0 = none */
     double train_t0;           /* when this fit's training loop started, less the time a resumed

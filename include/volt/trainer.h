@@ -398,6 +398,12 @@ VOLT_API volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f);
 /* ---- checkpoints -------------------------------------------------------------------------- */
 /* Write a full checkpoint now (rank 0 writes; atomic). */
 VOLT_API volt_status volt_trainer_save_checkpoint(volt_trainer *t, const char *path);
+/* Flags of the _ex saves. WEIGHTS_ONLY (Lightning's save_checkpoint(weights_only=True)): the
+ * weights and the loop, callback and module state, without the optimizer states and the
+ * scheduler (a third of an Adam checkpoint's size); validate/test/predict and pretrained
+ * weights load it, a fit refuses to resume from it. */
+enum { VOLT_CKPT_WEIGHTS_ONLY = 1u };
+VOLT_API volt_status volt_trainer_save_checkpoint_ex(volt_trainer *t, const char *path, unsigned flags);
 /* Collective: write the model weights alone as one ordinary safetensors file (f32, the
  * parameter names), on rank 0, whatever the strategy; sharded parameters are gathered one
  * unit at a time and the file is streamed to disk unit by unit. Loadable as pretrained
@@ -424,6 +430,8 @@ VOLT_API volt_status volt_trainer_export_full(volt_trainer *t, const char *path)
  * the last rank's. */
 typedef struct volt_ckpt_snapshot volt_ckpt_snapshot;
 VOLT_API volt_status volt_trainer_snapshot_checkpoint(volt_trainer *t, const char *path, volt_ckpt_snapshot **io);
+/* As volt_trainer_snapshot_checkpoint, with volt_trainer_save_checkpoint_ex's flags. */
+VOLT_API volt_status volt_trainer_snapshot_checkpoint_ex(volt_trainer *t, const char *path, unsigned flags, volt_ckpt_snapshot **io);
 VOLT_API volt_status volt_ckpt_snapshot_write(volt_ckpt_snapshot *s, const char *path, char *err, size_t errlen);
 VOLT_API volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s, const char *path,
                                                   volt_status written, const char *why);
@@ -475,8 +483,12 @@ typedef struct volt_checkpoint_config {
                                     goes on; one write in flight; errors surface at the next save
                                     point or at fit end; sharded strategies: every rank writes its
                                     shard, the next save point (or fit end) commits the index */
+    bool save_weights_only;      /* version 3; default false: as Lightning's, the files hold the
+                                    weights and the loop and callback state but no optimizer or
+                                    scheduler state (VOLT_CKPT_WEIGHTS_ONLY): a third of an Adam
+                                    checkpoint; "best" loads for test, a fit cannot resume */
 } volt_checkpoint_config;
-#define VOLT_CHECKPOINT_CONFIG_VERSION 2u
+#define VOLT_CHECKPOINT_CONFIG_VERSION 3u
 
 typedef struct volt_early_stopping_config {
     uint32_t version;            /* VOLT_EARLY_STOPPING_CONFIG_VERSION, set by _init */
