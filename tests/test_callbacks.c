@@ -513,7 +513,7 @@ static const double k_scores[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
 #define LAST "last.safetensors"
 
 
-static void add_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save) {
+static void add_ckpt_ex(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save, bool weights_only) {
     volt_checkpoint_config cc;
     volt_checkpoint_config_init(&cc);
     cc.dirpath = dir;
@@ -523,7 +523,12 @@ static void add_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bo
     cc.save_top_k = k;
     cc.save_last = save_last;
     cc.async_save = async_save;
+    cc.save_weights_only = weights_only;
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
+}
+
+static void add_ckpt(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save) {
+    add_ckpt_ex(t, dir, k, save_last, async_save, false);
 }
 
 static void add_topk_ckpt(volt_trainer *t, const char *dir, int k, bool save_last) { add_ckpt(t, dir, k, save_last, false); }
@@ -1201,17 +1206,7 @@ static void test_weights_only(void) {
         char dir[1200], path[1400], full[1400];
         snprintf(dir, sizeof dir, "%s/ckpt", root);
         volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 3, .logger = false });
-        volt_checkpoint_config cc;
-        volt_checkpoint_config_init(&cc);
-        cc.dirpath = dir;
-        cc.filename = "{epoch}-{val_score:.2f}";
-        cc.monitor = "val_score";
-        cc.mode = VOLT_MAX;
-        cc.save_top_k = 1;
-        cc.save_last = true;
-        cc.async_save = async;
-        cc.save_weights_only = true;
-        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        add_ckpt_ex(t, dir, 1, true, async, true);
         lin m = { .table = k_scores, .ntable = 5 };
         CHECK_OK(fit(t, &m, true, NULL));
         snprintf(path, sizeof path, "%s/" LAST, dir);
