@@ -157,7 +157,6 @@ static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, i
     return VOLT_OK;
 }
 
-
 /* Lightning's estimated_stepping_batches: the optimizer steps this fit takes (-1: unbounded). */
 static volt_status estimate_steps(volt_trainer *t, volt_loader *train) {
     int64_t n;
