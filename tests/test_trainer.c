@@ -476,6 +476,15 @@ static const volt_callback_ops fp_ops = { .version = VOLT_CALLBACK_OPS_VERSION, 
                                           .on_train_batch_start = fp_batch_start, .on_validation_batch_end = fp_val_batch_end,
                                           .on_train_epoch_end = fp_epoch_end };
 
+/* A trainer made from c with the FlagsProbe callback. */
+static volt_trainer *probe_trainer(const volt_trainer_config *c) {
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(c, &t);
+    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : "");
+    if (st == VOLT_OK) CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+    return t;
+}
+
 static volt_trainer *flags_trainer(const char *root, int64_t epochs, const char *max_time, int64_t min_epochs, int64_t min_steps,
                                    int64_t overfit) {
     volt_trainer_config c;
@@ -485,11 +494,7 @@ static volt_trainer *flags_trainer(const char *root, int64_t epochs, const char 
     c.min_epochs = min_epochs;
     c.min_steps = min_steps;
     c.overfit_batches = overfit;
-    volt_trainer *t = NULL;
-    volt_status st = volt_trainer_create(&c, &t);
-    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : "");
-    if (st == VOLT_OK) CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
-    return t;
+    return probe_trainer(&c);
 }
 
 static void test_stop_flags(volt_dataset *ds) {
@@ -604,11 +609,7 @@ static volt_trainer *frac_trainer(const char *root, double tr, double va, double
     c.limit_test_fraction = te;
     c.val_check_fraction = vc;
     c.limit_val_batches = limit_val;
-    volt_trainer *t = NULL;
-    volt_status st = volt_trainer_create(&c, &t);
-    CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : "");
-    if (st == VOLT_OK) CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
-    return t;
+    return probe_trainer(&c);
 }
 
 static int64_t frac_tests;
@@ -659,8 +660,7 @@ static void test_fractions(volt_dataset *ds) {
         c.max_epochs = 2;
         c.num_sanity_val_steps = 0;
         c.overfit_fraction = 0.5;
-        CHECK_OK(volt_trainer_create(&c, &t));
-        CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+        t = probe_trainer(&c);
         memset(&fp, 0, sizeof fp);
         net mo = proto;
         CHECK_OK(volt_trainer_fit(t, &ops, &mo, tl, vl, NULL));
@@ -683,8 +683,7 @@ static void test_fractions(volt_dataset *ds) {
         c.num_sanity_val_steps = sc[i].sanity;
         c.limit_val_batches = sc[i].limit;
         c.limit_val_fraction = sc[i].frac;
-        CHECK_OK(volt_trainer_create(&c, &t));
-        CHECK_OK(volt_trainer_add_callback(t, &fp_ops, NULL));
+        t = probe_trainer(&c);
         memset(&fp, 0, sizeof fp);
         net ms = proto;
         CHECK_OK(volt_trainer_fit(t, &ops, &ms, tl, vl, NULL));
