@@ -47,7 +47,8 @@ void volt_cli_print_help(const volt_cli *c, FILE *f) {
             section_of(r->k.key, sec, sizeof sec);
             if (strcmp(sec, seen[s])) continue;
             char lhs[160];
-            snprintf(lhs, sizeof lhs, "--%s %s", r->k.key, r->k.type == VOLT_CLI_BOOL ? "[BOOL]" : volt__cli_type_name(r->k.type));
+            snprintf(lhs, sizeof lhs, "--%s %s", r->k.key, r->k.type == VOLT_CLI_BOOL ? "[BOOL]"
+                     : r->tf && r->tf->ftype == VOLT__TF_LIMIT ? "INT|FRAC" : volt__cli_type_name(r->k.type));
             fprintf(f, "  %-40s %s", lhs, r->k.help ? r->k.help : "");
             if (r->k.choices) fprintf(f, " {%s}", r->k.choices);
             fprintf(f, " (default: %s)", r->dflt ? r->dflt : "null");
