@@ -24,6 +24,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.save_top_k", VOLT_CLI_INT, "1", "ModelCheckpoint: best files kept (-1 = all)", NULL, NULL, -1, 1e6 },
     { "checkpoint.save_last", VOLT_CLI_BOOL, "true", "ModelCheckpoint: also keep last.safetensors", NULL, NULL, 0, 0 },
     { "checkpoint.filename", VOLT_CLI_STRING, NULL, "ModelCheckpoint: file name template (null = the app's)", NULL, NULL, 0, 0 },
+    { "checkpoint.auto_insert_metric_name", VOLT_CLI_BOOL, "true", "ModelCheckpoint: name=value in file names (\"epoch=2-val_acc=0.88\"); false: the values alone (\"2-0.88\")", NULL, NULL, 0, 0 },
     { "checkpoint.save_weights_only", VOLT_CLI_BOOL, "false", "ModelCheckpoint: the weights and loop state without the optimizer (a third of the size; test loads it, fit cannot resume from it)", NULL, NULL, 0, 0 },
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
 };
@@ -97,6 +98,7 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.save_last = volt_cli_bool(c, "checkpoint.save_last");
     ck.async_save = volt_cli_bool(c, "checkpoint.async_save");
     ck.save_weights_only = volt_cli_bool(c, "checkpoint.save_weights_only");
+    ck.auto_insert_metric_name = volt_cli_bool(c, "checkpoint.auto_insert_metric_name");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     return volt_add_model_checkpoint(t, &ck);
 }

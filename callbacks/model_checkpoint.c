@@ -110,7 +110,7 @@ static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, ch
     for (int ver = 0; ver < 100000; ver++) {
         volt_status st;
         if (tmpl) {
-            st = volt__cb_format_name(tmpl, mc_lookup, m->t, ver, name, sizeof name, err, sizeof err);
+            st = volt__cb_format_name(tmpl, mc_lookup, m->t, ver, m->insert_names, name, sizeof name, err, sizeof err);
         } else {                     /* "last" */
             if (ver) snprintf(name, sizeof name, "last-v%d", ver);
             else snprintf(name, sizeof name, "last");
@@ -596,6 +596,7 @@ void volt_checkpoint_config_init(volt_checkpoint_config *cfg) {
     cfg->mode = VOLT_MIN;
     cfg->save_top_k = 1;
     cfg->every_n_epochs = 1;
+    cfg->auto_insert_metric_name = true;
 }
 
 volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg) {
@@ -613,7 +614,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: mode must be VOLT_MIN or VOLT_MAX");
     if (cfg->filename) {             /* reject a bad template now rather than at the first save */
         char tmp[VOLT_CB_PATH_MAX], err[512];
-        if (volt__cb_format_name(cfg->filename, NULL, NULL, 0, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)
+        if (volt__cb_format_name(cfg->filename, NULL, NULL, 0, true, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)
             return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: %s", err);
     }
     mc *m = calloc(1, sizeof *m);
@@ -625,6 +626,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->save_on_train_epoch_end = cfg->save_on_train_epoch_end;
     m->async_save = cfg->version >= 2 && cfg->async_save;
     m->save_flags = cfg->version >= 3 && cfg->save_weights_only ? VOLT_CKPT_WEIGHTS_ONLY : 0;
+    m->insert_names = cfg->version < 3 || cfg->auto_insert_metric_name;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->best_score = NAN;

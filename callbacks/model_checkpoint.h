@@ -10,12 +10,12 @@
 /* ---- ModelCheckpoint file names ------------------------------------------------------------- */
 /* Looks a template name up: true with *v (and *is_int for epoch/step) when known. */
 typedef bool (*volt_cb_lookup_fn)(void *ctx, const char *name, double *v, bool *is_int);
-/* Lightning's format_checkpoint_name with auto_insert_metric_name: "{epoch}-{val_acc:.4f}" ->
- * "epoch=2-val_acc=0.8812"; a name the lookup does not know formats as the integer 0 (as
- * Lightning does); "{{" / "}}" are literal braces; ver > 0 appends "-v<ver>". No directory,
- * no extension. INVALID_ARG (message in err) for an unbalanced brace, a bad spec, a name
- * with '/' or a result that does not fit. */
-volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
+/* Lightning's format_checkpoint_name: "{epoch}-{val_acc:.4f}" -> "epoch=2-val_acc=0.8812"
+ * with insert_names (auto_insert_metric_name), "2-0.8812" without; a name the lookup does not
+ * know formats as the integer 0 (as Lightning does); "{{" / "}}" are literal braces; ver > 0
+ * appends "-v<ver>". No directory, no extension. INVALID_ARG (message in err) for an
+ * unbalanced brace, a bad spec, a name with '/' or a result that does not fit. */
+volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver, bool insert_names,
                                 char *out, size_t n, char *err, size_t errlen);
 
 /* ---- top-k bookkeeping ------------------------------------------------------------------------ */

@@ -19,7 +19,7 @@ static void cb_put(cb_buf *b, const char *s, size_t len) {
     b->out[b->k] = 0;
 }
 
-volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver,
+volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, void *ctx, int ver, bool insert_names,
                                 char *out, size_t n, char *err, size_t errlen) {
     if (!tmpl || !out || !n) return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "no template");
     cb_buf b = { out, n, 0, false };
@@ -55,8 +55,10 @@ volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, voi
         char num[256];
         if (volt__cb_format_number(v, is_int, spec, num, sizeof num) != VOLT_OK)
             return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "filename template '%s': unsupported format spec '%s' for '%s'", tmpl, spec, key);
-        cb_put(&b, key, nl);
-        cb_put(&b, "=", 1);
+        if (insert_names) {
+            cb_put(&b, key, nl);
+            cb_put(&b, "=", 1);
+        }
         cb_put(&b, num, strlen(num));
         p = q + 1;
     }

@@ -147,19 +147,28 @@ static void test_format_name(void) {
     };
     char out[256], err[256];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        volt_status st = volt__cb_format_name(cases[i].tmpl, fake_lookup, NULL, cases[i].ver, out, sizeof out, err, sizeof err);
+        volt_status st = volt__cb_format_name(cases[i].tmpl, fake_lookup, NULL, cases[i].ver, true, out, sizeof out, err, sizeof err);
         CHECK(st == VOLT_OK && strcmp(out, cases[i].want) == 0, "'%s' v%d -> '%s', want '%s' (%s)", cases[i].tmpl,
               cases[i].ver, st == VOLT_OK ? out : "(error)", cases[i].want, st == VOLT_OK ? "" : err);
     }
     static const char *const bad[] = { "{epoch", "a}b", "{}", "{epoch:<5}", "{epoch:.2q}", "{a{b}" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
-        volt_status st = volt__cb_format_name(bad[i], fake_lookup, NULL, 0, out, sizeof out, err, sizeof err);
+        volt_status st = volt__cb_format_name(bad[i], fake_lookup, NULL, 0, true, out, sizeof out, err, sizeof err);
         CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, bad[i]), "bad template '%s': %s / '%s'", bad[i], volt_status_str(st), err);
     }
     char small[8];
-    CHECK(volt__cb_format_name("{epoch}-{step}", fake_lookup, NULL, 0, small, sizeof small, err, sizeof err) == VOLT_ERR_INVALID_ARG,
+    CHECK(volt__cb_format_name("{epoch}-{step}", fake_lookup, NULL, 0, true, small, sizeof small, err, sizeof err) == VOLT_ERR_INVALID_ARG,
           "too long for the buffer");
+    /* auto_insert_metric_name false: the values alone */
+    static const struct { const char *tmpl; int ver; const char *want; } bare[] = {
+        { "{epoch}-{step}", 0, "2-300" }, { "ep{epoch:02d}-{val_acc:.2f}", 1, "ep02-0.88-v1" }, { "{{x}}-{epoch}", 0, "{x}-2" },
+    };
+    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++) {
+        volt_status st = volt__cb_format_name(bare[i].tmpl, fake_lookup, NULL, bare[i].ver, false, out, sizeof out, err, sizeof err);
+        CHECK(st == VOLT_OK && !strcmp(out, bare[i].want), "'%s' without names -> '%s', want '%s'", bare[i].tmpl,
+              st == VOLT_OK ? out : err, bare[i].want);
+    }
 }
 
 /* ---- unit: top-k ------------------------------------------------------------------------------- */
@@ -1197,6 +1206,32 @@ static void test_e2e_async_error(void) {
     }
 }
 
+/* auto_insert_metric_name = false: the file names carry the values alone; a config of
+ * version 2 (before the field) still inserts the names. */
+static void test_bare_names(void) {
+    for (int v2 = 0; v2 < 2; v2++) {
+        const char *root = fresh_dir(v2 ? "bare_names_v2" : "bare_names");
+        char dir[1200], path[1400];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .logger = false });
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dir;
+        cc.filename = "ep{epoch:02d}-{val_score:.2f}";
+        cc.monitor = "val_score";
+        cc.mode = VOLT_MAX;
+        cc.auto_insert_metric_name = false;
+        if (v2) cc.version = 2;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        lin m = { .table = k_scores, .ntable = 5 };
+        CHECK_OK(fit(t, &m, true, NULL));
+        snprintf(path, sizeof path, v2 ? "%s/epepoch=01-val_score=0.70.safetensors" : "%s/ep01-0.70.safetensors", dir);
+        CHECK(exists(path) && !strcmp(volt_trainer_best_model_path(t), path), "v2=%d: best is %s, want %s", v2,
+              volt_trainer_best_model_path(t), path);
+        volt_trainer_destroy(t);
+    }
+}
+
 /* save_weights_only (synchronous and background): the files hold the weights and the loop
  * state, no optimizer state (smaller than a full save); "best" loads for test; a fit refuses
  * to resume from them, saying why. */
@@ -1361,6 +1396,7 @@ int main(void) {
     test_e2e_async_error();
     test_resolve_missing();
     test_weights_only();
+    test_bare_names();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

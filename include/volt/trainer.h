@@ -487,6 +487,8 @@ typedef struct volt_checkpoint_config {
                                     weights and the loop and callback state but no optimizer or
                                     scheduler state (VOLT_CKPT_WEIGHTS_ONLY): a third of an Adam
                                     checkpoint; "best" loads for test, a fit cannot resume */
+    bool auto_insert_metric_name;/* version 3; default true (_init): "{epoch}-{val_acc:.2f}" names
+                                    "epoch=2-val_acc=0.88"; false: "2-0.88" (Lightning's flag) */
 } volt_checkpoint_config;
 #define VOLT_CHECKPOINT_CONFIG_VERSION 3u
 
