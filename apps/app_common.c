@@ -25,6 +25,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.save_last", VOLT_CLI_BOOL, "true", "ModelCheckpoint: also keep last.safetensors", NULL, NULL, 0, 0 },
     { "checkpoint.filename", VOLT_CLI_STRING, NULL, "ModelCheckpoint: file name template (null = the app's)", NULL, NULL, 0, 0 },
     { "checkpoint.auto_insert_metric_name", VOLT_CLI_BOOL, "true", "ModelCheckpoint: name=value in file names (\"epoch=2-val_acc=0.88\"); false: the values alone (\"2-0.88\")", NULL, NULL, 0, 0 },
+    { "checkpoint.enable_version_counter", VOLT_CLI_BOOL, "true", "ModelCheckpoint: a name taken by another file gets -v1, -v2...; false: overwrite it", NULL, NULL, 0, 0 },
     { "checkpoint.save_weights_only", VOLT_CLI_BOOL, "false", "ModelCheckpoint: the weights and loop state without the optimizer (a third of the size; test loads it, fit cannot resume from it)", NULL, NULL, 0, 0 },
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
 };
@@ -99,6 +100,7 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.async_save = volt_cli_bool(c, "checkpoint.async_save");
     ck.save_weights_only = volt_cli_bool(c, "checkpoint.save_weights_only");
     ck.auto_insert_metric_name = volt_cli_bool(c, "checkpoint.auto_insert_metric_name");
+    ck.enable_version_counter = volt_cli_bool(c, "checkpoint.enable_version_counter");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     return volt_add_model_checkpoint(t, &ck);
 }

@@ -104,7 +104,7 @@ static volt_status mc_resolve_dir(mc *m) {
 }
 
 /* dirpath/<name>[-vN].safetensors, the version counter skipping files that exist unless
- * the file is `reuse` (the one being replaced). */
+ * the file is `reuse` (the one being replaced); without the counter, <name> is overwritten. */
 static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, char *out, size_t n) {
     char name[VOLT_CB_PATH_MAX], err[512];
     for (int ver = 0; ver < 100000; ver++) {
@@ -119,7 +119,7 @@ static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, ch
         if (st != VOLT_OK) return volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
         if (snprintf(out, n, "%s/%s" MC_EXT, m->dirpath, name) >= (int)n)
             return volt_trainer_fail(m->t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: path too long in '%s'", m->dirpath);
-        if (!file_exists(out) || (reuse && strcmp(out, reuse) == 0)) return VOLT_OK;
+        if (!m->version_counter || !file_exists(out) || (reuse && strcmp(out, reuse) == 0)) return VOLT_OK;
     }
     return volt_trainer_fail(m->t, VOLT_ERR_IO, "ModelCheckpoint: no free file name for '%s'", out);
 }
@@ -597,6 +597,7 @@ void volt_checkpoint_config_init(volt_checkpoint_config *cfg) {
     cfg->save_top_k = 1;
     cfg->every_n_epochs = 1;
     cfg->auto_insert_metric_name = true;
+    cfg->enable_version_counter = true;
 }
 
 volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg) {
@@ -627,6 +628,7 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->async_save = cfg->version >= 2 && cfg->async_save;
     m->save_flags = cfg->version >= 3 && cfg->save_weights_only ? VOLT_CKPT_WEIGHTS_ONLY : 0;
     m->insert_names = cfg->version < 3 || cfg->auto_insert_metric_name;
+    m->version_counter = cfg->version < 3 || cfg->enable_version_counter;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->best_score = NAN;

@@ -34,6 +34,7 @@ typedef struct mc {
     bool async_save;
     unsigned save_flags;             /* VOLT_CKPT_WEIGHTS_ONLY with save_weights_only */
     bool insert_names;               /* auto_insert_metric_name: "epoch=2", else "2" */
+    bool version_counter;            /* enable_version_counter: -v1 beside an existing file, else overwrite */
     volt_ckpt_snapshot *snap;        /* reused from save point to save point */
     pthread_t th;
     bool running;

@@ -1232,6 +1232,36 @@ static void test_bare_names(void) {
     }
 }
 
+/* enable_version_counter: a file in the way (a previous run's) gets "-v1" beside it; without
+ * the counter it is overwritten. */
+static void test_version_counter(void) {
+    for (int counter = 0; counter < 2; counter++) {
+        const char *root = fresh_dir(counter ? "vcounter_on" : "vcounter_off");
+        char dir[1200], stale[1400], v1[1400];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        mkdir(dir, 0755);
+        snprintf(stale, sizeof stale, "%s/model.safetensors", dir);
+        snprintf(v1, sizeof v1, "%s/model-v1.safetensors", dir);
+        FILE *f = fopen(stale, "w");
+        if (f) { fputs("a previous run's file", f); fclose(f); }
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1, .logger = false });
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dir;
+        cc.filename = "model";
+        cc.enable_version_counter = counter;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        lin m = { .table = k_scores, .ntable = 5 };
+        CHECK_OK(fit(t, &m, true, NULL));
+        const char *want = counter ? v1 : stale;
+        CHECK(!strcmp(volt_trainer_best_model_path(t), want) && ckpt_global_step(want) == 4 && exists(v1) == counter,
+              "counter=%d: best %s, want %s (a checkpoint at step 4); model-v1 %s", counter, volt_trainer_best_model_path(t), want,
+              exists(v1) ? "exists" : "absent");
+        if (counter) CHECK(ckpt_global_step(stale) < 0, "counter=1: the file in the way is untouched");
+        volt_trainer_destroy(t);
+    }
+}
+
 /* save_weights_only (synchronous and background): the files hold the weights and the loop
  * state, no optimizer state (smaller than a full save); "best" loads for test; a fit refuses
  * to resume from them, saying why. */
@@ -1397,6 +1427,7 @@ int main(void) {
     test_resolve_missing();
     test_weights_only();
     test_bare_names();
+    test_version_counter();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

@@ -489,6 +489,9 @@ typedef struct volt_checkpoint_config {
                                     checkpoint; "best" loads for test, a fit cannot resume */
     bool auto_insert_metric_name;/* version 3; default true (_init): "{epoch}-{val_acc:.2f}" names
                                     "epoch=2-val_acc=0.88"; false: "2-0.88" (Lightning's flag) */
+    bool enable_version_counter; /* version 3; default true (_init): a name taken by a file this
+                                    callback does not track gets "-v1", "-v2"...; false: the file
+                                    is overwritten (Lightning's flag) */
 } volt_checkpoint_config;
 #define VOLT_CHECKPOINT_CONFIG_VERSION 3u
 
