@@ -432,6 +432,7 @@ static char *mc_state_dict(void *self) {
 
 static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *json) {
     mc *m = self;
+    volt__mc_wait(m);   /* a background write of an earlier fit settles before its bookkeeping is replaced */
     cJSON *o = cJSON_Parse(json);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
@@ -457,6 +458,10 @@ static volt_status mc_load_state_dict(void *self, volt_trainer *t, const char *j
         if ((st = volt__cb_topk_push(&m->topk, p, json_get_num(cJSON_GetObjectItemCaseSensitive(e, "score")))) != VOLT_OK) break;
     }
     cJSON_Delete(o);
+    /* a sharded commit still pending changes none of it; until then "best" is the loaded one */
+    m->undo.topk = m->undo.last_set = false;
+    volt__mc_set_str(&m->undo.best, m->best_path);
+    m->undo.best_score = m->best_score;
     return st;
 }
 
