@@ -1323,11 +1323,7 @@ static void test_resolve_missing(void) {
     CHECK(st == VOLT_ERR_NOT_FOUND && strstr(e, "ckpt_path=\"last\"") && strstr(e, "found no last"), "last: %s", e);
     volt_trainer_destroy(t);
     volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    c.default_root_dir = root;
-    c.enable_checkpointing = false;
-    c.enable_progress_bar = false;
-    c.enable_logger = false;
+    vtest_quiet_config(&c, root);   /* no ModelCheckpoint */
     CHECK_OK(volt_trainer_create(&c, &t));
     st = volt_trainer_test(t, &lin_ops, &m, l, "best");
     e = volt_trainer_errmsg(t);

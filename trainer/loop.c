@@ -143,13 +143,13 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
     return VOLT_OK;
 }
 
-static int64_t limited(int64_t n, int64_t limit) { return (limit >= 0 && limit < n) ? limit : n; }
-
 /* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
  * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
 static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
-    *out = limited(n, count);
-    if (!(frac > 0)) return VOLT_OK;
+    if (!(frac > 0)) {
+        *out = count >= 0 && count < n ? count : n;   /* -1: all */
+        return VOLT_OK;
+    }
     *out = (int64_t)(frac * (double)n);
     if (n > 0 && *out == 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: limit_%s_batches=%g of the loader's %lld batches is less than one batch "
