@@ -28,6 +28,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.enable_version_counter", VOLT_CLI_BOOL, "true", "ModelCheckpoint: a name taken by another file gets -v1, -v2...; false: overwrite it", NULL, NULL, 0, 0 },
     { "checkpoint.save_weights_only", VOLT_CLI_BOOL, "false", "ModelCheckpoint: the weights and loop state without the optimizer (a third of the size; test loads it, fit cannot resume from it)", NULL, NULL, 0, 0 },
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
+    { "checkpoint.train_time_interval", VOLT_CLI_FLOAT, "0", "ModelCheckpoint: seconds; save (top-k and last) at the train batch end once this much time has passed since the last such save or train start, instead of after each validation (rank 0's clock decides); 0 = off (Lightning's train_time_interval)", NULL, NULL, 0, 1e15 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
@@ -101,6 +102,7 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.save_weights_only = volt_cli_bool(c, "checkpoint.save_weights_only");
     ck.auto_insert_metric_name = volt_cli_bool(c, "checkpoint.auto_insert_metric_name");
     ck.enable_version_counter = volt_cli_bool(c, "checkpoint.enable_version_counter");
+    ck.train_time_interval = volt_cli_float(c, "checkpoint.train_time_interval");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     return volt_add_model_checkpoint(t, &ck);
 }

@@ -2,8 +2,14 @@
  *
  * Save points: after each validation (not the sanity check) when validation runs and
  * save_on_train_epoch_end is false; at train epoch end when it is true or no validation has
- * run in this fit; every_n_train_steps > 0: at train batch end when global_step % n == 0.
- * Never twice at the same global step. At a save point the top-k file is saved (if the
+ * run in this fit; every_n_train_steps > 0: at train batch end when global_step % n == 0;
+ * train_time_interval > 0: at the first train batch end that ends an optimizer step once
+ * that much time (CLOCK_MONOTONIC) has passed since train start or the last save it
+ * triggered, rank 0's clock deciding for every rank (volt_trainer_broadcast_bool: one
+ * collective per optimizer step; Lightning's does the same at every batch). That time is not
+ * checkpointed: a resumed run counts from its own train start, as Lightning's. With either
+ * trigger the epoch-end and validation save points write only last (save_last). Never
+ * twice at the same global step. At a save point the top-k file is saved (if the
  * score enters the top-k) and then last.safetensors (hard link to the file just saved when
  * possible, else a second save). The bookkeeping (top-k list, best, last) is updated
  * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
@@ -32,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
@@ -225,12 +232,17 @@ bool volt__mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && vol
 
 /* ---- the save point ------------------------------------------------------------------------------- */
 
+/* No save point now (Lightning's _should_skip_saving_checkpoint): the same on every rank. */
+static bool mc_skip(const mc *m) {
+    const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
+    return (cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(m->t) ||
+           m->last_step_saved == volt_trainer_global_step(m->t);
+}
+
 static volt_status mc_save_point(mc *m, bool topk_allowed) {
     volt_trainer *t = m->t;
-    const volt_trainer_config *cfg = volt_trainer_get_config(t);
     int64_t gs = volt_trainer_global_step(t);
-    if ((cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(t) || m->last_step_saved == gs)
-        return VOLT_OK;
+    if (mc_skip(m)) return VOLT_OK;
     VOLT_TRY(volt__mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
@@ -328,7 +340,7 @@ static volt_status mc_save_point(mc *m, bool topk_allowed) {
 }
 
 static bool mc_epoch_topk(const mc *m) {
-    if (m->every_n_train_steps > 0 || m->every_n_epochs < 1) return false;
+    if (m->every_n_train_steps > 0 || m->train_time_interval > 0 || m->every_n_epochs < 1) return false;
     return (volt_trainer_current_epoch(m->t) + 1) % m->every_n_epochs == 0;
 }
 
@@ -360,6 +372,22 @@ static volt_status mc_on_test_start(void *self, volt_trainer *t) {
     return volt__mc_join(self);
 }
 
+static double mc_now(const mc *m) {
+    if (m->clock) return m->clock(m->clock_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* train_time_interval counts from here (Lightning's on_train_start; after the sanity check,
+ * and again in a resumed run). */
+static volt_status mc_on_train_start(void *self, volt_trainer *t) {
+    mc *m = self;
+    m->last_time_checked = mc_now(m);
+    m->step_seen = volt_trainer_global_step(t);
+    return VOLT_OK;
+}
+
 static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
     ((mc *)self)->val_ran_epoch = false;
     return VOLT_OK;
@@ -380,9 +408,27 @@ static volt_status mc_on_train_epoch_end(void *self, volt_trainer *t) {
     return mc_save_point(m, mc_epoch_topk(m));
 }
 
+/* Lightning's on_train_batch_end: the step trigger, or the time trigger with rank 0's clock
+ * deciding for all (ranks' clocks differ; a rank that saved alone would leave the others
+ * waiting in a sharded save). The time is looked at only where an optimizer step ended
+ * (global_step moved), so no checkpoint holds half-accumulated grads (docs/TRAINER.md;
+ * Lightning looks at every batch end); the broadcast runs there, on every rank alike. */
 static volt_status mc_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     mc *m = self;
-    if (!m->in_fit || m->every_n_train_steps <= 0 || volt_trainer_global_step(t) % m->every_n_train_steps != 0) return VOLT_OK;
+    const int64_t gs = volt_trainer_global_step(t);
+    const bool stepped = gs != m->step_seen;
+    m->step_seen = gs;
+    if (mc_skip(m)) return VOLT_OK;
+    const bool skip_batch = m->every_n_train_steps <= 0 || gs % m->every_n_train_steps != 0;
+    bool skip_time = true;
+    double now = 0;
+    if (m->train_time_interval > 0 && stepped) {
+        now = mc_now(m);
+        const bool mine = isnan(m->last_time_checked) || now - m->last_time_checked < m->train_time_interval;
+        VOLT_TRY(volt_trainer_broadcast_bool(t, mine, &skip_time));
+    }
+    if (skip_batch && skip_time) return VOLT_OK;
+    if (!skip_time) m->last_time_checked = now;
     return mc_save_point(m, true);
 }
 
@@ -586,6 +632,7 @@ static const volt_callback_ops mc_ops = {
     .on_fit_start = mc_on_fit_start,
     .on_fit_end = mc_on_fit_end,
     .on_test_start = mc_on_test_start,
+    .on_train_start = mc_on_train_start,
     .on_train_epoch_start = mc_on_train_epoch_start,
     .on_train_epoch_end = mc_on_train_epoch_end,
     .on_train_batch_end = mc_on_train_batch_end,
@@ -606,6 +653,11 @@ void volt_checkpoint_config_init(volt_checkpoint_config *cfg) {
 }
 
 volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg) {
+    return volt__add_model_checkpoint_clock(t, cfg, NULL, NULL);
+}
+
+volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpoint_config *cfg, volt_cb_clock_fn now,
+                                             void *ctx) {
     if (!t) return VOLT_ERR_INVALID_ARG;
     volt_checkpoint_config def;
     if (!cfg) { volt_checkpoint_config_init(&def); cfg = &def; }
@@ -616,6 +668,17 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: save_top_k must be >= -1, got %d", cfg->save_top_k);
     if (cfg->every_n_epochs < 0 || cfg->every_n_train_steps < 0)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: every_n_epochs and every_n_train_steps must be >= 0");
+    const double tti = cfg->version >= 4 ? cfg->train_time_interval : 0;
+    if (!(tti >= 0) || isinf(tti))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: train_time_interval must be a finite number "
+                                 "of seconds >= 0 (0 = off), got %g", tti);
+    /* Lightning's rule: the triggers are mutually exclusive. every_n_epochs = 1 is the default
+     * (Lightning's "unset"), so only an every_n_epochs > 1 is a choice that conflicts. */
+    if (tti > 0 && (cfg->every_n_train_steps > 0 || cfg->every_n_epochs > 1))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: combination of parameters every_n_train_steps=%lld, "
+                                 "every_n_epochs=%lld and train_time_interval=%g s should be mutually exclusive (give one "
+                                 "trigger; every_n_epochs=1, the default, counts as unset)",
+                                 (long long)cfg->every_n_train_steps, (long long)cfg->every_n_epochs, tti);
     if (cfg->mode != VOLT_MIN && cfg->mode != VOLT_MAX)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: mode must be VOLT_MIN or VOLT_MAX");
     if (cfg->filename) {             /* reject a bad template now rather than at the first save */
@@ -636,6 +699,10 @@ volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_con
     m->version_counter = cfg->version < 3 || cfg->enable_version_counter;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
+    m->train_time_interval = tti;
+    m->last_time_checked = NAN;
+    m->clock = now;
+    m->clock_ctx = ctx;
     m->best_score = NAN;
     m->last_step_saved = 0;          /* as Lightning: nothing is saved at global step 0 */
     volt__mc_set_str(&m->dirpath_user, cfg->dirpath);

@@ -38,5 +38,14 @@ volt_status volt__cb_topk_insert(volt_cb_topk *tk, int i, const char *path, doub
 char *volt__cb_topk_take(volt_cb_topk *tk, int i);
 void volt__cb_topk_clear(volt_cb_topk *tk);
 
+/* ---- the clock of train_time_interval (tests) -------------------------------------------------- */
+/* Seconds on some monotonic scale. */
+typedef double (*volt_cb_clock_fn)(void *ctx);
+/* volt_add_model_checkpoint whose train_time_interval reads now(ctx) instead of
+ * CLOCK_MONOTONIC (NULL: that clock), so a test decides when time passes; ctx is borrowed
+ * for the trainer's life. */
+volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpoint_config *cfg, volt_cb_clock_fn now,
+                                             void *ctx);
+
 
 #endif

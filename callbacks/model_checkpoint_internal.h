@@ -35,6 +35,12 @@ typedef struct mc {
     unsigned save_flags;             /* VOLT_CKPT_WEIGHTS_ONLY with save_weights_only */
     bool insert_names;               /* auto_insert_metric_name: "epoch=2", else "2" */
     bool version_counter;            /* enable_version_counter: -v1 beside an existing file, else overwrite */
+    double train_time_interval;      /* seconds; 0 = off */
+    double last_time_checked;        /* the time trigger's reference: train start, then each save it
+                                        triggered (rank 0's decides); NAN before train start */
+    int64_t step_seen;               /* global_step at the last train batch end (or train start) */
+    volt_cb_clock_fn clock;          /* the time train_time_interval reads; NULL: CLOCK_MONOTONIC */
+    void *clock_ctx;
     volt_ckpt_snapshot *snap;        /* reused from save point to save point */
     pthread_t th;
     bool running;

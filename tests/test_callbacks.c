@@ -455,6 +455,7 @@ typedef struct run_opts {
     int64_t fast_dev_run;
     const char *run_config_json;
     const char *profiler;
+    int64_t accumulate_grad_batches;   /* 0: the default */
 } run_opts;
 
 static volt_trainer *mk_trainer(const char *root, const run_opts *o) {
@@ -469,6 +470,7 @@ static volt_trainer *mk_trainer(const char *root, const run_opts *o) {
     c.fast_dev_run = o->fast_dev_run;
     c.run_config_json = o->run_config_json;
     c.profiler = o->profiler;
+    if (o->accumulate_grad_batches > 0) c.accumulate_grad_batches = o->accumulate_grad_batches;
     volt_trainer *t = NULL;
     volt_status st = volt_trainer_create(&c, &t);
     if (st != VOLT_OK) { fprintf(stderr, "trainer_create: %s\n", t ? volt_trainer_errmsg(t) : volt_status_str(st)); exit(1); }
@@ -1332,6 +1334,231 @@ static void test_resolve_missing(void) {
     volt_loader_destroy(l);
 }
 
+/* ---- train_time_interval and the collectives for callbacks ---------------------------------- */
+/* The global steps of dir's "step=N.safetensors" files, ascending; how many. */
+static int saved_steps(const char *dir, int64_t *steps, int max) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d)) && n < max;) {
+        long long v;
+        char tail[32];
+        if (sscanf(de->d_name, "step=%lld%31s", &v, tail) == 2 && !strcmp(tail, ".safetensors")) steps[n++] = v;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (steps[j] < steps[i]) { int64_t x = steps[i]; steps[i] = steps[j]; steps[j] = x; }
+    return n;
+}
+
+static void steps_str(const int64_t *s, int n, char *out, size_t cap) {
+    out[0] = 0;
+    for (int i = 0; i < n; i++) snprintf(out + strlen(out), cap - strlen(out), "%s%lld", i ? "," : "", (long long)s[i]);
+}
+
+/* A clock the test moves: adv[global step] at each train batch start (the last entry repeats),
+ * and a jump while the sanity check runs (time before train start does not count). */
+typedef struct fake_clock {
+    double now;
+    const double *adv;
+    int nadv;
+    double sanity_jump;
+} fake_clock;
+static double fake_now(void *ctx) { return ((fake_clock *)ctx)->now; }
+static volt_status fake_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    fake_clock *c = self;
+    int64_t gs = volt_trainer_global_step(t);
+    c->now += c->adv[gs < c->nadv ? gs : c->nadv - 1];
+    return VOLT_OK;
+}
+static volt_status fake_sanity(void *self, volt_trainer *t) {
+    ((fake_clock *)self)->now += ((fake_clock *)self)->sanity_jump;
+    return VOLT_OK;
+}
+static const volt_callback_ops fake_clock_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FakeClock",
+                                                  .on_train_batch_start = fake_batch_start,
+                                                  .on_sanity_check_start = fake_sanity };
+
+static void tti_config(volt_checkpoint_config *cc, const char *dir, double interval) {
+    volt_checkpoint_config_init(cc);
+    cc->dirpath = dir;
+    cc->filename = "{step}";
+    cc->save_top_k = -1;
+    cc->train_time_interval = interval;
+}
+
+/* The time trigger on a clock the test moves, so the steps are exact: 2.5 s, the clock moving
+ * 1, 1, 1, .5 x5, 3, 1, 1, 1 s per batch (4 batches an epoch, validation after each): saves
+ * at steps 3, 8 (exactly 2.5 s: Lightning saves when not less), 9, 12; counted from train
+ * start (the 50 s of the sanity check do not count); the validations write only last, no
+ * top-k. Resumed (4th epoch, 2 then .25 s per batch): the clock counts from the resumed
+ * train start (Lightning does not checkpoint it), so step 15 and not at once. */
+static void test_time_interval(void) {
+    static const double adv[] = { 1, 1, 1, .5, .5, .5, .5, .5, 3, 1, 1, 1, 2, .25 };
+    fake_clock fc = { .now = 100, .adv = adv, .nadv = (int)(sizeof adv / sizeof *adv), .sanity_jump = 50 };
+    const char *root = fresh_dir("time_interval");
+    char dir[1200], lp[1300], got[256];
+    int64_t steps[32];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    snprintf(lp, sizeof lp, "%s/" LAST, dir);
+    for (int resume = 0; resume < 2; resume++) {
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = resume ? 4 : 3 });
+        CHECK_OK(volt_trainer_add_callback(t, &fake_clock_ops, &fc));
+        volt_checkpoint_config cc;
+        tti_config(&cc, dir, 2.5);
+        cc.save_last = true;
+        CHECK_OK(volt__add_model_checkpoint_clock(t, &cc, fake_now, &fc));
+        lin m = { .table = k_scores, .ntable = 5 };
+        CHECK_OK(fit(t, &m, true, resume ? lp : NULL));
+        steps_str(steps, saved_steps(dir, steps, 32), got, sizeof got);
+        const char *want = resume ? "3,8,9,12,15" : "3,8,9,12";
+        CHECK(!strcmp(got, want), "resume=%d: time-triggered saves at steps [%s], want [%s]", resume, got, want);
+        CHECK(ckpt_global_step(lp) == (resume ? 16 : 12), "resume=%d: last at step %lld (the validations update it)", resume,
+              (long long)ckpt_global_step(lp));
+        volt_trainer_destroy(t);
+    }
+    /* accumulate_grad_batches 2 (2 steps an epoch), the clock 1 s a batch: 3 s have passed
+     * after batch 3, but it ends no optimizer step: the save waits for step 2 (batch 4) */
+    static const double one[] = { 1 };
+    fc = (fake_clock){ .now = 0, .adv = one, .nadv = 1 };
+    root = fresh_dir("time_interval_accumulate");
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .accumulate_grad_batches = 2 });
+    CHECK_OK(volt_trainer_add_callback(t, &fake_clock_ops, &fc));
+    volt_checkpoint_config cc;
+    tti_config(&cc, dir, 2.5);
+    CHECK_OK(volt__add_model_checkpoint_clock(t, &cc, fake_now, &fc));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, false, NULL));
+    steps_str(steps, saved_steps(dir, steps, 32), got, sizeof got);
+    CHECK(!strcmp(got, "2,4"), "accumulating: saves at steps [%s], want [2,4] (only where an optimizer step ended)", got);
+    volt_trainer_destroy(t);
+}
+
+/* The same on the real clock (CLOCK_MONOTONIC), with margins no load can break: 30 ms of
+ * sleep per batch, 0.1 s interval, 12 batches. What must hold whatever the timing: a save
+ * (>= 0.36 s passed); between the reference (train start or the previous save) and each save
+ * at least the interval passed; and no step went unsaved once the interval had passed. Each
+ * is checked with the bounds the batch start times give (batch k starts before step k's
+ * check, batch k+1 after it). */
+typedef struct sleeper { double train_start, start[16]; } sleeper;
+static volt_status sleeper_train_start(void *self, volt_trainer *t) {
+    ((sleeper *)self)->train_start = vtest_now();   /* added before ModelCheckpoint: runs first */
+    return VOLT_OK;
+}
+static volt_status sleeper_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    int64_t gs = volt_trainer_global_step(t);
+    if (gs < 16) ((sleeper *)self)->start[gs] = vtest_now();
+    usleep(30000);
+    return VOLT_OK;
+}
+static const volt_callback_ops sleeper_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Sleeper",
+                                               .on_train_start = sleeper_train_start,
+                                               .on_train_batch_start = sleeper_batch_start };
+
+static void test_time_interval_clock(void) {
+    const double iv = 0.1;
+    const char *root = fresh_dir("time_interval_clock");
+    char dir[1200], got[256];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 3 });
+    sleeper sl = { 0 };
+    CHECK_OK(volt_trainer_add_callback(t, &sleeper_ops, &sl));
+    volt_checkpoint_config cc;
+    tti_config(&cc, dir, iv);
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, false, NULL));
+    double start[14];   /* start[k]: batch k (1-based step) began; start[13]: fit ended */
+    for (int k = 1; k <= 12; k++) start[k] = sl.start[k - 1];
+    start[13] = vtest_now();
+    int64_t s[32];
+    int n = saved_steps(dir, s, 32);
+    steps_str(s, n, got, sizeof got);
+    CHECK(n >= 1 && n <= 12, "real clock: saves at steps [%s]", got);
+    int64_t p = 0;      /* the reference's step (0: train start) */
+    for (int64_t k = 1, i = 0; k <= 12; k++) {
+        const bool saved = i < n && s[i] == k;
+        /* the check at step k ran after start[k] and before start[k + 1]; the reference was
+         * set after start[p] (train_start for p = 0) and before start[p + 1] */
+        const double ref_lo = p ? start[p] : sl.train_start, ref_hi = start[p + 1];
+        if (saved) {
+            CHECK(start[k + 1] - ref_lo >= iv, "step %lld saved %.3f s or less after the reference (step %lld), before the interval",
+                  (long long)k, start[k + 1] - ref_lo, (long long)p);
+            p = k;
+            i++;
+        } else {
+            CHECK(start[k] - ref_hi < iv, "step %lld not saved though %.3f s or more had passed since the reference (step %lld)",
+                  (long long)k, start[k] - ref_hi, (long long)p);
+        }
+    }
+    volt_trainer_destroy(t);
+}
+
+/* train_time_interval's checks at add time: a finite number of seconds >= 0, and not with
+ * another trigger; every_n_epochs = 1 (the default) and 0 go with it. A version-3 config
+ * (before the field) saves as before, whatever the field holds. */
+static void test_time_interval_config(void) {
+    const char *root = fresh_dir("time_interval_config");
+    char dir[1200], got[256];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    volt_checkpoint_config cc;
+    const double bad[] = { -1, -1e-9, NAN, INFINITY, -INFINITY };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tti_config(&cc, dir, bad[i]);
+        volt_status st = volt_add_model_checkpoint(t, &cc);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "train_time_interval must be a finite number"),
+              "train_time_interval=%g: %s: %s", bad[i], volt_status_str(st), volt_trainer_errmsg(t));
+    }
+    tti_config(&cc, dir, 60);
+    cc.every_n_train_steps = 3;
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "mutually exclusive") &&
+          strstr(volt_trainer_errmsg(t), "every_n_train_steps=3"), "with every_n_train_steps: %s", volt_trainer_errmsg(t));
+    tti_config(&cc, dir, 60);
+    cc.every_n_epochs = 2;
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "mutually exclusive") &&
+          strstr(volt_trainer_errmsg(t), "every_n_epochs=2"), "with every_n_epochs=2: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_num_callbacks(t) == 0, "nothing refused was added");
+    volt_trainer_destroy(t);
+    for (int e = 0; e < 2; e++) {   /* every_n_epochs 0 and 1: accepted */
+        t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+        tti_config(&cc, dir, 60);
+        cc.every_n_epochs = e;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        volt_trainer_destroy(t);
+    }
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    tti_config(&cc, dir, -1);   /* version 3 has no such field: ignored */
+    cc.version = 3;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    int64_t s[8];
+    steps_str(s, saved_steps(dir, s, 8), got, sizeof got);
+    CHECK(!strcmp(got, "4"), "a version-3 config saves after validation as before: [%s]", got);
+    volt_trainer_destroy(t);
+}
+
+/* The collectives at world size 1: the input, both ways; a NULL out is refused, named. */
+static void test_collectives_single(void) {
+    volt_trainer *t = mk_trainer(fresh_dir("collectives"), &(run_opts){ .max_epochs = 1 });
+    for (int v = 0; v < 2; v++)
+        for (int all = 0; all < 2; all++) {
+            bool out = !v;
+            CHECK(volt_trainer_reduce_boolean_decision(t, v, all, &out) == VOLT_OK && out == (bool)v, "reduce(%d, all=%d)", v, all);
+            out = !v;
+            CHECK(volt_trainer_broadcast_bool(t, v, &out) == VOLT_OK && out == (bool)v, "broadcast(%d)", v);
+        }
+    CHECK(volt_trainer_reduce_boolean_decision(t, true, true, NULL) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_trainer_errmsg(t), "volt_trainer_reduce_boolean_decision"), "NULL out: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_broadcast_bool(t, true, NULL) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_trainer_errmsg(t), "volt_trainer_broadcast_bool"), "NULL out: %s", volt_trainer_errmsg(t));
+    bool out;
+    CHECK(volt_trainer_broadcast_bool(NULL, true, &out) == VOLT_ERR_INVALID_ARG, "NULL trainer");
+    volt_trainer_destroy(t);
+}
+
 /* profiler = "simple": the actions of a 2-epoch fit (4 batches each, 4 validation batches
  * each time plus the sanity check's 2) counted as they ran, their times within the stage's,
  * the table on stdout; then a test stage starts afresh. Off: nothing recorded. A value other
@@ -1424,6 +1651,10 @@ int main(void) {
     test_weights_only();
     test_bare_names();
     test_version_counter();
+    test_collectives_single();
+    test_time_interval_config();
+    test_time_interval();
+    test_time_interval_clock();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

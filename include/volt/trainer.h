@@ -474,7 +474,7 @@ typedef struct volt_checkpoint_config {
     volt_mode mode;              /* VOLT_MIN default */
     int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
     bool save_last;              /* also keep "last.safetensors", updated at every save point */
-    int64_t every_n_epochs;      /* default 1 (when every_n_train_steps is 0) */
+    int64_t every_n_epochs;      /* default 1 (when every_n_train_steps and train_time_interval are 0) */
     int64_t every_n_train_steps; /* 0 = off */
     bool save_on_train_epoch_end;/* default false: evaluate after validation when val runs */
     /* version 2: */
@@ -492,8 +492,16 @@ typedef struct volt_checkpoint_config {
     bool enable_version_counter; /* version 3; default true (_init): a name taken by a file this
                                     callback does not track gets "-v1", "-v2"...; false: the file
                                     is overwritten (Lightning's flag) */
+    double train_time_interval;  /* version 4; seconds, 0 = off (default): Lightning's flag, a
+                                    save point at the first train batch end that ends an
+                                    optimizer step once this much wall time (monotonic) has
+                                    passed since the last one it triggered, or since train
+                                    start (also of a resumed run); rank 0's clock decides for
+                                    every rank. Excludes every_n_train_steps > 0 and
+                                    every_n_epochs > 1 (every_n_epochs = 1, the default, counts
+                                    as unset; top-k is then saved only by time) */
 } volt_checkpoint_config;
-#define VOLT_CHECKPOINT_CONFIG_VERSION 3u
+#define VOLT_CHECKPOINT_CONFIG_VERSION 4u
 
 typedef struct volt_early_stopping_config {
     uint32_t version;            /* VOLT_EARLY_STOPPING_CONFIG_VERSION, set by _init */
@@ -555,6 +563,17 @@ VOLT_API volt_status volt_trainer_move_callback(volt_trainer *t, int from, int t
 /* Batches the running validation / test / predict loop will run (after limits; the sanity
  * check's count while sanity checking); -1 outside such a loop or when unknown. */
 VOLT_API int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
+/* Decisions every rank must take alike (docs/CALLBACKS.md, "Callbacks that must agree across
+ * ranks"). Collective: every rank calls them, in the same order, the same number of times
+ * (one rank skipping a call leaves the others waiting until the comm's timeout). On one
+ * process *out is the input. A failed exchange (a dead or late rank: VOLT_ERR_TIMEOUT, the
+ * comm's error) returns its status with volt_trainer_errmsg set; *out is then unchanged.
+ * reduce_boolean_decision (Lightning's strategy.reduce_boolean_decision): all = true: true
+ * only if every rank's decision is true; all = false: true if any rank's is. */
+VOLT_API volt_status volt_trainer_reduce_boolean_decision(volt_trainer *t, bool decision, bool all, bool *out);
+/* Rank 0's value on every rank (Lightning's strategy.broadcast of a bool): e.g. a decision
+ * taken from a clock, which differs from rank to rank. */
+VOLT_API volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out);
 
 /* ---- precision (cfg.precision; the plugins are described in volt/precision.h) ---------------- */
 /* The grad scaler of a 16-mixed run (1 and 0 otherwise): current loss scale, good steps

@@ -1,0 +1,22 @@
+# Callbacks across ranks (tests/test_mpi_callbacks.c), label "mpi": the collectives for
+# callbacks (any / all with the ranks disagreeing, rank 0's broadcast, a rank that never calls:
+# a timeout, not a hang) and ModelCheckpoint's train_time_interval with the ranks' clocks apart
+# (every rank saves at rank 0's steps; under fsdp the save is collective, so a disagreement
+# would hang until VOLT_COMM_TIMEOUT). Without MPI or mpirun, tests/strategies.cmake's
+# placeholder stands for these too.
+find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
+if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)
+  return()
+endif()
+set(_volt_cb_env "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
+  "VOLT_COMM_TIMEOUT=20" "ASAN_OPTIONS=detect_leaks=0"
+  "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_callbacks")
+foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3")
+  list(GET run 0 mode)
+  list(GET run 1 s)
+  list(GET run 2 np)
+  add_test(NAME test_callbacks_${mode}_${s}_np${np}
+    COMMAND ${VOLT_CB_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_mpi_callbacks> ${mode} ${s})
+  set_tests_properties(test_callbacks_${mode}_${s}_np${np} PROPERTIES ENVIRONMENT "${_volt_cb_env}" PROCESSORS ${np}
+    TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "mpi")
+endforeach()

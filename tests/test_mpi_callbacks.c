@@ -1,0 +1,238 @@
+/* Callbacks across ranks: the collectives for callbacks (volt_trainer_reduce_boolean_decision,
+ * volt_trainer_broadcast_bool) and ModelCheckpoint's train_time_interval, whose decision is
+ * rank 0's clock's on every rank.
+ *
+ *   mpirun -np N test_mpi_callbacks collective S      S a distributed strategy (ddp): any / all
+ *       with the ranks disagreeing, rank 0's value broadcast; then rank 0 alone calls (the
+ *       others never do): VOLT_ERR_TIMEOUT after the comm's timeout (1 s here), the trainer's
+ *       message naming the call, and the broken comm answers the next call at once.
+ *   mpirun -np N test_mpi_callbacks time_interval S   the ranks' clocks run at different speeds
+ *       (a clock the test moves: rank 0 1 s a batch, rank 1 0.25 s, others 3 s; rank 1 also
+ *       sleeps longer in real time): every rank saves at the steps rank 0's clock gives (3, 6,
+ *       9, 12 for 2.5 s), no hang (under a sharded strategy the save is collective). Then on
+ *       the real clock with rank 1 slower: every rank saves at the same steps, at least once.
+ *
+ * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
+#include <stdlib.h>
+#include <unistd.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+#include "callbacks/model_checkpoint.h"
+#ifdef VOLT_HAVE_MPI
+#include "vtest_mpi.h"
+
+enum { BS = 2 /* per rank */, NB = 4 /* batches per epoch */, EPOCHS = 3 };
+
+static int g_rank, g_world;
+
+/* ---- a linear model on 4 features ---------------------------------------------------------------- */
+typedef struct lin { volt_tensor *w, *b; } lin;
+
+static volt_status lin_setup(void *self, volt_params *ps) {
+    lin *m = self;
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
+}
+static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    return volt_step_set_loss(s, volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b)));
+}
+static volt_status lin_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_SGD;
+    o->optimizer.lr = 0.01f;
+    return VOLT_OK;
+}
+static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
+                                         .configure_optimizers = lin_opt, .training_step = lin_train };
+
+static volt_dataset *make_data(void) {
+    enum { NMAX = 8 * BS * NB };
+    static float x[NMAX * 4], y[NMAX];
+    const int n = g_world * BS * NB;
+    for (int i = 0; i < n; i++) {
+        y[i] = 0.1f;
+        for (int j = 0; j < 4; j++) {
+            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
+            y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
+        }
+    }
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
+    const void *d[2] = { x, y };
+    volt_dataset *ds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));
+    return ds;
+}
+
+static volt_trainer *make_trainer(const char *strategy, const char *root) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = EPOCHS;
+    c.strategy = strategy;
+    c.seed = 7;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "trainer_create(%s): %s", strategy, t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    if (st < 0) { volt_trainer_destroy(t); return NULL; }
+    return t;
+}
+
+/* Every rank has the same text. */
+static bool same_everywhere(const char *s) {
+    uint64_t h = 1469598103934665603ull, lo, hi;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+/* ---- the collectives -------------------------------------------------------------------------------- */
+static void test_collective(const char *name) {
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    if (!t) return;
+    const int W = g_world, last = W - 1;
+    /* each case: this rank's decision from its rank */
+    for (int c = 0; c < 5; c++) {
+        bool mine[8], any = false, every = true;
+        for (int r = 0; r < W && r < 8; r++) {
+            mine[r] = c == 0 ? true : c == 1 ? false : c == 2 ? r == 0 : c == 3 ? r == last : (r % 2) == 1;
+            any |= mine[r];
+            every &= mine[r];
+        }
+        bool a = !every, o = !any, b = !mine[0];
+        CHECK_OK(volt_trainer_reduce_boolean_decision(t, mine[g_rank], true, &a));
+        CHECK_OK(volt_trainer_reduce_boolean_decision(t, mine[g_rank], false, &o));
+        CHECK_OK(volt_trainer_broadcast_bool(t, mine[g_rank], &b));
+        CHECK(a == every && o == any && b == mine[0], "case %d, rank %d (of %d) says %d: all %d (want %d), any %d (want %d), "
+              "broadcast %d (want rank 0's %d)", c, g_rank, W, mine[g_rank], a, every, o, any, b, mine[0]);
+    }
+    volt_trainer_destroy(t);
+
+    /* rank 0 calls alone: a timeout, not a hang; then the broken comm fails at once */
+    setenv("VOLT_COMM_TIMEOUT", "1", 1);
+    t = make_trainer(name, vtest_tmpdir());
+    if (t && g_rank == 0) {
+        bool out = true;
+        double t0 = vtest_now();
+        volt_status st = volt_trainer_broadcast_bool(t, false, &out);
+        double el = vtest_now() - t0;
+        const char *e = volt_trainer_errmsg(t);
+        CHECK(st == VOLT_ERR_TIMEOUT && out && strstr(e, "volt_trainer_broadcast_bool: sync across ranks failed") &&
+              strstr(e, "timed out"), "rank 0 alone: %s after %.2f s: %s", volt_status_str(st), el, e);
+        CHECK(el >= 0.9 && el < 10, "timed out after %.2f s (timeout 1 s)", el);
+        t0 = vtest_now();
+        st = volt_trainer_reduce_boolean_decision(t, true, true, &out);
+        el = vtest_now() - t0;
+        e = volt_trainer_errmsg(t);
+        CHECK(st < 0 && strstr(e, "volt_trainer_reduce_boolean_decision: sync across ranks failed") && el < 0.9,
+              "the next call on the broken comm: %s after %.2f s: %s", volt_status_str(st), el, e);
+        printf("rank 0: %s\n", e);
+    }
+    volt_trainer_destroy(t);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ---- ModelCheckpoint(train_time_interval) --------------------------------------------------------- */
+/* At each batch start: this rank's clock moves (and rank 1 sleeps longer); "best" (no monitor:
+ * the latest save) is read, so `steps` lists the step of each save as this rank's callback
+ * made it. Added before the ModelCheckpoint (checkpointing callbacks run last). */
+typedef struct probe {
+    double now, adv, sleep_s;
+    char steps[256];
+    char last_best[1024];
+} probe;
+static void probe_note(probe *p, const volt_trainer *t) {
+    const char *b = volt_trainer_best_model_path(t);
+    if (!b || !strcmp(b, p->last_best)) return;
+    snprintf(p->last_best, sizeof p->last_best, "%s", b);
+    const char *s = strstr(b, "step=");
+    snprintf(p->steps + strlen(p->steps), sizeof p->steps - strlen(p->steps), "%s%lld", p->steps[0] ? "," : "",
+             s ? atoll(s + 5) : -1ll);
+}
+static volt_status probe_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    probe *p = self;
+    probe_note(p, t);
+    p->now += p->adv;
+    if (p->sleep_s > 0) usleep((useconds_t)(p->sleep_s * 1e6));
+    return VOLT_OK;
+}
+static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ClockProbe",
+                                             .on_train_batch_start = probe_batch_start };
+static double probe_now(void *ctx) { return ((probe *)ctx)->now; }
+
+/* A fit with train_time_interval = iv on every rank; fake: this rank's probe is its clock. */
+static volt_status tti_fit(const char *name, const char *dir, double iv, bool fake, probe *p) {
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    volt_trainer *t = make_trainer(name, dir);
+    volt_status st = t ? volt_trainer_add_callback(t, &probe_ops, p) : VOLT_ERR_STATE;
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{step}";
+    cc.save_top_k = -1;
+    cc.train_time_interval = iv;
+    if (st >= 0) st = volt__add_model_checkpoint_clock(t, &cc, fake ? probe_now : NULL, p);
+    lin m = { 0 };
+    if (st >= 0) st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    if (st < 0) printf("rank %d: fit: %s: %s\n", g_rank, volt_status_str(st), t ? volt_trainer_errmsg(t) : "");
+    if (t) probe_note(p, t);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+    return st;
+}
+
+static void test_time_interval(const char *name) {
+    char dir[2][1024];
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir[k], sizeof dir[k], "%s/tti_%s_np%d_%d", vtest_tmpdir(), name, g_world, k);
+        if (g_rank == 0) vtest_fresh_dir(dir[k]);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* clocks the test moves, at other speeds on each rank: rank 0's decides */
+    probe p = { .now = 1000.0 * g_rank, .adv = g_rank == 0 ? 1.0 : g_rank == 1 ? 0.25 : 3.0, .sleep_s = g_rank == 1 ? 0.02 : 0 };
+    volt_status st = tti_fit(name, dir[0], 2.5, true, &p);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit with the ranks' clocks apart", name, g_rank);
+    CHECK(!strcmp(p.steps, "3,6,9,12"), "%s: rank %d saved at steps [%s], want rank 0's clock's [3,6,9,12]", name, g_rank, p.steps);
+    CHECK(same_everywhere(p.steps), "%s: rank %d's saves [%s] differ from another rank's", name, g_rank, p.steps);
+    /* the real clock, rank 1 slower */
+    probe q = { .sleep_s = g_rank == 1 ? 0.03 : 0.01 };
+    st = tti_fit(name, dir[1], 0.05, false, &q);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit on the real clock", name, g_rank);
+    CHECK(q.steps[0] && same_everywhere(q.steps), "%s: rank %d: real clock: saves at [%s], the same on every rank, at least one",
+          name, g_rank, q.steps);
+    if (g_rank == 0) printf("%s np%d: fake clocks: saves at [%s]; real clock: [%s]\n", name, g_world, p.steps, q.steps);
+}
+#endif /* VOLT_HAVE_MPI */
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+#ifndef VOLT_HAVE_MPI
+    (void)argc;
+    (void)argv;
+    VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
+#else
+    if (argc < 3) {
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval STRATEGY\n");
+        return 2;
+    }
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    if (g_world < 2 || g_world > 8) {
+        printf("SKIP: run with 2 to 8 ranks (mpirun -np N), got %d\n", g_world);
+        MPI_Finalize();
+        return 77;
+    }
+    if (!strcmp(argv[1], "collective")) test_collective(argv[2]);
+    else if (!strcmp(argv[1], "time_interval")) test_time_interval(argv[2]);
+    else {
+        fprintf(stderr, "unknown mode '%s'\n", argv[1]);
+        MPI_Finalize();
+        return 2;
+    }
+    return vtest_mpi_finish();
+#endif
+}

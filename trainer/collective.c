@@ -1,0 +1,38 @@
+/* Collectives for callbacks (Lightning's strategy.reduce_boolean_decision and broadcast): a
+ * decision every rank must agree on, such as "save a checkpoint now" taken from a clock that
+ * runs differently on each rank. Both are one all-reduce of a double over the strategy
+ * (volt__strategy_all_reduce_mean), so they fail as every other metric sync does: a dead or
+ * late rank is VOLT_ERR_TIMEOUT after the comm's timeout, with the trainer's message set. */
+#include "trainer/trainer_internal.h"
+
+/* The mean over ranks of one value each; the input itself on one process. */
+static volt_status mean_over_ranks(volt_trainer *t, const char *who, double *v) {
+    if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 1);
+    if (st < 0)
+        return volt__terr(t, st, "%s: sync across ranks failed (strategy '%s'): %s", who,
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_reduce_boolean_decision(volt_trainer *t, bool decision, bool all, bool *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_reduce_boolean_decision: out is NULL");
+    double v = decision ? 1.0 : 0.0;
+    VOLT_TRY(mean_over_ranks(t, "volt_trainer_reduce_boolean_decision", &v));
+    /* The mean is k/W for k ranks saying true; the thresholds sit half a rank away from the
+     * nearest other outcome, so a reduction that rounds (1/W added W times) decides the same. */
+    const double half = 0.5 / (double)(t->world > 1 ? t->world : 1);
+    *out = all ? v > 1.0 - half : v > half;
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_broadcast_bool: out is NULL");
+    /* only rank 0 contributes: the mean is 1/W when it said true, 0 otherwise */
+    double v = t->rank == 0 && value ? 1.0 : 0.0;
+    VOLT_TRY(mean_over_ranks(t, "volt_trainer_broadcast_bool", &v));
+    *out = t->world > 1 ? v > 0.5 / (double)t->world : value;
+    return VOLT_OK;
+}
