@@ -393,6 +393,9 @@ struct volt_unit {
     int32_t n_clear;       /* parameters whose grad is cleared but not written yet (volt_params_clear_grad) */
     bool given_back[2];    /* part of the values / grads was given back (volt__unit_release): recommit
                               before anything touches the buffer outside the kept range (volt__unit_commit) */
+    bool grads_unborn;     /* finalize gave the grads back untouched (no memory held) and nothing has
+                              committed them since: backward's first write, an optimizer over the
+                              store or volt_unit_grad does (PyTorch's grad None until backward) */
     void *strategy_data;   /* owned by the strategy */
 };
 
@@ -436,6 +439,9 @@ static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (vo
  * squares of the grad ranges into the store's device double, *sq; then every grad range
  * scaled by max_norm / (sqrt(*sq) + 1e-6) where that is below 1 and the norm finite. */
 volt_status volt__params_grad_sqnorm_dev(volt_params *ps, double **sq);
+/* Commit the grads of every unit finalize left unborn (volt_unit.grads_unborn): an optimizer
+ * over the store reads all of them. VOLT_ERR_NOMEM with a message on the store. */
+volt_status volt__params_commit_grads(volt_params *ps);
 void volt__params_clip_by_dev_norm(volt_params *ps, float max_norm);
 /* Write the zeros of u's cleared grads (volt_param_rec.grad_clear): every reader of a unit's
  * grad buffer outside a backward kernel calls it first (volt_unit_grad does). */

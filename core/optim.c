@@ -130,6 +130,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     if (st < 0) return st;
     if (!ps) return VOLT_ERR_INVALID_ARG;
     if (!volt_params_finalized(ps)) return VOLT_ERR_STATE;
+    if ((st = volt__params_commit_grads(ps)) < 0) return st;   /* the step reads every unit's grads */
 
     volt_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return VOLT_ERR_NOMEM;

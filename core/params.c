@@ -211,14 +211,17 @@ volt_status volt_params_finalize(volt_params *ps) {
         if (!u->data) u->data = volt__dev_alloc_givable(ps->dev, bytes);
         if (!u->grad) u->grad = volt__dev_alloc_givable(ps->dev, bytes);
         if (!u->data || !u->grad) return perr(ps, VOLT_ERR_NOMEM, "params: cannot allocate unit '%s' (%zu bytes)", u->name, bytes);
-        volt__dev_memset(ps->dev, u->grad, 0, bytes);
+        /* Grads hold no memory until something writes them: a validate/test/predict-only
+         * run never does (the given-back pages read as zeros once committed). */
+        ps->dev->be->give_back(ps->dev, u->grad, bytes);
+        u->given_back[VOLT_UNIT_GRADS] = u->grads_unborn = true;
     }
     for (int ui = 0; ui < ps->n_units; ui++) {
         volt_unit *u = ps->units[ui];
         for (int k = 0; k < u->n_params; k++) {
             volt_param_rec *r = volt__param_rec(u->params[k]);
             r->t.data = u->data + r->offset;
-            r->t.grad = u->grad + r->offset;
+            r->t.grad = NULL;   /* unborn: volt__unit_commit points it into u->grad */
         }
         if (ps->skip_init) volt__dev_memset(ps->dev, u->data, 0, unit_bytes(u, sizeof(float)));
     }
@@ -277,8 +280,17 @@ int64_t volt_param_offset(const volt_tensor *p) { return volt__param_rec(p)->off
 int64_t volt_unit_numel(const volt_unit *u) { return u->numel; }
 float *volt_unit_data(const volt_unit *u) { return u->data; }
 float *volt_unit_grad(const volt_unit *u) {
+    if (u->grads_unborn && volt__unit_commit((volt_unit *)u, VOLT_UNIT_GRADS) < 0) return NULL;
     volt__unit_grads_settle((volt_unit *)u);   /* cleared grads read as zeros */
     return u->grad;
+}
+
+volt_status volt__params_commit_grads(volt_params *ps) {
+    for (int i = 0; i < ps->n_units; i++)
+        if (ps->units[i]->grads_unborn && volt__unit_commit(ps->units[i], VOLT_UNIT_GRADS) < 0)
+            return perr(ps, VOLT_ERR_NOMEM, "params: out of device memory for the grads of unit '%s' (%zu bytes)",
+                        ps->units[i]->name, unit_bytes(ps->units[i], sizeof(float)));
+    return VOLT_OK;
 }
 
 static void unit_mark_clear(volt_unit *u, bool clear);
@@ -326,7 +338,7 @@ void volt_params_clear_grad(volt_params *ps) {
 /* u's grads this process uses (grad_lo .. grad_hi), cleared ones written as zeros first;
  * NULL when there are none. */
 static float *grad_range(volt_unit *u, int64_t *n) {
-    *n = u->grad_hi - u->grad_lo;
+    *n = u->grads_unborn ? 0 : u->grad_hi - u->grad_lo;   /* never written: zeros add nothing */
     float *g = *n > 0 ? volt_unit_grad(u) : NULL;
     return g ? g + u->grad_lo : NULL;
 }
@@ -474,6 +486,13 @@ int64_t volt_params_value_bytes(const volt_params *ps) {
     return n * (int64_t)volt_dtype_size(ps->dtype);
 }
 
+int64_t volt__params_grad_bytes_held(const volt_params *ps) {
+    int64_t n = 0;
+    for (int i = 0; i < ps->n_units; i++)
+        if (!ps->units[i]->grads_unborn) n += ps->units[i]->numel;
+    return n * (int64_t)sizeof(float);
+}
+
 int64_t volt_params_grad_bytes(const volt_params *ps) {
     int64_t n = 0;
     for (int i = 0; i < ps->n_units; i++) n += ps->units[i]->numel;
@@ -517,6 +536,13 @@ volt_status volt__unit_commit(volt_unit *u, volt_unit_buf which) {
         if (st < 0) return st;
     }
     u->given_back[which] = false;
+    if (which == VOLT_UNIT_GRADS && u->grads_unborn) {   /* the parameters' grads exist from now on */
+        u->grads_unborn = false;
+        for (int k = 0; k < u->n_params; k++) {
+            volt_param_rec *r = volt__param_rec(u->params[k]);
+            r->t.grad = u->grad + r->offset;
+        }
+    }
     return VOLT_OK;
 }
 

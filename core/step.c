@@ -480,6 +480,9 @@ static volt_status seed_grad(volt_step *s, volt_tensor *t, const float *seed) {
     static const float one = 1.0f;
     const size_t bytes = (size_t)volt_tensor_numel(t) * sizeof(float);
     if (!seed) seed = &one;
+    if (t->unit && volt__unit_commit(t->unit, VOLT_UNIT_GRADS) < 0)   /* backward from a parameter itself */
+        return volt_step_fail(s, VOLT_ERR_NOMEM, "backward: out of device memory committing the grads of unit '%s'",
+                              t->unit->name);
     if (!t->grad) {
         if (!grad_alloc(s, t) || !volt__step_h2d(s, t->grad, seed, bytes, seed != &one)) return s->status;
     } else {

@@ -25,6 +25,9 @@ volt_status volt__unit_release(volt_unit *u, volt_unit_buf which, int64_t lo, in
  * grads, a gather before it writes the values, zero_grad, checkpoints. VOLT_ERR_NOMEM when
  * the device is out of memory (message on the store). */
 volt_status volt__unit_commit(volt_unit *u, volt_unit_buf which);
+/* volt_params_grad_bytes of the units whose grads exist: finalize makes none, a unit's come
+ * with backward's first write to it, an optimizer over the store or volt_unit_grad. */
+int64_t volt__params_grad_bytes_held(const volt_params *ps);
 /* Bytes of the buffer resident in memory (pages the OS reports present, mincore(2)). */
 int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which);
 /* The part [lo, hi) of the unit's grads this process uses once they are reduced (a sharding

@@ -94,7 +94,7 @@ void volt__strategy_memory_report(volt_strategy *st, volt_memory_report *m) {
     m->numel = volt_params_numel(st->ps);
     m->padded_numel = n;
     m->held_param_bytes = volt_params_value_bytes(st->ps);   /* 2 bytes a value under bf16-true */
-    m->held_grad_bytes = volt_params_grad_bytes(st->ps);
+    m->held_grad_bytes = volt__params_grad_bytes_held(st->ps);   /* none before a backward or optimizer */
     m->held_optim_bytes = st->opt ? volt_optimizer_state_bytes(st->opt) : 0;
 }
 

@@ -6,6 +6,7 @@
 #include "volt/volt.h"
 #include "volt/dtype.h"
 #include "core/device.h"
+#include "core/units.h"
 
 /* Unit buffers are device memory: the tests read and write them only through copies. */
 static float gget(const volt_tensor *p, int64_t i) {
@@ -53,7 +54,20 @@ static void test_layout_and_init(void) {
     volt_unit *u0 = volt_params_unit_at(ps, 0), *u1 = volt_params_unit_at(ps, 1);
     CHECK(volt_unit_numel(u0) == 60000 + 16 && volt_param_offset(b) == 60000, "unit 0 padded layout");
     CHECK(volt_param_offset(n) == 64000 && volt_param_offset(z) == 64016 && volt_unit_numel(u1) == 64032, "unit 1 layout");
-    CHECK((float *)w->data == volt_unit_data(u0) && w->grad == volt_unit_grad(u0), "param views its unit");
+    CHECK((float *)w->data == volt_unit_data(u0), "param views its unit");
+    /* Grads hold no memory until something needs them (PyTorch's grad None until backward). */
+    float g_host[7];
+    CHECK(w->grad == NULL && b->grad == NULL && e->grad == NULL, "no grads after finalize");
+    CHECK(volt_tensor_grad_to_host(b, g_host) == VOLT_ERR_STATE, "no grad to read yet");
+    if (w->device->caps & VOLT_DEV_GIVE_BACK)
+        CHECK(volt__unit_resident_bytes(u0, VOLT_UNIT_GRADS) == 0 && volt__unit_resident_bytes(u1, VOLT_UNIT_GRADS) == 0,
+              "grads hold no memory after finalize (%lld bytes resident)",
+              (long long)volt__unit_resident_bytes(u0, VOLT_UNIT_GRADS));
+    float *g0 = volt_unit_grad(u0);
+    CHECK(g0 && w->grad == g0 && b->grad == g0 + 60000, "volt_unit_grad makes the unit's grads");
+    CHECK(e->grad == NULL, "... of that unit only");
+    CHECK_OK(volt_tensor_grad_to_host(b, g_host));
+    CHECK(g_host[0] == 0.f && g_host[6] == 0.f, "fresh grads read zeros");
     CHECK(volt_params_find(ps, "emb.norm") == n && volt_params_find(ps, "nope") == NULL, "find");
     CHECK(w->unit == u0 && !strcmp(volt_unit_name(u1), "emb") && volt_unit_param(u1, 2) == z, "unit membership");
     const char *acc = getenv("VOLT_ACCELERATOR");
@@ -88,12 +102,14 @@ static void test_layout_and_init(void) {
     free(w2d); free(w3d); free(wd); free(ed); free(bd); free(zd); free(nd);
     volt_params_destroy(p2); volt_params_destroy(p3);
 
-    /* clipping */
+    /* clipping; the "emb" unit's grads are still unborn: zeros that take no memory */
     volt_params_zero_grad(ps);
     gset(w, 0, 3); gset(b, 0, 4);   /* norm 5 */
     float norm = 0;
     CHECK_OK(volt_params_clip_grad_norm(ps, 1.0f, &norm));
     CHECK_CLOSE(norm, 5.0, 1e-6, 0);
+    CHECK(e->grad == NULL, "clipping leaves unborn grads unborn");
+    CHECK(volt_unit_grad(u1) && e->grad, "volt_unit_grad makes them");
     CHECK_CLOSE(gget(w, 0), 3.0 / 5.0, 1e-5, 0);
     CHECK_CLOSE(gget(b, 0), 4.0 / 5.0, 1e-5, 0);
     CHECK_OK(volt_params_clip_grad_norm(ps, 10.0f, &norm));   /* under the limit: unchanged */
@@ -348,6 +364,9 @@ static void test_clear_grad(void) {
     for (int k = 0; k < 12; k++) g1[k] = gget(w, k);
     for (int k = 0; k < 3; k++) g1[12 + k] = gget(b, k);
     CHECK(g1[0] != 0.f && g1[12] != 0.f, "reference grads are not zero");
+    CHECK(e->grad == NULL, "a unit the backward did not reach has no grads yet");
+    float *ge = volt_unit_grad(volt_params_unit_at(ps, 1));
+    CHECK(ge && ge == e->grad, "volt_unit_grad makes them");
 
     fill_grads(all, 3, 7.f);
     volt_params_clear_grad(ps);

@@ -405,6 +405,14 @@ static void test_load_skips_init(volt_dataset *ds) {
     float *w = snapshot(t1, &n);
     CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the checkpoint's values");
     free(w);
+    /* validate/test/predict hold no grads (PyTorch's grad None until backward); a fit does */
+    volt_memory_report mr;
+    CHECK_OK(volt_trainer_memory_report(t1, &mr));
+    CHECK(mr.held_grad_bytes == 0 && mr.grad_bytes > 0, "a validate-only trainer holds no grads (%lld of %lld bytes)",
+          (long long)mr.held_grad_bytes, (long long)mr.grad_bytes);
+    CHECK_OK(volt_trainer_memory_report(t, &mr));
+    CHECK(mr.held_grad_bytes == mr.grad_bytes, "a fit holds them all (%lld of %lld bytes)", (long long)mr.held_grad_bytes,
+          (long long)mr.grad_bytes);
 
     /* a failed load leaves no model: the next call without a checkpoint sets it up with its inits */
     net m2 = proto;

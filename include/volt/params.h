@@ -4,7 +4,10 @@
  * units (a layer, a block). After volt_params_finalize, each unit owns one flat, padded,
  * contiguous f32 buffer for values and one for grads; optimizers keep their states in
  * buffers of the same layout. A parameter is a volt_tensor whose data/grad point into its
- * unit's buffers. Strategies hook into the units (DESIGN §3): unit_use fires when a
+ * unit's buffers. A unit's grads hold no memory, and its parameters' `grad` is NULL (PyTorch's
+ * None), until something needs them: backward's first write to the unit, an optimizer
+ * created over the store, or volt_unit_grad; they read as zeros then. A validate/test/predict-
+ * only run never pays for them. Strategies hook into the units (DESIGN §3): unit_use fires when a
  * forward op first reads a unit's parameter in a step, unit_grads_ready when backward has
  * finished the last node touching the unit. */
 #ifndef VOLT_PARAMS_H
@@ -107,7 +110,8 @@ VOLT_API int64_t volt_param_offset(const volt_tensor *p);
 VOLT_API int64_t volt_unit_numel(const volt_unit *u);
 /* Device pointers (see the top of this file). */
 VOLT_API float *volt_unit_data(const volt_unit *u);     /* NULL when parameters are stored in 16 bits */
-VOLT_API float *volt_unit_grad(const volt_unit *u);
+VOLT_API float *volt_unit_grad(const volt_unit *u);    /* makes the grads (zeros) when none yet;
+                                                           NULL when the device is out of memory */
 
 /* ---- storage dtype (bf16-true / 16-true precision) --------------------------------- */
 /* Store every parameter's values as dt (f32, bf16 or f16) from now on: after finalize (and
