@@ -1,6 +1,7 @@
 /* callbacks/model_checkpoint_internal.h — ModelCheckpoint's state, shared by its files:
- * model_checkpoint.c (save points, hooks, state, "best"/"last") and model_checkpoint_async.c
- * (background writes, the sharded commit, and putting the bookkeeping back after a failed save).
+ * model_checkpoint.c (save points, hooks, creation), model_checkpoint_state.c (state_dict,
+ * load_state_dict, "best"/"last") and model_checkpoint_async.c (background writes, the
+ * sharded commit, and putting the bookkeeping back after a failed save).
  * Private to callbacks/. */
 #ifndef VOLT_CALLBACKS_MODEL_CHECKPOINT_INTERNAL_H
 #define VOLT_CALLBACKS_MODEL_CHECKPOINT_INTERNAL_H
@@ -67,7 +68,11 @@ typedef struct mc {
     } undo;
 } mc;
 
+#define MC_EXT ".safetensors"
+
 /* ---- model_checkpoint.c --------------------------------------------------------------------- */
+bool volt__mc_file_exists(const char *p);
+const char *volt__mc_mode_str(volt_mode m);   /* "min" / "max" */
 /* *dst = a copy of src (NULL: none); the old value freed. */
 void volt__mc_set_str(char **dst, const char *src);
 /* Remove a checkpoint file (with its shard folder), saying so on stderr when it cannot. */
@@ -80,6 +85,16 @@ volt_status volt__mc_prepare_dir(mc *m, const char *path);
 bool volt__mc_can_link(mc *m);
 /* last as an atomic hard link to src; false when the file system refuses. */
 bool volt__mc_link_last(const char *src, const char *last);
+
+/* ---- model_checkpoint_state.c --------------------------------------------------------------- */
+/* The callback's state_dict / load_state_dict (the JSON a checkpoint carries). */
+char *volt__mc_state_dict(void *self);
+volt_status volt__mc_load_state_dict(void *self, volt_trainer *t, const char *json);
+/* The resolver: best path and score (while sharded shards wait for their commit, the best
+ * committed checkpoint) and Lightning's "last": the newest last*.safetensors. */
+const char *volt__mc_best(void *self);
+double volt__mc_best_score(void *self);
+const char *volt__mc_last(void *self);
 
 /* ---- model_checkpoint_async.c --------------------------------------------------------------- */
 void volt__mc_undo_free(struct mc_undo *u);
