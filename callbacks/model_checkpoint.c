@@ -503,7 +503,7 @@ volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpo
                                  "of seconds >= 0 (0 = off), got %g", tti);
     /* Lightning's rule: the triggers are mutually exclusive. every_n_epochs = 1 is the default
      * (Lightning's "unset"), so only an every_n_epochs > 1 is a choice that conflicts. */
-    if (tti > 0 && (cfg->every_n_train_steps > 0 || cfg->every_n_epochs > 1))
+    if ((cfg->every_n_train_steps > 0) + (cfg->every_n_epochs > 1) + (tti > 0) > 1)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: combination of parameters every_n_train_steps=%lld, "
                                  "every_n_epochs=%lld and train_time_interval=%g s should be mutually exclusive (give one "
                                  "trigger; every_n_epochs=1, the default, counts as unset)",

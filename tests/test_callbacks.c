@@ -1519,6 +1519,12 @@ static void test_time_interval_config(void) {
     cc.every_n_epochs = 2;
     CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "mutually exclusive") &&
           strstr(volt_trainer_errmsg(t), "every_n_epochs=2"), "with every_n_epochs=2: %s", volt_trainer_errmsg(t));
+    tti_config(&cc, dir, 0);   /* the step trigger with every_n_epochs > 1: the epochs would do nothing */
+    cc.every_n_train_steps = 5;
+    cc.every_n_epochs = 3;
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "mutually exclusive") &&
+          strstr(volt_trainer_errmsg(t), "every_n_train_steps=5, every_n_epochs=3"), "steps with every_n_epochs=3: %s",
+          volt_trainer_errmsg(t));
     CHECK(volt_trainer_num_callbacks(t) == 0, "nothing refused was added");
     volt_trainer_destroy(t);
     for (int e = 0; e < 2; e++) {   /* every_n_epochs 0 and 1: accepted */

@@ -474,7 +474,8 @@ typedef struct volt_checkpoint_config {
     volt_mode mode;              /* VOLT_MIN default */
     int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
     bool save_last;              /* also keep "last.safetensors", updated at every save point */
-    int64_t every_n_epochs;      /* default 1 (when every_n_train_steps and train_time_interval are 0) */
+    int64_t every_n_epochs;      /* default 1 (when every_n_train_steps and train_time_interval are 0;
+                                    > 1 with either of them is refused: Lightning's rule) */
     int64_t every_n_train_steps; /* 0 = off */
     bool save_on_train_epoch_end;/* default false: evaluate after validation when val runs */
     /* version 2: */
