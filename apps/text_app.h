@@ -40,6 +40,7 @@ typedef struct opts {
     int max_length;
     int64_t batch_size, epochs;   /* batch_size: per rank */
     float lr, weight_decay, attention_dropout;   /* attention_dropout < 0: the model's default */
+    const char *no_decay;         /* optimizer.no_decay: patterns of a weight-decay-0 group, or NULL */
     volt_optim_kind optimizer;
     const char *schedule;         /* "constant" or "linear" */
     int64_t warmup_steps;

@@ -39,6 +39,9 @@ static const volt_cli_key tc_keys[] = {
     { "optimizer.name", VOLT_CLI_STRING, "adam", "torch.optim.Adam or AdamW", "optimizer", "adam|adamw", 0, 0 },
     { "optimizer.lr", VOLT_CLI_FLOAT, "5e-05", "learning rate", "lr", NULL, 1e-12, 1e3 },
     { "optimizer.weight_decay", VOLT_CLI_FLOAT, "0", "weight decay", "weight-decay", NULL, 0, 1e3 },
+    { "optimizer.no_decay", VOLT_CLI_STRING, NULL, "parameters without weight decay, a parameter group: comma-separated fnmatch "
+      "globs on the names (HF's recipe, biases and LayerNorm weights: '*.bias,*LayerNorm.weight,*layer_norm.weight'; "
+      "null: decay every parameter)", "no-decay", NULL, 0, 0 },
     { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule)",
       "lr-schedule", "constant|linear", 0, 0 },
     { "optimizer.warmup_steps", VOLT_CLI_INT, "0", "linear warmup from 0 over N steps", "warmup-steps", NULL, 0, 1e15 },
@@ -123,6 +126,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .no_cache = volt_cli_bool(c, "data.no_cache"), .max_length = (int)volt_cli_int(c, "data.max_length"),
                  .batch_size = volt_cli_int(c, "data.batch_size"), .epochs = volt_cli_int(c, "trainer.max_epochs"),
                  .lr = (float)volt_cli_float(c, "optimizer.lr"), .weight_decay = (float)volt_cli_float(c, "optimizer.weight_decay"),
+                 .no_decay = volt_cli_str(c, "optimizer.no_decay"),
                  .attention_dropout = volt_cli_was_set(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
                  .optimizer = !strcmp(volt_cli_str(c, "optimizer.name"), "adamw") ? VOLT_OPTIM_ADAMW : VOLT_OPTIM_ADAM,
                  .schedule = volt_cli_str(c, "optimizer.lr_schedule"), .warmup_steps = volt_cli_int(c, "optimizer.warmup_steps"),
@@ -133,6 +137,9 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .pred_format = volt_cli_str(c, "predict.format") };
     app_trainer_opts_from_cli(c, &o->tr);
     if (!o->data || !o->preset || !o->pred_in || !o->pred_out) return app_usage(APP, "data.source, model.preset and predict.* must not be null");
+    if (o->no_decay && !*o->no_decay) return app_usage(APP, "bad value '' for --no-decay (optimizer.no_decay): want patterns, or null");
+    if (o->no_decay && !(o->weight_decay > 0.f))
+        return app_usage(APP, "--no-decay (optimizer.no_decay) needs --weight-decay > 0: without weight decay it changes nothing");
     if (o->epochs < 1 && volt_cli_int(c, "trainer.max_steps") < 1) return app_usage(APP, "bad value for --trainer.max_epochs: want an integer >= 1 (or set trainer.max_steps)");
     const char *split = volt_cli_str(c, "data.split");
     if (split) {
@@ -202,6 +209,7 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
     mc->optimizer = o->optimizer;
     mc->lr = o->lr;
     mc->weight_decay = o->weight_decay;
+    mc->no_decay = o->no_decay;
     if (o->attention_dropout >= 0.f) mc->attention_dropout = o->attention_dropout;
     mc->warmup_steps = o->warmup_steps;
     if (!strcmp(o->schedule, "linear")) mc->total_steps = -1;   /* over the fit's optimizer steps (the trainer's estimate) */

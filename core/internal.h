@@ -474,8 +474,10 @@ void volt__optimizer_advance(struct volt_optimizer *opt);
  * (volt_optimizer_set_step_count). */
 volt_status volt__optimizer_step_unless(struct volt_optimizer *opt, const float *skip);
 /* Backend updates (pm->update) issued so far: one per run of adjacent trainable parameters
- * per unit and step (tests). */
+ * of one group per unit and step (tests). */
 int64_t volt__optimizer_launches(const struct volt_optimizer *opt);
+/* Group g's current lr, alone (volt_scheduler: lr_at of the group's own base lr). */
+void volt__optimizer_set_group_lr(struct volt_optimizer *opt, int g, float lr);
 
 /* ---- RNG: core/rng.h ---- */
 

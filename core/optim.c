@@ -16,9 +16,17 @@
  * bias corrections and step size) are computed here in double, rounded to f32 once, and
  * copied to one device volt_opt_coef by one H2D copy per step from a fixed host address
  * (opt->coef_host), so a captured step (CUDA graph) can replay the copy and the kernels
- * without the learning rate baked in. */
+ * without the learning rate baked in.
+ *
+ * Parameter groups (torch's param_groups; cfg.groups): every parameter belongs to one group
+ * (by name, at create), each group has its lr and weight decay and so its own volt_opt_coef.
+ * The coefficients of all groups are one array, host and device, still refreshed by one H2D
+ * copy per step; a run of adjacent trainable parameters is split where the group changes,
+ * and each update reads its group's coefficients. */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +36,14 @@
 #include "core/err.h"
 
 #define OPT_MAX_STATES 2
+#define OPT_GROUPS (VOLT_OPTIM_MAX_GROUPS + 1)   /* the default group and cfg.groups */
+#define PAT_MAX 256                               /* bytes of one pattern element */
 
 typedef struct opt_unit {
     volt_unit *u;
     int64_t lo, hi;                 /* range of the unit this optimizer updates */
     void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty (device) */
+    uint8_t *group;                 /* group of each of the unit's parameters; NULL: all group 0 */
 } opt_unit;
 
 struct volt_optimizer {
@@ -43,9 +54,13 @@ struct volt_optimizer {
     opt_unit *units;
     int n_states;
     volt_dtype state_dt;            /* cfg.state_dtype */
-    volt_opt_coef coef_host;        /* this step's scalars (the H2D copy's fixed source) */
-    volt_opt_coef *coef_dev;        /* device copy the update reads */
-    float lr;
+    int n_groups;                   /* 1 + cfg.n_groups */
+    char *pattern[OPT_GROUPS];      /* copies of cfg.groups[g - 1].params (cfg points at them) */
+    float group_base_lr[OPT_GROUPS], group_wd[OPT_GROUPS], group_lr[OPT_GROUPS];
+    int group_params[OPT_GROUPS];   /* parameters in each group */
+    volt_opt_coef coef_host[OPT_GROUPS];   /* this step's scalars per group (the H2D copy's fixed source) */
+    volt_opt_coef *coef_dev;        /* device copy the update reads: n_groups of them */
+    float lr;                       /* group 0's current lr (group_lr[0]) */
     int64_t steps;
     int64_t launches;               /* backend updates issued, all steps (tests) */
     char errmsg[256];
@@ -80,13 +95,59 @@ void volt_optimizer_config_init(volt_optimizer_config *cfg) {
     };
 }
 
-volt_status volt__optimizer_config_check(const volt_optimizer_config *c, char *msg, size_t n) {
-    if (!c) { snprintf(msg, n, "optimizer: NULL config"); return VOLT_ERR_INVALID_ARG; }
-    if (!VOLT_VERSION_OK(c->version, VOLT_OPTIMIZER_CONFIG_VERSION)) {
+/* The config as this library's struct: a version-1 caller's struct ends before n_groups
+ * (read no further), and has no groups. */
+static void config_copy(volt_optimizer_config *dst, const volt_optimizer_config *src) {
+    if (src->version >= 2) {
+        *dst = *src;
+        return;
+    }
+    memset(dst, 0, sizeof *dst);
+    memcpy(dst, src, offsetof(volt_optimizer_config, n_groups));
+}
+
+/* The next element of a comma-separated pattern list at *s into buf, blanks around it
+ * dropped: 1 (an element, possibly empty), 0 at the end, -1 when longer than PAT_MAX - 1. */
+static int pat_next(const char **s, char buf[PAT_MAX]) {
+    const char *p = *s;
+    if (!p) return 0;
+    const char *e = strchr(p, ',');
+    const char *end = e ? e : p + strlen(p);
+    *s = e ? e + 1 : NULL;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    if ((size_t)(end - p) >= PAT_MAX) return -1;
+    memcpy(buf, p, (size_t)(end - p));
+    buf[end - p] = 0;
+    return 1;
+}
+
+static bool pat_match(const char *patterns, const char *name) {
+    char el[PAT_MAX];
+    for (const char *s = patterns; pat_next(&s, el) > 0;)
+        if (el[0] && fnmatch(el, name, 0) == 0) return true;
+    return false;
+}
+
+/* The group of parameter `name`: 1 + the first cfg group with a matching element, else 0. */
+static int group_of(const volt_optimizer_config *c, const char *name) {
+    for (int g = 0; g < c->n_groups; g++)
+        if (pat_match(c->groups[g].params, name)) return g + 1;
+    return 0;
+}
+
+static bool rate_ok(float v) { return isnan(v) || (isfinite(v) && v >= 0.f); }
+
+volt_status volt__optimizer_config_check(const volt_optimizer_config *cin, char *msg, size_t n) {
+    if (!cin) { snprintf(msg, n, "optimizer: NULL config"); return VOLT_ERR_INVALID_ARG; }
+    if (!VOLT_VERSION_OK(cin->version, VOLT_OPTIMIZER_CONFIG_VERSION)) {
         snprintf(msg, n, "volt_optimizer_config: version %u, this library knows 1..%u "
-                 "(call volt_optimizer_config_init)", c->version, VOLT_OPTIMIZER_CONFIG_VERSION);
+                 "(call volt_optimizer_config_init)", cin->version, VOLT_OPTIMIZER_CONFIG_VERSION);
         return VOLT_ERR_VERSION;
     }
+    volt_optimizer_config cc;
+    config_copy(&cc, cin);
+    const volt_optimizer_config *c = &cc;
 #define BAD(...) do { snprintf(msg, n, __VA_ARGS__); return VOLT_ERR_INVALID_ARG; } while (0)
     if ((unsigned)c->kind >= VOLT_OPTIM_KIND_COUNT) BAD("optimizer: unknown kind %d", (int)c->kind);
     if (!isfinite(c->lr) || c->lr < 0.f) BAD("optimizer: invalid lr %g (must be >= 0)", c->lr);
@@ -106,13 +167,72 @@ volt_status volt__optimizer_config_check(const volt_optimizer_config *c, char *m
     }
     if (c->state_dtype != VOLT_F32 && c->state_dtype != VOLT_BF16 && c->state_dtype != VOLT_F16)
         BAD("optimizer: state_dtype must be f32, bf16 or f16, got %d", (int)c->state_dtype);
+    if (c->n_groups < 0 || c->n_groups > VOLT_OPTIM_MAX_GROUPS)
+        BAD("optimizer: %d parameter groups, at most %d (n_groups)", c->n_groups, VOLT_OPTIM_MAX_GROUPS);
+    for (int g = 0; g < c->n_groups; g++) {
+        const volt_optim_group *gr = &c->groups[g];
+        if (!gr->params) BAD("optimizer: groups[%d].params is NULL", g);
+        char el[PAT_MAX];
+        int k = 0, r;
+        for (const char *s = gr->params; (r = pat_next(&s, el)) != 0; k++) {
+            if (r < 0) BAD("optimizer: groups[%d].params '%.64s...': a pattern longer than %d bytes", g, gr->params, PAT_MAX - 1);
+            if (!el[0]) BAD("optimizer: groups[%d].params '%s': empty pattern (element %d)", g, gr->params, k + 1);
+        }
+        if (!rate_ok(gr->lr)) BAD("optimizer: groups[%d] ('%s'): invalid lr %g (must be >= 0, or NAN for the config's)", g, gr->params, gr->lr);
+        if (!rate_ok(gr->weight_decay))
+            BAD("optimizer: groups[%d] ('%s'): invalid weight_decay %g (must be >= 0, or NAN for the config's)", g, gr->params,
+                gr->weight_decay);
+    }
 #undef BAD
+    return VOLT_OK;
+}
+
+/* The groups against the store's parameter names: every element matches some parameter, every
+ * group holds at least one. counts (may be NULL): parameters per group. */
+static volt_status groups_check(const volt_optimizer_config *c, const volt_params *ps, int counts[OPT_GROUPS], char *msg, size_t n) {
+    int cnt[OPT_GROUPS] = { 0 };
+    const int np = volt_params_count(ps);
+    for (int g = 0; g < c->n_groups; g++) {
+        char el[PAT_MAX];
+        for (const char *s = c->groups[g].params; pat_next(&s, el) > 0;) {
+            bool hit = false;
+            for (int i = 0; i < np && !hit; i++) hit = fnmatch(el, volt_params_at((volt_params *)ps, i)->name, 0) == 0;
+            if (!hit) {
+                snprintf(msg, n, "optimizer: groups[%d] pattern '%s' matches no parameter (patterns are fnmatch globs on the "
+                         "whole name: '*%s' for a suffix)", g, el, el);
+                return VOLT_ERR_INVALID_ARG;
+            }
+        }
+    }
+    for (int i = 0; i < np; i++) cnt[group_of(c, volt_params_at((volt_params *)ps, i)->name)]++;
+    for (int g = 0; g < c->n_groups; g++)
+        if (!cnt[g + 1]) {
+            snprintf(msg, n, "optimizer: groups[%d] ('%s') holds no parameter: every parameter it matches belongs to an "
+                     "earlier group", g, c->groups[g].params);
+            return VOLT_ERR_INVALID_ARG;
+        }
+    if (counts) memcpy(counts, cnt, sizeof cnt);
     return VOLT_OK;
 }
 
 volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg) {
     char msg[256];
     return volt__optimizer_config_check(cfg, msg, sizeof msg);
+}
+
+volt_status volt_optimizer_config_check(const volt_optimizer_config *cfg, const volt_params *ps, char *err, size_t errlen) {
+    char buf[512];
+    if (!err || !errlen) { err = buf; errlen = sizeof buf; }
+    err[0] = 0;
+    volt_status st = volt__optimizer_config_check(cfg, err, errlen);
+    if (st < 0 || !ps) return st;
+    if (!volt_params_finalized(ps)) {
+        snprintf(err, errlen, "optimizer: the param store is not finalized");
+        return VOLT_ERR_STATE;
+    }
+    volt_optimizer_config c;
+    config_copy(&c, cfg);
+    return groups_check(&c, ps, NULL, err, errlen);
 }
 
 /* ---- create / destroy ----------------------------------------------------------------- */
@@ -130,14 +250,30 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     if (st < 0) return st;
     if (!ps) return VOLT_ERR_INVALID_ARG;
     if (!volt_params_finalized(ps)) return VOLT_ERR_STATE;
+    volt_optimizer_config c;
+    config_copy(&c, cfg);
+    int counts[OPT_GROUPS];
+    if ((st = groups_check(&c, ps, counts, msg, sizeof msg)) < 0) return st;
     if ((st = volt__params_commit_grads(ps)) < 0) return st;   /* the step reads every unit's grads */
 
     volt_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return VOLT_ERR_NOMEM;
-    opt->cfg = *cfg;
+    opt->cfg = c;
     opt->ps = ps;
     opt->dev = ps->dev;
-    opt->lr = cfg->lr;
+    opt->lr = c.lr;
+    opt->n_groups = 1 + c.n_groups;
+    opt->group_base_lr[0] = opt->group_lr[0] = c.lr;
+    opt->group_wd[0] = c.weight_decay;
+    opt->group_params[0] = counts[0];
+    for (int g = 1; g < opt->n_groups; g++) {
+        const volt_optim_group *gr = &c.groups[g - 1];
+        if (!(opt->pattern[g] = strdup(gr->params))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
+        opt->cfg.groups[g - 1].params = opt->pattern[g];
+        opt->group_base_lr[g] = opt->group_lr[g] = isnan(gr->lr) ? c.lr : gr->lr;
+        opt->group_wd[g] = isnan(gr->weight_decay) ? c.weight_decay : gr->weight_decay;
+        opt->group_params[g] = counts[g];
+    }
     opt->n_states = states_for(cfg);
     opt->state_dt = cfg->state_dtype;
     opt->n_units = volt_params_unit_count(ps);
@@ -145,12 +281,20 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
         opt->units = calloc((size_t)opt->n_units, sizeof *opt->units);
         if (!opt->units) { free(opt); return VOLT_ERR_NOMEM; }
     }
-    if (!(opt->coef_dev = volt__dev_alloc(opt->dev, sizeof *opt->coef_dev))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
+    if (!(opt->coef_dev = volt__dev_alloc(opt->dev, sizeof *opt->coef_dev * (size_t)opt->n_groups))) {
+        volt_optimizer_destroy(opt);
+        return VOLT_ERR_NOMEM;
+    }
     for (int i = 0; i < opt->n_units; i++) {
         opt_unit *ou = &opt->units[i];
         ou->u = volt_params_unit_at(ps, i);
         ou->lo = 0;
         ou->hi = volt_unit_numel(ou->u);
+        const int np = volt_unit_param_count(ou->u);
+        if (opt->n_groups > 1 && np > 0) {
+            if (!(ou->group = malloc((size_t)np))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
+            for (int pi = 0; pi < np; pi++) ou->group[pi] = (uint8_t)group_of(&opt->cfg, volt_unit_param(ou->u, pi)->name);
+        }
         for (int k = 0; k < opt->n_states; k++) {
             ou->state[k] = state_alloc(opt->dev, ou->hi - ou->lo, volt_dtype_size(opt->state_dt));
             if (ou->hi > ou->lo && !ou->state[k]) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
@@ -162,8 +306,11 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
 
 void volt_optimizer_destroy(volt_optimizer *opt) {
     if (!opt) return;
-    for (int i = 0; i < opt->n_units && opt->units; i++)
+    for (int i = 0; i < opt->n_units && opt->units; i++) {
         for (int k = 0; k < OPT_MAX_STATES; k++) volt__dev_free(opt->dev, opt->units[i].state[k]);
+        free(opt->units[i].group);
+    }
+    for (int g = 0; g < OPT_GROUPS; g++) free(opt->pattern[g]);
     free(opt->units);
     volt__dev_free(opt->dev, opt->coef_dev);
     free(opt);
@@ -174,13 +321,15 @@ const volt_optimizer_config *volt_optimizer_get_config(const volt_optimizer *opt
     return opt ? &opt->cfg : NULL;
 }
 
-static void make_coef(const volt_optimizer *opt, volt_opt_coef *c) {
+/* Group g's scalars for this step. */
+static void make_coef(const volt_optimizer *opt, int g, volt_opt_coef *c) {
     const volt_optimizer_config *cfg = &opt->cfg;
-    const double lr = opt->lr;
+    const double lr = opt->group_lr[g];
+    const float wd = opt->group_wd[g];
     *c = (volt_opt_coef){ 0 };
     c->neg_lr = (float)-lr;
     if (cfg->kind == VOLT_OPTIM_SGD) {
-        c->wd = cfg->weight_decay;
+        c->wd = wd;
         c->momentum = cfg->momentum;
         c->one_minus_damp = (float)(1.0 - (double)cfg->dampening);
         c->nesterov = cfg->nesterov;
@@ -189,8 +338,8 @@ static void make_coef(const volt_optimizer *opt, volt_opt_coef *c) {
     }
     const double b1 = cfg->beta1, b2 = cfg->beta2, t = (double)(opt->steps + 1);
     const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
-    c->wd = cfg->kind == VOLT_OPTIM_ADAM ? cfg->weight_decay : 0.f;
-    c->decay = cfg->kind == VOLT_OPTIM_ADAMW ? (float)(1.0 - lr * (double)cfg->weight_decay) : 1.f;
+    c->wd = cfg->kind == VOLT_OPTIM_ADAM ? wd : 0.f;
+    c->decay = cfg->kind == VOLT_OPTIM_ADAMW ? (float)(1.0 - lr * (double)wd) : 1.f;
     c->w1 = (float)(1.0 - b1);
     c->one_minus_w1 = 1.f - c->w1;
     c->beta2 = cfg->beta2;
@@ -201,9 +350,14 @@ static void make_coef(const volt_optimizer *opt, volt_opt_coef *c) {
 }
 
 /* ---- step ---------------------------------------------------------------------------- */
-/* The update of ou's elements [a, b) (none when empty) */
-static void update_run(volt_optimizer *opt, const opt_unit *ou, volt_update_args *ua, int64_t a, int64_t b) {
+static void make_coefs(volt_optimizer *opt) {
+    for (int g = 0; g < opt->n_groups; g++) make_coef(opt, g, &opt->coef_host[g]);
+}
+
+/* The update of ou's elements [a, b) (none when empty), all of group g */
+static void update_run(volt_optimizer *opt, const opt_unit *ou, volt_update_args *ua, int g, int64_t a, int64_t b) {
     if (b <= a) return;
+    ua->coef = opt->coef_dev + g;   /* device address: the group's block of the one copy */
     const size_t vesz = volt_dtype_size(ua->p_dt), sesz = volt_dtype_size(ua->s_dt);
     /* device addresses: computed here, dereferenced only by the backend */
     ua->p = (char *)volt_unit_values(ou->u) + (size_t)a * vesz;
@@ -221,8 +375,9 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
     const volt_dtype vdt = volt_params_dtype(opt->ps);
-    make_coef(opt, &opt->coef_host);
-    volt__dev_h2d(opt->dev, opt->coef_dev, &opt->coef_host, sizeof opt->coef_host);   /* the one copy per step */
+    make_coefs(opt);
+    /* the one copy per step, every group's coefficients */
+    volt__dev_h2d(opt->dev, opt->coef_dev, opt->coef_host, sizeof opt->coef_host[0] * (size_t)opt->n_groups);
     volt_update_args ua = { .kind = opt->cfg.kind == VOLT_OPTIM_SGD ? VOLT_UPDATE_SGD
                                     : opt->cfg.kind == VOLT_OPTIM_ADAMW ? VOLT_UPDATE_ADAMW : VOLT_UPDATE_ADAM,
                             .p_dt = vdt, .s_dt = opt->state_dt, .coef = opt->coef_dev, .skip = skip };
@@ -234,9 +389,11 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
         if (!has_values || !volt_unit_grad(ou->u))
             return opt_fail(opt, VOLT_ERR_STATE, "optimizer step: unit '%s' has no %s buffer",
                             volt_unit_name(ou->u), has_values ? "grad" : "value");
-        /* one update per run of adjacent trainable parameters: the math is elementwise with
-         * the step's coefficients, so a unit of trainable parameters is one launch */
+        /* one update per run of adjacent trainable parameters of one group: the math is
+         * elementwise with the group's coefficients, so a unit of trainable parameters of one
+         * group is one launch */
         int64_t ra = 0, rb = 0;   /* the run being gathered, [ra, rb) */
+        int rg = 0;               /* ... and its group */
         for (int pi = 0; pi < volt_unit_param_count(ou->u); pi++) {
             const volt_tensor *p = volt_unit_param(ou->u, pi);
             if (!(p->flags & VOLT_TENSOR_REQUIRES_GRAD)) continue;   /* frozen */
@@ -244,13 +401,15 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
             const int64_t a = off > ou->lo ? off : ou->lo;
             const int64_t b = off + volt_tensor_numel(p) < ou->hi ? off + volt_tensor_numel(p) : ou->hi;
             if (a >= b) continue;
-            if (a != rb) {   /* not adjacent: the run so far is one update */
-                update_run(opt, ou, &ua, ra, rb);
+            const int g = ou->group ? ou->group[pi] : 0;
+            if (a != rb || g != rg) {   /* not adjacent, or another group: the run so far is one update */
+                update_run(opt, ou, &ua, rg, ra, rb);
                 ra = a;
+                rg = g;
             }
             rb = b;
         }
-        update_run(opt, ou, &ua, ra, rb);
+        update_run(opt, ou, &ua, rg, ra, rb);
     }
     opt->steps++;
     return VOLT_OK;
@@ -260,7 +419,7 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
  * coef_host, the H2D copy's fixed source which the graph launch re-issues, and the step
  * count; the updates themselves are in the graph. */
 void volt__optimizer_advance(volt_optimizer *opt) {
-    make_coef(opt, &opt->coef_host);
+    make_coefs(opt);
     opt->steps++;
 }
 
@@ -309,9 +468,43 @@ volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *l
 }
 
 /* ---- lr and step count --------------------------------------------------------------- */
-void volt_optimizer_set_lr(volt_optimizer *opt, float lr) { if (opt) opt->lr = lr; }
+/* LambdaLR: one factor, lr / cfg.lr, for every group's base lr (in double, rounded once). */
+void volt_optimizer_set_lr(volt_optimizer *opt, float lr) {
+    if (!opt) return;
+    opt->lr = opt->group_lr[0] = lr;
+    const float base = opt->cfg.lr;
+    for (int g = 1; g < opt->n_groups; g++) {
+        const float gb = opt->group_base_lr[g];
+        opt->group_lr[g] = gb == base || !(base > 0.f) ? lr : (float)((double)gb * ((double)lr / (double)base));
+    }
+}
+
+void volt__optimizer_set_group_lr(volt_optimizer *opt, int g, float lr) {
+    if (!opt || g < 0 || g >= opt->n_groups) return;
+    opt->group_lr[g] = lr;
+    if (g == 0) opt->lr = lr;
+}
+
 float volt_optimizer_lr(const volt_optimizer *opt) { return opt ? opt->lr : 0.f; }
 float volt_optimizer_base_lr(const volt_optimizer *opt) { return opt ? opt->cfg.lr : 0.f; }
+
+int volt_optimizer_group_count(const volt_optimizer *opt) { return opt ? opt->n_groups : 0; }
+#define GROUP_GET(field) (opt && g >= 0 && g < opt->n_groups ? opt->field[g] : 0)
+float volt_optimizer_group_lr(const volt_optimizer *opt, int g) { return GROUP_GET(group_lr); }
+float volt_optimizer_group_base_lr(const volt_optimizer *opt, int g) { return GROUP_GET(group_base_lr); }
+float volt_optimizer_group_weight_decay(const volt_optimizer *opt, int g) { return GROUP_GET(group_wd); }
+int volt_optimizer_group_param_count(const volt_optimizer *opt, int g) { return GROUP_GET(group_params); }
+#undef GROUP_GET
+
+int volt_optimizer_param_group(const volt_optimizer *opt, const volt_tensor *p) {
+    if (!opt || !p || !p->unit) return -1;
+    const int ui = volt_unit_index(p->unit);
+    if (ui < 0 || ui >= opt->n_units || opt->units[ui].u != p->unit) return -1;
+    const opt_unit *ou = &opt->units[ui];
+    for (int pi = 0; pi < volt_unit_param_count(ou->u); pi++)
+        if (volt_unit_param(ou->u, pi) == p) return ou->group ? ou->group[pi] : 0;
+    return -1;
+}
 int64_t volt_optimizer_step_count(const volt_optimizer *opt) { return opt ? opt->steps : 0; }
 void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps) {
     if (opt) opt->steps = steps > 0 ? steps : 0;

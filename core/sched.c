@@ -112,6 +112,15 @@ float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int6
     return (float)((double)base_lr * factor_at(cfg, step));
 }
 
+/* The optimizer's lr at the counter: the base's, then each other parameter group's own
+ * lr_at(group base lr) (LambdaLR: the factor applies to every group's initial lr; exact also
+ * when the config's base lr is 0). */
+static void apply(volt_scheduler *s) {
+    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, s->last_step));
+    for (int g = 1; g < volt_optimizer_group_count(s->opt); g++)
+        volt__optimizer_set_group_lr(s->opt, g, volt_scheduler_lr_at(&s->cfg, volt_optimizer_group_base_lr(s->opt, g), s->last_step));
+}
+
 volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
                                   volt_scheduler **out) {
     if (!out) return VOLT_ERR_INVALID_ARG;
@@ -126,7 +135,7 @@ volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimiz
     s->opt = opt;
     s->base_lr = base;
     s->last_step = 0;
-    volt_optimizer_set_lr(opt, volt_scheduler_lr_at(cfg, base, 0));
+    apply(s);
     *out = s;
     return VOLT_OK;
 }
@@ -140,7 +149,7 @@ const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s) 
 void volt_scheduler_step(volt_scheduler *s) {
     if (!s) return;
     s->last_step++;
-    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, s->last_step));
+    apply(s);
 }
 
 int64_t volt_scheduler_last_step(const volt_scheduler *s) { return s ? s->last_step : 0; }
@@ -148,6 +157,6 @@ int64_t volt_scheduler_last_step(const volt_scheduler *s) { return s ? s->last_s
 volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step) {
     if (!s || step < 0) return VOLT_ERR_INVALID_ARG;
     s->last_step = step;
-    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, step));
+    apply(s);
     return VOLT_OK;
 }

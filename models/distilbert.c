@@ -2,6 +2,7 @@
  * (transformers/models/distilbert/modeling_distilbert.py), written only against the public
  * headers with the volt/nn.h layers. Shapes: B batch, T tokens, D dim, C classes. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 typedef struct distilbert {
     volt_distilbert_config cfg;
     char *pretrained_dir;
+    char *no_decay;                                  /* cfg.no_decay's copy */
     char ids_field[64], mask_field[64], y_field[64];
     volt_nn_embedding word, pos;
     volt_nn_layernorm emb_ln;
@@ -74,6 +76,8 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
     *self = NULL;
     if (!cfg) return VOLT_ERR_INVALID_ARG;
     if (!VOLT_VERSION_OK(cfg->version, VOLT_DISTILBERT_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+    const char *no_decay = cfg->version >= 2 ? cfg->no_decay : NULL;   /* a version-1 struct ends before it */
+    if (no_decay && !*no_decay) return VOLT_ERR_INVALID_ARG;
     if (cfg->vocab_size <= 0 || cfg->max_position <= 0 || cfg->dim <= 0 || cfg->n_layers < 0 ||
         cfg->n_layers > 1000 || cfg->n_heads <= 0 || cfg->dim % cfg->n_heads != 0 || cfg->hidden_dim <= 0 ||
         cfg->n_classes <= 0 || !prob_ok(cfg->dropout) || !prob_ok(cfg->attention_dropout) ||
@@ -90,12 +94,16 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
     if (!m) return VOLT_ERR_NOMEM;
     m->blocks = calloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1), sizeof *m->blocks);
     m->pretrained_dir = cfg->pretrained_dir ? strdup(cfg->pretrained_dir) : NULL;
-    if (!m->blocks || (cfg->pretrained_dir && !m->pretrained_dir)) {
+    m->no_decay = no_decay ? strdup(no_decay) : NULL;
+    if (!m->blocks || (cfg->pretrained_dir && !m->pretrained_dir) || (no_decay && !m->no_decay)) {
         volt_distilbert_destroy(m);
         return VOLT_ERR_NOMEM;
     }
-    m->cfg = *cfg;
+    if (cfg->version >= 2) m->cfg = *cfg;
+    else memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, no_decay));
+    m->cfg.version = VOLT_DISTILBERT_CONFIG_VERSION;
     m->cfg.pretrained_dir = m->pretrained_dir;
+    m->cfg.no_decay = m->no_decay;
     snprintf(m->ids_field, sizeof m->ids_field, "%s", cfg->ids_field ? cfg->ids_field : "input_ids");
     snprintf(m->mask_field, sizeof m->mask_field, "%s", cfg->mask_field ? cfg->mask_field : "attention_mask");
     snprintf(m->y_field, sizeof m->y_field, "%s", cfg->y_field ? cfg->y_field : "y");
@@ -111,6 +119,7 @@ void volt_distilbert_destroy(void *self) {
     if (!m) return;
     free(m->blocks);
     free(m->pretrained_dir);
+    free(m->no_decay);
     free(m);
 }
 
@@ -277,6 +286,10 @@ static volt_status distilbert_configure_optimizers(void *self, volt_optim_setup 
     out->optimizer.kind = c->optimizer;
     out->optimizer.lr = c->lr;
     out->optimizer.weight_decay = c->weight_decay;
+    if (c->no_decay) {   /* HF's recipe: biases and LayerNorm weights without weight decay */
+        out->optimizer.n_groups = 1;
+        out->optimizer.groups[0] = (volt_optim_group){ .params = c->no_decay, .lr = NAN, .weight_decay = 0.f };
+    }
     if (c->total_steps != 0 || c->warmup_steps > 0) {
         out->use_scheduler = true;
         out->scheduler.kind = c->total_steps != 0 ? VOLT_SCHED_LINEAR : VOLT_SCHED_LINEAR_WARMUP;

@@ -176,6 +176,38 @@ sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9
     python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged" "$sug" ||
         die "lrfind: fit's logged lr '$logged' is not the suggestion '$sug'"
     ls -a "$W/runs_lrfind" | grep -q '^\.lr_find' && die "lrfind: the hidden checkpoint was left behind"
+    # --no-decay: a parameter group without weight decay (HF's recipe). AdamW with a huge decay
+    # (1 - lr*wd = 0.9 a step) shrinks every decayed weight by 0.9^3 in 3 steps: the LayerNorm
+    # weights (1 at init) stay near 1 only when the group reached the optimizer; the checkpoint
+    # records the groups (24 of the tiny model's 40 parameters: 19 biases, 5 LayerNorm weights).
+    ND=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 1
+        --limit-test-batches 1 --optimizer adamw --weight-decay 100)
+    NDP='*.bias,*LayerNorm.weight,*layer_norm.weight'
+    "$APP" "${ND[@]}" --no-decay "$NDP" --print-config >"$W/nd_config.json" 2>&1 &&
+        grep -qF "\"no_decay\":	\"$NDP\"" "$W/nd_config.json" || { cat "$W/nd_config.json"; die "--print-config lacks no_decay"; }
+    run nd "${ND[@]}" --root "$W/runs_nd" --no-decay "$NDP" --export-full "$W/nd.safetensors"; expect_ok nd $?
+    run nd0 "${ND[@]}" --root "$W/runs_nd0" --export-full "$W/nd0.safetensors"; expect_ok nd0 $?
+    groups=$("$CHECK" meta "$W/runs_nd/checkpoints/csv-tiny/last.safetensors" volt.optimizer.groups) || die "nd: no groups recorded"
+    [[ $groups == *'"params":"'"$NDP"'","lr":0.001,"weight_decay":0,"n_params":24}'* && $groups == *'"n_params":16'* ]] ||
+        die "nd: the checkpoint's groups are '$groups'"
+    python3 - "$W/nd.safetensors" "$W/nd0.safetensors" <<'PY' || die "--no-decay: LayerNorm weights were decayed (or the decay did nothing)"
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h, d, out = json.loads(b[8:8 + n]), b[8 + n:], {}
+    for k, v in h.items():
+        if k != '__metadata__' and v['dtype'] == 'F32':
+            s, e = v['data_offsets']
+            out[k] = struct.unpack('<%df' % ((e - s) // 4), d[s:e])
+    return out
+nd, d0 = load(sys.argv[1]), load(sys.argv[2])
+ln = [k for k in nd if k.endswith('LayerNorm.weight') or k.endswith('layer_norm.weight')]
+near1 = all(abs(x - 1) < 0.02 for k in ln for x in nd[k])
+decayed = all(x < 0.8 for k in ln for x in d0[k])
+print('no_decay: %d LayerNorm weights near 1: %s; without it decayed below 0.8: %s' % (len(ln), near1, decayed))
+sys.exit(0 if len(ln) == 5 and near1 and decayed else 1)
+PY
     # An aclImdb/ folder (given by its parent); the recipe's 35k/5k/10k split needs --split here.
     for d in train/pos train/neg test/pos test/neg; do
         mkdir -p "$W/imdb/aclImdb/$d"
@@ -215,6 +247,10 @@ errors)
     run e_badvocab --data "csv:$W/tiny.csv" --vocab "$W/bad_vocab.txt" --model-preset tiny --max-length 16
     expect_err e_badvocab $? "bad vocab"
     run e_len --data "csv:$W/tiny.csv" "${COMMON[@]}" --max-length 64; expect_err e_len $? "exceeds the tiny model's 16 positions"
+    run e_nd_wd --data "csv:$W/tiny.csv" "${COMMON[@]}" --no-decay '*.bias'
+    expect_usage e_nd_wd $? "needs --weight-decay > 0: without weight decay it changes nothing"
+    run e_nd_typo --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --weight-decay 0.01 --no-decay 'bias'
+    expect_err e_nd_typo $? "pattern 'bias' matches no parameter .*'\*bias' for a suffix"
     run e_big --data "csv:$W/tiny.csv" "${COMMON[@]}" --split 50,10,10; expect_err e_big $? "needs 70 texts"
     printf 'text,label\n"unterminated,1\n' >"$W/bad.csv"
     run e_badcsv --data "csv:$W/bad.csv" "${COMMON[@]}"; expect_err e_badcsv $? "bad.csv"

@@ -40,6 +40,12 @@ foreach(np 2 3)
   endforeach()
 endforeach()
 
+# Optimizer parameter groups under sharding (each rank updates its slice, group boundaries
+# inside it): equal to single with the same groups.
+foreach(s zero2 fsdp)
+  volt_mpi_test(test_groups_${s}_np2 2 90 groups ${s})
+endforeach()
+
 # ZeRO leaves the all-gathers after the step running into the next forward: a checkpoint
 # saved right after a step (ModelCheckpoint's place) waits for them and holds whole params.
 foreach(s zero1 zero2)

@@ -1,7 +1,9 @@
 /* Optimizers and LR schedulers: SGD (plain, momentum, dampening, nesterov, L2), Adam, AdamW
  * against a double-precision reference of the torch.optim formulas; frozen params; padding;
  * set_range (ZeRO slices) against the full step; state access and resume; determinism
- * across thread counts; schedulers against the HF / torch formulas; invalid configs. */
+ * across thread counts; schedulers against the HF / torch formulas; invalid configs;
+ * parameter groups (bitwise against one optimizer per group, with set_range, under a
+ * scheduler, bad patterns). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -623,6 +625,243 @@ static void test_sched_object(void) {
     volt_params_destroy(st.ps);
 }
 
+/* ---- parameter groups ------------------------------------------------------------------ */
+/* Bias-like parameters and enc.1.scale in group 1 (lr x3, no decay), enc.2.gain in group 2
+ * (the config's lr, decay 0.5): in enc.2 the three groups sit back to back. */
+static void groups_cfg(volt_optimizer_config *c) {
+    c->n_groups = 2;
+    c->groups[0] = (volt_optim_group){ .params = " *.bias, enc.1.scale", .lr = c->lr * 3.f, .weight_decay = 0.f };
+    c->groups[1] = (volt_optim_group){ .params = "enc.2.gain", .lr = NAN, .weight_decay = 0.5f };
+}
+
+/* p's floats in unit buffers a and b are the same bits */
+static bool same_param(const volt_tensor *p, const float *a, const float *b) {
+    return !memcmp(a + volt_param_offset(p), b + volt_param_offset(p), sizeof(float) * (size_t)volt_tensor_numel(p));
+}
+
+/* A grouped step equals, bit for bit, one single-group optimizer per group over the same
+ * parameters (the others frozen), values and states. */
+static void test_groups_kind(const volt_optimizer_config *base, const char *name) {
+    volt_optimizer_config gc = *base;
+    groups_cfg(&gc);
+    store a, b[3];
+    store_make(&a, 11);
+    volt_optimizer *oa = NULL, *ob[3] = { 0 };
+    CHECK_OK(volt_optimizer_create(&gc, a.ps, &oa));
+    if (!oa) return;
+    CHECK(volt_optimizer_group_count(oa) == 3 && volt_optimizer_group_param_count(oa, 0) == 3 &&
+          volt_optimizer_group_param_count(oa, 1) == 3 && volt_optimizer_group_param_count(oa, 2) == 1,
+          "%s: groups of 3, 3 and 1 parameters", name);
+    CHECK(volt_optimizer_param_group(oa, a.W) == 0 && volt_optimizer_param_group(oa, a.b) == 1 &&
+          volt_optimizer_param_group(oa, a.s) == 1 && volt_optimizer_param_group(oa, a.c) == 1 &&
+          volt_optimizer_param_group(oa, a.e) == 2 && volt_optimizer_param_group(oa, a.A) == 0, "%s: membership", name);
+    CHECK(volt_optimizer_group_base_lr(oa, 1) == base->lr * 3.f && volt_optimizer_group_base_lr(oa, 2) == base->lr &&
+          volt_optimizer_group_weight_decay(oa, 1) == 0.f && volt_optimizer_group_weight_decay(oa, 2) == 0.5f &&
+          volt_optimizer_group_weight_decay(oa, 0) == base->weight_decay, "%s: resolved lr / weight_decay", name);
+    CHECK(!strcmp(volt_optimizer_get_config(oa)->groups[0].params, " *.bias, enc.1.scale") &&
+          volt_optimizer_get_config(oa)->groups[0].params != gc.groups[0].params, "%s: patterns copied", name);
+    for (int g = 0; g < 3; g++) {
+        store_make(&b[g], 11);
+        volt_tensor *ps[7] = { b[g].W, b[g].b, b[g].V, b[g].s, b[g].A, b[g].c, b[g].e };
+        const int grp[7] = { 0, 1, 0, 1, 0, 1, 2 };
+        for (int i = 0; i < 7; i++) volt_param_set_requires_grad(ps[i], grp[i] == g);
+        volt_optimizer_config sc = *base;
+        sc.lr = volt_optimizer_group_base_lr(oa, g);
+        sc.weight_decay = volt_optimizer_group_weight_decay(oa, g);
+        CHECK_OK(volt_optimizer_create(&sc, b[g].ps, &ob[g]));
+    }
+    int bad = 0, lr_bad = 0;
+    for (int t = 1; t <= NSTEPS; t++) {
+        volt_optimizer_set_lr(oa, (float)(base->lr * LRS[t - 1]));   /* x1, x0.5, x0.25: exact ratios */
+        set_grads(a.ps, t);
+        CHECK_OK(volt_optimizer_step(oa));
+        for (int g = 0; g < 3; g++) {
+            if (!ob[g]) continue;
+            const float lr = (float)(volt_optimizer_group_base_lr(oa, g) * LRS[t - 1]);
+            lr_bad += volt_optimizer_group_lr(oa, g) != lr;
+            volt_optimizer_set_lr(ob[g], lr);
+            set_grads(b[g].ps, t);
+            CHECK_OK(volt_optimizer_step(ob[g]));
+        }
+        volt_tensor *pa[7] = { a.W, a.b, a.V, a.s, a.A, a.c, a.e };
+        const int grp[7] = { 0, 1, 0, 1, 0, 1, 2 };
+        for (int i = 0; i < 7; i++) {
+            const int g = grp[i], ui = volt_unit_index(pa[i]->unit);
+            if (!ob[g]) continue;
+            const float *va = H_DATA(pa[i]->unit), *vb = H_DATA(volt_params_unit_at(b[g].ps, ui));
+            bad += !same_param(pa[i], va, vb);
+            for (int k = 0; k < volt_optimizer_state_count(oa); k++)
+                bad += !same_param(pa[i], H_STATE(oa, a.ps, ui, k, NULL, NULL), H_STATE(ob[g], b[g].ps, ui, k, NULL, NULL));
+        }
+    }
+    CHECK(lr_bad == 0, "%s: %d group lrs are not base lr x the schedule's factor", name, lr_bad);
+    CHECK(bad == 0, "%s: %d parameters (values or states) differ from the per-group optimizers'", name, bad);
+    /* runs split at group boundaries: enc.0 W | b, enc.1 V | s, enc.2 A | c | e */
+    CHECK(volt__optimizer_launches(oa) == 7 * NSTEPS, "%s: %lld backend updates in %d steps, want %d (one per run of one group)",
+          name, (long long)volt__optimizer_launches(oa), NSTEPS, 7 * NSTEPS);
+    for (int g = 0; g < 3; g++) {
+        volt_optimizer_destroy(ob[g]);
+        volt_params_destroy(b[g].ps);
+    }
+    volt_optimizer_destroy(oa);
+    volt_params_destroy(a.ps);
+}
+
+/* set_range (a ZeRO slice) through group boundaries: the slice updates exactly like the full
+ * grouped step inside it and nothing outside. */
+static void test_groups_range(void) {
+    volt_optimizer_config c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f);
+    groups_cfg(&c);
+    store a, b;
+    store_make(&a, 13);
+    store_make(&b, 13);
+    volt_optimizer *oa = NULL, *ob = NULL;
+    CHECK_OK(volt_optimizer_create(&c, a.ps, &oa));
+    CHECK_OK(volt_optimizer_create(&c, b.ps, &ob));
+    if (!oa || !ob) return;
+    /* enc.2: A [0, 32) group 0, c [32, 48) group 1, e [48, 53) group 2; enc.0: W then b */
+    const int64_t lo2 = 20, hi2 = 50, lo0 = 60, hi0 = volt_param_offset(b.b) + 3;
+    CHECK_OK(volt_optimizer_set_range(ob, 2, lo2, hi2));
+    CHECK_OK(volt_optimizer_set_range(ob, 0, lo0, hi0));
+    CHECK_OK(volt_optimizer_set_range(ob, 1, 0, 0));
+    float *init[3];
+    for (int ui = 0; ui < 3; ui++) {
+        const volt_unit *u = volt_params_unit_at(b.ps, ui);
+        init[ui] = malloc(sizeof(float) * (size_t)volt_unit_numel(u));
+        memcpy(init[ui], H_DATA(u), sizeof(float) * (size_t)volt_unit_numel(u));
+    }
+    int bad = 0;
+    for (int t = 1; t <= NSTEPS; t++) {
+        set_grads(a.ps, t);
+        set_grads(b.ps, t);
+        CHECK_OK(volt_optimizer_step(oa));
+        CHECK_OK(volt_optimizer_step(ob));
+        for (int ui = 0; ui < 3; ui++) {
+            const volt_unit *u = volt_params_unit_at(b.ps, ui);
+            int64_t lo, hi;
+            volt_optimizer_range(ob, ui, &lo, &hi);
+            const float *va = H_DATA(volt_params_unit_at(a.ps, ui)), *vb = H_DATA(u);
+            for (int64_t k = 0; k < volt_unit_numel(u); k++)
+                bad += memcmp(&vb[k], k >= lo && k < hi ? &va[k] : &init[ui][k], sizeof(float)) != 0;
+            for (int s = 0; s < 2 && hi > lo; s++) {
+                const float *sa = H_STATE(oa, a.ps, ui, s, NULL, NULL), *sb = H_STATE(ob, b.ps, ui, s, NULL, NULL);
+                bad += memcmp(sa + lo, sb, sizeof(float) * (size_t)(hi - lo)) != 0;
+            }
+        }
+    }
+    CHECK(bad == 0, "groups with set_range: %d values or states differ from the full grouped step", bad);
+    for (int ui = 0; ui < 3; ui++) free(init[ui]);
+    volt_optimizer_destroy(oa);
+    volt_optimizer_destroy(ob);
+    volt_params_destroy(a.ps);
+    volt_params_destroy(b.ps);
+}
+
+/* Schedulers: each group runs lr_at(its own base lr) (LambdaLR), so the ratios hold; set_lr
+ * scales every group by lr / base; a base lr of 0 still schedules the other groups. */
+static void test_groups_sched(void) {
+    store st;
+    store_make(&st, 17);
+    volt_optimizer_config oc = adam_cfg(VOLT_OPTIM_ADAMW, 2e-3f, 0.01f, 0.9f, 0.999f);
+    groups_cfg(&oc);
+    oc.groups[1].lr = 5e-4f;
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&oc, st.ps, &opt));
+    if (!opt) return;
+    volt_scheduler_config c = sched_cfg(VOLT_SCHED_COSINE, 2, 8);
+    volt_scheduler *s = NULL;
+    CHECK_OK(volt_scheduler_create(&c, opt, &s));
+    int bad = 0, ratio_bad = 0;
+    for (int k = 0; k < 10; k++) {
+        for (int g = 0; g < 3; g++) bad += volt_optimizer_group_lr(opt, g) != volt_scheduler_lr_at(&c, volt_optimizer_group_base_lr(opt, g), k);
+        const double l0 = volt_optimizer_lr(opt);
+        if (l0 > 0)
+            ratio_bad += fabs(volt_optimizer_group_lr(opt, 1) / l0 - 3.0) > 1e-6 || fabs(volt_optimizer_group_lr(opt, 2) / l0 - 0.25) > 1e-6;
+        volt_scheduler_step(s);
+    }
+    CHECK(bad == 0, "scheduler: %d group lrs are not lr_at(the group's base lr)", bad);
+    CHECK(ratio_bad == 0, "scheduler: %d steps where the groups' lr ratios (3, 0.25) changed", ratio_bad);
+    CHECK_OK(volt_scheduler_set_last_step(s, 5));
+    CHECK(volt_optimizer_group_lr(opt, 1) == volt_scheduler_lr_at(&c, 6e-3f, 5), "set_last_step sets every group");
+    volt_scheduler_destroy(s);
+    /* set_lr (lr_find): one factor for every group, in double */
+    volt_optimizer_set_lr(opt, 7e-4f);
+    CHECK(volt_optimizer_lr(opt) == 7e-4f && volt_optimizer_group_lr(opt, 1) == (float)(6e-3f * (7e-4f / (double)2e-3f)) &&
+          volt_optimizer_group_lr(opt, 2) == (float)(5e-4f * (7e-4f / (double)2e-3f)), "set_lr keeps the ratios");
+    volt_optimizer_destroy(opt);
+    /* base lr 0 (the default group frozen in effect): the scheduler still drives group 1 */
+    oc.lr = 0.f;
+    oc.groups[0].lr = 1e-2f;
+    oc.groups[1].lr = NAN;   /* the config's: 0 */
+    CHECK_OK(volt_optimizer_create(&oc, st.ps, &opt));
+    CHECK_OK(volt_scheduler_create(&c, opt, &s));
+    volt_scheduler_step(s);
+    volt_scheduler_step(s);
+    CHECK(volt_optimizer_lr(opt) == 0.f && volt_optimizer_group_lr(opt, 1) == volt_scheduler_lr_at(&c, 1e-2f, 2) &&
+          volt_optimizer_group_lr(opt, 1) > 0.f && volt_optimizer_group_lr(opt, 2) == 0.f, "base lr 0: group 1 scheduled");
+    volt_scheduler_destroy(s);
+    volt_optimizer_set_lr(opt, 1e-3f);   /* no ratio to keep: every group gets lr */
+    CHECK(volt_optimizer_group_lr(opt, 1) == 1e-3f && volt_optimizer_group_lr(opt, 2) == 1e-3f, "base lr 0: set_lr sets every group");
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+/* Bad groups: rejected with a message naming the pattern; a version-1 config has no groups. */
+static void test_groups_errors(void) {
+    store st;
+    store_make(&st, 19);
+    struct { const char *params; float lr, wd; int n; volt_status want; const char *msg; } bad[] = {
+        { "enc.0.bais", NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "groups[0] pattern 'enc.0.bais' matches no parameter" },
+        { "*.bias,bias", NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "pattern 'bias' matches no parameter (patterns are fnmatch globs on the whole name: '*bias'" },
+        { "", NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "groups[0].params '': empty pattern" },
+        { "*.bias,,enc.2.gain", NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "empty pattern (element 2)" },
+        { "*.bias, ", NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "empty pattern (element 2)" },
+        { NULL, NAN, 0.f, 1, VOLT_ERR_INVALID_ARG, "groups[0].params is NULL" },
+        { "*.bias", -1e-3f, 0.f, 1, VOLT_ERR_INVALID_ARG, "groups[0] ('*.bias'): invalid lr -0.001" },
+        { "*.bias", INFINITY, 0.f, 1, VOLT_ERR_INVALID_ARG, "invalid lr inf" },
+        { "*.bias", NAN, -0.01f, 1, VOLT_ERR_INVALID_ARG, "groups[0] ('*.bias'): invalid weight_decay -0.01" },
+        { "*.bias", NAN, 0.f, VOLT_OPTIM_MAX_GROUPS + 1, VOLT_ERR_INVALID_ARG, "9 parameter groups, at most 8" },
+        { "*.bias", NAN, 0.f, -1, VOLT_ERR_INVALID_ARG, "-1 parameter groups" },
+        /* the second group's only match is taken by the first: it would change nothing */
+        { "*.bias", NAN, 0.f, 2, VOLT_ERR_INVALID_ARG, "groups[1] ('enc.2.bias') holds no parameter" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        volt_optimizer_config c;
+        volt_optimizer_config_init(&c);
+        c.n_groups = bad[i].n;
+        for (int g = 0; g < VOLT_OPTIM_MAX_GROUPS; g++)
+            c.groups[g] = (volt_optim_group){ .params = g == 1 && bad[i].n == 2 ? "enc.2.bias" : bad[i].params, .lr = bad[i].lr,
+                                               .weight_decay = bad[i].wd };
+        volt_optimizer *opt = (volt_optimizer *)&st;
+        char err[512];
+        const volt_status r = volt_optimizer_create(&c, st.ps, &opt);
+        const volt_status r2 = volt_optimizer_config_check(&c, st.ps, err, sizeof err);
+        CHECK(r == bad[i].want && opt == NULL && r2 == r, "bad group %zu: create %s, check %s", i, volt_status_str(r), volt_status_str(r2));
+        CHECK(strstr(err, bad[i].msg) != NULL, "bad group %zu: message '%s' lacks '%s'", i, err, bad[i].msg);
+    }
+    /* a version-1 config knows no groups: whatever lies past its end is not read */
+    volt_optimizer_config c;
+    volt_optimizer_config_init(&c);
+    c.version = 1;
+    c.n_groups = 99;
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&c, st.ps, &opt));
+    CHECK(opt && volt_optimizer_group_count(opt) == 1 && volt_optimizer_get_config(opt)->n_groups == 0, "version 1: one group");
+    CHECK(volt_optimizer_group_lr(opt, 1) == 0.f && volt_optimizer_param_group(opt, st.W) == 0, "version 1: getters");
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+static void test_groups(void) {
+    volt_optimizer_config c;
+    c = adam_cfg(VOLT_OPTIM_ADAMW, 1e-2f, 0.1f, 0.9f, 0.999f); test_groups_kind(&c, "groups adamw");
+    c = adam_cfg(VOLT_OPTIM_ADAM, 1e-2f, 0.05f, 0.8f, 0.99f);  test_groups_kind(&c, "groups adam l2");
+    c = sgd_cfg(0.1f, 0.9f, 0.f, true, 0.05f);                 test_groups_kind(&c, "groups sgd nesterov wd");
+    test_groups_range();
+    test_groups_sched();
+    test_groups_errors();
+}
+
 /* ---- pm->update (the backend's kernel) against a plain f32 host reference ------------------ */
 static uint32_t lcg = 777u;
 static float urand(void) {   /* [-1, 1) */
@@ -792,6 +1031,7 @@ int main(void) {
     test_api();
     test_sched_formulas();
     test_sched_object();
+    test_groups();
     ring_free();
     return vtest_finish();
 }

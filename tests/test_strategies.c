@@ -95,10 +95,17 @@ static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_
     return volt_log(s, "val_loss", volt_cross_entropy(s, mlp_fwd(self, s, b), volt_batch_y(b)), VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
 }
 
+static bool g_groups;   /* mlp_opt adds parameter groups (test_groups_dist) */
+
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
     o->optimizer.lr = 1e-2f;
     o->optimizer.weight_decay = 0.01f;
+    if (g_groups) {   /* biases: lr x3, no decay; fc3.weight: decay x10 */
+        o->optimizer.n_groups = 2;
+        o->optimizer.groups[0] = (volt_optim_group){ .params = "*.bias", .lr = 3e-2f, .weight_decay = 0.f };
+        o->optimizer.groups[1] = (volt_optim_group){ .params = "fc3.weight", .lr = NAN, .weight_decay = 0.1f };
+    }
     o->use_scheduler = true;
     o->scheduler.kind = VOLT_SCHED_LINEAR;
     o->scheduler.warmup_steps = 2;
@@ -783,6 +790,55 @@ static void test_parity(const char *name) {
     free(ref.params);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+/* ---- parameter groups under a sharding strategy ----------------------------------------------------
+ * The optimizer updates each rank's slice [lo, hi) of a unit: with 2 ranks the slices end
+ * inside fc1.weight / fc2.weight and hold the biases' group boundary. The run must match
+ * single with the same groups (the parity tolerance) and differ from single without groups. */
+static void test_groups_dist(const char *name) {
+    volt_dataset *ds = make_data();
+    static ref_run plain, ref;
+    g_groups = false;
+    run_single(ds, &plain);
+    g_groups = true;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+    if (!t || !l || !ref.params || !plain.params) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "%s fit with groups: %s", name, volt_trainer_errmsg(t));
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    CHECK(volt_optimizer_group_count(opt) == 3 && volt_optimizer_group_param_count(opt, 1) == 3, "%s: the groups", name);
+    int sliced = 0;   /* a rank's range cuts a unit: the sharding is in effect */
+    for (int u = 0; u < volt_params_unit_count(volt_trainer_params(t)); u++) {
+        int64_t lo, hi;
+        volt_optimizer_range(opt, u, &lo, &hi);
+        sliced += hi - lo < volt_unit_numel(volt_params_unit_at(volt_trainer_params(t), u));
+    }
+    CHECK(g_world == 1 || sliced > 0, "%s: no unit is sharded", name);
+    float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(volt_trainer_params(t), mine);
+    double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel), off = tol_used(ref.params, plain.params, ref.n, NULL);
+    CHECK(worst <= 1, "%s with groups: params differ from single with groups: %.3g of the tolerance", name, worst);
+    CHECK(off > 100, "%s: the groups changed single's params by only %.3g of the tolerance", name, off);
+    memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
+    MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with groups: params differ between ranks", name);
+    double all = 0;
+    MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("groups  %-18s N=%d: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with groups; "
+               "without groups %.3g x it\n", name, g_world, 100 * all, off);
+    free(mine);
+    free(r0);
+    free(ref.params);
+    free(plain.params);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_loader_destroy(vl);
     volt_dataset_destroy(ds);
 }
 
@@ -1798,6 +1854,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "comm")) test_comm();
     else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
+    else if (!strcmp(mode, "groups") && argc > 2) test_groups_dist(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();
     else if (!strcmp(mode, "parity16") && argc > 2) test_parity16(argv[2]);
     else if (!strcmp(mode, "reduce16") && argc > 2) test_reduce16(argv[2]);

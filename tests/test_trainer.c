@@ -1,5 +1,6 @@
-/* Trainer: Lightning hook order, exact resume (bitwise), corrupt checkpoints leave the
- * model untouched, configuration errors. */
+/* Trainer: Lightning hook order, exact resume (bitwise; with optimizer parameter groups too,
+ * and another grouping refused), corrupt checkpoints leave the model untouched,
+ * configuration errors. */
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -274,6 +275,122 @@ static void test_exact_resume(volt_dataset *ds, int workers) {
     free(wa); free(wc);
     volt_trainer_destroy(ta);
     volt_trainer_destroy(tc);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
+/* ---- parameter groups: fit, checkpoint, exact resume; another grouping is refused ----------- */
+static int groups_case;   /* 0: none; 1: biases (no decay, lr x3) + fc2.weight (lr x0.5); 2: biases only;
+                             3: as 1 with the biases named one by one */
+static volt_status groups_opt(void *self, volt_optim_setup *o) {
+    VOLT_TRY(net_opt(self, o));
+    volt_optimizer_config *c = &o->optimizer;
+    c->n_groups = groups_case == 0 ? 0 : groups_case == 2 ? 1 : 2;
+    c->groups[0] = (volt_optim_group){ .params = groups_case == 3 ? "fc1.bias,fc2.bias" : "*.bias", .lr = 1.5e-2f, .weight_decay = 0.f };
+    c->groups[1] = (volt_optim_group){ .params = "fc2.weight", .lr = 2.5e-3f, .weight_decay = NAN };
+    return VOLT_OK;
+}
+
+static volt_status groups_typo_opt(void *self, volt_optim_setup *o) {
+    VOLT_TRY(groups_opt(self, o));
+    o->optimizer.groups[0].params = "fc3.*";
+    return VOLT_OK;
+}
+
+static void test_groups_resume(volt_dataset *ds) {
+    char root[512], path[600], path0[600];
+    snprintf(root, sizeof root, "%s/groups", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(path, sizeof path, "%s/mid.safetensors", root);
+    snprintf(path0, sizeof path0, "%s/plain.safetensors", root);
+    volt_module_ops ops = net_ops;
+    ops.configure_optimizers = groups_opt;
+    volt_loader *tl = make_loader(ds, 4, true, 0), *vl = make_loader(ds, 16, false, 0);
+    /* A: 3 epochs straight with groups; P: the same without groups (must differ) */
+    groups_case = 1;
+    net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *ta = make_trainer(3, root);
+    CHECK_OK(volt_add_lr_monitor(ta));
+    CHECK_OK(volt_trainer_fit(ta, &ops, &ma, tl, vl, NULL));
+    volt_optimizer *oa = volt_trainer_optimizer(ta);
+    /* LearningRateMonitor: Lightning's names for unnamed groups, pg1 the default group */
+    double pg[3] = { 0, 0, 0 }, one = 0;
+    CHECK(volt_trainer_metric(ta, "lr-AdamW/pg1", &pg[0]) && volt_trainer_metric(ta, "lr-AdamW/pg2", &pg[1]) &&
+          volt_trainer_metric(ta, "lr-AdamW/pg3", &pg[2]) && !volt_trainer_metric(ta, "lr-AdamW/pg4", &one) &&
+          !volt_trainer_metric(ta, "lr-AdamW", &one), "LearningRateMonitor: lr-AdamW/pg1..pg3, no lr-AdamW");
+    CHECK(pg[0] > 0 && fabs(pg[1] / pg[0] - 3.0) < 1e-6 && fabs(pg[2] / pg[0] - 0.5) < 1e-6,
+          "LearningRateMonitor: group lrs %g %g %g, want ratios 1 : 3 : 0.5 (scheduled)", pg[0], pg[1], pg[2]);
+    CHECK(volt_optimizer_group_count(oa) == 3 && volt_optimizer_group_param_count(oa, 0) == 1 &&
+          volt_optimizer_group_param_count(oa, 1) == 2 && volt_optimizer_group_param_count(oa, 2) == 1,
+          "fit with groups: configure_optimizers' groups reached the optimizer");
+    int64_t na, nb, np;
+    float *wa = snapshot(ta, &na);
+    groups_case = 0;
+    net mp = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tp = make_trainer(1, root);
+    CHECK_OK(volt_trainer_fit(tp, &ops, &mp, tl, vl, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(tp, path0));   /* a checkpoint without groups */
+    volt_trainer_destroy(tp);
+    mp = (net){ .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    tp = make_trainer(3, root);
+    CHECK_OK(volt_add_lr_monitor(tp));
+    CHECK_OK(volt_trainer_fit(tp, &ops, &mp, tl, vl, NULL));
+    CHECK(volt_trainer_metric(tp, "lr-AdamW", &one) && !volt_trainer_metric(tp, "lr-AdamW/pg1", &one),
+          "LearningRateMonitor: one group logs lr-AdamW");
+    float *wp = snapshot(tp, &np);
+    CHECK(np == na && memcmp(wa, wp, sizeof(float) * (size_t)na) != 0, "groups changed nothing in the fit");
+    volt_trainer_destroy(tp);
+    /* B: stop in epoch 1 with a checkpoint; C: resume it in a fresh trainer */
+    groups_case = 1;
+    net mb = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tb = make_trainer(3, root);
+    stopper *sp = malloc(sizeof *sp);
+    sp->stop_at = 37;
+    sp->path = path;
+    CHECK_OK(volt_trainer_add_callback(tb, &stopper_ops, sp));
+    CHECK_OK(volt_trainer_fit(tb, &ops, &mb, tl, vl, NULL));
+    volt_trainer_destroy(tb);
+    volt_st_file *f = NULL;
+    CHECK_OK(volt_st_open(path, &f, NULL, 0));
+    const char *rec = f ? volt_st_meta(f, "volt.optimizer.groups") : NULL;
+    CHECK(rec && strstr(rec, "\"params\":\"*.bias\"") && strstr(rec, "\"n_params\":2") && strstr(rec, "\"params\":null"),
+          "the checkpoint records the groups: %s", rec ? rec : "(none)");
+    volt_st_close(f);
+    net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tc = make_trainer(3, root);
+    volt_status st = volt_trainer_fit(tc, &ops, &mc, tl, vl, path);
+    CHECK(st == VOLT_OK, "resume with groups: %s", volt_trainer_errmsg(tc));
+    float *wc = st == VOLT_OK ? snapshot(tc, &nb) : NULL;
+    CHECK(wc && na == nb && memcmp(wa, wc, sizeof(float) * (size_t)na) == 0, "groups: resumed weights differ from the uninterrupted run");
+    volt_trainer_destroy(tc);
+    /* another grouping: refused, saying why */
+    static const struct { int gcase; int ck; const char *msg; } bad[] = {
+        { 2, 1, "saved with 3 optimizer parameter groups, this run has 2" },
+        { 0, 1, "saved with 3 optimizer parameter groups, this run has 1" },
+        { 3, 1, "optimizer parameter group 1 is '*.bias' there, 'fc1.bias,fc2.bias' in this run" },
+        { 1, 0, "saved with 1 optimizer parameter group, this run has 3" },
+    };
+    for (int k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+        groups_case = bad[k].gcase;
+        net md = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+        volt_trainer *td = make_trainer(3, root);
+        st = volt_trainer_fit(td, &ops, &md, tl, vl, bad[k].ck ? path : path0);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(td), bad[k].msg) && md.steps_run == 0,
+              "resume with another grouping (%d): %s (%s)", k, volt_trainer_errmsg(td), volt_status_str(st));
+        volt_trainer_destroy(td);
+    }
+    /* a pattern matching nothing fails the fit, named */
+    groups_case = 1;
+    volt_module_ops typo = ops;
+    typo.configure_optimizers = groups_typo_opt;
+    net me = { .in = IN, .hidden = 16, .out = NC };
+    volt_trainer *te = make_trainer(1, root);
+    st = volt_trainer_fit(te, &typo, &me, tl, vl, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(te), "configure_optimizers: optimizer: groups[0] pattern 'fc3.*' matches no parameter"),
+          "typo'd group pattern: %s", volt_trainer_errmsg(te));
+    volt_trainer_destroy(te);
+    free(wa); free(wc); free(wp);
+    volt_trainer_destroy(ta);
     volt_loader_destroy(tl);
     volt_loader_destroy(vl);
 }
@@ -938,7 +1055,7 @@ static void test_optim_config_errors(volt_dataset *ds) {
         { VOLT_ERR_VERSION, "volt_scheduler_config: version 2", "1..1" },
         { VOLT_ERR_INVALID_ARG, "optimizer: invalid beta1 1.5", "[0, 1)" },
         { VOLT_ERR_VERSION, "volt_optimizer_config: version 0", "volt_optimizer_config_init" },
-        { VOLT_ERR_VERSION, "volt_optimizer_config: version 2", "1..1" },
+        { VOLT_ERR_VERSION, "volt_optimizer_config: version 3", "1..2" },
     };
     volt_module_ops ops = net_ops;
     ops.configure_optimizers = bad_opt;
@@ -1123,6 +1240,7 @@ int main(void) {
     test_hook_order(ds);
     test_exact_resume(ds, 0);
     test_exact_resume(ds, 2);
+    test_groups_resume(ds);
     test_corrupt(ds);
     test_datamodule(ds);
     volt_dataset_destroy(ds);

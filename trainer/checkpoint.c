@@ -90,6 +90,76 @@ static char *callbacks_json(volt_trainer *t) {
     return out;
 }
 
+/* The shortest decimal that reads back as v, as a double (JSON shows 0.001, not the float's
+ * 0.0010000000474974513). */
+static double short_decimal(float v) {
+    char b[32];
+    for (int p = 6; p <= 9; p++) {   /* 9 digits always read back */
+        snprintf(b, sizeof b, "%.*g", p, (double)v);
+        if ((float)strtod(b, NULL) == v) return strtod(b, NULL);
+    }
+    return (double)v;
+}
+
+/* The optimizer's parameter groups, when it has more than one (a file without them is one
+ * group): "volt.optimizer.groups" = [{"params": null for the default group, else the
+ * patterns, "lr": base lr, "weight_decay", "n_params": members}, ...] in group order. */
+static volt_status put_groups(volt_trainer *t, volt_st_writer *w) {
+    const volt_optimizer_config *oc = volt_optimizer_get_config(t->opt);
+    cJSON *arr = cJSON_CreateArray();
+    for (int g = 0; arr && g < volt_optimizer_group_count(t->opt); g++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o) break;
+        cJSON_AddItemToArray(arr, o);
+        if (g == 0) cJSON_AddNullToObject(o, "params");
+        else cJSON_AddStringToObject(o, "params", oc->groups[g - 1].params);
+        cJSON_AddNumberToObject(o, "lr", short_decimal(volt_optimizer_group_base_lr(t->opt, g)));
+        cJSON_AddNumberToObject(o, "weight_decay", short_decimal(volt_optimizer_group_weight_decay(t->opt, g)));
+        cJSON_AddNumberToObject(o, "n_params", volt_optimizer_group_param_count(t->opt, g));
+    }
+    char *js = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    volt_status st = js ? volt_st_writer_meta(w, "volt.optimizer.groups", js) : VOLT_ERR_NOMEM;
+    free(js);
+    return st;
+}
+
+/* A resume keeps the grouping: as many groups, the same patterns, as many parameters in each
+ * (torch's load_state_dict: "loaded state dict contains a parameter group that doesn't match
+ * the size of optimizer's group"). lr and weight_decay may change, as the config's may. */
+static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *path) {
+    const char *js = volt_st_meta(f, "volt.optimizer.groups");
+    const int now = volt_optimizer_group_count(t->opt);
+    const volt_optimizer_config *oc = volt_optimizer_get_config(t->opt);
+    cJSON *arr = js ? cJSON_Parse(js) : NULL;
+    if (js && (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1)) {
+        cJSON_Delete(arr);
+        return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups' is not a list of groups", path);
+    }
+    const int saved = arr ? cJSON_GetArraySize(arr) : 1;
+    volt_status st = VOLT_OK;
+    if (saved != now)
+        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with %d optimizer parameter group%s, this run has %d: "
+                        "a fit resumes with the grouping it was saved with", path, saved, saved == 1 ? "" : "s", now);
+    for (int g = 0; arr && st >= 0 && g < now; g++) {
+        const cJSON *o = cJSON_GetArrayItem(arr, g);
+        const cJSON *pp = cJSON_GetObjectItemCaseSensitive(o, "params"), *np = cJSON_GetObjectItemCaseSensitive(o, "n_params");
+        const char *want = g ? oc->groups[g - 1].params : NULL;
+        const char *had = cJSON_IsString(pp) ? pp->valuestring : NULL;
+        if (!cJSON_IsNumber(np) || (g == 0) != cJSON_IsNull(pp) || (g && !had))
+            st = volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups': group %d is damaged", path, g);
+        else if (g && strcmp(had, want))
+            st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d is '%s' there, '%s' in this run: "
+                            "a fit resumes with the grouping it was saved with", path, g, had, want);
+        else if (np->valueint != volt_optimizer_group_param_count(t->opt, g))
+            st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d%s%s%s holds %d parameters there, "
+                            "%d in this run (the model's parameters differ)", path, g, g ? " ('" : " (the default group)",
+                            g ? want : "", g ? "')" : "", np->valueint, volt_optimizer_group_param_count(t->opt, g));
+    }
+    cJSON_Delete(arr);
+    return st;
+}
+
 /* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
  * scheduler, precision, callbacks, module extras. */
 int ck_saved_states(const volt_trainer *t) { return t->opt && !t->ck_weights_only ? volt_optimizer_state_count(t->opt) : 0; }
@@ -105,6 +175,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
             snprintf(b, sizeof b, "%d", (int)volt_optimizer_get_config(t->opt)->kind);
             st = volt_st_writer_meta(w, "volt.optimizer.kind", b);
         }
+        if (st >= 0 && volt_optimizer_group_count(t->opt) > 1) st = put_groups(t, w);
     }
     if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", volt__strategy_name(sg));
     if (st >= 0) st = meta_i64(w, "volt.world_size", t->world);
@@ -398,6 +469,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             src_close(&src);
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with another optimizer kind (%lld)", path, (long long)opt_kind);
         }
+        if (have_opt && (st = check_groups(t, f, path)) < 0) { src_close(&src); return st; }
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
             const char *sn = volt_optimizer_state_name(t->opt, k);
             if (src.index) {

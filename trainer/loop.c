@@ -183,8 +183,8 @@ static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
     volt_status st = t->mops->configure_optimizers(t->module, o);
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
     volt__prec_setup_optim(t, &o->optimizer);   /* optimizer state dtype */
-    char why[256];
-    st = volt__optimizer_config_check(&o->optimizer, why, sizeof why);   /* the reason, not just the status */
+    char why[512];
+    st = volt_optimizer_config_check(&o->optimizer, t->ps, why, sizeof why);   /* the reason (groups too), not just the status */
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));

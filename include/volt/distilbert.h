@@ -69,7 +69,7 @@ typedef struct volt_distilbert_config {
     /* optimisation (configure_optimizers) */
     volt_optim_kind optimizer;   /* default VOLT_OPTIM_ADAM (torch.optim.Adam, the recipe) */
     float lr;                    /* default 5e-5 */
-    float weight_decay;          /* default 0; applied to every parameter (no bias/LN groups) */
+    float weight_decay;          /* default 0; applied to every parameter but no_decay's */
     int64_t warmup_steps;        /* >= 0; default 0 */
     int64_t total_steps;         /* > 0: linear warmup then linear decay to 0 at total_steps
                                     (HF get_linear_schedule_with_warmup); -1: the same over the
@@ -81,8 +81,15 @@ typedef struct volt_distilbert_config {
     const char *pretrained_dir;
     /* batch field names (each < 64 bytes; copied); defaults as above */
     const char *ids_field, *mask_field, *y_field;
+    /* ---- version 2 ---- */
+    /* NULL (default): weight_decay applies to every parameter. Else the parameters whose names
+       match these patterns (volt_optim_group.params: comma-separated fnmatch globs on the
+       whole name) form a parameter group with weight decay 0 (copied; not empty). HF's recipe
+       (no decay for biases and LayerNorm weights) with these names:
+       "*.bias,*LayerNorm.weight,*layer_norm.weight" */
+    const char *no_decay;
 } volt_distilbert_config;
-#define VOLT_DISTILBERT_CONFIG_VERSION 1u
+#define VOLT_DISTILBERT_CONFIG_VERSION 2u
 
 /* Defaults: distilbert-base-uncased, 2 classes, Adam lr 5e-5, no schedule. */
 VOLT_API void volt_distilbert_config_init(volt_distilbert_config *cfg);

@@ -38,6 +38,22 @@ typedef enum volt_optim_kind {
     VOLT_OPTIM_KIND_COUNT
 } volt_optim_kind;
 
+/* A parameter group (torch.optim's param_groups): the parameters whose names match
+ * `params` get their own lr and weight_decay. `params` is a comma-separated list of
+ * fnmatch(3) globs (flags 0: '*' also matches '.'), each matched against the whole
+ * parameter name; blanks around an element are ignored. A suffix is "*bias", a name part
+ * "*LayerNorm*". A parameter belongs to the first group with a matching element, else to the
+ * default group (index 0: the config's lr and weight_decay), so volt_optimizer_group_*
+ * index g = 1 + the index in cfg.groups, torch's param_groups order with the default group
+ * first. Every element must match some parameter and every group must end up with at least
+ * one (else volt_optimizer_create fails naming it: a typo would otherwise change nothing). */
+typedef struct volt_optim_group {
+    const char *params;    /* the patterns (copied by volt_optimizer_create); not NULL or empty */
+    float lr;              /* >= 0, or NAN = the config's lr (the default group's) */
+    float weight_decay;    /* >= 0, or NAN = the config's weight_decay */
+} volt_optim_group;
+#define VOLT_OPTIM_MAX_GROUPS 8
+
 typedef struct volt_optimizer_config {
     uint32_t version;      /* VOLT_OPTIMIZER_CONFIG_VERSION, set by _init */
     volt_optim_kind kind;  /* default VOLT_OPTIM_ADAM */
@@ -54,16 +70,27 @@ typedef struct volt_optimizer_config {
                               f32 and rounds on store (the trainer sets it from the
                               precision: 16-bit for bf16-true/16-true unless
                               cfg.optimizer_dtype asks for f32) */
+    /* ---- version 2 ---- */
+    int n_groups;          /* parameter groups besides the default one, in [0,
+                              VOLT_OPTIM_MAX_GROUPS]; default 0 (one group: everything).
+                              A version-1 config has none. */
+    volt_optim_group groups[VOLT_OPTIM_MAX_GROUPS];   /* groups[0..n_groups) */
 } volt_optimizer_config;
-#define VOLT_OPTIMIZER_CONFIG_VERSION 1u
+#define VOLT_OPTIMIZER_CONFIG_VERSION 2u
 
 VOLT_API void volt_optimizer_config_init(volt_optimizer_config *cfg);
-/* Checks a config without creating anything (the trainer validates early). */
+/* Checks a config without creating anything (the trainer validates early); the groups'
+ * patterns are checked against the parameters by volt_optimizer_create. */
 VOLT_API volt_status volt_optimizer_config_validate(const volt_optimizer_config *cfg);
+/* The same with the reason in err (errlen bytes), and when ps (finalized) is not NULL also
+ * the groups against its parameter names: what volt_optimizer_create would reject, said. */
+VOLT_API volt_status volt_optimizer_config_check(const volt_optimizer_config *cfg, const volt_params *ps,
+                                                 char *err, size_t errlen);
 
 /* ps must be finalized and outlive the optimizer (borrowed). State buffers (zeroed) cover
- * every unit's full range until volt_optimizer_set_range. Errors: INVALID_ARG (bad config),
- * VERSION, STATE (store not finalized), NOMEM. */
+ * every unit's full range until volt_optimizer_set_range. Errors: INVALID_ARG (bad config;
+ * with groups also a pattern element matching no parameter or a group left with none:
+ * volt_optimizer_config_check says which), VERSION, STATE (store not finalized), NOMEM. */
 VOLT_API volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
                                   volt_optimizer **out);
 VOLT_API void volt_optimizer_destroy(volt_optimizer *opt);                   /* NULL-safe */
@@ -85,9 +112,23 @@ VOLT_API volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int
 /* The unit's current range; returns INVALID_ARG for a bad unit index. */
 VOLT_API volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *lo, int64_t *hi);
 
-VOLT_API void volt_optimizer_set_lr(volt_optimizer *opt, float lr);      /* schedulers call this */
-VOLT_API float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr */
+/* The default group's lr (schedulers and lr_find call this). Every other group follows with
+ * its own base lr times lr / cfg.lr (LambdaLR: one factor for every group's initial lr;
+ * a group without its own lr gets lr itself); with cfg.lr == 0 there is no ratio to keep
+ * and every group gets lr. A volt_scheduler sets each group to lr_at(group base lr) itself,
+ * which also holds with cfg.lr == 0. */
+VOLT_API void volt_optimizer_set_lr(volt_optimizer *opt, float lr);
+VOLT_API float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr (group 0) */
 VOLT_API float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
+/* Parameter groups: 1 + cfg.n_groups (group 0 = the default group, possibly empty); 0 for
+ * NULL. The getters return 0 for a bad g. */
+VOLT_API int volt_optimizer_group_count(const volt_optimizer *opt);
+VOLT_API float volt_optimizer_group_lr(const volt_optimizer *opt, int g);            /* current */
+VOLT_API float volt_optimizer_group_base_lr(const volt_optimizer *opt, int g);       /* resolved */
+VOLT_API float volt_optimizer_group_weight_decay(const volt_optimizer *opt, int g);  /* resolved */
+VOLT_API int volt_optimizer_group_param_count(const volt_optimizer *opt, int g);     /* members */
+/* The group parameter p (of the optimizer's store) belongs to; -1 if it is not there. */
+VOLT_API int volt_optimizer_param_group(const volt_optimizer *opt, const volt_tensor *p);
 VOLT_API int64_t volt_optimizer_step_count(const volt_optimizer *opt);   /* steps taken */
 /* On restore; negative counts are taken as 0. */
 VOLT_API void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps);
