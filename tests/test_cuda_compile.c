@@ -16,6 +16,7 @@
  * growth interval of 3: the first steps' f16 grads overflow and are skipped on the device
  * (the graph's update reads the scaler's found_inf; the host learns it after the launch);
  * global_step, the skipped count, the scale and its tracker must equal eager's too.
+ * And the MLP with optimizer parameter groups (two lrs, two weight decays).
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
@@ -270,6 +271,26 @@ static void test_host_data(volt_dataset *ds) {
     g_mlp_ops = &mlp_ops;
 }
 
+/* Parameter groups (docs/OPTIMIZERS.md): fc1 at a third of the lr, every bias without weight
+ * decay. Each group's coefficients are a block of the one H2D copy the graph replays, and the
+ * update of each run reads its group's block: a replay that copied only the first block, or
+ * a capture that baked one group's lr in, differs from eager at the first replay. */
+static volt_status groups_opt(void *self, volt_optim_setup *o) {
+    VOLT_TRY(mlp_opt(self, o));
+    o->optimizer.n_groups = 2;
+    o->optimizer.groups[0] = (volt_optim_group){ .params = "*.bias", .lr = NAN, .weight_decay = 0.f };
+    o->optimizer.groups[1] = (volt_optim_group){ .params = "fc1.*", .lr = 1e-3f, .weight_decay = NAN };
+    return VOLT_OK;
+}
+static const volt_module_ops groups_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
+                                            .configure_optimizers = groups_opt, .training_step = mlp_train };
+
+static void test_groups(volt_dataset *ds) {
+    g_mlp_ops = &groups_ops;
+    compare("mlp 32-true parameter groups (fc1 at lr/3, biases without decay)", false, "32-true", ds, 0.f);
+    g_mlp_ops = &mlp_ops;
+}
+
 int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
@@ -315,6 +336,7 @@ int main(void) {
     g_init_scale = 0;
     g_growth_interval = 0;
     test_host_data(mds);
+    test_groups(mds);
     test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);
