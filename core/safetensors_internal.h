@@ -63,6 +63,7 @@ typedef struct st_rentry {
     volt_shape shape;
     uint64_t begin, end;   /* within the data section */
     bool unread;           /* volt_st_open_some left its bytes in the file */
+    bool deferred;         /* volt__st_open_deferred left them in the file, to be read one by one */
 } st_rentry;
 
 struct volt_st_file {
@@ -75,7 +76,21 @@ struct volt_st_file {
     int nmeta;
     unsigned char *data;   /* the data section, malloc-aligned */
     uint64_t data_size;
+    int fd;                /* open while tensors are deferred, else -1 */
+    uint64_t base;         /* file offset of the data section */
 };
+
+/* volt_st_open_some where the tensors defer(name, ctx) picks (among those want keeps) stay in
+ * the file, taking no memory: volt_st_verify_all checks their crcs reading them in pieces,
+ * volt_st_find gives them data NULL, and volt__st_read_deferred reads one whole, checking its
+ * crc again (a file changed since the verify is caught). The file stays open until close. */
+volt_status volt__st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
+                                   volt_st_file **out, char *err, size_t errlen);
+/* Deferred tensor `name` whole into dst (cap bytes): VOLT_ERR_STATE when it is not deferred,
+ * VOLT_ERR_CORRUPT when the file is short or the bytes fail their crc. */
+volt_status volt__st_read_deferred(const volt_st_file *f, const char *name, void *dst, size_t cap, char *err, size_t errlen);
+/* The largest deferred tensor's bytes (0 when none). */
+size_t volt__st_deferred_max_bytes(const volt_st_file *f);
 
 /* Parse and check the header text hdr[0..hl) of f (f->path, f->data_size set): fills
  * f->root, the metadata and the tensor table (sorted by offset, by_name by name). */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include <zlib.h>
 #include "core/hostmem.h"
 #include "core/safetensors_internal.h"
 #include "volt/dtype.h"
@@ -44,9 +45,9 @@ static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
 static int st_read_data(volt_st_file *f, int fd, uint64_t base, bool some) {
     if (!some) return st_pread_full(fd, f->data, (size_t)f->data_size, base);
     for (int i = 0; i < f->n;) {
-        if (f->t[i].unread) { i++; continue; }
+        if (f->t[i].unread || f->t[i].deferred) { i++; continue; }
         int j = i;
-        while (j + 1 < f->n && !f->t[j + 1].unread) j++;
+        while (j + 1 < f->n && !f->t[j + 1].unread && !f->t[j + 1].deferred) j++;
         const uint64_t a = f->t[i].begin, b = f->t[j].end;
         if (b > a) {
             int r = st_pread_full(fd, f->data + a, (size_t)(b - a), base + a);
@@ -61,8 +62,21 @@ volt_status volt_st_open(const char *path, volt_st_file **out, char *err, size_t
     return volt_st_open_some(path, NULL, NULL, out, err, errlen);
 }
 
+static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx, volt_st_file **out,
+                           char *err, size_t errlen);
+
 volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx, volt_st_file **out, char *err,
                               size_t errlen) {
+    return st_open(path, want, NULL, ctx, out, err, errlen);
+}
+
+volt_status volt__st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
+                                   volt_st_file **out, char *err, size_t errlen) {
+    return st_open(path, want, defer, ctx, out, err, errlen);
+}
+
+static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx, volt_st_file **out,
+                           char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!out) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_open: NULL out");
     *out = NULL;
@@ -87,6 +101,7 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
     volt_status st = VOLT_OK;
     char *hdr = NULL;
     volt_st_file *f = calloc(1, sizeof *f);
+    if (f) f->fd = -1;
     if (!f || !(f->path = strdup(path))) {
         st = st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory", path);
         goto fail;
@@ -151,8 +166,11 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
                      path, (unsigned long long)f->data_size);
         goto fail;
     }
-    bool some = false;
+    bool some = false, deferred = false;
     for (int i = 0; want && i < f->n; i++) some |= f->t[i].unread = !want(f->t[i].name, ctx);
+    for (int i = 0; defer && i < f->n; i++)
+        if (!f->t[i].unread && f->t[i].end > f->t[i].begin && defer(f->t[i].name, ctx)) some = deferred = f->t[i].deferred = true;
+    f->base = 8 + hl;
     r = st_read_data(f, fd, 8 + hl, some);
     if (r <= 0) {
         st = r < 0 ? st_fail(err, errlen, VOLT_ERR_IO, "file '%s': read failed: %s", path,
@@ -162,7 +180,8 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
         goto fail;
     }
     free(hdr);
-    close(fd);
+    if (deferred) f->fd = fd;   /* the deferred tensors are read from it later */
+    else close(fd);
     *out = f;
     return VOLT_OK;
 
@@ -175,6 +194,7 @@ fail:
 
 void volt_st_close(volt_st_file *f) {
     if (!f) return;
+    if (f->fd >= 0) close(f->fd);
     cJSON_Delete(f->root);
     free(f->t);
     free(f->by_name);
@@ -207,7 +227,7 @@ static const st_rentry *st_lookup(const volt_st_file *f, const char *name) {
 static void st_fill_info(const volt_st_file *f, const st_rentry *e, volt_st_info *info) {
     info->dtype = e->dtype;
     info->shape = e->shape;
-    info->data = e->unread ? NULL : f->data + e->begin;
+    info->data = e->unread || e->deferred ? NULL : f->data + e->begin;
     info->nbytes = (size_t)(e->end - e->begin);
 }
 
@@ -235,9 +255,54 @@ volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, cons
     return VOLT_OK;
 }
 
+/* The crc32 of a deferred tensor's bytes, read from the file in pieces: 1, 0 when the file
+ * is short, -1 on a read error or no memory. */
+static int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *crc) {
+    const size_t piece = (size_t)8 << 20;
+    const uint64_t n = e->end - e->begin;
+    unsigned char *buf = malloc(n < piece ? (size_t)n + 1 : piece);
+    if (!buf) return -1;
+    uLong c = crc32(0L, Z_NULL, 0);
+    int r = 1;
+    for (uint64_t at = 0; at < n && r > 0; at += piece) {
+        const size_t k = n - at < piece ? (size_t)(n - at) : piece;
+        if ((r = st_pread_full(f->fd, buf, k, f->base + e->begin + at)) > 0) c = crc32(c, buf, (uInt)k);
+    }
+    free(buf);
+    *crc = (uint32_t)c;
+    return r;
+}
+
+/* The crc e's bytes should have: 1 with *w set, 0 when the file keeps no crcs (a file from
+ * elsewhere), < 0 (the status, message in err) for a missing or malformed entry. */
+static int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w, char *err, size_t errlen);
+
 static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, char *err,
                                    size_t errlen) {
     if (e->unread) return VOLT_OK;   /* volt_st_open_some: not in memory, nothing to check */
+    uint32_t w = 0;
+    int has = st_expected_crc(f, e, &w, err, errlen);
+    if (has <= 0) return has;
+    uint32_t got = 0;
+    if (e->deferred) {
+        int r = st_file_crc(f, e, &got);
+        if (r < 0)
+            return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': tensor '%s': read failed: %s", f->path, e->name,
+                           errno ? strerror(errno) : "out of memory");
+        if (r == 0)
+            return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': truncated (shrank while reading tensor '%s')",
+                           f->path, e->name);
+    } else {
+        got = st_crc32(f->data + e->begin, (size_t)(e->end - e->begin));
+    }
+    if (got != w)
+        return st_fail(err, errlen, VOLT_ERR_CORRUPT,
+                       "file '%s': tensor '%s' crc mismatch (file corrupt?): stored %08x, "
+                       "computed %08x", f->path, e->name, (unsigned)w, (unsigned)got);
+    return VOLT_OK;
+}
+
+static int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w_out, char *err, size_t errlen) {
     size_t nl = strlen(e->name);
     char *key = malloc(nl + 7);
     if (!key) return st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory", f->path);
@@ -251,7 +316,7 @@ static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, ch
         const char *fmt = volt_st_meta(f, "format");
         bool has_crcs = fmt && strcmp(fmt, "volt") == 0;
         for (int i = 0; !has_crcs && i < f->nmeta; i++) has_crcs = strncmp(f->mkey[i], "crc32:", 6) == 0;
-        if (!has_crcs) return VOLT_OK;
+        if (!has_crcs) return 0;
         return st_fail(err, errlen, VOLT_ERR_CORRUPT,
                        "file '%s': tensor '%s' has no crc32 entry (file corrupt?)", f->path, e->name);
     }
@@ -268,12 +333,35 @@ static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, ch
         return st_fail(err, errlen, VOLT_ERR_CORRUPT,
                        "file '%s': tensor '%s' has a malformed crc32 entry '%.16s'", f->path,
                        e->name, want);
-    uint32_t got = st_crc32(f->data + e->begin, (size_t)(e->end - e->begin));
-    if (got != w)
-        return st_fail(err, errlen, VOLT_ERR_CORRUPT,
-                       "file '%s': tensor '%s' crc mismatch (file corrupt?): stored %08x, "
-                       "computed %08x", f->path, e->name, (unsigned)w, (unsigned)got);
+    *w_out = w;
+    return 1;
+}
+
+volt_status volt__st_read_deferred(const volt_st_file *f, const char *name, void *dst, size_t cap, char *err, size_t errlen) {
+    if (!f || !name || !dst) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt__st_read_deferred: NULL argument");
+    const st_rentry *e = st_lookup(f, name);
+    if (!e || !e->deferred || f->fd < 0)
+        return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' is not deferred", f->path, name);
+    const size_t n = (size_t)(e->end - e->begin);
+    if (n > cap) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "file '%s': tensor '%s': %zu bytes, room for %zu", f->path, name, n, cap);
+    int r = st_pread_full(f->fd, dst, n, f->base + e->begin);
+    if (r < 0) return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': tensor '%s': read failed: %s", f->path, name, strerror(errno));
+    if (r == 0) return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': truncated (shrank after it was checked, at tensor '%s')", f->path, name);
+    uint32_t w = 0;
+    int has = st_expected_crc(f, e, &w, err, errlen);
+    if (has < 0) return has;
+    uint32_t got = has ? st_crc32(dst, n) : 0;
+    if (has && got != w)
+        return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': tensor '%s' changed after it was checked (crc %08x, "
+                       "stored %08x): the file was written to while it was being loaded", f->path, name, (unsigned)got, (unsigned)w);
     return VOLT_OK;
+}
+
+size_t volt__st_deferred_max_bytes(const volt_st_file *f) {
+    size_t m = 0;
+    for (int i = 0; f && i < f->n; i++)
+        if (f->t[i].deferred && f->t[i].end - f->t[i].begin > m) m = (size_t)(f->t[i].end - f->t[i].begin);
+    return m;
 }
 
 volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen) {
@@ -307,7 +395,7 @@ volt_status volt_st_read_f32(const volt_st_file *f, const char *name, float *dst
     const st_rentry *e = st_lookup(f, name);
     if (!e)
         return st_fail(err, errlen, VOLT_ERR_NOT_FOUND, "file '%s': no tensor '%s'", f->path, name);
-    if (e->unread)
+    if (e->unread || e->deferred)
         return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' was not read (opened without it)", f->path,
                        name);
     int64_t n = volt_shape_numel(e->shape);

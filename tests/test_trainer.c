@@ -402,6 +402,71 @@ static void write_file(const char *p, const void *d, size_t n) {
     fclose(f);
 }
 
+/* A checkpoint changed after the load checked it: the parameters and states are read one
+ * tensor at a time while they are applied (trainer/checkpoint_source.c), each checked against
+ * its crc again. A callback's load_state_dict runs between the check and the apply: this one
+ * flips a byte of fc1.weight's stored bytes in place. The fit must fail naming the change, and
+ * the half-replaced model must be gone (the next run sets it up afresh). */
+static char g_flip_path[600];
+static int g_flips;
+static char *flip_state(void *self) { (void)self; return strdup("{}"); }
+static volt_status flip_load(void *self, volt_trainer *t, const char *json) {
+    (void)self; (void)t; (void)json;
+    FILE *f = fopen(g_flip_path, "r+b");
+    if (!f) return VOLT_OK;
+    unsigned char l8[8];
+    char hdr[8192];
+    uint64_t hl = 0;
+    if (fread(l8, 1, 8, f) == 8) for (int i = 0; i < 8; i++) hl |= (uint64_t)l8[i] << (8 * i);
+    long long a = -1, b = -1;
+    if (hl && hl < sizeof hdr && fread(hdr, 1, (size_t)hl, f) == hl) {
+        hdr[hl] = 0;
+        const char *at = strstr(hdr, "\"fc1.weight\"");
+        const char *off = at ? strstr(at, "\"data_offsets\":[") : NULL;
+        if (off && sscanf(off, "\"data_offsets\":[%lld,%lld]", &a, &b) == 2 && b > a) {
+            const long pos = (long)(8 + hl + (uint64_t)a + (uint64_t)(b - a) / 2);
+            unsigned char c = 0;
+            if (fseek(f, pos, SEEK_SET) == 0 && fread(&c, 1, 1, f) == 1 && fseek(f, pos, SEEK_SET) == 0) {
+                c ^= 0x5a;
+                g_flips += fwrite(&c, 1, 1, f) == 1;
+            }
+        }
+    }
+    fclose(f);
+    return VOLT_OK;
+}
+static const volt_callback_ops flip_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Flipper",
+                                            .state_dict = flip_state, .load_state_dict = flip_load };
+
+static void test_changed_during_load(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/changed", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(g_flip_path, sizeof g_flip_path, "%s/ck.safetensors", root);
+    volt_loader *tl = make_loader(ds, 8, false, 0);
+    net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_trainer *t = make_trainer(1, root);
+    CHECK_OK(volt_trainer_add_callback(t, &flip_ops, NULL));
+    g_flips = 0;
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, NULL, NULL));
+    CHECK(g_flips == 0, "nothing flipped while saving");
+    CHECK_OK(volt_trainer_save_checkpoint(t, g_flip_path));
+    volt_trainer_destroy(t);
+
+    net m2 = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_trainer *t2 = make_trainer(2, root);
+    CHECK_OK(volt_trainer_add_callback(t2, &flip_ops, NULL));
+    volt_status st = volt_trainer_fit(t2, &net_ops, &m2, tl, NULL, g_flip_path);
+    CHECK(g_flips == 1, "the callback changed the file between the check and the apply (%d)", g_flips);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(t2), "'fc1.weight' changed after it was checked") &&
+          strstr(volt_trainer_errmsg(t2), "dropped"), "a file changed during the load: %s (%s)", volt_trainer_errmsg(t2),
+          volt_status_str(st));
+    CHECK(volt_trainer_params(t2) == NULL, "the half-replaced model is dropped");
+    CHECK(m2.steps_run == 0, "nothing trained on it");
+    volt_trainer_destroy(t2);
+    volt_loader_destroy(tl);
+}
+
 static void test_corrupt(volt_dataset *ds) {
     char root[512], good[600], bad[600];
     snprintf(root, sizeof root, "%s/corrupt", vtest_tmpdir());
@@ -1242,6 +1307,7 @@ int main(void) {
     test_exact_resume(ds, 2);
     test_groups_resume(ds);
     test_corrupt(ds);
+    test_changed_during_load(ds);
     test_datamodule(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();

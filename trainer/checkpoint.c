@@ -400,6 +400,19 @@ static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const cha
                       path, diff);
 }
 
+/* A tensor read while applying failed its crc or the read (the file changed after src_open
+ * checked it): the values are partly replaced, so the model goes (loop.c's load drops a model
+ * whose weights are pending) and the error says so. */
+static volt_status apply_failed(volt_trainer *t, ck_stage *sg, ck_src *src) {
+    t->weights_pending = true;
+    volt_status st = volt__terr(t, src->err_st < 0 ? src->err_st : VOLT_ERR_CORRUPT,
+                                "%s; the model's values were partly replaced, so it is dropped (the next run sets it up afresh)",
+                                src->err);
+    stage_close(sg);
+    src_close(src);
+    return st;
+}
+
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     VOLT_TRY(volt__loop_wait_params(t, "load_checkpoint"));   /* a gather landing later would overwrite the loaded values */
     ck_src src;
@@ -529,7 +542,9 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         for (int i = 0; i < volt_unit_param_count(un); i++) {
             volt_tensor *p = volt_unit_param(un, i);
             const int64_t n = volt_tensor_numel(p);
-            stage_put(&sg, p->data, p->dtype, src_get(&src, NULL, p->name, 0, n, sg.f32), n);   /* rounded to 16-bit storage */
+            const float *v = src_get(&src, NULL, p->name, 0, n, sg.f32);
+            if (!v) return apply_failed(t, &sg, &src);
+            stage_put(&sg, p->data, p->dtype, v, n);   /* rounded to 16-bit storage */
         }
     }
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
@@ -543,8 +558,9 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                 /* resharding: this rank's range may hold any part of the parameter */
                 const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
                 if (!buf || a >= b) continue;
-                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt,
-                          src_get(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32), b - a);
+                const float *v = src_get(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32);
+                if (!v) return apply_failed(t, &sg, &src);
+                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, v, b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);

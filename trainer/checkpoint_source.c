@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
+#include "core/safetensors_internal.h"
 #include "volt/precision.h"
 
 /* ---- where the saved values are: one file, or an index and its shards --------------------- */
@@ -21,6 +22,8 @@ void src_close(ck_src *c) {
     free(c->params);
     cJSON_Delete(c->index);
     volt_st_close(c->f);
+    free(c->buf);
+    free(c->buf_name);
     memset(c, 0, sizeof *c);
 }
 
@@ -59,6 +62,18 @@ static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t
 static bool not_state(const char *name, void *ctx) {
     (void)ctx;
     return strncmp(name, "optimizer.", 10) != 0;
+}
+
+/* What an unsharded load reads one tensor at a time (volt__st_open_deferred): the model's
+ * parameters and their optimizer states ("optimizer.<state>.<name>"), the bulk of the file. */
+static bool deferred_tensor(const char *name, void *ctx) {
+    const volt_trainer *t = ctx;
+    if (!strncmp(name, "optimizer.", 10)) {
+        const char *dot = strchr(name + 10, '.');
+        if (!dot) return false;
+        name = dot + 1;
+    }
+    return t->ps && volt_params_find(t->ps, name) != NULL;
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -159,9 +174,15 @@ volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) 
     c->path = path;
     c->states_read = states;
     char err[768];
-    volt_status st = volt_st_open_some(path, states ? NULL : not_state, NULL, &c->f, err, sizeof err);
+    volt_status st = volt__st_open_deferred(path, states ? NULL : not_state, deferred_tensor, t, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
+    /* every tensor is checked now, the deferred ones read through in pieces, before anything
+     * is applied; src_get checks each again as it reads it whole */
     if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    if ((c->buf_cap = volt__st_deferred_max_bytes(c->f)) && !(c->buf = malloc(c->buf_cap))) {
+        src_close(c);
+        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (%zu bytes to read a tensor)", path, c->buf_cap);
+    }
     /* a volt checkpoint's metadata is sealed since format 2; format 1 predates the seal */
     const char *fmt = volt_st_meta(c->f, "volt.format");
     c->legacy = fmt && !strcmp(fmt, "1");
@@ -188,14 +209,30 @@ bool src_has_state(const ck_src *c, const char *state) {
 /* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32:
  * the file's own bytes where they are f32 in one piece (a volt checkpoint's weights and
  * states; a slice inside one shard), else converted or joined into scratch. */
-const float *src_get(const ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch) {
+const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch) {
     char name[512];
     if (!c->index) {   /* validated: present, the parameter's shape; values may be 16-bit */
         if (state) snprintf(name, sizeof name, "optimizer.%s.%s", state, pname);
+        const char *nm = state ? name : pname;
         volt_st_info info;
-        if (volt_st_find(c->f, state ? name : pname, &info) != VOLT_OK || !info.data) return scratch;
+        if (volt_st_find(c->f, nm, &info) != VOLT_OK) return scratch;
+        const char *data = info.data;
+        if (!data && info.nbytes) {   /* deferred: read it whole (once for all its slices) */
+            if (!c->buf_name || strcmp(c->buf_name, nm)) {
+                free(c->buf_name);
+                c->buf_name = NULL;
+                if ((c->err_st = volt__st_read_deferred(c->f, nm, c->buf, c->buf_cap, c->err, sizeof c->err)) < 0) return NULL;
+                if (!(c->buf_name = strdup(nm))) {
+                    c->err_st = VOLT_ERR_NOMEM;
+                    snprintf(c->err, sizeof c->err, "checkpoint '%s': out of memory", c->path);
+                    return NULL;
+                }
+            }
+            data = (const char *)c->buf;
+        }
+        if (!data) return scratch;
         const size_t es = volt_dtype_size(info.dtype);
-        const char *at = (const char *)info.data + (size_t)a * es;
+        const char *at = data + (size_t)a * es;
         if (info.dtype == VOLT_F32 && ((uintptr_t)at & 3) == 0) return (const float *)at;
         volt_convert(scratch, VOLT_F32, at, info.dtype, b - a);
         return scratch;
