@@ -11,8 +11,7 @@
 
 struct volt_scheduler {
     volt_scheduler_config cfg;
-    volt_optimizer *opt;            /* borrowed */
-    float base_lr;
+    volt_optimizer *opt;            /* borrowed; the groups' base lrs are its own */
     int64_t last_step;
 };
 
@@ -112,12 +111,11 @@ float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int6
     return (float)((double)base_lr * factor_at(cfg, step));
 }
 
-/* The optimizer's lr at the counter: the base's, then each other parameter group's own
- * lr_at(group base lr) (LambdaLR: the factor applies to every group's initial lr; exact also
- * when the config's base lr is 0). */
+/* Every parameter group's lr at the counter: lr_at(its own base lr), group 0's being the
+ * config's (LambdaLR: the factor applies to every group's initial lr; exact also when the
+ * config's base lr is 0, where volt_optimizer_set_lr has no ratio to scale by). */
 static void apply(volt_scheduler *s) {
-    volt_optimizer_set_lr(s->opt, volt_scheduler_lr_at(&s->cfg, s->base_lr, s->last_step));
-    for (int g = 1; g < volt_optimizer_group_count(s->opt); g++)
+    for (int g = 0; g < volt_optimizer_group_count(s->opt); g++)
         volt__optimizer_set_group_lr(s->opt, g, volt_scheduler_lr_at(&s->cfg, volt_optimizer_group_base_lr(s->opt, g), s->last_step));
 }
 
@@ -133,7 +131,6 @@ volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimiz
     if (!s) return VOLT_ERR_NOMEM;
     s->cfg = *cfg;
     s->opt = opt;
-    s->base_lr = base;
     s->last_step = 0;
     apply(s);
     *out = s;
