@@ -28,6 +28,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.enable_version_counter", VOLT_CLI_BOOL, "true", "ModelCheckpoint: a name taken by another file gets -v1, -v2...; false: overwrite it", NULL, NULL, 0, 0 },
     { "checkpoint.save_weights_only", VOLT_CLI_BOOL, "false", "ModelCheckpoint: the weights and loop state without the optimizer (a third of the size; test loads it, fit cannot resume from it)", NULL, NULL, 0, 0 },
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
+    { "checkpoint.on_exception", VOLT_CLI_BOOL, "true", "OnExceptionCheckpoint: when fit fails or is interrupted (Ctrl-C, SIGTERM), save on_exception.safetensors beside the checkpoints to resume from with --ckpt_path", NULL, NULL, 0, 0 },
     { "checkpoint.train_time_interval", VOLT_CLI_FLOAT, "0", "ModelCheckpoint: seconds; save (top-k and last) at the train batch end once this much time has passed since the last such save or train start, instead of after each validation (rank 0's clock decides); 0 = off (Lightning's train_time_interval)", NULL, NULL, 0, 1e15 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
@@ -104,7 +105,9 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.enable_version_counter = volt_cli_bool(c, "checkpoint.enable_version_counter");
     ck.train_time_interval = volt_cli_float(c, "checkpoint.train_time_interval");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
-    return volt_add_model_checkpoint(t, &ck);
+    volt_status st = volt_add_model_checkpoint(t, &ck);
+    if (st >= 0 && volt_cli_bool(c, "checkpoint.on_exception")) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
+    return st;
 }
 
 void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s) {
@@ -231,4 +234,11 @@ double app_now_s(void) {
 int app_fail(const char *app, const char *what, volt_status st, const char *msg) {
     fprintf(stderr, "%s: %s failed (%s)%s%s\n", app, what, volt_status_str(st), msg && *msg ? ": " : "", msg ? msg : "");
     return 1;
+}
+
+int app_fail_run(const char *app, const char *what, volt_status st, volt_trainer *t) {
+    const int sig = st == VOLT_ERR_INTERRUPTED ? volt_trainer_interrupted(t) : 0;
+    if (!sig) return app_fail(app, what, st, volt_trainer_errmsg(t));
+    if (volt_trainer_is_global_zero(t)) fprintf(stderr, "%s: %s interrupted: %s\n", app, what, volt_trainer_errmsg(t));
+    return 128 + sig;
 }

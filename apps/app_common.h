@@ -73,5 +73,9 @@ bool app_parse_f(const char *s, float lo, float hi, float *out);
 double app_now_s(void);
 /* "<app>: <what> failed (<status>): <msg>" on stderr; returns 1 (the exit status). */
 int app_fail(const char *app, const char *what, volt_status st, const char *msg);
+/* The same for fit / validate / test / predict: the exit code is 128 + the signal when a
+ * SIGINT / SIGTERM stopped the run (130, 143: what a shell reports for a process the signal
+ * ended), else 1. */
+int app_fail_run(const char *app, const char *what, volt_status st, volt_trainer *t);
 
 #endif

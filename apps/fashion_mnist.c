@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
         double t0 = app_now_s();
         st = volt_trainer_fit(t, ops, model, train_l, val_l, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
-        if (st < 0) return fail("fit", st, volt_trainer_errmsg(t));
+        if (st < 0) return app_fail_run(APP, "fit", st, t);
         if (app_after_fit(t, &o.tr, APP)) return 1;
         app_print_fit_end(t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
         /* Lightning's trainer.test(ckpt_path="best"): the weights test runs with are the ones
@@ -192,12 +192,12 @@ int main(int argc, char **argv) {
         else sub = "test";
     } else if (!strcmp(sub, "validate")) {
         st = volt_trainer_validate(t, ops, model, val_l, test_ckpt);
-        if (st < 0) return fail("validate", st, volt_trainer_errmsg(t));
+        if (st < 0) return app_fail_run(APP, "validate", st, t);
         sub = NULL;
     }
     if (sub && !strcmp(sub, "test")) {
         st = volt_trainer_test(t, ops, model, test_l, test_ckpt);
-        if (st < 0) return fail("test", st, volt_trainer_errmsg(t));
+        if (st < 0) return app_fail_run(APP, "test", st, t);
         double acc = 0.0;
         if (volt_trainer_metric(t, "test_acc", &acc)) app_print_test_end(t, acc);
         else {

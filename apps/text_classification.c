@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
         if (!po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         free(po.buf);
-        if (st < 0) { fail("predict", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (st < 0) { rc = app_fail_run(APP, "predict", st, a.t); goto out; }
         if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
         if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);
         pf = NULL;
@@ -357,7 +357,7 @@ int main(int argc, char **argv) {
         }
         st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
-        if (st < 0) { fail("fit", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (st < 0) { rc = app_fail_run(APP, "fit", st, a.t); goto out; }
         if (app_after_fit(a.t, &o.tr, APP)) goto out;
         app_print_fit_end(a.t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
         /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test
@@ -367,12 +367,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(sub, "validate")) {
         if (n_split[1] < 1) { fprintf(stderr, APP ": validate: the split has no val texts\n"); goto out; }
         st = volt_trainer_validate(a.t, &volt_distilbert_ops, a.model, a.ld[1], test_ckpt);
-        if (st < 0) { fail("validate", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (st < 0) { rc = app_fail_run(APP, "validate", st, a.t); goto out; }
         sub = NULL;
     }
     if (sub && !strcmp(sub, "test")) {
         st = volt_trainer_test(a.t, &volt_distilbert_ops, a.model, a.ld[2], test_ckpt);
-        if (st < 0) { fail("test", st, volt_trainer_errmsg(a.t)); goto out; }
+        if (st < 0) { rc = app_fail_run(APP, "test", st, a.t); goto out; }
         double acc = 0.0;
         if (!volt_trainer_metric(a.t, "test_acc", &acc)) {
             fprintf(stderr, APP ": test ran but logged no test_acc\n");

@@ -365,6 +365,19 @@ static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     return st;
 }
 
+/* An interruption stops every rank at the same step (docs/TRAINER.md, "Interrupting a run"):
+ * the save in flight is finished and, when sharded, committed (collective) as at fit's end,
+ * so it is not lost. After other errors a rank may be gone: destroy discards it. */
+static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
+    mc *m = self;
+    if (st != VOLT_ERR_INTERRUPTED || !m->in_fit) return;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
+    if (mc_on_fit_end(self, t) < 0 && volt_trainer_is_global_zero(t))
+        fprintf(stderr, "volt: ModelCheckpoint: %s\n", volt_trainer_errmsg(t));
+    volt_trainer_fail(t, st, "%s", why);
+}
+
 static volt_status mc_on_test_start(void *self, volt_trainer *t) {
     ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
     return volt__mc_join(self);
@@ -460,6 +473,7 @@ static const volt_callback_ops mc_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "ModelCheckpoint",
     .on_fit_start = mc_on_fit_start,
     .on_fit_end = mc_on_fit_end,
+    .on_exception = mc_on_exception,
     .on_test_start = mc_on_test_start,
     .on_train_start = mc_on_train_start,
     .on_train_epoch_start = mc_on_train_epoch_start,

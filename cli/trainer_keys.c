@@ -69,6 +69,10 @@ const volt__trainer_field volt__trainer_fields[] = {
               "epoch (no shuffling) and validate on N val batches", "overfit-batches", 0),
     ROW(detect_anomaly, BOOL, "read back every op's output and gradient in training steps and fail at the first NaN, naming "
         "the op (slow; not with compile)", "detect-anomaly", NULL, 0, 0, NULL),
+    ROW(handle_signals, BOOL, "the first Ctrl-C (SIGINT) or SIGTERM stops the run at the next batch end (fit: an optimizer "
+        "step, on every rank alike; the apps then save --checkpoint.on_exception's file and exit 130 / 143); a second "
+        "one ends the process at once; false: the signals' default action",
+        NULL, NULL, 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -2,7 +2,8 @@
 # callbacks (any / all with the ranks disagreeing, rank 0's broadcast, a rank that never calls:
 # a timeout, not a hang) and ModelCheckpoint's train_time_interval with the ranks' clocks apart
 # (every rank saves at rank 0's steps; under fsdp the save is collective, so a disagreement
-# would hang until VOLT_COMM_TIMEOUT). Without MPI or mpirun, tests/strategies.cmake's
+# would hang until VOLT_COMM_TIMEOUT); SIGTERM on rank 1 alone stops every rank at the same step
+# and the on-exception checkpoint resumes to the uninterrupted weights. Without MPI or mpirun, tests/strategies.cmake's
 # placeholder stands for these too.
 find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)
@@ -11,7 +12,8 @@ endif()
 set(_volt_cb_env "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "OMP_NUM_THREADS=1"
   "VOLT_COMM_TIMEOUT=20" "ASAN_OPTIONS=detect_leaks=0"
   "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_callbacks")
-foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3")
+foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3" "interrupt;ddp;2"
+    "interrupt;fsdp;3")
   list(GET run 0 mode)
   list(GET run 1 s)
   list(GET run 2 np)

@@ -12,13 +12,20 @@
  *       9, 12 for 2.5 s), no hang (under a sharded strategy the save is collective). Then on
  *       the real clock with rank 1 slower: every rank saves at the same steps, at least once.
  *
+ *   mpirun -np N test_mpi_callbacks interrupt S    rank 1 alone gets SIGTERM during a batch of
+ *       epoch 1: every rank stops at the same optimizer step with VOLT_ERR_INTERRUPTED (the
+ *       others say "on another rank"), OnExceptionCheckpoint saves (collective under a sharded
+ *       strategy), and a fit resumed from that file ends with the uninterrupted run's weights.
+ *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "vtest.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "callbacks/model_checkpoint.h"
+#include "volt/safetensors.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
 
@@ -204,6 +211,89 @@ static void test_time_interval(const char *name) {
           name, g_rank, q.steps);
     if (g_rank == 0) printf("%s np%d: fake clocks: saves at [%s]; real clock: [%s]\n", name, g_world, p.steps, q.steps);
 }
+/* ---- SIGTERM on one rank ------------------------------------------------------------------------------ */
+static volt_status term_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    if (g_rank == 1 && volt_trainer_current_epoch(t) == 1 && i == 1) raise(SIGTERM);
+    return VOLT_OK;
+}
+static const volt_callback_ops term_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Terminator",
+                                            .on_train_batch_end = term_batch_end, .destroy = free };
+
+static bool want_none(const char *name, void *ctx) { (void)name; (void)ctx; return false; }
+
+static void weights(lin *m, float out[5]) {
+    CHECK_OK(volt_tensor_to_host(m->w, out));
+    CHECK_OK(volt_tensor_to_host(m->b, out + 4));
+}
+
+static void test_interrupt(const char *name) {
+    char root[512], dir[600], path[700];
+    snprintf(root, sizeof root, "%s/interrupt_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    snprintf(path, sizeof path, "%s/on_exception.safetensors", dir);
+    volt_dataset *ds = make_data();
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = BS;
+    lc.shuffle = true;
+    lc.seed = 3;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    float wa[5], wc[5];
+    lin ma = { 0 }, mb = { 0 }, mc = { 0 };
+    volt_trainer *ta = make_trainer(name, root);
+    CHECK_OK(volt_trainer_fit(ta, &lin_ops, &ma, l, NULL, NULL));
+    weights(&ma, wa);
+    volt_trainer *tb = make_trainer(name, root);
+    CHECK_OK(volt_trainer_add_callback(tb, &term_ops, calloc(1, 1)));
+    CHECK_OK(volt_add_on_exception_checkpoint(tb, dir, NULL));
+    /* an async ModelCheckpoint saving every step: the save in flight at the interruption is
+     * finished and (sharded) committed, not discarded: last is the interrupted step's */
+    char lastdir[600], last[700];
+    snprintf(lastdir, sizeof lastdir, "%s/every_step", root);
+    snprintf(last, sizeof last, "%s/last.safetensors", lastdir);
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = lastdir;
+    cc.monitor = NULL;
+    cc.save_top_k = 0;
+    cc.save_last = true;
+    cc.every_n_train_steps = 1;
+    cc.async_save = true;
+    CHECK_OK(volt_add_model_checkpoint(tb, &cc));
+    volt_status st = volt_trainer_fit(tb, &lin_ops, &mb, l, NULL, NULL);
+    const char *msg = volt_trainer_errmsg(tb);
+    CHECK(st == VOLT_ERR_INTERRUPTED && volt_trainer_interrupted(tb) == SIGTERM, "rank %d: fit returned %s (%d): %s", g_rank,
+          volt_status_str(st), volt_trainer_interrupted(tb), msg);
+    CHECK(strstr(msg, g_rank == 1 ? "SIGTERM (received)" : "SIGTERM (on another rank)"), "rank %d: %s", g_rank, msg);
+    char where[64];
+    snprintf(where, sizeof where, "%lld/%lld", (long long)volt_trainer_global_step(tb), (long long)volt_trainer_batch_in_epoch(tb));
+    CHECK(volt_trainer_global_step(tb) == NB + 2 && same_everywhere(where), "rank %d stopped at step/batch %s", g_rank, where);
+    CHECK(access(path, F_OK) == 0, "rank %d: no %s", g_rank, path);
+    volt_trainer_destroy(tb);
+    tb = NULL;
+    if (g_rank == 0) {
+        volt_st_file *f = NULL;
+        char err[256] = "";
+        st = volt_st_open_some(last, want_none, NULL, &f, err, sizeof err);
+        const char *gs = st >= 0 ? volt_st_meta(f, "volt.global_step") : NULL;
+        CHECK(gs && !strcmp(gs, "6"), "last.safetensors holds step %s (%s)", gs ? gs : "?", err);
+        volt_st_close(f);
+    }
+    volt_trainer *tc = make_trainer(name, root);
+    st = volt_trainer_fit(tc, &lin_ops, &mc, l, NULL, path);
+    CHECK(st == VOLT_OK, "rank %d: resume: %s", g_rank, volt_trainer_errmsg(tc));
+    weights(&mc, wc);
+    CHECK(memcmp(wa, wc, sizeof wa) == 0, "rank %d: resumed weights differ from the uninterrupted run", g_rank);
+    if (g_rank == 0) printf("%s np%d: stopped at step/batch %s on every rank; resumed to the same weights\n", name, g_world, where);
+    volt_trainer_destroy(ta);
+    volt_trainer_destroy(tb);
+    volt_trainer_destroy(tc);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -214,7 +304,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt STRATEGY\n");
         return 2;
     }
     int provided;
@@ -228,6 +318,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "collective")) test_collective(argv[2]);
     else if (!strcmp(argv[1], "time_interval")) test_time_interval(argv[2]);
+    else if (!strcmp(argv[1], "interrupt")) test_interrupt(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

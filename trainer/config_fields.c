@@ -34,6 +34,7 @@ const volt__cfg_field volt__trainer_config_fields[] = {
     F(limit_train_fraction, F64, VOLT__CFG_HPARAM), F(limit_val_fraction, F64, VOLT__CFG_HPARAM),
     F(limit_test_fraction, F64, VOLT__CFG_HPARAM), F(limit_predict_fraction, F64, VOLT__CFG_HPARAM),
     F(val_check_fraction, F64, VOLT__CFG_HPARAM), F(overfit_fraction, F64, VOLT__CFG_HPARAM),
+    F(handle_signals, BOOL, VOLT__CFG_KEY),   /* how the process reacts, not the run's */
 };
 const int volt__n_trainer_config_fields = (int)(sizeof volt__trainer_config_fields / sizeof volt__trainer_config_fields[0]);
 

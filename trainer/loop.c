@@ -44,6 +44,18 @@ static volt_status cb_hooks_each(volt_trainer *t, size_t off, const char *hook) 
 }
 #define CB_EACH(t, hook) cb_hooks_each((t), offsetof(volt_callback_ops, hook), #hook)
 
+/* Lightning's on_exception: every callback whose table has it (version 2), in order. The
+ * error stays the one reported; what a callback says of its own failure goes to stderr. */
+static void on_exception(volt_trainer *t, volt_status st) {
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_callback_ops *o = t->cbs[i].ops;
+        if (o->version < 2u || !o->on_exception) continue;
+        const double p0 = VOLT__PROF_T0(t);
+        o->on_exception(t->cbs[i].self, t, st);
+        volt__prof_add(t, "Callback", o->name, "on_exception", p0);
+    }
+}
+
 static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook) {
     if (!t->errmsg[0]) volt__terr(t, st, "%s: %s failed (%s)", who ? who : "?", hook, volt_status_str(st));
     else {   /* keep the callee's message, add where it came from */
@@ -246,6 +258,21 @@ static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
     return volt__terr(t, st, "data loader: %s", volt_loader_errmsg(l));
 }
 
+/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: one process only (several have no
+ * exchange per batch; fit stops them together at its next boundary, validate / test / predict
+ * when they end). */
+static bool eval_interrupted(volt_trainer *t) {
+    if (t->world != 1 || !t->cfg.handle_signals || !volt__signal_pending()) return false;
+    t->interrupted_local = true;
+    return true;
+}
+
+static volt_status interrupt_stop(volt_trainer *t, const char *what, int64_t idx) {
+    char where[96];
+    snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
+    return volt__signal_stop(t, volt__signal_pending(), where);
+}
+
 /* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
 static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
     if (!t->mops->validation_step) return VOLT_OK;
@@ -272,6 +299,12 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
+        if (eval_interrupted(t)) {   /* no epoch end: a partial validation ranks no checkpoint */
+            t->num_eval_batches = -1;
+            t->sanity = false;
+            t->stage = prev;
+            return interrupt_stop(t, sanity ? "the sanity check stopped" : "validation stopped", i);
+        }
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
@@ -445,12 +478,18 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))
                 VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
             if (boundary) check_time(t);
+            int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
-                double f = t->should_stop ? 1.0 : 0.0;
-                volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
+                double f[3] = { t->should_stop ? 1.0 : 0.0, 0, 0 };
+                volt__signal_vote(t, f + 1);
+                volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3);
                 if (st2 < 0) return strategy_err(t, st2, "stop flag");
-                t->should_stop = f > 0;
+                t->should_stop = f[0] > 0;
+                sig = volt__signal_from_vote(f + 1);
+            } else if (boundary && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
+                t->interrupted_local = true;
             }
+            if (sig) return volt__signal_stop(t, sig, "fit stopped after the optimizer step");
             if (t->should_stop && boundary && stop_allowed(t)) break;
         }
         bool finished = t->batch_in_epoch >= n_batches;
@@ -526,8 +565,8 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
 }
 volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
 
-volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
-                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *module,
+                           volt_loader *train, volt_loader *val, const char *ckpt_path) {
     volt_status st0;
     t->errmsg[0] = 0;
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
@@ -591,9 +630,7 @@ out:
      * left dangling, values whole for whoever reads them next); a broken comm answers at once */
     if (st < 0 && t->ps) (void)volt__strategy_wait_params(t->strategy);   /* fit's error stays the one reported */
     if (restore_shuffle) (void)volt_loader_set_shuffle(train, true);
-    t->fitting = false;
-    t->sanity = false;
-    return st < 0 ? st : VOLT_OK;
+    return st < 0 ? st : VOLT_OK;   /* still fitting: the caller settles signals and runs on_exception */
 }
 
 /* ---- validate / test / predict ------------------------------------------------------------ */
@@ -610,8 +647,8 @@ static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, voi
     return path[0] ? load(t, path, false) : VOLT_OK;
 }
 
-volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
-                                  volt_loader *val, const char *ckpt_path) {
+static volt_status validate_run(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                volt_loader *val, const char *ckpt_path) {
     if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "validate"));
     volt_status st = volt__strategy_setup_loader(t->strategy, val);
@@ -622,8 +659,8 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
     return VOLT_OK;
 }
 
-volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
-                              volt_loader *test, const char *ckpt_path) {
+static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *module,
+                            volt_loader *test, const char *ckpt_path) {
     if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "test"));
     volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
@@ -650,6 +687,11 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
+        if (eval_interrupted(t)) {
+            t->num_eval_batches = -1;
+            t->stage = prev;
+            return interrupt_stop(t, "test stopped", i);
+        }
     }
     volt__metrics_clear_fresh(t);
     volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
@@ -662,8 +704,8 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
     return VOLT_OK;
 }
 
-volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
-                                 volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void *module,
+                               volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
     VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "predict"));
     volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
@@ -699,9 +741,55 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
+        if (eval_interrupted(t)) {
+            t->num_eval_batches = -1;
+            t->stage = prev;
+            return interrupt_stop(t, "predict stopped", i);
+        }
     }
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);
     return VOLT_OK;
+}
+
+/* ---- the public calls: signals armed for their length, on_exception on failure ------------ */
+volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    volt__signal_arm(t);
+    t->interrupted = 0;
+    volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
+    if (st < 0) on_exception(t, st);   /* still fitting: OnExceptionCheckpoint saves the loop state */
+    t->fitting = false;
+    t->sanity = false;
+    volt__signal_disarm(t);
+    return st;
+}
+
+static volt_status eval_end(volt_trainer *t, volt_status st, const char *what) {
+    st = volt__signal_settle(t, st, what);
+    if (st < 0) on_exception(t, st);
+    volt__signal_disarm(t);
+    return st;
+}
+
+volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                  volt_loader *val, const char *ckpt_path) {
+    volt__signal_arm(t);
+    t->interrupted = 0;
+    return eval_end(t, validate_run(t, ops, module, val, ckpt_path), "validate");
+}
+
+volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+                              volt_loader *test, const char *ckpt_path) {
+    volt__signal_arm(t);
+    t->interrupted = 0;
+    return eval_end(t, test_run(t, ops, module, test, ckpt_path), "test");
+}
+
+volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                 volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    volt__signal_arm(t);
+    t->interrupted = 0;
+    return eval_end(t, predict_run(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }

@@ -124,7 +124,20 @@ struct volt_trainer {
     int64_t compile_eager, compile_captured, compile_replayed;
     const char *compile_phase; /* what runs while a step is being captured (error messages) */
     struct volt_prof *prof;    /* profiler = "simple" (trainer/profiler.c), else NULL */
+    int interrupted;           /* the signal that stopped the last run (signals.c), 0 = none */
+    bool interrupted_local;    /* it was received by this process (else another rank's) */
 };
+
+/* SIGINT / SIGTERM (signals.c): armed for the length of fit / validate / test / predict
+ * when cfg.handle_signals; the loops look at volt__signal_pending at batch ends. */
+void volt__signal_arm(volt_trainer *t);
+void volt__signal_disarm(volt_trainer *t);
+int volt__signal_pending(void);
+bool volt__signal_local(const volt_trainer *t);
+void volt__signal_vote(volt_trainer *t, double v[2]);
+int volt__signal_from_vote(const double v[2]);
+volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
+volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
 
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
 

@@ -136,8 +136,13 @@ typedef struct volt_callback_ops {
     char *(*state_dict)(void *self);
     volt_status (*load_state_dict)(void *self, volt_trainer *t, const char *json);
     void (*destroy)(void *self);         /* called exactly once by the trainer */
+    /* version 2: fit / validate / test / predict is about to return the error st (Lightning's
+     * on_exception), VOLT_ERR_INTERRUPTED included; the trainer's state is as the failure left
+     * it (after an interruption: a batch end, consistent). volt_trainer_errmsg says what
+     * failed; a callback's own failure here is reported on stderr and does not replace it. */
+    void (*on_exception)(void *self, volt_trainer *t, volt_status st);
 } volt_callback_ops;
-#define VOLT_CALLBACK_OPS_VERSION 1u
+#define VOLT_CALLBACK_OPS_VERSION 2u
 
 /* ---- trainer configuration ----------------------------------------------------------------- */
 typedef struct volt_trainer_config {
@@ -252,6 +257,14 @@ typedef struct volt_trainer_config {
     double overfit_fraction;         /* 0 (default): overfit_batches rules; 0 < f <= 1: as
                                         overfit_batches with that fraction of the train and val
                                         batches (Lightning's float form); not with a count */
+    /* ---- interruption (appended; docs/TRAINER.md "Interrupting a run") ---- */
+    bool handle_signals;             /* default true: during fit / validate / test / predict the
+                                        first SIGINT or SIGTERM (when the program has no handler of
+                                        its own for it) stops the run at the next batch end — in
+                                        fit at an optimizer step boundary, on every rank alike —
+                                        and the call returns VOLT_ERR_INTERRUPTED after the
+                                        callbacks' on_exception; a second signal ends the process
+                                        at once. false: the signals keep their default action */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -259,6 +272,9 @@ VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
 VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
+/* The signal (SIGINT, SIGTERM) that stopped the last fit / validate / test / predict, which
+ * then returned VOLT_ERR_INTERRUPTED; 0 when none did (Lightning's trainer.interrupted). */
+VOLT_API int volt_trainer_interrupted(const volt_trainer *t);
 /* compile = true: training steps run eagerly (the first of each batch shape, and shapes past
  * the graph bound), captured (each capture also runs the step once) and replayed, since
  * create. Any pointer may be NULL. */
@@ -521,6 +537,15 @@ VOLT_API void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
 VOLT_API volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg);
 VOLT_API volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
+/* Lightning's OnExceptionCheckpoint: when fit fails or is interrupted (SIGINT / SIGTERM,
+ * cfg.handle_signals), save a full checkpoint to <dirpath>/<filename>.safetensors (filename
+ * NULL: "on_exception") to resume from with ckpt_path. An interruption stops at an optimizer
+ * step boundary, so that resume continues exactly (bitwise, as from any checkpoint). After
+ * other errors it saves on one process only, and only when the failure left the weights
+ * whole (not a failed optimizer step, a lost rank or a broken comm: the message says it did
+ * not save). The path must stay inside what the run may write: an existing file there is
+ * replaced. */
+VOLT_API volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename);
 VOLT_API volt_status volt_add_progress_bar(volt_trainer *t);
 VOLT_API volt_status volt_add_csv_logger(volt_trainer *t);
 /* ModelSummary (the parameter table at fit start) + the results table after validate/test. */

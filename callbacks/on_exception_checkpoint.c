@@ -1,0 +1,72 @@
+/* OnExceptionCheckpoint (Lightning's): when fit fails or is interrupted, save a full
+ * checkpoint to resume from (docs/CALLBACKS.md).
+ *
+ * An interruption (SIGINT / SIGTERM, trainer/signals.c) stops fit at an optimizer step
+ * boundary on every rank alike, so the save — collective under sharded strategies — runs on
+ * every rank and the file resumes exactly. Other errors: on one process only (with several,
+ * a rank may be gone or a comm broken, and a sharded save would wait on it), and not after a
+ * failure of the strategy's own collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /
+ * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "volt/trainer.h"
+#include "callbacks/util.h"
+
+typedef struct oec {
+    char dir[VOLT_CB_PATH_MAX];
+    char path[VOLT_CB_PATH_MAX];
+} oec;
+
+static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
+    oec *c = self;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    if (volt_trainer_stage(t) != VOLT_STAGE_FIT || (cfg && cfg->fast_dev_run > 0)) return;   /* fast_dev_run: no files */
+    const bool interrupted = st == VOLT_ERR_INTERRUPTED;
+    if (!interrupted && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
+        if (volt_trainer_is_global_zero(t))
+            fprintf(stderr, "volt: OnExceptionCheckpoint: not saving after %s%s\n", volt_status_str(st),
+                    volt_trainer_world_size(t) > 1 ? " with several processes (a rank may be gone)" : " (the comm failed)");
+        return;
+    }
+    /* the failure's message is the one the caller reports: keep it across the save */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
+    char err[512] = "";
+    volt_status s = volt__mkdirs(c->dir, err, sizeof err);
+    if (s >= 0) s = volt_trainer_save_checkpoint(t, c->path);
+    else volt_trainer_fail(t, s, "%s", err);
+    if (volt_trainer_is_global_zero(t)) {
+        if (s >= 0)
+            fprintf(stderr, "volt: OnExceptionCheckpoint: saved %s (step %lld): resume with ckpt_path=%s\n", c->path,
+                    (long long)volt_trainer_global_step(t), c->path);
+        else
+            fprintf(stderr, "volt: OnExceptionCheckpoint: could not save %s: %s\n", c->path, volt_trainer_errmsg(t));
+    }
+    volt_trainer_fail(t, st, "%s", why);
+}
+
+static const volt_callback_ops oec_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION,
+    .name = "OnExceptionCheckpoint",
+    .destroy = free,
+    .on_exception = oec_on_exception,
+};
+
+volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!dirpath || !*dirpath) return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: dirpath is required");
+    const char *name = filename && *filename ? filename : "on_exception";
+    if (strchr(name, '/'))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: filename '%s' must be a name, not a path "
+                                 "(the folder is dirpath)", name);
+    oec *c = calloc(1, sizeof *c);
+    if (!c) return volt_trainer_fail(t, VOLT_ERR_NOMEM, "OnExceptionCheckpoint: out of memory");
+    int n1 = snprintf(c->dir, sizeof c->dir, "%s", dirpath);
+    int n2 = snprintf(c->path, sizeof c->path, "%s/%s.safetensors", dirpath, name);
+    if (n1 < 0 || n2 < 0 || (size_t)n2 >= sizeof c->path) {
+        free(c);
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: the path is too long");
+    }
+    return volt_trainer_add_callback(t, &oec_ops, c);   /* owns c from here, even on failure */
+}

@@ -1,0 +1,111 @@
+/* SIGINT / SIGTERM during fit, validate, test and predict: Lightning's graceful shutdown
+ * (docs/TRAINER.md, "Interrupting a run").
+ *
+ * While a run is armed (cfg.handle_signals, the default), the first SIGINT or SIGTERM only
+ * records itself; the loops look at the record at batch ends (training: at optimizer-step
+ * boundaries, where a checkpoint holds no half-accumulated grads), stop there and return
+ * VOLT_ERR_INTERRUPTED after the callbacks' on_exception (OnExceptionCheckpoint saves then).
+ * A second signal while the first is pending gets the default action: the process ends at
+ * once, as a second Ctrl-C does in Lightning's shutdown. A disposition the program set itself
+ * (its own handler, or SIG_IGN) is left alone: the trainer only takes signals nobody handles.
+ *
+ * Several processes: every rank must stop at the same step (a sharded save, the next
+ * collectives), so the training loop folds the record into the stop flag it already
+ * all-reduces at each boundary, and each call ends with one more exchange of it
+ * (volt__signal_settle). Validation inside fit is not cut short then: it has no exchange per
+ * batch, and ranks stopping at different batches would leave the others waiting. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "trainer/trainer_internal.h"
+
+static const int k_sigs[2] = { SIGINT, SIGTERM };
+static volatile sig_atomic_t g_pending;   /* the first signal of the armed run, 0 = none */
+static volatile sig_atomic_t g_say;       /* write the note (rank 0) */
+static struct sigaction g_old[2];
+static bool g_ours[2];
+static int g_depth;
+
+static void on_signal(int sig) {
+    if (g_pending) {   /* the second one: what it would have done without us */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_pending = sig;
+    if (g_say) {
+        static const char note[] = "\nvolt: interrupted: stopping at the next batch end (again to stop at once)\n";
+        ssize_t w = write(STDERR_FILENO, note, sizeof note - 1);
+        (void)w;
+    }
+}
+
+void volt__signal_arm(volt_trainer *t) {
+    if (!t->cfg.handle_signals || g_depth++ > 0) return;
+    g_say = t->rank == 0;
+    for (int i = 0; i < 2; i++) {
+        struct sigaction cur;
+        g_ours[i] = false;
+        if (sigaction(k_sigs[i], NULL, &cur) != 0) continue;
+        if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) continue;   /* the program's own */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(k_sigs[i], &sa, &g_old[i]) == 0) g_ours[i] = true;
+    }
+}
+
+void volt__signal_disarm(volt_trainer *t) {
+    if (!t->cfg.handle_signals || g_depth == 0 || --g_depth > 0) return;
+    for (int i = 0; i < 2; i++)
+        if (g_ours[i]) sigaction(k_sigs[i], &g_old[i], NULL);
+    g_ours[0] = g_ours[1] = false;
+}
+
+int volt__signal_pending(void) { return (int)g_pending; }
+
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
+/* The run stops: the record is consumed (the next run starts clean) and kept on the trainer. */
+volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where) {
+    g_pending = 0;
+    t->interrupted = sig;
+    return volt__terr(t, VOLT_ERR_INTERRUPTED, "%s (%s): %s at epoch %lld, step %lld", sig_name(sig),
+                      t->world > 1 && !volt__signal_local(t) ? "on another rank" : "received", where,
+                      (long long)t->epoch, (long long)t->global_step);
+}
+
+bool volt__signal_local(const volt_trainer *t) { return t->interrupted_local; }
+
+/* Folded into an exchange the caller makes anyway: v[0] = SIGINT here, v[1] = SIGTERM here. */
+void volt__signal_vote(volt_trainer *t, double v[2]) {
+    const int s = (int)g_pending;
+    t->interrupted_local = s != 0;
+    v[0] = s == SIGINT;
+    v[1] = s == SIGTERM;
+}
+
+int volt__signal_from_vote(const double v[2]) { return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : 0; }
+
+/* The end of a call that ran to completion (st >= 0): a signal that came after the last look
+ * still stops the program's next stage. Several processes: one exchange, so every rank
+ * answers alike. */
+volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what) {
+    if (st < 0 || !t->cfg.handle_signals) return st;
+    double v[2];
+    volt__signal_vote(t, v);
+    if (t->world > 1 && t->strategy) {
+        volt_status s2 = volt__strategy_all_reduce_mean(t->strategy, v, 2);
+        if (s2 < 0) return volt__terr(t, s2, "%s: agreeing on an interruption across ranks: %s", what, volt__strategy_errmsg(t->strategy));
+    }
+    const int sig = volt__signal_from_vote(v);
+    if (!sig) return st;
+    char where[96];
+    snprintf(where, sizeof where, "%s had finished", what);
+    return volt__signal_stop(t, sig, where);
+}
+
+int volt_trainer_interrupted(const volt_trainer *t) { return t ? t->interrupted : 0; }
