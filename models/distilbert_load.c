@@ -117,6 +117,7 @@ static volt_status put(volt_params *ps, const volt_st_file *f, const char *path,
     volt_st_info info;
     volt_st_find(f, fname, &info);   /* matched */
     const int64_t n = volt_tensor_numel(p);
+    if (!n) return VOLT_OK;   /* nothing to read (an empty tensor is never deferred) */
     void *raw = info.dtype == VOLT_F32 ? (void *)stage : (void *)narrow;
     volt_status st = volt_st_read_deferred(f, fname, raw, info.dtype == VOLT_F32 ? cap * sizeof(float) : cap * sizeof(uint16_t),
                                            err, sizeof err);

@@ -215,13 +215,19 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': out of memory", path);
     /* every shard checked whole by every rank (so all ranks reach the same verdict without
      * talking), before anything is applied */
+    size_t cap = c->buf_cap;   /* the index's own deferred tensors, if any */
     for (int r = 0; r < world; r++) {
         if ((st = volt_st_check(c->shards[r], err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
         const size_t m = volt__st_deferred_max_bytes(c->shards[r]);
-        if (m > c->buf_cap) c->buf_cap = m;
+        if (m > cap) cap = m;
     }
-    if (c->buf_cap && !(c->buf = malloc(c->buf_cap)))
-        return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (%zu bytes to read a shard tensor)", path, c->buf_cap);
+    if (cap > c->buf_cap) {
+        free(c->buf);
+        c->buf_cap = 0;
+        if (!(c->buf = malloc(cap)))
+            return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (%zu bytes to read a shard tensor)", path, cap);
+        c->buf_cap = cap;
+    }
 #undef BAD
     return VOLT_OK;
 }
