@@ -20,6 +20,7 @@
 
 /* ---- the largest buffer read into, and the tests' hook ------------------------------------------ */
 static size_t st_peak;
+static uint64_t st_deferred_bytes;
 static void (*st_check_hook)(const char *path, void *ctx);
 static void *st_check_hook_ctx;
 
@@ -30,6 +31,10 @@ void volt__st_note_read(size_t n) {
 
 size_t volt__st_read_peak(bool reset) {
     return reset ? __atomic_exchange_n(&st_peak, 0, __ATOMIC_RELAXED) : __atomic_load_n(&st_peak, __ATOMIC_RELAXED);
+}
+
+uint64_t volt__st_deferred_read_bytes(bool reset) {
+    return reset ? __atomic_exchange_n(&st_deferred_bytes, 0, __ATOMIC_RELAXED) : __atomic_load_n(&st_deferred_bytes, __ATOMIC_RELAXED);
 }
 
 void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx) {
@@ -133,6 +138,7 @@ volt_status volt_st_read_deferred(const volt_st_file *f, const char *name, void 
     const size_t n = (size_t)(e->kb - e->ka);
     if (n > cap) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "file '%s': tensor '%s': %zu bytes, room for %zu", f->path, name, n, cap);
     volt__st_note_read(n);
+    __atomic_fetch_add(&st_deferred_bytes, (uint64_t)n, __ATOMIC_RELAXED);
     int r = st_pread_full(f->fd, dst, n, f->base + e->begin + e->ka);
     if (r < 0) return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': tensor '%s': read failed: %s", f->path, name, strerror(errno));
     if (r == 0) return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': truncated (shrank after it was checked, at tensor '%s')", f->path, name);

@@ -106,6 +106,9 @@ size_t volt__st_deferred_max_bytes(const volt_st_file *f);
  * memory of a load with it. */
 size_t volt__st_read_peak(bool reset);
 void volt__st_note_read(size_t n);
+/* The bytes volt_st_read_deferred gave in this process since the last reset (the reads that
+ * apply, not the check's): a resharding rank reads only the slices it applies. */
+uint64_t volt__st_deferred_read_bytes(bool reset);
 /* Tests: fn runs at the end of every successful volt_st_check (between the check and the
  * reads), e.g. to change the file. NULL clears it. Process-wide; not thread-safe. */
 void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx);
