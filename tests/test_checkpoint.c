@@ -417,7 +417,7 @@ static void flip_after_check(const char *path, void *ctx) {
 
 static void shard_damage(volt_trainer *t, volt_loader *l, const char *path, const char *dname, net *m) {
     char root[1024], idx[1100], sdir[1700], shard[2][2100], orig[2][2100];
-    snprintf(root, sizeof root, "%s/shard_damage", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s.damage", path);   /* per fixture: the strict variant shares the tmp folder */
     vtest_fresh_dir(root);
     snprintf(idx, sizeof idx, "%s/ck.safetensors", root);
     snprintf(sdir, sizeof sdir, "%s/%s", root, dname);
