@@ -63,7 +63,10 @@ typedef struct st_rentry {
     volt_shape shape;
     uint64_t begin, end;   /* within the data section */
     bool unread;           /* volt_st_open_some left its bytes in the file */
-    bool deferred;         /* volt__st_open_deferred left them in the file, to be read one by one */
+    bool deferred;         /* volt_st_open_deferred left them in the file, to be read one by one */
+    bool checked;          /* deferred: volt_st_check read it through; kcrc is what it saw */
+    uint64_t ka, kb;       /* deferred: the bytes [ka, kb) of the tensor a read gives (volt__st_keep_range) */
+    uint32_t kcrc;         /* crc32 of bytes [ka, kb) as volt_st_check read them */
 } st_rentry;
 
 struct volt_st_file {
@@ -80,17 +83,35 @@ struct volt_st_file {
     uint64_t base;         /* file offset of the data section */
 };
 
-/* volt_st_open_some where the tensors defer(name, ctx) picks (among those want keeps) stay in
- * the file, taking no memory: volt_st_verify_all checks their crcs reading them in pieces,
- * volt_st_find gives them data NULL, and volt__st_read_deferred reads one whole, checking its
- * crc again (a file changed since the verify is caught). The file stays open until close. */
-volt_status volt__st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
-                                   volt_st_file **out, char *err, size_t errlen);
-/* Deferred tensor `name` whole into dst (cap bytes): VOLT_ERR_STATE when it is not deferred,
- * VOLT_ERR_CORRUPT when the file is short or the bytes fail their crc. */
-volt_status volt__st_read_deferred(const volt_st_file *f, const char *name, void *dst, size_t cap, char *err, size_t errlen);
-/* The largest deferred tensor's bytes (0 when none). */
+/* ---- deferred tensors (core/safetensors_deferred.c; opened by volt_st_open_deferred) ---- */
+int st_pread_full(int fd, void *buf, size_t n, uint64_t off);
+const st_rentry *st_lookup(const volt_st_file *f, const char *name);
+/* The crc e's bytes should have: 1 with *w set, 0 when the file keeps no crcs (a file from
+ * elsewhere), < 0 (the status, message in err) for a missing or malformed entry. */
+int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w, char *err, size_t errlen);
+/* A deferred tensor read through from the file in pieces of at most 8 MiB: the crc32 of all its
+ * bytes and of its kept bytes [ka, kb). 1, 0 when the file is short, -1 on a read error or no memory. */
+int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *whole, uint32_t *kept);
+
+/* Only bytes [a, b) of deferred tensor `name` are wanted (before volt_st_check): the check still
+ * reads the whole tensor through against its crc and remembers the crc of [a, b);
+ * volt_st_read_deferred then reads those bytes alone and checks them against it (a slice of a
+ * shard when resharding). VOLT_ERR_STATE when not deferred or already checked, _INVALID_ARG out
+ * of range or not on an element boundary. */
+volt_status volt__st_keep_range(volt_st_file *f, const char *name, uint64_t a, uint64_t b);
+/* The most bytes a read of a deferred tensor gives (its kept range; 0 when none). */
 size_t volt__st_deferred_max_bytes(const volt_st_file *f);
+/* The largest single buffer the reader filled from a file in this process since the last reset
+ * (a whole data section, a run of tensors, a deferred tensor or a piece of one): tests bound the
+ * memory of a load with it. */
+size_t volt__st_read_peak(bool reset);
+void volt__st_note_read(size_t n);
+/* The bytes volt_st_read_deferred gave in this process since the last reset (the reads that
+ * apply, not the check's): a resharding rank reads only the slices it applies. */
+uint64_t volt__st_deferred_read_bytes(bool reset);
+/* Tests: fn runs at the end of every successful volt_st_check (between the check and the
+ * reads), e.g. to change the file. NULL clears it. Process-wide; not thread-safe. */
+void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx);
 
 /* Parse and check the header text hdr[0..hl) of f (f->path, f->data_size set): fills
  * f->root, the metadata and the tensor table (sorted by offset, by_name by name). */

@@ -24,7 +24,7 @@ static unsigned char *st_data_alloc(size_t n) {
 }
 
 /* n bytes at file offset off: 1 full, 0 short (EOF), -1 error */
-static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
+int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
     char *p = buf;
     size_t got = 0;
     while (got < n) {
@@ -43,13 +43,17 @@ static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
 /* The data section (at file offset base) into f->data: all of it, or, with a selection, each
  * run of consecutive wanted tensors in one read (the pages of the others are never touched). */
 static int st_read_data(volt_st_file *f, int fd, uint64_t base, bool some) {
-    if (!some) return st_pread_full(fd, f->data, (size_t)f->data_size, base);
+    if (!some) {
+        volt__st_note_read((size_t)f->data_size);
+        return st_pread_full(fd, f->data, (size_t)f->data_size, base);
+    }
     for (int i = 0; i < f->n;) {
         if (f->t[i].unread || f->t[i].deferred) { i++; continue; }
         int j = i;
         while (j + 1 < f->n && !f->t[j + 1].unread && !f->t[j + 1].deferred) j++;
         const uint64_t a = f->t[i].begin, b = f->t[j].end;
         if (b > a) {
+            volt__st_note_read((size_t)(b - a));
             int r = st_pread_full(fd, f->data + a, (size_t)(b - a), base + a);
             if (r <= 0) return r;
         }
@@ -70,8 +74,8 @@ volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx,
     return st_open(path, want, NULL, ctx, out, err, errlen);
 }
 
-volt_status volt__st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
-                                   volt_st_file **out, char *err, size_t errlen) {
+volt_status volt_st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
+                                  volt_st_file **out, char *err, size_t errlen) {
     return st_open(path, want, defer, ctx, out, err, errlen);
 }
 
@@ -169,7 +173,10 @@ static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_
     bool some = false, deferred = false;
     for (int i = 0; want && i < f->n; i++) some |= f->t[i].unread = !want(f->t[i].name, ctx);
     for (int i = 0; defer && i < f->n; i++)
-        if (!f->t[i].unread && f->t[i].end > f->t[i].begin && defer(f->t[i].name, ctx)) some = deferred = f->t[i].deferred = true;
+        if (!f->t[i].unread && f->t[i].end > f->t[i].begin && defer(f->t[i].name, ctx)) {
+            some = deferred = f->t[i].deferred = true;
+            f->t[i].kb = f->t[i].end - f->t[i].begin;   /* kept: all of it, unless volt__st_keep_range says less */
+        }
     f->base = 8 + hl;
     r = st_read_data(f, fd, 8 + hl, some);
     if (r <= 0) {
@@ -211,7 +218,7 @@ const char *volt_st_name(const volt_st_file *f, int i) {
     return f && i >= 0 && i < f->n ? f->t[i].name : NULL;
 }
 
-static const st_rentry *st_lookup(const volt_st_file *f, const char *name) {
+const st_rentry *st_lookup(const volt_st_file *f, const char *name) {
     int lo = 0, hi = f->n - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -255,28 +262,6 @@ volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **key, cons
     return VOLT_OK;
 }
 
-/* The crc32 of a deferred tensor's bytes, read from the file in pieces: 1, 0 when the file
- * is short, -1 on a read error or no memory. */
-static int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *crc) {
-    const size_t piece = (size_t)8 << 20;
-    const uint64_t n = e->end - e->begin;
-    unsigned char *buf = malloc(n < piece ? (size_t)n + 1 : piece);
-    if (!buf) return -1;
-    uLong c = crc32(0L, Z_NULL, 0);
-    int r = 1;
-    for (uint64_t at = 0; at < n && r > 0; at += piece) {
-        const size_t k = n - at < piece ? (size_t)(n - at) : piece;
-        if ((r = st_pread_full(f->fd, buf, k, f->base + e->begin + at)) > 0) c = crc32(c, buf, (uInt)k);
-    }
-    free(buf);
-    *crc = (uint32_t)c;
-    return r;
-}
-
-/* The crc e's bytes should have: 1 with *w set, 0 when the file keeps no crcs (a file from
- * elsewhere), < 0 (the status, message in err) for a missing or malformed entry. */
-static int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w, char *err, size_t errlen);
-
 static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, char *err,
                                    size_t errlen) {
     if (e->unread) return VOLT_OK;   /* volt_st_open_some: not in memory, nothing to check */
@@ -285,7 +270,8 @@ static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, ch
     if (has <= 0) return has;
     uint32_t got = 0;
     if (e->deferred) {
-        int r = st_file_crc(f, e, &got);
+        uint32_t kept;
+        int r = st_file_crc(f, e, &got, &kept);
         if (r < 0)
             return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': tensor '%s': read failed: %s", f->path, e->name,
                            errno ? strerror(errno) : "out of memory");
@@ -302,7 +288,7 @@ static volt_status st_verify_entry(const volt_st_file *f, const st_rentry *e, ch
     return VOLT_OK;
 }
 
-static int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w_out, char *err, size_t errlen) {
+int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *w_out, char *err, size_t errlen) {
     size_t nl = strlen(e->name);
     char *key = malloc(nl + 7);
     if (!key) return st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory", f->path);
@@ -335,33 +321,6 @@ static int st_expected_crc(const volt_st_file *f, const st_rentry *e, uint32_t *
                        e->name, want);
     *w_out = w;
     return 1;
-}
-
-volt_status volt__st_read_deferred(const volt_st_file *f, const char *name, void *dst, size_t cap, char *err, size_t errlen) {
-    if (!f || !name || !dst) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt__st_read_deferred: NULL argument");
-    const st_rentry *e = st_lookup(f, name);
-    if (!e || !e->deferred || f->fd < 0)
-        return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' is not deferred", f->path, name);
-    const size_t n = (size_t)(e->end - e->begin);
-    if (n > cap) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "file '%s': tensor '%s': %zu bytes, room for %zu", f->path, name, n, cap);
-    int r = st_pread_full(f->fd, dst, n, f->base + e->begin);
-    if (r < 0) return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': tensor '%s': read failed: %s", f->path, name, strerror(errno));
-    if (r == 0) return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': truncated (shrank after it was checked, at tensor '%s')", f->path, name);
-    uint32_t w = 0;
-    int has = st_expected_crc(f, e, &w, err, errlen);
-    if (has < 0) return has;
-    uint32_t got = has ? st_crc32(dst, n) : 0;
-    if (has && got != w)
-        return st_fail(err, errlen, VOLT_ERR_CORRUPT, "file '%s': tensor '%s' changed after it was checked (crc %08x, "
-                       "stored %08x): the file was written to while it was being loaded", f->path, name, (unsigned)got, (unsigned)w);
-    return VOLT_OK;
-}
-
-size_t volt__st_deferred_max_bytes(const volt_st_file *f) {
-    size_t m = 0;
-    for (int i = 0; f && i < f->n; i++)
-        if (f->t[i].deferred && f->t[i].end - f->t[i].begin > m) m = (size_t)(f->t[i].end - f->t[i].begin);
-    return m;
 }
 
 volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen) {

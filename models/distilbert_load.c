@@ -1,9 +1,9 @@
 /* DistilBERT: Hugging Face safetensors weights into the store distilbert's setup filled
  * (volt_distilbert_load; names and variants in volt/distilbert.h). Written only against the
- * public headers. Parameters live on the store's device: each tensor is read as f32 into one
- * host staging buffer (sized for the largest parameter, allocated once per load), rounded
- * there to the storage dtype when that is 16-bit, and copied over by
- * volt_tensor_copy_from_host. */
+ * public headers. Parameters live on the store's device: the file's tensors stay in it and are
+ * all checked before the first is used; then each is read into one host staging buffer (sized
+ * for the largest parameter, allocated once per load), widened to f32, rounded there to the
+ * storage dtype when that is 16-bit, and copied over by volt_tensor_copy_from_host. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,67 +72,101 @@ static int model_params(volt_params *ps, volt_tensor **out) {
     return n;
 }
 
-volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) {
-    if (!self || !ps || !path) return VOLT_ERR_INVALID_ARG;
-    if (!volt_params_find(ps, PREFIX "embeddings.word_embeddings.weight") || !volt_params_finalized(ps))
-        return volt_params_fail(ps, VOLT_ERR_STATE, "distilbert: load '%s' needs setup and a finalized store", path);
-    char err[512];
-    volt_st_file *f;
-    volt_status st = volt_st_open(path, &f, err, sizeof err);
-    if (st < 0) return volt_params_fail(ps, st, "distilbert: pretrained weights: %s", err);
-    volt_tensor **params = malloc(sizeof *params * (size_t)(volt_params_count(ps) + 1));
-    if (!params) { volt_st_close(f); return VOLT_ERR_NOMEM; }
-    int np = model_params(ps, params);
-    int64_t biggest = 1;
-    for (int i = 0; i < np; i++)
-        if (volt_tensor_numel(params[i]) > biggest) biggest = volt_tensor_numel(params[i]);
-    float *stage = malloc(sizeof(float) * (size_t)biggest);   /* f32, as read */
-    uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)biggest);   /* a 16-bit store's values */
-    if (!stage || !narrow) {
-        free(stage);
-        free(narrow);
-        free(params);
-        volt_st_close(f);
-        return volt_params_fail(ps, VOLT_ERR_NOMEM, "distilbert: '%s': out of memory", path);
-    }
-    char fresh[512] = "";
-    for (int i = 0; i < np && st >= 0; i++) {
+/* Which file tensors the load reads: the ones some parameter maps to (the MLM head and other
+ * extras stay in the file, never read). */
+static bool wanted(const char *fname, void *ctx) { return file_name_used(ctx, fname); }
+static bool every(const char *fname, void *ctx) { (void)fname; (void)ctx; return true; }
+
+/* The file tensor for each parameter (NULL: a head the file lacks), its shape and dtype
+ * checked; nothing is read. */
+static volt_status match(volt_params *ps, volt_st_file *f, const char *path, volt_tensor **params, int np,
+                         char (*src)[NAME_MAX_], char *fresh, size_t freshlen) {
+    for (int i = 0; i < np; i++) {
         volt_tensor *p = params[i];
         char cand[4][NAME_MAX_], a[64], b[64];
         int nc = candidates(p->name, cand), k;
         volt_st_info info;
         for (k = 0; k < nc; k++)
             if (volt_st_find(f, cand[k], &info) == VOLT_OK) break;
+        snprintf(src[i], NAME_MAX_, "%s", k < nc ? cand[k] : "");
         if (k == nc) {
             if (is_head(p->name)) {          /* a body-only checkpoint: the head trains from its init */
                 size_t len = strlen(fresh);
-                snprintf(fresh + len, sizeof fresh - len, "%s%s", len ? ", " : "", p->name);
+                snprintf(fresh + len, freshlen - len, "%s%s", len ? ", " : "", p->name);
                 continue;
             }
-            st = volt_params_fail(ps, VOLT_ERR_NOT_FOUND, "distilbert: '%s': tensor '%s' missing (looked for '%s'%s)",
-                                  path, p->name, cand[0], nc > 1 ? " and HF variants" : "");
-            break;
+            return volt_params_fail(ps, VOLT_ERR_NOT_FOUND, "distilbert: '%s': tensor '%s' missing (looked for '%s'%s)",
+                                    path, p->name, cand[0], nc > 1 ? " and HF variants" : "");
         }
-        if (!volt_shape_eq(info.shape, p->shape)) {
-            st = volt_params_fail(ps, VOLT_ERR_SHAPE, "distilbert: '%s': tensor '%s' has shape %s in the file, the model "
-                                  "has %s (check the config: vocab_size, max_position, dim, hidden_dim, n_classes)",
-                                  path, cand[k], volt_shape_str(info.shape, a, sizeof a),
-                                  volt_shape_str(p->shape, b, sizeof b));
-            break;
-        }
-        if ((st = volt_st_verify(f, cand[k], err, sizeof err)) < 0 ||
-            (st = volt_st_read_f32(f, cand[k], stage, volt_tensor_numel(p), err, sizeof err)) < 0) {
-            st = volt_params_fail(ps, st, "distilbert: %s", err);
-            break;
-        }
-        const void *host = stage;
-        if (p->dtype != VOLT_F32) {   /* rounded to nearest even, as a conversion of the store does */
-            volt_convert(narrow, p->dtype, stage, VOLT_F32, volt_tensor_numel(p));
-            host = narrow;
-        }
-        if ((st = volt_tensor_copy_from_host(p, host)) < 0)
-            st = volt_params_fail(ps, st, "distilbert: '%s': cannot copy '%s' to the device", path, p->name);
+        if (!volt_shape_eq(info.shape, p->shape))
+            return volt_params_fail(ps, VOLT_ERR_SHAPE, "distilbert: '%s': tensor '%s' has shape %s in the file, the model "
+                                    "has %s (check the config: vocab_size, max_position, dim, hidden_dim, n_classes)",
+                                    path, cand[k], volt_shape_str(info.shape, a, sizeof a), volt_shape_str(p->shape, b, sizeof b));
+        if (info.dtype != VOLT_F32 && info.dtype != VOLT_BF16 && info.dtype != VOLT_F16)
+            return volt_params_fail(ps, VOLT_ERR_DTYPE, "distilbert: '%s': tensor '%s' is %s; F32, BF16 or F16 load", path,
+                                    cand[k], volt_dtype_name(info.dtype));
     }
+    return VOLT_OK;
+}
+
+/* One parameter from its (checked) file tensor: the bytes as stored into raw, widened to f32
+ * into stage when 16-bit (bf16/f16 -> f32 is exact), rounded to a 16-bit store's dtype, copied. */
+static volt_status put(volt_params *ps, const volt_st_file *f, const char *path, volt_tensor *p, const char *fname,
+                       float *stage, uint16_t *narrow, size_t cap) {
+    char err[512];
+    volt_st_info info;
+    volt_st_find(f, fname, &info);   /* matched */
+    const int64_t n = volt_tensor_numel(p);
+    if (!n) return VOLT_OK;   /* nothing to read (an empty tensor is never deferred) */
+    void *raw = info.dtype == VOLT_F32 ? (void *)stage : (void *)narrow;
+    volt_status st = volt_st_read_deferred(f, fname, raw, info.dtype == VOLT_F32 ? cap * sizeof(float) : cap * sizeof(uint16_t),
+                                           err, sizeof err);
+    if (st < 0) return volt_params_fail(ps, st, "distilbert: %s", err);
+    if (info.dtype != VOLT_F32) volt_convert(stage, VOLT_F32, narrow, info.dtype, n);   /* malloc'd: aligned */
+    const void *host = stage;
+    if (p->dtype != VOLT_F32) {   /* rounded to nearest even, as a conversion of the store does */
+        volt_convert(narrow, p->dtype, stage, VOLT_F32, n);
+        host = narrow;
+    }
+    if ((st = volt_tensor_copy_from_host(p, host)) < 0)
+        return volt_params_fail(ps, st, "distilbert: '%s': cannot copy '%s' to the device", path, p->name);
+    return VOLT_OK;
+}
+
+/* The file's tensors stay in it (volt_st_open_deferred): every one a parameter maps to is found,
+ * its shape and dtype checked, and read through in pieces (its crc checked when the file keeps
+ * crcs, as volt's do; a Hugging Face file keeps none) before the first value is copied; then
+ * each is read once more, compared with what the check saw, and copied. Memory: one tensor. */
+volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) {
+    if (!self || !ps || !path) return VOLT_ERR_INVALID_ARG;
+    if (!volt_params_find(ps, PREFIX "embeddings.word_embeddings.weight") || !volt_params_finalized(ps))
+        return volt_params_fail(ps, VOLT_ERR_STATE, "distilbert: load '%s' needs setup and a finalized store", path);
+    char err[512];
+    volt_st_file *f;
+    volt_status st = volt_st_open_deferred(path, wanted, every, ps, &f, err, sizeof err);
+    if (st < 0) return volt_params_fail(ps, st, "distilbert: pretrained weights: %s", err);
+    const int total = volt_params_count(ps);
+    volt_tensor **params = malloc(sizeof *params * (size_t)(total + 1));
+    char (*src)[NAME_MAX_] = malloc(sizeof *src * (size_t)(total + 1));   /* each parameter's file tensor ("": none) */
+    if (!params || !src) { free(params); free(src); volt_st_close(f); return VOLT_ERR_NOMEM; }
+    int np = model_params(ps, params);
+    int64_t biggest = 1;
+    for (int i = 0; i < np; i++)
+        if (volt_tensor_numel(params[i]) > biggest) biggest = volt_tensor_numel(params[i]);
+    float *stage = malloc(sizeof(float) * (size_t)biggest);   /* f32, as read */
+    uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)biggest);   /* a 16-bit file's or store's values */
+    char fresh[512] = "";
+    if (!stage || !narrow) st = volt_params_fail(ps, VOLT_ERR_NOMEM, "distilbert: '%s': out of memory", path);
+    if (st >= 0) st = match(ps, f, path, params, np, src, fresh, sizeof fresh);
+    if (st >= 0 && (st = volt_st_check(f, err, sizeof err)) < 0) st = volt_params_fail(ps, st, "distilbert: %s", err);
+    /* checked: from here on a failure means the file changed under the load, and the model's
+     * values are partly replaced */
+    for (int i = 0; i < np && st >= 0; i++)
+        if (src[i][0] && (st = put(ps, f, path, params[i], src[i], stage, narrow, (size_t)biggest)) < 0) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", volt_params_errmsg(ps));
+            st = volt_params_fail(ps, st, "%s; the model's values were partly replaced (set it up afresh)", why);
+        }
     if (st >= 0) {
         if (*fresh)
             fprintf(stderr, "distilbert: '%s': newly initialised (not in the checkpoint; train them): %s\n", path, fresh);
@@ -147,7 +181,7 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
     free(stage);
     free(narrow);
     free(params);
+    free(src);
     volt_st_close(f);
     return st;
 }
-

@@ -89,6 +89,8 @@ set_tests_properties(test_fault_dead_rank_np3 PROPERTIES ENVIRONMENT "${_volt_mp
 set(_volt_ckpt "${CMAKE_CURRENT_BINARY_DIR}/tmp_test_strategies_mpi/reshard_fsdp3.safetensors")
 volt_mpi_test(test_reshard_save_fsdp_np3 3 90 reshard_save fsdp ${_volt_ckpt})
 volt_mpi_test(test_reshard_resume_ddp_np2 2 90 reshard_resume ddp ${_volt_ckpt})
+# zero2 on 2 from fsdp's 3 shards: each rank reads only the state slices it holds
+volt_mpi_test(test_reshard_resume_zero2_np2 2 90 reshard_resume zero2 ${_volt_ckpt})
 add_test(NAME test_reshard_resume_single COMMAND ${_volt_ts} reshard_resume single ${_volt_ckpt})
 set_tests_properties(test_reshard_resume_single PROPERTIES TIMEOUT 60 LABELS "mpi"
   ENVIRONMENT "OMP_NUM_THREADS=1;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_reshard_single")
@@ -97,7 +99,7 @@ set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_r
 add_test(NAME test_reshard_corrupt_shard COMMAND ${_volt_ts} reshard_corrupt ${_volt_ckpt})
 set_tests_properties(test_reshard_corrupt_shard PROPERTIES TIMEOUT 60 LABELS "mpi"
   ENVIRONMENT "OMP_NUM_THREADS=1;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_reshard_corrupt")
-set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_single test_reshard_corrupt_shard PROPERTIES FIXTURES_REQUIRED volt_reshard)
+set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_zero2_np2 test_reshard_resume_single test_reshard_corrupt_shard PROPERTIES FIXTURES_REQUIRED volt_reshard)
 
 # Memory actually held (resident pages of the unit buffers) under every strategy, 3 ranks.
 volt_mpi_test(test_memory_held_np3 3 90 memory)

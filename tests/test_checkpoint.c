@@ -25,6 +25,7 @@
 #include "volt/safetensors.h"
 #include "core/device.h"
 #include "trainer/checkpoint_internal.h"
+#include "core/safetensors_internal.h"   /* volt__st_read_peak, the check hook, a tensor's file offset */
 #ifdef VOLT_HAVE_MPI
 #include "trainer/trainer_internal.h"
 #include "strategies/parallel/parallel.h"
@@ -359,6 +360,114 @@ static void shard_save(const char *path) {
     volt_dataset_destroy(ds);
 }
 
+/* ---- damaged shards: a clear error naming the shard and tensor, the model untouched; a shard
+ * changed between the check and the reads fails the load and drops the half-replaced model --- */
+/* Copy src to dst, all of it, or cut `cut` bytes short. */
+static bool copy_file(const char *src, const char *dst, long cut) {
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    bool ok = in && out;
+    if (ok) {
+        fseek(in, 0, SEEK_END);
+        long left = ftell(in) - cut;
+        rewind(in);
+        char buf[1 << 14];
+        for (size_t k; ok && left > 0 && (k = fread(buf, 1, sizeof buf < (size_t)left ? sizeof buf : (size_t)left, in)) > 0;
+             left -= (long)k)
+            ok = fwrite(buf, 1, k, out) == k;
+    }
+    if (in) fclose(in);
+    if (out) ok &= fclose(out) == 0;
+    CHECK(ok, "copy %s -> %s", src, dst);
+    return ok;
+}
+
+/* The file offset of the middle byte of tensor `name`'s data. */
+static long mid_byte(const char *file, const char *name) {
+    volt_st_file *f = NULL;
+    volt_st_info info;
+    char err[512];
+    long at = -1;
+    if (volt_st_open(file, &f, err, sizeof err) == VOLT_OK && volt_st_find(f, name, &info) == VOLT_OK)
+        at = (long)(f->base + (uint64_t)((const unsigned char *)info.data - f->data) + info.nbytes / 2);
+    volt_st_close(f);
+    CHECK(at > 0, "tensor '%s' in %s", name, file);
+    return at;
+}
+
+static void flip_byte(const char *file, long at) {
+    FILE *fp = fopen(file, "r+b");
+    unsigned char c = 0;
+    bool ok = fp && fseek(fp, at, SEEK_SET) == 0 && fread(&c, 1, 1, fp) == 1 && fseek(fp, at, SEEK_SET) == 0;
+    c ^= 0x5a;
+    ok = ok && fwrite(&c, 1, 1, fp) == 1;
+    if (fp) ok &= fclose(fp) == 0;
+    CHECK(ok, "flip a byte of %s", file);
+}
+
+/* The check hook: when the last shard has been checked, a byte of the first shard changes. */
+static char g_hook_when[2100], g_hook_file[2100];
+static long g_hook_at;
+static int g_hook_flips;
+static void flip_after_check(const char *path, void *ctx) {
+    (void)ctx;
+    if (strcmp(path, g_hook_when)) return;
+    flip_byte(g_hook_file, g_hook_at);
+    g_hook_flips++;
+}
+
+static void shard_damage(volt_trainer *t, volt_loader *l, const char *path, const char *dname, net *m) {
+    char root[1024], idx[1100], sdir[1700], shard[2][2100], orig[2][2100];
+    snprintf(root, sizeof root, "%s.damage", path);   /* per fixture: the strict variant shares the tmp folder */
+    vtest_fresh_dir(root);
+    snprintf(idx, sizeof idx, "%s/ck.safetensors", root);
+    snprintf(sdir, sizeof sdir, "%s/%s", root, dname);
+    mkdir(sdir, 0755);
+    const char *slash = strrchr(path, '/');
+    for (int r = 0; r < 2; r++) {
+        snprintf(orig[r], sizeof orig[r], "%.*s/%s/rank%05d-of-00002.safetensors", (int)(slash - path), path, dname, r);
+        snprintf(shard[r], sizeof shard[r], "%s/rank%05d-of-00002.safetensors", sdir, r);
+    }
+    if (!copy_file(path, idx, 0) || !copy_file(orig[0], shard[0], 0) || !copy_file(orig[1], shard[1], 0)) return;
+    char pname[300];
+    snprintf(pname, sizeof pname, "params.%s", volt_unit_name(volt_params_unit_at(volt_trainer_params(t), 0)));
+    const long at = mid_byte(shard[0], pname);
+    int64_t n0, n1;
+    float *before = weights(t, &n0);
+    for (int k = 0; k < 2; k++) {   /* truncated shard 1; a flipped byte in shard 0's first unit */
+        if (k == 0) copy_file(orig[1], shard[1], 16);
+        else { copy_file(orig[1], shard[1], 0); flip_byte(shard[0], at); }
+        volt_status st = volt_trainer_fit(t, &net_ops, m, l, NULL, idx);
+        const char *msg = volt_trainer_errmsg(t);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, k ? shard[0] : shard[1]) && strstr(msg, k ? "crc mismatch" : "truncated") &&
+              (!k || strstr(msg, pname)), "%s shard: %s (%s)", k ? "flipped" : "truncated", msg, volt_status_str(st));
+        float *after = weights(t, &n1);
+        CHECK(after && n0 == n1 && !memcmp(before, after, sizeof(float) * (size_t)n0), "%s shard: the model is untouched",
+              k ? "flipped" : "truncated");
+        free(after);
+        printf("%s shard: %s\n", k ? "flipped" : "truncated", msg);
+    }
+    copy_file(orig[0], shard[0], 0);
+    /* changed after the check: shard 0 after shard 1 was checked (every shard is checked before
+     * anything is applied, shard 0's units are applied first) */
+    snprintf(g_hook_when, sizeof g_hook_when, "%s", shard[1]);
+    snprintf(g_hook_file, sizeof g_hook_file, "%s", shard[0]);
+    g_hook_at = at;
+    g_hook_flips = 0;
+    net m2 = *m;
+    volt_trainer *t2 = make_trainer("32-true", NULL, NULL, 6);
+    volt__st_set_check_hook(flip_after_check, NULL);
+    volt_status st = volt_trainer_fit(t2, &net_ops, &m2, l, NULL, idx);
+    volt__st_set_check_hook(NULL, NULL);
+    const char *msg = volt_trainer_errmsg(t2);
+    CHECK(g_hook_flips == 1, "the hook changed shard 0 once (%d)", g_hook_flips);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, shard[0]) && strstr(msg, pname) && strstr(msg, "changed after it was checked") &&
+          strstr(msg, "dropped"), "a shard changed during the load: %s (%s)", msg, volt_status_str(st));
+    CHECK(volt_trainer_params(t2) == NULL, "the half-replaced model is dropped");
+    printf("shard changed during the load: %s\n", msg);
+    volt_trainer_destroy(t2);
+    free(before);
+}
+
 static void shard_load(const char *path) {
     volt_dataset *ds = make_data();
     char single[1100], exp[1100], err[512];
@@ -367,7 +476,9 @@ static void shard_load(const char *path) {
     net m = { .layers = 3, .width = 10 };
     volt_trainer *t = make_trainer("32-true", NULL, NULL, 6);   /* saved after batch 5 = step 6: loads, trains nothing */
     volt_loader *l = vtest_loader(ds, BS, true);
+    volt__st_read_peak(true);
     volt_status st = volt_trainer_fit(t, &net_ops, &m, l, NULL, path);
+    const size_t peak = volt__st_read_peak(false);   /* the largest buffer the load read a file into */
     CHECK(st == VOLT_OK, "single from the shards: %s", volt_trainer_errmsg(t));
     check_device(t);
     CHECK(volt_trainer_global_step(t) == 6, "loaded at step %lld", (long long)volt_trainer_global_step(t));
@@ -423,6 +534,20 @@ static void shard_load(const char *path) {
     }
     CHECK(total > 0 && ok == total, "resharded optimizer states: %d of %d equal the ranks' slices", ok, total);
     printf("shards of 2 ranks on 1: weights and %d optimizer states exact\n", ok);
+    /* the shards were read one tensor at a time: no buffer larger than the largest tensor
+     * (they were read whole before: the data of a shard file) */
+    size_t largest = 0, data = 0;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; sh[r] && i < volt_st_count(sh[r]); i++) {
+            volt_st_info info;
+            volt_st_find(sh[r], volt_st_name(sh[r], i), &info);
+            if (info.nbytes > largest) largest = info.nbytes;
+            data += info.nbytes;
+        }
+    CHECK(peak > 0 && peak <= largest, "sharded load: the largest read was %zu bytes, the largest shard tensor %zu (the shards' "
+          "data: %zu)", peak, largest, data);
+    printf("sharded load: largest read %zu bytes, largest shard tensor %zu, shard data %zu\n", peak, largest, data);
+    if (dname[0]) shard_damage(t, l, path, dname, &m);
     for (int r = 0; r < 2; r++) volt_st_close(sh[r]);
     volt_st_close(idx);
     volt_st_close(s);

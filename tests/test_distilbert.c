@@ -19,6 +19,7 @@
 #include "volt/distilbert.h"
 #include "volt/precision.h"
 #include "vtest.h"
+#include "core/safetensors_internal.h"   /* volt__st_read_peak, the check hook */
 
 #ifndef VOLT_FIXTURES
 #define VOLT_FIXTURES "tests/fixtures"
@@ -531,6 +532,8 @@ static bool write_checkpoint(volt_st_file *f, const char *dir, unsigned flags) {
     return st == VOLT_OK;
 }
 
+static void test_load_streamed(model *a, volt_st_file *fx);
+
 static void test_save_load(void) {
     volt_st_file *f = NULL;
     char err[256], dir[512], out[4096];
@@ -631,8 +634,168 @@ static void test_save_load(void) {
         CHECK(b.init_st == VOLT_ERR_IO && strstr(volt_params_errmsg(b.ps), "no_such_dir"), "missing file: %s '%s'",
               volt_status_str(b.init_st), volt_params_errmsg(b.ps));
     model_free(&b);
+    test_load_streamed(&a, f);
     model_free(&a);
     volt_st_close(f);
+}
+
+/* ---- the import holds one tensor of the file at a time, checks all before it applies any ---- */
+/* A Hugging Face-style file of the fixture's model tensors: no metadata, so no crcs (the
+ * writer always adds them), f32, laid out in the fixture's order. */
+static bool write_plain(volt_st_file *f, const char *path, size_t *largest) {
+    char *hdr = malloc(1 << 16);
+    size_t hl = 0, off = 0;
+    *largest = 0;
+    hl += (size_t)snprintf(hdr + hl, (1 << 16) - hl, "{");
+    for (int i = 0; i < volt_st_count(f); i++) {
+        const char *nm = volt_st_name(f, i);
+        volt_st_info info;
+        volt_st_find(f, nm, &info);
+        if (strncmp(nm, "distilbert.", 11) && strncmp(nm, "pre_classifier.", 15) && strncmp(nm, "classifier.", 11)) continue;
+        hl += (size_t)snprintf(hdr + hl, (1 << 16) - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", off ? "," : "", nm);
+        for (int d = 0; d < info.shape.ndim; d++)
+            hl += (size_t)snprintf(hdr + hl, (1 << 16) - hl, "%s%lld", d ? "," : "", (long long)info.shape.d[d]);
+        hl += (size_t)snprintf(hdr + hl, (1 << 16) - hl, "],\"data_offsets\":[%zu,%zu]}", off, off + info.nbytes);
+        off += info.nbytes;
+        if (info.nbytes > *largest) *largest = info.nbytes;
+    }
+    hl += (size_t)snprintf(hdr + hl, (1 << 16) - hl, "}");
+    while (hl % 8) hdr[hl++] = ' ';
+    FILE *o = fopen(path, "wb");
+    bool ok = o != NULL;
+    unsigned char l8[8];
+    for (int i = 0; i < 8; i++) l8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    ok = ok && fwrite(l8, 1, 8, o) == 8 && fwrite(hdr, 1, hl, o) == hl;
+    for (int i = 0; ok && i < volt_st_count(f); i++) {
+        const char *nm = volt_st_name(f, i);
+        volt_st_info info;
+        volt_st_find(f, nm, &info);
+        if (strncmp(nm, "distilbert.", 11) && strncmp(nm, "pre_classifier.", 15) && strncmp(nm, "classifier.", 11)) continue;
+        ok = fwrite(info.data, 1, info.nbytes, o) == info.nbytes;
+    }
+    if (o) ok &= fclose(o) == 0;
+    free(hdr);
+    CHECK(ok, "write %s", path);
+    return ok;
+}
+
+/* Every parameter's values, one after another (host copy). */
+static float *snapshot_params(volt_params *ps, int64_t *n) {
+    int64_t total = 0;
+    for (int i = 0; i < volt_params_count(ps); i++) total += volt_tensor_numel(volt_params_at(ps, i));
+    float *out = malloc(sizeof(float) * (size_t)total);
+    for (int i = 0, at = 0; out && i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        memcpy(out + at, H(p), volt_tensor_bytes(p));
+        at += (int)volt_tensor_numel(p);
+    }
+    *n = total;
+    return out;
+}
+
+/* The hook between the check and the reads: a byte in the middle of the file's data changes. */
+static char g_change_path[600];
+static long g_change_at;
+static int g_changes;
+static void change_file(const char *path, void *ctx) {
+    (void)ctx;
+    if (strcmp(path, g_change_path)) return;
+    FILE *fp = fopen(path, "r+b");
+    unsigned char c = 0;
+    if (fp && fseek(fp, g_change_at, SEEK_SET) == 0 && fread(&c, 1, 1, fp) == 1 && fseek(fp, g_change_at, SEEK_SET) == 0) {
+        c ^= 0x5a;
+        g_changes += fwrite(&c, 1, 1, fp) == 1;
+    }
+    if (fp) fclose(fp);
+}
+
+static void test_load_streamed(model *a, volt_st_file *fx) {
+    char dir[512], path[600], err[256];
+    volt_distilbert_config c;
+    tiny_config(&c);
+    snprintf(dir, sizeof dir, "%s/plain", vtest_tmpdir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    size_t largest = 0;
+    if (!write_plain(fx, path, &largest)) return;
+    model b;
+    if (!model_build(&b, &c, 41)) { model_free(&b); return; }   /* random init */
+    int64_t n0, n1;
+    float *before = snapshot_params(b.ps, &n0);
+
+    /* damaged files: a clear error naming file and tensor, the model untouched. DROP_ONE misses
+     * a tensor late in the model: the parameters before it were once already copied over. */
+    snprintf(dir, sizeof dir, "%s/late_missing", vtest_tmpdir());
+    if (write_checkpoint(fx, dir, KEEP_PREFIX | DROP_ONE)) {
+        char p2[600];
+        snprintf(p2, sizeof p2, "%s/model.safetensors", dir);
+        volt_status st = volt_distilbert_load(b.m, b.ps, p2);
+        CHECK(st == VOLT_ERR_NOT_FOUND && strstr(volt_params_errmsg(b.ps), "layer.1.ffn.lin2.bias"), "late missing: %s",
+              volt_params_errmsg(b.ps));
+        float *after = snapshot_params(b.ps, &n1);
+        CHECK(before && after && n0 == n1 && !memcmp(before, after, sizeof(float) * (size_t)n0),
+              "a file missing a late tensor leaves the model untouched");
+        free(after);
+    }
+    char trunc[700];   /* the plain file cut in its last tensor: the open says so */
+    snprintf(trunc, sizeof trunc, "%s.truncated", path);
+    {
+        FILE *in = fopen(path, "rb"), *out = fopen(trunc, "wb");
+        char buf[4096];
+        size_t k, total = 0;
+        fseek(in, 0, SEEK_END);
+        const long size = ftell(in);
+        rewind(in);
+        while ((k = fread(buf, 1, sizeof buf, in)) > 0 && total < (size_t)size - 6) {
+            if (total + k > (size_t)size - 6) k = (size_t)size - 6 - total;
+            fwrite(buf, 1, k, out);
+            total += k;
+        }
+        fclose(in);
+        fclose(out);
+        volt_status st = volt_distilbert_load(b.m, b.ps, trunc);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_params_errmsg(b.ps), "truncated") && strstr(volt_params_errmsg(b.ps), trunc),
+              "truncated HF file: %s", volt_params_errmsg(b.ps));
+        float *after = snapshot_params(b.ps, &n1);
+        CHECK(after && !memcmp(before, after, sizeof(float) * (size_t)n0), "a truncated file leaves the model untouched");
+        free(after);
+    }
+
+    /* the good file: the fixture's values, read one tensor at a time (no buffer over the largest tensor) */
+    volt__st_read_peak(true);
+    CHECK_OK(volt_distilbert_load(b.m, b.ps, path));
+    const size_t peak = volt__st_read_peak(false);
+    CHECK(peak > 0 && peak <= largest, "HF import: the largest read was %zu bytes, the largest tensor %zu (the file's data: "
+          "several times that)", peak, largest);
+    int same = 0;
+    for (int i = 0; i < volt_params_count(b.ps); i++) {
+        volt_tensor *p = volt_params_at(b.ps, i);
+        same += !memcmp(H(p), H(volt_params_find(a->ps, p->name)), volt_tensor_bytes(p));
+    }
+    CHECK(same == volt_params_count(b.ps), "plain HF file: %d of %d parameters equal the fixture's", same, volt_params_count(b.ps));
+
+    /* changed between the check and the reads: a file without crcs, so what is caught is that
+     * the bytes differ from the ones the check read */
+    volt_st_file *pf = NULL;
+    volt_st_info info;
+    if (volt_st_open_some(path, NULL, NULL, &pf, err, sizeof err) == VOLT_OK &&
+        volt_st_find(pf, "distilbert.transformer.layer.1.ffn.lin1.weight", &info) == VOLT_OK) {
+        g_change_at = (long)(pf->base + (uint64_t)((const unsigned char *)info.data - pf->data) + info.nbytes / 2);
+        snprintf(g_change_path, sizeof g_change_path, "%s", path);
+        g_changes = 0;
+        volt__st_set_check_hook(change_file, NULL);
+        volt_status st = volt_distilbert_load(b.m, b.ps, path);
+        volt__st_set_check_hook(NULL, NULL);
+        CHECK(g_changes == 1, "the hook changed the file once (%d)", g_changes);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_params_errmsg(b.ps), "'distilbert.transformer.layer.1.ffn.lin1.weight' changed "
+              "after it was checked") && strstr(volt_params_errmsg(b.ps), "partly replaced"), "HF file changed during the load: %s",
+              volt_params_errmsg(b.ps));
+        printf("HF import: largest read %zu bytes (largest tensor %zu); changed during load: %s\n", peak, largest,
+               volt_params_errmsg(b.ps));
+    } else CHECK(0, "reopen %s: %s", path, err);
+    volt_st_close(pf);
+    free(before);
+    model_free(&b);
 }
 
 /* ---- a short trainer run: the label is which of two token sets (10..19 or 60..69) token 1

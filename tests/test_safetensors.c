@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 #include "volt/safetensors.h"
+#include "core/safetensors_internal.h"   /* volt__st_keep_range, volt__st_read_peak */
 #include "vtest.h"
 
 static char g_dir[1024];
@@ -990,9 +991,94 @@ static void test_open_some(void) {
     free(b);
 }
 
+/* Deferred tensors (volt_st_open_deferred): read before the check is refused; the check reads
+ * them through in pieces (the largest buffer: one piece, not the tensor); a read gives the
+ * bytes; a slice kept by volt__st_keep_range reads alone and is checked against the crc of its
+ * bytes as the check saw them (a change outside it is not its business, one inside it is
+ * caught); damage anywhere in a tensor fails the check even when only a slice is kept. */
+static bool defer_all(const char *name, void *ctx) { (void)name; (void)ctx; return true; }
+
+static void test_deferred(void) {
+    const char *p = tpath("deferred.safetensors");
+    enum { BIG = 3 << 20 };   /* 12 MiB of f32: two 8 MiB pieces */
+    float *big = malloc(sizeof(float) * BIG), a[6] = { 1, 2, 3, 4, 5, 6 };
+    for (int i = 0; i < BIG; i++) big[i] = (float)i;
+    volt_st_writer *w = NULL;
+    char err[512] = "";
+    CHECK_OK(volt_st_writer_create(&w));
+    CHECK_OK(volt_st_writer_add(w, "a", VOLT_F32, VOLT_SHAPE(2, 3), a));
+    CHECK_OK(volt_st_writer_add(w, "big", VOLT_F32, VOLT_SHAPE(BIG), big));
+    CHECK_OK(volt_st_writer_write(w, p, err, sizeof err));
+    volt_st_writer_destroy(w);
+    size_t n = 0;
+    unsigned char *b = vtest_slurp(p, &n);
+    if (!b) { free(big); CHECK(0, "read back"); return; }
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
+    const size_t big_at = 8 + hl + 24;   /* after a's 24 bytes */
+    float *got = malloc(sizeof(float) * BIG);
+
+    volt_st_file *f = NULL;
+    volt__st_read_peak(true);
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    volt_st_info in;
+    CHECK(f && volt_st_find(f, "big", &in) == VOLT_OK && !in.data && in.nbytes == sizeof(float) * BIG, "big stays in the file");
+    CHECK(f && volt_st_read_deferred(f, "big", got, sizeof(float) * BIG, err, sizeof err) == VOLT_ERR_STATE, "read before the check: %s", err);
+    CHECK(f && volt_st_check(f, err, sizeof err) == VOLT_OK, "check: %s", err);
+    CHECK(volt__st_read_peak(false) <= ((size_t)8 << 20), "the check read in pieces (largest %zu bytes)", volt__st_read_peak(false));
+    CHECK(f && volt_st_read_deferred(f, "big", got, sizeof(float) * BIG, err, sizeof err) == VOLT_OK && !memcmp(got, big, sizeof(float) * BIG),
+          "big reads back: %s", err);
+    CHECK(f && volt_st_read_deferred(f, "big", got, 16, err, sizeof err) == VOLT_ERR_INVALID_ARG, "a short buffer: %s", err);
+    volt_st_close(f);
+
+    /* a slice: elements [1000, 3000000) */
+    const uint64_t ka = 1000 * 4, kb = 3000000ull * 4;
+    f = NULL;
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    CHECK(f && volt__st_keep_range(f, "big", 2, 8) == VOLT_ERR_INVALID_ARG, "a slice off the element boundary is refused");
+    CHECK(f && volt__st_keep_range(f, "big", ka, kb) == VOLT_OK && volt__st_deferred_max_bytes(f) == kb - ka, "the slice is kept");
+    CHECK(f && volt_st_check(f, err, sizeof err) == VOLT_OK, "check with a slice: %s", err);
+    CHECK(f && volt__st_keep_range(f, "big", 0, 4) == VOLT_ERR_STATE, "no new slice after the check");
+    b[big_at + 10] ^= 0x20;   /* outside the slice, after the check */
+    spit(p, b, n);
+    volt__st_read_peak(true);
+    CHECK(f && volt_st_read_deferred(f, "big", got, (size_t)(kb - ka), err, sizeof err) == VOLT_OK &&
+          !memcmp(got, big + 1000, (size_t)(kb - ka)), "the slice reads alone, a change outside it aside: %s", err);
+    CHECK(volt__st_read_peak(false) == kb - ka, "the read took the slice only (%zu bytes)", volt__st_read_peak(false));
+    b[big_at + 10] ^= 0x20;
+    b[big_at + 5000 * 4] ^= 0x20;   /* inside it */
+    spit(p, b, n);
+    CHECK(f && volt_st_read_deferred(f, "big", got, (size_t)(kb - ka), err, sizeof err) == VOLT_ERR_CORRUPT &&
+          strstr(err, "changed after it was checked") && strstr(err, "'big'"), "a change inside the slice: %s", err);
+    volt_st_close(f);
+    /* damage outside the slice before the check: the whole tensor is checked */
+    f = NULL;
+    b[big_at + 5000 * 4] ^= 0x20;
+    b[big_at + 10] ^= 0x20;
+    spit(p, b, n);
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    CHECK(f && volt__st_keep_range(f, "big", ka, kb) == VOLT_OK && volt_st_check(f, err, sizeof err) == VOLT_ERR_CORRUPT &&
+          strstr(err, "crc mismatch") && strstr(err, "'big'"), "damage outside the slice fails the check: %s", err);
+    volt_st_close(f);
+    /* cut short after the check: the read says so */
+    b[big_at + 10] ^= 0x20;
+    spit(p, b, n);
+    f = NULL;
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    CHECK(f && volt_st_check(f, err, sizeof err) == VOLT_OK, "check: %s", err);
+    spit(p, b, n - 100);
+    CHECK(f && volt_st_read_deferred(f, "big", got, sizeof(float) * BIG, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "truncated"),
+          "cut after the check: %s", err);
+    volt_st_close(f);
+    free(got);
+    free(big);
+    free(b);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
     test_open_some();
+    test_deferred();
     test_crc_large();
     test_roundtrip();
     test_byte_layout();

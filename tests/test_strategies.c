@@ -29,6 +29,7 @@
 #include "ref_mlp.h"
 #include "strategies/comm/comm.h"
 #include "core/device.h"
+#include "core/safetensors_internal.h"   /* volt__st_deferred_read_bytes; cJSON */
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
 #include "strategies/parallel/parallel.h"
@@ -1388,9 +1389,38 @@ static void test_reshard_resume(const char *name, const char *path) {
     const int world = t ? volt_trainer_world_size(t) : 1;
     volt_loader *l = make_loader(ds, GB / world);
     if (!t || !l || !ref.params) return;
+    volt__st_deferred_read_bytes(true);
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
+    const uint64_t applied = volt__st_deferred_read_bytes(false);
     CHECK(st == VOLT_OK, "%s resume: %s", name, volt_trainer_errmsg(t));
     check_placement(t);
+    /* what the load read to apply: every parameter whole (each rank applies the full values),
+     * and of the optimizer states only the slices this rank holds (the shards were saved by
+     * another world size); the check before read every shard through */
+    if (st == VOLT_OK && t->opt) {
+        uint64_t owned = 0, saved = 0;   /* state elements this rank holds; the saved units' elements (with padding) */
+        for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+            int64_t lo = 0, hi = 0;
+            if (volt_optimizer_state_raw(t->opt, u, 0, &lo, &hi)) owned += (uint64_t)(hi - lo);
+        }
+        volt_st_file *ix = NULL;
+        char err[256];
+        cJSON *js = volt_st_open(path, &ix, err, sizeof err) == VOLT_OK ? cJSON_Parse(volt_st_meta(ix, "volt.shards")) : NULL;
+        const cJSON *un;
+        cJSON_ArrayForEach(un, cJSON_GetObjectItemCaseSensitive(js, "units"))
+            saved += (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(un, "numel"));
+        cJSON_Delete(js);
+        volt_st_close(ix);
+        const uint64_t K = (uint64_t)volt_optimizer_state_count(t->opt), most = sizeof(float) * (saved + K * owned);
+        CHECK(saved > 0 && applied <= most && applied > sizeof(float) * saved,
+              "%s on %d: the load read %llu bytes to apply, at most %llu (the %llu saved parameter elements, and of each of "
+              "the %llu states the %llu elements this rank holds; all the shards' states: %llu)", name, world,
+              (unsigned long long)applied, (unsigned long long)most, (unsigned long long)saved, (unsigned long long)K,
+              (unsigned long long)owned, (unsigned long long)(sizeof(float) * (saved + K * saved)));
+        if (volt_trainer_rank(t) == 0)
+            printf("reshard %s on %d: read %llu bytes to apply, at most %llu (reading every shard's states: %llu)\n", name,
+                   world, (unsigned long long)applied, (unsigned long long)most, (unsigned long long)(sizeof(float) * (saved + K * saved)));
+    }
     CHECK(volt_trainer_global_step(t) == STEPS, "resumed run ends at step %lld", (long long)volt_trainer_global_step(t));
     CHECK(m.n_losses == ACC * (STEPS - 3), "resumed mid-epoch: %d micro-steps run", m.n_losses);
     float *mine = malloc(sizeof(float) * (size_t)ref.n);

@@ -123,11 +123,12 @@ typedef struct ck_src {
     cJSON *states;             /* sharded: names of the saved optimizer states */
     bool legacy;               /* format 1: no metadata checksums */
     bool states_read;          /* the optimizer states were read (else they stay in the file) */
-    /* unsharded: the parameters and states stay in the file (volt__st_open_deferred) and are
-     * read one tensor at a time into buf, so a load holds one tensor of the file, not all */
+    /* the parameters and states stay in the file (volt_st_open_deferred; the shards too) and
+     * are read one tensor (or the slice of a shard tensor this rank applies) at a time into
+     * buf, so a load holds one tensor of the file, not all */
     unsigned char *buf;
     size_t buf_cap;
-    char *buf_name;            /* the tensor buf holds (NULL: none) */
+    const void *buf_key;       /* the file's entry of the tensor buf holds (NULL: none) */
     char err[768];             /* why src_get returned NULL, and its status */
     volt_status err_st;
 } ck_src;
@@ -139,9 +140,9 @@ void src_close(ck_src *c);
 const ck_param *src_param(const ck_src *c, const char *name);
 bool src_has_state(const ck_src *c, const char *state);
 /* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32: a
- * pointer into the file's data (or the tensor just read into c->buf) where it holds them as
+ * pointer into the tensor just read into c->buf (or the file's data) where it holds them as
  * f32 in one piece, else scratch (b - a floats) filled. NULL, with c->err, when reading the
- * tensor failed (the file changed or shrank since src_open checked it). */
+ * tensor failed (the file or a shard changed or shrank since src_open checked it). */
 const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch);
 
 #pragma GCC visibility pop

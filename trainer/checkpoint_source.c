@@ -23,7 +23,6 @@ void src_close(ck_src *c) {
     cJSON_Delete(c->index);
     volt_st_close(c->f);
     free(c->buf);
-    free(c->buf_name);
     memset(c, 0, sizeof *c);
 }
 
@@ -64,7 +63,7 @@ static bool not_state(const char *name, void *ctx) {
     return strncmp(name, "optimizer.", 10) != 0;
 }
 
-/* What an unsharded load reads one tensor at a time (volt__st_open_deferred): the model's
+/* What an unsharded load reads one tensor at a time (volt_st_open_deferred): the model's
  * parameters and their optimizer states ("optimizer.<state>.<name>"), the bulk of the file. */
 static bool deferred_tensor(const char *name, void *ctx) {
     const volt_trainer *t = ctx;
@@ -74,6 +73,52 @@ static bool deferred_tensor(const char *name, void *ctx) {
         name = dot + 1;
     }
     return t->ps && volt_params_find(t->ps, name) != NULL;
+}
+
+static bool all_tensors(const char *name, void *ctx) { (void)name; (void)ctx; return true; }
+
+/* Which bytes of each shard's optimizer states this rank applies: the slice of each saved
+ * state its own range covers (the hull over its parameters; none at all from a shard it holds
+ * nothing of). The parameters are applied whole on every rank, so their shard tensors are read
+ * whole. The check still reads every tensor through (volt__st_keep_range). */
+static volt_status keep_state_slices(volt_trainer *t, ck_src *c) {
+    const int K = c->states_read && t->opt ? volt_optimizer_state_count(t->opt) : 0;
+    if (!K) return VOLT_OK;
+    const size_t cells = (size_t)c->world * (size_t)(c->n_units ? c->n_units : 1) * (size_t)K;
+    int64_t *lo = malloc(cells * sizeof *lo), *hi = malloc(cells * sizeof *hi);
+    if (!lo || !hi) { free(lo); free(hi); return VOLT_ERR_NOMEM; }
+    for (size_t i = 0; i < cells; i++) { lo[i] = INT64_MAX; hi[i] = -1; }
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < volt_params_count(t->ps); i++) {
+            volt_tensor *p = volt_params_at(t->ps, i);
+            const ck_param *cp = src_param(c, p->name);
+            int64_t slo, shi, off = volt_param_offset(p), n = volt_tensor_numel(p);
+            if (!cp || !volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &slo, &shi)) continue;
+            const int64_t a = off > slo ? off : slo, b = off + n < shi ? off + n : shi;   /* as volt__ckpt_load applies */
+            if (a >= b) continue;
+            const int64_t ga = cp->offset + (a - off), gb = cp->offset + (b - off);   /* in the saved unit */
+            const ck_unit *u = &c->units[cp->unit];
+            for (int r = 0; r < c->world; r++) {
+                const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
+                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)cp->unit) * (size_t)K + (size_t)k;
+                if (x >= y) continue;
+                if (x - u->lo[r] < lo[at]) lo[at] = x - u->lo[r];
+                if (y - u->lo[r] > hi[at]) hi[at] = y - u->lo[r];
+            }
+        }
+    char name[512];
+    for (int r = 0; r < c->world; r++)
+        for (int u = 0; u < c->n_units; u++)
+            for (int k = 0; k < K; k++) {
+                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)u) * (size_t)K + (size_t)k;
+                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), c->units[u].name);
+                if (!src_has_state(c, volt_optimizer_state_name(t->opt, k))) continue;
+                const uint64_t a = hi[at] < 0 ? 0 : (uint64_t)lo[at] * sizeof(float), b = hi[at] < 0 ? 0 : (uint64_t)hi[at] * sizeof(float);
+                (void)volt__st_keep_range(c->shards[r], name, a, b);   /* empty tensors are not deferred */
+            }
+    free(lo);
+    free(hi);
+    return VOLT_OK;
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -144,11 +189,12 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     else snprintf(dir, sizeof dir, "%s", dirbase);
     for (int r = 0; r < world; r++) {
         shard_file(file, sizeof file, dir, r, (int)world);
-        volt_status st = volt_st_open_some(file, c->states_read ? NULL : not_state, NULL, &c->shards[r], err, sizeof err);
+        /* every tensor stays in the file (all_tensors): checked through in pieces below, then
+         * read one at a time, only the slice this rank applies (src_get) */
+        volt_status st = volt_st_open_deferred(file, c->states_read ? NULL : not_state, all_tensors, NULL, &c->shards[r], err,
+                                               sizeof err);
         if (st < 0) return volt__terr(t, st, "checkpoint '%s': shard %d of %d: %s", path, r, (int)world, err);
-        if ((st = volt_st_verify_all(c->shards[r], err, sizeof err)) < 0 ||
-            (st = meta_check(c->shards[r], file, !c->legacy, err, sizeof err)) < 0)
-            return volt__terr(t, st, "checkpoint '%s': %s", path, err);
+        if ((st = meta_check(c->shards[r], file, !c->legacy, err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
         const char *sid = volt_st_meta(c->shards[r], "volt.shard.id");
         if (!sid || strcmp(sid, id) != 0)
             BAD("checkpoint '%s': shard '%s' belongs to another save (id %s, the index says %s)", path, file, sid ? sid : "none", id);
@@ -165,6 +211,23 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
                     BAD("checkpoint '%s': shard '%s': tensor '%s' is missing or has another length than the index says", path, file, name);
             }
     }
+    volt_status st = keep_state_slices(t, c);
+    if (st < 0) return volt__terr(t, st, "checkpoint '%s': out of memory", path);
+    /* every shard checked whole by every rank (so all ranks reach the same verdict without
+     * talking), before anything is applied */
+    size_t cap = c->buf_cap;   /* the index's own deferred tensors, if any */
+    for (int r = 0; r < world; r++) {
+        if ((st = volt_st_check(c->shards[r], err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
+        const size_t m = volt__st_deferred_max_bytes(c->shards[r]);
+        if (m > cap) cap = m;
+    }
+    if (cap > c->buf_cap) {
+        free(c->buf);
+        c->buf_cap = 0;
+        if (!(c->buf = malloc(cap)))
+            return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (%zu bytes to read a shard tensor)", path, cap);
+        c->buf_cap = cap;
+    }
 #undef BAD
     return VOLT_OK;
 }
@@ -174,11 +237,11 @@ volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) 
     c->path = path;
     c->states_read = states;
     char err[768];
-    volt_status st = volt__st_open_deferred(path, states ? NULL : not_state, deferred_tensor, t, &c->f, err, sizeof err);
+    volt_status st = volt_st_open_deferred(path, states ? NULL : not_state, deferred_tensor, t, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
     /* every tensor is checked now, the deferred ones read through in pieces, before anything
      * is applied; src_get checks each again as it reads it whole */
-    if ((st = volt_st_verify_all(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
+    if ((st = volt_st_check(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
     if ((c->buf_cap = volt__st_deferred_max_bytes(c->f)) && !(c->buf = malloc(c->buf_cap))) {
         src_close(c);
         return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (%zu bytes to read a tensor)", path, c->buf_cap);
@@ -206,9 +269,20 @@ bool src_has_state(const ck_src *c, const char *state) {
     return false;
 }
 
+/* The deferred tensor `name` of file f, its kept bytes in c->buf: read unless it is the one
+ * already there (the key is the file's own entry: no name is copied). NULL with c->err. */
+static const char *src_read(ck_src *c, const volt_st_file *f, const char *name) {
+    const void *key = st_lookup(f, name);
+    if (key && key == c->buf_key) return (const char *)c->buf;
+    c->buf_key = NULL;
+    if ((c->err_st = volt_st_read_deferred(f, name, c->buf, c->buf_cap, c->err, sizeof c->err)) < 0) return NULL;
+    c->buf_key = key;
+    return (const char *)c->buf;
+}
+
 /* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32:
- * the file's own bytes where they are f32 in one piece (a volt checkpoint's weights and
- * states; a slice inside one shard), else converted or joined into scratch. */
+ * the tensor just read where it is f32 in one piece (a volt checkpoint's weights and states; a
+ * slice inside one shard), else converted or joined into scratch. */
 const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a, int64_t b, float *scratch) {
     char name[512];
     if (!c->index) {   /* validated: present, the parameter's shape; values may be 16-bit */
@@ -217,19 +291,7 @@ const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a,
         volt_st_info info;
         if (volt_st_find(c->f, nm, &info) != VOLT_OK) return scratch;
         const char *data = info.data;
-        if (!data && info.nbytes) {   /* deferred: read it whole (once for all its slices) */
-            if (!c->buf_name || strcmp(c->buf_name, nm)) {
-                free(c->buf_name);
-                c->buf_name = NULL;
-                if ((c->err_st = volt__st_read_deferred(c->f, nm, c->buf, c->buf_cap, c->err, sizeof c->err)) < 0) return NULL;
-                if (!(c->buf_name = strdup(nm))) {
-                    c->err_st = VOLT_ERR_NOMEM;
-                    snprintf(c->err, sizeof c->err, "checkpoint '%s': out of memory", c->path);
-                    return NULL;
-                }
-            }
-            data = (const char *)c->buf;
-        }
+        if (!data && info.nbytes && !(data = src_read(c, c->f, nm))) return NULL;   /* deferred: once for all its slices */
         if (!data) return scratch;
         const size_t es = volt_dtype_size(info.dtype);
         const char *at = data + (size_t)a * es;
@@ -245,10 +307,19 @@ const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a,
     for (int r = 0; r < c->world; r++) {
         const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
         if (x >= y) continue;
-        volt_st_info info;
-        if (volt_st_find(c->shards[r], name, &info) != VOLT_OK || !info.data) continue;   /* validated at open */
-        const float *at = (const float *)info.data + (x - u->lo[r]);
-        if (x == ga && y == gb && ((uintptr_t)at & 3) == 0) return at;   /* all in this shard */
+        const st_rentry *e = st_lookup(c->shards[r], name);   /* validated at open: present, f32, deferred */
+        const char *data = e ? src_read(c, c->shards[r], name) : NULL;
+        if (!data) return NULL;
+        /* the buffer holds the kept bytes [ka, kb) of the shard's slice (keep_state_slices) */
+        const uint64_t from = (uint64_t)(x - u->lo[r]) * sizeof(float), to = (uint64_t)(y - u->lo[r]) * sizeof(float);
+        if (from < e->ka || to > e->kb) {
+            c->err_st = VOLT_ERR_STATE;
+            snprintf(c->err, sizeof c->err, "checkpoint '%s': shard %d: tensor '%s': elements [%lld, %lld) were not kept to be read",
+                     c->path, r, name, (long long)(x - u->lo[r]), (long long)(y - u->lo[r]));
+            return NULL;
+        }
+        const float *at = (const float *)(data + (from - e->ka));
+        if (x == ga && y == gb) return at;   /* all in this shard */
         memcpy(scratch + (x - ga), at, sizeof(float) * (size_t)(y - x));
     }
     return scratch;

@@ -150,6 +150,24 @@ VOLT_API volt_status volt_st_meta_at(const volt_st_file *f, int i, const char **
 VOLT_API volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, size_t errlen);
 VOLT_API volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen);
 
+/* ---- one tensor at a time (a load that should hold one tensor of the file, not all) ----
+ * volt_st_open_deferred: as volt_st_open_some, but the tensors defer(name, ctx) picks (among
+ * those want keeps; defer NULL = none) stay in the file, taking no memory: info.data is NULL,
+ * volt_st_read_f32 gives VOLT_ERR_STATE. The file stays open until volt_st_close.
+ * volt_st_check: volt_st_verify_all for the tensors in memory; each deferred one is read through
+ * in pieces of at most 8 MiB, checked against its crc when the file keeps crcs (a file from
+ * elsewhere has none: then only that all its bytes are there), and the crc of what was read is
+ * remembered. Call it once, before the first read: everything is checked before anything is used.
+ * volt_st_read_deferred: a checked deferred tensor's bytes as they lie in the file (its dtype)
+ * into dst (cap bytes, at least nbytes), compared with what the check saw: a file changed or
+ * shortened since is VOLT_ERR_CORRUPT ("tensor 'x' changed after it was checked"). Not deferred,
+ * or not checked yet: VOLT_ERR_STATE. */
+VOLT_API volt_status volt_st_open_deferred(const char *path, volt_st_want_fn want, volt_st_want_fn defer, void *ctx,
+                                           volt_st_file **out, char *err, size_t errlen);
+VOLT_API volt_status volt_st_check(volt_st_file *f, char *err, size_t errlen);
+VOLT_API volt_status volt_st_read_deferred(const volt_st_file *f, const char *name, void *dst, size_t cap, char *err,
+                                           size_t errlen);
+
 /* Copy a F32/BF16/F16 tensor into dst as f32 (numel floats). requires: numel equals the
  * tensor's element count, else VOLT_ERR_SHAPE naming both. Other dtypes: VOLT_ERR_DTYPE.
  * Missing tensor: VOLT_ERR_NOT_FOUND. */
