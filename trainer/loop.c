@@ -76,6 +76,7 @@ static volt_status add_defaults(volt_trainer *t) {
 void volt__loop_drop_optim(volt_trainer *t) {
     volt_optimizer_destroy(t->opt);
     t->opt = NULL;
+    t->avg_swapped = false;
     volt_scheduler_destroy(t->sched);
     t->sched = NULL;
 }
@@ -188,6 +189,7 @@ static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
+    VOLT_TRY(volt__avg_setup(t));   /* weight averaging: its state before the strategy sets ranges */
     st = volt__strategy_setup_optimizer(t->strategy, t->opt);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     if (o->use_scheduler) {

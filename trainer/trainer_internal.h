@@ -70,6 +70,11 @@ struct volt_trainer {
     volt_optimizer *opt;
     volt_scheduler *sched;
     volt_optim_setup osetup;
+    /* weight averaging (trainer/weight_average.c): asked for by the WeightAveraging callback
+     * before fit, enabled on every optimizer setup_optim creates */
+    volt_optim_average avg_mode;
+    float avg_decay;
+    bool avg_swapped;          /* the values hold the average now, the state the current weights */
 
     /* loop state (checkpointed) */
     int64_t epoch, global_step, batch_in_epoch, micro_step;
@@ -126,6 +131,11 @@ struct volt_trainer {
     struct volt_prof *prof;    /* profiler = "simple" (trainer/profiler.c), else NULL */
 };
 
+/* weight averaging (trainer/weight_average.c) */
+volt_status volt__avg_setup(volt_trainer *t);
+volt_status volt__avg_save_enter(volt_trainer *t, bool *swapped);
+void volt__avg_save_leave(volt_trainer *t, bool swapped);
+volt_status volt__avg_after_load(volt_trainer *t, bool present, const char *path);
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
 
 /* metrics.c */
