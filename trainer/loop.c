@@ -189,9 +189,9 @@ static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
     if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
     st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
-    VOLT_TRY(volt__avg_setup(t));   /* weight averaging: its state before the strategy sets ranges */
     st = volt__strategy_setup_optimizer(t->strategy, t->opt);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    VOLT_TRY(volt__avg_setup(t));   /* weight averaging: its state over the ranges the strategy set, from the owned values */
     if (o->use_scheduler) {
         st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
         if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);

@@ -5,10 +5,12 @@
  * "optimizer.weight_average.<param>" the current weights, as Lightning's state_dict /
  * current_model_state), and swaps back after a resume's load.
  *
- * Strategies: single and ddp (every rank holds the whole units, the same values and the same
- * average, so every rank swaps locally). The sharded ones over several ranks
- * (deepspeed_stage_1/2, fsdp) are refused: a rank's average covers its slice only, and a
- * swap would have to re-gather the parameters. */
+ * Strategies: single and ddp hold whole units on every rank (the same values, the same
+ * average): every rank swaps locally. The sharded ones (deepspeed_stage_1/2, fsdp) keep the
+ * average like any optimizer state, for this rank's slice only: a swap or copy exchanges the
+ * owned slices, then the strategy's after-step gather makes the parameters whole again (ZeRO:
+ * all-gathered; FSDP: the rest given back, gathered on use), so every such call is collective
+ * (validation hooks, checkpoint saves and loads, train end: every rank at the same point). */
 #include <stdio.h>
 #include "trainer/trainer_internal.h"
 
@@ -31,13 +33,22 @@ volt_status volt_trainer_request_weight_averaging(volt_trainer *t, volt_optim_av
 volt_status volt__avg_setup(volt_trainer *t) {
     t->avg_swapped = false;
     if (!t->avg_mode || !t->opt) return VOLT_OK;
-    volt_strategy *sg = t->strategy;
-    if (t->world > 1 && volt__strategy_has(sg, VOLT_STRAT_SHARDS_OPTIM | VOLT_STRAT_SHARDS_PARAMS))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "weight averaging: strategy '%s' over %d ranks is not supported (each "
-                          "rank would average its own slice; use ddp or single)", volt__strategy_name(sg), t->world);
     volt_status st = volt_optimizer_enable_average(t->opt, t->avg_mode, t->avg_decay);
     if (st < 0) return volt__terr(t, st, "%s", volt_optimizer_errmsg(t->opt));
     return VOLT_OK;
+}
+
+/* A sharded strategy over several ranks: the owned slices changed, the parameters become whole
+ * again (collective). */
+static bool sharded(const volt_trainer *t) {
+    return t->world > 1 && volt__strategy_has(t->strategy, VOLT_STRAT_SHARDS_OPTIM | VOLT_STRAT_SHARDS_PARAMS);
+}
+static volt_status resync(volt_trainer *t) {
+    volt_strategy *sg = t->strategy;
+    if (!sharded(t) || !sg->ops->after_optimizer_step) return VOLT_OK;
+    volt_status st = sg->ops->after_optimizer_step(sg);
+    return st < 0 ? volt__terr(t, st, "weight averaging: strategy '%s': parameter gather: %s", volt__strategy_name(sg),
+                               volt__strategy_errmsg(sg)) : VOLT_OK;
 }
 
 static volt_status avg_op(volt_trainer *t, bool swap) {
@@ -48,7 +59,7 @@ static volt_status avg_op(volt_trainer *t, bool swap) {
     volt_status st = swap ? volt_optimizer_average_swap(t->opt) : volt_optimizer_average_copy_to_params(t->opt);
     if (st < 0) return volt__terr(t, st, "%s", volt_optimizer_errmsg(t->opt));
     if (swap) t->avg_swapped = !t->avg_swapped;
-    return VOLT_OK;
+    return resync(t);
 }
 volt_status volt_trainer_swap_average(volt_trainer *t) { return avg_op(t, true); }
 volt_status volt_trainer_copy_average(volt_trainer *t) { return avg_op(t, false); }
@@ -74,7 +85,7 @@ volt_status volt__avg_after_load(volt_trainer *t, bool present, const char *path
     if (!t->opt || !volt_optimizer_average_mode(t->opt)) return VOLT_OK;
     if (present) {
         volt_status st = volt_optimizer_average_swap(t->opt);
-        return st < 0 ? volt__terr(t, st, "checkpoint '%s': %s", path, volt_optimizer_errmsg(t->opt)) : VOLT_OK;
+        return st < 0 ? volt__terr(t, st, "checkpoint '%s': %s", path, volt_optimizer_errmsg(t->opt)) : resync(t);
     }
     if (t->rank == 0)
         fprintf(stderr, "volt: checkpoint '%s' was not saved with weight averaging: the current and the average model both "

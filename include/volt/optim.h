@@ -165,7 +165,8 @@ typedef enum volt_optim_average {
  * parameter update, one launch per unit over the unit's range (all its elements, frozen
  * parameters too); the first update copies the values (n_averaged == 0). It is the last state
  * (volt_optimizer_state_count grows by one), so checkpoints, set_range, resharding and
- * state_dtype hold for it as for the others. Before the first step and before set_range.
+ * state_dtype hold for it as for the others. Before the first step; over the ranges set so far
+ * (a later set_range starts the new part from the values).
  * mode EMA: decay in [0, 1). UNSUPPORTED when the parameters' dtype is not the states' (the
  * swap must be exact) or the backend has no averaging kernel. */
 VOLT_API volt_status volt_optimizer_enable_average(volt_optimizer *opt, volt_optim_average mode, float decay);

@@ -279,8 +279,8 @@ VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callb
 /* ---- weight averaging (the WeightAveraging callback's part; callbacks/weight_averaging.c) ---- */
 /* Ask for an average of the weights (volt_optimizer_enable_average) on the optimizer of the
  * next fits; before the optimizer exists, once per trainer (INVALID_ARG the second time).
- * The fit refuses (UNSUPPORTED) a strategy sharding the model over several ranks. While it
- * is on, a checkpoint holds the average as the model's weights and the current weights as
+ * Under a sharded strategy each rank averages its slice (and the swaps below are collective).
+ * While it is on, a checkpoint holds the average as the model's weights and the current weights as
  * "optimizer.weight_average.<param>" (Lightning's current_model_state), and a resume
  * restores both. */
 VOLT_API volt_status volt_trainer_request_weight_averaging(volt_trainer *t, volt_optim_average mode, float decay);
