@@ -464,6 +464,12 @@ void volt__optimizer_advance(volt_optimizer *opt) {
     if (opt->avg_mode && opt->avg_next) opt->avg_count++;
 }
 
+void volt__optimizer_unstep(volt_optimizer *opt) {
+    if (!opt) return;
+    if (opt->steps > 0) opt->steps--;
+    if (opt->avg_mode && opt->avg_next && opt->avg_count > 0) opt->avg_count--;
+}
+
 int64_t volt__optimizer_launches(const volt_optimizer *opt) { return opt ? opt->launches : 0; }
 
 /* ---- ranges -------------------------------------------------------------------------- */
