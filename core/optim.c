@@ -22,7 +22,12 @@
  * (by name, at create), each group has its lr and weight decay and so its own volt_opt_coef.
  * The coefficients of all groups are one array, host and device, still refreshed by one H2D
  * copy per step; a run of adjacent trainable parameters is split where the group changes,
- * and each update reads its group's coefficients. */
+ * and each update reads its group's coefficients.
+ *
+ * Weight averaging (volt_optimizer_enable_average; Lightning's WeightAveraging): one more
+ * state, the last, holding torch AveragedModel's average of the values; each step updates it
+ * per unit after the unit's parameter updates (pm->average over the unit's range), what it
+ * does (copy, EMA, lerp, nothing) being part of the step's coefficients. */
 #include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,44 +40,7 @@
 #include "core/internal.h"
 #include "core/err.h"
 
-#define OPT_MAX_STATES 3   /* SGD momentum or Adam's two, and the weight average */
-#define OPT_GROUPS (VOLT_OPTIM_MAX_GROUPS + 1)   /* the default group and cfg.groups */
-#define PAT_MAX 256                               /* bytes of one pattern element */
-
-typedef struct opt_unit {
-    volt_unit *u;
-    int64_t lo, hi;                 /* range of the unit this optimizer updates */
-    void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty (device) */
-    uint8_t *group;                 /* group of each of the unit's parameters; NULL: all group 0 */
-} opt_unit;
-
-struct volt_optimizer {
-    volt_optimizer_config cfg;
-    volt_params *ps;                /* borrowed */
-    volt_device *dev;               /* ps->dev: states and coef live there */
-    int n_units;
-    opt_unit *units;
-    int n_states;
-    volt_dtype state_dt;            /* cfg.state_dtype */
-    int n_groups;                   /* 1 + cfg.n_groups */
-    char *pattern[OPT_GROUPS];      /* copies of cfg.groups[g - 1].params (cfg points at them) */
-    float group_base_lr[OPT_GROUPS], group_wd[OPT_GROUPS], group_lr[OPT_GROUPS];
-    int group_params[OPT_GROUPS];   /* parameters in each group */
-    volt_opt_coef coef_host[OPT_GROUPS];   /* this step's scalars per group (the H2D copy's fixed source) */
-    volt_opt_coef *coef_dev;        /* device copy the update reads: n_groups of them */
-    float lr;                       /* group 0's current lr (group_lr[0]) */
-    int64_t steps;
-    int64_t launches;               /* backend updates issued, all steps (tests) */
-    /* weight averaging (volt_optimizer_enable_average): the last state, avg_k, is the average */
-    volt_optim_average avg_mode;    /* VOLT_OPTIM_AVERAGE_NONE: off */
-    int avg_k;
-    float avg_decay;                /* EMA */
-    bool avg_next;                  /* the next step updates the average */
-    int64_t avg_count;              /* updates so far (AveragedModel's n_averaged) */
-    char errmsg[256];
-};
-
-#define opt_fail(opt, st, ...) VOLT__OBJ_ERRF(opt, st, __VA_ARGS__)
+#include "core/optim_internal.h"
 
 /* n zeroed elements of device memory. */
 static void *state_alloc(volt_device *d, int64_t n, size_t esz) {
@@ -356,40 +324,11 @@ static void make_coef(const volt_optimizer *opt, int g, volt_opt_coef *c) {
 }
 
 /* ---- step ---------------------------------------------------------------------------- */
-/* The average's part of the coefficients: what an update with `on` does (every group's the same). */
-static void avg_coef(const volt_optimizer *opt, bool on, volt_opt_coef *c) {
-    c->avg_op = VOLT_AVG_NONE;
-    c->avg_a = c->avg_b = 0.f;
-    if (!opt->avg_mode || !on) return;
-    if (opt->avg_count == 0) { c->avg_op = VOLT_AVG_COPY; return; }   /* AveragedModel: n_averaged == 0 copies */
-    if (opt->avg_mode == VOLT_OPTIM_AVERAGE_EMA) {
-        c->avg_op = VOLT_AVG_EMA;
-        c->avg_a = opt->avg_decay;                                 /* decay * ema, the decay as an f32 scalar */
-        c->avg_b = (float)(1.0 - (double)opt->avg_decay);          /* (1 - decay) in double (Python), then f32 */
-    } else {
-        c->avg_op = VOLT_AVG_LERP;
-        c->avg_a = 1.0f / (float)(opt->avg_count + 1);             /* 1 / (n_averaged + 1): an f32 tensor in torch */
-    }
-}
-
 static void make_coefs(volt_optimizer *opt) {
     for (int g = 0; g < opt->n_groups; g++) {
         make_coef(opt, g, &opt->coef_host[g]);
-        avg_coef(opt, opt->avg_next, &opt->coef_host[g]);
+        volt__optim_avg_coef(opt, opt->avg_next, &opt->coef_host[g]);
     }
-}
-
-/* The average of ou's range [lo, hi) from its values: one launch per unit, every element
- * (frozen parameters and padding too, as AveragedModel averages every parameter), after the
- * unit's updates; coef_dev's avg_op says what it does (NONE: nothing), so a captured step
- * holds the launch whatever the gate. */
-static void average_unit(volt_optimizer *opt, const opt_unit *ou, const float *skip) {
-    if (!opt->avg_mode || ou->hi <= ou->lo) return;
-    const volt_dtype vdt = volt_params_dtype(opt->ps);
-    opt->dev->be->pm->average(opt->dev, ou->state[opt->avg_k], opt->state_dt,
-                              (const char *)volt_unit_values(ou->u) + (size_t)ou->lo * volt_dtype_size(vdt), vdt,
-                              ou->hi - ou->lo, opt->coef_dev, skip);
-    opt->launches++;
 }
 
 /* The update of ou's elements [a, b) (none when empty), all of group g */
@@ -448,7 +387,7 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
             rb = b;
         }
         update_run(opt, ou, &ua, rg, ra, rb);
-        average_unit(opt, ou, skip);
+        volt__optim_average_unit(opt, ou, skip);
     }
     opt->steps++;
     if (opt->avg_mode && opt->avg_next) opt->avg_count++;
@@ -594,115 +533,3 @@ int64_t volt_optimizer_state_bytes(const volt_optimizer *opt) {
     return n * opt->n_states * (int64_t)volt_dtype_size(opt->state_dt);
 }
 
-/* ---- weight averaging ------------------------------------------------------------------ */
-volt_status volt_optimizer_enable_average(volt_optimizer *opt, volt_optim_average mode, float decay) {
-    if (!opt) return VOLT_ERR_INVALID_ARG;
-    opt->errmsg[0] = 0;
-    if (mode != VOLT_OPTIM_AVERAGE_EMA && mode != VOLT_OPTIM_AVERAGE_SWA)
-        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "weight averaging: unknown mode %d", (int)mode);
-    if (mode == VOLT_OPTIM_AVERAGE_EMA && !(decay >= 0.f && decay < 1.f))
-        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "weight averaging: decay %g is not in [0, 1)", (double)decay);
-    if (opt->avg_mode) return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: already enabled on this optimizer");
-    if (opt->steps > 0) return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: enable it before the first step");
-    const volt_dtype vdt = volt_params_dtype(opt->ps);
-    if (vdt != opt->state_dt)
-        return opt_fail(opt, VOLT_ERR_UNSUPPORTED, "weight averaging: the parameters are %s and the optimizer states %s: the "
-                        "average is kept in the states' dtype and swapped with the parameters, which is exact only when the "
-                        "two match (set optimizer_dtype to the parameters' dtype)", volt_dtype_name(vdt),
-                        volt_dtype_name(opt->state_dt));
-    if (!volt__dev_pm_average(opt->dev))
-        return opt_fail(opt, VOLT_ERR_UNSUPPORTED, "weight averaging: backend '%s' has no averaging kernel (backend table "
-                        "version %u, 6 needed)", opt->dev->be->name, opt->dev->be->version);
-    const int k = opt->n_states;
-    for (int i = 0; i < opt->n_units; i++) {
-        opt_unit *ou = &opt->units[i];
-        if (ou->hi <= ou->lo) continue;
-        if (!volt_unit_values(ou->u))
-            return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: unit '%s' has no values", volt_unit_name(ou->u));
-        ou->state[k] = volt__dev_alloc(opt->dev, (size_t)(ou->hi - ou->lo) * volt_dtype_size(opt->state_dt));
-        if (!ou->state[k]) {
-            for (int j = 0; j < i; j++) { volt__dev_free(opt->dev, opt->units[j].state[k]); opt->units[j].state[k] = NULL; }
-            return opt_fail(opt, VOLT_ERR_NOMEM, "weight averaging: out of device memory for the average of unit '%s'",
-                            volt_unit_name(ou->u));
-        }
-        /* AveragedModel starts as a copy of the model */
-        volt__dev_d2d(opt->dev, ou->state[k], (const char *)volt_unit_values(ou->u) + (size_t)ou->lo * volt_dtype_size(vdt),
-                      (size_t)(ou->hi - ou->lo) * volt_dtype_size(vdt));
-    }
-    opt->n_states = k + 1;
-    opt->avg_k = k;
-    opt->avg_mode = mode;
-    opt->avg_decay = decay;
-    opt->avg_next = true;
-    opt->avg_count = 0;
-    return VOLT_OK;
-}
-
-volt_optim_average volt_optimizer_average_mode(const volt_optimizer *opt) { return opt ? opt->avg_mode : VOLT_OPTIM_AVERAGE_NONE; }
-void volt_optimizer_set_average_next(volt_optimizer *opt, bool update) { if (opt) opt->avg_next = update; }
-int64_t volt_optimizer_average_count(const volt_optimizer *opt) { return opt ? opt->avg_count : 0; }
-void volt_optimizer_set_average_count(volt_optimizer *opt, int64_t n) { if (opt) opt->avg_count = n > 0 ? n : 0; }
-
-volt_status volt_optimizer_average_update(volt_optimizer *opt) {
-    if (!opt) return VOLT_ERR_INVALID_ARG;
-    if (!opt->avg_mode) return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: not enabled");
-    volt_opt_coef c = opt->coef_host[0];
-    avg_coef(opt, true, &c);
-    /* its own coefficients in the first group's slot: the next step (or a replay) rewrites them */
-    opt->coef_host[0] = c;
-    volt__dev_h2d(opt->dev, opt->coef_dev, opt->coef_host, sizeof opt->coef_host[0]);
-    for (int i = 0; i < opt->n_units; i++) average_unit(opt, &opt->units[i], NULL);
-    opt->avg_count++;
-    return VOLT_OK;
-}
-
-/* exchange (swap) or copy (average -> values) over every unit's range, through one scratch
- * buffer of the largest range: D2D copies only, so every bit comes back */
-static volt_status avg_move(volt_optimizer *opt, bool swap) {
-    if (!opt) return VOLT_ERR_INVALID_ARG;
-    if (!opt->avg_mode) return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: not enabled");
-    const size_t esz = volt_dtype_size(opt->state_dt);
-    int64_t most = 0;
-    for (int i = 0; i < opt->n_units; i++)
-        if (opt->units[i].hi - opt->units[i].lo > most) most = opt->units[i].hi - opt->units[i].lo;
-    void *tmp = NULL;
-    if (swap && most > 0 && !(tmp = volt__dev_alloc(opt->dev, (size_t)most * esz)))
-        return opt_fail(opt, VOLT_ERR_NOMEM, "weight averaging: out of device memory for the swap (%lld bytes)",
-                        (long long)((size_t)most * esz));
-    for (int i = 0; i < opt->n_units; i++) {
-        const opt_unit *ou = &opt->units[i];
-        const int64_t n = ou->hi - ou->lo;
-        if (n <= 0) continue;
-        char *v = (char *)volt_unit_values(ou->u) + (size_t)ou->lo * esz;
-        if (!volt_unit_values(ou->u)) {
-            volt__dev_free(opt->dev, tmp);
-            return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: unit '%s' has no values", volt_unit_name(ou->u));
-        }
-        void *a = ou->state[opt->avg_k];
-        if (swap) {
-            volt__dev_d2d(opt->dev, tmp, v, (size_t)n * esz);
-            volt__dev_d2d(opt->dev, v, a, (size_t)n * esz);
-            volt__dev_d2d(opt->dev, a, tmp, (size_t)n * esz);
-        } else {
-            volt__dev_d2d(opt->dev, v, a, (size_t)n * esz);
-        }
-    }
-    volt__dev_free(opt->dev, tmp);
-    return VOLT_OK;
-}
-volt_status volt_optimizer_average_swap(volt_optimizer *opt) { return avg_move(opt, true); }
-volt_status volt_optimizer_average_copy_to_params(volt_optimizer *opt) { return avg_move(opt, false); }
-
-volt_status volt_optimizer_average_reset(volt_optimizer *opt) {
-    if (!opt) return VOLT_ERR_INVALID_ARG;
-    if (!opt->avg_mode) return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: not enabled");
-    const size_t esz = volt_dtype_size(opt->state_dt);
-    for (int i = 0; i < opt->n_units; i++) {
-        const opt_unit *ou = &opt->units[i];
-        if (ou->hi > ou->lo)
-            volt__dev_d2d(opt->dev, ou->state[opt->avg_k], (const char *)volt_unit_values(ou->u) + (size_t)ou->lo * esz,
-                          (size_t)(ou->hi - ou->lo) * esz);
-    }
-    opt->avg_count = 0;
-    return VOLT_OK;
-}
