@@ -1177,6 +1177,7 @@ static void average_case(volt_optim_average mode, float decay, bool frozen) {
         }
         free(v0); free(a0);
     }
+    for (int ui = 0; ui < nu; ui++) { free(ref[ui]); free(avg[ui]); free(mask[ui]); }
     volt_optimizer_destroy(opt);
     volt_params_destroy(st.ps);
 }
