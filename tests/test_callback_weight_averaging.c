@@ -4,7 +4,8 @@
  * gating); the model holds the average at train end; a checkpoint holds the average as the
  * weights and the current weights as optimizer.weight_average.*; an exact resume (mid-epoch
  * and at an epoch end) equals the uninterrupted run bit for bit, current weights and average;
- * test from the checkpoint runs on the average; a checkpoint without the average starts it
+ * test from the checkpoint (and from ModelCheckpoint's "best") runs on the average; a
+ * checkpoint without the average starts it
  * from its weights; bad configurations. */
 #include <math.h>
 #include "vtest.h"
@@ -54,6 +55,7 @@ typedef struct {
     int64_t n_averaged, latest_update_step;
     bool init;
     int val_checks, val_bad, val_back_bad;   /* validations seen; of them not on the average; not back on current */
+    float val_avg[8][NP];                    /* the average each validation ran on, by val_checks */
     int64_t save_epoch, save_batch;          /* save a checkpoint after this batch (-1: none) */
     const char *save_path;
     float saved_avg[NP], saved_cur[NP];
@@ -127,6 +129,7 @@ static volt_status pr_val_start(void *self, volt_trainer *t) {
     (void)self;
     float now[NP];
     params_f32(t, now);
+    if (P.val_checks < 8) memcpy(P.val_avg[P.val_checks], now, sizeof now);
     P.val_checks++;
     if (memcmp(now, P.avg, sizeof now)) P.val_bad++;
     return VOLT_OK;
@@ -312,6 +315,48 @@ static void test_resume(void) {
     resume_case("resume_epoch_end", 0, NB - 1);   /* the last batch of epoch 0 */
 }
 
+/* ModelCheckpoint's best file (by val_loss, computed on the average) holds that validation's
+ * average as its weights; test from "best" runs on it. */
+static void test_best(void) {
+    char root[512], dir[600];
+    snprintf(root, sizeof root, "%s/best", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    volt_weight_averaging_config wc;
+    volt_weight_averaging_config_init(&wc);
+    wc.decay = 0.6f;
+    probe_reset(&wc);
+    regr m;
+    volt_trainer *t = make_trainer(root, 3, &wc);
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.filename = "{epoch}";
+    cc.monitor = "val_loss";
+    cc.mode = VOLT_MIN;
+    cc.save_top_k = 1;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    volt_loader *tl = make_loader(true), *vl = make_loader(false);
+    volt_status st = volt_trainer_fit(t, &regr_ops, &m, tl, vl, NULL);
+    CHECK(st == VOLT_OK, "best: fit: %s", volt_trainer_errmsg(t));
+    const char *best = volt_trainer_best_model_path(t);
+    const char *eq = best ? strstr(best, "epoch=") : NULL;
+    CHECK(eq != NULL, "best: no best checkpoint (%s)", best ? best : "none");
+    if (!eq) { volt_trainer_destroy(t); volt_loader_destroy(tl); volt_loader_destroy(vl); return; }
+    const int e = atoi(eq + 6);   /* validation 1 + e (0 is the sanity check) */
+    float file_w[NP], now[NP];
+    read_file(best, "", file_w);
+    CHECK(e >= 0 && e < 3 && !memcmp(file_w, P.val_avg[1 + e], sizeof file_w), "best: epoch %d's file does not hold the "
+          "average that validation ran on", e);
+    CHECK_OK(volt_trainer_test(t, &regr_ops, &m, vl, "best"));
+    params_f32(t, now);
+    CHECK(!memcmp(now, file_w, sizeof now), "best: test from \"best\" does not run on the checkpoint's average");
+    printf("  best                         epoch %d, its average tested\n", e);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 /* A checkpoint saved without averaging: the average starts from its weights (Lightning warns
  * and initialises both from state_dict). */
 static void test_resume_without_average(void) {
@@ -409,6 +454,7 @@ int main(void) {
     CHECK_OK(volt_dataset_from_arrays(2, f, d, NS, &DS));
     test_fit();
     test_resume();
+    test_best();
     test_resume_without_average();
     test_errors();
     volt_dataset_destroy(DS);
