@@ -30,6 +30,11 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
     { "checkpoint.on_exception", VOLT_CLI_BOOL, "true", "OnExceptionCheckpoint: when fit fails or is interrupted (Ctrl-C, SIGTERM), save on_exception.safetensors beside the checkpoints to resume from with --ckpt_path", NULL, NULL, 0, 0 },
     { "checkpoint.train_time_interval", VOLT_CLI_FLOAT, "0", "ModelCheckpoint: seconds; save (top-k and last) at the train batch end once this much time has passed since the last such save or train start, instead of after each validation (rank 0's clock decides); 0 = off (Lightning's train_time_interval)", NULL, NULL, 0, 1e15 },
+    { "weight_averaging.mode", VOLT_CLI_STRING, "none", "weight averaging (Lightning's WeightAveraging): \"ema\" (EMAWeightAveraging; also on when weight_averaging.decay is given), \"swa\" (the equal average of every update), \"none\"; validation, the end of fit and the checkpoints' weights use the average", NULL, "none|ema|swa", 0, 0 },
+    { "weight_averaging.decay", VOLT_CLI_FLOAT, "0.999", "weight averaging, EMA: avg = decay*avg + (1-decay)*weights, in [0, 1)", NULL, NULL, 0, 1 },
+    { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
+    { "weight_averaging.update_starting_at_step", VOLT_CLI_INT, "-1", "weight averaging: first optimizer step (0-based) that updates (-1 = from the first)", NULL, NULL, -1, 1e12 },
+    { "weight_averaging.update_starting_at_epoch", VOLT_CLI_INT, "-1", "weight averaging: also update at the end of each epoch from this one (0-based; -1 = never)", NULL, NULL, -1, 1e12 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
@@ -108,6 +113,22 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     volt_status st = volt_add_model_checkpoint(t, &ck);
     if (st >= 0 && volt_cli_bool(c, "checkpoint.on_exception")) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
     return st;
+}
+
+volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c) {
+    const char *mode = volt_cli_str(c, "weight_averaging.mode");
+    const bool swa = mode && !strcmp(mode, "swa");
+    const bool ema = (mode && !strcmp(mode, "ema")) || (!swa && volt_cli_was_set(c, "weight_averaging.decay") &&
+                                                      !volt_cli_was_set(c, "weight_averaging.mode"));
+    if (!swa && !ema) return VOLT_OK;
+    volt_weight_averaging_config wc;
+    volt_weight_averaging_config_init(&wc);
+    wc.mode = swa ? VOLT_OPTIM_AVERAGE_SWA : VOLT_OPTIM_AVERAGE_EMA;
+    wc.decay = (float)volt_cli_float(c, "weight_averaging.decay");
+    wc.update_every_n_steps = volt_cli_int(c, "weight_averaging.update_every_n_steps");
+    wc.update_starting_at_step = volt_cli_int(c, "weight_averaging.update_starting_at_step");
+    wc.update_starting_at_epoch = volt_cli_int(c, "weight_averaging.update_starting_at_epoch");
+    return volt_add_weight_averaging(t, &wc);
 }
 
 void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s) {

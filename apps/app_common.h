@@ -13,7 +13,7 @@
 #include "volt/cli.h"
 
 /* The keys both apps take besides trainer.* (volt_cli): data.num_workers, ckpt_path,
- * resume, test_after_fit, memory_report, export_full, checkpoint.*. An app's key table is
+ * resume, test_after_fit, memory_report, export_full, checkpoint.*, weight_averaging.*. An app's key table is
  * its own keys followed by these (app_cli_create joins them). */
 extern const volt_cli_key app_run_keys[];
 extern const int app_n_run_keys;
@@ -46,6 +46,10 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);
  * save_top_k=1, save_last=True) in a fixed folder (so --resume finds "last"), with the
  * app's filename template unless checkpoint.filename is set. */
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename);
+
+/* WeightAveraging from the weight_averaging.* keys: mode "ema" (or only weight_averaging.decay
+ * given) or "swa"; nothing for "none". */
+volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c);
 
 /* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
  * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"

@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", o.tr.root, o.model);
     if ((st = app_add_checkpoint(t, cli, ckdir, "{epoch}-{val_acc:.4f}")) < 0)
         return fail("adding ModelCheckpoint", st, volt_trainer_errmsg(t));
+    if ((st = app_add_weight_averaging(t, cli)) < 0) return fail("adding WeightAveraging", st, volt_trainer_errmsg(t));
     if ((st = volt_add_lr_monitor(t)) < 0) return fail("adding LearningRateMonitor", st, volt_trainer_errmsg(t));
     if (o.tr.memory_report && (st = app_add_memory_report(t)) < 0)
         return fail("adding the memory report", st, volt_trainer_errmsg(t));

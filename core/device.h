@@ -67,7 +67,19 @@ typedef struct volt_opt_coef {
     int32_t nesterov, first;                  /* SGD: bools */
     float decay;                         /* AdamW: p *= decay; 1 = none */
     float w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;   /* Adam / AdamW */
+    /* weight averaging (version 6; volt_param_math.average): what this step does to the
+     * average, decided by the host per step (a captured step replays the copy, so a step
+     * that leaves the average alone is avg_op NONE, not a missing launch) */
+    int32_t avg_op;                      /* volt_avg_op */
+    float avg_a, avg_b;                  /* EMA: a = decay, b = 1 - decay; LERP: a = weight */
 } volt_opt_coef;
+
+/* What volt_param_math.average does to each element avg[i] with the parameter p[i]:
+ * NONE leaves it; COPY: avg = p (torch AveragedModel's first update); EMA: avg = a*avg + b*p
+ * (torch.optim.swa_utils.get_ema_avg_fn, two f32 products and a sum, no FMA); LERP: torch's
+ * lerp_(p, a) (get_swa_multi_avg_fn with a = 1/(n_averaged+1)): a < 0.5 ? avg + a*(p-avg)
+ * : p - (p-avg)*(1-a). */
+typedef enum volt_avg_op { VOLT_AVG_NONE = 0, VOLT_AVG_COPY = 1, VOLT_AVG_EMA = 2, VOLT_AVG_LERP = 3 } volt_avg_op;
 
 typedef enum volt_update_kind { VOLT_UPDATE_SGD = 0, VOLT_UPDATE_ADAM = 1, VOLT_UPDATE_ADAMW = 2 } volt_update_kind;
 
@@ -123,6 +135,12 @@ struct volt_param_math {
     /* n elements from src (src_dt) into dst (dst_dt): f32 <-> bf16/f16 rounding to nearest
      * even, or a copy when the dtypes match. Device memory on both sides. */
     void (*convert)(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
+    /* ---- backend version 6 (read only from tables of version >= 6; NULL = not supported) ---- */
+    /* Weight averaging over n elements: avg (a_dt) updated from the parameter values p (p_dt)
+     * as coef->avg_op says (volt_avg_op), the math in f32, 16-bit rounded to nearest even on
+     * store. skip: NULL or a device flag, nonzero = change nothing (16-mixed's inf/NaN step). */
+    void (*average)(volt_device *d, void *avg, volt_dtype a_dt, const void *p, volt_dtype p_dt, int64_t n,
+                    const volt_opt_coef *coef, const float *skip);
 };
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -198,8 +216,9 @@ struct volt_backend {
     void *(*alloc_givable)(volt_device *d, size_t bytes);
 
     /* ---- version 5: no new entries; copy may be given VOLT_COPY_H2D_SNAPSHOT ---- */
+    /* ---- version 6: no new entries here; pm->average (weight averaging) may be set ---- */
 };
-#define VOLT_BACKEND_VERSION 5u
+#define VOLT_BACKEND_VERSION 6u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -248,6 +267,11 @@ static inline bool volt__dev_host_addressable(const volt_device *d) { return (d-
 /* Unit buffers: the version-4 alloc_givable when the backend has one, else alloc. */
 static inline void *volt__dev_alloc_givable(volt_device *d, size_t n) {
     return d->be->version >= 4 && d->be->alloc_givable ? d->be->alloc_givable(d, n) : d->be->alloc(d, n);
+}
+/* The version-6 weight averaging entry, NULL for older tables or a backend without it. */
+static inline void (*volt__dev_pm_average(const volt_device *d))(volt_device *, void *, volt_dtype, const void *, volt_dtype,
+                                                                 int64_t, const volt_opt_coef *, const float *) {
+    return d->be->version >= 6 ? d->be->pm->average : NULL;
 }
 static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->version >= 3 && d->be->graph_begin; }
 /* The backend's graph_begin / graph_end, keeping d->capturing. */

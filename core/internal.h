@@ -473,6 +473,9 @@ void volt__optimizer_advance(struct volt_optimizer *opt);
  * way: a caller that learns afterwards that the step was skipped sets it back
  * (volt_optimizer_set_step_count). */
 volt_status volt__optimizer_step_unless(struct volt_optimizer *opt, const float *skip);
+/* The host learnt that the last step was skipped on the device (16-mixed under compile): the
+ * step count and, when that step was to update the weight average, its n_averaged go back. */
+void volt__optimizer_unstep(struct volt_optimizer *opt);
 /* Backend updates (pm->update) issued so far: one per run of adjacent trainable parameters
  * of one group per unit and step (tests). */
 int64_t volt__optimizer_launches(const struct volt_optimizer *opt);

@@ -22,7 +22,12 @@
  * (by name, at create), each group has its lr and weight decay and so its own volt_opt_coef.
  * The coefficients of all groups are one array, host and device, still refreshed by one H2D
  * copy per step; a run of adjacent trainable parameters is split where the group changes,
- * and each update reads its group's coefficients. */
+ * and each update reads its group's coefficients.
+ *
+ * Weight averaging (volt_optimizer_enable_average; Lightning's WeightAveraging): one more
+ * state, the last, holding torch AveragedModel's average of the values; each step updates it
+ * per unit after the unit's parameter updates (pm->average over the unit's range), what it
+ * does (copy, EMA, lerp, nothing) being part of the step's coefficients. */
 #include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,38 +40,7 @@
 #include "core/internal.h"
 #include "core/err.h"
 
-#define OPT_MAX_STATES 2
-#define OPT_GROUPS (VOLT_OPTIM_MAX_GROUPS + 1)   /* the default group and cfg.groups */
-#define PAT_MAX 256                               /* bytes of one pattern element */
-
-typedef struct opt_unit {
-    volt_unit *u;
-    int64_t lo, hi;                 /* range of the unit this optimizer updates */
-    void *state[OPT_MAX_STATES];    /* hi - lo elements of state_dt each, NULL when empty (device) */
-    uint8_t *group;                 /* group of each of the unit's parameters; NULL: all group 0 */
-} opt_unit;
-
-struct volt_optimizer {
-    volt_optimizer_config cfg;
-    volt_params *ps;                /* borrowed */
-    volt_device *dev;               /* ps->dev: states and coef live there */
-    int n_units;
-    opt_unit *units;
-    int n_states;
-    volt_dtype state_dt;            /* cfg.state_dtype */
-    int n_groups;                   /* 1 + cfg.n_groups */
-    char *pattern[OPT_GROUPS];      /* copies of cfg.groups[g - 1].params (cfg points at them) */
-    float group_base_lr[OPT_GROUPS], group_wd[OPT_GROUPS], group_lr[OPT_GROUPS];
-    int group_params[OPT_GROUPS];   /* parameters in each group */
-    volt_opt_coef coef_host[OPT_GROUPS];   /* this step's scalars per group (the H2D copy's fixed source) */
-    volt_opt_coef *coef_dev;        /* device copy the update reads: n_groups of them */
-    float lr;                       /* group 0's current lr (group_lr[0]) */
-    int64_t steps;
-    int64_t launches;               /* backend updates issued, all steps (tests) */
-    char errmsg[256];
-};
-
-#define opt_fail(opt, st, ...) VOLT__OBJ_ERRF(opt, st, __VA_ARGS__)
+#include "core/optim_internal.h"
 
 /* n zeroed elements of device memory. */
 static void *state_alloc(volt_device *d, int64_t n, size_t esz) {
@@ -351,7 +325,10 @@ static void make_coef(const volt_optimizer *opt, int g, volt_opt_coef *c) {
 
 /* ---- step ---------------------------------------------------------------------------- */
 static void make_coefs(volt_optimizer *opt) {
-    for (int g = 0; g < opt->n_groups; g++) make_coef(opt, g, &opt->coef_host[g]);
+    for (int g = 0; g < opt->n_groups; g++) {
+        make_coef(opt, g, &opt->coef_host[g]);
+        volt__optim_avg_coef(opt, opt->avg_next, &opt->coef_host[g]);
+    }
 }
 
 /* The update of ou's elements [a, b) (none when empty), all of group g */
@@ -410,8 +387,10 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
             rb = b;
         }
         update_run(opt, ou, &ua, rg, ra, rb);
+        volt__optim_average_unit(opt, ou, skip);
     }
     opt->steps++;
+    if (opt->avg_mode && opt->avg_next) opt->avg_count++;
     return VOLT_OK;
 }
 
@@ -421,6 +400,13 @@ volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) 
 void volt__optimizer_advance(volt_optimizer *opt) {
     make_coefs(opt);
     opt->steps++;
+    if (opt->avg_mode && opt->avg_next) opt->avg_count++;
+}
+
+void volt__optimizer_unstep(volt_optimizer *opt) {
+    if (!opt) return;
+    if (opt->steps > 0) opt->steps--;
+    if (opt->avg_mode && opt->avg_next && opt->avg_count > 0) opt->avg_count--;
 }
 
 int64_t volt__optimizer_launches(const volt_optimizer *opt) { return opt ? opt->launches : 0; }
@@ -447,6 +433,11 @@ volt_status volt_optimizer_set_range(volt_optimizer *opt, int unit, int64_t lo, 
                             volt_unit_name(ou->u));
         }
     }
+    /* The average starts as the values (AveragedModel's copy of the model) where it is new. */
+    if (opt->avg_mode && hi > lo)
+        opt->dev->be->pm->convert(opt->dev, fresh[opt->avg_k], opt->state_dt,
+                                  (const char *)volt_unit_values(ou->u) + (size_t)lo * volt_dtype_size(volt_params_dtype(opt->ps)),
+                                  volt_params_dtype(opt->ps), hi - lo);
     /* Keep what the old and new ranges share (a restore may have filled it already). */
     const int64_t a = lo > ou->lo ? lo : ou->lo, b = hi < ou->hi ? hi : ou->hi;
     for (int k = 0; k < opt->n_states; k++) {
@@ -515,6 +506,7 @@ int volt_optimizer_state_count(const volt_optimizer *opt) { return opt ? opt->n_
 
 const char *volt_optimizer_state_name(const volt_optimizer *opt, int k) {
     if (!opt || k < 0 || k >= opt->n_states) return NULL;
+    if (opt->avg_mode && k == opt->avg_k) return VOLT_OPTIM_AVERAGE_STATE;
     if (opt->cfg.kind == VOLT_OPTIM_SGD) return "momentum_buffer";
     return k == 0 ? "exp_avg" : "exp_avg_sq";
 }
@@ -540,3 +532,4 @@ int64_t volt_optimizer_state_bytes(const volt_optimizer *opt) {
     for (int i = 0; i < opt->n_units; i++) n += opt->units[i].hi - opt->units[i].lo;
     return n * opt->n_states * (int64_t)volt_dtype_size(opt->state_dt);
 }
+

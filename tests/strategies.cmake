@@ -46,6 +46,16 @@ foreach(s zero2 fsdp)
   volt_mpi_test(test_groups_${s}_np2 2 90 groups ${s})
 endforeach()
 
+# Weight averaging (EMA) under sharding: each rank averages its slice; swaps for validation and
+# the copy at train end gather the parameters again. Equal to single with EMA.
+foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
+  volt_mpi_test(test_ema_${s}_np2 2 90 ema ${s})
+endforeach()
+# ... and a checkpoint saved mid-fit (the swaps collective) resumes bit for bit.
+foreach(s ddp zero2 fsdp)
+  volt_mpi_test(test_ema_resume_${s}_np2 2 90 ema_resume ${s})
+endforeach()
+
 # ZeRO leaves the all-gathers after the step running into the next forward: a checkpoint
 # saved right after a step (ModelCheckpoint's place) waits for them and holds whole params.
 foreach(s zero1 zero2)

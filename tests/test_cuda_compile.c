@@ -17,6 +17,7 @@
  * (the graph's update reads the scaler's found_inf; the host learns it after the launch);
  * global_step, the skipped count, the scale and its tracker must equal eager's too.
  * And the MLP with optimizer parameter groups (two lrs, two weight decays).
+ * And the MLP with EMA weight averaging (32-true, bf16-mixed, 16-mixed with skips).
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
@@ -65,7 +66,7 @@ typedef struct {
     losses l;
     unsigned char *params;
     size_t bytes;
-    int64_t eager, captured, replayed, global_step, skipped, tracker;
+    int64_t eager, captured, replayed, global_step, skipped, tracker, n_averaged;
     float scale;
     bool ok;
 } run_out;
@@ -75,6 +76,7 @@ typedef struct {
  * again); 0: the defaults */
 static float g_init_scale;
 static int64_t g_growth_interval;
+static bool g_ema;   /* EMA weight averaging (decay 0.8, every second step: the gate is a coefficient) */
 
 static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
     run_out r;
@@ -97,6 +99,13 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
     if (st < 0) { volt_trainer_destroy(t); return r; }
     CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &r.l));
+    if (g_ema) {
+        volt_weight_averaging_config wc;
+        volt_weight_averaging_config_init(&wc);
+        wc.decay = 0.8f;
+        wc.update_every_n_steps = 2;
+        CHECK_OK(volt_add_weight_averaging(t, &wc));
+    }
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = BS;
@@ -122,6 +131,7 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     r.skipped = volt_trainer_skipped_steps(t);
     r.scale = volt_trainer_grad_scale(t);
     r.tracker = volt_trainer_grad_scaler_growth_tracker(t);
+    r.n_averaged = volt_optimizer_average_count(volt_trainer_optimizer(t));
     volt_params *ps = volt_trainer_params(t);
     if (r.ok && ps) {
         r.bytes = (size_t)volt_params_value_bytes(ps);
@@ -164,6 +174,8 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
           !memcmp(&e.scale, &g.scale, sizeof e.scale), "%s: eager global_step %lld, skipped %lld, scale %g, tracker %lld; "
           "graph %lld, %lld, %g, %lld", name, (long long)e.global_step, (long long)e.skipped, (double)e.scale,
           (long long)e.tracker, (long long)g.global_step, (long long)g.skipped, (double)g.scale, (long long)g.tracker);
+    CHECK(e.n_averaged == g.n_averaged && (!g_ema || g.n_averaged > 0), "%s: n_averaged eager %lld, graph %lld", name,
+          (long long)e.n_averaged, (long long)g.n_averaged);
     if (g_init_scale > 0) {   /* the forced overflow happened, and the run also took steps */
         printf("compile %s: skipped %lld, global_step %lld, scale %g\n", name, (long long)g.skipped,
                (long long)g.global_step, (double)g.scale);
@@ -335,6 +347,19 @@ int main(void) {
     compare("distilbert 16-mixed skips", true, "16-mixed", bds, 0.f);
     g_init_scale = 0;
     g_growth_interval = 0;
+    /* EMA weight averaging: the average's launch is in the graph, its coefficient (copy, EMA,
+     * or nothing on a gated-off step) refreshed by the per-step copy; the parameters compared
+     * at the end are the average (copied in at train end); with 16-mixed's skips the average
+     * skips too, and n_averaged comes back as the step count does */
+    g_ema = true;
+    compare("mlp 32-true ema", false, "32-true", mds, 0.f);
+    compare("mlp bf16-mixed ema", false, "bf16-mixed", mds, 0.f);
+    g_init_scale = 1048576.f;
+    g_growth_interval = 3;
+    compare("mlp 16-mixed skips ema", false, "16-mixed", mds, 0.f);
+    g_init_scale = 0;
+    g_growth_interval = 0;
+    g_ema = false;
     test_host_data(mds);
     test_groups(mds);
     test_tf32();

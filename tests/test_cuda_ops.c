@@ -654,6 +654,50 @@ static void test_pm_update(volt_device *dc, volt_device *dg) {
     free(p); free(g); free(m); free(v);
 }
 
+/* The weight average (pm->average): copy, EMA, both lerp branches, over f32 and 16-bit,
+ * against the cpu backend bit for bit (the same f32 operations; -fmad=false keeps the EMA's
+ * products apart), and a set skip flag changes nothing. */
+static void test_pm_average(volt_device *dc, volt_device *dg) {
+    enum { N = 4099 };
+    CHECK(dg->be->version >= 6 && dg->be->pm->average, "cuda: no pm->average");
+    if (!(dg->be->version >= 6 && dg->be->pm->average)) return;
+    float *p = malloc(4 * N), *a = malloc(4 * N);
+    for (int i = 0; i < N; i++) { p[i] = (float)(2 * uni() - 1); a[i] = (float)(2 * uni() - 1); }
+    const volt_opt_coef cs[4] = { { .avg_op = VOLT_AVG_COPY }, { .avg_op = VOLT_AVG_EMA, .avg_a = 0.999f, .avg_b = 0.001f },
+                                  { .avg_op = VOLT_AVG_LERP, .avg_a = 0.25f }, { .avg_op = VOLT_AVG_LERP, .avg_a = 0.5f } };
+    const char *names[4] = { "copy", "ema", "lerp 1/4", "lerp 1/2" };
+    const volt_dtype dts[3] = { VOLT_F32, VOLT_BF16, VOLT_F16 };
+    for (int c = 0; c < 4; c++)
+        for (int t = 0; t < 3; t++) {
+            const size_t b = volt_dtype_size(dts[t]) * N;
+            void *hp = malloc(b), *ha = malloc(b), *out[2] = { malloc(b), malloc(b) };
+            volt_convert(hp, dts[t], p, VOLT_F32, N);
+            volt_convert(ha, dts[t], a, VOLT_F32, N);
+            volt_device *ds[2] = { dc, dg };
+            for (int k = 0; k < 2; k++) {
+                volt_device *d = ds[k];
+                void *dp = up_(d, hp, b), *da = up_(d, ha, b), *dcf = up_(d, &cs[c], sizeof cs[c]);
+                const float zero = 0.f, one = 1.f;
+                float *flag = up_(d, &zero, sizeof zero);
+                d->be->pm->average(d, da, dts[t], dp, dts[t], N, dcf, flag);
+                d->be->pm->average(d, da, dts[t], dp, dts[t], N, dcf, NULL);   /* twice: the average feeds back */
+                down_(d, out[k], da, b);
+                volt__dev_free(d, flag);
+                flag = up_(d, &one, sizeof one);
+                d->be->pm->average(d, da, dts[t], dp, dts[t], N, dcf, flag);
+                void *again = malloc(b);
+                down_(d, again, da, b);
+                CHECK(!memcmp(again, out[k], b), "average %s %s on %s: a set skip flag changed it", names[c],
+                      volt_dtype_name(dts[t]), d->be->name);
+                free(again);
+                volt__dev_free(d, flag); volt__dev_free(d, dp); volt__dev_free(d, da); volt__dev_free(d, dcf);
+            }
+            CHECK(!memcmp(out[0], out[1], b), "average %s %s: cuda differs from cpu", names[c], volt_dtype_name(dts[t]));
+            free(hp); free(ha); free(out[0]); free(out[1]);
+        }
+    free(p); free(a);
+}
+
 /* ---- memory and stream ------------------------------------------------------------------- */
 static void test_memory(volt_device *d) {
     const size_t n = 3 * 4096 + 100;
@@ -782,6 +826,7 @@ int main(void) {
         test_pm_simple(dc, dg);
         test_pm_convert(dc, dg);
         test_pm_update(dc, dg);
+        test_pm_average(dc, dg);
         test_memory(dg);
         test_memory_givable(dg);
     }

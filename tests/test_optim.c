@@ -1022,8 +1022,229 @@ static void test_pm_update(void) {
     free(hp); free(hg); free(hs0); free(hs1); free(rp); free(rs0); free(rs1); free(op); free(os0); free(os1);
 }
 
+/* ---- weight averaging ----------------------------------------------------------------------- */
+/* The backend's average entry (on the device VOLT_ACCELERATOR picks: the simulator runs the
+ * CUDA kernel) against the same f32 operations on the host, bit for bit: copy, EMA, lerp
+ * (both branches), the skip flag, and bf16 / f16 buffers as the widened f32 math rounded. */
+static void test_pm_average(void) {
+    volt_device *d = NULL;
+    char err[256];
+    CHECK_OK(volt__device_get(NULL, 0, &d, err, sizeof err));
+    CHECK(d->be->version >= 6 && d->be->pm->average, "backend %s has no average entry", d->be->name);
+    if (!(d->be->version >= 6 && d->be->pm->average)) return;
+    enum { N = 70001 };
+    const size_t fb = sizeof(float) * N;
+    float *hp = malloc(fb), *ha = malloc(fb), *out = malloc(fb), *want = malloc(fb);
+    for (int i = 0; i < N; i++) { hp[i] = urand(); ha[i] = urand(); }
+    float *p = volt__dev_alloc(d, fb), *a = volt__dev_alloc(d, fb), *flag = volt__dev_alloc(d, sizeof(float));
+    uint16_t *p16 = volt__dev_alloc(d, 2 * N), *a16 = volt__dev_alloc(d, 2 * N);
+    volt_opt_coef *cd = volt__dev_alloc(d, sizeof *cd);
+    const float zero = 0.f, one = 1.f;
+    volt__dev_h2d(d, p, hp, fb);
+    struct { const char *name; volt_opt_coef c; } cases[] = {
+        { "none", { .avg_op = VOLT_AVG_NONE } },
+        { "copy", { .avg_op = VOLT_AVG_COPY } },
+        { "ema 0.999", { .avg_op = VOLT_AVG_EMA, .avg_a = 0.999f, .avg_b = (float)(1.0 - (double)0.999f) } },
+        { "lerp 1/3", { .avg_op = VOLT_AVG_LERP, .avg_a = 1.f / 3.f } },
+        { "lerp 1/2", { .avg_op = VOLT_AVG_LERP, .avg_a = 0.5f } },
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const volt_opt_coef *c = &cases[ci].c;
+        volt__dev_h2d(d, cd, c, sizeof *c);
+        volt__dev_h2d(d, a, ha, fb);
+        volt__dev_h2d(d, flag, &zero, sizeof zero);
+        d->be->pm->average(d, a, VOLT_F32, p, VOLT_F32, N, cd, flag);
+        volt__dev_d2h(d, out, a, fb);
+        for (int i = 0; i < N; i++) {
+            const float av = ha[i], pv = hp[i], x = c->avg_a * av, y = c->avg_b * pv;
+            want[i] = c->avg_op == VOLT_AVG_NONE ? av : c->avg_op == VOLT_AVG_COPY ? pv : c->avg_op == VOLT_AVG_EMA ? x + y
+                    : c->avg_a < 0.5f ? av + c->avg_a * (pv - av) : pv - (pv - av) * (1.f - c->avg_a);
+        }
+        CHECK(!memcmp(out, want, fb), "pm average %s f32: differs from the host's f32 operations", cases[ci].name);
+        /* a set skip flag: nothing changes */
+        volt__dev_h2d(d, flag, &one, sizeof one);
+        volt__dev_h2d(d, a, ha, fb);
+        d->be->pm->average(d, a, VOLT_F32, p, VOLT_F32, N, cd, flag);
+        volt__dev_d2h(d, out, a, fb);
+        CHECK(!memcmp(out, ha, fb), "pm average %s: a set skip flag still changed the average", cases[ci].name);
+        /* 16-bit average and values: the widened f32 math, rounded to nearest even */
+        const volt_dtype dts[2] = { VOLT_BF16, VOLT_F16 };
+        for (int m = 0; m < 2; m++) {
+            volt__dev_h2d(d, a, ha, fb);
+            d->be->pm->convert(d, a16, dts[m], a, VOLT_F32, N);
+            d->be->pm->convert(d, p16, dts[m], p, VOLT_F32, N);
+            d->be->pm->average(d, a16, dts[m], p16, dts[m], N, cd, NULL);
+            uint16_t *got = malloc(2 * N), *w16 = malloc(2 * N);
+            volt__dev_d2h(d, got, a16, 2 * N);
+            float *wa = malloc(fb), *wp = malloc(fb);
+            uint16_t *t16 = malloc(2 * N);
+            volt_convert(t16, dts[m], ha, VOLT_F32, N); volt_convert(wa, VOLT_F32, t16, dts[m], N);
+            volt_convert(t16, dts[m], hp, VOLT_F32, N); volt_convert(wp, VOLT_F32, t16, dts[m], N);
+            for (int i = 0; i < N; i++) {
+                const float av = wa[i], pv = wp[i], x = c->avg_a * av, y = c->avg_b * pv;
+                wa[i] = c->avg_op == VOLT_AVG_NONE ? av : c->avg_op == VOLT_AVG_COPY ? pv : c->avg_op == VOLT_AVG_EMA ? x + y
+                      : c->avg_a < 0.5f ? av + c->avg_a * (pv - av) : pv - (pv - av) * (1.f - c->avg_a);
+            }
+            volt_convert(w16, dts[m], wa, VOLT_F32, N);
+            CHECK(!memcmp(got, w16, 2 * N), "pm average %s %s: differs from the widened f32 math", cases[ci].name,
+                  volt_dtype_name(dts[m]));
+            free(got); free(w16); free(wa); free(wp); free(t16);
+        }
+    }
+    volt__dev_free(d, p); volt__dev_free(d, a); volt__dev_free(d, flag); volt__dev_free(d, p16); volt__dev_free(d, a16);
+    volt__dev_free(d, cd);
+    free(hp); free(ha); free(out); free(want);
+}
+
+/* The average as an optimizer state over NSTEPS SGD steps against a double-precision
+ * reference of the parameters and of torch's AveragedModel (first update copies; EMA decay*avg
+ * + (1-decay)*p; SWA the mean of the updates), a step gated off leaving it, swap twice bit
+ * for bit, copy, and the errors. */
+static void average_case(volt_optim_average mode, float decay, bool frozen) {
+    const char *name = mode == VOLT_OPTIM_AVERAGE_EMA ? "ema" : "swa";
+    store st;
+    store_make(&st, 7);
+    if (frozen) volt_param_set_requires_grad(st.b, false);
+    volt_optimizer_config cfg = sgd_cfg(0.1f, 0.5f, 0.f, false, 0.01f);
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&cfg, st.ps, &opt));
+    if (!opt) return;
+    CHECK_OK(volt_optimizer_enable_average(opt, mode, decay));
+    CHECK(volt_optimizer_state_count(opt) == 2 && !strcmp(volt_optimizer_state_name(opt, 1), "weight_average"),
+          "%s: the average is the last state (count %d)", name, volt_optimizer_state_count(opt));
+    const int nu = volt_params_unit_count(st.ps);
+    ref_elem *ref[3];
+    double *avg[3];
+    unsigned char *mask[3];
+    for (int ui = 0; ui < nu; ui++) {
+        volt_unit *u = volt_params_unit_at(st.ps, ui);
+        const int64_t n = volt_unit_numel(u);
+        ref[ui] = calloc((size_t)n, sizeof(ref_elem));
+        avg[ui] = calloc((size_t)n, sizeof(double));
+        mask[ui] = malloc((size_t)n);
+        trainable_mask(u, mask[ui]);
+        const float *d = H_DATA(u);
+        for (int64_t k = 0; k < n; k++) ref[ui][k].p = avg[ui][k] = d[k];
+        /* the average starts as the values, bit for bit */
+        const float *sa = H_STATE(opt, st.ps, ui, 1, NULL, NULL);
+        CHECK(!memcmp(sa, H_DATA(u), sizeof(float) * (size_t)n), "%s: unit %d's average does not start as its values", name, ui);
+    }
+    const int T = 6;
+    int64_t n_avg = 0;
+    int bad = 0;
+    double worst = 0;
+    for (int t = 1; t <= T; t++) {
+        const bool gate = t != 4;   /* step 4 leaves the average */
+        volt_optimizer_set_average_next(opt, gate);
+        set_grads(st.ps, t);
+        CHECK_OK(volt_optimizer_step(opt));
+        for (int ui = 0; ui < nu; ui++) {
+            volt_unit *u = volt_params_unit_at(st.ps, ui);
+            const float *sa = H_STATE(opt, st.ps, ui, 1, NULL, NULL);
+            for (int64_t k = 0; k < volt_unit_numel(u); k++) {
+                if (mask[ui][k]) ref_step(&cfg, 0.1, t, &ref[ui][k], gfun(ui, k, t));
+                if (gate) {
+                    const double pv = ref[ui][k].p;
+                    avg[ui][k] = n_avg == 0 ? pv : mode == VOLT_OPTIM_AVERAGE_EMA ? decay * avg[ui][k] + (1.0 - decay) * pv
+                               : avg[ui][k] + (pv - avg[ui][k]) / (double)(n_avg + 1);
+                }
+                const double r = avg[ui][k], e = fabs(sa[k] - r);
+                if (e > 1e-6 + 1e-5 * fabs(r)) bad++;
+                if (e > worst) worst = e;
+            }
+        }
+        if (gate) n_avg++;
+        CHECK(volt_optimizer_average_count(opt) == n_avg, "%s: n_averaged %lld after step %d, expected %lld", name,
+              (long long)volt_optimizer_average_count(opt), t, (long long)n_avg);
+    }
+    CHECK(bad == 0, "%s%s: %d average elements off the double reference (worst abs %.2g)", name, frozen ? " frozen" : "", bad, worst);
+    printf("  average %-4s%s max abs err vs double reference %.2e\n", name, frozen ? " (frozen bias)" : "", worst);
+    /* swap: values <-> average; twice: every bit back */
+    for (int ui = 0; ui < nu; ui++) {
+        volt_unit *u = volt_params_unit_at(st.ps, ui);
+        const size_t b = sizeof(float) * (size_t)volt_unit_numel(u);
+        float *v0 = malloc(b), *a0 = malloc(b);
+        memcpy(v0, H_DATA(u), b);
+        memcpy(a0, H_STATE(opt, st.ps, ui, 1, NULL, NULL), b);
+        CHECK(memcmp(v0, a0, b) != 0, "%s: unit %d: the values equal the average (the test proves nothing)", name, ui);
+        CHECK_OK(volt_optimizer_average_swap(opt));
+        CHECK(!memcmp(H_DATA(u), a0, b) && !memcmp(H_STATE(opt, st.ps, ui, 1, NULL, NULL), v0, b), "%s: swap did not exchange unit %d", name, ui);
+        CHECK_OK(volt_optimizer_average_swap(opt));
+        CHECK(!memcmp(H_DATA(u), v0, b) && !memcmp(H_STATE(opt, st.ps, ui, 1, NULL, NULL), a0, b), "%s: two swaps are not the identity (unit %d)", name, ui);
+        if (ui == nu - 1) {
+            CHECK_OK(volt_optimizer_average_copy_to_params(opt));
+            CHECK(!memcmp(H_DATA(u), a0, b), "%s: copy_to_params", name);
+        }
+        free(v0); free(a0);
+    }
+    for (int ui = 0; ui < nu; ui++) { free(ref[ui]); free(avg[ui]); free(mask[ui]); }
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
+static void test_average(void) {
+    average_case(VOLT_OPTIM_AVERAGE_EMA, 0.9f, false);
+    average_case(VOLT_OPTIM_AVERAGE_EMA, 0.999f, true);
+    average_case(VOLT_OPTIM_AVERAGE_SWA, 0.f, false);
+    /* a set_range (ZeRO slice) keeps the shared part and starts the new part from the values */
+    store st;
+    store_make(&st, 3);
+    volt_optimizer_config cfg = adam_cfg(VOLT_OPTIM_ADAM, 0.01f, 0.f, 0.9f, 0.999f);
+    volt_optimizer *opt = NULL;
+    CHECK_OK(volt_optimizer_create(&cfg, st.ps, &opt));
+    CHECK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_EMA, 1.0f) == VOLT_ERR_INVALID_ARG, "decay 1 accepted");
+    CHECK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_EMA, -0.1f) == VOLT_ERR_INVALID_ARG, "decay -0.1 accepted");
+    CHECK(volt_optimizer_average_swap(opt) == VOLT_ERR_STATE, "swap without an average");
+    CHECK_OK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_EMA, 0.5f));
+    CHECK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_SWA, 0.f) == VOLT_ERR_STATE, "enabled twice");
+    CHECK(volt_optimizer_state_count(opt) == 3 && !strcmp(volt_optimizer_state_name(opt, 2), VOLT_OPTIM_AVERAGE_STATE),
+          "adam + average: 3 states");
+    set_grads(st.ps, 1);
+    CHECK_OK(volt_optimizer_step(opt));
+    volt_unit *u = volt_params_unit_at(st.ps, 0);
+    const int64_t n = volt_unit_numel(u);
+    float *a0 = malloc(sizeof(float) * (size_t)n);
+    memcpy(a0, H_STATE(opt, st.ps, 0, 2, NULL, NULL), sizeof(float) * (size_t)n);
+    CHECK_OK(volt_optimizer_set_range(opt, 0, 8, n));
+    int64_t lo, hi;
+    const float *sa = H_STATE(opt, st.ps, 0, 2, &lo, &hi);
+    CHECK(lo == 8 && hi == n && !memcmp(sa, a0 + 8, sizeof(float) * (size_t)(n - 8)), "set_range: the average's shared part kept");
+    CHECK_OK(volt_optimizer_set_range(opt, 0, 0, n));
+    sa = H_STATE(opt, st.ps, 0, 2, &lo, &hi);
+    const float *v = H_DATA(u);
+    CHECK(!memcmp(sa, v, 8 * sizeof(float)) && !memcmp(sa + 8, a0 + 8, sizeof(float) * (size_t)(n - 8)),
+          "set_range: the average's new part starts from the values");
+    free(a0);
+    volt_optimizer_destroy(opt);
+    /* 16-bit parameters with f32 states: refused (the swap would round the average) */
+    CHECK_OK(volt_params_convert(st.ps, VOLT_BF16));
+    CHECK_OK(volt_optimizer_create(&cfg, st.ps, &opt));
+    CHECK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_EMA, 0.9f) == VOLT_ERR_UNSUPPORTED, "bf16 values, f32 average accepted");
+    volt_optimizer_destroy(opt);
+    /* bf16 values and bf16 states: the average in bf16, swapped exactly */
+    cfg.state_dtype = VOLT_BF16;
+    CHECK_OK(volt_optimizer_create(&cfg, st.ps, &opt));
+    CHECK_OK(volt_optimizer_enable_average(opt, VOLT_OPTIM_AVERAGE_EMA, 0.9f));
+    for (int t = 1; t <= 3; t++) { set_grads(st.ps, t); CHECK_OK(volt_optimizer_step(opt)); }
+    const size_t b16 = 2 * (size_t)n;
+    uint16_t *v0 = malloc(b16), *s0 = malloc(b16);
+    volt__dev_d2h(udev(u), v0, volt_unit_values(u), b16);
+    volt__dev_d2h(udev(u), s0, volt_optimizer_state_raw(opt, 0, 2, NULL, NULL), b16);
+    CHECK(memcmp(v0, s0, b16) != 0, "bf16: the average equals the values");
+    CHECK_OK(volt_optimizer_average_swap(opt));
+    CHECK_OK(volt_optimizer_average_swap(opt));
+    uint16_t *v1 = malloc(b16);
+    volt__dev_d2h(udev(u), v1, volt_unit_values(u), b16);
+    CHECK(!memcmp(v0, v1, b16), "bf16: two swaps are not the identity");
+    free(v0); free(s0); free(v1);
+    volt_optimizer_destroy(opt);
+    volt_params_destroy(st.ps);
+}
+
 int main(void) {
     test_pm_update();
+    test_pm_average();
+    test_average();
     test_reference();
     test_range();
     test_resume();

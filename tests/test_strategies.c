@@ -97,6 +97,7 @@ static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_
 }
 
 static bool g_groups;   /* mlp_opt adds parameter groups (test_groups_dist) */
+static bool g_ema;      /* make_trainer adds EMA weight averaging (test_ema_dist) */
 
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
@@ -159,6 +160,12 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_status st = volt_trainer_create(&c, &t);
     CHECK(st == VOLT_OK, "trainer_create(%s): %s", strategy, t ? volt_trainer_errmsg(t) : volt_status_str(st));
     if (st < 0) { volt_trainer_destroy(t); return NULL; }
+    if (g_ema) {
+        volt_weight_averaging_config wc;
+        volt_weight_averaging_config_init(&wc);
+        wc.decay = 0.7f;
+        CHECK_OK(volt_add_weight_averaging(t, &wc));
+    }
     return t;
 }
 
@@ -840,6 +847,94 @@ static void test_groups_dist(const char *name) {
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
     volt_loader_destroy(vl);
+    volt_dataset_destroy(ds);
+}
+
+/* ---- weight averaging (EMA) under every strategy -------------------------------------------------
+ * The fit with EMA on N ranks equals single's on the global batch: the model at the end (the
+ * average, copied in at train end) and the validation loss (on the average), with every rank
+ * holding the same parameters; each sharded rank's average covers its slice only. */
+static void test_ema_dist(const char *name) {
+    volt_dataset *ds = make_data();
+    static ref_run plain, ref;
+    g_ema = false;
+    run_single(ds, &plain);
+    g_ema = true;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+    if (!t || !l || !ref.params || !plain.params) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "%s fit with EMA: %s", name, volt_trainer_errmsg(t));
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    CHECK(volt_optimizer_average_mode(opt) == VOLT_OPTIM_AVERAGE_EMA && volt_optimizer_average_count(opt) == STEPS,
+          "%s: %lld averages in %d steps", name, (long long)volt_optimizer_average_count(opt), STEPS);
+    float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(volt_trainer_params(t), mine);
+    double worst = tol_used(mine, ref.params, ref.n, NULL), off = tol_used(ref.params, plain.params, ref.n, NULL);
+    CHECK(worst <= 1, "%s with EMA: params differ from single with EMA: %.3g of the tolerance", name, worst);
+    CHECK(off > 100, "%s: EMA changed single's params by only %.3g of the tolerance", name, off);
+    double vl_mine = 0;
+    CHECK(volt_trainer_metric(t, "val_loss", &vl_mine) && fabs(vl_mine - ref.val_loss) <= 1e-5 * fabs(ref.val_loss) + 1e-7,
+          "%s with EMA: val_loss %.9g, single %.9g (validation on the average)", name, vl_mine, ref.val_loss);
+    CHECK(fabs(plain.val_loss - ref.val_loss) > 1e-4 * fabs(ref.val_loss), "%s: EMA did not change single's val_loss", name);
+    memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
+    MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with EMA: params differ between ranks", name);
+    double all = 0;
+    MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("ema     %-18s N=%d: params %.0f%% of the tolerance from single with EMA; without EMA %.3g x it\n", name,
+               g_world, 100 * all, off);
+    g_ema = false;
+    free(mine);
+    free(r0);
+    free(ref.params);
+    free(plain.params);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_loader_destroy(vl);
+    volt_dataset_destroy(ds);
+}
+
+/* A checkpoint with EMA saved mid-fit under the strategy (every rank at the same step: the swap
+ * in and out are collective) and the fit resumed from it in a fresh trainer: the same
+ * parameters (the average at the end) as the uninterrupted run, bit for bit; single loads it
+ * (resharded) and validates on its weights, which are the average of the save's step. */
+static const char *g_ema_save;   /* the path the saver writes after step 2 */
+static volt_status ema_saver(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b; (void)i;
+    if (g_ema_save && volt_trainer_global_step(t) == 2 && volt_trainer_batch_in_epoch(t) == 2 * ACC)
+        return volt_trainer_save_checkpoint(t, g_ema_save);
+    return VOLT_OK;
+}
+static const volt_callback_ops ema_saver_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "EmaSaver",
+                                                 .on_train_batch_end = ema_saver };
+static void test_ema_resume(const char *name) {
+    volt_dataset *ds = make_data();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ema_%s.safetensors", vtest_tmpdir(), name);
+    static float a[NPARAM], b[NPARAM];
+    g_ema = true;
+    for (int pass = 0; pass < 2; pass++) {   /* straight with a save after step 2; resumed from it */
+        mlp m = { 0 };
+        volt_trainer *t = make_trainer(name, vtest_tmpdir());
+        volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+        if (!t || !l) return;
+        g_ema_save = pass == 0 ? path : NULL;
+        CHECK_OK(volt_trainer_add_callback(t, &ema_saver_ops, NULL));
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, pass == 0 ? NULL : path);
+        CHECK(st == VOLT_OK, "%s EMA %s: %s", name, pass == 0 ? "fit" : "resume", volt_trainer_errmsg(t));
+        copy_params(volt_trainer_params(t), pass == 0 ? a : b);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_loader_destroy(vl);
+    }
+    g_ema = false;
+    g_ema_save = NULL;
+    CHECK(!memcmp(a, b, sizeof a), "%s EMA: the resumed run's average differs from the uninterrupted run's", name);
+    if (g_rank == 0) printf("ema     %-18s N=%d: resumed from a sharded checkpoint, bit for bit\n", name, g_world);
     volt_dataset_destroy(ds);
 }
 
@@ -1885,6 +1980,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "comm")) test_comm();
     else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
     else if (!strcmp(mode, "groups") && argc > 2) test_groups_dist(argv[2]);
+    else if (!strcmp(mode, "ema") && argc > 2) test_ema_dist(argv[2]);
+    else if (!strcmp(mode, "ema_resume") && argc > 2) test_ema_resume(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();
     else if (!strcmp(mode, "parity16") && argc > 2) test_parity16(argv[2]);
     else if (!strcmp(mode, "reduce16") && argc > 2) test_reduce16(argv[2]);

@@ -288,7 +288,10 @@ volt_status volt_trainer_save_checkpoint_ex(volt_trainer *t, const char *path, u
     if (!t) return VOLT_ERR_INVALID_ARG;
     if (flags & ~VOLT_CKPT_WEIGHTS_ONLY) return volt__terr(t, VOLT_ERR_INVALID_ARG, "save_checkpoint: unknown flags 0x%x", flags);
     t->ck_weights_only = flags & VOLT_CKPT_WEIGHTS_ONLY;
-    volt_status st = save_checkpoint(t, path);
+    bool swapped = false;   /* weight averaging: the file's weights are the average */
+    volt_status st = t->ps ? volt__avg_save_enter(t, &swapped) : VOLT_OK;
+    if (st >= 0) st = save_checkpoint(t, path);
+    volt__avg_save_leave(t, swapped);
     t->ck_weights_only = false;
     return st;
 }
@@ -403,6 +406,19 @@ static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const cha
 /* A tensor read while applying failed its crc or the read (the file changed after src_open
  * checked it): the values are partly replaced, so the model goes (loop.c's load drops a model
  * whose weights are pending) and the error says so. */
+/* Whether the file holds the weight average of every parameter (f32, the parameter's shape). */
+static bool avg_in_file(volt_trainer *t, volt_st_file *f, const ck_src *src) {
+    if (src->index) return src_has_state(src, VOLT_OPTIM_AVERAGE_STATE);
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        char name[512];
+        volt_tensor *p = volt_params_at(t->ps, i);
+        volt_st_info info;
+        snprintf(name, sizeof name, "optimizer.%s.%s", VOLT_OPTIM_AVERAGE_STATE, p->name);
+        if (volt_st_find(f, name, &info) != VOLT_OK || info.dtype != VOLT_F32 || !volt_shape_eq(info.shape, p->shape)) return false;
+    }
+    return true;
+}
+
 static volt_status apply_failed(volt_trainer *t, ck_stage *sg, ck_src *src) {
     t->weights_pending = true;
     volt_status st = volt__terr(t, src->err_st < 0 ? src->err_st : VOLT_ERR_CORRUPT,
@@ -451,7 +467,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     }
     int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
     double fit_time = 0;
-    bool have_opt = false, have_sched = false;
+    bool have_opt = false, have_sched = false, avg_present = false;
     cJSON *cbs = NULL;
     if (full && volt_st_meta(f, "volt.weights_only")) {
         src_close(&src);
@@ -485,6 +501,11 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         if (have_opt && (st = check_groups(t, f, path)) < 0) { src_close(&src); return st; }
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
             const char *sn = volt_optimizer_state_name(t->opt, k);
+            if (volt_optimizer_average_mode(t->opt) && !strcmp(sn, VOLT_OPTIM_AVERAGE_STATE)) {
+                /* weight averaging: a file without it starts the average from its weights */
+                avg_present = avg_in_file(t, f, &src);
+                continue;
+            }
             if (src.index) {
                 if (src_has_state(&src, sn)) continue;
                 src_close(&src);
@@ -552,6 +573,8 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
             for (int i = 0; i < volt_params_count(t->ps); i++) {
+                if (!avg_present && volt_optimizer_average_mode(t->opt) && !strcmp(volt_optimizer_state_name(t->opt, k), VOLT_OPTIM_AVERAGE_STATE))
+                    break;
                 volt_tensor *p = volt_params_at(t->ps, i);
                 int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
                 char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);   /* device memory */
@@ -563,6 +586,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                 stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, v, b - a);
             }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
+        if ((st = volt__avg_after_load(t, have_opt && avg_present, path)) < 0) { stage_close(&sg); src_close(&src); return st; }
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
         volt__prec_ckpt_load(t, f, path, true);   /* grad scaler; validated above */
         t->epoch = epoch;

@@ -157,7 +157,10 @@ volt_status volt_trainer_snapshot_checkpoint_ex(volt_trainer *t, const char *pat
     if (!t || !io) return VOLT_ERR_INVALID_ARG;
     if (flags & ~VOLT_CKPT_WEIGHTS_ONLY) return volt__terr(t, VOLT_ERR_INVALID_ARG, "snapshot_checkpoint: unknown flags 0x%x", flags);
     t->ck_weights_only = flags & VOLT_CKPT_WEIGHTS_ONLY;
-    volt_status st = snapshot_checkpoint(t, path, io);
+    bool swapped = false;   /* weight averaging: the file's weights are the average */
+    volt_status st = t->ps ? volt__avg_save_enter(t, &swapped) : VOLT_OK;
+    if (st >= 0) st = snapshot_checkpoint(t, path, io);
+    volt__avg_save_leave(t, swapped);
     t->ck_weights_only = false;
     return st;
 }

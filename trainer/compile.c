@@ -190,7 +190,7 @@ static void after_boundary(volt_trainer *t) {
         po->read_back(t->prec, &skipped);
         if (skipped) {
             t->prec->skipped_steps++;
-            volt_optimizer_set_step_count(t->opt, volt_optimizer_step_count(t->opt) - 1);   /* advanced before */
+            volt__optimizer_unstep(t->opt);   /* advanced before: the step count and the average's n_averaged */
             return;
         }
     }

@@ -88,6 +88,7 @@ static volt_status add_defaults(volt_trainer *t) {
 void volt__loop_drop_optim(volt_trainer *t) {
     volt_optimizer_destroy(t->opt);
     t->opt = NULL;
+    t->avg_swapped = false;
     volt_scheduler_destroy(t->sched);
     t->sched = NULL;
 }
@@ -202,6 +203,7 @@ static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
     if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
     st = volt__strategy_setup_optimizer(t->strategy, t->opt);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    VOLT_TRY(volt__avg_setup(t));   /* weight averaging: its state over the ranges the strategy set, from the owned values */
     if (o->use_scheduler) {
         st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
         if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);

@@ -70,6 +70,11 @@ struct volt_trainer {
     volt_optimizer *opt;
     volt_scheduler *sched;
     volt_optim_setup osetup;
+    /* weight averaging (trainer/weight_average.c): asked for by the WeightAveraging callback
+     * before fit, enabled on every optimizer setup_optim creates */
+    volt_optim_average avg_mode;
+    float avg_decay;
+    bool avg_swapped;          /* the values hold the average now, the state the current weights */
 
     /* loop state (checkpointed) */
     int64_t epoch, global_step, batch_in_epoch, micro_step;
@@ -138,6 +143,12 @@ void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
+
+/* weight averaging (trainer/weight_average.c) */
+volt_status volt__avg_setup(volt_trainer *t);
+volt_status volt__avg_save_enter(volt_trainer *t, bool *swapped);
+void volt__avg_save_leave(volt_trainer *t, bool swapped);
+volt_status volt__avg_after_load(volt_trainer *t, bool present, const char *path);
 
 #define volt__terr volt_trainer_fail   /* formats onto t->errmsg (core/err.h) */
 

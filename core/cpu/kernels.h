@@ -42,6 +42,8 @@ void volt__cpu_pm_unscale(volt_device *d, float *x, int64_t n, volt_scaler_state
 void volt__cpu_pm_scaler_update(volt_device *d, volt_scaler_state *st, float growth, float backoff, int64_t interval);
 void volt__cpu_pm_update(volt_device *d, const volt_update_args *a);
 void volt__cpu_pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
+void volt__cpu_pm_average(volt_device *d, void *avg, volt_dtype a_dt, const void *p, volt_dtype p_dt, int64_t n,
+                          const volt_opt_coef *coef, const float *skip);
 /* cpu-strict: open the device region around host-side backend work (nested). */
 void volt__strict_enter(void);
 void volt__strict_leave(void);

@@ -242,6 +242,42 @@ void volt__cpu_pm_update(volt_device *d, const volt_update_args *a) {
     update_mixed(a);
 }
 
+/* ---- weight averaging ---------------------------------------------------------------------- */
+/* One element of volt_avg_op (core/device.h): torch's AveragedModel updates, in f32. */
+static inline __attribute__((always_inline)) float avg_elem(int op, float a, float b, float avg, float p) {
+    if (op == VOLT_AVG_COPY) return p;
+    if (op == VOLT_AVG_EMA) {   /* decay * ema + (1 - decay) * p: two products, then the sum */
+        const float x = a * avg, y = b * p;
+        return x + y;
+    }
+    return a < 0.5f ? avg + a * (p - avg) : p - (p - avg) * (1.f - a);   /* lerp_(p, a) */
+}
+
+void volt__cpu_pm_average(volt_device *d, void *avg, volt_dtype a_dt, const void *p, volt_dtype p_dt, int64_t n,
+                          const volt_opt_coef *coef, const float *skip) {
+    (void)d;
+    const int op = coef->avg_op;
+    if (n <= 0 || op == VOLT_AVG_NONE || (skip && *skip != 0.f)) return;   /* device memory is host memory */
+    const float a = coef->avg_a, b = coef->avg_b;
+    if (a_dt == VOLT_F32 && p_dt == VOLT_F32) {
+        float *restrict av = avg;
+        const float *restrict pv = p;
+        #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) av[i] = avg_elem(op, a, b, av[i], pv[i]);
+        return;
+    }
+    const int64_t ns = (n + OPT_SPAN - 1) / OPT_SPAN;
+    #pragma omp parallel for schedule(static) if (n >= OPT_PAR_MIN)
+    for (int64_t k = 0; k < ns; k++) {
+        float ab[OPT_SPAN], pb[OPT_SPAN];
+        const int64_t o = k * OPT_SPAN, m = n - o < OPT_SPAN ? n - o : OPT_SPAN;
+        float *av = widen(avg, a_dt, o, m, ab);
+        const float *pv = widen((void *)p, p_dt, o, m, pb);
+        for (int64_t i = 0; i < m; i++) av[i] = avg_elem(op, a, b, av[i], pv[i]);
+        narrow(avg, a_dt, o, m, av);
+    }
+}
+
 /* ---- conversion --------------------------------------------------------------------------- */
 void volt__cpu_pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n) {
     (void)d;
@@ -251,5 +287,5 @@ void volt__cpu_pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const vo
 const volt_param_math volt__cpu_param_math = {
     .scale = volt__cpu_pm_scale, .sqnorm_acc = volt__cpu_pm_sqnorm_acc, .clip_by_norm = volt__cpu_pm_clip_by_norm,
     .clip_value = volt__cpu_pm_clip_value, .unscale = volt__cpu_pm_unscale, .scaler_update = volt__cpu_pm_scaler_update,
-    .update = volt__cpu_pm_update, .convert = volt__cpu_pm_convert,
+    .update = volt__cpu_pm_update, .convert = volt__cpu_pm_convert, .average = volt__cpu_pm_average,
 };

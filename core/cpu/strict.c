@@ -225,9 +225,14 @@ static void sp_update(volt_device *d, const volt_update_args *a) { IN(volt__cpu_
 static void sp_convert(volt_device *d, void *dst, volt_dtype ddt, const void *src, volt_dtype sdt, int64_t n) {
     IN(volt__cpu_pm_convert(d, dst, ddt, src, sdt, n));
 }
+static void sp_average(volt_device *d, void *avg, volt_dtype adt, const void *p, volt_dtype pdt, int64_t n,
+                       const volt_opt_coef *c, const float *skip) {
+    IN(volt__cpu_pm_average(d, avg, adt, p, pdt, n, c, skip));
+}
 static const volt_param_math strict_pm = {
     .scale = sp_scale, .sqnorm_acc = sp_sqnorm_acc, .clip_by_norm = sp_clip_by_norm, .clip_value = sp_clip_value,
     .unscale = sp_unscale, .scaler_update = sp_scaler_update, .update = sp_update, .convert = sp_convert,
+    .average = sp_average,
 };
 
 static const volt_backend strict_backend = {

@@ -135,6 +135,8 @@ typedef struct volt_cu_coef {
     float wd, momentum, one_minus_damp, neg_lr;
     int32_t nesterov, first;
     float decay, w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
+    int32_t avg_op;   /* volt_avg_op: 0 none, 1 copy, 2 EMA, 3 lerp */
+    float avg_a, avg_b;
 } volt_cu_coef;
 int volt_cu_pm_scale(void *stream, float *x, int64_t n, float coef);
 int volt_cu_pm_clip_by_norm(void *stream, float *x, int64_t n, const double *sqnorm, float max_norm);
@@ -145,6 +147,9 @@ int volt_cu_pm_scaler_update(void *stream, volt_cu_scaler *st, float growth, flo
  * skip: NULL or a device flag, nonzero = the update changes nothing (volt_update_args.skip) */
 int volt_cu_pm_update(void *stream, int kind, void *p, int p_dt, const float *g, void *s0, void *s1, int s_dt,
                       int64_t n, const volt_cu_coef *coef, const float *skip);
+/* Weight averaging (volt_param_math.average): avg (a_dt) from p (p_dt) as coef->avg_op says. */
+int volt_cu_pm_average(void *stream, void *avg, int a_dt, const void *p, int p_dt, int64_t n, const volt_cu_coef *coef,
+                       const float *skip);
 
 #ifdef __cplusplus
 }

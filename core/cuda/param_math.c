@@ -12,7 +12,9 @@ _Static_assert(sizeof(volt_cu_scaler) == sizeof(volt_scaler_state) &&
 _Static_assert(sizeof(volt_cu_coef) == sizeof(volt_opt_coef) &&
                offsetof(volt_cu_coef, first) == offsetof(volt_opt_coef, first) &&
                offsetof(volt_cu_coef, decay) == offsetof(volt_opt_coef, decay) &&
-               offsetof(volt_cu_coef, neg_step_size) == offsetof(volt_opt_coef, neg_step_size),
+               offsetof(volt_cu_coef, neg_step_size) == offsetof(volt_opt_coef, neg_step_size) &&
+               offsetof(volt_cu_coef, avg_op) == offsetof(volt_opt_coef, avg_op) &&
+               offsetof(volt_cu_coef, avg_b) == offsetof(volt_opt_coef, avg_b),
                "volt_cu_coef mirrors volt_opt_coef");
 
 static volt_cuda_ctx *use(volt_device *d) {
@@ -64,7 +66,14 @@ static void pm_convert(volt_device *d, void *dst, volt_dtype dst_dt, const void 
     note(c, volt_cu_convert(c->stream, dst, (int)dst_dt, src, (int)src_dt, n));
 }
 
+static void pm_average(volt_device *d, void *avg, volt_dtype a_dt, const void *p, volt_dtype p_dt, int64_t n,
+                       const volt_opt_coef *coef, const float *skip) {
+    volt_cuda_ctx *c = use(d);
+    note(c, volt_cu_pm_average(c->stream, avg, (int)a_dt, p, (int)p_dt, n, (const volt_cu_coef *)(const void *)coef, skip));
+}
+
 const volt_param_math volt__cuda_param_math = {
     .scale = pm_scale, .sqnorm_acc = pm_sqnorm_acc, .clip_by_norm = pm_clip_by_norm, .clip_value = pm_clip_value,
     .unscale = pm_unscale, .scaler_update = pm_scaler_update, .update = pm_update, .convert = pm_convert,
+    .average = pm_average,
 };

@@ -141,3 +141,38 @@ extern "C" int volt_cu_pm_update(void *s, int kind, void *p, int p_dt, const flo
     k_map<op_pm_update><<<volt_cu_blocks(vec ? n / 4 : n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(op, n, vec);
     VOLT_CU_DONE();
 }
+
+/* Weight averaging: one element of volt_avg_op (core/cpu/param_math.c's avg_elem, the same
+ * f32 operations; -fmad=false keeps the EMA's two products and sum apart). */
+struct op_pm_average {
+    void *avg;
+    int a_dt;
+    const void *p;
+    int p_dt;
+    const volt_cu_coef *coef;
+    const float *skip;
+    __host__ __device__ int bytes_per_item() const {
+        return 2 * (a_dt == VOLT_CU_F32 ? 4 : 2) + (p_dt == VOLT_CU_F32 ? 4 : 2);
+    }
+    __device__ void one(int64_t i) const {
+        if (skip && *skip != 0.f) return;
+        const int op = coef->avg_op;
+        if (op == 0) return;
+        const float a = coef->avg_a, b = coef->avg_b, pv = vcu_load(p, p_dt, i);
+        float av = vcu_load(avg, a_dt, i);
+        if (op == 1) av = pv;
+        else if (op == 2) { const float x = a * av, y = b * pv; av = x + y; }
+        else av = a < 0.5f ? av + a * (pv - av) : pv - (pv - av) * (1.f - a);
+        vcu_store(avg, a_dt, i, av);
+    }
+    __device__ void four(int64_t q) const {
+        for (int k = 0; k < 4; k++) one(4 * q + k);
+    }
+};
+extern "C" int volt_cu_pm_average(void *s, void *avg, int a_dt, const void *p, int p_dt, int64_t n, const volt_cu_coef *coef,
+                                  const float *skip) {
+    if (n <= 0) return 0;
+    const op_pm_average op{avg, a_dt, p, p_dt, coef, skip};
+    k_map<op_pm_average><<<volt_cu_blocks(n), VOLT_CU_THREADS, 0, VOLT_CU_STREAM(s)>>>(op, n, false);
+    VOLT_CU_DONE();
+}

@@ -135,7 +135,8 @@ VOLT_API void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps);
 
 /* ---- checkpoint access to the state ---------------------------------------------- */
 /* SGD with momentum: 1 ("momentum_buffer"); Adam/AdamW: 2 ("exp_avg", "exp_avg_sq");
- * SGD without momentum: 0. Names follow torch.optim's state_dict keys. */
+ * SGD without momentum: 0; plus "weight_average" last when averaging is on. Names follow
+ * torch.optim's state_dict keys. */
 VOLT_API int volt_optimizer_state_count(const volt_optimizer *opt);
 VOLT_API const char *volt_optimizer_state_name(const volt_optimizer *opt, int k);  /* NULL if k bad */
 /* State k of unit `unit`: a buffer of hi - lo floats holding unit floats [lo, hi) (lo, hi
@@ -149,6 +150,41 @@ VOLT_API void *volt_optimizer_state_raw(volt_optimizer *opt, int unit, int k, in
 VOLT_API volt_dtype volt_optimizer_state_dtype(const volt_optimizer *opt);
 /* Bytes of state this optimizer holds (all units' ranges, all states). */
 VOLT_API int64_t volt_optimizer_state_bytes(const volt_optimizer *opt);
+
+/* ---- weight averaging (EMA / SWA; Lightning's WeightAveraging, torch's AveragedModel) ---- */
+typedef enum volt_optim_average {
+    VOLT_OPTIM_AVERAGE_NONE = 0,
+    VOLT_OPTIM_AVERAGE_EMA,    /* avg = decay*avg + (1-decay)*p (torch get_ema_avg_fn) */
+    VOLT_OPTIM_AVERAGE_SWA,    /* the equal average of every update: lerp_(p, 1/(n+1)) */
+} volt_optim_average;
+/* The extra state's name (volt_optimizer_state_name; checkpoints "optimizer.weight_average.<param>"). */
+#define VOLT_OPTIM_AVERAGE_STATE "weight_average"
+
+/* Add a state holding an average of the parameter values, started as a copy of them (as
+ * AveragedModel copies the model), updated inside every volt_optimizer_step after the
+ * parameter update, one launch per unit over the unit's range (all its elements, frozen
+ * parameters too); the first update copies the values (n_averaged == 0). It is the last state
+ * (volt_optimizer_state_count grows by one), so checkpoints, set_range, resharding and
+ * state_dtype hold for it as for the others. Before the first step; over the ranges set so far
+ * (a later set_range starts the new part from the values).
+ * mode EMA: decay in [0, 1). UNSUPPORTED when the parameters' dtype is not the states' (the
+ * swap must be exact) or the backend has no averaging kernel. */
+VOLT_API volt_status volt_optimizer_enable_average(volt_optimizer *opt, volt_optim_average mode, float decay);
+VOLT_API volt_optim_average volt_optimizer_average_mode(const volt_optimizer *opt);   /* NONE when off */
+/* Whether the next steps update the average (default true): false makes them leave it (the
+ * launch stays, with a coefficient that changes nothing, so a captured step is unchanged). */
+VOLT_API void volt_optimizer_set_average_next(volt_optimizer *opt, bool update);
+/* Updates so far (AveragedModel.n_averaged); set on restore. */
+VOLT_API int64_t volt_optimizer_average_count(const volt_optimizer *opt);
+VOLT_API void volt_optimizer_set_average_count(volt_optimizer *opt, int64_t n);
+/* One update of the average now, outside a step (Lightning's epoch-end update). */
+VOLT_API volt_status volt_optimizer_average_update(volt_optimizer *opt);
+/* Exchange the parameter values and the average over every unit's range (bit for bit: twice
+ * is the identity); copy the average into the values; restart the average from the values
+ * (n_averaged = 0). Under a sharded strategy these touch this rank's ranges only. */
+VOLT_API volt_status volt_optimizer_average_swap(volt_optimizer *opt);
+VOLT_API volt_status volt_optimizer_average_copy_to_params(volt_optimizer *opt);
+VOLT_API volt_status volt_optimizer_average_reset(volt_optimizer *opt);
 
 /* ---- schedulers ------------------------------------------------------------------ */
 typedef enum volt_sched_kind {

@@ -292,6 +292,22 @@ VOLT_API int volt_trainer_device_index(const volt_trainer *t);
 /* Takes ownership of self (ops->destroy runs on trainer destroy, or now if this fails). */
 VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
 
+/* ---- weight averaging (the WeightAveraging callback's part; callbacks/weight_averaging.c) ---- */
+/* Ask for an average of the weights (volt_optimizer_enable_average) on the optimizer of the
+ * next fits; before the optimizer exists, once per trainer (INVALID_ARG the second time).
+ * Under a sharded strategy each rank averages its slice (and the swaps below are collective).
+ * While it is on, a checkpoint holds the average as the model's weights and the current weights as
+ * "optimizer.weight_average.<param>" (Lightning's current_model_state), and a resume
+ * restores both. */
+VOLT_API volt_status volt_trainer_request_weight_averaging(volt_trainer *t, volt_optim_average mode, float decay);
+/* Exchange the model's values and the average (twice: bit for bit where it was); STATE when
+ * the fit's optimizer has no average. */
+VOLT_API volt_status volt_trainer_swap_average(volt_trainer *t);
+/* The average into the model's values (Lightning's on_train_end). */
+VOLT_API volt_status volt_trainer_copy_average(volt_trainer *t);
+/* Whether the values hold the average now (an odd number of swaps). */
+VOLT_API bool volt_trainer_average_swapped(const volt_trainer *t);
+
 /* ---- running ----------------------------------------------------------------------------- */
 /* ckpt_path: NULL (fresh), a file path, "last" or "best" (from the ModelCheckpoint). Resuming
  * from "last" when none exists starts fresh. val may be NULL. Returns VOLT_OK also when a
@@ -536,6 +552,24 @@ VOLT_API void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
 VOLT_API void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
 VOLT_API volt_status volt_add_model_checkpoint(volt_trainer *t, const volt_checkpoint_config *cfg);
 VOLT_API volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg);
+
+/* WeightAveraging / EMAWeightAveraging (Lightning 2.6; docs/CALLBACKS.md): an average of the
+ * weights updated after optimizer steps, swapped in for validation, copied into the model at
+ * train end, stored as the model's weights in checkpoints (the current weights beside it). */
+typedef struct volt_weight_averaging_config {
+    uint32_t version;                 /* VOLT_WEIGHT_AVERAGING_CONFIG_VERSION, set by _init */
+    volt_optim_average mode;          /* EMA (default: EMAWeightAveraging) or SWA (WeightAveraging's
+                                         default: the equal average of every update) */
+    float decay;                      /* EMA: in [0, 1); default 0.999 */
+    int64_t update_every_n_steps;     /* >= 1; default 1 */
+    int64_t update_starting_at_step;  /* -1 (default): None; else steps with index >= it */
+    int64_t update_starting_at_epoch; /* -1 (default): None; else also an update at the end of
+                                         every epoch with index >= it */
+} volt_weight_averaging_config;
+#define VOLT_WEIGHT_AVERAGING_CONFIG_VERSION 1u
+VOLT_API void volt_weight_averaging_config_init(volt_weight_averaging_config *cfg);
+/* cfg NULL: the defaults. Before fit; one per trainer (INVALID_ARG for a second). */
+VOLT_API volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weight_averaging_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
 /* Lightning's OnExceptionCheckpoint: when fit fails or is interrupted (SIGINT / SIGTERM,
  * cfg.handle_signals), save a full checkpoint to <dirpath>/<filename>.safetensors (filename
