@@ -133,16 +133,29 @@ static void test_fit_resume(volt_dataset *ds) {
 }
 
 /* ---- validation (one process): stops at the batch end, no epoch end; the resumed run
- * validates again and ends where the uninterrupted one does ---------------------------------- */
-static void test_validation(volt_dataset *ds) {
+ * validates again and ends where the uninterrupted one does. With weight averaging (EMA) the
+ * signal lands while the average is swapped in for validation: the file must still hold the
+ * average as its weights and the current weights as the state. ------------------------------ */
+static volt_trainer *val_trainer(const char *root, bool ema) {
+    volt_trainer *t = make_trainer(2, root);
+    if (ema) {
+        volt_weight_averaging_config wc;
+        volt_weight_averaging_config_init(&wc);
+        wc.decay = 0.9f;
+        CHECK_OK(volt_add_weight_averaging(t, &wc));
+    }
+    return t;
+}
+
+static void test_validation(volt_dataset *ds, bool ema) {
     char root[512], dir[600], path[700];
-    snprintf(root, sizeof root, "%s/val", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/val%s", vtest_tmpdir(), ema ? "_ema" : "");
     vtest_fresh_dir(root);
     snprintf(dir, sizeof dir, "%s/ckpts", root);
     snprintf(path, sizeof path, "%s/last_words.safetensors", dir);
     volt_loader *tl = make_loader(ds, 4, true, 0), *vl = make_loader(ds, 16, false, 0);
     net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *ta = make_trainer(2, root);
+    volt_trainer *ta = val_trainer(root, ema);
     CHECK_OK(volt_trainer_fit(ta, &net_ops, &ma, tl, vl, NULL));
     int64_t na, nc;
     float *wa = snapshot(ta, &na);
@@ -150,7 +163,7 @@ static void test_validation(volt_dataset *ds) {
     CHECK(volt_trainer_metric(ta, "val_loss", &la), "val_loss");
     /* SIGTERM at the 3rd batch of the first epoch-end validation (13 batches of 16) */
     net mb = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *tb = make_trainer(2, root);
+    volt_trainer *tb = val_trainer(root, ema);
     raiser r = { .where = AT_VAL, .sig = SIGTERM, .times = 1, .idx = 2 };
     CHECK_OK(volt_trainer_add_callback(tb, &raiser_ops, &r));
     CHECK_OK(volt_add_on_exception_checkpoint(tb, dir, "last_words"));
@@ -165,11 +178,11 @@ static void test_validation(volt_dataset *ds) {
     CHECK(file_exists(path), "no %s", path);
     volt_trainer_destroy(tb);
     net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *tc = make_trainer(2, root);
+    volt_trainer *tc = val_trainer(root, ema);
     st = volt_trainer_fit(tc, &net_ops, &mc, tl, vl, path);
     CHECK(st == VOLT_OK, "resume: %s", volt_trainer_errmsg(tc));
     float *wc = snapshot(tc, &nc);
-    CHECK(na == nc && memcmp(wa, wc, sizeof(float) * (size_t)na) == 0, "resumed weights differ from the uninterrupted run");
+    CHECK(na == nc && memcmp(wa, wc, sizeof(float) * (size_t)na) == 0, "resumed weights differ from the uninterrupted run (ema %d)", ema);
     CHECK(volt_trainer_metric(tc, "val_loss", &lc) && la == lc, "final val_loss %g vs %g", lc, la);
     free(wa);
     free(wc);
@@ -304,7 +317,8 @@ int main(void) {
     volt_dataset *ds = make_data();
     test_config();
     test_fit_resume(ds);
-    test_validation(ds);
+    test_validation(ds, false);
+    test_validation(ds, true);
     test_eval_and_late(ds);
     test_process(ds);
     volt_dataset_destroy(ds);

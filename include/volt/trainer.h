@@ -575,10 +575,9 @@ VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
  * cfg.handle_signals), save a full checkpoint to <dirpath>/<filename>.safetensors (filename
  * NULL: "on_exception") to resume from with ckpt_path. An interruption stops at an optimizer
  * step boundary, so that resume continues exactly (bitwise, as from any checkpoint). After
- * other errors it saves on one process only, and only when the failure left the weights
- * whole (not a failed optimizer step, a lost rank or a broken comm: the message says it did
- * not save). The path must stay inside what the run may write: an existing file there is
- * replaced. */
+ * other errors it saves the weights as the failure left them, on one process only and not
+ * after a comm failure (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM: a rank may be gone); stderr says
+ * when it did not save. An existing file at the path is replaced. */
 VOLT_API volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename);
 VOLT_API volt_status volt_add_progress_bar(volt_trainer *t);
 VOLT_API volt_status volt_add_csv_logger(volt_trainer *t);
