@@ -4,7 +4,7 @@
  * The average is the optimizer's "weight_average" state (volt_optimizer_enable_average), asked
  * for when the callback is added (volt_trainer_request_weight_averaging) and updated inside the
  * optimizer step on the device; this callback decides which steps update it (should_update,
- * through volt_optimizer_set_average_next before each batch: a step that does not update it
+ * through volt_optimizer_set_average_updates before each batch: a step that does not update it
  * still runs the launch, with a coefficient that changes nothing), updates it at an epoch end
  * when should_update(epoch_idx) says so, swaps it into the model for validation (sanity check
  * included) and back, and copies it into the model at train end. The trainer writes the average
@@ -59,7 +59,7 @@ static volt_status wa_on_train_batch_start(void *self, volt_trainer *t, const vo
     wa *w = self;
     const int64_t g = volt_trainer_global_step(t);
     w->gate = g + 1 > w->latest_update_step && should_update_step(w, g);
-    volt_optimizer_set_average_next(volt_trainer_optimizer(t), w->gate);
+    volt_optimizer_set_average_updates(volt_trainer_optimizer(t), w->gate);
     return VOLT_OK;
 }
 static volt_status wa_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {

@@ -68,21 +68,17 @@ volt_status volt_optimizer_enable_average(volt_optimizer *opt, volt_optim_averag
             return opt_fail(opt, VOLT_ERR_NOMEM, "weight averaging: out of device memory for the average of unit '%s'",
                             volt_unit_name(ou->u));
         }
-        /* AveragedModel starts as a copy of the model */
-        volt__dev_d2d(opt->dev, ou->state[k], (const char *)volt_unit_values(ou->u) + (size_t)ou->lo * volt_dtype_size(vdt),
-                      (size_t)(ou->hi - ou->lo) * volt_dtype_size(vdt));
     }
     opt->n_states = k + 1;
     opt->avg_k = k;
     opt->avg_mode = mode;
     opt->avg_decay = decay;
     opt->avg_next = true;
-    opt->avg_count = 0;
-    return VOLT_OK;
+    return volt_optimizer_average_reset(opt);   /* AveragedModel starts as a copy of the model */
 }
 
 volt_optim_average volt_optimizer_average_mode(const volt_optimizer *opt) { return opt ? opt->avg_mode : VOLT_OPTIM_AVERAGE_NONE; }
-void volt_optimizer_set_average_next(volt_optimizer *opt, bool update) { if (opt) opt->avg_next = update; }
+void volt_optimizer_set_average_updates(volt_optimizer *opt, bool update) { if (opt) opt->avg_next = update; }
 int64_t volt_optimizer_average_count(const volt_optimizer *opt) { return opt ? opt->avg_count : 0; }
 void volt_optimizer_set_average_count(volt_optimizer *opt, int64_t n) { if (opt) opt->avg_count = n > 0 ? n : 0; }
 
@@ -116,11 +112,11 @@ static volt_status avg_move(volt_optimizer *opt, bool swap) {
         const opt_unit *ou = &opt->units[i];
         const int64_t n = ou->hi - ou->lo;
         if (n <= 0) continue;
-        char *v = (char *)volt_unit_values(ou->u) + (size_t)ou->lo * esz;
         if (!volt_unit_values(ou->u)) {
             volt__dev_free(opt->dev, tmp);
             return opt_fail(opt, VOLT_ERR_STATE, "weight averaging: unit '%s' has no values", volt_unit_name(ou->u));
         }
+        char *v = (char *)volt_unit_values(ou->u) + (size_t)ou->lo * esz;
         void *a = ou->state[opt->avg_k];
         if (swap) {
             volt__dev_d2d(opt->dev, tmp, v, (size_t)n * esz);

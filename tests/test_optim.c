@@ -1135,7 +1135,7 @@ static void average_case(volt_optim_average mode, float decay, bool frozen) {
     double worst = 0;
     for (int t = 1; t <= T; t++) {
         const bool gate = t != 4;   /* step 4 leaves the average */
-        volt_optimizer_set_average_next(opt, gate);
+        volt_optimizer_set_average_updates(opt, gate);
         set_grads(st.ps, t);
         CHECK_OK(volt_optimizer_step(opt));
         for (int ui = 0; ui < nu; ui++) {

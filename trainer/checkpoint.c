@@ -403,9 +403,6 @@ static volt_status check_fingerprint(volt_trainer *t, volt_st_file *f, const cha
                       path, diff);
 }
 
-/* A tensor read while applying failed its crc or the read (the file changed after src_open
- * checked it): the values are partly replaced, so the model goes (loop.c's load drops a model
- * whose weights are pending) and the error says so. */
 /* Whether the file holds the weight average of every parameter (f32, the parameter's shape). */
 static bool avg_in_file(volt_trainer *t, volt_st_file *f, const ck_src *src) {
     if (src->index) return src_has_state(src, VOLT_OPTIM_AVERAGE_STATE);
@@ -419,6 +416,9 @@ static bool avg_in_file(volt_trainer *t, volt_st_file *f, const ck_src *src) {
     return true;
 }
 
+/* A tensor read while applying failed its crc or the read (the file changed after src_open
+ * checked it): the values are partly replaced, so the model goes (loop.c's load drops a model
+ * whose weights are pending) and the error says so. */
 static volt_status apply_failed(volt_trainer *t, ck_stage *sg, ck_src *src) {
     t->weights_pending = true;
     volt_status st = volt__terr(t, src->err_st < 0 ? src->err_st : VOLT_ERR_CORRUPT,
@@ -571,10 +571,11 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
     if (full) {
         const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
-        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++)
+        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
+            /* a file without the average: volt__avg_after_load starts it from the weights */
+            if (!avg_present && volt_optimizer_average_mode(t->opt) && !strcmp(volt_optimizer_state_name(t->opt, k), VOLT_OPTIM_AVERAGE_STATE))
+                continue;
             for (int i = 0; i < volt_params_count(t->ps); i++) {
-                if (!avg_present && volt_optimizer_average_mode(t->opt) && !strcmp(volt_optimizer_state_name(t->opt, k), VOLT_OPTIM_AVERAGE_STATE))
-                    break;
                 volt_tensor *p = volt_params_at(t->ps, i);
                 int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
                 char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);   /* device memory */
@@ -585,6 +586,7 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
                 if (!v) return apply_failed(t, &sg, &src);
                 stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, v, b - a);
             }
+        }
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if ((st = volt__avg_after_load(t, have_opt && avg_present, path)) < 0) { stage_close(&sg); src_close(&src); return st; }
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);

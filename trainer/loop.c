@@ -269,7 +269,11 @@ static bool eval_interrupted(volt_trainer *t) {
     return true;
 }
 
-static volt_status interrupt_stop(volt_trainer *t, const char *what, int64_t idx) {
+/* The evaluation loop ends there: its state goes back to what it was around it. */
+static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, const char *what, int64_t idx) {
+    t->num_eval_batches = -1;
+    t->sanity = false;
+    t->stage = prev;
     char where[96];
     snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
     return volt__signal_stop(t, volt__signal_pending(), where);
@@ -301,12 +305,8 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
-        if (eval_interrupted(t)) {   /* no epoch end: a partial validation ranks no checkpoint */
-            t->num_eval_batches = -1;
-            t->sanity = false;
-            t->stage = prev;
-            return interrupt_stop(t, sanity ? "the sanity check stopped" : "validation stopped", i);
-        }
+        if (eval_interrupted(t))   /* no epoch end: a partial validation ranks no checkpoint */
+            return interrupt_stop(t, prev, sanity ? "the sanity check stopped" : "validation stopped", i);
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
@@ -689,11 +689,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
-        if (eval_interrupted(t)) {
-            t->num_eval_batches = -1;
-            t->stage = prev;
-            return interrupt_stop(t, "test stopped", i);
-        }
+        if (eval_interrupted(t)) return interrupt_stop(t, prev, "test stopped", i);
     }
     volt__metrics_clear_fresh(t);
     volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
@@ -743,11 +739,7 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
-        if (eval_interrupted(t)) {
-            t->num_eval_batches = -1;
-            t->stage = prev;
-            return interrupt_stop(t, "predict stopped", i);
-        }
+        if (eval_interrupted(t)) return interrupt_stop(t, prev, "predict stopped", i);
     }
     t->num_eval_batches = -1;
     t->stage = prev;

@@ -74,11 +74,9 @@ volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where) {
     g_pending = 0;
     t->interrupted = sig;
     return volt__terr(t, VOLT_ERR_INTERRUPTED, "%s (%s): %s at epoch %lld, step %lld", sig_name(sig),
-                      t->world > 1 && !volt__signal_local(t) ? "on another rank" : "received", where,
+                      t->world > 1 && !t->interrupted_local ? "on another rank" : "received", where,
                       (long long)t->epoch, (long long)t->global_step);
 }
-
-bool volt__signal_local(const volt_trainer *t) { return t->interrupted_local; }
 
 /* Folded into an exchange the caller makes anyway: v[0] = SIGINT here, v[1] = SIGTERM here. */
 void volt__signal_vote(volt_trainer *t, double v[2]) {

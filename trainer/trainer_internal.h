@@ -138,7 +138,6 @@ struct volt_trainer {
 void volt__signal_arm(volt_trainer *t);
 void volt__signal_disarm(volt_trainer *t);
 int volt__signal_pending(void);
-bool volt__signal_local(const volt_trainer *t);
 void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);

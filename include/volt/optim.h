@@ -173,7 +173,7 @@ VOLT_API volt_status volt_optimizer_enable_average(volt_optimizer *opt, volt_opt
 VOLT_API volt_optim_average volt_optimizer_average_mode(const volt_optimizer *opt);   /* NONE when off */
 /* Whether the next steps update the average (default true): false makes them leave it (the
  * launch stays, with a coefficient that changes nothing, so a captured step is unchanged). */
-VOLT_API void volt_optimizer_set_average_next(volt_optimizer *opt, bool update);
+VOLT_API void volt_optimizer_set_average_updates(volt_optimizer *opt, bool update);
 /* Updates so far (AveragedModel.n_averaged); set on restore. */
 VOLT_API int64_t volt_optimizer_average_count(const volt_optimizer *opt);
 VOLT_API void volt_optimizer_set_average_count(volt_optimizer *opt, int64_t n);
