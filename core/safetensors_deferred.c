@@ -85,19 +85,17 @@ static volt_status st_check_entry(volt_st_file *f, st_rentry *e, char *err, size
     return VOLT_OK;
 }
 
-/* The tensors are read through on the OpenMP threads (one piece each at a time); the error
- * reported is the first failing tensor in file order, as a serial check would report it. */
+static bool check_bad(void *ctx, int i) {
+    volt_st_file *f = ctx;
+    char e[8];
+    return st_check_entry(f, &f->t[i], e, sizeof e) < 0;
+}
+
+/* The tensors are read through on the OpenMP threads (one piece each at a time;
+ * volt__st_first_bad). */
 volt_status volt_st_check(volt_st_file *f, char *err, size_t errlen) {
     if (!f) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_check: NULL file");
-    int first_bad = -1;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < f->n; i++) {
-        char e[8];
-        if (st_check_entry(f, &f->t[i], e, sizeof e) < 0) {
-#pragma omp critical(st_check_first_bad)
-            if (first_bad < 0 || i < first_bad) first_bad = i;
-        }
-    }
+    const int first_bad = volt__st_first_bad(f->n, check_bad, f);
     if (first_bad >= 0) {
         volt_status st = st_check_entry(f, &f->t[first_bad], err, errlen);
         f->t[first_bad].checked = false;

@@ -113,6 +113,11 @@ uint64_t volt__st_deferred_read_bytes(bool reset);
  * reads), e.g. to change the file. NULL clears it. Process-wide; not thread-safe. */
 void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx);
 
+/* The first i in [0, n) (file order) for which bad(ctx, i), -1 when none: the calls run on the
+ * OpenMP threads, the answer is the one a serial pass gives (the check and verify_all then
+ * call that tensor again for its message). */
+int volt__st_first_bad(int n, bool (*bad)(void *ctx, int i), void *ctx);
+
 /* Parse and check the header text hdr[0..hl) of f (f->path, f->data_size set): fills
  * f->root, the metadata and the tensor table (sorted by offset, by_name by name). */
 volt_status st_parse_header(volt_st_file *f, char *hdr, size_t hl, char *err, size_t errlen);

@@ -331,19 +331,28 @@ volt_status volt_st_verify(const volt_st_file *f, const char *name, char *err, s
     return st_verify_entry(f, e, err, errlen);
 }
 
-/* The tensors are checked on the OpenMP threads (a checkpoint has hundreds); the error
- * reported is the first failing tensor in file order, as a serial check would report it. */
-volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen) {
-    if (!f) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_verify_all: NULL file");
+int volt__st_first_bad(int n, bool (*bad)(void *ctx, int i), void *ctx) {
     int first_bad = -1;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < f->n; i++) {
-        char e[8];
-        if (st_verify_entry(f, &f->t[i], e, sizeof e) < 0) {
-#pragma omp critical(st_verify_first_bad)
+    for (int i = 0; i < n; i++) {
+        if (bad(ctx, i)) {
+#pragma omp critical(st_first_bad)
             if (first_bad < 0 || i < first_bad) first_bad = i;
         }
     }
+    return first_bad;
+}
+
+static bool verify_bad(void *ctx, int i) {
+    const volt_st_file *f = ctx;
+    char e[8];
+    return st_verify_entry(f, &f->t[i], e, sizeof e) < 0;
+}
+
+/* A checkpoint has hundreds of tensors: checked on the OpenMP threads (volt__st_first_bad). */
+volt_status volt_st_verify_all(const volt_st_file *f, char *err, size_t errlen) {
+    if (!f) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_verify_all: NULL file");
+    const int first_bad = volt__st_first_bad(f->n, verify_bad, (void *)f);   /* only read */
     return first_bad < 0 ? VOLT_OK : st_verify_entry(f, &f->t[first_bad], err, errlen);
 }
 
