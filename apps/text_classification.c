@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
         if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* Tuner(trainer).lr_find(model): model.lr = the suggestion */
             volt_lr_find_result r;
             st = volt_trainer_lr_find(a.t, &volt_distilbert_ops, a.model, a.ld[0], NULL, &r);
-            if (st < 0) { fail("lr_find", st, volt_trainer_errmsg(a.t)); goto out; }
+            if (st < 0) { rc = app_fail_run(APP, "lr_find", st, a.t); goto out; }
             if (isfinite(r.suggestion)) volt_distilbert_set_lr(a.model, (float)r.suggestion);
             if (a.zero) {
                 if (isfinite(r.suggestion)) printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)r.n,

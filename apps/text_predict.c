@@ -53,23 +53,18 @@ int text_read_texts(const opts *o, app *a) {
     return 0;
 }
 
-static bool no_tensor(const char *name, void *ctx) { (void)name; (void)ctx; return false; }
-
-/* The classifier's rows in a checkpoint file: its class count, from the header alone (the
- * tensors' bytes are read once, by the load). */
+/* The classifier's rows in a checkpoint, single-file or sharded: its class count, from the
+ * header alone (the tensors' bytes are read once, by the load). */
 int text_ckpt_classes(const char *path, int64_t *n) {
     char err[PATH_N + 256] = "";
-    volt_st_file *f = NULL;
-    volt_status st = volt_st_open_some(path, no_tensor, NULL, &f, err, sizeof err);
-    if (st < 0) return fail("opening the checkpoint", st, err);
-    volt_st_info info;
-    st = volt_st_find(f, "classifier.bias", &info);
-    if (st == VOLT_OK) *n = info.shape.d[0];
-    volt_st_close(f);
-    if (st < 0) {
-        fprintf(stderr, APP ": checkpoint '%s' has no classifier.bias (sharded?); give --model.num_classes\n", path);
+    volt_shape sh;
+    volt_status st = volt_checkpoint_param_shape(path, "classifier.bias", &sh, err, sizeof err);
+    if (st < 0) return fail("reading the checkpoint's class count", st, err);
+    if (sh.ndim != 1 || sh.d[0] < 1) {
+        fprintf(stderr, APP ": checkpoint '%s': classifier.bias is not a vector of classes\n", path);
         return 1;
     }
+    *n = sh.d[0];
     return 0;
 }
 

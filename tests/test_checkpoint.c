@@ -254,6 +254,14 @@ static void test_damaged(volt_dataset *ds) {
     volt_loader *l = vtest_loader(ds, BS, true);
     CHECK_OK(volt_trainer_fit(t, &net_ops, &m, l, NULL, NULL));
     CHECK_OK(volt_trainer_save_checkpoint(t, path));
+    /* a parameter's shape from the header alone (volt_checkpoint_param_shape) */
+    volt_params *ps = volt_trainer_params(t);
+    for (int i = 0; i < volt_params_count(ps); i++) {
+        volt_shape sh = { 0 };
+        char e[1400] = "";
+        CHECK(volt_checkpoint_param_shape(path, volt_params_at(ps, i)->name, &sh, e, sizeof e) == VOLT_OK &&
+              volt_shape_eq(sh, volt_params_at(ps, i)->shape), "param shape of %s: %s", volt_params_at(ps, i)->name, e);
+    }
     FILE *fp = fopen(path, "rb");
     fseek(fp, 0, SEEK_END);
     long size = ftell(fp);
@@ -269,6 +277,11 @@ static void test_damaged(volt_dataset *ds) {
         fclose(o);
         net m2 = { .layers = 2, .width = 8 };
         volt_trainer *t2 = make_trainer("32-true", NULL, NULL, 8);
+        volt_shape sh;
+        char e[1400] = "";
+        volt_status sst = volt_checkpoint_param_shape(bad, volt_params_at(ps, 0)->name, &sh, e, sizeof e);
+        CHECK(round ? sst == VOLT_OK : sst == VOLT_ERR_CORRUPT && strstr(e, bad), "param shape of a %s file: %s: %s",
+              round ? "flipped" : "truncated", volt_status_str(sst), e);   /* the header alone: data flips are the load's */
         volt_status st = volt_trainer_fit(t2, &net_ops, &m2, l, NULL, bad);
         const char *msg = volt_trainer_errmsg(t2);
         CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, bad) && strstr(msg, round ? "crc mismatch" : "truncated"),

@@ -2,7 +2,9 @@
  * the next optimizer step boundary and returns VOLT_ERR_INTERRUPTED after on_exception;
  * OnExceptionCheckpoint's file resumes bitwise; validation / test / predict stop at a batch
  * end; a signal after the last look still stops the call; a second signal ends the process;
- * handle_signals = false and the program's own handlers keep their behaviour. */
+ * handle_signals = false and the program's own handlers keep their behaviour; lr_find stops
+ * and restores; a call that fails while a signal is pending consumes it. */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -241,6 +243,86 @@ static void test_eval_and_late(volt_dataset *ds) {
     volt_loader_destroy(l);
 }
 
+/* ---- lr_find stops after its step and restores; a failing call consumes the record ---------- */
+static int64_t raise_at = -1, n_train_calls;
+static volt_status fail_after;   /* < 0: the raising training_step fails with it */
+static volt_status raising_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    volt_status st = net_train(self, s, b, i);
+    if (st >= 0 && n_train_calls++ == raise_at) {
+        raise(SIGTERM);
+        if (fail_after < 0) return fail_after;
+    }
+    return st;
+}
+
+static bool has_hidden_lr_file(const char *root) {
+    DIR *d = opendir(root);
+    bool found = false;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) found |= !strncmp(e->d_name, ".lr_find-", 9);
+    if (d) closedir(d);
+    return found;
+}
+
+static void test_lr_find_and_failure(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/lrf", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    volt_loader *l = make_loader(ds, 16, false, 0);
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    c.default_root_dir = root;
+    c.seed = 3;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_module_ops ops = net_ops;
+    ops.training_step = raising_train;
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.num_training = 12;
+    lc.early_stop_threshold = 0;
+    volt_lr_find_result res;
+    /* a whole test first: the weights it restores are the ones any lr_find comes back to */
+    CHECK_OK(volt_trainer_lr_find(t, &ops, &m, l, &lc, &res));
+    CHECK(res.n == 12, "lr_find ran %lld steps", (long long)res.n);
+    volt_lr_find_result_free(&res);
+    int64_t na, nb;
+    float *wa = snapshot(t, &na);
+    /* SIGTERM in its step 4: it stops after that step, restores, removes its file */
+    raise_at = n_train_calls + 4;
+    volt_status st = volt_trainer_lr_find(t, &ops, &m, l, &lc, &res);
+    CHECK(st == VOLT_ERR_INTERRUPTED && volt_trainer_interrupted(t) == SIGTERM &&
+          strstr(volt_trainer_errmsg(t), "lr_find stopped after its step 4"), "lr_find: %s (%d): %s", volt_status_str(st),
+          volt_trainer_interrupted(t), volt_trainer_errmsg(t));
+    CHECK(res.n == 0 && !res.lrs && !res.losses, "an interrupted lr_find gave %lld points", (long long)res.n);
+    CHECK(n_train_calls == raise_at + 1, "lr_find ran %lld steps past the signal", (long long)(n_train_calls - raise_at - 1));
+    float *wb = snapshot(t, &nb);
+    CHECK(na == nb && memcmp(wa, wb, sizeof(float) * (size_t)na) == 0, "an interrupted lr_find left other weights");
+    CHECK(!has_hidden_lr_file(root), "an interrupted lr_find left its hidden checkpoint in %s", root);
+    CHECK(default_disposition(SIGTERM), "lr_find did not restore SIGTERM's disposition");
+    free(wa);
+    free(wb);
+    /* fit whose training_step fails just after a SIGTERM: its own error, the signal named, and
+     * the record consumed, so the next fit runs whole */
+    raise_at = n_train_calls + 2;
+    fail_after = VOLT_ERR_INVALID_ARG;
+    st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && volt_trainer_interrupted(t) == SIGTERM, "failing fit: %s (%d): %s",
+          volt_status_str(st), volt_trainer_interrupted(t), volt_trainer_errmsg(t));
+    fail_after = VOLT_OK;
+    volt_trainer_destroy(t);
+    CHECK_OK(volt_trainer_create(&c, &t));
+    net m2 = { .in = IN, .hidden = 8, .out = NC };
+    st = volt_trainer_fit(t, &net_ops, &m2, l, NULL, NULL);
+    CHECK(st == VOLT_OK && volt_trainer_interrupted(t) == 0 && volt_trainer_global_step(t) == volt_loader_num_batches(l),
+          "the fit after a failed one: %s (%d, step %lld): %s", volt_status_str(st), volt_trainer_interrupted(t),
+          (long long)volt_trainer_global_step(t), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
 /* ---- what stays the process's: a second signal, handle_signals = false, its own handler ---- */
 static volatile sig_atomic_t own_calls;
 static void own_handler(int sig) { (void)sig; own_calls++; }
@@ -320,6 +402,7 @@ int main(void) {
     test_validation(ds, false);
     test_validation(ds, true);
     test_eval_and_late(ds);
+    test_lr_find_and_failure(ds);
     test_process(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();

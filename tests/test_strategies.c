@@ -1469,6 +1469,18 @@ static void test_reshard_save(const char *name, const char *path) {
         CHECK(f && same == volt_params_count(ps) && volt_st_count(f) == same, "export: %d of %d parameters bitwise equal",
               same, volt_params_count(ps));
         volt_st_close(f);
+        /* the shapes from the checkpoint's header alone: the shard index, or the single file */
+        int shapes = 0;
+        for (int i = 0; i < volt_params_count(ps); i++) {
+            volt_shape sh = { 0 };
+            shapes += volt_checkpoint_param_shape(path, volt_params_at(ps, i)->name, &sh, err, sizeof err) == VOLT_OK &&
+                      volt_shape_eq(sh, volt_params_at(ps, i)->shape);
+        }
+        CHECK(shapes == volt_params_count(ps), "%s: volt_checkpoint_param_shape right for %d of %d parameters (%s)", name, shapes,
+              volt_params_count(ps), err);
+        volt_shape sh;
+        CHECK(volt_checkpoint_param_shape(path, "no.such", &sh, err, sizeof err) == VOLT_ERR_NOT_FOUND && strstr(err, "no.such"),
+              "%s: a missing parameter: %s", name, err);
     }
     volt_trainer_destroy(t);
     volt_loader_destroy(l);

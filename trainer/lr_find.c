@@ -40,11 +40,9 @@ static double suggest(const volt_lr_find_result *r) {
     return best < 0 ? NAN : r->lrs[a + best];
 }
 
-volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
-                                 const volt_lr_find_config *cfg, volt_lr_find_result *out) {
-    if (!t) return VOLT_ERR_INVALID_ARG;
+static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                               const volt_lr_find_config *cfg, volt_lr_find_result *out) {
     t->errmsg[0] = 0;
-    if (!out || !train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
     memset(out, 0, sizeof *out);
     out->suggestion = NAN;
     volt_lr_find_config c;
@@ -117,11 +115,22 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
         t->capture_loss = false;
         if (st < 0) break;
         batch++;
-        double loss = t->captured_loss;
-        if (t->world > 1 && (st = volt__strategy_all_reduce_mean(t->strategy, &loss, 1)) < 0) {
+        /* the loss, and a pending SIGINT / SIGTERM (signals.c): with several ranks one exchange
+         * of both, so every rank stops after the same step */
+        double v[3] = { t->captured_loss, 0, 0 };
+        if (t->cfg.handle_signals) volt__signal_vote(t, v + 1);
+        if (t->world > 1 && (st = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 3 : 1)) < 0) {
             volt__terr(t, st, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
             break;
         }
+        const int sig = volt__signal_from_vote(v + 1);
+        if (sig) {
+            char where[64];
+            snprintf(where, sizeof where, "lr_find stopped after its step %lld", (long long)i);
+            st = volt__signal_stop(t, sig, where);
+            break;
+        }
+        const double loss = v[0];
         avg = beta * avg + (1 - beta) * loss;
         const double smoothed = avg / (1 - pow(beta, (double)(i + 1)));
         out->lrs[out->n] = lr;
@@ -143,4 +152,19 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
     }
     out->suggestion = suggest(out);
     return VOLT_OK;
+}
+
+volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                 const volt_lr_find_config *cfg, volt_lr_find_result *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!out || !train) {
+        t->errmsg[0] = 0;
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
+    }
+    volt__signal_arm(t);
+    t->interrupted = 0;
+    volt_status st = volt__signal_settle(t, lr_find_run(t, ops, module, train, cfg, out), "lr_find");
+    volt__signal_disarm(t);
+    if (st < 0) volt_lr_find_result_free(out);   /* a signal after the last step: no result either */
+    return st;
 }

@@ -88,11 +88,17 @@ void volt__signal_vote(volt_trainer *t, double v[2]) {
 
 int volt__signal_from_vote(const double v[2]) { return v[0] > 0 ? SIGINT : v[1] > 0 ? SIGTERM : 0; }
 
-/* The end of a call that ran to completion (st >= 0): a signal that came after the last look
- * still stops the program's next stage. Several processes: one exchange, so every rank
- * answers alike. */
+/* The end of a call. One that ran to completion (st >= 0): a signal that came after the last
+ * look still stops the program's next stage; several processes make one exchange, so every
+ * rank answers alike. One that failed keeps its own error, and a signal that came meanwhile
+ * is consumed there (volt_trainer_interrupted names it), so the next call starts clean. */
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what) {
-    if (st < 0 || !t->cfg.handle_signals) return st;
+    if (!t->cfg.handle_signals) return st;
+    if (st < 0) {
+        if (g_pending) t->interrupted = (int)g_pending;
+        g_pending = 0;
+        return st;
+    }
     double v[2];
     volt__signal_vote(t, v);
     if (t->world > 1 && t->strategy) {

@@ -272,8 +272,10 @@ VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
 VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
-/* The signal (SIGINT, SIGTERM) that stopped the last fit / validate / test / predict, which
- * then returned VOLT_ERR_INTERRUPTED; 0 when none did (Lightning's trainer.interrupted). */
+/* The signal (SIGINT, SIGTERM) that stopped the last fit / validate / test / predict /
+ * lr_find, which then returned VOLT_ERR_INTERRUPTED; 0 when none came (Lightning's
+ * trainer.interrupted). A call that failed for another reason keeps its own error, and this
+ * still names a signal that arrived while it failed. */
 VOLT_API int volt_trainer_interrupted(const volt_trainer *t);
 /* compile = true: training steps run eagerly (the first of each batch shape, and shapes past
  * the graph bound), captured (each capture also runs the step once) and replayed, since
@@ -336,7 +338,9 @@ VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops
  * suggestion before it. suggestion: the learning rate where the smoothed loss falls fastest
  * (the least gradient over the points after the first 10 and before the last, as Lightning);
  * NAN when fewer than 3 such points. Needs accumulate_grad_batches 1; steps run eagerly
- * (not captured) whatever `compile` says. */
+ * (not captured) whatever `compile` says. SIGINT / SIGTERM stop it after the running step, as
+ * they stop fit (cfg.handle_signals): the state is restored, the hidden file removed and
+ * VOLT_ERR_INTERRUPTED returned with an empty result. */
 typedef struct volt_lr_find_config {
     uint32_t version;                /* VOLT_LR_FIND_CONFIG_VERSION, set by _init */
     double min_lr;                   /* default 1e-8 */
@@ -474,6 +478,12 @@ VOLT_API void volt_ckpt_snapshot_destroy(volt_ckpt_snapshot *s);
 /* Remove a checkpoint written by volt_trainer_save_checkpoint: the file, and the folders of
  * per-rank shard files next to it ("<path>.shards-*"). ENOENT is not an error. */
 VOLT_API volt_status volt_checkpoint_remove(const char *path);
+/* The shape of parameter `name` in a checkpoint, from its header alone (no tensor bytes are
+ * read): a single file's tensor, or what a sharded checkpoint's index records. What an app
+ * needs before it builds the model (the classifier's class count for predict). Errors:
+ * VOLT_ERR_NOT_FOUND when the checkpoint has no such parameter; the file's own errors (IO,
+ * CORRUPT) otherwise; err (may be NULL) says which. */
+VOLT_API volt_status volt_checkpoint_param_shape(const char *path, const char *name, volt_shape *out, char *err, size_t errlen);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
 typedef struct volt_ckpt_resolver {
     uint32_t version;                     /* VOLT_CKPT_RESOLVER_VERSION, first */
