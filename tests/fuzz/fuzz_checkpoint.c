@@ -1,6 +1,6 @@
 /* Checkpoint load, fast path: one trainer (the reliability tests' MLP, one step trained, a
  * ModelCheckpoint) is built once; each input is loaded into it as a resume would
- * (volt__ckpt_load with full state). An input is either one safetensors file or a bundle
+ * (volt__ckpt_load with full state), after volt_checkpoint_param_shape reads its header. An input is either one safetensors file or a bundle
  * "VBNDL1\n" followed by files (u16 name length, name, u32 data length, data): the first
  * is the checkpoint (the index of a sharded one), the others are written under their name
  * beside it (one folder level; names are sanitised), so shard folders can be fuzzed too. */
@@ -76,6 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             at += dl;
         }
     } else fuzz_write(ck, data, size);
+    volt_shape sh;   /* the header-only reader an app runs before the model exists */
+    (void)volt_checkpoint_param_shape(ck, "fc1.weight", &sh, NULL, 0);
     volt__ckpt_load(T, ck, true);
     return 0;
 }
