@@ -126,7 +126,8 @@ volt_status volt__compile_check_config(volt_trainer *t) {
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: detect_anomaly reads every op's values back on the host, which a "
                           "captured step cannot: turn off compile or detect_anomaly");
     if (!volt__dev_has_graphs(t->dev))
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile needs a backend with graph capture: '%s' has none",
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile needs a backend with graph capture: '%s' has none "
+                          "(compile replays the training step as a CUDA graph: use accelerator 'cuda', or leave compile off)",
                           t->dev->be->name);
     if (volt__strategy_check_capture(t->strategy) < 0)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: %s", volt__strategy_errmsg(t->strategy));
