@@ -6,7 +6,8 @@
  * every rank and the file resumes exactly. Other errors: on one process only (with several,
  * a rank may be gone or a comm broken, and a sharded save would wait on it), and not after a
  * failure of the strategy's own collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /
- * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files). */
+ * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
+ * a fit that has no model (it failed before setting one up, or a failed load dropped it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,10 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
     oec *c = self;
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     if (volt_trainer_stage(t) != VOLT_STAGE_FIT || (cfg && cfg->fast_dev_run > 0)) return;   /* fast_dev_run: no files */
+    /* no model to save: fit failed before it existed, or a failed load dropped it (so the file
+     * a resume named, maybe this callback's own, is never replaced by fresh weights) */
+    const volt_params *ps = volt_trainer_params(t);
+    if (!ps || !volt_params_finalized(ps)) return;
     const bool interrupted = st == VOLT_ERR_INTERRUPTED;
     if (!interrupted && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
         if (volt_trainer_is_global_zero(t))

@@ -323,6 +323,40 @@ static void test_lr_find_and_failure(volt_dataset *ds) {
     volt_loader_destroy(l);
 }
 
+/* ---- OnExceptionCheckpoint saves for fit only, and only a model that exists ---------------- */
+static void test_on_exception_scope(volt_dataset *ds) {
+    char root[512], dir[600], path[700];
+    snprintf(root, sizeof root, "%s/oec", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(dir, sizeof dir, "%s/ckpts", root);
+    snprintf(path, sizeof path, "%s/on_exception.safetensors", dir);
+    volt_loader *l = make_loader(ds, 16, false, 0);
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    volt_trainer *t = make_trainer(1, root);
+    CHECK_OK(volt_add_on_exception_checkpoint(t, dir, NULL));
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m, l, NULL, NULL));
+    /* a test whose set-up fails (no such checkpoint) is the test's failure: nothing saved */
+    volt_status st = volt_trainer_test(t, &net_ops, &m, l, "/nonexistent/volt/x.safetensors");
+    CHECK(st < 0 && volt_trainer_stage(t) == VOLT_STAGE_TEST, "test from a missing file: %s, stage %d", volt_status_str(st),
+          (int)volt_trainer_stage(t));
+    CHECK(!file_exists(path), "OnExceptionCheckpoint saved after a failed test");
+    /* a fit whose resume fails to load drops its model: nothing to save, no file */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/garbage.safetensors", root);
+    FILE *f = fopen(bad, "wb");
+    CHECK(f && fwrite("not a checkpoint at all, twenty-four+ bytes", 1, 40, f) == 40, "write %s", bad);
+    if (f) fclose(f);
+    volt_trainer *t2 = make_trainer(1, root);
+    CHECK_OK(volt_add_on_exception_checkpoint(t2, dir, NULL));
+    net m2 = { .in = IN, .hidden = 8, .out = NC };
+    st = volt_trainer_fit(t2, &net_ops, &m2, l, NULL, bad);
+    CHECK(st == VOLT_ERR_CORRUPT && !file_exists(path), "fit from garbage: %s, on_exception file %d: %s", volt_status_str(st),
+          file_exists(path), volt_trainer_errmsg(t2));
+    volt_trainer_destroy(t2);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
 /* ---- what stays the process's: a second signal, handle_signals = false, its own handler ---- */
 static volatile sig_atomic_t own_calls;
 static void own_handler(int sig) { (void)sig; own_calls++; }
@@ -403,6 +437,7 @@ int main(void) {
     test_validation(ds, true);
     test_eval_and_late(ds);
     test_lr_find_and_failure(ds);
+    test_on_exception_scope(ds);
     test_process(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();

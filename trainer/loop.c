@@ -752,6 +752,7 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
     volt__signal_arm(t);
     t->interrupted = 0;
+    t->stage = VOLT_STAGE_FIT;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
     if (st < 0) on_exception(t, st);   /* still fitting: OnExceptionCheckpoint saves the loop state */
     t->fitting = false;
@@ -771,6 +772,7 @@ volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, v
                                   volt_loader *val, const char *ckpt_path) {
     volt__signal_arm(t);
     t->interrupted = 0;
+    t->stage = VOLT_STAGE_VALIDATE;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
     return eval_end(t, validate_run(t, ops, module, val, ckpt_path), "validate");
 }
 
@@ -778,6 +780,7 @@ volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void 
                               volt_loader *test, const char *ckpt_path) {
     volt__signal_arm(t);
     t->interrupted = 0;
+    t->stage = VOLT_STAGE_TEST;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
     return eval_end(t, test_run(t, ops, module, test, ckpt_path), "test");
 }
 
@@ -785,5 +788,6 @@ volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, vo
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     volt__signal_arm(t);
     t->interrupted = 0;
+    t->stage = VOLT_STAGE_PREDICT;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
     return eval_end(t, predict_run(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }
