@@ -134,7 +134,10 @@ typedef struct ck_src {
 } ck_src;
 
 /* states: read the optimizer states too (a resuming fit); without them their bytes are never
- * read nor checked (volt_st_open_some) */
+ * read nor checked (volt_st_open_some). Every header the rank opens is validated; of the
+ * tensors, only those (or the slices) this rank applies are read and checked. Collective under
+ * a distributed strategy (every rank calls it): the ranks agree on one verdict, and a bad
+ * tensor any rank found fails the open on every rank with that rank's message. */
 volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c);
 void src_close(ck_src *c);
 const ck_param *src_param(const ck_src *c, const char *name);
