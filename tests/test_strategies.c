@@ -98,6 +98,7 @@ static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_
 
 static bool g_groups;   /* mlp_opt adds parameter groups (test_groups_dist) */
 static bool g_ema;      /* make_trainer adds EMA weight averaging (test_ema_dist) */
+static int g_max_steps; /* make_trainer's max_steps when set, else STEPS */
 
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
@@ -147,7 +148,7 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config_init(&c);
     c.precision = g_precision;
     c.max_epochs = 1;
-    c.max_steps = STEPS;
+    c.max_steps = g_max_steps ? g_max_steps : STEPS;
     c.accumulate_grad_batches = ACC;
     c.gradient_clip_val = 0.05f;        /* small: clipping is active every step */
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
@@ -1677,6 +1678,52 @@ static void test_verdict(const char *name, const char *path) {
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    /* a single file under the same strategy: the copy's state at step 3 saved unsharded by a
+     * single run on rank 0 (that loads it and trains nothing); each rank checks and reads only
+     * the optimizer states of its own range, and the resumed run ends bitwise where the resume
+     * from the shards did */
+    char spath[1300];
+    snprintf(spath, sizeof spath, "%.1200s.single", cpath);
+    if (g_rank == 0) {
+        g_max_steps = 3;
+        mlp m1 = { 0 };
+        volt_trainer *t1 = make_trainer("single", vtest_tmpdir());
+        volt_loader *l1 = make_loader(ds, GB);
+        g_max_steps = 0;
+        CHECK(t1 && l1 && volt_trainer_fit(t1, &mlp_ops, &m1, l1, NULL, cpath) == VOLT_OK && m1.n_losses == 0,
+              "single loads the shards at step 3: %s", t1 ? volt_trainer_errmsg(t1) : "");
+        CHECK(t1 && volt_trainer_save_checkpoint(t1, spath) == VOLT_OK, "save %s: %s", spath, t1 ? volt_trainer_errmsg(t1) : "");
+        volt_trainer_destroy(t1);
+        volt_loader_destroy(l1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t file_bytes = 0;
+    volt_st_file *sf = NULL;
+    CHECK_OK(volt_st_open(spath, &sf, err, sizeof err));
+    for (int i = 0; sf && i < volt_st_count(sf); i++) {
+        volt_st_info info;
+        volt_st_find(sf, volt_st_name(sf, i), &info);
+        file_bytes += info.nbytes;
+    }
+    volt_st_close(sf);
+    mlp m2 = { 0 };
+    volt_trainer *t2 = make_trainer(name, vtest_tmpdir());
+    volt__st_check_read_bytes(true);
+    st = t2 ? volt_trainer_fit(t2, &mlp_ops, &m2, l, NULL, spath) : VOLT_ERR_STATE;
+    const uint64_t checked1 = volt__st_check_read_bytes(false);
+    CHECK(st == VOLT_OK, "%s resume from the single file: %s", name, t2 ? volt_trainer_errmsg(t2) : "");
+    /* a state tensor is per parameter here: a rank whose range touches it checks it whole */
+    unsigned long long sum = 0, mine1 = (unsigned long long)checked1;
+    MPI_Allreduce(&mine1, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(checked1 > 0 && checked1 <= file_bytes && sum < (unsigned long long)g_world * file_bytes,
+          "%s on %d: rank %d checked %llu bytes of the single file's %llu, the ranks %llu of %llu", name, g_world, g_rank,
+          mine1, (unsigned long long)file_bytes, sum, (unsigned long long)g_world * file_bytes);
+    if (st == VOLT_OK) copy_params(volt_trainer_params(t2), after);
+    CHECK(st == VOLT_OK && !memcmp(before, after, sizeof(float) * (size_t)n0),
+          "rank %d: resumed from the single file, the run ends bitwise where the resume from the shards did", g_rank);
+    printf("verdict %s np%d: from the single file rank %d checked %llu of %llu bytes\n", name, g_world, g_rank,
+           (unsigned long long)checked1, (unsigned long long)file_bytes);
+    volt_trainer_destroy(t2);
     free(before);
     free(after);
     cJSON_Delete(js);
