@@ -1558,6 +1558,22 @@ static bool verdict_reads(volt_trainer *t, const cJSON *units, const char *uname
     return false;
 }
 
+/* Flip the byte at `at` of file; the check hook does it on one rank after the check of g_vd_when. */
+static void vd_flip(const char *file, long at) {
+    FILE *fp = at > 0 ? fopen(file, "r+b") : NULL;
+    int ch = fp && fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+    CHECK(ch != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(ch ^ 0x40, fp) != EOF, "flip byte %ld of %s", at, file);
+    if (fp) fclose(fp);
+}
+static char g_vd_when[1400], g_vd_file[1400];
+static long g_vd_at;
+static void verdict_flip(const char *path, void *ctx) {
+    (void)ctx;
+    if (strcmp(path, g_vd_when)) return;
+    vd_flip(g_vd_file, g_vd_at);
+    g_vd_when[0] = 0;
+}
+
 static void test_verdict(const char *name, const char *path) {
     char dir[4096], cdir[1000], cpath[1200], shard[8][1400], orig[8][4200], err[512];
     const int n = shard_dir_files(path, dir, sizeof dir);
@@ -1634,21 +1650,29 @@ static void test_verdict(const char *name, const char *path) {
     int64_t n0 = volt_params_numel(volt_trainer_params(t));
     float *before = malloc(sizeof(float) * (size_t)n0), *after = malloc(sizeof(float) * (size_t)n0);
     copy_params(volt_trainer_params(t), before);
-    for (int round = 0; victim > 0 && round < 2; round++) {
-        const int bad = round == 0 ? vshard : 1;
-        if (g_rank == 0) {
-            if (round == 0) {   /* a flipped byte in the middle of the victim's tensor */
-                volt_st_file *f = NULL;
-                volt_st_info info;
-                long at = -1;
-                if (volt_st_open(shard[bad], &f, err, sizeof err) == VOLT_OK && volt_st_find(f, victim_tensor, &info) == VOLT_OK)
-                    at = (long)(f->base + (uint64_t)((const unsigned char *)info.data - f->data) + info.nbytes / 2);
-                volt_st_close(f);
-                FILE *fp = at > 0 ? fopen(shard[bad], "r+b") : NULL;
-                int ch = fp && fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
-                CHECK(ch != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(ch ^ 0x40, fp) != EOF, "flip a byte of %s", victim_tensor);
-                if (fp) fclose(fp);
-            } else {
+    /* the middle byte of the victim's tensor */
+    long at = -1;
+    if (victim > 0) {
+        volt_st_file *f = NULL;
+        volt_st_info info;
+        if (volt_st_open(shard[vshard], &f, err, sizeof err) == VOLT_OK && volt_st_find(f, victim_tensor, &info) == VOLT_OK)
+            at = (long)(f->base + (uint64_t)((const unsigned char *)info.data - f->data) + info.nbytes / 2);
+        volt_st_close(f);
+    }
+    /* rounds: a flipped byte in the victim's tensor; a shard cut short; the victim's tensor
+     * changed on the victim's rank after its check (only that rank's apply fails) */
+    static const char *what[3] = { "flipped byte", "cut short", "changed after the check" };
+    for (int round = 0; victim > 0 && round < 3; round++) {
+        const int bad = round == 1 ? 1 : vshard;
+        if (round == 2 && g_rank == victim) {
+            snprintf(g_vd_when, sizeof g_vd_when, "%s", shard[n - 1]);   /* after the last shard's check */
+            snprintf(g_vd_file, sizeof g_vd_file, "%s", shard[bad]);
+            g_vd_at = at;
+            volt__st_set_check_hook(verdict_flip, NULL);
+        }
+        if (g_rank == 0 && round < 2) {
+            if (round == 0) vd_flip(shard[bad], at);
+            else {
                 struct stat sb;
                 CHECK(stat(shard[bad], &sb) == 0 && truncate(shard[bad], sb.st_size - 16) == 0, "cut shard %d short", bad);
             }
@@ -1656,24 +1680,28 @@ static void test_verdict(const char *name, const char *path) {
         MPI_Barrier(MPI_COMM_WORLD);
         const int losses = m.n_losses;
         st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, cpath);
+        volt__st_set_check_hook(NULL, NULL);
         char msg[1024], msg0[1024];
         snprintf(msg, sizeof msg, "%s", volt_trainer_errmsg(t));
         memcpy(msg0, msg, sizeof msg);
         MPI_Bcast(msg0, sizeof msg0, MPI_CHAR, 0, MPI_COMM_WORLD);
-        CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, shard[bad]) && strstr(msg, round == 0 ? "crc mismatch" : "truncated") &&
-              (round || strstr(msg, victim_tensor)), "%s np%d rank %d: %s: %s (%s)", name, g_world, g_rank,
-              round == 0 ? "flipped byte" : "cut short", msg, volt_status_str(st));
-        char found[64];
-        snprintf(found, sizeof found, "(rank %d of %d found it", round == 0 ? victim : 0, g_world);
+        static const char *says[3] = { "crc mismatch", "truncated", "changed after it was checked" };
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, shard[bad]) && strstr(msg, says[round]) && (round == 1 || strstr(msg, victim_tensor)),
+              "%s np%d rank %d: %s: %s (%s)", name, g_world, g_rank, what[round], msg, volt_status_str(st));
+        char found[100];
+        snprintf(found, sizeof found, "(rank %d of %d found it; %s)", round == 1 ? 0 : victim, g_world,
+                 round < 2 ? "no rank applied anything" : "every rank drops its model");
         CHECK(strstr(msg, found) != NULL, "rank %d: the message says who found it (%s): %s", g_rank, found, msg);
         CHECK(!strcmp(msg, msg0), "rank %d's message is rank 0's:\n  %s\n  %s", g_rank, msg, msg0);
         CHECK(m.n_losses == losses, "rank %d: no training from a damaged checkpoint", g_rank);
-        CHECK(volt_trainer_params(t) != NULL, "rank %d: the model is kept", g_rank);
-        if (volt_trainer_params(t)) copy_params(volt_trainer_params(t), after);
-        CHECK(!memcmp(before, after, sizeof(float) * (size_t)n0), "rank %d: %s: the parameters are untouched", g_rank,
-              round == 0 ? "flipped byte" : "cut short");
+        if (round == 2) CHECK(volt_trainer_params(t) == NULL, "rank %d: the half-replaced model is dropped on every rank", g_rank);
+        else {
+            CHECK(volt_trainer_params(t) != NULL, "rank %d: the model is kept", g_rank);
+            if (volt_trainer_params(t)) copy_params(volt_trainer_params(t), after);
+            CHECK(!memcmp(before, after, sizeof(float) * (size_t)n0), "rank %d: %s: the parameters are untouched", g_rank, what[round]);
+        }
         if (g_rank == 0) {
-            printf("verdict %s np%d, %s: %s\n", name, g_world, round == 0 ? "flipped byte" : "cut short", msg);
+            printf("verdict %s np%d, %s: %s\n", name, g_world, what[round], msg);
             CHECK(copy_file(orig[bad], shard[bad]), "restore shard %d", bad);
         }
         MPI_Barrier(MPI_COMM_WORLD);

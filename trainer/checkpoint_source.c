@@ -84,7 +84,7 @@ static bool all_tensors(const char *name, void *ctx) { (void)name; (void)ctx; re
  * parameters; none at all from a shard it holds nothing of). Everything else in a shard is left
  * in the file (volt__st_leave): neither read nor checked, here or by the reads that apply. A
  * kept slice is still checked by reading its whole tensor against the stored crc. The ranks
- * then agree on one verdict (src_verdict) before any of them applies anything. */
+ * then agree on one verdict (src_agree) before any of them applies anything. */
 static volt_status keep_read_slices(volt_trainer *t, ck_src *c) {
     const int K = c->states_read && t->opt ? volt_optimizer_state_count(t->opt) : 0, S = K + 1;   /* 0: values; 1 + k: state k */
     const size_t cells = (size_t)c->world * (size_t)(c->n_units ? c->n_units : 1) * (size_t)S;
@@ -150,13 +150,14 @@ static void keep_state_ranges(volt_trainer *t, ck_src *c) {
 }
 
 /* One verdict for every rank. Each rank checked only what it applies, so a bad tensor may be
- * seen by one rank alone; before anything is applied the ranks agree: an all-reduce of one flag
+ * seen by one rank alone; before anything is applied the ranks agree (and again after the
+ * apply, volt__ckpt_load, in case a file changed in between): an all-reduce of one flag
  * per rank (rank r's slot is nonzero when its open failed), then the lowest failing rank
  * broadcasts its status and message and every rank fails with the same words. A rank that died
  * or stalls makes the all-reduce time out on the others (VOLT_COMM_TIMEOUT): an error naming the
  * checkpoint, never a hang. st: this rank's result so far (its message on t). */
 enum { VERDICT_MSG = 1024 };
-static volt_status src_verdict(volt_trainer *t, const char *path, volt_status st) {
+volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
     const int W = t->world;
     double *bad = calloc((size_t)W, sizeof *bad);
@@ -183,8 +184,7 @@ static volt_status src_verdict(volt_trainer *t, const char *path, volt_status st
                           "applied (strategy '%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
     v.msg[VERDICT_MSG - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; no rank applied anything)", v.msg,
-                      root, W);
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, W, outcome);
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -326,7 +326,7 @@ static volt_status src_open_local(volt_trainer *t, const char *path, bool states
 
 volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) {
     volt_status st = src_open_local(t, path, states, c);
-    if ((st = src_verdict(t, path, st)) < 0 && c->path) src_close(c);   /* another rank's verdict: nothing applied here */
+    if ((st = src_agree(t, path, st, "no rank applied anything")) < 0 && c->path) src_close(c);   /* another rank's verdict */
     return st;
 }
 
