@@ -157,34 +157,38 @@ static void keep_state_ranges(volt_trainer *t, ck_src *c) {
  * or stalls makes the all-reduce time out on the others (VOLT_COMM_TIMEOUT): an error naming the
  * checkpoint, never a hang. st: this rank's result so far (its message on t). */
 enum { VERDICT_MSG = 1024 };
+typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
 volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
     const int W = t->world;
-    double *bad = calloc((size_t)W, sizeof *bad);
+    /* one heap block for both collectives, never on the stack: a collective that timed out is
+     * abandoned, not cancelled, and MPI may still write into its buffer later (at finalize);
+     * after a comm failure the block is left allocated on purpose */
+    double *bad = calloc(1, (size_t)W * sizeof *bad + sizeof(verdict_msg));
     if (!bad) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the load's verdict)", path);
+    verdict_msg *v = (verdict_msg *)(bad + W);
     bad[t->rank] = st < 0 ? 1.0 : 0.0;
     volt_status cs = volt__strategy_all_reduce_mean(t->strategy, bad, W);
     int root = -1;
     for (int r = 0; cs >= 0 && r < W && root < 0; r++)
         if (bad[r] > 0) root = r;
-    free(bad);
-    struct { int32_t st; char msg[VERDICT_MSG]; } v;
-    memset(&v, 0, sizeof v);
-    if (cs >= 0 && root < 0) return VOLT_OK;
+    if (cs >= 0 && root < 0) { free(bad); return VOLT_OK; }
     if (cs >= 0) {
         if (t->rank == root) {
-            v.st = st;
-            snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
+            v->st = st;
+            snprintf(v->msg, sizeof v->msg, "%s", t->errmsg);
         }
-        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root);
+        cs = volt__strategy_broadcast(t->strategy, v, sizeof *v, root);
     }
-    if (cs < 0) {
+    if (cs < 0) {   /* bad stays allocated (above) */
         if (st < 0) return st;   /* this rank's own error stays the one reported */
-        return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree that every part of it is intact, so nothing was "
-                          "applied (strategy '%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+        return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree whether every rank read it intact (strategy "
+                          "'%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
-    v.msg[VERDICT_MSG - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, W, outcome);
+    v->msg[VERDICT_MSG - 1] = 0;
+    st = volt__terr(t, v->st < 0 ? v->st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v->msg, root, W, outcome);
+    free(bad);
+    return st;
 }
 
 /* Parse and check the layout, open and verify every shard. */
