@@ -8,7 +8,8 @@
  * checked against the stored crc, even when only a slice is read, and a file changed between
  * the check and the read is caught. A file from elsewhere keeps no crcs: the check then only
  * establishes that every byte is there and what the bytes were, and the read that they did not
- * change since. */
+ * change since. A tensor no read will use can be left (volt__st_leave): the check skips it and
+ * a read of it is refused, so nothing unchecked is ever used. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 
 /* ---- the largest buffer read into, and the tests' hook ------------------------------------------ */
 static size_t st_peak;
-static uint64_t st_deferred_bytes;
+static uint64_t st_deferred_bytes, st_check_bytes;
 static void (*st_check_hook)(const char *path, void *ctx);
 static void *st_check_hook_ctx;
 
@@ -35,6 +36,10 @@ size_t volt__st_read_peak(bool reset) {
 
 uint64_t volt__st_deferred_read_bytes(bool reset) {
     return reset ? __atomic_exchange_n(&st_deferred_bytes, 0, __ATOMIC_RELAXED) : __atomic_load_n(&st_deferred_bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t volt__st_check_read_bytes(bool reset) {
+    return reset ? __atomic_exchange_n(&st_check_bytes, 0, __ATOMIC_RELAXED) : __atomic_load_n(&st_check_bytes, __ATOMIC_RELAXED);
 }
 
 void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx) {
@@ -54,6 +59,7 @@ int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *whole, uint
     for (uint64_t at = 0; at < n && r > 0; at += cap) {
         const size_t m = n - at < cap ? (size_t)(n - at) : cap;
         if ((r = st_pread_full(f->fd, buf, m, f->base + e->begin + at)) <= 0) break;
+        __atomic_fetch_add(&st_check_bytes, (uint64_t)m, __ATOMIC_RELAXED);
         c = crc32(c, buf, (uInt)m);
         const uint64_t a = e->ka > at ? e->ka : at, b = e->kb < at + m ? e->kb : at + m;   /* the kept bytes in it */
         if (a < b) k = crc32(k, buf + (a - at), (uInt)(b - a));
@@ -65,7 +71,7 @@ int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *whole, uint
 }
 
 static volt_status st_check_entry(volt_st_file *f, st_rentry *e, char *err, size_t errlen) {
-    if (e->unread) return VOLT_OK;
+    if (e->unread || e->left) return VOLT_OK;
     if (!e->deferred) return volt_st_verify(f, e->name, err, errlen);
     uint32_t w = 0, got = 0, kept = 0;
     int has = st_expected_crc(f, e, &w, err, errlen);
@@ -115,13 +121,27 @@ volt_status volt__st_keep_range(volt_st_file *f, const char *name, uint64_t a, u
     if (a > b || b > e->end - e->begin || a % es || b % es) return VOLT_ERR_INVALID_ARG;
     e->ka = a;
     e->kb = b;
+    e->left = false;
+    return VOLT_OK;
+}
+
+volt_status volt__st_leave(volt_st_file *f, const char *name) {
+    if (!f) return VOLT_ERR_STATE;
+    if (!name) {
+        for (int i = 0; i < f->n; i++)
+            if (f->t[i].deferred && !f->t[i].checked) f->t[i].left = true;
+        return VOLT_OK;
+    }
+    st_rentry *e = (st_rentry *)st_lookup(f, name);
+    if (!e || !e->deferred || e->checked) return VOLT_ERR_STATE;
+    e->left = true;
     return VOLT_OK;
 }
 
 size_t volt__st_deferred_max_bytes(const volt_st_file *f) {
     size_t m = 0;
     for (int i = 0; f && i < f->n; i++)
-        if (f->t[i].deferred && f->t[i].kb - f->t[i].ka > m) m = (size_t)(f->t[i].kb - f->t[i].ka);
+        if (f->t[i].deferred && !f->t[i].left && f->t[i].kb - f->t[i].ka > m) m = (size_t)(f->t[i].kb - f->t[i].ka);
     return m;
 }
 
@@ -131,6 +151,9 @@ volt_status volt_st_read_deferred(const volt_st_file *f, const char *name, void 
     if (!e) return st_fail(err, errlen, VOLT_ERR_NOT_FOUND, "file '%s': no tensor '%s'", f->path, name);
     if (!e->deferred || f->fd < 0)
         return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' is not deferred", f->path, name);
+    if (e->left)
+        return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' was left unread and unchecked (volt__st_leave)",
+                       f->path, name);
     if (!e->checked)
         return st_fail(err, errlen, VOLT_ERR_STATE, "file '%s': tensor '%s' read before volt_st_check", f->path, name);
     const size_t n = (size_t)(e->kb - e->ka);

@@ -65,6 +65,7 @@ typedef struct st_rentry {
     bool unread;           /* volt_st_open_some left its bytes in the file */
     bool deferred;         /* volt_st_open_deferred left them in the file, to be read one by one */
     bool checked;          /* deferred: volt_st_check read it through; kcrc is what it saw */
+    bool left;             /* deferred: no read will use it (volt__st_leave): not checked, not readable */
     uint64_t ka, kb;       /* deferred: the bytes [ka, kb) of the tensor a read gives (volt__st_keep_range) */
     uint32_t kcrc;         /* crc32 of bytes [ka, kb) as volt_st_check read them */
 } st_rentry;
@@ -99,6 +100,12 @@ int st_file_crc(const volt_st_file *f, const st_rentry *e, uint32_t *whole, uint
  * shard when resharding). VOLT_ERR_STATE when not deferred or already checked, _INVALID_ARG out
  * of range or not on an element boundary. */
 volt_status volt__st_keep_range(volt_st_file *f, const char *name, uint64_t a, uint64_t b);
+/* No read of this file will use deferred tensor `name` (NULL: any deferred tensor): volt_st_check
+ * leaves its bytes in the file unread and unchecked, and volt_st_read_deferred refuses it. A
+ * later volt__st_keep_range takes it back. A load under a sharding strategy checks only what its
+ * rank applies (trainer/checkpoint_source.c); the ranks then agree on one verdict.
+ * VOLT_ERR_STATE when not deferred or already checked. */
+volt_status volt__st_leave(volt_st_file *f, const char *name);
 /* The most bytes a read of a deferred tensor gives (its kept range; 0 when none). */
 size_t volt__st_deferred_max_bytes(const volt_st_file *f);
 /* The largest single buffer the reader filled from a file in this process since the last reset
@@ -109,6 +116,9 @@ void volt__st_note_read(size_t n);
 /* The bytes volt_st_read_deferred gave in this process since the last reset (the reads that
  * apply, not the check's): a resharding rank reads only the slices it applies. */
 uint64_t volt__st_deferred_read_bytes(bool reset);
+/* The bytes volt_st_check read from files in this process since the last reset (each checked
+ * tensor whole): a rank under a sharding strategy checks only what it applies. */
+uint64_t volt__st_check_read_bytes(bool reset);
 /* Tests: fn runs at the end of every successful volt_st_check (between the check and the
  * reads), e.g. to change the file. NULL clears it. Process-wide; not thread-safe. */
 void volt__st_set_check_hook(void (*fn)(const char *path, void *ctx), void *ctx);

@@ -109,7 +109,19 @@ set_tests_properties(test_reshard_save_fsdp_np3 PROPERTIES FIXTURES_SETUP volt_r
 add_test(NAME test_reshard_corrupt_shard COMMAND ${_volt_ts} reshard_corrupt ${_volt_ckpt})
 set_tests_properties(test_reshard_corrupt_shard PROPERTIES TIMEOUT 60 LABELS "mpi"
   ENVIRONMENT "OMP_NUM_THREADS=1;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_reshard_corrupt")
-set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_zero2_np2 test_reshard_resume_single test_reshard_corrupt_shard PROPERTIES FIXTURES_REQUIRED volt_reshard)
+# Each rank checks only what it applies, then all agree (one verdict): fsdp on 3 from the 3 shards
+# (same world), zero2 on 2 (resharding). A flipped byte in a state only rank 1 applies, a shard cut
+# short: every rank fails with the same message naming the shard (and tensor), parameters untouched.
+volt_mpi_test(test_verdict_fsdp_np3 3 90 verdict fsdp ${_volt_ckpt})
+volt_mpi_test(test_verdict_zero2_np2 2 90 verdict zero2 ${_volt_ckpt})
+# Rank 1 stalls inside the load past the comm timeout: the others fail in the verdict within it.
+# (tests/fault_verdict.sh: the finalize after a broken collective may end a rank with status 1)
+add_test(NAME test_fault_verdict_fsdp_np3 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fault_verdict.sh ${VOLT_MPIRUN} ${_volt_ts}
+  fsdp ${_volt_ckpt})
+set_tests_properties(test_fault_verdict_fsdp_np3 PROPERTIES ENVIRONMENT "${_volt_mpi_env};VOLT_COMM_TIMEOUT=2"
+  PROCESSORS 3 TIMEOUT 90 LABELS "mpi")
+set_tests_properties(test_reshard_resume_ddp_np2 test_reshard_resume_zero2_np2 test_reshard_resume_single test_reshard_corrupt_shard
+  test_verdict_fsdp_np3 test_verdict_zero2_np2 test_fault_verdict_fsdp_np3 PROPERTIES FIXTURES_REQUIRED volt_reshard)
 
 # Memory actually held (resident pages of the unit buffers) under every strategy, 3 ranks.
 volt_mpi_test(test_memory_held_np3 3 90 memory)

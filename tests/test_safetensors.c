@@ -1060,6 +1060,25 @@ static void test_deferred(void) {
     CHECK(f && volt__st_keep_range(f, "big", ka, kb) == VOLT_OK && volt_st_check(f, err, sizeof err) == VOLT_ERR_CORRUPT &&
           strstr(err, "crc mismatch") && strstr(err, "'big'"), "damage outside the slice fails the check: %s", err);
     volt_st_close(f);
+    /* the damaged tensor left (no read will use it): the check neither reads nor judges it, a
+     * read of it is refused; kept again, it is checked */
+    f = NULL;
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    volt__st_check_read_bytes(true);
+    CHECK(f && volt__st_leave(f, "big") == VOLT_OK && volt__st_deferred_max_bytes(f) == sizeof a &&
+          volt_st_check(f, err, sizeof err) == VOLT_OK, "a left tensor is not checked: %s", err);
+    CHECK(volt__st_check_read_bytes(false) == sizeof a, "the check read %llu bytes, a's %zu",
+          (unsigned long long)volt__st_check_read_bytes(false), sizeof a);
+    CHECK(f && volt_st_read_deferred(f, "big", got, sizeof(float) * BIG, err, sizeof err) == VOLT_ERR_STATE &&
+          strstr(err, "left unread"), "a left tensor is not read: %s", err);
+    CHECK(f && volt__st_leave(f, "a") == VOLT_ERR_STATE, "nothing is left after the check");
+    volt_st_close(f);
+    f = NULL;
+    CHECK_OK(volt_st_open_deferred(p, NULL, defer_all, NULL, &f, err, sizeof err));
+    CHECK(f && volt__st_leave(f, NULL) == VOLT_OK && volt__st_keep_range(f, "big", ka, kb) == VOLT_OK &&
+          volt_st_check(f, err, sizeof err) == VOLT_ERR_CORRUPT && strstr(err, "'big'"), "kept again, it is checked: %s", err);
+    CHECK(f && volt_st_read_deferred(f, "a", got, sizeof a, err, sizeof err) == VOLT_ERR_STATE, "a (left) is not read: %s", err);
+    volt_st_close(f);
     /* cut short after the check: the read says so */
     b[big_at + 10] ^= 0x20;
     spit(p, b, n);

@@ -98,6 +98,7 @@ static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_
 
 static bool g_groups;   /* mlp_opt adds parameter groups (test_groups_dist) */
 static bool g_ema;      /* make_trainer adds EMA weight averaging (test_ema_dist) */
+static int g_max_steps; /* make_trainer's max_steps when set, else STEPS */
 
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
@@ -147,7 +148,7 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config_init(&c);
     c.precision = g_precision;
     c.max_epochs = 1;
-    c.max_steps = STEPS;
+    c.max_steps = g_max_steps ? g_max_steps : STEPS;
     c.accumulate_grad_batches = ACC;
     c.gradient_clip_val = 0.05f;        /* small: clipping is active every step */
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
@@ -1545,6 +1546,280 @@ static void test_reshard_resume(const char *name, const char *path) {
 }
 
 #ifdef VOLT_HAVE_MPI
+/* ---- one verdict: each rank checks only what it applies ------------------------------------------
+ * The reshard fixture (fsdp on 3 ranks) resumed under `name` on this many ranks from a copy. A
+ * good resume first: each rank checked (read against the crcs) only the tensors it applies, less
+ * than the shards hold. Then damage the copy: a flipped byte in an optimizer state that exactly
+ * one rank other than 0 applies (only that rank can see it), and a shard cut short (a header
+ * every rank reads): every rank fails with the same message, naming the shard file (and the
+ * tensor), and no rank's parameters changed. */
+static bool verdict_reads(volt_trainer *t, const cJSON *units, const char *uname, int shard, int k) {
+    const cJSON *un = NULL, *x;
+    cJSON_ArrayForEach(x, units) if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "name")), uname)) un = x;
+    const cJSON *rg = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(un, "ranges"), shard);
+    const int64_t slo = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(rg, 0)), shi = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(rg, 1));
+    volt_params *ps = t->ps;
+    for (int i = 0; un && i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        if (strcmp(volt_unit_name(p->unit), uname)) continue;
+        int64_t lo = 0, hi = 0, off = volt_param_offset(p), n = volt_tensor_numel(p);
+        if (!volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi)) continue;
+        const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+        if (a < b && (a > slo ? a : slo) < (b < shi ? b : shi)) return true;   /* the saved layout is the model's */
+    }
+    return false;
+}
+
+/* Flip the byte at `at` of file; the check hook does it on one rank after the check of g_vd_when. */
+static void vd_flip(const char *file, long at) {
+    FILE *fp = at > 0 ? fopen(file, "r+b") : NULL;
+    int ch = fp && fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+    CHECK(ch != EOF && fseek(fp, at, SEEK_SET) == 0 && fputc(ch ^ 0x40, fp) != EOF, "flip byte %ld of %s", at, file);
+    if (fp) fclose(fp);
+}
+static char g_vd_when[1400], g_vd_file[1400];
+static long g_vd_at;
+static void verdict_flip(const char *path, void *ctx) {
+    (void)ctx;
+    if (strcmp(path, g_vd_when)) return;
+    vd_flip(g_vd_file, g_vd_at);
+    g_vd_when[0] = 0;
+}
+
+static void test_verdict(const char *name, const char *path) {
+    char dir[4096], cdir[1000], cpath[1200], shard[8][1400], orig[8][4200], err[512];
+    const int n = shard_dir_files(path, dir, sizeof dir);
+    CHECK(n >= 2 && n <= 8, "a sharded checkpoint with 2 to 8 shards at %s (%d)", path, n);
+    if (n < 2 || n > 8) return;
+    snprintf(cdir, sizeof cdir, "%.900s/verdict_%.20s_np%d", vtest_tmpdir(), name, g_world);
+    snprintf(cpath, sizeof cpath, "%.1000s/%.90s", cdir, strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    char sdir[1200];
+    snprintf(sdir, sizeof sdir, "%.1000s/%.90s", cdir, strrchr(dir, '/') + 1);
+    for (int r = 0; r < n; r++) {
+        snprintf(orig[r], sizeof orig[r], "%.4000s/rank%05d-of-%05d.safetensors", dir, r, n);
+        snprintf(shard[r], sizeof shard[r], "%.1200s/rank%05d-of-%05d.safetensors", sdir, r, n);
+    }
+    if (g_rank == 0) {
+        vtest_fresh_dir(cdir);
+        mkdir(sdir, 0755);
+        CHECK(copy_file(path, cpath), "copy the index");
+        for (int r = 0; r < n; r++) CHECK(copy_file(orig[r], shard[r]), "copy shard %d", r);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_st_file *ix = NULL;
+    cJSON *js = volt_st_open(path, &ix, err, sizeof err) == VOLT_OK ? cJSON_Parse(volt_st_meta(ix, "volt.shards")) : NULL;
+    volt_st_close(ix);
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(js, "units");
+    CHECK(units != NULL, "the fixture's shard index");
+    /* the shards' tensor bytes: the parameters', and the optimizer states' of each shard */
+    uint64_t params_bytes = 0, state_bytes[8] = { 0 }, all = 0;
+    for (int r = 0; r < n; r++) {
+        volt_st_file *f = NULL;
+        CHECK_OK(volt_st_open(orig[r], &f, err, sizeof err));
+        for (int i = 0; f && i < volt_st_count(f); i++) {
+            volt_st_info info;
+            volt_st_find(f, volt_st_name(f, i), &info);
+            *(strncmp(volt_st_name(f, i), "params.", 7) ? &state_bytes[r] : &params_bytes) += info.nbytes;
+            all += info.nbytes;
+        }
+        volt_st_close(f);
+    }
+    volt_dataset *ds = make_data();
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world);
+    if (!t || !l || !units) return;
+    volt__st_check_read_bytes(true);
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, cpath);
+    const uint64_t checked = volt__st_check_read_bytes(false);
+    CHECK(st == VOLT_OK, "%s resume from the copy: %s", name, volt_trainer_errmsg(t));
+    /* same world: this rank's own shard's states and the parameters; resharding: less than all */
+    const bool same = n == g_world && strcmp(name, "ddp");
+    CHECK(checked > 0 && checked < all && (!same || checked <= params_bytes + state_bytes[g_rank]),
+          "%s on %d: rank %d checked %llu bytes; the shards hold %llu (parameters %llu, its own shard's states %llu)", name,
+          g_world, g_rank, (unsigned long long)checked, (unsigned long long)all, (unsigned long long)params_bytes,
+          (unsigned long long)state_bytes[g_rank % n]);
+    printf("verdict %s np%d: rank %d checked %llu of the shards' %llu bytes\n", name, g_world, g_rank,
+           (unsigned long long)checked, (unsigned long long)all);
+    /* a state tensor of one shard that exactly one rank applies: rank 1 where one is, else another but 0 */
+    char victim_tensor[300] = "";
+    int victim = -1, vshard = -1;
+    for (int pass = 0; pass < 2 && victim < 0; pass++)
+    for (int s = 0; s < n && victim < 0; s++)
+        for (int u = 0; u < volt_params_unit_count(t->ps) && victim < 0; u++) {
+            const char *un = volt_unit_name(volt_params_unit_at(t->ps, u));
+            int mine = verdict_reads(t, units, un, s, 0), readers[64] = { 0 };
+            MPI_Allgather(&mine, 1, MPI_INT, readers, 1, MPI_INT, MPI_COMM_WORLD);
+            int cnt = 0, who = -1;
+            for (int r = 0; r < g_world; r++) if (readers[r]) { cnt++; who = r; }
+            if (cnt == 1 && (pass ? who > 0 : who == 1)) {
+                victim = who;
+                vshard = s;
+                snprintf(victim_tensor, sizeof victim_tensor, "optimizer.%s.%.200s", volt_optimizer_state_name(t->opt, 0), un);
+            }
+        }
+    CHECK(victim > 0, "%s on %d: some shard's state is applied by one rank other than 0 alone", name, g_world);
+    int64_t n0 = volt_params_numel(volt_trainer_params(t));
+    float *before = malloc(sizeof(float) * (size_t)n0), *after = malloc(sizeof(float) * (size_t)n0);
+    copy_params(volt_trainer_params(t), before);
+    /* the middle byte of the victim's tensor */
+    long at = -1;
+    if (victim > 0) {
+        volt_st_file *f = NULL;
+        volt_st_info info;
+        if (volt_st_open(shard[vshard], &f, err, sizeof err) == VOLT_OK && volt_st_find(f, victim_tensor, &info) == VOLT_OK)
+            at = (long)(f->base + (uint64_t)((const unsigned char *)info.data - f->data) + info.nbytes / 2);
+        volt_st_close(f);
+    }
+    /* rounds: a flipped byte in the victim's tensor; a shard cut short; the victim's tensor
+     * changed on the victim's rank after its check (only that rank's apply fails) */
+    static const char *what[3] = { "flipped byte", "cut short", "changed after the check" };
+    for (int round = 0; victim > 0 && round < 3; round++) {
+        const int bad = round == 1 ? 1 : vshard;
+        if (round == 2 && g_rank == victim) {
+            snprintf(g_vd_when, sizeof g_vd_when, "%s", shard[n - 1]);   /* after the last shard's check */
+            snprintf(g_vd_file, sizeof g_vd_file, "%s", shard[bad]);
+            g_vd_at = at;
+            volt__st_set_check_hook(verdict_flip, NULL);
+        }
+        if (g_rank == 0 && round < 2) {
+            if (round == 0) vd_flip(shard[bad], at);
+            else {
+                struct stat sb;
+                CHECK(stat(shard[bad], &sb) == 0 && truncate(shard[bad], sb.st_size - 16) == 0, "cut shard %d short", bad);
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        const int losses = m.n_losses;
+        st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, cpath);
+        volt__st_set_check_hook(NULL, NULL);
+        char msg[1024], msg0[1024];
+        snprintf(msg, sizeof msg, "%s", volt_trainer_errmsg(t));
+        memcpy(msg0, msg, sizeof msg);
+        MPI_Bcast(msg0, sizeof msg0, MPI_CHAR, 0, MPI_COMM_WORLD);
+        static const char *says[3] = { "crc mismatch", "truncated", "changed after it was checked" };
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(msg, shard[bad]) && strstr(msg, says[round]) && (round == 1 || strstr(msg, victim_tensor)),
+              "%s np%d rank %d: %s: %s (%s)", name, g_world, g_rank, what[round], msg, volt_status_str(st));
+        char found[100];
+        snprintf(found, sizeof found, "(rank %d of %d found it; %s)", round == 1 ? 0 : victim, g_world,
+                 round < 2 ? "no rank applied anything" : "every rank drops its model");
+        CHECK(strstr(msg, found) != NULL, "rank %d: the message says who found it (%s): %s", g_rank, found, msg);
+        CHECK(!strcmp(msg, msg0), "rank %d's message is rank 0's:\n  %s\n  %s", g_rank, msg, msg0);
+        CHECK(m.n_losses == losses, "rank %d: no training from a damaged checkpoint", g_rank);
+        if (round == 2) CHECK(volt_trainer_params(t) == NULL, "rank %d: the half-replaced model is dropped on every rank", g_rank);
+        else {
+            CHECK(volt_trainer_params(t) != NULL, "rank %d: the model is kept", g_rank);
+            if (volt_trainer_params(t)) copy_params(volt_trainer_params(t), after);
+            CHECK(!memcmp(before, after, sizeof(float) * (size_t)n0), "rank %d: %s: the parameters are untouched", g_rank, what[round]);
+        }
+        if (g_rank == 0) {
+            printf("verdict %s np%d, %s: %s\n", name, g_world, what[round], msg);
+            CHECK(copy_file(orig[bad], shard[bad]), "restore shard %d", bad);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* a single file under the same strategy: the copy's state at step 3 saved unsharded by a
+     * single run on rank 0 (that loads it and trains nothing); each rank checks and reads only
+     * the optimizer states of its own range, and the resumed run ends bitwise where the resume
+     * from the shards did */
+    char spath[1300];
+    snprintf(spath, sizeof spath, "%.1200s.single", cpath);
+    if (g_rank == 0) {
+        g_max_steps = 3;
+        mlp m1 = { 0 };
+        volt_trainer *t1 = make_trainer("single", vtest_tmpdir());
+        volt_loader *l1 = make_loader(ds, GB);
+        g_max_steps = 0;
+        CHECK(t1 && l1 && volt_trainer_fit(t1, &mlp_ops, &m1, l1, NULL, cpath) == VOLT_OK && m1.n_losses == 0,
+              "single loads the shards at step 3: %s", t1 ? volt_trainer_errmsg(t1) : "");
+        CHECK(t1 && volt_trainer_save_checkpoint(t1, spath) == VOLT_OK, "save %s: %s", spath, t1 ? volt_trainer_errmsg(t1) : "");
+        volt_trainer_destroy(t1);
+        volt_loader_destroy(l1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t file_bytes = 0;
+    volt_st_file *sf = NULL;
+    CHECK_OK(volt_st_open(spath, &sf, err, sizeof err));
+    for (int i = 0; sf && i < volt_st_count(sf); i++) {
+        volt_st_info info;
+        volt_st_find(sf, volt_st_name(sf, i), &info);
+        file_bytes += info.nbytes;
+    }
+    volt_st_close(sf);
+    mlp m2 = { 0 };
+    volt_trainer *t2 = make_trainer(name, vtest_tmpdir());
+    volt__st_check_read_bytes(true);
+    st = t2 ? volt_trainer_fit(t2, &mlp_ops, &m2, l, NULL, spath) : VOLT_ERR_STATE;
+    const uint64_t checked1 = volt__st_check_read_bytes(false);
+    CHECK(st == VOLT_OK, "%s resume from the single file: %s", name, t2 ? volt_trainer_errmsg(t2) : "");
+    /* a state tensor is per parameter here: a rank whose range touches it checks it whole */
+    unsigned long long sum = 0, mine1 = (unsigned long long)checked1;
+    MPI_Allreduce(&mine1, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(checked1 > 0 && checked1 <= file_bytes && sum < (unsigned long long)g_world * file_bytes,
+          "%s on %d: rank %d checked %llu bytes of the single file's %llu, the ranks %llu of %llu", name, g_world, g_rank,
+          mine1, (unsigned long long)file_bytes, sum, (unsigned long long)g_world * file_bytes);
+    if (st == VOLT_OK) copy_params(volt_trainer_params(t2), after);
+    CHECK(st == VOLT_OK && !memcmp(before, after, sizeof(float) * (size_t)n0),
+          "rank %d: resumed from the single file, the run ends bitwise where the resume from the shards did", g_rank);
+    printf("verdict %s np%d: from the single file rank %d checked %llu of %llu bytes\n", name, g_world, g_rank,
+           (unsigned long long)checked1, (unsigned long long)file_bytes);
+    volt_trainer_destroy(t2);
+    free(before);
+    free(after);
+    cJSON_Delete(js);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
+/* A rank that stalls inside the load (rank 1 sleeps in its first check past the comm timeout):
+ * the others fail within the timeout with an error naming the checkpoint, nothing applied,
+ * never a hang; rank 1 fails too once it wakes (its verdict times out). Every rank then waits
+ * until all are done and have printed their results (tests/fault_verdict.sh reads them): the
+ * finalize after a broken collective may end a process with status 1 (comm_mpi.c's watchdog),
+ * and mpirun then ends the others. */
+static double g_stall_s;
+static void stall_in_check(const char *path, void *ctx) {
+    (void)path;
+    (void)ctx;
+    if (g_stall_s <= 0) return;
+    printf("rank 1: stalling %.0f s inside the load's check\n", g_stall_s);
+    fflush(stdout);
+    sleep((unsigned)g_stall_s);
+    g_stall_s = 0;
+}
+
+static void test_fault_verdict(const char *name, const char *path) {
+    const char *to = getenv("VOLT_COMM_TIMEOUT");
+    const double timeout = to ? atof(to) : 300;
+    CHECK(timeout > 0 && timeout <= 10, "run with a short VOLT_COMM_TIMEOUT (got %s)", to ? to : "unset");
+    volt_dataset *ds = make_data();
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world);
+    if (g_rank == 1) {
+        g_stall_s = timeout + 2;   /* the others time out first, with a second to spare */
+        volt__st_set_check_hook(stall_in_check, NULL);
+    }
+    const double t0 = vtest_now();
+    volt_status st = t && l ? volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path) : VOLT_ERR_STATE;
+    const double el = vtest_now() - t0;
+    volt__st_set_check_hook(NULL, NULL);
+    const char *msg = t ? volt_trainer_errmsg(t) : "";
+    printf("rank %d: fit returned %s after %.2f s: %s\n", g_rank, volt_status_str(st), el, msg);
+    fflush(stdout);
+    if (g_rank != 1) {
+        CHECK(st == VOLT_ERR_TIMEOUT && strstr(msg, "could not agree") && strstr(msg, path),
+              "rank %d: a stalled rank during the load is a timeout naming the checkpoint: %s (%s)", g_rank, msg, volt_status_str(st));
+        CHECK(el < 2 * timeout + 5, "rank %d: failed after %.2f s (timeout %g s)", g_rank, el, timeout);
+    } else CHECK(st < 0, "rank 1: its load failed too: %s", msg);
+    CHECK(m.n_losses == 0, "rank %d: no training", g_rank);
+    while (vtest_now() - t0 < 3 * timeout + 2) usleep(100000);   /* rank 1 is done at 2 x timeout + 2 */
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
 /* ---- ZeRO: a checkpoint saved right after a step ------------------------------------------------
  * ModelCheckpoint saves from on_train_batch_end, between the step that left ZeRO's all-gathers
  * in flight and the forward that would wait for them. The probe below saves there: the
@@ -1995,6 +2270,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "ema") && argc > 2) test_ema_dist(argv[2]);
     else if (!strcmp(mode, "ema_resume") && argc > 2) test_ema_resume(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();
+    else if (!strcmp(mode, "verdict") && argc > 3) test_verdict(argv[2], argv[3]);
+    else if (!strcmp(mode, "fault_verdict") && argc > 3) {
+        if (g_world < 2) VTEST_SKIP("the fault test needs at least 2 ranks");
+        test_fault_verdict(argv[2], argv[3]);
+    }
     else if (!strcmp(mode, "parity16") && argc > 2) test_parity16(argv[2]);
     else if (!strcmp(mode, "reduce16") && argc > 2) test_reduce16(argv[2]);
     else if (!strcmp(mode, "fault") && argc > 2) {

@@ -417,13 +417,17 @@ static bool avg_in_file(volt_trainer *t, volt_st_file *f, const ck_src *src) {
 }
 
 /* A tensor read while applying failed its crc or the read (the file changed after src_open
- * checked it): the values are partly replaced, so the model goes (loop.c's load drops a model
- * whose weights are pending) and the error says so. */
-static volt_status apply_failed(volt_trainer *t, ck_stage *sg, ck_src *src) {
+ * checked it), on this rank or another: the values are partly replaced, so the model goes on
+ * every rank (loop.c's load drops a model whose weights are pending) and the error says so. The
+ * ranks agree first (src_agree), so one rank's failure is every rank's, and none goes on alone
+ * into a collective the others never reach. */
+static volt_status apply_agree(volt_trainer *t, ck_stage *sg, ck_src *src, const char *path, bool failed) {
+    volt_status st = VOLT_OK;
+    if (failed)
+        st = volt__terr(t, src->err_st < 0 ? src->err_st : VOLT_ERR_CORRUPT,
+                        "%s; the model's values were partly replaced, so it is dropped (the next run sets it up afresh)", src->err);
+    if ((st = src_agree(t, path, st, "every rank drops its model")) >= 0) return VOLT_OK;
     t->weights_pending = true;
-    volt_status st = volt__terr(t, src->err_st < 0 ? src->err_st : VOLT_ERR_CORRUPT,
-                                "%s; the model's values were partly replaced, so it is dropped (the next run sets it up afresh)",
-                                src->err);
     stage_close(sg);
     src_close(src);
     return st;
@@ -552,41 +556,43 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
     }
     /* 2. apply: full values on every rank (a sharding strategy drops what it does not own
-     * at its next step); optimizer states for the range this rank holds */
-    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+     * at its next step); optimizer states for the range this rank holds. A read that fails
+     * stops this rank's apply; the ranks then agree (apply_agree) before going on. */
+    bool failed = false;
+    for (int u = 0; u < volt_params_unit_count(t->ps) && !failed; u++) {
         volt_unit *un = volt_params_unit_at(t->ps, u);
         if ((st = volt__unit_commit(un, VOLT_UNIT_VALUES)) < 0) {   /* pages a sharding strategy gave back */
-            stage_close(&sg);
-            src_close(&src);
-            return volt__terr(t, st, "checkpoint '%s': unit '%s': the device cannot take its values back", path, volt_unit_name(un));
+            src.err_st = st;
+            snprintf(src.err, sizeof src.err, "checkpoint '%s': unit '%s': the device cannot take its values back", path,
+                     volt_unit_name(un));
+            failed = true;
         }
-        for (int i = 0; i < volt_unit_param_count(un); i++) {
+        for (int i = 0; i < volt_unit_param_count(un) && !failed; i++) {
             volt_tensor *p = volt_unit_param(un, i);
             const int64_t n = volt_tensor_numel(p);
             const float *v = src_get(&src, NULL, p->name, 0, n, sg.f32);
-            if (!v) return apply_failed(t, &sg, &src);
-            stage_put(&sg, p->data, p->dtype, v, n);   /* rounded to 16-bit storage */
+            if (!(failed = !v)) stage_put(&sg, p->data, p->dtype, v, n);   /* rounded to 16-bit storage */
         }
     }
-    for (int u = 0; u < volt_params_unit_count(t->ps); u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
-    if (full) {
-        const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
-        for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
-            /* a file without the average: volt__avg_after_load starts it from the weights */
-            if (!avg_present && volt_optimizer_average_mode(t->opt) && !strcmp(volt_optimizer_state_name(t->opt, k), VOLT_OPTIM_AVERAGE_STATE))
-                continue;
-            for (int i = 0; i < volt_params_count(t->ps); i++) {
-                volt_tensor *p = volt_params_at(t->ps, i);
-                int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
-                char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);   /* device memory */
-                /* resharding: this rank's range may hold any part of the parameter */
-                const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
-                if (!buf || a >= b) continue;
-                const float *v = src_get(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32);
-                if (!v) return apply_failed(t, &sg, &src);
-                stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, v, b - a);
-            }
+    for (int u = 0; u < volt_params_unit_count(t->ps) && !failed; u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
+    const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
+    for (int k = 0; full && have_opt && k < volt_optimizer_state_count(t->opt) && !failed; k++) {
+        /* a file without the average: volt__avg_after_load starts it from the weights */
+        if (!avg_present && volt_optimizer_average_mode(t->opt) && !strcmp(volt_optimizer_state_name(t->opt, k), VOLT_OPTIM_AVERAGE_STATE))
+            continue;
+        for (int i = 0; i < volt_params_count(t->ps) && !failed; i++) {
+            volt_tensor *p = volt_params_at(t->ps, i);
+            int64_t lo, hi, off = volt_param_offset(p), n = volt_tensor_numel(p);
+            char *buf = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi);   /* device memory */
+            /* resharding: this rank's range may hold any part of the parameter */
+            const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+            if (!buf || a >= b) continue;
+            const float *v = src_get(&src, volt_optimizer_state_name(t->opt, k), p->name, a - off, b - off, sg.f32);
+            if (!(failed = !v)) stage_put(&sg, buf + (size_t)(a - lo) * volt_dtype_size(sdt), sdt, v, b - a);
         }
+    }
+    if ((st = apply_agree(t, &sg, &src, path, failed)) < 0) return st;
+    if (full) {
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if ((st = volt__avg_after_load(t, have_opt && avg_present, path)) < 0) { stage_close(&sg); src_close(&src); return st; }
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);

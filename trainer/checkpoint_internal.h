@@ -134,9 +134,17 @@ typedef struct ck_src {
 } ck_src;
 
 /* states: read the optimizer states too (a resuming fit); without them their bytes are never
- * read nor checked (volt_st_open_some) */
+ * read nor checked (volt_st_open_some). Every header the rank opens is validated; of the
+ * tensors, only those (or the slices) this rank applies are read and checked. Collective under
+ * a distributed strategy (every rank calls it): the ranks agree on one verdict, and a bad
+ * tensor any rank found fails the open on every rank with that rank's message. */
 volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c);
 void src_close(ck_src *c);
+/* Collective (every rank, world > 1): st is this rank's result, its message on t. When any
+ * rank's is an error, every rank returns the lowest failing rank's status and message, with
+ * "(rank r of N found it; <outcome>)" added; VOLT_OK when none failed. A comm failure (a dead
+ * or stalled rank) is an error naming the checkpoint. One process: st. */
+volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome);
 const ck_param *src_param(const ck_src *c, const char *name);
 bool src_has_state(const ck_src *c, const char *state);
 /* Elements [a, b) of a saved parameter (state == NULL) or of its optimizer state, as f32: a

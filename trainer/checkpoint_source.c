@@ -1,7 +1,8 @@
 /* Opening a checkpoint to load it: one safetensors file, or an index and its shards, every
- * part validated before anything is applied; and reading any slice of a saved parameter or
- * optimizer state as f32, across the shards of another world size (resharding). See
- * trainer/checkpoint_internal.h; the loader is volt__ckpt_load in checkpoint.c. */
+ * header validated and every tensor this rank will read checked against its crc, then one
+ * verdict agreed by all ranks, before anything is applied; and reading any slice of a saved
+ * parameter or optimizer state as f32, across the shards of another world size (resharding).
+ * See trainer/checkpoint_internal.h; the loader is volt__ckpt_load in checkpoint.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,48 +78,117 @@ static bool deferred_tensor(const char *name, void *ctx) {
 
 static bool all_tensors(const char *name, void *ctx) { (void)name; (void)ctx; return true; }
 
-/* Which bytes of each shard's optimizer states this rank applies: the slice of each saved
- * state its own range covers (the hull over its parameters; none at all from a shard it holds
- * nothing of). The parameters are applied whole on every rank, so their shard tensors are read
- * whole. The check still reads every tensor through (volt__st_keep_range). */
-static volt_status keep_state_slices(volt_trainer *t, ck_src *c) {
-    const int K = c->states_read && t->opt ? volt_optimizer_state_count(t->opt) : 0;
-    if (!K) return VOLT_OK;
-    const size_t cells = (size_t)c->world * (size_t)(c->n_units ? c->n_units : 1) * (size_t)K;
+/* What this rank reads of each shard, and so all it checks: of "params.<unit>" the part its
+ * parameters cover (every rank applies every parameter whole: every shard's values, padding
+ * aside), of each optimizer state the slice its own range covers (the hull over its
+ * parameters; none at all from a shard it holds nothing of). Everything else in a shard is left
+ * in the file (volt__st_leave): neither read nor checked, here or by the reads that apply. A
+ * kept slice is still checked by reading its whole tensor against the stored crc. The ranks
+ * then agree on one verdict (src_agree) before any of them applies anything. */
+static volt_status keep_read_slices(volt_trainer *t, ck_src *c) {
+    const int K = c->states_read && t->opt ? volt_optimizer_state_count(t->opt) : 0, S = K + 1;   /* 0: values; 1 + k: state k */
+    const size_t cells = (size_t)c->world * (size_t)(c->n_units ? c->n_units : 1) * (size_t)S;
     int64_t *lo = malloc(cells * sizeof *lo), *hi = malloc(cells * sizeof *hi);
     if (!lo || !hi) { free(lo); free(hi); return VOLT_ERR_NOMEM; }
     for (size_t i = 0; i < cells; i++) { lo[i] = INT64_MAX; hi[i] = -1; }
-    for (int k = 0; k < K; k++)
-        for (int i = 0; i < volt_params_count(t->ps); i++) {
+    for (int k = -1; k < K; k++)
+        for (int i = 0; t->ps && i < volt_params_count(t->ps); i++) {
             volt_tensor *p = volt_params_at(t->ps, i);
             const ck_param *cp = src_param(c, p->name);
-            int64_t slo, shi, off = volt_param_offset(p), n = volt_tensor_numel(p);
-            if (!cp || !volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &slo, &shi)) continue;
+            int64_t slo = 0, shi = 0, off = volt_param_offset(p), n = volt_tensor_numel(p);
+            if (!cp || (k >= 0 && !volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &slo, &shi))) continue;
+            if (k < 0) { slo = off; shi = off + n; }   /* the values: whole */
             const int64_t a = off > slo ? off : slo, b = off + n < shi ? off + n : shi;   /* as volt__ckpt_load applies */
             if (a >= b) continue;
             const int64_t ga = cp->offset + (a - off), gb = cp->offset + (b - off);   /* in the saved unit */
             const ck_unit *u = &c->units[cp->unit];
             for (int r = 0; r < c->world; r++) {
                 const int64_t x = ga > u->lo[r] ? ga : u->lo[r], y = gb < u->hi[r] ? gb : u->hi[r];
-                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)cp->unit) * (size_t)K + (size_t)k;
+                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)cp->unit) * (size_t)S + (size_t)(k + 1);
                 if (x >= y) continue;
                 if (x - u->lo[r] < lo[at]) lo[at] = x - u->lo[r];
                 if (y - u->lo[r] > hi[at]) hi[at] = y - u->lo[r];
             }
         }
     char name[512];
-    for (int r = 0; r < c->world; r++)
+    for (int r = 0; r < c->world; r++) {
+        (void)volt__st_leave(c->shards[r], NULL);   /* what is kept below is taken back */
         for (int u = 0; u < c->n_units; u++)
-            for (int k = 0; k < K; k++) {
-                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)u) * (size_t)K + (size_t)k;
-                snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), c->units[u].name);
-                if (!src_has_state(c, volt_optimizer_state_name(t->opt, k))) continue;
-                const uint64_t a = hi[at] < 0 ? 0 : (uint64_t)lo[at] * sizeof(float), b = hi[at] < 0 ? 0 : (uint64_t)hi[at] * sizeof(float);
-                (void)volt__st_keep_range(c->shards[r], name, a, b);   /* empty tensors are not deferred */
+            for (int k = -1; k < K; k++) {
+                const size_t at = ((size_t)r * (size_t)c->n_units + (size_t)u) * (size_t)S + (size_t)(k + 1);
+                if (hi[at] < 0) continue;
+                if (k < 0) snprintf(name, sizeof name, "params.%s", c->units[u].name);
+                else if (!src_has_state(c, volt_optimizer_state_name(t->opt, k))) continue;
+                else snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), c->units[u].name);
+                (void)volt__st_keep_range(c->shards[r], name, (uint64_t)lo[at] * sizeof(float), (uint64_t)hi[at] * sizeof(float));
             }
+    }
     free(lo);
     free(hi);
     return VOLT_OK;
+}
+
+/* An unsharded file loaded under a sharding strategy: of each optimizer state this rank reads
+ * only the states of the parameters its range covers, and of those the slice it holds; the
+ * rest is left in the file (the parameters are applied whole on every rank). */
+static void keep_state_ranges(volt_trainer *t, ck_src *c) {
+    const int K = c->states_read && t->opt && t->ps ? volt_optimizer_state_count(t->opt) : 0;
+    char name[512];
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < volt_params_count(t->ps); i++) {
+            volt_tensor *p = volt_params_at(t->ps, i);
+            int64_t lo = 0, hi = 0, off = volt_param_offset(p), n = volt_tensor_numel(p);
+            volt_st_info info;
+            snprintf(name, sizeof name, "optimizer.%s.%s", volt_optimizer_state_name(t->opt, k), p->name);
+            if (volt_st_find(c->f, name, &info) != VOLT_OK || info.data) continue;   /* not deferred */
+            const bool held = volt_optimizer_state_raw(t->opt, volt_unit_index(p->unit), k, &lo, &hi) != NULL;
+            const int64_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;   /* as volt__ckpt_load applies */
+            const uint64_t es = volt_dtype_size(info.dtype);
+            if (!held || a >= b) (void)volt__st_leave(c->f, name);
+            else (void)volt__st_keep_range(c->f, name, (uint64_t)(a - off) * es, (uint64_t)(b - off) * es);
+        }
+}
+
+/* One verdict for every rank. Each rank checked only what it applies, so a bad tensor may be
+ * seen by one rank alone; before anything is applied the ranks agree (and again after the
+ * apply, volt__ckpt_load, in case a file changed in between): an all-reduce of one flag
+ * per rank (rank r's slot is nonzero when its open failed), then the lowest failing rank
+ * broadcasts its status and message and every rank fails with the same words. A rank that died
+ * or stalls makes the all-reduce time out on the others (VOLT_COMM_TIMEOUT): an error naming the
+ * checkpoint, never a hang. st: this rank's result so far (its message on t). */
+enum { VERDICT_MSG = 1024 };
+typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
+volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
+    if (t->world <= 1 || !t->strategy) return st;
+    const int W = t->world;
+    /* one heap block for both collectives, never on the stack: a collective that timed out is
+     * abandoned, not cancelled, and MPI may still write into its buffer later (at finalize);
+     * after a comm failure the block is left allocated on purpose */
+    double *bad = calloc(1, (size_t)W * sizeof *bad + sizeof(verdict_msg));
+    if (!bad) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the load's verdict)", path);
+    verdict_msg *v = (verdict_msg *)(bad + W);
+    bad[t->rank] = st < 0 ? 1.0 : 0.0;
+    volt_status cs = volt__strategy_all_reduce_mean(t->strategy, bad, W);
+    int root = -1;
+    for (int r = 0; cs >= 0 && r < W && root < 0; r++)
+        if (bad[r] > 0) root = r;
+    if (cs >= 0 && root < 0) { free(bad); return VOLT_OK; }
+    if (cs >= 0) {
+        if (t->rank == root) {
+            v->st = st;
+            snprintf(v->msg, sizeof v->msg, "%s", t->errmsg);
+        }
+        cs = volt__strategy_broadcast(t->strategy, v, sizeof *v, root);
+    }
+    if (cs < 0) {   /* bad stays allocated (above) */
+        if (st < 0) return st;   /* this rank's own error stays the one reported */
+        return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree whether every rank read it intact (strategy "
+                          "'%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    }
+    v->msg[VERDICT_MSG - 1] = 0;
+    st = volt__terr(t, v->st < 0 ? v->st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v->msg, root, W, outcome);
+    free(bad);
+    return st;
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -211,10 +281,10 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
                     BAD("checkpoint '%s': shard '%s': tensor '%s' is missing or has another length than the index says", path, file, name);
             }
     }
-    volt_status st = keep_state_slices(t, c);
+    volt_status st = keep_read_slices(t, c);
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': out of memory", path);
-    /* every shard checked whole by every rank (so all ranks reach the same verdict without
-     * talking), before anything is applied */
+    /* each rank checks what it will read (the headers above: every one it opened), before
+     * anything is applied; src_open's caller agrees on the verdict with the other ranks */
     size_t cap = c->buf_cap;   /* the index's own deferred tensors, if any */
     for (int r = 0; r < world; r++) {
         if ((st = volt_st_check(c->shards[r], err, sizeof err)) < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, err);
@@ -232,15 +302,16 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
     return VOLT_OK;
 }
 
-volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) {
+static volt_status src_open_local(volt_trainer *t, const char *path, bool states, ck_src *c) {
     memset(c, 0, sizeof *c);
     c->path = path;
     c->states_read = states;
     char err[768];
     volt_status st = volt_st_open_deferred(path, states ? NULL : not_state, deferred_tensor, t, &c->f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
-    /* every tensor is checked now, the deferred ones read through in pieces, before anything
-     * is applied; src_get checks each again as it reads it whole */
+    /* every tensor this rank will read is checked now, the deferred ones read through in pieces,
+     * before anything is applied; src_get checks each again as it reads it */
+    if (!volt_st_meta(c->f, SHARD_INDEX_KEY)) keep_state_ranges(t, c);
     if ((st = volt_st_check(c->f, err, sizeof err)) < 0) { src_close(c); return volt__terr(t, st, "%s", err); }
     if ((c->buf_cap = volt__st_deferred_max_bytes(c->f)) && !(c->buf = malloc(c->buf_cap))) {
         src_close(c);
@@ -255,6 +326,12 @@ volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) 
     const char *js = volt_st_meta(c->f, SHARD_INDEX_KEY);
     if (js && (st = src_open_shards(t, c, js)) < 0) { src_close(c); return st; }
     return VOLT_OK;
+}
+
+volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) {
+    volt_status st = src_open_local(t, path, states, c);
+    if ((st = src_agree(t, path, st, "no rank applied anything")) < 0 && c->path) src_close(c);   /* another rank's verdict */
+    return st;
 }
 
 const ck_param *src_param(const ck_src *c, const char *name) {
@@ -291,10 +368,14 @@ const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a,
         volt_st_info info;
         if (volt_st_find(c->f, nm, &info) != VOLT_OK) return scratch;
         const char *data = info.data;
-        if (!data && info.nbytes && !(data = src_read(c, c->f, nm))) return NULL;   /* deferred: once for all its slices */
+        uint64_t ka = 0;   /* deferred: the buffer holds the kept bytes [ka, kb) (keep_state_ranges) */
+        if (!data && info.nbytes) {
+            if (!(data = src_read(c, c->f, nm))) return NULL;   /* deferred: once for all its slices */
+            ka = st_lookup(c->f, nm)->ka;
+        }
         if (!data) return scratch;
         const size_t es = volt_dtype_size(info.dtype);
-        const char *at = data + (size_t)a * es;
+        const char *at = data + ((size_t)a * es - (size_t)ka);
         if (info.dtype == VOLT_F32 && ((uintptr_t)at & 3) == 0) return (const float *)at;
         volt_convert(scratch, VOLT_F32, at, info.dtype, b - a);
         return scratch;
