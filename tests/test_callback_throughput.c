@@ -106,6 +106,10 @@ static int64_t len_fn(void *ctx, volt_trainer *t, const volt_batch *b) {
     (void)ctx; (void)t;
     return 3 * b->size + 1;
 }
+static int64_t pairs_fn(void *ctx, volt_trainer *t, const volt_batch *b) {   /* a sample is two rows' worth */
+    (void)ctx; (void)t;
+    return 2 * b->size;
+}
 static double flops_fn(void *ctx, volt_trainer *t, const volt_batch *b) {
     (void)ctx; (void)b;
     return volt_trainer_stage(t) == VOLT_STAGE_FIT ? 1e9 : 2e8;
@@ -173,7 +177,7 @@ static void test_train_rates(void) {
     volt_loader_destroy(l);
 }
 
-/* items, FLOPs, mfu; a separator of its own; 76 samples: the last batch has 4 */
+/* items, FLOPs, mfu; a separator of its own; 76 samples: the last batch has 4; a batch_size_fn */
 static void test_items_flops(void) {
     char root[512];
     snprintf(root, sizeof root, "%s/items_flops", vtest_tmpdir());
@@ -190,6 +194,8 @@ static void test_items_flops(void) {
         tc.length_fn = len_fn;
         tc.flops_fn = flops_fn;
         tc.peak_tflops = with_peak ? 0.01 : 0;   /* 1e10 FLOP/s */
+        tc.batch_size_fn = with_peak ? pairs_fn : NULL;
+        const double k = with_peak ? 2 : 1;
         run r;
         run_make(&r, root, &c, &tc, 0.5, 0);
         volt_loader *l = vtest_loader(sub, BS, false);
@@ -203,10 +209,12 @@ static void test_items_flops(void) {
         if (with_peak) CHECK_CLOSE(rv(x, "train|device|mfu"), 0.2, 1e-12, 0);
         else CHECK(isnan(rv(x, "train|device|mfu")), "mfu without a peak");
         CHECK(isnan(rv(x, "train/time")) && isnan(rv(x, "train|device/mfu")), "the separator is used throughout");
+        CHECK(isnan(rv(x, "train|samples_per_sec")) && isnan(rv(x, "train|items_per_sec")) && isnan(rv(x, "train|flops_per_sec")) &&
+              isnan(rv(x, "train|batches_per_sec")), "world 1: no global keys");
         x = &r.pr.at[NB - 1];   /* the last batch, 4 samples */
-        CHECK(rv(x, "train|samples") == 76 && rv(x, "train|lengths") == 9 * 25 + 13, "totals %g %g", rv(x, "train|samples"),
+        CHECK(rv(x, "train|samples") == 76 * k && rv(x, "train|lengths") == 9 * 25 + 13, "totals %g %g", rv(x, "train|samples"),
               rv(x, "train|lengths"));
-        CHECK(rv(x, "train|device|samples_per_sec") == (2 * 8 + 4) / 1.5, "samples/s with a short batch %g",
+        CHECK(rv(x, "train|device|samples_per_sec") == k * (2 * 8 + 4) / 1.5, "samples/s with a short batch %g",
               rv(x, "train|device|samples_per_sec"));
         volt_trainer_destroy(r.t);
         volt_loader_destroy(l);
@@ -410,6 +418,8 @@ static void test_window(void) {
     volt__cb_tput_compute(&w, 1, 1e12, "/", kv_emit, &o);
     CHECK(isnan(kvget(&o, "device/flops_per_sec")) && isnan(kvget(&o, "samples_per_sec")) &&
           kvget(&o, "device/samples_per_sec") == 16, "world 1, a batch without flops");
+    CHECK(isnan(kvget(&o, "items_per_sec")) && isnan(kvget(&o, "batches_per_sec")) && kvget(&o, "device/items_per_sec") == 200,
+          "world 1: device keys only");
     for (int i = 7; i <= 9; i++) volt__cb_tput_update(&w, 0.5 * i, i, 8 * i, 100 * i, 1e11);
     o.n = 0;
     volt__cb_tput_compute(&w, 1, 0, "/", kv_emit, &o);
