@@ -50,7 +50,7 @@ void volt__cb_tput_free(volt_cb_tput *w) {
 }
 
 void volt__cb_tput_reset(volt_cb_tput *w) {
-    w->n = w->head = 0;
+    w->n = w->head = w->n_nolen = w->n_noflops = 0;
     w->has_lengths = w->has_flops = true;
 }
 
@@ -62,19 +62,19 @@ void volt__cb_tput_update(volt_cb_tput *w, double time, int64_t batches, int64_t
     } else {           /* full: the newest replaces the oldest */
         i = w->head;
         w->head = (w->head + 1) % w->cap;
+        w->n_nolen -= w->lengths[i] < 0;
+        w->n_noflops -= w->flops[i] < 0;
     }
     w->time[i] = time;
     w->batches[i] = batches;
     w->samples[i] = samples;
     w->lengths[i] = lengths;
     w->flops[i] = flops;
-    /* an entry without them spoils the window until it leaves; recomputed over what is kept */
-    w->has_lengths = w->has_flops = true;
-    for (int64_t k = 0; k < w->n; k++) {
-        const int64_t j = (w->head + k) % w->cap;
-        if (w->lengths[j] < 0) w->has_lengths = false;
-        if (w->flops[j] < 0) w->has_flops = false;
-    }
+    /* an entry without them spoils the window until it leaves */
+    w->n_nolen += lengths < 0;
+    w->n_noflops += flops < 0;
+    w->has_lengths = w->n_nolen == 0;
+    w->has_flops = w->n_noflops == 0;
 }
 
 void volt__cb_tput_compute(const volt_cb_tput *w, int world, double available_flops, const char *sep,

@@ -13,6 +13,7 @@ typedef struct volt_cb_tput {
     int64_t cap, n, head;            /* n entries, the oldest at head */
     double *time, *flops;
     int64_t *batches, *samples, *lengths;
+    int64_t n_nolen, n_noflops;      /* entries in the window without lengths / FLOPs */
     bool has_lengths, has_flops;     /* every update in the window gave them */
 } volt_cb_tput;
 
