@@ -35,6 +35,10 @@ const volt_cli_key app_run_keys[] = {
     { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
     { "weight_averaging.update_starting_at_step", VOLT_CLI_INT, "-1", "weight averaging: first optimizer step (0-based) that updates (-1 = from the first)", NULL, NULL, -1, 1e12 },
     { "weight_averaging.update_starting_at_epoch", VOLT_CLI_INT, "-1", "weight averaging: also update at the end of each epoch from this one (0-based; -1 = never)", NULL, NULL, -1, 1e12 },
+    { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/ and test/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
+    { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
+    { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from throughput.device_name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
+    { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it)", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
@@ -188,6 +192,31 @@ static const volt_callback_ops mem_cb_ops = {
     .on_train_batch_end = mem_on_train_batch_end,
     .destroy = free,
 };
+
+bool app_throughput_on(const volt_cli *c) {
+    if (volt_cli_was_set(c, "throughput.enabled")) return volt_cli_bool(c, "throughput.enabled");
+    static const char *const others[] = { "throughput.window_size", "throughput.peak_tflops", "throughput.device_name" };
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        if (volt_cli_was_set(c, others[i])) return true;
+    return volt_cli_bool(c, "throughput.enabled");
+}
+
+volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_count_fn length_fn, volt_batch_flops_fn flops_fn,
+                               void *ctx) {
+    if (!app_throughput_on(c)) return VOLT_OK;
+    volt_throughput_config tc;
+    volt_throughput_config_init(&tc);
+    tc.window_size = volt_cli_int(c, "throughput.window_size");
+    tc.peak_tflops = volt_cli_float(c, "throughput.peak_tflops");
+    tc.device_name = volt_cli_str(c, "throughput.device_name");
+    tc.length_fn = length_fn;
+    tc.flops_fn = flops_fn;
+    tc.fn_ctx = ctx;
+    if (!flops_fn && (volt_cli_was_set(c, "throughput.peak_tflops") || tc.device_name) && volt_trainer_is_global_zero(t))
+        fprintf(stderr, "note: throughput.peak_tflops / device_name: this app counts no FLOPs per batch, so no device/mfu "
+                        "(nor flops_per_sec) is logged\n");
+    return volt_add_throughput_monitor(t, &tc);
+}
 
 volt_status app_add_memory_report(volt_trainer *t) {
     mem_cb *m = calloc(1, sizeof *m);

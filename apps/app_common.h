@@ -13,7 +13,7 @@
 #include "volt/cli.h"
 
 /* The keys both apps take besides trainer.* (volt_cli): data.num_workers, ckpt_path,
- * resume, test_after_fit, memory_report, export_full, checkpoint.*, weight_averaging.*. An app's key table is
+ * resume, test_after_fit, memory_report, export_full, checkpoint.*, weight_averaging.*, throughput.*. An app's key table is
  * its own keys followed by these (app_cli_create joins them). */
 extern const volt_cli_key app_run_keys[];
 extern const int app_n_run_keys;
@@ -50,6 +50,13 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
 /* WeightAveraging from the weight_averaging.* keys: mode "ema" (or only weight_averaging.decay
  * given) or "swa"; nothing for "none". */
 volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c);
+
+/* ThroughputMonitor from the throughput.* keys (on with throughput.enabled, or when another
+ * throughput.* key is given and throughput.enabled is not): the app's items and FLOPs per
+ * batch (NULL: none) with their ctx. */
+bool app_throughput_on(const volt_cli *c);
+volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_count_fn length_fn, volt_batch_flops_fn flops_fn,
+                               void *ctx);
 
 /* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
  * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"

@@ -66,11 +66,14 @@ typedef struct app {
     volt_trainer *t;
     bool zero;         /* rank 0, which prints the informational lines (errors: any rank) */
     double read_s;     /* seconds text_load_corpus took (reading and parsing the files) */
+    int32_t *ntok[3];  /* --throughput: each sample's non-padding tokens, per split (text_count_tokens) */
+    volt_distilbert_config mc;   /* the model's config (FLOPs per batch for --throughput) */
 } app;
 
 static inline void app_free(app *a) {
     volt_trainer_destroy(a->t);
     for (int i = 0; i < 3; i++) {
+        free(a->ntok[i]);
         volt_loader_destroy(a->ld[i]);
         volt_dataset_destroy(a->ds[i]);
         volt_corpus_destroy(a->part[i]);
@@ -102,6 +105,12 @@ int text_split_corpus(const opts *o, app *a, int64_t n_out[3]);
 int text_load_tokenizer(const opts *o, app *a);
 int text_make_datasets(const opts *o, app *a);
 int text_make_loaders(const opts *o, app *a);
+/* --throughput: a->ntok from the datasets' attention masks, and the monitor's fns: items =
+ * the batch's non-padding tokens (looked up by sample id: no device read), FLOPs = the
+ * model's for the batch's shape (volt_distilbert_flops; training in fit, forward otherwise). */
+int text_count_tokens(app *a);
+int64_t text_batch_tokens(void *ctx, volt_trainer *t, const volt_batch *b);
+double text_batch_flops(void *ctx, volt_trainer *t, const volt_batch *b);
 
 typedef struct pred_out {
     FILE *f;

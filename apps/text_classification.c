@@ -268,6 +268,7 @@ int main(int argc, char **argv) {
     }
     volt_distilbert_config mc;
     if (model_config(&o, &a, n_classes, &mc)) goto out;
+    a.mc = mc;
     volt_status st = volt_distilbert_create(&mc, &a.model);
     if (st < 0) { fail("creating the model", st, "check --model-preset, --lr and the other model flags"); goto out; }
     if (predict) {
@@ -315,6 +316,13 @@ int main(int argc, char **argv) {
     if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
         fail("adding the memory report", st, volt_trainer_errmsg(a.t));
         goto out;
+    }
+    if (!predict && app_throughput_on(cli)) {   /* items: non-padding tokens; FLOPs: DistilBERT's per batch */
+        if (text_count_tokens(&a)) goto out;
+        if ((st = app_add_throughput(a.t, cli, text_batch_tokens, text_batch_flops, &a)) < 0) {
+            fail("adding ThroughputMonitor", st, volt_trainer_errmsg(a.t));
+            goto out;
+        }
     }
     a.zero = volt_trainer_is_global_zero(a.t);
     const int world = volt_trainer_world_size(a.t);

@@ -161,6 +161,64 @@ int text_make_loaders(const opts *o, app *a) {
     return 0;
 }
 
+int text_count_tokens(app *a) {
+    for (int s = 0; s < 3; s++) {
+        const volt_dataset *ds = a->ds[s];
+        if (!ds) continue;
+        int mf = -1;
+        for (int f = 0; f < ds->n_fields; f++)
+            if (!strcmp(ds->fields[f].name, "attention_mask")) mf = f;
+        const int64_t n = volt_dataset_len(ds);
+        if (mf < 0 || ds->fields[mf].dtype != VOLT_I32) { fprintf(stderr, APP ": --throughput: no i32 attention_mask\n"); return 1; }
+        void *buf[VOLT_MAX_FIELDS] = { 0 };
+        bool ok = (a->ntok[s] = malloc(sizeof *a->ntok[s] * (size_t)(n ? n : 1))) != NULL;
+        for (int f = 0; f < ds->n_fields && ok; f++) {
+            int64_t numel = 1;
+            for (int d = 0; d < ds->fields[f].shape.ndim; d++) numel *= ds->fields[f].shape.d[d];
+            ok = (buf[f] = malloc((size_t)numel * volt_dtype_size(ds->fields[f].dtype))) != NULL;
+        }
+        const int64_t L = ds->fields[mf].shape.ndim ? ds->fields[mf].shape.d[0] : 1;
+        for (int64_t i = 0; i < n && ok; i++) {
+            ok = ds->ops->get(ds->self, i, buf) == VOLT_OK;
+            const int32_t *m = buf[mf];
+            int32_t c = 0;
+            for (int64_t k = 0; k < L; k++) c += m[k] != 0;
+            a->ntok[s][i] = c;
+        }
+        for (int f = 0; f < VOLT_MAX_FIELDS; f++) free(buf[f]);
+        if (!ok) { fprintf(stderr, APP ": --throughput: counting the tokens of the %s split failed\n", s ? s == 1 ? "val" : "test" : "train"); return 1; }
+    }
+    return 0;
+}
+
+/* fit's batches are train's, validation's val's (inside fit too), test's test's */
+static int split_of(volt_trainer *t) {
+    switch (volt_trainer_stage(t)) {
+    case VOLT_STAGE_FIT: return 0;
+    case VOLT_STAGE_VALIDATE: return 1;
+    default: return 2;
+    }
+}
+
+int64_t text_batch_tokens(void *ctx, volt_trainer *t, const volt_batch *b) {
+    const app *a = ctx;
+    const int32_t *n = a->ntok[split_of(t)];
+    const int64_t len = a->ds[split_of(t)] ? volt_dataset_len(a->ds[split_of(t)]) : 0;
+    int64_t sum = 0;
+    for (int64_t r = 0; r < b->size; r++) {
+        const int64_t id = b->sample_ids ? b->sample_ids[r] : -1;
+        sum += n && id >= 0 && id < len ? n[id] : 0;
+    }
+    return sum;
+}
+
+double text_batch_flops(void *ctx, volt_trainer *t, const volt_batch *b) {
+    const app *a = ctx;
+    const volt_tensor *ids = volt_batch_field(b, "input_ids");
+    const int64_t T = ids && ids->shape.ndim >= 2 ? ids->shape.d[1] : 0;
+    return volt_distilbert_flops(&a->mc, b->size, T, volt_trainer_stage(t) == VOLT_STAGE_FIT);
+}
+
 /* The model's config, checked before any tokenizing so a bad flag fails fast. */
 
 const char *text_kind_name(data_kind k) {

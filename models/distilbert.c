@@ -68,6 +68,20 @@ volt_status volt_distilbert_preset(volt_distilbert_config *cfg, const char *name
     return VOLT_ERR_NOT_FOUND;
 }
 
+/* GEMM FLOPs (2 per multiply-add) of one batch: per layer the six linears (q, k, v, out:
+ * D x D; lin1, lin2: D x F) on B*T tokens and the attention's two products (q k^T, p v) over
+ * all T keys, then the head's two linears on the B [CLS] rows; a training step is three
+ * forwards (backward: two GEMMs per forward GEMM). Elementwise work, softmax, layernorms and
+ * the embedding gather are not counted, nor is the keys' padding skipped. */
+double volt_distilbert_flops(const volt_distilbert_config *cfg, int64_t batch, int64_t seq, bool training) {
+    if (!cfg || batch <= 0 || seq <= 0) return 0;
+    const double B = (double)batch, T = (double)seq, D = (double)cfg->dim, F = (double)cfg->hidden_dim;
+    const double layer = 2 * B * T * (4 * D * D + 2 * D * F) + 2 * 2 * B * T * T * D;
+    const double head = 2 * B * (D * D + D * (double)cfg->n_classes);
+    const double fwd = (double)cfg->n_layers * layer + head;
+    return training ? 3 * fwd : fwd;
+}
+
 static bool prob_ok(float p) { return p >= 0.f && p < 1.f; }
 static bool field_name_ok(const char *s) { return !s || (*s && strlen(s) < 64); }
 

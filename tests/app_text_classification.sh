@@ -208,6 +208,43 @@ decayed = all(x < 0.8 for k in ln for x in d0[k])
 print('no_decay: %d LayerNorm weights near 1: %s; without it decayed below 0.8: %s' % (len(ln), near1, decayed))
 sys.exit(0 if len(ln) == 5 and near1 and decayed else 1)
 PY
+    # --throughput: the ThroughputMonitor with the app's items (non-padding tokens) and FLOPs
+    # (volt_distilbert_flops): in metrics.csv, a window of 2 batch ends holds one batch's FLOPs,
+    # so flops/s over batches/s is the tiny model's training FLOPs for a batch of 4 x 16
+    # (7104000), mfu is flops/s over the 1 TFLOP/s given, and the tokens counted are fewer than
+    # the padded 16 per text but at least one per text.
+    run tput --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_tput" --epochs 1 --limit-train-batches 4 \
+        --limit-val-batches 3 --limit-test-batches 3 --throughput.window_size 2 --throughput.peak_tflops 1 \
+        --trainer.log_every_n_steps 2; expect_ok tput $?
+    python3 - "$W/runs_tput/lightning_logs/version_0/metrics.csv" <<'PY' || die "tput: the throughput metrics in metrics.csv"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def rows_with(k): return [r for r in rows if r.get(k, '') != '']
+ok = True
+def want(cond, what):
+    global ok
+    if not cond: print('tput:', what); ok = False
+tr = rows_with('train/device/flops_per_sec')
+want([int(r['step']) for r in tr] == [1, 3], 'train rates at steps %s, want 1, 3' % [r['step'] for r in tr])
+for r in tr:
+    f, b = float(r['train/device/flops_per_sec']), float(r['train/device/batches_per_sec'])
+    want(abs(f / b - 7104000) <= 1e-6 * 7104000, 'flops per batch %g' % (f / b))
+    want(abs(float(r['train/device/mfu']) - f / 1e12) <= 1e-9 * f / 1e12, 'mfu %s' % r['train/device/mfu'])
+    n, l = float(r['train/samples']), float(r['train/lengths'])
+    want(n <= l < 16 * n, 'train: %g tokens for %g texts' % (l, n))
+    want(abs(float(r['train/device/samples_per_sec']) - 4 * b) <= 1e-9 * 4 * b, 'samples/s = 4 x batches/s')
+# validate and test: the split's 6 texts in batches of 4 and 2; the window's FLOPs are the
+# last batch's forward (2 x 16: 1184000)
+for st in ('validate', 'test'):
+    r = rows_with(st + '/batches')
+    want(len(r) == 1 and float(r[0][st + '/batches']) == 2 and float(r[0][st + '/samples']) == 6, st + ' totals')
+    if len(r) != 1: continue
+    f, b = float(r[0][st + '/device/flops_per_sec']), float(r[0][st + '/device/batches_per_sec'])
+    want(abs(f / b - 1184000) <= 1e-6 * 1184000, '%s: forward flops per batch %g' % (st, f / b))
+    n, l = float(r[0][st + '/samples']), float(r[0][st + '/lengths'])
+    want(n <= l < 16 * n, '%s: %g tokens for %g texts' % (st, l, n))
+sys.exit(0 if ok else 1)
+PY
     # An aclImdb/ folder (given by its parent); the recipe's 35k/5k/10k split needs --split here.
     for d in train/pos train/neg test/pos test/neg; do
         mkdir -p "$W/imdb/aclImdb/$d"
@@ -247,6 +284,7 @@ errors)
     run e_badvocab --data "csv:$W/tiny.csv" --vocab "$W/bad_vocab.txt" --model-preset tiny --max-length 16
     expect_err e_badvocab $? "bad vocab"
     run e_len --data "csv:$W/tiny.csv" "${COMMON[@]}" --max-length 64; expect_err e_len $? "exceeds the tiny model's 16 positions"
+    run e_tput --data "csv:$W/tiny.csv" "${COMMON[@]}" --throughput.window_size 1; expect_usage e_tput $? "throughput.window_size"
     run e_nd_wd --data "csv:$W/tiny.csv" "${COMMON[@]}" --no-decay '*.bias'
     expect_usage e_nd_wd $? "needs --weight-decay > 0: without weight decay it changes nothing"
     run e_nd_typo --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --weight-decay 0.01 --no-decay 'bias'

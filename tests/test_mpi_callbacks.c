@@ -17,6 +17,11 @@
  *       others say "on another rank"), OnExceptionCheckpoint saves (collective under a sharded
  *       strategy), and a fit resumed from that file ends with the uninterrupted run's weights.
  *
+ *   mpirun -np N test_mpi_callbacks throughput S   ThroughputMonitor with each rank's clock at its
+ *       own speed (rank r: 0.5 (r + 1) s a batch): every rank logs its own device rates and
+ *       totals, and the global keys are the device's times N (Lightning's rule: the ranks are
+ *       taken to be alike); the per-rank totals summed are N times a rank's (equal shards).
+ *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
 #include <signal.h>
 #include <stdlib.h>
@@ -25,6 +30,7 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "callbacks/model_checkpoint.h"
+#include "callbacks/throughput_monitor.h"
 #include "volt/safetensors.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
@@ -294,6 +300,53 @@ static void test_interrupt(const char *name) {
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
+/* ---- ThroughputMonitor ---------------------------------------------------------------------------- */
+static double metric_of(const volt_trainer *t, const char *name) {
+    double v;
+    return volt_trainer_metric(t, name, &v) ? v : NAN;
+}
+
+static void test_throughput(const char *name) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tput_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    volt_trainer_config c;
+    vtest_quiet_config(&c, dir);
+    c.max_epochs = EPOCHS;
+    c.strategy = name;
+    c.log_every_n_steps = 2;   /* 12 steps: logs after 2, 4, ..., 12 */
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    probe p = { .now = 100, .adv = 0.5 * (g_rank + 1) };
+    volt_throughput_config tc;
+    volt_throughput_config_init(&tc);
+    tc.window_size = 3;
+    volt_status st = t ? volt_trainer_add_callback(t, &probe_ops, &p) : VOLT_ERR_STATE;
+    if (st >= 0) st = volt__add_throughput_monitor_clock(t, &tc, probe_now, &p);
+    lin m = { 0 };
+    if (st >= 0) st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit: %s", name, g_rank, t ? volt_trainer_errmsg(t) : "");
+    if (st == VOLT_OK) {
+        const double dev_sps = metric_of(t, "train/device/samples_per_sec"), dev_bps = metric_of(t, "train/device/batches_per_sec");
+        CHECK(dev_sps == BS / p.adv && dev_bps == 1 / p.adv, "%s: rank %d: device %g samples/s, %g batches/s (its clock: %g, %g)",
+              name, g_rank, dev_sps, dev_bps, BS / p.adv, 1 / p.adv);
+        CHECK(metric_of(t, "train/samples_per_sec") == g_world * dev_sps && metric_of(t, "train/batches_per_sec") == g_world * dev_bps,
+              "%s: rank %d: global = device x %d: %g samples/s", name, g_rank, g_world, metric_of(t, "train/samples_per_sec"));
+        const double samples = metric_of(t, "train/samples");
+        double sum = 0;
+        MPI_Allreduce(&samples, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        CHECK(samples == BS * NB * EPOCHS && sum == g_world * samples, "%s: rank %d: %g samples here, %g on all ranks", name,
+              g_rank, samples, sum);
+        if (g_rank == 0) printf("%s np%d: rank 0: %g samples/s on the device, %g global; %g samples over the ranks\n", name, g_world,
+                                dev_sps, metric_of(t, "train/samples_per_sec"), sum);
+    }
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -304,7 +357,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|throughput STRATEGY\n");
         return 2;
     }
     int provided;
@@ -319,6 +372,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "collective")) test_collective(argv[2]);
     else if (!strcmp(argv[1], "time_interval")) test_time_interval(argv[2]);
     else if (!strcmp(argv[1], "interrupt")) test_interrupt(argv[2]);
+    else if (!strcmp(argv[1], "throughput")) test_throughput(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

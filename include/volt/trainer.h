@@ -581,6 +581,44 @@ VOLT_API void volt_weight_averaging_config_init(volt_weight_averaging_config *cf
 /* cfg NULL: the defaults. Before fit; one per trainer (INVALID_ARG for a second). */
 VOLT_API volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weight_averaging_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
+/* ThroughputMonitor (Lightning's, with fabric's Throughput; docs/CALLBACKS.md): over a window
+ * of the last window_size batches of a stage, batches, samples, items (length_fn) and FLOPs
+ * (flops_fn) per second, per device ("device/samples_per_sec", ...) and, with several ranks,
+ * globally (the device's times the world size), MFU (device FLOP/s over the device's peak),
+ * and the running totals (time, batches, samples, lengths), logged with the stage as prefix:
+ * "train/device/samples_per_sec" every log_every_n_steps optimizer steps, "validate/..." and
+ * "test/..." at the end of those loops. The time is the trainer's clock (CLOCK_MONOTONIC) at
+ * batch ends; validation inside fit is not counted in train's time. The fns get the trainer
+ * (for volt_trainer_stage) and the batch as the hooks see it (on a device: read its host
+ * metadata, size and sample_ids, not its data, or every batch waits for the device). */
+typedef int64_t (*volt_batch_count_fn)(void *ctx, volt_trainer *t, const volt_batch *b);
+typedef double (*volt_batch_flops_fn)(void *ctx, volt_trainer *t, const volt_batch *b);
+typedef struct volt_throughput_config {
+    uint32_t version;                 /* VOLT_THROUGHPUT_CONFIG_VERSION, set by _init */
+    int64_t window_size;              /* batches in the rolling window, >= 2; default 100 */
+    const char *separator;            /* between stage, "device" and the name; default "/" (copied) */
+    volt_batch_count_fn batch_size_fn;/* samples in a batch; NULL (default): b->size */
+    volt_batch_count_fn length_fn;    /* items (tokens) in a batch, >= its samples; NULL (default):
+                                         no items_per_sec / lengths */
+    volt_batch_flops_fn flops_fn;     /* FLOPs of a batch on this device (e.g. volt_distilbert_flops);
+                                         NULL (default): no flops_per_sec / mfu */
+    void *fn_ctx;                     /* the fns' ctx; borrowed for the trainer's life */
+    double peak_tflops;               /* the device's peak TFLOP/s for the run's precision; 0
+                                         (default): volt_available_flops(device_name, ...); no peak:
+                                         no mfu */
+    const char *device_name;          /* the device's name for the peak table (e.g. "NVIDIA H100
+                                         80GB HBM3"); NULL (default): none (copied) */
+} volt_throughput_config;
+#define VOLT_THROUGHPUT_CONFIG_VERSION 1u
+VOLT_API void volt_throughput_config_init(volt_throughput_config *cfg);
+/* Before fit / validate / test. INVALID_ARG for window_size < 2, an empty separator or a
+ * negative peak_tflops. */
+VOLT_API volt_status volt_add_throughput_monitor(volt_trainer *t, const volt_throughput_config *cfg);
+/* Dense peak FLOP/s of a device by its name (case-insensitive; "H100 SXM", "NVIDIA H100 80GB
+ * HBM3", "NVIDIA H200", "A100", ...) for a trainer precision ("32-true" is TF32 when
+ * matmul_precision is "high" or "medium"); 0 when the table does not know the device or it
+ * lacks that dtype (Lightning's get_available_flops, its figures). */
+VOLT_API double volt_available_flops(const char *device_name, const char *precision, const char *matmul_precision);
 /* Lightning's OnExceptionCheckpoint: when fit fails or is interrupted (SIGINT / SIGTERM,
  * cfg.handle_signals), save a full checkpoint to <dirpath>/<filename>.safetensors (filename
  * NULL: "on_exception") to resume from with ckpt_path. An interruption stops at an optimizer
