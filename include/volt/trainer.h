@@ -394,6 +394,8 @@ VOLT_API int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this 
 /* volt_optim_setup.estimated_stepping_batches of the current (or last) fit; -1 before a fit. */
 VOLT_API int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t);
 VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
+/* The running call's stage, set at its start and kept after it (Lightning's state.fn);
+ * VALIDATE while fit validates. */
 VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
 VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
 VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
