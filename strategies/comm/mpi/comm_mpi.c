@@ -47,6 +47,10 @@ typedef struct mpi_req {
     void *buf;                    /* AVG: buf[0..count) /= world; MOVE: move src -> buf */
     const void *src;
     size_t count;
+    unsigned char *bounce;        /* small collectives run here (bounce_in): the caller's buffer is */
+    size_t bounce_cap;            /* written only by the wait, so a timed-out one never writes into */
+    void *bounce_dst;             /* a buffer the caller has freed or left (its stack); kept with the */
+    size_t bounce_n;              /* request, and leaked with it when the comm broke */
     struct mpi_req *next;         /* free list / all-list link */
     struct mpi_req *all_next;
 } mpi_req;
@@ -62,7 +66,10 @@ typedef struct mpi_impl {
     mpi_req *free_list, *all;     /* requests are recycled, freed at destroy */
     int in_flight;
     char errmsg[768];
+    struct mpi_impl *broken_next;  /* the broken comms' impls, kept (m_destroy) */
 } mpi_impl;
+
+static mpi_impl *g_broken_impls;   /* reachable, so a leak checker sees them kept, not lost */
 
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((mpi_impl *)(c)->impl, st, __VA_ARGS__)
 
@@ -137,8 +144,12 @@ static volt_status req_start(volt_comm *c, const char *op, const char *what, siz
         im->all = q;
     }
     mpi_req *keep = q->all_next;
+    unsigned char *bounce = q->bounce;
+    const size_t bounce_cap = q->bounce_cap;
     memset(q, 0, sizeof *q);
     q->all_next = keep;
+    q->bounce = bounce;
+    q->bounce_cap = bounce_cap;
     q->r = MPI_REQUEST_NULL;
     q->op = op;
     q->seq = ++im->seq;
@@ -165,6 +176,29 @@ static volt_status launched(volt_comm *c, mpi_req *q, volt_comm_req **req) {
     return VOLT_OK;
 }
 
+/* The small collectives (all_reduce, broadcast of at most BOUNCE_MAX bytes: votes, flags,
+ * messages, often on the caller's stack) run in the request's own heap buffer, copied back to
+ * dst by the wait. A collective that timed out is abandoned, not cancelled, and MPI may still
+ * write its result later (at finalize); it then lands in memory the comm owns and never frees
+ * once broken (m_destroy), not in a stack frame or a freed block of the caller. The large
+ * buffers (gradients, parameters) are the strategy's, allocated for the comm's life. Returns
+ * where the collective should run: the bounce buffer holding src's n bytes, or dst itself
+ * (too large, or no memory for the buffer). */
+enum { BOUNCE_MAX = 64 << 10 };
+static void *bounce_in(mpi_req *q, const void *src, void *dst, size_t n) {
+    if (n == 0 || n > BOUNCE_MAX) return dst;
+    if (q->bounce_cap < n) {
+        unsigned char *b = realloc(q->bounce, n);
+        if (!b) return dst;
+        q->bounce = b;
+        q->bounce_cap = n;
+    }
+    memcpy(q->bounce, src, n);
+    q->bounce_dst = dst;
+    q->bounce_n = n;
+    return q->bounce;
+}
+
 #define START_MPI(c, q, call) do { int rc_ = (call); \
     if (rc_ != MPI_SUCCESS) return start_failed((c), (q), mpi_fail((c), rc_, __FILE__, __LINE__, #call, (q)->what)); } while (0)
 
@@ -176,8 +210,9 @@ static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size
     mpi_req *q;
     VOLT_TRY(req_start(c, "all_reduce", what, count, dt, &q));
     mpi_impl *im = c->impl;
-    START_MPI(c, q, MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(dt), sum_op(im, dt),
-                                   im->comm, &q->r));
+    void *at = bounce_in(q, send, recv, count * volt__comm_dtype_size(dt));
+    START_MPI(c, q, MPI_Iallreduce(send == recv || at != recv ? MPI_IN_PLACE : send, at, (int)count, mpi_type(dt),
+                                   sum_op(im, dt), im->comm, &q->r));
     if (op == VOLT_COMM_AVG) { q->post = POST_AVG; q->buf = recv; q->count = count; q->dt = dt; }
     return launched(c, q, req);
 }
@@ -227,7 +262,8 @@ static volt_status m_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
     if (root < 0 || root >= c->world) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: broadcast: root %d not in [0, %d)", c->rank, root, c->world);
     mpi_req *q;
     VOLT_TRY(req_start(c, "broadcast", what, count, dt, &q));
-    START_MPI(c, q, MPI_Ibcast(buf, (int)count, mpi_type(dt), root, ((mpi_impl *)c->impl)->comm, &q->r));
+    void *at = bounce_in(q, buf, buf, count * volt__comm_dtype_size(dt));
+    START_MPI(c, q, MPI_Ibcast(at, (int)count, mpi_type(dt), root, ((mpi_impl *)c->impl)->comm, &q->r));
     return launched(c, q, req);
 }
 
@@ -241,6 +277,7 @@ static volt_status m_barrier(volt_comm *c, const char *what, volt_comm_req **req
 
 /* ---- completion -------------------------------------------------------------------------- */
 static void post_process(volt_comm *c, mpi_req *q) {
+    if (q->bounce_dst) memcpy(q->bounce_dst, q->bounce, q->bounce_n);   /* before AVG, which works on the caller's */
     const size_t esz = volt__comm_dtype_size(q->dt);
     if (q->post == POST_MOVE || q->post == POST_MOVE_AVG) memmove(q->buf, q->src, q->count * esz);
     if (q->post == POST_AVG || q->post == POST_MOVE_AVG) {
@@ -330,8 +367,17 @@ static void m_destroy(volt_comm *c) {
         if (im->sum_bf16 != MPI_OP_NULL) MPI_Op_free(&im->sum_bf16);
         if (im->sum_f16 != MPI_OP_NULL) MPI_Op_free(&im->sum_f16);
     }
+    /* broken: a collective may still be pending inside MPI, writing into a request's bounce
+     * buffer at finalize; the requests (and, with them, the impl) stay allocated */
+    if (im->broken) {
+        im->broken_next = g_broken_impls;
+        g_broken_impls = im;
+        free(c);
+        return;
+    }
     for (mpi_req *q = im->all, *n; q; q = n) {
         n = q->all_next;
+        free(q->bounce);
         free(q);
     }
     free(im);
