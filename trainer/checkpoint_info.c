@@ -1,7 +1,6 @@
 /* What a checkpoint holds, from its header alone (include/volt/trainer.h,
  * volt_checkpoint_param_shape): a single file's tensor header, or a sharded checkpoint's
  * layout in its index ("volt.shards", written by checkpoint_shards.c). */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -16,32 +15,18 @@ static bool no_tensor(const char *name, void *ctx) {
 /* The parameter's shape in a shard index; VOLT_ERR_NOT_FOUND when it lists no such parameter. */
 static volt_status index_shape(const char *path, const char *js, const char *name, volt_shape *out, char *err, size_t errlen) {
     cJSON *ix = cJSON_Parse(js);
-    const cJSON *params = ix ? cJSON_GetObjectItemCaseSensitive(ix, "params") : NULL;
+    const cJSON *params = ix ? cJSON_GetObjectItemCaseSensitive(ix, "params") : NULL, *p;
     volt_status st = VOLT_ERR_NOT_FOUND;
     if (!cJSON_IsArray(params)) {
         snprintf(err, errlen, "checkpoint '%s': the shard index is malformed (no params)", path);
         st = VOLT_ERR_CORRUPT;
+        params = NULL;
     }
-    const cJSON *p;
-    if (st == VOLT_ERR_CORRUPT) params = NULL;
     cJSON_ArrayForEach(p, params) {
-        const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, "name"), *sh = cJSON_GetObjectItemCaseSensitive(p, "shape");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, "name");
         if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0) continue;
-        const int nd = cJSON_IsArray(sh) ? cJSON_GetArraySize(sh) : -1;
-        volt_shape s = { .ndim = nd };
-        for (int d = 0; d < nd && nd <= VOLT_MAX_DIMS; d++) {
-            const cJSON *x = cJSON_GetArrayItem(sh, d);
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9007199254740992.0 ||
-                x->valuedouble != floor(x->valuedouble)) break;
-            s.d[d] = (int64_t)x->valuedouble;
-            if (d == nd - 1) st = VOLT_OK;
-        }
-        if (nd == 0) st = VOLT_OK;
-        if (st == VOLT_OK) *out = s;
-        else {
-            snprintf(err, errlen, "checkpoint '%s': the shard index has a bad shape for '%s'", path, name);
-            st = VOLT_ERR_CORRUPT;
-        }
+        st = ck_json_shape(cJSON_GetObjectItemCaseSensitive(p, "shape"), out) ? VOLT_OK : VOLT_ERR_CORRUPT;
+        if (st < 0) snprintf(err, errlen, "checkpoint '%s': the shard index has a bad shape for '%s'", path, name);
         break;
     }
     cJSON_Delete(ix);

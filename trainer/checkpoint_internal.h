@@ -138,6 +138,8 @@ typedef struct ck_src {
  * tensors, only those (or the slices) this rank applies are read and checked. Collective under
  * a distributed strategy (every rank calls it): the ranks agree on one verdict, and a bad
  * tensor any rank found fails the open on every rank with that rank's message. */
+/* A shard index's "shape" array: at most VOLT_MAX_DIMS integers, each 0 <= d <= 2^53. */
+bool ck_json_shape(const cJSON *sh, volt_shape *out);
 volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c);
 void src_close(ck_src *c);
 /* Collective (every rank, world > 1): st is this rank's result, its message on t. When any

@@ -35,6 +35,14 @@ static bool json_i64(const cJSON *o, const char *k, int64_t *v) {
     return true;
 }
 
+bool ck_json_shape(const cJSON *sh, volt_shape *out) {
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > VOLT_MAX_DIMS) return false;
+    out->ndim = cJSON_GetArraySize(sh);
+    for (int d = 0; d < out->ndim; d++)
+        if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &out->d[d])) return false;
+    return true;
+}
+
 static const char *json_str(const cJSON *o, const char *k) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(x) ? x->valuestring : NULL;
@@ -161,34 +169,29 @@ typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
 volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
     const int W = t->world;
-    /* one heap block for both collectives, never on the stack: a collective that timed out is
-     * abandoned, not cancelled, and MPI may still write into its buffer later (at finalize);
-     * after a comm failure the block is left allocated on purpose */
-    double *bad = calloc(1, (size_t)W * sizeof *bad + sizeof(verdict_msg));
+    /* the comms run small collectives in buffers of their own (a timed-out one may still be
+     * written at finalize: comm_mpi.c's bounce, comm_nccl.c's scratch), so these can be ours */
+    double *bad = calloc((size_t)W, sizeof *bad);
     if (!bad) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the load's verdict)", path);
-    verdict_msg *v = (verdict_msg *)(bad + W);
     bad[t->rank] = st < 0 ? 1.0 : 0.0;
     volt_status cs = volt__strategy_all_reduce_mean(t->strategy, bad, W);
     int root = -1;
     for (int r = 0; cs >= 0 && r < W && root < 0; r++)
         if (bad[r] > 0) root = r;
-    if (cs >= 0 && root < 0) { free(bad); return VOLT_OK; }
+    free(bad);
+    if (cs >= 0 && root < 0) return VOLT_OK;
+    verdict_msg v = { .st = st };
     if (cs >= 0) {
-        if (t->rank == root) {
-            v->st = st;
-            snprintf(v->msg, sizeof v->msg, "%s", t->errmsg);
-        }
-        cs = volt__strategy_broadcast(t->strategy, v, sizeof *v, root);
+        if (t->rank == root) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
+        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root);
     }
-    if (cs < 0) {   /* bad stays allocated (above) */
+    if (cs < 0) {
         if (st < 0) return st;   /* this rank's own error stays the one reported */
         return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree whether every rank read it intact (strategy "
                           "'%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
-    v->msg[VERDICT_MSG - 1] = 0;
-    st = volt__terr(t, v->st < 0 ? v->st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v->msg, root, W, outcome);
-    free(bad);
-    return st;
+    v.msg[VERDICT_MSG - 1] = 0;
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, W, outcome);
 }
 
 /* Parse and check the layout, open and verify every shard. */
@@ -242,11 +245,10 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
             cp->offset + cp->numel > c->units[unit].numel)
             BAD("checkpoint '%s': shard index: parameter %d is malformed", path, i);
         cp->unit = (int)unit;
-        cp->shape.ndim = cJSON_GetArraySize(sh);
         int64_t n = 1;
+        if (!ck_json_shape(sh, &cp->shape)) BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
         for (int d = 0; d < cp->shape.ndim; d++) {
-            if (!json_i64(cJSON_GetArrayItem(sh, d), NULL, &cp->shape.d[d]) ||
-                (cp->shape.d[d] > 0 && n > INT64_MAX / cp->shape.d[d]))   /* json_i64: 0 <= d <= 2^53 */
+            if (cp->shape.d[d] > 0 && n > INT64_MAX / cp->shape.d[d])   /* ck_json_shape: 0 <= d <= 2^53 */
                 BAD("checkpoint '%s': parameter '%s' has a bad shape", path, cp->name);
             n *= cp->shape.d[d];
         }

@@ -585,7 +585,6 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     VOLT_TRY(setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
-    t->stage = VOLT_STAGE_FIT;
     t->fitting = true;
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
@@ -748,11 +747,17 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
 }
 
 /* ---- the public calls: signals armed for their length, on_exception on failure ------------ */
-volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
-                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+/* A call starts: signals armed, no interruption yet, and its stage set from its first line, so
+ * a failure in its set-up is this call's (on_exception sees the stage; Lightning's state.fn). */
+void volt__loop_call_begin(volt_trainer *t, volt_stage stage) {
     volt__signal_arm(t);
     t->interrupted = 0;
-    t->stage = VOLT_STAGE_FIT;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
+    t->stage = stage;
+}
+
+volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    volt__loop_call_begin(t, VOLT_STAGE_FIT);
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
     if (st < 0) on_exception(t, st);   /* still fitting: OnExceptionCheckpoint saves the loop state */
     t->fitting = false;
@@ -770,24 +775,18 @@ static volt_status eval_end(volt_trainer *t, volt_status st, const char *what) {
 
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
-    volt__signal_arm(t);
-    t->interrupted = 0;
-    t->stage = VOLT_STAGE_VALIDATE;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
+    volt__loop_call_begin(t, VOLT_STAGE_VALIDATE);
     return eval_end(t, validate_run(t, ops, module, val, ckpt_path), "validate");
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
-    volt__signal_arm(t);
-    t->interrupted = 0;
-    t->stage = VOLT_STAGE_TEST;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
+    volt__loop_call_begin(t, VOLT_STAGE_TEST);
     return eval_end(t, test_run(t, ops, module, test, ckpt_path), "test");
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
-    volt__signal_arm(t);
-    t->interrupted = 0;
-    t->stage = VOLT_STAGE_PREDICT;   /* from the call's start: a failure in its set-up is the call's (on_exception) */
+    volt__loop_call_begin(t, VOLT_STAGE_PREDICT);
     return eval_end(t, predict_run(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }

@@ -92,7 +92,6 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
     volt_scheduler *sched = t->sched;   /* the learning rate is the test's, step by step */
     t->sched = NULL;
     t->fitting = true;
-    t->stage = VOLT_STAGE_FIT;
     double avg = 0, best = INFINITY;
     const double beta = 0.98;
     int64_t batch = n_batches, epoch = -1;
@@ -161,8 +160,7 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
         t->errmsg[0] = 0;
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
     }
-    volt__signal_arm(t);
-    t->interrupted = 0;
+    volt__loop_call_begin(t, VOLT_STAGE_FIT);
     volt_status st = volt__signal_settle(t, lr_find_run(t, ops, module, train, cfg, out), "lr_find");
     volt__signal_disarm(t);
     if (st < 0) volt_lr_find_result_free(out);   /* a signal after the last step: no result either */

@@ -142,6 +142,9 @@ void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
+/* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
+ * call's interruption cleared, the call's stage set. */
+void volt__loop_call_begin(volt_trainer *t, volt_stage stage);
 
 /* weight averaging (trainer/weight_average.c) */
 volt_status volt__avg_setup(volt_trainer *t);
