@@ -37,8 +37,8 @@ const volt_cli_key app_run_keys[] = {
     { "weight_averaging.update_starting_at_epoch", VOLT_CLI_INT, "-1", "weight averaging: also update at the end of each epoch from this one (0-based; -1 = never)", NULL, NULL, -1, 1e12 },
     { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/ and test/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
-    { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from throughput.device_name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
-    { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it)", NULL, NULL, 0, 0 },
+    { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
+    { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it; default: the device's own name)", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 

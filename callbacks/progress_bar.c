@@ -7,7 +7,8 @@
  * shows only the metrics that loop logged (no training values from an earlier fit).
  * validation and the sanity check borrow the line while they run, and each epoch ends with
  * a newline. Not a terminal (a log file, CI): a plain line every ~10% of the epoch, one at
- * epoch end, and one per validation / test run. Metrics logged with VOLT_LOG_PROG_BAR are
+ * epoch end, and one per validation run; test and predict ("Predicting: 12/834 [...]") a line
+ * every ~10% and one at their end. Metrics logged with VOLT_LOG_PROG_BAR are
  * shown (latest values, "%.3g" as tqdm shows them). */
 #include <math.h>
 #include <stdio.h>
@@ -134,7 +135,8 @@ static void pb_eval_line(pb *p, const volt_trainer *t, const char *prefix, int64
 
 static const char *eval_prefix(const volt_trainer *t) {
     if (volt_trainer_sanity_checking(t)) return "Sanity Checking";
-    return volt_trainer_stage(t) == VOLT_STAGE_TEST ? "Testing" : "Validation";
+    const volt_stage st = volt_trainer_stage(t);
+    return st == VOLT_STAGE_TEST ? "Testing" : st == VOLT_STAGE_PREDICT ? "Predicting" : "Validation";
 }
 
 /* ---- training ------------------------------------------------------------------------------- */
@@ -221,11 +223,11 @@ static volt_status pb_on_eval_batch_end(void *self, volt_trainer *t, const volt_
         p->last_draw = now;
         pb_eval_line(p, t, eval_prefix(t), done, false, line, sizeof line);
         pb_emit(p, line, false);
-    } else if (volt_trainer_stage(t) == VOLT_STAGE_TEST && total > 0) {
+    } else if ((volt_trainer_stage(t) == VOLT_STAGE_TEST || volt_trainer_stage(t) == VOLT_STAGE_PREDICT) && total > 0) {
         int dec = (int)(done * 10 / total);
         if (dec > p->vdecile && done < total) {
             p->vdecile = dec;
-            pb_eval_line(p, t, "Testing", done, false, line, sizeof line);
+            pb_eval_line(p, t, eval_prefix(t), done, false, line, sizeof line);
             pb_emit(p, line, false);
         }
     }
@@ -266,6 +268,11 @@ static volt_status pb_on_test_start(void *self, volt_trainer *t) {
 }
 
 static volt_status pb_on_test_end(void *self, volt_trainer *t) { return pb_eval_end(self, t); }
+static volt_status pb_on_predict_batch_end(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b,
+                                           int64_t i) {
+    (void)pred;
+    return pb_on_eval_batch_end(self, t, b, i);
+}
 
 static void pb_destroy(void *self) { free(self); }
 
@@ -284,6 +291,9 @@ static const volt_callback_ops pb_ops = {
     .on_test_end = pb_on_test_end,
     .on_test_batch_end = pb_on_eval_batch_end,
     .destroy = pb_destroy,
+    .on_predict_start = pb_on_test_start,   /* a line of its own, as test's */
+    .on_predict_batch_end = pb_on_predict_batch_end,
+    .on_predict_end = pb_on_test_end,
 };
 
 volt_status volt_add_progress_bar(volt_trainer *t) {

@@ -212,13 +212,15 @@ static void tm_start(tmon *m, volt_trainer *t, int s) {
     x->elapsed = 0;
     x->t0 = tm_now(m);
     const volt_trainer_config *c = volt_trainer_get_config(t);
+    /* the name given, else the device's own (cuda: "NVIDIA H200", as nvidia-smi prints it) */
+    const char *name = m->device_name ? m->device_name : volt_trainer_device_name(t);
     m->available = m->cfg.peak_tflops > 0 ? m->cfg.peak_tflops * 1e12
-                 : volt_available_flops(m->device_name, c ? c->precision : NULL, c ? c->matmul_precision : NULL);
+                 : volt_available_flops(name, c ? c->precision : NULL, c ? c->matmul_precision : NULL);
     const char *acc = volt_trainer_accelerator(t);
     if (!m->available && m->cfg.flops_fn && !m->noted && acc && !strcmp(acc, "cuda") && volt_trainer_is_global_zero(t)) {
         fprintf(stderr, "volt: ThroughputMonitor: no peak FLOP/s for %s%s%s: device/mfu is not logged (set peak_tflops, or "
                 "device_name to one of the table's, e.g. --throughput.peak_tflops 989.4)\n",
-                m->device_name ? "'" : "this device", m->device_name ? m->device_name : "", m->device_name ? "'" : "");
+                name ? "'" : "this device", name ? name : "", name ? "'" : "");
         m->noted = true;
     }
 }

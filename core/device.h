@@ -217,8 +217,14 @@ struct volt_backend {
 
     /* ---- version 5: no new entries; copy may be given VOLT_COPY_H2D_SNAPSHOT ---- */
     /* ---- version 6: no new entries here; pm->average (weight averaging) may be set ---- */
+
+    /* ---- version 7 (optional: NULL = none) ---- */
+    /* The device's product name as its driver reports it ("NVIDIA H200"), for the peak-FLOP/s
+     * table of ThroughputMonitor's MFU (volt_available_flops); NULL when it has none (cpu).
+     * Valid for the device's life. */
+    const char *(*device_name)(volt_device *d);
 };
-#define VOLT_BACKEND_VERSION 6u
+#define VOLT_BACKEND_VERSION 7u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -274,6 +280,10 @@ static inline void (*volt__dev_pm_average(const volt_device *d))(volt_device *, 
     return d->be->version >= 6 ? d->be->pm->average : NULL;
 }
 static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->version >= 3 && d->be->graph_begin; }
+/* The version-7 device_name when the backend has one, else NULL. */
+static inline const char *volt__dev_name(volt_device *d) {
+    return d->be->version >= 7 && d->be->device_name ? d->be->device_name(d) : NULL;
+}
 /* The backend's graph_begin / graph_end, keeping d->capturing. */
 static inline volt_status volt__dev_graph_begin(volt_device *d, char *err, size_t errlen) {
     volt_status st = d->be->graph_begin(d, err, errlen);

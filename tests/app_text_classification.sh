@@ -113,9 +113,22 @@ cuda)
     # cpu (the same dropout masks): the logged losses and the exported weights agree
     TINY=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 2
           --limit-test-batches 2 --precision 32-true)
-    run tiny_cu "${TINY[@]}" --root "$W/runs_tiny_cu" --accelerator cuda --export-full "$W/tiny_cu.safetensors"
+    # with the ThroughputMonitor and no peak or name given: the device's own name (the
+    # simulator's CUDASIM_NAME) picks the peak, H100 SXM's f32 66.9 TFLOP/s at 32-true
+    CUDASIM_NAME="NVIDIA H100 80GB HBM3" run tiny_cu "${TINY[@]}" --root "$W/runs_tiny_cu" --accelerator cuda \
+        --export-full "$W/tiny_cu.safetensors" --throughput.window_size 2 --trainer.log_every_n_steps 2
     expect_ok tiny_cu $?
-    grep -q 'Accelerator: cuda' "$W/tiny_cu.log" || die "tiny_cu: not on cuda"
+    grep -q 'Accelerator: cuda (device 0: NVIDIA H100 80GB HBM3)' "$W/tiny_cu.log" || die "tiny_cu: not on cuda, or no device name"
+    python3 - "$W/runs_tiny_cu/lightning_logs/version_0/metrics.csv" <<'PY' || die "tiny_cu: mfu over the device's own peak"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('train/device/mfu', '') != '']
+ok = len(rows) >= 1
+for r in rows:
+    f, m = float(r['train/device/flops_per_sec']), float(r['train/device/mfu'])
+    ok = ok and f > 0 and abs(m - f / 66.9e12) <= 1e-9 * f / 66.9e12
+print('tiny_cu: %d rows with mfu: %s' % (len(rows), [r['train/device/mfu'] for r in rows]))
+sys.exit(0 if ok else 1)
+PY
     run tiny_cpu "${TINY[@]}" --root "$W/runs_tiny_cpu" --accelerator cpu --export-full "$W/tiny_cpu.safetensors"
     expect_ok tiny_cpu $?
     for col in val_loss test_loss; do

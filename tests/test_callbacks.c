@@ -962,6 +962,13 @@ static void test_e2e_csv_resume(void) {
     volt_trainer_destroy(t);
 }
 
+static volt_status lin_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    lin *m = self;
+    *out = volt_linear(s, volt_batch_x(b), m->w, m->b);
+    return VOLT_OK;
+}
+static volt_status pred_ignore(void *ctx, const volt_batch *b, const volt_tensor *pred) { return VOLT_OK; }
+
 static void test_e2e_progress_bar(void) {
     const char *root = fresh_dir("pbar");
     char path[1200];
@@ -976,6 +983,9 @@ static void test_e2e_progress_bar(void) {
     volt_status st = fit(t, &m, true, NULL);
     volt_loader *l = mk_loader();
     volt_status st2 = volt_trainer_test(t, &lin_ops, &m, l, NULL);
+    volt_module_ops pops = lin_ops;
+    pops.predict_step = lin_predict;
+    volt_status st3 = volt_trainer_predict(t, &pops, &m, l, NULL, pred_ignore, NULL);
     volt_loader_destroy(l);
     volt_trainer_destroy(t);
     fflush(stderr);
@@ -983,12 +993,14 @@ static void test_e2e_progress_bar(void) {
     close(saved);
     CHECK_OK(st);
     CHECK_OK(st2);
+    CHECK_OK(st3);
     char *s = slurp(path);
     CHECK(s != NULL, "captured stderr");
     if (!s) return;
     static const char *const want[] = {
         "Epoch 0/1: 1/4 [", "Epoch 0/1: 2/4 [", "Epoch 0/1: 3/4 [", "Validation: 4/4 [", "Epoch 0/1: 4/4 [",
-        "Epoch 1/1: 1/4 [", "Epoch 1/1: 4/4 [", "Testing: 1/4 [", "Testing: 4/4 [",
+        "Epoch 1/1: 1/4 [", "Epoch 1/1: 4/4 [", "Testing: 1/4 [", "Testing: 4/4 [", "Predicting: 1/4 [",
+        "Predicting: 4/4 [",
     };
     const char *p = s;
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {

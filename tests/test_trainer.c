@@ -23,6 +23,22 @@ static volt_status c_on_train_batch_start(void *self, volt_trainer *t, const vol
 static volt_status c_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_train_batch_end"); return VOLT_OK; }
 static volt_status c_on_validation_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_validation_batch_end"); return VOLT_OK; }
 static volt_status c_on_before_backward(void *self, volt_trainer *t, const volt_tensor *l) { cbrec *c = self; rec(c->log, c->cap, "on_before_backward"); return VOLT_OK; }
+/* version 3 */
+CREC(on_test_start) CREC(on_test_end) CREC(on_test_epoch_start) CREC(on_test_epoch_end) CREC(on_predict_start)
+CREC(on_predict_end) CREC(on_predict_epoch_start) CREC(on_predict_epoch_end)
+#define CREC_B(hook) static volt_status c_##hook(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { \
+    cbrec *c = self; char w[64]; snprintf(w, sizeof w, #hook "(%lld)", (long long)i); rec(c->log, c->cap, w); return VOLT_OK; }
+CREC_B(on_validation_batch_start) CREC_B(on_test_batch_start) CREC_B(on_test_batch_end) CREC_B(on_predict_batch_start)
+/* the prediction is the step's, readable here: its row count is the batch's */
+static volt_status c_on_predict_batch_end(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b,
+                                          int64_t i) {
+    cbrec *c = self;
+    char w[64];
+    snprintf(w, sizeof w, "on_predict_batch_end(%lld,%lld/%lld)", (long long)i, (long long)pred->shape.d[0],
+             (long long)b->size);
+    rec(c->log, c->cap, w);
+    return VOLT_OK;
+}
 
 static const volt_callback_ops rec_cb_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "Recorder",
@@ -35,7 +51,26 @@ static const volt_callback_ops rec_cb_ops = {
     .on_validation_batch_end = c_on_validation_batch_end, .on_before_backward = c_on_before_backward,
     .on_after_backward = c_on_after_backward, .on_before_optimizer_step = c_on_before_optimizer_step,
     .destroy = free,
+    .on_validation_batch_start = c_on_validation_batch_start, .on_test_start = c_on_test_start,
+    .on_test_end = c_on_test_end, .on_test_epoch_start = c_on_test_epoch_start, .on_test_epoch_end = c_on_test_epoch_end,
+    .on_test_batch_start = c_on_test_batch_start, .on_test_batch_end = c_on_test_batch_end,
+    .on_predict_start = c_on_predict_start, .on_predict_epoch_start = c_on_predict_epoch_start,
+    .on_predict_batch_start = c_on_predict_batch_start, .on_predict_batch_end = c_on_predict_batch_end,
+    .on_predict_epoch_end = c_on_predict_epoch_end, .on_predict_end = c_on_predict_end,
 };
+/* the same table declared as version 2: the trainer calls none of version 3's hooks */
+static volt_callback_ops rec_cb_ops_v2;
+
+static volt_status net_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    net *m = self;
+    rec(m->log, m->cap, "predict_step");
+    *out = net_fwd(m, s, b);
+    return VOLT_OK;
+}
+static volt_status pred_sink(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    rec(ctx, 8192, "out");
+    return VOLT_OK;
+}
 
 /* ---- hook order ------------------------------------------------------------------------------ */
 static void test_hook_order(volt_dataset *ds) {
@@ -57,8 +92,8 @@ static void test_hook_order(volt_dataset *ds) {
     volt_loader *tl = make_loader(ds, 8, false, 0), *vl = make_loader(ds, 8, false, 0);
     CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, vl, NULL));
     const char *val =
-        "on_validation_start on_validation_epoch_start on_validation_epoch_start(mod) validation_step "
-        "on_validation_batch_end on_validation_epoch_end on_validation_epoch_end(mod) on_validation_end ";
+        "on_validation_start on_validation_epoch_start on_validation_epoch_start(mod) on_validation_batch_start(0) "
+        "validation_step on_validation_batch_end on_validation_epoch_end on_validation_epoch_end(mod) on_validation_end ";
     const char *batch =
         "on_train_batch_start on_train_batch_start(mod) training_step on_before_backward on_after_backward "
         "on_before_optimizer_step on_before_optimizer_step(mod) on_train_batch_end on_train_batch_end(mod) ";
@@ -73,6 +108,43 @@ static void test_hook_order(volt_dataset *ds) {
     CHECK(volt_trainer_metric(t, "val_acc", &v) && volt_trainer_metric(t, "train_loss_epoch", &v) &&
           volt_trainer_metric(t, "train_loss_step", &v), "metrics logged");
     CHECK(volt_trainer_global_step(t) == 2, "global_step %lld", (long long)volt_trainer_global_step(t));
+    /* test and predict (version 3's hooks): 2 batches of 8 each */
+    c.limit_test_batches = c.limit_predict_batches = 2;
+    volt_trainer *t2;
+    CHECK_OK(volt_trainer_create(&c, &t2));
+    cbrec *c2 = malloc(sizeof *c2);
+    c2->log = log;
+    c2->cap = sizeof log;
+    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops, c2));
+    volt_module_ops pops = net_ops;
+    pops.predict_step = net_predict;
+    log[0] = 0;
+    CHECK_OK(volt_trainer_test(t2, &pops, &m, vl, NULL));
+    const char *want_test = "on_test_start on_test_epoch_start on_test_batch_start(0) validation_step on_test_batch_end(0) "
+                            "on_test_batch_start(1) validation_step on_test_batch_end(1) on_test_epoch_end on_test_end ";
+    CHECK(!strcmp(log, want_test), "test hook order\n got:  %s\n want: %s", log, want_test);
+    log[0] = 0;
+    CHECK_OK(volt_trainer_predict(t2, &pops, &m, vl, NULL, pred_sink, log));
+    const char *want_pred = "on_predict_start on_predict_epoch_start on_predict_batch_start(0) predict_step out "
+                            "on_predict_batch_end(0,8/8) on_predict_batch_start(1) predict_step out "
+                            "on_predict_batch_end(1,8/8) on_predict_epoch_end on_predict_end ";
+    CHECK(!strcmp(log, want_pred), "predict hook order\n got:  %s\n want: %s", log, want_pred);
+    volt_trainer_destroy(t2);
+    /* a version-2 table: its (here set) version-3 entries are not there for the trainer */
+    rec_cb_ops_v2 = rec_cb_ops;
+    rec_cb_ops_v2.version = 2u;
+    CHECK_OK(volt_trainer_create(&c, &t2));
+    c2 = malloc(sizeof *c2);
+    c2->log = log;
+    c2->cap = sizeof log;
+    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops_v2, c2));
+    log[0] = 0;
+    CHECK_OK(volt_trainer_test(t2, &pops, &m, vl, NULL));
+    CHECK_OK(volt_trainer_predict(t2, &pops, &m, vl, NULL, pred_sink, log));
+    const char *want_v2 = "on_test_start validation_step on_test_batch_end(0) validation_step on_test_batch_end(1) "
+                          "on_test_epoch_end on_test_end predict_step out predict_step out ";
+    CHECK(!strcmp(log, want_v2), "a version-2 table\n got:  %s\n want: %s", log, want_v2);
+    volt_trainer_destroy(t2);
     volt_trainer_destroy(t);
     volt_loader_destroy(tl);
     volt_loader_destroy(vl);

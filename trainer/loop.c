@@ -20,6 +20,17 @@
         if (st_ == VOLT_STOP) (t)->should_stop = true; \
         else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
     } } while (0)
+/* A version-3 hook (volt_callback_ops): tables of an older version do not have it. */
+#define CB_HOOK3(t, hook, ...) do { \
+    for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
+        const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
+        if (cb_->ops->version < 3u || !cb_->ops->hook) continue; \
+        const double p0_ = VOLT__PROF_T0(t); \
+        volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
+        volt__prof_add((t), "Callback", cb_->ops->name, #hook, p0_); \
+        if (st_ == VOLT_STOP) (t)->should_stop = true; \
+        else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
+    } } while (0)
 #define MOD_HOOK(t, hook, ...) do { \
     if ((t)->mops->hook) { \
         const double p0_ = VOLT__PROF_T0(t); \
@@ -301,6 +312,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
         if (st < 0) return loader_err(t, val, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
+        CB_HOOK3(t, on_validation_batch_start, b, i);
         p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
@@ -675,6 +687,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
     VOLT_TRY(volt_loader_start(test, 0, 0));
     t->num_eval_batches = n;
     CB_HOOK(t, on_test_start);
+    CB_HOOK3(t, on_test_epoch_start);
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
@@ -684,6 +697,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
         if (st < 0) return loader_err(t, test, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
+        CB_HOOK3(t, on_test_batch_start, b, i);
         p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
@@ -701,6 +715,12 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
     return VOLT_OK;
 }
 
+/* on_predict_batch_end: inside the step, where the prediction still lives */
+static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
+    CB_HOOK3(t, on_predict_batch_end, pred, b, i);
+    return VOLT_OK;
+}
+
 static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void *module,
                                volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
@@ -715,12 +735,15 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
     t->stage = VOLT_STAGE_PREDICT;
     VOLT_TRY(volt_loader_start(loader, 0, 0));
     t->num_eval_batches = n;
+    CB_HOOK3(t, on_predict_start);
+    CB_HOOK3(t, on_predict_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
         volt_status st = volt_loader_next(loader, &hb);
         if (st == VOLT_STOP) break;
         if (st < 0) return loader_err(t, loader, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        CB_HOOK3(t, on_predict_batch_start, b, i);
         volt_tensor *pred = NULL;
         const double p0 = VOLT__PROF_T0(t);
         volt_step_begin(t->step, false, 0);
@@ -734,12 +757,15 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
         if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
         if (st >= 0) st = volt__metrics_flush(t);
         if (st >= 0) st = out(ctx, b, pred);
+        if (st >= 0) st = predict_batch_end(t, pred, b, i);
         volt_step_end(t->step);
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
         if (eval_interrupted(t)) return interrupt_stop(t, prev, "predict stopped", i);
     }
+    CB_HOOK3(t, on_predict_epoch_end);
+    CB_HOOK3(t, on_predict_end);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);

@@ -243,6 +243,10 @@ volt_status volt__trainer_resolve_device(volt_trainer *t) {
 
 const char *volt_trainer_accelerator(const volt_trainer *t) { return t->dev ? t->dev->be->name : NULL; }
 int volt_trainer_device_index(const volt_trainer *t) { return t->dev ? t->dev->ordinal : -1; }
+const char *volt_trainer_device_name(const volt_trainer *t) {
+    const char *n = t && t->dev ? volt__dev_name(t->dev) : NULL;
+    return n && *n ? n : NULL;
+}
 
 volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self) {
     if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_CALLBACK_OPS_VERSION)) {

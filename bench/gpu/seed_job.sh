@@ -21,6 +21,9 @@
 #               12, 3, bf16-mixed, cuda); COMPILE=0 runs eagerly; ASYNC=0 saves checkpoints on the
 #               training thread (default: --checkpoint.async_save, written in the background);
 #               SPLIT overrides the split
+#   THROUGHPUT  1 (default): the app's ThroughputMonitor (--throughput, window 50) logs the
+#               training rates and MFU over the device's own peak (its name from the driver);
+#               a RESULT line gives their medians; 0: off
 #   PYTHON      a python3 for the generator (numpy makes it ~3x faster; default python3)
 #   EXTRA       more arguments for the app
 #   APP_TIMEOUT seconds the app may run (default: no limit; the device check's job stage gives
@@ -40,7 +43,7 @@ DATA=${DATA:-/tmp/volt-seed-job}
 TEXTS=${TEXTS:-50000}
 PRESET=${PRESET:-distilbert-base} SEQ=${SEQ:-512} BATCH=${BATCH:-12} EPOCHS=${EPOCHS:-3}
 PRECISION=${PRECISION:-bf16-mixed} ACCELERATOR=${ACCELERATOR:-cuda} COMPILE=${COMPILE:-1}
-RUNS=${RUNS:-1} ASYNC=${ASYNC:-1}
+RUNS=${RUNS:-1} ASYNC=${ASYNC:-1} THROUGHPUT=${THROUGHPUT:-1}
 PYTHON=${PYTHON:-python3}
 VOCAB=${VOCAB:-}
 if [ -z "$VOCAB" ]; then
@@ -83,7 +86,8 @@ for run in $(seq 1 "$RUNS"); do
     --model.preset "$PRESET" --trainer.max_epochs "$EPOCHS" --trainer.precision "$PRECISION" \
     --trainer.accelerator "$ACCELERATOR" --trainer.compile "$([ "$COMPILE" = 1 ] && echo true || echo false)" \
     --checkpoint.async_save "$([ "$ASYNC" = 1 ] && echo true || echo false)" \
-    --trainer.default_root_dir "$W" --trainer.enable_progress_bar false --trainer.profiler simple ${EXTRA:-} 2>&1 |
+    --trainer.default_root_dir "$W" --trainer.enable_progress_bar false --trainer.profiler simple \
+    $([ "$THROUGHPUT" = 1 ] && echo --throughput.enabled true --throughput.window_size 50) ${EXTRA:-} 2>&1 |
     tee "$W.log"
   rc=${PIPESTATUS[0]}
   wall=$(since "$t")
@@ -92,6 +96,20 @@ for run in $(seq 1 "$RUNS"); do
   rd=$(sed -n 's/.*; read in \([0-9.]*\) s$/\1/p' "$W.log" | head -1)
   acc=$(sed -n 's/^Test accuracy \([0-9.]*\)$/\1/p' "$W.log" | tail -1)
   [ "$COMPILE" = 1 ] && grep -h '^compile: ' "$W.log" | sed 's/^/RESULT job: run '"$run"': /'
+  if [ "$THROUGHPUT" = 1 ]; then   # the ThroughputMonitor's training rates: medians over the logged windows
+    csv=$(ls -t "$W"/lightning_logs/version_*/metrics.csv 2>/dev/null | head -1)
+    [ -n "$csv" ] && "$PYTHON" - "$csv" "$run" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def med(k):
+    v = [float(r[k]) for r in rows if r.get(k, '') != '']
+    return ('%.4g' % statistics.median(v)) if v else '-'
+print('RESULT job: run %s: throughput (medians of 50-batch windows): samples/s=%s tokens/s=%s TFLOP/s=%s mfu=%s'
+      % (sys.argv[2], med('train/device/samples_per_sec'), med('train/device/items_per_sec'),
+         med('train/device/flops_per_sec') if med('train/device/flops_per_sec') == '-' else
+         '%.4g' % (float(med('train/device/flops_per_sec')) / 1e12), med('train/device/mfu')))
+PY
+  fi
   # where the minute went: the profiler's main rows (the FIT and TEST tables)
   awk -v r="$run" '/ Profiler Report$/ { stage = $1 }
     stage && /^\|  (Total|run_training_batch|run_training_epoch|validation_step|test_step|setup|load_checkpoint|train_dataloader_next|\[Callback\]ModelCheckpoint\.on_(validation_end|fit_end)) / {

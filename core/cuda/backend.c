@@ -79,6 +79,13 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     volt_status st = volt__cuda_gemm_init(c, err, errlen);
     if (st < 0) { ctx_release(c); return st; }
     volt__cuda_vmm_init(c);   /* unit buffers that shrink; off when the driver cannot */
+    struct cudaDeviceProp prop;   /* the name, for ThroughputMonitor's peak table */
+    if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) {
+        memcpy(c->name, prop.name, sizeof c->name < sizeof prop.name ? sizeof c->name : sizeof prop.name);
+        c->name[sizeof c->name - 1] = 0;
+    } else {
+        cudaGetLastError();   /* no name is not an error */
+    }
     *ctx = c;
     return VOLT_OK;
 }
@@ -86,6 +93,11 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
 static unsigned cuda_caps(volt_device *d) {
     const volt_cuda_ctx *c = d->ctx;
     return VOLT_DEV_BF16_NATIVE | VOLT_DEV_F16_NATIVE | VOLT_DEV_TF32 | (c && c->vmm ? VOLT_DEV_GIVE_BACK : 0u);
+}
+
+static const char *cuda_name(volt_device *d) {
+    const volt_cuda_ctx *c = d->ctx;
+    return c && c->name[0] ? c->name : NULL;
 }
 
 static bool cuda_supports(volt_device *d, volt_op_id op, volt_dtype dt) {
@@ -264,7 +276,7 @@ static void build(void) {
         .kernels = g_kernels, .pm = &volt__cuda_param_math,
         .error_word = cuda_error_word, .graph_begin = volt__cuda_graph_begin, .graph_end = volt__cuda_graph_end,
         .graph_launch = volt__cuda_graph_launch, .graph_destroy = volt__cuda_graph_destroy,
-        .alloc_givable = cuda_alloc_givable,
+        .alloc_givable = cuda_alloc_givable, .device_name = cuda_name,
     };
 }
 

@@ -25,6 +25,7 @@ typedef struct volt_cuda_ctx {
     struct volt_cuda_capture *cap; /* non-NULL while a graph is being captured (core/cuda/graph.c) */
     int n_graphs;                  /* captured graphs alive (a replay may touch any unit buffer) */
     struct volt_cuda_vmm *vmm;     /* unit buffers mapped granule by granule (core/cuda/vmm.c); NULL = off */
+    char name[256];                /* cudaDeviceProp.name ("NVIDIA H200"); "" when the driver gave none */
 } volt_cuda_ctx;
 typedef struct volt_cuda_vmm volt_cuda_vmm;
 

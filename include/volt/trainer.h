@@ -141,8 +141,21 @@ typedef struct volt_callback_ops {
      * it (after an interruption: a batch end, consistent). volt_trainer_errmsg says what
      * failed; a callback's own failure here is reported on stderr and does not replace it. */
     void (*on_exception)(void *self, volt_trainer *t, volt_status st);
+    /* version 3: the rest of Lightning's evaluation hooks. Batch hooks see the batch as the
+     * step does (on the device); on_predict_batch_end also the step's prediction, valid for
+     * the call only (as the volt_predict_fn sees it, which runs first). */
+    volt_status (*on_validation_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_test_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_test_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_predict_start)(void *self, volt_trainer *t);
+    volt_status (*on_predict_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_predict_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_predict_batch_end)(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b,
+                                        int64_t batch_idx);
+    volt_status (*on_predict_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_predict_end)(void *self, volt_trainer *t);
 } volt_callback_ops;
-#define VOLT_CALLBACK_OPS_VERSION 2u
+#define VOLT_CALLBACK_OPS_VERSION 3u
 
 /* ---- trainer configuration ----------------------------------------------------------------- */
 typedef struct volt_trainer_config {
@@ -290,6 +303,10 @@ VOLT_API bool volt_trainer_profiler_action(const volt_trainer *t, const char *na
  * "cuda"; "auto" already replaced) and its ordinal. */
 VOLT_API const char *volt_trainer_accelerator(const volt_trainer *t);
 VOLT_API int volt_trainer_device_index(const volt_trainer *t);
+/* The device's product name as its driver reports it ("NVIDIA H200" on cuda: what nvidia-smi
+ * prints), or NULL when the backend names none (cpu). ThroughputMonitor looks its peak FLOP/s
+ * up by it (volt_available_flops). */
+VOLT_API const char *volt_trainer_device_name(const volt_trainer *t);
 
 /* Takes ownership of self (ops->destroy runs on trainer destroy, or now if this fails). */
 VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self);
@@ -609,7 +626,8 @@ typedef struct volt_throughput_config {
                                          (default): volt_available_flops(device_name, ...); no peak:
                                          no mfu */
     const char *device_name;          /* the device's name for the peak table (e.g. "NVIDIA H100
-                                         80GB HBM3"); NULL (default): none (copied) */
+                                         80GB HBM3"); NULL (default): the trainer's device's own
+                                         (volt_trainer_device_name; none on cpu) (copied) */
 } volt_throughput_config;
 #define VOLT_THROUGHPUT_CONFIG_VERSION 1u
 VOLT_API void volt_throughput_config_init(volt_throughput_config *cfg);

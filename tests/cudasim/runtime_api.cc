@@ -47,6 +47,22 @@ cudaError_t cudaGetDeviceCount(int *n) {
     *n = g_devices;
     return g_devices ? cudaSuccess : fail(cudaErrorNoDevice);
 }
+/* What the backend reads: the name (CUDASIM_NAME, default "cudasim": in no peak-FLOP/s table),
+ * an H100/H200's compute capability and SM count, the simulated capacity. */
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d) {
+    init();
+    if (!prop) return fail(cudaErrorInvalidValue);
+    if (d < 0 || d >= g_devices) return fail(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    const char *nm = getenv("CUDASIM_NAME");
+    snprintf(prop->name, sizeof prop->name, "%s", nm && *nm ? nm : "cudasim");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 132;
+    prop->totalGlobalMem = g_capacity;
+    prop->sharedMemPerBlockOptin = (size_t)g_max_dyn_smem;
+    return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int d) {
     init();
     if (d < 0 || d >= g_devices) return fail(cudaErrorInvalidDevice);
