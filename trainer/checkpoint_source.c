@@ -169,16 +169,23 @@ typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
 volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
     const int W = t->world;
-    /* the comms run small collectives in buffers of their own (a timed-out one may still be
-     * written at finalize: comm_mpi.c's bounce, comm_nccl.c's scratch), so these can be ours */
-    double *bad = calloc((size_t)W, sizeof *bad);
-    if (!bad) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the load's verdict)", path);
-    bad[t->rank] = st < 0 ? 1.0 : 0.0;
-    volt_status cs = volt__strategy_all_reduce_mean(t->strategy, bad, W);
+    /* One flag per rank, 64 ranks per all-reduce, in a buffer on the stack: nothing here can
+     * fail on one rank only (an allocation that did would leave the others in the collective
+     * until the comm's deadline). The comms run small collectives in buffers of their own (a
+     * timed-out one may still be written at finalize: comm_mpi.c's bounce, comm_nccl.c's
+     * scratch), so this one can be ours. */
+    enum { CHUNK = 64 };
+    double bad[CHUNK];
+    volt_status cs = VOLT_OK;
     int root = -1;
-    for (int r = 0; cs >= 0 && r < W && root < 0; r++)
-        if (bad[r] > 0) root = r;
-    free(bad);
+    for (int base = 0; base < W && cs >= 0 && root < 0; base += CHUNK) {
+        const int n = W - base < CHUNK ? W - base : CHUNK;
+        memset(bad, 0, sizeof bad);
+        if (t->rank >= base && t->rank < base + n) bad[t->rank - base] = st < 0 ? 1.0 : 0.0;
+        cs = volt__strategy_all_reduce_mean(t->strategy, bad, n);
+        for (int r = 0; cs >= 0 && r < n && root < 0; r++)
+            if (bad[r] > 0) root = base + r;
+    }
     if (cs >= 0 && root < 0) return VOLT_OK;
     verdict_msg v = { .st = st };
     if (cs >= 0) {
