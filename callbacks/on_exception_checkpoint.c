@@ -2,7 +2,7 @@
  * checkpoint to resume from (docs/CALLBACKS.md).
  *
  * An interruption (SIGINT / SIGTERM, trainer/signals.c) stops fit at an optimizer step
- * boundary on every rank alike, so the save — collective under sharded strategies — runs on
+ * boundary, or after a validation batch, on every rank alike, so the save — collective under sharded strategies — runs on
  * every rank and the file resumes exactly. Other errors: on one process only (with several,
  * a rank may be gone or a comm broken, and a sharded save would wait on it), and not after a
  * failure of the strategy's own collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /

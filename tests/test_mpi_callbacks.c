@@ -17,12 +17,21 @@
  *       others say "on another rank"), OnExceptionCheckpoint saves (collective under a sharded
  *       strategy), and a fit resumed from that file ends with the uninterrupted run's weights.
  *
+ *   mpirun -np N test_mpi_callbacks interrupt_eval S   rank 1 alone raises SIGTERM inside an
+ *       evaluation step at batch 2 (of 100 per rank): in fit's validation, its sanity check (batch
+ *       1), and standalone validate / test / predict. Every rank returns VOLT_ERR_INTERRUPTED
+ *       naming the loop and the batch, every rank ran the same steps, none waited for the comm's
+ *       timeout; in fit OnExceptionCheckpoint saved, ModelCheckpoint(val_loss) ranked nothing and
+ *       the file resumes to the uninterrupted weights. Then each rank a dataset of its own (5 + 2r
+ *       batches): no hang, a stop after batch 2, and a signal past batch 4 acted on at the end.
+ *
  *   mpirun -np N test_mpi_callbacks throughput S   ThroughputMonitor with each rank's clock at its
  *       own speed (rank r: 0.5 (r + 1) s a batch): every rank logs its own device rates and
  *       totals, and the global keys are the device's times N (Lightning's rule: the ranks are
  *       taken to be alike); the per-rank totals summed are N times a rank's (equal shards).
  *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
+#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -59,23 +68,28 @@ static volt_status lin_opt(void *self, volt_optim_setup *o) {
 static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
                                          .configure_optimizers = lin_opt, .training_step = lin_train };
 
-static volt_dataset *make_data(void) {
-    enum { NMAX = 8 * BS * NB };
-    static float x[NMAX * 4], y[NMAX];
-    const int n = g_world * BS * NB;
-    for (int i = 0; i < n; i++) {
-        y[i] = 0.1f;
-        for (int j = 0; j < 4; j++) {
-            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-            y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-        }
-    }
-    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-    const void *d[2] = { x, y };
+/* n rows of the same function of 4 features (row i's values depend on i alone) */
+static volt_dataset *make_rows(int n) {
+    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    CHECK(x && y, "out of memory");
     volt_dataset *ds = NULL;
-    CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));
+    if (x && y) {
+        for (int i = 0; i < n; i++) {
+            y[i] = 0.1f;
+            for (int j = 0; j < 4; j++) {
+                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
+                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
+            }
+        }
+        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
+        const void *d[2] = { x, y };
+        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
+    }
+    free(x);
+    free(y);
     return ds;
 }
+static volt_dataset *make_data(void) { return make_rows(g_world * BS * NB); }
 
 static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
@@ -300,6 +314,205 @@ static void test_interrupt(const char *name) {
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
+/* ---- SIGTERM on one rank during an evaluation loop --------------------------------------------------- */
+enum { NV = 100 /* validation / test / predict batches per rank */ };
+/* lin with the evaluation steps; each counts its calls, and rank 1 raises SIGTERM inside the
+ * step of batch raise_at once more than skip calls have run (skip: the sanity check's) */
+typedef struct vlin {
+    lin m;
+    int64_t calls, raise_at, skip;
+    bool raised;
+} vlin;
+static void vl_count(vlin *v, int64_t i) {
+    v->calls++;
+    if (g_rank == 1 && !v->raised && i == v->raise_at && v->calls > v->skip) {
+        v->raised = true;
+        raise(SIGTERM);
+    }
+}
+static volt_status vl_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    vlin *v = self;
+    vl_count(v, i);
+    return volt_log(s, "val_loss", volt_mse(s, volt_linear(s, volt_batch_x(b), v->m.w, v->m.b), volt_batch_y(b)),
+                    VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
+}
+static volt_status vl_test(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    vlin *v = self;
+    vl_count(v, i);
+    return volt_log(s, "test_loss", volt_mse(s, volt_linear(s, volt_batch_x(b), v->m.w, v->m.b), volt_batch_y(b)),
+                    VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
+}
+static volt_status vl_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    vlin *v = self;
+    vl_count(v, i);
+    *out = volt_linear(s, volt_batch_x(b), v->m.w, v->m.b);
+    return VOLT_OK;
+}
+static volt_status vl_out(void *ctx, const volt_batch *b, const volt_tensor *pred) { (void)ctx; (void)b; (void)pred; return VOLT_OK; }
+static const volt_module_ops vlin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "vlin", .setup = lin_setup,
+                                          .configure_optimizers = lin_opt, .training_step = lin_train,
+                                          .validation_step = vl_val, .test_step = vl_test, .predict_step = vl_predict };
+
+/* An interrupted call: VOLT_ERR_INTERRUPTED with SIGTERM on every rank, the message naming where
+ * (rank 1 received it, the others heard of it), every rank's step count alike, no wait for
+ * the comm's timeout (20 s here). */
+static void check_stop(const char *label, volt_trainer *t, volt_status st, double el, const char *where, int64_t calls,
+                       int64_t want_calls) {
+    const char *msg = volt_trainer_errmsg(t);
+    char want[160], n[32];
+    snprintf(want, sizeof want, "SIGTERM (%s): %s", g_rank == 1 ? "received" : "on another rank", where);
+    CHECK(st == VOLT_ERR_INTERRUPTED && volt_trainer_interrupted(t) == SIGTERM && strstr(msg, want), "%s: rank %d: %s (%d): %s "
+          "(want '%s')", label, g_rank, volt_status_str(st), volt_trainer_interrupted(t), msg, want);
+    snprintf(n, sizeof n, "%lld", (long long)calls);
+    CHECK(calls == want_calls && same_everywhere(n), "%s: rank %d ran %lld steps, want %lld on every rank", label, g_rank,
+          (long long)calls, (long long)want_calls);
+    CHECK(el < 10, "%s: rank %d took %.1f s (a rank waited for the comm's timeout?)", label, g_rank, el);
+}
+
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static volt_trainer *eval_trainer(const char *name, const char *root) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = EPOCHS;
+    c.strategy = name;
+    c.seed = 7;
+    c.num_sanity_val_steps = 2;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == VOLT_OK, "trainer_create(%s): %s", name, t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    if (st < 0) { volt_trainer_destroy(t); return NULL; }
+    return t;
+}
+
+/* fit: SIGTERM on rank 1 inside validation_step, batch 2 of the first validation (NV batches),
+ * or of the sanity check (sanity): every rank stops after that batch, OnExceptionCheckpoint
+ * saves, ModelCheckpoint(val_loss) ranks nothing, the file resumes to the uninterrupted run. */
+static void eval_fit(const char *name, const char *root, volt_loader *tl, volt_loader *vl, const float wa[5], bool sanity) {
+    char dir[600], path[700], mcdir[600];
+    snprintf(dir, sizeof dir, "%s/%s", root, sanity ? "exc_sanity" : "exc");
+    snprintf(path, sizeof path, "%s/on_exception.safetensors", dir);
+    snprintf(mcdir, sizeof mcdir, "%s/%s", root, sanity ? "ranked_sanity" : "ranked");
+    volt_trainer *tb = eval_trainer(name, root);
+    if (!tb) return;
+    CHECK_OK(volt_add_on_exception_checkpoint(tb, dir, NULL));
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = mcdir;
+    cc.monitor = "val_loss";
+    cc.save_top_k = 1;
+    CHECK_OK(volt_add_model_checkpoint(tb, &cc));
+    vlin mb = { .raise_at = sanity ? 1 : 2, .skip = sanity ? 0 : 2 };
+    double t0 = vtest_now();
+    volt_status st = volt_trainer_fit(tb, &vlin_ops, &mb, tl, vl, NULL);
+    const double el = vtest_now() - t0;
+    char where[96];
+    snprintf(where, sizeof where, "%s after batch %d at epoch 0, step %d", sanity ? "the sanity check stopped" : "validation stopped",
+             sanity ? 1 : 2, sanity ? 0 : NB);
+    check_stop(sanity ? "fit, sanity check" : "fit, validation", tb, st, el, where, mb.calls, sanity ? 2 : 2 + 3);
+    CHECK(access(path, F_OK) == 0, "rank %d: no %s", g_rank, path);
+    const char *best = volt_trainer_best_model_path(tb);
+    CHECK((!best || !best[0]) && count_files(mcdir) == 0, "rank %d: a partial validation ranked a checkpoint: best '%s', %d files in %s",
+          g_rank, best ? best : "", count_files(mcdir), mcdir);
+    volt_trainer_destroy(tb);
+    /* the file resumes before that validation, which runs again: the uninterrupted weights */
+    volt_trainer *tc = eval_trainer(name, root);
+    vlin mc = { .raise_at = -1 };
+    st = tc ? volt_trainer_fit(tc, &vlin_ops, &mc, tl, vl, path) : VOLT_ERR_STATE;
+    CHECK(st == VOLT_OK, "rank %d: resume: %s", g_rank, tc ? volt_trainer_errmsg(tc) : "");
+    float wc[5];
+    weights(&mc.m, wc);
+    CHECK(memcmp(wa, wc, sizeof wc) == 0, "rank %d: resumed weights differ from the uninterrupted run", g_rank);
+    volt_trainer_destroy(tc);
+    if (g_rank == 0) printf("%s np%d: fit: %s on every rank in %.2f s; resumed to the same weights\n", name, g_world, where, el);
+}
+
+static void test_interrupt_eval(const char *name) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/interrupt_eval_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data(), *vds = make_rows(g_world * BS * NV);
+    volt_loader *tl = vtest_loader(ds, BS, true), *vl = vtest_loader(vds, BS, false);
+    /* the uninterrupted fit the resumed ones must end at */
+    float wa[5];
+    volt_trainer *ta = eval_trainer(name, root);
+    vlin ma = { .raise_at = -1 };
+    CHECK_OK(volt_trainer_fit(ta, &vlin_ops, &ma, tl, vl, NULL));
+    weights(&ma.m, wa);
+    CHECK(ma.calls == 2 + EPOCHS * NV, "rank %d: uninterrupted fit ran %lld validation steps", g_rank, (long long)ma.calls);
+    volt_trainer_destroy(ta);
+    eval_fit(name, root, tl, vl, wa, false);
+    eval_fit(name, root, tl, vl, wa, true);
+
+    /* standalone validate / test / predict, each signalled on rank 1 at batch 2 */
+    volt_trainer *t = eval_trainer(name, root);
+    vlin m = { .raise_at = -1 };   /* one module for the calls (the trainer keeps its weights) */
+    if (t) {
+        static const char *const what[3] = { "validation", "test", "predict" };
+        for (int k = 0; k < 3; k++) {
+            m.calls = 0;
+            m.raised = false;
+            m.raise_at = 2;
+            const double t0 = vtest_now();
+            volt_status st = k == 0 ? volt_trainer_validate(t, &vlin_ops, &m, vl, NULL)
+                           : k == 1 ? volt_trainer_test(t, &vlin_ops, &m, vl, NULL)
+                                    : volt_trainer_predict(t, &vlin_ops, &m, vl, NULL, vl_out, NULL);
+            const double el = vtest_now() - t0;
+            char where[64], label[32];
+            snprintf(where, sizeof where, "%s stopped after batch 2 at epoch 0, step 0", what[k]);
+            snprintf(label, sizeof label, "standalone %s", what[k]);
+            check_stop(label, t, st, el, where, m.calls, 3);
+            if (g_rank == 0) printf("%s np%d: %s: %s on every rank in %.2f s\n", name, g_world, label, where, el);
+        }
+        /* the record was consumed on every rank: the next call runs whole */
+        m.calls = 0;
+        m.raise_at = -1;
+        CHECK(volt_trainer_validate(t, &vlin_ops, &m, vl, NULL) == VOLT_OK && m.calls == NV && volt_trainer_interrupted(t) == 0,
+              "rank %d: a clean validate after the interruptions: %lld steps: %s", g_rank, (long long)m.calls, volt_trainer_errmsg(t));
+    }
+    volt_trainer_destroy(t);
+
+    /* each rank its own dataset, rank r with 5 + 2r batches: the ranks vote after the batches
+     * all of them run (5), and a signal past those is acted on when the call ends */
+    const int nb = 5 + 2 * g_rank;
+    volt_dataset *own = make_rows(g_world * BS * nb);
+    volt_loader *ol = vtest_loader(own, BS, false);
+    t = eval_trainer(name, root);
+    for (int k = 0; t && k < 3; k++) {
+        m.calls = 0;
+        m.raised = false;
+        m.raise_at = k == 0 ? -1 : k == 1 ? 2 : 6;
+        const double t0 = vtest_now();
+        volt_status st = volt_trainer_validate(t, &vlin_ops, &m, ol, NULL);
+        const double el = vtest_now() - t0;
+        if (k == 0) {
+            CHECK(st == VOLT_OK && m.calls == nb && el < 10, "rank %d: %d batches of its own: %s after %lld steps, %.1f s: %s", g_rank,
+                  nb, volt_status_str(st), (long long)m.calls, el, volt_trainer_errmsg(t));
+        } else if (k == 1) {
+            check_stop("own datasets, batch 2", t, st, el, "validation stopped after batch 2 at epoch 0, step 0", m.calls, 3);
+        } else {   /* batch 6: rank 1 alone runs it; every rank ran its whole loop */
+            const char *msg = volt_trainer_errmsg(t);
+            CHECK(st == VOLT_ERR_INTERRUPTED && strstr(msg, "validate had finished") && m.calls == nb && el < 10,
+                  "rank %d: signal past the common batches: %s after %lld of %d steps, %.1f s: %s", g_rank, volt_status_str(st),
+                  (long long)m.calls, nb, el, msg);
+        }
+    }
+    if (g_rank == 0) printf("%s np%d: datasets of 5, 7, ... batches: clean, stopped after batch 2, and after the call\n", name, g_world);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(ol);
+    volt_dataset_destroy(own);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+    volt_dataset_destroy(ds);
+    volt_dataset_destroy(vds);
+}
 /* ---- ThroughputMonitor ---------------------------------------------------------------------------- */
 static double metric_of(const volt_trainer *t, const char *name) {
     double v;
@@ -357,7 +570,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|throughput STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput STRATEGY\n");
         return 2;
     }
     int provided;
@@ -372,6 +585,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "collective")) test_collective(argv[2]);
     else if (!strcmp(argv[1], "time_interval")) test_time_interval(argv[2]);
     else if (!strcmp(argv[1], "interrupt")) test_interrupt(argv[2]);
+    else if (!strcmp(argv[1], "interrupt_eval")) test_interrupt_eval(argv[2]);
     else if (!strcmp(argv[1], "throughput")) test_throughput(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);

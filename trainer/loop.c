@@ -271,23 +271,16 @@ static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
     return volt__terr(t, st, "data loader: %s", volt_loader_errmsg(l));
 }
 
-/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: one process only (several have no
- * exchange per batch; fit stops them together at its next boundary, validate / test / predict
- * when they end). */
-static bool eval_interrupted(volt_trainer *t) {
-    if (t->world != 1 || !t->cfg.handle_signals || !volt__signal_pending()) return false;
-    t->interrupted_local = true;
-    return true;
-}
-
-/* The evaluation loop ends there: its state goes back to what it was around it. */
-static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, const char *what, int64_t idx) {
+/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: the loop ends there, its state
+ * back to what it was around it. With several ranks every one stops after the same batch
+ * (volt__signal_eval_vote). */
+static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, int sig, const char *what, int64_t idx) {
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
     char where[96];
     snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
-    return volt__signal_stop(t, volt__signal_pending(), where);
+    return volt__signal_stop(t, sig, where);
 }
 
 /* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
@@ -303,6 +296,8 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     CB_HOOK(t, on_validation_epoch_start);
     MOD_HOOK(t, on_validation_epoch_start);
     VOLT_TRY(volt_loader_start(val, 0, 0));
+    int64_t span;   /* the batches every rank runs: the ones they vote after */
+    VOLT_TRY(volt__signal_eval_span(t, n, sanity ? "the sanity check" : "validation", &span));
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
@@ -317,8 +312,10 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
-        if (eval_interrupted(t))   /* no epoch end: a partial validation ranks no checkpoint */
-            return interrupt_stop(t, prev, sanity ? "the sanity check stopped" : "validation stopped", i);
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, sanity ? "the sanity check" : "validation", &sig));
+        if (sig)   /* no epoch end: a partial validation ranks no checkpoint */
+            return interrupt_stop(t, prev, sig, sanity ? "the sanity check stopped" : "validation stopped", i);
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
@@ -685,6 +682,8 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
     VOLT_TRY(volt_loader_start(test, 0, 0));
+    int64_t span;
+    VOLT_TRY(volt__signal_eval_span(t, n, "test", &span));
     t->num_eval_batches = n;
     CB_HOOK(t, on_test_start);
     CB_HOOK3(t, on_test_epoch_start);
@@ -702,7 +701,9 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
-        if (eval_interrupted(t)) return interrupt_stop(t, prev, "test stopped", i);
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, "test", &sig));
+        if (sig) return interrupt_stop(t, prev, sig, "test stopped", i);
     }
     volt__metrics_clear_fresh(t);
     volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
@@ -734,6 +735,8 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;
     VOLT_TRY(volt_loader_start(loader, 0, 0));
+    int64_t span;
+    VOLT_TRY(volt__signal_eval_span(t, n, "predict", &span));
     t->num_eval_batches = n;
     CB_HOOK3(t, on_predict_start);
     CB_HOOK3(t, on_predict_epoch_start);
@@ -762,7 +765,9 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
-        if (eval_interrupted(t)) return interrupt_stop(t, prev, "predict stopped", i);
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, "predict", &sig));
+        if (sig) return interrupt_stop(t, prev, sig, "predict stopped", i);
     }
     CB_HOOK3(t, on_predict_epoch_end);
     CB_HOOK3(t, on_predict_end);

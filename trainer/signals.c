@@ -12,10 +12,18 @@
  * Several processes: every rank must stop at the same step (a sharded save, the next
  * collectives), so the training loop folds the record into the stop flag it already
  * all-reduces at each boundary, and each call ends with one more exchange of it
- * (volt__signal_settle). Validation inside fit is not cut short then: it has no exchange per
- * batch, and ranks stopping at different batches would leave the others waiting. */
+ * (volt__signal_settle). The evaluation loops (validation inside fit and its sanity check,
+ * validate, test, predict) have no exchange of their own per batch, so they make one for the
+ * vote: an all-reduce of the same two doubles after every batch (volt__signal_eval_vote), and
+ * every rank stops after the same batch. That exchange must be made by every rank or by none
+ * (one made alone waits until the comm's timeout), so a loop first agrees on how many batches
+ * every rank runs (volt__signal_eval_span): with one dataset the distributed sampler gives
+ * every rank the same count (padded, or cut with drop_last), but a rank given a dataset of its
+ * own may run more; batches past the fewest any rank runs are not voted on, and a signal there
+ * is acted on where the ranks next vote (the end of the call, or fit's next boundary). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "trainer/trainer_internal.h"
@@ -110,6 +118,46 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     char where[96];
     snprintf(where, sizeof where, "%s had finished", what);
     return volt__signal_stop(t, sig, where);
+}
+
+/* An evaluation loop of n batches on this rank starts: *span is how many of its first batches
+ * every rank runs (the fewest of any rank's n), the batch ends where the ranks vote; 0 with
+ * one process or handle_signals off (no exchange at all). One all-reduce of a slot per rank. */
+volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span) {
+    *span = 0;
+    if (t->world <= 1 || !t->strategy || !t->cfg.handle_signals) return VOLT_OK;
+    const int W = t->world;
+    double *c = calloc((size_t)W, sizeof *c);
+    if (!c) return volt__terr(t, VOLT_ERR_NOMEM, "%s: out of memory (agreeing on the batch count across ranks)", what);
+    c[t->rank] = (double)n;   /* the mean's slot r is n_r / W: exact for any count a loader has */
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, W);
+    int64_t lo = n;
+    for (int r = 0; st >= 0 && r < W; r++) {
+        const int64_t nr = (int64_t)(c[r] * W + 0.5);
+        if (nr < lo) lo = nr;
+    }
+    free(c);
+    if (st < 0) return volt__terr(t, st, "%s: agreeing on the batch count across ranks: %s", what, volt__strategy_errmsg(t->strategy));
+    *span = lo;
+    return VOLT_OK;
+}
+
+/* The end of batch idx of that loop: *sig is the signal to stop on now (0: go on). One
+ * process looks at its own record; several vote while idx < span, every rank alike. */
+volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig) {
+    *sig = 0;
+    if (!t->cfg.handle_signals) return VOLT_OK;
+    if (t->world <= 1 || !t->strategy) {
+        if ((*sig = (int)g_pending) != 0) t->interrupted_local = true;
+        return VOLT_OK;
+    }
+    if (idx >= span) return VOLT_OK;
+    double v[2];
+    volt__signal_vote(t, v);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 2);
+    if (st < 0) return volt__terr(t, st, "%s: agreeing on an interruption across ranks: %s", what, volt__strategy_errmsg(t->strategy));
+    *sig = volt__signal_from_vote(v);
+    return VOLT_OK;
 }
 
 int volt_trainer_interrupted(const volt_trainer *t) { return t ? t->interrupted : 0; }

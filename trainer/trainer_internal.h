@@ -142,6 +142,10 @@ void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
+/* The evaluation loops' vote (validation, test, predict): the batches every rank runs, then
+ * at each batch end the signal to stop on (0: go on); every rank alike with several. */
+volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span);
+volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig);
 /* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
  * call's interruption cleared, the call's stage set. */
 void volt__loop_call_begin(volt_trainer *t, volt_stage stage);
