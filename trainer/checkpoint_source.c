@@ -166,26 +166,16 @@ static void keep_state_ranges(volt_trainer *t, ck_src *c) {
  * checkpoint, never a hang. st: this rank's result so far (its message on t). */
 enum { VERDICT_MSG = 1024 };
 typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
+static bool first_bad(void *ctx, int r, double v) {
+    int *root = ctx;
+    if (v > 0.5) *root = r;
+    return *root < 0;
+}
+
 volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
-    const int W = t->world;
-    /* One flag per rank, 64 ranks per all-reduce, in a buffer on the stack: nothing here can
-     * fail on one rank only (an allocation that did would leave the others in the collective
-     * until the comm's deadline). The comms run small collectives in buffers of their own (a
-     * timed-out one may still be written at finalize: comm_mpi.c's bounce, comm_nccl.c's
-     * scratch), so this one can be ours. */
-    enum { CHUNK = 64 };
-    double bad[CHUNK];
-    volt_status cs = VOLT_OK;
-    int root = -1;
-    for (int base = 0; base < W && cs >= 0 && root < 0; base += CHUNK) {
-        const int n = W - base < CHUNK ? W - base : CHUNK;
-        memset(bad, 0, sizeof bad);
-        if (t->rank >= base && t->rank < base + n) bad[t->rank - base] = st < 0 ? 1.0 : 0.0;
-        cs = volt__strategy_all_reduce_mean(t->strategy, bad, n);
-        for (int r = 0; cs >= 0 && r < n && root < 0; r++)
-            if (bad[r] > 0) root = base + r;
-    }
+    int root = -1;   /* the lowest failing rank (every rank's flag, no allocation: volt__rank_values) */
+    volt_status cs = volt__rank_values(t, st < 0 ? 1.0 : 0.0, first_bad, &root);
     if (cs >= 0 && root < 0) return VOLT_OK;
     verdict_msg v = { .st = st };
     if (cs >= 0) {
@@ -198,7 +188,7 @@ volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const c
                           "'%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
     v.msg[VERDICT_MSG - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, W, outcome);
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, t->world, outcome);
 }
 
 /* Parse and check the layout, open and verify every shard. */

@@ -3,6 +3,7 @@
  * runs differently on each rank. Both are one all-reduce of a double over the strategy
  * (volt__strategy_all_reduce_mean), so they fail as every other metric sync does: a dead or
  * late rank is VOLT_ERR_TIMEOUT after the comm's timeout, with the trainer's message set. */
+#include <string.h>
 #include "trainer/trainer_internal.h"
 
 /* The mean over ranks of one value each; the input itself on one process. */
@@ -34,5 +35,26 @@ volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out) 
     double v = t->rank == 0 && value ? 1.0 : 0.0;
     VOLT_TRY(mean_over_ranks(t, "volt_trainer_broadcast_bool", &v));
     *out = t->world > 1 ? v > 0.5 / (double)t->world : value;
+    return VOLT_OK;
+}
+
+/* Every rank's value, seen by every rank: a slot per rank in all-reduces of at most 64 ranks
+ * each, in a buffer on the stack (nothing that could fail on one rank alone, an allocation,
+ * and leave the others waiting in the collective). visit(ctx, r, v) gets rank r's value
+ * (exact for integers below 2^52 / world) and returns false to stop after this block; the
+ * ranks see the same values, so they stop alike. The strategy's error is returned as is. */
+volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx) {
+    const int W = t->world;
+    enum { BLOCK = 64 };
+    double c[BLOCK];
+    bool more = true;
+    for (int base = 0; base < W && more; base += BLOCK) {
+        const int k = W - base < BLOCK ? W - base : BLOCK;
+        memset(c, 0, sizeof c);
+        if (t->rank >= base && t->rank < base + k) c[t->rank - base] = mine;
+        volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, k);   /* slot r: v_r / W */
+        if (st < 0) return st;
+        for (int r = 0; r < k && more; r++) more = visit(ctx, base + r, c[r] * W);
+    }
     return VOLT_OK;
 }

@@ -23,7 +23,6 @@
  * is acted on where the ranks next vote (the end of the call, or fit's next boundary). */
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "trainer/trainer_internal.h"
@@ -120,23 +119,22 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     return volt__signal_stop(t, sig, where);
 }
 
+static bool fewest(void *ctx, int r, double v) {
+    (void)r;
+    int64_t *lo = ctx;
+    const int64_t n = (int64_t)(v + 0.5);
+    if (n < *lo) *lo = n;
+    return true;
+}
+
 /* An evaluation loop of n batches on this rank starts: *span is how many of its first batches
  * every rank runs (the fewest of any rank's n), the batch ends where the ranks vote; 0 with
- * one process or handle_signals off (no exchange at all). One all-reduce of a slot per rank. */
+ * one process or handle_signals off (no exchange at all). A slot per rank (volt__rank_values). */
 volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span) {
     *span = 0;
     if (t->world <= 1 || !t->strategy || !t->cfg.handle_signals) return VOLT_OK;
-    const int W = t->world;
-    double *c = calloc((size_t)W, sizeof *c);
-    if (!c) return volt__terr(t, VOLT_ERR_NOMEM, "%s: out of memory (agreeing on the batch count across ranks)", what);
-    c[t->rank] = (double)n;   /* the mean's slot r is n_r / W: exact for any count a loader has */
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, W);
     int64_t lo = n;
-    for (int r = 0; st >= 0 && r < W; r++) {
-        const int64_t nr = (int64_t)(c[r] * W + 0.5);
-        if (nr < lo) lo = nr;
-    }
-    free(c);
+    volt_status st = volt__rank_values(t, (double)n, fewest, &lo);
     if (st < 0) return volt__terr(t, st, "%s: agreeing on the batch count across ranks: %s", what, volt__strategy_errmsg(t->strategy));
     *span = lo;
     return VOLT_OK;

@@ -145,6 +145,9 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
 /* The evaluation loops' vote (validation, test, predict): the batches every rank runs, then
  * at each batch end the signal to stop on (0: go on); every rank alike with several. */
 volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span);
+/* collective.c: every rank's value on every rank, in blocks of 64 (no allocation); visit
+ * returns false to stop after the block. world > 1 and a strategy. */
+volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx);
 volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig);
 /* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
  * call's interruption cleared, the call's stage set. */
