@@ -445,13 +445,6 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         int64_t nv;
         VOLT_TRY(stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv));
     }
-    /* val_check_fraction: every int(f x n) batches, down to whole optimizer steps (at least one) */
-    const int64_t acc = t->cfg.accumulate_grad_batches;
-    int64_t val_every = t->cfg.val_check_interval;
-    if (t->cfg.val_check_fraction > 0 && t->cfg.val_check_fraction < 1) {
-        val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
-        if (val_every < acc) val_every = acc;
-    }
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
@@ -462,6 +455,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             volt__metrics_drop_accums(t, VOLT_STAGE_FIT);
             CB_HOOK(t, on_train_epoch_start);
             MOD_HOOK(t, on_train_epoch_start);
+        }
+        /* val_check_fraction: every int(f x n) batches, down to whole optimizer steps (at least
+         * one) of this epoch's factor (GradientAccumulationScheduler sets it at the epoch start) */
+        const int64_t acc = t->cfg.accumulate_grad_batches;
+        int64_t val_every = t->cfg.val_check_interval;
+        if (t->cfg.val_check_fraction > 0 && t->cfg.val_check_fraction < 1) {
+            val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
+            if (val_every < acc) val_every = acc;
         }
         if (t->batch_in_epoch < n_batches) {
             volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);

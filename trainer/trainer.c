@@ -289,6 +289,22 @@ bool volt_trainer_is_global_zero(const volt_trainer *t) { return t->rank == 0; }
 int volt_trainer_rank(const volt_trainer *t) { return t->rank; }
 int volt_trainer_world_size(const volt_trainer *t) { return t->world; }
 const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t) { return &t->cfg; }
+
+volt_status volt_trainer_set_accumulate_grad_batches(volt_trainer *t, int64_t n) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "accumulate_grad_batches must be >= 1, got %lld", (long long)n);
+    if (t->cfg.val_check_interval > 0 && t->cfg.val_check_interval % n)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "accumulate_grad_batches %lld: val_check_interval (%lld) must be a "
+                          "multiple of it", (long long)n, (long long)t->cfg.val_check_interval);
+    if (t->in_step || (t->fitting && t->batch_in_epoch % t->cfg.accumulate_grad_batches != 0))
+        return volt__terr(t, VOLT_ERR_STATE, "accumulate_grad_batches: set inside an accumulation window (batch %lld of "
+                          "the epoch, windows of %lld): set it between windows, e.g. at an epoch start",
+                          (long long)t->batch_in_epoch, (long long)t->cfg.accumulate_grad_batches);
+    if (n == t->cfg.accumulate_grad_batches) return VOLT_OK;
+    t->cfg.accumulate_grad_batches = n;
+    volt__compile_free(t);   /* the captured steps divide by the old factor */
+    return VOLT_OK;
+}
 /* The caller reads the values (a callback between steps, the app after fit): ZeRO's gathers
  * after the last step complete first (a failure stays on the strategy; the next collective
  * reports it). */

@@ -419,6 +419,13 @@ VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0:
 VOLT_API int volt_trainer_rank(const volt_trainer *t);
 VOLT_API int volt_trainer_world_size(const volt_trainer *t);
 VOLT_API const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t);
+/* Lightning's `trainer.accumulate_grad_batches = n` (what GradientAccumulationScheduler does at
+ * each epoch start): batches per optimizer step from the next batch on; the config reads n
+ * after. Between accumulation windows only: INVALID_ARG for n < 1 or a val_check_interval that
+ * is not a multiple of n; STATE inside a step or with part of a window's grads held (a batch
+ * index of the running epoch that is not a multiple of the current factor). With compile,
+ * a changed factor drops the captured graphs (the next step of each shape is eager again). */
+VOLT_API volt_status volt_trainer_set_accumulate_grad_batches(volt_trainer *t, int64_t n);
 /* The store; under ZeRO every value is whole when it returns (the all-gathers a step leaves
  * running into the next forward are waited for first), so a callback may read it. */
 VOLT_API volt_params *volt_trainer_params(const volt_trainer *t);
@@ -600,6 +607,13 @@ VOLT_API void volt_weight_averaging_config_init(volt_weight_averaging_config *cf
 /* cfg NULL: the defaults. Before fit; one per trainer (INVALID_ARG for a second). */
 VOLT_API volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weight_averaging_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
+/* GradientAccumulationScheduler (Lightning's): from epoch epochs[i] on, accumulate factors[i]
+ * batches per optimizer step (epochs 0-based; before the first epoch given, 1). Sets the
+ * factor at each train epoch start, and at train start for the epoch a resumed fit is in.
+ * INVALID_ARG for n < 1, a negative or repeated epoch, a factor < 1, or a trainer whose
+ * accumulate_grad_batches is not 1 (Lightning's "set one or the other"). */
+VOLT_API volt_status volt_add_gradient_accumulation_scheduler(volt_trainer *t, const int64_t *epochs,
+                                                              const int64_t *factors, int n);
 /* ThroughputMonitor (Lightning's, with fabric's Throughput; docs/CALLBACKS.md): over a window
  * of the last window_size batches of a stage, batches, samples, items (length_fn) and FLOPs
  * (flops_fn) per second, per device ("device/samples_per_sec", ...) and, with several ranks,
