@@ -443,6 +443,13 @@ volt_status volt__params_grad_sqnorm_dev(volt_params *ps, double **sq);
  * over the store reads all of them. VOLT_ERR_NOMEM with a message on the store. */
 volt_status volt__params_commit_grads(volt_params *ps);
 void volt__params_clip_by_dev_norm(volt_params *ps, float max_norm);
+/* compile (trainer/compile.c): whether the grads are marked cleared (volt_params_clear_grad),
+ * which decides each parameter grad's STORE or ADD in backward (core/step.c prepare_grads), a
+ * host decision a captured step freezes: 1 every grad of every unit with grads, 0 none, -1 some.
+ * And the mark set to `cleared` on every such grad without writing anything: after a replay,
+ * what the captured step left (its backward wrote the grads, its boundary cleared them). */
+int volt__params_grads_cleared(const volt_params *ps);
+void volt__params_mark_grads_cleared(volt_params *ps, bool cleared);
 /* Write the zeros of u's cleared grads (volt_param_rec.grad_clear): every reader of a unit's
  * grad buffer outside a backward kernel calls it first (volt_unit_grad does). */
 void volt__unit_grads_settle(volt_unit *u);

@@ -335,6 +335,22 @@ void volt_params_clear_grad(volt_params *ps) {
         if (ps->units[i]->grad) unit_mark_clear(ps->units[i], true);
 }
 
+int volt__params_grads_cleared(const volt_params *ps) {
+    int all = 1, none = 1;
+    for (int i = 0; i < ps->n_units; i++) {
+        const volt_unit *u = ps->units[i];
+        if (!u->grad || u->n_params == 0) continue;
+        if (u->n_clear != u->n_params) all = 0;
+        if (u->n_clear != 0) none = 0;
+    }
+    return all ? 1 : none ? 0 : -1;   /* a store without grads: 1 (nothing to store or add) */
+}
+
+void volt__params_mark_grads_cleared(volt_params *ps, bool cleared) {
+    for (int i = 0; i < ps->n_units; i++)
+        if (ps->units[i]->grad) unit_mark_clear(ps->units[i], cleared);
+}
+
 /* u's grads this process uses (grad_lo .. grad_hi), cleared ones written as zeros first;
  * NULL when there are none. */
 static float *grad_range(volt_unit *u, int64_t *n) {

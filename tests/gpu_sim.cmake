@@ -22,6 +22,9 @@ if(VOLT_CUDA_SIM)
   # memory did) turns into NaN, not a near miss
   if(TEST test_cuda_compile)
     set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT "VOLT_TEST_COMPILE_STEPS=8;VOLT_POISON_GRADS=1")
+    # the gradient accumulation cases (12 to 24 micro-steps each) took it to ~8 min on a loaded
+    # 2-core machine: past the default 600 s with little to spare
+    set_tests_properties(test_cuda_compile PROPERTIES TIMEOUT 900)
   endif()
   # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
   # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck

@@ -56,7 +56,7 @@ set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np
 # compile over 2 ranks (tests/test_mpi_compile.c; docs/NCCL.md, "compile over several
 # processes"): the step's collectives captured into its graph. Eager == compiled bit for bit
 # under ddp and deepspeed_stage_1, at 32-true and 16-mixed (whose inf/NaN vote is summed over
-# ranks on the device); zero2 / fsdp / the mpi comm refused; a rank that leaves ends the
+# ranks on the device), and with gradient accumulation; zero2 / fsdp / the mpi comm refused; a rank that leaves ends the
 # other's graph launch at the deadline (VOLT_COMM_TIMEOUT=5), not in a hang.
 if(TARGET test_mpi_compile)
   foreach(s ddp zero1)
@@ -65,6 +65,12 @@ if(TARGET test_mpi_compile)
         $<TARGET_FILE:test_mpi_compile> parity ${s} ${p})
     endforeach()
   endforeach()
+  # accumulate_grad_batches 4 over 3 epochs of 6 batches (windows [0 1 2 3] [4 5]): a graph per
+  # kind of micro-step, the ones inside a window without collectives
+  volt_sim_nccl_test_exe(test_compile_ddp_32-true_accum4_np2_sim_nccl 2 "^compile .*accumulate 4: eager == compiled"
+    $<TARGET_FILE:test_mpi_compile> parity ddp 32-true 4)
+  volt_sim_nccl_test_exe(test_compile_zero1_16-mixed_accum4_np2_sim_nccl 2 "^compile .*accumulate 4: eager == compiled"
+    $<TARGET_FILE:test_mpi_compile> parity zero1 16-mixed 4)
   volt_sim_nccl_test_exe(test_compile_refuse_np2_sim_nccl 2 "^refused ddp .*over mpi"
     $<TARGET_FILE:test_mpi_compile> refuse)
   volt_sim_nccl_test_exe(test_compile_fault_np2_sim_nccl 2 "NCCL communicator aborted"

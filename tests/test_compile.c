@@ -17,7 +17,10 @@
  * runs only for the eager and capture steps), with each batch's inputs at the captured
  * address and each step's RNG offset; the shorter last batch gets its own graph; a host
  * read, a host-valued metric and an on_after_backward callback fail compile naming the
- * culprit; deferred errors give the CPU's message (first position, first op) at
+ * culprit; with gradient accumulation (k 2 and 3, epochs whose batch count is not a multiple
+ * of k) each kind of micro-step — ends a window or not, grads cleared or not — launches its own
+ * graph with the right batch and RNG offset, both kinds are replayed, and global_step and the
+ * optimizer hooks count one per window, as eagerly; deferred errors give the CPU's message (first position, first op) at
  * volt_step_check and at volt_step_end, and the word resets. The user's host data in a
  * captured step (from_host, copy_from_host, a seed grad) is a snapshot: a launch delivers
  * the capture-time bytes after the buffers were overwritten; the RNG offset is re-read. */
@@ -50,6 +53,7 @@ static const float *g_batch_x;         /* set by the module's training_step: the
 static const volt_step *g_step;
 static double g_launch_x[64];
 static uint64_t g_launch_rng[64];
+static const volt_device_graph *g_launch_g[64];   /* which graph each launch ran */
 
 static void refuse(volt_device *d, const char *what) {
     if (g_cap.refused[0]) return;
@@ -114,6 +118,7 @@ static volt_status rb_launch(volt_device *d, volt_device_graph *g, char *err, si
     if (g_cap.launches < 64) {
         g_launch_x[g_cap.launches] = g_batch_x ? g_batch_x[0] : -1;
         g_launch_rng[g_cap.launches] = g_step ? *g_step->rng_dev : UINT64_MAX;
+        g_launch_g[g_cap.launches] = g;
     }
     g_cap.launches++;
     return VOLT_OK;
@@ -429,8 +434,10 @@ static void test_config_errors(void) {
     CHECK_OK(volt_trainer_create(&c, &t));
     volt_trainer_destroy(t);
     trainer_cfg(&c, "cpu-graph");
-    c.accumulate_grad_batches = 2;
-    expect_create_err(&c, "accumulate_grad_batches must be 1, got 2");
+    c.accumulate_grad_batches = 2;   /* a graph per kind of micro-step: capturable */
+    CHECK(volt_trainer_create(&c, &t) == VOLT_OK, "compile with accumulate_grad_batches 2: %s",
+          t ? volt_trainer_errmsg(t) : "no trainer");
+    volt_trainer_destroy(t);
     trainer_cfg(&c, "cpu-graph");
     c.precision = "16-mixed";   /* its inf/NaN skip is decided on the device: capturable */
     CHECK_OK(volt_trainer_create(&c, &t));
@@ -514,6 +521,101 @@ static void test_memory_moved(volt_dataset *ds) {
     volt_trainer_destroy(t);
 }
 
+/* ---- gradient accumulation: a graph per kind of micro-step ------------------------------------ */
+/* Each batch, after its step: which launch (if any) ran it, and whether that is what the eager
+ * run would have done. The kind of a micro-step is (ends a window, grads start cleared): the
+ * graph launched for a kind is always the same one, and kinds never share a graph. */
+typedef struct {
+    int64_t k, micro, launches, hooks, per_kind[4];   /* per_kind: launches of each kind */
+    bool prev_boundary;                               /* the micro-step before ended a window */
+    const volt_device_graph *graph_of[4];
+    int64_t n_batches, bs;
+} accum_watch;
+static volt_status watch_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t idx) {
+    accum_watch *w = self;
+    (void)t; (void)b;
+    const bool boundary = (idx + 1) % w->k == 0 || idx + 1 == w->n_batches;
+    const bool cleared = w->prev_boundary;   /* the first micro-step of a fit: grads never cleared */
+    const int kind = 2 * boundary + cleared;
+    const int64_t n = g_cap.launches - w->launches;
+    CHECK(n == 0 || n == 1, "micro-step %lld: %lld launches", (long long)w->micro, (long long)n);
+    if (n == 1 && w->launches < 64) {
+        const int64_t i = w->launches;
+        CHECK(g_launch_x[i] == (double)(idx * w->bs), "micro-step %lld (batch %lld): the launch read batch row %g at the "
+              "captured address (want %lld)", (long long)w->micro, (long long)idx, g_launch_x[i], (long long)(idx * w->bs));
+        CHECK(g_launch_rng[i] == (uint64_t)w->micro, "micro-step %lld: the launch's RNG offset is %llu (the eager run's: %lld)",
+              (long long)w->micro, (unsigned long long)g_launch_rng[i], (long long)w->micro);
+        if (!w->graph_of[kind]) {
+            for (int o = 0; o < 4; o++)
+                CHECK(w->graph_of[o] != g_launch_g[i], "micro-step %lld (boundary %d, cleared %d) launched the graph of "
+                      "kind %d", (long long)w->micro, boundary, cleared, o);
+            w->graph_of[kind] = g_launch_g[i];
+        }
+        CHECK(w->graph_of[kind] == g_launch_g[i], "micro-step %lld (boundary %d, cleared %d) launched another graph than "
+              "its kind's", (long long)w->micro, boundary, cleared);
+        w->per_kind[kind]++;
+    }
+    w->launches = g_cap.launches;
+    w->prev_boundary = boundary;
+    w->micro++;
+    return VOLT_OK;
+}
+static volt_status watch_before_step(void *self, volt_trainer *t) {
+    (void)t;
+    ((accum_watch *)self)->hooks++;
+    return VOLT_OK;
+}
+static const volt_callback_ops watch_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "AccumWatch",
+                                             .on_train_batch_end = watch_batch,
+                                             .on_before_optimizer_step = watch_before_step };
+
+/* k micro-steps per window over batches of bs rows (NS = 10: 5 of 2, or 4, 4, 2), 3 epochs */
+static void test_accum(volt_dataset *ds, int64_t bs, int64_t k, float clip_norm, const char *precision, int64_t want_eager,
+                       int64_t want_captured, int64_t want_replayed) {
+    volt_trainer_config c;
+    trainer_cfg(&c, "cpu-graph");
+    c.accumulate_grad_batches = k;
+    c.gradient_clip_val = clip_norm;
+    c.precision = precision;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    const int64_t nb = (NS + bs - 1) / bs, windows = 3 * ((nb + k - 1) / k);
+    accum_watch w = { .k = k, .n_batches = nb, .bs = bs };
+    CHECK_OK(volt_trainer_add_callback(t, &watch_ops, &w));
+    lin m = { 0 };
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    lc.batch_size = bs;
+    lc.shuffle = false;
+    lc.num_workers = 2;
+    volt_loader *l = NULL;
+    CHECK_OK(volt_loader_create(&lc, ds, &l));
+    memset(&g_cap, 0, sizeof g_cap);
+    volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_OK, "fit: %s", volt_trainer_errmsg(t));
+    int64_t eager = -1, captured = -1, replayed = -1;
+    volt_trainer_compile_stats(t, &eager, &captured, &replayed);
+    char what[96];
+    snprintf(what, sizeof what, "batches of %lld, accumulate_grad_batches %lld, %s, clip %g", (long long)bs, (long long)k,
+             precision, (double)clip_norm);
+    CHECK(eager == want_eager && captured == want_captured && replayed == want_replayed,
+          "%s: eager %lld captured %lld replayed %lld (want %lld, %lld, %lld)", what, (long long)eager, (long long)captured,
+          (long long)replayed, (long long)want_eager, (long long)want_captured, (long long)want_replayed);
+    CHECK(m.steps_run == eager + captured, "%s: training_step ran %lld times (want %lld: eager and captured steps only)",
+          what, (long long)m.steps_run, (long long)(eager + captured));
+    CHECK(w.micro == 3 * nb && g_cap.launches == captured + replayed, "%s: %lld micro-steps, %d launches", what,
+          (long long)w.micro, g_cap.launches);
+    /* the eager run's optimizer steps: one per window, the shorter last one of each epoch too */
+    CHECK(volt_trainer_global_step(t) == windows && w.hooks == windows, "%s: global_step %lld, on_before_optimizer_step "
+          "ran %lld times (want %lld each)", what, (long long)volt_trainer_global_step(t), (long long)w.hooks, (long long)windows);
+    /* both kinds of micro-step were replayed: inside a window and at its end */
+    CHECK(w.per_kind[0] + w.per_kind[1] > 0 && w.per_kind[2] + w.per_kind[3] > 0, "%s: launches per kind (within, "
+          "within cleared, end, end cleared): %lld %lld %lld %lld", what, (long long)w.per_kind[0], (long long)w.per_kind[1],
+          (long long)w.per_kind[2], (long long)w.per_kind[3]);
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+}
+
 static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *want) {
     volt_trainer_config c;
     trainer_cfg(&c, "cpu-graph");
@@ -550,6 +652,16 @@ int main(void) {
     test_replay(ds, 0.f, "16-mixed");
     test_replay(ds, 0.5f, "16-mixed");
     test_memory_moved(ds);
+    /* 5 batches of 2: k 2 windows [0 1] [2 3] [4]: the first micro-step eager (grads never
+     * cleared), the first boundary eager; then captures of "first" (cleared), "last", "alone"
+     * (cleared and last); 2 more epochs replay all 5 */
+    test_accum(ds, 2, 2, 0.f, "32-true", 2, 3, 10);
+    test_accum(ds, 2, 2, 0.5f, "32-true", 2, 3, 10);
+    test_accum(ds, 2, 2, 0.5f, "16-mixed", 2, 3, 10);
+    /* k 3, windows [0 1 2] [3 4]: "middle" (written) captured at batch 1, "first" at 3, "last" at 4 */
+    test_accum(ds, 2, 3, 0.f, "32-true", 2, 3, 10);
+    /* 4, 4, 2 with k 2: windows [0 1] [2]; the short batch its own shape, alone in its window */
+    test_accum(ds, 4, 2, 0.f, "32-true", 3, 3, 3);
     expect_fit_err(ds, M_HOST_READ, false,
                    "compile: the training step cannot be captured: the captured step read device memory on the host (in training_step)");
     expect_fit_err(ds, M_HOST_VALUE, false, "metric 'rows' was logged from a host value");

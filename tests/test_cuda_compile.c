@@ -18,6 +18,11 @@
  * global_step, the skipped count, the scale and its tracker must equal eager's too.
  * And the MLP with optimizer parameter groups (two lrs, two weight decays).
  * And the MLP with EMA weight averaging (32-true, bf16-mixed, 16-mixed with skips).
+ * And gradient accumulation: accumulate_grad_batches 2 (windows of batches [4 4] [2]: the short
+ * batch alone in the epoch's last, shorter window) at 32-true, bf16-mixed, with norm clipping
+ * and 16-mixed with skips, the MLP and DistilBERT; and 3 (one window [4 4 2] per epoch: a
+ * "middle" micro-step too). Three graphs each (a window's first, its last or middle, and the
+ * short batch's), every micro-step's loss and the final parameters bit for bit.
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them). */
 #include "vtest.h"
@@ -50,13 +55,14 @@ enum { T = 48, VOCAB = 97 };
 static int64_t IDS[NS * T], MASK[NS * T], BY[NS];
 
 /* ---- one run --------------------------------------------------------------------------------- */
-typedef struct { double loss[STEPS]; int n; } losses;
+enum { MAX_MICRO = 4 * STEPS };   /* micro-steps: 3 batches per epoch, at least one optimizer step each, and skips */
+typedef struct { double loss[MAX_MICRO]; int n; } losses;
 static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     (void)b; (void)i;
     losses *l = self;
     double v = NAN;
     volt_trainer_metric(t, "train_loss", &v);
-    if (l->n < g_steps) l->loss[l->n++] = v;
+    if (l->n < MAX_MICRO) l->loss[l->n++] = v;
     return VOLT_OK;
 }
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
@@ -77,6 +83,14 @@ typedef struct {
 static float g_init_scale;
 static int64_t g_growth_interval;
 static bool g_ema;   /* EMA weight averaging (decay 0.8, every second step: the gate is a coefficient) */
+static int64_t g_accum = 1;   /* accumulate_grad_batches */
+/* the micro-steps of a run of g_steps optimizer steps (batches 4, 4, 2: an optimizer step per
+ * window of g_accum batches and at each epoch's end), and the graphs a compiled run captures */
+static int micro_steps(void) {
+    const int per_epoch = (int)((3 + g_accum - 1) / g_accum);
+    const int epochs = g_steps / per_epoch, rest = g_steps % per_epoch;
+    return 3 * epochs + (rest ? (int)(rest * g_accum) : 0);
+}
 
 static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
     run_out r;
@@ -92,6 +106,7 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     c.num_sanity_val_steps = 0;
     c.seed = 11;
     c.gradient_clip_val = clip;   /* > 0: by norm (host norm eagerly, device norm in the graph) */
+    c.accumulate_grad_batches = g_accum;
     if (g_init_scale > 0) c.grad_scaler_init_scale = g_init_scale;
     if (g_growth_interval > 0) c.grad_scaler_growth_interval = g_growth_interval;
     volt_trainer *t = NULL;
@@ -164,9 +179,16 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
            "(first %zd), eager %lld captured %lld replayed %lld\n", name, e.l.n, g.l.n, loss_diff,
            loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0, nbad, e.bytes / 4,
            first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first, (long long)g.eager, (long long)g.captured, (long long)g.replayed);
-    CHECK(e.ok && g.ok && e.l.n == g_steps && g.l.n == g_steps, "%s: both runs take %d steps", name, g_steps);
-    CHECK(g.replayed >= g_steps / 2 && g.captured == 2, "%s: the compiled run replayed (captured %lld, replayed %lld)", name,
-          (long long)g.captured, (long long)g.replayed);
+    /* 16-mixed's skipped steps take more micro-steps: as many in both runs */
+    CHECK(e.ok && g.ok && e.l.n == g.l.n && (g_init_scale > 0 ? e.l.n > micro_steps() : e.l.n == micro_steps()) &&
+          e.l.n < MAX_MICRO, "%s: both runs take %d micro-steps%s (%d, %d)", name, micro_steps(),
+          g_init_scale > 0 ? " and more (skips)" : "", e.l.n, g.l.n);
+    /* one graph per batch shape (4 and 2 rows); with accumulation one per kind of micro-step:
+     * a window's first and its last (k 2; the short batch is alone in its window) or middle (k 3;
+     * the short batch ends the window) */
+    const int64_t want_graphs = g_accum > 1 ? 3 : 2;
+    CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
+          "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
     CHECK(loss_diff < 0, "%s: step %d's loss differs: eager %.9g, graph %.9g", name, loss_diff,
           loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0);
     CHECK(e.bytes == g.bytes && e.bytes > 0 && nbad == 0, "%s: %zu of %zu parameter values differ", name, nbad, e.bytes / 4);
@@ -360,6 +382,21 @@ int main(void) {
     g_init_scale = 0;
     g_growth_interval = 0;
     g_ema = false;
+    /* gradient accumulation: a graph per kind of micro-step; the eager run divides the loss by
+     * k in the short last window too, and so must the replays */
+    g_accum = 2;
+    compare("mlp 32-true accumulate 2", false, "32-true", mds, 0.f);
+    compare("mlp bf16-mixed accumulate 2", false, "bf16-mixed", mds, 0.f);
+    compare("mlp 32-true clip-norm 0.05 accumulate 2", false, "32-true", mds, 0.05f);
+    compare("distilbert bf16-mixed accumulate 2", true, "bf16-mixed", bds, 0.f);
+    g_init_scale = 1048576.f;
+    g_growth_interval = 3;
+    compare("mlp 16-mixed skips accumulate 2", false, "16-mixed", mds, 0.f);
+    g_init_scale = 0;
+    g_growth_interval = 0;
+    g_accum = 3;
+    compare("mlp 32-true accumulate 3", false, "32-true", mds, 0.f);
+    g_accum = 1;
     test_host_data(mds);
     test_groups(mds);
     test_tf32();

@@ -10,6 +10,12 @@
  *       holds it: under deepspeed_stage_1 that bias is rank 1's slice, so rank 0 sees finite grads
  *       and skips only through the vote (the inf flag summed over ranks on the device). Every rank
  *       must skip the same steps (one per epoch), as the eager run does.
+ *   mpirun -np N test_mpi_compile parity S PREC K  the same with accumulate_grad_batches K over 3
+ *       epochs (K 4: windows [0 1 2 3] [4 5], the last shorter, its last batch another shape): a
+ *       graph per kind of micro-step; inside a window (begin_backward(false): ddp's no_sync) no
+ *       grad reduction or gather is started — on the host, so in no captured graph either —,
+ *       checked on the strategy's trace, and the backward of every eager or captured micro-step
+ *       syncs exactly when it ends a window.
  *   mpirun -np N test_mpi_compile refuse          zero2, fsdp, fsdp_shard_grad_op (they map and
  *       unmap device memory inside a step) and ddp over the mpi comm (collectives from the host):
  *       refused when the trainer is created, with the reason.
@@ -26,12 +32,16 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 #include "compile_mlp.h"
+#include "trainer/trainer_internal.h"
+#include "strategies/parallel/parallel.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
 #endif
 
-enum { BS = 4 /* per rank */, NB = 5 /* full batches per rank and epoch */, EPOCHS = 2 };
-enum { MAXW = 4, NSMAX = MAXW * (BS * NB + 2), MAXSTEPS = EPOCHS * (NB + 1) };
+enum { BS = 4 /* per rank */, NB = 5 /* full batches per rank and epoch */, EPOCHS = 2, MAX_EPOCHS = 3 };
+enum { MAXW = 4, NSMAX = MAXW * (BS * NB + 2), MAXSTEPS = MAX_EPOCHS * (NB + 1) };
+static int g_epochs = EPOCHS;
+static int64_t g_accum = 1;   /* accumulate_grad_batches */
 
 static int g_rank, g_world;
 
@@ -87,6 +97,29 @@ static volt_status rec_loss(void *self, volt_trainer *t, const volt_batch *b, in
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LossRecorder",
                                            .on_train_batch_end = rec_loss };
 
+/* accumulation: what the strategy did in each micro-step that ran on the host (eager or captured;
+ * a replay adds nothing to the trace): its backward syncs iff the step ends a window, and inside
+ * a window nothing is reduced or gathered */
+typedef struct { int pos; int64_t inside, inside_launches, wrong_sync; } sync_watch;
+static volt_status watch_sync(void *self, volt_trainer *t, const volt_batch *b, int64_t idx) {
+    (void)b;
+    sync_watch *w = self;
+    const volt_dist_event *ev = NULL;
+    const int n = volt__dist_trace(t->strategy, &ev);
+    const bool boundary = volt__loop_ends_window(t, idx, t->num_train_batches);
+    for (int i = w->pos; i < n; i++) {
+        if (ev[i].kind == VOLT_EV_BACKWARD_BEGIN) {
+            w->wrong_sync += ev[i].unit != (boundary ? 1 : 0);
+            w->inside += !boundary;
+        }
+        if (!boundary && (ev[i].kind == VOLT_EV_GRAD_LAUNCH || ev[i].kind == VOLT_EV_GATHER_LAUNCH)) w->inside_launches++;
+    }
+    w->pos = n > 0 ? n : 0;
+    return VOLT_OK;
+}
+static const volt_callback_ops sync_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SyncWatch",
+                                            .on_train_batch_end = watch_sync };
+
 /* fault: rank 1 leaves in on_before_optimizer_step of this global step: on a replay that hook
  * runs on the host after the ranks agreed to replay and before the launch, so the other ranks'
  * graphs wait inside their collectives for it */
@@ -106,6 +139,7 @@ typedef struct {
     losses l;
     float params[HID * IN + HID + NC * HID + NC];
     int64_t eager, captured, replayed, global_step, skipped;
+    sync_watch sync;
     volt_status st;
     char msg[1024];
     double seconds;
@@ -115,7 +149,8 @@ static volt_trainer *make_trainer(const char *strategy, const char *comm, const 
                                   volt_status *st, char *msg, size_t n) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
-    c.max_epochs = EPOCHS;
+    c.max_epochs = g_epochs;
+    c.accumulate_grad_batches = g_accum;
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
     c.default_root_dir = vtest_tmpdir();
     c.precision = precision;
@@ -139,6 +174,7 @@ static void run(const char *strategy, const char *precision, bool compile, volt_
     if (!t) return;
     CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &r->l));
     if (g_leave_at >= 0) CHECK_OK(volt_trainer_add_callback(t, &leave_ops, NULL));
+    CHECK_OK(volt_trainer_add_callback(t, &sync_ops, &r->sync));
     /* rank 1 validates in larger batches than the others: its step memory (the arena) grows at
      * the first validation and its graphs go stale; the others' do not. The ranks must then
      * agree to start again from an eager step (compile.c, agree), not mix a replay on one rank
@@ -186,7 +222,18 @@ static void test_parity(const char *strategy, const char *precision) {
     if (e.st != VOLT_OK || c.st != VOLT_OK) { volt_dataset_destroy(ds); return; }
     CHECK(c.captured >= 1 && c.replayed >= NB - 2, "%s %s: compiled run: %lld eager, %lld captured, %lld replayed",
           strategy, precision, (long long)c.eager, (long long)c.captured, (long long)c.replayed);
-    CHECK(e.l.n == c.l.n && e.l.n == EPOCHS * (NB + 1), "%s %s: %d / %d losses", strategy, precision, e.l.n, c.l.n);
+    CHECK(e.l.n == c.l.n && e.l.n == g_epochs * (NB + 1), "%s %s: %d / %d losses", strategy, precision, e.l.n, c.l.n);
+    if (g_accum > 1) {   /* micro-steps inside a window ran (eagerly and captured) with no collective */
+        CHECK(c.captured >= 3, "%s %s accumulate %lld: %lld graphs (want one per kind of micro-step: >= 3)", strategy,
+              precision, (long long)g_accum, (long long)c.captured);
+        for (int k = 0; k < 2; k++) {
+            const run_out *r = k ? &c : &e;
+            CHECK(r->sync.inside > 0 && r->sync.inside_launches == 0 && r->sync.wrong_sync == 0, "%s %s accumulate %lld, %s: "
+                  "%lld backwards inside a window, %lld collectives started in them, %lld backwards with the wrong sync",
+                  strategy, precision, (long long)g_accum, k ? "compiled" : "eager", (long long)r->sync.inside,
+                  (long long)r->sync.inside_launches, (long long)r->sync.wrong_sync);
+        }
+    }
     CHECK(same_bits(e.l.loss, c.l.loss, e.l.n), "%s %s: a step's loss differs between eager and compiled", strategy, precision);
     CHECK(!memcmp(e.params, c.params, sizeof e.params), "%s %s: final parameters differ between eager and compiled",
           strategy, precision);
@@ -200,12 +247,12 @@ static void test_parity(const char *strategy, const char *precision) {
     long long sk = (long long)c.skipped, lo = 0, hi = 0;
     MPI_Allreduce(&sk, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&sk, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    CHECK(lo == hi && hi == (mixed ? EPOCHS : 0), "%s %s: skipped steps %lld..%lld over the ranks, want %d on each",
-          strategy, precision, lo, hi, mixed ? EPOCHS : 0);
+    CHECK(lo == hi && hi == (mixed ? g_epochs : 0), "%s %s: skipped steps %lld..%lld over the ranks, want %d on each",
+          strategy, precision, lo, hi, mixed ? g_epochs : 0);
     if (g_rank == 0)
-        printf("compile %-18s %-8s N=%d: eager == compiled, bit for bit (%d losses, %zu parameters; %lld captured, "
-               "%lld replayed, %lld skipped on every rank)\n", strategy, precision, g_world, c.l.n,
-               sizeof c.params / sizeof(float), (long long)c.captured, (long long)c.replayed, hi);
+        printf("compile %-18s %-8s N=%d accumulate %lld: eager == compiled, bit for bit (%d losses, %zu parameters; %lld "
+               "captured, %lld replayed, %lld skipped on every rank)\n", strategy, precision, g_world, (long long)g_accum,
+               c.l.n, sizeof c.params / sizeof(float), (long long)c.captured, (long long)c.replayed, hi);
     volt_dataset_destroy(ds);
 }
 
@@ -272,11 +319,16 @@ int main(int argc, char **argv) {
         g_world = atoi(getenv("OMPI_COMM_WORLD_SIZE"));
     }
     if (g_world < 2 || g_world > MAXW) VTEST_SKIP("needs 2 to 4 ranks");
-    if (!strcmp(mode, "parity") && argc > 3) test_parity(argv[2], argv[3]);
+    if (!strcmp(mode, "parity") && argc > 4) {
+        g_accum = atoi(argv[4]);
+        if (g_accum < 2 || g_accum > NB + 1) { fprintf(stderr, "parity: accumulate_grad_batches 2..%d, got '%s'\n", NB + 1, argv[4]); return 2; }
+        g_epochs = MAX_EPOCHS;
+        test_parity(argv[2], argv[3]);
+    } else if (!strcmp(mode, "parity") && argc > 3) test_parity(argv[2], argv[3]);
     else if (!strcmp(mode, "refuse")) test_refuse();
     else if (fault) test_fault();
     else {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_compile [parity S PREC | refuse | fault]\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_compile [parity S PREC [K] | refuse | fault]\n");
         return 2;
     }
     if (!fault) return vtest_mpi_finish();

@@ -1,25 +1,41 @@
 /* compile = true: the training step as a device graph (docs/CUDA.md, "compile").
  *
- * Per batch shape (the fields' dtypes, shapes and device addresses): the first batch runs
- * eagerly — the arena, the grad pool, kernel scratch and the log staging grow to the step's
- * size, so the same step again allocates nothing and lands on the same addresses
- * (core/arena.c, core/pool.c). The second is captured: graph_begin, volt_step_begin,
- * training_step, backward and the optimizer boundary, graph_end; the graph is then launched
- * once to run that step. From the third on the host does only a step's host half — the RNG
- * offset and the optimizer's scalars written at the fixed host addresses the launch copies
- * from, the on_before_optimizer_step hooks — launches the graph, and restores what the
- * captured step left for the host: the index checks (volt_step_check) and the queue of
- * logged values (one device->host read, as eager). Tape building and op dispatch are not
- * redone.
+ * A graph per batch shape (the fields' dtypes, shapes and device addresses) and kind of
+ * micro-step, the two host decisions a step's graph freezes besides its inputs:
+ *  - whether it ends an accumulation window (volt__loop_ends_window): forward + backward with
+ *    the strategy's sync on, then the optimizer boundary; or forward + backward accumulating
+ *    into the grads, the strategy's sync off (ddp's no_sync: no collective in the graph);
+ *  - whether the grads start cleared (volt__params_grads_cleared: the window's first
+ *    micro-step, after the boundary's clear_grad): backward stores into a cleared grad and adds
+ *    to a written one (core/step.c prepare_grads).
+ * accumulate_grad_batches 1 has one kind from its second step on; k > 1 has "first", "middle"
+ * (k > 2) and "last" of a window, and a window of one batch (an epoch's last when n_batches is
+ * 1 more than a multiple of k) is "first and last". The loss is divided by k in every window,
+ * the shorter last one too, as eagerly (volt__loop_backward_loss): a constant of the fit.
+ *
+ * Per batch shape and boundary or not, the first such micro-step runs eagerly — the arena, the
+ * grad pool, kernel scratch, the log staging and what the boundary allocates once (the
+ * optimizer's states, the norm's device word) grow to the step's size, so the same step again
+ * allocates nothing and lands on the same addresses (core/arena.c, core/pool.c). The next of
+ * the shape and kind is captured (cleared or not makes no difference to memory): graph_begin,
+ * volt_step_begin, training_step, backward (and the optimizer boundary), graph_end; the graph
+ * is then launched once to run that step. From then on the host does only a step's host half —
+ * the RNG offset, at a boundary the optimizer's scalars written at the fixed host addresses the
+ * launch copies from and the on_before_optimizer_step hooks — launches the graph, and restores
+ * what the captured step left for the host: the index checks (volt_step_check), the queue of
+ * logged values (one device->host read, as eager) and the grads' cleared marks (written after
+ * a backward, cleared after a boundary). Tape building and op dispatch are not redone.
  *
  * The batch is copied to the trainer's device buffers before each step (transfer.c, also on
  * a host-addressable device), which are the addresses the graph reads. A captured step's
- * memory must not move: the graph keeps the addresses of the step arena, grad pool, scratch
- * and log staging it was captured with, and when any of them was reallocated since (a
+ * memory must not move: the graphs keep the addresses of the step arena, grad pool, scratch
+ * and log staging they were captured with, and when any of them was reallocated since (a
  * larger eager step, a validation step that logged more) every graph is dropped and shapes
- * start again with an eager step. At most VOLT_COMPILE_MAX_GRAPHS graphs; a shape past that
- * (and past VOLT_COMPILE_MAX_SHAPES remembered) runs eagerly each time, counted in
- * volt_trainer_compile_stats. Validation, test and predict steps run eagerly.
+ * start again with an eager step. At most VOLT_COMPILE_MAX_GRAPHS graphs; a shape and kind
+ * past that (and past VOLT_COMPILE_MAX_SHAPES x VOLT_COMPILE_KINDS remembered) runs eagerly
+ * each time, counted in volt_trainer_compile_stats. So does a step whose grads are cleared in
+ * part (a callback read some units' grads between steps). Validation, test and predict steps
+ * run eagerly.
  *
  * The boundary runs with nothing read on the host (volt_boundary.on_device): norm clipping
  * takes its coefficient from the device norm (volt_params_clip_grad_norm: the formula the
@@ -31,16 +47,16 @@
  * Several processes (ddp, deepspeed_stage_1 over nccl): the step's collectives are captured
  * with it (docs/NCCL.md, "compile over several processes"); the boundary sums the inf flag and
  * the sharded grad norm over ranks on the device, and each launch is followed by the comm's
- * bounded wait (volt__strategy_drain), so a dead rank ends the run at the comm's deadline.
+ * bounded wait (volt__strategy_drain), so a dead rank ends the run at the comm's deadline. A
+ * micro-step inside a window captures no collective (begin_backward(false)).
  *
  * What a replay cannot redo is refused, never silently run eagerly: at create, a backend
- * without graph capture, a strategy whose step cannot be captured (volt__strategy_check_capture:
- * device memory mapped and unmapped in the step, collectives from the host) and gradient
- * accumulation; at fit start,
- * callbacks with on_before_backward / on_after_backward (they would see a replay's
- * tensors, or none); at
- * capture, a host read of device memory, an allocation or a synchronize anywhere in the step
- * (the backend names it and what was running), and a metric logged from a host value. */
+ * without graph capture and a strategy whose step cannot be captured
+ * (volt__strategy_check_capture: device memory mapped and unmapped in the step, collectives
+ * from the host); at fit start, callbacks with on_before_backward / on_after_backward (they
+ * would see a replay's tensors, or none); at capture, a host read of device memory, an
+ * allocation or a synchronize anywhere in the step (the backend names it and what was
+ * running), and a metric logged from a host value. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +68,13 @@ typedef struct volt_mem_sig {   /* where the step's memory is: what a graph's ad
 } volt_mem_sig;
 
 typedef struct volt_compiled {
-    int n_fields;
+    int n_fields;                     /* the key: the batch ... */
     volt_dtype dt[VOLT_MAX_FIELDS];
     volt_shape sh[VOLT_MAX_FIELDS];
     const void *data[VOLT_MAX_FIELDS];
+    bool boundary;                    /* ... and the kind: ends a window (the optimizer boundary) */
+    bool cleared;                     /* the grads start cleared (backward stores) */
+    bool ends_cleared;                /* what the captured step leaves: the boundary's clear_grad */
     volt_device_graph *g;             /* NULL: seen (its eager step warmed the memory), not captured */
     volt_mem_sig sig;
     volt_deferred_check *deferred;    /* the captured step's index checks */
@@ -84,13 +103,19 @@ static bool same_shape(volt_shape a, volt_shape b) {
     return true;
 }
 
-static volt_compiled *find(volt_trainer *t, const volt_batch *b) {
+static bool same_batch(const volt_compiled *e, const volt_batch *b) {
+    bool same = e->n_fields == b->n_fields;
+    for (int f = 0; same && f < b->n_fields; f++)
+        same = e->dt[f] == b->fields[f].dtype && same_shape(e->sh[f], b->fields[f].shape) && e->data[f] == b->fields[f].data;
+    return same;
+}
+
+/* b's entry of this kind; cleared < 0: any entry of b at this boundary or not (the memory of
+ * such a step is warm: cleared grads or not, a step allocates the same) */
+static volt_compiled *find(volt_trainer *t, const volt_batch *b, bool boundary, int cleared) {
     for (int i = 0; i < t->n_compiled; i++) {
         volt_compiled *e = &t->compiled[i];
-        bool same = e->n_fields == b->n_fields;
-        for (int f = 0; same && f < b->n_fields; f++)
-            same = e->dt[f] == b->fields[f].dtype && same_shape(e->sh[f], b->fields[f].shape) && e->data[f] == b->fields[f].data;
-        if (same) return e;
+        if (e->boundary == boundary && (cleared < 0 || e->cleared == (cleared != 0)) && same_batch(e, b)) return e;
     }
     return NULL;
 }
@@ -131,9 +156,6 @@ volt_status volt__compile_check_config(volt_trainer *t) {
                           t->dev->be->name);
     if (volt__strategy_check_capture(t->strategy) < 0)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: %s", volt__strategy_errmsg(t->strategy));
-    if (c->accumulate_grad_batches > 1)
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile captures the optimizer boundary with the step: "
-                          "accumulate_grad_batches must be 1, got %lld", (long long)c->accumulate_grad_batches);
     const volt_precision_ops *po = t->prec ? t->prec->ops : NULL;
     if (po && po->unscale_grads && !(po->skip_flag && po->update_on_device && po->read_back))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: precision '%s' cannot decide its inf/NaN skip on "
@@ -221,7 +243,7 @@ static volt_status launch(volt_trainer *t, volt_compiled *e, const char *what) {
         return volt__loop_step_err(t, st, "training_step (replayed)");
     }
     VOLT_TRY(volt__metrics_flush(t));
-    after_boundary(t);
+    if (e->boundary) after_boundary(t);
     return VOLT_OK;
 }
 
@@ -250,12 +272,12 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     if (st >= 0) {
         where = "backward";
         d->capture_note = "backward";
-        volt_tensor *loss = volt__prec_scale_loss(t, s, s->loss);
-        volt__strategy_begin_backward(t->strategy, true);
+        volt_tensor *loss = volt__loop_backward_loss(t, s, s->loss);
+        volt__strategy_begin_backward(t->strategy, e->boundary);   /* inside a window: no collective */
         st = volt_step_backward(s, loss);
     }
     bool skip = false;
-    if (st >= 0) {
+    if (st >= 0 && e->boundary) {
         /* on the device: the clip by norm's coefficient, 16-mixed's skip (volt_boundary) */
         where = "the optimizer step";
         d->capture_note = "the optimizer step";
@@ -300,6 +322,7 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     }
     e->n_deferred = s->n_deferred;
     e->g = g;
+    e->ends_cleared = volt__params_grads_cleared(t->ps) > 0;
     mem_sig(t, &e->sig);
     t->compile_captured++;
     /* run the captured step once: the deferred checks and log queue are still the step's */
@@ -316,10 +339,14 @@ static volt_status replay(volt_trainer *t, volt_compiled *e) {
     if (ws < 0) return volt__terr(t, ws, "compile: %s", volt__strategy_errmsg(t->strategy));
     /* the step's host half: this step's inputs at the addresses the launch copies from */
     s->rng_offset = (uint64_t)t->micro_step++;
-    volt__optimizer_advance(t->opt);
     t->dev->capture_note = NULL;
-    VOLT_TRY(before_step_hooks(t));
-    /* what the captured step left for the host */
+    if (e->boundary) {
+        volt__optimizer_advance(t->opt);
+        VOLT_TRY(before_step_hooks(t));
+    }
+    /* what the captured step left for the host: the grads written by its backward (and cleared
+     * by its boundary), its index checks, its logged values */
+    volt__params_mark_grads_cleared(t->ps, e->ends_cleared);
     s->status = VOLT_OK;
     s->errmsg[0] = 0;
     memcpy(s->deferred, e->deferred, sizeof *e->deferred * (size_t)e->n_deferred);
@@ -351,42 +378,70 @@ static volt_status agree(volt_trainer *t, int *plan) {
     return VOLT_OK;
 }
 
+/* The plan of a step of b (boundary: it ends a window; cleared: volt__params_grads_cleared)
+ * and its entry: the graph to replay, the entry to capture into (made here when the shape
+ * and boundary are warm but this kind is new), or none (eager: *e is the entry to make for a
+ * new shape and kind, when *make). */
+static int plan_of(volt_trainer *t, const volt_batch *b, bool boundary, int cleared, volt_compiled **e, bool *make) {
+    *e = NULL;
+    *make = false;
+    if (cleared < 0) return PLAN_EAGER;   /* cleared in part: no graph's kind */
+    volt_compiled *x = find(t, b, boundary, cleared);
+    if (x && x->g) { *e = x; return PLAN_REPLAY; }
+    const bool room = x || t->n_compiled < VOLT_COMPILE_MAX_SHAPES * VOLT_COMPILE_KINDS;
+    if (!x && !find(t, b, boundary, -1)) {   /* a new shape (or boundary kind): one eager step warms the memory for it */
+        *make = room;
+        return PLAN_EAGER;
+    }
+    if (!room || n_graphs(t) >= VOLT_COMPILE_MAX_GRAPHS) return PLAN_EAGER;   /* past the bound: eager, every time */
+    *e = x;   /* NULL: made at the capture */
+    return PLAN_CAPTURE;
+}
+
+static volt_compiled *entry_new(volt_trainer *t, const volt_batch *b, bool boundary, bool cleared) {
+    if (!t->compiled && !(t->compiled = calloc(VOLT_COMPILE_MAX_SHAPES * VOLT_COMPILE_KINDS, sizeof *t->compiled))) {
+        volt__terr(t, VOLT_ERR_NOMEM, "compile: out of memory");
+        return NULL;
+    }
+    volt_compiled *e = &t->compiled[t->n_compiled++];
+    memset(e, 0, sizeof *e);
+    e->n_fields = b->n_fields;
+    for (int f = 0; f < b->n_fields; f++) {
+        e->dt[f] = b->fields[f].dtype;
+        e->sh[f] = b->fields[f].shape;
+        e->data[f] = b->fields[f].data;
+    }
+    e->boundary = boundary;
+    e->cleared = cleared;
+    return e;
+}
+
 volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
     t->cur_batch_size = b->size;
-    volt_compiled *e = find(t, b);
+    const bool boundary = volt__loop_ends_window(t, idx, n_batches);
+    const int cleared = volt__params_grads_cleared(t->ps);
+    /* the step's memory moved since the graphs were captured (all with the same memory: a
+     * capture follows a check that dropped any other): every graph is stale */
     bool stale = false;
-    if (e && e->g) {
-        volt_mem_sig now;
-        mem_sig(t, &now);
-        stale = memcmp(&now, &e->sig, sizeof now) != 0;   /* the step's memory moved: every graph is stale */
-    }
-    int plan = !e || stale ? PLAN_EAGER : e->g ? PLAN_REPLAY : n_graphs(t) >= VOLT_COMPILE_MAX_GRAPHS ? PLAN_EAGER : PLAN_CAPTURE;
+    volt_mem_sig now;
+    mem_sig(t, &now);
+    for (int i = 0; i < t->n_compiled && !stale; i++)
+        stale = t->compiled[i].g && memcmp(&now, &t->compiled[i].sig, sizeof now) != 0;
+    volt_compiled *e = NULL;
+    bool make = false;
+    int plan = stale ? PLAN_EAGER : plan_of(t, b, boundary, cleared, &e, &make);
     if (t->world > 1) VOLT_TRY(agree(t, &plan));
     if (plan < 0) stale = true;   /* the ranks' plans differ: all start again from an eager step */
     if (stale) {
         volt__compile_free(t);
-        e = NULL;
-    }
-    if (!e) {   /* a new shape: one eager step warms the memory for it */
-        if (t->n_compiled < VOLT_COMPILE_MAX_SHAPES) {
-            if (!t->compiled && !(t->compiled = calloc(VOLT_COMPILE_MAX_SHAPES, sizeof *t->compiled)))
-                return volt__terr(t, VOLT_ERR_NOMEM, "compile: out of memory");
-            e = &t->compiled[t->n_compiled++];
-            memset(e, 0, sizeof *e);
-            e->n_fields = b->n_fields;
-            for (int f = 0; f < b->n_fields; f++) {
-                e->dt[f] = b->fields[f].dtype;
-                e->sh[f] = b->fields[f].shape;
-                e->data[f] = b->fields[f].data;
-            }
-        }
-        t->compile_eager++;
-        return volt__loop_train_eager(t, b, idx, n_batches);
+        plan = plan_of(t, b, boundary, cleared, &e, &make);   /* nothing left: eager, a new entry */
     }
     if (plan == PLAN_REPLAY) return replay(t, e);
-    if (plan == PLAN_EAGER) {   /* past the bound: eager, every time */
-        t->compile_eager++;
-        return volt__loop_train_eager(t, b, idx, n_batches);
+    if (plan == PLAN_CAPTURE) {
+        if (!e && !(e = entry_new(t, b, boundary, cleared != 0))) return VOLT_ERR_NOMEM;
+        return capture(t, e, b, idx);
     }
-    return capture(t, e, b, idx);
+    if (make && !entry_new(t, b, boundary, cleared != 0)) return VOLT_ERR_NOMEM;
+    t->compile_eager++;
+    return volt__loop_train_eager(t, b, idx, n_batches);
 }

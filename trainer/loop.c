@@ -363,6 +363,14 @@ static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx
     return volt__loop_train_eager(t, b, idx, n_batches);
 }
 
+/* What backward starts from, eager and captured alike: the loss over the accumulation (Lightning
+ * normalises by accumulate_grad_batches, the last, shorter window of an epoch too: a constant of
+ * the fit, so a graph may keep it), times 16-mixed's grad scale (a device value). */
+volt_tensor *volt__loop_backward_loss(volt_trainer *t, volt_step *s, volt_tensor *loss) {
+    if (t->cfg.accumulate_grad_batches > 1) loss = volt_scale(s, loss, 1.0f / (float)t->cfg.accumulate_grad_batches);
+    return volt__prec_scale_loss(t, s, loss);
+}
+
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
     t->cur_batch_size = b->size;
     volt_step *s = t->step;
@@ -377,16 +385,13 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
         volt__metrics_discard(t);
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
     }
-    volt_tensor *loss = s->loss;
-    if (t->cfg.accumulate_grad_batches > 1)   /* Lightning normalises by the accumulation */
-        loss = volt_scale(s, loss, 1.0f / (float)t->cfg.accumulate_grad_batches);
-    loss = volt__prec_scale_loss(t, s, loss);   /* 16-mixed: loss * grad scale */
+    volt_tensor *loss = volt__loop_backward_loss(t, s, s->loss);
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->on_before_backward) {
             st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);
             if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
         }
-    bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+    bool boundary = volt__loop_ends_window(t, idx, n_batches);
     volt__strategy_begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
     if (st >= 0) st = volt_step_check(s);   /* errors the device flagged (cuda: bad ids, targets) */
@@ -484,7 +489,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             VOLT_TRY(train_batch(t, b, idx, n_batches));
             volt__prof_add(t, NULL, NULL, "run_training_batch", p0);
             t->batch_in_epoch = idx + 1;
-            bool boundary = (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+            bool boundary = volt__loop_ends_window(t, idx, n_batches);
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
             if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))

@@ -202,20 +202,30 @@ volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *l
 volt_status volt__prec_ckpt_save(volt_trainer *t, volt_st_writer *w);
 volt_status volt__prec_ckpt_load(volt_trainer *t, volt_st_file *f, const char *path, bool apply);
 
-/* compile.c: compile = true (docs/CUDA.md "compile") */
-#define VOLT_COMPILE_MAX_GRAPHS 4     /* graphs kept; a shape past them runs eagerly every time */
-#define VOLT_COMPILE_MAX_SHAPES 16    /* shapes remembered */
+/* compile.c: compile = true (docs/CUDA.md "compile"). A graph per batch shape and kind of
+ * micro-step: whether it ends an accumulation window (the optimizer boundary) and whether the
+ * grads start cleared (the window's first); accumulate_grad_batches 1 needs one kind, 2 and more
+ * up to all 4 (a window of one batch at an epoch's end) */
+#define VOLT_COMPILE_MAX_GRAPHS 8     /* graphs kept; a shape and kind past them runs eagerly every time */
+#define VOLT_COMPILE_MAX_SHAPES 16    /* shapes remembered ... */
+#define VOLT_COMPILE_KINDS 4          /* ... each with up to this many kinds of micro-step */
 /* At create: what compile cannot capture that the config already says (backend, ranks,
- * accumulation, 16-mixed, norm clipping). */
+ * 16-mixed, norm clipping). */
 volt_status volt__compile_check_config(volt_trainer *t);
 /* At fit start: callbacks and module hooks that run inside the captured step. */
 volt_status volt__compile_check_hooks(volt_trainer *t);
-/* One training batch with compile on (loop.c's train_batch calls it; accumulation is 1 so
- * every batch ends at the optimizer boundary). */
+/* One training batch with compile on (loop.c's train_batch calls it). */
 volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 void volt__compile_free(volt_trainer *t);   /* drop every graph (new step, destroy) */
 
+/* Batch idx of an epoch of n ends an accumulation window: the optimizer boundary follows its
+ * backward (every accumulate_grad_batches-th batch, and the epoch's last; loop.c and compile.c) */
+static inline bool volt__loop_ends_window(const volt_trainer *t, int64_t idx, int64_t n_batches) {
+    return (idx + 1) % t->cfg.accumulate_grad_batches == 0 || idx + 1 == n_batches;
+}
+
 /* loop.c, shared with compile.c */
+volt_tensor *volt__loop_backward_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);   /* / accumulation, x grad scale */
 volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
 /* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before

@@ -218,10 +218,12 @@ typedef struct volt_trainer_config {
     /* ---- compile and GEMM precision (appended; issue 11, docs/CUDA.md) ---- */
     bool compile;                    /* default false: capture the training step (forward, backward,
                                         optimizer boundary) as a device graph after one eager step
-                                        per batch shape and replay it; needs a backend with graph
-                                        capture (cuda), accumulate_grad_batches 1, and with several
-                                        processes ddp or deepspeed_stage_1 over nccl; docs/CUDA.md
-                                        "compile", docs/NCCL.md */
+                                        per batch shape and replay it; with accumulate_grad_batches
+                                        > 1 a graph per kind of micro-step too (inside a window: no
+                                        boundary, no collective; its first: grads start cleared;
+                                        its last: the boundary); needs a backend with graph capture
+                                        (cuda), and with several processes ddp or deepspeed_stage_1
+                                        over nccl; docs/CUDA.md "compile", docs/NCCL.md */
     const char *matmul_precision;    /* f32 GEMMs, as torch.set_float32_matmul_precision: "highest"
                                         (default: full f32), "high" or "medium" (TF32 allowed; on
                                         a backend without TF32 GEMMs, e.g. cpu, an error) */
