@@ -35,6 +35,7 @@ const volt_cli_key app_run_keys[] = {
     { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
     { "weight_averaging.update_starting_at_step", VOLT_CLI_INT, "-1", "weight averaging: first optimizer step (0-based) that updates (-1 = from the first)", NULL, NULL, -1, 1e12 },
     { "weight_averaging.update_starting_at_epoch", VOLT_CLI_INT, "-1", "weight averaging: also update at the end of each epoch from this one (0-based; -1 = never)", NULL, NULL, -1, 1e12 },
+    { "accumulation.scheduling", VOLT_CLI_STRING, NULL, "GradientAccumulationScheduler (Lightning's): EPOCH:FACTOR,... (e.g. \"0:8,4:4,8:1\": 8 batches per optimizer step in epochs 0-3, 4 in 4-7, then 1; epochs 0-based, before the first given 1); leave trainer.accumulate_grad_batches at 1", NULL, NULL, 0, 0 },
     { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/ and test/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
     { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
@@ -117,6 +118,33 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     volt_status st = volt_add_model_checkpoint(t, &ck);
     if (st >= 0 && volt_cli_bool(c, "checkpoint.on_exception")) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
     return st;
+}
+
+volt_status app_add_accumulation_scheduler(volt_trainer *t, const volt_cli *c) {
+    const char *spec = volt_cli_str(c, "accumulation.scheduling");
+    if (!spec || !*spec) return VOLT_OK;
+    enum { MAX = 64 };
+    int64_t ep[MAX], fa[MAX];
+    int n = 0;
+    bool bad = false;
+    for (const char *p = spec; !bad;) {   /* EPOCH:FACTOR, then ',' and another, or the end */
+        char *end;
+        long long e = strtoll(p, &end, 10);
+        bad = end == p || *end != ':' || n == MAX;
+        if (bad) break;
+        p = end + 1;
+        long long f = strtoll(p, &end, 10);
+        bad = end == p || (*end && *end != ',');
+        if (bad) break;
+        ep[n] = e;
+        fa[n++] = f;
+        if (!*end) break;
+        p = end + 1;
+    }
+    if (bad || n == 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--accumulation.scheduling '%s': want EPOCH:FACTOR,... "
+                                 "(e.g. 0:8,4:4,8:1; at most %d entries)", spec, MAX);
+    return volt_add_gradient_accumulation_scheduler(t, ep, fa, n);
 }
 
 volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c) {

@@ -47,6 +47,10 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);
  * app's filename template unless checkpoint.filename is set. */
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename);
 
+/* GradientAccumulationScheduler from accumulation.scheduling ("0:8,4:4,8:1"); nothing when
+ * unset. INVALID_ARG (the trainer's message) for a malformed schedule. */
+volt_status app_add_accumulation_scheduler(volt_trainer *t, const volt_cli *c);
+
 /* WeightAveraging from the weight_averaging.* keys: mode "ema" (or only weight_averaging.decay
  * given) or "swa"; nothing for "none". */
 volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c);

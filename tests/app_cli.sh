@@ -104,6 +104,27 @@ sed -i 's/"n_heads": 5/"n_heads": 4/' "$W/hf/config.json"
 echo '{"do_lower_case": "yes"}' >"$W/hf/tokenizer_config.json"
 "$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; grep -q 'do_lower_case' "$W/e.log" || die "bad tokenizer_config: $(cat "$W/e.log")"
 
+# ---- GradientAccumulationScheduler: --accumulation.scheduling ----
+# 60 texts, split 48/6/6, batches of 4: 12 per epoch; 1 per step in epoch 0, 4 from epoch 1 on:
+# the last step of epoch 0 is step 11, epoch 1 adds 3 (steps 12-14)
+"$APP" fit "${C[@]}" --root "$W/runs_acc" --epochs 2 --batch-size 4 --split 48,6,6 --accumulation.scheduling 1:4 \
+    --limit-val-batches 1 --limit-test-batches 1 --trainer.log_every_n_steps 1 --no-progress >"$W/acc.log" 2>&1 ||
+    { cat "$W/acc.log"; die "accumulation.scheduling 1:4"; }
+python3 - "$W/runs_acc/lightning_logs/version_0/metrics.csv" <<'PY' || die "accumulation.scheduling: the steps per epoch in metrics.csv"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('lr-Adam', '') != '']
+by = {}
+for r in rows: by.setdefault(int(r['epoch']), []).append(int(r['step']))
+print('steps by epoch:', by)
+sys.exit(0 if by.get(0) == list(range(12)) and by.get(1) == [12, 13, 14] else 1)
+PY
+for bad in "1:4," "x" "0:2,0:3" "0:0"; do
+    "$APP" fit "${C[@]}" --root "$W/runs_acc_bad" --epochs 1 --accumulation.scheduling "$bad" >"$W/e.log" 2>&1; rc=$?
+    [[ $rc == 1 ]] && grep -q "GradientAccumulationScheduler" "$W/e.log" || die "schedule '$bad': exit $rc: $(cat "$W/e.log")"
+done
+"$APP" fit "${C[@]}" --root "$W/runs_acc_bad" --epochs 1 --accumulation.scheduling 0:2 --trainer.accumulate_grad_batches 2 \
+    >"$W/e.log" 2>&1; grep -q "set that or the schedule, not both" "$W/e.log" || die "schedule and accumulate_grad_batches: $(cat "$W/e.log")"
+
 # ---- launching ----
 cat >"$W/fake-mpirun" <<EOF2
 #!/usr/bin/env bash

@@ -3,7 +3,7 @@
 # read of a batch, a logged tensor or a parameter faults at once. Each test checks that its
 # trainer really resolved "auto" to cpu-strict (volt_trainer_accelerator), so a fallback to
 # cpu cannot pass silently.
-foreach(_t test_trainer test_callbacks test_callback_weight_averaging test_models test_distilbert)
+foreach(_t test_trainer test_callbacks test_callback_weight_averaging test_callback_accumulation test_models test_distilbert)
   if(TARGET ${_t})
     add_test(NAME ${_t}_strict COMMAND ${_t})
     set_tests_properties(${_t}_strict PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS strict
