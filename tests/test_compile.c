@@ -616,6 +616,7 @@ static void test_accum(volt_dataset *ds, int64_t bs, int64_t k, float clip_norm,
     volt_trainer_destroy(t);
 }
 
+static const volt_module_ops *g_fit_ops = &lin_ops;   /* what expect_fit_err trains */
 static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *want) {
     volt_trainer_config c;
     trainer_cfg(&c, "cpu-graph");
@@ -627,7 +628,7 @@ static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *wan
     }
     lin m = { .mode = md };
     volt_loader *l = loader(ds);
-    volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    volt_status st = volt_trainer_fit(t, g_fit_ops, &m, l, NULL, NULL);
     CHECK(st < 0 && strstr(volt_trainer_errmsg(t), want), "fit: %s: \"%s\" (want \"%s\")", volt_status_str(st),
           volt_trainer_errmsg(t), want);
     volt_loader_destroy(l);
@@ -666,6 +667,12 @@ int main(void) {
                    "compile: the training step cannot be captured: the captured step read device memory on the host (in training_step)");
     expect_fit_err(ds, M_HOST_VALUE, false, "metric 'rows' was logged from a host value");
     expect_fit_err(ds, M_PLAIN, true, "callback 'GradPeek' has on_after_backward");
+    /* the module's own (its table's version 2) */
+    volt_module_ops peek_ops = lin_ops;
+    peek_ops.on_after_backward = after_bwd;
+    g_fit_ops = &peek_ops;
+    expect_fit_err(ds, M_PLAIN, false, "module 'lin' has on_after_backward");
+    g_fit_ops = &lin_ops;
     volt_dataset_destroy(ds);
     return vtest_finish();
 }

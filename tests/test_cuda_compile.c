@@ -84,6 +84,7 @@ static float g_init_scale;
 static int64_t g_growth_interval;
 static bool g_ema;   /* EMA weight averaging (decay 0.8, every second step: the gate is a coefficient) */
 static int64_t g_accum = 1;   /* accumulate_grad_batches */
+static bool g_sched;          /* GradientAccumulationScheduler {0: 1, 1: 2, 2: 3} instead */
 /* the micro-steps of a run of g_steps optimizer steps (batches 4, 4, 2: an optimizer step per
  * window of g_accum batches and at each epoch's end), and the graphs a compiled run captures */
 static int micro_steps(void) {
@@ -114,6 +115,10 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     CHECK(st == VOLT_OK, "create: %s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
     if (st < 0) { volt_trainer_destroy(t); return r; }
     CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &r.l));
+    if (g_sched) {
+        static const int64_t ep[3] = { 0, 1, 2 }, fa[3] = { 1, 2, 3 };
+        CHECK_OK(volt_add_gradient_accumulation_scheduler(t, ep, fa, 3));
+    }
     if (g_ema) {
         volt_weight_averaging_config wc;
         volt_weight_averaging_config_init(&wc);
@@ -179,16 +184,23 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
            "(first %zd), eager %lld captured %lld replayed %lld\n", name, e.l.n, g.l.n, loss_diff,
            loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0, nbad, e.bytes / 4,
            first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first, (long long)g.eager, (long long)g.captured, (long long)g.replayed);
-    /* 16-mixed's skipped steps take more micro-steps: as many in both runs */
-    CHECK(e.ok && g.ok && e.l.n == g.l.n && (g_init_scale > 0 ? e.l.n > micro_steps() : e.l.n == micro_steps()) &&
-          e.l.n < MAX_MICRO, "%s: both runs take %d micro-steps%s (%d, %d)", name, micro_steps(),
+    /* 16-mixed's skipped steps take more micro-steps: as many in both runs. A schedule: epochs
+     * of 3, 2 and 1 optimizer steps, then 1 (windows of 3) */
+    const int want_micro = g_sched ? 3 + 3 + 3 + 3 * (g_steps - 6) : micro_steps();
+    CHECK(e.ok && g.ok && e.l.n == g.l.n && (g_init_scale > 0 ? e.l.n > want_micro : e.l.n == want_micro) &&
+          e.l.n < MAX_MICRO, "%s: both runs take %d micro-steps%s (%d, %d)", name, want_micro,
           g_init_scale > 0 ? " and more (skips)" : "", e.l.n, g.l.n);
     /* one graph per batch shape (4 and 2 rows); with accumulation one per kind of micro-step:
      * a window's first and its last (k 2; the short batch is alone in its window) or middle (k 3;
      * the short batch ends the window) */
     const int64_t want_graphs = g_accum > 1 ? 3 : 2;
-    CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
-          "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
+    if (!g_sched)
+        CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
+              "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
+    else   /* each new factor dropped the graphs: an eager step of each shape again at epochs 1 and 2 */
+        CHECK(g.eager >= 6 && g.captured > want_graphs && g.replayed > 0, "%s: eager %lld (want >= 6: the graphs "
+              "dropped at each new factor), captured %lld, replayed %lld", name, (long long)g.eager,
+              (long long)g.captured, (long long)g.replayed);
     CHECK(loss_diff < 0, "%s: step %d's loss differs: eager %.9g, graph %.9g", name, loss_diff,
           loss_diff >= 0 ? e.l.loss[loss_diff] : 0.0, loss_diff >= 0 ? g.l.loss[loss_diff] : 0.0);
     CHECK(e.bytes == g.bytes && e.bytes > 0 && nbad == 0, "%s: %zu of %zu parameter values differ", name, nbad, e.bytes / 4);
@@ -397,6 +409,11 @@ int main(void) {
     g_accum = 3;
     compare("mlp 32-true accumulate 3", false, "32-true", mds, 0.f);
     g_accum = 1;
+    /* the factor by epoch (GradientAccumulationScheduler): each change drops the graphs, whose
+     * loss scale was the old factor's */
+    g_sched = true;
+    compare("mlp 32-true accumulation schedule 1, 2, 3", false, "32-true", mds, 0.f);
+    g_sched = false;
     test_host_data(mds);
     test_groups(mds);
     test_tf32();

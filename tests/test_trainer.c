@@ -72,6 +72,40 @@ static volt_status pred_sink(void *ctx, const volt_batch *b, const volt_tensor *
     return VOLT_OK;
 }
 
+/* the module's version-2 hooks, recorded as "<hook>(mod)" */
+#define MREC2(hook) static volt_status m2_##hook(void *self, volt_trainer *t) { net *m = self; rec(m->log, m->cap, #hook "(mod)"); return VOLT_OK; }
+MREC2(on_train_start) MREC2(on_train_end) MREC2(on_validation_start) MREC2(on_validation_end) MREC2(on_test_start)
+MREC2(on_test_end) MREC2(on_predict_start) MREC2(on_predict_end) MREC2(on_predict_epoch_start) MREC2(on_predict_epoch_end)
+MREC2(on_after_backward)
+#define MREC2_B(hook) static volt_status m2_##hook(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { \
+    net *m = self; rec(m->log, m->cap, #hook "(mod)"); return VOLT_OK; }
+MREC2_B(on_validation_batch_start) MREC2_B(on_validation_batch_end) MREC2_B(on_test_batch_start)
+MREC2_B(on_test_batch_end) MREC2_B(on_predict_batch_start)
+static volt_status m2_on_predict_batch_end(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
+    net *m = self;
+    rec(m->log, m->cap, pred && pred->shape.d[0] == b->size ? "on_predict_batch_end(mod)" : "on_predict_batch_end(mod,bad)");
+    return VOLT_OK;
+}
+static volt_status m2_on_before_backward(void *self, volt_trainer *t, const volt_tensor *loss) {
+    net *m = self;
+    rec(m->log, m->cap, loss && volt_tensor_numel(loss) == 1 ? "on_before_backward(mod)" : "on_before_backward(mod,bad)");
+    return VOLT_OK;
+}
+static volt_module_ops net2_ops(void) {
+    volt_module_ops o = net_ops;
+    o.predict_step = net_predict;
+    o.on_train_start = m2_on_train_start; o.on_train_end = m2_on_train_end;
+    o.on_validation_start = m2_on_validation_start; o.on_validation_end = m2_on_validation_end;
+    o.on_validation_batch_start = m2_on_validation_batch_start; o.on_validation_batch_end = m2_on_validation_batch_end;
+    o.on_test_start = m2_on_test_start; o.on_test_end = m2_on_test_end;
+    o.on_test_batch_start = m2_on_test_batch_start; o.on_test_batch_end = m2_on_test_batch_end;
+    o.on_predict_start = m2_on_predict_start; o.on_predict_end = m2_on_predict_end;
+    o.on_predict_epoch_start = m2_on_predict_epoch_start; o.on_predict_epoch_end = m2_on_predict_epoch_end;
+    o.on_predict_batch_start = m2_on_predict_batch_start; o.on_predict_batch_end = m2_on_predict_batch_end;
+    o.on_before_backward = m2_on_before_backward; o.on_after_backward = m2_on_after_backward;
+    return o;
+}
+
 /* ---- hook order ------------------------------------------------------------------------------ */
 static void test_hook_order(volt_dataset *ds) {
     char log[8192] = "";
@@ -90,18 +124,22 @@ static void test_hook_order(volt_dataset *ds) {
     cr->cap = sizeof log;
     CHECK_OK(volt_trainer_add_callback(t, &rec_cb_ops, cr));
     volt_loader *tl = make_loader(ds, 8, false, 0), *vl = make_loader(ds, 8, false, 0);
-    CHECK_OK(volt_trainer_fit(t, &net_ops, &m, tl, vl, NULL));
+    const volt_module_ops m2 = net2_ops();   /* every module hook (version 2) */
+    CHECK_OK(volt_trainer_fit(t, &m2, &m, tl, vl, NULL));
     const char *val =
-        "on_validation_start on_validation_epoch_start on_validation_epoch_start(mod) on_validation_batch_start(0) "
-        "validation_step on_validation_batch_end on_validation_epoch_end on_validation_epoch_end(mod) on_validation_end ";
+        "on_validation_start on_validation_start(mod) on_validation_epoch_start on_validation_epoch_start(mod) "
+        "on_validation_batch_start(0) on_validation_batch_start(mod) validation_step on_validation_batch_end "
+        "on_validation_batch_end(mod) on_validation_epoch_end on_validation_epoch_end(mod) on_validation_end "
+        "on_validation_end(mod) ";
     const char *batch =
-        "on_train_batch_start on_train_batch_start(mod) training_step on_before_backward on_after_backward "
-        "on_before_optimizer_step on_before_optimizer_step(mod) on_train_batch_end on_train_batch_end(mod) ";
+        "on_train_batch_start on_train_batch_start(mod) training_step on_before_backward on_before_backward(mod) "
+        "on_after_backward on_after_backward(mod) on_before_optimizer_step on_before_optimizer_step(mod) "
+        "on_train_batch_end on_train_batch_end(mod) ";
     char want[8192];
     snprintf(want, sizeof want,
              "on_fit_start on_fit_start(mod) on_sanity_check_start %son_sanity_check_end on_train_start "
-             "on_train_epoch_start on_train_epoch_start(mod) %s%s%son_train_epoch_end on_train_epoch_end(mod) "
-             "on_train_end on_fit_end on_fit_end(mod) ",
+             "on_train_start(mod) on_train_epoch_start on_train_epoch_start(mod) %s%s%son_train_epoch_end "
+             "on_train_epoch_end(mod) on_train_end on_train_end(mod) on_fit_end on_fit_end(mod) ",
              val, batch, batch, val);
     CHECK(!strcmp(log, want), "hook order\n got:  %s\n want: %s", log, want);
     double v;
@@ -116,7 +154,7 @@ static void test_hook_order(volt_dataset *ds) {
     c2->log = log;
     c2->cap = sizeof log;
     CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops, c2));
-    volt_module_ops pops = net_ops;
+    volt_module_ops pops = net_ops;   /* version 2's module hooks left NULL here ... */
     pops.predict_step = net_predict;
     log[0] = 0;
     CHECK_OK(volt_trainer_test(t2, &pops, &m, vl, NULL));
@@ -129,6 +167,29 @@ static void test_hook_order(volt_dataset *ds) {
                             "on_predict_batch_end(0,8/8) on_predict_batch_start(1) predict_step out "
                             "on_predict_batch_end(1,8/8) on_predict_epoch_end on_predict_end ";
     CHECK(!strcmp(log, want_pred), "predict hook order\n got:  %s\n want: %s", log, want_pred);
+    /* ... and set: each after the callbacks' hook of the same name */
+    log[0] = 0;
+    CHECK_OK(volt_trainer_test(t2, &m2, &m, vl, NULL));
+    const char *want_test2 = "on_test_start on_test_start(mod) on_test_epoch_start on_test_batch_start(0) "
+                             "on_test_batch_start(mod) validation_step on_test_batch_end(0) on_test_batch_end(mod) "
+                             "on_test_batch_start(1) on_test_batch_start(mod) validation_step on_test_batch_end(1) "
+                             "on_test_batch_end(mod) on_test_epoch_end on_test_end on_test_end(mod) ";
+    CHECK(!strcmp(log, want_test2), "test hook order, module hooks\n got:  %s\n want: %s", log, want_test2);
+    log[0] = 0;
+    CHECK_OK(volt_trainer_predict(t2, &m2, &m, vl, NULL, pred_sink, log));
+    const char *want_pred2 = "on_predict_start on_predict_start(mod) on_predict_epoch_start on_predict_epoch_start(mod) "
+                             "on_predict_batch_start(0) on_predict_batch_start(mod) predict_step out "
+                             "on_predict_batch_end(0,8/8) on_predict_batch_end(mod) on_predict_batch_start(1) "
+                             "on_predict_batch_start(mod) predict_step out on_predict_batch_end(1,8/8) "
+                             "on_predict_batch_end(mod) on_predict_epoch_end on_predict_epoch_end(mod) on_predict_end "
+                             "on_predict_end(mod) ";
+    CHECK(!strcmp(log, want_pred2), "predict hook order, module hooks\n got:  %s\n want: %s", log, want_pred2);
+    /* the same table declared as version 1: none of them */
+    volt_module_ops m1 = m2;
+    m1.version = 1u;
+    log[0] = 0;
+    CHECK_OK(volt_trainer_predict(t2, &m1, &m, vl, NULL, pred_sink, log));
+    CHECK(!strstr(log, "(mod)"), "a version-1 module table got version-2 hooks: %s", log);
     volt_trainer_destroy(t2);
     /* a version-2 table: its (here set) version-3 entries are not there for the trainer */
     rec_cb_ops_v2 = rec_cb_ops;

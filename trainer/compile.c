@@ -172,6 +172,13 @@ volt_status volt__compile_check_hooks(volt_trainer *t) {
                               "captured step (a replay would not run it where it belongs: the optimizer step is part "
                               "of the graph); remove the callback or set compile = false", o->name ? o->name : "?", h);
     }
+    const volt_module_ops *m = t->mops;   /* the same hooks of the module (its table's version 2) */
+    const char *h = m->version < 2u ? NULL : m->on_before_backward ? "on_before_backward"
+                  : m->on_after_backward ? "on_after_backward" : NULL;
+    if (h)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: module '%s' has %s, which runs inside the captured "
+                          "step (a replay would not run it); remove the hook or set compile = false",
+                          m->name ? m->name : "?", h);
     return VOLT_OK;
 }
 

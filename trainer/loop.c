@@ -9,36 +9,32 @@
 #include "trainer/trainer_internal.h"
 #include "volt/ops.h"
 
-/* Run a callback hook on every callback: errors abort, VOLT_STOP requests a stop. */
-#define CB_HOOK(t, hook, ...) do { \
+/* Run a callback hook on every callback whose table (volt_callback_ops, append-only) is of
+ * version `ver` or later: errors abort, VOLT_STOP requests a stop. CB_HOOK: the hooks every
+ * version has; CB_HOOK3: version 3's (older tables do not have them). */
+#define CB_HOOK_V(t, ver, hook, ...) do { \
     for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
         const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
-        if (!cb_->ops->hook) continue; \
+        if (cb_->ops->version < (ver) || !cb_->ops->hook) continue; \
         const double p0_ = VOLT__PROF_T0(t); \
         volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
         volt__prof_add((t), "Callback", cb_->ops->name, #hook, p0_); \
         if (st_ == VOLT_STOP) (t)->should_stop = true; \
         else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
     } } while (0)
-/* A version-3 hook (volt_callback_ops): tables of an older version do not have it. */
-#define CB_HOOK3(t, hook, ...) do { \
-    for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
-        const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
-        if (cb_->ops->version < 3u || !cb_->ops->hook) continue; \
-        const double p0_ = VOLT__PROF_T0(t); \
-        volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
-        volt__prof_add((t), "Callback", cb_->ops->name, #hook, p0_); \
-        if (st_ == VOLT_STOP) (t)->should_stop = true; \
-        else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
-    } } while (0)
-#define MOD_HOOK(t, hook, ...) do { \
-    if ((t)->mops->hook) { \
+#define CB_HOOK(t, hook, ...) CB_HOOK_V(t, 1u, hook, ##__VA_ARGS__)
+#define CB_HOOK3(t, hook, ...) CB_HOOK_V(t, 3u, hook, ##__VA_ARGS__)
+/* The module's hook of the same name, after the callbacks' (version `ver` of its table or later). */
+#define MOD_HOOK_V(t, ver, hook, ...) do { \
+    if ((t)->mops->version >= (ver) && (t)->mops->hook) { \
         const double p0_ = VOLT__PROF_T0(t); \
         volt_status st_ = (t)->mops->hook((t)->module, (t), ##__VA_ARGS__); \
         volt__prof_add((t), "LightningModule", (t)->mops->name, #hook, p0_); \
         if (st_ == VOLT_STOP) (t)->should_stop = true; \
         else if (st_ < 0) return hook_err((t), st_, (t)->mops->name, #hook); \
     } } while (0)
+#define MOD_HOOK(t, hook, ...) MOD_HOOK_V(t, 1u, hook, ##__VA_ARGS__)
+#define MOD_HOOK2(t, hook, ...) MOD_HOOK_V(t, 2u, hook, ##__VA_ARGS__)
 /* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
  * error is recorded and returned. */
 static volt_status cb_hooks_each(volt_trainer *t, size_t off, const char *hook) {
@@ -293,6 +289,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     t->sanity = sanity;
     volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
     CB_HOOK(t, on_validation_start);
+    MOD_HOOK2(t, on_validation_start);
     CB_HOOK(t, on_validation_epoch_start);
     MOD_HOOK(t, on_validation_epoch_start);
     VOLT_TRY(volt_loader_start(val, 0, 0));
@@ -308,10 +305,12 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
         CB_HOOK3(t, on_validation_batch_start, b, i);
+        MOD_HOOK2(t, on_validation_batch_start, b, i);
         p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
+        MOD_HOOK2(t, on_validation_batch_end, b, i);
         int sig;
         VOLT_TRY(volt__signal_eval_vote(t, i, span, sanity ? "the sanity check" : "validation", &sig));
         if (sig)   /* no epoch end: a partial validation ranks no checkpoint */
@@ -327,6 +326,7 @@ static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t lim
     CB_HOOK(t, on_validation_epoch_end);
     MOD_HOOK(t, on_validation_epoch_end);
     CB_HOOK(t, on_validation_end);
+    MOD_HOOK2(t, on_validation_end);
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
@@ -391,6 +391,10 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
             st = t->cbs[i].ops->on_before_backward(t->cbs[i].self, t, s->loss);
             if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return hook_err(t, st, t->cbs[i].ops->name, "on_before_backward"); }
         }
+    if (t->mops->version >= 2u && t->mops->on_before_backward) {
+        st = t->mops->on_before_backward(t->module, t, s->loss);
+        if (st < 0) { volt_step_end(s); volt__metrics_discard(t); return hook_err(t, st, t->mops->name, "on_before_backward"); }
+    }
     bool boundary = volt__loop_ends_window(t, idx, n_batches);
     volt__strategy_begin_backward(t->strategy, boundary);
     st = volt_step_backward(s, loss);
@@ -400,6 +404,7 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
     if (st < 0) { volt__metrics_discard(t); return step_err(t, st, "backward"); }
     VOLT_TRY(volt__metrics_flush(t));   /* the step's logged values: one device->host read, after backward */
     CB_HOOK(t, on_after_backward);
+    MOD_HOOK2(t, on_after_backward);
     if (boundary) VOLT_TRY(optimizer_step(t));
     return VOLT_OK;
 }
@@ -452,6 +457,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
     }
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
+    MOD_HOOK2(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
         const double pe = VOLT__PROF_T0(t);
         bool resuming_mid = t->batch_in_epoch > 0;
@@ -529,6 +535,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         t->epoch_done = false;
     }
     CB_HOOK(t, on_train_end);
+    MOD_HOOK2(t, on_train_end);
     return VOLT_OK;
 }
 
@@ -692,6 +699,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
     VOLT_TRY(volt__signal_eval_span(t, n, "test", &span));
     t->num_eval_batches = n;
     CB_HOOK(t, on_test_start);
+    MOD_HOOK2(t, on_test_start);
     CB_HOOK3(t, on_test_epoch_start);
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
@@ -703,10 +711,12 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
         CB_HOOK3(t, on_test_batch_start, b, i);
+        MOD_HOOK2(t, on_test_batch_start, b, i);
         p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
+        MOD_HOOK2(t, on_test_batch_end, b, i);
         int sig;
         VOLT_TRY(volt__signal_eval_vote(t, i, span, "test", &sig));
         if (sig) return interrupt_stop(t, prev, sig, "test stopped", i);
@@ -716,6 +726,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
     CB_HOOK(t, on_test_epoch_end);
     MOD_HOOK(t, on_test_epoch_end);
     CB_HOOK(t, on_test_end);
+    MOD_HOOK2(t, on_test_end);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);
@@ -725,6 +736,7 @@ static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *m
 /* on_predict_batch_end: inside the step, where the prediction still lives */
 static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
     CB_HOOK3(t, on_predict_batch_end, pred, b, i);
+    MOD_HOOK2(t, on_predict_batch_end, pred, b, i);
     return VOLT_OK;
 }
 
@@ -745,7 +757,9 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
     VOLT_TRY(volt__signal_eval_span(t, n, "predict", &span));
     t->num_eval_batches = n;
     CB_HOOK3(t, on_predict_start);
+    MOD_HOOK2(t, on_predict_start);
     CB_HOOK3(t, on_predict_epoch_start);
+    MOD_HOOK2(t, on_predict_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *hb, *b;
         volt_status st = volt_loader_next(loader, &hb);
@@ -753,6 +767,7 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
         if (st < 0) return loader_err(t, loader, st);
         VOLT_TRY(volt__transfer_batch(t, hb, &b));
         CB_HOOK3(t, on_predict_batch_start, b, i);
+        MOD_HOOK2(t, on_predict_batch_start, b, i);
         volt_tensor *pred = NULL;
         const double p0 = VOLT__PROF_T0(t);
         volt_step_begin(t->step, false, 0);
@@ -776,7 +791,9 @@ static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void
         if (sig) return interrupt_stop(t, prev, sig, "predict stopped", i);
     }
     CB_HOOK3(t, on_predict_epoch_end);
+    MOD_HOOK2(t, on_predict_epoch_end);
     CB_HOOK3(t, on_predict_end);
+    MOD_HOOK2(t, on_predict_end);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);

@@ -102,8 +102,33 @@ typedef struct volt_module_ops {
     /* Called once after the parameters are allocated and initialised from their inits, before
      * any checkpoint is restored: load pretrained weights here (optional). */
     volt_status (*init_weights)(void *self, volt_params *ps);
+    /* version 2: the rest of LightningModule's hooks, each after the callbacks' hook of the
+     * same name (optional; tables of version 1 get none). on_before_backward gets the step's
+     * loss (before the accumulation's division and 16-mixed's scale); on_after_backward runs
+     * once the grads are in the units (before the optimizer boundary); both run inside the
+     * step, so compile refuses a module that has them. on_predict_batch_end gets the
+     * prediction, valid for the call only. */
+    volt_status (*on_train_start)(void *self, volt_trainer *t);
+    volt_status (*on_train_end)(void *self, volt_trainer *t);
+    volt_status (*on_validation_start)(void *self, volt_trainer *t);
+    volt_status (*on_validation_end)(void *self, volt_trainer *t);
+    volt_status (*on_validation_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_validation_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_test_start)(void *self, volt_trainer *t);
+    volt_status (*on_test_end)(void *self, volt_trainer *t);
+    volt_status (*on_test_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_test_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_predict_start)(void *self, volt_trainer *t);
+    volt_status (*on_predict_end)(void *self, volt_trainer *t);
+    volt_status (*on_predict_epoch_start)(void *self, volt_trainer *t);
+    volt_status (*on_predict_epoch_end)(void *self, volt_trainer *t);
+    volt_status (*on_predict_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
+    volt_status (*on_predict_batch_end)(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b,
+                                        int64_t batch_idx);
+    volt_status (*on_before_backward)(void *self, volt_trainer *t, const volt_tensor *loss);
+    volt_status (*on_after_backward)(void *self, volt_trainer *t);
 } volt_module_ops;
-#define VOLT_MODULE_OPS_VERSION 1u
+#define VOLT_MODULE_OPS_VERSION 2u
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
