@@ -1,40 +1,15 @@
 /* fit / validate / test / predict: Lightning's loop semantics (DESIGN §4).
  * global_step counts optimizer steps; callback hooks run before the module's hook of the
- * same name; validation at epoch end runs before on_train_epoch_end. */
+ * same name (trainer/loop_hooks.h); validation at epoch end runs before on_train_epoch_end.
+ * The evaluation loops (validation, test, predict) are in trainer/eval_loop.c. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "trainer/trainer_internal.h"
+#include "trainer/loop_hooks.h"
 #include "volt/ops.h"
 
-/* Run a callback hook on every callback whose table (volt_callback_ops, append-only) is of
- * version `ver` or later: errors abort, VOLT_STOP requests a stop. CB_HOOK: the hooks every
- * version has; CB_HOOK3: version 3's (older tables do not have them). */
-#define CB_HOOK_V(t, ver, hook, ...) do { \
-    for (int cb_i_ = 0; cb_i_ < (t)->n_cbs; cb_i_++) { \
-        const volt_cb *cb_ = &(t)->cbs[cb_i_]; \
-        if (cb_->ops->version < (ver) || !cb_->ops->hook) continue; \
-        const double p0_ = VOLT__PROF_T0(t); \
-        volt_status st_ = cb_->ops->hook(cb_->self, (t), ##__VA_ARGS__); \
-        volt__prof_add((t), "Callback", cb_->ops->name, #hook, p0_); \
-        if (st_ == VOLT_STOP) (t)->should_stop = true; \
-        else if (st_ < 0) return hook_err((t), st_, cb_->ops->name, #hook); \
-    } } while (0)
-#define CB_HOOK(t, hook, ...) CB_HOOK_V(t, 1u, hook, ##__VA_ARGS__)
-#define CB_HOOK3(t, hook, ...) CB_HOOK_V(t, 3u, hook, ##__VA_ARGS__)
-/* The module's hook of the same name, after the callbacks' (version `ver` of its table or later). */
-#define MOD_HOOK_V(t, ver, hook, ...) do { \
-    if ((t)->mops->version >= (ver) && (t)->mops->hook) { \
-        const double p0_ = VOLT__PROF_T0(t); \
-        volt_status st_ = (t)->mops->hook((t)->module, (t), ##__VA_ARGS__); \
-        volt__prof_add((t), "LightningModule", (t)->mops->name, #hook, p0_); \
-        if (st_ == VOLT_STOP) (t)->should_stop = true; \
-        else if (st_ < 0) return hook_err((t), st_, (t)->mops->name, #hook); \
-    } } while (0)
-#define MOD_HOOK(t, hook, ...) MOD_HOOK_V(t, 1u, hook, ##__VA_ARGS__)
-#define MOD_HOOK2(t, hook, ...) MOD_HOOK_V(t, 2u, hook, ##__VA_ARGS__)
 /* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
  * error is recorded and returned. */
 static volt_status cb_hooks_each(volt_trainer *t, size_t off, const char *hook) {
@@ -77,7 +52,7 @@ volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who
     return hook_err(t, st, who, hook);
 }
 
-static volt_status strategy_err(volt_trainer *t, volt_status st, const char *what) {
+volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what) {
     return volt__terr(t, st, "strategy '%s': %s: %s", volt__strategy_name(t->strategy), what, volt__strategy_errmsg(t->strategy));
 }
 
@@ -165,7 +140,7 @@ static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void
 
 /* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
  * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
-static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
+volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
     if (!(frac > 0)) {
         *out = count >= 0 && count < n ? count : n;   /* -1: all */
         return VOLT_OK;
@@ -180,7 +155,7 @@ static volt_status stage_batches(volt_trainer *t, const char *what, int64_t n, i
 /* Lightning's estimated_stepping_batches: the optimizer steps this fit takes (-1: unbounded). */
 static volt_status estimate_steps(volt_trainer *t, volt_loader *train) {
     int64_t n;
-    VOLT_TRY(stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction, &n));
+    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction, &n));
     const int64_t acc = t->cfg.accumulate_grad_batches, per_epoch = (n + acc - 1) / acc, max_steps = t->cfg.max_steps;
     int64_t est = t->cfg.max_epochs < 0 ? -1 : per_epoch * t->cfg.max_epochs;
     if (max_steps >= 0 && (est < 0 || max_steps < est)) est = max_steps;
@@ -221,8 +196,6 @@ static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
 }
 
 /* ---- one step -------------------------------------------------------------------------- */
-typedef volt_status (*step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
-
 static volt_status step_err(volt_trainer *t, volt_status st, const char *what);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what) { return step_err(t, st, what); }
 static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
@@ -247,90 +220,8 @@ static volt_status materialize_params(volt_trainer *t) {
     return st < 0 ? volt__terr(t, st, "strategy '%s': parameter gather: %s", volt__strategy_name(sg), volt__strategy_errmsg(sg)) : VOLT_OK;
 }
 
-static volt_status eval_batch(volt_trainer *t, step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
-    t->cur_batch_size = b->size;
-    volt_step_begin(t->step, false, 0);
-    t->in_step = true;
-    volt_status st = fn(t->module, t->step, b, idx);
-    t->in_step = false;
-    if (st >= 0) {   /* errors the device flagged (cuda: bad ids) */
-        volt_status c = volt_step_check(t->step);
-        if (c < 0) st = c;
-    }
-    volt_step_end(t->step);
-    if (st < 0) { volt__metrics_discard(t); return step_err(t, st, what); }
-    return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
-}
-
-/* ---- evaluation loops --------------------------------------------------------------------- */
-static volt_status loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
+volt_status volt__loop_loader_err(volt_trainer *t, volt_loader *l, volt_status st) {
     return volt__terr(t, st, "data loader: %s", volt_loader_errmsg(l));
-}
-
-/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: the loop ends there, its state
- * back to what it was around it. With several ranks every one stops after the same batch
- * (volt__signal_eval_vote). */
-static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, int sig, const char *what, int64_t idx) {
-    t->num_eval_batches = -1;
-    t->sanity = false;
-    t->stage = prev;
-    char where[96];
-    snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
-    return volt__signal_stop(t, sig, where);
-}
-
-/* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
-static volt_status run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
-    if (!t->mops->validation_step) return VOLT_OK;
-    int64_t n;
-    VOLT_TRY(stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n));
-    volt_stage prev = t->stage;
-    t->stage = VOLT_STAGE_VALIDATE;
-    t->sanity = sanity;
-    volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
-    CB_HOOK(t, on_validation_start);
-    MOD_HOOK2(t, on_validation_start);
-    CB_HOOK(t, on_validation_epoch_start);
-    MOD_HOOK(t, on_validation_epoch_start);
-    VOLT_TRY(volt_loader_start(val, 0, 0));
-    int64_t span;   /* the batches every rank runs: the ones they vote after */
-    VOLT_TRY(volt__signal_eval_span(t, n, sanity ? "the sanity check" : "validation", &span));
-    t->num_eval_batches = n;
-    for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        double p0 = VOLT__PROF_T0(t);
-        volt_status st = volt_loader_next(val, &hb);
-        if (st == VOLT_STOP) break;
-        if (st < 0) return loader_err(t, val, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
-        volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
-        CB_HOOK3(t, on_validation_batch_start, b, i);
-        MOD_HOOK2(t, on_validation_batch_start, b, i);
-        p0 = VOLT__PROF_T0(t);
-        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
-        volt__prof_add(t, NULL, NULL, "validation_step", p0);
-        CB_HOOK(t, on_validation_batch_end, b, i);
-        MOD_HOOK2(t, on_validation_batch_end, b, i);
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, sanity ? "the sanity check" : "validation", &sig));
-        if (sig)   /* no epoch end: a partial validation ranks no checkpoint */
-            return interrupt_stop(t, prev, sig, sanity ? "the sanity check stopped" : "validation stopped", i);
-    }
-    if (!sanity) {
-        volt__metrics_clear_fresh(t);
-        volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, true);
-    } else {
-        volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
-    }
-    if (done) *done = true;   /* a checkpoint saved by the end hooks resumes after this validation */
-    CB_HOOK(t, on_validation_epoch_end);
-    MOD_HOOK(t, on_validation_epoch_end);
-    CB_HOOK(t, on_validation_end);
-    MOD_HOOK2(t, on_validation_end);
-    t->num_eval_batches = -1;
-    t->sanity = false;
-    t->stage = prev;
-    return VOLT_OK;
 }
 
 /* ---- training --------------------------------------------------------------------------- */
@@ -447,13 +338,13 @@ double volt__loop_fit_time(const volt_trainer *t) { return t->fitting ? volt__no
 
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
     int64_t n_batches;
-    VOLT_TRY(stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction,
+    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction,
                            &n_batches));
     t->num_train_batches = n_batches;
     if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
     if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
         int64_t nv;
-        VOLT_TRY(stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv));
+        VOLT_TRY(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv));
     }
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
@@ -477,7 +368,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         if (t->batch_in_epoch < n_batches) {
             volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);
-            if (st < 0) return loader_err(t, train, st);
+            if (st < 0) return volt__loop_loader_err(t, train, st);
         }
         while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
             int64_t idx = t->batch_in_epoch;
@@ -485,7 +376,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             double p0 = VOLT__PROF_T0(t);
             volt_status st = volt_loader_next(train, &hb);
             if (st == VOLT_STOP) break;
-            if (st < 0) return loader_err(t, train, st);
+            if (st < 0) return volt__loop_loader_err(t, train, st);
             VOLT_TRY(volt__transfer_batch(t, hb, &b));   /* host -> device, before the batch hooks */
             volt__prof_add(t, NULL, NULL, "train_dataloader_next", p0);
             volt__metrics_clear_fresh(t);
@@ -499,14 +390,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
             if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))
-                VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
+                VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
             if (boundary) check_time(t);
             int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
                 double f[3] = { t->should_stop ? 1.0 : 0.0, 0, 0 };
                 volt__signal_vote(t, f + 1);
                 volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3);
-                if (st2 < 0) return strategy_err(t, st2, "stop flag");
+                if (st2 < 0) return volt__loop_strategy_err(t, st2, "stop flag");
                 t->should_stop = f[0] > 0;
                 sig = volt__signal_from_vote(f + 1);
             } else if (boundary && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
@@ -524,7 +415,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         volt__metrics_clear_fresh(t);
         volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, false);
-        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, &t->epoch_val_done));
+        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
@@ -584,7 +475,7 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
     volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
     volt_status st = volt__strategy_setup_loader(t->strategy, train);
-    if (st < 0) return strategy_err(t, st, "data sharding");
+    if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     return setup_optim(t, train);
 }
 volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
@@ -603,7 +494,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
-        return strategy_err(t, st0, "data sharding");
+        return volt__loop_strategy_err(t, st0, "data sharding");
     VOLT_TRY(setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
@@ -627,11 +518,11 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
      * none when limit_val_batches is 0), as Lightning */
     int64_t n_sanity = 0;
     if (val && ops->validation_step && t->cfg.num_sanity_val_steps != 0 && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0))
-        RUN(stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches, t->cfg.limit_val_fraction, &n_sanity));
+        RUN(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches, t->cfg.limit_val_fraction, &n_sanity));
     if (t->cfg.num_sanity_val_steps >= 0 && t->cfg.num_sanity_val_steps < n_sanity) n_sanity = t->cfg.num_sanity_val_steps;
     if (n_sanity > 0) {
         RUN(CB_EACH(t, on_sanity_check_start));
-        RUN(run_validation(t, val, n_sanity, 0, true, NULL));
+        RUN(volt__loop_run_validation(t, val, n_sanity, 0, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
     }
     /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */
@@ -657,7 +548,7 @@ out:
 }
 
 /* ---- validate / test / predict ------------------------------------------------------------ */
-static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
+volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
                                 const char *stage) {
     t->errmsg[0] = 0;
     volt__prof_stage(t, stage);
@@ -668,136 +559,6 @@ static volt_status prepare_eval(volt_trainer *t, const volt_module_ops *ops, voi
     VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     return path[0] ? load(t, path, false) : VOLT_OK;
-}
-
-static volt_status validate_run(volt_trainer *t, const volt_module_ops *ops, void *module,
-                                volt_loader *val, const char *ckpt_path) {
-    if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "validate"));
-    volt_status st = volt__strategy_setup_loader(t->strategy, val);
-    if (st < 0) return strategy_err(t, st, "data sharding");
-    if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
-    VOLT_TRY(run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
-    volt__prof_report(t);
-    return VOLT_OK;
-}
-
-static volt_status test_run(volt_trainer *t, const volt_module_ops *ops, void *module,
-                            volt_loader *test, const char *ckpt_path) {
-    if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "test"));
-    volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
-    if (st0 < 0) return strategy_err(t, st0, "data sharding");
-    if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
-    int64_t n;
-    VOLT_TRY(stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches, t->cfg.limit_test_fraction, &n));
-    volt_stage prev = t->stage;
-    t->stage = VOLT_STAGE_TEST;
-    volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
-    VOLT_TRY(volt_loader_start(test, 0, 0));
-    int64_t span;
-    VOLT_TRY(volt__signal_eval_span(t, n, "test", &span));
-    t->num_eval_batches = n;
-    CB_HOOK(t, on_test_start);
-    MOD_HOOK2(t, on_test_start);
-    CB_HOOK3(t, on_test_epoch_start);
-    MOD_HOOK(t, on_test_epoch_start);
-    for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        double p0 = VOLT__PROF_T0(t);
-        volt_status st = volt_loader_next(test, &hb);
-        if (st == VOLT_STOP) break;
-        if (st < 0) return loader_err(t, test, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
-        volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
-        CB_HOOK3(t, on_test_batch_start, b, i);
-        MOD_HOOK2(t, on_test_batch_start, b, i);
-        p0 = VOLT__PROF_T0(t);
-        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
-        volt__prof_add(t, NULL, NULL, "test_step", p0);
-        CB_HOOK(t, on_test_batch_end, b, i);
-        MOD_HOOK2(t, on_test_batch_end, b, i);
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, "test", &sig));
-        if (sig) return interrupt_stop(t, prev, sig, "test stopped", i);
-    }
-    volt__metrics_clear_fresh(t);
-    volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
-    CB_HOOK(t, on_test_epoch_end);
-    MOD_HOOK(t, on_test_epoch_end);
-    CB_HOOK(t, on_test_end);
-    MOD_HOOK2(t, on_test_end);
-    t->num_eval_batches = -1;
-    t->stage = prev;
-    volt__prof_report(t);
-    return VOLT_OK;
-}
-
-/* on_predict_batch_end: inside the step, where the prediction still lives */
-static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
-    CB_HOOK3(t, on_predict_batch_end, pred, b, i);
-    MOD_HOOK2(t, on_predict_batch_end, pred, b, i);
-    return VOLT_OK;
-}
-
-static volt_status predict_run(volt_trainer *t, const volt_module_ops *ops, void *module,
-                               volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
-    if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
-    VOLT_TRY(prepare_eval(t, ops, module, ckpt_path, "predict"));
-    volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
-    if (st0 < 0) return strategy_err(t, st0, "data sharding");
-    if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
-    int64_t n;
-    VOLT_TRY(stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
-                           t->cfg.limit_predict_fraction, &n));
-    volt_stage prev = t->stage;
-    t->stage = VOLT_STAGE_PREDICT;
-    VOLT_TRY(volt_loader_start(loader, 0, 0));
-    int64_t span;
-    VOLT_TRY(volt__signal_eval_span(t, n, "predict", &span));
-    t->num_eval_batches = n;
-    CB_HOOK3(t, on_predict_start);
-    MOD_HOOK2(t, on_predict_start);
-    CB_HOOK3(t, on_predict_epoch_start);
-    MOD_HOOK2(t, on_predict_epoch_start);
-    for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        volt_status st = volt_loader_next(loader, &hb);
-        if (st == VOLT_STOP) break;
-        if (st < 0) return loader_err(t, loader, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
-        CB_HOOK3(t, on_predict_batch_start, b, i);
-        MOD_HOOK2(t, on_predict_batch_start, b, i);
-        volt_tensor *pred = NULL;
-        const double p0 = VOLT__PROF_T0(t);
-        volt_step_begin(t->step, false, 0);
-        t->in_step = true;
-        st = ops->predict_step(module, t->step, b, i, &pred);
-        t->in_step = false;
-        if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
-            volt_status c = volt_step_check(t->step);
-            if (c < 0) st = c;
-        }
-        if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
-        if (st >= 0) st = volt__metrics_flush(t);
-        if (st >= 0) st = out(ctx, b, pred);
-        if (st >= 0) st = predict_batch_end(t, pred, b, i);
-        volt_step_end(t->step);
-        volt__metrics_discard(t);
-        volt__prof_add(t, NULL, NULL, "predict_step", p0);
-        if (st < 0) return t->errmsg[0] ? st : step_err(t, st, "predict_step");
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, "predict", &sig));
-        if (sig) return interrupt_stop(t, prev, sig, "predict stopped", i);
-    }
-    CB_HOOK3(t, on_predict_epoch_end);
-    MOD_HOOK2(t, on_predict_epoch_end);
-    CB_HOOK3(t, on_predict_end);
-    MOD_HOOK2(t, on_predict_end);
-    t->num_eval_batches = -1;
-    t->stage = prev;
-    volt__prof_report(t);
-    return VOLT_OK;
 }
 
 /* ---- the public calls: signals armed for their length, on_exception on failure ------------ */
@@ -830,17 +591,17 @@ static volt_status eval_end(volt_trainer *t, volt_status st, const char *what) {
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
     volt__loop_call_begin(t, VOLT_STAGE_VALIDATE);
-    return eval_end(t, validate_run(t, ops, module, val, ckpt_path), "validate");
+    return eval_end(t, volt__eval_validate(t, ops, module, val, ckpt_path), "validate");
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
     volt__loop_call_begin(t, VOLT_STAGE_TEST);
-    return eval_end(t, test_run(t, ops, module, test, ckpt_path), "test");
+    return eval_end(t, volt__eval_test(t, ops, module, test, ckpt_path), "test");
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     volt__loop_call_begin(t, VOLT_STAGE_PREDICT);
-    return eval_end(t, predict_run(t, ops, module, loader, ckpt_path, out, ctx), "predict");
+    return eval_end(t, volt__eval_predict(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }

@@ -228,6 +228,24 @@ static inline bool volt__loop_ends_window(const volt_trainer *t, int64_t idx, in
 volt_tensor *volt__loop_backward_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);   /* / accumulation, x grad scale */
 volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
+/* loop.c, shared with eval_loop.c: a strategy's / a loader's failure as the trainer's error;
+ * the batches a stage runs after its limit (a count or a fraction); an evaluation call's set-up
+ * (default callbacks, the checkpoint resolved and loaded) */
+volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what);
+volt_status volt__loop_loader_err(volt_trainer *t, volt_loader *l, volt_status st);
+volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out);
+volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
+                                    const char *stage);
+/* eval_loop.c: validation (inside fit, or standalone; sanity: `limit` batches, nothing logged;
+ * *done set once its end hooks ran), and the bodies of validate / test / predict */
+typedef volt_status (*volt__step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
+volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done);
+volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *val,
+                                const char *ckpt_path);
+volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *test,
+                            const char *ckpt_path);
+volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *loader,
+                               const char *ckpt_path, volt_predict_fn out, void *ctx);
 /* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
  * anything reads or writes unit values outside the tape. what: for the message. */
 /* Seconds of training in the fit running now (a resumed fit counts its checkpoint's); 0 outside fit. */

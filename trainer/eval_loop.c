@@ -1,0 +1,218 @@
+/* validate / test / predict, and the validation inside fit (DESIGN §4): one step per batch
+ * with nothing kept for backward, the batch hooks around it, the metrics' epoch means at the
+ * end; a SIGINT / SIGTERM stops the loop after the batch it arrived in, after the same batch
+ * on every rank (signals.c). The public calls that run them are in loop.c. */
+#include <stdio.h>
+#include <string.h>
+#include "trainer/loop_hooks.h"
+
+static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
+    t->cur_batch_size = b->size;
+    volt_step_begin(t->step, false, 0);
+    t->in_step = true;
+    volt_status st = fn(t->module, t->step, b, idx);
+    t->in_step = false;
+    if (st >= 0) {   /* errors the device flagged (cuda: bad ids) */
+        volt_status c = volt_step_check(t->step);
+        if (c < 0) st = c;
+    }
+    volt_step_end(t->step);
+    if (st < 0) { volt__metrics_discard(t); return volt__loop_step_err(t, st, what); }
+    return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
+}
+
+/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: the loop ends there, its state
+ * back to what it was around it. With several ranks every one stops after the same batch
+ * (volt__signal_eval_vote). */
+static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, int sig, const char *what, int64_t idx) {
+    t->num_eval_batches = -1;
+    t->sanity = false;
+    t->stage = prev;
+    char where[96];
+    snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
+    return volt__signal_stop(t, sig, where);
+}
+
+/* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
+volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
+    if (!t->mops->validation_step) return VOLT_OK;
+    int64_t n;
+    VOLT_TRY(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n));
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_VALIDATE;
+    t->sanity = sanity;
+    volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
+    CB_HOOK(t, on_validation_start);
+    MOD_HOOK2(t, on_validation_start);
+    CB_HOOK(t, on_validation_epoch_start);
+    MOD_HOOK(t, on_validation_epoch_start);
+    VOLT_TRY(volt_loader_start(val, 0, 0));
+    int64_t span;   /* the batches every rank runs: the ones they vote after */
+    VOLT_TRY(volt__signal_eval_span(t, n, sanity ? "the sanity check" : "validation", &span));
+    t->num_eval_batches = n;
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *hb, *b;
+        double p0 = VOLT__PROF_T0(t);
+        volt_status st = volt_loader_next(val, &hb);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return volt__loop_loader_err(t, val, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
+        CB_HOOK3(t, on_validation_batch_start, b, i);
+        MOD_HOOK2(t, on_validation_batch_start, b, i);
+        p0 = VOLT__PROF_T0(t);
+        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
+        volt__prof_add(t, NULL, NULL, "validation_step", p0);
+        CB_HOOK(t, on_validation_batch_end, b, i);
+        MOD_HOOK2(t, on_validation_batch_end, b, i);
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, sanity ? "the sanity check" : "validation", &sig));
+        if (sig)   /* no epoch end: a partial validation ranks no checkpoint */
+            return interrupt_stop(t, prev, sig, sanity ? "the sanity check stopped" : "validation stopped", i);
+    }
+    if (!sanity) {
+        volt__metrics_clear_fresh(t);
+        volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, true);
+    } else {
+        volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
+    }
+    if (done) *done = true;   /* a checkpoint saved by the end hooks resumes after this validation */
+    CB_HOOK(t, on_validation_epoch_end);
+    MOD_HOOK(t, on_validation_epoch_end);
+    CB_HOOK(t, on_validation_end);
+    MOD_HOOK2(t, on_validation_end);
+    t->num_eval_batches = -1;
+    t->sanity = false;
+    t->stage = prev;
+    return VOLT_OK;
+}
+
+volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                volt_loader *val, const char *ckpt_path) {
+    if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "validate"));
+    volt_status st = volt__strategy_setup_loader(t->strategy, val);
+    if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
+    if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
+    VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
+    volt__prof_report(t);
+    return VOLT_OK;
+}
+
+volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+                            volt_loader *test, const char *ckpt_path) {
+    if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "test"));
+    volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
+    if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
+    if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
+    int64_t n;
+    VOLT_TRY(volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches, t->cfg.limit_test_fraction, &n));
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_TEST;
+    volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
+    VOLT_TRY(volt_loader_start(test, 0, 0));
+    int64_t span;
+    VOLT_TRY(volt__signal_eval_span(t, n, "test", &span));
+    t->num_eval_batches = n;
+    CB_HOOK(t, on_test_start);
+    MOD_HOOK2(t, on_test_start);
+    CB_HOOK3(t, on_test_epoch_start);
+    MOD_HOOK(t, on_test_epoch_start);
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *hb, *b;
+        double p0 = VOLT__PROF_T0(t);
+        volt_status st = volt_loader_next(test, &hb);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return volt__loop_loader_err(t, test, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
+        CB_HOOK3(t, on_test_batch_start, b, i);
+        MOD_HOOK2(t, on_test_batch_start, b, i);
+        p0 = VOLT__PROF_T0(t);
+        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
+        volt__prof_add(t, NULL, NULL, "test_step", p0);
+        CB_HOOK(t, on_test_batch_end, b, i);
+        MOD_HOOK2(t, on_test_batch_end, b, i);
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, "test", &sig));
+        if (sig) return interrupt_stop(t, prev, sig, "test stopped", i);
+    }
+    volt__metrics_clear_fresh(t);
+    volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
+    CB_HOOK(t, on_test_epoch_end);
+    MOD_HOOK(t, on_test_epoch_end);
+    CB_HOOK(t, on_test_end);
+    MOD_HOOK2(t, on_test_end);
+    t->num_eval_batches = -1;
+    t->stage = prev;
+    volt__prof_report(t);
+    return VOLT_OK;
+}
+
+/* on_predict_batch_end: inside the step, where the prediction still lives */
+static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
+    CB_HOOK3(t, on_predict_batch_end, pred, b, i);
+    MOD_HOOK2(t, on_predict_batch_end, pred, b, i);
+    return VOLT_OK;
+}
+
+volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+                               volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "predict"));
+    volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
+    if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
+    if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
+    int64_t n;
+    VOLT_TRY(volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
+                           t->cfg.limit_predict_fraction, &n));
+    volt_stage prev = t->stage;
+    t->stage = VOLT_STAGE_PREDICT;
+    VOLT_TRY(volt_loader_start(loader, 0, 0));
+    int64_t span;
+    VOLT_TRY(volt__signal_eval_span(t, n, "predict", &span));
+    t->num_eval_batches = n;
+    CB_HOOK3(t, on_predict_start);
+    MOD_HOOK2(t, on_predict_start);
+    CB_HOOK3(t, on_predict_epoch_start);
+    MOD_HOOK2(t, on_predict_epoch_start);
+    for (int64_t i = 0; i < n; i++) {
+        const volt_batch *hb, *b;
+        volt_status st = volt_loader_next(loader, &hb);
+        if (st == VOLT_STOP) break;
+        if (st < 0) return volt__loop_loader_err(t, loader, st);
+        VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        CB_HOOK3(t, on_predict_batch_start, b, i);
+        MOD_HOOK2(t, on_predict_batch_start, b, i);
+        volt_tensor *pred = NULL;
+        const double p0 = VOLT__PROF_T0(t);
+        volt_step_begin(t->step, false, 0);
+        t->in_step = true;
+        st = ops->predict_step(module, t->step, b, i, &pred);
+        t->in_step = false;
+        if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
+            volt_status c = volt_step_check(t->step);
+            if (c < 0) st = c;
+        }
+        if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
+        if (st >= 0) st = volt__metrics_flush(t);
+        if (st >= 0) st = out(ctx, b, pred);
+        if (st >= 0) st = predict_batch_end(t, pred, b, i);
+        volt_step_end(t->step);
+        volt__metrics_discard(t);
+        volt__prof_add(t, NULL, NULL, "predict_step", p0);
+        if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
+        int sig;
+        VOLT_TRY(volt__signal_eval_vote(t, i, span, "predict", &sig));
+        if (sig) return interrupt_stop(t, prev, sig, "predict stopped", i);
+    }
+    CB_HOOK3(t, on_predict_epoch_end);
+    MOD_HOOK2(t, on_predict_epoch_end);
+    CB_HOOK3(t, on_predict_end);
+    MOD_HOOK2(t, on_predict_end);
+    t->num_eval_batches = -1;
+    t->stage = prev;
+    volt__prof_report(t);
+    return VOLT_OK;
+}
