@@ -46,6 +46,7 @@ volt_status volt_add_gradient_accumulation_scheduler(volt_trainer *t, const int6
     if (n < 1 || !epochs || !factors)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "GradientAccumulationScheduler: an empty schedule");
     const int64_t own = volt_trainer_get_config(t)->accumulate_grad_batches;
+    const int64_t vci = volt_trainer_get_config(t)->val_check_interval;
     if (own != 1)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "GradientAccumulationScheduler: the trainer's "
                                  "accumulate_grad_batches is %lld: set that or the schedule, not both", (long long)own);
@@ -60,7 +61,6 @@ volt_status volt_add_gradient_accumulation_scheduler(volt_trainer *t, const int6
             if (epochs[j] == epochs[i])
                 return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "GradientAccumulationScheduler: epoch %lld is given "
                                          "twice", (long long)epochs[i]);
-        const int64_t vci = volt_trainer_get_config(t)->val_check_interval;
         if (vci > 0 && vci % factors[i])
             return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "GradientAccumulationScheduler: epoch %lld: factor %lld does "
                                      "not divide val_check_interval (%lld)", (long long)epochs[i],

@@ -21,15 +21,18 @@ static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *wha
     return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
 }
 
-/* SIGINT / SIGTERM (signals.c) at an evaluation batch end: the loop ends there, its state
- * back to what it was around it. With several ranks every one stops after the same batch
- * (volt__signal_eval_vote). */
-static volt_status interrupt_stop(volt_trainer *t, volt_stage prev, int sig, const char *what, int64_t idx) {
+/* SIGINT / SIGTERM (signals.c) at the end of evaluation batch idx: with several ranks they
+ * vote (volt__signal_eval_vote), so every one stops after the same batch. A stop ends the loop
+ * there, its state back to what it was around it, with VOLT_ERR_INTERRUPTED naming `what`. */
+static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t idx, int64_t span, const char *what) {
+    int sig;
+    VOLT_TRY(volt__signal_eval_vote(t, idx, span, what, &sig));
+    if (!sig) return VOLT_OK;
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
     char where[96];
-    snprintf(where, sizeof where, "%s after batch %lld", what, (long long)idx);
+    snprintf(where, sizeof where, "%s stopped after batch %lld", what, (long long)idx);
     return volt__signal_stop(t, sig, where);
 }
 
@@ -51,24 +54,19 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     VOLT_TRY(volt__signal_eval_span(t, n, sanity ? "the sanity check" : "validation", &span));
     t->num_eval_batches = n;
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        double p0 = VOLT__PROF_T0(t);
-        volt_status st = volt_loader_next(val, &hb);
+        const volt_batch *b;
+        volt_status st = volt__loop_next_batch(t, val, "val_dataloader_next", &b);
         if (st == VOLT_STOP) break;
-        if (st < 0) return volt__loop_loader_err(t, val, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
-        volt__prof_add(t, NULL, NULL, "val_dataloader_next", p0);
+        VOLT_TRY(st);
         CB_HOOK3(t, on_validation_batch_start, b, i);
         MOD_HOOK2(t, on_validation_batch_start, b, i);
-        p0 = VOLT__PROF_T0(t);
+        const double p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
         MOD_HOOK2(t, on_validation_batch_end, b, i);
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, sanity ? "the sanity check" : "validation", &sig));
-        if (sig)   /* no epoch end: a partial validation ranks no checkpoint */
-            return interrupt_stop(t, prev, sig, sanity ? "the sanity check stopped" : "validation stopped", i);
+        /* a stop skips the epoch end: a partial validation ranks no checkpoint */
+        VOLT_TRY(stop_if_interrupted(t, prev, i, span, sanity ? "the sanity check" : "validation"));
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
@@ -120,23 +118,18 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     CB_HOOK3(t, on_test_epoch_start);
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        double p0 = VOLT__PROF_T0(t);
-        volt_status st = volt_loader_next(test, &hb);
+        const volt_batch *b;
+        volt_status st = volt__loop_next_batch(t, test, "test_dataloader_next", &b);
         if (st == VOLT_STOP) break;
-        if (st < 0) return volt__loop_loader_err(t, test, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
-        volt__prof_add(t, NULL, NULL, "test_dataloader_next", p0);
+        VOLT_TRY(st);
         CB_HOOK3(t, on_test_batch_start, b, i);
         MOD_HOOK2(t, on_test_batch_start, b, i);
-        p0 = VOLT__PROF_T0(t);
+        const double p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
         MOD_HOOK2(t, on_test_batch_end, b, i);
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, "test", &sig));
-        if (sig) return interrupt_stop(t, prev, sig, "test stopped", i);
+        VOLT_TRY(stop_if_interrupted(t, prev, i, span, "test"));
     }
     volt__metrics_clear_fresh(t);
     volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
@@ -178,11 +171,10 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     CB_HOOK3(t, on_predict_epoch_start);
     MOD_HOOK2(t, on_predict_epoch_start);
     for (int64_t i = 0; i < n; i++) {
-        const volt_batch *hb, *b;
-        volt_status st = volt_loader_next(loader, &hb);
+        const volt_batch *b;
+        volt_status st = volt__loop_next_batch(t, loader, NULL, &b);
         if (st == VOLT_STOP) break;
-        if (st < 0) return volt__loop_loader_err(t, loader, st);
-        VOLT_TRY(volt__transfer_batch(t, hb, &b));
+        VOLT_TRY(st);
         CB_HOOK3(t, on_predict_batch_start, b, i);
         MOD_HOOK2(t, on_predict_batch_start, b, i);
         volt_tensor *pred = NULL;
@@ -203,9 +195,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
-        int sig;
-        VOLT_TRY(volt__signal_eval_vote(t, i, span, "predict", &sig));
-        if (sig) return interrupt_stop(t, prev, sig, "predict stopped", i);
+        VOLT_TRY(stop_if_interrupted(t, prev, i, span, "predict"));
     }
     CB_HOOK3(t, on_predict_epoch_end);
     MOD_HOOK2(t, on_predict_epoch_end);

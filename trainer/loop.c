@@ -224,6 +224,19 @@ volt_status volt__loop_loader_err(volt_trainer *t, volt_loader *l, volt_status s
     return volt__terr(t, st, "data loader: %s", volt_loader_errmsg(l));
 }
 
+/* The loader's next batch, on the device (the batch hooks get it there), timed under `prof`
+ * (NULL: not timed). VOLT_STOP when the loader ended early; a loader's error names it. */
+volt_status volt__loop_next_batch(volt_trainer *t, volt_loader *l, const char *prof, const volt_batch **b) {
+    const double p0 = prof ? VOLT__PROF_T0(t) : 0;
+    const volt_batch *hb;
+    volt_status st = volt_loader_next(l, &hb);
+    if (st == VOLT_STOP) return st;
+    if (st < 0) return volt__loop_loader_err(t, l, st);
+    VOLT_TRY(volt__transfer_batch(t, hb, b));   /* host -> device, before the batch hooks */
+    if (prof) volt__prof_add(t, NULL, NULL, prof, p0);
+    return VOLT_OK;
+}
+
 /* ---- training --------------------------------------------------------------------------- */
 /* on_before_optimizer_step, between clipping and the step (the boundary calls it back) */
 static volt_status before_optimizer_step(void *ctx) {
@@ -372,17 +385,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
             int64_t idx = t->batch_in_epoch;
-            const volt_batch *hb, *b;
-            double p0 = VOLT__PROF_T0(t);
-            volt_status st = volt_loader_next(train, &hb);
+            const volt_batch *b;
+            volt_status st = volt__loop_next_batch(t, train, "train_dataloader_next", &b);
             if (st == VOLT_STOP) break;
-            if (st < 0) return volt__loop_loader_err(t, train, st);
-            VOLT_TRY(volt__transfer_batch(t, hb, &b));   /* host -> device, before the batch hooks */
-            volt__prof_add(t, NULL, NULL, "train_dataloader_next", p0);
+            VOLT_TRY(st);
             volt__metrics_clear_fresh(t);
             CB_HOOK(t, on_train_batch_start, b, idx);
             MOD_HOOK(t, on_train_batch_start, b, idx);
-            p0 = VOLT__PROF_T0(t);
+            const double p0 = VOLT__PROF_T0(t);
             VOLT_TRY(train_batch(t, b, idx, n_batches));
             volt__prof_add(t, NULL, NULL, "run_training_batch", p0);
             t->batch_in_epoch = idx + 1;

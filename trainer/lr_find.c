@@ -101,14 +101,12 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
         volt_optimizer_set_lr(t->opt, (float)lr);
         if (batch >= n_batches) {   /* as many passes over the loader as the test needs */
             batch = 0;
-            if ((st = volt_loader_start(train, ++epoch, 0)) < 0) { volt__terr(t, st, "data loader: %s", volt_loader_errmsg(train)); break; }
+            if ((st = volt_loader_start(train, ++epoch, 0)) < 0) { volt__loop_loader_err(t, train, st); break; }
         }
-        const volt_batch *hb, *b;
-        if ((st = volt_loader_next(train, &hb)) < 0 || st == VOLT_STOP) {
-            st = volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "data loader: %s", st < 0 ? volt_loader_errmsg(train) : "ended early");
-            break;
-        }
-        if ((st = volt__transfer_batch(t, hb, &b)) < 0) break;
+        const volt_batch *b;
+        if ((st = volt__loop_next_batch(t, train, NULL, &b)) == VOLT_STOP)
+            st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
+        if (st < 0) break;
         t->capture_loss = true;
         st = volt__loop_train_eager(t, b, batch, n_batches);
         t->capture_loss = false;

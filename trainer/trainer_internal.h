@@ -233,6 +233,7 @@ volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *wha
  * (default callbacks, the checkpoint resolved and loaded) */
 volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what);
 volt_status volt__loop_loader_err(volt_trainer *t, volt_loader *l, volt_status st);
+volt_status volt__loop_next_batch(volt_trainer *t, volt_loader *l, const char *prof, const volt_batch **b);
 volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out);
 volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
                                     const char *stage);
