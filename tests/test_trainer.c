@@ -1084,6 +1084,63 @@ static void test_lr_find(volt_dataset *ds) {
     volt_loader_destroy(vl);
 }
 
+/* lr_find with accumulate_grad_batches 2 over batches of 8 takes the steps lr_find without
+ * accumulation takes over batches of 16 (the same samples in the same order; the loss is a mean
+ * over equal halves): the same learning rates, the same losses, the same point of stopping. An
+ * lr_find that ran one step per batch, or recorded one batch's loss, would differ. */
+static void lr_find_run_with(volt_dataset *ds, const char *root, int64_t bs, int64_t acc, volt_lr_find_result *r) {
+    vtest_fresh_dir(root);
+    volt_loader *tl = make_loader(ds, bs, true, 0), *vl = make_loader(ds, 32, false, 0);
+    regr m = { 0 };
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.accumulate_grad_batches = acc;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    CHECK_OK(volt_trainer_validate(t, &regr_ops, &m, vl, NULL));
+    int64_t n;
+    float *before = snapshot(t, &n);
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.min_lr = 1e-5;
+    lc.max_lr = 1e3;
+    lc.num_training = 60;
+    CHECK_OK(volt_trainer_lr_find(t, &regr_ops, &m, tl, &lc, r));
+    float *after = snapshot(t, &n);
+    CHECK(!memcmp(before, after, sizeof(float) * (size_t)n), "lr_find (accumulate_grad_batches %lld) restores the weights", (long long)acc);
+    CHECK_OK(volt_trainer_fit(t, &regr_ops, &m, tl, vl, NULL));
+    CHECK(volt_trainer_global_step(t) == 192 / bs / acc, "fit after lr_find: %lld steps", (long long)volt_trainer_global_step(t));
+    free(before); free(after);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
+static void test_lr_find_accumulate(void) {
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *cols[2] = { X, Y };
+    volt_dataset *ds = NULL;   /* the first 192 samples: whole windows in both runs */
+    CHECK_OK(volt_dataset_from_arrays(2, f, cols, 192, &ds));
+    char root[512];
+    snprintf(root, sizeof root, "%s/lr_find_acc", vtest_tmpdir());
+    volt_lr_find_result a, b;
+    lr_find_run_with(ds, root, 8, 2, &a);
+    lr_find_run_with(ds, root, 16, 1, &b);
+    CHECK(a.n == b.n && a.n >= 14 && a.n < 60, "the same number of points: %lld and %lld", (long long)a.n, (long long)b.n);
+    double worst = 0;
+    for (int64_t i = 0; i < a.n && i < b.n; i++) {
+        if (a.lrs[i] != b.lrs[i]) worst = INFINITY;
+        if (!isfinite(a.losses[i]) || !isfinite(b.losses[i])) break;
+        const double d = fabs(a.losses[i] - b.losses[i]) / fmax(fabs(b.losses[i]), 1e-12);
+        worst = d > worst ? d : worst;
+    }
+    CHECK(worst < 1e-3, "k = 2 over batches of 8 follows k = 1 over batches of 16: worst relative loss difference %g", worst);
+    CHECK(isfinite(a.suggestion) && a.suggestion == b.suggestion, "the same suggestion: %g and %g", a.suggestion, b.suggestion);
+    volt_lr_find_result_free(&a);
+    volt_lr_find_result_free(&b);
+    volt_dataset_destroy(ds);
+}
+
 static void test_config_errors(void) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -1307,6 +1364,7 @@ int main(void) {
     test_estimated_steps(ds);
     test_detect_anomaly(ds);
     test_lr_find(ds);
+    test_lr_find_accumulate();
     test_optim_config_errors(ds);
     test_hook_order(ds);
     test_exact_resume(ds, 0);

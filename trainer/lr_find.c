@@ -56,9 +56,6 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
     if (!(c.min_lr > 0) || !(c.max_lr > c.min_lr) || !isfinite(c.max_lr) || c.num_training < 2 || c.num_training > 100000)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g) < max_lr (%g) and 2 <= num_training (%lld) <= 100000",
                           c.min_lr, c.max_lr, (long long)c.num_training);
-    if (t->cfg.accumulate_grad_batches != 1)
-        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "lr_find: one batch per optimizer step: accumulate_grad_batches must be 1, got %lld",
-                          (long long)t->cfg.accumulate_grad_batches);
     if (t->fitting) return volt__terr(t, VOLT_ERR_STATE, "lr_find: not inside fit");
     VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
     const int64_t n_batches = volt_loader_num_batches(train);
@@ -99,22 +96,33 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
         const double f = (double)i / (double)(c.num_training - 1);
         const double lr = c.linear ? c.min_lr + (c.max_lr - c.min_lr) * f : c.min_lr * pow(c.max_lr / c.min_lr, f);
         volt_optimizer_set_lr(t->opt, (float)lr);
-        if (batch >= n_batches) {   /* as many passes over the loader as the test needs */
-            batch = 0;
-            if ((st = volt_loader_start(train, ++epoch, 0)) < 0) { volt__loop_loader_err(t, train, st); break; }
+        /* one optimizer step: the micro-batches of one accumulation window (as fit cuts them:
+         * accumulate_grad_batches of them, fewer at the end of a pass over the loader); the
+         * step's loss is their mean, as Lightning's running loss */
+        double sum = 0;
+        int64_t micro = 0;
+        for (bool ends = false; !ends;) {
+            if (batch >= n_batches) {   /* as many passes over the loader as the test needs */
+                batch = 0;
+                if ((st = volt_loader_start(train, ++epoch, 0)) < 0) { volt__loop_loader_err(t, train, st); break; }
+            }
+            const volt_batch *b;
+            if ((st = volt__loop_next_batch(t, train, NULL, &b)) == VOLT_STOP)
+                st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
+            if (st < 0) break;
+            ends = volt__loop_ends_window(t, batch, n_batches);
+            t->capture_loss = true;
+            st = volt__loop_train_eager(t, b, batch, n_batches);
+            t->capture_loss = false;
+            if (st < 0) break;
+            batch++;
+            sum += t->captured_loss;
+            micro++;
         }
-        const volt_batch *b;
-        if ((st = volt__loop_next_batch(t, train, NULL, &b)) == VOLT_STOP)
-            st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
         if (st < 0) break;
-        t->capture_loss = true;
-        st = volt__loop_train_eager(t, b, batch, n_batches);
-        t->capture_loss = false;
-        if (st < 0) break;
-        batch++;
         /* the loss, and a pending SIGINT / SIGTERM (signals.c): with several ranks one exchange
          * of both, so every rank stops after the same step */
-        double v[3] = { t->captured_loss, 0, 0 };
+        double v[3] = { sum / (double)micro, 0, 0 };
         if (t->cfg.handle_signals) volt__signal_vote(t, v + 1);
         if (t->world > 1 && (st = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 3 : 1)) < 0) {
             volt__terr(t, st, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
