@@ -43,8 +43,10 @@
 #              bf16-mixed + compile, 3 epochs, best checkpoint, test; JOB_S seconds (default 240;
 #              the target is 60); its line is "RESULT job: run 1: ... wall_s=..."
 #   profile    VOLT_PROFILE=1 bench_distilbert at the seed shape, bf16-mixed eager, 3 steps: where a
-#              step's time goes, per op (each op synchronized: launch gaps inflate small ops),
-#              <= 60 s; its table rows are "RESULT profile: | op | ..."
+#              step's time goes, per op (each op synchronized: launch gaps inflate small ops);
+#              then PyTorch's attention at the same shape (bench/gpu/peer_attention.py: SDPA per
+#              backend, "RESULT attn peer: ..."), the reference for the attention rows; <= 90 s;
+#              the table rows are "RESULT profile: | op | ..."
 #   scaling    bench/bench_nccl (issue 12): NCCL all_reduce of the model's grad buckets at world
 #              size 1 (measured), then ddp / zero2 / fsdp at N = 2, 4, 8 PROJECTED from the bench's
 #              bf16-mixed+compile step time and an assumed NVLink bus bandwidth, <= 60 s
@@ -91,6 +93,7 @@ if [ "$SIM" = 1 ]; then
   # rows); the peer: its --tiny model on the CPU
   export VOLT_PRESET=${VOLT_PRESET:-small} BATCH=${BATCH:-2} SEQ=${SEQ:-64} STEPS=${STEPS:-3} WARMUP=${WARMUP:-2}
   export PEER_ARGS=${PEER_ARGS:---tiny --cpu}
+  export ATTN_PEER_ARGS=${ATTN_PEER_ARGS:---tiny --cpu}
   # the job stage's shape: 48 texts of at most 32 tokens, the small preset, one epoch
   export JOB_TEXTS=${JOB_TEXTS:-48} JOB_SEQ=${JOB_SEQ:-32} JOB_PRESET=${JOB_PRESET:-small} JOB_EPOCHS=${JOB_EPOCHS:-1}
   export JOB_BATCH=${JOB_BATCH:-4} JOB_S=${JOB_S:-900}
@@ -298,7 +301,11 @@ profile() {
     "${SEQ:-512}" bf16-mixed tail cuda 2>&1 |
     awk '/^volt DistilBERT/ { done = 1 } /^RESULT / { sub(/^RESULT /, "profile run: ") }
          !done && /^(\||volt profile)/ { $0 = "RESULT profile: " $0 } { print }'
-  return "${PIPESTATUS[0]}"
+  local rc="${PIPESTATUS[0]}"
+  # PyTorch's attention at the same shape, the reference for the profile's attention rows
+  # (bench/gpu/peer_attention.py: SDPA's backends and the unfused composition, ~20 s)
+  timeout "${ATTN_PEER_S:-45}" python3 bench/gpu/peer_attention.py --iters 10 ${ATTN_PEER_ARGS:-} 2>&1 | tail -n 40
+  return "$rc"
 }
 # measured NCCL at world size 1 and the projected scaling from the bench's best volt step
 scaling() {
@@ -314,7 +321,7 @@ scaling() {
 }
 if [ $ok = 1 ]; then
   export BUILD RES   # the stage functions run in a child bash
-  want profile && stage profile "${PROFILE_S:-60}" profile
+  want profile && stage profile "${PROFILE_S:-90}" profile
   want scaling && stage scaling "${SCALING_S:-60}" scaling
 fi
 log "==== summary"
