@@ -25,6 +25,8 @@
  * short batch's), every micro-step's loss and the final parameters bit for bit. And a
  * GradientAccumulationScheduler {0: 1, 1: 2, 3: 3} (MLP, 32-true, all 20 steps): each new factor
  * drops the graphs (kept, epoch 3's first micro-step would replay epoch 2's, scaled by 1/2).
+ * And fit, lr_find, fit on one trainer: lr_find drops the optimizer, so the second fit's graphs
+ * are captured again (kept, they would replay the first optimizer's freed state buffers).
  * Also matmul_precision's TF32: an f32 matmul differs from full f32, within TF32's error.
  * Output: one line per case, "compile <case>: ..." (scripts/device-check.sh keeps them);
  * VOLT_TEST_COMPILE_ONLY=substring runs only the cases whose name holds it. */
@@ -88,6 +90,7 @@ static int64_t g_growth_interval;
 static bool g_ema;   /* EMA weight averaging (decay 0.8, every second step: the gate is a coefficient) */
 static int64_t g_accum = 1;   /* accumulate_grad_batches */
 static bool g_sched;          /* GradientAccumulationScheduler {0: 1, 1: 2, 3: 3} instead */
+static bool g_lr_find;        /* fit, lr_find, fit again on the same trainer */
 /* the micro-steps of a run of g_steps optimizer steps (batches 4, 4, 2: an optimizer step per
  * window of g_accum batches and at each epoch's end), and the graphs a compiled run captures */
 static int micro_steps(void) {
@@ -148,6 +151,17 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     }
     st = volt_trainer_fit(t, bert ? &volt_distilbert_ops : g_mlp_ops, bert ? bm : (void *)&m, l, NULL, NULL);
     CHECK(st == VOLT_OK, "fit (%s, %s, compile %d): %s", bert ? "distilbert" : "mlp", precision, compile, volt_trainer_errmsg(t));
+    if (g_lr_find && st == VOLT_OK) {   /* lr_find (eager) drops the optimizer; the next fit builds a new one */
+        volt_lr_find_config fc;
+        volt_lr_find_config_init(&fc);
+        fc.num_training = 3;
+        volt_lr_find_result lr;
+        st = volt_trainer_lr_find(t, bert ? &volt_distilbert_ops : g_mlp_ops, bert ? bm : (void *)&m, l, &fc, &lr);
+        CHECK(st == VOLT_OK && lr.n == 3, "lr_find (compile %d): %s", compile, volt_trainer_errmsg(t));
+        volt_lr_find_result_free(&lr);
+        if (st == VOLT_OK) st = volt_trainer_fit(t, bert ? &volt_distilbert_ops : g_mlp_ops, bert ? bm : (void *)&m, l, NULL, NULL);
+        CHECK(st == VOLT_OK, "fit after lr_find (compile %d): %s", compile, volt_trainer_errmsg(t));
+    }
     r.ok = st == VOLT_OK;
     volt_trainer_compile_stats(t, &r.eager, &r.captured, &r.replayed);
     r.global_step = volt_trainer_global_step(t);
@@ -196,14 +210,14 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
            first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first, (long long)g.eager, (long long)g.captured, (long long)g.replayed);
     /* 16-mixed's skipped steps take more micro-steps: as many in both runs. A schedule: epochs
      * of 3, 2 and 2 optimizer steps, then 1 (windows of 3) */
-    const int want_micro = g_sched ? 3 + 3 + 3 + 3 * (g_steps - 7) : micro_steps();
+    const int want_micro = g_sched ? 3 + 3 + 3 + 3 * (g_steps - 7) : micro_steps() * (g_lr_find ? 2 : 1);
     CHECK(e.ok && g.ok && e.l.n == g.l.n && (g_init_scale > 0 ? e.l.n > want_micro : e.l.n == want_micro) &&
           e.l.n < MAX_MICRO, "%s: both runs take %d micro-steps%s (%d, %d)", name, want_micro,
           g_init_scale > 0 ? " and more (skips)" : "", e.l.n, g.l.n);
     /* one graph per batch shape (4 and 2 rows); with accumulation one per kind of micro-step:
      * a window's first and its last (k 2; the short batch is alone in its window) or middle (k 3;
      * the short batch ends the window) */
-    const int64_t want_graphs = g_accum > 1 ? 3 : 2;
+    const int64_t want_graphs = (g_accum > 1 ? 3 : 2) * (g_lr_find ? 2 : 1);   /* lr_find's new optimizer: captured again */
     if (!g_sched)
         CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
               "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
@@ -429,6 +443,11 @@ int main(void) {
     compare("mlp 32-true accumulation schedule 1, 2, 2, 3", false, "32-true", mds, 0.f);
     g_steps = steps;
     g_sched = false;
+    /* fit, lr_find, fit: the second fit's optimizer is a new one (new state buffers on the
+     * device); graphs kept from the first fit would replay its freed state */
+    g_lr_find = true;
+    compare("mlp 32-true fit, lr_find, fit", false, "32-true", mds, 0.f);
+    g_lr_find = false;
     if (wanted("host data")) test_host_data(mds);
     if (wanted("groups")) test_groups(mds);
     if (wanted("tf32")) test_tf32();

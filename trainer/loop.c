@@ -68,6 +68,7 @@ static volt_status add_defaults(volt_trainer *t) {
 /* The optimizer and scheduler go: the next fit (setup_optim) builds them from
  * configure_optimizers again. */
 void volt__loop_drop_optim(volt_trainer *t) {
+    volt__compile_free(t);   /* graphs captured with this optimizer's state and coefficient buffers */
     volt_optimizer_destroy(t->opt);
     t->opt = NULL;
     t->avg_swapped = false;
@@ -78,8 +79,7 @@ void volt__loop_drop_optim(volt_trainer *t) {
 /* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
  * the next setup_model builds them afresh. The caller has waited for the gathers. */
 static void drop_model(volt_trainer *t) {
-    volt__loop_drop_optim(t);
-    volt__compile_free(t);   /* graphs captured on the old step's memory */
+    volt__loop_drop_optim(t);   /* and the captured graphs, on the old step's memory too */
     volt_step_destroy(t->step); t->step = NULL;
     volt_params_destroy(t->ps); t->ps = NULL;
     t->mops = NULL;
