@@ -39,6 +39,16 @@ grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
 "$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
 "$APP" --version >"$W/version.txt"; grep -q '^volt-text-classification (volt ' "$W/version.txt" || die "--version"
 "$FM" --help >"$W/help.txt"; grep -q -- '--trainer.accumulate_grad_batches' "$W/help.txt" || die "fashion --help lacks trainer keys"
+# fashion: max_epochs -1 is no limit (max_steps ends the run), null the model's default (mlp 15)
+if [[ -r /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz ]]; then
+    FL=(--root "$W/runs_fm" --workers 0 --no-progress --limit-train-batches 1 --limit-val-batches 1 --num-sanity-val-steps 0
+        --trainer.enable_logger false --trainer.enable_checkpointing false --checkpoint.on_exception false --test_after_fit false)
+    "$FM" "${FL[@]}" --epochs -1 --max-steps 3 >"$W/fm.log" 2>&1 && grep -q "mlp, no epoch limit" "$W/fm.log" ||
+        die "fashion --epochs -1: $(cat "$W/fm.log")"
+    "$FM" "${FL[@]}" --trainer.max_epochs null --max-steps 1 >"$W/fm.log" 2>&1 && grep -q "mlp, 15 epochs" "$W/fm.log" ||
+        die "fashion --trainer.max_epochs null: $(cat "$W/fm.log")"
+    [[ ! -e $W/runs_fm/checkpoints ]] || die "--trainer.enable_checkpointing false wrote $(find "$W/runs_fm" -type f)"
+fi
 # the committed seed.json is the seed's recipe
 "$APP" --config "$SEED" --print-config >"$W/seed.out" || die "seed.json does not load"
 for kv in '"batch_size":	12' '"max_length":	512' '"lr":	5e-05' '"name":	"adam"' '"lr_schedule":	"constant"' \
