@@ -92,6 +92,8 @@ printf 'the movie was very good\nthe plot was awful, really bad.\n\nfine acting\
 awk -F, 'NR > 1 && !($2 == 0 || $2 == 1) { exit 1 } NR > 1 && ($3 < 0.5 || $3 > 1) { exit 1 }' "$W/pred.csv" || die "predict rows: $(cat "$W/pred.csv")"
 "$APP" predict "${C[@]}" --ckpt_path "$best" --predict.format jsonl <"$W/texts.txt" >"$W/pred.jsonl" 2>"$W/p.err" || { cat "$W/p.err"; die "predict stdin"; }
 [[ $(grep -c '^{"index": [0-3], "label": [01], "probability": 0\.[5-9][0-9]*\|1\.0*}$' "$W/pred.jsonl") == 4 ]] || die "predict JSONL: $(cat "$W/pred.jsonl")"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W" >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "predict.input '$W': Is a directory" "$W/e.log" || die "a folder as predict.input: exit $rc: $(cat "$W/e.log")"
 
 # ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
 mkdir -p "$W/hf"
