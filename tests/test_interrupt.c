@@ -366,7 +366,7 @@ static void test_on_exception_scope(volt_dataset *ds) {
     CHECK(st == VOLT_ERR_CORRUPT && !file_exists(path), "fit from garbage: %s, on_exception file %d: %s", volt_status_str(st),
           file_exists(path), volt_trainer_errmsg(t2));
     volt_trainer_destroy(t2);
-    /* a fit that fails before training starts (on_fit_start) saves nothing: one error, the hook's */
+    /* a fit that fails in on_fit_start (before its sanity check and training) saves nothing: one error, the hook's */
     volt_trainer *t3 = make_trainer(1, root);
     CHECK_OK(volt_add_on_exception_checkpoint(t3, dir, NULL));
     CHECK_OK(volt_trainer_add_callback(t3, &fail_start_ops, NULL));
