@@ -12,7 +12,7 @@
 const volt_cli_key app_run_keys[] = {
     { "data.num_workers", VOLT_CLI_INT, "1", "data loader threads (0 = load in the main thread)", "workers", NULL, 0, 64 },
     { "ckpt_path", VOLT_CLI_STRING, NULL,
-      "fit: resume from it; validate/test/predict: the weights (a path, \"last\" or \"best\")", NULL, NULL, 0, 0 },
+      "fit: resume from it; validate/test/predict: the weights (a path, or \"last\": the checkpoint folder's last.safetensors)", NULL, NULL, 0, 0 },
     { "resume", VOLT_CLI_BOOL, "false", "fit: continue from the last checkpoint (ckpt_path \"last\")", NULL, NULL, 0, 0 },
     { "test_after_fit", VOLT_CLI_BOOL, "true", "fit: then test with the best checkpoint (the recipe)", NULL, NULL, 0, 0 },
     { "memory_report", VOLT_CLI_BOOL, "false",
@@ -102,6 +102,9 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
 }
 
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename) {
+    const bool on_exc = volt_cli_bool(c, "checkpoint.on_exception");
+    if (!volt_cli_bool(c, "trainer.enable_checkpointing"))   /* Lightning: no ModelCheckpoint then */
+        return on_exc ? volt_add_on_exception_checkpoint(t, dirpath, NULL) : VOLT_OK;
     volt_checkpoint_config ck;
     volt_checkpoint_config_init(&ck);
     ck.dirpath = dirpath;
@@ -116,7 +119,7 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.train_time_interval = volt_cli_float(c, "checkpoint.train_time_interval");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     volt_status st = volt_add_model_checkpoint(t, &ck);
-    if (st >= 0 && volt_cli_bool(c, "checkpoint.on_exception")) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
+    if (st >= 0 && on_exc) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
     return st;
 }
 

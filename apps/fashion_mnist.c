@@ -37,7 +37,7 @@ static const volt_cli_key fm_keys[] = {
 
 typedef struct opts {
     const char *data, *model;
-    int64_t epochs;               /* trainer.max_epochs; null = the model's default */
+    bool epochs_null;             /* trainer.max_epochs null (unset): the model's default */
     int64_t batch_size;           /* per rank */
     bool drop_last;
     float lr;                     /* < 0 = the model's default */
@@ -53,7 +53,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, op
                           fm_keys, (int)(sizeof fm_keys / sizeof fm_keys[0]), buf, defaults, "fit|validate|test", argc, argv, c);
     if (r) return r;
     *o = (opts){ .data = volt_cli_str(*c, "data.path"), .model = volt_cli_str(*c, "model.name"),
-                 .epochs = volt_cli_was_set(*c, "trainer.max_epochs") ? volt_cli_int(*c, "trainer.max_epochs") : -1,
+                 .epochs_null = volt_cli_is_null(*c, "trainer.max_epochs"),   /* -1 = no limit, as Lightning */
                  .batch_size = volt_cli_int(*c, "data.batch_size"), .drop_last = volt_cli_bool(*c, "data.drop_last"),
                  .lr = -1.f, .dropout = -1.f };
     o->lr = volt_cli_was_set(*c, "model.lr") ? (float)volt_cli_float(*c, "model.lr") : -1.f;
@@ -61,7 +61,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, op
     app_trainer_opts_from_cli(*c, &o->tr);
     if (!o->data) return app_usage(APP, "data.path must not be null");
     if (strcmp(volt_cli_subcommand(*c), "fit") && !volt_cli_str(*c, "ckpt_path"))
-        return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" / \"best\" of the run folder)", volt_cli_subcommand(*c));
+        return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" of the run's checkpoint folder)", volt_cli_subcommand(*c));
     return 0;
 }
 
@@ -82,7 +82,6 @@ int main(int argc, char **argv) {
     if (pr) { volt_cli_destroy(cli); return pr < 0 ? 0 : pr; }
     const char *sub = volt_cli_subcommand(cli);
     bool cnn = !strcmp(o.model, "cnn");
-    if (o.epochs < 0) o.epochs = cnn ? 4 : 15;
 
     /* ---- data ---- */
     char img[4096], lbl[4096], err[512] = "";
@@ -146,7 +145,7 @@ int main(int argc, char **argv) {
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
     volt_cli_trainer_config(cli, &tc);           /* every trainer.* key; the merged config as run_config_json */
-    tc.max_epochs = o.epochs;
+    if (o.epochs_null) tc.max_epochs = cnn ? 4 : 15;
     tc.run_fingerprint = !strcmp(sub, "fit") ? fingerprint : NULL;   /* only fit resumes */
     (void)dropout;
     volt_trainer *t = NULL;
@@ -175,7 +174,9 @@ int main(int argc, char **argv) {
     const bool zero = volt_trainer_is_global_zero(t);
     const int world = volt_trainer_world_size(t);
     if (zero) {
-        printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)volt_trainer_get_config(t)->max_epochs, (long long)o.batch_size);
+        const int64_t me = volt_trainer_get_config(t)->max_epochs;
+        if (me < 0) printf(APP ": %s, no epoch limit, batch %lld", o.model, (long long)o.batch_size);
+        else printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)me, (long long)o.batch_size);
         if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
         printf(", %lld/%lld/%lld train/val/test images, seed %llu\n", (long long)volt_dataset_len(train),
                (long long)volt_dataset_len(val), (long long)volt_dataset_len(test), (unsigned long long)o.tr.seed);

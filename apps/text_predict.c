@@ -46,9 +46,11 @@ int text_read_texts(const opts *o, app *a) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         st = volt_corpus_add(a->all, line, (size_t)n, 0);
     }
+    const int rerr = ferror(f) ? errno : 0;   /* getline's -1 is also a read error (a folder: EISDIR) */
     free(line);
     if (f != stdin) fclose(f);
     if (st < 0) return fail("reading predict.input", st, o->pred_in);
+    if (rerr) { fprintf(stderr, APP ": predict.input '%s': %s\n", o->pred_in, strerror(rerr)); return 1; }
     if (volt_corpus_len(a->all) == 0) { fprintf(stderr, APP ": predict.input '%s' has no lines\n", o->pred_in); return 1; }
     return 0;
 }

@@ -7,7 +7,9 @@
  * a rank may be gone or a comm broken, and a sharded save would wait on it), and not after a
  * failure of the strategy's own collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /
  * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
- * a fit that has no model (it failed before setting one up, or a failed load dropped it). */
+ * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
+ * one that failed before its sanity check or training began (on_fit_start: a logger's folder
+ * that cannot be made is reported once, and the weights are the ones it started from). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +19,28 @@
 typedef struct oec {
     char dir[VOLT_CB_PATH_MAX];
     char path[VOLT_CB_PATH_MAX];
+    bool running;      /* from this fit's sanity check or train start to its train end / on_exception */
 } oec;
+
+static volt_status oec_on_run_start(void *self, volt_trainer *t) {   /* on_sanity_check_start, on_train_start */
+    (void)t;
+    ((oec *)self)->running = true;
+    return VOLT_OK;
+}
+
+static volt_status oec_on_train_end(void *self, volt_trainer *t) {
+    (void)t;
+    ((oec *)self)->running = false;
+    return VOLT_OK;
+}
 
 static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
     oec *c = self;
+    const bool ran = c->running;
+    c->running = false;
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     if (volt_trainer_stage(t) != VOLT_STAGE_FIT || (cfg && cfg->fast_dev_run > 0)) return;   /* fast_dev_run: no files */
+    if (!ran) return;   /* failed in on_fit_start, before the sanity check and training */
     /* no model to save: fit failed before it existed, or a failed load dropped it (so the file
      * a resume named, maybe this callback's own, is never replaced by fresh weights) */
     const volt_params *ps = volt_trainer_params(t);
@@ -56,6 +74,9 @@ static const volt_callback_ops oec_ops = {
     .name = "OnExceptionCheckpoint",
     .destroy = free,
     .on_exception = oec_on_exception,
+    .on_sanity_check_start = oec_on_run_start,
+    .on_train_start = oec_on_run_start,
+    .on_train_end = oec_on_train_end,
 };
 
 volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "volt/trainer.h"
 #include "callbacks/util.h"
 
@@ -121,6 +122,12 @@ volt_status volt_plot_metrics_csv(const char *csv_path, const char *out_prefix, 
     *n_written = 0;
     FILE *f = fopen(csv_path, "r");
     if (!f) { snprintf(err, errlen, "cannot read '%s': %s", csv_path, strerror(errno)); return VOLT_ERR_IO; }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {   /* fopen opens a folder; getline then reads nothing */
+        fclose(f);
+        snprintf(err, errlen, "'%s' is a directory (want a metrics.csv)", csv_path);
+        return VOLT_ERR_IO;
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include "cli/cli_internal.h"
 #include "core/err.h"
@@ -319,6 +320,27 @@ static int unknown_key(volt_cli *c, const char *where, const char *name) {
     return usage_err(c, "%s%s%s'", where, what, name);
 }
 
+/* A file's object that is no section ("traner": {...}): the closest section at its depth
+ * (the keys' first components for a top-level name), else as unknown_key. */
+static int unknown_section(volt_cli *c, const char *where, const char *name) {
+    int depth = 0, bd = 99;
+    for (const char *p = name; *p; p++) depth += *p == '.';
+    char best[128] = "";
+    for (int i = 0; i < c->n; i++) {
+        const char *k = c->rows[i].k.key, *e = k;
+        for (int d = 0; e && d <= depth; d++) e = strchr(e + (d > 0), '.');
+        if (!e || (size_t)(e - k) >= sizeof best) continue;        /* no section that deep */
+        char sec[128];
+        snprintf(sec, sizeof sec, "%.*s", (int)(e - k), k);
+        int dist = volt_cli_edit_distance(name, sec);
+        if (dist < bd) { bd = dist; snprintf(best, sizeof best, "%s", sec); }
+    }
+    size_t len = strlen(name);
+    if (*best && bd <= (len <= 4 ? 1 : len <= 10 ? 2 : 3))
+        return usage_err(c, "%sunknown section '%s'; did you mean '%s'?", where, name, best);
+    return unknown_key(c, where, name);
+}
+
 /* Merge object o (a file's section at prefix) into the tree, checking every key. */
 static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJSON *o) {
     for (const cJSON *it = o->child; it; it = it->next) {
@@ -337,7 +359,7 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
                 continue;
             }
         }
-        if (!r) return unknown_key(c, where, key);
+        if (!r) return cJSON_IsObject(it) ? unknown_section(c, where, key) : unknown_key(c, where, key);
         char why[128];
         if (check_value(r, it, why, sizeof why)) {
             char *txt = cJSON_PrintUnformatted(it);
@@ -352,9 +374,20 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
     return 0;
 }
 
+/* Lightning's configs are YAML; volt's are JSON (what --print-config writes). */
+static bool yaml_name(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot && (!strcmp(dot, ".yaml") || !strcmp(dot, ".yml"));
+}
+
 static int load_file(volt_cli *c, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return usage_err(c, "--config '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {   /* fopen opens a folder; reading it fails */
+        fclose(f);
+        return usage_err(c, "--config '%s': is a directory (want a JSON file)", path);
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     size_t got;
@@ -368,8 +401,13 @@ static int load_file(volt_cli *c, const char *path) {
             cap *= 2;
         }
     }
+    const int rerr = ferror(f) ? errno : 0;
     fclose(f);
     if (!buf) return usage_err(c, "--config '%s': too large or out of memory", path);
+    if (rerr) {
+        free(buf);
+        return usage_err(c, "--config '%s': %s", path, strerror(rerr));
+    }
     buf[n] = 0;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithOpts(buf, &end, true);
@@ -377,7 +415,8 @@ static int load_file(volt_cli *c, const char *path) {
         int line = 1;
         for (const char *p = buf; end && p < end; p++) line += *p == '\n';
         free(buf);
-        return usage_err(c, "--config '%s': not valid JSON (near line %d)", path, line);
+        return usage_err(c, "--config '%s': not valid JSON (near line %d)%s", path, line,
+                         yaml_name(path) ? "; volt reads JSON configs, not YAML (--print-config writes one)" : "");
     }
     free(buf);
     int rc = cJSON_IsObject(o) ? merge_obj(c, path, "", o) : usage_err(c, "--config '%s': want a JSON object", path);

@@ -39,6 +39,16 @@ grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
 "$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
 "$APP" --version >"$W/version.txt"; grep -q '^volt-text-classification (volt ' "$W/version.txt" || die "--version"
 "$FM" --help >"$W/help.txt"; grep -q -- '--trainer.accumulate_grad_batches' "$W/help.txt" || die "fashion --help lacks trainer keys"
+# fashion: max_epochs -1 is no limit (max_steps ends the run), null the model's default (mlp 15)
+if [[ -r /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz ]]; then
+    FL=(--root "$W/runs_fm" --workers 0 --no-progress --limit-train-batches 1 --limit-val-batches 1 --num-sanity-val-steps 0
+        --trainer.enable_logger false --trainer.enable_checkpointing false --checkpoint.on_exception false --test_after_fit false)
+    "$FM" "${FL[@]}" --epochs -1 --max-steps 3 >"$W/fm.log" 2>&1 && grep -q "mlp, no epoch limit" "$W/fm.log" ||
+        die "fashion --epochs -1: $(cat "$W/fm.log")"
+    "$FM" "${FL[@]}" --trainer.max_epochs null --max-steps 1 >"$W/fm.log" 2>&1 && grep -q "mlp, 15 epochs" "$W/fm.log" ||
+        die "fashion --trainer.max_epochs null: $(cat "$W/fm.log")"
+    [[ ! -e $W/runs_fm/checkpoints ]] || die "--trainer.enable_checkpointing false wrote $(find "$W/runs_fm" -type f)"
+fi
 # the committed seed.json is the seed's recipe
 "$APP" --config "$SEED" --print-config >"$W/seed.out" || die "seed.json does not load"
 for kv in '"batch_size":	12' '"max_length":	512' '"lr":	5e-05' '"name":	"adam"' '"lr_schedule":	"constant"' \
@@ -82,6 +92,8 @@ printf 'the movie was very good\nthe plot was awful, really bad.\n\nfine acting\
 awk -F, 'NR > 1 && !($2 == 0 || $2 == 1) { exit 1 } NR > 1 && ($3 < 0.5 || $3 > 1) { exit 1 }' "$W/pred.csv" || die "predict rows: $(cat "$W/pred.csv")"
 "$APP" predict "${C[@]}" --ckpt_path "$best" --predict.format jsonl <"$W/texts.txt" >"$W/pred.jsonl" 2>"$W/p.err" || { cat "$W/p.err"; die "predict stdin"; }
 [[ $(grep -c '^{"index": [0-3], "label": [01], "probability": 0\.[5-9][0-9]*\|1\.0*}$' "$W/pred.jsonl") == 4 ]] || die "predict JSONL: $(cat "$W/pred.jsonl")"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W" >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "predict.input '$W': Is a directory" "$W/e.log" || die "a folder as predict.input: exit $rc: $(cat "$W/e.log")"
 
 # ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
 mkdir -p "$W/hf"

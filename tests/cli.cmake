@@ -7,8 +7,9 @@ add_test(NAME app_cli
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_cli.sh $<TARGET_FILE:volt-text-classification>
     $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_cli
     ${CMAKE_CURRENT_SOURCE_DIR}/../seed.json ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/distilbert_tiny.safetensors)
-set_tests_properties(app_cli PROPERTIES PASS_REGULAR_EXPRESSION "app_cli: ok" TIMEOUT 300
+set_tests_properties(app_cli PROPERTIES PASS_REGULAR_EXPRESSION "app_cli: ok" TIMEOUT 300 LABELS cli
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
+set_tests_properties(test_cli PROPERTIES LABELS cli)   # ctest -L cli: the parser and the apps' command line
 add_test(NAME tensorboard_events
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tensorboard_check.sh $<TARGET_FILE:volt-fashion-mnist>
     ${CMAKE_CURRENT_BINARY_DIR}/tmp_tensorboard ${CMAKE_CURRENT_SOURCE_DIR}/tensorboard)

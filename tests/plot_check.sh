@@ -71,6 +71,8 @@ PY
 printf 'a,b\n1,2\n' >"$W/nostep.csv"
 "$PLOT" "$W/nostep.csv" >"$W/e2.log" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "no 'step' column" "$W/e2.log" || die "no step column: exit $rc, want 1"
+"$PLOT" "$W" >"$W/e5.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "is a directory" "$W/e5.log" || die "a folder for the CSV: exit $rc: $(cat "$W/e5.log")"
 "$PLOT" >"$W/e3.log" 2>&1; [[ $? == 2 ]] || die "no argument: want exit 2"
 "$PLOT" --bogus x.csv >"$W/e4.log" 2>&1; [[ $? == 2 ]] || die "unknown option: want exit 2"
 echo "plot_check: ok"

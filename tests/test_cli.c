@@ -214,6 +214,22 @@ int main(void) {
     c = mk();
     CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "not valid JSON"), "bad JSON: %s", g_errbuf);
     volt_cli_destroy(c);
+    /* what a Lightning user brings: a YAML config, a misspelt section, a folder for the file */
+    char fy[1100];
+    snprintf(fy, sizeof fy, "%s/config.yaml", tmp);
+    write_file(fy, "trainer:\n  max_epochs: 3\n");
+    c = mk();
+    CHECK(PARSE(c, "--config", fy) == VOLT_CLI_USAGE && strstr(g_errbuf, "not valid JSON") && strstr(g_errbuf, "not YAML"),
+          "YAML config: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"traner\": {\"max_epochs\": 3}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "unknown section 'traner'; did you mean 'trainer'?"),
+          "misspelt section: %s", g_errbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--config", tmp) == VOLT_CLI_USAGE && strstr(g_errbuf, "is a directory"), "a folder as --config: %s", g_errbuf);
+    volt_cli_destroy(c);
 
     /* --help: grouped by section, with defaults; --version */
     c = mk();

@@ -324,6 +324,19 @@ static void test_lr_find_and_failure(volt_dataset *ds) {
 }
 
 /* ---- OnExceptionCheckpoint saves for fit only, and only a model that exists ---------------- */
+static volt_status fail_fit_start(void *self, volt_trainer *t) {   /* as a logger whose folder cannot be made */
+    (void)self;
+    return volt_trainer_fail(t, VOLT_ERR_IO, "cannot create directory 'x': Read-only file system");
+}
+static volt_status fail_val_end(void *self, volt_trainer *t) {     /* as a ModelCheckpoint that cannot write */
+    (void)self;
+    return volt_trainer_sanity_checking(t) ? VOLT_OK : volt_trainer_fail(t, VOLT_ERR_IO, "validation end failed");
+}
+static const volt_callback_ops fail_start_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailStart",
+                                                  .on_fit_start = fail_fit_start };
+static const volt_callback_ops fail_val_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailValEnd",
+                                                .on_validation_end = fail_val_end };
+
 static void test_on_exception_scope(volt_dataset *ds) {
     char root[512], dir[600], path[700];
     snprintf(root, sizeof root, "%s/oec", vtest_tmpdir());
@@ -353,6 +366,26 @@ static void test_on_exception_scope(volt_dataset *ds) {
     CHECK(st == VOLT_ERR_CORRUPT && !file_exists(path), "fit from garbage: %s, on_exception file %d: %s", volt_status_str(st),
           file_exists(path), volt_trainer_errmsg(t2));
     volt_trainer_destroy(t2);
+    /* a fit that fails in on_fit_start (before its sanity check and training) saves nothing: one error, the hook's */
+    volt_trainer *t3 = make_trainer(1, root);
+    CHECK_OK(volt_add_on_exception_checkpoint(t3, dir, NULL));
+    CHECK_OK(volt_trainer_add_callback(t3, &fail_start_ops, NULL));
+    net m3 = { .in = IN, .hidden = 8, .out = NC };
+    st = volt_trainer_fit(t3, &net_ops, &m3, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_IO && !file_exists(path) && strstr(volt_trainer_errmsg(t3), "Read-only"),
+          "fit failing in on_fit_start: %s, on_exception file %d: %s", volt_status_str(st), file_exists(path), volt_trainer_errmsg(t3));
+    volt_trainer_destroy(t3);
+    /* a fit failing in its validation (after training steps) saves, and its stage stays fit */
+    remove(path);
+    volt_trainer *t4 = make_trainer(1, root);
+    CHECK_OK(volt_add_on_exception_checkpoint(t4, dir, NULL));
+    CHECK_OK(volt_trainer_add_callback(t4, &fail_val_ops, NULL));
+    net m4 = { .in = IN, .hidden = 8, .out = NC };
+    st = volt_trainer_fit(t4, &net_ops, &m4, l, l, NULL);
+    CHECK(st == VOLT_ERR_IO && volt_trainer_stage(t4) == VOLT_STAGE_FIT && file_exists(path),
+          "fit failing in on_validation_end: %s, stage %d, on_exception file %d: %s", volt_status_str(st),
+          (int)volt_trainer_stage(t4), file_exists(path), volt_trainer_errmsg(t4));
+    volt_trainer_destroy(t4);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }

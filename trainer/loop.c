@@ -584,7 +584,10 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
     volt__loop_call_begin(t, VOLT_STAGE_FIT);
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
-    if (st < 0) on_exception(t, st);   /* still fitting: OnExceptionCheckpoint saves the loop state */
+    if (st < 0) {
+        t->stage = VOLT_STAGE_FIT;     /* a validation inside fit that failed left its own stage */
+        on_exception(t, st);           /* still fitting: OnExceptionCheckpoint saves the loop state */
+    }
     t->fitting = false;
     t->sanity = false;
     volt__signal_disarm(t);
