@@ -180,7 +180,10 @@ static void test_resume(volt_dataset *ds, const char *precision, const char *opt
     CHECK_OK(volt_trainer_add_callback(tb, &saver_ops, &sv));
     CHECK_OK(volt_trainer_fit(tb, &net_ops, &mb, l, NULL, NULL));
     volt_trainer *tc = make_trainer(precision, optim_dtype, NULL, steps);
-    volt_status st = volt_trainer_fit(tc, &net_ops, &mc, l, NULL, path);
+    volt_status st = volt_trainer_fit(tc, &net_ops, &mc, l, NULL, "");   /* names no file: an error, not a fresh fit */
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(tc), "ckpt_path is empty") && volt_trainer_global_step(tc) == 0,
+          "fit with ckpt_path \"\": %s", volt_trainer_errmsg(tc));
+    st = volt_trainer_fit(tc, &net_ops, &mc, l, NULL, path);
     CHECK(st == VOLT_OK, "%s resume: %s", precision, volt_trainer_errmsg(tc));
     float *wc = weights(tc, &nc);
     CHECK(na == nc && !memcmp(wa, wc, sizeof(float) * (size_t)na), "%s/%s: resumed weights differ from the straight run",

@@ -446,6 +446,9 @@ enum { PATH_CAP = 4096 };
 static volt_status resolve(volt_trainer *t, const char *ckpt_path, bool missing_ok, const char *stage, char *path) {
     path[0] = 0;
     if (!ckpt_path) return VOLT_OK;
+    if (!ckpt_path[0])   /* Lightning's ckpt_path=None is NULL here; "" names no file */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: ckpt_path is empty (give a file's path, \"last\" or \"best\"; "
+                          "NULL for none)", stage);
     const char *p = volt__resolve_ckpt(t, ckpt_path);
     if (!p && !missing_ok) {
         const bool best = !strcmp(ckpt_path, "best"), last = !strcmp(ckpt_path, "last");
