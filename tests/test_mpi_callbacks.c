@@ -571,12 +571,31 @@ static volt_dataset *ucls_rows(int64_t nb) {
     return ds;
 }
 
-/* The evaluation steps log <stage>_v = 10 rank + i (an epoch mean), <stage>_s the same as a step
- * value with VOLT_LOG_SYNC, and the classification metrics of the rows (accuracy, confusion
- * matrix); rank 1 raises SIGTERM in its batch raise_at. */
-typedef struct ulin { lin m; int64_t calls, raise_at; bool raised; } ulin;
+/* Two units, so that fsdp gives the first back when a forward moves on to the second and the
+ * next forward gathers it again (a collective in each evaluation step). The evaluation steps run
+ * that forward, log <stage>_v = 10 rank + i (an epoch mean), <stage>_s the same as a step value
+ * with VOLT_LOG_SYNC, and the classification metrics of the rows (accuracy, confusion matrix);
+ * rank 1 raises SIGTERM in its batch raise_at. */
+typedef struct ulin { volt_tensor *w1, *b1, *w2, *b2; int64_t calls, raise_at; bool raised; } ulin;
+static volt_status ul_setup(void *self, volt_params *ps) {
+    ulin *u = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(4, 4), VOLT_INIT_TORCH_LINEAR, &u->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(4), VOLT_INIT_ZEROS, &u->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &u->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &u->b2);
+}
+static volt_tensor *ul_forward(ulin *u, volt_step *s, const volt_batch *b) {
+    return volt_linear(s, volt_relu(s, volt_linear(s, volt_batch_x(b), u->w1, u->b1)), u->w2, u->b2);
+}
+static volt_status ul_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    return volt_step_set_loss(s, volt_mse(s, ul_forward(self, s, b), volt_batch_y(b)));
+}
 static volt_status ul_step(ulin *u, volt_step *s, const volt_batch *b, int64_t i, const char *stage) {
     u->calls++;
+    if (!ul_forward(u, s, b)) return volt_step_status(s);
     if (g_rank == 1 && !u->raised && i == u->raise_at) {
         u->raised = true;
         raise(SIGTERM);
@@ -597,8 +616,8 @@ static volt_status ul_predict(void *self, volt_step *s, const volt_batch *b, int
     *out = volt_batch_x(b);
     return VOLT_OK;
 }
-static const volt_module_ops ulin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "ulin", .setup = lin_setup,
-                                          .configure_optimizers = lin_opt, .training_step = lin_train,
+static const volt_module_ops ulin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "ulin", .setup = ul_setup,
+                                          .configure_optimizers = lin_opt, .training_step = ul_train,
                                           .validation_step = ul_val, .test_step = ul_test, .predict_step = ul_predict };
 
 /* The stage's metrics on this rank against the hand count over every rank's batches. */
@@ -706,6 +725,26 @@ static void test_uneven(const char *name) {
             printf("%s np%d, %s: SIGTERM on rank 1: %s, every rank, in %.2f s\n", name, g_world, cfg, where, el);
         }
         volt_trainer_destroy(t);
+        if (!zero) {   /* a fraction that leaves rank 0's 2 batches none (int(0.3 x 2)): every rank fails with its words */
+            volt_trainer_config c;
+            vtest_quiet_config(&c, root);
+            c.strategy = name;
+            c.limit_val_fraction = 0.3;
+            t = NULL;
+            CHECK_OK(volt_trainer_create(&c, &t));
+            u = (ulin){ .raise_at = -1 };
+            t0 = vtest_now();
+            st = t ? volt_trainer_validate(t, &ulin_ops, &u, vl, NULL) : VOLT_ERR_STATE;
+            el = vtest_now() - t0;
+            const char *msg = t ? volt_trainer_errmsg(t) : "";
+            char want[64];
+            snprintf(want, sizeof want, "(rank 0 of %d; every rank stops)", g_world);
+            CHECK(st == VOLT_ERR_INVALID_ARG && strstr(msg, "limit_val_batches=0.3 of the loader's 2 batches") && strstr(msg, want) &&
+                  u.calls == 0 && el < 10, "rank %d: a fraction too small for rank 0: %s after %lld steps, %.1f s: %s", g_rank,
+                  volt_status_str(st), (long long)u.calls, el, msg);
+            if (g_rank == 0) printf("%s np%d, %s: limit_val_fraction 0.3: every rank: %s\n", name, g_world, cfg, msg);
+            volt_trainer_destroy(t);
+        }
         volt_loader_destroy(vl);
         volt_dataset_destroy(vds);
     }

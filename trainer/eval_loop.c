@@ -8,8 +8,9 @@
  * As Lightning, every rank runs its own batches; the ranks agree first on the fewest and the
  * most any of them runs (volt__eval_agree), exchange per batch (the interrupt vote, a step value
  * logged with VOLT_LOG_SYNC) only after the batches every rank runs, and all make the epoch
- * metrics' one reduction at the end (metrics_epoch.c), a rank with no batch included: no
- * collective is ever made by some ranks only. */
+ * metrics' one reduction at the end (metrics_epoch.c), a rank with no batch included; under
+ * fsdp such a loop holds the parameters gathered (hold_if_uneven): no collective is ever made
+ * by some ranks only. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,23 @@ volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const
     return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d; every rank stops)", v.msg, a.bad, t->world);
 }
 
+/* Ranks that run other numbers of batches make other numbers of forwards: under a strategy that
+ * gathers parameters on use (fsdp) each forward may gather (full shard gives a unit back when
+ * forward moves on), a collective. Such a loop gathers every parameter first, on every rank,
+ * and keeps them for its length (the full model in memory, as fsdp's summon_full_params). */
+static volt_status hold_if_uneven(volt_trainer *t, int64_t fewest, int64_t most, const char *what) {
+    if (fewest == most || !t->strategy || !volt__strategy_has(t->strategy, VOLT_STRAT_SHARDS_PARAMS)) return VOLT_OK;
+    volt_status st = volt__strategy_hold_params(t->strategy, true);
+    if (st < 0) return volt__terr(t, st, "%s: gathering the parameters for batch counts that differ across ranks: %s", what,
+                                  volt__strategy_errmsg(t->strategy));
+    return VOLT_OK;
+}
+
+/* The loop ended: forward gives units back again (local). */
+static void drop_hold(volt_trainer *t) {
+    if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);
+}
+
 static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
     t->cur_batch_size = b->size;
     volt_step_begin(t->step, false, 0);
@@ -82,6 +100,7 @@ static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
+    drop_hold(t);
     char where[96];
     snprintf(where, sizeof where, "%s stopped after batch %lld", what, (long long)idx);
     return volt__signal_stop(t, sig, where);
@@ -105,6 +124,7 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     if (ls >= 0 && (ls = volt_loader_start(val, 0, 0)) < 0) ls = volt__loop_loader_err(t, val, ls);
     int64_t span, most;   /* the batches every rank runs: the ones they vote and sync after */
     VOLT_TRY(volt__eval_agree(t, ls, n, what, &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, what));
     t->num_eval_batches = n;
     t->eval_span = span;
     for (int64_t i = 0; i < n; i++) {
@@ -134,6 +154,7 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     MOD_HOOK(t, on_validation_epoch_end);
     CB_HOOK(t, on_validation_end);
     MOD_HOOK2(t, on_validation_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
@@ -165,6 +186,7 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     if (ls >= 0 && (ls = volt_loader_start(test, 0, 0)) < 0) ls = volt__loop_loader_err(t, test, ls);
     int64_t span, most;
     VOLT_TRY(volt__eval_agree(t, ls, n, "test", &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, "test"));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
@@ -195,6 +217,7 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     MOD_HOOK(t, on_test_epoch_end);
     CB_HOOK(t, on_test_end);
     MOD_HOOK2(t, on_test_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);
@@ -221,6 +244,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     if (ls >= 0 && (ls = volt_loader_start(loader, 0, 0)) < 0) ls = volt__loop_loader_err(t, loader, ls);
     int64_t span, most;
     VOLT_TRY(volt__eval_agree(t, ls, n, "predict", &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, "predict"));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;
     volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
@@ -266,6 +290,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     MOD_HOOK2(t, on_predict_epoch_end);
     CB_HOOK3(t, on_predict_end);
     MOD_HOOK2(t, on_predict_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);

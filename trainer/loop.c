@@ -582,6 +582,7 @@ volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops,
  * a failure in its set-up is this call's (on_exception sees the stage; Lightning's state.fn). */
 void volt__loop_call_begin(volt_trainer *t, volt_stage stage) {
     volt__signal_arm(t);
+    if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     t->interrupted = 0;
     t->stage = stage;
 }
