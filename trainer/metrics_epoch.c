@@ -12,8 +12,9 @@
  * more is sent (the common case); otherwise the lowest rank of each different description
  * broadcasts it and every rank merges them in rank order. Then one all-reduce of (sum, weight)
  * per name in the union, a rank adding zeros for the names it lacks, and the confusion
- * matrices' counts in blocks on the stack: nothing between the collectives that one rank could
- * fail alone (an allocation that fails leaves the rank adding zeros, and it fails after them).
+ * matrices' counts in blocks on the stack. Nothing between the collectives can fail on one rank
+ * alone: a rank that cannot allocate its list says so in the hash exchange (every rank fails
+ * there alike), and one that cannot grow a confusion matrix adds zeros and fails after them.
  * Lightning syncs each logged metric once at the epoch end, on every rank. */
 #include <math.h>
 #include <stdio.h>
