@@ -369,6 +369,11 @@ static volt_status csvl_on_test_start(void *self, volt_trainer *t) {
     return csvl_open(l, t);
 }
 
+/* predict as test: a row at the end with what its epoch-end hooks logged (ThroughputMonitor's
+ * predict keys; the loop keeps no epoch means for predict). Lightning's loggers take the
+ * monitor's predict metrics too. */
+static volt_status csvl_on_predict_start(void *self, volt_trainer *t) { return csvl_on_test_start(self, t); }
+
 /* Inside fit, the epoch-end validation starts right after the train epoch means became the
  * fresh metrics, and it replaces them: keep them for the epoch row. (A mid-epoch validation
  * finds only step values fresh, which have no VOLT_LOG_EPOCH flag.) */
@@ -450,6 +455,8 @@ static volt_status csvl_on_test_end(void *self, volt_trainer *t) {
     return csvl_row(self, t, volt_trainer_global_step(t));
 }
 
+static volt_status csvl_on_predict_end(void *self, volt_trainer *t) { return csvl_on_test_end(self, t); }
+
 static void csvl_destroy(void *self) {
     csvl *l = self;
     if (!l) return;
@@ -472,6 +479,8 @@ static const volt_callback_ops csvl_ops = {
     .on_validation_end = csvl_on_validation_end,
     .on_test_start = csvl_on_test_start,
     .on_test_end = csvl_on_test_end,
+    .on_predict_start = csvl_on_predict_start,
+    .on_predict_end = csvl_on_predict_end,
     .destroy = csvl_destroy,
 };
 

@@ -274,6 +274,10 @@ static volt_status tb_on_train_epoch_end(void *self, volt_trainer *t) {
 
 static volt_status tb_on_test_end(void *self, volt_trainer *t) { return tb_scalars(self, t, volt_trainer_global_step(t), 0); }
 
+/* predict as test: its epoch-end metrics (ThroughputMonitor's predict keys) at its end */
+static volt_status tb_on_predict_start(void *self, volt_trainer *t) { return tb_on_test_start(self, t); }
+static volt_status tb_on_predict_end(void *self, volt_trainer *t) { return tb_on_test_end(self, t); }
+
 static void tb_destroy(void *self) {
     tbl *l = self;
     if (!l) return;
@@ -292,6 +296,8 @@ static const volt_callback_ops tb_ops = {
     .on_validation_end = tb_on_validation_end,
     .on_test_start = tb_on_test_start,
     .on_test_end = tb_on_test_end,
+    .on_predict_start = tb_on_predict_start,
+    .on_predict_end = tb_on_predict_end,
     .destroy = tb_destroy,
 };
 

@@ -1,8 +1,8 @@
 /* ThroughputMonitor (Lightning's lightning.pytorch.callbacks.ThroughputMonitor over fabric's
  * Throughput): a rolling window of the last window_size batches per stage (train, validate,
- * test), logged as "<stage><sep><key>" metrics through volt_trainer_log_metric. Train logs
- * after the optimizer steps that make global_step a multiple of log_every_n_steps (the steps
- * the loggers write a row for), validate and test at the end of their loop.
+ * test, predict), logged as "<stage><sep><key>" metrics through volt_trainer_log_metric. Train
+ * logs after the optimizer steps that make global_step a multiple of log_every_n_steps (the
+ * steps the loggers write a row for), validate, test and predict at the end of their loop.
  *
  * Timing: the trainer's clock (CLOCK_MONOTONIC) read on the host at each batch end; no device
  * synchronisation is added. On a device the trainer already waits at every training step for
@@ -168,8 +168,8 @@ double volt_available_flops(const char *device_name, const char *precision, cons
 
 /* ---- the callback ----------------------------------------------------------------------------- */
 
-enum { ST_TRAIN, ST_VALIDATE, ST_TEST, ST_N };
-static const char *const stage_names[ST_N] = { "train", "validate", "test" };   /* Lightning's RunningStage values */
+enum { ST_TRAIN, ST_VALIDATE, ST_TEST, ST_PREDICT, ST_N };
+static const char *const stage_names[ST_N] = { "train", "validate", "test", "predict" };   /* Lightning's RunningStage values */
 
 typedef struct tput_stage {
     volt_cb_tput w;
@@ -334,6 +334,23 @@ static volt_status tm_on_test_epoch_end(void *self, volt_trainer *t) {
     return tm_off(t) ? VOLT_OK : tm_log(self, t, ST_TEST);
 }
 
+/* predict as test (Lightning's on_predict_batch_end updates and logs; here once, at the end) */
+static volt_status tm_on_predict_start(void *self, volt_trainer *t) {
+    if (tm_off(t)) return VOLT_OK;
+    tm_start(self, t, ST_PREDICT);
+    return VOLT_OK;
+}
+
+static volt_status tm_on_predict_batch_end(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
+    (void)pred;
+    (void)i;
+    return tm_off(t) ? VOLT_OK : tm_update(self, t, ST_PREDICT, b);
+}
+
+static volt_status tm_on_predict_epoch_end(void *self, volt_trainer *t) {
+    return tm_off(t) ? VOLT_OK : tm_log(self, t, ST_PREDICT);
+}
+
 static void tm_on_exception(void *self, volt_trainer *t, volt_status st) {
     (void)t;
     (void)st;
@@ -361,6 +378,9 @@ static const volt_callback_ops tm_ops = {
     .on_test_start = tm_on_test_start,
     .on_test_epoch_end = tm_on_test_epoch_end,
     .on_test_batch_end = tm_on_test_batch_end,
+    .on_predict_start = tm_on_predict_start,
+    .on_predict_epoch_end = tm_on_predict_epoch_end,
+    .on_predict_batch_end = tm_on_predict_batch_end,
     .destroy = tm_destroy,
     .on_exception = tm_on_exception,
 };

@@ -49,6 +49,15 @@ volt_status volt__strategy_materialize_params(volt_strategy *st) {
     return st->ops->materialize_params ? st->ops->materialize_params(st) : VOLT_OK;
 }
 
+volt_status volt__strategy_hold_params(volt_strategy *st, bool hold) {
+    if (hold && !st->hold_values) {
+        volt_status s = volt__strategy_materialize_params(st);
+        if (s < 0) return s;
+    }
+    st->hold_values = hold;
+    return VOLT_OK;
+}
+
 volt_status volt__strategy_wait_params(volt_strategy *st) {
     /* a version-4 table ends before the field */
     return st && st->ops->version >= 5u && st->ops->wait_params ? st->ops->wait_params(st) : VOLT_OK;

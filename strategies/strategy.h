@@ -131,6 +131,8 @@ struct volt_strategy {
     volt_precision *prec;        /* owned (volt__strategy_set_precision); NULL = 32-true behaviour */
     void *impl;
     char errmsg[1024];
+    bool hold_values;            /* params gathered stay gathered: forward gives none back
+                                    (volt__strategy_hold_params) */
 };
 
 /* ---- registry (strategies/registry.c) ------------------------------------------------------ */
@@ -161,6 +163,11 @@ volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
 volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
 volt_status volt__strategy_barrier(volt_strategy *st);
 volt_status volt__strategy_materialize_params(volt_strategy *st);
+/* hold: every parameter gathered (materialize_params: collective, every rank calls it) and
+ * kept so until hold is dropped: forward gives no unit back, so it makes no collective. An
+ * evaluation loop whose ranks run other numbers of batches holds them (trainer/eval_loop.c);
+ * the next optimizer step gives them back as usual. Dropping it is local. */
+volt_status volt__strategy_hold_params(volt_strategy *st, bool hold);
 /* Local: the parameter gathers in flight have completed (wait_params). Callers that read or
  * write unit values outside the tape between steps (checkpoints, export, the store handed to
  * the user) call it first. */

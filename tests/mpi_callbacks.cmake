@@ -6,7 +6,10 @@
 # and the on-exception checkpoint resumes to the uninterrupted weights; SIGTERM on rank 1 inside a
 # validation (and sanity check) of fit, or a standalone validate / test / predict, stops every rank
 # after the same batch, well within the comm's timeout; ThroughputMonitor's global
-# keys at 2 ranks whose clocks run at other speeds. Without MPI or mpirun, tests/strategies.cmake's
+# keys at 2 ranks whose clocks run at other speeds; evaluation datasets of other lengths per
+# rank (0 / 2 / 5 batches, and 2 + 3r): fit with its sanity check, validate, test and predict
+# end at once with the epoch means of every rank's batches (under fsdp with a model of two units,
+# whose forwards would gather), SIGTERM on rank 1 stops them all and rank 0 says so. Without MPI or mpirun, tests/strategies.cmake's
 # placeholder stands for these too.
 find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)
@@ -16,7 +19,8 @@ set(_volt_cb_env "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "
   "VOLT_COMM_TIMEOUT=20" "ASAN_OPTIONS=detect_leaks=0"
   "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_callbacks")
 foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3" "interrupt;ddp;2"
-    "interrupt;fsdp;3" "interrupt_eval;ddp;2" "interrupt_eval;fsdp;3" "throughput;ddp;2")
+    "interrupt;fsdp;3" "interrupt_eval;ddp;2" "interrupt_eval;fsdp;3" "throughput;ddp;2" "uneven;ddp;2" "uneven;ddp;3"
+    "uneven;fsdp;3" "uneven;fsdp_shard_grad_op;2")
   list(GET run 0 mode)
   list(GET run 1 s)
   list(GET run 2 np)

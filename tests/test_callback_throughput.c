@@ -3,9 +3,11 @@
  * samples/s; items only with a length_fn, FLOPs only with a flops_fn, mfu only with a peak;
  * the stage prefixes and the separator; logs only after the steps log_every_n_steps names
  * (accumulation: after the optimizer step); validation inside fit (and the sanity check) not in
- * train's time; validate and test logged at their ends; the metrics reach metrics.csv in the
- * row of their step; the global keys (world > 1) on the window alone; the peak table; bad
+ * train's time; validate, test and predict logged at their ends; the metrics reach metrics.csv
+ * in the row of their step (predict's in a row of its own, as test's); the global keys (world > 1) on the window alone; the peak table; bad
  * configurations. */
+#define _GNU_SOURCE   /* memmem */
+#include <dirent.h>
 #include <math.h>
 #include "vtest.h"
 #include "volt/volt.h"
@@ -38,6 +40,16 @@ static volt_status regr_test(void *self, volt_step *s, const volt_batch *b, int6
     (void)i;
     return volt_log(s, "test_loss", regr_loss(self, s, b), 0);
 }
+static volt_status regr_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    (void)i;
+    regr *m = self;
+    *out = volt_linear(s, volt_batch_x(b), m->w, m->b);
+    return VOLT_OK;
+}
+static volt_status keep_none(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    (void)ctx; (void)b; (void)pred;
+    return VOLT_OK;
+}
 static volt_status sgd_opt(void *self, volt_optim_setup *o) {
     (void)self;
     o->optimizer.kind = VOLT_OPTIM_SGD;
@@ -46,7 +58,7 @@ static volt_status sgd_opt(void *self, volt_optim_setup *o) {
 }
 static const volt_module_ops regr_ops = {
     .version = VOLT_MODULE_OPS_VERSION, .name = "regr", .setup = regr_setup, .configure_optimizers = sgd_opt,
-    .training_step = regr_train, .validation_step = regr_val, .test_step = regr_test,
+    .training_step = regr_train, .validation_step = regr_val, .test_step = regr_test, .predict_step = regr_predict,
 };
 
 /* ---- the clock: train_dt before every train batch, eval_dt after every val / test batch ---- */
@@ -62,9 +74,13 @@ static volt_status fc_eval(void *self, volt_trainer *t, const volt_batch *b, int
     ((fake_clock *)self)->now += ((fake_clock *)self)->eval_dt;   /* the sanity check too */
     return VOLT_OK;
 }
+static volt_status fc_predict(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
+    (void)pred;
+    return fc_eval(self, t, b, i);
+}
 static const volt_callback_ops fake_clock_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "FakeClock", .on_train_batch_start = fc_train,
-    .on_validation_batch_end = fc_eval, .on_test_batch_end = fc_eval,
+    .on_validation_batch_end = fc_eval, .on_test_batch_end = fc_eval, .on_predict_batch_end = fc_predict,
 };
 
 /* ---- the probe: after each train batch end, the "train..." metrics fresh in that step ------ */
@@ -270,6 +286,18 @@ static void test_stages(void) {
     CHECK_OK(volt_trainer_test(r.t, &regr_ops, &r.m, vl, NULL));
     CHECK(metric(r.t, "test/batches") == NB && metric(r.t, "test/time") == 2 * (NB - 1), "a second test: %g batches in %g s",
           metric(r.t, "test/batches"), metric(r.t, "test/time"));
+    /* predict: the same figures under its own prefix (Lightning's "predict" stage), 4 s a batch */
+    r.fc.eval_dt = 4;
+    CHECK_OK(volt_trainer_predict(r.t, &regr_ops, &r.m, vl, NULL, keep_none, NULL));
+    CHECK(metric(r.t, "predict/batches") == NB && metric(r.t, "predict/samples") == NS && metric(r.t, "predict/time") == 4 * (NB - 1),
+          "predict totals %g %g %g", metric(r.t, "predict/batches"), metric(r.t, "predict/samples"), metric(r.t, "predict/time"));
+    CHECK(metric(r.t, "predict/device/batches_per_sec") == 0.25 && metric(r.t, "predict/device/samples_per_sec") == 2.0,
+          "predict %g batches/s, %g samples/s", metric(r.t, "predict/device/batches_per_sec"),
+          metric(r.t, "predict/device/samples_per_sec"));
+    CHECK(metric(r.t, "predict/device/flops_per_sec") == 5e7, "predict flops/s %g", metric(r.t, "predict/device/flops_per_sec"));
+    CHECK_CLOSE(metric(r.t, "predict/device/mfu"), 2e8 / 4 / 1e9, 1e-12, 0);
+    CHECK(metric(r.t, "test/batches") == NB && metric(r.t, "test/time") == 2 * (NB - 1), "predict left test's figures: %g, %g",
+          metric(r.t, "test/batches"), metric(r.t, "test/time"));
     volt_trainer_destroy(r.t);
     volt_loader_destroy(l);
     volt_loader_destroy(vl);
@@ -307,8 +335,8 @@ static void test_csv(void) {
     snprintf(root, sizeof root, "%s/csv", vtest_tmpdir());
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
-    c.enable_logger = true;
-    c.enable_tensorboard = c.enable_plots = false;
+    c.enable_logger = c.enable_tensorboard = true;
+    c.enable_plots = false;
     c.log_every_n_steps = 2;
     volt_throughput_config tc;
     volt_throughput_config_init(&tc);
@@ -346,6 +374,53 @@ static void test_csv(void) {
     }
     CHECK(col >= 0 && ok == 4, "metrics.csv: column %d, %d rows with samples/s (steps 4, 6, 8, 10)", col, ok);
     free(csv);
+    /* predict writes its figures in a row of its own at its end, as test does (Lightning's
+     * loggers take the monitor's predict metrics too) */
+    r.fc.eval_dt = 0.5;
+    CHECK_OK(volt_trainer_predict(r.t, &regr_ops, &r.m, l, NULL, keep_none, NULL));
+    csv = (char *)vtest_slurp(path, &n);
+    int pcol = -1, scol = -1, prows = 0;
+    double pv = 0;
+    long pstep = -1;
+    rows = 0;
+    for (char *line = csv ? strtok(csv, "\n") : NULL; line; line = strtok(NULL, "\n"), rows++) {
+        char *cells[40];
+        int nc = 0;
+        for (char *p = line; nc < 40;) {
+            cells[nc++] = p;
+            char *q = strchr(p, ',');
+            if (!q) break;
+            *q = 0;
+            p = q + 1;
+        }
+        for (int i = 0; rows == 0 && i < nc; i++) {
+            if (!strcmp(cells[i], "predict/device/samples_per_sec")) pcol = i;
+            if (!strcmp(cells[i], "step")) scol = i;
+        }
+        if (rows == 0 || pcol < 0 || pcol >= nc || !*cells[pcol]) continue;
+        prows++;
+        pv = atof(cells[pcol]);
+        pstep = scol >= 0 && scol < nc ? strtol(cells[scol], NULL, 10) : -1;
+    }
+    CHECK(pcol >= 0 && prows == 1 && pv == 16.0 && pstep == volt_trainer_global_step(r.t),
+          "metrics.csv after predict: column %d, %d rows with predict samples/s (%g at step %ld)", pcol, prows, pv, pstep);
+    free(csv);
+    /* and the TensorBoard event file has the scalar's tag */
+    const char *ld = volt_trainer_log_dir(r.t);
+    DIR *d = ld ? opendir(ld) : NULL;
+    bool tagged = false;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "events.out.tfevents.", 20)) continue;
+        char ev[1024];
+        snprintf(ev, sizeof ev, "%s/%s", ld, e->d_name);
+        size_t en = 0;
+        char *evd = (char *)vtest_slurp(ev, &en);
+        static const char tag[] = "predict/device/samples_per_sec";
+        tagged = tagged || (evd && memmem(evd, en, tag, sizeof tag - 1));
+        free(evd);
+    }
+    if (d) closedir(d);
+    CHECK(tagged, "no TensorBoard scalar predict/device/samples_per_sec in %s", ld ? ld : "(no log dir)");
     volt_trainer_destroy(r.t);
     volt_loader_destroy(l);
 }

@@ -32,6 +32,8 @@
  *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
 #include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -231,6 +233,23 @@ static void test_time_interval(const char *name) {
           name, g_rank, q.steps);
     if (g_rank == 0) printf("%s np%d: fake clocks: saves at [%s]; real clock: [%s]\n", name, g_world, p.steps, q.steps);
 }
+/* Rank 0's stderr into a file while a call runs; stderr_back puts it back and reads the file into buf
+ * (the note of an interruption another rank got). */
+static int stderr_to(const char *path) {
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    CHECK(saved >= 0 && fd >= 0, "capturing stderr into %s", path);
+    if (fd >= 0) { dup2(fd, STDERR_FILENO); close(fd); }
+    return saved;
+}
+static void stderr_back(int saved, const char *path, char *buf, size_t cap) {
+    fflush(stderr);
+    if (saved >= 0) { dup2(saved, STDERR_FILENO); close(saved); }
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f) { buf[fread(buf, 1, cap - 1, f)] = 0; fclose(f); }
+}
+
 /* ---- SIGTERM on one rank ------------------------------------------------------------------------------ */
 static volt_status term_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     if (g_rank == 1 && volt_trainer_current_epoch(t) == 1 && i == 1) raise(SIGTERM);
@@ -283,10 +302,17 @@ static void test_interrupt(const char *name) {
     cc.every_n_train_steps = 1;
     cc.async_save = true;
     CHECK_OK(volt_add_model_checkpoint(tb, &cc));
+    char errpath[700], err[4096] = "";
+    snprintf(errpath, sizeof errpath, "%s/rank0_stderr.txt", root);
+    int saved = g_rank == 0 ? stderr_to(errpath) : -1;
     volt_status st = volt_trainer_fit(tb, &lin_ops, &mb, l, NULL, NULL);
+    if (g_rank == 0) stderr_back(saved, errpath, err, sizeof err);
     const char *msg = volt_trainer_errmsg(tb);
     CHECK(st == VOLT_ERR_INTERRUPTED && volt_trainer_interrupted(tb) == SIGTERM, "rank %d: fit returned %s (%d): %s", g_rank,
           volt_status_str(st), volt_trainer_interrupted(tb), msg);
+    /* rank 0, whose stderr users watch, did not get the signal and says so all the same */
+    CHECK(g_rank != 0 || strstr(err, "volt: interrupted: SIGTERM on another rank: fit stopped after the optimizer step"),
+          "rank 0's stderr lacks the note: [%s]", err);
     CHECK(strstr(msg, g_rank == 1 ? "SIGTERM (received)" : "SIGTERM (on another rank)"), "rank %d: %s", g_rank, msg);
     char where[64];
     snprintf(where, sizeof where, "%lld/%lld", (long long)volt_trainer_global_step(tb), (long long)volt_trainer_batch_in_epoch(tb));
@@ -513,12 +539,219 @@ static void test_interrupt_eval(const char *name) {
     volt_dataset_destroy(ds);
     volt_dataset_destroy(vds);
 }
-/* ---- ThroughputMonitor ---------------------------------------------------------------------------- */
 static double metric_of(const volt_trainer *t, const char *name) {
     double v;
     return volt_trainer_metric(t, name, &v) ? v : NAN;
 }
 
+/* ---- evaluation datasets of unequal lengths, one rank's empty --------------------------------------- */
+/* Rank r's evaluation batches: with `zero`, 0 / 2 / 5 by r % 3 (rank 0 has none); else 2 + 3r. */
+static int64_t ucount(int r, bool zero) {
+    static const int64_t z[3] = { 0, 2, 5 };
+    return zero ? z[r % 3] : 2 + 3 * (int64_t)r;
+}
+/* Rank r's rows, all alike: x one-hot at r % 3 (the step's logits over 4 classes), label r % 2,
+ * so its rows are hits when r % 3 == r % 2. BS * n of them per rank after the sampler's split. */
+static volt_dataset *ucls_rows(int64_t nb) {
+    const int64_t n = g_world * BS * nb;
+    float *x = calloc((size_t)(4 * n + 1), sizeof *x);
+    int64_t *y = calloc((size_t)n + 1, sizeof *y);
+    volt_dataset *ds = NULL;
+    if (x && y) {
+        for (int64_t i = 0; i < n; i++) {
+            x[i * 4 + g_rank % 3] = 1.0f;
+            y[i] = g_rank % 2;
+        }
+        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_I64, VOLT_SCALAR } };
+        const void *d[2] = { x, y };
+        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));
+    }
+    free(x);
+    free(y);
+    return ds;
+}
+
+/* Two units, so that fsdp gives the first back when a forward moves on to the second and the
+ * next forward gathers it again (a collective in each evaluation step). The evaluation steps run
+ * that forward, log <stage>_v = 10 rank + i (an epoch mean), <stage>_s the same as a step value
+ * with VOLT_LOG_SYNC, and the classification metrics of the rows (accuracy, confusion matrix);
+ * rank 1 raises SIGTERM in its batch raise_at. */
+typedef struct ulin { volt_tensor *w1, *b1, *w2, *b2; int64_t calls, raise_at; bool raised; } ulin;
+static volt_status ul_setup(void *self, volt_params *ps) {
+    ulin *u = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(4, 4), VOLT_INIT_TORCH_LINEAR, &u->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(4), VOLT_INIT_ZEROS, &u->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &u->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &u->b2);
+}
+static volt_tensor *ul_forward(ulin *u, volt_step *s, const volt_batch *b) {
+    return volt_linear(s, volt_relu(s, volt_linear(s, volt_batch_x(b), u->w1, u->b1)), u->w2, u->b2);
+}
+static volt_status ul_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    return volt_step_set_loss(s, volt_mse(s, ul_forward(self, s, b), volt_batch_y(b)));
+}
+static volt_status ul_step(ulin *u, volt_step *s, const volt_batch *b, int64_t i, const char *stage) {
+    u->calls++;
+    if (!ul_forward(u, s, b)) return volt_step_status(s);
+    if (g_rank == 1 && !u->raised && i == u->raise_at) {
+        u->raised = true;
+        raise(SIGTERM);
+    }
+    char nm[32];
+    const double v = 10.0 * g_rank + (double)i;
+    snprintf(nm, sizeof nm, "%s_v", stage);
+    VOLT_TRY(volt_log_value(s, nm, v, VOLT_LOG_EPOCH));
+    snprintf(nm, sizeof nm, "%s_s", stage);
+    VOLT_TRY(volt_log_value(s, nm, v, VOLT_LOG_STEP | VOLT_LOG_SYNC));
+    return volt_classification_step(s, volt_batch_x(b), volt_batch_y(b), stage);
+}
+static volt_status ul_val(void *self, volt_step *s, const volt_batch *b, int64_t i) { return ul_step(self, s, b, i, "val"); }
+static volt_status ul_test(void *self, volt_step *s, const volt_batch *b, int64_t i) { return ul_step(self, s, b, i, "test"); }
+static volt_status ul_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    ulin *u = self;
+    VOLT_TRY(ul_step(u, s, b, i, "predict"));
+    *out = volt_batch_x(b);
+    return VOLT_OK;
+}
+static const volt_module_ops ulin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "ulin", .setup = ul_setup,
+                                          .configure_optimizers = lin_opt, .training_step = ul_train,
+                                          .validation_step = ul_val, .test_step = ul_test, .predict_step = ul_predict };
+
+/* The stage's metrics on this rank against the hand count over every rank's batches. */
+static void check_uneven_metrics(const char *label, const volt_trainer *t, const char *stage, bool zero) {
+    double vsum = 0, rows = 0, hits = 0;
+    int64_t want[16] = { 0 }, fewest = INT64_MAX;
+    for (int r = 0; r < g_world; r++) {
+        const int64_t n = ucount(r, zero);
+        for (int64_t i = 0; i < n; i++) vsum += 10.0 * r + (double)i;
+        rows += (double)(BS * n);
+        hits += r % 3 == r % 2 ? (double)(BS * n) : 0;
+        want[(r % 2) * 4 + r % 3] += BS * n;
+        if (n < fewest) fewest = n;
+    }
+    char nm[32];
+    snprintf(nm, sizeof nm, "%s_v", stage);
+    const double v = metric_of(t, nm), want_v = vsum / (rows / BS);
+    CHECK(fabs(v - want_v) < 1e-9, "%s: rank %d: %s = %.17g, want %.17g (the mean over every rank's batches)", label, g_rank, nm,
+          v, want_v);
+    snprintf(nm, sizeof nm, "%s_acc", stage);
+    const double acc = metric_of(t, nm);
+    CHECK(acc == hits / rows, "%s: rank %d: %s = %.17g, want %g/%g", label, g_rank, nm, acc, hits, rows);
+    int C = 0;
+    const int64_t *cm = NULL;
+    const bool have = volt_trainer_confusion_matrix(t, stage, &C, &cm);
+    CHECK(have && C == 4 && !memcmp(cm, want, sizeof want), "%s: rank %d: confusion matrix '%s': %s, %d classes", label, g_rank,
+          stage, have ? "differs" : "none", C);
+    /* the step value synced for the batches every rank runs, this rank's own past them */
+    const int64_t n = ucount(g_rank, zero);
+    snprintf(nm, sizeof nm, "%s_s", stage);
+    const double st = metric_of(t, nm), last = (double)(n - 1);
+    const double want_s = n - 1 < fewest ? 10.0 * (g_world - 1) / 2 + last : 10.0 * g_rank + last;
+    CHECK(n == 0 || fabs(st - want_s) < 1e-9, "%s: rank %d: %s = %g after batch %lld, want %g", label, g_rank, nm, st,
+          (long long)(n - 1), want_s);
+}
+
+static void test_uneven(const char *name) {
+    char root[512], errpath[600];
+    snprintf(root, sizeof root, "%s/uneven_%s_np%d", vtest_tmpdir(), name, g_world);
+    snprintf(errpath, sizeof errpath, "%s/rank0_stderr.txt", root);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data();
+    volt_loader *tl = vtest_loader(ds, BS, true);
+    for (int z = 1; z >= 0; z--) {
+        const bool zero = z == 1;
+        const int64_t n = ucount(g_rank, zero);
+        int64_t fewest = INT64_MAX;
+        for (int r = 0; r < g_world; r++) fewest = ucount(r, zero) < fewest ? ucount(r, zero) : fewest;
+        volt_dataset *vds = ucls_rows(n);
+        volt_loader *vl = vds ? vtest_loader(vds, BS, false) : NULL;
+        CHECK(vl && volt_loader_num_batches(vl) == g_world * n, "rank %d: %lld own batches", g_rank, (long long)n);   /* before the split */
+        const char *cfg = zero ? "batches 0/2/5" : "batches 2 + 3 rank";
+        /* fit with the sanity check (2 batches) and a validation per epoch */
+        volt_trainer *t = eval_trainer(name, root);
+        ulin u = { .raise_at = -1 };
+        double t0 = vtest_now();
+        volt_status st = t ? volt_trainer_fit(t, &ulin_ops, &u, tl, vl, NULL) : VOLT_ERR_STATE;
+        double el = vtest_now() - t0;
+        const int64_t want_calls = (n < 2 ? n : 2) + EPOCHS * n;
+        CHECK(st == VOLT_OK && u.calls == want_calls && el < 10, "%s: fit: rank %d: %s after %lld validation steps (want %lld), "
+              "%.1f s: %s", cfg, g_rank, volt_status_str(st), (long long)u.calls, (long long)want_calls, el, t ? volt_trainer_errmsg(t) : "");
+        if (t) check_uneven_metrics("fit", t, "val", zero);
+        if (g_rank == 0) printf("%s np%d, %s: fit with the sanity check in %.2f s\n", name, g_world, cfg, el);
+        /* validate, test, predict */
+        for (int k = 0; t && k < 3; k++) {
+            static const char *const what[3] = { "validate", "test", "predict" };
+            u.calls = 0;
+            t0 = vtest_now();
+            st = k == 0 ? volt_trainer_validate(t, &ulin_ops, &u, vl, NULL)
+               : k == 1 ? volt_trainer_test(t, &ulin_ops, &u, vl, NULL)
+                        : volt_trainer_predict(t, &ulin_ops, &u, vl, NULL, vl_out, NULL);
+            el = vtest_now() - t0;
+            CHECK(st == VOLT_OK && u.calls == n && el < 10, "%s: %s: rank %d: %s after %lld of %lld steps, %.1f s: %s", cfg, what[k],
+                  g_rank, volt_status_str(st), (long long)u.calls, (long long)n, el, volt_trainer_errmsg(t));
+            if (k < 2) check_uneven_metrics(what[k], t, k == 0 ? "val" : "test", zero);
+            if (g_rank == 0) printf("%s np%d, %s: %s in %.2f s\n", name, g_world, cfg, what[k], el);
+        }
+        volt_trainer_destroy(t);
+        /* SIGTERM on rank 1 in its batch 1: after it every rank stops when all of them run
+         * batch 1, else (a rank has fewer) every rank ends its loop and the call says so */
+        t = eval_trainer(name, root);
+        u = (ulin){ .raise_at = 1 };
+        int saved = g_rank == 0 ? stderr_to(errpath) : -1;
+        t0 = vtest_now();
+        st = t ? volt_trainer_validate(t, &ulin_ops, &u, vl, NULL) : VOLT_ERR_STATE;
+        el = vtest_now() - t0;
+        char err[4096] = "";
+        if (g_rank == 0) stderr_back(saved, errpath, err, sizeof err);
+        const bool voted = fewest > 1;
+        const char *where = voted ? "validation stopped after batch 1" : "validate had finished";
+        if (voted) {
+            char full[96];
+            snprintf(full, sizeof full, "%s at epoch 0, step 0", where);
+            check_stop(cfg, t, st, el, full, u.calls, 2);
+        } else {
+            const char *msg = t ? volt_trainer_errmsg(t) : "";
+            CHECK(st == VOLT_ERR_INTERRUPTED && strstr(msg, where) && u.calls == n && el < 10, "%s: rank %d: signal: %s after %lld of "
+                  "%lld steps, %.1f s: %s", cfg, g_rank, volt_status_str(st), (long long)u.calls, (long long)n, el, msg);
+        }
+        if (g_rank == 0) {   /* rank 0 did not get the signal: it says so all the same */
+            char note[160];
+            snprintf(note, sizeof note, "volt: interrupted: SIGTERM on another rank: %s", where);
+            CHECK(strstr(err, note), "%s: rank 0's stderr lacks '%s': [%s]", cfg, note, err);
+            printf("%s np%d, %s: SIGTERM on rank 1: %s, every rank, in %.2f s\n", name, g_world, cfg, where, el);
+        }
+        volt_trainer_destroy(t);
+        if (!zero) {   /* a fraction that leaves rank 0's 2 batches none (int(0.3 x 2)): every rank fails with its words */
+            volt_trainer_config c;
+            vtest_quiet_config(&c, root);
+            c.strategy = name;
+            c.limit_val_fraction = 0.3;
+            t = NULL;
+            CHECK_OK(volt_trainer_create(&c, &t));
+            u = (ulin){ .raise_at = -1 };
+            t0 = vtest_now();
+            st = t ? volt_trainer_validate(t, &ulin_ops, &u, vl, NULL) : VOLT_ERR_STATE;
+            el = vtest_now() - t0;
+            const char *msg = t ? volt_trainer_errmsg(t) : "";
+            char want[64];
+            snprintf(want, sizeof want, "(rank 0 of %d; every rank stops)", g_world);
+            CHECK(st == VOLT_ERR_INVALID_ARG && strstr(msg, "limit_val_batches=0.3 of the loader's 2 batches") && strstr(msg, want) &&
+                  u.calls == 0 && el < 10, "rank %d: a fraction too small for rank 0: %s after %lld steps, %.1f s: %s", g_rank,
+                  volt_status_str(st), (long long)u.calls, el, msg);
+            if (g_rank == 0) printf("%s np%d, %s: limit_val_fraction 0.3: every rank: %s\n", name, g_world, cfg, msg);
+            volt_trainer_destroy(t);
+        }
+        volt_loader_destroy(vl);
+        volt_dataset_destroy(vds);
+    }
+    volt_loader_destroy(tl);
+    volt_dataset_destroy(ds);
+}
+/* ---- ThroughputMonitor ---------------------------------------------------------------------------- */
 static void test_throughput(const char *name) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tput_%s_np%d", vtest_tmpdir(), name, g_world);
@@ -570,7 +803,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven STRATEGY\n");
         return 2;
     }
     int provided;
@@ -587,6 +820,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "interrupt")) test_interrupt(argv[2]);
     else if (!strcmp(argv[1], "interrupt_eval")) test_interrupt_eval(argv[2]);
     else if (!strcmp(argv[1], "throughput")) test_throughput(argv[2]);
+    else if (!strcmp(argv[1], "uneven")) test_uneven(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

@@ -1,10 +1,79 @@
 /* validate / test / predict, and the validation inside fit (DESIGN §4): one step per batch
  * with nothing kept for backward, the batch hooks around it, the metrics' epoch means at the
  * end; a SIGINT / SIGTERM stops the loop after the batch it arrived in, after the same batch
- * on every rank (signals.c). The public calls that run them are in loop.c. */
+ * on every rank (signals.c). The public calls that run them are in loop.c.
+ *
+ * Several ranks may run other numbers of batches: one dataset split by the distributed sampler
+ * gives each the same count, but a rank given a loader of its own may run more, fewer, or none.
+ * As Lightning, every rank runs its own batches; the ranks agree first on the fewest and the
+ * most any of them runs (volt__eval_agree), exchange per batch (the interrupt vote, a step value
+ * logged with VOLT_LOG_SYNC) only after the batches every rank runs, and all make the epoch
+ * metrics' one reduction at the end (metrics_epoch.c), a rank with no batch included; under
+ * fsdp such a loop holds the parameters gathered (hold_if_uneven): no collective is ever made
+ * by some ranks only. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "trainer/loop_hooks.h"
+
+typedef struct agree_ctx { int64_t fewest, most; int bad; } agree_ctx;
+static bool agree_visit(void *ctx, int r, double v) {   /* v: 1 + the rank's count, 0 when it failed */
+    agree_ctx *a = ctx;
+    const int64_t n = llround(v) - 1;
+    if (n < 0) {
+        if (a->bad < 0) a->bad = r;
+    } else {
+        if (n < a->fewest) a->fewest = n;
+        if (n > a->most) a->most = n;
+    }
+    return true;
+}
+
+/* One all-reduce of a slot per rank (volt__rank_values: no allocation that one rank could fail
+ * alone), and when a rank failed the lowest such one broadcasts its status and message, and
+ * every rank fails with its words (as the checkpoint's verdict, checkpoint_source.c). */
+volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, int64_t *fewest, int64_t *most) {
+    *fewest = *most = mine < 0 ? 0 : n;
+    if (t->world <= 1 || !t->strategy) return mine;
+    agree_ctx a = { .fewest = INT64_MAX, .most = 0, .bad = -1 };
+    volt_status st = volt__rank_values(t, mine < 0 ? 0.0 : (double)n + 1.0, agree_visit, &a);
+    if (st < 0) {
+        if (mine < 0) return mine;
+        return volt__terr(t, st, "%s: agreeing on the batch count across ranks: %s", what, volt__strategy_errmsg(t->strategy));
+    }
+    if (a.bad < 0) {
+        *fewest = a.fewest;
+        *most = a.most;
+        return VOLT_OK;
+    }
+    struct { int32_t st; char msg[sizeof t->errmsg]; } v = { .st = mine };
+    if (t->rank == a.bad) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
+    st = volt__strategy_broadcast(t->strategy, &v, sizeof v, a.bad);
+    if (st < 0) {
+        if (mine < 0) return mine;
+        return volt__terr(t, st, "%s: rank %d of %d failed before its first batch, and its error did not arrive: %s", what, a.bad,
+                          t->world, volt__strategy_errmsg(t->strategy));
+    }
+    v.msg[sizeof v.msg - 1] = 0;
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d; every rank stops)", v.msg, a.bad, t->world);
+}
+
+/* Ranks that run other numbers of batches make other numbers of forwards: under a strategy that
+ * gathers parameters on use (fsdp) each forward may gather (full shard gives a unit back when
+ * forward moves on), a collective. Such a loop gathers every parameter first, on every rank,
+ * and keeps them for its length (the full model in memory, as fsdp's summon_full_params). */
+static volt_status hold_if_uneven(volt_trainer *t, int64_t fewest, int64_t most, const char *what) {
+    if (fewest == most || !t->strategy || !volt__strategy_has(t->strategy, VOLT_STRAT_SHARDS_PARAMS)) return VOLT_OK;
+    volt_status st = volt__strategy_hold_params(t->strategy, true);
+    if (st < 0) return volt__terr(t, st, "%s: gathering the parameters for batch counts that differ across ranks: %s", what,
+                                  volt__strategy_errmsg(t->strategy));
+    return VOLT_OK;
+}
+
+/* The loop ended: forward gives units back again (local). */
+static void drop_hold(volt_trainer *t) {
+    if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);
+}
 
 static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
     t->cur_batch_size = b->size;
@@ -31,6 +100,7 @@ static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
+    drop_hold(t);
     char where[96];
     snprintf(where, sizeof where, "%s stopped after batch %lld", what, (long long)idx);
     return volt__signal_stop(t, sig, where);
@@ -39,8 +109,10 @@ static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t
 /* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
 volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
     if (!t->mops->validation_step) return VOLT_OK;
-    int64_t n;
-    VOLT_TRY(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n));
+    const char *what = sanity ? "the sanity check" : "validation";
+    int64_t n = 0;
+    volt_status ls = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n);
+    if (ls < 0 && (t->world <= 1 || !t->strategy)) return ls;   /* with several ranks: agreed on below */
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_VALIDATE;
     t->sanity = sanity;
@@ -49,12 +121,15 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     MOD_HOOK2(t, on_validation_start);
     CB_HOOK(t, on_validation_epoch_start);
     MOD_HOOK(t, on_validation_epoch_start);
-    VOLT_TRY(volt_loader_start(val, 0, 0));
-    int64_t span;   /* the batches every rank runs: the ones they vote after */
-    VOLT_TRY(volt__signal_eval_span(t, n, sanity ? "the sanity check" : "validation", &span));
+    if (ls >= 0 && (ls = volt_loader_start(val, 0, 0)) < 0) ls = volt__loop_loader_err(t, val, ls);
+    int64_t span, most;   /* the batches every rank runs: the ones they vote and sync after */
+    VOLT_TRY(volt__eval_agree(t, ls, n, what, &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, what));
     t->num_eval_batches = n;
+    t->eval_span = span;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
+        t->eval_idx = i;
         volt_status st = volt__loop_next_batch(t, val, "val_dataloader_next", &b);
         if (st == VOLT_STOP) break;
         VOLT_TRY(st);
@@ -66,11 +141,11 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
         CB_HOOK(t, on_validation_batch_end, b, i);
         MOD_HOOK2(t, on_validation_batch_end, b, i);
         /* a stop skips the epoch end: a partial validation ranks no checkpoint */
-        VOLT_TRY(stop_if_interrupted(t, prev, i, span, sanity ? "the sanity check" : "validation"));
+        VOLT_TRY(stop_if_interrupted(t, prev, i, span, what));
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
-        volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, true);
+        VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, what));
     } else {
         volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
     }
@@ -79,6 +154,7 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     MOD_HOOK(t, on_validation_epoch_end);
     CB_HOOK(t, on_validation_end);
     MOD_HOOK2(t, on_validation_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->sanity = false;
     t->stage = prev;
@@ -104,21 +180,25 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
-    int64_t n;
-    VOLT_TRY(volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches, t->cfg.limit_test_fraction, &n));
+    int64_t n = 0;
+    volt_status ls = volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches,
+                                              t->cfg.limit_test_fraction, &n);
+    if (ls >= 0 && (ls = volt_loader_start(test, 0, 0)) < 0) ls = volt__loop_loader_err(t, test, ls);
+    int64_t span, most;
+    VOLT_TRY(volt__eval_agree(t, ls, n, "test", &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, "test"));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
-    VOLT_TRY(volt_loader_start(test, 0, 0));
-    int64_t span;
-    VOLT_TRY(volt__signal_eval_span(t, n, "test", &span));
     t->num_eval_batches = n;
+    t->eval_span = span;
     CB_HOOK(t, on_test_start);
     MOD_HOOK2(t, on_test_start);
     CB_HOOK3(t, on_test_epoch_start);
     MOD_HOOK(t, on_test_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
+        t->eval_idx = i;
         volt_status st = volt__loop_next_batch(t, test, "test_dataloader_next", &b);
         if (st == VOLT_STOP) break;
         VOLT_TRY(st);
@@ -132,11 +212,12 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
         VOLT_TRY(stop_if_interrupted(t, prev, i, span, "test"));
     }
     volt__metrics_clear_fresh(t);
-    volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, false);
+    VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, "test"));
     CB_HOOK(t, on_test_epoch_end);
     MOD_HOOK(t, on_test_epoch_end);
     CB_HOOK(t, on_test_end);
     MOD_HOOK2(t, on_test_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);
@@ -157,21 +238,25 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
-    int64_t n;
-    VOLT_TRY(volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
-                           t->cfg.limit_predict_fraction, &n));
+    int64_t n = 0;
+    volt_status ls = volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
+                                              t->cfg.limit_predict_fraction, &n);
+    if (ls >= 0 && (ls = volt_loader_start(loader, 0, 0)) < 0) ls = volt__loop_loader_err(t, loader, ls);
+    int64_t span, most;
+    VOLT_TRY(volt__eval_agree(t, ls, n, "predict", &span, &most));
+    VOLT_TRY(hold_if_uneven(t, span, most, "predict"));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;
-    VOLT_TRY(volt_loader_start(loader, 0, 0));
-    int64_t span;
-    VOLT_TRY(volt__signal_eval_span(t, n, "predict", &span));
+    volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
     t->num_eval_batches = n;
+    t->eval_span = span;
     CB_HOOK3(t, on_predict_start);
     MOD_HOOK2(t, on_predict_start);
     CB_HOOK3(t, on_predict_epoch_start);
     MOD_HOOK2(t, on_predict_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
+        t->eval_idx = i;
         volt_status st = volt__loop_next_batch(t, loader, NULL, &b);
         if (st == VOLT_STOP) break;
         VOLT_TRY(st);
@@ -197,10 +282,15 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
         if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
         VOLT_TRY(stop_if_interrupted(t, prev, i, span, "predict"));
     }
+    /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks
+     * log (ThroughputMonitor's predict keys) is the fresh set the loggers' predict row reads */
+    volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
+    volt__metrics_clear_fresh(t);
     CB_HOOK3(t, on_predict_epoch_end);
     MOD_HOOK2(t, on_predict_epoch_end);
     CB_HOOK3(t, on_predict_end);
     MOD_HOOK2(t, on_predict_end);
+    drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
     volt__prof_report(t);

@@ -356,8 +356,9 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
     t->num_train_batches = n_batches;
     if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
     if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
-        int64_t nv;
-        VOLT_TRY(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv));
+        int64_t nv = 0, lo, hi;   /* on every rank, when one rank's loader is too short for it */
+        volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv);
+        VOLT_TRY(volt__eval_agree(t, sv, nv, "validation", &lo, &hi));
     }
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
@@ -424,7 +425,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             t->epoch_sched_done = true;
         }
         volt__metrics_clear_fresh(t);
-        volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, false);
+        VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, "fit"));
         if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
@@ -528,12 +529,17 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     RUN(CB_EACH(t, on_fit_start));
     if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
     /* the sanity check: num_sanity_val_steps of the batches validation runs (-1: all of them;
-     * none when limit_val_batches is 0), as Lightning */
-    int64_t n_sanity = 0;
-    if (val && ops->validation_step && t->cfg.num_sanity_val_steps != 0 && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0))
-        RUN(volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches, t->cfg.limit_val_fraction, &n_sanity));
-    if (t->cfg.num_sanity_val_steps >= 0 && t->cfg.num_sanity_val_steps < n_sanity) n_sanity = t->cfg.num_sanity_val_steps;
-    if (n_sanity > 0) {
+     * none when limit_val_batches is 0), as Lightning. With several ranks it runs when any rank
+     * has a batch for it, on every rank (one with none too: its loop's agreement is collective) */
+    int64_t n_sanity = 0, any_sanity = 0;
+    if (val && ops->validation_step && t->cfg.num_sanity_val_steps != 0 && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0)) {
+        volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches,
+                                                  t->cfg.limit_val_fraction, &n_sanity);
+        if (t->cfg.num_sanity_val_steps >= 0 && t->cfg.num_sanity_val_steps < n_sanity) n_sanity = t->cfg.num_sanity_val_steps;
+        int64_t fewest;
+        RUN(volt__eval_agree(t, sv, n_sanity, "the sanity check", &fewest, &any_sanity));
+    }
+    if (any_sanity > 0) {
         RUN(CB_EACH(t, on_sanity_check_start));
         RUN(volt__loop_run_validation(t, val, n_sanity, 0, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
@@ -579,6 +585,7 @@ volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops,
  * a failure in its set-up is this call's (on_exception sees the stage; Lightning's state.fn). */
 void volt__loop_call_begin(volt_trainer *t, volt_stage stage) {
     volt__signal_arm(t);
+    if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     t->interrupted = 0;
     t->stage = stage;
 }

@@ -38,11 +38,20 @@ static volt_accum *accum_for(volt_trainer *t, const char *nm, bool exact) {
     return a;
 }
 
+/* A step value logged with VOLT_LOG_SYNC is all-reduced where every rank makes the same
+ * exchange: in fit's training loop, and in an evaluation loop for the batches every rank runs
+ * (the first eval_span: per-rank datasets may give the ranks other counts). Past those a rank
+ * keeps its own value (an exchange made by some ranks only would wait for the comm's timeout). */
+static bool step_sync(const volt_trainer *t, unsigned flags) {
+    return (flags & VOLT_LOG_SYNC) && (flags & VOLT_LOG_STEP) && t->world > 1 &&
+           (t->num_eval_batches < 0 || t->eval_idx < t->eval_span);
+}
+
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags) {
     volt_trainer *t = ctx;
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
-    if ((flags & VOLT_LOG_SYNC) && (flags & VOLT_LOG_STEP) && t->world > 1) {
+    if (step_sync(t, flags)) {
         volt_status st = volt__strategy_all_reduce_mean(t->strategy, &value, 1);
         if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
     }
@@ -79,7 +88,7 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
     char nm[96];
     if (flags & VOLT_LOG_STEP) {
         double v = den ? (double)num / (double)den : 0.0;
-        if ((flags & VOLT_LOG_SYNC) && t->world > 1) {
+        if (step_sync(t, flags)) {
             double c[2] = { (double)num, (double)den };
             volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, 2);
             if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
@@ -99,29 +108,40 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
     return VOLT_OK;
 }
 
+/* The stage's confusion matrix named prefix (NULL: none, and none made unless make; beyond
+ * VOLT_MAX_CONFUSION stages there is none). */
+volt_confusion_acc *volt__confusion_find(volt_trainer *t, volt_stage stage, const char *prefix, bool make) {
+    for (int i = 0; i < t->n_confusion; i++)
+        if (t->confusion[i].stage == stage && !strcmp(t->confusion[i].prefix, prefix)) return &t->confusion[i];
+    if (!make || t->n_confusion == VOLT_MAX_CONFUSION) return NULL;
+    volt_confusion_acc *m = &t->confusion[t->n_confusion++];
+    *m = (volt_confusion_acc){ .stage = stage };
+    snprintf(m->prefix, sizeof m->prefix, "%s", prefix);
+    return m;
+}
+
+/* m holds C classes or more: the counts laid out again for the larger C, what they held kept. */
+volt_status volt__confusion_grow(volt_confusion_acc *m, int C) {
+    if (C <= m->n_classes) return VOLT_OK;
+    int64_t *nc = calloc((size_t)C * (size_t)C, sizeof *nc);
+    if (!nc) return VOLT_ERR_NOMEM;
+    for (int r = 0; r < m->n_classes; r++)
+        for (int c = 0; c < m->n_classes; c++) nc[r * C + c] = m->counts[r * m->n_classes + c];
+    free(m->counts);
+    m->counts = nc;
+    m->n_classes = C;
+    return VOLT_OK;
+}
+
 /* The confusion matrix of a non-train stage (val, test): counts[true * C + pred]; pred and
  * y (n rows) are host copies. */
 static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, const int64_t *pred, const void *y,
                                  volt_dtype ydt, int64_t n) {
     if (t->sanity || C < 1 || C > 4096) return VOLT_OK;
-    volt_confusion_acc *m = NULL;
-    for (int i = 0; i < t->n_confusion && !m; i++)
-        if (t->confusion[i].stage == t->stage && !strcmp(t->confusion[i].prefix, prefix)) m = &t->confusion[i];
-    if (!m) {
-        if (t->n_confusion == VOLT_MAX_CONFUSION) return VOLT_OK;    /* beyond a few stages: accuracy only */
-        m = &t->confusion[t->n_confusion++];
-        *m = (volt_confusion_acc){ .stage = t->stage };
-        snprintf(m->prefix, sizeof m->prefix, "%s", prefix);
-    }
-    if (C > m->n_classes) {     /* first batch of the stage (or more classes): once, not per step */
-        int64_t *nc = calloc((size_t)C * (size_t)C, sizeof *nc);
-        if (!nc) return volt__terr(t, VOLT_ERR_NOMEM, "confusion matrix %dx%d", C, C);
-        for (int r = 0; r < m->n_classes; r++)
-            for (int c = 0; c < m->n_classes; c++) nc[r * C + c] = m->counts[r * m->n_classes + c];
-        free(m->counts);
-        m->counts = nc;
-        m->n_classes = C;
-    }
+    volt_confusion_acc *m = volt__confusion_find(t, t->stage, prefix, true);
+    if (!m) return VOLT_OK;    /* beyond a few stages: accuracy only */
+    /* first batch of the stage (or more classes): once, not per step */
+    if (volt__confusion_grow(m, C) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "confusion matrix %dx%d", C, C);
     C = m->n_classes;
     for (int64_t r = 0; r < n; r++) {
         int64_t yt = ydt == VOLT_I32 ? ((const int32_t *)y)[r] : ((const int64_t *)y)[r];
@@ -167,69 +187,6 @@ bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *prefix, in
 
 void volt__metrics_clear_fresh(volt_trainer *t) {
     for (int i = 0; i < t->n_metrics; i++) t->metrics[i].fresh = false;
-}
-
-static int accum_cmp(const void *a, const void *b) {
-    return strcmp(((const volt_accum *)a)->name, ((const volt_accum *)b)->name);
-}
-
-/* Epoch means. Under a distributed strategy every epoch metric is reduced across ranks
- * (weighted by each rank's samples), not only VOLT_LOG_SYNC ones: ModelCheckpoint and
- * EarlyStopping must see the same value on every rank, or their file names and stop
- * decisions diverge. One collective per epoch end, over the stage's metrics sorted by name. */
-void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val) {
-    (void)in_fit_val;
-    int keep = 0, n = 0;
-    volt_accum mine[VOLT_MAX_METRICS];
-    for (int i = 0; i < t->n_accums; i++) {
-        if (t->accums[i].stage == stage) mine[n++] = t->accums[i];
-        else t->accums[keep++] = t->accums[i];
-    }
-    t->n_accums = keep;
-    if (n && t->world > 1) {
-        qsort(mine, (size_t)n, sizeof mine[0], accum_cmp);
-        double v[2 * VOLT_MAX_METRICS];
-        for (int i = 0; i < n; i++) { v[2 * i] = mine[i].sum; v[2 * i + 1] = mine[i].weight; }
-        if (volt__strategy_all_reduce_mean(t->strategy, v, 2 * n) == VOLT_OK)
-            for (int i = 0; i < n; i++) {
-                mine[i].sum = v[2 * i];
-                mine[i].weight = v[2 * i + 1];
-                if (mine[i].exact) {   /* the mean of integers times world: the integer sum back */
-                    mine[i].sum = round(mine[i].sum * t->world);
-                    mine[i].weight = round(mine[i].weight * t->world);
-                }
-            }
-    }
-    for (int i = 0; i < n; i++)
-        if (mine[i].weight > 0) volt__metric_set(t, mine[i].name, mine[i].sum / mine[i].weight, mine[i].flags);
-    /* confusion matrices: every rank holds one of the same size when the stage ran on all
-     * ranks with the same classes; the sum is exact (integers) */
-    for (int i = 0; i < t->n_confusion; i++) {
-        volt_confusion_acc *m = &t->confusion[i];
-        if (m->stage != stage || !m->n_classes) continue;
-        int C = m->n_classes;
-        if (t->world > 1) {
-            double *d = malloc((size_t)C * (size_t)C * sizeof *d);
-            if (!d) continue;
-            for (int k = 0; k < C * C; k++) d[k] = (double)m->counts[k];
-            if (volt__strategy_all_reduce_mean(t->strategy, d, C * C) == VOLT_OK)
-                for (int k = 0; k < C * C; k++) m->counts[k] = (int64_t)llround(d[k] * t->world);
-            free(d);
-        }
-        if (m->used) {
-            volt_class_scores sc;
-            volt_confusion_scores(C, m->counts, &sc);
-            char nm[96];
-            unsigned fl = VOLT_LOG_EPOCH;
-            snprintf(nm, sizeof nm, "%s_precision", m->prefix);
-            volt__metric_set(t, nm, sc.precision, fl);
-            snprintf(nm, sizeof nm, "%s_recall", m->prefix);
-            volt__metric_set(t, nm, sc.recall, fl);
-            snprintf(nm, sizeof nm, "%s_f1", m->prefix);
-            volt__metric_set(t, nm, sc.f1, fl);
-        }
-        m->used = false;
-    }
 }
 
 /* The matrix of the stage's last finished epoch stays readable until the next one starts. */

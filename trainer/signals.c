@@ -17,10 +17,15 @@
  * vote: an all-reduce of the same two doubles after every batch (volt__signal_eval_vote), and
  * every rank stops after the same batch. That exchange must be made by every rank or by none
  * (one made alone waits until the comm's timeout), so a loop first agrees on how many batches
- * every rank runs (volt__signal_eval_span): with one dataset the distributed sampler gives
- * every rank the same count (padded, or cut with drop_last), but a rank given a dataset of its
- * own may run more; batches past the fewest any rank runs are not voted on, and a signal there
- * is acted on where the ranks next vote (the end of the call, or fit's next boundary). */
+ * every rank runs (volt__eval_agree, eval_loop.c): with one dataset the distributed sampler
+ * gives every rank the same count (padded, or cut with drop_last), but a rank given a dataset of
+ * its own may run more, fewer or none; batches past the fewest any rank runs are not voted on,
+ * and a signal there is acted on where the ranks next vote (the end of the call, or fit's next
+ * boundary).
+ *
+ * Rank 0 writes the note ("volt: interrupted ...", its stderr is the one users watch) when the
+ * signal reaches it, from the handler; when another rank got it, rank 0 learns of it at the
+ * exchange that stops the run and writes the note there (volt__signal_stop). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +35,7 @@
 static const int k_sigs[2] = { SIGINT, SIGTERM };
 static volatile sig_atomic_t g_pending;   /* the first signal of the armed run, 0 = none */
 static volatile sig_atomic_t g_say;       /* write the note (rank 0) */
+static volatile sig_atomic_t g_noted;     /* the handler wrote it for the pending signal */
 static struct sigaction g_old[2];
 static bool g_ours[2];
 static int g_depth;
@@ -45,6 +51,7 @@ static void on_signal(int sig) {
         static const char note[] = "\nvolt: interrupted: stopping at the next batch end (again to stop at once)\n";
         ssize_t w = write(STDERR_FILENO, note, sizeof note - 1);
         (void)w;
+        g_noted = 1;
     }
 }
 
@@ -76,9 +83,13 @@ int volt__signal_pending(void) { return (int)g_pending; }
 
 static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
-/* The run stops: the record is consumed (the next run starts clean) and kept on the trainer. */
+/* The run stops: the record is consumed (the next run starts clean) and kept on the trainer.
+ * Rank 0 writes the note for a signal another rank got (its own wrote it from the handler). */
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where) {
+    if (t->rank == 0 && t->world > 1 && !t->interrupted_local && !g_noted)
+        fprintf(stderr, "\nvolt: interrupted: %s on another rank: %s (every rank stops here)\n", sig_name(sig), where);
     g_pending = 0;
+    g_noted = 0;
     t->interrupted = sig;
     return volt__terr(t, VOLT_ERR_INTERRUPTED, "%s (%s): %s at epoch %lld, step %lld", sig_name(sig),
                       t->world > 1 && !t->interrupted_local ? "on another rank" : "received", where,
@@ -104,6 +115,7 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     if (st < 0) {
         if (g_pending) t->interrupted = (int)g_pending;
         g_pending = 0;
+        g_noted = 0;
         return st;
     }
     double v[2];
@@ -119,29 +131,9 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     return volt__signal_stop(t, sig, where);
 }
 
-static bool fewest(void *ctx, int r, double v) {
-    (void)r;
-    int64_t *lo = ctx;
-    const int64_t n = (int64_t)(v + 0.5);
-    if (n < *lo) *lo = n;
-    return true;
-}
-
-/* An evaluation loop of n batches on this rank starts: *span is how many of its first batches
- * every rank runs (the fewest of any rank's n), the batch ends where the ranks vote; 0 with
- * one process or handle_signals off (no exchange at all). A slot per rank (volt__rank_values). */
-volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span) {
-    *span = 0;
-    if (t->world <= 1 || !t->strategy || !t->cfg.handle_signals) return VOLT_OK;
-    int64_t lo = n;
-    volt_status st = volt__rank_values(t, (double)n, fewest, &lo);
-    if (st < 0) return volt__terr(t, st, "%s: agreeing on the batch count across ranks: %s", what, volt__strategy_errmsg(t->strategy));
-    *span = lo;
-    return VOLT_OK;
-}
-
-/* The end of batch idx of that loop: *sig is the signal to stop on now (0: go on). One
- * process looks at its own record; several vote while idx < span, every rank alike. */
+/* The end of batch idx of an evaluation loop: *sig is the signal to stop on now (0: go on).
+ * One process looks at its own record; several vote while idx < span (the batches every rank
+ * runs, volt__eval_agree in eval_loop.c), every rank alike. */
 volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig) {
     *sig = 0;
     if (!t->cfg.handle_signals) return VOLT_OK;

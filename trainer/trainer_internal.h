@@ -82,6 +82,8 @@ struct volt_trainer {
     int64_t num_train_batches;
     int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
+    int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
+    int64_t eval_idx;          /* the batch it runs */
 
     volt_stage stage;
     bool sanity, should_stop, fitting;
@@ -142,13 +144,18 @@ void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
-/* The evaluation loops' vote (validation, test, predict): the batches every rank runs, then
- * at each batch end the signal to stop on (0: go on); every rank alike with several. */
-volt_status volt__signal_eval_span(volt_trainer *t, int64_t n, const char *what, int64_t *span);
+/* The evaluation loops' vote (validation, test, predict): at the end of batch idx < span (the
+ * batches every rank runs, volt__eval_agree) the signal to stop on (0: go on); every rank alike
+ * with several. */
 /* collective.c: every rank's value on every rank, in blocks of 64 (no allocation); visit
  * returns false to stop after the block. world > 1 and a strategy. */
 volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx);
 volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig);
+/* eval_loop.c: before an evaluation loop's first batch (or fit's sanity check) the ranks agree
+ * on it. mine: this rank's set-up so far (its message on t), n its batches; *fewest / *most:
+ * the counts of the rank that runs the fewest / the most (n and n with one process). A rank
+ * that failed makes every rank fail with its words. */
+volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, int64_t *fewest, int64_t *most);
 /* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
  * call's interruption cleared, the call's stage set. */
 void volt__loop_call_begin(volt_trainer *t, volt_stage stage);
@@ -164,8 +171,14 @@ volt_status volt__avg_after_load(volt_trainer *t, bool present, const char *path
 /* metrics.c */
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags);
 void volt__metrics_clear_fresh(volt_trainer *t);
-/* Turn the stage's accumulators into metrics (fresh) and drop them. */
-void volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, bool in_fit_val);
+/* metrics_epoch.c: turn the stage's accumulators into metrics (fresh) and drop them; with
+ * several ranks one reduction every rank makes, a rank that logged nothing included. what:
+ * the loop, for the error. */
+volt_status volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, const char *what);
+/* The stage's confusion matrix named prefix (make: a new one; NULL beyond VOLT_MAX_CONFUSION),
+ * and its counts grown to C classes (VOLT_ERR_NOMEM, the matrix as it was). */
+volt_confusion_acc *volt__confusion_find(volt_trainer *t, volt_stage stage, const char *prefix, bool make);
+volt_status volt__confusion_grow(volt_confusion_acc *m, int C);
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
 void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
 void volt__metrics_free(volt_trainer *t);

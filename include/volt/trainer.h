@@ -646,8 +646,8 @@ VOLT_API volt_status volt_add_gradient_accumulation_scheduler(volt_trainer *t, c
  * (flops_fn) per second, per device ("device/samples_per_sec", ...) and, with several ranks,
  * globally (the device's times the world size), MFU (device FLOP/s over the device's peak),
  * and the running totals (time, batches, samples, lengths), logged with the stage as prefix:
- * "train/device/samples_per_sec" every log_every_n_steps optimizer steps, "validate/..." and
- * "test/..." at the end of those loops. The time is the trainer's clock (CLOCK_MONOTONIC) at
+ * "train/device/samples_per_sec" every log_every_n_steps optimizer steps, "validate/...",
+ * "test/..." and "predict/..." at the end of those loops. The time is the trainer's clock (CLOCK_MONOTONIC) at
  * batch ends; validation inside fit is not counted in train's time. The fns get the trainer
  * (for volt_trainer_stage) and the batch as the hooks see it (on a device: read its host
  * metadata, size and sample_ids, not its data, or every batch waits for the device). */

@@ -20,6 +20,10 @@ volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {
     const int i = volt_unit_index(u);
     dist_unit *du = &d->units[i];
     volt__dist_event(d, VOLT_EV_UNIT_USE, i);
+    /* held (volt__strategy_hold_params: every unit gathered for an evaluation whose ranks run
+     * other numbers of forwards): no release, no prefetch, and nothing learned of the forward
+     * order, which the ranks that ran no such forward would not know */
+    if (d->st->hold_values) return VOLT_OK;
     volt_status s;
     if (d->in_backward) {   /* a stale unit backward needs: gather it, prefetch the one before */
         if ((s = volt__dist_launch_gather(d, i)) < 0 || (s = volt__dist_finish_gather(d, i)) < 0) return s;
