@@ -1,7 +1,8 @@
 /* fit / validate / test / predict: Lightning's loop semantics (DESIGN §4).
  * global_step counts optimizer steps; callback hooks run before the module's hook of the
  * same name (trainer/loop_hooks.h); validation at epoch end runs before on_train_epoch_end.
- * The evaluation loops (validation, test, predict) are in trainer/eval_loop.c. */
+ * The evaluation loops (validation, test, predict) are in trainer/eval_loop.c, what the loops
+ * stand on (model, optimizer, ckpt_path resolved and loaded) in trainer/setup.c. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -54,145 +55,6 @@ volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who
 
 volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what) {
     return volt__terr(t, st, "strategy '%s': %s: %s", volt__strategy_name(t->strategy), what, volt__strategy_errmsg(t->strategy));
-}
-
-/* ---- setup --------------------------------------------------------------------------- */
-/* The default callbacks (the config's enable_* flags) are the callbacks layer's business:
- * volt_trainer_create installs its hook (callbacks/defaults.c), run once before the first loop. */
-static volt_status add_defaults(volt_trainer *t) {
-    if (t->defaults_added) return VOLT_OK;
-    t->defaults_added = true;
-    return t->add_defaults ? t->add_defaults(t) : VOLT_OK;
-}
-
-/* The optimizer and scheduler go: the next fit (setup_optim) builds them from
- * configure_optimizers again. */
-void volt__loop_drop_optim(volt_trainer *t) {
-    volt__compile_free(t);   /* graphs captured with this optimizer's state and coefficient buffers */
-    volt_optimizer_destroy(t->opt);
-    t->opt = NULL;
-    t->avg_swapped = false;
-    volt_scheduler_destroy(t->sched);
-    t->sched = NULL;
-}
-
-/* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
- * the next setup_model builds them afresh. The caller has waited for the gathers. */
-static void drop_model(volt_trainer *t) {
-    volt__loop_drop_optim(t);   /* and the captured graphs, on the old step's memory too */
-    volt_step_destroy(t->step); t->step = NULL;
-    volt_params_destroy(t->ps); t->ps = NULL;
-    t->mops = NULL;
-    t->module = NULL;
-    t->weights_pending = false;
-}
-
-/* loads: a checkpoint is loaded right after (its path resolved), which overwrites every
- * parameter (the load refuses a file that lacks one), so the inits are not drawn and
- * init_weights (pretrained weights) is not called: the values stay zero until the load. If
- * the load fails, load() drops the model, so nothing ever runs on weights never set. */
-static volt_status setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
-    if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
-        return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
-                          ops ? ops->version : 0, VOLT_MODULE_OPS_VERSION);
-    if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
-    /* same module: keep its weights, unless they were never set (a load that did not happen) */
-    if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
-    if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
-    drop_model(t);
-    t->mops = ops;
-    t->module = module;
-    volt_params_config pc;
-    volt_params_config_init(&pc);
-    pc.seed = t->cfg.seed;
-    pc.accelerator = t->dev->be->name;   /* resolved at create (trainer.c) */
-    pc.device = t->dev->ordinal;
-    VOLT_TRY(volt_params_create(&pc, &t->ps));
-    volt_strategy *sg = t->strategy;
-    volt_status st;
-    if ((st = volt__strategy_configure_params(sg, t->ps)) < 0)
-        return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
-    st = ops->setup(module, t->ps);
-    if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
-    if (loads) volt__params_skip_init(t->ps);
-    st = volt_params_finalize(t->ps);
-    if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
-    t->weights_pending = loads;
-    if (!loads && ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
-        return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
-                          volt_params_errmsg(t->ps)[0] ? ": " : "", volt_params_errmsg(t->ps));
-    VOLT_TRY(volt__prec_setup_params(t));   /* 16-bit storage (bf16-true, 16-true) */
-    st = volt__strategy_setup_params(t->strategy, t->ps);
-    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
-    volt_step_config sc;
-    volt_step_config_init(&sc);
-    sc.params = t->ps;
-    sc.seed = t->cfg.seed;
-    sc.backend = t->dev->be->name;
-    VOLT_TRY(volt_step_create(&sc, &t->step));
-    t->step->log_fn = volt__trainer_log;
-    t->step->log_ctx = t;
-    volt__prec_setup_step(t);               /* GEMM operand dtype */
-    t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
-    t->step->detect_anomaly = t->cfg.detect_anomaly;
-    return VOLT_OK;
-}
-
-/* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
- * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
-volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {
-    if (!(frac > 0)) {
-        *out = count >= 0 && count < n ? count : n;   /* -1: all */
-        return VOLT_OK;
-    }
-    *out = (int64_t)(frac * (double)n);
-    if (n > 0 && *out == 0)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: limit_%s_batches=%g of the loader's %lld batches is less than one batch "
-                          "(give at least %g, or a count)", what, what, frac, (long long)n, 1.0 / (double)n);
-    return VOLT_OK;
-}
-
-/* Lightning's estimated_stepping_batches: the optimizer steps this fit takes (-1: unbounded). */
-static volt_status estimate_steps(volt_trainer *t, volt_loader *train) {
-    int64_t n;
-    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction, &n));
-    const int64_t acc = t->cfg.accumulate_grad_batches, per_epoch = (n + acc - 1) / acc, max_steps = t->cfg.max_steps;
-    int64_t est = t->cfg.max_epochs < 0 ? -1 : per_epoch * t->cfg.max_epochs;
-    if (max_steps >= 0 && (est < 0 || max_steps < est)) est = max_steps;
-    t->est_steps = est;
-    return VOLT_OK;
-}
-
-/* train: its shard set up (the estimate counts one rank's batches). */
-static volt_status setup_optim(volt_trainer *t, volt_loader *train) {
-    VOLT_TRY(estimate_steps(t, train));
-    if (t->opt) return VOLT_OK;
-    if (!t->mops->configure_optimizers)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': configure_optimizers is required for fit", t->mops->name);
-    volt_optim_setup *o = &t->osetup;
-    memset(o, 0, sizeof *o);
-    volt_optimizer_config_init(&o->optimizer);
-    o->optimizer.kind = VOLT_OPTIM_ADAMW;
-    volt_scheduler_config_init(&o->scheduler);
-    o->estimated_stepping_batches = t->est_steps;
-    volt_status st = t->mops->configure_optimizers(t->module, o);
-    if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers failed", t->mops->name);
-    volt__prec_setup_optim(t, &o->optimizer);   /* optimizer state dtype */
-    char why[512];
-    st = volt_optimizer_config_check(&o->optimizer, t->ps, why, sizeof why);   /* the reason (groups too), not just the status */
-    if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
-    st = volt_optimizer_create(&o->optimizer, t->ps, &t->opt);
-    if (st < 0) return volt__terr(t, st, "optimizer: %s", t->opt ? volt_optimizer_errmsg(t->opt) : volt_status_str(st));
-    st = volt__strategy_setup_optimizer(t->strategy, t->opt);
-    if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
-    VOLT_TRY(volt__avg_setup(t));   /* weight averaging: its state over the ranges the strategy set, from the owned values */
-    if (o->use_scheduler) {
-        st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
-        if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
-        st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
-        if (st < 0) return volt__terr(t, st, "scheduler: %s (base lr %g)", volt_status_str(st), (double)volt_optimizer_base_lr(t->opt));
-    }
-    return VOLT_OK;
 }
 
 /* ---- one step -------------------------------------------------------------------------- */
@@ -441,58 +303,6 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
     return VOLT_OK;
 }
 
-/* ckpt_path ("best", "last" or a file) resolved before the model is set up, into path[PATH_CAP]:
- * "" when there is none (an error unless missing_ok) */
-enum { PATH_CAP = 4096 };
-static volt_status resolve(volt_trainer *t, const char *ckpt_path, bool missing_ok, const char *stage, char *path) {
-    path[0] = 0;
-    if (!ckpt_path) return VOLT_OK;
-    if (!ckpt_path[0])   /* Lightning's ckpt_path=None is NULL here; "" names no file */
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: ckpt_path is empty (give a file's path, \"last\" or \"best\"; "
-                          "NULL for none)", stage);
-    const char *p = volt__resolve_ckpt(t, ckpt_path);
-    if (!p && !missing_ok) {
-        const bool best = !strcmp(ckpt_path, "best"), last = !strcmp(ckpt_path, "last");
-        const char *why = !(best || last) ? ""
-            : !t->has_resolver ? ": no ModelCheckpoint is configured (give the file's path)"
-            : best ? ": the ModelCheckpoint has no best checkpoint (it keeps one from a fit of this trainer, with "
-                     "save_top_k != 0; from another process give the file's path, or \"last\")"
-            : ": the ModelCheckpoint has saved none and found no last*.safetensors in its folder";
-        return volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"%s", stage, ckpt_path, why);
-    }
-    if (!p) return VOLT_OK;
-    if (strlen(p) >= PATH_CAP) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: checkpoint path longer than %d bytes", stage, PATH_CAP - 1);
-    strcpy(path, p);
-    return VOLT_OK;
-}
-
-/* Load the checkpoint setup_model left the values to. On failure a model whose inits were
- * skipped is dropped (its values were never set): the next fit/validate/test/predict sets it
- * up afresh, with its inits. */
-static volt_status load(volt_trainer *t, const char *path, bool full) {
-    const double p0 = VOLT__PROF_T0(t);
-    volt_status st = volt__ckpt_load(t, path, full);
-    volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
-    if (st >= 0) t->weights_pending = false;
-    else if (t->weights_pending) {
-        (void)volt__strategy_wait_params(t->strategy);   /* the load's error stays the one reported */
-        drop_model(t);
-    }
-    return st;
-}
-
-/* lr_find (trainer/lr_find.c): the model, the defaults, a fresh optimizer and the train
- * loader's shard, as fit sets them up; and a full load back (the weights the test started from). */
-volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train) {
-    VOLT_TRY(add_defaults(t));
-    VOLT_TRY(setup_model(t, ops, module, false));
-    if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
-    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
-    volt_status st = volt__strategy_setup_loader(t->strategy, train);
-    if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
-    return setup_optim(t, train);
-}
-volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) { return load(t, path, full); }
 
 static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *module,
                            volt_loader *train, volt_loader *val, const char *ckpt_path) {
@@ -501,15 +311,15 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
     volt__prof_stage(t, "fit");
     const double p0 = VOLT__PROF_T0(t);
-    char path[PATH_CAP];
-    VOLT_TRY(add_defaults(t));   /* the resolver of "best" / "last" is ModelCheckpoint's */
-    VOLT_TRY(resolve(t, ckpt_path, ckpt_path && !strcmp(ckpt_path, "last"), "fit", path));
-    VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
+    char path[VOLT__CKPT_PATH_CAP];
+    VOLT_TRY(volt__loop_add_defaults(t));   /* the resolver of "best" / "last" is ModelCheckpoint's */
+    VOLT_TRY(volt__loop_resolve(t, ckpt_path, ckpt_path && !strcmp(ckpt_path, "last"), "fit", path));
+    VOLT_TRY(volt__loop_setup_model(t, ops, module, path[0] != 0));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return volt__loop_strategy_err(t, st0, "data sharding");
-    VOLT_TRY(setup_optim(t, train));
+    VOLT_TRY(volt__loop_setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     t->fitting = true;
@@ -520,7 +330,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->train_t0 = volt__now();
     t->min_note_printed = t->time_note_printed = false;
     if (path[0]) {
-        volt_status st = load(t, path, true);
+        volt_status st = volt__loop_load(t, path, true);
         if (st < 0) { t->fitting = false; return st; }
     }
     volt_status st = VOLT_OK;
@@ -564,20 +374,6 @@ out:
     if (st < 0 && t->ps) (void)volt__strategy_wait_params(t->strategy);   /* fit's error stays the one reported */
     if (restore_shuffle) (void)volt_loader_set_shuffle(train, true);
     return st < 0 ? st : VOLT_OK;   /* still fitting: the caller settles signals and runs on_exception */
-}
-
-/* ---- validate / test / predict ------------------------------------------------------------ */
-volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
-                                const char *stage) {
-    t->errmsg[0] = 0;
-    volt__prof_stage(t, stage);
-    const double p0 = VOLT__PROF_T0(t);
-    char path[PATH_CAP];
-    VOLT_TRY(add_defaults(t));
-    VOLT_TRY(resolve(t, ckpt_path, false, stage, path));
-    VOLT_TRY(setup_model(t, ops, module, path[0] != 0));
-    volt__prof_add(t, NULL, NULL, "setup", p0);
-    return path[0] ? load(t, path, false) : VOLT_OK;
 }
 
 /* ---- the public calls: signals armed for their length, on_exception on failure ------------ */

@@ -242,14 +242,10 @@ volt_tensor *volt__loop_backward_loss(volt_trainer *t, volt_step *s, volt_tensor
 volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
 /* loop.c, shared with eval_loop.c: a strategy's / a loader's failure as the trainer's error;
- * the batches a stage runs after its limit (a count or a fraction); an evaluation call's set-up
- * (default callbacks, the checkpoint resolved and loaded) */
+ * the next batch on the device */
 volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what);
 volt_status volt__loop_loader_err(volt_trainer *t, volt_loader *l, volt_status st);
 volt_status volt__loop_next_batch(volt_trainer *t, volt_loader *l, const char *prof, const volt_batch **b);
-volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out);
-volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
-                                    const char *stage);
 /* eval_loop.c: validation (inside fit, or standalone; sanity: `limit` batches, nothing logged;
  * *done set once its end hooks ran), and the bodies of validate / test / predict */
 typedef volt_status (*volt__step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
@@ -260,16 +256,31 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
                             const char *ckpt_path);
 volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *loader,
                                const char *ckpt_path, volt_predict_fn out, void *ctx);
-/* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
- * anything reads or writes unit values outside the tape. what: for the message. */
 /* Seconds of training in the fit running now (a resumed fit counts its checkpoint's); 0 outside fit. */
 double volt__loop_fit_time(const volt_trainer *t);
-/* lr_find's share of the loop (loop.c): setup as fit's with a fresh optimizer; a load; drop the optimizer. */
-volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
-volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
-void volt__loop_drop_optim(volt_trainer *t);
+/* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
+ * anything reads or writes unit values outside the tape. what: for the message. */
 volt_status volt__loop_wait_params(volt_trainer *t, const char *what);
 volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
+
+/* setup.c: what the loops stand on. The default callbacks (once); the model (store, strategy,
+ * step; kept while the module is the same; loads: its inits skipped, a load follows); the
+ * optimizer and scheduler from configure_optimizers (kept across fits; drop_optim lets the next
+ * fit build them again and drops the captured graphs); the batches a stage runs after its
+ * limit (a count or a fraction); ckpt_path resolved into path[VOLT__CKPT_PATH_CAP] ("" for
+ * none; an error unless missing_ok) and loaded (full: optimizer and loop state too; a failed
+ * load drops the model); an evaluation call's set-up; lr_find's (fit's, with a fresh optimizer). */
+enum { VOLT__CKPT_PATH_CAP = 4096 };
+volt_status volt__loop_add_defaults(volt_trainer *t);
+volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads);
+volt_status volt__loop_setup_optim(volt_trainer *t, volt_loader *train);
+void volt__loop_drop_optim(volt_trainer *t);
+volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out);
+volt_status volt__loop_resolve(volt_trainer *t, const char *ckpt_path, bool missing_ok, const char *stage, char *path);
+volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
+volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
+                                    const char *stage);
+volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
 
 /* profiler.c: profiler = "simple" (t->prof); every call is a no-op when it is off */
 typedef struct volt_prof volt_prof;
