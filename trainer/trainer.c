@@ -219,7 +219,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     free(t);
 }
 
-const char *volt_trainer_errmsg(const volt_trainer *t) { return t->errmsg; }
+const char *volt_trainer_errmsg(const volt_trainer *t) { return t ? t->errmsg : "no trainer (NULL)"; }
 
 /* Lightning's accelerator + devices: "auto" resolves ($VOLT_ACCELERATOR, cuda when present,
  * cpu); a rank of an N-device job on a multi-device accelerator uses device local_rank % count

@@ -311,7 +311,7 @@ typedef struct volt_trainer_config {
 VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
-VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);
+VOLT_API const char *volt_trainer_errmsg(const volt_trainer *t);      /* NULL-safe: "no trainer (NULL)" */
 /* The signal (SIGINT, SIGTERM) that stopped the last fit / validate / test / predict /
  * lr_find, which then returned VOLT_ERR_INTERRUPTED; 0 when none came (Lightning's
  * trainer.interrupted). A call that failed for another reason keeps its own error, and this
