@@ -70,6 +70,16 @@ static volt_status hold_if_uneven(volt_trainer *t, int64_t fewest, int64_t most,
     return VOLT_OK;
 }
 
+/* The loop's loader started and the ranks agreed (volt__eval_agree: *span, the batches every
+ * rank runs, the ones they vote and sync after; a rank's failure to start, every rank's error);
+ * the parameters held when the counts differ. */
+static volt_status start_agreed(volt_trainer *t, volt_loader *l, volt_status ls, int64_t n, const char *what, int64_t *span) {
+    if (ls >= 0 && (ls = volt_loader_start(l, 0, 0)) < 0) ls = volt__loop_loader_err(t, l, ls);
+    int64_t most;
+    VOLT_TRY(volt__eval_agree(t, ls, n, what, span, &most));
+    return hold_if_uneven(t, *span, most, what);
+}
+
 /* The loop ended: forward gives units back again (local). */
 static void drop_hold(volt_trainer *t) {
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);
@@ -121,10 +131,8 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     MOD_HOOK2(t, on_validation_start);
     CB_HOOK(t, on_validation_epoch_start);
     MOD_HOOK(t, on_validation_epoch_start);
-    if (ls >= 0 && (ls = volt_loader_start(val, 0, 0)) < 0) ls = volt__loop_loader_err(t, val, ls);
-    int64_t span, most;   /* the batches every rank runs: the ones they vote and sync after */
-    VOLT_TRY(volt__eval_agree(t, ls, n, what, &span, &most));
-    VOLT_TRY(hold_if_uneven(t, span, most, what));
+    int64_t span;
+    VOLT_TRY(start_agreed(t, val, ls, n, what, &span));
     t->num_eval_batches = n;
     t->eval_span = span;
     for (int64_t i = 0; i < n; i++) {
@@ -183,10 +191,8 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     int64_t n = 0;
     volt_status ls = volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches,
                                               t->cfg.limit_test_fraction, &n);
-    if (ls >= 0 && (ls = volt_loader_start(test, 0, 0)) < 0) ls = volt__loop_loader_err(t, test, ls);
-    int64_t span, most;
-    VOLT_TRY(volt__eval_agree(t, ls, n, "test", &span, &most));
-    VOLT_TRY(hold_if_uneven(t, span, most, "test"));
+    int64_t span;
+    VOLT_TRY(start_agreed(t, test, ls, n, "test", &span));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_TEST;
     volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
@@ -241,10 +247,8 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     int64_t n = 0;
     volt_status ls = volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
                                               t->cfg.limit_predict_fraction, &n);
-    if (ls >= 0 && (ls = volt_loader_start(loader, 0, 0)) < 0) ls = volt__loop_loader_err(t, loader, ls);
-    int64_t span, most;
-    VOLT_TRY(volt__eval_agree(t, ls, n, "predict", &span, &most));
-    VOLT_TRY(hold_if_uneven(t, span, most, "predict"));
+    int64_t span;
+    VOLT_TRY(start_agreed(t, loader, ls, n, "predict", &span));
     volt_stage prev = t->stage;
     t->stage = VOLT_STAGE_PREDICT;
     volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
