@@ -8,6 +8,12 @@ set_tests_properties(test_cuda_ops PROPERTIES LABELS gpu)
 add_test(NAME test_cuda_ops_harness COMMAND test_cuda_ops)
 set_tests_properties(test_cuda_ops_harness PROPERTIES LABELS strict TIMEOUT 600
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_BACKEND=cpu-strict")
+# The linear cases again with every bias added by a kernel after a plain GEMM
+# (VOLT_CUBLASLT_EPILOGUE=0): the path core/cuda/gemm.c takes where cuBLASLt's heuristic has no
+# algorithm with the bias epilogue for a type, layout or alignment
+add_test(NAME test_cuda_ops_bias_kernel COMMAND test_cuda_ops)
+set_tests_properties(test_cuda_ops_bias_kernel PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600
+  ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_CUBLASLT_EPILOGUE=0;VOLT_TEST_ONLY=linear")
 
 # NCCL (tests/test_nccl.c, docs/NCCL.md): on a GPU the NCCL checks at world size 1 (label gpu;
 # 77 without a device; scripts/device-check.sh runs it under mpirun -n 1). What needs no GPU

@@ -9,7 +9,7 @@ if(VOLT_CUDA_SIM)
   if(TARGET volt_cudasim_nccl)
     list(APPEND _sim_env "VOLT_NCCL=$<TARGET_FILE:volt_cudasim_nccl>")
   endif()
-  foreach(t test_cuda_ops test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_nccl test_nccl_graph)
+  foreach(t test_cuda_ops test_cuda_ops_bias_kernel test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat test_nccl test_nccl_graph)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${_sim_env})
       set_property(TEST ${t} APPEND PROPERTY LABELS cudasim)
@@ -25,6 +25,15 @@ if(VOLT_CUDA_SIM)
     # the gradient accumulation cases (12 to 24 micro-steps each) took it to ~8 min on a loaded
     # 2-core machine: past the default 600 s with little to spare
     set_tests_properties(test_cuda_compile PROPERTIES TIMEOUT 900)
+  endif()
+  # The fallback found on its own: the simulated heuristic offers no algorithm with an epilogue
+  # (CUDASIM_LT_NO_EPILOGUE, as a real cuBLASLt may for some type or layout), so each linear's
+  # plan drops the bias epilogue and adds the bias with a kernel; without the fallback every
+  # linear with a bias fails ("cuBLASLt cannot run this GEMM")
+  if(TEST test_cuda_ops)
+    add_test(NAME test_cuda_ops_lt_no_epilogue COMMAND test_cuda_ops)
+    set_tests_properties(test_cuda_ops_lt_no_epilogue PROPERTIES LABELS cudasim SKIP_RETURN_CODE 77 TIMEOUT 600
+      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;CUDASIM_LT_NO_EPILOGUE=1;VOLT_TEST_ONLY=linear;${_sim_env}")
   endif()
   # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
   # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck

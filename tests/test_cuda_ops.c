@@ -148,7 +148,12 @@ static void compare(const char *cs, const char *what, const double *got, const d
           g_other, bad >= 0 ? want[bad] : 0.0, maxerr, rtol, atol);
 }
 
+/* VOLT_TEST_ONLY=TEXT: only the op cases whose name holds TEXT, and none of the other sections
+ * (tests/gpu_cuda.cmake runs the linears that way with the bias added by a kernel) */
+static const char *g_only;
+
 static void run_case(const op_case *c) {
+    if (g_only && !strstr(c->name, g_only)) return;
     g_cases++;
     void *host[MAXIN] = { 0 };
     for (int k = 0; k < c->n_in; k++) {
@@ -798,6 +803,8 @@ static void test_memory_givable(volt_device *d) {
 int main(void) {
     const char *env = getenv("VOLT_TEST_BACKEND");
     if (env && *env) g_other = env;
+    const char *only = getenv("VOLT_TEST_ONLY");
+    if (only && *only) g_only = only;
     const volt_backend *be = volt__backend_find(g_other);
 #ifdef VOLT_HAVE_CUDA
     if (!strcmp(g_other, "cuda")) {   /* compiled in: registered, and no device is not an error */
@@ -820,6 +827,11 @@ int main(void) {
     }
     printf("comparing '%s' with 'cpu'\n", g_other);
     test_ops();
+    if (g_only) {
+        CHECK(g_cases > 0, "VOLT_TEST_ONLY='%s' names no op case", g_only);
+        printf("%d op cases with '%s' in their name (VOLT_TEST_ONLY)\n", g_cases, g_only);
+        return vtest_finish();
+    }
     test_errors();
     volt_device *dc = dev("cpu"), *dg = dev(g_other);
     if (dc && dg) {

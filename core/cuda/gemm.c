@@ -14,7 +14,11 @@
  * (GEMM_SLOTS entries, least recently used replaced). One workspace per device
  * (VOLT_CUDA_WORKSPACE_MB, default 32). A steady-state step creates no plan and allocates
  * nothing; setting the bias pointer on a cached descriptor is a host-side write. The
- * library itself is loaded at run time (below). */
+ * library itself is loaded at run time (below).
+ * Where the heuristic has no algorithm with the bias epilogue (a type, layout or alignment
+ * without a fused kernel), the plan runs the GEMM plain and volt_cu_fill_bias adds the bias
+ * (stderr says so once per device); VOLT_CUBLASLT_EPILOGUE=0 makes every bias go that way,
+ * which is how the fallback is tested on a GPU (tests/gpu_cuda.cmake). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,11 +93,14 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    bool bias_kernel;        /* no algorithm with the bias epilogue: the GEMM runs plain, a kernel adds the bias */
 } gemm_plan;
 
 struct volt_cuda_gemm_cache {
     gemm_plan p[GEMM_SLOTS];
     uint64_t clock;
+    bool no_epilogue;        /* VOLT_CUBLASLT_EPILOGUE=0: every bias by the kernel (the fallback, tested) */
+    bool told;               /* the fallback's note is printed once per device */
     cublasLtMatmulPreference_t pref;
 };
 
@@ -125,6 +132,8 @@ volt_status volt__cuda_gemm_init(volt_cuda_ctx *c, char *err, size_t errlen) {
     }
     c->gemm = calloc(1, sizeof *c->gemm);
     if (!c->gemm) { snprintf(err, errlen, "cuda: out of memory"); return VOLT_ERR_NOMEM; }
+    const char *ep = getenv("VOLT_CUBLASLT_EPILOGUE");
+    c->gemm->no_epilogue = ep && !strcmp(ep, "0");
     uint64_t ws = c->workspace_bytes;
     if (cublasLtMatmulPreferenceCreate(&c->gemm->pref) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatmulPreferenceSetAttribute(c->gemm->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) !=
@@ -191,7 +200,7 @@ static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k, 
     if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ||
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb))
         return "transposes";
-    if (k->bias) {
+    if (k->bias && !c->gemm->no_epilogue) {
         uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
         int32_t bt = CUDA_R_32F;
         if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
@@ -208,9 +217,32 @@ static const char *plan_make(volt_cuda_ctx *c, gemm_plan *p, const gemm_key *k, 
     cublasLtMatmulHeuristicResult_t res;
     int n = 0;
     memset(&res, 0, sizeof res);
+    p->bias_kernel = k->bias && c->gemm->no_epilogue;
     if (cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &n) !=
-            CUBLAS_STATUS_SUCCESS || n < 1)
-        return "no cuBLASLt algorithm";
+            CUBLAS_STATUS_SUCCESS || n < 1) {
+        if (!k->bias || p->bias_kernel) return "no cuBLASLt algorithm";
+        /* No fused kernel for the bias at this type, layout or alignment: the same GEMM without the
+         * epilogue, and the bias added by volt_cu_fill_bias after it (one more pass over C) */
+        uint32_t none = CUBLASLT_EPILOGUE_DEFAULT;
+        const void *null = NULL;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &none, sizeof none) ||
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &null, sizeof null))
+            return "descriptor without the bias epilogue";
+        n = 0;
+        memset(&res, 0, sizeof res);
+        if (cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
+                                           &n) != CUBLAS_STATUS_SUCCESS || n < 1)
+            return "no cuBLASLt algorithm, with or without the bias epilogue";
+        p->bias_kernel = true;
+        if (!c->gemm->told) {
+            c->gemm->told = true;
+            fprintf(stderr,
+                    "volt: cuda: cuBLASLt has no algorithm with the bias epilogue for a %c%c %s GEMM (M %lld N %lld K %lld); "
+                    "the bias is added by a separate kernel there (said once)\n",
+                    k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', volt_dtype_name((volt_dtype)k->ab), (long long)k->M,
+                    (long long)k->N, (long long)k->K);
+        }
+    }
     p->algo = res.algo;
     return NULL;
 }
@@ -269,7 +301,7 @@ volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *o
         p->hash = h;
     }
     p->last = ++cache->clock;
-    if (g->bias &&
+    if (g->bias && !p->bias_kernel &&
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias) !=
             CUBLAS_STATUS_SUCCESS)
         return volt_step_fail(s, VOLT_ERR_BACKEND, "%s: cuBLASLt bias pointer", op);
@@ -279,5 +311,8 @@ volt_status volt__cuda_gemm(volt_step *s, const volt_cuda_gemm *g, const char *o
                                        (cudaStream_t)c->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         return volt_step_fail(s, VOLT_ERR_BACKEND, "%s: cublasLtMatmul failed: %s", op, cublasLtGetStatusString(st));
+    if (p->bias_kernel)   /* C += bias per column (beta 1: C already holds A B + beta C) */
+        return volt__cuda_check(s, volt_cu_fill_bias(c->stream, g->C, g->ldc, g->sc, g->batch, g->M, g->N, g->bias, 1.f),
+                                op);
     return VOLT_OK;
 }

@@ -29,7 +29,8 @@
  *   reaches it, so A, B, C and the bias are read then, and D written then. Under graph capture (cudaStreamIsCapturing
  *   says so) the job is kept until the process exits, so each graph launch can replay it.
  * - cublasLtMatmulAlgoGetHeuristic returns one algorithm (returnAlgoCount 1, workspaceSize 0, state SUCCESS,
- *   wavesCount 1) or the status of the problem's rejection (below) with returnAlgoCount 0.
+ *   wavesCount 1) or the status of the problem's rejection (below) with returnAlgoCount 0; with
+ *   CUDASIM_LT_NO_EPILOGUE=1 it has none (NOT_SUPPORTED) for any epilogue, as a real library may.
  *
  * WHAT IT REJECTS (validation is at heuristic time for the problem, and again at matmul time with the pointers)
  * - INVALID_VALUE: NULL out-pointers, buf NULL or a size that is not the attribute's, an unknown attribute, a
@@ -324,6 +325,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t ligh
     Problem p;
     cublasStatus_t st = resolve(fn, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p);
     if (st) return st;
+    /* CUDASIM_LT_NO_EPILOGUE=1: no algorithm for a fused epilogue, as a real library may answer for a type, layout
+     * or alignment it has no fused kernel for (NOT_SUPPORTED, 0 results): the caller's fallback runs */
+    const char *ne = getenv("CUDASIM_LT_NO_EPILOGUE");
+    if (ne && *ne && strcmp(ne, "0") && p.epi != CUBLASLT_EPILOGUE_DEFAULT)
+        return fail(CUBLAS_STATUS_NOT_SUPPORTED, fn, "no algorithm with epilogue %u (CUDASIM_LT_NO_EPILOGUE)", p.epi);
     const Pref *pr = reinterpret_cast<const Pref *>(preference);
     cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
     memset(&r, 0, sizeof r);
