@@ -47,13 +47,19 @@
 #              then PyTorch's attention at the same shape (bench/gpu/peer_attention.py: SDPA per
 #              backend, "RESULT attn peer: ..."), the reference for the attention rows; <= 90 s;
 #              the table rows are "RESULT profile: | op | ..."
+#   sanitize   (not in the default list: name it) compute-sanitizer, when the machine has it: memcheck over
+#              test_cuda_ops (every op, out-of-bounds and misaligned accesses), racecheck and synccheck
+#              over the attention kernels (test_cuda_attention with VOLT_TEST_QUICK=1: the f32 and
+#              tensor-core kernels at partial tiles; shared-memory hazards and barrier misuse, which the
+#              simulator's thread order can miss); SANITIZE_S seconds (default 120); one line per tool,
+#              "RESULT sanitize: <tool> <test>: ERROR SUMMARY: N errors" (any error fails the stage)
 #   scaling    bench/bench_nccl (issue 12): NCCL all_reduce of the model's grad buckets at world
 #              size 1 (measured), then ddp / zero2 / fsdp at N = 2, 4, 8 PROJECTED from the bench's
 #              bf16-mixed+compile step time and an assumed NVLink bus bandwidth, <= 60 s
 #
-# STAGES (default all but job: "probe deps configure build test nccl bench profile scaling") picks stages,
-# e.g. an early probe of a 15-minute session: STAGES="probe deps configure build test" (about 3 minutes),
-# then STAGES="test nccl bench job profile scaling" (about 7 minutes).
+# STAGES (default all but job and sanitize: "probe deps configure build test nccl bench profile scaling")
+# picks stages, e.g. an early probe of a 15-minute session: STAGES="probe deps configure build test
+# sanitize" (about 4 minutes), then STAGES="test nccl bench job profile scaling" (about 7 minutes).
 # The build makes only what the stages run (BUILD_TARGETS: the gpu tests and
 # bench_distilbert); BUILD_TARGETS=all builds everything.
 set -uo pipefail
@@ -319,8 +325,28 @@ scaling() {
     sed -E 's/^RESULT nccl /RESULT scaling: /'
   return "${PIPESTATUS[0]}"
 }
+# compute-sanitizer over the op and attention tests (stage sanitize, asked for by name)
+sanitize() {
+  local cs rc=0 tool t out filt
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
+       /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+  [ -n "$cs" ] || { echo "RESULT sanitize: compute-sanitizer not found: not run"; return 0; }
+  # the kernel filter's option: --kernel-name (newer) or --filter (older)
+  if "$cs" --help 2>&1 | grep -q -- '--kernel-name '; then filt=(--kernel-name kns=attn); else filt=(--filter kns=attn); fi
+  for tool in memcheck:test_cuda_ops racecheck:test_cuda_attention synccheck:test_cuda_attention; do
+    t=${tool#*:} tool=${tool%%:*}
+    out=$(VOLT_TEST_QUICK=1 "$cs" --tool "$tool" --error-exitcode 9 --print-limit 20 \
+          $([ "$tool" = memcheck ] || echo "${filt[@]}") "$BUILD/tests/$t" 2>&1)
+    local r=$?
+    echo "$out" | tail -n 60
+    echo "RESULT sanitize: $tool $t: $(echo "$out" | grep -o 'ERROR SUMMARY: .*' | tail -1 || true) (rc $r)"
+    [ $r = 0 ] || rc=$r
+  done
+  return $rc
+}
 if [ $ok = 1 ]; then
   export BUILD RES   # the stage functions run in a child bash
+  want sanitize && stage sanitize "${SANITIZE_S:-120}" sanitize
   want profile && stage profile "${PROFILE_S:-90}" profile
   want scaling && stage scaling "${SCALING_S:-60}" scaling
 fi
