@@ -1208,21 +1208,34 @@ static void test_optim_config_errors(volt_dataset *ds) {
 }
 
 /* ---- datamodule ------------------------------------------------------------------------------ */
-typedef struct { volt_dataset *ds; volt_loader *tl, *vl; char log[256]; } dmod;
-static volt_status dm_prepare(void *self) { dmod *d = self; strcat(d->log, "prepare "); return VOLT_OK; }
+typedef struct { volt_dataset *ds; volt_loader *tl, *vl; char log[512]; int fail_prepare, fail_setup; } dmod;
+static const char *const dm_stage_names[] = { "fit", "validate", "test", "predict" };
+static volt_status dm_prepare(void *self) {
+    dmod *d = self;
+    strcat(d->log, "prepare ");
+    return d->fail_prepare ? VOLT_ERR_IO : VOLT_OK;
+}
 static volt_status dm_setup(void *self, volt_stage st) {
     dmod *d = self;
-    strcat(d->log, st == VOLT_STAGE_FIT ? "setup:fit " : "setup:test ");
+    snprintf(d->log + strlen(d->log), sizeof d->log - strlen(d->log), "setup:%s ", dm_stage_names[st]);
+    if (d->fail_setup) return VOLT_ERR_INVALID_ARG;
     if (!d->tl) d->tl = make_loader(d->ds, 8, true, 0);
     if (!d->vl) d->vl = make_loader(d->ds, 16, false, 0);
     return VOLT_OK;
 }
 static volt_loader *dm_train(void *self) { return ((dmod *)self)->tl; }
 static volt_loader *dm_val(void *self) { return ((dmod *)self)->vl; }
-static void dm_teardown(void *self, volt_stage st) { strcat(((dmod *)self)->log, "teardown "); }
+static void dm_teardown(void *self, volt_stage st) {
+    dmod *d = self;
+    snprintf(d->log + strlen(d->log), sizeof d->log - strlen(d->log), "teardown:%s ", dm_stage_names[st]);
+}
+static volt_status dm_count_pred(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    *(int64_t *)ctx += b->size;
+    return VOLT_OK;
+}
 static const volt_datamodule_ops dm_ops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "synthetic",
     .prepare_data = dm_prepare, .setup = dm_setup, .train_loader = dm_train, .val_loader = dm_val,
-    .test_loader = dm_val, .teardown = dm_teardown };
+    .test_loader = dm_val, .predict_loader = dm_val, .teardown = dm_teardown };
 
 static void test_datamodule(volt_dataset *ds) {
     dmod d = { .ds = ds };
@@ -1235,11 +1248,44 @@ static void test_datamodule(volt_dataset *ds) {
     CHECK_OK(volt_trainer_test_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
     double acc;
     CHECK(volt_trainer_metric(t, "val_acc", &acc), "test through the datamodule logged");
-    CHECK(!strcmp(d.log, "prepare setup:fit teardown prepare setup:test teardown "), "datamodule calls: %s", d.log);
+    CHECK(!strcmp(d.log, "prepare setup:fit teardown:fit prepare setup:test teardown:test "), "datamodule calls: %s",
+          d.log);
+    /* validate and predict through the datamodule: their stage, the val / predict loaders */
+    d.log[0] = 0;
+    CHECK_OK(volt_trainer_validate_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    CHECK(volt_trainer_metric(t, "val_acc", &acc) && acc >= 0 && acc <= 1, "validate through the datamodule logged");
+    volt_module_ops pops = net_ops;
+    pops.predict_step = net_predict;
+    int64_t n_pred = 0;
+    CHECK_OK(volt_trainer_predict_dm(t, &pops, &m, &dm_ops, &d, NULL, dm_count_pred, &n_pred));
+    CHECK(n_pred == volt_dataset_len(ds), "predict through the datamodule: %lld of %lld samples", (long long)n_pred,
+          (long long)volt_dataset_len(ds));
+    CHECK(!strcmp(d.log, "prepare setup:validate teardown:validate prepare setup:predict teardown:predict "),
+          "datamodule calls (validate, predict): %s", d.log);
+    /* prepare_data or setup failing: a clear error naming the datamodule, no setup after a failed
+     * prepare_data, no loop (global_step unchanged), and no teardown of what was not set up */
+    const int64_t steps = volt_trainer_global_step(t);
+    d.log[0] = 0;
+    d.fail_prepare = 1;
+    CHECK(volt_trainer_fit_dm(t, &net_ops, &m, &dm_ops, &d, NULL) == VOLT_ERR_IO &&
+          strstr(volt_trainer_errmsg(t), "datamodule 'synthetic': prepare_data failed"), "prepare_data failing: %s",
+          volt_trainer_errmsg(t));
+    CHECK(!strcmp(d.log, "prepare "), "nothing after a failed prepare_data: %s", d.log);
+    d.fail_prepare = 0;
+    d.fail_setup = 1;
+    d.log[0] = 0;
+    CHECK(volt_trainer_test_dm(t, &net_ops, &m, &dm_ops, &d, NULL) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_trainer_errmsg(t), "datamodule 'synthetic': setup failed"), "setup failing: %s",
+          volt_trainer_errmsg(t));
+    CHECK(!strcmp(d.log, "prepare setup:test "), "no loop and no teardown after a failed setup: %s", d.log);
+    CHECK(volt_trainer_global_step(t) == steps, "no training after a failed datamodule");
     dmod bad = { .ds = ds };
     volt_datamodule_ops v0 = dm_ops;
     v0.version = 99;
     CHECK(volt_trainer_fit_dm(t, &net_ops, &m, &v0, &bad, NULL) == VOLT_ERR_VERSION, "datamodule version checked");
+    CHECK(volt_trainer_fit_dm(t, &net_ops, &m, NULL, &bad, NULL) == VOLT_ERR_VERSION &&
+          strstr(volt_trainer_errmsg(t), "datamodule: unknown table version 0"), "a NULL datamodule: %s",
+          volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
     volt_loader_destroy(d.tl);
     volt_loader_destroy(d.vl);

@@ -11,7 +11,8 @@ static volt_status dm_begin(volt_trainer *t, const volt_datamodule_ops *dm, void
         double f = st < 0 ? 1.0 : 0.0;
         volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
         if (st2 < 0) return volt__terr(t, st2, "datamodule '%s': prepare_data sync failed", dm->name);
-        if (f > 0 && st >= 0) st = VOLT_ERR_IO;
+        if (f > 0 && st >= 0)
+            return volt__terr(t, VOLT_ERR_IO, "datamodule '%s': prepare_data failed on rank 0", dm->name);
     }
     if (st < 0) return t->errmsg[0] ? st : volt__terr(t, st, "datamodule '%s': prepare_data failed", dm->name);
     if (dm->setup && (st = dm->setup(self, stage)) < 0)
