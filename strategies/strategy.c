@@ -50,12 +50,16 @@ volt_status volt__strategy_materialize_params(volt_strategy *st) {
 }
 
 volt_status volt__strategy_hold_params(volt_strategy *st, bool hold) {
-    if (hold && !st->hold_values) {
-        volt_status s = volt__strategy_materialize_params(st);
+    if (hold == st->hold_values) return VOLT_OK;
+    const bool op = st->ops->version >= 7u && st->ops->hold_params;   /* a version-6 table ends before the field */
+    if (hold) {
+        volt_status s = op ? st->ops->hold_params(st, true) : volt__strategy_materialize_params(st);
         if (s < 0) return s;
+        st->hold_values = true;
+        return VOLT_OK;
     }
-    st->hold_values = hold;
-    return VOLT_OK;
+    st->hold_values = false;   /* forward gives units back again; then the op gives back the held ones */
+    return op ? st->ops->hold_params(st, false) : VOLT_OK;
 }
 
 volt_status volt__strategy_wait_params(volt_strategy *st) {

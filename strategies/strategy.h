@@ -107,8 +107,16 @@ typedef struct volt_strategy_ops {
      * inside) has run, within the comm's deadline: a timeout or a comm error ends it with
      * the comm's message, never a hang. NULL: a plain device synchronisation suffices. */
     volt_status (*drain)(volt_strategy *st, const char *what);
+    /* ---- version 7: the hold of an evaluation whose ranks run other numbers of batches ---- */
+    /* hold true: every parameter gathered (collective, every rank at the same point) and kept
+     * so while st->hold_values is set. hold false (local, called once the flag is cleared):
+     * what the hold kept gathered is given back the way the strategy gives a unit back after
+     * its use, so the resident parameters are those of an even loop; nothing is scattered
+     * back (evaluation changes no parameter: the gathered values are the owners' slices).
+     * NULL: hold = materialize_params, and nothing to give back. */
+    volt_status (*hold_params)(volt_strategy *st, bool hold);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 6u
+#define VOLT_STRATEGY_OPS_VERSION 7u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -163,10 +171,12 @@ volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
 volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
 volt_status volt__strategy_barrier(volt_strategy *st);
 volt_status volt__strategy_materialize_params(volt_strategy *st);
-/* hold: every parameter gathered (materialize_params: collective, every rank calls it) and
- * kept so until hold is dropped: forward gives no unit back, so it makes no collective. An
- * evaluation loop whose ranks run other numbers of batches holds them (trainer/eval_loop.c);
- * the next optimizer step gives them back as usual. Dropping it is local. */
+/* hold: every parameter gathered (the hold_params op, else materialize_params: collective,
+ * every rank calls it) and kept so until hold is dropped: forward gives no unit back, so it
+ * makes no collective. An evaluation loop whose ranks run other numbers of batches holds them
+ * (trainer/eval_loop.c). Dropping it is local and gives back what the hold kept gathered
+ * (the hold_params op: fsdp's units, as after an even loop), so the full model does not stay
+ * resident until the next optimizer step; dropping a hold not taken does nothing. */
 volt_status volt__strategy_hold_params(volt_strategy *st, bool hold);
 /* Local: the parameter gathers in flight have completed (wait_params). Callers that read or
  * write unit values outside the tape between steps (checkpoints, export, the store handed to

@@ -61,7 +61,8 @@ volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const
 /* Ranks that run other numbers of batches make other numbers of forwards: under a strategy that
  * gathers parameters on use (fsdp) each forward may gather (full shard gives a unit back when
  * forward moves on), a collective. Such a loop gathers every parameter first, on every rank,
- * and keeps them for its length (the full model in memory, as fsdp's summon_full_params). */
+ * and keeps them for its length (the full model in memory, as fsdp's summon_full_params);
+ * drop_hold gives them back. */
 static volt_status hold_if_uneven(volt_trainer *t, int64_t fewest, int64_t most, const char *what) {
     if (fewest == most || !t->strategy || !volt__strategy_has(t->strategy, VOLT_STRAT_SHARDS_PARAMS)) return VOLT_OK;
     volt_status st = volt__strategy_hold_params(t->strategy, true);
@@ -80,7 +81,9 @@ static volt_status start_agreed(volt_trainer *t, volt_loader *l, volt_status ls,
     return hold_if_uneven(t, *span, most, what);
 }
 
-/* The loop ended: forward gives units back again (local). */
+/* The loop ended: forward gives units back again, and what the hold gathered is given back
+ * (local; every rank drops at the same point, so the units left stale, and the gathers of
+ * the next forwards, are alike; a hold not taken: nothing). */
 static void drop_hold(volt_trainer *t) {
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);
 }

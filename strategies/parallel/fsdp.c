@@ -12,7 +12,9 @@
  * their first use in forward to the end of backward. Grads as ZeRO-2 (zero.c): reduce-
  * scattered as units become ready, non-owned pages given back. Clipping sums the squared
  * norms over the shards. Views of a parameter must be consumed by the same unit's ops (a
- * view keeps no unit, so reading it after the unit was given back would read zeros). */
+ * view keeps no unit, so reading it after the unit was given back would read zeros).
+ * An evaluation whose ranks run other numbers of forwards holds every unit gathered for its
+ * length and gives them back at its end (volt__fsdp_hold, below). */
 #include "strategies/parallel/parallel.h"
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {
@@ -75,4 +77,31 @@ volt_status volt__fsdp_materialize(volt_strategy *st) {
         if (volt__unit_stale(d->units[i].u)) s = volt__dist_launch_gather(d, i);
     volt_status s2 = volt__dist_wait_gathers(d);
     return s < 0 ? s : s2;
+}
+
+/* The hold of an evaluation whose ranks run other numbers of forwards (volt__strategy_hold_params).
+ * hold: note the units it gathers (stale, or a prefetch in flight) and gather every one. Dropped
+ * (local: every rank drops at the same point of the same loop with the same units gathered, so
+ * the units left stale, and the gathers of the next forwards, are alike on every rank):
+ * FULL_SHARD gives back every gathered unit, as forward does when it moves on (an even loop ends
+ * with at most the last unit it used); SHARD_GRAD_OP gives back what the hold gathered and keeps
+ * the units gathered before it (by a training forward since the last step, or materialize_params
+ * at the end of fit), which it keeps until the next step by design. Nothing is scattered back:
+ * the gathered values are the owners' slices, unchanged by evaluation. On cuda the give-back is
+ * volt__unit_release's (VMM granules unmapped), as after a unit's use. A store the hold did not
+ * see (st->ps cleared or replaced: a new model being set up) is left alone. */
+volt_status volt__fsdp_hold(volt_strategy *st, bool hold) {
+    dist *d = dist_of(st);
+    if (hold) {
+        for (int i = 0; i < d->n_units; i++)
+            d->units[i].held = volt__unit_stale(d->units[i].u) || d->units[i].gather_req != NULL;
+        return volt__fsdp_materialize(st);
+    }
+    if (!dist_params_sharded(d) || !d->ps || st->ps != d->ps) return VOLT_OK;
+    const bool all = dist_has(d, VOLT_STRAT_FREES_AFTER_FORWARD);
+    for (int i = 0; i < d->n_units; i++) {
+        if (all || d->units[i].held) volt__dist_release_values(d, i);
+        d->units[i].held = false;
+    }
+    return VOLT_OK;
 }

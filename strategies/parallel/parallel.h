@@ -47,6 +47,7 @@ typedef struct dist_unit {
     bool launched;               /* grad reduction started in this accumulation cycle */
     int next_use;                /* fsdp: unit first used right after this one in forward (prefetch), -1 */
     int prev_use;                /* fsdp: unit first used right before it (backward prefetch), -1 */
+    bool held;                   /* fsdp: gathered by the hold (stale or in flight when it began) */
     char label[96];              /* "unit 'fc1'" for messages */
     void *h_grad, *h_vals;       /* staged comm: host copies of the grads / values (NULL otherwise) */
     void *g16;                   /* reduce_dtype bf16: the grads as bf16 (device memory, numel), reduced in place */
@@ -137,4 +138,5 @@ volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);
 void volt__zero_zero_grad(volt_strategy *st);
 volt_status volt__fsdp_after_step(volt_strategy *st);
 volt_status volt__fsdp_materialize(volt_strategy *st);
+volt_status volt__fsdp_hold(volt_strategy *st, bool hold);
 #endif

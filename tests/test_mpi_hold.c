@@ -1,0 +1,303 @@
+/* The hold of an uneven evaluation under fsdp is given back when the loop ends (trainer/eval_loop.c
+ * hold_if_uneven / drop_hold, strategies/parallel/fsdp.c volt__fsdp_hold).
+ *
+ *   mpirun -np N test_mpi_hold hold S      S = fsdp or fsdp_shard_grad_op
+ *
+ * An MLP of three units (W x W, W x W, 4 x W; W = 256, $VOLT_TEST_HOLD_WIDTH) so each unit spans
+ * many pages (or simulated VMM granules). Two trainers run the same fit, 4 steps with a sanity
+ * check and a validation after step 2, then standalone validate / test / predict, then a second
+ * fit of 2 steps and an even validate:
+ *   A: every evaluation uneven across ranks (rank r runs 1 + r batches: the loops hold the
+ *      parameters gathered), B: every evaluation even (2 batches per rank: no hold).
+ * Checked, per rank, from the memory report (held_param_bytes: the resident pages of the unit
+ * value buffers; on cuda the mapped granules):
+ *   - after each of A's evaluations (at the next training batch's start inside fit, after the
+ *     call standalone): no more than after B's even one in the same place (+ the edge pages);
+ *   - FULL_SHARD: no more than the owned slices (+ edges) after every one of them; SHARD_GRAD_OP:
+ *     the same after the validation between steps 2 and 3 (what the hold gathered is given back;
+ *     before it, after the step, nothing was gathered), and what it had gathered before a loop
+ *     (every unit, as set up before the sanity check and at the end of fit) stays: as much as
+ *     after the even loop;
+ *   - the training losses of every step, both fits, the final parameters (gathered) and the even
+ *     validation's val_loss at the end: bitwise A = B (evaluation changes no parameter, and a unit
+ *     given back is gathered again from the owners' slices).
+ * Without the give-back (the hold only cleared) A holds every unit after each uneven loop: the
+ * bounds fail.
+ *
+ * A test_mpi_ program: registered only with its launches (tests/mpi_hold.cmake,
+ * tests/gpu_sim_nccl.cmake). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+#ifdef VOLT_HAVE_MPI
+#include "vtest_mpi.h"
+#include "trainer/trainer_internal.h"
+#include "strategies/parallel/parallel.h"
+
+enum { NC = 4, BS = 2 /* per rank */, NB = 4 /* training batches per rank */, MAXL = 16 };
+
+static int g_rank, g_world;
+static int64_t g_w = 256;
+
+typedef struct hmlp {
+    volt_tensor *w[3], *b[3];
+    float losses[MAXL];
+    int n_losses;
+    int64_t held_at[2];          /* held_param_bytes at the start of training batches 0 and 2 of the first fit */
+    bool second;                 /* the second fit: record nothing */
+} hmlp;
+
+static volt_status h_setup(void *self, volt_params *ps) {
+    hmlp *m = self;
+    const int64_t dims[4] = { g_w, g_w, g_w, NC };
+    for (int l = 0; l < 3; l++) {
+        char u[16], w[32], b[32];
+        snprintf(u, sizeof u, "l%d", l);
+        snprintf(w, sizeof w, "l%d.weight", l);
+        snprintf(b, sizeof b, "l%d.bias", l);
+        VOLT_TRY(volt_params_unit(ps, u));
+        VOLT_TRY(volt_param_new(ps, w, VOLT_SHAPE(dims[l + 1], dims[l]), VOLT_INIT_TORCH_LINEAR, &m->w[l]));
+        VOLT_TRY(volt_param_new(ps, b, VOLT_SHAPE(dims[l + 1]), VOLT_INIT_ZEROS, &m->b[l]));
+    }
+    return VOLT_OK;
+}
+static volt_tensor *h_fwd(hmlp *m, volt_step *s, const volt_batch *b) {
+    volt_tensor *h = volt_batch_x(b);
+    for (int l = 0; l < 3; l++) {
+        h = volt_linear(s, h, m->w[l], m->b[l]);
+        if (l < 2) h = volt_relu(s, h);
+    }
+    return h;
+}
+static volt_status h_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    volt_tensor *loss = volt_cross_entropy(s, h_fwd(self, s, b), volt_batch_y(b));
+    VOLT_TRY(volt_log(s, "train_loss", loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));
+    return volt_step_set_loss(s, loss);
+}
+static volt_status h_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    return volt_log(s, "val_loss", volt_cross_entropy(s, h_fwd(self, s, b), volt_batch_y(b)), VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
+}
+static volt_status h_test(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    return volt_log(s, "test_loss", volt_cross_entropy(s, h_fwd(self, s, b), volt_batch_y(b)), VOLT_LOG_EPOCH | VOLT_LOG_SYNC);
+}
+static volt_status h_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    (void)i;
+    *out = h_fwd(self, s, b);
+    return *out ? VOLT_OK : volt_step_status(s);
+}
+static volt_status h_out(void *ctx, const volt_batch *b, const volt_tensor *pred) { (void)ctx; (void)b; (void)pred; return VOLT_OK; }
+static volt_status h_opt(void *self, volt_optim_setup *o) {
+    (void)self;
+    o->optimizer.kind = VOLT_OPTIM_ADAMW;
+    o->optimizer.lr = 1e-2f;
+    return VOLT_OK;
+}
+static const volt_module_ops h_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "hmlp", .setup = h_setup,
+                                       .training_step = h_train, .validation_step = h_val, .test_step = h_test,
+                                       .predict_step = h_predict, .configure_optimizers = h_opt };
+
+static int64_t held_params(volt_trainer *t) {
+    volt_memory_report r;
+    CHECK_OK(volt_trainer_memory_report(t, &r));
+    return r.held_param_bytes;
+}
+static volt_status cb_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b;
+    hmlp *m = self;
+    if (!m->second && (i == 0 || i == 2)) m->held_at[i / 2] = held_params(t);
+    return VOLT_OK;
+}
+static volt_status cb_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b;
+    (void)i;
+    hmlp *m = self;
+    double v = NAN;
+    if (volt_trainer_metric(t, "train_loss", &v) && m->n_losses < MAXL) m->losses[m->n_losses++] = (float)v;
+    return VOLT_OK;
+}
+static const volt_callback_ops cb_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "HoldProbe",
+                                          .on_train_batch_start = cb_batch_start, .on_train_batch_end = cb_batch_end };
+
+/* n batches of BS rows on this rank after the distributed sampler's split (world x BS x n rows) */
+static volt_dataset *rows(int64_t n, int salt) {
+    const int64_t k = g_world * BS * n;
+    float *x = malloc(sizeof(float) * (size_t)(k * g_w));
+    int64_t *y = malloc(sizeof(int64_t) * (size_t)k);
+    volt_dataset *ds = NULL;
+    CHECK(x && y, "out of memory");
+    if (x && y) {
+        for (int64_t i = 0; i < k; i++) {
+            y[i] = (i + salt) % NC;
+            for (int64_t c = 0; c < g_w; c++) x[i * g_w + c] = sinf(0.01f * (float)(i * g_w + c) + (float)salt);
+        }
+        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(g_w) }, { "y", VOLT_I64, VOLT_SCALAR } };
+        const void *d[2] = { x, y };
+        CHECK_OK(volt_dataset_from_arrays(2, f, d, k, &ds));
+    }
+    free(x);
+    free(y);
+    return ds;
+}
+
+typedef struct run {
+    hmlp m;
+    volt_trainer *t;
+    int64_t held_eval[3];        /* after the standalone validate, test, predict */
+    double val_loss;             /* the even validate at the end */
+    float *params;               /* every unit gathered, f32 */
+    int64_t n_params;
+} run;
+
+/* Each run its own loaders (the shuffle's state starts alike). */
+static void one_run_on(run *r, const char *name, const char *root, volt_loader *train, volt_loader *val, volt_loader *even);
+static void one_run(run *r, const char *name, const char *root, volt_dataset *tds, volt_dataset *vds, volt_dataset *eds) {
+    volt_loader *tl = vtest_loader(tds, BS, true), *vl = vtest_loader(vds, BS, false), *el = vtest_loader(eds, BS, false);
+    if (tl && vl && el) one_run_on(r, name, root, tl, vl, el);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+    volt_loader_destroy(el);
+}
+static void one_run_on(run *r, const char *name, const char *root, volt_loader *train, volt_loader *val, volt_loader *even) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.strategy = name;
+    c.max_steps = NB;
+    c.num_sanity_val_steps = 2;
+    c.val_check_interval = 2;    /* after steps 2 and 4 */
+    CHECK_OK(volt_trainer_create(&c, &r->t));
+    if (!r->t) return;
+    CHECK_OK(volt_trainer_add_callback(r->t, &cb_ops, &r->m));
+    volt_status st = volt_trainer_fit(r->t, &h_ops, &r->m, train, val, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit: %s", name, g_rank, volt_trainer_errmsg(r->t));
+    if (st < 0) return;
+    if (g_rank == 0) {
+        volt_comm *cm = volt__dist_comm(r->t->strategy);
+        if (cm && cm->dev) printf("comm %s on device %s\n", cm->ops->name, cm->dev->be->name);
+    }
+    for (int k = 0; k < 3; k++) {
+        st = k == 0 ? volt_trainer_validate(r->t, &h_ops, &r->m, val, NULL)
+           : k == 1 ? volt_trainer_test(r->t, &h_ops, &r->m, val, NULL)
+                    : volt_trainer_predict(r->t, &h_ops, &r->m, val, NULL, h_out, NULL);
+        CHECK(st == VOLT_OK, "%s: rank %d: evaluation %d: %s", name, g_rank, k, volt_trainer_errmsg(r->t));
+        r->held_eval[k] = held_params(r->t);
+    }
+    /* fit again from these weights (same module: the store stays), no validation: the units the
+     * loops gave back are gathered again by the training forwards */
+    r->m.second = true;
+    st = volt_trainer_fit(r->t, &h_ops, &r->m, train, NULL, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: second fit: %s", name, g_rank, volt_trainer_errmsg(r->t));
+    st = volt_trainer_validate(r->t, &h_ops, &r->m, even, NULL);
+    CHECK(st == VOLT_OK && volt_trainer_metric(r->t, "val_loss", &r->val_loss), "%s: rank %d: even validate: %s", name, g_rank,
+          volt_trainer_errmsg(r->t));
+    volt_params *ps = volt_trainer_params(r->t);
+    for (int u = 0; ps && u < volt_params_unit_count(ps); u++) r->n_params += volt_unit_numel(volt_params_unit_at(ps, u));
+    r->params = calloc((size_t)r->n_params + 1, sizeof(float));
+    CHECK(r->params != NULL, "out of memory");
+    for (int u = 0, off = 0; ps && r->params && u < volt_params_unit_count(ps); u++) {   /* collective, unit by unit */
+        CHECK_OK(volt__strategy_gather_unit(r->t->strategy, u, r->params + off));
+        off += (int)volt_unit_numel(volt_params_unit_at(ps, u));
+    }
+}
+
+static void check_hold(const char *name) {
+    const char *ew = getenv("VOLT_TEST_HOLD_WIDTH"), *eg = getenv("VOLT_TEST_MEM_GRANULE");
+    if (ew && atoll(ew) > 0) g_w = atoll(ew);
+    char root[512];
+    snprintf(root, sizeof root, "%s/hold_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *tds = rows(NB, 0), *uds = rows(1 + g_rank, 1), *eds = rows(2, 2);
+    run a = { 0 }, b = { 0 };
+    one_run(&a, name, root, tds, uds, eds);   /* every evaluation uneven: held */
+    one_run(&b, name, root, tds, eds, eds);   /* every evaluation even */
+    if (a.t && b.t && a.params && b.params) {
+        volt_params *ps = volt_trainer_params(a.t);
+        const int U = volt_params_unit_count(ps);
+        const int64_t N = g_world, pg = sysconf(_SC_PAGESIZE);
+        /* the partial pages (granules) at each unit's slice edges, as test_strategies memory */
+        const int64_t full = 4 * a.n_params, shard = full / N, slack = eg && atoll(eg) > 0 ? 2 * atoll(eg) * U : 4 * pg * U;
+        const bool full_shard = volt__strategy_has(a.t->strategy, VOLT_STRAT_FREES_AFTER_FORWARD);
+        static const char *const after_fit[2] = { "the sanity check", "the validation after step 2" };
+        for (int k = 0; k < 2; k++) {
+            CHECK(a.m.held_at[k] <= b.m.held_at[k] + slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, after "
+                  "the even one %lld", name, g_rank, after_fit[k], (long long)a.m.held_at[k], (long long)b.m.held_at[k]);
+            /* SHARD_GRAD_OP keeps what it had gathered before a loop: before the sanity check,
+             * every unit (as set up); after step 2, nothing */
+            if (full_shard || k == 1)
+                CHECK(a.m.held_at[k] <= shard + slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, the owned "
+                      "slices %lld (+ %lld)", name, g_rank, after_fit[k], (long long)a.m.held_at[k], (long long)shard, (long long)slack);
+            else
+                CHECK(a.m.held_at[k] >= b.m.held_at[k] - slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, "
+                      "after the even one %lld: the units gathered before the loop were given back", name, g_rank, after_fit[k],
+                      (long long)a.m.held_at[k], (long long)b.m.held_at[k]);
+        }
+        static const char *const what[3] = { "validate", "test", "predict" };
+        for (int k = 0; k < 3; k++) {
+            CHECK(a.held_eval[k] <= b.held_eval[k] + slack, "%s: rank %d: after an uneven %s %lld bytes of params resident, after "
+                  "an even one %lld", name, g_rank, what[k], (long long)a.held_eval[k], (long long)b.held_eval[k]);
+            if (full_shard)
+                CHECK(a.held_eval[k] <= shard + slack, "%s: rank %d: after an uneven %s %lld bytes of params resident, the owned "
+                      "slices %lld (+ %lld)", name, g_rank, what[k], (long long)a.held_eval[k], (long long)shard, (long long)slack);
+            else   /* SHARD_GRAD_OP: every unit gathered at the end of fit stays, as after an even loop */
+                CHECK(a.held_eval[k] >= b.held_eval[k] - slack, "%s: rank %d: after an uneven %s %lld bytes of params resident, "
+                      "after an even one %lld: the units gathered before the loop were given back", name, g_rank, what[k],
+                      (long long)a.held_eval[k], (long long)b.held_eval[k]);
+        }
+        CHECK(a.m.n_losses == 2 * NB && b.m.n_losses == 2 * NB && !memcmp(a.m.losses, b.m.losses, sizeof a.m.losses),
+              "%s: rank %d: training losses (%d, %d steps) differ with uneven evaluations between them", name, g_rank, a.m.n_losses,
+              b.m.n_losses);
+        CHECK(a.n_params == b.n_params && !memcmp(a.params, b.params, sizeof(float) * (size_t)a.n_params),
+              "%s: rank %d: final parameters differ with uneven evaluations", name, g_rank);
+        CHECK(!memcmp(&a.val_loss, &b.val_loss, sizeof a.val_loss), "%s: rank %d: val_loss %.17g after uneven evaluations, %.17g "
+              "without", name, g_rank, a.val_loss, b.val_loss);
+        if (g_rank == 0)
+            printf("%s np%d: rank 0 MiB of params resident (owned %.3f, full %.3f), uneven / even: after the sanity check %.3f / "
+                   "%.3f, after the validation in fit %.3f / %.3f, after validate %.3f / %.3f, test %.3f / %.3f, predict %.3f / "
+                   "%.3f; %d losses, %lld params and val_loss %.9g the same\n", name, g_world, shard / 1048576.0,
+                   full / 1048576.0, a.m.held_at[0] / 1048576.0, b.m.held_at[0] / 1048576.0, a.m.held_at[1] / 1048576.0,
+                   b.m.held_at[1] / 1048576.0, a.held_eval[0] / 1048576.0, b.held_eval[0] / 1048576.0,
+                   a.held_eval[1] / 1048576.0, b.held_eval[1] / 1048576.0, a.held_eval[2] / 1048576.0,
+                   b.held_eval[2] / 1048576.0, a.m.n_losses, (long long)a.n_params, a.val_loss);
+    }
+    volt_trainer_destroy(a.t);
+    volt_trainer_destroy(b.t);
+    free(a.params);
+    free(b.params);
+    volt_dataset_destroy(tds);
+    volt_dataset_destroy(uds);
+    volt_dataset_destroy(eds);
+}
+
+#endif /* VOLT_HAVE_MPI */
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+#ifndef VOLT_HAVE_MPI
+    (void)argc;
+    (void)argv;
+    VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
+#else
+    if (argc < 3 || strcmp(argv[1], "hold")) {
+        fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold fsdp|fsdp_shard_grad_op\n");
+        return 2;
+    }
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    if (g_world < 2 || g_world > 8) {
+        printf("SKIP: run with 2 to 8 ranks (mpirun -np N), got %d\n", g_world);
+        MPI_Finalize();
+        return 77;
+    }
+    check_hold(argv[2]);
+    return vtest_mpi_finish();
+#endif
+}
