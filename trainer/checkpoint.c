@@ -24,36 +24,57 @@ struct volt_ckpt {
     const char *path;
 };
 
+/* "module.<name>" into k (CKPT_EXTRA_KEY bytes), or an error naming the call: a name that
+ * does not fit is refused, never cut (two long names would meet in one key). Getters
+ * pass quiet: an absent optional extra is no error to record. */
+enum { CKPT_EXTRA_KEY = 256 };
+static volt_status extra_key(volt_ckpt *ck, const char *name, char *k, const char *fn, bool saving) {
+    if (!ck || !ck->t) return VOLT_ERR_INVALID_ARG;
+    if (saving ? !ck->w : !ck->f)
+        return volt__terr(ck->t, VOLT_ERR_STATE, "%s: only in on_%s_checkpoint", fn, saving ? "save" : "load");
+    if (!name || !*name) return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "%s: the name is NULL or empty", fn);
+    if (snprintf(k, CKPT_EXTRA_KEY, "module.%s", name) >= CKPT_EXTRA_KEY)
+        return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "%s: the name '%.40s...' is too long (at most %d bytes)", fn, name,
+                          CKPT_EXTRA_KEY - 8);
+    return VOLT_OK;
+}
+
 volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value) {
-    if (!ck->w) return VOLT_ERR_STATE;
-    char k[256];
-    snprintf(k, sizeof k, "module.%s", key);
-    return volt_st_writer_meta(ck->w, k, value);
+    char k[CKPT_EXTRA_KEY];
+    VOLT_TRY(extra_key(ck, key, k, "volt_ckpt_put_meta", true));
+    if (!value) return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "volt_ckpt_put_meta: '%s': the value is NULL", key);
+    volt_status st = volt_st_writer_meta(ck->w, k, value);
+    return st < 0 ? volt__terr(ck->t, st, "volt_ckpt_put_meta: '%s': %s", key, volt_st_writer_errmsg(ck->w)) : VOLT_OK;
 }
 
 const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key) {
-    if (!ck->f) return NULL;
-    char k[256];
-    snprintf(k, sizeof k, "module.%s", key);
+    char k[CKPT_EXTRA_KEY];
+    if (!ck || !ck->f || !key || !*key || snprintf(k, sizeof k, "module.%s", key) >= (int)sizeof k) return NULL;
     return volt_st_meta(ck->f, k);
 }
 
 volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape, const void *data) {
-    if (!ck->w) return VOLT_ERR_STATE;
-    char k[256];
-    snprintf(k, sizeof k, "module.%s", name);
-    return volt_st_writer_add_copy(ck->w, k, dt, shape, data);
+    char k[CKPT_EXTRA_KEY];
+    VOLT_TRY(extra_key(ck, name, k, "volt_ckpt_put_tensor", true));
+    if (!data && volt_shape_numel(shape) > 0)
+        return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "volt_ckpt_put_tensor: '%s': the data is NULL", name);
+    volt_status st = volt_st_writer_add_copy(ck->w, k, dt, shape, data);
+    return st < 0 ? volt__terr(ck->t, st, "volt_ckpt_put_tensor: '%s': %s", name, volt_st_writer_errmsg(ck->w)) : VOLT_OK;
 }
 
 volt_status volt_ckpt_get_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape, void *dst) {
-    if (!ck->f) return VOLT_ERR_STATE;
-    char k[256];
-    snprintf(k, sizeof k, "module.%s", name);
+    char k[CKPT_EXTRA_KEY];
+    VOLT_TRY(extra_key(ck, name, k, "volt_ckpt_get_tensor", false));
     volt_st_info info;
-    VOLT_TRY(volt_st_find(ck->f, k, &info));
-    if (info.dtype != dt || !volt_shape_eq(info.shape, shape))
-        return volt__terr(ck->t, VOLT_ERR_SHAPE, "checkpoint '%s': tensor '%s' has another dtype or shape", ck->path, k);
-    memcpy(dst, info.data, info.nbytes);
+    if (volt_st_find(ck->f, k, &info) != VOLT_OK) return VOLT_ERR_NOT_FOUND;   /* absent: an optional extra (quiet) */
+    if (info.dtype != dt || !volt_shape_eq(info.shape, shape)) {
+        char a[64], b[64];
+        return volt__terr(ck->t, VOLT_ERR_SHAPE, "checkpoint '%s': tensor '%s' is %s %s, asked for %s %s", ck->path, k,
+                          volt_dtype_name(info.dtype), volt_shape_str(info.shape, a, sizeof a), volt_dtype_name(dt),
+                          volt_shape_str(shape, b, sizeof b));
+    }
+    if (!dst && info.nbytes) return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "volt_ckpt_get_tensor: '%s': dst is NULL", name);
+    if (info.nbytes) memcpy(dst, info.data, info.nbytes);
     return VOLT_OK;
 }
 
@@ -203,8 +224,14 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
     if (t->mops && t->mops->on_save_checkpoint) {
         volt_ckpt ck = { t, w, NULL, path };
+        t->errmsg[0] = 0;
         st = t->mops->on_save_checkpoint(t->module, t, &ck);
-        if (st < 0) return volt__terr(t, st, "module '%s': on_save_checkpoint failed", t->mops->name);
+        if (st < 0) {
+            char prev[sizeof t->errmsg];
+            snprintf(prev, sizeof prev, "%s", t->errmsg);
+            return volt__terr(t, st, "checkpoint '%s': module '%s': on_save_checkpoint failed%s%s", path, t->mops->name,
+                              prev[0] ? ": " : "", prev);
+        }
     }
     return VOLT_OK;
 }
@@ -550,6 +577,24 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         }
         cJSON_Delete(cbs);
     }
+    /* The module's extras (on_load_checkpoint) before any value is applied, as Lightning calls
+     * the hook before the weights: a rejected state changes nothing, on any rank (one verdict;
+     * every rank has the hook, so every rank takes part) */
+    if (t->mops->on_load_checkpoint) {
+        volt_ckpt ck = { t, NULL, f, path };
+        t->errmsg[0] = 0;
+        st = t->mops->on_load_checkpoint(t->module, t, &ck);
+        if (st < 0) {
+            char prev[sizeof t->errmsg];
+            snprintf(prev, sizeof prev, "%s", t->errmsg);
+            volt__terr(t, st, "checkpoint '%s': module '%s': on_load_checkpoint failed%s%s", path, t->mops->name,
+                       prev[0] ? ": " : "", prev);
+        }
+        if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
+            src_close(&src);
+            return st;
+        }
+    }
     ck_stage sg;   /* f32 file data goes to the device as it lies in the file; other dtypes through sg */
     if (stage_open(t, &sg) < 0) {
         src_close(&src);
@@ -612,11 +657,6 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         }
     }
     stage_close(&sg);
-    if (t->mops->on_load_checkpoint) {
-        volt_ckpt ck = { t, NULL, f, path };
-        st = t->mops->on_load_checkpoint(t->module, t, &ck);
-        if (st < 0) { src_close(&src); return volt__terr(t, st, "module '%s': on_load_checkpoint failed", t->mops->name); }
-    }
     src_close(&src);
     return VOLT_OK;
 }
