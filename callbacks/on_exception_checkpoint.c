@@ -22,6 +22,15 @@ typedef struct oec {
     bool running;      /* from this fit's sanity check or train start to its train end / on_exception */
 } oec;
 
+/* Its folder is checked with ModelCheckpoint's, before the first batch (a save it could not
+ * write would be found only when the run has already failed). fast_dev_run saves nothing. */
+static volt_status oec_on_fit_start(void *self, volt_trainer *t) {
+    const oec *c = self;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    if (cfg && cfg->fast_dev_run > 0) return VOLT_OK;
+    return volt_trainer_check_writable(t, "OnExceptionCheckpoint", "dirpath", c->dir, VOLT_WRITES_CHECKPOINTS);
+}
+
 static volt_status oec_on_run_start(void *self, volt_trainer *t) {   /* on_sanity_check_start, on_train_start */
     (void)t;
     ((oec *)self)->running = true;
@@ -74,6 +83,7 @@ static const volt_callback_ops oec_ops = {
     .name = "OnExceptionCheckpoint",
     .destroy = free,
     .on_exception = oec_on_exception,
+    .on_fit_start = oec_on_fit_start,
     .on_sanity_check_start = oec_on_run_start,
     .on_train_start = oec_on_run_start,
     .on_train_end = oec_on_train_end,
