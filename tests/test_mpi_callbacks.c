@@ -32,10 +32,10 @@
  *
  *   mpirun -np N test_mpi_callbacks unwritable S   a ModelCheckpoint dirpath, then the logger's
  *       folder, under a regular file: every rank fails at fit start with rank 0's message, no
- *       epoch begun, in well under the comm's timeout; a dirpath only rank 0 has (rank 1's is
- *       missing: ranks without a shared file system): a sharded strategy fails every rank with
- *       rank 1's message, ddp (rank 0 writes) trains; then a fit into a fine folder on every rank
- *       leaves no test file there.
+ *       epoch begun, in well under the comm's timeout; a dirpath rank 1 does not see (it moves it
+ *       away before its probe: ranks without a shared file system): a sharded strategy fails every
+ *       rank with rank 1's message, ddp (rank 0 writes) trains; then a fit into a fine folder on
+ *       every rank leaves no test file there.
  *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
 #include <dirent.h>
@@ -49,6 +49,7 @@
 #include "volt/trainer.h"
 #include "callbacks/model_checkpoint.h"
 #include "callbacks/throughput_monitor.h"
+#include "trainer/trainer_internal.h"   /* volt__write_check_set_hook */
 #include "volt/safetensors.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
@@ -858,6 +859,14 @@ static void wd_expect_refused(const char *label, volt_status st, double el, int 
     CHECK(same_everywhere(msg), "%s: the ranks' messages differ (rank %d: '%s')", label, g_rank, msg);
 }
 
+/* Rank 1 moves the folder away before its probe (as if it saw another file system). */
+typedef struct wd_away { const char *dir, *away; bool taken; } wd_away;
+static void wd_take_away(const char *dir, int rank, void *ctx) {
+    wd_away *a = ctx;
+    if (rank != 1 || strcmp(dir, a->dir) != 0) return;
+    a->taken = rename(a->dir, a->away) == 0;
+}
+
 static void test_unwritable(const char *name) {
     char root[600], file[700], bad[800], badroot[800], head[1200], msg[1024], mine[800], shared[800];
     snprintf(root, sizeof root, "%s/unwritable_%s_np%d", vtest_tmpdir(), name, g_world);
@@ -887,26 +896,28 @@ static void test_unwritable(const char *name) {
     st = wd_fit(name, badroot, NULL, true, &epochs, &el, msg, sizeof msg);
     wd_expect_refused("log folder under a file", st, el, epochs, msg, "CSVLogger.on_fit_start: CSVLogger: cannot create directory", 0);
 
-    /* a folder rank 1 does not see (ranks that do not share the file system, played by another
-     * dirpath per rank: rank 0 makes its own). Sharded checkpoints: every rank writes its shard
-     * there, so rank 1 probes it and every rank stops with rank 1's words; ddp: rank 0 writes
-     * every checkpoint, so the fit trains and saves, and rank 1's folder is never made. */
-    snprintf(shared, sizeof shared, "%s/ckpt_rank0", root);
-    snprintf(mine, sizeof mine, g_rank == 0 ? "%s/ckpt_rank0" : "%s/ckpt_rank%d_missing", root, g_rank);
+    /* a folder rank 1 does not see (ranks that do not share the file system): rank 1 takes it
+     * away just before its probe. Sharded checkpoints: every rank writes its shard there, so rank 1
+     * probes it and every rank stops with rank 1's words; ddp: rank 0 writes every checkpoint,
+     * rank 1 probes nothing and the fit trains. */
+    snprintf(shared, sizeof shared, "%s/ckpt", root);
+    snprintf(mine, sizeof mine, "%s/ckpt_rank1_away", root);
+    wd_away a = { .dir = shared, .away = mine };
+    volt__write_check_set_hook(wd_take_away, &a);
     epochs = 0;
-    st = wd_fit(name, root, mine, false, &epochs, &el, msg, sizeof msg);
+    st = wd_fit(name, root, shared, false, &epochs, &el, msg, sizeof msg);
+    volt__write_check_set_hook(NULL, NULL);
+    if (g_rank == 1 && a.taken) CHECK(rename(mine, shared) == 0, "putting %s back", shared);
     if (sharded) {
-        char r1[800];
-        snprintf(r1, sizeof r1, "%s/ckpt_rank1_missing", root);
         snprintf(head, sizeof head, "ModelCheckpoint: cannot write to dirpath '%s': No such file or directory (checked at fit "
-                 "start: rank 1 writes its shard files there; do the ranks share this file system?)", r1);
+                 "start: rank 1 writes its shard files there; do the ranks share this file system?)", shared);
         wd_expect_refused("a folder rank 1 does not see", st, el, epochs, msg, head, 1);
+        CHECK(g_rank != 1 || a.taken, "sharded, rank 1 never probed the checkpoint folder");
     } else {
-        CHECK(st == VOLT_OK && epochs == 1, "ddp, rank %d: rank 1's dirpath is not written by ddp, yet fit: %s (%d epochs)", g_rank,
-              msg, epochs);
-        struct stat sb;
-        CHECK(g_rank == 0 || stat(mine, &sb) != 0, "ddp, rank %d: a folder only rank 0 may create was created: %s", g_rank, mine);
+        CHECK(st == VOLT_OK && epochs == 1 && !a.taken, "ddp, rank %d: rank 1 does not write checkpoints, yet fit: %s (%d epochs, "
+              "rank 1 probed: %d)", g_rank, msg, epochs, a.taken);
     }
+    MPI_Barrier(MPI_COMM_WORLD);
 
     /* then every rank fits together with a fine folder: none was left in a collective, and no
      * test file is left behind */

@@ -176,6 +176,9 @@ volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what
 void volt__write_check_begin(volt_trainer *t);
 volt_status volt__write_check_run(volt_trainer *t, volt_status st);
 void volt__write_check_free(volt_trainer *t);
+/* Tests: fn(dir, rank, ctx) runs before each probe of a folder (rank 0's after creating it), e.g.
+ * to take the folder away from one rank. NULL clears it. Process-wide; not thread-safe. */
+void volt__write_check_set_hook(void (*fn)(const char *dir, int rank, void *ctx), void *ctx);
 
 /* weight averaging (trainer/weight_average.c) */
 volt_status volt__avg_setup(volt_trainer *t);

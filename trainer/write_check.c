@@ -129,40 +129,72 @@ static volt_status probe(const volt_trainer *t, const char *dir, bool create, ch
     return VOLT_ERR_IO;
 }
 
-/* This rank's probes of the folders flags selects (0: all); the first failure on t. */
-static volt_status probe_all(volt_trainer *t, bool create, unsigned flags, const char *note) {
-    for (int i = 0; i < t->n_dir_checks; i++) {
-        const struct volt_dir_check *c = &t->dir_checks[i];
-        if ((c->flags & flags) != flags) continue;
-        char why[VOLT__CKPT_PATH_CAP + 256];
-        volt_status st = probe(t, c->dir, create, why, sizeof why);
-        if (st >= 0) continue;
-        char who[256] = "";   /* every callback that named this folder (an app's ModelCheckpoint and
-                                 OnExceptionCheckpoint share theirs) */
-        for (int j = 0; j < t->n_dir_checks; j++) {
-            const struct volt_dir_check *d = &t->dir_checks[j];
-            if (strcmp(d->dir, c->dir) != 0 || strcmp(d->what, c->what) != 0 || strstr(who, d->who)) continue;
-            const size_t k = strlen(who);
-            snprintf(who + k, sizeof who - k, "%s%s", k ? " and " : "", d->who);
-        }
-        return volt__terr(t, st, "%s: cannot write to %s '%s': %s (checked at fit start%s)", who, c->what, c->dir, why, note);
+/* The callbacks that named dir for `what`, joined by " and " (an app's ModelCheckpoint and
+ * OnExceptionCheckpoint share their folder). */
+static void who_named(const volt_trainer *t, const char *dir, const char *what, char *out, size_t n) {
+    out[0] = 0;
+    for (int j = 0; j < t->n_dir_checks; j++) {
+        const struct volt_dir_check *d = &t->dir_checks[j];
+        if (strcmp(d->dir, dir) != 0 || strcmp(d->what, what) != 0 || strstr(out, d->who)) continue;
+        const size_t k = strlen(out);
+        snprintf(out + k, n - k, "%s%s", k ? " and " : "", d->who);
     }
-    return VOLT_OK;
+}
+
+static void (*g_hook)(const char *dir, int rank, void *ctx);
+static void *g_hook_ctx;
+void volt__write_check_set_hook(void (*fn)(const char *dir, int rank, void *ctx), void *ctx) {
+    g_hook = fn;
+    g_hook_ctx = ctx;
+}
+
+/* Probe dir (rank 0 creates it first); a failure on t, naming who and what. */
+static volt_status probe_one(volt_trainer *t, const char *who, const char *what, const char *dir, bool create,
+                             const char *note) {
+    char why[VOLT__CKPT_PATH_CAP + 256];
+    if (g_hook) g_hook(dir, t->rank, g_hook_ctx);
+    volt_status st = probe(t, dir, create, why, sizeof why);
+    if (st >= 0) return VOLT_OK;
+    char names[256];
+    who_named(t, dir, what, names, sizeof names);
+    return volt__terr(t, st, "%s: cannot write to %s '%s': %s (checked at fit start%s)", names[0] ? names : who, what, dir, why,
+                      note);
+}
+
+/* Sharded checkpoints: every rank writes its shard file into a folder rank 0 makes in its own
+ * dirpath (save_sharded names it from rank 0's path), so each other rank probes rank 0's checkpoint
+ * folders, spelled as rank 0 has them, without creating them. Collective: rank 0's count, then each
+ * folder, broadcast. */
+static volt_status probe_shard_dirs(volt_trainer *t) {
+    int32_t n = 0;
+    for (int i = 0; t->rank == 0 && i < t->n_dir_checks; i++) n += (t->dir_checks[i].flags & VOLT_WRITES_CHECKPOINTS) != 0;
+    volt_status cs = volt__strategy_broadcast(t->strategy, &n, sizeof n, 0), st = VOLT_OK;
+    char note[96], dir[VOLT__CKPT_PATH_CAP];
+    snprintf(note, sizeof note, ": rank %d writes its shard files there; do the ranks share this file system?", t->rank);
+    for (int k = 0, i = -1; cs >= 0 && k < n; k++) {
+        while (++i < t->n_dir_checks && !(t->dir_checks[i].flags & VOLT_WRITES_CHECKPOINTS)) {}
+        const struct volt_dir_check *c = i < t->n_dir_checks ? &t->dir_checks[i] : NULL;   /* this rank's k-th */
+        memset(dir, 0, sizeof dir);
+        if (t->rank == 0 && c) snprintf(dir, sizeof dir, "%s", c->dir);
+        if ((cs = volt__strategy_broadcast(t->strategy, dir, sizeof dir, 0)) < 0) break;
+        dir[sizeof dir - 1] = 0;
+        if (t->rank != 0 && st >= 0)
+            st = probe_one(t, c ? c->who : "checkpoints", c ? c->what : "folder", dir, false, note);
+    }
+    if (cs < 0 && st >= 0)
+        st = volt__terr(t, cs, "fit start: rank 0's checkpoint folders did not arrive (strategy '%s'): %s",
+                        volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    return st;
 }
 
 volt_status volt__write_check_run(volt_trainer *t, volt_status st) {
     t->dir_checks_open = false;
-    if (st >= 0 && t->rank == 0) st = probe_all(t, true, 0, "");
+    for (int i = 0; st >= 0 && t->rank == 0 && i < t->n_dir_checks; i++)   /* rank 0 writes every log and checkpoint */
+        st = probe_one(t, t->dir_checks[i].who, t->dir_checks[i].what, t->dir_checks[i].dir, true, "");
     st = volt__agree_status(t, st, "fit start", "no rank trained");
-    bool shards = false;
-    for (int i = 0; st >= 0 && i < t->n_dir_checks; i++) shards |= (t->dir_checks[i].flags & VOLT_WRITES_CHECKPOINTS) != 0;
-    /* the same on every rank: ckpt_sharded reads the strategy's layout, alike everywhere */
-    if (st >= 0 && shards && t->world > 1 && t->ps && ckpt_sharded(t)) {
-        char note[96];
-        snprintf(note, sizeof note, ": rank %d writes its shard files there; do the ranks share this file system?", t->rank);
-        if (t->rank != 0) st = probe_all(t, false, VOLT_WRITES_CHECKPOINTS, note);
-        st = volt__agree_status(t, st, "fit start", "no rank trained");
-    }
+    /* ckpt_sharded reads the strategy's layout: alike on every rank, as st is now */
+    if (st >= 0 && t->world > 1 && t->strategy && t->ps && ckpt_sharded(t))
+        st = volt__agree_status(t, probe_shard_dirs(t), "fit start", "no rank trained");
     checks_clear(t);
     return st;
 }
