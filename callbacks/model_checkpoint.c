@@ -15,7 +15,9 @@
  * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
  * exactly; a file that could not be written puts its part back (volt__mc_settle). Every
  * rank runs the same logic and calls volt_trainer_save_checkpoint (which is collective for
- * sharded strategies); only rank 0 creates folders, links and deletes.
+ * sharded strategies); only rank 0 creates folders, links and deletes. The folder is named in
+ * on_fit_start and checked before the first batch (trainer/write_check.c), so a dirpath that
+ * cannot be written fails the fit there, not at the first save.
  *
  * async_save: at a save point the state is snapshotted into host memory
  * (volt_trainer_snapshot_checkpoint) and one background thread writes it — the top-k file,

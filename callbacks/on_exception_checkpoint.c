@@ -9,7 +9,8 @@
  * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
  * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
  * one that failed before its sanity check or training began (on_fit_start: a logger's folder
- * that cannot be made is reported once, and the weights are the ones it started from). */
+ * that cannot be made is reported once, and the weights are the ones it started from). Its
+ * folder is named in on_fit_start and checked before the first batch (trainer/write_check.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
