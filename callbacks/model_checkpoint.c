@@ -15,7 +15,9 @@
  * BEFORE the save so the checkpoint's own state includes it: resuming from it continues
  * exactly; a file that could not be written puts its part back (volt__mc_settle). Every
  * rank runs the same logic and calls volt_trainer_save_checkpoint (which is collective for
- * sharded strategies); only rank 0 creates folders, links and deletes.
+ * sharded strategies); only rank 0 creates folders, links and deletes. The folder is named in
+ * on_fit_start and checked before the first batch (trainer/write_check.c), so a dirpath that
+ * cannot be written fails the fit there, not at the first save.
  *
  * async_save: at a save point the state is snapshotted into host memory
  * (volt_trainer_snapshot_checkpoint) and one background thread writes it — the top-k file,
@@ -86,22 +88,32 @@ static void available_metrics(const volt_trainer *t, char *out, size_t n) {
 
 static void mc_reconcile(mc *m);
 
+/* The folder the next save point writes to: dirpath once resolved, else the user's dirpath or
+ * <log_dir>/checkpoints (<default_root_dir>/checkpoints without a logger). */
+static void mc_dir_name(const mc *m, char *buf, size_t n) {
+    if (m->dirpath) {
+        snprintf(buf, n, "%s", m->dirpath);
+        return;
+    }
+    if (m->dirpath_user) {
+        snprintf(buf, n, "%s", m->dirpath_user);
+    } else {
+        const char *ld = volt_trainer_log_dir(m->t);
+        const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
+        const char *root = cfg && cfg->default_root_dir ? cfg->default_root_dir : ".";
+        snprintf(buf, n, "%s/checkpoints", ld ? ld : root);
+    }
+    size_t len = strlen(buf);
+    while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
+}
+
 static volt_status mc_resolve_dir(mc *m) {
     if (m->dirpath) {
         if (m->pending) mc_reconcile(m);
         return VOLT_OK;
     }
     char buf[VOLT_CB_PATH_MAX];
-    if (m->dirpath_user) {
-        snprintf(buf, sizeof buf, "%s", m->dirpath_user);
-    } else {
-        const char *ld = volt_trainer_log_dir(m->t);
-        const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
-        const char *root = cfg && cfg->default_root_dir ? cfg->default_root_dir : ".";
-        snprintf(buf, sizeof buf, "%s/checkpoints", ld ? ld : root);
-    }
-    size_t len = strlen(buf);
-    while (len > 1 && buf[len - 1] == '/') buf[--len] = 0;
+    mc_dir_name(m, buf, sizeof buf);
     m->dirpath = strdup(buf);
     if (!m->dirpath) return VOLT_ERR_NOMEM;
     if (m->pending) mc_reconcile(m);
@@ -345,7 +357,10 @@ static bool mc_epoch_topk(const mc *m) {
 /* ---- hooks ------------------------------------------------------------------------------------------ */
 
 /* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. A fresh fit
- * (not a resume) starts counting steps from 0 again. */
+ * (not a resume) starts counting steps from 0 again. The folder the saves will write is checked
+ * before the first batch (volt_trainer_check_writable: rank 0 creates it and writes a test file
+ * there, every rank too when the checkpoints are sharded), unless this fit can save nothing. The
+ * folder is named, not fixed: dirpath is still resolved at the first save point. */
 static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     mc *m = self;
     VOLT_TRY(volt__mc_join(m));
@@ -353,7 +368,11 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     m->restored = false;
     m->in_fit = true;
     m->val_has_run = m->val_ran_epoch = m->warned_missing = false;
-    return VOLT_OK;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    if ((cfg && cfg->fast_dev_run > 0) || (m->save_top_k == 0 && !m->save_last)) return VOLT_OK;
+    char dir[VOLT_CB_PATH_MAX];
+    mc_dir_name(m, dir, sizeof dir);
+    return volt_trainer_check_writable(t, "ModelCheckpoint", "dirpath", dir, VOLT_WRITES_CHECKPOINTS);
 }
 
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {

@@ -9,7 +9,8 @@
  * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
  * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
  * one that failed before its sanity check or training began (on_fit_start: a logger's folder
- * that cannot be made is reported once, and the weights are the ones it started from). */
+ * that cannot be made is reported once, and the weights are the ones it started from). Its
+ * folder is named in on_fit_start and checked before the first batch (trainer/write_check.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,15 @@ typedef struct oec {
     char path[VOLT_CB_PATH_MAX];
     bool running;      /* from this fit's sanity check or train start to its train end / on_exception */
 } oec;
+
+/* Its folder is checked with ModelCheckpoint's, before the first batch (a save it could not
+ * write would be found only when the run has already failed). fast_dev_run saves nothing. */
+static volt_status oec_on_fit_start(void *self, volt_trainer *t) {
+    const oec *c = self;
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    if (cfg && cfg->fast_dev_run > 0) return VOLT_OK;
+    return volt_trainer_check_writable(t, "OnExceptionCheckpoint", "dirpath", c->dir, VOLT_WRITES_CHECKPOINTS);
+}
 
 static volt_status oec_on_run_start(void *self, volt_trainer *t) {   /* on_sanity_check_start, on_train_start */
     (void)t;
@@ -74,6 +84,7 @@ static const volt_callback_ops oec_ops = {
     .name = "OnExceptionCheckpoint",
     .destroy = free,
     .on_exception = oec_on_exception,
+    .on_fit_start = oec_on_fit_start,
     .on_sanity_check_start = oec_on_run_start,
     .on_train_start = oec_on_run_start,
     .on_train_end = oec_on_train_end,

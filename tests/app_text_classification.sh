@@ -15,7 +15,9 @@
 #                                                   uninterrupted run, and its best checkpoint
 #                                                   tested on the cpu backend; the tiny preset
 #                                                   (head dim 8) at 32-true against cpu
-#   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message
+#   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message (a
+#                                                   checkpoint folder that cannot be written:
+#                                                   before the first batch)
 #   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
 #                                                   the tiny preset under fsdp on 2 ranks with
 #                                                   --memory-report and --export-full, against
@@ -305,6 +307,16 @@ errors)
     run e_big --data "csv:$W/tiny.csv" "${COMMON[@]}" --split 50,10,10; expect_err e_big $? "needs 70 texts"
     printf 'text,label\n"unterminated,1\n' >"$W/bad.csv"
     run e_badcsv --data "csv:$W/bad.csv" "${COMMON[@]}"; expect_err e_badcsv $? "bad.csv"
+    # a checkpoint folder that cannot be written (under a regular file: root cannot write it
+    # either), the logger off (its folder would fail first): refused before the first batch, so
+    # the progress bar (on here) never shows an epoch, and OnExceptionCheckpoint does not try
+    echo 'a file' >"$W/afile"
+    run e_ckdir --data "csv:$W/tiny.csv" --vocab "$W/vocab.txt" --model-preset tiny --max-length 16 --batch-size 4 \
+        --cache-dir "$W/cache" --workers 0 --epochs 1 --limit-train-batches 3 --limit-val-batches 2 --root "$W/afile/runs" \
+        --trainer.enable_logger false
+    expect_err e_ckdir $? "ModelCheckpoint: cannot write to dirpath '.*/afile/runs/checkpoints/csv-tiny': .*Not a directory \(checked at fit start\)"
+    ! grep -Eq '^(Epoch 0|Validation)|OnExceptionCheckpoint: could not save' "$W/e_ckdir.log" ||
+        { cat "$W/e_ckdir.log"; die "e_ckdir: it trained (or tried to save) before refusing the folder"; }
     ;;
 dist)
     [[ -n $VOLT_RUN && -n $CHECK ]] || die "dist needs VOLT_RUN and APP_CHECK"

@@ -9,7 +9,10 @@
 # keys at 2 ranks whose clocks run at other speeds; evaluation datasets of other lengths per
 # rank (0 / 2 / 5 batches, and 2 + 3r): fit with its sanity check, validate, test and predict
 # end at once with the epoch means of every rank's batches (under fsdp with a model of two units,
-# whose forwards would gather), SIGTERM on rank 1 stops them all and rank 0 says so. Without MPI or mpirun, tests/strategies.cmake's
+# whose forwards would gather), SIGTERM on rank 1 stops them all and rank 0 says so; a checkpoint
+# or log folder the writing rank cannot write (unwritable) fails every rank at fit start with the
+# same message, well within the comm's timeout (ddp: rank 0 writes; fsdp: every rank writes its
+# shard, so a folder rank 1 does not see fails too). Without MPI or mpirun, tests/strategies.cmake's
 # placeholder stands for these too.
 find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)
@@ -28,4 +31,11 @@ foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_in
     COMMAND ${VOLT_CB_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_mpi_callbacks> ${mode} ${s})
   set_tests_properties(test_callbacks_${mode}_${s}_np${np} PROPERTIES ENVIRONMENT "${_volt_cb_env}" PROCESSORS ${np}
     TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "mpi")
+endforeach()
+# fails fast or not at all: a rank left waiting would take the comm's timeout (20 s) per case
+foreach(s ddp fsdp)
+  add_test(NAME test_callbacks_unwritable_${s}_np2
+    COMMAND ${VOLT_CB_MPIRUN} --oversubscribe -np 2 $<TARGET_FILE:test_mpi_callbacks> unwritable ${s})
+  set_tests_properties(test_callbacks_unwritable_${s}_np2 PROPERTIES ENVIRONMENT "${_volt_cb_env}" PROCESSORS 2
+    TIMEOUT 40 SKIP_RETURN_CODE 77 LABELS "mpi")
 endforeach()

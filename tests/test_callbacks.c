@@ -1558,6 +1558,131 @@ static void test_time_interval_config(void) {
     volt_trainer_destroy(t);
 }
 
+/* ---- folders checked at fit start -------------------------------------------------------------
+ * A checkpoint folder that cannot be written fails fit before its first batch, naming the folder,
+ * not at the first save an epoch later. The folder is made unwritable for root too: its parent is
+ * a regular file. */
+
+/* Entries of dir whose names start with '.' (the check's test file is hidden), comma-separated. */
+static void hidden_entries(const char *dir, char *out, size_t n) {
+    out[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    const struct dirent *e;
+    size_t k = 0;
+    while ((e = readdir(d)) != NULL && k < n)
+        if (e->d_name[0] == '.' && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, ".."))
+            k += (size_t)snprintf(out + k, n - k, "%s%s", k ? "," : "", e->d_name);
+    closedir(d);
+}
+
+static volt_trainer *wd_trainer(const char *root, bool checkpointing, int64_t fast_dev_run) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = 2;
+    c.enable_checkpointing = checkpointing;
+    c.fast_dev_run = fast_dev_run;
+    volt_trainer *t = NULL;
+    if (volt_trainer_create(&c, &t) != VOLT_OK) { fprintf(stderr, "trainer_create\n"); exit(1); }
+    return t;
+}
+
+/* fit failed at its start: st, the message naming who and the folder, no epoch begun. */
+static void wd_expect_refused(const char *label, volt_trainer *t, const lin *m, volt_status st, const char *who,
+                              const char *dir) {
+    char want[1600];
+    snprintf(want, sizeof want, "%s: cannot write to dirpath '%s': ", who, dir);
+    const char *msg = volt_trainer_errmsg(t);
+    CHECK(st == VOLT_ERR_IO && strstr(msg, want) == msg && strstr(msg, "(checked at fit start)"),
+          "%s: fit gave %s: '%s', want VOLT_ERR_IO '%s... (checked at fit start)'", label, volt_status_str(st), msg, want);
+    CHECK(m->epoch_starts == 0 && volt_trainer_global_step(t) == 0, "%s: %d epochs began, global step %lld, want none", label,
+          m->epoch_starts, (long long)volt_trainer_global_step(t));
+}
+
+static void test_unwritable_dirs(void) {
+    const char *root = fresh_dir("unwritable");
+    char file[1200], bad[1300], badroot[1300], baddef[1400], good[1300], hid[512];
+    snprintf(file, sizeof file, "%s/file", root);
+    FILE *f = fopen(file, "w");
+    if (f) { fputs("a file where a folder is expected", f); fclose(f); }
+    snprintf(bad, sizeof bad, "%s/ckpts", file);
+    snprintf(badroot, sizeof badroot, "%s/root", file);
+    snprintf(baddef, sizeof baddef, "%s/checkpoints", badroot);   /* the default dirpath without a logger */
+    snprintf(good, sizeof good, "%s/good/ckpts", root);
+
+    /* a ModelCheckpoint's dirpath under a file: refused before the first batch */
+    volt_trainer *t = wd_trainer(root, true, 0);
+    add_ckpt(t, bad, 1, true, false);
+    lin m = { .table = k_scores, .ntable = 5 };
+    wd_expect_refused("user dirpath", t, &m, fit(t, &m, true, NULL), "ModelCheckpoint", bad);
+    /* validate and test save nothing: they check nothing */
+    volt_loader *l = mk_loader();
+    CHECK(volt_trainer_validate(t, &lin_ops, &m, l, NULL) == VOLT_OK, "validate with an unwritable dirpath: %s",
+          volt_trainer_errmsg(t));
+    CHECK(volt_trainer_test(t, &lin_ops, &m, l, NULL) == VOLT_OK, "test with an unwritable dirpath: %s", volt_trainer_errmsg(t));
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+
+    /* the default ModelCheckpoint (enable_checkpointing) under a root below a file: refused; with
+     * enable_checkpointing off the same root trains (no logger: nothing else writes there) */
+    t = wd_trainer(badroot, true, 0);
+    lin m2 = { .table = k_scores, .ntable = 5 };
+    wd_expect_refused("default dirpath", t, &m2, fit(t, &m2, true, NULL), "ModelCheckpoint", baddef);
+    volt_trainer_destroy(t);
+    t = wd_trainer(badroot, false, 0);
+    lin m3 = { .table = k_scores, .ntable = 5 };
+    CHECK(fit(t, &m3, true, NULL) == VOLT_OK && m3.epoch_ends == 2, "enable_checkpointing off: fit %s, %d epochs",
+          volt_trainer_errmsg(t), m3.epoch_ends);
+    volt_trainer_destroy(t);
+    /* fast_dev_run writes no checkpoint: no check either */
+    t = wd_trainer(root, true, 2);
+    add_ckpt(t, bad, 1, true, false);
+    lin m4 = { .table = k_scores, .ntable = 5 };
+    CHECK(fit(t, &m4, true, NULL) == VOLT_OK && m4.epoch_starts == 1, "fast_dev_run with an unwritable dirpath: %s",
+          volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+
+    /* OnExceptionCheckpoint's folder is checked too (the ModelCheckpoint's is fine) */
+    t = wd_trainer(root, true, 0);
+    add_ckpt(t, good, 1, true, false);
+    CHECK_OK(volt_add_on_exception_checkpoint(t, bad, NULL));
+    lin m5 = { .table = k_scores, .ntable = 5 };
+    wd_expect_refused("on_exception dirpath", t, &m5, fit(t, &m5, true, NULL), "OnExceptionCheckpoint", bad);
+    volt_trainer_destroy(t);
+
+    /* a fine folder: made at fit start, the test file gone; the fit saves as before */
+    t = wd_trainer(root, true, 0);
+    add_ckpt(t, good, 1, true, false);
+    CHECK_OK(volt_add_on_exception_checkpoint(t, good, NULL));
+    lin m6 = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m6, true, NULL));
+    hidden_entries(good, hid, sizeof hid);
+    char path[1500];
+    snprintf(path, sizeof path, "%s/" LAST, good);
+    CHECK(!hid[0] && exists(path), "fine dirpath: hidden files left '%s', last.safetensors %s", hid, exists(path) ? "there" : "missing");
+    /* named only from on_fit_start */
+    CHECK(volt_trainer_check_writable(t, "X", "dirpath", good, 0) == VOLT_ERR_STATE &&
+          strstr(volt_trainer_errmsg(t), "only from on_fit_start"), "check_writable outside on_fit_start: %s", volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+
+    /* permission bits (not for root, whom they do not stop) */
+    if (geteuid() != 0) {
+        char ro[1300];
+        snprintf(ro, sizeof ro, "%s/readonly", root);
+        mkdir(ro, 0555);
+        chmod(ro, 0555);
+        t = wd_trainer(root, true, 0);
+        add_ckpt(t, ro, 1, true, false);
+        lin m7 = { .table = k_scores, .ntable = 5 };
+        volt_status st = fit(t, &m7, true, NULL);
+        wd_expect_refused("read-only dirpath", t, &m7, st, "ModelCheckpoint", ro);
+        CHECK(strstr(volt_trainer_errmsg(t), "Permission denied"), "read-only dirpath: '%s' names no 'Permission denied'",
+              volt_trainer_errmsg(t));
+        volt_trainer_destroy(t);
+        chmod(ro, 0755);
+    }
+}
+
 /* The collectives at world size 1: the input, both ways; a NULL out is refused, named. */
 static void test_collectives_single(void) {
     volt_trainer *t = mk_trainer(fresh_dir("collectives"), &(run_opts){ .max_epochs = 1 });
@@ -1670,6 +1795,7 @@ int main(void) {
     test_bare_names();
     test_version_counter();
     test_collectives_single();
+    test_unwritable_dirs();
     test_time_interval_config();
     test_time_interval();
     test_time_interval_clock();

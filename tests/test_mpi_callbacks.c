@@ -30,6 +30,13 @@
  *       totals, and the global keys are the device's times N (Lightning's rule: the ranks are
  *       taken to be alike); the per-rank totals summed are N times a rank's (equal shards).
  *
+ *   mpirun -np N test_mpi_callbacks unwritable S   a ModelCheckpoint dirpath, then the logger's
+ *       folder, under a regular file: every rank fails at fit start with rank 0's message, no
+ *       epoch begun, in well under the comm's timeout; a dirpath rank 1 does not see (it moves it
+ *       away before its probe: ranks without a shared file system): a sharded strategy fails every
+ *       rank with rank 1's message, ddp (rank 0 writes) trains; then a fit into a fine folder on
+ *       every rank leaves no test file there.
+ *
  * A test_mpi_ program: registered only with its launches (tests/mpi_callbacks.cmake). */
 #include <dirent.h>
 #include <fcntl.h>
@@ -42,6 +49,7 @@
 #include "volt/trainer.h"
 #include "callbacks/model_checkpoint.h"
 #include "callbacks/throughput_monitor.h"
+#include "trainer/trainer_internal.h"   /* volt__write_check_set_hook */
 #include "volt/safetensors.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
@@ -793,6 +801,140 @@ static void test_throughput(const char *name) {
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
+/* ---- folders checked at fit start ------------------------------------------------------------------
+ * A checkpoint or log folder the writing rank cannot write fails every rank before the first batch,
+ * with the same message, well within the comm's timeout (20 s here); the folder is unwritable for
+ * root too (its parent is a regular file). */
+static volt_status count_epoch(void *self, volt_trainer *t) {
+    (void)t;
+    ++*(int *)self;
+    return VOLT_OK;
+}
+static const volt_callback_ops count_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "EpochCounter",
+                                             .on_train_epoch_start = count_epoch };
+
+/* One fit: a ModelCheckpoint at dirpath (NULL: none), the logger when `logger`; *epochs counts the
+ * train epochs begun, *el the seconds fit took. */
+static volt_status wd_fit(const char *name, const char *root, const char *dirpath, bool logger, int *epochs, double *el,
+                          char *msg, size_t cap) {
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = 1;
+    c.strategy = name;
+    c.enable_logger = logger;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    if (st >= 0) st = volt_trainer_add_callback(t, &count_ops, epochs);
+    if (st >= 0 && dirpath) {
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dirpath;
+        cc.save_last = true;
+        st = volt_add_model_checkpoint(t, &cc);
+    }
+    lin m = { 0 };
+    double t0 = vtest_now();
+    if (st >= 0) st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    *el = vtest_now() - t0;
+    snprintf(msg, cap, "%s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
+    if (st < 0) printf("rank %d: fit after %.2f s: %s: %s\n", g_rank, *el, volt_status_str(st), msg);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+    return st;
+}
+
+/* Every rank failed alike, fast, before any epoch: the message starts with `head` and names the
+ * rank that found it. */
+static void wd_expect_refused(const char *label, volt_status st, double el, int epochs, const char *msg, const char *head,
+                              int found) {
+    char tail[96];
+    snprintf(tail, sizeof tail, "(rank %d of %d found it; no rank trained)", found, g_world);
+    CHECK(st == VOLT_ERR_IO && strstr(msg, head) == msg && strstr(msg, tail),
+          "%s, rank %d: %s: '%s', want VOLT_ERR_IO '%s...%s'", label, g_rank, volt_status_str(st), msg, head, tail);
+    CHECK(epochs == 0, "%s, rank %d: %d epochs began, want none", label, g_rank, epochs);
+    CHECK(el < 5, "%s, rank %d: failed after %.2f s (the comm's timeout is 20 s): a rank waited", label, g_rank, el);
+    CHECK(same_everywhere(msg), "%s: the ranks' messages differ (rank %d: '%s')", label, g_rank, msg);
+}
+
+/* Rank 1 moves the folder away before its probe (as if it saw another file system). */
+typedef struct wd_away { const char *dir, *away; bool taken; } wd_away;
+static void wd_take_away(const char *dir, int rank, void *ctx) {
+    wd_away *a = ctx;
+    if (rank != 1 || strcmp(dir, a->dir) != 0) return;
+    a->taken = rename(a->dir, a->away) == 0;
+}
+
+static void test_unwritable(const char *name) {
+    char root[600], file[700], bad[800], badroot[800], head[1200], msg[1024], mine[800], shared[800];
+    snprintf(root, sizeof root, "%s/unwritable_%s_np%d", vtest_tmpdir(), name, g_world);
+    snprintf(file, sizeof file, "%s/file", root);
+    snprintf(bad, sizeof bad, "%s/ckpts", file);
+    snprintf(badroot, sizeof badroot, "%s/root", file);
+    if (g_rank == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+        CHECK(system(cmd) == 0 && mkdir(root, 0755) == 0, "making %s", root);
+        FILE *f = fopen(file, "w");
+        if (f) { fputs("a file where a folder is expected", f); fclose(f); }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const bool sharded = strcmp(name, "ddp") != 0;
+    int epochs = 0;
+    double el = 0;
+
+    /* the checkpoint folder: rank 0 (which creates it) finds it; every rank stops with its words */
+    volt_status st = wd_fit(name, root, bad, false, &epochs, &el, msg, sizeof msg);
+    snprintf(head, sizeof head, "ModelCheckpoint: cannot write to dirpath '%s': Not a directory (checked at fit start)", bad);
+    wd_expect_refused("dirpath under a file", st, el, epochs, msg, head, 0);
+
+    /* the logger's folder (rank 0 writes the logs): its on_fit_start failed on rank 0 alone; the
+     * other ranks no longer go on to wait in their first collective */
+    epochs = 0;
+    st = wd_fit(name, badroot, NULL, true, &epochs, &el, msg, sizeof msg);
+    wd_expect_refused("log folder under a file", st, el, epochs, msg, "CSVLogger.on_fit_start: CSVLogger: cannot create directory", 0);
+
+    /* a folder rank 1 does not see (ranks that do not share the file system): rank 1 takes it
+     * away just before its probe. Sharded checkpoints: every rank writes its shard there, so rank 1
+     * probes it and every rank stops with rank 1's words; ddp: rank 0 writes every checkpoint,
+     * rank 1 probes nothing and the fit trains. */
+    snprintf(shared, sizeof shared, "%s/ckpt", root);
+    snprintf(mine, sizeof mine, "%s/ckpt_rank1_away", root);
+    wd_away a = { .dir = shared, .away = mine };
+    volt__write_check_set_hook(wd_take_away, &a);
+    epochs = 0;
+    st = wd_fit(name, root, shared, false, &epochs, &el, msg, sizeof msg);
+    volt__write_check_set_hook(NULL, NULL);
+    if (g_rank == 1 && a.taken) CHECK(rename(mine, shared) == 0, "putting %s back", shared);
+    if (sharded) {
+        snprintf(head, sizeof head, "ModelCheckpoint: cannot write to dirpath '%s': No such file or directory (checked at fit "
+                 "start: rank 1 writes its shard files there; do the ranks share this file system?)", shared);
+        wd_expect_refused("a folder rank 1 does not see", st, el, epochs, msg, head, 1);
+        CHECK(g_rank != 1 || a.taken, "sharded, rank 1 never probed the checkpoint folder");
+    } else {
+        CHECK(st == VOLT_OK && epochs == 1 && !a.taken, "ddp, rank %d: rank 1 does not write checkpoints, yet fit: %s (%d epochs, "
+              "rank 1 probed: %d)", g_rank, msg, epochs, a.taken);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* then every rank fits together with a fine folder: none was left in a collective, and no
+     * test file is left behind */
+    epochs = 0;
+    st = wd_fit(name, root, shared, false, &epochs, &el, msg, sizeof msg);
+    CHECK(st == VOLT_OK && epochs == 1, "rank %d: fit into a fine folder after the failures: %s", g_rank, msg);
+    MPI_Barrier(MPI_COMM_WORLD);
+    DIR *d = opendir(shared);
+    int hidden = 0, last = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        hidden += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+        last += !strcmp(e->d_name, "last.safetensors");
+    }
+    if (d) closedir(d);
+    CHECK(d && hidden == 0 && last == 1, "rank %d: %s holds %d hidden files and %d last.safetensors, want 0 and 1", g_rank, shared,
+          hidden, last);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -803,7 +945,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven|unwritable STRATEGY\n");
         return 2;
     }
     int provided;
@@ -821,6 +963,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "interrupt_eval")) test_interrupt_eval(argv[2]);
     else if (!strcmp(argv[1], "throughput")) test_throughput(argv[2]);
     else if (!strcmp(argv[1], "uneven")) test_uneven(argv[2]);
+    else if (!strcmp(argv[1], "unwritable")) test_unwritable(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

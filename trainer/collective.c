@@ -3,6 +3,7 @@
  * runs differently on each rank. Both are one all-reduce of a double over the strategy
  * (volt__strategy_all_reduce_mean), so they fail as every other metric sync does: a dead or
  * late rank is VOLT_ERR_TIMEOUT after the comm's timeout, with the trainer's message set. */
+#include <stdio.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
 
@@ -57,4 +58,34 @@ volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *
         for (int r = 0; r < k && more; r++) more = visit(ctx, base + r, c[r] * W);
     }
     return VOLT_OK;
+}
+
+/* One verdict (trainer_internal.h): one all-reduce of a flag per rank (volt__rank_values), then the
+ * lowest failing rank broadcasts its status and message, so every rank fails with the same words,
+ * as a sharded load's verdict (checkpoint_source.c). */
+static bool first_failed(void *ctx, int r, double v) {
+    int *root = ctx;
+    if (v > 0.5 && *root < 0) *root = r;
+    return *root < 0;
+}
+
+volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what, const char *outcome) {
+    if (t->world <= 1 || !t->strategy) return st;
+    int root = -1;
+    volt_status cs = volt__rank_values(t, st < 0 ? 1.0 : 0.0, first_failed, &root);
+    if (cs >= 0 && root < 0) return VOLT_OK;
+    struct { int32_t st; char msg[sizeof t->errmsg]; } v;
+    memset(&v, 0, sizeof v);
+    v.st = st;
+    if (cs >= 0) {
+        if (t->rank == root) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
+        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root);
+    }
+    if (cs < 0) {
+        if (st < 0) return st;   /* this rank's own error stays the one reported */
+        return volt__terr(t, cs, "%s: the ranks could not agree (strategy '%s'): %s", what, volt__strategy_name(t->strategy),
+                          volt__strategy_errmsg(t->strategy));
+    }
+    v.msg[sizeof v.msg - 1] = 0;
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d found it; %s)", v.msg, root, t->world, outcome);
 }

@@ -336,8 +336,13 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     volt_status st = VOLT_OK;
     bool restore_shuffle = false;
 #define RUN(x) do { st = (x); if (st < 0) goto out; } while (0)
-    RUN(CB_EACH(t, on_fit_start));
-    if (ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_start"); goto out; }
+    /* the folders the callbacks will write are named in on_fit_start and checked once it ran
+     * (write_check.c): a folder that cannot be written, or any rank's failed on_fit_start, fails
+     * every rank here, before the sanity check and the first batch */
+    volt__write_check_begin(t);
+    st = CB_EACH(t, on_fit_start);
+    if (st >= 0 && ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) hook_err(t, st, ops->name, "on_fit_start");
+    RUN(volt__write_check_run(t, st));
     /* the sanity check: num_sanity_val_steps of the batches validation runs (-1: all of them;
      * none when limit_val_batches is 0), as Lightning. With several ranks it runs when any rank
      * has a batch for it, on every rank (one with none too: its loop's agreement is collective) */

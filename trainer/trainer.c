@@ -209,6 +209,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt__transfer_free(t);
     volt__metrics_free(t);
     volt__prof_destroy(t);
+    volt__write_check_free(t);
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t->accelerator);

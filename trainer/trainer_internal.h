@@ -133,6 +133,11 @@ struct volt_trainer {
     struct volt_prof *prof;    /* profiler = "simple" (trainer/profiler.c), else NULL */
     int interrupted;           /* the signal that stopped the last run (signals.c), 0 = none */
     bool interrupted_local;    /* it was received by this process (else another rank's) */
+    /* the folders this fit will write, named by callbacks in on_fit_start
+     * (volt_trainer_check_writable) and checked once every on_fit_start has run (write_check.c) */
+    struct volt_dir_check *dir_checks;
+    int n_dir_checks, cap_dir_checks;
+    bool dir_checks_open;      /* on_fit_start hooks are running: folders may be named */
 };
 
 /* SIGINT / SIGTERM (signals.c): armed for the length of fit / validate / test / predict
@@ -159,6 +164,21 @@ volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const
 /* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
  * call's interruption cleared, the call's stage set. */
 void volt__loop_call_begin(volt_trainer *t, volt_stage stage);
+/* collective.c: one verdict for every rank (as a sharded load's, checkpoint_source.c). st: this
+ * rank's result so far (its message on t). When any rank's is an error, every rank returns the
+ * lowest failing rank's status and message with " (rank r of N found it; <outcome>)"; VOLT_OK when
+ * none failed. A comm failure: this rank's own error, else one naming `what`. One process: st. */
+volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what, const char *outcome);
+/* write_check.c: fit's on_fit_start hooks run between begin and run. run is collective (every
+ * rank calls it, whether its hooks failed (st < 0) or not): the named folders are checked (rank 0
+ * creates and probes each; under a sharding strategy every rank probes the checkpoint folders
+ * too) and the ranks agree; the list is emptied. free: at destroy. */
+void volt__write_check_begin(volt_trainer *t);
+volt_status volt__write_check_run(volt_trainer *t, volt_status st);
+void volt__write_check_free(volt_trainer *t);
+/* Tests: fn(dir, rank, ctx) runs before each probe of a folder (rank 0's after creating it), e.g.
+ * to take the folder away from one rank. NULL clears it. Process-wide; not thread-safe. */
+void volt__write_check_set_hook(void (*fn)(const char *dir, int rank, void *ctx), void *ctx);
 
 /* weight averaging (trainer/weight_average.c) */
 volt_status volt__avg_setup(volt_trainer *t);

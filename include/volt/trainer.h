@@ -742,6 +742,18 @@ VOLT_API volt_status volt_trainer_reduce_boolean_decision(volt_trainer *t, bool 
 /* Rank 0's value on every rank (Lightning's strategy.broadcast of a bool): e.g. a decision
  * taken from a clock, which differs from rank to rank. */
 VOLT_API volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out);
+/* A folder this fit will write (docs/CALLBACKS.md, "Folders checked at fit start"); from
+ * on_fit_start only, on every rank alike. Once every on_fit_start has run, before the sanity
+ * check and the first batch, rank 0 creates the folder (with its parents, as a save would) and
+ * creates and removes a uniquely named hidden file in it; with VOLT_WRITES_CHECKPOINTS under a
+ * sharding strategy (every rank writes its shard files there) each other rank then does the same
+ * without creating it. A failure fails the fit on every rank, nothing trained, with "<who>: cannot
+ * write to <what> '<dir>': <reason> (checked at fit start)". who: the callback ("ModelCheckpoint"),
+ * what: the setting naming the folder ("dirpath"); the strings are copied. VOLT_ERR_STATE outside
+ * fit's on_fit_start (validate / test / predict check nothing). */
+enum { VOLT_WRITES_CHECKPOINTS = 1u };
+VOLT_API volt_status volt_trainer_check_writable(volt_trainer *t, const char *who, const char *what, const char *dir,
+                                                 unsigned flags);
 
 /* ---- precision (cfg.precision; the plugins are described in volt/precision.h) ---------------- */
 /* The grad scaler of a 16-mixed run (1 and 0 otherwise): current loss scale, good steps
