@@ -164,31 +164,10 @@ static void keep_state_ranges(volt_trainer *t, ck_src *c) {
  * broadcasts its status and message and every rank fails with the same words. A rank that died
  * or stalls makes the all-reduce time out on the others (VOLT_COMM_TIMEOUT): an error naming the
  * checkpoint, never a hang. st: this rank's result so far (its message on t). */
-enum { VERDICT_MSG = 1024 };
-typedef struct { int32_t st; char msg[VERDICT_MSG]; } verdict_msg;
-static bool first_bad(void *ctx, int r, double v) {
-    int *root = ctx;
-    if (v > 0.5) *root = r;
-    return *root < 0;
-}
-
 volt_status src_agree(volt_trainer *t, const char *path, volt_status st, const char *outcome) {
-    if (t->world <= 1 || !t->strategy) return st;
-    int root = -1;   /* the lowest failing rank (every rank's flag, no allocation: volt__rank_values) */
-    volt_status cs = volt__rank_values(t, st < 0 ? 1.0 : 0.0, first_bad, &root);
-    if (cs >= 0 && root < 0) return VOLT_OK;
-    verdict_msg v = { .st = st };
-    if (cs >= 0) {
-        if (t->rank == root) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
-        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root);
-    }
-    if (cs < 0) {
-        if (st < 0) return st;   /* this rank's own error stays the one reported */
-        return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree whether every rank read it intact (strategy "
-                          "'%s'): %s", path, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
-    }
-    v.msg[VERDICT_MSG - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_CORRUPT, "%s (rank %d of %d found it; %s)", v.msg, root, t->world, outcome);
+    char what[700];
+    snprintf(what, sizeof what, "checkpoint '%.600s': whether every rank read it intact", path);
+    return volt__agree_status(t, st, what, outcome);
 }
 
 /* Parse and check the layout, open and verify every shard. */

@@ -83,8 +83,8 @@ volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what
     }
     if (cs < 0) {
         if (st < 0) return st;   /* this rank's own error stays the one reported */
-        return volt__terr(t, cs, "%s: the ranks could not agree (strategy '%s'): %s", what, volt__strategy_name(t->strategy),
-                          volt__strategy_errmsg(t->strategy));
+        return volt__terr(t, cs, "%s: the ranks could not agree (strategy '%s'): %s", what,
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
     v.msg[sizeof v.msg - 1] = 0;
     return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d found it; %s)", v.msg, root, t->world, outcome);
