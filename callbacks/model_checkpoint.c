@@ -210,16 +210,37 @@ static void mc_remove(mc *m, const char *p) {
     if (volt__mc_may_remove(m, p)) volt__mc_remove_file(p);
 }
 
+/* Several ranks: every rank reaches each save point, but rank 0 alone creates the folders and
+ * writes unsharded checkpoints (a sharded save agrees by itself, once it started on every rank).
+ * One boolean all-reduce per step that can fail on rank 0 alone
+ * (Lightning's reduce_boolean_decision) tells the others whether rank 0's write, or its
+ * background write found at this join, went through, so a save that fails (a full disk) ends
+ * every rank at once instead of leaving the others in their next collective until the comm's
+ * timeout. st: this rank's result. */
+static volt_status mc_agree(mc *m, volt_status st, const char *what) {
+    volt_trainer *t = m->t;
+    if (volt_trainer_world_size(t) <= 1) return st;
+    bool all_ok = st >= 0;
+    volt_status cs = volt_trainer_reduce_boolean_decision(t, st >= 0, true, &all_ok);
+    if (st < 0) return st;   /* this rank's own error stays the one reported */
+    if (cs < 0) return cs;
+    if (!all_ok)
+        return volt_trainer_fail(t, VOLT_ERR_IO, "ModelCheckpoint: %s at step %lld failed on another rank (its log has the "
+                                 "reason)", what, (long long)volt_trainer_global_step(t));
+    return VOLT_OK;
+}
+
+/* The file's folder, made by rank 0 (every rank calls this, and learns whether it could: a
+ * sharded save that follows is collective, and would wait for rank 0 until the timeout). */
 volt_status volt__mc_prepare_dir(mc *m, const char *path) {
-    if (!volt_trainer_is_global_zero(m->t)) return VOLT_OK;
+    volt_status st = VOLT_OK;
     char dir[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!slash) return VOLT_OK;
-    *slash = 0;
-    if (!*dir) return VOLT_OK;
-    volt_status st = volt__mkdirs(dir, err, sizeof err);
-    return st == VOLT_OK ? st : volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
+    if (slash) *slash = 0;
+    if (volt_trainer_is_global_zero(m->t) && slash && *dir && (st = volt__mkdirs(dir, err, sizeof err)) != VOLT_OK)
+        st = volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
+    return mc_agree(m, st, "creating the checkpoint folder");
 }
 
 static volt_status mc_save(mc *m, const char *path) {
@@ -249,11 +270,16 @@ static bool mc_skip(const mc *m) {
            m->last_step_saved == volt_trainer_global_step(m->t);
 }
 
+static volt_status mc_save_point_(mc *m, bool topk_allowed);
 static volt_status mc_save_point(mc *m, bool topk_allowed) {
+    if (mc_skip(m)) return VOLT_OK;
+    VOLT_TRY(mc_agree(m, volt__mc_join(m), "the background save before the save point"));
+    return mc_agree(m, mc_save_point_(m, topk_allowed), "the save");
+}
+
+static volt_status mc_save_point_(mc *m, bool topk_allowed) {
     volt_trainer *t = m->t;
     int64_t gs = volt_trainer_global_step(t);
-    if (mc_skip(m)) return VOLT_OK;
-    VOLT_TRY(volt__mc_join(m));
     VOLT_TRY(mc_resolve_dir(m));
     const char *tmpl = m->filename ? m->filename : "{epoch}-{step}";
     struct mc_undo *u = &m->undo;   /* the previous save point's is settled (mc_join) */
@@ -378,7 +404,7 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     mc *m = self;
     m->in_fit = false;
-    volt_status st = volt__mc_join(m);
+    volt_status st = mc_agree(m, volt__mc_join(m), "the last background save");   /* every rank learns it */
     volt_ckpt_snapshot_destroy(m->snap);   /* its host memory (the whole state) is not kept past fit */
     m->snap = NULL;
     return st;

@@ -935,6 +935,78 @@ static void test_unwritable(const char *name) {
     CHECK(d && hidden == 0 && last == 1, "rank %d: %s holds %d hidden files and %d last.safetensors, want 0 and 1", g_rank, shared,
           hidden, last);
 }
+/* ---- a save that fails mid-fit, on rank 0 alone ---------------------------------------------------- */
+/* Rank 0 replaces the checkpoint folder by a regular file after step 3: its next write fails (a
+ * full disk would do the same). Unsharded (ddp), rank 0 alone writes: every rank must still stop
+ * at that save point, at once, not wait in its next collective until the comm's timeout (20 s). */
+typedef struct sf_ctx { const char *dir; int64_t at; bool done; } sf_ctx;
+static volt_status sf_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    sf_ctx *c = self;
+    if (g_rank != 0 || c->done || volt_trainer_global_step(t) != c->at) return VOLT_OK;
+    c->done = true;
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+    CHECK(system(cmd) == 0, "removing %s", c->dir);
+    FILE *f = fopen(c->dir, "w");
+    CHECK(f != NULL, "a file at %s", c->dir);
+    if (f) fclose(f);
+    return VOLT_OK;
+}
+static const volt_callback_ops sf_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saboteur",
+                                          .on_train_batch_end = sf_batch_end };
+
+static void test_save_fails(const char *name) {
+    for (int async = 0; async < 2; async++) {
+        char root[700], dir[800];
+        snprintf(root, sizeof root, "%s/save_fails_%s_np%d_%d", vtest_tmpdir(), name, g_world, async);
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        if (g_rank == 0) vtest_fresh_dir(root);
+        MPI_Barrier(MPI_COMM_WORLD);
+        volt_dataset *ds = make_data();
+        volt_loader *l = vtest_loader(ds, BS, false);
+        volt_trainer_config c;
+        vtest_quiet_config(&c, root);
+        c.max_epochs = EPOCHS;
+        c.strategy = name;
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        sf_ctx sc = { .dir = dir, .at = 3 };
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dir;
+        cc.save_top_k = -1;
+        cc.every_n_train_steps = 2;
+        cc.async_save = async;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        CHECK_OK(volt_trainer_add_callback(t, &sf_ops, &sc));
+        lin m = { 0 };
+        double t0 = vtest_now();
+        volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+        double el = vtest_now() - t0;
+        const char *e = volt_trainer_errmsg(t);
+        printf("rank %d (%s): fit after %.2f s at step %lld: %s: %s\n", g_rank, async ? "async" : "sync", el,
+               (long long)volt_trainer_global_step(t), volt_status_str(st), e);
+        /* sync: the save at step 4 fails; async: step 2's background write if it was still going at
+         * step 3 (found at step 4's save point), else step 4's (found at step 6's) */
+        const int64_t gs = volt_trainer_global_step(t);
+        CHECK(st < 0 && (gs == 4 || (async && gs == 6)), "%s rank %d: %s at step %lld, want a failure at step 4%s",
+              async ? "async" : "sync", g_rank, volt_status_str(st), (long long)gs, async ? " or 6" : "");
+        int64_t lo = gs, hi = gs;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(lo == hi, "the ranks stopped at steps %lld to %lld", (long long)lo, (long long)hi);
+        if (g_rank > 0)
+            CHECK(st == VOLT_ERR_IO && (strstr(e, "failed on another rank (its log has the reason)") ||
+                                        strstr(e, "another rank could not") || strstr(e, "rank 0 could not")),
+                  "%s rank %d names the other rank's failure: %s", async ? "async" : "sync", g_rank, e);
+        CHECK(el < 5, "%s rank %d: failed after %.2f s (the comm's timeout is 20 s): a rank waited", async ? "async" : "sync",
+              g_rank, el);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_dataset_destroy(ds);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -964,6 +1036,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "throughput")) test_throughput(argv[2]);
     else if (!strcmp(argv[1], "uneven")) test_uneven(argv[2]);
     else if (!strcmp(argv[1], "unwritable")) test_unwritable(argv[2]);
+    else if (!strcmp(argv[1], "save_fails")) test_save_fails(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();
