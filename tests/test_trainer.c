@@ -1291,6 +1291,107 @@ static void test_datamodule(volt_dataset *ds) {
     volt_loader_destroy(d.vl);
 }
 
+/* ---- a dataset that fails mid-loop: every loop returns the loader's error, the trainer is reusable -- */
+typedef struct { int64_t fail_at; } flaky;
+static int64_t flaky_len(void *self) { (void)self; return NS; }
+static volt_status flaky_get(void *self, int64_t i, void *const *dst) {
+    const flaky *f = self;
+    if (i == f->fail_at) return VOLT_ERR_IO;   /* a file gone, a read error */
+    memcpy(dst[0], X + i * IN, sizeof(float) * IN);
+    memcpy(dst[1], Y + i, sizeof(int64_t));
+    return VOLT_OK;
+}
+static const volt_dataset_ops flaky_ops = { .version = VOLT_DATASET_OPS_VERSION, .name = "flaky", .len = flaky_len,
+                                            .get = flaky_get };
+
+static volt_status pred_count(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    *(int64_t *)ctx += b->size;
+    return VOLT_OK;
+}
+
+static void test_loader_errors(volt_dataset *good) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/flaky", vtest_tmpdir());
+    for (int workers = 0; workers <= 2; workers += 2) {
+        flaky *fl = malloc(sizeof *fl);
+        fl->fail_at = 77;   /* batch 4 of 16-sample batches, unshuffled */
+        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+        volt_dataset *ds = NULL;
+        CHECK_OK(volt_dataset_create(&flaky_ops, fl, 2, f, &ds));
+        volt_loader *bad = make_loader(ds, 16, false, workers), *fine = make_loader(good, 16, false, workers);
+        net m = { .in = IN, .hidden = 8, .out = NC };
+        volt_module_ops ops = net_ops;
+        ops.predict_step = net_predict;
+        volt_trainer *t = make_trainer(2, root);
+        const char *want = "data loader: dataset 'flaky': get(sample 77) failed";
+        volt_status st = volt_trainer_fit(t, &ops, &m, bad, NULL, NULL);
+        CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), want) && m.steps_run == 4,
+              "fit, %d workers: %s (%s) after %lld training steps", workers, volt_trainer_errmsg(t), volt_status_str(st),
+              (long long)m.steps_run);
+        /* each evaluation loop: the same error, named */
+        st = volt_trainer_validate(t, &ops, &m, bad, NULL);
+        CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), want), "validate, %d workers: %s", workers,
+              volt_trainer_errmsg(t));
+        st = volt_trainer_test(t, &ops, &m, bad, NULL);
+        CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), want), "test, %d workers: %s", workers,
+              volt_trainer_errmsg(t));
+        int64_t n = 0;
+        st = volt_trainer_predict(t, &ops, &m, bad, NULL, pred_count, &n);
+        CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), want) && n == 64, "predict, %d workers: %s (%lld rows out)",
+              workers, volt_trainer_errmsg(t), (long long)n);
+        /* fit's validation loader failing */
+        st = volt_trainer_fit(t, &ops, &m, fine, bad, NULL);
+        CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), want), "fit's validation, %d workers: %s", workers,
+              volt_trainer_errmsg(t));
+        /* the trainer and the loaders are not wedged: a fine run afterwards */
+        fl->fail_at = -1;
+        m.steps_run = 0;
+        st = volt_trainer_fit(t, &ops, &m, fine, bad, NULL);
+        CHECK(st == VOLT_OK, "a fit after the failures, %d workers: %s", workers, volt_trainer_errmsg(t));
+        n = 0;
+        CHECK_OK(volt_trainer_predict(t, &ops, &m, bad, NULL, pred_count, &n));
+        CHECK(n == NS, "predict after the failures: %lld of %d rows", (long long)n, NS);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(bad);
+        volt_loader_destroy(fine);
+        volt_dataset_destroy(ds);
+    }
+}
+
+/* ---- volt_log_ratio: Σnum/Σden over the epoch, num/den per step ------------------------------- */
+static volt_status ratio_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    net *m = self;
+    VOLT_TRY(volt_log_ratio(s, "ratio", i, 2 * i + 3, VOLT_LOG_STEP | VOLT_LOG_EPOCH));
+    if (m->log) {   /* misuse, recorded in m->log: num > den, an empty name */
+        volt_status a = volt_log_ratio(s, "bad", 5, 4, 0), b2 = volt_log_ratio(s, "", 1, 2, 0);
+        snprintf(m->log, m->cap, "%d %d", a == VOLT_ERR_INVALID_ARG, b2 == VOLT_ERR_INVALID_ARG);
+    }
+    return net_val(self, s, b, i);
+}
+
+static void test_log_ratio(volt_dataset *ds) {
+    char root[512], log[64] = "";
+    snprintf(root, sizeof root, "%s/ratio", vtest_tmpdir());
+    volt_loader *vl = make_loader(ds, 32, false, 0);   /* 7 batches: 6 of 32, one of 11 */
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    volt_module_ops ops = net_ops;
+    ops.validation_step = ratio_val;
+    volt_trainer *t = make_trainer(1, root);
+    CHECK_OK(volt_trainer_validate(t, &ops, &m, vl, NULL));
+    double v = -1, st = -1;
+    /* batches 0..6: Σnum = 21, Σden = 63: 1/3 (the mean of the ratios would be 0.2683...) */
+    CHECK(volt_trainer_metric(t, "ratio_epoch", &v) && v == 21.0 / 63.0, "ratio_epoch %.17g, want 1/3", v);
+    CHECK(volt_trainer_metric(t, "ratio_step", &st) && st == 6.0 / 15.0, "ratio_step %.17g, want the last batch's 6/15", st);
+    m.log = log;
+    m.cap = sizeof log;
+    volt_status s2 = volt_trainer_validate(t, &ops, &m, vl, NULL);
+    CHECK(s2 == VOLT_ERR_INVALID_ARG && !strncmp(log, "1 1", 3) &&
+          strstr(volt_trainer_errmsg(t), "volt_log_ratio('bad'): want 0 <= num <= den, got 5/4"),
+          "volt_log_ratio refuses num > den and an empty name (%s), and the step fails: %s", log, volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    volt_loader_destroy(vl);
+}
+
 /* ---- accelerator / devices, transfer_batch_to_device ------------------------------------------ */
 /* A module whose training_step records the batch it got and (probe mode) reads it on the host. */
 static const volt_batch *seen_step_batch, *seen_hook_batch;
@@ -1419,6 +1520,8 @@ int main(void) {
     test_corrupt(ds);
     test_changed_during_load(ds);
     test_datamodule(ds);
+    test_loader_errors(ds);
+    test_log_ratio(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();
 }
