@@ -6,6 +6,7 @@
  *   the same bytes as a save at the same moment;
  * - on_load_checkpoint runs before any value is applied: a hook that rejects the file leaves
  *   the model as it was, with an error naming the module and the hook's own reason;
+ * - a callback that rejects its saved state stops a resume before anything is applied;
  * - misuse is an error, never a crash or a silent cut: a getter while saving, a setter while
  *   loading, a name too long, another dtype or shape; an absent extra is VOLT_ERR_NOT_FOUND,
  *   quietly (an optional one); on_save_checkpoint failing leaves no file and keeps the old. */
@@ -101,6 +102,25 @@ static bool same_extras(const xnet *a, const xnet *b) {
            !memcmp(a->half, b->half, sizeof a->half) && !memcmp(a->h1, b->h1, sizeof a->h1) &&
            !memcmp(a->flags, b->flags, sizeof a->flags) && !strcmp(a->note, b->note);
 }
+
+/* A callback with state: it saves {"version": 1}; loading rejects any other version */
+typedef struct { int want; int loads; } vcb;
+static char *vcb_state(void *self) {
+    (void)self;
+    char *s = malloc(32);
+    if (s) snprintf(s, 32, "{\"version\": 1}");
+    return s;
+}
+static volt_status vcb_load(void *self, volt_trainer *t, const char *json) {
+    vcb *c = self;
+    c->loads++;
+    char want[32];
+    snprintf(want, sizeof want, "\"version\":%d", c->want);
+    if (!strstr(json, want)) return volt_trainer_fail(t, VOLT_ERR_VERSION, "Versioned: state %s is not version %d", json, c->want);
+    return VOLT_OK;
+}
+static const volt_callback_ops vcb_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Versioned",
+                                           .state_dict = vcb_state, .load_state_dict = vcb_load };
 
 static char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -226,6 +246,34 @@ int main(void) {
     CHECK(n1b == n1 && b1 && b1b && !memcmp(b1, b1b, n1), "the file a failed save would replace is intact");
     free(b1);
     free(b1b);
+
+    /* 8. a callback that rejects its saved state: resuming fails naming it, nothing is applied */
+    char p5[700];
+    snprintf(p5, sizeof p5, "%s/with_cb.safetensors", root);
+    vcb c1 = { .want = 1 };
+    xnet d = { .n = { .in = IN, .hidden = 8, .out = NC } };
+    fill(&d);
+    volt_trainer *td = make_trainer(1, root);
+    CHECK_OK(volt_trainer_add_callback(td, &vcb_ops, &c1));
+    CHECK_OK(volt_trainer_fit(td, &ops, &d, tl, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(td, p5));
+    vcb c2 = { .want = 2 };
+    xnet g = { .n = { .in = IN, .hidden = 8, .out = NC } };
+    volt_trainer *tg = make_trainer(2, root);
+    CHECK_OK(volt_trainer_add_callback(tg, &vcb_ops, &c2));
+    st = volt_trainer_fit(tg, &ops, &g, tl, NULL, p5);
+    e = volt_trainer_errmsg(tg);
+    CHECK(st == VOLT_ERR_VERSION && c2.loads == 1 &&
+          strstr(e, "callback 'Versioned' rejected its state: Versioned: state {\"version\":1} is not version 2") &&
+          g.loads == 0 && volt_trainer_global_step(tg) == 0,
+          "a callback rejecting its state: %s (%s; module loads %d, steps %lld)", e, volt_status_str(st), g.loads,
+          (long long)volt_trainer_global_step(tg));
+    c2.want = 1;
+    CHECK_OK(volt_trainer_fit(tg, &ops, &g, tl, NULL, p5));   /* the same file, accepted: resumes into epoch 1 */
+    CHECK(g.loads == 1 && same_extras(&d, &g) && volt_trainer_global_step(tg) == 2 * volt_trainer_global_step(td),
+          "resumed with the callback's state (steps %lld)", (long long)volt_trainer_global_step(tg));
+    volt_trainer_destroy(td);
+    volt_trainer_destroy(tg);
 
     free(wa);
     free(wb);
