@@ -1302,7 +1302,7 @@ static volt_status flaky_get(void *self, int64_t i, void *const *dst) {
     return VOLT_OK;
 }
 static const volt_dataset_ops flaky_ops = { .version = VOLT_DATASET_OPS_VERSION, .name = "flaky", .len = flaky_len,
-                                            .get = flaky_get };
+                                            .get = flaky_get, .destroy = free };
 
 static volt_status pred_count(void *ctx, const volt_batch *b, const volt_tensor *pred) {
     *(int64_t *)ctx += b->size;
