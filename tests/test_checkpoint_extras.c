@@ -139,8 +139,65 @@ static bool exists(const char *p) {
     return stat(p, &sb) == 0;
 }
 
-int main(void) {
+/* mpirun -np N test_checkpoint_extras sharded S (tests/checkpoint_extras.cmake): a sharded save
+ * keeps the extras in rank 0's index and every rank's on_load_checkpoint reads them; a hook
+ * that rejects the file on rank 1 alone fails every rank with rank 1's reason, and no rank's
+ * weights change. */
+static int sharded(const char *strategy) {
+    char root[512], p[700];
+    snprintf(root, sizeof root, "%s/extras_%s", vtest_tmpdir(), strategy);
+    mkdir(root, 0755);
+    snprintf(p, sizeof p, "%s/sharded.safetensors", root);
+    volt_dataset *ds = make_data();
+    volt_loader *tl = make_loader(ds, 16, true, 0), *vl = make_loader(ds, 32, false, 0);
+    const volt_module_ops ops = xnet_ops();
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.strategy = strategy;
+    c.seed = 3;
+    volt_trainer *ta = NULL, *tb = NULL;
+    CHECK_OK(volt_trainer_create(&c, &ta));
+    const int rank = ta ? volt_trainer_rank(ta) : 0, world = ta ? volt_trainer_world_size(ta) : 1;
+    if (world < 2) {
+        volt_trainer_destroy(ta);
+        VTEST_SKIP("sharded needs 2 or more ranks (mpirun -np 2)");
+    }
+    xnet a = { .n = { .in = IN, .hidden = 8, .out = NC } }, b = a;
+    fill(&a);
+    CHECK_OK(volt_trainer_fit(ta, &ops, &a, tl, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(ta, p));
+    CHECK(a.saves == (rank == 0), "rank %d: on_save_checkpoint ran %d times (rank 0 writes the index)", rank, a.saves);
+    CHECK_OK(volt_trainer_create(&c, &tb));
+    CHECK_OK(volt_trainer_validate(tb, &ops, &b, vl, p));
+    CHECK(b.loads == 1 && same_extras(&a, &b), "rank %d: the extras from the index (loads %d, note '%s')", rank, b.loads,
+          b.note);
+    int64_t n0, n1;
+    float *w0 = snapshot(tb, &n0);
+    /* rank 1 alone rejects the file: every rank fails with its words, nothing applied anywhere */
+    CHECK_OK(volt_trainer_fit(ta, &ops, &a, tl, NULL, NULL));   /* another epoch: other weights */
+    CHECK_OK(volt_trainer_save_checkpoint(ta, p));
+    b.load_mode = rank == 1 ? 1 : 0;
+    volt_status st = volt_trainer_validate(tb, &ops, &b, vl, p);
+    const char *e = volt_trainer_errmsg(tb);
+    char tail[96];
+    snprintf(tail, sizeof tail, "(rank 1 of %d found it; no rank changed its model)", world);
+    CHECK(st == VOLT_ERR_SHAPE && strstr(e, "module 'xnet': on_load_checkpoint failed") && strstr(e, "asked for i32") &&
+          strstr(e, tail), "rank %d: %s (%s)", rank, e, volt_status_str(st));
+    float *w1 = snapshot(tb, &n1);
+    CHECK(n0 == n1 && !memcmp(w0, w1, sizeof(float) * (size_t)n0), "rank %d: the rejected load changed the weights", rank);
+    free(w0);
+    free(w1);
+    volt_trainer_destroy(ta);
+    volt_trainer_destroy(tb);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+    volt_dataset_destroy(ds);
+    return vtest_finish();
+}
+
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2 && !strcmp(argv[1], "sharded")) return sharded(argv[2]);
     char root[512], p1[700], p2[700], p3[700], p4[700], err[512];
     snprintf(root, sizeof root, "%s/extras", vtest_tmpdir());
     vtest_fresh_dir(root);
