@@ -1020,15 +1020,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven|unwritable STRATEGY\n");
         return 2;
     }
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
-    if (g_world < 2 || g_world > 8) {
-        printf("SKIP: run with 2 to 8 ranks (mpirun -np N), got %d\n", g_world);
-        MPI_Finalize();
-        return 77;
-    }
+    const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
+    if (skip) return skip;
     if (!strcmp(argv[1], "collective")) test_collective(argv[2]);
     else if (!strcmp(argv[1], "time_interval")) test_time_interval(argv[2]);
     else if (!strcmp(argv[1], "interrupt")) test_interrupt(argv[2]);

@@ -288,15 +288,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold fsdp|fsdp_shard_grad_op\n");
         return 2;
     }
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
-    if (g_world < 2 || g_world > 8) {
-        printf("SKIP: run with 2 to 8 ranks (mpirun -np N), got %d\n", g_world);
-        MPI_Finalize();
-        return 77;
-    }
+    const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
+    if (skip) return skip;
     check_hold(argv[2]);
     return vtest_mpi_finish();
 #endif
