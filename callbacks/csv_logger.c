@@ -468,7 +468,15 @@ static void csvl_destroy(void *self) {
     free(l);
 }
 
+/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
+ * predict) is not fit's (Lightning's trainer.state.fn). */
+static void csvl_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((csvl *)self)->in_fit = false;
+}
+
 static const volt_callback_ops csvl_ops = {
+    .on_exception = csvl_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "CSVLogger",
     .on_fit_start = csvl_on_fit_start,
     .on_fit_end = csvl_on_fit_end,

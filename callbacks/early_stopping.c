@@ -199,7 +199,15 @@ static void es_destroy(void *self) {
 }
 
 /* Several EarlyStoppings are told apart by the trainer by the order they were added in. */
+/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
+ * predict) is not fit's (Lightning's trainer.state.fn). */
+static void es_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((es *)self)->in_fit = false;
+}
+
 static const volt_callback_ops es_ops = {
+    .on_exception = es_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "EarlyStopping",
     .on_fit_start = es_on_fit_start,
     .on_fit_end = es_on_fit_end,

@@ -415,7 +415,11 @@ static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
  * so it is not lost. After other errors a rank may be gone: destroy discards it. */
 static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
     mc *m = self;
-    if (st != VOLT_ERR_INTERRUPTED || !m->in_fit) return;
+    if (st != VOLT_ERR_INTERRUPTED || !m->in_fit) {
+        /* a fit that failed never reaches on_fit_end: a standalone validate after it is not fit's */
+        if (volt_trainer_stage(t) == VOLT_STAGE_FIT) m->in_fit = false;
+        return;
+    }
     char why[1024];
     snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
     if (mc_on_fit_end(self, t) < 0 && volt_trainer_is_global_zero(t))

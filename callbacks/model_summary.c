@@ -157,7 +157,15 @@ static void ms_destroy(void *self) {
     free(m);
 }
 
+/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
+ * predict) is not fit's (Lightning's trainer.state.fn). */
+static void ms_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((ms *)self)->in_fit = false;
+}
+
 static const volt_callback_ops ms_ops = {
+    .on_exception = ms_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "ModelSummary",
     .on_fit_start = ms_fit_start,
     .on_fit_end = ms_fit_end,

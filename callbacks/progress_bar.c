@@ -276,7 +276,15 @@ static volt_status pb_on_predict_batch_end(void *self, volt_trainer *t, const vo
 
 static void pb_destroy(void *self) { free(self); }
 
+/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
+ * predict) is not fit's (Lightning's trainer.state.fn). */
+static void pb_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((pb *)self)->in_fit = false;
+}
+
 static const volt_callback_ops pb_ops = {
+    .on_exception = pb_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "ProgressBar",
     .on_fit_start = pb_on_fit_start,
     .on_fit_end = pb_on_fit_end,

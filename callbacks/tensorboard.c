@@ -286,7 +286,15 @@ static void tb_destroy(void *self) {
     free(l);
 }
 
+/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
+ * predict) is not fit's (Lightning's trainer.state.fn). */
+static void tb_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((tbl *)self)->in_fit = false;
+}
+
 static const volt_callback_ops tb_ops = {
+    .on_exception = tb_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "TensorBoardLogger",
     .on_fit_start = tb_on_fit_start,
     .on_fit_end = tb_on_fit_end,

@@ -370,6 +370,7 @@ typedef struct lin {
     char snaps[16][1024];
     int epoch_starts, epoch_ends;
     int64_t first_epoch_started;
+    int64_t steps;                   /* training_step calls (failing_train) */
 } lin;
 
 static volt_status lin_setup(void *self, volt_params *ps) {
@@ -1684,6 +1685,56 @@ static void test_unwritable_dirs(void) {
 }
 
 /* The collectives at world size 1: the input, both ways; a NULL out is refused, named. */
+/* A fit that fails (not an interruption) never reaches on_fit_end: the callbacks that track "in fit"
+ * must still see a later standalone validate as standalone. ModelCheckpoint saves nothing in it and
+ * EarlyStopping's state does not move (before: both took the validate for fit's validation). */
+static int g_fail_at;   /* training_step fails at this global step */
+static volt_status failing_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    lin *m = self;
+    if (++m->steps == g_fail_at) return volt_step_fail(s, VOLT_ERR_NUMERIC, "a loss went NaN (on purpose)");
+    return lin_train(self, s, b, i);
+}
+
+static void test_validate_after_failed_fit(void) {
+    const char *root = fresh_dir("failed_fit");
+    char dir[1200], s1[1300], s2[1300], before[4096] = "", after[4096] = "";
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    snprintf(s1, sizeof s1, "%s/state_before.safetensors", root);
+    snprintf(s2, sizeof s2, "%s/state_after.safetensors", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+    add_ckpt_ex(t, dir, -1, false, false, false);
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = "val_score";
+    ec.mode = VOLT_MAX;
+    ec.patience = 1;
+    CHECK_OK(volt_add_early_stopping(t, &ec));
+    volt_module_ops ops = lin_ops;
+    ops.training_step = failing_train;
+    const double scores[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
+    lin m = { .table = scores, .ntable = 5 };
+    g_fail_at = 6;   /* epoch 1: after epoch 0's validation and save */
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    volt_status st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
+    CHECK(st == VOLT_ERR_NUMERIC, "the fit fails: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    list_ckpts(dir, before, sizeof before);
+    CHECK_OK(volt_trainer_save_checkpoint(t, s1));
+    /* validate: the module logs epoch 1's score (0.7, better than 0.5): a top-k save if it counted as fit */
+    CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
+    list_ckpts(dir, after, sizeof after);
+    CHECK(!strcmp(before, after), "a standalone validate after a failed fit saved checkpoints: [%s] -> [%s]", before, after);
+    CHECK_OK(volt_trainer_save_checkpoint(t, s2));
+    char *e1 = ckpt_cb_state(s1, "EarlyStopping"), *e2 = ckpt_cb_state(s2, "EarlyStopping");
+    CHECK(e1 && e2 && !strcmp(e1, e2), "EarlyStopping's state moved in a standalone validate: %s -> %s", e1 ? e1 : "-",
+          e2 ? e2 : "-");
+    free(e1);
+    free(e2);
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    volt_trainer_destroy(t);
+}
+
 static void test_collectives_single(void) {
     volt_trainer *t = mk_trainer(fresh_dir("collectives"), &(run_opts){ .max_epochs = 1 });
     for (int v = 0; v < 2; v++)
@@ -1795,6 +1846,7 @@ int main(void) {
     test_bare_names();
     test_version_counter();
     test_collectives_single();
+    test_validate_after_failed_fit();
     test_unwritable_dirs();
     test_time_interval_config();
     test_time_interval();
