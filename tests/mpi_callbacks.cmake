@@ -23,7 +23,7 @@ set(_volt_cb_env "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "
   "VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_callbacks")
 foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3" "interrupt;ddp;2"
     "interrupt;fsdp;3" "interrupt_eval;ddp;2" "interrupt_eval;fsdp;3" "throughput;ddp;2" "uneven;ddp;2" "uneven;ddp;3"
-    "uneven;fsdp;3" "uneven;fsdp_shard_grad_op;2" "save_fails;ddp;2" "save_fails;fsdp;2")
+    "uneven;fsdp;3" "uneven;fsdp_shard_grad_op;2" "save_fails;ddp;2" "save_fails;fsdp;2" "discard;fsdp;2")
   list(GET run 0 mode)
   list(GET run 1 s)
   list(GET run 2 np)

@@ -1007,6 +1007,61 @@ static void test_save_fails(const char *name) {
         MPI_Barrier(MPI_COMM_WORLD);
     }
 }
+/* ---- a sharded background save never committed ------------------------------------------------------ */
+/* The fit fails (a batch hook, on every rank) while step 2's background save is written and not
+ * yet committed (the commit is at the next save point): destroying the trainer discards every
+ * rank's shard file and the shard folder, and no index appears: nothing half-made is left. */
+typedef struct dc_ctx { int64_t at; } dc_ctx;
+static volt_status dc_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    dc_ctx *c = self;
+    if (volt_trainer_global_step(t) == c->at) return volt_trainer_fail(t, VOLT_ERR_NUMERIC, "a loss went NaN (on purpose)");
+    return VOLT_OK;
+}
+static const volt_callback_ops dc_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Failer",
+                                          .on_train_batch_start = dc_batch_start };
+
+static void test_discard(const char *name) {
+    char root[700], dir[800];
+    snprintf(root, sizeof root, "%s/discard_%s_np%d", vtest_tmpdir(), name, g_world);
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = EPOCHS;
+    c.strategy = name;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.save_top_k = -1;
+    cc.every_n_train_steps = 2;
+    cc.async_save = true;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    dc_ctx dcx = { .at = 3 };
+    CHECK_OK(volt_trainer_add_callback(t, &dc_ops, &dcx));
+    lin m = { 0 };
+    volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_NUMERIC && volt_trainer_global_step(t) == 3, "rank %d: the fit fails at step 3: %s at %lld (%s)",
+          g_rank, volt_status_str(st), (long long)volt_trainer_global_step(t), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);   /* the uncommitted save is discarded here */
+    MPI_Barrier(MPI_COMM_WORLD);
+    int entries = 0;
+    char seen[1024] = "";
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s ", e->d_name);
+    }
+    if (d) closedir(d);
+    CHECK(entries == 0, "rank %d: the uncommitted save left [%s] in %s", g_rank, seen, dir);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -1030,6 +1085,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "uneven")) test_uneven(argv[2]);
     else if (!strcmp(argv[1], "unwritable")) test_unwritable(argv[2]);
     else if (!strcmp(argv[1], "save_fails")) test_save_fails(argv[2]);
+    else if (!strcmp(argv[1], "discard")) test_discard(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();
