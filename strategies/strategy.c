@@ -62,6 +62,12 @@ volt_status volt__strategy_hold_params(volt_strategy *st, bool hold) {
     return op ? st->ops->hold_params(st, false) : VOLT_OK;
 }
 
+volt_status volt__strategy_release_unit(volt_strategy *st, int unit) {
+    /* a version-7 table ends before the field */
+    if (!st || st->hold_values || st->ops->version < 8u || !st->ops->release_unit) return VOLT_OK;
+    return st->ops->release_unit(st, unit);
+}
+
 volt_status volt__strategy_wait_params(volt_strategy *st) {
     /* a version-4 table ends before the field */
     return st && st->ops->version >= 5u && st->ops->wait_params ? st->ops->wait_params(st) : VOLT_OK;

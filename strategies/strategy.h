@@ -115,8 +115,15 @@ typedef struct volt_strategy_ops {
      * back (evaluation changes no parameter: the gathered values are the owners' slices).
      * NULL: hold = materialize_params, and nothing to give back. */
     volt_status (*hold_params)(volt_strategy *st, bool hold);
+    /* ---- version 8: a checkpoint load leaves each rank its shard ---- */
+    /* Local, not collective: the values of unit `unit` were just written whole on this rank,
+     * its owned slice included (trainer/checkpoint.c's load, unit by unit): give back the part
+     * outside this rank's slice the way the strategy gives a unit back after its use, and mark
+     * the unit stale so its next use gathers it from the owners. Not called while hold_values
+     * is set. NULL: parameters are whole replicas (nothing to give back). */
+    volt_status (*release_unit)(volt_strategy *st, int unit);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 7u
+#define VOLT_STRATEGY_OPS_VERSION 8u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -178,6 +185,13 @@ volt_status volt__strategy_materialize_params(volt_strategy *st);
  * (the hold_params op: fsdp's units, as after an even loop), so the full model does not stay
  * resident until the next optimizer step; dropping a hold not taken does nothing. */
 volt_status volt__strategy_hold_params(volt_strategy *st, bool hold);
+/* Local: unit `unit`'s values were just written whole on this rank (a checkpoint load): a
+ * strategy that shards parameters gives back what this rank does not own and marks the unit
+ * stale (the release_unit op; its next use, materialize_params or a hold gathers it from the
+ * owners' slices), so the load leaves each rank its shard instead of the whole model. Nothing
+ * while hold_values is set (the held units must stay gathered), and nothing for replicated
+ * parameters (NULL op: single, ddp, ZeRO stage 1/2). */
+volt_status volt__strategy_release_unit(volt_strategy *st, int unit);
 /* Local: the parameter gathers in flight have completed (wait_params). Callers that read or
  * write unit values outside the tape between steps (checkpoints, export, the store handed to
  * the user) call it first. */

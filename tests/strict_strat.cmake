@@ -32,9 +32,11 @@ foreach(np 2 3)
   endforeach()
 endforeach()
 volt_strict_mpi_test(test_memory_held_np3_strict 3 120 test_strategies memory)
-# an uneven evaluation's hold given back through the staged gathers (tests/mpi_hold.cmake)
+# an uneven evaluation's hold given back, and the units a checkpoint load gave back gathered,
+# through the staged gathers (tests/mpi_hold.cmake)
 if(TARGET test_mpi_hold)
   volt_strict_mpi_test(test_hold_fsdp_np2_strict 2 120 test_mpi_hold hold fsdp)
+  volt_strict_mpi_test(test_load_shard_fsdp_np2_strict 2 120 test_mpi_hold load fsdp)
 endif()
 # ZeRO's gathers after the step land through the host staging buffers here (as on cuda
 # without NCCL): a checkpoint right after a step must wait for them or the params it leaves

@@ -275,6 +275,136 @@ static void check_hold(const char *name) {
     volt_dataset_destroy(eds);
 }
 
+/* ---- load: a checkpoint load leaves each rank its shard (volt__strategy_release_unit) ---------- */
+typedef struct probe {
+    int64_t held_first;          /* held_param_bytes at the first batch's start (before its forward) */
+    bool seen;
+    const char *save;            /* saved here after the second training batch (step 2), mid-epoch */
+} probe;
+static volt_status probe_first(probe *p, volt_trainer *t) {
+    if (!p->seen) p->held_first = held_params(t);
+    p->seen = true;
+    return VOLT_OK;
+}
+static volt_status pb_train(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { (void)b; (void)i; return probe_first(self, t); }
+static volt_status pb_val(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { (void)b; (void)i; return probe_first(self, t); }
+static volt_status pb_train_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b;
+    probe *p = self;
+    if (!p->save || i != 1) return VOLT_OK;
+    volt_status st = volt_trainer_save_checkpoint(t, p->save);   /* collective */
+    CHECK(st == VOLT_OK, "rank %d: save: %s", g_rank, volt_trainer_errmsg(t));
+    return st;
+}
+static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LoadProbe",
+                                             .on_train_batch_start = pb_train, .on_train_batch_end = pb_train_end,
+                                             .on_validation_batch_start = pb_val };
+
+static volt_trainer *load_trainer(const char *name, const char *root, int64_t steps, probe *p) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.strategy = name;
+    c.max_steps = steps;
+    c.num_sanity_val_steps = 0;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    if (t && p) CHECK_OK(volt_trainer_add_callback(t, &probe_ops, p));
+    return t;
+}
+/* every unit gathered (collective), f32 */
+static float *all_params(volt_trainer *t, int64_t *n) {
+    volt_params *ps = volt_trainer_params(t);
+    *n = 0;
+    for (int u = 0; ps && u < volt_params_unit_count(ps); u++) *n += volt_unit_numel(volt_params_unit_at(ps, u));
+    float *v = calloc((size_t)*n + 1, sizeof(float));
+    CHECK(v != NULL, "out of memory");
+    for (int64_t u = 0, off = 0; ps && v && u < volt_params_unit_count(ps); u++) {
+        CHECK_OK(volt__strategy_gather_unit(t->strategy, (int)u, v + off));
+        off += volt_unit_numel(volt_params_unit_at(ps, (int)u));
+    }
+    return v;
+}
+
+/*   mpirun -np N test_mpi_hold load S      S = fsdp or fsdp_shard_grad_op
+ * A fits 2 steps and saves; D fits NB steps and saves after step 2. A fresh trainer's
+ * validate(A's file) and a fresh trainer's fit resumed from D's (to NB steps) each start their first batch with no more than this rank's shard
+ * resident (+ the edge pages; before the change: the whole model, every unit written whole by
+ * the load); the validate's val_loss is bitwise A's on the same weights, and the resumed fit's
+ * final parameters are bitwise those of an uninterrupted NB-step fit (the units given back are
+ * gathered from the owners' slices, which hold the file's values). */
+static void check_load(const char *name) {
+    char root[512], path[600], mid[600];
+    snprintf(root, sizeof root, "%s/load_%s_np%d", vtest_tmpdir(), name, g_world);
+    snprintf(path, sizeof path, "%s/after2.safetensors", root);
+    snprintf(mid, sizeof mid, "%s/mid.safetensors", root);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *tds = rows(NB, 0), *eds = rows(2, 2);
+    volt_loader *tl = vtest_loader(tds, BS, false), *el = vtest_loader(eds, BS, false);
+    hmlp ma = { 0 }, mb = { 0 }, mc = { 0 }, md = { 0 };
+    probe pb = { 0 }, pc = { 0 }, pd = { .save = mid };
+    volt_trainer *a = load_trainer(name, root, 2, NULL), *b = load_trainer(name, root, NB, &pb);
+    volt_trainer *c = load_trainer(name, root, NB, &pc), *d = load_trainer(name, root, NB, &pd);
+    double va = NAN, vb = NAN;
+    float *pcv = NULL, *pdv = NULL;
+    int64_t nc = 0, nd = 0;
+    if (!(tl && el && a && b && c && d)) goto out;
+    /* A: 2 steps, saved, then validated on the weights it holds */
+    volt_status st = volt_trainer_fit(a, &h_ops, &ma, tl, NULL, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit: %s", name, g_rank, volt_trainer_errmsg(a));
+    st = st < 0 ? st : volt_trainer_save_checkpoint(a, path);
+    CHECK(st == VOLT_OK, "%s: rank %d: save: %s", name, g_rank, volt_trainer_errmsg(a));
+    st = st < 0 ? st : volt_trainer_validate(a, &h_ops, &ma, el, NULL);
+    CHECK(st == VOLT_OK && volt_trainer_metric(a, "val_loss", &va), "%s: rank %d: validate: %s", name, g_rank, volt_trainer_errmsg(a));
+    if (st < 0) goto out;
+    if (g_rank == 0) {
+        volt_comm *cm = volt__dist_comm(a->strategy);
+        if (cm && cm->dev) printf("comm %s on device %s\n", cm->ops->name, cm->dev->be->name);
+    }
+    /* B: a fresh trainer validates the file */
+    st = volt_trainer_validate(b, &h_ops, &mb, el, path);
+    CHECK(st == VOLT_OK && volt_trainer_metric(b, "val_loss", &vb), "%s: rank %d: validate(ckpt): %s", name, g_rank,
+          volt_trainer_errmsg(b));
+    /* D: NB steps uninterrupted, saved after step 2 (mid-epoch); C: a fresh trainer resumes from there */
+    st = volt_trainer_fit(d, &h_ops, &md, tl, NULL, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: fit: %s", name, g_rank, volt_trainer_errmsg(d));
+    st = volt_trainer_fit(c, &h_ops, &mc, tl, NULL, mid);
+    CHECK(st == VOLT_OK, "%s: rank %d: resumed fit: %s", name, g_rank, volt_trainer_errmsg(c));
+    pcv = all_params(c, &nc);
+    pdv = all_params(d, &nd);
+    volt_params *ps = volt_trainer_params(b);
+    if (!ps || !pcv || !pdv) goto out;
+    const int U = volt_params_unit_count(ps);
+    const char *eg = getenv("VOLT_TEST_MEM_GRANULE");   /* the simulated GPU's VMM granule (tests/gpu_sim_nccl.cmake) */
+    const int64_t full = 4 * nc, shard = full / g_world;
+    const int64_t slack = eg && atoll(eg) > 0 ? 2 * atoll(eg) * U : 4 * sysconf(_SC_PAGESIZE) * U;
+    CHECK(pb.seen && pb.held_first <= shard + slack, "%s: rank %d: validate(ckpt): %lld bytes of params resident after the "
+          "load, the owned slices %lld (+ %lld; the whole model %lld)", name, g_rank, (long long)pb.held_first,
+          (long long)shard, (long long)slack, (long long)full);
+    CHECK(pc.seen && pc.held_first <= shard + slack, "%s: rank %d: fit(ckpt): %lld bytes of params resident after the load, "
+          "the owned slices %lld (+ %lld; the whole model %lld)", name, g_rank, (long long)pc.held_first, (long long)shard,
+          (long long)slack, (long long)full);
+    CHECK(!memcmp(&va, &vb, sizeof va), "%s: rank %d: val_loss %.17g from the loaded file, %.17g on the saved weights", name,
+          g_rank, vb, va);
+    CHECK(nc == nd && !memcmp(pcv, pdv, sizeof(float) * (size_t)nc), "%s: rank %d: the resumed fit's final parameters differ "
+          "from the uninterrupted fit's", name, g_rank);
+    if (g_rank == 0)
+        printf("%s np%d load: rank 0 KiB of params resident after the load (owned %.1f, full %.1f): validate %.1f, resumed fit "
+               "%.1f; val_loss %.9g both ways, %lld final params the same\n", name, g_world, shard / 1024.0, full / 1024.0,
+               pb.held_first / 1024.0, pc.held_first / 1024.0, vb, (long long)nc);
+out:
+    free(pcv);
+    free(pdv);
+    volt_trainer_destroy(a);
+    volt_trainer_destroy(b);
+    volt_trainer_destroy(c);
+    volt_trainer_destroy(d);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(el);
+    volt_dataset_destroy(tds);
+    volt_dataset_destroy(eds);
+}
+
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -284,13 +414,14 @@ int main(int argc, char **argv) {
     (void)argv;
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
-    if (argc < 3 || strcmp(argv[1], "hold")) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold fsdp|fsdp_shard_grad_op\n");
+    if (argc < 3 || (strcmp(argv[1], "hold") && strcmp(argv[1], "load"))) {
+        fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold|load fsdp|fsdp_shard_grad_op\n");
         return 2;
     }
     const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
     if (skip) return skip;
-    check_hold(argv[2]);
+    if (!strcmp(argv[1], "load")) check_load(argv[2]);
+    else check_hold(argv[2]);
     return vtest_mpi_finish();
 #endif
 }

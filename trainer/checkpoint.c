@@ -600,9 +600,12 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
         src_close(&src);
         return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (staging)", path);
     }
-    /* 2. apply: full values on every rank (a sharding strategy drops what it does not own
-     * at its next step); optimizer states for the range this rank holds. A read that fails
-     * stops this rank's apply; the ranks then agree (apply_agree) before going on. */
+    /* 2. apply: full values on every rank, unit by unit; a strategy that shards parameters
+     * (fsdp) gives back the part of each unit this rank does not own as soon as it is written
+     * (volt__strategy_release_unit: stale, gathered from the owners' slices on its next use),
+     * so the load peaks at the shards + one unit and leaves each rank its shard; optimizer
+     * states for the range this rank holds. A read that fails stops this rank's apply; the
+     * ranks then agree (apply_agree) before going on. */
     bool failed = false;
     for (int u = 0; u < volt_params_unit_count(t->ps) && !failed; u++) {
         volt_unit *un = volt_params_unit_at(t->ps, u);
@@ -618,8 +621,15 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
             const float *v = src_get(&src, NULL, p->name, 0, n, sg.f32);
             if (!(failed = !v)) stage_put(&sg, p->data, p->dtype, v, n);   /* rounded to 16-bit storage */
         }
+        if (failed) break;
+        volt__unit_set_stale(un, false);   /* whole here; the owned slice holds the file's values on every rank */
+        if ((st = volt__strategy_release_unit(t->strategy, u)) < 0) {
+            src.err_st = st;
+            snprintf(src.err, sizeof src.err, "checkpoint '%s': unit '%s': strategy '%s': %s", path, volt_unit_name(un),
+                     volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+            failed = true;
+        }
     }
-    for (int u = 0; u < volt_params_unit_count(t->ps) && !failed; u++) volt__unit_set_stale(volt_params_unit_at(t->ps, u), false);
     const volt_dtype sdt = have_opt ? volt_optimizer_state_dtype(t->opt) : VOLT_F32;   /* f32, or 16-bit (precision) */
     for (int k = 0; full && have_opt && k < volt_optimizer_state_count(t->opt) && !failed; k++) {
         /* a file without the average: volt__avg_after_load starts it from the weights */

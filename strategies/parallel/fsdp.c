@@ -105,3 +105,16 @@ volt_status volt__fsdp_hold(volt_strategy *st, bool hold) {
     }
     return VOLT_OK;
 }
+
+/* A checkpoint load wrote the unit whole on this rank (volt__strategy_release_unit): every rank
+ * wrote the same file's values, so each owned slice holds the loaded values and the rest is
+ * given back as after a unit's use (stale: the next forward, backward, hold or materialize
+ * gathers it from the owners, the same bits). Before the load's first step SHARD_GRAD_OP keeps
+ * nothing gathered either: its forward gathers what it uses. Local: no collective, so a rank
+ * whose load failed part-way (the ranks then agree to drop the model) waits on no other. */
+volt_status volt__fsdp_release_unit(volt_strategy *st, int unit) {
+    dist *d = dist_of(st);
+    if (!dist_params_sharded(d) || !d->ps || st->ps != d->ps || unit < 0 || unit >= d->n_units) return VOLT_OK;
+    volt__dist_release_values(d, unit);
+    return VOLT_OK;
+}

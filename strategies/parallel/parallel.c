@@ -379,7 +379,8 @@ const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_redu
 const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
                                            .materialize_params = d_wait_params };
 const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
-                                           .materialize_params = volt__fsdp_materialize, .hold_params = volt__fsdp_hold };
+                                           .materialize_params = volt__fsdp_materialize, .hold_params = volt__fsdp_hold,
+                                           .release_unit = volt__fsdp_release_unit };
 
 static bool is_dist(const volt_strategy *st) {
     return st && (st->row->flags & VOLT_STRAT_MULTI_PROCESS) && st->impl;

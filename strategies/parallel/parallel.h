@@ -138,5 +138,6 @@ volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);
 void volt__zero_zero_grad(volt_strategy *st);
 volt_status volt__fsdp_after_step(volt_strategy *st);
 volt_status volt__fsdp_materialize(volt_strategy *st);
+volt_status volt__fsdp_release_unit(volt_strategy *st, int unit);
 volt_status volt__fsdp_hold(volt_strategy *st, bool hold);
 #endif
