@@ -15,6 +15,7 @@
  * past update_starting_at_epoch (when set). WeightAveraging's default (every step, no epoch) is
  * the defaults; volt applies the same gating to SWA. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -130,8 +131,22 @@ static volt_status wa_load_state_dict(void *self, volt_trainer *t, const char *j
     return VOLT_OK;
 }
 
+/* A fit that failed inside a validation (the average swapped in) never swaps back nor reaches
+ * on_fit_end: with one process the current weights go back into the model, so a later fit
+ * trains from them and a later validate sees them. Several ranks: left as it is (under a sharded
+ * strategy the swap gathers, a collective the other ranks may never make). */
+static void wa_on_exception(void *self, volt_trainer *t, volt_status st) {
+    (void)st;
+    wa *w = self;
+    if (volt_trainer_stage(t) != VOLT_STAGE_FIT) return;
+    w->active = false;
+    if (volt_trainer_average_swapped(t) && volt_trainer_world_size(t) == 1 && volt_trainer_swap_average(t) < 0)
+        fprintf(stderr, "volt: WeightAveraging: could not swap the current weights back: %s\n", volt_trainer_errmsg(t));
+}
+
 static const volt_callback_ops wa_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "WeightAveraging",
+    .on_exception = wa_on_exception,
     .on_fit_start = wa_on_fit_start,
     .on_fit_end = wa_on_fit_end,
     .on_train_end = wa_on_train_end,

@@ -462,6 +462,44 @@ static void test_errors(void) {
     volt_loader_destroy(tl);
 }
 
+/* A fit that fails inside a validation, with the average swapped in: the current weights go back
+ * into the model (one process), so what follows starts from them. */
+static float g_cur[NP];
+static volt_status cur_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b; (void)i;
+    params_f32(t, g_cur);   /* after the optimizer step: the current weights */
+    return VOLT_OK;
+}
+static int g_val_calls;
+static volt_status failing_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    if (++g_val_calls == 4) return volt_step_fail(s, VOLT_ERR_NUMERIC, "validation went NaN (on purpose)");
+    return regr_val(self, s, b, i);
+}
+static void test_failed_validation(void) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/failed_val", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    volt_weight_averaging_config wc;
+    volt_weight_averaging_config_init(&wc);
+    probe_reset(&wc);
+    volt_trainer *t = make_trainer(root, 3, &wc);
+    volt_module_ops ops = regr_ops;
+    ops.validation_step = failing_val;
+    ops.on_train_batch_end = cur_batch_end;
+    regr m;
+    volt_loader *tl = make_loader(false), *vl = make_loader(false);
+    g_val_calls = 0;
+    volt_status st = volt_trainer_fit(t, &ops, &m, tl, vl, NULL);
+    CHECK(st == VOLT_ERR_NUMERIC, "the fit fails in a validation: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    CHECK(!volt_trainer_average_swapped(t), "the average is still swapped into the model after the failed fit");
+    float now[NP];
+    params_f32(t, now);
+    CHECK(!memcmp(now, g_cur, sizeof now), "the model holds the current weights again after the failed fit");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 int main(void) {
     for (int i = 0; i < NS; i++)
         for (int k = 0; k < IN; k++) {
@@ -476,6 +514,7 @@ int main(void) {
     test_best();
     test_resume_without_average();
     test_errors();
+    test_failed_validation();
     volt_dataset_destroy(DS);
     return vtest_finish();
 }
