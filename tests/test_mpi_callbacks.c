@@ -955,29 +955,36 @@ static volt_status sf_batch_end(void *self, volt_trainer *t, const volt_batch *b
 static const volt_callback_ops sf_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saboteur",
                                           .on_train_batch_end = sf_batch_end };
 
+/* A fresh root (rank 0 empties it) and a trainer saving every 2 steps, all top-k, into <root>/ckpt
+ * (dir), sync or in the background: the set-up of save_fails and discard. */
+static volt_trainer *ckpt_every2_trainer(const char *name, const char *root, const char *dir, bool async) {
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = EPOCHS;
+    c.strategy = name;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.save_top_k = -1;
+    cc.every_n_train_steps = 2;
+    cc.async_save = async;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    return t;
+}
+
 static void test_save_fails(const char *name) {
     for (int async = 0; async < 2; async++) {
         char root[700], dir[800];
         snprintf(root, sizeof root, "%s/save_fails_%s_np%d_%d", vtest_tmpdir(), name, g_world, async);
         snprintf(dir, sizeof dir, "%s/ckpt", root);
-        if (g_rank == 0) vtest_fresh_dir(root);
-        MPI_Barrier(MPI_COMM_WORLD);
+        volt_trainer *t = ckpt_every2_trainer(name, root, dir, async);
         volt_dataset *ds = make_data();
         volt_loader *l = vtest_loader(ds, BS, false);
-        volt_trainer_config c;
-        vtest_quiet_config(&c, root);
-        c.max_epochs = EPOCHS;
-        c.strategy = name;
-        volt_trainer *t = NULL;
-        CHECK_OK(volt_trainer_create(&c, &t));
         sf_ctx sc = { .dir = dir, .at = 3 };
-        volt_checkpoint_config cc;
-        volt_checkpoint_config_init(&cc);
-        cc.dirpath = dir;
-        cc.save_top_k = -1;
-        cc.every_n_train_steps = 2;
-        cc.async_save = async;
-        CHECK_OK(volt_add_model_checkpoint(t, &cc));
         CHECK_OK(volt_trainer_add_callback(t, &sf_ops, &sc));
         lin m = { 0 };
         double t0 = vtest_now();
@@ -1024,23 +1031,9 @@ static void test_discard(const char *name) {
     char root[700], dir[800];
     snprintf(root, sizeof root, "%s/discard_%s_np%d", vtest_tmpdir(), name, g_world);
     snprintf(dir, sizeof dir, "%s/ckpt", root);
-    if (g_rank == 0) vtest_fresh_dir(root);
-    MPI_Barrier(MPI_COMM_WORLD);
+    volt_trainer *t = ckpt_every2_trainer(name, root, dir, true);
     volt_dataset *ds = make_data();
     volt_loader *l = vtest_loader(ds, BS, false);
-    volt_trainer_config c;
-    vtest_quiet_config(&c, root);
-    c.max_epochs = EPOCHS;
-    c.strategy = name;
-    volt_trainer *t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
-    volt_checkpoint_config cc;
-    volt_checkpoint_config_init(&cc);
-    cc.dirpath = dir;
-    cc.save_top_k = -1;
-    cc.every_n_train_steps = 2;
-    cc.async_save = true;
-    CHECK_OK(volt_add_model_checkpoint(t, &cc));
     dc_ctx dcx = { .at = 3 };
     CHECK_OK(volt_trainer_add_callback(t, &dc_ops, &dcx));
     lin m = { 0 };
