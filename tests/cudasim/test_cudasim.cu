@@ -57,6 +57,21 @@ __global__ void k_mma(const __half *a, const __half *b, float *c) {
     wmma::mma_sync(acc, fa, fb, acc);
     wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
 }
+/* each warp its own tile: warp w of block b multiplies tile t = first + 2b + w of a and b, from
+ * an accumulator of t == 3, into tile t of c */
+template <class T>
+__global__ void k_mma_tiles(const T *a, const T *b, float *c, int first) {
+    using namespace nvcuda;
+    const int t = first + blockIdx.x * 2 + threadIdx.x / 32;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, t == 3 ? 1.f : 0.f);
+    wmma::load_matrix_sync(fa, a + t * 256, 16);
+    wmma::load_matrix_sync(fb, b + t * 256, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(c + t * 256, acc, 16, wmma::mem_row_major);
+}
 __global__ void k_deadlock() {
     if (threadIdx.x >= 32 && threadIdx.x < 48) __syncwarp();   /* waits for lanes 16-31 of warp 1 ... */
     else __syncthreads();                                       /* ... which wait here for it */
@@ -142,6 +157,63 @@ static void main_checks() {
             bad += hc[r * 16 + c] != w;
         }
     CHECK(!bad, "wmma: %d of 256 wrong", bad);
+
+    /* wmma with other inputs per warp, then the same bytes read as bf16: each product its own.
+     * cudasim_mma.h keeps the last product per host thread (a stream's kernels run in order on
+     * one; with one warp per launch the products come in launch order): tiles 0 and 1 differ in
+     * A only, 1 and 2 in B only, 2 and 3 in the accumulator only, and a bf16 launch follows an
+     * f16 one over the same bytes; a product reused for inputs that differ in any of them is
+     * wrong here */
+    {
+        uint16_t hx[4 * 256], hy[4 * 256];
+        float hz[4 * 256];
+        const int a_of[4] = { 0, 1, 1, 1 }, b_of[4] = { 0, 0, 1, 1 };
+        for (int i = 0; i < 4 * 256; i++) {
+            const int t = i / 256, e = i % 256;
+            const __half x = __float2half_rn((float)((e * 7 + a_of[t]) % 11) - 5.f), y = __float2half_rn((float)((e + b_of[t]) % 3) * 0.25f);
+            hx[i] = ((__half_raw)x).x;
+            hy[i] = ((__half_raw)y).x;
+        }
+        void *dx, *dy;
+        float *dz;
+        OK(cudaMalloc(&dx, sizeof hx));
+        OK(cudaMalloc(&dy, sizeof hy));
+        OK(cudaMalloc(&dz, sizeof hz));
+        OK(cudaMemcpy(dx, hx, sizeof hx, cudaMemcpyHostToDevice));
+        OK(cudaMemcpy(dy, hy, sizeof hy, cudaMemcpyHostToDevice));
+        /* pass 0: f16, a launch of one warp per tile, tiles 0 1 2 3; pass 1: bf16, tiles 3 0 1 2 (3:
+         * the last product's bytes); pass 2: f16, one launch of two blocks of two warps */
+        for (int pass = 0; pass < 3; pass++) {
+            const bool bf = pass == 1;
+            for (int i = 0; i < 4 && pass < 2; i++) {
+                const int t = pass == 1 ? (i + 3) % 4 : i;
+                if (bf) k_mma_tiles<<<1, 32>>>((const __nv_bfloat16 *)dx, (const __nv_bfloat16 *)dy, dz, t);
+                else k_mma_tiles<<<1, 32>>>((const __half *)dx, (const __half *)dy, dz, t);
+            }
+            if (pass == 2) k_mma_tiles<<<2, 64>>>((const __half *)dx, (const __half *)dy, dz, 0);
+            OK(cudaMemcpy(hz, dz, sizeof hz, cudaMemcpyDeviceToHost));
+            bad = 0;
+            for (int t = 0; t < 4; t++)
+                for (int r = 0; r < 16; r++)
+                    for (int c = 0; c < 16; c++) {
+                        float w = t == 3 ? 1.f : 0.f;
+                        for (int k = 0; k < 16; k++) {
+                            __half_raw xr, yr;
+                            __nv_bfloat16_raw xbr, ybr;
+                            xr.x = xbr.x = hx[t * 256 + r * 16 + k];
+                            yr.x = ybr.x = hy[t * 256 + c * 16 + k];
+                            const __half xh(xr), yh(yr);
+                            const __nv_bfloat16 xb(xbr), yb(ybr);
+                            w += bf ? __bfloat162float(xb) * __bfloat162float(yb) : __half2float(xh) * __half2float(yh);
+                        }
+                        bad += hz[t * 256 + r * 16 + c] != w;
+                    }
+            CHECK(!bad, "wmma pass %d (%s): %d of 1024 wrong", pass, bf ? "bf16" : "f16", bad);
+        }
+        OK(cudaFree(dx));
+        OK(cudaFree(dy));
+        OK(cudaFree(dz));
+    }
 
     /* launch configurations a GPU refuses */
     k_add<<<1, 2048>>>(d, 1);
