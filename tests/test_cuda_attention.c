@@ -65,6 +65,7 @@ static result run(const char *backend, const acase *c, const float *q, const flo
     volt_step_config_init(&cfg);
     cfg.backend = backend;
     cfg.seed = 77;
+    cfg.arena_bytes = 4u << 20;   /* grows when a case needs more; the simulator fills a new arena with 0xff */
     volt_step *s = NULL;
     if ((r.st = volt_step_create(&cfg, &s)) != VOLT_OK) {
         snprintf(r.err, sizeof r.err, "step on '%s': %s", backend, volt_status_str(r.st));
@@ -166,6 +167,7 @@ static void check_dropout(int64_t n, float p, bool add) {
         volt_step_config_init(&cfg);
         cfg.backend = be[i];
         cfg.seed = 1234;
+        cfg.arena_bytes = 4u << 20;
         volt_step *s = NULL;
         if (volt_step_create(&cfg, &s) != VOLT_OK) { ok = false; CHECK(false, "step on %s", be[i]); continue; }
         volt_step_begin(s, true, 3);
