@@ -266,8 +266,8 @@ bool volt__mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && vol
 /* No save point now (Lightning's _should_skip_saving_checkpoint): the same on every rank. */
 static bool mc_skip(const mc *m) {
     const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
-    return (cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(m->t) ||
-           m->last_step_saved == volt_trainer_global_step(m->t);
+    return (cfg && cfg->fast_dev_run > 0) || volt_trainer_state_fn(m->t) != VOLT_FN_FIT ||
+           volt_trainer_sanity_checking(m->t) || m->last_step_saved == volt_trainer_global_step(m->t);
 }
 
 static volt_status mc_save_point_(mc *m, bool topk_allowed);
@@ -382,7 +382,7 @@ static bool mc_epoch_topk(const mc *m) {
 
 /* ---- hooks ------------------------------------------------------------------------------------------ */
 
-/* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. A fresh fit
+/* Validation inside fit runs with stage VALIDATE; volt_trainer_state_fn says it is fit's. A fresh fit
  * (not a resume) starts counting steps from 0 again. The folder the saves will write is checked
  * before the first batch (volt_trainer_check_writable: rank 0 creates it and writes a test file
  * there, every rank too when the checkpoints are sharded), unless this fit can save nothing. The
@@ -392,7 +392,6 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     VOLT_TRY(volt__mc_join(m));
     if (!m->restored) m->last_step_saved = 0;
     m->restored = false;
-    m->in_fit = true;
     m->val_has_run = m->val_ran_epoch = m->warned_missing = false;
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     if ((cfg && cfg->fast_dev_run > 0) || (m->save_top_k == 0 && !m->save_last)) return VOLT_OK;
@@ -403,7 +402,6 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     mc *m = self;
-    m->in_fit = false;
     volt_status st = mc_agree(m, volt__mc_join(m), "the last background save");   /* every rank learns it */
     volt_ckpt_snapshot_destroy(m->snap);   /* its host memory (the whole state) is not kept past fit */
     m->snap = NULL;
@@ -412,14 +410,10 @@ static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
 
 /* An interruption stops every rank at the same step (docs/TRAINER.md, "Interrupting a run"):
  * the save in flight is finished and, when sharded, committed (collective) as at fit's end,
- * so it is not lost. After other errors a rank may be gone: destroy discards it. */
+ * so it is not lost (one that came after on_fit_end finds nothing in flight: its join is a
+ * no-op, on every rank alike). After other errors a rank may be gone: destroy discards it. */
 static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
-    mc *m = self;
-    if (st != VOLT_ERR_INTERRUPTED || !m->in_fit) {
-        /* a fit that failed never reaches on_fit_end: a standalone validate after it is not fit's */
-        if (volt_trainer_stage(t) == VOLT_STAGE_FIT) m->in_fit = false;
-        return;
-    }
+    if (st != VOLT_ERR_INTERRUPTED || volt_trainer_state_fn(t) != VOLT_FN_FIT) return;
     char why[1024];
     snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
     if (mc_on_fit_end(self, t) < 0 && volt_trainer_is_global_zero(t))
@@ -427,10 +421,7 @@ static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
     volt_trainer_fail(t, st, "%s", why);
 }
 
-static volt_status mc_on_test_start(void *self, volt_trainer *t) {
-    ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
-    return volt__mc_join(self);
-}
+static volt_status mc_on_test_start(void *self, volt_trainer *t) { return volt__mc_join(self); }
 
 static double mc_now(const mc *m) {
     if (m->clock) return m->clock(m->clock_ctx);
@@ -455,7 +446,7 @@ static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
 
 static volt_status mc_on_validation_end(void *self, volt_trainer *t) {
     mc *m = self;
-    if (volt_trainer_sanity_checking(t) || !m->in_fit) return VOLT_OK;
+    if (volt_trainer_sanity_checking(t) || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
     m->val_ran_epoch = m->val_has_run = true;
     if (m->save_on_train_epoch_end) return VOLT_OK;
     return mc_save_point(m, mc_epoch_topk(m));
@@ -463,7 +454,6 @@ static volt_status mc_on_validation_end(void *self, volt_trainer *t) {
 
 static volt_status mc_on_train_epoch_end(void *self, volt_trainer *t) {
     mc *m = self;
-    if (!m->in_fit) return VOLT_OK;
     if (!m->save_on_train_epoch_end && (m->val_ran_epoch || m->val_has_run)) return VOLT_OK;
     return mc_save_point(m, mc_epoch_topk(m));
 }

@@ -25,7 +25,7 @@ typedef struct mc {
     double best_score;
     char *last_path;
     int64_t last_step_saved;         /* checkpointed: a resumed run does not save that step again */
-    bool in_fit, restored;
+    bool restored;
     bool pending;                    /* restored bookkeeping not yet checked against dirpath */
     char *ckpt_dir;                  /* ... and the dirpath the checkpoint recorded */
     bool val_ran_epoch, val_has_run, warned_missing;
