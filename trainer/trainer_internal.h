@@ -87,6 +87,7 @@ struct volt_trainer {
 
     volt_stage stage;
     volt_trainer_fn fn;        /* the public call running (volt_trainer_state_fn), NONE between */
+    int64_t decisions;         /* collective.c's exchanges so far (reduce_boolean_decision, broadcast_bool): tests count them */
     bool sanity, should_stop, fitting;
     int64_t cur_batch_size;
 
