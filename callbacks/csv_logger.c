@@ -229,7 +229,6 @@ typedef struct csvl {
     rowbuf stash;                    /* the train epoch means, while the epoch-end validation runs */
     rowbuf valrow;                   /* the names of the last validation row */
     int64_t last_row_step;
-    bool in_fit;                     /* validation inside fit runs with stage VALIDATE */
     bool val_after_batch;            /* a validation ran since the last train batch */
     bool warned;                     /* the log_every_n_steps warning was printed */
 } csvl;
@@ -352,34 +351,25 @@ static volt_status csvl_row(csvl *l, volt_trainer *t, int64_t step) {
 static volt_status csvl_on_fit_start(void *self, volt_trainer *t) {
     csvl *l = self;
     l->last_row_step = -1;
-    l->in_fit = true;
     l->val_after_batch = false;
     row_reset(&l->stash);
     return csvl_open(l, t);
 }
 
-static volt_status csvl_on_fit_end(void *self, volt_trainer *t) {
-    ((csvl *)self)->in_fit = false;
-    return VOLT_OK;
-}
-
-static volt_status csvl_on_test_start(void *self, volt_trainer *t) {
-    csvl *l = self;
-    l->in_fit = false;               /* a fit that failed never reached on_fit_end */
-    return csvl_open(l, t);
-}
+static volt_status csvl_on_test_start(void *self, volt_trainer *t) { return csvl_open(self, t); }
 
 /* predict as test: a row at the end with what its epoch-end hooks logged (ThroughputMonitor's
  * predict keys; the loop keeps no epoch means for predict). Lightning's loggers take the
  * monitor's predict metrics too. */
 static volt_status csvl_on_predict_start(void *self, volt_trainer *t) { return csvl_on_test_start(self, t); }
 
-/* Inside fit, the epoch-end validation starts right after the train epoch means became the
- * fresh metrics, and it replaces them: keep them for the epoch row. (A mid-epoch validation
- * finds only step values fresh, which have no VOLT_LOG_EPOCH flag.) */
+/* Inside fit (volt_trainer_state_fn FIT; its validation runs with stage VALIDATE), the
+ * epoch-end validation starts right after the train epoch means became the fresh metrics, and
+ * it replaces them: keep them for the epoch row. (A mid-epoch validation finds only step values
+ * fresh, which have no VOLT_LOG_EPOCH flag.) */
 static volt_status csvl_on_validation_start(void *self, volt_trainer *t) {
     csvl *l = self;
-    if (!l->in_fit) return csvl_open(l, t);
+    if (volt_trainer_state_fn(t) != VOLT_FN_FIT) return csvl_open(l, t);
     if (volt_trainer_sanity_checking(t) || !volt_trainer_is_global_zero(t)) return VOLT_OK;
     row_reset(&l->stash);
     l->stash.need = VOLT_LOG_EPOCH;
@@ -391,12 +381,13 @@ static volt_status csvl_on_validation_end(void *self, volt_trainer *t) {
     csvl *l = self;
     if (volt_trainer_sanity_checking(t)) return VOLT_OK;
     int64_t gs = volt_trainer_global_step(t);
-    if (l->in_fit) {
+    const bool in_fit = volt_trainer_state_fn(t) == VOLT_FN_FIT;
+    if (in_fit) {
         l->val_after_batch = true;
         row_reset(&l->valrow);
         volt_trainer_visit_fresh_metrics(t, row_visit, &l->valrow);
     }
-    return csvl_row(l, t, l->in_fit ? gs - 1 : gs);
+    return csvl_row(l, t, in_fit ? gs - 1 : gs);
 }
 
 /* Lightning's warning: with fewer optimizer steps per epoch than log_every_n_steps, no step
@@ -468,18 +459,9 @@ static void csvl_destroy(void *self) {
     free(l);
 }
 
-/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
- * predict) is not fit's (Lightning's trainer.state.fn). */
-static void csvl_on_exception(void *self, volt_trainer *t, volt_status st) {
-    (void)st;
-    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((csvl *)self)->in_fit = false;
-}
-
 static const volt_callback_ops csvl_ops = {
-    .on_exception = csvl_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "CSVLogger",
     .on_fit_start = csvl_on_fit_start,
-    .on_fit_end = csvl_on_fit_end,
     .on_train_epoch_start = csvl_on_train_epoch_start,
     .on_train_batch_end = csvl_on_train_batch_end,
     .on_train_epoch_end = csvl_on_train_epoch_end,

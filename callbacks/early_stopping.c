@@ -72,14 +72,15 @@ typedef struct es {
     char *monitor;
     volt_cb_es_state st;
     int64_t last_check_step;         /* checkpointed: one check per global step, also across a resume */
-    bool in_fit, restored;
+    bool restored;
     bool val_ran_epoch, val_has_run;
 } es;
 
 static volt_status es_check(es *e, volt_trainer *t) {
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     int64_t gs = volt_trainer_global_step(t);
-    if ((cfg && cfg->fast_dev_run > 0) || !e->in_fit || volt_trainer_sanity_checking(t) || gs == e->last_check_step)
+    if ((cfg && cfg->fast_dev_run > 0) || volt_trainer_state_fn(t) != VOLT_FN_FIT || volt_trainer_sanity_checking(t) ||
+        gs == e->last_check_step)
         return VOLT_OK;
     double cur;
     if (!volt_trainer_metric(t, e->monitor, &cur)) {
@@ -108,23 +109,12 @@ static volt_status es_check(es *e, volt_trainer *t) {
     return VOLT_OK;
 }
 
-/* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. */
+/* Validation inside fit runs with stage VALIDATE; volt_trainer_state_fn says it is fit's. */
 static volt_status es_on_fit_start(void *self, volt_trainer *t) {
     es *e = self;
     if (!e->restored) e->last_check_step = -1;
     e->restored = false;
-    e->in_fit = true;
     e->val_ran_epoch = e->val_has_run = false;
-    return VOLT_OK;
-}
-
-static volt_status es_on_fit_end(void *self, volt_trainer *t) {
-    ((es *)self)->in_fit = false;
-    return VOLT_OK;
-}
-
-static volt_status es_on_test_start(void *self, volt_trainer *t) {
-    ((es *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
     return VOLT_OK;
 }
 
@@ -135,14 +125,14 @@ static volt_status es_on_train_epoch_start(void *self, volt_trainer *t) {
 
 static volt_status es_on_validation_end(void *self, volt_trainer *t) {
     es *e = self;
-    if (volt_trainer_sanity_checking(t) || !e->in_fit) return VOLT_OK;
+    if (volt_trainer_sanity_checking(t) || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
     e->val_ran_epoch = e->val_has_run = true;
     return es_check(e, t);
 }
 
 static volt_status es_on_train_epoch_end(void *self, volt_trainer *t) {
     es *e = self;
-    if (!e->in_fit || e->val_ran_epoch || e->val_has_run) return VOLT_OK;
+    if (e->val_ran_epoch || e->val_has_run) return VOLT_OK;   /* train epochs are fit's */
     return es_check(e, t);
 }
 
@@ -199,19 +189,9 @@ static void es_destroy(void *self) {
 }
 
 /* Several EarlyStoppings are told apart by the trainer by the order they were added in. */
-/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
- * predict) is not fit's (Lightning's trainer.state.fn). */
-static void es_on_exception(void *self, volt_trainer *t, volt_status st) {
-    (void)st;
-    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((es *)self)->in_fit = false;
-}
-
 static const volt_callback_ops es_ops = {
-    .on_exception = es_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "EarlyStopping",
     .on_fit_start = es_on_fit_start,
-    .on_fit_end = es_on_fit_end,
-    .on_test_start = es_on_test_start,
     .on_train_epoch_start = es_on_train_epoch_start,
     .on_train_epoch_end = es_on_train_epoch_end,
     .on_validation_end = es_on_validation_end,

@@ -212,11 +212,11 @@ static void mc_remove(mc *m, const char *p) {
 
 /* Several ranks: every rank reaches each save point, but rank 0 alone creates the folders and
  * writes unsharded checkpoints (a sharded save agrees by itself, once it started on every rank).
- * One boolean all-reduce per step that can fail on rank 0 alone
- * (Lightning's reduce_boolean_decision) tells the others whether rank 0's write, or its
- * background write found at this join, went through, so a save that fails (a full disk) ends
- * every rank at once instead of leaving the others in their next collective until the comm's
- * timeout. st: this rank's result. */
+ * A boolean all-reduce (Lightning's reduce_boolean_decision) tells the others whether what could
+ * fail on rank 0 alone went through, so a save that fails (a full disk) ends every rank at once
+ * instead of leaving the others in their next collective until the comm's timeout: two per save
+ * point (mc_save_point: before the writes, after them), one at fit's end. st: this rank's
+ * result. */
 static volt_status mc_agree(mc *m, volt_status st, const char *what) {
     volt_trainer *t = m->t;
     if (volt_trainer_world_size(t) <= 1) return st;
@@ -230,9 +230,10 @@ static volt_status mc_agree(mc *m, volt_status st, const char *what) {
     return VOLT_OK;
 }
 
-/* The file's folder, made by rank 0 (every rank calls this, and learns whether it could: a
- * sharded save that follows is collective, and would wait for rank 0 until the timeout). */
-volt_status volt__mc_prepare_dir(mc *m, const char *path) {
+/* The file's folder, made by rank 0 (with its parents); the other ranks learn whether it
+ * could at the save point's agreement before the writes (a sharded save is collective, and
+ * would wait for rank 0 until the timeout). */
+static volt_status mc_make_dir(mc *m, const char *path) {
     volt_status st = VOLT_OK;
     char dir[VOLT_CB_PATH_MAX], err[VOLT_CB_PATH_MAX + 128];
     snprintf(dir, sizeof dir, "%s", path);
@@ -240,13 +241,10 @@ volt_status volt__mc_prepare_dir(mc *m, const char *path) {
     if (slash) *slash = 0;
     if (volt_trainer_is_global_zero(m->t) && slash && *dir && (st = volt__mkdirs(dir, err, sizeof err)) != VOLT_OK)
         st = volt_trainer_fail(m->t, st, "ModelCheckpoint: %s", err);
-    return mc_agree(m, st, "creating the checkpoint folder");
+    return st;
 }
 
-static volt_status mc_save(mc *m, const char *path) {
-    VOLT_TRY(volt__mc_prepare_dir(m, path));
-    return volt_trainer_save_checkpoint_ex(m->t, path, m->save_flags);
-}
+static volt_status mc_save(mc *m, const char *path) { return volt_trainer_save_checkpoint_ex(m->t, path, m->save_flags); }
 
 /* last.safetensors as a hard link to the file just written (same bytes, same state), made
  * atomically; false when the file system refuses (then the caller saves again). */
@@ -266,18 +264,40 @@ bool volt__mc_can_link(mc *m) { return volt_trainer_world_size(m->t) == 1 && vol
 /* No save point now (Lightning's _should_skip_saving_checkpoint): the same on every rank. */
 static bool mc_skip(const mc *m) {
     const volt_trainer_config *cfg = volt_trainer_get_config(m->t);
-    return (cfg && cfg->fast_dev_run > 0) || !m->in_fit || volt_trainer_sanity_checking(m->t) ||
-           m->last_step_saved == volt_trainer_global_step(m->t);
+    return (cfg && cfg->fast_dev_run > 0) || volt_trainer_state_fn(m->t) != VOLT_FN_FIT ||
+           volt_trainer_sanity_checking(m->t) || m->last_step_saved == volt_trainer_global_step(m->t);
 }
 
-static volt_status mc_save_point_(mc *m, bool topk_allowed);
+/* A save point's files: what it writes and what they replace (the bookkeeping already
+ * points at them; volt__mc_settle puts it back). */
+typedef struct mc_plan {
+    char topk[VOLT_CB_PATH_MAX], last[VOLT_CB_PATH_MAX];
+    char *evicted, *prev_last;
+} mc_plan;
+
+static volt_status mc_plan_save(mc *m, bool topk_allowed, mc_plan *p);
+static volt_status mc_write(mc *m, mc_plan *p);
+
+/* Two agreements, whatever the save point writes: one before the writes (the background save
+ * joined, the bookkeeping, the folders rank 0 made for the top-k file and for last), one after
+ * them (rank 0's writes, a background write's start). Every rank takes each, in this order, or
+ * none: a failure agreed before the writes stops every rank there, nothing written. */
 static volt_status mc_save_point(mc *m, bool topk_allowed) {
     if (mc_skip(m)) return VOLT_OK;
-    VOLT_TRY(mc_agree(m, volt__mc_join(m), "the background save before the save point"));
-    return mc_agree(m, mc_save_point_(m, topk_allowed), "the save");
+    mc_plan p = { 0 };
+    volt_status st = volt__mc_join(m);   /* the previous save point settles first (its undo) */
+    if (st >= 0) st = mc_plan_save(m, topk_allowed, &p);
+    st = mc_agree(m, st, "the background save, the bookkeeping or the folders before the save point");
+    if (st >= 0) st = mc_agree(m, mc_write(m, &p), "the save");
+    else if (p.topk[0] || p.last[0]) volt__mc_settle(m, true, true);   /* nothing was written */
+    free(p.evicted);
+    free(p.prev_last);
+    return st;
 }
 
-static volt_status mc_save_point_(mc *m, bool topk_allowed) {
+/* The files of this save point, the bookkeeping updated for them, their folders made (rank 0);
+ * no collective. On an error nothing is left planned. */
+static volt_status mc_plan_save(mc *m, bool topk_allowed, mc_plan *p) {
     volt_trainer *t = m->t;
     int64_t gs = volt_trainer_global_step(t);
     VOLT_TRY(mc_resolve_dir(m));
@@ -287,7 +307,7 @@ static volt_status mc_save_point_(mc *m, bool topk_allowed) {
     u->best = m->best_path ? strdup(m->best_path) : NULL;
     u->best_score = m->best_score;
 
-    char topk_path[VOLT_CB_PATH_MAX] = "", last_path[VOLT_CB_PATH_MAX] = "";
+    char *topk_path = p->topk, *last_path = p->last;   /* "" until planned */
     char *evicted = NULL, *prev_last = NULL;
     volt_status st = VOLT_OK;
     if (topk_allowed && m->save_top_k != 0) {
@@ -325,7 +345,7 @@ static volt_status mc_save_point_(mc *m, bool topk_allowed) {
                 u->evicted = evicted ? strdup(evicted) : NULL;
             }
             u->topk = true;
-            st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof topk_path);
+            st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof p->topk);
             if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, cur);
             if (st == VOLT_OK) {
                 u->pushed = strdup(topk_path);
@@ -338,7 +358,7 @@ static volt_status mc_save_point_(mc *m, bool topk_allowed) {
         }
     }
     if (st == VOLT_OK && m->save_last) {
-        st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof last_path);
+        st = mc_unique_path(m, NULL, m->last_path, last_path, sizeof p->last);
         char *now = st == VOLT_OK ? strdup(last_path) : NULL;
         if (st == VOLT_OK && !now) st = VOLT_ERR_NOMEM;
         if (st == VOLT_OK) {
@@ -351,27 +371,38 @@ static volt_status mc_save_point_(mc *m, bool topk_allowed) {
         }
     }
 
-    if (st == VOLT_OK && (topk_path[0] || last_path[0])) {
-        m->last_step_saved = gs;
-        if (m->async_save) {
-            st = volt__mc_save_async(m, topk_path, last_path, &evicted, &prev_last);
-            if (st < 0) volt__mc_settle(m, true, true);   /* nothing was written */
-        } else {
-            volt_status tst = topk_path[0] ? mc_save(m, topk_path) : VOLT_OK, lst = VOLT_OK;
-            if (last_path[0])
-                lst = tst < 0 ? tst
-                    : topk_path[0] && volt__mc_can_link(m) && volt__mc_link_last(topk_path, last_path) ? VOLT_OK
-                    : mc_save(m, last_path);
-            volt__mc_settle(m, tst < 0, lst < 0);
-            if (tst >= 0 && evicted && strcmp(evicted, topk_path) != 0) mc_remove(m, evicted);
-            if (lst >= 0 && prev_last && strcmp(prev_last, last_path) != 0) mc_remove(m, prev_last);
-            st = tst < 0 ? tst : lst;
-        }
-    } else {
-        volt__mc_settle(m, true, true);
+    p->evicted = evicted;
+    p->prev_last = prev_last;
+    if (st == VOLT_OK && topk_path[0]) st = mc_make_dir(m, topk_path);
+    if (st == VOLT_OK && last_path[0]) st = mc_make_dir(m, last_path);
+    if (st != VOLT_OK || !(topk_path[0] || last_path[0])) {
+        volt__mc_settle(m, true, true);   /* nothing will be written */
+        topk_path[0] = last_path[0] = 0;
     }
-    free(evicted);
-    free(prev_last);
+    return st;
+}
+
+/* The planned files written (sync), or their snapshot taken and handed to the background
+ * thread (async_save); the bookkeeping settled by what was written. */
+static volt_status mc_write(mc *m, mc_plan *p) {
+    const char *topk_path = p->topk, *last_path = p->last;
+    if (!topk_path[0] && !last_path[0]) return VOLT_OK;
+    volt_status st;
+    m->last_step_saved = volt_trainer_global_step(m->t);
+    if (m->async_save) {
+        st = volt__mc_save_async(m, topk_path, last_path, &p->evicted, &p->prev_last);
+        if (st < 0) volt__mc_settle(m, true, true);   /* nothing was written */
+    } else {
+        volt_status tst = topk_path[0] ? mc_save(m, topk_path) : VOLT_OK, lst = VOLT_OK;
+        if (last_path[0])
+            lst = tst < 0 ? tst
+                : topk_path[0] && volt__mc_can_link(m) && volt__mc_link_last(topk_path, last_path) ? VOLT_OK
+                : mc_save(m, last_path);
+        volt__mc_settle(m, tst < 0, lst < 0);
+        if (tst >= 0 && p->evicted && strcmp(p->evicted, topk_path) != 0) mc_remove(m, p->evicted);
+        if (lst >= 0 && p->prev_last && strcmp(p->prev_last, last_path) != 0) mc_remove(m, p->prev_last);
+        st = tst < 0 ? tst : lst;
+    }
     return st;
 }
 
@@ -382,7 +413,7 @@ static bool mc_epoch_topk(const mc *m) {
 
 /* ---- hooks ------------------------------------------------------------------------------------------ */
 
-/* Validation inside fit runs with stage VALIDATE, so "in fit" is tracked here. A fresh fit
+/* Validation inside fit runs with stage VALIDATE; volt_trainer_state_fn says it is fit's. A fresh fit
  * (not a resume) starts counting steps from 0 again. The folder the saves will write is checked
  * before the first batch (volt_trainer_check_writable: rank 0 creates it and writes a test file
  * there, every rank too when the checkpoints are sharded), unless this fit can save nothing. The
@@ -392,7 +423,6 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
     VOLT_TRY(volt__mc_join(m));
     if (!m->restored) m->last_step_saved = 0;
     m->restored = false;
-    m->in_fit = true;
     m->val_has_run = m->val_ran_epoch = m->warned_missing = false;
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     if ((cfg && cfg->fast_dev_run > 0) || (m->save_top_k == 0 && !m->save_last)) return VOLT_OK;
@@ -403,7 +433,6 @@ static volt_status mc_on_fit_start(void *self, volt_trainer *t) {
 
 static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
     mc *m = self;
-    m->in_fit = false;
     volt_status st = mc_agree(m, volt__mc_join(m), "the last background save");   /* every rank learns it */
     volt_ckpt_snapshot_destroy(m->snap);   /* its host memory (the whole state) is not kept past fit */
     m->snap = NULL;
@@ -412,14 +441,10 @@ static volt_status mc_on_fit_end(void *self, volt_trainer *t) {
 
 /* An interruption stops every rank at the same step (docs/TRAINER.md, "Interrupting a run"):
  * the save in flight is finished and, when sharded, committed (collective) as at fit's end,
- * so it is not lost. After other errors a rank may be gone: destroy discards it. */
+ * so it is not lost (one that came after on_fit_end finds nothing in flight: its join is a
+ * no-op, on every rank alike). After other errors a rank may be gone: destroy discards it. */
 static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
-    mc *m = self;
-    if (st != VOLT_ERR_INTERRUPTED || !m->in_fit) {
-        /* a fit that failed never reaches on_fit_end: a standalone validate after it is not fit's */
-        if (volt_trainer_stage(t) == VOLT_STAGE_FIT) m->in_fit = false;
-        return;
-    }
+    if (st != VOLT_ERR_INTERRUPTED || volt_trainer_state_fn(t) != VOLT_FN_FIT) return;
     char why[1024];
     snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
     if (mc_on_fit_end(self, t) < 0 && volt_trainer_is_global_zero(t))
@@ -427,10 +452,7 @@ static void mc_on_exception(void *self, volt_trainer *t, volt_status st) {
     volt_trainer_fail(t, st, "%s", why);
 }
 
-static volt_status mc_on_test_start(void *self, volt_trainer *t) {
-    ((mc *)self)->in_fit = false;     /* a fit that failed never reached on_fit_end */
-    return volt__mc_join(self);
-}
+static volt_status mc_on_test_start(void *self, volt_trainer *t) { return volt__mc_join(self); }
 
 static double mc_now(const mc *m) {
     if (m->clock) return m->clock(m->clock_ctx);
@@ -455,7 +477,7 @@ static volt_status mc_on_train_epoch_start(void *self, volt_trainer *t) {
 
 static volt_status mc_on_validation_end(void *self, volt_trainer *t) {
     mc *m = self;
-    if (volt_trainer_sanity_checking(t) || !m->in_fit) return VOLT_OK;
+    if (volt_trainer_sanity_checking(t) || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
     m->val_ran_epoch = m->val_has_run = true;
     if (m->save_on_train_epoch_end) return VOLT_OK;
     return mc_save_point(m, mc_epoch_topk(m));
@@ -463,7 +485,6 @@ static volt_status mc_on_validation_end(void *self, volt_trainer *t) {
 
 static volt_status mc_on_train_epoch_end(void *self, volt_trainer *t) {
     mc *m = self;
-    if (!m->in_fit) return VOLT_OK;
     if (!m->save_on_train_epoch_end && (m->val_ran_epoch || m->val_has_run)) return VOLT_OK;
     return mc_save_point(m, mc_epoch_topk(m));
 }

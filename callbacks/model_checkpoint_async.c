@@ -117,8 +117,6 @@ volt_status volt__mc_join(mc *m) {
  * thread writes this rank's shards; the next join commits them (mc_commit) and removes what
  * they replace, and "best" stays undo.best until then. */
 volt_status volt__mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last) {
-    if (topk_path[0]) VOLT_TRY(volt__mc_prepare_dir(m, topk_path));
-    if (last_path[0]) VOLT_TRY(volt__mc_prepare_dir(m, last_path));
     volt_status st = volt_trainer_snapshot_checkpoint_ex(m->t, topk_path[0] ? topk_path : last_path, m->save_flags, &m->snap);
     if (st < 0) return st;
     struct mc_job *j = &m->job;

@@ -25,7 +25,7 @@ typedef struct mc {
     double best_score;
     char *last_path;
     int64_t last_step_saved;         /* checkpointed: a resumed run does not save that step again */
-    bool in_fit, restored;
+    bool restored;
     bool pending;                    /* restored bookkeeping not yet checked against dirpath */
     char *ckpt_dir;                  /* ... and the dirpath the checkpoint recorded */
     bool val_ran_epoch, val_has_run, warned_missing;
@@ -79,8 +79,6 @@ void volt__mc_set_str(char **dst, const char *src);
 void volt__mc_remove_file(const char *p);
 /* May p go: a file of this callback's that nothing in the bookkeeping names (rank 0 only). */
 bool volt__mc_may_remove(mc *m, const char *p);
-/* Rank 0 creates path's folder; a failure is the trainer's error. */
-volt_status volt__mc_prepare_dir(mc *m, const char *path);
 /* last as a hard link to the top-k file just written: one process, rank 0. */
 bool volt__mc_can_link(mc *m);
 /* last as an atomic hard link to src; false when the file system refuses. */
@@ -105,7 +103,8 @@ void volt__mc_wait(mc *m);
 /* Wait; commit sharded writes (collective); a failure, once, as the trainer's error. */
 volt_status volt__mc_join(mc *m);
 void volt__mc_job_free(struct mc_job *j);
-/* Snapshot the state and start the background write of topk_path and/or last_path; takes
+/* Snapshot the state and start the background write of topk_path and/or last_path (their
+ * folders made and agreed on by the save point); takes
  * *evicted and *prev_last (removed after their replacement is written) when they may go. */
 volt_status volt__mc_save_async(mc *m, const char *topk_path, const char *last_path, char **evicted, char **prev_last);
 

@@ -101,7 +101,6 @@ static volt_status ms_on_fit_start(void *self, volt_trainer *t) {
 
 /* ---- the results table ------------------------------------------------------------------------- */
 typedef struct ms {
-    bool in_fit;
     int n, cap;
     char **names;
     double *vals;
@@ -136,17 +135,11 @@ static void results_table(ms *m, volt_trainer *t, const char *title) {
     m->n = 0;
 }
 
-static volt_status ms_fit_start(void *self, volt_trainer *t) {
-    ((ms *)self)->in_fit = true;
-    return ms_on_fit_start(self, t);
-}
-static volt_status ms_fit_end(void *self, volt_trainer *t) { ((ms *)self)->in_fit = false; return VOLT_OK; }
+/* a standalone validate's table; fit's validations (stage VALIDATE too) print none */
 static volt_status ms_val_end(void *self, volt_trainer *t) {
-    ms *m = self;
-    if (!m->in_fit) results_table(m, t, "Validate metric");
+    if (volt_trainer_state_fn(t) != VOLT_FN_FIT) results_table(self, t, "Validate metric");
     return VOLT_OK;
 }
-static volt_status ms_test_start(void *self, volt_trainer *t) { ((ms *)self)->in_fit = false; return VOLT_OK; }
 static volt_status ms_test_end(void *self, volt_trainer *t) { results_table(self, t, "Test metric"); return VOLT_OK; }
 
 static void ms_destroy(void *self) {
@@ -157,20 +150,10 @@ static void ms_destroy(void *self) {
     free(m);
 }
 
-/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
- * predict) is not fit's (Lightning's trainer.state.fn). */
-static void ms_on_exception(void *self, volt_trainer *t, volt_status st) {
-    (void)st;
-    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((ms *)self)->in_fit = false;
-}
-
 static const volt_callback_ops ms_ops = {
-    .on_exception = ms_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "ModelSummary",
-    .on_fit_start = ms_fit_start,
-    .on_fit_end = ms_fit_end,
+    .on_fit_start = ms_on_fit_start,
     .on_validation_end = ms_val_end,
-    .on_test_start = ms_test_start,
     .on_test_end = ms_test_end,
     .destroy = ms_destroy,
 };

@@ -63,7 +63,6 @@ typedef struct pb {
     double last_draw;
     int decile, vdecile;
     bool in_epoch;
-    bool in_fit;             /* validation inside fit runs with stage VALIDATE */
 } pb;
 
 static double now_s(void) {
@@ -185,14 +184,8 @@ static volt_status pb_on_train_epoch_end(void *self, volt_trainer *t) {
     return VOLT_OK;
 }
 
-static volt_status pb_on_fit_start(void *self, volt_trainer *t) {
-    ((pb *)self)->in_fit = true;
-    return VOLT_OK;
-}
-
 static volt_status pb_on_fit_end(void *self, volt_trainer *t) {
     pb *p = self;
-    p->in_fit = false;
     if (!pb_off(t) && p->tty && p->on_screen) { fputc('\n', stderr); p->on_screen = false; }
     p->in_epoch = false;
     return VOLT_OK;
@@ -240,7 +233,7 @@ static volt_status pb_eval_end(pb *p, volt_trainer *t) {
     if (pb_off(t)) return VOLT_OK;
     int64_t total = volt_trainer_num_eval_batches(t);
     char line[1400];
-    bool in_fit = p->in_fit;
+    const bool in_fit = volt_trainer_state_fn(t) == VOLT_FN_FIT;   /* its stage is VALIDATE */
     if (volt_trainer_sanity_checking(t)) {
         if (p->tty && p->on_screen) { fprintf(stderr, "\r\033[K"); p->on_screen = false; }
         return VOLT_OK;
@@ -261,11 +254,7 @@ static volt_status pb_eval_end(pb *p, volt_trainer *t) {
 }
 
 static volt_status pb_on_validation_end(void *self, volt_trainer *t) { return pb_eval_end(self, t); }
-static volt_status pb_on_test_start(void *self, volt_trainer *t) {
-    ((pb *)self)->in_fit = false;
-    pb_eval_start(self);
-    return VOLT_OK;
-}
+static volt_status pb_on_test_start(void *self, volt_trainer *t) { return pb_on_eval_start(self, t); }
 
 static volt_status pb_on_test_end(void *self, volt_trainer *t) { return pb_eval_end(self, t); }
 static volt_status pb_on_predict_batch_end(void *self, volt_trainer *t, const volt_tensor *pred, const volt_batch *b,
@@ -276,17 +265,8 @@ static volt_status pb_on_predict_batch_end(void *self, volt_trainer *t, const vo
 
 static void pb_destroy(void *self) { free(self); }
 
-/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
- * predict) is not fit's (Lightning's trainer.state.fn). */
-static void pb_on_exception(void *self, volt_trainer *t, volt_status st) {
-    (void)st;
-    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((pb *)self)->in_fit = false;
-}
-
 static const volt_callback_ops pb_ops = {
-    .on_exception = pb_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "ProgressBar",
-    .on_fit_start = pb_on_fit_start,
     .on_fit_end = pb_on_fit_end,
     .on_sanity_check_start = pb_on_eval_start,
     .on_train_epoch_start = pb_on_train_epoch_start,

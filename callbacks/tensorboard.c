@@ -78,7 +78,7 @@ static void pb_sub(pb *p, int field, pb *sub) { pb_lenbytes(p, field, sub->b, su
 typedef struct tbl {
     FILE *f;
     char *dir;
-    bool in_fit, val_after_batch;
+    bool val_after_batch;
     int64_t last_row_step;
     volt_status err;
 } tbl;
@@ -223,7 +223,6 @@ static volt_status tb_hparams(tbl *l, volt_trainer *t) {
 
 static volt_status tb_on_fit_start(void *self, volt_trainer *t) {
     tbl *l = self;
-    l->in_fit = true;
     l->val_after_batch = false;
     l->last_row_step = -1;
     bool had = l->f != NULL;
@@ -232,13 +231,7 @@ static volt_status tb_on_fit_start(void *self, volt_trainer *t) {
     return tb_hparams(l, t);
 }
 
-static volt_status tb_on_fit_end(void *self, volt_trainer *t) { ((tbl *)self)->in_fit = false; return VOLT_OK; }
-
-static volt_status tb_on_test_start(void *self, volt_trainer *t) {
-    tbl *l = self;
-    l->in_fit = false;
-    return tb_open(l, t);
-}
+static volt_status tb_on_test_start(void *self, volt_trainer *t) { return tb_open(self, t); }
 
 static volt_status tb_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     tbl *l = self;
@@ -252,7 +245,7 @@ static volt_status tb_on_train_batch_end(void *self, volt_trainer *t, const volt
 
 static volt_status tb_on_validation_start(void *self, volt_trainer *t) {
     tbl *l = self;
-    if (!l->in_fit) return tb_open(l, t);
+    if (volt_trainer_state_fn(t) != VOLT_FN_FIT) return tb_open(l, t);   /* a validate of its own */
     /* the train epoch means are fresh now; the validation replaces them */
     if (volt_trainer_sanity_checking(t)) return VOLT_OK;
     return tb_scalars(l, t, volt_trainer_global_step(t) - 1, VOLT_LOG_EPOCH);
@@ -261,9 +254,10 @@ static volt_status tb_on_validation_start(void *self, volt_trainer *t) {
 static volt_status tb_on_validation_end(void *self, volt_trainer *t) {
     tbl *l = self;
     if (volt_trainer_sanity_checking(t)) return VOLT_OK;
-    l->val_after_batch = l->in_fit;
+    const bool in_fit = volt_trainer_state_fn(t) == VOLT_FN_FIT;   /* its stage is VALIDATE */
+    l->val_after_batch = in_fit;
     int64_t gs = volt_trainer_global_step(t);
-    return tb_scalars(l, t, l->in_fit ? gs - 1 : gs, 0);
+    return tb_scalars(l, t, in_fit ? gs - 1 : gs, 0);
 }
 
 static volt_status tb_on_train_epoch_end(void *self, volt_trainer *t) {
@@ -286,18 +280,9 @@ static void tb_destroy(void *self) {
     free(l);
 }
 
-/* A fit that failed never reaches on_fit_end: what follows (a standalone validate, test or
- * predict) is not fit's (Lightning's trainer.state.fn). */
-static void tb_on_exception(void *self, volt_trainer *t, volt_status st) {
-    (void)st;
-    if (volt_trainer_stage(t) == VOLT_STAGE_FIT) ((tbl *)self)->in_fit = false;
-}
-
 static const volt_callback_ops tb_ops = {
-    .on_exception = tb_on_exception,
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "TensorBoardLogger",
     .on_fit_start = tb_on_fit_start,
-    .on_fit_end = tb_on_fit_end,
     .on_train_batch_end = tb_on_train_batch_end,
     .on_train_epoch_end = tb_on_train_epoch_end,
     .on_validation_start = tb_on_validation_start,

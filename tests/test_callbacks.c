@@ -1735,6 +1735,139 @@ static void test_validate_after_failed_fit(void) {
     volt_trainer_destroy(t);
 }
 
+/* ---- volt_trainer_state_fn (Lightning's trainer.state.fn) as a user callback sees it ----------- */
+/* Every hook a callback table has records "<hook>:<fn><stage>[s]" (fn: N none, F fit, V validate,
+ * T test, P predict, U lr_find; stage: f v t p; s: sanity checking); the test adds "ret:" after
+ * each call returns. */
+static char g_fnlog[8192];
+static void fn_note(volt_trainer *t, const char *hook) {
+    static const char fns[] = "NFVTPU", stages[] = "fvtp";
+    const volt_trainer_fn fn = volt_trainer_state_fn(t);
+    const volt_stage sg = volt_trainer_stage(t);
+    size_t k = strlen(g_fnlog);
+    snprintf(g_fnlog + k, sizeof g_fnlog - k, "%s%s:%c%c%s", k ? " " : "", hook,
+             (unsigned)fn < sizeof fns - 1 ? fns[fn] : '?', (unsigned)sg < sizeof stages - 1 ? stages[sg] : '?',
+             volt_trainer_sanity_checking(t) ? "s" : "");
+}
+#define FN_HOOK(name) static volt_status fn_##name(void *self, volt_trainer *t) { fn_note(t, #name); return VOLT_OK; }
+#define FN_BHOOK(name) \
+    static volt_status fn_##name(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { fn_note(t, #name); return VOLT_OK; }
+FN_HOOK(fit_start) FN_HOOK(fit_end) FN_HOOK(sanity_start) FN_HOOK(sanity_end) FN_HOOK(train_start) FN_HOOK(train_end)
+FN_HOOK(epoch_start) FN_HOOK(epoch_end) FN_BHOOK(batch_start) FN_BHOOK(batch_end)
+FN_HOOK(val_start) FN_HOOK(val_end) FN_HOOK(val_epoch_start) FN_HOOK(val_epoch_end) FN_BHOOK(val_batch_start) FN_BHOOK(val_batch_end)
+FN_HOOK(test_start) FN_HOOK(test_end) FN_HOOK(test_epoch_start) FN_HOOK(test_epoch_end) FN_BHOOK(test_batch_start) FN_BHOOK(test_batch_end)
+FN_HOOK(after_backward) FN_HOOK(before_opt)
+FN_HOOK(pred_start) FN_HOOK(pred_end) FN_HOOK(pred_epoch_start) FN_HOOK(pred_epoch_end) FN_BHOOK(pred_batch_start)
+static volt_status fn_before_backward(void *self, volt_trainer *t, const volt_tensor *loss) { fn_note(t, "before_backward"); return VOLT_OK; }
+static volt_status fn_pred_batch_end(void *self, volt_trainer *t, const volt_tensor *p, const volt_batch *b, int64_t i) {
+    fn_note(t, "pred_batch_end");
+    return VOLT_OK;
+}
+static void fn_exception(void *self, volt_trainer *t, volt_status st) { fn_note(t, "exception"); }
+static const volt_callback_ops fn_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "FnRecorder",
+    .on_fit_start = fn_fit_start, .on_fit_end = fn_fit_end, .on_sanity_check_start = fn_sanity_start,
+    .on_sanity_check_end = fn_sanity_end, .on_train_start = fn_train_start, .on_train_end = fn_train_end,
+    .on_train_epoch_start = fn_epoch_start, .on_train_epoch_end = fn_epoch_end, .on_train_batch_start = fn_batch_start,
+    .on_train_batch_end = fn_batch_end, .on_validation_start = fn_val_start, .on_validation_end = fn_val_end,
+    .on_validation_epoch_start = fn_val_epoch_start, .on_validation_epoch_end = fn_val_epoch_end,
+    .on_validation_batch_end = fn_val_batch_end, .on_test_start = fn_test_start, .on_test_end = fn_test_end,
+    .on_test_epoch_end = fn_test_epoch_end, .on_test_batch_end = fn_test_batch_end,
+    .on_before_backward = fn_before_backward, .on_after_backward = fn_after_backward,
+    .on_before_optimizer_step = fn_before_opt, .on_exception = fn_exception,
+    .on_validation_batch_start = fn_val_batch_start, .on_test_epoch_start = fn_test_epoch_start,
+    .on_test_batch_start = fn_test_batch_start, .on_predict_start = fn_pred_start,
+    .on_predict_epoch_start = fn_pred_epoch_start, .on_predict_batch_start = fn_pred_batch_start,
+    .on_predict_batch_end = fn_pred_batch_end, .on_predict_epoch_end = fn_pred_epoch_end, .on_predict_end = fn_pred_end,
+};
+
+static int g_val_fail_at, g_val_calls;
+static volt_status val_failing(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    if (++g_val_calls == g_val_fail_at) return volt_step_fail(s, VOLT_ERR_NUMERIC, "validation fails (on purpose)");
+    return lin_val(self, s, b, i);
+}
+
+static void fn_check(const char *what, const char *want) {
+    CHECK(!strcmp(g_fnlog, want), "%s: state fn / stage seen by the hooks:\n    got  %s\n    want %s", what, g_fnlog, want);
+    g_fnlog[0] = 0;
+}
+
+static void test_state_fn(void) {
+    const char *root = fresh_dir("state_fn");
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.default_root_dir = root;
+    c.max_epochs = 1;
+    c.limit_train_batches = 2;
+    c.limit_val_batches = 1;
+    c.num_sanity_val_steps = 1;
+    c.enable_progress_bar = c.enable_logger = c.enable_checkpointing = c.enable_model_summary = false;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    if (!t) return;
+    CHECK_OK(volt_trainer_add_callback(t, &fn_ops, NULL));
+    CHECK(volt_trainer_state_fn(t) == VOLT_FN_NONE, "a new trainer runs no call: %d", (int)volt_trainer_state_fn(t));
+    volt_module_ops ops = lin_ops;
+    ops.validation_step = val_failing;
+    ops.predict_step = lin_predict;
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    g_fnlog[0] = 0;
+    g_val_fail_at = 0;
+    volt_status st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
+    CHECK_OK(st);
+    fn_note(t, "ret");
+    /* a step: batch_start, before_backward, after_backward, before_opt, batch_end */
+#define FN_STEP "batch_start:Ff before_backward:Ff after_backward:Ff before_opt:Ff batch_end:Ff"
+    fn_check("fit", "fit_start:Ff sanity_start:Ff val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
+             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ff train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
+             "val_start:Fv val_epoch_start:Fv val_batch_start:Fv val_batch_end:Fv val_epoch_end:Fv val_end:Fv "
+             "epoch_end:Ff train_end:Ff fit_end:Ff ret:Nf");
+    CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
+    fn_note(t, "ret");
+    fn_check("validate", "val_start:Vv val_epoch_start:Vv val_batch_start:Vv val_batch_end:Vv val_epoch_end:Vv val_end:Vv ret:Nv");
+    CHECK_OK(volt_trainer_test(t, &ops, &m, va, NULL));
+    fn_note(t, "ret");
+    fn_check("test", "test_start:Tt test_epoch_start:Tt test_batch_start:Tt test_batch_end:Tt test_batch_start:Tt "
+             "test_batch_end:Tt test_batch_start:Tt test_batch_end:Tt test_batch_start:Tt test_batch_end:Tt test_epoch_end:Tt "
+             "test_end:Tt ret:Nt");
+    CHECK_OK(volt_trainer_predict(t, &ops, &m, va, NULL, pred_ignore, NULL));
+    fn_note(t, "ret");
+    fn_check("predict", "pred_start:Pp pred_epoch_start:Pp pred_batch_start:Pp pred_batch_end:Pp pred_batch_start:Pp "
+             "pred_batch_end:Pp pred_batch_start:Pp pred_batch_end:Pp pred_batch_start:Pp pred_batch_end:Pp "
+             "pred_epoch_end:Pp pred_end:Pp ret:Np");
+    /* lr_find: the step hooks it runs are no fit's */
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.num_training = 2;
+    volt_lr_find_result r;
+    CHECK_OK(volt_trainer_lr_find(t, &ops, &m, tr, &lc, &r));
+    volt_lr_find_result_free(&r);
+    fn_note(t, "ret");
+    fn_check("lr_find", "before_backward:Uf after_backward:Uf before_opt:Uf before_backward:Uf after_backward:Uf "
+             "before_opt:Uf ret:Nf");
+    /* a fit that fails inside its epoch-end validation (the sanity check's batch is call 1):
+     * on_exception still sees fit; then nothing runs */
+    g_val_calls = 0;
+    g_val_fail_at = 2;
+    st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
+    CHECK(st == VOLT_ERR_NUMERIC, "the fit fails in its validation: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    fn_note(t, "ret");
+    fn_check("failed fit", "fit_start:Ff sanity_start:Ff val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
+             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ff train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
+             "val_start:Fv val_epoch_start:Fv val_batch_start:Fv exception:Ff ret:Nf");
+#undef FN_STEP
+    /* and a validate after it is validate's, not fit's */
+    g_val_fail_at = 0;
+    CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
+    fn_note(t, "ret");
+    fn_check("validate after the failed fit",
+             "val_start:Vv val_epoch_start:Vv val_batch_start:Vv val_batch_end:Vv val_epoch_end:Vv val_end:Vv ret:Nv");
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    volt_trainer_destroy(t);
+}
+
 static void test_collectives_single(void) {
     volt_trainer *t = mk_trainer(fresh_dir("collectives"), &(run_opts){ .max_epochs = 1 });
     for (int v = 0; v < 2; v++)
@@ -1847,6 +1980,7 @@ int main(void) {
     test_version_counter();
     test_collectives_single();
     test_validate_after_failed_fit();
+    test_state_fn();
     test_unwritable_dirs();
     test_time_interval_config();
     test_time_interval();

@@ -955,9 +955,9 @@ static volt_status sf_batch_end(void *self, volt_trainer *t, const volt_batch *b
 static const volt_callback_ops sf_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saboteur",
                                           .on_train_batch_end = sf_batch_end };
 
-/* A fresh root (rank 0 empties it) and a trainer saving every 2 steps, all top-k, into <root>/ckpt
- * (dir), sync or in the background: the set-up of save_fails and discard. */
-static volt_trainer *ckpt_every2_trainer(const char *name, const char *root, const char *dir, bool async) {
+/* A fresh root (rank 0 empties it) and a trainer saving every 2 steps, all top-k (and last), into
+ * <root>/ckpt (dir), sync or in the background: the set-up of save_fails, discard and agreements. */
+static volt_trainer *ckpt_every2_trainer(const char *name, const char *root, const char *dir, bool async, bool save_last) {
     if (g_rank == 0) vtest_fresh_dir(root);
     MPI_Barrier(MPI_COMM_WORLD);
     volt_trainer_config c;
@@ -972,6 +972,7 @@ static volt_trainer *ckpt_every2_trainer(const char *name, const char *root, con
     cc.save_top_k = -1;
     cc.every_n_train_steps = 2;
     cc.async_save = async;
+    cc.save_last = save_last;
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
     return t;
 }
@@ -981,7 +982,7 @@ static void test_save_fails(const char *name) {
         char root[700], dir[800];
         snprintf(root, sizeof root, "%s/save_fails_%s_np%d_%d", vtest_tmpdir(), name, g_world, async);
         snprintf(dir, sizeof dir, "%s/ckpt", root);
-        volt_trainer *t = ckpt_every2_trainer(name, root, dir, async);
+        volt_trainer *t = ckpt_every2_trainer(name, root, dir, async, false);
         volt_dataset *ds = make_data();
         volt_loader *l = vtest_loader(ds, BS, false);
         sf_ctx sc = { .dir = dir, .at = 3 };
@@ -1031,7 +1032,7 @@ static void test_discard(const char *name) {
     char root[700], dir[800];
     snprintf(root, sizeof root, "%s/discard_%s_np%d", vtest_tmpdir(), name, g_world);
     snprintf(dir, sizeof dir, "%s/ckpt", root);
-    volt_trainer *t = ckpt_every2_trainer(name, root, dir, true);
+    volt_trainer *t = ckpt_every2_trainer(name, root, dir, true, false);
     volt_dataset *ds = make_data();
     volt_loader *l = vtest_loader(ds, BS, false);
     dc_ctx dcx = { .at = 3 };
@@ -1055,6 +1056,43 @@ static void test_discard(const char *name) {
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
+/* ---- what a save point costs in agreements ------------------------------------------------------- */
+/* ModelCheckpoint's all-reduces (volt_trainer_reduce_boolean_decision, counted in trainer/
+ * collective.c) while training: every 2 steps, top-k and last, 3 epochs of 4 steps: 6 save points
+ * (the epoch ends fall on saved steps), two agreements each (before the writes: the join, the
+ * bookkeeping and both folders; after them: the save), sync and async alike. Before: four (the
+ * join, the top-k folder, last's folder, the save). */
+typedef struct ag_ctx { int64_t at_start, at_end; } ag_ctx;
+static volt_status ag_train_start(void *self, volt_trainer *t) { ((ag_ctx *)self)->at_start = t->decisions; return VOLT_OK; }
+static volt_status ag_train_end(void *self, volt_trainer *t) { ((ag_ctx *)self)->at_end = t->decisions; return VOLT_OK; }
+static const volt_callback_ops ag_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "AgreementCounter",
+                                          .on_train_start = ag_train_start, .on_train_end = ag_train_end };
+
+static void test_agreements(const char *name) {
+    for (int async = 0; async < 2; async++) {
+        char root[700], dir[800];
+        snprintf(root, sizeof root, "%s/agreements_%s_np%d_%d", vtest_tmpdir(), name, g_world, async);
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        volt_trainer *t = ckpt_every2_trainer(name, root, dir, async, true);
+        volt_dataset *ds = make_data();
+        volt_loader *l = vtest_loader(ds, BS, false);
+        ag_ctx ac = { -1, -1 };
+        CHECK_OK(volt_trainer_add_callback(t, &ag_ops, &ac));
+        lin m = { 0 };
+        CHECK_OK(volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL));
+        CHECK(volt_trainer_global_step(t) == EPOCHS * NB, "%lld steps", (long long)volt_trainer_global_step(t));
+        const int64_t n = ac.at_end - ac.at_start, saves = EPOCHS * NB / 2;
+        CHECK(n == 2 * saves, "%s rank %d: %lld agreements over %lld save points, want 2 each", async ? "async" : "sync", g_rank,
+              (long long)n, (long long)saves);
+        char last[900];
+        snprintf(last, sizeof last, "%s/last.safetensors", dir);
+        CHECK(g_rank != 0 || access(last, F_OK) == 0, "%s: no %s", async ? "async" : "sync", last);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_dataset_destroy(ds);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -1065,7 +1103,7 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven|unwritable STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_callbacks collective|time_interval|interrupt|interrupt_eval|throughput|uneven|unwritable|save_fails|discard|agreements STRATEGY\n");
         return 2;
     }
     const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
@@ -1078,6 +1116,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "uneven")) test_uneven(argv[2]);
     else if (!strcmp(argv[1], "unwritable")) test_unwritable(argv[2]);
     else if (!strcmp(argv[1], "save_fails")) test_save_fails(argv[2]);
+    else if (!strcmp(argv[1], "agreements")) test_agreements(argv[2]);
     else if (!strcmp(argv[1], "discard")) test_discard(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);

@@ -10,6 +10,7 @@
 /* The mean over ranks of one value each; the input itself on one process. */
 static volt_status mean_over_ranks(volt_trainer *t, const char *who, double *v) {
     if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    t->decisions++;
     volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 1);
     if (st < 0)
         return volt__terr(t, st, "%s: sync across ranks failed (strategy '%s'): %s", who,

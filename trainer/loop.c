@@ -382,18 +382,26 @@ out:
 }
 
 /* ---- the public calls: signals armed for their length, on_exception on failure ------------ */
-/* A call starts: signals armed, no interruption yet, and its stage set from its first line, so
- * a failure in its set-up is this call's (on_exception sees the stage; Lightning's state.fn). */
-void volt__loop_call_begin(volt_trainer *t, volt_stage stage) {
+/* A call starts: signals armed, no interruption yet, its stage and fn set from its first line, so
+ * a failure in its set-up is this call's (on_exception sees both; Lightning's state.stage, state.fn). */
+volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_trainer_fn fn) {
+    const volt_trainer_fn prev = t->fn;
     volt__signal_arm(t);
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     t->interrupted = 0;
     t->stage = stage;
+    t->fn = fn;
+    return prev;
+}
+
+void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev) {
+    t->fn = prev;
+    volt__signal_disarm(t);
 }
 
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
-    volt__loop_call_begin(t, VOLT_STAGE_FIT);
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_FIT);
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
     if (st < 0) {
         t->stage = VOLT_STAGE_FIT;     /* a validation inside fit that failed left its own stage */
@@ -401,31 +409,31 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     }
     t->fitting = false;
     t->sanity = false;
-    volt__signal_disarm(t);
+    volt__loop_call_end(t, prev);
     return st;
 }
 
-static volt_status eval_end(volt_trainer *t, volt_status st, const char *what) {
+static volt_status eval_end(volt_trainer *t, volt_trainer_fn prev, volt_status st, const char *what) {
     st = volt__signal_settle(t, st, what);
     if (st < 0) on_exception(t, st);
-    volt__signal_disarm(t);
+    volt__loop_call_end(t, prev);
     return st;
 }
 
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
-    volt__loop_call_begin(t, VOLT_STAGE_VALIDATE);
-    return eval_end(t, volt__eval_validate(t, ops, module, val, ckpt_path), "validate");
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_VALIDATE, VOLT_FN_VALIDATE);
+    return eval_end(t, prev, volt__eval_validate(t, ops, module, val, ckpt_path), "validate");
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
-    volt__loop_call_begin(t, VOLT_STAGE_TEST);
-    return eval_end(t, volt__eval_test(t, ops, module, test, ckpt_path), "test");
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_TEST, VOLT_FN_TEST);
+    return eval_end(t, prev, volt__eval_test(t, ops, module, test, ckpt_path), "test");
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
-    volt__loop_call_begin(t, VOLT_STAGE_PREDICT);
-    return eval_end(t, volt__eval_predict(t, ops, module, loader, ckpt_path, out, ctx), "predict");
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_PREDICT, VOLT_FN_PREDICT);
+    return eval_end(t, prev, volt__eval_predict(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }

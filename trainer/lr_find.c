@@ -166,9 +166,11 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
         t->errmsg[0] = 0;
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
     }
-    volt__loop_call_begin(t, VOLT_STAGE_FIT);
+    /* fn TUNE, not FIT (include/volt/trainer.h): the step hooks it runs are no fit's; `fitting`
+     * (internal) is set for the steps all the same, as the accumulation checks read it */
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
     volt_status st = volt__signal_settle(t, lr_find_run(t, ops, module, train, cfg, out), "lr_find");
-    volt__signal_disarm(t);
+    volt__loop_call_end(t, prev);
     if (st < 0) volt_lr_find_result_free(out);   /* a signal after the last step: no result either */
     return st;
 }

@@ -286,6 +286,7 @@ int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t) { return 
 int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t->batch_in_epoch; }
 volt_stage volt_trainer_stage(const volt_trainer *t) { return t->stage; }
 bool volt_trainer_sanity_checking(const volt_trainer *t) { return t->sanity; }
+volt_trainer_fn volt_trainer_state_fn(const volt_trainer *t) { return t->fn; }
 bool volt_trainer_is_global_zero(const volt_trainer *t) { return t->rank == 0; }
 int volt_trainer_rank(const volt_trainer *t) { return t->rank; }
 int volt_trainer_world_size(const volt_trainer *t) { return t->world; }

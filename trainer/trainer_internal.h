@@ -86,6 +86,8 @@ struct volt_trainer {
     int64_t eval_idx;          /* the batch it runs */
 
     volt_stage stage;
+    volt_trainer_fn fn;        /* the public call running (volt_trainer_state_fn), NONE between */
+    int64_t decisions;         /* collective.c's exchanges so far (reduce_boolean_decision, broadcast_bool): tests count them */
     bool sanity, should_stop, fitting;
     int64_t cur_batch_size;
 
@@ -162,8 +164,11 @@ volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, c
  * that failed makes every rank fail with its words. */
 volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, int64_t *fewest, int64_t *most);
 /* The start of fit / validate / test / predict / lr_find (loop.c): signals armed, the last
- * call's interruption cleared, the call's stage set. */
-void volt__loop_call_begin(volt_trainer *t, volt_stage stage);
+ * call's interruption cleared, the call's stage and fn set; returns the fn before it (NONE,
+ * unless a hook calls one inside another: lr_find from a fit hook, refused). _end at its
+ * return (after on_exception): signals disarmed, fn back to prev. */
+volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_trainer_fn fn);
+void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev);
 /* collective.c: one verdict for every rank (as a sharded load's, checkpoint_source.c). st: this
  * rank's result so far (its message on t). When any rank's is an error, every rank returns the
  * lowest failing rank's status and message with " (rank r of N found it; <outcome>)"; VOLT_OK when

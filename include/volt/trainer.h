@@ -438,8 +438,9 @@ VOLT_API int64_t volt_trainer_num_train_batches(const volt_trainer *t); /* this 
 /* volt_optim_setup.estimated_stepping_batches of the current (or last) fit; -1 before a fit. */
 VOLT_API int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t);
 VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
-/* The running call's stage, set at its start and kept after it (Lightning's state.fn);
- * VALIDATE while fit validates. */
+/* The running loop's stage, set at the call's start and kept after it (Lightning's
+ * trainer.state.stage): VALIDATE while fit validates (its sanity check too, with
+ * volt_trainer_sanity_checking true). Which call runs is volt_trainer_state_fn. */
 VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
 VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
 VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
@@ -754,6 +755,19 @@ VOLT_API volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bo
 enum { VOLT_WRITES_CHECKPOINTS = 1u };
 VOLT_API volt_status volt_trainer_check_writable(volt_trainer *t, const char *who, const char *what, const char *dir,
                                                  unsigned flags);
+
+/* Which public call is running (Lightning's trainer.state.fn, TrainerFn): set by fit, validate,
+ * test, predict (and their _dm forms) from their first line to their return, set-up, every hook
+ * and on_exception included, whether they succeed or fail; VOLT_FN_NONE between calls. So a
+ * callback asks "is this validation part of a fit?" with volt_trainer_state_fn(t) ==
+ * VOLT_FN_FIT while volt_trainer_stage(t) is VALIDATE. lr_find runs VOLT_FN_TUNE (Lightning
+ * 1.x's TrainerFn.TUNING; 2.x runs its tuner inside fit with the user's callbacks swapped out):
+ * its train steps call on_before_backward / on_after_backward / on_before_optimizer_step and
+ * the module's hooks, and those must not take it for a fit. Appended values may follow. */
+typedef enum volt_trainer_fn {
+    VOLT_FN_NONE, VOLT_FN_FIT, VOLT_FN_VALIDATE, VOLT_FN_TEST, VOLT_FN_PREDICT, VOLT_FN_TUNE
+} volt_trainer_fn;
+VOLT_API volt_trainer_fn volt_trainer_state_fn(const volt_trainer *t);
 
 /* ---- precision (cfg.precision; the plugins are described in volt/precision.h) ---------------- */
 /* The grad scaler of a 16-mixed run (1 and 0 otherwise): current loss scale, good steps
