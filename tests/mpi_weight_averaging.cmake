@@ -1,8 +1,9 @@
-# WeightAveraging across ranks (tests/test_mpi_weight_averaging.c), label "mpi": a fit whose
-# validation fails on rank 1 alone, with the average swapped in, leaves the current weights in the
-# model on every rank with no collective (each rank its own slice; fsdp / ZeRO gather the rest on
-# next use): the exported weights are those of the same run without the callback, and a later fit
-# on the trainer starts from them; no rank waits for the comm's timeout. Without MPI or mpirun,
+# WeightAveraging across ranks (tests/test_mpi_weight_averaging.c), label "mpi": a fit stopped
+# inside a validation (SIGTERM on rank 1 alone, every rank stops after the same batch) with the
+# average swapped in leaves the current weights in the model on every rank with no collective
+# (each rank its own slice; fsdp / ZeRO gather the rest on next use): the exported weights and a
+# validate's val_loss are those of the same run without the callback, and a later fit on the
+# trainer starts from them; no rank waits for the comm's timeout. Without MPI or mpirun,
 # tests/strategies.cmake's placeholder stands for these too.
 find_program(VOLT_WA_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_WA_MPIRUN OR NOT TARGET test_mpi_weight_averaging)

@@ -13,7 +13,8 @@
  *       standalone validate gives R's val_loss bit for bit (each rank's forward reads the parts
  *       outside its slice too: gathered again from the owners). A later fit on W starts
  *       (on_train_start, after its sanity check) from those weights and ends; no rank waited
- *       for the comm's timeout.
+ *       for the comm's timeout. WeightAveraging's on_exception starts no strategy collective
+ *       (the strategy's trace between two callbacks around it is empty).
  *
  * A test_mpi_ program: registered only with its launches (tests/mpi_weight_averaging.cmake). */
 #include <math.h>
@@ -26,6 +27,8 @@
 #include "volt/safetensors.h"
 #ifdef VOLT_HAVE_MPI
 #include "vtest_mpi.h"
+#include "trainer/trainer_internal.h"   /* t->strategy */
+#include "strategies/parallel/parallel.h"   /* the strategy's trace */
 
 enum { BS = 2 /* per rank */, NB = 4 /* batches per epoch */, EPOCHS = 3, NW = 25 /* 16 + 4 + 4 + 1 */ };
 
@@ -141,6 +144,25 @@ static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSIO
                                              .on_validation_epoch_start = probe_val_start,
                                              .on_train_start = probe_train_start };
 
+/* Around WeightAveraging's on_exception (one added before it, one after): what the strategy did
+ * in between (its trace: every parameter gather, every grad reduction it starts). */
+static int g_exc_events = -1, g_exc_gathers = -1;
+static void exc_before(void *self, volt_trainer *t, volt_status st) {
+    (void)self; (void)st;
+    volt__dist_trace_clear(t->strategy);
+}
+static void exc_after(void *self, volt_trainer *t, volt_status st) {
+    (void)self; (void)st;
+    const volt_dist_event *ev;
+    g_exc_events = volt__dist_trace(t->strategy, &ev);
+    g_exc_gathers = 0;
+    for (int i = 0; i < g_exc_events; i++) g_exc_gathers += ev[i].kind == VOLT_EV_GATHER_LAUNCH;
+}
+static const volt_callback_ops exc_before_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ExcBefore",
+                                                  .on_exception = exc_before };
+static const volt_callback_ops exc_after_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ExcAfter",
+                                                 .on_exception = exc_after };
+
 static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
@@ -187,7 +209,9 @@ static void test_failed_val(const char *name) {
     volt_weight_averaging_config wc;
     volt_weight_averaging_config_init(&wc);
     wc.decay = 0.5f;
+    CHECK_OK(volt_trainer_add_callback(tw, &exc_before_ops, calloc(1, 1)));
     CHECK_OK(volt_add_weight_averaging(tw, &wc));
+    CHECK_OK(volt_trainer_add_callback(tw, &exc_after_ops, calloc(1, 1)));
     probe *p = calloc(1, sizeof *p);
     snprintf(p->dir, sizeof p->dir, "%s", root);
     CHECK_OK(volt_trainer_add_callback(tw, &probe_ops, p));
@@ -198,6 +222,9 @@ static void test_failed_val(const char *name) {
     CHECK(p->got_avg && !same(p->avg, cur), "rank %d: the average inside the validation %s the current weights", g_rank,
           p->got_avg ? "equals" : "(not exported) vs");
     CHECK(!volt_trainer_average_swapped(tw), "rank %d: the average is still swapped into the model after the failed fit", g_rank);
+    /* the swap back made no collective (the collective swap gathers under fsdp / ZeRO) */
+    CHECK(g_exc_events == 0 && g_exc_gathers == 0, "rank %d: WeightAveraging's on_exception: %d strategy events, %d parameter "
+          "gathers started", g_rank, g_exc_events, g_exc_gathers);
     snprintf(path, sizeof path, "%s/w.safetensors", root);
     exported(tw, path, after);
     CHECK(same(after, cur), "rank %d: after the failed fit the model holds %s, not the current weights", g_rank,
