@@ -203,6 +203,10 @@ static void test_failed_val(const char *name) {
           volt_trainer_errmsg(tr));
     snprintf(path, sizeof path, "%s/r.safetensors", root);
     exported(tr, path, cur);
+    const volt_comm *cm = volt__dist_comm(tr->strategy);
+    const char *want = getenv("VOLT_ACCELERATOR");   /* the strict launches: the staged gathers */
+    CHECK(cm && cm->dev && (!want || !strcmp(cm->dev->be->name, want)), "rank %d: comm on device %s, want %s", g_rank,
+          cm && cm->dev ? cm->dev->be->name : "?", want ? want : "any");
 
     /* W: the same fit with the average swapped in for the validation that fails */
     volt_trainer *tw = make_trainer(name, root);
