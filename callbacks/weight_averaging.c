@@ -132,15 +132,16 @@ static volt_status wa_load_state_dict(void *self, volt_trainer *t, const char *j
 }
 
 /* A fit that failed inside a validation (the average swapped in) never swaps back nor reaches
- * on_fit_end: with one process the current weights go back into the model, so a later fit
- * trains from them and a later validate sees them. Several ranks: left as it is (under a sharded
- * strategy the swap gathers, a collective the other ranks may never make). */
+ * on_fit_end: the current weights go back into the model, so a later fit trains from them and
+ * a later validate sees them. With no collective (volt_trainer_swap_back_average): the other
+ * ranks may have failed elsewhere or died; each rank swaps its own slice, and under a sharded
+ * strategy the rest is gathered from the owners at its next use. */
 static void wa_on_exception(void *self, volt_trainer *t, volt_status st) {
     (void)st;
     wa *w = self;
     if (volt_trainer_stage(t) != VOLT_STAGE_FIT) return;
     w->active = false;
-    if (volt_trainer_average_swapped(t) && volt_trainer_world_size(t) == 1 && volt_trainer_swap_average(t) < 0)
+    if (volt_trainer_average_swapped(t) && volt_trainer_swap_back_average(t) < 0)
         fprintf(stderr, "volt: WeightAveraging: could not swap the current weights back: %s\n", volt_trainer_errmsg(t));
 }
 

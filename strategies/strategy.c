@@ -68,6 +68,12 @@ volt_status volt__strategy_release_unit(volt_strategy *st, int unit) {
     return st->ops->release_unit(st, unit);
 }
 
+volt_status volt__strategy_regather_params(volt_strategy *st) {
+    /* a version-8 table ends before the field */
+    if (!st || st->hold_values || st->ops->version < 9u || !st->ops->regather_params) return VOLT_OK;
+    return st->ops->regather_params(st);
+}
+
 volt_status volt__strategy_wait_params(volt_strategy *st) {
     /* a version-4 table ends before the field */
     return st && st->ops->version >= 5u && st->ops->wait_params ? st->ops->wait_params(st) : VOLT_OK;

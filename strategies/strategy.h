@@ -122,8 +122,17 @@ typedef struct volt_strategy_ops {
      * the unit stale so its next use gathers it from the owners. Not called while hold_values
      * is set. NULL: parameters are whole replicas (nothing to give back). */
     volt_status (*release_unit)(volt_strategy *st, int unit);
+    /* ---- version 9: the current weights back after a failure, with no collective ---- */
+    /* Local, not collective: this rank's owned slice of every unit holds the values the model
+     * is to have and the parts outside it do not (each rank swapped the weight average out of
+     * its own slice on its own, after a failure its peers may not have survived: trainer/
+     * weight_average.c). Mark those parts to be gathered from the owners' slices at their next
+     * use (the tape's unit_use, materialize_params, a hold), giving back what the strategy gives
+     * back after a unit's use. Not called while hold_values is set. NULL: each rank's optimizer
+     * covers whole units (single, ddp): nothing to do. */
+    volt_status (*regather_params)(volt_strategy *st);
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 8u
+#define VOLT_STRATEGY_OPS_VERSION 9u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -192,6 +201,11 @@ volt_status volt__strategy_hold_params(volt_strategy *st, bool hold);
  * while hold_values is set (the held units must stay gathered), and nothing for replicated
  * parameters (NULL op: single, ddp, ZeRO stage 1/2). */
 volt_status volt__strategy_release_unit(volt_strategy *st, int unit);
+/* Local: this rank's owned slices hold the values, the rest of each unit is to be gathered
+ * from the owners at its next use (the regather_params op: ZeRO stage 1/2, whose replicas
+ * then hold other values outside the slice, and fsdp, which gives that part back). Nothing
+ * while hold_values is set, nothing for ranks that own whole units (single, ddp). */
+volt_status volt__strategy_regather_params(volt_strategy *st);
 /* Local: the parameter gathers in flight have completed (wait_params). Callers that read or
  * write unit values outside the tape between steps (checkpoints, export, the store handed to
  * the user) call it first. */

@@ -38,6 +38,13 @@ if(TARGET test_mpi_hold)
   volt_strict_mpi_test(test_hold_fsdp_np2_strict 2 120 test_mpi_hold hold fsdp)
   volt_strict_mpi_test(test_load_shard_fsdp_np2_strict 2 120 test_mpi_hold load fsdp)
 endif()
+# WeightAveraging's swap back after a failed validation: the parts outside the owned slices
+# gathered again on next use through the staged gathers (tests/mpi_weight_averaging.cmake)
+if(TARGET test_mpi_weight_averaging)
+  foreach(s fsdp deepspeed_stage_2)
+    volt_strict_mpi_test(test_average_failed_val_${s}_np2_strict 2 90 test_mpi_weight_averaging failed_val ${s})
+  endforeach()
+endif()
 # ZeRO's gathers after the step land through the host staging buffers here (as on cuda
 # without NCCL): a checkpoint right after a step must wait for them or the params it leaves
 # are the other ranks' slices from before the step

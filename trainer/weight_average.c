@@ -10,7 +10,8 @@
  * average like any optimizer state, for this rank's slice only: a swap or copy exchanges the
  * owned slices, then the strategy's after-step gather makes the parameters whole again (ZeRO:
  * all-gathered; FSDP: the rest given back, gathered on use), so every such call is collective
- * (validation hooks, checkpoint saves and loads, train end: every rank at the same point). */
+ * (validation hooks, checkpoint saves and loads, train end: every rank at the same point).
+ * The one local exception is the swap back after a failure (volt_trainer_swap_back_average). */
 #include <stdio.h>
 #include "trainer/trainer_internal.h"
 
@@ -64,6 +65,31 @@ static volt_status avg_op(volt_trainer *t, bool swap) {
 volt_status volt_trainer_swap_average(volt_trainer *t) { return avg_op(t, true); }
 volt_status volt_trainer_copy_average(volt_trainer *t) { return avg_op(t, false); }
 bool volt_trainer_average_swapped(const volt_trainer *t) { return t && t->avg_swapped; }
+
+/* Local: the optimizer's swap covers this rank's slice of each unit (ddp and one process: the
+ * whole unit; ZeRO and fsdp: the owned slice, the parts outside it left as the swap-in's gather
+ * wrote them, the peers' averages); the strategy then marks those parts to be gathered from the
+ * owners on next use (volt__strategy_regather_params), which hold the current weights once
+ * every rank has swapped back. The hold of an uneven validation that failed is dropped first
+ * (local, as the next call would), so the parts are given back rather than kept held. A gather
+ * that fails to land (a peer gone) is reported after the swap: the owned slice is never a
+ * gather's target. */
+volt_status volt_trainer_swap_back_average(volt_trainer *t) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!t->avg_swapped) return VOLT_OK;
+    if (!t->opt || !volt_optimizer_average_mode(t->opt))
+        return volt__terr(t, VOLT_ERR_STATE, "weight averaging: no average (the fit's optimizer has none)");
+    volt_strategy *sg = t->strategy;
+    if (sg) (void)volt__strategy_hold_params(sg, false);
+    const volt_status ws = volt__loop_wait_params(t, "weight averaging: swap back");
+    volt_status st = volt_optimizer_average_swap(t->opt);
+    if (st < 0) return volt__terr(t, st, "%s", volt_optimizer_errmsg(t->opt));
+    t->avg_swapped = false;
+    if (sg && t->world > 1 && (st = volt__strategy_regather_params(sg)) < 0)
+        return volt__terr(t, st, "weight averaging: swap back: strategy '%s': %s", volt__strategy_name(sg),
+                          volt__strategy_errmsg(sg));
+    return ws;
+}
 
 volt_status volt__avg_save_enter(volt_trainer *t, bool *swapped) {
     *swapped = false;

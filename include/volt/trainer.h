@@ -353,6 +353,13 @@ VOLT_API volt_status volt_trainer_swap_average(volt_trainer *t);
 VOLT_API volt_status volt_trainer_copy_average(volt_trainer *t);
 /* Whether the values hold the average now (an odd number of swaps). */
 VOLT_API bool volt_trainer_average_swapped(const volt_trainer *t);
+/* When the average is swapped in, the current weights back into the model with no collective
+ * (a call that failed inside a validation, whose peers may have failed elsewhere or died): each
+ * rank swaps its own slice back; under a sharded strategy the rest of its parameters is gathered
+ * from the owners' slices at its next use (next fit's forward, validate, checkpoint save, the
+ * end of fit). Every rank of the run is to call it (they agreed on the failure), or none uses the
+ * model again. Nothing when the average is not swapped in. */
+VOLT_API volt_status volt_trainer_swap_back_average(volt_trainer *t);
 
 /* ---- running ----------------------------------------------------------------------------- */
 /* ckpt_path: NULL (fresh), a file path, "last" or "best" (from the ModelCheckpoint). Resuming

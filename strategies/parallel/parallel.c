@@ -226,6 +226,7 @@ static volt_status finish_gather(dist *d, int u, bool record) {
     if (dist_staged(d))
         volt__dev_h2d(d->comm->dev, volt_unit_values(du->u), du->h_vals, (size_t)du->numel * dist_value_size(d));
     volt__unit_set_stale(du->u, false);
+    du->regather = false;
     volt__dist_event(d, VOLT_EV_GATHER_DONE, u);
     return VOLT_OK;
 }
@@ -254,8 +255,7 @@ volt_status volt__dist_wait_gathers(dist *d) {
 /* ---- ops every kind shares ------------------------------------------------------------------ */
 static volt_status d_setup_params(volt_strategy *st, volt_params *ps) { return volt__dist_setup_units(dist_of(st), ps); }
 
-/* wait_params for every kind; ZeRO's materialize_params too (nothing of it is ever stale
- * without a gather in flight) */
+/* wait_params for every kind */
 static volt_status d_wait_params(volt_strategy *st) { return volt__dist_wait_gathers(dist_of(st)); }
 
 static void d_begin_backward(volt_strategy *st, bool sync) {
@@ -377,10 +377,11 @@ const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_redu
     .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
     .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
 const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
-                                           .materialize_params = d_wait_params };
+                                           .materialize_params = volt__zero_materialize,
+                                           .regather_params = volt__zero_regather };
 const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
                                            .materialize_params = volt__fsdp_materialize, .hold_params = volt__fsdp_hold,
-                                           .release_unit = volt__fsdp_release_unit };
+                                           .release_unit = volt__fsdp_release_unit, .regather_params = volt__fsdp_regather };
 
 static bool is_dist(const volt_strategy *st) {
     return st && (st->row->flags & VOLT_STRAT_MULTI_PROCESS) && st->impl;

@@ -48,6 +48,7 @@ typedef struct dist_unit {
     int next_use;                /* fsdp: unit first used right after this one in forward (prefetch), -1 */
     int prev_use;                /* fsdp: unit first used right before it (backward prefetch), -1 */
     bool held;                   /* fsdp: gathered by the hold (stale or in flight when it began) */
+    bool regather;               /* zero: stale, to be gathered on next use (regather_params), no gather in flight */
     char label[96];              /* "unit 'fc1'" for messages */
     void *h_grad, *h_vals;       /* staged comm: host copies of the grads / values (NULL otherwise) */
     void *g16;                   /* reduce_dtype bf16: the grads as bf16 (device memory, numel), reduced in place */
@@ -132,6 +133,8 @@ volt_status volt__zero_after_step(volt_strategy *st);
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi);
 volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst);
 volt_status volt__zero_unit_use(void *ctx, volt_unit *u);
+volt_status volt__zero_materialize(volt_strategy *st);
+volt_status volt__zero_regather(volt_strategy *st);
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);
@@ -140,4 +143,5 @@ volt_status volt__fsdp_after_step(volt_strategy *st);
 volt_status volt__fsdp_materialize(volt_strategy *st);
 volt_status volt__fsdp_release_unit(volt_strategy *st, int unit);
 volt_status volt__fsdp_hold(volt_strategy *st, bool hold);
+volt_status volt__fsdp_regather(volt_strategy *st);
 #endif

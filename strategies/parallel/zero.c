@@ -99,10 +99,41 @@ volt_status volt__zero_unit_use(void *ctx, volt_unit *u) {
     dist_unit *du = &d->units[i];
     if (!du->gather_req && !volt__unit_stale(u)) return VOLT_OK;
     volt__dist_event(d, VOLT_EV_UNIT_USE, i);
-    if (!du->gather_req)   /* stale with nothing in flight: only after a failed wait; a lone gather would hang */
-        return dist_fail(d, VOLT_ERR_STATE, "%s: parameters not gathered after the last step (an earlier error?)", du->label);
-    volt_status s = volt__dist_finish_gather(d, i);
+    volt_status s;
+    if (!du->gather_req) {   /* stale with nothing in flight: regather_params's (every rank marked the same units), */
+        if (!du->regather)   /* else only after a failed wait, where a lone gather would hang */
+            return dist_fail(d, VOLT_ERR_STATE, "%s: parameters not gathered after the last step (an earlier error?)", du->label);
+        if ((s = volt__dist_launch_gather(d, i)) < 0) return s;
+    }
+    s = volt__dist_finish_gather(d, i);
     return s < 0 ? s : volt__dist_poke_gathers(d);
+}
+
+/* Every value whole (collective): the units regather_params marked are gathered, then every
+ * gather in flight waited for (the ones after a step). */
+volt_status volt__zero_materialize(volt_strategy *st) {
+    dist *d = dist_of(st);
+    volt_status s = VOLT_OK;
+    for (int i = 0; i < d->n_units && s >= 0; i++)
+        if (d->units[i].regather) s = volt__dist_launch_gather(d, i);
+    volt_status s2 = volt__dist_wait_gathers(d);
+    return s < 0 ? s : s2;
+}
+
+/* Local (volt__strategy_regather_params): the owned slices hold the values, the replica's rest
+ * does not (a weight-average swap back that each rank made on its own slice after a failure):
+ * every unit stale, gathered from the owners at its next use (unit_use, materialize, the
+ * after-step gathers). Every rank that swaps back marks every unit, so those gathers match
+ * across ranks. A gather still in flight lands first (its values are the ones replaced). */
+volt_status volt__zero_regather(volt_strategy *st) {
+    dist *d = dist_of(st);
+    if (st->world <= 1 || !d->ps || st->ps != d->ps) return VOLT_OK;
+    volt_status s = volt__dist_wait_gathers(d);
+    for (int i = 0; i < d->n_units; i++) {
+        d->units[i].regather = true;
+        volt__unit_set_stale(d->units[i].u, true);
+    }
+    return s;
 }
 
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
