@@ -37,6 +37,7 @@ volt_strict_mpi_test(test_memory_held_np3_strict 3 120 test_strategies memory)
 if(TARGET test_mpi_hold)
   volt_strict_mpi_test(test_hold_fsdp_np2_strict 2 120 test_mpi_hold hold fsdp)
   volt_strict_mpi_test(test_load_shard_fsdp_np2_strict 2 120 test_mpi_hold load fsdp)
+  volt_strict_mpi_test(test_setup_shard_fsdp_np2_strict 2 120 test_mpi_hold setup fsdp)
 endif()
 # ZeRO's gathers after the step land through the host staging buffers here (as on cuda
 # without NCCL): a checkpoint right after a step must wait for them or the params it leaves
