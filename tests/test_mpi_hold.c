@@ -494,7 +494,7 @@ static void check_setup(const char *name) {
          * SHARD_GRAD_OP keeps every unit its forwards gathered until the first step, by design */
         if (!strcmp(name, "fsdp"))
             CHECK(f.train_first >= 0 && f.train_first <= shard + big + slack, "%s: rank %d: at the first training batch %lld "
-                  "bytes of params resident, the owned slices %lld + one unit %lld (+ %lld; the whole model %lld)", name, g_rank,
+                  "bytes of params resident, the owned slices %lld + one unit's part outside them %lld (+ %lld; the whole model %lld)", name, g_rank,
                   (long long)f.train_first, (long long)shard, (long long)big, (long long)slack, (long long)full);
         CHECK(!memcmp(&vl, &vlr, sizeof vl), "%s: rank %d: a fresh validate's val_loss %.17g, ddp's %.17g", name, g_rank, vl, vlr);
         CHECK(f.have_loss && fr.have_loss && !memcmp(&f.loss0, &fr.loss0, sizeof f.loss0), "%s: rank %d: the first training "
