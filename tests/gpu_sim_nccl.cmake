@@ -97,7 +97,10 @@ if(TARGET test_mpi_hold)
     # and a checkpoint load's give-back: the granules outside each rank's slice unmapped as each
     # unit is written, mapped again by the first forward's gathers
     volt_sim_nccl_test_exe(test_load_shard_${s}_np2_sim_nccl 2 "^comm nccl on device cuda" $<TARGET_FILE:test_mpi_hold> load ${s})
-    set_property(TEST test_hold_${s}_np2_sim_nccl test_load_shard_${s}_np2_sim_nccl APPEND PROPERTY
+    # and set-up's: the granules outside each rank's slice unmapped as each unit's broadcast
+    # completes, mapped again by the first forward's gathers
+    volt_sim_nccl_test_exe(test_setup_shard_${s}_np2_sim_nccl 2 "^comm nccl on device cuda" $<TARGET_FILE:test_mpi_hold> setup ${s})
+    set_property(TEST test_hold_${s}_np2_sim_nccl test_load_shard_${s}_np2_sim_nccl test_setup_shard_${s}_np2_sim_nccl APPEND PROPERTY
       ENVIRONMENT "VOLT_TEST_MEM_GRANULE=16384")
   endforeach()
 endif()

@@ -3,7 +3,9 @@
 # (the sanity check, the validation inside fit, validate / test / predict) leave no more
 # parameter memory resident than even ones, and the training and evaluation that follow give
 # the same bits. "load": a checkpoint load (validate(ckpt), a resumed fit) leaves each rank its
-# shard resident, not the whole model, with the same val_loss and final weights. The simulated-
+# shard resident, not the whole model, with the same val_loss and final weights. "setup": so does
+# set-up itself (a fresh trainer's validate, on_fit_start, the sanity check, the first training
+# batch), with ddp's val_loss and first loss. The simulated-
 # GPU launch (VMM granules) is in tests/gpu_sim_nccl.cmake, the cpu-strict ones (host staging)
 # in tests/strict_strat.cmake. Without MPI or mpirun,
 # tests/strategies.cmake's placeholder stands for these too.
@@ -24,4 +26,11 @@ foreach(run "fsdp;2" "fsdp;3" "fsdp_shard_grad_op;2")
   add_test(NAME test_load_shard_${s}_np${np} COMMAND ${VOLT_HOLD_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_mpi_hold> load ${s})
   set_tests_properties(test_load_shard_${s}_np${np} PROPERTIES PROCESSORS ${np} TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "mpi"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;VOLT_COMM_TIMEOUT=60;ASAN_OPTIONS=detect_leaks=0;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_load")
+endforeach()
+foreach(run "fsdp;2" "fsdp;3" "fsdp_shard_grad_op;2" "fsdp_shard_grad_op;3")
+  list(GET run 0 s)
+  list(GET run 1 np)
+  add_test(NAME test_setup_shard_${s}_np${np} COMMAND ${VOLT_HOLD_MPIRUN} --oversubscribe -np ${np} $<TARGET_FILE:test_mpi_hold> setup ${s})
+  set_tests_properties(test_setup_shard_${s}_np${np} PROPERTIES PROCESSORS ${np} TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "mpi"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;VOLT_COMM_TIMEOUT=60;ASAN_OPTIONS=detect_leaks=0;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_mpi_setup")
 endforeach()

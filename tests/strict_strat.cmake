@@ -37,6 +37,7 @@ volt_strict_mpi_test(test_memory_held_np3_strict 3 120 test_strategies memory)
 if(TARGET test_mpi_hold)
   volt_strict_mpi_test(test_hold_fsdp_np2_strict 2 120 test_mpi_hold hold fsdp)
   volt_strict_mpi_test(test_load_shard_fsdp_np2_strict 2 120 test_mpi_hold load fsdp)
+  volt_strict_mpi_test(test_setup_shard_fsdp_np2_strict 2 120 test_mpi_hold setup fsdp)
 endif()
 # WeightAveraging's swap back after a failed validation: the parts outside the owned slices
 # gathered again on next use through the staged gathers (tests/mpi_weight_averaging.cmake)

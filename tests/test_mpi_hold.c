@@ -14,10 +14,10 @@
  *   - after each of A's evaluations (at the next training batch's start inside fit, after the
  *     call standalone): no more than after B's even one in the same place (+ the edge pages);
  *   - FULL_SHARD: no more than the owned slices (+ edges) after every one of them; SHARD_GRAD_OP:
- *     the same after the validation between steps 2 and 3 (what the hold gathered is given back;
- *     before it, after the step, nothing was gathered), and what it had gathered before a loop
- *     (every unit, as set up before the sanity check and at the end of fit) stays: as much as
- *     after the even loop;
+ *     the same after the sanity check and the validation between steps 2 and 3 (what the hold
+ *     gathered is given back; before them, after set-up or the step, nothing was gathered), and
+ *     what it had gathered before a loop (every unit, at the end of fit) stays: as much as after
+ *     the even loop;
  *   - the training losses of every step, both fits, the final parameters (gathered) and the even
  *     validation's val_loss at the end: bitwise A = B (evaluation changes no parameter, and a unit
  *     given back is gathered again from the owners' slices).
@@ -228,15 +228,10 @@ static void check_hold(const char *name) {
         for (int k = 0; k < 2; k++) {
             CHECK(a.m.held_at[k] <= b.m.held_at[k] + slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, after "
                   "the even one %lld", name, g_rank, after_fit[k], (long long)a.m.held_at[k], (long long)b.m.held_at[k]);
-            /* SHARD_GRAD_OP keeps what it had gathered before a loop: before the sanity check,
-             * every unit (as set up); after step 2, nothing */
-            if (full_shard || k == 1)
-                CHECK(a.m.held_at[k] <= shard + slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, the owned "
-                      "slices %lld (+ %lld)", name, g_rank, after_fit[k], (long long)a.m.held_at[k], (long long)shard, (long long)slack);
-            else
-                CHECK(a.m.held_at[k] >= b.m.held_at[k] - slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, "
-                      "after the even one %lld: the units gathered before the loop were given back", name, g_rank, after_fit[k],
-                      (long long)a.m.held_at[k], (long long)b.m.held_at[k]);
+            /* SHARD_GRAD_OP keeps what it had gathered before a loop: before the sanity check
+             * nothing (set-up leaves each rank its shard), after step 2 nothing either */
+            CHECK(a.m.held_at[k] <= shard + slack, "%s: rank %d: after %s (uneven) %lld bytes of params resident, the owned "
+                  "slices %lld (+ %lld)", name, g_rank, after_fit[k], (long long)a.m.held_at[k], (long long)shard, (long long)slack);
         }
         static const char *const what[3] = { "validate", "test", "predict" };
         for (int k = 0; k < 3; k++) {
@@ -405,6 +400,117 @@ out:
     volt_dataset_destroy(eds);
 }
 
+/* ---- setup: set-up leaves each rank its shard (volt__dist_setup_units) -------------------------- */
+typedef struct sprobe {
+    int64_t fit_start, val_first, train_first;   /* held_param_bytes there (-1: not seen) */
+    float loss0;                                   /* the first training loss (before any step) */
+    bool have_loss;
+} sprobe;
+static volt_status sp_fit_start(void *self, volt_trainer *t) { ((sprobe *)self)->fit_start = held_params(t); return VOLT_OK; }
+static volt_status sp_val(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b; (void)i;
+    sprobe *p = self;
+    if (p->val_first < 0) p->val_first = held_params(t);
+    return VOLT_OK;
+}
+static volt_status sp_train(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b; (void)i;
+    sprobe *p = self;
+    if (p->train_first < 0) p->train_first = held_params(t);
+    return VOLT_OK;
+}
+static volt_status sp_train_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b; (void)i;
+    sprobe *p = self;
+    double v = NAN;
+    if (!p->have_loss && volt_trainer_metric(t, "train_loss", &v)) { p->loss0 = (float)v; p->have_loss = true; }
+    return VOLT_OK;
+}
+static const volt_callback_ops sprobe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SetupProbe",
+                                              .on_fit_start = sp_fit_start, .on_validation_batch_start = sp_val,
+                                              .on_train_batch_start = sp_train, .on_train_batch_end = sp_train_end };
+
+/* A fresh trainer's validate (no fit, no checkpoint): its first batch's start, and a fresh fit
+ * with a sanity check: on_fit_start, the sanity check's first batch and the first training
+ * batch's start; per rank no more than its shard resident (+ the edge pages; before: the whole
+ * model, every unit broadcast whole from rank 0 and kept until the first step). */
+static void setup_run(const char *name, const char *root, bool fit, volt_loader *tl, volt_loader *el, sprobe *p,
+                      double *val_loss, int64_t *n_params) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.strategy = name;
+    c.max_steps = 1;
+    c.num_sanity_val_steps = 2;
+    hmlp m = { 0 };
+    volt_trainer *t = NULL;
+    *p = (sprobe){ .fit_start = -1, .val_first = -1, .train_first = -1 };
+    CHECK_OK(volt_trainer_create(&c, &t));
+    if (!t) return;
+    CHECK_OK(volt_trainer_add_callback(t, &sprobe_ops, p));
+    volt_status st = fit ? volt_trainer_fit(t, &h_ops, &m, tl, el, NULL) : volt_trainer_validate(t, &h_ops, &m, el, NULL);
+    CHECK(st == VOLT_OK, "%s: rank %d: %s: %s", name, g_rank, fit ? "fit" : "validate", volt_trainer_errmsg(t));
+    if (st == VOLT_OK && !fit)
+        CHECK(volt_trainer_metric(t, "val_loss", val_loss), "%s: rank %d: no val_loss", name, g_rank);
+    if (st == VOLT_OK && g_rank == 0 && !fit) {
+        volt_comm *cm = volt__dist_comm(t->strategy);
+        if (cm && cm->dev) printf("comm %s on device %s\n", cm->ops->name, cm->dev->be->name);
+    }
+    volt_params *ps = volt_trainer_params(t);
+    *n_params = 0;
+    for (int u = 0; ps && u < volt_params_unit_count(ps); u++) *n_params += volt_unit_numel(volt_params_unit_at(ps, u));
+    volt_trainer_destroy(t);
+}
+
+/*   mpirun -np N test_mpi_hold setup S      S = fsdp or fsdp_shard_grad_op
+ * The resident bounds above, and the same bits as ddp, whose ranks keep rank 0's values whole:
+ * the fresh validate's val_loss and the first training loss (before any step). */
+static void check_setup(const char *name) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/setup_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(root);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *tds = rows(NB, 0), *eds = rows(2, 2);
+    volt_loader *tl = vtest_loader(tds, BS, false), *el = vtest_loader(eds, BS, false);
+    if (tl && el) {
+        sprobe v, f, vr, fr;
+        double vl = NAN, vlr = NAN, unused = NAN;
+        int64_t n = 0, nr = 0;
+        setup_run(name, root, false, tl, el, &v, &vl, &n);
+        setup_run(name, root, true, tl, el, &f, &unused, &n);
+        setup_run("ddp", root, false, tl, el, &vr, &vlr, &nr);
+        setup_run("ddp", root, true, tl, el, &fr, &unused, &nr);
+        const char *eg = getenv("VOLT_TEST_MEM_GRANULE");   /* the simulated GPU's VMM granule (tests/gpu_sim_nccl.cmake) */
+        const int64_t U = 3, full = 4 * n, shard = full / g_world;
+        const int64_t slack = eg && atoll(eg) > 0 ? 2 * atoll(eg) * U : 4 * sysconf(_SC_PAGESIZE) * U;
+        const int64_t big = 4 * (g_w * g_w + g_w) * (g_world - 1) / g_world;   /* l0's (l1's) part outside a slice */
+        const struct { const char *what; int64_t held; } at[3] = {
+            { "a fresh validate's first batch", v.val_first }, { "on_fit_start", f.fit_start },
+            { "the sanity check's first batch", f.val_first } };
+        for (int k = 0; k < 3; k++)
+            CHECK(at[k].held >= 0 && at[k].held <= shard + slack, "%s: rank %d: at %s %lld bytes of params resident after "
+                  "set-up, the owned slices %lld (+ %lld; the whole model %lld)", name, g_rank, at[k].what,
+                  (long long)at[k].held, (long long)shard, (long long)slack, (long long)full);
+        /* FULL_SHARD: the sanity check (even) leaves at most the last unit it used gathered;
+         * SHARD_GRAD_OP keeps every unit its forwards gathered until the first step, by design */
+        if (!strcmp(name, "fsdp"))
+            CHECK(f.train_first >= 0 && f.train_first <= shard + big + slack, "%s: rank %d: at the first training batch %lld "
+                  "bytes of params resident, the owned slices %lld + one unit's part outside them %lld (+ %lld; the whole model %lld)", name, g_rank,
+                  (long long)f.train_first, (long long)shard, (long long)big, (long long)slack, (long long)full);
+        CHECK(!memcmp(&vl, &vlr, sizeof vl), "%s: rank %d: a fresh validate's val_loss %.17g, ddp's %.17g", name, g_rank, vl, vlr);
+        CHECK(f.have_loss && fr.have_loss && !memcmp(&f.loss0, &fr.loss0, sizeof f.loss0), "%s: rank %d: the first training "
+              "loss %.9g, ddp's %.9g", name, g_rank, f.loss0, fr.loss0);
+        if (g_rank == 0)
+            printf("%s np%d setup: rank 0 KiB of params resident (owned %.1f, full %.1f; ddp %.1f): fresh validate %.1f, "
+                   "on_fit_start %.1f, sanity check %.1f, first training batch %.1f; val_loss %.9g and first loss %.9g as ddp's\n",
+                   name, g_world, shard / 1024.0, full / 1024.0, vr.val_first / 1024.0, v.val_first / 1024.0,
+                   f.fit_start / 1024.0, f.val_first / 1024.0, f.train_first / 1024.0, vl, f.loss0);
+    }
+    volt_loader_destroy(tl);
+    volt_loader_destroy(el);
+    volt_dataset_destroy(tds);
+    volt_dataset_destroy(eds);
+}
+
 #endif /* VOLT_HAVE_MPI */
 
 int main(int argc, char **argv) {
@@ -414,13 +520,14 @@ int main(int argc, char **argv) {
     (void)argv;
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
-    if (argc < 3 || (strcmp(argv[1], "hold") && strcmp(argv[1], "load"))) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold|load fsdp|fsdp_shard_grad_op\n");
+    if (argc < 3 || (strcmp(argv[1], "hold") && strcmp(argv[1], "load") && strcmp(argv[1], "setup"))) {
+        fprintf(stderr, "usage: mpirun -np N test_mpi_hold hold|load|setup fsdp|fsdp_shard_grad_op\n");
         return 2;
     }
     const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
     if (skip) return skip;
     if (!strcmp(argv[1], "load")) check_load(argv[2]);
+    else if (!strcmp(argv[1], "setup")) check_setup(argv[2]);
     else check_hold(argv[2]);
     return vtest_mpi_finish();
 #endif

@@ -684,8 +684,9 @@ static void check_trace(volt_trainer *t, const char *name) {
         }
         CHECK(launched == done, "%s: %d gathers launched, %d done", name, launched, done);
         if (k == VOLT_DIST_FSDP_SGO) {
-            /* every unit regathered after each of the STEPS updates (the last one at the end of fit) */
-            CHECK(launched == STEPS * n_units, "%s: %d gathers, want %d", name, launched, STEPS * n_units);
+            /* every unit gathered by the first forward (set-up left the shards) and again after
+             * each of the STEPS updates (the last one at the end of fit) */
+            CHECK(launched == (STEPS + 1) * n_units, "%s: %d gathers, want %d", name, launched, (STEPS + 1) * n_units);
         }
         /* inside each backward: FULL_SHARD gathers again every unit forward gave back (all but
          * the last one used); SHARD_GRAD_OP keeps them gathered and gathers nothing */

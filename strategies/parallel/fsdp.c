@@ -14,7 +14,9 @@
  * norms over the shards. Views of a parameter must be consumed by the same unit's ops (a
  * view keeps no unit, so reading it after the unit was given back would read zeros).
  * An evaluation whose ranks run other numbers of forwards holds every unit gathered for its
- * length and gives them back at its end (volt__fsdp_hold, below). */
+ * length and gives them back at its end (volt__fsdp_hold, below). Set-up leaves the units as
+ * after a step: each one's part outside the slice is given back as soon as its broadcast from
+ * rank 0 has completed (volt__dist_setup_units), so the first forward gathers every unit. */
 #include "strategies/parallel/parallel.h"
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u) {

@@ -120,7 +120,14 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
         }
     }
     /* rank 0's values everywhere (a module's init_weights may differ per rank); all units
-     * start before the first wait */
+     * start before the first wait. Sharded parameters (fsdp over several ranks): each unit's
+     * part outside this rank's slice is given back as soon as its broadcast has completed
+     * (stale: its first use, materialize_params or a hold gathers it from the owners' slices,
+     * which hold rank 0's values: the same bits), so set-up leaves each rank its shard rather
+     * than the whole model until the first step. The whole broadcast stays (the comm has no
+     * scatter); every rank held the whole model already, drawn by its inits. Not while a hold
+     * is set (its units must stay gathered). */
+    const bool give_back = dist_params_sharded(d) && !d->st->hold_values;
     volt_comm_req **reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
     if (!reqs) return dist_fail(d, VOLT_ERR_NOMEM, "setup_params: out of memory");
     volt_status st = VOLT_OK;
@@ -142,6 +149,7 @@ volt_status volt__dist_setup_units(dist *d, volt_params *ps) {
         if (s2 >= 0 && dist_staged(d))
             volt__dev_h2d(d->comm->dev, volt_unit_values(d->units[i].u), d->units[i].h_vals,
                           (size_t)d->units[i].numel * dist_value_size(d));
+        if (s2 >= 0 && give_back) volt__dist_release_values(d, i);
     }
     free(reqs);
     if (st < 0) return st;
