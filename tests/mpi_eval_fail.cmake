@@ -1,8 +1,8 @@
 # A step that fails on one rank inside an evaluation loop (tests/test_mpi_eval_fail.c), label
 # "mpi": rank 1 alone fails validation_step / test_step / predict_step at batch 2 (the validation
-# inside fit, validate, test, predict; handle_signals on and off); every rank returns its error
-# ("(rank 1 of N; every rank stops)") within 5 s of a 20 s comm timeout, and a clean validate
-# after it agrees on every rank. Strategies whose evaluation step makes no collective (ddp,
+# inside fit, also at its batch 0; validate, test, predict; handle_signals on and off); every
+# rank returns its error ("(rank 1 of N; every rank stops)") within 5 s of a 20 s comm timeout,
+# and a clean validate after it agrees on every rank. Strategies whose evaluation step makes no collective (ddp,
 # deepspeed_stage_2); under fsdp a failure inside the forward still costs the comm's timeout.
 # Without MPI or mpirun, tests/strategies.cmake's placeholder stands for these too.
 find_program(VOLT_EF_MPIRUN NAMES mpirun mpiexec)

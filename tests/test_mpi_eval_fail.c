@@ -4,10 +4,11 @@
  *
  *   mpirun -np N test_mpi_eval_fail step_fails S   S a strategy whose evaluation step makes no
  *       collective (ddp, deepspeed_stage_2). Rank 1 alone fails its step (volt_step_fail, "row 5:
- *       token id 99 out of range") at batch 2 of: the validation inside fit (after the sanity
- *       check), a standalone validate, test and predict; with handle_signals on and off. Every
- *       rank returns VOLT_ERR_INVALID_ARG with rank 1's message and "(rank 1 of N; every rank
- *       stops)", each rank ran 3 steps of that loop, within 5 s (the comm's timeout is 20 s
+ *       token id 99 out of range", before its forward) at batch 2 of: the validation inside fit
+ *       (after the sanity check; and at its batch 0, right after an optimizer step), a standalone
+ *       validate, test and predict; with handle_signals on and off. Every rank returns
+ *       VOLT_ERR_INVALID_ARG with rank 1's message and "(rank 1 of N; every rank stops)", each
+ *       rank ran the steps up to that batch of that loop, within 5 s (the comm's timeout is 20 s
  *       here); the steps log a value with VOLT_LOG_STEP | VOLT_LOG_SYNC, which the other ranks
  *       all-reduce after their step (the failing rank logs nothing). Then a clean validate on
  *       the same trainer gives every rank the same val_loss (the ranks' collectives still match),
@@ -33,7 +34,8 @@ static int g_rank, g_world;
 typedef struct lin {
     volt_tensor *w, *b;
     int64_t calls;   /* evaluation steps run */
-    int fail;        /* 0: none; 1: rank 1 fails at FAIL_AT outside the sanity check */
+    int fail;        /* 0: none; 1: rank 1 fails at batch fail_at outside the sanity check */
+    int64_t fail_at;
     volt_trainer *t;
 } lin;
 static volt_status lin_setup(void *self, volt_params *ps) {
@@ -48,13 +50,15 @@ static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int6
     (void)i;
     return volt_step_set_loss(s, lin_loss(self, s, b));
 }
-/* Rank 1's step fails at FAIL_AT (not in the sanity check); the others log a synced step value. */
+/* Rank 1's step fails at fail_at (not in the sanity check), before its forward reads a parameter
+ * (under deepspeed the gathers the last optimizer step started are still in flight there); the
+ * others log a synced step value. */
 static volt_status eval_step(lin *m, volt_step *s, const volt_batch *b, int64_t i, const char *key) {
     m->calls++;
+    if (m->fail && g_rank == 1 && i == m->fail_at && !volt_trainer_sanity_checking(m->t))
+        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "row 5: token id 99 out of range");
     volt_tensor *loss = lin_loss(m, s, b);
     if (!loss) return volt_step_status(s);
-    if (m->fail && g_rank == 1 && i == FAIL_AT && !volt_trainer_sanity_checking(m->t))
-        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "row 5: token id 99 out of range");
     char nm[32];
     snprintf(nm, sizeof nm, "%s_step", key);
     VOLT_TRY(volt_log(s, nm, loss, VOLT_LOG_STEP | VOLT_LOG_SYNC));
@@ -65,7 +69,7 @@ static volt_status lin_test(void *self, volt_step *s, const volt_batch *b, int64
 static volt_status lin_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
     lin *m = self;
     m->calls++;
-    if (m->fail && g_rank == 1 && i == FAIL_AT) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "row 5: token id 99 out of range");
+    if (m->fail && g_rank == 1 && i == m->fail_at) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "row 5: token id 99 out of range");
     *out = volt_linear(s, volt_batch_x(b), m->w, m->b);
     return VOLT_OK;
 }
@@ -116,15 +120,17 @@ static volt_trainer *make_trainer(const char *strategy, const char *root, bool h
     return t;
 }
 
-/* Every rank: rank 1's error, 3 steps of the loop run, in under 5 s. */
-static void check_failed(const char *label, volt_trainer *t, volt_status st, double el, const char *step, int64_t calls) {
+/* Every rank: rank 1's error, the loop's steps up to the failing one run, in under 5 s. */
+static void check_failed(const char *label, volt_trainer *t, volt_status st, double el, const char *step, int64_t calls,
+                         int64_t fail_at) {
     const char *msg = volt_trainer_errmsg(t);
     char want[160], tail[64];
     snprintf(want, sizeof want, "%s: row 5: token id 99 out of range", step);
     snprintf(tail, sizeof tail, "(rank 1 of %d; every rank stops)", g_world);
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(msg, want) && strstr(msg, tail), "%s: rank %d: %s: %s (want '%s' ... '%s')", label,
           g_rank, volt_status_str(st), msg, want, tail);
-    CHECK(calls == FAIL_AT + 1, "%s: rank %d ran %lld steps of the loop, want %d", label, g_rank, (long long)calls, FAIL_AT + 1);
+    CHECK(calls == fail_at + 1, "%s: rank %d ran %lld steps of the loop, want %lld", label, g_rank, (long long)calls,
+          (long long)fail_at + 1);
     CHECK(el < 5, "%s: rank %d took %.1f s (a rank waited for the comm's timeout?)", label, g_rank, el);
 }
 
@@ -138,15 +144,24 @@ static void test_step_fails(const char *name) {
     for (int h = 1; h >= 0; h--) {
         const bool handle = h;
         char label[96];
-        /* fit: the validation of epoch 0 (the sanity check ran batches 0 and 1) */
-        volt_trainer *t = make_trainer(name, root, handle);
+        /* fit: batch 0 (right after the epoch's last optimizer step) and FAIL_AT of the
+         * validation of epoch 0 (the sanity check ran batches 0 and 1) */
+        volt_trainer *t = NULL;
+        lin m = { 0 };
+        volt_status st;
+        double t0;
+        for (int at = 0; at <= FAIL_AT; at += FAIL_AT) {
+            volt_trainer_destroy(t);
+            t = make_trainer(name, root, handle);
+            if (!t) break;
+            m = (lin){ .fail = 1, .fail_at = at, .t = t };
+            t0 = vtest_now();
+            st = volt_trainer_fit(t, &lin_ops, &m, tl, vl, NULL);
+            snprintf(label, sizeof label, "fit, batch %d (handle_signals %s)", at, handle ? "on" : "off");
+            check_failed(label, t, st, vtest_now() - t0, "validation_step", m.calls - 2, at);
+            if (g_rank == 0 && handle) printf("%s np%d: fit, batch %d: %s\n", name, g_world, at, volt_trainer_errmsg(t));
+        }
         if (!t) continue;
-        lin m = { .fail = 1, .t = t };
-        double t0 = vtest_now();
-        volt_status st = volt_trainer_fit(t, &lin_ops, &m, tl, vl, NULL);
-        snprintf(label, sizeof label, "fit (handle_signals %s)", handle ? "on" : "off");
-        check_failed(label, t, st, vtest_now() - t0, "validation_step", m.calls - 2);
-        if (g_rank == 0 && handle) printf("%s np%d: fit: %s\n", name, g_world, volt_trainer_errmsg(t));
         /* standalone validate, test, predict on the same trainer */
         static const char *const what[3] = { "validate", "test", "predict" };
         static const char *const step[3] = { "validation_step", "test_step", "predict_step" };
@@ -157,7 +172,7 @@ static void test_step_fails(const char *name) {
                : k == 1 ? volt_trainer_test(t, &lin_ops, &m, vl, NULL)
                         : volt_trainer_predict(t, &lin_ops, &m, vl, NULL, lin_out, NULL);
             snprintf(label, sizeof label, "%s (handle_signals %s)", what[k], handle ? "on" : "off");
-            check_failed(label, t, st, vtest_now() - t0, step[k], m.calls);
+            check_failed(label, t, st, vtest_now() - t0, step[k], m.calls, FAIL_AT);
         }
         /* the ranks' collectives still match: a clean validate, the same mean everywhere */
         m.fail = 0;

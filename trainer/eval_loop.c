@@ -134,6 +134,7 @@ static volt_status after_step(volt_trainer *t, volt_status mine, int64_t idx, in
         snprintf(when, sizeof when, "in batch %lld", (long long)idx);
         VOLT_TRY(agree(t, mine, 0, what, when, &f, &m));
     }
+    if (mine < 0) return mine;   /* (agree found it: not reached) */
     if (armed) *sig = volt__signal_from_vote(v);
     return VOLT_OK;
 }
