@@ -1,16 +1,18 @@
 /* validate / test / predict, and the validation inside fit (DESIGN §4): one step per batch
  * with nothing kept for backward, the batch hooks around it, the metrics' epoch means at the
- * end; a SIGINT / SIGTERM stops the loop after the batch it arrived in, after the same batch
- * on every rank (signals.c). The public calls that run them are in loop.c.
+ * end; a SIGINT / SIGTERM stops the loop after the batch it arrived in (with several ranks:
+ * whose step it arrived in, or the next), after the same batch on every rank (signals.c), and a
+ * step that fails on one rank stops every rank after that batch with its error (after_step). The
+ * public calls that run them are in loop.c.
  *
  * Several ranks may run other numbers of batches: one dataset split by the distributed sampler
  * gives each the same count, but a rank given a loader of its own may run more, fewer, or none.
  * As Lightning, every rank runs its own batches; the ranks agree first on the fewest and the
- * most any of them runs (volt__eval_agree), exchange per batch (the interrupt vote, a step value
- * logged with VOLT_LOG_SYNC) only after the batches every rank runs, and all make the epoch
- * metrics' one reduction at the end (metrics_epoch.c), a rank with no batch included; under
- * fsdp such a loop holds the parameters gathered (hold_if_uneven): no collective is ever made
- * by some ranks only. */
+ * most any of them runs (volt__eval_agree), exchange per batch (the interrupt vote with a "my step
+ * failed" flag, a step value logged with VOLT_LOG_SYNC) only for the batches every rank runs,
+ * and all make the epoch metrics' one reduction at the end (metrics_epoch.c), a rank with no
+ * batch included; under fsdp such a loop holds the parameters gathered (hold_if_uneven): no
+ * collective is ever made by some ranks only. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,33 +31,42 @@ static bool agree_visit(void *ctx, int r, double v) {   /* v: 1 + the rank's cou
     return true;
 }
 
+/* The lowest failing rank `bad` broadcasts its status and message, and every rank fails with its
+ * words (as the checkpoint's verdict, checkpoint_source.c). when: where it failed, for the error
+ * of a broadcast that did not arrive. */
+static volt_status verdict(volt_trainer *t, volt_status mine, int bad, const char *what, const char *when) {
+    struct { int32_t st; char msg[sizeof t->errmsg]; } v = { .st = mine };
+    if (t->rank == bad) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
+    volt_status st = volt__strategy_broadcast(t->strategy, &v, sizeof v, bad);
+    if (st < 0) {
+        if (mine < 0) return mine;
+        return volt__terr(t, st, "%s: rank %d of %d failed %s, and its error did not arrive: %s", what, bad, t->world, when,
+                          volt__strategy_errmsg(t->strategy));
+    }
+    v.msg[sizeof v.msg - 1] = 0;
+    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d; every rank stops)", v.msg, bad, t->world);
+}
+
 /* One all-reduce of a slot per rank (volt__rank_values: no allocation that one rank could fail
- * alone), and when a rank failed the lowest such one broadcasts its status and message, and
- * every rank fails with its words (as the checkpoint's verdict, checkpoint_source.c). */
-volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, int64_t *fewest, int64_t *most) {
+ * alone), and when a rank failed, the verdict of the lowest such one. */
+static volt_status agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, const char *when, int64_t *fewest,
+                         int64_t *most) {
     *fewest = *most = mine < 0 ? 0 : n;
     if (t->world <= 1 || !t->strategy) return mine;
     agree_ctx a = { .fewest = INT64_MAX, .most = 0, .bad = -1 };
     volt_status st = volt__rank_values(t, mine < 0 ? 0.0 : (double)n + 1.0, agree_visit, &a);
     if (st < 0) {
         if (mine < 0) return mine;
-        return volt__terr(t, st, "%s: agreeing on the batch count across ranks: %s", what, volt__strategy_errmsg(t->strategy));
+        return volt__terr(t, st, "%s: agreeing across ranks: %s", what, volt__strategy_errmsg(t->strategy));
     }
-    if (a.bad < 0) {
-        *fewest = a.fewest;
-        *most = a.most;
-        return VOLT_OK;
-    }
-    struct { int32_t st; char msg[sizeof t->errmsg]; } v = { .st = mine };
-    if (t->rank == a.bad) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
-    st = volt__strategy_broadcast(t->strategy, &v, sizeof v, a.bad);
-    if (st < 0) {
-        if (mine < 0) return mine;
-        return volt__terr(t, st, "%s: rank %d of %d failed before its first batch, and its error did not arrive: %s", what, a.bad,
-                          t->world, volt__strategy_errmsg(t->strategy));
-    }
-    v.msg[sizeof v.msg - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d; every rank stops)", v.msg, a.bad, t->world);
+    if (a.bad >= 0) return verdict(t, mine, a.bad, what, when);
+    *fewest = a.fewest;
+    *most = a.most;
+    return VOLT_OK;
+}
+
+volt_status volt__eval_agree(volt_trainer *t, volt_status mine, int64_t n, const char *what, int64_t *fewest, int64_t *most) {
+    return agree(t, mine, n, what, "before its first batch", fewest, most);
 }
 
 /* Ranks that run other numbers of batches make other numbers of forwards: under a strategy that
@@ -88,7 +99,48 @@ static void drop_hold(volt_trainer *t) {
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);
 }
 
-static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *what, const volt_batch *b, int64_t idx) {
+/* The exchange after evaluation batch idx's step, with several ranks: the SIGINT / SIGTERM vote
+ * (signals.c; every rank stops after the same batch) and whether the step failed. It comes
+ * right after the step and its device check, before the step's logged values are read (a value
+ * logged with VOLT_LOG_STEP | VOLT_LOG_SYNC is all-reduced there) and the batch-end hooks run, so
+ * that a rank whose step failed is in the same collective as the others.
+ *
+ * A failed step makes the exchange (with its flag) where every rank's step makes no collective
+ * of its own: parameters replicated (ddp, deepspeed stages 1 / 2; under fsdp the forward
+ * gathers, and a rank that failed inside it left the others in a gather) and idx < span (the
+ * batches every rank runs). Then every rank returns the lowest failing rank's error; elsewhere
+ * the failing rank returns its own at once, as before (the others: the comm's timeout). The
+ * exchange is made, for idx < span, whenever the vote or the flag is carried: with handle_signals
+ * off under fsdp it is skipped. mine: the step's status (its message on t). *sig: the signal to
+ * stop on after this batch (0: go on). */
+static volt_status after_step(volt_trainer *t, volt_status mine, int64_t idx, int64_t span, const char *what, int *sig) {
+    *sig = 0;
+    const bool armed = t->cfg.handle_signals;
+    if (t->world <= 1 || !t->strategy) return mine;   /* one process looks at its record at the batch end */
+    const bool flag = idx < span && !volt__strategy_has(t->strategy, VOLT_STRAT_SHARDS_PARAMS);
+    if (mine < 0 && !flag) return mine;
+    if (idx >= span || (!armed && !flag)) return VOLT_OK;
+    double v[3] = { 0, 0, mine < 0 ? 1.0 : 0.0 };   /* SIGINT here, SIGTERM here, the step failed here */
+    if (armed) volt__signal_vote(t, v);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3);
+    if (st < 0) {
+        if (mine < 0) return mine;
+        return volt__terr(t, st, "%s: the exchange after batch %lld across ranks: %s", what, (long long)idx,
+                          volt__strategy_errmsg(t->strategy));
+    }
+    if (v[2] > 0) {
+        char when[64];
+        int64_t f, m;
+        snprintf(when, sizeof when, "in batch %lld", (long long)idx);
+        VOLT_TRY(agree(t, mine, 0, what, when, &f, &m));
+    }
+    if (mine < 0) return mine;   /* (agree found it: not reached) */
+    if (armed) *sig = volt__signal_from_vote(v);
+    return VOLT_OK;
+}
+
+static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *step_what, const volt_batch *b, int64_t idx,
+                              int64_t span, const char *what, int *sig) {
     t->cur_batch_size = b->size;
     volt_step_begin(t->step, false, 0);
     t->in_step = true;
@@ -99,16 +151,21 @@ static volt_status eval_batch(volt_trainer *t, volt__step_fn fn, const char *wha
         if (c < 0) st = c;
     }
     volt_step_end(t->step);
-    if (st < 0) { volt__metrics_discard(t); return volt__loop_step_err(t, st, what); }
+    if (st < 0) st = volt__loop_step_err(t, st, step_what);
+    st = after_step(t, st, idx, span, what, sig);
+    if (st < 0) {   /* this step's or another rank's: nothing it logged is kept for the next flush */
+        volt__metrics_discard(t);
+        return st;
+    }
     return volt__metrics_flush(t);   /* the step's logged values: one device->host read */
 }
 
-/* SIGINT / SIGTERM (signals.c) at the end of evaluation batch idx: with several ranks they
- * vote (volt__signal_eval_vote), so every one stops after the same batch. A stop ends the loop
+/* SIGINT / SIGTERM (signals.c) at the end of evaluation batch idx: one process looks at its
+ * record; several ranks act on sig, from the batch's exchange (after_step). A stop ends the loop
  * there, its state back to what it was around it, with VOLT_ERR_INTERRUPTED naming `what`. */
-static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t idx, int64_t span, const char *what) {
-    int sig;
-    VOLT_TRY(volt__signal_eval_vote(t, idx, span, what, &sig));
+static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t idx, int sig, const char *what) {
+    if ((t->world <= 1 || !t->strategy) && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0)
+        t->interrupted_local = true;
     if (!sig) return VOLT_OK;
     t->num_eval_batches = -1;
     t->sanity = false;
@@ -147,12 +204,13 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
         CB_HOOK3(t, on_validation_batch_start, b, i);
         MOD_HOOK2(t, on_validation_batch_start, b, i);
         const double p0 = VOLT__PROF_T0(t);
-        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i));
+        int sig;
+        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i, span, what, &sig));
         volt__prof_add(t, NULL, NULL, "validation_step", p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
         MOD_HOOK2(t, on_validation_batch_end, b, i);
         /* a stop skips the epoch end: a partial validation ranks no checkpoint */
-        VOLT_TRY(stop_if_interrupted(t, prev, i, span, what));
+        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, what));
     }
     if (!sanity) {
         volt__metrics_clear_fresh(t);
@@ -214,11 +272,12 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
         CB_HOOK3(t, on_test_batch_start, b, i);
         MOD_HOOK2(t, on_test_batch_start, b, i);
         const double p0 = VOLT__PROF_T0(t);
-        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i));
+        int sig;
+        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i, span, "test", &sig));
         volt__prof_add(t, NULL, NULL, "test_step", p0);
         CB_HOOK(t, on_test_batch_end, b, i);
         MOD_HOOK2(t, on_test_batch_end, b, i);
-        VOLT_TRY(stop_if_interrupted(t, prev, i, span, "test"));
+        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, "test"));
     }
     volt__metrics_clear_fresh(t);
     VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, "test"));
@@ -279,7 +338,10 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
             volt_status c = volt_step_check(t->step);
             if (c < 0) st = c;
         }
-        if (st >= 0 && !pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
+        if (st < 0) st = volt__loop_step_err(t, st, "predict_step");
+        else if (!pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
+        int sig;
+        st = after_step(t, st, i, span, "predict", &sig);
         if (st >= 0) st = volt__metrics_flush(t);
         if (st >= 0) st = out(ctx, b, pred);
         if (st >= 0) st = predict_batch_end(t, pred, b, i);
@@ -287,7 +349,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
         volt__metrics_discard(t);
         volt__prof_add(t, NULL, NULL, "predict_step", p0);
         if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
-        VOLT_TRY(stop_if_interrupted(t, prev, i, span, "predict"));
+        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, "predict"));
     }
     /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks
      * log (ThroughputMonitor's predict keys) is the fresh set the loggers' predict row reads */

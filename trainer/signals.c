@@ -14,8 +14,10 @@
  * all-reduces at each boundary, and each call ends with one more exchange of it
  * (volt__signal_settle). The evaluation loops (validation inside fit and its sanity check,
  * validate, test, predict) have no exchange of their own per batch, so they make one for the
- * vote: an all-reduce of the same two doubles after every batch (volt__signal_eval_vote), and
- * every rank stops after the same batch. That exchange must be made by every rank or by none
+ * vote: an all-reduce of the same two doubles (and a "this rank's step failed" flag) right after
+ * every batch's step (after_step, eval_loop.c), and every rank stops after the same batch. A
+ * signal that arrives later in a batch (its logged values' sync, its batch-end hooks) is
+ * acted on after the next one. That exchange must be made by every rank or by none
  * (one made alone waits until the comm's timeout), so a loop first agrees on how many batches
  * every rank runs (volt__eval_agree, eval_loop.c): with one dataset the distributed sampler
  * gives every rank the same count (padded, or cut with drop_last), but a rank given a dataset of
@@ -129,25 +131,6 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     char where[96];
     snprintf(where, sizeof where, "%s had finished", what);
     return volt__signal_stop(t, sig, where);
-}
-
-/* The end of batch idx of an evaluation loop: *sig is the signal to stop on now (0: go on).
- * One process looks at its own record; several vote while idx < span (the batches every rank
- * runs, volt__eval_agree in eval_loop.c), every rank alike. */
-volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig) {
-    *sig = 0;
-    if (!t->cfg.handle_signals) return VOLT_OK;
-    if (t->world <= 1 || !t->strategy) {
-        if ((*sig = (int)g_pending) != 0) t->interrupted_local = true;
-        return VOLT_OK;
-    }
-    if (idx >= span) return VOLT_OK;
-    double v[2];
-    volt__signal_vote(t, v);
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 2);
-    if (st < 0) return volt__terr(t, st, "%s: agreeing on an interruption across ranks: %s", what, volt__strategy_errmsg(t->strategy));
-    *sig = volt__signal_from_vote(v);
-    return VOLT_OK;
 }
 
 int volt_trainer_interrupted(const volt_trainer *t) { return t ? t->interrupted : 0; }

@@ -143,7 +143,8 @@ struct volt_trainer {
 };
 
 /* SIGINT / SIGTERM (signals.c): armed for the length of fit / validate / test / predict
- * when cfg.handle_signals; the loops look at volt__signal_pending at batch ends. */
+ * when cfg.handle_signals; the loops look at volt__signal_pending at batch ends (the evaluation
+ * loops' exchange after each step, with several ranks: eval_loop.c, after_step). */
 void volt__signal_arm(volt_trainer *t);
 void volt__signal_disarm(volt_trainer *t);
 int volt__signal_pending(void);
@@ -151,13 +152,9 @@ void volt__signal_vote(volt_trainer *t, double v[2]);
 int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
-/* The evaluation loops' vote (validation, test, predict): at the end of batch idx < span (the
- * batches every rank runs, volt__eval_agree) the signal to stop on (0: go on); every rank alike
- * with several. */
 /* collective.c: every rank's value on every rank, in blocks of 64 (no allocation); visit
  * returns false to stop after the block. world > 1 and a strategy. */
 volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx);
-volt_status volt__signal_eval_vote(volt_trainer *t, int64_t idx, int64_t span, const char *what, int *sig);
 /* eval_loop.c: before an evaluation loop's first batch (or fit's sanity check) the ranks agree
  * on it. mine: this rank's set-up so far (its message on t), n its batches; *fewest / *most:
  * the counts of the rank that runs the fewest / the most (n and n with one process). A rank
