@@ -79,28 +79,7 @@ static volt_status lin_opt(void *self, volt_optim_setup *o) {
 static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
                                          .configure_optimizers = lin_opt, .training_step = lin_train };
 
-/* n rows of the same function of 4 features (row i's values depend on i alone) */
-static volt_dataset *make_rows(int n) {
-    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    CHECK(x && y, "out of memory");
-    volt_dataset *ds = NULL;
-    if (x && y) {
-        for (int i = 0; i < n; i++) {
-            y[i] = 0.1f;
-            for (int j = 0; j < 4; j++) {
-                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-            }
-        }
-        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-        const void *d[2] = { x, y };
-        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
-    }
-    free(x);
-    free(y);
-    return ds;
-}
-static volt_dataset *make_data(void) { return make_rows(g_world * BS * NB); }
+static volt_dataset *make_data(void) { return vtest_rows4(g_world * BS * NB); }
 
 static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
@@ -473,7 +452,7 @@ static void test_interrupt_eval(const char *name) {
     snprintf(root, sizeof root, "%s/interrupt_eval_%s_np%d", vtest_tmpdir(), name, g_world);
     if (g_rank == 0) vtest_fresh_dir(root);
     MPI_Barrier(MPI_COMM_WORLD);
-    volt_dataset *ds = make_data(), *vds = make_rows(g_world * BS * NV);
+    volt_dataset *ds = make_data(), *vds = vtest_rows4(g_world * BS * NV);
     volt_loader *tl = vtest_loader(ds, BS, true), *vl = vtest_loader(vds, BS, false);
     /* the uninterrupted fit the resumed ones must end at */
     float wa[5];
@@ -517,7 +496,7 @@ static void test_interrupt_eval(const char *name) {
     /* each rank its own dataset, rank r with 5 + 2r batches: the ranks vote after the batches
      * all of them run (5), and a signal past those is acted on when the call ends */
     const int nb = 5 + 2 * g_rank;
-    volt_dataset *own = make_rows(g_world * BS * nb);
+    volt_dataset *own = vtest_rows4(g_world * BS * nb);
     volt_loader *ol = vtest_loader(own, BS, false);
     t = eval_trainer(name, root);
     for (int k = 0; t && k < 3; k++) {

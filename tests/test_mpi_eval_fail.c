@@ -84,26 +84,6 @@ static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .na
                                          .configure_optimizers = lin_opt, .training_step = lin_train,
                                          .validation_step = lin_val, .test_step = lin_test, .predict_step = lin_predict };
 
-static volt_dataset *make_rows(int n) {
-    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    CHECK(x && y, "out of memory");
-    volt_dataset *ds = NULL;
-    if (x && y) {
-        for (int i = 0; i < n; i++) {
-            y[i] = 0.1f;
-            for (int j = 0; j < 4; j++) {
-                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-            }
-        }
-        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-        const void *d[2] = { x, y };
-        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
-    }
-    free(x);
-    free(y);
-    return ds;
-}
 
 static volt_trainer *make_trainer(const char *strategy, const char *root, bool handle_signals) {
     volt_trainer_config c;
@@ -139,7 +119,7 @@ static void test_step_fails(const char *name) {
     snprintf(root, sizeof root, "%s/step_fails_%s_np%d", vtest_tmpdir(), name, g_world);
     if (g_rank == 0) vtest_fresh_dir(root);
     MPI_Barrier(MPI_COMM_WORLD);
-    volt_dataset *tds = make_rows(g_world * BS * NB), *vds = make_rows(g_world * BS * NV);
+    volt_dataset *tds = vtest_rows4(g_world * BS * NB), *vds = vtest_rows4(g_world * BS * NV);
     volt_loader *tl = vtest_loader(tds, BS, true), *vl = vtest_loader(vds, BS, false);
     for (int h = 1; h >= 0; h--) {
         const bool handle = h;
@@ -203,7 +183,7 @@ static void cost(const char *name) {
     snprintf(root, sizeof root, "%s/cost_%s_np%d", vtest_tmpdir(), name, g_world);
     if (g_rank == 0) vtest_fresh_dir(root);
     MPI_Barrier(MPI_COMM_WORLD);
-    volt_dataset *vds = make_rows(g_world * BS * N);
+    volt_dataset *vds = vtest_rows4(g_world * BS * N);
     volt_loader *vl = vtest_loader(vds, BS, false);
     volt_trainer *t = make_trainer(name, root, false);
     lin m = { .t = t };

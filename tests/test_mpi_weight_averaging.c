@@ -71,26 +71,6 @@ static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .na
                                          .configure_optimizers = mlp_opt, .training_step = mlp_train,
                                          .validation_step = mlp_val };
 
-static volt_dataset *make_rows(int n) {
-    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    CHECK(x && y, "out of memory");
-    volt_dataset *ds = NULL;
-    if (x && y) {
-        for (int i = 0; i < n; i++) {
-            y[i] = 0.1f;
-            for (int j = 0; j < 4; j++) {
-                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-            }
-        }
-        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-        const void *d[2] = { x, y };
-        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
-    }
-    free(x);
-    free(y);
-    return ds;
-}
 
 /* Every parameter, whole, as the model holds it: volt_trainer_export_full (collective: every
  * rank's slice), read back on rank 0 and sent to every rank. */
@@ -183,7 +163,7 @@ static void test_failed_val(const char *name) {
     snprintf(root, sizeof root, "%s/failed_val_%s_np%d", vtest_tmpdir(), name, g_world);
     if (g_rank == 0) vtest_fresh_dir(root);
     MPI_Barrier(MPI_COMM_WORLD);
-    volt_dataset *ds = make_rows(g_world * BS * NB);
+    volt_dataset *ds = vtest_rows4(g_world * BS * NB);
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = BS;
