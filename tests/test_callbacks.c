@@ -1819,8 +1819,8 @@ static void test_state_fn(void) {
     fn_note(t, "ret");
     /* a step: batch_start, before_backward, after_backward, before_opt, batch_end */
 #define FN_STEP "batch_start:Ff before_backward:Ff after_backward:Ff before_opt:Ff batch_end:Ff"
-    fn_check("fit", "fit_start:Ff sanity_start:Ff val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
-             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ff train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
+    fn_check("fit", "fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
+             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ffs train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
              "val_start:Fv val_epoch_start:Fv val_batch_start:Fv val_batch_end:Fv val_epoch_end:Fv val_end:Fv "
              "epoch_end:Ff train_end:Ff fit_end:Ff ret:Nf");
     CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
@@ -1853,8 +1853,8 @@ static void test_state_fn(void) {
     st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
     CHECK(st == VOLT_ERR_NUMERIC, "the fit fails in its validation: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
     fn_note(t, "ret");
-    fn_check("failed fit", "fit_start:Ff sanity_start:Ff val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
-             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ff train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
+    fn_check("failed fit", "fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
+             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ffs train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
              "val_start:Fv val_epoch_start:Fv val_batch_start:Fv exception:Ff ret:Nf");
 #undef FN_STEP
     /* and a validate after it is validate's, not fit's */

@@ -184,6 +184,7 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     volt_status ls = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n);
     if (ls < 0 && (t->world <= 1 || !t->strategy)) return ls;   /* with several ranks: agreed on below */
     volt_stage prev = t->stage;
+    const bool prev_sanity = t->sanity;   /* fit's sanity check sets it around its hooks too */
     t->stage = VOLT_STAGE_VALIDATE;
     t->sanity = sanity;
     volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
@@ -225,7 +226,7 @@ volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t
     MOD_HOOK2(t, on_validation_end);
     drop_hold(t);
     t->num_eval_batches = -1;
-    t->sanity = false;
+    t->sanity = prev_sanity;
     t->stage = prev;
     return VOLT_OK;
 }

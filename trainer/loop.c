@@ -354,10 +354,12 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
         int64_t fewest;
         RUN(volt__eval_agree(t, sv, n_sanity, "the sanity check", &fewest, &any_sanity));
     }
-    if (any_sanity > 0) {
+    if (any_sanity > 0) {   /* sanity_checking from its start hook to its end hook (Lightning) */
+        t->sanity = true;
         RUN(CB_EACH(t, on_sanity_check_start));
         RUN(volt__loop_run_validation(t, val, n_sanity, 0, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
+        t->sanity = false;
     }
     /* overfit_batches: the same first N batches every epoch (Lightning turns shuffling off) */
     restore_shuffle = (t->cfg.overfit_batches > 0 || t->cfg.overfit_fraction > 0) && volt_loader_shuffles(train);

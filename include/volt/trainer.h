@@ -447,7 +447,8 @@ VOLT_API int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t);
 VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next train batch index */
 /* The running loop's stage, set at the call's start and kept after it (Lightning's
  * trainer.state.stage): VALIDATE while fit validates (its sanity check too, with
- * volt_trainer_sanity_checking true). Which call runs is volt_trainer_state_fn. */
+ * volt_trainer_sanity_checking true, from on_sanity_check_start to on_sanity_check_end). Which
+ * call runs is volt_trainer_state_fn. */
 VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
 VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
 VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
