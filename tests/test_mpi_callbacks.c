@@ -564,19 +564,8 @@ static volt_dataset *ucls_rows(int64_t nb) {
  * that forward, log <stage>_v = 10 rank + i (an epoch mean), <stage>_s the same as a step value
  * with VOLT_LOG_SYNC, and the classification metrics of the rows (accuracy, confusion matrix);
  * rank 1 raises SIGTERM in its batch raise_at. */
-typedef struct ulin { volt_tensor *w1, *b1, *w2, *b2; int64_t calls, raise_at; bool raised; } ulin;
-static volt_status ul_setup(void *self, volt_params *ps) {
-    ulin *u = self;
-    VOLT_TRY(volt_params_unit(ps, "fc1"));
-    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(4, 4), VOLT_INIT_TORCH_LINEAR, &u->w1));
-    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(4), VOLT_INIT_ZEROS, &u->b1));
-    VOLT_TRY(volt_params_unit(ps, "fc2"));
-    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &u->w2));
-    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &u->b2);
-}
-static volt_tensor *ul_forward(ulin *u, volt_step *s, const volt_batch *b) {
-    return volt_linear(s, volt_relu(s, volt_linear(s, volt_batch_x(b), u->w1, u->b1)), u->w2, u->b2);
-}
+typedef struct ulin { vtest_mlp2 net; int64_t calls, raise_at; bool raised; } ulin;   /* net first: vtest_mlp2_setup */
+static volt_tensor *ul_forward(ulin *u, volt_step *s, const volt_batch *b) { return vtest_mlp2_forward(&u->net, s, b); }
 static volt_status ul_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     (void)i;
     return volt_step_set_loss(s, volt_mse(s, ul_forward(self, s, b), volt_batch_y(b)));
@@ -604,7 +593,7 @@ static volt_status ul_predict(void *self, volt_step *s, const volt_batch *b, int
     *out = volt_batch_x(b);
     return VOLT_OK;
 }
-static const volt_module_ops ulin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "ulin", .setup = ul_setup,
+static const volt_module_ops ulin_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "ulin", .setup = vtest_mlp2_setup,
                                           .configure_optimizers = lin_opt, .training_step = ul_train,
                                           .validation_step = ul_val, .test_step = ul_test, .predict_step = ul_predict };
 

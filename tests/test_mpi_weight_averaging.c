@@ -36,26 +36,13 @@ static int g_rank, g_world;
 static volt_trainer *g_t;      /* the trainer of the fit running (the validation step asks its epoch) */
 static bool g_fail;            /* rank 1 raises SIGTERM in its validation at epoch 1, batch 0 */
 
-/* Two units, so that fsdp gives one back while the next one computes. */
-typedef struct mlp { volt_tensor *w1, *b1, *w2, *b2; } mlp;
-static volt_status mlp_setup(void *self, volt_params *ps) {
-    mlp *u = self;
-    VOLT_TRY(volt_params_unit(ps, "fc1"));
-    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(4, 4), VOLT_INIT_TORCH_LINEAR, &u->w1));
-    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(4), VOLT_INIT_ZEROS, &u->b1));
-    VOLT_TRY(volt_params_unit(ps, "fc2"));
-    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &u->w2));
-    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &u->b2);
-}
-static volt_tensor *mlp_forward(mlp *u, volt_step *s, const volt_batch *b) {
-    return volt_linear(s, volt_relu(s, volt_linear(s, volt_batch_x(b), u->w1, u->b1)), u->w2, u->b2);
-}
+typedef vtest_mlp2 mlp;   /* two units: fsdp gives one back while the next one computes */
 static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     (void)i;
-    return volt_step_set_loss(s, volt_mse(s, mlp_forward(self, s, b), volt_batch_y(b)));
+    return volt_step_set_loss(s, volt_mse(s, vtest_mlp2_forward(self, s, b), volt_batch_y(b)));
 }
 static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    volt_tensor *loss = volt_mse(s, mlp_forward(self, s, b), volt_batch_y(b));
+    volt_tensor *loss = volt_mse(s, vtest_mlp2_forward(self, s, b), volt_batch_y(b));
     if (!loss) return volt_step_status(s);
     if (g_fail && g_rank == 1 && i == 0 && !volt_trainer_sanity_checking(g_t) && volt_trainer_current_epoch(g_t) == 1)
         raise(SIGTERM);
@@ -67,7 +54,7 @@ static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.lr = 0.05f;
     return VOLT_OK;
 }
-static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
+static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = vtest_mlp2_setup,
                                          .configure_optimizers = mlp_opt, .training_step = mlp_train,
                                          .validation_step = mlp_val };
 

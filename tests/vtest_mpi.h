@@ -49,4 +49,20 @@ static inline volt_dataset *vtest_rows4(int n) {
     free(y);
     return ds;
 }
+/* Two units (fc1: 4 -> 4 and a ReLU, fc2: 4 -> 1), so that fsdp gives the first back when a
+ * forward moves on to the second and the next forward gathers it again: the model of the
+ * multi-rank callback tests (a test's module struct starts with one). */
+typedef struct vtest_mlp2 { volt_tensor *w1, *b1, *w2, *b2; } vtest_mlp2;
+static inline volt_status vtest_mlp2_setup(void *self, volt_params *ps) {
+    vtest_mlp2 *u = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(4, 4), VOLT_INIT_TORCH_LINEAR, &u->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(4), VOLT_INIT_ZEROS, &u->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &u->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &u->b2);
+}
+static inline volt_tensor *vtest_mlp2_forward(vtest_mlp2 *u, volt_step *s, const volt_batch *b) {
+    return volt_linear(s, volt_relu(s, volt_linear(s, volt_batch_x(b), u->w1, u->b1)), u->w2, u->b2);
+}
 #endif
