@@ -519,6 +519,28 @@ static void test_comm(void) {
         st = volt__comm_barrier(c, "again");
         CHECK(st == VOLT_ERR_TIMEOUT && strstr(volt__comm_errmsg(c), "unusable after: rank 0: barrier #1 (lonely barrier) timed out"),
               "a broken comm fails at once, repeating the cause: %s", volt__comm_errmsg(c));
+        /* ... and the process makes no new comm (its MPI calls are out of step with the
+         * others'), by any door: the MPI backend, the registry, a trainer */
+        volt_comm *c2 = (volt_comm *)&c2;
+        err[0] = 0;
+        st = volt__comm_mpi_create(&cc, &c2, err, sizeof err);
+        CHECK(st == VOLT_ERR_STATE && c2 == NULL && strstr(err, "no new communicator in this process") &&
+              strstr(err, "barrier #1 (lonely barrier) timed out"), "a new MPI comm after a broken one: %s (%s)",
+              volt_status_str(st), err);
+        err[0] = 0;
+        st = volt__comm_create_for(volt__device_cpu(), &cc, &c2, err, sizeof err);
+        CHECK(st == VOLT_ERR_STATE && c2 == NULL && strstr(err, "lonely barrier"), "registry: %s (%s)",
+              volt_status_str(st), err);
+        volt_trainer_config tc;
+        volt_trainer_config_init(&tc);
+        tc.strategy = "ddp";
+        tc.enable_checkpointing = tc.enable_logger = tc.enable_progress_bar = false;
+        volt_trainer *t = NULL;
+        st = volt_trainer_create(&tc, &t);
+        CHECK(st == VOLT_ERR_STATE && t && strstr(volt_trainer_errmsg(t), "no new communicator in this process") &&
+              strstr(volt_trainer_errmsg(t), "relaunch"), "a trainer after a broken comm: %s (%s)", volt_status_str(st),
+              t ? volt_trainer_errmsg(t) : "-");
+        volt_trainer_destroy(t);
     }
     volt__comm_destroy(c);
     MPI_Barrier(MPI_COMM_WORLD);

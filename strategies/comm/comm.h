@@ -157,6 +157,17 @@ volt_status volt__comm_barrier(volt_comm *c, const char *what);
 size_t volt__comm_dtype_size(volt_comm_dtype dt);
 const char *volt__comm_errmsg(const volt_comm *c);
 
+/* A process whose MPI collectives broke (a wait timed out or failed on an MPI comm, or the
+ * NCCL id's broadcast timed out) makes no new comm: the ranks' MPI calls are out of step, and
+ * a new duplicate of the world communicator (or the next NCCL id's broadcast) could match
+ * another rank's older call (Open MPI then aborts or crashes). The MPI backend calls
+ * volt__comm_note_broken with its first failure's message; volt__comm_create_for and
+ * volt__comm_mpi_create then refuse (VOLT_ERR_STATE, naming that failure). A broken NCCL comm
+ * is aborted whole (ncclCommAbort) and leaves MPI in step: it does not count. */
+void volt__comm_note_broken(const char *msg);
+const char *volt__comm_broken_msg(void);   /* NULL until a comm of this process broke */
+volt_status volt__comm_refuse_if_broken(char *err, size_t errlen);
+
 /* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the
  * thread that created the comm may call it) unless the application already did, and then
  * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */

@@ -53,10 +53,30 @@ static const char *row_names(void) {
     return buf;
 }
 
+static char g_broken_msg[512];
+static volatile bool g_broken;
+
+void volt__comm_note_broken(const char *msg) {
+    if (g_broken) return;
+    snprintf(g_broken_msg, sizeof g_broken_msg, "%s", msg && *msg ? msg : "a collective failed");
+    g_broken = true;
+}
+
+const char *volt__comm_broken_msg(void) { return g_broken ? g_broken_msg : NULL; }
+
+volt_status volt__comm_refuse_if_broken(char *err, size_t errlen) {
+    if (!g_broken) return VOLT_OK;
+    snprintf(err, errlen, "no new communicator in this process: an earlier collective broke (%s); the ranks' "
+             "collectives no longer match, so end the job (every rank) and relaunch it, resuming from the last "
+             "checkpoint", g_broken_msg);
+    return VOLT_ERR_STATE;
+}
+
 volt_status volt__comm_create_for(volt_device *dev, const volt_comm_config *cfg_in, volt_comm **out,
                                   char *err, size_t errlen) {
     *out = NULL;
     VOLT_TRY(volt__comm_config_check(cfg_in, err, errlen));
+    VOLT_TRY(volt__comm_refuse_if_broken(err, errlen));
     volt_comm_config cfg = *cfg_in;
     const char *want = cfg.version >= 2 && cfg.backend && *cfg.backend && strcmp(cfg.backend, "auto") ? cfg.backend : NULL;
     if (cfg.version < 3) cfg.mpi_comm = NULL;   /* not a field of the caller's version */

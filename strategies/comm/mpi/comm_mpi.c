@@ -122,6 +122,7 @@ static void mark_broken(mpi_impl *im, volt_status st) {
     g_comm_broken = true;
     im->broken_status = st;
     snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
+    volt__comm_note_broken(im->broken_msg);
 }
 
 /* ---- requests ------------------------------------------------------------------------ */
@@ -461,6 +462,7 @@ static volt_status base_comm(const void *mpi_comm, MPI_Comm *out, const char **n
 volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, char *err, size_t errlen) {
     *out = NULL;
     VOLT_TRY(volt__comm_config_check(cfg, err, errlen));
+    VOLT_TRY(volt__comm_refuse_if_broken(err, errlen));
     MPI_Comm base = MPI_COMM_NULL;
     const char *base_name = NULL;
     VOLT_TRY(base_comm(cfg->version >= 3 ? cfg->mpi_comm : NULL, &base, &base_name, err, errlen));
@@ -535,6 +537,7 @@ volt_status volt__comm_mpi_bootstrap_bcast(const void *mpi_comm, void *buf, size
             g_comm_broken = true;
             snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id, over %s) timed out after %g s (a rank died, "
                      "hangs, or never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, name, timeout_s);
+            volt__comm_note_broken(err);
             return VOLT_ERR_TIMEOUT;
         }
         struct timespec ts = { 0, 100000 };
