@@ -121,19 +121,3 @@ volt_status volt__fsdp_release_unit(volt_strategy *st, int unit) {
     return VOLT_OK;
 }
 
-/* The owned slices hold the values and the rest of each unit does not (volt__strategy_
- * regather_params: a weight-average swap back that each rank made on its own slice after a
- * failure): the rest is given back as after a unit's use and every unit is stale, so its next
- * use (forward, a hold, materialize) gathers it from the owners. Local: a gather still in
- * flight is waited for first (a peer that died fails it, within the comm's deadline); a unit
- * an op still reads keeps its pages but is stale all the same. */
-volt_status volt__fsdp_regather(volt_strategy *st) {
-    dist *d = dist_of(st);
-    if (!dist_params_sharded(d) || !d->ps || st->ps != d->ps) return VOLT_OK;
-    volt_status s = volt__dist_wait_gathers(d);
-    for (int i = 0; i < d->n_units; i++) {
-        if (!d->units[i].gather_req) volt__dist_release_values(d, i);
-        volt__unit_set_stale(d->units[i].u, true);
-    }
-    return s;
-}

@@ -374,6 +374,28 @@ static void d_destroy(volt_strategy *st) {
     free(d);
 }
 
+/* regather_params (local): the owned slices hold the values and the rest of each unit does
+ * not (a weight-average swap back that each rank made on its own slice after a failure).
+ * Every unit becomes stale, gathered from the owners at its next use (forward, a hold,
+ * materialize, ZeRO's after-step gathers): fsdp gives the rest back as after a unit's use;
+ * ZeRO keeps its replica and marks the unit `regather` (unit_use then launches the gather).
+ * Every rank that swaps back marks every unit, so those gathers match across ranks. A gather
+ * still in flight is waited for first (its values are the ones replaced; a peer that died
+ * fails it within the comm's deadline); a unit an op still reads keeps its pages but is stale
+ * all the same. */
+static volt_status d_regather(volt_strategy *st) {
+    dist *d = dist_of(st);
+    if (st->world <= 1 || !d->ps || st->ps != d->ps) return VOLT_OK;
+    const bool sharded = dist_params_sharded(d);
+    volt_status s = volt__dist_wait_gathers(d);
+    for (int i = 0; i < d->n_units; i++) {
+        if (!sharded) d->units[i].regather = true;
+        else if (!d->units[i].gather_req) volt__dist_release_values(d, i);
+        volt__unit_set_stale(d->units[i].u, true);
+    }
+    return s;
+}
+
 /* ---- the tables (one per hook set; the registry rows add the flags) ---------------------------- */
 #define COMMON .version = VOLT_STRATEGY_OPS_VERSION, .setup_params = d_setup_params, .begin_backward = d_begin_backward, \
     .all_reduce_mean = d_all_reduce_mean, .broadcast = d_broadcast, .barrier = d_barrier, \
@@ -383,13 +405,12 @@ static void d_destroy(volt_strategy *st) {
 const volt_strategy_ops volt__ddp_ops = { COMMON, .reduce_grads = volt__ddp_reduce_grads };
 #define ZERO_COMMON COMMON, .configure_params = volt__zero_configure_params, .setup_optimizer = volt__zero_setup_optimizer, \
     .reduce_grads = volt__zero_reduce_grads, .grad_sqnorm = volt__zero_grad_sqnorm, .owned_range = volt__zero_owned_range, \
-    .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad
+    .gather_unit = volt__zero_gather_unit, .zero_grad = volt__zero_zero_grad, .regather_params = d_regather
 const volt_strategy_ops volt__zero_ops = { ZERO_COMMON, .after_optimizer_step = volt__zero_after_step,
-                                           .materialize_params = volt__zero_materialize,
-                                           .regather_params = volt__zero_regather };
+                                           .materialize_params = volt__zero_materialize };
 const volt_strategy_ops volt__fsdp_ops = { ZERO_COMMON, .after_optimizer_step = volt__fsdp_after_step,
                                            .materialize_params = volt__fsdp_materialize, .hold_params = volt__fsdp_hold,
-                                           .release_unit = volt__fsdp_release_unit, .regather_params = volt__fsdp_regather };
+                                           .release_unit = volt__fsdp_release_unit };
 
 static bool is_dist(const volt_strategy *st) {
     return st && (st->row->flags & VOLT_STRAT_MULTI_PROCESS) && st->impl;

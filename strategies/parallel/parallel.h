@@ -134,7 +134,6 @@ void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *h
 volt_status volt__zero_gather_unit(volt_strategy *st, int unit, float *dst);
 volt_status volt__zero_unit_use(void *ctx, volt_unit *u);
 volt_status volt__zero_materialize(volt_strategy *st);
-volt_status volt__zero_regather(volt_strategy *st);
 
 volt_status volt__fsdp_unit_use(void *ctx, volt_unit *u);
 volt_status volt__fsdp_grads_ready(void *ctx, volt_unit *u);
@@ -143,5 +142,4 @@ volt_status volt__fsdp_after_step(volt_strategy *st);
 volt_status volt__fsdp_materialize(volt_strategy *st);
 volt_status volt__fsdp_release_unit(volt_strategy *st, int unit);
 volt_status volt__fsdp_hold(volt_strategy *st, bool hold);
-volt_status volt__fsdp_regather(volt_strategy *st);
 #endif

@@ -120,22 +120,6 @@ volt_status volt__zero_materialize(volt_strategy *st) {
     return s < 0 ? s : s2;
 }
 
-/* Local (volt__strategy_regather_params): the owned slices hold the values, the replica's rest
- * does not (a weight-average swap back that each rank made on its own slice after a failure):
- * every unit stale, gathered from the owners at its next use (unit_use, materialize, the
- * after-step gathers). Every rank that swaps back marks every unit, so those gathers match
- * across ranks. A gather still in flight lands first (its values are the ones replaced). */
-volt_status volt__zero_regather(volt_strategy *st) {
-    dist *d = dist_of(st);
-    if (st->world <= 1 || !d->ps || st->ps != d->ps) return VOLT_OK;
-    volt_status s = volt__dist_wait_gathers(d);
-    for (int i = 0; i < d->n_units; i++) {
-        d->units[i].regather = true;
-        volt__unit_set_stale(d->units[i].u, true);
-    }
-    return s;
-}
-
 void volt__zero_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {
     dist *d = dist_of(st);
     if (unit < 0 || unit >= d->n_units) { *lo = *hi = 0; return; }
