@@ -49,7 +49,7 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
     const bool ran = c->running;
     c->running = false;
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
-    if (volt_trainer_stage(t) != VOLT_STAGE_FIT || (cfg && cfg->fast_dev_run > 0)) return;   /* fast_dev_run: no files */
+    if (volt_trainer_state_fn(t) != VOLT_FN_FIT || (cfg && cfg->fast_dev_run > 0)) return;   /* fast_dev_run: no files */
     if (!ran) return;   /* failed in on_fit_start, before the sanity check and training */
     /* no model to save: fit failed before it existed, or a failed load dropped it (so the file
      * a resume named, maybe this callback's own, is never replaced by fresh weights) */

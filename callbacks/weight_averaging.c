@@ -139,7 +139,7 @@ static volt_status wa_load_state_dict(void *self, volt_trainer *t, const char *j
 static void wa_on_exception(void *self, volt_trainer *t, volt_status st) {
     (void)st;
     wa *w = self;
-    if (volt_trainer_stage(t) != VOLT_STAGE_FIT) return;
+    if (volt_trainer_state_fn(t) != VOLT_FN_FIT) return;
     w->active = false;
     if (volt_trainer_average_swapped(t) && volt_trainer_swap_back_average(t) < 0)
         fprintf(stderr, "volt: WeightAveraging: could not swap the current weights back: %s\n", volt_trainer_errmsg(t));
