@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "core/units.h"
 #include "volt/dtype.h"
 
 /* ---- tensor memory: the step pool, given back when released and no backward reads it ---- */
@@ -195,6 +196,9 @@ static volt_device *tensor_dev(const volt_tensor *t) { return t->device ? t->dev
 volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
     if (!t || !dst || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
     if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;   /* its memory may hold another tensor */
+    /* a sharded parameter whose unit is not gathered: only the owned slice holds its values
+     * (the rest was given back, or holds what another rank had) */
+    if ((t->flags & VOLT_TENSOR_PARAM) && t->unit && volt__unit_stale(t->unit)) return VOLT_ERR_STATE;
     volt__dev_d2h(tensor_dev(t), dst, t->data, volt_tensor_bytes(t));
     return VOLT_OK;
 }

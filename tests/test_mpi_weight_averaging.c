@@ -9,7 +9,9 @@
  *       (VOLT_ERR_INTERRUPTED) with the average swapped in. Run R without the callback,
  *       run W with EMA WeightAveraging: every rank's fit fails, W's average is no longer swapped
  *       in, W's exported weights (every rank's slice) are R's (the current weights) and not the
- *       average exported inside that validation; under ddp every rank's own tensors are too; a
+ *       average exported inside that validation; under ddp every rank's own tensors are too,
+ *       under a sharded strategy a direct read of them is refused (VOLT_ERR_STATE) until the
+ *       next use gathers them (under ZeRO they are then the current weights); a
  *       standalone validate gives R's val_loss bit for bit (each rank's forward reads the parts
  *       outside its slice too: gathered again from the owners). A later fit on W starts
  *       (on_train_start, after its sanity check) from those weights and ends; no rank waited
@@ -203,6 +205,12 @@ static void test_failed_val(const char *name) {
     if (!strcmp(name, "ddp")) {   /* whole replicas: every rank's own tensors */
         own(&mw, mine);
         CHECK(same(mine, cur), "rank %d: this rank's own tensors are not the current weights after the failed fit", g_rank);
+    } else {   /* sharded: outside its slice a rank holds nothing (fsdp) or the peers' averages (ZeRO) until the
+                * unit is gathered again: a direct read is refused, not half the current weights */
+        volt_tensor *pw[4] = { mw.w1, mw.b1, mw.w2, mw.b2 };
+        for (int k = 0; k < 4; k++)
+            CHECK(volt_tensor_to_host(pw[k], mine + k_at[k]) == VOLT_ERR_STATE,
+                  "rank %d: %s read directly after the failed fit (not gathered: VOLT_ERR_STATE expected)", g_rank, k_names[k]);
     }
     /* a standalone validate runs on what each rank's forward reads (under fsdp / ZeRO the parts
      * outside the owned slices too, which export_full never reads): the same val_loss as R's */
@@ -216,6 +224,10 @@ static void test_failed_val(const char *name) {
           volt_trainer_errmsg(tw));
     CHECK(volt_trainer_metric(tr, "val_loss", &lr) && volt_trainer_metric(tw, "val_loss", &lw) && lr == lw,
           "rank %d: validate after the failed fit: val_loss %.9g, without the callback %.9g", g_rank, lw, lr);
+    if (!strncmp(name, "deepspeed", 9)) {   /* ZeRO keeps what the validate gathered: whole, the current weights */
+        own(&mw, mine);
+        CHECK(same(mine, cur), "rank %d: this rank's own tensors after the validate are not the current weights", g_rank);
+    }
 
     /* a later fit on W trains from the current weights */
     p->later = true;

@@ -463,7 +463,10 @@ VOLT_API const volt_trainer_config *volt_trainer_get_config(const volt_trainer *
  * a changed factor drops the captured graphs (the next step of each shape is eager again). */
 VOLT_API volt_status volt_trainer_set_accumulate_grad_batches(volt_trainer *t, int64_t n);
 /* The store; under ZeRO every value is whole when it returns (the all-gathers a step leaves
- * running into the next forward are waited for first), so a callback may read it. */
+ * running into the next forward are waited for first), so a callback may read it. Under fsdp
+ * (between a unit's uses) and under ZeRO after a failed fit's swap back, a unit not gathered
+ * holds only this rank's slice: volt_tensor_to_host of its parameters is VOLT_ERR_STATE until
+ * its next use (volt_trainer_export_full reads every rank's slice). */
 VOLT_API volt_params *volt_trainer_params(const volt_trainer *t);
 VOLT_API volt_optimizer *volt_trainer_optimizer(const volt_trainer *t);
 VOLT_API volt_scheduler *volt_trainer_scheduler(const volt_trainer *t);   /* NULL if none */
