@@ -256,8 +256,8 @@ volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
             tf_default(f, &tc, buf, sizeof buf, &d);
             static const volt_cli_type map[] = { VOLT_CLI_INT, VOLT_CLI_INT, VOLT_CLI_FLOAT, VOLT_CLI_BOOL, VOLT_CLI_INT,
                                                  VOLT_CLI_STRING, VOLT_CLI_FLOAT };
-            volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help_fn ? f->help_fn() : f->help, .alias = f->alias,
-                               .choices = f->choices, .min = f->min, .max = f->max };
+            volt_cli_key k = { .key = NULL, .type = map[f->ftype], .help = f->help, .alias = f->alias,
+                               .choices = f->choices_fn ? f->choices_fn() : f->choices, .min = f->min, .max = f->max };
             k.key = key;
             VOLT_TRY(add_row(c, &k, d, f));
             row *r = &c->rows[c->n - 1];      /* rows never move: the key lives in the row */

@@ -20,8 +20,8 @@ typedef struct volt__trainer_field {
     const char *choices;       /* "a|b" or NULL */
     double min, max;           /* both 0 = unbounded */
     const char *dflt;          /* NULL: the value volt_trainer_config_init sets; "null": leave it */
-    const char *(*help_fn)(void);   /* help read from a registry (strategy), else NULL: help */
     size_t frac_offset;        /* LIMIT: offsetof the fraction field */
+    const char *(*choices_fn)(void);   /* choices read from a registry (strategy), else NULL: choices */
 } volt__trainer_field;
 
 extern const volt__trainer_field volt__trainer_fields[];

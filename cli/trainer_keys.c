@@ -3,13 +3,14 @@
 #include "cli/cli_internal.h"
 #include "strategies/strategy.h"
 
-#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, NULL, 0 }
-/* The help comes from a registry: one list, not a copy of it. */
-#define ROW_FN(f, ty, help_fn, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), NULL, __VA_ARGS__, help_fn, 0 }
+#define ROW(f, ty, help, ...) { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, 0, NULL }
+/* The choices come from a registry: one list, not a copy of it. */
+#define ROW_FN(f, ty, help, choices_fn, ...) \
+    { #f, VOLT__TF_##ty, offsetof(volt_trainer_config, f), help, __VA_ARGS__, 0, choices_fn }
 /* A count or a fraction (field frac): Lightning's int-or-float keys. */
 #define ROW_LIMIT(f, frac, help, alias, min) \
-    { #f, VOLT__TF_LIMIT, offsetof(volt_trainer_config, f), help, alias, NULL, min, 1e15, NULL, NULL, \
-      offsetof(volt_trainer_config, frac) }
+    { #f, VOLT__TF_LIMIT, offsetof(volt_trainer_config, f), help, alias, NULL, min, 1e15, NULL, \
+      offsetof(volt_trainer_config, frac), NULL }
 
 const volt__trainer_field volt__trainer_fields[] = {
     ROW(max_epochs, I64, "epochs to run; -1 = no limit (unset: 1000 unless max_steps is set)", "epochs", NULL, -1, 1e15, "null"),
@@ -35,7 +36,8 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(logger_name, STR, "log folder name under default_root_dir", NULL, NULL, 0, 0, NULL),
     ROW(precision, STR, "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (or 32, 16, bf16)", "precision",
         "32-true|16-mixed|bf16-mixed|bf16-true|16-true|32|16|bf16", 0, 0, NULL),
-    ROW_FN(strategy, STR, volt__strategy_names, "strategy", NULL, 0, 0, NULL),
+    ROW_FN(strategy, STR, "how training is spread over devices and processes (docs/STRATEGIES.md); zero1 and zero2 "
+           "name deepspeed_stage_1 and _2, auto single", volt__strategy_choices, "strategy", NULL, 0, 0, NULL),
     ROW(accelerator, STR, "where parameters, steps and batches live: auto ($VOLT_ACCELERATOR, else cuda when present, else cpu), "
         "cpu, cpu-strict (device memory unreadable from host code: tests), cuda (or gpu)", "accelerator",
         "auto|cpu|cpu-strict|cuda|gpu", 0, 0, NULL),

@@ -64,6 +64,18 @@ const char *volt__strategy_names(void) {
     return buf;
 }
 
+const char *volt__strategy_choices(void) {
+    static char buf[512];
+    if (buf[0]) return buf;
+    size_t n = 0;
+    for (int i = 0; i < N_ROWS && n < sizeof buf; i++) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? "|" : "", k_rows[i].name);
+        for (int a = 0; k_rows[i].aliases[a] && n < sizeof buf; a++)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "|%s", k_rows[i].aliases[a]);
+    }
+    return buf;
+}
+
 static void multi_names(char *buf, size_t len) {
     size_t n = 0;
     buf[0] = 0;

@@ -166,6 +166,8 @@ const volt_strategy_row *volt__strategy_at(int i);
 const volt_strategy_row *volt__strategy_find(const char *name);
 /* "single, ddp, deepspeed_stage_1 (zero1), ..." — every row, aliases in parentheses. */
 const char *volt__strategy_names(void);
+/* Every name and alias, "auto" included, as "a|b|...": the CLI's choices for trainer.strategy. */
+const char *volt__strategy_choices(void);
 /* Create the named strategy (MPI is initialised here when a multi-process one is asked for).
  * Unknown name => VOLT_ERR_UNSUPPORTED naming the valid ones; a row this build lacks =>
  * VOLT_ERR_UNSUPPORTED saying why. */

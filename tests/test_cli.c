@@ -117,9 +117,10 @@ int main(void) {
         const volt__trainer_field *f = &volt__trainer_fields[i];
         snprintf(names[i], sizeof names[i], "--trainer.%s", f->name);
         const char *v = f->ftype == VOLT__TF_BOOL ? "false" : f->ftype == VOLT__TF_STR ? (f->choices ? "value" : "xyz") : "3";
-        if (f->ftype == VOLT__TF_STR && f->choices) {        /* the last choice */
-            const char *bar = strrchr(f->choices, '|');
-            v = bar ? bar + 1 : f->choices;
+        const char *choices = f->choices_fn ? f->choices_fn() : f->choices;
+        if (f->ftype == VOLT__TF_STR && choices) {        /* the last choice */
+            const char *bar = strrchr(choices, '|');
+            v = bar ? bar + 1 : choices;
         }
         if (f->ftype == VOLT__TF_BOOL) {   /* the opposite of the default */
             volt_trainer_config d;
@@ -185,6 +186,8 @@ int main(void) {
         { { "--model.name", "rnn" }, 2, "want one of mlp|cnn" },
         { { "--model.dropout", "x" }, 2, "want a number" },
         { { "--trainer.precision", "64" }, 2, "want one of" },
+        /* at parse time, before a program reads its data: the strategy registry's names and aliases */
+        { { "--trainer.strategy", "fsdpp" }, 2, "want one of single|auto|ddp|deepspeed_stage_1|zero1|" },
         { { "--data.batch_size" }, 1, "needs a value" },
         { { "frobnicate" }, 1, "unknown subcommand 'frobnicate'" },
         { { "fit", "extra" }, 2, "unexpected argument 'extra'" },
@@ -205,6 +208,13 @@ int main(void) {
     c = mk();
     CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "unknown key 'trainer.max_epohcs'") &&
           strstr(g_errbuf, "did you mean '--trainer.max_epochs'"), "file typo: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"trainer\": {\"strategy\": \"zero2\"}}");   /* an alias is a valid value */
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_RUN, "strategy alias from a file: %s", g_errbuf);
+    volt_trainer_config_init(&tc);
+    volt_cli_trainer_config(c, &tc);
+    CHECK(tc.strategy && !strcmp(tc.strategy, "zero2"), "strategy alias from a file: %s", tc.strategy ? tc.strategy : "(null)");
     volt_cli_destroy(c);
     write_file(f1, "{\"data\": {\"batch_size\": 1.5}}");
     c = mk();
