@@ -27,7 +27,7 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(num_sanity_val_steps, I64, "val batches run before training; 0 = no sanity check, -1 = all", "num-sanity-val-steps", NULL, -1, 1e15, NULL),
     ROW(log_every_n_steps, I64, "logger row every N optimizer steps", "log-every-n-steps", NULL, 1, 1e15, NULL),
     ROW(fast_dev_run, I64, "N > 0: N batches of train/val/test, no checkpoints or logs", "fast-dev-run", NULL, 0, 1e15, NULL),
-    ROW(deterministic, BOOL, "fixed-order reductions (always on for CPU)", NULL, NULL, 0, 0, NULL),
+    ROW(deterministic, BOOL, "fixed-order reductions on every backend; false is refused (volt has no nondeterministic kernels)", NULL, NULL, 0, 0, NULL),
     ROW(seed, U64, "parameter init, shuffle, split and dropout seed", "seed", NULL, 0, 9007199254740992.0, NULL),
     ROW(default_root_dir, STR, "logs and checkpoints go under this folder", "root", NULL, 0, 0, NULL),
     ROW(enable_progress_bar, BOOL, "the progress bar on stderr", "no-progress", NULL, 0, 0, NULL),

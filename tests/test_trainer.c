@@ -740,6 +740,13 @@ static void test_stop_flags(volt_dataset *ds) {
     CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "DD:HH:MM:SS") &&
           strstr(volt_trainer_errmsg(t), "1:30"), "bad max_time: %s", t ? volt_trainer_errmsg(t) : "");
     volt_trainer_destroy(t);
+    /* deterministic=false would allow nothing: refused, not ignored */
+    volt_trainer_config_init(&c);
+    c.deterministic = false;
+    t = NULL;
+    CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "deterministic=false"),
+          "deterministic=false: %s", t ? volt_trainer_errmsg(t) : "");
+    volt_trainer_destroy(t);
 
     /* min_epochs: a stop asked for at every epoch's end waits for epoch 3 */
     volt_loader *tl2 = make_loader(ds, 64, true, 0);   /* 4 batches an epoch */

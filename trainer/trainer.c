@@ -174,6 +174,12 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
     if (c->max_epochs == 0 || c->max_steps == 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
+    /* every backend's reductions run in a fixed order (no atomics, no split sums that vary):
+     * there is no faster nondeterministic kernel for false to allow, and a flag that does
+     * nothing is refused */
+    if (!c->deterministic)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: deterministic=false: volt has no nondeterministic kernels to "
+                          "allow (every backend reduces in a fixed order; a run repeats bit for bit): leave it true");
     t->max_time = c->max_time && *c->max_time ? strdup(c->max_time) : NULL;
     c->max_time = t->max_time;   /* the caller's string is not kept */
     VOLT_TRY(parse_max_time(t, c->max_time));

@@ -200,7 +200,9 @@ typedef struct volt_trainer_config {
                                         validation runs (never more than limit_val_batches allows) */
     int64_t log_every_n_steps;       /* default 50 */
     int64_t fast_dev_run;            /* N > 0: N batches of train/val/test, no checkpoints or logs */
-    bool deterministic;              /* fixed-order reductions (always on for CPU) */
+    bool deterministic;              /* default true: every backend reduces in a fixed order, so a run
+                                        repeats bit for bit; false (faster nondeterministic kernels,
+                                        as Lightning's) is refused: volt has none */
     uint64_t seed;                   /* params init, shuffles, dropout; default 42 */
     const char *default_root_dir;    /* logs and checkpoints; default "." */
     bool enable_progress_bar;        /* default true */
