@@ -554,6 +554,13 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
     }
     free(c->merged_json);
     c->merged_json = cJSON_PrintUnformatted(c->tree);
+    if (!print && !c->cfg.no_trainer_keys) {   /* the trainer's own checks now, before the program reads its data */
+        volt_trainer_config tc;
+        volt_trainer_config_init(&tc);
+        volt_cli_trainer_config(c, &tc);
+        char e[640];
+        if (volt_trainer_config_check(&tc, e, sizeof e) < 0) { rc = usage_err(c, "%s", e); goto done; }
+    }
     if (print) {
         char *s = volt_cli_config_json(c);
         if (s) fprintf(c->out, "%s\n", s);

@@ -84,8 +84,9 @@ static void multi_names(char *buf, size_t len) {
             n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", k_rows[i].name);
 }
 
-volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
-    *out = NULL;
+/* The checks of the settings alone (no comm made): volt__strategy_create's first step, and
+ * volt_trainer_config_check's. */
+volt_status volt__strategy_config_check(const volt_strategy_config *cfg, char *err, size_t errlen) {
     const char *n = cfg->name ? cfg->name : "single";
     const volt_strategy_row *row = volt__strategy_find(n);
     if (!row) {
@@ -119,6 +120,13 @@ volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy
                  row->ops->version, VOLT_STRATEGY_OPS_VERSION);
         return VOLT_ERR_VERSION;
     }
+    return VOLT_OK;
+}
+
+volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
+    *out = NULL;
+    VOLT_TRY(volt__strategy_config_check(cfg, err, errlen));
+    const volt_strategy_row *row = volt__strategy_find(cfg->name ? cfg->name : "single");
     volt_strategy *st = calloc(1, sizeof *st);
     if (!st) return VOLT_ERR_NOMEM;
     st->ops = row->ops;

@@ -172,6 +172,8 @@ const char *volt__strategy_choices(void);
  * Unknown name => VOLT_ERR_UNSUPPORTED naming the valid ones; a row this build lacks =>
  * VOLT_ERR_UNSUPPORTED saying why. */
 volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen);
+/* Its checks of the settings alone, making nothing (no MPI, no comm). */
+volt_status volt__strategy_config_check(const volt_strategy_config *cfg, char *err, size_t errlen);
 void volt__strategy_destroy(volt_strategy *st);       /* NULL-safe; destroys the precision plugin */
 /* Hand the precision plugin to the strategy (it owns it from here, even on error). */
 void volt__strategy_set_precision(volt_strategy *st, volt_precision *prec);

@@ -79,14 +79,14 @@ int main(void) {
     write_file(f2, "{\"trainer\": {\"max_epochs\": 7}, \"model\": {\"name\": \"cnn\"}}");
     c = mk();
     CHECK(PARSE(c, "test", "--config", f1, "--trainer.max_steps=11", "--config", f2, "--batch-size", "12",
-                "--model.dropout=0.25", "--resume", "--trainer.deterministic", "false", "--no-progress") == VOLT_CLI_RUN,
+                "--model.dropout=0.25", "--resume", "--trainer.enable_model_summary", "false", "--no-progress") == VOLT_CLI_RUN,
           "parse: %s", g_errbuf);
     CHECK(!strcmp(volt_cli_subcommand(c), "test"), "subcommand test");
     volt_trainer_config_init(&tc);
     volt_cli_trainer_config(c, &tc);
     CHECK(tc.max_epochs == 7, "the later file wins: %lld", (long long)tc.max_epochs);
     CHECK(tc.max_steps == 11 && !strcmp(tc.precision, "bf16-mixed"), "file + --k=v");
-    CHECK(!tc.deterministic && !tc.enable_progress_bar, "bool with a separate value; --no-progress switch");
+    CHECK(!tc.enable_model_summary && !tc.enable_progress_bar, "bool with a separate value; --no-progress switch");
     CHECK(volt_cli_int(c, "data.batch_size") == 12, "the command line wins over a file");
     CHECK(volt_cli_float(c, "model.dropout") == 0.25 && volt_cli_bool(c, "resume") && !strcmp(volt_cli_str(c, "model.name"), "cnn"), "values");
     char *printed = volt_cli_config_json(c);
@@ -104,7 +104,7 @@ int main(void) {
     volt_trainer_config tc2;
     volt_trainer_config_init(&tc2);
     volt_cli_trainer_config(c, &tc2);
-    CHECK(tc2.max_epochs == 7 && tc2.max_steps == 11 && !tc2.deterministic && volt_cli_int(c, "data.batch_size") == 12, "round trip");
+    CHECK(tc2.max_epochs == 7 && tc2.max_steps == 11 && !tc2.enable_model_summary && volt_cli_int(c, "data.batch_size") == 12, "round trip");
     volt_cli_destroy(c);
 
     /* every trainer table row reaches its field: set each to a non-default value */
@@ -129,6 +129,10 @@ int main(void) {
             memcpy(&dv, (char *)&d + f->offset, sizeof dv);
             v = dv ? "false" : "true";
         }
+        /* values the trainer's own checks (volt_cli_parse runs them) take: a max_time of its form;
+         * deterministic's only other value is refused (below) */
+        if (!strcmp(f->name, "max_time")) v = "00:00:03:00";
+        if (!strcmp(f->name, "deterministic")) v = "true";
         snprintf(vals[i], sizeof vals[i], "%s", v);
         argv[n++] = names[i];
         argv[n++] = vals[i];
@@ -146,6 +150,7 @@ int main(void) {
             const char *a = *(const char **)((char *)&tc + f->offset), *b = *(const char **)((char *)&ref + f->offset);
             differs = a && (!b || strcmp(a, b));
         }
+        if (!strcmp(f->name, "deterministic")) continue;
         CHECK(differs, "--trainer.%s %s did not reach volt_trainer_config", f->name, vals[i]);
     }
     volt_cli_destroy(c);
@@ -188,6 +193,10 @@ int main(void) {
         { { "--trainer.precision", "64" }, 2, "want one of" },
         /* at parse time, before a program reads its data: the strategy registry's names and aliases */
         { { "--trainer.strategy", "fsdpp" }, 2, "want one of single|auto|ddp|deepspeed_stage_1|zero1|" },
+        /* the trainer's own checks (volt_trainer_config_check) at parse time too */
+        { { "--trainer.max_time", "1:30" }, 2, "trainer: max_time must be \"DD:HH:MM:SS\"" },
+        { { "--trainer.deterministic", "false" }, 2, "trainer: deterministic=false" },
+        { { "--trainer.devices", "2" }, 2, "strategy 'single' runs on one device" },
         { { "--data.batch_size" }, 1, "needs a value" },
         { { "frobnicate" }, 1, "unknown subcommand 'frobnicate'" },
         { { "fit", "extra" }, 2, "unexpected argument 'extra'" },

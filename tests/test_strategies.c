@@ -385,7 +385,13 @@ static void test_registry(void) {
     memset(&none, 0, sizeof none);
     none.version = VOLT_STRATEGY_OPS_VERSION;
     CHECK(single && !memcmp(single->ops, &none, sizeof none), "single: every op NULL (the defaults), no stubs");
-    /* the apps' --help reads the same rows */
+    /* the apps' --help and their parse read the same rows: the choices name every row and alias */
+    const char *choices = volt__strategy_choices();
+    for (int i = 0; i < volt__strategy_count(); i++) {
+        const volt_strategy_row *r = volt__strategy_at(i);
+        CHECK(strstr(choices, r->name) != NULL, "choices '%s' lack '%s'", choices, r->name);
+        for (int a = 0; r->aliases[a]; a++) CHECK(strstr(choices, r->aliases[a]) != NULL, "choices '%s' lack '%s'", choices, r->aliases[a]);
+    }
     volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t" };
     volt_cli *cli = NULL;
     CHECK_OK(volt_cli_create(&cc, &cli));
@@ -394,7 +400,7 @@ static void test_registry(void) {
     FILE *f = open_memstream(&txt, &len);
     if (cli && f) volt_cli_print_help(cli, f);
     if (f) fclose(f);
-    CHECK(txt && strstr(txt, help), "--help lists the registry's strategies (%s)", help);
+    CHECK(txt && strstr(txt, choices), "--help lists the registry's strategies (%s)", choices);
     free(txt);
     volt_cli_destroy(cli);
     const volt_comm_row *mpi = volt__comm_backend_find("mpi");

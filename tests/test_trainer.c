@@ -12,6 +12,14 @@
 
 #include "trainer_net.h"
 
+/* volt_trainer_config_check's cases (test_flags) */
+static void cfg_bad_max_time(volt_trainer_config *c) { c->max_time = "1:2:3"; }
+static void cfg_nondeterministic(volt_trainer_config *c) { c->deterministic = false; }
+static void cfg_bad_val_check(volt_trainer_config *c) { c->val_check_interval = 3; c->accumulate_grad_batches = 2; }
+static void cfg_bad_precision(volt_trainer_config *c) { c->precision = "8-mixed"; }
+static void cfg_bad_strategy(volt_trainer_config *c) { c->strategy = "fsdpp"; }
+static void cfg_single_two_devices(volt_trainer_config *c) { c->devices = 2; }
+
 /* ---- a recording callback --------------------------------------------------------------- */
 typedef struct { char *log; size_t cap; } cbrec;
 #define CREC(hook) static volt_status c_##hook(void *self, volt_trainer *t) { cbrec *c = self; rec(c->log, c->cap, #hook); return VOLT_OK; }
@@ -747,6 +755,29 @@ static void test_stop_flags(volt_dataset *ds) {
     CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(t), "deterministic=false"),
           "deterministic=false: %s", t ? volt_trainer_errmsg(t) : "");
     volt_trainer_destroy(t);
+    /* volt_trainer_config_check: create's verdict on the settings, with its message, making nothing */
+    struct { const char *what; void (*set)(volt_trainer_config *); volt_status want; const char *msg; } cks[] = {
+        { "defaults", NULL, VOLT_OK, NULL },
+        { "max_time", cfg_bad_max_time, VOLT_ERR_INVALID_ARG, "DD:HH:MM:SS" },
+        { "deterministic", cfg_nondeterministic, VOLT_ERR_UNSUPPORTED, "deterministic=false" },
+        { "val_check_interval", cfg_bad_val_check, VOLT_ERR_INVALID_ARG, "multiple of accumulate_grad_batches" },
+        { "precision", cfg_bad_precision, VOLT_ERR_UNSUPPORTED, "8-mixed" },
+        { "strategy", cfg_bad_strategy, VOLT_ERR_UNSUPPORTED, "unknown strategy 'fsdpp'" },
+        { "devices", cfg_single_two_devices, VOLT_ERR_INVALID_ARG, "runs on one device" },
+    };
+    for (size_t i = 0; i < sizeof cks / sizeof cks[0]; i++) {
+        volt_trainer_config_init(&c);
+        if (cks[i].set) cks[i].set(&c);
+        char e[640] = "x";
+        volt_status got = volt_trainer_config_check(&c, e, sizeof e);
+        t = NULL;
+        volt_status made = volt_trainer_create(&c, &t);
+        CHECK(got == cks[i].want && made == got && (cks[i].msg ? strstr(e, cks[i].msg) && !strcmp(e, volt_trainer_errmsg(t)) : !e[0]),
+              "config_check %s: %s '%s'; create: %s '%s'", cks[i].what, volt_status_str(got), e, volt_status_str(made),
+              t ? volt_trainer_errmsg(t) : "");
+        volt_trainer_destroy(t);
+    }
+    CHECK(volt_trainer_config_check(NULL, NULL, 0) == VOLT_ERR_VERSION, "config_check(NULL)");
 
     /* min_epochs: a stop asked for at every epoch's end waits for epoch 3 */
     volt_loader *tl2 = make_loader(ds, 64, true, 0);   /* 4 batches an epoch */

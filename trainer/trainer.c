@@ -42,11 +42,16 @@ void volt_trainer_config_init(volt_trainer_config *c) {
 static char *dup_or(const char *s, const char *dflt) { return strdup(s ? s : dflt); }
 
 /* matmul_precision: "high"/"medium" allow TF32 in f32 GEMMs; a backend without TF32 GEMMs
- * would ignore it, and a flag that does nothing is refused (docs/CUDA.md). */
+ * would ignore it, and a flag that does nothing is refused (docs/CUDA.md). The word here, the
+ * device's capability once it is known (check_tf32). */
 static volt_status check_matmul_precision(volt_trainer *t) {
     const char *m = t->cfg.matmul_precision;
     if (strcmp(m, "highest") && strcmp(m, "high") && strcmp(m, "medium"))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: matmul_precision must be \"highest\", \"high\" or \"medium\", got \"%s\"", m);
+    return VOLT_OK;
+}
+static volt_status check_tf32(volt_trainer *t) {
+    const char *m = t->cfg.matmul_precision;
     if (strcmp(m, "highest") && !(t->dev->caps & VOLT_DEV_TF32))
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: matmul_precision=\"%s\" allows TF32 GEMMs, which backend '%s' has none "
                           "of (its f32 GEMMs are always full f32): use \"highest\"", m, t->dev->be->name);
@@ -98,11 +103,11 @@ static volt_status check_fractions(volt_trainer *t) {
     return VOLT_OK;
 }
 
-volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
-    *out = NULL;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+/* A trainer holding its own copy of cfg (strings duplicated) with the defaults that depend on
+ * other fields applied (max_epochs, fast_dev_run's limits): NULL when out of memory. */
+static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     volt_trainer *t = calloc(1, sizeof *t);
-    if (!t) return VOLT_ERR_NOMEM;
+    if (!t) return NULL;
     t->cfg = *cfg;
     t->root_dir = dup_or(cfg->default_root_dir, ".");
     t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
@@ -116,6 +121,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->cfg.matmul_precision = t->matmul_precision;
     t->reduce_dtype = cfg->strategy_reduce_dtype ? strdup(cfg->strategy_reduce_dtype) : NULL;
     t->comm = cfg->strategy_comm ? strdup(cfg->strategy_comm) : NULL;
+    t->max_time = cfg->max_time && *cfg->max_time ? strdup(cfg->max_time) : NULL;
     t->cfg.strategy_reduce_dtype = t->reduce_dtype;
     t->cfg.strategy_comm = t->comm;
     t->cfg.accelerator = t->accelerator;
@@ -126,12 +132,12 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     t->cfg.strategy = t->strategy_name;
     t->cfg.gradient_clip_algorithm = t->clip_algo;
     t->cfg.run_config_json = t->run_config_json;
+    t->cfg.max_time = t->max_time;   /* the caller's strings are not kept */
     t->rank = 0;
     t->world = 1;
     t->num_eval_batches = -1;
     t->est_steps = -1;
     t->add_defaults = volt__add_default_callbacks;
-    *out = t;
     volt_trainer_config *c = &t->cfg;
     if (c->max_epochs == -2) c->max_epochs = c->max_steps < 0 ? 1000 : -1;
     if (c->fast_dev_run > 0) {
@@ -144,19 +150,14 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->enable_checkpointing = false;
         c->enable_logger = false;
     }
-    VOLT_TRY(volt__prec_create(t));
-    volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes,
-                                .accelerator = c->accelerator /* the trainer's device kind: comm and params agree */,
-                                .reduce_dtype = c->strategy_reduce_dtype, .comm = c->strategy_comm };
-    const char *to = getenv("VOLT_COMM_TIMEOUT");
-    if (to && atof(to) > 0) sc.timeout_s = atof(to);
-    char err[512] = "";
-    volt_status st = volt__strategy_create(&sc, &t->strategy, err, sizeof err);
-    if (st < 0) return volt__terr(t, st, "trainer: %s", err);
-    volt__strategy_set_precision(t->strategy, t->prec);   /* the strategy owns the plugin (Lightning's shape) */
-    t->rank = t->strategy->rank;
-    t->world = t->strategy->world;
-    VOLT_TRY(volt__trainer_resolve_device(t));
+    return t;
+}
+
+/* The checks of the settings alone, and what they imply (overfit_batches' limits): nothing
+ * is made (no device, strategy or comm), so a wrong setting fails before any of that
+ * (volt_trainer_create) or before a program reads its data (volt_trainer_config_check). */
+static volt_status check_settings(volt_trainer *t) {
+    volt_trainer_config *c = &t->cfg;
     if (c->accumulate_grad_batches < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
     if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))
@@ -180,8 +181,6 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     if (!c->deterministic)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: deterministic=false: volt has no nondeterministic kernels to "
                           "allow (every backend reduces in a fixed order; a run repeats bit for bit): leave it true");
-    t->max_time = c->max_time && *c->max_time ? strdup(c->max_time) : NULL;
-    c->max_time = t->max_time;   /* the caller's string is not kept */
     VOLT_TRY(parse_max_time(t, c->max_time));
     if (c->min_epochs < -1 || c->min_steps < -1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: min_epochs and min_steps must be >= 0 (or -1: none)");
@@ -197,8 +196,57 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
         c->limit_train_fraction = c->limit_val_fraction = c->overfit_fraction;
     }
     VOLT_TRY(check_matmul_precision(t));
-    VOLT_TRY(volt__prof_check(t));
+    return volt__prof_check(t);
+}
+
+static volt_strategy_config strategy_config(const volt_trainer *t) {
+    const volt_trainer_config *c = &t->cfg;
+    volt_strategy_config sc = { .name = c->strategy, .timeout_s = 300, .devices = c->devices, .num_nodes = c->num_nodes,
+                                .accelerator = c->accelerator /* the trainer's device kind: comm and params agree */,
+                                .reduce_dtype = c->strategy_reduce_dtype, .comm = c->strategy_comm };
+    const char *to = getenv("VOLT_COMM_TIMEOUT");
+    if (to && atof(to) > 0) sc.timeout_s = atof(to);
+    return sc;
+}
+
+volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
+    *out = NULL;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+    volt_trainer *t = trainer_new(cfg);
+    if (!t) return VOLT_ERR_NOMEM;
+    *out = t;
+    VOLT_TRY(check_settings(t));
+    VOLT_TRY(volt__prec_create(t));
+    volt_strategy_config sc = strategy_config(t);
+    char err[512] = "";
+    volt_status st = volt__strategy_create(&sc, &t->strategy, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "trainer: %s", err);
+    volt__strategy_set_precision(t->strategy, t->prec);   /* the strategy owns the plugin (Lightning's shape) */
+    t->rank = t->strategy->rank;
+    t->world = t->strategy->world;
+    VOLT_TRY(volt__trainer_resolve_device(t));
+    VOLT_TRY(check_tf32(t));
     return volt__compile_check_config(t);
+}
+
+volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) {
+        if (err && errlen) snprintf(err, errlen, "volt_trainer_config: NULL or an unknown version (volt_trainer_config_init sets it)");
+        return VOLT_ERR_VERSION;
+    }
+    volt_trainer *t = trainer_new(cfg);
+    if (!t) return VOLT_ERR_NOMEM;
+    volt_status st = check_settings(t);
+    if (st >= 0) st = volt__prec_create(t);   /* the precision's own checks; freed with the shell */
+    if (st >= 0) {
+        volt_strategy_config sc = strategy_config(t);
+        char e[512] = "";
+        if ((st = volt__strategy_config_check(&sc, e, sizeof e)) < 0) volt__terr(t, st, "trainer: %s", e);
+    }
+    if (st < 0 && err && errlen) snprintf(err, errlen, "%s", t->errmsg);
+    volt_trainer_destroy(t);
+    return st;
 }
 
 void volt_trainer_destroy(volt_trainer *t) {
