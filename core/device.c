@@ -90,8 +90,7 @@ static void known_list(char *buf, size_t n) {
                               g_backends[i]->device_count(), g_backends[i]->device_count() == 1 ? "" : "s");
 }
 
-volt_status volt__device_get(const char *accelerator, int ordinal, volt_device **out, char *err, size_t errlen) {
-    *out = NULL;
+const volt_backend *volt__device_resolve(const char *accelerator, char *err, size_t errlen) {
     pthread_once(&g_once, register_builtins);
     const char *name = accelerator;
     if (!name || !*name || !strcmp(name, "auto")) {
@@ -108,14 +107,22 @@ volt_status volt__device_get(const char *accelerator, int ordinal, volt_device *
     if (!be) {
         known_list(known, sizeof known);
         snprintf(err, errlen, "accelerator '%s' is not available (known: %s)", name, known);
-        return VOLT_ERR_UNSUPPORTED;
+        return NULL;
     }
-    int count = be->device_count();
-    if (count == 0) {   /* compiled in, nothing present (cuda without a GPU): say what there is */
+    if (be->device_count() == 0) {   /* compiled in, nothing present (cuda without a GPU): say what there is */
         known_list(known, sizeof known);
         snprintf(err, errlen, "accelerator '%s': no device present (known: %s)", name, known);
-        return VOLT_ERR_UNSUPPORTED;
+        return NULL;
     }
+    return be;
+}
+
+volt_status volt__device_get(const char *accelerator, int ordinal, volt_device **out, char *err, size_t errlen) {
+    *out = NULL;
+    const volt_backend *be = volt__device_resolve(accelerator, err, errlen);
+    if (!be) return VOLT_ERR_UNSUPPORTED;
+    const char *name = be->name;
+    int count = be->device_count();
     if (ordinal < 0 || ordinal >= count || ordinal >= MAX_ORDINALS) {
         snprintf(err, errlen, "accelerator '%s': device %d does not exist (%d present)", name, ordinal, count);
         return VOLT_ERR_UNSUPPORTED;

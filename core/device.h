@@ -254,6 +254,9 @@ const volt_backend *volt__backend_at(int i);
  * `ordinal` picks the device. The device is opened once and cached. Errors name the
  * accelerators known and present. */
 volt_status volt__device_get(const char *accelerator, int ordinal, volt_device **out, char *err, size_t errlen);
+/* Its first half: the backend the accelerator names, with a device present, opening none
+ * (volt_trainer_config_check); NULL and err (the same message) otherwise. */
+const volt_backend *volt__device_resolve(const char *accelerator, char *err, size_t errlen);
 /* The process's default CPU device. */
 volt_device *volt__device_cpu(void);
 

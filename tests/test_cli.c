@@ -129,10 +129,11 @@ int main(void) {
             memcpy(&dv, (char *)&d + f->offset, sizeof dv);
             v = dv ? "false" : "true";
         }
-        /* values the trainer's own checks (volt_cli_parse runs them) take: a max_time of its form;
-         * deterministic's only other value is refused (below) */
+        /* values the trainer's own checks (volt_cli_parse runs them) take: a max_time of its form,
+         * an accelerator with a device; deterministic's only other value is refused (below) */
         if (!strcmp(f->name, "max_time")) v = "00:00:03:00";
         if (!strcmp(f->name, "deterministic")) v = "true";
+        if (!strcmp(f->name, "accelerator")) v = "cpu-strict";   /* present on every machine */
         snprintf(vals[i], sizeof vals[i], "%s", v);
         argv[n++] = names[i];
         argv[n++] = vals[i];

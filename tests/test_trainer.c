@@ -19,6 +19,7 @@ static void cfg_bad_val_check(volt_trainer_config *c) { c->val_check_interval = 
 static void cfg_bad_precision(volt_trainer_config *c) { c->precision = "8-mixed"; }
 static void cfg_bad_strategy(volt_trainer_config *c) { c->strategy = "fsdpp"; }
 static void cfg_single_two_devices(volt_trainer_config *c) { c->devices = 2; }
+static void cfg_no_such_accelerator(volt_trainer_config *c) { c->accelerator = "tpu"; }
 
 /* ---- a recording callback --------------------------------------------------------------- */
 typedef struct { char *log; size_t cap; } cbrec;
@@ -764,6 +765,7 @@ static void test_stop_flags(volt_dataset *ds) {
         { "precision", cfg_bad_precision, VOLT_ERR_UNSUPPORTED, "8-mixed" },
         { "strategy", cfg_bad_strategy, VOLT_ERR_UNSUPPORTED, "unknown strategy 'fsdpp'" },
         { "devices", cfg_single_two_devices, VOLT_ERR_INVALID_ARG, "runs on one device" },
+        { "accelerator", cfg_no_such_accelerator, VOLT_ERR_UNSUPPORTED, "accelerator 'tpu' is not available" },
     };
     for (size_t i = 0; i < sizeof cks / sizeof cks[0]; i++) {
         volt_trainer_config_init(&c);

@@ -244,6 +244,11 @@ volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err,
         char e[512] = "";
         if ((st = volt__strategy_config_check(&sc, e, sizeof e)) < 0) volt__terr(t, st, "trainer: %s", e);
     }
+    if (st >= 0) {   /* the accelerator names a backend with a device present (none opened) */
+        char e[512] = "";
+        if (!volt__device_resolve(t->cfg.accelerator, e, sizeof e))
+            st = volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: accelerator=\"%s\": %s", t->cfg.accelerator, e);
+    }
     if (st < 0 && err && errlen) snprintf(err, errlen, "%s", t->errmsg);
     volt_trainer_destroy(t);
     return st;

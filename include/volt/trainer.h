@@ -313,9 +313,10 @@ typedef struct volt_trainer_config {
 VOLT_API void volt_trainer_config_init(volt_trainer_config *cfg);
 VOLT_API volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out);
 /* The checks volt_trainer_create makes of the settings alone (ranges, combinations, max_time,
- * precision, strategy name and its devices), making nothing: no device, no MPI, no files. The
- * status volt_trainer_create would return for them, and its message in err (a program calls
- * it before reading its data; volt_cli_parse does). The device (accelerator present, TF32,
+ * precision, strategy name and its devices, an accelerator with a device present), making
+ * nothing: no device opened, no MPI, no files. The status volt_trainer_create would return
+ * for them, and its message in err (a program calls it before reading its data;
+ * volt_cli_parse does). What needs an open device (its count against devices, TF32,
  * compile's graphs) is checked by volt_trainer_create only. */
 VOLT_API volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err, size_t errlen);
 VOLT_API void volt_trainer_destroy(volt_trainer *t);               /* NULL-safe; destroys callbacks */
