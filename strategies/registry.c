@@ -50,29 +50,28 @@ const volt_strategy_row *volt__strategy_find(const char *name) {
     return NULL;
 }
 
+/* Every row's name and aliases into buf, the rows split by sep, each alias as alias_fmt;
+ * "auto" (Lightning's default word) only with_auto. */
+static void list_rows(char *buf, size_t len, const char *sep, const char *alias_fmt, bool with_auto) {
+    size_t n = 0;
+    for (int i = 0; i < N_ROWS && n < len; i++) {
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? sep : "", k_rows[i].name);
+        for (int a = 0; k_rows[i].aliases[a] && n < len; a++)
+            if (with_auto || strcmp(k_rows[i].aliases[a], "auto"))
+                n += (size_t)snprintf(buf + n, len - n, alias_fmt, k_rows[i].aliases[a]);
+    }
+}
+
 /* Built from the rows on first use; rows are constant, so the text is too. */
 const char *volt__strategy_names(void) {
     static char buf[512];
-    if (buf[0]) return buf;
-    size_t n = 0;
-    for (int i = 0; i < N_ROWS && n < sizeof buf; i++) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? ", " : "", k_rows[i].name);
-        for (int a = 0; k_rows[i].aliases[a] && n < sizeof buf; a++)
-            if (strcmp(k_rows[i].aliases[a], "auto"))   /* "auto" is Lightning's default word, not a choice */
-                n += (size_t)snprintf(buf + n, sizeof buf - n, " (%s)", k_rows[i].aliases[a]);
-    }
+    if (!buf[0]) list_rows(buf, sizeof buf, ", ", " (%s)", false);
     return buf;
 }
 
 const char *volt__strategy_choices(void) {
     static char buf[512];
-    if (buf[0]) return buf;
-    size_t n = 0;
-    for (int i = 0; i < N_ROWS && n < sizeof buf; i++) {
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? "|" : "", k_rows[i].name);
-        for (int a = 0; k_rows[i].aliases[a] && n < sizeof buf; a++)
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "|%s", k_rows[i].aliases[a]);
-    }
+    if (!buf[0]) list_rows(buf, sizeof buf, "|", "|%s", true);
     return buf;
 }
 
