@@ -573,3 +573,4 @@ int64_t volt__unit_resident_bytes(const volt_unit *u, volt_unit_buf which) {
 
 void volt__unit_set_stale(volt_unit *u, bool stale) { u->stale = stale; }
 bool volt__unit_stale(const volt_unit *u) { return u->stale; }
+bool volt__unit_grads_given_back(const volt_unit *u) { return u->given_back[VOLT_UNIT_GRADS]; }

@@ -206,6 +206,9 @@ volt_status volt_tensor_to_host(const volt_tensor *t, void *dst) {
 volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
     if (!t || !dst) return VOLT_ERR_INVALID_ARG;
     if (!t->grad) return VOLT_ERR_STATE;
+    /* a sharding strategy gave this unit's grads back (all after zero_grad, the rest of its
+     * slice after the reduce-scatter): no whole grad to read (on cuda, unmapped memory) */
+    if ((t->flags & VOLT_TENSOR_PARAM) && t->unit && volt__unit_grads_given_back(t->unit)) return VOLT_ERR_STATE;
     if ((t->flags & VOLT_TENSOR_PARAM) && t->unit) volt__unit_grads_settle(t->unit);   /* cleared: zeros */
     volt__dev_d2h(tensor_dev(t), dst, t->grad, sizeof(float) * (size_t)volt_tensor_numel(t));
     return VOLT_OK;

@@ -41,6 +41,9 @@ void volt__unit_grad_range(const volt_unit *u, int64_t *lo, int64_t *hi);
  * backward, fires unit_use first (the strategy gathers the values and clears the flag). */
 void volt__unit_set_stale(volt_unit *u, bool stale);
 bool volt__unit_stale(const volt_unit *u);
+/* Part or all of the unit's grad buffer is given back (a sharding strategy keeps only its
+ * slice after the reduce-scatter, and none after zero_grad) and not committed again. */
+bool volt__unit_grads_given_back(const volt_unit *u);
 
 /* ---- strategy hooks ---------------------------------------------------------------- */
 typedef struct volt_unit_hooks {

@@ -1090,7 +1090,12 @@ enum { MNC = 4, MGB = 6, MSTEPS = 2 };
  * its units span many VMM granules (tests/gpu_sim_nccl.cmake). */
 static int64_t g_mw = 512;
 #define MW g_mw
-typedef struct { volt_tensor *w[4], *b[4]; volt_trainer *t; volt_memory_report fwd, pre, end; } wide;
+typedef struct {
+    volt_tensor *w[4], *b[4];
+    volt_trainer *t;
+    volt_memory_report fwd, pre, end;
+    volt_status grad_pre, grad_end;   /* volt_tensor_grad_to_host of l0.bias at (b) and (c) */
+} wide;
 
 static volt_status wide_setup(void *self, volt_params *ps) {
     wide *m = self;
@@ -1128,9 +1133,21 @@ static volt_status wide_opt(void *self, volt_optim_setup *o) {
 static const volt_module_ops wide_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "wide", .setup = wide_setup,
                                           .training_step = wide_train, .configure_optimizers = wide_opt };
 
-static volt_status mem_pre(void *self, volt_trainer *t) { return volt_trainer_memory_report(t, &((wide *)self)->pre); }
+static volt_status grad_read(wide *m) {
+    float *g = malloc(sizeof(float) * (size_t)MW);
+    volt_status st = g ? volt_tensor_grad_to_host(m->b[0], g) : VOLT_ERR_NOMEM;
+    free(g);
+    return st;
+}
+static volt_status mem_pre(void *self, volt_trainer *t) {
+    wide *m = self;
+    m->grad_pre = grad_read(m);
+    return volt_trainer_memory_report(t, &m->pre);
+}
 static volt_status mem_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    return volt_trainer_memory_report(t, &((wide *)self)->end);
+    wide *m = self;
+    m->grad_end = grad_read(m);
+    return volt_trainer_memory_report(t, &m->end);
 }
 static const volt_callback_ops mem_cb = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Mem",
                                           .on_before_optimizer_step = mem_pre, .on_train_batch_end = mem_end };
@@ -1183,7 +1200,14 @@ static void test_memory(void) {
         if (k == VOLT_DIST_DDP || k == VOLT_DIST_ZERO1) {
             CHECK(m.pre.held_grad_bytes >= full - slack, "%s: grads whole before the step (%lld of %lld)", name,
                   (long long)m.pre.held_grad_bytes, (long long)full);
+            CHECK(m.grad_pre == VOLT_OK && m.grad_end == VOLT_OK, "%s: a parameter's grad read before the step: %s, "
+                  "after it: %s", name, volt_status_str(m.grad_pre), volt_status_str(m.grad_end));
         } else {
+            /* a grad the strategy gave back (the rest of the slice, then all) is refused, not read
+             * as zeros (on cuda: unmapped granules) */
+            CHECK(N == 1 || (m.grad_pre == VOLT_ERR_STATE && m.grad_end == VOLT_ERR_STATE), "%s: a parameter's grad read "
+                  "before the step: %s, after it: %s (want state: given back)", name, volt_status_str(m.grad_pre),
+                  volt_status_str(m.grad_end));
             CHECK(m.pre.held_grad_bytes <= full / N + slack, "%s: grads held before the step %lld > owned %lld + %lld", name,
                   (long long)m.pre.held_grad_bytes, (long long)(full / N), (long long)slack);
             CHECK(m.end.held_grad_bytes <= slack, "%s: grads held between steps %lld", name, (long long)m.end.held_grad_bytes);

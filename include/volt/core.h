@@ -215,7 +215,9 @@ VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_sh
  * volt_trainer_export_full reads the slices of every rank. */
 VOLT_API volt_status volt_tensor_to_host(const volt_tensor *t, void *dst);
 VOLT_API volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src);
-/* t's f32 gradient (numel floats) into host memory; VOLT_ERR_STATE when it has none. */
+/* t's f32 gradient (numel floats) into host memory; VOLT_ERR_STATE when it has none, and for
+ * a parameter whose grads a sharding strategy gave back (deepspeed_stage_2 / fsdp keep only
+ * this rank's slice after the reduce-scatter, and nothing after zero_grad). */
 VOLT_API volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst);
 /* Bytes of t's data (numel * dtype size). */
 VOLT_API size_t volt_tensor_bytes(const volt_tensor *t);
