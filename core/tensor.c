@@ -220,6 +220,9 @@ volt_status volt_tensor_grad_to_host(const volt_tensor *t, float *dst) {
 volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
     if (!t || !src || (!t->data && volt_tensor_numel(t))) return VOLT_ERR_INVALID_ARG;
     if (t->flags & VOLT_TENSOR_RELEASED) return VOLT_ERR_STATE;
+    /* a sharded parameter whose unit is not gathered: its next gather would overwrite what
+     * lies outside the owned slice (on cuda: unmapped granules) */
+    if ((t->flags & VOLT_TENSOR_PARAM) && t->unit && volt__unit_stale(t->unit)) return VOLT_ERR_STATE;
     volt_step *s = t->owner.step;
     if (s && volt__mem_of(s, t)) return volt__step_h2d(s, t->data, src, volt_tensor_bytes(t), true) ? VOLT_OK : s->status;
     volt__dev_h2d_snapshot(tensor_dev(t), t->data, src, volt_tensor_bytes(t));

@@ -208,9 +208,12 @@ static void test_failed_val(const char *name) {
     } else {   /* sharded: outside its slice a rank holds nothing (fsdp) or the peers' averages (ZeRO) until the
                 * unit is gathered again: a direct read is refused, not half the current weights */
         volt_tensor *pw[4] = { mw.w1, mw.b1, mw.w2, mw.b2 };
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
             CHECK(volt_tensor_to_host(pw[k], mine + k_at[k]) == VOLT_ERR_STATE,
                   "rank %d: %s read directly after the failed fit (not gathered: VOLT_ERR_STATE expected)", g_rank, k_names[k]);
+            CHECK(volt_tensor_copy_from_host(pw[k], cur + k_at[k]) == VOLT_ERR_STATE,
+                  "rank %d: %s written directly after the failed fit (not gathered: VOLT_ERR_STATE expected)", g_rank, k_names[k]);
+        }
     }
     /* a standalone validate runs on what each rank's forward reads (under fsdp / ZeRO the parts
      * outside the owned slices too, which export_full never reads): the same val_loss as R's */

@@ -212,7 +212,8 @@ VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_sh
 /* VOLT_ERR_STATE for a released tensor, and for a parameter of a unit a sharding strategy has
  * not gathered (fsdp between its uses; ZeRO after a failed fit swapped the average back): only
  * this rank's slice holds its values then. After fit, or inside a step, they are whole;
- * volt_trainer_export_full reads the slices of every rank. */
+ * volt_trainer_export_full reads the slices of every rank. volt_tensor_copy_from_host refuses
+ * such a parameter too (the next gather would overwrite the write). */
 VOLT_API volt_status volt_tensor_to_host(const volt_tensor *t, void *dst);
 VOLT_API volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src);
 /* t's f32 gradient (numel floats) into host memory; VOLT_ERR_STATE when it has none, and for
