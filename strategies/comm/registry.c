@@ -62,8 +62,6 @@ void volt__comm_note_broken(const char *msg) {
     g_broken = true;
 }
 
-const char *volt__comm_broken_msg(void) { return g_broken ? g_broken_msg : NULL; }
-
 volt_status volt__comm_refuse_if_broken(char *err, size_t errlen) {
     if (!g_broken) return VOLT_OK;
     snprintf(err, errlen, "no new communicator in this process: an earlier collective broke (%s); the ranks' "
