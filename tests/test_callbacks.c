@@ -437,17 +437,7 @@ static volt_loader *mk_loader(void) {
 }
 
 static void make_data(void) {
-    static float x[N_SAMPLES * 4], y[N_SAMPLES];
-    for (int i = 0; i < N_SAMPLES; i++) {
-        y[i] = 0.1f;
-        for (int j = 0; j < 4; j++) {
-            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-            y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-        }
-    }
-    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-    const void *data[2] = { x, y };
-    if (volt_dataset_from_arrays(2, f, data, N_SAMPLES, &g_ds) != VOLT_OK) { fprintf(stderr, "dataset\n"); exit(1); }
+    if (!(g_ds = vtest_rows4(N_SAMPLES))) { fprintf(stderr, "dataset\n"); exit(1); }
 }
 
 typedef struct run_opts {

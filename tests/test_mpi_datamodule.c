@@ -82,21 +82,7 @@ static volt_status dm_setup(void *self, volt_stage stage) {
     if (fscanf(f, "%d", &n) != 1) n = 0;
     fclose(f);
     if (n <= 0) return VOLT_ERR_IO;
-    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    if (!x || !y) { free(x); free(y); return VOLT_ERR_NOMEM; }
-    for (int i = 0; i < n; i++) {
-        y[i] = 0.1f;
-        for (int j = 0; j < 4; j++) {
-            x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-            y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-        }
-    }
-    volt_field fl[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-    const void *dd[2] = { x, y };
-    volt_status st = volt_dataset_from_arrays(2, fl, dd, n, &d->ds);
-    free(x);
-    free(y);
-    if (st < 0) return st;
+    if (!(d->ds = vtest_rows4(n))) return VOLT_ERR_NOMEM;
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = 2;

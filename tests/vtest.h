@@ -57,6 +57,28 @@ static inline volt_loader *vtest_loader(volt_dataset *ds, int64_t bs, bool shuff
     return l;
 }
 
+/* n rows of the same linear function of 4 features (row i's values depend on i alone: every
+ * rank makes the same dataset), the data of the callback and multi-rank tests; NULL (a failed check) on error. */
+static inline volt_dataset *vtest_rows4(int n) {
+    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    CHECK(x && y, "out of memory");
+    volt_dataset *ds = NULL;
+    if (x && y) {
+        for (int i = 0; i < n; i++) {
+            y[i] = 0.1f;
+            for (int j = 0; j < 4; j++) {
+                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
+                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
+            }
+        }
+        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
+        const void *d[2] = { x, y };
+        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
+    }
+    free(x);
+    free(y);
+    return ds;
+}
 /* A trainer config for tests: defaults, then no checkpoints, loggers, progress bar, model
  * summary or sanity check, one epoch, logs (if turned back on) under root. */
 static inline void vtest_quiet_config(volt_trainer_config *c, const char *root) {

@@ -27,28 +27,6 @@ static inline int vtest_mpi_finish(void) {
     return any;
 }
 
-/* n rows of the same linear function of 4 features (row i's values depend on i alone: every
- * rank makes the same dataset), the data of the multi-rank callback tests. */
-static inline volt_dataset *vtest_rows4(int n) {
-    float *x = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
-    CHECK(x && y, "out of memory");
-    volt_dataset *ds = NULL;
-    if (x && y) {
-        for (int i = 0; i < n; i++) {
-            y[i] = 0.1f;
-            for (int j = 0; j < 4; j++) {
-                x[i * 4 + j] = (float)((i * 7 + j * 3) % 11) / 11.0f - 0.5f;
-                y[i] += (float)(j + 1) * 0.25f * x[i * 4 + j];
-            }
-        }
-        volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(4) }, { "y", VOLT_F32, VOLT_SHAPE(1) } };
-        const void *d[2] = { x, y };
-        CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));   /* copied */
-    }
-    free(x);
-    free(y);
-    return ds;
-}
 /* Two units (fc1: 4 -> 4 and a ReLU, fc2: 4 -> 1), so that fsdp gives the first back when a
  * forward moves on to the second and the next forward gathers it again: the model of the
  * multi-rank callback tests (a test's module struct starts with one). */
