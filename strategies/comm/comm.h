@@ -165,6 +165,7 @@ const char *volt__comm_errmsg(const volt_comm *c);
  * volt__comm_mpi_create then refuse (VOLT_ERR_STATE, naming that failure). A broken NCCL comm
  * is aborted whole (ncclCommAbort) and leaves MPI in step: it does not count. */
 void volt__comm_note_broken(const char *msg);
+bool volt__comm_broken(void);   /* the note was made (comm_mpi.c's finalize watchdog reads it) */
 volt_status volt__comm_refuse_if_broken(char *err, size_t errlen);
 
 /* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the

@@ -62,6 +62,8 @@ void volt__comm_note_broken(const char *msg) {
     g_broken = true;
 }
 
+bool volt__comm_broken(void) { return g_broken; }
+
 volt_status volt__comm_refuse_if_broken(char *err, size_t errlen) {
     if (!g_broken) return VOLT_OK;
     snprintf(err, errlen, "no new communicator in this process: an earlier collective broke (%s); the ranks' "

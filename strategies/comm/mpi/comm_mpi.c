@@ -27,11 +27,11 @@
 #include "core/convert.h"
 
 static bool g_we_initialised;   /* MPI_Init_thread was ours: finalize at exit */
-/* A collective failed or timed out on some comm of this process: the ranks are out of step,
- * and MPI_Finalize (collective) can wait for ever on a rank that hangs. At exit the
- * finalize then runs under a watchdog: if it has not returned after FINALIZE_GRACE_S the
- * process ends without it (_exit(1)), and mpirun ends the job (the hung rank too). */
-static volatile bool g_comm_broken;
+/* After a collective failed or timed out on some comm of this process (volt__comm_broken:
+ * the ranks are out of step) MPI_Finalize (collective) can wait for ever on a rank that hangs.
+ * At exit the finalize then runs under a watchdog: if it has not returned after
+ * FINALIZE_GRACE_S the process ends without it (_exit(1)), and mpirun ends the job (the hung
+ * rank too). */
 #define FINALIZE_GRACE_S 2
 
 typedef enum { POST_NONE = 0, POST_AVG, POST_MOVE, POST_MOVE_AVG } post_kind;
@@ -119,7 +119,6 @@ static MPI_Op sum_op(const mpi_impl *im, volt_comm_dtype dt) {
 static void mark_broken(mpi_impl *im, volt_status st) {
     if (im->broken) return;
     im->broken = true;
-    g_comm_broken = true;
     im->broken_status = st;
     snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
     volt__comm_note_broken(im->broken_msg);
@@ -409,7 +408,7 @@ static void finalize_at_exit(void) {
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
     if (!init || fin) return;
-    if (g_comm_broken) {   /* the finalize may never return: bounded by the watchdog */
+    if (volt__comm_broken()) {   /* the finalize may never return: bounded by the watchdog */
         fflush(NULL);
         pthread_t th;
         if (pthread_create(&th, NULL, finalize_watchdog, NULL) != 0) _exit(1);
@@ -534,7 +533,6 @@ volt_status volt__comm_mpi_bootstrap_bcast(const void *mpi_comm, void *buf, size
         rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || flag) break;
         if (volt__now() - t0 > timeout_s) {
-            g_comm_broken = true;
             snprintf(err, errlen, "rank %d: broadcast #0 (NCCL unique id, over %s) timed out after %g s (a rank died, "
                      "hangs, or never created its comm; VOLT_COMM_TIMEOUT sets the limit)", rank, name, timeout_s);
             volt__comm_note_broken(err);
