@@ -14,7 +14,9 @@
  *       next use gathers them (under ZeRO they are then the current weights); a
  *       standalone validate gives R's val_loss bit for bit (each rank's forward reads the parts
  *       outside its slice too: gathered again from the owners). A later fit on W starts
- *       (on_train_start, after its sanity check) from those weights and ends; no rank waited
+ *       (on_train_start, after its sanity check) from those weights and ends (its on_train_end
+ *       swaps the average in and back by hand: fit's end still makes every rank's own tensors the
+ *       exported weights, the parts the local swap back left to the owners included); no rank waited
  *       for the comm's timeout. WeightAveraging's on_exception starts no strategy collective
  *       (the strategy's trace between two callbacks around it is empty).
  *
@@ -82,7 +84,7 @@ static void exported(volt_trainer *t, const char *path, float out[NW]) {
     }
     MPI_Bcast(out, NW, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
-/* This rank's own tensors (whole replicas only: ddp). */
+/* This rank's own tensors (whole: ddp, or a sharded strategy's units once gathered). */
 static void own(mlp *m, float out[NW]) {
     volt_tensor *p[4] = { m->w1, m->b1, m->w2, m->b2 };
     for (int k = 0; k < 4; k++) CHECK_OK(volt_tensor_to_host(p[k], out + k_at[k]));
@@ -90,7 +92,7 @@ static void own(mlp *m, float out[NW]) {
 
 /* Exports the model at chosen points of W's fits: inside the failing validation (after the
  * callback swapped the average in: added after it) and at the start of the later fit. */
-typedef struct probe { char dir[512]; float avg[NW], start[NW]; bool got_avg, got_start, later; } probe;
+typedef struct probe { char dir[512]; float avg[NW], start[NW]; bool got_avg, got_start, later, swapped_back; } probe;
 static volt_status probe_val_start(void *self, volt_trainer *t) {
     probe *p = self;
     if (!g_fail || volt_trainer_sanity_checking(t) || volt_trainer_current_epoch(t) != 1 || p->got_avg) return VOLT_OK;
@@ -109,9 +111,21 @@ static volt_status probe_train_start(void *self, volt_trainer *t) {
     p->got_start = true;
     return VOLT_OK;
 }
+/* The later fit's last hook before fit's end: the average swapped in and back by hand (a user
+ * looking at it). The swap back is local: under ZeRO the parts outside each rank's slice are left
+ * to be gathered on next use, and no forward comes before fit's end, whose gather of every
+ * parameter (materialize) must include them. */
+static volt_status probe_train_end(void *self, volt_trainer *t) {
+    probe *p = self;
+    if (!p->later) return VOLT_OK;
+    volt_status st = volt_trainer_swap_average(t);
+    if (st >= 0) st = volt_trainer_swap_back_average(t);
+    p->swapped_back = st >= 0;
+    return st;
+}
 static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Probe",
                                              .on_validation_epoch_start = probe_val_start,
-                                             .on_train_start = probe_train_start };
+                                             .on_train_start = probe_train_start, .on_train_end = probe_train_end };
 
 /* Around WeightAveraging's on_exception (one added before it, one after): what the strategy did
  * in between (its trace: every parameter gather, every grad reduction it starts). */
@@ -238,6 +252,14 @@ static void test_failed_val(const char *name) {
     CHECK(st == VOLT_OK, "rank %d: the later fit: %s", g_rank, volt_trainer_errmsg(tw));
     CHECK(p->got_start && same(p->start, cur), "rank %d: the later fit starts from %s", g_rank,
           !p->got_start ? "(not exported)" : same(p->start, p->avg) ? "the average" : "other values than the current weights");
+    /* fit's end made every parameter whole on every rank, the parts the swap back left to be
+     * gathered included: each rank's own tensors are the exported weights */
+    CHECK(p->swapped_back, "rank %d: the swap pair at the later fit's on_train_end did not run", g_rank);
+    snprintf(path, sizeof path, "%s/end.safetensors", root);
+    exported(tw, path, after);
+    own(&mw, mine);
+    CHECK(same(mine, after) && !same(after, cur), "rank %d: after the later fit this rank's own tensors are %s", g_rank,
+          same(after, cur) ? "(the exported weights did not move)" : "not the exported weights");
     const double el = vtest_now() - t0;
     CHECK(el < 15, "rank %d: %.1f s (a rank waited for the comm's timeout?)", g_rank, el);
     if (g_rank == 0) printf("%s np%d: current weights back on every rank after the failed validation; %.2f s\n", name, g_world, el);
