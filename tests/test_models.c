@@ -183,8 +183,20 @@ static void check_forward(const char *model, const volt_module_ops *ops, void *m
     b.n_fields = 1;
     volt_step_begin(s, false, 0);
     st = ops->validation_step(m, s, &b, 0);
-    CHECK(st == VOLT_ERR_NOT_FOUND && strstr(volt_step_errmsg(s), "'y'"), "%s missing field: %s '%s'", model,
+    char want[96];
+    snprintf(want, sizeof want, "%s: batch has no field 'y'", ops->name);
+    CHECK(st == VOLT_ERR_NOT_FOUND && !strcmp(volt_step_errmsg(s), want), "%s missing field: %s '%s'", model,
           volt_status_str(st), volt_step_errmsg(s));
+    volt_step_end(s);
+    /* predict needs "x" only: a batch with "y" alone names "x" */
+    b.names[0] = "y";
+    b.fields[0] = b.fields[1];
+    volt_step_begin(s, false, 0);
+    pred = NULL;
+    st = ops->predict_step(m, s, &b, 0, &pred);
+    snprintf(want, sizeof want, "%s: batch has no field 'x'", ops->name);
+    CHECK(st == VOLT_ERR_NOT_FOUND && !pred && !strcmp(volt_step_errmsg(s), want), "%s predict, missing field: %s '%s'",
+          model, volt_status_str(st), volt_step_errmsg(s));
     volt_step_end(s);
     /* configure_optimizers follows the config (Adam, lr 1e-3 by default) */
     volt_optim_setup os;
