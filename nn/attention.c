@@ -24,9 +24,7 @@ volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim
     if (!ps || !cfg || !a) return VOLT_ERR_INVALID_ARG;
     memset(a, 0, sizeof *a);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_MHA_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: attention '%s': config version %u, expected %u", prefix,
-                                cfg->version, VOLT_NN_MHA_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "attention", "mha", prefix, cfg->version, VOLT_NN_MHA_CONFIG_VERSION));
     if (dim <= 0 || cfg->n_heads <= 0 || dim % cfg->n_heads != 0 || !(cfg->dropout >= 0.f && cfg->dropout < 1.f))
         return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,
                                 "nn: attention '%s': needs dim > 0 divisible by n_heads > 0 and dropout in [0, 1), "

@@ -13,6 +13,19 @@ volt_status volt__nn_name(volt_params *ps, char out[VOLT__NN_NAME], const char *
     return VOLT_OK;
 }
 
+volt_status volt__nn_check_version(volt_params *ps, const char *kind, const char *cfg, const char *prefix, unsigned got,
+                                   unsigned want) {
+    if (VOLT_VERSION_OK(got, want)) return VOLT_OK;
+    return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: %s '%s': config version %u, expected 1..%u (use volt_nn_%s_config_init)",
+                            kind, prefix ? prefix : "", got, want, cfg);
+}
+
+volt_status volt__nn_check_init(volt_params *ps, const char *kind, const char *prefix, volt_nn_init_scheme init, float std) {
+    if ((int)init >= 0 && init <= VOLT_NN_INIT_CUSTOM && std >= 0.f && isfinite(std)) return VOLT_OK;
+    return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: %s '%s': bad init scheme %d or std %g", kind, prefix ? prefix : "",
+                            (int)init, std);
+}
+
 volt_status volt__nn_unit(volt_params *ps, volt_nn_unit_mode mode, const char *prefix) {
     if (mode == VOLT_NN_UNIT_JOIN) return VOLT_OK;
     if (mode != VOLT_NN_UNIT_OWN)

@@ -26,9 +26,7 @@ volt_status volt_nn_conv2d_declare_ex(volt_params *ps, const char *prefix, int64
     if (!ps || !cfg || !c) return VOLT_ERR_INVALID_ARG;
     memset(c, 0, sizeof *c);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_CONV2D_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: conv2d '%s': config version %u, expected %u", prefix,
-                                cfg->version, VOLT_NN_CONV2D_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "conv2d", "conv2d", prefix, cfg->version, VOLT_NN_CONV2D_CONFIG_VERSION));
     if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || cfg->stride <= 0 || cfg->padding < 0 ||
         (int)cfg->init < 0 || cfg->init > VOLT_NN_INIT_CUSTOM || !(cfg->std >= 0.f && isfinite(cfg->std)))
         return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,

@@ -24,16 +24,12 @@ volt_status volt_nn_embedding_declare_ex(volt_params *ps, const char *prefix, in
     if (!ps || !cfg || !e) return VOLT_ERR_INVALID_ARG;
     memset(e, 0, sizeof *e);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_EMBEDDING_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: embedding '%s': config version %u, expected %u", prefix,
-                                cfg->version, VOLT_NN_EMBEDDING_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "embedding", "embedding", prefix, cfg->version, VOLT_NN_EMBEDDING_CONFIG_VERSION));
     if (num <= 0 || dim <= 0 || cfg->padding_idx < -1 || cfg->padding_idx >= num)
         return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,
                                 "nn: embedding '%s': needs num > 0, dim > 0 and padding_idx in -1..num-1, got %lld, %lld, %lld",
                                 prefix, (long long)num, (long long)dim, (long long)cfg->padding_idx);
-    if ((int)cfg->init < 0 || cfg->init > VOLT_NN_INIT_CUSTOM || !(cfg->std >= 0.f && isfinite(cfg->std)))
-        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: embedding '%s': bad init scheme %d or std %g", prefix,
-                                (int)cfg->init, cfg->std);
+    VOLT_TRY(volt__nn_check_init(ps, "embedding", prefix, cfg->init, cfg->std));
     volt_init wi = cfg->init == VOLT_NN_INIT_NORMAL ? VOLT_INIT_NORMAL(0.f, cfg->std)
                  : cfg->init == VOLT_NN_INIT_CUSTOM ? cfg->weight_init : VOLT_INIT_NORMAL(0.f, 1.f);
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));

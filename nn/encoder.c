@@ -48,9 +48,7 @@ volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t
     if (!ps || !cfg || !e) return VOLT_ERR_INVALID_ARG;
     memset(e, 0, sizeof *e);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: encoder '%s': config version %u, expected %u", prefix,
-                                cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "encoder", "encoder", prefix, cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION));
     int64_t F = cfg->ffn_dim ? cfg->ffn_dim : 4 * dim;
     if (F <= 0 || !(cfg->dropout >= 0.f && cfg->dropout < 1.f) || (int)cfg->activation < 0 ||
         cfg->activation > VOLT_NN_IDENTITY || !cfg->norm1_name || !cfg->ffn1_name || !cfg->ffn2_name ||

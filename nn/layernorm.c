@@ -22,9 +22,7 @@ volt_status volt_nn_layernorm_declare_ex(volt_params *ps, const char *prefix, in
     if (!ps || !cfg || !ln) return VOLT_ERR_INVALID_ARG;
     memset(ln, 0, sizeof *ln);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_LAYERNORM_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: layernorm '%s': config version %u, expected %u", prefix,
-                                cfg->version, VOLT_NN_LAYERNORM_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "layernorm", "layernorm", prefix, cfg->version, VOLT_NN_LAYERNORM_CONFIG_VERSION));
     if (dim <= 0 || !(cfg->eps > 0.f && isfinite(cfg->eps)))
         return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: layernorm '%s': dim must be > 0 and eps > 0, got %lld, %g",
                                 prefix, (long long)dim, cfg->eps);

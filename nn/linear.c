@@ -24,15 +24,11 @@ volt_status volt_nn_linear_declare_ex(volt_params *ps, const char *prefix, int64
     if (!ps || !cfg || !l) return VOLT_ERR_INVALID_ARG;
     memset(l, 0, sizeof *l);
     if (!prefix) prefix = "";
-    if (!VOLT_VERSION_OK(cfg->version, VOLT_NN_LINEAR_CONFIG_VERSION))
-        return volt_params_fail(ps, VOLT_ERR_VERSION, "nn: linear '%s': config version %u, expected %u (use _config_init)",
-                                prefix, cfg->version, VOLT_NN_LINEAR_CONFIG_VERSION);
+    VOLT_TRY(volt__nn_check_version(ps, "linear", "linear", prefix, cfg->version, VOLT_NN_LINEAR_CONFIG_VERSION));
     if (in <= 0 || out <= 0)
         return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: linear '%s': in and out features must be > 0, got %lld, %lld",
                                 prefix, (long long)in, (long long)out);
-    if ((int)cfg->init < 0 || cfg->init > VOLT_NN_INIT_CUSTOM || !(cfg->std >= 0.f && isfinite(cfg->std)))
-        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: linear '%s': bad init scheme %d or std %g", prefix,
-                                (int)cfg->init, cfg->std);
+    VOLT_TRY(volt__nn_check_init(ps, "linear", prefix, cfg->init, cfg->std));
     volt_init wi, bi;
     volt__nn_fc_inits(cfg->init, cfg->std, cfg->weight_init, cfg->bias_init, in, &wi, &bi);
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));

@@ -7,6 +7,12 @@
 
 #define VOLT__NN_NAME 256
 
+/* VOLT_ERR_VERSION naming the layer ("nn: linear 'fc1': config version 99, expected 1..2 (use
+ * volt_nn_linear_config_init)", cfg "linear") unless got is a version this library knows. */
+volt_status volt__nn_check_version(volt_params *ps, const char *kind, const char *cfg, const char *prefix, unsigned got,
+                                   unsigned want);
+/* VOLT_ERR_INVALID_ARG naming the layer unless the init scheme is known and std finite, >= 0. */
+volt_status volt__nn_check_init(volt_params *ps, const char *kind, const char *prefix, volt_nn_init_scheme init, float std);
 /* "<prefix>.<leaf>" (or "<leaf>" for an empty prefix) into out; INVALID_ARG on overflow. */
 volt_status volt__nn_name(volt_params *ps, char out[VOLT__NN_NAME], const char *prefix, const char *leaf);
 /* Open the unit named prefix for VOLT_NN_UNIT_OWN; nothing for JOIN. */

@@ -562,12 +562,28 @@ static void test_errors(void) {
     volt_nn_linear_config lc;
     volt_nn_linear_config_init(&lc);
     lc.version = 99;
-    CHECK(volt_nn_linear_declare_ex(ps, "v", 2, 3, &lc, &l) == VOLT_ERR_VERSION, "config version");
+    CHECK(volt_nn_linear_declare_ex(ps, "v", 2, 3, &lc, &l) == VOLT_ERR_VERSION &&
+          strstr(volt_params_errmsg(ps), "nn: linear 'v': config version 99, expected 1..") &&
+          strstr(volt_params_errmsg(ps), "(use volt_nn_linear_config_init)"), "config version: %s", volt_params_errmsg(ps));
+    volt_nn_mha_config mv = mc;
+    mv.version = 0;
+    CHECK(volt_nn_mha_declare(ps, "attv", 8, &mv, &a) == VOLT_ERR_VERSION &&
+          strstr(volt_params_errmsg(ps), "nn: attention 'attv': config version 0") &&
+          strstr(volt_params_errmsg(ps), "(use volt_nn_mha_config_init)"), "mha config version: %s", volt_params_errmsg(ps));
+    volt_nn_linear_config_init(&lc);
+    lc.std = -1.f;
+    lc.init = VOLT_NN_INIT_NORMAL;
+    CHECK(volt_nn_linear_declare_ex(ps, "v", 2, 3, &lc, &l) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_params_errmsg(ps), "nn: linear 'v': bad init scheme"), "linear std -1: %s", volt_params_errmsg(ps));
     volt_nn_embedding_config ec;
     volt_nn_embedding_config_init(&ec);
     ec.padding_idx = 5;
     volt_nn_embedding e;
     CHECK(volt_nn_embedding_declare_ex(ps, "emb", 5, 2, &ec, &e) == VOLT_ERR_INVALID_ARG, "padding_idx out of range");
+    volt_nn_embedding_config_init(&ec);
+    ec.std = NAN;
+    CHECK(volt_nn_embedding_declare_ex(ps, "emb", 5, 2, &ec, &e) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_params_errmsg(ps), "nn: embedding 'emb': bad init scheme"), "embedding std NaN: %s", volt_params_errmsg(ps));
     mc.n_heads = 2;
     CHECK_OK(volt_nn_mha_declare(ps, "attn", 8, &mc, &a));
     volt_tensor *c3 = NULL;                    /* the store's zero row: range, any init kind, only before finalize */
