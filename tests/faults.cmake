@@ -25,6 +25,15 @@ if(VOLT_HAVE_MPI AND VOLT_MPIRUN_F)
     set_tests_properties(test_fault_hang_${s}_np2 PROPERTIES TIMEOUT 90 LABELS "fault;mpi" PROCESSORS 2
       ENVIRONMENT "${_volt_fault_env};VOLT_COMM_TIMEOUT=3")
   endforeach()
+  # a rank that fails alone and ends: its leave notice ends the others within seconds, naming it
+  foreach(run "ddp;train" "fsdp;train" "fsdp;val")
+    list(GET run 0 s)
+    list(GET run 1 in)
+    add_test(NAME test_fault_stepfail_${s}_${in}_np2 COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_stepfail.sh
+      ${VOLT_MPIRUN_F} $<TARGET_FILE:fault_run> ${s} ${_volt_fault_tmp}/stepfail_${s}_${in} ${in})
+    set_tests_properties(test_fault_stepfail_${s}_${in}_np2 PROPERTIES TIMEOUT 90 LABELS "fault;mpi" PROCESSORS 2
+      ENVIRONMENT "${_volt_fault_env};VOLT_COMM_TIMEOUT=20")
+  endforeach()
   # disk full on rank 1 in the middle of a sharded save: an error, the previous checkpoint loads
   add_test(NAME test_fault_diskfull_fsdp_np2 COMMAND ${VOLT_MPIRUN_F} --oversubscribe -np 2
     $<TARGET_FILE:fault_run> diskfull ${_volt_fault_tmp}/diskfull fsdp)

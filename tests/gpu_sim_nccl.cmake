@@ -53,6 +53,16 @@ volt_sim_nccl_test(test_fault_timeout_fsdp_np2_sim_nccl 2 "NCCL communicator abo
 set_tests_properties(test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl PROPERTIES TIMEOUT 60)
 set_property(TEST test_fault_timeout_ddp_np2_sim_nccl test_fault_timeout_fsdp_np2_sim_nccl APPEND PROPERTY
   ENVIRONMENT "VOLT_COMM_TIMEOUT=5")
+# A rank that fails alone and ends (tests/fault_stepfail.sh): its leave notice reaches the other
+# rank's NCCL wait, which aborts the communicator and fails in seconds naming it (not at the
+# 60 s timeout).
+if(TARGET fault_run)
+  add_test(NAME test_fault_stepfail_ddp_np2_sim_nccl COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_stepfail.sh
+    ${VOLT_MPIRUN} $<TARGET_FILE:fault_run> ddp ${CMAKE_CURRENT_BINARY_DIR}/tmp_faults_sim/stepfail_ddp train
+    "NCCL communicator aborted")
+  set_tests_properties(test_fault_stepfail_ddp_np2_sim_nccl PROPERTIES PROCESSORS 2 TIMEOUT 120 LABELS "cudasim;mpi;fault"
+    ENVIRONMENT "CUDASIM_DEVICES=2;${_volt_sim_nccl_env};OMP_WAIT_POLICY=PASSIVE")
+endif()
 # compile over 2 ranks (tests/test_mpi_compile.c; docs/NCCL.md, "compile over several
 # processes"): the step's collectives captured into its graph. Eager == compiled bit for bit
 # under ddp and deepspeed_stage_1, at 32-true and 16-mixed (whose inf/NaN vote is summed over

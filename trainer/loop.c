@@ -10,6 +10,7 @@
 #include <string.h>
 #include "trainer/loop_hooks.h"
 #include "volt/ops.h"
+#include "strategies/comm/comm.h"
 
 /* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
  * error is recorded and returned. */
@@ -401,6 +402,13 @@ void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev) {
     volt__signal_disarm(t);
 }
 
+/* Under several ranks the process keeps the last call's failure: the words its leave notice
+ * gives the other ranks if it then ends (strategies/comm/comm.h). */
+static volt_status call_outcome(volt_trainer *t, volt_status st) {
+    if (t->world > 1) volt__comm_note_failure(st < 0 ? t->errmsg : NULL);
+    return st;
+}
+
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_FIT);
@@ -412,14 +420,14 @@ volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *
     t->fitting = false;
     t->sanity = false;
     volt__loop_call_end(t, prev);
-    return st;
+    return call_outcome(t, st);
 }
 
 static volt_status eval_end(volt_trainer *t, volt_trainer_fn prev, volt_status st, const char *what) {
     st = volt__signal_settle(t, st, what);
     if (st < 0) on_exception(t, st);
     volt__loop_call_end(t, prev);
-    return st;
+    return call_outcome(t, st);
 }
 
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,

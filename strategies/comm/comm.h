@@ -168,6 +168,33 @@ void volt__comm_note_broken(const char *msg);
 bool volt__comm_broken(void);   /* the note was made (comm_mpi.c's finalize watchdog reads it) */
 volt_status volt__comm_refuse_if_broken(char *err, size_t errlen);
 
+/* What this process's last trainer call that failed said (fit, validate, test, predict under
+ * several ranks; NULL clears it, as a later call that succeeds does): the words a process that
+ * leaves the job sends the others (below). "" when none. */
+void volt__comm_note_failure(const char *msg);
+const char *volt__comm_failure(void);
+
+/* Leave notices (MPI initialised by volt, which then also finalizes it): a process that ends
+ * (exit, after main returns) first tells every other rank of MPI_COMM_WORLD that it is leaving,
+ * with its last failure's words (volt__comm_note_failure), one small message each (tag
+ * VOLT__LEAVE_TAG on MPI_COMM_WORLD). A rank waiting in a collective of a comm the leaver belongs
+ * to fails once the leaver is gone and the collective has not completed within a short grace
+ * (the leaver may have started it: then it completes), VOLT_ERR_COMM: "rank 0: all_reduce #19
+ * (metric sync): rank 1 left the job (its last error: ...)", instead of waiting for its timeout.
+ * Before, the leaver waited in MPI_Finalize for the others and they waited for the comm's
+ * timeout. An application that initialised MPI itself finalizes it itself: no notices then. */
+#define VOLT__LEAVE_TAG 0x766c
+/* The first member of the group whose world ranks are given (n of them; NULL: every rank of
+ * MPI_COMM_WORLD, n its size) that has left, else -1; *msg (msglen) its words. Polls for
+ * notices. */
+int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen);
+/* The world ranks of mpi_comm's n members (malloc'd), or *out NULL when it is the world itself,
+ * or no notices are kept (nothing then asks). */
+volt_status volt__comm_mpi_members(const void *mpi_comm, int n, int **out);
+/* The grace a waiting rank gives a collective after a member's notice: the leaver may have
+ * started it, and then it completes. */
+#define VOLT__LEAVE_GRACE_S 2.0
+
 /* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the
  * thread that created the comm may call it) unless the application already did, and then
  * finalizes it at exit; works on a private duplicate of MPI_COMM_WORLD. */

@@ -64,6 +64,15 @@ void volt__comm_note_broken(const char *msg) {
 
 bool volt__comm_broken(void) { return g_broken; }
 
+static char g_failure_msg[400];
+
+void volt__comm_note_failure(const char *msg) {
+    if (!msg) { g_failure_msg[0] = 0; return; }
+    snprintf(g_failure_msg, sizeof g_failure_msg, "%s", *msg ? msg : "an error");
+}
+
+const char *volt__comm_failure(void) { return g_failure_msg; }
+
 volt_status volt__comm_refuse_if_broken(char *err, size_t errlen) {
     if (!g_broken) return VOLT_OK;
     snprintf(err, errlen, "no new communicator in this process: an earlier collective broke (%s); the ranks' "

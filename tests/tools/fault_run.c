@@ -9,6 +9,10 @@
  *                                       must end the job with an error (VOLT_COMM_TIMEOUT)
  *   fault_run diskfull ROOT STRATEGY    the 3rd save fails with ENOSPC on rank 1 (sharded:
  *                                       mid-save); the previous checkpoint must stay loadable
+ *   fault_run stepfail ROOT STRATEGY    rank 1 alone fails at batch 3 (its on_train_batch_start
+ *                                       returns an error) and ends; the others must end within
+ *                                       seconds, naming rank 1, not after the comm's timeout
+ *                                       (FAULT_FAIL_IN=val: at validation batch 1 instead)
  *
  * Environment: FAULT_BATCH_MS sleeps in every batch (so random kill times spread over the
  * run), FAULT_FSYNC_MS sleeps in every fsync (saves take long enough to be hit),
@@ -74,6 +78,26 @@ static volt_status stop_batch(void *self, volt_trainer *t, const volt_batch *b, 
     return VOLT_OK;
 }
 
+/* stepfail: rank 1 alone fails at batch 3 of epoch 0 (a hook's error, as a bad sample in its
+ * shard would fail its step); the program then ends, as an app does */
+static volt_status fail_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    g_rank = volt_trainer_rank(t);
+    if (g_rank == 1 && i == 3 && volt_trainer_current_epoch(t) == 0) {
+        fprintf(stderr, "fault_run: rank 1: failing alone at batch 3\n");
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return VOLT_OK;
+}
+/* FAULT_FAIL_IN=val: at validation batch 1 of epoch 0 instead (fsdp's forward gathers) */
+static volt_status fail_val_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    g_rank = volt_trainer_rank(t);
+    if (g_rank == 1 && i == 1 && volt_trainer_current_epoch(t) == 0) {
+        fprintf(stderr, "fault_run: rank 1: failing alone at validation batch 1\n");
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return VOLT_OK;
+}
+
 static int g_saves;
 static volt_status count_saves(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     /* ModelCheckpoint saves at the batch end of every 2nd step: before its 3rd save, starve */
@@ -90,6 +114,9 @@ static volt_status say_start(void *self, volt_trainer *t) {
 static const volt_callback_ops slow_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Slow", .on_train_batch_start = slow_batch,
                                             .on_train_start = say_start };
 static const volt_callback_ops stop_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stop", .on_train_batch_start = stop_batch };
+static const volt_callback_ops fail_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailAlone", .on_train_batch_start = fail_batch };
+static const volt_callback_ops fail_val_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailAlone",
+                                                .on_validation_batch_start = fail_val_batch };
 static const volt_callback_ops starve_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Starve", .on_train_batch_end = count_saves };
 
 static volt_trainer *make(const char *root, const char *strategy) {
@@ -122,7 +149,9 @@ static int run_fit(const char *root, const char *strategy, int mode) {
     cc.save_last = true;
     cc.every_n_train_steps = mode == 2 ? 2 : 5;   /* mid-epoch (12 steps an epoch), and at epoch end */
     volt_add_model_checkpoint(t, &cc);
-    volt_trainer_add_callback(t, mode == 1 ? &stop_ops : &slow_ops, NULL);
+    const char *fail_in = getenv("FAULT_FAIL_IN");
+    const bool in_val = fail_in && !strcmp(fail_in, "val");
+    volt_trainer_add_callback(t, mode == 1 ? &stop_ops : mode == 3 ? (in_val ? &fail_val_ops : &fail_ops) : &slow_ops, NULL);
     if (mode == 2) volt_trainer_add_callback(t, &starve_ops, NULL);
     rel_mlp m = { 0 };
     volt_status st = volt_trainer_fit(t, &rel_ops, &m, l, vl, mode == 0 ? "last" : NULL);
@@ -161,6 +190,7 @@ int main(int argc, char **argv) {
     if (argc >= 4 && !strcmp(argv[1], "fit")) return run_fit(argv[2], argv[3], 0);
     if (argc >= 4 && !strcmp(argv[1], "hang")) return run_fit(argv[2], argv[3], 1);
     if (argc >= 4 && !strcmp(argv[1], "diskfull")) return run_fit(argv[2], argv[3], 2);
-    fprintf(stderr, "usage: fault_run fit ROOT STRATEGY | hang ROOT STRATEGY | diskfull ROOT STRATEGY\n");
+    if (argc >= 4 && !strcmp(argv[1], "stepfail")) return run_fit(argv[2], argv[3], 3);
+    fprintf(stderr, "usage: fault_run fit|hang|diskfull|stepfail ROOT STRATEGY\n");
     return 2;
 }

@@ -67,9 +67,109 @@ typedef struct mpi_impl {
     int in_flight;
     char errmsg[768];
     struct mpi_impl *broken_next;  /* the broken comms' impls, kept (m_destroy) */
+    int *world_of;                 /* member i's rank in MPI_COMM_WORLD; NULL: the comm spans the world */
 } mpi_impl;
 
 static mpi_impl *g_broken_impls;   /* reachable, so a leak checker sees them kept, not lost */
+
+/* ---- leave notices (comm.h) ------------------------------------------------------------------
+ * Only when volt initialised MPI (g_we_initialised): a receive for any rank's notice stays posted
+ * on MPI_COMM_WORLD (tag VOLT__LEAVE_TAG: no collective or other message matches it), polled by
+ * the waits; finalize_at_exit sends this process's notice to every other rank before it
+ * finalizes. A leaver gives its own rank (MPI_SOURCE) and its words. */
+enum { LEAVE_MSG = 400 };
+static struct {
+    bool on;
+    int world, rank;
+    MPI_Request in;
+    char got[LEAVE_MSG];
+    unsigned char *left;        /* [world]: that rank left */
+    char (*words)[LEAVE_MSG];   /* [world]: its words */
+} g_leave = { .in = MPI_REQUEST_NULL };
+
+static void leave_repost(void) {
+    if (MPI_Irecv(g_leave.got, LEAVE_MSG, MPI_CHAR, MPI_ANY_SOURCE, VOLT__LEAVE_TAG, MPI_COMM_WORLD, &g_leave.in) != MPI_SUCCESS)
+        g_leave.in = MPI_REQUEST_NULL;
+}
+
+static void leave_open(void) {
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (world <= 1) return;
+    g_leave.left = calloc((size_t)world, 1);
+    g_leave.words = calloc((size_t)world, sizeof *g_leave.words);
+    if (!g_leave.left || !g_leave.words) {   /* no notices: the waits keep their timeout */
+        free(g_leave.left);
+        free(g_leave.words);
+        g_leave.left = NULL;
+        g_leave.words = NULL;
+        return;
+    }
+    g_leave.world = world;
+    g_leave.rank = rank;
+    leave_repost();
+    g_leave.on = g_leave.in != MPI_REQUEST_NULL;
+}
+
+static void leave_poll(void) {
+    while (g_leave.on && g_leave.in != MPI_REQUEST_NULL) {
+        int flag = 0;
+        MPI_Status stt;
+        if (MPI_Test(&g_leave.in, &flag, &stt) != MPI_SUCCESS || !flag) return;
+        const int r = stt.MPI_SOURCE;
+        g_leave.got[LEAVE_MSG - 1] = 0;
+        if (r >= 0 && r < g_leave.world && !g_leave.left[r]) {
+            g_leave.left[r] = 1;
+            memcpy(g_leave.words[r], g_leave.got, LEAVE_MSG);
+        }
+        leave_repost();
+    }
+}
+
+int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen) {
+    leave_poll();
+    if (!g_leave.on) return -1;
+    for (int i = 0; i < n; i++) {
+        const int w = world_ranks ? world_ranks[i] : i;
+        if (w < 0 || w >= g_leave.world || w == g_leave.rank || !g_leave.left[w]) continue;
+        if (msg && msglen) snprintf(msg, msglen, "%s", g_leave.words[w]);
+        return i;
+    }
+    return -1;
+}
+
+/* At exit, before MPI_Finalize: every other rank is told (each send is small, so MPI's eager
+ * protocol completes it without the receiver; given at most 1 s), then this rank's own receive
+ * is cancelled. */
+static void leave_announce(void) {
+    if (!g_leave.on) return;
+    static char out[LEAVE_MSG];   /* read by sends that may outlive this call (MPI_Request_free) */
+    snprintf(out, sizeof out, "%s", volt__comm_failure());
+    MPI_Request *rq = malloc((size_t)g_leave.world * sizeof *rq);
+    if (rq) {
+        for (int r = 0; r < g_leave.world; r++) {
+            rq[r] = MPI_REQUEST_NULL;
+            if (r != g_leave.rank &&
+                MPI_Isend(out, (int)strlen(out) + 1, MPI_CHAR, r, VOLT__LEAVE_TAG, MPI_COMM_WORLD, &rq[r]) != MPI_SUCCESS)
+                rq[r] = MPI_REQUEST_NULL;
+        }
+        const double t0 = volt__now();
+        int all = 0;
+        while (MPI_Testall(g_leave.world, rq, &all, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !all && volt__now() - t0 < 1.0) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+        for (int r = 0; r < g_leave.world && !all; r++)
+            if (rq[r] != MPI_REQUEST_NULL) MPI_Request_free(&rq[r]);
+        free(rq);
+    }
+    if (g_leave.in != MPI_REQUEST_NULL) {
+        MPI_Cancel(&g_leave.in);
+        MPI_Wait(&g_leave.in, MPI_STATUS_IGNORE);
+    }
+    g_leave.on = false;
+}
 
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((mpi_impl *)(c)->impl, st, __VA_ARGS__)
 
@@ -323,7 +423,8 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
                     c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
     }
     const double t0 = volt__now();
-    long spins = 0, sleep_ns = 1000;
+    long spins = 0, sleep_ns = 1000, polls = 0;
+    double left_at = -1;   /* when a member was first seen gone during this wait */
     while (!q->done) {
         int flag = 0, rc = MPI_Test(&q->r, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
@@ -333,6 +434,18 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (flag) break;
+        if (g_leave.on && (polls++ & 63) == 0) {   /* a member left the job: this collective may never complete */
+            char words[LEAVE_MSG];
+            const int who = volt__comm_mpi_left(im->world_of, c->world, words, sizeof words);
+            if (who >= 0 && left_at < 0) left_at = volt__now();
+            if (who >= 0 && volt__now() - left_at > (VOLT__LEAVE_GRACE_S < c->timeout_s ? VOLT__LEAVE_GRACE_S : c->timeout_s)) {
+                cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
+                     "complete", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
+                     words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
+                mark_broken(im, VOLT_ERR_COMM);
+                return VOLT_ERR_COMM;
+            }
+        }
         const double el = volt__now() - t0;
         if (el > c->timeout_s) {
             /* The collective cannot be cancelled (MPI forbids it for collectives): abandon the
@@ -380,6 +493,7 @@ static void m_destroy(volt_comm *c) {
         free(q->bounce);
         free(q);
     }
+    free(im->world_of);
     free(im);
     free(c);
 }
@@ -408,6 +522,7 @@ static void finalize_at_exit(void) {
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
     if (!init || fin) return;
+    leave_announce();
     if (volt__comm_broken()) {   /* the finalize may never return: bounded by the watchdog */
         fflush(NULL);
         pthread_t th;
@@ -442,6 +557,7 @@ static volt_status init_mpi(char *err, size_t errlen) {
         snprintf(err, errlen, "cannot register MPI_Finalize at exit");
         return VOLT_ERR_STATE;
     }
+    leave_open();
     return VOLT_OK;
 }
 
@@ -455,6 +571,24 @@ static volt_status base_comm(const void *mpi_comm, MPI_Comm *out, const char **n
         snprintf(err, errlen, "volt_comm_config.mpi_comm is MPI_COMM_NULL (a rank outside every group of the split?)");
         return VOLT_ERR_INVALID_ARG;
     }
+    return VOLT_OK;
+}
+
+volt_status volt__comm_mpi_members(const void *mpi_comm, int n, int **out) {
+    *out = NULL;
+    if (!mpi_comm || !g_leave.on || *(const MPI_Comm *)mpi_comm == MPI_COMM_WORLD) return VOLT_OK;
+    int *mine = malloc((size_t)n * sizeof *mine), *w = malloc((size_t)n * sizeof *w);
+    if (!mine || !w) { free(mine); free(w); return VOLT_ERR_NOMEM; }
+    for (int i = 0; i < n; i++) mine[i] = i;
+    MPI_Group g = MPI_GROUP_NULL, wg = MPI_GROUP_NULL;
+    int rc = MPI_Comm_group(*(const MPI_Comm *)mpi_comm, &g);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(g, n, mine, wg, w);
+    if (g != MPI_GROUP_NULL) MPI_Group_free(&g);
+    if (wg != MPI_GROUP_NULL) MPI_Group_free(&wg);
+    free(mine);
+    if (rc != MPI_SUCCESS) { free(w); return VOLT_ERR_COMM; }
+    *out = w;
     return VOLT_OK;
 }
 
@@ -489,6 +623,9 @@ volt_status volt__comm_mpi_create(const volt_comm_config *cfg, volt_comm **out, 
         im->in_flight++;
         st = m_wait(c, (volt_comm_req *)q);
     }
+    if (st == VOLT_OK && (st = volt__comm_mpi_members(&base, c->world, &im->world_of)) < 0)
+        st = cerr(c, st, "rank %d: the comm's members in MPI_COMM_WORLD (MPI_Group_translate_ranks): %s", c->rank,
+                  volt_status_str(st));
     if (st == VOLT_OK) {
         im->comm_valid = true;
         im->seq = 0;   /* number the caller's collectives from 1 */

@@ -75,6 +75,7 @@ typedef struct nccl_impl {
     nccl_req *free_list, *all;
     int in_flight;
     char errmsg[768];
+    int *world_of;               /* member i's rank in MPI_COMM_WORLD (leave notices); NULL: the world */
 } nccl_impl;
 
 #define cerr(c, st, ...) VOLT__OBJ_ERRF((nccl_impl *)(c)->impl, st, __VA_ARGS__)
@@ -395,7 +396,8 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
                     c->rank, q->op, (unsigned long long)q->seq, q->what, im->broken_msg);
     }
     const double t0 = volt__now();
-    long spins = 0, sleep_ns = 1000;
+    long spins = 0, sleep_ns = 1000, polls = 0;
+    double left_at = -1;   /* when a member was first seen gone (its leave notice, comm.h) */
     while (!q->captured) {   /* a captured collective has nothing to poll: the launch is drained */
         bool done = false;
         volt_status st = poll_once(c, q, &done);
@@ -406,6 +408,26 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (done) break;
+#ifdef VOLT_HAVE_MPI
+        if (c->world > 1 && (polls++ & 63) == 0) {
+            char words[400];
+            const int who = volt__comm_mpi_left(im->world_of, c->world, words, sizeof words);
+            if (who >= 0 && left_at < 0) left_at = volt__now();
+            if (who >= 0 && volt__now() - left_at > (VOLT__LEAVE_GRACE_S < c->timeout_s ? VOLT__LEAVE_GRACE_S : c->timeout_s)) {
+                cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
+                     "complete; NCCL communicator aborted", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
+                     words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
+                mark_broken(im, VOLT_ERR_COMM);
+                abort_comm(im);
+                q->uses_scratch = false;   /* as after a timeout: a queued copy may still write it */
+                req_release(c, q);
+                return VOLT_ERR_COMM;
+            }
+        }
+#else
+        (void)polls;
+        (void)left_at;
+#endif
         if (volt__now() - t0 > c->timeout_s) {
             cerr(c, VOLT_ERR_TIMEOUT, "rank %d: %s #%llu (%s) timed out after %g s (a rank died, hangs, or issued "
                  "its collectives in another order; VOLT_COMM_TIMEOUT sets the limit); NCCL communicator aborted",
@@ -483,6 +505,7 @@ static void n_destroy(volt_comm *c) {
     }
     if (im->ready) cudaEventDestroy(im->ready);
     cudaGetLastError();
+    free(im->world_of);
     free(im);
     free(c);
 }
@@ -572,6 +595,10 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
         volt_status bs = volt__comm_mpi_bootstrap_bcast(mcomm, &id, sizeof id, c->timeout_s, berr, sizeof berr);
         if (bs < 0 && ok) st = cerr(c, bs, "%s", berr);
     }
+#endif
+#ifdef VOLT_HAVE_MPI
+    if (st == VOLT_OK && world > 1 && volt__comm_mpi_members(mcomm, world, &im->world_of) < 0)
+        st = cerr(c, VOLT_ERR_COMM, "rank %d: the comm's members in MPI_COMM_WORLD (MPI_Group_translate_ranks) failed", rank);
 #endif
     if (st == VOLT_OK) {
         ncclConfig_t conf = NCCL_CONFIG_INITIALIZER;
