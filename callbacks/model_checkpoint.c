@@ -618,10 +618,12 @@ volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpo
     m->clock_ctx = ctx;
     m->best_score = NAN;
     m->last_step_saved = 0;          /* as Lightning: nothing is saved at global step 0 */
-    volt__mc_set_str(&m->dirpath_user, cfg->dirpath);
-    volt__mc_set_str(&m->filename, cfg->filename);
+    /* Lightning's readings of "": the current folder for dirpath (not "/"), the default name for
+     * filename (not a hidden ".safetensors") */
+    volt__mc_set_str(&m->dirpath_user, cfg->dirpath && !*cfg->dirpath ? "." : cfg->dirpath);
+    volt__mc_set_str(&m->filename, cfg->filename && *cfg->filename ? cfg->filename : NULL);
     volt__mc_set_str(&m->monitor, cfg->monitor);
-    if ((cfg->dirpath && !m->dirpath_user) || (cfg->filename && !m->filename) || (cfg->monitor && !m->monitor)) {
+    if ((cfg->dirpath && !m->dirpath_user) || (cfg->filename && *cfg->filename && !m->filename) || (cfg->monitor && !m->monitor)) {
         mc_destroy(m);
         return VOLT_ERR_NOMEM;
     }

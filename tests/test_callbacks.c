@@ -1237,6 +1237,37 @@ static void test_bare_names(void) {
     }
 }
 
+/* Empty paths read as Lightning reads them: default_root_dir "" and ModelCheckpoint's dirpath ""
+ * are the current folder (never "/lightning_logs", "/checkpoints"), filename "" the default
+ * name (never a hidden ".safetensors"). Run from inside a fresh folder. */
+static void test_empty_paths(void) {
+    const char *root = fresh_dir("empty_paths");
+    char cwd[1024], path[1400];
+    if (!getcwd(cwd, sizeof cwd) || chdir(root) != 0) { CHECK(0, "chdir %s", root); return; }
+    volt_trainer *t = mk_trainer("", &(run_opts){ .max_epochs = 2, .logger = true });
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = "";
+    cc.filename = "";
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, true, NULL));
+    const char *ld = volt_trainer_log_dir(t), *best = volt_trainer_best_model_path(t);
+    CHECK(ld && ld[0] != '/' && exists("lightning_logs/version_0/metrics.csv"), "default_root_dir \"\": log dir '%s'",
+          ld ? ld : "(none)");
+    const char *base = best ? strrchr(best, '/') : NULL;
+    base = base ? base + 1 : best;
+    char here[1400], there[1400];
+    snprintf(path, sizeof path, "%s", best ? best : "");
+    char *slash = strrchr(path, '/');
+    if (slash) *slash = 0; else snprintf(path, sizeof path, ".");
+    CHECK(best && !strncmp(base, "epoch=1-step=", 13) && exists(best) && realpath(path, there) && realpath(".", here) &&
+          !strcmp(here, there) && !exists(".safetensors"),
+          "dirpath \"\", filename \"\": best '%s', want ./epoch=1-step=N.safetensors", best ? best : "(none)");
+    volt_trainer_destroy(t);
+    CHECK(chdir(cwd) == 0, "chdir back");
+}
+
 /* enable_version_counter: a file in the way (a previous run's) gets "-v1" beside it; without
  * the counter it is overwritten. */
 static void test_version_counter(void) {
@@ -1967,6 +1998,7 @@ int main(void) {
     test_resolve_missing();
     test_weights_only();
     test_bare_names();
+    test_empty_paths();
     test_version_counter();
     test_collectives_single();
     test_validate_after_failed_fit();

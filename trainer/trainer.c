@@ -109,7 +109,8 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     volt_trainer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->cfg = *cfg;
-    t->root_dir = dup_or(cfg->default_root_dir, ".");
+    /* "" is the current folder, as None and "" are Lightning's (never "/<logger_name>") */
+    t->root_dir = dup_or(cfg->default_root_dir && *cfg->default_root_dir ? cfg->default_root_dir : NULL, ".");
     t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
     t->precision = dup_or(cfg->precision, "32-true");
     t->strategy_name = dup_or(cfg->strategy, "single");

@@ -204,7 +204,7 @@ typedef struct volt_trainer_config {
                                         repeats bit for bit; false (faster nondeterministic kernels,
                                         as Lightning's) is refused: volt has none */
     uint64_t seed;                   /* params init, shuffles, dropout; default 42 */
-    const char *default_root_dir;    /* logs and checkpoints; default "." */
+    const char *default_root_dir;    /* logs and checkpoints; default (NULL or "") "." */
     bool enable_progress_bar;        /* default true */
     bool enable_checkpointing;       /* default true: adds a ModelCheckpoint if none was added */
     bool enable_logger;              /* default true: CSV logger under default_root_dir */
@@ -584,8 +584,8 @@ typedef enum volt_mode { VOLT_MIN = 0, VOLT_MAX = 1 } volt_mode;
 
 typedef struct volt_checkpoint_config {
     uint32_t version;            /* VOLT_CHECKPOINT_CONFIG_VERSION, set by _init */
-    const char *dirpath;         /* default <log_dir>/checkpoints */
-    const char *filename;        /* template, default "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
+    const char *dirpath;         /* default <log_dir>/checkpoints; "" = the current folder */
+    const char *filename;        /* template, default (NULL or "") "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
     const char *monitor;         /* metric name; NULL = save the latest (top-k by recency) */
     volt_mode mode;              /* VOLT_MIN default */
     int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
