@@ -9,7 +9,9 @@
  * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
  * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
  * one that failed before its sanity check or training began (on_fit_start: a logger's folder
- * that cannot be made is reported once, and the weights are the ones it started from). Its
+ * that cannot be made is reported once, and the weights are the ones it started from), nor one
+ * that made no optimizer step (a failure or interruption before the first: the file there,
+ * maybe an earlier run's only checkpoint, is not replaced by the state the fit started from). Its
  * folder is named in on_fit_start and checked before the first batch (trainer/write_check.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@ typedef struct oec {
     char dir[VOLT_CB_PATH_MAX];
     char path[VOLT_CB_PATH_MAX];
     bool running;      /* from this fit's sanity check or train start to its train end / on_exception */
+    int64_t start_step;/* the global step there (after a resume's load) */
 } oec;
 
 /* Its folder is checked with ModelCheckpoint's, before the first batch (a save it could not
@@ -33,8 +36,9 @@ static volt_status oec_on_fit_start(void *self, volt_trainer *t) {
 }
 
 static volt_status oec_on_run_start(void *self, volt_trainer *t) {   /* on_sanity_check_start, on_train_start */
-    (void)t;
-    ((oec *)self)->running = true;
+    oec *c = self;
+    if (!c->running) c->start_step = volt_trainer_global_step(t);
+    c->running = true;
     return VOLT_OK;
 }
 
@@ -55,6 +59,15 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
      * a resume named, maybe this callback's own, is never replaced by fresh weights) */
     const volt_params *ps = volt_trainer_params(t);
     if (!ps || !volt_params_finalized(ps)) return;
+    /* no optimizer step since the fit began: the weights and position are the ones it started
+     * from (its initial weights, or the file it resumed from), and a file already at this path
+     * (an earlier failure's, maybe the only one) is worth more than a copy of that start */
+    if (volt_trainer_global_step(t) == c->start_step) {
+        if (volt_trainer_is_global_zero(t))
+            fprintf(stderr, "volt: OnExceptionCheckpoint: not saving after %s: no training step since this fit began "
+                    "(step %lld)\n", volt_status_str(st), (long long)c->start_step);
+        return;
+    }
     const bool interrupted = st == VOLT_ERR_INTERRUPTED;
     if (!interrupted && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
         if (volt_trainer_is_global_zero(t))

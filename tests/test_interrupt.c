@@ -386,6 +386,28 @@ static void test_on_exception_scope(volt_dataset *ds) {
           "fit failing in on_validation_end: %s, stage %d, on_exception file %d: %s", volt_status_str(st),
           (int)volt_trainer_stage(t4), file_exists(path), volt_trainer_errmsg(t4));
     volt_trainer_destroy(t4);
+    /* a fit that fails before its first optimizer step (an empty train loader, after the sanity
+     * check) leaves the file there as it was: t4's, with its steps, not a copy of the start */
+    size_t n0 = 0, n1 = 0;
+    unsigned char *before = vtest_slurp(path, &n0);
+    volt_trainer_config c5;
+    volt_trainer_config_init(&c5);
+    c5.max_epochs = 1;
+    c5.limit_train_batches = 0;
+    c5.enable_checkpointing = c5.enable_logger = c5.enable_progress_bar = false;
+    c5.default_root_dir = root;
+    volt_trainer *t5 = NULL;
+    CHECK_OK(volt_trainer_create(&c5, &t5));
+    CHECK_OK(volt_add_on_exception_checkpoint(t5, dir, NULL));
+    net m5 = { .in = IN, .hidden = 8, .out = NC };
+    st = volt_trainer_fit(t5, &net_ops, &m5, l, l, NULL);
+    unsigned char *after = vtest_slurp(path, &n1);
+    CHECK(st < 0 && before && after && n0 == n1 && !memcmp(before, after, n0),
+          "fit failing before its first step: %s (%s); on_exception file %s", volt_status_str(st), volt_trainer_errmsg(t5),
+          !after ? "gone" : n0 == n1 && !memcmp(before, after, n0) ? "kept" : "replaced");
+    free(before);
+    free(after);
+    volt_trainer_destroy(t5);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }
