@@ -19,7 +19,8 @@ const volt_cli_key app_run_keys[] = {
       "print the per-rank memory table after the first optimizer step and after fit", "memory-report", NULL, 0, 0 },
     { "export_full", VOLT_CLI_STRING, NULL,
       "after test, write the weights test ran with as one plain f32 safetensors file", "export-full", NULL, 0, 0 },
-    { "checkpoint.monitor", VOLT_CLI_STRING, "val_acc", "ModelCheckpoint: the metric ranking checkpoints", NULL, NULL, 0, 0 },
+    /* nullable (Lightning's monitor: Optional[str]); its default "val_acc" is app_run_defaults' */
+    { "checkpoint.monitor", VOLT_CLI_STRING, NULL, "ModelCheckpoint: the metric ranking checkpoints (null: none, keep the latest)", NULL, NULL, 0, 0 },
     { "checkpoint.mode", VOLT_CLI_STRING, "max", "ModelCheckpoint: keep the highest or lowest", NULL, "max|min", 0, 0 },
     { "checkpoint.save_top_k", VOLT_CLI_INT, "1", "ModelCheckpoint: best files kept (-1 = all)", NULL, NULL, -1, 1e6 },
     { "checkpoint.save_last", VOLT_CLI_BOOL, "true", "ModelCheckpoint: also keep last.safetensors", NULL, NULL, 0, 0 },
@@ -43,6 +44,10 @@ const volt_cli_key app_run_keys[] = {
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
+/* Defaults of nullable keys (a NULL default in the table makes a key nullable; every key with
+ * a value default refuses null): checkpoint.monitor null = ModelCheckpoint without a metric. */
+static const char *const app_run_defaults[] = { "checkpoint.monitor", "val_acc", NULL };
+
 int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
                   volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands, int argc,
                   char **argv, volt_cli **out) {
@@ -55,6 +60,7 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
                            .subcommands = subcommands };
     volt_cli *c = NULL;
     volt_status st = volt_cli_create(&cc, &c);
+    for (int i = 0; st == VOLT_OK && app_run_defaults[i]; i += 2) st = volt_cli_set_default(c, app_run_defaults[i], app_run_defaults[i + 1]);
     for (int i = 0; st == VOLT_OK && defaults && defaults[i]; i += 2) st = volt_cli_set_default(c, defaults[i], defaults[i + 1]);
     if (st < 0) {
         fprintf(stderr, "%s: %s\n", prog, c ? volt_cli_errmsg(c) : volt_status_str(st));

@@ -56,10 +56,11 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **c, op
                  .epochs_null = volt_cli_is_null(*c, "trainer.max_epochs"),   /* -1 = no limit, as Lightning */
                  .batch_size = volt_cli_int(*c, "data.batch_size"), .drop_last = volt_cli_bool(*c, "data.drop_last"),
                  .lr = -1.f, .dropout = -1.f };
-    o->lr = volt_cli_was_set(*c, "model.lr") ? (float)volt_cli_float(*c, "model.lr") : -1.f;
-    o->dropout = volt_cli_was_set(*c, "model.dropout") ? (float)volt_cli_float(*c, "model.dropout") : -1.f;
+    /* null (the default, or given) = the model's own */
+    o->lr = !volt_cli_is_null(*c, "model.lr") ? (float)volt_cli_float(*c, "model.lr") : -1.f;
+    o->dropout = !volt_cli_is_null(*c, "model.dropout") ? (float)volt_cli_float(*c, "model.dropout") : -1.f;
     app_trainer_opts_from_cli(*c, &o->tr);
-    if (!o->data) return app_usage(APP, "data.path must not be null");
+    /* data.path, model.name: never null (volt_cli refuses null for a key with a value default) */
     if (strcmp(volt_cli_subcommand(*c), "fit") && !volt_cli_str(*c, "ckpt_path"))
         return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" of the run's checkpoint folder)", volt_cli_subcommand(*c));
     return 0;

@@ -127,16 +127,17 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .batch_size = volt_cli_int(c, "data.batch_size"), .epochs = volt_cli_int(c, "trainer.max_epochs"),
                  .lr = (float)volt_cli_float(c, "optimizer.lr"), .weight_decay = (float)volt_cli_float(c, "optimizer.weight_decay"),
                  .no_decay = volt_cli_str(c, "optimizer.no_decay"),
-                 .attention_dropout = volt_cli_was_set(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
+                 .attention_dropout = !volt_cli_is_null(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
                  .optimizer = !strcmp(volt_cli_str(c, "optimizer.name"), "adamw") ? VOLT_OPTIM_ADAMW : VOLT_OPTIM_ADAM,
                  .schedule = volt_cli_str(c, "optimizer.lr_schedule"), .warmup_steps = volt_cli_int(c, "optimizer.warmup_steps"),
                  .drop_last = volt_cli_bool(c, "data.drop_last"), .lowercase = true,
-                 .num_classes = volt_cli_was_set(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
+                 .num_classes = !volt_cli_is_null(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
                  .sub = volt_cli_subcommand(c), .ckpt = volt_cli_str(c, "ckpt_path"),
                  .pred_in = volt_cli_str(c, "predict.input"), .pred_out = volt_cli_str(c, "predict.output"),
                  .pred_format = volt_cli_str(c, "predict.format") };
     app_trainer_opts_from_cli(c, &o->tr);
-    if (!o->data || !o->preset || !o->pred_in || !o->pred_out) return app_usage(APP, "data.source, model.preset and predict.* must not be null");
+    /* the keys read as strings or numbers above are never null: volt_cli refuses null for every
+     * key with a value default; the nullable ones (default null) are checked where they are read */
     if (o->no_decay && !*o->no_decay) return app_usage(APP, "bad value '' for --no-decay (optimizer.no_decay): want patterns, or null");
     if (o->no_decay && !(o->weight_decay > 0.f))
         return app_usage(APP, "--no-decay (optimizer.no_decay) needs --weight-decay > 0: without weight decay it changes nothing");

@@ -1,17 +1,20 @@
 /* volt-plot: SVG plots of a metrics.csv (volt's or Lightning's CSVLogger), as volt draws
  * them at the end of fit: loss.svg and accuracy.svg, each metric against the step.
- *   volt-plot runs/text/lightning_logs/version_0/metrics.csv [--out PREFIX]
- * PREFIX defaults to the CSV's folder ("DIR/"); usage errors exit 2. */
+ *   volt-plot runs/text/lightning_logs/version_0/metrics.csv [--out DIR | --out PREFIX]
+ * --out an existing folder (or a path ending in '/') writes DIR/loss.svg; any other PREFIX
+ * writes PREFIXloss.svg. The default is the CSV's folder; usage errors exit 2. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "volt/trainer.h"
 
 static void usage(FILE *f) {
-    fputs("usage: volt-plot METRICS.csv [--out PREFIX]\n"
+    fputs("usage: volt-plot METRICS.csv [--out DIR | --out PREFIX]\n"
           "Draw loss.svg and accuracy.svg from a metrics.csv (each metric column against 'step').\n"
-          "  -o, --out PREFIX   write PREFIXloss.svg, PREFIXaccuracy.svg (default: the CSV's folder)\n"
+          "  -o, --out DIR      write DIR/loss.svg, DIR/accuracy.svg (an existing folder, or a path ending in '/')\n"
+          "  -o, --out PREFIX   otherwise write PREFIXloss.svg, PREFIXaccuracy.svg (default: the CSV's folder)\n"
           "  -h, --help         this text\n"
           "      --version      print the version\n", f);
 }
@@ -32,8 +35,15 @@ int main(int argc, char **argv) {
     if (optind != argc - 1) { fprintf(stderr, "volt-plot: want one metrics.csv (try --help)\n"); return 2; }
     const char *csv = argv[optind];
     char prefix[4096];
-    if (out) snprintf(prefix, sizeof prefix, "%s", out);
-    else {
+    struct stat sb;
+    if (out) {      /* a folder gets a '/' so the files go inside it, not beside it */
+        const size_t len = strlen(out);
+        const bool dir = len > 0 && out[len - 1] != '/' && stat(out, &sb) == 0 && S_ISDIR(sb.st_mode);
+        if (snprintf(prefix, sizeof prefix, "%s%s", out, dir ? "/" : "") >= (int)sizeof prefix) {
+            fprintf(stderr, "volt-plot: --out '%s': too long\n", out);
+            return 2;
+        }
+    } else {
         const char *slash = strrchr(csv, '/');
         snprintf(prefix, sizeof prefix, "%.*s", slash ? (int)(slash - csv + 1) : 0, csv);
     }

@@ -1,6 +1,10 @@
 /* volt_cli: keys, config files, overrides, --help, --print-config (include/volt/cli.h).
  * The merged config is one cJSON tree of sections; each key's value is checked against its
- * declared type, bounds and choices wherever it comes from (default, file, command line). */
+ * declared type, bounds and choices wherever it comes from (default, file, command line).
+ * null is a value only of a nullable key: one whose declared default is null (Lightning's
+ * Optional[...] = None; volt_cli_set_default may give it another default and it stays
+ * nullable). Every other key refuses null, naming the key: the programs read those keys as
+ * strings and numbers. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -94,12 +98,47 @@ const char *volt__cli_type_name(volt_cli_type t) {
     }
 }
 
-/* Check a value (from a file or made from text) against the key; NULL on success, else why. */
+/* A bound as the key's type prints it: integers as integers ("1048576", not "1.04858e+06"). */
+static void fmt_bound(const row *r, double d, char *buf, size_t n) {
+    if (r->k.type == VOLT_CLI_INT && fabs(d) < 1e18) snprintf(buf, n, "%lld", (long long)d);
+    else snprintf(buf, n, "%g", d);
+}
+
+/* What a key takes, for messages: "an integer in [1, 1048576]", "a number >= 0", "true or false",
+ * "a string: one of mlp|cnn". */
+static void want_desc(const row *r, char *buf, size_t n) {
+    const volt_cli_key *k = &r->k;
+    if (k->type == VOLT_CLI_BOOL) { snprintf(buf, n, "true or false"); return; }
+    if (k->type == VOLT_CLI_STRING) {
+        if (k->choices) snprintf(buf, n, "a string: one of %s", k->choices);
+        else snprintf(buf, n, "a string");
+        return;
+    }
+    const bool limit = r->tf && r->tf->ftype == VOLT__TF_LIMIT;
+    const char *what = limit ? "a count" : k->type == VOLT_CLI_INT ? "an integer" : "a number";
+    const char *frac = limit ? " or a fraction in (0, 1)" : "";
+    char lo[40], hi[40];
+    fmt_bound(r, k->min, lo, sizeof lo);
+    fmt_bound(r, k->max, hi, sizeof hi);
+    if (k->min == 0 && k->max == 0) snprintf(buf, n, "%s%s", what, frac);
+    else if (k->max >= 1e15) snprintf(buf, n, "%s >= %s%s", what, lo, frac);
+    else snprintf(buf, n, "%s in [%s, %s]%s", what, lo, hi, frac);
+}
+
+/* Check a value (from a file or made from text) against the key; NULL on success, else why.
+ * null passes only for a nullable key (row.nullable). */
 static const char *check_value(const row *r, const cJSON *v, char *why, size_t n) {
     const volt_cli_key *k = &r->k;
+    char want[320];
     if (cJSON_IsNull(v)) {
-        if (k->type == VOLT_CLI_STRING || !k->dflt) return NULL;
-        snprintf(why, n, "want %s, got null", k->type == VOLT_CLI_BOOL ? "true or false" : "a number");
+        if (r->nullable) return NULL;
+        if (k->type == VOLT_CLI_STRING) {    /* "(a string is required: one of mlp|cnn)" */
+            snprintf(why, n, "null is not allowed (a string is required%s%s)", k->choices ? ": one of " : "",
+                     k->choices ? k->choices : "");
+        } else {
+            want_desc(r, want, sizeof want);
+            snprintf(why, n, "null is not allowed (%s is required)", want);
+        }
         return why;
     }
     switch (k->type) {
@@ -115,7 +154,12 @@ static const char *check_value(const row *r, const cJSON *v, char *why, size_t n
         return NULL;
     case VOLT_CLI_INT:
     case VOLT_CLI_FLOAT: {
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { snprintf(why, n, "want %s", k->type == VOLT_CLI_INT ? "an integer" : "a number"); return why; }
+        if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {   /* a file's 1e400 */
+            want_desc(r, want, sizeof want);
+            snprintf(why, n, "out of range (want %s)", want);
+            return why;
+        }
+        if (!cJSON_IsNumber(v)) { snprintf(why, n, "want %s", k->type == VOLT_CLI_INT ? "an integer" : "a number"); return why; }
         double d = v->valuedouble;
         if (k->type == VOLT_CLI_INT && d != floor(d)) { snprintf(why, n, "want an integer"); return why; }
         if (r->tf && r->tf->ftype == VOLT__TF_LIMIT && d != floor(d) && !(d > 0 && d < 1)) {
@@ -123,8 +167,8 @@ static const char *check_value(const row *r, const cJSON *v, char *why, size_t n
             return why;
         }
         if ((k->min != 0 || k->max != 0) && (d < k->min || d > k->max)) {
-            if (k->max >= 1e15) snprintf(why, n, "want %s >= %g", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min);
-            else snprintf(why, n, "want %s in [%g, %g]", k->type == VOLT_CLI_INT ? "an integer" : "a number", k->min, k->max);
+            want_desc(r, want, sizeof want);
+            snprintf(why, n, "want %s", want);
             return why;
         }
         return NULL;
@@ -133,9 +177,18 @@ static const char *check_value(const row *r, const cJSON *v, char *why, size_t n
     return NULL;
 }
 
+/* A number too large (or too small) for a double: "1e400", "1e-400". */
+static bool out_of_range_number(const char *s) {
+    char *end;
+    errno = 0;
+    (void)strtod(s, &end);
+    return end != s && !*end && errno == ERANGE;
+}
+
 /* Text (command line, defaults) to a value of the key's type; NULL + why on a bad value. */
 static cJSON *value_from_text(const row *r, const char *s, char *why, size_t n) {
     cJSON *v = NULL;
+    char want[320];
     if (!s || !strcmp(s, "null")) v = cJSON_CreateNull();
     else switch (r->k.type) {
     case VOLT_CLI_BOOL: {
@@ -148,7 +201,13 @@ static cJSON *value_from_text(const row *r, const char *s, char *why, size_t n) 
         char *end;
         errno = 0;
         long long x = strtoll(s, &end, 10);
-        if (errno || end == s || *end) { snprintf(why, n, "want an integer"); return NULL; }
+        const int e = errno;
+        if ((e == ERANGE && end != s && !*end) || (end != s && *end && out_of_range_number(s))) {
+            want_desc(r, want, sizeof want);
+            snprintf(why, n, "out of range (want %s)", want);
+            return NULL;
+        }
+        if (e || end == s || *end) { snprintf(why, n, "want an integer"); return NULL; }
         v = cJSON_CreateNumber((double)x);
         break;
     }
@@ -156,6 +215,11 @@ static cJSON *value_from_text(const row *r, const char *s, char *why, size_t n) 
         char *end;
         errno = 0;
         double x = strtod(s, &end);
+        if (end != s && !*end && errno == ERANGE) {
+            want_desc(r, want, sizeof want);
+            snprintf(why, n, "out of range (want %s)", want);
+            return NULL;
+        }
         if (errno || end == s || *end || !isfinite(x)) { snprintf(why, n, "want a number"); return NULL; }
         v = cJSON_CreateNumber(x);
         break;
@@ -230,6 +294,7 @@ static volt_status add_row(volt_cli *c, const volt_cli_key *k, const char *dflt,
     row *r = &c->rows[c->n];
     *r = (row){ .k = *k, .tf = tf };
     r->k.dflt = NULL;
+    r->nullable = dflt == NULL;      /* Optional[...] = None; a key with a value default refuses null */
     if (dflt && !(r->dflt = strdup(dflt))) return VOLT_ERR_NOMEM;
     c->n++;
     return VOLT_OK;
@@ -271,7 +336,7 @@ volt_status volt_cli_create(const volt_cli_config *cfg, volt_cli **out) {
         VOLT_TRY(add_row(c, &cfg->keys[i], cfg->keys[i].dflt, NULL));
     }
     for (int i = 0; i < c->n; i++) {     /* every default must be a valid value */
-        char why[128];
+        char why[512];
         cJSON *v = value_from_text(&c->rows[i], c->rows[i].dflt, why, sizeof why);
         if (!v) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli: default '%s' of '%s': %s", c->rows[i].dflt, c->rows[i].k.key, why);
         cJSON_Delete(v);
@@ -291,9 +356,10 @@ void volt_cli_destroy(volt_cli *c) {
 volt_status volt_cli_set_default(volt_cli *c, const char *key, const char *value) {
     row *r = volt__cli_find_row(c, key);
     if (!r) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default: no key '%s'", key);
-    char why[128];
+    char why[512];
     cJSON *v = value_from_text(r, value, why, sizeof why);
-    if (!v) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default('%s', '%s'): %s", key, value, why);
+    if (!v) return cli_fail(c, VOLT_ERR_INVALID_ARG, "volt_cli_set_default('%s', %s%s%s): %s", key, value ? "'" : "",
+                            value ? value : "NULL", value ? "'" : "", why);
     cJSON_Delete(v);
     char *d = value ? strdup(value) : NULL;
     if (value && !d) return VOLT_ERR_NOMEM;
@@ -348,20 +414,26 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
         snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", it->string ? it->string : "");
         snprintf(where, sizeof where, "config '%s': ", file);
         row *r = volt__cli_find_row(c, key);
-        if (!r && cJSON_IsObject(it)) {
+        if (!r) {
             size_t kl = strlen(key);
-            bool is_section = false;
-            for (int i = 0; i < c->n && !is_section; i++)
-                is_section = !strncmp(c->rows[i].k.key, key, kl) && c->rows[i].k.key[kl] == '.';
-            if (is_section) {
+            const char *member = NULL;      /* a key of the section named key */
+            for (int i = 0; i < c->n && !member; i++)
+                if (!strncmp(c->rows[i].k.key, key, kl) && c->rows[i].k.key[kl] == '.') member = c->rows[i].k.key;
+            if (member && cJSON_IsObject(it)) {
                 int rc = merge_obj(c, file, key, it);
                 if (rc) return rc;
                 continue;
             }
+            if (member)      /* {"trainer": 5}: a section given a value */
+                return usage_err(c, "%s'%s' must be an object (a section of keys, e.g. {\"%s\": ...})", where, key,
+                                 member + kl + 1);
+            return cJSON_IsObject(it) ? unknown_section(c, where, key) : unknown_key(c, where, key);
         }
-        if (!r) return cJSON_IsObject(it) ? unknown_section(c, where, key) : unknown_key(c, where, key);
-        char why[128];
+        char why[512];
         if (check_value(r, it, why, sizeof why)) {
+            if (cJSON_IsNull(it)) return usage_err(c, "%s%s: %s", where, key, why);
+            if (cJSON_IsNumber(it) && !isfinite(it->valuedouble))   /* cJSON prints it as null */
+                return usage_err(c, "%sbad value for '%s': %s", where, key, why);
             char *txt = cJSON_PrintUnformatted(it);
             int rc = usage_err(c, "%sbad value %s for '%s': %s", where, txt ? txt : "?", key, why);
             free(txt);
@@ -437,7 +509,7 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
     c->sub = NULL;
     if (!c->tree) return usage_err(c, "out of memory");
     for (int i = 0; i < c->n; i++) {
-        char why[128];
+        char why[512];
         c->rows[i].set = false;
         cJSON *v = value_from_text(&c->rows[i], c->rows[i].dflt, why, sizeof why);
         if (!v || !tree_put(c->tree, c->rows[i].k.key, v)) return usage_err(c, "out of memory");
@@ -505,10 +577,16 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
                 goto done;
             }
             const char *val = optarg;
-            /* "--flag true" with a space: take the next word when it is a boolean */
+            /* "--trainer.max_epochs --no-progress": the value is missing, not '--no-progress'
+             * (a value starting with "--" can still be given as --key=--value) */
+            if (optarg && optarg == argv[optind - 1] && !strncmp(optarg, "--", 2) && optarg[2]) {
+                rc = usage_err(c, "--%s needs a value (the next argument '%s' is an option)", nm, optarg);
+                goto done;
+            }
+            /* "--flag true" with a space: take the next word when it is a boolean (or null) */
             if (!alias && c->rows[ri].k.type == VOLT_CLI_BOOL && !val && optind < argc) {
                 bool b;
-                if (parse_bool(argv[optind], &b)) val = argv[optind++];
+                if (parse_bool(argv[optind], &b) || !strcmp(argv[optind], "null")) val = argv[optind++];
             }
             pend[np++] = (pending){ ri, alias, val };
         } else if (o == ':') {
@@ -537,12 +615,17 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
         if ((rc = load_file(c, files[i]))) goto done;
     for (int i = 0; i < np; i++) {
         row *r = &c->rows[pend[i].row];
-        char why[128];
+        char why[512];
         cJSON *v;
         if (pend[i].alias && r->k.type == VOLT_CLI_BOOL) v = cJSON_CreateBool(strncmp(r->k.alias, "no-", 3) != 0);
         else v = value_from_text(r, r->k.type == VOLT_CLI_BOOL && !pend[i].val ? "true" : pend[i].val, why, sizeof why);
         if (!v) {
-            rc = usage_err(c, "bad value '%s' for --%s: %s", pend[i].val ? pend[i].val : "", pend[i].alias ? r->k.alias : r->k.key, why);
+            if (pend[i].val && !strcmp(pend[i].val, "null") && !r->nullable) {   /* "--model.name: null is not allowed (...)" */
+                if (pend[i].alias) rc = usage_err(c, "--%s (%s): %s", r->k.alias, r->k.key, why);
+                else rc = usage_err(c, "--%s: %s", r->k.key, why);
+            } else {
+                rc = usage_err(c, "bad value '%s' for --%s: %s", pend[i].val ? pend[i].val : "", pend[i].alias ? r->k.alias : r->k.key, why);
+            }
             goto done;
         }
         if (!tree_put(c->tree, r->k.key, v)) { rc = usage_err(c, "out of memory"); goto done; }

@@ -39,6 +39,10 @@ typedef struct row {
     const volt__trainer_field *tf;   /* trainer field, or NULL */
     char keybuf[128];        /* "trainer.<field>" for trainer rows (k.key points here) */
     bool set;                /* given by a file or the command line */
+    bool nullable;           /* null is a value of this key: its declared default (the key table's, or for
+                                a trainer row volt_trainer_config_init's) is null, as Lightning's
+                                Optional[...] = None. Every other key refuses null: the programs read it
+                                as a string or a number. Fixed at create (volt_cli_set_default keeps it). */
 } row;
 
 struct volt_cli {

@@ -51,7 +51,7 @@ void volt_cli_print_help(const volt_cli *c, FILE *f) {
                      : r->tf && r->tf->ftype == VOLT__TF_LIMIT ? "INT|FRAC" : volt__cli_type_name(r->k.type));
             fprintf(f, "  %-40s %s", lhs, r->k.help ? r->k.help : "");
             if (r->k.choices) fprintf(f, " {%s}", r->k.choices);
-            fprintf(f, " (default: %s)", r->dflt ? r->dflt : "null");
+            fprintf(f, " (default: %s%s)", r->dflt ? r->dflt : "null", r->dflt && r->nullable ? "; or null" : "");
             if (r->k.alias) fprintf(f, " [--%s%s]", r->k.alias, r->k.type == VOLT_CLI_BOOL ? "" : " V");
             fputc('\n', f);
         }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The apps as a new user meets them (issue 14), on tiny data:
-#   app_cli.sh TEXT_APP FASHION_APP WORKDIR SEED_JSON FIXTURE
+#   app_cli.sh TEXT_APP FASHION_APP WORKDIR SEED_JSON FIXTURE [VOLT_PLOT]
 # config files + overrides + --print-config round trip, "did you mean", exit 2 for usage
 # errors, --version; the committed seed.json is the recipe; fit then `test` on the checkpoint
 # without training gives the same accuracy; `predict` writes CSV/JSONL; --pretrained reads
 # config.json (any shape) and tokenizer_config.json; drop_last; lr-Adam column and the
 # log_every_n_steps warning; model summary and results tables; epochs 0-based in the bar and
 # the checkpoint names; --trainer.devices N self-launches through mpirun (a recording
-# stand-in for mpirun) and a distributed strategy on one process says so.
+# stand-in for mpirun) and a distributed strategy on one process says so. null only for the
+# nullable keys (exit 2 naming the key for the others, never a crash); volt-plot --out DIR.
 set -uo pipefail
-APP=${1:?text app}; FM=${2:?fashion app}; W=${3:?workdir}; SEED=${4:?seed.json}; FIX=${5:?fixture}
+APP=${1:?text app}; FM=${2:?fashion app}; W=${3:?workdir}; SEED=${4:?seed.json}; FIX=${5:?fixture}; PLOT=${6:-}
 rm -rf "$W" && mkdir -p "$W" || exit 1
 die() { echo "app_cli: FAILED: $*"; exit 1; }
 printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' the a movie film plot acting was is \
@@ -37,6 +38,34 @@ grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
 [[ $rc == 2 ]] && grep -q "did you mean '--trainer.max_epochs'" "$W/e.log" || die "typo: exit $rc: $(cat "$W/e.log")"
 "$FM" --lr=abc >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: bad value must exit 2"
 "$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
+"$FM" --trainer.max_epochs --no-progress >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q -- "--trainer.max_epochs needs a value" "$W/e.log" || die "missing value before an option: exit $rc: $(cat "$W/e.log")"
+# null: a usage error naming the key, at parse time, for every key the apps read as a string or
+# a number (these crashed or ran with 0); the nullable keys (default null) still take it
+T=(fit --data.source "csv:$W/tiny.csv" --model.preset small --data.max_length 32)
+for kv in "model.name" "data.path" "data.batch_size" "trainer.seed" "trainer.precision"; do
+    "$FM" fit --$kv null >"$W/e.log" 2>&1; rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--$kv: null is not allowed" "$W/e.log" || die "fashion --$kv null: exit $rc: $(cat "$W/e.log")"
+done
+echo '{"model": {"name": null}}' >"$W/null.json"
+"$FM" fit --config "$W/null.json" >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "model.name: null is not allowed (a string is required" "$W/e.log" || die "fashion config name null: exit $rc: $(cat "$W/e.log")"
+for kv in optimizer.name optimizer.lr_schedule checkpoint.mode optimizer.lr data.batch_size data.max_length trainer.seed \
+          data.source model.preset predict.input data.num_workers weight_averaging.mode checkpoint.save_top_k; do
+    "$APP" "${T[@]}" --$kv null >"$W/e.log" 2>&1; rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--$kv: null is not allowed" "$W/e.log" || die "text --$kv null: exit $rc: $(cat "$W/e.log")"
+done
+"$APP" "${T[@]}" --lr null >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q -- "--lr (optimizer.lr): null is not allowed (a number in \[1e-12, 1000\] is required)" "$W/e.log" ||
+    die "text --lr null: exit $rc: $(cat "$W/e.log")"
+"$APP" "${T[@]}" --data.batch_size 0 >"$W/e.log" 2>&1
+grep -qF "want an integer in [1, 1048576]" "$W/e.log" || die "integer bounds: $(cat "$W/e.log")"
+"$APP" "${T[@]}" --data.split null --data.vocab null --data.lowercase null --model.num_classes null --model.attention_dropout null \
+    --optimizer.no_decay null --ckpt_path null --checkpoint.monitor null --checkpoint.filename null --trainer.max_time null \
+    --print-config >"$W/nulls.json" 2>"$W/e.log" || die "nullable keys refused: $(cat "$W/e.log")"
+grep -qF '"monitor":	null' "$W/nulls.json" || die "checkpoint.monitor null not in the config"
+"$APP" --help >"$W/help_text.txt"; grep -qF "(default: val_acc; or null)" "$W/help_text.txt" || die "--help: checkpoint.monitor's default and nullability"
+"$FM" --model.lr null --model.dropout null --print-config >/dev/null 2>"$W/e.log" || die "fashion model.lr null: $(cat "$W/e.log")"
 "$APP" --version >"$W/version.txt"; grep -q '^volt-text-classification (volt ' "$W/version.txt" || die "--version"
 "$FM" --help >"$W/help.txt"; grep -q -- '--trainer.accumulate_grad_batches' "$W/help.txt" || die "fashion --help lacks trainer keys"
 # fashion: max_epochs -1 is no limit (max_steps ends the run), null the model's default (mlp 15)
@@ -47,6 +76,14 @@ if [[ -r /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz ]]; then
         die "fashion --epochs -1: $(cat "$W/fm.log")"
     "$FM" "${FL[@]}" --trainer.max_epochs null --max-steps 1 >"$W/fm.log" 2>&1 && grep -q "mlp, 15 epochs" "$W/fm.log" ||
         die "fashion --trainer.max_epochs null: $(cat "$W/fm.log")"
+    # --model.lr null / --model.dropout null: the model's defaults (not lr 0, dropout 0)
+    for r in a b; do
+        extra=(); [[ $r == b ]] && extra=(--model.lr null --model.dropout null)
+        "$FM" "${FL[@]}" --root "$W/runs_fm_$r" --trainer.enable_logger true --trainer.log_every_n_steps 1 --max-steps 3 \
+            "${extra[@]}" >"$W/fm.log" 2>&1 || die "fashion run $r: $(cat "$W/fm.log")"
+    done
+    cmp -s "$W"/runs_fm_a/lightning_logs/version_0/metrics.csv "$W"/runs_fm_b/lightning_logs/version_0/metrics.csv ||
+        die "fashion --model.lr null --model.dropout null is not the default run"
     [[ ! -e $W/runs_fm/checkpoints ]] || die "--trainer.enable_checkpointing false wrote $(find "$W/runs_fm" -type f)"
 fi
 # the committed seed.json is the seed's recipe
@@ -73,6 +110,15 @@ acc=$(sed -n 's/^Test accuracy //p' "$W/fit.log")
 ld=$(sed -n 's/^logs: //p' "$W/fit.log")
 [[ -s $ld/hparams.json && -s $ld/loss.svg ]] || die "no merged config / plots beside the logs in '$ld'"
 grep -q '"max_length":	16' "$ld/hparams.json" || die "hparams.json is not the merged config"
+# volt-plot --out: an existing folder gets the files inside it, anything else is a prefix
+if [[ -n $PLOT ]]; then
+    mkdir -p "$W/plots"
+    "$PLOT" "$ld/metrics.csv" --out "$W/plots" >"$W/plot.log" 2>&1 || die "volt-plot --out DIR: $(cat "$W/plot.log")"
+    [[ -s $W/plots/loss.svg && ! -e $W/plotsloss.svg ]] && grep -qF "wrote $W/plots/loss.svg" "$W/plot.log" ||
+        die "volt-plot --out DIR: $(cat "$W/plot.log")"
+    "$PLOT" "$ld/metrics.csv" --out "$W/plots/run1-" >"$W/plot.log" 2>&1 && [[ -s $W/plots/run1-loss.svg ]] ||
+        die "volt-plot --out PREFIX: $(cat "$W/plot.log")"
+fi
 # test a checkpoint without training: same accuracy as fit's test on the best
 "$APP" test "${C[@]}" --batch-size 5 --ckpt_path "$best" >"$W/test.log" 2>&1 || { cat "$W/test.log"; die "test subcommand"; }
 ! grep -q "Time elapsed" "$W/test.log" || die "test trained"
@@ -82,6 +128,11 @@ grep -q '"max_length":	16' "$ld/hparams.json" || die "hparams.json is not the me
 # lr column
 "$APP" fit "${C[@]}" --epochs 1 --root "$W/runs_lr" --trainer.log_every_n_steps 1 --no-progress >"$W/lr.log" 2>&1 || die "lr run"
 head -1 "$W"/runs_lr/lightning_logs/version_0/metrics.csv | grep -q "lr-Adam" || die "no lr-Adam column"
+# null given for a nullable key is its default (the model's attention dropout, the corpus's classes), not 0
+"$APP" fit "${C[@]}" --epochs 1 --root "$W/runs_lr_null" --trainer.log_every_n_steps 1 --no-progress \
+    --model.attention_dropout null --model.num_classes null >"$W/lrn.log" 2>&1 || die "null run: $(cat "$W/lrn.log")"
+cmp -s "$W"/runs_lr/lightning_logs/version_0/metrics.csv "$W"/runs_lr_null/lightning_logs/version_0/metrics.csv ||
+    die "--model.attention_dropout null --model.num_classes null is not the default run"
 ! grep -q "smaller than the logging interval" "$W/lr.log" || die "warning with log_every_n_steps 1"
 
 # ---- predict ----

@@ -6,7 +6,8 @@
 add_test(NAME app_cli
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_cli.sh $<TARGET_FILE:volt-text-classification>
     $<TARGET_FILE:volt-fashion-mnist> ${CMAKE_CURRENT_BINARY_DIR}/tmp_app_cli
-    ${CMAKE_CURRENT_SOURCE_DIR}/../seed.json ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/distilbert_tiny.safetensors)
+    ${CMAKE_CURRENT_SOURCE_DIR}/../seed.json ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/distilbert_tiny.safetensors
+    $<TARGET_FILE:volt-plot>)
 set_tests_properties(app_cli PROPERTIES PASS_REGULAR_EXPRESSION "app_cli: ok" TIMEOUT 300 LABELS cli
   ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
 set_tests_properties(test_cli PROPERTIES LABELS cli)   # ctest -L cli: the parser and the apps' command line

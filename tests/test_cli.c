@@ -213,6 +213,125 @@ int main(void) {
         CHECK(strstr(g_errbuf, bad[i].want) != NULL, "case %zu: message '%s' lacks '%s'", i, g_errbuf, bad[i].want);
         volt_cli_destroy(c);
     }
+    /* null: a value only of the nullable keys (declared default null); every other key refuses
+     * it at parse time, naming the key (the programs read those as strings and numbers) */
+    struct { const char *args[4]; int n; const char *want; } nulls[] = {
+        { { "--model.name", "null" }, 2, "--model.name: null is not allowed (a string is required: one of mlp|cnn)" },
+        { { "--model.name=null" }, 1, "--model.name: null is not allowed" },
+        { { "--model", "null" }, 2, "--model (model.name): null is not allowed" },
+        { { "--data.batch_size", "null" }, 2, "--data.batch_size: null is not allowed (an integer in [1, 1048576] is required)" },
+        { { "--model.dropout", "null" }, 2, "--model.dropout: null is not allowed (a number in [0, 0.999] is required)" },
+        { { "--resume=null" }, 1, "--resume: null is not allowed (true or false is required)" },
+        { { "--resume", "null" }, 2, "--resume: null is not allowed (true or false is required)" },
+        { { "--trainer.seed", "null" }, 2, "--trainer.seed: null is not allowed (an integer >= 0 is required)" },
+        { { "--trainer.precision", "null" }, 2, "--trainer.precision: null is not allowed (a string is required: one of 32-true|" },
+        { { "--trainer.default_root_dir", "null" }, 2, "--trainer.default_root_dir: null is not allowed" },
+        { { "--trainer.limit_val_batches", "null" }, 2, "a count >= -1 or a fraction in (0, 1) is required" },
+    };
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+        c = mk();
+        char *av[8] = { "t" };
+        for (int k = 0; k < nulls[i].n; k++) av[k + 1] = (char *)nulls[i].args[k];
+        int r = volt_cli_parse(c, nulls[i].n + 1, av);
+        CHECK(r == VOLT_CLI_USAGE, "null case %zu (%s): got %d", i, nulls[i].args[0], r);
+        CHECK(strstr(g_errbuf, nulls[i].want) != NULL, "null case %zu: message '%s' lacks '%s'", i, g_errbuf, nulls[i].want);
+        volt_cli_destroy(c);
+    }
+    write_file(f1, "{\"model\": {\"name\": null}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "model.name: null is not allowed (a string is required"),
+          "null in a file: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"trainer\": {\"seed\": null}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "trainer.seed: null is not allowed"), "null seed in a file: %s", g_errbuf);
+    volt_cli_destroy(c);
+    /* the nullable keys take null: a program key declared with a NULL default, the trainer's
+     * max_epochs, profiler and max_time (null by default); every trainer row with a value default refuses it */
+    c = mk();
+    CHECK(PARSE(c, "--data.path", "null", "--trainer.max_epochs", "null", "--trainer.profiler", "null", "--trainer.max_time=null") == VOLT_CLI_RUN,
+          "nullable keys: %s", g_errbuf);
+    CHECK(volt_cli_is_null(c, "data.path") && volt_cli_str(c, "data.path") == NULL && volt_cli_is_null(c, "trainer.max_epochs"), "null values");
+    volt_cli_destroy(c);
+    for (int i = 0; i < volt__n_trainer_fields; i++) {
+        const volt__trainer_field *f = &volt__trainer_fields[i];
+        char name[128];
+        snprintf(name, sizeof name, "--trainer.%s", f->name);
+        volt_trainer_config d;
+        volt_trainer_config_init(&d);
+        const char *sv = NULL;
+        if (f->ftype == VOLT__TF_STR) memcpy(&sv, (char *)&d + f->offset, sizeof sv);
+        const bool null_default = (f->dflt && !strcmp(f->dflt, "null")) || (f->ftype == VOLT__TF_STR && !f->dflt && !sv);
+        c = mk();
+        int r = PARSE(c, name, "null");
+        CHECK(r == (null_default ? VOLT_CLI_RUN : VOLT_CLI_USAGE), "%s null: got %d (%s)", name, r, g_errbuf);
+        CHECK(null_default || strstr(g_errbuf, "null is not allowed"), "%s null: %s", name, g_errbuf);
+        volt_cli_destroy(c);
+    }
+    /* a nullable key with a value default: declared NULL, then volt_cli_set_default */
+    {
+        static const volt_cli_key nk[] = {
+            { "ck.monitor", VOLT_CLI_STRING, NULL, "metric (null: none)", NULL, NULL, 0, 0 },
+            { "ck.mode", VOLT_CLI_STRING, "max", "mode", NULL, "max|min", 0, 0 },
+        };
+        volt_cli_config ncc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t", .keys = nk, .n_keys = 2, .no_trainer_keys = true,
+                                .default_subcommand = "fit", .out = g_out, .err = g_err };
+        volt_cli *nc = NULL;
+        CHECK_OK(volt_cli_create(&ncc, &nc));
+        CHECK_OK(volt_cli_set_default(nc, "ck.monitor", "val_acc"));
+        CHECK(volt_cli_set_default(nc, "ck.mode", NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_cli_errmsg(nc), "null is not allowed"),
+              "set_default(NULL) on a key with a value default: %s", volt_cli_errmsg(nc));
+        char *av[4] = { "t", "--help" };
+        memset(g_outbuf, 0, sizeof g_outbuf);
+        rewind(g_out);
+        CHECK(volt_cli_parse(nc, 2, av) == VOLT_CLI_DONE && strstr(g_outbuf, "(default: val_acc; or null)") &&
+              strstr(g_outbuf, "(default: max)") && !strstr(g_outbuf, "(default: max; or null)"), "help marks nullable: %s", g_outbuf);
+        char *av2[4] = { "t" };
+        CHECK(volt_cli_parse(nc, 1, av2) == VOLT_CLI_RUN && !strcmp(volt_cli_str(nc, "ck.monitor"), "val_acc"), "the set default");
+        char *av3[4] = { "t", "--ck.monitor", "null" };
+        CHECK(volt_cli_parse(nc, 3, av3) == VOLT_CLI_RUN && volt_cli_str(nc, "ck.monitor") == NULL, "still nullable: %s", g_errbuf);
+        volt_cli_destroy(nc);
+    }
+
+    /* messages: a missing value (the next argument is an option), a section given a value, a
+     * number out of a double's range, integer bounds printed as integers */
+    struct { const char *args[4]; int n; const char *want; } msgs[] = {
+        { { "--trainer.max_epochs", "--no-progress" }, 2, "--trainer.max_epochs needs a value (the next argument '--no-progress' is an option)" },
+        { { "--epochs", "--trainer.max_steps", "3" }, 3, "--epochs needs a value" },
+        { { "--model.name", "--resume" }, 2, "--model.name needs a value" },
+        { { "--data.batch_size", "0" }, 2, "want an integer in [1, 1048576]" },
+        { { "--trainer.max_epochs", "99999999999999999999" }, 2, "out of range (want an integer >= -1)" },
+        { { "--trainer.max_epochs", "1e400" }, 2, "out of range (want an integer >= -1)" },
+        { { "--model.dropout", "1e400" }, 2, "out of range (want a number in [0, 0.999])" },
+    };
+    for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+        c = mk();
+        char *av[8] = { "t" };
+        for (int k = 0; k < msgs[i].n; k++) av[k + 1] = (char *)msgs[i].args[k];
+        int r = volt_cli_parse(c, msgs[i].n + 1, av);
+        CHECK(r == VOLT_CLI_USAGE, "message case %zu (%s): got %d", i, msgs[i].args[0], r);
+        CHECK(strstr(g_errbuf, msgs[i].want) != NULL, "message case %zu: '%s' lacks '%s'", i, g_errbuf, msgs[i].want);
+        volt_cli_destroy(c);
+    }
+    c = mk();
+    CHECK(PARSE(c, "--model.name=--x") == VOLT_CLI_USAGE && strstr(g_errbuf, "bad value '--x' for --model.name"),
+          "--key=--value is a value: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"trainer\": 5}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "'trainer' must be an object") && !strstr(g_errbuf, "unknown key"),
+          "a section given a number: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"trainer\": {\"max_epochs\": 1e400}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "'trainer.max_epochs': out of range (want an integer >= -1)") &&
+          !strstr(g_errbuf, "null"), "1e400 in a file: %s", g_errbuf);
+    volt_cli_destroy(c);
+    write_file(f1, "{\"data\": {\"batch_size\": 2000000}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "want an integer in [1, 1048576]"), "int bounds: %s", g_errbuf);
+    volt_cli_destroy(c);
+
     /* config-file errors name the file and key */
     write_file(f1, "{\"trainer\": {\"max_epohcs\": 3}}");
     c = mk();
