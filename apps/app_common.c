@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +70,13 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
     }
     int r = volt_cli_parse(c, argc, argv);
     if (r != VOLT_CLI_RUN) { volt_cli_destroy(c); return r == VOLT_CLI_DONE ? -1 : 2; }
+    const char *ex = volt_cli_str(c, "export_full");
+    char why[600];
+    if (ex && !app_out_path_ok(ex, why, sizeof why)) {   /* found now, not after the whole fit and test */
+        fprintf(stderr, "%s: --export_full '%s': %s (try --help)\n", prog, ex, why);
+        volt_cli_destroy(c);
+        return 2;
+    }
     st = volt_cli_launch(c, argc, argv);      /* returns only when nothing was launched */
     if (st < 0) {
         fprintf(stderr, "%s: %s\n", prog, volt_cli_errmsg(c));
@@ -77,6 +85,21 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
     }
     *out = c;
     return 0;
+}
+
+bool app_out_path_ok(const char *path, char *why, size_t n) {
+    struct stat sb;
+    if (!*path) { snprintf(why, n, "an empty path"); return false; }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { snprintf(why, n, "is a folder (a file path is wanted)"); return false; }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;   /* "/x": the root */
+    else *slash = 0;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(why, n, "its folder '%s' does not exist", dir); return false; }
+    if (access(dir, W_OK) != 0) { snprintf(why, n, "its folder '%s' is not writable: %s", dir, strerror(errno)); return false; }
+    return true;
 }
 
 const char *app_fit_ckpt(const volt_cli *c) {

@@ -27,6 +27,9 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
                   volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands,
                   int argc, char **argv, volt_cli **out);
 /* The fit ckpt_path from `resume` / `ckpt_path` (NULL = fresh). */
+/* An output file path the program can create: not empty, not a folder, in a folder that exists
+ * and is writable; else false and why. */
+bool app_out_path_ok(const char *path, char *why, size_t n);
 const char *app_fit_ckpt(const volt_cli *c);
 /* "usage error" for a value the app checks itself: message on stderr, returns 2. */
 int app_usage(const char *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

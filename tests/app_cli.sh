@@ -38,6 +38,12 @@ grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
 [[ $rc == 2 ]] && grep -q "did you mean '--trainer.max_epochs'" "$W/e.log" || die "typo: exit $rc: $(cat "$W/e.log")"
 "$FM" --lr=abc >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: bad value must exit 2"
 "$FM" --epochs >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: missing value must exit 2"
+# --export_full's path is checked before anything runs (not after the whole fit and test)
+for p in "" "$W" "$W/no_such_dir/x.safetensors"; do
+    "$FM" --export_full "$p" --epochs 1 >"$W/e.log" 2>&1; rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--export_full '$p': " "$W/e.log" && ! grep -q "Epoch" "$W/e.log" ||
+        die "--export_full '$p': exit $rc: $(cat "$W/e.log")"
+done
 "$FM" --trainer.max_epochs --no-progress >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q -- "--trainer.max_epochs needs a value" "$W/e.log" || die "missing value before an option: exit $rc: $(cat "$W/e.log")"
 # null: a usage error naming the key, at parse time, for every key the apps read as a string or
