@@ -194,6 +194,12 @@ done
 "$APP" fit "${C[@]}" --root "$W/runs_acc_bad" --epochs 1 --accumulation.scheduling 0:2 --trainer.accumulate_grad_batches 2 \
     >"$W/e.log" 2>&1; grep -q "set that or the schedule, not both" "$W/e.log" || die "schedule and accumulate_grad_batches: $(cat "$W/e.log")"
 
+# no validation, so no best checkpoint: said before the test on the final weights
+"$APP" fit "${C[@]}" --root "$W/runs_noval" --epochs 1 --limit-train-batches 1 --limit-val-batches 0 --limit-test-batches 1 \
+    --no-progress >"$W/noval.log" 2>&1 || { cat "$W/noval.log"; die "fit without validation"; }
+grep -q "no best checkpoint ('val_acc' was never logged" "$W/noval.log" && grep -q '^Test accuracy' "$W/noval.log" ||
+    die "no line saying the test runs without a best checkpoint: $(cat "$W/noval.log")"
+
 # ---- launching ----
 cat >"$W/fake-mpirun" <<EOF2
 #!/usr/bin/env bash
