@@ -204,7 +204,8 @@ void app_print_fit_end(volt_trainer *t, const char *monitor, double fit_s) {
         printf("compile: %lld training steps replayed, %lld captured, %lld eager\n", (long long)replayed,
                (long long)captured, (long long)eager);
     const char *best = volt_trainer_best_model_path(t);
-    if (best) printf("best checkpoint: %s (%s %.4f)\n", best, monitor ? monitor : "score", volt_trainer_best_model_score(t));
+    if (best && monitor) printf("best checkpoint: %s (%s %.4f)\n", best, monitor, volt_trainer_best_model_score(t));
+    else if (best) printf("best checkpoint: %s (the latest: no monitor)\n", best);
     else   /* said, not silently tested on the final weights */
         printf("no best checkpoint (%s%s%s); a test after fit runs with the final weights\n", monitor ? "'" : "",
                monitor ? monitor : "no checkpoint was saved", monitor ? "' was never logged: no validation ran?" : "");

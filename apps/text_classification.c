@@ -157,6 +157,13 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
         o->vocab_given = true;
     }
     if (!parse_data(o->data, o)) return 2;
+    if (!o->pretrained) {   /* the preset's positions, before any data is read (a --pretrained folder's: at model set-up) */
+        volt_distilbert_config pc;
+        volt_distilbert_config_init(&pc);
+        if (volt_distilbert_preset(&pc, o->preset) >= 0 && o->max_length > pc.max_position)
+            return app_usage(APP, "--max-length %d exceeds the %s model's %lld positions", o->max_length, o->preset,
+                             (long long)pc.max_position);
+    }
     if (!o->vocab_given) {
         char pv[PATH_N];
         if (o->pretrained && snprintf(pv, sizeof pv, "%s/vocab.txt", o->pretrained) < (int)sizeof pv && is_file(pv))

@@ -126,6 +126,11 @@ int text_make_datasets(const opts *o, app *a) {
         if (o->cache_dir) cache_dir = o->cache_dir;
         else if (volt_text_default_cache_dir(cache, sizeof cache) == VOLT_OK) cache_dir = cache;
     }
+    struct stat sb;
+    if (cache_dir && stat(cache_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {   /* said once; the summary then says "no cache" */
+        if (a->zero) fprintf(stderr, APP ": --cache-dir '%s' is not a folder: not caching\n", cache_dir);
+        cache_dir = NULL;
+    }
     static const char *const names[3] = { "train", "val", "test" };
     double t0 = app_now_s();
     int hits = 0;

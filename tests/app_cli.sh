@@ -200,6 +200,17 @@ done
 grep -q "no best checkpoint ('val_acc' was never logged" "$W/noval.log" && grep -q '^Test accuracy' "$W/noval.log" ||
     die "no line saying the test runs without a best checkpoint: $(cat "$W/noval.log")"
 
+# a max length past the preset's positions: a usage error before any data is read
+"$APP" fit --data "csv:$W/no_such.csv" --vocab "$W/vocab.txt" --model-preset tiny --max-length 4096 --root "$W/runs_ml" \
+    >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "exceeds the tiny model's" "$W/e.log" || die "--max-length past the preset: exit $rc: $(cat "$W/e.log")"
+# a cache folder that is a file: said once, and the run says "no cache"; no monitor: "the latest"
+: >"$W/cache_file"
+"$APP" fit "${C[@]}" --cache-dir "$W/cache_file" --root "$W/runs_cf" --epochs 1 --limit-train-batches 1 --limit-val-batches 1 \
+    --limit-test-batches 1 --checkpoint.monitor null --no-progress >"$W/cf.log" 2>&1 || { cat "$W/cf.log"; die "cache file"; }
+[[ $(grep -c "is not a folder: not caching" "$W/cf.log") == 1 ]] && grep -q "(no cache)" "$W/cf.log" &&
+    grep -q "^best checkpoint: .*(the latest: no monitor)" "$W/cf.log" || die "cache file / no monitor: $(cat "$W/cf.log")"
+
 # ---- launching ----
 cat >"$W/fake-mpirun" <<EOF2
 #!/usr/bin/env bash
