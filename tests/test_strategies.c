@@ -1256,7 +1256,10 @@ static void test_memory(void) {
 /* Rank 1 leaves the run: before its first collective (at_batch < 0) or when batch at_batch
  * starts (mid-training: the others are then inside forward/backward hooks or the optimizer
  * step). The others must get VOLT_ERR_TIMEOUT within about the configured time, with a
- * message naming the rank, the call, its sequence number and the unit. */
+ * message naming the rank, the call, its sequence number and the unit. Rank 1's process stays
+ * (it waits in a barrier of MPI_COMM_WORLD that every rank reaches once its fit returned): a
+ * process that ended would send its leave notice, and the others would fail 2 s after it
+ * instead (test_fault_stepfail_*). */
 static volt_status leave_on_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     const int *at = self;
     if (volt_trainer_rank(t) == 1 && i == *at) {
@@ -1298,6 +1301,7 @@ static void test_fault(const char *name, int at_batch) {
         printf("rank %d: %s after %.2f s: %s\n", g_rank, volt_status_str(st), el, msg);
         fflush(stdout);
     }
+    MPI_Barrier(MPI_COMM_WORLD);   /* rank 1 stays until the others timed out */
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
