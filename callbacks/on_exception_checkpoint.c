@@ -10,12 +10,14 @@
  * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
  * one that failed before its sanity check or training began (on_fit_start: a logger's folder
  * that cannot be made is reported once, and the weights are the ones it started from), nor one
- * that made no optimizer step (a failure or interruption before the first: the file there,
- * maybe an earlier run's only checkpoint, is not replaced by the state the fit started from). Its
- * folder is named in on_fit_start and checked before the first batch (trainer/write_check.c). */
+ * that made no optimizer step where a file is already there (failed or interrupted before its
+ * first: that file, maybe an earlier run's only checkpoint, is kept rather than replaced by the
+ * state the fit started from; with no file there it saves, as Lightning does). Its folder is
+ * named in on_fit_start and checked before the first batch (trainer/write_check.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "volt/trainer.h"
 #include "callbacks/util.h"
 
@@ -59,16 +61,23 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
      * a resume named, maybe this callback's own, is never replaced by fresh weights) */
     const volt_params *ps = volt_trainer_params(t);
     if (!ps || !volt_params_finalized(ps)) return;
-    /* no optimizer step since the fit began: the weights and position are the ones it started
-     * from (its initial weights, or the file it resumed from), and a file already at this path
-     * (an earlier failure's, maybe the only one) is worth more than a copy of that start */
-    if (volt_trainer_global_step(t) == c->start_step) {
-        if (volt_trainer_is_global_zero(t))
-            fprintf(stderr, "volt: OnExceptionCheckpoint: not saving after %s: no training step since this fit began "
-                    "(step %lld)\n", volt_status_str(st), (long long)c->start_step);
-        return;
-    }
     const bool interrupted = st == VOLT_ERR_INTERRUPTED;
+    /* no optimizer step since the fit began: the weights and position are the ones it started
+     * from (its initial weights, or the file it resumed from). A file already at this path (an
+     * earlier failure's, maybe that run's only checkpoint) is worth more than a copy of that
+     * start: kept. Rank 0's view decides under several ranks (an interruption: every rank is
+     * here, and the save would be collective). */
+    if (volt_trainer_global_step(t) == c->start_step) {
+        bool there = access(c->path, F_OK) == 0;
+        if (interrupted && volt_trainer_world_size(t) > 1 && volt_trainer_broadcast_bool(t, there, &there) < 0) return;
+        if (there) {
+            if (volt_trainer_is_global_zero(t))
+                fprintf(stderr, "volt: OnExceptionCheckpoint: keeping %s: no training step since this fit began (step %lld), "
+                        "so a save after %s would replace it with the state the fit started from\n", c->path,
+                        (long long)c->start_step, volt_status_str(st));
+            return;
+        }
+    }
     if (!interrupted && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
         if (volt_trainer_is_global_zero(t))
             fprintf(stderr, "volt: OnExceptionCheckpoint: not saving after %s%s\n", volt_status_str(st),

@@ -391,12 +391,12 @@ static int count_files(const char *dir) {
     return n;
 }
 
-static volt_trainer *eval_trainer(const char *name, const char *root) {
+static volt_trainer *eval_trainer_seed(const char *name, const char *root, uint64_t seed) {
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
     c.max_epochs = EPOCHS;
     c.strategy = name;
-    c.seed = 7;
+    c.seed = seed;
     c.num_sanity_val_steps = 2;
     volt_trainer *t = NULL;
     volt_status st = volt_trainer_create(&c, &t);
@@ -404,6 +404,7 @@ static volt_trainer *eval_trainer(const char *name, const char *root) {
     if (st < 0) { volt_trainer_destroy(t); return NULL; }
     return t;
 }
+static volt_trainer *eval_trainer(const char *name, const char *root) { return eval_trainer_seed(name, root, 7); }
 
 /* fit: SIGTERM on rank 1 inside validation_step, batch 2 of the first validation (NV batches),
  * or of the sanity check (sanity): every rank stops after that batch, OnExceptionCheckpoint
@@ -435,6 +436,21 @@ static void eval_fit(const char *name, const char *root, volt_loader *tl, volt_l
     CHECK((!best || !best[0]) && count_files(mcdir) == 0, "rank %d: a partial validation ranked a checkpoint: best '%s', %d files in %s",
           g_rank, best ? best : "", count_files(mcdir), mcdir);
     volt_trainer_destroy(tb);
+    if (sanity) {   /* the same stop in a fit from other weights: no step made, the file there is kept (every rank agrees) */
+        size_t n0 = 0, n1 = 0;
+        unsigned char *before = vtest_slurp(path, &n0);
+        volt_trainer *t2 = eval_trainer_seed(name, root, 8);
+        vlin m2 = { .raise_at = 1 };
+        if (t2) CHECK_OK(volt_add_on_exception_checkpoint(t2, dir, NULL));
+        st = t2 ? volt_trainer_fit(t2, &vlin_ops, &m2, tl, vl, NULL) : VOLT_ERR_STATE;
+        unsigned char *after = vtest_slurp(path, &n1);
+        CHECK(st == VOLT_ERR_INTERRUPTED && before && after && n0 == n1 && !memcmp(before, after, n0),
+              "rank %d: a second sanity-check stop: %s; the file there %s", g_rank, volt_status_str(st),
+              after && n0 == n1 && !memcmp(before, after, n0) ? "kept" : "replaced");
+        free(before);
+        free(after);
+        volt_trainer_destroy(t2);
+    }
     /* the file resumes before that validation, which runs again: the uninterrupted weights */
     volt_trainer *tc = eval_trainer(name, root);
     vlin mc = { .raise_at = -1 };
