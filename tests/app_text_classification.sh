@@ -298,7 +298,7 @@ errors)
     printf '%s\n' '[PAD]' '[UNK]' movie >"$W/bad_vocab.txt"
     run e_badvocab --data "csv:$W/tiny.csv" --vocab "$W/bad_vocab.txt" --model-preset tiny --max-length 16
     expect_err e_badvocab $? "bad vocab"
-    run e_len --data "csv:$W/tiny.csv" "${COMMON[@]}" --max-length 64; expect_err e_len $? "exceeds the tiny model's 16 positions"
+    run e_len --data "csv:$W/tiny.csv" "${COMMON[@]}" --max-length 64; expect_usage e_len $? "exceeds the tiny model's 16 positions"
     run e_tput --data "csv:$W/tiny.csv" "${COMMON[@]}" --throughput.window_size 1; expect_usage e_tput $? "throughput.window_size"
     run e_nd_wd --data "csv:$W/tiny.csv" "${COMMON[@]}" --no-decay '*.bias'
     expect_usage e_nd_wd $? "needs --weight-decay > 0: without weight decay it changes nothing"
