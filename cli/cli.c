@@ -427,6 +427,12 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
             if (member)      /* {"trainer": 5}: a section given a value */
                 return usage_err(c, "%s'%s' must be an object (a section of keys, e.g. {\"%s\": ...})", where, key,
                                  member + kl + 1);
+            char tk[300];
+            snprintf(tk, sizeof tk, "trainer.%s", key);
+            if (!*prefix && !cJSON_IsObject(it) && volt__cli_find_row(c, tk))   /* a flat trainer config */
+                return usage_err(c, "%sunknown key '%s'; did you mean '--%s'? (the file looks like a trainer's config, "
+                                 "as the logs' config.json: a run's whole config is the hparams.json beside it, or put "
+                                 "these keys under \"trainer\")", where, key, tk);
             return cJSON_IsObject(it) ? unknown_section(c, where, key) : unknown_key(c, where, key);
         }
         char why[512];

@@ -116,6 +116,10 @@ acc=$(sed -n 's/^Test accuracy //p' "$W/fit.log")
 ld=$(sed -n 's/^logs: //p' "$W/fit.log")
 [[ -s $ld/hparams.json && -s $ld/loss.svg ]] || die "no merged config / plots beside the logs in '$ld'"
 grep -q '"max_length":	16' "$ld/hparams.json" || die "hparams.json is not the merged config"
+# the logs' config.json (the trainer's, flat) given to --config: pointed at hparams.json
+"$APP" --config "$ld/config.json" --print-config >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "looks like a trainer's config, as the logs' config.json: a run's whole config is the hparams.json" "$W/e.log" ||
+    die "--config config.json: exit $rc: $(cat "$W/e.log")"
 # volt-plot --out: an existing folder gets the files inside it, anything else is a prefix
 if [[ -n $PLOT ]]; then
     mkdir -p "$W/plots"
