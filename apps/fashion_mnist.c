@@ -176,7 +176,8 @@ int main(int argc, char **argv) {
     const int world = volt_trainer_world_size(t);
     if (zero) {
         const int64_t me = volt_trainer_get_config(t)->max_epochs;
-        if (me < 0) printf(APP ": %s, no epoch limit, batch %lld", o.model, (long long)o.batch_size);
+        if (strcmp(sub, "fit")) printf(APP ": %s %s, batch %lld", sub, o.model, (long long)o.batch_size);   /* no training */
+        else if (me < 0) printf(APP ": %s, no epoch limit, batch %lld", o.model, (long long)o.batch_size);
         else printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)me, (long long)o.batch_size);
         if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
         printf(", %lld/%lld/%lld train/val/test images, seed %llu\n", (long long)volt_dataset_len(train),
