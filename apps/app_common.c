@@ -13,7 +13,7 @@
 const volt_cli_key app_run_keys[] = {
     { "data.num_workers", VOLT_CLI_INT, "1", "data loader threads (0 = load in the main thread)", "workers", NULL, 0, 64 },
     { "ckpt_path", VOLT_CLI_STRING, NULL,
-      "fit: resume from it; validate/test/predict: the weights (a path, or \"last\": the checkpoint folder's last.safetensors)", NULL, NULL, 0, 0 },
+      "fit: resume from it; validate/test/predict: the weights (a path, or \"last\": the newer of the checkpoint folder's last and on_exception files)", NULL, NULL, 0, 0 },
     { "resume", VOLT_CLI_BOOL, "false", "fit: continue from the last checkpoint (ckpt_path \"last\")", NULL, NULL, 0, 0 },
     { "test_after_fit", VOLT_CLI_BOOL, "true", "fit: then test with the best checkpoint (the recipe)", NULL, NULL, 0, 0 },
     { "memory_report", VOLT_CLI_BOOL, "false",

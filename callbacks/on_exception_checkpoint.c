@@ -112,6 +112,10 @@ static const volt_callback_ops oec_ops = {
     .on_train_end = oec_on_train_end,
 };
 
+const char *volt__oec_file(const volt_callback_ops *ops, const void *self) {
+    return ops == &oec_ops && self ? ((const oec *)self)->path : NULL;
+}
+
 volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename) {
     if (!t) return VOLT_ERR_INVALID_ARG;
     if (!dirpath || !*dirpath) return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: dirpath is required");

@@ -134,6 +134,76 @@ static void test_fit_resume(volt_dataset *ds) {
     volt_loader_destroy(vl);
 }
 
+/* ---- ckpt_path="last" weighs OnExceptionCheckpoint's file with ModelCheckpoint's last, as
+ * Lightning's does: after a Ctrl-C mid-epoch, "last" resumes from where the run stopped (the
+ * newer file), not from the epoch's start, and ends bitwise where the uninterrupted run does. */
+static void mc_last(volt_trainer *t, const char *dir) {
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = dir;
+    cc.save_last = true;
+    cc.save_top_k = 0;
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    CHECK_OK(volt_add_on_exception_checkpoint(t, dir, NULL));
+}
+
+static volt_trainer *ckpt_trainer(const char *root) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 3;
+    c.enable_logger = false;
+    c.enable_progress_bar = false;
+    c.default_root_dir = root;
+    c.accumulate_grad_batches = 2;
+    c.gradient_clip_val = 0.5f;
+    c.seed = 3;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    return t;
+}
+
+static void test_last_after_interrupt(volt_dataset *ds) {
+    char root[512], dir[600], last[700], exc[700];
+    snprintf(root, sizeof root, "%s/last_exc", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(dir, sizeof dir, "%s/ckpts", root);
+    snprintf(last, sizeof last, "%s/last.safetensors", dir);
+    snprintf(exc, sizeof exc, "%s/on_exception.safetensors", dir);
+    volt_loader *tl = make_loader(ds, 4, true, 0), *vl = make_loader(ds, 16, false, 0);
+    net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *ta = ckpt_trainer(root);
+    CHECK_OK(volt_trainer_fit(ta, &net_ops, &ma, tl, vl, NULL));
+    int64_t na = 0, nc = 0;
+    float *wa = snapshot(ta, &na);
+    volt_trainer_destroy(ta);
+    vtest_fresh_dir(root);
+    /* B: the epoch-0 last.safetensors, then SIGINT at batch 36 of epoch 1: on_exception.safetensors */
+    net mb = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tb = ckpt_trainer(root);
+    raiser r = { .where = AT_TRAIN, .sig = SIGINT, .times = 1, .epoch = 1, .idx = 36 };
+    CHECK_OK(volt_trainer_add_callback(tb, &raiser_ops, &r));
+    mc_last(tb, dir);
+    volt_status st = volt_trainer_fit(tb, &net_ops, &mb, tl, vl, NULL);
+    CHECK(st == VOLT_ERR_INTERRUPTED && file_exists(last) && file_exists(exc), "fit: %s; last %d, on_exception %d",
+          volt_status_str(st), file_exists(last), file_exists(exc));
+    volt_trainer_destroy(tb);
+    /* C: "last" is the newer on_exception file: 3 * 51 - (51 + 38) steps to go, the weights of A */
+    net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
+    volt_trainer *tc = ckpt_trainer(root);
+    mc_last(tc, dir);
+    st = volt_trainer_fit(tc, &net_ops, &mc, tl, vl, "last");
+    CHECK(st == VOLT_OK, "resume from \"last\": %s", volt_trainer_errmsg(tc));
+    float *wc = snapshot(tc, &nc);
+    CHECK(mc.steps_run == 3 * 51 - (51 + 38), "\"last\" resumed a run that then trained %lld steps (from %s)",
+          (long long)mc.steps_run, mc.steps_run == 2 * 51 ? "last.safetensors, the epoch's start" : "?");
+    CHECK(na == nc && memcmp(wa, wc, sizeof(float) * (size_t)na) == 0, "resumed weights differ from the uninterrupted run");
+    free(wa);
+    free(wc);
+    volt_trainer_destroy(tc);
+    volt_loader_destroy(tl);
+    volt_loader_destroy(vl);
+}
+
 /* ---- validation (one process): stops at the batch end, no epoch end; the resumed run
  * validates again and ends where the uninterrupted one does. With weight averaging (EMA) the
  * signal lands while the average is swapped in for validation: the file must still hold the
@@ -488,6 +558,7 @@ int main(void) {
     volt_dataset *ds = make_data();
     test_config();
     test_fit_resume(ds);
+    test_last_after_interrupt(ds);
     test_validation(ds, false);
     test_validation(ds, true);
     test_eval_and_late(ds);

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
+#include "callbacks/util.h"   /* volt__oec_file */
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
@@ -356,9 +358,32 @@ static volt_status meta_get_i64(volt_trainer *t, volt_st_file *f, const char *pa
     return VOLT_OK;
 }
 
+/* Lightning's ckpt_path="last": the newest (mtime, then name) of ModelCheckpoint's last file p
+ * and every OnExceptionCheckpoint's file, so a run stopped mid-epoch (Ctrl-C) resumes from
+ * where it stopped, not from the epoch's start. */
+static const char *newest_last(volt_trainer *t, const char *p) {
+    static char pick[4096];
+    struct stat sb;
+    struct timespec best = { 0, 0 };
+    bool have = p && stat(p, &sb) == 0;
+    if (have) best = sb.st_mtim;
+    for (int i = 0; i < t->n_cbs; i++) {
+        const char *e = volt__oec_file(t->cbs[i].ops, t->cbs[i].self);
+        if (!e || stat(e, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        const bool newer = !have || sb.st_mtim.tv_sec > best.tv_sec ||
+                           (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec > best.tv_nsec);
+        if (!newer) continue;
+        snprintf(pick, sizeof pick, "%s", e);
+        p = pick;
+        best = sb.st_mtim;
+        have = true;
+    }
+    return p;
+}
+
 const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
     const char *p = which;
-    if (!strcmp(which, "last")) p = t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL;
+    if (!strcmp(which, "last")) p = newest_last(t, t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL);
     else if (!strcmp(which, "best")) p = t->has_resolver && t->resolver.best ? t->resolver.best(t->resolver.self) : NULL;
     if (t->world > 1) {   /* rank 0's file is the one every rank loads */
         static char buf[4096];
