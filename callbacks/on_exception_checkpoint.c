@@ -112,10 +112,6 @@ static const volt_callback_ops oec_ops = {
     .on_train_end = oec_on_train_end,
 };
 
-const char *volt__oec_file(const volt_callback_ops *ops, const void *self) {
-    return ops == &oec_ops && self ? ((const oec *)self)->path : NULL;
-}
-
 volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpath, const char *filename) {
     if (!t) return VOLT_ERR_INVALID_ARG;
     if (!dirpath || !*dirpath) return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: dirpath is required");
@@ -131,5 +127,7 @@ volt_status volt_add_on_exception_checkpoint(volt_trainer *t, const char *dirpat
         free(c);
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "OnExceptionCheckpoint: the path is too long");
     }
-    return volt_trainer_add_callback(t, &oec_ops, c);   /* owns c from here, even on failure */
+    volt_status st = volt_trainer_add_callback(t, &oec_ops, c);   /* owns c from here, even on failure */
+    /* ckpt_path="last" weighs this file too (Lightning's "last" does) */
+    return st < 0 ? st : volt_trainer_add_last_candidate(t, c->path);
 }

@@ -26,12 +26,6 @@ volt_status volt__cb_format_number(double v, bool is_int, const char *spec, char
 /* Strictly better under mode (ties are not better: the earlier checkpoint stays). */
 bool volt__cb_better(double a, double b, volt_mode mode);
 
-/* ---- OnExceptionCheckpoint ------------------------------------------------------------------ */
-/* The file an OnExceptionCheckpoint callback (ops, self as registered) saves to; NULL for any
- * other callback. ckpt_path="last" weighs it against ModelCheckpoint's last files, as
- * Lightning's does (trainer/checkpoint.c). */
-const char *volt__oec_file(const volt_callback_ops *ops, const void *self);
-
 /* ---- files ----------------------------------------------------------------------------------- */
 /* The next version number under root: 1 + the largest N of the "version_N" folders, 0 if none
  * (or if root does not exist), as Lightning's CSVLogger picks it. */

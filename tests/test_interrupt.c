@@ -550,6 +550,12 @@ static void test_config(void) {
     CHECK(volt_add_on_exception_checkpoint(t, NULL, NULL) == VOLT_ERR_INVALID_ARG, "no dirpath accepted");
     CHECK(volt_add_on_exception_checkpoint(t, "x", "a/b") == VOLT_ERR_INVALID_ARG &&
           strstr(volt_trainer_errmsg(t), "a/b"), "a filename with a slash: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_add_last_candidate(t, NULL) == VOLT_ERR_INVALID_ARG &&
+          volt_trainer_add_last_candidate(t, "") == VOLT_ERR_INVALID_ARG, "add_last_candidate: no path accepted");
+    int added = 0;
+    while (added < 100 && volt_trainer_add_last_candidate(t, "/nonexistent/x.safetensors") == VOLT_OK) added++;
+    CHECK(added == 16 && strstr(volt_trainer_errmsg(t), "more than 16"), "add_last_candidate: %d added, then: %s", added,
+          volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
     CHECK(!strcmp(volt_status_str(VOLT_ERR_INTERRUPTED), "interrupted"), "status string");
 }

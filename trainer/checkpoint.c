@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cjson/cJSON.h>
-#include "callbacks/util.h"   /* volt__oec_file */
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
@@ -358,8 +357,8 @@ static volt_status meta_get_i64(volt_trainer *t, volt_st_file *f, const char *pa
     return VOLT_OK;
 }
 
-/* Lightning's ckpt_path="last": the newest (mtime, then name) of ModelCheckpoint's last file p
- * and every OnExceptionCheckpoint's file, so a run stopped mid-epoch (Ctrl-C) resumes from
+/* Lightning's ckpt_path="last": the newest (mtime) of ModelCheckpoint's last file p and the
+ * files added with volt_trainer_add_last_candidate (every OnExceptionCheckpoint's), so a run stopped mid-epoch (Ctrl-C) resumes from
  * where it stopped, not from the epoch's start. */
 static const char *newest_last(volt_trainer *t, const char *p) {
     static char pick[4096];
@@ -367,9 +366,9 @@ static const char *newest_last(volt_trainer *t, const char *p) {
     struct timespec best = { 0, 0 };
     bool have = p && stat(p, &sb) == 0;
     if (have) best = sb.st_mtim;
-    for (int i = 0; i < t->n_cbs; i++) {
-        const char *e = volt__oec_file(t->cbs[i].ops, t->cbs[i].self);
-        if (!e || stat(e, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+    for (int i = 0; i < t->n_last_cands; i++) {
+        const char *e = t->last_cands[i];
+        if (stat(e, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         const bool newer = !have || sb.st_mtim.tv_sec > best.tv_sec ||
                            (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec > best.tv_nsec);
         if (!newer) continue;

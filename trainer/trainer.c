@@ -273,6 +273,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     free(t->root_dir); free(t->logger_name); free(t->precision); free(t->strategy_name);
     free(t->clip_algo); free(t->run_config_json); free(t->run_fingerprint); free(t->log_dir);
     free(t->accelerator);
+    for (int i = 0; i < t->n_last_cands; i++) free(t->last_cands[i]);
     free(t->matmul_precision);
     free(t->reduce_dtype);
     free(t->comm);
@@ -392,6 +393,17 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
     if (dir && !d) return VOLT_ERR_NOMEM;
     free(t->log_dir);
     t->log_dir = d;
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_add_last_candidate(volt_trainer *t, const char *path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "add_last_candidate: no path");
+    if (t->n_last_cands >= (int)(sizeof t->last_cands / sizeof t->last_cands[0]))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "add_last_candidate: more than %d files",
+                          (int)(sizeof t->last_cands / sizeof t->last_cands[0]));
+    if (!(t->last_cands[t->n_last_cands] = strdup(path))) return VOLT_ERR_NOMEM;
+    t->n_last_cands++;
     return VOLT_OK;
 }
 

@@ -101,6 +101,8 @@ struct volt_trainer {
     char *log_dir;
     volt_ckpt_resolver resolver;
     bool has_resolver;
+    char *last_cands[16];      /* volt_trainer_add_last_candidate: files "last" also weighs */
+    int n_last_cands;
     int rank, world;
     volt_strategy *strategy;
     volt_precision *prec;      /* cfg.precision (precision/); owned by the strategy once it exists */

@@ -570,6 +570,10 @@ typedef struct volt_ckpt_resolver {
 /* A resolver whose version fails VOLT_VERSION_OK is not registered: the trainer records
  * the error (volt_trainer_errmsg) and keeps the one it had. */
 VOLT_API void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
+/* A file ckpt_path="last" also weighs: the newest (mtime) of these and the resolver's last
+ * wins, as Lightning's "last" weighs OnExceptionCheckpoint's file (which adds its own). Copied;
+ * at most 16 per trainer (VOLT_ERR_INVALID_ARG past that, or for NULL / ""). */
+VOLT_API volt_status volt_trainer_add_last_candidate(volt_trainer *t, const char *path);
 
 /* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
 VOLT_API volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
