@@ -147,21 +147,6 @@ static void mc_last(volt_trainer *t, const char *dir) {
     CHECK_OK(volt_add_on_exception_checkpoint(t, dir, NULL));
 }
 
-static volt_trainer *ckpt_trainer(const char *root) {
-    volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    c.max_epochs = 3;
-    c.enable_logger = false;
-    c.enable_progress_bar = false;
-    c.default_root_dir = root;
-    c.accumulate_grad_batches = 2;
-    c.gradient_clip_val = 0.5f;
-    c.seed = 3;
-    volt_trainer *t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
-    return t;
-}
-
 static void test_last_after_interrupt(volt_dataset *ds) {
     char root[512], dir[600], last[700], exc[700];
     snprintf(root, sizeof root, "%s/last_exc", vtest_tmpdir());
@@ -171,7 +156,7 @@ static void test_last_after_interrupt(volt_dataset *ds) {
     snprintf(exc, sizeof exc, "%s/on_exception.safetensors", dir);
     volt_loader *tl = make_loader(ds, 4, true, 0), *vl = make_loader(ds, 16, false, 0);
     net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *ta = ckpt_trainer(root);
+    volt_trainer *ta = make_trainer_ckpt(3, root, true);
     CHECK_OK(volt_trainer_fit(ta, &net_ops, &ma, tl, vl, NULL));
     int64_t na = 0, nc = 0;
     float *wa = snapshot(ta, &na);
@@ -179,7 +164,7 @@ static void test_last_after_interrupt(volt_dataset *ds) {
     vtest_fresh_dir(root);
     /* B: the epoch-0 last.safetensors, then SIGINT at batch 36 of epoch 1: on_exception.safetensors */
     net mb = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *tb = ckpt_trainer(root);
+    volt_trainer *tb = make_trainer_ckpt(3, root, true);
     raiser r = { .where = AT_TRAIN, .sig = SIGINT, .times = 1, .epoch = 1, .idx = 36 };
     CHECK_OK(volt_trainer_add_callback(tb, &raiser_ops, &r));
     mc_last(tb, dir);
@@ -189,7 +174,7 @@ static void test_last_after_interrupt(volt_dataset *ds) {
     volt_trainer_destroy(tb);
     /* C: "last" is the newer on_exception file: 3 * 51 - (51 + 38) steps to go, the weights of A */
     net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
-    volt_trainer *tc = ckpt_trainer(root);
+    volt_trainer *tc = make_trainer_ckpt(3, root, true);
     mc_last(tc, dir);
     st = volt_trainer_fit(tc, &net_ops, &mc, tl, vl, "last");
     CHECK(st == VOLT_OK, "resume from \"last\": %s", volt_trainer_errmsg(tc));

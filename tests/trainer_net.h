@@ -113,11 +113,12 @@ static volt_loader *make_loader(volt_dataset *ds, int64_t bs, bool shuffle, int 
     return l;
 }
 
-static volt_trainer *make_trainer(int64_t epochs, const char *root) {
+/* checkpointing: the default ModelCheckpoint (or one the test adds) may run */
+static volt_trainer *make_trainer_ckpt(int64_t epochs, const char *root, bool checkpointing) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
     c.max_epochs = epochs;
-    c.enable_checkpointing = false;
+    c.enable_checkpointing = checkpointing;
     c.enable_logger = false;
     c.enable_progress_bar = false;
     c.default_root_dir = root;
@@ -128,6 +129,7 @@ static volt_trainer *make_trainer(int64_t epochs, const char *root) {
     CHECK_OK(volt_trainer_create(&c, &t));
     return t;
 }
+static volt_trainer *make_trainer(int64_t epochs, const char *root) { return make_trainer_ckpt(epochs, root, false); }
 
 /* Every parameter value, in order (device memory: read through copies). */
 static float *snapshot(volt_trainer *t, int64_t *n) {

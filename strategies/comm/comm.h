@@ -191,8 +191,11 @@ int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen)
 /* The world ranks of mpi_comm's n members (malloc'd), or *out NULL when it is the world itself,
  * or no notices are kept (nothing then asks). */
 volt_status volt__comm_mpi_members(const void *mpi_comm, int n, int **out);
-/* The grace a waiting rank gives a collective after a member's notice: the leaver may have
- * started it, and then it completes. */
+/* For a wait's poll loop: the rank (in c) of a member that left the job more than the grace
+ * ago (VOLT__LEAVE_GRACE_S, at most c's timeout; *since, -1 before, is set at the first sighting:
+ * the leaver may have started this collective, and then it completes), with its words in msg
+ * ("" if none); else -1. world_of: the members' world ranks (NULL: the comm spans the world). */
+int volt__comm_left_expired(const volt_comm *c, const int *world_of, double *since, char *msg, size_t msglen);
 #define VOLT__LEAVE_GRACE_S 2.0
 
 /* The MPI backend (built only with MPI): initialises MPI (MPI_THREAD_FUNNELED: only the

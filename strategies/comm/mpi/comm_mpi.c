@@ -139,6 +139,14 @@ int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen)
     return -1;
 }
 
+int volt__comm_left_expired(const volt_comm *c, const int *world_of, double *since, char *msg, size_t msglen) {
+    const int who = volt__comm_mpi_left(world_of, c->world, msg, msglen);
+    if (who < 0) return -1;
+    const double now = volt__now();
+    if (*since < 0) *since = now;
+    return now - *since > (VOLT__LEAVE_GRACE_S < c->timeout_s ? VOLT__LEAVE_GRACE_S : c->timeout_s) ? who : -1;
+}
+
 /* At exit, before MPI_Finalize: every other rank is told (each send is small, so MPI's eager
  * protocol completes it without the receiver; given at most 1 s), then this rank's own receive
  * is cancelled. */
@@ -434,17 +442,15 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (flag) break;
-        if (g_leave.on && (polls++ & 63) == 0) {   /* a member left the job: this collective may never complete */
-            char words[LEAVE_MSG];
-            const int who = volt__comm_mpi_left(im->world_of, c->world, words, sizeof words);
-            if (who >= 0 && left_at < 0) left_at = volt__now();
-            if (who >= 0 && volt__now() - left_at > (VOLT__LEAVE_GRACE_S < c->timeout_s ? VOLT__LEAVE_GRACE_S : c->timeout_s)) {
-                cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
-                     "complete", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
-                     words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
-                mark_broken(im, VOLT_ERR_COMM);
-                return VOLT_ERR_COMM;
-            }
+        char words[LEAVE_MSG];
+        int who;
+        if (g_leave.on && (polls++ & 63) == 0 &&   /* a member left the job: this collective may never complete */
+            (who = volt__comm_left_expired(c, im->world_of, &left_at, words, sizeof words)) >= 0) {
+            cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
+                 "complete", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
+                 words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
+            mark_broken(im, VOLT_ERR_COMM);
+            return VOLT_ERR_COMM;
         }
         const double el = volt__now() - t0;
         if (el > c->timeout_s) {

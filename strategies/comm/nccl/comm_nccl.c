@@ -409,20 +409,18 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
         }
         if (done) break;
 #ifdef VOLT_HAVE_MPI
-        if (c->world > 1 && (polls++ & 63) == 0) {
-            char words[400];
-            const int who = volt__comm_mpi_left(im->world_of, c->world, words, sizeof words);
-            if (who >= 0 && left_at < 0) left_at = volt__now();
-            if (who >= 0 && volt__now() - left_at > (VOLT__LEAVE_GRACE_S < c->timeout_s ? VOLT__LEAVE_GRACE_S : c->timeout_s)) {
-                cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
-                     "complete; NCCL communicator aborted", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
-                     words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
-                mark_broken(im, VOLT_ERR_COMM);
-                abort_comm(im);
-                q->uses_scratch = false;   /* as after a timeout: a queued copy may still write it */
-                req_release(c, q);
-                return VOLT_ERR_COMM;
-            }
+        char words[400];
+        int who;
+        if (c->world > 1 && (polls++ & 63) == 0 &&   /* a member left the job (its leave notice, comm.h) */
+            (who = volt__comm_left_expired(c, im->world_of, &left_at, words, sizeof words)) >= 0) {
+            cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s): rank %d left the job%s%s%s, and this collective cannot "
+                 "complete; NCCL communicator aborted", c->rank, q->op, (unsigned long long)q->seq, q->what, who,
+                 words[0] ? " after an error (" : "", words, words[0] ? ")" : "");
+            mark_broken(im, VOLT_ERR_COMM);
+            abort_comm(im);
+            q->uses_scratch = false;   /* as after a timeout: a queued copy may still write it */
+            req_release(c, q);
+            return VOLT_ERR_COMM;
         }
 #else
         (void)polls;
