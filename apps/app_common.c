@@ -125,7 +125,7 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
         .seed = (uint64_t)volt_cli_int(c, "trainer.seed"), .workers = (int)volt_cli_int(c, "data.num_workers"),
         .memory_report = volt_cli_bool(c, "memory_report"),
     };
-    if (!o->root) o->root = ".";
+    if (!o->root || !*o->root) o->root = ".";   /* "" is the current folder, as the trainer reads it (never "/checkpoints") */
     if (!o->precision) o->precision = "32-true";
     if (!o->strategy) o->strategy = "single";
 }

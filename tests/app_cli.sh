@@ -215,6 +215,13 @@ grep -q "no best checkpoint ('val_acc' was never logged" "$W/noval.log" && grep 
 [[ $(grep -c "is not a folder: not caching" "$W/cf.log") == 1 ]] && grep -q "(no cache)" "$W/cf.log" &&
     grep -q "^best checkpoint: .*(the latest: no monitor)" "$W/cf.log" || die "cache file / no monitor: $(cat "$W/cf.log")"
 
+# --root "" is the current folder (it wrote /checkpoints and /lightning_logs)
+mkdir -p "$W/emptyroot"
+(cd "$W/emptyroot" && "$APP" fit "${C[@]}" --root "" --epochs 1 --limit-train-batches 1 --limit-val-batches 1 \
+    --limit-test-batches 1 --no-progress >"$W/emptyroot.log" 2>&1) || { cat "$W/emptyroot.log"; die "--root \"\""; }
+grep -q "^best checkpoint: \./checkpoints/" "$W/emptyroot.log" && grep -q "^logs: \./lightning_logs/version_0" "$W/emptyroot.log" &&
+    [[ -d $W/emptyroot/checkpoints && -d $W/emptyroot/lightning_logs ]] || die "--root \"\": $(cat "$W/emptyroot.log")"
+
 # ---- launching ----
 cat >"$W/fake-mpirun" <<EOF2
 #!/usr/bin/env bash
