@@ -1197,6 +1197,42 @@ static void test_config_errors(void) {
     c.accumulate_grad_batches = 0;
     CHECK(volt_trainer_create(&c, &t) == VOLT_ERR_INVALID_ARG, "accumulate 0 rejected");
     volt_trainer_destroy(t);
+    /* settings create took and ignored or misread: each refused, naming the field */
+    static const struct { const char *field; int k; } bad[] = {
+        { "gradient_clip_val", 0 }, { "gradient_clip_val", 1 }, { "devices", 2 }, { "max_epochs", 3 },
+        { "limit_train_batches", 4 }, { "max_epochs and max_steps", 5 }, { "num_nodes", 6 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        volt_trainer_config_init(&c);
+        switch (bad[i].k) {
+        case 0: c.gradient_clip_val = NAN; break;
+        case 1: c.gradient_clip_val = INFINITY; break;
+        case 2: c.devices = 0; break;
+        case 3: c.max_epochs = -5; break;
+        case 4: c.limit_train_batches = -7; break;
+        case 5: c.max_steps = -3; break;
+        default: c.num_nodes = 0; break;
+        }
+        char err[512] = "";
+        const volt_status cs = volt_trainer_config_check(&c, err, sizeof err);
+        t = NULL;
+        const volt_status st = volt_trainer_create(&c, &t);
+        CHECK(st == VOLT_ERR_INVALID_ARG && cs == st && strstr(err, bad[i].field) && t && strstr(volt_trainer_errmsg(t), bad[i].field),
+              "case %d (%s): create %s, check %s: %s", bad[i].k, bad[i].field, volt_status_str(st), volt_status_str(cs), err);
+        volt_trainer_destroy(t);
+    }
+    /* NULL trainer or out pointer: an error, not a crash */
+    volt_trainer_config_init(&c);
+    CHECK(volt_trainer_create(&c, NULL) == VOLT_ERR_INVALID_ARG, "create with out NULL");
+    CHECK(volt_trainer_fit(NULL, NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
+          volt_trainer_validate(NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
+          volt_trainer_test(NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
+          volt_trainer_predict(NULL, NULL, NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG, "fit/validate/test/predict(NULL)");
+    CHECK(volt_trainer_add_callback(NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG, "add_callback(NULL)");
+    double v = 0;
+    CHECK(volt_trainer_global_step(NULL) == 0 && volt_trainer_current_epoch(NULL) == 0 && !volt_trainer_metric(NULL, "x", &v) &&
+          volt_trainer_world_size(NULL) == 1 && volt_trainer_rank(NULL) == 0 && !volt_trainer_log_dir(NULL) &&
+          volt_trainer_num_callbacks(NULL) == 0 && volt_trainer_metric_count(NULL) == 0, "getters on NULL");
 }
 
 /* configure_optimizers returns a bad optimizer / scheduler config: fit says which field and why. */

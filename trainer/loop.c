@@ -411,6 +411,7 @@ static volt_status call_outcome(volt_trainer *t, volt_status st) {
 
 volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
                              volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_FIT);
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
     if (st < 0) {
@@ -432,18 +433,21 @@ static volt_status eval_end(volt_trainer *t, volt_trainer_fn prev, volt_status s
 
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_VALIDATE, VOLT_FN_VALIDATE);
     return eval_end(t, prev, volt__eval_validate(t, ops, module, val, ckpt_path), "validate");
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_TEST, VOLT_FN_TEST);
     return eval_end(t, prev, volt__eval_test(t, ops, module, test, ckpt_path), "test");
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_PREDICT, VOLT_FN_PREDICT);
     return eval_end(t, prev, volt__eval_predict(t, ops, module, loader, ckpt_path, out, ctx), "predict");
 }

@@ -482,6 +482,7 @@ volt_status volt_step_set_loss(volt_step *s, volt_tensor *loss) {
 }
 
 bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value) {
+    if (!t || !name) return false;
     for (int i = 0; i < t->n_metrics; i++)
         if (!strcmp(t->metrics[i].name, name)) {
             if (value) *value = t->metrics[i].value;
@@ -490,7 +491,7 @@ bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value)
     return false;
 }
 
-int volt_trainer_metric_count(const volt_trainer *t) { return t->n_metrics; }
+int volt_trainer_metric_count(const volt_trainer *t) { return t ? t->n_metrics : 0; }
 
 const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags) {
     if (i < 0 || i >= t->n_metrics) return NULL;

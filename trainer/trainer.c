@@ -15,7 +15,7 @@ volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, 
     return st;
 }
 
-int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t->num_eval_batches; }
+int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t ? t->num_eval_batches : -1; }
 
 void volt_trainer_config_init(volt_trainer_config *c) {
     *c = (volt_trainer_config){
@@ -82,6 +82,9 @@ static volt_status check_fractions(volt_trainer *t) {
         { "predict", c->limit_predict_fraction, c->limit_predict_batches, -1 },
     };
     for (size_t i = 0; i < sizeof l / sizeof l[0]; i++) {
+        if (l[i].count < -1)
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: limit_%s_batches must be >= 0 (or -1: all), got %lld",
+                              l[i].name, (long long)l[i].count);
         if (!(l[i].f >= 0 && l[i].f <= 1))
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: limit_%s_fraction must be in (0, 1] (0: unset), got %g",
                               l[i].name, l[i].f);
@@ -163,8 +166,9 @@ static volt_status check_settings(volt_trainer *t) {
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
     if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: gradient_clip_algorithm must be \"norm\" or \"value\", got \"%s\"", c->gradient_clip_algorithm);
-    if (c->gradient_clip_val < 0)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: gradient_clip_val must be >= 0");
+    if (!(c->gradient_clip_val >= 0) || !isfinite(c->gradient_clip_val))   /* NaN passed "< 0" and clipped nothing */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: gradient_clip_val must be a finite number >= 0 (0: no clipping), "
+                          "got %g", (double)c->gradient_clip_val);
     if (c->val_check_interval < 0 || (c->val_check_interval > 0 && c->val_check_interval % c->accumulate_grad_batches))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: val_check_interval (%lld) must be >= 0 and a multiple of accumulate_grad_batches (%lld)",
                           (long long)c->val_check_interval, (long long)c->accumulate_grad_batches);
@@ -174,8 +178,12 @@ static volt_status check_settings(volt_trainer *t) {
     if (c->check_val_every_n_epoch < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1");
     if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
-    if (c->max_epochs == 0 || c->max_steps == 0)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must not be 0");
+    if (c->max_epochs == 0 || c->max_steps == 0 || c->max_epochs < -1 || c->max_steps < -1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must be >= 1 (or -1: no limit), got %lld "
+                          "and %lld", (long long)c->max_epochs, (long long)c->max_steps);
+    if (c->devices < 1 || c->num_nodes < 1)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: devices and num_nodes must be >= 1, got %d and %d", (int)c->devices,
+                          (int)c->num_nodes);
     /* every backend's reductions run in a fixed order (no atomics, no split sums that vary):
      * there is no faster nondeterministic kernel for false to allow, and a flag that does
      * nothing is refused */
@@ -211,6 +219,7 @@ static volt_strategy_config strategy_config(const volt_trainer *t) {
 }
 
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
+    if (!out) return VOLT_ERR_INVALID_ARG;
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     volt_trainer *t = trainer_new(cfg);
@@ -303,14 +312,18 @@ volt_status volt__trainer_resolve_device(volt_trainer *t) {
     return VOLT_OK;
 }
 
-const char *volt_trainer_accelerator(const volt_trainer *t) { return t->dev ? t->dev->be->name : NULL; }
-int volt_trainer_device_index(const volt_trainer *t) { return t->dev ? t->dev->ordinal : -1; }
+const char *volt_trainer_accelerator(const volt_trainer *t) { return t ? t->dev ? t->dev->be->name : NULL : NULL; }
+int volt_trainer_device_index(const volt_trainer *t) { return t ? t->dev ? t->dev->ordinal : -1 : -1; }
 const char *volt_trainer_device_name(const volt_trainer *t) {
     const char *n = t && t->dev ? volt__dev_name(t->dev) : NULL;
     return n && *n ? n : NULL;
 }
 
 volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *ops, void *self) {
+    if (!t) {   /* the callback is still owned: given back as on any failure */
+        if (ops && VOLT_VERSION_OK(ops->version, VOLT_CALLBACK_OPS_VERSION) && ops->destroy) ops->destroy(self);
+        return VOLT_ERR_INVALID_ARG;
+    }
     if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_CALLBACK_OPS_VERSION)) {
         if (ops && ops->destroy) ops->destroy(self);
         return volt__terr(t, VOLT_ERR_VERSION, "add_callback: unknown callback table version");
@@ -323,7 +336,7 @@ volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *
     return VOLT_OK;
 }
 
-int volt_trainer_num_callbacks(const volt_trainer *t) { return t->n_cbs; }
+int volt_trainer_num_callbacks(const volt_trainer *t) { return t ? t->n_cbs : 0; }
 
 const char *volt_trainer_callback_name(const volt_trainer *t, int i) {
     return i >= 0 && i < t->n_cbs ? t->cbs[i].ops->name : NULL;
@@ -340,17 +353,17 @@ volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to) {
     return VOLT_OK;
 }
 
-int64_t volt_trainer_current_epoch(const volt_trainer *t) { return t->epoch; }
-int64_t volt_trainer_global_step(const volt_trainer *t) { return t->global_step; }
-int64_t volt_trainer_num_train_batches(const volt_trainer *t) { return t->num_train_batches; }
+int64_t volt_trainer_current_epoch(const volt_trainer *t) { return t ? t->epoch : 0; }
+int64_t volt_trainer_global_step(const volt_trainer *t) { return t ? t->global_step : 0; }
+int64_t volt_trainer_num_train_batches(const volt_trainer *t) { return t ? t->num_train_batches : 0; }
 int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t) { return t ? t->est_steps : -1; }
-int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t->batch_in_epoch; }
-volt_stage volt_trainer_stage(const volt_trainer *t) { return t->stage; }
-bool volt_trainer_sanity_checking(const volt_trainer *t) { return t->sanity; }
-volt_trainer_fn volt_trainer_state_fn(const volt_trainer *t) { return t->fn; }
-bool volt_trainer_is_global_zero(const volt_trainer *t) { return t->rank == 0; }
-int volt_trainer_rank(const volt_trainer *t) { return t->rank; }
-int volt_trainer_world_size(const volt_trainer *t) { return t->world; }
+int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t ? t->batch_in_epoch : 0; }
+volt_stage volt_trainer_stage(const volt_trainer *t) { return t ? t->stage : VOLT_STAGE_FIT; }
+bool volt_trainer_sanity_checking(const volt_trainer *t) { return t ? t->sanity : false; }
+volt_trainer_fn volt_trainer_state_fn(const volt_trainer *t) { return t ? t->fn : VOLT_FN_NONE; }
+bool volt_trainer_is_global_zero(const volt_trainer *t) { return t ? t->rank == 0 : false; }
+int volt_trainer_rank(const volt_trainer *t) { return t ? t->rank : 0; }
+int volt_trainer_world_size(const volt_trainer *t) { return t ? t->world : 1; }
 const volt_trainer_config *volt_trainer_get_config(const volt_trainer *t) { return &t->cfg; }
 
 volt_status volt_trainer_set_accumulate_grad_batches(volt_trainer *t, int64_t n) {
@@ -375,11 +388,11 @@ volt_params *volt_trainer_params(const volt_trainer *t) {
     if (t->ps && t->strategy) volt__strategy_wait_params(t->strategy);
     return t->ps;
 }
-volt_optimizer *volt_trainer_optimizer(const volt_trainer *t) { return t->opt; }
-volt_scheduler *volt_trainer_scheduler(const volt_trainer *t) { return t->sched; }
+volt_optimizer *volt_trainer_optimizer(const volt_trainer *t) { return t ? t->opt : NULL; }
+volt_scheduler *volt_trainer_scheduler(const volt_trainer *t) { return t ? t->sched : NULL; }
 void volt_trainer_request_stop(volt_trainer *t) { t->should_stop = true; }
-bool volt_trainer_should_stop(const volt_trainer *t) { return t->should_stop; }
-const char *volt_trainer_log_dir(const volt_trainer *t) { return t->log_dir; }
+bool volt_trainer_should_stop(const volt_trainer *t) { return t ? t->should_stop : false; }
+const char *volt_trainer_log_dir(const volt_trainer *t) { return t ? t->log_dir : NULL; }
 
 volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
     char buf[4096];
