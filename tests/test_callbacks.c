@@ -1268,6 +1268,30 @@ static void test_empty_paths(void) {
     CHECK(chdir(cwd) == 0, "chdir back");
 }
 
+/* A callback whose state_dict is not a JSON object fails the save naming it (it was dropped, and
+ * the callback resumed from scratch without a word). */
+static const char *g_bad_state;
+static char *bad_state_dict(void *self) { (void)self; return strdup(g_bad_state); }
+static const volt_callback_ops bad_state_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "BadState",
+                                                 .state_dict = bad_state_dict };
+static void test_bad_state_dict(void) {
+    static const char *const bad[] = { "not json {", "[1,2,3]" };
+    for (int k = 0; k < 2; k++) {
+        const char *root = fresh_dir(k ? "bad_state_array" : "bad_state_text");
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+        g_bad_state = bad[k];
+        CHECK_OK(volt_trainer_add_callback(t, &bad_state_ops, NULL));
+        lin m = { .table = k_scores, .ntable = 5 };
+        volt_loader *tr = mk_loader();
+        const volt_status st = volt_trainer_fit(t, &lin_ops, &m, tr, NULL, NULL);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "callback 'BadState': state_dict returned") &&
+              strstr(volt_trainer_errmsg(t), "not a JSON object"), "state_dict '%s': %s: %s", bad[k], volt_status_str(st),
+              volt_trainer_errmsg(t));
+        volt_loader_destroy(tr);
+        volt_trainer_destroy(t);
+    }
+}
+
 /* enable_version_counter: a file in the way (a previous run's) gets "-v1" beside it; without
  * the counter it is overwritten. */
 static void test_version_counter(void) {
@@ -1999,6 +2023,7 @@ int main(void) {
     test_weights_only();
     test_bare_names();
     test_empty_paths();
+    test_bad_state_dict();
     test_version_counter();
     test_collectives_single();
     test_validate_after_failed_fit();

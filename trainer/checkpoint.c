@@ -94,21 +94,33 @@ static void cb_key(volt_trainer *t, int i, char *buf, size_t n) {
     else snprintf(buf, n, "%s", t->cbs[i].ops->name ? t->cbs[i].ops->name : "callback");
 }
 
+/* Every callback's state_dict, keyed; NULL with the trainer's error set when one is not a JSON
+ * object (dropping it would resume that callback from scratch without a word). */
 static char *callbacks_json(volt_trainer *t) {
     cJSON *root = cJSON_CreateObject();
+    if (!root) { volt__terr(t, VOLT_ERR_NOMEM, "callbacks' state: out of memory"); return NULL; }
     for (int i = 0; i < t->n_cbs; i++) {
         if (!t->cbs[i].ops->state_dict) continue;
         char *s = t->cbs[i].ops->state_dict(t->cbs[i].self);
         if (!s) continue;
         cJSON *st = cJSON_Parse(s);
+        if (!cJSON_IsObject(st)) {
+            volt__terr(t, VOLT_ERR_INVALID_ARG, "callback '%s': state_dict returned %s, not a JSON object: '%.60s%s'",
+                       t->cbs[i].ops->name ? t->cbs[i].ops->name : "?", st ? "JSON" : "text that is not JSON", s,
+                       strlen(s) > 60 ? "..." : "");
+            cJSON_Delete(st);
+            free(s);
+            cJSON_Delete(root);
+            return NULL;
+        }
         free(s);
-        if (!st) continue;
         char key[128];
         cb_key(t, i, key, sizeof key);
         cJSON_AddItemToObject(root, key, st);
     }
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    if (!out) volt__terr(t, VOLT_ERR_NOMEM, "callbacks' state: out of memory");
     return out;
 }
 
@@ -219,7 +231,12 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st >= 0 && t->cfg.run_fingerprint) st = volt_st_writer_meta(w, "volt.run_fingerprint", t->cfg.run_fingerprint);
     if (st >= 0) {
         char *cbj = callbacks_json(t);
-        st = volt_st_writer_meta(w, "volt.callbacks", cbj ? cbj : "{}");
+        if (!cbj) {
+            char why[sizeof t->errmsg];
+            snprintf(why, sizeof why, "%s", t->errmsg);
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': %s", path, why);
+        }
+        st = volt_st_writer_meta(w, "volt.callbacks", cbj);
         free(cbj);
     }
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
