@@ -1445,6 +1445,46 @@ static volt_status ratio_val(void *self, volt_step *s, const volt_batch *b, int6
     return net_val(self, s, b, i);
 }
 
+/* Names that would merge two values into one metric, or break a CSV column: the step fails
+ * naming the clash (the last one logged used to win without a word). */
+static int g_clash;
+static volt_status clash_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    VOLT_TRY(net_train(self, s, b, i));
+    switch (g_clash) {
+    case 0: VOLT_TRY(volt_log_value(s, "dup", 1, VOLT_LOG_STEP)); return volt_log_value(s, "dup", 2, VOLT_LOG_EPOCH);
+    case 1: VOLT_TRY(volt_log_value(s, "x", 1, VOLT_LOG_STEP | VOLT_LOG_EPOCH)); return volt_log_value(s, "x_step", 5, VOLT_LOG_STEP);
+    case 2: return volt_log_value(s, "train_loss", 123, VOLT_LOG_EPOCH);   /* net_train's is step and epoch */
+    case 3: return volt_log_value(s, "nl\nname", 1, 0);
+    default: VOLT_TRY(volt_log_value(s, "same", 1, VOLT_LOG_STEP)); return volt_log_value(s, "same", 2, VOLT_LOG_STEP);
+    }
+}
+static void test_log_clash(volt_dataset *ds) {
+    static const char *const want[] = { "logged twice in this step with other flags (step, then epoch)",
+                                        "clashes with 'x' logged with step and epoch", "volt_log('train_loss'): logged twice",
+                                        "bad metric name 'nl\nname': a control character", NULL };
+    volt_module_ops ops = net_ops;
+    ops.training_step = clash_train;
+    for (g_clash = 0; g_clash < 5; g_clash++) {
+        volt_trainer_config c;
+        volt_trainer_config_init(&c);
+        c.max_epochs = 1;
+        c.limit_train_batches = 2;
+        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_loader *l = make_loader(ds, 16, false, 0);
+        net m = { .in = IN, .hidden = 8, .out = NC };
+        const volt_status st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
+        if (want[g_clash])
+            CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), want[g_clash]), "clash %d: %s: %s", g_clash,
+                  volt_status_str(st), volt_trainer_errmsg(t));
+        else
+            CHECK(st == VOLT_OK, "the same name twice with the same flags: %s", volt_trainer_errmsg(t));
+        volt_loader_destroy(l);
+        volt_trainer_destroy(t);
+    }
+}
+
 static void test_log_ratio(volt_dataset *ds) {
     char root[512], log[64] = "";
     snprintf(root, sizeof root, "%s/ratio", vtest_tmpdir());
@@ -1598,6 +1638,7 @@ int main(void) {
     test_datamodule(ds);
     test_loader_errors(ds);
     test_log_ratio(ds);
+    test_log_clash(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();
 }

@@ -47,9 +47,20 @@ static bool step_sync(const volt_trainer *t, unsigned flags) {
            (t->num_eval_batches < 0 || t->eval_idx < t->eval_span);
 }
 
+/* Why a metric name cannot be one (NULL: it can): it names a CSV column, a TensorBoard tag and a
+ * checkpoint's metadata key. */
+static const char *name_problem(const char *name) {
+    if (!name || !*name) return "empty";
+    if (strlen(name) > 80) return "longer than 80 bytes";
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return "a control character (a newline?) in it";
+    return NULL;
+}
+
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags) {
     volt_trainer *t = ctx;
-    if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
+    const char *bad = name_problem(name);
+    if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name '%s': %s", name ? name : "(null)", bad);
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
     if (step_sync(t, flags)) {
         volt_status st = volt__strategy_all_reduce_mean(t->strategy, &value, 1);
@@ -242,10 +253,43 @@ static bool queueing(const volt_step *s) {
     return s->log_fn == volt__trainer_log && ((volt_trainer *)s->log_ctx)->in_step;
 }
 
+/* STEP and/or EPOCH as the loop will read flags (neither: by stage, as volt__trainer_log does). */
+static unsigned when_flags(const volt_trainer *t, unsigned flags) {
+    const unsigned w = flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH);
+    return w ? w : t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
+}
+
+/* "x" logged with STEP and EPOCH is recorded as "x_step" and "x_epoch": a's names meet b's. */
+static bool names_meet(const char *a, unsigned fa, const char *b) {
+    if (!(fa & VOLT_LOG_STEP) || !(fa & VOLT_LOG_EPOCH)) return false;
+    const size_t n = strlen(a);
+    return !strncmp(a, b, n) && (!strcmp(b + n, "_step") || !strcmp(b + n, "_epoch"));
+}
+
 static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
-    if (!name || !*name || strlen(name) > 80) {
-        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name");
+    const char *bad = name_problem(name);
+    if (bad) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name '%s': %s", name ? name : "(null)", bad);
         return NULL;
+    }
+    /* one name, one meaning per step (Lightning refuses the same too): the same name with other
+     * flags, or a name that a STEP|EPOCH value's "_step" / "_epoch" column already takes, would
+     * merge two values into one metric, the last one winning */
+    const unsigned w = when_flags(t, flags);
+    for (int i = 0; i < t->n_pending; i++) {
+        const volt_pending_log *q = &t->pending[i];
+        const unsigned qw = when_flags(t, q->flags);
+        if (!strcmp(q->name, name) && qw != w) {
+            volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): logged twice in this step with other flags (%s, then "
+                           "%s): one name, one meaning", name, qw == VOLT_LOG_STEP ? "step" : qw == VOLT_LOG_EPOCH ? "epoch" :
+                           "step and epoch", w == VOLT_LOG_STEP ? "step" : w == VOLT_LOG_EPOCH ? "epoch" : "step and epoch");
+            return NULL;
+        }
+        if (names_meet(q->name, qw, name) || names_meet(name, w, q->name)) {
+            volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): clashes with '%s' logged with step and epoch (recorded as "
+                           "'<name>_step' and '<name>_epoch')", name, q->name);
+            return NULL;
+        }
     }
     if (t->n_pending == t->cap_pending) {
         int cap = t->cap_pending ? 2 * t->cap_pending : 16;

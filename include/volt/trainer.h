@@ -157,7 +157,8 @@ typedef struct volt_callback_ops {
     volt_status (*on_after_backward)(void *self, volt_trainer *t);
     volt_status (*on_before_optimizer_step)(void *self, volt_trainer *t);
     /* Checkpoint state as a JSON object text: state_dict returns a malloc'ed string (or NULL
-     * for none); load_state_dict gets what state_dict wrote. */
+     * for none; anything but a JSON object fails the save, naming the callback);
+     * load_state_dict gets what state_dict wrote. */
     char *(*state_dict)(void *self);
     volt_status (*load_state_dict)(void *self, volt_trainer *t, const char *json);
     void (*destroy)(void *self);         /* called exactly once by the trainer */
