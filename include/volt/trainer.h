@@ -133,7 +133,9 @@ typedef struct volt_module_ops {
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
     uint32_t version;                    /* VOLT_CALLBACK_OPS_VERSION, first; append-only */
-    const char *name;                    /* unique per kind: the key of its checkpoint state */
+    const char *name;                    /* the key of its checkpoint state; a second callback of the
+                                            same name is keyed "name#1" (then #2...) in the order
+                                            added: add them in the same order when resuming */
     volt_status (*on_fit_start)(void *self, volt_trainer *t);
     volt_status (*on_fit_end)(void *self, volt_trainer *t);
     volt_status (*on_sanity_check_start)(void *self, volt_trainer *t);
