@@ -1485,6 +1485,37 @@ static void test_log_clash(volt_dataset *ds) {
     }
 }
 
+/* Errors that name who failed: no module table; a predict output callback (the caller's, not the
+ * module's step). */
+static volt_status pred_step(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    (void)i;
+    *out = net_fwd(self, s, b);
+    return *out ? VOLT_OK : volt_step_status(s);
+}
+static volt_status failing_out(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    (void)ctx; (void)b; (void)pred;
+    return VOLT_ERR_IO;
+}
+static void test_blame(volt_dataset *ds) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_loader *l = make_loader(ds, 16, false, 0);
+    CHECK(volt_trainer_fit(t, NULL, NULL, l, NULL, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "no module table"),
+          "fit with ops NULL: %s", volt_trainer_errmsg(t));
+    volt_module_ops ops = net_ops;
+    ops.predict_step = pred_step;
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    const volt_status st = volt_trainer_predict(t, &ops, &m, l, NULL, failing_out, NULL);
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "predict: the output callback failed at batch 0") &&
+          !strstr(volt_trainer_errmsg(t), "predict_step"), "failing output callback: %s: %s", volt_status_str(st),
+          volt_trainer_errmsg(t));
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+}
+
 static void test_log_ratio(volt_dataset *ds) {
     char root[512], log[64] = "";
     snprintf(root, sizeof root, "%s/ratio", vtest_tmpdir());
@@ -1639,6 +1670,7 @@ int main(void) {
     test_loader_errors(ds);
     test_log_ratio(ds);
     test_log_clash(ds);
+    test_blame(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();
 }

@@ -344,7 +344,15 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
         int sig;
         st = after_step(t, st, i, span, "predict", &sig);
         if (st >= 0) st = volt__metrics_flush(t);
-        if (st >= 0) st = out(ctx, b, pred);
+        if (st >= 0) {
+            t->errmsg[0] = 0;
+            if ((st = out(ctx, b, pred)) < 0) {   /* the caller's output callback, not the module */
+                char why[sizeof t->errmsg];
+                snprintf(why, sizeof why, "%s", t->errmsg);
+                st = volt__terr(t, st, "predict: the output callback failed at batch %lld (%s)%s%s", (long long)i,
+                                volt_status_str(st), why[0] ? ": " : "", why);
+            }
+        }
         if (st >= 0) st = predict_batch_end(t, pred, b, i);
         volt_step_end(t->step);
         volt__metrics_discard(t);

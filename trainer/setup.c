@@ -42,9 +42,10 @@ static void drop_model(volt_trainer *t) {
  * init_weights (pretrained weights) is not called: the values stay zero until the load. If
  * the load fails, volt__loop_load drops the model, so nothing ever runs on weights never set. */
 volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
-    if (!ops || !VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
-        return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want %u)",
-                          ops ? ops->version : 0, VOLT_MODULE_OPS_VERSION);
+    if (!ops) return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: no module table (ops is NULL)");
+    if (!VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
+        return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want 1..%u: set "
+                          "VOLT_MODULE_OPS_VERSION)", ops->version, VOLT_MODULE_OPS_VERSION);
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
     /* same module: keep its weights, unless they were never set (a load that did not happen) */
     if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
@@ -63,7 +64,11 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     if ((st = volt__strategy_configure_params(sg, t->ps)) < 0)
         return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
     st = ops->setup(module, t->ps);
-    if (st < 0) return volt__terr(t, st, "module '%s': setup failed: %s", ops->name, volt_params_errmsg(t->ps));
+    if (st < 0) {
+        const char *why = volt_params_errmsg(t->ps);
+        return volt__terr(t, st, "module '%s': setup failed: %s", ops->name ? ops->name : "?",
+                          why && *why ? why : volt_status_str(st));   /* its own status when the store says nothing */
+    }
     if (loads) volt__params_skip_init(t->ps);
     st = volt_params_finalize(t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
