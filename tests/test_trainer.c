@@ -2,6 +2,7 @@
  * and another grouping refused), corrupt checkpoints leave the model untouched,
  * configuration errors. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1512,6 +1513,30 @@ static void test_blame(volt_dataset *ds) {
     CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "predict: the output callback failed at batch 0") &&
           !strstr(volt_trainer_errmsg(t), "predict_step"), "failing output callback: %s: %s", volt_status_str(st),
           volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    /* a val loader and no validation_step: said on stderr (Lightning warns), not skipped silently */
+    t = NULL;
+    c.max_epochs = 1;
+    c.limit_train_batches = 1;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    ops = net_ops;
+    ops.validation_step = NULL;
+    char path[600];
+    snprintf(path, sizeof path, "%s/noval_stderr.txt", vtest_tmpdir());
+    fflush(stderr);
+    const int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, 2);
+    net m2 = { .in = IN, .hidden = 8, .out = NC };
+    const volt_status fs = volt_trainer_fit(t, &ops, &m2, l, l, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (fd >= 0) close(fd);
+    size_t n = 0;
+    char *txt = (char *)vtest_slurp(path, &n);
+    CHECK(fs == VOLT_OK && txt && strstr(txt, "val loader but module 'net' has no validation_step"), "no validation_step: %s; "
+          "stderr: %s", volt_status_str(fs), txt ? txt : "(none)");
+    free(txt);
     volt_loader_destroy(l);
     volt_trainer_destroy(t);
 }

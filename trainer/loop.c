@@ -340,6 +340,9 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     /* the folders the callbacks will write are named in on_fit_start and checked once it ran
      * (write_check.c): a folder that cannot be written, or any rank's failed on_fit_start, fails
      * every rank here, before the sanity check and the first batch */
+    if (val && !ops->validation_step && t->rank == 0)   /* Lightning warns the same */
+        fprintf(stderr, "volt: warning: fit was given a val loader but module '%s' has no validation_step: no validation "
+                "runs\n", ops->name ? ops->name : "?");
     volt__write_check_begin(t);
     st = CB_EACH(t, on_fit_start);
     if (st >= 0 && ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) hook_err(t, st, ops->name, "on_fit_start");
