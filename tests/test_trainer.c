@@ -1501,6 +1501,8 @@ static void test_blame(volt_dataset *ds) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    c.max_epochs = 1;
+    c.limit_train_batches = 1;
     volt_trainer *t = NULL;
     CHECK_OK(volt_trainer_create(&c, &t));
     volt_loader *l = make_loader(ds, 16, false, 0);
@@ -1513,11 +1515,12 @@ static void test_blame(volt_dataset *ds) {
     CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "predict: the output callback failed at batch 0") &&
           !strstr(volt_trainer_errmsg(t), "predict_step"), "failing output callback: %s: %s", volt_status_str(st),
           volt_trainer_errmsg(t));
+    /* a call that succeeds after those: volt_trainer_errmsg no longer shows their error */
+    CHECK(volt_trainer_fit(t, &ops, &m, l, NULL, NULL) == VOLT_OK && !volt_trainer_errmsg(t)[0],
+          "fit after the failures: '%s'", volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
     /* a val loader and no validation_step: said on stderr (Lightning warns), not skipped silently */
     t = NULL;
-    c.max_epochs = 1;
-    c.limit_train_batches = 1;
     CHECK_OK(volt_trainer_create(&c, &t));
     ops = net_ops;
     ops.validation_step = NULL;
