@@ -1236,6 +1236,18 @@ static void test_config_errors(void) {
           volt_trainer_num_callbacks(NULL) == 0 && volt_trainer_metric_count(NULL) == 0, "getters on NULL");
 }
 
+/* One epoch of at most `batches` training batches; no checkpoint, logger or progress bar. */
+static volt_trainer *short_trainer(int64_t batches) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = 1;
+    c.limit_train_batches = batches;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    return t;
+}
+
 /* configure_optimizers returns a bad optimizer / scheduler config: fit says which field and why. */
 static int bad_optim_case;
 static volt_status bad_opt(void *self, volt_optim_setup *o) {
@@ -1267,13 +1279,7 @@ static void test_optim_config_errors(volt_dataset *ds) {
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         bad_optim_case = k;
         net m = { .in = IN, .hidden = 8, .out = NC };
-        volt_trainer_config c;
-        volt_trainer_config_init(&c);
-        c.max_epochs = 1;
-        c.limit_train_batches = 1;
-        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
-        volt_trainer *t = NULL;
-        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_trainer *t = short_trainer(1);
         volt_loader *tl = make_loader(ds, 8, false, 0);
         volt_status st = volt_trainer_fit(t, &ops, &m, tl, NULL, NULL);
         const char *e = volt_trainer_errmsg(t);
@@ -1466,13 +1472,7 @@ static void test_log_clash(volt_dataset *ds) {
     volt_module_ops ops = net_ops;
     ops.training_step = clash_train;
     for (g_clash = 0; g_clash < 5; g_clash++) {
-        volt_trainer_config c;
-        volt_trainer_config_init(&c);
-        c.max_epochs = 1;
-        c.limit_train_batches = 2;
-        c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
-        volt_trainer *t = NULL;
-        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_trainer *t = short_trainer(2);
         volt_loader *l = make_loader(ds, 16, false, 0);
         net m = { .in = IN, .hidden = 8, .out = NC };
         const volt_status st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
@@ -1498,13 +1498,7 @@ static volt_status failing_out(void *ctx, const volt_batch *b, const volt_tensor
     return VOLT_ERR_IO;
 }
 static void test_blame(volt_dataset *ds) {
-    volt_trainer_config c;
-    volt_trainer_config_init(&c);
-    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
-    c.max_epochs = 1;
-    c.limit_train_batches = 1;
-    volt_trainer *t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_trainer *t = short_trainer(1);
     volt_loader *l = make_loader(ds, 16, false, 0);
     CHECK(volt_trainer_fit(t, NULL, NULL, l, NULL, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "no module table"),
           "fit with ops NULL: %s", volt_trainer_errmsg(t));
@@ -1520,8 +1514,7 @@ static void test_blame(volt_dataset *ds) {
           "fit after the failures: '%s'", volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
     /* a val loader and no validation_step: said on stderr (Lightning warns), not skipped silently */
-    t = NULL;
-    CHECK_OK(volt_trainer_create(&c, &t));
+    t = short_trainer(1);
     ops = net_ops;
     ops.validation_step = NULL;
     char path[600];
