@@ -78,21 +78,14 @@ static volt_status stop_batch(void *self, volt_trainer *t, const volt_batch *b, 
     return VOLT_OK;
 }
 
-/* stepfail: rank 1 alone fails at batch 3 of epoch 0 (a hook's error, as a bad sample in its
- * shard would fail its step); the program then ends, as an app does */
+/* stepfail: rank 1 alone fails at batch 3 of epoch 0's training, or with FAULT_FAIL_IN=val at
+ * batch 1 of its validation (fsdp's forward gathers) (a hook's error, as a bad sample in its shard
+ * would fail its step); the program then ends, as an app does */
 static volt_status fail_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     g_rank = volt_trainer_rank(t);
-    if (g_rank == 1 && i == 3 && volt_trainer_current_epoch(t) == 0) {
-        fprintf(stderr, "fault_run: rank 1: failing alone at batch 3\n");
-        return VOLT_ERR_INVALID_ARG;
-    }
-    return VOLT_OK;
-}
-/* FAULT_FAIL_IN=val: at validation batch 1 of epoch 0 instead (fsdp's forward gathers) */
-static volt_status fail_val_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    g_rank = volt_trainer_rank(t);
-    if (g_rank == 1 && i == 1 && volt_trainer_current_epoch(t) == 0) {
-        fprintf(stderr, "fault_run: rank 1: failing alone at validation batch 1\n");
+    const bool val = volt_trainer_stage(t) == VOLT_STAGE_VALIDATE;
+    if (g_rank == 1 && i == (val ? 1 : 3) && volt_trainer_current_epoch(t) == 0) {
+        fprintf(stderr, "fault_run: rank 1: failing alone at %s batch %lld\n", val ? "validation" : "training", (long long)i);
         return VOLT_ERR_INVALID_ARG;
     }
     return VOLT_OK;
@@ -116,7 +109,7 @@ static const volt_callback_ops slow_ops = { .version = VOLT_CALLBACK_OPS_VERSION
 static const volt_callback_ops stop_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stop", .on_train_batch_start = stop_batch };
 static const volt_callback_ops fail_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailAlone", .on_train_batch_start = fail_batch };
 static const volt_callback_ops fail_val_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FailAlone",
-                                                .on_validation_batch_start = fail_val_batch };
+                                                .on_validation_batch_start = fail_batch };
 static const volt_callback_ops starve_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Starve", .on_train_batch_end = count_saves };
 
 static volt_trainer *make(const char *root, const char *strategy) {
