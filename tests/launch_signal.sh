@@ -36,7 +36,10 @@ run() {
     [ $rc -eq "$want" ] || { tail -30 "$W/$name.log"; die "$name: exit $rc after SIG$sig, want $want"; }
     [ "$(grep -c "OnExceptionCheckpoint: saved .*on_exception.safetensors" "$W/$name.log")" -eq 1 ] &&
         compgen -G "$root/checkpoints/*/on_exception.safetensors" >/dev/null || die "$name: no on_exception.safetensors"
-    grep -q "fit interrupted: SIG$sig (received)" "$W/$name.log" || die "$name: no rank said it was interrupted by SIG$sig"
+    # rank 0 speaks for the job: "received" when the signal reached it before the step's vote,
+    # "on another rank" when only rank 1 had it by then (both got it, a moment apart)
+    grep -Eq "fit interrupted: SIG$sig \((received|on another rank)\)" "$W/$name.log" ||
+        { tail -30 "$W/$name.log"; die "$name: no rank said it was interrupted by SIG$sig"; }
     echo "launch_signal: $name: SIG$sig -> exit $rc, on_exception.safetensors saved, no rank left"
 }
 run self_int INT 130 "$APP" --trainer.devices 2
