@@ -16,6 +16,15 @@ launch() {   # launch ROOT [env...]: one run in its own process group, in the ba
   else setsid env "$@" "$FR" fit "$root" "$S" >>"$root.log" 2>&1 & fi
   PID=$!
 }
+kill_job() {   # kill -9 the run: mpirun puts each rank in a process group of its own, so the
+  # group's kill reaches mpirun alone; its ranks are killed by parent pid first, and the resume
+  # waits until none is left (an orphan would go on writing the checkpoint the resume reads)
+  local root=$1 n=0
+  [ -n "$MPIRUN" ] && pkill -KILL -P "$PID" 2>/dev/null
+  kill -9 -- -"$PID" 2>/dev/null; wait $PID 2>/dev/null
+  while pgrep -f -- " fit $root $S" >/dev/null && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
+  ! pgrep -f -- " fit $root $S" >/dev/null || { echo "FAIL: a rank of $root outlived its kill"; exit 1; }
+}
 mkdir -p "$TMP/ref"
 t0=$(date +%s%N)
 launch "$TMP/ref"; wait $PID || { echo "FAIL: the uninterrupted run failed"; cat "$TMP/ref.log"; exit 1; }
@@ -27,7 +36,7 @@ for i in $(seq 1 "$KILLS"); do
   if [ $((i % 2)) -eq 1 ]; then
     at=$(( run_ms * 3 / 10 + RANDOM % (run_ms * 6 / 10 + 1) ))   # past start-up, with a margin at the end
     launch "$root"; sleep "$(awk "BEGIN{print $at/1000}")"
-    kill -9 -- -"$PID" 2>/dev/null; wait $PID 2>/dev/null
+    kill_job "$root"
     how="at ${at} ms"
   else
     k=$(( RANDOM % 8 + 3 )); r=$(( RANDOM % NP ))

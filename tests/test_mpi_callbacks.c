@@ -125,7 +125,9 @@ static void test_collective(const char *name) {
     }
     volt_trainer_destroy(t);
 
-    /* rank 0 calls alone: a timeout, not a hang; then the broken comm fails at once */
+    /* rank 0 calls alone: a timeout, not a hang; then the broken comm fails at once. The ranks
+     * meet first: the 1 s timeout also bounds the comm's creation in make_trainer */
+    MPI_Barrier(MPI_COMM_WORLD);
     setenv("VOLT_COMM_TIMEOUT", "1", 1);
     t = make_trainer(name, vtest_tmpdir());
     if (t && g_rank == 0) {
@@ -221,23 +223,6 @@ static void test_time_interval(const char *name) {
           name, g_rank, q.steps);
     if (g_rank == 0) printf("%s np%d: fake clocks: saves at [%s]; real clock: [%s]\n", name, g_world, p.steps, q.steps);
 }
-/* Rank 0's stderr into a file while a call runs; stderr_back puts it back and reads the file into buf
- * (the note of an interruption another rank got). */
-static int stderr_to(const char *path) {
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    CHECK(saved >= 0 && fd >= 0, "capturing stderr into %s", path);
-    if (fd >= 0) { dup2(fd, STDERR_FILENO); close(fd); }
-    return saved;
-}
-static void stderr_back(int saved, const char *path, char *buf, size_t cap) {
-    fflush(stderr);
-    if (saved >= 0) { dup2(saved, STDERR_FILENO); close(saved); }
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (f) { buf[fread(buf, 1, cap - 1, f)] = 0; fclose(f); }
-}
-
 /* ---- SIGTERM on one rank ------------------------------------------------------------------------------ */
 static volt_status term_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     if (g_rank == 1 && volt_trainer_current_epoch(t) == 1 && i == 1) raise(SIGTERM);
@@ -292,9 +277,9 @@ static void test_interrupt(const char *name) {
     CHECK_OK(volt_add_model_checkpoint(tb, &cc));
     char errpath[700], err[4096] = "";
     snprintf(errpath, sizeof errpath, "%s/rank0_stderr.txt", root);
-    int saved = g_rank == 0 ? stderr_to(errpath) : -1;
+    int saved = g_rank == 0 ? vtest_stderr_to(errpath) : -1;
     volt_status st = volt_trainer_fit(tb, &lin_ops, &mb, l, NULL, NULL);
-    if (g_rank == 0) stderr_back(saved, errpath, err, sizeof err);
+    if (g_rank == 0) vtest_stderr_back(saved, errpath, err, sizeof err);
     const char *msg = volt_trainer_errmsg(tb);
     CHECK(st == VOLT_ERR_INTERRUPTED && volt_trainer_interrupted(tb) == SIGTERM, "rank %d: fit returned %s (%d): %s", g_rank,
           volt_status_str(st), volt_trainer_interrupted(tb), msg);
@@ -694,12 +679,12 @@ static void test_uneven(const char *name) {
          * batch 1, else (a rank has fewer) every rank ends its loop and the call says so */
         t = eval_trainer(name, root);
         u = (ulin){ .raise_at = 1 };
-        int saved = g_rank == 0 ? stderr_to(errpath) : -1;
+        int saved = g_rank == 0 ? vtest_stderr_to(errpath) : -1;
         t0 = vtest_now();
         st = t ? volt_trainer_validate(t, &ulin_ops, &u, vl, NULL) : VOLT_ERR_STATE;
         el = vtest_now() - t0;
         char err[4096] = "";
-        if (g_rank == 0) stderr_back(saved, errpath, err, sizeof err);
+        if (g_rank == 0) vtest_stderr_back(saved, errpath, err, sizeof err);
         const bool voted = fewest > 1;
         const char *where = voted ? "validation stopped after batch 1" : "validate had finished";
         if (voted) {

@@ -261,7 +261,12 @@ static void test_failed_val(const char *name) {
     CHECK(same(mine, after) && !same(after, cur), "rank %d: after the later fit this rank's own tensors are %s", g_rank,
           same(after, cur) ? "(the exported weights did not move)" : "not the exported weights");
     const double el = vtest_now() - t0;
-    CHECK(el < 15, "rank %d: %.1f s (a rank waited for the comm's timeout?)", g_rank, el);
+    /* a wait for the comm's timeout alone takes all of it: the whole test stays under it (not a
+     * fixed bound the slow sanitizer build on a loaded machine could pass) */
+    const char *to = getenv("VOLT_COMM_TIMEOUT");
+    const double timeout = to && atof(to) > 0 ? atof(to) : 300;
+    CHECK(timeout <= 60, "run with a short VOLT_COMM_TIMEOUT (got %s)", to ? to : "unset");
+    CHECK(el < timeout, "rank %d: %.1f s, the comm's timeout is %g s (a rank waited for it?)", g_rank, el, timeout);
     if (g_rank == 0) printf("%s np%d: current weights back on every rank after the failed validation; %.2f s\n", name, g_world, el);
     volt_trainer_destroy(tr);
     volt_trainer_destroy(tw);

@@ -1829,39 +1829,60 @@ static void test_verdict(const char *name, const char *path) {
     volt_dataset_destroy(ds);
 }
 
-/* A rank that stalls inside the load (rank 1 sleeps in its first check past the comm timeout):
- * the others fail within the timeout with an error naming the checkpoint, nothing applied,
- * never a hang; rank 1 fails too once it wakes (its verdict times out). Every rank then waits
- * until all are done and have printed their results (tests/fault_verdict.sh reads them): the
- * finalize after a broken collective may end a process with status 1 (comm_mpi.c's watchdog),
- * and mpirun then ends the others. */
-static double g_stall_s;
+/* A rank that stalls inside the load (rank 1 waits in its first check until the others' fits have
+ * returned: they time out in the load's verdict): the others fail within the timeout with an error
+ * naming the checkpoint, nothing applied, never a hang; rank 1 fails too once it wakes (its
+ * verdict times out). Every rank then meets the others in a world barrier once all have printed
+ * their results (tests/fault_verdict.sh reads them): the finalize after a broken collective may
+ * end a process with status 1 (comm_mpi.c's watchdog), and mpirun then ends the others. The
+ * stall ends on the others' files, not after a fixed time: on a loaded machine the others may
+ * reach the verdict late. */
+static bool g_stall;
+static char g_done_fmt[600];   /* "<dir>/verdict_done_%d": a rank's fit has returned */
 static void stall_in_check(const char *path, void *ctx) {
     (void)path;
     (void)ctx;
-    if (g_stall_s <= 0) return;
-    printf("rank 1: stalling %.0f s inside the load's check\n", g_stall_s);
+    if (!g_stall) return;
+    g_stall = false;
+    printf("rank 1: stalling inside the load's check until the others' fits returned\n");
     fflush(stdout);
-    sleep((unsigned)g_stall_s);
-    g_stall_s = 0;
+    const double t0 = vtest_now();
+    for (bool all = false; !all && vtest_now() - t0 < 30; usleep(20000)) {
+        all = true;
+        for (int r = 0; r < g_world; r++) {
+            char f[640];
+            snprintf(f, sizeof f, g_done_fmt, r);
+            if (r != 1 && access(f, F_OK) != 0) all = false;
+        }
+    }
 }
 
 static void test_fault_verdict(const char *name, const char *path) {
     const char *to = getenv("VOLT_COMM_TIMEOUT");
     const double timeout = to ? atof(to) : 300;
     CHECK(timeout > 0 && timeout <= 10, "run with a short VOLT_COMM_TIMEOUT (got %s)", to ? to : "unset");
+    snprintf(g_done_fmt, sizeof g_done_fmt, "%s/verdict_done_%%d", vtest_tmpdir());
+    char done[640];
+    snprintf(done, sizeof done, g_done_fmt, g_rank);
+    remove(done);   /* an earlier run's */
     volt_dataset *ds = make_data();
     mlp m = { 0 };
-    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());   /* MPI initialised from here */
     volt_loader *l = make_loader(ds, GB / g_world);
+    MPI_Barrier(MPI_COMM_WORLD);   /* every rank's earlier file gone before rank 1 looks for them */
     if (g_rank == 1) {
-        g_stall_s = timeout + 2;   /* the others time out first, with a second to spare */
+        g_stall = true;
         volt__st_set_check_hook(stall_in_check, NULL);
     }
     const double t0 = vtest_now();
     volt_status st = t && l ? volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path) : VOLT_ERR_STATE;
     const double el = vtest_now() - t0;
     volt__st_set_check_hook(NULL, NULL);
+    if (g_rank != 1) {
+        FILE *f = fopen(done, "w");
+        CHECK(f != NULL, "writing %s", done);
+        if (f) fclose(f);
+    }
     const char *msg = t ? volt_trainer_errmsg(t) : "";
     printf("rank %d: fit returned %s after %.2f s: %s\n", g_rank, volt_status_str(st), el, msg);
     fflush(stdout);
@@ -1871,7 +1892,7 @@ static void test_fault_verdict(const char *name, const char *path) {
         CHECK(el < 2 * timeout + 5, "rank %d: failed after %.2f s (timeout %g s)", g_rank, el, timeout);
     } else CHECK(st < 0, "rank 1: its load failed too: %s", msg);
     CHECK(m.n_losses == 0, "rank %d: no training", g_rank);
-    while (vtest_now() - t0 < 3 * timeout + 2) usleep(100000);   /* rank 1 is done at 2 x timeout + 2 */
+    MPI_Barrier(MPI_COMM_WORLD);   /* every rank has printed its results */
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
