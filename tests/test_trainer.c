@@ -156,6 +156,7 @@ static void test_hook_order(volt_dataset *ds) {
     CHECK(volt_trainer_metric(t, "val_acc", &v) && volt_trainer_metric(t, "train_loss_epoch", &v) &&
           volt_trainer_metric(t, "train_loss_step", &v), "metrics logged");
     CHECK(volt_trainer_global_step(t) == 2, "global_step %lld", (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);   /* it holds m's weights: another trainer sets m up afresh only once it is gone */
     /* test and predict (version 3's hooks): 2 batches of 8 each */
     c.limit_test_batches = c.limit_predict_batches = 2;
     volt_trainer *t2;
@@ -216,7 +217,6 @@ static void test_hook_order(volt_dataset *ds) {
                           "on_test_epoch_end on_test_end predict_step out predict_step out ";
     CHECK(!strcmp(log, want_v2), "a version-2 table\n got:  %s\n want: %s", log, want_v2);
     volt_trainer_destroy(t2);
-    volt_trainer_destroy(t);
     volt_loader_destroy(tl);
     volt_loader_destroy(vl);
 }
@@ -636,11 +636,17 @@ static void test_load_skips_init(volt_dataset *ds) {
     w = snapshot(t3, &n);
     CHECK(!memcmp(w, inits, sizeof(float) * (size_t)n), "after a load that never came: the inits, not zeros");
     free(w);
-    /* fit from "last" with none saved starts from the inits */
+    /* fit from "last" with none saved starts from the inits, and says so (Lightning warns) */
     net m4 = proto;
     volt_trainer *t4 = make_trainer(1, root);
     i0 = volt__params_inits();
+    char errpath[600], err[4096];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", root);
+    int saved = vtest_stderr_to(errpath);
     CHECK(volt_trainer_fit(t4, &ops, &m4, tl, NULL, "last") == VOLT_OK && volt__params_inits() == i0 + 1, "fit from no last");
+    vtest_stderr_back(saved, errpath, err, sizeof err);
+    CHECK(strstr(err, "volt: fit: ckpt_path=\"last\" is set, but there is no last checkpoint available: fit starts from the "
+                      "initial weights"), "fit from no last is noted: %s", err);
 
     free(trained); free(inits);
     volt_trainer_destroy(t0); volt_trainer_destroy(t1); volt_trainer_destroy(t2); volt_trainer_destroy(t3);
@@ -648,6 +654,69 @@ static void test_load_skips_init(volt_dataset *ds) {
     volt_loader_destroy(tl);
 }
 
+
+/* One module struct, two trainers: its layers point into the store of the trainer that set it up.
+ * Another trainer may take it over only with a checkpoint to load (the holder lets it go); without
+ * one it is refused: its fresh inits would replace the trained weights (and the holder would run
+ * on the other's store, then freed memory). */
+static void test_module_two_trainers(volt_dataset *ds) {
+    char root[512], good[600];
+    snprintf(root, sizeof root, "%s/twotrainers", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(good, sizeof good, "%s/good.safetensors", root);
+    volt_loader *tl = make_loader(ds, 8, false, 0);
+    net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_trainer *t1 = make_trainer(1, root), *t2 = make_trainer(1, root);
+    CHECK_OK(volt_trainer_fit(t1, &net_ops, &m, tl, NULL, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t1, good));
+    const long long steps1 = (long long)volt_trainer_global_step(t1);
+    int64_t n;
+    float *trained = snapshot(t1, &n), *w;
+    CHECK(volt_trainer_validate(t2, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE &&
+          strstr(volt_trainer_errmsg(t2), "another trainer set this module up and holds its weights") &&
+          strstr(volt_trainer_errmsg(t2), "ckpt_path"), "a second trainer without a checkpoint: %s", volt_trainer_errmsg(t2));
+    CHECK(volt_trainer_fit(t2, &net_ops, &m, tl, NULL, NULL) == VOLT_ERR_STATE, "nor a fit");
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    w = snapshot(t1, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the holder keeps its trained weights");
+    free(w);
+    /* with a checkpoint the second takes the module over (and says it loaded it); the first lets it go */
+    char errpath[600], err[4096], want[1024];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", root);
+    int saved = vtest_stderr_to(errpath);
+    CHECK_OK(volt_trainer_validate(t2, &net_ops, &m, tl, good));
+    vtest_stderr_back(saved, errpath, err, sizeof err);
+    snprintf(want, sizeof want, "volt: validate: loaded the model weights of the checkpoint at %s\n", good);
+    CHECK(strstr(err, want), "the load is noted: %s", err);
+    CHECK(volt_trainer_params(t1) == NULL, "the first trainer let the module go");
+    w = snapshot(t2, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the second has the checkpoint's weights");
+    free(w);
+    CHECK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE, "now the first is refused: %s",
+          volt_trainer_errmsg(t1));
+    volt_trainer_destroy(t2);   /* the module is free: the first sets it up afresh */
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    w = snapshot(t1, &n);
+    CHECK(memcmp(w, trained, sizeof(float) * (size_t)n) != 0, "fresh inits after the holder was destroyed");
+    free(w);
+    free(trained);
+    volt_trainer_destroy(t1);
+    /* a fit from the checkpoint (saved after 1 epoch) says what it restored, and when that
+     * already meets max_epochs, that it trains nothing */
+    for (int epochs = 2; epochs >= 1; epochs--) {
+        net m2 = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+        volt_trainer *t3 = make_trainer(epochs, root);
+        saved = vtest_stderr_to(errpath);
+        CHECK_OK(volt_trainer_fit(t3, &net_ops, &m2, tl, NULL, good));
+        vtest_stderr_back(saved, errpath, err, sizeof err);
+        snprintf(want, sizeof want, "volt: fit: restored the training state of the checkpoint at %s (epoch 1, step %lld)%s",
+                 good, steps1, epochs == 1 ? ": it already meets max_epochs / max_steps, so this fit trains nothing\n" : "\n");
+        CHECK(strstr(err, want) && volt_trainer_global_step(t3) == steps1 * epochs, "max_epochs %d: step %lld: %s",
+              epochs, (long long)volt_trainer_global_step(t3), err);
+        volt_trainer_destroy(t3);
+    }
+    volt_loader_destroy(tl);
+}
 
 /* ---- max_time, min_epochs / min_steps, overfit_batches (Lightning's flags) ------------------------ */
 typedef struct { int64_t batches; int64_t first_x[64]; int64_t val_steps[8], sanity; int stop_at_epoch_end, stop_every_batch; } flags_probe;
@@ -1674,6 +1743,7 @@ int main(void) {
     test_accelerator(ds);
     test_config_errors();
     test_load_skips_init(ds);
+    test_module_two_trainers(ds);
     test_stop_flags(ds);
     test_fractions(ds);
     test_estimated_steps(ds);

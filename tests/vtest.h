@@ -15,6 +15,8 @@
 #include <math.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/dtype.h"
@@ -149,5 +151,22 @@ static inline void vtest_fresh_dir(const char *path) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     if (system(cmd) != 0) fprintf(stderr, "vtest: cannot clean %s\n", path);
     mkdir(path, 0755);
+}
+
+/* stderr into the file path while a call runs (what volt notes there); vtest_stderr_back puts it
+ * back and reads the file into buf (cap bytes). */
+static inline int vtest_stderr_to(const char *path) {
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    CHECK(saved >= 0 && fd >= 0, "capturing stderr into %s", path);
+    if (fd >= 0) { dup2(fd, STDERR_FILENO); close(fd); }
+    return saved;
+}
+static inline void vtest_stderr_back(int saved, const char *path, char *buf, size_t cap) {
+    fflush(stderr);
+    if (saved >= 0) { dup2(saved, STDERR_FILENO); close(saved); }
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f) { buf[fread(buf, 1, cap - 1, f)] = 0; fclose(f); }
 }
 #endif

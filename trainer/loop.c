@@ -333,6 +333,11 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if (path[0]) {
         volt_status st = volt__loop_load(t, path, true);
         if (st < 0) { t->fitting = false; return st; }
+        const bool nothing_left = (t->cfg.max_epochs >= 0 && t->epoch >= t->cfg.max_epochs) || max_steps_reached(t);
+        if (t->rank == 0)
+            fprintf(stderr, "volt: fit: restored the training state of the checkpoint at %s (epoch %lld, step %lld)%s\n", path,
+                    (long long)t->epoch, (long long)t->global_step,
+                    nothing_left ? ": it already meets max_epochs / max_steps, so this fit trains nothing" : "");
     }
     volt_status st = VOLT_OK;
     bool restore_shuffle = false;

@@ -2,6 +2,7 @@
  * step), the optimizer and scheduler from configure_optimizers, ckpt_path resolved and loaded;
  * set up once and kept across calls, dropped when the module changes or a load fails. The
  * loops themselves: trainer/loop.c (fit) and trainer/eval_loop.c (validation, test, predict). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,44 @@ void volt__loop_drop_optim(volt_trainer *t) {
     t->sched = NULL;
 }
 
+/* ---- which trainer holds a module's weights ---------------------------------------------------
+ * A module's layers point into the store of the trainer that set it up last (nn.h: borrowed
+ * pointers). A second trainer that sets the same module up re-points them into its own store: the
+ * first one would then run on the second's values, and on freed memory once the second is
+ * destroyed. So the live trainers holding a module are listed here: another trainer takes a
+ * module over only with a checkpoint to load (ckpt_path), the holder then letting it go; without
+ * one it is refused, as its fresh values would silently replace the trained ones the user expects
+ * (Lightning's weights live in the module: trainer2.test(model) tests the trained model). */
+enum { HOLDERS_MAX = 64 };
+static struct { const void *module; volt_trainer *t; } g_holders[HOLDERS_MAX];
+static pthread_mutex_t g_holders_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void holder_set(volt_trainer *t, const void *module) {
+    pthread_mutex_lock(&g_holders_mu);
+    int free_at = -1;
+    for (int i = 0; i < HOLDERS_MAX; i++) {
+        if (g_holders[i].t == t) g_holders[i].t = NULL, g_holders[i].module = NULL;
+        if (!g_holders[i].t && free_at < 0) free_at = i;
+    }
+    if (module && free_at >= 0) g_holders[free_at].module = module, g_holders[free_at].t = t;   /* full: unchecked */
+    pthread_mutex_unlock(&g_holders_mu);
+}
+
+static volt_trainer *holder_of(const void *module, const volt_trainer *self) {
+    volt_trainer *h = NULL;
+    pthread_mutex_lock(&g_holders_mu);
+    for (int i = 0; i < HOLDERS_MAX && !h; i++)
+        if (g_holders[i].t && g_holders[i].t != self && g_holders[i].module == module) h = g_holders[i].t;
+    pthread_mutex_unlock(&g_holders_mu);
+    return h;
+}
+
+void volt__loop_release_module(volt_trainer *t) { holder_set(t, NULL); }
+
 /* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
  * the next setup_model builds them afresh. The caller has waited for the gathers. */
 static void drop_model(volt_trainer *t) {
+    holder_set(t, NULL);
     volt__loop_drop_optim(t);   /* and the captured graphs, on the old step's memory too */
     volt_step_destroy(t->step); t->step = NULL;
     volt_params_destroy(t->ps); t->ps = NULL;
@@ -49,6 +85,16 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
     /* same module: keep its weights, unless they were never set (a load that did not happen) */
     if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
+    volt_trainer *h = module ? holder_of(module, t) : NULL;
+    if (h && !h->weights_pending && !loads)
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer set this module up and holds its weights (its "
+                          "layers point into that trainer's store): run this with that trainer, give ckpt_path (a "
+                          "checkpoint to load) for this trainer to take the module over, or destroy that trainer first "
+                          "to start from fresh weights", ops->name ? ops->name : "?");
+    if (h) {   /* taken over: the holder lets the module go (its next call with it sets it up again) */
+        (void)volt__loop_wait_params(h, "setup");
+        drop_model(h);
+    }
     if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
     drop_model(t);
     t->mops = ops;
@@ -90,6 +136,7 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     volt__prec_setup_step(t);               /* GEMM operand dtype */
     t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
     t->step->detect_anomaly = t->cfg.detect_anomaly;
+    holder_set(t, module);
     return VOLT_OK;
 }
 
@@ -169,7 +216,12 @@ volt_status volt__loop_resolve(volt_trainer *t, const char *ckpt_path, bool miss
             : ": the ModelCheckpoint has saved none and found no last*.safetensors in its folder";
         return volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"%s", stage, ckpt_path, why);
     }
-    if (!p) return VOLT_OK;
+    if (!p) {   /* fit from "last" with none: a fresh start, said (Lightning warns the same) */
+        if (t->rank == 0)
+            fprintf(stderr, "volt: %s: ckpt_path=\"%s\" is set, but there is no last checkpoint available: %s starts "
+                    "from the initial weights (ModelCheckpoint's save_last keeps one)\n", stage, ckpt_path, stage);
+        return VOLT_OK;
+    }
     if (strlen(p) >= VOLT__CKPT_PATH_CAP) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: checkpoint path longer than %d bytes", stage, VOLT__CKPT_PATH_CAP - 1);
     strcpy(path, p);
     return VOLT_OK;
@@ -213,6 +265,9 @@ volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops,
     VOLT_TRY(volt__loop_resolve(t, ckpt_path, false, stage, path));
     VOLT_TRY(volt__loop_setup_model(t, ops, module, path[0] != 0));
     volt__prof_add(t, NULL, NULL, "setup", p0);
-    return path[0] ? volt__loop_load(t, path, false) : VOLT_OK;
+    if (!path[0]) return VOLT_OK;
+    VOLT_TRY(volt__loop_load(t, path, false));
+    if (t->rank == 0) fprintf(stderr, "volt: %s: loaded the model weights of the checkpoint at %s\n", stage, path);
+    return VOLT_OK;
 }
 

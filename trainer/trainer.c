@@ -266,6 +266,7 @@ volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err,
 
 void volt_trainer_destroy(volt_trainer *t) {
     if (!t) return;
+    volt__loop_release_module(t);
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
     volt_scheduler_destroy(t->sched);

@@ -297,6 +297,8 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
 enum { VOLT__CKPT_PATH_CAP = 4096 };
 volt_status volt__loop_add_defaults(volt_trainer *t);
 volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads);
+/* At destroy: the module t holds (set up) is free for another trainer to set up. */
+void volt__loop_release_module(volt_trainer *t);
 volt_status volt__loop_setup_optim(volt_trainer *t, volt_loader *train);
 void volt__loop_drop_optim(volt_trainer *t);
 volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out);
