@@ -115,8 +115,9 @@ static volt_status run_mpirun(volt_cli *c, char **av, long long devices) {
 }
 
 volt_status volt_cli_launch(volt_cli *c, int argc, char **argv) {
-    const char *strategy = volt_cli_str(c, "trainer.strategy");
     int64_t devices = volt_cli_int(c, "trainer.devices");
+    const char *strategy = volt__strategy_resolve(volt_cli_str(c, "trainer.strategy"), (int)devices,
+                                                  (int)volt_cli_int(c, "trainer.num_nodes"));
     const volt_strategy_row *row = volt__strategy_find(strategy);   /* unknown: the trainer says so */
     bool dist = row && (row->flags & VOLT_STRAT_MULTI_PROCESS);
     if (volt_cli_in_mpi_job()) return VOLT_OK;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "strategies/strategy.h"
+#include "strategies/comm/comm.h"
 
 #if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
 #include "strategies/parallel/parallel.h"
@@ -21,7 +22,7 @@ static const volt_strategy_ops single_ops = { .version = VOLT_STRATEGY_OPS_VERSI
 
 #define F_ZERO (VOLT_STRAT_MULTI_PROCESS | VOLT_STRAT_SHARDS_OPTIM)
 static const volt_strategy_row k_rows[] = {
-    { "single", { "auto", NULL }, "one process holds everything (no communication)", 0, &single_ops, NULL },
+    { "single", { NULL }, "one process holds everything (no communication)", 0, &single_ops, NULL },
     { "ddp", { NULL }, "replicas on every rank; grads all-reduced per unit during backward",
       VOLT_STRAT_MULTI_PROCESS | VOLT_STRAT_OVERLAP_REDUCE, PAR(&volt__ddp_ops), PAR(volt__parallel_create) },
     { "deepspeed_stage_1", { "zero1", NULL }, "ZeRO-1: optimizer states sharded; grads reduce-scattered after backward",
@@ -50,28 +51,33 @@ const volt_strategy_row *volt__strategy_find(const char *name) {
     return NULL;
 }
 
-/* Every row's name and aliases into buf, the rows split by sep, each alias as alias_fmt;
- * "auto" (Lightning's default word) only with_auto. */
-static void list_rows(char *buf, size_t len, const char *sep, const char *alias_fmt, bool with_auto) {
-    size_t n = 0;
+/* Lightning's strategy="auto": ddp when the job has several processes (devices or num_nodes
+ * above 1, or a launcher started several), else single. */
+const char *volt__strategy_resolve(const char *name, int devices, int num_nodes) {
+    if (!name || strcmp(name, "auto")) return name;
+    return devices > 1 || num_nodes > 1 || volt__comm_launched_size() > 1 ? "ddp" : "single";
+}
+
+/* "auto", then every row's name and aliases into buf, split by sep, each alias as alias_fmt. */
+static void list_rows(char *buf, size_t len, const char *sep, const char *alias_fmt) {
+    size_t n = (size_t)snprintf(buf, len, "auto");
     for (int i = 0; i < N_ROWS && n < len; i++) {
-        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? sep : "", k_rows[i].name);
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", sep, k_rows[i].name);
         for (int a = 0; k_rows[i].aliases[a] && n < len; a++)
-            if (with_auto || strcmp(k_rows[i].aliases[a], "auto"))
-                n += (size_t)snprintf(buf + n, len - n, alias_fmt, k_rows[i].aliases[a]);
+            n += (size_t)snprintf(buf + n, len - n, alias_fmt, k_rows[i].aliases[a]);
     }
 }
 
 /* Built from the rows on first use; rows are constant, so the text is too. */
 const char *volt__strategy_names(void) {
     static char buf[512];
-    if (!buf[0]) list_rows(buf, sizeof buf, ", ", " (%s)", false);
+    if (!buf[0]) list_rows(buf, sizeof buf, ", ", " (%s)");
     return buf;
 }
 
 const char *volt__strategy_choices(void) {
     static char buf[512];
-    if (!buf[0]) list_rows(buf, sizeof buf, "|", "|%s", true);
+    if (!buf[0]) list_rows(buf, sizeof buf, "|", "|%s");
     return buf;
 }
 
@@ -86,7 +92,7 @@ static void multi_names(char *buf, size_t len) {
 /* The checks of the settings alone (no comm made): volt__strategy_create's first step, and
  * volt_trainer_config_check's. */
 volt_status volt__strategy_config_check(const volt_strategy_config *cfg, char *err, size_t errlen) {
-    const char *n = cfg->name ? cfg->name : "single";
+    const char *n = volt__strategy_resolve(cfg->name ? cfg->name : "single", cfg->devices, cfg->num_nodes);
     const volt_strategy_row *row = volt__strategy_find(n);
     if (!row) {
         snprintf(err, errlen, "unknown strategy '%s' (valid: %s)", n, volt__strategy_names());
@@ -125,7 +131,8 @@ volt_status volt__strategy_config_check(const volt_strategy_config *cfg, char *e
 volt_status volt__strategy_create(const volt_strategy_config *cfg, volt_strategy **out, char *err, size_t errlen) {
     *out = NULL;
     VOLT_TRY(volt__strategy_config_check(cfg, err, errlen));
-    const volt_strategy_row *row = volt__strategy_find(cfg->name ? cfg->name : "single");
+    const volt_strategy_row *row = volt__strategy_find(volt__strategy_resolve(cfg->name ? cfg->name : "single",
+                                                                              cfg->devices, cfg->num_nodes));
     volt_strategy *st = calloc(1, sizeof *st);
     if (!st) return VOLT_ERR_NOMEM;
     st->ops = row->ops;

@@ -162,11 +162,14 @@ struct volt_strategy {
 /* ---- registry (strategies/registry.c) ------------------------------------------------------ */
 int volt__strategy_count(void);
 const volt_strategy_row *volt__strategy_at(int i);
-/* The row whose name or alias is `name` ("auto" = "single"), or NULL. */
+/* The row whose name or alias is `name`, or NULL ("auto" is no row: resolve it first). */
 const volt_strategy_row *volt__strategy_find(const char *name);
-/* "single, ddp, deepspeed_stage_1 (zero1), ..." — every row, aliases in parentheses. */
+/* Lightning's "auto": "ddp" when devices or num_nodes is above 1 or the launcher started several
+ * processes (volt__comm_launched_size), else "single"; any other name as it is. */
+const char *volt__strategy_resolve(const char *name, int devices, int num_nodes);
+/* "auto, single, ddp, deepspeed_stage_1 (zero1), ..." — every row, aliases in parentheses. */
 const char *volt__strategy_names(void);
-/* Every name and alias, "auto" included, as "a|b|...": the CLI's choices for trainer.strategy. */
+/* "auto" and every name and alias as "a|b|...": the CLI's choices for trainer.strategy. */
 const char *volt__strategy_choices(void);
 /* Create the named strategy (MPI is initialised here when a multi-process one is asked for).
  * Unknown name => VOLT_ERR_UNSUPPORTED naming the valid ones; a row this build lacks =>

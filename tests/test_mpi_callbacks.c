@@ -103,8 +103,30 @@ static bool same_everywhere(const char *s) {
     return lo == hi;
 }
 
+/* ---- strategy "auto" in a launched job ---------------------------------------------------------------- */
+/* In a job mpirun started: "auto" is ddp over every process (Lightning's auto picks DDP for several),
+ * and "single" trains alone on each, which launched rank 0 warns about (once per job). */
+static void test_auto_strategy(void) {
+    char errpath[600], err[4096], want[256];
+    snprintf(errpath, sizeof errpath, "%s/auto_stderr_%d.txt", vtest_tmpdir(), g_rank);
+    int saved = vtest_stderr_to(errpath);
+    volt_trainer *s = make_trainer("single", vtest_tmpdir());
+    vtest_stderr_back(saved, errpath, err, sizeof err);
+    CHECK(s && volt_trainer_world_size(s) == 1, "rank %d: single: a world of its own", g_rank);
+    snprintf(want, sizeof want, "volt: warning: strategy 'single' in a job of %d launched processes: each trains alone", g_world);
+    CHECK(g_rank == 0 ? strstr(err, want) != NULL : strstr(err, "warning: strategy") == NULL,
+          "rank %d: the warning on launched rank 0 alone: %s", g_rank, err);
+    volt_trainer_destroy(s);
+    volt_trainer *a = make_trainer("auto", vtest_tmpdir());
+    CHECK(a && !strcmp(volt_trainer_get_config(a)->strategy, "ddp") && volt_trainer_world_size(a) == g_world,
+          "rank %d: auto is ddp over the %d processes (%s, world %d)", g_rank, g_world,
+          a ? volt_trainer_get_config(a)->strategy : "-", a ? volt_trainer_world_size(a) : 0);
+    volt_trainer_destroy(a);
+}
+
 /* ---- the collectives -------------------------------------------------------------------------------- */
 static void test_collective(const char *name) {
+    test_auto_strategy();
     volt_trainer *t = make_trainer(name, vtest_tmpdir());
     if (!t) return;
     const int W = g_world, last = W - 1;

@@ -366,7 +366,7 @@ static void test_registry(void) {
         CHECK(volt__strategy_find(r->name) == r && strstr(help, r->name), "row '%s' found and listed (%s)", r->name, help);
         CHECK(r->description && r->description[0], "row '%s' has a description", r->name);
         for (int a = 0; r->aliases[a]; a++)
-            CHECK(volt__strategy_find(r->aliases[a]) == r && (!strcmp(r->aliases[a], "auto") || strstr(help, r->aliases[a])),
+            CHECK(volt__strategy_find(r->aliases[a]) == r && strstr(help, r->aliases[a]),
                   "alias '%s' of '%s'", r->aliases[a], r->name);
         const unsigned f = r->flags;
         CHECK(!(f & VOLT_STRAT_SHARDS_GRADS) || (f & VOLT_STRAT_SHARDS_OPTIM), "%s: shards_grads implies shards_optim", r->name);
@@ -379,7 +379,22 @@ static void test_registry(void) {
         CHECK((r->ops != NULL) == !(f & VOLT_STRAT_MULTI_PROCESS), "%s: multi-process rows need MPI", r->name);
 #endif
     }
-    CHECK(volt__strategy_find("dpp") == NULL && volt__strategy_find("auto") == volt__strategy_find("single"), "find");
+    CHECK(volt__strategy_find("dpp") == NULL && volt__strategy_find("auto") == NULL, "find");
+    /* "auto" (Lightning's default word): ddp when the job has several processes, else single */
+    char *launched = getenv("OMPI_COMM_WORLD_SIZE") ? strdup(getenv("OMPI_COMM_WORLD_SIZE")) : NULL;
+    char *pmi = getenv("PMI_SIZE") ? strdup(getenv("PMI_SIZE")) : NULL;
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_SIZE");
+    CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "single") && !strcmp(volt__strategy_resolve("auto", 2, 1), "ddp") &&
+          !strcmp(volt__strategy_resolve("auto", 1, 2), "ddp") && !strcmp(volt__strategy_resolve("fsdp", 1, 1), "fsdp") &&
+          volt__strategy_resolve(NULL, 2, 1) == NULL, "auto resolves by devices and nodes");
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "ddp"), "auto under a launcher's 3 processes");
+    if (launched) setenv("OMPI_COMM_WORLD_SIZE", launched, 1); else unsetenv("OMPI_COMM_WORLD_SIZE");
+    if (pmi) setenv("PMI_SIZE", pmi, 1);
+    free(launched);
+    free(pmi);
+    CHECK(!strncmp(help, "auto, single", 12) && !strncmp(volt__strategy_choices(), "auto|single", 11), "auto listed first: %s", help);
     const volt_strategy_row *single = volt__strategy_find("single");
     volt_strategy_ops none;
     memset(&none, 0, sizeof none);

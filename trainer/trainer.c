@@ -116,7 +116,9 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     t->root_dir = dup_or(cfg->default_root_dir && *cfg->default_root_dir ? cfg->default_root_dir : NULL, ".");
     t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
     t->precision = dup_or(cfg->precision, "32-true");
-    t->strategy_name = dup_or(cfg->strategy, "single");
+    /* "auto" resolved here (ddp when the job has several processes): what the summary, the run's
+     * config and checkpoints name */
+    t->strategy_name = dup_or(volt__strategy_resolve(cfg->strategy, cfg->devices, cfg->num_nodes), "single");
     t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
     t->run_fingerprint = cfg->run_fingerprint ? strdup(cfg->run_fingerprint) : NULL;
@@ -234,6 +236,11 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
     volt__strategy_set_precision(t->strategy, t->prec);   /* the strategy owns the plugin (Lightning's shape) */
     t->rank = t->strategy->rank;
     t->world = t->strategy->world;
+    if (!(t->strategy->row->flags & VOLT_STRAT_MULTI_PROCESS) && volt__comm_launched_size() > 1 &&
+        volt__comm_launched_rank() == 0)   /* volt-run -n 2 with strategy single: each process alone */
+        fprintf(stderr, "volt: warning: strategy '%s' in a job of %d launched processes: each trains alone, on all of "
+                "the data; use a distributed strategy (\"ddp\", or \"auto\") for them to train together\n",
+                t->strategy_name, volt__comm_launched_size());
     VOLT_TRY(volt__trainer_resolve_device(t));
     VOLT_TRY(check_tf32(t));
     return volt__compile_check_config(t);

@@ -40,6 +40,17 @@ int volt__comm_local_rank(void) {
     return env_int(n, env_int(w, 0));
 }
 
+int volt__comm_launched_size(void) {
+    static const char *const w[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
+    const int s = env_int(w, 1);
+    return s > 0 ? s : 1;
+}
+
+int volt__comm_launched_rank(void) {
+    static const char *const w[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL };
+    return env_int(w, 0);
+}
+
 int volt__comm_local_size(void) {
     static const char *const n[] = { "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE", NULL };
     static const char *const w[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };

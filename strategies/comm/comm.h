@@ -184,10 +184,8 @@ const char *volt__comm_failure(void);
  * Before, the leaver waited in MPI_Finalize for the others and they waited for the comm's
  * timeout. An application that initialised MPI itself finalizes it itself: no notices then. */
 #define VOLT__LEAVE_TAG 0x766c
-/* The first member of the group whose world ranks are given (n of them; NULL: every rank of
- * MPI_COMM_WORLD, n its size) that has left, else -1; *msg (msglen) its words. Polls for
- * notices. */
-int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen);
+/* The most of a leaver's words a notice carries (bytes, with the terminator). */
+#define VOLT__LEAVE_MSG 400
 /* The world ranks of mpi_comm's n members (malloc'd), or *out NULL when it is the world itself,
  * or no notices are kept (nothing then asks). */
 volt_status volt__comm_mpi_members(const void *mpi_comm, int n, int **out);
@@ -212,6 +210,11 @@ volt_status volt__comm_mpi_bootstrap_bcast(const void *mpi_comm, void *buf, size
                                           size_t errlen);
 int volt__comm_local_rank(void);   /* the env above; 0 outside a job */
 int volt__comm_local_size(void);   /* OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE...; 1 outside a job */
+/* The processes the launcher (mpirun) started, and this one's rank among them, from the
+ * environment (OMPI_COMM_WORLD_SIZE / _RANK, PMI_SIZE, PMIX_RANK...): 1 and 0 outside a job.
+ * Read before MPI is initialised (strategy "auto"). */
+int volt__comm_launched_size(void);
+int volt__comm_launched_rank(void);
 
 /* The NCCL backend (strategies/comm/nccl/; built with CUDA and MPI): libnccl.so.2 is loaded at
  * the first create. Serves cuda devices; one GPU per rank (the device the comm is made for). */

@@ -77,18 +77,17 @@ static mpi_impl *g_broken_impls;   /* reachable, so a leak checker sees them kep
  * on MPI_COMM_WORLD (tag VOLT__LEAVE_TAG: no collective or other message matches it), polled by
  * the waits; finalize_at_exit sends this process's notice to every other rank before it
  * finalizes. A leaver gives its own rank (MPI_SOURCE) and its words. */
-enum { LEAVE_MSG = 400 };
 static struct {
     bool on;
     int world, rank;
     MPI_Request in;
-    char got[LEAVE_MSG];
+    char got[VOLT__LEAVE_MSG];
     unsigned char *left;        /* [world]: that rank left */
-    char (*words)[LEAVE_MSG];   /* [world]: its words */
+    char (*words)[VOLT__LEAVE_MSG];   /* [world]: its words */
 } g_leave = { .in = MPI_REQUEST_NULL };
 
 static void leave_repost(void) {
-    if (MPI_Irecv(g_leave.got, LEAVE_MSG, MPI_CHAR, MPI_ANY_SOURCE, VOLT__LEAVE_TAG, MPI_COMM_WORLD, &g_leave.in) != MPI_SUCCESS)
+    if (MPI_Irecv(g_leave.got, VOLT__LEAVE_MSG, MPI_CHAR, MPI_ANY_SOURCE, VOLT__LEAVE_TAG, MPI_COMM_WORLD, &g_leave.in) != MPI_SUCCESS)
         g_leave.in = MPI_REQUEST_NULL;
 }
 
@@ -118,16 +117,19 @@ static void leave_poll(void) {
         MPI_Status stt;
         if (MPI_Test(&g_leave.in, &flag, &stt) != MPI_SUCCESS || !flag) return;
         const int r = stt.MPI_SOURCE;
-        g_leave.got[LEAVE_MSG - 1] = 0;
+        g_leave.got[VOLT__LEAVE_MSG - 1] = 0;
         if (r >= 0 && r < g_leave.world && !g_leave.left[r]) {
             g_leave.left[r] = 1;
-            memcpy(g_leave.words[r], g_leave.got, LEAVE_MSG);
+            memcpy(g_leave.words[r], g_leave.got, VOLT__LEAVE_MSG);
         }
         leave_repost();
     }
 }
 
-int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen) {
+/* The first member of the group whose world ranks are given (n of them; NULL: every rank of
+ * MPI_COMM_WORLD, n its size) that has left, else -1; *msg (msglen) its words. Polls for
+ * notices. */
+static int mpi_left(const int *world_ranks, int n, char *msg, size_t msglen) {
     leave_poll();
     if (!g_leave.on) return -1;
     for (int i = 0; i < n; i++) {
@@ -140,7 +142,7 @@ int volt__comm_mpi_left(const int *world_ranks, int n, char *msg, size_t msglen)
 }
 
 int volt__comm_left_expired(const volt_comm *c, const int *world_of, double *since, char *msg, size_t msglen) {
-    const int who = volt__comm_mpi_left(world_of, c->world, msg, msglen);
+    const int who = mpi_left(world_of, c->world, msg, msglen);
     if (who < 0) return -1;
     const double now = volt__now();
     if (*since < 0) *since = now;
@@ -152,7 +154,7 @@ int volt__comm_left_expired(const volt_comm *c, const int *world_of, double *sin
  * is cancelled. */
 static void leave_announce(void) {
     if (!g_leave.on) return;
-    static char out[LEAVE_MSG];   /* read by sends that may outlive this call (MPI_Request_free) */
+    static char out[VOLT__LEAVE_MSG];   /* read by sends that may outlive this call (MPI_Request_free) */
     snprintf(out, sizeof out, "%s", volt__comm_failure());
     MPI_Request *rq = malloc((size_t)g_leave.world * sizeof *rq);
     if (rq) {
@@ -442,7 +444,7 @@ static volt_status m_wait(volt_comm *c, volt_comm_req *req) {
             return st;
         }
         if (flag) break;
-        char words[LEAVE_MSG];
+        char words[VOLT__LEAVE_MSG];
         int who;
         if (g_leave.on && (polls++ & 63) == 0 &&   /* a member left the job: this collective may never complete */
             (who = volt__comm_left_expired(c, im->world_of, &left_at, words, sizeof words)) >= 0) {

@@ -409,7 +409,7 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
         }
         if (done) break;
 #ifdef VOLT_HAVE_MPI
-        char words[400];
+        char words[VOLT__LEAVE_MSG];
         int who;
         if (c->world > 1 && (polls++ & 63) == 0 &&   /* a member left the job (its leave notice, comm.h) */
             (who = volt__comm_left_expired(c, im->world_of, &left_at, words, sizeof words)) >= 0) {
