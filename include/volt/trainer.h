@@ -598,7 +598,8 @@ typedef struct volt_checkpoint_config {
     uint32_t version;            /* VOLT_CHECKPOINT_CONFIG_VERSION, set by _init */
     const char *dirpath;         /* default <log_dir>/checkpoints; "" = the current folder */
     const char *filename;        /* template, default (NULL or "") "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
-    const char *monitor;         /* metric name; NULL = save the latest (top-k by recency) */
+    const char *monitor;         /* metric name; NULL = save the latest (top-k by recency);
+                                    "" is refused at add */
     volt_mode mode;              /* VOLT_MIN default */
     int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
     bool save_last;              /* also keep "last.safetensors", updated at every save point */
