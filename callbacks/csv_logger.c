@@ -402,7 +402,8 @@ static volt_status csvl_on_train_epoch_start(void *self, volt_trainer *t) {
         l->warned = true;
         fprintf(stderr, "warning: The number of training batches (%lld) is smaller than the logging interval "
                         "log_every_n_steps=%lld: no per-step rows (train_loss) reach metrics.csv. Set a lower value "
-                        "for --trainer.log_every_n_steps if you want to see logs for the training epoch.\n",
+                        "for log_every_n_steps (--trainer.log_every_n_steps) if you want to see logs for the training "
+                        "epoch.\n",
                 (long long)steps, (long long)cfg->log_every_n_steps);
     }
     return VOLT_OK;

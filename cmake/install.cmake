@@ -42,7 +42,7 @@ configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/volt.pc.in ${CMAKE_CURRENT_BINA
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/volt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 if(VOLT_BUILD_APPS)
-  install(TARGETS volt-fashion-mnist volt-text-classification RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS volt-fashion-mnist volt-text-classification volt-plot RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(PROGRAMS ${CMAKE_CURRENT_SOURCE_DIR}/scripts/volt-run DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -206,6 +206,7 @@ struct volt_step {
     uint64_t seed, rng_offset;
     uint32_t rng_calls;    /* dropout calls this step: part of the RNG counter */
     uint64_t stamp;        /* increments every begin; units remember the stamp of first use */
+    uint64_t null_notes;   /* volt__null_note_count() at begin: a later note is this step's */
     bool active, training, backward_done;
     uint64_t heap_allocs;  /* tape growth mallocs */
     volt_tensor *loss;     /* set by volt_step_set_loss */
@@ -318,7 +319,9 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
 /* Same, but the output aliases `view_of`'s data (reshape). */
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape);
 /* True if any input is NULL (the step already carries an error) — front-ends return NULL. */
-bool volt__any_null(volt_step *s, int n, volt_tensor *const *in);
+/* An input of op is NULL: the step fails naming op and the input (with a volt__null_note said
+ * during the step: why the caller got a NULL). */
+bool volt__any_null(volt_step *s, const char *op, int n, volt_tensor *const *in);
 /* Shape error naming the op and shapes. Returns NULL for use in `return volt__shape_err(...)`. */
 volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,
                              const volt_tensor *a, const volt_tensor *b);

@@ -30,7 +30,7 @@ const volt_kept16 *volt__gelu_kept(const volt_node *n) {
 
 /* x (..., C) viewed as (rows, C) */
 static volt_tensor *rowwise(volt_step *s, volt_op_id op, const char *name, volt_tensor *x) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, name, 1, &x)) return NULL;
     CHECK_F32(s, name, x);
     if (x->shape.ndim < 1) return volt__shape_err(s, name, "need at least 1 dim (the last is reduced)", x, NULL);
     int64_t C = x->shape.d[x->shape.ndim - 1];
@@ -43,7 +43,7 @@ volt_tensor *volt_log_softmax(volt_step *s, volt_tensor *x) { return rowwise(s, 
 
 /* in = { x, w?, b? } (volt_attr_layernorm says where w and b sit) */
 volt_tensor *volt_layernorm(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b, float eps) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "layernorm", 1, &x)) return NULL;
     CHECK_F32(s, "layernorm", x);
     if (x->shape.ndim < 1) return volt__shape_err(s, "layernorm", "need x (..., C)", x, NULL);
     int64_t C = x->shape.d[x->shape.ndim - 1];
@@ -79,7 +79,7 @@ volt_tensor *volt_embedding(volt_step *s, volt_tensor *ids, volt_tensor *table) 
 
 volt_tensor *volt_embedding_padded(volt_step *s, volt_tensor *ids, volt_tensor *table, int64_t padding_idx) {
     volt_tensor *in[2] = { ids, table };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, "embedding", 2, in)) return NULL;
     if (ids->dtype != VOLT_I32 && ids->dtype != VOLT_I64) return volt__dtype_err(s, "embedding", ids, "i32 or i64 ids");
     CHECK_F32(s, "embedding", table);
     if (table->shape.ndim != 2) return volt__shape_err(s, "embedding", "table must be (V, D)", table, NULL);
@@ -115,7 +115,7 @@ volt_tensor *volt_arange(volt_step *s, volt_dtype dt, int64_t n) {
 /* Every dropout call in a training step takes the next call index (even with p == 0, so
  * a layer's mask does not depend on another layer's p). */
 volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "dropout", 1, &x)) return NULL;
     CHECK_F32(s, "dropout", x);
     if (!(p >= 0.f && p < 1.f)) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "dropout: p must be in [0, 1), got %g", p);

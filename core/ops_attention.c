@@ -18,7 +18,7 @@ static volt_tensor *attention_op(volt_step *s, volt_tensor *q, volt_tensor *k, v
                                  volt_tensor *key_mask, bool causal, float drop_p, int64_t call, int64_t heads) {
     volt_tensor *in[4] = { q, k, v, key_mask };
     int n_in = key_mask ? 4 : 3;
-    if (volt__any_null(s, n_in, in)) return NULL;
+    if (volt__any_null(s, "attention", n_in, in)) return NULL;
     if (q->dtype != VOLT_F32) return volt__dtype_err(s, "attention (q)", q, "f32");
     if (k->dtype != VOLT_F32) return volt__dtype_err(s, "attention (k)", k, "f32");
     if (v->dtype != VOLT_F32) return volt__dtype_err(s, "attention (v)", v, "f32");

@@ -17,7 +17,7 @@ static bool is_index(const volt_tensor *t) { return t->dtype == VOLT_I32 || t->d
 
 volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, "matmul", 2, in)) return NULL;
     CHECK_FLOAT(s, "matmul", a);
     CHECK_FLOAT(s, "matmul", b);
     volt_attr at = { .matmul = { .compute = s->compute_dtype } };
@@ -51,7 +51,7 @@ volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
 volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b) {
     volt_tensor *in[3] = { x, w, b };
     int n_in = b ? 3 : 2;
-    if (volt__any_null(s, n_in, in)) return NULL;
+    if (volt__any_null(s, "linear", n_in, in)) return NULL;
     CHECK_FLOAT(s, "linear", x);
     CHECK_FLOAT(s, "linear", w);
     if (w->shape.ndim != 2 || x->shape.ndim < 1 || x->shape.d[x->shape.ndim - 1] != w->shape.d[1])
@@ -70,7 +70,7 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
 /* b equals a's shape or a's trailing dims: inner = numel(b), outer = numel(a) / inner. */
 static volt_tensor *broadcast_op(volt_step *s, volt_op_id op, const char *name, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, name, 2, in)) return NULL;
     CHECK_FLOAT(s, name, a);
     CHECK_FLOAT(s, name, b);
     int off = a->shape.ndim - b->shape.ndim;
@@ -90,7 +90,7 @@ volt_tensor *volt_bias(volt_step *s, volt_tensor *x, volt_tensor *b) {
 }
 
 static volt_tensor *unary(volt_step *s, volt_op_id op, const char *name, volt_tensor *x, float f0) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, name, 1, &x)) return NULL;
     CHECK_FLOAT(s, name, x);
     volt_attr at = { .scale = { .alpha = f0 } };   /* read by scale only */
     return volt__op(s, op, 1, &x, VOLT_F32, x->shape, &at);
@@ -104,13 +104,13 @@ volt_tensor *volt_tanh(volt_step *s, volt_tensor *x) { return unary(s, VOLT_OP_T
 volt_tensor *volt_sigmoid(volt_step *s, volt_tensor *x) { return unary(s, VOLT_OP_SIGMOID, "sigmoid", x, 0); }
 
 volt_tensor *volt_sum(volt_step *s, volt_tensor *x) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "sum", 1, &x)) return NULL;
     CHECK_FLOAT(s, "sum", x);
     return volt__op(s, VOLT_OP_SUM, 1, &x, VOLT_F32, VOLT_SCALAR, NULL);
 }
 
 volt_tensor *volt_mean(volt_step *s, volt_tensor *x) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "mean", 1, &x)) return NULL;
     CHECK_FLOAT(s, "mean", x);
     if (volt_tensor_numel(x) == 0) return volt__shape_err(s, "mean", "mean of an empty tensor", x, NULL);
     return volt__op(s, VOLT_OP_MEAN, 1, &x, VOLT_F32, VOLT_SCALAR, NULL);
@@ -118,7 +118,7 @@ volt_tensor *volt_mean(volt_step *s, volt_tensor *x) {
 
 volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b) {
     volt_tensor *in[2] = { a, b };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, "mse", 2, in)) return NULL;
     CHECK_FLOAT(s, "mse", a);
     CHECK_FLOAT(s, "mse", b);
     if (!volt_shape_eq(a->shape, b->shape)) return volt__shape_err(s, "mse", "shapes differ", a, b);
@@ -128,7 +128,7 @@ volt_tensor *volt_mse(volt_step *s, volt_tensor *a, volt_tensor *b) {
 
 volt_tensor *volt_cross_entropy_ex(volt_step *s, volt_tensor *logits, volt_tensor *target, const volt_ce_opts *o) {
     volt_tensor *in[2] = { logits, target };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, "cross_entropy", 2, in)) return NULL;
     volt_ce_opts opts = o ? *o : VOLT_CE_DEFAULTS;
     CHECK_FLOAT(s, "cross_entropy", logits);
     if (!is_index(target)) return volt__dtype_err(s, "cross_entropy", target, "i32 or i64 targets");
@@ -148,7 +148,7 @@ volt_tensor *volt_cross_entropy(volt_step *s, volt_tensor *logits, volt_tensor *
 }
 
 volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "reshape", 1, &x)) return NULL;
     int infer = -1;
     int64_t known = 1;
     if (shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) return volt__shape_err(s, "reshape", "bad target rank", x, NULL);
@@ -172,7 +172,7 @@ volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
 
 /* ---- no-grad helpers: ops without a backward (volt__op_differentiable) ------------- */
 volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
-    if (volt__any_null(s, 1, &logits)) return NULL;
+    if (volt__any_null(s, "argmax", 1, &logits)) return NULL;
     CHECK_F32(s, "argmax", logits);
     if (logits->shape.ndim != 2) return volt__shape_err(s, "argmax", "need (N, C)", logits, NULL);
     return volt__op(s, VOLT_OP_ARGMAX, 1, &logits, VOLT_I64, VOLT_SHAPE(logits->shape.d[0]), NULL);
@@ -181,7 +181,7 @@ volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
 /* Targets equal to -100 (cross-entropy's ignore_index) are left out; 0 when all are. */
 volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target) {
     volt_tensor *in[2] = { logits, target };
-    if (volt__any_null(s, 2, in)) return NULL;
+    if (volt__any_null(s, "accuracy", 2, in)) return NULL;
     if (!is_index(target)) return volt__dtype_err(s, "accuracy", target, "i32 or i64 targets");
     if (target->shape.ndim != 1 || logits->shape.ndim != 2 || target->shape.d[0] != logits->shape.d[0])
         return volt__shape_err(s, "accuracy", "need logits (N, C) and target (N)", logits, target);

@@ -15,7 +15,7 @@
 #include "volt/dtype.h"
 
 volt_tensor *volt_cast(volt_step *s, volt_tensor *x, volt_dtype dt) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "cast", 1, &x)) return NULL;
     if (!volt__is_float(x)) return volt__dtype_err(s, "cast", x, "a float input (f32, bf16, f16)");
     if (!volt_dtype_is_float(dt)) {
         volt_step_fail(s, VOLT_ERR_DTYPE, "cast: target dtype %s is not f32, bf16 or f16",

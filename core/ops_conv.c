@@ -11,7 +11,7 @@
 volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b, int stride, int padding) {
     volt_tensor *in[3] = { x, w, b };
     int n_in = b ? 3 : 2;
-    if (volt__any_null(s, n_in, in)) return NULL;
+    if (volt__any_null(s, "conv2d", n_in, in)) return NULL;
     CHECK_F32(s, "conv2d", x);
     CHECK_F32(s, "conv2d", w);
     if (b) CHECK_F32(s, "conv2d", b);
@@ -39,7 +39,7 @@ volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
 }
 
 volt_tensor *volt_max_pool2d(volt_step *s, volt_tensor *x, int k, int stride) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "max_pool2d", 1, &x)) return NULL;
     CHECK_F32(s, "max_pool2d", x);
     if (x->shape.ndim != 4) return volt__shape_err(s, "max_pool2d", "need x (N, C, H, W)", x, NULL);
     if (stride == 0) stride = k;

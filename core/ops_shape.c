@@ -30,7 +30,7 @@ static void split_at(volt_shape sh, int dim, int64_t *outer, int64_t *inner) {
 
 /* ---- permute: out dim i is x dim perm[i] ------------------------------------------------ */
 volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "permute", 1, &x)) return NULL;
     int nd = x->shape.ndim;
     if (nd > 0 && !perm) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "permute: perm is NULL");
@@ -59,7 +59,7 @@ volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm) {
 }
 
 volt_tensor *volt_transpose(volt_step *s, volt_tensor *x, int d0, int d1) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, "transpose", 1, &x)) return NULL;
     int nd = x->shape.ndim, a = norm_dim(d0, nd), b = norm_dim(d1, nd);
     if (a < 0) return dim_err(s, "transpose", d0, x);
     if (b < 0) return dim_err(s, "transpose", d1, x);
@@ -74,7 +74,7 @@ volt_tensor *volt_transpose(volt_step *s, volt_tensor *x, int d0, int d1) {
  * start, len. select records a SLICE of length 1 whose output shape drops the dim. ----- */
 static volt_tensor *slice_op(volt_step *s, const char *op, volt_tensor *x, int dim, int64_t start,
                              int64_t len, bool drop) {
-    if (volt__any_null(s, 1, &x)) return NULL;
+    if (volt__any_null(s, op, 1, &x)) return NULL;
     int d = norm_dim(dim, x->shape.ndim);
     if (d < 0) return dim_err(s, op, dim, x);
     int64_t size = x->shape.d[d], given = start;
@@ -120,7 +120,7 @@ volt_tensor *volt_concat(volt_step *s, volt_tensor *const *xs, int n, int dim) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "concat: need at least one tensor, got %d", xs ? n : 0);
         return NULL;
     }
-    if (volt__any_null(s, n, xs)) return NULL;
+    if (volt__any_null(s, "concat", n, xs)) return NULL;
     const volt_tensor *x0 = xs[0];
     int d = norm_dim(dim, x0->shape.ndim);
     if (d < 0) return dim_err(s, "concat", dim, x0);

@@ -114,6 +114,7 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
     s->rng_offset = rng_offset;
     s->rng_calls = 0;
     s->stamp++;
+    s->null_notes = volt__null_note_count();
     s->n_nodes = 0;
     s->loss = NULL;
     s->status = VOLT_OK;
@@ -189,10 +190,13 @@ int volt__op_grad_alias(volt_op_id op) {
     }
 }
 
-bool volt__any_null(volt_step *s, int n, volt_tensor *const *in) {
+bool volt__any_null(volt_step *s, const char *op, int n, volt_tensor *const *in) {
     for (int i = 0; i < n; i++)
         if (!in[i]) {
-            if (s->status >= 0) volt_step_fail(s, VOLT_ERR_INVALID_ARG, "op input %d is NULL", i);
+            const bool noted = volt__null_note_count() != s->null_notes;
+            if (s->status >= 0)
+                volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s: input %d is NULL%s%s%s", op, i, noted ? " (earlier in this step: " : "",
+                               noted ? volt__null_note_text() : "", noted ? ")" : "");
             return true;
         }
     return s->status < 0;
@@ -310,7 +314,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
                       volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs) {
-    if (volt__any_null(s, n_in, in)) return NULL;
+    if (volt__any_null(s, s->be->kernels[op].name, n_in, in)) return NULL;
     volt_tensor *const *orig = in;
     volt_tensor **cp = NULL;
     if (!volt__op_takes_16bit(op)) {   /* 16-bit inputs: the kernel gets an f32 copy (core/ops_cast.c) */
@@ -337,7 +341,7 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
 }
 
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape) {
-    if (volt__any_null(s, 1, &in)) return NULL;
+    if (volt__any_null(s, s->be->kernels[op].name, 1, &in)) return NULL;
     volt_tensor *out = volt__tensor_hdr(s, in->dtype, shape);
     if (!out) return NULL;
     out->data = in->data;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "volt/data.h"
+#include "data/data_internal.h"
 
 #define DS_NAME_MAX 64
 
@@ -14,12 +15,20 @@ typedef struct ds_impl {
     char names[VOLT_MAX_FIELDS][DS_NAME_MAX];
 } ds_impl;
 
-static bool field_valid(const volt_field *f) {
-    if (!f->name || !f->name[0] || strlen(f->name) >= DS_NAME_MAX) return false;
-    if ((unsigned)f->dtype >= VOLT_DTYPE_COUNT) return false;
-    if (f->shape.ndim < 0 || f->shape.ndim > VOLT_MAX_DIMS - 1) return false;
-    for (int i = 0; i < f->shape.ndim; i++)
-        if (f->shape.d[i] < 0 || f->shape.d[i] > ((int64_t)1 << 40)) return false;
+/* false with volt_data_errmsg naming the field and what is wrong (what: the caller) */
+static bool field_valid(const char *what, int i, const volt_field *f) {
+    if (!f->name || !f->name[0] || strlen(f->name) >= DS_NAME_MAX)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field %d: name must be 1..%d bytes, got %s", what, i, DS_NAME_MAX - 1,
+                              f->name ? (f->name[0] ? "a longer one" : "\"\"") : "NULL"), false;
+    if ((unsigned)f->dtype >= VOLT_DTYPE_COUNT)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': unknown dtype %d", what, f->name, (int)f->dtype), false;
+    if (f->shape.ndim < 0 || f->shape.ndim > VOLT_MAX_DIMS - 1)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': ndim must be 0..%d, got %d", what, f->name,
+                              VOLT_MAX_DIMS - 1, f->shape.ndim), false;
+    for (int k = 0; k < f->shape.ndim; k++)
+        if (f->shape.d[k] < 0 || f->shape.d[k] > ((int64_t)1 << 40))
+            return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': dim %d is %lld (want 0..2^40)", what, f->name, k,
+                                  (long long)f->shape.d[k]), false;
     return true;
 }
 
@@ -28,16 +37,29 @@ volt_status volt_dataset_create(const volt_dataset_ops *ops, void *self, int n_f
     volt_status st = VOLT_OK;
     ds_impl *d = NULL;
     if (out) *out = NULL;
-    if (!ops) return VOLT_ERR_INVALID_ARG;          /* nothing to call destroy through */
-    if (!VOLT_VERSION_OK(ops->version, VOLT_DATASET_OPS_VERSION)) { st = VOLT_ERR_VERSION; goto fail; }
-    if (!out || !ops->len || !ops->get || n_fields < 1 || n_fields > VOLT_MAX_FIELDS || !fields) {
-        st = VOLT_ERR_INVALID_ARG;
+    /* nothing to call destroy through */
+    if (!ops) return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_create: ops is NULL");
+    if (!VOLT_VERSION_OK(ops->version, VOLT_DATASET_OPS_VERSION)) {
+        st = volt__data_err(VOLT_ERR_VERSION, "volt_dataset_create: ops version %u unknown (this volt knows 1..%u)",
+                            (unsigned)ops->version, VOLT_DATASET_OPS_VERSION);
+        goto fail;
+    }
+    if (!out || !ops->len || !ops->get || !fields) {
+        st = volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_create: %s is NULL",
+                            !out ? "out" : !ops->len ? "ops->len" : !ops->get ? "ops->get" : "fields");
+        goto fail;
+    }
+    if (n_fields < 1 || n_fields > VOLT_MAX_FIELDS) {
+        st = volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_create: n_fields must be 1..%d, got %d", VOLT_MAX_FIELDS, n_fields);
         goto fail;
     }
     for (int f = 0; f < n_fields; f++) {
-        if (!field_valid(&fields[f])) { st = VOLT_ERR_INVALID_ARG; goto fail; }
+        if (!field_valid("volt_dataset_create", f, &fields[f])) { st = VOLT_ERR_INVALID_ARG; goto fail; }
         for (int g = 0; g < f; g++)
-            if (strcmp(fields[f].name, fields[g].name) == 0) { st = VOLT_ERR_INVALID_ARG; goto fail; }
+            if (strcmp(fields[f].name, fields[g].name) == 0) {
+                st = volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_create: field name '%s' given twice", fields[f].name);
+                goto fail;
+            }
     }
     if (!(d = calloc(1, sizeof *d))) { st = VOLT_ERR_NOMEM; goto fail; }
     d->pub.ops = ops;
@@ -90,9 +112,12 @@ static void subset_destroy(void *self) { free(self); }
 
 volt_status volt_dataset_subset(volt_dataset *ds, int64_t start, int64_t count, volt_dataset **out) {
     if (out) *out = NULL;
-    if (!ds || !out || start < 0 || count < 0) return VOLT_ERR_INVALID_ARG;
+    if (!ds || !out) return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_subset: %s is NULL", !ds ? "dataset" : "out");
     int64_t n = volt_dataset_len(ds);
-    if (start > n || count > n - start) return VOLT_ERR_INVALID_ARG;
+    if (start < 0 || count < 0 || start > n || count > n - start)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_subset: start %lld, count %lld is outside dataset '%s' of %lld "
+                              "samples (want 0 <= start, 0 <= count, start + count <= %lld)", (long long)start, (long long)count,
+                              ds->ops->name ? ds->ops->name : "dataset", (long long)n, (long long)n);
     subset *s = calloc(1, sizeof *s);
     if (!s) return VOLT_ERR_NOMEM;
     s->ops = (volt_dataset_ops){ .version = VOLT_DATASET_OPS_VERSION, .name = s->name,
@@ -135,8 +160,11 @@ static void arrays_destroy(void *self) {
 volt_status volt_dataset_from_arrays(int n_fields, const volt_field *fields, const void *const *data,
                                      int64_t n, volt_dataset **out) {
     if (out) *out = NULL;
-    if (!out || !fields || n < 0 || n_fields < 1 || n_fields > VOLT_MAX_FIELDS || (n > 0 && !data))
-        return VOLT_ERR_INVALID_ARG;
+    if (!out || !fields || (n > 0 && !data))
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_from_arrays: %s is NULL", !out ? "out" : !fields ? "fields" : "data");
+    if (n < 0 || n_fields < 1 || n_fields > VOLT_MAX_FIELDS)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_from_arrays: want n >= 0 and n_fields 1..%d, got n %lld, "
+                              "n_fields %d", VOLT_MAX_FIELDS, (long long)n, n_fields);
     arrays *a = calloc(1, sizeof *a);
     if (!a) return VOLT_ERR_NOMEM;
     a->ops = (volt_dataset_ops){ .version = VOLT_DATASET_OPS_VERSION, .name = "arrays",
@@ -144,7 +172,11 @@ volt_status volt_dataset_from_arrays(int n_fields, const volt_field *fields, con
     a->n_fields = n_fields;
     a->n = n;
     for (int f = 0; f < n_fields; f++) {
-        if (!field_valid(&fields[f]) || (n > 0 && !data[f])) { arrays_destroy(a); return VOLT_ERR_INVALID_ARG; }
+        if (!field_valid("volt_dataset_from_arrays", f, &fields[f]) ||
+            (n > 0 && !data[f] && volt__data_err(VOLT_ERR_INVALID_ARG, "volt_dataset_from_arrays: data[%d] is NULL", f))) {
+            arrays_destroy(a);
+            return VOLT_ERR_INVALID_ARG;
+        }
         size_t sb = (size_t)volt_shape_numel(fields[f].shape) * volt_dtype_size(fields[f].dtype);
         if (sb && (uint64_t)n > SIZE_MAX / sb) { arrays_destroy(a); return VOLT_ERR_NOMEM; }
         a->sample_bytes[f] = sb;

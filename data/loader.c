@@ -24,6 +24,7 @@
 #include <string.h>
 #include "volt/data.h"
 #include "core/err.h"
+#include "data/data_internal.h"
 #include "core/rng.h"
 
 typedef struct slot {
@@ -185,11 +186,21 @@ static void quiesce(volt_loader *l) {
 
 volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, volt_loader **out) {
     if (out) *out = NULL;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_LOADER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
-    if (!ds || !out || cfg->batch_size < 1 || cfg->num_workers < 0 || cfg->num_workers > 1024 ||
-        cfg->prefetch < 0 || cfg->prefetch > 1024 || cfg->world < 1 || cfg->rank < 0 ||
-        cfg->rank >= cfg->world)
-        return VOLT_ERR_INVALID_ARG;
+    if (!cfg) return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: config is NULL (volt_loader_config_init fills one)");
+    if (!VOLT_VERSION_OK(cfg->version, VOLT_LOADER_CONFIG_VERSION))
+        return volt__data_err(VOLT_ERR_VERSION, "volt_loader_create: config version %u unknown (this volt knows 1..%u; "
+                              "volt_loader_config_init sets it)", (unsigned)cfg->version, VOLT_LOADER_CONFIG_VERSION);
+    if (!ds || !out) return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: %s is NULL", !ds ? "dataset" : "out");
+    if (cfg->batch_size < 1)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: batch_size must be >= 1, got %lld", (long long)cfg->batch_size);
+    if (cfg->num_workers < 0 || cfg->num_workers > 1024)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: num_workers must be 0..1024 (0: load in the caller's "
+                              "thread), got %d", cfg->num_workers);
+    if (cfg->prefetch < 0 || cfg->prefetch > 1024)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: prefetch must be 0..1024, got %d", cfg->prefetch);
+    if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
+        return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: want 0 <= rank < world, got rank %d of world %d",
+                              cfg->rank, cfg->world);
     volt_loader *l = calloc(1, sizeof *l);
     if (!l) return VOLT_ERR_NOMEM;
     l->cfg = *cfg;
@@ -394,10 +405,23 @@ bool volt_loader_shuffles(const volt_loader *l) { return l && l->cfg.shuffle; }
 
 /* ---- batch accessors ----------------------------------------------------------------------- */
 
-volt_tensor *volt_batch_field(const volt_batch *b, const char *name) {
-    if (!b || !name) return NULL;
-    for (int f = 0; f < b->n_fields; f++)
+static volt_tensor *field_of(const volt_batch *b, const char *name) {
+    for (int f = 0; b && name && f < b->n_fields; f++)
         if (b->names[f] && strcmp(b->names[f], name) == 0) return (volt_tensor *)&b->fields[f];
+    return NULL;
+}
+
+volt_tensor *volt_batch_field(const volt_batch *b, const char *name) {
+    volt_tensor *t = field_of(b, name);
+    if (t) return t;
+    /* a misspelt name reached an op as a bare "input 1 is NULL": say which and what there is */
+    char have[VOLT_MAX_FIELDS * 66] = "";
+    for (int f = 0; b && f < b->n_fields && f < VOLT_MAX_FIELDS; f++)
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", f ? ", " : "", b->names[f] ? b->names[f] : "?");
+    if (!b) volt__data_err(VOLT_ERR_INVALID_ARG, "volt_batch_field: batch is NULL");
+    else if (!name) volt__data_err(VOLT_ERR_INVALID_ARG, "volt_batch_field: name is NULL (fields: %s)", have);
+    else volt__data_err(VOLT_ERR_INVALID_ARG, "batch has no field '%s' (fields: %s)", name, have);
+    volt__null_note("%s", volt_data_errmsg());
     return NULL;
 }
 
@@ -406,7 +430,7 @@ volt_tensor *volt_batch_x(const volt_batch *b) {
 }
 
 volt_tensor *volt_batch_y(const volt_batch *b) {
-    volt_tensor *y = volt_batch_field(b, "y");
+    volt_tensor *y = field_of(b, "y");   /* no "y" is no error here: the last field is */
     if (y || !b || b->n_fields < 1) return y;
     return (volt_tensor *)&b->fields[b->n_fields - 1];
 }

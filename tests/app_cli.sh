@@ -107,6 +107,9 @@ grep -q "Epoch 1/1: 9/9 " "$W/fit.err" || die "bar: want 'Epoch 1/1: 9/9' (0-bas
 ls "$W"/runs/checkpoints/csv-tiny/ | grep -q 'epoch=[01]-' || die "no epoch=0/1 checkpoint"
 ! ls "$W"/runs/checkpoints/csv-tiny/ | grep -q 'epoch=2' || die "a checkpoint named epoch=2 after 2 epochs"
 grep -q "smaller than the logging interval" "$W/fit.err" || die "no log_every_n_steps warning"
+# the library's warning names the config field first, the app's flag only beside it
+grep -q "Set a lower value for log_every_n_steps (--trainer.log_every_n_steps)" "$W/fit.err" ||
+  die "the warning does not name the field log_every_n_steps: $(grep 'logging interval' "$W/fit.err")"
 grep -q "Total params" "$W/fit.log" && grep -q "Test metric" "$W/fit.log" && grep -q "DataLoader 0" "$W/fit.log" || die "summary / results tables"
 tl=$(grep -E "^Testing: .*/.*\[" "$W/fit.err" | tail -1)
 ! grep -q "train_loss" <<<"$tl" || die "the Testing line shows training metrics: $tl"

@@ -1583,7 +1583,15 @@ static void test_time_interval_config(void) {
     CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "mutually exclusive") &&
           strstr(volt_trainer_errmsg(t), "every_n_train_steps=5, every_n_epochs=3"), "steps with every_n_epochs=3: %s",
           volt_trainer_errmsg(t));
+    /* monitor "" was taken and failed after the first epoch, finding no metric "" */
+    tti_config(&cc, dir, 0);
+    cc.monitor = "";
+    CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "ModelCheckpoint: monitor is \"\""),
+          "monitor \"\": %s", volt_trainer_errmsg(t));
     CHECK(volt_trainer_num_callbacks(t) == 0, "nothing refused was added");
+    tti_config(&cc, dir, 0);   /* NULL: no monitor, the latest kept */
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));
+    CHECK(volt_trainer_num_callbacks(t) == 1, "monitor NULL accepted");
     volt_trainer_destroy(t);
     for (int e = 0; e < 2; e++) {   /* every_n_epochs 0 and 1: accepted */
         t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });

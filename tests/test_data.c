@@ -113,7 +113,8 @@ static void test_dataset(void) {
     volt_field bad = { "v", VOLT_F32, VOLT_SHAPE(1, 2, 3, 4) };             /* ndim 4 > 3 */
     CHECK(volt_dataset_create(&ops, NULL, 1, &bad, &ds) == VOLT_ERR_INVALID_ARG && ds == NULL, "ndim 4");
     volt_field dup[2] = { f, f };
-    CHECK(volt_dataset_create(&ops, NULL, 2, dup, &ds) == VOLT_ERR_INVALID_ARG, "duplicate names");
+    CHECK(volt_dataset_create(&ops, NULL, 2, dup, &ds) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_data_errmsg(), "field name 'v' given twice"), "duplicate names: '%s'", volt_data_errmsg());
     CHECK(volt_dataset_create(&ops, NULL, 0, &f, &ds) == VOLT_ERR_INVALID_ARG, "no fields");
     volt_dataset_ops v2 = ops;
     v2.version = 99;
@@ -136,6 +137,11 @@ static void test_dataset(void) {
     CHECK(s->ops->get(s->self, 5, dst) == VOLT_ERR_INVALID_ARG, "subset index out of range");
     volt_dataset *bad_sub = NULL;
     CHECK(volt_dataset_subset(a, 8, 3, &bad_sub) == VOLT_ERR_INVALID_ARG && !bad_sub, "subset past end");
+    /* no object to hold the message: volt_data_errmsg names the arguments and the dataset */
+    CHECK(strstr(volt_data_errmsg(), "volt_dataset_subset: start 8, count 3 is outside dataset 'arrays' of 10 samples"),
+          "subset past end: '%s'", volt_data_errmsg());
+    CHECK(volt_dataset_subset(a, -1, 2, &bad_sub) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_data_errmsg(), "start -1, count 2 is outside"), "negative start: '%s'", volt_data_errmsg());
     CHECK_OK(volt_dataset_subset(a, 10, 0, &bad_sub));
     CHECK(volt_dataset_len(bad_sub) == 0, "empty subset");
     volt_dataset_destroy(bad_sub);
@@ -420,7 +426,10 @@ static void test_errors(void) {
     const volt_batch *b;
     CHECK_OK(volt_loader_start(l, 0, 0));
     CHECK_OK(volt_loader_next(l, &b));
-    CHECK(volt_batch_y(b) == &b->fields[1] && volt_batch_field(b, "y") == NULL, "no y: last field");
+    CHECK(volt_batch_y(b) == &b->fields[1], "no y: last field");
+    CHECK(!strstr(volt_data_errmsg(), "'y'"), "volt_batch_y's fallback is no error: '%s'", volt_data_errmsg());
+    CHECK(volt_batch_field(b, "y") == NULL && !strcmp(volt_data_errmsg(), "batch has no field 'y' (fields: a, b)"),
+          "a missing field is named with the batch's: '%s'", volt_data_errmsg());
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 
@@ -431,12 +440,25 @@ static void test_errors(void) {
     l = NULL;
     c.batch_size = 0;
     CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_INVALID_ARG && !l, "batch_size 0");
+    /* no loader to ask: volt_data_errmsg names the field and its value */
+    CHECK(strstr(volt_data_errmsg(), "volt_loader_create: batch_size must be >= 1, got 0"), "batch_size 0: '%s'", volt_data_errmsg());
+    c.batch_size = -5;
+    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_INVALID_ARG && strstr(volt_data_errmsg(), "batch_size must be >= 1, got -5"),
+          "batch_size -5: '%s'", volt_data_errmsg());
+    volt_loader_config_init(&c);
+    c.num_workers = -1;
+    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_INVALID_ARG && strstr(volt_data_errmsg(), "num_workers must be 0..1024") &&
+          strstr(volt_data_errmsg(), "got -1"), "num_workers -1: '%s'", volt_data_errmsg());
+    CHECK(volt_loader_create(NULL, ds, &l) == VOLT_ERR_INVALID_ARG && strstr(volt_data_errmsg(), "config is NULL"),
+          "NULL config: '%s'", volt_data_errmsg());
     volt_loader_config_init(&c);
     c.version = 0;
-    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_VERSION, "config version");
+    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_VERSION && strstr(volt_data_errmsg(), "config version 0 unknown"),
+          "config version: '%s'", volt_data_errmsg());
     volt_loader_config_init(&c);
     c.rank = 2; c.world = 2;
-    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_INVALID_ARG, "rank >= world");
+    CHECK(volt_loader_create(&c, ds, &l) == VOLT_ERR_INVALID_ARG && strstr(volt_data_errmsg(), "got rank 2 of world 2"),
+          "rank >= world: '%s'", volt_data_errmsg());
     volt_dataset_destroy(ds);
     volt_loader_destroy(NULL);
 }

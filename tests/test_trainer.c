@@ -849,7 +849,7 @@ static void test_stop_flags(volt_dataset *ds) {
               t ? volt_trainer_errmsg(t) : "");
         volt_trainer_destroy(t);
     }
-    CHECK(volt_trainer_config_check(NULL, NULL, 0) == VOLT_ERR_VERSION, "config_check(NULL)");
+    CHECK(volt_trainer_config_check(NULL, NULL, 0) == VOLT_ERR_INVALID_ARG, "config_check(NULL)");
 
     /* min_epochs: a stop asked for at every epoch's end waits for epoch 3 */
     volt_loader *tl2 = make_loader(ds, 64, true, 0);   /* 4 batches an epoch */
@@ -1271,6 +1271,7 @@ static void test_config_errors(void) {
     static const struct { const char *field; int k; } bad[] = {
         { "gradient_clip_val", 0 }, { "gradient_clip_val", 1 }, { "devices", 2 }, { "max_epochs", 3 },
         { "limit_train_batches", 4 }, { "max_epochs and max_steps", 5 }, { "num_nodes", 6 },
+        { "log_every_n_steps must be >= 1, got 0", 7 }, { "log_every_n_steps must be >= 1, got -3", 8 },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         volt_trainer_config_init(&c);
@@ -1281,6 +1282,8 @@ static void test_config_errors(void) {
         case 3: c.max_epochs = -5; break;
         case 4: c.limit_train_batches = -7; break;
         case 5: c.max_steps = -3; break;
+        case 7: c.log_every_n_steps = 0; break;   /* was taken as 1 without a word */
+        case 8: c.log_every_n_steps = -3; break;
         default: c.num_nodes = 0; break;
         }
         char err[512] = "";
@@ -1294,6 +1297,23 @@ static void test_config_errors(void) {
     /* NULL trainer or out pointer: an error, not a crash */
     volt_trainer_config_init(&c);
     CHECK(volt_trainer_create(&c, NULL) == VOLT_ERR_INVALID_ARG, "create with out NULL");
+    /* a NULL config or one of an unknown version: said on the shell *out holds (a bare
+     * "version mismatch" before), and by config_check in err */
+    t = NULL;
+    volt_status cst = volt_trainer_create(NULL, &t);
+    CHECK(cst == VOLT_ERR_INVALID_ARG && t && strstr(volt_trainer_errmsg(t), "trainer: config is NULL"), "create(NULL): %s '%s'",
+          volt_status_str(cst), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    char cerr[256] = "";
+    CHECK(volt_trainer_config_check(NULL, cerr, sizeof cerr) == VOLT_ERR_INVALID_ARG && strstr(cerr, "config is NULL"),
+          "config_check(NULL): '%s'", cerr);
+    c.version = 99;
+    t = NULL;
+    cst = volt_trainer_create(&c, &t);
+    CHECK(cst == VOLT_ERR_VERSION && t && strstr(volt_trainer_errmsg(t), "config version 99 unknown"), "create(version 99): %s '%s'",
+          volt_status_str(cst), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    volt_trainer_config_init(&c);
     CHECK(volt_trainer_fit(NULL, NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
           volt_trainer_validate(NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
           volt_trainer_test(NULL, NULL, NULL, NULL, NULL) == VOLT_ERR_INVALID_ARG &&
@@ -1606,6 +1626,95 @@ static void test_blame(volt_dataset *ds) {
     volt_trainer_destroy(t);
 }
 
+/* A new user's mistakes in a training_step: each fails the fit with a message that names it. */
+static int walk_case;
+static volt_status walk_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    net *m = self;
+    volt_tensor *logits = net_fwd(m, s, b);
+    switch (walk_case) {
+    case 0: return volt_classification_step(s, logits, volt_batch_y(b), NULL);          /* crashed in strcmp */
+    case 1: return volt_classification_step(s, logits, volt_batch_y(b), "trian");       /* logged trian_loss, then "no loss" */
+    case 2: return volt_classification_step(s, logits, volt_batch_field(b, "label"), "train");   /* the field is "y" */
+    case 3: return volt_step_set_loss(s, logits);                                        /* (N, C), not a scalar */
+    default:   /* a field missing in one step is not blamed for a NULL in the next */
+        if (i == 0) {
+            if (volt_batch_field(b, "mask")) return VOLT_ERR_STATE;
+            return volt_step_set_loss(s, volt_cross_entropy(s, logits, volt_batch_y(b)));
+        }
+        return volt_step_set_loss(s, volt_cross_entropy(s, logits, NULL));
+    }
+}
+
+static void test_walkthrough(volt_dataset *ds) {
+    static const struct { const char *want, *not; volt_status st; } cases[] = {
+        { "volt_classification_step: stage NULL is not one of \"train\", \"val\", \"test\", \"predict\"", NULL, VOLT_ERR_INVALID_ARG },
+        { "volt_classification_step: stage \"trian\" is not one of", "did not set a loss", VOLT_ERR_INVALID_ARG },
+        { "training_step: cross_entropy: input 1 is NULL (earlier in this step: batch has no field 'label' (fields: x, y))", NULL,
+          VOLT_ERR_INVALID_ARG },
+        { "module 'net': backward: loss must be a scalar, got shape (16, 3)", "backward: backward", VOLT_ERR_SHAPE },
+        { "training_step: cross_entropy: input 1 is NULL", "mask", VOLT_ERR_INVALID_ARG },
+    };
+    volt_loader *l = make_loader(ds, 16, false, 0);
+    volt_module_ops ops = net_ops;
+    ops.training_step = walk_train;
+    for (walk_case = 0; walk_case < (int)(sizeof cases / sizeof cases[0]); walk_case++) {
+        volt_trainer *t = short_trainer(2);
+        net m = { .in = IN, .hidden = 8, .out = NC };
+        const volt_status st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
+        const char *e = volt_trainer_errmsg(t);
+        CHECK(st == cases[walk_case].st && strstr(e, cases[walk_case].want) && (!cases[walk_case].not || !strstr(e, cases[walk_case].not)),
+              "case %d: %s '%s', want %s '%s'", walk_case, volt_status_str(st), e, volt_status_str(cases[walk_case].st),
+              cases[walk_case].want);
+        volt_trainer_destroy(t);
+    }
+    volt_loader_destroy(l);
+}
+
+/* The module pointer is the table's self: volt never reads through it, so a table that keeps no
+ * state runs with NULL (its steps find the parameters in the store). */
+static volt_status sl_setup(void *self, volt_params *ps) {
+    CHECK(self == NULL, "setup got %p, want the NULL given", self);
+    volt_tensor *w, *b;   /* not kept: the steps look them up */
+    VOLT_TRY(volt_params_unit(ps, "fc"));
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(NC, IN), VOLT_INIT_TORCH_LINEAR, &w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &b);
+}
+static volt_tensor *sl_fwd(volt_step *s, const volt_batch *b) {
+    volt_params *ps = volt_step_params(s);
+    return volt_linear(s, volt_batch_x(b), volt_params_find(ps, "fc.weight"), volt_params_find(ps, "fc.bias"));
+}
+static volt_status sl_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    return volt_classification_step(s, sl_fwd(s, b), volt_batch_y(b), "train");
+}
+static volt_status sl_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    return volt_classification_step(s, sl_fwd(s, b), volt_batch_y(b), "val");
+}
+static volt_status sl_test(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    return volt_classification_step(s, sl_fwd(s, b), volt_batch_y(b), "test");
+}
+static volt_status sl_predict(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    *out = sl_fwd(s, b);
+    return *out ? VOLT_OK : volt_step_status(s);
+}
+static volt_status sl_opt(void *self, volt_optim_setup *o) { return VOLT_OK; }
+
+static void test_null_module(volt_dataset *ds) {
+    static const volt_module_ops sl_ops = {
+        .version = VOLT_MODULE_OPS_VERSION, .name = "stateless", .setup = sl_setup, .configure_optimizers = sl_opt,
+        .training_step = sl_train, .validation_step = sl_val, .test_step = sl_test, .predict_step = sl_predict,
+    };
+    volt_loader *l = make_loader(ds, 32, false, 0);
+    volt_trainer *t = short_trainer(2);
+    CHECK_OK(volt_trainer_fit(t, &sl_ops, NULL, l, l, NULL));
+    CHECK_OK(volt_trainer_validate(t, &sl_ops, NULL, l, NULL));
+    CHECK_OK(volt_trainer_test(t, &sl_ops, NULL, l, NULL));
+    CHECK_OK(volt_trainer_predict(t, &sl_ops, NULL, l, NULL, pred_sink, NULL));
+    double acc = -1;
+    CHECK(volt_trainer_metric(t, "test_acc", &acc) && acc >= 0 && acc <= 1, "test_acc %g", acc);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
 static void test_log_ratio(volt_dataset *ds) {
     char root[512], log[64] = "";
     snprintf(root, sizeof root, "%s/ratio", vtest_tmpdir());
@@ -1762,6 +1871,8 @@ int main(void) {
     test_log_ratio(ds);
     test_log_clash(ds);
     test_blame(ds);
+    test_walkthrough(ds);
+    test_null_module(ds);
     volt_dataset_destroy(ds);
     return vtest_finish();
 }

@@ -65,7 +65,10 @@ static volt_status step_err(volt_trainer *t, volt_status st, const char *what) {
     const char *m = volt_step_errmsg(t->step);
     /* a strategy hook (unit_use / unit_grads_ready) failed in a collective: say why */
     const char *sm = (st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM) ? volt__strategy_errmsg(t->strategy) : "";
-    return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s: %s%s%s", t->mops->name, what,
+    /* the step's message may name the stage itself ("backward: loss must be a scalar"): once */
+    const size_t wl = strlen(what);
+    const bool named = !strncmp(m, what, wl) && m[wl] == ':';
+    return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "module '%s': %s%s%s%s%s", t->mops->name, named ? "" : what, named ? "" : ": ",
                       m[0] ? m : volt_status_str(st), sm && sm[0] ? ": " : "", sm ? sm : "");
 }
 

@@ -473,7 +473,17 @@ volt_status volt_log_ratio(volt_step *s, const char *name, int64_t num, int64_t 
     return s->log_fn(s->log_ctx, name, den ? (double)num / (double)den : 0.0, flags);
 }
 
+/* The stages volt_classification_step knows: its "<stage>_" prefixes, the trainer's loops. */
+static const char *const classify_stages[] = { "train", "val", "test", "predict" };
+
 volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage) {
+    bool known = false;
+    for (size_t i = 0; stage && i < sizeof classify_stages / sizeof classify_stages[0]; i++) known |= !strcmp(stage, classify_stages[i]);
+    /* a typo ("trian") logged "trian_loss" and then failed as a training_step without a loss */
+    if (!known)
+        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_classification_step: stage %s%s%s is not one of \"train\", \"val\", "
+                              "\"test\", \"predict\" (it prefixes the logged names; \"train\" also sets the step's loss)",
+                              stage ? "\"" : "", stage ? stage : "NULL", stage ? "\"" : "");
     bool train = !strcmp(stage, "train");
     volt_tensor *loss = volt_cross_entropy(s, logits, y);
     volt_tensor *pred = volt_argmax(s, logits);

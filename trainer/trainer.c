@@ -179,7 +179,8 @@ static volt_status check_settings(volt_trainer *t) {
                           (long long)c->num_sanity_val_steps);
     if (c->check_val_every_n_epoch < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1");
-    if (c->log_every_n_steps < 1) c->log_every_n_steps = 1;
+    if (c->log_every_n_steps < 1)   /* 0 was taken as 1 without a word */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: log_every_n_steps must be >= 1, got %lld", (long long)c->log_every_n_steps);
     if (c->max_epochs == 0 || c->max_steps == 0 || c->max_epochs < -1 || c->max_steps < -1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_epochs and max_steps must be >= 1 (or -1: no limit), got %lld "
                           "and %lld", (long long)c->max_epochs, (long long)c->max_steps);
@@ -220,10 +221,27 @@ static volt_strategy_config strategy_config(const volt_trainer *t) {
     return sc;
 }
 
+/* A NULL config or one of an unknown version: the message, on a shell made from defaults as
+ * create's other failures are (NULL when even that fails). */
+static volt_status config_unusable(const volt_trainer_config *cfg, volt_trainer **shell, char *err, size_t errlen) {
+    const volt_status st = cfg ? VOLT_ERR_VERSION : VOLT_ERR_INVALID_ARG;
+    char m[256];
+    if (!cfg) volt__errf(m, sizeof m, st, "trainer: config is NULL (volt_trainer_config_init fills one)");
+    else volt__errf(m, sizeof m, st, "trainer: config version %u unknown (this volt knows 1..%u; volt_trainer_config_init sets it)",
+                    (unsigned)cfg->version, VOLT_TRAINER_CONFIG_VERSION);
+    if (err && errlen) snprintf(err, errlen, "%s", m);
+    if (shell) {
+        volt_trainer_config d;
+        volt_trainer_config_init(&d);
+        if ((*shell = trainer_new(&d))) volt__terr(*shell, st, "%s", m);
+    }
+    return st;
+}
+
 volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **out) {
     if (!out) return VOLT_ERR_INVALID_ARG;
     *out = NULL;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return VOLT_ERR_VERSION;
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return config_unusable(cfg, out, NULL, 0);
     volt_trainer *t = trainer_new(cfg);
     if (!t) return VOLT_ERR_NOMEM;
     *out = t;
@@ -248,10 +266,7 @@ volt_status volt_trainer_create(const volt_trainer_config *cfg, volt_trainer **o
 
 volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
-    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) {
-        if (err && errlen) snprintf(err, errlen, "volt_trainer_config: NULL or an unknown version (volt_trainer_config_init sets it)");
-        return VOLT_ERR_VERSION;
-    }
+    if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_TRAINER_CONFIG_VERSION)) return config_unusable(cfg, NULL, err, errlen);
     volt_trainer *t = trainer_new(cfg);
     if (!t) return VOLT_ERR_NOMEM;
     volt_status st = check_settings(t);

@@ -57,6 +57,14 @@ VOLT_API volt_status volt_dataset_subset(volt_dataset *ds, int64_t start, int64_
 VOLT_API volt_status volt_dataset_from_arrays(int n_fields, const volt_field *fields, const void *const *data,
                                      int64_t n, volt_dataset **out);
 
+/* ---- errors --------------------------------------------------------------------------- */
+/* The message of the last data call on this thread that failed with no object to hold it:
+ * volt_loader_create, volt_dataset_create, volt_dataset_subset, volt_dataset_from_arrays (a
+ * bad argument, named with its value), or a volt_batch_field that found no such field. Set
+ * only on failure, like errno; "" when none failed yet. Valid until the next failing call on
+ * this thread. A loader's own errors are in volt_loader_errmsg. */
+VOLT_API const char *volt_data_errmsg(void);
+
 /* ---- batches ------------------------------------------------------------------------ */
 typedef struct volt_batch {
     int64_t size;                          /* rows in this batch (last batch may be smaller) */
@@ -75,7 +83,9 @@ typedef struct volt_batch {
 
 /* A batch from volt_loader_next is valid until the next volt_loader_next, _start,
  * _set_shard or _destroy on the same loader. */
-VOLT_API volt_tensor *volt_batch_field(const volt_batch *b, const char *name);   /* NULL if absent */
+/* volt_batch_field: NULL if absent; volt_data_errmsg then names the field asked for and the
+ * batch's fields, and an op given a NULL later in the same step adds it to its error. */
+VOLT_API volt_tensor *volt_batch_field(const volt_batch *b, const char *name);
 VOLT_API volt_tensor *volt_batch_x(const volt_batch *b);                         /* field 0 */
 VOLT_API volt_tensor *volt_batch_y(const volt_batch *b);                         /* field "y", else the last */
 

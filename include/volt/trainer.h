@@ -37,7 +37,8 @@ VOLT_API volt_status volt_log_value(volt_step *s, const char *name, double value
 /* The usual classifier step: cross-entropy and accuracy of logits (N, C) against y (N),
  * logged as "<stage>_loss" / "<stage>_acc" with Lightning's defaults ("train": loss per step
  * on the progress bar, accuracy as an epoch mean; other stages: both epoch means on the
- * progress bar). For "train" the loss becomes the step's loss. */
+ * progress bar). For "train" the loss becomes the step's loss. stage is "train", "val",
+ * "test" or "predict"; another (or NULL) fails the step with VOLT_ERR_INVALID_ARG. */
 VOLT_API volt_status volt_classification_step(volt_step *s, volt_tensor *logits, volt_tensor *y, const char *stage);
 /* A ratio of integer counts (e.g. hits / rows), like a torchmetrics state: the step value is
  * num/den, the epoch value Σnum/Σden over all batches and ranks, so equal counts give
@@ -201,7 +202,7 @@ typedef struct volt_trainer_config {
     int64_t limit_predict_batches;
     int64_t num_sanity_val_steps;    /* default 2; 0 disables the sanity check; -1: every val batch
                                         validation runs (never more than limit_val_batches allows) */
-    int64_t log_every_n_steps;       /* default 50 */
+    int64_t log_every_n_steps;       /* default 50; >= 1 */
     int64_t fast_dev_run;            /* N > 0: N batches of train/val/test, no checkpoints or logs */
     bool deterministic;              /* default true: every backend reduces in a fixed order, so a run
                                         repeats bit for bit; false (faster nondeterministic kernels,
@@ -374,6 +375,10 @@ VOLT_API bool volt_trainer_average_swapped(const volt_trainer *t);
 VOLT_API volt_status volt_trainer_swap_back_average(volt_trainer *t);
 
 /* ---- running ----------------------------------------------------------------------------- */
+/* module: the ops' self, handed to every hook of ops as given; volt never reads through it
+ * (the model's state volt needs is in the parameter store), so NULL is valid for a table that
+ * keeps no state of its own (its steps find their parameters with
+ * volt_params_find(volt_step_params(s), name)). */
 /* ckpt_path: NULL (fresh), a file path, "last" or "best" (from the ModelCheckpoint). Resuming
  * from "last" when none exists starts fresh. val may be NULL. Returns VOLT_OK also when a
  * callback stopped training early. */
@@ -593,7 +598,8 @@ typedef struct volt_checkpoint_config {
     uint32_t version;            /* VOLT_CHECKPOINT_CONFIG_VERSION, set by _init */
     const char *dirpath;         /* default <log_dir>/checkpoints; "" = the current folder */
     const char *filename;        /* template, default (NULL or "") "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
-    const char *monitor;         /* metric name; NULL = save the latest (top-k by recency) */
+    const char *monitor;         /* metric name; NULL = save the latest (top-k by recency);
+                                    "" is refused at add */
     volt_mode mode;              /* VOLT_MIN default */
     int save_top_k;              /* default 1; -1 = all; 0 = none (last still saved if save_last) */
     bool save_last;              /* also keep "last.safetensors", updated at every save point */

@@ -18,6 +18,10 @@ major=$(sed -n 's/^#define VOLT_VERSION_MAJOR \([0-9]*\).*/\1/p' "$src/include/v
 soname=$(objdump -p "$lib/libvolt.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = "libvolt.so.$major" ] || { echo "SONAME is '$soname', want libvolt.so.$major"; exit 1; }
 [ -x "$prefix/bin/volt-run" ] || { echo "missing bin/volt-run"; exit 1; }
+# the apps, where this build made them (VOLT_BUILD_APPS): volt-plot too, which the docs name
+for app in volt-fashion-mnist volt-text-classification volt-plot; do
+  [ ! -x "$build/apps/$app" ] || [ -x "$prefix/bin/$app" ] || { echo "missing bin/$app (built in $build/apps)"; exit 1; }
+done
 
 run() {   # run NAME BINARY: the program must train, test on best, and say so
   local name=$1 bin=$2
