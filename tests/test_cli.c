@@ -193,7 +193,7 @@ int main(void) {
         { { "--model.dropout", "x" }, 2, "want a number" },
         { { "--trainer.precision", "64" }, 2, "want one of" },
         /* at parse time, before a program reads its data: the strategy registry's names and aliases */
-        { { "--trainer.strategy", "fsdpp" }, 2, "want one of single|auto|ddp|deepspeed_stage_1|zero1|" },
+        { { "--trainer.strategy", "fsdpp" }, 2, "want one of auto|single|ddp|deepspeed_stage_1|zero1|" },
         /* the trainer's own checks (volt_trainer_config_check) at parse time too */
         { { "--trainer.max_time", "1:30" }, 2, "trainer: max_time must be \"DD:HH:MM:SS\"" },
         { { "--trainer.deterministic", "false" }, 2, "trainer: deterministic=false" },

@@ -69,6 +69,13 @@ if [ -r /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
   [ -n "$acc1" ] && [ "$acc1" = "$acc2" ] || { echo "README.md's example: test_acc '$acc1', after the resume '$acc2'"; exit 1; }
   awk -v a="$acc1" 'BEGIN { exit !(a > 0.8) }' || { echo "README.md's example: test_acc $acc1 after 3 epochs"; exit 1; }
   echo "README example: test_acc $acc1, the same after resuming from last"
+  # a run that cannot write its logs fails, saying why (it ignored every status before)
+  mkdir -p "$work/readme-bad" && echo x >"$work/readme-bad/lightning_logs"
+  (cd "$work/readme-bad" && "$work/readme" >"$work/readme.bad.out" 2>"$work/readme.bad.err") &&
+    { echo "README.md's example: exit 0 where lightning_logs is a file"; exit 1; }
+  grep -q "lightning_logs" "$work/readme.bad.err" ||
+    { echo "README.md's example failed without naming lightning_logs:"; cat "$work/readme.bad.err"; exit 1; }
+  echo "README example: fails naming the problem where it cannot write: $(grep -m1 lightning_logs "$work/readme.bad.err" | cut -c1-160)"
 fi
 
 # 4. add_subdirectory of the source tree (the library alone is built). Without the cuda
