@@ -701,6 +701,22 @@ static void test_module_two_trainers(volt_dataset *ds) {
     free(w);
     free(trained);
     volt_trainer_destroy(t1);
+    /* an empty val loader: fit warns that no validation runs (Lightning does too) */
+    volt_dataset *none = NULL;
+    volt_loader *vl = NULL;
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    CHECK_OK(volt_dataset_subset(ds, 0, 0, &none));
+    CHECK_OK(volt_loader_create(&lc, none, &vl));
+    net m3 = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    volt_trainer *t4 = make_trainer(1, root);
+    saved = vtest_stderr_to(errpath);
+    CHECK_OK(volt_trainer_fit(t4, &net_ops, &m3, tl, vl, NULL));
+    vtest_stderr_back(saved, errpath, err, sizeof err);
+    CHECK(strstr(err, "volt: warning: fit was given a val loader with no samples: no validation runs"), "empty val: %s", err);
+    volt_trainer_destroy(t4);
+    volt_loader_destroy(vl);
+    volt_dataset_destroy(none);
     /* a fit from the checkpoint (saved after 1 epoch) says what it restored, and when that
      * already meets max_epochs, that it trains nothing */
     for (int epochs = 2; epochs >= 1; epochs--) {

@@ -351,6 +351,9 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if (val && !ops->validation_step && t->rank == 0)   /* Lightning warns the same */
         fprintf(stderr, "volt: warning: fit was given a val loader but module '%s' has no validation_step: no validation "
                 "runs\n", ops->name ? ops->name : "?");
+    if (val && ops->validation_step && t->rank == 0 && volt_dataset_len(volt_loader_dataset(val)) == 0)   /* Lightning warns too */
+        fprintf(stderr, "volt: warning: fit was given a val loader with no samples: no validation runs, and no val_* "
+                "metric is logged (a monitor on one fails at the first epoch's end)\n");
     volt__write_check_begin(t);
     st = CB_EACH(t, on_fit_start);
     if (st >= 0 && ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) hook_err(t, st, ops->name, "on_fit_start");
