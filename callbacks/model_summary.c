@@ -57,9 +57,12 @@ static volt_status ms_on_fit_start(void *self, volt_trainer *t) {
     if (width > 60) width = 60;
     /* where the run lives, as Lightning's "GPU available / used" lines */
     const char *dname = volt_trainer_device_name(t);   /* "NVIDIA H200"; none on cpu */
-    printf("Accelerator: %s (device %d%s%s), devices: %d, strategy: %s\n", volt_trainer_accelerator(t),
+    const int world = volt_trainer_world_size(t);   /* devices 1 under volt-run -n 2: the launched ranks */
+    printf("Accelerator: %s (device %d%s%s), devices: %d, strategy: %s", volt_trainer_accelerator(t),
            volt_trainer_device_index(t), dname ? ": " : "", dname ? dname : "", volt_trainer_get_config(t)->devices,
            volt_trainer_get_config(t)->strategy);
+    if (world > 1) printf(", ranks: %d", world);
+    putchar('\n');
     int64_t total = 0, trainable = 0, bytes = 0;
     size_t esz = volt_params_dtype(ps) == VOLT_F32 ? 4 : 2;
     int iw = nu >= 100 ? 3 : nu >= 10 ? 2 : 1;
