@@ -645,8 +645,8 @@ static void test_load_skips_init(volt_dataset *ds) {
     int saved = vtest_stderr_to(errpath);
     CHECK(volt_trainer_fit(t4, &ops, &m4, tl, NULL, "last") == VOLT_OK && volt__params_inits() == i0 + 1, "fit from no last");
     vtest_stderr_back(saved, errpath, err, sizeof err);
-    CHECK(strstr(err, "volt: fit: ckpt_path=\"last\" is set, but there is no last checkpoint available: fit starts from the "
-                      "initial weights"), "fit from no last is noted: %s", err);
+    CHECK(strstr(err, "volt: fit: ckpt_path=\"last\" is set, but there is no last checkpoint available: no checkpoint is "
+                      "loaded"), "fit from no last is noted: %s", err);
 
     free(trained); free(inits);
     volt_trainer_destroy(t0); volt_trainer_destroy(t1); volt_trainer_destroy(t2); volt_trainer_destroy(t3);
@@ -659,11 +659,23 @@ static void test_load_skips_init(volt_dataset *ds) {
  * Another trainer may take it over only with a checkpoint to load (the holder lets it go); without
  * one it is refused: its fresh inits would replace the trained weights (and the holder would run
  * on the other's store, then freed memory). */
+typedef struct { volt_trainer *other; void *module; volt_loader *loader; const char *path; volt_status got; char msg[512]; } nested_call;
+static volt_status nested_validate(void *self, volt_trainer *t) {   /* another trainer, from inside this one's call */
+    nested_call *n = self;
+    (void)t;
+    n->got = volt_trainer_validate(n->other, &net_ops, n->module, n->loader, n->path);
+    snprintf(n->msg, sizeof n->msg, "%s", volt_trainer_errmsg(n->other));
+    return VOLT_OK;
+}
+static const volt_callback_ops nested_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Nested",
+                                              .on_validation_start = nested_validate };
+
 static void test_module_two_trainers(volt_dataset *ds) {
-    char root[512], good[600];
+    char root[512], good[600], missing[600];
     snprintf(root, sizeof root, "%s/twotrainers", vtest_tmpdir());
     vtest_fresh_dir(root);
     snprintf(good, sizeof good, "%s/good.safetensors", root);
+    snprintf(missing, sizeof missing, "%s/none.safetensors", root);
     volt_loader *tl = make_loader(ds, 8, false, 0);
     net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
     volt_trainer *t1 = make_trainer(1, root), *t2 = make_trainer(1, root);
@@ -694,11 +706,34 @@ static void test_module_two_trainers(volt_dataset *ds) {
     free(w);
     CHECK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE, "now the first is refused: %s",
           volt_trainer_errmsg(t1));
-    volt_trainer_destroy(t2);   /* the module is free: the first sets it up afresh */
-    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    /* its weights went with the module: without a checkpoint it stays refused, also once the
+     * other is gone (it would silently start from fresh inits), and a load takes it back */
+    volt_trainer_destroy(t2);
+    CHECK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE &&
+          strstr(volt_trainer_errmsg(t1), "another trainer took this module over"), "the first after the taker is gone: %s",
+          volt_trainer_errmsg(t1));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, good));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));   /* its own weights again */
     w = snapshot(t1, &n);
-    CHECK(memcmp(w, trained, sizeof(float) * (size_t)n) != 0, "fresh inits after the holder was destroyed");
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the first holds the checkpoint's weights");
     free(w);
+    /* a take-over whose load fails: the holder let the module go, so it is refused, not re-initialised */
+    volt_trainer *t5 = make_trainer(1, root);
+    CHECK(volt_trainer_validate(t5, &net_ops, &m, tl, missing) == VOLT_ERR_IO, "a failed take-over: %s", volt_trainer_errmsg(t5));
+    CHECK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE, "after a failed take-over: %s",
+          volt_trainer_errmsg(t1));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, good));
+    volt_trainer_destroy(t5);
+    /* another trainer called from inside the holder's call may not take the module from under it */
+    nested_call nc = { .other = make_trainer(1, root), .module = &m, .loader = tl, .path = good, .got = VOLT_OK };
+    CHECK_OK(volt_trainer_add_callback(t1, &nested_ops, &nc));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    CHECK(nc.got == VOLT_ERR_STATE && strstr(nc.msg, "another trainer is running a call with this module"),
+          "a take-over from inside the holder's call: %s", nc.msg);
+    w = snapshot(t1, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the holder's weights after the refused nested take-over");
+    free(w);
+    volt_trainer_destroy(nc.other);
     free(trained);
     volt_trainer_destroy(t1);
     /* an empty val loader: fit warns that no validation runs (Lightning does too) */
@@ -725,7 +760,7 @@ static void test_module_two_trainers(volt_dataset *ds) {
         saved = vtest_stderr_to(errpath);
         CHECK_OK(volt_trainer_fit(t3, &net_ops, &m2, tl, NULL, good));
         vtest_stderr_back(saved, errpath, err, sizeof err);
-        snprintf(want, sizeof want, "volt: fit: restored the training state of the checkpoint at %s (epoch 1, step %lld)%s",
+        snprintf(want, sizeof want, "volt: fit: restored the training state of the checkpoint at %s (resuming at epoch 1, step %lld)%s",
                  good, steps1, epochs == 1 ? ": it already meets max_epochs / max_steps, so this fit trains nothing\n" : "\n");
         CHECK(strstr(err, want) && volt_trainer_global_step(t3) == steps1 * epochs, "max_epochs %d: step %lld: %s",
               epochs, (long long)volt_trainer_global_step(t3), err);

@@ -319,6 +319,9 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     VOLT_TRY(volt__loop_add_defaults(t));   /* the resolver of "best" / "last" is ModelCheckpoint's */
     VOLT_TRY(volt__loop_resolve(t, ckpt_path, ckpt_path && !strcmp(ckpt_path, "last"), "fit", path));
     VOLT_TRY(volt__loop_setup_model(t, ops, module, path[0] != 0));
+    if (!path[0] && ckpt_path && t->rank == 0)   /* "last" with none saved: a fresh start, said (Lightning warns) */
+        fprintf(stderr, "volt: fit: ckpt_path=\"%s\" is set, but there is no last checkpoint available: no checkpoint is "
+                "loaded, fit starts from the model's current weights (ModelCheckpoint's save_last keeps one)\n", ckpt_path);
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
@@ -338,7 +341,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
         if (st < 0) { t->fitting = false; return st; }
         const bool nothing_left = (t->cfg.max_epochs >= 0 && t->epoch >= t->cfg.max_epochs) || max_steps_reached(t);
         if (t->rank == 0)
-            fprintf(stderr, "volt: fit: restored the training state of the checkpoint at %s (epoch %lld, step %lld)%s\n", path,
+            fprintf(stderr, "volt: fit: restored the training state of the checkpoint at %s (resuming at epoch %lld, step %lld)%s\n", path,
                     (long long)t->epoch, (long long)t->global_step,
                     nothing_left ? ": it already meets max_epochs / max_steps, so this fit trains nothing" : "");
     }

@@ -73,30 +73,53 @@ static void drop_model(volt_trainer *t) {
     t->weights_pending = false;
 }
 
+static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads);
+
 /* loads: a checkpoint is loaded right after (its path resolved), which overwrites every
  * parameter (the load refuses a file that lacks one), so the inits are not drawn and
  * init_weights (pretrained weights) is not called: the values stay zero until the load. If
- * the load fails, volt__loop_load drops the model, so nothing ever runs on weights never set. */
+ * the load fails, volt__loop_load drops the model, so nothing ever runs on weights never set;
+ * a set-up that fails half-way drops it too (the next call builds it afresh). */
 volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
     if (!ops) return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: no module table (ops is NULL)");
     if (!VOLT_VERSION_OK(ops->version, VOLT_MODULE_OPS_VERSION))
         return volt__terr(t, VOLT_ERR_VERSION, "trainer: module table has unknown version %u (want 1..%u: set "
                           "VOLT_MODULE_OPS_VERSION)", ops->version, VOLT_MODULE_OPS_VERSION);
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
+    const char *name = ops->name ? ops->name : "?";
     /* same module: keep its weights, unless they were never set (a load that did not happen) */
     if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
     volt_trainer *h = module ? holder_of(module, t) : NULL;
+    if (h && h->fn != VOLT_FN_NONE)   /* e.g. called from one of its callbacks: its store is in use */
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer is running a call with this module (its "
+                          "weights are in use there); use that trainer", name);
     if (h && !h->weights_pending && !loads)
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer set this module up and holds its weights (its "
-                          "layers point into that trainer's store): run this with that trainer, give ckpt_path (a "
-                          "checkpoint to load) for this trainer to take the module over, or destroy that trainer first "
-                          "to start from fresh weights", ops->name ? ops->name : "?");
-    if (h) {   /* taken over: the holder lets the module go (its next call with it sets it up again) */
+                          "layers point into that trainer's store): run this with that trainer, load a checkpoint "
+                          "(ckpt_path) for this trainer to take the module over, or destroy that trainer first "
+                          "to start from fresh weights", name);
+    if (!loads && module && t->lost_module == module)   /* its weights went to a trainer that loaded into it */
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer took this module over (it loaded a checkpoint "
+                          "into it), and this trainer's weights for it went with it: load a checkpoint (ckpt_path), "
+                          "or use a new trainer to start from fresh weights", name);
+    if (h) {   /* taken over: the holder lets the module go (its next call with it needs a checkpoint) */
         (void)volt__loop_wait_params(h, "setup");
         drop_model(h);
+        h->lost_module = module;
     }
     if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
     drop_model(t);
+    volt_status st = build_model(t, ops, module, loads);
+    if (st < 0) {   /* nothing half-built is kept: the same call again would find it "set up" */
+        if (t->ps) (void)volt__strategy_wait_params(t->strategy);   /* the set-up's error stays the one reported */
+        drop_model(t);
+        return st;
+    }
+    holder_set(t, module);
+    return VOLT_OK;
+}
+
+static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
     t->mops = ops;
     t->module = module;
     volt_params_config pc;
@@ -136,7 +159,6 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     volt__prec_setup_step(t);               /* GEMM operand dtype */
     t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
     t->step->detect_anomaly = t->cfg.detect_anomaly;
-    holder_set(t, module);
     return VOLT_OK;
 }
 
@@ -216,12 +238,7 @@ volt_status volt__loop_resolve(volt_trainer *t, const char *ckpt_path, bool miss
             : ": the ModelCheckpoint has saved none and found no last*.safetensors in its folder";
         return volt__terr(t, VOLT_ERR_NOT_FOUND, "%s: no checkpoint for ckpt_path=\"%s\"%s", stage, ckpt_path, why);
     }
-    if (!p) {   /* fit from "last" with none: a fresh start, said (Lightning warns the same) */
-        if (t->rank == 0)
-            fprintf(stderr, "volt: %s: ckpt_path=\"%s\" is set, but there is no last checkpoint available: %s starts "
-                    "from the initial weights (ModelCheckpoint's save_last keeps one)\n", stage, ckpt_path, stage);
-        return VOLT_OK;
-    }
+    if (!p) return VOLT_OK;   /* fit from "last" with none: it says so once the model is set up (loop.c) */
     if (strlen(p) >= VOLT__CKPT_PATH_CAP) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: checkpoint path longer than %d bytes", stage, VOLT__CKPT_PATH_CAP - 1);
     strcpy(path, p);
     return VOLT_OK;
@@ -234,8 +251,10 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) {
     const double p0 = VOLT__PROF_T0(t);
     volt_status st = volt__ckpt_load(t, path, full);
     volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
-    if (st >= 0) t->weights_pending = false;
-    else if (t->weights_pending) {
+    if (st >= 0) {
+        t->weights_pending = false;
+        if (t->lost_module == t->module) t->lost_module = NULL;   /* weights of its own again */
+    } else if (t->weights_pending) {
         (void)volt__strategy_wait_params(t->strategy);   /* the load's error stays the one reported */
         drop_model(t);
     }
