@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
         if (strcmp(sub, "fit")) printf(APP ": %s %s, batch %lld", sub, o.model, (long long)o.batch_size);   /* no training */
         else if (me < 0) printf(APP ": %s, no epoch limit, batch %lld", o.model, (long long)o.batch_size);
         else printf(APP ": %s, %lld epochs, batch %lld", o.model, (long long)me, (long long)o.batch_size);
-        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
+        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, volt_trainer_get_config(t)->strategy);
         printf(", %lld/%lld/%lld train/val/test images, seed %llu\n", (long long)volt_dataset_len(train),
                (long long)volt_dataset_len(val), (long long)volt_dataset_len(test), (unsigned long long)o.tr.seed);
         fflush(stdout);

@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
         printf("model: %s%s%s, %lld classes, max_length %d; %s lr %g, batch %lld", o.pretrained ? "pretrained" : o.preset,
                o.pretrained ? " from " : " from scratch", o.pretrained ? o.pretrained : "", (long long)n_classes,
                o.max_length, o.optimizer == VOLT_OPTIM_ADAMW ? "AdamW" : "Adam", o.lr, (long long)o.batch_size);
-        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, o.tr.strategy);
+        if (world > 1) printf(" per rank x %d ranks = %lld (%s)", world, (long long)o.batch_size * world, volt_trainer_get_config(a.t)->strategy);
         printf(", epochs %lld\n", (long long)volt_trainer_get_config(a.t)->max_epochs);
         fflush(stdout);
     }

@@ -69,7 +69,7 @@ ref)
     once single '^Accelerator: cpu \(device 0\), devices: 1, strategy: single$' 1
     "$CHECK" memtable "$OUT/single.log" 1 $ADAM_STATES 1 || die "single: memory table"
     "$CHECK" export "$OUT/single.safetensors" "$OUT/single.safetensors" 0 $MLP_NUMEL || die "single: export"
-    run ddp 2 ddp 16
+    run ddp 2 auto 16   # strategy "auto" under volt-run -n 2: ddp (Lightning's auto for several processes)
     check_output ddp
     once ddp '^Accelerator: cpu \(device 0\), devices: 1, strategy: ddp, ranks: 2$' 1   # volt-run -n 2: the world it launched
     grep -q 'batch 16 per rank x 2 ranks = 32 (ddp)' "$OUT/ddp.log" || die "ddp: the banner does not give the global batch"
