@@ -663,10 +663,12 @@ typedef struct { volt_trainer *other; void *module; volt_loader *loader; const c
 static volt_status nested_validate(void *self, volt_trainer *t) {   /* another trainer, from inside this one's call */
     nested_call *n = self;
     (void)t;
+    if (!n->other) return VOLT_OK;   /* done with */
     n->got = volt_trainer_validate(n->other, &net_ops, n->module, n->loader, n->path);
     snprintf(n->msg, sizeof n->msg, "%s", volt_trainer_errmsg(n->other));
     return VOLT_OK;
 }
+static volt_status net_setup_other(void *self, volt_params *ps) { return net_setup(self, ps); }   /* another setup */
 static const volt_callback_ops nested_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Nested",
                                               .on_validation_start = nested_validate };
 
@@ -734,6 +736,37 @@ static void test_module_two_trainers(volt_dataset *ds) {
     CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "the holder's weights after the refused nested take-over");
     free(w);
     volt_trainer_destroy(nc.other);
+    nc.other = NULL;
+    /* one trainer, another module in its place: the first module's trained weights are gone, and
+     * its next set-up needs a checkpoint (before: fresh inits, silently); another table for the
+     * same trained module is refused before anything is dropped */
+    volt_module_ops copy = net_ops, other = net_ops;   /* a copy: the same setup, the same store */
+    copy.name = "net_copy";
+    CHECK_OK(volt_trainer_validate(t1, &copy, &m, tl, NULL));
+    free(trained);
+    trained = snapshot(t1, &n);
+    other.name = "net_other";
+    other.setup = net_setup_other;
+    CHECK(volt_trainer_validate(t1, &other, &m, tl, NULL) == VOLT_ERR_STATE &&
+          strstr(volt_trainer_errmsg(t1), "set up by another module table's setup"), "another table: %s", volt_trainer_errmsg(t1));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    w = snapshot(t1, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "a table with the same setup keeps the weights");
+    free(w);
+    CHECK_OK(volt_trainer_fit(t1, &net_ops, &m, tl, NULL, NULL));   /* trained weights (not just loaded ones) */
+    CHECK_OK(volt_trainer_save_checkpoint(t1, good));
+    free(trained);
+    trained = snapshot(t1, &n);
+    net b = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &b, tl, NULL));   /* b: fresh, allowed */
+    CHECK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL) == VOLT_ERR_STATE &&
+          strstr(volt_trainer_errmsg(t1), "its trained weights were dropped when its trainer set up another module"),
+          "the module switched away from: %s", volt_trainer_errmsg(t1));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, good));
+    CHECK_OK(volt_trainer_validate(t1, &net_ops, &m, tl, NULL));
+    w = snapshot(t1, &n);
+    CHECK(!memcmp(w, trained, sizeof(float) * (size_t)n), "loaded back: the trained weights");
+    free(w);
     free(trained);
     volt_trainer_destroy(t1);
     /* an empty val loader: fit warns that no validation runs (Lightning does too) */
@@ -1466,19 +1499,19 @@ static void test_datamodule(volt_dataset *ds) {
     char root[512];
     snprintf(root, sizeof root, "%s/dm", vtest_tmpdir());
     volt_trainer *t = make_trainer(2, root);
-    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    volt_module_ops pops = net_ops;   /* one table for every stage: another table would not get fit's weights */
+    pops.predict_step = net_predict;
+    CHECK_OK(volt_trainer_fit_dm(t, &pops, &m, &dm_ops, &d, NULL));
     CHECK(volt_trainer_global_step(t) == 2 * 13, "datamodule fit: %lld steps", (long long)volt_trainer_global_step(t));
-    CHECK_OK(volt_trainer_test_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    CHECK_OK(volt_trainer_test_dm(t, &pops, &m, &dm_ops, &d, NULL));
     double acc;
     CHECK(volt_trainer_metric(t, "val_acc", &acc), "test through the datamodule logged");
     CHECK(!strcmp(d.log, "prepare setup:fit teardown:fit prepare setup:test teardown:test "), "datamodule calls: %s",
           d.log);
     /* validate and predict through the datamodule: their stage, the val / predict loaders */
     d.log[0] = 0;
-    CHECK_OK(volt_trainer_validate_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    CHECK_OK(volt_trainer_validate_dm(t, &pops, &m, &dm_ops, &d, NULL));
     CHECK(volt_trainer_metric(t, "val_acc", &acc) && acc >= 0 && acc <= 1, "validate through the datamodule logged");
-    volt_module_ops pops = net_ops;
-    pops.predict_step = net_predict;
     int64_t n_pred = 0;
     CHECK_OK(volt_trainer_predict_dm(t, &pops, &m, &dm_ops, &d, NULL, dm_count_pred, &n_pred));
     CHECK(n_pred == volt_dataset_len(ds), "predict through the datamodule: %lld of %lld samples", (long long)n_pred,

@@ -330,6 +330,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     t->fitting = true;
+    t->weights_touched = true;   /* trained from here (setup.c: a module switched away from them is marked) */
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;

@@ -59,7 +59,45 @@ static volt_trainer *holder_of(const void *module, const volt_trainer *self) {
     return h;
 }
 
-void volt__loop_release_module(volt_trainer *t) { holder_set(t, NULL); }
+/* Modules whose trained (or loaded) weights a trainer dropped when it set up another module in
+ * their place (Lightning keeps them in the module: trainer.test(model_a) after fit(model_a) and
+ * test(model_b) tests the trained model_a). Their next set-up needs a checkpoint: never a
+ * silent fresh start. A mark lives as long as the trainer that made it (a module struct on the
+ * stack of a loop that makes a trainer per turn is a new model each turn); the oldest goes
+ * when the list is full. */
+enum { LOST_MAX = 64 };
+static struct { const void *module; const volt_trainer *by; } g_lost[LOST_MAX];
+static int g_lost_next;
+
+static bool lost_has(const void *module) {
+    bool has = false;
+    pthread_mutex_lock(&g_holders_mu);
+    for (int i = 0; i < LOST_MAX && !has; i++) has = module && g_lost[i].module == module;
+    pthread_mutex_unlock(&g_holders_mu);
+    return has;
+}
+
+/* by NULL: the module's marks go (its weights were loaded); module NULL: by's marks go */
+static void lost_clear(const void *module, const volt_trainer *by) {
+    pthread_mutex_lock(&g_holders_mu);
+    for (int i = 0; i < LOST_MAX; i++)
+        if ((module && g_lost[i].module == module) || (by && g_lost[i].by == by)) g_lost[i].module = NULL, g_lost[i].by = NULL;
+    pthread_mutex_unlock(&g_holders_mu);
+}
+
+static void lost_mark(const void *module, const volt_trainer *by) {
+    lost_clear(module, NULL);
+    pthread_mutex_lock(&g_holders_mu);
+    const int i = g_lost_next++ % LOST_MAX;
+    g_lost[i].module = module;
+    g_lost[i].by = by;
+    pthread_mutex_unlock(&g_holders_mu);
+}
+
+void volt__loop_release_module(volt_trainer *t) {
+    holder_set(t, NULL);
+    lost_clear(NULL, t);
+}
 
 /* The model's store and what is built on it (optimizer, scheduler, step, captured graphs):
  * the next setup_model builds them afresh. The caller has waited for the gathers. */
@@ -87,8 +125,15 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
                           "VOLT_MODULE_OPS_VERSION)", ops->version, VOLT_MODULE_OPS_VERSION);
     if (!ops->setup) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': setup is required", ops->name ? ops->name : "?");
     const char *name = ops->name ? ops->name : "?";
-    /* same module: keep its weights, unless they were never set (a load that did not happen) */
-    if (t->ps && t->mops == ops && t->module == module && (loads || !t->weights_pending)) return VOLT_OK;
+    /* same module: keep its weights, unless they were never set (a load that did not happen); also
+     * under another table with the same setup (one that adds predict_step, say): the same store */
+    if (t->ps && t->module == module && (t->mops == ops || t->mops->setup == ops->setup) && (loads || !t->weights_pending)) {
+        if (t->mops != ops) {
+            if (t->mops->configure_optimizers != ops->configure_optimizers) volt__loop_drop_optim(t);   /* the next fit's */
+            t->mops = ops;
+        }
+        return VOLT_OK;
+    }
     volt_trainer *h = module ? holder_of(module, t) : NULL;
     if (h && h->fn != VOLT_FN_NONE)   /* e.g. called from one of its callbacks: its store is in use */
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer is running a call with this module (its "
@@ -102,12 +147,22 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer took this module over (it loaded a checkpoint "
                           "into it), and this trainer's weights for it went with it: load a checkpoint (ckpt_path), "
                           "or use a new trainer to start from fresh weights", name);
+    if (!loads && lost_has(module))
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': its trained weights were dropped when its trainer set up another "
+                          "module in its place (a trainer holds one model's weights at a time): load a checkpoint "
+                          "(ckpt_path), or use a new module struct to start from fresh weights", name);
+    if (!loads && t->ps && module && t->module == module && t->mops != ops && t->weights_touched)
+        return volt__terr(t, VOLT_ERR_STATE, "module '%s': this trainer holds its trained weights, set up by another "
+                          "module table's setup ('%s'); this one's would start from fresh weights: use tables with the "
+                          "same setup, or load a checkpoint (ckpt_path)", name, t->mops->name ? t->mops->name : "?");
     if (h) {   /* taken over: the holder lets the module go (its next call with it needs a checkpoint) */
+        const bool touched = h->weights_touched;
         (void)volt__loop_wait_params(h, "setup");
         drop_model(h);
-        h->lost_module = module;
+        if (touched) h->lost_module = module;
     }
     if (t->ps) VOLT_TRY(volt__loop_wait_params(t, "setup"));   /* no gather may still write into the old store */
+    if (t->ps && t->weights_touched && t->module && t->module != module) lost_mark(t->module, t);
     drop_model(t);
     volt_status st = build_model(t, ops, module, loads);
     if (st < 0) {   /* nothing half-built is kept: the same call again would find it "set up" */
@@ -120,6 +175,7 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
 }
 
 static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
+    t->weights_touched = false;   /* the inits (or nothing yet, for a load) */
     t->mops = ops;
     t->module = module;
     volt_params_config pc;
@@ -253,7 +309,9 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) {
     volt__prof_add(t, NULL, NULL, "load_checkpoint", p0);
     if (st >= 0) {
         t->weights_pending = false;
+        t->weights_touched = true;
         if (t->lost_module == t->module) t->lost_module = NULL;   /* weights of its own again */
+        lost_clear(t->module, NULL);
     } else if (t->weights_pending) {
         (void)volt__strategy_wait_params(t->strategy);   /* the load's error stays the one reported */
         drop_model(t);

@@ -58,6 +58,7 @@ struct volt_trainer {
     volt_params *ps;
     bool ck_weights_only;      /* the save in progress leaves the optimizer out (VOLT_CKPT_WEIGHTS_ONLY) */
     const void *lost_module;   /* a module another trainer took over (setup.c): its weights went there */
+    bool weights_touched;      /* ps holds trained or loaded weights, not just the inits (setup.c) */
     bool weights_pending;      /* ps's inits were skipped for a load that has not happened yet */
     double max_time_s;         /* cfg.max_time parsed; 0 = none */
     double train_t0;           /* when this fit's training loop started, less the time a resumed
