@@ -681,7 +681,11 @@ static void test_module_two_trainers(volt_dataset *ds) {
     volt_loader *tl = make_loader(ds, 8, false, 0);
     net m = { .in = IN, .hidden = 8, .out = NC, .dropout = 0.f };
     volt_trainer *t1 = make_trainer(1, root), *t2 = make_trainer(1, root);
+    /* a trainer that only ran the inits (a baseline validate) lets another take the module without a
+     * checkpoint: nothing trained is lost */
+    CHECK_OK(volt_trainer_validate(t2, &net_ops, &m, tl, NULL));
     CHECK_OK(volt_trainer_fit(t1, &net_ops, &m, tl, NULL, NULL));
+    CHECK(volt_trainer_params(t2) == NULL, "the baseline trainer let the module go");
     CHECK_OK(volt_trainer_save_checkpoint(t1, good));
     const long long steps1 = (long long)volt_trainer_global_step(t1);
     int64_t n;

@@ -138,7 +138,7 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     if (h && h->fn != VOLT_FN_NONE)   /* e.g. called from one of its callbacks: its store is in use */
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer is running a call with this module (its "
                           "weights are in use there); use that trainer", name);
-    if (h && !h->weights_pending && !loads)
+    if (h && h->weights_touched && !loads)   /* untouched (the inits alone): taken over as a load would */
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': another trainer set this module up and holds its weights (its "
                           "layers point into that trainer's store): run this with that trainer, load a checkpoint "
                           "(ckpt_path) for this trainer to take the module over, or destroy that trainer first "
