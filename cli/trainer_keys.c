@@ -37,7 +37,7 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(precision, STR, "32-true, 16-mixed, bf16-mixed, bf16-true, 16-true (or 32, 16, bf16)", "precision",
         "32-true|16-mixed|bf16-mixed|bf16-true|16-true|32|16|bf16", 0, 0, NULL),
     ROW_FN(strategy, STR, "how training is spread over devices and processes (docs/STRATEGIES.md); zero1 and zero2 "
-           "name deepspeed_stage_1 and _2; auto: ddp when devices > 1 or a launcher started several processes, else single", volt__strategy_choices, "strategy", NULL, 0, 0, NULL),
+           "name deepspeed_stage_1 and _2; auto: ddp when devices or num_nodes > 1 or a launcher started several processes, else single", volt__strategy_choices, "strategy", NULL, 0, 0, NULL),
     ROW(accelerator, STR, "where parameters, steps and batches live: auto ($VOLT_ACCELERATOR, else cuda when present, else cpu), "
         "cpu, cpu-strict (device memory unreadable from host code: tests), cuda (or gpu)", "accelerator",
         "auto|cpu|cpu-strict|cuda|gpu", 0, 0, NULL),
