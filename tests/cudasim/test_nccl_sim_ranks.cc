@@ -387,7 +387,7 @@ void child_dead(int r, int n, const ncclUniqueId &id, Shared *sh) {
 
 /* Rank 0's collective waits for rank 1 (which comes late): ncclCommAbort from another thread
  * releases it; rank 1's collective then fails naming rank 0. */
-void child_abort(int r, int n, const ncclUniqueId &id, Shared *sh) {
+void child_abort(int r, int n, const ncclUniqueId &id, Shared *) {
     ncclComm_t c = init(id, n, r, true);
     if (!c) return;
     float *x = static_cast<float *>(tns_dev_alloc(256)), *y = static_cast<float *>(tns_dev_alloc(256));
@@ -400,14 +400,11 @@ void child_abort(int r, int n, const ncclUniqueId &id, Shared *sh) {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         RCHECK(!done.load(), "the collective finished without its peer");
         RCHECK_RC(ncclCommAbort(c), ncclSuccess);
-        __atomic_store_n(&sh->flag[1], 1, __ATOMIC_RELEASE);   /* rank 1 joins only now: its peer aborted */
         for (int i = 0; i < 2000 && !done.load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         RCHECK(done.load(), "ncclCommAbort did not release the collective waiting in a barrier");
         w.join();
-    } else {   /* after rank 0's abort, however late a loaded machine runs it (10 s at most) */
-        for (int i = 0; i < 10000 && !__atomic_load_n(&sh->flag[1], __ATOMIC_ACQUIRE); i++)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        RCHECK(__atomic_load_n(&sh->flag[1], __ATOMIC_ACQUIRE), "rank 0 never aborted");
+    } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         RCHECK_RC(ncclAllReduce(x, y, 64, ncclFloat32, ncclSum, c, S), ncclSuccess);
         tns_sync(S);
         ncclResult_t a = ncclSuccess;
