@@ -33,6 +33,9 @@ mapfile -t missing < <(missing_of "${PKGS[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # A fresh machine's unattended-upgrades (or another set-up) may hold dpkg's lock: wait for it
+  # (up to 10 minutes) instead of failing at once.
+  LOCK=(-o DPkg::Lock::Timeout=600)
+  $SUDO apt-get "${LOCK[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${LOCK[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
