@@ -127,7 +127,7 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
     };
     if (!o->root || !*o->root) o->root = ".";   /* "" is the current folder, as the trainer reads it (never "/checkpoints") */
     if (!o->precision) o->precision = "32-true";
-    if (!o->strategy) o->strategy = "single";
+    if (!o->strategy) o->strategy = "auto";
 }
 
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename) {

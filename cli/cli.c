@@ -643,12 +643,17 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
     }
     free(c->merged_json);
     c->merged_json = cJSON_PrintUnformatted(c->tree);
-    if (!print && !c->cfg.no_trainer_keys) {   /* the trainer's own checks now, before the program reads its data */
+    if (!c->cfg.no_trainer_keys) {   /* the trainer's own checks now, before the program reads its data */
         volt_trainer_config tc;
         volt_trainer_config_init(&tc);
         volt_cli_trainer_config(c, &tc);
         char e[640];
-        if (volt_trainer_config_check(&tc, e, sizeof e) < 0) { rc = usage_err(c, "%s", e); goto done; }
+        if (volt_trainer_config_check(&tc, e, sizeof e) < 0) {
+            if (!print) { rc = usage_err(c, "%s", e); goto done; }
+            /* --print-config still prints it (LightningCLI's does, to be edited), and says it
+             * would be refused: run with it as it is and the trainer fails with this */
+            fprintf(stderr, "%s: warning: the trainer refuses this config: %s\n", c->cfg.prog, e);
+        }
     }
     if (print) {
         char *s = volt_cli_config_json(c);

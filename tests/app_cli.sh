@@ -34,6 +34,14 @@ grep -q '"batch_size":	5' "$W/cfg.json" && grep -q '"max_epochs":	2' "$W/cfg.jso
 "$APP" --config "$W/cfg.json" --print-config >"$W/cfg2.json" && cmp -s "$W/cfg.json" "$W/cfg2.json" || die "printed config is not reusable"
 "$APP" --config "$W/cfg.json" --data.batch_size 6 --print-config >"$W/cfg3.json"
 grep -q '"batch_size":	6' "$W/cfg3.json" || die "command line over --config"
+# a config the trainer refuses: printed (to be edited, as LightningCLI's), with the refusal on stderr;
+# run as it is, it exits 2 with the same words
+"$APP" "${C[@]}" --trainer.strategy single --trainer.devices 2 --print-config >"$W/bad.json" 2>"$W/e.log" ||
+    die "--print-config of a refused config: exit $?: $(cat "$W/e.log")"
+grep -q '"devices":	2' "$W/bad.json" && grep -q "warning: the trainer refuses this config: .*devices" "$W/e.log" ||
+    die "--print-config of a refused config says nothing: $(cat "$W/e.log")"
+"$APP" --config "$W/bad.json" >"$W/e2.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "devices" "$W/e2.log" || die "the refused config ran: exit $rc: $(cat "$W/e2.log")"
 "$APP" --trainer.max_epoch 3 >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q "did you mean '--trainer.max_epochs'" "$W/e.log" || die "typo: exit $rc: $(cat "$W/e.log")"
 "$FM" --lr=abc >"$W/e.log" 2>&1; [[ $? == 2 ]] || die "fashion: bad value must exit 2"

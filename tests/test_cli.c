@@ -197,13 +197,26 @@ int main(void) {
         /* the trainer's own checks (volt_trainer_config_check) at parse time too */
         { { "--trainer.max_time", "1:30" }, 2, "trainer: max_time must be \"DD:HH:MM:SS\"" },
         { { "--trainer.deterministic", "false" }, 2, "trainer: deterministic=false" },
-        { { "--trainer.devices", "2" }, 2, "strategy 'single' runs on one device" },
+        { { "--trainer.strategy", "single", "--trainer.devices", "2" }, 4, "strategy 'single' runs on one device" },
         { { "--data.batch_size" }, 1, "needs a value" },
         { { "frobnicate" }, 1, "unknown subcommand 'frobnicate'" },
         { { "fit", "extra" }, 2, "unexpected argument 'extra'" },
         { { "--config", "/nonexistent/x.json" }, 2, "/nonexistent/x.json" },
         { { "--resume=maybe" }, 1, "want true or false" },
     };
+    {   /* the default strategy is Lightning's "auto": devices 2 alone is ddp over 2 ranks, not refused */
+        c = mk();
+        char *av[] = { "t", "--trainer.devices", "2" };
+        int r = volt_cli_parse(c, 3, av);
+        volt_trainer_config tc;
+        volt_trainer_config_init(&tc);
+        if (r == VOLT_CLI_RUN) volt_cli_trainer_config(c, &tc);
+#ifdef VOLT_HAVE_MPI
+        CHECK(r == VOLT_CLI_RUN && tc.strategy && !strcmp(tc.strategy, "auto") && tc.devices == 2,
+              "--trainer.devices 2 with the default strategy: %d (%s), strategy %s", r, g_errbuf, tc.strategy ? tc.strategy : "NULL");
+#endif
+        volt_cli_destroy(c);
+    }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = mk();
         char *av[8] = { "t" };

@@ -388,6 +388,15 @@ static void test_registry(void) {
     CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "single") && !strcmp(volt__strategy_resolve("auto", 2, 1), "ddp") &&
           !strcmp(volt__strategy_resolve("auto", 1, 2), "ddp") && !strcmp(volt__strategy_resolve("fsdp", 1, 1), "fsdp") &&
           volt__strategy_resolve(NULL, 2, 1) == NULL, "auto resolves by devices and nodes");
+    if (!getenv("PMIX_RANK") && !getenv("SLURM_STEP_NUM_TASKS")) {   /* srun --mpi=pmix: a Slurm step's tasks */
+        setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+        CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "single"), "auto: a Slurm count without a PMIx task");
+        setenv("PMIX_RANK", "0", 1);
+        CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "ddp") && volt__comm_launched_size() == 4,
+              "auto under srun --mpi=pmix's 4 tasks");
+        unsetenv("PMIX_RANK");
+        unsetenv("SLURM_STEP_NUM_TASKS");
+    }
     setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
     CHECK(!strcmp(volt__strategy_resolve("auto", 1, 1), "ddp"), "auto under a launcher's 3 processes");
     if (launched) setenv("OMPI_COMM_WORLD_SIZE", launched, 1); else unsetenv("OMPI_COMM_WORLD_SIZE");

@@ -19,7 +19,7 @@ static void cfg_nondeterministic(volt_trainer_config *c) { c->deterministic = fa
 static void cfg_bad_val_check(volt_trainer_config *c) { c->val_check_interval = 3; c->accumulate_grad_batches = 2; }
 static void cfg_bad_precision(volt_trainer_config *c) { c->precision = "8-mixed"; }
 static void cfg_bad_strategy(volt_trainer_config *c) { c->strategy = "fsdpp"; }
-static void cfg_single_two_devices(volt_trainer_config *c) { c->devices = 2; }
+static void cfg_single_two_devices(volt_trainer_config *c) { c->strategy = "single"; c->devices = 2; }
 static void cfg_no_such_accelerator(volt_trainer_config *c) { c->accelerator = "tpu"; }
 
 /* ---- a recording callback --------------------------------------------------------------- */

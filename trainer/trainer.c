@@ -26,7 +26,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .limit_predict_batches = -1, .num_sanity_val_steps = 2, .log_every_n_steps = 50,
         .fast_dev_run = 0, .deterministic = true, .seed = 42, .default_root_dir = ".",
         .enable_progress_bar = true, .enable_checkpointing = true, .enable_logger = true,
-        .logger_name = "lightning_logs", .precision = "32-true", .strategy = "single",
+        .logger_name = "lightning_logs", .precision = "32-true", .strategy = "auto",
         .devices = 1, .num_nodes = 1, .run_config_json = NULL,
         .grad_scaler_init_scale = 65536.f, .grad_scaler_growth_factor = 2.f,
         .grad_scaler_backoff_factor = 0.5f, .grad_scaler_growth_interval = 2000,

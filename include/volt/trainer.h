@@ -215,7 +215,8 @@ typedef struct volt_trainer_config {
     const char *logger_name;         /* default "lightning_logs" */
     const char *precision;           /* "32-true" (default), "16-mixed", "bf16-mixed", "bf16-true",
                                         "16-true" (aliases "32", "16", "bf16"); docs/PRECISION.md */
-    const char *strategy;            /* "single" (default); see docs/STRATEGIES.md */
+    const char *strategy;            /* "auto" (default: ddp when several devices, nodes or launched
+                                        processes, else "single"); see docs/STRATEGIES.md */
     int devices;                     /* default 1: processes (ranks) per node; with "cuda" one GPU each */
     int num_nodes;                   /* default 1 */
     const char *run_config_json;     /* optional: the app's own settings, stored beside the logs */

@@ -42,7 +42,10 @@ int volt__comm_local_rank(void) {
 
 int volt__comm_launched_size(void) {
     static const char *const w[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
-    const int s = env_int(w, 1);
+    /* srun --mpi=pmix sets neither: a PMIx task of a Slurm step has the step's task count (a
+     * batch script, not a step's task, has no PMIX_RANK) */
+    static const char *const slurm[] = { "SLURM_STEP_NUM_TASKS", NULL };
+    const int s = env_int(w, getenv("PMIX_RANK") ? env_int(slurm, 1) : 1);
     return s > 0 ? s : 1;
 }
 
