@@ -243,8 +243,9 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/config.json", o.pretrained);
         volt_distilbert_config tmp;
         volt_distilbert_config_init(&tmp);
-        if (is_file(p) && volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) < 0) {
-            fail("reading --pretrained", VOLT_ERR_CORRUPT, err);
+        volt_status cst = is_file(p) ? volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) : VOLT_OK;
+        if (cst < 0) {
+            fail("reading --pretrained", cst, err);
             goto out;
         }
     }

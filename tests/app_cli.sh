@@ -179,6 +179,17 @@ sed -i 's/"activation": "relu"/"activation": "gelu"/; s/"n_heads": 4/"n_heads": 
 sed -i 's/"n_heads": 5/"n_heads": 4/' "$W/hf/config.json"
 echo '{"do_lower_case": "yes"}' >"$W/hf/tokenizer_config.json"
 "$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; grep -q 'do_lower_case' "$W/e.log" || die "bad tokenizer_config: $(cat "$W/e.log")"
+echo '{"do_lower_case": true}' >"$W/hf/tokenizer_config.json"
+# another architecture's config.json (bert-base's model_type) is refused as unsupported, not "corrupt"; so
+# is sinusoidal_pos_embds true (HF keeps those positions fixed, volt would train them)
+sed -i 's/"model_type": "distilbert"/"model_type": "bert"/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q 'model_type is bert, want "distilbert"' "$W/e.log" && grep -q '(unsupported' "$W/e.log" &&
+    ! grep -q 'corrupt' "$W/e.log" || die "bert config.json: exit $rc: $(cat "$W/e.log")"
+sed -i 's/"model_type": "bert"/"model_type": "distilbert", "sinusoidal_pos_embds": true/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q 'sinusoidal_pos_embds true is not supported' "$W/e.log" || die "sinusoidal config.json: exit $rc: $(cat "$W/e.log")"
+sed -i 's/, "sinusoidal_pos_embds": true//' "$W/hf/config.json"
 
 # ---- GradientAccumulationScheduler: --accumulation.scheduling ----
 # 60 texts, split 48/6/6, batches of 4: 12 per epoch; 1 per step in epoch 0, 4 from epoch 1 on:
