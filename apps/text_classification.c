@@ -236,6 +236,7 @@ int main(int argc, char **argv) {
     int64_t n_split[3] = { 0, 0, 0 };
     const bool predict = !strcmp(o.sub, "predict");
     FILE *pf = NULL;
+    char ptmp[PATH_N + 16] = "";   /* predict.output is written here and renamed over it once whole */
     /* the tokenizer's casing: data.lowercase, else the pretrained folder's tokenizer_config.json */
     if (!volt_cli_is_null(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
     else if (o.pretrained) {
@@ -342,14 +343,13 @@ int main(int argc, char **argv) {
 
     if (predict) {
         if (world > 1) { fprintf(stderr, APP ": predict runs on one process (use trainer.strategy single)\n"); goto out; }
-        pf = !strcmp(o.pred_out, "-") ? stdout : fopen(o.pred_out, "w");
-        if (!pf) { fprintf(stderr, APP ": predict.output '%s': %s\n", o.pred_out, strerror(errno)); goto out; }
+        if (!(pf = pred_open(o.pred_out, ptmp, sizeof ptmp))) goto out;
         pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
         if (!po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         free(po.buf);
         if (st < 0) { rc = app_fail_run(APP, "predict", st, a.t); goto out; }
-        if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
+        if (pf != stdout && pred_commit(pf, o.pred_out, ptmp)) { pf = NULL; goto out; }
         if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);
         pf = NULL;
         rc = 0;
@@ -410,6 +410,7 @@ int main(int argc, char **argv) {
     rc = 0;
 out:
     if (pf && pf != stdout) fclose(pf);
+    if (pf && *ptmp) unlink(ptmp);   /* a failed predict leaves predict.output as it was */
     fflush(stdout);
     app_free(&a);
     volt_cli_destroy(cli);

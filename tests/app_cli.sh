@@ -158,6 +158,13 @@ awk -F, 'NR > 1 && !($2 == 0 || $2 == 1) { exit 1 } NR > 1 && ($3 < 0.5 || $3 > 
 [[ $(grep -c '^{"index": [0-3], "label": [01], "probability": 0\.[5-9][0-9]*\|1\.0*}$' "$W/pred.jsonl") == 4 ]] || die "predict JSONL: $(cat "$W/pred.jsonl")"
 "$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W" >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "predict.input '$W': Is a directory" "$W/e.log" || die "a folder as predict.input: exit $rc: $(cat "$W/e.log")"
+# a predict that fails (a checkpoint of another shape) leaves an earlier predict.output whole, and no temporary file
+cp "$W/pred.csv" "$W/pred_keep.csv"
+"$APP" predict "${C[@]}" --model-preset small --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred.csv" \
+    >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "shape mismatch" "$W/e.log" || die "predict with a checkpoint of another shape: exit $rc: $(cat "$W/e.log")"
+cmp -s "$W/pred.csv" "$W/pred_keep.csv" || die "a failed predict clobbered predict.output: $(cat "$W/pred.csv")"
+[[ -z $(find "$W" -maxdepth 1 -name 'pred.csv.*') ]] || die "a failed predict left a temporary file: $(ls "$W")"
 
 # ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
 mkdir -p "$W/hf"
