@@ -171,6 +171,10 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
         else if (!home_path(o->vocab, PATH_N, ".cache/volt/bert-base-uncased/vocab.txt")) {
             fprintf(stderr, APP ": $HOME is not set; pass --vocab PATH\n");
             return 2;
+        } else if (o->pretrained && is_dir(o->pretrained) && app_env_rank() == 0) {
+            /* said, since a vocab that is not the model's gives wrong ids without any error */
+            fprintf(stderr, APP ": --pretrained '%s' has no vocab.txt: tokenizing with '%s' (--vocab picks another)\n",
+                    o->pretrained, o->vocab);
         }
     }
     return 0;

@@ -197,6 +197,14 @@ sed -i 's/"model_type": "bert"/"model_type": "distilbert", "sinusoidal_pos_embds
 "$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q 'sinusoidal_pos_embds true is not supported' "$W/e.log" || die "sinusoidal config.json: exit $rc: $(cat "$W/e.log")"
 sed -i 's/, "sinusoidal_pos_embds": true//' "$W/hf/config.json"
+# a --pretrained folder without vocab.txt falls back to ~/.cache's vocab, and says so
+mkdir -p "$W/hf_novocab" "$W/home/.cache/volt/bert-base-uncased"
+cp "$W/hf/config.json" "$W/hf/model.safetensors" "$W/hf/tokenizer_config.json" "$W/hf_novocab/" &&
+    cp "$W/vocab.txt" "$W/home/.cache/volt/bert-base-uncased/vocab.txt" || die "hf_novocab"
+HOME="$W/home" "$APP" fit "${H[@]}" --pretrained "$W/hf_novocab" --epochs 1 --limit-train-batches 1 >"$W/nv.log" 2>&1 ||
+    die "--pretrained without vocab.txt: $(cat "$W/nv.log")"
+grep -qF "has no vocab.txt: tokenizing with '$W/home/.cache/volt/bert-base-uncased/vocab.txt'" "$W/nv.log" ||
+    die "--pretrained without vocab.txt: the fallback vocab is not named: $(cat "$W/nv.log")"
 
 # ---- GradientAccumulationScheduler: --accumulation.scheduling ----
 # 60 texts, split 48/6/6, batches of 4: 12 per epoch; 1 per step in epoch 0, 4 from epoch 1 on:
