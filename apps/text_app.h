@@ -122,6 +122,8 @@ typedef struct pred_out {
 } pred_out;
 volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits);
 int text_read_texts(const opts *o, app *a);
+FILE *pred_open(const char *path, char *tmp, size_t tmplen);
+int pred_commit(FILE *f, const char *path, char *tmp);
 int text_ckpt_classes(const char *path, int64_t *n);
 
 #endif

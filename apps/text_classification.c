@@ -171,6 +171,10 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
         else if (!home_path(o->vocab, PATH_N, ".cache/volt/bert-base-uncased/vocab.txt")) {
             fprintf(stderr, APP ": $HOME is not set; pass --vocab PATH\n");
             return 2;
+        } else if (o->pretrained && is_dir(o->pretrained) && app_env_rank() == 0) {
+            /* said, since a vocab that is not the model's gives wrong ids without any error */
+            fprintf(stderr, APP ": --pretrained '%s' has no vocab.txt: tokenizing with '%s' (--vocab picks another)\n",
+                    o->pretrained, o->vocab);
         }
     }
     return 0;
@@ -236,6 +240,7 @@ int main(int argc, char **argv) {
     int64_t n_split[3] = { 0, 0, 0 };
     const bool predict = !strcmp(o.sub, "predict");
     FILE *pf = NULL;
+    char ptmp[PATH_N + 16] = "";   /* predict.output is written here and renamed over it once whole */
     /* the tokenizer's casing: data.lowercase, else the pretrained folder's tokenizer_config.json */
     if (!volt_cli_is_null(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
     else if (o.pretrained) {
@@ -243,8 +248,9 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/config.json", o.pretrained);
         volt_distilbert_config tmp;
         volt_distilbert_config_init(&tmp);
-        if (is_file(p) && volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) < 0) {
-            fail("reading --pretrained", VOLT_ERR_CORRUPT, err);
+        volt_status cst = is_file(p) ? volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) : VOLT_OK;
+        if (cst < 0) {
+            fail("reading --pretrained", cst, err);
             goto out;
         }
     }
@@ -341,14 +347,13 @@ int main(int argc, char **argv) {
 
     if (predict) {
         if (world > 1) { fprintf(stderr, APP ": predict runs on one process (use trainer.strategy single)\n"); goto out; }
-        pf = !strcmp(o.pred_out, "-") ? stdout : fopen(o.pred_out, "w");
-        if (!pf) { fprintf(stderr, APP ": predict.output '%s': %s\n", o.pred_out, strerror(errno)); goto out; }
+        if (!(pf = pred_open(o.pred_out, ptmp, sizeof ptmp))) goto out;
         pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
         if (!po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         free(po.buf);
         if (st < 0) { rc = app_fail_run(APP, "predict", st, a.t); goto out; }
-        if (pf != stdout && fclose(pf) != 0) { pf = NULL; fprintf(stderr, APP ": writing '%s' failed\n", o.pred_out); goto out; }
+        if (pf != stdout && pred_commit(pf, o.pred_out, ptmp)) { pf = NULL; goto out; }
         if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);
         pf = NULL;
         rc = 0;
@@ -409,6 +414,7 @@ int main(int argc, char **argv) {
     rc = 0;
 out:
     if (pf && pf != stdout) fclose(pf);
+    if (pf && *ptmp) unlink(ptmp);   /* a failed predict leaves predict.output as it was */
     fflush(stdout);
     app_free(&a);
     volt_cli_destroy(cli);

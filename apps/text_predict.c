@@ -33,6 +33,52 @@ volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *l
     return ferror(p->f) ? VOLT_ERR_IO : VOLT_OK;
 }
 
+/* predict.output opened for writing: "-" is stdout; a regular file (or a new one) is written
+ * as a temporary file beside it (its name in tmp), which pred_commit renames over it, so a
+ * predict that fails leaves an earlier output whole; anything else (a FIFO, /dev/stderr) is
+ * written in place. NULL with the message printed. */
+FILE *pred_open(const char *path, char *tmp, size_t tmplen) {
+    tmp[0] = 0;
+    if (!strcmp(path, "-")) return stdout;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        FILE *f = fopen(path, "w");
+        if (!f) fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));
+        return f;
+    }
+    int fd = -1;
+    if (snprintf(tmp, tmplen, "%s.XXXXXX", path) < (int)tmplen) fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));
+        tmp[0] = 0;
+        return NULL;
+    }
+    mode_t mask = umask(0);   /* the mode fopen would give a new file */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) { /* keeps mkstemp's 0600: still usable */ }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        tmp[0] = 0;
+    }
+    return f;
+}
+
+/* Closes f and, when pred_open gave it a temporary name, renames that over path. 0, or 1 with
+ * the message printed (the temporary file removed). */
+int pred_commit(FILE *f, const char *path, char *tmp) {
+    int rc = fclose(f) != 0;
+    if (!rc && *tmp && rename(tmp, path) != 0) rc = 1;
+    if (rc) {
+        fprintf(stderr, APP ": writing '%s' failed: %s\n", path, strerror(errno));
+        if (*tmp) unlink(tmp);
+    }
+    tmp[0] = 0;
+    return rc;
+}
+
 /* The texts of predict.input, one per line (CR/LF stripped, empty lines kept as empty texts
  * so output row i is input line i). */
 int text_read_texts(const opts *o, app *a) {

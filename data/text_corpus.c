@@ -18,6 +18,7 @@
 #include "volt/text.h"
 #include "core/err.h"
 #include "core/rng.h"
+#include "data/text_internal.h"
 
 struct volt_corpus {
     char *name;
@@ -158,6 +159,20 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Texts must be UTF-8, as Python's open() and pandas read them: the tokenizer would drop an
+ * ill-formed byte (a Latin-1 'é') without a word, so the text a model sees silently loses
+ * letters. VOLT_ERR_CORRUPT naming `what` (the file, and its line when `lines`), else VOLT_OK. */
+static volt_status check_utf8(const char *what, const char *b, size_t n, bool lines, char *err, size_t errlen) {
+    size_t at = volt__utf8_invalid_at(b, n);
+    if (at == n) return VOLT_OK;
+    long long line = 1;
+    for (size_t i = 0; lines && i < at; i++) line += b[i] == '\n';
+    char where[48] = "";
+    if (lines) snprintf(where, sizeof where, "line %lld: ", line);
+    return volt__errf(err, errlen, VOLT_ERR_CORRUPT, "%s: %sbyte %zu (0x%02x) is not UTF-8 (another encoding, such as "
+                      "Latin-1? convert the file: iconv -f latin1 -t utf-8)", what, where, at, (unsigned)(unsigned char)b[at]);
+}
+
 /* ---- IMDB ------------------------------------------------------------------------------- */
 
 typedef struct name_list { char **v; size_t n, cap; } name_list;
@@ -231,6 +246,9 @@ static volt_status add_txt_folder(volt_corpus *c, const char *folder, int32_t la
         }
     }
     for (size_t i = 0; st == VOLT_OK && i < names.n; i++) {
+        char what[4200];
+        snprintf(what, sizeof what, "imdb: '%s'", path[i]);
+        if ((st = check_utf8(what, text[i], len[i], false, err, errlen)) != VOLT_OK) break;
         st = volt_corpus_add(c, text[i], len[i], label);
         if (st != VOLT_OK) st = volt__errf(err, errlen, st, "imdb: out of memory");
     }
@@ -386,6 +404,9 @@ volt_status volt_corpus_load_csv(const char *path, volt_corpus **out, char *err,
     if (st != VOLT_OK) return st;
     volt_corpus *c = NULL;
     const char *why = NULL;
+    char what[4200];
+    snprintf(what, sizeof what, "csv '%s'", path);
+    if ((st = check_utf8(what, p.b, p.n, true, err, errlen)) != VOLT_OK) goto done;
     if (p.n >= 3 && memcmp(p.b, "\xEF\xBB\xBF", 3) == 0) p.pos = 3;
     while (p.pos < p.n && csv_blank_line(&p)) csv_skip_line(&p);
     int64_t rec_line = p.line;
@@ -455,6 +476,9 @@ volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err,
     size_t n;
     volt_status st = read_file(path, &b, &n, err, errlen);
     if (st != VOLT_OK) return st;
+    char what[4200];
+    snprintf(what, sizeof what, "tsv '%s'", path);
+    if ((st = check_utf8(what, b, n, true, err, errlen)) != VOLT_OK) { free(b); return st; }
     volt_corpus *c = NULL;
     if (volt_corpus_create(path, &c) != VOLT_OK) { free(b); return volt__errf(err, errlen, VOLT_ERR_NOMEM, "tsv '%s': out of memory", path); }
     size_t pos = (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) ? 3 : 0;

@@ -68,16 +68,18 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     return k;
 }
 
-bool volt__utf8_valid(const char *s, size_t n) {
+size_t volt__utf8_invalid_at(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         if (u[i] < 0x80) { i++; continue; }
         size_t k = utf8_seq(u + i, n - i);
-        if (!k) return false;
+        if (!k) return i;
         i += k;
     }
-    return true;
+    return n;
 }
+
+bool volt__utf8_valid(const char *s, size_t n) { return volt__utf8_invalid_at(s, n) == n; }
 
 /* Windows-1252 0x80..0x9F (0 = unassigned); 0xA0..0xFF are Latin-1 = U+00A0..U+00FF. */
 static const uint16_t cp1252_hi[32] = {

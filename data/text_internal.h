@@ -20,6 +20,7 @@ static inline void volt__tbuf_putc(volt__tbuf *b, char c) {
 void volt__tbuf_put_cp(volt__tbuf *b, uint32_t cp);          /* code point as UTF-8 */
 
 bool volt__utf8_valid(const char *s, size_t n);
+size_t volt__utf8_invalid_at(const char *s, size_t n);      /* first ill-formed byte; n: valid */
 uint32_t volt__cp1252(unsigned char c);                      /* 0 = unassigned */
 void volt__put_cp1252(volt__tbuf *b, const char *s, size_t n); /* Windows-1252 -> UTF-8 */
 /* Invalid UTF-8 dropped, whitespace runs (and U+00A0) -> one space, ends trimmed. */

@@ -196,7 +196,8 @@ volt_status volt_tokenizer_load(const volt_tokenizer_config *cfg_in, const char 
     }
     memset(t->slots, 0xff, (size_t)slots * sizeof *t->slots);
 
-    size_t start = 0;
+    /* a UTF-8 BOM (Windows editors write one) is not part of the first token, [PAD] */
+    size_t start = size >= 3 && !memcmp(t->blob, "\xEF\xBB\xBF", 3) ? 3 : 0;
     for (int id = 0; id < t->n; id++) {
         size_t end = start;
         while (end < size && t->blob[end] != '\n') end++;

@@ -76,6 +76,14 @@ volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const ch
         st = VOLT_ERR_UNSUPPORTED;
         goto out;
     }
+    /* HF fills fixed sinusoids into position_embeddings and never trains them; volt trains them */
+    const cJSON *sin = cJSON_GetObjectItemCaseSensitive(o, "sinusoidal_pos_embds");
+    if (sin && !cJSON_IsNull(sin) && !cJSON_IsFalse(sin)) {
+        snprintf(err, errlen, "'%s': sinusoidal_pos_embds %s is not supported (want false: learned position embeddings)", path,
+                 cJSON_IsTrue(sin) ? "true" : "(not a boolean)");
+        st = VOLT_ERR_UNSUPPORTED;
+        goto out;
+    }
     const cJSON *ir = cJSON_GetObjectItemCaseSensitive(o, "initializer_range");
     if (ir && !cJSON_IsNull(ir)) {
         if (!cJSON_IsNumber(ir) || !(ir->valuedouble > 0 && ir->valuedouble < 10)) {

@@ -166,6 +166,13 @@ awk -F, 'NR > 1 && !($2 == 0 || $2 == 1) { exit 1 } NR > 1 && ($3 < 0.5 || $3 > 
 [[ $(grep -c '^{"index": [0-3], "label": [01], "probability": 0\.[5-9][0-9]*\|1\.0*}$' "$W/pred.jsonl") == 4 ]] || die "predict JSONL: $(cat "$W/pred.jsonl")"
 "$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W" >"$W/e.log" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "predict.input '$W': Is a directory" "$W/e.log" || die "a folder as predict.input: exit $rc: $(cat "$W/e.log")"
+# a predict that fails (a checkpoint of another shape) leaves an earlier predict.output whole, and no temporary file
+cp "$W/pred.csv" "$W/pred_keep.csv"
+"$APP" predict "${C[@]}" --model-preset small --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred.csv" \
+    >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "shape mismatch" "$W/e.log" || die "predict with a checkpoint of another shape: exit $rc: $(cat "$W/e.log")"
+cmp -s "$W/pred.csv" "$W/pred_keep.csv" || die "a failed predict clobbered predict.output: $(cat "$W/pred.csv")"
+[[ -z $(find "$W" -maxdepth 1 -name 'pred.csv.*') ]] || die "a failed predict left a temporary file: $(ls "$W")"
 
 # ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
 mkdir -p "$W/hf"
@@ -187,6 +194,25 @@ sed -i 's/"activation": "relu"/"activation": "gelu"/; s/"n_heads": 4/"n_heads": 
 sed -i 's/"n_heads": 5/"n_heads": 4/' "$W/hf/config.json"
 echo '{"do_lower_case": "yes"}' >"$W/hf/tokenizer_config.json"
 "$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; grep -q 'do_lower_case' "$W/e.log" || die "bad tokenizer_config: $(cat "$W/e.log")"
+echo '{"do_lower_case": true}' >"$W/hf/tokenizer_config.json"
+# another architecture's config.json (bert-base's model_type) is refused as unsupported, not "corrupt"; so
+# is sinusoidal_pos_embds true (HF keeps those positions fixed, volt would train them)
+sed -i 's/"model_type": "distilbert"/"model_type": "bert"/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q 'model_type is bert, want "distilbert"' "$W/e.log" && grep -q '(unsupported' "$W/e.log" &&
+    ! grep -q 'corrupt' "$W/e.log" || die "bert config.json: exit $rc: $(cat "$W/e.log")"
+sed -i 's/"model_type": "bert"/"model_type": "distilbert", "sinusoidal_pos_embds": true/' "$W/hf/config.json"
+"$APP" fit "${H[@]}" --epochs 1 >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q 'sinusoidal_pos_embds true is not supported' "$W/e.log" || die "sinusoidal config.json: exit $rc: $(cat "$W/e.log")"
+sed -i 's/, "sinusoidal_pos_embds": true//' "$W/hf/config.json"
+# a --pretrained folder without vocab.txt falls back to ~/.cache's vocab, and says so
+mkdir -p "$W/hf_novocab" "$W/home/.cache/volt/bert-base-uncased"
+cp "$W/hf/config.json" "$W/hf/model.safetensors" "$W/hf/tokenizer_config.json" "$W/hf_novocab/" &&
+    cp "$W/vocab.txt" "$W/home/.cache/volt/bert-base-uncased/vocab.txt" || die "hf_novocab"
+HOME="$W/home" "$APP" fit "${H[@]}" --pretrained "$W/hf_novocab" --epochs 1 --limit-train-batches 1 >"$W/nv.log" 2>&1 ||
+    die "--pretrained without vocab.txt: $(cat "$W/nv.log")"
+grep -qF "has no vocab.txt: tokenizing with '$W/home/.cache/volt/bert-base-uncased/vocab.txt'" "$W/nv.log" ||
+    die "--pretrained without vocab.txt: the fallback vocab is not named: $(cat "$W/nv.log")"
 
 # ---- GradientAccumulationScheduler: --accumulation.scheduling ----
 # 60 texts, split 48/6/6, batches of 4: 12 per epoch; 1 per step in epoch 0, 4 from epoch 1 on:

@@ -129,6 +129,20 @@ static void test_imdb(void) {
     st = volt_corpus_load_imdb(tpath("aclImdb"), &c, err, sizeof err);
     CHECK(st == VOLT_ERR_IO && c == NULL && strstr(err, "1090_2.txt") && strstr(err, "directory") && !strstr(err, "1650"),
           "first bad file in name order: %s '%s'", volt_status_str(st), err);
+    remove(tpath("aclImdb/train/neg/1650_2.txt"));
+    remove(tpath("aclImdb/train/neg/1090_2.txt"));
+
+    /* A review that is not UTF-8 (a Latin-1 "Caf\xe9") is refused naming the file and byte,
+     * not passed on for the tokenizer to drop its bytes without a word */
+    write_str(tpath("aclImdb/test/pos/7_8.txt"), "Caf\xe9 society, \xc3\xa9 fine");
+    c = (volt_corpus *)1;
+    st = volt_corpus_load_imdb(tpath("aclImdb"), &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && c == NULL && strstr(err, "test/pos/7_8.txt") && strstr(err, "byte 3 (0xe9)") &&
+          strstr(err, "UTF-8"), "imdb review not UTF-8: %s '%s'", volt_status_str(st), err);
+    write_str(tpath("aclImdb/test/pos/7_8.txt"), "Caf\xc3\xa9 society");
+    st = volt_corpus_load_imdb(tpath("aclImdb"), &c, err, sizeof err);
+    CHECK(st == VOLT_OK, "imdb review in UTF-8: %s '%s'", volt_status_str(st), err);
+    volt_corpus_destroy(c);
 }
 
 /* ---- CSV / TSV ------------------------------------------------------------------------------ */
@@ -205,6 +219,14 @@ static void test_csv(void) {
     write_str(tpath("bad.tsv"), "a\t1\nb\tx\n");
     st = volt_corpus_load_tsv(tpath("bad.tsv"), &c, err, sizeof err);
     CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "line 2: label 'x'"), "bad tsv label: '%s'", err);
+    write_str(tpath("bad.tsv"), "a\t1\nna\xefve\t0\n");
+    st = volt_corpus_load_tsv(tpath("bad.tsv"), &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "bad.tsv") && strstr(err, "line 2: byte 6 (0xef) is not UTF-8"),
+          "tsv not UTF-8: '%s'", err);
+    write_str(tpath("bad.csv"), "text,label\n\"ok\",1\n\"multi\nline caf\xe9\",0\n");
+    st = volt_corpus_load_csv(tpath("bad.csv"), &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "bad.csv") && strstr(err, "line 4: byte") && strstr(err, "(0xe9)"),
+          "csv not UTF-8: '%s'", err);
 }
 
 /* ---- split ------------------------------------------------------------------------------------ */

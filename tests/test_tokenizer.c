@@ -272,6 +272,16 @@ static void test_tiny_configs(const char *tiny) {
         EXPECT(t, "[MASK] absent is text", "hi [MASK]", 5, 1, 1, 1);
         volt_tokenizer_destroy(t);
     }
+    /* a UTF-8 BOM (a vocab.txt saved by a Windows editor) is not part of the first token */
+    const char *bom = write_file("bom_vocab.txt", "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\nhi\n");
+    volt_tokenizer_config_init(&cfg);
+    t = load_with(bom, &cfg);
+    CHECK(t != NULL, "a vocab with a BOM loads");
+    if (t) {
+        CHECK(volt_tokenizer_vocab_size(t) == 5 && volt_tokenizer_pad_id(t) == 0 &&
+              strcmp(volt_tokenizer_id_token(t, 0), "[PAD]") == 0, "BOM stripped: [PAD] is id 0");
+        volt_tokenizer_destroy(t);
+    }
 }
 
 typedef struct thread_arg { const volt_tokenizer *t; int bad; } thread_arg;

@@ -32,7 +32,9 @@ typedef struct volt_corpus volt_corpus;
  * *out is NULL and the message, naming the file (and line where there is one), goes to
  * err (errlen bytes, NUL-terminated; err may be NULL). VOLT_ERR_IO: a file or folder that
  * cannot be opened or read; VOLT_ERR_CORRUPT: bad contents; VOLT_ERR_NOMEM. Texts are the
- * raw bytes of the source (UTF-8 expected; the tokenizer reads invalid bytes as U+FFFD). */
+ * raw bytes of the source. The IMDB, CSV and TSV files must be UTF-8: an ill-formed byte is
+ * VOLT_ERR_CORRUPT naming the file, line (CSV/TSV) and byte (the tokenizer would read it as
+ * U+FFFD and drop it). volt_corpus_add takes any bytes. */
 
 /* An empty corpus named `name` (copied; NULL = "corpus"), for volt_corpus_add. */
 VOLT_API volt_status volt_corpus_create(const char *name, volt_corpus **out);
