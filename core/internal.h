@@ -435,6 +435,9 @@ struct volt_params {
 static inline void volt__params_skip_init(volt_params *ps) { ps->skip_init = true; }
 /* Stores whose finalize drew their inits (tests: a load that skips them draws none). */
 uint64_t volt__params_inits(void);
+/* Counts every change of a parameter's requires_grad in the process (volt_param_set_requires_grad):
+ * a captured step (trainer/compile.c) froze which parameters get grads and updates. */
+uint64_t volt__params_trainable_gen(void);
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
 /* volt_params_clip_grad_norm in two halves, for a strategy that sums the norm over ranks on the

@@ -247,8 +247,13 @@ volt_status volt_params_finalize(volt_params *ps) {
     return VOLT_OK;
 }
 
+/* Flips of requires_grad, process-wide: a captured step froze which parameters it updates */
+static _Atomic uint64_t g_trainable_gen;
+uint64_t volt__params_trainable_gen(void) { return atomic_load(&g_trainable_gen); }
+
 void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad) {
     if (!p || !(p->flags & VOLT_TENSOR_PARAM)) return;
+    if (volt__param_rec(p)->requires_grad != requires_grad) atomic_fetch_add(&g_trainable_gen, 1);
     volt__param_rec(p)->requires_grad = requires_grad;
     if (requires_grad) p->flags |= VOLT_TENSOR_REQUIRES_GRAD;
     else p->flags &= ~(uint32_t)VOLT_TENSOR_REQUIRES_GRAD;

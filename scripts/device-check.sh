@@ -188,6 +188,13 @@ PY
   echo "toolkit libnccl: $(ls /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/lib/libnccl.so* 2>/dev/null | tr '\n' ' ')"
   echo "ls .deps: $(ls .deps 2>/dev/null | tr '\n' ' ')"
   echo "RESULT probe: gpu: $gpu"
+  # CUDA 13's runtime (what volt is built with) needs driver 580 or newer: an older driver makes
+  # cudaGetDeviceCount fail, every gpu test would SKIP ("no CUDA device") and look green
+  local drv
+  drv=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+  if [ -n "$drv" ] && [ "${drv%%.*}" -lt 580 ] 2>/dev/null; then
+    echo "RESULT probe: FAIL driver $drv is older than CUDA 13's minimum (580): the gpu tests would all skip"
+  fi
   echo "RESULT probe: nvcc $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | grep -o 'release [0-9.]*' || echo missing)," \
     "$(cmake --version 2>/dev/null | head -1 || echo 'cmake missing'), $(env -u OMP_NUM_THREADS nproc) cores;" \
     "C deps missing on the system:${miss:- none}; .deps: $(ls .deps/*.deb 2>/dev/null | wc -l) .deb"

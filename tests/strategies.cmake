@@ -46,6 +46,12 @@ foreach(s zero2 fsdp)
   volt_mpi_test(test_groups_${s}_np2 2 90 groups ${s})
 endforeach()
 
+# Frozen parameters (one throughout, one thawed between steps) under every strategy: equal to
+# single with the same freezing, the frozen values untouched on every rank.
+foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
+  volt_mpi_test(test_freeze_${s}_np2 2 90 freeze ${s})
+endforeach()
+
 # Weight averaging (EMA) under sharding: each rank averages its slice; swaps for validation and
 # the copy at train end gather the parameters again. Equal to single with EMA.
 foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)

@@ -17,6 +17,7 @@
  * (the graph's update reads the scaler's found_inf; the host learns it after the launch);
  * global_step, the skipped count, the scale and its tracker must equal eager's too.
  * And the MLP with optimizer parameter groups (two lrs, two weight decays).
+ * And the MLP with parameters frozen and thawed between epochs: each change drops the graphs.
  * And the MLP with EMA weight averaging (32-true, bf16-mixed, 16-mixed with skips).
  * And gradient accumulation: accumulate_grad_batches 2 (windows of batches [4 4] [2]: the short
  * batch alone in the epoch's last, shorter window) at 32-true, bf16-mixed, with norm clipping
@@ -91,6 +92,7 @@ static bool g_ema;   /* EMA weight averaging (decay 0.8, every second step: the 
 static int64_t g_accum = 1;   /* accumulate_grad_batches */
 static bool g_sched;          /* GradientAccumulationScheduler {0: 1, 1: 2, 3: 3} instead */
 static bool g_lr_find;        /* fit, lr_find, fit again on the same trainer */
+static bool g_freeze;         /* parameters frozen and thawed between steps (test_freeze) */
 /* the micro-steps of a run of g_steps optimizer steps (batches 4, 4, 2: an optimizer step per
  * window of g_accum batches and at each epoch's end), and the graphs a compiled run captures */
 static int micro_steps(void) {
@@ -218,7 +220,11 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
      * a window's first and its last (k 2; the short batch is alone in its window) or middle (k 3;
      * the short batch ends the window) */
     const int64_t want_graphs = (g_accum > 1 ? 3 : 2) * (g_lr_find ? 2 : 1);   /* lr_find's new optimizer: captured again */
-    if (!g_sched)
+    if (g_freeze)   /* each change dropped the graphs: eager steps again at epochs 1 and 3, replays after */
+        CHECK(g.eager >= 6 && g.captured > want_graphs && g.replayed > 0, "%s: eager %lld (want >= 6: the graphs "
+              "dropped at each change), captured %lld, replayed %lld", name, (long long)g.eager, (long long)g.captured,
+              (long long)g.replayed);
+    else if (!g_sched)
         CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
               "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
     else   /* each new factor dropped the graphs: eager steps again at epochs 1 and 3 (kept: epoch 3's
@@ -362,6 +368,36 @@ static void test_groups(volt_dataset *ds) {
     g_mlp_ops = &mlp_ops;
 }
 
+/* Freezing between steps (Lightning's BackboneFinetuning): fc1.weight frozen at set-up and
+ * thawed at epoch 1's start, fc2.bias frozen at epoch 3's. A graph captured before a change
+ * would replay the old set of trained parameters (kept: epoch 1's first step replays epoch 0's
+ * graph, which has no grad and no update for fc1.weight): each change drops the graphs. */
+static volt_status freeze_setup(void *self, volt_params *ps) {
+    VOLT_TRY(mlp_setup(self, ps));
+    volt_param_set_requires_grad(((mlp *)self)->w1, false);
+    return VOLT_OK;
+}
+static volt_status freeze_epoch(void *self, volt_trainer *t) {
+    mlp *m = self;
+    if (volt_trainer_current_epoch(t) == 1) volt_param_set_requires_grad(m->w1, true);
+    if (volt_trainer_current_epoch(t) == 3) volt_param_set_requires_grad(m->b2, false);
+    return VOLT_OK;
+}
+static const volt_module_ops freeze_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = freeze_setup,
+                                            .configure_optimizers = mlp_opt, .training_step = mlp_train,
+                                            .on_train_epoch_start = freeze_epoch };
+
+static void test_freeze(volt_dataset *ds) {
+    g_mlp_ops = &freeze_ops;
+    g_freeze = true;
+    const int steps = g_steps;   /* all 20 steps (epochs of 3): replays after the last change */
+    g_steps = STEPS;
+    compare("mlp 32-true freeze fc1.weight, thaw at epoch 1, freeze fc2.bias at epoch 3", false, "32-true", ds, 0.f);
+    g_steps = steps;
+    g_freeze = false;
+    g_mlp_ops = &mlp_ops;
+}
+
 int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
@@ -450,6 +486,7 @@ int main(void) {
     g_lr_find = false;
     if (wanted("host data")) test_host_data(mds);
     if (wanted("groups")) test_groups(mds);
+    if (wanted("freeze")) test_freeze(mds);
     if (wanted("tf32")) test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);

@@ -51,6 +51,8 @@ typedef struct {
     float *theta0;   /* non-NULL (single only): the initial parameters, copied at the first step */
 } mlp;
 
+static bool g_freeze;   /* fc2.bias frozen, fc1.weight until the third window (test_freeze_dist) */
+
 static volt_status mlp_setup(void *self, volt_params *ps) {
     mlp *m = self;
     VOLT_TRY(volt_params_unit(ps, "fc1"));
@@ -61,7 +63,12 @@ static volt_status mlp_setup(void *self, volt_params *ps) {
     VOLT_TRY(volt_param_new(ps, "fc2.bias", VOLT_SHAPE(H2), VOLT_INIT_UNIFORM(-0.1f, 0.1f), &m->b2));
     VOLT_TRY(volt_params_unit(ps, "fc3"));
     VOLT_TRY(volt_param_new(ps, "fc3.weight", VOLT_SHAPE(NC, H2), VOLT_INIT_TORCH_LINEAR, &m->w3));
-    return volt_param_new(ps, "fc3.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b3);
+    VOLT_TRY(volt_param_new(ps, "fc3.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b3));
+    if (g_freeze) {   /* set up frozen, as a module freezing its backbone before fit */
+        volt_param_set_requires_grad(m->w1, false);
+        volt_param_set_requires_grad(m->b2, false);
+    }
+    return VOLT_OK;
 }
 
 static volt_tensor *mlp_fwd(mlp *m, volt_step *s, const volt_batch *b) {
@@ -116,9 +123,17 @@ static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     return VOLT_OK;
 }
 
+/* g_freeze: fc1.weight thaws at the third window's first micro-step (Lightning's BackboneFinetuning
+ * unfreezes from a hook between steps the same way) */
+static volt_status mlp_thaw(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)t; (void)b;
+    if (g_freeze && i == 2 * ACC) volt_param_set_requires_grad(((mlp *)self)->w1, true);
+    return VOLT_OK;
+}
+
 static const volt_module_ops mlp_ops = {
     .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup, .configure_optimizers = mlp_opt,
-    .training_step = mlp_train, .validation_step = mlp_val,
+    .training_step = mlp_train, .validation_step = mlp_val, .on_train_batch_start = mlp_thaw,
 };
 
 /* ---- data ------------------------------------------------------------------------------------------ */
@@ -894,6 +909,52 @@ static void test_groups_dist(const char *name) {
     if (g_rank == 0)
         printf("groups  %-18s N=%d: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with groups; "
                "without groups %.3g x it\n", name, g_world, 100 * all, off);
+    free(mine);
+    free(r0);
+    free(ref.params);
+    free(plain.params);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_loader_destroy(vl);
+    volt_dataset_destroy(ds);
+}
+
+/* ---- frozen parameters under every strategy ------------------------------------------------------
+ * fc2.bias frozen throughout and fc1.weight frozen for two of the five steps (then thawed): the
+ * fit on N ranks equals single's with the same freezing, fc2.bias stays its initial value bit
+ * for bit on every rank (AdamW's decay skips it, as torch skips a param without grad), and the
+ * freezing changed the result (so a flag the strategies ignore would fail). */
+static void test_freeze_dist(const char *name) {
+    volt_dataset *ds = make_data();
+    static ref_run plain, ref;
+    g_freeze = false;
+    run_single(ds, &plain);
+    g_freeze = true;
+    run_single(ds, &ref);
+    mlp m = { 0 };
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
+    if (!t || !l || !ref.params || !plain.params) return;
+    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
+    CHECK(st == VOLT_OK, "%s fit with frozen params: %s", name, volt_trainer_errmsg(t));
+    float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
+    copy_params(volt_trainer_params(t), mine);
+    const int64_t b2_at = H1 * IN + H1 + H2 * H1, w1_n = H1 * IN;   /* fc2.bias's offset in declaration order */
+    CHECK(!memcmp(mine + b2_at, ref.theta0 + b2_at, sizeof(float) * H2), "%s: the frozen fc2.bias moved", name);
+    CHECK(!memcmp(ref.params + b2_at, ref.theta0 + b2_at, sizeof(float) * H2), "single: the frozen fc2.bias moved");
+    CHECK(memcmp(mine, ref.theta0, sizeof(float) * w1_n) != 0, "%s: fc1.weight did not train after it thawed", name);
+    double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel), off = tol_used(ref.params, plain.params, ref.n, NULL);
+    CHECK(worst <= 1, "%s with frozen params: params differ from single's: %.3g of the tolerance", name, worst);
+    CHECK(off > 100, "%s: freezing changed single's params by only %.3g of the tolerance", name, off);
+    memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
+    MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with frozen params: params differ between ranks", name);
+    double all = 0;
+    MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("freeze  %-18s N=%d: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with the same "
+               "freezing; without freezing %.3g x it\n", name, g_world, 100 * all, off);
+    g_freeze = false;
     free(mine);
     free(r0);
     free(ref.params);
@@ -2369,6 +2430,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "comm")) test_comm();
     else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
     else if (!strcmp(mode, "groups") && argc > 2) test_groups_dist(argv[2]);
+    else if (!strcmp(mode, "freeze") && argc > 2) test_freeze_dist(argv[2]);
     else if (!strcmp(mode, "ema") && argc > 2) test_ema_dist(argv[2]);
     else if (!strcmp(mode, "ema_resume") && argc > 2) test_ema_resume(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();

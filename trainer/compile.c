@@ -31,7 +31,9 @@
  * memory must not move: the graphs keep the addresses of the step arena, grad pool, scratch
  * and log staging they were captured with, and when any of them was reallocated since (a
  * larger eager step, a validation step that logged more) every graph is dropped and shapes
- * start again with an eager step. At most VOLT_COMPILE_MAX_GRAPHS graphs; a shape and kind
+ * start again with an eager step. So are they when a parameter was frozen or thawed since
+ * (volt_param_set_requires_grad between steps, as Lightning's BackboneFinetuning does): a
+ * graph's backward and updates are those of the parameters trained at its capture. At most VOLT_COMPILE_MAX_GRAPHS graphs; a shape and kind
  * past that (and past VOLT_COMPILE_MAX_SHAPES x VOLT_COMPILE_KINDS remembered) runs eagerly
  * each time, counted in volt_trainer_compile_stats. So does a step whose grads are cleared in
  * part (a callback read some units' grads between steps). Validation, test and predict steps
@@ -61,10 +63,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
+#include "strategies/comm/comm.h"
 
 typedef struct volt_mem_sig {   /* where the step's memory is: what a graph's addresses point into */
     const void *arena, *pool, *scratch[VOLT_SCRATCH_SLOTS], *log_dev;
     size_t arena_cap, pool_cap, log_cap;
+    uint64_t trainable_gen;        /* ... and which parameters are trained (volt_param_set_requires_grad) */
 } volt_mem_sig;
 
 typedef struct volt_compiled {
@@ -94,6 +98,7 @@ static void mem_sig(const volt_trainer *t, volt_mem_sig *m) {
     for (int i = 0; i < VOLT_SCRATCH_SLOTS; i++) m->scratch[i] = s->scratch[i];
     m->log_dev = t->log_dev;
     m->log_cap = t->log_cap;
+    m->trainable_gen = volt__params_trainable_gen();
 }
 
 static bool same_shape(volt_shape a, volt_shape b) {
@@ -135,6 +140,16 @@ void volt__compile_free(volt_trainer *t) {
     free(t->compiled);
     t->compiled = NULL;
     t->n_compiled = 0;
+}
+
+/* A comm about to abort (a dead rank, a timeout): the graphs go first (comm.h). Called from
+ * inside the comm's wait, also the wait after a launch (launch() touches no entry after it). */
+static void release_graphs(void *ctx) { volt__compile_free(ctx); }
+
+void volt__compile_destroy(volt_trainer *t) {
+    volt__compile_free(t);
+    if (t->graph_owner) volt__comm_graph_owner_remove(t);
+    t->graph_owner = false;
 }
 
 void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *captured, int64_t *replayed) {
@@ -332,6 +347,10 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     e->ends_cleared = volt__params_grads_cleared(t->ps) > 0;
     mem_sig(t, &e->sig);
     t->compile_captured++;
+    if (t->world > 1 && !t->graph_owner) {   /* its collectives are in the graph */
+        volt__comm_graph_owner_add(release_graphs, t);
+        t->graph_owner = true;
+    }
     /* run the captured step once: the deferred checks and log queue are still the step's */
     st = launch(t, e, "running the just captured");
     volt_step_end(s);
@@ -427,8 +446,9 @@ volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int6
     t->cur_batch_size = b->size;
     const bool boundary = volt__loop_ends_window(t, idx, n_batches);
     const int cleared = volt__params_grads_cleared(t->ps);
-    /* the step's memory moved since the graphs were captured (all with the same memory: a
-     * capture follows a check that dropped any other): every graph is stale */
+    /* the step's memory moved, or a parameter was frozen or thawed, since the graphs were
+     * captured (all with the same memory: a capture follows a check that dropped any other):
+     * every graph is stale */
     bool stale = false;
     volt_mem_sig now;
     mem_sig(t, &now);

@@ -289,13 +289,16 @@ volt_status volt_trainer_config_check(const volt_trainer_config *cfg, char *err,
 void volt_trainer_destroy(volt_trainer *t) {
     if (!t) return;
     volt__loop_release_module(t);
+    /* the graphs first: before the step, optimizer and store whose memory they use, and before
+     * the comm, whose NCCL finalize / abort waits until every graph that captured one of its
+     * collectives is destroyed (NCCL >= 2.26: in the other order a compiled ddp run hung here) */
+    volt__compile_destroy(t);
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
     if (t->strategy) volt__strategy_destroy(t->strategy);   /* with the precision plugin */
     else volt__precision_destroy(t->prec);
-    volt__compile_free(t);   /* graphs before the step whose memory they use */
     volt_step_destroy(t->step);
     volt_params_destroy(t->ps);
     volt__transfer_free(t);

@@ -135,6 +135,8 @@ struct volt_trainer {
     struct volt_compiled *compiled;
     int n_compiled;
     int64_t compile_eager, compile_captured, compile_replayed;
+    bool graph_owner;                /* registered with the comm layer (volt__comm_graph_owner_add): a comm
+                                        that aborts destroys this trainer's graphs first */
     const char *compile_phase; /* what runs while a step is being captured (error messages) */
     struct volt_prof *prof;    /* profiler = "simple" (trainer/profiler.c), else NULL */
     int interrupted;           /* the signal that stopped the last run (signals.c), 0 = none */
@@ -256,6 +258,7 @@ volt_status volt__compile_check_hooks(volt_trainer *t);
 /* One training batch with compile on (loop.c's train_batch calls it). */
 volt_status volt__compile_train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches);
 void volt__compile_free(volt_trainer *t);   /* drop every graph (new step, destroy) */
+void volt__compile_destroy(volt_trainer *t);   /* volt__compile_free, and no longer a graph owner */
 
 /* Batch idx of an epoch of n ends an accumulation window: the optimizer boundary follows its
  * backward (every accumulate_grad_batches-th batch, and the epoch's last; loop.c and compile.c) */

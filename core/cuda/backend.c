@@ -9,6 +9,7 @@
  * "auto" picks the CPU and nothing else here runs. Errors of the calls that return nothing
  * (memory, copies, parameter math) are kept in the context (ctx->error) and reported by
  * the next op that checks a launch (a CUDA error is sticky on the device anyway). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,20 @@ static pthread_once_t g_count_once = PTHREAD_ONCE_INIT;
 
 static void count_init(void) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) n = 0;
     cudaGetLastError();   /* no driver / no device: not an error, clear it */
+    /* a driver is installed but the runtime cannot use it (older than this CUDA needs, a
+     * broken install): said once, else every gpu test skips as on a machine without a GPU */
+    if (e != cudaSuccess && e != cudaErrorNoDevice) {
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (!drv) drv = dlopen("libcuda.so.1", RTLD_LAZY);
+        if (drv) {
+            fprintf(stderr, "volt: cuda: a driver is installed but no device is usable: cudaGetDeviceCount: %s (%s)\n",
+                    cudaGetErrorName(e), cudaGetErrorString(e));
+            dlclose(drv);
+        }
+    }
     g_count = n;
 }
 static int cuda_count(void) {
@@ -69,7 +82,9 @@ static volt_status cuda_open(int ordinal, void **ctx, char *err, size_t errlen) 
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->colpart, 2 * sizeof(float) * VOLT_CU_COLSUM_PARTIALS);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->info, 2 * sizeof(int64_t));
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->errword, sizeof(uint64_t));
-    if (e == cudaSuccess) e = cudaMemset(c->errword, 0xff, sizeof(uint64_t));   /* no error */
+    /* no error; on the stream the kernels that read it run on (cudaMemset is on the legacy stream,
+     * which a non-blocking stream does not wait for) */
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->errword, 0xff, sizeof(uint64_t), c->stream);
     if (e != cudaSuccess) {
         snprintf(err, errlen, "cuda: device %d: %s: %s", ordinal, what, cudaGetErrorString(e));
         cudaGetLastError();

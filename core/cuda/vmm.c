@@ -151,8 +151,12 @@ static CUresult map_granule(volt_cuda_ctx *c, vmm_block *b, int i) {
     return CUDA_SUCCESS;
 }
 
-/* Unmap the granules whose give_back has completed on the stream; wait = block for them. */
+/* Unmap the granules whose give_back has completed on the stream; wait = block for them.
+ * Nothing while the stream is captured: cudaEventQuery / cudaEventSynchronize are "unsafe"
+ * calls in a thread-local capture (cuda_runtime_api.h): they would invalidate it and leave the
+ * device failed. The give_backs stay pending until a poll after the capture. */
 static void poll(volt_cuda_ctx *c, bool wait) {
+    if (c->cap) return;
     volt_cuda_vmm *v = c->vmm;
     int keep = 0;
     for (int k = 0; k < v->n_pend; k++) {
@@ -309,7 +313,7 @@ int64_t volt__cuda_vmm_resident(volt_cuda_ctx *c, const void *p, size_t bytes) {
     volt_cuda_vmm *v = c->vmm;
     vmm_block *b = v ? find(v, p) : NULL;
     if (!b) return -1;
-    if (v->n_pend) poll(c, !c->cap);   /* a report: let queued give_backs finish */
+    if (v->n_pend) poll(c, true);   /* a report: let queued give_backs finish (not while capturing) */
     const uintptr_t a = (uintptr_t)p - b->base, e = a + bytes;
     int64_t n = 0;
     for (int i = (int)(a / v->gran); i < b->n && (uintptr_t)i * v->gran < e; i++) {

@@ -1,4 +1,5 @@
 /* Backend-independent comm helpers: the config check, blocking forms (start + wait), the local rank. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "strategies/comm/comm.h"
@@ -22,6 +23,35 @@ volt_status volt__comm_config_check(const volt_comm_config *cfg, char *err, size
         return VOLT_ERR_INVALID_ARG;
     }
     return VOLT_OK;
+}
+
+/* ---- graph owners (comm.h) ---- */
+enum { MAX_GRAPH_OWNERS = 64 };
+static struct { void (*release)(void *); void *ctx; } g_owners[MAX_GRAPH_OWNERS];
+static int g_n_owners;
+static pthread_mutex_t g_owners_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void volt__comm_graph_owner_add(void (*release)(void *ctx), void *ctx) {
+    pthread_mutex_lock(&g_owners_mu);
+    if (g_n_owners < MAX_GRAPH_OWNERS) g_owners[g_n_owners++] = (__typeof__(g_owners[0])){ release, ctx };
+    pthread_mutex_unlock(&g_owners_mu);
+}
+
+void volt__comm_graph_owner_remove(void *ctx) {
+    if (!ctx) return;
+    pthread_mutex_lock(&g_owners_mu);
+    for (int i = 0; i < g_n_owners; i++)
+        if (g_owners[i].ctx == ctx) { g_owners[i] = g_owners[--g_n_owners]; break; }
+    pthread_mutex_unlock(&g_owners_mu);
+}
+
+void volt__comm_release_graphs(void) {
+    pthread_mutex_lock(&g_owners_mu);
+    const int n = g_n_owners;
+    __typeof__(g_owners[0]) o[MAX_GRAPH_OWNERS];
+    for (int i = 0; i < n; i++) o[i] = g_owners[i];
+    pthread_mutex_unlock(&g_owners_mu);
+    for (int i = 0; i < n; i++) o[i].release(o[i].ctx);   /* outside the lock: a release may remove itself */
 }
 
 static int env_int(const char *const *names, int dflt) {

@@ -41,6 +41,10 @@
  *    ncclSuccess. A blocking comm never returns ncclInProgress. (Real NCCL at one rank has
  *    no peer to connect and may well answer ncclSuccess at once: the simulated first
  *    ncclInProgress is there so that the caller's handling of it runs.)
+ *  - At several ranks, ncclCommFinalize, ncclCommDestroy and ncclCommAbort need every CUDA graph
+ *    that captured one of the comm's collectives destroyed (launches of it completed) within 3 s
+ *    of the call, else the process prints why and aborts: NCCL >= 2.26 waits for those graphs
+ *    in these calls, a hang when the caller destroys its graphs only afterwards.
  *  - ncclCommAbort never waits: it marks the comm aborted (in the segment too, so peers waiting
  *    for this rank fail, and a collective of this comm waiting in a barrier returns) and frees
  *    the handle; each queued
@@ -135,6 +139,7 @@ struct State {
     std::condition_variable cv;
     int refs = 1;                  /* the handle + one per queued host function */
     int outstanding = 0;           /* host functions queued and not yet run */
+    int in_graphs = 0;             /* captured collectives whose graph (or a launch of it) still lives */
     std::atomic<bool> aborted{false};
     std::atomic<int> async_err{ncclSuccess};   /* set by a host function (fault injection, a peer's failure) */
     char async_msg[800] = "";      /* what set async_err (written before it is published) */
@@ -250,6 +255,13 @@ void CUDART_CB run_op(void *arg) {
 void op_release(void *arg) {
     Op *op = static_cast<Op *>(arg);
     State *s = op->st;
+    if (op->captured) {
+        {
+            std::lock_guard<std::mutex> lk(s->mu);
+            s->in_graphs--;
+        }
+        s->cv.notify_all();
+    }
     delete op;
     state_release(s);
 }
@@ -263,6 +275,7 @@ ncclResult_t enqueue(ncclComm *c, Op *op, cudaStream_t stream) {
         std::lock_guard<std::mutex> lk(s->mu);
         s->refs++;   /* op's; op_release drops it */
         if (counted) s->outstanding++;
+        else s->in_graphs++;
     }
     const char *name = op->name;
     cudaError_t e = cudasim_launch_host_func_owned(stream, run_op, op, op_release);
@@ -345,6 +358,21 @@ ncclResult_t ensure_ready(ncclComm *c, const char *opname) {
 void wait_idle(State *s) {
     std::unique_lock<std::mutex> lk(s->mu);
     s->cv.wait(lk, [s] { return s->outstanding == 0; });
+}
+
+/* NCCL >= 2.26 finalizes, destroys and aborts a communicator of several ranks only once every
+ * CUDA graph that captured one of its collectives is destroyed (and its launches completed);
+ * at one rank a collective is a plain copy, no graph keeps it. A caller that destroys its graphs
+ * after the call waits forever on a GPU: here it is a loud failure after a few seconds. */
+void graphs_gone(State *s, const char *call) {
+    if (!s->multi) return;
+    std::unique_lock<std::mutex> lk(s->mu);
+    if (s->cv.wait_for(lk, std::chrono::seconds(3), [s] { return s->in_graphs == 0; })) return;
+    fprintf(stderr, "cudasim NCCL: %s with %d collective(s) of this communicator still captured in CUDA graphs that "
+            "are not destroyed: NCCL >= 2.26 waits in %s until every such graph is destroyed, so a caller that "
+            "destroys its graphs after this call hangs on a GPU; destroy the graphs first\n", call, s->in_graphs, call);
+    fflush(stderr);
+    std::abort();
 }
 
 size_t type_size(ncclDataType_t t) {
@@ -553,6 +581,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
     if (rc != ncclSuccess) return rc;
     if ((rc = ensure_ready(comm, "ncclCommFinalize")) != ncclSuccess) return rc;
     if (comm->finalized) return fail(ncclInvalidArgument, "ncclCommFinalize : the communicator was already finalized");
+    graphs_gone(comm->st, "ncclCommFinalize");
     comm->finalized = true;
     if (comm->blocking) {
         wait_idle(comm->st);
@@ -571,6 +600,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm->blocking && poll_async(comm) == ncclInProgress)
         return fail(ncclInvalidArgument, "ncclCommDestroy : Attempt to use communicator before the previous operation "
                     "returned ncclSuccess (cudasim NCCL: poll ncclCommGetAsyncError until it is not ncclInProgress)");
+    graphs_gone(comm->st, "ncclCommDestroy");
     wait_idle(comm->st);   /* NCCL synchronises the comm's work before it frees (commDestroySync) */
     free_comm(comm, "destroyed by ncclCommDestroy");
     return ncclSuccess;
@@ -582,6 +612,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (rc != ncclSuccess) return rc;
     comm->st->aborted.store(true, std::memory_order_release);   /* queued host functions become no-ops */
     if (comm->st->multi) ncclsim::link_abort(&comm->st->link);  /* peers waiting for this rank fail; no name left */
+    graphs_gone(comm->st, "ncclCommAbort");   /* after the mark: a held launch returns and completes */
     free_comm(comm, "aborted by ncclCommAbort");
     return ncclSuccess;
 }

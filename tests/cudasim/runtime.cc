@@ -24,7 +24,7 @@
  * - Graph capture records what is issued on a capturing stream (and on streams that join it
  *   through an event) and cudaGraphLaunch replays it; in the capture modes global and
  *   thread-local, the calls CUDA refuses during capture (cudaMalloc, cudaMemcpy, cudaMemset,
- *   synchronizing) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
+ *   synchronizing, cudaEventQuery / cudaEventSynchronize of any event) fail with cudaErrorStreamCaptureUnsupported and invalidate the capture,
  *   as do copies to or from pageable host memory and stream-ordered allocation (which CUDA
  *   would capture as memory nodes: not modelled).
  * - The driver's virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, ...),

@@ -368,12 +368,16 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
     if (e->cap) return fail(cudaErrorStreamCaptureUnsupported);
+    /* any event: a "potentially unsafe" call in a global or thread-local capture (PyTorch's
+     * caching allocator skips its event queries while a capture is under way for this) */
+    if (unsafe_during_capture("cudaEventQuery")) return fail(cudaErrorStreamCaptureUnsupported);
     if (!e->s) return cudaSuccess;
     std::lock_guard<std::mutex> l(e->s->mu);
     return e->s->done >= e->seq ? cudaSuccess : cudaErrorNotReady;   /* not an error: not recorded as last */
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (unsafe_during_capture("cudaEventSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     if (e->s) wait_seq(e->s, e->seq);
     return fail(sticky());
 }

@@ -289,6 +289,21 @@ static void main_checks() {
           "a pageable copy captured");
     CHECK(cudaStreamEndCapture(s1, &g) == cudaErrorStreamCaptureInvalidated && !g, "the capture was not invalidated");
     cudaGetLastError();
+    /* querying or waiting on an event recorded before the capture, on another stream: "unsafe"
+     * in a thread-local capture too (core/cuda/vmm.c polls its give_backs only outside one) */
+    cudaEvent_t before;
+    OK(cudaEventCreate(&before));
+    OK(cudaEventRecord(before, s2));
+    OK(cudaStreamSynchronize(s2));
+    for (int k = 0; k < 2; k++) {
+        OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
+        CHECK((k ? cudaEventSynchronize(before) : cudaEventQuery(before)) == cudaErrorStreamCaptureUnsupported,
+              "%s of an outside event during a thread-local capture", k ? "cudaEventSynchronize" : "cudaEventQuery");
+        CHECK(cudaStreamEndCapture(s1, &g) == cudaErrorStreamCaptureInvalidated && !g, "the capture was not invalidated");
+        cudaGetLastError();
+    }
+    OK(cudaEventQuery(before));   /* allowed again after the capture */
+    OK(cudaEventDestroy(before));
     /* a joined stream must rejoin before the capture ends */
     OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal));
     OK(cudaEventRecord(ev, s1));

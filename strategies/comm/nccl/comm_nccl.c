@@ -74,6 +74,7 @@ typedef struct nccl_impl {
     uint64_t seq;
     nccl_req *free_list, *all;
     int in_flight;
+    bool captured_any;           /* a collective went into a CUDA graph: an abort releases the graphs first */
     char errmsg[768];
     int *world_of;               /* member i's rank in MPI_COMM_WORLD (leave notices); NULL: the world */
 } nccl_impl;
@@ -89,8 +90,11 @@ static void mark_broken(nccl_impl *im, volt_status st) {
     snprintf(im->broken_msg, sizeof im->broken_msg, "%.*s", (int)sizeof im->broken_msg - 1, im->errmsg);
 }
 
-/* The communicator can no longer be trusted: abort it (pending kernels exit). */
+/* The communicator can no longer be trusted: abort it (pending kernels exit). NCCL >= 2.26
+ * aborts only once the graphs that captured its collectives are destroyed, so their owners
+ * destroy them first (comm.h, volt__comm_release_graphs): kept, the abort waited forever. */
 static void abort_comm(nccl_impl *im) {
+    if (im->comm && im->captured_any) volt__comm_release_graphs();
     if (im->comm) g_nc->ncclCommAbort(im->comm);
     im->comm = NULL;
 }
@@ -163,6 +167,7 @@ static volt_status req_start(volt_comm *c, const char *op, const char *what, vol
         return CU_FAIL(c, ce, "cudaStreamIsCapturing", what);
     }
     q->captured = cs != cudaStreamCaptureStatusNone;
+    if (q->captured) im->captured_any = true;
     snprintf(q->what, sizeof q->what, "%s", what && *what ? what : "-");
     *out = q;
     return VOLT_OK;
@@ -578,7 +583,7 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
     cudaError_t e = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&im->ready, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaMalloc((void **)&im->dbar, sizeof(float));
-    if (e == cudaSuccess) e = cudaMemset(im->dbar, 0, sizeof(float));
+    if (e == cudaSuccess) e = cudaMemsetAsync(im->dbar, 0, sizeof(float), im->stream);   /* the barrier's stream */
     if (e != cudaSuccess) st = CU_FAIL(c, e, "comm stream / event / barrier buffer", NULL);
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
