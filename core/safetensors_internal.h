@@ -45,6 +45,7 @@ struct volt_st_writer {
     int n, cap;
     char **mkey, **mval;
     int nmeta, capmeta;
+    const char *format;        /* the header's "format": "volt" (default) or "pt" (volt_st_writer_meta) */
     char errmsg[512];
 };
 

@@ -58,7 +58,6 @@ volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dty
 
 volt_status volt_st_stream_meta(volt_st_stream *s, const char *key, const char *value) {
     if (s->fd >= 0) return stream_fail(s, VOLT_ERR_STATE, "file '%s': metadata set after begin", s->path);
-    if (key && !strcmp(key, "format")) return VOLT_OK;   /* volt's own value is written */
     volt_status st = volt_st_writer_meta(s->w, key, value);
     if (st < 0) return stream_fail(s, st, "file '%s': %s", s->path, volt_st_writer_errmsg(s->w));
     return VOLT_OK;
@@ -75,7 +74,7 @@ volt_status volt_st_stream_begin(volt_st_stream *s) {
     volt_status st = VOLT_OK;
     if (!s->crc_pos || !s->crc || !root) goto nomem;
     cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
-    if (!meta || !cJSON_AddStringToObject(meta, "format", "volt")) goto nomem;
+    if (!meta || !cJSON_AddStringToObject(meta, "format", w->format ? w->format : "volt")) goto nomem;
     for (int i = 0; i < w->nmeta; i++)
         if (!cJSON_AddStringToObject(meta, w->mkey[i], w->mval[i])) goto nomem;
     for (int k = 0; k < n; k++) {

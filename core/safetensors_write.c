@@ -241,7 +241,13 @@ volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *
     e[0] = 0;
     if (!key || !value)
         return st_fail(e, el, VOLT_ERR_INVALID_ARG, "safetensors writer: NULL metadata");
-    if (strcmp(key, "format") == 0 || strncmp(key, "crc32:", 6) == 0)
+    if (strcmp(key, "format") == 0) {   /* "pt": what torch's and Hugging Face's loaders accept */
+        if (strcmp(value, "volt") && strcmp(value, "pt"))
+            return st_fail(e, el, VOLT_ERR_INVALID_ARG, "safetensors writer: format '%.32s': \"volt\" or \"pt\"", value);
+        w->format = !strcmp(value, "pt") ? "pt" : "volt";
+        return VOLT_OK;
+    }
+    if (strncmp(key, "crc32:", 6) == 0)
         return st_fail(e, el, VOLT_ERR_INVALID_ARG,
                        "safetensors writer: metadata key '%s' is reserved for volt", key);
     if (!st_utf8_ok(key) || !st_utf8_ok(value))
@@ -333,7 +339,7 @@ volt_status volt_st_writer_write(volt_st_writer *w, const char *path, char *err,
     }
 
     cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
-    if (!meta || !cJSON_AddStringToObject(meta, "format", "volt")) goto nomem;
+    if (!meta || !cJSON_AddStringToObject(meta, "format", w->format ? w->format : "volt")) goto nomem;
     for (int i = 0; i < w->nmeta; i++)
         if (!cJSON_AddStringToObject(meta, w->mkey[i], w->mval[i])) goto nomem;
     for (int k = 0; k < n; k++) {

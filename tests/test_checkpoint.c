@@ -232,6 +232,9 @@ static void test_export(volt_dataset *ds, const char *precision) {
     volt_st_file *f = NULL;
     char err[512];
     CHECK(volt_st_open(path, &f, err, sizeof err) == VOLT_OK && volt_st_verify_all(f, err, sizeof err) == VOLT_OK, "export: %s", err);
+    /* "pt": Hugging Face's from_pretrained refuses any other format; crcs still checked above */
+    CHECK(f && volt_st_meta(f, "format") && !strcmp(volt_st_meta(f, "format"), "pt"), "export format: %s",
+          f && volt_st_meta(f, "format") ? volt_st_meta(f, "format") : "none");
     volt_params *ps = volt_trainer_params(t);
     int same = 0;
     for (int i = 0, at = 0; f && i < volt_params_count(ps); i++) {

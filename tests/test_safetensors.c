@@ -252,7 +252,22 @@ static void test_writer_errors(void) {
     CHECK(volt_st_writer_add(w, "b", VOLT_F32, bad, x) == VOLT_ERR_INVALID_ARG, "ndim 5");
     CHECK(volt_st_writer_add(w, "b", VOLT_F32, VOLT_SHAPE(-1), x) == VOLT_ERR_INVALID_ARG, "neg dim");
     CHECK(volt_st_writer_add(w, "b", VOLT_F32, VOLT_SHAPE(2), NULL) == VOLT_ERR_INVALID_ARG, "NULL data");
-    CHECK(volt_st_writer_meta(w, "format", "x") == VOLT_ERR_INVALID_ARG, "reserved format");
+    CHECK(volt_st_writer_meta(w, "format", "x") == VOLT_ERR_INVALID_ARG, "format other than volt / pt");
+    {   /* "pt" (what HF's from_pretrained takes): written as the header's format, crcs kept and checked */
+        volt_st_writer *pw = NULL;
+        CHECK_OK(volt_st_writer_create(&pw));
+        CHECK_OK(volt_st_writer_add(pw, "a", VOLT_F32, VOLT_SHAPE(2), x));
+        CHECK_OK(volt_st_writer_meta(pw, "format", "pt"));
+        char path[1024], err[512] = "";
+        snprintf(path, sizeof path, "%s/format_pt.safetensors", vtest_tmpdir());
+        CHECK_OK(volt_st_writer_write(pw, path, err, sizeof err));
+        volt_st_file *pf = NULL;
+        CHECK(volt_st_open(path, &pf, err, sizeof err) == VOLT_OK && volt_st_meta(pf, "format") &&
+              !strcmp(volt_st_meta(pf, "format"), "pt") && volt_st_meta(pf, "crc32:a") &&
+              volt_st_verify_all(pf, err, sizeof err) == VOLT_OK, "format pt: %s", err);
+        volt_st_close(pf);
+        volt_st_writer_destroy(pw);
+    }
     CHECK(volt_st_writer_meta(w, "crc32:a", "x") == VOLT_ERR_INVALID_ARG, "reserved crc");
     CHECK(volt_st_writer_meta(w, NULL, "x") == VOLT_ERR_INVALID_ARG, "NULL key");
     CHECK(volt_st_writer_add(NULL, "z", VOLT_F32, VOLT_SHAPE(2), x) == VOLT_ERR_INVALID_ARG, "NULL w");

@@ -24,6 +24,9 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
                 st = volt_st_stream_declare(ws, volt_unit_param(un, i)->name, VOLT_F32, volt_unit_param(un, i)->shape);
         }
         if (st >= 0) st = volt_st_stream_meta(ws, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
+        /* weights for other tools (HF's from_pretrained refuses a format other than pt / tf /
+         * flax / mlx); the crcs are still written and checked by volt */
+        if (st >= 0) st = volt_st_stream_meta(ws, "format", "pt");
         if (st >= 0) st = volt_st_stream_begin(ws);
         if (st < 0 && ws) snprintf(err, sizeof err, "%s", volt_st_stream_errmsg(ws));
     }

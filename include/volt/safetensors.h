@@ -7,7 +7,8 @@
  * Offsets are relative to the first byte after the header. Files volt writes load in any
  * safetensors reader (Python `safetensors`, PyTorch via it), and volt reads theirs.
  *
- * What volt adds on top, in `__metadata__`: "format": "volt" and, per tensor,
+ * What volt adds on top, in `__metadata__`: "format": "volt" ("pt" when the writer is told
+ * so: volt_trainer_export_full's files, for other tools) and, per tensor,
  * "crc32:<name>": 8 lowercase hex digits (zlib crc32 of the tensor's bytes), checked by
  * volt_st_verify. Files without any crc entry and without "format": "volt" (e.g. from
  * Hugging Face) verify OK; in any other file a tensor without its crc entry is
@@ -71,7 +72,10 @@ VOLT_API volt_status volt_st_writer_add(volt_st_writer *w, const char *name, vol
 VOLT_API volt_status volt_st_writer_add_copy(volt_st_writer *w, const char *name, volt_dtype dt,
                                     volt_shape shape, const void *data);
 /* Set a `__metadata__` string (both copied; setting a key again replaces its value).
- * "format" and keys starting "crc32:" are reserved for volt -> VOLT_ERR_INVALID_ARG. */
+ * Keys starting "crc32:" are reserved for volt -> VOLT_ERR_INVALID_ARG. "format" is "volt"
+ * (the default) or "pt" (the value torch's and Hugging Face's loaders accept: transformers'
+ * from_pretrained refuses a file whose format is not pt / tf / flax / mlx), else
+ * VOLT_ERR_INVALID_ARG; the crc entries are written either way. */
 VOLT_API volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *value);
 
 /* The metadata set so far (not "format" / "crc32:*", which write adds), in the order first
