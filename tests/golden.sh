@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bitwise golden runs (registered by tests/golden.cmake): short training runs whose exported
 # f32 weights must be byte-identical to checksums taken before a refactor (the device-ready
-# core was checked this way against the commit before it).
+# core was checked this way against the commit before it). The checksums cover the tensor
+# data, not the header.
 #
 #   golden.sh check  FASHION_APP TEXT_APP VOLT_RUN WORKDIR SUMS   compare with SUMS
 #   golden.sh record FASHION_APP TEXT_APP VOLT_RUN WORKDIR SUMS   (re)write SUMS
@@ -56,7 +57,12 @@ if [[ -n $VOLT_RUN ]]; then
     OMP_NUM_THREADS=1 run mlp_fsdp_np2 "$VOLT_RUN" -n 2 "$FASHION" "${FCOMMON[@]}" --batch-size 16 --strategy fsdp
 fi
 
-(cd "$W" && sha256sum ./*.safetensors) | sed 's| \./| |' >"$W/sums.txt"
+# the tensor bytes only (after the 8-byte length and the JSON header): the header's metadata
+# ("format" became "pt" for exports, 2026-12-06) is not the weights
+for f in "$W"/*.safetensors; do
+    hlen=$(od -An -t u8 -N8 "$f" | tr -d ' ')
+    echo "$(tail -c +$((9 + hlen)) "$f" | sha256sum | cut -d' ' -f1) $(basename "$f")"
+done >"$W/sums.txt"
 if [[ $MODE == record ]]; then
     { echo "# kind $KIND"; cat "$W/sums.txt"; } >"$SUMS"; cat "$SUMS"; echo "golden: recorded"; exit 0
 fi

@@ -870,45 +870,41 @@ static void test_parity(const char *name) {
     volt_dataset_destroy(ds);
 }
 
-/* ---- parameter groups under a sharding strategy ----------------------------------------------------
- * The optimizer updates each rank's slice [lo, hi) of a unit: with 2 ranks the slices end
- * inside fc1.weight / fc2.weight and hold the biases' group boundary. The run must match
- * single with the same groups (the parity tolerance) and differ from single without groups. */
-static void test_groups_dist(const char *name) {
+/* ---- a switch of the model or optimizer under a strategy ---------------------------------------------
+ * Single with and without the switch (g_groups, g_freeze), then the strategy with it on this
+ * world: equal to single with it (the parity tolerance), the same on every rank, and the switch
+ * changed single's result (so a switch the strategy ignored would fail). `check` adds the
+ * case's own checks on the run: its trainer, this rank's params, single's run with the switch. */
+typedef void (*switch_check)(const char *name, volt_trainer *t, const float *mine, const ref_run *ref);
+
+static void test_switch_dist(const char *name, bool *flag, const char *what, switch_check check) {
     volt_dataset *ds = make_data();
     static ref_run plain, ref;
-    g_groups = false;
+    *flag = false;
     run_single(ds, &plain);
-    g_groups = true;
+    *flag = true;
     run_single(ds, &ref);
     mlp m = { 0 };
     volt_trainer *t = make_trainer(name, vtest_tmpdir());
     volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
     if (!t || !l || !ref.params || !plain.params) return;
     volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
-    CHECK(st == VOLT_OK, "%s fit with groups: %s", name, volt_trainer_errmsg(t));
-    volt_optimizer *opt = volt_trainer_optimizer(t);
-    CHECK(volt_optimizer_group_count(opt) == 3 && volt_optimizer_group_param_count(opt, 1) == 3, "%s: the groups", name);
-    int sliced = 0;   /* a rank's range cuts a unit: the sharding is in effect */
-    for (int u = 0; u < volt_params_unit_count(volt_trainer_params(t)); u++) {
-        int64_t lo, hi;
-        volt_optimizer_range(opt, u, &lo, &hi);
-        sliced += hi - lo < volt_unit_numel(volt_params_unit_at(volt_trainer_params(t), u));
-    }
-    CHECK(g_world == 1 || sliced > 0, "%s: no unit is sharded", name);
+    CHECK(st == VOLT_OK, "%s fit with %s: %s", name, what, volt_trainer_errmsg(t));
     float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
     copy_params(volt_trainer_params(t), mine);
+    check(name, t, mine, &ref);
     double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel), off = tol_used(ref.params, plain.params, ref.n, NULL);
-    CHECK(worst <= 1, "%s with groups: params differ from single with groups: %.3g of the tolerance", name, worst);
-    CHECK(off > 100, "%s: the groups changed single's params by only %.3g of the tolerance", name, off);
+    CHECK(worst <= 1, "%s with %s: params differ from single's: %.3g of the tolerance", name, what, worst);
+    CHECK(off > 100, "%s: %s changed single's params by only %.3g of the tolerance", name, what, off);
     memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
     MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with groups: params differ between ranks", name);
+    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with %s: params differ between ranks", name, what);
     double all = 0;
     MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (g_rank == 0)
-        printf("groups  %-18s N=%d: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with groups; "
-               "without groups %.3g x it\n", name, g_world, 100 * all, off);
+        printf("%-18s N=%d with %s: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with it; without it "
+               "%.3g x it\n", name, g_world, what, 100 * all, off);
+    *flag = false;
     free(mine);
     free(r0);
     free(ref.params);
@@ -919,51 +915,34 @@ static void test_groups_dist(const char *name) {
     volt_dataset_destroy(ds);
 }
 
-/* ---- frozen parameters under every strategy ------------------------------------------------------
- * fc2.bias frozen throughout and fc1.weight frozen for two of the five steps (then thawed): the
- * fit on N ranks equals single's with the same freezing, fc2.bias stays its initial value bit
- * for bit on every rank (AdamW's decay skips it, as torch skips a param without grad), and the
- * freezing changed the result (so a flag the strategies ignore would fail). */
-static void test_freeze_dist(const char *name) {
-    volt_dataset *ds = make_data();
-    static ref_run plain, ref;
-    g_freeze = false;
-    run_single(ds, &plain);
-    g_freeze = true;
-    run_single(ds, &ref);
-    mlp m = { 0 };
-    volt_trainer *t = make_trainer(name, vtest_tmpdir());
-    volt_loader *l = make_loader(ds, GB / g_world), *vl = make_loader_ex(ds, GB / g_world, false);
-    if (!t || !l || !ref.params || !plain.params) return;
-    volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, vl, NULL);
-    CHECK(st == VOLT_OK, "%s fit with frozen params: %s", name, volt_trainer_errmsg(t));
-    float *mine = malloc(sizeof(float) * (size_t)ref.n), *r0 = malloc(sizeof(float) * (size_t)ref.n);
-    copy_params(volt_trainer_params(t), mine);
-    const int64_t b2_at = H1 * IN + H1 + H2 * H1, w1_n = H1 * IN;   /* fc2.bias's offset in declaration order */
-    CHECK(!memcmp(mine + b2_at, ref.theta0 + b2_at, sizeof(float) * H2), "%s: the frozen fc2.bias moved", name);
-    CHECK(!memcmp(ref.params + b2_at, ref.theta0 + b2_at, sizeof(float) * H2), "single: the frozen fc2.bias moved");
-    CHECK(memcmp(mine, ref.theta0, sizeof(float) * w1_n) != 0, "%s: fc1.weight did not train after it thawed", name);
-    double rel = 0, worst = tol_used(mine, ref.params, ref.n, &rel), off = tol_used(ref.params, plain.params, ref.n, NULL);
-    CHECK(worst <= 1, "%s with frozen params: params differ from single's: %.3g of the tolerance", name, worst);
-    CHECK(off > 100, "%s: freezing changed single's params by only %.3g of the tolerance", name, off);
-    memcpy(r0, mine, sizeof(float) * (size_t)ref.n);
-    MPI_Bcast(r0, (int)ref.n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    CHECK(!memcmp(r0, mine, sizeof(float) * (size_t)ref.n), "%s with frozen params: params differ between ranks", name);
-    double all = 0;
-    MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (g_rank == 0)
-        printf("freeze  %-18s N=%d: params %.0f%% of the 1e-5 rel + 1e-7 abs tolerance from single with the same "
-               "freezing; without freezing %.3g x it\n", name, g_world, 100 * all, off);
-    g_freeze = false;
-    free(mine);
-    free(r0);
-    free(ref.params);
-    free(plain.params);
-    volt_trainer_destroy(t);
-    volt_loader_destroy(l);
-    volt_loader_destroy(vl);
-    volt_dataset_destroy(ds);
+/* Parameter groups under a sharding strategy: the optimizer updates each rank's slice [lo, hi)
+ * of a unit: with 2 ranks the slices end inside fc1.weight / fc2.weight and hold the biases'
+ * group boundary. */
+static void groups_check(const char *name, volt_trainer *t, const float *mine, const ref_run *ref) {
+    (void)mine; (void)ref;
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    CHECK(volt_optimizer_group_count(opt) == 3 && volt_optimizer_group_param_count(opt, 1) == 3, "%s: the groups", name);
+    int sliced = 0;   /* a rank's range cuts a unit: the sharding is in effect */
+    for (int u = 0; u < volt_params_unit_count(volt_trainer_params(t)); u++) {
+        int64_t lo, hi;
+        volt_optimizer_range(opt, u, &lo, &hi);
+        sliced += hi - lo < volt_unit_numel(volt_params_unit_at(volt_trainer_params(t), u));
+    }
+    CHECK(g_world == 1 || sliced > 0, "%s: no unit is sharded", name);
 }
+static void test_groups_dist(const char *name) { test_switch_dist(name, &g_groups, "parameter groups", groups_check); }
+
+/* Frozen parameters under every strategy: fc2.bias frozen throughout and fc1.weight frozen for
+ * two of the five steps (then thawed). fc2.bias stays its initial value bit for bit on every rank
+ * (AdamW's decay skips it, as torch skips a param without grad). */
+static void freeze_check(const char *name, volt_trainer *t, const float *mine, const ref_run *ref) {
+    (void)t;
+    const int64_t b2_at = H1 * IN + H1 + H2 * H1, w1_n = H1 * IN;   /* fc2.bias's offset in declaration order */
+    CHECK(!memcmp(mine + b2_at, ref->theta0 + b2_at, sizeof(float) * H2), "%s: the frozen fc2.bias moved", name);
+    CHECK(!memcmp(ref->params + b2_at, ref->theta0 + b2_at, sizeof(float) * H2), "single: the frozen fc2.bias moved");
+    CHECK(memcmp(mine, ref->theta0, sizeof(float) * w1_n) != 0, "%s: fc1.weight did not train after it thawed", name);
+}
+static void test_freeze_dist(const char *name) { test_switch_dist(name, &g_freeze, "frozen parameters", freeze_check); }
 
 /* ---- weight averaging (EMA) under every strategy -------------------------------------------------
  * The fit with EMA on N ranks equals single's on the global batch: the model at the end (the
