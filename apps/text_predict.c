@@ -1,4 +1,5 @@
 /* volt-text-classification predict: texts in, one (index, label, probability) row out each. */
+#include <fcntl.h>
 #include "text_app.h"
 
 /* ---- predict ----------------------------------------------------------------------------------- */
@@ -35,27 +36,36 @@ volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *l
 
 /* predict.output opened for writing: "-" is stdout; a regular file (or a new one) is written
  * as a temporary file beside it (its name in tmp), which pred_commit renames over it, so a
- * predict that fails leaves an earlier output whole; anything else (a FIFO, /dev/stderr) is
- * written in place. NULL with the message printed. */
+ * predict that fails leaves an earlier output whole; the new file keeps an existing one's
+ * permission bits, a new one gets fopen's (0666 less the umask). Anything else (a FIFO,
+ * /dev/stderr, a symbolic link, which a rename would replace) is written in place. NULL with
+ * the message printed. */
 FILE *pred_open(const char *path, char *tmp, size_t tmplen) {
     tmp[0] = 0;
     if (!strcmp(path, "-")) return stdout;
     struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    const bool exists = lstat(path, &sb) == 0;
+    if (exists && !S_ISREG(sb.st_mode)) {
         FILE *f = fopen(path, "w");
         if (!f) fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));
         return f;
     }
     int fd = -1;
-    if (snprintf(tmp, tmplen, "%s.XXXXXX", path) < (int)tmplen) fd = mkstemp(tmp);
+    for (int k = 0; fd < 0 && k < 100; k++) {   /* O_EXCL: a name nobody else holds */
+        if (snprintf(tmp, tmplen, "%s.%ld.%d.tmp", path, (long)getpid(), k) >= (int)tmplen) {
+            fprintf(stderr, APP ": predict.output '%s': the path is too long\n", path);
+            tmp[0] = 0;
+            return NULL;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (sb.st_mode & 07777) : 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));
         tmp[0] = 0;
         return NULL;
     }
-    mode_t mask = umask(0);   /* the mode fopen would give a new file */
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0) { /* keeps mkstemp's 0600: still usable */ }
+    if (exists) (void)fchmod(fd, sb.st_mode & 07777);   /* open's mode went through the umask */
     FILE *f = fdopen(fd, "w");
     if (!f) {
         fprintf(stderr, APP ": predict.output '%s': %s\n", path, strerror(errno));

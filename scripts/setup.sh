@@ -33,9 +33,14 @@ mapfile -t missing < <(missing_of "${PKGS[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  # A fresh machine's unattended-upgrades (or another set-up) may hold dpkg's lock: wait for it
-  # (up to 10 minutes) instead of failing at once.
+  # A fresh machine's apt-daily / unattended-upgrades (or another set-up) may hold apt's locks:
+  # wait instead of failing at once. install waits for dpkg's lock (DPkg::Lock::Timeout, up to
+  # 10 minutes); update takes the lists lock, which that option does not cover: retried.
   LOCK=(-o DPkg::Lock::Timeout=600)
-  $SUDO apt-get "${LOCK[@]}" update -qq
+  for i in $(seq 60); do
+    $SUDO apt-get "${LOCK[@]}" update -qq && break
+    [ "$i" -lt 60 ] || { echo "setup: apt-get update kept failing (another apt holds its lock?)" >&2; exit 1; }
+    sleep 10
+  done
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${LOCK[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "strategies/strategy.h"
+#if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
+#include "strategies/parallel/parallel.h"   /* volt__dist_comm */
+#endif
 #include "core/err.h"
 
 #define sfail(st, s, ...) VOLT__OBJ_ERRF(st, s, __VA_ARGS__)
@@ -93,6 +96,15 @@ volt_status volt__strategy_device_sum(volt_strategy *st, void *buf, size_t n, bo
 
 volt_status volt__strategy_drain(volt_strategy *st, const char *what) {
     return st->ops->version >= 6u && st->ops->drain ? st->ops->drain(st, what) : VOLT_OK;
+}
+
+volt_comm *volt__strategy_comm(volt_strategy *st) {
+#if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
+    return st ? volt__dist_comm(st) : NULL;
+#else
+    (void)st;
+    return NULL;
+#endif
 }
 
 void volt__strategy_owned_range(volt_strategy *st, int unit, int64_t *lo, int64_t *hi) {

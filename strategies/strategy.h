@@ -228,6 +228,8 @@ void volt__strategy_memory_report(volt_strategy *st, volt_memory_report *out);
 volt_status volt__strategy_check_capture(volt_strategy *st);
 volt_status volt__strategy_device_sum(volt_strategy *st, void *buf, size_t n, bool f64, const char *what);
 volt_status volt__strategy_drain(volt_strategy *st, const char *what);
+/* The comm of a multi-process strategy (its graph owners: comm.h), NULL for single. */
+struct volt_comm *volt__strategy_comm(volt_strategy *st);
 const char *volt__strategy_errmsg(const volt_strategy *st);
 
 /* ---- the optimizer boundary (strategies/boundary.c) ----------------------------------------- */

@@ -173,6 +173,16 @@ cp "$W/pred.csv" "$W/pred_keep.csv"
 [[ $rc == 1 ]] && grep -q "shape mismatch" "$W/e.log" || die "predict with a checkpoint of another shape: exit $rc: $(cat "$W/e.log")"
 cmp -s "$W/pred.csv" "$W/pred_keep.csv" || die "a failed predict clobbered predict.output: $(cat "$W/pred.csv")"
 [[ -z $(find "$W" -maxdepth 1 -name 'pred.csv.*') ]] || die "a failed predict left a temporary file: $(ls "$W")"
+# a predict that succeeds over an existing file keeps its permission bits; through a symbolic link
+# it writes the link's target (the link stays a link)
+chmod 640 "$W/pred.csv"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred.csv" >"$W/p.log" 2>&1 ||
+    { cat "$W/p.log"; die "predict over an existing file"; }
+[[ $(stat -c %a "$W/pred.csv") == 640 ]] || die "predict.output's mode became $(stat -c %a "$W/pred.csv"), was 640"
+ln -sf pred.csv "$W/pred_link.csv"
+"$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred_link.csv" >"$W/p.log" 2>&1 ||
+    { cat "$W/p.log"; die "predict through a link"; }
+[[ -L "$W/pred_link.csv" && $(wc -l <"$W/pred.csv") == 5 ]] || die "predict replaced the symbolic link predict.output"
 
 # ---- --pretrained with config.json: the shape comes from the folder, not --model-preset ----
 mkdir -p "$W/hf"

@@ -353,6 +353,7 @@ static void test_bad_name(void) {
     volt_trainer_destroy(t);
     /* single on more than one device is refused with the distributed names */
     volt_trainer_config_init(&c);
+    c.strategy = "single";   /* the default, "auto", is ddp at devices 2 */
     c.devices = 2;
     st = volt_trainer_create(&c, &t);
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "ddp"), "single with devices=2: %s",

@@ -147,9 +147,9 @@ void volt__compile_free(volt_trainer *t) {
 static void release_graphs(void *ctx) { volt__compile_free(ctx); }
 
 void volt__compile_destroy(volt_trainer *t) {
-    volt__compile_free(t);
-    if (t->graph_owner) volt__comm_graph_owner_remove(t);
+    if (t->graph_owner) volt__comm_graph_owner_remove(t);   /* first: no release after this */
     t->graph_owner = false;
+    volt__compile_free(t);
 }
 
 void volt_trainer_compile_stats(const volt_trainer *t, int64_t *eager, int64_t *captured, int64_t *replayed) {
@@ -347,9 +347,15 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
     e->ends_cleared = volt__params_grads_cleared(t->ps) > 0;
     mem_sig(t, &e->sig);
     t->compile_captured++;
-    if (t->world > 1 && !t->graph_owner) {   /* its collectives are in the graph */
-        volt__comm_graph_owner_add(release_graphs, t);
-        t->graph_owner = true;
+    if (t->world > 1 && !t->graph_owner) {   /* its comm's collectives are in the graph */
+        const volt_comm *comm = volt__strategy_comm(t->strategy);
+        if (comm && !volt__comm_graph_owner_add(comm, release_graphs, t)) {
+            volt_step_end(s);
+            volt__metrics_discard(t);
+            entry_clear(t, e);   /* without the registration an abort would wait on this graph forever */
+            return volt__terr(t, VOLT_ERR_NOMEM, "compile: out of memory registering the captured step's graph");
+        }
+        t->graph_owner = comm != NULL;
     }
     /* run the captured step once: the deferred checks and log queue are still the step's */
     st = launch(t, e, "running the just captured");
@@ -368,7 +374,11 @@ static volt_status replay(volt_trainer *t, volt_compiled *e) {
     t->dev->capture_note = NULL;
     if (e->boundary) {
         volt__optimizer_advance(t->opt);
+        const volt_compiled *kept = t->compiled;
         VOLT_TRY(before_step_hooks(t));
+        if (t->compiled != kept)   /* a hook's collective failed and its comm dropped the graphs (e with them) */
+            return volt__terr(t, VOLT_ERR_COMM, "compile: the step's graph was dropped during on_before_optimizer_step "
+                              "(its comm failed and aborted)");
     }
     /* what the captured step left for the host: the grads written by its backward (and cleared
      * by its boundary), its index checks, its logged values */

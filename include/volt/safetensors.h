@@ -105,7 +105,9 @@ VOLT_API const char *volt_st_writer_errmsg(const volt_st_writer *w);
  * declaration order, finish (crc32 of each tensor patched into the header, fsync, rename:
  * atomic like volt_file_write_atomic). finish consumes the stream; destroy abandons one
  * (the .tmp is removed, a file already at path is untouched). Tensors are laid out in
- * declaration order. Messages in volt_st_stream_errmsg (and err for create/finish). */
+ * declaration order. _meta's keys are volt_st_writer_meta's ("format": "volt" or "pt", any
+ * other value VOLT_ERR_INVALID_ARG; volt 0.2.0 before 2026-12-06 ignored "format"). Messages in
+ * volt_st_stream_errmsg (and err for create/finish). */
 typedef struct volt_st_stream volt_st_stream;
 VOLT_API volt_status volt_st_stream_create(const char *path, volt_st_stream **out, char *err, size_t errlen);
 VOLT_API volt_status volt_st_stream_declare(volt_st_stream *s, const char *name, volt_dtype dt, volt_shape shape);

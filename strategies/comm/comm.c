@@ -26,32 +26,46 @@ volt_status volt__comm_config_check(const volt_comm_config *cfg, char *err, size
 }
 
 /* ---- graph owners (comm.h) ---- */
-enum { MAX_GRAPH_OWNERS = 64 };
-static struct { void (*release)(void *); void *ctx; } g_owners[MAX_GRAPH_OWNERS];
-static int g_n_owners;
+typedef struct { const volt_comm *comm; void (*release)(void *); void *ctx; } graph_owner;
+static graph_owner *g_owners;
+static int g_n_owners, g_cap_owners;
 static pthread_mutex_t g_owners_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void volt__comm_graph_owner_add(void (*release)(void *ctx), void *ctx) {
+bool volt__comm_graph_owner_add(const volt_comm *c, void (*release)(void *ctx), void *ctx) {
+    bool ok = true;
     pthread_mutex_lock(&g_owners_mu);
-    if (g_n_owners < MAX_GRAPH_OWNERS) g_owners[g_n_owners++] = (__typeof__(g_owners[0])){ release, ctx };
+    if (g_n_owners == g_cap_owners) {
+        const int cap = g_cap_owners ? 2 * g_cap_owners : 8;
+        graph_owner *o = realloc(g_owners, sizeof *o * (size_t)cap);
+        if (o) { g_owners = o; g_cap_owners = cap; }
+        else ok = false;
+    }
+    if (ok) g_owners[g_n_owners++] = (graph_owner){ c, release, ctx };
     pthread_mutex_unlock(&g_owners_mu);
+    return ok;
 }
 
 void volt__comm_graph_owner_remove(void *ctx) {
     if (!ctx) return;
     pthread_mutex_lock(&g_owners_mu);
-    for (int i = 0; i < g_n_owners; i++)
-        if (g_owners[i].ctx == ctx) { g_owners[i] = g_owners[--g_n_owners]; break; }
+    for (int i = 0; i < g_n_owners;)
+        if (g_owners[i].ctx == ctx) g_owners[i] = g_owners[--g_n_owners];
+        else i++;
+    if (!g_n_owners) {   /* nothing left: no allocation outlives the last owner */
+        free(g_owners);
+        g_owners = NULL;
+        g_cap_owners = 0;
+    }
     pthread_mutex_unlock(&g_owners_mu);
 }
 
-void volt__comm_release_graphs(void) {
+/* Under the lock: a release (trainer/compile.c's, freeing its graphs) never calls back into the
+ * registry, and an owner's remove, which runs before it frees anything, waits for it. */
+void volt__comm_release_graphs(const volt_comm *c) {
     pthread_mutex_lock(&g_owners_mu);
-    const int n = g_n_owners;
-    __typeof__(g_owners[0]) o[MAX_GRAPH_OWNERS];
-    for (int i = 0; i < n; i++) o[i] = g_owners[i];
+    for (int i = 0; i < g_n_owners; i++)
+        if (g_owners[i].comm == c) g_owners[i].release(g_owners[i].ctx);
     pthread_mutex_unlock(&g_owners_mu);
-    for (int i = 0; i < n; i++) o[i].release(o[i].ctx);   /* outside the lock: a release may remove itself */
 }
 
 static int env_int(const char *const *names, int dflt) {

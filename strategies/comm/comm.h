@@ -216,16 +216,17 @@ int volt__comm_local_size(void);   /* OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_P
 int volt__comm_launched_size(void);
 int volt__comm_launched_rank(void);
 
-/* CUDA graphs that captured collectives (compile over several processes: trainer/compile.c).
- * NCCL (>= 2.26) finalizes and aborts a communicator only once every graph that captured one of
- * its collectives is destroyed: an abort while the graph's owner still holds it waits forever.
- * An owner registers a function that destroys its graphs (a launch in flight is freed when it
- * completes, which the abort lets happen); a comm about to abort after capturing calls every
- * registered one first (volt__comm_release_graphs). Process-wide: an owner's graphs dropped for
- * another owner's comm are captured again at its next step. */
-void volt__comm_graph_owner_add(void (*release)(void *ctx), void *ctx);
-void volt__comm_graph_owner_remove(void *ctx);   /* NULL-safe; a ctx never added is ignored */
-void volt__comm_release_graphs(void);
+/* CUDA graphs that captured a comm's collectives (compile over several processes:
+ * trainer/compile.c). NCCL (>= 2.26) finalizes and aborts a communicator only once every graph
+ * that captured one of its collectives is destroyed: an abort while the graph's owner still
+ * holds it waits forever. An owner registers, for comm c, a function that destroys its graphs
+ * (a launch in flight is freed when it completes, which the abort lets happen); c about to
+ * abort calls its owners' first (volt__comm_release_graphs), under the registry's lock, so an
+ * owner removed (before it frees what release touches) is never called after. add: false when
+ * out of memory. */
+bool volt__comm_graph_owner_add(const volt_comm *c, void (*release)(void *ctx), void *ctx);
+void volt__comm_graph_owner_remove(void *ctx);   /* every entry of ctx; NULL-safe */
+void volt__comm_release_graphs(const volt_comm *c);
 
 /* The NCCL backend (strategies/comm/nccl/; built with CUDA and MPI): libnccl.so.2 is loaded at
  * the first create. Serves cuda devices; one GPU per rank (the device the comm is made for). */

@@ -75,6 +75,7 @@ typedef struct nccl_impl {
     nccl_req *free_list, *all;
     int in_flight;
     bool captured_any;           /* a collective went into a CUDA graph: an abort releases the graphs first */
+    const volt_comm *self;       /* the comm this is the impl of: its graph owners (comm.h) */
     char errmsg[768];
     int *world_of;               /* member i's rank in MPI_COMM_WORLD (leave notices); NULL: the world */
 } nccl_impl;
@@ -92,10 +93,19 @@ static void mark_broken(nccl_impl *im, volt_status st) {
 
 /* The communicator can no longer be trusted: abort it (pending kernels exit). NCCL >= 2.26
  * aborts only once the graphs that captured its collectives are destroyed, so their owners
- * destroy them first (comm.h, volt__comm_release_graphs): kept, the abort waited forever. */
+ * destroy them first (comm.h, volt__comm_release_graphs): kept, the abort waited forever.
+ * While the compute stream is being captured, the open capture holds such references too and
+ * only its caller can end it: the comm stays broken (every later call fails at once) and is
+ * aborted at destroy (n_destroy), after the capture was dropped. */
 static void abort_comm(nccl_impl *im) {
-    if (im->comm && im->captured_any) volt__comm_release_graphs();
-    if (im->comm) g_nc->ncclCommAbort(im->comm);
+    if (!im->comm) return;
+    if (im->captured_any) {
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        volt__cuda_use(im->cx);
+        if (cudaStreamIsCapturing(im->cx->stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) return;
+        volt__comm_release_graphs(im->self);
+    }
+    g_nc->ncclCommAbort(im->comm);
     im->comm = NULL;
 }
 
@@ -577,6 +587,7 @@ volt_status volt__comm_nccl_create(const volt_comm_config *cfg, volt_comm **out,
     c->rank = rank;
     c->world = world;
     im->dev = dev;
+    im->self = c;
     im->cx = volt__cuda_ctx(dev);
     volt__cuda_use(im->cx);
     volt_status st = VOLT_OK;
