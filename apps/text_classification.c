@@ -208,6 +208,7 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
             return 1;
         }
         mc->pretrained_dir = o->pretrained;
+        mc->quiet = app_env_rank() > 0;   /* every rank loads the file; rank 0 tells what it found */
     } else {
         mc->vocab_size = vocab_n;      /* from scratch: one embedding row per vocab entry */
     }

@@ -32,7 +32,9 @@
 #                                                   --memory-report and --export-full, against
 #                                                   ddp on 2 ranks (the same dropout masks per
 #                                                   rank): weights and val losses to 1e-5;
-#                                                   single for names and shapes
+#                                                   single for names and shapes; --pretrained
+#                                                   (a folder without the head) under ddp: the
+#                                                   loader's notes printed once, not per rank
 #
 # Prints "app_text_classification <mode>: ok" when every check passed (ctest matches that
 # line), else what failed, and exits 1.
@@ -444,6 +446,37 @@ dist)
     "$CHECK" export "$W/ddp.safetensors" "$W/fsdp.safetensors" 1e-5 || die "fsdp: exported weights differ from ddp's"
     "$CHECK" losses "$W/runs_ddp/lightning_logs/version_0/metrics.csv" "$W/runs_fsdp/lightning_logs/version_0/metrics.csv" 1e-5 0 val_loss ||
         die "fsdp: logged validation losses differ from ddp's"
+    # --pretrained under ddp: every rank loads the folder; its notes (a head not in the file:
+    # newly initialised; the fixture's extra tensors: unused) are rank 0's alone, as on one
+    mkdir -p "$W/pre" && cp "$W/vocab.txt" "$W/pre/vocab.txt"
+    python3 - "$(dirname "$0")/fixtures/distilbert_tiny.safetensors" "$W/pre/model.safetensors" <<'PY' || die "no headless fixture"
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h, d, out, data = json.loads(b[8:8 + n]), b[8 + n:], {}, b''
+for k, v in h.items():   # the body alone, as distilbert-base-uncased's file
+    if k != '__metadata__' and 'classifier' in k: continue
+    if k != '__metadata__':
+        s, e = v['data_offsets']
+        v = dict(v, data_offsets=[len(data), len(data) + e - s])
+        data += d[s:e]
+    out[k] = v
+j = json.dumps(out).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + data)
+PY
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_pre" --batch-size 2 --strategy ddp --pretrained "$W/pre" \
+        >"$W/pre.log" 2>"$W/pre.err"
+    rc=$?
+    [[ $rc == 0 ]] || cat "$W/pre.err"
+    expect_ok pre $rc
+    for pat in "^distilbert: '.*': newly initialised \(not in the checkpoint; train them\): pre_classifier.weight" \
+               "^distilbert: '.*': unused tensor " "^distilbert: '.*': \.\.\. [0-9]+ unused tensors in all$"; do
+        n=$(grep -cE -- "$pat" "$W/pre.err")
+        want=1
+        [[ $pat == *"unused tensor "* ]] && want=5   # the first five named, then the count
+        [[ $n == "$want" ]] || { cat "$W/pre.err"; die "pre: '$pat' printed $n times on 2 ranks, want $want (rank 0 only)"; }
+    done
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac
