@@ -125,5 +125,13 @@ int text_read_texts(const opts *o, app *a);
 FILE *pred_open(const char *path, char *tmp, size_t tmplen);
 int pred_commit(FILE *f, const char *path, char *tmp);
 int text_ckpt_classes(const char *path, int64_t *n);
+/* apps/text_fingerprint.c: fit's run fingerprint (the data, tokenizer and --pretrained folder
+ * by content; JSON) into out; and, resuming a checkpoint that records the older path-based
+ * form, that form into fp when it matches this run's, else a refusal naming what differs
+ * (1; printed on rank 0). Both: 0 to go on, else the exit status, message printed. */
+int text_fingerprint(const opts *o, const app *a, const int64_t n_split[3], int n_classes,
+                     const volt_distilbert_config *mc, char *out, size_t n);
+int text_resume_legacy(const opts *o, const char *ckpt, const char *ckdir, bool anyway, const int64_t n_split[3],
+                       int n_classes, const volt_distilbert_config *mc, bool zero, char *fp, size_t n);
 
 #endif

@@ -208,6 +208,7 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
             return 1;
         }
         mc->pretrained_dir = o->pretrained;
+        mc->quiet = app_env_rank() > 0;   /* every rank loads the file; rank 0 tells what it found */
     } else {
         mc->vocab_size = vocab_n;      /* from scratch: one embedding row per vocab entry */
     }
@@ -300,18 +301,18 @@ int main(int argc, char **argv) {
     } else if (text_make_datasets(&o, &a) || text_make_loaders(&o, &a)) goto out;
 
     /* ---- trainer ---- */
-    char fingerprint[3 * PATH_N + 512];
-    snprintf(fingerprint, sizeof fingerprint,
-             "data=%s:%s;split=%lld,%lld,%lld;max_length=%d;vocab=%s;lowercase=%d;model=dim%lld,layers%d,heads%d,hidden%lld,"
-             "vocab%lld,pos%lld;classes=%d;pretrained=%s",
-             text_kind_name(o.kind), o.data_path, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2], o.max_length,
-             o.vocab, o.lowercase, (long long)mc.dim, mc.n_layers, mc.n_heads, (long long)mc.hidden_dim,
-             (long long)mc.vocab_size, (long long)mc.max_position, n_classes, o.pretrained ? o.pretrained : "");
     volt_trainer_config tc;
     volt_trainer_config_init(&tc);
     volt_cli_trainer_config(cli, &tc);          /* every trainer.* key; the merged config as run_config_json */
     /* only fit resumes; validate / test / predict load weights into whatever data they are given */
-    tc.run_fingerprint = !strcmp(o.sub, "fit") ? fingerprint : NULL;
+    char fingerprint[3 * PATH_N + 512];
+    if (!strcmp(o.sub, "fit")) {
+        if (text_fingerprint(&o, &a, n_split, n_classes, &mc, fingerprint, sizeof fingerprint) ||
+            text_resume_legacy(&o, app_fit_ckpt(cli), ckdir, tc.resume_anyway, n_split, n_classes, &mc, a.zero,
+                               fingerprint, sizeof fingerprint))
+            goto out;
+        tc.run_fingerprint = fingerprint;
+    }
     if (predict) tc.enable_logger = false;      /* nothing is logged; no run folder */
     st = volt_trainer_create(&tc, &a.t);
     if (st < 0) { fail("creating the trainer", st, a.t ? volt_trainer_errmsg(a.t) : NULL); goto out; }

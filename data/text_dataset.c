@@ -388,6 +388,26 @@ static volt_status tokenize_all(const volt_corpus *c, const volt_tokenizer *tok,
     return first;
 }
 
+/* The token cache's own key parts, for apps that identify a run by its data (a resume
+ * fingerprint): the same values the cache file's header holds. */
+volt_status volt_corpus_hash(const volt_corpus *c, uint64_t *out) {
+    if (!c || !out) return VOLT_ERR_INVALID_ARG;
+    int64_t n = volt_corpus_len(c);
+    uint64_t *scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
+    if (!scratch) return VOLT_ERR_NOMEM;
+    *out = corpus_hash(c, scratch);
+    free(scratch);
+    return VOLT_OK;
+}
+
+volt_status volt_text_tokenizer_hash(const volt_tokenizer *tok, uint64_t *out) {
+    if (!tok || !out) return VOLT_ERR_INVALID_ARG;
+    uint64_t fp;
+    if (tokenizer_fingerprint(tok, &fp) != VOLT_OK) return VOLT_ERR_NOMEM;
+    *out = mix64(vocab_hash(tok) ^ rotl64(fp, 29) ^ (uint64_t)volt_tokenizer_vocab_size(tok));
+    return VOLT_OK;
+}
+
 volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, int max_length,
                               const char *cache_dir, volt_dataset **out, bool *cache_hit,
                               char *err, size_t errlen) {

@@ -113,7 +113,8 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
         volt_distilbert_destroy(m);
         return VOLT_ERR_NOMEM;
     }
-    if (cfg->version >= 2) m->cfg = *cfg;
+    if (cfg->version >= 3) m->cfg = *cfg;   /* an older struct ends before its next version's fields */
+    else if (cfg->version == 2) memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, quiet));
     else memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, no_decay));
     m->cfg.version = VOLT_DISTILBERT_CONFIG_VERSION;
     m->cfg.pretrained_dir = m->pretrained_dir;

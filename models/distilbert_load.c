@@ -167,7 +167,7 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
             snprintf(why, sizeof why, "%s", volt_params_errmsg(ps));
             st = volt_params_fail(ps, st, "%s; the model's values were partly replaced (set it up afresh)", why);
         }
-    if (st >= 0) {
+    if (st >= 0 && !volt_distilbert_get_config(self)->quiet) {   /* notes: one process of several says them */
         if (*fresh)
             fprintf(stderr, "distilbert: '%s': newly initialised (not in the checkpoint; train them): %s\n", path, fresh);
         int unused = 0;

@@ -18,12 +18,23 @@
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message (a
 #                                                   checkpoint folder that cannot be written:
 #                                                   before the first batch)
+#   app_text_classification.sh fingerprint APP WORKDIR "" APP_CHECK
+#                                                   --resume checks the data, vocab and
+#                                                   --pretrained folder by content: the same
+#                                                   files by other paths (relative from another
+#                                                   folder, through a symlink) resume; another
+#                                                   file at the same path is refused, naming it;
+#                                                   a checkpoint with the older path-based
+#                                                   fingerprint resumes by the same paths and is
+#                                                   refused, naming the path, by others
 #   app_text_classification.sh dist APP WORKDIR VOLT_RUN APP_CHECK
 #                                                   the tiny preset under fsdp on 2 ranks with
 #                                                   --memory-report and --export-full, against
 #                                                   ddp on 2 ranks (the same dropout masks per
 #                                                   rank): weights and val losses to 1e-5;
-#                                                   single for names and shapes
+#                                                   single for names and shapes; --pretrained
+#                                                   (a folder without the head) under ddp: the
+#                                                   loader's notes printed once, not per rank
 #
 # Prints "app_text_classification <mode>: ok" when every check passed (ctest matches that
 # line), else what failed, and exits 1.
@@ -318,6 +329,73 @@ errors)
     ! grep -Eq '^(Epoch 0|Validation)|OnExceptionCheckpoint: could not save' "$W/e_ckdir.log" ||
         { cat "$W/e_ckdir.log"; die "e_ckdir: it trained (or tried to save) before refusing the folder"; }
     ;;
+fingerprint)
+    [[ -n $CHECK ]] || die "fingerprint needs APP_CHECK"
+    mkdir -p "$W/d1" "$W/pre" && ln -s d1 "$W/link" || die "mkdir"
+    cp "$W/tiny.csv" "$W/d1/tiny.csv"
+    cp "$(dirname "$0")/fixtures/distilbert_tiny.safetensors" "$W/pre/model.safetensors" || die "no fixture"
+    cp "$W/vocab.txt" "$W/pre/vocab.txt"
+    awk -F, 'NR == 1 { print; next } { sub(/,[01]$/, "," (NR % 3)); print }' "$W/tiny.csv" >"$W/d1/three.csv"
+    FP=(--model-preset tiny --max-length 16 --batch-size 4 --lr 1e-3 --cache-dir "$W/cache" --no-progress --workers 0 --limit-train-batches 2 --limit-val-batches 1 --limit-test-batches 1)
+    resumed() {   # LOGNAME RC ROOT STEP: exit 0 and ROOT's last checkpoint at global_step STEP (resumed, not afresh)
+        local log=$1 rc=$2 last=$3/checkpoints/csv-tiny/last.safetensors want=$4 step
+        expect_ok "$log" "$rc"
+        step=$("$CHECK" meta "$last" volt.global_step) || die "$log: no global_step"
+        [[ $step == "$want" ]] || { cat "$W/$log.log"; die "$log: last checkpoint at global_step $step, want $want (resumed)"; }
+    }
+    # epoch 1 with the paths relative to d1; epoch 2 by absolute paths through a symlink
+    (cd "$W/d1" && "$APP" --data csv:tiny.csv --vocab ../vocab.txt "${FP[@]}" --root "$W/runs" --epochs 1 >"$W/fp1.log" 2>&1)
+    expect_ok fp1 $?
+    run fp2 --data "csv:$W/link/tiny.csv" --vocab "$W/vocab.txt" "${FP[@]}" --root "$W/runs" --epochs 2 --resume
+    resumed fp2 $? "$W/runs" 4
+    # the same path, other content (one label flipped): refused, naming the data
+    sed -i '2s/,0$/,1/' "$W/d1/tiny.csv"
+    run fp3 --data "csv:$W/link/tiny.csv" --vocab "$W/vocab.txt" "${FP[@]}" --root "$W/runs" --epochs 3 --resume
+    expect_err fp3 $? "comes from a run with other data or model settings: data_hash: "
+    cp "$W/runs/checkpoints/csv-tiny/last.safetensors" "$W/plain.safetensors"   # fp2's (step 4), for the old form below
+    # --pretrained (its vocab.txt picked up): relative, then through '..'; then other weights
+    (cd "$W" && "$APP" --data csv:d1/three.csv --pretrained pre "${FP[@]}" --root "$W/runs_pre" --epochs 1 >"$W/fp4.log" 2>&1)
+    expect_ok fp4 $?
+    run fp5 --data "csv:$W/link/../d1/three.csv" --pretrained "$W/link/../pre" "${FP[@]}" --root "$W/runs_pre" --epochs 2 \
+        --resume
+    resumed fp5 $? "$W/runs_pre" 4
+    python3 - "$W/pre/model.safetensors" <<'PY' || die "cannot change the weights"
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[-4] ^= 1    # the last f32's lowest mantissa bit: other weights, the same names, shapes and size
+open(sys.argv[1], 'wb').write(b)
+PY
+    run fp6 --data "csv:$W/d1/three.csv" --pretrained "$W/pre" "${FP[@]}" --root "$W/runs_pre" --epochs 3 --resume
+    expect_err fp6 $? "comes from a run with other data or model settings: pretrained_hash: "
+    # A checkpoint from before fingerprints by content records the paths typed: the same
+    # paths resume it (and the run's new checkpoints keep that form); others are refused,
+    # naming each path that differs
+    python3 - "$W/plain.safetensors" "$W/legacy.safetensors" "data=csv:$W/d1/tiny.csv;split=48,6,6;max_length=16;vocab=$W/vocab.txt;lowercase=1;model=dim32,layers2,heads4,hidden64,vocab30,pos16;classes=2;pretrained=" <<'PY' || die "cannot write the old fingerprint"
+import json, struct, sys, zlib
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+m = h['__metadata__']
+m['volt.run_fingerprint'] = sys.argv[3]
+# the metadata checksum (trainer/checkpoint_meta.c): crc32 of "key\0value\0", keys sorted
+c = 0
+for k in sorted((k for k in m if k != 'format' and not k.startswith('crc32:') and k != 'volt.meta_crc32'), key=str.encode):
+    c = zlib.crc32(k.encode() + b'\0' + m[k].encode() + b'\0', c)
+m['volt.meta_crc32'] = '%08x' % c
+j = json.dumps(h, separators=(',', ':')).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+    cp "$W/tiny.csv" "$W/d1/tiny.csv"
+    run fp7 --data "csv:$W/link/tiny.csv" --vocab "$W/vocab.txt" "${FP[@]}" --root "$W/runs" --epochs 3 \
+        --ckpt_path "$W/legacy.safetensors"
+    expect_err fp7 $? "predates fingerprints by content.*: data: 'csv:$W/d1/tiny.csv' -> 'csv:$W/link/tiny.csv'"
+    run fp8 --data "csv:$W/d1/tiny.csv" --vocab "$W/vocab.txt" "${FP[@]}" --root "$W/runs" --epochs 3 \
+        --ckpt_path "$W/legacy.safetensors"
+    resumed fp8 $? "$W/runs" 6
+    fp=$("$CHECK" meta "$W/runs/checkpoints/csv-tiny/last.safetensors" volt.run_fingerprint) || die "fp8: no fingerprint"
+    [[ $fp == data=csv:"$W"/d1/tiny.csv\;* ]] || die "fp8: the resumed run's checkpoint records '$fp', want the old form"
+    ;;
 dist)
     [[ -n $VOLT_RUN && -n $CHECK ]] || die "dist needs VOLT_RUN and APP_CHECK"
     DIST=(--data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --limit-train-batches 3 --limit-val-batches 2
@@ -368,6 +446,37 @@ dist)
     "$CHECK" export "$W/ddp.safetensors" "$W/fsdp.safetensors" 1e-5 || die "fsdp: exported weights differ from ddp's"
     "$CHECK" losses "$W/runs_ddp/lightning_logs/version_0/metrics.csv" "$W/runs_fsdp/lightning_logs/version_0/metrics.csv" 1e-5 0 val_loss ||
         die "fsdp: logged validation losses differ from ddp's"
+    # --pretrained under ddp: every rank loads the folder; its notes (a head not in the file:
+    # newly initialised; the fixture's extra tensors: unused) are rank 0's alone, as on one
+    mkdir -p "$W/pre" && cp "$W/vocab.txt" "$W/pre/vocab.txt"
+    python3 - "$(dirname "$0")/fixtures/distilbert_tiny.safetensors" "$W/pre/model.safetensors" <<'PY' || die "no headless fixture"
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h, d, out, data = json.loads(b[8:8 + n]), b[8 + n:], {}, b''
+for k, v in h.items():   # the body alone, as distilbert-base-uncased's file
+    if k != '__metadata__' and 'classifier' in k: continue
+    if k != '__metadata__':
+        s, e = v['data_offsets']
+        v = dict(v, data_offsets=[len(data), len(data) + e - s])
+        data += d[s:e]
+    out[k] = v
+j = json.dumps(out).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + data)
+PY
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_pre" --batch-size 2 --strategy ddp --pretrained "$W/pre" \
+        >"$W/pre.log" 2>"$W/pre.err"
+    rc=$?
+    [[ $rc == 0 ]] || cat "$W/pre.err"
+    expect_ok pre $rc
+    for pat in "^distilbert: '.*': newly initialised \(not in the checkpoint; train them\): pre_classifier.weight" \
+               "^distilbert: '.*': unused tensor " "^distilbert: '.*': \.\.\. [0-9]+ unused tensors in all$"; do
+        n=$(grep -cE -- "$pat" "$W/pre.err")
+        want=1
+        [[ $pat == *"unused tensor "* ]] && want=5   # the first five named, then the count
+        [[ $n == "$want" ]] || { cat "$W/pre.err"; die "pre: '$pat' printed $n times on 2 ranks, want $want (rank 0 only)"; }
+    done
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac

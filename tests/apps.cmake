@@ -2,7 +2,7 @@
 # prints "<name> <mode>: ok" only when the app exited as expected and printed what it must.
 # (The apps/ targets are defined after tests/; generator expressions resolve at generate time.)
 # ctest reads the script's exit status (no PASS_REGULAR_EXPRESSION: it would hide it).
-foreach(mode smoke errors)
+foreach(mode smoke errors fingerprint)
   add_test(NAME app_text_classification_${mode}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_text_classification.sh ${mode}
       $<TARGET_FILE:volt-text-classification>

@@ -88,8 +88,13 @@ typedef struct volt_distilbert_config {
        (no decay for biases and LayerNorm weights) with these names:
        "*.bias,*LayerNorm.weight,*layer_norm.weight" */
     const char *no_decay;
+    /* ---- version 3 ---- */
+    /* true: volt_distilbert_load prints no notes (newly initialised parameters, unused
+       tensors); its errors are unchanged. For every process but one when several load the
+       same file (ranks > 0 under a distributed strategy). Default false. */
+    bool quiet;
 } volt_distilbert_config;
-#define VOLT_DISTILBERT_CONFIG_VERSION 2u
+#define VOLT_DISTILBERT_CONFIG_VERSION 3u
 
 /* Defaults: distilbert-base-uncased, 2 classes, Adam lr 5e-5, no schedule. */
 VOLT_API void volt_distilbert_config_init(volt_distilbert_config *cfg);
@@ -131,7 +136,7 @@ VOLT_API volt_tensor *volt_distilbert_forward(void *self, volt_step *s, volt_ten
  * vocab_projector) and an embeddings.position_ids buffer are ignored; other unused tensors
  * are listed on stderr. Missing head
  * parameters (pre_classifier, classifier) keep their values and are reported on stderr as
- * newly initialised. Errors (message in volt_params_errmsg): IO / CORRUPT (the file),
+ * newly initialised. The notes are not printed when the module's config says quiet. Errors (message in volt_params_errmsg): IO / CORRUPT (the file),
  * NOT_FOUND (a missing body tensor, named), SHAPE (a tensor whose shape differs: both
  * shapes named), DTYPE. Requires a finalized store. */
 VOLT_API volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path);

@@ -130,6 +130,13 @@ VOLT_API volt_status volt_text_html_strip(const char *html, size_t len, char **o
 VOLT_API volt_status volt_text_dataset(const volt_corpus *c, const volt_tokenizer *tok, int max_length,
                               const char *cache_dir, volt_dataset **out, bool *cache_hit,
                               char *err, size_t errlen);
+/* What the cache key above is made of, for an app that identifies its data by content (e.g.
+ * a resume fingerprint): a 64-bit hash of the corpus's texts and labels in order (equal for
+ * the same content however its files were named or reached), and of the tokenizer (every
+ * token string in id order and its options, probed). Not cryptographic. Errors:
+ * VOLT_ERR_INVALID_ARG (NULL), VOLT_ERR_NOMEM. */
+VOLT_API volt_status volt_corpus_hash(const volt_corpus *c, uint64_t *out);
+VOLT_API volt_status volt_text_tokenizer_hash(const volt_tokenizer *tok, uint64_t *out);
 /* The default cache folder: $XDG_CACHE_HOME/volt/tokens, else $HOME/.cache/volt/tokens,
  * written into buf (NUL-terminated). VOLT_ERR_NOT_FOUND if neither variable is set,
  * VOLT_ERR_INVALID_ARG if buf is too small. */

@@ -1,0 +1,192 @@
+/* The run fingerprint of a text-classification fit (volt_trainer_config.run_fingerprint):
+ * what must be the same for --resume / --ckpt_path to continue a run. The trainer compares
+ * it as a string and, both being JSON objects, names each key that differs.
+ *
+ * The data, the tokenizer and the --pretrained folder are identified by what they hold, not
+ * by the paths typed: `--data imdb:.` run from aclImdb/ and `--data imdb:../aclImdb` from
+ * elsewhere are one run, and another file put at the same path is another run. Checkpoints
+ * written before this recorded the paths ("data=csv:PATH;...;pretrained=DIR"); see
+ * text_resume_legacy. */
+#include <fcntl.h>
+#include "text_app.h"
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33; x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t step(uint64_t x, const unsigned char *p) {
+    uint64_t k;
+    memcpy(&k, p, 8);
+    k *= 0x87C37B91114253D5ull; k = rotl64(k, 31); k *= 0x4CF5AD432745937Full;
+    return rotl64(x ^ k, 27) * 5 + 0x52DCE729;
+}
+
+/* A 64-bit hash of a file's bytes (MurmurHash3-style, 8 bytes a step, as the token cache's;
+ * not cryptographic), folded into *h. -1 with errno set when it cannot be read. */
+static int hash_file(const char *path, uint64_t *h) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    enum { CHUNK = 1 << 20 };   /* a multiple of 8: only the file's last word is partial */
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) { close(fd); errno = ENOMEM; return -1; }
+    uint64_t x = *h, total = 0;
+    ssize_t got = 0;
+    size_t fill = 0;
+    for (;;) {
+        got = read(fd, buf + fill, CHUNK - fill);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        fill += (size_t)got;
+        if (fill < CHUNK) continue;   /* short reads: fill the chunk, so words never straddle two */
+        for (size_t i = 0; i < CHUNK; i += 8) x = step(x, buf + i);
+        total += CHUNK;
+        fill = 0;
+    }
+    int e = errno;
+    close(fd);
+    if (got < 0) { free(buf); errno = e; return -1; }
+    size_t i = 0;
+    for (; i + 8 <= fill; i += 8) x = step(x, buf + i);
+    uint64_t k = 0;
+    for (size_t j = 0; i + j < fill; j++) k |= (uint64_t)buf[i + j] << (8 * j);
+    free(buf);
+    *h = mix64(x ^ mix64(k ^ 0x2545F4914F6CDD1Dull) ^ (total + fill));
+    return 0;
+}
+
+/* --pretrained by content: config.json (when there is one) and every byte of
+ * model.safetensors. The whole weight file rather than its size or header, because two
+ * fine-tunes of one model have the same names, shapes and size and differ only in their
+ * values; and it costs little: the file is read in full by the load that follows (which then
+ * finds it in the page cache), about 0.1 s per 250 MB (distilbert-base) once cached, on each
+ * rank, once per fit. The folder's path (as typed or resolved) would say nothing of either. */
+static int pretrained_hash(const char *dir, uint64_t *out) {
+    char p[PATH_N + 32];
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (is_file(p) && hash_file(p, &h) < 0) goto fail;
+    h = mix64(h + 1);   /* a folder without config.json is not one whose config.json is empty */
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (hash_file(p, &h) < 0) goto fail;
+    *out = h;
+    return 0;
+fail:
+    fprintf(stderr, APP ": --pretrained: cannot read '%s': %s\n", p, strerror(errno));
+    return 1;
+}
+
+int text_fingerprint(const opts *o, const app *a, const int64_t n_split[3], int n_classes,
+                     const volt_distilbert_config *mc, char *out, size_t n) {
+    uint64_t data_h, tok_h, pre_h = 0;
+    volt_status st;
+    if ((st = volt_corpus_hash(a->all, &data_h)) < 0) return fail("hashing the corpus", st, NULL);
+    if ((st = volt_text_tokenizer_hash(a->tok, &tok_h)) < 0) return fail("hashing the tokenizer", st, NULL);
+    if (o->pretrained && pretrained_hash(o->pretrained, &pre_h)) return 1;
+    char pre[32] = "null";
+    if (o->pretrained) snprintf(pre, sizeof pre, "\"%016llx\"", (unsigned long long)pre_h);
+    /* data_hash: the texts and labels in order (the token cache's key), so the data's kind
+     * and split sizes with the seed fix each split; tokenizer_hash: the vocab's tokens and the
+     * tokenizer's options (lowercase among them; kept apart as the flag a user changes) */
+    int w = snprintf(out, n, "{\"data\":\"%s\",\"data_hash\":\"%016llx\",\"split\":\"%lld,%lld,%lld\",\"max_length\":%d,"
+                     "\"tokenizer_hash\":\"%016llx\",\"lowercase\":%s,\"model\":\"dim%lld,layers%d,heads%d,hidden%lld,"
+                     "vocab%lld,pos%lld\",\"classes\":%d,\"pretrained_hash\":%s}",
+                     text_kind_name(o->kind), (unsigned long long)data_h, (long long)n_split[0], (long long)n_split[1],
+                     (long long)n_split[2], o->max_length, (unsigned long long)tok_h, o->lowercase ? "true" : "false",
+                     (long long)mc->dim, mc->n_layers, mc->n_heads, (long long)mc->hidden_dim, (long long)mc->vocab_size,
+                     (long long)mc->max_position, n_classes, pre);
+    return w > 0 && (size_t)w < n ? 0 : fail("building the run fingerprint", VOLT_ERR_INVALID_ARG, NULL);
+}
+
+/* ---- checkpoints from before content fingerprints ----------------------------------------- */
+
+/* The fingerprint this run would have had then: the paths as typed. */
+static void legacy_fingerprint(const opts *o, const int64_t n_split[3], int n_classes, const volt_distilbert_config *mc,
+                               char *out, size_t n) {
+    snprintf(out, n,
+             "data=%s:%s;split=%lld,%lld,%lld;max_length=%d;vocab=%s;lowercase=%d;model=dim%lld,layers%d,heads%d,hidden%lld,"
+             "vocab%lld,pos%lld;classes=%d;pretrained=%s",
+             text_kind_name(o->kind), o->data_path, (long long)n_split[0], (long long)n_split[1], (long long)n_split[2],
+             o->max_length, o->vocab, o->lowercase, (long long)mc->dim, mc->n_layers, mc->n_heads, (long long)mc->hidden_dim,
+             (long long)mc->vocab_size, (long long)mc->max_position, n_classes, o->pretrained ? o->pretrained : "");
+}
+
+/* "key: 'saved' -> 'now'" for each key of the "k=v;k=v" forms that differs. */
+static void legacy_diff(const char *saved, const char *now, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (const char *s = saved; *s && k < n;) {
+        const char *end = strchr(s, ';'), *eq = memchr(s, '=', end ? (size_t)(end - s) : strlen(s));
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (eq) {
+            size_t kl = (size_t)(eq - s);
+            const char *v = eq + 1, *o = NULL;   /* the same key in now */
+            for (const char *t = now; t && *t; t = strchr(t, ';') ? strchr(t, ';') + 1 : NULL)
+                if (!strncmp(t, s, kl) && t[kl] == '=') { o = t + kl + 1; break; }
+            size_t vl = len - kl - 1, ol = o ? strcspn(o, ";") : 0;
+            if (!o || vl != ol || strncmp(v, o, vl))
+                k += (size_t)snprintf(out + k, n - k, "%s%.*s: '%.*s' -> '%.*s'", k ? "; " : "", (int)kl, s,
+                                      (int)(vl < 300 ? vl : 300), v, (int)(ol < 300 ? ol : 300), o ? o : "");
+        }
+        s += len + (end ? 1 : 0);
+    }
+}
+
+static bool want_none(const char *name, void *ctx) { (void)name; (void)ctx; return false; }
+
+/* The file fit resumes from, as the trainer picks it: a path as given; "last" the newer
+ * (mtime) of ModelCheckpoint's last and OnExceptionCheckpoint's file in ckdir. NULL: none
+ * the app can name ("best"), or nothing there. */
+static const char *resume_file(const char *ckpt, const char *ckdir, char *buf, size_t n) {
+    if (!ckpt || !strcmp(ckpt, "best")) return NULL;
+    if (strcmp(ckpt, "last")) return ckpt;
+    const char *names[2] = { "last", "on_exception" };
+    struct timespec best = { 0, 0 };
+    const char *pick = NULL;
+    for (int i = 0; i < 2; i++) {
+        char p[PATH_N + 128];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s.safetensors", ckdir, names[i]);
+        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (pick && (sb.st_mtim.tv_sec < best.tv_sec || (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec <= best.tv_nsec)))
+            continue;
+        best = sb.st_mtim;
+        snprintf(buf, n, "%s", p);
+        pick = buf;
+    }
+    return pick;
+}
+
+/* A checkpoint that records the old, path-based fingerprint: the same paths resume it as
+ * before (fp becomes the old form, which the checkpoints of the resumed run carry on); other
+ * paths or settings are refused here, naming each (the trainer would only show the two
+ * texts), unless resume_anyway. Returns 0 to go on, 1 when refused (message printed). */
+int text_resume_legacy(const opts *o, const char *ckpt, const char *ckdir, bool anyway, const int64_t n_split[3],
+                       int n_classes, const volt_distilbert_config *mc, bool zero, char *fp, size_t n) {
+    char buf[PATH_N + 128], err[PATH_N + 256];
+    const char *path = resume_file(ckpt, ckdir, buf, sizeof buf);
+    volt_st_file *f = NULL;
+    if (!path || volt_st_open_some(path, want_none, NULL, &f, err, sizeof err) < 0) return 0;   /* the trainer says why */
+    const char *saved = volt_st_meta(f, "volt.run_fingerprint");
+    if (!saved || saved[0] == '{') { volt_st_close(f); return 0; }   /* none, or this form: the trainer's check */
+    char *now = malloc(3 * PATH_N + 512), diff[2048];
+    if (!now) { volt_st_close(f); return fail("checking the checkpoint", VOLT_ERR_NOMEM, NULL); }
+    legacy_fingerprint(o, n_split, n_classes, mc, now, 3 * PATH_N + 512);
+    int rc = 0;
+    if (!strcmp(saved, now)) snprintf(fp, n, "%s", now);
+    else if (!anyway) {
+        legacy_diff(saved, now, diff, sizeof diff);
+        if (zero)
+            fprintf(stderr, APP ": checkpoint '%s' comes from a run with other data or model settings, or was given them "
+                    "by other paths (it predates fingerprints by content, so paths are all it records): %s (start a new "
+                    "run, or set trainer.resume_anyway to resume it anyway)\n", path, diff[0] ? diff : "its fingerprint differs");
+        rc = 1;
+    }
+    free(now);
+    volt_st_close(f);
+    return rc;
+}
