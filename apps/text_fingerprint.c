@@ -8,54 +8,31 @@
  * written before this recorded the paths ("data=csv:PATH;...;pretrained=DIR"); see
  * text_resume_legacy. */
 #include <fcntl.h>
+#include <zlib.h>
 #include "text_app.h"
 
-static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33; x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33; x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t step(uint64_t x, const unsigned char *p) {
-    uint64_t k;
-    memcpy(&k, p, 8);
-    k *= 0x87C37B91114253D5ull; k = rotl64(k, 31); k *= 0x4CF5AD432745937Full;
-    return rotl64(x ^ k, 27) * 5 + 0x52DCE729;
-}
-
-/* A 64-bit hash of a file's bytes (MurmurHash3-style, 8 bytes a step, as the token cache's;
- * not cryptographic), folded into *h. -1 with errno set when it cannot be read. */
-static int hash_file(const char *path, uint64_t *h) {
+/* zlib's crc32 of a file's bytes, and its size. -1 with errno set when it cannot be read. */
+static int crc_file(const char *path, uint32_t *crc, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    enum { CHUNK = 1 << 20 };   /* a multiple of 8: only the file's last word is partial */
+    enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
     if (!buf) { close(fd); errno = ENOMEM; return -1; }
-    uint64_t x = *h, total = 0;
-    ssize_t got = 0;
-    size_t fill = 0;
-    for (;;) {
-        got = read(fd, buf + fill, CHUNK - fill);
+    uLong c = crc32(0L, Z_NULL, 0);
+    uint64_t n = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, CHUNK)) != 0) {
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        fill += (size_t)got;
-        if (fill < CHUNK) continue;   /* short reads: fill the chunk, so words never straddle two */
-        for (size_t i = 0; i < CHUNK; i += 8) x = step(x, buf + i);
-        total += CHUNK;
-        fill = 0;
+        if (got < 0) break;
+        c = crc32_z(c, buf, (z_size_t)got);
+        n += (uint64_t)got;
     }
     int e = errno;
-    close(fd);
-    if (got < 0) { free(buf); errno = e; return -1; }
-    size_t i = 0;
-    for (; i + 8 <= fill; i += 8) x = step(x, buf + i);
-    uint64_t k = 0;
-    for (size_t j = 0; i + j < fill; j++) k |= (uint64_t)buf[i + j] << (8 * j);
     free(buf);
-    *h = mix64(x ^ mix64(k ^ 0x2545F4914F6CDD1Dull) ^ (total + fill));
+    close(fd);
+    if (got < 0) { errno = e; return -1; }
+    *crc = (uint32_t)c;
+    *size = n;
     return 0;
 }
 
@@ -63,17 +40,21 @@ static int hash_file(const char *path, uint64_t *h) {
  * model.safetensors. The whole weight file rather than its size or header, because two
  * fine-tunes of one model have the same names, shapes and size and differ only in their
  * values; and it costs little: the file is read in full by the load that follows (which then
- * finds it in the page cache), about 0.1 s per 250 MB (distilbert-base) once cached, on each
- * rank, once per fit. The folder's path (as typed or resolved) would say nothing of either. */
-static int pretrained_hash(const char *dir, uint64_t *out) {
-    char p[PATH_N + 32];
-    uint64_t h = 0x9E3779B97F4A7C15ull;
+ * finds it in the page cache), one zlib crc32 pass (with the size: "<config>-<weights>", each
+ * crc.size) on each rank, once per fit. The folder's path (as typed or resolved) would say
+ * nothing of either. */
+static int pretrained_hash(const char *dir, char *out, size_t n) {
+    char p[PATH_N + 32], cfg[32] = "none";   /* a folder without config.json is not one with an empty one */
+    uint32_t crc;
+    uint64_t size;
     snprintf(p, sizeof p, "%s/config.json", dir);
-    if (is_file(p) && hash_file(p, &h) < 0) goto fail;
-    h = mix64(h + 1);   /* a folder without config.json is not one whose config.json is empty */
+    if (is_file(p)) {
+        if (crc_file(p, &crc, &size) < 0) goto fail;
+        snprintf(cfg, sizeof cfg, "%08x.%llx", (unsigned)crc, (unsigned long long)size);
+    }
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    if (hash_file(p, &h) < 0) goto fail;
-    *out = h;
+    if (crc_file(p, &crc, &size) < 0) goto fail;
+    snprintf(out, n, "\"%s-%08x.%llx\"", cfg, (unsigned)crc, (unsigned long long)size);
     return 0;
 fail:
     fprintf(stderr, APP ": --pretrained: cannot read '%s': %s\n", p, strerror(errno));
@@ -82,13 +63,12 @@ fail:
 
 int text_fingerprint(const opts *o, const app *a, const int64_t n_split[3], int n_classes,
                      const volt_distilbert_config *mc, char *out, size_t n) {
-    uint64_t data_h, tok_h, pre_h = 0;
+    uint64_t data_h, tok_h;
     volt_status st;
     if ((st = volt_corpus_hash(a->all, &data_h)) < 0) return fail("hashing the corpus", st, NULL);
     if ((st = volt_text_tokenizer_hash(a->tok, &tok_h)) < 0) return fail("hashing the tokenizer", st, NULL);
-    if (o->pretrained && pretrained_hash(o->pretrained, &pre_h)) return 1;
-    char pre[32] = "null";
-    if (o->pretrained) snprintf(pre, sizeof pre, "\"%016llx\"", (unsigned long long)pre_h);
+    char pre[64] = "null";   /* config.json's and model.safetensors' crc32 and size */
+    if (o->pretrained && pretrained_hash(o->pretrained, pre, sizeof pre)) return 1;
     /* data_hash: the texts and labels in order (the token cache's key), so the data's kind
      * and split sizes with the seed fix each split; tokenizer_hash: the vocab's tokens and the
      * tokenizer's options (lowercase among them; kept apart as the flag a user changes) */

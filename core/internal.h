@@ -318,9 +318,9 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
                       volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs);
 /* Same, but the output aliases `view_of`'s data (reshape). */
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape);
-/* True if any input is NULL (the step already carries an error) — front-ends return NULL. */
-/* An input of op is NULL: the step fails naming op and the input (with a volt__null_note said
- * during the step: why the caller got a NULL). */
+/* True if any input is NULL or the step already failed: front-ends then return NULL. A NULL
+ * input fails the step naming op and the input, with a volt__null_note said during the step
+ * (why the caller got a NULL: a misspelt batch field). */
 bool volt__any_null(volt_step *s, const char *op, int n, volt_tensor *const *in);
 /* Shape error naming the op and shapes. Returns NULL for use in `return volt__shape_err(...)`. */
 volt_tensor *volt__shape_err(volt_step *s, const char *op, const char *what,

@@ -938,6 +938,15 @@ static void test_stop_flags(volt_dataset *ds) {
         volt_trainer_destroy(t);
     }
     CHECK(volt_trainer_config_check(NULL, NULL, 0) == VOLT_ERR_INVALID_ARG, "config_check(NULL)");
+#ifdef VOLT_HAVE_MPI
+    {   /* a NULL strategy is the default, "auto" (ddp at devices 2), not single (refused at devices 2) */
+        volt_trainer_config_init(&c);
+        c.strategy = NULL;
+        c.devices = 2;
+        char e[640] = "";
+        CHECK(volt_trainer_config_check(&c, e, sizeof e) == VOLT_OK, "strategy NULL, devices 2: %s", e);
+    }
+#endif
 
     /* min_epochs: a stop asked for at every epoch's end waits for epoch 3 */
     volt_loader *tl2 = make_loader(ds, 64, true, 0);   /* 4 batches an epoch */

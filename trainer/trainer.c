@@ -116,9 +116,10 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     t->root_dir = dup_or(cfg->default_root_dir && *cfg->default_root_dir ? cfg->default_root_dir : NULL, ".");
     t->logger_name = dup_or(cfg->logger_name, "lightning_logs");
     t->precision = dup_or(cfg->precision, "32-true");
-    /* "auto" resolved here (ddp when the job has several processes): what the summary, the run's
-     * config and checkpoints name */
-    t->strategy_name = dup_or(volt__strategy_resolve(cfg->strategy, cfg->devices, cfg->num_nodes), "single");
+    /* "auto" (also NULL: the default, as for the other names) resolved here (ddp when the job has
+     * several processes): what the summary, the run's config and checkpoints name */
+    t->strategy_name = dup_or(volt__strategy_resolve(cfg->strategy ? cfg->strategy : "auto", cfg->devices, cfg->num_nodes),
+                              "single");
     t->clip_algo = dup_or(cfg->gradient_clip_algorithm, "norm");
     t->run_config_json = cfg->run_config_json ? strdup(cfg->run_config_json) : NULL;
     t->run_fingerprint = cfg->run_fingerprint ? strdup(cfg->run_fingerprint) : NULL;
