@@ -38,6 +38,13 @@ const volt_cli_key app_run_keys[] = {
     { "weight_averaging.update_starting_at_step", VOLT_CLI_INT, "-1", "weight averaging: first optimizer step (0-based) that updates (-1 = from the first)", NULL, NULL, -1, 1e12 },
     { "weight_averaging.update_starting_at_epoch", VOLT_CLI_INT, "-1", "weight averaging: also update at the end of each epoch from this one (0-based; -1 = never)", NULL, NULL, -1, 1e12 },
     { "accumulation.scheduling", VOLT_CLI_STRING, NULL, "GradientAccumulationScheduler (Lightning's): EPOCH:FACTOR,... (e.g. \"0:8,4:4,8:1\": 8 batches per optimizer step in epochs 0-3, 4 in 4-7, then 1; epochs 0-based, before the first given 1); leave trainer.accumulate_grad_batches at 1", NULL, NULL, 0, 0 },
+    { "finetuning.backbone", VOLT_CLI_STRING, NULL, "BackboneFinetuning (Lightning's): the backbone's parameters, fnmatch globs on the whole name, comma-separated (text app: \"distilbert.*\"); frozen until finetuning.unfreeze_backbone_at_epoch, then trained in an optimizer group of their own whose lr starts at a tenth of the model's and grows each epoch; null = off", NULL, NULL, 0, 0 },
+    { "finetuning.unfreeze_backbone_at_epoch", VOLT_CLI_INT, "10", "BackboneFinetuning: the epoch (0-based) at whose start the backbone is unfrozen", NULL, NULL, 0, 1e12 },
+    { "finetuning.multiplier", VOLT_CLI_FLOAT, "1.5", "BackboneFinetuning: the backbone's lr is multiplied by this at each later epoch start (Lightning's multiplicative lambda_func)", NULL, NULL, 0, 1e9 },
+    { "finetuning.backbone_initial_ratio_lr", VOLT_CLI_FLOAT, "0.1", "BackboneFinetuning: the backbone's first lr as a fraction of the model's current lr", NULL, NULL, 0, 1e9 },
+    { "finetuning.backbone_initial_lr", VOLT_CLI_FLOAT, "-1", "BackboneFinetuning: the backbone's first lr itself (-1 = from backbone_initial_ratio_lr)", NULL, NULL, -1, 1e9 },
+    { "finetuning.should_align", VOLT_CLI_BOOL, "true", "BackboneFinetuning: never raise the backbone's lr above the model's", NULL, NULL, 0, 0 },
+    { "finetuning.verbose", VOLT_CLI_BOOL, "false", "BackboneFinetuning: print the lrs at each change", NULL, NULL, 0, 0 },
     { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/, test/ and predict/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
     { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
@@ -177,6 +184,31 @@ volt_status app_add_accumulation_scheduler(volt_trainer *t, const volt_cli *c) {
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--accumulation.scheduling '%s': want EPOCH:FACTOR,... "
                                  "(e.g. 0:8,4:4,8:1; at most %d entries)", spec, MAX);
     return volt_add_gradient_accumulation_scheduler(t, ep, fa, n);
+}
+
+volt_status app_add_backbone_finetuning(volt_trainer *t, const volt_cli *c) {
+    const char *bb = volt_cli_str(c, "finetuning.backbone");
+    if (!bb) {
+        static const char *const others[] = { "finetuning.unfreeze_backbone_at_epoch", "finetuning.multiplier",
+                                              "finetuning.backbone_initial_ratio_lr", "finetuning.backbone_initial_lr",
+                                              "finetuning.should_align", "finetuning.verbose" };
+        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+            if (volt_cli_was_set(c, others[i]))
+                return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--%s is set but finetuning.backbone is not: name the backbone's "
+                                         "parameters (e.g. --finetuning.backbone 'distilbert.*')", others[i]);
+        return VOLT_OK;
+    }
+    volt_backbone_finetuning_config bc;
+    volt_backbone_finetuning_config_init(&bc);
+    bc.backbone = bb;
+    bc.unfreeze_backbone_at_epoch = volt_cli_int(c, "finetuning.unfreeze_backbone_at_epoch");
+    bc.multiplier = (float)volt_cli_float(c, "finetuning.multiplier");
+    bc.backbone_initial_ratio_lr = (float)volt_cli_float(c, "finetuning.backbone_initial_ratio_lr");
+    const double init = volt_cli_float(c, "finetuning.backbone_initial_lr");
+    bc.backbone_initial_lr = init < 0 ? NAN : (float)init;
+    bc.should_align = volt_cli_bool(c, "finetuning.should_align");
+    bc.verbose = volt_cli_bool(c, "finetuning.verbose");
+    return volt_add_backbone_finetuning(t, &bc);
 }
 
 volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c) {

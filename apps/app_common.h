@@ -58,6 +58,9 @@ volt_status app_add_accumulation_scheduler(volt_trainer *t, const volt_cli *c);
 /* WeightAveraging from the weight_averaging.* keys: mode "ema" (or only weight_averaging.decay
  * given) or "swa"; nothing for "none". */
 volt_status app_add_weight_averaging(volt_trainer *t, const volt_cli *c);
+/* BackboneFinetuning from the finetuning.* keys (off without finetuning.backbone; another key
+ * given without it is an error). */
+volt_status app_add_backbone_finetuning(volt_trainer *t, const volt_cli *c);
 
 /* ThroughputMonitor from the throughput.* keys (on with throughput.enabled, or when another
  * throughput.* key is given and throughput.enabled is not): the app's items and FLOPs per

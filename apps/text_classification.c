@@ -324,6 +324,10 @@ int main(int argc, char **argv) {
         fail("adding WeightAveraging", st, volt_trainer_errmsg(a.t));
         goto out;
     }
+    if (!predict && (st = app_add_backbone_finetuning(a.t, cli)) < 0) {
+        fail("adding BackboneFinetuning", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
     if (!predict && (st = app_add_accumulation_scheduler(a.t, cli)) < 0) {
         fail("adding GradientAccumulationScheduler", st, volt_trainer_errmsg(a.t));
         goto out;

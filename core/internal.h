@@ -438,6 +438,7 @@ uint64_t volt__params_inits(void);
 /* Counts every change of a parameter's requires_grad in the process (volt_param_set_requires_grad):
  * a captured step (trainer/compile.c) froze which parameters get grads and updates. */
 uint64_t volt__params_trainable_gen(void);
+void volt__params_layout_changed(void);   /* bumps it: an optimizer's groups moved parameters */
 
 static inline volt_param_rec *volt__param_rec(const volt_tensor *t) { return (volt_param_rec *)t; }
 /* volt_params_clip_grad_norm in two halves, for a strategy that sums the norm over ranks on the
@@ -480,6 +481,7 @@ volt_status volt__scheduler_config_check(const struct volt_scheduler_config *c, 
 /* A captured optimizer step's host half on replay (core/optim.c): this step's volt_opt_coef
  * into the host source of the H2D copy the graph launch re-issues, and the step count. */
 struct volt_optimizer;
+struct volt_optim_group;
 void volt__optimizer_advance(struct volt_optimizer *opt);
 /* volt_optimizer_step whose updates read a device flag first and change nothing when it is
  * nonzero (volt_update_args.skip; NULL: volt_optimizer_step). The step count advances either
@@ -494,6 +496,12 @@ void volt__optimizer_unstep(struct volt_optimizer *opt);
 int64_t volt__optimizer_launches(const struct volt_optimizer *opt);
 /* Group g's current lr, alone (volt_scheduler: lr_at of the group's own base lr). */
 void volt__optimizer_set_group_lr(struct volt_optimizer *opt, int g, float lr);
+/* A checkpoint's added group back (trainer/checkpoint.c): as volt_optimizer_add_param_group,
+ * with the step count it was added at and its current lr (NAN: its base lr). */
+volt_status volt__optimizer_add_group_at(struct volt_optimizer *opt, const struct volt_optim_group *gr, int64_t step0, float lr_now);
+/* Drops the added groups from index n on (a failed resume's), their parameters back where
+ * they were. */
+void volt__optimizer_truncate_groups(struct volt_optimizer *opt, int n);
 
 /* ---- RNG: core/rng.h ---- */
 

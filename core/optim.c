@@ -236,7 +236,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     opt->ps = ps;
     opt->dev = ps->dev;
     opt->lr = c.lr;
-    opt->n_groups = 1 + c.n_groups;
+    opt->n_groups = opt->n_cfg_groups = 1 + c.n_groups;
     opt->group_base_lr[0] = opt->group_lr[0] = c.lr;
     opt->group_wd[0] = c.weight_decay;
     opt->group_params[0] = counts[0];
@@ -255,7 +255,9 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
         opt->units = calloc((size_t)opt->n_units, sizeof *opt->units);
         if (!opt->units) { free(opt); return VOLT_ERR_NOMEM; }
     }
-    if (!(opt->coef_dev = volt__dev_alloc(opt->dev, sizeof *opt->coef_dev * (size_t)opt->n_groups))) {
+    /* room for every group there can be: an added group (volt_optimizer_add_param_group) needs
+     * no allocation on the device */
+    if (!(opt->coef_dev = volt__dev_alloc(opt->dev, sizeof *opt->coef_dev * (size_t)OPT_GROUPS))) {
         volt_optimizer_destroy(opt);
         return VOLT_ERR_NOMEM;
     }
@@ -307,10 +309,13 @@ static void make_coef(const volt_optimizer *opt, int g, volt_opt_coef *c) {
         c->momentum = cfg->momentum;
         c->one_minus_damp = (float)(1.0 - (double)cfg->dampening);
         c->nesterov = cfg->nesterov;
-        c->first = opt->steps == 0;
+        c->first = opt->steps <= opt->group_step0[g];
         return;
     }
-    const double b1 = cfg->beta1, b2 = cfg->beta2, t = (double)(opt->steps + 1);
+    /* an added group counts its own steps (torch's per-parameter step, which starts at a
+     * parameter's first update) */
+    const int64_t own = opt->steps - opt->group_step0[g];
+    const double b1 = cfg->beta1, b2 = cfg->beta2, t = (double)(own > 0 ? own + 1 : 1);
     const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
     c->wd = cfg->kind == VOLT_OPTIM_ADAM ? wd : 0.f;
     c->decay = cfg->kind == VOLT_OPTIM_ADAMW ? (float)(1.0 - lr * (double)wd) : 1.f;
@@ -464,7 +469,7 @@ void volt_optimizer_set_lr(volt_optimizer *opt, float lr) {
     if (!opt) return;
     opt->lr = opt->group_lr[0] = lr;
     const float base = opt->cfg.lr;
-    for (int g = 1; g < opt->n_groups; g++) {
+    for (int g = 1; g < opt->n_cfg_groups; g++) {   /* an added group keeps its own lr */
         const float gb = opt->group_base_lr[g];
         opt->group_lr[g] = gb == base || !(base > 0.f) ? lr : (float)((double)gb * ((double)lr / (double)base));
     }
@@ -496,6 +501,104 @@ int volt_optimizer_param_group(const volt_optimizer *opt, const volt_tensor *p) 
         if (volt_unit_param(ou->u, pi) == p) return ou->group ? ou->group[pi] : 0;
     return -1;
 }
+/* ---- added groups (torch's add_param_group) ------------------------------------------- */
+/* The group of parameter `name` with the added groups: the last added group matching it (each
+ * add moved its parameters), else the config's. */
+static int group_now(const volt_optimizer *opt, const char *name) {
+    for (int g = opt->n_groups - 1; g >= opt->n_cfg_groups; g--)
+        if (pat_match(opt->pattern[g], name)) return g;
+    return group_of(&opt->cfg, name);
+}
+
+/* Every unit's group map and the groups' counts from the config and the added groups. The
+ * maps are allocated first, so a failure changes nothing. */
+static volt_status remap_groups(volt_optimizer *opt) {
+    for (int i = 0; i < opt->n_units; i++) {
+        opt_unit *ou = &opt->units[i];
+        const int np = volt_unit_param_count(ou->u);
+        if (opt->n_groups > 1 && np > 0 && !ou->group && !(ou->group = malloc((size_t)np))) return VOLT_ERR_NOMEM;
+    }
+    int cnt[OPT_GROUPS] = { 0 };
+    for (int i = 0; i < volt_params_count(opt->ps); i++) cnt[group_now(opt, volt_params_at(opt->ps, i)->name)]++;
+    for (int i = 0; i < opt->n_units; i++) {
+        opt_unit *ou = &opt->units[i];
+        for (int pi = 0; ou->group && pi < volt_unit_param_count(ou->u); pi++)
+            ou->group[pi] = (uint8_t)group_now(opt, volt_unit_param(ou->u, pi)->name);
+    }
+    for (int g = 0; g < opt->n_groups; g++) opt->group_params[g] = cnt[g];
+    volt__params_layout_changed();   /* a captured step's updates split by the old groups */
+    return VOLT_OK;
+}
+
+volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_group *gr, int64_t step0, float lr_now) {
+    if (!opt || !gr) return VOLT_ERR_INVALID_ARG;
+    opt->errmsg[0] = '\0';
+    if (opt->n_groups >= OPT_GROUPS)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: it has %d groups besides the default one, at most %d",
+                        opt->n_groups - 1, VOLT_OPTIM_MAX_GROUPS);
+    if (!gr->params || !gr->params[0]) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: no params pattern");
+    if (!rate_ok(gr->lr) || !rate_ok(gr->weight_decay) || !(isfinite(lr_now) || isnan(lr_now)) || lr_now < 0.f)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': invalid lr %g or weight_decay %g (>= 0, or NAN "
+                        "for the config's)", gr->params, gr->lr, gr->weight_decay);
+    char el[PAT_MAX];
+    int r, k = 0;
+    for (const char *s = gr->params; (r = pat_next(&s, el)) != 0; k++) {
+        if (r < 0) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: a pattern longer than %d bytes", PAT_MAX - 1);
+        if (!el[0]) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': empty pattern (element %d)", gr->params, k + 1);
+        bool hit = false;
+        for (int i = 0; !hit && i < volt_params_count(opt->ps); i++) hit = fnmatch(el, volt_params_at(opt->ps, i)->name, 0) == 0;
+        if (!hit)
+            return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: pattern '%s' matches no parameter (patterns are "
+                            "fnmatch globs on the whole name, e.g. \"backbone.*\")", el);
+    }
+    const int g = opt->n_groups;
+    if (!(opt->pattern[g] = strdup(gr->params))) return VOLT_ERR_NOMEM;
+    opt->group_base_lr[g] = isnan(gr->lr) ? opt->cfg.lr : gr->lr;
+    opt->group_lr[g] = isnan(lr_now) ? opt->group_base_lr[g] : lr_now;
+    opt->group_wd[g] = isnan(gr->weight_decay) ? opt->cfg.weight_decay : gr->weight_decay;
+    opt->group_step0[g] = step0;
+    opt->n_groups++;
+    volt_status st = remap_groups(opt);
+    if (st < 0) {
+        opt->n_groups--;
+        free(opt->pattern[g]);
+        opt->pattern[g] = NULL;
+        return st;
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_optimizer_add_param_group(volt_optimizer *opt, const volt_optim_group *gr) {
+    return volt__optimizer_add_group_at(opt, gr, opt ? opt->steps : 0, NAN);
+}
+
+void volt__optimizer_truncate_groups(volt_optimizer *opt, int n) {
+    if (!opt || n < opt->n_cfg_groups || n >= opt->n_groups) return;
+    for (int g = n; g < opt->n_groups; g++) {
+        free(opt->pattern[g]);
+        opt->pattern[g] = NULL;
+        opt->group_step0[g] = 0;
+    }
+    opt->n_groups = n;
+    (void)remap_groups(opt);   /* the maps exist: nothing to allocate */
+}
+
+volt_status volt_optimizer_set_group_lr(volt_optimizer *opt, int g, float lr) {
+    if (!opt) return VOLT_ERR_INVALID_ARG;
+    if (g < 0 || g >= opt->n_groups) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_group_lr: group %d of %d", g, opt->n_groups);
+    if (!isfinite(lr) || lr < 0.f) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_group_lr: invalid lr %g (must be >= 0)", lr);
+    volt__optimizer_set_group_lr(opt, g, lr);
+    return VOLT_OK;
+}
+
+int volt_optimizer_config_group_count(const volt_optimizer *opt) { return opt ? opt->n_cfg_groups : 0; }
+const char *volt_optimizer_group_params(const volt_optimizer *opt, int g) {
+    return opt && g > 0 && g < opt->n_groups ? opt->pattern[g] : NULL;
+}
+int64_t volt_optimizer_group_first_step(const volt_optimizer *opt, int g) {
+    return opt && g >= 0 && g < opt->n_groups ? opt->group_step0[g] : 0;
+}
+
 int64_t volt_optimizer_step_count(const volt_optimizer *opt) { return opt ? opt->steps : 0; }
 void volt_optimizer_set_step_count(volt_optimizer *opt, int64_t steps) {
     if (opt) opt->steps = steps > 0 ? steps : 0;

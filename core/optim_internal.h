@@ -28,12 +28,15 @@ struct volt_optimizer {
     opt_unit *units;
     int n_states;
     volt_dtype state_dt;            /* cfg.state_dtype */
-    int n_groups;                   /* 1 + cfg.n_groups */
-    char *pattern[OPT_GROUPS];      /* copies of cfg.groups[g - 1].params (cfg points at them) */
+    int n_groups;                   /* 1 + cfg.n_groups + the groups added since */
+    int n_cfg_groups;               /* 1 + cfg.n_groups: the groups a scheduler and set_lr move */
+    char *pattern[OPT_GROUPS];      /* copies of cfg.groups[g - 1].params (cfg points at them),
+                                       then the added groups' */
+    int64_t group_step0[OPT_GROUPS];   /* the step count when the group was added (0: config's) */
     float group_base_lr[OPT_GROUPS], group_wd[OPT_GROUPS], group_lr[OPT_GROUPS];
     int group_params[OPT_GROUPS];   /* parameters in each group */
     volt_opt_coef coef_host[OPT_GROUPS];   /* this step's scalars per group (the H2D copy's fixed source) */
-    volt_opt_coef *coef_dev;        /* device copy the update reads: n_groups of them */
+    volt_opt_coef *coef_dev;        /* device copy the update reads: room for OPT_GROUPS, n_groups used */
     float lr;                       /* group 0's current lr (group_lr[0]) */
     int64_t steps;
     int64_t launches;               /* backend updates issued, all steps (tests) */

@@ -247,9 +247,11 @@ volt_status volt_params_finalize(volt_params *ps) {
     return VOLT_OK;
 }
 
-/* Flips of requires_grad, process-wide: a captured step froze which parameters it updates */
+/* Flips of requires_grad and moves between optimizer groups, process-wide: a captured step
+ * froze which parameters it updates, and how (the launches split by group) */
 static _Atomic uint64_t g_trainable_gen;
 uint64_t volt__params_trainable_gen(void) { return atomic_load(&g_trainable_gen); }
+void volt__params_layout_changed(void) { atomic_fetch_add(&g_trainable_gen, 1); }
 
 void volt_param_set_requires_grad(volt_tensor *p, bool requires_grad) {
     if (!p || !(p->flags & VOLT_TENSOR_PARAM)) return;

@@ -113,9 +113,11 @@ float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int6
 
 /* Every parameter group's lr at the counter: lr_at(its own base lr), group 0's being the
  * config's (LambdaLR: the factor applies to every group's initial lr; exact also when the
- * config's base lr is 0, where volt_optimizer_set_lr has no ratio to scale by). */
+ * config's base lr is 0, where volt_optimizer_set_lr has no ratio to scale by). The groups
+ * of the optimizer's config only: one added later (volt_optimizer_add_param_group) keeps the
+ * lr its owner sets, as torch's schedulers zip their base lrs with the groups they knew. */
 static void apply(volt_scheduler *s) {
-    for (int g = 0; g < volt_optimizer_group_count(s->opt); g++)
+    for (int g = 0; g < volt_optimizer_config_group_count(s->opt); g++)
         volt__optimizer_set_group_lr(s->opt, g, volt_scheduler_lr_at(&s->cfg, volt_optimizer_group_base_lr(s->opt, g), s->last_step));
 }
 

@@ -109,7 +109,10 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac   # absolute: the test stage
 # the nccl stage runs test_nccl; the simulator build adds the text app on cuda (label gpu, 15 min)
 TEST_EXCLUDE='^test_nccl$'
 [ "$SIM" = 1 ] && TEST_EXCLUDE='^(test_nccl|app_text_classification_cuda)$'
-RES=${OUT:+$(cd "$OUT" && pwd)/device-check.out}   # absolute: the test stage runs in $BUILD
+# absolute: the test stage runs in $BUILD; an OUT that does not exist yet is made (without it
+# `cd` failed and the file went to /device-check.out)
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" || { echo "device-check: cannot make OUT=$OUT" >&2; exit 1; }; fi
+RES=${OUT:+$(cd "$OUT" && pwd)/device-check.out}
 RES=${RES:-$ROOT/device-check.out}
 : > "$RES"
 T0=$(date +%s)

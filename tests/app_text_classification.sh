@@ -293,6 +293,21 @@ PY
     grep -q '3 classes' "$W/pre.log" || die "pre: the 3-class CSV was not read as 3 classes"
     run pre_2class --data "csv:$W/tiny.csv" "${PRE[@]}" --epochs 1
     expect_err pre_2class $? "classifier.weight.*shape"
+    # BackboneFinetuning from the command line: the backbone frozen in epoch 0 (the summary's
+    # trainable count), unfrozen at epoch 1 into an lr group of its own (a column of its own in
+    # metrics.csv); a pattern matching no parameter fails the fit, naming it
+    BF=()
+    for a in "${COMMON[@]}"; do [[ $a == "$W/runs" ]] && BF+=("$W/runs_bf") || BF+=("$a"); done
+    BF+=(--data "csv:$W/tiny.csv" --epochs 2 --limit-train-batches 3 --limit-val-batches 2 --limit-test-batches 2
+         --trainer.log_every_n_steps 1)
+    run bf "${BF[@]}" --finetuning.backbone 'distilbert.*' --finetuning.unfreeze_backbone_at_epoch 1 --finetuning.verbose
+    expect_ok bf $?
+    grep -Eq '^1\.1 K +Trainable params' "$W/bf.log" || { cat "$W/bf.log"; die "bf: the summary does not show the backbone frozen"; }
+    grep -q '^BackboneFinetuning: epoch 1: 36 backbone parameters unfrozen; current lr: 0.001' "$W/bf.log" ||
+        { cat "$W/bf.log"; die "bf: the backbone was not unfrozen at epoch 1"; }
+    head -1 "$W/runs_bf/lightning_logs/version_0/metrics.csv" | grep -q 'lr-Adam/pg2' || die "bf: no lr column of the backbone's group"
+    run bf_typo "${BF[@]}" --finetuning.backbone 'bert.*'
+    expect_err bf_typo $? "backbone pattern 'bert\.\*' matches no parameter"
     grep -A1 'Test accuracy' "$W/csv.log"
     ;;
 errors)

@@ -52,6 +52,12 @@ foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)
   volt_mpi_test(test_freeze_${s}_np2 2 90 freeze ${s})
 endforeach()
 
+# BackboneFinetuning (an optimizer group added at epoch 1, its parameters frozen before) under
+# the sharding strategies: equal to single with it.
+foreach(s zero2 fsdp)
+  volt_mpi_test(test_backbone_${s}_np2 2 90 backbone ${s})
+endforeach()
+
 # Weight averaging (EMA) under sharding: each rank averages its slice; swaps for validation and
 # the copy at train end gather the parameters again. Equal to single with EMA.
 foreach(s ddp zero1 zero2 fsdp fsdp_shard_grad_op)

@@ -18,6 +18,7 @@
  * global_step, the skipped count, the scale and its tracker must equal eager's too.
  * And the MLP with optimizer parameter groups (two lrs, two weight decays).
  * And the MLP with parameters frozen and thawed between epochs: each change drops the graphs.
+ * And BackboneFinetuning (fc1 frozen, then its own added optimizer group from epoch 1).
  * And the MLP with EMA weight averaging (32-true, bf16-mixed, 16-mixed with skips).
  * And gradient accumulation: accumulate_grad_batches 2 (windows of batches [4 4] [2]: the short
  * batch alone in the epoch's last, shorter window) at 32-true, bf16-mixed, with norm clipping
@@ -93,6 +94,7 @@ static int64_t g_accum = 1;   /* accumulate_grad_batches */
 static bool g_sched;          /* GradientAccumulationScheduler {0: 1, 1: 2, 3: 3} instead */
 static bool g_lr_find;        /* fit, lr_find, fit again on the same trainer */
 static bool g_freeze;         /* parameters frozen and thawed between steps (test_freeze) */
+static bool g_backbone;       /* BackboneFinetuning: fc1.* frozen, then an added optimizer group */
 /* the micro-steps of a run of g_steps optimizer steps (batches 4, 4, 2: an optimizer step per
  * window of g_accum batches and at each epoch's end), and the graphs a compiled run captures */
 static int micro_steps(void) {
@@ -100,6 +102,17 @@ static int micro_steps(void) {
     const int epochs = g_steps / per_epoch, rest = g_steps % per_epoch;
     return 3 * epochs + (rest ? (int)(rest * g_accum) : 0);
 }
+
+/* with g_backbone: at epoch 2's start fc2.bias moves into a group of its own (lr 1e-2) while
+ * trainable all along: only the group change can drop the graphs there */
+static volt_status add_group_epoch(void *self, volt_trainer *t) {
+    (void)self;
+    if (volt_trainer_current_epoch(t) != 2) return VOLT_OK;
+    const volt_optim_group g = { .params = "fc2.bias", .lr = 1e-2f, .weight_decay = NAN };
+    return volt_optimizer_add_param_group(volt_trainer_optimizer(t), &g);
+}
+static const volt_callback_ops add_group_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "AddGroup",
+                                                 .on_train_epoch_start = add_group_epoch };
 
 static run_out run(bool bert, const char *precision, bool compile, volt_dataset *ds, float clip) {
     run_out r;
@@ -126,6 +139,14 @@ static run_out run(bool bert, const char *precision, bool compile, volt_dataset 
     if (g_sched) {
         static const int64_t ep[3] = { 0, 1, 3 }, fa[3] = { 1, 2, 3 };
         CHECK_OK(volt_add_gradient_accumulation_scheduler(t, ep, fa, 3));
+    }
+    if (g_backbone) {
+        volt_backbone_finetuning_config bc;
+        volt_backbone_finetuning_config_init(&bc);
+        bc.backbone = "fc1.*";
+        bc.unfreeze_backbone_at_epoch = 1;
+        CHECK_OK(volt_add_backbone_finetuning(t, &bc));
+        CHECK_OK(volt_trainer_add_callback(t, &add_group_ops, NULL));
     }
     if (g_ema) {
         volt_weight_averaging_config wc;
@@ -220,10 +241,10 @@ static void compare(const char *name, bool bert, const char *precision, volt_dat
      * a window's first and its last (k 2; the short batch is alone in its window) or middle (k 3;
      * the short batch ends the window) */
     const int64_t want_graphs = (g_accum > 1 ? 3 : 2) * (g_lr_find ? 2 : 1);   /* lr_find's new optimizer: captured again */
-    if (g_freeze)   /* each change dropped the graphs: eager steps again at epochs 1 and 3, replays after */
-        CHECK(g.eager >= 6 && g.captured > want_graphs && g.replayed > 0, "%s: eager %lld (want >= 6: the graphs "
-              "dropped at each change), captured %lld, replayed %lld", name, (long long)g.eager, (long long)g.captured,
-              (long long)g.replayed);
+    if (g_freeze || g_backbone)   /* each change dropped the graphs: eager steps again at epochs 1 (and 3), replays after */
+        CHECK(g.eager >= 6 && g.captured > want_graphs && g.replayed > 0, "%s: eager %lld (want >= %d: the "
+              "graphs dropped at each change), captured %lld, replayed %lld", name, (long long)g.eager, 6,
+              (long long)g.captured, (long long)g.replayed);
     else if (!g_sched)
         CHECK(g.replayed >= g_steps / 2 && g.captured == want_graphs, "%s: the compiled run replayed (captured %lld, want "
               "%lld; replayed %lld)", name, (long long)g.captured, (long long)want_graphs, (long long)g.replayed);
@@ -398,6 +419,21 @@ static void test_freeze(volt_dataset *ds) {
     g_mlp_ops = &mlp_ops;
 }
 
+/* BackboneFinetuning: fc1.* frozen through epoch 0, then thawed and moved into an added
+ * optimizer group (its own lr, changed each epoch, and its own Adam step count); at epoch 2
+ * fc2.bias, trainable all along, moves into a third group: each add drops the graphs (kept,
+ * the replay's updates would still run by the old groups), and the lr changes reach the
+ * replays through the per-step coefficient copy */
+static void test_backbone(volt_dataset *ds) {
+    g_backbone = true;
+    const int steps = g_steps;
+    g_steps = STEPS;
+    compare("mlp 32-true backbone finetuning (fc1 frozen, then its own group at epoch 1; fc2.bias's at 2)", false, "32-true", ds,
+            0.f);
+    g_steps = steps;
+    g_backbone = false;
+}
+
 int main(void) {
     const volt_backend *be = volt__backend_find("cuda");
     if (!be) { printf("SKIP: volt was built without the cuda backend\n"); return 77; }
@@ -487,6 +523,7 @@ int main(void) {
     if (wanted("host data")) test_host_data(mds);
     if (wanted("groups")) test_groups(mds);
     if (wanted("freeze")) test_freeze(mds);
+    if (wanted("backbone")) test_backbone(mds);
     if (wanted("tf32")) test_tf32();
     volt_dataset_destroy(mds);
     volt_dataset_destroy(bds);

@@ -106,6 +106,7 @@ static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_
 static bool g_groups;   /* mlp_opt adds parameter groups (test_groups_dist) */
 static bool g_ema;      /* make_trainer adds EMA weight averaging (test_ema_dist) */
 static int g_max_steps; /* make_trainer's max_steps when set, else STEPS */
+static bool g_backbone; /* make_trainer adds BackboneFinetuning (fc1.*, from epoch 1) over 3 epochs (test_backbone_dist) */
 
 static volt_status mlp_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_ADAMW;
@@ -162,8 +163,8 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
     c.precision = g_precision;
-    c.max_epochs = 1;
-    c.max_steps = g_max_steps ? g_max_steps : STEPS;
+    c.max_epochs = g_backbone ? 3 : 1;
+    c.max_steps = g_backbone ? -1 : g_max_steps ? g_max_steps : STEPS;
     c.accumulate_grad_batches = ACC;
     c.gradient_clip_val = 0.05f;        /* small: clipping is active every step */
     c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = false;
@@ -181,6 +182,13 @@ static volt_trainer *make_trainer(const char *strategy, const char *root) {
         volt_weight_averaging_config_init(&wc);
         wc.decay = 0.7f;
         CHECK_OK(volt_add_weight_averaging(t, &wc));
+    }
+    if (g_backbone) {
+        volt_backbone_finetuning_config bc;
+        volt_backbone_finetuning_config_init(&bc);
+        bc.backbone = "fc1.*";
+        bc.unfreeze_backbone_at_epoch = 1;
+        CHECK_OK(volt_add_backbone_finetuning(t, &bc));
     }
     return t;
 }
@@ -944,6 +952,17 @@ static void freeze_check(const char *name, volt_trainer *t, const float *mine, c
     CHECK(memcmp(mine, ref->theta0, sizeof(float) * w1_n) != 0, "%s: fc1.weight did not train after it thawed", name);
 }
 static void test_freeze_dist(const char *name) { test_switch_dist(name, &g_freeze, "frozen parameters", freeze_check); }
+
+/* BackboneFinetuning under sharding: fc1.* frozen in epoch 0, then moved into an added
+ * optimizer group (its own lr and Adam step count) on every rank's slice. */
+static void backbone_check(const char *name, volt_trainer *t, const float *mine, const ref_run *ref) {
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    CHECK(volt_optimizer_group_count(opt) == 2 && volt_optimizer_group_param_count(opt, 1) == 2 &&
+          volt_optimizer_group_first_step(opt, 1) == STEPS, "%s: the backbone's group (%d groups, added at %lld)", name,
+          volt_optimizer_group_count(opt), (long long)volt_optimizer_group_first_step(opt, 1));
+    CHECK(memcmp(mine, ref->theta0, sizeof(float) * H1 * IN) != 0, "%s: fc1.weight did not train after the unfreeze", name);
+}
+static void test_backbone_dist(const char *name) { test_switch_dist(name, &g_backbone, "BackboneFinetuning", backbone_check); }
 
 /* ---- weight averaging (EMA) under every strategy -------------------------------------------------
  * The fit with EMA on N ranks equals single's on the global batch: the model at the end (the
@@ -2411,6 +2430,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "parity") && argc > 2) test_parity(argv[2]);
     else if (!strcmp(mode, "groups") && argc > 2) test_groups_dist(argv[2]);
     else if (!strcmp(mode, "freeze") && argc > 2) test_freeze_dist(argv[2]);
+    else if (!strcmp(mode, "backbone") && argc > 2) test_backbone_dist(argv[2]);
     else if (!strcmp(mode, "ema") && argc > 2) test_ema_dist(argv[2]);
     else if (!strcmp(mode, "ema_resume") && argc > 2) test_ema_resume(argv[2]);
     else if (!strcmp(mode, "memory")) test_memory();

@@ -137,19 +137,27 @@ static double short_decimal(float v) {
 
 /* The optimizer's parameter groups, when it has more than one (a file without them is one
  * group): "volt.optimizer.groups" = [{"params": null for the default group, else the
- * patterns, "lr": base lr, "weight_decay", "n_params": members}, ...] in group order. */
+ * patterns, "lr": base lr, "weight_decay", "n_params": members}, ...] in group order. A group
+ * added during the fit (volt_optimizer_add_param_group: BackboneFinetuning) also has
+ * "added": true, "lr_now" (its lr, which no scheduler restores) and "first_step" (the step
+ * count it was added at: its own Adam step count starts there). */
 static volt_status put_groups(volt_trainer *t, volt_st_writer *w) {
-    const volt_optimizer_config *oc = volt_optimizer_get_config(t->opt);
     cJSON *arr = cJSON_CreateArray();
+    const int ncfg = volt_optimizer_config_group_count(t->opt);
     for (int g = 0; arr && g < volt_optimizer_group_count(t->opt); g++) {
         cJSON *o = cJSON_CreateObject();
         if (!o) break;
         cJSON_AddItemToArray(arr, o);
         if (g == 0) cJSON_AddNullToObject(o, "params");
-        else cJSON_AddStringToObject(o, "params", oc->groups[g - 1].params);
+        else cJSON_AddStringToObject(o, "params", volt_optimizer_group_params(t->opt, g));
         cJSON_AddNumberToObject(o, "lr", short_decimal(volt_optimizer_group_base_lr(t->opt, g)));
         cJSON_AddNumberToObject(o, "weight_decay", short_decimal(volt_optimizer_group_weight_decay(t->opt, g)));
         cJSON_AddNumberToObject(o, "n_params", volt_optimizer_group_param_count(t->opt, g));
+        if (g >= ncfg) {
+            cJSON_AddTrueToObject(o, "added");
+            cJSON_AddNumberToObject(o, "lr_now", short_decimal(volt_optimizer_group_lr(t->opt, g)));
+            cJSON_AddNumberToObject(o, "first_step", (double)volt_optimizer_group_first_step(t->opt, g));
+        }
     }
     char *js = arr ? cJSON_PrintUnformatted(arr) : NULL;
     cJSON_Delete(arr);
@@ -158,13 +166,30 @@ static volt_status put_groups(volt_trainer *t, volt_st_writer *w) {
     return st;
 }
 
+/* A saved group that was added during its fit, back into this run's optimizer. */
+static volt_status readd_group(volt_trainer *t, const cJSON *o, int g, const char *path) {
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(o, "params"), *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"),
+                *wd = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"), *now = cJSON_GetObjectItemCaseSensitive(o, "lr_now"),
+                *fs = cJSON_GetObjectItemCaseSensitive(o, "first_step");
+    if (!cJSON_IsString(pp) || !cJSON_IsNumber(lr) || !cJSON_IsNumber(wd) || !cJSON_IsNumber(now) || !cJSON_IsNumber(fs) ||
+        !(fs->valuedouble >= 0 && fs->valuedouble <= 1e15))
+        return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups': added group %d is damaged", path, g);
+    const volt_optim_group gr = { .params = pp->valuestring, .lr = (float)lr->valuedouble, .weight_decay = (float)wd->valuedouble };
+    volt_status st = volt__optimizer_add_group_at(t->opt, &gr, (int64_t)fs->valuedouble, (float)now->valuedouble);
+    if (st < 0)
+        return volt__terr(t, st == VOLT_ERR_NOMEM ? st : VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d "
+                          "('%s', added during its fit) cannot be added back: %s", path, g, pp->valuestring, volt_optimizer_errmsg(t->opt));
+    return VOLT_OK;
+}
+
 /* A resume keeps the grouping: as many groups, the same patterns, as many parameters in each
  * (torch's load_state_dict: "loaded state dict contains a parameter group that doesn't match
- * the size of optimizer's group"). lr and weight_decay may change, as the config's may. */
+ * the size of optimizer's group"). lr and weight_decay may change, as the config's may.
+ * Groups the saved fit added after the config's (BackboneFinetuning's backbone) are added back
+ * first, with their lr and step; on any mismatch they are dropped again. */
 static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *path) {
     const char *js = volt_st_meta(f, "volt.optimizer.groups");
-    const int now = volt_optimizer_group_count(t->opt);
-    const volt_optimizer_config *oc = volt_optimizer_get_config(t->opt);
+    const int now = volt_optimizer_group_count(t->opt), ncfg = volt_optimizer_config_group_count(t->opt);
     cJSON *arr = js ? cJSON_Parse(js) : NULL;
     if (js && (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1)) {
         cJSON_Delete(arr);
@@ -172,25 +197,34 @@ static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *pa
     }
     const int saved = arr ? cJSON_GetArraySize(arr) : 1;
     volt_status st = VOLT_OK;
-    if (saved != now)
+    for (int g = now; arr && st >= 0 && g < saved; g++) {
+        const cJSON *o = cJSON_GetArrayItem(arr, g);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "added"))) st = readd_group(t, o, g, path);
+        else break;   /* the count below says it */
+    }
+    const int have = volt_optimizer_group_count(t->opt);
+    if (st >= 0 && saved != have)
         st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with %d optimizer parameter group%s, this run has %d: "
-                        "a fit resumes with the grouping it was saved with", path, saved, saved == 1 ? "" : "s", now);
-    for (int g = 0; arr && st >= 0 && g < now; g++) {
+                        "a fit resumes with the grouping it was saved with", path, saved, saved == 1 ? "" : "s", have);
+    for (int g = 0; arr && st >= 0 && g < have; g++) {
         const cJSON *o = cJSON_GetArrayItem(arr, g);
         const cJSON *pp = cJSON_GetObjectItemCaseSensitive(o, "params"), *np = cJSON_GetObjectItemCaseSensitive(o, "n_params");
-        const char *want = g ? oc->groups[g - 1].params : NULL;
+        const char *want = volt_optimizer_group_params(t->opt, g);
         const char *had = cJSON_IsString(pp) ? pp->valuestring : NULL;
+        const bool added = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "added"));
         if (!cJSON_IsNumber(np) || (g == 0) != cJSON_IsNull(pp) || (g && !had))
             st = volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups': group %d is damaged", path, g);
-        else if (g && strcmp(had, want))
-            st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d is '%s' there, '%s' in this run: "
-                            "a fit resumes with the grouping it was saved with", path, g, had, want);
+        else if ((g && strcmp(had, want)) || added != (g >= ncfg))
+            st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d is '%s'%s there, '%s'%s in this "
+                            "run: a fit resumes with the grouping it was saved with", path, g, had ? had : "(default)",
+                            added ? " (added during the fit)" : "", want ? want : "(default)", g >= ncfg ? " (added)" : "");
         else if (np->valueint != volt_optimizer_group_param_count(t->opt, g))
             st = volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d%s%s%s holds %d parameters there, "
                             "%d in this run (the model's parameters differ)", path, g, g ? " ('" : " (the default group)",
                             g ? want : "", g ? "')" : "", np->valueint, volt_optimizer_group_param_count(t->opt, g));
     }
     cJSON_Delete(arr);
+    if (st < 0) volt__optimizer_truncate_groups(t->opt, now);
     return st;
 }
 
@@ -501,7 +535,7 @@ static volt_status apply_agree(volt_trainer *t, ck_stage *sg, ck_src *src, const
     return st;
 }
 
-volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     VOLT_TRY(volt__loop_wait_params(t, "load_checkpoint"));   /* a gather landing later would overwrite the loaded values */
     ck_src src;
     volt_status st = src_open(t, path, full, &src);   /* without full, the optimizer states stay unread */
@@ -710,4 +744,13 @@ volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
     stage_close(&sg);
     src_close(&src);
     return VOLT_OK;
+}
+
+/* A failed load leaves the optimizer's groups as they were (check_groups may have added the
+ * file's added groups back before a later check failed). */
+volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+    const int groups = t->opt ? volt_optimizer_group_count(t->opt) : 0;
+    const volt_status st = ckpt_load(t, path, full);
+    if (st < 0 && t->opt) volt__optimizer_truncate_groups(t->opt, groups);
+    return st;
 }

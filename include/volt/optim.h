@@ -120,13 +120,35 @@ VOLT_API volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, i
 VOLT_API void volt_optimizer_set_lr(volt_optimizer *opt, float lr);
 VOLT_API float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr (group 0) */
 VOLT_API float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
-/* Parameter groups: 1 + cfg.n_groups (group 0 = the default group, possibly empty); 0 for
- * NULL. The getters return 0 for a bad g. */
+/* Parameter groups: 1 + cfg.n_groups + the groups added since (group 0 = the default group,
+ * possibly empty); 0 for NULL. The getters return 0 for a bad g. */
 VOLT_API int volt_optimizer_group_count(const volt_optimizer *opt);
 VOLT_API float volt_optimizer_group_lr(const volt_optimizer *opt, int g);            /* current */
 VOLT_API float volt_optimizer_group_base_lr(const volt_optimizer *opt, int g);       /* resolved */
 VOLT_API float volt_optimizer_group_weight_decay(const volt_optimizer *opt, int g);  /* resolved */
 VOLT_API int volt_optimizer_group_param_count(const volt_optimizer *opt, int g);     /* members */
+/* torch's optimizer.add_param_group, as Lightning's BaseFinetuning uses it: a new last group
+ * of the parameters matching g->params (the patterns as in cfg.groups), with g->lr and
+ * g->weight_decay (NAN: the config's). volt's parameters are always in some group, so the
+ * matching ones MOVE into the new group from where they were (torch's rule is that a
+ * parameter is in one group; Lightning adds frozen parameters that were in none). An added
+ * group is not scheduled: a volt_scheduler and volt_optimizer_set_lr leave its lr alone (torch's
+ * schedulers zip their base lrs with the groups they were made with);
+ * volt_optimizer_set_group_lr moves it. Its Adam bias correction and its SGD momentum start
+ * at its own first step (torch's per-parameter step count starts at a parameter's first
+ * update). Call between steps; a compiled step is captured again. Checkpoints keep added
+ * groups and a resumed fit adds them back (docs/OPTIMIZERS.md). INVALID_ARG for an element
+ * matching no parameter, or past VOLT_OPTIM_MAX_GROUPS groups besides the default. */
+VOLT_API volt_status volt_optimizer_add_param_group(volt_optimizer *opt, const volt_optim_group *g);
+/* optimizer.param_groups[g]["lr"] = lr: any group; lr >= 0 and finite (else INVALID_ARG). A
+ * scheduler sets the config's groups again at its next step. */
+VOLT_API volt_status volt_optimizer_set_group_lr(volt_optimizer *opt, int g, float lr);
+/* 1 + cfg.n_groups: groups [0, this) are the config's, the rest were added. */
+VOLT_API int volt_optimizer_config_group_count(const volt_optimizer *opt);
+/* Group g's patterns (NULL for the default group or a bad g). */
+VOLT_API const char *volt_optimizer_group_params(const volt_optimizer *opt, int g);
+/* The step count when group g was added (0 for the config's groups). */
+VOLT_API int64_t volt_optimizer_group_first_step(const volt_optimizer *opt, int g);
 /* The group parameter p (of the optimizer's store) belongs to; -1 if it is not there. */
 VOLT_API int volt_optimizer_param_group(const volt_optimizer *opt, const volt_tensor *p);
 VOLT_API int64_t volt_optimizer_step_count(const volt_optimizer *opt);   /* steps taken */

@@ -668,6 +668,32 @@ typedef struct volt_weight_averaging_config {
 VOLT_API void volt_weight_averaging_config_init(volt_weight_averaging_config *cfg);
 /* cfg NULL: the defaults. Before fit; one per trainer (INVALID_ARG for a second). */
 VOLT_API volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weight_averaging_config *cfg);
+/* BackboneFinetuning (Lightning's; docs/CALLBACKS.md): the backbone's parameters are frozen
+ * at fit start; at the start of epoch unfreeze_backbone_at_epoch they are thawed and added to
+ * the optimizer as a new parameter group (volt_optimizer_add_param_group) with lr
+ * backbone_initial_lr, or backbone_initial_ratio_lr x the current lr of group 0; at every later
+ * epoch start the backbone's lr is multiplied by lambda_func(epoch + 1) (default: multiplier),
+ * and with should_align held at group 0's current lr. No scheduler moves the backbone's group.
+ * Its state (and the added group, lr and step count) is in checkpoints: a resumed fit goes on
+ * where it stopped. Lightning names the backbone pl_module.backbone; volt names its
+ * parameters by pattern. */
+typedef struct volt_backbone_finetuning_config {
+    uint32_t version;                  /* VOLT_BACKBONE_FINETUNING_CONFIG_VERSION, set by _init */
+    const char *backbone;              /* required: the backbone's parameters, as fnmatch globs on
+                                          the whole name, comma-separated (as optimizer groups),
+                                          e.g. "distilbert.*"; every element must match one */
+    int64_t unfreeze_backbone_at_epoch;   /* >= 0; default 10 */
+    float multiplier;                  /* > 0; default 1.5 (Lightning's multiplicative lambda_func) */
+    double (*lambda_func)(int64_t epoch);   /* NULL (default): multiplier at every epoch */
+    float backbone_initial_ratio_lr;   /* >= 0; default 0.1 */
+    float backbone_initial_lr;         /* NAN (default): the ratio's; else >= 0 */
+    bool should_align;                 /* default true: never above group 0's lr */
+    bool verbose;                      /* default false: rank 0 prints the lrs at each change */
+} volt_backbone_finetuning_config;
+#define VOLT_BACKBONE_FINETUNING_CONFIG_VERSION 1u
+VOLT_API void volt_backbone_finetuning_config_init(volt_backbone_finetuning_config *cfg);
+/* Before fit; one per trainer (INVALID_ARG for a second, or a bad field, named). */
+VOLT_API volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_finetuning_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
 /* GradientAccumulationScheduler (Lightning's): from epoch epochs[i] on, accumulate factors[i]
  * batches per optimizer step (epochs 0-based; before the first epoch given, 1). Sets the

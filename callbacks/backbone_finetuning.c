@@ -1,0 +1,245 @@
+/* BackboneFinetuning (Lightning's BaseFinetuning / BackboneFinetuning): train the head first
+ * with the backbone frozen, then the backbone too, in its own parameter group whose lr starts
+ * low and grows each epoch.
+ *
+ * Lightning's sequence, kept: the backbone is frozen before training (here at fit start, after
+ * a resume has been read); at the start of epoch unfreeze_backbone_at_epoch it is made trainable
+ * and added to the optimizer (optimizer.add_param_group: volt_optimizer_add_param_group) with lr
+ * backbone_initial_lr or group 0's current lr x backbone_initial_ratio_lr; at each later epoch
+ * start its lr becomes lambda_func(epoch + 1) x the previous one, no higher than group 0's with
+ * should_align. The group is the optimizer's last, which no scheduler moves (torch's schedulers
+ * know the groups they were made with).
+ *
+ * Resume: the checkpoint holds the added group (its patterns, lr and step count:
+ * trainer/checkpoint.c) and this callback's state (whether the backbone was thawed and its
+ * previous lr). The trainer adds the group back before on_fit_start, which then finds it and
+ * thaws the backbone instead of freezing it. A fit without the group (a new fit on the same
+ * trainer, or a checkpoint from before the unfreeze) starts frozen again. */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "volt/trainer.h"
+
+#define BF_PAT_MAX 256
+
+typedef struct bf {
+    volt_backbone_finetuning_config cfg;
+    char *backbone;        /* cfg.backbone's copy */
+    bool unfrozen;         /* the backbone's group is in the optimizer */
+    double previous_lr;    /* Lightning's previous_backbone_lr (NAN before the unfreeze) */
+} bf;
+
+/* Element k of a comma-separated pattern list, blanks trimmed: 1, 0 at the end, -1 too long. */
+static int pat_next(const char **s, char buf[BF_PAT_MAX]) {
+    const char *p = *s;
+    if (!p) return 0;
+    const char *e = strchr(p, ',');
+    const char *end = e ? e : p + strlen(p);
+    *s = e ? e + 1 : NULL;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    if ((size_t)(end - p) >= BF_PAT_MAX) return -1;
+    memcpy(buf, p, (size_t)(end - p));
+    buf[end - p] = 0;
+    return 1;
+}
+
+static bool in_backbone(const bf *b, const char *name) {
+    char el[BF_PAT_MAX];
+    for (const char *s = b->backbone; pat_next(&s, el) > 0;)
+        if (el[0] && fnmatch(el, name, 0) == 0) return true;
+    return false;
+}
+
+/* requires_grad of every backbone parameter; the count of them */
+static int set_trainable(const bf *b, volt_trainer *t, bool on) {
+    volt_params *ps = volt_trainer_params(t);
+    int n = 0;
+    for (int i = 0; ps && i < volt_params_count(ps); i++) {
+        volt_tensor *p = volt_params_at(ps, i);
+        if (!in_backbone(b, p->name)) continue;
+        volt_param_set_requires_grad(p, on);
+        n++;
+    }
+    return n;
+}
+
+/* The optimizer's group that is the backbone's (added, same patterns); -1 if none. */
+static int backbone_group(const bf *b, const volt_optimizer *opt) {
+    for (int g = volt_optimizer_group_count(opt) - 1; g >= volt_optimizer_config_group_count(opt); g--) {
+        const char *pp = volt_optimizer_group_params(opt, g);
+        if (pp && !strcmp(pp, b->backbone)) return g;
+    }
+    return -1;
+}
+
+static volt_status bf_fit_start(void *self, volt_trainer *t) {
+    bf *b = self;
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    if (!opt) return volt_trainer_fail(t, VOLT_ERR_STATE, "the fit has no optimizer");
+    /* every element names some parameter: a typo would otherwise train the whole model */
+    char el[BF_PAT_MAX];
+    volt_params *ps = volt_trainer_params(t);
+    for (const char *s = b->backbone; pat_next(&s, el) > 0;) {
+        bool hit = false;
+        for (int i = 0; !hit && i < volt_params_count(ps); i++) hit = fnmatch(el, volt_params_at(ps, i)->name, 0) == 0;
+        if (!hit)
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone pattern '%s' matches no parameter of "
+                                     "the model (fnmatch globs on the whole name, e.g. \"distilbert.*\"; Lightning's "
+                                     "pl_module.backbone)", el);
+    }
+    if (backbone_group(b, opt) >= 0) {   /* a resumed fit: the checkpoint's group is back */
+        b->unfrozen = true;
+        if (isnan(b->previous_lr)) b->previous_lr = volt_optimizer_group_lr(opt, backbone_group(b, opt));   /* no saved state */
+        set_trainable(b, t, true);
+        return VOLT_OK;
+    }
+    b->unfrozen = false;   /* a new fit, or a checkpoint from before the unfreeze */
+    b->previous_lr = NAN;
+    set_trainable(b, t, false);
+    return VOLT_OK;
+}
+
+static double lambda_at(const bf *b, int64_t epoch) {
+    return b->cfg.lambda_func ? b->cfg.lambda_func(epoch) : (double)b->cfg.multiplier;
+}
+
+static volt_status bf_epoch_start(void *self, volt_trainer *t) {
+    bf *b = self;
+    volt_optimizer *opt = volt_trainer_optimizer(t);
+    const int64_t epoch = volt_trainer_current_epoch(t);
+    if (!opt || epoch < b->cfg.unfreeze_backbone_at_epoch) return VOLT_OK;
+    const double current = volt_optimizer_group_lr(opt, 0);
+    if (!b->unfrozen) {
+        const double lr = isnan(b->cfg.backbone_initial_lr) ? current * (double)b->cfg.backbone_initial_ratio_lr
+                                                            : (double)b->cfg.backbone_initial_lr;
+        const int n = set_trainable(b, t, true);
+        const volt_optim_group g = { .params = b->backbone, .lr = (float)lr, .weight_decay = NAN };
+        volt_status st = volt_optimizer_add_param_group(opt, &g);
+        if (st < 0) {
+            set_trainable(b, t, false);
+            return volt_trainer_fail(t, st, "adding the backbone's parameter group: %s", volt_optimizer_errmsg(opt));
+        }
+        b->unfrozen = true;
+        b->previous_lr = lr;   /* in double, as Lightning's chain; the group holds it as a float */
+        if (b->cfg.verbose && volt_trainer_is_global_zero(t))
+            fprintf(stderr, "BackboneFinetuning: epoch %lld: %d backbone parameters unfrozen; current lr: %.12g, backbone lr: %.12g\n",
+                    (long long)epoch, n, current, (double)(float)lr);
+        return VOLT_OK;
+    }
+    if (epoch == b->cfg.unfreeze_backbone_at_epoch) return VOLT_OK;   /* the unfreeze's own epoch, resumed at its start */
+    const int g = backbone_group(b, opt);
+    if (g < 0) return volt_trainer_fail(t, VOLT_ERR_STATE, "the optimizer lost the backbone's group");
+    double next = lambda_at(b, epoch + 1) * b->previous_lr;
+    if (b->cfg.should_align && next > current) next = current;
+    if (!(next >= 0) || !isfinite(next))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "epoch %lld: the backbone's lr would be %g (lambda_func "
+                                 "gave %g)", (long long)epoch, next, lambda_at(b, epoch + 1));
+    volt_status st = volt_optimizer_set_group_lr(opt, g, (float)next);
+    if (st < 0) return volt_trainer_fail(t, st, "%s", volt_optimizer_errmsg(opt));
+    b->previous_lr = next;
+    if (b->cfg.verbose && volt_trainer_is_global_zero(t))
+        fprintf(stderr, "BackboneFinetuning: epoch %lld: current lr: %.12g, backbone lr: %.12g\n", (long long)epoch, current,
+                (double)(float)next);
+    return VOLT_OK;
+}
+
+static char *bf_state_dict(void *self) {
+    const bf *b = self;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "backbone", b->backbone);
+    cJSON_AddBoolToObject(o, "unfrozen", b->unfrozen);
+    if (isfinite(b->previous_lr)) cJSON_AddNumberToObject(o, "previous_backbone_lr", b->previous_lr);
+    else cJSON_AddNullToObject(o, "previous_backbone_lr");
+    char *js = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return js;
+}
+
+static volt_status bf_load_state_dict(void *self, volt_trainer *t, const char *json) {
+    bf *b = self;
+    cJSON *o = cJSON_Parse(json);
+    const cJSON *bb = cJSON_GetObjectItemCaseSensitive(o, "backbone"), *uf = cJSON_GetObjectItemCaseSensitive(o, "unfrozen"),
+                *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr");
+    volt_status st = VOLT_OK;
+    if (!cJSON_IsString(bb) || !cJSON_IsBool(uf) || !(cJSON_IsNull(pl) || (cJSON_IsNumber(pl) && pl->valuedouble >= 0)) ||
+        (cJSON_IsTrue(uf) && !cJSON_IsNumber(pl)))
+        st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "the checkpoint's state is damaged");
+    else if (strcmp(bb->valuestring, b->backbone))
+        st = volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "the checkpoint's backbone is '%s', this run's '%s'",
+                               bb->valuestring, b->backbone);
+    else {
+        b->unfrozen = cJSON_IsTrue(uf);
+        b->previous_lr = cJSON_IsNumber(pl) ? pl->valuedouble : NAN;
+    }
+    cJSON_Delete(o);
+    return st;
+}
+
+static void bf_destroy(void *self) {
+    bf *b = self;
+    if (!b) return;
+    free(b->backbone);
+    free(b);
+}
+
+static const volt_callback_ops bf_ops = {
+    .version = VOLT_CALLBACK_OPS_VERSION, .name = "BackboneFinetuning",
+    .on_fit_start = bf_fit_start,
+    .on_train_epoch_start = bf_epoch_start,
+    .state_dict = bf_state_dict,
+    .load_state_dict = bf_load_state_dict,
+    .destroy = bf_destroy,
+};
+
+void volt_backbone_finetuning_config_init(volt_backbone_finetuning_config *cfg) {
+    if (!cfg) return;
+    *cfg = (volt_backbone_finetuning_config){
+        .version = VOLT_BACKBONE_FINETUNING_CONFIG_VERSION, .unfreeze_backbone_at_epoch = 10, .multiplier = 1.5f,
+        .backbone_initial_ratio_lr = 0.1f, .backbone_initial_lr = NAN, .should_align = true,
+    };
+}
+
+volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_finetuning_config *cfg) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!cfg) return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: NULL config");
+    if (cfg->version < 1 || cfg->version > VOLT_BACKBONE_FINETUNING_CONFIG_VERSION)
+        return volt_trainer_fail(t, VOLT_ERR_VERSION, "volt_backbone_finetuning_config: version %u, this library knows 1..%u (call "
+                                 "volt_backbone_finetuning_config_init)", cfg->version, VOLT_BACKBONE_FINETUNING_CONFIG_VERSION);
+    if (!cfg->backbone || !cfg->backbone[0])
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone (the patterns of its parameters, e.g. "
+                                 "\"distilbert.*\") is required");
+    char el[BF_PAT_MAX];
+    int r, k = 0;
+    for (const char *s = cfg->backbone; (r = pat_next(&s, el)) != 0; k++)
+        if (r < 0 || !el[0])
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone '%s': element %d is %s", cfg->backbone,
+                                     k + 1, r < 0 ? "too long" : "empty");
+    if (cfg->unfreeze_backbone_at_epoch < 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: unfreeze_backbone_at_epoch %lld (epochs are 0-based, "
+                                 ">= 0)", (long long)cfg->unfreeze_backbone_at_epoch);
+    if (!cfg->lambda_func && !(cfg->multiplier > 0.f && isfinite(cfg->multiplier)))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: multiplier %g (must be > 0)", (double)cfg->multiplier);
+    if (!(cfg->backbone_initial_ratio_lr >= 0.f && isfinite(cfg->backbone_initial_ratio_lr)))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone_initial_ratio_lr %g (must be >= 0)",
+                                 (double)cfg->backbone_initial_ratio_lr);
+    if (!isnan(cfg->backbone_initial_lr) && !(cfg->backbone_initial_lr >= 0.f && isfinite(cfg->backbone_initial_lr)))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone_initial_lr %g (must be >= 0, or NAN for the "
+                                 "ratio's)", (double)cfg->backbone_initial_lr);
+    for (int i = 0; i < volt_trainer_num_callbacks(t); i++)
+        if (!strcmp(volt_trainer_callback_name(t, i), bf_ops.name))
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: the trainer has one already");
+    bf *b = calloc(1, sizeof *b);
+    if (!b || !(b->backbone = strdup(cfg->backbone))) {
+        bf_destroy(b);
+        return volt_trainer_fail(t, VOLT_ERR_NOMEM, "BackboneFinetuning: out of memory");
+    }
+    b->cfg = *cfg;
+    b->cfg.backbone = b->backbone;
+    b->previous_lr = NAN;
+    return volt_trainer_add_callback(t, &bf_ops, b);
+}
