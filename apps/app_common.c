@@ -31,6 +31,7 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.save_weights_only", VOLT_CLI_BOOL, "false", "ModelCheckpoint: the weights and loop state without the optimizer (a third of the size; test loads it, fit cannot resume from it)", NULL, NULL, 0, 0 },
     { "checkpoint.async_save", VOLT_CLI_BOOL, "false", "ModelCheckpoint: write checkpoints in a background thread from a host copy while training goes on (as Lightning's AsyncCheckpointIO; under sharded strategies every rank writes its shard and the next save point commits them)", NULL, NULL, 0, 0 },
     { "checkpoint.on_exception", VOLT_CLI_BOOL, "true", "OnExceptionCheckpoint: when fit fails or is interrupted (Ctrl-C, SIGTERM), save on_exception.safetensors beside the checkpoints to resume from with --ckpt_path", NULL, NULL, 0, 0 },
+    { "checkpoint.verbose", VOLT_CLI_BOOL, "false", "ModelCheckpoint: print each save point's decision (\"Epoch 2, global step 72: 'val_acc' reached 0.87500 (best 0.87500), saving model to '...' as top 1\")", NULL, NULL, 0, 0 },
     { "checkpoint.train_time_interval", VOLT_CLI_FLOAT, "0", "ModelCheckpoint: seconds; save (top-k and last) at the train batch end once this much time has passed since the last such save or train start, instead of after each validation (rank 0's clock decides); 0 = off (Lightning's train_time_interval)", NULL, NULL, 0, 1e15 },
     { "weight_averaging.mode", VOLT_CLI_STRING, "none", "weight averaging (Lightning's WeightAveraging): \"ema\" (EMAWeightAveraging; also on when weight_averaging.decay is given), \"swa\" (the equal average of every update), \"none\"; validation, the end of fit and the checkpoints' weights use the average", NULL, "none|ema|swa", 0, 0 },
     { "weight_averaging.decay", VOLT_CLI_FLOAT, "0.999", "weight averaging, EMA: avg = decay*avg + (1-decay)*weights, in [0, 1)", NULL, NULL, 0, 1 },
@@ -153,6 +154,7 @@ volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *d
     ck.auto_insert_metric_name = volt_cli_bool(c, "checkpoint.auto_insert_metric_name");
     ck.enable_version_counter = volt_cli_bool(c, "checkpoint.enable_version_counter");
     ck.train_time_interval = volt_cli_float(c, "checkpoint.train_time_interval");
+    ck.verbose = volt_cli_bool(c, "checkpoint.verbose");
     ck.filename = volt_cli_str(c, "checkpoint.filename") ? volt_cli_str(c, "checkpoint.filename") : filename;
     volt_status st = volt_add_model_checkpoint(t, &ck);
     if (st >= 0 && on_exc) st = volt_add_on_exception_checkpoint(t, dirpath, NULL);
@@ -202,10 +204,13 @@ volt_status app_add_backbone_finetuning(volt_trainer *t, const volt_cli *c) {
     volt_backbone_finetuning_config_init(&bc);
     bc.backbone = bb;
     bc.unfreeze_backbone_at_epoch = volt_cli_int(c, "finetuning.unfreeze_backbone_at_epoch");
-    bc.multiplier = (float)volt_cli_float(c, "finetuning.multiplier");
-    bc.backbone_initial_ratio_lr = (float)volt_cli_float(c, "finetuning.backbone_initial_ratio_lr");
+    bc.multiplier = volt_cli_float(c, "finetuning.multiplier");
+    bc.backbone_initial_ratio_lr = volt_cli_float(c, "finetuning.backbone_initial_ratio_lr");
     const double init = volt_cli_float(c, "finetuning.backbone_initial_lr");
-    bc.backbone_initial_lr = init < 0 ? NAN : (float)init;
+    if (init < 0 && init != -1)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--finetuning.backbone_initial_lr %g: an lr >= 0, or -1 for "
+                                 "backbone_initial_ratio_lr x the model's", init);
+    bc.backbone_initial_lr = init < 0 ? NAN : init;
     bc.should_align = volt_cli_bool(c, "finetuning.should_align");
     bc.verbose = volt_cli_bool(c, "finetuning.verbose");
     return volt_add_backbone_finetuning(t, &bc);

@@ -13,8 +13,13 @@
  * Resume: the checkpoint holds the added group (its patterns, lr and step count:
  * trainer/checkpoint.c) and this callback's state (whether the backbone was thawed and its
  * previous lr). The trainer adds the group back before on_fit_start, which then finds it and
- * thaws the backbone instead of freezing it. A fit without the group (a new fit on the same
- * trainer, or a checkpoint from before the unfreeze) starts frozen again. */
+ * thaws the backbone instead of freezing it. A fit whose optimizer has no such group (a
+ * checkpoint from before the unfreeze) starts frozen again; a second fit on the same trainer
+ * keeps its optimizer, the group with it, and so a trainable backbone.
+ *
+ * Unlike Lightning (epoch == unfreeze_backbone_at_epoch), the unfreeze happens at the first
+ * epoch start at or after that epoch: a fit resumed past it, with the callback newly added,
+ * still unfreezes (at its next epoch start). */
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +109,7 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
 }
 
 static double lambda_at(const bf *b, int64_t epoch) {
-    return b->cfg.lambda_func ? b->cfg.lambda_func(epoch) : (double)b->cfg.multiplier;
+    return b->cfg.lambda_func ? b->cfg.lambda_func(epoch) : b->cfg.multiplier;
 }
 
 static volt_status bf_epoch_start(void *self, volt_trainer *t) {
@@ -114,8 +119,7 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
     if (!opt || epoch < b->cfg.unfreeze_backbone_at_epoch) return VOLT_OK;
     const double current = volt_optimizer_group_lr(opt, 0);
     if (!b->unfrozen) {
-        const double lr = isnan(b->cfg.backbone_initial_lr) ? current * (double)b->cfg.backbone_initial_ratio_lr
-                                                            : (double)b->cfg.backbone_initial_lr;
+        const double lr = isnan(b->cfg.backbone_initial_lr) ? current * b->cfg.backbone_initial_ratio_lr : b->cfg.backbone_initial_lr;
         const int n = set_trainable(b, t, true);
         const volt_optim_group g = { .params = b->backbone, .lr = (float)lr, .weight_decay = NAN };
         volt_status st = volt_optimizer_add_param_group(opt, &g);
@@ -166,7 +170,8 @@ static volt_status bf_load_state_dict(void *self, volt_trainer *t, const char *j
     const cJSON *bb = cJSON_GetObjectItemCaseSensitive(o, "backbone"), *uf = cJSON_GetObjectItemCaseSensitive(o, "unfrozen"),
                 *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr");
     volt_status st = VOLT_OK;
-    if (!cJSON_IsString(bb) || !cJSON_IsBool(uf) || !(cJSON_IsNull(pl) || (cJSON_IsNumber(pl) && pl->valuedouble >= 0)) ||
+    if (!cJSON_IsString(bb) || !cJSON_IsBool(uf) ||
+        !(cJSON_IsNull(pl) || (cJSON_IsNumber(pl) && pl->valuedouble >= 0 && isfinite(pl->valuedouble) && pl->valuedouble < 1e30)) ||
         (cJSON_IsTrue(uf) && !cJSON_IsNumber(pl)))
         st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "the checkpoint's state is damaged");
     else if (strcmp(bb->valuestring, b->backbone))
@@ -199,8 +204,8 @@ static const volt_callback_ops bf_ops = {
 void volt_backbone_finetuning_config_init(volt_backbone_finetuning_config *cfg) {
     if (!cfg) return;
     *cfg = (volt_backbone_finetuning_config){
-        .version = VOLT_BACKBONE_FINETUNING_CONFIG_VERSION, .unfreeze_backbone_at_epoch = 10, .multiplier = 1.5f,
-        .backbone_initial_ratio_lr = 0.1f, .backbone_initial_lr = NAN, .should_align = true,
+        .version = VOLT_BACKBONE_FINETUNING_CONFIG_VERSION, .unfreeze_backbone_at_epoch = 10, .multiplier = 1.5,
+        .backbone_initial_ratio_lr = 0.1, .backbone_initial_lr = NAN, .should_align = true,
     };
 }
 
@@ -222,14 +227,14 @@ volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_fi
     if (cfg->unfreeze_backbone_at_epoch < 0)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: unfreeze_backbone_at_epoch %lld (epochs are 0-based, "
                                  ">= 0)", (long long)cfg->unfreeze_backbone_at_epoch);
-    if (!cfg->lambda_func && !(cfg->multiplier > 0.f && isfinite(cfg->multiplier)))
-        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: multiplier %g (must be > 0)", (double)cfg->multiplier);
-    if (!(cfg->backbone_initial_ratio_lr >= 0.f && isfinite(cfg->backbone_initial_ratio_lr)))
+    if (!cfg->lambda_func && !(cfg->multiplier > 0 && isfinite(cfg->multiplier)))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: multiplier %g (must be > 0)", cfg->multiplier);
+    if (!(cfg->backbone_initial_ratio_lr >= 0 && isfinite(cfg->backbone_initial_ratio_lr)))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone_initial_ratio_lr %g (must be >= 0)",
-                                 (double)cfg->backbone_initial_ratio_lr);
-    if (!isnan(cfg->backbone_initial_lr) && !(cfg->backbone_initial_lr >= 0.f && isfinite(cfg->backbone_initial_lr)))
+                                 cfg->backbone_initial_ratio_lr);
+    if (!isnan(cfg->backbone_initial_lr) && !(cfg->backbone_initial_lr >= 0 && isfinite(cfg->backbone_initial_lr)))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone_initial_lr %g (must be >= 0, or NAN for the "
-                                 "ratio's)", (double)cfg->backbone_initial_lr);
+                                 "ratio's)", cfg->backbone_initial_lr);
     for (int i = 0; i < volt_trainer_num_callbacks(t); i++)
         if (!strcmp(volt_trainer_callback_name(t, i), bf_ops.name))
             return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: the trainer has one already");

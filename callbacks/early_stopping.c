@@ -5,6 +5,7 @@
  * its state (wait count, best score, stopped epoch) travels in checkpoints, so a resumed run
  * stops where the uninterrupted one would. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,8 @@ static volt_status es_check(es *e, volt_trainer *t) {
         e->st.stopped_epoch = volt_trainer_current_epoch(t);
         volt_trainer_request_stop(t);
         if (volt_trainer_is_global_zero(t)) fprintf(stderr, "EarlyStopping: %s\n", reason);
+    } else if (e->cfg.verbose && reason[0] && volt_trainer_is_global_zero(t)) {
+        fprintf(stderr, "EarlyStopping: %s\n", reason);   /* an improvement (Lightning's verbose) */
     }
     return VOLT_OK;
 }
@@ -221,7 +224,10 @@ volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_c
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: patience must be >= 0 and min_delta finite");
     es *e = calloc(1, sizeof *e);
     if (!e || !(e->monitor = strdup(cfg->monitor))) { free(e); return VOLT_ERR_NOMEM; }
-    e->cfg = *cfg;
+    /* a version-1 caller's struct ends before verbose: read no further */
+    if (cfg->version >= 2) e->cfg = *cfg;
+    else memcpy(&e->cfg, cfg, offsetof(volt_early_stopping_config, verbose));
+    e->cfg.version = VOLT_EARLY_STOPPING_CONFIG_VERSION;
     e->cfg.monitor = e->monitor;
     volt__cb_es_init(&e->st, e->cfg.mode);
     e->last_check_step = -1;

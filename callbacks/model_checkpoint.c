@@ -332,6 +332,9 @@ static volt_status mc_plan_save(mc *m, bool topk_allowed, mc_plan *p) {
                 save = true;
                 cur = volt__cb_topk_sanitize(cur, m->mode);
                 if (m->save_top_k > 0 && m->topk.n >= m->save_top_k) out = volt__cb_topk_worst(&m->topk, m->mode);
+            } else if (m->verbose && volt_trainer_is_global_zero(t)) {
+                fprintf(stderr, "Epoch %lld, global step %lld: '%s' was not in top %d\n", (long long)volt_trainer_current_epoch(t),
+                        (long long)gs, m->monitor, m->save_top_k);
             }
         } else {
             save = true;
@@ -352,6 +355,15 @@ static volt_status mc_plan_save(mc *m, bool topk_allowed, mc_plan *p) {
                 int b = m->monitor ? volt__cb_topk_best(&m->topk, m->mode) : m->topk.n - 1;
                 volt__mc_set_str(&m->best_path, m->topk.e[b].path);
                 m->best_score = m->topk.e[b].score;
+                if (m->verbose && volt_trainer_is_global_zero(t)) {   /* Lightning's _update_best_and_save words */
+                    const long long ep = (long long)volt_trainer_current_epoch(t);
+                    if (m->monitor)
+                        fprintf(stderr, "Epoch %lld, global step %lld: '%s' reached %.5f (best %.5f), saving model to '%s' as top %d\n",
+                                ep, (long long)gs, m->monitor, cur, m->best_score, topk_path,
+                                m->save_top_k < 0 ? m->topk.n : m->save_top_k);
+                    else
+                        fprintf(stderr, "Epoch %lld, global step %lld: saving model to '%s'\n", ep, (long long)gs, topk_path);
+                }
             } else {
                 topk_path[0] = 0;
             }
@@ -613,6 +625,7 @@ volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpo
     m->save_flags = cfg->version >= 3 && cfg->save_weights_only ? VOLT_CKPT_WEIGHTS_ONLY : 0;
     m->insert_names = cfg->version < 3 || cfg->auto_insert_metric_name;
     m->version_counter = cfg->version < 3 || cfg->enable_version_counter;
+    m->verbose = cfg->version >= 5 && cfg->verbose;
     m->every_n_epochs = cfg->every_n_epochs;
     m->every_n_train_steps = cfg->every_n_train_steps;
     m->train_time_interval = tti;

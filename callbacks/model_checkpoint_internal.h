@@ -36,6 +36,7 @@ typedef struct mc {
     unsigned save_flags;             /* VOLT_CKPT_WEIGHTS_ONLY with save_weights_only */
     bool insert_names;               /* auto_insert_metric_name: "epoch=2", else "2" */
     bool version_counter;            /* enable_version_counter: -v1 beside an existing file, else overwrite */
+    bool verbose;                    /* print each save point's decision (Lightning's words) */
     double train_time_interval;      /* seconds; 0 = off */
     double last_time_checked;        /* the time trigger's reference: train start, then each save it
                                         triggered (rank 0's decides); NAN before train start */

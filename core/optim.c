@@ -516,7 +516,9 @@ static volt_status remap_groups(volt_optimizer *opt) {
     for (int i = 0; i < opt->n_units; i++) {
         opt_unit *ou = &opt->units[i];
         const int np = volt_unit_param_count(ou->u);
-        if (opt->n_groups > 1 && np > 0 && !ou->group && !(ou->group = malloc((size_t)np))) return VOLT_ERR_NOMEM;
+        /* zeroed: a map made here is for a store that had one group, and a failure on a later
+         * unit leaves the earlier ones saying group 0, which they are */
+        if (opt->n_groups > 1 && np > 0 && !ou->group && !(ou->group = calloc((size_t)np, 1))) return VOLT_ERR_NOMEM;
     }
     int cnt[OPT_GROUPS] = { 0 };
     for (int i = 0; i < volt_params_count(opt->ps); i++) cnt[group_now(opt, volt_params_at(opt->ps, i)->name)]++;
@@ -537,9 +539,11 @@ volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_g
         return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: it has %d groups besides the default one, at most %d",
                         opt->n_groups - 1, VOLT_OPTIM_MAX_GROUPS);
     if (!gr->params || !gr->params[0]) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: no params pattern");
-    if (!rate_ok(gr->lr) || !rate_ok(gr->weight_decay) || !(isfinite(lr_now) || isnan(lr_now)) || lr_now < 0.f)
+    if (!rate_ok(gr->lr) || !rate_ok(gr->weight_decay))
         return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': invalid lr %g or weight_decay %g (>= 0, or NAN "
                         "for the config's)", gr->params, gr->lr, gr->weight_decay);
+    if (!(isfinite(lr_now) || isnan(lr_now)) || lr_now < 0.f)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': invalid current lr %g", gr->params, lr_now);
     char el[PAT_MAX];
     int r, k = 0;
     for (const char *s = gr->params; (r = pat_next(&s, el)) != 0; k++) {
@@ -552,7 +556,7 @@ volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_g
                             "fnmatch globs on the whole name, e.g. \"backbone.*\")", el);
     }
     const int g = opt->n_groups;
-    if (!(opt->pattern[g] = strdup(gr->params))) return VOLT_ERR_NOMEM;
+    if (!(opt->pattern[g] = strdup(gr->params))) return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer add_param_group: out of memory");
     opt->group_base_lr[g] = isnan(gr->lr) ? opt->cfg.lr : gr->lr;
     opt->group_lr[g] = isnan(lr_now) ? opt->group_base_lr[g] : lr_now;
     opt->group_wd[g] = isnan(gr->weight_decay) ? opt->cfg.weight_decay : gr->weight_decay;
@@ -563,7 +567,7 @@ volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_g
         opt->n_groups--;
         free(opt->pattern[g]);
         opt->pattern[g] = NULL;
-        return st;
+        return opt_fail(opt, st, "optimizer add_param_group: out of memory");
     }
     return VOLT_OK;
 }

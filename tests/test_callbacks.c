@@ -762,6 +762,53 @@ static void add_es(volt_trainer *t) {
     CHECK_OK(volt_add_early_stopping(t, &ec));
 }
 
+/* verbose (ModelCheckpoint config version 5, EarlyStopping 2): Lightning's lines on stderr; off
+ * by default (the same run says none of them), and a version-4 / version-1 config (a caller
+ * built before the field) reads no verbose at all. Scores 0.5 0.7 0.6 0.65 0.9: top 1. */
+static void test_e2e_verbose(void) {
+    for (int v = 0; v < 3; v++) {   /* 0: off, 1: on, 2: on but older config versions */
+        char name[64], dir[1200], err[1300];
+        snprintf(name, sizeof name, "verbose_%d", v);
+        const char *root = fresh_dir(name);
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        snprintf(err, sizeof err, "%s/stderr.txt", root);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5, .logger = false });
+        volt_early_stopping_config ec;
+        volt_early_stopping_config_init(&ec);
+        ec.monitor = "val_score";
+        ec.mode = VOLT_MAX;
+        ec.patience = 10;
+        ec.verbose = v > 0;
+        if (v == 2) ec.version = 1;
+        CHECK_OK(volt_add_early_stopping(t, &ec));
+        volt_checkpoint_config cc;
+        volt_checkpoint_config_init(&cc);
+        cc.dirpath = dir;
+        cc.filename = "{epoch}-{val_score:.2f}";
+        cc.monitor = "val_score";
+        cc.mode = VOLT_MAX;
+        cc.verbose = v > 0;
+        if (v == 2) cc.version = 4;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        lin m = { .table = k_scores, .ntable = 5 };
+        const int saved = vtest_stderr_to(err);
+        volt_status st = fit(t, &m, true, NULL);
+        char said[8192];
+        vtest_stderr_back(saved, err, said, sizeof said);
+        CHECK_OK(st);
+        const bool on = v == 1;
+        char want[1600];
+        snprintf(want, sizeof want, "Epoch 1, global step 8: 'val_score' reached 0.70000 (best 0.70000), saving model to "
+                 "'%s/epoch=1-val_score=0.70.safetensors' as top 1", dir);
+        CHECK(on == (strstr(said, want) != NULL), "verbose %d: ModelCheckpoint's save line: %s", v, said);
+        CHECK(on == (strstr(said, "Epoch 2, global step 12: 'val_score' was not in top 1") != NULL), "verbose %d: not in top", v);
+        CHECK(on == (strstr(said, "EarlyStopping: Metric val_score improved by 0.200 >= min_delta = 0. New best score: 0.900") != NULL) &&
+              on == (strstr(said, "EarlyStopping: Metric val_score improved. New best score: 0.500") != NULL),
+              "verbose %d: EarlyStopping's improvements: %s", v, said);
+        volt_trainer_destroy(t);
+    }
+}
+
 static void test_e2e_early_stopping(void) {
     /* improves at 0 and 1, waits at 2 and 3: stops after epoch 3 */
     const char *root = fresh_dir("es_plain");
@@ -2020,6 +2067,7 @@ int main(void) {
     test_e2e_topk_resume();
     test_e2e_ckpt_modes();
     test_e2e_early_stopping();
+    test_e2e_verbose();
     test_e2e_csv_lr();
     test_e2e_csv_resume();
     test_e2e_progress_bar();

@@ -99,7 +99,7 @@ static volt_dataset *g_ds;
 static char g_dir[512];
 
 /* A trainer with the callback (backbone bb; NULL: none) and, if s, the recorder. */
-static volt_trainer *make(const char *bb, int64_t max_epochs, int64_t max_steps, seen *s, float multiplier) {
+static volt_trainer *make(const char *bb, int64_t max_epochs, int64_t max_steps, seen *s, double multiplier) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
     c.max_epochs = max_epochs;
@@ -223,7 +223,7 @@ static void test_callback(void) {
     CHECK(!s.fc1_moved_in_epoch0, "fc1 untouched through epoch 0");
     CHECK(s.g0_lr_moved, "the schedule runs (group 0's lr moves inside epochs)");
     CHECK(!s.bb_lr_moved, "the backbone's lr is constant inside an epoch (no scheduler moves it)");
-    double prev = (double)s.g0_lr[1] * (double)0.1f;
+    double prev = (double)s.g0_lr[1] * 0.1;   /* in double, as Lightning's Python floats */
     CHECK(s.groups[1] == 2 && s.fc1_trainable[1] && s.bb_lr[1] == (float)prev, "epoch 1: %d groups, lr %.9g want %.9g", s.groups[1],
           s.bb_lr[1], (float)prev);
     for (int e = 2; e < 4; e++) {
@@ -347,12 +347,14 @@ static void test_resume(void) {
               "optimizer)");
         volt_trainer_destroy(t);
         /* a forged record of the added group (same-length byte patches of the header's metadata,
-         * the checksum made right again): a pattern matching nothing, an lr that is no number */
-        static const struct { const char *from, *to, *msg; } bad[2] = {
+         * the checksum made right again): a pattern matching nothing, an lr that is no number,
+         * a first step after the optimizer's */
+        static const struct { const char *from, *to, *msg; } bad[3] = {
             { "\\\"params\\\":\\\"fc1.*", "\\\"params\\\":\\\"fc9.*", "('fc9.*', added during its fit) cannot be added back" },
             { "\\\"lr_now\\\":0.0003", "\\\"lr_now\\\":null  ", "added group 1 is damaged" },
+            { "\\\"first_step\\\":3", "\\\"first_step\\\":9", "first_step <= the optimizer's step 4" },
         };
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < 3; b++) {
             size_t n = 0;
             unsigned char *d = vtest_slurp(path, &n);
             unsigned char *at = d ? memmem(d, n, bad[b].from, strlen(bad[b].from)) : NULL;
@@ -378,6 +380,20 @@ static void test_resume(void) {
               volt_trainer_errmsg(t));
         volt_trainer_destroy(t);
     }
+    /* a trainer whose optimizer already holds the group (its first fit unfroze) resumes
+     * another fit from a checkpoint of before (step 2) and after (step 7) the unfreeze: the
+     * file's grouping, lr and step count, not the trainer's own, and the same weights */
+    t = make("fc1.*", 4, -1, NULL, 1.5f);
+    CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
+    for (int k = 0; k < 2; k++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/step=%d.safetensors", dir, k ? 7 : 2);
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
+        CHECK(st == VOLT_OK, "second fit from step %d: %s", k ? 7 : 2, volt_trainer_errmsg(t));
+        CHECK(params_of(t, got, NP) == NP && !memcmp(got, want, sizeof want), "second fit from step %d: the same weights, bit "
+              "for bit", k ? 7 : 2);
+    }
+    volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }
 
@@ -394,13 +410,13 @@ static void test_errors(void) {
     CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "element 2 is empty"),
           "empty element: %s", volt_trainer_errmsg(t));
     bc.backbone = "fc1.*";
-    bc.multiplier = 0.f;
+    bc.multiplier = 0;
     CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "multiplier"), "multiplier");
     bc.multiplier = 1.5f;
     bc.unfreeze_backbone_at_epoch = -1;
     CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG, "negative epoch");
     bc.unfreeze_backbone_at_epoch = 1;
-    bc.backbone_initial_lr = -1.f;
+    bc.backbone_initial_lr = -1;
     CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG, "negative initial lr");
     bc.backbone_initial_lr = NAN;
     bc.version = 99;

@@ -6,6 +6,7 @@
  * extras API, the single-file save and the loader; the others: trainer/checkpoint_internal.h. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,18 +168,26 @@ static volt_status put_groups(volt_trainer *t, volt_st_writer *w) {
 }
 
 /* A saved group that was added during its fit, back into this run's optimizer. */
-static volt_status readd_group(volt_trainer *t, const cJSON *o, int g, const char *path) {
+static volt_status readd_group(volt_trainer *t, const cJSON *o, int g, const char *path, int64_t opt_step) {
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(o, "params"), *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"),
                 *wd = cJSON_GetObjectItemCaseSensitive(o, "weight_decay"), *now = cJSON_GetObjectItemCaseSensitive(o, "lr_now"),
                 *fs = cJSON_GetObjectItemCaseSensitive(o, "first_step");
+    /* first_step: a whole step count no later than the optimizer's (a later one would restart
+     * Adam's bias correction and SGD's momentum at every step until then) */
     if (!cJSON_IsString(pp) || !cJSON_IsNumber(lr) || !cJSON_IsNumber(wd) || !cJSON_IsNumber(now) || !cJSON_IsNumber(fs) ||
-        !(fs->valuedouble >= 0 && fs->valuedouble <= 1e15))
-        return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups': added group %d is damaged", path, g);
+        !(fs->valuedouble >= 0 && fs->valuedouble <= (double)opt_step) || fs->valuedouble != floor(fs->valuedouble) ||
+        !(isfinite(lr->valuedouble) && lr->valuedouble >= 0 && isfinite(now->valuedouble) && now->valuedouble >= 0 &&
+          isfinite(wd->valuedouble) && wd->valuedouble >= 0 && lr->valuedouble < 1e30 && now->valuedouble < 1e30 &&
+          wd->valuedouble < 1e30))
+        return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.optimizer.groups': added group %d is damaged "
+                          "(its params, lr, weight_decay, lr_now or first_step <= the optimizer's step %lld)", path, g,
+                          (long long)opt_step);
     const volt_optim_group gr = { .params = pp->valuestring, .lr = (float)lr->valuedouble, .weight_decay = (float)wd->valuedouble };
     volt_status st = volt__optimizer_add_group_at(t->opt, &gr, (int64_t)fs->valuedouble, (float)now->valuedouble);
     if (st < 0)
         return volt__terr(t, st == VOLT_ERR_NOMEM ? st : VOLT_ERR_INVALID_ARG, "checkpoint '%s': optimizer parameter group %d "
-                          "('%s', added during its fit) cannot be added back: %s", path, g, pp->valuestring, volt_optimizer_errmsg(t->opt));
+                          "('%s', added during its fit) cannot be added back: %s", path, g, pp->valuestring,
+                          st == VOLT_ERR_NOMEM ? "out of memory" : volt_optimizer_errmsg(t->opt));
     return VOLT_OK;
 }
 
@@ -187,7 +196,7 @@ static volt_status readd_group(volt_trainer *t, const cJSON *o, int g, const cha
  * the size of optimizer's group"). lr and weight_decay may change, as the config's may.
  * Groups the saved fit added after the config's (BackboneFinetuning's backbone) are added back
  * first, with their lr and step; on any mismatch they are dropped again. */
-static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *path) {
+static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *path, int64_t opt_step) {
     const char *js = volt_st_meta(f, "volt.optimizer.groups");
     const int now = volt_optimizer_group_count(t->opt), ncfg = volt_optimizer_config_group_count(t->opt);
     cJSON *arr = js ? cJSON_Parse(js) : NULL;
@@ -199,7 +208,7 @@ static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *pa
     volt_status st = VOLT_OK;
     for (int g = now; arr && st >= 0 && g < saved; g++) {
         const cJSON *o = cJSON_GetArrayItem(arr, g);
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "added"))) st = readd_group(t, o, g, path);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "added"))) st = readd_group(t, o, g, path, opt_step);
         else break;   /* the count below says it */
     }
     const int have = volt_optimizer_group_count(t->opt);
@@ -604,7 +613,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             src_close(&src);
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with another optimizer kind (%lld)", path, (long long)opt_kind);
         }
-        if (have_opt && (st = check_groups(t, f, path)) < 0) { src_close(&src); return st; }
+        if (have_opt && (st = check_groups(t, f, path, opt_step)) < 0) { src_close(&src); return st; }
         for (int k = 0; have_opt && k < volt_optimizer_state_count(t->opt); k++) {
             const char *sn = volt_optimizer_state_name(t->opt, k);
             if (volt_optimizer_average_mode(t->opt) && !strcmp(sn, VOLT_OPTIM_AVERAGE_STATE)) {
@@ -749,8 +758,34 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
 /* A failed load leaves the optimizer's groups as they were (check_groups may have added the
  * file's added groups back before a later check failed). */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
+    /* A fit's resume takes the grouping the file has: groups an earlier fit on this trainer
+     * added (its optimizer lives on) go first, and come back as they were if the load fails */
+    struct { char *params; float lr, lr_now, wd; int64_t step0; } kept[VOLT_OPTIM_MAX_GROUPS];
+    int nkept = 0, ncfg = 0;
+    if (full && t->opt) {
+        ncfg = volt_optimizer_config_group_count(t->opt);
+        for (int g = ncfg; g < volt_optimizer_group_count(t->opt) && nkept < VOLT_OPTIM_MAX_GROUPS; g++, nkept++) {
+            kept[nkept].params = strdup(volt_optimizer_group_params(t->opt, g));
+            kept[nkept].lr = volt_optimizer_group_base_lr(t->opt, g);
+            kept[nkept].lr_now = volt_optimizer_group_lr(t->opt, g);
+            kept[nkept].wd = volt_optimizer_group_weight_decay(t->opt, g);
+            kept[nkept].step0 = volt_optimizer_group_first_step(t->opt, g);
+            if (!kept[nkept].params) {
+                for (int k = 0; k < nkept; k++) free(kept[k].params);
+                return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+            }
+        }
+        if (nkept) volt__optimizer_truncate_groups(t->opt, ncfg);
+    }
     const int groups = t->opt ? volt_optimizer_group_count(t->opt) : 0;
     const volt_status st = ckpt_load(t, path, full);
-    if (st < 0 && t->opt) volt__optimizer_truncate_groups(t->opt, groups);
+    if (st < 0 && t->opt) {
+        volt__optimizer_truncate_groups(t->opt, groups);
+        for (int k = 0; k < nkept; k++) {
+            const volt_optim_group g = { .params = kept[k].params, .lr = kept[k].lr, .weight_decay = kept[k].wd };
+            (void)volt__optimizer_add_group_at(t->opt, &g, kept[k].step0, kept[k].lr_now);
+        }
+    }
+    for (int k = 0; k < nkept; k++) free(kept[k].params);
     return st;
 }

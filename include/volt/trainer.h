@@ -631,8 +631,12 @@ typedef struct volt_checkpoint_config {
                                     every rank. Excludes every_n_train_steps > 0 and
                                     every_n_epochs > 1 (every_n_epochs = 1, the default, counts
                                     as unset; top-k is then saved only by time) */
+    bool verbose;                /* version 5; default false: rank 0 prints each save point's
+                                    decision, in Lightning's words ("Epoch 2, global step 72:
+                                    'val_acc' reached 0.87500 (best 0.87500), saving model to
+                                    '...' as top 1" / "... was not in top 1") */
 } volt_checkpoint_config;
-#define VOLT_CHECKPOINT_CONFIG_VERSION 4u
+#define VOLT_CHECKPOINT_CONFIG_VERSION 5u
 
 typedef struct volt_early_stopping_config {
     uint32_t version;            /* VOLT_EARLY_STOPPING_CONFIG_VERSION, set by _init */
@@ -643,8 +647,11 @@ typedef struct volt_early_stopping_config {
     bool has_stopping_threshold; float stopping_threshold;
     bool has_divergence_threshold; float divergence_threshold;
     bool check_finite;           /* default true: stop on NaN/inf */
+    bool verbose;                /* version 2; default false: rank 0 also prints each improvement
+                                    ("Metric val_loss improved by 0.012 >= min_delta = 0.0. New
+                                    best score: 0.345"); the reason for a stop is printed always */
 } volt_early_stopping_config;
-#define VOLT_EARLY_STOPPING_CONFIG_VERSION 1u
+#define VOLT_EARLY_STOPPING_CONFIG_VERSION 2u
 
 VOLT_API void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
 VOLT_API void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
@@ -673,20 +680,21 @@ VOLT_API volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weigh
  * the optimizer as a new parameter group (volt_optimizer_add_param_group) with lr
  * backbone_initial_lr, or backbone_initial_ratio_lr x the current lr of group 0; at every later
  * epoch start the backbone's lr is multiplied by lambda_func(epoch + 1) (default: multiplier),
- * and with should_align held at group 0's current lr. No scheduler moves the backbone's group.
- * Its state (and the added group, lr and step count) is in checkpoints: a resumed fit goes on
- * where it stopped. Lightning names the backbone pl_module.backbone; volt names its
- * parameters by pattern. */
+ * and with should_align held at group 0's current lr. No scheduler moves the backbone's group,
+ * and it has the config's weight decay (torch's add_param_group defaults: backbone parameters
+ * of a no-decay group move into it). Its state (and the added group, lr and step count) is in
+ * checkpoints: a resumed fit goes on where it stopped. Lightning names the backbone
+ * pl_module.backbone; volt names its parameters by pattern. */
 typedef struct volt_backbone_finetuning_config {
     uint32_t version;                  /* VOLT_BACKBONE_FINETUNING_CONFIG_VERSION, set by _init */
     const char *backbone;              /* required: the backbone's parameters, as fnmatch globs on
                                           the whole name, comma-separated (as optimizer groups),
                                           e.g. "distilbert.*"; every element must match one */
     int64_t unfreeze_backbone_at_epoch;   /* >= 0; default 10 */
-    float multiplier;                  /* > 0; default 1.5 (Lightning's multiplicative lambda_func) */
+    double multiplier;                 /* > 0; default 1.5 (Lightning's multiplicative lambda_func) */
     double (*lambda_func)(int64_t epoch);   /* NULL (default): multiplier at every epoch */
-    float backbone_initial_ratio_lr;   /* >= 0; default 0.1 */
-    float backbone_initial_lr;         /* NAN (default): the ratio's; else >= 0 */
+    double backbone_initial_ratio_lr;  /* >= 0; default 0.1 (doubles, as Lightning's Python floats) */
+    double backbone_initial_lr;        /* NAN (default): the ratio's; else >= 0 */
     bool should_align;                 /* default true: never above group 0's lr */
     bool verbose;                      /* default false: rank 0 prints the lrs at each change */
 } volt_backbone_finetuning_config;
