@@ -33,6 +33,14 @@ const volt_cli_key app_run_keys[] = {
     { "checkpoint.on_exception", VOLT_CLI_BOOL, "true", "OnExceptionCheckpoint: when fit fails or is interrupted (Ctrl-C, SIGTERM), save on_exception.safetensors beside the checkpoints to resume from with --ckpt_path", NULL, NULL, 0, 0 },
     { "checkpoint.verbose", VOLT_CLI_BOOL, "false", "ModelCheckpoint: print each save point's decision (\"Epoch 2, global step 72: 'val_acc' reached 0.87500 (best 0.87500), saving model to '...' as top 1\")", NULL, NULL, 0, 0 },
     { "checkpoint.train_time_interval", VOLT_CLI_FLOAT, "0", "ModelCheckpoint: seconds; save (top-k and last) at the train batch end once this much time has passed since the last such save or train start, instead of after each validation (rank 0's clock decides); 0 = off (Lightning's train_time_interval)", NULL, NULL, 0, 1e15 },
+    { "early_stopping.monitor", VOLT_CLI_STRING, NULL, "EarlyStopping (Lightning's): the metric to watch, e.g. val_loss; stops fit when it has not improved for early_stopping.patience checks (one per validation); null = off", NULL, NULL, 0, 0 },
+    { "early_stopping.mode", VOLT_CLI_STRING, "min", "EarlyStopping: min (a loss) or max (an accuracy)", NULL, "min|max", 0, 0 },
+    { "early_stopping.patience", VOLT_CLI_INT, "3", "EarlyStopping: checks with no improvement before stopping", NULL, NULL, 0, 1e12 },
+    { "early_stopping.min_delta", VOLT_CLI_FLOAT, "0", "EarlyStopping: the least change that counts as an improvement", NULL, NULL, 0, 1e30 },
+    { "early_stopping.stopping_threshold", VOLT_CLI_FLOAT, NULL, "EarlyStopping: stop at once when the metric is better than this (null = none)", NULL, NULL, -1e30, 1e30 },
+    { "early_stopping.divergence_threshold", VOLT_CLI_FLOAT, NULL, "EarlyStopping: stop at once when the metric is worse than this (null = none)", NULL, NULL, -1e30, 1e30 },
+    { "early_stopping.check_finite", VOLT_CLI_BOOL, "true", "EarlyStopping: stop when the metric is NaN or infinite", NULL, NULL, 0, 0 },
+    { "early_stopping.verbose", VOLT_CLI_BOOL, "false", "EarlyStopping: also print each improvement (the reason for a stop is printed always)", NULL, NULL, 0, 0 },
     { "weight_averaging.mode", VOLT_CLI_STRING, "none", "weight averaging (Lightning's WeightAveraging): \"ema\" (EMAWeightAveraging; also on when weight_averaging.decay is given), \"swa\" (the equal average of every update), \"none\"; validation, the end of fit and the checkpoints' weights use the average", NULL, "none|ema|swa", 0, 0 },
     { "weight_averaging.decay", VOLT_CLI_FLOAT, "0.999", "weight averaging, EMA: avg = decay*avg + (1-decay)*weights, in [0, 1)", NULL, NULL, 0, 1 },
     { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
@@ -138,7 +146,38 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
     if (!o->strategy) o->strategy = "auto";
 }
 
+/* EarlyStopping from the early_stopping.* keys: off without a monitor (another key given
+ * without it is an error). Added before ModelCheckpoint, so a checkpoint saved at a
+ * validation holds the EarlyStopping state that already counts it (docs/CALLBACKS.md). */
+static volt_status add_early_stopping(volt_trainer *t, const volt_cli *c) {
+    static const char *const others[] = { "early_stopping.mode", "early_stopping.patience", "early_stopping.min_delta",
+                                          "early_stopping.stopping_threshold", "early_stopping.divergence_threshold",
+                                          "early_stopping.check_finite", "early_stopping.verbose" };
+    const char *mon = volt_cli_str(c, "early_stopping.monitor");
+    if (!mon) {
+        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+            if (volt_cli_was_set(c, others[i]))
+                return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--%s is set but early_stopping.monitor is not: name the "
+                                         "metric to watch (e.g. --early_stopping.monitor val_loss)", others[i]);
+        return VOLT_OK;
+    }
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = mon;
+    ec.mode = !strcmp(volt_cli_str(c, "early_stopping.mode"), "max") ? VOLT_MAX : VOLT_MIN;
+    ec.patience = volt_cli_int(c, "early_stopping.patience");
+    ec.min_delta = (float)volt_cli_float(c, "early_stopping.min_delta");
+    if ((ec.has_stopping_threshold = !volt_cli_is_null(c, "early_stopping.stopping_threshold")))
+        ec.stopping_threshold = (float)volt_cli_float(c, "early_stopping.stopping_threshold");
+    if ((ec.has_divergence_threshold = !volt_cli_is_null(c, "early_stopping.divergence_threshold")))
+        ec.divergence_threshold = (float)volt_cli_float(c, "early_stopping.divergence_threshold");
+    ec.check_finite = volt_cli_bool(c, "early_stopping.check_finite");
+    ec.verbose = volt_cli_bool(c, "early_stopping.verbose");
+    return volt_add_early_stopping(t, &ec);
+}
+
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename) {
+    VOLT_TRY(add_early_stopping(t, c));
     const bool on_exc = volt_cli_bool(c, "checkpoint.on_exception");
     if (!volt_cli_bool(c, "trainer.enable_checkpointing"))   /* Lightning: no ModelCheckpoint then */
         return on_exc ? volt_add_on_exception_checkpoint(t, dirpath, NULL) : VOLT_OK;

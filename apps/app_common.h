@@ -48,7 +48,8 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o);
 /* ModelCheckpoint from the checkpoint.* keys (default monitor="val_acc", mode="max",
  * save_top_k=1, save_last=True) in a fixed folder (so --resume finds "last"), with the
  * app's filename template unless checkpoint.filename is set; none with
- * trainer.enable_checkpointing false. OnExceptionCheckpoint with checkpoint.on_exception. */
+ * trainer.enable_checkpointing false. OnExceptionCheckpoint with checkpoint.on_exception.
+ * EarlyStopping from the early_stopping.* keys, first (when early_stopping.monitor is set). */
 volt_status app_add_checkpoint(volt_trainer *t, const volt_cli *c, const char *dirpath, const char *filename);
 
 /* GradientAccumulationScheduler from accumulation.scheduling ("0:8,4:4,8:1"); nothing when

@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     char ckdir[4096];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", o.tr.root, o.model);
     if ((st = app_add_checkpoint(t, cli, ckdir, "{epoch}-{val_acc:.4f}")) < 0)
-        return fail("adding ModelCheckpoint", st, volt_trainer_errmsg(t));
+        return fail("adding EarlyStopping / ModelCheckpoint", st, volt_trainer_errmsg(t));
     if ((st = app_add_weight_averaging(t, cli)) < 0) return fail("adding WeightAveraging", st, volt_trainer_errmsg(t));
     if ((st = app_add_backbone_finetuning(t, cli)) < 0) return fail("adding BackboneFinetuning", st, volt_trainer_errmsg(t));
     if ((st = app_add_accumulation_scheduler(t, cli)) < 0)

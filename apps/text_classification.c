@@ -317,7 +317,7 @@ int main(int argc, char **argv) {
     st = volt_trainer_create(&tc, &a.t);
     if (st < 0) { fail("creating the trainer", st, a.t ? volt_trainer_errmsg(a.t) : NULL); goto out; }
     if ((st = app_add_checkpoint(a.t, cli, ckdir, "{epoch}-{step}-{val_acc:.4f}")) < 0) {
-        fail("adding ModelCheckpoint", st, volt_trainer_errmsg(a.t));
+        fail("adding EarlyStopping / ModelCheckpoint", st, volt_trainer_errmsg(a.t));
         goto out;
     }
     if (!predict && (st = app_add_weight_averaging(a.t, cli)) < 0) {

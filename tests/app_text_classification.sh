@@ -306,6 +306,18 @@ PY
     grep -q '^BackboneFinetuning: epoch 1: 36 backbone parameters unfrozen; current lr: 0.001' "$W/bf.log" ||
         { cat "$W/bf.log"; die "bf: the backbone was not unfrozen at epoch 1"; }
     head -1 "$W/runs_bf/lightning_logs/version_0/metrics.csv" | grep -q 'lr-Adam/pg2' || die "bf: no lr column of the backbone's group"
+    # EarlyStopping from the command line: a threshold any accuracy passes stops fit at the
+    # first validation (one epoch of the two); another early_stopping key alone is an error
+    ES=()
+    for a in "${BF[@]}"; do [[ $a == "$W/runs_bf" ]] && ES+=("$W/runs_es") || ES+=("$a"); done
+    run es "${ES[@]}" --early_stopping.monitor val_acc --early_stopping.mode max --early_stopping.stopping_threshold -1
+    expect_ok es $?
+    grep -q '^EarlyStopping: Stopping threshold reached: val_acc = .* > -1. Signaling Trainer to stop.' "$W/es.log" ||
+        { cat "$W/es.log"; die "es: no stop at the threshold"; }
+    step=$("$CHECK" meta "$W/runs_es/checkpoints/csv-tiny/last.safetensors" volt.global_step) || die "es: no last checkpoint"
+    [[ $step == 3 ]] || die "es: trained to global_step $step after the stop at the first validation (3)"
+    run es_alone "${ES[@]}" --early_stopping.patience 2
+    expect_err es_alone $? "early_stopping.patience is set but early_stopping.monitor is not"
     run bf_typo "${BF[@]}" --finetuning.backbone 'bert.*'
     expect_err bf_typo $? "backbone pattern 'bert\.\*' matches no parameter"
     grep -A1 'Test accuracy' "$W/csv.log"
