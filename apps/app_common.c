@@ -52,7 +52,7 @@ const volt_cli_key app_run_keys[] = {
     { "finetuning.multiplier", VOLT_CLI_FLOAT, "1.5", "BackboneFinetuning: the backbone's lr is multiplied by this at each later epoch start (Lightning's multiplicative lambda_func)", NULL, NULL, 0, 1e9 },
     { "finetuning.backbone_initial_ratio_lr", VOLT_CLI_FLOAT, "0.1", "BackboneFinetuning: the backbone's first lr as a fraction of the model's current lr", NULL, NULL, 0, 1e9 },
     { "finetuning.backbone_initial_lr", VOLT_CLI_FLOAT, "-1", "BackboneFinetuning: the backbone's first lr itself (-1 = from backbone_initial_ratio_lr)", NULL, NULL, -1, 1e9 },
-    { "finetuning.should_align", VOLT_CLI_BOOL, "true", "BackboneFinetuning: never raise the backbone's lr above the model's", NULL, NULL, 0, 0 },
+    { "finetuning.should_align", VOLT_CLI_BOOL, "true", "BackboneFinetuning: at the epoch starts after the unfreeze, hold the backbone's lr at the model's (the first, backbone_initial_*, is not held)", NULL, NULL, 0, 0 },
     { "finetuning.verbose", VOLT_CLI_BOOL, "false", "BackboneFinetuning: print the lrs at each change", NULL, NULL, 0, 0 },
     { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/, test/ and predict/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },

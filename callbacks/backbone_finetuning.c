@@ -34,6 +34,7 @@ typedef struct bf {
     volt_backbone_finetuning_config cfg;
     char *backbone;        /* cfg.backbone's copy */
     bool unfrozen;         /* the backbone's group is in the optimizer */
+    int64_t unfrozen_at;   /* the epoch it was unfrozen at (-1: not yet); the lr grows after it */
     double previous_lr;    /* Lightning's previous_backbone_lr (NAN before the unfreeze) */
 } bf;
 
@@ -96,15 +97,37 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
                                      "the model (fnmatch globs on the whole name, e.g. \"distilbert.*\"; Lightning's "
                                      "pl_module.backbone)", el);
     }
+    const bool zero = volt_trainer_is_global_zero(t);
+    const int64_t epoch = volt_trainer_current_epoch(t);
     if (backbone_group(b, opt) >= 0) {   /* a resumed fit: the checkpoint's group is back */
         b->unfrozen = true;
         if (isnan(b->previous_lr)) b->previous_lr = volt_optimizer_group_lr(opt, backbone_group(b, opt));   /* no saved state */
+        if (b->unfrozen_at < 0) b->unfrozen_at = b->cfg.unfreeze_backbone_at_epoch < epoch ? b->cfg.unfreeze_backbone_at_epoch : epoch;
+        if (b->unfrozen_at != b->cfg.unfreeze_backbone_at_epoch && zero)
+            fprintf(stderr, "note: BackboneFinetuning: the checkpoint's backbone was unfrozen at epoch %lld; this run's "
+                    "unfreeze_backbone_at_epoch %lld changes nothing now (its lr grows at every later epoch start)\n",
+                    (long long)b->unfrozen_at, (long long)b->cfg.unfreeze_backbone_at_epoch);
         set_trainable(b, t, true);
         return VOLT_OK;
     }
     b->unfrozen = false;   /* a new fit, or a checkpoint from before the unfreeze */
+    b->unfrozen_at = -1;
     b->previous_lr = NAN;
     set_trainable(b, t, false);
+    /* nothing left to train until the unfreeze: a backward with no parameter would fail later,
+     * naming no pattern */
+    if (epoch < b->cfg.unfreeze_backbone_at_epoch) {
+        int free_params = 0;
+        for (int i = 0; i < volt_params_count(ps); i++) free_params += (volt_params_at(ps, i)->flags & VOLT_TENSOR_REQUIRES_GRAD) != 0;
+        if (!free_params)
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone '%s' holds every trainable parameter of the model: "
+                                     "nothing would train before epoch %lld (the backbone is the part frozen first; the "
+                                     "head must stay out of it)", b->backbone, (long long)b->cfg.unfreeze_backbone_at_epoch);
+    }
+    const volt_trainer_config *tc = volt_trainer_get_config(t);
+    if (zero && tc && tc->max_epochs >= 0 && b->cfg.unfreeze_backbone_at_epoch >= tc->max_epochs)
+        fprintf(stderr, "warning: BackboneFinetuning: unfreeze_backbone_at_epoch %lld is not before max_epochs %lld: the backbone "
+                "stays frozen for the whole fit\n", (long long)b->cfg.unfreeze_backbone_at_epoch, (long long)tc->max_epochs);
     return VOLT_OK;
 }
 
@@ -116,10 +139,24 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
     bf *b = self;
     volt_optimizer *opt = volt_trainer_optimizer(t);
     const int64_t epoch = volt_trainer_current_epoch(t);
-    if (!opt || epoch < b->cfg.unfreeze_backbone_at_epoch) return VOLT_OK;
+    if (!opt || (!b->unfrozen && epoch < b->cfg.unfreeze_backbone_at_epoch)) return VOLT_OK;
     const double current = volt_optimizer_group_lr(opt, 0);
     if (!b->unfrozen) {
         const double lr = isnan(b->cfg.backbone_initial_lr) ? current * b->cfg.backbone_initial_ratio_lr : b->cfg.backbone_initial_lr;
+        /* torch's add_param_group gives the group the optimizer's defaults: a backbone parameter
+         * of a group with another weight decay (a no-decay group) changes it, said once */
+        const volt_optimizer_config *oc = volt_optimizer_get_config(opt);
+        volt_params *ps = volt_trainer_params(t);
+        int other_wd = 0;
+        for (int i = 0; oc && i < volt_params_count(ps); i++) {
+            volt_tensor *p = volt_params_at(ps, i);
+            const int pg = volt_optimizer_param_group(opt, p);
+            other_wd += in_backbone(b, p->name) && pg >= 0 && volt_optimizer_group_weight_decay(opt, pg) != oc->weight_decay;
+        }
+        if (other_wd && volt_trainer_is_global_zero(t))
+            fprintf(stderr, "note: BackboneFinetuning: %d backbone parameters were in a parameter group with another weight decay "
+                    "(a no-decay group); in the backbone's group they get the optimizer's, %g (torch's add_param_group "
+                    "defaults, as in Lightning)\n", other_wd, (double)oc->weight_decay);
         const int n = set_trainable(b, t, true);
         const volt_optim_group g = { .params = b->backbone, .lr = (float)lr, .weight_decay = NAN };
         volt_status st = volt_optimizer_add_param_group(opt, &g);
@@ -128,13 +165,14 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
             return volt_trainer_fail(t, st, "adding the backbone's parameter group: %s", volt_optimizer_errmsg(opt));
         }
         b->unfrozen = true;
+        b->unfrozen_at = epoch;
         b->previous_lr = lr;   /* in double, as Lightning's chain; the group holds it as a float */
         if (b->cfg.verbose && volt_trainer_is_global_zero(t))
-            fprintf(stderr, "BackboneFinetuning: epoch %lld: %d backbone parameters unfrozen; current lr: %.12g, backbone lr: %.12g\n",
-                    (long long)epoch, n, current, (double)(float)lr);
+            fprintf(stderr, "BackboneFinetuning: epoch %lld: %d backbone parameters unfrozen; current lr: %.7g, backbone lr: %.7g\n",
+                    (long long)epoch, n, current, lr);
         return VOLT_OK;
     }
-    if (epoch == b->cfg.unfreeze_backbone_at_epoch) return VOLT_OK;   /* the unfreeze's own epoch, resumed at its start */
+    if (epoch <= b->unfrozen_at) return VOLT_OK;   /* the unfreeze's own epoch, resumed at its start */
     const int g = backbone_group(b, opt);
     if (g < 0) return volt_trainer_fail(t, VOLT_ERR_STATE, "the optimizer lost the backbone's group");
     double next = lambda_at(b, epoch + 1) * b->previous_lr;
@@ -146,8 +184,7 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
     if (st < 0) return volt_trainer_fail(t, st, "%s", volt_optimizer_errmsg(opt));
     b->previous_lr = next;
     if (b->cfg.verbose && volt_trainer_is_global_zero(t))
-        fprintf(stderr, "BackboneFinetuning: epoch %lld: current lr: %.12g, backbone lr: %.12g\n", (long long)epoch, current,
-                (double)(float)next);
+        fprintf(stderr, "BackboneFinetuning: epoch %lld: current lr: %.7g, backbone lr: %.7g\n", (long long)epoch, current, next);
     return VOLT_OK;
 }
 
@@ -157,6 +194,7 @@ static char *bf_state_dict(void *self) {
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "backbone", b->backbone);
     cJSON_AddBoolToObject(o, "unfrozen", b->unfrozen);
+    cJSON_AddNumberToObject(o, "unfrozen_at_epoch", (double)b->unfrozen_at);
     if (isfinite(b->previous_lr)) cJSON_AddNumberToObject(o, "previous_backbone_lr", b->previous_lr);
     else cJSON_AddNullToObject(o, "previous_backbone_lr");
     char *js = cJSON_PrintUnformatted(o);
@@ -168,11 +206,13 @@ static volt_status bf_load_state_dict(void *self, volt_trainer *t, const char *j
     bf *b = self;
     cJSON *o = cJSON_Parse(json);
     const cJSON *bb = cJSON_GetObjectItemCaseSensitive(o, "backbone"), *uf = cJSON_GetObjectItemCaseSensitive(o, "unfrozen"),
-                *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr");
+                *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr"),
+                *ua = cJSON_GetObjectItemCaseSensitive(o, "unfrozen_at_epoch");
     volt_status st = VOLT_OK;
     if (!cJSON_IsString(bb) || !cJSON_IsBool(uf) ||
         !(cJSON_IsNull(pl) || (cJSON_IsNumber(pl) && pl->valuedouble >= 0 && isfinite(pl->valuedouble) && pl->valuedouble < 1e30)) ||
-        (cJSON_IsTrue(uf) && !cJSON_IsNumber(pl)))
+        (cJSON_IsTrue(uf) && !cJSON_IsNumber(pl)) ||
+        (ua && !(cJSON_IsNumber(ua) && ua->valuedouble >= -1 && ua->valuedouble <= 1e15 && ua->valuedouble == floor(ua->valuedouble))))
         st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "the checkpoint's state is damaged");
     else if (strcmp(bb->valuestring, b->backbone))
         st = volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "the checkpoint's backbone is '%s', this run's '%s'",
@@ -180,6 +220,7 @@ static volt_status bf_load_state_dict(void *self, volt_trainer *t, const char *j
     else {
         b->unfrozen = cJSON_IsTrue(uf);
         b->previous_lr = cJSON_IsNumber(pl) ? pl->valuedouble : NAN;
+        b->unfrozen_at = ua && b->unfrozen ? (int64_t)ua->valuedouble : -1;
     }
     cJSON_Delete(o);
     return st;
@@ -246,5 +287,6 @@ volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_fi
     b->cfg = *cfg;
     b->cfg.backbone = b->backbone;
     b->previous_lr = NAN;
+    b->unfrozen_at = -1;
     return volt_trainer_add_callback(t, &bf_ops, b);
 }

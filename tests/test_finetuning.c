@@ -97,6 +97,7 @@ static const volt_callback_ops seen_ops = { .version = VOLT_CALLBACK_OPS_VERSION
 
 static volt_dataset *g_ds;
 static char g_dir[512];
+static int64_t g_unfreeze = 1;   /* make()'s unfreeze_backbone_at_epoch */
 
 /* A trainer with the callback (backbone bb; NULL: none) and, if s, the recorder. */
 static volt_trainer *make(const char *bb, int64_t max_epochs, int64_t max_steps, seen *s, double multiplier) {
@@ -116,7 +117,7 @@ static volt_trainer *make(const char *bb, int64_t max_epochs, int64_t max_steps,
         volt_backbone_finetuning_config bc;
         volt_backbone_finetuning_config_init(&bc);
         bc.backbone = bb;
-        bc.unfreeze_backbone_at_epoch = 1;
+        bc.unfreeze_backbone_at_epoch = g_unfreeze;
         bc.multiplier = multiplier;
         bc.verbose = true;
         CHECK_OK(volt_add_backbone_finetuning(t, &bc));
@@ -374,12 +375,35 @@ static void test_resume(void) {
             volt_trainer_destroy(t);
         }
         t = make(NULL, 4, -1, NULL, 1.5f);
+        char errf[700], said[4096];
+        snprintf(errf, sizeof errf, "%s/nocb.txt", dir);
+        int saved = vtest_stderr_to(errf);
         st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
+        vtest_stderr_back(saved, errf, said, sizeof said);
+        CHECK(strstr(said, "holds the state of callbacks this fit does not have: BackboneFinetuning, ModelCheckpoint"),
+              "no callback: the warning names it: %s", said);
         CHECK(st == VOLT_OK && volt_optimizer_group_count(volt_trainer_optimizer(t)) == 2 &&
               volt_optimizer_group_first_step(volt_trainer_optimizer(t), 1) == 3, "no callback: the group is back (%s)",
               volt_trainer_errmsg(t));
         volt_trainer_destroy(t);
     }
+    /* resumed after the unfreeze (step 7) by a run that would unfreeze at epoch 4: the
+     * checkpoint's unfreeze (epoch 1) stands, said so, and the lr grows at epoch 3 as before */
+    g_unfreeze = 4;
+    {
+        char path[700], errf[700], said[4096];
+        snprintf(path, sizeof path, "%s/step=7.safetensors", dir);
+        snprintf(errf, sizeof errf, "%s/late.txt", dir);
+        t = make("fc1.*", 4, -1, NULL, 1.5f);
+        const int saved = vtest_stderr_to(errf);
+        volt_status st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, path);
+        vtest_stderr_back(saved, errf, said, sizeof said);
+        CHECK(st == VOLT_OK && strstr(said, "the checkpoint's backbone was unfrozen at epoch 1; this run's unfreeze_backbone_at_epoch "
+              "4 changes nothing now"), "another unfreeze epoch on resume: %s", said);
+        CHECK(params_of(t, got, NP) == NP && !memcmp(got, want, sizeof want), "another unfreeze epoch on resume: the same weights");
+        volt_trainer_destroy(t);
+    }
+    g_unfreeze = 1;
     /* a trainer whose optimizer already holds the group (its first fit unfroze) resumes
      * another fit from a checkpoint of before (step 2) and after (step 7) the unfreeze: the
      * file's grouping, lr and step count, not the trainer's own, and the same weights */
@@ -433,6 +457,24 @@ static void test_errors(void) {
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "backbone pattern 'encoder.*' matches no parameter"),
           "typo: %s", volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
+    /* a backbone that is the whole model: nothing would train before the unfreeze */
+    t = make("fc*", 2, -1, NULL, 1.5f);
+    st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "backbone 'fc*' holds every trainable parameter"),
+          "whole model: %s", volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    /* an unfreeze epoch at or past max_epochs: trains, warning that the backbone stays frozen */
+    g_unfreeze = 2;
+    t = make("fc1.*", 2, -1, NULL, 1.5f);
+    char errf[700], said[4096];
+    snprintf(errf, sizeof errf, "%s/never.txt", g_dir);
+    const int saved = vtest_stderr_to(errf);
+    st = volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL);
+    vtest_stderr_back(saved, errf, said, sizeof said);
+    CHECK(st == VOLT_OK && strstr(said, "unfreeze_backbone_at_epoch 2 is not before max_epochs 2: the backbone stays frozen"),
+          "never unfrozen: %s", said);
+    volt_trainer_destroy(t);
+    g_unfreeze = 1;
     volt_loader_destroy(l);
 }
 

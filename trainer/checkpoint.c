@@ -659,6 +659,25 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
                 return hook_err_load(t, st, t->cbs[i].ops->name, path);
             }
         }
+        /* state of callbacks this trainer lacks: resuming without them changes the run
+         * unsaid (Lightning warns: "callbacks used to create the checkpoint need to be
+         * provided during Trainer instantiation") */
+        char missing[512] = "";
+        size_t mk = 0;
+        for (const cJSON *it = cbs ? cbs->child : NULL; it && t->rank == 0; it = it->next) {
+            bool have = false;
+            for (int i = 0; !have && i < t->n_cbs; i++) {
+                char key[128];
+                cb_key(t, i, key, sizeof key);
+                have = it->string && !strcmp(it->string, key);
+            }
+            if (!have && it->string && mk < sizeof missing)
+                mk += (size_t)snprintf(missing + mk, sizeof missing - mk, "%s%s", mk ? ", " : "", it->string);
+        }
+        if (missing[0])
+            fprintf(stderr, "volt: warning: the checkpoint at %s holds the state of callbacks this fit does not have: %s. "
+                    "Add them (in the same order) to resume them; without them the fit goes on as configured now\n",
+                    path, missing);
         cJSON_Delete(cbs);
     }
     /* The module's extras (on_load_checkpoint) before any value is applied, as Lightning calls
