@@ -146,6 +146,16 @@ void app_trainer_opts_from_cli(const volt_cli *c, app_trainer_opts *o) {
     if (!o->strategy) o->strategy = "auto";
 }
 
+/* A callback's keys given without its key that turns it on (monitor, backbone): an error
+ * naming the first, rather than a setting that does nothing. */
+static volt_status orphan_keys(volt_trainer *t, const volt_cli *c, const char *const *keys, size_t n, const char *main_key,
+                               const char *example) {
+    for (size_t i = 0; i < n; i++)
+        if (volt_cli_was_set(c, keys[i]))
+            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--%s is set but %s is not: %s", keys[i], main_key, example);
+    return VOLT_OK;
+}
+
 /* EarlyStopping from the early_stopping.* keys: off without a monitor (another key given
  * without it is an error). Added before ModelCheckpoint, so a checkpoint saved at a
  * validation holds the EarlyStopping state that already counts it (docs/CALLBACKS.md). */
@@ -154,13 +164,9 @@ static volt_status add_early_stopping(volt_trainer *t, const volt_cli *c) {
                                           "early_stopping.stopping_threshold", "early_stopping.divergence_threshold",
                                           "early_stopping.check_finite", "early_stopping.verbose" };
     const char *mon = volt_cli_str(c, "early_stopping.monitor");
-    if (!mon) {
-        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-            if (volt_cli_was_set(c, others[i]))
-                return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--%s is set but early_stopping.monitor is not: name the "
-                                         "metric to watch (e.g. --early_stopping.monitor val_loss)", others[i]);
-        return VOLT_OK;
-    }
+    if (!mon)
+        return orphan_keys(t, c, others, sizeof others / sizeof others[0], "early_stopping.monitor",
+                           "name the metric to watch (e.g. --early_stopping.monitor val_loss)");
     volt_early_stopping_config ec;
     volt_early_stopping_config_init(&ec);
     ec.monitor = mon;
@@ -233,11 +239,8 @@ volt_status app_add_backbone_finetuning(volt_trainer *t, const volt_cli *c) {
         static const char *const others[] = { "finetuning.unfreeze_backbone_at_epoch", "finetuning.multiplier",
                                               "finetuning.backbone_initial_ratio_lr", "finetuning.backbone_initial_lr",
                                               "finetuning.should_align", "finetuning.verbose" };
-        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-            if (volt_cli_was_set(c, others[i]))
-                return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--%s is set but finetuning.backbone is not: name the backbone's "
-                                         "parameters (e.g. --finetuning.backbone 'distilbert.*')", others[i]);
-        return VOLT_OK;
+        return orphan_keys(t, c, others, sizeof others / sizeof others[0], "finetuning.backbone",
+                           "name the backbone's parameters (e.g. --finetuning.backbone 'distilbert.*')");
     }
     volt_backbone_finetuning_config bc;
     volt_backbone_finetuning_config_init(&bc);

@@ -20,15 +20,12 @@
  * Unlike Lightning (epoch == unfreeze_backbone_at_epoch), the unfreeze happens at the first
  * epoch start at or after that epoch: a fit resumed past it, with the callback newly added,
  * still unfreezes (at its next epoch start). */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
-
-#define BF_PAT_MAX 256
 
 typedef struct bf {
     volt_backbone_finetuning_config cfg;
@@ -38,27 +35,7 @@ typedef struct bf {
     double previous_lr;    /* Lightning's previous_backbone_lr (NAN before the unfreeze) */
 } bf;
 
-/* Element k of a comma-separated pattern list, blanks trimmed: 1, 0 at the end, -1 too long. */
-static int pat_next(const char **s, char buf[BF_PAT_MAX]) {
-    const char *p = *s;
-    if (!p) return 0;
-    const char *e = strchr(p, ',');
-    const char *end = e ? e : p + strlen(p);
-    *s = e ? e + 1 : NULL;
-    while (p < end && (*p == ' ' || *p == '\t')) p++;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    if ((size_t)(end - p) >= BF_PAT_MAX) return -1;
-    memcpy(buf, p, (size_t)(end - p));
-    buf[end - p] = 0;
-    return 1;
-}
-
-static bool in_backbone(const bf *b, const char *name) {
-    char el[BF_PAT_MAX];
-    for (const char *s = b->backbone; pat_next(&s, el) > 0;)
-        if (el[0] && fnmatch(el, name, 0) == 0) return true;
-    return false;
-}
+static bool in_backbone(const bf *b, const char *name) { return volt_pattern_match(b->backbone, name); }
 
 /* requires_grad of every backbone parameter; the count of them */
 static int set_trainable(const bf *b, volt_trainer *t, bool on) {
@@ -87,16 +64,10 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
     volt_optimizer *opt = volt_trainer_optimizer(t);
     if (!opt) return volt_trainer_fail(t, VOLT_ERR_STATE, "the fit has no optimizer");
     /* every element names some parameter: a typo would otherwise train the whole model */
-    char el[BF_PAT_MAX];
     volt_params *ps = volt_trainer_params(t);
-    for (const char *s = b->backbone; pat_next(&s, el) > 0;) {
-        bool hit = false;
-        for (int i = 0; !hit && i < volt_params_count(ps); i++) hit = fnmatch(el, volt_params_at(ps, i)->name, 0) == 0;
-        if (!hit)
-            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone pattern '%s' matches no parameter of "
-                                     "the model (fnmatch globs on the whole name, e.g. \"distilbert.*\"; Lightning's "
-                                     "pl_module.backbone)", el);
-    }
+    char why[512];
+    if (volt_patterns_check(b->backbone, ps, why, sizeof why) < 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone %s (Lightning's pl_module.backbone)", why);
     const bool zero = volt_trainer_is_global_zero(t);
     const int64_t epoch = volt_trainer_current_epoch(t);
     if (backbone_group(b, opt) >= 0) {   /* a resumed fit: the checkpoint's group is back */
@@ -259,12 +230,9 @@ volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_fi
     if (!cfg->backbone || !cfg->backbone[0])
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone (the patterns of its parameters, e.g. "
                                  "\"distilbert.*\") is required");
-    char el[BF_PAT_MAX];
-    int r, k = 0;
-    for (const char *s = cfg->backbone; (r = pat_next(&s, el)) != 0; k++)
-        if (r < 0 || !el[0])
-            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone '%s': element %d is %s", cfg->backbone,
-                                     k + 1, r < 0 ? "too long" : "empty");
+    char why[512];
+    if (volt_patterns_check(cfg->backbone, NULL, why, sizeof why) < 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone %s", why);
     if (cfg->unfreeze_backbone_at_epoch < 0)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: unfreeze_backbone_at_epoch %lld (epochs are 0-based, "
                                  ">= 0)", (long long)cfg->unfreeze_backbone_at_epoch);

@@ -103,6 +103,31 @@ static bool pat_match(const char *patterns, const char *name) {
     return false;
 }
 
+bool volt_pattern_match(const char *patterns, const char *name) { return patterns && name && pat_match(patterns, name); }
+
+volt_status volt_patterns_check(const char *patterns, const volt_params *ps, char *err, size_t errlen) {
+    char dummy[8];
+    if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
+    err[0] = 0;
+    if (!patterns || !patterns[0]) { snprintf(err, errlen, "no pattern"); return VOLT_ERR_INVALID_ARG; }
+    char el[PAT_MAX];
+    int r, k = 0;
+    for (const char *s = patterns; (r = pat_next(&s, el)) != 0; k++) {
+        if (r < 0 || !el[0]) {
+            snprintf(err, errlen, "'%.200s': element %d is %s", patterns, k + 1, r < 0 ? "too long (256 bytes or more)" : "empty");
+            return VOLT_ERR_INVALID_ARG;
+        }
+        bool hit = !ps;
+        for (int i = 0; !hit && i < volt_params_count(ps); i++) hit = fnmatch(el, volt_params_at(ps, i)->name, 0) == 0;
+        if (!hit) {
+            snprintf(err, errlen, "pattern '%s' matches no parameter (patterns are fnmatch globs on the whole name, e.g. "
+                     "\"backbone.*\")", el);
+            return VOLT_ERR_INVALID_ARG;
+        }
+    }
+    return VOLT_OK;
+}
+
 /* The group of parameter `name`: 1 + the first cfg group with a matching element, else 0. */
 static int group_of(const volt_optimizer_config *c, const char *name) {
     for (int g = 0; g < c->n_groups; g++)
@@ -544,17 +569,9 @@ volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_g
                         "for the config's)", gr->params, gr->lr, gr->weight_decay);
     if (!(isfinite(lr_now) || isnan(lr_now)) || lr_now < 0.f)
         return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': invalid current lr %g", gr->params, lr_now);
-    char el[PAT_MAX];
-    int r, k = 0;
-    for (const char *s = gr->params; (r = pat_next(&s, el)) != 0; k++) {
-        if (r < 0) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: a pattern longer than %d bytes", PAT_MAX - 1);
-        if (!el[0]) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group '%s': empty pattern (element %d)", gr->params, k + 1);
-        bool hit = false;
-        for (int i = 0; !hit && i < volt_params_count(opt->ps); i++) hit = fnmatch(el, volt_params_at(opt->ps, i)->name, 0) == 0;
-        if (!hit)
-            return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: pattern '%s' matches no parameter (patterns are "
-                            "fnmatch globs on the whole name, e.g. \"backbone.*\")", el);
-    }
+    char why[PAT_MAX + 160];
+    if (volt_patterns_check(gr->params, opt->ps, why, sizeof why) < 0)
+        return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer add_param_group: %s", why);
     const int g = opt->n_groups;
     if (!(opt->pattern[g] = strdup(gr->params))) return opt_fail(opt, VOLT_ERR_NOMEM, "optimizer add_param_group: out of memory");
     opt->group_base_lr[g] = isnan(gr->lr) ? opt->cfg.lr : gr->lr;
