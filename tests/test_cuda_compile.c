@@ -44,14 +44,8 @@ static int g_steps = STEPS;
 enum { BS = 4, NS = 10 };   /* batches 4, 4, 2 */
 
 /* ---- the MLP (tests/compile_mlp.h) ----------------------------------------------------------- */
-static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    (void)i;
-    volt_tensor *loss = volt_cross_entropy(s, mlp_logits(self, s, b, 0.1f), volt_batch_y(b));
-    volt_log(s, "train_loss", loss, VOLT_LOG_STEP);
-    return volt_step_set_loss(s, loss);
-}
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
-                                         .configure_optimizers = mlp_opt, .training_step = mlp_train };
+                                         .configure_optimizers = mlp_opt, .training_step = mlp_train_ce };
 static const volt_module_ops *g_mlp_ops = &mlp_ops;   /* what run() trains as "mlp" (test_host_data) */
 
 static float MX[NS * IN];
@@ -381,7 +375,7 @@ static volt_status groups_opt(void *self, volt_optim_setup *o) {
     return VOLT_OK;
 }
 static const volt_module_ops groups_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
-                                            .configure_optimizers = groups_opt, .training_step = mlp_train };
+                                            .configure_optimizers = groups_opt, .training_step = mlp_train_ce };
 
 static void test_groups(volt_dataset *ds) {
     g_mlp_ops = &groups_ops;
@@ -405,7 +399,7 @@ static volt_status freeze_epoch(void *self, volt_trainer *t) {
     return VOLT_OK;
 }
 static const volt_module_ops freeze_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = freeze_setup,
-                                            .configure_optimizers = mlp_opt, .training_step = mlp_train,
+                                            .configure_optimizers = mlp_opt, .training_step = mlp_train_ce,
                                             .on_train_epoch_start = freeze_epoch };
 
 static void test_freeze(volt_dataset *ds) {

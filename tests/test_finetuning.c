@@ -27,14 +27,8 @@ enum { BS = 4, NS = 10 };   /* batches 4, 4, 2: 3 optimizer steps an epoch */
 static float MX[NS * IN];
 static int64_t MY[NS];
 
-static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    (void)i;
-    volt_tensor *loss = volt_cross_entropy(s, mlp_logits(self, s, b, 0.1f), volt_batch_y(b));
-    volt_log(s, "train_loss", loss, VOLT_LOG_STEP);
-    return volt_step_set_loss(s, loss);
-}
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
-                                         .configure_optimizers = mlp_opt, .training_step = mlp_train };
+                                         .configure_optimizers = mlp_opt, .training_step = mlp_train_ce };
 
 /* ---- what the fit does, seen from a callback added after BackboneFinetuning ----------------- */
 enum { MAX_EPOCHS = 6 };
