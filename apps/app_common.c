@@ -431,6 +431,8 @@ int app_fail(const char *app, const char *what, volt_status st, const char *msg)
 
 int app_fail_run(const char *app, const char *what, volt_status st, volt_trainer *t) {
     const int sig = st == VOLT_ERR_INTERRUPTED ? volt_trainer_interrupted(t) : 0;
+    /* an error every rank agreed on is said once, by rank 0 (every rank still exits 1) */
+    if (!sig && volt_trainer_error_agreed(t) && !volt_trainer_is_global_zero(t)) return 1;
     if (!sig) return app_fail(app, what, st, volt_trainer_errmsg(t));
     if (volt_trainer_is_global_zero(t)) fprintf(stderr, "%s: %s interrupted: %s\n", app, what, volt_trainer_errmsg(t));
     return 128 + sig;

@@ -504,6 +504,14 @@ PY
         [[ $pat == *"unused tensor "* ]] && want=5   # the first five named, then the count
         [[ $n == "$want" ]] || { cat "$W/pre.err"; die "pre: '$pat' printed $n times on 2 ranks, want $want (rank 0 only)"; }
     done
+    # an error both ranks agree on (a finetuning pattern that matches nothing, found at fit
+    # start on each) is said once, by rank 0, and every rank exits 1
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_agree" --batch-size 2 --strategy ddp \
+        --finetuning.backbone 'bert.*' >"$W/agree.log" 2>"$W/agree.err"
+    rc=$?
+    n=$(grep -c "fit failed (invalid argument): BackboneFinetuning.on_fit_start: backbone pattern 'bert.\*' matches no parameter" \
+        "$W/agree.err")
+    [[ $rc != 0 && $n == 1 ]] || { cat "$W/agree.err"; die "agree: exit $rc, the agreed error printed $n times on 2 ranks, want once"; }
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac

@@ -88,5 +88,8 @@ volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what
                           volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     }
     v.msg[sizeof v.msg - 1] = 0;
-    return volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d found it; %s)", v.msg, root, t->world, outcome);
+    const volt_status out = volt__terr(t, v.st < 0 ? v.st : VOLT_ERR_STATE, "%s (rank %d of %d found it; %s)", v.msg, root,
+                                       t->world, outcome);
+    t->err_agreed = true;   /* every rank holds these words: one of them says them (volt_trainer_error_agreed) */
+    return out;
 }

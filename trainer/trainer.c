@@ -12,8 +12,11 @@ volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, 
     va_start(ap, fmt);
     volt__set_err(t->errmsg, sizeof t->errmsg, fmt, ap);
     va_end(ap);
+    t->err_agreed = false;
     return st;
 }
+
+bool volt_trainer_error_agreed(const volt_trainer *t) { return t && t->err_agreed; }
 
 int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t ? t->num_eval_batches : -1; }
 

@@ -46,6 +46,7 @@ struct volt_trainer {
     volt_trainer_config cfg;
     char *root_dir, *logger_name, *precision, *strategy_name, *clip_algo, *run_config_json, *run_fingerprint;
     char errmsg[1024];
+    bool err_agreed;           /* errmsg is a verdict every rank reports alike (volt__agree_status) */
     volt_cb cbs[VOLT_MAX_CALLBACKS];
     int n_cbs;
     bool defaults_added;

@@ -785,6 +785,10 @@ VOLT_API volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, 
  * a folder from its checkpoint); the string is copied. Called on every rank: rank 0's dir
  * is the one kept (the trainer broadcasts it under distributed strategies). */
 VOLT_API volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir);
+/* The last error (volt_trainer_errmsg) is a verdict of the ranks: every rank failed with these
+ * same words ("... (rank R of N found it; ...)"), so one rank (rank 0) printing them says it
+ * all; false for a rank's own error, and on one process. */
+VOLT_API bool volt_trainer_error_agreed(const volt_trainer *t);
 /* Record an error on the trainer (volt_trainer_errmsg) from a callback and return st; the
  * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
 VOLT_API volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
