@@ -51,7 +51,7 @@ const volt_cli_key app_run_keys[] = {
     { "finetuning.unfreeze_backbone_at_epoch", VOLT_CLI_INT, "10", "BackboneFinetuning: the epoch (0-based) at whose start the backbone is unfrozen", NULL, NULL, 0, 1e12 },
     { "finetuning.multiplier", VOLT_CLI_FLOAT, "1.5", "BackboneFinetuning: the backbone's lr is multiplied by this at each later epoch start (Lightning's multiplicative lambda_func)", NULL, NULL, 0, 1e9 },
     { "finetuning.backbone_initial_ratio_lr", VOLT_CLI_FLOAT, "0.1", "BackboneFinetuning: the backbone's first lr as a fraction of the model's current lr", NULL, NULL, 0, 1e9 },
-    { "finetuning.backbone_initial_lr", VOLT_CLI_FLOAT, "-1", "BackboneFinetuning: the backbone's first lr itself (-1 = from backbone_initial_ratio_lr)", NULL, NULL, -1, 1e9 },
+    { "finetuning.backbone_initial_lr", VOLT_CLI_FLOAT, NULL, "BackboneFinetuning: the backbone's first lr itself (null = backbone_initial_ratio_lr x the model's)", NULL, NULL, 0, 1e9 },
     { "finetuning.should_align", VOLT_CLI_BOOL, "true", "BackboneFinetuning: at the epoch starts after the unfreeze, hold the backbone's lr at the model's (the first, backbone_initial_*, is not held)", NULL, NULL, 0, 0 },
     { "finetuning.verbose", VOLT_CLI_BOOL, "false", "BackboneFinetuning: print the lrs at each change", NULL, NULL, 0, 0 },
     { "throughput.enabled", VOLT_CLI_BOOL, "false", "ThroughputMonitor (Lightning's): log train/, validate/, test/ and predict/ batches, samples (and, where the app knows them, items and FLOPs) per second over a window of batches, MFU with a peak, and the totals; also on when another throughput.* key is given", "throughput", NULL, 0, 0 },
@@ -248,11 +248,7 @@ volt_status app_add_backbone_finetuning(volt_trainer *t, const volt_cli *c) {
     bc.unfreeze_backbone_at_epoch = volt_cli_int(c, "finetuning.unfreeze_backbone_at_epoch");
     bc.multiplier = volt_cli_float(c, "finetuning.multiplier");
     bc.backbone_initial_ratio_lr = volt_cli_float(c, "finetuning.backbone_initial_ratio_lr");
-    const double init = volt_cli_float(c, "finetuning.backbone_initial_lr");
-    if (init < 0 && init != -1)
-        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "--finetuning.backbone_initial_lr %g: an lr >= 0, or -1 for "
-                                 "backbone_initial_ratio_lr x the model's", init);
-    bc.backbone_initial_lr = init < 0 ? NAN : init;
+    if (!volt_cli_is_null(c, "finetuning.backbone_initial_lr")) bc.backbone_initial_lr = volt_cli_float(c, "finetuning.backbone_initial_lr");
     bc.should_align = volt_cli_bool(c, "finetuning.should_align");
     bc.verbose = volt_cli_bool(c, "finetuning.verbose");
     return volt_add_backbone_finetuning(t, &bc);

@@ -30,8 +30,7 @@
 typedef struct bf {
     volt_backbone_finetuning_config cfg;
     char *backbone;        /* cfg.backbone's copy */
-    bool unfrozen;         /* the backbone's group is in the optimizer */
-    int64_t unfrozen_at;   /* the epoch it was unfrozen at (-1: not yet); the lr grows after it */
+    int64_t unfrozen_at;   /* the epoch it was unfrozen at, -1 while frozen: the lr grows after it */
     double previous_lr;    /* Lightning's previous_backbone_lr (NAN before the unfreeze) */
 } bf;
 
@@ -71,7 +70,6 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
     const bool zero = volt_trainer_is_global_zero(t);
     const int64_t epoch = volt_trainer_current_epoch(t);
     if (backbone_group(b, opt) >= 0) {   /* a resumed fit: the checkpoint's group is back */
-        b->unfrozen = true;
         if (isnan(b->previous_lr)) b->previous_lr = volt_optimizer_group_lr(opt, backbone_group(b, opt));   /* no saved state */
         if (b->unfrozen_at < 0) b->unfrozen_at = b->cfg.unfreeze_backbone_at_epoch < epoch ? b->cfg.unfreeze_backbone_at_epoch : epoch;
         if (b->unfrozen_at != b->cfg.unfreeze_backbone_at_epoch && zero)
@@ -81,8 +79,7 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
         set_trainable(b, t, true);
         return VOLT_OK;
     }
-    b->unfrozen = false;   /* a new fit, or a checkpoint from before the unfreeze */
-    b->unfrozen_at = -1;
+    b->unfrozen_at = -1;   /* a new fit, or a checkpoint from before the unfreeze */
     b->previous_lr = NAN;
     set_trainable(b, t, false);
     /* nothing left to train until the unfreeze: a backward with no parameter would fail later,
@@ -110,9 +107,10 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
     bf *b = self;
     volt_optimizer *opt = volt_trainer_optimizer(t);
     const int64_t epoch = volt_trainer_current_epoch(t);
-    if (!opt || (!b->unfrozen && epoch < b->cfg.unfreeze_backbone_at_epoch)) return VOLT_OK;
+    const bool unfrozen = b->unfrozen_at >= 0;
+    if (!opt || (!unfrozen && epoch < b->cfg.unfreeze_backbone_at_epoch)) return VOLT_OK;
     const double current = volt_optimizer_group_lr(opt, 0);
-    if (!b->unfrozen) {
+    if (!unfrozen) {
         const double lr = isnan(b->cfg.backbone_initial_lr) ? current * b->cfg.backbone_initial_ratio_lr : b->cfg.backbone_initial_lr;
         /* torch's add_param_group gives the group the optimizer's defaults: a backbone parameter
          * of a group with another weight decay (a no-decay group) changes it, said once */
@@ -135,7 +133,6 @@ static volt_status bf_epoch_start(void *self, volt_trainer *t) {
             set_trainable(b, t, false);
             return volt_trainer_fail(t, st, "adding the backbone's parameter group: %s", volt_optimizer_errmsg(opt));
         }
-        b->unfrozen = true;
         b->unfrozen_at = epoch;
         b->previous_lr = lr;   /* in double, as Lightning's chain; the group holds it as a float */
         if (b->cfg.verbose && volt_trainer_is_global_zero(t))
@@ -164,8 +161,7 @@ static char *bf_state_dict(void *self) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "backbone", b->backbone);
-    cJSON_AddBoolToObject(o, "unfrozen", b->unfrozen);
-    cJSON_AddNumberToObject(o, "unfrozen_at_epoch", (double)b->unfrozen_at);
+    cJSON_AddNumberToObject(o, "unfrozen_at_epoch", (double)b->unfrozen_at);   /* -1: still frozen */
     if (isfinite(b->previous_lr)) cJSON_AddNumberToObject(o, "previous_backbone_lr", b->previous_lr);
     else cJSON_AddNullToObject(o, "previous_backbone_lr");
     char *js = cJSON_PrintUnformatted(o);
@@ -176,22 +172,20 @@ static char *bf_state_dict(void *self) {
 static volt_status bf_load_state_dict(void *self, volt_trainer *t, const char *json) {
     bf *b = self;
     cJSON *o = cJSON_Parse(json);
-    const cJSON *bb = cJSON_GetObjectItemCaseSensitive(o, "backbone"), *uf = cJSON_GetObjectItemCaseSensitive(o, "unfrozen"),
-                *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr"),
+    const cJSON *bb = cJSON_GetObjectItemCaseSensitive(o, "backbone"), *pl = cJSON_GetObjectItemCaseSensitive(o, "previous_backbone_lr"),
                 *ua = cJSON_GetObjectItemCaseSensitive(o, "unfrozen_at_epoch");
+    const bool ua_ok = cJSON_IsNumber(ua) && ua->valuedouble >= -1 && ua->valuedouble <= 1e15 && ua->valuedouble == floor(ua->valuedouble);
     volt_status st = VOLT_OK;
-    if (!cJSON_IsString(bb) || !cJSON_IsBool(uf) ||
+    if (!cJSON_IsString(bb) || !ua_ok ||
         !(cJSON_IsNull(pl) || (cJSON_IsNumber(pl) && pl->valuedouble >= 0 && isfinite(pl->valuedouble) && pl->valuedouble < 1e30)) ||
-        (cJSON_IsTrue(uf) && !cJSON_IsNumber(pl)) ||
-        (ua && !(cJSON_IsNumber(ua) && ua->valuedouble >= -1 && ua->valuedouble <= 1e15 && ua->valuedouble == floor(ua->valuedouble))))
+        (ua->valuedouble >= 0 && !cJSON_IsNumber(pl)))
         st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "the checkpoint's state is damaged");
     else if (strcmp(bb->valuestring, b->backbone))
         st = volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "the checkpoint's backbone is '%s', this run's '%s'",
                                bb->valuestring, b->backbone);
     else {
-        b->unfrozen = cJSON_IsTrue(uf);
+        b->unfrozen_at = (int64_t)ua->valuedouble;
         b->previous_lr = cJSON_IsNumber(pl) ? pl->valuedouble : NAN;
-        b->unfrozen_at = ua && b->unfrozen ? (int64_t)ua->valuedouble : -1;
     }
     cJSON_Delete(o);
     return st;

@@ -435,8 +435,9 @@ struct volt_params {
 static inline void volt__params_skip_init(volt_params *ps) { ps->skip_init = true; }
 /* Stores whose finalize drew their inits (tests: a load that skips them draws none). */
 uint64_t volt__params_inits(void);
-/* Counts every change of a parameter's requires_grad in the process (volt_param_set_requires_grad):
- * a captured step (trainer/compile.c) froze which parameters get grads and updates. */
+/* Counts every change of a parameter's requires_grad in the process (volt_param_set_requires_grad)
+ * and every move of parameters between optimizer groups: a captured step (trainer/compile.c)
+ * froze which parameters get grads and updates, and how the updates split by group. */
 uint64_t volt__params_trainable_gen(void);
 void volt__params_layout_changed(void);   /* bumps it: an optimizer's groups moved parameters */
 

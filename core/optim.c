@@ -105,23 +105,27 @@ static bool pat_match(const char *patterns, const char *name) {
 
 bool volt_pattern_match(const char *patterns, const char *name) { return patterns && name && pat_match(patterns, name); }
 
+/* The one reading of a pattern list: the config's groups (syntax here, names in
+ * groups_check), added groups and callbacks (BackboneFinetuning) all say their faults in
+ * these words. "" is one empty element. */
 volt_status volt_patterns_check(const char *patterns, const volt_params *ps, char *err, size_t errlen) {
     char dummy[8];
     if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
-    if (!patterns || !patterns[0]) { snprintf(err, errlen, "no pattern"); return VOLT_ERR_INVALID_ARG; }
+    if (!patterns) { snprintf(err, errlen, "no pattern (NULL)"); return VOLT_ERR_INVALID_ARG; }
     char el[PAT_MAX];
     int r, k = 0;
     for (const char *s = patterns; (r = pat_next(&s, el)) != 0; k++) {
         if (r < 0 || !el[0]) {
-            snprintf(err, errlen, "'%.200s': element %d is %s", patterns, k + 1, r < 0 ? "too long (256 bytes or more)" : "empty");
+            if (r < 0) snprintf(err, errlen, "'%.64s...': a pattern longer than %d bytes (element %d)", patterns, PAT_MAX - 1, k + 1);
+            else snprintf(err, errlen, "'%.200s': empty pattern (element %d)", patterns, k + 1);
             return VOLT_ERR_INVALID_ARG;
         }
         bool hit = !ps;
         for (int i = 0; !hit && i < volt_params_count(ps); i++) hit = fnmatch(el, volt_params_at(ps, i)->name, 0) == 0;
         if (!hit) {
-            snprintf(err, errlen, "pattern '%s' matches no parameter (patterns are fnmatch globs on the whole name, e.g. "
-                     "\"backbone.*\")", el);
+            snprintf(err, errlen, "pattern '%s' matches no parameter (patterns are fnmatch globs on the whole name: '*%s' for a "
+                     "suffix)", el, el);
             return VOLT_ERR_INVALID_ARG;
         }
     }
@@ -171,12 +175,8 @@ volt_status volt__optimizer_config_check(const volt_optimizer_config *cin, char 
     for (int g = 0; g < c->n_groups; g++) {
         const volt_optim_group *gr = &c->groups[g];
         if (!gr->params) BAD("optimizer: groups[%d].params is NULL", g);
-        char el[PAT_MAX];
-        int k = 0, r;
-        for (const char *s = gr->params; (r = pat_next(&s, el)) != 0; k++) {
-            if (r < 0) BAD("optimizer: groups[%d].params '%.64s...': a pattern longer than %d bytes", g, gr->params, PAT_MAX - 1);
-            if (!el[0]) BAD("optimizer: groups[%d].params '%s': empty pattern (element %d)", g, gr->params, k + 1);
-        }
+        char why[PAT_MAX + 160];
+        if (volt_patterns_check(gr->params, NULL, why, sizeof why) < 0) BAD("optimizer: groups[%d].params %s", g, why);
         if (!rate_ok(gr->lr)) BAD("optimizer: groups[%d] ('%s'): invalid lr %g (must be >= 0, or NAN for the config's)", g, gr->params, gr->lr);
         if (!rate_ok(gr->weight_decay))
             BAD("optimizer: groups[%d] ('%s'): invalid weight_decay %g (must be >= 0, or NAN for the config's)", g, gr->params,
@@ -187,20 +187,15 @@ volt_status volt__optimizer_config_check(const volt_optimizer_config *cin, char 
 }
 
 /* The groups against the store's parameter names: every element matches some parameter, every
- * group holds at least one. counts (may be NULL): parameters per group. */
-static volt_status groups_check(const volt_optimizer_config *c, const volt_params *ps, int counts[OPT_GROUPS], char *msg, size_t n) {
+ * group holds at least one. */
+static volt_status groups_check(const volt_optimizer_config *c, const volt_params *ps, char *msg, size_t n) {
     int cnt[OPT_GROUPS] = { 0 };
     const int np = volt_params_count(ps);
     for (int g = 0; g < c->n_groups; g++) {
-        char el[PAT_MAX];
-        for (const char *s = c->groups[g].params; pat_next(&s, el) > 0;) {
-            bool hit = false;
-            for (int i = 0; i < np && !hit; i++) hit = fnmatch(el, volt_params_at((volt_params *)ps, i)->name, 0) == 0;
-            if (!hit) {
-                snprintf(msg, n, "optimizer: groups[%d] pattern '%s' matches no parameter (patterns are fnmatch globs on the "
-                         "whole name: '*%s' for a suffix)", g, el, el);
-                return VOLT_ERR_INVALID_ARG;
-            }
+        char why[PAT_MAX + 160];
+        if (volt_patterns_check(c->groups[g].params, ps, why, sizeof why) < 0) {
+            snprintf(msg, n, "optimizer: groups[%d] %s", g, why);
+            return VOLT_ERR_INVALID_ARG;
         }
     }
     for (int i = 0; i < np; i++) cnt[group_of(c, volt_params_at((volt_params *)ps, i)->name)]++;
@@ -210,7 +205,6 @@ static volt_status groups_check(const volt_optimizer_config *c, const volt_param
                      "earlier group", g, c->groups[g].params);
             return VOLT_ERR_INVALID_ARG;
         }
-    if (counts) memcpy(counts, cnt, sizeof cnt);
     return VOLT_OK;
 }
 
@@ -231,7 +225,7 @@ volt_status volt_optimizer_config_check(const volt_optimizer_config *cfg, const 
     }
     volt_optimizer_config c;
     config_copy(&c, cfg);
-    return groups_check(&c, ps, NULL, err, errlen);
+    return groups_check(&c, ps, err, errlen);
 }
 
 /* ---- create / destroy ----------------------------------------------------------------- */
@@ -239,6 +233,8 @@ static int states_for(const volt_optimizer_config *c) {
     if (c->kind == VOLT_OPTIM_SGD) return c->momentum != 0.f ? 1 : 0;
     return 2;
 }
+
+static volt_status map_groups(volt_optimizer *opt);
 
 volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params *ps,
                                   volt_optimizer **out) {
@@ -251,8 +247,7 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     if (!volt_params_finalized(ps)) return VOLT_ERR_STATE;
     volt_optimizer_config c;
     config_copy(&c, cfg);
-    int counts[OPT_GROUPS];
-    if ((st = groups_check(&c, ps, counts, msg, sizeof msg)) < 0) return st;
+    if ((st = groups_check(&c, ps, msg, sizeof msg)) < 0) return st;
     if ((st = volt__params_commit_grads(ps)) < 0) return st;   /* the step reads every unit's grads */
 
     volt_optimizer *opt = calloc(1, sizeof *opt);
@@ -264,14 +259,12 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
     opt->n_groups = opt->n_cfg_groups = 1 + c.n_groups;
     opt->group_base_lr[0] = opt->group_lr[0] = c.lr;
     opt->group_wd[0] = c.weight_decay;
-    opt->group_params[0] = counts[0];
     for (int g = 1; g < opt->n_groups; g++) {
         const volt_optim_group *gr = &c.groups[g - 1];
         if (!(opt->pattern[g] = strdup(gr->params))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
         opt->cfg.groups[g - 1].params = opt->pattern[g];
         opt->group_base_lr[g] = opt->group_lr[g] = isnan(gr->lr) ? c.lr : gr->lr;
         opt->group_wd[g] = isnan(gr->weight_decay) ? c.weight_decay : gr->weight_decay;
-        opt->group_params[g] = counts[g];
     }
     opt->n_states = states_for(cfg);
     opt->state_dt = cfg->state_dtype;
@@ -291,16 +284,12 @@ volt_status volt_optimizer_create(const volt_optimizer_config *cfg, volt_params 
         ou->u = volt_params_unit_at(ps, i);
         ou->lo = 0;
         ou->hi = volt_unit_numel(ou->u);
-        const int np = volt_unit_param_count(ou->u);
-        if (opt->n_groups > 1 && np > 0) {
-            if (!(ou->group = malloc((size_t)np))) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
-            for (int pi = 0; pi < np; pi++) ou->group[pi] = (uint8_t)group_of(&opt->cfg, volt_unit_param(ou->u, pi)->name);
-        }
         for (int k = 0; k < opt->n_states; k++) {
             ou->state[k] = state_alloc(opt->dev, ou->hi - ou->lo, volt_dtype_size(opt->state_dt));
             if (ou->hi > ou->lo && !ou->state[k]) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
         }
     }
+    if (map_groups(opt) < 0) { volt_optimizer_destroy(opt); return VOLT_ERR_NOMEM; }
     *out = opt;
     return VOLT_OK;
 }
@@ -535,9 +524,10 @@ static int group_now(const volt_optimizer *opt, const char *name) {
     return group_of(&opt->cfg, name);
 }
 
-/* Every unit's group map and the groups' counts from the config and the added groups. The
- * maps are allocated first, so a failure changes nothing. */
-static volt_status remap_groups(volt_optimizer *opt) {
+/* Every unit's group map and the groups' counts from the config and the added groups (at
+ * create, and after every add or drop). The maps are allocated first, so a failure changes
+ * nothing. */
+static volt_status map_groups(volt_optimizer *opt) {
     for (int i = 0; i < opt->n_units; i++) {
         opt_unit *ou = &opt->units[i];
         const int np = volt_unit_param_count(ou->u);
@@ -553,7 +543,6 @@ static volt_status remap_groups(volt_optimizer *opt) {
             ou->group[pi] = (uint8_t)group_now(opt, volt_unit_param(ou->u, pi)->name);
     }
     for (int g = 0; g < opt->n_groups; g++) opt->group_params[g] = cnt[g];
-    volt__params_layout_changed();   /* a captured step's updates split by the old groups */
     return VOLT_OK;
 }
 
@@ -579,13 +568,14 @@ volt_status volt__optimizer_add_group_at(volt_optimizer *opt, const volt_optim_g
     opt->group_wd[g] = isnan(gr->weight_decay) ? opt->cfg.weight_decay : gr->weight_decay;
     opt->group_step0[g] = step0;
     opt->n_groups++;
-    volt_status st = remap_groups(opt);
+    volt_status st = map_groups(opt);
     if (st < 0) {
         opt->n_groups--;
         free(opt->pattern[g]);
         opt->pattern[g] = NULL;
         return opt_fail(opt, st, "optimizer add_param_group: out of memory");
     }
+    volt__params_layout_changed();   /* a captured step's updates split by the old groups */
     return VOLT_OK;
 }
 
@@ -601,7 +591,8 @@ void volt__optimizer_truncate_groups(volt_optimizer *opt, int n) {
         opt->group_step0[g] = 0;
     }
     opt->n_groups = n;
-    (void)remap_groups(opt);   /* the maps exist: nothing to allocate */
+    (void)map_groups(opt);   /* the maps exist: nothing to allocate */
+    volt__params_layout_changed();
 }
 
 volt_status volt_optimizer_set_group_lr(volt_optimizer *opt, int g, float lr) {

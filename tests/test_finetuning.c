@@ -425,7 +425,7 @@ static void test_errors(void) {
     volt_backbone_finetuning_config_init(&bc);
     CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "backbone"), "no backbone");
     bc.backbone = "fc1.*, ";
-    CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "element 2 is empty"),
+    CHECK(volt_add_backbone_finetuning(t, &bc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "empty pattern (element 2)"),
           "empty element: %s", volt_trainer_errmsg(t));
     bc.backbone = "fc1.*";
     bc.multiplier = 0;

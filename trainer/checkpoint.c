@@ -95,6 +95,26 @@ static void cb_key(volt_trainer *t, int i, char *buf, size_t n) {
     else snprintf(buf, n, "%s", t->cbs[i].ops->name ? t->cbs[i].ops->name : "callback");
 }
 
+/* The checkpoint holds state of callbacks this trainer lacks: resuming without them changes
+ * the run unsaid, so say which (Lightning warns: "callbacks used to create the checkpoint need
+ * to be provided during Trainer instantiation"). */
+static void warn_foreign_states(volt_trainer *t, const cJSON *cbs, const char *path) {
+    char missing[512] = "";
+    size_t mk = 0;
+    for (const cJSON *it = cbs ? cbs->child : NULL; it && mk < sizeof missing; it = it->next) {
+        bool have = false;
+        for (int i = 0; !have && i < t->n_cbs; i++) {
+            char key[128];
+            cb_key(t, i, key, sizeof key);
+            have = it->string && !strcmp(it->string, key);
+        }
+        if (!have && it->string) mk += (size_t)snprintf(missing + mk, sizeof missing - mk, "%s%s", mk ? ", " : "", it->string);
+    }
+    if (missing[0])
+        fprintf(stderr, "volt: warning: the checkpoint at %s holds the state of callbacks this fit does not have: %s. Add them "
+                "(in the same order) to resume them; without them the fit goes on as configured now\n", path, missing);
+}
+
 /* Every callback's state_dict, keyed; NULL with the trainer's error set when one is not a JSON
  * object (dropping it would resume that callback from scratch without a word). */
 static char *callbacks_json(volt_trainer *t) {
@@ -195,7 +215,7 @@ static volt_status readd_group(volt_trainer *t, const cJSON *o, int g, const cha
  * (torch's load_state_dict: "loaded state dict contains a parameter group that doesn't match
  * the size of optimizer's group"). lr and weight_decay may change, as the config's may.
  * Groups the saved fit added after the config's (BackboneFinetuning's backbone) are added back
- * first, with their lr and step; on any mismatch they are dropped again. */
+ * first, with their lr and step. */
 static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *path, int64_t opt_step) {
     const char *js = volt_st_meta(f, "volt.optimizer.groups");
     const int now = volt_optimizer_group_count(t->opt), ncfg = volt_optimizer_config_group_count(t->opt);
@@ -233,8 +253,7 @@ static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *pa
                             g ? want : "", g ? "')" : "", np->valueint, volt_optimizer_group_param_count(t->opt, g));
     }
     cJSON_Delete(arr);
-    if (st < 0) volt__optimizer_truncate_groups(t->opt, now);
-    return st;
+    return st;   /* on failure volt__ckpt_load drops the groups added here */
 }
 
 /* Everything but the weights and optimizer states (rank 0): loop state, optimizer step,
@@ -659,25 +678,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
                 return hook_err_load(t, st, t->cbs[i].ops->name, path);
             }
         }
-        /* state of callbacks this trainer lacks: resuming without them changes the run
-         * unsaid (Lightning warns: "callbacks used to create the checkpoint need to be
-         * provided during Trainer instantiation") */
-        char missing[512] = "";
-        size_t mk = 0;
-        for (const cJSON *it = cbs ? cbs->child : NULL; it && t->rank == 0; it = it->next) {
-            bool have = false;
-            for (int i = 0; !have && i < t->n_cbs; i++) {
-                char key[128];
-                cb_key(t, i, key, sizeof key);
-                have = it->string && !strcmp(it->string, key);
-            }
-            if (!have && it->string && mk < sizeof missing)
-                mk += (size_t)snprintf(missing + mk, sizeof missing - mk, "%s%s", mk ? ", " : "", it->string);
-        }
-        if (missing[0])
-            fprintf(stderr, "volt: warning: the checkpoint at %s holds the state of callbacks this fit does not have: %s. "
-                    "Add them (in the same order) to resume them; without them the fit goes on as configured now\n",
-                    path, missing);
+        if (t->rank == 0) warn_foreign_states(t, cbs, path);
         cJSON_Delete(cbs);
     }
     /* The module's extras (on_load_checkpoint) before any value is applied, as Lightning calls
@@ -774,32 +775,29 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     return VOLT_OK;
 }
 
-/* A failed load leaves the optimizer's groups as they were (check_groups may have added the
- * file's added groups back before a later check failed). */
+/* A fit's resume takes the grouping the file has: groups this trainer's optimizer added in an
+ * earlier fit (it lives on between fits) go first, check_groups adds the file's back, and a
+ * failed load leaves the groups as they were. */
 volt_status volt__ckpt_load(volt_trainer *t, const char *path, bool full) {
-    /* A fit's resume takes the grouping the file has: groups an earlier fit on this trainer
-     * added (its optimizer lives on) go first, and come back as they were if the load fails */
+    if (!full || !t->opt) return ckpt_load(t, path, full);
     struct { char *params; float lr, lr_now, wd; int64_t step0; } kept[VOLT_OPTIM_MAX_GROUPS];
-    int nkept = 0, ncfg = 0;
-    if (full && t->opt) {
-        ncfg = volt_optimizer_config_group_count(t->opt);
-        for (int g = ncfg; g < volt_optimizer_group_count(t->opt) && nkept < VOLT_OPTIM_MAX_GROUPS; g++, nkept++) {
-            kept[nkept].params = strdup(volt_optimizer_group_params(t->opt, g));
-            kept[nkept].lr = volt_optimizer_group_base_lr(t->opt, g);
-            kept[nkept].lr_now = volt_optimizer_group_lr(t->opt, g);
-            kept[nkept].wd = volt_optimizer_group_weight_decay(t->opt, g);
-            kept[nkept].step0 = volt_optimizer_group_first_step(t->opt, g);
-            if (!kept[nkept].params) {
-                for (int k = 0; k < nkept; k++) free(kept[k].params);
-                return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
-            }
+    const int ncfg = volt_optimizer_config_group_count(t->opt);
+    int nkept = 0;
+    for (int g = ncfg; g < volt_optimizer_group_count(t->opt) && nkept < VOLT_OPTIM_MAX_GROUPS; g++, nkept++) {
+        kept[nkept].params = strdup(volt_optimizer_group_params(t->opt, g));
+        kept[nkept].lr = volt_optimizer_group_base_lr(t->opt, g);
+        kept[nkept].lr_now = volt_optimizer_group_lr(t->opt, g);
+        kept[nkept].wd = volt_optimizer_group_weight_decay(t->opt, g);
+        kept[nkept].step0 = volt_optimizer_group_first_step(t->opt, g);
+        if (!kept[nkept].params) {
+            for (int k = 0; k < nkept; k++) free(kept[k].params);
+            return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
         }
-        if (nkept) volt__optimizer_truncate_groups(t->opt, ncfg);
     }
-    const int groups = t->opt ? volt_optimizer_group_count(t->opt) : 0;
+    volt__optimizer_truncate_groups(t->opt, ncfg);
     const volt_status st = ckpt_load(t, path, full);
-    if (st < 0 && t->opt) {
-        volt__optimizer_truncate_groups(t->opt, groups);
+    if (st < 0 && t->opt) {   /* (a failed load may have dropped the model, and the optimizer with it) */
+        volt__optimizer_truncate_groups(t->opt, ncfg);
         for (int k = 0; k < nkept; k++) {
             const volt_optim_group g = { .params = kept[k].params, .lr = kept[k].lr, .weight_decay = kept[k].wd };
             (void)volt__optimizer_add_group_at(t->opt, &g, kept[k].step0, kept[k].lr_now);

@@ -130,8 +130,9 @@ VOLT_API int volt_optimizer_group_param_count(const volt_optimizer *opt, int g);
 /* Parameter-name patterns as groups take them (comma-separated fnmatch globs on the whole
  * name, blanks around an element ignored), for callbacks that name parameters the same way
  * (BackboneFinetuning). volt_pattern_match: some element matches name. volt_patterns_check:
- * VOLT_OK when every element is non-empty and shorter than 256 bytes and, with ps, matches
- * some parameter of ps; else INVALID_ARG and err says which element and why. */
+ * VOLT_OK when every element is non-empty and shorter than 256 bytes and, with ps (NULL: the
+ * syntax alone), matches some parameter of ps; else INVALID_ARG and err says which element
+ * and why, in the words the optimizer's own group checks use. */
 VOLT_API bool volt_pattern_match(const char *patterns, const char *name);
 VOLT_API volt_status volt_patterns_check(const char *patterns, const volt_params *ps, char *err, size_t errlen);
 /* torch's optimizer.add_param_group, as Lightning's BaseFinetuning uses it: a new last group
