@@ -58,6 +58,8 @@ const volt_cli_key app_run_keys[] = {
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
     { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
     { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it; default: the device's own name)", NULL, NULL, 0, 0 },
+    { "device_stats.enabled", VOLT_CLI_BOOL, "false", "DeviceStatsMonitor (Lightning's): log the device's stats before and after the batches whose step the loggers write (every trainer.log_every_n_steps): on cuda the bytes allocated and reserved (current, peak), on the cpu the host's cpu_percent, cpu_vm_percent and cpu_swap_percent; also on when device_stats.cpu_stats is given", "device-stats", NULL, 0, 0 },
+    { "device_stats.cpu_stats", VOLT_CLI_BOOL, NULL, "DeviceStatsMonitor: the host's stats too (true), never (false: on the cpu nothing is logged), or null: only when the device is the cpu", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
@@ -355,6 +357,19 @@ volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_co
         fprintf(stderr, "note: throughput.peak_tflops / device_name: this app counts no FLOPs per batch, so no device/mfu "
                         "(nor flops_per_sec) is logged\n");
     return volt_add_throughput_monitor(t, &tc);
+}
+
+volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c) {
+    const bool cpu_set = volt_cli_was_set(c, "device_stats.cpu_stats");
+    if (!(volt_cli_was_set(c, "device_stats.enabled") ? volt_cli_bool(c, "device_stats.enabled") : cpu_set)) {
+        if (cpu_set && volt_trainer_is_global_zero(t))
+            fprintf(stderr, "note: device_stats.cpu_stats is set but device_stats.enabled is false: no DeviceStatsMonitor\n");
+        return VOLT_OK;
+    }
+    volt_device_stats_config dc;
+    volt_device_stats_config_init(&dc);
+    if (!volt_cli_is_null(c, "device_stats.cpu_stats")) dc.cpu_stats = volt_cli_bool(c, "device_stats.cpu_stats") ? 1 : 0;
+    return volt_add_device_stats_monitor(t, &dc);
 }
 
 volt_status app_add_memory_report(volt_trainer *t) {

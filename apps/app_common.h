@@ -70,6 +70,10 @@ bool app_throughput_on(const volt_cli *c);
 volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_count_fn length_fn, volt_batch_flops_fn flops_fn,
                                void *ctx);
 
+/* DeviceStatsMonitor from the device_stats.* keys (on with device_stats.enabled, or when
+ * device_stats.cpu_stats is given and device_stats.enabled is not). */
+volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c);
+
 /* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
  * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"
  * and "logs: DIR". fit_s < 0: no fit ran. */

@@ -34,12 +34,15 @@ volt_status volt__add_default_callbacks(volt_trainer *t) {
     }
     if (cfg->enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
     if (cfg->enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
-    /* ThroughputMonitor runs first: what it logs at a train batch end must be there when the
-     * loggers (first among the others) read that step's metrics in the same hook */
-    for (int i = 1; i < volt_trainer_num_callbacks(t); i++) {
-        const char *name = volt_trainer_callback_name(t, i);
-        if (!strcmp(name ? name : "", "ThroughputMonitor")) VOLT_TRY(volt_trainer_move_callback(t, i, 0));
-    }
+    /* ThroughputMonitor and DeviceStatsMonitor run first (in that order): what they log at a
+     * train batch end must be there when the loggers (first among the others) read that
+     * step's metrics in the same hook */
+    static const char *const first[] = { "DeviceStatsMonitor", "ThroughputMonitor" };
+    for (int k = 0; k < 2; k++)
+        for (int i = 1; i < volt_trainer_num_callbacks(t); i++) {
+            const char *name = volt_trainer_callback_name(t, i);
+            if (!strcmp(name ? name : "", first[k])) VOLT_TRY(volt_trainer_move_callback(t, i, 0));
+        }
     /* checkpointing callbacks run last (as in Lightning), so a checkpoint holds the state
      * the other callbacks reached in the same hook (e.g. EarlyStopping's wait count); the
      * others keep their order, and so do the ModelCheckpoints among themselves */

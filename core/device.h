@@ -26,7 +26,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "volt/core.h"
+#include "volt/memory.h"
 #include "core/ops_list.h"
 
 typedef struct volt_device volt_device;
@@ -223,8 +225,15 @@ struct volt_backend {
      * table of ThroughputMonitor's MFU (volt_available_flops); NULL when it has none (cpu).
      * Valid for the device's life. */
     const char *(*device_name)(volt_device *d);
+
+    /* ---- version 8 (optional: NULL = none) ---- */
+    /* The device's memory now (volt_device_memory, volt/memory.h): what volt holds, its
+     * high-waters, the device's free and total bytes. No synchronization. NULL where device
+     * memory is the host's (cpu): the host's own figures say it. VOLT_ERR_BACKEND when the
+     * runtime cannot say (err says why). */
+    volt_status (*memory_stats)(volt_device *d, volt_device_memory *out, char *err, size_t errlen);
 };
-#define VOLT_BACKEND_VERSION 7u
+#define VOLT_BACKEND_VERSION 8u
 
 /* An open device: the backend, its ordinal and the backend's state. Process-lifetime. */
 struct volt_device {
@@ -286,6 +295,12 @@ static inline bool volt__dev_has_graphs(const volt_device *d) { return d->be->ve
 /* The version-7 device_name when the backend has one, else NULL. */
 static inline const char *volt__dev_name(volt_device *d) {
     return d->be->version >= 7 && d->be->device_name ? d->be->device_name(d) : NULL;
+}
+/* The version-8 memory_stats: VOLT_ERR_UNSUPPORTED (err says so) for a backend without one. */
+static inline volt_status volt__dev_memory_stats(volt_device *d, volt_device_memory *out, char *err, size_t errlen) {
+    if (d->be->version >= 8 && d->be->memory_stats) return d->be->memory_stats(d, out, err, errlen);
+    snprintf(err, errlen, "the '%s' backend has no device memory of its own (it is the host's)", d->be->name);
+    return VOLT_ERR_UNSUPPORTED;
 }
 /* The backend's graph_begin / graph_end, keeping d->capturing. */
 static inline volt_status volt__dev_graph_begin(volt_device *d, char *err, size_t errlen) {

@@ -129,7 +129,7 @@ cuda)
     # with the ThroughputMonitor and no peak or name given: the device's own name (the
     # simulator's CUDASIM_NAME) picks the peak, H100 SXM's f32 66.9 TFLOP/s at 32-true
     CUDASIM_NAME="NVIDIA H100 80GB HBM3" run tiny_cu "${TINY[@]}" --root "$W/runs_tiny_cu" --accelerator cuda \
-        --export-full "$W/tiny_cu.safetensors" --throughput.window_size 2 --trainer.log_every_n_steps 2
+        --export-full "$W/tiny_cu.safetensors" --throughput.window_size 2 --trainer.log_every_n_steps 2 --device-stats
     expect_ok tiny_cu $?
     grep -q 'Accelerator: cuda (device 0: NVIDIA H100 80GB HBM3)' "$W/tiny_cu.log" || die "tiny_cu: not on cuda, or no device name"
     python3 - "$W/runs_tiny_cu/lightning_logs/version_0/metrics.csv" <<'PY' || die "tiny_cu: mfu over the device's own peak"
@@ -140,6 +140,15 @@ for r in rows:
     f, m = float(r['train/device/flops_per_sec']), float(r['train/device/mfu'])
     ok = ok and f > 0 and abs(m - f / 66.9e12) <= 1e-9 * f / 66.9e12
 print('tiny_cu: %d rows with mfu: %s' % (len(rows), [r['train/device/mfu'] for r in rows]))
+# --device-stats on cuda: the device's memory (torch.cuda.memory_stats' names), no host stats,
+# in the rows of steps 2 (step column 1) and the 3 batches' last
+allr = list(csv.DictReader(open(sys.argv[1])))
+cur = 'DeviceStatsMonitor.on_train_batch_end/allocated_bytes.all.current'
+ds = [r for r in allr if r.get(cur, '') != '']
+pre = 'DeviceStatsMonitor.on_train_batch_start/reserved_bytes.all.peak'
+ok = ok and [r['step'] for r in ds] == ['1'] and all(float(r[cur]) > 0 and float(r[pre]) > 0 for r in ds)
+ok = ok and not any(k.endswith('cpu_percent') for k in allr[0].keys())
+print('tiny_cu: device stats at steps %s: %s' % ([r['step'] for r in ds], [r[cur] for r in ds]))
 sys.exit(0 if ok else 1)
 PY
     run tiny_cpu "${TINY[@]}" --root "$W/runs_tiny_cpu" --accelerator cpu --export-full "$W/tiny_cpu.safetensors"
@@ -241,7 +250,7 @@ PY
     # the padded 16 per text but at least one per text.
     run tput --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_tput" --epochs 1 --limit-train-batches 4 \
         --limit-val-batches 3 --limit-test-batches 3 --throughput.window_size 2 --throughput.peak_tflops 1 \
-        --trainer.log_every_n_steps 2; expect_ok tput $?
+        --trainer.log_every_n_steps 2 --device_stats.cpu_stats true; expect_ok tput $?
     python3 - "$W/runs_tput/lightning_logs/version_0/metrics.csv" <<'PY' || die "tput: the throughput metrics in metrics.csv"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -269,6 +278,13 @@ for st in ('validate', 'test'):
     want(abs(f / b - 1184000) <= 1e-6 * 1184000, '%s: forward flops per batch %g' % (st, f / b))
     n, l = float(r[0][st + '/samples']), float(r[0][st + '/lengths'])
     want(n <= l < 16 * n, '%s: %g tokens for %g texts' % (st, l, n))
+# --device_stats.cpu_stats true (turns the DeviceStatsMonitor on): the host's three stats
+# before and after the steps with rows (2 and 4: step column 1, 3), in 0..100
+for h in ('start', 'end'):
+    for k in ('cpu_percent', 'cpu_vm_percent', 'cpu_swap_percent'):
+        c = 'DeviceStatsMonitor.on_train_batch_%s/%s' % (h, k)
+        d = rows_with(c)
+        want([r['step'] for r in d] == ['1', '3'] and all(0 <= float(r[c]) <= 100 for r in d), '%s at %s' % (c, [r['step'] for r in d]))
 sys.exit(0 if ok else 1)
 PY
     # An aclImdb/ folder (given by its parent); the recipe's 35k/5k/10k split needs --split here.

@@ -36,3 +36,10 @@ set_tests_properties(test_cuda_distilbert PROPERTIES LABELS gpu)
 
 # The device memory high-water bench/gpu/run.sh reports (tests/test_cuda_memstat.c, core/cuda/memstat.c).
 set_tests_properties(test_cuda_memstat PROPERTIES LABELS gpu)
+# DeviceStatsMonitor on the GPU (tests/test_callback_device_stats.c cuda): the device's memory
+# stats at the logged steps, volt_trainer_device_memory
+if(TEST test_callback_device_stats)
+  add_test(NAME test_callback_device_stats_cuda COMMAND test_callback_device_stats cuda)
+  set_tests_properties(test_callback_device_stats_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_callback_device_stats_cuda")
+endif()

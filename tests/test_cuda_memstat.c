@@ -4,7 +4,8 @@
  * runs it (label cudasim).
  * Checks: pool allocations raise the high-water by at least their size and a reset brings it
  * back to the current use; unit buffers (alloc_givable: VMM granules when the driver has
- * VMM) raise it too; a non-cuda device is refused. */
+ * VMM) raise it too; a non-cuda device is refused. And the backend's memory_stats (current,
+ * peak, reserved, free and total bytes); the cpu backend has none (VOLT_ERR_UNSUPPORTED). */
 #include "vtest.h"
 #include "core/internal.h"
 #ifdef VOLT_HAVE_CUDA
@@ -58,6 +59,34 @@ int main(void) {
 
     uint64_t x = 1;
     CHECK(volt__cuda_mem_peak(cpu, &x, false) == VOLT_ERR_INVALID_ARG && x == 0, "a cpu device was not refused");
+
+    /* the backend's memory_stats (DeviceStatsMonitor, volt_trainer_device_memory): current
+     * bytes follow a 12 MiB buffer up and back down, the peak keeps it, reserved >= allocated,
+     * the device's free <= total */
+    volt_device_memory m0, m1, m2;
+    CHECK_OK(volt__dev_memory_stats(d, &m0, err, sizeof err));
+    void *c = volt__dev_alloc(d, 12 * MIB);
+    CHECK(c != NULL, "a 12 MiB allocation failed");
+    CHECK_OK(volt__dev_memory_stats(d, &m1, err, sizeof err));
+    if (c) d->be->free(d, c);
+    d->be->synchronize(d);
+    CHECK_OK(volt__dev_memory_stats(d, &m2, err, sizeof err));
+    printf("memory_stats: allocated %.2f -> %.2f -> %.2f MiB (peak %.2f), reserved %.2f MiB, free %.0f of %.0f MiB\n",
+           m0.allocated_bytes / (double)MIB, m1.allocated_bytes / (double)MIB, m2.allocated_bytes / (double)MIB,
+           m2.allocated_peak_bytes / (double)MIB, m2.reserved_bytes / (double)MIB, m2.free_bytes / (double)MIB,
+           m2.total_bytes / (double)MIB);
+    CHECK(m1.allocated_bytes >= m0.allocated_bytes + 12 * (int64_t)MIB, "allocated %lld with a 12 MiB buffer, %lld before",
+          (long long)m1.allocated_bytes, (long long)m0.allocated_bytes);
+    CHECK(m2.allocated_bytes + 12 * (int64_t)MIB <= m1.allocated_bytes, "allocated %lld after the buffer was freed (%lld with it)",
+          (long long)m2.allocated_bytes, (long long)m1.allocated_bytes);
+    CHECK(m2.allocated_peak_bytes >= m1.allocated_bytes && m1.reserved_bytes >= m1.allocated_bytes &&
+              m2.reserved_peak_bytes >= m1.reserved_bytes,
+          "peak %lld (allocated %lld with the buffer), reserved %lld, reserved peak %lld", (long long)m2.allocated_peak_bytes,
+          (long long)m1.allocated_bytes, (long long)m1.reserved_bytes, (long long)m2.reserved_peak_bytes);
+    CHECK(m2.total_bytes > 0 && m2.free_bytes >= 0 && m2.free_bytes <= m2.total_bytes, "free %lld of %lld",
+          (long long)m2.free_bytes, (long long)m2.total_bytes);
+    CHECK(volt__dev_memory_stats(cpu, &m0, err, sizeof err) == VOLT_ERR_UNSUPPORTED && strstr(err, "'cpu'"),
+          "cpu memory_stats: %s", err);
     return vtest_finish();
 }
 #else

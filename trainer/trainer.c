@@ -477,6 +477,15 @@ volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out)
     return VOLT_OK;
 }
 
+volt_status volt_trainer_device_memory(volt_trainer *t, volt_device_memory *out) {
+    if (!out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "device_memory: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!t->dev) return volt__terr(t, VOLT_ERR_STATE, "device_memory: the trainer has no device");
+    char err[256] = "";
+    volt_status st = volt__dev_memory_stats(t->dev, out, err, sizeof err);
+    return st < 0 ? volt__terr(t, st, "device_memory: %s", err) : VOLT_OK;
+}
+
 #define MEM_FIELDS 10
 static void mem_row(const volt_memory_report *m, double *v) {
     const int64_t f[MEM_FIELDS] = { m->param_bytes, m->grad_bytes, m->optim_bytes, m->master_bytes,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/cuda/cuda.h"
+#include "core/cuda/memstat.h"
 
 const volt_backend *volt__backend_cuda(void);
 
@@ -292,6 +293,7 @@ static void build(void) {
         .error_word = cuda_error_word, .graph_begin = volt__cuda_graph_begin, .graph_end = volt__cuda_graph_end,
         .graph_launch = volt__cuda_graph_launch, .graph_destroy = volt__cuda_graph_destroy,
         .alloc_givable = cuda_alloc_givable, .device_name = cuda_name,
+        .memory_stats = volt__cuda_memory_stats,
     };
 }
 

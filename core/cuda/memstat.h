@@ -11,4 +11,8 @@
  * reset: the high-waters restart from the current use. VOLT_ERR_INVALID_ARG when d is not
  * a cuda device, VOLT_ERR_BACKEND when the runtime cannot say. */
 volt_status volt__cuda_mem_peak(volt_device *d, uint64_t *bytes, bool reset);
+
+/* The backend's memory_stats (core/device.h version 8): volt_device_memory from the pool's
+ * used and reserved bytes (current, high), VMM's physical bytes and the workspace. */
+volt_status volt__cuda_memory_stats(volt_device *d, volt_device_memory *out, char *err, size_t errlen);
 #endif

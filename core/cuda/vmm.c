@@ -337,6 +337,11 @@ size_t volt__cuda_vmm_phys_high(volt_cuda_ctx *c, bool reset) {
     return h;
 }
 
+void volt__cuda_vmm_phys(const volt_cuda_ctx *c, size_t *now, size_t *high) {
+    *now = c->vmm ? c->vmm->phys : 0;
+    *high = c->vmm ? c->vmm->phys_high : 0;
+}
+
 void volt__cuda_vmm_release(volt_cuda_ctx *c) {
     volt_cuda_vmm *v = c->vmm;
     if (!v) return;

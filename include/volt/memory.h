@@ -25,6 +25,21 @@ typedef struct volt_memory_report {
     int64_t activation_peak_bytes;
 } volt_memory_report;
 
+/* The memory of a device that has its own (cuda), as torch.cuda.memory_stats reports it for
+ * PyTorch's allocator (volt_trainer_device_memory, DeviceStatsMonitor; docs/CALLBACKS.md):
+ * allocated = what volt's buffers hold now (the stream-ordered pool's blocks in use, the
+ * unit buffers' physical memory, the cuBLASLt workspace), reserved = that plus the freed
+ * blocks the pool keeps for reuse; the peaks are their high-waters since the device was
+ * opened (the pool's and the unit buffers' taken apart, so a peak may exceed the true joint
+ * one, never fall short of it); free and total are the device's, as the driver says
+ * (cudaMemGetInfo: other processes' use shows in free). The CUDA context and the kernels'
+ * images are not counted, as torch does not count them. */
+typedef struct volt_device_memory {
+    int64_t allocated_bytes, allocated_peak_bytes;
+    int64_t reserved_bytes, reserved_peak_bytes;
+    int64_t free_bytes, total_bytes;
+} volt_device_memory;
+
 #ifdef __cplusplus
 }
 #endif

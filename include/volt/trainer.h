@@ -513,6 +513,11 @@ VOLT_API bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *s
 VOLT_API volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out);
 /* Collective (every rank calls it): rank 0 prints one table row per rank to f. */
 VOLT_API volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f);
+/* The trainer's device's own memory now (volt_device_memory, volt/memory.h): cuda's bytes
+ * allocated and reserved, their peaks, the device's free and total. No host synchronization;
+ * callable any time after create. VOLT_ERR_UNSUPPORTED on cpu and cpu-strict (device memory
+ * is the host's), VOLT_ERR_BACKEND when the runtime cannot say; the message names why. */
+VOLT_API volt_status volt_trainer_device_memory(volt_trainer *t, volt_device_memory *out);
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
 /* Write a full checkpoint now (rank 0 writes; atomic). */
@@ -703,6 +708,25 @@ VOLT_API void volt_backbone_finetuning_config_init(volt_backbone_finetuning_conf
 /* Before fit; one per trainer (INVALID_ARG for a second, or a bad field, named). */
 VOLT_API volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_finetuning_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
+/* DeviceStatsMonitor (Lightning's; docs/CALLBACKS.md): around the training batches the
+ * loggers write a row for (every log_every_n_steps optimizer steps), the device's stats as
+ * step metrics "DeviceStatsMonitor.on_train_batch_start/<stat>" and ".on_train_batch_end/<stat>":
+ * on cuda torch.cuda.memory_stats' "allocated_bytes.all.current", ".peak",
+ * "reserved_bytes.all.current", ".peak" (volt_trainer_device_memory); on the cpu, and with
+ * cpu_stats = 1 on a GPU too, Lightning's host stats "cpu_percent", "cpu_vm_percent",
+ * "cpu_swap_percent" (psutil's figures, from /proc). Fit fails at its start without a logger
+ * (enable_logger false and no *Logger callback), as Lightning's does. */
+typedef struct volt_device_stats_config {
+    uint32_t version;                 /* VOLT_DEVICE_STATS_CONFIG_VERSION, set by _init */
+    int cpu_stats;                    /* -1 (default, Lightning's None): the host's stats when the
+                                         device is the cpu; 1: also beside a GPU's; 0: never (on
+                                         the cpu: nothing is logged) */
+} volt_device_stats_config;
+#define VOLT_DEVICE_STATS_CONFIG_VERSION 1u
+VOLT_API void volt_device_stats_config_init(volt_device_stats_config *cfg);
+/* Before fit; one per trainer. cfg NULL = the defaults. INVALID_ARG for cpu_stats outside
+ * -1..1 or a second one; VERSION for an unknown config version. */
+VOLT_API volt_status volt_add_device_stats_monitor(volt_trainer *t, const volt_device_stats_config *cfg);
 /* GradientAccumulationScheduler (Lightning's): from epoch epochs[i] on, accumulate factors[i]
  * batches per optimizer step (epochs 0-based; before the first epoch given, 1). Sets the
  * factor at each train epoch start, and at train start for the epoch a resumed fit is in.
