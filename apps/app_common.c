@@ -58,6 +58,10 @@ const volt_cli_key app_run_keys[] = {
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
     { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
     { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it; default: the device's own name)", NULL, NULL, 0, 0 },
+    { "tuner.scale_batch_size", VOLT_CLI_STRING, NULL, "fit: first Lightning's batch size finder: power doubles the batch size from tuner.init_val until a step runs out of memory; binsearch then bisects; the largest that ran is used for fit (train and val loaders; weights restored after; one process only); null = off", NULL, "power|binsearch", 0, 0 },
+    { "tuner.steps_per_trial", VOLT_CLI_INT, "3", "the batch size finder: optimizer steps per batch size tried", NULL, NULL, 1, 100000 },
+    { "tuner.init_val", VOLT_CLI_INT, "2", "the batch size finder: the first batch size tried", NULL, NULL, 1, 1e12 },
+    { "tuner.max_trials", VOLT_CLI_INT, "25", "the batch size finder: batch sizes tried at most (binsearch: that ran)", NULL, NULL, 1, 100000 },
     { "device_stats.enabled", VOLT_CLI_BOOL, "false", "DeviceStatsMonitor (Lightning's): log the device's stats before and after the batches whose step the loggers write (every trainer.log_every_n_steps): on cuda the bytes allocated and reserved (current, peak), on the cpu the host's cpu_percent, cpu_vm_percent and cpu_swap_percent; also on when device_stats.cpu_stats is given", "device-stats", NULL, 0, 0 },
     { "device_stats.cpu_stats", VOLT_CLI_BOOL, NULL, "DeviceStatsMonitor: the host's stats too (true), never (false: on the cpu nothing is logged), or null: only when the device is the cpu", NULL, NULL, 0, 0 },
 };
@@ -370,6 +374,45 @@ volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c) {
     volt_device_stats_config_init(&dc);
     if (!volt_cli_is_null(c, "device_stats.cpu_stats")) dc.cpu_stats = volt_cli_bool(c, "device_stats.cpu_stats") ? 1 : 0;
     return volt_add_device_stats_monitor(t, &dc);
+}
+
+int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_ops *ops, void *module, volt_loader *train,
+                         volt_loader *val, const char *app) {
+    static const char *const others[] = { "tuner.steps_per_trial", "tuner.init_val", "tuner.max_trials" };
+    const char *mode = volt_cli_str(c, "tuner.scale_batch_size");
+    if (!mode) {
+        for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+            if (volt_cli_was_set(c, others[i]) && volt_trainer_is_global_zero(t)) {
+                fprintf(stderr, "%s: --%s is set but tuner.scale_batch_size is null: no batch size search; set "
+                        "--tuner.scale_batch_size power (or binsearch)\n", app, others[i]);
+                return 2;
+            }
+        return 0;
+    }
+    if (volt_trainer_world_size(t) > 1) {   /* refused by the trainer too; said once, before any rank starts */
+        if (volt_trainer_is_global_zero(t))
+            fprintf(stderr, "%s: tuner.scale_batch_size: not supported with distributed strategies (%d processes): run it "
+                    "on one process, then pass the size it finds as the batch size\n", app, volt_trainer_world_size(t));
+        return 2;
+    }
+    volt_batch_size_config bc;
+    volt_batch_size_config_init(&bc);
+    bc.mode = !strcmp(mode, "binsearch") ? VOLT_BATCH_SCALE_BINSEARCH : VOLT_BATCH_SCALE_POWER;
+    bc.steps_per_trial = volt_cli_int(c, "tuner.steps_per_trial");
+    bc.init_val = volt_cli_int(c, "tuner.init_val");
+    bc.max_trials = volt_cli_int(c, "tuner.max_trials");
+    const int64_t was = volt_loader_batch_size(train);
+    volt_batch_size_result r;
+    volt_status st = volt_trainer_scale_batch_size(t, ops, module, train, &bc, &r);
+    if (st < 0) return app_fail_run(app, "scale_batch_size", st, t);
+    if (val && (st = volt_loader_set_batch_size(val, r.batch_size)) < 0)
+        return app_fail(app, "scale_batch_size: the val loader", st, volt_loader_errmsg(val));
+    printf("scale_batch_size (%s):", mode);
+    for (int i = 0; i < r.n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
+        printf(" %lld%s", (long long)r.sizes[i], r.ran[i] ? "" : " (out of memory)");
+    printf("; batch size %lld for fit (was %lld)\n", (long long)r.batch_size, (long long)was);
+    fflush(stdout);
+    return 0;
 }
 
 volt_status app_add_memory_report(volt_trainer *t) {

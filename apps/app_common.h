@@ -70,6 +70,14 @@ bool app_throughput_on(const volt_cli *c);
 volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_count_fn length_fn, volt_batch_flops_fn flops_fn,
                                void *ctx);
 
+/* --tuner.scale_batch_size power|binsearch (Lightning's Tuner.scale_batch_size) before fit:
+ * the size found is set on the train loader (by the trainer) and the val loader (as a
+ * datamodule's batch_size is both's); one line says the sizes tried and the one kept. 0 when
+ * it ran or is off; else the exit status (an error printed: a tuner.* key without the mode,
+ * several processes, the search's failure). */
+int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_ops *ops, void *module, volt_loader *train,
+                         volt_loader *val, const char *app);
+
 /* DeviceStatsMonitor from the device_stats.* keys (on with device_stats.enabled, or when
  * device_stats.cpu_stats is given and device_stats.enabled is not). */
 volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c);

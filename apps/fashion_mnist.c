@@ -190,6 +190,7 @@ int main(int argc, char **argv) {
     const char *test_ckpt = volt_cli_str(cli, "ckpt_path");
     if (!strcmp(sub, "fit")) {
         double t0 = app_now_s();
+        if ((rc = app_scale_batch_size(t, cli, ops, model, train_l, val_l, APP))) return rc;
         st = volt_trainer_fit(t, ops, model, train_l, val_l, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) return app_fail_run(APP, "fit", st, t);

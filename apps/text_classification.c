@@ -380,6 +380,9 @@ int main(int argc, char **argv) {
     const char *sub = o.sub, *test_ckpt = o.ckpt;
     if (!strcmp(sub, "fit")) {
         double t0 = app_now_s();
+        if ((rc = app_scale_batch_size(a.t, cli, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, APP)))
+            goto out;
+        rc = 1;
         if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* Tuner(trainer).lr_find(model): model.lr = the suggestion */
             volt_lr_find_result r;
             st = volt_trainer_lr_find(a.t, &volt_distilbert_ops, a.model, a.ld[0], NULL, &r);

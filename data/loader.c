@@ -403,6 +403,62 @@ volt_status volt_loader_set_shuffle(volt_loader *l, bool shuffle) {
 
 bool volt_loader_shuffles(const volt_loader *l) { return l && l->cfg.shuffle; }
 
+volt_status volt_loader_set_batch_size(volt_loader *l, int64_t batch_size) {
+    if (!l) return VOLT_ERR_INVALID_ARG;
+    if (batch_size < 1) {
+        set_err(l, "loader: batch_size must be >= 1, got %lld", (long long)batch_size);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    int64_t rows = batch_size < l->n ? batch_size : l->n;   /* as create sizes the slots */
+    if (rows < 1) rows = 1;
+    for (int f = 0; f < l->ds->n_fields; f++)
+        if (l->sample_bytes[f] && (uint64_t)rows > SIZE_MAX / 2 / l->sample_bytes[f]) {
+            set_err(l, "loader: batch_size %lld: a batch of field '%s' would not fit in memory", (long long)batch_size,
+                    l->ds->fields[f].name);
+            return VOLT_ERR_NOMEM;
+        }
+    pthread_mutex_lock(&l->mu);
+    quiesce(l);
+    /* the new buffers first: on failure the loader keeps its old batch size, whole */
+    slot *ns = calloc((size_t)l->nslots, sizeof *ns);
+    bool ok = ns != NULL;
+    for (int k = 0; ok && k < l->nslots; k++) {
+        ns[k] = l->slots[k];
+        memset(ns[k].buf, 0, sizeof ns[k].buf);
+        ok = (ns[k].ids = malloc(sizeof *ns[k].ids * (size_t)rows)) != NULL;
+        for (int f = 0; ok && f < l->ds->n_fields; f++) {
+            size_t bytes = (l->sample_bytes[f] * (size_t)rows + 63) / 64 * 64;
+            ok = (ns[k].buf[f] = aligned_alloc(64, bytes ? bytes : 64)) != NULL;
+        }
+    }
+    slot *drop = ok ? l->slots : ns;   /* the set freed: the old one, or the half-made new one */
+    for (int k = 0; drop && k < l->nslots; k++) {
+        for (int f = 0; f < VOLT_MAX_FIELDS; f++) free(drop[k].buf[f]);
+        free(drop[k].ids);
+    }
+    if (ok) {
+        free(l->slots);
+        l->slots = ns;
+        for (int k = 0; k < l->nslots; k++) {
+            slot *s = &l->slots[k];
+            s->filled = -1;
+            s->ready = false;
+            s->batch.sample_ids = s->ids;
+            for (int f = 0; f < l->ds->n_fields; f++) s->batch.fields[f].data = s->buf[f];
+        }
+        l->cfg.batch_size = batch_size;
+        compute_layout(l);
+    } else {
+        free(ns);
+        set_err(l, "loader: out of memory for batches of %lld", (long long)batch_size);
+    }
+    l->started = false;
+    l->held = false;
+    l->next = 0;
+    pthread_mutex_unlock(&l->mu);
+    return ok ? VOLT_OK : VOLT_ERR_NOMEM;
+}
+
 /* ---- batch accessors ----------------------------------------------------------------------- */
 
 static volt_tensor *field_of(const volt_batch *b, const char *name) {

@@ -99,8 +99,7 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
     if (b->on_device && (s = volt__strategy_wait_params(st)) < 0)   /* a graph ends with its collectives joined */
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
-    if (st->ops->zero_grad) st->ops->zero_grad(st);
-    else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */
+    volt__strategy_zero_grad(st);
     if (st->prec && flag) {
         st->prec->ops->update_on_device(st->prec);   /* skipped_steps: counted at read_back */
     } else if (st->prec) {

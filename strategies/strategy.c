@@ -36,6 +36,11 @@ void volt__strategy_begin_backward(volt_strategy *st, bool sync) {
     if (st->ops->begin_backward) st->ops->begin_backward(st, sync);
 }
 
+void volt__strategy_zero_grad(volt_strategy *st) {
+    if (st->ops->zero_grad) st->ops->zero_grad(st);
+    else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */
+}
+
 volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n) {
     return st->ops->all_reduce_mean && n > 0 ? st->ops->all_reduce_mean(st, v, n) : VOLT_OK;
 }

@@ -190,6 +190,9 @@ volt_status volt__strategy_setup_optimizer(volt_strategy *st, volt_optimizer *op
 /* This rank's shard of a loader (volt_loader_set_shard(rank, world)). */
 volt_status volt__strategy_setup_loader(volt_strategy *st, volt_loader *l);
 void volt__strategy_begin_backward(volt_strategy *st, bool sync);
+/* The grads cleared for the next cycle (the strategy's zero_grad, else volt_params_clear_grad):
+ * what the optimizer boundary does after a step, and the batch size finder after a failed one. */
+void volt__strategy_zero_grad(volt_strategy *st);
 volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
 volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
 volt_status volt__strategy_barrier(volt_strategy *st);

@@ -211,6 +211,21 @@ sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9
     python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged" "$sug" ||
         die "lrfind: fit's logged lr '$logged' is not the suggestion '$sug'"
     ls -a "$W/runs_lrfind" | grep -q '^\.lr_find' && die "lrfind: the hidden checkpoint was left behind"
+    # --tuner.scale_batch_size: Lightning's batch size finder before fit (nothing runs out of
+    # memory here: binsearch's 3 trials that ran, 2 4 8, and fit then trains at 8)
+    run bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_bsf" --epochs 1 --limit-train-batches 2 \
+        --limit-val-batches 2 --limit-test-batches 2 --tuner.scale_batch_size binsearch --tuner.max_trials 3 \
+        --tuner.steps_per_trial 1 --throughput.window_size 2 --trainer.log_every_n_steps 2; expect_ok bsf $?
+    grep -qx 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' "$W/bsf.log" ||
+        { cat "$W/bsf.log"; die "bsf: no 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' line"; }
+    python3 - "$W/runs_bsf/lightning_logs/version_0/metrics.csv" <<'PY' || die "bsf: fit did not train at batch size 8"
+import csv, sys
+r = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('train/samples', '') != '']
+sys.exit(0 if r and float(r[0]['train/samples']) == 16 else 1)   # 2 batches of 8
+PY
+    ls -a "$W/runs_bsf" | grep -q '^\.scale_batch_size' && die "bsf: the hidden checkpoint was left behind"
+    run e_bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --tuner.init_val 4
+    expect_usage e_bsf $? "tuner.init_val is set but tuner.scale_batch_size is null"
     # --no-decay: a parameter group without weight decay (HF's recipe). AdamW with a huge decay
     # (1 - lr*wd = 0.9 a step) shrinks every decayed weight by 0.9^3 in 3 steps: the LayerNorm
     # weights (1 at init) stay near 1 only when the group reached the optimizer; the checkpoint
@@ -459,6 +474,12 @@ dist)
     rc=$?
     [[ $rc == 0 ]] || cat "$W/ddp_async.err"
     expect_ok ddp_async $rc
+    # the batch size finder is one process's: refused under 2, said once, exit 2
+    "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_bsf2" --batch-size 2 --strategy ddp \
+        --tuner.scale_batch_size power >"$W/bsf2.log" 2>&1
+    rc=$?
+    n=$(grep -c 'tuner.scale_batch_size: not supported with distributed strategies (2 processes)' "$W/bsf2.log")
+    [[ $rc == 2 && $n == 1 ]] || { cat "$W/bsf2.log"; die "bsf2: exit $rc, the refusal printed $n times (want 2, once)"; }
     "$CHECK" same "$W/runs_ddp/checkpoints/csv-tiny/last.safetensors" \
         "$W/runs_ddp_async/checkpoints/csv-tiny/last.safetensors" ||
         die "ddp with async_save: the last checkpoint differs from ddp's"

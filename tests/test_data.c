@@ -367,6 +367,41 @@ static void test_resume_and_workers(void) {
     volt_dataset_destroy(ds);
 }
 
+/* volt_loader_set_batch_size: a loader made at 16 and set to 50 (then 7) gives what a loader
+ * made at that size gives, with and without workers, with a batch in flight when it is set;
+ * sizes past the dataset are whole-dataset batches; 0 is refused with the loader unchanged. */
+static void test_set_batch_size(void) {
+    volt_dataset *ds = make_ds(203);
+    static run want, got;
+    for (int workers = 0; workers <= 2; workers++) {
+        volt_loader *l = make_loader(ds, 16, true, false, 42, workers, 2, 0, 1);
+        CHECK_OK(volt_loader_start(l, 1, 0));
+        const volt_batch *b;
+        CHECK_OK(volt_loader_next(l, &b));   /* held, and more in flight with workers */
+        const int64_t sizes[3] = { 50, 7, 500 };
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(volt_loader_set_batch_size(l, sizes[k]));
+            CHECK(volt_loader_batch_size(l) == sizes[k] && volt_loader_num_batches(l) == (203 + sizes[k] - 1) / sizes[k],
+                  "workers %d: batch size %lld, %lld batches after setting %lld", workers, (long long)volt_loader_batch_size(l),
+                  (long long)volt_loader_num_batches(l), (long long)sizes[k]);
+            CHECK(volt_loader_next(l, &b) == VOLT_ERR_STATE, "workers %d: next after set_batch_size without a start", workers);
+            volt_loader *ref = make_loader(ds, sizes[k], true, false, 42, 0, 2, 0, 1);
+            CHECK_OK(volt_loader_start(ref, 3, 0));
+            drain(ref, &want);
+            CHECK_OK(volt_loader_start(l, 3, 0));
+            drain(l, &got);
+            CHECK(same_run(&got, &want) && got.bad_rows == 0 && got.sizes[0] == (sizes[k] < 203 ? sizes[k] : 203),
+                  "workers %d: batch size %lld: not the batches of a loader made at that size", workers, (long long)sizes[k]);
+            volt_loader_destroy(ref);
+        }
+        CHECK(volt_loader_set_batch_size(l, 0) == VOLT_ERR_INVALID_ARG && strstr(volt_loader_errmsg(l), "batch_size must be >= 1") &&
+                  volt_loader_batch_size(l) == 500, "workers %d: batch size 0: %s", workers, volt_loader_errmsg(l));
+        CHECK(volt_loader_set_batch_size(NULL, 4) == VOLT_ERR_INVALID_ARG, "NULL loader accepted");
+        volt_loader_destroy(l);
+    }
+    volt_dataset_destroy(ds);
+}
+
 /* A dataset whose get is slow (workers really overlap) and fails at one index. */
 typedef struct flaky { int64_t n, fail_at; int sleep_us; } flaky;
 static int64_t flaky_len(void *self) { return ((flaky *)self)->n; }
@@ -655,6 +690,7 @@ int main(void) {
     test_drop_last();
     test_distributed();
     test_resume_and_workers();
+    test_set_batch_size();
     test_errors();
     test_idx();
     test_fashion();

@@ -107,8 +107,34 @@ static void test_strict_catches_host_read(void) {
     volt__dev_free(d, x);
 }
 
+/* Freed blocks coalesce: two neighbours freed give one block a request of both sizes reuses
+ * (no new address space), and memory freed at the top lowers the handed-out end, so a larger
+ * request later starts where it began. */
+static void test_strict_coalesces(void) {
+    volt_device *d = NULL;
+    char err[256];
+    CHECK_OK(volt__device_get("cpu-strict", 0, &d, err, sizeof err));
+    if (!d) return;
+    const size_t M = 1u << 20;
+    char *keep = volt__dev_alloc(d, M);   /* below the test's blocks: they are not the first */
+    char *a = volt__dev_alloc(d, M), *b = volt__dev_alloc(d, 3 * M), *c = volt__dev_alloc(d, M);
+    CHECK(keep && a && b && c && b == a + M && c == b + 3 * M, "blocks not laid out in order: %p %p %p", (void *)a,
+          (void *)b, (void *)c);
+    volt__dev_free(d, a);
+    volt__dev_free(d, b);   /* a + b: one free block of 4 MiB below c */
+    char *ab = volt__dev_alloc(d, 4 * M);
+    CHECK(ab == a, "4 MiB after freeing 1 + 3 MiB neighbours: %p, want %p (they did not merge)", (void *)ab, (void *)a);
+    volt__dev_free(d, c);
+    volt__dev_free(d, ab);   /* everything above keep: back to the top */
+    char *big = volt__dev_alloc(d, 6 * M);
+    CHECK(big == a, "6 MiB after freeing all above: %p, want %p (the top was not lowered)", (void *)big, (void *)a);
+    volt__dev_free(d, big);
+    volt__dev_free(d, keep);
+}
+
 int main(void) {
     test_registry();
+    test_strict_coalesces();
     roundtrip("cpu");
     roundtrip("cpu-strict");
     test_strict_catches_host_read();

@@ -41,8 +41,8 @@ volt_status volt__prec_setup_params(volt_trainer *t) {
     return st < 0 ? volt__terr(t, st, "%s", err) : VOLT_OK;
 }
 
-void volt__prec_setup_step(volt_trainer *t) {
-    volt_step_set_compute_dtype(t->step, t->prec->ops->info.compute_dtype);
+void volt__prec_setup_step(volt_trainer *t, volt_step *s) {
+    volt_step_set_compute_dtype(s, t->prec->ops->info.compute_dtype);
 }
 
 void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc) {

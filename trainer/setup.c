@@ -112,6 +112,7 @@ static void drop_model(volt_trainer *t) {
 }
 
 static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads);
+static volt_status make_step(volt_trainer *t, volt_step **out);
 
 /* loads: a checkpoint is loaded right after (its path resolved), which overwrites every
  * parameter (the load refuses a file that lacks one), so the inits are not drawn and
@@ -204,17 +205,36 @@ static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void
     VOLT_TRY(volt__prec_setup_params(t));   /* 16-bit storage (bf16-true, 16-true) */
     st = volt__strategy_setup_params(t->strategy, t->ps);
     if (st < 0) return volt__terr(t, st, "strategy '%s': %s", volt__strategy_name(sg), volt__strategy_errmsg(sg));
+    return make_step(t, &t->step);
+}
+
+/* The model's step (arena + tape) on the trainer's device, set up as the trainer runs it. */
+static volt_status make_step(volt_trainer *t, volt_step **out) {
     volt_step_config sc;
     volt_step_config_init(&sc);
     sc.params = t->ps;
     sc.seed = t->cfg.seed;
     sc.backend = t->dev->be->name;
-    VOLT_TRY(volt_step_create(&sc, &t->step));
-    t->step->log_fn = volt__trainer_log;
-    t->step->log_ctx = t;
-    volt__prec_setup_step(t);               /* GEMM operand dtype */
-    t->step->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
-    t->step->detect_anomaly = t->cfg.detect_anomaly;
+    VOLT_TRY(volt_step_create(&sc, out));
+    volt_step *s = *out;
+    s->log_fn = volt__trainer_log;
+    s->log_ctx = t;
+    volt__prec_setup_step(t, s);            /* GEMM operand dtype */
+    s->matmul_tf32 = strcmp(t->cfg.matmul_precision, "highest") != 0;   /* TF32 (checked at create) */
+    s->detect_anomaly = t->cfg.detect_anomaly;
+    return VOLT_OK;
+}
+
+volt_status volt__loop_renew_step(volt_trainer *t) {
+    if (!t->ps || !t->step) return VOLT_OK;
+    volt__compile_free(t);   /* graphs captured on this step's memory */
+    volt__transfer_free(t);
+    volt_step *fresh = NULL;
+    volt_step_destroy(t->step);   /* first: its memory is what a fresh one may need */
+    t->step = NULL;
+    volt_status st = make_step(t, &fresh);
+    if (st < 0) return volt__terr(t, st, "trainer: a new step on %s:%d: out of memory", t->dev->be->name, t->dev->ordinal);
+    t->step = fresh;
     return VOLT_OK;
 }
 

@@ -478,6 +478,7 @@ volt_status volt_trainer_memory_report(volt_trainer *t, volt_memory_report *out)
 }
 
 volt_status volt_trainer_device_memory(volt_trainer *t, volt_device_memory *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
     if (!out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "device_memory: out is NULL");
     memset(out, 0, sizeof *out);
     if (!t->dev) return volt__terr(t, VOLT_ERR_STATE, "device_memory: the trainer has no device");

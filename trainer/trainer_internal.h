@@ -236,7 +236,7 @@ volt_status volt__trainer_resolve_device(volt_trainer *t);
 volt_status volt__prec_create(volt_trainer *t);
 /* After init_weights, before the strategy sees the params: storage dtype (true modes). */
 volt_status volt__prec_setup_params(volt_trainer *t);
-void volt__prec_setup_step(volt_trainer *t);                       /* compute dtype */
+void volt__prec_setup_step(volt_trainer *t, volt_step *s);         /* compute dtype */
 void volt__prec_setup_optim(volt_trainer *t, volt_optimizer_config *oc);   /* state dtype */
 volt_tensor *volt__prec_scale_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);
 /* The boundary's precision steps (unscale, inf/NaN vote, scaler update) are the strategy's,
@@ -313,6 +313,10 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
 volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
                                     const char *stage);
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
+/* A fresh step in place of the model's (its arena back to the initial size), the captured
+ * graphs and the device batch buffers freed first: the memory a step that ran out of it had
+ * grown to comes back (the batch size finder, trainer/batch_size_finder.c). */
+volt_status volt__loop_renew_step(volt_trainer *t);
 
 /* profiler.c: profiler = "simple" (t->prof); every call is a no-op when it is off */
 typedef struct volt_prof volt_prof;

@@ -9,12 +9,14 @@
  * (VOLT_ACCELERATOR=cpu-strict); it is slow (two mprotect calls per backend call).
  *
  * The region: VOLT_STRICT_RESERVE bytes (default 64 GiB of address space, MAP_NORESERVE),
- * page-granular first-fit allocation with freed blocks returned to the OS (madvise).
+ * page-granular first-fit allocation with freed blocks returned to the OS (madvise) and
+ * coalesced with their free neighbours.
  *
  * Given back (give_back, as the cuda backend unmaps device granules): whole pages stay
  * PROT_NONE even inside the backend's own functions until recommit, so a strategy that
  * forgets to recommit before a kernel, copy or memset touches them faults here too. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,7 @@ static struct {
     pthread_mutex_t lock;
     char *base;
     size_t reserve, high;          /* bytes reserved; end of the part ever handed out */
-    blk *free_list;                /* freed blocks, any order */
+    blk *free_list;                /* freed blocks, by offset, neighbours merged (free_insert) */
     blk *used;                     /* live blocks (to find a block's length on free) */
     int depth;
     bool opened;
@@ -122,6 +124,39 @@ static volt_status strict_open(int ordinal, void **ctx, char *err, size_t errlen
     return VOLT_OK;
 }
 
+/* Put a free block back in the free list, kept sorted by offset with neighbours merged, and a
+ * block that ends the handed-out part lowers `high` (its pages closed again): freed memory
+ * coalesces as a device allocator's does, so alloc/free cycles of changing sizes (the batch
+ * size finder's trials) do not fragment the reserve until nothing large fits. Lock held. */
+static void free_insert(blk *b) {
+    blk **pp = &g.free_list;
+    while (*pp && (*pp)->off < b->off) pp = &(*pp)->next;
+    b->next = *pp;
+    *pp = b;
+    if (b->next && b->off + b->len == b->next->off) {   /* merge with the block after */
+        blk *n = b->next;
+        b->len += n->len;
+        b->next = n->next;
+        free(n);
+    }
+    if (pp != &g.free_list) {   /* merge with the block before */
+        blk *prev = (blk *)((char *)pp - offsetof(blk, next));
+        if (prev->off + prev->len == b->off) {
+            prev->len += b->len;
+            prev->next = b->next;
+            free(b);
+            b = prev;
+        }
+    }
+    if (b->off + b->len == g.high && !b->next) {   /* the top of the handed-out part: give it up */
+        g.high = b->off;
+        prot(b->off, b->len, PROT_NONE);
+        for (pp = &g.free_list; *pp != b; pp = &(*pp)->next) {}
+        *pp = NULL;
+        free(b);
+    }
+}
+
 static void *strict_alloc(volt_device *d, size_t bytes) {
     (void)d;
     const size_t pg = volt__cpu_page_size();
@@ -132,7 +167,7 @@ static void *strict_alloc(volt_device *d, size_t bytes) {
         if ((*pp)->len >= len) { b = *pp; *pp = b->next; break; }
     if (b && b->len > len) {   /* split: the tail stays free */
         blk *rest = malloc(sizeof *rest);
-        if (rest) { *rest = (blk){ b->off + len, b->len - len, g.free_list }; g.free_list = rest; b->len = len; }
+        if (rest) { *rest = (blk){ b->off + len, b->len - len, NULL }; b->len = len; free_insert(rest); }
     }
     if (!b) {
         if (g.high + len > g.reserve || !(b = malloc(sizeof *b))) { pthread_mutex_unlock(&g.lock); return NULL; }
@@ -157,8 +192,7 @@ static void strict_free(volt_device *d, void *p) {
             *pp = b->next;
             gone_remove(b->off, b->off + b->len);
             madvise(g.base + b->off, b->len, MADV_DONTNEED);   /* no memory held; reads zero */
-            b->next = g.free_list;
-            g.free_list = b;
+            free_insert(b);
             pthread_mutex_unlock(&g.lock);
             return;
         }

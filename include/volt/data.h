@@ -136,6 +136,11 @@ VOLT_API volt_status volt_loader_set_shard(volt_loader *l, int rank, int world);
  * off for a fit, as Lightning does). Cancels the current epoch, as set_shard. */
 VOLT_API volt_status volt_loader_set_shuffle(volt_loader *l, bool shuffle);
 VOLT_API bool volt_loader_shuffles(const volt_loader *l);
+/* Batches of batch_size rows from now on (the batch size finder sets the size it found, as
+ * Lightning's scale_batch_size sets the datamodule's batch_size): the batch slots are made
+ * anew, so a batch held from this loader is invalid. Cancels the current epoch, as set_shard.
+ * INVALID_ARG for batch_size < 1; NOMEM (the loader unchanged) when the slots cannot be had. */
+VOLT_API volt_status volt_loader_set_batch_size(volt_loader *l, int64_t batch_size);
 
 /* ---- file formats ---------------------------------------------------------------------- */
 /* IDX images + labels (MNIST / Fashion-MNIST), plain or gzip. Fields: "x" f32 (H*W) scaled

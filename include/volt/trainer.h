@@ -429,6 +429,43 @@ VOLT_API volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops
                                           const volt_lr_find_config *cfg, volt_lr_find_result *out);
 VOLT_API void volt_lr_find_result_free(volt_lr_find_result *r);   /* NULL-safe; the arrays */
 
+/* ---- the batch size finder (Lightning's Tuner.scale_batch_size / BatchSizeFinder) ------------ */
+/* The largest batch size that trains without running out of memory: trials of steps_per_trial
+ * optimizer steps (eager, whatever `compile` says; accumulate_grad_batches micro-batches each)
+ * on the train loader at a batch size, from init_val. POWER doubles it after each trial that
+ * ran until one runs out of memory (VOLT_ERR_NOMEM anywhere in the step: an allocation of the
+ * device, the step's arena, the batch's copy) or max_trials ran; BINSEARCH then bisects between
+ * the largest that ran and the smallest that did not. The size never passes the samples the
+ * loader holds (that stops the doubling); when the first sizes run out of memory it halves
+ * until one runs. Between trials the step's memory is made anew (what a failed size grew is
+ * given back). Afterwards the weights, the grad scaler and the loop state are restored from a
+ * checkpoint written before the search (a hidden file under default_root_dir, removed after),
+ * the optimizer and scheduler are dropped (the next fit builds them from configure_optimizers),
+ * and the loader is set to the size found (volt_loader_set_batch_size), as Lightning sets the
+ * datamodule's batch_size. One process only: refused under distributed strategies, as
+ * Lightning refuses them. SIGINT / SIGTERM stop it after the running step (state restored,
+ * VOLT_ERR_INTERRUPTED, the loader's size as before). NOMEM when not even a batch of 1 ran. */
+typedef enum { VOLT_BATCH_SCALE_POWER = 0, VOLT_BATCH_SCALE_BINSEARCH = 1 } volt_batch_scale_mode;
+typedef struct volt_batch_size_config {
+    uint32_t version;                /* VOLT_BATCH_SIZE_CONFIG_VERSION, set by _init */
+    volt_batch_scale_mode mode;      /* default POWER */
+    int64_t steps_per_trial;         /* default 3 (>= 1) */
+    int64_t init_val;                /* default 2 (>= 1) */
+    int64_t max_trials;              /* default 25 (>= 1): POWER's trials; BINSEARCH's trials that ran */
+} volt_batch_size_config;
+#define VOLT_BATCH_SIZE_CONFIG_VERSION 1u
+#define VOLT_BATCH_SIZE_TRIALS_MAX 64
+typedef struct volt_batch_size_result {
+    int64_t batch_size;              /* the largest size that ran: now the loader's */
+    int n_trials;                    /* trials run */
+    int64_t sizes[VOLT_BATCH_SIZE_TRIALS_MAX];   /* the first trials' batch sizes, in order */
+    bool ran[VOLT_BATCH_SIZE_TRIALS_MAX];        /* ... and whether each ran (false: out of memory) */
+} volt_batch_size_result;
+VOLT_API void volt_batch_size_config_init(volt_batch_size_config *cfg);
+VOLT_API volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                                   volt_loader *train, const volt_batch_size_config *cfg,
+                                                   volt_batch_size_result *out);
+
 /* ---- datamodules: the data side as a table, like LightningDataModule ------------------------ */
 typedef struct volt_datamodule_ops {
     uint32_t version;                                /* VOLT_DATAMODULE_OPS_VERSION, first */

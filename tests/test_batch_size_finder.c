@@ -1,0 +1,283 @@
+/* The batch size finder (volt_trainer_scale_batch_size, trainer/tuner.c; Lightning's
+ * Tuner.scale_batch_size).
+ *
+ * No argument: a module whose training step runs out of memory (VOLT_ERR_NOMEM, as an
+ * allocation would) above a batch size LIMIT, so every search is exact:
+ *  - power from 2 with LIMIT 40: 2, 4, 8, 16, 32 ran, 64 did not: 32; the loader's batch
+ *    size is 32 after, the weights and global_step are what they were, a fit runs after;
+ *  - binsearch: 2 ... 32, 64 no, then 48 no, 40 yes, 44 no, 42 no, 41 no: 40;
+ *  - doubling stops at the dataset's samples (100: ... 64, 100); max_trials 3: 2, 4, 8 → 8
+ *    (the last that ran, not a doubled, untried size); init_val above the limit halves
+ *    (power) until one runs; LIMIT 0: nothing runs → NOMEM naming it, the loader as before;
+ *  - accumulate_grad_batches 2: steps_per_trial optimizer steps of 2 micro-batches each;
+ *  - bad configs; after the search the step is a fresh one (what the sizes grew is back).
+ * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake): real
+ * allocations run out; power's answer ran and its double did not, binsearch's ran and
+ * answer + 1 did not, and a fit at the size found runs (the failed sizes' memory came back). */
+#include <math.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+
+enum { IN = 16, NC = 3 };
+static int64_t g_limit = 40;        /* the step fails above this batch size; < 0: never */
+static int64_t g_hidden = 8;
+static int64_t g_max_seen;          /* the largest batch a step saw */
+
+typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
+static volt_status mlp_setup(void *self, volt_params *ps) {
+    mlp *m = self;
+    VOLT_TRY(volt_params_unit(ps, "fc1"));
+    VOLT_TRY(volt_param_new(ps, "fc1.weight", VOLT_SHAPE(g_hidden, IN), VOLT_INIT_TORCH_LINEAR, &m->w1));
+    VOLT_TRY(volt_param_new(ps, "fc1.bias", VOLT_SHAPE(g_hidden), VOLT_INIT_ZEROS, &m->b1));
+    VOLT_TRY(volt_params_unit(ps, "fc2"));
+    VOLT_TRY(volt_param_new(ps, "fc2.weight", VOLT_SHAPE(NC, g_hidden), VOLT_INIT_TORCH_LINEAR, &m->w2));
+    return volt_param_new(ps, "fc2.bias", VOLT_SHAPE(NC), VOLT_INIT_ZEROS, &m->b2);
+}
+static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    mlp *m = self;
+    if (b->size > g_max_seen) g_max_seen = b->size;
+    volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
+    volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
+    if (g_limit >= 0 && b->size > g_limit)   /* after the forward: its tensors are in the arena */
+        return volt_step_fail(s, VOLT_ERR_NOMEM, "test: out of memory at batch size %lld", (long long)b->size);
+    return volt_step_set_loss(s, loss);
+}
+static volt_status adam(void *self, volt_optim_setup *o) {
+    (void)self;
+    o->optimizer.kind = VOLT_OPTIM_ADAM;
+    o->optimizer.lr = 1e-2f;
+    return VOLT_OK;
+}
+static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
+                                         .configure_optimizers = adam, .training_step = mlp_train };
+
+/* the data: x sin waves, y = i % NC */
+static float *X;
+static int64_t *Y;
+static volt_dataset *make_ds(int64_t n) {
+    free(X);
+    free(Y);
+    X = malloc(sizeof *X * (size_t)(n * IN));
+    Y = malloc(sizeof *Y * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = i % NC;
+        for (int k = 0; k < IN; k++) X[i * IN + k] = sinf(0.1f * (float)(i * IN + k)) + 0.3f * (float)Y[i];
+    }
+    volt_field f[2] = { { "x", VOLT_F32, VOLT_SHAPE(IN) }, { "y", VOLT_I64, VOLT_SCALAR } };
+    const void *d[2] = { X, Y };
+    volt_dataset *ds = NULL;
+    CHECK_OK(volt_dataset_from_arrays(2, f, d, n, &ds));
+    return ds;
+}
+
+typedef struct world {
+    volt_dataset *ds;
+    volt_loader *l;
+    volt_trainer *t;
+    mlp m;
+} world;
+
+static void make(world *w, const char *name, int64_t n, int64_t accumulate) {
+    memset(w, 0, sizeof *w);
+    char root[512];
+    snprintf(root, sizeof root, "%s/%s", vtest_tmpdir(), name);
+    vtest_fresh_dir(root);
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.accumulate_grad_batches = accumulate;
+    c.limit_train_batches = 3;
+    w->ds = make_ds(n);
+    w->l = vtest_loader(w->ds, 7, true);
+    CHECK_OK(volt_trainer_create(&c, &w->t));
+}
+static void drop(world *w) {
+    volt_trainer_destroy(w->t);
+    volt_loader_destroy(w->l);
+    volt_dataset_destroy(w->ds);
+}
+
+static int64_t search(world *w, volt_batch_scale_mode mode, int64_t init, int64_t max_trials, volt_batch_size_result *r) {
+    volt_batch_size_config c;
+    volt_batch_size_config_init(&c);
+    c.mode = mode;
+    c.init_val = init;
+    c.max_trials = max_trials;
+    CHECK_OK(volt_trainer_scale_batch_size(w->t, &mlp_ops, &w->m, w->l, &c, r));
+    return r->batch_size;
+}
+
+/* r's trials are want[0..n) (a negative size: that one did not run) */
+static void expect_trials(const volt_batch_size_result *r, const int64_t *want, int n, const char *what) {
+    bool same = r->n_trials == n;
+    for (int i = 0; same && i < n; i++) same = r->sizes[i] == (want[i] < 0 ? -want[i] : want[i]) && r->ran[i] == (want[i] > 0);
+    char got[512] = "";
+    for (int i = 0; i < r->n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld%s", i ? " " : "", (long long)r->sizes[i],
+                 r->ran[i] ? "" : "x");
+    CHECK(same, "%s: trials %s (x: out of memory)", what, got);
+}
+
+static void weights(const mlp *m, float *out) {
+    vtest_f32(m->w1, out);
+    vtest_f32(m->b1, out + g_hidden * IN);
+    vtest_f32(m->w2, out + g_hidden * (IN + 1));
+    vtest_f32(m->b2, out + g_hidden * (IN + 1) + NC * g_hidden);
+}
+static int64_t n_weights(void) { return g_hidden * (IN + 1) + NC * g_hidden + NC; }
+
+static void test_power(void) {
+    world w;
+    make(&w, "power", 500, 1);
+    g_limit = 40;
+    /* a fit first, so the search starts from trained weights and a step count */
+    CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, NULL, NULL));
+    const int64_t gs = volt_trainer_global_step(w.t);
+    float *before = malloc(sizeof(float) * (size_t)n_weights()), *after = malloc(sizeof(float) * (size_t)n_weights());
+    weights(&w.m, before);
+    volt_batch_size_result r;
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 2, 25, &r) == 32, "power: found %lld, want 32", (long long)r.batch_size);
+    const int64_t want[] = { 2, 4, 8, 16, 32, -64 };
+    expect_trials(&r, want, 6, "power");
+    CHECK(volt_loader_batch_size(w.l) == 32, "power: the loader's batch size is %lld after", (long long)volt_loader_batch_size(w.l));
+    weights(&w.m, after);
+    CHECK(!memcmp(before, after, sizeof(float) * (size_t)n_weights()) && volt_trainer_global_step(w.t) == gs,
+          "power: the weights or global_step (%lld, was %lld) changed", (long long)volt_trainer_global_step(w.t), (long long)gs);
+    CHECK(!strcmp(volt_trainer_errmsg(w.t), ""), "power: a search that found a size leaves an error: %s", volt_trainer_errmsg(w.t));
+    /* the step's memory was made anew after the trials: nothing of 64's arena is held */
+    volt_memory_report mr;
+    CHECK_OK(volt_trainer_memory_report(w.t, &mr));
+    CHECK(mr.activation_peak_bytes == 0, "power: the step holds a peak of %lld bytes after the search, want a fresh one",
+          (long long)mr.activation_peak_bytes);
+    /* a fit goes on at the size found (3 batches of 32) */
+    g_max_seen = 0;
+    CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, NULL, NULL));
+    CHECK(g_max_seen == 32 && volt_trainer_global_step(w.t) == 3, "fit after: batches up to %lld, global_step %lld",
+          (long long)g_max_seen, (long long)volt_trainer_global_step(w.t));
+    free(before);
+    free(after);
+    drop(&w);
+}
+
+static void test_binsearch(void) {
+    world w;
+    make(&w, "binsearch", 500, 1);
+    g_limit = 40;
+    volt_batch_size_result r;
+    CHECK(search(&w, VOLT_BATCH_SCALE_BINSEARCH, 2, 25, &r) == 40, "binsearch: found %lld, want 40", (long long)r.batch_size);
+    const int64_t want[] = { 2, 4, 8, 16, 32, -64, -48, 40, -44, -42, -41 };
+    expect_trials(&r, want, 11, "binsearch");
+    CHECK(volt_loader_batch_size(w.l) == 40, "binsearch: loader batch size %lld", (long long)volt_loader_batch_size(w.l));
+    /* from an init_val that runs out of memory: power halves until one runs */
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 100, 25, &r) == 25, "power from 100: found %lld, want 25", (long long)r.batch_size);
+    const int64_t down[] = { -100, -50, 25, -50 };
+    expect_trials(&r, down, 4, "power from 100");
+    drop(&w);
+}
+
+static void test_limits(void) {
+    world w;
+    make(&w, "limits", 100, 1);
+    g_limit = -1;   /* nothing runs out */
+    volt_batch_size_result r;
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 2, 25, &r) == 100, "no limit: found %lld, want the 100 samples", (long long)r.batch_size);
+    const int64_t all[] = { 2, 4, 8, 16, 32, 64, 100 };
+    expect_trials(&r, all, 7, "power to the dataset");
+    CHECK(search(&w, VOLT_BATCH_SCALE_BINSEARCH, 2, 25, &r) == 100, "binsearch no limit: %lld", (long long)r.batch_size);
+    expect_trials(&r, all, 7, "binsearch to the dataset");
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 2, 3, &r) == 8, "max_trials 3: found %lld, want 8 (the last that ran)",
+          (long long)r.batch_size);
+    const int64_t three[] = { 2, 4, 8 };
+    expect_trials(&r, three, 3, "max_trials 3");
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 500, 25, &r) == 100, "init_val 500 of 100 samples: %lld", (long long)r.batch_size);
+    /* nothing runs: NOMEM, naming it; the loader keeps its size */
+    g_limit = 0;
+    CHECK_OK(volt_loader_set_batch_size(w.l, 7));
+    volt_batch_size_config c;
+    volt_batch_size_config_init(&c);
+    volt_status st = volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &c, &r);
+    CHECK(st == VOLT_ERR_NOMEM && strstr(volt_trainer_errmsg(w.t), "no batch size ran") &&
+              strstr(volt_trainer_errmsg(w.t), "smallest tried, 1,") && r.batch_size == 0,
+          "limit 0: %s (%s), found %lld", volt_status_str(st), volt_trainer_errmsg(w.t), (long long)r.batch_size);
+    const int64_t none[] = { -2, -1 };
+    expect_trials(&r, none, 2, "limit 0");
+    CHECK(volt_loader_batch_size(w.l) == 7, "limit 0: the loader's size is %lld, was 7", (long long)volt_loader_batch_size(w.l));
+    /* bad configs */
+    g_limit = 40;
+    c.mode = (volt_batch_scale_mode)7;
+    CHECK(volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &c, &r) == VOLT_ERR_INVALID_ARG &&
+              strstr(volt_trainer_errmsg(w.t), "power or binsearch"), "mode 7: %s", volt_trainer_errmsg(w.t));
+    volt_batch_size_config_init(&c);
+    c.steps_per_trial = 0;
+    CHECK(volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &c, &r) == VOLT_ERR_INVALID_ARG &&
+              strstr(volt_trainer_errmsg(w.t), "steps_per_trial (0)"), "steps 0: %s", volt_trainer_errmsg(w.t));
+    volt_batch_size_config_init(&c);
+    c.init_val = 0;
+    CHECK(volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &c, &r) == VOLT_ERR_INVALID_ARG, "init_val 0 accepted");
+    volt_batch_size_config_init(&c);
+    c.version = 99;
+    CHECK(volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &c, &r) == VOLT_ERR_VERSION, "version 99 accepted");
+    CHECK(volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, NULL, NULL, &r) == VOLT_ERR_INVALID_ARG, "a NULL loader accepted");
+    CHECK(volt_trainer_scale_batch_size(NULL, &mlp_ops, &w.m, w.l, NULL, &r) == VOLT_ERR_INVALID_ARG, "a NULL trainer accepted");
+    drop(&w);
+}
+
+/* accumulation: each trial step is 2 micro-batches; the step that failed mid-window left no
+ * grads: the search's first steps after a failure match a fresh trainer's */
+static void test_accumulate(void) {
+    world w;
+    make(&w, "accumulate", 500, 2);
+    g_limit = 40;
+    volt_batch_size_result r;
+    CHECK(search(&w, VOLT_BATCH_SCALE_POWER, 8, 25, &r) == 32, "accumulate 2: found %lld", (long long)r.batch_size);
+    const int64_t want[] = { 8, 16, 32, -64 };
+    expect_trials(&r, want, 4, "accumulate 2");
+    drop(&w);
+}
+
+/* real allocations (cpu-strict's reserve): no LIMIT; a wide hidden layer makes the step's
+ * memory grow with the batch */
+static void test_memory(void) {
+    g_limit = -1;
+    g_hidden = 2048;
+    const char *only = getenv("TEST_BSF_MODE");
+    for (int mode = 0; mode < 2; mode++) {
+        if (only && atoi(only) != mode) continue;
+        world w;
+        make(&w, mode ? "memory_bin" : "memory_power", 8192, 1);
+        volt_batch_size_result r;
+        const int64_t found = search(&w, mode ? VOLT_BATCH_SCALE_BINSEARCH : VOLT_BATCH_SCALE_POWER, 2, 25, &r);
+        char got[512] = "";
+        for (int i = 0; i < r.n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), " %lld%s", (long long)r.sizes[i], r.ran[i] ? "" : "x");
+        printf("memory %s: found %lld; trials%s\n", mode ? "binsearch" : "power", (long long)found, got);
+        bool ran_found = false, failed_above = false;
+        for (int i = 0; i < r.n_trials; i++) {
+            if (r.sizes[i] == found && r.ran[i]) ran_found = true;
+            if (!r.ran[i] && r.sizes[i] == (mode ? found + 1 : 2 * found)) failed_above = true;
+        }
+        CHECK(found >= 2 && found < 8192 && ran_found && failed_above,
+              "memory %s: found %lld; it ran and %s did not (trials%s)", mode ? "binsearch" : "power", (long long)found,
+              mode ? "found + 1" : "2 x found", got);
+        /* the memory the failed sizes took came back: a fit at the size found runs */
+        g_max_seen = 0;
+        CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, NULL, NULL));
+        CHECK(g_max_seen == found, "memory: fit ran batches of %lld, want %lld", (long long)g_max_seen, (long long)found);
+        drop(&w);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "memory")) {
+        test_memory();
+    } else {
+        test_power();
+        test_binsearch();
+        test_limits();
+        test_accumulate();
+    }
+    free(X);
+    free(Y);
+    return vtest_finish();
+}

@@ -1,0 +1,334 @@
+/* The tuner, as Lightning's Tuner (include/volt/trainer.h, docs/TRAINER.md): the
+ * learning-rate range test (lr_find) and the batch size finder (scale_batch_size). Both save
+ * the state to a hidden checkpoint, run eager optimizer steps, load the checkpoint back
+ * (weights, grad scaler, loop state), remove it, and drop the optimizer and scheduler so the
+ * next fit builds them from configure_optimizers.
+ *
+ * lr_find: num_training steps with the learning rate swept from min_lr to max_lr while the
+ * smoothed loss is recorded. scale_batch_size: trials of steps_per_trial steps at growing
+ * batch sizes until one runs out of memory (power), then bisection (binsearch). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/fsutil.h"
+#include "trainer/trainer_internal.h"
+
+/* ---- shared: the hidden checkpoint, one optimizer step ---------------------------------------- */
+/* The state to come back to, in a hidden file rank 0 names for every rank (path[4096]). */
+static volt_status tune_save(volt_trainer *t, const char *what, char *path) {
+    struct { char path[4096]; } h;
+    memset(&h, 0, sizeof h);
+    char err[600] = "";
+    if (t->rank == 0) {
+        const char *root = t->cfg.default_root_dir;
+        if (volt__mkdirs(root, err, sizeof err) == VOLT_OK)   /* a new run's root may not exist yet */
+            snprintf(h.path, sizeof h.path, "%s/.%s-%d-%llx.safetensors", root, what, (int)getpid(),
+                     (unsigned long long)(volt__now() * 1e6));
+    }
+    volt_status st = volt__strategy_broadcast(t->strategy, &h, sizeof h, 0);
+    if (st < 0)
+        return volt__terr(t, st, "%s: strategy '%s': %s", what, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    if (!h.path[0])   /* rank 0 could not make the root: every rank stops here */
+        return volt__terr(t, VOLT_ERR_IO, "%s: default_root_dir: %s", what, t->rank == 0 ? err : "rank 0 could not create it");
+    memcpy(path, h.path, sizeof h.path);
+    return volt_trainer_save_checkpoint(t, path);
+}
+
+/* Back to where the tuner started: weights, grad scaler, loop state; the file removed; a fresh
+ * optimizer at the next fit. */
+static volt_status tune_restore(volt_trainer *t, const char *path) {
+    const volt_status st = volt__loop_load(t, path, true);
+    if (t->world > 1) (void)volt__strategy_barrier(t->strategy);   /* every rank has read it */
+    if (t->rank == 0) volt_checkpoint_remove(path);
+    volt__loop_drop_optim(t);
+    return st;
+}
+
+/* One optimizer step: the micro-batches of one accumulation window (as fit cuts them:
+ * accumulate_grad_batches of them, fewer at the end of a pass over the loader), passes over the
+ * loader restarting as needed (*batch, *epoch: where the previous step left it; *batch =
+ * n_batches before the first). *loss: the mean of the micro-batches' losses. */
+static volt_status tune_step(volt_trainer *t, volt_loader *train, int64_t n_batches, int64_t *batch, int64_t *epoch,
+                             double *loss) {
+    double sum = 0;
+    int64_t micro = 0;
+    volt_status st = VOLT_OK;
+    for (bool ends = false; !ends;) {
+        if (*batch >= n_batches) {
+            *batch = 0;
+            if ((st = volt_loader_start(train, ++*epoch, 0)) < 0) return volt__loop_loader_err(t, train, st);
+        }
+        const volt_batch *b;
+        if ((st = volt__loop_next_batch(t, train, NULL, &b)) == VOLT_STOP)
+            st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
+        if (st < 0) return st;
+        ends = volt__loop_ends_window(t, *batch, n_batches);
+        t->capture_loss = true;
+        st = volt__loop_train_eager(t, b, *batch, n_batches);
+        t->capture_loss = false;
+        if (st < 0) return st;
+        ++*batch;
+        sum += t->captured_loss;
+        micro++;
+    }
+    *loss = sum / (double)micro;
+    return VOLT_OK;
+}
+
+/* ---- lr_find ----------------------------------------------------------------------------------- */
+void volt_lr_find_config_init(volt_lr_find_config *c) {
+    *c = (volt_lr_find_config){ .version = VOLT_LR_FIND_CONFIG_VERSION, .min_lr = 1e-8, .max_lr = 1.0, .num_training = 100,
+                                .linear = false, .early_stop_threshold = 4.0 };
+}
+
+void volt_lr_find_result_free(volt_lr_find_result *r) {
+    if (!r) return;
+    free(r->lrs);
+    free(r->losses);
+    r->lrs = r->losses = NULL;
+    r->n = 0;
+}
+
+/* Lightning's suggestion: skip the first 10 points and the last, take the gradient of the
+ * loss over the point index (central differences inside, one-sided at the ends, as
+ * numpy.gradient) and the learning rate where it is least. */
+static double suggest(const volt_lr_find_result *r) {
+    const int64_t a = 10, b = r->n - 1, n = b - a;
+    if (n < 3) return NAN;
+    const double *L = r->losses + a;
+    int64_t best = -1;
+    double g_best = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = i == 0 ? L[1] - L[0] : i == n - 1 ? L[n - 1] - L[n - 2] : (L[i + 1] - L[i - 1]) / 2;
+        if (isfinite(g) && (best < 0 || g < g_best)) { best = i; g_best = g; }
+    }
+    return best < 0 ? NAN : r->lrs[a + best];
+}
+
+static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                               const volt_lr_find_config *cfg, volt_lr_find_result *out) {
+    t->errmsg[0] = 0;
+    memset(out, 0, sizeof *out);
+    out->suggestion = NAN;
+    volt_lr_find_config c;
+    volt_lr_find_config_init(&c);
+    if (cfg) {
+        if (!VOLT_VERSION_OK(cfg->version, VOLT_LR_FIND_CONFIG_VERSION))
+            return volt__terr(t, VOLT_ERR_VERSION, "lr_find: config has unknown version %u (want %u)", cfg->version,
+                              VOLT_LR_FIND_CONFIG_VERSION);
+        c = *cfg;
+    }
+    if (!(c.min_lr > 0) || !(c.max_lr > c.min_lr) || !isfinite(c.max_lr) || c.num_training < 2 || c.num_training > 100000)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g) < max_lr (%g) and 2 <= num_training (%lld) <= 100000",
+                          c.min_lr, c.max_lr, (long long)c.num_training);
+    if (t->fitting) return volt__terr(t, VOLT_ERR_STATE, "lr_find: not inside fit");
+    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+    const int64_t n_batches = volt_loader_num_batches(train);
+    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: the train loader yields no batches");
+    if (!(out->lrs = malloc(sizeof(double) * (size_t)c.num_training)) || !(out->losses = malloc(sizeof(double) * (size_t)c.num_training))) {
+        volt_lr_find_result_free(out);
+        return volt__terr(t, VOLT_ERR_NOMEM, "lr_find: out of memory");
+    }
+    char path[4096];
+    volt_status st = tune_save(t, "lr_find", path);
+    if (st < 0) {
+        volt_lr_find_result_free(out);
+        return st;
+    }
+    volt_scheduler *sched = t->sched;   /* the learning rate is the test's, step by step */
+    t->sched = NULL;
+    t->fitting = true;
+    double avg = 0, best = INFINITY;
+    const double beta = 0.98;
+    int64_t batch = n_batches, epoch = -1;
+    for (int64_t i = 0; i < c.num_training && st >= 0; i++) {
+        const double f = (double)i / (double)(c.num_training - 1);
+        const double lr = c.linear ? c.min_lr + (c.max_lr - c.min_lr) * f : c.min_lr * pow(c.max_lr / c.min_lr, f);
+        volt_optimizer_set_lr(t->opt, (float)lr);
+        double step_loss = 0;
+        if ((st = tune_step(t, train, n_batches, &batch, &epoch, &step_loss)) < 0) break;
+        /* the loss, and a pending SIGINT / SIGTERM (signals.c): with several ranks one exchange
+         * of both, so every rank stops after the same step */
+        double v[3] = { step_loss, 0, 0 };
+        if (t->cfg.handle_signals) volt__signal_vote(t, v + 1);
+        if (t->world > 1 && (st = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 3 : 1)) < 0) {
+            volt__terr(t, st, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+            break;
+        }
+        const int sig = volt__signal_from_vote(v + 1);
+        if (sig) {
+            char where[64];
+            snprintf(where, sizeof where, "lr_find stopped after its step %lld", (long long)i);
+            st = volt__signal_stop(t, sig, where);
+            break;
+        }
+        const double loss = v[0];
+        avg = beta * avg + (1 - beta) * loss;
+        const double smoothed = avg / (1 - pow(beta, (double)(i + 1)));
+        out->lrs[out->n] = lr;
+        out->losses[out->n++] = smoothed;
+        if (!isfinite(smoothed)) break;
+        if (smoothed < best) best = smoothed;
+        if (c.early_stop_threshold > 0 && i > 1 && smoothed > c.early_stop_threshold * best) break;
+    }
+    t->fitting = false;
+    t->sched = sched;
+    const volt_status lst = tune_restore(t, path);
+    if (st < 0 || lst < 0) {
+        volt_lr_find_result_free(out);
+        return st < 0 ? st : lst;
+    }
+    out->suggestion = suggest(out);
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                 const volt_lr_find_config *cfg, volt_lr_find_result *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!out || !train) {
+        t->errmsg[0] = 0;
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
+    }
+    /* fn TUNE, not FIT (include/volt/trainer.h): the step hooks it runs are no fit's; `fitting`
+     * (internal) is set for the steps all the same, as the accumulation checks read it */
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
+    volt_status st = volt__signal_settle(t, lr_find_run(t, ops, module, train, cfg, out), "lr_find");
+    volt__loop_call_end(t, prev);
+    if (st < 0) volt_lr_find_result_free(out);   /* a signal after the last step: no result either */
+    return st;
+}
+
+/* ---- scale_batch_size -------------------------------------------------------------------------- */
+void volt_batch_size_config_init(volt_batch_size_config *c) {
+    *c = (volt_batch_size_config){ .version = VOLT_BATCH_SIZE_CONFIG_VERSION, .mode = VOLT_BATCH_SCALE_POWER,
+                                   .steps_per_trial = 3, .init_val = 2, .max_trials = 25 };
+}
+
+/* One trial: steps_per_trial optimizer steps at batch size `size` from the loader's first
+ * batch. VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory (the step's memory is then made
+ * anew); other errors are the search's. Either way the step starts the next trial fresh. */
+static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, int64_t steps) {
+    volt_status st = volt_loader_set_batch_size(train, size);
+    if (st < 0) return st == VOLT_ERR_NOMEM ? st : volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));
+    const int64_t n_batches = volt_loader_num_batches(train);
+    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader yields no batches");
+    int64_t batch = n_batches, epoch = -1;
+    for (int64_t i = 0; i < steps && st >= 0; i++) {
+        double loss;
+        st = tune_step(t, train, n_batches, &batch, &epoch, &loss);
+        int sig = 0;
+        if (st >= 0 && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
+            char where[96];
+            snprintf(where, sizeof where, "scale_batch_size stopped after a step at batch size %lld", (long long)size);
+            st = volt__signal_stop(t, sig, where);
+        }
+    }
+    if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
+    const volt_status rst = volt__loop_renew_step(t);   /* what this size grew comes back */
+    return st < 0 ? st : rst;
+}
+
+static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                          const volt_batch_size_config *cfg, volt_batch_size_result *out) {
+    t->errmsg[0] = 0;
+    memset(out, 0, sizeof *out);
+    volt_batch_size_config c;
+    volt_batch_size_config_init(&c);
+    if (cfg) {
+        if (!VOLT_VERSION_OK(cfg->version, VOLT_BATCH_SIZE_CONFIG_VERSION))
+            return volt__terr(t, VOLT_ERR_VERSION, "scale_batch_size: config has unknown version %u (want 1..%u: "
+                              "volt_batch_size_config_init sets it)", cfg->version, VOLT_BATCH_SIZE_CONFIG_VERSION);
+        c = *cfg;
+    }
+    if (c.mode != VOLT_BATCH_SCALE_POWER && c.mode != VOLT_BATCH_SCALE_BINSEARCH)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: mode must be power or binsearch, got %d", (int)c.mode);
+    if (c.steps_per_trial < 1 || c.init_val < 1 || c.max_trials < 1 || c.steps_per_trial > 100000 || c.max_trials > 100000)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: need 1 <= steps_per_trial (%lld) <= 100000, init_val "
+                          "(%lld) >= 1 and 1 <= max_trials (%lld) <= 100000", (long long)c.steps_per_trial,
+                          (long long)c.init_val, (long long)c.max_trials);
+    if (t->fitting) return volt__terr(t, VOLT_ERR_STATE, "scale_batch_size: not inside fit");
+    if (t->world > 1)   /* Lightning: "Tuning the batch size is currently not supported with distributed strategies." */
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "scale_batch_size: not supported with distributed strategies (%d "
+                          "processes under '%s'): run it on one process, then train with the size it finds", t->world,
+                          volt__strategy_name(t->strategy));
+    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+    const int64_t n = volt_dataset_len(volt_loader_dataset(train));   /* one process: every sample */
+    if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader's dataset is empty");
+    const int64_t size0 = volt_loader_batch_size(train);
+    char path[4096];
+    VOLT_TRY(tune_save(t, "scale_batch_size", path));
+    volt_scheduler *sched = t->sched;   /* the trials' learning rate stays put */
+    t->sched = NULL;
+    t->fitting = true;
+    int64_t size = c.init_val < n ? c.init_val : n, best = 0, low = 0, high = 0, ran = 0, failed = 0;
+    char oom[sizeof t->errmsg] = "";   /* the last trial that ran out of memory: its message */
+    volt_status st = VOLT_OK;
+    for (int64_t trial = 0;; trial++) {
+        st = bs_trial(t, train, size, c.steps_per_trial);
+        if (st < 0 && st != VOLT_ERR_NOMEM) break;
+        const bool ok = st >= 0;
+        if (!ok) {
+            failed = size;
+            memcpy(oom, t->errmsg, sizeof oom);
+        }
+        t->errmsg[0] = 0;
+        if (out->n_trials < VOLT_BATCH_SIZE_TRIALS_MAX) {
+            out->sizes[out->n_trials] = size;
+            out->ran[out->n_trials] = ok;
+        }
+        out->n_trials++;
+        st = VOLT_OK;
+        if (ok) {
+            if (size > best) best = size;
+            low = size;
+            ran++;
+            if (c.mode == VOLT_BATCH_SCALE_POWER ? trial + 1 >= c.max_trials : ran >= c.max_trials) break;
+            if (high) {   /* binsearch, after a failure: between the largest that ran and the smallest that did not */
+                if (high - low <= 1) break;
+                size = (low + high) / 2;
+            } else {
+                const int64_t next = size > n / 2 ? n : 2 * size;   /* never past the samples there are */
+                if (next == size) break;
+                size = next;
+            }
+        } else {
+            if (c.mode == VOLT_BATCH_SCALE_POWER) {
+                if (best > 0 || trial + 1 >= c.max_trials) break;   /* the size before it ran: that is the answer */
+                size /= 2;   /* nothing ran yet: smaller until one does */
+            } else {
+                high = size;
+                if (high - low <= 1) break;
+                size = (low + high) / 2;
+            }
+            if (size < 1) break;
+        }
+    }
+    t->fitting = false;
+    t->sched = sched;
+    if (st >= 0 && best == 0)
+        st = volt__terr(t, VOLT_ERR_NOMEM, "scale_batch_size: no batch size ran: the smallest tried, %lld, ran out of "
+                        "memory (%s)", (long long)failed, oom[0] ? oom : "out of memory");
+    const volt_status lst = tune_restore(t, path);
+    /* the size found, or the one the loader had when there is none */
+    const volt_status bst = volt_loader_set_batch_size(train, st >= 0 && lst >= 0 ? best : size0);
+    if (st < 0 || lst < 0) return st < 0 ? st : lst;
+    if (bst < 0) return volt__terr(t, bst, "scale_batch_size: setting batch size %lld: %s", (long long)best, volt_loader_errmsg(train));
+    out->batch_size = best;
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                          const volt_batch_size_config *cfg, volt_batch_size_result *out) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!out || !train) {
+        t->errmsg[0] = 0;
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: NULL loader or result");
+    }
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
+    volt_status st = volt__signal_settle(t, bs_run(t, ops, module, train, cfg, out), "scale_batch_size");
+    volt__loop_call_end(t, prev);
+    if (st < 0) out->batch_size = 0;
+    return st;
+}
