@@ -27,6 +27,10 @@ volt_status volt__strategy_setup_optimizer(volt_strategy *st, volt_optimizer *op
     return st->ops->setup_optimizer ? st->ops->setup_optimizer(st, opt) : VOLT_OK;
 }
 
+void volt__strategy_forget_optimizer(volt_strategy *st) {
+    if (st) st->opt = NULL;
+}
+
 volt_status volt__strategy_setup_loader(volt_strategy *st, volt_loader *l) {
     volt_status s = volt_loader_set_shard(l, st->rank, st->world);
     return s < 0 ? sfail(st, s, "%s", volt_loader_errmsg(l)) : VOLT_OK;

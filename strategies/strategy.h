@@ -187,6 +187,9 @@ static inline const char *volt__strategy_name(const volt_strategy *st) { return 
 volt_status volt__strategy_configure_params(volt_strategy *st, volt_params *ps);
 volt_status volt__strategy_setup_params(volt_strategy *st, volt_params *ps);
 volt_status volt__strategy_setup_optimizer(volt_strategy *st, volt_optimizer *opt);
+/* The optimizer is going away (the trainer drops it: lr_find, the batch size finder, a new
+ * configure_optimizers): the strategy holds no pointer to it (its memory report reads none). */
+void volt__strategy_forget_optimizer(volt_strategy *st);
 /* This rank's shard of a loader (volt_loader_set_shard(rank, world)). */
 volt_status volt__strategy_setup_loader(volt_strategy *st, volt_loader *l);
 void volt__strategy_begin_backward(volt_strategy *st, bool sync);

@@ -57,6 +57,11 @@ if(VOLT_CUDA_SIM)
       $<TARGET_FILE:app_check>)
   set_tests_properties(app_text_classification_cuda PROPERTIES TIMEOUT 900 LABELS "gpu;cudasim"
     ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive;${_sim_env}")
+  # The batch size finder on a simulated GPU of 100 MiB: cudaMallocAsync runs out at some
+  # batch size (tests/test_batch_size_finder.c cuda). Not label gpu: a real GPU has no such cap
+  add_test(NAME test_batch_size_finder_cuda COMMAND test_batch_size_finder cuda)
+  set_tests_properties(test_batch_size_finder_cuda PROPERTIES LABELS cudasim TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "VOLT_ACCELERATOR=cuda;CUDASIM_MEM_MB=100;OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;${_sim_env};VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_batch_size_finder_cuda")
   add_test(NAME test_cudasim COMMAND test_cudasim)
   add_test(NAME test_cudasim_deadlock COMMAND test_cudasim deadlock)
   add_test(NAME test_cudasim_misaligned COMMAND test_cudasim misaligned)

@@ -11,11 +11,12 @@
  *    (power) until one runs; LIMIT 0: nothing runs → NOMEM naming it, the loader as before;
  *  - accumulate_grad_batches 2: steps_per_trial optimizer steps of 2 micro-batches each;
  *  - bad configs; after the search the step is a fresh one (what the sizes grew is back).
- * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake): real
- * allocations run out; power's answer ran and its double did not, binsearch's ran and
+ * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake) and "cuda"
+ * (the simulated GPU with CUDASIM_MEM_MB, tests/gpu_sim.cmake): real allocations run out; power's answer ran and its double did not, binsearch's ran and
  * answer + 1 did not, and a fit at the size found runs (the failed sizes' memory came back). */
 #include <math.h>
 #include "vtest.h"
+#include "core/internal.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
 
@@ -98,9 +99,11 @@ static void drop(world *w) {
     volt_dataset_destroy(w->ds);
 }
 
+static int64_t g_steps_per_trial = 3;
 static int64_t search(world *w, volt_batch_scale_mode mode, int64_t init, int64_t max_trials, volt_batch_size_result *r) {
     volt_batch_size_config c;
     volt_batch_size_config_init(&c);
+    c.steps_per_trial = g_steps_per_trial;
     c.mode = mode;
     c.init_val = init;
     c.max_trials = max_trials;
@@ -240,6 +243,7 @@ static void test_accumulate(void) {
  * memory grow with the batch */
 static void test_memory(void) {
     g_limit = -1;
+    g_steps_per_trial = 1;   /* the first step holds the most: its arena grows in blocks */
     g_hidden = 2048;
     const char *only = getenv("TEST_BSF_MODE");
     for (int mode = 0; mode < 2; mode++) {
@@ -269,7 +273,11 @@ static void test_memory(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "memory")) {
+    if (argc > 1 && !strcmp(argv[1], "cuda")) {   /* the simulator's capped device (tests/gpu_sim.cmake) */
+        const volt_backend *be = volt__backend_find("cuda");
+        if (!be || be->device_count() == 0) { printf("SKIP: no cuda device (the simulator build runs this)\n"); return 77; }
+        test_memory();
+    } else if (argc > 1 && !strcmp(argv[1], "memory")) {
         test_memory();
     } else {
         test_power();

@@ -20,6 +20,7 @@ volt_status volt__loop_add_defaults(volt_trainer *t) {
  * configure_optimizers again. */
 void volt__loop_drop_optim(volt_trainer *t) {
     volt__compile_free(t);   /* graphs captured with this optimizer's state and coefficient buffers */
+    volt__strategy_forget_optimizer(t->strategy);   /* its memory report read the freed one */
     volt_optimizer_destroy(t->opt);
     t->opt = NULL;
     t->avg_swapped = false;
@@ -133,7 +134,7 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
             if (t->mops->configure_optimizers != ops->configure_optimizers) volt__loop_drop_optim(t);   /* the next fit's */
             t->mops = ops;
         }
-        return VOLT_OK;
+        return t->step ? VOLT_OK : make_step(t, &t->step);   /* a renew that found no memory left none */
     }
     volt_trainer *h = module ? holder_of(module, t) : NULL;
     if (h && h->fn != VOLT_FN_NONE)   /* e.g. called from one of its callbacks: its store is in use */
@@ -232,8 +233,10 @@ volt_status volt__loop_renew_step(volt_trainer *t) {
     volt_step *fresh = NULL;
     volt_step_destroy(t->step);   /* first: its memory is what a fresh one may need */
     t->step = NULL;
+    t->dev->be->synchronize(t->dev);   /* the frees done (stream-ordered on cuda) before the new step allocates */
     volt_status st = make_step(t, &fresh);
-    if (st < 0) return volt__terr(t, st, "trainer: a new step on %s:%d: out of memory", t->dev->be->name, t->dev->ordinal);
+    if (st < 0)   /* t->step stays NULL: the next set-up of this model makes one (volt__loop_setup_model) */
+        return volt__terr(t, st, "trainer: a new step on %s:%d: out of memory", t->dev->be->name, t->dev->ordinal);
     t->step = fresh;
     return VOLT_OK;
 }

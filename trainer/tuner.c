@@ -207,9 +207,11 @@ void volt_batch_size_config_init(volt_batch_size_config *c) {
 }
 
 /* One trial: steps_per_trial optimizer steps at batch size `size` from the loader's first
- * batch. VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory (the step's memory is then made
- * anew); other errors are the search's. Either way the step starts the next trial fresh. */
-static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, int64_t steps) {
+ * batch. VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory; other errors are the search's.
+ * Either way the step is made anew for the next trial; *renew gets that status (an error: no
+ * step to go on with, the search stops). */
+static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, int64_t steps, volt_status *renew) {
+    *renew = VOLT_OK;
     volt_status st = volt_loader_set_batch_size(train, size);
     if (st < 0) return st == VOLT_ERR_NOMEM ? st : volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));
     const int64_t n_batches = volt_loader_num_batches(train);
@@ -226,8 +228,11 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
         }
     }
     if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
-    const volt_status rst = volt__loop_renew_step(t);   /* what this size grew comes back */
-    return st < 0 ? st : rst;
+    char err[sizeof t->errmsg];
+    memcpy(err, t->errmsg, sizeof err);
+    *renew = volt__loop_renew_step(t);   /* what this size grew comes back */
+    if (*renew >= 0) memcpy(t->errmsg, err, sizeof err);   /* the trial's message stays the one said */
+    return st;
 }
 
 static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
@@ -266,7 +271,12 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
     char oom[sizeof t->errmsg] = "";   /* the last trial that ran out of memory: its message */
     volt_status st = VOLT_OK;
     for (int64_t trial = 0;; trial++) {
-        st = bs_trial(t, train, size, c.steps_per_trial);
+        volt_status renew;
+        st = bs_trial(t, train, size, c.steps_per_trial, &renew);
+        if (renew < 0) {   /* no step to go on with */
+            st = renew;
+            break;
+        }
         if (st < 0 && st != VOLT_ERR_NOMEM) break;
         const bool ok = st >= 0;
         if (!ok) {
