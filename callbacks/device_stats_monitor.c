@@ -10,7 +10,8 @@
  * previous sample, psutil.cpu_percent()), cpu_vm_percent ((MemTotal - MemAvailable) /
  * MemTotal) and cpu_swap_percent ((SwapTotal - SwapFree) / SwapTotal; 0 without swap).
  * A sample reads two /proc files into a buffer on the stack (no allocation) and asks the
- * backend for its counters (no device synchronization). */
+ * backend for its counters (no device synchronization). $VOLT_PROC_DIR (tests) reads the two
+ * files from another folder. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ typedef struct dsm {
     int64_t seen_step;                 /* global_step at the last train batch end */
     unsigned long long busy0, total0;  /* /proc/stat at the previous sample */
     char names[2][N_STATS][80];        /* "DeviceStatsMonitor.on_train_batch_start/cpu_percent", ... */
+    char stat_path[300], meminfo_path[300];   /* /proc/stat, /proc/meminfo ($VOLT_PROC_DIR: tests) */
 } dsm;
 
 /* ---- the host's figures (/proc) ---------------------------------------------------------------- */
@@ -53,9 +55,9 @@ static bool read_file(const char *path, char *buf, size_t cap) {
 
 /* The first line of /proc/stat, "cpu  user nice system idle iowait irq softirq steal guest
  * guest_nice": psutil's busy time (all but idle and iowait; guest is inside user already). */
-static bool cpu_times(unsigned long long *busy, unsigned long long *total) {
+static bool cpu_times(const dsm *m, unsigned long long *busy, unsigned long long *total) {
     char buf[512];
-    if (!read_file("/proc/stat", buf, sizeof buf) || strncmp(buf, "cpu ", 4)) return false;
+    if (!read_file(m->stat_path, buf, sizeof buf) || strncmp(buf, "cpu ", 4)) return false;
     unsigned long long v[10] = { 0 };
     const char *p = buf + 4;
     int n = 0;
@@ -86,10 +88,10 @@ static bool meminfo_field(const char *buf, const char *key, unsigned long long *
     return false;
 }
 
-static bool vm_percent(double *vm, double *swap) {
+static bool vm_percent(const dsm *m, double *vm, double *swap) {
     char buf[4096];
     unsigned long long total, avail, stot = 0, sfree = 0;
-    if (!read_file("/proc/meminfo", buf, sizeof buf) || !meminfo_field(buf, "MemTotal", &total) ||
+    if (!read_file(m->meminfo_path, buf, sizeof buf) || !meminfo_field(buf, "MemTotal", &total) ||
         !meminfo_field(buf, "MemAvailable", &avail) || total == 0)
         return false;
     *vm = 100.0 * (double)(total - (avail < total ? avail : total)) / (double)total;
@@ -111,8 +113,9 @@ static volt_status sample(dsm *m, volt_trainer *t, int at) {
     if (m->host) {
         unsigned long long busy, total;
         double vm, swap;
-        if (!cpu_times(&busy, &total) || !vm_percent(&vm, &swap))
-            return volt_trainer_fail(t, VOLT_ERR_IO, "DeviceStatsMonitor: cannot read the host's stats from /proc/stat and /proc/meminfo");
+        if (!cpu_times(m, &busy, &total) || !vm_percent(m, &vm, &swap))
+            return volt_trainer_fail(t, VOLT_ERR_IO, "DeviceStatsMonitor: cannot read the host's stats from %s and %s",
+                                     m->stat_path, m->meminfo_path);
         const unsigned long long dt = total - m->total0, db = busy - m->busy0;
         const double cpu = total > m->total0 && busy >= m->busy0 ? 100.0 * (double)db / (double)dt : 0.0;
         m->busy0 = busy;
@@ -155,9 +158,11 @@ static volt_status dsm_on_fit_start(void *self, volt_trainer *t) {
     /* Lightning's cpu_stats: None = the host's stats when the device is the cpu; False on
      * the cpu = nothing at all */
     m->host = m->cpu_stats > 0 || (m->cpu_stats < 0 && !m->device);
-    if (m->host && !cpu_times(&m->busy0, &m->total0))
-        return volt_trainer_fail(t, VOLT_ERR_UNSUPPORTED, "DeviceStatsMonitor: the host's stats need /proc/stat and "
-                                 "/proc/meminfo (Linux); set cpu_stats to 0 to log the device's alone");
+    double vm, swap;
+    if (m->host && (!cpu_times(m, &m->busy0, &m->total0) || !vm_percent(m, &vm, &swap)))
+        return volt_trainer_fail(t, VOLT_ERR_UNSUPPORTED, "DeviceStatsMonitor: the host's stats need %s and %s (Linux's, "
+                                 "with MemTotal and MemAvailable); set cpu_stats to 0 to log the device's alone",
+                                 m->stat_path, m->meminfo_path);
     return VOLT_OK;
 }
 
@@ -165,7 +170,7 @@ static volt_status dsm_on_train_start(void *self, volt_trainer *t) {
     dsm *m = self;
     m->training = true;
     m->seen_step = volt_trainer_global_step(t);
-    if (m->host) cpu_times(&m->busy0, &m->total0);   /* cpu_percent's first interval starts here */
+    if (m->host) cpu_times(m, &m->busy0, &m->total0);   /* cpu_percent's first interval starts here */
     return VOLT_OK;
 }
 
@@ -236,6 +241,10 @@ volt_status volt_add_device_stats_monitor(volt_trainer *t, const volt_device_sta
     dsm *m = calloc(1, sizeof *m);
     if (!m) return VOLT_ERR_NOMEM;
     m->cpu_stats = cfg->cpu_stats;
+    const char *proc = getenv("VOLT_PROC_DIR");   /* tests give files of their own */
+    if (!proc || !*proc) proc = "/proc";
+    snprintf(m->stat_path, sizeof m->stat_path, "%s/stat", proc);
+    snprintf(m->meminfo_path, sizeof m->meminfo_path, "%s/meminfo", proc);
     static const char *const hook[2] = { "on_train_batch_start", "on_train_batch_end" };
     for (int a = 0; a < 2; a++)
         for (int s = 0; s < N_STATS; s++)

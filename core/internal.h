@@ -433,6 +433,15 @@ struct volt_params {
 /* Before finalize: the values will be overwritten whole (the trainer loads a checkpoint next),
  * so finalize sets them to zero instead of drawing the inits. */
 static inline void volt__params_skip_init(volt_params *ps) { ps->skip_init = true; }
+/* A new step for this store (the trainer renewed its step: trainer/setup.c): every unit forgets
+ * the old step's stamp of first use, which the new step's count would otherwise meet again
+ * (core/step.c use_units: a unit whose use_stamp matched would skip its first use). */
+static inline void volt__params_forget_step(volt_params *ps) {
+    for (int i = 0; i < ps->n_units; i++) {
+        ps->units[i]->use_stamp = 0;
+        ps->units[i]->first_node = -1;
+    }
+}
 /* Stores whose finalize drew their inits (tests: a load that skips them draws none). */
 uint64_t volt__params_inits(void);
 /* Counts every change of a parameter's requires_grad in the process (volt_param_set_requires_grad)

@@ -42,6 +42,13 @@
 #              a made-up IMDB-sized corpus (bench/gpu/make_imdb.py; the vocab from .deps/vocab.txt),
 #              bf16-mixed + compile, 3 epochs, best checkpoint, test; JOB_S seconds (default 240;
 #              the target is 60); its line is "RESULT job: run 1: ... wall_s=..."
+#   tuner      (not in the default list: name it) the batch size finder on the real device: the text app
+#              on a 2,000-text corpus at the seed shape (512 tokens, bf16-mixed, eager) with
+#              --tuner.scale_batch_size power, two steps a trial (the first grows the step's arena,
+#              the second runs in it), until cudaMallocAsync runs out (about 1 minute); "RESULT
+#              tuner: scale_batch_size (power): 2 4 ... (out of memory); batch size N for fit", and
+#              fit then trains 3 batches of N. Real out-of-memory on
+#              the GPU and the step's memory coming back after it; TUNER_S seconds (default 150)
 #   profile    VOLT_PROFILE=1 bench_distilbert at the seed shape, bf16-mixed eager, 3 steps: where a
 #              step's time goes, per op (each op synchronized: launch gaps inflate small ops);
 #              then PyTorch's attention at the same shape (bench/gpu/peer_attention.py: SDPA per
@@ -103,6 +110,9 @@ if [ "$SIM" = 1 ]; then
   # the job stage's shape: 48 texts of at most 32 tokens, the small preset, one epoch
   export JOB_TEXTS=${JOB_TEXTS:-48} JOB_SEQ=${JOB_SEQ:-32} JOB_PRESET=${JOB_PRESET:-small} JOB_EPOCHS=${JOB_EPOCHS:-1}
   export JOB_BATCH=${JOB_BATCH:-4} JOB_S=${JOB_S:-900}
+  # the tuner stage's: the small preset on a simulated GPU of TUNER_SIM_MEM_MB, so a trial runs out
+  export TUNER_TEXTS=${TUNER_TEXTS:-3000} TUNER_SEQ=${TUNER_SEQ:-32} TUNER_PRESET=${TUNER_PRESET:-small}
+  export TUNER_S=${TUNER_S:-900} TUNER_SIM_MEM_MB=${TUNER_SIM_MEM_MB:-160}
 fi
 BUILD=${BUILD:-build-gpu}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac   # absolute: the test stage runs in it, the bench gets it
@@ -306,11 +316,28 @@ elif want test || want nccl || want bench; then
 fi
 want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
 # the seed's whole job (stage job, asked for by name); the corpus is made before the clock starts
+if [ $ok = 1 ] && want tuner; then
+  stage tuner "${TUNER_S:-150}" tuner
+fi
 if [ $ok = 1 ] && want job; then
   stage job "${JOB_S:-240}" env BUILD="$BUILD" TEXTS="${JOB_TEXTS:-50000}" SEQ="${JOB_SEQ:-512}" \
     PRESET="${JOB_PRESET:-distilbert-base}" EPOCHS="${JOB_EPOCHS:-3}" BATCH="${JOB_BATCH:-12}" \
     VOCAB="${JOB_VOCAB:-}" APP_TIMEOUT=$(( ${JOB_S:-240} - 20 )) bash bench/gpu/seed_job.sh
 fi
+# the batch size finder until the GPU runs out of memory (the text app, bf16-mixed, eager)
+tuner() {
+  local out rc
+  out=$(env ${TUNER_SIM_MEM_MB:+CUDASIM_MEM_MB=$TUNER_SIM_MEM_MB} BUILD="$BUILD" TEXTS="${TUNER_TEXTS:-2000}" SEQ="${TUNER_SEQ:-512}" PRESET="${TUNER_PRESET:-distilbert-base}" \
+    EPOCHS=1 BATCH=12 COMPILE=0 THROUGHPUT=0 ASYNC=0 VOCAB="${JOB_VOCAB:-}" APP_TIMEOUT=$(( ${TUNER_S:-150} - 20 )) \
+    EXTRA="--tuner.scale_batch_size power --tuner.steps_per_trial 2 --trainer.limit_train_batches 3 --trainer.limit_val_batches 2 --trainer.limit_test_batches 2" \
+    bash bench/gpu/seed_job.sh 2>&1)
+  rc=$?
+  echo "$out" | tail -n 30
+  echo "$out" | grep '^scale_batch_size' | sed 's/^/RESULT tuner: /'
+  echo "$out" | grep -q '^scale_batch_size (power): .*(out of memory); batch size [0-9]* for fit' ||
+    echo "RESULT tuner: FAIL: no trial ran out of memory, or no size was found"
+  return "$rc"
+}
 # per-op profile of the seed step (bf16-mixed, eager): rows of core/profile.c's table
 profile() {
   VOLT_PROFILE=1 VAL_STEPS=0 "$BUILD/bench/bench_distilbert" "${VOLT_PRESET:-distilbert-base}" 3 2 hf "${BATCH:-12}" \

@@ -3,7 +3,10 @@
  * On the cpu (no argument): the host's three stats, Lightning's names, before and after
  * exactly the batches whose optimizer step the loggers write (log_every_n_steps; with
  * accumulation, after the window's last micro-batch), nothing else fresh at other batch ends;
- * cpu_percent sees a busy loop run between the two samples (not a constant); cpu_vm_percent
+ * cpu_percent sees a busy loop run between the two samples (not a constant); with files of
+ * the test's own ($VOLT_PROC_DIR) every figure is exact (busy over all ticks since the previous
+ * sample, guest not counted twice; vm and swap) and a meminfo without MemAvailable is refused
+ * at fit start; cpu_vm_percent
  * agrees with /proc/meminfo read here; the values reach metrics.csv in their steps' rows
  * (the monitor runs before the loggers); cpu_stats = 0 on the cpu logs nothing (Lightning);
  * fast_dev_run logs nothing; no logger = a clear error at fit start (a callback named
@@ -224,14 +227,7 @@ static void test_cpu(void) {
     int col[6], ncol = 0, step_col = -1, filled = 0, lines = 0;
     for (char *line = csv ? strtok(csv, "\n") : NULL; line; line = strtok(NULL, "\n"), lines++) {
         char *cells[48];
-        int nc = 0;
-        for (char *p = line; nc < 48;) {
-            cells[nc++] = p;
-            char *q = strchr(p, ',');
-            if (!q) break;
-            *q = 0;
-            p = q + 1;
-        }
+        const int nc = vtest_csv_cells(line, cells, 48);
         if (lines == 0) {
             for (int i = 0; i < nc; i++) {
                 if (!strcmp(cells[i], "step")) step_col = i;
@@ -251,6 +247,104 @@ static void test_cpu(void) {
     volt_device_memory dm;
     CHECK(volt_trainer_device_memory(r.t, &dm) == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(r.t), "host"),
           "device_memory on the cpu: %s", volt_trainer_errmsg(r.t));
+    volt_trainer_destroy(r.t);
+}
+
+/* ---- exact figures from files of our own ($VOLT_PROC_DIR) ---------------------------------------
+ * A writer (after the monitor in each hook) moves the files on after each of the monitor's
+ * samples: state j adds (10 + j) user, 5 system, 50 idle, 5 iowait and 3 guest ticks (guest
+ * is inside user: not counted twice), so busy grows by 15 + j of 70 + j; MemAvailable is
+ * 1000 - 10 j of 1000 kB and SwapFree 200 - 2 j of 200 kB: vm and swap are j percent. */
+typedef struct fake_proc { char dir[512]; int j; unsigned long long user, sys, idle, iowait, guest; bool no_avail; } fake_proc;
+static void fake_write(fake_proc *f) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/stat", f->dir);
+    FILE *o = fopen(path, "w");
+    if (o) {
+        fprintf(o, "cpu  %llu 0 %llu %llu %llu 0 0 0 %llu 0\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 12345\n", f->user, f->sys, f->idle,
+                f->iowait, f->guest);
+        fclose(o);
+    }
+    snprintf(path, sizeof path, "%s/meminfo", f->dir);
+    if ((o = fopen(path, "w"))) {
+        fprintf(o, "MemTotal:        1000 kB\nMemFree:          100 kB\n");
+        if (!f->no_avail) fprintf(o, "MemAvailable:     %d kB\n", 1000 - 10 * f->j);
+        fprintf(o, "Buffers:            0 kB\nSwapCached:          0 kB\nSwapTotal:       200 kB\nSwapFree:        %d kB\n",
+                200 - 2 * f->j);
+        fclose(o);
+    }
+}
+static void fake_next(fake_proc *f) {
+    f->j++;
+    f->user += 10 + (unsigned long long)f->j;
+    f->sys += 5;
+    f->idle += 50;
+    f->iowait += 5;
+    f->guest += 3;
+    fake_write(f);
+}
+static volt_status fake_hook(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)t; (void)b; (void)i;
+    fake_next(self);
+    return VOLT_OK;
+}
+static const volt_callback_ops fake_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FakeProc",
+                                            .on_train_batch_start = fake_hook, .on_train_batch_end = fake_hook };
+
+static void test_fake_proc(void) {
+    static fake_proc f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.dir, sizeof f.dir, "%s/proc", vtest_tmpdir());
+    vtest_fresh_dir(f.dir);
+    f.user = 1000;
+    f.sys = 500;
+    f.idle = 9000;
+    fake_write(&f);
+    volt_trainer_config c;
+    logger_config(&c, 1);
+    c.max_epochs = 1;
+    char root[512];
+    snprintf(root, sizeof root, "%s/fake", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    c.default_root_dir = root;
+    run r;
+    memset(&r, 0, sizeof r);
+    CHECK_OK(volt_trainer_create(&c, &r.t));
+    setenv("VOLT_PROC_DIR", f.dir, 1);   /* read when the monitor is added */
+    CHECK_OK(volt_add_device_stats_monitor(r.t, NULL));
+    unsetenv("VOLT_PROC_DIR");
+    CHECK_OK(volt_trainer_add_callback(r.t, &fake_ops, &f));
+    CHECK_OK(volt_trainer_add_callback(r.t, &probe_ops, &r.pr));
+    volt_loader *l = vtest_loader(DS, BS, false);
+    CHECK_OK(volt_trainer_fit(r.t, &regr_ops, &r.m, l, NULL, NULL));
+    CHECK(r.pr.n == NB, "fake: %d batch ends, want %d", r.pr.n, NB);
+    for (int i = 0; i < r.pr.n; i++) {
+        const rec *q = &r.pr.at[i];
+        for (int h = 0; h < 2; h++) {
+            const int j = 2 * i + h;   /* the state this sample read */
+            const char *hook = h ? "on_train_batch_end" : "on_train_batch_start";
+            const double cpu = j == 0 ? 0.0 : 100.0 * (15 + j) / (70 + j);
+            const double got = stat_of(q, hook, "cpu_percent"), vm = stat_of(q, hook, "cpu_vm_percent"),
+                         sw = stat_of(q, hook, "cpu_swap_percent");
+            CHECK(fabs(got - cpu) < 1e-9 && fabs(vm - j) < 1e-9 && fabs(sw - j) < 1e-9,
+                  "batch %d %s: cpu %.6f (want %.6f), vm %.6f, swap %.6f (want %d)", i, hook, got, cpu, vm, sw, j);
+        }
+    }
+    volt_loader_destroy(l);
+    volt_trainer_destroy(r.t);
+    /* a meminfo without MemAvailable: refused at fit start, naming the file */
+    f.no_avail = true;
+    fake_write(&f);
+    CHECK_OK(volt_trainer_create(&c, &r.t));
+    setenv("VOLT_PROC_DIR", f.dir, 1);
+    CHECK_OK(volt_add_device_stats_monitor(r.t, NULL));
+    unsetenv("VOLT_PROC_DIR");
+    l = vtest_loader(DS, BS, false);
+    volt_status st = volt_trainer_fit(r.t, &regr_ops, &r.m, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_UNSUPPORTED && strstr(volt_trainer_errmsg(r.t), "/proc/meminfo") &&
+              strstr(volt_trainer_errmsg(r.t), "MemAvailable"),
+          "no MemAvailable: %s (%s)", volt_status_str(st), volt_trainer_errmsg(r.t));
+    volt_loader_destroy(l);
     volt_trainer_destroy(r.t);
 }
 
@@ -396,6 +490,7 @@ int main(int argc, char **argv) {
         test_cuda();
     } else {
         test_cpu();
+        test_fake_proc();
         test_accumulate();
         test_quiet();
         test_errors();

@@ -352,14 +352,7 @@ static void test_csv(void) {
     int col = -1, step_col = -1, rows = 0, ok = 0;
     for (char *line = csv ? strtok(csv, "\n") : NULL; line; line = strtok(NULL, "\n"), rows++) {
         char *cells[32];
-        int nc = 0;
-        for (char *p = line; nc < 32;) {
-            cells[nc++] = p;
-            char *q = strchr(p, ',');
-            if (!q) break;
-            *q = 0;
-            p = q + 1;
-        }
+        const int nc = vtest_csv_cells(line, cells, 32);
         if (rows == 0) {
             for (int i = 0; i < nc; i++) {
                 if (!strcmp(cells[i], "train/device/samples_per_sec")) col = i;
@@ -385,14 +378,7 @@ static void test_csv(void) {
     rows = 0;
     for (char *line = csv ? strtok(csv, "\n") : NULL; line; line = strtok(NULL, "\n"), rows++) {
         char *cells[40];
-        int nc = 0;
-        for (char *p = line; nc < 40;) {
-            cells[nc++] = p;
-            char *q = strchr(p, ',');
-            if (!q) break;
-            *q = 0;
-            p = q + 1;
-        }
+        const int nc = vtest_csv_cells(line, cells, 40);
         for (int i = 0; rows == 0 && i < nc; i++) {
             if (!strcmp(cells[i], "predict/device/samples_per_sec")) pcol = i;
             if (!strcmp(cells[i], "step")) scol = i;

@@ -124,6 +124,15 @@ static void test_strict_coalesces(void) {
     volt__dev_free(d, b);   /* a + b: one free block of 4 MiB below c */
     char *ab = volt__dev_alloc(d, 4 * M);
     CHECK(ab == a, "4 MiB after freeing 1 + 3 MiB neighbours: %p, want %p (they did not merge)", (void *)ab, (void *)a);
+    /* the other order: the block after frees first, then the one before it joins it */
+    volt__dev_free(d, ab);
+    char *x = volt__dev_alloc(d, 2 * M), *y = volt__dev_alloc(d, 2 * M);
+    CHECK(x == a && y == a + 2 * M, "two 2 MiB blocks in the 4 MiB hole: %p %p, want %p %p", (void *)x, (void *)y,
+          (void *)a, (void *)(a + 2 * M));
+    volt__dev_free(d, y);
+    volt__dev_free(d, x);
+    ab = volt__dev_alloc(d, 4 * M);
+    CHECK(ab == a, "4 MiB after freeing 2 + 2 MiB (the later first): %p, want %p", (void *)ab, (void *)a);
     volt__dev_free(d, c);
     volt__dev_free(d, ab);   /* everything above keep: back to the top */
     char *big = volt__dev_alloc(d, 6 * M);

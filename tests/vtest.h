@@ -126,6 +126,20 @@ static inline double vtest_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 /* A whole file (malloc'ed, one extra NUL byte after it) and its size in *n; NULL when unreadable. */
+/* Split a CSV line (no quoted commas: metrics.csv's numbers and names) in place at its commas:
+ * cells[0..return) point into line. At most max cells. */
+static inline int vtest_csv_cells(char *line, char **cells, int max) {
+    int nc = 0;
+    for (char *p = line; nc < max;) {
+        cells[nc++] = p;
+        char *q = strchr(p, ',');
+        if (!q) break;
+        *q = 0;
+        p = q + 1;
+    }
+    return nc;
+}
+
 static inline unsigned char *vtest_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

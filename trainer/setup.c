@@ -217,6 +217,7 @@ static volt_status make_step(volt_trainer *t, volt_step **out) {
     sc.seed = t->cfg.seed;
     sc.backend = t->dev->be->name;
     VOLT_TRY(volt_step_create(&sc, out));
+    volt__params_forget_step(t->ps);   /* its stamps count from 0 again */
     volt_step *s = *out;
     s->log_fn = volt__trainer_log;
     s->log_ctx = t;
@@ -236,7 +237,7 @@ volt_status volt__loop_renew_step(volt_trainer *t) {
     t->dev->be->synchronize(t->dev);   /* the frees done (stream-ordered on cuda) before the new step allocates */
     volt_status st = make_step(t, &fresh);
     if (st < 0)   /* t->step stays NULL: the next set-up of this model makes one (volt__loop_setup_model) */
-        return volt__terr(t, st, "trainer: a new step on %s:%d: out of memory", t->dev->be->name, t->dev->ordinal);
+        return volt__terr(t, st, "trainer: a new step on %s:%d: %s", t->dev->be->name, t->dev->ordinal, volt_status_str(st));
     t->step = fresh;
     return VOLT_OK;
 }
@@ -342,7 +343,7 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) {
     return st;
 }
 
-/* lr_find (trainer/lr_find.c): the model, the defaults, a fresh optimizer and the train
+/* lr_find and scale_batch_size (trainer/tuner.c): the model, the defaults, a fresh optimizer and the train
  * loader's shard, as fit sets them up; and a full load back (the weights the test started from). */
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train) {
     VOLT_TRY(volt__loop_add_defaults(t));

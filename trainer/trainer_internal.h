@@ -315,7 +315,7 @@ volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops,
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
 /* A fresh step in place of the model's (its arena back to the initial size), the captured
  * graphs and the device batch buffers freed first: the memory a step that ran out of it had
- * grown to comes back (the batch size finder, trainer/batch_size_finder.c). */
+ * grown to comes back (the batch size finder, trainer/tuner.c). */
 volt_status volt__loop_renew_step(volt_trainer *t);
 
 /* profiler.c: profiler = "simple" (t->prof); every call is a no-op when it is off */

@@ -213,7 +213,7 @@ void volt_batch_size_config_init(volt_batch_size_config *c) {
 static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, int64_t steps, volt_status *renew) {
     *renew = VOLT_OK;
     volt_status st = volt_loader_set_batch_size(train, size);
-    if (st < 0) return st == VOLT_ERR_NOMEM ? st : volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));
+    if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
     const int64_t n_batches = volt_loader_num_batches(train);
     if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader yields no batches");
     int64_t batch = n_batches, epoch = -1;
@@ -273,8 +273,8 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
     for (int64_t trial = 0;; trial++) {
         volt_status renew;
         st = bs_trial(t, train, size, c.steps_per_trial, &renew);
-        if (renew < 0) {   /* no step to go on with */
-            st = renew;
+        if (renew < 0) {   /* no step to go on with: the search ends; a size found stands (the next set-up makes a step) */
+            st = best > 0 ? VOLT_OK : renew;
             break;
         }
         if (st < 0 && st != VOLT_ERR_NOMEM) break;
@@ -322,9 +322,16 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
                         "memory (%s)", (long long)failed, oom[0] ? oom : "out of memory");
     const volt_status lst = tune_restore(t, path);
     /* the size found, or the one the loader had when there is none */
-    const volt_status bst = volt_loader_set_batch_size(train, st >= 0 && lst >= 0 ? best : size0);
+    const int64_t keep = st >= 0 && lst >= 0 ? best : size0;
+    const volt_status bst = volt_loader_set_batch_size(train, keep);
+    if (bst < 0) {   /* said, after whatever went wrong before */
+        char was[sizeof t->errmsg];
+        memcpy(was, t->errmsg, sizeof was);
+        volt__terr(t, bst, "scale_batch_size: %s%sthe train loader could not be set to batch size %lld (%s)", was,
+                   was[0] ? "; and " : "", (long long)keep, volt_loader_errmsg(train));
+        return st < 0 ? st : lst < 0 ? lst : bst;
+    }
     if (st < 0 || lst < 0) return st < 0 ? st : lst;
-    if (bst < 0) return volt__terr(t, bst, "scale_batch_size: setting batch size %lld: %s", (long long)best, volt_loader_errmsg(train));
     out->batch_size = best;
     return VOLT_OK;
 }
@@ -336,9 +343,15 @@ volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops
         t->errmsg[0] = 0;
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: NULL loader or result");
     }
+    const int64_t size0 = volt_loader_batch_size(train);
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
-    volt_status st = volt__signal_settle(t, bs_run(t, ops, module, train, cfg, out), "scale_batch_size");
+    const volt_status run = bs_run(t, ops, module, train, cfg, out);
+    volt_status st = volt__signal_settle(t, run, "scale_batch_size");
     volt__loop_call_end(t, prev);
-    if (st < 0) out->batch_size = 0;
+    if (st < 0) {
+        out->batch_size = 0;
+        /* a signal after the search: the loader goes back to its size, as for any failure */
+        if (run >= 0 && volt_loader_batch_size(train) != size0) (void)volt_loader_set_batch_size(train, size0);
+    }
     return st;
 }

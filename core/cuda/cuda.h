@@ -83,8 +83,9 @@ void volt__cuda_vmm_sync(volt_cuda_ctx *c);   /* after a stream synchronize: unm
 size_t volt__cuda_vmm_granule(const volt_cuda_ctx *c);   /* 0 = off */
 /* The most physical memory VMM held at once (mapped or cached granules); reset: from now */
 size_t volt__cuda_vmm_phys_high(volt_cuda_ctx *c, bool reset);
-/* Physical bytes VMM holds now (mapped or cached granules) and its high-water, no reset */
-void volt__cuda_vmm_phys(const volt_cuda_ctx *c, size_t *now, size_t *high);
+/* Physical bytes VMM holds now (mapped or cached granules) and their high-water; of them the
+ * bytes mapped into unit buffers now and their high-water. No reset. */
+void volt__cuda_vmm_phys(const volt_cuda_ctx *c, size_t *phys, size_t *phys_high, size_t *mapped, size_t *mapped_high);
 /* Free device memory now (the pool's or a VMM block), outside a capture. */
 void volt__cuda_free_now(volt_cuda_ctx *c, void *p);
 

@@ -54,11 +54,11 @@ volt_status volt__cuda_memory_stats(volt_device *d, volt_device_memory *out, cha
         snprintf(err, errlen, "cuda device %d: memory figures unavailable (%s)", c->ordinal, cudaGetErrorString(e));
         return VOLT_ERR_BACKEND;
     }
-    size_t phys = 0, phys_high = 0;
-    volt__cuda_vmm_phys(c, &phys, &phys_high);
+    size_t phys = 0, phys_high = 0, mapped = 0, mapped_high = 0;   /* VMM: the cache is reserved, not allocated */
+    volt__cuda_vmm_phys(c, &phys, &phys_high, &mapped, &mapped_high);
     const uint64_t ws = c->workspace_bytes;
-    out->allocated_bytes = (int64_t)(used + phys + ws);
-    out->allocated_peak_bytes = (int64_t)(used_high + phys_high + ws);
+    out->allocated_bytes = (int64_t)(used + mapped + ws);
+    out->allocated_peak_bytes = (int64_t)(used_high + mapped_high + ws);
     out->reserved_bytes = (int64_t)((res > used ? res : used) + phys + ws);
     out->reserved_peak_bytes = (int64_t)((res_high > used_high ? res_high : used_high) + phys_high + ws);
     out->free_bytes = (int64_t)fr;

@@ -72,6 +72,7 @@ struct volt_cuda_vmm {
     int n_cache, cap_cache;
     uint32_t seq;
     size_t phys, phys_high;               /* physical bytes created and not released (cache included), its high-water */
+    size_t mapped_high;                   /* the most bytes mapped into unit buffers at once (phys less the cache) */
 };
 
 static bool load(const char *sym, void **fn) {
@@ -117,10 +118,15 @@ static void put_event(volt_cuda_vmm *v, cudaEvent_t e) {
 }
 
 /* One granule's physical memory: from the cache, else a new one. */
+static void note_mapped(volt_cuda_vmm *v) {
+    const size_t m = v->phys - (size_t)v->n_cache * v->gran;
+    if (m > v->mapped_high) v->mapped_high = m;
+}
 static CUresult get_phys(volt_cuda_vmm *v, CUmemGenericAllocationHandle *h) {
-    if (v->n_cache) { *h = v->cache[--v->n_cache]; return CUDA_SUCCESS; }
+    if (v->n_cache) { *h = v->cache[--v->n_cache]; note_mapped(v); return CUDA_SUCCESS; }
     const CUresult r = v->create(h, v->gran, &v->prop, 0);
     if (r == CUDA_SUCCESS && (v->phys += v->gran) > v->phys_high) v->phys_high = v->phys;
+    if (r == CUDA_SUCCESS) note_mapped(v);
     return r;
 }
 /* Keep it for reuse while the cache has room, else back to the driver. */
@@ -337,9 +343,12 @@ size_t volt__cuda_vmm_phys_high(volt_cuda_ctx *c, bool reset) {
     return h;
 }
 
-void volt__cuda_vmm_phys(const volt_cuda_ctx *c, size_t *now, size_t *high) {
-    *now = c->vmm ? c->vmm->phys : 0;
-    *high = c->vmm ? c->vmm->phys_high : 0;
+void volt__cuda_vmm_phys(const volt_cuda_ctx *c, size_t *phys, size_t *phys_high, size_t *mapped, size_t *mapped_high) {
+    const volt_cuda_vmm *v = c->vmm;
+    *phys = v ? v->phys : 0;
+    *phys_high = v ? v->phys_high : 0;
+    *mapped = v ? v->phys - (size_t)v->n_cache * v->gran : 0;
+    *mapped_high = v ? v->mapped_high : 0;
 }
 
 void volt__cuda_vmm_release(volt_cuda_ctx *c) {

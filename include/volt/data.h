@@ -139,7 +139,8 @@ VOLT_API bool volt_loader_shuffles(const volt_loader *l);
 /* Batches of batch_size rows from now on (the batch size finder sets the size it found, as
  * Lightning's scale_batch_size sets the datamodule's batch_size): the batch slots are made
  * anew, so a batch held from this loader is invalid. Cancels the current epoch, as set_shard.
- * INVALID_ARG for batch_size < 1; NOMEM (the loader unchanged) when the slots cannot be had. */
+ * INVALID_ARG for batch_size < 1 (nothing changed); NOMEM when the slots cannot be had (the
+ * batch size stays, the epoch is cancelled all the same). */
 VOLT_API volt_status volt_loader_set_batch_size(volt_loader *l, int64_t batch_size);
 
 /* ---- file formats ---------------------------------------------------------------------- */

@@ -28,8 +28,8 @@ typedef struct volt_memory_report {
 /* The memory of a device that has its own (cuda), as torch.cuda.memory_stats reports it for
  * PyTorch's allocator (volt_trainer_device_memory, DeviceStatsMonitor; docs/CALLBACKS.md):
  * allocated = what volt's buffers hold now (the stream-ordered pool's blocks in use, the
- * unit buffers' physical memory, the cuBLASLt workspace), reserved = that plus the freed
- * blocks the pool keeps for reuse; the peaks are their high-waters since the device was
+ * physical memory mapped into the unit buffers, the cuBLASLt workspace), reserved = that plus
+ * the freed blocks and unmapped granules kept for reuse; the peaks are their high-waters since the device was
  * opened (the pool's and the unit buffers' taken apart, so a peak may exceed the true joint
  * one, never fall short of it); free and total are the device's, as the driver says
  * (cudaMemGetInfo: other processes' use shows in free). The CUDA context and the kernels'

@@ -444,7 +444,9 @@ VOLT_API void volt_lr_find_result_free(volt_lr_find_result *r);   /* NULL-safe; 
  * and the loader is set to the size found (volt_loader_set_batch_size), as Lightning sets the
  * datamodule's batch_size. One process only: refused under distributed strategies, as
  * Lightning refuses them. SIGINT / SIGTERM stop it after the running step (state restored,
- * VOLT_ERR_INTERRUPTED, the loader's size as before). NOMEM when not even a batch of 1 ran. */
+ * VOLT_ERR_INTERRUPTED, the loader's size as before). NOMEM when no size tried ran (the
+ * loader's size as before); a failure to make the step anew after a trial ends the search
+ * with the size found so far (none found: that error). */
 typedef enum { VOLT_BATCH_SCALE_POWER = 0, VOLT_BATCH_SCALE_BINSEARCH = 1 } volt_batch_scale_mode;
 typedef struct volt_batch_size_config {
     uint32_t version;                /* VOLT_BATCH_SIZE_CONFIG_VERSION, set by _init */
