@@ -112,7 +112,7 @@ if [ "$SIM" = 1 ]; then
   export JOB_BATCH=${JOB_BATCH:-4} JOB_S=${JOB_S:-900}
   # the tuner stage's: the small preset on a simulated GPU of TUNER_SIM_MEM_MB, so a trial runs out
   export TUNER_TEXTS=${TUNER_TEXTS:-3000} TUNER_SEQ=${TUNER_SEQ:-32} TUNER_PRESET=${TUNER_PRESET:-small}
-  export TUNER_S=${TUNER_S:-900} TUNER_SIM_MEM_MB=${TUNER_SIM_MEM_MB:-160}
+  export TUNER_S=${TUNER_S:-900} TUNER_SIM_MEM_MB=${TUNER_SIM_MEM_MB:-300}
 fi
 BUILD=${BUILD:-build-gpu}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac   # absolute: the test stage runs in it, the bench gets it
