@@ -10,7 +10,8 @@
  *    (the last that ran, not a doubled, untried size); init_val above the limit halves
  *    (power) until one runs; LIMIT 0: nothing runs → NOMEM naming it, the loader as before;
  *  - accumulate_grad_batches 2: steps_per_trial optimizer steps of 2 micro-batches each;
- *  - bad configs; after the search the step is a fresh one (what the sizes grew is back).
+ *  - bad configs; after the search the step is a fresh one (what the sizes grew is back);
+ *  - a step that runs out after its backward: the search clears the grads it wrote.
  * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake) and "cuda"
  * (the simulated GPU with CUDASIM_MEM_MB, tests/gpu_sim.cmake): real allocations run out; power's answer ran and its double did not, binsearch's ran and
  * answer + 1 did not, and a fit at the size found runs (the failed sizes' memory came back). */
@@ -24,6 +25,8 @@ enum { IN = 16, NC = 3 };
 static int64_t g_limit = 40;        /* the step fails above this batch size; < 0: never */
 static int64_t g_hidden = 8;
 static int64_t g_max_seen;          /* the largest batch a step saw */
+static bool g_module_size_hook;     /* test_grads_after_failure: the step says its batch size */
+static int64_t g_cur;
 
 typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
 static volt_status mlp_setup(void *self, volt_params *ps) {
@@ -39,6 +42,7 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
     (void)i;
     mlp *m = self;
     if (b->size > g_max_seen) g_max_seen = b->size;
+    if (g_module_size_hook) g_cur = b->size;
     volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
     volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
     if (g_limit >= 0 && b->size > g_limit)   /* after the forward: its tensors are in the arena */
@@ -239,6 +243,40 @@ static void test_accumulate(void) {
     drop(&w);
 }
 
+/* a step that runs out after its backward wrote the grads (a callback's on_after_backward
+ * fails above the limit): the search clears them, so the grads the next fit starts from are
+ * none or zeros, not the failed step's (its first step would add to them) */
+static volt_status oom_after_backward(void *self, volt_trainer *t) {
+    (void)self;
+    return g_cur > 40 ? volt_trainer_fail(t, VOLT_ERR_NOMEM, "test: out of memory after backward at %lld", (long long)g_cur)
+                      : VOLT_OK;
+}
+static const volt_callback_ops oom_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "OomAfterBackward",
+                                           .on_after_backward = oom_after_backward };
+static volt_status grads_clean(const volt_tensor *p) {
+    const int64_t n = volt_tensor_numel(p);
+    float *g = malloc(sizeof *g * (size_t)n);
+    volt_status st = volt_tensor_grad_to_host(p, g);
+    bool zero = true;
+    for (int64_t i = 0; st == VOLT_OK && i < n; i++) zero = zero && g[i] == 0.f;
+    free(g);
+    return st == VOLT_ERR_STATE || (st == VOLT_OK && zero) ? VOLT_OK : VOLT_ERR_NUMERIC;
+}
+static void test_grads_after_failure(void) {
+    world w;
+    make(&w, "grads", 500, 1);
+    g_limit = -1;
+    CHECK_OK(volt_trainer_add_callback(w.t, &oom_ops, NULL));
+    volt_batch_size_result r;
+    g_module_size_hook = true;
+    CHECK(search(&w, VOLT_BATCH_SCALE_BINSEARCH, 2, 25, &r) == 40, "after backward: found %lld", (long long)r.batch_size);
+    g_module_size_hook = false;
+    CHECK(r.n_trials > 0 && !r.ran[r.n_trials - 1], "after backward: the last trial ran (%d trials)", r.n_trials);
+    CHECK(grads_clean(w.m.w1) == VOLT_OK && grads_clean(w.m.b2) == VOLT_OK,
+          "after backward: the failed step's grads are still there after the search");
+    drop(&w);
+}
+
 /* real allocations (cpu-strict's reserve): no LIMIT; a wide hidden layer makes the step's
  * memory grow with the batch */
 /* the simulated GPU frees stream-ordered on a thread of its own, so what it counts as in use at
@@ -294,6 +332,7 @@ int main(int argc, char **argv) {
         test_binsearch();
         test_limits();
         test_accumulate();
+        test_grads_after_failure();
     }
     free(X);
     free(Y);
