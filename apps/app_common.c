@@ -58,6 +58,8 @@ const volt_cli_key app_run_keys[] = {
     { "throughput.window_size", VOLT_CLI_INT, "100", "ThroughputMonitor: batches in the rolling window (rates appear once it is full)", NULL, NULL, 2, 1e6 },
     { "throughput.peak_tflops", VOLT_CLI_FLOAT, "0", "ThroughputMonitor: the device's peak TFLOP/s for device/mfu (0: from the device name's table; none: no mfu)", NULL, NULL, 0, 1e9 },
     { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it; default: the device's own name)", NULL, NULL, 0, 0 },
+    { "lr_monitor.log_momentum", VOLT_CLI_BOOL, "false", "LearningRateMonitor: also log each group's momentum (Adam's beta1, SGD's momentum) as lr-<Optimizer>-momentum", NULL, NULL, 0, 0 },
+    { "lr_monitor.log_weight_decay", VOLT_CLI_BOOL, "false", "LearningRateMonitor: also log each group's weight decay as lr-<Optimizer>-weight_decay", NULL, NULL, 0, 0 },
     { "tuner.scale_batch_size", VOLT_CLI_STRING, NULL, "fit: first Lightning's batch size finder: power doubles the batch size from tuner.init_val until a step runs out of memory; binsearch then bisects; the largest that ran is used for fit (train and val loaders; weights restored after; one process only); null = off", NULL, "power|binsearch", 0, 0 },
     { "tuner.steps_per_trial", VOLT_CLI_INT, "3", "the batch size finder: optimizer steps per batch size tried", NULL, NULL, 1, 100000 },
     { "tuner.init_val", VOLT_CLI_INT, "2", "the batch size finder: the first batch size tried", NULL, NULL, 1, 1e12 },
@@ -374,6 +376,14 @@ volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c) {
     volt_device_stats_config_init(&dc);
     if (!volt_cli_is_null(c, "device_stats.cpu_stats")) dc.cpu_stats = volt_cli_bool(c, "device_stats.cpu_stats") ? 1 : 0;
     return volt_add_device_stats_monitor(t, &dc);
+}
+
+volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c) {
+    volt_lr_monitor_config lc;
+    volt_lr_monitor_config_init(&lc);
+    lc.log_momentum = volt_cli_bool(c, "lr_monitor.log_momentum");
+    lc.log_weight_decay = volt_cli_bool(c, "lr_monitor.log_weight_decay");
+    return volt_add_lr_monitor_ex(t, &lc);
 }
 
 int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_ops *ops, void *module, volt_loader *train,

@@ -70,6 +70,9 @@ bool app_throughput_on(const volt_cli *c);
 volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_count_fn length_fn, volt_batch_flops_fn flops_fn,
                                void *ctx);
 
+/* The LearningRateMonitor both apps add, with the lr_monitor.* keys' flags. */
+volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c);
+
 /* --tuner.scale_batch_size power|binsearch (Lightning's Tuner.scale_batch_size) before fit:
  * the size found is set on the train loader (by the trainer) and the val loader (as a
  * datamodule's batch_size is both's); one line says the sizes tried and the one kept. 0 when

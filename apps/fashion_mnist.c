@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
     if ((st = app_add_backbone_finetuning(t, cli)) < 0) return fail("adding BackboneFinetuning", st, volt_trainer_errmsg(t));
     if ((st = app_add_accumulation_scheduler(t, cli)) < 0)
         return fail("adding GradientAccumulationScheduler", st, volt_trainer_errmsg(t));
-    if ((st = volt_add_lr_monitor(t)) < 0) return fail("adding LearningRateMonitor", st, volt_trainer_errmsg(t));
+    if ((st = app_add_lr_monitor(t, cli)) < 0) return fail("adding LearningRateMonitor", st, volt_trainer_errmsg(t));
     /* images: samples only (no items, no FLOP count for these models) */
     if ((st = app_add_throughput(t, cli, NULL, NULL, NULL)) < 0) return fail("adding ThroughputMonitor", st, volt_trainer_errmsg(t));
     if ((st = app_add_device_stats(t, cli)) < 0) return fail("adding DeviceStatsMonitor", st, volt_trainer_errmsg(t));

@@ -332,7 +332,7 @@ int main(int argc, char **argv) {
         fail("adding GradientAccumulationScheduler", st, volt_trainer_errmsg(a.t));
         goto out;
     }
-    if (!predict && (st = volt_add_lr_monitor(a.t)) < 0) {
+    if (!predict && (st = app_add_lr_monitor(a.t, cli)) < 0) {
         fail("adding LearningRateMonitor", st, volt_trainer_errmsg(a.t));
         goto out;
     }

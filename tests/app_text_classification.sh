@@ -215,13 +215,17 @@ sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9
     # memory here: binsearch's 3 trials that ran, 2 4 8, and fit then trains at 8)
     run bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_bsf" --epochs 1 --limit-train-batches 2 \
         --limit-val-batches 2 --limit-test-batches 2 --tuner.scale_batch_size binsearch --tuner.max_trials 3 \
-        --tuner.steps_per_trial 1 --throughput.window_size 2 --trainer.log_every_n_steps 2; expect_ok bsf $?
+        --tuner.steps_per_trial 1 --throughput.window_size 2 --trainer.log_every_n_steps 2 \
+        --lr_monitor.log_momentum --lr_monitor.log_weight_decay; expect_ok bsf $?
     grep -qx 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' "$W/bsf.log" ||
         { cat "$W/bsf.log"; die "bsf: no 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' line"; }
-    python3 - "$W/runs_bsf/lightning_logs/version_0/metrics.csv" <<'PY' || die "bsf: fit did not train at batch size 8"
+    python3 - "$W/runs_bsf/lightning_logs/version_0/metrics.csv" <<'PY' || die "bsf: fit did not train at batch size 8, or no lr-Adam-momentum / weight_decay"
 import csv, sys
 r = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('train/samples', '') != '']
-sys.exit(0 if r and float(r[0]['train/samples']) == 16 else 1)   # 2 batches of 8
+ok = r and float(r[0]['train/samples']) == 16   # 2 batches of 8
+# --lr_monitor.log_momentum / log_weight_decay: Adam's beta1 and the (default, 0) weight decay
+ok = ok and abs(float(r[0]['lr-Adam-momentum']) - 0.9) < 1e-6 and float(r[0]['lr-Adam-weight_decay']) == 0
+sys.exit(0 if ok else 1)
 PY
     ls -a "$W/runs_bsf" | grep -q '^\.scale_batch_size' && die "bsf: the hidden checkpoint was left behind"
     run e_bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --tuner.init_val 4

@@ -326,7 +326,10 @@ static void test_groups_resume(volt_dataset *ds) {
     groups_case = 1;
     net ma = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
     volt_trainer *ta = make_trainer(3, root);
-    CHECK_OK(volt_add_lr_monitor(ta));
+    volt_lr_monitor_config lmc;
+    volt_lr_monitor_config_init(&lmc);
+    lmc.log_momentum = lmc.log_weight_decay = true;
+    CHECK_OK(volt_add_lr_monitor_ex(ta, &lmc));
     CHECK_OK(volt_trainer_fit(ta, &ops, &ma, tl, vl, NULL));
     volt_optimizer *oa = volt_trainer_optimizer(ta);
     /* LearningRateMonitor: Lightning's names for unnamed groups, pg1 the default group */
@@ -336,6 +339,21 @@ static void test_groups_resume(volt_dataset *ds) {
           !volt_trainer_metric(ta, "lr-AdamW", &one), "LearningRateMonitor: lr-AdamW/pg1..pg3, no lr-AdamW");
     CHECK(pg[0] > 0 && fabs(pg[1] / pg[0] - 3.0) < 1e-6 && fabs(pg[2] / pg[0] - 0.5) < 1e-6,
           "LearningRateMonitor: group lrs %g %g %g, want ratios 1 : 3 : 0.5 (scheduled)", pg[0], pg[1], pg[2]);
+    /* log_momentum / log_weight_decay: AdamW's beta1 for every group, each group's own decay */
+    for (int g = 0; g < 3; g++) {
+        char n[64];
+        double mom = -1, wd = -1;
+        snprintf(n, sizeof n, "lr-AdamW/pg%d-momentum", g + 1);
+        const bool hm = volt_trainer_metric(ta, n, &mom);
+        snprintf(n, sizeof n, "lr-AdamW/pg%d-weight_decay", g + 1);
+        const bool hw = volt_trainer_metric(ta, n, &wd);
+        CHECK(hm && hw && fabs(mom - volt_optimizer_get_config(oa)->beta1) < 1e-7 &&
+                  fabs(wd - volt_optimizer_group_weight_decay(oa, g)) < 1e-9,
+              "LearningRateMonitor group %d: momentum %g (want beta1 %g), weight_decay %g (want %g)", g + 1, mom,
+              (double)volt_optimizer_get_config(oa)->beta1, wd, (double)volt_optimizer_group_weight_decay(oa, g));
+    }
+    CHECK(volt_optimizer_group_weight_decay(oa, 1) == 0.f && volt_optimizer_group_weight_decay(oa, 0) > 0.f,
+          "the groups' decays differ (pg2 none), so the check above tells them apart");
     CHECK(volt_optimizer_group_count(oa) == 3 && volt_optimizer_group_param_count(oa, 0) == 1 &&
           volt_optimizer_group_param_count(oa, 1) == 2 && volt_optimizer_group_param_count(oa, 2) == 1,
           "fit with groups: configure_optimizers' groups reached the optimizer");
@@ -351,8 +369,9 @@ static void test_groups_resume(volt_dataset *ds) {
     tp = make_trainer(3, root);
     CHECK_OK(volt_add_lr_monitor(tp));
     CHECK_OK(volt_trainer_fit(tp, &ops, &mp, tl, vl, NULL));
-    CHECK(volt_trainer_metric(tp, "lr-AdamW", &one) && !volt_trainer_metric(tp, "lr-AdamW/pg1", &one),
-          "LearningRateMonitor: one group logs lr-AdamW");
+    CHECK(volt_trainer_metric(tp, "lr-AdamW", &one) && !volt_trainer_metric(tp, "lr-AdamW/pg1", &one) &&
+              !volt_trainer_metric(tp, "lr-AdamW-momentum", &one) && !volt_trainer_metric(tp, "lr-AdamW-weight_decay", &one),
+          "LearningRateMonitor: one group logs lr-AdamW (and, flags off, no momentum or weight_decay)");
     float *wp = snapshot(tp, &np);
     CHECK(np == na && memcmp(wa, wp, sizeof(float) * (size_t)na) != 0, "groups changed nothing in the fit");
     volt_trainer_destroy(tp);

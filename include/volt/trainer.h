@@ -746,6 +746,18 @@ typedef struct volt_backbone_finetuning_config {
 VOLT_API void volt_backbone_finetuning_config_init(volt_backbone_finetuning_config *cfg);
 /* Before fit; one per trainer (INVALID_ARG for a second, or a bad field, named). */
 VOLT_API volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_finetuning_config *cfg);
+/* LearningRateMonitor (Lightning's): "lr-<Optimizer>" at every optimizer step ("lr-AdamW/pg1",
+ * "/pg2", ... with parameter groups); _ex's flags add "<name>-momentum" (Adam's beta1, SGD's
+ * momentum) and "<name>-weight_decay" (the group's), Lightning's log_momentum and
+ * log_weight_decay. volt_add_lr_monitor = _ex with the defaults (both off). */
+typedef struct volt_lr_monitor_config {
+    uint32_t version;                 /* VOLT_LR_MONITOR_CONFIG_VERSION, set by _init */
+    bool log_momentum;                /* default false */
+    bool log_weight_decay;            /* default false */
+} volt_lr_monitor_config;
+#define VOLT_LR_MONITOR_CONFIG_VERSION 1u
+VOLT_API void volt_lr_monitor_config_init(volt_lr_monitor_config *cfg);
+VOLT_API volt_status volt_add_lr_monitor_ex(volt_trainer *t, const volt_lr_monitor_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
 /* DeviceStatsMonitor (Lightning's; docs/CALLBACKS.md): around the training batches the
  * loggers write a row for (every log_every_n_steps optimizer steps), the device's stats as
