@@ -316,9 +316,6 @@ elif want test || want nccl || want bench; then
 fi
 want bench && stage bench $((BENCH_BUDGET_S + 20)) env BUILD="$BUILD" BUDGET_S="$BENCH_BUDGET_S" bash bench/gpu/run.sh
 # the seed's whole job (stage job, asked for by name); the corpus is made before the clock starts
-if [ $ok = 1 ] && want tuner; then
-  stage tuner "${TUNER_S:-150}" tuner
-fi
 if [ $ok = 1 ] && want job; then
   stage job "${JOB_S:-240}" env BUILD="$BUILD" TEXTS="${JOB_TEXTS:-50000}" SEQ="${JOB_SEQ:-512}" \
     PRESET="${JOB_PRESET:-distilbert-base}" EPOCHS="${JOB_EPOCHS:-3}" BATCH="${JOB_BATCH:-12}" \
@@ -332,7 +329,7 @@ tuner() {
     EXTRA="--tuner.scale_batch_size power --tuner.steps_per_trial 2 --trainer.limit_train_batches 3 --trainer.limit_val_batches 2 --trainer.limit_test_batches 2" \
     bash bench/gpu/seed_job.sh 2>&1)
   rc=$?
-  echo "$out" | tail -n 30
+  echo "$out" | tail -n 30 | sed 's/^RESULT job: /tuner (seed_job.sh): /'   # not the job stage's lines
   echo "$out" | grep '^scale_batch_size' | sed 's/^/RESULT tuner: /'
   echo "$out" | grep -q '^scale_batch_size (power): .*(out of memory); batch size [0-9]* for fit' ||
     echo "RESULT tuner: FAIL: no trial ran out of memory, or no size was found"
@@ -384,6 +381,7 @@ sanitize() {
 if [ $ok = 1 ]; then
   export BUILD RES   # the stage functions run in a child bash
   want sanitize && stage sanitize "${SANITIZE_S:-120}" sanitize
+  want tuner && stage tuner "${TUNER_S:-150}" tuner   # a function: defined above, so called here
   want profile && stage profile "${PROFILE_S:-90}" profile
   want scaling && stage scaling "${SCALING_S:-60}" scaling
 fi
