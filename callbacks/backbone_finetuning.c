@@ -26,6 +26,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
+#include "callbacks/util.h"
 
 typedef struct bf {
     volt_backbone_finetuning_config cfg;
@@ -238,9 +239,8 @@ volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_fi
     if (!isnan(cfg->backbone_initial_lr) && !(cfg->backbone_initial_lr >= 0 && isfinite(cfg->backbone_initial_lr)))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: backbone_initial_lr %g (must be >= 0, or NAN for the "
                                  "ratio's)", cfg->backbone_initial_lr);
-    for (int i = 0; i < volt_trainer_num_callbacks(t); i++)
-        if (!strcmp(volt_trainer_callback_name(t, i), bf_ops.name))
-            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: the trainer has one already");
+    if (volt__cb_has(t, bf_ops.name))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "BackboneFinetuning: the trainer has one already");
     bf *b = calloc(1, sizeof *b);
     if (!b || !(b->backbone = strdup(cfg->backbone))) {
         bf_destroy(b);

@@ -4,36 +4,29 @@
  * trainer itself knows no callback by name. Written against the public API only. */
 #include <string.h>
 #include "volt/trainer.h"
+#include "callbacks/util.h"
 
 /* The trainer's hook (declared for it in trainer/trainer_internal.h). */
 volt_status volt__add_default_callbacks(volt_trainer *t);
 
-static bool has_callback(const volt_trainer *t, const char *name) {
-    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
-        const char *n = volt_trainer_callback_name(t, i);
-        if (n && !strcmp(n, name)) return true;
-    }
-    return false;
-}
-
 volt_status volt__add_default_callbacks(volt_trainer *t) {
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
     /* the logger first, so it has chosen the log dir before checkpoint callbacks need it */
-    if (cfg->enable_logger && !has_callback(t, "CSVLogger")) {
+    if (cfg->enable_logger && !volt__cb_has(t, "CSVLogger")) {
         volt_status st = volt_add_csv_logger(t);
         if (st < 0) return st;
         VOLT_TRY(volt_trainer_move_callback(t, volt_trainer_num_callbacks(t) - 1, 0));   /* to the front */
     }
-    if (cfg->enable_logger && cfg->enable_tensorboard && !has_callback(t, "TensorBoardLogger"))
+    if (cfg->enable_logger && cfg->enable_tensorboard && !volt__cb_has(t, "TensorBoardLogger"))
         VOLT_TRY(volt_add_tensorboard_logger(t));     /* after the CSV logger: it uses its log dir */
-    if (cfg->enable_logger && cfg->enable_plots && !has_callback(t, "MetricPlots")) VOLT_TRY(volt_add_metric_plots(t));
-    if (cfg->enable_checkpointing && !has_callback(t, "ModelCheckpoint")) {
+    if (cfg->enable_logger && cfg->enable_plots && !volt__cb_has(t, "MetricPlots")) VOLT_TRY(volt_add_metric_plots(t));
+    if (cfg->enable_checkpointing && !volt__cb_has(t, "ModelCheckpoint")) {
         volt_checkpoint_config cc;
         volt_checkpoint_config_init(&cc);
         VOLT_TRY(volt_add_model_checkpoint(t, &cc));
     }
-    if (cfg->enable_progress_bar && !has_callback(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
-    if (cfg->enable_model_summary && !has_callback(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
+    if (cfg->enable_progress_bar && !volt__cb_has(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
+    if (cfg->enable_model_summary && !volt__cb_has(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
     /* ThroughputMonitor and DeviceStatsMonitor run first (in that order): what they log at a
      * train batch end must be there when the loggers (first among the others) read that
      * step's metrics in the same hook */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "volt/trainer.h"
+#include "callbacks/util.h"
 
 enum { ST_ALLOC, ST_ALLOC_PEAK, ST_RES, ST_RES_PEAK, ST_CPU, ST_VM, ST_SWAP, N_STATS };
 static const char *const stat_names[N_STATS] = {
@@ -233,11 +234,8 @@ volt_status volt_add_device_stats_monitor(volt_trainer *t, const volt_device_sta
     if (cfg->cpu_stats < -1 || cfg->cpu_stats > 1)
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "DeviceStatsMonitor: cpu_stats must be -1 (auto), 0 or 1, got %d",
                                  cfg->cpu_stats);
-    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
-        const char *n = volt_trainer_callback_name(t, i);
-        if (n && !strcmp(n, "DeviceStatsMonitor"))
-            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "DeviceStatsMonitor: the trainer has one already");
-    }
+    if (volt__cb_has(t, dsm_ops.name))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "DeviceStatsMonitor: the trainer has one already");
     dsm *m = calloc(1, sizeof *m);
     if (!m) return VOLT_ERR_NOMEM;
     m->cpu_stats = cfg->cpu_stats;

@@ -244,3 +244,11 @@ fail:
     free(buf);
     return -1;
 }
+
+bool volt__cb_has(const volt_trainer *t, const char *name) {
+    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
+        const char *n = volt_trainer_callback_name(t, i);
+        if (n && !strcmp(n, name)) return true;
+    }
+    return false;
+}

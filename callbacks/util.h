@@ -38,4 +38,7 @@ volt_status volt__cb_write_text(const char *path, const char *text, char *err, s
  * the count, -1 on a quoting error or no memory. The caller frees cells[i] and *cells. */
 int volt__cb_csv_split(const char *line, char ***cells);
 
+/* A callback of this table name was added to t (the one-per-trainer checks, the defaults). */
+bool volt__cb_has(const volt_trainer *t, const char *name);
+
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "volt/trainer.h"
+#include "callbacks/util.h"
 
 typedef struct wa {
     volt_weight_averaging_config cfg;
@@ -191,10 +192,9 @@ volt_status volt_add_weight_averaging(volt_trainer *t, const volt_weight_averagi
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "WeightAveraging: update_starting_at_step / _epoch must be >= 0, or "
                                  "-1 for none (got %lld / %lld)", (long long)c.update_starting_at_step,
                                  (long long)c.update_starting_at_epoch);
-    for (int i = 0; i < volt_trainer_num_callbacks(t); i++)
-        if (!strcmp(volt_trainer_callback_name(t, i), wa_ops.name))
-            return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "WeightAveraging: the trainer has one already (the model has one "
-                                     "average)");
+    if (volt__cb_has(t, wa_ops.name))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "WeightAveraging: the trainer has one already (the model has one "
+                                 "average)");
     volt_status st = volt_trainer_request_weight_averaging(t, c.mode, c.decay);
     if (st < 0) return st;
     wa *w = calloc(1, sizeof *w);
