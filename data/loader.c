@@ -184,6 +184,24 @@ static void quiesce(volt_loader *l) {
 
 /* ---- create / destroy --------------------------------------------------------------------- */
 
+/* A slot's buffers for batches of `rows` rows (sample ids, one buffer per field), pointed to by
+ * its batch; false when memory ran out (what was had stays in s for slot_free). Create and
+ * set_batch_size share it. */
+static bool slot_alloc(const volt_loader *l, slot *s, int64_t rows) {
+    if (!(s->ids = malloc(sizeof *s->ids * (size_t)rows))) return false;
+    s->batch.sample_ids = s->ids;
+    for (int f = 0; f < l->ds->n_fields; f++) {
+        const size_t bytes = (l->sample_bytes[f] * (size_t)rows + 63) / 64 * 64;   /* aligned_alloc wants a multiple */
+        if (!(s->buf[f] = aligned_alloc(64, bytes ? bytes : 64))) return false;
+        s->batch.fields[f].data = s->buf[f];
+    }
+    return true;
+}
+static void slot_free(slot *s) {
+    for (int f = 0; f < VOLT_MAX_FIELDS; f++) free(s->buf[f]);
+    free(s->ids);
+}
+
 volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, volt_loader **out) {
     if (out) *out = NULL;
     if (!cfg) return volt__data_err(VOLT_ERR_INVALID_ARG, "volt_loader_create: config is NULL (volt_loader_config_init fills one)");
@@ -230,15 +248,10 @@ volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, 
     for (int k = 0; k < l->nslots; k++) {
         slot *s = &l->slots[k];
         s->filled = -1;
-        if (!(s->ids = malloc(sizeof *s->ids * (size_t)rows))) goto nomem;
         s->batch.n_fields = ds->n_fields;
-        s->batch.sample_ids = s->ids;
         s->batch.index = -1;
         for (int f = 0; f < ds->n_fields; f++) {
             const volt_field *fd = &ds->fields[f];
-            size_t bytes = l->sample_bytes[f] * (size_t)rows;
-            bytes = (bytes + 63) / 64 * 64;                  /* aligned_alloc wants a multiple */
-            if (!(s->buf[f] = aligned_alloc(64, bytes ? bytes : 64))) goto nomem;
             s->batch.names[f] = fd->name;
             volt_tensor *t = &s->batch.fields[f];
             t->dtype = fd->dtype;
@@ -247,8 +260,8 @@ volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, 
             for (int d = 0; d < fd->shape.ndim; d++) t->shape.d[d + 1] = fd->shape.d[d];
             t->flags = 0;
             t->node = -1;
-            t->data = s->buf[f];
         }
+        if (!slot_alloc(l, s, rows)) goto nomem;
     }
     if (cfg->num_workers > 0) {
         if (!(l->threads = calloc((size_t)cfg->num_workers, sizeof *l->threads))) goto nomem;
@@ -278,10 +291,7 @@ void volt_loader_destroy(volt_loader *l) {
     for (int k = 0; k < l->n_threads; k++) pthread_join(l->threads[k], NULL);
     free(l->threads);
     if (l->slots)
-        for (int k = 0; k < l->nslots; k++) {
-            for (int f = 0; f < VOLT_MAX_FIELDS; f++) free(l->slots[k].buf[f]);
-            free(l->slots[k].ids);
-        }
+        for (int k = 0; k < l->nslots; k++) slot_free(&l->slots[k]);
     free(l->slots);
     free(l->order);
     free(l->idx);
@@ -423,29 +433,18 @@ volt_status volt_loader_set_batch_size(volt_loader *l, int64_t batch_size) {
     slot *ns = calloc((size_t)l->nslots, sizeof *ns);
     bool ok = ns != NULL;
     for (int k = 0; ok && k < l->nslots; k++) {
-        ns[k] = l->slots[k];
+        ns[k] = l->slots[k];   /* the batch's names, dtypes, shapes; new buffers */
+        ns[k].ids = NULL;
         memset(ns[k].buf, 0, sizeof ns[k].buf);
-        ok = (ns[k].ids = malloc(sizeof *ns[k].ids * (size_t)rows)) != NULL;
-        for (int f = 0; ok && f < l->ds->n_fields; f++) {
-            size_t bytes = (l->sample_bytes[f] * (size_t)rows + 63) / 64 * 64;
-            ok = (ns[k].buf[f] = aligned_alloc(64, bytes ? bytes : 64)) != NULL;
-        }
+        ns[k].filled = -1;
+        ns[k].ready = false;
+        ok = slot_alloc(l, &ns[k], rows);
     }
     slot *drop = ok ? l->slots : ns;   /* the set freed: the old one, or the half-made new one */
-    for (int k = 0; drop && k < l->nslots; k++) {
-        for (int f = 0; f < VOLT_MAX_FIELDS; f++) free(drop[k].buf[f]);
-        free(drop[k].ids);
-    }
+    for (int k = 0; drop && k < l->nslots; k++) slot_free(&drop[k]);
     if (ok) {
         free(l->slots);
         l->slots = ns;
-        for (int k = 0; k < l->nslots; k++) {
-            slot *s = &l->slots[k];
-            s->filled = -1;
-            s->ready = false;
-            s->batch.sample_ids = s->ids;
-            for (int f = 0; f < l->ds->n_fields; f++) s->batch.fields[f].data = s->buf[f];
-        }
         l->cfg.batch_size = batch_size;
         compute_layout(l);
     } else {
