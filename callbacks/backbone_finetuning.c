@@ -2,8 +2,9 @@
  * with the backbone frozen, then the backbone too, in its own parameter group whose lr starts
  * low and grows each epoch.
  *
- * Lightning's sequence, kept: the backbone is frozen before training (here at fit start, after
- * a resume has been read); at the start of epoch unfreeze_backbone_at_epoch it is made trainable
+ * Lightning's sequence, kept: the backbone is frozen before training (in setup("fit"), so the
+ * tuner's lr_find sweeps the head only, as Lightning's; on_fit_start, after a resume has been
+ * read, thaws it again when the checkpoint's optimizer has the backbone's group); at the start of epoch unfreeze_backbone_at_epoch it is made trainable
  * and added to the optimizer (optimizer.add_param_group: volt_optimizer_add_param_group) with lr
  * backbone_initial_lr or group 0's current lr x backbone_initial_ratio_lr; at each later epoch
  * start its lr becomes lambda_func(epoch + 1) x the previous one, no higher than group 0's with
@@ -59,15 +60,23 @@ static int backbone_group(const bf *b, const volt_optimizer *opt) {
     return -1;
 }
 
+/* Lightning's freeze_before_training, in setup("fit") (fit and the tuner's runs): every element
+ * of the pattern names some parameter (a typo would otherwise train the whole model) */
+static volt_status bf_setup(void *self, volt_trainer *t, volt_stage stage) {
+    const bf *b = self;
+    if (stage != VOLT_STAGE_FIT) return VOLT_OK;
+    char why[512];
+    if (volt_patterns_check(b->backbone, volt_trainer_params(t), why, sizeof why) < 0)
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone %s (Lightning's pl_module.backbone)", why);
+    set_trainable(b, t, false);
+    return VOLT_OK;
+}
+
 static volt_status bf_fit_start(void *self, volt_trainer *t) {
     bf *b = self;
     volt_optimizer *opt = volt_trainer_optimizer(t);
     if (!opt) return volt_trainer_fail(t, VOLT_ERR_STATE, "the fit has no optimizer");
-    /* every element names some parameter: a typo would otherwise train the whole model */
     volt_params *ps = volt_trainer_params(t);
-    char why[512];
-    if (volt_patterns_check(b->backbone, ps, why, sizeof why) < 0)
-        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "backbone %s (Lightning's pl_module.backbone)", why);
     const bool zero = volt_trainer_is_global_zero(t);
     const int64_t epoch = volt_trainer_current_epoch(t);
     if (backbone_group(b, opt) >= 0) {   /* a resumed fit: the checkpoint's group is back */
@@ -80,9 +89,8 @@ static volt_status bf_fit_start(void *self, volt_trainer *t) {
         set_trainable(b, t, true);
         return VOLT_OK;
     }
-    b->unfrozen_at = -1;   /* a new fit, or a checkpoint from before the unfreeze */
+    b->unfrozen_at = -1;   /* a new fit, or a checkpoint from before the unfreeze: frozen since setup */
     b->previous_lr = NAN;
-    set_trainable(b, t, false);
     /* nothing left to train until the unfreeze: a backward with no parameter would fail later,
      * naming no pattern */
     if (epoch < b->cfg.unfreeze_backbone_at_epoch) {
@@ -203,6 +211,7 @@ static const volt_callback_ops bf_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "BackboneFinetuning",
     .on_fit_start = bf_fit_start,
     .on_train_epoch_start = bf_epoch_start,
+    .setup = bf_setup,
     .state_dict = bf_state_dict,
     .load_state_dict = bf_load_state_dict,
     .destroy = bf_destroy,

@@ -550,7 +550,7 @@ PY
     "$VOLT_RUN" -n 2 "$APP" "${DIST[@]}" --root "$W/runs_agree" --batch-size 2 --strategy ddp \
         --finetuning.backbone 'bert.*' >"$W/agree.log" 2>"$W/agree.err"
     rc=$?
-    n=$(grep -c "fit failed (invalid argument): BackboneFinetuning.on_fit_start: backbone pattern 'bert.\*' matches no parameter" \
+    n=$(grep -c "fit failed (invalid argument): BackboneFinetuning.setup: backbone pattern 'bert.\*' matches no parameter" \
         "$W/agree.err")
     [[ $rc != 0 && $n == 1 ]] || { cat "$W/agree.err"; die "agree: exit $rc, the agreed error printed $n times on 2 ranks, want once"; }
     ;;

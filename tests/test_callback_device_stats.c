@@ -23,6 +23,7 @@
 #include "core/internal.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
+#include "metric_probe.h"
 
 enum { NS = 80, IN = 3, BS = 8, NB = NS / BS };
 static float X[NS * IN], Y[NS];
@@ -52,55 +53,9 @@ static volt_status sgd_opt(void *self, volt_optim_setup *o) {
 static const volt_module_ops regr_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "regr", .setup = regr_setup,
                                           .configure_optimizers = sgd_opt, .training_step = regr_train };
 
-/* ---- the probe: after each train batch end (it runs after the monitor), the fresh
- * "DeviceStatsMonitor." metrics; optionally a busy loop at each batch start (after the
- * monitor's start sample, before its end sample) ---- */
-enum { MAXB = 64, MAXK = 16 };
-typedef struct rec { int n; char names[MAXK][80]; double vals[MAXK]; int64_t gs; } rec;
-typedef struct probe { rec at[MAXB]; int n; double spin_s; } probe;
-static void probe_visit(void *ctx, const char *name, double v, unsigned flags) {
-    (void)flags;
-    probe *p = ctx;
-    rec *r = &p->at[p->n];
-    if (strncmp(name, "DeviceStatsMonitor.", 19) || r->n == MAXK) return;
-    snprintf(r->names[r->n], sizeof r->names[0], "%s", name);
-    r->vals[r->n++] = v;
-}
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static volatile double g_sink;
-static volt_status probe_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    (void)t; (void)b; (void)i;
-    probe *p = self;
-    if (p->spin_s > 0) {
-        double x = 0;
-        for (const double t0 = now_s(); now_s() - t0 < p->spin_s;)
-            for (int k = 0; k < 1000; k++) x += sqrt((double)k);
-        g_sink = x;
-    }
-    return VOLT_OK;
-}
-static volt_status probe_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    (void)b; (void)i;
-    probe *p = self;
-    if (p->n == MAXB) return VOLT_OK;
-    p->at[p->n] = (rec){ .gs = volt_trainer_global_step(t) };
-    volt_trainer_visit_fresh_metrics(t, probe_visit, p);
-    p->n++;
-    return VOLT_OK;
-}
-static const volt_callback_ops probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Probe",
-                                             .on_train_batch_start = probe_batch_start,
-                                             .on_train_batch_end = probe_batch_end };
-static double rv(const rec *r, const char *name) {
-    for (int i = 0; i < r->n; i++)
-        if (!strcmp(r->names[i], name)) return r->vals[i];
-    return NAN;
-}
-
+/* ---- the probe (tests/metric_probe.h): the fresh "DeviceStatsMonitor." metrics after each
+ * train batch end; optionally a busy loop at each batch start (after the monitor's start
+ * sample, before its end sample) ---- */
 static const char *const HOST[3] = { "cpu_percent", "cpu_vm_percent", "cpu_swap_percent" };
 static const char *const DEV[4] = { "allocated_bytes.all.current", "allocated_bytes.all.peak",
                                     "reserved_bytes.all.current", "reserved_bytes.all.peak" };
@@ -134,6 +89,7 @@ static volt_status fit(run *r, const char *name, volt_trainer_config *c, const v
     c->default_root_dir = root;
     c->accelerator = ACC;
     memset(r, 0, sizeof *r);
+    r->pr.prefix = "DeviceStatsMonitor.";
     CHECK_OK(volt_trainer_create(c, &r->t));
     if (!r->t) return VOLT_ERR_STATE;
     if (add_monitor) CHECK_OK(volt_add_device_stats_monitor(r->t, dc));
@@ -186,6 +142,7 @@ static void test_cpu(void) {
     CHECK(dc.version == VOLT_DEVICE_STATS_CONFIG_VERSION && dc.cpu_stats == -1, "config_init: version %u cpu_stats %d",
           dc.version, dc.cpu_stats);
     memset(&r, 0, sizeof r);
+    r.pr.prefix = "DeviceStatsMonitor.";
     char root[512];
     snprintf(root, sizeof root, "%s/cpu", vtest_tmpdir());
     vtest_fresh_dir(root);
@@ -309,6 +266,7 @@ static void test_fake_proc(void) {
     c.default_root_dir = root;
     run r;
     memset(&r, 0, sizeof r);
+    r.pr.prefix = "DeviceStatsMonitor.";
     CHECK_OK(volt_trainer_create(&c, &r.t));
     setenv("VOLT_PROC_DIR", f.dir, 1);   /* read when the monitor is added */
     CHECK_OK(volt_add_device_stats_monitor(r.t, NULL));

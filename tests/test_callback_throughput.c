@@ -12,6 +12,7 @@
 #include "vtest.h"
 #include "volt/volt.h"
 #include "volt/trainer.h"
+#include "metric_probe.h"
 #include "callbacks/throughput_monitor.h"
 
 enum { NS = 80, IN = 3, BS = 8, NB = NS / BS };
@@ -83,36 +84,8 @@ static const volt_callback_ops fake_clock_ops = {
     .on_validation_batch_end = fc_eval, .on_test_batch_end = fc_eval, .on_predict_batch_end = fc_predict,
 };
 
-/* ---- the probe: after each train batch end, the "train..." metrics fresh in that step ------ */
-enum { MAXB = 64, MAXK = 24 };
-typedef struct rec { int n; char names[MAXK][64]; double vals[MAXK]; int64_t gs; } rec;
-typedef struct probe { rec at[MAXB]; int n; const char *prefix; } probe;
-static void probe_visit(void *ctx, const char *name, double v, unsigned flags) {
-    (void)flags;
-    probe *p = ctx;
-    rec *r = &p->at[p->n];
-    if (strncmp(name, p->prefix, strlen(p->prefix)) || r->n == MAXK) return;
-    snprintf(r->names[r->n], sizeof r->names[0], "%s", name);
-    r->vals[r->n++] = v;
-}
-static volt_status probe_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
-    (void)b; (void)i;
-    probe *p = self;
-    if (p->n == MAXB) return VOLT_OK;
-    p->at[p->n] = (rec){ .gs = volt_trainer_global_step(t) };
-    volt_trainer_visit_fresh_metrics(t, probe_visit, p);
-    p->n++;
-    return VOLT_OK;
-}
-static const volt_callback_ops probe_ops = {
-    .version = VOLT_CALLBACK_OPS_VERSION, .name = "Probe", .on_train_batch_end = probe_batch_end,
-};
-/* the value of name in record r; NAN when absent */
-static double rv(const rec *r, const char *name) {
-    for (int i = 0; i < r->n; i++)
-        if (!strcmp(r->names[i], name)) return r->vals[i];
-    return NAN;
-}
+/* ---- the probe (tests/metric_probe.h): after each train batch end, the "train..." metrics
+ * fresh in that step ---- */
 static double metric(const volt_trainer *t, const char *name) {
     double v;
     return volt_trainer_metric(t, name, &v) ? v : NAN;

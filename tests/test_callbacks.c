@@ -1864,6 +1864,21 @@ static volt_status fn_pred_batch_end(void *self, volt_trainer *t, const volt_ten
     return VOLT_OK;
 }
 static void fn_exception(void *self, volt_trainer *t, volt_status st) { fn_note(t, "exception"); }
+/* setup / teardown (callback version 4, module version 3) record their stage argument: "setup_f" */
+static void fn_stage_note(volt_trainer *t, const char *hook, volt_stage sg) {
+    char h[32];
+    snprintf(h, sizeof h, "%s_%c", hook, (unsigned)sg < 4 ? "fvtp"[sg] : '?');
+    fn_note(t, h);
+}
+static bool g_setup_saw_optimizer;   /* a setup ran where the trainer already had an optimizer */
+static volt_status fn_setup(void *self, volt_trainer *t, volt_stage sg) {
+    fn_stage_note(t, "setup", sg);
+    g_setup_saw_optimizer |= volt_trainer_optimizer(t) != NULL;
+    return volt_trainer_params(t) ? VOLT_OK : volt_trainer_fail(t, VOLT_ERR_STATE, "setup before the parameters exist");
+}
+static volt_status fn_teardown(void *self, volt_trainer *t, volt_stage sg) { fn_stage_note(t, "teardown", sg); return VOLT_OK; }
+static volt_status fn_msetup(void *self, volt_trainer *t, volt_stage sg) { fn_stage_note(t, "msetup", sg); return VOLT_OK; }
+static volt_status fn_mteardown(void *self, volt_trainer *t, volt_stage sg) { fn_stage_note(t, "mteardown", sg); return VOLT_OK; }
 static const volt_callback_ops fn_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "FnRecorder",
     .on_fit_start = fn_fit_start, .on_fit_end = fn_fit_end, .on_sanity_check_start = fn_sanity_start,
@@ -1879,6 +1894,7 @@ static const volt_callback_ops fn_ops = {
     .on_test_batch_start = fn_test_batch_start, .on_predict_start = fn_pred_start,
     .on_predict_epoch_start = fn_pred_epoch_start, .on_predict_batch_start = fn_pred_batch_start,
     .on_predict_batch_end = fn_pred_batch_end, .on_predict_epoch_end = fn_pred_epoch_end, .on_predict_end = fn_pred_end,
+    .setup = fn_setup, .teardown = fn_teardown,
 };
 
 static int g_val_fail_at, g_val_calls;
@@ -1910,33 +1926,39 @@ static void test_state_fn(void) {
     volt_module_ops ops = lin_ops;
     ops.validation_step = val_failing;
     ops.predict_step = lin_predict;
+    ops.setup_stage = fn_msetup;
+    ops.teardown = fn_mteardown;
     lin m = { .table = k_scores, .ntable = 5 };
     volt_loader *tr = mk_loader(), *va = mk_loader();
     g_fnlog[0] = 0;
     g_val_fail_at = 0;
+    g_setup_saw_optimizer = false;
     volt_status st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
     CHECK_OK(st);
+    CHECK(!g_setup_saw_optimizer, "setup(\"fit\") ran after the optimizer was made");
     fn_note(t, "ret");
-    /* a step: batch_start, before_backward, after_backward, before_opt, batch_end */
+    /* a step: batch_start, before_backward, after_backward, before_opt, batch_end. setup and
+     * teardown: the callbacks' then the module's, first and last */
 #define FN_STEP "batch_start:Ff before_backward:Ff after_backward:Ff before_opt:Ff batch_end:Ff"
-    fn_check("fit", "fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
+    fn_check("fit", "setup_f:Ff msetup_f:Ff fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
              "val_epoch_end:Fvs val_end:Fvs sanity_end:Ffs train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
              "val_start:Fv val_epoch_start:Fv val_batch_start:Fv val_batch_end:Fv val_epoch_end:Fv val_end:Fv "
-             "epoch_end:Ff train_end:Ff fit_end:Ff ret:Nf");
+             "epoch_end:Ff train_end:Ff fit_end:Ff teardown_f:Ff mteardown_f:Ff ret:Nf");
     CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
     fn_note(t, "ret");
-    fn_check("validate", "val_start:Vv val_epoch_start:Vv val_batch_start:Vv val_batch_end:Vv val_epoch_end:Vv val_end:Vv ret:Nv");
+    fn_check("validate", "setup_v:Vv msetup_v:Vv val_start:Vv val_epoch_start:Vv val_batch_start:Vv val_batch_end:Vv "
+             "val_epoch_end:Vv val_end:Vv teardown_v:Vv mteardown_v:Vv ret:Nv");
     CHECK_OK(volt_trainer_test(t, &ops, &m, va, NULL));
     fn_note(t, "ret");
-    fn_check("test", "test_start:Tt test_epoch_start:Tt test_batch_start:Tt test_batch_end:Tt test_batch_start:Tt "
+    fn_check("test", "setup_t:Tt msetup_t:Tt test_start:Tt test_epoch_start:Tt test_batch_start:Tt test_batch_end:Tt test_batch_start:Tt "
              "test_batch_end:Tt test_batch_start:Tt test_batch_end:Tt test_batch_start:Tt test_batch_end:Tt test_epoch_end:Tt "
-             "test_end:Tt ret:Nt");
+             "test_end:Tt teardown_t:Tt mteardown_t:Tt ret:Nt");
     CHECK_OK(volt_trainer_predict(t, &ops, &m, va, NULL, pred_ignore, NULL));
     fn_note(t, "ret");
-    fn_check("predict", "pred_start:Pp pred_epoch_start:Pp pred_batch_start:Pp pred_batch_end:Pp pred_batch_start:Pp "
+    fn_check("predict", "setup_p:Pp msetup_p:Pp pred_start:Pp pred_epoch_start:Pp pred_batch_start:Pp pred_batch_end:Pp pred_batch_start:Pp "
              "pred_batch_end:Pp pred_batch_start:Pp pred_batch_end:Pp pred_batch_start:Pp pred_batch_end:Pp "
-             "pred_epoch_end:Pp pred_end:Pp ret:Np");
-    /* lr_find: the step hooks it runs are no fit's */
+             "pred_epoch_end:Pp pred_end:Pp teardown_p:Pp mteardown_p:Pp ret:Np");
+    /* lr_find: the step hooks it runs are no fit's; setup and teardown are stage fit's (Lightning's Tuner runs a fit) */
     volt_lr_find_config lc;
     volt_lr_find_config_init(&lc);
     lc.num_training = 2;
@@ -1944,8 +1966,8 @@ static void test_state_fn(void) {
     CHECK_OK(volt_trainer_lr_find(t, &ops, &m, tr, &lc, &r));
     volt_lr_find_result_free(&r);
     fn_note(t, "ret");
-    fn_check("lr_find", "before_backward:Uf after_backward:Uf before_opt:Uf before_backward:Uf after_backward:Uf "
-             "before_opt:Uf ret:Nf");
+    fn_check("lr_find", "setup_f:Uf msetup_f:Uf before_backward:Uf after_backward:Uf before_opt:Uf before_backward:Uf "
+             "after_backward:Uf before_opt:Uf teardown_f:Uf mteardown_f:Uf ret:Nf");
     /* a fit that fails inside its epoch-end validation (the sanity check's batch is call 1):
      * on_exception still sees fit; then nothing runs */
     g_val_calls = 0;
@@ -1953,16 +1975,61 @@ static void test_state_fn(void) {
     st = volt_trainer_fit(t, &ops, &m, tr, va, NULL);
     CHECK(st == VOLT_ERR_NUMERIC, "the fit fails in its validation: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
     fn_note(t, "ret");
-    fn_check("failed fit", "fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs val_batch_start:Fvs val_batch_end:Fvs "
-             "val_epoch_end:Fvs val_end:Fvs sanity_end:Ffs train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
+    fn_check("failed fit", "setup_f:Ff msetup_f:Ff fit_start:Ff sanity_start:Ffs val_start:Fvs val_epoch_start:Fvs "
+             "val_batch_start:Fvs val_batch_end:Fvs val_epoch_end:Fvs val_end:Fvs sanity_end:Ffs train_start:Ff epoch_start:Ff " FN_STEP " " FN_STEP " "
              "val_start:Fv val_epoch_start:Fv val_batch_start:Fv exception:Ff ret:Nf");
 #undef FN_STEP
     /* and a validate after it is validate's, not fit's */
     g_val_fail_at = 0;
     CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
     fn_note(t, "ret");
-    fn_check("validate after the failed fit",
-             "val_start:Vv val_epoch_start:Vv val_batch_start:Vv val_batch_end:Vv val_epoch_end:Vv val_end:Vv ret:Nv");
+    fn_check("validate after the failed fit", "setup_v:Vv msetup_v:Vv val_start:Vv val_epoch_start:Vv val_batch_start:Vv "
+             "val_batch_end:Vv val_epoch_end:Vv val_end:Vv teardown_v:Vv mteardown_v:Vv ret:Nv");
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+    volt_trainer_destroy(t);
+}
+
+/* setup / teardown: a table older than version 4 does not get them; a failing setup fails the
+ * call before anything else ran (on_exception sees it); a failing teardown fails the call */
+static int g_old_setups;
+static volt_status old_setup(void *self, volt_trainer *t, volt_stage sg) { g_old_setups++; return VOLT_OK; }
+static volt_status bad_setup(void *self, volt_trainer *t, volt_stage sg) {
+    fn_stage_note(t, "setup", sg);
+    return sg == VOLT_STAGE_TEST ? volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "no test today") : VOLT_OK;
+}
+static volt_status bad_teardown(void *self, volt_trainer *t, volt_stage sg) {
+    fn_stage_note(t, "teardown", sg);
+    return sg == VOLT_STAGE_VALIDATE ? VOLT_ERR_IO : VOLT_OK;
+}
+static void test_stage_hooks(void) {
+    volt_trainer *t = mk_trainer(fresh_dir("stage_hooks"), &(run_opts){ .max_epochs = 1, .logger = false });
+    if (!t) return;
+    volt_callback_ops old = { .version = 3u, .name = "Old", .on_exception = fn_exception };
+    volt_callback_ops cb = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Gate", .setup = bad_setup,
+                             .teardown = bad_teardown, .on_fit_start = fn_fit_start, .on_exception = fn_exception,
+                             .on_test_start = fn_test_start };
+    /* a version-3 table's bytes end before setup: this one carries them, and they must be ignored */
+    old.setup = old_setup;
+    old.teardown = old_setup;
+    CHECK_OK(volt_trainer_add_callback(t, &old, NULL));
+    CHECK_OK(volt_trainer_add_callback(t, &cb, NULL));
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    g_fnlog[0] = 0;
+    g_old_setups = 0;
+    CHECK_OK(volt_trainer_fit(t, &lin_ops, &m, tr, va, NULL));
+    fn_check("fit", "setup_f:Ff fit_start:Ff teardown_f:Ff");
+    volt_status st = volt_trainer_test(t, &lin_ops, &m, va, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "Gate") && strstr(volt_trainer_errmsg(t), "setup") &&
+          strstr(volt_trainer_errmsg(t), "no test today"), "a failing setup fails test, named: %s (%s)", volt_status_str(st),
+          volt_trainer_errmsg(t));
+    fn_check("test with a failing setup", "setup_t:Tt exception:Tt exception:Tt");
+    st = volt_trainer_validate(t, &lin_ops, &m, va, NULL);
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "Gate") && strstr(volt_trainer_errmsg(t), "teardown"),
+          "a failing teardown fails validate, named: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    fn_check("validate with a failing teardown", "setup_v:Vv teardown_v:Vv exception:Vv exception:Vv");
+    CHECK(g_old_setups == 0, "a version-3 callback table got setup/teardown %d times", g_old_setups);
     volt_loader_destroy(tr);
     volt_loader_destroy(va);
     volt_trainer_destroy(t);
@@ -2084,6 +2151,7 @@ int main(void) {
     test_collectives_single();
     test_validate_after_failed_fit();
     test_state_fn();
+    test_stage_hooks();
     test_unwritable_dirs();
     test_time_interval_config();
     test_time_interval();

@@ -255,6 +255,43 @@ static void test_callback(void) {
     volt_trainer_destroy(t);
 }
 
+/* ---- the tuner sweeps what fit trains: setup("fit") freezes before lr_find's steps, as
+ * Lightning's BaseFinetuning.setup before its Tuner's fit ------------------------------------- */
+static int g_steps_frozen, g_steps_free;
+static volt_status count_before_opt(void *self, volt_trainer *t) {
+    if (fc1w(t)->flags & VOLT_TENSOR_REQUIRES_GRAD) g_steps_free++;
+    else g_steps_frozen++;
+    return VOLT_OK;
+}
+static const volt_callback_ops count_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Count",
+                                             .on_before_optimizer_step = count_before_opt };
+static void test_lr_find_frozen(void) {
+    for (int with_bf = 0; with_bf < 2; with_bf++) {
+        volt_trainer *t = make(with_bf ? "fc1.*" : NULL, 2, -1, NULL, 1.5);
+        if (!t) return;
+        CHECK_OK(volt_trainer_add_callback(t, &count_ops, NULL));
+        volt_loader *l = loader();
+        mlp m = { 0 };
+        volt_lr_find_config lc;
+        volt_lr_find_config_init(&lc);
+        lc.num_training = 4;
+        volt_lr_find_result r;
+        g_steps_frozen = g_steps_free = 0;
+        CHECK_OK(volt_trainer_lr_find(t, &mlp_ops, &m, l, &lc, &r));
+        volt_lr_find_result_free(&r);
+        CHECK(with_bf ? g_steps_frozen == 4 && g_steps_free == 0 : g_steps_free == 4 && g_steps_frozen == 0,
+              "lr_find %s BackboneFinetuning: %d steps with the backbone frozen, %d with it trainable", with_bf ? "with" : "without",
+              g_steps_frozen, g_steps_free);
+        /* and the fit after it: frozen in epoch 0, thawed at epoch 1 */
+        g_steps_frozen = g_steps_free = 0;
+        CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
+        CHECK(with_bf ? g_steps_frozen == 3 && g_steps_free == 3 : g_steps_free == 6,
+              "the fit after lr_find: %d steps frozen, %d trainable", g_steps_frozen, g_steps_free);
+        volt_loader_destroy(l);
+        volt_trainer_destroy(t);
+    }
+}
+
 /* ---- a hostile file ----------------------------------------------------------------------------
  * path's metadata checksum ("volt.meta_crc32", trainer/checkpoint_meta.c: crc32 over "key\0value\0"
  * of every key but "format", "crc32:*" and itself, in key order) made right again after an
@@ -483,6 +520,7 @@ int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vtest_tmpdir());
     test_add_group();
     test_callback();
+    test_lr_find_frozen();
     test_resume();
     test_errors();
     volt_dataset_destroy(g_ds);

@@ -239,6 +239,7 @@ volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, voi
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
     VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_VALIDATE, false));
     volt__prof_report(t);
     return VOLT_OK;
 }
@@ -289,6 +290,7 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_TEST, false));
     volt__prof_report(t);
     return VOLT_OK;
 }
@@ -371,6 +373,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     drop_hold(t);
     t->num_eval_batches = -1;
     t->stage = prev;
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_PREDICT, false));
     volt__prof_report(t);
     return VOLT_OK;
 }

@@ -54,6 +54,37 @@ volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who
     return hook_err(t, st, who, hook);
 }
 
+/* Lightning's setup(stage) / teardown(stage): every callback's (table version 4), then the
+ * module's (version 3); the first error is returned, a positive status is VOLT_OK. */
+static volt_status stage_hooks_run(volt_trainer *t, volt_stage stage, bool setup) {
+    const char *hook = setup ? "setup" : "teardown";
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_callback_ops *o = t->cbs[i].ops;
+        volt_status (*fn)(void *, volt_trainer *, volt_stage) = o->version < 4u ? NULL : setup ? o->setup : o->teardown;
+        if (!fn) continue;
+        const double p0 = VOLT__PROF_T0(t);
+        const volt_status st = fn(t->cbs[i].self, t, stage);
+        volt__prof_add(t, "Callback", o->name, hook, p0);
+        if (st < 0) return hook_err(t, st, o->name, hook);
+    }
+    const volt_module_ops *m = t->mops;
+    volt_status (*fn)(void *, volt_trainer *, volt_stage) = !m || m->version < 3u ? NULL : setup ? m->setup_stage : m->teardown;
+    if (!fn) return VOLT_OK;
+    const double p0 = VOLT__PROF_T0(t);
+    const volt_status st = fn(t->module, t, stage);
+    volt__prof_add(t, "LightningModule", m->name, setup ? "setup_stage" : "teardown", p0);
+    return st < 0 ? hook_err(t, st, m->name, setup ? "setup_stage" : "teardown") : VOLT_OK;
+}
+
+/* ... and with several ranks one verdict (a pattern one rank's setup refuses fails them all, in
+ * the same words, before any collective of the call's work) */
+volt_status volt__loop_stage_hooks(volt_trainer *t, volt_stage stage, bool setup) {
+    static const char *const ran[] = { "no rank trained", "no rank validated", "no rank tested", "no rank predicted" };
+    const volt_status st = stage_hooks_run(t, stage, setup);
+    return volt__agree_status(t, st, setup ? "setup" : "teardown",
+                              setup ? ran[(unsigned)stage < 4 ? stage : 0] : "every rank finished its work");
+}
+
 volt_status volt__loop_strategy_err(volt_trainer *t, volt_status st, const char *what) {
     return volt__terr(t, st, "strategy '%s': %s: %s", volt__strategy_name(t->strategy), what, volt__strategy_errmsg(t->strategy));
 }
@@ -323,6 +354,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
         fprintf(stderr, "volt: fit: ckpt_path=\"%s\" is set, but there is no last checkpoint available: no checkpoint is "
                 "loaded, fit starts from the model's current weights (ModelCheckpoint's save_last keeps one)\n", ckpt_path);
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* before the checkpoint, the optimizer, on_fit_start */
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return volt__loop_strategy_err(t, st0, "data sharding");
@@ -392,6 +424,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     RUN(materialize_params(t));   /* full weights on every rank after fit */
     RUN(CB_EACH(t, on_fit_end));
     if (ops->on_fit_end && (st = ops->on_fit_end(module, t)) < 0) { hook_err(t, st, ops->name, "on_fit_end"); goto out; }
+    RUN(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false));
     volt__prof_report(t);
 #undef RUN
 out:

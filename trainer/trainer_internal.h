@@ -270,6 +270,8 @@ static inline bool volt__loop_ends_window(const volt_trainer *t, int64_t idx, in
 /* loop.c, shared with compile.c */
 volt_tensor *volt__loop_backward_loss(volt_trainer *t, volt_step *s, volt_tensor *loss);   /* / accumulation, x grad scale */
 volt_status volt__loop_hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook);
+/* setup(stage) (setup true) or teardown(stage) of every callback, then of the module (loop.c) */
+volt_status volt__loop_stage_hooks(volt_trainer *t, volt_stage stage, bool setup);
 volt_status volt__loop_step_err(volt_trainer *t, volt_status st, const char *what);
 /* loop.c, shared with eval_loop.c: a strategy's / a loader's failure as the trainer's error;
  * the next batch on the device */

@@ -181,7 +181,7 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
         return st < 0 ? st : lst;
     }
     out->suggestion = suggest(out);
-    return VOLT_OK;
+    return volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false);   /* the tuner's fit ends: teardown("fit") */
 }
 
 volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
@@ -228,10 +228,7 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
         }
     }
     if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
-    char err[sizeof t->errmsg];
-    memcpy(err, t->errmsg, sizeof err);
-    *renew = volt__loop_renew_step(t);   /* what this size grew comes back */
-    if (*renew >= 0) memcpy(t->errmsg, err, sizeof err);   /* the trial's message stays the one said */
+    *renew = volt__loop_renew_step(t);   /* what this size grew comes back (it writes errmsg only on failure) */
     return st;
 }
 
@@ -333,7 +330,7 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
     }
     if (st < 0 || lst < 0) return st < 0 ? st : lst;
     out->batch_size = best;
-    return VOLT_OK;
+    return volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false);
 }
 
 volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,

@@ -128,8 +128,14 @@ typedef struct volt_module_ops {
                                         int64_t batch_idx);
     volt_status (*on_before_backward)(void *self, volt_trainer *t, const volt_tensor *loss);
     volt_status (*on_after_backward)(void *self, volt_trainer *t);
+    /* version 3: LightningModule.setup(stage) / teardown(stage), each after the callbacks' hook of
+     * the same name (volt_callback_ops version 4 says when they run). volt's `setup` above declares
+     * the parameters, as Lightning's configure_model; this one is the stage's (freeze parameters,
+     * open files). A positive return counts as VOLT_OK. */
+    volt_status (*setup_stage)(void *self, volt_trainer *t, volt_stage stage);
+    volt_status (*teardown)(void *self, volt_trainer *t, volt_stage stage);
 } volt_module_ops;
-#define VOLT_MODULE_OPS_VERSION 2u
+#define VOLT_MODULE_OPS_VERSION 3u
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
@@ -183,8 +189,17 @@ typedef struct volt_callback_ops {
                                         int64_t batch_idx);
     volt_status (*on_predict_epoch_end)(void *self, volt_trainer *t);
     volt_status (*on_predict_end)(void *self, volt_trainer *t);
+    /* version 4: Lightning's Callback.setup(stage) / teardown(stage). setup runs at the start of
+     * fit, validate, test and predict (and of the tuner's lr_find and scale_batch_size, as stage
+     * fit, as Lightning's Tuner runs a fit), once the model's parameters exist and before a
+     * checkpoint is read, the optimizer made or any other hook runs: freeze parameters here, and
+     * the tuner sweeps what fit will train. teardown runs when the call succeeded, after its last
+     * hook (on_fit_end, on_test_end, ...; Lightning skips it after an exception too). A positive
+     * return counts as VOLT_OK. */
+    volt_status (*setup)(void *self, volt_trainer *t, volt_stage stage);
+    volt_status (*teardown)(void *self, volt_trainer *t, volt_stage stage);
 } volt_callback_ops;
-#define VOLT_CALLBACK_OPS_VERSION 3u
+#define VOLT_CALLBACK_OPS_VERSION 4u
 
 /* ---- trainer configuration ----------------------------------------------------------------- */
 typedef struct volt_trainer_config {
