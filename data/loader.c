@@ -110,7 +110,7 @@ static void compute_order(volt_loader *l, int64_t epoch) {
 static void compute_layout(volt_loader *l) {
     int64_t n = l->n, w = l->cfg.world, b = l->cfg.batch_size;
     l->per_rank = l->cfg.drop_last ? n / w : (n + w - 1) / w;
-    l->n_batches = l->cfg.drop_last ? l->per_rank / b : (l->per_rank + b - 1) / b;
+    l->n_batches = l->per_rank / b + (!l->cfg.drop_last && l->per_rank % b != 0);   /* no overflow near INT64_MAX */
 }
 
 /* ---- filling a slot ---------------------------------------------------------------------- */
@@ -421,14 +421,20 @@ volt_status volt_loader_set_batch_size(volt_loader *l, int64_t batch_size) {
     }
     int64_t rows = batch_size < l->n ? batch_size : l->n;   /* as create sizes the slots */
     if (rows < 1) rows = 1;
-    for (int f = 0; f < l->ds->n_fields; f++)
-        if (l->sample_bytes[f] && (uint64_t)rows > SIZE_MAX / 2 / l->sample_bytes[f]) {
-            set_err(l, "loader: batch_size %lld: a batch of field '%s' would not fit in memory", (long long)batch_size,
-                    l->ds->fields[f].name);
-            return VOLT_ERR_NOMEM;
-        }
+    int too_big = -1;   /* the field whose batch would not fit in memory */
+    for (int f = 0; too_big < 0 && f < l->ds->n_fields; f++)
+        if (l->sample_bytes[f] && (uint64_t)rows > SIZE_MAX / 2 / l->sample_bytes[f]) too_big = f;
     pthread_mutex_lock(&l->mu);
-    quiesce(l);
+    quiesce(l);   /* the epoch is cancelled, whatever comes of the new size */
+    if (too_big >= 0) {
+        l->started = false;
+        l->held = false;
+        l->next = 0;
+        pthread_mutex_unlock(&l->mu);
+        set_err(l, "loader: batch_size %lld: a batch of field '%s' would not fit in memory", (long long)batch_size,
+                l->ds->fields[too_big].name);
+        return VOLT_ERR_NOMEM;
+    }
     /* the new buffers first: on failure the loader keeps its old batch size, whole */
     slot *ns = calloc((size_t)l->nslots, sizeof *ns);
     bool ok = ns != NULL;

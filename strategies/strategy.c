@@ -107,7 +107,7 @@ volt_status volt__strategy_drain(volt_strategy *st, const char *what) {
     return st->ops->version >= 6u && st->ops->drain ? st->ops->drain(st, what) : VOLT_OK;
 }
 
-volt_comm *volt__strategy_comm(volt_strategy *st) {
+struct volt_comm *volt__strategy_comm(volt_strategy *st) {
 #if defined(VOLT_HAVE_MPI) || defined(VOLT_HAVE_NCCL)
     return st ? volt__dist_comm(st) : NULL;
 #else

@@ -15,7 +15,9 @@
  * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake) and "cuda"
  * (the simulated GPU with CUDASIM_MEM_MB, tests/gpu_sim.cmake): real allocations run out; power's answer ran and its double did not, binsearch's ran and
  * answer + 1 did not, and a fit at the size found runs (the failed sizes' memory came back). */
+#include <dirent.h>
 #include <math.h>
+#include <unistd.h>
 #include "vtest.h"
 #include "core/internal.h"
 #include "volt/volt.h"
@@ -55,8 +57,15 @@ static volt_status adam(void *self, volt_optim_setup *o) {
     o->optimizer.lr = 1e-2f;
     return VOLT_OK;
 }
+static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {   /* a forward, nothing logged */
+    (void)i;
+    mlp *m = self;
+    volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
+    return volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b)) ? VOLT_OK : volt_step_status(s);
+}
 static const volt_module_ops mlp_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "mlp", .setup = mlp_setup,
-                                         .configure_optimizers = adam, .training_step = mlp_train };
+                                         .configure_optimizers = adam, .training_step = mlp_train,
+                                         .validation_step = mlp_val };
 
 /* the data: x sin waves, y = i % NC */
 static float *X;
@@ -277,6 +286,116 @@ static void test_grads_after_failure(void) {
     drop(&w);
 }
 
+/* ---- the tuner's failures (trainer/tuner.c) ------------------------------------------------------
+ * A Gate callback fails on cue: its state on the save (the hidden checkpoint cannot be written),
+ * its load_state_dict (the state cannot come back), its on_after_backward (a step fails after
+ * backward, inside an accumulation window), its teardown. */
+static int g_gate_save, g_gate_load, g_gate_after_backward, g_gate_teardown;
+static volt_lr_find_result g_inner_lr;
+static volt_status g_inner_st = VOLT_OK;
+static char g_inner_msg[512];
+static char *gate_state(void *self) {
+    (void)self;
+    char *s = malloc(16);
+    if (s) snprintf(s, 16, "%s", g_gate_save ? "[1]" : "{}");   /* not an object: the save fails */
+    return s;
+}
+static volt_status gate_load(void *self, volt_trainer *t, const char *json) {
+    (void)self; (void)json;
+    return g_gate_load ? volt_trainer_fail(t, VOLT_ERR_CORRUPT, "test: this state will not load") : VOLT_OK;
+}
+static volt_status gate_after_backward(void *self, volt_trainer *t) {
+    (void)self;
+    return g_gate_after_backward && ++g_gate_after_backward > 2
+               ? volt_trainer_fail(t, VOLT_ERR_NUMERIC, "test: a step fails after its backward") : VOLT_OK;
+}
+static volt_status gate_teardown(void *self, volt_trainer *t, volt_stage sg) {
+    (void)self; (void)sg;
+    return g_gate_teardown ? volt_trainer_fail(t, VOLT_ERR_IO, "test: teardown fails") : VOLT_OK;
+}
+static world *g_gate_world;
+static volt_status gate_epoch_start(void *self, volt_trainer *t) {   /* a tuner call from inside fit */
+    (void)self;
+    g_inner_st = volt_trainer_lr_find(t, &mlp_ops, &g_gate_world->m, g_gate_world->l, NULL, &g_inner_lr);
+    snprintf(g_inner_msg, sizeof g_inner_msg, "%s", volt_trainer_errmsg(t));
+    return VOLT_OK;
+}
+static const volt_callback_ops gate_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Gate", .state_dict = gate_state,
+                                            .load_state_dict = gate_load, .on_after_backward = gate_after_backward,
+                                            .teardown = gate_teardown };
+static int hidden_files(const char *root) {
+    int n = 0;
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+static void test_tuner_failures(void) {
+    world w;
+    make(&w, "tuner_failures", 100, 2);
+    char root[512];
+    snprintf(root, sizeof root, "%s/tuner_failures", vtest_tmpdir());
+    g_limit = -1;
+    CHECK_OK(volt_trainer_add_callback(w.t, &gate_ops, NULL));
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.num_training = 4;
+    volt_lr_find_result r;
+    /* the state to come back to cannot be saved: refused before any step, no file left */
+    g_gate_save = 1;
+    volt_status st = volt_trainer_lr_find(w.t, &mlp_ops, &w.m, w.l, &lc, &r);
+    CHECK(st < 0 && strstr(volt_trainer_errmsg(w.t), "Gate") && hidden_files(root) == 0,
+          "an unsavable state: %s (%s), %d hidden files", volt_status_str(st), volt_trainer_errmsg(w.t), hidden_files(root));
+    g_gate_save = 0;
+    /* it cannot be loaded back: the file with the weights from before stays, named */
+    float before[4096], after[4096];
+    weights(&w.m, before);
+    g_gate_load = 1;
+    st = volt_trainer_lr_find(w.t, &mlp_ops, &w.m, w.l, &lc, &r);
+    g_gate_load = 0;
+    const char *msg = volt_trainer_errmsg(w.t), *at = strstr(msg, "stays in ");
+    char kept[1024] = "";
+    if (at) sscanf(at + 9, "%1023[^:]", kept);
+    CHECK(st == VOLT_ERR_CORRUPT && at && hidden_files(root) == 1 && kept[0] && access(kept, R_OK) == 0,
+          "a state that will not load back: %s (%s), %d hidden files", volt_status_str(st), msg, hidden_files(root));
+    if (kept[0]) {   /* and it holds them: a validate with it as ckpt_path loads the weights from before */
+        CHECK_OK(volt_trainer_validate(w.t, &mlp_ops, &w.m, w.l, kept));
+        weights(&w.m, after);
+        CHECK(!memcmp(before, after, sizeof(float) * (size_t)n_weights()), "the kept file holds the weights from before lr_find");
+        volt_checkpoint_remove(kept);
+    }
+    /* a step that fails after its backward, inside a window of 2: no grads left behind */
+    g_gate_after_backward = 1;
+    st = volt_trainer_lr_find(w.t, &mlp_ops, &w.m, w.l, &lc, &r);
+    CHECK(st == VOLT_ERR_NUMERIC && g_gate_after_backward == 3, "a failing step: %s (%s), hook calls %d", volt_status_str(st),
+          volt_trainer_errmsg(w.t), g_gate_after_backward - 1);
+    g_gate_after_backward = 0;
+    CHECK(grads_clean(w.m.w1) == VOLT_OK && grads_clean(w.m.b2) == VOLT_OK, "lr_find left the failed window's grads");
+    /* a failing teardown after the search: the loader goes back to its size */
+    CHECK_OK(volt_loader_set_batch_size(w.l, 7));
+    g_gate_teardown = 1;
+    volt_batch_size_config bc;
+    volt_batch_size_config_init(&bc);
+    volt_batch_size_result br;
+    st = volt_trainer_scale_batch_size(w.t, &mlp_ops, &w.m, w.l, &bc, &br);
+    g_gate_teardown = 0;
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(w.t), "teardown") && volt_loader_batch_size(w.l) == 7 && br.batch_size == 0,
+          "a failing teardown: %s (%s), the loader at %lld (was 7)", volt_status_str(st), volt_trainer_errmsg(w.t),
+          (long long)volt_loader_batch_size(w.l));
+    /* from inside fit: refused, and the fit goes on */
+    const volt_callback_ops inner = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Inner", .on_train_epoch_start = gate_epoch_start };
+    CHECK_OK(volt_trainer_add_callback(w.t, &inner, NULL));
+    g_gate_world = &w;
+    CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, NULL, NULL));
+    CHECK(g_inner_st == VOLT_ERR_STATE && strstr(g_inner_msg, "not inside fit"), "lr_find inside fit: %s (%s)",
+          volt_status_str(g_inner_st), g_inner_msg);
+    /* a max_lr a float cannot hold */
+    lc.max_lr = 1e39;
+    CHECK(volt_trainer_lr_find(w.t, &mlp_ops, &w.m, w.l, &lc, &r) == VOLT_ERR_INVALID_ARG, "max_lr 1e39 accepted");
+    drop(&w);
+    g_limit = 40;
+}
+
 /* real allocations (cpu-strict's reserve): no LIMIT; a wide hidden layer makes the step's
  * memory grow with the batch */
 /* the simulated GPU frees stream-ordered on a thread of its own, so what it counts as in use at
@@ -333,6 +452,7 @@ int main(int argc, char **argv) {
         test_limits();
         test_accumulate();
         test_grads_after_failure();
+        test_tuner_failures();
     }
     free(X);
     free(Y);

@@ -397,6 +397,10 @@ static void test_set_batch_size(void) {
         CHECK(volt_loader_set_batch_size(l, 0) == VOLT_ERR_INVALID_ARG && strstr(volt_loader_errmsg(l), "batch_size must be >= 1") &&
                   volt_loader_batch_size(l) == 500, "workers %d: batch size 0: %s", workers, volt_loader_errmsg(l));
         CHECK(volt_loader_set_batch_size(NULL, 4) == VOLT_ERR_INVALID_ARG, "NULL loader accepted");
+        /* the largest size there is: one batch of every sample (the batch count's rounding must not overflow) */
+        CHECK_OK(volt_loader_set_batch_size(l, INT64_MAX));
+        CHECK(volt_loader_num_batches(l) == 1, "workers %d: batch size INT64_MAX: %lld batches, want 1", workers,
+              (long long)volt_loader_num_batches(l));
         volt_loader_destroy(l);
     }
     volt_dataset_destroy(ds);

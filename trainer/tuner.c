@@ -7,6 +7,7 @@
  * lr_find: num_training steps with the learning rate swept from min_lr to max_lr while the
  * smoothed loss is recorded. scale_batch_size: trials of steps_per_trial steps at growing
  * batch sizes until one runs out of memory (power), then bisection (binsearch). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +34,35 @@ static volt_status tune_save(volt_trainer *t, const char *what, char *path) {
     if (!h.path[0])   /* rank 0 could not make the root: every rank stops here */
         return volt__terr(t, VOLT_ERR_IO, "%s: default_root_dir: %s", what, t->rank == 0 ? err : "rank 0 could not create it");
     memcpy(path, h.path, sizeof h.path);
-    return volt_trainer_save_checkpoint(t, path);
+    /* rank 0 writes it alone (unsharded): every rank learns how that went, in the same words */
+    st = volt__agree_status(t, volt_trainer_save_checkpoint(t, path), what, "no rank tuned");
+    if (st < 0 && t->rank == 0) volt_checkpoint_remove(path);   /* a partial file */
+    return st;
 }
 
-/* Back to where the tuner started: weights, grad scaler, loop state; the file removed; a fresh
- * optimizer at the next fit. */
+/* Back to where the tuner started: no grads of a step that failed inside a window, then weights,
+ * grad scaler, loop state; the file removed once read (kept, and named, when it could not be: it
+ * holds the only copy of the weights from before the tuner); a fresh optimizer at the next fit. */
 static volt_status tune_restore(volt_trainer *t, const char *path) {
-    const volt_status st = volt__loop_load(t, path, true);
+    volt__strategy_zero_grad(t->strategy);
+    volt_status st = volt__loop_load(t, path, true);
     if (t->world > 1) (void)volt__strategy_barrier(t->strategy);   /* every rank has read it */
-    if (t->rank == 0) volt_checkpoint_remove(path);
+    if (st >= 0 && t->rank == 0) volt_checkpoint_remove(path);
+    if (st < 0) {
+        char was[sizeof t->errmsg];
+        memcpy(was, t->errmsg, sizeof was);
+        st = volt__terr(t, st, "%s (the state from before the tuner stays in %s: load it back with ckpt_path)", was, path);
+    }
     volt__loop_drop_optim(t);
     return st;
+}
+
+/* The batches of a pass over the train loader, as fit counts them (limit_train_batches). */
+static volt_status tune_batches(volt_trainer *t, volt_loader *train, const char *what, int64_t *n) {
+    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches,
+                                      t->cfg.limit_train_fraction, n));
+    if (*n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: the train loader yields no batches", what);
+    return VOLT_OK;
 }
 
 /* One optimizer step: the micro-batches of one accumulation window (as fit cuts them:
@@ -77,6 +96,14 @@ static volt_status tune_step(volt_trainer *t, volt_loader *train, int64_t n_batc
     return VOLT_OK;
 }
 
+/* A tuner call from a hook of a running call (fit, validate, test, predict, the tuner): refused
+ * before anything of that call's state (stage, step, batch buffers) is touched. */
+static volt_status tune_inside(volt_trainer *t, const char *what) {
+    t->errmsg[0] = 0;
+    return volt__terr(t, VOLT_ERR_STATE, "%s: not inside fit, validate, test, predict or another tuner call (call it "
+                      "before fit)", what);
+}
+
 /* ---- lr_find ----------------------------------------------------------------------------------- */
 void volt_lr_find_config_init(volt_lr_find_config *c) {
     *c = (volt_lr_find_config){ .version = VOLT_LR_FIND_CONFIG_VERSION, .min_lr = 1e-8, .max_lr = 1.0, .num_training = 100,
@@ -96,7 +123,7 @@ void volt_lr_find_result_free(volt_lr_find_result *r) {
  * numpy.gradient) and the learning rate where it is least. */
 static double suggest(const volt_lr_find_result *r) {
     const int64_t a = 10, b = r->n - 1, n = b - a;
-    if (n < 3) return NAN;
+    if (n < 2) return NAN;   /* Lightning: "Failed to compute suggestion. Not enough points" */
     const double *L = r->losses + a;
     int64_t best = -1;
     double g_best = 0;
@@ -120,13 +147,12 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
                               VOLT_LR_FIND_CONFIG_VERSION);
         c = *cfg;
     }
-    if (!(c.min_lr > 0) || !(c.max_lr > c.min_lr) || !isfinite(c.max_lr) || c.num_training < 2 || c.num_training > 100000)
+    if (!(c.min_lr > 0) || !(c.max_lr > c.min_lr) || !(c.max_lr <= FLT_MAX) || c.num_training < 2 || c.num_training > 100000)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g) < max_lr (%g) and 2 <= num_training (%lld) <= 100000",
                           c.min_lr, c.max_lr, (long long)c.num_training);
-    if (t->fitting) return volt__terr(t, VOLT_ERR_STATE, "lr_find: not inside fit");
     VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
-    const int64_t n_batches = volt_loader_num_batches(train);
-    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: the train loader yields no batches");
+    int64_t n_batches;
+    VOLT_TRY(tune_batches(t, train, "lr_find", &n_batches));
     if (!(out->lrs = malloc(sizeof(double) * (size_t)c.num_training)) || !(out->losses = malloc(sizeof(double) * (size_t)c.num_training))) {
         volt_lr_find_result_free(out);
         return volt__terr(t, VOLT_ERR_NOMEM, "lr_find: out of memory");
@@ -148,23 +174,34 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
         const double lr = c.linear ? c.min_lr + (c.max_lr - c.min_lr) * f : c.min_lr * pow(c.max_lr / c.min_lr, f);
         volt_optimizer_set_lr(t->opt, (float)lr);
         double step_loss = 0;
-        if ((st = tune_step(t, train, n_batches, &batch, &epoch, &step_loss)) < 0) break;
-        /* the loss, and a pending SIGINT / SIGTERM (signals.c): with several ranks one exchange
-         * of both, so every rank stops after the same step */
-        double v[3] = { step_loss, 0, 0 };
-        if (t->cfg.handle_signals) volt__signal_vote(t, v + 1);
-        if (t->world > 1 && (st = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 3 : 1)) < 0) {
-            volt__terr(t, st, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
-            break;
+        st = tune_step(t, train, n_batches, &batch, &epoch, &step_loss);
+        if (st < 0 && t->world <= 1) break;
+        /* whether the step failed, the loss, and a pending SIGINT / SIGTERM (signals.c): with
+         * several ranks one exchange of them, so every rank stops after the same step (a rank
+         * whose step failed after its collectives does not leave the others waiting) */
+        double v[4] = { st < 0, st < 0 ? 0 : step_loss, 0, 0 };
+        if (t->cfg.handle_signals) volt__signal_vote(t, v + 2);
+        if (t->world > 1) {
+            const volt_status cs = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 4 : 2);
+            if (st < 0) break;   /* this rank's own error is the one reported */
+            if (cs < 0) {
+                st = volt__terr(t, cs, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+                break;
+            }
+            if (v[0] > 0) {
+                st = volt__terr(t, VOLT_ERR_STATE, "lr_find: the step %lld failed on another rank (its error is said there)",
+                                (long long)i);
+                break;
+            }
         }
-        const int sig = volt__signal_from_vote(v + 1);
+        const int sig = volt__signal_from_vote(v + 2);
         if (sig) {
             char where[64];
             snprintf(where, sizeof where, "lr_find stopped after its step %lld", (long long)i);
             st = volt__signal_stop(t, sig, where);
             break;
         }
-        const double loss = v[0];
+        const double loss = v[1];
         avg = beta * avg + (1 - beta) * loss;
         const double smoothed = avg / (1 - pow(beta, (double)(i + 1)));
         out->lrs[out->n] = lr;
@@ -191,6 +228,7 @@ volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, vo
         t->errmsg[0] = 0;
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: NULL loader or result");
     }
+    if (t->fn != VOLT_FN_NONE) return tune_inside(t, "lr_find");
     /* fn TUNE, not FIT (include/volt/trainer.h): the step hooks it runs are no fit's; `fitting`
      * (internal) is set for the steps all the same, as the accumulation checks read it */
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
@@ -214,8 +252,8 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
     *renew = VOLT_OK;
     volt_status st = volt_loader_set_batch_size(train, size);
     if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
-    const int64_t n_batches = volt_loader_num_batches(train);
-    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader yields no batches");
+    int64_t n_batches;
+    VOLT_TRY(tune_batches(t, train, "scale_batch_size", &n_batches));
     int64_t batch = n_batches, epoch = -1;
     for (int64_t i = 0; i < steps && st >= 0; i++) {
         double loss;
@@ -228,7 +266,14 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
         }
     }
     if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
-    *renew = volt__loop_renew_step(t);   /* what this size grew comes back (it writes errmsg only on failure) */
+    char err[sizeof t->errmsg];
+    memcpy(err, t->errmsg, sizeof err);
+    *renew = volt__loop_renew_step(t);   /* what this size grew comes back */
+    if (*renew < 0 && st < 0) {   /* both failed: the trial's message first */
+        char again[sizeof t->errmsg];
+        memcpy(again, t->errmsg, sizeof again);
+        volt__terr(t, st, "%s; then %s", err, again);
+    }
     return st;
 }
 
@@ -250,7 +295,6 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: need 1 <= steps_per_trial (%lld) <= 100000, init_val "
                           "(%lld) >= 1 and 1 <= max_trials (%lld) <= 100000", (long long)c.steps_per_trial,
                           (long long)c.init_val, (long long)c.max_trials);
-    if (t->fitting) return volt__terr(t, VOLT_ERR_STATE, "scale_batch_size: not inside fit");
     if (t->world > 1)   /* Lightning: "Tuning the batch size is currently not supported with distributed strategies." */
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "scale_batch_size: not supported with distributed strategies (%d "
                           "processes under '%s'): run it on one process, then train with the size it finds", t->world,
@@ -270,12 +314,13 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
     for (int64_t trial = 0;; trial++) {
         volt_status renew;
         st = bs_trial(t, train, size, c.steps_per_trial, &renew);
+        if (st < 0 && st != VOLT_ERR_NOMEM) break;   /* the search's own error (a signal included) stands */
+        const bool ok = st >= 0;
         if (renew < 0) {   /* no step to go on with: the search ends; a size found stands (the next set-up makes a step) */
+            if (ok && size > best) best = size;
             st = best > 0 ? VOLT_OK : renew;
             break;
         }
-        if (st < 0 && st != VOLT_ERR_NOMEM) break;
-        const bool ok = st >= 0;
         if (!ok) {
             failed = size;
             memcpy(oom, t->errmsg, sizeof oom);
@@ -340,6 +385,7 @@ volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops
         t->errmsg[0] = 0;
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: NULL loader or result");
     }
+    if (t->fn != VOLT_FN_NONE) return tune_inside(t, "scale_batch_size");
     const int64_t size0 = volt_loader_batch_size(train);
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_TUNE);
     const volt_status run = bs_run(t, ops, module, train, cfg, out);
@@ -347,8 +393,8 @@ volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops
     volt__loop_call_end(t, prev);
     if (st < 0) {
         out->batch_size = 0;
-        /* a signal after the search: the loader goes back to its size, as for any failure */
-        if (run >= 0 && volt_loader_batch_size(train) != size0) (void)volt_loader_set_batch_size(train, size0);
+        /* any failure (a signal after the search, a teardown's): the loader goes back to its size */
+        if (volt_loader_batch_size(train) != size0) (void)volt_loader_set_batch_size(train, size0);
     }
     return st;
 }
