@@ -66,12 +66,20 @@ const volt_cli_key app_run_keys[] = {
     { "tuner.max_trials", VOLT_CLI_INT, "25", "the batch size finder: batch sizes tried at most (binsearch: that ran)", NULL, NULL, 1, 100000 },
     { "device_stats.enabled", VOLT_CLI_BOOL, "false", "DeviceStatsMonitor (Lightning's): log the device's stats before and after the batches whose step the loggers write (every trainer.log_every_n_steps): on cuda the bytes allocated and reserved (current, peak), on the cpu the host's cpu_percent, cpu_vm_percent and cpu_swap_percent; also on when device_stats.cpu_stats is given", "device-stats", NULL, 0, 0 },
     { "device_stats.cpu_stats", VOLT_CLI_BOOL, NULL, "DeviceStatsMonitor: the host's stats too (true), never (false: on the cpu nothing is logged), or null: only when the device is the cpu", NULL, NULL, 0, 0 },
+    { "spike_detection.enabled", VOLT_CLI_BOOL, "false", "SpikeDetection (Lightning's): end fit when a training batch's loss spikes against the running mean of the last ones, writing the batches to skip on a rerun (it and the one before) to a JSON list; also on when another spike_detection.* key is given", "spike-detection", NULL, 0, 0 },
+    { "spike_detection.mode", VOLT_CLI_STRING, "min", "SpikeDetection: min (a loss that rises may be a spike) or max", NULL, "min|max", 0, 0 },
+    { "spike_detection.window", VOLT_CLI_INT, "10", "SpikeDetection: losses in the running mean", NULL, NULL, 1, 1e6 },
+    { "spike_detection.warmup", VOLT_CLI_INT, "1", "SpikeDetection: the first batches of each epoch not checked", NULL, NULL, 0, 1e15 },
+    { "spike_detection.atol", VOLT_CLI_FLOAT, NULL, "SpikeDetection: a spike differs from the running mean by at least this (null: no absolute tolerance)", NULL, NULL, 0, 1e300 },
+    { "spike_detection.rtol", VOLT_CLI_FLOAT, NULL, "SpikeDetection: ... and by at least this times the mean (null: no relative tolerance)", NULL, NULL, 0, 1e300 },
+    { "spike_detection.exclude_batches_path", VOLT_CLI_STRING, NULL, "SpikeDetection: the JSON file (a .json path) or its folder (skip_batches.json in it); null: <root>/skip_batches.json", NULL, NULL, 0, 0 },
+    { "spike_detection.finite_only", VOLT_CLI_BOOL, "true", "SpikeDetection: a loss that is not finite is a spike (false: it is skipped, not tracked)", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
 /* Defaults of nullable keys (a NULL default in the table makes a key nullable; every key with
  * a value default refuses null): checkpoint.monitor null = ModelCheckpoint without a metric. */
-static const char *const app_run_defaults[] = { "checkpoint.monitor", "val_acc", NULL };
+static const char *const app_run_defaults[] = { "checkpoint.monitor", "val_acc", "spike_detection.rtol", "2", NULL };
 
 int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
                   volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands, int argc,
@@ -339,6 +347,29 @@ static const volt_callback_ops mem_cb_ops = {
     .on_train_batch_end = mem_on_train_batch_end,
     .destroy = free,
 };
+
+volt_status app_add_spike_detection(volt_trainer *t, const volt_cli *c) {
+    static const char *const others[] = { "spike_detection.mode", "spike_detection.window", "spike_detection.warmup",
+                                           "spike_detection.atol", "spike_detection.rtol",
+                                           "spike_detection.exclude_batches_path", "spike_detection.finite_only" };
+    bool any = false;
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) any |= volt_cli_was_set(c, others[i]);
+    if (!(volt_cli_was_set(c, "spike_detection.enabled") ? volt_cli_bool(c, "spike_detection.enabled") : any)) {
+        if (any && volt_trainer_is_global_zero(t))
+            fprintf(stderr, "note: spike_detection.* is set but spike_detection.enabled is false: no SpikeDetection\n");
+        return VOLT_OK;
+    }
+    volt_spike_detection_config sc;
+    volt_spike_detection_config_init(&sc);
+    sc.mode = strcmp(volt_cli_str(c, "spike_detection.mode"), "max") ? VOLT_MIN : VOLT_MAX;
+    sc.window = volt_cli_int(c, "spike_detection.window");
+    sc.warmup = volt_cli_int(c, "spike_detection.warmup");
+    sc.atol = volt_cli_is_null(c, "spike_detection.atol") ? NAN : volt_cli_float(c, "spike_detection.atol");
+    sc.rtol = volt_cli_is_null(c, "spike_detection.rtol") ? NAN : volt_cli_float(c, "spike_detection.rtol");
+    sc.exclude_batches_path = volt_cli_str(c, "spike_detection.exclude_batches_path");
+    sc.finite_only = volt_cli_bool(c, "spike_detection.finite_only");
+    return volt_add_spike_detection(t, &sc);
+}
 
 bool app_throughput_on(const volt_cli *c) {
     if (volt_cli_was_set(c, "throughput.enabled")) return volt_cli_bool(c, "throughput.enabled");

@@ -84,6 +84,8 @@ int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_o
 /* DeviceStatsMonitor from the device_stats.* keys (on with device_stats.enabled, or when
  * device_stats.cpu_stats is given and device_stats.enabled is not). */
 volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c);
+/* SpikeDetection from the spike_detection.* keys (on when enabled, or when another is given). */
+volt_status app_add_spike_detection(volt_trainer *t, const volt_cli *c);
 
 /* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
  * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"

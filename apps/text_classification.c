@@ -340,6 +340,10 @@ int main(int argc, char **argv) {
         fail("adding DeviceStatsMonitor", st, volt_trainer_errmsg(a.t));
         goto out;
     }
+    if (!predict && (st = app_add_spike_detection(a.t, cli)) < 0) {
+        fail("adding SpikeDetection", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
     if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
         fail("adding the memory report", st, volt_trainer_errmsg(a.t));
         goto out;

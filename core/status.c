@@ -20,7 +20,7 @@ const char *volt_status_str(volt_status s) {
     case VOLT_ERR_STATE: return "invalid state";
     case VOLT_ERR_NOT_FOUND: return "not found";
     case VOLT_ERR_TIMEOUT: return "timeout";
-    case VOLT_ERR_NUMERIC: return "non-finite value";
+    case VOLT_ERR_NUMERIC: return "numeric error";
     case VOLT_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";

@@ -355,6 +355,14 @@ PY
     expect_err es_alone $? "early_stopping.patience is set but early_stopping.monitor is not"
     run bf_typo "${BF[@]}" --finetuning.backbone 'bert.*'
     expect_err bf_typo $? "backbone pattern 'bert\.\*' matches no parameter"
+    # SpikeDetection from the command line: mode max with no tolerance makes any fall of the loss
+    # after the first batch a spike: the fit ends with the batch named, the skip list under the
+    # root, and OnExceptionCheckpoint's file to resume from
+    run spike "${BF[@]}" --spike_detection.mode max --spike_detection.rtol 0
+    expect_err spike $? "fit failed \(numeric error\): SpikeDetection.on_train_batch_end: Training spike detected in batch [0-9]+ of epoch"
+    python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); assert len(b) == 2 and b[1] == b[0] + 1, b' \
+        "$W/runs_bf/skip_batches.json" || die "spike: skip_batches.json: $(cat "$W/runs_bf/skip_batches.json")"
+    grep -q 'OnExceptionCheckpoint: saved' "$W/spike.log" || { cat "$W/spike.log"; die "spike: no on_exception checkpoint"; }
     grep -A1 'Test accuracy' "$W/csv.log"
     ;;
 errors)

@@ -43,3 +43,10 @@ if(TEST test_callback_device_stats)
   set_tests_properties(test_callback_device_stats_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
     ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_callback_device_stats_cuda")
 endif()
+# SpikeDetection under compile on the GPU (tests/test_spike_detection.c cuda): a captured and
+# replayed step's loss reaches volt_trainer_step_loss with its logged values
+if(TEST test_spike_detection)
+  add_test(NAME test_spike_detection_cuda COMMAND test_spike_detection cuda)
+  set_tests_properties(test_spike_detection_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;VOLT_TEST_TMP=${CMAKE_CURRENT_BINARY_DIR}/tmp_test_spike_detection_cuda")
+endif()

@@ -10,7 +10,7 @@ if(VOLT_CUDA_SIM)
     list(APPEND _sim_env "VOLT_NCCL=$<TARGET_FILE:volt_cudasim_nccl>")
   endif()
   foreach(t test_cuda_ops test_cuda_ops_bias_kernel test_cuda_attention test_cuda_compile test_cuda_distilbert test_cuda_memstat
-            test_callback_device_stats_cuda test_nccl test_nccl_graph)
+            test_callback_device_stats_cuda test_spike_detection_cuda test_nccl test_nccl_graph)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${_sim_env})
       set_property(TEST ${t} APPEND PROPERTY LABELS cudasim)

@@ -793,6 +793,56 @@ static void test_throughput(const char *name) {
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);
 }
+/* ---- SpikeDetection across ranks --------------------------------------------------------------------
+ * Rank 1's loss at its fourth batch (epoch 0, batch 3) is 1e6x: rank 1 sees the spike, every rank
+ * fails with the same words at that batch end (no rank left waiting: well within the comm's
+ * timeout), rank 0 writes [2, 3] to the skip file, and only the rank that saw it prints its loss. */
+static int g_spike_calls;
+static volt_status spiky_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    volt_tensor *loss = volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+    if (g_rank == 1 && ++g_spike_calls == 4) loss = volt_scale(s, loss, 1e6f);
+    return volt_step_set_loss(s, loss);
+}
+static void test_spike(const char *name) {
+    char dir[1024], file[1200], err[4096] = "";
+    snprintf(dir, sizeof dir, "%s/spike_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    volt_trainer *t = make_trainer(name, dir);
+    volt_module_ops ops = lin_ops;
+    ops.training_step = spiky_train;
+    lin m = { 0 };
+    char errpath[1200];
+    snprintf(errpath, sizeof errpath, "%s/stderr_%d.txt", dir, g_rank);
+    volt_spike_detection_config sc;
+    volt_spike_detection_config_init(&sc);
+    sc.rtol = 1000;   /* the data's own ups and downs (up to 20x at these few rows) are no spike; 1e6x is */
+    volt_status st = t ? volt_add_spike_detection(t, &sc) : VOLT_ERR_STATE;
+    const double t0 = MPI_Wtime();
+    const int saved = vtest_stderr_to(errpath);
+    if (st >= 0) st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
+    vtest_stderr_back(saved, errpath, err, sizeof err);
+    const double el = MPI_Wtime() - t0;
+    const char *msg = t ? volt_trainer_errmsg(t) : "";
+    CHECK(st == VOLT_ERR_NUMERIC && strstr(msg, "Training spike detected in batch 3 of epoch 0 (step 4)") && el < 15,
+          "%s: rank %d: %s (%s) after %.1f s", name, g_rank, volt_status_str(st), msg, el);
+    CHECK((strstr(err, "SpikeDetection: rank 1: batch 3: loss") != NULL) == (g_rank == 1), "%s: rank %d printed: %s", name,
+          g_rank, err);
+    MPI_Barrier(MPI_COMM_WORLD);
+    snprintf(file, sizeof file, "%s/skip_batches.json", dir);
+    FILE *f = fopen(file, "r");
+    char js[256] = "";
+    if (f) { js[fread(js, 1, sizeof js - 1, f)] = 0; fclose(f); }
+    CHECK(!strcmp(js, "[\n    2,\n    3\n]"), "%s: rank %d: skip_batches.json: %s", name, g_rank, js);
+    if (g_rank == 0) printf("spike %s np%d: every rank stopped at batch 3 (%.2f s)\n", name, g_world, el);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
 /* ---- folders checked at fit start ------------------------------------------------------------------
  * A checkpoint or log folder the writing rank cannot write fails every rank before the first batch,
  * with the same message, well within the comm's timeout (20 s here); the folder is unwritable for
@@ -1119,6 +1169,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "save_fails")) test_save_fails(argv[2]);
     else if (!strcmp(argv[1], "agreements")) test_agreements(argv[2]);
     else if (!strcmp(argv[1], "discard")) test_discard(argv[2]);
+    else if (!strcmp(argv[1], "spike")) test_spike(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

@@ -291,6 +291,7 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
         st = VOLT_ERR_STATE;
         snprintf(why, sizeof why, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
     }
+    if (st >= 0) st = volt__metrics_stage_loss(t, s);   /* read back with the logs at every launch */
     if (st >= 0) {
         where = "backward";
         d->capture_note = "backward";

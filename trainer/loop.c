@@ -186,6 +186,7 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
         volt__metrics_discard(t);
         return volt__terr(t, VOLT_ERR_STATE, "module '%s': training_step did not set a loss (volt_step_set_loss)", t->mops->name);
     }
+    if ((st = volt__metrics_stage_loss(t, s)) < 0) { volt_step_end(s); volt__metrics_discard(t); return step_err(t, st, "training_step"); }
     volt_tensor *loss = volt__loop_backward_loss(t, s, s->loss);
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->on_before_backward) {
@@ -288,6 +289,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             if (st == VOLT_STOP) break;
             VOLT_TRY(st);
             volt__metrics_clear_fresh(t);
+            t->step_loss_set = false;   /* volt_trainer_step_loss: this batch's, once its step ran */
             CB_HOOK(t, on_train_batch_start, b, idx);
             MOD_HOOK(t, on_train_batch_start, b, idx);
             const double p0 = VOLT__PROF_T0(t);

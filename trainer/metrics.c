@@ -237,7 +237,7 @@ void volt__metrics_free(volt_trainer *t) {
  * trainer's staging buffer (log_dev). volt__metrics_flush reads the whole buffer with one
  * device->host copy and turns the queue into metrics, in order. Staging and queue grow on
  * the first steps and are reused (no allocation in the steady state). */
-typedef enum { PEND_TENSOR, PEND_VALUE, PEND_RATIO, PEND_CLASSIFY } pend_kind;
+typedef enum { PEND_TENSOR, PEND_VALUE, PEND_RATIO, PEND_CLASSIFY, PEND_LOSS } pend_kind;   /* LOSS: no metric */
 typedef struct volt_pending_log {
     pend_kind kind;
     char name[96];           /* metric name; CLASSIFY: the stage prefix ("train", "val", ...) */
@@ -266,6 +266,7 @@ static bool names_meet(const char *a, unsigned fa, const char *b) {
     return !strncmp(a, b, n) && (!strcmp(b + n, "_step") || !strcmp(b + n, "_epoch"));
 }
 
+static volt_pending_log *pend_push(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags);
 static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
     const char *bad = name_problem(name);
     if (bad) {
@@ -291,6 +292,11 @@ static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind,
             return NULL;
         }
     }
+    return pend_push(s, t, kind, name, flags);
+}
+
+/* A queue entry, the queue grown as needed (the first steps only). */
+static volt_pending_log *pend_push(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
     if (t->n_pending == t->cap_pending) {
         int cap = t->cap_pending ? 2 * t->cap_pending : 16;
         volt_pending_log *np = realloc(t->pending, sizeof *np * (size_t)cap);
@@ -378,6 +384,10 @@ volt_status volt__metrics_flush(volt_trainer *t) {
         case PEND_TENSOR: VOLT_TRY(volt__trainer_log(t, p->name, host_scalar(t->log_host + p->off, p->dt), p->flags)); break;
         case PEND_VALUE: VOLT_TRY(volt__trainer_log(t, p->name, p->value, p->flags)); break;
         case PEND_RATIO: VOLT_TRY(trainer_log_counts(t, p->name, p->num, p->den, p->flags)); break;
+        case PEND_LOSS:
+            t->step_loss = host_scalar(t->log_host + p->off, p->dt);
+            t->step_loss_set = true;
+            break;
         case PEND_CLASSIFY:
             VOLT_TRY(classify_log(t, p->name, (const int64_t *)(t->log_host + p->off), t->log_host + p->yoff, p->ydt, p->n, p->C));
             break;
@@ -417,6 +427,16 @@ volt_status volt__metrics_replay(volt_trainer *t, const struct volt_pending_log 
     t->n_pending = n;
     t->log_used = used;
     return VOLT_OK;
+}
+
+volt_status volt__metrics_stage_loss(volt_trainer *t, volt_step *s) {
+    if (!t->track_step_loss || !s->loss) return VOLT_OK;
+    volt_pending_log *p = pend_push(s, t, PEND_LOSS, "(the step's loss)", 0);
+    if (!p) return volt_step_status(s);
+    p->dt = s->loss->dtype;
+    const volt_status st = stage_tensor(s, t, s->loss, &p->off);
+    if (st < 0) t->n_pending--;
+    return st;
 }
 
 void volt__metrics_discard(volt_trainer *t) {

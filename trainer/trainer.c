@@ -390,6 +390,20 @@ int64_t volt_trainer_estimated_stepping_batches(const volt_trainer *t) { return 
 int64_t volt_trainer_batch_in_epoch(const volt_trainer *t) { return t ? t->batch_in_epoch : 0; }
 volt_stage volt_trainer_stage(const volt_trainer *t) { return t ? t->stage : VOLT_STAGE_FIT; }
 bool volt_trainer_sanity_checking(const volt_trainer *t) { return t ? t->sanity : false; }
+
+volt_status volt_trainer_track_step_loss(volt_trainer *t) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (t->in_step) return volt__terr(t, VOLT_ERR_STATE, "volt_trainer_track_step_loss: not inside a step");
+    if (!t->track_step_loss) volt__compile_free(t);   /* graphs captured without the loss's copy */
+    t->track_step_loss = true;
+    return VOLT_OK;
+}
+
+bool volt_trainer_step_loss(const volt_trainer *t, double *out) {
+    if (!t || !t->step_loss_set) return false;
+    if (out) *out = t->step_loss;
+    return true;
+}
 volt_trainer_fn volt_trainer_state_fn(const volt_trainer *t) { return t ? t->fn : VOLT_FN_NONE; }
 bool volt_trainer_is_global_zero(const volt_trainer *t) { return t ? t->rank == 0 : false; }
 int volt_trainer_rank(const volt_trainer *t) { return t ? t->rank : 0; }

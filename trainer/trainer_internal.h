@@ -69,6 +69,9 @@ struct volt_trainer {
     bool time_note_printed;    /* "max_time reached" said once per fit */
     bool capture_loss;         /* lr_find: the training step's loss read back into captured_loss */
     double captured_loss;
+    bool track_step_loss;      /* volt_trainer_track_step_loss: each training step stages its loss (metrics.c) */
+    bool step_loss_set;        /* step_loss is the last training batch's */
+    double step_loss;
     volt_step *step;
     volt_optimizer *opt;
     volt_scheduler *sched;
@@ -223,6 +226,9 @@ struct volt_pending_log;
 volt_status volt__metrics_snapshot(volt_trainer *t, struct volt_pending_log **out, int *n, size_t *used, char *why,
                                    size_t whylen);
 volt_status volt__metrics_replay(volt_trainer *t, const struct volt_pending_log *p, int n, size_t used);
+/* the training step's loss, staged with its logged values when track_step_loss is on: the
+ * flush sets step_loss (eager and captured steps alike) */
+volt_status volt__metrics_stage_loss(volt_trainer *t, volt_step *s);
 
 /* transfer.c: Lightning's transfer_batch_to_device. *out is the batch the step hooks see:
  * on a host-addressable device (cpu) the loader's batch itself, else a copy in device

@@ -34,7 +34,7 @@ typedef enum volt_status {
     VOLT_ERR_STATE = -11,          /* called at the wrong time (e.g. backward twice) */
     VOLT_ERR_NOT_FOUND = -12,
     VOLT_ERR_TIMEOUT = -13,
-    VOLT_ERR_NUMERIC = -14,        /* NaN/inf where a finite value is required */
+    VOLT_ERR_NUMERIC = -14,        /* NaN/inf where a finite value is required; a loss spike (SpikeDetection) */
     VOLT_ERR_INTERRUPTED = -15,    /* SIGINT / SIGTERM: the run stopped at a batch end (docs/TRAINER.md) */
 } volt_status;
 

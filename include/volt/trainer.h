@@ -523,6 +523,15 @@ VOLT_API int64_t volt_trainer_batch_in_epoch(const volt_trainer *t);   /* next t
  * call runs is volt_trainer_state_fn. */
 VOLT_API volt_stage volt_trainer_stage(const volt_trainer *t);
 VOLT_API bool volt_trainer_sanity_checking(const volt_trainer *t);
+/* The last training batch's loss as training_step set it (volt_step_set_loss: before the
+ * accumulation's division and 16-mixed's scale), from its on_train_batch_end on (Lightning's
+ * outputs["loss"] there, times accumulate_grad_batches). It is read with the step's logged
+ * values, by the same one device->host copy (compiled steps too), once tracking is on:
+ * volt_trainer_track_step_loss, from a callback's setup or earlier, stays on for the trainer's
+ * life (SpikeDetection turns it on). false: not tracked, or no training step since the batch
+ * started (a step that failed). */
+VOLT_API volt_status volt_trainer_track_step_loss(volt_trainer *t);
+VOLT_API bool volt_trainer_step_loss(const volt_trainer *t, double *out);
 VOLT_API bool volt_trainer_is_global_zero(const volt_trainer *t);     /* rank 0: loggers, files */
 VOLT_API int volt_trainer_rank(const volt_trainer *t);
 VOLT_API int volt_trainer_world_size(const volt_trainer *t);
@@ -793,6 +802,35 @@ VOLT_API void volt_device_stats_config_init(volt_device_stats_config *cfg);
 /* Before fit; one per trainer. cfg NULL = the defaults. INVALID_ARG for cpu_stats outside
  * -1..1 or a second one; VERSION for an unknown config version. */
 VOLT_API volt_status volt_add_device_stats_monitor(volt_trainer *t, const volt_device_stats_config *cfg);
+/* SpikeDetection (Lightning 2.x's): ends fit when a training batch's loss spikes, and writes the
+ * batches to skip on a rerun (the spike's and the one before it: the weights it trained may have
+ * caused it) to a JSON list, Lightning's TrainingSpikeException. After `warmup` batches of each
+ * epoch (batch_idx >= warmup), a loss is a spike when it is not finite (finite_only), or when it
+ * is worse than the previous tracked loss (higher with VOLT_MIN, lower with VOLT_MAX) and differs
+ * from the running mean of the last `window` tracked losses by at least atol and by at least
+ * rtol x that mean (each NAN: not checked). Tracked: every loss that was no spike and, with
+ * finite_only false, finite on every rank. The loss is Lightning's: the step's divided by
+ * accumulate_grad_batches (volt_trainer_step_loss). With several ranks each rank checks its own
+ * and a spike on any rank ends the fit on every rank, in the same words; rank 0 writes the file.
+ * The error is VOLT_ERR_NUMERIC, "SpikeDetection: Training spike detected in batch N (...)"; the
+ * running mean, the last loss and the batches found so far are in checkpoints. */
+typedef struct volt_spike_detection_config {
+    uint32_t version;                 /* VOLT_SPIKE_DETECTION_CONFIG_VERSION, set by _init */
+    volt_mode mode;                   /* VOLT_MIN (default): a loss that rises may be a spike */
+    int64_t window;                   /* 10: the running mean's length */
+    int64_t warmup;                   /* 1: the first batches of each epoch not checked */
+    double atol;                      /* NAN (default, Lightning's None): no absolute tolerance */
+    double rtol;                      /* 2.0; NAN: no relative tolerance */
+    const char *exclude_batches_path; /* a .json file, or a folder for skip_batches.json in it;
+                                         NULL (default): <default_root_dir>/skip_batches.json */
+    bool finite_only;                 /* true (default): a loss that is not finite is a spike */
+} volt_spike_detection_config;
+#define VOLT_SPIKE_DETECTION_CONFIG_VERSION 1u
+VOLT_API void volt_spike_detection_config_init(volt_spike_detection_config *cfg);
+/* Before fit; one per trainer. INVALID_ARG for a mode other than MIN / MAX, window < 1, warmup
+ * < 0, a negative or infinite tolerance, an empty path, a second one; VERSION for an unknown
+ * config version. */
+VOLT_API volt_status volt_add_spike_detection(volt_trainer *t, const volt_spike_detection_config *cfg);
 /* GradientAccumulationScheduler (Lightning's): from epoch epochs[i] on, accumulate factors[i]
  * batches per optimizer step (epochs 0-based; before the first epoch given, 1). Sets the
  * factor at each train epoch start, and at train start for the epoch a resumed fit is in.
