@@ -73,7 +73,7 @@ const volt_cli_key app_run_keys[] = {
     { "spike_detection.atol", VOLT_CLI_FLOAT, NULL, "SpikeDetection: a spike differs from the running mean by at least this (null: no absolute tolerance)", NULL, NULL, 0, 1e300 },
     { "spike_detection.rtol", VOLT_CLI_FLOAT, NULL, "SpikeDetection: ... and by at least this times the mean (null: no relative tolerance)", NULL, NULL, 0, 1e300 },
     { "spike_detection.exclude_batches_path", VOLT_CLI_STRING, NULL, "SpikeDetection: the JSON file (a .json path) or its folder (skip_batches.json in it); null: <root>/skip_batches.json", NULL, NULL, 0, 0 },
-    { "spike_detection.finite_only", VOLT_CLI_BOOL, "true", "SpikeDetection: a loss that is not finite is a spike (false: it is skipped, not tracked)", NULL, NULL, 0, 0 },
+    { "spike_detection.finite_only", VOLT_CLI_BOOL, "true", "SpikeDetection: a loss that is not finite is a spike (false: judged by the tolerances, never tracked)", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 

@@ -5,11 +5,13 @@
  * batches to skip (the spike's and the one before it) to a JSON list on rank 0 and fails the
  * fit on every rank (Lightning's TrainingSpikeException). Lightning's semantics, kept:
  *  - batch_idx < warmup (each epoch's first batches) is never a spike, but is tracked;
- *  - a loss that is not finite is a spike with finite_only; without it, it is no spike and not
- *    tracked (nor is anyone's loss of that batch when one rank's is not finite);
+ *  - a loss that is not finite is a spike with finite_only; without it the rules below judge
+ *    it (NAN fails every tolerance; +inf under min passes them), and it is not tracked (nor is
+ *    anyone's loss of that batch when one rank's is not finite). A non-finite loss is never
+ *    tracked, not even in warmup (Lightning's MeanMetric ignores a NAN too);
  *  - an improvement on the previous tracked loss (<= it with mode min) is never a spike;
  *  - otherwise a spike when |loss - mean| >= |atol| and >= |rtol x mean| (a NAN tolerance
- *    passes; an empty window's NAN mean makes no spike);
+ *    passes; an empty window's NAN mean fails a tolerance that is set);
  *  - the batches found accumulate over the fit and go to the file whole each time.
  * The default file is <default_root_dir>/skip_batches.json (Lightning's: the working folder),
  * so a run writes nothing outside its root unless told to; its folder is checked at fit start. */
@@ -54,12 +56,13 @@ static bool is_spike(const spike *s, double loss, double mean) {
 }
 
 /* ---- the file ----------------------------------------------------------------------------------- */
-static void resolve_path(spike *s, volt_trainer *t) {
+static bool resolve_path(spike *s, volt_trainer *t) {
     const volt_trainer_config *c = volt_trainer_get_config(t);
     const char *p = s->path_cfg ? s->path_cfg : c && c->default_root_dir ? c->default_root_dir : ".";
     const size_t n = strlen(p);
-    if (n >= 5 && !strcmp(p + n - 5, ".json")) snprintf(s->path, sizeof s->path, "%s", p);
-    else snprintf(s->path, sizeof s->path, "%s%sskip_batches.json", p, n && p[n - 1] == '/' ? "" : "/");
+    const int k = n >= 5 && !strcmp(p + n - 5, ".json") ? snprintf(s->path, sizeof s->path, "%s", p)
+                  : snprintf(s->path, sizeof s->path, "%s%sskip_batches.json", p, n && p[n - 1] == '/' ? "" : "/");
+    return k >= 0 && (size_t)k < sizeof s->path;
 }
 
 static void folder_of(const char *path, char *dir, size_t n) {
@@ -95,7 +98,9 @@ static volt_status sd_setup(void *self, volt_trainer *t, volt_stage stage) {
 
 static volt_status sd_fit_start(void *self, volt_trainer *t) {
     spike *s = self;
-    resolve_path(s, t);
+    if (!resolve_path(s, t))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "SpikeDetection: the skip file's path (under default_root_dir, or "
+                                 "exclude_batches_path) is longer than %d bytes", VOLT_CB_PATH_MAX - 1);
     char dir[VOLT_CB_PATH_MAX];
     folder_of(s->path, dir, sizeof dir);
     return volt_trainer_check_writable(t, "SpikeDetection", "exclude_batches_path", dir, 0);
@@ -116,7 +121,7 @@ static volt_status sd_batch_end(void *self, volt_trainer *t, const volt_batch *b
     if (!any) {
         bool finite = true;
         if (!s->cfg.finite_only) VOLT_TRY(volt_trainer_reduce_boolean_decision(t, isfinite(loss) != 0, true, &finite));
-        if (finite) track(s, loss);
+        if (finite && isfinite(loss)) track(s, loss);   /* a warmup batch's NAN neither (torchmetrics ignores it too) */
         return VOLT_OK;
     }
     if (s->n_bad + 2 > s->cap_bad) {
@@ -128,16 +133,15 @@ static volt_status sd_batch_end(void *self, volt_trainer *t, const volt_batch *b
     }
     s->bad[s->n_bad++] = idx - 1;   /* the batch before may have moved the weights to where this one spikes */
     s->bad[s->n_bad++] = idx;
-    char err[600] = "", where[VOLT_CB_PATH_MAX + 64];
-    snprintf(where, sizeof where, "%s", s->path);
-    if (volt_trainer_is_global_zero(t) && write_batches(s, err, sizeof err) < 0)
-        snprintf(where, sizeof where, "(not written: %s)", err);
+    char err[600] = "";
+    if (volt_trainer_is_global_zero(t) && write_batches(s, err, sizeof err) < 0)   /* said apart: every rank's error reads alike */
+        fprintf(stderr, "SpikeDetection: the batches to skip could not be written to %s: %s\n", s->path, err);
     if (mine)
         fprintf(stderr, "SpikeDetection: rank %d: batch %lld: loss %.7g, previous %.7g, running mean of the last %lld %.7g\n",
                 volt_trainer_rank(t), (long long)idx, loss, s->last_val, (long long)s->n_win, mean);
     return volt_trainer_fail(t, VOLT_ERR_NUMERIC, "Training spike detected in batch %lld of epoch %lld (step %lld): "
                              "batches to skip on a rerun: %s", (long long)idx, (long long)volt_trainer_current_epoch(t),
-                             (long long)volt_trainer_global_step(t), where);
+                             (long long)volt_trainer_global_step(t), s->path);
 }
 
 /* ---- checkpoint state ----------------------------------------------------------------------------- */

@@ -808,11 +808,11 @@ VOLT_API volt_status volt_add_device_stats_monitor(volt_trainer *t, const volt_d
  * epoch (batch_idx >= warmup), a loss is a spike when it is not finite (finite_only), or when it
  * is worse than the previous tracked loss (higher with VOLT_MIN, lower with VOLT_MAX) and differs
  * from the running mean of the last `window` tracked losses by at least atol and by at least
- * rtol x that mean (each NAN: not checked). Tracked: every loss that was no spike and, with
- * finite_only false, finite on every rank. The loss is Lightning's: the step's divided by
+ * rtol x that mean (each NAN: not checked). Tracked: every finite loss that was no spike and,
+ * with finite_only false, whose batch was finite on every rank. The loss is Lightning's: the step's divided by
  * accumulate_grad_batches (volt_trainer_step_loss). With several ranks each rank checks its own
  * and a spike on any rank ends the fit on every rank, in the same words; rank 0 writes the file.
- * The error is VOLT_ERR_NUMERIC, "SpikeDetection: Training spike detected in batch N (...)"; the
+ * The error is VOLT_ERR_NUMERIC, "... Training spike detected in batch N of epoch E (...)"; the
  * running mean, the last loss and the batches found so far are in checkpoints. */
 typedef struct volt_spike_detection_config {
     uint32_t version;                 /* VOLT_SPIKE_DETECTION_CONFIG_VERSION, set by _init */
