@@ -386,7 +386,7 @@ static volt_status replay(volt_trainer *t, volt_compiled *e) {
     volt__params_mark_grads_cleared(t->ps, e->ends_cleared);
     s->status = VOLT_OK;
     s->errmsg[0] = 0;
-    memcpy(s->deferred, e->deferred, sizeof *e->deferred * (size_t)e->n_deferred);
+    if (e->n_deferred) memcpy(s->deferred, e->deferred, sizeof *e->deferred * (size_t)e->n_deferred);   /* none: both NULL */
     s->n_deferred = e->n_deferred;
     VOLT_TRY(volt__metrics_replay(t, e->logs, e->n_logs, e->log_used));
     t->compile_replayed++;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#pragma weak cudaDeviceSynchronize   /* a runtime without it: nothing to drain */
+
 #pragma GCC visibility push(hidden)
 namespace volt_lt_sim {
 
@@ -22,6 +24,9 @@ namespace {
 struct KeptJobs {   /* graph-recorded jobs live until exit (a graph may replay them at any launch); defined after
                        g_mu and g_kept in this file, so destroyed before them */
     ~KeptJobs() {
+        /* a graph launched last and never waited for may still run one (a process may end with work
+         * in flight, as on a GPU): the device drains first */
+        if (&cudaDeviceSynchronize != nullptr) cudaDeviceSynchronize();
         std::lock_guard<std::mutex> g(g_mu);
         for (void *j : g_kept) delete static_cast<Job *>(j);
         g_kept.clear();
