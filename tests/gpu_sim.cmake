@@ -36,6 +36,14 @@ if(VOLT_CUDA_SIM)
     set_tests_properties(test_cuda_ops_lt_no_epilogue PROPERTIES LABELS cudasim SKIP_RETURN_CODE 77 TIMEOUT 600
       ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;CUDASIM_LT_NO_EPILOGUE=1;VOLT_TEST_ONLY=linear;${_sim_env}")
   endif()
+  # A device without virtual memory management (CUDASIM_VMM_UNSUPPORTED: cuMemCreate says
+  # CUDA_ERROR_NOT_SUPPORTED): the backend finds out at open, advertises no GIVE_BACK, and its
+  # unit buffers come from the pool, give_back zeroing (core/cuda/vmm.c)
+  if(TEST test_cuda_ops)
+    add_test(NAME test_cuda_ops_no_vmm COMMAND test_cuda_ops)
+    set_tests_properties(test_cuda_ops_no_vmm PROPERTIES LABELS cudasim SKIP_RETURN_CODE 77 TIMEOUT 300
+      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;CUDASIM_VMM_UNSUPPORTED=1;VOLT_TEST_MEMORY_ONLY=1;${_sim_env}")
+  endif()
   # The same with every stream operation 300 us late (CUDASIM_DELAY_US): the host runs far
   # ahead, so a missing synchronization or cross-stream wait gives wrong data, not luck
   foreach(t test_cuda_distilbert test_nccl)

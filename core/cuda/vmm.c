@@ -6,9 +6,9 @@
  * there). Other allocations stay in the stream-ordered pool (backend.c).
  *
  * The driver API is reached through the runtime (cudaGetDriverEntryPointByVersion), so the
- * library still links only the static cudart. No entry point, no granularity, or a first
- * cuMemCreate that fails for another reason than memory: VMM is off for the device, and
- * alloc_givable is the pool's alloc (give_back then zeroes, as before).
+ * library still links only the static cudart. No entry point, no granularity, or a trial
+ * cuMemCreate of one granule at init that fails: VMM is off for the device (no
+ * VOLT_DEV_GIVE_BACK), and alloc_givable is the pool's alloc (give_back then zeroes).
  *
  * Ordering. Unmapping is not stream-ordered, so give_back zeroes the partial granules on
  * the stream, marks the whole ones pending and records an event; a pending granule is
@@ -102,6 +102,12 @@ void volt__cuda_vmm_init(volt_cuda_ctx *c) {
     v->acc.location = v->prop.location;
     v->acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if (ok) ok = v->gran_fn(&v->gran, &v->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && v->gran > 0;
+    if (ok) {   /* one granule made and released: a device or driver without VMM says so here, not at a unit's first
+                 * map (where alloc_givable would fall back to the pool while GIVE_BACK is advertised) */
+        CUmemGenericAllocationHandle h = 0;
+        ok = v->create(&h, v->gran, &v->prop, 0) == CUDA_SUCCESS;
+        if (ok) v->release(h);
+    }
     if (!ok) { free(v); return; }
     c->vmm = v;
 }

@@ -232,6 +232,9 @@ CUresult sim_cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 CUresult sim_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                          unsigned long long flags) {
     const char *what = "cuMemCreate";
+    static const bool unsupported = getenv("CUDASIM_VMM_UNSUPPORTED") && strcmp(getenv("CUDASIM_VMM_UNSUPPORTED"), "0");
+    if (unsupported)   /* a device or driver without virtual memory management (some vGPU / MIG set-ups) */
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (!handle) return bad(CUDA_ERROR_INVALID_VALUE, "%s: handle is NULL", what);
     if (flags) return bad(CUDA_ERROR_INVALID_VALUE, "%s: flags %#llx (must be 0)", what, flags);
     std::unique_lock<std::mutex> l(g_mu);
