@@ -26,7 +26,8 @@
 typedef struct spike {
     volt_spike_detection_config cfg;
     char *path_cfg;              /* the config's path, copied (NULL: the default) */
-    char path[VOLT_CB_PATH_MAX]; /* the file, resolved at fit start */
+    char path[VOLT_CB_PATH_MAX]; /* the file, resolved at fit start ... */
+    char dir[VOLT_CB_PATH_MAX];  /* ... and its folder (checked then, made again at a write) */
     double *win;                 /* the last `window` tracked losses, a ring */
     int64_t n_win, head;         /* how many it holds; where the next goes */
     double last_val;             /* the previous tracked loss (0 before any, as Lightning's) */
@@ -62,15 +63,13 @@ static bool resolve_path(spike *s, volt_trainer *t) {
     const size_t n = strlen(p);
     const int k = n >= 5 && !strcmp(p + n - 5, ".json") ? snprintf(s->path, sizeof s->path, "%s", p)
                   : snprintf(s->path, sizeof s->path, "%s%sskip_batches.json", p, n && p[n - 1] == '/' ? "" : "/");
-    return k >= 0 && (size_t)k < sizeof s->path;
-}
-
-static void folder_of(const char *path, char *dir, size_t n) {
-    snprintf(dir, n, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, n, ".");
-    else if (slash == dir) dir[1] = 0;
+    if (k < 0 || (size_t)k >= sizeof s->path) return false;
+    memcpy(s->dir, s->path, sizeof s->dir);
+    char *slash = strrchr(s->dir, '/');
+    if (!slash) snprintf(s->dir, sizeof s->dir, ".");
+    else if (slash == s->dir) s->dir[1] = 0;
     else *slash = 0;
+    return true;
 }
 
 /* json.dump(bad_batches, f, indent=4), atomically */
@@ -82,9 +81,7 @@ static volt_status write_batches(const spike *s, char *err, size_t errlen) {
     for (int64_t i = 0; i < s->n_bad; i++)
         k += (size_t)snprintf(text + k, cap - k, "%s\n    %lld", i ? "," : "", (long long)s->bad[i]);
     snprintf(text + k, cap - k, "%s]", s->n_bad ? "\n" : "");
-    char dir[VOLT_CB_PATH_MAX];
-    folder_of(s->path, dir, sizeof dir);
-    volt_status st = volt__mkdirs(dir, err, errlen);
+    volt_status st = volt__mkdirs(s->dir, err, errlen);
     if (st >= 0) st = volt__cb_write_text(s->path, text, err, errlen);
     free(text);
     return st;
@@ -101,9 +98,7 @@ static volt_status sd_fit_start(void *self, volt_trainer *t) {
     if (!resolve_path(s, t))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "SpikeDetection: the skip file's path (under default_root_dir, or "
                                  "exclude_batches_path) is longer than %d bytes", VOLT_CB_PATH_MAX - 1);
-    char dir[VOLT_CB_PATH_MAX];
-    folder_of(s->path, dir, sizeof dir);
-    return volt_trainer_check_writable(t, "SpikeDetection", "exclude_batches_path", dir, 0);
+    return volt_trainer_check_writable(t, "SpikeDetection", "exclude_batches_path", s->dir, 0);
 }
 
 static volt_status sd_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t idx) {

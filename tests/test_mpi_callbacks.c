@@ -833,10 +833,11 @@ static void test_spike(const char *name) {
           g_rank, err);
     MPI_Barrier(MPI_COMM_WORLD);
     snprintf(file, sizeof file, "%s/skip_batches.json", dir);
-    FILE *f = fopen(file, "r");
-    char js[256] = "";
-    if (f) { js[fread(js, 1, sizeof js - 1, f)] = 0; fclose(f); }
-    CHECK(!strcmp(js, "[\n    2,\n    3\n]"), "%s: rank %d: skip_batches.json: %s", name, g_rank, js);
+    size_t n;
+    unsigned char *js = vtest_slurp(file, &n);
+    CHECK(js && !strcmp((const char *)js, "[\n    2,\n    3\n]"), "%s: rank %d: skip_batches.json: %s", name, g_rank,
+          js ? (const char *)js : "(none)");
+    free(js);
     if (g_rank == 0) printf("spike %s np%d: every rank stopped at batch 3 (%.2f s)\n", name, g_world, el);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);

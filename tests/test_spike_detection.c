@@ -100,14 +100,13 @@ static volt_status fit_run(run *r) {
     return st;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
+/* the file's text (vtest_slurp), kept until the next call */
+static const char *slurp(const char *path) {
+    static unsigned char *last;
+    size_t n;
+    free(last);
+    last = vtest_slurp(path, &n);
+    return (const char *)last;
 }
 static const char *skip_file(void) {
     static char p[1100];

@@ -266,7 +266,23 @@ static bool names_meet(const char *a, unsigned fa, const char *b) {
     return !strncmp(a, b, n) && (!strcmp(b + n, "_step") || !strcmp(b + n, "_epoch"));
 }
 
-static volt_pending_log *pend_push(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags);
+/* A queue entry, the queue grown as needed (the first steps only). */
+static volt_pending_log *pend_push(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
+    if (t->n_pending == t->cap_pending) {
+        int cap = t->cap_pending ? 2 * t->cap_pending : 16;
+        volt_pending_log *np = realloc(t->pending, sizeof *np * (size_t)cap);
+        if (!np) { volt_step_fail(s, VOLT_ERR_NOMEM, "volt_log('%s'): out of memory", name); return NULL; }
+        t->pending = np;
+        t->cap_pending = cap;
+    }
+    volt_pending_log *p = &t->pending[t->n_pending++];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->flags = flags;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
 static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
     const char *bad = name_problem(name);
     if (bad) {
@@ -293,23 +309,6 @@ static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind,
         }
     }
     return pend_push(s, t, kind, name, flags);
-}
-
-/* A queue entry, the queue grown as needed (the first steps only). */
-static volt_pending_log *pend_push(volt_step *s, volt_trainer *t, pend_kind kind, const char *name, unsigned flags) {
-    if (t->n_pending == t->cap_pending) {
-        int cap = t->cap_pending ? 2 * t->cap_pending : 16;
-        volt_pending_log *np = realloc(t->pending, sizeof *np * (size_t)cap);
-        if (!np) { volt_step_fail(s, VOLT_ERR_NOMEM, "volt_log('%s'): out of memory", name); return NULL; }
-        t->pending = np;
-        t->cap_pending = cap;
-    }
-    volt_pending_log *p = &t->pending[t->n_pending++];
-    memset(p, 0, sizeof *p);
-    p->kind = kind;
-    p->flags = flags;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    return p;
 }
 
 /* Copy a tensor's data device->device into the staging buffer; *off = where. */
