@@ -12,6 +12,12 @@
  *  - accumulate_grad_batches 2: steps_per_trial optimizer steps of 2 micro-batches each;
  *  - bad configs; after the search the step is a fresh one (what the sizes grew is back);
  *  - a step that runs out after its backward: the search clears the grads it wrote.
+ * LearningRateFinder / BatchSizeFinder (the callbacks, trainer/tuner_callbacks.c): inside fit
+ * they find what the Tuner's calls find (the same points, suggestion and trials; the fit after
+ * the same weights), set it (the module's lr through set_lr, fit's optimizer; the train and val
+ * loaders' size), keep it in checkpoints (a resumed fit applies it without a search; one saved
+ * without it changes nothing); fast_dev_run skips them; bad configs, a second one, a damaged
+ * state and a search where nothing runs are refused, naming the problem.
  * "memory" (cpu-strict with a small VOLT_STRICT_RESERVE, tests/strict_pm.cmake) and "cuda"
  * (the simulated GPU with CUDASIM_MEM_MB, tests/gpu_sim.cmake): real allocations run out; power's answer ran and its double did not, binsearch's ran and
  * answer + 1 did not, and a fit at the size found runs (the failed sizes' memory came back). */
@@ -29,6 +35,8 @@ static int64_t g_hidden = 8;
 static int64_t g_max_seen;          /* the largest batch a step saw */
 static bool g_module_size_hook;     /* test_grads_after_failure: the step says its batch size */
 static int64_t g_cur;
+static int64_t g_train_calls;       /* training steps run (the finders' sweeps included) */
+static float g_lr = 1e-2f;          /* what configure_optimizers gives Adam (LearningRateFinder's set_lr sets it) */
 
 typedef struct { volt_tensor *w1, *b1, *w2, *b2; } mlp;
 static volt_status mlp_setup(void *self, volt_params *ps) {
@@ -44,6 +52,7 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
     (void)i;
     mlp *m = self;
     if (b->size > g_max_seen) g_max_seen = b->size;
+    g_train_calls++;
     if (g_module_size_hook) g_cur = b->size;
     volt_tensor *h = volt_gelu(s, volt_linear(s, volt_batch_x(b), m->w1, m->b1));
     volt_tensor *loss = volt_cross_entropy(s, volt_linear(s, h, m->w2, m->b2), volt_batch_y(b));
@@ -54,8 +63,12 @@ static volt_status mlp_train(void *self, volt_step *s, const volt_batch *b, int6
 static volt_status adam(void *self, volt_optim_setup *o) {
     (void)self;
     o->optimizer.kind = VOLT_OPTIM_ADAM;
-    o->optimizer.lr = 1e-2f;
+    o->optimizer.lr = g_lr;
     return VOLT_OK;
+}
+static void set_lr(void *self, float lr) {
+    (void)self;
+    g_lr = lr;
 }
 static volt_status mlp_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {   /* a forward, nothing logged */
     (void)i;
@@ -396,6 +409,208 @@ static void test_tuner_failures(void) {
     g_limit = 40;
 }
 
+
+/* ---- LearningRateFinder / BatchSizeFinder: the tuner as callbacks, inside fit ---------------- */
+static void make_val(world *w, const char *name, int64_t n, volt_loader **val) {
+    make(w, name, n, 1);
+    *val = vtest_loader(w->ds, 7, false);
+}
+
+/* LearningRateFinder in fit = lr_find before fit with the module's lr set to the suggestion:
+ * the same suggestion and, the same optimizer steps after, the same weights; fit's optimizer
+ * has the suggestion; a resumed fit applies the checkpoint's without a search. */
+static void test_lr_finder(void) {
+    g_limit = -1;
+    world a, b;
+    make(&a, "lrf_tuner", 200, 1);
+    make(&b, "lrf_callback", 200, 1);
+    volt_lr_find_config lc;
+    volt_lr_find_config_init(&lc);
+    lc.num_training = 30;
+    lc.early_stop_threshold = 0;   /* every step: the points compare one for one */
+    /* a: the Tuner's call, then fit with the suggestion */
+    g_lr = 1e-2f;
+    volt_lr_find_result r;
+    CHECK_OK(volt_trainer_lr_find(a.t, &mlp_ops, &a.m, a.l, &lc, &r));
+    CHECK(r.n == 30 && isfinite(r.suggestion), "lr_find: %lld points, suggestion %g", (long long)r.n, r.suggestion);
+    g_lr = (float)r.suggestion;
+    CHECK_OK(volt_trainer_fit(a.t, &mlp_ops, &a.m, a.l, NULL, NULL));
+    /* b: the callback does both in one fit */
+    g_lr = 1e-2f;
+    volt_lr_finder_config fc;
+    volt_lr_finder_config_init(&fc);
+    fc.find = lc;
+    fc.set_lr = set_lr;
+    CHECK(volt_lr_finder_result(b.t) == NULL, "a result before any fit");
+    CHECK_OK(volt_add_lr_finder(b.t, &fc));
+    g_train_calls = 0;
+    CHECK_OK(volt_trainer_fit(b.t, &mlp_ops, &b.m, b.l, NULL, NULL));
+    const volt_lr_find_result *cr = volt_lr_finder_result(b.t);
+    CHECK(cr && cr->n == r.n && cr->suggestion == r.suggestion && !memcmp(cr->losses, r.losses, sizeof(double) * (size_t)r.n),
+          "the callback's sweep: %lld points, suggestion %g (the Tuner's: %lld, %g)", cr ? (long long)cr->n : -1LL,
+          cr ? cr->suggestion : NAN, (long long)r.n, r.suggestion);
+    CHECK(g_train_calls == 30 + 3, "fit with the finder ran %lld training steps, want 30 + 3", (long long)g_train_calls);
+    CHECK(g_lr == (float)r.suggestion && volt_optimizer_base_lr(volt_trainer_optimizer(b.t)) == (float)r.suggestion,
+          "set_lr got %g, fit's optimizer has %g, want %g", g_lr, volt_optimizer_base_lr(volt_trainer_optimizer(b.t)), r.suggestion);
+    float wa[4096], wb[4096];
+    weights(&a.m, wa);
+    weights(&b.m, wb);
+    CHECK(!memcmp(wa, wb, sizeof(float) * (size_t)n_weights()) && volt_trainer_global_step(b.t) == 3,
+          "the fit after the callback's sweep differs from the Tuner's (global_step %lld)", (long long)volt_trainer_global_step(b.t));
+    /* resume: no sweep, the checkpoint's learning rate set before the optimizer is made */
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/lrf_callback/saved.safetensors", vtest_tmpdir());
+    CHECK_OK(volt_trainer_save_checkpoint(b.t, ck));
+    world c;
+    make(&c, "lrf_resume", 200, 1);
+    CHECK_OK(volt_add_lr_finder(c.t, &fc));
+    g_lr = 1e-2f;
+    g_train_calls = 0;
+    CHECK_OK(volt_trainer_fit(c.t, &mlp_ops, &c.m, c.l, NULL, ck));   /* max_epochs 1 is met: no step */
+    cr = volt_lr_finder_result(c.t);
+    CHECK(g_train_calls == 0 && g_lr == (float)r.suggestion && cr && cr->n == 0 && cr->suggestion == r.suggestion,
+          "resumed: %lld steps, set_lr %g, result %g (%lld points); want none, %g", (long long)g_train_calls, g_lr,
+          cr ? cr->suggestion : NAN, cr ? (long long)cr->n : -1LL, r.suggestion);
+    volt_lr_find_result_free(&r);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+    g_lr = 1e-2f;
+    g_limit = 40;
+}
+
+/* BatchSizeFinder in fit: the Tuner's search, fit's train and val loaders at the size found;
+ * a resumed fit sets them from the checkpoint without trials; fast_dev_run skips it. */
+static void test_batch_size_finder_callback(void) {
+    world w;
+    volt_loader *val;
+    make_val(&w, "bsf", 500, &val);
+    g_limit = 40;
+    volt_batch_size_finder_config fc;
+    volt_batch_size_finder_config_init(&fc);
+    fc.find.mode = VOLT_BATCH_SCALE_BINSEARCH;
+    fc.find.steps_per_trial = 1;
+    CHECK_OK(volt_add_batch_size_finder(w.t, &fc));
+    g_max_seen = 0;
+    CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, val, NULL));
+    const volt_batch_size_result *r = volt_batch_size_finder_result(w.t);
+    const int64_t want[] = { 2, 4, 8, 16, 32, -64, -48, 40, -44, -42, -41 };
+    CHECK(r && r->batch_size == 40, "BatchSizeFinder found %lld, want 40", r ? (long long)r->batch_size : -1LL);
+    if (r) expect_trials(r, want, 11, "BatchSizeFinder");
+    CHECK(volt_loader_batch_size(w.l) == 40 && volt_loader_batch_size(val) == 40 && volt_trainer_global_step(w.t) == 3,
+          "after fit: train %lld, val %lld, global_step %lld", (long long)volt_loader_batch_size(w.l),
+          (long long)volt_loader_batch_size(val), (long long)volt_trainer_global_step(w.t));
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/bsf/saved.safetensors", vtest_tmpdir());
+    CHECK_OK(volt_trainer_save_checkpoint(w.t, ck));
+    /* resumed: the loaders from 7 to 40, no trial */
+    world c;
+    volt_loader *cval;
+    make_val(&c, "bsf_resume", 500, &cval);
+    CHECK_OK(volt_add_batch_size_finder(c.t, &fc));
+    g_train_calls = 0;
+    CHECK_OK(volt_trainer_fit(c.t, &mlp_ops, &c.m, c.l, cval, ck));
+    r = volt_batch_size_finder_result(c.t);
+    CHECK(g_train_calls == 0 && volt_loader_batch_size(c.l) == 40 && volt_loader_batch_size(cval) == 40 && r &&
+          r->batch_size == 40 && r->n_trials == 0, "resumed: %lld steps, loaders at %lld / %lld", (long long)g_train_calls,
+          (long long)volt_loader_batch_size(c.l), (long long)volt_loader_batch_size(cval));
+    /* a checkpoint without its state: the loaders stay */
+    world d;
+    make(&d, "bsf_nostate", 500, 1);
+    CHECK_OK(volt_trainer_fit(d.t, &mlp_ops, &d.m, d.l, NULL, NULL));
+    snprintf(ck, sizeof ck, "%s/bsf_nostate/saved.safetensors", vtest_tmpdir());
+    CHECK_OK(volt_trainer_save_checkpoint(d.t, ck));
+    world e;
+    make(&e, "bsf_nostate2", 500, 1);
+    CHECK_OK(volt_add_batch_size_finder(e.t, &fc));
+    CHECK_OK(volt_trainer_fit(e.t, &mlp_ops, &e.m, e.l, NULL, ck));
+    CHECK(volt_loader_batch_size(e.l) == 7 && volt_batch_size_finder_result(e.t) == NULL, "no state: the loader at %lld",
+          (long long)volt_loader_batch_size(e.l));
+    /* fast_dev_run: skipped */
+    world f;
+    make(&f, "bsf_fast", 500, 1);
+    volt_trainer_config fcfg;
+    char root[512];
+    snprintf(root, sizeof root, "%s/bsf_fast", vtest_tmpdir());
+    vtest_quiet_config(&fcfg, root);
+    fcfg.fast_dev_run = 1;
+    volt_trainer_destroy(f.t);
+    CHECK_OK(volt_trainer_create(&fcfg, &f.t));
+    CHECK_OK(volt_add_batch_size_finder(f.t, &fc));
+    g_train_calls = 0;
+    CHECK_OK(volt_trainer_fit(f.t, &mlp_ops, &f.m, f.l, NULL, NULL));
+    CHECK(g_train_calls == 1 && volt_loader_batch_size(f.l) == 7 && volt_batch_size_finder_result(f.t) == NULL,
+          "fast_dev_run: %lld steps, loader at %lld", (long long)g_train_calls, (long long)volt_loader_batch_size(f.l));
+    volt_loader_destroy(val);
+    volt_loader_destroy(cval);
+    drop(&w);
+    drop(&c);
+    drop(&d);
+    drop(&e);
+    drop(&f);
+}
+
+/* A state that is no finder's, written by a callback of the same name: the resumed fit names it */
+static char *bad_state(void *self) {
+    (void)self;
+    return strdup("{\"lr\":-1}");
+}
+
+static void test_finder_failures(void) {
+    world w;
+    make(&w, "finder_bad", 100, 1);
+    g_limit = -1;
+    volt_lr_finder_config lc;
+    volt_lr_finder_config_init(&lc);
+    lc.version = 0;
+    CHECK(volt_add_lr_finder(w.t, &lc) == VOLT_ERR_VERSION, "LearningRateFinder version 0 accepted");
+    volt_lr_finder_config_init(&lc);
+    lc.find.min_lr = 0;
+    CHECK(volt_add_lr_finder(w.t, &lc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(w.t), "min_lr"),
+          "min_lr 0: %s", volt_trainer_errmsg(w.t));
+    volt_batch_size_finder_config bc;
+    volt_batch_size_finder_config_init(&bc);
+    bc.find.steps_per_trial = 0;
+    CHECK(volt_add_batch_size_finder(w.t, &bc) == VOLT_ERR_INVALID_ARG, "steps_per_trial 0 accepted");
+    CHECK_OK(volt_add_batch_size_finder(w.t, NULL));
+    CHECK(volt_add_batch_size_finder(w.t, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(w.t), "one already"),
+          "a second BatchSizeFinder: %s", volt_trainer_errmsg(w.t));
+    CHECK(volt_trainer_num_callbacks(w.t) == 1, "refused finders were added: %d callbacks", volt_trainer_num_callbacks(w.t));
+    /* a damaged state in the checkpoint: the resumed fit fails naming it, before any step */
+    const volt_callback_ops fake = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LearningRateFinder", .state_dict = bad_state,
+                                     .destroy = NULL };
+    world a;
+    make(&a, "finder_bad_state", 100, 1);
+    CHECK_OK(volt_trainer_add_callback(a.t, &fake, NULL));
+    CHECK_OK(volt_trainer_fit(a.t, &mlp_ops, &a.m, a.l, NULL, NULL));
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/finder_bad_state/saved.safetensors", vtest_tmpdir());
+    CHECK_OK(volt_trainer_save_checkpoint(a.t, ck));
+    world b;
+    make(&b, "finder_bad_state2", 100, 1);
+    volt_lr_finder_config_init(&lc);
+    lc.set_lr = set_lr;
+    CHECK_OK(volt_add_lr_finder(b.t, &lc));
+    g_train_calls = 0;
+    volt_status st = volt_trainer_fit(b.t, &mlp_ops, &b.m, b.l, NULL, ck);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b.t), "LearningRateFinder's state is damaged") && g_train_calls == 0,
+          "a damaged finder state: %s (%s)", volt_status_str(st), volt_trainer_errmsg(b.t));
+    /* a failing search fails the fit: a step that runs out of memory at every size */
+    world c;
+    make(&c, "finder_oom", 100, 1);
+    g_limit = 0;
+    CHECK_OK(volt_add_batch_size_finder(c.t, NULL));
+    st = volt_trainer_fit(c.t, &mlp_ops, &c.m, c.l, NULL, NULL);
+    CHECK(st == VOLT_ERR_NOMEM && strstr(volt_trainer_errmsg(c.t), "no batch size ran") && volt_trainer_global_step(c.t) == 0 &&
+          volt_loader_batch_size(c.l) == 7, "a search where nothing runs: %s (%s)", volt_status_str(st), volt_trainer_errmsg(c.t));
+    drop(&w);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+    g_limit = 40;
+    g_lr = 1e-2f;
+}
+
 /* real allocations (cpu-strict's reserve): no LIMIT; a wide hidden layer makes the step's
  * memory grow with the batch */
 /* the simulated GPU frees stream-ordered on a thread of its own, so what it counts as in use at
@@ -453,6 +668,9 @@ int main(int argc, char **argv) {
         test_accumulate();
         test_grads_after_failure();
         test_tuner_failures();
+        test_lr_finder();
+        test_batch_size_finder_callback();
+        test_finder_failures();
     }
     free(X);
     free(Y);

@@ -2299,9 +2299,16 @@ static void test_async_ckpt(const char *name) {
 }
 
 /* ---- lr_find over several ranks ---------------------------------------------------------------------- */
+static float g_set_lr = NAN;   /* LearningRateFinder's set_lr */
+static void record_lr(void *module, float lr) {
+    (void)module;
+    g_set_lr = lr;
+}
+
 /* The range test under a strategy against single on the global batch: every rank records the
  * same smoothed losses (the mean over ranks), which match single's; the weights come back bit
- * for bit (through a sharded checkpoint under ZeRO / FSDP) and no hidden file stays. */
+ * for bit (through a sharded checkpoint under ZeRO / FSDP) and no hidden file stays. The
+ * LearningRateFinder callback runs the same sweep inside a fit: the same points and suggestion. */
 static void test_lr_find_dist(const char *name) {
     volt_dataset *ds = make_data();
     char dir[1024];
@@ -2356,6 +2363,35 @@ static void test_lr_find_dist(const char *name) {
         volt_trainer_destroy(t);
         volt_loader_destroy(l);
         volt_loader_destroy(vl);
+    }
+    {   /* LearningRateFinder: the same sweep inside a fit under the strategy (the same points, the
+         * suggestion on every rank, handed to set_lr), then the fit trains with it */
+        volt_trainer_config c;
+        vtest_quiet_config(&c, dir);
+        c.strategy = name;
+        c.seed = 7;
+        c.max_steps = 2;   /* limit_train_batches would cut the sweep's passes too */
+        volt_trainer *t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_loader *l = make_loader(ds, GB / g_world);
+        mlp m = { 0 };
+        volt_lr_finder_config fc;
+        volt_lr_finder_config_init(&fc);
+        fc.find.min_lr = 1e-4;
+        fc.find.max_lr = 10;
+        fc.find.num_training = 40;
+        fc.set_lr = record_lr;
+        CHECK_OK(volt_add_lr_finder(t, &fc));
+        g_set_lr = NAN;
+        CHECK_OK(volt_trainer_fit(t, &mlp_ops, &m, l, NULL, NULL));
+        const volt_lr_find_result *r = volt_lr_finder_result(t);
+        CHECK(r && r->n == n_mine && r->suggestion == sug && g_set_lr == (float)sug &&
+              !memcmp(r->losses, mine, sizeof(double) * (size_t)n_mine) && volt_trainer_global_step(t) == 2,
+              "%s: LearningRateFinder in fit: %lld points, suggestion %g, set_lr %g (lr_find's: %lld, %g), step %lld", name,
+              r ? (long long)r->n : -1LL, r ? r->suggestion : NAN, g_set_lr, (long long)n_mine, sug,
+              (long long)volt_trainer_global_step(t));
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
     }
     memcpy(r0, mine, sizeof r0);
     MPI_Bcast(r0, 40, MPI_DOUBLE, 0, MPI_COMM_WORLD);

@@ -115,6 +115,33 @@ static void warn_foreign_states(volt_trainer *t, const cJSON *cbs, const char *p
                 "(in the same order) to resume them; without them the fit goes on as configured now\n", path, missing);
 }
 
+static bool no_tensor(const char *name, void *ctx) {
+    (void)name;
+    (void)ctx;
+    return false;
+}
+
+/* Callback cb_index's state in the checkpoint at path, from its header alone, before the load
+ * (LearningRateFinder / BatchSizeFinder apply what a resumed fit found before its optimizer is
+ * made). Unsealed reading: the load that follows checks the seal; the caller checks the values. */
+volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_index, char **json) {
+    *json = NULL;
+    volt_st_file *f = NULL;
+    char err[768];
+    volt_status st = volt_st_open_some(path, no_tensor, NULL, &f, err, sizeof err);
+    if (st < 0) return volt__terr(t, st, "%s", err);
+    const char *cj = volt_st_meta(f, "volt.callbacks");
+    cJSON *cbs = cj ? cJSON_Parse(cj) : NULL;
+    if (cj && !cbs) st = volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': callback state is not valid JSON", path);
+    char key[128];
+    cb_key(t, cb_index, key, sizeof key);
+    const cJSON *item = cbs ? cJSON_GetObjectItemCaseSensitive(cbs, key) : NULL;
+    if (item && !(*json = cJSON_PrintUnformatted(item))) st = volt__terr(t, VOLT_ERR_NOMEM, "callbacks' state: out of memory");
+    cJSON_Delete(cbs);
+    volt_st_close(f);
+    return st;
+}
+
 /* Every callback's state_dict, keyed; NULL with the trainer's error set when one is not a JSON
  * object (dropping it would resume that callback from scratch without a word). */
 static char *callbacks_json(volt_trainer *t) {

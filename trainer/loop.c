@@ -360,6 +360,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
         return volt__loop_strategy_err(t, st0, "data sharding");
+    VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
     VOLT_TRY(volt__loop_setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));

@@ -343,17 +343,16 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full) {
     return st;
 }
 
-/* lr_find and scale_batch_size (trainer/tuner.c): the model, the defaults, a fresh optimizer and the train
- * loader's shard, as fit sets them up; and a full load back (the weights the test started from). */
+/* lr_find and scale_batch_size (trainer/tuner.c): the model, the defaults, setup("fit") and the
+ * train loader's shard, as fit sets them up (the tuner makes its optimizer: volt__tune_lr). */
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train) {
     VOLT_TRY(volt__loop_add_defaults(t));
     VOLT_TRY(volt__loop_setup_model(t, ops, module, false));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* Lightning's Tuner runs a fit: setup("fit") first */
-    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
     volt_status st = volt__strategy_setup_loader(t->strategy, train);
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
-    return volt__loop_setup_optim(t, train);
+    return VOLT_OK;
 }
 
 /* ---- an evaluation call's set-up (validate / test / predict) ------------------------------- */

@@ -321,6 +321,18 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
 volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
                                     const char *stage);
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
+/* The tuner's bodies (trainer/tuner.c), once the set-up is done: by the Tuner calls, and inside fit
+ * by LearningRateFinder / BatchSizeFinder (trainer/tuner_callbacks.c). _check: the config alone. */
+volt_status volt__tune_lr_check(volt_trainer *t, const volt_lr_find_config *cfg);
+volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_find_config *cfg, volt_lr_find_result *out);
+volt_status volt__tune_batch_size_check(volt_trainer *t, const volt_batch_size_config *cfg);
+volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const volt_batch_size_config *cfg,
+                                  volt_batch_size_result *out);
+/* fit, after setup("fit") and the loaders' sharding, before the optimizer is made: the finder
+ * callbacks run (a fresh fit) or apply what the checkpoint's fit found (path: a resumed one). */
+volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loader *val, const char *path);
+/* A callback's state in a checkpoint, read ahead of the load (NULL *json: the checkpoint has none). */
+volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_index, char **json);
 /* A fresh step in place of the model's (its arena back to the initial size), the captured
  * graphs and the device batch buffers freed first: the memory a step that ran out of it had
  * grown to comes back (the batch size finder, trainer/tuner.c). */

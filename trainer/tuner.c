@@ -134,23 +134,36 @@ static double suggest(const volt_lr_find_result *r) {
     return best < 0 ? NAN : r->lrs[a + best];
 }
 
-static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
-                               const volt_lr_find_config *cfg, volt_lr_find_result *out) {
-    t->errmsg[0] = 0;
-    memset(out, 0, sizeof *out);
-    out->suggestion = NAN;
-    volt_lr_find_config c;
-    volt_lr_find_config_init(&c);
+/* The config, checked: defaults for NULL. */
+static volt_status lr_cfg(volt_trainer *t, const volt_lr_find_config *cfg, volt_lr_find_config *c) {
+    volt_lr_find_config_init(c);
     if (cfg) {
         if (!VOLT_VERSION_OK(cfg->version, VOLT_LR_FIND_CONFIG_VERSION))
             return volt__terr(t, VOLT_ERR_VERSION, "lr_find: config has unknown version %u (want %u)", cfg->version,
                               VOLT_LR_FIND_CONFIG_VERSION);
-        c = *cfg;
+        *c = *cfg;
     }
-    if (!(c.min_lr > 0) || !(c.max_lr > c.min_lr) || !(c.max_lr <= FLT_MAX) || c.num_training < 2 || c.num_training > 100000)
+    if (!(c->min_lr > 0) || !(c->max_lr > c->min_lr) || !(c->max_lr <= FLT_MAX) || c->num_training < 2 || c->num_training > 100000)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g) < max_lr (%g) and 2 <= num_training (%lld) <= 100000",
-                          c.min_lr, c.max_lr, (long long)c.num_training);
-    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+                          c->min_lr, c->max_lr, (long long)c->num_training);
+    return VOLT_OK;
+}
+
+volt_status volt__tune_lr_check(volt_trainer *t, const volt_lr_find_config *cfg) {
+    volt_lr_find_config c;
+    return lr_cfg(t, cfg, &c);
+}
+
+/* The sweep itself, once the model, setup("fit") and the loader's sharding are done (the
+ * standalone call's set-up, or fit's for LearningRateFinder): a fresh optimizer, the hidden
+ * checkpoint, the steps, the state back, the optimizer dropped. */
+volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_find_config *cfg, volt_lr_find_result *out) {
+    memset(out, 0, sizeof *out);
+    out->suggestion = NAN;
+    volt_lr_find_config c;
+    VOLT_TRY(lr_cfg(t, cfg, &c));
+    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
+    VOLT_TRY(volt__loop_setup_optim(t, train));
     int64_t n_batches;
     VOLT_TRY(tune_batches(t, train, "lr_find", &n_batches));
     if (!(out->lrs = malloc(sizeof(double) * (size_t)c.num_training)) || !(out->losses = malloc(sizeof(double) * (size_t)c.num_training))) {
@@ -218,6 +231,17 @@ static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void
         return st < 0 ? st : lst;
     }
     out->suggestion = suggest(out);
+    return VOLT_OK;
+}
+
+static volt_status lr_find_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                               const volt_lr_find_config *cfg, volt_lr_find_result *out) {
+    t->errmsg[0] = 0;
+    memset(out, 0, sizeof *out);
+    out->suggestion = NAN;
+    VOLT_TRY(volt__tune_lr_check(t, cfg));
+    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+    VOLT_TRY(volt__tune_lr(t, train, cfg, out));
     return volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false);   /* the tuner's fit ends: teardown("fit") */
 }
 
@@ -277,29 +301,42 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
     return st;
 }
 
-static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
-                          const volt_batch_size_config *cfg, volt_batch_size_result *out) {
-    t->errmsg[0] = 0;
-    memset(out, 0, sizeof *out);
-    volt_batch_size_config c;
-    volt_batch_size_config_init(&c);
+/* The config, checked (defaults for NULL); one process only. */
+static volt_status bs_cfg(volt_trainer *t, const volt_batch_size_config *cfg, volt_batch_size_config *c) {
+    volt_batch_size_config_init(c);
     if (cfg) {
         if (!VOLT_VERSION_OK(cfg->version, VOLT_BATCH_SIZE_CONFIG_VERSION))
             return volt__terr(t, VOLT_ERR_VERSION, "scale_batch_size: config has unknown version %u (want 1..%u: "
                               "volt_batch_size_config_init sets it)", cfg->version, VOLT_BATCH_SIZE_CONFIG_VERSION);
-        c = *cfg;
+        *c = *cfg;
     }
-    if (c.mode != VOLT_BATCH_SCALE_POWER && c.mode != VOLT_BATCH_SCALE_BINSEARCH)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: mode must be power or binsearch, got %d", (int)c.mode);
-    if (c.steps_per_trial < 1 || c.init_val < 1 || c.max_trials < 1 || c.steps_per_trial > 100000 || c.max_trials > 100000)
+    if (c->mode != VOLT_BATCH_SCALE_POWER && c->mode != VOLT_BATCH_SCALE_BINSEARCH)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: mode must be power or binsearch, got %d", (int)c->mode);
+    if (c->steps_per_trial < 1 || c->init_val < 1 || c->max_trials < 1 || c->steps_per_trial > 100000 || c->max_trials > 100000)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: need 1 <= steps_per_trial (%lld) <= 100000, init_val "
-                          "(%lld) >= 1 and 1 <= max_trials (%lld) <= 100000", (long long)c.steps_per_trial,
-                          (long long)c.init_val, (long long)c.max_trials);
+                          "(%lld) >= 1 and 1 <= max_trials (%lld) <= 100000", (long long)c->steps_per_trial,
+                          (long long)c->init_val, (long long)c->max_trials);
     if (t->world > 1)   /* Lightning: "Tuning the batch size is currently not supported with distributed strategies." */
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "scale_batch_size: not supported with distributed strategies (%d "
                           "processes under '%s'): run it on one process, then train with the size it finds", t->world,
                           volt__strategy_name(t->strategy));
-    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+    return VOLT_OK;
+}
+
+volt_status volt__tune_batch_size_check(volt_trainer *t, const volt_batch_size_config *cfg) {
+    volt_batch_size_config c;
+    return bs_cfg(t, cfg, &c);
+}
+
+/* The search, once the model, setup("fit") and the loader's sharding are done (the standalone
+ * call's set-up, or fit's for BatchSizeFinder). */
+volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const volt_batch_size_config *cfg,
+                                  volt_batch_size_result *out) {
+    memset(out, 0, sizeof *out);
+    volt_batch_size_config c;
+    VOLT_TRY(bs_cfg(t, cfg, &c));
+    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
+    VOLT_TRY(volt__loop_setup_optim(t, train));
     const int64_t n = volt_dataset_len(volt_loader_dataset(train));   /* one process: every sample */
     if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader's dataset is empty");
     const int64_t size0 = volt_loader_batch_size(train);
@@ -375,7 +412,17 @@ static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *mod
     }
     if (st < 0 || lst < 0) return st < 0 ? st : lst;
     out->batch_size = best;
-    return volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false);
+    return VOLT_OK;
+}
+
+static volt_status bs_run(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                          const volt_batch_size_config *cfg, volt_batch_size_result *out) {
+    t->errmsg[0] = 0;
+    memset(out, 0, sizeof *out);
+    VOLT_TRY(volt__tune_batch_size_check(t, cfg));
+    VOLT_TRY(volt__loop_setup_train(t, ops, module, train));
+    VOLT_TRY(volt__tune_batch_size(t, train, cfg, out));
+    return volt__loop_stage_hooks(t, VOLT_STAGE_FIT, false);   /* the tuner's fit ends: teardown("fit") */
 }
 
 volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,

@@ -483,6 +483,40 @@ VOLT_API volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_m
                                                    volt_loader *train, const volt_batch_size_config *cfg,
                                                    volt_batch_size_result *out);
 
+/* ---- LearningRateFinder / BatchSizeFinder: the tuner as callbacks (Lightning's) ----------------- */
+/* Added to a trainer, each runs inside fit (trainer/tuner_callbacks.c): after setup("fit") and
+ * the loaders' sharding, before the optimizer is made and before any on_fit_start, in the order
+ * added. LearningRateFinder runs lr_find (cfg.find) and, when it has a suggestion, calls
+ * set_lr(module, suggestion) (Lightning's update_attr: the module's learning rate, which
+ * configure_optimizers then reads; NULL: the suggestion is reported only). BatchSizeFinder runs
+ * scale_batch_size (cfg.find; one process only, as the call) on fit's train loader and sets
+ * fit's train and val loaders to the size found (Lightning sets the batch_size they are made
+ * with). Rank 0 prints a line each; fast_dev_run skips both (said), as Lightning does.
+ * What they found is their checkpoint state: a fit resumed from a checkpoint does not search
+ * again but applies it (set_lr; the loaders' size) before its optimizer is made; a checkpoint
+ * saved without them leaves the module and the loaders as they are (said). A failed search
+ * fails the fit, as any hook's error. One of each per trainer. */
+typedef struct volt_lr_finder_config {
+    uint32_t version;                         /* VOLT_LR_FINDER_CONFIG_VERSION, set by _init */
+    volt_lr_find_config find;                 /* the test: volt_lr_find_config_init's defaults */
+    void (*set_lr)(void *module, float lr);   /* e.g. volt_distilbert_set_lr; NULL: report only */
+} volt_lr_finder_config;
+#define VOLT_LR_FINDER_CONFIG_VERSION 1u
+typedef struct volt_batch_size_finder_config {
+    uint32_t version;                         /* VOLT_BATCH_SIZE_FINDER_CONFIG_VERSION, set by _init */
+    volt_batch_size_config find;              /* the search: volt_batch_size_config_init's defaults */
+} volt_batch_size_finder_config;
+#define VOLT_BATCH_SIZE_FINDER_CONFIG_VERSION 1u
+VOLT_API void volt_lr_finder_config_init(volt_lr_finder_config *cfg);
+VOLT_API void volt_batch_size_finder_config_init(volt_batch_size_finder_config *cfg);
+VOLT_API volt_status volt_add_lr_finder(volt_trainer *t, const volt_lr_finder_config *cfg);                 /* NULL: defaults */
+VOLT_API volt_status volt_add_batch_size_finder(volt_trainer *t, const volt_batch_size_finder_config *cfg); /* NULL: defaults */
+/* What the last fit's finder found (Lightning's callback.optimal_lr / the batch size), owned by
+ * the callback, valid until the next fit; NULL before any or without the callback. After a
+ * resumed fit: the checkpoint's value alone (n = 0 points, n_trials = 0). */
+VOLT_API const volt_lr_find_result *volt_lr_finder_result(const volt_trainer *t);
+VOLT_API const volt_batch_size_result *volt_batch_size_finder_result(const volt_trainer *t);
+
 /* ---- datamodules: the data side as a table, like LightningDataModule ------------------------ */
 typedef struct volt_datamodule_ops {
     uint32_t version;                                /* VOLT_DATAMODULE_OPS_VERSION, first */
