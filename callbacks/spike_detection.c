@@ -134,7 +134,8 @@ static volt_status sd_batch_end(void *self, volt_trainer *t, const volt_batch *b
     if (mine)
         fprintf(stderr, "SpikeDetection: rank %d: batch %lld: loss %.7g, previous %.7g, running mean of the last %lld %.7g\n",
                 volt_trainer_rank(t), (long long)idx, loss, s->last_val, (long long)s->n_win, mean);
-    return volt_trainer_fail(t, VOLT_ERR_NUMERIC, "Training spike detected in batch %lld of epoch %lld (step %lld): "
+    /* every rank decided on the same all-reduced loss: the same words everywhere, said once */
+    return volt_trainer_fail_agreed(t, VOLT_ERR_NUMERIC, "Training spike detected in batch %lld of epoch %lld (step %lld): "
                              "batches to skip on a rerun: %s", (long long)idx, (long long)volt_trainer_current_epoch(t),
                              (long long)volt_trainer_global_step(t), s->path);
 }

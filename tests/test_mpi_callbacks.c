@@ -829,6 +829,8 @@ static void test_spike(const char *name) {
     const char *msg = t ? volt_trainer_errmsg(t) : "";
     CHECK(st == VOLT_ERR_NUMERIC && strstr(msg, "Training spike detected in batch 3 of epoch 0 (step 4)") && el < 15,
           "%s: rank %d: %s (%s) after %.1f s", name, g_rank, volt_status_str(st), msg, el);
+    /* every rank decided alike on the all-reduced loss: an agreed error, which one rank says */
+    CHECK(t && volt_trainer_error_agreed(t), "%s: rank %d: the spike's error is not marked agreed", name, g_rank);
     CHECK((strstr(err, "SpikeDetection: rank 1: batch 3: loss") != NULL) == (g_rank == 1), "%s: rank %d printed: %s", name,
           g_rank, err);
     MPI_Barrier(MPI_COMM_WORLD);

@@ -42,10 +42,13 @@ static void on_exception(volt_trainer *t, volt_status st) {
 
 static volt_status hook_err(volt_trainer *t, volt_status st, const char *who, const char *hook) {
     if (!t->errmsg[0]) volt__terr(t, st, "%s: %s failed (%s)", who ? who : "?", hook, volt_status_str(st));
-    else {   /* keep the callee's message, add where it came from */
+    else {   /* keep the callee's message, add where it came from; an agreed one stays agreed (the
+              * same hook on every rank: the same words) */
+        const bool agreed = t->err_agreed;
         char prev[sizeof t->errmsg];
         snprintf(prev, sizeof prev, "%s", t->errmsg);
         volt__terr(t, st, "%s.%s: %s", who ? who : "?", hook, prev);
+        t->err_agreed = agreed;
     }
     return st;
 }

@@ -16,6 +16,15 @@ volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, 
     return st;
 }
 
+volt_status volt_trainer_fail_agreed(volt_trainer *t, volt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    volt__set_err(t->errmsg, sizeof t->errmsg, fmt, ap);
+    va_end(ap);
+    t->err_agreed = t->world > 1;
+    return st;
+}
+
 bool volt_trainer_error_agreed(const volt_trainer *t) { return t && t->err_agreed; }
 
 int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t ? t->num_eval_batches : -1; }

@@ -955,6 +955,12 @@ VOLT_API bool volt_trainer_error_agreed(const volt_trainer *t);
  * hook then returns st and the trainer keeps this message (it may prefix the hook name). */
 VOLT_API volt_status volt_trainer_fail(volt_trainer *t, volt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, for a failure every rank reaches alike in the same words: a decision made from
+ * values every rank holds the same (an all-reduced loss, a broadcast flag), so every rank fails
+ * at the same hook. The error is then agreed (volt_trainer_error_agreed; not on one process):
+ * one rank says it. Only for such decisions: a rank's own failure uses volt_trainer_fail. */
+VOLT_API volt_status volt_trainer_fail_agreed(volt_trainer *t, volt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The callbacks added so far, in hook order: how many, and the i-th one's table name (NULL
  * for an index out of range). */
 VOLT_API int volt_trainer_num_callbacks(const volt_trainer *t);
