@@ -495,6 +495,11 @@ int app_env_rank(void) {
     return env_int(vars, 0, 0);
 }
 
+int app_env_world(void) {
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
+    return env_int(vars, 1, 1);
+}
+
 bool app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
     errno = 0;

@@ -107,6 +107,7 @@ int app_after_test(volt_trainer *t, const app_trainer_opts *o, const char *app);
 /* This process's rank before the trainer exists, from the launcher's environment
  * (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID); 0 when none is set. */
 int app_env_rank(void);
+int app_env_world(void);   /* the launcher's world size (1 outside a job) */
 
 bool app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool app_parse_f(const char *s, float lo, float hi, float *out);

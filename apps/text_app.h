@@ -112,15 +112,24 @@ int text_count_tokens(app *a);
 int64_t text_batch_tokens(void *ctx, volt_trainer *t, const volt_batch *b);
 double text_batch_flops(void *ctx, volt_trainer *t, const volt_batch *b);
 
+/* One prediction: the text's index (its input line), the argmax label, its probability. */
+typedef struct pred_row { int64_t index, label; double prob; } pred_row;
 typedef struct pred_out {
-    FILE *f;
+    FILE *f;               /* rank 0's output (NULL on the other ranks) */
     bool jsonl;
-    int64_t next;          /* index of the next text */
+    bool collect;          /* several ranks: rows kept for text_pred_gather, not written */
+    int64_t next;          /* index of the next text (one process) */
     volt_status err;
     float *buf;            /* host copy of a batch's logits (freed by the caller) */
     size_t cap;
+    pred_row *rows;        /* collect: this rank's rows; after the gather rank 0's holds them all */
+    int64_t n_rows, cap_rows;
 } pred_out;
 volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *logits);
+/* Several ranks (collective): every rank's rows to rank 0, in input order and each text once
+ * (a rank's shard is padded by wrapping around), written to p->f there. 0, or 1 with the
+ * message printed once. */
+int text_pred_gather(volt_trainer *t, pred_out *p);
 int text_read_texts(const opts *o, app *a);
 FILE *pred_open(const char *path, char *tmp, size_t tmplen);
 int pred_commit(FILE *f, const char *path, char *tmp);

@@ -359,15 +359,28 @@ int main(int argc, char **argv) {
     const int world = volt_trainer_world_size(a.t);
 
     if (predict) {
-        if (world > 1) { fprintf(stderr, APP ": predict runs on one process (use trainer.strategy single)\n"); goto out; }
-        if (!(pf = pred_open(o.pred_out, ptmp, sizeof ptmp))) goto out;
-        pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl") };
-        if (!po.jsonl) fputs("index,label,probability\n", pf);
+        /* rank 0 writes predict.output; under several ranks each predicts its shard and the rows
+         * come to rank 0 (text_pred_gather). Whether rank 0 could open it is every rank's to know
+         * before the first collective of predict. */
+        if (a.zero) pf = pred_open(o.pred_out, ptmp, sizeof ptmp);
+        if (world > 1) {
+            bool opened = false;
+            if ((st = volt_trainer_broadcast_bool(a.t, pf != NULL, &opened)) < 0) { rc = app_fail_run(APP, "predict", st, a.t); goto out; }
+            if (!opened) goto out;   /* rank 0 said why */
+        } else if (!pf) goto out;
+        pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl"), .collect = world > 1 };
+        if (pf && !po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         free(po.buf);
-        if (st < 0) { rc = app_fail_run(APP, "predict", st, a.t); goto out; }
-        if (pf != stdout && pred_commit(pf, o.pred_out, ptmp)) { pf = NULL; goto out; }
-        if (pf != stdout) fprintf(stderr, APP ": %lld predictions written to %s\n", (long long)po.next, o.pred_out);
+        if (st < 0) { free(po.rows); rc = app_fail_run(APP, "predict", st, a.t); goto out; }
+        int gr = po.collect ? text_pred_gather(a.t, &po) : 0;
+        const int64_t n_pred = po.collect ? po.n_rows : po.next;
+        free(po.rows);
+        if (gr) goto out;
+        if (pf && pf != stdout && pred_commit(pf, o.pred_out, ptmp)) { pf = NULL; goto out; }
+        if (pf && pf != stdout)
+            fprintf(stderr, APP ": %lld predictions written to %s%s\n", (long long)n_pred, o.pred_out,
+                    world > 1 ? " (every rank's, gathered on rank 0)" : "");
         pf = NULL;
         rc = 0;
         goto out;

@@ -522,6 +522,35 @@ dist)
     "$CHECK" export "$W/ddp.safetensors" "$W/fsdp.safetensors" 1e-5 || die "fsdp: exported weights differ from ddp's"
     "$CHECK" losses "$W/runs_ddp/lightning_logs/version_0/metrics.csv" "$W/runs_fsdp/lightning_logs/version_0/metrics.csv" 1e-5 0 val_loss ||
         die "fsdp: logged validation losses differ from ddp's"
+    # predict on 2 ranks (ddp, fsdp): each rank predicts its shard, rank 0 gathers the rows and
+    # writes each text once, in input order (5 texts: rank 1's shard wraps around to text 0);
+    # the labels are single's and the probabilities agree to the printed digits. stdin under
+    # 2 ranks is refused, said once.
+    printf 'the movie was very good\nthe plot was awful, really bad.\n\nfine acting\nnot my kind of film\n' >"$W/texts.txt"
+    PRED=(--vocab "$W/vocab.txt" --model-preset tiny --max-length 16 --batch-size 2 --cache-dir "$W/cache" --workers 0
+          --ckpt_path "$W/runs_ddp/checkpoints/csv-tiny/last.safetensors" --predict.input "$W/texts.txt")
+    "$APP" predict "${PRED[@]}" --predict.output "$W/pred1.csv" >"$W/pred1.log" 2>&1 || { cat "$W/pred1.log"; die "predict on one process"; }
+    for s in ddp fsdp; do
+        "$VOLT_RUN" -n 2 "$APP" predict "${PRED[@]}" --strategy $s --predict.output "$W/pred2_$s.csv" >"$W/pred2_$s.log" 2>&1 ||
+            { cat "$W/pred2_$s.log"; die "predict on 2 ranks ($s)"; }
+        [[ $(grep -c "^volt-text-classification: 5 predictions written to $W/pred2_$s.csv (every rank's, gathered on rank 0)$" \
+              "$W/pred2_$s.log") == 1 ]] || { cat "$W/pred2_$s.log"; die "predict on 2 ranks ($s): the written line"; }
+        python3 - "$W/pred1.csv" "$W/pred2_$s.csv" <<'PY' || die "predict on 2 ranks ($s): the rows differ from one process's"
+import sys
+a, b = (open(f).read().split("\n") for f in sys.argv[1:3])
+assert a[0] == b[0] == "index,label,probability" and len(a) == len(b) == 7, (a, b)
+for x, y in zip(a[1:6], b[1:6]):
+    i, l, p = x.split(","); j, m, q = y.split(",")
+    assert i == j and l == m and abs(float(p) - float(q)) <= 2e-6, (x, y)
+assert [r.split(",")[0] for r in b[1:6]] == ["0", "1", "2", "3", "4"], b
+PY
+    done
+    "$VOLT_RUN" -n 2 "$APP" predict "${PRED[@]}" --predict.input - --predict.output "$W/pred_stdin.csv" \
+        <"$W/texts.txt" >"$W/pred_stdin.log" 2>&1
+    rc=$?
+    n=$(grep -c "predict.input '-' (stdin) reaches rank 0 alone under 2 ranks" "$W/pred_stdin.log")
+    [[ $rc == 1 && $n == 1 && ! -e "$W/pred_stdin.csv" ]] ||
+        { cat "$W/pred_stdin.log"; die "predict from stdin on 2 ranks: exit $rc, said $n times (want 1, once, no output)"; }
     # --pretrained under ddp: every rank loads the folder; its notes (a head not in the file:
     # newly initialised; the fixture's extra tensors: unused) are rank 0's alone, as on one
     mkdir -p "$W/pre" && cp "$W/vocab.txt" "$W/pre/vocab.txt"

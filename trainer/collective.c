@@ -40,6 +40,21 @@ volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out) 
     return VOLT_OK;
 }
 
+volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int root) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    const int world = t->world > 1 && t->strategy ? t->world : 1;
+    if ((!buf && bytes) || root < 0 || root >= world)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_broadcast: %s (root %d of %d ranks)",
+                          !buf && bytes ? "NULL buffer" : "no such root", root, world);
+    if (world <= 1 || !bytes) return VOLT_OK;
+    t->decisions++;
+    volt_status st = volt__strategy_broadcast(t->strategy, buf, bytes, root);
+    if (st < 0)
+        return volt__terr(t, st, "volt_trainer_broadcast: %zu bytes from rank %d failed (strategy '%s'): %s", bytes, root,
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    return VOLT_OK;
+}
+
 /* Every rank's value, seen by every rank: a slot per rank in all-reduces of at most 64 ranks
  * each, in a buffer on the stack (nothing that could fail on one rank alone, an allocation,
  * and leave the others waiting in the collective). visit(ctx, r, v) gets rank r's value

@@ -983,6 +983,10 @@ VOLT_API volt_status volt_trainer_reduce_boolean_decision(volt_trainer *t, bool 
 /* Rank 0's value on every rank (Lightning's strategy.broadcast of a bool): e.g. a decision
  * taken from a clock, which differs from rank to rank. */
 VOLT_API volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out);
+/* Rank root's bytes into every rank's buf (Lightning's strategy.broadcast(obj, src)): bytes
+ * must be the same on every rank (send a count first when it is not known everywhere). On
+ * one process nothing moves. A root outside the ranks or a NULL buf: VOLT_ERR_INVALID_ARG. */
+VOLT_API volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int root);
 /* A folder this fit will write (docs/CALLBACKS.md, "Folders checked at fit start"); from
  * on_fit_start only, on every rank alike. Once every on_fit_start has run, before the sanity
  * check and the first batch, rank 0 creates the folder (with its parents, as a save would) and
