@@ -145,6 +145,17 @@ static void test_collective(const char *name) {
         CHECK(a == every && o == any && b == mine[0], "case %d, rank %d (of %d) says %d: all %d (want %d), any %d (want %d), "
               "broadcast %d (want rank 0's %d)", c, g_rank, W, mine[g_rank], a, every, o, any, b, mine[0]);
     }
+    /* bytes from each rank in turn (volt_trainer_broadcast): every rank holds the root's */
+    for (int r = 0; r < W; r++) {
+        int64_t v[3] = { g_rank, 100 + g_rank, -g_rank };
+        CHECK_OK(volt_trainer_broadcast(t, v, sizeof v, r));
+        CHECK(v[0] == r && v[1] == 100 + r && v[2] == -r, "broadcast from rank %d: rank %d holds %lld %lld %lld", r, g_rank,
+              (long long)v[0], (long long)v[1], (long long)v[2]);
+    }
+    int64_t one = 7;
+    CHECK(volt_trainer_broadcast(t, &one, sizeof one, W) == VOLT_ERR_INVALID_ARG && one == 7 &&
+          strstr(volt_trainer_errmsg(t), "no such root"), "a root past the ranks: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_broadcast(t, NULL, 8, 0) == VOLT_ERR_INVALID_ARG, "a NULL buffer accepted");
     volt_trainer_destroy(t);
 
     /* rank 0 calls alone: a timeout, not a hang; then the broken comm fails at once. The ranks
