@@ -1496,7 +1496,10 @@ static void test_optim_config_errors(volt_dataset *ds) {
 }
 
 /* ---- datamodule ------------------------------------------------------------------------------ */
-typedef struct { volt_dataset *ds; volt_loader *tl, *vl; char log[512]; int fail_prepare, fail_setup; } dmod;
+typedef struct {
+    volt_dataset *ds; volt_loader *tl, *vl; char log[512]; int fail_prepare, fail_setup;
+    int token, loaded, bad_state, reject;   /* version 2: what state_dict saves, what load_state_dict got */
+} dmod;
 static const char *const dm_stage_names[] = { "fit", "validate", "test", "predict" };
 static volt_status dm_prepare(void *self) {
     dmod *d = self;
@@ -1521,9 +1524,97 @@ static volt_status dm_count_pred(void *ctx, const volt_batch *b, const volt_tens
     *(int64_t *)ctx += b->size;
     return VOLT_OK;
 }
+static char *dm_state(void *self) {
+    dmod *d = self;
+    if (d->bad_state) return strdup("[1, 2]");
+    char b[64];
+    snprintf(b, sizeof b, "{\"token\": %d}", d->token);
+    return strdup(b);
+}
+static volt_status dm_load(void *self, const char *json) {
+    dmod *d = self;
+    if (d->reject) return VOLT_ERR_CORRUPT;
+    return sscanf(json, "{\"token\":%d}", &d->loaded) == 1 ? VOLT_OK : VOLT_ERR_CORRUPT;
+}
 static const volt_datamodule_ops dm_ops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "synthetic",
     .prepare_data = dm_prepare, .setup = dm_setup, .train_loader = dm_train, .val_loader = dm_val,
-    .test_loader = dm_val, .predict_loader = dm_val, .teardown = dm_teardown };
+    .test_loader = dm_val, .predict_loader = dm_val, .teardown = dm_teardown, .state_dict = dm_state,
+    .load_state_dict = dm_load };
+
+/* saves a checkpoint at fit's end, inside the *_dm call */
+static char g_dm_ckpt[600];
+static volt_status dm_save_at_end(void *self, volt_trainer *t) {
+    (void)self;
+    return volt_trainer_save_checkpoint(t, g_dm_ckpt);
+}
+
+/* the datamodule's state (table version 2) in a checkpoint written during fit_dm: given back by
+ * validate_dm and a resumed fit_dm; another datamodule's is not given; a state that is not a
+ * JSON object fails the save, a rejected one the load, naming the datamodule; a version-1
+ * table saves none (its table has no such fields) */
+static void test_datamodule_state(volt_dataset *ds) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/dm_state", vtest_tmpdir());
+    vtest_fresh_dir(root);
+    snprintf(g_dm_ckpt, sizeof g_dm_ckpt, "%s/end.safetensors", root);
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    volt_trainer *t = make_trainer(1, root);
+    const volt_callback_ops saver = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saver", .on_fit_end = dm_save_at_end };
+    CHECK_OK(volt_trainer_add_callback(t, &saver, NULL));
+    dmod d = { .ds = ds, .token = 41 };
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &dm_ops, &d, NULL));
+    volt_st_file *f = NULL;
+    char err[512];
+    CHECK_OK(volt_st_open(g_dm_ckpt, &f, err, sizeof err));
+    const char *js = f ? volt_st_meta(f, "volt.datamodule") : NULL;
+    CHECK(js && !strcmp(js, "{\"name\":\"synthetic\",\"state\":{\"token\":41}}"), "the datamodule's state in the file: %s",
+          js ? js : "(none)");
+    volt_st_close(f);
+    /* validate from it: the state comes back */
+    dmod e = { .ds = ds, .tl = d.tl, .vl = d.vl, .loaded = -1 };
+    CHECK_OK(volt_trainer_validate_dm(t, &net_ops, &m, &dm_ops, &e, g_dm_ckpt));
+    CHECK(e.loaded == 41, "validate_dm from the checkpoint: load_state_dict got %d, want 41", e.loaded);
+    /* a resumed fit too (2 epochs from the one saved) */
+    volt_trainer *t2 = make_trainer(2, root);
+    e.loaded = -1;
+    CHECK_OK(volt_trainer_fit_dm(t2, &net_ops, &m, &dm_ops, &e, g_dm_ckpt));
+    CHECK(e.loaded == 41 && volt_trainer_current_epoch(t2) == 2, "resumed fit_dm: load_state_dict got %d, epoch %lld", e.loaded,
+          (long long)volt_trainer_current_epoch(t2));
+    volt_trainer_destroy(t2);
+    /* another datamodule's name: not given */
+    volt_datamodule_ops other = dm_ops;
+    other.name = "other";
+    e.loaded = -1;
+    CHECK_OK(volt_trainer_validate_dm(t, &net_ops, &m, &other, &e, g_dm_ckpt));
+    CHECK(e.loaded == -1, "another datamodule got the state (%d)", e.loaded);
+    /* rejected: the call fails naming it */
+    e.reject = 1;
+    volt_status st = volt_trainer_validate_dm(t, &net_ops, &m, &dm_ops, &e, g_dm_ckpt);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(t), "datamodule 'synthetic' rejected its state"),
+          "a rejected state: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    e.reject = 0;
+    /* not a JSON object: the save fails, naming it */
+    d.bad_state = 1;
+    st = volt_trainer_fit_dm(t, &net_ops, &m, &dm_ops, &d, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "datamodule 'synthetic': state_dict returned JSON, not a "
+          "JSON object"), "a state that is no object: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    d.bad_state = 0;
+    /* a version-1 table: no state */
+    volt_datamodule_ops v1 = dm_ops;
+    v1.version = 1;
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &v1, &d, NULL));
+    CHECK_OK(volt_st_open(g_dm_ckpt, &f, err, sizeof err));
+    CHECK(f && !volt_st_meta(f, "volt.datamodule"), "a version-1 datamodule's state was saved");
+    volt_st_close(f);
+    /* outside a *_dm call: none */
+    CHECK_OK(volt_trainer_save_checkpoint(t, g_dm_ckpt));
+    CHECK_OK(volt_st_open(g_dm_ckpt, &f, err, sizeof err));
+    CHECK(f && !volt_st_meta(f, "volt.datamodule"), "a save after the call holds the datamodule's state");
+    volt_st_close(f);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(d.tl);
+    volt_loader_destroy(d.vl);
+}
 
 static void test_datamodule(volt_dataset *ds) {
     dmod d = { .ds = ds };
@@ -1983,6 +2074,7 @@ int main(void) {
     test_corrupt(ds);
     test_changed_during_load(ds);
     test_datamodule(ds);
+    test_datamodule_state(ds);
     test_loader_errors(ds);
     test_log_ratio(ds);
     test_log_clash(ds);

@@ -287,6 +287,68 @@ static volt_status check_groups(volt_trainer *t, volt_st_file *f, const char *pa
  * scheduler, precision, callbacks, module extras. */
 int ck_saved_states(const volt_trainer *t) { return t->opt && !t->ck_weights_only ? volt_optimizer_state_count(t->opt) : 0; }
 
+/* The running *_dm call's datamodule state (LightningDataModule.state_dict):
+ * "volt.datamodule" = {"name": its name, "state": the JSON object it gave}. */
+static volt_status put_dm_state(volt_trainer *t, volt_st_writer *w, const char *path) {
+    const char *name = t->dm->name ? t->dm->name : "datamodule";
+    char *s = t->dm->state_dict(t->dm_self);
+    if (!s) return VOLT_OK;
+    cJSON *st = cJSON_Parse(s), *o = cJSON_IsObject(st) ? cJSON_CreateObject() : NULL;
+    if (!cJSON_IsObject(st)) {
+        volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': datamodule '%s': state_dict returned %s, not a JSON object: "
+                   "'%.60s%s'", path, name, st ? "JSON" : "text that is not JSON", s, strlen(s) > 60 ? "..." : "");
+        cJSON_Delete(st);
+        free(s);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    free(s);
+    char *js = NULL;
+    if (o && cJSON_AddStringToObject(o, "name", name)) {
+        cJSON_AddItemToObject(o, "state", st);
+        st = NULL;
+        js = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(st);
+    cJSON_Delete(o);
+    volt_status r = js ? volt_st_writer_meta(w, "volt.datamodule", js) : VOLT_ERR_NOMEM;
+    free(js);
+    if (r < 0) return volt__terr(t, r, "checkpoint '%s': %s", path, r == VOLT_ERR_NOMEM ? "datamodule state: out of memory" :
+                                 volt_st_writer_errmsg(w));
+    return VOLT_OK;
+}
+
+/* ... and back, before any weight is applied: one whose name matches gets its state. */
+static volt_status load_dm_state(volt_trainer *t, volt_st_file *f, const char *path) {
+    const char *js = volt_st_meta(f, "volt.datamodule");
+    if (!js || !t->dm || t->dm->version < 2u || !t->dm->load_state_dict) return VOLT_OK;
+    const char *name = t->dm->name ? t->dm->name : "datamodule";
+    cJSON *o = cJSON_Parse(js);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "name"), *sv = cJSON_GetObjectItemCaseSensitive(o, "state");
+    if (!cJSON_IsString(n) || !cJSON_IsObject(sv)) {
+        cJSON_Delete(o);
+        return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.datamodule' is not {\"name\", \"state\"}", path);
+    }
+    if (strcmp(n->valuestring, name) != 0) {
+        if (t->rank == 0)
+            fprintf(stderr, "volt: warning: the checkpoint at %s holds the state of datamodule '%s'; this run's is '%s': "
+                    "its state is not loaded\n", path, n->valuestring, name);
+        cJSON_Delete(o);
+        return VOLT_OK;
+    }
+    char *s = cJSON_PrintUnformatted(sv);
+    cJSON_Delete(o);
+    if (!s) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': datamodule state: out of memory", path);
+    t->errmsg[0] = 0;
+    volt_status st = t->dm->load_state_dict(t->dm_self, s);
+    free(s);
+    if (st < 0) {
+        char prev[sizeof t->errmsg];
+        snprintf(prev, sizeof prev, "%s", t->errmsg);
+        return volt__terr(t, st, "checkpoint '%s': datamodule '%s' rejected its state%s%s", path, name, prev[0] ? ": " : "", prev);
+    }
+    return VOLT_OK;
+}
+
 volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     volt_strategy *sg = t->strategy;
     volt_status st = VOLT_OK;
@@ -328,6 +390,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
         st = volt_st_writer_meta(w, "volt.callbacks", cbj);
         free(cbj);
     }
+    if (st >= 0 && t->dm && t->dm->version >= 2u && t->dm->state_dict) VOLT_TRY(put_dm_state(t, w, path));
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
     if (t->mops && t->mops->on_save_checkpoint) {
         volt_ckpt ck = { t, w, NULL, path };
@@ -707,6 +770,12 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         }
         if (t->rank == 0) warn_foreign_states(t, cbs, path);
         cJSON_Delete(cbs);
+    }
+    /* the datamodule's state (a resumed fit, and validate / test / predict from a checkpoint, as
+     * Lightning restores it for every call): before any value is applied, as the callbacks' */
+    if ((st = load_dm_state(t, f, path)) < 0) {
+        src_close(&src);
+        return st;
     }
     /* The module's extras (on_load_checkpoint) before any value is applied, as Lightning calls
      * the hook before the weights: a rejected state changes nothing, on any rank (one verdict;

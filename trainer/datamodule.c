@@ -1,4 +1,5 @@
-/* Datamodules: prepare_data once on rank 0, setup(stage) on every rank, run, teardown. */
+/* Datamodules: prepare_data once on rank 0, setup(stage) on every rank, run, teardown; during the
+ * run the trainer knows the datamodule, whose state checkpoints keep (version 2). */
 #include <string.h>
 #include "trainer/trainer_internal.h"
 
@@ -20,9 +21,17 @@ static volt_status dm_begin(volt_trainer *t, const volt_datamodule_ops *dm, void
     return VOLT_OK;
 }
 
-static volt_status dm_end(const volt_datamodule_ops *dm, void *self, volt_stage stage, volt_status st) {
+static volt_status dm_end(volt_trainer *t, const volt_datamodule_ops *dm, void *self, volt_stage stage, volt_status st) {
+    t->dm = NULL;
+    t->dm_self = NULL;
     if (dm->teardown) dm->teardown(self, stage);
     return st;
+}
+
+/* The call's datamodule, for checkpoints it writes and reads (trainer/checkpoint.c). */
+static void dm_run(volt_trainer *t, const volt_datamodule_ops *dm, void *self) {
+    t->dm = dm;
+    t->dm_self = self;
 }
 
 static volt_loader *get(volt_loader *(*fn)(void *), void *self) { return fn ? fn(self) : NULL; }
@@ -31,24 +40,27 @@ volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, voi
                                 const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_FIT));
+    dm_run(t, dm, self);
     volt_status st = volt_trainer_fit(t, ops, module, get(dm->train_loader, self), get(dm->val_loader, self), ckpt_path);
-    return dm_end(dm, self, VOLT_STAGE_FIT, st);
+    return dm_end(t, dm, self, VOLT_STAGE_FIT, st);
 }
 
 volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                      const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_VALIDATE));
+    dm_run(t, dm, self);
     volt_status st = volt_trainer_validate(t, ops, module, get(dm->val_loader, self), ckpt_path);
-    return dm_end(dm, self, VOLT_STAGE_VALIDATE, st);
+    return dm_end(t, dm, self, VOLT_STAGE_VALIDATE, st);
 }
 
 volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_TEST));
+    dm_run(t, dm, self);
     volt_status st = volt_trainer_test(t, ops, module, get(dm->test_loader, self), ckpt_path);
-    return dm_end(dm, self, VOLT_STAGE_TEST, st);
+    return dm_end(t, dm, self, VOLT_STAGE_TEST, st);
 }
 
 volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
@@ -56,6 +68,7 @@ volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops,
                                     volt_predict_fn out, void *ctx) {
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_PREDICT));
+    dm_run(t, dm, self);
     volt_status st = volt_trainer_predict(t, ops, module, get(dm->predict_loader, self), ckpt_path, out, ctx);
-    return dm_end(dm, self, VOLT_STAGE_PREDICT, st);
+    return dm_end(t, dm, self, VOLT_STAGE_PREDICT, st);
 }

@@ -55,6 +55,8 @@ struct volt_trainer {
 
     /* model */
     const volt_module_ops *mops;
+    const volt_datamodule_ops *dm;   /* the datamodule of the running *_dm call (its state in checkpoints) */
+    void *dm_self;
     void *module;
     volt_params *ps;
     bool ck_weights_only;      /* the save in progress leaves the optimizer out (VOLT_CKPT_WEIGHTS_ONLY) */

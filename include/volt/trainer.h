@@ -529,8 +529,16 @@ typedef struct volt_datamodule_ops {
     volt_loader *(*test_loader)(void *self);
     volt_loader *(*predict_loader)(void *self);
     void (*teardown)(void *self, volt_stage stage);  /* optional */
+    /* ---- version 2: LightningDataModule.state_dict / load_state_dict ---- */
+    /* Optional. A checkpoint written during a *_dm call holds the JSON object state_dict
+     * returns (malloc'ed; NULL: none), under the datamodule's name. A *_dm call given a
+     * ckpt_path (a resumed fit, validate / test / predict) hands it back to load_state_dict
+     * before any weight is applied, after setup(stage): the loaders were asked for already,
+     * so it changes them in place. A state saved under another name is not given (said). */
+    char *(*state_dict)(void *self);
+    volt_status (*load_state_dict)(void *self, const char *json);
 } volt_datamodule_ops;
-#define VOLT_DATAMODULE_OPS_VERSION 1u
+#define VOLT_DATAMODULE_OPS_VERSION 2u
 
 /* fit / validate / test / predict with the datamodule's loaders: prepare_data (rank 0, then
  * all ranks wait), setup(stage), the run, teardown(stage). */
