@@ -2119,6 +2119,99 @@ static void test_e2e_profiler(void) {
     volt_trainer_destroy(bad);
 }
 
+/* Timer (callbacks/timer.c) on the real clock, with bounds no load breaks: 30 ms of sleep per
+ * batch (Sleeper), a 0.1 s limit. At step interval fit stops at a step k <= 4 (after k steps at
+ * least 0.03 k s passed, so the check at step 4 sees the limit spent) and k >= 1; at epoch
+ * interval at the end of epoch 0 (4 steps). The stage times: train >= the sleeps, test > 0 after
+ * a test, predict 0 before any. Its checkpoint state carries the train time: a resumed fit with
+ * the same limit stops before any step. No duration: never stops. Bad configs named. */
+static void test_timer(void) {
+    const char *root = fresh_dir("timer");
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 100 });
+    sleeper sl = { 0 };
+    CHECK_OK(volt_trainer_add_callback(t, &sleeper_ops, &sl));
+    volt_timer_config tc;
+    volt_timer_config_init(&tc);
+    tc.duration = "00:00:00:0.1";
+    volt_timer *tm = NULL;
+    CHECK_OK(volt_add_timer(t, &tc, &tm));
+    CHECK(tm && volt_timer_time_elapsed(tm, VOLT_STAGE_FIT) == 0 && volt_timer_time_remaining(tm, VOLT_STAGE_FIT) == 0.1,
+          "before fit: elapsed %g, remaining %g", volt_timer_time_elapsed(tm, VOLT_STAGE_FIT),
+          volt_timer_time_remaining(tm, VOLT_STAGE_FIT));
+    lin m = { .table = k_scores, .ntable = 5 };
+    char errp[1200], err[2048];
+    snprintf(errp, sizeof errp, "%s/stderr.txt", root);
+    int saved = vtest_stderr_to(errp);
+    volt_status st = fit(t, &m, false, NULL);
+    vtest_stderr_back(saved, errp, err, sizeof err);
+    CHECK_OK(st);
+    const int64_t gs = volt_trainer_global_step(t);
+    const double el = volt_timer_time_elapsed(tm, VOLT_STAGE_FIT);
+    CHECK(gs >= 1 && gs <= 4 && el >= 0.03 * (double)gs && el >= 0.1 && volt_timer_time_remaining(tm, VOLT_STAGE_FIT) <= 0,
+          "step interval: stopped at step %lld after %.3f s (want 1..4, >= 0.1 s)", (long long)gs, el);
+    CHECK(strstr(err, "Time limit reached. Elapsed time is 0:00:00. Signaling Trainer to stop.") != NULL, "the line: %s", err);
+    /* the stage times */
+    volt_loader *l = mk_loader();
+    CHECK_OK(volt_trainer_test(t, &lin_ops, &m, l, NULL));
+    const double te = volt_timer_time_elapsed(tm, VOLT_STAGE_TEST);
+    CHECK(te > 0 && te < 60 && volt_timer_time_elapsed(tm, VOLT_STAGE_PREDICT) == 0 &&
+          volt_timer_time_elapsed(tm, VOLT_STAGE_FIT) == el, "test %g s, predict %g s, train %g s (was %g)", te,
+          volt_timer_time_elapsed(tm, VOLT_STAGE_PREDICT), volt_timer_time_elapsed(tm, VOLT_STAGE_FIT), el);
+    /* its state, and a resumed fit whose time is spent: no step */
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%s/saved.safetensors", root);
+    CHECK_OK(volt_trainer_save_checkpoint(t, ck));
+    char *js = ckpt_cb_state(ck, "Timer");
+    double saved_train = -1;
+    CHECK(js && sscanf(js, "{\"time_elapsed\":{\"train\":%lf", &saved_train) == 1 && fabs(saved_train - el) < 1e-5,
+          "the Timer's state: %s (train %g)", js ? js : "(none)", el);
+    free(js);
+    volt_trainer_destroy(t);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 100 });
+    CHECK_OK(volt_add_timer(t, &tc, &tm));
+    CHECK_OK(fit(t, &m, false, ck));
+    CHECK(volt_trainer_global_step(t) == gs && volt_timer_time_elapsed(tm, VOLT_STAGE_FIT) >= el,
+          "resumed with the time spent: step %lld (saved at %lld), train time %g", (long long)volt_trainer_global_step(t),
+          (long long)gs, volt_timer_time_elapsed(tm, VOLT_STAGE_FIT));
+    volt_trainer_destroy(t);
+    /* epoch interval: the end of epoch 0 */
+    t = mk_trainer(fresh_dir("timer_epoch"), &(run_opts){ .max_epochs = 100 });
+    CHECK_OK(volt_trainer_add_callback(t, &sleeper_ops, &sl));
+    tc.interval = VOLT_TIMER_EPOCH;
+    tc.verbose = false;
+    CHECK_OK(volt_add_timer(t, &tc, NULL));
+    CHECK_OK(fit(t, &m, false, NULL));
+    CHECK(volt_trainer_global_step(t) == 4 && volt_trainer_current_epoch(t) == 1, "epoch interval: stopped at step %lld, "
+          "epoch %lld (want 4, 1)", (long long)volt_trainer_global_step(t), (long long)volt_trainer_current_epoch(t));
+    volt_trainer_destroy(t);
+    /* no duration: the times alone */
+    t = mk_trainer(fresh_dir("timer_none"), &(run_opts){ .max_epochs = 2 });
+    CHECK_OK(volt_add_timer(t, NULL, &tm));
+    CHECK_OK(fit(t, &m, false, NULL));
+    CHECK(volt_trainer_global_step(t) == 8 && volt_timer_time_elapsed(tm, VOLT_STAGE_FIT) > 0 &&
+          isinf(volt_timer_time_remaining(tm, VOLT_STAGE_FIT)), "no duration: step %lld", (long long)volt_trainer_global_step(t));
+    /* bad configs */
+    volt_timer_config bad;
+    const char *const durations[] = { "1:2", "00:00:00:00", "00:00:-1:00", "00:00:00:1x" };
+    for (int i = 0; i < 4; i++) {
+        volt_timer_config_init(&bad);
+        bad.duration = durations[i];
+        CHECK(volt_add_timer(t, &bad, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "DD:HH:MM:SS"),
+              "duration '%s': %s", durations[i], volt_trainer_errmsg(t));
+    }
+    volt_timer_config_init(&bad);
+    bad.interval = (volt_timer_interval)7;
+    CHECK(volt_add_timer(t, &bad, NULL) == VOLT_ERR_INVALID_ARG, "interval 7 accepted");
+    bad.interval = VOLT_TIMER_STEP;
+    bad.version = 0;
+    CHECK(volt_add_timer(t, &bad, NULL) == VOLT_ERR_VERSION, "version 0 accepted");
+    CHECK(volt_add_timer(t, NULL, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "one already"),
+          "a second Timer: %s", volt_trainer_errmsg(t));
+    CHECK(isnan(volt_timer_time_elapsed(NULL, VOLT_STAGE_FIT)), "a NULL timer's time");
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     vtest_check_accelerator();
     test_repr();
@@ -2156,6 +2249,7 @@ int main(void) {
     test_time_interval_config();
     test_time_interval();
     test_time_interval_clock();
+    test_timer();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

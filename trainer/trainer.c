@@ -70,16 +70,22 @@ static volt_status check_tf32(volt_trainer *t) {
     return VOLT_OK;
 }
 
+volt_status volt_parse_duration(const char *s, double *seconds) {
+    double d = -1, h = -1, m = -1, sec = -1;
+    int end = 0;
+    if (!s || !seconds || sscanf(s, "%lf:%lf:%lf:%lf%n", &d, &h, &m, &sec, &end) != 4 || s[end] || d < 0 || h < 0 || m < 0 ||
+        sec < 0 || d != floor(d) || h != floor(h) || m != floor(m) || !isfinite(sec) || d > 1e6)
+        return VOLT_ERR_INVALID_ARG;
+    *seconds = ((d * 24 + h) * 60 + m) * 60 + sec;
+    return VOLT_OK;
+}
+
 /* max_time "DD:HH:MM:SS" (Lightning's string form; fractional seconds allowed) into seconds. */
 static volt_status parse_max_time(volt_trainer *t, const char *s) {
     t->max_time_s = 0;
     if (!s || !*s) return VOLT_OK;
-    double d = -1, h = -1, m = -1, sec = -1;
-    int end = 0;
-    if (sscanf(s, "%lf:%lf:%lf:%lf%n", &d, &h, &m, &sec, &end) != 4 || s[end] || d < 0 || h < 0 || m < 0 || sec < 0 ||
-        d != floor(d) || h != floor(h) || m != floor(m) || !isfinite(sec) || d > 1e6)
+    if (volt_parse_duration(s, &t->max_time_s) < 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_time must be \"DD:HH:MM:SS\" (days, hours, minutes, seconds), got \"%s\"", s);
-    t->max_time_s = ((d * 24 + h) * 60 + m) * 60 + sec;
     if (t->max_time_s <= 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: max_time \"%s\" is no time at all", s);
     return VOLT_OK;
 }

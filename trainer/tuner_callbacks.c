@@ -246,9 +246,7 @@ volt_status volt_add_lr_finder(volt_trainer *t, const volt_lr_finder_config *cfg
     f->cfg = *cfg;
     f->result.suggestion = NAN;
     f->applied = NAN;
-    volt_status st = volt_trainer_add_callback(t, &lrf_ops, f);
-    if (st < 0) free(f);
-    return st;
+    return volt_trainer_add_callback(t, &lrf_ops, f);   /* destroys f when it fails */
 }
 
 volt_status volt_add_batch_size_finder(volt_trainer *t, const volt_batch_size_finder_config *cfg) {
@@ -267,9 +265,7 @@ volt_status volt_add_batch_size_finder(volt_trainer *t, const volt_batch_size_fi
     bsf *f = calloc(1, sizeof *f);
     if (!f) return volt__terr(t, VOLT_ERR_NOMEM, "BatchSizeFinder: out of memory");
     f->cfg = *cfg;
-    volt_status st = volt_trainer_add_callback(t, &bsf_ops, f);
-    if (st < 0) free(f);
-    return st;
+    return volt_trainer_add_callback(t, &bsf_ops, f);   /* destroys f when it fails */
 }
 
 const volt_lr_find_result *volt_lr_finder_result(const volt_trainer *t) {

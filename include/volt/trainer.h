@@ -873,6 +873,41 @@ VOLT_API void volt_spike_detection_config_init(volt_spike_detection_config *cfg)
  * < 0, a negative or infinite tolerance, an empty path, a second one; VERSION for an unknown
  * config version. */
 VOLT_API volt_status volt_add_spike_detection(volt_trainer *t, const volt_spike_detection_config *cfg);
+/* Timer (Lightning's callback): how long each stage took, and optionally a limit on the
+ * training time, checked after every optimizer step (VOLT_TIMER_STEP, Lightning's default) or
+ * at each train epoch end (VOLT_TIMER_EPOCH), and at fit start (a resumed fit whose checkpoint
+ * spent it trains no step). When the time is spent, rank 0's clock decides for every rank
+ * (volt_trainer_broadcast_bool: a collective at each check), fit is asked to stop
+ * (volt_trainer_request_stop: min_epochs / min_steps still apply) and, verbose, rank 0 prints
+ * "Time limit reached. Elapsed time is H:MM:SS. Signaling Trainer to stop.". The train time is
+ * kept in checkpoints ({"time_elapsed": {...}}): a resumed fit counts on from it. (The
+ * trainer's own max_time is Lightning's Trainer(max_time): a step-interval limit without the
+ * callback.) One per trainer. */
+typedef enum { VOLT_TIMER_STEP = 0, VOLT_TIMER_EPOCH = 1 } volt_timer_interval;
+typedef struct volt_timer_config {
+    uint32_t version;                 /* VOLT_TIMER_CONFIG_VERSION, set by _init */
+    const char *duration;             /* NULL or "" (default): no limit, times only; "DD:HH:MM:SS" */
+    volt_timer_interval interval;     /* VOLT_TIMER_STEP (default) or VOLT_TIMER_EPOCH */
+    bool verbose;                     /* true (default): the line above when the limit stops fit */
+} volt_timer_config;
+#define VOLT_TIMER_CONFIG_VERSION 1u
+typedef struct volt_timer volt_timer;   /* owned by the trainer */
+VOLT_API void volt_timer_config_init(volt_timer_config *cfg);
+/* Before fit. *out (may be NULL): the handle for the queries, valid until the trainer is
+ * destroyed. INVALID_ARG for a duration that is not "DD:HH:MM:SS" or no time, another interval
+ * or a second one; VERSION for an unknown config version. */
+VOLT_API volt_status volt_add_timer(volt_trainer *t, const volt_timer_config *cfg, volt_timer **out);
+/* Lightning's time_elapsed(stage) / time_remaining(stage): seconds of the stage's last run
+ * (VOLT_STAGE_FIT: the training loop, a resumed fit's counted time added; VALIDATE: the last
+ * validation, the sanity check's or one inside fit included; TEST; PREDICT), up to now while it
+ * runs; 0 before it ran. remaining: duration - elapsed (INFINITY without a duration). NAN for
+ * a NULL timer or another stage. */
+VOLT_API double volt_timer_time_elapsed(const volt_timer *tm, volt_stage stage);
+VOLT_API double volt_timer_time_remaining(const volt_timer *tm, volt_stage stage);
+/* "DD:HH:MM:SS" (Lightning's max_time string; the seconds may have a fraction) into seconds:
+ * VOLT_OK, or VOLT_ERR_INVALID_ARG for anything else (a negative or fractional day, hour or
+ * minute included). */
+VOLT_API volt_status volt_parse_duration(const char *s, double *seconds);
 /* GradientAccumulationScheduler (Lightning's): from epoch epochs[i] on, accumulate factors[i]
  * batches per optimizer step (epochs 0-based; before the first epoch given, 1). Sets the
  * factor at each train epoch start, and at train start for the epoch a resumed fit is in.
