@@ -133,11 +133,9 @@ MARK_HOOK(tm_predict_end, S_PREDICT, false)
  * resumed fit counts the train time on from it */
 static char *tm_state(void *self) {
     const volt_timer *tm = self;
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "{\"time_elapsed\":{");
-    for (int i = 0; i < N_STAGES; i++)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s\"%s\":%.6f", i ? "," : "", stage_names[i], elapsed(tm, i));
-    snprintf(buf + n, sizeof buf - (size_t)n, "}}");
+    char buf[512];   /* four numbers of at most 24 characters each: room to spare */
+    snprintf(buf, sizeof buf, "{\"time_elapsed\":{\"%s\":%.17g,\"%s\":%.17g,\"%s\":%.17g,\"%s\":%.17g}}", stage_names[0],
+             elapsed(tm, 0), stage_names[1], elapsed(tm, 1), stage_names[2], elapsed(tm, 2), stage_names[3], elapsed(tm, 3));
     return strdup(buf);
 }
 

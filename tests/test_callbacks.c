@@ -2119,6 +2119,84 @@ static void test_e2e_profiler(void) {
     volt_trainer_destroy(bad);
 }
 
+/* Callback checkpoint hooks (table version 5): a callback's tensors and metadata in the
+ * checkpoint under "callback.<its key>.", two of the same name apart ("Stash", "Stash#1");
+ * on_load_checkpoint on a resumed fit gives each its own back (not on validate, as Lightning
+ * restores callbacks for fit only); a failing hook fails the save naming the callback; a
+ * version-4 table's pointers are not read. */
+typedef struct stash { float v[3], got[3]; int saves, loads, fail; char note[32]; } stash;
+static volt_status stash_save(void *self, volt_trainer *t, volt_ckpt *ck) {
+    (void)t;
+    stash *s = self;
+    s->saves++;
+    if (s->fail) return volt_trainer_fail(t, VOLT_ERR_IO, "stash: the disk is full");
+    VOLT_TRY(volt_ckpt_put_tensor(ck, "ema", VOLT_F32, VOLT_SHAPE(3), s->v));
+    return volt_ckpt_put_meta(ck, "note", s->v[0] > 0 ? "plus" : "minus");
+}
+static volt_status stash_load(void *self, volt_trainer *t, volt_ckpt *ck) {
+    (void)t;
+    stash *s = self;
+    s->loads++;
+    const char *n = volt_ckpt_get_meta(ck, "note");
+    snprintf(s->note, sizeof s->note, "%s", n ? n : "");
+    return volt_ckpt_get_tensor(ck, "ema", VOLT_F32, VOLT_SHAPE(3), s->got);
+}
+static const volt_callback_ops stash_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Stash",
+                                             .on_save_checkpoint = stash_save, .on_load_checkpoint = stash_load };
+
+static void test_ckpt_hooks(void) {
+    const char *root = fresh_dir("ckpt_hooks");
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%s/saved.safetensors", root);
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    stash a = { .v = { 1, 2, 3 } }, b = { .v = { -4, -5, -6 } };
+    CHECK_OK(volt_trainer_add_callback(t, &stash_ops, &a));
+    CHECK_OK(volt_trainer_add_callback(t, &stash_ops, &b));
+    lin m = { .table = k_scores, .ntable = 5 };
+    CHECK_OK(fit(t, &m, false, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, ck));
+    CHECK(a.saves >= 1 && b.saves == a.saves, "saves: %d, %d", a.saves, b.saves);
+    volt_st_file *f = NULL;
+    char err[512];
+    CHECK_OK(volt_st_open(ck, &f, err, sizeof err));
+    volt_st_info in;
+    CHECK(f && volt_st_find(f, "callback.Stash.ema", &in) == VOLT_OK && volt_st_find(f, "callback.Stash#1.ema", &in) == VOLT_OK &&
+          volt_st_find(f, "module.ema", &in) != VOLT_OK && volt_st_meta(f, "callback.Stash#1.note") &&
+          !strcmp(volt_st_meta(f, "callback.Stash#1.note"), "minus"), "the callbacks' entries in the file");
+    volt_st_close(f);
+    volt_trainer_destroy(t);
+    /* validate from it: no callback restore */
+    stash c = { 0 }, d = { 0 };
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 2 });
+    CHECK_OK(volt_trainer_add_callback(t, &stash_ops, &c));
+    CHECK_OK(volt_trainer_add_callback(t, &stash_ops, &d));
+    volt_loader *l = mk_loader();
+    CHECK_OK(volt_trainer_validate(t, &lin_ops, &m, l, ck));
+    CHECK(c.loads == 0 && d.loads == 0, "validate restored callbacks (%d, %d loads)", c.loads, d.loads);
+    /* a resumed fit: each its own */
+    CHECK_OK(fit(t, &m, false, ck));
+    CHECK(c.loads == 1 && d.loads == 1 && !memcmp(c.got, a.v, sizeof a.v) && !memcmp(d.got, b.v, sizeof b.v) &&
+          !strcmp(c.note, "plus") && !strcmp(d.note, "minus"), "resumed: loads %d %d, got %g %g %g / %g %g %g, notes %s %s",
+          c.loads, d.loads, c.got[0], c.got[1], c.got[2], d.got[0], d.got[1], d.got[2], c.note, d.note);
+    /* a failing save: named */
+    d.fail = 1;
+    volt_status st = volt_trainer_save_checkpoint(t, ck);
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "callback 'Stash#1': on_save_checkpoint failed: stash: the disk is "
+          "full"), "a failing on_save_checkpoint: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    /* a version-4 table: its pointers are not read */
+    volt_callback_ops v4 = stash_ops;
+    v4.version = 4;
+    stash e = { .v = { 7, 7, 7 } };
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    CHECK_OK(volt_trainer_add_callback(t, &v4, &e));
+    CHECK_OK(fit(t, &m, false, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, ck));
+    CHECK(e.saves == 0, "a version-4 table's on_save_checkpoint ran %d times", e.saves);
+    volt_trainer_destroy(t);
+    volt_loader_destroy(l);
+}
+
 /* Timer (callbacks/timer.c) on the real clock, with bounds no load breaks: 30 ms of sleep per
  * batch (Sleeper), a 0.1 s limit. At step interval fit stops at a step k <= 4 (after k steps at
  * least 0.03 k s passed, so the check at step 4 sees the limit spent) and k >= 1; at epoch
@@ -2250,6 +2328,7 @@ int main(void) {
     test_time_interval();
     test_time_interval_clock();
     test_timer();
+    test_ckpt_hooks();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

@@ -24,20 +24,24 @@ struct volt_ckpt {
     volt_st_writer *w;       /* saving */
     volt_st_file *f;         /* loading */
     const char *path;
+    const char *prefix;      /* the keys' namespace: NULL "module." (the module's hooks), or a
+                                callback's "callback.<its state key>." */
 };
 
-/* "module.<name>" into k (CKPT_EXTRA_KEY bytes), or an error naming the call: a name that
- * does not fit is refused, never cut (two long names would meet in one key). Getters
- * pass quiet: an absent optional extra is no error to record. */
+/* "module.<name>" (or the callback's prefix) into k (CKPT_EXTRA_KEY bytes), or an error naming
+ * the call: a name that does not fit is refused, never cut (two long names would meet in one
+ * key). Getters pass quiet: an absent optional extra is no error to record. */
 enum { CKPT_EXTRA_KEY = 256 };
+static const char *extra_prefix(const volt_ckpt *ck) { return ck->prefix ? ck->prefix : "module."; }
 static volt_status extra_key(volt_ckpt *ck, const char *name, char *k, const char *fn, bool saving) {
     if (!ck || !ck->t) return VOLT_ERR_INVALID_ARG;
     if (saving ? !ck->w : !ck->f)
         return volt__terr(ck->t, VOLT_ERR_STATE, "%s: only in on_%s_checkpoint", fn, saving ? "save" : "load");
     if (!name || !*name) return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "%s: the name is NULL or empty", fn);
-    if (snprintf(k, CKPT_EXTRA_KEY, "module.%s", name) >= CKPT_EXTRA_KEY)
+    const char *pre = extra_prefix(ck);
+    if (snprintf(k, CKPT_EXTRA_KEY, "%s%s", pre, name) >= CKPT_EXTRA_KEY)
         return volt__terr(ck->t, VOLT_ERR_INVALID_ARG, "%s: the name '%.40s...' is too long (at most %d bytes)", fn, name,
-                          CKPT_EXTRA_KEY - 8);
+                          CKPT_EXTRA_KEY - 1 - (int)strlen(pre));
     return VOLT_OK;
 }
 
@@ -51,7 +55,7 @@ volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value
 
 const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key) {
     char k[CKPT_EXTRA_KEY];
-    if (!ck || !ck->f || !key || !*key || snprintf(k, sizeof k, "module.%s", key) >= (int)sizeof k) return NULL;
+    if (!ck || !ck->f || !key || !*key || snprintf(k, sizeof k, "%s%s", extra_prefix(ck), key) >= (int)sizeof k) return NULL;
     return volt_st_meta(ck->f, k);
 }
 
@@ -140,6 +144,30 @@ volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_
     cJSON_Delete(cbs);
     volt_st_close(f);
     return st;
+}
+
+/* The callbacks' on_save_checkpoint (w) / on_load_checkpoint (f) (table version 5; Lightning's
+ * Callback.on_save_checkpoint / on_load_checkpoint), each with its keys under
+ * "callback.<its state key>.", in the order added; the first error stops it, naming the callback. */
+static volt_status callbacks_ckpt_hook(volt_trainer *t, volt_st_writer *w, volt_st_file *f, const char *path) {
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_callback_ops *o = t->cbs[i].ops;
+        volt_status (*fn)(void *, volt_trainer *, volt_ckpt *) = o->version < 5u ? NULL : w ? o->on_save_checkpoint : o->on_load_checkpoint;
+        if (!fn) continue;
+        char key[128], pre[160];
+        cb_key(t, i, key, sizeof key);
+        snprintf(pre, sizeof pre, "callback.%s.", key);
+        volt_ckpt ck = { t, w, f, path, pre };
+        t->errmsg[0] = 0;
+        const volt_status st = fn(t->cbs[i].self, t, &ck);
+        if (st < 0) {
+            char prev[sizeof t->errmsg];
+            snprintf(prev, sizeof prev, "%s", t->errmsg);
+            return volt__terr(t, st, "checkpoint '%s': callback '%s': on_%s_checkpoint failed%s%s", path, key,
+                              w ? "save" : "load", prev[0] ? ": " : "", prev);
+        }
+    }
+    return VOLT_OK;
 }
 
 /* Every callback's state_dict, keyed; NULL with the trainer's error set when one is not a JSON
@@ -393,7 +421,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st >= 0 && t->dm && t->dm->version >= 2u && t->dm->state_dict) VOLT_TRY(put_dm_state(t, w, path));
     if (st < 0) return volt__terr(t, st, "checkpoint '%s': %s", path, volt_st_writer_errmsg(w));
     if (t->mops && t->mops->on_save_checkpoint) {
-        volt_ckpt ck = { t, w, NULL, path };
+        volt_ckpt ck = { t, w, NULL, path, NULL };
         t->errmsg[0] = 0;
         st = t->mops->on_save_checkpoint(t->module, t, &ck);
         if (st < 0) {
@@ -403,6 +431,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
                               prev[0] ? ": " : "", prev);
         }
     }
+    VOLT_TRY(callbacks_ckpt_hook(t, w, NULL, path));
     return VOLT_OK;
 }
 
@@ -683,7 +712,8 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     }
     for (int i = 0; i < (src.index ? src.n_params : volt_st_count(f)); i++) {
         const char *n = src.index ? src.params[i].name : volt_st_name(f, i);
-        if (has_prefix(n, "optimizer.") || has_prefix(n, "module.") || volt_params_find(t->ps, n)) continue;
+        if (has_prefix(n, "optimizer.") || has_prefix(n, "module.") || has_prefix(n, "callback.") || volt_params_find(t->ps, n))
+            continue;
         /* the message first: n lives in the source, which src_close frees */
         volt__terr(t, VOLT_ERR_SHAPE, "checkpoint '%s': unexpected tensor '%s' (the model has no such parameter)", path, n);
         src_close(&src);
@@ -752,7 +782,15 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             src_close(&src);
             return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': callback state is not valid JSON", path);
         }
-        /* callbacks restore before the model is touched: a rejected state changes nothing */
+        /* callbacks restore before the model is touched: a rejected state changes nothing;
+         * on_load_checkpoint first, then load_state_dict (Lightning's order) */
+        bool hooks = false;   /* alike on every rank: the same callbacks */
+        for (int i = 0; i < t->n_cbs; i++) hooks |= t->cbs[i].ops->version >= 5u && t->cbs[i].ops->on_load_checkpoint;
+        if (hooks && (st = src_agree(t, path, callbacks_ckpt_hook(t, NULL, f, path), "no rank changed its model")) < 0) {
+            cJSON_Delete(cbs);
+            src_close(&src);
+            return st;
+        }
         for (int i = 0; i < t->n_cbs; i++) {
             if (!t->cbs[i].ops->load_state_dict || !cbs) continue;
             char key[128];
@@ -781,7 +819,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
      * the hook before the weights: a rejected state changes nothing, on any rank (one verdict;
      * every rank has the hook, so every rank takes part) */
     if (t->mops->on_load_checkpoint) {
-        volt_ckpt ck = { t, NULL, f, path };
+        volt_ckpt ck = { t, NULL, f, path, NULL };
         t->errmsg[0] = 0;
         st = t->mops->on_load_checkpoint(t->module, t, &ck);
         if (st < 0) {

@@ -198,8 +198,17 @@ typedef struct volt_callback_ops {
      * return counts as VOLT_OK. */
     volt_status (*setup)(void *self, volt_trainer *t, volt_stage stage);
     volt_status (*teardown)(void *self, volt_trainer *t, volt_stage stage);
+    /* version 5: Lightning's Callback.on_save_checkpoint / on_load_checkpoint: tensors and
+     * metadata of the callback's own in the checkpoint (volt_ckpt_put_tensor / _put_meta,
+     * _get_tensor / _get_meta), kept under "callback.<its state key>." so callbacks and the
+     * module never meet. on_save_checkpoint runs at every save, after the module's (on the
+     * rank that writes the file: rank 0; a sharded checkpoint's index); on_load_checkpoint on
+     * a resumed fit, on every rank, before its load_state_dict and before any weight is
+     * applied. An error fails the save / load, naming the callback. */
+    volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
+    volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
 } volt_callback_ops;
-#define VOLT_CALLBACK_OPS_VERSION 4u
+#define VOLT_CALLBACK_OPS_VERSION 5u
 
 /* ---- trainer configuration ----------------------------------------------------------------- */
 typedef struct volt_trainer_config {
@@ -694,7 +703,8 @@ VOLT_API void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_re
  * at most 16 per trainer (VOLT_ERR_INVALID_ARG past that, or for NULL / ""). */
 VOLT_API volt_status volt_trainer_add_last_candidate(volt_trainer *t, const char *path);
 
-/* Extra entries in a checkpoint being saved / loaded (module on_save/on_load_checkpoint). */
+/* Extra entries in a checkpoint being saved / loaded (the module's and the callbacks'
+ * on_save/on_load_checkpoint; each in its own namespace). */
 VOLT_API volt_status volt_ckpt_put_meta(volt_ckpt *ck, const char *key, const char *value);
 VOLT_API const char *volt_ckpt_get_meta(volt_ckpt *ck, const char *key);     /* NULL if absent */
 VOLT_API volt_status volt_ckpt_put_tensor(volt_ckpt *ck, const char *name, volt_dtype dt, volt_shape shape,
