@@ -495,8 +495,8 @@ int app_env_rank(void) {
     return env_int(vars, 0, 0);
 }
 
-int app_env_world(void) {
-    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
+int app_env_world(void) {   /* the variables the comm reads (strategies/comm/comm.c) */
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
     return env_int(vars, 1, 1);
 }
 

@@ -130,6 +130,9 @@ volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *l
  * (a rank's shard is padded by wrapping around), written to p->f there. 0, or 1 with the
  * message printed once. */
 int text_pred_gather(volt_trainer *t, pred_out *p);
+/* Several ranks (collective), before predict: room for this rank's rows (every text and a batch:
+ * a shard never holds more), so no rank runs out of memory alone inside predict. 0, or 1 said. */
+int text_pred_reserve(volt_trainer *t, pred_out *p, int64_t n_texts, int64_t batch);
 int text_read_texts(const opts *o, app *a);
 FILE *pred_open(const char *path, char *tmp, size_t tmplen);
 int pred_commit(FILE *f, const char *path, char *tmp);

@@ -369,6 +369,7 @@ int main(int argc, char **argv) {
             if (!opened) goto out;   /* rank 0 said why */
         } else if (!pf) goto out;
         pred_out po = { .f = pf, .jsonl = !strcmp(o.pred_format, "jsonl"), .collect = world > 1 };
+        if (po.collect && text_pred_reserve(a.t, &po, n_split[2], o.batch_size)) { free(po.rows); goto out; }
         if (pf && !po.jsonl) fputs("index,label,probability\n", pf);
         st = volt_trainer_predict(a.t, &volt_distilbert_ops, a.model, a.ld[2], o.ckpt, text_pred_write, &po);
         free(po.buf);

@@ -22,13 +22,7 @@ volt_status text_pred_write(void *ctx, const volt_batch *b, const volt_tensor *l
         p->buf = nb;
         p->cap = bytes;
     }
-    if (p->collect && p->n_rows + B > p->cap_rows) {
-        const int64_t cap = p->cap_rows * 2 > p->n_rows + B ? p->cap_rows * 2 : p->n_rows + B + 256;
-        pred_row *nr = realloc(p->rows, sizeof *nr * (size_t)cap);
-        if (!nr) return VOLT_ERR_NOMEM;
-        p->rows = nr;
-        p->cap_rows = cap;
-    }
+    if (p->collect && p->n_rows + B > p->cap_rows) return VOLT_ERR_STATE;   /* sized for the whole input before predict */
     volt_status st = volt_tensor_to_host(logits, p->buf);
     if (st < 0) return st;
     const float *x = p->buf;
@@ -62,6 +56,13 @@ static int agree_alloc(volt_trainer *t, bool ok, const char *what) {
         return 1;
     }
     return 0;
+}
+
+int text_pred_reserve(volt_trainer *t, pred_out *p, int64_t n_texts, int64_t batch) {
+    const int64_t cap = n_texts + batch;   /* a rank's shard, padded, is never more than every text */
+    p->rows = malloc(sizeof *p->rows * (size_t)cap);
+    p->cap_rows = p->rows ? cap : 0;
+    return agree_alloc(t, p->rows != NULL, "the predictions");
 }
 
 int text_pred_gather(volt_trainer *t, pred_out *p) {

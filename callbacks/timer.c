@@ -24,6 +24,7 @@ struct volt_timer {
     double duration;              /* seconds; 0: no limit */
     double start[N_STAGES], end[N_STAGES];   /* monotonic seconds; NAN: not started / not ended */
     double offset;                /* train: what a resumed checkpoint counted */
+    bool loaded;                  /* offset came from a checkpoint this fit loaded */
     bool said;                    /* this fit printed the limit */
 };
 
@@ -70,6 +71,16 @@ static void mark(volt_timer *tm, int i, bool start) {
     }
 }
 
+/* Lightning's words, once a fit, on rank 0 */
+static void say_limit(volt_timer *tm, volt_trainer *t, double el) {
+    if (tm->cfg.verbose && !tm->said && volt_trainer_is_global_zero(t)) {
+        const long long s = (long long)el;
+        fprintf(stderr, "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.\n", s / 3600,
+                s / 60 % 60, s % 60);
+    }
+    tm->said = true;
+}
+
 /* Rank 0's verdict on the training time, on every rank (called alike on every rank: a
  * collective); a stop requested when it is spent, said once a fit. */
 static volt_status check(volt_timer *tm, volt_trainer *t) {
@@ -79,26 +90,33 @@ static volt_status check(volt_timer *tm, volt_trainer *t) {
     VOLT_TRY(volt_trainer_broadcast_bool(t, el >= tm->duration, &stop));
     if (!stop) return VOLT_OK;
     volt_trainer_request_stop(t);
-    if (tm->cfg.verbose && !tm->said && volt_trainer_is_global_zero(t)) {
-        const long long s = (long long)el;
-        fprintf(stderr, "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.\n", s / 3600,
-                s / 60 % 60, s % 60);
-    }
-    tm->said = true;
+    say_limit(tm, t, el);
     return VOLT_OK;
 }
 
-/* A resumed fit whose checkpoint already spent the limit stops before its first step (Lightning
- * checks at fit start whatever the interval). */
+/* A fit starts: a fresh one counts from zero, a resumed one from its checkpoint (loaded
+ * before on_fit_start). No collective here: a rank whose earlier callback failed its
+ * on_fit_start skips the rest, and the ranks meet in the fit-start agreement instead. */
 static volt_status tm_fit_start(void *self, volt_trainer *t) {
+    (void)t;
     volt_timer *tm = self;
+    if (!tm->loaded) tm->offset = 0;
+    tm->loaded = false;
     tm->said = false;
-    return check(tm, t);
+    tm->start[S_TRAIN] = tm->end[S_TRAIN] = NAN;
+    return VOLT_OK;
 }
 
+/* The training loop starts: a resumed fit whose checkpoint already spent the limit trains no
+ * step (Lightning checks at fit start whatever the interval). The checkpoint's time is the same
+ * on every rank, so each decides alone. */
 static volt_status tm_train_start(void *self, volt_trainer *t) {
-    (void)t;
-    mark(self, S_TRAIN, true);
+    volt_timer *tm = self;
+    mark(tm, S_TRAIN, true);
+    if (tm->duration > 0 && tm->offset >= tm->duration) {
+        volt_trainer_request_stop(t);
+        say_limit(tm, t, tm->offset);
+    }
     return VOLT_OK;
 }
 
@@ -149,6 +167,7 @@ static volt_status tm_load(void *self, volt_trainer *t, const char *json) {
     cJSON_Delete(o);
     if (!ok) return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "Timer: the checkpoint's state has no train time_elapsed >= 0");
     tm->offset = v;
+    tm->loaded = true;
     tm->start[S_TRAIN] = tm->end[S_TRAIN] = NAN;
     return VOLT_OK;
 }
@@ -197,7 +216,7 @@ volt_status volt_add_timer(volt_trainer *t, const volt_timer_config *cfg, volt_t
                                  "seconds) and more than no time, got \"%s\"", cfg->duration);
     if (volt__cb_has(t, tm_ops.name)) return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "Timer: the trainer has one already");
     volt_timer *tm = calloc(1, sizeof *tm);
-    if (!tm) return VOLT_ERR_NOMEM;
+    if (!tm) return volt_trainer_fail(t, VOLT_ERR_NOMEM, "Timer: out of memory");
     tm->cfg = *cfg;
     tm->cfg.duration = NULL;   /* not kept: the caller's string */
     tm->duration = duration;

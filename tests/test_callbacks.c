@@ -2270,8 +2270,8 @@ static void test_timer(void) {
           isinf(volt_timer_time_remaining(tm, VOLT_STAGE_FIT)), "no duration: step %lld", (long long)volt_trainer_global_step(t));
     /* bad configs */
     volt_timer_config bad;
-    const char *const durations[] = { "1:2", "00:00:00:00", "00:00:-1:00", "00:00:00:1x" };
-    for (int i = 0; i < 4; i++) {
+    const char *const durations[] = { "1:2", "00:00:00:00", "00:00:-1:00", "00:00:00:1x", "0:inf:0:0", "0:0:1e309:0" };
+    for (int i = 0; i < 6; i++) {
         volt_timer_config_init(&bad);
         bad.duration = durations[i];
         CHECK(volt_add_timer(t, &bad, NULL) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "DD:HH:MM:SS"),

@@ -152,6 +152,19 @@ static void test_collective(const char *name) {
         CHECK(v[0] == r && v[1] == 100 + r && v[2] == -r, "broadcast from rank %d: rank %d holds %lld %lld %lld", r, g_rank,
               (long long)v[0], (long long)v[1], (long long)v[2]);
     }
+    /* past the comm's 64 KiB piece: 300,000 bytes from the last rank, whole on every rank */
+    enum { BIG = 300000 };
+    unsigned char *big = malloc(BIG);
+    CHECK(big != NULL, "out of memory");
+    if (big) {
+        for (int i = 0; i < BIG; i++) big[i] = (unsigned char)(g_rank == last ? (i * 7 + 3) & 0xff : 0);
+        CHECK_OK(volt_trainer_broadcast(t, big, BIG, last));
+        int bad = -1;
+        for (int i = 0; i < BIG && bad < 0; i++)
+            if (big[i] != (unsigned char)((i * 7 + 3) & 0xff)) bad = i;
+        CHECK(bad < 0, "a 300,000-byte broadcast from rank %d: rank %d differs at byte %d", last, g_rank, bad);
+        free(big);
+    }
     int64_t one = 7;
     CHECK(volt_trainer_broadcast(t, &one, sizeof one, W) == VOLT_ERR_INVALID_ARG && one == 7 &&
           strstr(volt_trainer_errmsg(t), "no such root"), "a root past the ranks: %s", volt_trainer_errmsg(t));
@@ -1160,6 +1173,76 @@ static void test_agreements(const char *name) {
 }
 #endif /* VOLT_HAVE_MPI */
 
+/* ---- one rank alone fails: every rank stops at once, in the same words ------------------------------ */
+/* (a) a callback fails its on_fit_start on rank 0 alone, before a Timer with a limit: the Timer
+ * makes no collective there, so the ranks meet in the fit-start agreement; (c) a datamodule whose
+ * load_state_dict rejects its state on rank 1 alone: agreed. Each ends every rank with the agreed
+ * error well inside the comm's timeout (20 s here). (A finder's header read on a resume is agreed
+ * too, but the ranks resolve one path, rank 0's: no rank here can fail to see it alone.) */
+static volt_status r0_fail_fit_start(void *self, volt_trainer *t) {
+    (void)self;
+    return volt_trainer_rank(t) == 0 ? volt_trainer_fail(t, VOLT_ERR_IO, "R0Fail: rank 0 cannot open its file") : VOLT_OK;
+}
+typedef struct rdm { volt_loader *l; } rdm;
+static volt_loader *rdm_train(void *self) { return ((rdm *)self)->l; }
+static char *rdm_state(void *self) { (void)self; return strdup("{\"k\":1}"); }
+static volt_status rdm_load(void *self, const char *json) {
+    (void)self; (void)json;
+    return g_rank == 1 ? VOLT_ERR_CORRUPT : VOLT_OK;
+}
+static char g_rdm_ck[1200];
+static volt_status rdm_save(void *self, volt_trainer *t) { (void)self; return volt_trainer_save_checkpoint(t, g_rdm_ck); }
+
+static void expect_agreed(volt_trainer *t, volt_status st, double el, const char *words, const char *what) {
+    const char *msg = t ? volt_trainer_errmsg(t) : "";
+    CHECK(st < 0 && strstr(msg, words) && volt_trainer_error_agreed(t) && el < 10 && same_everywhere(msg),
+          "%s: rank %d: %s after %.2f s: %s (agreed %d)", what, g_rank, volt_status_str(st), el, msg,
+          t ? (int)volt_trainer_error_agreed(t) : -1);
+}
+
+static void test_one_rank(const char *name) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/one_rank_%s_np%d", vtest_tmpdir(), name, g_world);
+    if (g_rank == 0) vtest_fresh_dir(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    volt_dataset *ds = make_data();
+    volt_loader *l = vtest_loader(ds, BS, false);
+    /* (a) */
+    volt_trainer *t = make_trainer(name, dir);
+    const volt_callback_ops r0 = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "R0Fail", .on_fit_start = r0_fail_fit_start };
+    volt_timer_config tc;
+    volt_timer_config_init(&tc);
+    tc.duration = "00:01:00:00";
+    CHECK_OK(volt_trainer_add_callback(t, &r0, NULL));
+    CHECK_OK(volt_add_timer(t, &tc, NULL));
+    lin m = { 0 };
+    double t0 = MPI_Wtime();
+    volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+    expect_agreed(t, st, MPI_Wtime() - t0, "R0Fail: rank 0 cannot open its file", "a Timer after a failing on_fit_start");
+    volt_trainer_destroy(t);
+    /* (c) */
+    lin m2 = { 0 };
+    snprintf(g_rdm_ck, sizeof g_rdm_ck, "%s/dm.safetensors", dir);
+    const volt_datamodule_ops dops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "rdm", .train_loader = rdm_train,
+                                       .state_dict = rdm_state, .load_state_dict = rdm_load };
+    const volt_callback_ops saver = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Saver", .on_fit_end = rdm_save };
+    rdm d = { l };
+    t = make_trainer(name, dir);
+    CHECK_OK(volt_trainer_add_callback(t, &saver, NULL));
+    CHECK_OK(volt_trainer_fit_dm(t, &lin_ops, &m2, &dops, &d, NULL));
+    volt_trainer_destroy(t);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t = make_trainer(name, dir);
+    lin m3 = { 0 };
+    t0 = MPI_Wtime();
+    st = volt_trainer_fit_dm(t, &lin_ops, &m3, &dops, &d, g_rdm_ck);
+    expect_agreed(t, st, MPI_Wtime() - t0, "datamodule 'rdm' rejected its state", "a datamodule that rejects on rank 1");
+    volt_trainer_destroy(t);
+    if (g_rank == 0) printf("one_rank %s np%d: each failure on one rank ended every rank at once, agreed\n", name, g_world);
+    volt_loader_destroy(l);
+    volt_dataset_destroy(ds);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
 #ifndef VOLT_HAVE_MPI
@@ -1184,6 +1267,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "agreements")) test_agreements(argv[2]);
     else if (!strcmp(argv[1], "discard")) test_discard(argv[2]);
     else if (!strcmp(argv[1], "spike")) test_spike(argv[2]);
+    else if (!strcmp(argv[1], "one_rank")) test_one_rank(argv[2]);
     else {
         fprintf(stderr, "unknown mode '%s'\n", argv[1]);
         MPI_Finalize();

@@ -798,20 +798,27 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             cJSON *item = cJSON_GetObjectItemCaseSensitive(cbs, key);
             if (!item) continue;
             char *js = cJSON_PrintUnformatted(item);
-            st = t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js);
+            st = js ? t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js) : VOLT_ERR_NOMEM;
             free(js);
             if (st < 0) {
-                cJSON_Delete(cbs);
-                src_close(&src);
-                return hook_err_load(t, st, t->cbs[i].ops->name, path);
+                hook_err_load(t, st, t->cbs[i].ops->name, path);
+                break;
             }
+        }
+        /* one verdict: a rank whose callback rejected its state stops every rank here (the same
+         * callbacks read the same state on every rank: the check is alike, the failure need not be) */
+        if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
+            cJSON_Delete(cbs);
+            src_close(&src);
+            return st;
         }
         if (t->rank == 0) warn_foreign_states(t, cbs, path);
         cJSON_Delete(cbs);
     }
     /* the datamodule's state (a resumed fit, and validate / test / predict from a checkpoint, as
      * Lightning restores it for every call): before any value is applied, as the callbacks' */
-    if ((st = load_dm_state(t, f, path)) < 0) {
+    if (t->dm && t->dm->version >= 2u && t->dm->load_state_dict && volt_st_meta(f, "volt.datamodule") &&
+        (st = src_agree(t, path, load_dm_state(t, f, path), "no rank changed its model")) < 0) {   /* alike on every rank */
         src_close(&src);
         return st;
     }

@@ -48,10 +48,17 @@ volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int
                           !buf && bytes ? "NULL buffer" : "no such root", root, world);
     if (world <= 1 || !bytes) return VOLT_OK;
     t->decisions++;
-    volt_status st = volt__strategy_broadcast(t->strategy, buf, bytes, root);
-    if (st < 0)
-        return volt__terr(t, st, "volt_trainer_broadcast: %zu bytes from rank %d failed (strategy '%s'): %s", bytes, root,
-                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    /* in pieces of at most 64 KiB: each moves through the comm's own buffer (an MPI broadcast
+     * that timed out may still write later: into memory the comm keeps, never the caller's,
+     * which may be freed by then; strategies/comm/mpi/comm_mpi.c, bounce_in) */
+    enum { PIECE = 64 << 10 };
+    for (size_t at = 0; at < bytes; at += PIECE) {
+        const size_t n = bytes - at < PIECE ? bytes - at : PIECE;
+        volt_status st = volt__strategy_broadcast(t->strategy, (char *)buf + at, n, root);
+        if (st < 0)
+            return volt__terr(t, st, "volt_trainer_broadcast: %zu bytes from rank %d failed (strategy '%s'): %s", bytes, root,
+                              volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    }
     return VOLT_OK;
 }
 

@@ -73,8 +73,9 @@ static volt_status check_tf32(volt_trainer *t) {
 volt_status volt_parse_duration(const char *s, double *seconds) {
     double d = -1, h = -1, m = -1, sec = -1;
     int end = 0;
-    if (!s || !seconds || sscanf(s, "%lf:%lf:%lf:%lf%n", &d, &h, &m, &sec, &end) != 4 || s[end] || d < 0 || h < 0 || m < 0 ||
-        sec < 0 || d != floor(d) || h != floor(h) || m != floor(m) || !isfinite(sec) || d > 1e6)
+    if (!s || !seconds || sscanf(s, "%lf:%lf:%lf:%lf%n", &d, &h, &m, &sec, &end) != 4 || s[end] || !(d >= 0 && d <= 1e6) ||
+        !(h >= 0 && h <= 1e9) || !(m >= 0 && m <= 1e9) || !(sec >= 0 && sec <= 1e12) || d != floor(d) || h != floor(h) ||
+        m != floor(m))
         return VOLT_ERR_INVALID_ARG;
     *seconds = ((d * 24 + h) * 60 + m) * 60 + sec;
     return VOLT_OK;

@@ -125,14 +125,19 @@ static volt_status lrf_fit(volt_trainer *t, lrf *f, volt_loader *train) {
     return lrf_apply(t, f, r->suggestion);
 }
 
+/* Both loaders to the size, or neither (the train loader back to its size when val's fails). */
 static volt_status set_sizes(volt_trainer *t, volt_loader *train, volt_loader *val, int64_t size) {
     volt_loader *l[2] = { train, val };
+    const int64_t was = volt_loader_batch_size(train);
     for (int i = 0; i < 2; i++) {
         if (!l[i] || volt_loader_batch_size(l[i]) == size) continue;
         volt_status st = volt_loader_set_batch_size(l[i], size);
-        if (st < 0)
-            return volt__terr(t, st, "BatchSizeFinder: the %s loader could not be set to batch size %lld: %s",
-                              i ? "val" : "train", (long long)size, volt_loader_errmsg(l[i]));
+        if (st < 0) {
+            volt__terr(t, st, "BatchSizeFinder: the %s loader could not be set to batch size %lld: %s", i ? "val" : "train",
+                       (long long)size, volt_loader_errmsg(l[i]));
+            if (i == 1 && volt_loader_batch_size(train) != was) (void)volt_loader_set_batch_size(train, was);
+            return st;
+        }
     }
     return VOLT_OK;
 }
@@ -152,17 +157,23 @@ static volt_status resume_one(volt_trainer *t, int i, volt_loader *train, volt_l
     const bool is_lr = t->cbs[i].ops == &lrf_ops;
     const char *who = t->cbs[i].ops->name;
     char *json = NULL;
-    VOLT_TRY(volt__ckpt_callback_state(t, path, i, &json));
+    double v = 0;
+    /* every rank reads the header; one verdict before anything is applied (a rank that cannot
+     * read the file, or reads a damaged state, stops every rank here, not in a later collective) */
+    volt_status st = volt__ckpt_callback_state(t, path, i, &json);
+    if (st >= 0 && json) st = parse_state(t, json, who, is_lr ? "lr" : "batch_size", !is_lr, path, &v);
+    st = volt__agree_status(t, st, who, "no rank applied it");
+    if (st < 0) {
+        free(json);
+        return st;
+    }
     if (!json) {
         if (t->rank == 0)
             fprintf(stderr, "volt: %s: the checkpoint at %s holds no state of it (saved without it): the resumed fit keeps "
                     "%s\n", who, path, is_lr ? "the module's learning rate" : "the loaders' batch size");
         return VOLT_OK;
     }
-    double v = 0;
-    volt_status st = parse_state(t, json, who, is_lr ? "lr" : "batch_size", !is_lr, path, &v);
     free(json);
-    VOLT_TRY(st);
     if (is_lr) {
         lrf *f = t->cbs[i].self;
         volt_lr_find_result_free(&f->result);
@@ -190,6 +201,16 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
     for (int i = 0; i < t->n_cbs; i++) {
         const volt_callback_ops *ops = t->cbs[i].ops;
         if (ops != &lrf_ops && ops != &bsf_ops) continue;
+        if (ops == &lrf_ops) {   /* this fit's finding, or none: nothing of an earlier fit's */
+            lrf *f = t->cbs[i].self;
+            volt_lr_find_result_free(&f->result);
+            f->result.suggestion = f->applied = NAN;
+            f->have = f->searched = false;
+        } else {
+            bsf *f = t->cbs[i].self;
+            memset(&f->result, 0, sizeof f->result);
+            f->have = false;
+        }
         if (path && path[0]) {
             VOLT_TRY(resume_one(t, i, train, val, path));
             continue;

@@ -507,13 +507,15 @@ VOLT_API volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_m
  * fails the fit, as any hook's error. One of each per trainer. */
 typedef struct volt_lr_finder_config {
     uint32_t version;                         /* VOLT_LR_FINDER_CONFIG_VERSION, set by _init */
-    volt_lr_find_config find;                 /* the test: volt_lr_find_config_init's defaults */
     void (*set_lr)(void *module, float lr);   /* e.g. volt_distilbert_set_lr; NULL: report only */
+    volt_lr_find_config find;                 /* the test: volt_lr_find_config_init's defaults (last:
+                                                 this version moves with volt_lr_find_config's) */
 } volt_lr_finder_config;
 #define VOLT_LR_FINDER_CONFIG_VERSION 1u
 typedef struct volt_batch_size_finder_config {
     uint32_t version;                         /* VOLT_BATCH_SIZE_FINDER_CONFIG_VERSION, set by _init */
-    volt_batch_size_config find;              /* the search: volt_batch_size_config_init's defaults */
+    volt_batch_size_config find;              /* the search: volt_batch_size_config_init's defaults (last:
+                                                 this version moves with volt_batch_size_config's) */
 } volt_batch_size_finder_config;
 #define VOLT_BATCH_SIZE_FINDER_CONFIG_VERSION 1u
 VOLT_API void volt_lr_finder_config_init(volt_lr_finder_config *cfg);
@@ -884,9 +886,9 @@ VOLT_API void volt_spike_detection_config_init(volt_spike_detection_config *cfg)
  * config version. */
 VOLT_API volt_status volt_add_spike_detection(volt_trainer *t, const volt_spike_detection_config *cfg);
 /* Timer (Lightning's callback): how long each stage took, and optionally a limit on the
- * training time, checked after every optimizer step (VOLT_TIMER_STEP, Lightning's default) or
- * at each train epoch end (VOLT_TIMER_EPOCH), and at fit start (a resumed fit whose checkpoint
- * spent it trains no step). When the time is spent, rank 0's clock decides for every rank
+ * training time, checked after every training batch (VOLT_TIMER_STEP, Lightning's default: a
+ * collective per batch with several ranks) or at each train epoch end (VOLT_TIMER_EPOCH), and
+ * when the training loop starts (a resumed fit whose checkpoint spent it trains no step). When the time is spent, rank 0's clock decides for every rank
  * (volt_trainer_broadcast_bool: a collective at each check), fit is asked to stop
  * (volt_trainer_request_stop: min_epochs / min_steps still apply) and, verbose, rank 0 prints
  * "Time limit reached. Elapsed time is H:MM:SS. Signaling Trainer to stop.". The train time is
