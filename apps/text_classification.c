@@ -45,8 +45,9 @@ static const volt_cli_key tc_keys[] = {
     { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule)",
       "lr-schedule", "constant|linear", 0, 0 },
     { "optimizer.warmup_steps", VOLT_CLI_INT, "0", "linear warmup from 0 over N steps", "warmup-steps", NULL, 0, 1e15 },
-    { "optimizer.lr_find", VOLT_CLI_BOOL, "false", "fit: first Lightning's learning-rate range test (100 steps from 1e-8 to 1, "
-      "weights restored after), then train with its suggestion", "lr-find", NULL, 0, 0 },
+    { "optimizer.lr_find", VOLT_CLI_BOOL, "false", "fit: first Lightning's learning-rate range test (LearningRateFinder: 100 "
+      "steps from 1e-8 to 1, weights restored after), then train with its suggestion; a resumed fit reuses the first's", "lr-find",
+      NULL, 0, 0 },
     { "predict.input", VOLT_CLI_STRING, "-", "predict: texts, one per line (\"-\" = stdin)", NULL, NULL, 0, 0 },
     { "predict.output", VOLT_CLI_STRING, "-", "predict: where the predictions go (\"-\" = stdout)", NULL, NULL, 0, 0 },
     { "predict.format", VOLT_CLI_STRING, "csv", "predict: csv (index,label,probability) or jsonl", NULL, "csv|jsonl", 0, 0 },
@@ -401,22 +402,23 @@ int main(int argc, char **argv) {
         if ((rc = app_scale_batch_size(a.t, cli, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, APP)))
             goto out;
         rc = 1;
-        if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* Tuner(trainer).lr_find(model): model.lr = the suggestion */
-            volt_lr_find_result r;
-            st = volt_trainer_lr_find(a.t, &volt_distilbert_ops, a.model, a.ld[0], NULL, &r);
-            if (st < 0) { rc = app_fail_run(APP, "lr_find", st, a.t); goto out; }
-            if (isfinite(r.suggestion)) volt_distilbert_set_lr(a.model, (float)r.suggestion);
-            if (a.zero) {
-                if (isfinite(r.suggestion)) printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)r.n,
-                                                   r.lrs[0], r.lrs[r.n - 1], r.suggestion);
-                else printf("lr_find: %lld steps, too few to suggest a learning rate; fit keeps lr %g\n", (long long)r.n, o.lr);
-                fflush(stdout);
-            }
-            volt_lr_find_result_free(&r);
+        if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* LearningRateFinder: model.lr = the suggestion, inside fit */
+            volt_lr_finder_config lf;
+            volt_lr_finder_config_init(&lf);
+            lf.set_lr = volt_distilbert_set_lr;   /* a resumed fit sets the checkpoint's without a search */
+            if ((st = volt_add_lr_finder(a.t, &lf)) < 0) { rc = app_fail_run(APP, "lr_find", st, a.t); goto out; }
         }
         st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) { rc = app_fail_run(APP, "fit", st, a.t); goto out; }
+        const volt_lr_find_result *lr = volt_lr_finder_result(a.t);
+        if (lr && a.zero) {
+            if (lr->n > 0 && isfinite(lr->suggestion))
+                printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)lr->n, lr->lrs[0],
+                       lr->lrs[lr->n - 1], lr->suggestion);
+            else if (lr->n > 0) printf("lr_find: %lld steps, too few to suggest a learning rate; fit kept lr %g\n", (long long)lr->n, o.lr);
+            else if (isfinite(lr->suggestion)) printf("lr_find: lr %g from the checkpoint, used for fit\n", lr->suggestion);
+        }
         if (app_after_fit(a.t, &o.tr, APP)) goto out;
         app_print_fit_end(a.t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
         /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test

@@ -211,6 +211,17 @@ sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9
     python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged" "$sug" ||
         die "lrfind: fit's logged lr '$logged' is not the suggestion '$sug'"
     ls -a "$W/runs_lrfind" | grep -q '^\.lr_find' && die "lrfind: the hidden checkpoint was left behind"
+    # resumed with --lr-find (LearningRateFinder): no second search, the first fit's lr from the
+    # checkpoint, which the resumed fit's optimizer logs
+    run lrfind2 --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_lrfind" --epochs 2 --limit-train-batches 3 \
+        --limit-val-batches 2 --limit-test-batches 2 --lr-find --trainer.log_every_n_steps 1 --resume; expect_ok lrfind2 $?
+    grep -q "^lr_find: lr $sug from the checkpoint, used for fit$" "$W/lrfind2.log" &&
+        grep -q "LearningRateFinder: a resumed fit does not search again" "$W/lrfind2.log" ||
+        { cat "$W/lrfind2.log"; die "lrfind resumed: not the first fit's lr ($sug) from the checkpoint"; }
+    logged2=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^lr-/) c = i } NR > 1 && c && $c != "" { print $c; exit }' \
+        "$W/runs_lrfind/lightning_logs/version_1/metrics.csv")
+    python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged2" "$sug" ||
+        die "lrfind resumed: the logged lr '$logged2' is not the first fit's suggestion '$sug'"
     # --tuner.scale_batch_size: Lightning's batch size finder before fit (nothing runs out of
     # memory here: binsearch's 3 trials that ran, 2 4 8, and fit then trains at 8)
     run bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_bsf" --epochs 1 --limit-train-batches 2 \
