@@ -417,10 +417,10 @@ volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c) {
     return volt_add_lr_monitor_ex(t, &lc);
 }
 
-int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_ops *ops, void *module, volt_loader *train,
-                         volt_loader *val, const char *app) {
+int app_scale_batch_size(volt_trainer *t, const volt_cli *c, volt_loader *train, int64_t *was, const char *app) {
     static const char *const others[] = { "tuner.steps_per_trial", "tuner.init_val", "tuner.max_trials" };
     const char *mode = volt_cli_str(c, "tuner.scale_batch_size");
+    *was = volt_loader_batch_size(train);
     if (!mode) {
         for (size_t i = 0; i < sizeof others / sizeof *others; i++)
             if (volt_cli_was_set(c, others[i]) && volt_trainer_is_global_zero(t)) {
@@ -436,24 +436,31 @@ int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_o
                     "on one process, then pass the size it finds as the batch size\n", app, volt_trainer_world_size(t));
         return 2;
     }
-    volt_batch_size_config bc;
-    volt_batch_size_config_init(&bc);
-    bc.mode = !strcmp(mode, "binsearch") ? VOLT_BATCH_SCALE_BINSEARCH : VOLT_BATCH_SCALE_POWER;
-    bc.steps_per_trial = volt_cli_int(c, "tuner.steps_per_trial");
-    bc.init_val = volt_cli_int(c, "tuner.init_val");
-    bc.max_trials = volt_cli_int(c, "tuner.max_trials");
-    const int64_t was = volt_loader_batch_size(train);
-    volt_batch_size_result r;
-    volt_status st = volt_trainer_scale_batch_size(t, ops, module, train, &bc, &r);
-    if (st < 0) return app_fail_run(app, "scale_batch_size", st, t);
-    if (val && (st = volt_loader_set_batch_size(val, r.batch_size)) < 0)
-        return app_fail(app, "scale_batch_size: the val loader", st, volt_loader_errmsg(val));
-    printf("scale_batch_size (%s):", mode);
-    for (int i = 0; i < r.n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
-        printf(" %lld%s", (long long)r.sizes[i], r.ran[i] ? "" : " (out of memory)");
-    printf("; batch size %lld for fit (was %lld)\n", (long long)r.batch_size, (long long)was);
+    /* BatchSizeFinder: the search at fit's start, fit's train and val loaders set to the size
+     * found; a resumed fit takes the size from its checkpoint (the batches it resumes among) */
+    volt_batch_size_finder_config bc;
+    volt_batch_size_finder_config_init(&bc);
+    bc.find.mode = !strcmp(mode, "binsearch") ? VOLT_BATCH_SCALE_BINSEARCH : VOLT_BATCH_SCALE_POWER;
+    bc.find.steps_per_trial = volt_cli_int(c, "tuner.steps_per_trial");
+    bc.find.init_val = volt_cli_int(c, "tuner.init_val");
+    bc.find.max_trials = volt_cli_int(c, "tuner.max_trials");
+    volt_status st = volt_add_batch_size_finder(t, &bc);
+    return st < 0 ? app_fail_run(app, "scale_batch_size", st, t) : 0;
+}
+
+void app_report_batch_size(volt_trainer *t, const volt_cli *c, int64_t was) {
+    const volt_batch_size_result *r = volt_batch_size_finder_result(t);
+    if (!r || !volt_trainer_is_global_zero(t)) return;
+    const char *mode = volt_cli_str(c, "tuner.scale_batch_size");
+    if (r->n_trials == 0) {
+        printf("scale_batch_size: batch size %lld from the checkpoint for fit (was %lld)\n", (long long)r->batch_size, (long long)was);
+    } else {
+        printf("scale_batch_size (%s):", mode ? mode : "?");
+        for (int i = 0; i < r->n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
+            printf(" %lld%s", (long long)r->sizes[i], r->ran[i] ? "" : " (out of memory)");
+        printf("; batch size %lld for fit (was %lld)\n", (long long)r->batch_size, (long long)was);
+    }
     fflush(stdout);
-    return 0;
 }
 
 volt_status app_add_memory_report(volt_trainer *t) {

@@ -73,13 +73,14 @@ volt_status app_add_throughput(volt_trainer *t, const volt_cli *c, volt_batch_co
 /* The LearningRateMonitor both apps add, with the lr_monitor.* keys' flags. */
 volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c);
 
-/* --tuner.scale_batch_size power|binsearch (Lightning's Tuner.scale_batch_size) before fit:
- * the size found is set on the train loader (by the trainer) and the val loader (as a
- * datamodule's batch_size is both's); one line says the sizes tried and the one kept. 0 when
- * it ran or is off; else the exit status (an error printed: a tuner.* key without the mode,
- * several processes, the search's failure). */
-int app_scale_batch_size(volt_trainer *t, const volt_cli *c, const volt_module_ops *ops, void *module, volt_loader *train,
-                         volt_loader *val, const char *app);
+/* --tuner.scale_batch_size power|binsearch (Lightning's BatchSizeFinder), before fit: adds the
+ * callback, whose search runs at fit's start and sets fit's train and val loaders to the size
+ * found (a resumed fit: the checkpoint's size, no search). *was: the train loader's size now.
+ * 0 when added or off; else the exit status (an error printed: a tuner.* key without the
+ * mode, several processes, a bad setting). After fit app_report_batch_size prints one line:
+ * the sizes tried and the one kept (or the checkpoint's). */
+int app_scale_batch_size(volt_trainer *t, const volt_cli *c, volt_loader *train, int64_t *was, const char *app);
+void app_report_batch_size(volt_trainer *t, const volt_cli *c, int64_t was);
 
 /* DeviceStatsMonitor from the device_stats.* keys (on with device_stats.enabled, or when
  * device_stats.cpu_stats is given and device_stats.enabled is not). */

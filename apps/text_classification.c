@@ -399,8 +399,8 @@ int main(int argc, char **argv) {
     const char *sub = o.sub, *test_ckpt = o.ckpt;
     if (!strcmp(sub, "fit")) {
         double t0 = app_now_s();
-        if ((rc = app_scale_batch_size(a.t, cli, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, APP)))
-            goto out;
+        int64_t bs_was;
+        if ((rc = app_scale_batch_size(a.t, cli, a.ld[0], &bs_was, APP))) goto out;
         rc = 1;
         if (volt_cli_bool(cli, "optimizer.lr_find")) {   /* LearningRateFinder: model.lr = the suggestion, inside fit */
             volt_lr_finder_config lf;
@@ -411,6 +411,7 @@ int main(int argc, char **argv) {
         st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) { rc = app_fail_run(APP, "fit", st, a.t); goto out; }
+        app_report_batch_size(a.t, cli, bs_was);
         const volt_lr_find_result *lr = volt_lr_finder_result(a.t);
         if (lr && a.zero) {
             if (lr->n > 0 && isfinite(lr->suggestion))

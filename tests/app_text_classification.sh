@@ -239,6 +239,17 @@ ok = ok and abs(float(r[0]['lr-Adam-momentum']) - 0.9) < 1e-6 and float(r[0]['lr
 sys.exit(0 if ok else 1)
 PY
     ls -a "$W/runs_bsf" | grep -q '^\.scale_batch_size' && die "bsf: the hidden checkpoint was left behind"
+    # resumed: no search, the first fit's size from its checkpoint (the batches it resumes among)
+    run bsf2 --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_bsf" --epochs 2 --limit-train-batches 2 \
+        --limit-val-batches 2 --limit-test-batches 2 --tuner.scale_batch_size binsearch --tuner.max_trials 3 \
+        --tuner.steps_per_trial 1 --throughput.window_size 2 --trainer.log_every_n_steps 2 --resume; expect_ok bsf2 $?
+    grep -qx 'scale_batch_size: batch size 8 from the checkpoint for fit (was 4)' "$W/bsf2.log" ||
+        { cat "$W/bsf2.log"; die "bsf resumed: no 'batch size 8 from the checkpoint' line"; }
+    python3 - "$W/runs_bsf/lightning_logs/version_1/metrics.csv" <<'PY' || die "bsf resumed: fit did not train at batch size 8"
+import csv, sys
+r = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('train/samples', '') != '']
+sys.exit(0 if r and float(r[0]['train/samples']) == 16 else 1)
+PY
     run e_bsf --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --tuner.init_val 4
     expect_usage e_bsf $? "tuner.init_val is set but tuner.scale_batch_size is null"
     # --no-decay: a parameter group without weight decay (HF's recipe). AdamW with a huge decay
