@@ -2262,6 +2262,24 @@ static void test_timer(void) {
     CHECK(volt_trainer_global_step(t) == 4 && volt_trainer_current_epoch(t) == 1, "epoch interval: stopped at step %lld, "
           "epoch %lld (want 4, 1)", (long long)volt_trainer_global_step(t), (long long)volt_trainer_current_epoch(t));
     volt_trainer_destroy(t);
+    /* with a LearningRateFinder, whose sweep saves and loads the trainer's state back: a second
+     * fresh fit counts its own training time only (never the first's, from the sweep's reload),
+     * so it is within the wall time of that fit */
+    t = mk_trainer(fresh_dir("timer_lrf"), &(run_opts){ .max_epochs = 1 });
+    CHECK_OK(volt_trainer_add_callback(t, &sleeper_ops, &sl));
+    CHECK_OK(volt_add_timer(t, NULL, &tm));
+    volt_lr_finder_config lf;
+    volt_lr_finder_config_init(&lf);
+    lf.find.num_training = 10;
+    CHECK_OK(volt_add_lr_finder(t, &lf));
+    CHECK_OK(fit(t, &m, false, NULL));
+    const double first = volt_timer_time_elapsed(tm, VOLT_STAGE_FIT);
+    const double w0 = vtest_now();
+    CHECK_OK(fit(t, &m, false, NULL));
+    const double wall = vtest_now() - w0, second = volt_timer_time_elapsed(tm, VOLT_STAGE_FIT);
+    CHECK(first >= 0.12 && second >= 0.12 && second <= wall, "two fits with a LearningRateFinder: train times %.3f, %.3f s "
+          "(the second's fit took %.3f s of wall time)", first, second, wall);
+    volt_trainer_destroy(t);
     /* no duration: the times alone */
     t = mk_trainer(fresh_dir("timer_none"), &(run_opts){ .max_epochs = 2 });
     CHECK_OK(volt_add_timer(t, NULL, &tm));
