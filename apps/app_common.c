@@ -448,19 +448,42 @@ int app_scale_batch_size(volt_trainer *t, const volt_cli *c, volt_loader *train,
     return st < 0 ? app_fail_run(app, "scale_batch_size", st, t) : 0;
 }
 
-void app_report_batch_size(volt_trainer *t, const volt_cli *c, int64_t was) {
-    const volt_batch_size_result *r = volt_batch_size_finder_result(t);
-    if (!r || !volt_trainer_is_global_zero(t)) return;
-    const char *mode = volt_cli_str(c, "tuner.scale_batch_size");
-    if (r->n_trials == 0) {
-        printf("scale_batch_size: batch size %lld from the checkpoint for fit (was %lld)\n", (long long)r->batch_size, (long long)was);
-    } else {
-        printf("scale_batch_size (%s):", mode ? mode : "?");
-        for (int i = 0; i < r->n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
-            printf(" %lld%s", (long long)r->sizes[i], r->ran[i] ? "" : " (out of memory)");
-        printf("; batch size %lld for fit (was %lld)\n", (long long)r->batch_size, (long long)was);
+/* The finders' lines, printed by a callback at fit start (the finders have run by then: the lines
+ * come before training, and stay in the log when fit fails or is stopped later) */
+typedef struct tuner_report { const char *mode; int64_t bs_was; double lr_was; } tuner_report;
+
+static volt_status tuner_report_fit_start(void *self, volt_trainer *t) {
+    const tuner_report *r = self;
+    if (!volt_trainer_is_global_zero(t)) return VOLT_OK;
+    const volt_batch_size_result *b = volt_batch_size_finder_result(t);
+    if (b && b->n_trials == 0) {
+        printf("scale_batch_size: batch size %lld from the checkpoint for fit (was %lld)\n", (long long)b->batch_size,
+               (long long)r->bs_was);
+    } else if (b) {
+        printf("scale_batch_size (%s):", r->mode ? r->mode : "?");
+        for (int i = 0; i < b->n_trials && i < VOLT_BATCH_SIZE_TRIALS_MAX; i++)
+            printf(" %lld%s", (long long)b->sizes[i], b->ran[i] ? "" : " (out of memory)");
+        printf("; batch size %lld for fit (was %lld)\n", (long long)b->batch_size, (long long)r->bs_was);
     }
+    const volt_lr_find_result *l = volt_lr_finder_result(t);
+    if (l && l->n > 0 && isfinite(l->suggestion))
+        printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)l->n, l->lrs[0], l->lrs[l->n - 1],
+               l->suggestion);
+    else if (l && l->n > 0) printf("lr_find: %lld steps, too few to suggest a learning rate; fit keeps lr %g\n", (long long)l->n, r->lr_was);
+    else if (l && isfinite(l->suggestion)) printf("lr_find: lr %g from the checkpoint, used for fit\n", l->suggestion);
     fflush(stdout);
+    return VOLT_OK;
+}
+
+static const volt_callback_ops tuner_report_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "TunerReport",
+                                                    .on_fit_start = tuner_report_fit_start, .destroy = free };
+
+int app_add_tuner_report(volt_trainer *t, const volt_cli *c, int64_t bs_was, double lr_was, const char *app) {
+    tuner_report *r = malloc(sizeof *r);
+    if (!r) return app_fail(app, "adding the tuner's report", VOLT_ERR_NOMEM, NULL);
+    *r = (tuner_report){ volt_cli_str(c, "tuner.scale_batch_size"), bs_was, lr_was };
+    volt_status st = volt_trainer_add_callback(t, &tuner_report_ops, r);
+    return st < 0 ? app_fail_run(app, "adding the tuner's report", st, t) : 0;
 }
 
 volt_status app_add_memory_report(volt_trainer *t) {

@@ -77,10 +77,12 @@ volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c);
  * callback, whose search runs at fit's start and sets fit's train and val loaders to the size
  * found (a resumed fit: the checkpoint's size, no search). *was: the train loader's size now.
  * 0 when added or off; else the exit status (an error printed: a tuner.* key without the
- * mode, several processes, a bad setting). After fit app_report_batch_size prints one line:
- * the sizes tried and the one kept (or the checkpoint's). */
+ * mode, several processes, a bad setting). */
 int app_scale_batch_size(volt_trainer *t, const volt_cli *c, volt_loader *train, int64_t *was, const char *app);
-void app_report_batch_size(volt_trainer *t, const volt_cli *c, int64_t was);
+/* A callback printing the finders' lines at fit start (rank 0), once they ran: the batch sizes
+ * tried and the one kept, or the checkpoint's ("was" bs_was), and lr_find's suggestion (or the
+ * checkpoint's lr; lr_was when there is none). Nothing without a finder. 0, or 1 said. */
+int app_add_tuner_report(volt_trainer *t, const volt_cli *c, int64_t bs_was, double lr_was, const char *app);
 
 /* DeviceStatsMonitor from the device_stats.* keys (on with device_stats.enabled, or when
  * device_stats.cpu_stats is given and device_stats.enabled is not). */

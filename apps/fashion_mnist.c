@@ -192,11 +192,11 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "fit")) {
         double t0 = app_now_s();
         int64_t bs_was;
-        if ((rc = app_scale_batch_size(t, cli, train_l, &bs_was, APP))) return rc;
+        if ((rc = app_scale_batch_size(t, cli, train_l, &bs_was, APP)) || (rc = app_add_tuner_report(t, cli, bs_was, 0, APP)))
+            return rc;
         st = volt_trainer_fit(t, ops, model, train_l, val_l, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) return app_fail_run(APP, "fit", st, t);
-        app_report_batch_size(t, cli, bs_was);
         if (app_after_fit(t, &o.tr, APP)) return 1;
         app_print_fit_end(t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
         /* Lightning's trainer.test(ckpt_path="best"): the weights test runs with are the ones

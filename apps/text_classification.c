@@ -408,18 +408,11 @@ int main(int argc, char **argv) {
             lf.set_lr = volt_distilbert_set_lr;   /* a resumed fit sets the checkpoint's without a search */
             if ((st = volt_add_lr_finder(a.t, &lf)) < 0) { rc = app_fail_run(APP, "lr_find", st, a.t); goto out; }
         }
+        if ((rc = app_add_tuner_report(a.t, cli, bs_was, o.lr, APP))) goto out;
+        rc = 1;
         st = volt_trainer_fit(a.t, &volt_distilbert_ops, a.model, a.ld[0], n_split[1] > 0 ? a.ld[1] : NULL, app_fit_ckpt(cli));
         double fit_s = app_now_s() - t0;
         if (st < 0) { rc = app_fail_run(APP, "fit", st, a.t); goto out; }
-        app_report_batch_size(a.t, cli, bs_was);
-        const volt_lr_find_result *lr = volt_lr_finder_result(a.t);
-        if (lr && a.zero) {
-            if (lr->n > 0 && isfinite(lr->suggestion))
-                printf("lr_find: %lld steps from %g to %g; suggested lr %g, used for fit\n", (long long)lr->n, lr->lrs[0],
-                       lr->lrs[lr->n - 1], lr->suggestion);
-            else if (lr->n > 0) printf("lr_find: %lld steps, too few to suggest a learning rate; fit kept lr %g\n", (long long)lr->n, o.lr);
-            else if (isfinite(lr->suggestion)) printf("lr_find: lr %g from the checkpoint, used for fit\n", lr->suggestion);
-        }
         if (app_after_fit(a.t, &o.tr, APP)) goto out;
         app_print_fit_end(a.t, volt_cli_str(cli, "checkpoint.monitor"), fit_s);
         /* trainer.test(ckpt_path="best"): --export-full then writes the weights whose test

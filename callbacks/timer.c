@@ -24,7 +24,6 @@ struct volt_timer {
     double duration;              /* seconds; 0: no limit */
     double start[N_STAGES], end[N_STAGES];   /* monotonic seconds; NAN: not started / not ended */
     double offset;                /* train: what a resumed checkpoint counted */
-    bool loaded;                  /* offset came from a checkpoint this fit loaded */
     bool said;                    /* this fit printed the limit */
 };
 
@@ -94,22 +93,21 @@ static volt_status check(volt_timer *tm, volt_trainer *t) {
     return VOLT_OK;
 }
 
-/* A fit starts: a fresh one counts from zero, a resumed one from its checkpoint (loaded
- * before on_fit_start). No collective here: a rank whose earlier callback failed its
- * on_fit_start skips the rest, and the ranks meet in the fit-start agreement instead. */
-static volt_status tm_fit_start(void *self, volt_trainer *t) {
-    (void)t;
+/* setup("fit") of a fit (not the tuner's): the count starts from zero, before the checkpoint
+ * of a resumed fit is loaded (which sets it to that fit's time); a fit that failed after such
+ * a load leaves nothing for the next one. No collective. */
+static volt_status tm_setup(void *self, volt_trainer *t, volt_stage stage) {
     volt_timer *tm = self;
-    if (!tm->loaded) tm->offset = 0;
-    tm->loaded = false;
+    if (stage != VOLT_STAGE_FIT || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
+    tm->offset = 0;
     tm->said = false;
     tm->start[S_TRAIN] = tm->end[S_TRAIN] = NAN;
     return VOLT_OK;
 }
 
 /* The training loop starts: a resumed fit whose checkpoint already spent the limit trains no
- * step (Lightning checks at fit start whatever the interval). The checkpoint's time is the same
- * on every rank, so each decides alone. */
+ * step (Lightning checks at fit start whatever the interval; here after the sanity check). The
+ * checkpoint's time is the same on every rank, so each decides alone. */
 static volt_status tm_train_start(void *self, volt_trainer *t) {
     volt_timer *tm = self;
     mark(tm, S_TRAIN, true);
@@ -169,14 +167,12 @@ static volt_status tm_load(void *self, volt_trainer *t, const char *json) {
     cJSON_Delete(o);
     if (!ok) return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "Timer: the checkpoint's state has no train time_elapsed >= 0");
     tm->offset = v;
-    tm->loaded = true;
     tm->start[S_TRAIN] = tm->end[S_TRAIN] = NAN;
     return VOLT_OK;
 }
 
 static const volt_callback_ops tm_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "Timer",
-    .on_fit_start = tm_fit_start,
     .on_train_start = tm_train_start,
     .on_train_end = tm_train_end,
     .on_train_batch_end = tm_train_batch_end,
@@ -190,6 +186,7 @@ static const volt_callback_ops tm_ops = {
     .state_dict = tm_state,
     .load_state_dict = tm_load,
     .destroy = free,
+    .setup = tm_setup,
 };
 
 void volt_timer_config_init(volt_timer_config *cfg) {

@@ -2184,6 +2184,16 @@ static void test_ckpt_hooks(void) {
     CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "callback 'Stash#1': on_save_checkpoint failed: stash: the disk is "
           "full"), "a failing on_save_checkpoint: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
+    /* a name that could meet another's entries: refused (and destroyed) when it has the hooks */
+    volt_callback_ops dotted = stash_ops;
+    stash x = { 0 };
+    dotted.name = "Stash.b";
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    CHECK(volt_trainer_add_callback(t, &dotted, &x) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "without '.' or '#'"),
+          "a dotted name with checkpoint hooks: %s", volt_trainer_errmsg(t));
+    dotted.name = "Stash#1";
+    CHECK(volt_trainer_add_callback(t, &dotted, &x) == VOLT_ERR_INVALID_ARG, "a name with '#' and checkpoint hooks accepted");
+    volt_trainer_destroy(t);
     /* a version-4 table: its pointers are not read */
     volt_callback_ops v4 = stash_ops;
     v4.version = 4;

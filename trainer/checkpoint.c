@@ -783,30 +783,22 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': callback state is not valid JSON", path);
         }
         /* callbacks restore before the model is touched: a rejected state changes nothing;
-         * on_load_checkpoint first, then load_state_dict (Lightning's order) */
-        bool hooks = false;   /* alike on every rank: the same callbacks */
-        for (int i = 0; i < t->n_cbs; i++) hooks |= t->cbs[i].ops->version >= 5u && t->cbs[i].ops->on_load_checkpoint;
-        if (hooks && (st = src_agree(t, path, callbacks_ckpt_hook(t, NULL, f, path), "no rank changed its model")) < 0) {
-            cJSON_Delete(cbs);
-            src_close(&src);
-            return st;
-        }
-        for (int i = 0; i < t->n_cbs; i++) {
+         * on_load_checkpoint first, then load_state_dict (Lightning's order), then one verdict:
+         * a rank whose callback rejected its state stops every rank here (the same callbacks
+         * read the same state on every rank: the check is alike, the failure need not be) */
+        st = callbacks_ckpt_hook(t, NULL, f, path);
+        for (int i = 0; st >= 0 && i < t->n_cbs; i++) {
             if (!t->cbs[i].ops->load_state_dict || !cbs) continue;
             char key[128];
             cb_key(t, i, key, sizeof key);
             cJSON *item = cJSON_GetObjectItemCaseSensitive(cbs, key);
             if (!item) continue;
             char *js = cJSON_PrintUnformatted(item);
-            st = js ? t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js) : VOLT_ERR_NOMEM;
+            t->errmsg[0] = 0;
+            if (!js) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': callback '%s': out of memory", path, key);
+            else if ((st = t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js)) < 0) hook_err_load(t, st, t->cbs[i].ops->name, path);
             free(js);
-            if (st < 0) {
-                hook_err_load(t, st, t->cbs[i].ops->name, path);
-                break;
-            }
         }
-        /* one verdict: a rank whose callback rejected its state stops every rank here (the same
-         * callbacks read the same state on every rank: the check is alike, the failure need not be) */
         if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
             cJSON_Delete(cbs);
             src_close(&src);

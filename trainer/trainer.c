@@ -378,6 +378,16 @@ volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *
         if (ops->destroy) ops->destroy(self);
         return volt__terr(t, VOLT_ERR_NOMEM, "add_callback: more than %d callbacks", VOLT_MAX_CALLBACKS);
     }
+    /* checkpoint hooks keep entries under "callback.<name>[#k].": a name with '.' or '#' could
+     * meet another callback's, and a long one would be cut in the key */
+    const char *n = ops->name ? ops->name : "";
+    if (ops->version >= 5u && (ops->on_save_checkpoint || ops->on_load_checkpoint) &&
+        (!*n || strlen(n) > 100 || strchr(n, '.') || strchr(n, '#'))) {
+        if (ops->destroy) ops->destroy(self);
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "add_callback: callback '%.40s%s' has checkpoint hooks, so its name must be "
+                          "1 to 100 bytes without '.' or '#' (its entries are kept under callback.<name>.)", n,
+                          strlen(n) > 40 ? "..." : "");
+    }
     t->cbs[t->n_cbs++] = (volt_cb){ ops, self };
     return VOLT_OK;
 }

@@ -353,6 +353,11 @@ volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const vol
         st = bs_trial(t, train, size, c.steps_per_trial, &renew);
         if (st < 0 && st != VOLT_ERR_NOMEM) break;   /* the search's own error (a signal included) stands */
         const bool ok = st >= 0;
+        if (out->n_trials < VOLT_BATCH_SIZE_TRIALS_MAX) {   /* every trial that ran or ran out is listed */
+            out->sizes[out->n_trials] = size;
+            out->ran[out->n_trials] = ok;
+        }
+        out->n_trials++;
         if (renew < 0) {   /* no step to go on with: the search ends; a size found stands (the next set-up makes a step) */
             if (ok && size > best) best = size;
             st = best > 0 ? VOLT_OK : renew;
@@ -363,11 +368,6 @@ volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const vol
             memcpy(oom, t->errmsg, sizeof oom);
         }
         t->errmsg[0] = 0;
-        if (out->n_trials < VOLT_BATCH_SIZE_TRIALS_MAX) {
-            out->sizes[out->n_trials] = size;
-            out->ran[out->n_trials] = ok;
-        }
-        out->n_trials++;
         st = VOLT_OK;
         if (ok) {
             if (size > best) best = size;

@@ -203,8 +203,10 @@ typedef struct volt_callback_ops {
      * _get_tensor / _get_meta), kept under "callback.<its state key>." so callbacks and the
      * module never meet. on_save_checkpoint runs at every save, after the module's (on the
      * rank that writes the file: rank 0; a sharded checkpoint's index); on_load_checkpoint on
-     * a resumed fit, on every rank, before its load_state_dict and before any weight is
-     * applied. An error fails the save / load, naming the callback. */
+     * a resumed fit and when the tuner loads back its own saved state (state_fn TUNE), on
+     * every rank, before its load_state_dict and before any weight is applied. An error fails
+     * the save / load, naming the callback. A table with these needs a name of 1 to 100 bytes
+     * without '.' or '#' (volt_trainer_add_callback refuses another). */
     volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
     volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
 } volt_callback_ops;
