@@ -74,6 +74,9 @@ const volt_cli_key app_run_keys[] = {
     { "spike_detection.rtol", VOLT_CLI_FLOAT, NULL, "SpikeDetection: ... and by at least this times the mean (null: no relative tolerance)", NULL, NULL, 0, 1e300 },
     { "spike_detection.exclude_batches_path", VOLT_CLI_STRING, NULL, "SpikeDetection: the JSON file (a .json path) or its folder (skip_batches.json in it); null: <root>/skip_batches.json", NULL, NULL, 0, 0 },
     { "spike_detection.finite_only", VOLT_CLI_BOOL, "true", "SpikeDetection: a loss that is not finite is a spike (false: judged by the tolerances, never tracked)", NULL, NULL, 0, 0 },
+    { "timer.duration", VOLT_CLI_STRING, NULL, "Timer (Lightning's): stop fit once training has run this long, \"DD:HH:MM:SS\" (a resumed fit counts its checkpoint's time); null: no Timer", NULL, NULL, 0, 0 },
+    { "timer.interval", VOLT_CLI_STRING, "step", "Timer: check the time after every training batch (step) or at each epoch's end (epoch)", NULL, "step|epoch", 0, 0 },
+    { "timer.verbose", VOLT_CLI_BOOL, "true", "Timer: say when the time is up", NULL, NULL, 0, 0 },
 };
 const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
 
@@ -369,6 +372,20 @@ volt_status app_add_spike_detection(volt_trainer *t, const volt_cli *c) {
     sc.exclude_batches_path = volt_cli_str(c, "spike_detection.exclude_batches_path");
     sc.finite_only = volt_cli_bool(c, "spike_detection.finite_only");
     return volt_add_spike_detection(t, &sc);
+}
+
+volt_status app_add_timer(volt_trainer *t, const volt_cli *c) {
+    if (volt_cli_is_null(c, "timer.duration")) {
+        if ((volt_cli_was_set(c, "timer.interval") || volt_cli_was_set(c, "timer.verbose")) && volt_trainer_is_global_zero(t))
+            fprintf(stderr, "note: timer.* is set but timer.duration is null: no Timer\n");
+        return VOLT_OK;
+    }
+    volt_timer_config tc;
+    volt_timer_config_init(&tc);
+    tc.duration = volt_cli_str(c, "timer.duration");
+    tc.interval = strcmp(volt_cli_str(c, "timer.interval"), "epoch") ? VOLT_TIMER_STEP : VOLT_TIMER_EPOCH;
+    tc.verbose = volt_cli_bool(c, "timer.verbose");
+    return volt_add_timer(t, &tc, NULL);
 }
 
 bool app_throughput_on(const volt_cli *c) {

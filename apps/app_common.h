@@ -89,6 +89,8 @@ int app_add_tuner_report(volt_trainer *t, const volt_cli *c, int64_t bs_was, dou
 volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c);
 /* SpikeDetection from the spike_detection.* keys (on when enabled, or when another is given). */
 volt_status app_add_spike_detection(volt_trainer *t, const volt_cli *c);
+/* A Timer from the timer.* keys (on when timer.duration is set; the others alone: a note). */
+volt_status app_add_timer(volt_trainer *t, const volt_cli *c);
 
 /* The closing lines both apps print (rank 0): "Time elapsed X.XX min" after fit,
  * "best checkpoint: PATH (val_acc X)" when there is one, then after test "Test accuracy X"

@@ -171,6 +171,7 @@ int main(int argc, char **argv) {
     if ((st = app_add_throughput(t, cli, NULL, NULL, NULL)) < 0) return fail("adding ThroughputMonitor", st, volt_trainer_errmsg(t));
     if ((st = app_add_device_stats(t, cli)) < 0) return fail("adding DeviceStatsMonitor", st, volt_trainer_errmsg(t));
     if ((st = app_add_spike_detection(t, cli)) < 0) return fail("adding SpikeDetection", st, volt_trainer_errmsg(t));
+    if ((st = app_add_timer(t, cli)) < 0) return fail("adding Timer", st, volt_trainer_errmsg(t));
     if (o.tr.memory_report && (st = app_add_memory_report(t)) < 0)
         return fail("adding the memory report", st, volt_trainer_errmsg(t));
 

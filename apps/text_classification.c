@@ -345,6 +345,10 @@ int main(int argc, char **argv) {
         fail("adding SpikeDetection", st, volt_trainer_errmsg(a.t));
         goto out;
     }
+    if (!predict && (st = app_add_timer(a.t, cli)) < 0) {
+        fail("adding Timer", st, volt_trainer_errmsg(a.t));
+        goto out;
+    }
     if (o.tr.memory_report && (st = app_add_memory_report(a.t)) < 0) {
         fail("adding the memory report", st, volt_trainer_errmsg(a.t));
         goto out;

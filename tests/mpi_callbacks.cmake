@@ -16,7 +16,8 @@
 # sync and async) costs two agreements (agreements); a loss spike on rank 1 alone ends every rank at
 # that batch with the same words, rank 0 writing the skip list (spike); a failure on one rank alone
 # (an on_fit_start before a Timer, a finder's checkpoint header on a resume, a datamodule's
-# load_state_dict) ends every rank at once in the same words (one_rank). Without MPI or mpirun, tests/strategies.cmake's
+# load_state_dict) ends every rank at once in the same words, and a Timer's limit stops every rank
+# at one step (one_rank). Without MPI or mpirun, tests/strategies.cmake's
 # placeholder stands for these too.
 find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)

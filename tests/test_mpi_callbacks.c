@@ -1193,6 +1193,12 @@ static volt_status rdm_load(void *self, const char *json) {
 static char g_rdm_ck[1200];
 static volt_status rdm_save(void *self, volt_trainer *t) { (void)self; return volt_trainer_save_checkpoint(t, g_rdm_ck); }
 
+static volt_status slow_rank0(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)t; (void)b; (void)i;
+    if (g_rank == 0) usleep(20000);
+    return VOLT_OK;
+}
+
 static void expect_agreed(volt_trainer *t, volt_status st, double el, const char *words, const char *what) {
     const char *msg = t ? volt_trainer_errmsg(t) : "";
     CHECK(st < 0 && strstr(msg, words) && volt_trainer_error_agreed(t) && el < 10 && same_everywhere(msg),
@@ -1237,6 +1243,24 @@ static void test_one_rank(const char *name) {
     t0 = MPI_Wtime();
     st = volt_trainer_fit_dm(t, &lin_ops, &m3, &dops, &d, g_rdm_ck);
     expect_agreed(t, st, MPI_Wtime() - t0, "datamodule 'rdm' rejected its state", "a datamodule that rejects on rank 1");
+    volt_trainer_destroy(t);
+    /* (d) a Timer's limit over ranks (its broadcast at every batch end): rank 0 sleeps 20 ms a
+     * batch, so rank 0's clock, which decides, passes 0.05 s by its third batch: every rank stops
+     * at the same step in 1..3, the fit succeeds, no collective is left unmatched */
+    t = make_trainer(name, dir);
+    const volt_callback_ops slow0 = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Slow0", .on_train_batch_start = slow_rank0 };
+    CHECK_OK(volt_trainer_add_callback(t, &slow0, NULL));
+    tc.duration = "00:00:00:0.05";
+    tc.verbose = false;
+    CHECK_OK(volt_add_timer(t, &tc, NULL));
+    lin m4 = { 0 };
+    st = volt_trainer_fit(t, &lin_ops, &m4, l, NULL, NULL);
+    const int64_t gs = volt_trainer_global_step(t);
+    int64_t lo = gs, hi = gs;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(st == VOLT_OK && lo == hi && gs >= 1 && gs <= 3, "a Timer with the clocks apart: rank %d: %s, step %lld (ranks %lld..%lld; "
+          "want one step in 1..3)", g_rank, volt_status_str(st), (long long)gs, (long long)lo, (long long)hi);
     volt_trainer_destroy(t);
     if (g_rank == 0) printf("one_rank %s np%d: each failure on one rank ended every rank at once, agreed\n", name, g_world);
     volt_loader_destroy(l);
