@@ -157,8 +157,6 @@ static char *tm_state(void *self) {
 
 static volt_status tm_load(void *self, volt_trainer *t, const char *json) {
     volt_timer *tm = self;
-    /* the tuner loading back the state it saved before its sweep: no fit's time to count on */
-    if (volt_trainer_state_fn(t) == VOLT_FN_TUNE) return VOLT_OK;
     cJSON *o = cJSON_Parse(json);
     const cJSON *te = cJSON_GetObjectItemCaseSensitive(o, "time_elapsed");
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(te, "train");

@@ -119,12 +119,6 @@ static void warn_foreign_states(volt_trainer *t, const cJSON *cbs, const char *p
                 "(in the same order) to resume them; without them the fit goes on as configured now\n", path, missing);
 }
 
-static bool no_tensor(const char *name, void *ctx) {
-    (void)name;
-    (void)ctx;
-    return false;
-}
-
 /* Callback cb_index's state in the checkpoint at path, from its header alone, before the load
  * (LearningRateFinder / BatchSizeFinder apply what a resumed fit found before its optimizer is
  * made). Unsealed reading: the load that follows checks the seal; the caller checks the values. */
@@ -132,7 +126,7 @@ volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_
     *json = NULL;
     volt_st_file *f = NULL;
     char err[768];
-    volt_status st = volt_st_open_some(path, no_tensor, NULL, &f, err, sizeof err);
+    volt_status st = volt_st_open_some(path, ck_no_tensor, NULL, &f, err, sizeof err);
     if (st < 0) return volt__terr(t, st, "%s", err);
     const char *cj = volt_st_meta(f, "volt.callbacks");
     cJSON *cbs = cj ? cJSON_Parse(cj) : NULL;
@@ -345,10 +339,10 @@ static volt_status put_dm_state(volt_trainer *t, volt_st_writer *w, const char *
     return VOLT_OK;
 }
 
-/* ... and back, before any weight is applied: one whose name matches gets its state. */
+/* ... and back, before any weight is applied: one whose name matches gets its state (called
+ * when the file has one and the datamodule the hook). */
 static volt_status load_dm_state(volt_trainer *t, volt_st_file *f, const char *path) {
-    const char *js = volt_st_meta(f, "volt.datamodule");
-    if (!js || !t->dm || t->dm->version < 2u || !t->dm->load_state_dict) return VOLT_OK;
+    const char *js = volt_st_meta(f, "volt.datamodule");   /* the caller made sure of it and of the hook */
     const char *name = t->dm->name ? t->dm->name : "datamodule";
     cJSON *o = cJSON_Parse(js);
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "name"), *sv = cJSON_GetObjectItemCaseSensitive(o, "state");

@@ -6,7 +6,7 @@
 #include <cjson/cJSON.h>
 #include "trainer/checkpoint_internal.h"
 
-static bool no_tensor(const char *name, void *ctx) {
+bool ck_no_tensor(const char *name, void *ctx) {
     (void)name;
     (void)ctx;
     return false;
@@ -45,7 +45,7 @@ volt_status volt_checkpoint_param_shape(const char *path, const char *name, volt
         return VOLT_ERR_INVALID_ARG;
     }
     volt_st_file *f = NULL;
-    volt_status st = volt_st_open_some(path, no_tensor, NULL, &f, err, errlen);
+    volt_status st = volt_st_open_some(path, ck_no_tensor, NULL, &f, err, errlen);
     if (st < 0) return st;
     volt_st_info info;
     const char *js = volt_st_meta(f, SHARD_INDEX_KEY);

@@ -157,4 +157,8 @@ const float *src_get(ck_src *c, const char *state, const char *pname, int64_t a,
 
 #pragma GCC visibility pop
 
+/* volt_st_open_some's selection that reads no tensor: a checkpoint's header and metadata alone
+ * (checkpoint_info.c). */
+bool ck_no_tensor(const char *name, void *ctx);
+
 #endif

@@ -19,9 +19,7 @@
 typedef struct lrf {
     volt_lr_finder_config cfg;
     volt_lr_find_result result;
-    bool have;        /* result holds a search or a resumed value */
-    double applied;   /* what the state says: the suggestion (NAN: the search found none) */
-    bool searched;    /* a search or a resume set `applied` (state_dict writes it) */
+    bool have;        /* result holds this fit's search or the checkpoint's value (its state) */
 } lrf;
 
 typedef struct bsf {
@@ -38,9 +36,9 @@ static void lrf_destroy(void *self) {
 
 static char *lrf_state(void *self) {
     const lrf *f = self;
-    if (!f->searched) return NULL;
+    if (!f->have) return NULL;
     char buf[64];
-    if (isfinite(f->applied)) snprintf(buf, sizeof buf, "{\"lr\":%.17g}", f->applied);
+    if (isfinite(f->result.suggestion)) snprintf(buf, sizeof buf, "{\"lr\":%.17g}", f->result.suggestion);
     else snprintf(buf, sizeof buf, "{\"lr\":null}");
     return strdup(buf);
 }
@@ -100,8 +98,6 @@ static const volt_callback_ops bsf_ops = {
 
 /* ---- in fit --------------------------------------------------------------------------------- */
 static volt_status lrf_apply(volt_trainer *t, lrf *f, double lr) {
-    f->applied = lr;
-    f->searched = true;
     if (isfinite(lr) && f->cfg.set_lr) f->cfg.set_lr(t->module, (float)lr);
     return VOLT_OK;
 }
@@ -204,8 +200,8 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
         if (ops == &lrf_ops) {   /* this fit's finding, or none: nothing of an earlier fit's */
             lrf *f = t->cbs[i].self;
             volt_lr_find_result_free(&f->result);
-            f->result.suggestion = f->applied = NAN;
-            f->have = f->searched = false;
+            f->result.suggestion = NAN;
+            f->have = false;
         } else {
             bsf *f = t->cbs[i].self;
             memset(&f->result, 0, sizeof f->result);
@@ -266,7 +262,6 @@ volt_status volt_add_lr_finder(volt_trainer *t, const volt_lr_finder_config *cfg
     if (!f) return volt__terr(t, VOLT_ERR_NOMEM, "LearningRateFinder: out of memory");
     f->cfg = *cfg;
     f->result.suggestion = NAN;
-    f->applied = NAN;
     return volt_trainer_add_callback(t, &lrf_ops, f);   /* destroys f when it fails */
 }
 
