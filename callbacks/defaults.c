@@ -1,13 +1,15 @@
 /* The default callbacks: what the trainer config's enable_* flags attach (Lightning's
- * defaults), unless one of that name was added already. volt_trainer_create installs this
- * as the trainer's defaults hook, and the trainer runs it once, before the first loop; the
+ * defaults), unless one of that name was added already, and the order callbacks run in.
+ * volt_trainer_create installs these as the trainer's hooks: the defaults once, before the
+ * first loop; the order then and after a module's configure_callbacks added its own. The
  * trainer itself knows no callback by name. Written against the public API only. */
 #include <string.h>
 #include "volt/trainer.h"
 #include "callbacks/util.h"
 
-/* The trainer's hook (declared for it in trainer/trainer_internal.h). */
+/* The trainer's hooks (declared for it in trainer/trainer_internal.h). */
 volt_status volt__add_default_callbacks(volt_trainer *t);
+volt_status volt__order_callbacks(volt_trainer *t);
 
 volt_status volt__add_default_callbacks(volt_trainer *t) {
     const volt_trainer_config *cfg = volt_trainer_get_config(t);
@@ -27,6 +29,10 @@ volt_status volt__add_default_callbacks(volt_trainer *t) {
     }
     if (cfg->enable_progress_bar && !volt__cb_has(t, "ProgressBar")) VOLT_TRY(volt_add_progress_bar(t));
     if (cfg->enable_model_summary && !volt__cb_has(t, "ModelSummary")) VOLT_TRY(volt_add_model_summary(t));
+    return volt__order_callbacks(t);
+}
+
+volt_status volt__order_callbacks(volt_trainer *t) {
     /* ThroughputMonitor and DeviceStatsMonitor run first (in that order): what they log at a
      * train batch end must be there when the loggers (first among the others) read that
      * step's metrics in the same hook */

@@ -246,7 +246,9 @@ fail:
 }
 
 bool volt__cb_has(const volt_trainer *t, const char *name) {
-    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
+    int first = 0;   /* inside a module's configure_callbacks the trainer's own are replaced: not counted */
+    (void)volt_trainer_configuring_callbacks(t, &first);
+    for (int i = first; i < volt_trainer_num_callbacks(t); i++) {
         const char *n = volt_trainer_callback_name(t, i);
         if (n && !strcmp(n, name)) return true;
     }

@@ -2318,6 +2318,171 @@ static void test_timer(void) {
     volt_trainer_destroy(t);
 }
 
+/* LightningModule.configure_callbacks (module table version 4): the module's callbacks replace
+ * the trainer's of the same table (Rec and the default ModelCheckpoint), which stay idle and are
+ * destroyed with the trainer; the module's ModelCheckpoint takes "best" (test from it) and runs
+ * last; each call's replace the module's earlier ones (destroyed then); a failing hook fails the
+ * call, named, and its callbacks go; the state key is the same on a resume; a version-3 table
+ * that carries the pointer is not read. */
+typedef struct rec { int fit_starts, test_starts, destroyed; } rec;
+static volt_status rec_fit_start(void *self, volt_trainer *t) { (void)t; ((rec *)self)->fit_starts++; return VOLT_OK; }
+static volt_status rec_test_start(void *self, volt_trainer *t) { (void)t; ((rec *)self)->test_starts++; return VOLT_OK; }
+static void rec_destroy(void *self) { ((rec *)self)->destroyed++; }
+static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Rec", .on_fit_start = rec_fit_start,
+                                           .on_test_start = rec_test_start, .destroy = rec_destroy };
+static rec g_recs[8];
+static int g_n_recs, g_cfgcb_calls;
+static bool g_cfgcb_fail;
+static const char *g_cfgcb_dir;
+static rec *g_cfgcb_persist;
+static float g_cfgcb_decay;   /* > 0: the module adds a Timer and an EMA WeightAveraging of this decay too */
+static volt_status cfgcb(void *self, volt_trainer *t) {
+    (void)self;
+    g_cfgcb_calls++;
+    if (g_cfgcb_decay > 0) {
+        volt_timer_config tc;
+        volt_timer_config_init(&tc);
+        tc.duration = "00:01:00:00";
+        VOLT_TRY(volt_add_timer(t, &tc, NULL));
+        volt_weight_averaging_config wc;
+        volt_weight_averaging_config_init(&wc);
+        wc.mode = VOLT_OPTIM_AVERAGE_EMA;
+        wc.decay = g_cfgcb_decay;
+        VOLT_TRY(volt_add_weight_averaging(t, &wc));
+    }
+    if (g_cfgcb_fail) {
+        if (g_n_recs < 8) VOLT_TRY(volt_trainer_add_callback(t, &rec_ops, &g_recs[g_n_recs++]));
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "no callbacks today");
+    }
+    /* the ModelCheckpoint first: the trainer puts it last */
+    volt_checkpoint_config cc;
+    volt_checkpoint_config_init(&cc);
+    cc.dirpath = g_cfgcb_dir;
+    cc.filename = "{epoch}-{val_score:.2f}";
+    cc.monitor = "val_score";
+    cc.mode = VOLT_MAX;
+    cc.save_last = true;
+    VOLT_TRY(volt_add_model_checkpoint(t, &cc));
+    if (g_cfgcb_persist) {   /* one object added at every call (Lightning: the same instance returned), and a finder */
+        VOLT_TRY(volt_trainer_add_callback(t, &rec_ops, g_cfgcb_persist));
+        volt_lr_finder_config lc;
+        volt_lr_finder_config_init(&lc);
+        lc.find.num_training = 3;
+        VOLT_TRY(volt_add_lr_finder(t, &lc));
+        return volt_add_on_exception_checkpoint(t, g_cfgcb_dir, NULL);
+    }
+    if (g_n_recs < 8) VOLT_TRY(volt_trainer_add_callback(t, &rec_ops, &g_recs[g_n_recs++]));
+    return VOLT_OK;
+}
+
+static void test_configure_callbacks(void) {
+    const char *root = fresh_dir("cfgcb");
+    char mod[900], dflt[900], want[1000];
+    snprintf(mod, sizeof mod, "%s/mod", root);
+    snprintf(dflt, sizeof dflt, "%s/checkpoints", root);
+    g_cfgcb_dir = mod;
+    memset(g_recs, 0, sizeof g_recs);
+    g_n_recs = g_cfgcb_calls = 0;
+    g_cfgcb_fail = false;
+    volt_module_ops ops = lin_ops;
+    ops.configure_callbacks = cfgcb;
+    volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 5 });
+    rec a = { 0 };
+    CHECK_OK(volt_trainer_add_callback(t, &rec_ops, &a));
+    lin m = { .table = k_scores, .ntable = 5 };
+    volt_loader *tr = mk_loader(), *va = mk_loader();
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tr, va, NULL));
+    const int n = volt_trainer_num_callbacks(t);
+    int n_mc = 0, n_rec = 0;
+    for (int i = 0; i < n; i++) {
+        n_mc += !strcmp(volt_trainer_callback_name(t, i), "ModelCheckpoint");
+        n_rec += !strcmp(volt_trainer_callback_name(t, i), "Rec");
+    }
+    CHECK(n_mc == 1 && n_rec == 1 && !strcmp(volt_trainer_callback_name(t, n - 1), "ModelCheckpoint"),
+          "after fit: %d ModelCheckpoints, %d Recs, the last is %s", n_mc, n_rec, volt_trainer_callback_name(t, n - 1));
+    CHECK(g_cfgcb_calls == 1 && a.fit_starts == 0 && g_recs[0].fit_starts == 1 && !a.destroyed,
+          "fit: the trainer's Rec ran %d times, the module's %d (hook called %d times)", a.fit_starts, g_recs[0].fit_starts,
+          g_cfgcb_calls);
+    char got[1024];
+    list_ckpts(mod, got, sizeof got);
+    CHECK(!strcmp(got, E3 "," LAST), "the module's ModelCheckpoint wrote: %s", got);
+    list_ckpts(dflt, got, sizeof got);
+    CHECK(!got[0], "the replaced default ModelCheckpoint wrote: %s", got);
+    snprintf(want, sizeof want, "%s/" E3, mod);
+    const char *best = volt_trainer_best_model_path(t);
+    CHECK(best && !strcmp(best, want), "best_model_path: %s", best ? best : "(none)");
+    /* test from "best": resolved by fit's ModelCheckpoint, then the call's own replace fit's */
+    CHECK_OK(volt_trainer_test(t, &ops, &m, va, "best"));
+    CHECK(g_cfgcb_calls == 2 && g_recs[0].destroyed == 1 && g_recs[1].test_starts == 1 && a.test_starts == 0 &&
+          volt_trainer_num_callbacks(t) == n, "test: module Rec #0 destroyed %d times, #1 ran %d times, %d callbacks (%d before)",
+          g_recs[0].destroyed, g_recs[1].test_starts, volt_trainer_num_callbacks(t), n);
+    CHECK(!volt_trainer_best_model_path(t), "the test call's fresh ModelCheckpoint has no best yet");
+    /* a failing configure_callbacks: named, what it added destroyed, the earlier ones kept */
+    g_cfgcb_fail = true;
+    volt_status st = volt_trainer_validate(t, &ops, &m, va, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "lin.configure_callbacks: no callbacks today"),
+          "a failing configure_callbacks: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    CHECK(g_recs[2].destroyed == 1 && !g_recs[1].destroyed && volt_trainer_num_callbacks(t) == n,
+          "after the failure: its Rec destroyed %d times, the earlier %d, %d callbacks", g_recs[2].destroyed,
+          g_recs[1].destroyed, volt_trainer_num_callbacks(t));
+    g_cfgcb_fail = false;
+    volt_trainer_destroy(t);
+    CHECK(a.destroyed == 1 && g_recs[1].destroyed == 1, "at destroy: the idle Rec destroyed %d times, the module's %d",
+          a.destroyed, g_recs[1].destroyed);
+    /* a resumed fit: the module's ModelCheckpoint gets its state back under the same key */
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 5 });
+    snprintf(got, sizeof got, "%s/" LAST, mod);
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tr, va, got));
+    best = volt_trainer_best_model_path(t);
+    CHECK(best && !strcmp(best, want), "resumed: best_model_path %s", best ? best : "(none)");
+    volt_trainer_destroy(t);
+    /* callbacks one per trainer (Timer, WeightAveraging) from the module in every call: each
+     * call's replace the trainer's and the earlier call's; the average cannot change after a fit */
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    volt_timer_config tc;
+    volt_timer_config_init(&tc);
+    CHECK_OK(volt_add_timer(t, &tc, NULL));
+    g_cfgcb_decay = 0.5f;
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tr, va, NULL));
+    CHECK_OK(volt_trainer_validate(t, &ops, &m, va, NULL));
+    int n_timer = 0, n_wa = 0;
+    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
+        n_timer += !strcmp(volt_trainer_callback_name(t, i), "Timer");
+        n_wa += !strcmp(volt_trainer_callback_name(t, i), "WeightAveraging");
+    }
+    CHECK(n_timer == 1 && n_wa == 1, "one Timer (%d) and one WeightAveraging (%d) after two calls", n_timer, n_wa);
+    g_cfgcb_decay = 0.25f;
+    st = volt_trainer_validate(t, &ops, &m, va, NULL);
+    CHECK(st == VOLT_ERR_STATE && strstr(volt_trainer_errmsg(t), "cannot change the average"),
+          "another decay after a fit: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    g_cfgcb_decay = 0;
+    volt_trainer_destroy(t);
+    /* the same object at every call: neither destroyed nor idle while the module adds it again,
+     * its hooks run at each call; a LearningRateFinder and an OnExceptionCheckpoint at each of 20
+     * calls (one per trainer, a path "last" weighs: no more of either than one) */
+    rec same = { 0 };
+    g_cfgcb_persist = &same;
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tr, va, NULL));
+    CHECK(volt_lr_finder_result(t) && volt_lr_finder_result(t)->n == 3, "the module's LearningRateFinder ran in fit");
+    for (int i = 0; i < 20; i++) CHECK_OK(volt_trainer_test(t, &ops, &m, va, NULL));
+    CHECK(same.fit_starts == 1 && same.test_starts == 20 && same.destroyed == 0,
+          "one object over 21 calls: %d fit starts, %d test starts, destroyed %d times", same.fit_starts, same.test_starts,
+          same.destroyed);
+    volt_trainer_destroy(t);
+    CHECK(same.destroyed == 1, "the object added at every call destroyed %d times with the trainer", same.destroyed);
+    g_cfgcb_persist = NULL;
+    /* version 3: the pointer is not read */
+    ops.version = 3u;
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
+    const int calls = g_cfgcb_calls;
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, tr, va, NULL));
+    CHECK(g_cfgcb_calls == calls, "a version-3 module table's configure_callbacks ran");
+    volt_trainer_destroy(t);
+    volt_loader_destroy(tr);
+    volt_loader_destroy(va);
+}
+
 int main(void) {
     vtest_check_accelerator();
     test_repr();
@@ -2357,6 +2522,7 @@ int main(void) {
     test_time_interval_clock();
     test_timer();
     test_ckpt_hooks();
+    test_configure_callbacks();
     test_e2e_profiler();
     volt_dataset_destroy(g_ds);
     return vtest_finish();

@@ -1206,6 +1206,21 @@ static void expect_agreed(volt_trainer *t, volt_status st, double el, const char
           t ? (int)volt_trainer_error_agreed(t) : -1);
 }
 
+static int rl_calls;
+static volt_loader *rl_train(void *self) {   /* the last rank has none at the first reload */
+    return rl_calls++ > 0 && g_rank == g_world - 1 ? NULL : ((rdm *)self)->l;
+}
+
+static int g_cfgcb_fit_starts;
+static bool g_cfgcb_ok;
+static volt_status cfgcb_fit_start(void *self, volt_trainer *t) { (void)self; (void)t; g_cfgcb_fit_starts++; return VOLT_OK; }
+static volt_status cfgcb_last_fails(void *self, volt_trainer *t) {
+    (void)self;
+    static const volt_callback_ops ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ModuleCb", .on_fit_start = cfgcb_fit_start };
+    VOLT_TRY(volt_trainer_add_callback(t, &ops, NULL));
+    return g_rank == g_world - 1 && !g_cfgcb_ok ? volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "the last rank has no callbacks") : VOLT_OK;
+}
+
 static void test_one_rank(const char *name) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/one_rank_%s_np%d", vtest_tmpdir(), name, g_world);
@@ -1262,6 +1277,47 @@ static void test_one_rank(const char *name) {
     CHECK(st == VOLT_OK && lo == hi && gs >= 1 && gs <= 3, "a Timer with the clocks apart: rank %d: %s, step %lld (ranks %lld..%lld; "
           "want one step in 1..3)", g_rank, volt_status_str(st), (long long)gs, (long long)lo, (long long)hi);
     volt_trainer_destroy(t);
+    /* (e) a module whose configure_callbacks fails on the last rank alone: every rank fails the
+     * fit in its words, before any hook ran, and the callbacks it added are gone */
+    t = make_trainer(name, dir);
+    volt_module_ops cops = lin_ops;
+    cops.configure_callbacks = cfgcb_last_fails;
+    lin m5 = { 0 };
+    g_cfgcb_fit_starts = 0;
+    const int n_before = volt_trainer_num_callbacks(t);
+    t0 = MPI_Wtime();
+    st = volt_trainer_fit(t, &cops, &m5, l, NULL, NULL);
+    expect_agreed(t, st, MPI_Wtime() - t0, "lin.configure_callbacks: the last rank has no callbacks",
+                  "configure_callbacks failing on the last rank");
+    CHECK(g_cfgcb_fit_starts == 0 && volt_trainer_num_callbacks(t) == n_before, "rank %d: the module's callback ran %d times, "
+          "%d callbacks (%d before)", g_rank, g_cfgcb_fit_starts, volt_trainer_num_callbacks(t), n_before);
+    /* and when every rank adds it, each runs its own */
+    g_cfgcb_ok = true;
+    CHECK_OK(volt_trainer_fit(t, &cops, &m5, l, NULL, NULL));
+    CHECK(g_cfgcb_fit_starts == 1, "rank %d: the module's callback ran %d times", g_rank, g_cfgcb_fit_starts);
+    g_cfgcb_ok = false;
+    volt_trainer_destroy(t);
+    /* (f) reload_dataloaders_every_n_epochs with a datamodule that has no loader on the last rank at
+     * the reload: every rank fails the fit at that epoch, agreed */
+    {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, dir);
+        c.max_epochs = 3;
+        c.strategy = name;
+        c.reload_dataloaders_every_n_epochs = 1;
+        t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        const volt_datamodule_ops rops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "rl", .train_loader = rl_train };
+        rl_calls = 0;
+        rdm r = { l };
+        lin m6 = { 0 };
+        t0 = MPI_Wtime();
+        st = volt_trainer_fit_dm(t, &lin_ops, &m6, &rops, &r, NULL);
+        expect_agreed(t, st, MPI_Wtime() - t0, "train_loader returned no loader when fit reloaded it at epoch 1",
+                      "a reload without a loader on the last rank");
+        CHECK(volt_trainer_current_epoch(t) == 1, "rank %d: failed at epoch %lld", g_rank, (long long)volt_trainer_current_epoch(t));
+        volt_trainer_destroy(t);
+    }
     if (g_rank == 0) printf("one_rank %s np%d: each failure on one rank ended every rank at once, agreed\n", name, g_world);
     volt_loader_destroy(l);
     volt_dataset_destroy(ds);

@@ -1496,6 +1496,98 @@ static void test_optim_config_errors(volt_dataset *ds) {
     }
 }
 
+/* reload_dataloaders_every_n_epochs (Lightning's): fit_dm asks the datamodule for its loaders
+ * again every N epochs of the fit, counted from the epoch it starts (or resumes) at; each epoch
+ * runs the batches of the loader it got. A fit given loaders, a negative N and N with
+ * overfit_batches are refused, named; a datamodule that returns no loader fails the fit. */
+typedef struct { volt_loader *pool[3]; int train_calls, val_calls; bool none_at_reload; } rdm;
+static volt_loader *rdm_train(void *self) {
+    rdm *d = self;
+    if (d->none_at_reload && d->train_calls > 0) return NULL;
+    return d->pool[d->train_calls++ % 3];
+}
+static volt_loader *rdm_val(void *self) { rdm *d = self; d->val_calls++; return d->pool[0]; }
+static const volt_datamodule_ops rdm_ops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "reloading",
+                                             .train_loader = rdm_train, .val_loader = rdm_val };
+static int64_t g_rl_batches[8];
+static volt_status rl_epoch_start(void *self, volt_trainer *t) {
+    (void)self;
+    const int64_t e = volt_trainer_current_epoch(t);
+    if (e >= 0 && e < 8) g_rl_batches[e] = volt_trainer_num_train_batches(t);
+    return VOLT_OK;
+}
+static const volt_callback_ops rl_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "EpochBatches",
+                                          .on_train_epoch_start = rl_epoch_start };
+static volt_trainer *rl_trainer(const char *root, int64_t epochs, int64_t every, int64_t overfit, volt_status want) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.max_epochs = epochs;
+    c.enable_checkpointing = c.enable_logger = c.enable_progress_bar = c.enable_model_summary = false;
+    c.default_root_dir = root;
+    c.num_sanity_val_steps = 0;
+    c.reload_dataloaders_every_n_epochs = every;
+    c.overfit_batches = overfit;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    CHECK(st == want, "trainer_create (reload %lld, overfit %lld): %s (%s)", (long long)every, (long long)overfit,
+          volt_status_str(st), t ? volt_trainer_errmsg(t) : "");
+    if (st >= 0) CHECK_OK(volt_trainer_add_callback(t, &rl_ops, NULL));
+    return t;
+}
+static void test_reload_dataloaders(volt_dataset *ds) {
+    char root[512], ck[600];
+    snprintf(root, sizeof root, "%s/reload_dl", vtest_tmpdir());
+    snprintf(ck, sizeof ck, "%s/at3.safetensors", root);
+    vtest_fresh_dir(root);
+    rdm d = { .pool = { make_loader(ds, 8, true, 0), make_loader(ds, 16, true, 0), make_loader(ds, 32, true, 0) } };
+    const int64_t nb[3] = { volt_loader_num_batches(d.pool[0]), volt_loader_num_batches(d.pool[1]),
+                            volt_loader_num_batches(d.pool[2]) };
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    volt_trainer *t = rl_trainer(root, 5, 2, 0, VOLT_OK);
+    memset(g_rl_batches, 0, sizeof g_rl_batches);
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, NULL));
+    CHECK(d.train_calls == 3 && d.val_calls == 3, "5 epochs, every 2: train_loader asked %d times, val_loader %d (want 3, 3)",
+          d.train_calls, d.val_calls);
+    CHECK(g_rl_batches[0] == nb[0] && g_rl_batches[1] == nb[0] && g_rl_batches[2] == nb[1] && g_rl_batches[3] == nb[1] &&
+          g_rl_batches[4] == nb[2], "batches per epoch %lld %lld %lld %lld %lld (the loaders have %lld, %lld, %lld)",
+          (long long)g_rl_batches[0], (long long)g_rl_batches[1], (long long)g_rl_batches[2], (long long)g_rl_batches[3],
+          (long long)g_rl_batches[4], (long long)nb[0], (long long)nb[1], (long long)nb[2]);
+    volt_trainer_destroy(t);
+    /* a fit of 3 epochs, then resumed to 5: the count starts at the resumed epoch (3), so no reload */
+    t = rl_trainer(root, 3, 2, 0, VOLT_OK);
+    d.train_calls = d.val_calls = 0;
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, NULL));
+    CHECK_OK(volt_trainer_save_checkpoint(t, ck));
+    volt_trainer_destroy(t);
+    t = rl_trainer(root, 5, 2, 0, VOLT_OK);
+    d.train_calls = d.val_calls = 0;
+    memset(g_rl_batches, 0, sizeof g_rl_batches);
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, ck));
+    CHECK(d.train_calls == 1 && g_rl_batches[3] == nb[0] && g_rl_batches[4] == nb[0] && volt_trainer_current_epoch(t) == 5,
+          "resumed at epoch 3: asked %d times, batches %lld %lld", d.train_calls, (long long)g_rl_batches[3],
+          (long long)g_rl_batches[4]);
+    /* loaders given to fit: refused */
+    volt_status st = volt_trainer_fit(t, &net_ops, &m, d.pool[0], NULL, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "needs the loaders from a datamodule"),
+          "plain fit with reload: %s (%s)", volt_status_str(st), volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    /* no loader at the reload: named */
+    t = rl_trainer(root, 3, 1, 0, VOLT_OK);
+    d.train_calls = 0;
+    d.none_at_reload = true;
+    st = volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "train_loader returned no loader when fit reloaded it at "
+          "epoch 1") && volt_trainer_current_epoch(t) == 1, "no loader at the reload: %s (%s)", volt_status_str(st),
+          volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+    /* bad settings */
+    t = rl_trainer(root, 3, -1, 0, VOLT_ERR_INVALID_ARG);
+    volt_trainer_destroy(t);
+    t = rl_trainer(root, 3, 2, 4, VOLT_ERR_INVALID_ARG);
+    volt_trainer_destroy(t);
+    for (int i = 0; i < 3; i++) volt_loader_destroy(d.pool[i]);
+}
+
 /* ---- datamodule ------------------------------------------------------------------------------ */
 typedef struct {
     volt_dataset *ds; volt_loader *tl, *vl; char log[512]; int fail_prepare, fail_setup;
@@ -2081,6 +2173,7 @@ int main(void) {
     test_changed_during_load(ds);
     test_datamodule(ds);
     test_datamodule_state(ds);
+    test_reload_dataloaders(ds);
     test_loader_errors(ds);
     test_log_ratio(ds);
     test_log_clash(ds);

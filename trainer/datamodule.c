@@ -36,6 +36,25 @@ static void dm_run(volt_trainer *t, const volt_datamodule_ops *dm, void *self) {
 
 static volt_loader *get(volt_loader *(*fn)(void *), void *self) { return fn ? fn(self) : NULL; }
 
+volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_loader **val) {
+    const volt_datamodule_ops *dm = t->dm;
+    volt_loader *nt = get(dm->train_loader, t->dm_self), *nv = get(dm->val_loader, t->dm_self);
+    volt_status st = VOLT_OK;
+    if (!nt)
+        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "datamodule '%s': train_loader returned no loader when fit reloaded it at "
+                        "epoch %lld (reload_dataloaders_every_n_epochs=%lld)", dm->name ? dm->name : "?", (long long)t->epoch,
+                        (long long)t->cfg.reload_dataloaders_every_n_epochs);
+    if (st >= 0 && nt != *train && (st = volt__strategy_setup_loader(t->strategy, nt)) < 0)
+        st = volt__loop_strategy_err(t, st, "data sharding");
+    if (st >= 0 && nv && nv != *val && (st = volt__strategy_setup_loader(t->strategy, nv)) < 0)
+        st = volt__loop_strategy_err(t, st, "data sharding");
+    /* every rank goes on with its new loaders, or every rank stops */
+    VOLT_TRY(volt__agree_status(t, st, "reload_dataloaders_every_n_epochs", "no rank trained the epoch"));
+    *train = nt;
+    *val = nv;
+    return VOLT_OK;
+}
+
 volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, void *module,
                                 const volt_datamodule_ops *dm, void *self, const char *ckpt_path) {
     t->errmsg[0] = 0;

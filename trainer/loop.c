@@ -250,23 +250,37 @@ static void check_time(volt_trainer *t) {
 
 double volt__loop_fit_time(const volt_trainer *t) { return t->fitting ? volt__now() - t->train_t0 : 0; }
 
-static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
-    int64_t n_batches;
+/* The batches of an epoch over train (after the limits), and a val fraction checked: at the
+ * start of the loop and after a reload of the loaders. */
+static volt_status loaders_batches(volt_trainer *t, volt_loader *train, volt_loader *val, int64_t *n_batches) {
     VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction,
-                           &n_batches));
-    t->num_train_batches = n_batches;
-    if (n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
+                           n_batches));
+    t->num_train_batches = *n_batches;
+    if (*n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
     if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
         int64_t nv = 0, lo, hi;   /* on every rank, when one rank's loader is too short for it */
         volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv);
         VOLT_TRY(volt__eval_agree(t, sv, nv, "validation", &lo, &hi));
     }
+    return VOLT_OK;
+}
+
+static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
+    int64_t n_batches;
+    VOLT_TRY(loaders_batches(t, train, val, &n_batches));
+    const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
+    int64_t reloaded_at = t->epoch;   /* fit_dm asked for the loaders at this epoch */
     t->train_t0 = volt__now() - t->fit_time_loaded;
     CB_HOOK(t, on_train_start);
     MOD_HOOK2(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
         const double pe = VOLT__PROF_T0(t);
         bool resuming_mid = t->batch_in_epoch > 0;
+        if (!resuming_mid && reload_every > 0 && t->epoch - reloaded_at >= reload_every) {   /* Lightning's reload */
+            VOLT_TRY(volt__dm_reload_loaders(t, &train, &val));
+            VOLT_TRY(loaders_batches(t, train, val, &n_batches));
+            reloaded_at = t->epoch;
+        }
         if (!resuming_mid) {
             t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
             volt__metrics_drop_accums(t, VOLT_STAGE_FIT);
@@ -359,6 +373,11 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
         fprintf(stderr, "volt: fit: ckpt_path=\"%s\" is set, but there is no last checkpoint available: no checkpoint is "
                 "loaded, fit starts from the model's current weights (ModelCheckpoint's save_last keeps one)\n", ckpt_path);
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required for fit", ops->name);
+    if (t->cfg.reload_dataloaders_every_n_epochs > 0 && !t->dm)   /* Lightning reloads the same loaders: nothing */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: reload_dataloaders_every_n_epochs=%lld needs the loaders from a "
+                          "datamodule (volt_trainer_fit_dm): fit was given loaders, there is nothing to ask again",
+                          (long long)t->cfg.reload_dataloaders_every_n_epochs);
+    VOLT_TRY(volt__loop_module_callbacks(t));   /* configure_callbacks: before any callback hook runs */
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* before the checkpoint, the optimizer, on_fit_start */
     if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
         (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
@@ -451,10 +470,12 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
     t->interrupted = 0;
     t->stage = stage;
     t->fn = fn;
+    t->call_depth++;
     return prev;
 }
 
 void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev) {
+    t->call_depth--;
     t->fn = prev;
     volt__signal_disarm(t);
 }

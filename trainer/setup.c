@@ -349,6 +349,7 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
     VOLT_TRY(volt__loop_add_defaults(t));
     VOLT_TRY(volt__loop_setup_model(t, ops, module, false));
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
+    VOLT_TRY(volt__loop_module_callbacks(t));
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* Lightning's Tuner runs a fit: setup("fit") first */
     volt_status st = volt__strategy_setup_loader(t->strategy, train);
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
@@ -365,6 +366,7 @@ volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops,
     VOLT_TRY(volt__loop_add_defaults(t));
     VOLT_TRY(volt__loop_resolve(t, ckpt_path, false, stage, path));
     VOLT_TRY(volt__loop_setup_model(t, ops, module, path[0] != 0));
+    VOLT_TRY(volt__loop_module_callbacks(t));
     VOLT_TRY(volt__loop_stage_hooks(t, t->stage, true));   /* before the checkpoint is read */
     volt__prof_add(t, NULL, NULL, "setup", p0);
     if (!path[0]) return VOLT_OK;

@@ -113,6 +113,12 @@ static volt_status check_fractions(volt_trainer *t) {
     }
     if (!(c->overfit_fraction >= 0 && c->overfit_fraction <= 1))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_fraction must be in (0, 1] (0: unset), got %g", c->overfit_fraction);
+    if (c->reload_dataloaders_every_n_epochs < 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: reload_dataloaders_every_n_epochs must be >= 0 (0: never), got %lld",
+                          (long long)c->reload_dataloaders_every_n_epochs);
+    if (c->reload_dataloaders_every_n_epochs > 0 && (c->overfit_batches != 0 || c->overfit_fraction > 0))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: reload_dataloaders_every_n_epochs with overfit_batches: overfitting "
+                          "trains on the same batches every epoch, there is nothing to reload");
     if (c->overfit_fraction > 0 && c->overfit_batches != 0)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: overfit_batches is a count (%lld) and a fraction (%g): give one",
                           (long long)c->overfit_batches, c->overfit_fraction);
@@ -164,6 +170,7 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     t->num_eval_batches = -1;
     t->est_steps = -1;
     t->add_defaults = volt__add_default_callbacks;
+    t->order_callbacks = volt__order_callbacks;
     volt_trainer_config *c = &t->cfg;
     if (c->max_epochs == -2) c->max_epochs = c->max_steps < 0 ? 1000 : -1;
     if (c->fast_dev_run > 0) {
@@ -315,6 +322,7 @@ void volt_trainer_destroy(volt_trainer *t) {
     volt__compile_destroy(t);
     for (int i = 0; i < t->n_cbs; i++)
         if (t->cbs[i].ops->destroy) t->cbs[i].ops->destroy(t->cbs[i].self);
+    volt__module_callbacks_free(t);
     volt_scheduler_destroy(t->sched);
     volt_optimizer_destroy(t->opt);
     if (t->strategy) volt__strategy_destroy(t->strategy);   /* with the precision plugin */
@@ -388,17 +396,25 @@ volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callback_ops *
                           "1 to 100 bytes without '.' or '#' (its entries are kept under callback.<name>.)", n,
                           strlen(n) > 40 ? "..." : "");
     }
-    t->cbs[t->n_cbs++] = (volt_cb){ ops, self };
+    t->cbs[t->n_cbs++] = (volt_cb){ ops, self, false };
     return VOLT_OK;
 }
 
 int volt_trainer_num_callbacks(const volt_trainer *t) { return t ? t->n_cbs : 0; }
+
+bool volt_trainer_configuring_callbacks(const volt_trainer *t, int *first) {
+    if (first) *first = t && t->configuring_cbs ? t->cbs_first_module : 0;
+    return t && t->configuring_cbs;
+}
 
 const char *volt_trainer_callback_name(const volt_trainer *t, int i) {
     return i >= 0 && i < t->n_cbs ? t->cbs[i].ops->name : NULL;
 }
 
 volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to) {
+    if (t->configuring_cbs)   /* the callbacks the module adds are the ones from cbs_first_module on */
+        return volt__terr(t, VOLT_ERR_STATE, "move_callback: not inside configure_callbacks (the callbacks are ordered once "
+                          "it returned)");
     if (from < 0 || from >= t->n_cbs || to < 0 || to >= t->n_cbs)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "move_callback: index %d -> %d out of range (%d callbacks)",
                           from, to, t->n_cbs);
@@ -482,6 +498,8 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
 volt_status volt_trainer_add_last_candidate(volt_trainer *t, const char *path) {
     if (!t) return VOLT_ERR_INVALID_ARG;
     if (!path || !*path) return volt__terr(t, VOLT_ERR_INVALID_ARG, "add_last_candidate: no path");
+    for (int i = 0; i < t->n_last_cands; i++)   /* a module's OnExceptionCheckpoint comes at every call */
+        if (!strcmp(t->last_cands[i], path)) return VOLT_OK;
     if (t->n_last_cands >= (int)(sizeof t->last_cands / sizeof t->last_cands[0]))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "add_last_candidate: more than %d files",
                           (int)(sizeof t->last_cands / sizeof t->last_cands[0]));
@@ -496,11 +514,17 @@ void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r
                           "(set .version = VOLT_CKPT_RESOLVER_VERSION)", r->version, VOLT_CKPT_RESOLVER_VERSION);
         return;
     }
+    if (t->configuring_cbs) {   /* a module's callback: taken once configure_callbacks returned (module_callbacks.c) */
+        if (r) t->pending_resolver = *r;
+        t->has_pending_resolver = r != NULL;
+        return;
+    }
     if (r) { t->resolver = *r; t->has_resolver = true; }
     else t->has_resolver = false;
 }
 
 const volt_ckpt_resolver *volt_trainer_ckpt_resolver(const volt_trainer *t) {
+    if (t->configuring_cbs) return t->has_pending_resolver ? &t->pending_resolver : NULL;
     return t->has_resolver ? &t->resolver : NULL;
 }
 

@@ -14,7 +14,8 @@
 #define VOLT_MAX_CALLBACKS 32
 #define VOLT_MAX_METRICS 128
 
-typedef struct volt_cb { const volt_callback_ops *ops; void *self; } volt_cb;
+/* from_module: added by the module's configure_callbacks (destroyed when a later call's replace it) */
+typedef struct volt_cb { const volt_callback_ops *ops; void *self; bool from_module; } volt_cb;
 
 typedef struct volt_metric {
     char name[96];
@@ -52,6 +53,16 @@ struct volt_trainer {
     bool defaults_added;
     /* Attaches the default callbacks; volt_trainer_create installs volt__add_default_callbacks. */
     volt_status (*add_defaults)(volt_trainer *t);
+    /* Orders the callbacks as the defaults are (volt__order_callbacks), after configure_callbacks */
+    volt_status (*order_callbacks)(volt_trainer *t);
+    /* the trainer's callbacks a module's configure_callbacks replaced: idle, destroyed with t */
+    volt_cb *idle_cbs;
+    int n_idle_cbs;
+    /* configure_callbacks running: a resolver a callback sets goes to pending_resolver */
+    bool configuring_cbs, has_pending_resolver;
+    int cbs_first_module;      /* while configuring: the index of the first callback the module added */
+    int call_depth;            /* public calls running (a hook may make one inside another) */
+    volt_ckpt_resolver pending_resolver;
 
     /* model */
     const volt_module_ops *mops;
@@ -323,6 +334,14 @@ volt_status volt__loop_load(volt_trainer *t, const char *path, bool full);
 volt_status volt__loop_prepare_eval(volt_trainer *t, const volt_module_ops *ops, void *module, const char *ckpt_path,
                                     const char *stage);
 volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train);
+/* module_callbacks.c: the module's configure_callbacks (module table version 4), once the model is
+ * set up and before setup(stage): its callbacks replace those of the same table (one verdict
+ * across ranks). At destroy: the idle ones. */
+volt_status volt__loop_module_callbacks(volt_trainer *t);
+/* datamodule.c: fit_dm's reload_dataloaders_every_n_epochs: the datamodule's train and val
+ * loaders asked for again, each new one sharded (one verdict across ranks). */
+volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_loader **val);
+void volt__module_callbacks_free(volt_trainer *t);
 /* The tuner's bodies (trainer/tuner.c), once the set-up is done: by the Tuner calls, and inside fit
  * by LearningRateFinder / BatchSizeFinder (trainer/tuner_callbacks.c). _check: the config alone. */
 volt_status volt__tune_lr_check(volt_trainer *t, const volt_lr_find_config *cfg);
@@ -362,4 +381,7 @@ const char *volt__resolve_ckpt(volt_trainer *t, const char *which);
  * config asks for. volt_trainer_create installs it as t->add_defaults; the trainer knows no
  * callback by name. */
 volt_status volt__add_default_callbacks(volt_trainer *t);
+/* ... and orders them: DeviceStatsMonitor and ThroughputMonitor first, ModelCheckpoint last
+ * (t->order_callbacks; the defaults' hook runs it too). */
+volt_status volt__order_callbacks(volt_trainer *t);
 #endif

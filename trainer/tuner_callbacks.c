@@ -233,6 +233,13 @@ static const void *find(const volt_trainer *t, const volt_callback_ops *ops) {
     return NULL;
 }
 
+/* One per trainer: inside a module's configure_callbacks the trainer's are being replaced. */
+static bool have_one(const volt_trainer *t, const volt_callback_ops *ops) {
+    for (int i = t->configuring_cbs ? t->cbs_first_module : 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops == ops) return true;
+    return false;
+}
+
 void volt_lr_finder_config_init(volt_lr_finder_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->version = VOLT_LR_FINDER_CONFIG_VERSION;
@@ -257,7 +264,7 @@ volt_status volt_add_lr_finder(volt_trainer *t, const volt_lr_finder_config *cfg
         return volt__terr(t, VOLT_ERR_VERSION, "LearningRateFinder: config version %u, this library knows 1..%u (call "
                           "volt_lr_finder_config_init)", cfg->version, VOLT_LR_FINDER_CONFIG_VERSION);
     VOLT_TRY(volt__tune_lr_check(t, &cfg->find));
-    if (find(t, &lrf_ops)) return volt__terr(t, VOLT_ERR_INVALID_ARG, "LearningRateFinder: the trainer has one already");
+    if (have_one(t, &lrf_ops)) return volt__terr(t, VOLT_ERR_INVALID_ARG, "LearningRateFinder: the trainer has one already");
     lrf *f = calloc(1, sizeof *f);
     if (!f) return volt__terr(t, VOLT_ERR_NOMEM, "LearningRateFinder: out of memory");
     f->cfg = *cfg;
@@ -277,7 +284,7 @@ volt_status volt_add_batch_size_finder(volt_trainer *t, const volt_batch_size_fi
         return volt__terr(t, VOLT_ERR_VERSION, "BatchSizeFinder: config version %u, this library knows 1..%u (call "
                           "volt_batch_size_finder_config_init)", cfg->version, VOLT_BATCH_SIZE_FINDER_CONFIG_VERSION);
     VOLT_TRY(volt__tune_batch_size_check(t, &cfg->find));
-    if (find(t, &bsf_ops)) return volt__terr(t, VOLT_ERR_INVALID_ARG, "BatchSizeFinder: the trainer has one already");
+    if (have_one(t, &bsf_ops)) return volt__terr(t, VOLT_ERR_INVALID_ARG, "BatchSizeFinder: the trainer has one already");
     bsf *f = calloc(1, sizeof *f);
     if (!f) return volt__terr(t, VOLT_ERR_NOMEM, "BatchSizeFinder: out of memory");
     f->cfg = *cfg;

@@ -21,11 +21,16 @@ volt_status volt_trainer_request_weight_averaging(volt_trainer *t, volt_optim_av
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "weight averaging: unknown mode %d", (int)mode);
     if (mode == VOLT_OPTIM_AVERAGE_EMA && !(decay >= 0.f && decay < 1.f))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "weight averaging: decay %g is not in [0, 1)", (double)decay);
-    if (t->avg_mode)
+    /* a module's configure_callbacks adds its WeightAveraging at every call, replacing the
+     * trainer's or its own earlier one (module_callbacks.c) */
+    const bool same = t->avg_mode == mode && (mode == VOLT_OPTIM_AVERAGE_SWA || t->avg_decay == decay);
+    if (t->avg_mode && !t->configuring_cbs)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "weight averaging: asked for twice (one WeightAveraging callback per "
                           "trainer: the model has one average)");
-    if (t->opt)
-        return volt__terr(t, VOLT_ERR_STATE, "weight averaging: the optimizer exists already (add the callback before fit)");
+    if (t->opt && !same)
+        return volt__terr(t, VOLT_ERR_STATE, "weight averaging: the optimizer exists already (add the callback before fit%s)",
+                          t->configuring_cbs ? "; a module's configure_callbacks cannot change the average a fit of this "
+                          "trainer made" : "");
     t->avg_mode = mode;
     t->avg_decay = decay;
     return VOLT_OK;

@@ -134,8 +134,21 @@ typedef struct volt_module_ops {
      * open files). A positive return counts as VOLT_OK. */
     volt_status (*setup_stage)(void *self, volt_trainer *t, volt_stage stage);
     volt_status (*teardown)(void *self, volt_trainer *t, volt_stage stage);
+    /* version 4: LightningModule.configure_callbacks. Add the module's own callbacks to t here
+     * (volt_add_model_checkpoint, volt_add_early_stopping, volt_trainer_add_callback, ...). It
+     * runs at the start of every fit, validate, test, predict and tuner call, once the
+     * parameters exist and before any setup(stage); a callback it adds replaces the callbacks
+     * of the same table (the same kind: Lightning's same class) the trainer had, which stay
+     * owned by the trainer, idle, until it is destroyed (handles to them stay valid), and
+     * those the module added in an earlier call, which are destroyed. The replaced
+     * ModelCheckpoint's "best"/"last" go with it: the module's first ModelCheckpoint takes
+     * them. Adding nothing keeps what the trainer has. The callbacks are ordered as the
+     * defaults are (ModelCheckpoint last). An error fails the call naming the hook, and the
+     * callbacks it added are destroyed; with several ranks every rank must add the same
+     * callbacks, and one rank's failure fails all. */
+    volt_status (*configure_callbacks)(void *self, volt_trainer *t);
 } volt_module_ops;
-#define VOLT_MODULE_OPS_VERSION 3u
+#define VOLT_MODULE_OPS_VERSION 4u
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
@@ -338,6 +351,13 @@ typedef struct volt_trainer_config {
                                         and the call returns VOLT_ERR_INTERRUPTED after the
                                         callbacks' on_exception; a second signal ends the process
                                         at once. false: the signals keep their default action */
+    /* ---- data (appended; Lightning's Trainer flag, docs/TRAINER.md) ---- */
+    int64_t reload_dataloaders_every_n_epochs;   /* 0 (default): the loaders a fit starts with serve
+                                        it; N > 0: fit_dm asks the datamodule for its train and val
+                                        loaders again every N epochs of the fit (a resumed fit
+                                        counts from the epoch it resumes at), before that epoch's
+                                        on_train_epoch_start. Needs a datamodule: a fit given
+                                        loaders refuses it; not with overfit_batches */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
@@ -380,7 +400,9 @@ VOLT_API volt_status volt_trainer_add_callback(volt_trainer *t, const volt_callb
 
 /* ---- weight averaging (the WeightAveraging callback's part; callbacks/weight_averaging.c) ---- */
 /* Ask for an average of the weights (volt_optimizer_enable_average) on the optimizer of the
- * next fits; before the optimizer exists, once per trainer (INVALID_ARG the second time).
+ * next fits; before the optimizer exists, once per trainer (INVALID_ARG the second time). Inside
+ * a module's configure_callbacks the request replaces the one there (the WeightAveraging it
+ * adds replaces the trainer's); once the optimizer exists, only with the same mode and decay.
  * Under a sharded strategy each rank averages its slice (and the swaps below are collective).
  * While it is on, a checkpoint holds the average as the model's weights and the current weights as
  * "optimizer.weight_average.<param>" (Lightning's current_model_state), and a resume
@@ -690,7 +712,9 @@ VOLT_API volt_status volt_checkpoint_remove(const char *path);
  * VOLT_ERR_NOT_FOUND when the checkpoint has no such parameter; the file's own errors (IO,
  * CORRUPT) otherwise; err (may be NULL) says which. */
 VOLT_API volt_status volt_checkpoint_param_shape(const char *path, const char *name, volt_shape *out, char *err, size_t errlen);
-/* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed). */
+/* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed); while a
+ * module's configure_callbacks runs, the slot is the module's (the first ModelCheckpoint it adds
+ * takes it when the trainer's is replaced or there was none). */
 typedef struct volt_ckpt_resolver {
     uint32_t version;                     /* VOLT_CKPT_RESOLVER_VERSION, first */
     const char *(*best)(void *self);      /* path of the best checkpoint, NULL if none */
@@ -1026,6 +1050,11 @@ VOLT_API const char *volt_trainer_callback_name(const volt_trainer *t, int i);
  * default callbacks are arranged: the logger first, checkpointing last). INVALID_ARG for an
  * index out of range. */
 VOLT_API volt_status volt_trainer_move_callback(volt_trainer *t, int from, int to);
+/* True while a module's configure_callbacks runs (module table version 4); *first (may be NULL)
+ * gets the index of the first callback it added: those before it are the trainer's, and any of
+ * them with the table of one it adds is replaced once the hook returns. A callback that allows
+ * one per trainer looks for its twin from there on. */
+VOLT_API bool volt_trainer_configuring_callbacks(const volt_trainer *t, int *first);
 /* Batches the running validation / test / predict loop will run (after limits; the sanity
  * check's count while sanity checking); -1 outside such a loop or when unknown. */
 VOLT_API int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
