@@ -244,6 +244,9 @@ PY
         --lr_monitor.log_momentum --lr_monitor.log_weight_decay; expect_ok bsf $?
     grep -qx 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' "$W/bsf.log" ||
         { cat "$W/bsf.log"; die "bsf: no 'scale_batch_size (binsearch): 2 4 8; batch size 8 for fit (was 4)' line"; }
+    # and the test after fit scales the test loader (6 texts: 2 4 6), as Lightning's on_test_start
+    grep -qx "volt: BatchSizeFinder: batch size 6 after 3 trials: test's loader uses it" "$W/bsf.log" ||
+        { cat "$W/bsf.log"; die "bsf: the test after fit did not scale its loader"; }
     python3 - "$W/runs_bsf/lightning_logs/version_0/metrics.csv" <<'PY' || die "bsf: fit did not train at batch size 8, or no lr-Adam-momentum / weight_decay"
 import csv, sys
 r = [r for r in csv.DictReader(open(sys.argv[1])) if r.get('train/samples', '') != '']

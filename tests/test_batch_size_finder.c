@@ -550,6 +550,88 @@ static void test_batch_size_finder_callback(void) {
     drop(&f);
 }
 
+/* BatchSizeFinder in validate, test and predict (Lightning's on_validation_start, ...): the
+ * evaluation step runs out above 20, so power from 2 gives 2, 4, 8, 16 ran, 32 did not: 16, the
+ * call's loader at 16 after it; no hook sees the trials (the batch-end hooks count the call's
+ * batches alone), predict hands out every sample once; a step that fails otherwise fails the
+ * call, named. */
+static int64_t g_eval_limit = -1, g_eval_steps, g_eval_batch_ends;
+static bool g_eval_bad;
+static volt_status mlp_eval(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    g_eval_steps++;
+    VOLT_TRY(mlp_val(self, s, b, i));
+    if (g_eval_bad) return volt_step_fail(s, VOLT_ERR_NUMERIC, "test: a bad batch");
+    if (g_eval_limit >= 0 && b->size > g_eval_limit)
+        return volt_step_fail(s, VOLT_ERR_NOMEM, "test: out of memory at batch size %lld", (long long)b->size);
+    return VOLT_OK;
+}
+static volt_status mlp_pred(void *self, volt_step *s, const volt_batch *b, int64_t i, volt_tensor **out) {
+    VOLT_TRY(mlp_eval(self, s, b, i));
+    *out = volt_batch_y(b);
+    return VOLT_OK;
+}
+static volt_status count_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)t; (void)b; (void)i;
+    g_eval_batch_ends++;
+    return VOLT_OK;
+}
+static volt_status count_pred_end(void *self, volt_trainer *t, const volt_tensor *p, const volt_batch *b, int64_t i) {
+    (void)p;
+    return count_end(self, t, b, i);
+}
+static volt_status count_rows(void *ctx, const volt_batch *b, const volt_tensor *pred) {
+    (void)pred;
+    *(int64_t *)ctx += b->size;
+    return VOLT_OK;
+}
+static void test_eval_batch_size_finder(void) {
+    world w;
+    make(&w, "bsf_eval", 500, 1);
+    volt_batch_size_finder_config fc;
+    volt_batch_size_finder_config_init(&fc);
+    fc.find.steps_per_trial = 1;
+    CHECK_OK(volt_add_batch_size_finder(w.t, &fc));
+    const volt_callback_ops counter = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Ends", .on_validation_batch_end = count_end,
+                                        .on_test_batch_end = count_end, .on_predict_batch_end = count_pred_end };
+    CHECK_OK(volt_trainer_add_callback(w.t, &counter, NULL));
+    volt_module_ops ops = mlp_ops;
+    ops.validation_step = ops.test_step = mlp_eval;
+    ops.predict_step = mlp_pred;
+    g_eval_limit = 20;
+    const int64_t want[] = { 2, 4, 8, 16, -32 };
+    for (int stage = 0; stage < 3; stage++) {
+        static const char *const what[] = { "validate", "test", "predict" };
+        volt_loader *l = vtest_loader(w.ds, 7, false);
+        g_eval_steps = g_eval_batch_ends = 0;
+        int64_t rows = 0;
+        volt_status st = stage == 0 ? volt_trainer_validate(w.t, &ops, &w.m, l, NULL)
+                       : stage == 1 ? volt_trainer_test(w.t, &ops, &w.m, l, NULL)
+                       : volt_trainer_predict(w.t, &ops, &w.m, l, NULL, count_rows, &rows);
+        CHECK_OK(st);
+        const volt_batch_size_result *r = volt_batch_size_finder_result(w.t);
+        CHECK(r && r->batch_size == 16 && volt_loader_batch_size(l) == 16, "%s: found %lld, the loader at %lld", what[stage],
+              r ? (long long)r->batch_size : -1LL, (long long)volt_loader_batch_size(l));
+        if (r) expect_trials(r, want, 5, what[stage]);
+        const int64_t batches = (500 + 15) / 16;
+        CHECK(g_eval_batch_ends == batches && g_eval_steps == 5 + batches && (stage < 2 || rows == 500),
+              "%s: %lld batch ends, %lld steps (want %lld, %lld), %lld rows", what[stage], (long long)g_eval_batch_ends,
+              (long long)g_eval_steps, (long long)batches, (long long)(5 + batches), (long long)rows);
+        volt_loader_destroy(l);
+    }
+    /* another failure: the call fails naming it, the loader as it was */
+    volt_loader *l = vtest_loader(w.ds, 7, false);
+    g_eval_bad = true;
+    volt_status st = volt_trainer_test(w.t, &ops, &w.m, l, NULL);
+    CHECK(st == VOLT_ERR_NUMERIC && strstr(volt_trainer_errmsg(w.t), "BatchSizeFinder: ") &&
+          strstr(volt_trainer_errmsg(w.t), "test: a bad batch") && volt_loader_batch_size(l) == 7,
+          "a failing test step in the search: %s (%s), the loader at %lld", volt_status_str(st), volt_trainer_errmsg(w.t),
+          (long long)volt_loader_batch_size(l));
+    g_eval_bad = false;
+    g_eval_limit = -1;
+    volt_loader_destroy(l);
+    drop(&w);
+}
+
 /* A state that is no finder's, written by a callback of the same name: the resumed fit names it */
 static char *bad_state(void *self) {
     (void)self;
@@ -670,6 +752,7 @@ int main(int argc, char **argv) {
         test_tuner_failures();
         test_lr_finder();
         test_batch_size_finder_callback();
+        test_eval_batch_size_finder();
         test_finder_failures();
     }
     free(X);

@@ -238,6 +238,7 @@ volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, voi
     volt_status st = volt__strategy_setup_loader(t->strategy, val);
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, val, VOLT_STAGE_VALIDATE));
     VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_VALIDATE, false));
     volt__prof_report(t);
@@ -251,6 +252,7 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
     volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, test, VOLT_STAGE_TEST));
     int64_t n = 0;
     volt_status ls = volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches,
                                               t->cfg.limit_test_fraction, &n);
@@ -309,6 +311,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
     volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, loader, VOLT_STAGE_PREDICT));
     int64_t n = 0;
     volt_status ls = volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
                                               t->cfg.limit_predict_fraction, &n);

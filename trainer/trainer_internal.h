@@ -349,6 +349,11 @@ volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_fin
 volt_status volt__tune_batch_size_check(volt_trainer *t, const volt_batch_size_config *cfg);
 volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const volt_batch_size_config *cfg,
                                   volt_batch_size_result *out);
+volt_status volt__tune_eval_batch_size(volt_trainer *t, volt_loader *l, volt_stage stage, const volt_batch_size_config *cfg,
+                                       volt_batch_size_result *out);
+/* validate / test / predict, once the loader is sharded and before its loop: a BatchSizeFinder
+ * scales the loader (tuner_callbacks.c). */
+volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage stage);
 /* fit, after setup("fit") and the loaders' sharding, before the optimizer is made: the finder
  * callbacks run (a fresh fit) or apply what the checkpoint's fit found (path: a resumed one). */
 volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loader *val, const char *path);

@@ -272,16 +272,35 @@ void volt_batch_size_config_init(volt_batch_size_config *c) {
  * batch. VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory; other errors are the search's.
  * Either way the step is made anew for the next trial; *renew gets that status (an error: no
  * step to go on with, the search stops). */
-static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, int64_t steps, volt_status *renew) {
-    *renew = VOLT_OK;
-    volt_status st = volt_loader_set_batch_size(train, size);
-    if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
-    int64_t n_batches;
-    VOLT_TRY(tune_batches(t, train, "scale_batch_size", &n_batches));
-    int64_t batch = n_batches, epoch = -1;
+/* A trial's steps at the loader's size: training steps (fit's search) or evaluation steps
+ * (validate / test / predict: stage). */
+typedef struct bs_kind { bool eval; volt_stage stage; } bs_kind;
+
+/* steps evaluation steps of the call's stage from the loader's first batch (again from the
+ * first when it has fewer), nothing kept: what they log is dropped, a prediction unread */
+static volt_status eval_steps(volt_trainer *t, volt_loader *l, volt_stage stage, int64_t steps, int64_t size) {
+    const int64_t n_batches = volt_loader_num_batches(l);
+    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the loader yields no batches");
+    const volt_module_ops *m = t->mops;
+    volt_status st = VOLT_OK;
     for (int64_t i = 0; i < steps && st >= 0; i++) {
-        double loss;
-        st = tune_step(t, train, n_batches, &batch, &epoch, &loss);
+        if (i % n_batches == 0 && (st = volt_loader_start(l, 0, 0)) < 0) return volt__loop_loader_err(t, l, st);
+        const volt_batch *b;
+        if ((st = volt__loop_next_batch(t, l, NULL, &b)) == VOLT_STOP) st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
+        if (st < 0) return st;
+        t->cur_batch_size = b->size;
+        volt_step_begin(t->step, false, 0);
+        t->in_step = true;
+        volt_tensor *pred = NULL;
+        st = stage == VOLT_STAGE_PREDICT ? m->predict_step(t->module, t->step, b, i % n_batches, &pred)
+           : stage == VOLT_STAGE_TEST ? m->test_step(t->module, t->step, b, i % n_batches)
+           : m->validation_step(t->module, t->step, b, i % n_batches);
+        t->in_step = false;
+        if (st >= 0) st = volt_step_check(t->step);   /* errors the device flagged, out of memory too */
+        volt_step_end(t->step);
+        volt__metrics_discard(t);
+        if (st < 0) st = volt__loop_step_err(t, st, stage == VOLT_STAGE_PREDICT ? "predict_step" : stage == VOLT_STAGE_TEST
+                                             ? "test_step" : "validation_step");
         int sig = 0;
         if (st >= 0 && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
             char where[96];
@@ -289,7 +308,31 @@ static volt_status bs_trial(volt_trainer *t, volt_loader *train, int64_t size, i
             st = volt__signal_stop(t, sig, where);
         }
     }
-    if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
+    return st;
+}
+
+static volt_status bs_trial(volt_trainer *t, volt_loader *train, const bs_kind *kind, int64_t size, int64_t steps,
+                            volt_status *renew) {
+    *renew = VOLT_OK;
+    volt_status st = volt_loader_set_batch_size(train, size);
+    if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
+    if (kind->eval) st = eval_steps(t, train, kind->stage, steps, size);
+    else {
+        int64_t n_batches;
+        VOLT_TRY(tune_batches(t, train, "scale_batch_size", &n_batches));
+        int64_t batch = n_batches, epoch = -1;
+        for (int64_t i = 0; i < steps && st >= 0; i++) {
+            double loss;
+            st = tune_step(t, train, n_batches, &batch, &epoch, &loss);
+            int sig = 0;
+            if (st >= 0 && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
+                char where[96];
+                snprintf(where, sizeof where, "scale_batch_size stopped after a step at batch size %lld", (long long)size);
+                st = volt__signal_stop(t, sig, where);
+            }
+        }
+        if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
+    }
     char err[sizeof t->errmsg];
     memcpy(err, t->errmsg, sizeof err);
     *renew = volt__loop_renew_step(t);   /* what this size grew comes back */
@@ -328,29 +371,17 @@ volt_status volt__tune_batch_size_check(volt_trainer *t, const volt_batch_size_c
     return bs_cfg(t, cfg, &c);
 }
 
-/* The search, once the model, setup("fit") and the loader's sharding are done (the standalone
- * call's set-up, or fit's for BatchSizeFinder). */
-volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const volt_batch_size_config *cfg,
-                                  volt_batch_size_result *out) {
-    memset(out, 0, sizeof *out);
-    volt_batch_size_config c;
-    VOLT_TRY(bs_cfg(t, cfg, &c));
-    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
-    VOLT_TRY(volt__loop_setup_optim(t, train));
-    const int64_t n = volt_dataset_len(volt_loader_dataset(train));   /* one process: every sample */
-    if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader's dataset is empty");
-    const int64_t size0 = volt_loader_batch_size(train);
-    char path[4096];
-    VOLT_TRY(tune_save(t, "scale_batch_size", path));
-    volt_scheduler *sched = t->sched;   /* the trials' learning rate stays put */
-    t->sched = NULL;
-    t->fitting = true;
+/* The trials: power (doubling until one runs out of memory) or binsearch, at most n (the
+ * samples); *best gets the largest size that ran (an error when none did). */
+static volt_status bs_search(volt_trainer *t, volt_loader *train, const bs_kind *kind, const volt_batch_size_config *cfg,
+                             int64_t n, volt_batch_size_result *out, int64_t *best_out) {
+    const volt_batch_size_config c = *cfg;
     int64_t size = c.init_val < n ? c.init_val : n, best = 0, low = 0, high = 0, ran = 0, failed = 0;
     char oom[sizeof t->errmsg] = "";   /* the last trial that ran out of memory: its message */
     volt_status st = VOLT_OK;
     for (int64_t trial = 0;; trial++) {
         volt_status renew;
-        st = bs_trial(t, train, size, c.steps_per_trial, &renew);
+        st = bs_trial(t, train, kind, size, c.steps_per_trial, &renew);
         if (st < 0 && st != VOLT_ERR_NOMEM) break;   /* the search's own error (a signal included) stands */
         const bool ok = st >= 0;
         if (out->n_trials < VOLT_BATCH_SIZE_TRIALS_MAX) {   /* every trial that ran or ran out is listed */
@@ -394,11 +425,35 @@ volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const vol
             if (size < 1) break;
         }
     }
-    t->fitting = false;
-    t->sched = sched;
     if (st >= 0 && best == 0)
         st = volt__terr(t, VOLT_ERR_NOMEM, "scale_batch_size: no batch size ran: the smallest tried, %lld, ran out of "
                         "memory (%s)", (long long)failed, oom[0] ? oom : "out of memory");
+    *best_out = best;
+    return st;
+}
+
+/* The search, once the model, setup("fit") and the loader's sharding are done (the standalone
+ * call's set-up, or fit's for BatchSizeFinder). */
+volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const volt_batch_size_config *cfg,
+                                  volt_batch_size_result *out) {
+    memset(out, 0, sizeof *out);
+    volt_batch_size_config c;
+    VOLT_TRY(bs_cfg(t, cfg, &c));
+    volt__loop_drop_optim(t);   /* a fresh optimizer, as a new fit's */
+    VOLT_TRY(volt__loop_setup_optim(t, train));
+    const int64_t n = volt_dataset_len(volt_loader_dataset(train));   /* one process: every sample */
+    if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the train loader's dataset is empty");
+    const int64_t size0 = volt_loader_batch_size(train);
+    char path[4096];
+    VOLT_TRY(tune_save(t, "scale_batch_size", path));
+    volt_scheduler *sched = t->sched;   /* the trials' learning rate stays put */
+    t->sched = NULL;
+    t->fitting = true;
+    const bs_kind kind = { false, VOLT_STAGE_FIT };
+    int64_t best = 0;
+    volt_status st = bs_search(t, train, &kind, &c, n, out, &best);
+    t->fitting = false;
+    t->sched = sched;
     const volt_status lst = tune_restore(t, path);
     /* the size found, or the one the loader had when there is none */
     const int64_t keep = st >= 0 && lst >= 0 ? best : size0;
@@ -411,6 +466,34 @@ volt_status volt__tune_batch_size(volt_trainer *t, volt_loader *train, const vol
         return st < 0 ? st : lst < 0 ? lst : bst;
     }
     if (st < 0 || lst < 0) return st < 0 ? st : lst;
+    out->batch_size = best;
+    return VOLT_OK;
+}
+
+/* BatchSizeFinder in validate / test / predict (Lightning's on_validation_start, ...): trials of
+ * steps_per_trial evaluation steps of the call's stage; the loader keeps the size found (its own
+ * on failure). Nothing to save: an evaluation step changes no weight. */
+volt_status volt__tune_eval_batch_size(volt_trainer *t, volt_loader *l, volt_stage stage, const volt_batch_size_config *cfg,
+                                       volt_batch_size_result *out) {
+    memset(out, 0, sizeof *out);
+    volt_batch_size_config c;
+    VOLT_TRY(bs_cfg(t, cfg, &c));
+    const int64_t n = volt_dataset_len(volt_loader_dataset(l));
+    if (n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the loader's dataset is empty");
+    const int64_t size0 = volt_loader_batch_size(l);
+    const bs_kind kind = { true, stage };
+    int64_t best = 0;
+    const volt_status st = bs_search(t, l, &kind, &c, n, out, &best);
+    const int64_t keep = st >= 0 ? best : size0;
+    const volt_status bst = volt_loader_set_batch_size(l, keep);
+    if (bst < 0) {
+        char was[sizeof t->errmsg];
+        memcpy(was, t->errmsg, sizeof was);
+        volt__terr(t, bst, "scale_batch_size: %s%sthe loader could not be set to batch size %lld (%s)", was,
+                   was[0] ? "; and " : "", (long long)keep, volt_loader_errmsg(l));
+        return st < 0 ? st : bst;
+    }
+    if (st < 0) return st;
     out->batch_size = best;
     return VOLT_OK;
 }

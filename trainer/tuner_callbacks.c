@@ -226,6 +226,39 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
     return VOLT_OK;
 }
 
+/* validate, test and predict (Lightning's BatchSizeFinder.on_validation_start / on_test_start /
+ * on_predict_start; not the validation inside fit): the call's loader scaled with evaluation
+ * steps, the size found its result until the next search */
+volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage stage) {
+    static const char *const names[] = { "fit", "validate", "test", "predict" };
+    for (int i = 0; i < t->n_cbs; i++) {
+        if (t->cbs[i].ops != &bsf_ops) continue;
+        bsf *f = t->cbs[i].self;
+        if (t->cfg.fast_dev_run > 0) {
+            if (t->rank == 0) fprintf(stderr, "volt: BatchSizeFinder: skipped, fast_dev_run is set\n");
+            return VOLT_OK;
+        }
+        memset(&f->result, 0, sizeof f->result);
+        f->have = false;
+        const volt_trainer_fn fn = t->fn;
+        t->fn = VOLT_FN_TUNE;   /* as fit's search: no hook takes its steps for the call's */
+        const volt_status st = volt__tune_eval_batch_size(t, l, stage, &f->cfg.find, &f->result);
+        t->fn = fn;
+        if (st < 0) {
+            char was[sizeof t->errmsg];
+            memcpy(was, t->errmsg, sizeof was);
+            return volt__terr(t, st, "BatchSizeFinder: %s", was);
+        }
+        f->have = true;
+        if (t->rank == 0)
+            fprintf(stderr, "volt: BatchSizeFinder: batch size %lld after %d trial%s: %s's loader uses it\n",
+                    (long long)f->result.batch_size, f->result.n_trials, f->result.n_trials == 1 ? "" : "s",
+                    names[(unsigned)stage < 4 ? stage : 0]);
+        return VOLT_OK;
+    }
+    return VOLT_OK;
+}
+
 /* ---- registration ----------------------------------------------------------------------------- */
 static const void *find(const volt_trainer *t, const volt_callback_ops *ops) {
     for (int i = 0; t && i < t->n_cbs; i++)

@@ -524,7 +524,9 @@ VOLT_API volt_status volt_trainer_scale_batch_size(volt_trainer *t, const volt_m
  * configure_optimizers then reads; NULL: the suggestion is reported only). BatchSizeFinder runs
  * scale_batch_size (cfg.find; one process only, as the call) on fit's train loader and sets
  * fit's train and val loaders to the size found (Lightning sets the batch_size they are made
- * with). Rank 0 prints a line each; fast_dev_run skips both (said), as Lightning does.
+ * with); in validate, test and predict it scales the call's loader the same way with
+ * evaluation steps before the call's loop (Lightning's on_validation_start, ...). Rank 0
+ * prints a line each; fast_dev_run skips both (said), as Lightning does.
  * What they found is their checkpoint state: a fit resumed from a checkpoint does not search
  * again but applies it (set_lr; the loaders' size) before its optimizer is made; a checkpoint
  * saved without them leaves the module and the loaders as they are (said). A failed search
@@ -728,7 +730,8 @@ typedef struct volt_ckpt_resolver {
 VOLT_API void volt_trainer_set_ckpt_resolver(volt_trainer *t, const volt_ckpt_resolver *r);
 /* A file ckpt_path="last" also weighs: the newest (mtime) of these and the resolver's last
  * wins, as Lightning's "last" weighs OnExceptionCheckpoint's file (which adds its own). Copied;
- * at most 16 per trainer (VOLT_ERR_INVALID_ARG past that, or for NULL / ""). */
+ * at most 16 per trainer (VOLT_ERR_INVALID_ARG past that, or for NULL / ""); a path given again is
+ * not added twice. */
 VOLT_API volt_status volt_trainer_add_last_candidate(volt_trainer *t, const char *path);
 
 /* Extra entries in a checkpoint being saved / loaded (the module's and the callbacks'
