@@ -2050,6 +2050,18 @@ static void test_collectives_single(void) {
           strstr(volt_trainer_errmsg(t), "volt_trainer_broadcast_bool"), "NULL out: %s", volt_trainer_errmsg(t));
     bool out;
     CHECK(volt_trainer_broadcast_bool(NULL, true, &out) == VOLT_ERR_INVALID_ARG, "NULL trainer");
+    /* one process: all_gather copies, all_reduce leaves the values */
+    int32_t mine[2] = { 5, -6 }, got[2] = { 0, 0 };
+    CHECK(volt_trainer_all_gather(t, mine, sizeof mine, got) == VOLT_OK && got[0] == 5 && got[1] == -6, "all_gather: %d %d",
+          got[0], got[1]);
+    double v[3] = { 1.5, -2, NAN };
+    for (int op = 0; op < 4; op++)
+        CHECK(volt_trainer_all_reduce(t, v, 3, (volt_reduce_op)op) == VOLT_OK && v[0] == 1.5 && v[1] == -2 && isnan(v[2]),
+              "all_reduce op %d on one process: %g %g %g", op, v[0], v[1], v[2]);
+    CHECK(volt_trainer_all_reduce(t, v, 3, (volt_reduce_op)9) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_trainer_errmsg(t), "unknown reduce op"), "op 9: %s", volt_trainer_errmsg(t));
+    CHECK(volt_trainer_all_gather(t, mine, sizeof mine, NULL) == VOLT_ERR_INVALID_ARG &&
+          strstr(volt_trainer_errmsg(t), "NULL receive buffer"), "NULL recv: %s", volt_trainer_errmsg(t));
     volt_trainer_destroy(t);
 }
 

@@ -165,6 +165,60 @@ static void test_collective(const char *name) {
         CHECK(bad < 0, "a 300,000-byte broadcast from rank %d: rank %d differs at byte %d", last, g_rank, bad);
         free(big);
     }
+    /* all_gather: every rank's three numbers, in rank order; then 100,000 bytes each (past the
+     * 64 KiB piece), the send buffer being the rank's own slot */
+    {
+        int64_t mine[3] = { g_rank, 100 + g_rank, -7 * g_rank }, all[3 * 8];
+        memset(all, 0xff, sizeof all);
+        CHECK_OK(volt_trainer_all_gather(t, mine, sizeof mine, all));
+        int bad = -1;
+        for (int r = 0; r < W && r < 8 && bad < 0; r++)
+            if (all[3 * r] != r || all[3 * r + 1] != 100 + r || all[3 * r + 2] != -7 * r) bad = r;
+        CHECK(bad < 0, "all_gather: rank %d holds a wrong slot for rank %d", g_rank, bad);
+        enum { EACH = 100000 };
+        unsigned char *g = malloc((size_t)EACH * (size_t)W);
+        CHECK(g != NULL, "out of memory");
+        if (g) {
+            for (int i = 0; i < EACH; i++) g[(size_t)g_rank * EACH + (size_t)i] = (unsigned char)((i * 13 + g_rank * 5) & 0xff);
+            CHECK_OK(volt_trainer_all_gather(t, g + (size_t)g_rank * EACH, EACH, g));
+            long wrong = -1;
+            for (int r = 0; r < W && wrong < 0; r++)
+                for (int i = 0; i < EACH && wrong < 0; i++)
+                    if (g[(size_t)r * EACH + (size_t)i] != (unsigned char)((i * 13 + r * 5) & 0xff)) wrong = (long)r * EACH + i;
+            CHECK(wrong < 0, "all_gather of %d bytes a rank: rank %d differs at byte %ld", EACH, g_rank, wrong);
+            free(g);
+        }
+        /* all_reduce over 5000 values (several blocks): value i of rank r is r + i * 0.25, and
+         * the last rank's value 7 is NaN; sum, mean, max and min, the same bits on every rank */
+        enum { NV = 5000 };
+        double *v = malloc(sizeof *v * NV);
+        CHECK(v != NULL, "out of memory");
+        for (int op = 0; v && op < 4; op++) {
+            for (int i = 0; i < NV; i++) v[i] = g_rank + i * 0.25;
+            if (g_rank == last) v[7] = NAN;
+            CHECK_OK(volt_trainer_all_reduce(t, v, NV, (volt_reduce_op)op));
+            int badi = -1;
+            for (int i = 0; i < NV && badi < 0; i++) {
+                double sum = 0;
+                for (int r = 0; r < W; r++) sum += r + i * 0.25;
+                const double want = op == VOLT_REDUCE_SUM ? sum : op == VOLT_REDUCE_MEAN ? sum / W
+                                  : op == VOLT_REDUCE_MAX ? last + i * 0.25 : i * 0.25;
+                if (i == 7 ? !isnan(v[i]) : v[i] != want) badi = i;
+            }
+            CHECK(badi < 0, "all_reduce op %d: rank %d value %d is %g", op, g_rank, badi, badi >= 0 ? v[badi] : 0.0);
+            uint64_t h = 1469598103934665603ull;
+            const unsigned char *p = (const unsigned char *)v;
+            for (size_t i = 0; i < sizeof *v * NV; i++) h = (h ^ p[i]) * 1099511628211ull;
+            uint64_t lo, hi;
+            MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+            MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+            CHECK(lo == hi, "all_reduce op %d: the ranks hold different bits", op);
+        }
+        free(v);
+        double neg = 1;
+        CHECK(volt_trainer_all_reduce(t, &neg, -1, VOLT_REDUCE_SUM) == VOLT_ERR_INVALID_ARG, "a negative count accepted");
+        CHECK(volt_trainer_all_gather(t, NULL, 8, all) == VOLT_ERR_INVALID_ARG, "a NULL send buffer accepted");
+    }
     int64_t one = 7;
     CHECK(volt_trainer_broadcast(t, &one, sizeof one, W) == VOLT_ERR_INVALID_ARG && one == 7 &&
           strstr(volt_trainer_errmsg(t), "no such root"), "a root past the ranks: %s", volt_trainer_errmsg(t));

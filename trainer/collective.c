@@ -3,6 +3,8 @@
  * runs differently on each rank. Both are one all-reduce of a double over the strategy
  * (volt__strategy_all_reduce_mean), so they fail as every other metric sync does: a dead or
  * late rank is VOLT_ERR_TIMEOUT after the comm's timeout, with the trainer's message set. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include "trainer/trainer_internal.h"
@@ -40,24 +42,81 @@ volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bool *out) 
     return VOLT_OK;
 }
 
-volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int root) {
-    if (!t) return VOLT_ERR_INVALID_ARG;
-    const int world = t->world > 1 && t->strategy ? t->world : 1;
-    if ((!buf && bytes) || root < 0 || root >= world)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_broadcast: %s (root %d of %d ranks)",
-                          !buf && bytes ? "NULL buffer" : "no such root", root, world);
-    if (world <= 1 || !bytes) return VOLT_OK;
-    t->decisions++;
-    /* in pieces of at most 64 KiB: each moves through the comm's own buffer (an MPI broadcast
-     * that timed out may still write later: into memory the comm keeps, never the caller's,
-     * which may be freed by then; strategies/comm/mpi/comm_mpi.c, bounce_in) */
+static int world_of(const volt_trainer *t) { return t->world > 1 && t->strategy ? t->world : 1; }
+
+/* Rank root's bytes into every rank's buf, in pieces of at most 64 KiB: each moves through the
+ * comm's own buffer (an MPI broadcast that timed out may still write later: into memory the
+ * comm keeps, never the caller's, which may be freed by then; strategies/comm/mpi/comm_mpi.c,
+ * bounce_in). who: the public call, for the message. */
+static volt_status bcast_pieces(volt_trainer *t, void *buf, size_t bytes, int root, const char *who) {
     enum { PIECE = 64 << 10 };
     for (size_t at = 0; at < bytes; at += PIECE) {
         const size_t n = bytes - at < PIECE ? bytes - at : PIECE;
         volt_status st = volt__strategy_broadcast(t->strategy, (char *)buf + at, n, root);
         if (st < 0)
-            return volt__terr(t, st, "volt_trainer_broadcast: %zu bytes from rank %d failed (strategy '%s'): %s", bytes, root,
+            return volt__terr(t, st, "%s: %zu bytes from rank %d failed (strategy '%s'): %s", who, bytes, root,
                               volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int root) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    const int world = world_of(t);
+    if ((!buf && bytes) || root < 0 || root >= world)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_broadcast: %s (root %d of %d ranks)",
+                          !buf && bytes ? "NULL buffer" : "no such root", root, world);
+    if (world <= 1 || !bytes) return VOLT_OK;
+    t->decisions++;
+    return bcast_pieces(t, buf, bytes, root, "volt_trainer_broadcast");
+}
+
+/* Each rank's bytes broadcast from it in turn: world broadcasts, each in the pieces above
+ * (the same path as volt_trainer_broadcast; no allocation that could fail on one rank). */
+volt_status volt_trainer_all_gather(volt_trainer *t, const void *send, size_t bytes, void *recv) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    const int world = world_of(t);
+    if (bytes && (!send || !recv))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_all_gather: NULL %s buffer", !send ? "send" : "receive");
+    if (bytes && (size_t)world > SIZE_MAX / bytes)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_all_gather: %zu bytes x %d ranks overflow", bytes, world);
+    if (!bytes) return VOLT_OK;
+    char *out = recv;
+    const int me = world > 1 ? t->rank : 0;
+    memmove(out + (size_t)me * bytes, send, bytes);   /* send may be recv's own slot */
+    if (world <= 1) return VOLT_OK;
+    t->decisions++;
+    for (int r = 0; r < world; r++) VOLT_TRY(bcast_pieces(t, out + (size_t)r * bytes, bytes, r, "volt_trainer_all_gather"));
+    return VOLT_OK;
+}
+
+/* In blocks of values gathered into a buffer on the stack (nothing allocated), each reduced in
+ * rank order: every rank computes the same sums from the same numbers, bit for bit. */
+volt_status volt_trainer_all_reduce(volt_trainer *t, double *values, int64_t n, volt_reduce_op op) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (n < 0 || (n && !values) || (unsigned)op > (unsigned)VOLT_REDUCE_MIN)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_trainer_all_reduce: %s", n < 0 ? "a negative count"
+                          : n && !values ? "NULL values" : "unknown reduce op");
+    const int world = world_of(t);
+    if (world <= 1 || !n) return VOLT_OK;   /* one rank: each value is its own sum, mean, max and min */
+    enum { SLOTS = 4096 };
+    if (world > SLOTS)
+        return volt__terr(t, VOLT_ERR_UNSUPPORTED, "volt_trainer_all_reduce: more than %d ranks (%d)", SLOTS, world);
+    double buf[SLOTS];
+    const int64_t k = SLOTS / world;   /* values per block */
+    for (int64_t at = 0; at < n; at += k) {
+        const int64_t m = n - at < k ? n - at : k;
+        VOLT_TRY(volt_trainer_all_gather(t, values + at, sizeof(double) * (size_t)m, buf));
+        for (int64_t i = 0; i < m; i++) {
+            double acc = buf[i];
+            for (int r = 1; r < world; r++) {
+                const double v = buf[(size_t)r * (size_t)m + (size_t)i];
+                if (op == VOLT_REDUCE_SUM || op == VOLT_REDUCE_MEAN) acc += v;
+                else if (isnan(v) || isnan(acc)) acc = NAN;   /* torch's max / min: NaN wins */
+                else if (op == VOLT_REDUCE_MAX ? v > acc : v < acc) acc = v;
+            }
+            values[at + i] = op == VOLT_REDUCE_MEAN ? acc / (double)world : acc;
+        }
     }
     return VOLT_OK;
 }

@@ -1076,6 +1076,16 @@ VOLT_API volt_status volt_trainer_broadcast_bool(volt_trainer *t, bool value, bo
  * must be the same on every rank (send a count first when it is not known everywhere). On
  * one process nothing moves. A root outside the ranks or a NULL buf: VOLT_ERR_INVALID_ARG. */
 VOLT_API volt_status volt_trainer_broadcast(volt_trainer *t, void *buf, size_t bytes, int root);
+/* Every rank's bytes on every rank (Lightning's LightningModule.all_gather / strategy.all_gather):
+ * recv holds world_size x bytes, rank r's at recv + r x bytes (send may be this rank's own
+ * slot); bytes the same on every rank. One process: send copied into recv. NULL buffers or a
+ * size that overflows: VOLT_ERR_INVALID_ARG. */
+VOLT_API volt_status volt_trainer_all_gather(volt_trainer *t, const void *send, size_t bytes, void *recv);
+/* values[0..n) reduced over the ranks in place (Lightning's strategy.reduce(tensor, reduce_op)):
+ * the same n on every rank; SUM and MEAN add in rank order, so every rank gets the same bits;
+ * MAX and MIN propagate a NaN, as torch's. One process: unchanged. */
+typedef enum { VOLT_REDUCE_SUM = 0, VOLT_REDUCE_MEAN = 1, VOLT_REDUCE_MAX = 2, VOLT_REDUCE_MIN = 3 } volt_reduce_op;
+VOLT_API volt_status volt_trainer_all_reduce(volt_trainer *t, double *values, int64_t n, volt_reduce_op op);
 /* A folder this fit will write (docs/CALLBACKS.md, "Folders checked at fit start"); from
  * on_fit_start only, on every rank alike. Once every on_fit_start has run, before the sanity
  * check and the first batch, rank 0 creates the folder (with its parents, as a save would) and
