@@ -556,10 +556,12 @@ static void test_batch_size_finder_callback(void) {
  * batches alone), predict hands out every sample once; a step that fails otherwise fails the
  * call, named. */
 static int64_t g_eval_limit = -1, g_eval_steps, g_eval_batch_ends;
-static bool g_eval_bad;
+static bool g_eval_bad, g_in_loop;
 static volt_status mlp_eval(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     g_eval_steps++;
     VOLT_TRY(mlp_val(self, s, b, i));
+    /* 1 from the call's loop, 1000 from a trial: the epoch's mean says whether a trial's got in */
+    VOLT_TRY(volt_log_value(s, "probe", g_in_loop ? 1.0 : 1000.0, VOLT_LOG_EPOCH));
     if (g_eval_bad) return volt_step_fail(s, VOLT_ERR_NUMERIC, "test: a bad batch");
     if (g_eval_limit >= 0 && b->size > g_eval_limit)
         return volt_step_fail(s, VOLT_ERR_NOMEM, "test: out of memory at batch size %lld", (long long)b->size);
@@ -575,6 +577,7 @@ static volt_status count_end(void *self, volt_trainer *t, const volt_batch *b, i
     g_eval_batch_ends++;
     return VOLT_OK;
 }
+static volt_status loop_starts(void *self, volt_trainer *t) { (void)self; (void)t; g_in_loop = true; return VOLT_OK; }
 static volt_status count_pred_end(void *self, volt_trainer *t, const volt_tensor *p, const volt_batch *b, int64_t i) {
     (void)p;
     return count_end(self, t, b, i);
@@ -592,17 +595,24 @@ static void test_eval_batch_size_finder(void) {
     fc.find.steps_per_trial = 1;
     CHECK_OK(volt_add_batch_size_finder(w.t, &fc));
     const volt_callback_ops counter = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Ends", .on_validation_batch_end = count_end,
-                                        .on_test_batch_end = count_end, .on_predict_batch_end = count_pred_end };
+                                        .on_test_batch_end = count_end, .on_predict_batch_end = count_pred_end,
+                                        .on_validation_epoch_start = loop_starts, .on_test_epoch_start = loop_starts,
+                                        .on_predict_epoch_start = loop_starts };
     CHECK_OK(volt_trainer_add_callback(w.t, &counter, NULL));
     volt_module_ops ops = mlp_ops;
     ops.validation_step = ops.test_step = mlp_eval;
     ops.predict_step = mlp_pred;
+    /* fit first: power finds 32 (the training step runs out above 40), its checkpoint state */
+    g_limit = 40;
+    CHECK_OK(volt_trainer_fit(w.t, &mlp_ops, &w.m, w.l, NULL, NULL));
+    CHECK(volt_batch_size_finder_result(w.t) && volt_batch_size_finder_result(w.t)->batch_size == 32, "fit's search");
     g_eval_limit = 20;
     const int64_t want[] = { 2, 4, 8, 16, -32 };
     for (int stage = 0; stage < 3; stage++) {
         static const char *const what[] = { "validate", "test", "predict" };
         volt_loader *l = vtest_loader(w.ds, 7, false);
         g_eval_steps = g_eval_batch_ends = 0;
+        g_in_loop = false;
         int64_t rows = 0;
         volt_status st = stage == 0 ? volt_trainer_validate(w.t, &ops, &w.m, l, NULL)
                        : stage == 1 ? volt_trainer_test(w.t, &ops, &w.m, l, NULL)
@@ -616,8 +626,21 @@ static void test_eval_batch_size_finder(void) {
         CHECK(g_eval_batch_ends == batches && g_eval_steps == 5 + batches && (stage < 2 || rows == 500),
               "%s: %lld batch ends, %lld steps (want %lld, %lld), %lld rows", what[stage], (long long)g_eval_batch_ends,
               (long long)g_eval_steps, (long long)batches, (long long)(5 + batches), (long long)rows);
+        double probe = 0;
+        CHECK(stage == 2 || (volt_trainer_metric(w.t, "probe", &probe) && probe == 1.0),
+              "%s: the logged mean %g (a trial's value got in unless 1)", what[stage], probe);
         volt_loader_destroy(l);
     }
+    /* the checkpoint's state is still fit's 32 (a resumed fit trains at it, not at a test's 16) */
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/bsf_eval/saved.safetensors", vtest_tmpdir());
+    CHECK_OK(volt_trainer_save_checkpoint(w.t, ck));
+    volt_st_file *f = NULL;
+    char err[300];
+    CHECK_OK(volt_st_open(ck, &f, err, sizeof err));
+    const char *cbs = f ? volt_st_meta(f, "volt.callbacks") : NULL;
+    CHECK(cbs && strstr(cbs, "\"BatchSizeFinder\":{\"batch_size\":32}"), "the saved state: %s", cbs ? cbs : "(none)");
+    volt_st_close(f);
     /* another failure: the call fails naming it, the loader as it was */
     volt_loader *l = vtest_loader(w.ds, 7, false);
     g_eval_bad = true;

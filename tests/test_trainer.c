@@ -1500,24 +1500,30 @@ static void test_optim_config_errors(volt_dataset *ds) {
  * again every N epochs of the fit, counted from the epoch it starts (or resumes) at; each epoch
  * runs the batches of the loader it got. A fit given loaders, a negative N and N with
  * overfit_batches are refused, named; a datamodule that returns no loader fails the fit. */
-typedef struct { volt_loader *pool[3]; int train_calls, val_calls; bool none_at_reload; } rdm;
+typedef struct { volt_loader *pool[3], *vpool[3]; int train_calls, val_calls; bool none_at_reload; } rdm;
 static volt_loader *rdm_train(void *self) {
     rdm *d = self;
     if (d->none_at_reload && d->train_calls > 0) return NULL;
     return d->pool[d->train_calls++ % 3];
 }
-static volt_loader *rdm_val(void *self) { rdm *d = self; d->val_calls++; return d->pool[0]; }
+static volt_loader *rdm_val(void *self) { rdm *d = self; return d->vpool[d->val_calls++ % 3]; }
 static const volt_datamodule_ops rdm_ops = { .version = VOLT_DATAMODULE_OPS_VERSION, .name = "reloading",
                                              .train_loader = rdm_train, .val_loader = rdm_val };
-static int64_t g_rl_batches[8];
+static int64_t g_rl_batches[8], g_rl_val[8];
 static volt_status rl_epoch_start(void *self, volt_trainer *t) {
     (void)self;
     const int64_t e = volt_trainer_current_epoch(t);
     if (e >= 0 && e < 8) g_rl_batches[e] = volt_trainer_num_train_batches(t);
     return VOLT_OK;
 }
+static volt_status rl_val_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {   /* the epoch's count */
+    (void)self; (void)b;
+    const int64_t e = volt_trainer_current_epoch(t);
+    if (e >= 0 && e < 8 && i + 1 > g_rl_val[e]) g_rl_val[e] = i + 1;
+    return VOLT_OK;
+}
 static const volt_callback_ops rl_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "EpochBatches",
-                                          .on_train_epoch_start = rl_epoch_start };
+                                          .on_train_epoch_start = rl_epoch_start, .on_validation_batch_end = rl_val_batch };
 static volt_trainer *rl_trainer(const char *root, int64_t epochs, int64_t every, int64_t overfit, volt_status want) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
@@ -1539,12 +1545,14 @@ static void test_reload_dataloaders(volt_dataset *ds) {
     snprintf(root, sizeof root, "%s/reload_dl", vtest_tmpdir());
     snprintf(ck, sizeof ck, "%s/at3.safetensors", root);
     vtest_fresh_dir(root);
-    rdm d = { .pool = { make_loader(ds, 8, true, 0), make_loader(ds, 16, true, 0), make_loader(ds, 32, true, 0) } };
+    rdm d = { .pool = { make_loader(ds, 8, true, 0), make_loader(ds, 16, true, 0), make_loader(ds, 32, true, 0) },
+              .vpool = { make_loader(ds, 8, false, 0), make_loader(ds, 16, false, 0), make_loader(ds, 32, false, 0) } };
     const int64_t nb[3] = { volt_loader_num_batches(d.pool[0]), volt_loader_num_batches(d.pool[1]),
                             volt_loader_num_batches(d.pool[2]) };
     net m = { .in = IN, .hidden = 8, .out = NC };
     volt_trainer *t = rl_trainer(root, 5, 2, 0, VOLT_OK);
     memset(g_rl_batches, 0, sizeof g_rl_batches);
+    memset(g_rl_val, 0, sizeof g_rl_val);
     CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, NULL));
     CHECK(d.train_calls == 3 && d.val_calls == 3, "5 epochs, every 2: train_loader asked %d times, val_loader %d (want 3, 3)",
           d.train_calls, d.val_calls);
@@ -1552,7 +1560,32 @@ static void test_reload_dataloaders(volt_dataset *ds) {
           g_rl_batches[4] == nb[2], "batches per epoch %lld %lld %lld %lld %lld (the loaders have %lld, %lld, %lld)",
           (long long)g_rl_batches[0], (long long)g_rl_batches[1], (long long)g_rl_batches[2], (long long)g_rl_batches[3],
           (long long)g_rl_batches[4], (long long)nb[0], (long long)nb[1], (long long)nb[2]);
+    CHECK(g_rl_val[0] == nb[0] && g_rl_val[1] == nb[0] && g_rl_val[2] == nb[1] && g_rl_val[3] == nb[1] && g_rl_val[4] == nb[2],
+          "validation batches per epoch %lld %lld %lld %lld %lld", (long long)g_rl_val[0], (long long)g_rl_val[1],
+          (long long)g_rl_val[2], (long long)g_rl_val[3], (long long)g_rl_val[4]);
     volt_trainer_destroy(t);
+    /* with a BatchSizeFinder in fit (power, 2 trials: 2, 4 -> 4), every reloaded loader gets 4 */
+    t = rl_trainer(root, 3, 1, 0, VOLT_OK);
+    volt_batch_size_finder_config bc;
+    volt_batch_size_finder_config_init(&bc);
+    bc.find.max_trials = 2;
+    bc.find.steps_per_trial = 1;
+    CHECK_OK(volt_add_batch_size_finder(t, &bc));
+    d.train_calls = d.val_calls = 0;
+    memset(g_rl_batches, 0, sizeof g_rl_batches);
+    memset(g_rl_val, 0, sizeof g_rl_val);
+    CHECK_OK(volt_trainer_fit_dm(t, &net_ops, &m, &rdm_ops, &d, NULL));
+    const int64_t n4 = (volt_dataset_len(ds) + 3) / 4;
+    CHECK(g_rl_batches[0] == n4 && g_rl_batches[1] == n4 && g_rl_batches[2] == n4 && g_rl_val[2] == n4 &&
+          volt_loader_batch_size(d.pool[2]) == 4 && volt_loader_batch_size(d.vpool[2]) == 4,
+          "BatchSizeFinder's 4 on the reloaded loaders: batches %lld %lld %lld (want %lld), val %lld",
+          (long long)g_rl_batches[0], (long long)g_rl_batches[1], (long long)g_rl_batches[2], (long long)n4,
+          (long long)g_rl_val[2]);
+    volt_trainer_destroy(t);
+    for (int i = 0; i < 3; i++) {   /* back to their sizes for what follows */
+        CHECK_OK(volt_loader_set_batch_size(d.pool[i], (int64_t)8 << i));
+        CHECK_OK(volt_loader_set_batch_size(d.vpool[i], (int64_t)8 << i));
+    }
     /* a fit of 3 epochs, then resumed to 5: the count starts at the resumed epoch (3), so no reload */
     t = rl_trainer(root, 3, 2, 0, VOLT_OK);
     d.train_calls = d.val_calls = 0;
@@ -1585,7 +1618,10 @@ static void test_reload_dataloaders(volt_dataset *ds) {
     volt_trainer_destroy(t);
     t = rl_trainer(root, 3, 2, 4, VOLT_ERR_INVALID_ARG);
     volt_trainer_destroy(t);
-    for (int i = 0; i < 3; i++) volt_loader_destroy(d.pool[i]);
+    for (int i = 0; i < 3; i++) {
+        volt_loader_destroy(d.pool[i]);
+        volt_loader_destroy(d.vpool[i]);
+    }
 }
 
 /* ---- datamodule ------------------------------------------------------------------------------ */

@@ -44,10 +44,23 @@ volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_l
         st = volt__terr(t, VOLT_ERR_INVALID_ARG, "datamodule '%s': train_loader returned no loader when fit reloaded it at "
                         "epoch %lld (reload_dataloaders_every_n_epochs=%lld)", dm->name ? dm->name : "?", (long long)t->epoch,
                         (long long)t->cfg.reload_dataloaders_every_n_epochs);
+    /* fit's BatchSizeFinder's size on the new loaders too (Lightning keeps it in the datamodule's
+     * batch_size, which its loaders are made with) */
+    const int64_t bs = volt__tune_fit_batch_size(t);
+    volt_loader *l[2] = { nt, nv };
+    for (int k = 0; k < 2 && st >= 0 && bs > 0; k++)
+        if (l[k] && volt_loader_batch_size(l[k]) != bs && (st = volt_loader_set_batch_size(l[k], bs)) < 0)
+            st = volt__terr(t, st, "datamodule '%s': the reloaded %s loader could not be set to BatchSizeFinder's batch size "
+                            "%lld: %s", dm->name ? dm->name : "?", k ? "val" : "train", (long long)bs, volt_loader_errmsg(l[k]));
     if (st >= 0 && nt != *train && (st = volt__strategy_setup_loader(t->strategy, nt)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
     if (st >= 0 && nv && nv != *val && (st = volt__strategy_setup_loader(t->strategy, nv)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
+    int64_t n = 0;   /* a loader that leaves this rank no batch: said here, agreed, not in a later collective */
+    if (st >= 0 && (st = volt__loop_stage_batches(t, "train", volt_loader_num_batches(nt), t->cfg.limit_train_batches,
+                                                  t->cfg.limit_train_fraction, &n)) >= 0 && n == 0)
+        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "datamodule '%s': the train loader fit reloaded at epoch %lld yields no "
+                        "batches", dm->name ? dm->name : "?", (long long)t->epoch);
     /* every rank goes on with its new loaders, or every rank stops */
     VOLT_TRY(volt__agree_status(t, st, "reload_dataloaders_every_n_epochs", "no rank trained the epoch"));
     *train = nt;

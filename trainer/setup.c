@@ -242,6 +242,13 @@ volt_status volt__loop_renew_step(volt_trainer *t) {
     return VOLT_OK;
 }
 
+volt_status volt__loop_ensure_step(volt_trainer *t) {
+    if (t->step || !t->ps) return VOLT_OK;
+    volt_status st = make_step(t, &t->step);
+    return st < 0 ? volt__terr(t, st, "trainer: a new step on %s:%d: %s", t->dev->be->name, t->dev->ordinal, volt_status_str(st))
+                  : VOLT_OK;
+}
+
 /* A stage's batches: limit_<what>_batches as a count, or its fraction f of the loader's n
  * (int(f x n), as Lightning; an error when that leaves none of n > 0). */
 volt_status volt__loop_stage_batches(volt_trainer *t, const char *what, int64_t n, int64_t count, double frac, int64_t *out) {

@@ -363,6 +363,11 @@ volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_
  * graphs and the device batch buffers freed first: the memory a step that ran out of it had
  * grown to comes back (the batch size finder, trainer/tuner.c). */
 volt_status volt__loop_renew_step(volt_trainer *t);
+/* A step for the model when a renew that found no memory left none (the call goes on with it). */
+volt_status volt__loop_ensure_step(volt_trainer *t);
+/* The batch size fit's BatchSizeFinder found (or applied from a checkpoint) in this fit, 0 when
+ * none: the loaders a datamodule reload hands out get it too (tuner_callbacks.c). */
+int64_t volt__tune_fit_batch_size(const volt_trainer *t);
 
 /* profiler.c: profiler = "simple" (t->prof); every call is a no-op when it is off */
 typedef struct volt_prof volt_prof;

@@ -225,7 +225,8 @@ volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_fin
     }
     t->fitting = false;
     t->sched = sched;
-    const volt_status lst = tune_restore(t, path);
+    volt_status lst = tune_restore(t, path);
+    if (lst >= 0) lst = volt__loop_ensure_step(t);   /* a renew after the last trial found no memory: fit goes on */
     if (st < 0 || lst < 0) {
         volt_lr_find_result_free(out);
         return st < 0 ? st : lst;
@@ -297,6 +298,8 @@ static volt_status eval_steps(volt_trainer *t, volt_loader *l, volt_stage stage,
            : m->validation_step(t->module, t->step, b, i % n_batches);
         t->in_step = false;
         if (st >= 0) st = volt_step_check(t->step);   /* errors the device flagged, out of memory too */
+        if (st >= 0 && stage == VOLT_STAGE_PREDICT && !pred)   /* as the predict loop says it */
+            st = volt_step_fail(t->step, VOLT_ERR_STATE, "predict_step returned no prediction");
         volt_step_end(t->step);
         volt__metrics_discard(t);
         if (st < 0) st = volt__loop_step_err(t, st, stage == VOLT_STAGE_PREDICT ? "predict_step" : stage == VOLT_STAGE_TEST
@@ -483,7 +486,8 @@ volt_status volt__tune_eval_batch_size(volt_trainer *t, volt_loader *l, volt_sta
     const int64_t size0 = volt_loader_batch_size(l);
     const bs_kind kind = { true, stage };
     int64_t best = 0;
-    const volt_status st = bs_search(t, l, &kind, &c, n, out, &best);
+    volt_status st = bs_search(t, l, &kind, &c, n, out, &best);
+    if (st >= 0) st = volt__loop_ensure_step(t);   /* the call's loop goes on with one */
     const int64_t keep = st >= 0 ? best : size0;
     const volt_status bst = volt_loader_set_batch_size(l, keep);
     if (bst < 0) {

@@ -24,8 +24,10 @@ typedef struct lrf {
 
 typedef struct bsf {
     volt_batch_size_finder_config cfg;
-    volt_batch_size_result result;
+    volt_batch_size_result result;     /* fit's search, or the checkpoint's size: its state */
     bool have;
+    volt_batch_size_result eval;       /* the last validate / test / predict search's (not state) */
+    const volt_batch_size_result *last;   /* the last search's: result or eval; NULL: none */
 } bsf;
 
 static void lrf_destroy(void *self) {
@@ -142,6 +144,7 @@ static volt_status bsf_fit(volt_trainer *t, bsf *f, volt_loader *train, volt_loa
     f->have = false;
     VOLT_TRY(volt__tune_batch_size(t, train, &f->cfg.find, &f->result));
     f->have = true;
+    f->last = &f->result;
     if (t->rank == 0)
         fprintf(stderr, "volt: BatchSizeFinder: batch size %lld after %d trial%s: fit's loaders use it\n",
                 (long long)f->result.batch_size, f->result.n_trials, f->result.n_trials == 1 ? "" : "s");
@@ -187,6 +190,7 @@ static volt_status resume_one(volt_trainer *t, int i, volt_loader *train, volt_l
     memset(&f->result, 0, sizeof f->result);
     f->result.batch_size = (int64_t)v;
     f->have = true;
+    f->last = &f->result;
     if (t->rank == 0)
         fprintf(stderr, "volt: BatchSizeFinder: a resumed fit does not search again: batch size %lld from the checkpoint\n",
                 (long long)f->result.batch_size);
@@ -206,6 +210,7 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
             bsf *f = t->cbs[i].self;
             memset(&f->result, 0, sizeof f->result);
             f->have = false;
+            f->last = NULL;
         }
         if (path && path[0]) {
             VOLT_TRY(resume_one(t, i, train, val, path));
@@ -231,6 +236,14 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
  * steps, the size found its result until the next search */
 volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage stage) {
     static const char *const names[] = { "fit", "validate", "test", "predict" };
+    /* a call made from another call's hook leaves the loaders and the step of the one running */
+    if (t->call_depth > 1) return VOLT_OK;
+    const volt_trainer_config *c = &t->cfg;
+    const int64_t limit = stage == VOLT_STAGE_VALIDATE ? c->limit_val_batches : stage == VOLT_STAGE_TEST ? c->limit_test_batches
+                        : c->limit_predict_batches;
+    const double frac = stage == VOLT_STAGE_VALIDATE ? c->limit_val_fraction : stage == VOLT_STAGE_TEST ? c->limit_test_fraction
+                      : c->limit_predict_fraction;
+    if (limit == 0 && !(frac > 0)) return VOLT_OK;   /* the call runs no batch (Lightning skips the loop) */
     for (int i = 0; i < t->n_cbs; i++) {
         if (t->cbs[i].ops != &bsf_ops) continue;
         bsf *f = t->cbs[i].self;
@@ -238,25 +251,33 @@ volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage s
             if (t->rank == 0) fprintf(stderr, "volt: BatchSizeFinder: skipped, fast_dev_run is set\n");
             return VOLT_OK;
         }
-        memset(&f->result, 0, sizeof f->result);
-        f->have = false;
+        f->last = NULL;   /* fit's finding (its checkpoint state) stays as it is */
         const volt_trainer_fn fn = t->fn;
         t->fn = VOLT_FN_TUNE;   /* as fit's search: no hook takes its steps for the call's */
-        const volt_status st = volt__tune_eval_batch_size(t, l, stage, &f->cfg.find, &f->result);
+        const volt_status st = volt__tune_eval_batch_size(t, l, stage, &f->cfg.find, &f->eval);
         t->fn = fn;
         if (st < 0) {
             char was[sizeof t->errmsg];
             memcpy(was, t->errmsg, sizeof was);
             return volt__terr(t, st, "BatchSizeFinder: %s", was);
         }
-        f->have = true;
+        f->last = &f->eval;
         if (t->rank == 0)
             fprintf(stderr, "volt: BatchSizeFinder: batch size %lld after %d trial%s: %s's loader uses it\n",
-                    (long long)f->result.batch_size, f->result.n_trials, f->result.n_trials == 1 ? "" : "s",
+                    (long long)f->eval.batch_size, f->eval.n_trials, f->eval.n_trials == 1 ? "" : "s",
                     names[(unsigned)stage < 4 ? stage : 0]);
         return VOLT_OK;
     }
     return VOLT_OK;
+}
+
+int64_t volt__tune_fit_batch_size(const volt_trainer *t) {
+    for (int i = 0; i < t->n_cbs; i++)
+        if (t->cbs[i].ops == &bsf_ops) {
+            const bsf *f = t->cbs[i].self;
+            return f->have ? f->result.batch_size : 0;
+        }
+    return 0;
 }
 
 /* ---- registration ----------------------------------------------------------------------------- */
@@ -331,5 +352,5 @@ const volt_lr_find_result *volt_lr_finder_result(const volt_trainer *t) {
 
 const volt_batch_size_result *volt_batch_size_finder_result(const volt_trainer *t) {
     const bsf *f = find(t, &bsf_ops);
-    return f && f->have ? &f->result : NULL;
+    return f ? f->last : NULL;
 }

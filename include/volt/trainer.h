@@ -550,7 +550,9 @@ VOLT_API volt_status volt_add_lr_finder(volt_trainer *t, const volt_lr_finder_co
 VOLT_API volt_status volt_add_batch_size_finder(volt_trainer *t, const volt_batch_size_finder_config *cfg); /* NULL: defaults */
 /* What the last fit's finder found (Lightning's callback.optimal_lr / the batch size), owned by
  * the callback, valid until the next fit; NULL before any or without the callback. After a
- * resumed fit: the checkpoint's value alone (n = 0 points, n_trials = 0). */
+ * resumed fit: the checkpoint's value alone (n = 0 points, n_trials = 0). The batch size one is
+ * the last search's: fit's, or a later validate / test / predict call's (until the next call);
+ * the checkpoint state stays fit's. */
 VOLT_API const volt_lr_find_result *volt_lr_finder_result(const volt_trainer *t);
 VOLT_API const volt_batch_size_result *volt_batch_size_finder_result(const volt_trainer *t);
 
