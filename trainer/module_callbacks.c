@@ -60,6 +60,7 @@ volt_status volt__loop_module_callbacks(volt_trainer *t) {
     st = volt__agree_status(t, st, "configure_callbacks", "no rank ran the call");
     if (st < 0) {
         drop_added(t, n0);
+        t->has_pending_resolver = false;
         t->avg_mode = avg_mode;
         t->avg_decay = avg_decay;
         return st;
