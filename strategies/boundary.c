@@ -4,7 +4,8 @@
  *   reduce grads (strategy)  ->  unscale + found_inf OR-ed over ranks (precision plugin)
  *   ->  clip (by value, or by the global norm summed over shards)  ->  before_step hooks
  *   ->  optimizer step (skipped when any rank found inf/NaN)  ->  gather params (strategy)
- *   ->  zero grads (strategy; sharded grads give their pages back)  ->  scaler update
+ *   ->  before_zero_grad hooks  ->  zero grads (strategy; sharded grads give their pages back)
+ *   ->  scaler update
  *
  * A captured step (b->on_device, compile) reads nothing on the host: the norm's clip
  * coefficient and 16-mixed's skip are decided on the device (volt_boundary), summed over
@@ -99,6 +100,8 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
     if (b->on_device && (s = volt__strategy_wait_params(st)) < 0)   /* a graph ends with its collectives joined */
         BFAIL(s, "strategy '%s': parameter gather: %s", st->row->name, st->errmsg);
+    /* a hook that fails still leaves the boundary whole (grads cleared, the scaler updated) */
+    const volt_status hs = b->before_zero_grad ? b->before_zero_grad(b->ctx) : VOLT_OK;
     volt__strategy_zero_grad(st);
     if (st->prec && flag) {
         st->prec->ops->update_on_device(st->prec);   /* skipped_steps: counted at read_back */
@@ -107,5 +110,5 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
         if (st->prec->ops->update) st->prec->ops->update(st->prec, skip);
     }
     *skipped = skip;
-    return VOLT_OK;
+    return hs < 0 ? hs : VOLT_OK;
 }

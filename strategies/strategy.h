@@ -245,6 +245,9 @@ typedef struct volt_boundary {
     /* Runs after clipping, before the step (on_before_optimizer_step hooks). A failure is
      * reported by the callee (err stays empty). */
     volt_status (*before_step)(void *ctx);
+    /* Runs after the step (taken or skipped), before the grads are cleared (on_before_zero_grad
+     * hooks); a failure is the callee's to report, and the boundary still clears the grads. */
+    volt_status (*before_zero_grad)(void *ctx);
     void *ctx;
     /* A captured step (compile): nothing is read on the host. The clip by norm takes its
      * coefficient from the device norm (volt_params_clip_grad_norm; sharded grads: the

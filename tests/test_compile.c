@@ -386,6 +386,9 @@ static const volt_module_ops lin_val_ops = { .version = VOLT_MODULE_OPS_VERSION,
 static volt_status after_bwd(void *self, volt_trainer *t) { (void)self; (void)t; return VOLT_OK; }
 static const volt_callback_ops after_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "GradPeek",
                                              .on_after_backward = after_bwd, .destroy = free };
+static const volt_callback_ops zero_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ZeroPeek",
+                                            .on_before_zero_grad = after_bwd, .destroy = free };
+static const volt_callback_ops *g_peek_ops = &after_ops;
 
 static void trainer_cfg(volt_trainer_config *c, const char *acc) {
     volt_trainer_config_init(c);
@@ -624,7 +627,7 @@ static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *wan
     CHECK_OK(volt_trainer_create(&c, &t));
     if (peek) {
         int *self = calloc(1, sizeof *self);
-        CHECK_OK(volt_trainer_add_callback(t, &after_ops, self));
+        CHECK_OK(volt_trainer_add_callback(t, g_peek_ops, self));
     }
     lin m = { .mode = md };
     volt_loader *l = loader(ds);
@@ -672,6 +675,14 @@ int main(void) {
     peek_ops.on_after_backward = after_bwd;
     g_fit_ops = &peek_ops;
     expect_fit_err(ds, M_PLAIN, false, "module 'lin' has on_after_backward");
+    /* on_before_zero_grad (callback table 6, module table 5): inside the captured boundary */
+    g_fit_ops = &lin_ops;
+    g_peek_ops = &zero_ops;
+    expect_fit_err(ds, M_PLAIN, true, "callback 'ZeroPeek' has on_before_zero_grad");
+    volt_module_ops zero_mops = lin_ops;
+    zero_mops.on_before_zero_grad = after_bwd;
+    g_fit_ops = &zero_mops;
+    expect_fit_err(ds, M_PLAIN, false, "module 'lin' has on_before_zero_grad");
     g_fit_ops = &lin_ops;
     volt_dataset_destroy(ds);
     return vtest_finish();

@@ -34,6 +34,12 @@ static volt_status c_on_train_batch_start(void *self, volt_trainer *t, const vol
 static volt_status c_on_train_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_train_batch_end"); return VOLT_OK; }
 static volt_status c_on_validation_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { cbrec *c = self; rec(c->log, c->cap, "on_validation_batch_end"); return VOLT_OK; }
 static volt_status c_on_before_backward(void *self, volt_trainer *t, const volt_tensor *l) { cbrec *c = self; rec(c->log, c->cap, "on_before_backward"); return VOLT_OK; }
+/* version 6: after the step, the grads still there (their norm > 0) */
+static volt_status c_on_before_zero_grad(void *self, volt_trainer *t) {
+    cbrec *c = self;
+    rec(c->log, c->cap, volt_params_grad_sqnorm(volt_trainer_params(t)) > 0 ? "on_before_zero_grad" : "on_before_zero_grad(no grads)");
+    return VOLT_OK;
+}
 /* version 3 */
 CREC(on_test_start) CREC(on_test_end) CREC(on_test_epoch_start) CREC(on_test_epoch_end) CREC(on_predict_start)
 CREC(on_predict_end) CREC(on_predict_epoch_start) CREC(on_predict_epoch_end)
@@ -68,6 +74,7 @@ static const volt_callback_ops rec_cb_ops = {
     .on_predict_start = c_on_predict_start, .on_predict_epoch_start = c_on_predict_epoch_start,
     .on_predict_batch_start = c_on_predict_batch_start, .on_predict_batch_end = c_on_predict_batch_end,
     .on_predict_epoch_end = c_on_predict_epoch_end, .on_predict_end = c_on_predict_end,
+    .on_before_zero_grad = c_on_before_zero_grad,
 };
 /* the same table declared as version 2: the trainer calls none of version 3's hooks */
 static volt_callback_ops rec_cb_ops_v2;
@@ -87,7 +94,7 @@ static volt_status pred_sink(void *ctx, const volt_batch *b, const volt_tensor *
 #define MREC2(hook) static volt_status m2_##hook(void *self, volt_trainer *t) { net *m = self; rec(m->log, m->cap, #hook "(mod)"); return VOLT_OK; }
 MREC2(on_train_start) MREC2(on_train_end) MREC2(on_validation_start) MREC2(on_validation_end) MREC2(on_test_start)
 MREC2(on_test_end) MREC2(on_predict_start) MREC2(on_predict_end) MREC2(on_predict_epoch_start) MREC2(on_predict_epoch_end)
-MREC2(on_after_backward)
+MREC2(on_after_backward) MREC2(on_before_zero_grad)
 #define MREC2_B(hook) static volt_status m2_##hook(void *self, volt_trainer *t, const volt_batch *b, int64_t i) { \
     net *m = self; rec(m->log, m->cap, #hook "(mod)"); return VOLT_OK; }
 MREC2_B(on_validation_batch_start) MREC2_B(on_validation_batch_end) MREC2_B(on_test_batch_start)
@@ -102,6 +109,10 @@ static volt_status m2_on_before_backward(void *self, volt_trainer *t, const volt
     rec(m->log, m->cap, loss && volt_tensor_numel(loss) == 1 ? "on_before_backward(mod)" : "on_before_backward(mod,bad)");
     return VOLT_OK;
 }
+static volt_status m_failing_zero_grad(void *self, volt_trainer *t) {
+    (void)self;
+    return volt_trainer_fail(t, VOLT_ERR_IO, "the grads went elsewhere");
+}
 static volt_module_ops net2_ops(void) {
     volt_module_ops o = net_ops;
     o.predict_step = net_predict;
@@ -114,6 +125,7 @@ static volt_module_ops net2_ops(void) {
     o.on_predict_epoch_start = m2_on_predict_epoch_start; o.on_predict_epoch_end = m2_on_predict_epoch_end;
     o.on_predict_batch_start = m2_on_predict_batch_start; o.on_predict_batch_end = m2_on_predict_batch_end;
     o.on_before_backward = m2_on_before_backward; o.on_after_backward = m2_on_after_backward;
+    o.on_before_zero_grad = m2_on_before_zero_grad;   /* version 5 */
     return o;
 }
 
@@ -145,7 +157,7 @@ static void test_hook_order(volt_dataset *ds) {
     const char *batch =
         "on_train_batch_start on_train_batch_start(mod) training_step on_before_backward on_before_backward(mod) "
         "on_after_backward on_after_backward(mod) on_before_optimizer_step on_before_optimizer_step(mod) "
-        "on_train_batch_end on_train_batch_end(mod) ";
+        "on_before_zero_grad on_before_zero_grad(mod) on_train_batch_end on_train_batch_end(mod) ";
     char want[8192];
     snprintf(want, sizeof want,
              "on_fit_start on_fit_start(mod) on_sanity_check_start %son_sanity_check_end on_train_start "
@@ -217,6 +229,32 @@ static void test_hook_order(volt_dataset *ds) {
     const char *want_v2 = "on_test_start validation_step on_test_batch_end(0) validation_step on_test_batch_end(1) "
                           "on_test_epoch_end on_test_end predict_step out predict_step out ";
     CHECK(!strcmp(log, want_v2), "a version-2 table\n got:  %s\n want: %s", log, want_v2);
+    volt_trainer_destroy(t2);
+    /* on_before_zero_grad: a version-5 callback table and a version-4 module table carry the
+     * pointer and do not get it; a failing one fails fit naming it, after one step */
+    static volt_callback_ops rec_cb_ops_v5;
+    rec_cb_ops_v5 = rec_cb_ops;
+    rec_cb_ops_v5.version = 5u;
+    volt_module_ops m4 = m2;
+    m4.version = 4u;
+    CHECK_OK(volt_trainer_create(&c, &t2));
+    c2 = malloc(sizeof *c2);
+    c2->log = log;
+    c2->cap = sizeof log;
+    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops_v5, c2));
+    log[0] = 0;
+    CHECK_OK(volt_trainer_fit(t2, &m4, &m, tl, vl, NULL));
+    CHECK(strstr(log, "on_before_optimizer_step(mod)") && !strstr(log, "on_before_zero_grad"),
+          "older tables got on_before_zero_grad: %s", log);
+    volt_trainer_destroy(t2);
+    volt_module_ops mf = m2;
+    mf.on_before_zero_grad = m_failing_zero_grad;
+    CHECK_OK(volt_trainer_create(&c, &t2));
+    volt_status st = volt_trainer_fit(t2, &mf, &m, tl, vl, NULL);
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t2), "on_before_zero_grad") &&
+          strstr(volt_trainer_errmsg(t2), "the grads went elsewhere") && volt_trainer_global_step(t2) == 0,
+          "a failing on_before_zero_grad: %s (%s), global_step %lld", volt_status_str(st), volt_trainer_errmsg(t2),
+          (long long)volt_trainer_global_step(t2));
     volt_trainer_destroy(t2);
     volt_loader_destroy(tl);
     volt_loader_destroy(vl);

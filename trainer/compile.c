@@ -181,7 +181,8 @@ volt_status volt__compile_check_config(volt_trainer *t) {
 volt_status volt__compile_check_hooks(volt_trainer *t) {
     for (int i = 0; i < t->n_cbs; i++) {
         const volt_callback_ops *o = t->cbs[i].ops;
-        const char *h = o->on_before_backward ? "on_before_backward" : o->on_after_backward ? "on_after_backward" : NULL;
+        const char *h = o->on_before_backward ? "on_before_backward" : o->on_after_backward ? "on_after_backward"
+                      : o->version >= 6u && o->on_before_zero_grad ? "on_before_zero_grad" : NULL;
         if (h)
             return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: callback '%s' has %s, which runs inside the "
                               "captured step (a replay would not run it where it belongs: the optimizer step is part "
@@ -189,7 +190,8 @@ volt_status volt__compile_check_hooks(volt_trainer *t) {
     }
     const volt_module_ops *m = t->mops;   /* the same hooks of the module (its table's version 2) */
     const char *h = m->version < 2u ? NULL : m->on_before_backward ? "on_before_backward"
-                  : m->on_after_backward ? "on_after_backward" : NULL;
+                  : m->on_after_backward ? "on_after_backward"
+                  : m->version >= 5u && m->on_before_zero_grad ? "on_before_zero_grad" : NULL;
     if (h)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: module '%s' has %s, which runs inside the captured "
                           "step (a replay would not run it); remove the hook or set compile = false",

@@ -146,11 +146,20 @@ static volt_status before_optimizer_step(void *ctx) {
     return VOLT_OK;
 }
 
+/* on_before_zero_grad, after the step and before the grads are cleared (callback table version
+ * 6, module table version 5) */
+static volt_status before_zero_grad(void *ctx) {
+    volt_trainer *t = ctx;
+    CB_HOOK_V(t, 6u, on_before_zero_grad);
+    MOD_HOOK_V(t, 5u, on_before_zero_grad);
+    return VOLT_OK;
+}
+
 /* The boundary itself is the strategy's (strategies/boundary.c); the loop adds its counters. */
 static volt_status optimizer_step(volt_trainer *t) {
     const volt_boundary b = {
         .clip_val = t->cfg.gradient_clip_val, .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
-        .before_step = before_optimizer_step, .ctx = t,
+        .before_step = before_optimizer_step, .before_zero_grad = before_zero_grad, .ctx = t,
     };
     bool skip = false;
     char err[sizeof t->errmsg] = "";

@@ -147,8 +147,11 @@ typedef struct volt_module_ops {
      * callbacks it added are destroyed; with several ranks every rank must add the same
      * callbacks, and one rank's failure fails all. */
     volt_status (*configure_callbacks)(void *self, volt_trainer *t);
+    /* version 5: LightningModule.on_before_zero_grad, after the callbacks' (callback table
+     * version 6 says when it runs). */
+    volt_status (*on_before_zero_grad)(void *self, volt_trainer *t);
 } volt_module_ops;
-#define VOLT_MODULE_OPS_VERSION 4u
+#define VOLT_MODULE_OPS_VERSION 5u
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
@@ -222,8 +225,14 @@ typedef struct volt_callback_ops {
      * without '.' or '#' (volt_trainer_add_callback refuses another). */
     volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
     volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
+    /* version 6: Lightning's Callback.on_before_zero_grad: at every optimizer boundary, after
+     * the optimizer step (or the step 16-mixed skipped) and before the grads are cleared: the
+     * grads the step used and the weights it made are there to read (volt_trainer_params,
+     * volt_trainer_optimizer); global_step is not counted up yet. The tuner's steps run it
+     * too (state_fn TUNE). compile refuses it (it would run inside the captured boundary). */
+    volt_status (*on_before_zero_grad)(void *self, volt_trainer *t);
 } volt_callback_ops;
-#define VOLT_CALLBACK_OPS_VERSION 5u
+#define VOLT_CALLBACK_OPS_VERSION 6u
 
 /* ---- trainer configuration ----------------------------------------------------------------- */
 typedef struct volt_trainer_config {
