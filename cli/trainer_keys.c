@@ -76,5 +76,7 @@ const volt__trainer_field volt__trainer_fields[] = {
         "one ends the process at once; false: the signals' default action",
         NULL, NULL, 0, 0, NULL),
     ROW(resume_anyway, BOOL, "resume even when the checkpoint's data/model fingerprint differs", "resume-anyway", NULL, 0, 0, NULL),
+    ROW(use_distributed_sampler, BOOL, "with several ranks, cut each loader into the rank's shard (Lightning's "
+        "DistributedSampler); false: every rank reads all of its data", NULL, NULL, 0, 0, NULL),
 };
 const int volt__n_trainer_fields = (int)(sizeof volt__trainer_fields / sizeof volt__trainer_fields[0]);

@@ -225,6 +225,29 @@ static void test_collective(const char *name) {
     CHECK(volt_trainer_broadcast(t, NULL, 8, 0) == VOLT_ERR_INVALID_ARG, "a NULL buffer accepted");
     volt_trainer_destroy(t);
 
+    /* use_distributed_sampler: true (the default) cuts the loader into the rank's NB batches of
+     * the W x NB; false leaves each rank all W x NB of it */
+    for (int shard = 1; shard >= 0; shard--) {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, vtest_tmpdir());
+        c.max_epochs = 1;
+        c.strategy = name;
+        c.use_distributed_sampler = shard;
+        t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_dataset *ds = make_data();
+        volt_loader *l = vtest_loader(ds, BS, false);
+        lin m = { 0 };
+        CHECK_OK(volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL));
+        const int64_t want = shard ? NB : (int64_t)W * NB;
+        CHECK(volt_trainer_num_train_batches(t) == want && volt_trainer_global_step(t) == want,
+              "use_distributed_sampler=%d: rank %d ran %lld batches, %lld steps (want %lld)", shard, g_rank,
+              (long long)volt_trainer_num_train_batches(t), (long long)volt_trainer_global_step(t), (long long)want);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_dataset_destroy(ds);
+    }
+
     /* rank 0 calls alone: a timeout, not a hang; then the broken comm fails at once. The ranks
      * meet first: the 1 s timeout also bounds the comm's creation in make_trainer */
     MPI_Barrier(MPI_COMM_WORLD);

@@ -36,6 +36,7 @@ const volt__cfg_field volt__trainer_config_fields[] = {
     F(val_check_fraction, F64, VOLT__CFG_HPARAM), F(overfit_fraction, F64, VOLT__CFG_HPARAM),
     F(handle_signals, BOOL, VOLT__CFG_KEY),   /* how the process reacts, not the run's */
     F(reload_dataloaders_every_n_epochs, I64, VOLT__CFG_HPARAM),   /* datamodules only: no app key */
+    F(use_distributed_sampler, BOOL, HK),
 };
 const int volt__n_trainer_config_fields = (int)(sizeof volt__trainer_config_fields / sizeof volt__trainer_config_fields[0]);
 

@@ -52,9 +52,9 @@ volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_l
         if (l[k] && volt_loader_batch_size(l[k]) != bs && (st = volt_loader_set_batch_size(l[k], bs)) < 0)
             st = volt__terr(t, st, "datamodule '%s': the reloaded %s loader could not be set to BatchSizeFinder's batch size "
                             "%lld: %s", dm->name ? dm->name : "?", k ? "val" : "train", (long long)bs, volt_loader_errmsg(l[k]));
-    if (st >= 0 && nt != *train && (st = volt__strategy_setup_loader(t->strategy, nt)) < 0)
+    if (st >= 0 && nt != *train && (st = volt__loop_shard(t, nt)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
-    if (st >= 0 && nv && nv != *val && (st = volt__strategy_setup_loader(t->strategy, nv)) < 0)
+    if (st >= 0 && nv && nv != *val && (st = volt__loop_shard(t, nv)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
     int64_t n = 0;   /* a loader that leaves this rank no batch: said here, agreed, not in a later collective */
     if (st >= 0 && (st = volt__loop_stage_batches(t, "train", volt_loader_num_batches(nt), t->cfg.limit_train_batches,

@@ -235,7 +235,7 @@ volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, voi
                                 volt_loader *val, const char *ckpt_path) {
     if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "validate"));
-    volt_status st = volt__strategy_setup_loader(t->strategy, val);
+    volt_status st = volt__loop_shard(t, val);
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, val, VOLT_STAGE_VALIDATE));
@@ -249,7 +249,7 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
                             volt_loader *test, const char *ckpt_path) {
     if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "test"));
-    volt_status st0 = volt__strategy_setup_loader(t->strategy, test);
+    volt_status st0 = volt__loop_shard(t, test);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, test, VOLT_STAGE_TEST));
@@ -308,7 +308,7 @@ volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void
                                volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "predict"));
-    volt_status st0 = volt__strategy_setup_loader(t->strategy, loader);
+    volt_status st0 = volt__loop_shard(t, loader);
     if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, loader, VOLT_STAGE_PREDICT));

@@ -388,8 +388,8 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
                           (long long)t->cfg.reload_dataloaders_every_n_epochs);
     VOLT_TRY(volt__loop_module_callbacks(t));   /* configure_callbacks: before any callback hook runs */
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* before the checkpoint, the optimizer, on_fit_start */
-    if ((st0 = volt__strategy_setup_loader(t->strategy, train)) < 0 ||
-        (val && (st0 = volt__strategy_setup_loader(t->strategy, val)) < 0))
+    if ((st0 = volt__loop_shard(t, train)) < 0 ||
+        (val && (st0 = volt__loop_shard(t, val)) < 0))
         return volt__loop_strategy_err(t, st0, "data sharding");
     VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
     VOLT_TRY(volt__loop_setup_optim(t, train));

@@ -358,7 +358,7 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
     if (!ops->training_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': training_step is required", ops->name);
     VOLT_TRY(volt__loop_module_callbacks(t));
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* Lightning's Tuner runs a fit: setup("fit") first */
-    volt_status st = volt__strategy_setup_loader(t->strategy, train);
+    volt_status st = volt__loop_shard(t, train);
     if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     return VOLT_OK;
 }

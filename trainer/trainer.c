@@ -47,7 +47,7 @@ void volt_trainer_config_init(volt_trainer_config *c) {
         .accelerator = "auto", .compile = false, .matmul_precision = "highest",
         .strategy_reduce_dtype = "fp32", .strategy_comm = "auto", .profiler = NULL,
         .max_time = NULL, .min_epochs = -1, .min_steps = -1, .overfit_batches = 0, .detect_anomaly = false,
-        .handle_signals = true,
+        .handle_signals = true, .use_distributed_sampler = true,
     };
 }
 

@@ -338,6 +338,10 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
  * set up and before setup(stage): its callbacks replace those of the same table (one verdict
  * across ranks). At destroy: the idle ones. */
 volt_status volt__loop_module_callbacks(volt_trainer *t);
+/* A loader cut into this rank's shard (the strategy's), unless use_distributed_sampler is false. */
+static inline volt_status volt__loop_shard(volt_trainer *t, volt_loader *l) {
+    return t->cfg.use_distributed_sampler ? volt__strategy_setup_loader(t->strategy, l) : VOLT_OK;
+}
 /* datamodule.c: fit_dm's reload_dataloaders_every_n_epochs: the datamodule's train and val
  * loaders asked for again, each new one sharded (one verdict across ranks). */
 volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_loader **val);

@@ -367,6 +367,11 @@ typedef struct volt_trainer_config {
                                         counts from the epoch it resumes at), before that epoch's
                                         on_train_epoch_start. Needs a datamodule: a fit given
                                         loaders refuses it; not with overfit_batches */
+    bool use_distributed_sampler;    /* default true: with several ranks each loader given to fit /
+                                        validate / test / predict (and the tuner's) is cut into the
+                                        rank's shard (Lightning's DistributedSampler); false: the
+                                        loaders are used as given, every rank reads all of its
+                                        loader (a loader sharded by hand, or the same data on each) */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
