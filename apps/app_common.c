@@ -41,6 +41,7 @@ const volt_cli_key app_run_keys[] = {
     { "early_stopping.divergence_threshold", VOLT_CLI_FLOAT, NULL, "EarlyStopping: stop at once when the metric is worse than this (null = none)", NULL, NULL, -1e30, 1e30 },
     { "early_stopping.check_finite", VOLT_CLI_BOOL, "true", "EarlyStopping: stop when the metric is NaN or infinite", NULL, NULL, 0, 0 },
     { "early_stopping.verbose", VOLT_CLI_BOOL, "false", "EarlyStopping: also print each improvement (the reason for a stop is printed always)", NULL, NULL, 0, 0 },
+    { "early_stopping.check_on_train_epoch_end", VOLT_CLI_BOOL, NULL, "EarlyStopping: check at every train epoch's end only (true), at validation ends only (false), or null: at validation ends, at train epoch ends when no validation ran", NULL, NULL, 0, 0 },
     { "weight_averaging.mode", VOLT_CLI_STRING, "none", "weight averaging (Lightning's WeightAveraging): \"ema\" (EMAWeightAveraging; also on when weight_averaging.decay is given), \"swa\" (the equal average of every update), \"none\"; validation, the end of fit and the checkpoints' weights use the average", NULL, "none|ema|swa", 0, 0 },
     { "weight_averaging.decay", VOLT_CLI_FLOAT, "0.999", "weight averaging, EMA: avg = decay*avg + (1-decay)*weights, in [0, 1)", NULL, NULL, 0, 1 },
     { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
@@ -181,7 +182,8 @@ static volt_status orphan_keys(volt_trainer *t, const volt_cli *c, const char *c
 static volt_status add_early_stopping(volt_trainer *t, const volt_cli *c) {
     static const char *const others[] = { "early_stopping.mode", "early_stopping.patience", "early_stopping.min_delta",
                                           "early_stopping.stopping_threshold", "early_stopping.divergence_threshold",
-                                          "early_stopping.check_finite", "early_stopping.verbose" };
+                                          "early_stopping.check_finite", "early_stopping.verbose",
+                                          "early_stopping.check_on_train_epoch_end" };
     const char *mon = volt_cli_str(c, "early_stopping.monitor");
     if (!mon)
         return orphan_keys(t, c, others, sizeof others / sizeof others[0], "early_stopping.monitor",
@@ -198,6 +200,8 @@ static volt_status add_early_stopping(volt_trainer *t, const volt_cli *c) {
         ec.divergence_threshold = (float)volt_cli_float(c, "early_stopping.divergence_threshold");
     ec.check_finite = volt_cli_bool(c, "early_stopping.check_finite");
     ec.verbose = volt_cli_bool(c, "early_stopping.verbose");
+    if (!volt_cli_is_null(c, "early_stopping.check_on_train_epoch_end"))
+        ec.check_on_train_epoch_end = volt_cli_bool(c, "early_stopping.check_on_train_epoch_end") ? 1 : 0;
     return volt_add_early_stopping(t, &ec);
 }
 

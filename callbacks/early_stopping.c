@@ -130,12 +130,13 @@ static volt_status es_on_validation_end(void *self, volt_trainer *t) {
     es *e = self;
     if (volt_trainer_sanity_checking(t) || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
     e->val_ran_epoch = e->val_has_run = true;
-    return es_check(e, t);
+    return e->cfg.check_on_train_epoch_end == 1 ? VOLT_OK : es_check(e, t);
 }
 
 static volt_status es_on_train_epoch_end(void *self, volt_trainer *t) {
     es *e = self;
-    if (e->val_ran_epoch || e->val_has_run) return VOLT_OK;   /* train epochs are fit's */
+    if (e->cfg.check_on_train_epoch_end == 0) return VOLT_OK;
+    if (e->cfg.check_on_train_epoch_end < 0 && (e->val_ran_epoch || e->val_has_run)) return VOLT_OK;   /* train epochs are fit's */
     return es_check(e, t);
 }
 
@@ -209,6 +210,7 @@ void volt_early_stopping_config_init(volt_early_stopping_config *cfg) {
     cfg->mode = VOLT_MIN;
     cfg->patience = 3;
     cfg->check_finite = true;
+    cfg->check_on_train_epoch_end = -1;
 }
 
 volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_config *cfg) {
@@ -222,11 +224,18 @@ volt_status volt_add_early_stopping(volt_trainer *t, const volt_early_stopping_c
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: mode must be VOLT_MIN or VOLT_MAX");
     if (cfg->patience < 0 || !isfinite(cfg->min_delta))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: patience must be >= 0 and min_delta finite");
+    if (cfg->version >= 3 && (cfg->check_on_train_epoch_end < -1 || cfg->check_on_train_epoch_end > 1))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "EarlyStopping: check_on_train_epoch_end must be -1 (auto), 0 or 1, "
+                                 "got %d", cfg->check_on_train_epoch_end);
     es *e = calloc(1, sizeof *e);
     if (!e || !(e->monitor = strdup(cfg->monitor))) { free(e); return VOLT_ERR_NOMEM; }
-    /* a version-1 caller's struct ends before verbose: read no further */
-    if (cfg->version >= 2) e->cfg = *cfg;
-    else memcpy(&e->cfg, cfg, offsetof(volt_early_stopping_config, verbose));
+    /* an older caller's struct ends before verbose (version 1) or check_on_train_epoch_end (2) */
+    if (cfg->version >= 3) e->cfg = *cfg;
+    else {
+        memcpy(&e->cfg, cfg, cfg->version >= 2 ? offsetof(volt_early_stopping_config, check_on_train_epoch_end)
+                                               : offsetof(volt_early_stopping_config, verbose));
+        e->cfg.check_on_train_epoch_end = -1;
+    }
     e->cfg.version = VOLT_EARLY_STOPPING_CONFIG_VERSION;
     e->cfg.monitor = e->monitor;
     volt__cb_es_init(&e->st, e->cfg.mode);

@@ -809,6 +809,50 @@ static void test_e2e_verbose(void) {
     }
 }
 
+/* check_on_train_epoch_end (config version 3): a monitor (train_loss_step) already under a
+ * stopping_threshold of 1e9 stops fit at the first check, so global_step tells where it ran:
+ * auto with a validation every 2 batches: at the first validation (step 2); true: at the
+ * first train epoch end only (step 4); false without validation: never (3 epochs, 12 steps);
+ * auto without validation: at the first train epoch end (4). Out of range: refused. */
+static int64_t es_stop_step(int check, bool with_val) {
+    volt_trainer_config c;
+    volt_trainer_config_init(&c);
+    c.default_root_dir = fresh_dir("es_check");
+    c.max_epochs = 3;
+    c.val_check_interval = 2;
+    c.num_sanity_val_steps = 0;
+    c.enable_progress_bar = c.enable_logger = c.enable_checkpointing = c.enable_model_summary = false;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = "train_loss_step";
+    ec.has_stopping_threshold = true;
+    ec.stopping_threshold = 1e9f;
+    ec.check_on_train_epoch_end = check;
+    CHECK_OK(volt_add_early_stopping(t, &ec));
+    lin m = { .table = es_scores, .ntable = 6 };
+    CHECK_OK(fit(t, &m, with_val, NULL));
+    const int64_t gs = volt_trainer_global_step(t);
+    volt_trainer_destroy(t);
+    return gs;
+}
+static void test_es_check_on_train_epoch_end(void) {
+    int64_t gs;
+    CHECK((gs = es_stop_step(-1, true)) == 2, "auto, with validation: stopped at step %lld (want 2)", (long long)gs);
+    CHECK((gs = es_stop_step(1, true)) == 4, "true, with validation: stopped at step %lld (want 4)", (long long)gs);
+    CHECK((gs = es_stop_step(0, false)) == 12, "false, no validation: ran %lld steps (want 12)", (long long)gs);
+    CHECK((gs = es_stop_step(-1, false)) == 4, "auto, no validation: stopped at step %lld (want 4)", (long long)gs);
+    volt_trainer *t = mk_trainer(fresh_dir("es_check_bad"), &(run_opts){ .max_epochs = 1 });
+    volt_early_stopping_config ec;
+    volt_early_stopping_config_init(&ec);
+    ec.monitor = "val_score";
+    ec.check_on_train_epoch_end = 2;
+    CHECK(volt_add_early_stopping(t, &ec) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "check_on_train_epoch_end"),
+          "check_on_train_epoch_end 2: %s", volt_trainer_errmsg(t));
+    volt_trainer_destroy(t);
+}
+
 static void test_e2e_early_stopping(void) {
     /* improves at 0 and 1, waits at 2 and 3: stops after epoch 3 */
     const char *root = fresh_dir("es_plain");
@@ -2510,6 +2554,7 @@ int main(void) {
     test_e2e_topk_resume();
     test_e2e_ckpt_modes();
     test_e2e_early_stopping();
+    test_es_check_on_train_epoch_end();
     test_e2e_verbose();
     test_e2e_csv_lr();
     test_e2e_csv_resume();

@@ -817,8 +817,13 @@ typedef struct volt_early_stopping_config {
     bool verbose;                /* version 2; default false: rank 0 also prints each improvement
                                     ("Metric val_loss improved by 0.012 >= min_delta = 0.0. New
                                     best score: 0.345"); the reason for a stop is printed always */
+    int check_on_train_epoch_end;/* version 3; Lightning's: -1 (default, None): at each
+                                    validation's end in fit, at the train epoch's end when no
+                                    validation ran; 1: at every train epoch's end only (after
+                                    that epoch's validation: a train metric, or val's once per
+                                    epoch); 0: at validation ends only */
 } volt_early_stopping_config;
-#define VOLT_EARLY_STOPPING_CONFIG_VERSION 2u
+#define VOLT_EARLY_STOPPING_CONFIG_VERSION 3u
 
 VOLT_API void volt_checkpoint_config_init(volt_checkpoint_config *cfg);
 VOLT_API void volt_early_stopping_config_init(volt_early_stopping_config *cfg);
