@@ -125,6 +125,19 @@ static void test_auto_strategy(void) {
 }
 
 /* ---- the collectives -------------------------------------------------------------------------------- */
+static const volt_module_ops vlin_ops;   /* below: lin with a validation step */
+static int64_t g_val_batches;
+static volt_status count_val(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)t; (void)b; (void)i;
+    g_val_batches++;
+    return VOLT_OK;
+}
+static volt_status add_val_counter(volt_trainer *t) {
+    static const volt_callback_ops ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "ValCount",
+                                           .on_validation_batch_end = count_val };
+    return volt_trainer_add_callback(t, &ops, NULL);
+}
+
 static void test_collective(const char *name) {
     test_auto_strategy();
     volt_trainer *t = make_trainer(name, vtest_tmpdir());
@@ -238,11 +251,36 @@ static void test_collective(const char *name) {
         volt_dataset *ds = make_data();
         volt_loader *l = vtest_loader(ds, BS, false);
         lin m = { 0 };
+        CHECK_OK(add_val_counter(t));
         CHECK_OK(volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL));
         const int64_t want = shard ? NB : (int64_t)W * NB;
         CHECK(volt_trainer_num_train_batches(t) == want && volt_trainer_global_step(t) == want,
               "use_distributed_sampler=%d: rank %d ran %lld batches, %lld steps (want %lld)", shard, g_rank,
               (long long)volt_trainer_num_train_batches(t), (long long)volt_trainer_global_step(t), (long long)want);
+        g_val_batches = 0;
+        CHECK_OK(volt_trainer_validate(t, &vlin_ops, &m, l, NULL));
+        CHECK(g_val_batches == want, "use_distributed_sampler=%d: rank %d validated %lld batches (want %lld)", shard, g_rank,
+              (long long)g_val_batches, (long long)want);
+        volt_trainer_destroy(t);
+        volt_loader_destroy(l);
+        volt_dataset_destroy(ds);
+    }
+    /* unsharded loaders of other lengths (the last rank's one batch longer): fit refuses on every rank */
+    {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, vtest_tmpdir());
+        c.max_epochs = 1;
+        c.strategy = name;
+        c.use_distributed_sampler = false;
+        t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_dataset *ds = vtest_rows4(BS * NB + (g_rank == last ? BS : 0));
+        volt_loader *l = vtest_loader(ds, BS, false);
+        lin m = { 0 };
+        volt_status st = volt_trainer_fit(t, &lin_ops, &m, l, NULL, NULL);
+        CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "yield 4 to 5 batches an epoch") &&
+              volt_trainer_global_step(t) == 0, "uneven unsharded loaders: rank %d: %s (%s)", g_rank, volt_status_str(st),
+              volt_trainer_errmsg(t));
         volt_trainer_destroy(t);
         volt_loader_destroy(l);
         volt_dataset_destroy(ds);

@@ -150,6 +150,7 @@ static volt_status before_optimizer_step(void *ctx) {
  * 6, module table version 5) */
 static volt_status before_zero_grad(void *ctx) {
     volt_trainer *t = ctx;
+    t->boundary_stepped = true;   /* the step is taken (or skipped): a failing hook still counts it */
     CB_HOOK_V(t, 6u, on_before_zero_grad);
     MOD_HOOK_V(t, 5u, on_before_zero_grad);
     return VOLT_OK;
@@ -163,12 +164,13 @@ static volt_status optimizer_step(volt_trainer *t) {
     };
     bool skip = false;
     char err[sizeof t->errmsg] = "";
+    t->boundary_stepped = false;
     volt_status st = volt__strategy_optimizer_boundary(t->strategy, &b, &skip, err, sizeof err);
-    if (st < 0) return err[0] ? volt__terr(t, st, "%s", err) : st;
-    if (skip) return VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
-    t->global_step++;
+    if (st < 0 && !t->boundary_stepped) return err[0] ? volt__terr(t, st, "%s", err) : st;
+    if (skip) return st < 0 ? st : VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
+    t->global_step++;   /* the weights moved: counted, a failing on_before_zero_grad too (its error returned) */
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);
-    return VOLT_OK;
+    return st < 0 ? st : VOLT_OK;
 }
 
 static volt_status train_batch(volt_trainer *t, const volt_batch *b, int64_t idx, int64_t n_batches) {
@@ -261,9 +263,22 @@ double volt__loop_fit_time(const volt_trainer *t) { return t->fitting ? volt__no
 
 /* The batches of an epoch over train (after the limits), and a val fraction checked: at the
  * start of the loop and after a reload of the loaders. */
+volt_status volt__loop_agree_train_batches(volt_trainer *t, volt_status st, int64_t n) {
+    if (t->world <= 1 || t->cfg.use_distributed_sampler) return st;   /* the shards are alike (padded) */
+    int64_t lo = 0, hi = 0;
+    VOLT_TRY(volt__eval_agree(t, st, n, "training", &lo, &hi));
+    if (lo != hi)   /* the ranks would step apart: one waits in a collective the other never starts */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: use_distributed_sampler=false and the ranks' train loaders yield "
+                          "%lld to %lld batches an epoch (this rank %lld): every rank must run the same number of batches",
+                          (long long)lo, (long long)hi, (long long)n);
+    return VOLT_OK;
+}
+
 static volt_status loaders_batches(volt_trainer *t, volt_loader *train, volt_loader *val, int64_t *n_batches) {
-    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches, t->cfg.limit_train_fraction,
-                           n_batches));
+    *n_batches = 0;
+    const volt_status sn = volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches,
+                                                    t->cfg.limit_train_fraction, n_batches);
+    VOLT_TRY(volt__loop_agree_train_batches(t, sn, *n_batches));   /* after the count is known (argument order) */
     t->num_train_batches = *n_batches;
     if (*n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
     if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
@@ -391,10 +406,10 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if ((st0 = volt__loop_shard(t, train)) < 0 ||
         (val && (st0 = volt__loop_shard(t, val)) < 0))
         return volt__loop_strategy_err(t, st0, "data sharding");
+    if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));   /* before a finder's sweep runs the hooks */
     VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
     VOLT_TRY(volt__loop_setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
-    if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));
     t->fitting = true;
     t->weights_touched = true;   /* trained from here (setup.c: a module switched away from them is marked) */
     t->should_stop = false;

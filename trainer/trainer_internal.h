@@ -62,6 +62,7 @@ struct volt_trainer {
     bool configuring_cbs, has_pending_resolver;
     int cbs_first_module;      /* while configuring: the index of the first callback the module added */
     int call_depth;            /* public calls running (a hook may make one inside another) */
+    bool boundary_stepped;     /* the boundary in progress reached on_before_zero_grad (its step taken) */
     volt_ckpt_resolver pending_resolver;
 
     /* model */
@@ -338,6 +339,9 @@ volt_status volt__loop_setup_train(volt_trainer *t, const volt_module_ops *ops, 
  * set up and before setup(stage): its callbacks replace those of the same table (one verdict
  * across ranks). At destroy: the idle ones. */
 volt_status volt__loop_module_callbacks(volt_trainer *t);
+/* use_distributed_sampler = false over several ranks: every rank's train batches per epoch the
+ * same (n; st: this rank's count failed), or every rank fails naming the counts (loop.c). */
+volt_status volt__loop_agree_train_batches(volt_trainer *t, volt_status st, int64_t n);
 /* A loader cut into this rank's shard (the strategy's), unless use_distributed_sampler is false. */
 static inline volt_status volt__loop_shard(volt_trainer *t, volt_loader *l) {
     return t->cfg.use_distributed_sampler ? volt__strategy_setup_loader(t->strategy, l) : VOLT_OK;

@@ -59,8 +59,10 @@ static volt_status tune_restore(volt_trainer *t, const char *path) {
 
 /* The batches of a pass over the train loader, as fit counts them (limit_train_batches). */
 static volt_status tune_batches(volt_trainer *t, volt_loader *train, const char *what, int64_t *n) {
-    VOLT_TRY(volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches,
-                                      t->cfg.limit_train_fraction, n));
+    *n = 0;
+    const volt_status sn = volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches,
+                                                    t->cfg.limit_train_fraction, n);
+    VOLT_TRY(volt__loop_agree_train_batches(t, sn, *n));
     if (*n < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: the train loader yields no batches", what);
     return VOLT_OK;
 }

@@ -226,10 +226,14 @@ typedef struct volt_callback_ops {
     volt_status (*on_save_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
     volt_status (*on_load_checkpoint)(void *self, volt_trainer *t, volt_ckpt *ck);
     /* version 6: Lightning's Callback.on_before_zero_grad: at every optimizer boundary, after
-     * the optimizer step (or the step 16-mixed skipped) and before the grads are cleared: the
-     * grads the step used and the weights it made are there to read (volt_trainer_params,
-     * volt_trainer_optimizer); global_step is not counted up yet. The tuner's steps run it
-     * too (state_fn TUNE). compile refuses it (it would run inside the captured boundary). */
+     * the optimizer step (or the step 16-mixed skipped) and before the grads are cleared;
+     * global_step is not counted up yet (a failing hook's step is counted, its error returned).
+     * What there is to read is the strategy's: single and ddp hold every grad (averaged over
+     * ranks) and every weight; deepspeed_stage_1 this rank's slice of the averaged grads (the
+     * rest is the rank's own, unreduced); deepspeed_stage_2 and fsdp only that slice, and fsdp
+     * gives the other units' weights back: a figure over the model is then a sum over ranks
+     * (volt_trainer_all_reduce). The tuner's steps run it too (state_fn TUNE). compile refuses
+     * it (it would run inside the captured boundary). */
     volt_status (*on_before_zero_grad)(void *self, volt_trainer *t);
 } volt_callback_ops;
 #define VOLT_CALLBACK_OPS_VERSION 6u
@@ -367,11 +371,14 @@ typedef struct volt_trainer_config {
                                         counts from the epoch it resumes at), before that epoch's
                                         on_train_epoch_start. Needs a datamodule: a fit given
                                         loaders refuses it; not with overfit_batches */
-    bool use_distributed_sampler;    /* default true: with several ranks each loader given to fit /
-                                        validate / test / predict (and the tuner's) is cut into the
-                                        rank's shard (Lightning's DistributedSampler); false: the
-                                        loaders are used as given, every rank reads all of its
-                                        loader (a loader sharded by hand, or the same data on each) */
+    bool use_distributed_sampler;    /* default true: each loader given to fit / validate / test /
+                                        predict (and the tuner's) is set to the rank's shard
+                                        (Lightning's DistributedSampler; one process: the whole
+                                        loader); false: the loaders are used as given, every rank
+                                        reads all of its loader (one sharded by hand, or the same
+                                        data on each); fit then needs the same number of train
+                                        batches on every rank (else every rank fails, naming the
+                                        counts; evaluation takes uneven counts as always) */
 } volt_trainer_config;
 #define VOLT_TRAINER_CONFIG_VERSION 1u
 
