@@ -125,7 +125,13 @@ static void test_auto_strategy(void) {
 }
 
 /* ---- the collectives -------------------------------------------------------------------------------- */
-static const volt_module_ops vlin_ops;   /* below: lin with a validation step */
+/* lin with the evaluation steps (vlin_ops, below); see vl_count */
+typedef struct vlin {
+    lin m;
+    int64_t calls, raise_at, skip;
+    bool raised;
+} vlin;
+static const volt_module_ops vlin_ops;
 static int64_t g_val_batches;
 static volt_status count_val(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     (void)self; (void)t; (void)b; (void)i;
@@ -258,7 +264,8 @@ static void test_collective(const char *name) {
               "use_distributed_sampler=%d: rank %d ran %lld batches, %lld steps (want %lld)", shard, g_rank,
               (long long)volt_trainer_num_train_batches(t), (long long)volt_trainer_global_step(t), (long long)want);
         g_val_batches = 0;
-        CHECK_OK(volt_trainer_validate(t, &vlin_ops, &m, l, NULL));
+        vlin vm = { .raise_at = -1 };
+        CHECK_OK(volt_trainer_validate(t, &vlin_ops, &vm, l, NULL));
         CHECK(g_val_batches == want, "use_distributed_sampler=%d: rank %d validated %lld batches (want %lld)", shard, g_rank,
               (long long)g_val_batches, (long long)want);
         volt_trainer_destroy(t);
@@ -478,11 +485,7 @@ static void test_interrupt(const char *name) {
 enum { NV = 100 /* validation / test / predict batches per rank */ };
 /* lin with the evaluation steps; each counts its calls, and rank 1 raises SIGTERM inside the
  * step of batch raise_at once more than skip calls have run (skip: the sanity check's) */
-typedef struct vlin {
-    lin m;
-    int64_t calls, raise_at, skip;
-    bool raised;
-} vlin;
+/* struct vlin: above test_collective */
 static void vl_count(vlin *v, int64_t i) {
     v->calls++;
     if (g_rank == 1 && !v->raised && i == v->raise_at && v->calls > v->skip) {
