@@ -82,10 +82,10 @@ static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, si
     return VOLT_OK;
 }
 
-volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped,
+volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped, bool *ended,
                                               char *err, size_t errlen) {
     err[0] = 0;
-    *skipped = false;
+    *skipped = *ended = false;
     volt_status s;
     if (st->ops->reduce_grads && (s = st->ops->reduce_grads(st)) < 0)
         BFAIL(s, "strategy '%s': gradient reduction: %s", st->row->name, st->errmsg);
@@ -110,5 +110,6 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
         if (st->prec->ops->update) st->prec->ops->update(st->prec, skip);
     }
     *skipped = skip;
+    *ended = true;
     return hs < 0 ? hs : VOLT_OK;
 }

@@ -246,7 +246,8 @@ typedef struct volt_boundary {
      * reported by the callee (err stays empty). */
     volt_status (*before_step)(void *ctx);
     /* Runs after the step (taken or skipped), before the grads are cleared (on_before_zero_grad
-     * hooks); a failure is the callee's to report, and the boundary still clears the grads. */
+     * hooks); a failure is the callee's to report, and the boundary still ends as usual (grads
+     * cleared, scaler updated, *skipped set) before returning it. */
     volt_status (*before_zero_grad)(void *ctx);
     void *ctx;
     /* A captured step (compile): nothing is read on the host. The clip by norm takes its
@@ -260,9 +261,10 @@ typedef struct volt_boundary {
     bool on_device;
 } volt_boundary;
 /* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> clip
- * -> before_step -> optimizer step (skipped on inf/NaN) -> gather -> zero grads -> scaler
- * update. *skipped: the step was skipped (global_step and schedulers stay). On error err
- * says where (empty when before_step failed). */
-volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped,
+ * -> before_step -> optimizer step (skipped on inf/NaN) -> gather -> before_zero_grad -> zero
+ * grads -> scaler update. *skipped: the step was skipped (global_step and schedulers stay).
+ * *ended: the boundary got past the step (it counts, taken or skipped, even when an error is
+ * returned: before_zero_grad's). On error err says where (empty when a hook failed). */
+volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boundary *b, bool *skipped, bool *ended,
                                               char *err, size_t errlen);
 #endif

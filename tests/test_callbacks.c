@@ -515,7 +515,8 @@ static const double k_scores[] = { 0.5, 0.7, 0.6, 0.9, 0.8 };
 #define LAST "last.safetensors"
 
 
-static void add_ckpt_ex(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save, bool weights_only) {
+/* The tests' ModelCheckpoint: the best k by val_score (max) in dir, named {epoch}-{val_score:.2f}. */
+static volt_checkpoint_config score_ckpt(const char *dir, int k, bool save_last) {
     volt_checkpoint_config cc;
     volt_checkpoint_config_init(&cc);
     cc.dirpath = dir;
@@ -524,6 +525,11 @@ static void add_ckpt_ex(volt_trainer *t, const char *dir, int k, bool save_last,
     cc.mode = VOLT_MAX;
     cc.save_top_k = k;
     cc.save_last = save_last;
+    return cc;
+}
+
+static void add_ckpt_ex(volt_trainer *t, const char *dir, int k, bool save_last, bool async_save, bool weights_only) {
+    volt_checkpoint_config cc = score_ckpt(dir, k, save_last);
     cc.async_save = async_save;
     cc.save_weights_only = weights_only;
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
@@ -2411,13 +2417,7 @@ static volt_status cfgcb(void *self, volt_trainer *t) {
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "no callbacks today");
     }
     /* the ModelCheckpoint first: the trainer puts it last */
-    volt_checkpoint_config cc;
-    volt_checkpoint_config_init(&cc);
-    cc.dirpath = g_cfgcb_dir;
-    cc.filename = "{epoch}-{val_score:.2f}";
-    cc.monitor = "val_score";
-    cc.mode = VOLT_MAX;
-    cc.save_last = true;
+    const volt_checkpoint_config cc = score_ckpt(g_cfgcb_dir, 1, true);
     VOLT_TRY(volt_add_model_checkpoint(t, &cc));
     if (g_cfgcb_persist) {   /* one object added at every call (Lightning: the same instance returned), and a finder */
         VOLT_TRY(volt_trainer_add_callback(t, &rec_ops, g_cfgcb_persist));

@@ -144,6 +144,17 @@ static volt_status add_val_counter(volt_trainer *t) {
     return volt_trainer_add_callback(t, &ops, NULL);
 }
 
+/* one epoch under strategy name, the loaders sharded or not */
+static volt_trainer *sampler_trainer(const char *name, bool shard) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, vtest_tmpdir());
+    c.strategy = name;
+    c.use_distributed_sampler = shard;
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    return t;
+}
+
 static void test_collective(const char *name) {
     test_auto_strategy();
     volt_trainer *t = make_trainer(name, vtest_tmpdir());
@@ -247,13 +258,7 @@ static void test_collective(const char *name) {
     /* use_distributed_sampler: true (the default) cuts the loader into the rank's NB batches of
      * the W x NB; false leaves each rank all W x NB of it */
     for (int shard = 1; shard >= 0; shard--) {
-        volt_trainer_config c;
-        vtest_quiet_config(&c, vtest_tmpdir());
-        c.max_epochs = 1;
-        c.strategy = name;
-        c.use_distributed_sampler = shard;
-        t = NULL;
-        CHECK_OK(volt_trainer_create(&c, &t));
+        t = sampler_trainer(name, shard);
         volt_dataset *ds = make_data();
         volt_loader *l = vtest_loader(ds, BS, false);
         lin m = { 0 };
@@ -274,13 +279,7 @@ static void test_collective(const char *name) {
     }
     /* unsharded loaders of other lengths (the last rank's one batch longer): fit refuses on every rank */
     {
-        volt_trainer_config c;
-        vtest_quiet_config(&c, vtest_tmpdir());
-        c.max_epochs = 1;
-        c.strategy = name;
-        c.use_distributed_sampler = false;
-        t = NULL;
-        CHECK_OK(volt_trainer_create(&c, &t));
+        t = sampler_trainer(name, false);
         volt_dataset *ds = vtest_rows4(BS * NB + (g_rank == last ? BS : 0));
         volt_loader *l = vtest_loader(ds, BS, false);
         lin m = { 0 };

@@ -129,6 +129,17 @@ static volt_module_ops net2_ops(void) {
     return o;
 }
 
+/* A trainer of config c with a Recorder (table ops) writing into log. */
+static volt_trainer *rec_trainer(const volt_trainer_config *c, const volt_callback_ops *ops, char *log, size_t cap) {
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(c, &t));
+    cbrec *cr = malloc(sizeof *cr);
+    cr->log = log;
+    cr->cap = cap;
+    CHECK_OK(volt_trainer_add_callback(t, ops, cr));
+    return t;
+}
+
 /* ---- hook order ------------------------------------------------------------------------------ */
 static void test_hook_order(volt_dataset *ds) {
     char log[8192] = "";
@@ -172,12 +183,7 @@ static void test_hook_order(volt_dataset *ds) {
     volt_trainer_destroy(t);   /* it holds m's weights: another trainer sets m up afresh only once it is gone */
     /* test and predict (version 3's hooks): 2 batches of 8 each */
     c.limit_test_batches = c.limit_predict_batches = 2;
-    volt_trainer *t2;
-    CHECK_OK(volt_trainer_create(&c, &t2));
-    cbrec *c2 = malloc(sizeof *c2);
-    c2->log = log;
-    c2->cap = sizeof log;
-    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops, c2));
+    volt_trainer *t2 = rec_trainer(&c, &rec_cb_ops, log, sizeof log);
     volt_module_ops pops = net_ops;   /* version 2's module hooks left NULL here ... */
     pops.predict_step = net_predict;
     log[0] = 0;
@@ -218,11 +224,7 @@ static void test_hook_order(volt_dataset *ds) {
     /* a version-2 table: its (here set) version-3 entries are not there for the trainer */
     rec_cb_ops_v2 = rec_cb_ops;
     rec_cb_ops_v2.version = 2u;
-    CHECK_OK(volt_trainer_create(&c, &t2));
-    c2 = malloc(sizeof *c2);
-    c2->log = log;
-    c2->cap = sizeof log;
-    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops_v2, c2));
+    t2 = rec_trainer(&c, &rec_cb_ops_v2, log, sizeof log);
     log[0] = 0;
     CHECK_OK(volt_trainer_test(t2, &pops, &m, vl, NULL));
     CHECK_OK(volt_trainer_predict(t2, &pops, &m, vl, NULL, pred_sink, log));
@@ -238,11 +240,7 @@ static void test_hook_order(volt_dataset *ds) {
     rec_cb_ops_v5.version = 5u;
     volt_module_ops m4 = m2;
     m4.version = 4u;
-    CHECK_OK(volt_trainer_create(&c, &t2));
-    c2 = malloc(sizeof *c2);
-    c2->log = log;
-    c2->cap = sizeof log;
-    CHECK_OK(volt_trainer_add_callback(t2, &rec_cb_ops_v5, c2));
+    t2 = rec_trainer(&c, &rec_cb_ops_v5, log, sizeof log);
     log[0] = 0;
     CHECK_OK(volt_trainer_fit(t2, &m4, &m, tl, vl, NULL));
     CHECK(strstr(log, "on_before_optimizer_step(mod)") && !strstr(log, "on_before_zero_grad"),

@@ -310,7 +310,8 @@ static volt_status capture(volt_trainer *t, volt_compiled *e, const volt_batch *
                                    .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
                                    .before_step = before_step_hooks, .ctx = t, .on_device = true };
         char berr[512] = "";
-        st = volt__strategy_optimizer_boundary(t->strategy, &bd, &skip, berr, sizeof berr);
+        bool ended;
+        st = volt__strategy_optimizer_boundary(t->strategy, &bd, &skip, &ended, berr, sizeof berr);
         if (st < 0 && berr[0]) snprintf(why, sizeof why, "%s", berr);
         else if (st < 0) snprintf(why, sizeof why, "%s", t->errmsg);   /* a hook's message */
     }

@@ -56,12 +56,8 @@ volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_l
         st = volt__loop_strategy_err(t, st, "data sharding");
     if (st >= 0 && nv && nv != *val && (st = volt__loop_shard(t, nv)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
-    int64_t n = 0;   /* a loader that leaves this rank no batch: said here, agreed, not in a later collective */
-    if (st >= 0 && (st = volt__loop_stage_batches(t, "train", volt_loader_num_batches(nt), t->cfg.limit_train_batches,
-                                                  t->cfg.limit_train_fraction, &n)) >= 0 && n == 0)
-        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "datamodule '%s': the train loader fit reloaded at epoch %lld yields no "
-                        "batches", dm->name ? dm->name : "?", (long long)t->epoch);
-    /* every rank goes on with its new loaders, or every rank stops */
+    /* every rank goes on with its new loaders, or every rank stops; their batches are counted
+     * (and, unsharded, agreed) by the loop next, as at fit's start */
     VOLT_TRY(volt__agree_status(t, st, "reload_dataloaders_every_n_epochs", "no rank trained the epoch"));
     *train = nt;
     *val = nv;

@@ -150,7 +150,6 @@ static volt_status before_optimizer_step(void *ctx) {
  * 6, module table version 5) */
 static volt_status before_zero_grad(void *ctx) {
     volt_trainer *t = ctx;
-    t->boundary_stepped = true;   /* the step is taken (or skipped): a failing hook still counts it */
     CB_HOOK_V(t, 6u, on_before_zero_grad);
     MOD_HOOK_V(t, 5u, on_before_zero_grad);
     return VOLT_OK;
@@ -162,11 +161,10 @@ static volt_status optimizer_step(volt_trainer *t) {
         .clip_val = t->cfg.gradient_clip_val, .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
         .before_step = before_optimizer_step, .before_zero_grad = before_zero_grad, .ctx = t,
     };
-    bool skip = false;
+    bool skip = false, ended = false;
     char err[sizeof t->errmsg] = "";
-    t->boundary_stepped = false;
-    volt_status st = volt__strategy_optimizer_boundary(t->strategy, &b, &skip, err, sizeof err);
-    if (st < 0 && !t->boundary_stepped) return err[0] ? volt__terr(t, st, "%s", err) : st;
+    volt_status st = volt__strategy_optimizer_boundary(t->strategy, &b, &skip, &ended, err, sizeof err);
+    if (st < 0 && !ended) return err[0] ? volt__terr(t, st, "%s", err) : st;
     if (skip) return st < 0 ? st : VOLT_OK;   /* not an optimizer step: global_step and the scheduler stay */
     t->global_step++;   /* the weights moved: counted, a failing on_before_zero_grad too (its error returned) */
     if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_STEP) volt_scheduler_step(t->sched);

@@ -8,8 +8,13 @@
 #include <string.h>
 #include "trainer/trainer_internal.h"
 
-static void destroy_cb(volt_trainer *t, const volt_cb *cb) {
+/* cb leaves the callbacks that run: "best"/"last" go with it when it answered them. */
+static void leave(volt_trainer *t, const volt_cb *cb) {
     if (t->has_resolver && t->resolver.self == cb->self) t->has_resolver = false;
+}
+
+static void destroy_cb(volt_trainer *t, const volt_cb *cb) {
+    leave(t, cb);
     if (cb->ops->destroy) cb->ops->destroy(cb->self);
 }
 
@@ -23,7 +28,7 @@ static void retire(volt_trainer *t, int i, bool again) {
     if (again) return;
     if (cb.from_module) destroy_cb(t, &cb);
     else {
-        if (t->has_resolver && t->resolver.self == cb.self) t->has_resolver = false;
+        leave(t, &cb);
         t->idle_cbs[t->n_idle_cbs++] = cb;
     }
 }

@@ -62,7 +62,6 @@ struct volt_trainer {
     bool configuring_cbs, has_pending_resolver;
     int cbs_first_module;      /* while configuring: the index of the first callback the module added */
     int call_depth;            /* public calls running (a hook may make one inside another) */
-    bool boundary_stepped;     /* the boundary in progress reached on_before_zero_grad (its step taken) */
     volt_ckpt_resolver pending_resolver;
 
     /* model */

@@ -271,41 +271,53 @@ void volt_batch_size_config_init(volt_batch_size_config *c) {
                                    .steps_per_trial = 3, .init_val = 2, .max_trials = 25 };
 }
 
-/* One trial: steps_per_trial optimizer steps at batch size `size` from the loader's first
- * batch. VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory; other errors are the search's.
- * Either way the step is made anew for the next trial; *renew gets that status (an error: no
- * step to go on with, the search stops). */
 /* A trial's steps at the loader's size: training steps (fit's search) or evaluation steps
  * (validate / test / predict: stage). */
 typedef struct bs_kind { bool eval; volt_stage stage; } bs_kind;
 
-/* steps evaluation steps of the call's stage from the loader's first batch (again from the
- * first when it has fewer), nothing kept: what they log is dropped, a prediction unread */
-static volt_status eval_steps(volt_trainer *t, volt_loader *l, volt_stage stage, int64_t steps, int64_t size) {
-    const int64_t n_batches = volt_loader_num_batches(l);
-    if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the loader yields no batches");
+/* Evaluation step i of a trial: the loader's batch i % n_batches (started again at its first),
+ * nothing kept: what it logs is dropped, a prediction unread. */
+static volt_status eval_step(volt_trainer *t, volt_loader *l, volt_stage stage, int64_t i, int64_t n_batches) {
+    volt_status st;
+    if (i % n_batches == 0 && (st = volt_loader_start(l, 0, 0)) < 0) return volt__loop_loader_err(t, l, st);
+    const volt_batch *b;
+    if ((st = volt__loop_next_batch(t, l, NULL, &b)) == VOLT_STOP) st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
+    if (st < 0) return st;
     const volt_module_ops *m = t->mops;
-    volt_status st = VOLT_OK;
+    t->cur_batch_size = b->size;
+    volt_step_begin(t->step, false, 0);
+    t->in_step = true;
+    volt_tensor *pred = NULL;
+    st = stage == VOLT_STAGE_PREDICT ? m->predict_step(t->module, t->step, b, i % n_batches, &pred)
+       : stage == VOLT_STAGE_TEST ? m->test_step(t->module, t->step, b, i % n_batches)
+       : m->validation_step(t->module, t->step, b, i % n_batches);
+    t->in_step = false;
+    if (st >= 0) st = volt_step_check(t->step);   /* errors the device flagged, out of memory too */
+    if (st >= 0 && stage == VOLT_STAGE_PREDICT && !pred)   /* as the predict loop says it */
+        st = volt_step_fail(t->step, VOLT_ERR_STATE, "predict_step returned no prediction");
+    volt_step_end(t->step);
+    volt__metrics_discard(t);
+    return st < 0 ? volt__loop_step_err(t, st, stage == VOLT_STAGE_PREDICT ? "predict_step"
+                                               : stage == VOLT_STAGE_TEST ? "test_step" : "validation_step")
+                  : VOLT_OK;
+}
+
+/* One trial: `steps` steps at batch size `size` from the loader's first batch (optimizer steps,
+ * or evaluation steps). VOLT_OK: it ran; VOLT_ERR_NOMEM: it ran out of memory; other errors are
+ * the search's. Either way the step is made anew for the next trial; *renew gets that status (an
+ * error: no step to go on with, the search stops). */
+static volt_status bs_trial(volt_trainer *t, volt_loader *train, const bs_kind *kind, int64_t size, int64_t steps,
+                            volt_status *renew) {
+    *renew = VOLT_OK;
+    volt_status st = volt_loader_set_batch_size(train, size);
+    if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
+    int64_t n_batches = volt_loader_num_batches(train), batch, epoch = -1;
+    if (!kind->eval) VOLT_TRY(tune_batches(t, train, "scale_batch_size", &n_batches));
+    else if (n_batches < 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "scale_batch_size: the loader yields no batches");
+    batch = n_batches;
     for (int64_t i = 0; i < steps && st >= 0; i++) {
-        if (i % n_batches == 0 && (st = volt_loader_start(l, 0, 0)) < 0) return volt__loop_loader_err(t, l, st);
-        const volt_batch *b;
-        if ((st = volt__loop_next_batch(t, l, NULL, &b)) == VOLT_STOP) st = volt__terr(t, VOLT_ERR_STATE, "data loader: ended early");
-        if (st < 0) return st;
-        t->cur_batch_size = b->size;
-        volt_step_begin(t->step, false, 0);
-        t->in_step = true;
-        volt_tensor *pred = NULL;
-        st = stage == VOLT_STAGE_PREDICT ? m->predict_step(t->module, t->step, b, i % n_batches, &pred)
-           : stage == VOLT_STAGE_TEST ? m->test_step(t->module, t->step, b, i % n_batches)
-           : m->validation_step(t->module, t->step, b, i % n_batches);
-        t->in_step = false;
-        if (st >= 0) st = volt_step_check(t->step);   /* errors the device flagged, out of memory too */
-        if (st >= 0 && stage == VOLT_STAGE_PREDICT && !pred)   /* as the predict loop says it */
-            st = volt_step_fail(t->step, VOLT_ERR_STATE, "predict_step returned no prediction");
-        volt_step_end(t->step);
-        volt__metrics_discard(t);
-        if (st < 0) st = volt__loop_step_err(t, st, stage == VOLT_STAGE_PREDICT ? "predict_step" : stage == VOLT_STAGE_TEST
-                                             ? "test_step" : "validation_step");
+        double loss;
+        st = kind->eval ? eval_step(t, train, kind->stage, i, n_batches) : tune_step(t, train, n_batches, &batch, &epoch, &loss);
         int sig = 0;
         if (st >= 0 && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
             char where[96];
@@ -313,31 +325,7 @@ static volt_status eval_steps(volt_trainer *t, volt_loader *l, volt_stage stage,
             st = volt__signal_stop(t, sig, where);
         }
     }
-    return st;
-}
-
-static volt_status bs_trial(volt_trainer *t, volt_loader *train, const bs_kind *kind, int64_t size, int64_t steps,
-                            volt_status *renew) {
-    *renew = VOLT_OK;
-    volt_status st = volt_loader_set_batch_size(train, size);
-    if (st < 0) return volt__terr(t, st, "scale_batch_size: %s", volt_loader_errmsg(train));   /* NOMEM: a trial that ran out */
-    if (kind->eval) st = eval_steps(t, train, kind->stage, steps, size);
-    else {
-        int64_t n_batches;
-        VOLT_TRY(tune_batches(t, train, "scale_batch_size", &n_batches));
-        int64_t batch = n_batches, epoch = -1;
-        for (int64_t i = 0; i < steps && st >= 0; i++) {
-            double loss;
-            st = tune_step(t, train, n_batches, &batch, &epoch, &loss);
-            int sig = 0;
-            if (st >= 0 && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
-                char where[96];
-                snprintf(where, sizeof where, "scale_batch_size stopped after a step at batch size %lld", (long long)size);
-                st = volt__signal_stop(t, sig, where);
-            }
-        }
-        if (st < 0) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
-    }
+    if (st < 0 && !kind->eval) volt__strategy_zero_grad(t->strategy);   /* a step that failed may have written some */
     char err[sizeof t->errmsg];
     memcpy(err, t->errmsg, sizeof err);
     *renew = volt__loop_renew_step(t);   /* what this size grew comes back */
