@@ -55,7 +55,9 @@ volt_status volt__cb_format_name(const char *tmpl, volt_cb_lookup_fn lookup, voi
         char num[256];
         if (volt__cb_format_number(v, is_int, spec, num, sizeof num) != VOLT_OK)
             return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "filename template '%s': unsupported format spec '%s' for '%s'", tmpl, spec, key);
-        if (insert_names) {
+        if (insert_names) {   /* "val_loss/dataloader_idx_0=" would make a folder: '_' for '/' keeps the file in dirpath */
+            for (size_t c = 0; c < nl; c++)
+                if (key[c] == '/') key[c] = '_';
             cb_put(&b, key, nl);
             cb_put(&b, "=", 1);
         }

@@ -118,6 +118,17 @@ static void rt_visit(void *ctx, const char *name, double value, unsigned flags) 
     m->vals[m->n++] = value;
 }
 
+/* The loader a metric is of: "<name>/dataloader_idx_<k>" -> k, else -1 (every loader's). */
+static int metric_dl(const char *name) {
+    const char *p = strstr(name, "/dataloader_idx_");
+    if (!p) return -1;
+    char *end;
+    const long k = strtol(p + 16, &end, 10);
+    return *end || end == p + 16 || k < 0 || k >= VOLT_MAX_EVAL_DATALOADERS ? -1 : (int)k;
+}
+
+/* Lightning's table: a row per metric, a column per loader ("DataLoader 0", ...); with several
+ * loaders a metric of loader k ("val_loss/dataloader_idx_k") has its value in column k only. */
 static void results_table(ms *m, volt_trainer *t, const char *title) {
     if (!volt_trainer_is_global_zero(t) || volt_trainer_sanity_checking(t)) return;
     m->n = 0;
@@ -127,10 +138,34 @@ static void results_table(ms *m, volt_trainer *t, const char *title) {
             char *tn = m->names[j]; m->names[j] = m->names[j - 1]; m->names[j - 1] = tn;
             double tv = m->vals[j]; m->vals[j] = m->vals[j - 1]; m->vals[j - 1] = tv;
         }
+    int cols = volt_trainer_num_eval_dataloaders(t);
+    if (cols < 1) cols = 1;
     if (m->n) {
-        static const char rule[] = "────────────────────────────────────────────────────────────────────────────────";
-        printf("%s\n%*s%-*s%*s\n%s\n", rule, 8, "", 32, title, 14, "DataLoader 0", rule);
-        for (int i = 0; i < m->n; i++) printf("%*s%-32s%14.10g\n", 8, "", m->names[i], m->vals[i]);
+        int namew = 32;
+        for (int i = 0; i < m->n; i++)
+            if ((int)strlen(m->names[i]) + 2 > namew) namew = (int)strlen(m->names[i]) + 2;
+        char rule[3 * 400 + 1];   /* '─' is 3 bytes; as wide as the table, 80 at least */
+        int w = 8 + namew + 14 * cols;
+        if (w < 80) w = 80;
+        if (w > 400) w = 400;
+        for (int i = 0; i < w; i++) memcpy(rule + 3 * i, "─", 3);
+        rule[3 * w] = 0;
+        printf("%s\n%*s%-*s", rule, 8, "", namew, title);
+        for (int c = 0; c < cols; c++) {
+            char h[24];
+            snprintf(h, sizeof h, "DataLoader %d", c);
+            printf("%14s", h);
+        }
+        printf("\n%s\n", rule);
+        for (int i = 0; i < m->n; i++) {
+            const int dl = cols > 1 ? metric_dl(m->names[i]) : -1;
+            printf("%*s%-*s", 8, "", namew, m->names[i]);
+            for (int c = 0; c < cols; c++) {
+                if (dl < 0 || dl == c) printf("%14.10g", m->vals[i]);
+                else printf("%14s", "");
+            }
+            printf("\n");
+        }
         printf("%s\n", rule);
         fflush(stdout);
     }

@@ -9,7 +9,8 @@
  * a newline. Not a terminal (a log file, CI): a plain line every ~10% of the epoch, one at
  * epoch end, and one per validation run; test and predict ("Predicting: 12/834 [...]") a line
  * every ~10% and one at their end. Metrics logged with VOLT_LOG_PROG_BAR are
- * shown (latest values, "%.3g" as tqdm shows them). */
+ * shown (latest values, "%.3g" as tqdm shows them). Several evaluation loaders: a line each,
+ * "Validation DataLoader 1: ..." as Lightning's (the stage's metrics on the last one's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,8 @@ typedef struct pb {
     double last_draw;
     int decile, vdecile;
     bool in_epoch;
+    int vdl;                 /* the evaluation loader the line is of (several: a line each) */
+    int64_t vdone;           /* its batches done */
 } pb;
 
 static double now_s(void) {
@@ -132,10 +135,14 @@ static void pb_eval_line(pb *p, const volt_trainer *t, const char *prefix, int64
                           now_s() - p->v0, post);
 }
 
-static const char *eval_prefix(const volt_trainer *t) {
-    if (volt_trainer_sanity_checking(t)) return "Sanity Checking";
+/* With several evaluation loaders each has its line, "Validation DataLoader 1" as Lightning's. */
+static const char *eval_prefix_of(const volt_trainer *t, int dl, char *buf, size_t n) {
     const volt_stage st = volt_trainer_stage(t);
-    return st == VOLT_STAGE_TEST ? "Testing" : st == VOLT_STAGE_PREDICT ? "Predicting" : "Validation";
+    const char *what = volt_trainer_sanity_checking(t) ? "Sanity Checking" : st == VOLT_STAGE_TEST ? "Testing"
+                     : st == VOLT_STAGE_PREDICT ? "Predicting" : "Validation";
+    if (volt_trainer_num_eval_dataloaders(t) > 1) snprintf(buf, n, "%s DataLoader %d", what, dl);
+    else snprintf(buf, n, "%s", what);
+    return buf;
 }
 
 /* ---- training ------------------------------------------------------------------------------- */
@@ -198,7 +205,29 @@ static void pb_eval_start(pb *p) {
     p->vstart = 0;
     p->vdecile = 0;
     p->last_draw = 0;
+    p->vdl = 0;
+    p->vdone = 0;
 }
+
+/* The first batch of another loader ends the last loader's line (its total, no metrics: they
+ * come at the stage's end), and the next starts. */
+static volt_status pb_on_eval_batch_start(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)b;
+    pb *p = self;
+    const int dl = volt_trainer_dataloader_idx(t);
+    if (i != 0 || dl == p->vdl) return VOLT_OK;
+    /* inside fit a terminal's line goes back to the epoch; a log gets every loader's line */
+    if (!pb_off(t) && !volt_trainer_sanity_checking(t) && (volt_trainer_state_fn(t) != VOLT_FN_FIT || !p->tty)) {
+        char line[1400], pfx[64];
+        eval_prefix_of(t, p->vdl, pfx, sizeof pfx);
+        volt__cb_progress_line(line, sizeof line, pfx, p->vdone, p->vdone, p->vstart, now_s() - p->v0, "");
+        pb_emit(p, line, true);
+    }
+    pb_eval_start(p);
+    p->vdl = dl;
+    return VOLT_OK;
+}
+
 
 static volt_status pb_on_eval_start(void *self, volt_trainer *t) {
     pb_eval_start(self);
@@ -209,18 +238,21 @@ static volt_status pb_on_eval_batch_end(void *self, volt_trainer *t, const volt_
     pb *p = self;
     if (pb_off(t)) return VOLT_OK;
     int64_t done = i + 1, total = volt_trainer_num_eval_batches(t);
-    char line[1400];
+    p->vdone = done;
+    char line[1400], pfx[64];
     if (p->tty) {
         double now = now_s();
         if (now - p->last_draw < 0.1 && done != total) return VOLT_OK;
         p->last_draw = now;
-        pb_eval_line(p, t, eval_prefix(t), done, false, line, sizeof line);
+        eval_prefix_of(t, volt_trainer_dataloader_idx(t), pfx, sizeof pfx);
+        pb_eval_line(p, t, pfx, done, false, line, sizeof line);
         pb_emit(p, line, false);
     } else if ((volt_trainer_stage(t) == VOLT_STAGE_TEST || volt_trainer_stage(t) == VOLT_STAGE_PREDICT) && total > 0) {
         int dec = (int)(done * 10 / total);
         if (dec > p->vdecile && done < total) {
             p->vdecile = dec;
-            pb_eval_line(p, t, eval_prefix(t), done, false, line, sizeof line);
+            eval_prefix_of(t, volt_trainer_dataloader_idx(t), pfx, sizeof pfx);
+        pb_eval_line(p, t, pfx, done, false, line, sizeof line);
             pb_emit(p, line, false);
         }
     }
@@ -232,7 +264,7 @@ static volt_status pb_on_eval_batch_end(void *self, volt_trainer *t, const volt_
 static volt_status pb_eval_end(pb *p, volt_trainer *t) {
     if (pb_off(t)) return VOLT_OK;
     int64_t total = volt_trainer_num_eval_batches(t);
-    char line[1400];
+    char line[1400], pfx[64];
     const bool in_fit = volt_trainer_state_fn(t) == VOLT_FN_FIT;   /* its stage is VALIDATE */
     if (volt_trainer_sanity_checking(t)) {
         if (p->tty && p->on_screen) { fprintf(stderr, "\r\033[K"); p->on_screen = false; }
@@ -248,7 +280,8 @@ static volt_status pb_eval_end(pb *p, volt_trainer *t) {
         }
         return VOLT_OK;
     }
-    pb_eval_line(p, t, eval_prefix(t), total > 0 ? total : 0, !in_fit, line, sizeof line);
+    eval_prefix_of(t, volt_trainer_dataloader_idx(t), pfx, sizeof pfx);
+    pb_eval_line(p, t, pfx, total > 0 ? total : 0, !in_fit, line, sizeof line);
     pb_emit(p, line, true);
     return VOLT_OK;
 }
@@ -275,6 +308,9 @@ static const volt_callback_ops pb_ops = {
     .on_validation_start = pb_on_eval_start,
     .on_validation_end = pb_on_validation_end,
     .on_validation_batch_end = pb_on_eval_batch_end,
+    .on_validation_batch_start = pb_on_eval_batch_start,
+    .on_test_batch_start = pb_on_eval_batch_start,
+    .on_predict_batch_start = pb_on_eval_batch_start,
     .on_test_start = pb_on_test_start,
     .on_test_end = pb_on_test_end,
     .on_test_batch_end = pb_on_eval_batch_end,

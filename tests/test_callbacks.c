@@ -143,7 +143,7 @@ static void test_format_name(void) {
         { "{val_acc}", 0, "val_acc=0.88123456" },
         { "epoch={epoch}", 0, "epoch=epoch=2" },                 /* auto_insert_metric_name, as Lightning */
         { "{{x}}-{epoch}", 0, "{x}-epoch=2" },
-        { "{val/loss:.2f}", 0, "val/loss=0.25" },
+        { "{val/loss:.2f}", 0, "val_loss=0.25" },   /* an inserted name's '/' as '_': no folder (Lightning makes one) */
     };
     char out[256], err[256];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

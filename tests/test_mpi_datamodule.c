@@ -56,8 +56,8 @@ typedef struct {
     bool fail;          /* prepare_data fails */
     int prepared, setups, teardowns;
     volt_stage last_setup, last_teardown;
-    volt_dataset *ds;
-    volt_loader *loader;
+    volt_dataset *ds, *ds2;
+    volt_loader *loader, *loader2;   /* loader2: the second of val_loaders (dm_ops2) */
 } dm_state;
 
 static volt_status dm_prepare(void *self) {
@@ -82,10 +82,11 @@ static volt_status dm_setup(void *self, volt_stage stage) {
     if (fscanf(f, "%d", &n) != 1) n = 0;
     fclose(f);
     if (n <= 0) return VOLT_ERR_IO;
-    if (!(d->ds = vtest_rows4(n))) return VOLT_ERR_NOMEM;
+    if (!(d->ds = vtest_rows4(n)) || !(d->ds2 = vtest_rows4(3 * g_world + 1))) return VOLT_ERR_NOMEM;
     volt_loader_config lc;
     volt_loader_config_init(&lc);
     lc.batch_size = 2;
+    VOLT_TRY(volt_loader_create(&lc, d->ds2, &d->loader2));
     return volt_loader_create(&lc, d->ds, &d->loader);
 }
 static void dm_teardown(void *self, volt_stage stage) {
@@ -99,6 +100,26 @@ static const volt_datamodule_ops dm_ops = {
     .train_loader = dm_loader, .val_loader = dm_loader, .test_loader = dm_loader, .predict_loader = dm_loader,
     .teardown = dm_teardown,
 };
+/* the same with two val loaders: the first, and 3 * world + 1 rows (the sampler pads a rank's) */
+static int dm_two(void *self, volt_loader **out, int cap) {
+    dm_state *d = self;
+    if (cap < 2) return VOLT_ERR_INVALID_ARG;
+    out[0] = d->loader;
+    out[1] = d->loader2;
+    return 2;
+}
+static const volt_datamodule_ops dm_ops2 = {
+    .version = VOLT_DATAMODULE_OPS_VERSION, .name = "slow-download", .prepare_data = dm_prepare, .setup = dm_setup,
+    .train_loader = dm_loader, .val_loader = dm_loader, .val_loaders = dm_two, .teardown = dm_teardown,
+};
+
+/* v the same on every rank (bit for bit) */
+static bool same_everywhere(double v) {
+    double lo = v, hi = v;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
 
 static volt_status count_pred(void *ctx, const volt_batch *b, const volt_tensor *pred) {
     *(int64_t *)ctx += b->size;
@@ -156,9 +177,19 @@ static void test_ok(const char *strategy) {
     CHECK(d.prepared == 4 * want_prep && d.last_setup == VOLT_STAGE_PREDICT && d.setups == 4 && d.teardowns == 4,
           "predict_dm on rank %d", g_rank);
     CHECK(n == 8, "predict_dm on rank %d: %lld rows (this rank's share of %d)", g_rank, (long long)n, 8 * g_world);
+    /* two val loaders (table version 3): each loader's mean over every rank, the first equal to
+     * the single loader's val_loss above */
+    CHECK_OK(volt_trainer_validate_dm(t, &lin_ops, &m, &dm_ops2, &d, NULL));
+    double v0 = -1, v1 = -1;
+    CHECK(volt_trainer_metric(t, "val_loss/dataloader_idx_0", &v0) && volt_trainer_metric(t, "val_loss/dataloader_idx_1", &v1),
+          "rank %d: both loaders' val_loss", g_rank);
+    CHECK(v0 == v, "rank %d: loader 0's val_loss %.9g is the single loader's %.9g", g_rank, v0, v);
+    CHECK(same_everywhere(v1) && v1 != v0, "rank %d: loader 1's val_loss %.9g reduced across ranks", g_rank, v1);
     volt_trainer_destroy(t);
     volt_loader_destroy(d.loader);
+    volt_loader_destroy(d.loader2);
     volt_dataset_destroy(d.ds);
+    volt_dataset_destroy(d.ds2);
     MPI_Barrier(MPI_COMM_WORLD);
     if (g_rank == 0) unlink(d.path);
 }

@@ -36,26 +36,57 @@ static void dm_run(volt_trainer *t, const volt_datamodule_ops *dm, void *self) {
 
 static volt_loader *get(volt_loader *(*fn)(void *), void *self) { return fn ? fn(self) : NULL; }
 
-volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_loader **val) {
+/* A stage's evaluation loaders: version 3's list hook when the table has it, else the single one. */
+static volt_status get_set(volt_trainer *t, const volt_datamodule_ops *dm, void *self, volt_stage stage, volt__loaders *out) {
+    int (*many)(void *, volt_loader **, int) = NULL;
+    volt_loader *(*one)(void *) = NULL;
+    const char *hook = "val_loaders";
+    switch (stage) {
+    case VOLT_STAGE_TEST: one = dm->test_loader; hook = "test_loaders"; if (dm->version >= 3u) many = dm->test_loaders; break;
+    case VOLT_STAGE_PREDICT: one = dm->predict_loader; hook = "predict_loaders"; if (dm->version >= 3u) many = dm->predict_loaders; break;
+    default: one = dm->val_loader; if (dm->version >= 3u) many = dm->val_loaders; break;
+    }
+    out->n = 0;
+    if (!many) {
+        if ((out->l[0] = get(one, self)) != NULL) out->n = 1;
+        return VOLT_OK;
+    }
+    volt_loader *l[VOLT_MAX_EVAL_DATALOADERS] = { 0 };
+    const int n = many(self, l, VOLT_MAX_EVAL_DATALOADERS);
+    if (n < 0)
+        return t->errmsg[0] ? (volt_status)n : volt__terr(t, (volt_status)n, "datamodule '%s': %s failed (%s)",
+                                                          dm->name ? dm->name : "?", hook, volt_status_str((volt_status)n));
+    char what[96];
+    snprintf(what, sizeof what, "datamodule '%s': %s", dm->name ? dm->name : "?", hook);
+    return volt__loaders_from(t, l, n, what, out);
+}
+
+volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt__loaders *val) {
     const volt_datamodule_ops *dm = t->dm;
-    volt_loader *nt = get(dm->train_loader, t->dm_self), *nv = get(dm->val_loader, t->dm_self);
+    volt_loader *nt = get(dm->train_loader, t->dm_self);
+    volt__loaders nv = { .n = 0 };
     volt_status st = VOLT_OK;
     if (!nt)
         st = volt__terr(t, VOLT_ERR_INVALID_ARG, "datamodule '%s': train_loader returned no loader when fit reloaded it at "
                         "epoch %lld (reload_dataloaders_every_n_epochs=%lld)", dm->name ? dm->name : "?", (long long)t->epoch,
                         (long long)t->cfg.reload_dataloaders_every_n_epochs);
+    if (st >= 0) st = get_set(t, dm, t->dm_self, VOLT_STAGE_VALIDATE, &nv);
     /* fit's BatchSizeFinder's size on the new loaders too (Lightning keeps it in the datamodule's
      * batch_size, which its loaders are made with) */
     const int64_t bs = volt__tune_fit_batch_size(t);
-    volt_loader *l[2] = { nt, nv };
-    for (int k = 0; k < 2 && st >= 0 && bs > 0; k++)
-        if (l[k] && volt_loader_batch_size(l[k]) != bs && (st = volt_loader_set_batch_size(l[k], bs)) < 0)
+    for (int k = 0; k <= nv.n && st >= 0 && bs > 0; k++) {
+        volt_loader *l = k ? nv.l[k - 1] : nt;
+        if (volt_loader_batch_size(l) != bs && (st = volt_loader_set_batch_size(l, bs)) < 0)
             st = volt__terr(t, st, "datamodule '%s': the reloaded %s loader could not be set to BatchSizeFinder's batch size "
-                            "%lld: %s", dm->name ? dm->name : "?", k ? "val" : "train", (long long)bs, volt_loader_errmsg(l[k]));
+                            "%lld: %s", dm->name ? dm->name : "?", k ? "val" : "train", (long long)bs, volt_loader_errmsg(l));
+    }
     if (st >= 0 && nt != *train && (st = volt__loop_shard(t, nt)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");
-    if (st >= 0 && nv && nv != *val && (st = volt__loop_shard(t, nv)) < 0)
-        st = volt__loop_strategy_err(t, st, "data sharding");
+    for (int k = 0; k < nv.n && st >= 0; k++) {
+        bool was = false;   /* a loader fit runs already is sharded */
+        for (int j = 0; j < val->n; j++) was |= val->l[j] == nv.l[k];
+        if (!was && (st = volt__loop_shard(t, nv.l[k])) < 0) st = volt__loop_strategy_err(t, st, "data sharding");
+    }
     /* every rank goes on with its new loaders, or every rank stops; their batches are counted
      * (and, unsharded, agreed) by the loop next, as at fit's start */
     VOLT_TRY(volt__agree_status(t, st, "reload_dataloaders_every_n_epochs", "no rank trained the epoch"));
@@ -69,7 +100,9 @@ volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, voi
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_FIT));
     dm_run(t, dm, self);
-    volt_status st = volt_trainer_fit(t, ops, module, get(dm->train_loader, self), get(dm->val_loader, self), ckpt_path);
+    volt__loaders val;
+    volt_status st = get_set(t, dm, self, VOLT_STAGE_VALIDATE, &val);
+    if (st >= 0) st = volt__loop_fit(t, ops, module, get(dm->train_loader, self), &val, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_FIT, st);
 }
 
@@ -78,7 +111,9 @@ volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_VALIDATE));
     dm_run(t, dm, self);
-    volt_status st = volt_trainer_validate(t, ops, module, get(dm->val_loader, self), ckpt_path);
+    volt__loaders val;
+    volt_status st = get_set(t, dm, self, VOLT_STAGE_VALIDATE, &val);
+    if (st >= 0) st = volt_trainer_validate_loaders(t, ops, module, val.l, val.n, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_VALIDATE, st);
 }
 
@@ -87,7 +122,9 @@ volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, vo
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_TEST));
     dm_run(t, dm, self);
-    volt_status st = volt_trainer_test(t, ops, module, get(dm->test_loader, self), ckpt_path);
+    volt__loaders test;
+    volt_status st = get_set(t, dm, self, VOLT_STAGE_TEST, &test);
+    if (st >= 0) st = volt_trainer_test_loaders(t, ops, module, test.l, test.n, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_TEST, st);
 }
 
@@ -97,6 +134,8 @@ volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops,
     t->errmsg[0] = 0;
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_PREDICT));
     dm_run(t, dm, self);
-    volt_status st = volt_trainer_predict(t, ops, module, get(dm->predict_loader, self), ckpt_path, out, ctx);
+    volt__loaders pl;
+    volt_status st = get_set(t, dm, self, VOLT_STAGE_PREDICT, &pl);
+    if (st >= 0) st = volt_trainer_predict_loaders(t, ops, module, pl.l, pl.n, ckpt_path, out, ctx);
     return dm_end(t, dm, self, VOLT_STAGE_PREDICT, st);
 }

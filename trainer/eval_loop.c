@@ -168,132 +168,61 @@ static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t
         t->interrupted_local = true;
     if (!sig) return VOLT_OK;
     t->num_eval_batches = -1;
+    t->n_eval_dl = 0;
+    t->eval_dl = -1;
     t->sanity = false;
     t->stage = prev;
     drop_hold(t);
-    char where[96];
+    char where[160];
     snprintf(where, sizeof where, "%s stopped after batch %lld", what, (long long)idx);
     return volt__signal_stop(t, sig, where);
 }
 
-/* Validation (inside fit, or standalone). sanity: run `limit` batches, log nothing. */
-volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done) {
-    if (!t->mops->validation_step) return VOLT_OK;
-    const char *what = sanity ? "the sanity check" : "validation";
-    int64_t n = 0;
-    volt_status ls = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), limit, frac, &n);
-    if (ls < 0 && (t->world <= 1 || !t->strategy)) return ls;   /* with several ranks: agreed on below */
-    volt_stage prev = t->stage;
-    const bool prev_sanity = t->sanity;   /* fit's sanity check sets it around its hooks too */
-    t->stage = VOLT_STAGE_VALIDATE;
-    t->sanity = sanity;
-    volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
-    CB_HOOK(t, on_validation_start);
-    MOD_HOOK2(t, on_validation_start);
-    CB_HOOK(t, on_validation_epoch_start);
-    MOD_HOOK(t, on_validation_epoch_start);
-    int64_t span;
-    VOLT_TRY(start_agreed(t, val, ls, n, what, &span));
-    t->num_eval_batches = n;
-    t->eval_span = span;
-    for (int64_t i = 0; i < n; i++) {
-        const volt_batch *b;
-        t->eval_idx = i;
-        volt_status st = volt__loop_next_batch(t, val, "val_dataloader_next", &b);
-        if (st == VOLT_STOP) break;
-        VOLT_TRY(st);
-        CB_HOOK3(t, on_validation_batch_start, b, i);
-        MOD_HOOK2(t, on_validation_batch_start, b, i);
-        const double p0 = VOLT__PROF_T0(t);
-        int sig;
-        VOLT_TRY(eval_batch(t, t->mops->validation_step, "validation_step", b, i, span, what, &sig));
-        volt__prof_add(t, NULL, NULL, "validation_step", p0);
-        CB_HOOK(t, on_validation_batch_end, b, i);
-        MOD_HOOK2(t, on_validation_batch_end, b, i);
-        /* a stop skips the epoch end: a partial validation ranks no checkpoint */
-        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, what));
-    }
-    if (!sanity) {
-        volt__metrics_clear_fresh(t);
-        VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_VALIDATE, what));
-    } else {
-        volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
-    }
-    if (done) *done = true;   /* a checkpoint saved by the end hooks resumes after this validation */
-    CB_HOOK(t, on_validation_epoch_end);
-    MOD_HOOK(t, on_validation_epoch_end);
-    CB_HOOK(t, on_validation_end);
-    MOD_HOOK2(t, on_validation_end);
-    drop_hold(t);
-    t->num_eval_batches = -1;
-    t->sanity = prev_sanity;
-    t->stage = prev;
-    return VOLT_OK;
+/* ---- a stage over its loaders --------------------------------------------------------------- */
+typedef struct eval_kind {
+    volt_stage stage;
+    bool sanity;               /* fit's sanity check: num_sanity_val_steps of each loader, nothing logged */
+    const char *what;          /* in messages: "validation", "the sanity check", "test", "predict" */
+    const char *key;           /* limit_<key>_batches */
+    const char *next_prof;     /* the profiler's action for fetching a batch (NULL: none) */
+    const char *step_what;     /* the step's name, in messages and the profile */
+    volt_predict_fn out;       /* predict: the caller's output callback */
+    void *ctx;
+} eval_kind;
+
+static const eval_kind VALIDATION = { VOLT_STAGE_VALIDATE, false, "validation", "val", "val_dataloader_next", "validation_step",
+                                      NULL, NULL };
+static const eval_kind SANITY = { VOLT_STAGE_VALIDATE, true, "the sanity check", "val", "val_dataloader_next",
+                                  "validation_step", NULL, NULL };
+
+/* The batches loader l runs in this loop: the stage's limit (a count or a fraction), and for the
+ * sanity check num_sanity_val_steps at most (-1: all). */
+static volt_status loader_batches(volt_trainer *t, const eval_kind *k, volt_loader *l, int64_t *n) {
+    const volt_trainer_config *c = &t->cfg;
+    const int64_t limit = k->stage == VOLT_STAGE_VALIDATE ? c->limit_val_batches : k->stage == VOLT_STAGE_TEST ? c->limit_test_batches
+                        : c->limit_predict_batches;
+    const double frac = k->stage == VOLT_STAGE_VALIDATE ? c->limit_val_fraction : k->stage == VOLT_STAGE_TEST ? c->limit_test_fraction
+                      : c->limit_predict_fraction;
+    *n = 0;
+    const volt_status st = volt__loop_stage_batches(t, k->key, volt_loader_num_batches(l), limit, frac, n);
+    if (k->sanity && c->num_sanity_val_steps >= 0 && c->num_sanity_val_steps < *n) *n = c->num_sanity_val_steps;
+    return st;
 }
 
-volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
-                                volt_loader *val, const char *ckpt_path) {
-    if (!val) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
-    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "validate"));
-    volt_status st = volt__loop_shard(t, val);
-    if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
-    if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
-    VOLT_TRY(volt__tune_eval_finder(t, val, VOLT_STAGE_VALIDATE));
-    VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
-    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_VALIDATE, false));
-    volt__prof_report(t);
-    return VOLT_OK;
+volt_status volt__loop_sanity_batches(volt_trainer *t, volt_loader *val, int64_t *n) {
+    return loader_batches(t, &SANITY, val, n);
 }
 
-volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module,
-                            volt_loader *test, const char *ckpt_path) {
-    if (!test) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
-    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "test"));
-    volt_status st0 = volt__loop_shard(t, test);
-    if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
-    if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
-    VOLT_TRY(volt__tune_eval_finder(t, test, VOLT_STAGE_TEST));
-    int64_t n = 0;
-    volt_status ls = volt__loop_stage_batches(t, "test", volt_loader_num_batches(test), t->cfg.limit_test_batches,
-                                              t->cfg.limit_test_fraction, &n);
-    int64_t span;
-    VOLT_TRY(start_agreed(t, test, ls, n, "test", &span));
-    volt_stage prev = t->stage;
-    t->stage = VOLT_STAGE_TEST;
-    volt__metrics_drop_accums(t, VOLT_STAGE_TEST);
-    t->num_eval_batches = n;
-    t->eval_span = span;
-    CB_HOOK(t, on_test_start);
-    MOD_HOOK2(t, on_test_start);
-    CB_HOOK3(t, on_test_epoch_start);
-    MOD_HOOK(t, on_test_epoch_start);
-    for (int64_t i = 0; i < n; i++) {
-        const volt_batch *b;
-        t->eval_idx = i;
-        volt_status st = volt__loop_next_batch(t, test, "test_dataloader_next", &b);
-        if (st == VOLT_STOP) break;
-        VOLT_TRY(st);
-        CB_HOOK3(t, on_test_batch_start, b, i);
-        MOD_HOOK2(t, on_test_batch_start, b, i);
-        const double p0 = VOLT__PROF_T0(t);
-        int sig;
-        VOLT_TRY(eval_batch(t, ops->test_step, "test_step", b, i, span, "test", &sig));
-        volt__prof_add(t, NULL, NULL, "test_step", p0);
-        CB_HOOK(t, on_test_batch_end, b, i);
-        MOD_HOOK2(t, on_test_batch_end, b, i);
-        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, "test"));
+volt_status volt__loaders_from(volt_trainer *t, volt_loader *const *l, int n, const char *what, volt__loaders *out) {
+    out->n = 0;
+    if (n < 0 || n > VOLT_MAX_EVAL_DATALOADERS || (n > 0 && !l))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: %d loaders%s (0 to %d)", what, n, n > 0 && !l ? " but no array" : "",
+                          VOLT_MAX_EVAL_DATALOADERS);
+    for (int i = 0; i < n; i++) {
+        if (!l[i]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: loader %d of %d is NULL", what, i, n);
+        out->l[i] = l[i];
     }
-    volt__metrics_clear_fresh(t);
-    VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_TEST, "test"));
-    CB_HOOK(t, on_test_epoch_end);
-    MOD_HOOK(t, on_test_epoch_end);
-    CB_HOOK(t, on_test_end);
-    MOD_HOOK2(t, on_test_end);
-    drop_hold(t);
-    t->num_eval_batches = -1;
-    t->stage = prev;
-    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_TEST, false));
-    volt__prof_report(t);
+    out->n = n;
     return VOLT_OK;
 }
 
@@ -304,78 +233,238 @@ static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, c
     return VOLT_OK;
 }
 
-volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
-                               volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
-    if (!loader || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
-    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "predict"));
-    volt_status st0 = volt__loop_shard(t, loader);
-    if (st0 < 0) return volt__loop_strategy_err(t, st0, "data sharding");
-    if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
-    VOLT_TRY(volt__tune_eval_finder(t, loader, VOLT_STAGE_PREDICT));
-    int64_t n = 0;
-    volt_status ls = volt__loop_stage_batches(t, "predict", volt_loader_num_batches(loader), t->cfg.limit_predict_batches,
-                                              t->cfg.limit_predict_fraction, &n);
-    int64_t span;
-    VOLT_TRY(start_agreed(t, loader, ls, n, "predict", &span));
-    volt_stage prev = t->stage;
-    t->stage = VOLT_STAGE_PREDICT;
-    volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
+/* predict's batch: the step, the output callback, on_predict_batch_end inside the step (where
+ * the prediction still lives) */
+static volt_status predict_batch(volt_trainer *t, const eval_kind *k, const volt_batch *b, int64_t i, int64_t span,
+                                 const char *what, int *sig) {
+    volt_tensor *pred = NULL;
+    volt_step_begin(t->step, false, 0);
+    t->in_step = true;
+    volt_status st = t->mops->predict_step(t->module, t->step, b, i, &pred);
+    t->in_step = false;
+    if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
+        volt_status c = volt_step_check(t->step);
+        if (c < 0) st = c;
+    }
+    if (st < 0) st = volt__loop_step_err(t, st, "predict_step");
+    else if (!pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", t->mops->name);
+    st = after_step(t, st, i, span, what, sig);
+    if (st >= 0) st = volt__metrics_flush(t);
+    if (st >= 0) {
+        t->errmsg[0] = 0;
+        if ((st = k->out(k->ctx, b, pred)) < 0) {   /* the caller's output callback, not the module */
+            char why[sizeof t->errmsg];
+            snprintf(why, sizeof why, "%s", t->errmsg);
+            st = volt__terr(t, st, "%s: the output callback failed at batch %lld (%s)%s%s", what, (long long)i,
+                            volt_status_str(st), why[0] ? ": " : "", why);
+        }
+    }
+    if (st >= 0) st = predict_batch_end(t, pred, b, i);
+    volt_step_end(t->step);
+    volt__metrics_discard(t);
+    if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
+    return VOLT_OK;
+}
+
+/* One batch with its hooks around it; *sig: the signal to stop on after it (after_step). */
+static volt_status run_batch(volt_trainer *t, const eval_kind *k, const volt_batch *b, int64_t i, int64_t span,
+                             const char *what, int *sig) {
+    const double p0 = VOLT__PROF_T0(t);
+    switch (k->stage) {
+    case VOLT_STAGE_VALIDATE:
+        CB_HOOK3(t, on_validation_batch_start, b, i);
+        MOD_HOOK2(t, on_validation_batch_start, b, i);
+        VOLT_TRY(eval_batch(t, t->mops->validation_step, k->step_what, b, i, span, what, sig));
+        volt__prof_add(t, NULL, NULL, k->step_what, p0);
+        CB_HOOK(t, on_validation_batch_end, b, i);
+        MOD_HOOK2(t, on_validation_batch_end, b, i);
+        return VOLT_OK;
+    case VOLT_STAGE_TEST:
+        CB_HOOK3(t, on_test_batch_start, b, i);
+        MOD_HOOK2(t, on_test_batch_start, b, i);
+        VOLT_TRY(eval_batch(t, t->mops->test_step, k->step_what, b, i, span, what, sig));
+        volt__prof_add(t, NULL, NULL, k->step_what, p0);
+        CB_HOOK(t, on_test_batch_end, b, i);
+        MOD_HOOK2(t, on_test_batch_end, b, i);
+        return VOLT_OK;
+    default: {
+        CB_HOOK3(t, on_predict_batch_start, b, i);
+        MOD_HOOK2(t, on_predict_batch_start, b, i);
+        const double p1 = VOLT__PROF_T0(t);
+        const volt_status st = predict_batch(t, k, b, i, span, what, sig);
+        volt__prof_add(t, NULL, NULL, k->step_what, p1);
+        return st;
+    }
+    }
+}
+
+static volt_status start_hooks(volt_trainer *t, volt_stage stage) {
+    switch (stage) {
+    case VOLT_STAGE_VALIDATE:
+        CB_HOOK(t, on_validation_start);
+        MOD_HOOK2(t, on_validation_start);
+        CB_HOOK(t, on_validation_epoch_start);
+        MOD_HOOK(t, on_validation_epoch_start);
+        break;
+    case VOLT_STAGE_TEST:
+        CB_HOOK(t, on_test_start);
+        MOD_HOOK2(t, on_test_start);
+        CB_HOOK3(t, on_test_epoch_start);
+        MOD_HOOK(t, on_test_epoch_start);
+        break;
+    default:
+        CB_HOOK3(t, on_predict_start);
+        MOD_HOOK2(t, on_predict_start);
+        CB_HOOK3(t, on_predict_epoch_start);
+        MOD_HOOK2(t, on_predict_epoch_start);
+        break;
+    }
+    return VOLT_OK;
+}
+
+static volt_status end_hooks(volt_trainer *t, volt_stage stage) {
+    switch (stage) {
+    case VOLT_STAGE_VALIDATE:
+        CB_HOOK(t, on_validation_epoch_end);
+        MOD_HOOK(t, on_validation_epoch_end);
+        CB_HOOK(t, on_validation_end);
+        MOD_HOOK2(t, on_validation_end);
+        break;
+    case VOLT_STAGE_TEST:
+        CB_HOOK(t, on_test_epoch_end);
+        MOD_HOOK(t, on_test_epoch_end);
+        CB_HOOK(t, on_test_end);
+        MOD_HOOK2(t, on_test_end);
+        break;
+    default:
+        CB_HOOK3(t, on_predict_epoch_end);
+        MOD_HOOK2(t, on_predict_epoch_end);
+        CB_HOOK3(t, on_predict_end);
+        MOD_HOOK2(t, on_predict_end);
+        break;
+    }
+    return VOLT_OK;
+}
+
+/* Loader dl of the stage's: started and agreed across ranks, its batches run. */
+static volt_status run_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n, volt_status ls,
+                              volt_stage prev) {
+    char what[64];
+    if (set->n > 1) snprintf(what, sizeof what, "%s (dataloader %d)", k->what, dl);
+    else snprintf(what, sizeof what, "%s", k->what);
+    volt_loader *l = set->l[dl];
+    t->eval_dl = dl;
     t->num_eval_batches = n;
+    int64_t span;
+    VOLT_TRY(start_agreed(t, l, ls, n, what, &span));
     t->eval_span = span;
-    CB_HOOK3(t, on_predict_start);
-    MOD_HOOK2(t, on_predict_start);
-    CB_HOOK3(t, on_predict_epoch_start);
-    MOD_HOOK2(t, on_predict_epoch_start);
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
         t->eval_idx = i;
-        volt_status st = volt__loop_next_batch(t, loader, NULL, &b);
+        volt_status st = volt__loop_next_batch(t, l, k->next_prof, &b);
         if (st == VOLT_STOP) break;
         VOLT_TRY(st);
-        CB_HOOK3(t, on_predict_batch_start, b, i);
-        MOD_HOOK2(t, on_predict_batch_start, b, i);
-        volt_tensor *pred = NULL;
-        const double p0 = VOLT__PROF_T0(t);
-        volt_step_begin(t->step, false, 0);
-        t->in_step = true;
-        st = ops->predict_step(module, t->step, b, i, &pred);
-        t->in_step = false;
-        if (st >= 0) {   /* errors the device flagged (cuda: bad ids), before the prediction is handed out */
-            volt_status c = volt_step_check(t->step);
-            if (c < 0) st = c;
-        }
-        if (st < 0) st = volt__loop_step_err(t, st, "predict_step");
-        else if (!pred) st = volt__terr(t, VOLT_ERR_STATE, "module '%s': predict_step returned no prediction", ops->name);
-        int sig;
-        st = after_step(t, st, i, span, "predict", &sig);
-        if (st >= 0) st = volt__metrics_flush(t);
-        if (st >= 0) {
-            t->errmsg[0] = 0;
-            if ((st = out(ctx, b, pred)) < 0) {   /* the caller's output callback, not the module */
-                char why[sizeof t->errmsg];
-                snprintf(why, sizeof why, "%s", t->errmsg);
-                st = volt__terr(t, st, "predict: the output callback failed at batch %lld (%s)%s%s", (long long)i,
-                                volt_status_str(st), why[0] ? ": " : "", why);
-            }
-        }
-        if (st >= 0) st = predict_batch_end(t, pred, b, i);
-        volt_step_end(t->step);
-        volt__metrics_discard(t);
-        volt__prof_add(t, NULL, NULL, "predict_step", p0);
-        if (st < 0) return t->errmsg[0] ? st : volt__loop_step_err(t, st, "predict_step");
-        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, "predict"));
+        int sig = 0;
+        VOLT_TRY(run_batch(t, k, b, i, span, what, &sig));
+        /* a stop skips the epoch end: a partial validation ranks no checkpoint */
+        VOLT_TRY(stop_if_interrupted(t, prev, i, sig, what));
     }
-    /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks
-     * log (ThroughputMonitor's predict keys) is the fresh set the loggers' predict row reads */
-    volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
-    volt__metrics_clear_fresh(t);
-    CB_HOOK3(t, on_predict_epoch_end);
-    MOD_HOOK2(t, on_predict_epoch_end);
-    CB_HOOK3(t, on_predict_end);
-    MOD_HOOK2(t, on_predict_end);
+    return VOLT_OK;
+}
+
+/* The stage over its loaders: start hooks once, each loader's batches, the epoch metrics (each
+ * loader's under its own names) and the end hooks once. *done (may be NULL): set once the epoch
+ * end was reached (a checkpoint saved by the end hooks resumes after this validation). */
+static volt_status run_stage(volt_trainer *t, const eval_kind *k, const volt__loaders *set, bool *done) {
+    int64_t n[VOLT_MAX_EVAL_DATALOADERS];
+    volt_status ls[VOLT_MAX_EVAL_DATALOADERS];
+    for (int d = 0; d < set->n; d++) {
+        ls[d] = loader_batches(t, k, set->l[d], &n[d]);
+        if (ls[d] < 0 && (t->world <= 1 || !t->strategy)) return ls[d];   /* with several ranks: agreed on per loader */
+    }
+    const volt_stage prev = t->stage;
+    const bool prev_sanity = t->sanity;   /* fit's sanity check sets it around its hooks too */
+    t->stage = k->stage;
+    t->sanity = k->sanity;
+    volt__metrics_drop_accums(t, k->stage);
+    t->n_eval_dl = set->n;
+    t->eval_dl = 0;
+    t->num_eval_batches = set->n ? n[0] : 0;
+    VOLT_TRY(start_hooks(t, k->stage));
+    for (int d = 0; d < set->n; d++) VOLT_TRY(run_loader(t, k, set, d, n[d], ls[d], prev));
+    if (k->stage == VOLT_STAGE_PREDICT) {
+        /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks
+         * log (ThroughputMonitor's predict keys) is the fresh set the loggers' predict row reads */
+        volt__metrics_drop_accums(t, VOLT_STAGE_PREDICT);
+        volt__metrics_clear_fresh(t);
+    } else if (!k->sanity) {
+        volt__metrics_clear_fresh(t);
+        VOLT_TRY(volt__metrics_finish_epoch(t, k->stage, k->what));
+    } else {
+        volt__metrics_drop_accums(t, VOLT_STAGE_VALIDATE);
+    }
+    if (done) *done = true;
+    VOLT_TRY(end_hooks(t, k->stage));
     drop_hold(t);
     t->num_eval_batches = -1;
+    t->n_eval_dl = 0;
+    t->eval_dl = -1;
+    t->sanity = prev_sanity;
     t->stage = prev;
+    return VOLT_OK;
+}
+
+/* Validation (inside fit, or standalone). sanity: num_sanity_val_steps of each loader, log nothing. */
+volt_status volt__loop_run_validation(volt_trainer *t, const volt__loaders *val, bool sanity, bool *done) {
+    if (!t->mops->validation_step || !val || !val->n) return VOLT_OK;
+    return run_stage(t, sanity ? &SANITY : &VALIDATION, val, done);
+}
+
+volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                const volt__loaders *val, const char *ckpt_path) {
+    if (!val->n) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "validate"));
+    for (int d = 0; d < val->n; d++) {
+        volt_status st = volt__loop_shard(t, val->l[d]);
+        if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
+    }
+    if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, val, VOLT_STAGE_VALIDATE));
+    VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_VALIDATE, false));
+    volt__prof_report(t);
+    return VOLT_OK;
+}
+
+volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module,
+                            const volt__loaders *test, const char *ckpt_path) {
+    if (!test->n) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "test"));
+    for (int d = 0; d < test->n; d++) {
+        volt_status st = volt__loop_shard(t, test->l[d]);
+        if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
+    }
+    if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, test, VOLT_STAGE_TEST));
+    static const eval_kind TEST = { VOLT_STAGE_TEST, false, "test", "test", "test_dataloader_next", "test_step", NULL, NULL };
+    VOLT_TRY(run_stage(t, &TEST, test, NULL));
+    VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_TEST, false));
+    volt__prof_report(t);
+    return VOLT_OK;
+}
+
+volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
+                               const volt__loaders *loaders, const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    if (!loaders->n || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
+    VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "predict"));
+    for (int d = 0; d < loaders->n; d++) {
+        volt_status st = volt__loop_shard(t, loaders->l[d]);
+        if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
+    }
+    if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
+    VOLT_TRY(volt__tune_eval_finder(t, loaders, VOLT_STAGE_PREDICT));
+    const eval_kind k = { VOLT_STAGE_PREDICT, false, "predict", "predict", NULL, "predict_step", out, ctx };
+    VOLT_TRY(run_stage(t, &k, loaders, NULL));
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_PREDICT, false));
     volt__prof_report(t);
     return VOLT_OK;

@@ -223,8 +223,8 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
     return VOLT_OK;
 }
 
-static bool val_this_epoch(volt_trainer *t, volt_loader *val) {
-    return val && t->mops->validation_step && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0) &&
+static bool val_this_epoch(volt_trainer *t, const volt__loaders *val) {
+    return val->n && t->mops->validation_step && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0) &&
            (t->epoch + 1) % t->cfg.check_val_every_n_epoch == 0;
 }
 
@@ -272,22 +272,23 @@ volt_status volt__loop_agree_train_batches(volt_trainer *t, volt_status st, int6
     return VOLT_OK;
 }
 
-static volt_status loaders_batches(volt_trainer *t, volt_loader *train, volt_loader *val, int64_t *n_batches) {
+static volt_status loaders_batches(volt_trainer *t, volt_loader *train, const volt__loaders *val, int64_t *n_batches) {
     *n_batches = 0;
     const volt_status sn = volt__loop_stage_batches(t, "train", volt_loader_num_batches(train), t->cfg.limit_train_batches,
                                                     t->cfg.limit_train_fraction, n_batches);
     VOLT_TRY(volt__loop_agree_train_batches(t, sn, *n_batches));   /* after the count is known (argument order) */
     t->num_train_batches = *n_batches;
     if (*n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
-    if (val && t->cfg.limit_val_fraction > 0) {   /* a fraction that leaves no val batch fails now, not after an epoch */
+    for (int d = 0; d < val->n && t->cfg.limit_val_fraction > 0; d++) {   /* a fraction that leaves no val batch fails now,
+                                                                             not after an epoch */
         int64_t nv = 0, lo, hi;   /* on every rank, when one rank's loader is too short for it */
-        volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), -1, t->cfg.limit_val_fraction, &nv);
+        volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val->l[d]), -1, t->cfg.limit_val_fraction, &nv);
         VOLT_TRY(volt__eval_agree(t, sv, nv, "validation", &lo, &hi));
     }
     return VOLT_OK;
 }
 
-static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *val) {
+static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *val) {
     int64_t n_batches;
     VOLT_TRY(loaders_batches(t, train, val, &n_batches));
     const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
@@ -299,7 +300,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         const double pe = VOLT__PROF_T0(t);
         bool resuming_mid = t->batch_in_epoch > 0;
         if (!resuming_mid && reload_every > 0 && t->epoch - reloaded_at >= reload_every) {   /* Lightning's reload */
-            VOLT_TRY(volt__dm_reload_loaders(t, &train, &val));
+            VOLT_TRY(volt__dm_reload_loaders(t, &train, val));
             VOLT_TRY(loaders_batches(t, train, val, &n_batches));
             reloaded_at = t->epoch;
         }
@@ -339,7 +340,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
             if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))
-                VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, NULL));
+                VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
             if (boundary) check_time(t);
             int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
@@ -364,7 +365,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
         }
         volt__metrics_clear_fresh(t);
         VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, "fit"));
-        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, t->cfg.limit_val_batches, t->cfg.limit_val_fraction, false, &t->epoch_val_done));
+        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
@@ -381,10 +382,11 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt_loader *va
 
 
 static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *module,
-                           volt_loader *train, volt_loader *val, const char *ckpt_path) {
+                           volt_loader *train, const volt__loaders *val_in, const char *ckpt_path) {
     volt_status st0;
     t->errmsg[0] = 0;
     if (!train) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: no train loader");
+    volt__loaders val_set = *val_in, *val = &val_set;   /* a reload replaces them */
     volt__prof_stage(t, "fit");
     const double p0 = VOLT__PROF_T0(t);
     char path[VOLT__CKPT_PATH_CAP];
@@ -401,9 +403,9 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
                           (long long)t->cfg.reload_dataloaders_every_n_epochs);
     VOLT_TRY(volt__loop_module_callbacks(t));   /* configure_callbacks: before any callback hook runs */
     VOLT_TRY(volt__loop_stage_hooks(t, VOLT_STAGE_FIT, true));   /* before the checkpoint, the optimizer, on_fit_start */
-    if ((st0 = volt__loop_shard(t, train)) < 0 ||
-        (val && (st0 = volt__loop_shard(t, val)) < 0))
-        return volt__loop_strategy_err(t, st0, "data sharding");
+    if ((st0 = volt__loop_shard(t, train)) < 0) return volt__loop_strategy_err(t, st0, "data sharding");
+    for (int d = 0; d < val->n; d++)
+        if ((st0 = volt__loop_shard(t, val->l[d])) < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));   /* before a finder's sweep runs the hooks */
     VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
     VOLT_TRY(volt__loop_setup_optim(t, train));
@@ -431,12 +433,16 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     /* the folders the callbacks will write are named in on_fit_start and checked once it ran
      * (write_check.c): a folder that cannot be written, or any rank's failed on_fit_start, fails
      * every rank here, before the sanity check and the first batch */
-    if (val && !ops->validation_step && t->rank == 0)   /* Lightning warns the same */
+    if (val->n && !ops->validation_step && t->rank == 0)   /* Lightning warns the same */
         fprintf(stderr, "volt: warning: fit was given a val loader but module '%s' has no validation_step: no validation "
                 "runs\n", ops->name ? ops->name : "?");
-    if (val && ops->validation_step && t->rank == 0 && volt_dataset_len(volt_loader_dataset(val)) == 0)   /* Lightning warns too */
-        fprintf(stderr, "volt: warning: fit was given a val loader with no samples: no validation runs, and no val_* "
-                "metric is logged (a monitor on one fails at the first epoch's end)\n");
+    for (int d = 0; d < val->n; d++)
+        if (ops->validation_step && t->rank == 0 && volt_dataset_len(volt_loader_dataset(val->l[d])) == 0) {   /* Lightning warns too */
+            char which[32] = "";
+            if (val->n > 1) snprintf(which, sizeof which, " (dataloader %d)", d);
+            fprintf(stderr, "volt: warning: fit was given a val loader%s with no samples: no validation runs on it, and no "
+                    "val_* metric of it is logged (a monitor on one fails at the first epoch's end)\n", which);
+        }
     volt__write_check_begin(t);
     st = CB_EACH(t, on_fit_start);
     if (st >= 0 && ops->on_fit_start && (st = ops->on_fit_start(module, t)) < 0) hook_err(t, st, ops->name, "on_fit_start");
@@ -444,18 +450,18 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     /* the sanity check: num_sanity_val_steps of the batches validation runs (-1: all of them;
      * none when limit_val_batches is 0), as Lightning. With several ranks it runs when any rank
      * has a batch for it, on every rank (one with none too: its loop's agreement is collective) */
-    int64_t n_sanity = 0, any_sanity = 0;
-    if (val && ops->validation_step && t->cfg.num_sanity_val_steps != 0 && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0)) {
-        volt_status sv = volt__loop_stage_batches(t, "val", volt_loader_num_batches(val), t->cfg.limit_val_batches,
-                                                  t->cfg.limit_val_fraction, &n_sanity);
-        if (t->cfg.num_sanity_val_steps >= 0 && t->cfg.num_sanity_val_steps < n_sanity) n_sanity = t->cfg.num_sanity_val_steps;
-        int64_t fewest;
-        RUN(volt__eval_agree(t, sv, n_sanity, "the sanity check", &fewest, &any_sanity));
+    int64_t any_sanity = 0;
+    for (int d = 0; d < val->n && ops->validation_step && t->cfg.num_sanity_val_steps != 0 &&
+                    (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0); d++) {
+        int64_t n_sanity = 0, fewest, most;
+        volt_status sv = volt__loop_sanity_batches(t, val->l[d], &n_sanity);
+        RUN(volt__eval_agree(t, sv, n_sanity, "the sanity check", &fewest, &most));
+        any_sanity += most;
     }
     if (any_sanity > 0) {   /* sanity_checking from its start hook to its end hook (Lightning) */
         t->sanity = true;
         RUN(CB_EACH(t, on_sanity_check_start));
-        RUN(volt__loop_run_validation(t, val, n_sanity, 0, true, NULL));
+        RUN(volt__loop_run_validation(t, val, true, NULL));
         RUN(CB_EACH(t, on_sanity_check_end));
         t->sanity = false;
     }
@@ -489,6 +495,11 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
     const volt_trainer_fn prev = t->fn;
     volt__signal_arm(t);
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
+    if (t->call_depth == 0) {   /* nor its evaluation loop's state (a call from a hook leaves the running one's) */
+        t->num_eval_batches = -1;
+        t->n_eval_dl = 0;
+        t->eval_dl = -1;
+    }
     t->interrupted = 0;
     t->stage = stage;
     t->fn = fn;
@@ -498,6 +509,11 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
 
 void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev) {
     t->call_depth--;
+    if (t->call_depth == 0) {   /* a loop an error ended is over too */
+        t->num_eval_batches = -1;
+        t->n_eval_dl = 0;
+        t->eval_dl = -1;
+    }
     t->fn = prev;
     volt__signal_disarm(t);
 }
@@ -509,9 +525,8 @@ static volt_status call_outcome(volt_trainer *t, volt_status st) {
     return st;
 }
 
-volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
-                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
-    if (!t) return VOLT_ERR_INVALID_ARG;
+volt_status volt__loop_fit(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                           const volt__loaders *val, const char *ckpt_path) {
     const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_FIT, VOLT_FN_FIT);
     volt_status st = volt__signal_settle(t, fit_run(t, ops, module, train, val, ckpt_path), "fit");
     if (st < 0) {
@@ -531,23 +546,85 @@ static volt_status eval_end(volt_trainer *t, volt_trainer_fn prev, volt_status s
     return call_outcome(t, st);
 }
 
+volt_status volt_trainer_fit(volt_trainer *t, const volt_module_ops *ops, void *module,
+                             volt_loader *train, volt_loader *val, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    const volt__loaders set = { .l = { val }, .n = val ? 1 : 0 };
+    return volt__loop_fit(t, ops, module, train, &set, ckpt_path);
+}
+
+volt_status volt_trainer_fit_loaders(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                     volt_loader *const *val, int n_val, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    volt__loaders set;
+    t->errmsg[0] = 0;
+    VOLT_TRY(volt__loaders_from(t, val, n_val, "fit", &set));
+    return volt__loop_fit(t, ops, module, train, &set, ckpt_path);
+}
+
+static volt_status validate_set(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *set,
+                                const char *ckpt_path) {
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_VALIDATE, VOLT_FN_VALIDATE);
+    return eval_end(t, prev, volt__eval_validate(t, ops, module, set, ckpt_path), "validate");
+}
+
+static volt_status test_set(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *set,
+                            const char *ckpt_path) {
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_TEST, VOLT_FN_TEST);
+    return eval_end(t, prev, volt__eval_test(t, ops, module, set, ckpt_path), "test");
+}
+
+static volt_status predict_set(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *set,
+                               const char *ckpt_path, volt_predict_fn out, void *ctx) {
+    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_PREDICT, VOLT_FN_PREDICT);
+    return eval_end(t, prev, volt__eval_predict(t, ops, module, set, ckpt_path, out, ctx), "predict");
+}
+
 volt_status volt_trainer_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                   volt_loader *val, const char *ckpt_path) {
     if (!t) return VOLT_ERR_INVALID_ARG;
-    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_VALIDATE, VOLT_FN_VALIDATE);
-    return eval_end(t, prev, volt__eval_validate(t, ops, module, val, ckpt_path), "validate");
+    const volt__loaders set = { .l = { val }, .n = val ? 1 : 0 };
+    return validate_set(t, ops, module, &set, ckpt_path);
 }
 
 volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                               volt_loader *test, const char *ckpt_path) {
     if (!t) return VOLT_ERR_INVALID_ARG;
-    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_TEST, VOLT_FN_TEST);
-    return eval_end(t, prev, volt__eval_test(t, ops, module, test, ckpt_path), "test");
+    const volt__loaders set = { .l = { test }, .n = test ? 1 : 0 };
+    return test_set(t, ops, module, &set, ckpt_path);
 }
 
 volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx) {
     if (!t) return VOLT_ERR_INVALID_ARG;
-    const volt_trainer_fn prev = volt__loop_call_begin(t, VOLT_STAGE_PREDICT, VOLT_FN_PREDICT);
-    return eval_end(t, prev, volt__eval_predict(t, ops, module, loader, ckpt_path, out, ctx), "predict");
+    const volt__loaders set = { .l = { loader }, .n = loader ? 1 : 0 };
+    return predict_set(t, ops, module, &set, ckpt_path, out, ctx);
+}
+
+volt_status volt_trainer_validate_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                          volt_loader *const *val, int n, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    volt__loaders set;
+    t->errmsg[0] = 0;
+    VOLT_TRY(volt__loaders_from(t, val, n, "validate", &set));
+    return validate_set(t, ops, module, &set, ckpt_path);
+}
+
+volt_status volt_trainer_test_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                      volt_loader *const *test, int n, const char *ckpt_path) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    volt__loaders set;
+    t->errmsg[0] = 0;
+    VOLT_TRY(volt__loaders_from(t, test, n, "test", &set));
+    return test_set(t, ops, module, &set, ckpt_path);
+}
+
+volt_status volt_trainer_predict_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                         volt_loader *const *loaders, int n, const char *ckpt_path,
+                                         volt_predict_fn out, void *ctx) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    volt__loaders set;
+    t->errmsg[0] = 0;
+    VOLT_TRY(volt__loaders_from(t, loaders, n, "predict", &set));
+    return predict_set(t, ops, module, &set, ckpt_path, out, ctx);
 }

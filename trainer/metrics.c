@@ -47,6 +47,20 @@ static bool step_sync(const volt_trainer *t, unsigned flags) {
            (t->num_eval_batches < 0 || t->eval_idx < t->eval_span);
 }
 
+/* "/dataloader_idx_<k>" while loader k of several runs an evaluation loop's step (Lightning's
+ * add_dataloader_idx), else "": each loader's values are metrics of their own. */
+static const char *dl_suffix(const volt_trainer *t, char *buf, size_t n) {
+    buf[0] = 0;
+    if (t->n_eval_dl > 1 && t->eval_dl >= 0 && t->num_eval_batches >= 0) snprintf(buf, n, "/dataloader_idx_%d", t->eval_dl);
+    return buf;
+}
+
+int volt_step_dataloader_idx(const volt_step *s) {
+    if (!s || s->log_fn != volt__trainer_log) return 0;
+    const volt_trainer *t = s->log_ctx;
+    return t->n_eval_dl > 0 && t->eval_dl >= 0 ? t->eval_dl : 0;
+}
+
 /* Why a metric name cannot be one (NULL: it can): it names a CSV column, a TensorBoard tag and a
  * checkpoint's metadata key. */
 static const char *name_problem(const char *name) {
@@ -69,13 +83,14 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
     bool both = (flags & VOLT_LOG_STEP) && (flags & VOLT_LOG_EPOCH);
-    char nm[96];
+    char nm[128], sfx[32];
+    dl_suffix(t, sfx, sizeof sfx);
     if (flags & VOLT_LOG_STEP) {
-        snprintf(nm, sizeof nm, both ? "%s_step" : "%s", name);
+        snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_step" : "", sfx);
         volt__metric_set(t, nm, value, flags & ~(unsigned)VOLT_LOG_EPOCH);
     }
     if (flags & VOLT_LOG_EPOCH) {
-        snprintf(nm, sizeof nm, both ? "%s_epoch" : "%s", name);
+        snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
         volt_accum *a = accum_for(t, nm, false);
         if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log('%s'): too many metrics, or logged both as counts and as values", name);
         double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
@@ -96,7 +111,8 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
     bool both = (flags & VOLT_LOG_STEP) && (flags & VOLT_LOG_EPOCH);
-    char nm[96];
+    char nm[128], sfx[32];
+    dl_suffix(t, sfx, sizeof sfx);
     if (flags & VOLT_LOG_STEP) {
         double v = den ? (double)num / (double)den : 0.0;
         if (step_sync(t, flags)) {
@@ -105,11 +121,11 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
             if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
             v = c[1] > 0 ? round(c[0] * t->world) / round(c[1] * t->world) : 0.0;
         }
-        snprintf(nm, sizeof nm, both ? "%s_step" : "%s", name);
+        snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_step" : "", sfx);
         volt__metric_set(t, nm, v, flags & ~(unsigned)VOLT_LOG_EPOCH);
     }
     if (flags & VOLT_LOG_EPOCH) {
-        snprintf(nm, sizeof nm, both ? "%s_epoch" : "%s", name);
+        snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
         volt_accum *a = accum_for(t, nm, true);
         if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log_ratio('%s'): too many metrics, or logged both as counts and as values", name);
         a->sum += (double)num;
@@ -149,7 +165,9 @@ volt_status volt__confusion_grow(volt_confusion_acc *m, int C) {
 static volt_status confusion_add(volt_trainer *t, const char *prefix, int C, const int64_t *pred, const void *y,
                                  volt_dtype ydt, int64_t n) {
     if (t->sanity || C < 1 || C > 4096) return VOLT_OK;
-    volt_confusion_acc *m = volt__confusion_find(t, t->stage, prefix, true);
+    char key[sizeof ((volt_confusion_acc *)0)->prefix], sfx[32];
+    snprintf(key, sizeof key, "%s%s", prefix, dl_suffix(t, sfx, sizeof sfx));
+    volt_confusion_acc *m = volt__confusion_find(t, t->stage, key, true);
     if (!m) return VOLT_OK;    /* beyond a few stages: accuracy only */
     /* first batch of the stage (or more classes): once, not per step */
     if (volt__confusion_grow(m, C) < 0) return volt__terr(t, VOLT_ERR_NOMEM, "confusion matrix %dx%d", C, C);

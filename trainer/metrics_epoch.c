@@ -233,13 +233,17 @@ volt_status volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, const 
         if (m->used) {
             volt_class_scores sc;
             volt_confusion_scores(m->n_classes, m->counts, &sc);
-            char nm[96];
+            /* "val" -> val_f1; one of several loaders' "val/dataloader_idx_1" -> val_f1/dataloader_idx_1 */
+            const char *sfx = strchr(m->prefix, '/');
+            const int pl = sfx ? (int)(sfx - m->prefix) : (int)strlen(m->prefix);
+            if (!sfx) sfx = "";
+            char nm[128];
             const unsigned fl = VOLT_LOG_EPOCH;
-            snprintf(nm, sizeof nm, "%s_precision", m->prefix);
+            snprintf(nm, sizeof nm, "%.*s_precision%s", pl, m->prefix, sfx);
             volt__metric_set(t, nm, sc.precision, fl);
-            snprintf(nm, sizeof nm, "%s_recall", m->prefix);
+            snprintf(nm, sizeof nm, "%.*s_recall%s", pl, m->prefix, sfx);
             volt__metric_set(t, nm, sc.recall, fl);
-            snprintf(nm, sizeof nm, "%s_f1", m->prefix);
+            snprintf(nm, sizeof nm, "%.*s_f1%s", pl, m->prefix, sfx);
             volt__metric_set(t, nm, sc.f1, fl);
         }
         m->used = false;

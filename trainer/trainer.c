@@ -28,6 +28,8 @@ volt_status volt_trainer_fail_agreed(volt_trainer *t, volt_status st, const char
 bool volt_trainer_error_agreed(const volt_trainer *t) { return t && t->err_agreed; }
 
 int64_t volt_trainer_num_eval_batches(const volt_trainer *t) { return t ? t->num_eval_batches : -1; }
+int volt_trainer_dataloader_idx(const volt_trainer *t) { return t && t->n_eval_dl > 0 ? t->eval_dl : -1; }
+int volt_trainer_num_eval_dataloaders(const volt_trainer *t) { return t ? t->n_eval_dl : 0; }
 
 void volt_trainer_config_init(volt_trainer_config *c) {
     *c = (volt_trainer_config){
@@ -168,6 +170,7 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
     t->rank = 0;
     t->world = 1;
     t->num_eval_batches = -1;
+    t->eval_dl = -1;
     t->est_steps = -1;
     t->add_defaults = volt__add_default_callbacks;
     t->order_callbacks = volt__order_callbacks;

@@ -18,14 +18,14 @@
 typedef struct volt_cb { const volt_callback_ops *ops; void *self; bool from_module; } volt_cb;
 
 typedef struct volt_metric {
-    char name[96];
+    char name[128];        /* <= 80 bytes as logged, "_step" / "_epoch", "/dataloader_idx_N" */
     double value;
     unsigned flags;
     bool fresh;            /* updated since the last clear point (loggers read these) */
 } volt_metric;
 
 typedef struct volt_accum {   /* an epoch-level metric being averaged */
-    char name[96];
+    char name[128];
     volt_stage stage;
     bool in_fit_val;         /* validation inside fit vs. standalone */
     double sum, weight;      /* exact: integer counts (sum of hits, weight = rows), so the mean
@@ -35,13 +35,15 @@ typedef struct volt_accum {   /* an epoch-level metric being averaged */
 } volt_accum;
 
 typedef struct volt_confusion_acc {   /* a stage's confusion matrix: counts[true * C + pred] */
-    char prefix[32];         /* "val", "test": metrics <prefix>_precision/_recall/_f1 */
+    char prefix[32];         /* "val", "test": metrics <prefix>_precision/_recall/_f1; of one of
+                                several evaluation loaders "val/dataloader_idx_1": metrics
+                                val_precision/dataloader_idx_1, ... */
     volt_stage stage;
     int n_classes;
     int64_t *counts;         /* C*C; grown when a batch brings more classes */
     bool used;               /* counted since the last epoch end */
 } volt_confusion_acc;
-#define VOLT_MAX_CONFUSION 4
+#define VOLT_MAX_CONFUSION 16
 
 struct volt_trainer {
     volt_trainer_config cfg;
@@ -103,6 +105,9 @@ struct volt_trainer {
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
     int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
     int64_t eval_idx;          /* the batch it runs */
+    int n_eval_dl;             /* the loaders of the running evaluation loop (0 outside one) */
+    int eval_dl;               /* the one it runs: with several, metrics are logged with the
+                                  suffix "/dataloader_idx_<eval_dl>" (volt__metric_dl_suffix) */
 
     volt_stage stage;
     volt_trainer_fn fn;        /* the public call running (volt_trainer_state_fn), NONE between */
@@ -300,13 +305,26 @@ volt_status volt__loop_next_batch(volt_trainer *t, volt_loader *l, const char *p
 /* eval_loop.c: validation (inside fit, or standalone; sanity: `limit` batches, nothing logged;
  * *done set once its end hooks ran), and the bodies of validate / test / predict */
 typedef volt_status (*volt__step_fn)(void *self, volt_step *s, const volt_batch *b, int64_t batch_idx);
-volt_status volt__loop_run_validation(volt_trainer *t, volt_loader *val, int64_t limit, double frac, bool sanity, bool *done);
-volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *val,
+/* The loaders of an evaluation stage (Lightning's list of val / test / predict dataloaders), run
+ * one after the other; n = 0: none. */
+typedef struct volt__loaders { volt_loader *l[VOLT_MAX_EVAL_DATALOADERS]; int n; } volt__loaders;
+/* A caller's array as a set: NULL entries, n < 0 or n > VOLT_MAX_EVAL_DATALOADERS an error naming
+ * `what` ("fit", "validate", ...); n = 0 (l may be NULL) the empty set. */
+volt_status volt__loaders_from(volt_trainer *t, volt_loader *const *l, int n, const char *what, volt__loaders *out);
+/* sanity: num_sanity_val_steps of each loader's batches, nothing logged. */
+volt_status volt__loop_run_validation(volt_trainer *t, const volt__loaders *val, bool sanity, bool *done);
+/* The batches fit's sanity check runs of one loader (after limit_val_batches), capped by
+ * num_sanity_val_steps; st: the count failed. */
+volt_status volt__loop_sanity_batches(volt_trainer *t, volt_loader *val, int64_t *n);
+volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *val,
                                 const char *ckpt_path);
-volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *test,
+volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *test,
                             const char *ckpt_path);
-volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *loader,
+volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module, const volt__loaders *loaders,
                                const char *ckpt_path, volt_predict_fn out, void *ctx);
+/* fit's body over a set of val loaders (loop.c). */
+volt_status volt__loop_fit(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                           const volt__loaders *val, const char *ckpt_path);
 /* Seconds of training in the fit running now (a resumed fit counts its checkpoint's); 0 outside fit. */
 double volt__loop_fit_time(const volt_trainer *t);
 /* The parameter gathers the strategy left in flight (ZeRO after a step) have completed: before
@@ -347,7 +365,7 @@ static inline volt_status volt__loop_shard(volt_trainer *t, volt_loader *l) {
 }
 /* datamodule.c: fit_dm's reload_dataloaders_every_n_epochs: the datamodule's train and val
  * loaders asked for again, each new one sharded (one verdict across ranks). */
-volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt_loader **val);
+volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt__loaders *val);
 void volt__module_callbacks_free(volt_trainer *t);
 /* The tuner's bodies (trainer/tuner.c), once the set-up is done: by the Tuner calls, and inside fit
  * by LearningRateFinder / BatchSizeFinder (trainer/tuner_callbacks.c). _check: the config alone. */
@@ -360,10 +378,10 @@ volt_status volt__tune_eval_batch_size(volt_trainer *t, volt_loader *l, volt_sta
                                        volt_batch_size_result *out);
 /* validate / test / predict, once the loader is sharded and before its loop: a BatchSizeFinder
  * scales the loader (tuner_callbacks.c). */
-volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage stage);
+volt_status volt__tune_eval_finder(volt_trainer *t, const volt__loaders *set, volt_stage stage);
 /* fit, after setup("fit") and the loaders' sharding, before the optimizer is made: the finder
  * callbacks run (a fresh fit) or apply what the checkpoint's fit found (path: a resumed one). */
-volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loader *val, const char *path);
+volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, const volt__loaders *val, const char *path);
 /* A callback's state in a checkpoint, read ahead of the load (NULL *json: the checkpoint has none). */
 volt_status volt__ckpt_callback_state(volt_trainer *t, const char *path, int cb_index, char **json);
 /* A fresh step in place of the model's (its arena back to the initial size), the captured

@@ -123,24 +123,33 @@ static volt_status lrf_fit(volt_trainer *t, lrf *f, volt_loader *train) {
     return lrf_apply(t, f, r->suggestion);
 }
 
-/* Both loaders to the size, or neither (the train loader back to its size when val's fails). */
-static volt_status set_sizes(volt_trainer *t, volt_loader *train, volt_loader *val, int64_t size) {
-    volt_loader *l[2] = { train, val };
-    const int64_t was = volt_loader_batch_size(train);
-    for (int i = 0; i < 2; i++) {
-        if (!l[i] || volt_loader_batch_size(l[i]) == size) continue;
+/* The train loader and every val loader to the size, or none (those set back when one fails). */
+static volt_status set_sizes(volt_trainer *t, volt_loader *train, const volt__loaders *val, int64_t size) {
+    volt_loader *l[1 + VOLT_MAX_EVAL_DATALOADERS];
+    int64_t was[1 + VOLT_MAX_EVAL_DATALOADERS];
+    int n = 0;
+    l[n++] = train;
+    for (int k = 0; val && k < val->n; k++) l[n++] = val->l[k];
+    for (int i = 0; i < n; i++) was[i] = volt_loader_batch_size(l[i]);
+    for (int i = 0; i < n; i++) {
+        if (was[i] == size) continue;
         volt_status st = volt_loader_set_batch_size(l[i], size);
         if (st < 0) {
-            volt__terr(t, st, "BatchSizeFinder: the %s loader could not be set to batch size %lld: %s", i ? "val" : "train",
+            char which[32];
+            if (i == 0) snprintf(which, sizeof which, "train");
+            else if (val->n == 1) snprintf(which, sizeof which, "val");
+            else snprintf(which, sizeof which, "val (dataloader %d)", i - 1);
+            volt__terr(t, st, "BatchSizeFinder: the %s loader could not be set to batch size %lld: %s", which,
                        (long long)size, volt_loader_errmsg(l[i]));
-            if (i == 1 && volt_loader_batch_size(train) != was) (void)volt_loader_set_batch_size(train, was);
+            for (int j = 0; j < i; j++)
+                if (volt_loader_batch_size(l[j]) != was[j]) (void)volt_loader_set_batch_size(l[j], was[j]);
             return st;
         }
     }
     return VOLT_OK;
 }
 
-static volt_status bsf_fit(volt_trainer *t, bsf *f, volt_loader *train, volt_loader *val) {
+static volt_status bsf_fit(volt_trainer *t, bsf *f, volt_loader *train, const volt__loaders *val) {
     f->have = false;
     VOLT_TRY(volt__tune_batch_size(t, train, &f->cfg.find, &f->result));
     f->have = true;
@@ -152,7 +161,7 @@ static volt_status bsf_fit(volt_trainer *t, bsf *f, volt_loader *train, volt_loa
 }
 
 /* A resumed fit: what the saved fit found, from the checkpoint's header. */
-static volt_status resume_one(volt_trainer *t, int i, volt_loader *train, volt_loader *val, const char *path) {
+static volt_status resume_one(volt_trainer *t, int i, volt_loader *train, const volt__loaders *val, const char *path) {
     const bool is_lr = t->cbs[i].ops == &lrf_ops;
     const char *who = t->cbs[i].ops->name;
     char *json = NULL;
@@ -197,7 +206,7 @@ static volt_status resume_one(volt_trainer *t, int i, volt_loader *train, volt_l
     return set_sizes(t, train, val, f->result.batch_size);
 }
 
-volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loader *val, const char *path) {
+volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, const volt__loaders *val, const char *path) {
     for (int i = 0; i < t->n_cbs; i++) {
         const volt_callback_ops *ops = t->cbs[i].ops;
         if (ops != &lrf_ops && ops != &bsf_ops) continue;
@@ -234,7 +243,7 @@ volt_status volt__tune_fit_finders(volt_trainer *t, volt_loader *train, volt_loa
 /* validate, test and predict (Lightning's BatchSizeFinder.on_validation_start / on_test_start /
  * on_predict_start; not the validation inside fit): the call's loader scaled with evaluation
  * steps, the size found its result until the next search */
-volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage stage) {
+volt_status volt__tune_eval_finder(volt_trainer *t, const volt__loaders *set, volt_stage stage) {
     static const char *const names[] = { "fit", "validate", "test", "predict" };
     /* a call made from another call's hook leaves the loaders and the step of the one running */
     if (t->call_depth > 1) return VOLT_OK;
@@ -247,6 +256,11 @@ volt_status volt__tune_eval_finder(volt_trainer *t, volt_loader *l, volt_stage s
     for (int i = 0; i < t->n_cbs; i++) {
         if (t->cbs[i].ops != &bsf_ops) continue;
         bsf *f = t->cbs[i].self;
+        if (set->n > 1)   /* Lightning refuses the same: which loader's size would it be? */
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "BatchSizeFinder: %s was given %d loaders: the batch size finder "
+                              "scales one (Lightning's refuses several dataloaders too); remove the callback for this call, "
+                              "or run the loaders one call each", names[(unsigned)stage < 4 ? stage : 0], set->n);
+        volt_loader *l = set->l[0];
         if (t->cfg.fast_dev_run > 0) {
             if (t->rank == 0) fprintf(stderr, "volt: BatchSizeFinder: skipped, fast_dev_run is set\n");
             return VOLT_OK;

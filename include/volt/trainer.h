@@ -464,6 +464,38 @@ typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const vol
 VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
 
+/* ---- several evaluation loaders (Lightning's lists of val / test / predict dataloaders) -------- */
+/* The same calls over n loaders, run one after the other within one stage: the stage's start and
+ * epoch-start hooks once, then each loader's batches (batch_idx from 0 for each; its batch hooks
+ * and steps see volt_trainer_dataloader_idx / volt_step_dataloader_idx = its index), then the
+ * epoch end and end hooks once. With n > 1 every metric logged from a step of loader k is
+ * named "<name>/dataloader_idx_<k>" (after "_step" / "_epoch"; Lightning's add_dataloader_idx), so
+ * each loader has its own epoch means: a ModelCheckpoint / EarlyStopping monitors e.g.
+ * "val_loss/dataloader_idx_0"; volt_classification_step's confusion matrix is
+ * "val/dataloader_idx_<k>" (its scores "val_f1/dataloader_idx_<k>", ...). The limits
+ * (limit_val_batches, ...) and fit's sanity check (num_sanity_val_steps) apply to each loader;
+ * with several ranks every rank runs the same number of loaders (each agreed as one is). n = 1 is
+ * the single-loader call exactly; fit's n = 0 (val NULL) validates nothing. A BatchSizeFinder in
+ * validate / test / predict refuses n > 1 (in fit it sets every val loader to the size it found).
+ * NULL entries, n < 0 or n > VOLT_MAX_EVAL_DATALOADERS: VOLT_ERR_INVALID_ARG. */
+#define VOLT_MAX_EVAL_DATALOADERS 16
+VOLT_API volt_status volt_trainer_fit_loaders(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
+                                              volt_loader *const *val, int n_val, const char *ckpt_path);
+VOLT_API volt_status volt_trainer_validate_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                                   volt_loader *const *val, int n, const char *ckpt_path);
+VOLT_API volt_status volt_trainer_test_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                               volt_loader *const *test, int n, const char *ckpt_path);
+/* out is called for every batch of every loader; volt_trainer_dataloader_idx says whose. */
+VOLT_API volt_status volt_trainer_predict_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
+                                                  volt_loader *const *loaders, int n, const char *ckpt_path,
+                                                  volt_predict_fn out, void *ctx);
+/* The index of the loader the running validation / test / predict loop runs (0 with one loader),
+ * -1 outside such a loop; how many loaders it runs (0 outside). volt_step_dataloader_idx: the
+ * same, from inside a step (Lightning's dataloader_idx argument); 0 for a step outside a loop. */
+VOLT_API int volt_trainer_dataloader_idx(const volt_trainer *t);
+VOLT_API int volt_trainer_num_eval_dataloaders(const volt_trainer *t);
+VOLT_API int volt_step_dataloader_idx(const volt_step *s);
+
 /* ---- the learning-rate range test (Lightning's Tuner.lr_find) ------------------------------- */
 /* num_training optimizer steps from the module's fresh optimizer, the learning rate set before
  * each from min_lr to max_lr (exponential: evenly in log space, as Lightning's default; linear),
@@ -597,8 +629,15 @@ typedef struct volt_datamodule_ops {
      * so it changes them in place. A state saved under another name is not given (said). */
     char *(*state_dict)(void *self);
     volt_status (*load_state_dict)(void *self, const char *json);
+    /* ---- version 3: several evaluation loaders (Lightning's list of dataloaders) ---- */
+    /* Optional; when set, used in place of val_loader / test_loader / predict_loader: write up to
+     * cap (VOLT_MAX_EVAL_DATALOADERS) loaders to out and return how many (0: none), or a negative
+     * volt_status. They run as volt_trainer_validate_loaders etc. run them. */
+    int (*val_loaders)(void *self, volt_loader **out, int cap);
+    int (*test_loaders)(void *self, volt_loader **out, int cap);
+    int (*predict_loaders)(void *self, volt_loader **out, int cap);
 } volt_datamodule_ops;
-#define VOLT_DATAMODULE_OPS_VERSION 2u
+#define VOLT_DATAMODULE_OPS_VERSION 3u
 
 /* fit / validate / test / predict with the datamodule's loaders: prepare_data (rank 0, then
  * all ranks wait), setup(stage), the run, teardown(stage). */
@@ -793,7 +832,10 @@ typedef struct volt_checkpoint_config {
                                     scheduler state (VOLT_CKPT_WEIGHTS_ONLY): a third of an Adam
                                     checkpoint; "best" loads for test, a fit cannot resume */
     bool auto_insert_metric_name;/* version 3; default true (_init): "{epoch}-{val_acc:.2f}" names
-                                    "epoch=2-val_acc=0.88"; false: "2-0.88" (Lightning's flag) */
+                                    "epoch=2-val_acc=0.88"; false: "2-0.88" (Lightning's flag); an
+                                    inserted name's '/' is written '_' ("{val_loss/dataloader_idx_0}"
+                                    names "val_loss_dataloader_idx_0=0.12", a file in dirpath, where
+                                    Lightning would make a folder) */
     bool enable_version_counter; /* version 3; default true (_init): a name taken by a file this
                                     callback does not track gets "-v1", "-v2"...; false: the file
                                     is overwritten (Lightning's flag) */
@@ -1086,8 +1128,8 @@ VOLT_API volt_status volt_trainer_move_callback(volt_trainer *t, int from, int t
  * them with the table of one it adds is replaced once the hook returns. A callback that allows
  * one per trainer looks for its twin from there on. */
 VOLT_API bool volt_trainer_configuring_callbacks(const volt_trainer *t, int *first);
-/* Batches the running validation / test / predict loop will run (after limits; the sanity
- * check's count while sanity checking); -1 outside such a loop or when unknown. */
+/* Batches the running validation / test / predict loop will run of its current loader (after
+ * limits; the sanity check's count while sanity checking); -1 outside such a loop or when unknown. */
 VOLT_API int64_t volt_trainer_num_eval_batches(const volt_trainer *t);
 /* Decisions every rank must take alike (docs/CALLBACKS.md, "Callbacks that must agree across
  * ranks"). Collective: every rank calls them, in the same order, the same number of times
