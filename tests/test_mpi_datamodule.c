@@ -54,6 +54,7 @@ static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .na
 typedef struct {
     char path[600];     /* what prepare_data writes: one name per run (rank 0's pid) */
     bool fail;          /* prepare_data fails */
+    int fail_list;      /* val_loaders (dm_ops2) fails on this rank (-1: none) */
     int prepared, setups, teardowns;
     volt_stage last_setup, last_teardown;
     volt_dataset *ds, *ds2;
@@ -103,7 +104,7 @@ static const volt_datamodule_ops dm_ops = {
 /* the same with two val loaders: the first, and 3 * world + 1 rows (the sampler pads a rank's) */
 static int dm_two(void *self, volt_loader **out, int cap) {
     dm_state *d = self;
-    if (cap < 2) return VOLT_ERR_INVALID_ARG;
+    if (cap < 2 || d->fail_list == g_rank) return VOLT_ERR_IO;
     out[0] = d->loader;
     out[1] = d->loader2;
     return 2;
@@ -152,7 +153,7 @@ static void run_path(dm_state *d) {
 }
 
 static void test_ok(const char *strategy) {
-    dm_state d = { 0 };
+    dm_state d = { .fail_list = -1 };
     run_path(&d);
     volt_trainer *t = make_trainer(strategy);
     if (!t) return;
@@ -185,6 +186,25 @@ static void test_ok(const char *strategy) {
           "rank %d: both loaders' val_loss", g_rank);
     CHECK(v0 == v, "rank %d: loader 0's val_loss %.9g is the single loader's %.9g", g_rank, v0, v);
     CHECK(same_everywhere(v1) && v1 != v0, "rank %d: loader 1's val_loss %.9g reduced across ranks", g_rank, v1);
+    /* ranks with other numbers of loaders: every rank fails at once, naming the counts (a rank
+     * running a loader's loop alone would wait in its collectives) */
+    volt_loader *two[2] = { d.loader, d.loader2 };
+    const double t0 = now_s();
+    volt_status st = volt_trainer_validate_loaders(t, &lin_ops, &m, two, g_rank == 0 ? 2 : 1, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "1 to 2 evaluation loaders"), "rank %d: %s", g_rank,
+          volt_trainer_errmsg(t));
+    CHECK(now_s() - t0 < 5.0, "rank %d: the mismatch ended the call at once", g_rank);
+    st = volt_trainer_validate_loaders(t, &lin_ops, &m, two, g_rank == 0 ? 2 : 0, NULL);   /* a rank with none */
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "0 to 2 evaluation loaders"), "rank %d: %s", g_rank,
+          volt_trainer_errmsg(t));
+    /* a datamodule whose val_loaders fails on one rank: every rank fails with its words */
+    d.fail_list = g_world - 1;
+    st = volt_trainer_validate_dm(t, &lin_ops, &m, &dm_ops2, &d, NULL);
+    CHECK(st == VOLT_ERR_IO && strstr(volt_trainer_errmsg(t), "val_loaders failed"), "rank %d: %s", g_rank,
+          volt_trainer_errmsg(t));
+    d.fail_list = -1;
+    CHECK(now_s() - t0 < 8.0, "rank %d: the failures ended the calls at once", g_rank);
+    CHECK_OK(volt_trainer_validate_loaders(t, &lin_ops, &m, two, 2, NULL));   /* the ranks still agree after it */
     volt_trainer_destroy(t);
     volt_loader_destroy(d.loader);
     volt_loader_destroy(d.loader2);
@@ -195,7 +215,7 @@ static void test_ok(const char *strategy) {
 }
 
 static void test_fail(const char *strategy) {
-    dm_state d = { .fail = true };
+    dm_state d = { .fail = true, .fail_list = -1 };
     run_path(&d);
     volt_trainer *t = make_trainer(strategy);
     if (!t) return;

@@ -61,6 +61,12 @@ static volt_status get_set(volt_trainer *t, const volt_datamodule_ops *dm, void 
     return volt__loaders_from(t, l, n, what, out);
 }
 
+/* get_set at a call's start: one rank's failure fails every rank (the others would wait in the
+ * call's first collective). */
+static volt_status loaders_of(volt_trainer *t, const volt_datamodule_ops *dm, void *self, volt_stage stage, volt__loaders *out) {
+    return volt__agree_status(t, get_set(t, dm, self, stage, out), "datamodule loaders", "no rank ran the call");
+}
+
 volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt__loaders *val) {
     const volt_datamodule_ops *dm = t->dm;
     volt_loader *nt = get(dm->train_loader, t->dm_self);
@@ -90,6 +96,7 @@ volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt__
     /* every rank goes on with its new loaders, or every rank stops; their batches are counted
      * (and, unsharded, agreed) by the loop next, as at fit's start */
     VOLT_TRY(volt__agree_status(t, st, "reload_dataloaders_every_n_epochs", "no rank trained the epoch"));
+    VOLT_TRY(volt__loaders_agree(t, &nv, "reload_dataloaders_every_n_epochs"));
     *train = nt;
     *val = nv;
     return VOLT_OK;
@@ -101,7 +108,7 @@ volt_status volt_trainer_fit_dm(volt_trainer *t, const volt_module_ops *ops, voi
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_FIT));
     dm_run(t, dm, self);
     volt__loaders val;
-    volt_status st = get_set(t, dm, self, VOLT_STAGE_VALIDATE, &val);
+    volt_status st = loaders_of(t, dm, self, VOLT_STAGE_VALIDATE, &val);
     if (st >= 0) st = volt__loop_fit(t, ops, module, get(dm->train_loader, self), &val, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_FIT, st);
 }
@@ -112,7 +119,7 @@ volt_status volt_trainer_validate_dm(volt_trainer *t, const volt_module_ops *ops
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_VALIDATE));
     dm_run(t, dm, self);
     volt__loaders val;
-    volt_status st = get_set(t, dm, self, VOLT_STAGE_VALIDATE, &val);
+    volt_status st = loaders_of(t, dm, self, VOLT_STAGE_VALIDATE, &val);
     if (st >= 0) st = volt_trainer_validate_loaders(t, ops, module, val.l, val.n, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_VALIDATE, st);
 }
@@ -123,7 +130,7 @@ volt_status volt_trainer_test_dm(volt_trainer *t, const volt_module_ops *ops, vo
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_TEST));
     dm_run(t, dm, self);
     volt__loaders test;
-    volt_status st = get_set(t, dm, self, VOLT_STAGE_TEST, &test);
+    volt_status st = loaders_of(t, dm, self, VOLT_STAGE_TEST, &test);
     if (st >= 0) st = volt_trainer_test_loaders(t, ops, module, test.l, test.n, ckpt_path);
     return dm_end(t, dm, self, VOLT_STAGE_TEST, st);
 }
@@ -135,7 +142,7 @@ volt_status volt_trainer_predict_dm(volt_trainer *t, const volt_module_ops *ops,
     VOLT_TRY(dm_begin(t, dm, self, VOLT_STAGE_PREDICT));
     dm_run(t, dm, self);
     volt__loaders pl;
-    volt_status st = get_set(t, dm, self, VOLT_STAGE_PREDICT, &pl);
+    volt_status st = loaders_of(t, dm, self, VOLT_STAGE_PREDICT, &pl);
     if (st >= 0) st = volt_trainer_predict_loaders(t, ops, module, pl.l, pl.n, ckpt_path, out, ctx);
     return dm_end(t, dm, self, VOLT_STAGE_PREDICT, st);
 }

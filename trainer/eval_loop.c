@@ -167,9 +167,6 @@ static volt_status stop_if_interrupted(volt_trainer *t, volt_stage prev, int64_t
     if ((t->world <= 1 || !t->strategy) && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0)
         t->interrupted_local = true;
     if (!sig) return VOLT_OK;
-    t->num_eval_batches = -1;
-    t->n_eval_dl = 0;
-    t->eval_dl = -1;
     t->sanity = false;
     t->stage = prev;
     drop_hold(t);
@@ -226,6 +223,16 @@ volt_status volt__loaders_from(volt_trainer *t, volt_loader *const *l, int n, co
     return VOLT_OK;
 }
 
+volt_status volt__loaders_agree(volt_trainer *t, const volt__loaders *set, const char *what) {
+    if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    int64_t lo, hi;
+    VOLT_TRY(agree(t, VOLT_OK, set->n, what, "before its first batch", &lo, &hi));
+    if (lo != hi)   /* a rank would run a loop, or a loader's loop, the others do not: they would wait in its collectives */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: the ranks were given %lld to %lld evaluation loaders (this rank %d): "
+                          "every rank must have the same number", what, (long long)lo, (long long)hi, set->n);
+    return VOLT_OK;
+}
+
 /* on_predict_batch_end: inside the step, where the prediction still lives */
 static volt_status predict_batch_end(volt_trainer *t, const volt_tensor *pred, const volt_batch *b, int64_t i) {
     CB_HOOK3(t, on_predict_batch_end, pred, b, i);
@@ -269,11 +276,12 @@ static volt_status predict_batch(volt_trainer *t, const eval_kind *k, const volt
 /* One batch with its hooks around it; *sig: the signal to stop on after it (after_step). */
 static volt_status run_batch(volt_trainer *t, const eval_kind *k, const volt_batch *b, int64_t i, int64_t span,
                              const char *what, int *sig) {
-    const double p0 = VOLT__PROF_T0(t);
+    double p0;   /* the step's time: after the batch-start hooks (timed as their own actions) */
     switch (k->stage) {
     case VOLT_STAGE_VALIDATE:
         CB_HOOK3(t, on_validation_batch_start, b, i);
         MOD_HOOK2(t, on_validation_batch_start, b, i);
+        p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->validation_step, k->step_what, b, i, span, what, sig));
         volt__prof_add(t, NULL, NULL, k->step_what, p0);
         CB_HOOK(t, on_validation_batch_end, b, i);
@@ -282,6 +290,7 @@ static volt_status run_batch(volt_trainer *t, const eval_kind *k, const volt_bat
     case VOLT_STAGE_TEST:
         CB_HOOK3(t, on_test_batch_start, b, i);
         MOD_HOOK2(t, on_test_batch_start, b, i);
+        p0 = VOLT__PROF_T0(t);
         VOLT_TRY(eval_batch(t, t->mops->test_step, k->step_what, b, i, span, what, sig));
         volt__prof_add(t, NULL, NULL, k->step_what, p0);
         CB_HOOK(t, on_test_batch_end, b, i);
@@ -290,9 +299,9 @@ static volt_status run_batch(volt_trainer *t, const eval_kind *k, const volt_bat
     default: {
         CB_HOOK3(t, on_predict_batch_start, b, i);
         MOD_HOOK2(t, on_predict_batch_start, b, i);
-        const double p1 = VOLT__PROF_T0(t);
+        p0 = VOLT__PROF_T0(t);
         const volt_status st = predict_batch(t, k, b, i, span, what, sig);
-        volt__prof_add(t, NULL, NULL, k->step_what, p1);
+        volt__prof_add(t, NULL, NULL, k->step_what, p0);
         return st;
     }
     }
@@ -346,17 +355,29 @@ static volt_status end_hooks(volt_trainer *t, volt_stage stage) {
     return VOLT_OK;
 }
 
-/* Loader dl of the stage's: started and agreed across ranks, its batches run. */
-static volt_status run_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n, volt_status ls,
-                              volt_stage prev) {
+static void loader_what(const eval_kind *k, const volt__loaders *set, int dl, char *what, size_t n) {
+    if (set->n > 1) snprintf(what, n, "%s (dataloader %d)", k->what, dl);
+    else snprintf(what, n, "%s", k->what);
+}
+
+/* Loader dl of the stage's started and agreed across ranks (*span: the batches every rank runs). */
+static volt_status start_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n,
+                                volt_status ls, int64_t *span) {
     char what[64];
-    if (set->n > 1) snprintf(what, sizeof what, "%s (dataloader %d)", k->what, dl);
-    else snprintf(what, sizeof what, "%s", k->what);
+    loader_what(k, set, dl, what, sizeof what);
+    t->eval_dl = dl;
+    t->num_eval_batches = n;
+    return start_agreed(t, set->l[dl], ls, n, what, span);
+}
+
+/* Its batches. */
+static volt_status run_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n,
+                              int64_t span, volt_stage prev) {
+    char what[64];
+    loader_what(k, set, dl, what, sizeof what);
     volt_loader *l = set->l[dl];
     t->eval_dl = dl;
     t->num_eval_batches = n;
-    int64_t span;
-    VOLT_TRY(start_agreed(t, l, ls, n, what, &span));
     t->eval_span = span;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
@@ -373,25 +394,35 @@ static volt_status run_loader(volt_trainer *t, const eval_kind *k, const volt__l
 }
 
 /* The stage over its loaders: start hooks once, each loader's batches, the epoch metrics (each
- * loader's under its own names) and the end hooks once. *done (may be NULL): set once the epoch
- * end was reached (a checkpoint saved by the end hooks resumes after this validation). */
-static volt_status run_stage(volt_trainer *t, const eval_kind *k, const volt__loaders *set, bool *done) {
+ * loader's under its own names) and the end hooks once. Test and predict start their first
+ * loader before the start hooks (a loader that cannot start fails the call before them), as
+ * they did with one loader; validation after them. *done (may be NULL): set once the epoch end
+ * was reached (a checkpoint saved by the end hooks resumes after this validation). */
+static volt_status stage_body(volt_trainer *t, const eval_kind *k, const volt__loaders *set, bool *done) {
     int64_t n[VOLT_MAX_EVAL_DATALOADERS];
     volt_status ls[VOLT_MAX_EVAL_DATALOADERS];
     for (int d = 0; d < set->n; d++) {
         ls[d] = loader_batches(t, k, set->l[d], &n[d]);
         if (ls[d] < 0 && (t->world <= 1 || !t->strategy)) return ls[d];   /* with several ranks: agreed on per loader */
     }
+    t->n_eval_dl = set->n;
+    int64_t span0 = 0;
+    const bool first_early = k->stage != VOLT_STAGE_VALIDATE && set->n > 0;
+    if (first_early) VOLT_TRY(start_loader(t, k, set, 0, n[0], ls[0], &span0));
     const volt_stage prev = t->stage;
     const bool prev_sanity = t->sanity;   /* fit's sanity check sets it around its hooks too */
     t->stage = k->stage;
     t->sanity = k->sanity;
     volt__metrics_drop_accums(t, k->stage);
-    t->n_eval_dl = set->n;
     t->eval_dl = 0;
     t->num_eval_batches = set->n ? n[0] : 0;
+    t->eval_span = span0;
     VOLT_TRY(start_hooks(t, k->stage));
-    for (int d = 0; d < set->n; d++) VOLT_TRY(run_loader(t, k, set, d, n[d], ls[d], prev));
+    for (int d = 0; d < set->n; d++) {
+        int64_t span = span0;
+        if (d > 0 || !first_early) VOLT_TRY(start_loader(t, k, set, d, n[d], ls[d], &span));
+        VOLT_TRY(run_loader(t, k, set, d, n[d], span, prev));
+    }
     if (k->stage == VOLT_STAGE_PREDICT) {
         /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks
          * log (ThroughputMonitor's predict keys) is the fresh set the loggers' predict row reads */
@@ -406,12 +437,23 @@ static volt_status run_stage(volt_trainer *t, const eval_kind *k, const volt__lo
     if (done) *done = true;
     VOLT_TRY(end_hooks(t, k->stage));
     drop_hold(t);
-    t->num_eval_batches = -1;
-    t->n_eval_dl = 0;
-    t->eval_dl = -1;
     t->sanity = prev_sanity;
     t->stage = prev;
     return VOLT_OK;
+}
+
+/* The loop's counters back to what they were around it however it ends (a call made from a
+ * hook of another's loop leaves that loop's as they were; the top-level call's are "none"). */
+static volt_status run_stage(volt_trainer *t, const eval_kind *k, const volt__loaders *set, bool *done) {
+    const int64_t nb = t->num_eval_batches, span = t->eval_span, idx = t->eval_idx;
+    const int ndl = t->n_eval_dl, dl = t->eval_dl;
+    const volt_status st = stage_body(t, k, set, done);
+    t->num_eval_batches = nb;
+    t->eval_span = span;
+    t->eval_idx = idx;
+    t->n_eval_dl = ndl;
+    t->eval_dl = dl;
+    return st;
 }
 
 /* Validation (inside fit, or standalone). sanity: num_sanity_val_steps of each loader, log nothing. */
@@ -422,12 +464,15 @@ volt_status volt__loop_run_validation(volt_trainer *t, const volt__loaders *val,
 
 volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, void *module,
                                 const volt__loaders *val, const char *ckpt_path) {
-    if (!val->n) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
+    if (!val->n && t->world <= 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "validate"));
     for (int d = 0; d < val->n; d++) {
         volt_status st = volt__loop_shard(t, val->l[d]);
         if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     }
+    VOLT_TRY(volt__loaders_agree(t, val, "validate"));
+    if (!val->n)   /* several ranks: none on any (a rank without one is refused just above, on every rank) */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "validate: no loader");
     if (!ops->validation_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': validation_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, val, VOLT_STAGE_VALIDATE));
     VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
@@ -438,12 +483,15 @@ volt_status volt__eval_validate(volt_trainer *t, const volt_module_ops *ops, voi
 
 volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *module,
                             const volt__loaders *test, const char *ckpt_path) {
-    if (!test->n) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
+    if (!test->n && t->world <= 1) return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "test"));
     for (int d = 0; d < test->n; d++) {
         volt_status st = volt__loop_shard(t, test->l[d]);
         if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     }
+    VOLT_TRY(volt__loaders_agree(t, test, "test"));
+    if (!test->n)   /* several ranks: none on any (a rank without one is refused just above, on every rank) */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "test: no loader");
     if (!ops->test_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': test_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, test, VOLT_STAGE_TEST));
     static const eval_kind TEST = { VOLT_STAGE_TEST, false, "test", "test", "test_dataloader_next", "test_step", NULL, NULL };
@@ -455,12 +503,16 @@ volt_status volt__eval_test(volt_trainer *t, const volt_module_ops *ops, void *m
 
 volt_status volt__eval_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                const volt__loaders *loaders, const char *ckpt_path, volt_predict_fn out, void *ctx) {
-    if (!loaders->n || !out) return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
+    if (!out || (!loaders->n && t->world <= 1))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: loader and output callback are required");
     VOLT_TRY(volt__loop_prepare_eval(t, ops, module, ckpt_path, "predict"));
     for (int d = 0; d < loaders->n; d++) {
         volt_status st = volt__loop_shard(t, loaders->l[d]);
         if (st < 0) return volt__loop_strategy_err(t, st, "data sharding");
     }
+    VOLT_TRY(volt__loaders_agree(t, loaders, "predict"));
+    if (!loaders->n)   /* several ranks: none on any (a rank without one is refused just above, on every rank) */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "predict: no loader");
     if (!ops->predict_step) return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': predict_step is required", ops->name);
     VOLT_TRY(volt__tune_eval_finder(t, loaders, VOLT_STAGE_PREDICT));
     const eval_kind k = { VOLT_STAGE_PREDICT, false, "predict", "predict", NULL, "predict_step", out, ctx };

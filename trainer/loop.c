@@ -406,6 +406,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     if ((st0 = volt__loop_shard(t, train)) < 0) return volt__loop_strategy_err(t, st0, "data sharding");
     for (int d = 0; d < val->n; d++)
         if ((st0 = volt__loop_shard(t, val->l[d])) < 0) return volt__loop_strategy_err(t, st0, "data sharding");
+    VOLT_TRY(volt__loaders_agree(t, val, "fit"));
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));   /* before a finder's sweep runs the hooks */
     VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
     VOLT_TRY(volt__loop_setup_optim(t, train));

@@ -218,13 +218,17 @@ void volt__metrics_clear_fresh(volt_trainer *t) {
     for (int i = 0; i < t->n_metrics; i++) t->metrics[i].fresh = false;
 }
 
-/* The matrix of the stage's last finished epoch stays readable until the next one starts. */
+/* The matrices of the stage's last finished epoch stay readable until the next one starts;
+ * then they go (a run over other loaders keeps other names: none is left behind, zeroed, under
+ * a name this run does not count, and the slots do not run out). A matrix is allocated at its
+ * first batch of each run: once per epoch, not per step. */
 static void confusion_reset(volt_trainer *t, volt_stage stage) {
-    for (int i = 0; i < t->n_confusion; i++)
-        if (t->confusion[i].stage == stage && t->confusion[i].counts) {
-            memset(t->confusion[i].counts, 0, (size_t)t->confusion[i].n_classes * (size_t)t->confusion[i].n_classes * sizeof(int64_t));
-            t->confusion[i].used = false;
-        }
+    int keep = 0;
+    for (int i = 0; i < t->n_confusion; i++) {
+        if (t->confusion[i].stage == stage) free(t->confusion[i].counts);
+        else t->confusion[keep++] = t->confusion[i];
+    }
+    t->n_confusion = keep;
 }
 
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {

@@ -12,7 +12,7 @@
 #include "core/device.h"
 
 #define VOLT_MAX_CALLBACKS 32
-#define VOLT_MAX_METRICS 128
+#define VOLT_MAX_METRICS 256   /* 16 evaluation loaders x 8 metrics each, and the training's */
 
 /* from_module: added by the module's configure_callbacks (destroyed when a later call's replace it) */
 typedef struct volt_cb { const volt_callback_ops *ops; void *self; bool from_module; } volt_cb;
@@ -311,6 +311,9 @@ typedef struct volt__loaders { volt_loader *l[VOLT_MAX_EVAL_DATALOADERS]; int n;
 /* A caller's array as a set: NULL entries, n < 0 or n > VOLT_MAX_EVAL_DATALOADERS an error naming
  * `what` ("fit", "validate", ...); n = 0 (l may be NULL) the empty set. */
 volt_status volt__loaders_from(volt_trainer *t, volt_loader *const *l, int n, const char *what, volt__loaders *out);
+/* With several ranks, every rank has as many loaders in set, or every rank fails naming the
+ * counts (collective: fit's start and reloads, validate / test / predict after the sharding). */
+volt_status volt__loaders_agree(volt_trainer *t, const volt__loaders *set, const char *what);
 /* sanity: num_sanity_val_steps of each loader's batches, nothing logged. */
 volt_status volt__loop_run_validation(volt_trainer *t, const volt__loaders *val, bool sanity, bool *done);
 /* The batches fit's sanity check runs of one loader (after limit_val_batches), capped by

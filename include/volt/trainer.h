@@ -489,9 +489,11 @@ VOLT_API volt_status volt_trainer_test_loaders(volt_trainer *t, const volt_modul
 VOLT_API volt_status volt_trainer_predict_loaders(volt_trainer *t, const volt_module_ops *ops, void *module,
                                                   volt_loader *const *loaders, int n, const char *ckpt_path,
                                                   volt_predict_fn out, void *ctx);
-/* The index of the loader the running validation / test / predict loop runs (0 with one loader),
- * -1 outside such a loop; how many loaders it runs (0 outside). volt_step_dataloader_idx: the
- * same, from inside a step (Lightning's dataloader_idx argument); 0 for a step outside a loop. */
+/* The index of the loader the running validation / test / predict loop runs (0 with one loader;
+ * during the stage's start hooks the first loader's, during its end hooks the last one's), -1
+ * outside such a loop; how many loaders it runs (0 outside). volt_step_dataloader_idx: the same,
+ * from inside a step (Lightning's dataloader_idx argument); 0 for a step outside a loop. A call
+ * made from a hook of a loop leaves these as they were when it returns. */
 VOLT_API int volt_trainer_dataloader_idx(const volt_trainer *t);
 VOLT_API int volt_trainer_num_eval_dataloaders(const volt_trainer *t);
 VOLT_API int volt_step_dataloader_idx(const volt_step *s);
@@ -707,9 +709,10 @@ typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, 
 VOLT_API void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
 
 /* The confusion matrix volt_classification_step counted for a non-train stage ("val",
- * "test"), summed over ranks at the stage's epoch end (its scores are logged as
- * "<stage>_precision", "_recall", "_f1"). counts[true * C + pred], valid until the next run
- * of that stage. false when none was counted. */
+ * "test"; of one of several evaluation loaders "val/dataloader_idx_1"), summed over ranks at
+ * the stage's epoch end (its scores are logged as "<stage>_precision", "_recall", "_f1", with the
+ * loader's suffix after them). counts[true * C + pred], valid until the next run of that stage
+ * starts (which drops the stage's matrices). false when none was counted. */
 VOLT_API bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
 
 /* ---- memory report (the struct: volt/memory.h) ----------------------------------------------- */
