@@ -19,7 +19,7 @@ const volt__trainer_field volt__trainer_fields[] = {
     ROW(gradient_clip_val, F32, "clip gradients at this norm/value; 0 = off", "gradient-clip-val", NULL, 0, 1e30, NULL),
     ROW(gradient_clip_algorithm, STR, "how gradient_clip_val clips", "gradient-clip-algorithm", "norm|value", 0, 0, NULL),
     ROW_LIMIT(val_check_interval, val_check_fraction, "validate every N train batches, or a fraction in (0, 1) of the epoch; 0 = at epoch end", "val-check-interval", 0),
-    ROW(check_val_every_n_epoch, I64, "validate every N epochs", "check-val-every-n-epoch", NULL, 1, 1e15, NULL),
+    ROW(check_val_every_n_epoch, I64, "validate every N epochs; 0: every val_check_interval batches across epochs (Lightning's None)", "check-val-every-n-epoch", NULL, 0, 1e15, NULL),
     ROW_LIMIT(limit_train_batches, limit_train_fraction, "at most N train batches per epoch, or a fraction in (0, 1) of them; -1 = all", "limit-train-batches", -1),
     ROW_LIMIT(limit_val_batches, limit_val_fraction, "at most N val batches, or a fraction in (0, 1) of them; -1 = all, 0 = no validation", "limit-val-batches", -1),
     ROW_LIMIT(limit_test_batches, limit_test_fraction, "at most N test batches, or a fraction in (0, 1) of them; -1 = all", "limit-test-batches", -1),

@@ -2,7 +2,8 @@
  * Strategy.optimizer_step with its precision plugin):
  *
  *   reduce grads (strategy)  ->  unscale + found_inf OR-ed over ranks (precision plugin)
- *   ->  clip (by value, or by the global norm summed over shards)  ->  before_step hooks
+ *   ->  before_step hooks  ->  clip (by value, or by the global norm summed over shards; or
+ *   the module's configure_gradient_clipping in its place)
  *   ->  optimizer step (skipped when any rank found inf/NaN)  ->  gather params (strategy)
  *   ->  before_zero_grad hooks  ->  zero grads (strategy; sharded grads give their pages back)
  *   ->  scaler update
@@ -51,21 +52,21 @@ static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip
     return VOLT_OK;
 }
 
-static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, size_t errlen) {
-    if (!(b->clip_val > 0)) return VOLT_OK;
+volt_status volt__strategy_clip(volt_strategy *st, float clip_val, bool by_value, bool on_device, char *err, size_t errlen) {
+    if (!(clip_val > 0)) return VOLT_OK;
     volt_status s;
-    if (b->clip_by_value) {
-        if ((s = volt_params_clip_grad_value(st->ps, b->clip_val)) < 0)
+    if (by_value) {
+        if ((s = volt_params_clip_grad_value(st->ps, clip_val)) < 0)
             BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
         return VOLT_OK;
     }
-    if (b->on_device) {   /* the coefficient from the device norm: the same formula, no host read */
+    if (on_device) {   /* the coefficient from the device norm: the same formula, no host read */
         double *sq = NULL;
         if ((s = volt__params_grad_sqnorm_dev(st->ps, &sq)) < 0)
             BFAIL(s, "gradient clipping: %s", volt_params_errmsg(st->ps));
         if (st->ops->grad_sqnorm && (s = volt__strategy_device_sum(st, sq, 1, true, "grad norm")) < 0)   /* shards */
             BFAIL(s, "strategy '%s': gradient norm: %s", st->row->name, st->errmsg);
-        volt__params_clip_by_dev_norm(st->ps, b->clip_val);
+        volt__params_clip_by_dev_norm(st->ps, clip_val);
         return VOLT_OK;
     }
     /* global norm, summed over shards, like torch.nn.utils.clip_grad_norm_ */
@@ -77,7 +78,7 @@ static volt_status clip(volt_strategy *st, const volt_boundary *b, char *err, si
         sq = volt_params_grad_sqnorm(st->ps);   /* the grads are this process's whole */
     }
     double norm = sqrt(sq);
-    float coef = (float)(b->clip_val / (norm + 1e-6));
+    float coef = (float)(clip_val / (norm + 1e-6));
     if (isfinite(norm) && coef < 1.0f) volt_params_scale_grads(st->ps, coef);   /* grad ranges only */
     return VOLT_OK;
 }
@@ -92,8 +93,13 @@ volt_status volt__strategy_optimizer_boundary(volt_strategy *st, const volt_boun
     bool skip = false;   /* 16-mixed: grads unscaled here; inf/NaN on any rank skips the step */
     float *flag = NULL;   /* captured: the same decision, on the device */
     VOLT_TRY(unscale(st, b, &skip, &flag, err, errlen));
-    VOLT_TRY(clip(st, b, err, errlen));
+    /* Lightning's order: on_before_optimizer_step sees the grads unscaled and not yet clipped */
     if (b->before_step && (s = b->before_step(b->ctx)) < 0) return s;
+    if (b->configure_clip) {
+        if ((s = b->configure_clip(b->ctx)) < 0) return s;
+    } else {
+        VOLT_TRY(volt__strategy_clip(st, b->clip_val, b->clip_by_value, b->on_device, err, errlen));
+    }
     if (!skip && (s = volt__optimizer_step_unless(st->opt, flag)) < 0)
         BFAIL(s, "optimizer step: %s", volt_optimizer_errmsg(st->opt));
     if (st->ops->after_optimizer_step && (s = st->ops->after_optimizer_step(st)) < 0)

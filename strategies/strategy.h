@@ -242,9 +242,14 @@ const char *volt__strategy_errmsg(const volt_strategy *st);
 typedef struct volt_boundary {
     float clip_val;              /* > 0: clip the grads (gradient_clip_val) */
     bool clip_by_value;          /* else by global norm over shards (clip_grad_norm_) */
-    /* Runs after clipping, before the step (on_before_optimizer_step hooks). A failure is
-     * reported by the callee (err stays empty). */
+    /* Runs after the unscale, before clipping and the step (on_before_optimizer_step hooks,
+     * as Lightning's: they see the grads unclipped). A failure is reported by the callee (err
+     * stays empty). */
     volt_status (*before_step)(void *ctx);
+    /* When set, runs in place of the clip above (the module's configure_gradient_clipping): it
+     * clips with volt__strategy_clip as it likes, or not at all. A failure is the callee's to
+     * report. Not with on_device. */
+    volt_status (*configure_clip)(void *ctx);
     /* Runs after the step (taken or skipped), before the grads are cleared (on_before_zero_grad
      * hooks); a failure is the callee's to report, and the boundary still ends as usual (grads
      * cleared, scaler updated, *skipped set) before returning it. */
@@ -260,8 +265,11 @@ typedef struct volt_boundary {
      * forward: a graph must end with every collective joined). */
     bool on_device;
 } volt_boundary;
-/* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> clip
- * -> before_step -> optimizer step (skipped on inf/NaN) -> gather -> before_zero_grad -> zero
+/* The clip of the boundary (clip_val <= 0: none): by value, or by the global norm over shards
+ * (collective under a sharding strategy: every rank calls it alike). */
+volt_status volt__strategy_clip(volt_strategy *st, float clip_val, bool by_value, bool on_device, char *err, size_t errlen);
+/* One accumulation boundary, after backward: reduce -> unscale + all-rank inf vote -> before_step
+ * -> clip (or configure_clip) -> optimizer step (skipped on inf/NaN) -> gather -> before_zero_grad -> zero
  * grads -> scaler update. *skipped: the step was skipped (global_step and schedulers stay).
  * *ended: the boundary got past the step (it counts, taken or skipped, even when an error is
  * returned: before_zero_grad's). On error err says where (empty when a hook failed). */

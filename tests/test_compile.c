@@ -620,6 +620,10 @@ static void test_accum(volt_dataset *ds, int64_t bs, int64_t k, float clip_norm,
 }
 
 static const volt_module_ops *g_fit_ops = &lin_ops;   /* what expect_fit_err trains */
+static volt_status clip_hook(void *self, volt_trainer *t, float val, const char *algo) {
+    return volt_trainer_clip_gradients(t, val, algo);
+}
+
 static void expect_fit_err(volt_dataset *ds, mode md, bool peek, const char *want) {
     volt_trainer_config c;
     trainer_cfg(&c, "cpu-graph");
@@ -683,6 +687,11 @@ int main(void) {
     zero_mops.on_before_zero_grad = after_bwd;
     g_fit_ops = &zero_mops;
     expect_fit_err(ds, M_PLAIN, false, "module 'lin' has on_before_zero_grad");
+    /* configure_gradient_clipping (module table 6): inside the captured boundary too */
+    volt_module_ops clip_mops = lin_ops;
+    clip_mops.configure_gradient_clipping = clip_hook;
+    g_fit_ops = &clip_mops;
+    expect_fit_err(ds, M_PLAIN, false, "module 'lin' has configure_gradient_clipping");
     g_fit_ops = &lin_ops;
     volt_dataset_destroy(ds);
     return vtest_finish();

@@ -111,7 +111,8 @@ static volt_trainer *make_trainer(const char *strategy) {
 typedef struct {
     float losses[MAX_LOSSES];
     int n_losses;
-    double clipped_norm[MAX_LOSSES];
+    double clipped_norm[MAX_LOSSES];   /* after the step, before the grads are cleared (on_before_zero_grad) */
+    double pre_norm[MAX_LOSSES];       /* before the clip (on_before_optimizer_step, Lightning's order) */
     int n_steps;
 } recorder;
 
@@ -138,13 +139,20 @@ static double grad_norm_by_hand(volt_params *ps) {
 static volt_status rec_step(void *self, volt_trainer *t) {
     recorder *r = self;
     if (r->n_steps < MAX_LOSSES && volt_trainer_world_size(t) == 1)
+        r->pre_norm[r->n_steps] = grad_norm_by_hand(volt_trainer_params(t));
+    return VOLT_OK;
+}
+static volt_status rec_zero(void *self, volt_trainer *t) {
+    recorder *r = self;
+    if (r->n_steps < MAX_LOSSES && volt_trainer_world_size(t) == 1)
         r->clipped_norm[r->n_steps] = grad_norm_by_hand(volt_trainer_params(t));
     r->n_steps++;
     return VOLT_OK;
 }
 
 static const volt_callback_ops recorder_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Recorder",
-                                                .on_before_backward = rec_loss, .on_before_optimizer_step = rec_step };
+                                                .on_before_backward = rec_loss, .on_before_optimizer_step = rec_step,
+                                                .on_before_zero_grad = rec_zero };
 
 static void copy_params(volt_params *ps, float *dst) {
     for (int i = 0; i < volt_params_count(ps); i++) {
@@ -367,10 +375,14 @@ static void test_reference(void) {
     for (int i = 0; i < a.rec.n_losses; i++) finite &= isfinite(a.rec.losses[i]) && a.rec.losses[i] > 0.f;
     for (int64_t i = 0; i < a.n; i++) finite &= isfinite(a.params[i]) != 0;
     CHECK(finite, "losses and params finite");
-    /* after clipping the optimizer sees a gradient of norm CLIP (the parity runs clip too) */
-    for (int i = 0; i < a.rec.n_steps && i < STEPS; i++)
+    /* after clipping the optimizer sees a gradient of norm CLIP (the parity runs clip too);
+     * on_before_optimizer_step saw it before the clip, larger (Lightning's order) */
+    for (int i = 0; i < a.rec.n_steps && i < STEPS; i++) {
         CHECK(fabs(a.rec.clipped_norm[i] - CLIP) <= 1e-4 * CLIP, "step %d: gradient norm %.6g after clipping to %g", i,
               a.rec.clipped_norm[i], CLIP);
+        CHECK(a.rec.pre_norm[i] > CLIP * (1 + 1e-3), "step %d: on_before_optimizer_step saw norm %.6g (clip %g)", i,
+              a.rec.pre_norm[i], CLIP);
+    }
     printf("single  losses:");
     for (int i = 0; i < a.rec.n_losses; i++) printf(" %.5f", a.rec.losses[i]);
     printf("\nsingle  run %.2f s, %lld params; two runs bitwise identical\n", a.seconds, (long long)a.n);

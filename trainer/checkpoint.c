@@ -394,6 +394,7 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st >= 0) st = meta_i64(w, "volt.global_step", t->global_step);
     if (st >= 0) st = meta_i64(w, "volt.batch_in_epoch", t->batch_in_epoch);
     if (st >= 0) st = meta_i64(w, "volt.micro_step", t->micro_step);
+    if (st >= 0) st = meta_i64(w, "volt.total_batches", t->total_batches);
     if (st >= 0 && t->max_time_s > 0) {   /* max_time (only then: a time makes files differ run to run): a resumed fit goes on from here */
         char b[64];
         snprintf(b, sizeof b, "%.6f", volt__loop_fit_time(t));
@@ -713,7 +714,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         src_close(&src);
         return VOLT_ERR_SHAPE;
     }
-    int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0;
+    int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0, total = -1;
     double fit_time = 0;
     bool have_opt = false, have_sched = false, avg_present = false;
     cJSON *cbs = NULL;
@@ -732,6 +733,11 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             src_close(&src);
             return st;
         }
+        if ((st = meta_get_i64(t, f, path, "volt.total_batches", &total, false)) < 0 && st != VOLT_ERR_NOT_FOUND) {
+            src_close(&src);   /* optional (older checkpoints have none: counted from epoch and batch) */
+            return st;
+        }
+        if (total < -1) total = -1;
         const char *ft = volt_st_meta(f, "volt.fit_time_s");   /* optional: older checkpoints have none */
         char *fend = NULL;
         fit_time = ft ? strtod(ft, &fend) : 0;
@@ -887,6 +893,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         t->global_step = gstep;
         t->fit_time_loaded = fit_time;
         t->batch_in_epoch = bie;
+        t->total_batches = total;
         t->micro_step = micro;
         t->epoch_sched_done = flags & 1;
         t->epoch_val_done = flags & 2;

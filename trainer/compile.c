@@ -191,7 +191,8 @@ volt_status volt__compile_check_hooks(volt_trainer *t) {
     const volt_module_ops *m = t->mops;   /* the same hooks of the module (its table's version 2) */
     const char *h = m->version < 2u ? NULL : m->on_before_backward ? "on_before_backward"
                   : m->on_after_backward ? "on_after_backward"
-                  : m->version >= 5u && m->on_before_zero_grad ? "on_before_zero_grad" : NULL;
+                  : m->version >= 5u && m->on_before_zero_grad ? "on_before_zero_grad"
+                  : m->version >= 6u && m->configure_gradient_clipping ? "configure_gradient_clipping" : NULL;
     if (h)
         return volt__terr(t, VOLT_ERR_UNSUPPORTED, "trainer: compile: module '%s' has %s, which runs inside the captured "
                           "step (a replay would not run it); remove the hook or set compile = false",

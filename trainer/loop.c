@@ -155,11 +155,42 @@ static volt_status before_zero_grad(void *ctx) {
     return VOLT_OK;
 }
 
+/* The module's configure_gradient_clipping (table version 6), in place of the config's clip. */
+static volt_status configure_clip(void *ctx) {
+    volt_trainer *t = ctx;
+    const double p0 = VOLT__PROF_T0(t);
+    t->in_clip_hook = true;
+    const volt_status st = t->mops->configure_gradient_clipping(t->module, t, t->cfg.gradient_clip_val,
+                                                                t->cfg.gradient_clip_algorithm);
+    t->in_clip_hook = false;
+    volt__prof_add(t, "LightningModule", t->mops->name, "configure_gradient_clipping", p0);
+    return st < 0 ? volt__loop_hook_err(t, st, t->mops->name, "configure_gradient_clipping") : VOLT_OK;
+}
+
+volt_status volt_trainer_clip_gradients(volt_trainer *t, float clip_val, const char *algorithm) {
+    if (!t) return VOLT_ERR_INVALID_ARG;
+    if (!t->in_clip_hook)
+        return volt__terr(t, VOLT_ERR_STATE, "clip_gradients: only inside the module's configure_gradient_clipping (the "
+                          "grads are whole and unscaled there)");
+    if (!(clip_val >= 0) || !isfinite(clip_val))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "clip_gradients: clip_val must be a finite number >= 0, got %g",
+                          (double)clip_val);
+    if (algorithm && strcmp(algorithm, "norm") && strcmp(algorithm, "value"))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "clip_gradients: algorithm must be \"norm\" or \"value\", got \"%s\"",
+                          algorithm);
+    char err[sizeof t->errmsg] = "";
+    const volt_status st = volt__strategy_clip(t->strategy, clip_val, algorithm && !strcmp(algorithm, "value"), false, err,
+                                               sizeof err);
+    return st < 0 ? volt__terr(t, st, "clip_gradients: %s", err[0] ? err : volt_status_str(st)) : VOLT_OK;
+}
+
 /* The boundary itself is the strategy's (strategies/boundary.c); the loop adds its counters. */
 static volt_status optimizer_step(volt_trainer *t) {
+    const bool own_clip = t->mops->version >= 6u && t->mops->configure_gradient_clipping;
     const volt_boundary b = {
         .clip_val = t->cfg.gradient_clip_val, .clip_by_value = !strcmp(t->cfg.gradient_clip_algorithm, "value"),
         .before_step = before_optimizer_step, .before_zero_grad = before_zero_grad, .ctx = t,
+        .configure_clip = own_clip ? configure_clip : NULL,
     };
     bool skip = false, ended = false;
     char err[sizeof t->errmsg] = "";
@@ -225,8 +256,13 @@ volt_status volt__loop_train_eager(volt_trainer *t, const volt_batch *b, int64_t
 
 static bool val_this_epoch(volt_trainer *t, const volt__loaders *val) {
     return val->n && t->mops->validation_step && (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0) &&
-           (t->epoch + 1) % t->cfg.check_val_every_n_epoch == 0;
+           (t->cfg.check_val_every_n_epoch == 0 || (t->epoch + 1) % t->cfg.check_val_every_n_epoch == 0);
 }
+
+/* check_val_every_n_epoch = 0 (Lightning's None): validation every val_check_interval train
+ * batches counted across epochs. */
+static bool by_total(const volt_trainer *t) { return t->cfg.check_val_every_n_epoch == 0; }
+static bool total_due(const volt_trainer *t) { return t->total_batches > 0 && t->total_batches % t->cfg.val_check_interval == 0; }
 
 static bool max_steps_reached(volt_trainer *t) {
     return t->cfg.max_steps >= 0 && t->global_step >= t->cfg.max_steps;
@@ -279,6 +315,12 @@ static volt_status loaders_batches(volt_trainer *t, volt_loader *train, const vo
     VOLT_TRY(volt__loop_agree_train_batches(t, sn, *n_batches));   /* after the count is known (argument order) */
     t->num_train_batches = *n_batches;
     if (*n_batches == 0) return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: the train loader yields no batches");
+    if (!by_total(t) && t->cfg.val_check_interval > *n_batches && val->n && t->mops->validation_step &&
+        (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0))   /* Lightning refuses it too: it would never run */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "fit: val_check_interval (%lld) is more than the %lld train batches of an "
+                          "epoch: to validate every %lld batches across epochs set check_val_every_n_epoch = 0 (Lightning's "
+                          "None); to validate at each epoch's end set val_check_interval = 0", (long long)t->cfg.val_check_interval,
+                          (long long)*n_batches, (long long)t->cfg.val_check_interval);
     for (int d = 0; d < val->n && t->cfg.limit_val_fraction > 0; d++) {   /* a fraction that leaves no val batch fails now,
                                                                              not after an epoch */
         int64_t nv = 0, lo, hi;   /* on every rank, when one rank's loader is too short for it */
@@ -294,6 +336,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
     const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
     int64_t reloaded_at = t->epoch;   /* fit_dm asked for the loaders at this epoch */
     t->train_t0 = volt__now() - t->fit_time_loaded;
+    if (t->total_batches < 0) t->total_batches = t->epoch * n_batches + t->batch_in_epoch;   /* an older checkpoint's */
     CB_HOOK(t, on_train_start);
     MOD_HOOK2(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
@@ -336,10 +379,13 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             VOLT_TRY(train_batch(t, b, idx, n_batches));
             volt__prof_add(t, NULL, NULL, "run_training_batch", p0);
             t->batch_in_epoch = idx + 1;
+            t->total_batches++;
             bool boundary = volt__loop_ends_window(t, idx, n_batches);
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
-            if (val_every > 0 && (idx + 1) % val_every == 0 && idx + 1 < n_batches && val_this_epoch(t, val))
+            /* mid-epoch validation; an epoch's last batch validates at the epoch's end below */
+            const bool due = by_total(t) ? total_due(t) : val_every > 0 && (idx + 1) % val_every == 0;
+            if (due && idx + 1 < n_batches && val_this_epoch(t, val))
                 VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
             if (boundary) check_time(t);
             int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
@@ -365,7 +411,8 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
         }
         volt__metrics_clear_fresh(t);
         VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, "fit"));
-        if (!t->epoch_val_done && val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, &t->epoch_val_done));
+        if (!t->epoch_val_done && val_this_epoch(t, val) && (!by_total(t) || total_due(t)))
+            VOLT_TRY(volt__loop_run_validation(t, val, false, &t->epoch_val_done));
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
@@ -414,7 +461,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->fitting = true;
     t->weights_touched = true;   /* trained from here (setup.c: a module switched away from them is marked) */
     t->should_stop = false;
-    t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = 0;
+    t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = t->total_batches = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();

@@ -207,8 +207,14 @@ static volt_status check_settings(volt_trainer *t) {
     if (c->num_sanity_val_steps < -1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: num_sanity_val_steps must be >= 0 (or -1: all), got %lld",
                           (long long)c->num_sanity_val_steps);
-    if (c->check_val_every_n_epoch < 1)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1");
+    if (c->check_val_every_n_epoch < 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch must be >= 1 (or 0: Lightning's None, "
+                          "validation every val_check_interval train batches counted across epochs), got %lld",
+                          (long long)c->check_val_every_n_epoch);
+    if (c->check_val_every_n_epoch == 0 && (c->val_check_fraction > 0 || c->val_check_interval <= 0))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: check_val_every_n_epoch=0 (None) validates every val_check_interval "
+                          "train batches across epochs: give val_check_interval a count of batches (%s)",
+                          c->val_check_fraction > 0 ? "a fraction of an epoch was given" : "it is 0");
     if (c->log_every_n_steps < 1)   /* 0 was taken as 1 without a word */
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: log_every_n_steps must be >= 1, got %lld", (long long)c->log_every_n_steps);
     if (c->max_epochs == 0 || c->max_steps == 0 || c->max_epochs < -1 || c->max_steps < -1)

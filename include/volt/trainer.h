@@ -150,8 +150,17 @@ typedef struct volt_module_ops {
     /* version 5: LightningModule.on_before_zero_grad, after the callbacks' (callback table
      * version 6 says when it runs). */
     volt_status (*on_before_zero_grad)(void *self, volt_trainer *t);
+    /* version 6: LightningModule.configure_gradient_clipping. When set, it replaces the trainer's
+     * own clipping at every optimizer boundary (after on_before_optimizer_step, before the step;
+     * under 16-mixed the grads are unscaled by then), given the config's gradient_clip_val and
+     * gradient_clip_algorithm: clip with volt_trainer_clip_gradients, with those or other values,
+     * or not at all (Lightning's default implementation clips with the arguments). It runs on
+     * every rank; under deepspeed_stage_2 / fsdp a clip by norm is collective, so every rank
+     * clips alike. compile refuses it (it would run inside the captured boundary). */
+    volt_status (*configure_gradient_clipping)(void *self, volt_trainer *t, float gradient_clip_val,
+                                               const char *gradient_clip_algorithm);
 } volt_module_ops;
-#define VOLT_MODULE_OPS_VERSION 5u
+#define VOLT_MODULE_OPS_VERSION 6u
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 typedef struct volt_callback_ops {
@@ -246,8 +255,12 @@ typedef struct volt_trainer_config {
     int64_t accumulate_grad_batches; /* default 1 */
     float gradient_clip_val;         /* 0 = off */
     const char *gradient_clip_algorithm;   /* "norm" (default) or "value" */
-    int64_t val_check_interval;      /* validate every N train batches; 0 = at epoch end (default) */
-    int64_t check_val_every_n_epoch; /* default 1 */
+    int64_t val_check_interval;      /* validate every N train batches of an epoch (at most the epoch's
+                                        batches); 0 = at epoch end (default) */
+    int64_t check_val_every_n_epoch; /* default 1; 0: Lightning's None, validation every
+                                        val_check_interval (> 0, a count) train batches counted
+                                        across epochs (a resumed fit goes on counting), and at an
+                                        epoch's end only when its count falls there */
     int64_t limit_train_batches;     /* at most N batches per epoch; -1 = all (default) */
     int64_t limit_val_batches;
     int64_t limit_test_batches;
@@ -463,6 +476,12 @@ VOLT_API volt_status volt_trainer_test(volt_trainer *t, const volt_module_ops *o
 typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const volt_tensor *pred);
 VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
+
+/* Lightning's LightningModule.clip_gradients: clip the grads now, by global norm ("norm", or
+ * NULL) or by value ("value"); clip_val 0 does nothing. Only inside configure_gradient_clipping
+ * (VOLT_ERR_STATE elsewhere); a negative or non-finite clip_val, or another algorithm, is
+ * VOLT_ERR_INVALID_ARG. May be called more than once (each clips what the last left). */
+VOLT_API volt_status volt_trainer_clip_gradients(volt_trainer *t, float clip_val, const char *algorithm);
 
 /* ---- several evaluation loaders (Lightning's lists of val / test / predict dataloaders) -------- */
 /* The same calls over n loaders, run one after the other within one stage: the stage's start and

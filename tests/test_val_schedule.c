@@ -1,0 +1,102 @@
+/* When fit validates: check_val_every_n_epoch = 0 (Lightning's None) validates every
+ * val_check_interval train batches counted across epochs (an epoch's end only when the count
+ * falls there), and a resumed fit goes on counting from its checkpoint; a val_check_interval
+ * longer than an epoch is refused unless counted across epochs; the settings that cannot work
+ * together are refused at create. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "vtest.h"
+#include "volt/volt.h"
+#include "volt/trainer.h"
+
+typedef struct lin { volt_tensor *w, *b; char log[512]; } lin;
+
+static volt_status lin_setup(void *self, volt_params *ps) {
+    lin *m = self;
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
+}
+static volt_status lin_step(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    lin *m = self;
+    volt_tensor *loss = volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+    if (!volt_step_training(s)) return volt_log(s, "val_loss", loss, 0);
+    return volt_step_set_loss(s, loss);
+}
+static volt_status lin_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_SGD;
+    o->optimizer.lr = 0.01f;
+    return VOLT_OK;
+}
+/* "epoch:batch" of each validation (the batches of the epoch run when it starts) */
+static volt_status lin_val_start(void *self, volt_trainer *t) {
+    lin *m = self;
+    if (volt_trainer_sanity_checking(t)) return VOLT_OK;
+    size_t n = strlen(m->log);
+    snprintf(m->log + n, sizeof m->log - n, "%lld:%lld ", (long long)volt_trainer_current_epoch(t),
+             (long long)volt_trainer_batch_in_epoch(t));
+    return VOLT_OK;
+}
+static const volt_module_ops lin_ops = {
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
+    .training_step = lin_step, .validation_step = lin_step, .on_validation_start = lin_val_start,
+};
+
+static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64_t every_n, int64_t interval,
+                       const char *ckpt_in, const char *ckpt_out, lin *m, char *err, size_t errlen) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, vtest_tmpdir());
+    c.max_epochs = epochs;
+    c.check_val_every_n_epoch = every_n;
+    c.val_check_interval = interval;
+    volt_trainer *t = NULL;
+    volt_status st = volt_trainer_create(&c, &t);
+    if (st < 0) {
+        snprintf(err, errlen, "%s", t ? volt_trainer_errmsg(t) : volt_status_str(st));
+        volt_trainer_destroy(t);
+        return st;
+    }
+    volt_loader *lt = vtest_loader(tr, 4, false), *lv = vtest_loader(va, 4, false);
+    st = volt_trainer_fit(t, &lin_ops, m, lt, lv, ckpt_in);
+    snprintf(err, errlen, "%s", volt_trainer_errmsg(t));
+    if (st >= 0 && ckpt_out) CHECK_OK(volt_trainer_save_checkpoint(t, ckpt_out));
+    volt_loader_destroy(lt);
+    volt_loader_destroy(lv);
+    volt_trainer_destroy(t);
+    return st;
+}
+
+int main(void) {
+    vtest_check_accelerator();
+    volt_dataset *tr = vtest_rows4(24), *va = vtest_rows4(8);   /* 6 train batches an epoch */
+    char err[1024], ck[1100];
+    snprintf(ck, sizeof ck, "%s/val_schedule.safetensors", vtest_tmpdir());
+    /* every 4 batches over 3 epochs (18): after batches 4, 8, 12 (epoch 1's end), 16 */
+    lin a = { .log = "" };
+    CHECK_OK(fit(tr, va, 3, 0, 4, NULL, NULL, &a, err, sizeof err));
+    CHECK(!strcmp(a.log, "0:4 1:2 1:6 2:4 "), "across epochs: got '%s'", a.log);
+    /* the default counts within each epoch: after 4, and at each epoch's end */
+    lin d = { .log = "" };
+    CHECK_OK(fit(tr, va, 2, 1, 4, NULL, NULL, &d, err, sizeof err));
+    CHECK(!strcmp(d.log, "0:4 0:6 1:4 1:6 "), "per epoch: got '%s'", d.log);
+    /* a resumed fit goes on counting: one epoch (6 batches), then epochs 1 and 2 */
+    lin r1 = { .log = "" }, r2 = { .log = "" };
+    CHECK_OK(fit(tr, va, 1, 0, 4, NULL, ck, &r1, err, sizeof err));
+    CHECK(!strcmp(r1.log, "0:4 "), "first epoch: got '%s'", r1.log);
+    CHECK_OK(fit(tr, va, 3, 0, 4, ck, NULL, &r2, err, sizeof err));
+    CHECK(!strcmp(r2.log, "1:2 1:6 2:4 "), "resumed: got '%s' (want the uninterrupted run's)", r2.log);
+    /* refusals */
+    lin x = { .log = "" };
+    volt_status st = fit(tr, va, 1, 1, 8, NULL, NULL, &x, err, sizeof err);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "val_check_interval (8) is more than the 6 train batches") &&
+          strstr(err, "check_val_every_n_epoch = 0"), "an interval past the epoch: %s", err);
+    CHECK_OK(fit(tr, va, 2, 0, 8, NULL, NULL, &x, err, sizeof err));   /* across epochs it is fine: after 8 */
+    CHECK(!strcmp(x.log, "1:2 "), "every 8 across epochs: got '%s'", x.log);
+    st = fit(tr, va, 1, 0, 0, NULL, NULL, &x, err, sizeof err);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "check_val_every_n_epoch=0"), "None without a count: %s", err);
+    st = fit(tr, va, 1, -1, 4, NULL, NULL, &x, err, sizeof err);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "check_val_every_n_epoch must be"), "negative: %s", err);
+    volt_dataset_destroy(tr);
+    volt_dataset_destroy(va);
+    return vtest_finish();
+}
