@@ -3,7 +3,9 @@
  * As with torch's LambdaLR, scheduler step k (0 at creation) gives lr_at(k): the trainer
  * steps the scheduler after each optimizer step, so optimizer step k runs with lr_at(k). */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include "volt/optim.h"
 #include "core/internal.h"
 
@@ -13,6 +15,8 @@ struct volt_scheduler {
     volt_scheduler_config cfg;
     volt_optimizer *opt;            /* borrowed; the groups' base lrs are its own */
     int64_t last_step;
+    volt_plateau_state plateau;     /* PLATEAU */
+    char *monitor;                  /* cfg.monitor's own copy */
 };
 
 void volt_scheduler_config_init(volt_scheduler_config *cfg) {
@@ -26,12 +30,18 @@ void volt_scheduler_config_init(volt_scheduler_config *cfg) {
         .gamma = 0.1f,
         .min_lr_ratio = 0.f,
         .interval = VOLT_SCHED_EVERY_STEP,
+        .strict = true,
+        .factor = 0.1f,
+        .patience = 10,
+        .threshold = 1e-4f,
+        .eps = 1e-8f,
     };
 }
 
 static const char *const kind_names[VOLT_SCHED_KIND_COUNT] = {
     [VOLT_SCHED_CONSTANT] = "constant", [VOLT_SCHED_LINEAR_WARMUP] = "linear_warmup",
     [VOLT_SCHED_LINEAR] = "linear", [VOLT_SCHED_COSINE] = "cosine", [VOLT_SCHED_STEP] = "step",
+    [VOLT_SCHED_PLATEAU] = "plateau",
 };
 
 volt_status volt__scheduler_config_check(const volt_scheduler_config *c, char *msg, size_t n) {
@@ -63,6 +73,18 @@ volt_status volt__scheduler_config_check(const volt_scheduler_config *c, char *m
     case VOLT_SCHED_STEP:
         if (c->step_size <= 0) BAD("scheduler '%s': step_size must be > 0, got %lld", k, (long long)c->step_size);
         if (!isfinite(c->gamma) || c->gamma < 0.f) BAD("scheduler '%s': gamma must be finite and >= 0, got %g", k, (double)c->gamma);
+        break;
+    case VOLT_SCHED_PLATEAU:   /* its fields exist from config version 2 on */
+        if (c->version < 2u) BAD("scheduler '%s': a config of version %u has no plateau settings (call volt_scheduler_config_init)",
+                                 k, c->version);
+        if (!(c->factor >= 0.f && c->factor < 1.f)) BAD("scheduler '%s': factor must be in [0, 1), got %g", k, (double)c->factor);
+        if (c->patience < 0) BAD("scheduler '%s': patience must be >= 0, got %lld", k, (long long)c->patience);
+        if (c->cooldown < 0) BAD("scheduler '%s': cooldown must be >= 0, got %lld", k, (long long)c->cooldown);
+        if (!(c->threshold >= 0.f) || !isfinite(c->threshold))
+            BAD("scheduler '%s': threshold must be finite and >= 0, got %g", k, (double)c->threshold);
+        if (!(c->min_lr >= 0.f) || !isfinite(c->min_lr)) BAD("scheduler '%s': min_lr must be finite and >= 0, got %g", k, (double)c->min_lr);
+        if (!(c->eps >= 0.f) || !isfinite(c->eps)) BAD("scheduler '%s': eps must be finite and >= 0, got %g", k, (double)c->eps);
+        if (c->monitor && !*c->monitor) BAD("scheduler '%s': monitor is empty (NULL: none)", k);
         break;
     default:
         BAD("scheduler: unknown kind %d", (int)c->kind);
@@ -116,9 +138,25 @@ float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int6
  * config's base lr is 0, where volt_optimizer_set_lr has no ratio to scale by). The groups
  * of the optimizer's config only: one added later (volt_optimizer_add_param_group) keeps the
  * lr its owner sets, as torch's schedulers zip their base lrs with the groups they knew. */
+/* PLATEAU: a group's lr after `reductions` reductions from its base lr, each as torch makes it
+ * (max(lr * factor, min_lr), kept only when it lowers lr by more than eps), in float as the
+ * optimizer's param_groups hold it. */
+static float plateau_lr(const volt_scheduler_config *c, float base, int64_t reductions) {
+    float lr = base;
+    for (int64_t i = 0; i < reductions; i++) {
+        const float next = fmaxf(lr * c->factor, c->min_lr);
+        if (!(lr - next > c->eps)) break;   /* at the floor: every later reduction leaves it too */
+        lr = next;
+    }
+    return lr;
+}
+
 static void apply(volt_scheduler *s) {
-    for (int g = 0; g < volt_optimizer_config_group_count(s->opt); g++)
-        volt__optimizer_set_group_lr(s->opt, g, volt_scheduler_lr_at(&s->cfg, volt_optimizer_group_base_lr(s->opt, g), s->last_step));
+    for (int g = 0; g < volt_optimizer_config_group_count(s->opt); g++) {
+        const float base = volt_optimizer_group_base_lr(s->opt, g);
+        volt__optimizer_set_group_lr(s->opt, g, s->cfg.kind == VOLT_SCHED_PLATEAU ? plateau_lr(&s->cfg, base, s->plateau.reductions)
+                                                                                 : volt_scheduler_lr_at(&s->cfg, base, s->last_step));
+    }
 }
 
 volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
@@ -131,24 +169,83 @@ volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimiz
     if (!isfinite(base) || base < 0.f) return VOLT_ERR_INVALID_ARG;
     volt_scheduler *s = calloc(1, sizeof *s);
     if (!s) return VOLT_ERR_NOMEM;
-    s->cfg = *cfg;
+    if (cfg->version < VOLT_SCHEDULER_CONFIG_VERSION) {   /* an older caller's struct ends before the new fields */
+        volt_scheduler_config_init(&s->cfg);
+        memcpy(&s->cfg, cfg, offsetof(volt_scheduler_config, monitor));
+    } else {
+        s->cfg = *cfg;
+    }
+    if (s->cfg.monitor && !(s->cfg.monitor = s->monitor = strdup(s->cfg.monitor))) {   /* the caller's string may not last */
+        free(s);
+        return VOLT_ERR_NOMEM;
+    }
     s->opt = opt;
     s->last_step = 0;
+    s->plateau = (volt_plateau_state){ .best = cfg->kind == VOLT_SCHED_PLATEAU && cfg->mode_max ? -INFINITY : INFINITY };
     apply(s);
     *out = s;
     return VOLT_OK;
 }
 
-void volt_scheduler_destroy(volt_scheduler *s) { free(s); }
+void volt_scheduler_destroy(volt_scheduler *s) {
+    if (!s) return;
+    free(s->monitor);
+    free(s);
+}
 
 const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s) {
     return s ? &s->cfg : NULL;
 }
 
 void volt_scheduler_step(volt_scheduler *s) {
-    if (!s) return;
+    if (!s || s->cfg.kind == VOLT_SCHED_PLATEAU) return;
     s->last_step++;
     apply(s);
+}
+
+/* torch's ReduceLROnPlateau.is_better (NaN is never better) */
+static bool plateau_better(const volt_scheduler_config *c, double a, double best) {
+    const double th = c->threshold;
+    if (!c->mode_max) return c->threshold_abs ? a < best - th : a < best * (1.0 - th);
+    return c->threshold_abs ? a > best + th : a > best * (th + 1.0);
+}
+
+volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric) {
+    if (!s || s->cfg.kind != VOLT_SCHED_PLATEAU) return VOLT_ERR_INVALID_ARG;
+    volt_plateau_state *p = &s->plateau;
+    s->last_step++;
+    if (plateau_better(&s->cfg, metric, p->best)) {
+        p->best = metric;
+        p->num_bad = 0;
+    } else {
+        p->num_bad++;
+    }
+    if (p->cooldown_left > 0) {   /* bad steps in a cooldown are not counted */
+        p->cooldown_left--;
+        p->num_bad = 0;
+    }
+    if (p->num_bad > s->cfg.patience) {
+        p->reductions++;
+        p->cooldown_left = s->cfg.cooldown;
+        p->num_bad = 0;
+        apply(s);
+    }
+    return VOLT_OK;
+}
+
+volt_status volt_scheduler_plateau_state(const volt_scheduler *s, volt_plateau_state *out) {
+    if (!s || !out || s->cfg.kind != VOLT_SCHED_PLATEAU) return VOLT_ERR_INVALID_ARG;
+    *out = s->plateau;
+    return VOLT_OK;
+}
+
+volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plateau_state *st) {
+    if (!s || !st || s->cfg.kind != VOLT_SCHED_PLATEAU || st->num_bad < 0 || st->cooldown_left < 0 || st->reductions < 0 ||
+        isnan(st->best))
+        return VOLT_ERR_INVALID_ARG;
+    s->plateau = *st;
+    apply(s);
+    return VOLT_OK;
 }
 
 int64_t volt_scheduler_last_step(const volt_scheduler *s) { return s ? s->last_step : 0; }

@@ -1512,7 +1512,7 @@ static void test_optim_config_errors(volt_dataset *ds) {
         { VOLT_ERR_INVALID_ARG, "scheduler 'linear': total_steps (3) must be > warmup_steps (5)", "module 'net'" },
         { VOLT_ERR_INVALID_ARG, "scheduler 'step': step_size must be > 0, got 0", "configure_optimizers" },
         { VOLT_ERR_VERSION, "volt_scheduler_config: version 0", "volt_scheduler_config_init" },
-        { VOLT_ERR_VERSION, "volt_scheduler_config: version 2", "1..1" },
+        { VOLT_ERR_VERSION, "volt_scheduler_config: version 3", "1..2" },
         { VOLT_ERR_INVALID_ARG, "optimizer: invalid beta1 1.5", "[0, 1)" },
         { VOLT_ERR_VERSION, "volt_optimizer_config: version 0", "volt_optimizer_config_init" },
         { VOLT_ERR_VERSION, "volt_optimizer_config: version 3", "1..2" },

@@ -42,11 +42,15 @@ static const volt_module_ops lin_ops = {
     .training_step = lin_step, .validation_step = lin_step, .on_validation_start = lin_val_start,
 };
 
+static int64_t g_acc = 1, g_fast = 0;   /* accumulate_grad_batches, fast_dev_run of the next fit */
+
 static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64_t every_n, int64_t interval,
                        const char *ckpt_in, const char *ckpt_out, lin *m, char *err, size_t errlen) {
     volt_trainer_config c;
     vtest_quiet_config(&c, vtest_tmpdir());
     c.max_epochs = epochs;
+    c.accumulate_grad_batches = g_acc;
+    c.fast_dev_run = g_fast;
     c.check_val_every_n_epoch = every_n;
     c.val_check_interval = interval;
     volt_trainer *t = NULL;
@@ -92,6 +96,21 @@ int main(void) {
           strstr(err, "check_val_every_n_epoch = 0"), "an interval past the epoch: %s", err);
     CHECK_OK(fit(tr, va, 2, 0, 8, NULL, NULL, &x, err, sizeof err));   /* across epochs it is fine: after 8 */
     CHECK(!strcmp(x.log, "1:2 "), "every 8 across epochs: got '%s'", x.log);
+    /* accumulation 2 over 5-batch epochs (windows [0 1] [2 3] [4]): the count 8 falls on epoch 1's
+     * batch 2, inside a window: validation at its end (batch 4) */
+    volt_dataset *tr5 = vtest_rows4(20);
+    lin w = { .log = "" };
+    g_acc = 2;
+    CHECK_OK(fit(tr5, va, 3, 0, 4, NULL, NULL, &w, err, sizeof err));
+    g_acc = 1;
+    CHECK(!strcmp(w.log, "0:4 1:4 2:2 "), "across epochs with accumulation: got '%s' (want '0:4 1:4 2:2 ')", w.log);
+    volt_dataset_destroy(tr5);
+    /* fast_dev_run: validation at the epoch's end whatever the interval says (Lightning's) */
+    lin f = { .log = "" };
+    g_fast = 1;
+    CHECK_OK(fit(tr, va, 3, 1, 4, NULL, NULL, &f, err, sizeof err));
+    g_fast = 0;
+    CHECK(!strcmp(f.log, "0:1 "), "fast_dev_run: got '%s'", f.log);
     st = fit(tr, va, 1, 0, 0, NULL, NULL, &x, err, sizeof err);
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "check_val_every_n_epoch=0"), "None without a count: %s", err);
     st = fit(tr, va, 1, -1, 4, NULL, NULL, &x, err, sizeof err);

@@ -387,6 +387,13 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     if (st >= 0) st = volt_st_writer_meta(w, "volt.strategy", volt__strategy_name(sg));
     if (st >= 0) st = meta_i64(w, "volt.world_size", t->world);
     if (t->sched && !t->ck_weights_only && st >= 0) st = meta_i64(w, "volt.scheduler.last_step", volt_scheduler_last_step(t->sched));
+    volt_plateau_state ps;
+    if (t->sched && !t->ck_weights_only && st >= 0 && volt_scheduler_plateau_state(t->sched, &ps) == VOLT_OK) {
+        char b[128];   /* best (inf until a metric), bad steps, cooldown left, reductions */
+        snprintf(b, sizeof b, "%.17g %lld %lld %lld", ps.best, (long long)ps.num_bad, (long long)ps.cooldown_left,
+                 (long long)ps.reductions);
+        st = volt_st_writer_meta(w, "volt.scheduler.plateau", b);
+    }
     if (st >= 0) st = volt__prec_ckpt_save(t, w);   /* precision name, grad scaler */
     if (st >= 0) st = volt_st_writer_meta(w, "volt.format", CKPT_FORMAT_VERSION);
     if (st >= 0) st = volt_st_writer_meta(w, "volt.module", t->mops && t->mops->name ? t->mops->name : "");
@@ -716,7 +723,8 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     }
     int64_t epoch = 0, gstep = 0, bie = 0, micro = 0, flags = 0, opt_step = 0, opt_kind = -1, sched_step = 0, total = -1;
     double fit_time = 0;
-    bool have_opt = false, have_sched = false, avg_present = false;
+    bool have_opt = false, have_sched = false, avg_present = false, have_plateau = false;
+    volt_plateau_state plateau = { 0 };
     cJSON *cbs = NULL;
     if (full && volt_st_meta(f, "volt.weights_only")) {
         src_close(&src);
@@ -737,7 +745,11 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             src_close(&src);   /* optional (older checkpoints have none: counted from epoch and batch) */
             return st;
         }
-        if (total < -1) total = -1;
+        if (total < -1 || total > ((int64_t)1 << 53)) {
+            src_close(&src);
+            return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.total_batches' = %lld is not a count of "
+                              "batches", path, (long long)total);
+        }
         const char *ft = volt_st_meta(f, "volt.fit_time_s");   /* optional: older checkpoints have none */
         char *fend = NULL;
         fit_time = ft ? strtod(ft, &fend) : 0;
@@ -748,6 +760,23 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         have_opt = meta_get_i64(t, f, path, "volt.optimizer.step", &opt_step, false) == VOLT_OK;
         meta_get_i64(t, f, path, "volt.optimizer.kind", &opt_kind, false);
         have_sched = meta_get_i64(t, f, path, "volt.scheduler.last_step", &sched_step, false) == VOLT_OK;
+        const char *pl = volt_st_meta(f, "volt.scheduler.plateau");   /* ReduceLROnPlateau's state */
+        if (pl && t->sched && volt_scheduler_get_config(t->sched)->kind == VOLT_SCHED_PLATEAU) {
+            char *e = NULL;
+            plateau.best = strtod(pl, &e);
+            long long nb = -1, cd = -1, rd = -1;
+            int used = 0;
+            if (e == pl || isnan(plateau.best) || sscanf(e, " %lld %lld %lld%n", &nb, &cd, &rd, &used) != 3 || e[used] ||
+                nb < 0 || cd < 0 || rd < 0 || rd > 100000) {
+                src_close(&src);
+                return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.scheduler.plateau' = '%.80s' is not a "
+                                  "ReduceLROnPlateau state (best, bad steps, cooldown, reductions)", path, pl);
+            }
+            plateau.num_bad = nb;
+            plateau.cooldown_left = cd;
+            plateau.reductions = rd;
+            have_plateau = true;
+        }
         if (have_opt && opt_kind != (int64_t)volt_optimizer_get_config(t->opt)->kind) {
             src_close(&src);
             return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': saved with another optimizer kind (%lld)", path, (long long)opt_kind);
@@ -888,6 +917,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         if (have_opt) volt_optimizer_set_step_count(t->opt, opt_step);
         if ((st = volt__avg_after_load(t, have_opt && avg_present, path)) < 0) { stage_close(&sg); src_close(&src); return st; }
         if (have_sched && t->sched) volt_scheduler_set_last_step(t->sched, sched_step);
+        if (have_plateau) volt_scheduler_set_plateau_state(t->sched, &plateau);   /* validated above: sets the lrs */
         volt__prec_ckpt_load(t, f, path, true);   /* grad scaler; validated above */
         t->epoch = epoch;
         t->global_step = gstep;

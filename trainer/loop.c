@@ -138,7 +138,7 @@ volt_status volt__loop_next_batch(volt_trainer *t, volt_loader *l, const char *p
 }
 
 /* ---- training --------------------------------------------------------------------------- */
-/* on_before_optimizer_step, between clipping and the step (the boundary calls it back) */
+/* on_before_optimizer_step, after the unscale and before clipping and the step (the boundary calls it back) */
 static volt_status before_optimizer_step(void *ctx) {
     volt_trainer *t = ctx;
     CB_HOOK(t, on_before_optimizer_step);
@@ -164,6 +164,7 @@ static volt_status configure_clip(void *ctx) {
                                                                 t->cfg.gradient_clip_algorithm);
     t->in_clip_hook = false;
     volt__prof_add(t, "LightningModule", t->mops->name, "configure_gradient_clipping", p0);
+    if (st == VOLT_STOP) t->should_stop = true;
     return st < 0 ? volt__loop_hook_err(t, st, t->mops->name, "configure_gradient_clipping") : VOLT_OK;
 }
 
@@ -263,6 +264,51 @@ static bool val_this_epoch(volt_trainer *t, const volt__loaders *val) {
  * batches counted across epochs. */
 static bool by_total(const volt_trainer *t) { return t->cfg.check_val_every_n_epoch == 0; }
 static bool total_due(const volt_trainer *t) { return t->total_batches > 0 && t->total_batches % t->cfg.val_check_interval == 0; }
+/* A count that falls inside an accumulation window (an epoch whose batches are not a multiple of
+ * the factor shifts the count against the windows) validates at that window's end: no
+ * validation, so no checkpoint, holds part of a window's grads. */
+
+/* ReduceLROnPlateau (VOLT_SCHED_PLATEAU) at the end of its interval, after that interval's
+ * validation (Lightning: after on_train_epoch_end; with interval "step" after the batch's
+ * validation check): stepped with its monitor's latest value. With several ranks, rank 0's value
+ * (a step metric may differ per rank; the lr must not). A monitor nobody logged: strict, the
+ * error naming what was logged; else a warning (once) and no step. */
+static bool is_plateau(const volt_trainer *t, volt_sched_interval when) {
+    const volt_scheduler_config *c = t->sched ? volt_scheduler_get_config(t->sched) : NULL;
+    return c && c->kind == VOLT_SCHED_PLATEAU && c->interval == when;
+}
+
+static volt_status plateau_step(volt_trainer *t) {
+    const volt_scheduler_config *c = volt_scheduler_get_config(t->sched);
+    double v = 0;
+    bool have = volt_trainer_metric(t, c->monitor, &v);
+    if (t->world > 1 && t->strategy) {
+        double b[2] = { have ? 1.0 : 0.0, v };
+        volt_status st = volt__strategy_broadcast(t->strategy, b, sizeof b, 0);
+        if (st < 0) return volt__loop_strategy_err(t, st, "ReduceLROnPlateau's metric");
+        have = b[0] > 0;
+        v = b[1];
+    }
+    if (have) return volt_scheduler_step_metric(t->sched, v);
+    if (c->strict) {
+        char names[512] = "";
+        size_t k = 0;
+        for (int i = 0; i < t->n_metrics && k + 1 < sizeof names; i++) {
+            int w = snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", t->metrics[i].name);
+            if (w < 0) break;
+            k += (size_t)w;
+        }
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "ReduceLROnPlateau conditioned on metric '%s', which is not available at "
+                          "epoch %lld, step %lld (logged: %s): set the scheduler's monitor to one of them, or strict = false to "
+                          "skip its steps until it is", c->monitor, (long long)t->epoch, (long long)t->global_step,
+                          k ? names : "none");
+    }
+    if (t->rank == 0 && !t->plateau_warned)
+        fprintf(stderr, "volt: warning: ReduceLROnPlateau conditioned on metric '%s', which is not available: its step is "
+                "skipped (strict = false; said once)\n", c->monitor);
+    t->plateau_warned = true;
+    return VOLT_OK;
+}
 
 static bool max_steps_reached(volt_trainer *t) {
     return t->cfg.max_steps >= 0 && t->global_step >= t->cfg.max_steps;
@@ -336,7 +382,9 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
     const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
     int64_t reloaded_at = t->epoch;   /* fit_dm asked for the loaders at this epoch */
     t->train_t0 = volt__now() - t->fit_time_loaded;
-    if (t->total_batches < 0) t->total_batches = t->epoch * n_batches + t->batch_in_epoch;   /* an older checkpoint's */
+    if (t->total_batches < 0)   /* an older checkpoint's: counted from its epoch and batch */
+        t->total_batches = t->epoch < ((int64_t)1 << 40) / n_batches ? t->epoch * n_batches + t->batch_in_epoch : 0;
+    t->val_pending = false;
     CB_HOOK(t, on_train_start);
     MOD_HOOK2(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
@@ -381,12 +429,16 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             t->batch_in_epoch = idx + 1;
             t->total_batches++;
             bool boundary = volt__loop_ends_window(t, idx, n_batches);
+            if (by_total(t) && total_due(t)) t->val_pending = true;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
             /* mid-epoch validation; an epoch's last batch validates at the epoch's end below */
-            const bool due = by_total(t) ? total_due(t) : val_every > 0 && (idx + 1) % val_every == 0;
-            if (due && idx + 1 < n_batches && val_this_epoch(t, val))
-                VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
+            const bool due = by_total(t) ? t->val_pending && boundary : val_every > 0 && (idx + 1) % val_every == 0;
+            if (due && idx + 1 < n_batches) {
+                if (by_total(t)) t->val_pending = false;
+                if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
+            }
+            if (boundary && is_plateau(t, VOLT_SCHED_EVERY_STEP)) VOLT_TRY(plateau_step(t));
             if (boundary) check_time(t);
             int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
@@ -411,12 +463,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
         }
         volt__metrics_clear_fresh(t);
         VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, "fit"));
-        if (!t->epoch_val_done && val_this_epoch(t, val) && (!by_total(t) || total_due(t)))
+        if (!t->epoch_val_done && val_this_epoch(t, val) && (!by_total(t) || t->val_pending))
             VOLT_TRY(volt__loop_run_validation(t, val, false, &t->epoch_val_done));
+        t->val_pending = false;
         t->epoch_val_done = true;
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
         MOD_HOOK(t, on_train_epoch_end);
+        if (is_plateau(t, VOLT_SCHED_EVERY_EPOCH)) VOLT_TRY(plateau_step(t));
         volt__prof_add(t, NULL, NULL, "run_training_epoch", pe);
         t->epoch++;
         t->batch_in_epoch = 0;
@@ -465,7 +519,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();
-    t->min_note_printed = t->time_note_printed = false;
+    t->min_note_printed = t->time_note_printed = t->plateau_warned = false;
     if (path[0]) {
         volt_status st = volt__loop_load(t, path, true);
         if (st < 0) { t->fitting = false; return st; }

@@ -300,6 +300,10 @@ volt_status volt__loop_setup_optim(volt_trainer *t, volt_loader *train) {
     if (o->use_scheduler) {
         st = volt__scheduler_config_check(&o->scheduler, why, sizeof why);
         if (st < 0) return volt__terr(t, st, "module '%s': configure_optimizers: %s", t->mops->name, why);
+        if (o->scheduler.kind == VOLT_SCHED_PLATEAU && !o->scheduler.monitor)   /* Lightning refuses the same */
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "module '%s': configure_optimizers: a ReduceLROnPlateau scheduler "
+                              "(VOLT_SCHED_PLATEAU) steps with a metric: set scheduler.monitor (e.g. \"val_loss\")",
+                              t->mops->name);
         st = volt_scheduler_create(&o->scheduler, t->opt, &t->sched);
         if (st < 0) return volt__terr(t, st, "scheduler: %s (base lr %g)", volt_status_str(st), (double)volt_optimizer_base_lr(t->opt));
     }

@@ -182,6 +182,8 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
         c->limit_train_batches = c->limit_val_batches = c->limit_test_batches = c->limit_predict_batches = c->fast_dev_run;
         c->limit_train_fraction = c->limit_val_fraction = c->limit_test_fraction = c->limit_predict_fraction = 0;
         c->val_check_fraction = 0;
+        c->val_check_interval = 0;        /* Lightning's fast_dev_run: validation at the epoch's end */
+        c->check_val_every_n_epoch = 1;
         c->num_sanity_val_steps = 0;
         c->enable_checkpointing = false;
         c->enable_logger = false;

@@ -103,6 +103,8 @@ struct volt_trainer {
     int64_t num_train_batches;
     int64_t total_batches;           /* train batches this fit ran, across epochs (checkpointed; -1:
                                         a checkpoint without it, counted from epoch and batch) */
+    bool val_pending;                /* check_val_every_n_epoch = 0: the count fell due inside the
+                                        accumulation window running (validates at its end) */
     int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
     int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
@@ -115,6 +117,7 @@ struct volt_trainer {
     volt_trainer_fn fn;        /* the public call running (volt_trainer_state_fn), NONE between */
     int64_t decisions;         /* collective.c's exchanges so far (reduce_boolean_decision, broadcast_bool): tests count them */
     bool sanity, should_stop, fitting;
+    bool plateau_warned;       /* ReduceLROnPlateau's missing monitor (strict = false) said once */
     bool in_clip_hook;         /* the module's configure_gradient_clipping runs (volt_trainer_clip_gradients) */
     int64_t cur_batch_size;
 

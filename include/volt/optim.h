@@ -226,6 +226,8 @@ typedef enum volt_sched_kind {
     VOLT_SCHED_COSINE,         /* warmup, then half-cosine to min_lr_ratio*base at total_steps
                                   (HF get_cosine_[with_min_lr_]schedule_with_warmup) */
     VOLT_SCHED_STEP,           /* base * gamma^floor(step / step_size) (torch StepLR) */
+    VOLT_SCHED_PLATEAU,        /* config version 2: torch ReduceLROnPlateau, stepped with a metric
+                                  (volt_scheduler_step_metric; the trainer: `monitor`'s value) */
     VOLT_SCHED_KIND_COUNT
 } volt_sched_kind;
 
@@ -243,8 +245,21 @@ typedef struct volt_scheduler_config {
     float gamma;               /* STEP: finite, >= 0; default 0.1 */
     float min_lr_ratio;        /* COSINE: floor as a fraction of base, in [0, 1]; default 0 */
     volt_sched_interval interval;  /* read by the trainer; default EVERY_STEP */
+    /* ---- version 2: PLATEAU, torch's ReduceLROnPlateau with its defaults (_init) ---- */
+    const char *monitor;       /* the trainer steps it with this metric's latest value (Lightning's
+                                  lr_scheduler_config "monitor"): required in a trainer; default NULL */
+    bool strict;               /* default true: a monitor nobody logged fails fit; false: a warning and
+                                  that step is skipped (Lightning's "strict") */
+    bool mode_max;             /* default false: lower is better ("min"); true: "max" */
+    float factor;              /* lr *= factor on a plateau; in [0, 1); default 0.1 */
+    int64_t patience;          /* bad steps tolerated before a reduction; >= 0; default 10 */
+    float threshold;           /* what counts as better; >= 0; default 1e-4 */
+    bool threshold_abs;        /* default false: relative (best * (1 -/+ threshold)); true: absolute */
+    int64_t cooldown;          /* steps after a reduction in which bad steps are not counted; default 0 */
+    float min_lr;              /* no group's lr goes below it; >= 0; default 0 */
+    float eps;                 /* a reduction smaller than this is not made; >= 0; default 1e-8 */
 } volt_scheduler_config;
-#define VOLT_SCHEDULER_CONFIG_VERSION 1u
+#define VOLT_SCHEDULER_CONFIG_VERSION 2u
 
 VOLT_API void volt_scheduler_config_init(volt_scheduler_config *cfg);
 VOLT_API volt_status volt_scheduler_config_validate(const volt_scheduler_config *cfg);
@@ -259,8 +274,21 @@ VOLT_API volt_status volt_scheduler_create(const volt_scheduler_config *cfg, vol
                                   volt_scheduler **out);
 VOLT_API void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
 VOLT_API const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
-/* Advance the counter by one and set the optimizer's lr to lr_at(counter). */
+/* Advance the counter by one and set the optimizer's lr to lr_at(counter). PLATEAU: nothing
+ * (it steps with a metric). */
 VOLT_API void volt_scheduler_step(volt_scheduler *s);
+/* PLATEAU (torch's ReduceLROnPlateau.step(metric)): count the step; a metric better than the
+ * best by the threshold resets the bad count, another (NaN too) adds one, none counted during a
+ * cooldown; past `patience` bad steps every group's lr becomes max(lr * factor, min_lr) (when that
+ * lowers it by more than eps) and the cooldown starts. VOLT_ERR_INVALID_ARG for another kind. */
+VOLT_API volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric);
+/* PLATEAU's state (what a checkpoint keeps): the best metric so far, the bad steps counted, the
+ * cooldown left and the reductions made (the lrs follow from these and the base lrs). */
+typedef struct volt_plateau_state { double best; int64_t num_bad, cooldown_left, reductions; } volt_plateau_state;
+VOLT_API volt_status volt_scheduler_plateau_state(const volt_scheduler *s, volt_plateau_state *out);
+/* Restores one (and sets the groups' lrs); VOLT_ERR_INVALID_ARG for another kind or a negative
+ * count. */
+VOLT_API volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plateau_state *st);
 VOLT_API int64_t volt_scheduler_last_step(const volt_scheduler *s);
 /* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step). */
 VOLT_API volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step);

@@ -155,8 +155,9 @@ typedef struct volt_module_ops {
      * under 16-mixed the grads are unscaled by then), given the config's gradient_clip_val and
      * gradient_clip_algorithm: clip with volt_trainer_clip_gradients, with those or other values,
      * or not at all (Lightning's default implementation clips with the arguments). It runs on
-     * every rank; under deepspeed_stage_2 / fsdp a clip by norm is collective, so every rank
-     * clips alike. compile refuses it (it would run inside the captured boundary). */
+     * every rank, and every rank must make the same calls (under deepspeed and fsdp a clip by
+     * norm is collective). VOLT_STOP asks for a stop. compile refuses it (it would run inside
+     * the captured boundary). */
     volt_status (*configure_gradient_clipping)(void *self, volt_trainer *t, float gradient_clip_val,
                                                const char *gradient_clip_algorithm);
 } volt_module_ops;
@@ -259,8 +260,9 @@ typedef struct volt_trainer_config {
                                         batches); 0 = at epoch end (default) */
     int64_t check_val_every_n_epoch; /* default 1; 0: Lightning's None, validation every
                                         val_check_interval (> 0, a count) train batches counted
-                                        across epochs (a resumed fit goes on counting), and at an
-                                        epoch's end only when its count falls there */
+                                        across epochs (a resumed fit goes on counting; a count inside
+                                        an accumulation window: at its end), and at an epoch's end
+                                        only when its count falls there */
     int64_t limit_train_batches;     /* at most N batches per epoch; -1 = all (default) */
     int64_t limit_val_batches;
     int64_t limit_test_batches;
