@@ -81,6 +81,27 @@ static const volt_module_ops lin_ops = { .version = VOLT_MODULE_OPS_VERSION, .na
 
 static volt_dataset *make_data(void) { return vtest_rows4(g_world * BS * NB); }
 
+/* ReduceLROnPlateau over ranks: a monitored value that differs per rank (rank 0: never better;
+ * the others: better every epoch); every rank steps with rank 0's, so every lr is the same. */
+static volt_status plat_opt(void *self, volt_optim_setup *o) {
+    o->optimizer.kind = VOLT_OPTIM_SGD;
+    o->optimizer.lr = 0.01f;
+    o->use_scheduler = true;
+    o->scheduler.kind = VOLT_SCHED_PLATEAU;
+    o->scheduler.interval = VOLT_SCHED_EVERY_EPOCH;
+    o->scheduler.monitor = "rank_score";
+    o->scheduler.patience = 0;
+    o->scheduler.factor = 0.5f;
+    return VOLT_OK;
+}
+static volt_status plat_epoch_end(void *self, volt_trainer *t) {
+    const double e = (double)volt_trainer_current_epoch(t);
+    return volt_trainer_log_metric(t, "rank_score", g_rank == 0 ? 1.0 : 1.0 - 0.1 * e, VOLT_LOG_EPOCH);
+}
+static const volt_module_ops plat_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
+                                          .configure_optimizers = plat_opt, .training_step = lin_train,
+                                          .on_train_epoch_end = plat_epoch_end };
+
 static volt_trainer *make_trainer(const char *strategy, const char *root) {
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
@@ -254,6 +275,24 @@ static void test_collective(const char *name) {
           strstr(volt_trainer_errmsg(t), "no such root"), "a root past the ranks: %s", volt_trainer_errmsg(t));
     CHECK(volt_trainer_broadcast(t, NULL, 8, 0) == VOLT_ERR_INVALID_ARG, "a NULL buffer accepted");
     volt_trainer_destroy(t);
+
+    /* ReduceLROnPlateau: rank 0's value on every rank (3 epochs: best 1, then bad, bad: patience 0
+     * reduces after epochs 1 and 2: 0.01 -> 0.005 -> 0.0025); the others' own would keep 0.01 */
+    {
+        t = make_trainer(name, vtest_tmpdir());
+        volt_dataset *ds = make_data();
+        volt_loader *l = vtest_loader(ds, BS, false);
+        lin m;
+        CHECK_OK(volt_trainer_fit(t, &plat_ops, &m, l, NULL, NULL));
+        const float lr = volt_optimizer_lr(volt_trainer_optimizer(t));
+        float all[8] = { 0 };
+        CHECK_OK(volt_trainer_all_gather(t, &lr, sizeof lr, all));
+        for (int r = 0; r < W && r < 8; r++)
+            CHECK(all[r] == 0.0025f, "ReduceLROnPlateau: rank %d's lr %g (want rank 0's decisions: 0.0025)", r, (double)all[r]);
+        volt_loader_destroy(l);
+        volt_dataset_destroy(ds);
+        volt_trainer_destroy(t);
+    }
 
     /* use_distributed_sampler: true (the default) cuts the loader into the rank's NB batches of
      * the W x NB; false leaves each rank all W x NB of it */
