@@ -31,10 +31,10 @@ void volt_scheduler_config_init(volt_scheduler_config *cfg) {
         .min_lr_ratio = 0.f,
         .interval = VOLT_SCHED_EVERY_STEP,
         .strict = true,
-        .factor = 0.1f,
+        .factor = 0.1,
         .patience = 10,
-        .threshold = 1e-4f,
-        .eps = 1e-8f,
+        .threshold = 1e-4,
+        .eps = 1e-8,
     };
 }
 
@@ -77,13 +77,13 @@ volt_status volt__scheduler_config_check(const volt_scheduler_config *c, char *m
     case VOLT_SCHED_PLATEAU:   /* its fields exist from config version 2 on */
         if (c->version < 2u) BAD("scheduler '%s': a config of version %u has no plateau settings (call volt_scheduler_config_init)",
                                  k, c->version);
-        if (!(c->factor >= 0.f && c->factor < 1.f)) BAD("scheduler '%s': factor must be in [0, 1), got %g", k, (double)c->factor);
+        if (!(c->factor >= 0.0 && c->factor < 1.0)) BAD("scheduler '%s': factor must be in [0, 1), got %g", k, (double)c->factor);
         if (c->patience < 0) BAD("scheduler '%s': patience must be >= 0, got %lld", k, (long long)c->patience);
         if (c->cooldown < 0) BAD("scheduler '%s': cooldown must be >= 0, got %lld", k, (long long)c->cooldown);
-        if (!(c->threshold >= 0.f) || !isfinite(c->threshold))
+        if (!(c->threshold >= 0.0) || !isfinite(c->threshold))
             BAD("scheduler '%s': threshold must be finite and >= 0, got %g", k, (double)c->threshold);
-        if (!(c->min_lr >= 0.f) || !isfinite(c->min_lr)) BAD("scheduler '%s': min_lr must be finite and >= 0, got %g", k, (double)c->min_lr);
-        if (!(c->eps >= 0.f) || !isfinite(c->eps)) BAD("scheduler '%s': eps must be finite and >= 0, got %g", k, (double)c->eps);
+        if (!(c->min_lr >= 0.0) || !isfinite(c->min_lr)) BAD("scheduler '%s': min_lr must be finite and >= 0, got %g", k, (double)c->min_lr);
+        if (!(c->eps >= 0.0) || !isfinite(c->eps)) BAD("scheduler '%s': eps must be finite and >= 0, got %g", k, (double)c->eps);
         if (c->monitor && !*c->monitor) BAD("scheduler '%s': monitor is empty (NULL: none)", k);
         break;
     default:
@@ -138,17 +138,22 @@ float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int6
  * config's base lr is 0, where volt_optimizer_set_lr has no ratio to scale by). The groups
  * of the optimizer's config only: one added later (volt_optimizer_add_param_group) keeps the
  * lr its owner sets, as torch's schedulers zip their base lrs with the groups they knew. */
-/* PLATEAU: a group's lr after `reductions` reductions from its base lr, each as torch makes it
- * (max(lr * factor, min_lr), kept only when it lowers lr by more than eps), in float as the
- * optimizer's param_groups hold it. */
+/* PLATEAU: torch's reduction of one lr (max(lr * factor, min_lr), kept only when it lowers lr by
+ * more than eps), in double as torch's param_groups hold it. */
+static double plateau_cut(const volt_scheduler_config *c, double lr) {
+    const double next = fmax(lr * c->factor, c->min_lr);
+    return lr - next > c->eps ? next : lr;
+}
+
+/* A config group's lr after `reductions` reductions from its base lr. */
 static float plateau_lr(const volt_scheduler_config *c, float base, int64_t reductions) {
-    float lr = base;
+    double lr = base;
     for (int64_t i = 0; i < reductions; i++) {
-        const float next = fmaxf(lr * c->factor, c->min_lr);
-        if (!(lr - next > c->eps)) break;   /* at the floor: every later reduction leaves it too */
+        const double next = plateau_cut(c, lr);
+        if (next == lr) break;   /* at the floor: every later reduction leaves it too */
         lr = next;
     }
-    return lr;
+    return (float)lr;
 }
 
 static void apply(volt_scheduler *s) {
@@ -181,7 +186,7 @@ volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimiz
     }
     s->opt = opt;
     s->last_step = 0;
-    s->plateau = (volt_plateau_state){ .best = cfg->kind == VOLT_SCHED_PLATEAU && cfg->mode_max ? -INFINITY : INFINITY };
+    s->plateau = (volt_plateau_state){ .best = s->cfg.kind == VOLT_SCHED_PLATEAU && s->cfg.mode_max ? -INFINITY : INFINITY };
     apply(s);
     *out = s;
     return VOLT_OK;
@@ -224,8 +229,18 @@ volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric) {
         p->cooldown_left--;
         p->num_bad = 0;
     }
-    if (p->num_bad > s->cfg.patience) {
-        p->reductions++;
+    if (p->num_bad > s->cfg.patience) {   /* torch's _reduce_lr over every param group */
+        bool lowered = false;
+        const int nc = volt_optimizer_config_group_count(s->opt), ng = volt_optimizer_group_count(s->opt);
+        for (int g = 0; g < nc && !lowered; g++) {
+            const float base = volt_optimizer_group_base_lr(s->opt, g);
+            lowered = plateau_lr(&s->cfg, base, p->reductions + 1) != plateau_lr(&s->cfg, base, p->reductions);
+        }
+        if (lowered) p->reductions++;   /* counted only when an lr moved: at every floor the count stops */
+        for (int g = nc; g < ng; g++) {   /* groups added since: from their current lr */
+            const double lr = volt_optimizer_group_lr(s->opt, g), next = plateau_cut(&s->cfg, lr);
+            if (next != lr) volt__optimizer_set_group_lr(s->opt, g, (float)next);
+        }
         p->cooldown_left = s->cfg.cooldown;
         p->num_bad = 0;
         apply(s);
@@ -240,7 +255,8 @@ volt_status volt_scheduler_plateau_state(const volt_scheduler *s, volt_plateau_s
 }
 
 volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plateau_state *st) {
-    if (!s || !st || s->cfg.kind != VOLT_SCHED_PLATEAU || st->num_bad < 0 || st->cooldown_left < 0 || st->reductions < 0 ||
+    if (!s || !st || s->cfg.kind != VOLT_SCHED_PLATEAU || st->num_bad < 0 || st->num_bad > s->cfg.patience ||
+        st->cooldown_left < 0 || st->cooldown_left > s->cfg.cooldown || st->reductions < 0 || st->reductions > 100000 ||
         isnan(st->best))
         return VOLT_ERR_INVALID_ARG;
     s->plateau = *st;

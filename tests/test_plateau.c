@@ -8,6 +8,8 @@
  *     fails fit naming what was logged (strict) or is skipped with a warning; no monitor, or a
  *     bad setting, is refused at fit start. */
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +46,14 @@ static void test_alone(void) {
     volt_optimizer *o = make_opt(&ps, 2);
     volt_scheduler_config c;
     volt_scheduler_config_init(&c);
-    CHECK(c.version == 2 && c.strict && c.factor == 0.1f && c.patience == 10 && c.threshold == 1e-4f && c.eps == 1e-8f &&
-          !c.mode_max && !c.threshold_abs && c.cooldown == 0 && c.min_lr == 0.f, "torch's defaults");
+    CHECK(c.version == 2 && c.strict && c.factor == 0.1 && c.patience == 10 && c.threshold == 1e-4 && c.eps == 1e-8 &&
+          !c.mode_max && !c.threshold_abs && c.cooldown == 0 && c.min_lr == 0.0, "torch's defaults");
     c.kind = VOLT_SCHED_PLATEAU;
-    c.factor = 0.5f;
+    c.factor = 0.5;
     c.patience = 1;
     c.cooldown = 1;
-    c.threshold = 0.01f;
-    c.min_lr = 0.02f;
+    c.threshold = 0.01;
+    c.min_lr = 0.02;
     volt_scheduler *s = NULL;
     CHECK_OK(volt_scheduler_create(&c, o, &s));
     /* metric, then group 0's and group 1's lr after the step (group 1: base 0.03, floor 0.02) */
@@ -88,6 +90,17 @@ static void test_alone(void) {
     volt_plateau_state bad = st;
     bad.reductions = -1;
     CHECK(volt_scheduler_set_plateau_state(s2, &bad) == VOLT_ERR_INVALID_ARG, "a negative count is refused");
+    bad = st;
+    bad.num_bad = 2;   /* > patience 1: no step of this config leaves that */
+    CHECK(volt_scheduler_set_plateau_state(s2, &bad) == VOLT_ERR_INVALID_ARG, "bad steps past patience refused");
+    bad = st;
+    bad.cooldown_left = INT64_MAX;
+    CHECK(volt_scheduler_set_plateau_state(s2, &bad) == VOLT_ERR_INVALID_ARG, "a cooldown past the config's refused");
+    /* at the floor the reductions stop counting (a long run's state stays small) */
+    for (int i = 0; i < 50; i++) CHECK_OK(volt_scheduler_step_metric(s2, 10.0 + i));
+    volt_plateau_state fl;
+    CHECK_OK(volt_scheduler_plateau_state(s2, &fl));
+    CHECK(fl.reductions == 3, "at the floor: %lld reductions counted (want 3)", (long long)fl.reductions);
     volt_scheduler_destroy(s2);
     volt_scheduler_destroy(s);
 
@@ -98,10 +111,10 @@ static void test_alone(void) {
     m.kind = VOLT_SCHED_PLATEAU;
     m.mode_max = true;
     m.threshold_abs = true;
-    m.threshold = 0.1f;
+    m.threshold = 0.1;
     m.patience = 0;
-    m.factor = 0.5f;
-    m.eps = 0.03f;
+    m.factor = 0.5;
+    m.eps = 0.03;
     CHECK_OK(volt_scheduler_create(&m, o, &s));
     CHECK_OK(volt_scheduler_step_metric(s, 1.0));    /* best 1.0 (from -inf) */
     CHECK_OK(volt_scheduler_step_metric(s, 1.05));   /* not > 1.0 + 0.1: bad 1 > 0: reduce */
@@ -111,25 +124,82 @@ static void test_alone(void) {
     CHECK(volt_optimizer_group_lr(o, 0) == 0.05f, "eps keeps %g", (double)volt_optimizer_group_lr(o, 0));
     volt_scheduler_destroy(s);
     /* settings refused */
-    m.factor = 1.0f;
+    /* min mode, relative threshold 1e-4 in double as torch: 0.9999 is not better than 1.0 (1.0 * (1 -
+     * 1e-4) is 0.9999 exactly in double); absolute 0.1: 0.95 is not better than 1.0, 0.85 is */
+    volt_scheduler_config r;
+    volt_scheduler_config_init(&r);
+    r.kind = VOLT_SCHED_PLATEAU;
+    r.patience = 0;
+    r.factor = 0.5;
+    CHECK_OK(volt_scheduler_create(&r, o, &s));
+    CHECK_OK(volt_scheduler_step_metric(s, 1.0));
+    CHECK_OK(volt_scheduler_step_metric(s, 0.9999));
+    CHECK(volt_optimizer_group_lr(o, 0) == 0.05f, "rel 1e-4: 0.9999 is a bad step (lr %g)", (double)volt_optimizer_group_lr(o, 0));
+    volt_scheduler_destroy(s);
+    r.threshold_abs = true;
+    r.threshold = 0.1;
+    CHECK_OK(volt_scheduler_create(&r, o, &s));
+    CHECK_OK(volt_scheduler_step_metric(s, 1.0));
+    CHECK_OK(volt_scheduler_step_metric(s, 0.85));
+    CHECK(volt_optimizer_group_lr(o, 0) == 0.1f, "abs 0.1: 0.85 is better");
+    CHECK_OK(volt_scheduler_step_metric(s, 0.8));
+    CHECK(volt_optimizer_group_lr(o, 0) == 0.05f, "abs 0.1: 0.8 after 0.85 is not");
+    volt_scheduler_destroy(s);
+    /* max mode, relative: better means above best * 1.1 */
+    r.threshold_abs = false;
+    r.mode_max = true;
+    CHECK_OK(volt_scheduler_create(&r, o, &s));
+    CHECK_OK(volt_scheduler_step_metric(s, 1.0));
+    CHECK_OK(volt_scheduler_step_metric(s, 1.2));
+    CHECK(volt_optimizer_group_lr(o, 0) == 0.1f, "max rel 0.1: 1.2 is better");
+    CHECK_OK(volt_scheduler_step_metric(s, 1.3));
+    CHECK(volt_optimizer_group_lr(o, 0) == 0.05f, "max rel 0.1: 1.3 after 1.2 is not");
+    volt_scheduler_destroy(s);
+    m.factor = 1.0;
     CHECK(volt_scheduler_config_validate(&m) == VOLT_ERR_INVALID_ARG, "factor 1 refused");
-    m.factor = 0.5f;
+    m.factor = 0.5;
     m.patience = -1;
     CHECK(volt_scheduler_config_validate(&m) == VOLT_ERR_INVALID_ARG, "negative patience refused");
-    /* a version-1 caller's struct (it ends before the plateau fields): its kinds still work, PLATEAU is refused */
+    /* a version-1 caller's struct, exactly as long as version 1's (ASan sees a read past it): its
+     * kinds still work, PLATEAU is refused */
     volt_scheduler_config v1;
     volt_scheduler_config_init(&v1);
     v1.version = 1;
     v1.kind = VOLT_SCHED_STEP;
     v1.step_size = 2;
     v1.gamma = 0.5f;
-    CHECK_OK(volt_scheduler_create(&v1, o, &s));
+    void *v1buf = malloc(offsetof(volt_scheduler_config, monitor));   /* the version-1 size, no more */
+    memcpy(v1buf, &v1, offsetof(volt_scheduler_config, monitor));
+    CHECK_OK(volt_scheduler_config_validate(v1buf));
+    CHECK_OK(volt_scheduler_create(v1buf, o, &s));
+    free(v1buf);
     volt_scheduler_step(s);
     volt_scheduler_step(s);
     CHECK(volt_optimizer_group_lr(o, 0) == 0.05f, "a version-1 StepLR: %g", (double)volt_optimizer_group_lr(o, 0));
     volt_scheduler_destroy(s);
     v1.kind = VOLT_SCHED_PLATEAU;
     CHECK(volt_scheduler_config_validate(&v1) == VOLT_ERR_INVALID_ARG, "PLATEAU in a version-1 config refused");
+    /* a group added after the scheduler (BackboneFinetuning's) is reduced too, from its own lr, as
+     * torch's ReduceLROnPlateau reduces every param group */
+    {
+        volt_params *ps1;
+        volt_optimizer *o1 = make_opt(&ps1, 1);
+        volt_scheduler_config_init(&r);
+        r.kind = VOLT_SCHED_PLATEAU;
+        r.patience = 0;
+        r.factor = 0.5;
+        CHECK_OK(volt_scheduler_create(&r, o1, &s));
+        const volt_optim_group added = { .params = "b.*", .lr = 0.04f, .weight_decay = NAN };
+        CHECK_OK(volt_optimizer_add_param_group(o1, &added));
+        CHECK_OK(volt_scheduler_step_metric(s, 1.0));
+        CHECK_OK(volt_scheduler_step_metric(s, 1.0));
+        CHECK(volt_optimizer_group_count(o1) == 2 && volt_optimizer_group_lr(o1, 0) == 0.05f &&
+              volt_optimizer_group_lr(o1, 1) == 0.02f, "reduced: %g and the added group's %g (want 0.05, 0.02)",
+              (double)volt_optimizer_group_lr(o1, 0), (double)volt_optimizer_group_lr(o1, 1));
+        volt_scheduler_destroy(s);
+        volt_optimizer_destroy(o1);
+        volt_params_destroy(ps1);
+    }
     volt_scheduler_config other;
     volt_scheduler_config_init(&other);
     CHECK_OK(volt_scheduler_create(&other, o, &s));

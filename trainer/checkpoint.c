@@ -762,19 +762,31 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         have_sched = meta_get_i64(t, f, path, "volt.scheduler.last_step", &sched_step, false) == VOLT_OK;
         const char *pl = volt_st_meta(f, "volt.scheduler.plateau");   /* ReduceLROnPlateau's state */
         if (pl && t->sched && volt_scheduler_get_config(t->sched)->kind == VOLT_SCHED_PLATEAU) {
+            /* "best bad cooldown reductions"; the counts within what this config allows */
+            const volt_scheduler_config *pc = volt_scheduler_get_config(t->sched);
             char *e = NULL;
-            plateau.best = strtod(pl, &e);
-            long long nb = -1, cd = -1, rd = -1;
-            int used = 0;
-            if (e == pl || isnan(plateau.best) || sscanf(e, " %lld %lld %lld%n", &nb, &cd, &rd, &used) != 3 || e[used] ||
-                nb < 0 || cd < 0 || rd < 0 || rd > 100000) {
-                src_close(&src);
-                return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.scheduler.plateau' = '%.80s' is not a "
-                                  "ReduceLROnPlateau state (best, bad steps, cooldown, reductions)", path, pl);
+            const char *q = pl;
+            int64_t v[3];
+            bool ok = true;
+            errno = 0;
+            plateau.best = strtod(q, &e);
+            ok = e != q && !isnan(plateau.best) && !errno;
+            for (int k = 0; k < 3 && ok; k++) {
+                q = e;
+                errno = 0;
+                v[k] = strtoll(q, &e, 10);
+                ok = e != q && *q == ' ' && !errno && v[k] >= 0;
             }
-            plateau.num_bad = nb;
-            plateau.cooldown_left = cd;
-            plateau.reductions = rd;
+            ok = ok && !*e && v[0] <= pc->patience && v[1] <= pc->cooldown && v[2] <= 100000;
+            if (!ok) {
+                src_close(&src);
+                return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.scheduler.plateau' is not a "
+                                  "ReduceLROnPlateau state of this scheduler (best, bad steps <= patience %lld, cooldown <= "
+                                  "%lld, reductions)", path, (long long)pc->patience, (long long)pc->cooldown);
+            }
+            plateau.num_bad = v[0];
+            plateau.cooldown_left = v[1];
+            plateau.reductions = v[2];
             have_plateau = true;
         }
         if (have_opt && opt_kind != (int64_t)volt_optimizer_get_config(t->opt)->kind) {

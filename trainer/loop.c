@@ -424,6 +424,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             CB_HOOK(t, on_train_batch_start, b, idx);
             MOD_HOOK(t, on_train_batch_start, b, idx);
             const double p0 = VOLT__PROF_T0(t);
+            const int64_t steps_before = t->global_step;
             VOLT_TRY(train_batch(t, b, idx, n_batches));
             volt__prof_add(t, NULL, NULL, "run_training_batch", p0);
             t->batch_in_epoch = idx + 1;
@@ -438,7 +439,8 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
                 if (by_total(t)) t->val_pending = false;
                 if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
             }
-            if (boundary && is_plateau(t, VOLT_SCHED_EVERY_STEP)) VOLT_TRY(plateau_step(t));
+            /* a step 16-mixed skipped (inf/NaN) counts for no scheduler: global_step stayed */
+            if (t->global_step > steps_before && is_plateau(t, VOLT_SCHED_EVERY_STEP)) VOLT_TRY(plateau_step(t));
             if (boundary) check_time(t);
             int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
             if (boundary && t->world > 1) {   /* every rank stops at the same step */
@@ -470,7 +472,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
         t->epoch_done = true;   /* a checkpoint written from here on resumes at the next epoch */
         CB_HOOK(t, on_train_epoch_end);
         MOD_HOOK(t, on_train_epoch_end);
-        if (is_plateau(t, VOLT_SCHED_EVERY_EPOCH)) VOLT_TRY(plateau_step(t));
+        if (finished && is_plateau(t, VOLT_SCHED_EVERY_EPOCH)) VOLT_TRY(plateau_step(t));   /* not an epoch max_steps cut */
         volt__prof_add(t, NULL, NULL, "run_training_epoch", pe);
         t->epoch++;
         t->batch_in_epoch = 0;

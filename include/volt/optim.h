@@ -141,7 +141,8 @@ VOLT_API volt_status volt_patterns_check(const char *patterns, const volt_params
  * matching ones MOVE into the new group from where they were (torch's rule is that a
  * parameter is in one group; Lightning adds frozen parameters that were in none). An added
  * group is not scheduled: a volt_scheduler and volt_optimizer_set_lr leave its lr alone (torch's
- * schedulers zip their base lrs with the groups they were made with);
+ * schedulers zip their base lrs with the groups they were made with; PLATEAU reduces it from its
+ * current lr, as torch's ReduceLROnPlateau reduces every param group);
  * volt_optimizer_set_group_lr moves it. Its Adam bias correction and its SGD momentum start
  * at its own first step (torch's per-parameter step count starts at a parameter's first
  * update). Call between steps; a compiled step is captured again. Checkpoints keep added
@@ -251,13 +252,13 @@ typedef struct volt_scheduler_config {
     bool strict;               /* default true: a monitor nobody logged fails fit; false: a warning and
                                   that step is skipped (Lightning's "strict") */
     bool mode_max;             /* default false: lower is better ("min"); true: "max" */
-    float factor;              /* lr *= factor on a plateau; in [0, 1); default 0.1 */
+    double factor;             /* lr *= factor on a plateau; in [0, 1); default 0.1 */
     int64_t patience;          /* bad steps tolerated before a reduction; >= 0; default 10 */
-    float threshold;           /* what counts as better; >= 0; default 1e-4 */
+    double threshold;          /* what counts as better; >= 0; default 1e-4 (compared in double, as torch) */
     bool threshold_abs;        /* default false: relative (best * (1 -/+ threshold)); true: absolute */
     int64_t cooldown;          /* steps after a reduction in which bad steps are not counted; default 0 */
-    float min_lr;              /* no group's lr goes below it; >= 0; default 0 */
-    float eps;                 /* a reduction smaller than this is not made; >= 0; default 1e-8 */
+    double min_lr;             /* no group's lr goes below it; >= 0; default 0 */
+    double eps;                /* a reduction smaller than this is not made; >= 0; default 1e-8 */
 } volt_scheduler_config;
 #define VOLT_SCHEDULER_CONFIG_VERSION 2u
 
@@ -283,11 +284,14 @@ VOLT_API void volt_scheduler_step(volt_scheduler *s);
  * lowers it by more than eps) and the cooldown starts. VOLT_ERR_INVALID_ARG for another kind. */
 VOLT_API volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric);
 /* PLATEAU's state (what a checkpoint keeps): the best metric so far, the bad steps counted, the
- * cooldown left and the reductions made (the lrs follow from these and the base lrs). */
+ * cooldown left and the reductions that lowered an lr. The lrs of the config's groups follow from
+ * these and their base lrs (an lr set by hand in between is not kept, unlike torch's, which
+ * reduces whatever lr is current); a group added since (volt_optimizer_add_param_group) is
+ * reduced from its current lr at each reduction, as torch reduces every param group. */
 typedef struct volt_plateau_state { double best; int64_t num_bad, cooldown_left, reductions; } volt_plateau_state;
 VOLT_API volt_status volt_scheduler_plateau_state(const volt_scheduler *s, volt_plateau_state *out);
-/* Restores one (and sets the groups' lrs); VOLT_ERR_INVALID_ARG for another kind or a negative
- * count. */
+/* Restores one (and sets the config groups' lrs); VOLT_ERR_INVALID_ARG for another kind, a NaN
+ * best, or counts outside [0, patience], [0, cooldown] and [0, 100000]. */
 VOLT_API volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plateau_state *st);
 VOLT_API int64_t volt_scheduler_last_step(const volt_scheduler *s);
 /* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step). */
