@@ -19,7 +19,7 @@
 typedef enum { HOOK_NONE, HOOK_CLIP, HOOK_SKIP, HOOK_TWICE, HOOK_BAD_ALGO } hook_mode;
 
 typedef struct lin {
-    volt_tensor *w, *b;
+    volt_tensor *w, *b;        /* first: vtest_lin4's */
     hook_mode mode;
     int calls;                 /* configure_gradient_clipping calls */
     float got_val;             /* its arguments, the last call's */
@@ -30,15 +30,6 @@ typedef struct lin {
 
 static double grad_norm(volt_trainer *t) { return sqrt(volt_params_grad_sqnorm(volt_trainer_params(t))); }
 
-static volt_status lin_setup(void *self, volt_params *ps) {
-    lin *m = self;
-    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
-    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
-}
-static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    lin *m = self;
-    return volt_step_set_loss(s, volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b)));
-}
 static volt_status lin_opt(void *self, volt_optim_setup *o) {
     o->optimizer.kind = VOLT_OPTIM_SGD;
     o->optimizer.lr = 0.1f;
@@ -65,12 +56,12 @@ static volt_status lin_clip(void *self, volt_trainer *t, float val, const char *
 }
 
 static const volt_module_ops plain_ops = {
-    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
-    .training_step = lin_train, .on_before_optimizer_step = lin_before_step,
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = vtest_lin4_setup, .configure_optimizers = lin_opt,
+    .training_step = vtest_lin4_train, .on_before_optimizer_step = lin_before_step,
 };
 static const volt_module_ops hook_ops = {
-    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
-    .training_step = lin_train, .on_before_optimizer_step = lin_before_step, .configure_gradient_clipping = lin_clip,
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = vtest_lin4_setup, .configure_optimizers = lin_opt,
+    .training_step = vtest_lin4_train, .on_before_optimizer_step = lin_before_step, .configure_gradient_clipping = lin_clip,
 };
 
 /* One epoch of 6 steps; the weights after it in w[5]. */

@@ -211,20 +211,11 @@ static void test_alone(void) {
 
 /* ---- in the trainer: a model whose val_loss stops improving ---------------------------------- */
 typedef struct lin {
-    volt_tensor *w, *b;
+    volt_tensor *w, *b;     /* first: vtest_lin4's */
     const char *monitor;
     bool strict, per_step, no_monitor;
 } lin;
 
-static volt_status lin_setup(void *self, volt_params *ps) {
-    lin *m = self;
-    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
-    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
-}
-static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    lin *m = self;
-    return volt_step_set_loss(s, volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b)));
-}
 /* validation logs nothing; its end hook logs val_score 3 at epoch 0, then 2 (no improvement after epoch 1) */
 static volt_status lin_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     (void)self;
@@ -251,8 +242,8 @@ static volt_status lin_opt(void *self, volt_optim_setup *o) {
     return VOLT_OK;
 }
 static const volt_module_ops lin_ops = {
-    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
-    .training_step = lin_train, .validation_step = lin_val, .on_validation_epoch_end = lin_val_end,
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = vtest_lin4_setup, .configure_optimizers = lin_opt,
+    .training_step = vtest_lin4_train, .validation_step = lin_val, .on_validation_epoch_end = lin_val_end,
 };
 
 /* records the lr at each train epoch's start (what that epoch trains with) */

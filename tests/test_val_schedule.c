@@ -10,16 +10,10 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 
-typedef struct lin { volt_tensor *w, *b; char log[512]; } lin;
+typedef struct lin { volt_tensor *w, *b; char log[512]; } lin;   /* w, b first: vtest_lin4's */
 
-static volt_status lin_setup(void *self, volt_params *ps) {
-    lin *m = self;
-    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
-    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
-}
 static volt_status lin_step(void *self, volt_step *s, const volt_batch *b, int64_t i) {
-    lin *m = self;
-    volt_tensor *loss = volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+    volt_tensor *loss = vtest_lin4_loss(self, s, b);
     if (!volt_step_training(s)) return volt_log(s, "val_loss", loss, 0);
     return volt_step_set_loss(s, loss);
 }
@@ -38,7 +32,7 @@ static volt_status lin_val_start(void *self, volt_trainer *t) {
     return VOLT_OK;
 }
 static const volt_module_ops lin_ops = {
-    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup, .configure_optimizers = lin_opt,
+    .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = vtest_lin4_setup, .configure_optimizers = lin_opt,
     .training_step = lin_step, .validation_step = lin_step, .on_validation_start = lin_val_start,
 };
 

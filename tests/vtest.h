@@ -20,6 +20,7 @@
 #include "volt/core.h"
 #include "volt/data.h"
 #include "volt/dtype.h"
+#include "volt/ops.h"
 #include "volt/trainer.h"
 
 static int vtest_pass_, vtest_fail_;
@@ -81,6 +82,23 @@ static inline volt_dataset *vtest_rows4(int n) {
     free(y);
     return ds;
 }
+/* The 4 -> 1 linear model many tests train on vtest_rows4 ("fc.weight", "fc.bias"): a module whose
+ * struct starts with these two tensors uses these as its setup and its (MSE) training step. */
+typedef struct vtest_lin4 { volt_tensor *w, *b; } vtest_lin4;
+static inline volt_status vtest_lin4_setup(void *self, volt_params *ps) {
+    vtest_lin4 *m = self;
+    VOLT_TRY(volt_param_new(ps, "fc.weight", VOLT_SHAPE(1, 4), VOLT_INIT_TORCH_LINEAR, &m->w));
+    return volt_param_new(ps, "fc.bias", VOLT_SHAPE(1), VOLT_INIT_ZEROS, &m->b);
+}
+static inline volt_tensor *vtest_lin4_loss(void *self, volt_step *s, const volt_batch *b) {
+    vtest_lin4 *m = self;
+    return volt_mse(s, volt_linear(s, volt_batch_x(b), m->w, m->b), volt_batch_y(b));
+}
+static inline volt_status vtest_lin4_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)i;
+    return volt_step_set_loss(s, vtest_lin4_loss(self, s, b));
+}
+
 /* A trainer config for tests: defaults, then no checkpoints, loggers, progress bar, model
  * summary or sanity check, one epoch, logs (if turned back on) under root. */
 static inline void vtest_quiet_config(volt_trainer_config *c, const char *root) {
