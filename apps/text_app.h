@@ -42,8 +42,10 @@ typedef struct opts {
     float lr, weight_decay, attention_dropout;   /* attention_dropout < 0: the model's default */
     const char *no_decay;         /* optimizer.no_decay: patterns of a weight-decay-0 group, or NULL */
     volt_optim_kind optimizer;
-    const char *schedule;         /* "constant" or "linear" */
+    const char *schedule;         /* "constant", "linear" or "plateau" */
     int64_t warmup_steps;
+    int64_t plateau_patience;     /* plateau: torch's patience and factor */
+    double plateau_factor;
     bool split_given, split_is_frac;
     int64_t split_n[3];
     double split_f[3];

@@ -42,8 +42,12 @@ static const volt_cli_key tc_keys[] = {
     { "optimizer.no_decay", VOLT_CLI_STRING, NULL, "parameters without weight decay, a parameter group: comma-separated fnmatch "
       "globs on the names (HF's recipe, biases and LayerNorm weights: '*.bias,*LayerNorm.weight,*layer_norm.weight'; "
       "null: decay every parameter)", "no-decay", NULL, 0, 0 },
-    { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule)",
-      "lr-schedule", "constant|linear", 0, 0 },
+    { "optimizer.lr_schedule", VOLT_CLI_STRING, "constant", "linear: decay to 0 at the last training step (HF's schedule); "
+      "plateau: ReduceLROnPlateau on val_loss after each epoch's validation", "lr-schedule", "constant|linear|plateau", 0, 0 },
+    { "optimizer.plateau_patience", VOLT_CLI_INT, "10", "plateau: epochs without a better val_loss before the lr drops "
+      "(torch's patience)", "plateau-patience", NULL, 0, 1e15 },
+    { "optimizer.plateau_factor", VOLT_CLI_FLOAT, "0.1", "plateau: the lr's factor when it drops (torch's factor, in [0, 1))",
+      "plateau-factor", NULL, 0, 0.999999 },
     { "optimizer.warmup_steps", VOLT_CLI_INT, "0", "linear warmup from 0 over N steps", "warmup-steps", NULL, 0, 1e15 },
     { "optimizer.lr_find", VOLT_CLI_BOOL, "false", "fit: first Lightning's learning-rate range test (LearningRateFinder: 100 "
       "steps from 1e-8 to 1, weights restored after), then train with its suggestion; a resumed fit reuses the first's", "lr-find",
@@ -131,6 +135,8 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .attention_dropout = !volt_cli_is_null(c, "model.attention_dropout") ? (float)volt_cli_float(c, "model.attention_dropout") : -1.f,
                  .optimizer = !strcmp(volt_cli_str(c, "optimizer.name"), "adamw") ? VOLT_OPTIM_ADAMW : VOLT_OPTIM_ADAM,
                  .schedule = volt_cli_str(c, "optimizer.lr_schedule"), .warmup_steps = volt_cli_int(c, "optimizer.warmup_steps"),
+                 .plateau_patience = volt_cli_int(c, "optimizer.plateau_patience"),
+                 .plateau_factor = volt_cli_float(c, "optimizer.plateau_factor"),
                  .drop_last = volt_cli_bool(c, "data.drop_last"), .lowercase = true,
                  .num_classes = !volt_cli_is_null(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
                  .sub = volt_cli_subcommand(c), .ckpt = volt_cli_str(c, "ckpt_path"),
@@ -227,6 +233,15 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
     if (o->attention_dropout >= 0.f) mc->attention_dropout = o->attention_dropout;
     mc->warmup_steps = o->warmup_steps;
     if (!strcmp(o->schedule, "linear")) mc->total_steps = -1;   /* over the fit's optimizer steps (the trainer's estimate) */
+    if (!strcmp(o->schedule, "plateau")) {
+        if (o->warmup_steps > 0) {
+            fprintf(stderr, APP ": --lr-schedule plateau has no warmup: --warmup-steps must be 0\n");
+            return 1;
+        }
+        mc->plateau = true;
+        mc->plateau_patience = o->plateau_patience;
+        mc->plateau_factor = o->plateau_factor;
+    }
     return 0;
 }
 

@@ -42,6 +42,8 @@ void volt_distilbert_config_init(volt_distilbert_config *cfg) {
     cfg->weight_decay = 0.f;
     cfg->warmup_steps = 0;
     cfg->total_steps = 0;
+    cfg->plateau_patience = 10;
+    cfg->plateau_factor = 0.1;
     cfg->pretrained_dir = NULL;
     cfg->ids_field = "input_ids";
     cfg->mask_field = "attention_mask";
@@ -104,6 +106,10 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
         !field_name_ok(cfg->ids_field) || !field_name_ok(cfg->mask_field) || !field_name_ok(cfg->y_field) ||
         (cfg->pretrained_dir && !*cfg->pretrained_dir))
         return VOLT_ERR_INVALID_ARG;
+    if (cfg->version >= 4 && cfg->plateau &&   /* one schedule: the plateau's, with torch's ranges */
+        (cfg->warmup_steps > 0 || cfg->total_steps != 0 || cfg->plateau_patience < 0 ||
+         !(cfg->plateau_factor >= 0.0 && cfg->plateau_factor < 1.0)))
+        return VOLT_ERR_INVALID_ARG;
     distilbert *m = calloc(1, sizeof *m);
     if (!m) return VOLT_ERR_NOMEM;
     m->blocks = calloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1), sizeof *m->blocks);
@@ -113,7 +119,9 @@ volt_status volt_distilbert_create(const volt_distilbert_config *cfg, void **sel
         volt_distilbert_destroy(m);
         return VOLT_ERR_NOMEM;
     }
-    if (cfg->version >= 3) m->cfg = *cfg;   /* an older struct ends before its next version's fields */
+    volt_distilbert_config_init(&m->cfg);   /* a field an older struct lacks keeps its default */
+    if (cfg->version >= 4) m->cfg = *cfg;   /* an older struct ends before its next version's fields */
+    else if (cfg->version == 3) memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, plateau));
     else if (cfg->version == 2) memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, quiet));
     else memcpy(&m->cfg, cfg, offsetof(volt_distilbert_config, no_decay));
     m->cfg.version = VOLT_DISTILBERT_CONFIG_VERSION;
@@ -305,7 +313,14 @@ static volt_status distilbert_configure_optimizers(void *self, volt_optim_setup 
         out->optimizer.n_groups = 1;
         out->optimizer.groups[0] = (volt_optim_group){ .params = c->no_decay, .lr = NAN, .weight_decay = 0.f };
     }
-    if (c->total_steps != 0 || c->warmup_steps > 0) {
+    if (c->plateau) {   /* torch's ReduceLROnPlateau on val_loss, stepped after each epoch's validation */
+        out->use_scheduler = true;
+        out->scheduler.kind = VOLT_SCHED_PLATEAU;
+        out->scheduler.monitor = "val_loss";
+        out->scheduler.patience = c->plateau_patience;
+        out->scheduler.factor = c->plateau_factor;
+        out->scheduler.interval = VOLT_SCHED_EVERY_EPOCH;
+    } else if (c->total_steps != 0 || c->warmup_steps > 0) {
         out->use_scheduler = true;
         out->scheduler.kind = c->total_steps != 0 ? VOLT_SCHED_LINEAR : VOLT_SCHED_LINEAR_WARMUP;
         out->scheduler.warmup_steps = c->warmup_steps;

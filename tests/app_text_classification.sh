@@ -201,6 +201,23 @@ got = dict(p.split(':') for p in sys.argv[1].split())
 want = {'0': 0.0, '1': 5e-4, '2': 1e-3, '3': 1e-3 * 2 / 3, '4': 1e-3 / 3}
 sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-9 for k, v in want.items()) else 1)" "$lrs" ||
         die "tsv: the linear schedule's lr by step is '$lrs', want 5 optimizer steps (10 batches, 2 a step) after 2 of warmup"
+    # --lr-schedule plateau: ReduceLROnPlateau on val_loss after each epoch's validation; at lr 1e-6
+    # val_loss moves by less than torch's 1e-4 threshold, so with patience 0 epoch 1 is a bad
+    # epoch and epoch 2 trains with half the lr
+    run plateau --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_plateau" --epochs 3 --limit-train-batches 2 \
+        --limit-val-batches 2 --limit-test-batches 2 --lr-schedule plateau --plateau-patience 0 --plateau-factor 0.5 \
+        --lr 1e-6 --trainer.log_every_n_steps 1; expect_ok plateau $?
+    lrs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^lr-/) c = i } NR > 1 && c && $c != "" { printf "%s:%s ", $2, $c }' \
+        "$W/runs_plateau/lightning_logs/version_0/metrics.csv")
+    python3 -c "
+import sys
+got = dict(p.split(':') for p in sys.argv[1].split())
+want = {'0': 1e-6, '1': 1e-6, '2': 1e-6, '3': 1e-6, '4': 5e-7, '5': 5e-7}
+sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-12 for k, v in want.items()) else 1)" "$lrs" ||
+        die "plateau: the lr by step is '$lrs', want 1e-6 for epochs 0 and 1, then 5e-7"
+    run plateau_warm --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_plateau" --epochs 1 --lr-schedule plateau \
+        --warmup-steps 2
+    [[ $? != 0 ]] && grep -q 'plateau has no warmup' "$W/plateau_warm.log" || die "plateau: --warmup-steps was not refused"
     # --lr-find: the range test, then fit with its suggestion (the lr the optimizer logs)
     run lrfind --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_lrfind" --epochs 1 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2 --lr-find --trainer.log_every_n_steps 1; expect_ok lrfind $?

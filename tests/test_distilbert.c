@@ -148,7 +148,7 @@ static void test_config(void) {
 
     void *m = NULL;
     static const char *bad[] = { "dim % heads", "dropout 1", "total <= warmup", "pad >= vocab",
-                                 "empty pretrained_dir", "negative lr" };
+                                 "empty pretrained_dir", "plateau with warmup", "plateau factor 1", "negative lr" };
     for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
         tiny_config(&c);
         switch (i) {
@@ -157,6 +157,8 @@ static void test_config(void) {
         case 2: c.warmup_steps = 10; c.total_steps = 10; break;
         case 3: c.pad_token_id = 97; break;
         case 4: c.pretrained_dir = ""; break;
+        case 5: c.plateau = true; c.warmup_steps = 2; break;
+        case 6: c.plateau = true; c.plateau_factor = 1.0; break;
         default: c.lr = -1.f; break;
         }
         volt_status st = volt_distilbert_create(&c, &m);
@@ -186,6 +188,21 @@ static void test_config(void) {
     CHECK(os.optimizer.kind == VOLT_OPTIM_ADAMW && os.optimizer.weight_decay == 0.01f && os.use_scheduler &&
           os.scheduler.kind == VOLT_SCHED_LINEAR && os.scheduler.warmup_steps == 10 && os.scheduler.total_steps == 100,
           "AdamW + linear warmup/decay");
+    CHECK_OK(volt_scheduler_config_validate(&os.scheduler));
+    volt_distilbert_destroy(m);
+    /* version 4: ReduceLROnPlateau on val_loss in place of the schedule */
+    tiny_config(&c);
+    CHECK(c.version == 4 && !c.plateau && c.plateau_patience == 10 && c.plateau_factor == 0.1, "plateau defaults (torch's)");
+    c.plateau = true;
+    c.plateau_patience = 2;
+    c.plateau_factor = 0.5;
+    CHECK_OK(volt_distilbert_create(&c, &m));
+    volt_scheduler_config_init(&os.scheduler);
+    os.use_scheduler = false;
+    CHECK_OK(volt_distilbert_ops.configure_optimizers(m, &os));
+    CHECK(os.use_scheduler && os.scheduler.kind == VOLT_SCHED_PLATEAU && os.scheduler.monitor &&
+          !strcmp(os.scheduler.monitor, "val_loss") && os.scheduler.patience == 2 && os.scheduler.factor == 0.5 &&
+          os.scheduler.interval == VOLT_SCHED_EVERY_EPOCH, "plateau on val_loss");
     CHECK_OK(volt_scheduler_config_validate(&os.scheduler));
     volt_distilbert_destroy(m);
 }

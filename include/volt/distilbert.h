@@ -93,8 +93,17 @@ typedef struct volt_distilbert_config {
        tensors); its errors are unchanged. For every process but one when several load the
        same file (ranks > 0 under a distributed strategy). Default false. */
     bool quiet;
+    /* ---- version 4 ---- */
+    /* true: ReduceLROnPlateau (torch's, VOLT_SCHED_PLATEAU) in place of the schedule above
+       (warmup_steps and total_steps 0): after each epoch's validation, the lr times
+       plateau_factor once val_loss has not improved (torch's relative threshold 1e-4) for more
+       than plateau_patience epochs. Needs validation (a fit without val_loss fails naming it).
+       Default false. */
+    bool plateau;
+    int64_t plateau_patience;    /* >= 0; default 10 (torch's) */
+    double plateau_factor;       /* in [0, 1); default 0.1 (torch's) */
 } volt_distilbert_config;
-#define VOLT_DISTILBERT_CONFIG_VERSION 3u
+#define VOLT_DISTILBERT_CONFIG_VERSION 4u
 
 /* Defaults: distilbert-base-uncased, 2 classes, Adam lr 5e-5, no schedule. */
 VOLT_API void volt_distilbert_config_init(volt_distilbert_config *cfg);
