@@ -86,15 +86,7 @@ static volt_status es_check(es *e, volt_trainer *t) {
     double cur;
     if (!volt_trainer_metric(t, e->monitor, &cur)) {
         char avail[2048];
-        size_t k = 0;
-        int n = volt_trainer_metric_count(t);
-        avail[0] = 0;
-        for (int i = 0; i < n && k < sizeof avail; i++) {
-            double v;
-            unsigned fl;
-            const char *nm = volt_trainer_metric_name(t, i, &v, &fl);
-            if (nm) k += (size_t)snprintf(avail + k, sizeof avail - k, "%s'%s'", k ? ", " : "", nm);
-        }
+        volt__cb_metric_names(t, avail, sizeof avail);
         return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
             "EarlyStopping conditioned on metric '%s' which is not available. Pass in or modify your "
             "EarlyStopping callback to use any of the following: [%s]", e->monitor, avail);

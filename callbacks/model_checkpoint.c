@@ -70,18 +70,12 @@ static bool mc_lookup(void *ctx, const char *name, double *v, bool *is_int) {
     return false;
 }
 
-/* "['train_loss', 'val_acc', 'epoch', 'step']" — what the monitor could have been. */
+/* "['train_loss', 'val_acc', 'epoch', 'step']" — what the monitor could have been (the file
+ * name template's epoch and step too). */
 static void available_metrics(const volt_trainer *t, char *out, size_t n) {
-    size_t k = 0;
-    k += (size_t)snprintf(out + k, n - k, "[");
-    int cnt = volt_trainer_metric_count(t);
-    for (int i = 0; i < cnt && k < n; i++) {
-        double v;
-        unsigned fl;
-        const char *nm = volt_trainer_metric_name(t, i, &v, &fl);
-        if (nm) k += (size_t)snprintf(out + k, n - k, "'%s', ", nm);
-    }
-    if (k < n) snprintf(out + k, n - k, "'epoch', 'step']");
+    char names[1024];
+    volt__cb_metric_names(t, names, sizeof names);
+    snprintf(out, n, "[%s%s'epoch', 'step']", names, names[0] ? ", " : "");
 }
 
 /* ---- paths ---------------------------------------------------------------------------------- */

@@ -355,29 +355,23 @@ static volt_status end_hooks(volt_trainer *t, volt_stage stage) {
     return VOLT_OK;
 }
 
+/* In messages: "validation", or "validation (dataloader 1)" with several loaders. */
 static void loader_what(const eval_kind *k, const volt__loaders *set, int dl, char *what, size_t n) {
     if (set->n > 1) snprintf(what, n, "%s (dataloader %d)", k->what, dl);
     else snprintf(what, n, "%s", k->what);
 }
 
 /* Loader dl of the stage's started and agreed across ranks (*span: the batches every rank runs). */
-static volt_status start_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n,
-                                volt_status ls, int64_t *span) {
-    char what[64];
-    loader_what(k, set, dl, what, sizeof what);
+static volt_status start_loader(volt_trainer *t, const volt__loaders *set, int dl, int64_t n, volt_status ls,
+                                const char *what, int64_t *span) {
     t->eval_dl = dl;
     t->num_eval_batches = n;
     return start_agreed(t, set->l[dl], ls, n, what, span);
 }
 
-/* Its batches. */
-static volt_status run_loader(volt_trainer *t, const eval_kind *k, const volt__loaders *set, int dl, int64_t n,
-                              int64_t span, volt_stage prev) {
-    char what[64];
-    loader_what(k, set, dl, what, sizeof what);
-    volt_loader *l = set->l[dl];
-    t->eval_dl = dl;
-    t->num_eval_batches = n;
+/* Its batches (the loader started: eval_dl and num_eval_batches are its). */
+static volt_status run_loader(volt_trainer *t, const eval_kind *k, volt_loader *l, int64_t n, int64_t span, volt_stage prev,
+                              const char *what) {
     t->eval_span = span;
     for (int64_t i = 0; i < n; i++) {
         const volt_batch *b;
@@ -407,8 +401,12 @@ static volt_status stage_body(volt_trainer *t, const eval_kind *k, const volt__l
     }
     t->n_eval_dl = set->n;
     int64_t span0 = 0;
+    char what[64];
     const bool first_early = k->stage != VOLT_STAGE_VALIDATE && set->n > 0;
-    if (first_early) VOLT_TRY(start_loader(t, k, set, 0, n[0], ls[0], &span0));
+    if (first_early) {
+        loader_what(k, set, 0, what, sizeof what);
+        VOLT_TRY(start_loader(t, set, 0, n[0], ls[0], what, &span0));
+    }
     const volt_stage prev = t->stage;
     const bool prev_sanity = t->sanity;   /* fit's sanity check sets it around its hooks too */
     t->stage = k->stage;
@@ -420,8 +418,9 @@ static volt_status stage_body(volt_trainer *t, const eval_kind *k, const volt__l
     VOLT_TRY(start_hooks(t, k->stage));
     for (int d = 0; d < set->n; d++) {
         int64_t span = span0;
-        if (d > 0 || !first_early) VOLT_TRY(start_loader(t, k, set, d, n[d], ls[d], &span));
-        VOLT_TRY(run_loader(t, k, set, d, n[d], span, prev));
+        loader_what(k, set, d, what, sizeof what);
+        if (d > 0 || !first_early) VOLT_TRY(start_loader(t, set, d, n[d], ls[d], what, &span));
+        VOLT_TRY(run_loader(t, k, set->l[d], n[d], span, prev, what));
     }
     if (k->stage == VOLT_STAGE_PREDICT) {
         /* predict has no epoch means (Lightning refuses self.log there); what the epoch-end hooks

@@ -11,6 +11,7 @@
 #include "trainer/loop_hooks.h"
 #include "volt/ops.h"
 #include "strategies/comm/comm.h"
+#include "callbacks/util.h"   /* volt__cb_metric_names */
 
 /* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
  * error is recorded and returned. */
@@ -264,9 +265,6 @@ static bool val_this_epoch(volt_trainer *t, const volt__loaders *val) {
  * batches counted across epochs. */
 static bool by_total(const volt_trainer *t) { return t->cfg.check_val_every_n_epoch == 0; }
 static bool total_due(const volt_trainer *t) { return t->total_batches > 0 && t->total_batches % t->cfg.val_check_interval == 0; }
-/* A count that falls inside an accumulation window (an epoch whose batches are not a multiple of
- * the factor shifts the count against the windows) validates at that window's end: no
- * validation, so no checkpoint, holds part of a window's grads. */
 
 /* ReduceLROnPlateau (VOLT_SCHED_PLATEAU) at the end of its interval, after that interval's
  * validation (Lightning: after on_train_epoch_end; with interval "step" after the batch's
@@ -291,17 +289,12 @@ static volt_status plateau_step(volt_trainer *t) {
     }
     if (have) return volt_scheduler_step_metric(t->sched, v);
     if (c->strict) {
-        char names[512] = "";
-        size_t k = 0;
-        for (int i = 0; i < t->n_metrics && k + 1 < sizeof names; i++) {
-            int w = snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", t->metrics[i].name);
-            if (w < 0) break;
-            k += (size_t)w;
-        }
+        char names[512];
+        volt__cb_metric_names(t, names, sizeof names);
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "ReduceLROnPlateau conditioned on metric '%s', which is not available at "
                           "epoch %lld, step %lld (logged: %s): set the scheduler's monitor to one of them, or strict = false to "
                           "skip its steps until it is", c->monitor, (long long)t->epoch, (long long)t->global_step,
-                          k ? names : "none");
+                          names[0] ? names : "none");
     }
     if (t->rank == 0 && !t->plateau_warned)
         fprintf(stderr, "volt: warning: ReduceLROnPlateau conditioned on metric '%s', which is not available: its step is "
@@ -430,6 +423,9 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             t->batch_in_epoch = idx + 1;
             t->total_batches++;
             bool boundary = volt__loop_ends_window(t, idx, n_batches);
+            /* a count that falls inside an accumulation window (epochs whose batches are not a multiple
+             * of the factor shift it against the windows) validates at that window's end: no
+             * validation, so no checkpoint, holds part of a window's grads */
             if (by_total(t) && total_due(t)) t->val_pending = true;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
