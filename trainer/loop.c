@@ -11,7 +11,6 @@
 #include "trainer/loop_hooks.h"
 #include "volt/ops.h"
 #include "strategies/comm/comm.h"
-#include "callbacks/util.h"   /* volt__cb_metric_names */
 
 /* A hook every callback has a chance at, outside the loops (on_fit_start, ...): the first
  * error is recorded and returned. */
@@ -289,8 +288,13 @@ static volt_status plateau_step(volt_trainer *t) {
     }
     if (have) return volt_scheduler_step_metric(t->sched, v);
     if (c->strict) {
-        char names[512];
-        volt__cb_metric_names(t, names, sizeof names);
+        char names[512] = "";   /* the callbacks' volt__cb_metric_names is a layer above */
+        size_t k = 0;
+        for (int i = 0; i < t->n_metrics; i++) {
+            const int w = snprintf(names + k, sizeof names - k, "%s'%s'", k ? ", " : "", t->metrics[i].name);
+            if (w < 0 || (size_t)w >= sizeof names - k) break;   /* full: the names that fit */
+            k += (size_t)w;
+        }
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "ReduceLROnPlateau conditioned on metric '%s', which is not available at "
                           "epoch %lld, step %lld (logged: %s): set the scheduler's monitor to one of them, or strict = false to "
                           "skip its steps until it is", c->monitor, (long long)t->epoch, (long long)t->global_step,
