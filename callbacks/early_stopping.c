@@ -86,7 +86,7 @@ static volt_status es_check(es *e, volt_trainer *t) {
     double cur;
     if (!volt_trainer_metric(t, e->monitor, &cur)) {
         char avail[2048];
-        volt__cb_metric_names(t, avail, sizeof avail);
+        volt_trainer_metric_names(t, avail, sizeof avail);
         return volt_trainer_fail(t, VOLT_ERR_NOT_FOUND,
             "EarlyStopping conditioned on metric '%s' which is not available. Pass in or modify your "
             "EarlyStopping callback to use any of the following: [%s]", e->monitor, avail);

@@ -74,7 +74,7 @@ static bool mc_lookup(void *ctx, const char *name, double *v, bool *is_int) {
  * name template's epoch and step too). */
 static void available_metrics(const volt_trainer *t, char *out, size_t n) {
     char names[1024];
-    volt__cb_metric_names(t, names, sizeof names);
+    volt_trainer_metric_names(t, names, sizeof names);
     snprintf(out, n, "[%s%s'epoch', 'step']", names, names[0] ? ", " : "");
 }
 

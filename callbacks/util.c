@@ -254,20 +254,3 @@ bool volt__cb_has(const volt_trainer *t, const char *name) {
     }
     return false;
 }
-
-void volt__cb_metric_names(const volt_trainer *t, char *out, size_t n) {
-    if (!n) return;
-    out[0] = 0;
-    size_t k = 0;
-    const int cnt = volt_trainer_metric_count(t);
-    for (int i = 0; i < cnt; i++) {
-        const char *nm = volt_trainer_metric_name(t, i, NULL, NULL);
-        if (!nm) continue;
-        const int w = snprintf(out + k, n - k, "%s'%s'", k ? ", " : "", nm);
-        if (w < 0 || (size_t)w >= n - k) {   /* full: end with "..." where it fits */
-            if (n >= 4) snprintf(out + (k + 4 <= n ? k : n - 4), 4, "...");
-            return;
-        }
-        k += (size_t)w;
-    }
-}

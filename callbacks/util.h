@@ -40,8 +40,5 @@ int volt__cb_csv_split(const char *line, char ***cells);
 
 /* A callback of this table name was added to t (the one-per-trainer checks, the defaults). */
 bool volt__cb_has(const volt_trainer *t, const char *name);
-/* "'train_loss', 'val_acc'": the metrics logged so far, for the error of a monitor nobody logged
- * (ModelCheckpoint, EarlyStopping); cut with "..." when out is full. */
-void volt__cb_metric_names(const volt_trainer *t, char *out, size_t n);
 
 #endif

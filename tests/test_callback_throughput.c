@@ -269,8 +269,8 @@ static void test_stages(void) {
           metric(r.t, "predict/device/samples_per_sec"));
     CHECK(metric(r.t, "predict/device/flops_per_sec") == 5e7, "predict flops/s %g", metric(r.t, "predict/device/flops_per_sec"));
     CHECK_CLOSE(metric(r.t, "predict/device/mfu"), 2e8 / 4 / 1e9, 1e-12, 0);
-    CHECK(metric(r.t, "test/batches") == NB && metric(r.t, "test/time") == 2 * (NB - 1), "predict left test's figures: %g, %g",
-          metric(r.t, "test/batches"), metric(r.t, "test/time"));
+    CHECK(!volt_trainer_metric(r.t, "test/batches", NULL), "predict starts with none of test's figures (Lightning resets "
+          "the metrics at every run's start)");
     volt_trainer_destroy(r.t);
     volt_loader_destroy(l);
     volt_loader_destroy(vl);

@@ -6,6 +6,8 @@
  *     the trainer's clip: clipping there with 0.01 gives bit for bit the weights of a run with
  *     gradient_clip_val = 0.01, and clipping nothing those of a run without clipping, whatever
  *     the config says;
+ *   - the hook passing its arguments on clips as the config alone; a clip_gradients call that
+ *     disagrees with the config's clip is refused, as Lightning's "use only one of them";
  *   - volt_trainer_clip_gradients outside the hook, with a bad algorithm or value: errors named;
  *     a failing hook fails fit naming it. (compile's refusal: test_compile.) */
 #include <math.h>
@@ -16,7 +18,8 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 
-typedef enum { HOOK_NONE, HOOK_CLIP, HOOK_SKIP, HOOK_TWICE, HOOK_BAD_ALGO } hook_mode;
+typedef enum { HOOK_NONE, HOOK_CLIP, HOOK_SKIP, HOOK_TWICE, HOOK_BAD_ALGO, HOOK_PASS, HOOK_PASS_NULL, HOOK_OTHER_VAL,
+               HOOK_OTHER_ALGO } hook_mode;
 
 typedef struct lin {
     volt_tensor *w, *b;        /* first: vtest_lin4's */
@@ -51,6 +54,10 @@ static volt_status lin_clip(void *self, volt_trainer *t, float val, const char *
         VOLT_TRY(volt_trainer_clip_gradients(t, 0.004f, "value"));
         return volt_trainer_clip_gradients(t, 0.005f, NULL);
     case HOOK_BAD_ALGO: return volt_trainer_clip_gradients(t, 0.01f, "l2");
+    case HOOK_PASS: return volt_trainer_clip_gradients(t, val, algo);        /* Lightning's default implementation */
+    case HOOK_PASS_NULL: return volt_trainer_clip_gradients(t, val, NULL);   /* NULL: the config's algorithm */
+    case HOOK_OTHER_VAL: return volt_trainer_clip_gradients(t, 2 * val, algo);
+    case HOOK_OTHER_ALGO: return volt_trainer_clip_gradients(t, val, "norm");
     default: return VOLT_OK;
     }
 }
@@ -123,10 +130,26 @@ int main(void) {
     CHECK_OK(run(ds, &hook_ops, &h, 0.f, "norm", "16-mixed", wh, NULL, 0));
     CHECK(h.hook_norm > 0 && fabs(h.hook_norm - h32.hook_norm) < 0.1 * h32.hook_norm && h.pre_norm == h.hook_norm,
           "16-mixed: unscaled grads in the hooks (norm %g, 32-true %g)", h.hook_norm, h32.hook_norm);
+    /* the hook passing its arguments on clips as the config alone: by value 0.01 (NULL too) */
+    float wv[5], wp[5];
+    lin v = { .mode = HOOK_NONE }, p = { .mode = HOOK_PASS }, pn = { .mode = HOOK_PASS_NULL };
+    CHECK_OK(run(ds, &plain_ops, &v, 0.01f, "value", NULL, wv, NULL, 0));
+    CHECK(memcmp(wv, wd, sizeof wv) != 0 && memcmp(wv, wa, sizeof wv) != 0, "clipping by value 0.01 differs from by norm");
+    CHECK_OK(run(ds, &hook_ops, &p, 0.01f, "value", NULL, wp, NULL, 0));
+    CHECK(!memcmp(wp, wv, sizeof wp), "the hook's arguments passed on: the config's clip");
+    CHECK_OK(run(ds, &hook_ops, &pn, 0.01f, "value", NULL, wp, NULL, 0));
+    CHECK(!memcmp(wp, wv, sizeof wp), "NULL algorithm: the config's (by value)");
     /* errors */
-    lin bad = { .mode = HOOK_BAD_ALGO };
     char err[1024];
-    volt_status st = run(ds, &hook_ops, &bad, 0.f, "norm", NULL, wh, err, sizeof err);
+    lin ov = { .mode = HOOK_OTHER_VAL }, oa = { .mode = HOOK_OTHER_ALGO };
+    volt_status st = run(ds, &hook_ops, &ov, 0.01f, "value", NULL, wp, err, sizeof err);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "gradient_clip_val is 0.01 and clip_gradients was given 0.02") &&
+          strstr(err, "use only one of them"), "another value than the config's: %s", err);
+    st = run(ds, &hook_ops, &oa, 0.01f, "value", NULL, wp, err, sizeof err);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "gradient_clip_algorithm is \"value\" and clip_gradients was given "
+          "\"norm\""), "another algorithm than the config's: %s", err);
+    lin bad = { .mode = HOOK_BAD_ALGO };
+    st = run(ds, &hook_ops, &bad, 0.f, "norm", NULL, wh, err, sizeof err);
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "configure_gradient_clipping") && strstr(err, "\"l2\""),
           "a bad algorithm fails fit naming the hook: %s", err);
     volt_trainer_config c;

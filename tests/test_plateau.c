@@ -214,6 +214,7 @@ typedef struct lin {
     volt_tensor *w, *b;     /* first: vtest_lin4's */
     const char *monitor;
     bool strict, per_step, no_monitor;
+    bool validate_first;    /* the trainer validates (logging val_score) before the fit */
 } lin;
 
 /* validation logs nothing; its end hook logs val_score 3 at epoch 0, then 2 (no improvement after epoch 1) */
@@ -268,7 +269,9 @@ static volt_status fit(volt_dataset *tr, lin *m, int64_t epochs, const char *ckp
     char path[1100];
     snprintf(path, sizeof path, "%s/plateau_stderr.txt", vtest_tmpdir());
     int saved = vtest_stderr_to(path);
-    volt_status st = volt_trainer_fit(t, &lin_ops, m, lt, lv, ckpt_in);
+    volt_status st = m->validate_first ? volt_trainer_validate(t, &lin_ops, m, lv, NULL) : VOLT_OK;
+    if (st >= 0 && m->validate_first && !volt_trainer_metric(t, "val_score", NULL)) st = VOLT_ERR_STATE;   /* it did log */
+    if (st >= 0) st = volt_trainer_fit(t, &lin_ops, m, lt, lv, ckpt_in);
     if (st >= 0 && ckpt_out) st = volt_trainer_save_checkpoint(t, ckpt_out);
     char buf[4096];
     vtest_stderr_back(saved, path, buf, sizeof buf);
@@ -306,6 +309,12 @@ static void test_trainer(void) {
     volt_status st = fit(tr, &s, 2, NULL, NULL, &rs, err, sizeof err, NULL, 0);
     CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "ReduceLROnPlateau conditioned on metric 'val_score'") &&
           strstr(err, "not available"), "interval step before any validation: %s", err);
+    /* ... also when an earlier validate call on the same trainer logged it: every call starts
+     * without the last call's metrics (Lightning's reset), so the fit's first step sees none */
+    lin sv = { .monitor = "val_score", .strict = true, .per_step = true, .validate_first = true };
+    st = fit(tr, &sv, 2, NULL, NULL, &rs, err, sizeof err, NULL, 0);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(err, "'val_score', which is not available at epoch 0, step 1"),
+          "interval step after a validate call, before the fit's validation: %s", err);
     lin ns = { .monitor = "val_score", .strict = false, .per_step = true };
     lr_rec rns = { .n = 0 };
     CHECK_OK(fit(tr, &ns, 3, NULL, NULL, &rns, err, sizeof err, serr, sizeof serr));
@@ -326,9 +335,31 @@ static void test_trainer(void) {
     volt_dataset_destroy(tr);
 }
 
+/* volt_trainer_metric_names, the list a missing monitor's error gives: quoted, comma-separated,
+ * "..." where the buffer runs out */
+static void test_metric_names(void) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, vtest_tmpdir());
+    volt_trainer *t = NULL;
+    CHECK_OK(volt_trainer_create(&c, &t));
+    char buf[64] = "x";
+    volt_trainer_metric_names(t, buf, sizeof buf);
+    CHECK(!strcmp(buf, ""), "none logged: '%s'", buf);
+    CHECK_OK(volt_trainer_log_metric(t, "a", 1.0, VOLT_LOG_EPOCH));
+    CHECK_OK(volt_trainer_log_metric(t, "bb", 2.0, VOLT_LOG_EPOCH));
+    volt_trainer_metric_names(t, buf, sizeof buf);
+    CHECK(!strcmp(buf, "'a', 'bb'"), "two: '%s'", buf);
+    volt_trainer_metric_names(t, buf, 8);
+    CHECK(!strcmp(buf, "'a'..."), "cut: '%s'", buf);
+    volt_trainer_metric_names(NULL, buf, sizeof buf);
+    CHECK(!strcmp(buf, ""), "no trainer: '%s'", buf);
+    volt_trainer_destroy(t);
+}
+
 int main(void) {
     vtest_check_accelerator();
     test_alone();
     test_trainer();
+    test_metric_names();
     return vtest_finish();
 }

@@ -2086,9 +2086,10 @@ static void test_null_module(volt_dataset *ds) {
     CHECK_OK(volt_trainer_fit(t, &sl_ops, NULL, l, l, NULL));
     CHECK_OK(volt_trainer_validate(t, &sl_ops, NULL, l, NULL));
     CHECK_OK(volt_trainer_test(t, &sl_ops, NULL, l, NULL));
-    CHECK_OK(volt_trainer_predict(t, &sl_ops, NULL, l, NULL, pred_sink, NULL));
     double acc = -1;
     CHECK(volt_trainer_metric(t, "test_acc", &acc) && acc >= 0 && acc <= 1, "test_acc %g", acc);
+    CHECK_OK(volt_trainer_predict(t, &sl_ops, NULL, l, NULL, pred_sink, NULL));
+    CHECK(!volt_trainer_metric(t, "test_acc", NULL), "predict starts without test's metrics");
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }

@@ -179,9 +179,20 @@ volt_status volt_trainer_clip_gradients(volt_trainer *t, float clip_val, const c
     if (algorithm && strcmp(algorithm, "norm") && strcmp(algorithm, "value"))
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "clip_gradients: algorithm must be \"norm\" or \"value\", got \"%s\"",
                           algorithm);
+    /* Lightning's rule: the trainer's clipping, when set, and the call's are one (the hook's
+     * arguments passed on pass); NULL is the trainer's algorithm */
+    const float cfg_val = t->cfg.gradient_clip_val;
+    const char *cfg_algo = t->cfg.gradient_clip_algorithm;
+    if (cfg_val > 0 && clip_val != cfg_val)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "clip_gradients: the trainer's gradient_clip_val is %g and clip_gradients "
+                          "was given %g: use only one of them (gradient_clip_val = 0 leaves the value to the hook)",
+                          (double)cfg_val, (double)clip_val);
+    if (cfg_val > 0 && algorithm && strcmp(algorithm, cfg_algo))
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "clip_gradients: the trainer's gradient_clip_algorithm is \"%s\" and "
+                          "clip_gradients was given \"%s\": use only one of them", cfg_algo, algorithm);
+    if (!algorithm) algorithm = cfg_algo;
     char err[sizeof t->errmsg] = "";
-    const volt_status st = volt__strategy_clip(t->strategy, clip_val, algorithm && !strcmp(algorithm, "value"), false, err,
-                                               sizeof err);
+    const volt_status st = volt__strategy_clip(t->strategy, clip_val, !strcmp(algorithm, "value"), false, err, sizeof err);
     return st < 0 ? volt__terr(t, st, "clip_gradients: %s", err[0] ? err : volt_status_str(st)) : VOLT_OK;
 }
 
@@ -288,13 +299,8 @@ static volt_status plateau_step(volt_trainer *t) {
     }
     if (have) return volt_scheduler_step_metric(t->sched, v);
     if (c->strict) {
-        char names[512] = "";   /* the callbacks' volt__cb_metric_names is a layer above */
-        size_t k = 0;
-        for (int i = 0; i < t->n_metrics; i++) {
-            const int w = snprintf(names + k, sizeof names - k, "%s'%s'", k ? ", " : "", t->metrics[i].name);
-            if (w < 0 || (size_t)w >= sizeof names - k) break;   /* full: the names that fit */
-            k += (size_t)w;
-        }
+        char names[512];
+        volt_trainer_metric_names(t, names, sizeof names);
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "ReduceLROnPlateau conditioned on metric '%s', which is not available at "
                           "epoch %lld, step %lld (logged: %s): set the scheduler's monitor to one of them, or strict = false to "
                           "skip its steps until it is", c->monitor, (long long)t->epoch, (long long)t->global_step,
@@ -600,6 +606,7 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
     volt__signal_arm(t);
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     if (t->call_depth == 0) {   /* nor its evaluation loop's state (a call from a hook leaves the running one's) */
+        t->n_metrics = 0;       /* nor the last call's metrics (Lightning's reset_metrics at every run's start) */
         t->num_eval_batches = -1;
         t->n_eval_dl = 0;
         t->eval_dl = -1;

@@ -589,10 +589,28 @@ bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value)
 int volt_trainer_metric_count(const volt_trainer *t) { return t ? t->n_metrics : 0; }
 
 const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags) {
-    if (i < 0 || i >= t->n_metrics) return NULL;
+    if (!t || i < 0 || i >= t->n_metrics) return NULL;
     if (value) *value = t->metrics[i].value;
     if (flags) *flags = t->metrics[i].flags;
     return t->metrics[i].name;
+}
+
+void volt_trainer_metric_names(const volt_trainer *t, char *out, size_t n) {
+    if (!out || !n) return;
+    out[0] = 0;
+    if (!t) return;
+    size_t k = 0;
+    const int cnt = volt_trainer_metric_count(t);
+    for (int i = 0; i < cnt; i++) {
+        const char *nm = volt_trainer_metric_name(t, i, NULL, NULL);
+        if (!nm) continue;
+        const int w = snprintf(out + k, n - k, "%s'%s'", k ? ", " : "", nm);
+        if (w < 0 || (size_t)w >= n - k) {   /* full: end with "..." where it fits */
+            if (n >= 4) snprintf(out + (k + 4 <= n ? k : n - 4), 4, "...");
+            return;
+        }
+        k += (size_t)w;
+    }
 }
 
 void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx) {

@@ -479,10 +479,13 @@ typedef volt_status (*volt_predict_fn)(void *ctx, const volt_batch *b, const vol
 VOLT_API volt_status volt_trainer_predict(volt_trainer *t, const volt_module_ops *ops, void *module,
                                  volt_loader *loader, const char *ckpt_path, volt_predict_fn out, void *ctx);
 
-/* Lightning's LightningModule.clip_gradients: clip the grads now, by global norm ("norm", or
- * NULL) or by value ("value"); clip_val 0 does nothing. Only inside configure_gradient_clipping
- * (VOLT_ERR_STATE elsewhere); a negative or non-finite clip_val, or another algorithm, is
- * VOLT_ERR_INVALID_ARG. May be called more than once (each clips what the last left). */
+/* Lightning's LightningModule.clip_gradients: clip the grads now, by global norm ("norm") or by
+ * value ("value"; NULL: the config's gradient_clip_algorithm); clip_val 0 does nothing. Only
+ * inside configure_gradient_clipping (VOLT_ERR_STATE elsewhere); a negative or non-finite
+ * clip_val, or another algorithm, is VOLT_ERR_INVALID_ARG. As Lightning, when the config clips
+ * (gradient_clip_val > 0) the call must agree with it: another clip_val or algorithm is
+ * VOLT_ERR_INVALID_ARG ("use only one of them"); passing the hook's arguments on always agrees.
+ * May be called more than once (each clips what the last left). */
 VOLT_API volt_status volt_trainer_clip_gradients(volt_trainer *t, float clip_val, const char *algorithm);
 
 /* ---- several evaluation loaders (Lightning's lists of val / test / predict dataloaders) -------- */
@@ -721,10 +724,16 @@ VOLT_API bool volt_trainer_should_stop(const volt_trainer *t);
 /* The log directory of this run (<root>/<logger_name>/version_N), NULL before fit/test. */
 VOLT_API const char *volt_trainer_log_dir(const volt_trainer *t);
 
-/* Metrics logged so far (the latest value of each: step values and epoch means). */
+/* Metrics logged so far in this call (Lightning's callback_metrics: the latest value of each,
+ * step values and epoch means). Every fit, validate, test, predict and tuner call starts with
+ * none, as Lightning resets them at each run's start; after a call they stay readable until the
+ * next one starts (a call made from another call's hook keeps the running one's). */
 VOLT_API bool volt_trainer_metric(const volt_trainer *t, const char *name, double *value);
 VOLT_API int volt_trainer_metric_count(const volt_trainer *t);
 VOLT_API const char *volt_trainer_metric_name(const volt_trainer *t, int i, double *value, unsigned *flags);
+/* The metrics' names for a message naming what was logged: "'train_loss', 'val_acc'" (empty when
+ * none), ending "..." where out (n bytes, n >= 4 for the mark) runs out. */
+VOLT_API void volt_trainer_metric_names(const volt_trainer *t, char *out, size_t n);
 /* Metrics logged during the last completed step, for loggers (name, value, step). */
 typedef void (*volt_metric_visit_fn)(void *ctx, const char *name, double value, unsigned flags);
 VOLT_API void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_fn fn, void *ctx);
