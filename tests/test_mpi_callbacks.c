@@ -176,8 +176,74 @@ static volt_trainer *sampler_trainer(const char *name, bool shard) {
     return t;
 }
 
+/* Lightning's reduce_fx across ranks: validation batch i of rank r logs VALS[i] + 10 r under one
+ * name per reduce (and rank 0 alone "only0", by max); training_step logs synced step values r +
+ * i / 8 by max and min, and 1 by sum. The epoch values fold every rank's, exactly; a synced step
+ * value is the ranks' max / min / sum at that step, on every rank. */
+enum { RV = 4 /* validation batches per rank */ };
+static const double RVALS[RV] = { 3.5, -1.25, 8.0, 0.5 };
+static int g_step_bad = -1;   /* the first training batch whose synced values were wrong */
+static volt_status red_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    const double x = g_rank + (double)i / 8;
+    VOLT_TRY(volt_log_value(s, "s_max", x, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_MAX));
+    VOLT_TRY(volt_log_value(s, "s_min", x, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_MIN));
+    VOLT_TRY(volt_log_value(s, "s_sum", 1.0, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_SUM));
+    return lin_train(self, s, b, i);
+}
+static volt_status red_train_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    double mx = 0, mn = 0, sm = 0;
+    const bool ok = volt_trainer_metric(t, "s_max", &mx) && volt_trainer_metric(t, "s_min", &mn) &&
+                    volt_trainer_metric(t, "s_sum", &sm) && mx == g_world - 1 + (double)i / 8 && mn == (double)i / 8 &&
+                    sm == g_world;
+    if (!ok && g_step_bad < 0) {
+        g_step_bad = (int)i;
+        fprintf(stderr, "rank %d batch %lld: s_max %g s_min %g s_sum %g\n", g_rank, (long long)i, mx, mn, sm);
+    }
+    return VOLT_OK;
+}
+static volt_status red_val(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    const double v = RVALS[i % RV] + 10.0 * g_rank;
+    VOLT_TRY(volt_log_value(s, "r_mean", v, 0));
+    VOLT_TRY(volt_log_value(s, "r_sum", v, VOLT_LOG_REDUCE_SUM));
+    VOLT_TRY(volt_log_value(s, "r_max", v, VOLT_LOG_REDUCE_MAX));
+    VOLT_TRY(volt_log_value(s, "r_min", v, VOLT_LOG_REDUCE_MIN));
+    return g_rank == 0 ? volt_log_value(s, "only0", v, VOLT_LOG_REDUCE_MAX) : VOLT_OK;
+}
+static const volt_module_ops red_ops = { .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = lin_setup,
+                                         .configure_optimizers = lin_opt, .training_step = red_train,
+                                         .validation_step = red_val, .on_train_batch_end = red_train_end };
+
+static void test_log_reduce(const char *name) {
+    volt_trainer *t = make_trainer(name, vtest_tmpdir());
+    if (!t) return;
+    volt_dataset *tr = make_data(), *va = vtest_rows4(g_world * BS * RV);
+    volt_loader *lt = vtest_loader(tr, BS, false), *lv = vtest_loader(va, BS, false);
+    lin m;
+    CHECK_OK(volt_trainer_fit(t, &red_ops, &m, lt, lv, NULL));
+    CHECK(g_step_bad < 0, "rank %d: synced step values by max / min / sum wrong from batch %d", g_rank, g_step_bad);
+    const double W = g_world;
+    double mean = 0, sum = 0, mx = 0, mn = 0, o = 0;
+    CHECK(volt_trainer_metric(t, "r_mean", &mean) && volt_trainer_metric(t, "r_sum", &sum) &&
+          volt_trainer_metric(t, "r_max", &mx) && volt_trainer_metric(t, "r_min", &mn) &&
+          volt_trainer_metric(t, "only0", &o), "rank %d: the epoch metrics", g_rank);
+    CHECK(sum == W * 10.75 + 40 * W * (W - 1) / 2 && mx == 8 + 10 * (W - 1) && mn == -1.25 && o == 8.0 &&
+          fabs(mean - (2.6875 + 5 * (W - 1))) < 1e-12, "rank %d of %d: mean %.17g (want %g), sum %.17g (want %g), max %g, "
+          "min %g, only0 %g (want 8)", g_rank, g_world, mean, 2.6875 + 5 * (W - 1), sum, W * 10.75 + 20 * W * (W - 1), mx,
+          mn, o);
+    volt_loader_destroy(lt);
+    volt_loader_destroy(lv);
+    volt_dataset_destroy(tr);
+    volt_dataset_destroy(va);
+    volt_trainer_destroy(t);
+}
+
 static void test_collective(const char *name) {
     test_auto_strategy();
+    test_log_reduce(name);
     volt_trainer *t = make_trainer(name, vtest_tmpdir());
     if (!t) return;
     const int W = g_world, last = W - 1;

@@ -142,6 +142,34 @@ volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *
     return VOLT_OK;
 }
 
+volt_status volt__rank_fold(volt_trainer *t, const int *reduce, double *v, double *have, int n) {
+    enum { SLOTS = 4096 };
+    const int W = t->world;
+    if (n < 0 || n > VOLT_MAX_METRICS || 2 * W > SLOTS) return VOLT_ERR_UNSUPPORTED;   /* alike on every rank */
+    double mine[2 * VOLT_MAX_METRICS], buf[SLOTS];
+    const int k = SLOTS / (2 * W);   /* values per all-gather */
+    for (int at = 0; at < n; at += k) {
+        const int m = n - at < k ? n - at : k;
+        for (int i = 0; i < m; i++) {
+            mine[2 * i] = v[at + i];
+            mine[2 * i + 1] = have[at + i] > 0;
+        }
+        VOLT_TRY(volt_trainer_all_gather(t, mine, sizeof(double) * 2 * (size_t)m, buf));
+        for (int i = 0; i < m; i++) {
+            double acc = 0, any = 0;
+            for (int r = 0; r < W; r++) {
+                const double *x = buf + (size_t)r * 2 * (size_t)m + 2 * (size_t)i;
+                if (!(x[1] > 0)) continue;
+                acc = any > 0 ? volt__reduce_fold(reduce[at + i], acc, x[0]) : x[0];
+                any = 1;
+            }
+            v[at + i] = acc;
+            have[at + i] = any;
+        }
+    }
+    return VOLT_OK;
+}
+
 /* One verdict (trainer_internal.h): one all-reduce of a flag per rank (volt__rank_values), then the
  * lowest failing rank broadcasts its status and message, so every rank fails with the same words,
  * as a sharded load's verdict (checkpoint_source.c). */

@@ -27,11 +27,20 @@ void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned 
     m->fresh = true;
 }
 
-static volt_accum *accum_for(volt_trainer *t, const char *nm, bool exact) {
+/* nm's accumulator in this stage (made at its first value), or NULL and *why: logged before as
+ * counts and now as values (or the other way), or with another reduce_fx, or no room. */
+static volt_accum *accum_for(volt_trainer *t, const char *nm, bool exact, unsigned flags, const char **why) {
     for (int i = 0; i < t->n_accums; i++)
-        if (!strcmp(t->accums[i].name, nm) && t->accums[i].stage == t->stage)
-            return t->accums[i].exact == exact ? &t->accums[i] : NULL;
+        if (!strcmp(t->accums[i].name, nm) && t->accums[i].stage == t->stage) {
+            volt_accum *a = &t->accums[i];
+            *why = a->exact != exact ? "logged both as counts (volt_log_ratio) and as values in this epoch"
+                   : (a->flags & VOLT__LOG_REDUCE_MASK) != (flags & VOLT__LOG_REDUCE_MASK)
+                       ? "logged with another reduce (VOLT_LOG_REDUCE_*) earlier in this epoch" : NULL;
+            return *why ? NULL : a;
+        }
+    *why = "too many epoch metrics in this stage";
     if (t->n_accums == VOLT_MAX_METRICS) return NULL;
+    *why = NULL;
     volt_accum *a = &t->accums[t->n_accums++];
     *a = (volt_accum){ .stage = t->stage, .exact = exact };
     snprintf(a->name, sizeof a->name, "%s", nm);
@@ -75,9 +84,15 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     volt_trainer *t = ctx;
     const char *bad = name_problem(name);
     if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name '%s': %s", name ? name : "(null)", bad);
+    const int reduce = volt__log_reduce(flags);
+    if (reduce < 0)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN "
+                          "(Lightning's reduce_fx is one function)", name);
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
-    if (step_sync(t, flags)) {
-        volt_status st = volt__strategy_all_reduce_mean(t->strategy, &value, 1);
+    if (step_sync(t, flags)) {   /* the ranks' values by the reduce: mean, sum, max or min */
+        double have = 1;
+        volt_status st = reduce == VOLT__REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1)
+                                                     : volt__rank_fold(t, &reduce, &value, &have, 1);
         if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
     }
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
@@ -91,11 +106,17 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     }
     if (flags & VOLT_LOG_EPOCH) {
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
-        volt_accum *a = accum_for(t, nm, false);
-        if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log('%s'): too many metrics, or logged both as counts and as values", name);
-        double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
-        a->sum += value * w;
-        a->weight += w;
+        const char *why;
+        volt_accum *a = accum_for(t, nm, false, flags, &why);
+        if (!a) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): %s", name, why);
+        if (reduce == VOLT__REDUCE_MEAN) {   /* weighted by the batch size, as Lightning's mean */
+            double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
+            a->sum += value * w;
+            a->weight += w;
+        } else {   /* sum / max / min of the step values: weight 1 once there is one */
+            a->sum = a->weight > 0 ? volt__reduce_fold(reduce, a->sum, value) : value;
+            a->weight = 1;
+        }
         a->flags = flags & ~(unsigned)VOLT_LOG_STEP;
     }
     return VOLT_OK;
@@ -107,6 +128,9 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
 static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t num, int64_t den, unsigned flags) {
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio: bad metric name");
     if (num < 0 || den < 0 || num > den) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): want 0 <= num <= den, got %lld/%lld", name, (long long)num, (long long)den);
+    if (flags & VOLT__LOG_REDUCE_MASK)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): VOLT_LOG_REDUCE_* is for values; counts add up exactly "
+                          "(their epoch value is the total ratio)", name);
     if (t->sanity) return VOLT_OK;
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
@@ -126,8 +150,9 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
     }
     if (flags & VOLT_LOG_EPOCH) {
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
-        volt_accum *a = accum_for(t, nm, true);
-        if (!a) return volt__terr(t, VOLT_ERR_NOMEM, "volt_log_ratio('%s'): too many metrics, or logged both as counts and as values", name);
+        const char *why;
+        volt_accum *a = accum_for(t, nm, true, flags, &why);
+        if (!a) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): %s", name, why);
         a->sum += (double)num;
         a->weight += (double)den;
         a->flags = flags & ~(unsigned)VOLT_LOG_STEP;
@@ -314,10 +339,25 @@ static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind,
     /* one name, one meaning per step (Lightning refuses the same too): the same name with other
      * flags, or a name that a STEP|EPOCH value's "_step" / "_epoch" column already takes, would
      * merge two values into one metric, the last one winning */
+    if (volt__log_reduce(flags) < 0) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN "
+                       "(Lightning's reduce_fx is one function)", name);
+        return NULL;
+    }
+    if (kind == PEND_RATIO && (flags & VOLT__LOG_REDUCE_MASK)) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): VOLT_LOG_REDUCE_* is for values; counts add up exactly "
+                       "(their epoch value is the total ratio)", name);
+        return NULL;
+    }
     const unsigned w = when_flags(t, flags);
     for (int i = 0; i < t->n_pending; i++) {
         const volt_pending_log *q = &t->pending[i];
         const unsigned qw = when_flags(t, q->flags);
+        if (!strcmp(q->name, name) && qw == w && (q->flags & VOLT__LOG_REDUCE_MASK) != (flags & VOLT__LOG_REDUCE_MASK)) {
+            volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): logged twice in this step with another reduce "
+                           "(VOLT_LOG_REDUCE_*): one name, one meaning", name);
+            return NULL;
+        }
         if (!strcmp(q->name, name) && qw != w) {
             volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): logged twice in this step with other flags (%s, then "
                            "%s): one name, one meaning", name, qw == VOLT_LOG_STEP ? "step" : qw == VOLT_LOG_EPOCH ? "epoch" :
@@ -620,6 +660,9 @@ void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_f
 
 volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags) {
     if (!name || !*name) return volt__terr(t, VOLT_ERR_INVALID_ARG, "log_metric: empty name");
+    if (flags & VOLT__LOG_REDUCE_MASK)   /* one value, set now: nothing to fold */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "log_metric('%s'): VOLT_LOG_REDUCE_* is for values a step logs (volt_log)",
+                          name);
     volt__metric_set(t, name, value, flags ? flags : VOLT_LOG_STEP);
     return VOLT_OK;
 }

@@ -102,6 +102,9 @@ static volt_status merge(volt_trainer *t, const char *what, stage_desc *u, const
             if (u->acc[j].exact != d->acc[i].exact)
                 return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: metric '%s' was logged as counts (volt_log_ratio) on some ranks "
                                   "and as values on others (rank %d)", what, d->acc[i].name, root);
+            if ((u->acc[j].flags ^ d->acc[i].flags) & VOLT__LOG_REDUCE_MASK)
+                return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: metric '%s' was logged with another reduce (VOLT_LOG_REDUCE_*) "
+                                  "on rank %d than on a lower rank", what, d->acc[i].name, root);
             continue;
         }
         if (u->n_acc == VOLT_MAX_METRICS)
@@ -178,6 +181,24 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
         v[2 * i + 1] = have ? mine[j].weight : 0;
     }
     if (u->n_acc && (st = volt__strategy_all_reduce_mean(t->strategy, v, 2 * u->n_acc)) < 0) { free(d); return sync_err(t, st, what); }
+    /* sum / max / min (reduce_fx): the ranks' own folds, folded again in rank order (exact) */
+    int idx[VOLT_MAX_METRICS], red[VOLT_MAX_METRICS], m = 0;
+    double fv[VOLT_MAX_METRICS], fh[VOLT_MAX_METRICS];
+    for (int i = 0, j = 0; i < u->n_acc; i++) {
+        const int r = volt__log_reduce(u->acc[i].flags);
+        if (u->acc[i].exact || r <= VOLT__REDUCE_MEAN) continue;
+        while (j < *n && strcmp(mine[j].name, u->acc[i].name) < 0) j++;
+        const bool have = j < *n && !strcmp(mine[j].name, u->acc[i].name) && mine[j].weight > 0;
+        idx[m] = i;
+        red[m] = r;
+        fv[m] = have ? mine[j].sum : 0;
+        fh[m++] = have;
+    }
+    if (m && (st = volt__rank_fold(t, red, fv, fh, m)) < 0) { free(d); return sync_err(t, st, what); }
+    for (int q = 0; q < m; q++) {
+        v[2 * idx[q]] = fv[q];
+        v[2 * idx[q] + 1] = fh[q];   /* weight 1: the value as folded; 0 when no rank had one */
+    }
     for (int i = 0; i < u->n_acc; i++) {
         volt_accum *a = &mine[i];
         *a = (volt_accum){ .stage = stage, .exact = u->acc[i].exact != 0, .flags = u->acc[i].flags, .sum = v[2 * i],

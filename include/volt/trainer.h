@@ -29,6 +29,12 @@ enum {
     VOLT_LOG_PROG_BAR = 1u << 2,  /* show in the progress bar */
     VOLT_LOG_SYNC = 1u << 3,      /* average across ranks (distributed strategies) */
     VOLT_LOG_NO_LOGGER = 1u << 4, /* keep out of loggers (callbacks still see it) */
+    /* Lightning's reduce_fx (at most one; none: "mean", the batch-size weighted mean): how an
+     * EPOCH value folds the epoch's step values, and ranks fold theirs, in rank order; with
+     * SYNC, how a STEP value is reduced across ranks. Not for counts (volt_log_ratio). */
+    VOLT_LOG_REDUCE_SUM = 1u << 5, /* reduce_fx="sum": the sum of the values (not weighted) */
+    VOLT_LOG_REDUCE_MAX = 1u << 6, /* reduce_fx="max": the largest (a NaN wins, as torch.max) */
+    VOLT_LOG_REDUCE_MIN = 1u << 7, /* reduce_fx="min": the smallest (a NaN wins) */
 };
 /* Neither STEP nor EPOCH given: Lightning's defaults — STEP in training_step, EPOCH in
  * validation/test steps. With both, two metrics "name_step" and "name_epoch" exist. */
