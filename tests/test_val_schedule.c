@@ -2,7 +2,9 @@
  * val_check_interval train batches counted across epochs (an epoch's end only when the count
  * falls there), and a resumed fit goes on counting from its checkpoint; a val_check_interval
  * longer than an epoch is refused unless counted across epochs; the settings that cannot work
- * together are refused at create. */
+ * together are refused at create. A checkpoint written in on_train_batch_end of a batch whose
+ * validation is due after it (or whose count fell due inside the accumulation window) resumes
+ * with that validation where the uninterrupted fit ran it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,20 @@ static const volt_module_ops lin_ops = {
 
 static int64_t g_acc = 1, g_fast = 0;   /* accumulate_grad_batches, fast_dev_run of the next fit */
 
+/* Saves a checkpoint to g_save_path in on_train_batch_end at (g_save_epoch, batch_in_epoch
+ * g_save_batch): between the batch and a validation due after it. */
+static const char *g_save_path;
+static int64_t g_save_epoch, g_save_batch;
+static volt_status save_at(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    (void)i;
+    if (volt_trainer_current_epoch(t) != g_save_epoch || volt_trainer_batch_in_epoch(t) != g_save_batch) return VOLT_OK;
+    return volt_trainer_save_checkpoint(t, g_save_path);
+}
+static const volt_callback_ops save_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SaveAt",
+                                            .on_train_batch_end = save_at };
+
 static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64_t every_n, int64_t interval,
                        const char *ckpt_in, const char *ckpt_out, lin *m, char *err, size_t errlen) {
     volt_trainer_config c;
@@ -55,6 +71,7 @@ static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64
         return st;
     }
     volt_loader *lt = vtest_loader(tr, 4, false), *lv = vtest_loader(va, 4, false);
+    if (g_save_path) CHECK_OK(volt_trainer_add_callback(t, &save_ops, NULL));
     st = volt_trainer_fit(t, &lin_ops, m, lt, lv, ckpt_in);
     snprintf(err, errlen, "%s", volt_trainer_errmsg(t));
     if (st >= 0 && ckpt_out) CHECK_OK(volt_trainer_save_checkpoint(t, ckpt_out));
@@ -98,6 +115,36 @@ int main(void) {
     CHECK_OK(fit(tr5, va, 3, 0, 4, NULL, NULL, &w, err, sizeof err));
     g_acc = 1;
     CHECK(!strcmp(w.log, "0:4 1:4 2:2 "), "across epochs with accumulation: got '%s' (want '0:4 1:4 2:2 ')", w.log);
+    /* a checkpoint written in on_train_batch_end before the validation due after that batch:
+     * the resumed fit runs that validation first. Per epoch (after 4 and at 6): saved at 0:4 */
+    char ckb[1100];
+    snprintf(ckb, sizeof ckb, "%s/val_due.safetensors", vtest_tmpdir());
+    lin s1 = { .log = "" }, s2 = { .log = "" };
+    g_save_path = ckb;
+    g_save_epoch = 0;
+    g_save_batch = 4;
+    CHECK_OK(fit(tr, va, 2, 1, 4, NULL, NULL, &s1, err, sizeof err));
+    g_save_path = NULL;
+    CHECK(!strcmp(s1.log, "0:4 0:6 1:4 1:6 "), "saving run: got '%s'", s1.log);
+    CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &s2, err, sizeof err));
+    CHECK(!strcmp(s2.log, "0:4 0:6 1:4 1:6 "), "resumed from between batch 0:4 and its validation: got '%s' (want the "
+          "uninterrupted '0:4 0:6 1:4 1:6 ')", s2.log);
+    /* across epochs with accumulation 2 (the run above: '0:4 1:4 2:2 '): saved at 1:3, where the
+     * count 8 fell inside the window [2 3] (validation at its end, 1:4), and at 1:4 itself */
+    static const int64_t at[2] = { 3, 4 };
+    for (int k = 0; k < 2; k++) {
+        lin p1 = { .log = "" }, p2 = { .log = "" };
+        g_acc = 2;
+        g_save_path = ckb;
+        g_save_epoch = 1;
+        g_save_batch = at[k];
+        CHECK_OK(fit(tr5, va, 3, 0, 4, NULL, NULL, &p1, err, sizeof err));
+        g_save_path = NULL;
+        CHECK_OK(fit(tr5, va, 3, 0, 4, ckb, NULL, &p2, err, sizeof err));
+        g_acc = 1;
+        CHECK(!strcmp(p1.log, "0:4 1:4 2:2 ") && !strcmp(p2.log, "1:4 2:2 "), "saved at 1:%lld: got '%s', resumed '%s' (want "
+              "'1:4 2:2 ')", (long long)at[k], p1.log, p2.log);
+    }
     volt_dataset_destroy(tr5);
     /* fast_dev_run: validation at the epoch's end whatever the interval says (Lightning's) */
     lin f = { .log = "" };

@@ -82,9 +82,13 @@ volt_status volt__dm_reload_loaders(volt_trainer *t, volt_loader **train, volt__
     const int64_t bs = volt__tune_fit_batch_size(t);
     for (int k = 0; k <= nv.n && st >= 0 && bs > 0; k++) {
         volt_loader *l = k ? nv.l[k - 1] : nt;
-        if (volt_loader_batch_size(l) != bs && (st = volt_loader_set_batch_size(l, bs)) < 0)
+        if (volt_loader_batch_size(l) != bs && (st = volt_loader_set_batch_size(l, bs)) < 0) {
+            char which[32] = "train";   /* one of several val loaders by its index, as their metrics */
+            if (k && nv.n > 1) snprintf(which, sizeof which, "val (dataloader_idx %d)", k - 1);
+            else if (k) snprintf(which, sizeof which, "val");
             st = volt__terr(t, st, "datamodule '%s': the reloaded %s loader could not be set to BatchSizeFinder's batch size "
-                            "%lld: %s", dm->name ? dm->name : "?", k ? "val" : "train", (long long)bs, volt_loader_errmsg(l));
+                            "%lld: %s", dm->name ? dm->name : "?", which, (long long)bs, volt_loader_errmsg(l));
+        }
     }
     if (st >= 0 && nt != *train && (st = volt__loop_shard(t, nt)) < 0)
         st = volt__loop_strategy_err(t, st, "data sharding");

@@ -387,7 +387,6 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
     t->train_t0 = volt__now() - t->fit_time_loaded;
     if (t->total_batches < 0)   /* an older checkpoint's: counted from its epoch and batch */
         t->total_batches = t->epoch < ((int64_t)1 << 40) / n_batches ? t->epoch * n_batches + t->batch_in_epoch : 0;
-    t->val_pending = false;
     CB_HOOK(t, on_train_start);
     MOD_HOOK2(t, on_train_start);
     while ((t->cfg.max_epochs < 0 || t->epoch < t->cfg.max_epochs) && !(t->should_stop && stop_allowed(t)) && !max_steps_reached(t)) {
@@ -411,6 +410,10 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
         if (t->cfg.val_check_fraction > 0 && t->cfg.val_check_fraction < 1) {
             val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
             if (val_every < acc) val_every = acc;
+        }
+        if (resuming_mid && t->val_due) {   /* the checkpoint was written between a batch and its validation */
+            t->val_due = t->val_pending = false;
+            if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
         }
         if (t->batch_in_epoch < n_batches) {
             volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);
@@ -437,11 +440,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
              * of the factor shift it against the windows) validates at that window's end: no
              * validation, so no checkpoint, holds part of a window's grads */
             if (by_total(t) && total_due(t)) t->val_pending = true;
+            /* mid-epoch validation, after the end hooks (a checkpoint they write resumes with it:
+             * val_due); an epoch's last batch validates at the epoch's end below */
+            const bool due = by_total(t) ? t->val_pending && boundary : val_every > 0 && (idx + 1) % val_every == 0;
+            t->val_due = due && idx + 1 < n_batches;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
-            /* mid-epoch validation; an epoch's last batch validates at the epoch's end below */
-            const bool due = by_total(t) ? t->val_pending && boundary : val_every > 0 && (idx + 1) % val_every == 0;
-            if (due && idx + 1 < n_batches) {
+            if (t->val_due) {
+                t->val_due = false;
                 if (by_total(t)) t->val_pending = false;
                 if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
             }
@@ -525,6 +531,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = t->total_batches = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
+    t->val_pending = t->val_due = false;   /* a checkpoint's come next */
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();
     t->min_note_printed = t->time_note_printed = t->plateau_warned = false;

@@ -106,6 +106,8 @@ struct volt_trainer {
                                         a checkpoint without it, counted from epoch and batch) */
     bool val_pending;                /* check_val_every_n_epoch = 0: the count fell due inside the
                                         accumulation window running (validates at its end) */
+    bool val_due;                    /* a mid-epoch validation is due after this batch's end hooks:
+                                        a checkpoint they write resumes with it (checkpointed) */
     int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
     int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
