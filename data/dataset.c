@@ -25,10 +25,17 @@ static bool field_valid(const char *what, int i, const volt_field *f) {
     if (f->shape.ndim < 0 || f->shape.ndim > VOLT_MAX_DIMS - 1)
         return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': ndim must be 0..%d, got %d", what, f->name,
                               VOLT_MAX_DIMS - 1, f->shape.ndim), false;
-    for (int k = 0; k < f->shape.ndim; k++)
+    uint64_t numel = 1;   /* a sample's elements: each dim and their product <= 2^40 (no overflow below) */
+    for (int k = 0; k < f->shape.ndim; k++) {
         if (f->shape.d[k] < 0 || f->shape.d[k] > ((int64_t)1 << 40))
             return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': dim %d is %lld (want 0..2^40)", what, f->name, k,
                                   (long long)f->shape.d[k]), false;
+        const uint64_t d = (uint64_t)f->shape.d[k];
+        if (d && numel > ((uint64_t)1 << 40) / d)
+            return volt__data_err(VOLT_ERR_INVALID_ARG, "%s: field '%s': a sample of more than 2^40 elements (its dims' "
+                                  "product)", what, f->name), false;
+        numel = d ? numel * d : 0;
+    }
     return true;
 }
 

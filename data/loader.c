@@ -188,7 +188,7 @@ static void quiesce(volt_loader *l) {
  * its batch; false when memory ran out (what was had stays in s for slot_free). Create and
  * set_batch_size share it. */
 static bool slot_alloc(const volt_loader *l, slot *s, int64_t rows) {
-    if (!(s->ids = malloc(sizeof *s->ids * (size_t)rows))) return false;
+    if (rows < 0 || (uint64_t)rows > SIZE_MAX / sizeof *s->ids || !(s->ids = malloc(sizeof *s->ids * (size_t)rows))) return false;
     s->batch.sample_ids = s->ids;
     for (int f = 0; f < l->ds->n_fields; f++) {
         const size_t bytes = (l->sample_bytes[f] * (size_t)rows + 63) / 64 * 64;   /* aligned_alloc wants a multiple */
@@ -236,6 +236,11 @@ volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, 
     pthread_cond_init(&l->cv_ready, NULL);
     pthread_cond_init(&l->cv_idle, NULL);
     atomic_init(&l->gen, 0u);
+    if ((uint64_t)l->n > SIZE_MAX / 2 / sizeof *l->order) {   /* the order and index arrays: 8 bytes a sample */
+        volt_loader_destroy(l);
+        return volt__data_err(VOLT_ERR_NOMEM, "volt_loader_create: a dataset of %lld samples is too large to index",
+                              (long long)l->n);
+    }
     l->order = malloc(sizeof *l->order * (size_t)(l->n > 0 ? l->n : 1));
     l->idx = malloc(sizeof *l->idx * (size_t)(l->n > 0 ? l->n : 1));
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
@@ -277,7 +282,8 @@ volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, 
     return VOLT_OK;
 nomem:
     volt_loader_destroy(l);
-    return VOLT_ERR_NOMEM;
+    return volt__data_err(VOLT_ERR_NOMEM, "volt_loader_create: out of memory for the batch buffers (%lld rows a batch)",
+                          (long long)rows);
 }
 
 void volt_loader_destroy(volt_loader *l) {

@@ -96,6 +96,7 @@ static int destroyed;
 static int64_t dummy_len(void *self) { return 5; }
 static volt_status dummy_get(void *self, int64_t i, void *const *dst) { *(float *)dst[0] = (float)i; return VOLT_OK; }
 static void dummy_destroy(void *self) { destroyed++; }
+static int64_t big_len(void *self) { return ((int64_t)1 << 61) + 1; }
 
 static void test_dataset(void) {
     static const volt_dataset_ops ops = { VOLT_DATASET_OPS_VERSION, "dummy", dummy_len, dummy_get, dummy_destroy };
@@ -120,6 +121,25 @@ static void test_dataset(void) {
     v2.version = 99;
     CHECK(volt_dataset_create(&v2, NULL, 1, &f, &ds) == VOLT_ERR_VERSION, "ops version");
     CHECK(destroyed == 4, "destroy called on every failure: %d", destroyed);
+    /* each dim within 2^40 but a sample of 2^64 elements (the product overflowed: a batch of
+     * shape (4, 2^40, 2^24) with a 64-byte buffer) */
+    volt_field huge = { "x", VOLT_F32, VOLT_SHAPE((int64_t)1 << 40, (int64_t)1 << 24) };
+    CHECK(volt_dataset_create(&ops, NULL, 1, &huge, &ds) == VOLT_ERR_INVALID_ARG && ds == NULL &&
+          strstr(volt_data_errmsg(), "field 'x': a sample of more than 2^40 elements"), "dims' product: '%s'",
+          volt_data_errmsg());
+    volt_field edge = { "x", VOLT_U8, VOLT_SHAPE((int64_t)1 << 20, (int64_t)1 << 20) };   /* 2^40 exactly: allowed */
+    CHECK_OK(volt_dataset_create(&ops, NULL, 1, &edge, &ds));
+    volt_dataset_destroy(ds);
+    /* a dataset too long to index (2^61 + 1 samples: 8 bytes each wrapped the order array's size) */
+    static const volt_dataset_ops big_ops = { VOLT_DATASET_OPS_VERSION, "big", big_len, dummy_get, dummy_destroy };
+    CHECK_OK(volt_dataset_create(&big_ops, NULL, 1, &f, &ds));
+    volt_loader_config lc;
+    volt_loader_config_init(&lc);
+    volt_loader *bl = NULL;
+    CHECK(volt_loader_create(&lc, ds, &bl) == VOLT_ERR_NOMEM && bl == NULL &&
+          strstr(volt_data_errmsg(), "a dataset of 2305843009213693953 samples is too large"), "2^61 + 1 samples: '%s'",
+          volt_data_errmsg());
+    volt_dataset_destroy(ds);
 
     /* arrays + subset */
     volt_dataset *a = make_ds(10);

@@ -20,7 +20,7 @@ extern "C" {
 typedef struct volt_field {
     const char *name;      /* "x", "y", "input_ids", ... (< 64 bytes, unique; copied at create) */
     volt_dtype dtype;
-    volt_shape shape;      /* per-sample shape (ndim <= 3; the batch adds a leading dim) */
+    volt_shape shape;      /* per-sample shape (ndim <= 3, at most 2^40 elements; the batch adds a leading dim) */
 } volt_field;
 
 typedef struct volt_dataset_ops {
