@@ -5,6 +5,7 @@
  *     exactly; a NaN at one batch is the max and the min (torch.max / torch.min), and the mean's;
  *   - training_step logs 1 per batch with STEP | EPOCH | REDUCE_SUM: "n_step" 1, "n_epoch" the
  *     batches; with REDUCE_MAX the step index: "last_epoch" the last index;
+ *   - a fit that failed mid-epoch leaves no partial epoch value to the next call on its trainer;
  *   - errors, each naming the metric: two reduces in one call; counts (volt_log_ratio) with a
  *     reduce; one name with another reduce in a later step or in the same step; a reduce on
  *     volt_trainer_log_metric. */
@@ -24,7 +25,15 @@ typedef struct lin {
     mode mode;
 } lin;
 
+/* the call-leak case: training logs g_tv per batch as an epoch mean and fails at batch g_fail_at
+ * (>= 0); a callback saves a checkpoint in on_train_batch_end at batch_in_epoch 2 */
+static double g_tv = 1;
+static int64_t g_fail_at = -1;
+static char g_ck[1100];
+
 static volt_status lin_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
+    if (i == g_fail_at) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "batch %lld fails", (long long)i);
+    VOLT_TRY(volt_log_value(s, "tv", g_tv, VOLT_LOG_EPOCH));
     VOLT_TRY(volt_log_value(s, "n", 1.0, VOLT_LOG_STEP | VOLT_LOG_EPOCH | VOLT_LOG_REDUCE_SUM));
     VOLT_TRY(volt_log_value(s, "last", (double)i, VOLT_LOG_EPOCH | VOLT_LOG_REDUCE_MAX));
     return vtest_lin4_train(self, s, b, i);
@@ -65,6 +74,14 @@ static const volt_module_ops ops = {
     .training_step = lin_train, .validation_step = lin_val,
 };
 
+static volt_status save_at_2(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    return i == 1 ? volt_trainer_save_checkpoint(t, g_ck) : VOLT_OK;
+}
+static const volt_callback_ops save_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SaveAt2",
+                                            .on_train_batch_end = save_at_2 };
+
 static double metric(volt_trainer *t, const char *name) {
     double v = -12345;
     return volt_trainer_metric(t, name, &v) ? v : -12345;
@@ -99,6 +116,21 @@ int main(void) {
     CHECK(metric(t, "n_step") == 1.0 && metric(t, "n_epoch") == NB && metric(t, "last") == NB - 1,
           "fit: n_step %g (1), n_epoch %g (%d), last %g (%d)", metric(t, "n_step"), metric(t, "n_epoch"), NB,
           metric(t, "last"), NB - 1);
+    volt_trainer_destroy(t);
+    /* a fit that failed mid-epoch leaves nothing to the next call on the same trainer: resumed
+     * from its checkpoint (batch 2), the epoch mean is of the resumed batches alone, as a fresh
+     * trainer's (it was 500.5: the failed call's 1000s kept in the accumulator) */
+    snprintf(g_ck, sizeof g_ck, "%s/leak.safetensors", vtest_tmpdir());
+    t = trainer();
+    CHECK_OK(volt_trainer_add_callback(t, &save_ops, NULL));
+    g_tv = 1000;
+    g_fail_at = 2;
+    CHECK(volt_trainer_fit(t, &ops, &m, l, NULL, NULL) == VOLT_ERR_INVALID_ARG, "the first fit fails at batch 2");
+    g_tv = 1;
+    g_fail_at = -1;
+    CHECK_OK(volt_trainer_fit(t, &ops, &m, l, NULL, g_ck));
+    CHECK(metric(t, "tv") == 1.0 && metric(t, "n_epoch") == NB - 2, "resumed on the same trainer: tv %g (want 1), n_epoch %g "
+          "(want %d)", metric(t, "tv"), metric(t, "n_epoch"), NB - 2);
     volt_trainer_destroy(t);
     /* errors */
     static const struct { mode mode; const char *want; } bad[] = {

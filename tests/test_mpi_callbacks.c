@@ -178,8 +178,9 @@ static volt_trainer *sampler_trainer(const char *name, bool shard) {
 
 /* Lightning's reduce_fx across ranks: validation batch i of rank r logs VALS[i] + 10 r under one
  * name per reduce (and rank 0 alone "only0", by max); training_step logs synced step values r +
- * i / 8 by max and min, and 1 by sum. The epoch values fold every rank's, exactly; a synced step
- * value is the ranks' max / min / sum at that step, on every rank. */
+ * i / 8 by max and min, and 1 by sum (also as a step-and-epoch value). The epoch values fold every
+ * rank's, exactly, each batch once; a synced step value is the ranks' max / min / sum at that step,
+ * on every rank. */
 enum { RV = 4 /* validation batches per rank */ };
 static const double RVALS[RV] = { 3.5, -1.25, 8.0, 0.5 };
 static int g_step_bad = -1;   /* the first training batch whose synced values were wrong */
@@ -188,6 +189,8 @@ static volt_status red_train(void *self, volt_step *s, const volt_batch *b, int6
     VOLT_TRY(volt_log_value(s, "s_max", x, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_MAX));
     VOLT_TRY(volt_log_value(s, "s_min", x, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_MIN));
     VOLT_TRY(volt_log_value(s, "s_sum", 1.0, VOLT_LOG_STEP | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_SUM));
+    /* step and epoch, synced: the step value the ranks' sum, the epoch's every batch of every rank once */
+    VOLT_TRY(volt_log_value(s, "e_sum", 1.0, VOLT_LOG_STEP | VOLT_LOG_EPOCH | VOLT_LOG_SYNC | VOLT_LOG_REDUCE_SUM));
     return lin_train(self, s, b, i);
 }
 static volt_status red_train_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
@@ -234,6 +237,10 @@ static void test_log_reduce(const char *name) {
           fabs(mean - (2.6875 + 5 * (W - 1))) < 1e-12, "rank %d of %d: mean %.17g (want %g), sum %.17g (want %g), max %g, "
           "min %g, only0 %g (want 8)", g_rank, g_world, mean, 2.6875 + 5 * (W - 1), sum, W * 10.75 + 20 * W * (W - 1), mx,
           mn, o);
+    double es = 0, ee = 0;
+    CHECK(volt_trainer_metric(t, "e_sum_step", &es) && volt_trainer_metric(t, "e_sum_epoch", &ee) && es == W && ee == W * NB,
+          "rank %d: a synced step-and-epoch sum: step %g (want %g), epoch %g (want %g: each batch once)", g_rank, es, W, ee,
+          W * NB);
     volt_loader_destroy(lt);
     volt_loader_destroy(lv);
     volt_dataset_destroy(tr);

@@ -12,7 +12,12 @@
 #include "volt/volt.h"
 #include "volt/trainer.h"
 
-typedef struct lin { volt_tensor *w, *b; char log[512]; } lin;   /* w, b first: vtest_lin4's */
+typedef struct lin {
+    volt_tensor *w, *b;   /* first: vtest_lin4's */
+    char log[512];
+    bool stop_at_val;     /* the first validation asks for a stop (EarlyStopping's) */
+    int64_t end_step;     /* global_step when fit ended */
+} lin;
 
 static volt_status lin_step(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     volt_tensor *loss = vtest_lin4_loss(self, s, b);
@@ -33,26 +38,46 @@ static volt_status lin_val_start(void *self, volt_trainer *t) {
              (long long)volt_trainer_batch_in_epoch(t));
     return VOLT_OK;
 }
+static volt_status lin_val_end(void *self, volt_trainer *t) {
+    lin *m = self;
+    if (m->stop_at_val && !volt_trainer_sanity_checking(t)) volt_trainer_request_stop(t);
+    return VOLT_OK;
+}
+static volt_status lin_fit_end(void *self, volt_trainer *t) {
+    ((lin *)self)->end_step = volt_trainer_global_step(t);
+    return VOLT_OK;
+}
 static const volt_module_ops lin_ops = {
     .version = VOLT_MODULE_OPS_VERSION, .name = "lin", .setup = vtest_lin4_setup, .configure_optimizers = lin_opt,
     .training_step = lin_step, .validation_step = lin_step, .on_validation_start = lin_val_start,
+    .on_validation_end = lin_val_end, .on_fit_end = lin_fit_end,
 };
 
 static int64_t g_acc = 1, g_fast = 0;   /* accumulate_grad_batches, fast_dev_run of the next fit */
 
-/* Saves a checkpoint to g_save_path in on_train_batch_end at (g_save_epoch, batch_in_epoch
- * g_save_batch): between the batch and a validation due after it. */
+/* Saves a checkpoint to g_save_path at (g_save_epoch, batch_in_epoch g_save_batch): in
+ * on_train_batch_end (between the batch and a validation due after it), or with g_save_in_val 1
+ * in that validation's on_validation_start (a validation cut short), 2 its on_validation_end. */
 static const char *g_save_path;
 static int64_t g_save_epoch, g_save_batch;
+static int g_save_in_val;
+static volt_status save_now(volt_trainer *t) {
+    if (volt_trainer_current_epoch(t) != g_save_epoch || volt_trainer_batch_in_epoch(t) != g_save_batch ||
+        volt_trainer_sanity_checking(t))
+        return VOLT_OK;
+    return volt_trainer_save_checkpoint(t, g_save_path);
+}
 static volt_status save_at(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
     (void)self;
     (void)b;
     (void)i;
-    if (volt_trainer_current_epoch(t) != g_save_epoch || volt_trainer_batch_in_epoch(t) != g_save_batch) return VOLT_OK;
-    return volt_trainer_save_checkpoint(t, g_save_path);
+    return g_save_in_val ? VOLT_OK : save_now(t);
 }
+static volt_status save_val_start(void *self, volt_trainer *t) { return g_save_in_val == 1 ? save_now(t) : VOLT_OK; }
+static volt_status save_val_end(void *self, volt_trainer *t) { return g_save_in_val == 2 ? save_now(t) : VOLT_OK; }
 static const volt_callback_ops save_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SaveAt",
-                                            .on_train_batch_end = save_at };
+                                            .on_train_batch_end = save_at, .on_validation_start = save_val_start,
+                                            .on_validation_end = save_val_end };
 
 static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64_t every_n, int64_t interval,
                        const char *ckpt_in, const char *ckpt_out, lin *m, char *err, size_t errlen) {
@@ -129,6 +154,27 @@ int main(void) {
     CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &s2, err, sizeof err));
     CHECK(!strcmp(s2.log, "0:4 0:6 1:4 1:6 "), "resumed from between batch 0:4 and its validation: got '%s' (want the "
           "uninterrupted '0:4 0:6 1:4 1:6 ')", s2.log);
+    /* saved inside that validation: at its start (cut short: it runs again), at its end (not) */
+    for (int k = 1; k <= 2; k++) {
+        lin v1 = { .log = "" }, v2 = { .log = "" };
+        g_save_path = ckb;
+        g_save_in_val = k;
+        CHECK_OK(fit(tr, va, 2, 1, 4, NULL, NULL, &v1, err, sizeof err));
+        g_save_path = NULL;
+        g_save_in_val = 0;
+        CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &v2, err, sizeof err));
+        const char *want = k == 1 ? "0:4 0:6 1:4 1:6 " : "0:6 1:4 1:6 ";
+        CHECK(!strcmp(v2.log, want), "saved in 0:4's validation %s: resumed '%s' (want '%s')", k == 1 ? "start" : "end",
+              v2.log, want);
+    }
+    /* a stop that validation asks for (EarlyStopping's) ends the resumed fit at the same step */
+    lin e1 = { .log = "", .stop_at_val = true }, e2 = { .log = "", .stop_at_val = true };
+    g_save_path = ckb;
+    CHECK_OK(fit(tr, va, 2, 1, 4, NULL, NULL, &e1, err, sizeof err));
+    g_save_path = NULL;
+    CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &e2, err, sizeof err));
+    CHECK(e1.end_step == 4 && e2.end_step == 4 && !strcmp(e2.log, "0:4 "), "a stop at 0:4's validation: uninterrupted "
+          "ended at step %lld, resumed at %lld ('%s')", (long long)e1.end_step, (long long)e2.end_step, e2.log);
     /* across epochs with accumulation 2 (the run above: '0:4 1:4 2:2 '): saved at 1:3, where the
      * count 8 fell inside the window [2 3] (validation at its end, 1:4), and at 1:4 itself */
     static const int64_t at[2] = { 3, 4 };

@@ -407,10 +407,14 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
         snprintf(b, sizeof b, "%.6f", volt__loop_fit_time(t));
         st = volt_st_writer_meta(w, "volt.fit_time_s", b);
     }
-    /* 8: saved between a batch and the validation due after it (resumed: that validation first);
-     * 16: check_val_every_n_epoch = 0's count fell due inside the window running */
+    /* 8: the validation due after the batch has not reached its end hooks; 16:
+     * check_val_every_n_epoch = 0's count fell due inside the window running; 32: the batch's
+     * optimizer step not yet seen by a step-interval ReduceLROnPlateau; 64: saved in the batch's
+     * end hooks or what follows them (loop.c batch_tail): resumed, what was left runs first */
+    const bool tail = t->fitting && t->tail_pending;
     if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0) |
-                               (t->fitting && t->val_due ? 8 : 0) | (t->fitting && t->val_pending ? 16 : 0));
+                               (tail && t->val_due && !t->val_due_ran ? 8 : 0) | (t->fitting && t->val_pending ? 16 : 0) |
+                               (tail && t->batch_stepped ? 32 : 0) | (tail ? 64 : 0));
     if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
     if (st >= 0 && t->cfg.run_fingerprint) st = volt_st_writer_meta(w, "volt.run_fingerprint", t->cfg.run_fingerprint);
     if (st >= 0) {
@@ -945,10 +949,14 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         t->epoch_done = flags & 4;
         t->val_due = flags & 8;
         t->val_pending = flags & 16;
+        t->batch_stepped = flags & 32;
+        t->tail_pending = flags & 64;
+        t->val_due_ran = false;
         if (t->epoch_done) {   /* saved during on_train_epoch_end: continue with the next epoch */
             t->epoch++;
             t->batch_in_epoch = 0;
-            t->epoch_done = t->epoch_sched_done = t->epoch_val_done = t->val_due = t->val_pending = false;
+            t->epoch_done = t->epoch_sched_done = t->epoch_val_done = false;
+            t->val_due = t->val_pending = t->batch_stepped = t->tail_pending = false;
         }
     }
     stage_close(&sg);

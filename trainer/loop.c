@@ -379,6 +379,43 @@ static volt_status loaders_batches(volt_trainer *t, volt_loader *train, const vo
     return VOLT_OK;
 }
 
+/* After a batch's end hooks: the mid-epoch validation due after it (val_due: kept until the
+ * validation reached its end hooks, so a checkpoint written before them, or in one the
+ * validation failed or was interrupted in, runs it again on resume), then the step-interval
+ * ReduceLROnPlateau when this batch stepped, the time limit and the ranks' stop vote at an
+ * optimizer boundary. *leave: the stop is allowed here (the epoch loop ends). A fit resumed from
+ * a checkpoint written in the batch's end hooks or in this validation runs what was left of it
+ * first (tail_pending), as the uninterrupted fit did; each part clears its flag once done, so a
+ * checkpoint written after it does not run it twice. */
+static volt_status batch_tail(volt_trainer *t, const volt__loaders *val, bool boundary, bool *leave) {
+    *leave = false;
+    if (t->val_due) {
+        if (by_total(t)) t->val_pending = false;
+        t->val_due_ran = false;
+        if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, &t->val_due_ran));
+        t->val_due = t->val_due_ran = false;
+    }
+    /* a step 16-mixed skipped (inf/NaN) counts for no scheduler: global_step stayed */
+    if (t->batch_stepped && is_plateau(t, VOLT_SCHED_EVERY_STEP)) VOLT_TRY(plateau_step(t));
+    t->batch_stepped = false;
+    if (boundary) check_time(t);
+    int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
+    if (boundary && t->world > 1) {   /* every rank stops at the same step */
+        double f[3] = { t->should_stop ? 1.0 : 0.0, 0, 0 };
+        volt__signal_vote(t, f + 1);
+        volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3);
+        if (st2 < 0) return volt__loop_strategy_err(t, st2, "stop flag");
+        t->should_stop = f[0] > 0;
+        sig = volt__signal_from_vote(f + 1);
+    } else if (boundary && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
+        t->interrupted_local = true;
+    }
+    t->tail_pending = false;   /* a stop's checkpoint resumes at the next batch */
+    if (sig) return volt__signal_stop(t, sig, "fit stopped after the optimizer step");
+    *leave = t->should_stop && boundary && stop_allowed(t);
+    return VOLT_OK;
+}
+
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *val) {
     int64_t n_batches;
     VOLT_TRY(loaders_batches(t, train, val, &n_batches));
@@ -411,15 +448,14 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
             if (val_every < acc) val_every = acc;
         }
-        if (resuming_mid && t->val_due) {   /* the checkpoint was written between a batch and its validation */
-            t->val_due = t->val_pending = false;
-            if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
-        }
-        if (t->batch_in_epoch < n_batches) {
+        bool leave = false;
+        if (resuming_mid && t->tail_pending)   /* the checkpoint was written between a batch and what follows it */
+            VOLT_TRY(batch_tail(t, val, volt__loop_ends_window(t, t->batch_in_epoch - 1, n_batches), &leave));
+        if (t->batch_in_epoch < n_batches && !leave) {
             volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);
             if (st < 0) return volt__loop_loader_err(t, train, st);
         }
-        while (t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
+        while (!leave && t->batch_in_epoch < n_batches && !max_steps_reached(t)) {
             int64_t idx = t->batch_in_epoch;
             const volt_batch *b;
             volt_status st = volt__loop_next_batch(t, train, "train_dataloader_next", &b);
@@ -444,29 +480,11 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
              * val_due); an epoch's last batch validates at the epoch's end below */
             const bool due = by_total(t) ? t->val_pending && boundary : val_every > 0 && (idx + 1) % val_every == 0;
             t->val_due = due && idx + 1 < n_batches;
+            t->batch_stepped = t->global_step > steps_before;
+            t->tail_pending = true;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
-            if (t->val_due) {
-                t->val_due = false;
-                if (by_total(t)) t->val_pending = false;
-                if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, NULL));
-            }
-            /* a step 16-mixed skipped (inf/NaN) counts for no scheduler: global_step stayed */
-            if (t->global_step > steps_before && is_plateau(t, VOLT_SCHED_EVERY_STEP)) VOLT_TRY(plateau_step(t));
-            if (boundary) check_time(t);
-            int sig = 0;   /* SIGINT / SIGTERM (signals.c): stop here, min_epochs or not */
-            if (boundary && t->world > 1) {   /* every rank stops at the same step */
-                double f[3] = { t->should_stop ? 1.0 : 0.0, 0, 0 };
-                volt__signal_vote(t, f + 1);
-                volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3);
-                if (st2 < 0) return volt__loop_strategy_err(t, st2, "stop flag");
-                t->should_stop = f[0] > 0;
-                sig = volt__signal_from_vote(f + 1);
-            } else if (boundary && t->cfg.handle_signals && (sig = volt__signal_pending()) != 0) {
-                t->interrupted_local = true;
-            }
-            if (sig) return volt__signal_stop(t, sig, "fit stopped after the optimizer step");
-            if (t->should_stop && boundary && stop_allowed(t)) break;
+            VOLT_TRY(batch_tail(t, val, boundary, &leave));
         }
         bool finished = t->batch_in_epoch >= n_batches;
         if (!finished && !max_steps_reached(t)) break;   /* stopped mid-epoch */
@@ -531,7 +549,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = t->total_batches = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
-    t->val_pending = t->val_due = false;   /* a checkpoint's come next */
+    t->val_pending = t->val_due = t->val_due_ran = t->batch_stepped = t->tail_pending = false;   /* a checkpoint's next */
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();
     t->min_note_printed = t->time_note_printed = t->plateau_warned = false;
@@ -613,7 +631,7 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
     volt__signal_arm(t);
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     if (t->call_depth == 0) {   /* nor its evaluation loop's state (a call from a hook leaves the running one's) */
-        t->n_metrics = 0;       /* nor the last call's metrics (Lightning's reset_metrics at every run's start) */
+        volt__metrics_reset_call(t);   /* nor the last call's metrics (Lightning's reset at every run's start) */
         t->num_eval_batches = -1;
         t->n_eval_dl = 0;
         t->eval_dl = -1;

@@ -89,6 +89,7 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN "
                           "(Lightning's reduce_fx is one function)", name);
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
+    const double local = value;   /* the epoch folds this rank's values; the ranks' folds meet at its end */
     if (step_sync(t, flags)) {   /* the ranks' values by the reduce: mean, sum, max or min */
         double have = 1;
         volt_status st = reduce == VOLT__REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1)
@@ -111,10 +112,10 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
         if (!a) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): %s", name, why);
         if (reduce == VOLT__REDUCE_MEAN) {   /* weighted by the batch size, as Lightning's mean */
             double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
-            a->sum += value * w;
+            a->sum += local * w;
             a->weight += w;
         } else {   /* sum / max / min of the step values: weight 1 once there is one */
-            a->sum = a->weight > 0 ? volt__reduce_fold(reduce, a->sum, value) : value;
+            a->sum = a->weight > 0 ? volt__reduce_fold(reduce, a->sum, local) : local;
             a->weight = 1;
         }
         a->flags = flags & ~(unsigned)VOLT_LOG_STEP;
@@ -262,6 +263,13 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
         if (t->accums[i].stage != stage) t->accums[keep++] = t->accums[i];
     t->n_accums = keep;
     confusion_reset(t, stage);
+}
+
+void volt__metrics_reset_call(volt_trainer *t) {
+    t->n_metrics = 0;
+    t->n_accums = 0;
+    for (int i = 0; i < t->n_confusion; i++) free(t->confusion[i].counts);
+    t->n_confusion = 0;
 }
 
 void volt__metrics_free(volt_trainer *t) {

@@ -106,8 +106,13 @@ struct volt_trainer {
                                         a checkpoint without it, counted from epoch and batch) */
     bool val_pending;                /* check_val_every_n_epoch = 0: the count fell due inside the
                                         accumulation window running (validates at its end) */
-    bool val_due;                    /* a mid-epoch validation is due after this batch's end hooks:
-                                        a checkpoint they write resumes with it (checkpointed) */
+    /* A checkpoint written in a batch's end hooks, or in what follows them before the next batch
+     * (loop.c batch_tail: the due validation, the step-interval plateau step, the stop vote),
+     * resumes with what was left of that (checkpointed: volt.epoch_flags) */
+    bool tail_pending;               /* between on_train_batch_end and the end of batch_tail */
+    bool val_due;                    /* the mid-epoch validation after this batch is due ... */
+    bool val_due_ran;                /* ... and reached its end hooks (it does not run again) */
+    bool batch_stepped;              /* this batch took an optimizer step the plateau has not seen */
     int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
     int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
@@ -265,6 +270,9 @@ volt_status volt__confusion_grow(volt_confusion_acc *m, int C);
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
 void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
 void volt__metrics_free(volt_trainer *t);
+/* A public call starts (depth 0): no metric, epoch accumulator or confusion matrix of an
+ * earlier call is left (Lightning's reset_metrics / reset_results at every run's start). */
+void volt__metrics_reset_call(volt_trainer *t);
 /* The step's logged tensor values: one device->host copy for all of them, then they become
  * metrics (and accuracy counts / confusion matrices). Called by the loop after each step. */
 volt_status volt__metrics_flush(volt_trainer *t);

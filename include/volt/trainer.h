@@ -748,7 +748,8 @@ VOLT_API void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metri
  * "test"; of one of several evaluation loaders "val/dataloader_idx_1"), summed over ranks at
  * the stage's epoch end (its scores are logged as "<stage>_precision", "_recall", "_f1", with the
  * loader's suffix after them). counts[true * C + pred], valid until the next run of that stage
- * starts (which drops the stage's matrices). false when none was counted. */
+ * starts (which drops the stage's matrices) or the next public call starts (as the metrics).
+ * false when none was counted. */
 VOLT_API bool volt_trainer_confusion_matrix(const volt_trainer *t, const char *stage, int *n_classes, const int64_t **counts);
 
 /* ---- memory report (the struct: volt/memory.h) ----------------------------------------------- */
