@@ -237,9 +237,9 @@ volt_status volt_loader_create(const volt_loader_config *cfg, volt_dataset *ds, 
     pthread_cond_init(&l->cv_idle, NULL);
     atomic_init(&l->gen, 0u);
     if ((uint64_t)l->n > SIZE_MAX / 2 / sizeof *l->order) {   /* the order and index arrays: 8 bytes a sample */
+        const long long n = (long long)l->n;
         volt_loader_destroy(l);
-        return volt__data_err(VOLT_ERR_NOMEM, "volt_loader_create: a dataset of %lld samples is too large to index",
-                              (long long)l->n);
+        return volt__data_err(VOLT_ERR_NOMEM, "volt_loader_create: a dataset of %lld samples is too large to index", n);
     }
     l->order = malloc(sizeof *l->order * (size_t)(l->n > 0 ? l->n : 1));
     l->idx = malloc(sizeof *l->idx * (size_t)(l->n > 0 ? l->n : 1));
