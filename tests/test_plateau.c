@@ -254,8 +254,17 @@ static volt_status rec_epoch_start(void *self, volt_trainer *t) {
     if (r->n < 16) r->lr[r->n++] = volt_optimizer_lr(volt_trainer_optimizer(t));
     return VOLT_OK;
 }
+/* with g_save_at set: saves g_save_at in on_train_batch_end at epoch 1, batch_in_epoch 2 (before
+ * that batch's step-interval plateau step) */
+static const char *g_save_at;
+static volt_status rec_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    if (!g_save_at || volt_trainer_current_epoch(t) != 1 || i != 1) return VOLT_OK;
+    return volt_trainer_save_checkpoint(t, g_save_at);
+}
 static const volt_callback_ops rec_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LrRec",
-                                           .on_train_epoch_start = rec_epoch_start };
+                                           .on_train_epoch_start = rec_epoch_start, .on_train_batch_end = rec_batch_end };
 
 static volt_status fit(volt_dataset *tr, lin *m, int64_t epochs, const char *ckpt_in, const char *ckpt_out, lr_rec *r,
                        char *err, size_t errlen, char *serr, size_t serrlen) {
@@ -323,6 +332,20 @@ static void test_trainer(void) {
      * step: epoch 2 trains with 0.05 */
     CHECK(rns.n == 3 && rns.lr[0] == 0.1f && rns.lr[1] == 0.1f && rns.lr[2] == 0.05f, "per-step lrs %g %g %g",
           (double)rns.lr[0], (double)rns.lr[1], (double)rns.lr[2]);
+    /* resumed from a checkpoint written in on_train_batch_end at epoch 1's second batch, before that
+     * batch's plateau step: the step runs first with the monitor's value the checkpoint kept (the
+     * resumed call starts without metrics), so epoch 2 trains at 0.05 as above */
+    char ckt[1100];
+    snprintf(ckt, sizeof ckt, "%s/plateau_tail.safetensors", vtest_tmpdir());
+    lin nt1 = { .monitor = "val_score", .strict = false, .per_step = true }, nt2 = nt1;
+    lr_rec rt1 = { .n = 0 }, rt2 = { .n = 0 };
+    g_save_at = ckt;
+    CHECK_OK(fit(tr, &nt1, 3, NULL, NULL, &rt1, err, sizeof err, NULL, 0));
+    g_save_at = NULL;
+    CHECK_OK(fit(tr, &nt2, 3, ckt, NULL, &rt2, err, sizeof err, serr, sizeof serr));
+    CHECK(rt1.n == 3 && rt1.lr[2] == 0.05f && rt2.n == 1 && rt2.lr[0] == 0.05f && !strstr(serr, "not available"),
+          "resumed before a batch's plateau step: epoch 2 at %g (want 0.05; uninterrupted %g); stderr: %s",
+          (double)(rt2.n ? rt2.lr[0] : -1), (double)rt1.lr[2], serr);
     /* a monitor nobody logs */
     lin x = { .monitor = "val_los", .strict = true };
     lr_rec rx = { .n = 0 };

@@ -54,6 +54,8 @@ static const volt_module_ops lin_ops = {
 };
 
 static int64_t g_acc = 1, g_fast = 0;   /* accumulate_grad_batches, fast_dev_run of the next fit */
+static int64_t g_bs = 4;                 /* the train loader's batch size */
+static char g_stderr[4096];              /* what the last fit printed on stderr */
 
 /* Saves a checkpoint to g_save_path at (g_save_epoch, batch_in_epoch g_save_batch): in
  * on_train_batch_end (between the batch and a validation due after it), or with g_save_in_val 1
@@ -75,6 +77,15 @@ static volt_status save_at(void *self, volt_trainer *t, const volt_batch *b, int
 }
 static volt_status save_val_start(void *self, volt_trainer *t) { return g_save_in_val == 1 ? save_now(t) : VOLT_OK; }
 static volt_status save_val_end(void *self, volt_trainer *t) { return g_save_in_val == 2 ? save_now(t) : VOLT_OK; }
+/* EarlyStopping's part: a stop asked for in on_validation_end, before the saver's (g_cb_stop) */
+static bool g_cb_stop;
+static volt_status stop_val_end(void *self, volt_trainer *t) {
+    (void)self;
+    if (g_cb_stop && !volt_trainer_sanity_checking(t)) volt_trainer_request_stop(t);
+    return VOLT_OK;
+}
+static const volt_callback_ops stop_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "StopAtVal",
+                                            .on_validation_end = stop_val_end };
 static const volt_callback_ops save_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SaveAt",
                                             .on_train_batch_end = save_at, .on_validation_start = save_val_start,
                                             .on_validation_end = save_val_end };
@@ -95,9 +106,14 @@ static volt_status fit(volt_dataset *tr, volt_dataset *va, int64_t epochs, int64
         volt_trainer_destroy(t);
         return st;
     }
-    volt_loader *lt = vtest_loader(tr, 4, false), *lv = vtest_loader(va, 4, false);
+    volt_loader *lt = vtest_loader(tr, g_bs, false), *lv = vtest_loader(va, 4, false);
+    if (g_cb_stop) CHECK_OK(volt_trainer_add_callback(t, &stop_ops, NULL));
     if (g_save_path) CHECK_OK(volt_trainer_add_callback(t, &save_ops, NULL));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/val_schedule_stderr.txt", vtest_tmpdir());
+    const int saved = vtest_stderr_to(path);
     st = volt_trainer_fit(t, &lin_ops, m, lt, lv, ckpt_in);
+    vtest_stderr_back(saved, path, g_stderr, sizeof g_stderr);
     snprintf(err, errlen, "%s", volt_trainer_errmsg(t));
     if (st >= 0 && ckpt_out) CHECK_OK(volt_trainer_save_checkpoint(t, ckpt_out));
     volt_loader_destroy(lt);
@@ -154,6 +170,15 @@ int main(void) {
     CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &s2, err, sizeof err));
     CHECK(!strcmp(s2.log, "0:4 0:6 1:4 1:6 "), "resumed from between batch 0:4 and its validation: got '%s' (want the "
           "uninterrupted '0:4 0:6 1:4 1:6 ')", s2.log);
+    CHECK(!strstr(g_stderr, "warning"), "the same train loader: no warning: %s", g_stderr);
+    /* resumed mid-epoch with another batch size: it goes on (Lightning's), saying the rest of the
+     * epoch sees other samples */
+    lin s3 = { .log = "" };
+    g_bs = 2;
+    CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &s3, err, sizeof err));
+    g_bs = 4;
+    CHECK(strstr(g_stderr, "volt: warning: fit resumes at batch 4 of epoch 0 with a train loader of batch size 2 where the "
+                 "checkpoint's run had 4") != NULL, "another batch size mid-epoch: %s", g_stderr);
     /* saved inside that validation: at its start (cut short: it runs again), at its end (not) */
     for (int k = 1; k <= 2; k++) {
         lin v1 = { .log = "" }, v2 = { .log = "" };
@@ -175,6 +200,19 @@ int main(void) {
     CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &e2, err, sizeof err));
     CHECK(e1.end_step == 4 && e2.end_step == 4 && !strcmp(e2.log, "0:4 "), "a stop at 0:4's validation: uninterrupted "
           "ended at step %lld, resumed at %lld ('%s')", (long long)e1.end_step, (long long)e2.end_step, e2.log);
+    /* ... and a checkpoint written in that validation's on_validation_end after the stop was asked
+     * for (EarlyStopping before ModelCheckpoint): the resumed fit stops without validating again */
+    lin f1 = { .log = "" }, f2 = { .log = "" };
+    g_cb_stop = true;
+    g_save_path = ckb;
+    g_save_in_val = 2;
+    CHECK_OK(fit(tr, va, 2, 1, 4, NULL, NULL, &f1, err, sizeof err));
+    g_save_path = NULL;
+    g_save_in_val = 0;
+    g_cb_stop = false;
+    CHECK_OK(fit(tr, va, 2, 1, 4, ckb, NULL, &f2, err, sizeof err));
+    CHECK(f1.end_step == 4 && f2.end_step == 4 && !strcmp(f2.log, ""), "saved after the stop in on_validation_end: "
+          "uninterrupted ended at step %lld, resumed at %lld ('%s')", (long long)f1.end_step, (long long)f2.end_step, f2.log);
     /* across epochs with accumulation 2 (the run above: '0:4 1:4 2:2 '): saved at 1:3, where the
      * count 8 fell inside the window [2 3] (validation at its end, 1:4), and at 1:4 itself */
     static const int64_t at[2] = { 3, 4 };

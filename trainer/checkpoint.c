@@ -409,13 +409,28 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
     }
     /* 8: the validation due after the batch has not reached its end hooks; 16:
      * check_val_every_n_epoch = 0's count fell due inside the window running; 32: the batch's
-     * optimizer step not yet seen by a step-interval ReduceLROnPlateau; 64: saved in the batch's
-     * end hooks or what follows them (loop.c batch_tail): resumed, what was left runs first */
+     * optimizer step not yet seen by a step-interval ReduceLROnPlateau (its monitor's value then in
+     * volt.tail_plateau: the resumed call starts without metrics); 64: saved in the batch's end
+     * hooks or what follows them (loop.c batch_tail): resumed, what was left runs first; 128: a
+     * stop was asked for there (the tail's vote takes it) */
     const bool tail = t->fitting && t->tail_pending;
     if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0) |
                                (tail && t->val_due && !t->val_due_ran ? 8 : 0) | (t->fitting && t->val_pending ? 16 : 0) |
-                               (tail && t->batch_stepped ? 32 : 0) | (tail ? 64 : 0));
+                               (tail && t->batch_stepped ? 32 : 0) | (tail ? 64 : 0) | (tail && t->should_stop ? 128 : 0));
+    const volt_scheduler_config *tsc = t->sched ? volt_scheduler_get_config(t->sched) : NULL;
+    if (st >= 0 && tail && t->batch_stepped && tsc && tsc->kind == VOLT_SCHED_PLATEAU && tsc->monitor) {
+        double mv;
+        char b[64] = "none";   /* not logged: the resumed step finds it missing, as this one would */
+        if (volt_trainer_metric(t, tsc->monitor, &mv)) snprintf(b, sizeof b, "%.17g", mv);
+        st = volt_st_writer_meta(w, "volt.tail_plateau", b);
+    }
     if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
+    if (st >= 0 && t->fitting) {   /* what batch_in_epoch indexes (a mid-epoch resume compares) */
+        char b[96];
+        snprintf(b, sizeof b, "%lld %lld %lld %lld", (long long)t->train_desc[0], (long long)t->train_desc[1],
+                 (long long)t->train_desc[2], (long long)t->train_desc[3]);
+        st = volt_st_writer_meta(w, "volt.train_loader", b);
+    }
     if (st >= 0 && t->cfg.run_fingerprint) st = volt_st_writer_meta(w, "volt.run_fingerprint", t->cfg.run_fingerprint);
     if (st >= 0) {
         char *cbj = callbacks_json(t);
@@ -732,6 +747,8 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     double fit_time = 0;
     bool have_opt = false, have_sched = false, avg_present = false, have_plateau = false;
     volt_plateau_state plateau = { 0 };
+    double tail_plateau = 0;   /* volt.tail_plateau: the plateau monitor's value when saved in a batch's tail */
+    bool tail_plateau_have = false;
     cJSON *cbs = NULL;
     if (full && volt_st_meta(f, "volt.weights_only")) {
         src_close(&src);
@@ -763,6 +780,26 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         if (ft && (fend == ft || *fend || !(fit_time >= 0) || fit_time > 1e12)) {
             src_close(&src);
             return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.fit_time_s' = '%s' is not a time", path, ft);
+        }
+        const char *tpl = volt_st_meta(f, "volt.tail_plateau");   /* a number, or "none" */
+        if (tpl && strcmp(tpl, "none")) {
+            char *e;
+            tail_plateau = strtod(tpl, &e);
+            if (e == tpl || *e) {
+                src_close(&src);
+                return volt__terr(t, VOLT_ERR_CORRUPT, "checkpoint '%s': metadata 'volt.tail_plateau' = '%s' is not a number",
+                                  path, tpl);
+            }
+            tail_plateau_have = true;
+        }
+        const char *tl = volt_st_meta(f, "volt.train_loader");   /* optional; only a warning reads it: */
+        t->ck_train_have = tl != NULL;                             /* four integers, else ignored */
+        for (int k = 0; k < 4 && t->ck_train_have; k++) {
+            char *e;
+            errno = 0;
+            t->ck_train[k] = strtoll(tl, &e, 10);
+            t->ck_train_have = e != tl && !errno && (k < 3 ? *e == ' ' : !*e);
+            tl = e;
         }
         have_opt = meta_get_i64(t, f, path, "volt.optimizer.step", &opt_step, false) == VOLT_OK;
         meta_get_i64(t, f, path, "volt.optimizer.kind", &opt_kind, false);
@@ -952,6 +989,10 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         t->batch_stepped = flags & 32;
         t->tail_pending = flags & 64;
         t->val_due_ran = false;
+        if (t->tail_pending) t->should_stop = flags & 128;
+        const volt_scheduler_config *tsc = t->sched ? volt_scheduler_get_config(t->sched) : NULL;
+        if (tail_plateau_have && tsc && tsc->kind == VOLT_SCHED_PLATEAU && tsc->monitor)
+            volt__metric_restore(t, tsc->monitor, tail_plateau);   /* what the resumed tail's plateau step reads */
         if (t->epoch_done) {   /* saved during on_train_epoch_end: continue with the next epoch */
             t->epoch++;
             t->batch_in_epoch = 0;

@@ -416,9 +416,34 @@ static volt_status batch_tail(volt_trainer *t, const volt__loaders *val, bool bo
     return VOLT_OK;
 }
 
+/* What the batch index of a mid-epoch checkpoint means: the train loader's batch size, samples,
+ * ranks and shuffle. A resume at a batch inside an epoch with other ones goes on (as Lightning
+ * does) but says that the rest of that epoch sees other samples than the interrupted run would. */
+static void train_desc(volt_trainer *t, volt_loader *train) {
+    t->train_desc[0] = volt_loader_batch_size(train);
+    t->train_desc[1] = volt_dataset_len(volt_loader_dataset(train));
+    t->train_desc[2] = t->world;
+    t->train_desc[3] = volt_loader_shuffles(train);
+}
+
+static void warn_resume_data(volt_trainer *t) {
+    static const char *const what[4] = { "batch size", "samples", "ranks", "shuffle" };
+    if (!t->ck_train_have || t->batch_in_epoch <= 0 || t->rank != 0) return;
+    for (int k = 0; k < 4; k++)
+        if (t->ck_train[k] != t->train_desc[k]) {
+            fprintf(stderr, "volt: warning: fit resumes at batch %lld of epoch %lld with a train loader of %s %lld where the "
+                    "checkpoint's run had %lld: the rest of this epoch sees other samples than the interrupted run would "
+                    "(later epochs are whole)\n", (long long)t->batch_in_epoch, (long long)t->epoch, what[k],
+                    (long long)t->train_desc[k], (long long)t->ck_train[k]);
+            return;
+        }
+}
+
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *val) {
     int64_t n_batches;
     VOLT_TRY(loaders_batches(t, train, val, &n_batches));
+    train_desc(t, train);
+    warn_resume_data(t);
     const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
     int64_t reloaded_at = t->epoch;   /* fit_dm asked for the loaders at this epoch */
     t->train_t0 = volt__now() - t->fit_time_loaded;
@@ -432,6 +457,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
         if (!resuming_mid && reload_every > 0 && t->epoch - reloaded_at >= reload_every) {   /* Lightning's reload */
             VOLT_TRY(volt__dm_reload_loaders(t, &train, val));
             VOLT_TRY(loaders_batches(t, train, val, &n_batches));
+            train_desc(t, train);
             reloaded_at = t->epoch;
         }
         if (!resuming_mid) {
@@ -550,6 +576,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = t->total_batches = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
     t->val_pending = t->val_due = t->val_due_ran = t->batch_stepped = t->tail_pending = false;   /* a checkpoint's next */
+    t->ck_train_have = false;
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();
     t->min_note_printed = t->time_note_printed = t->plateau_warned = false;

@@ -265,6 +265,12 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
     confusion_reset(t, stage);
 }
 
+void volt__metric_restore(volt_trainer *t, const char *name, double value) {
+    volt__metric_set(t, name, value, VOLT_LOG_STEP);
+    for (int i = 0; i < t->n_metrics; i++)
+        if (!strcmp(t->metrics[i].name, name)) t->metrics[i].fresh = false;   /* read, not logged again */
+}
+
 void volt__metrics_reset_call(volt_trainer *t) {
     t->n_metrics = 0;
     t->n_accums = 0;

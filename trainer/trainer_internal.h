@@ -113,6 +113,11 @@ struct volt_trainer {
     bool val_due;                    /* the mid-epoch validation after this batch is due ... */
     bool val_due_ran;                /* ... and reached its end hooks (it does not run again) */
     bool batch_stepped;              /* this batch took an optimizer step the plateau has not seen */
+    /* The running fit's train loader as the batch index reads it: batch size, samples, ranks,
+     * shuffled (checkpointed as volt.train_loader); ck_train: a resumed checkpoint's, when it had
+     * them (a mid-epoch resume over other ones warns: the epoch's remaining samples differ) */
+    int64_t train_desc[4], ck_train[4];
+    bool ck_train_have;
     int64_t est_steps;               /* estimated_stepping_batches of this fit; -1 before one */
     int64_t num_eval_batches;  /* of the running validation/test/predict loop, else -1 */
     int64_t eval_span;         /* of its first batches, how many every rank runs (eval_loop.c) */
@@ -273,6 +278,8 @@ void volt__metrics_free(volt_trainer *t);
 /* A public call starts (depth 0): no metric, epoch accumulator or confusion matrix of an
  * earlier call is left (Lightning's reset_metrics / reset_results at every run's start). */
 void volt__metrics_reset_call(volt_trainer *t);
+/* A metric a checkpoint kept (volt.tail_plateau), readable, not a fresh value for loggers. */
+void volt__metric_restore(volt_trainer *t, const char *name, double value);
 /* The step's logged tensor values: one device->host copy for all of them, then they become
  * metrics (and accuracy counts / confusion matrices). Called by the loop after each step. */
 volt_status volt__metrics_flush(volt_trainer *t);
