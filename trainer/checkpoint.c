@@ -425,7 +425,8 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
         st = volt_st_writer_meta(w, "volt.tail_plateau", b);
     }
     if (st >= 0) st = meta_i64(w, "volt.seed", (int64_t)t->cfg.seed);
-    if (st >= 0 && t->fitting) {   /* what batch_in_epoch indexes (a mid-epoch resume compares) */
+    if (st >= 0 && t->fitting && !t->ck_weights_only && t->batch_in_epoch > 0 && t->batch_in_epoch < t->num_train_batches) {
+        /* mid-epoch: what batch_in_epoch indexes (a resume there compares) */
         char b[96];
         snprintf(b, sizeof b, "%lld %lld %lld %lld", (long long)t->train_desc[0], (long long)t->train_desc[1],
                  (long long)t->train_desc[2], (long long)t->train_desc[3]);

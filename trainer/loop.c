@@ -426,9 +426,9 @@ static void train_desc(volt_trainer *t, volt_loader *train) {
     t->train_desc[3] = volt_loader_shuffles(train);
 }
 
-static void warn_resume_data(volt_trainer *t) {
+static void warn_resume_data(volt_trainer *t, int64_t n_batches) {
     static const char *const what[4] = { "batch size", "samples", "ranks", "shuffle" };
-    if (!t->ck_train_have || t->batch_in_epoch <= 0 || t->rank != 0) return;
+    if (!t->ck_train_have || t->batch_in_epoch <= 0 || t->batch_in_epoch >= n_batches || t->rank != 0) return;
     for (int k = 0; k < 4; k++)
         if (t->ck_train[k] != t->train_desc[k]) {
             fprintf(stderr, "volt: warning: fit resumes at batch %lld of epoch %lld with a train loader of %s %lld where the "
@@ -443,7 +443,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
     int64_t n_batches;
     VOLT_TRY(loaders_batches(t, train, val, &n_batches));
     train_desc(t, train);
-    warn_resume_data(t);
+    warn_resume_data(t, n_batches);
     const int64_t reload_every = t->dm ? t->cfg.reload_dataloaders_every_n_epochs : 0;
     int64_t reloaded_at = t->epoch;   /* fit_dm asked for the loaders at this epoch */
     t->train_t0 = volt__now() - t->fit_time_loaded;
