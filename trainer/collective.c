@@ -109,12 +109,7 @@ volt_status volt_trainer_all_reduce(volt_trainer *t, double *values, int64_t n, 
         VOLT_TRY(volt_trainer_all_gather(t, values + at, sizeof(double) * (size_t)m, buf));
         for (int64_t i = 0; i < m; i++) {
             double acc = buf[i];
-            for (int r = 1; r < world; r++) {
-                const double v = buf[(size_t)r * (size_t)m + (size_t)i];
-                if (op == VOLT_REDUCE_SUM || op == VOLT_REDUCE_MEAN) acc += v;
-                else if (isnan(v) || isnan(acc)) acc = NAN;   /* torch's max / min: NaN wins */
-                else if (op == VOLT_REDUCE_MAX ? v > acc : v < acc) acc = v;
-            }
+            for (int r = 1; r < world; r++) acc = volt__reduce_fold(op, acc, buf[(size_t)r * (size_t)m + (size_t)i]);
             values[at + i] = op == VOLT_REDUCE_MEAN ? acc / (double)world : acc;
         }
     }

@@ -80,20 +80,25 @@ static const char *name_problem(const char *name) {
     return NULL;
 }
 
+/* Why a log call's reduce flags cannot be (NULL: they can), at the call (queued) or when logged. */
+static const char *reduce_problem(unsigned flags, bool counts) {
+    if (volt__log_reduce(flags) < 0) return "more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN (Lightning's reduce_fx is one function)";
+    if (counts && (flags & VOLT__LOG_REDUCE_MASK))
+        return "VOLT_LOG_REDUCE_* is for values; counts add up exactly (their epoch value is the total ratio)";
+    return NULL;
+}
+
 volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigned flags) {
     volt_trainer *t = ctx;
     const char *bad = name_problem(name);
     if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name '%s': %s", name ? name : "(null)", bad);
+    if ((bad = reduce_problem(flags, false)) != NULL) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): %s", name, bad);
     const int reduce = volt__log_reduce(flags);
-    if (reduce < 0)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN "
-                          "(Lightning's reduce_fx is one function)", name);
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
     const double local = value;   /* the epoch folds this rank's values; the ranks' folds meet at its end */
     if (step_sync(t, flags)) {   /* the ranks' values by the reduce: mean, sum, max or min */
-        double have = 1;
-        volt_status st = reduce == VOLT__REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1)
-                                                     : volt__rank_fold(t, &reduce, &value, &have, 1);
+        volt_status st = reduce == VOLT_REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1)
+                                                    : volt_trainer_all_reduce(t, &value, 1, (volt_reduce_op)reduce);
         if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
     }
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
@@ -110,7 +115,7 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
         const char *why;
         volt_accum *a = accum_for(t, nm, false, flags, &why);
         if (!a) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): %s", name, why);
-        if (reduce == VOLT__REDUCE_MEAN) {   /* weighted by the batch size, as Lightning's mean */
+        if (reduce == VOLT_REDUCE_MEAN) {   /* weighted by the batch size, as Lightning's mean */
             double w = t->cur_batch_size > 0 ? (double)t->cur_batch_size : 1.0;
             a->sum += local * w;
             a->weight += w;
@@ -129,9 +134,8 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
 static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t num, int64_t den, unsigned flags) {
     if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio: bad metric name");
     if (num < 0 || den < 0 || num > den) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): want 0 <= num <= den, got %lld/%lld", name, (long long)num, (long long)den);
-    if (flags & VOLT__LOG_REDUCE_MASK)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): VOLT_LOG_REDUCE_* is for values; counts add up exactly "
-                          "(their epoch value is the total ratio)", name);
+    const char *bad = reduce_problem(flags, true);
+    if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): %s", name, bad);
     if (t->sanity) return VOLT_OK;
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
@@ -267,8 +271,8 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
 
 void volt__metric_restore(volt_trainer *t, const char *name, double value) {
     volt__metric_set(t, name, value, VOLT_LOG_STEP);
-    for (int i = 0; i < t->n_metrics; i++)
-        if (!strcmp(t->metrics[i].name, name)) t->metrics[i].fresh = false;   /* read, not logged again */
+    volt_metric *m = find_metric(t, name);
+    if (m) m->fresh = false;   /* read, not logged again */
 }
 
 void volt__metrics_reset_call(volt_trainer *t) {
@@ -353,14 +357,8 @@ static volt_pending_log *pend_new(volt_step *s, volt_trainer *t, pend_kind kind,
     /* one name, one meaning per step (Lightning refuses the same too): the same name with other
      * flags, or a name that a STEP|EPOCH value's "_step" / "_epoch" column already takes, would
      * merge two values into one metric, the last one winning */
-    if (volt__log_reduce(flags) < 0) {
-        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log('%s'): more than one of VOLT_LOG_REDUCE_SUM, _MAX and _MIN "
-                       "(Lightning's reduce_fx is one function)", name);
-        return NULL;
-    }
-    if (kind == PEND_RATIO && (flags & VOLT__LOG_REDUCE_MASK)) {
-        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): VOLT_LOG_REDUCE_* is for values; counts add up exactly "
-                       "(their epoch value is the total ratio)", name);
+    if ((bad = reduce_problem(flags, kind == PEND_RATIO)) != NULL) {
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s('%s'): %s", kind == PEND_RATIO ? "volt_log_ratio" : "volt_log", name, bad);
         return NULL;
     }
     const unsigned w = when_flags(t, flags);

@@ -186,7 +186,7 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
     double fv[VOLT_MAX_METRICS], fh[VOLT_MAX_METRICS];
     for (int i = 0, j = 0; i < u->n_acc; i++) {
         const int r = volt__log_reduce(u->acc[i].flags);
-        if (u->acc[i].exact || r <= VOLT__REDUCE_MEAN) continue;
+        if (u->acc[i].exact || r < 0 || r == VOLT_REDUCE_MEAN) continue;
         while (j < *n && strcmp(mine[j].name, u->acc[i].name) < 0) j++;
         const bool have = j < *n && !strcmp(mine[j].name, u->acc[i].name) && mine[j].weight > 0;
         idx[m] = i;

@@ -202,24 +202,24 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
 /* collective.c: every rank's value on every rank, in blocks of 64 (no allocation); visit
  * returns false to stop after the block. world > 1 and a strategy. */
 volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx);
-/* Lightning's reduce_fx from a log call's flags (VOLT_LOG_REDUCE_*): MEAN when none, -1 when more
- * than one is set. */
-enum { VOLT__REDUCE_MEAN, VOLT__REDUCE_SUM, VOLT__REDUCE_MAX, VOLT__REDUCE_MIN };
+/* Lightning's reduce_fx from a log call's flags (VOLT_LOG_REDUCE_*) as the collectives' op:
+ * VOLT_REDUCE_MEAN when none, -1 when more than one is set. */
 #define VOLT__LOG_REDUCE_MASK (VOLT_LOG_REDUCE_SUM | VOLT_LOG_REDUCE_MAX | VOLT_LOG_REDUCE_MIN)
 static inline int volt__log_reduce(unsigned flags) {
     switch (flags & VOLT__LOG_REDUCE_MASK) {
-    case 0: return VOLT__REDUCE_MEAN;
-    case VOLT_LOG_REDUCE_SUM: return VOLT__REDUCE_SUM;
-    case VOLT_LOG_REDUCE_MAX: return VOLT__REDUCE_MAX;
-    case VOLT_LOG_REDUCE_MIN: return VOLT__REDUCE_MIN;
+    case 0: return VOLT_REDUCE_MEAN;
+    case VOLT_LOG_REDUCE_SUM: return VOLT_REDUCE_SUM;
+    case VOLT_LOG_REDUCE_MAX: return VOLT_REDUCE_MAX;
+    case VOLT_LOG_REDUCE_MIN: return VOLT_REDUCE_MIN;
     default: return -1;
     }
 }
-/* v = fold(v, x) for reduce SUM / MAX / MIN (NaN wins MAX and MIN, as torch.max / torch.min). */
-static inline double volt__reduce_fold(int reduce, double v, double x) {
-    if (reduce == VOLT__REDUCE_SUM) return v + x;
+/* v = fold(v, x) for SUM (and MEAN's sum) / MAX / MIN; NaN wins MAX and MIN, as torch.max /
+ * torch.min. The one rule of volt_trainer_all_reduce, the epoch folds and the ranks' folds. */
+static inline double volt__reduce_fold(int op, double v, double x) {
+    if (op == VOLT_REDUCE_SUM || op == VOLT_REDUCE_MEAN) return v + x;
     if (isnan(v) || isnan(x)) return NAN;
-    return reduce == VOLT__REDUCE_MAX ? (x > v ? x : v) : (x < v ? x : v);
+    return op == VOLT_REDUCE_MAX ? (x > v ? x : v) : (x < v ? x : v);
 }
 /* Every rank's (v[i], have[i]) for i < n <= VOLT_MAX_METRICS, folded in rank order by reduce[i]
  * (SUM, MAX, MIN) over the ranks that have it, alike on every rank: all-gathers of 4096 doubles
