@@ -7,6 +7,7 @@ const char *volt_status_str(volt_status s) {
     switch (s) {
     case VOLT_OK: return "ok";
     case VOLT_STOP: return "stop requested";
+    case VOLT_SKIP_EPOCH: return "rest of the epoch skipped";
     case VOLT_ERR_NOMEM: return "out of memory";
     case VOLT_ERR_INVALID_ARG: return "invalid argument";
     case VOLT_ERR_SHAPE: return "shape mismatch";

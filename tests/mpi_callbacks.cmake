@@ -17,7 +17,7 @@
 # that batch with the same words, rank 0 writing the skip list (spike); a failure on one rank alone
 # (an on_fit_start before a Timer, a finder's checkpoint header on a resume, a datamodule's
 # load_state_dict) ends every rank at once in the same words, and a Timer's limit stops every rank
-# at one step (one_rank). Without MPI or mpirun, tests/strategies.cmake's
+# at one step, and one rank's skip of the rest of an epoch is every rank's (one_rank). Without MPI or mpirun, tests/strategies.cmake's
 # placeholder stands for these too.
 find_program(VOLT_CB_MPIRUN NAMES mpirun mpiexec)
 if(NOT VOLT_HAVE_MPI OR NOT VOLT_CB_MPIRUN OR NOT TARGET test_mpi_callbacks)
@@ -29,7 +29,7 @@ set(_volt_cb_env "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "
 foreach(run "collective;ddp;2" "collective;ddp;3" "time_interval;ddp;2" "time_interval;fsdp;3" "interrupt;ddp;2"
     "interrupt;fsdp;3" "interrupt_eval;ddp;2" "interrupt_eval;fsdp;3" "throughput;ddp;2" "uneven;ddp;2" "uneven;ddp;3"
     "uneven;fsdp;3" "uneven;fsdp_shard_grad_op;2" "save_fails;ddp;2" "save_fails;fsdp;2" "discard;fsdp;2"
-    "agreements;ddp;2" "agreements;fsdp;2" "spike;ddp;2" "spike;fsdp;2" "one_rank;ddp;2")
+    "agreements;ddp;2" "agreements;fsdp;2" "spike;ddp;2" "spike;fsdp;2" "one_rank;ddp;2" "one_rank;fsdp;2")
   list(GET run 0 mode)
   list(GET run 1 s)
   list(GET run 2 np)

@@ -1440,6 +1440,13 @@ static volt_loader *rl_train(void *self) {   /* the last rank has none at the fi
     return rl_calls++ > 0 && g_rank == g_world - 1 ? NULL : ((rdm *)self)->l;
 }
 
+/* rank 1 skips the rest of epoch 0 from its batch 1 */
+static volt_status skip_rank1(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self;
+    (void)b;
+    return g_rank == 1 && volt_trainer_current_epoch(t) == 0 && i >= 1 ? VOLT_SKIP_EPOCH : VOLT_OK;
+}
+
 static int g_cfgcb_fit_starts;
 static bool g_cfgcb_ok;
 static volt_status cfgcb_fit_start(void *self, volt_trainer *t) { (void)self; (void)t; g_cfgcb_fit_starts++; return VOLT_OK; }
@@ -1545,6 +1552,36 @@ static void test_one_rank(const char *name) {
         expect_agreed(t, st, MPI_Wtime() - t0, "train_loader returned no loader when fit reloaded it at epoch 1",
                       "a reload without a loader on the last rank");
         CHECK(volt_trainer_current_epoch(t) == 1, "rank %d: failed at epoch %lld", g_rank, (long long)volt_trainer_current_epoch(t));
+        volt_trainer_destroy(t);
+    }
+    /* (g) the module's on_train_batch_start skips the rest of epoch 0 on rank 1 alone, inside an
+     * accumulation window (batch 1 of 4, accumulate 2: batch 0's grads are dropped): every rank
+     * skips there, so every rank ends at the same step with the same weights, no collective left
+     * unmatched; the skip trained nothing of epoch 0 (EPOCHS - 1 epochs of NB / 2 steps) */
+    {
+        volt_trainer_config c;
+        vtest_quiet_config(&c, dir);
+        c.max_epochs = EPOCHS;
+        c.strategy = name;
+        c.accumulate_grad_batches = 2;
+        t = NULL;
+        CHECK_OK(volt_trainer_create(&c, &t));
+        volt_module_ops sops = lin_ops;
+        sops.on_train_batch_start = skip_rank1;
+        lin m7 = { 0 };
+        t0 = MPI_Wtime();
+        st = volt_trainer_fit(t, &sops, &m7, l, NULL, NULL);
+        const double el = MPI_Wtime() - t0;
+        const int64_t gs7 = volt_trainer_global_step(t);
+        float w[5], wlo[5], whi[5];
+        CHECK_OK(volt_tensor_to_host(m7.w, w));
+        CHECK_OK(volt_tensor_to_host(m7.b, w + 4));
+        MPI_Allreduce(w, wlo, 5, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(w, whi, 5, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(st == VOLT_OK && el < 10 && gs7 == (EPOCHS - 1) * NB / 2 && !memcmp(wlo, whi, sizeof w),
+              "rank %d: a skip on rank 1 alone: %s (%s) in %.1f s, step %lld (want %d), weights %s across ranks", g_rank,
+              volt_status_str(st), volt_trainer_errmsg(t), el, (long long)gs7, (EPOCHS - 1) * NB / 2,
+              memcmp(wlo, whi, sizeof w) ? "differ" : "agree");
         volt_trainer_destroy(t);
     }
     if (g_rank == 0) printf("one_rank %s np%d: each failure on one rank ended every rank at once, agreed\n", name, g_world);

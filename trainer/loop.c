@@ -439,6 +439,58 @@ static void warn_resume_data(volt_trainer *t, int64_t n_batches) {
         }
 }
 
+/* The callbacks' on_train_batch_start, then the module's: VOLT_SKIP_EPOCH from the module's
+ * (Lightning's -1; as there, only the module's return is read: a callback's is refused, naming
+ * it) sets *skip. With several ranks one rank's skip is every rank's: a vote each batch when the
+ * module has the hook (the ranks leave the epoch at the same batch, or one would wait in a
+ * collective the others never start). */
+static volt_status batch_start(volt_trainer *t, const volt_batch *b, int64_t idx, bool *skip) {
+    *skip = false;
+    for (int i = 0; i < t->n_cbs; i++) {
+        const volt_callback_ops *o = t->cbs[i].ops;
+        if (!o->on_train_batch_start) continue;
+        const double p0 = VOLT__PROF_T0(t);
+        const volt_status st = o->on_train_batch_start(t->cbs[i].self, t, b, idx);
+        volt__prof_add(t, "Callback", o->name, "on_train_batch_start", p0);
+        if (st == VOLT_STOP) t->should_stop = true;
+        else if (st == VOLT_SKIP_EPOCH)
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s.on_train_batch_start returned VOLT_SKIP_EPOCH: only the module's "
+                              "on_train_batch_start skips the rest of an epoch (Lightning's -1)", o->name ? o->name : "?");
+        else if (st < 0) return hook_err(t, st, o->name, "on_train_batch_start");
+    }
+    const volt_module_ops *m = t->mops;
+    if (!m->on_train_batch_start) return VOLT_OK;
+    const double p0 = VOLT__PROF_T0(t);
+    const volt_status st = m->on_train_batch_start(t->module, t, b, idx);
+    volt__prof_add(t, "LightningModule", m->name, "on_train_batch_start", p0);
+    if (st == VOLT_STOP) t->should_stop = true;
+    else if (st < 0) return hook_err(t, st, m->name, "on_train_batch_start");
+    *skip = st == VOLT_SKIP_EPOCH;
+    if (t->world > 1) {
+        double f = *skip ? 1.0 : 0.0;
+        const volt_status sv = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
+        if (sv < 0) return volt__loop_strategy_err(t, sv, "on_train_batch_start's skip vote");
+        *skip = f > 0;
+    }
+    return VOLT_OK;
+}
+
+/* The rest of the epoch skipped at batch idx: its batches count as done (a checkpoint written in
+ * the epoch's end resumes at the next epoch, as after a whole one), total_batches stays what ran.
+ * A window the skip cuts short loses the grads of its batches before idx, so that no step and no
+ * checkpoint holds part of a window. */
+static void skip_rest(volt_trainer *t, int64_t idx, int64_t n_batches) {
+    const int64_t acc = t->cfg.accumulate_grad_batches, first = idx / acc * acc;
+    if (idx > first) {
+        volt__strategy_zero_grad(t->strategy);
+        if (t->rank == 0)
+            fprintf(stderr, "volt: warning: on_train_batch_start skipped the rest of epoch %lld at batch %lld, inside an "
+                    "accumulation window of %lld: the grads of its batches %lld to %lld are dropped\n", (long long)t->epoch,
+                    (long long)idx, (long long)acc, (long long)first, (long long)idx - 1);
+    }
+    t->batch_in_epoch = n_batches;
+}
+
 static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *val) {
     int64_t n_batches;
     VOLT_TRY(loaders_batches(t, train, val, &n_batches));
@@ -489,8 +541,13 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             VOLT_TRY(st);
             volt__metrics_clear_fresh(t);
             t->step_loss_set = false;   /* volt_trainer_step_loss: this batch's, once its step ran */
-            CB_HOOK(t, on_train_batch_start, b, idx);
-            MOD_HOOK(t, on_train_batch_start, b, idx);
+            bool skip;
+            VOLT_TRY(batch_start(t, b, idx, &skip));
+            if (skip) {   /* the epoch ends here: the time limit and the ranks' stop vote as at a boundary */
+                skip_rest(t, idx, n_batches);
+                VOLT_TRY(batch_tail(t, val, true, &leave));
+                break;
+            }
             const double p0 = VOLT__PROF_T0(t);
             const int64_t steps_before = t->global_step;
             VOLT_TRY(train_batch(t, b, idx, n_batches));

@@ -21,6 +21,8 @@ extern "C" {
 typedef enum volt_status {
     VOLT_OK = 0,
     VOLT_STOP = 1,                 /* a hook asks for a graceful stop; not an error */
+    VOLT_SKIP_EPOCH = 2,           /* the module's on_train_batch_start: skip the rest of this epoch's
+                                      training (Lightning's -1; docs/TRAINER.md); not an error */
     VOLT_ERR_NOMEM = -1,
     VOLT_ERR_INVALID_ARG = -2,
     VOLT_ERR_SHAPE = -3,

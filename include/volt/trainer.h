@@ -100,6 +100,12 @@ typedef struct volt_module_ops {
     volt_status (*on_validation_epoch_end)(void *self, volt_trainer *t);
     volt_status (*on_test_epoch_start)(void *self, volt_trainer *t);
     volt_status (*on_test_epoch_end)(void *self, volt_trainer *t);
+    /* Returning VOLT_SKIP_EPOCH (Lightning's -1) skips this batch and the rest of the epoch's
+     * training: the epoch then ends as any does (its epoch-interval scheduler step, validation,
+     * on_train_epoch_end, checkpoints). A window of accumulate_grad_batches the skip cuts short
+     * drops the grads its earlier batches left (Lightning would add them to the next epoch's
+     * first step). With several ranks, one rank's skip is every rank's (a vote at each batch:
+     * one small all-reduce, for modules that have this hook). */
     volt_status (*on_train_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
     volt_status (*on_train_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
     volt_status (*on_before_optimizer_step)(void *self, volt_trainer *t);
@@ -183,6 +189,7 @@ typedef struct volt_callback_ops {
     volt_status (*on_train_end)(void *self, volt_trainer *t);
     volt_status (*on_train_epoch_start)(void *self, volt_trainer *t);
     volt_status (*on_train_epoch_end)(void *self, volt_trainer *t);
+    /* VOLT_SKIP_EPOCH is refused here (an error naming the callback): only the module's skips */
     volt_status (*on_train_batch_start)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
     volt_status (*on_train_batch_end)(void *self, volt_trainer *t, const volt_batch *b, int64_t batch_idx);
     volt_status (*on_validation_start)(void *self, volt_trainer *t);
