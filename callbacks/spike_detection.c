@@ -120,7 +120,8 @@ static volt_status sd_batch_end(void *self, volt_trainer *t, const volt_batch *b
         return VOLT_OK;
     }
     if (s->n_bad + 2 > s->cap_bad) {
-        const int64_t cap = s->cap_bad ? 2 * s->cap_bad : 8;
+        int64_t cap = s->cap_bad ? 2 * s->cap_bad : 8;
+        while (cap < s->n_bad + 2) cap *= 2;
         int64_t *nb = realloc(s->bad, sizeof *nb * (size_t)cap);
         if (!nb) return volt_trainer_fail(t, VOLT_ERR_NOMEM, "SpikeDetection: out of memory");
         s->bad = nb;
@@ -173,6 +174,7 @@ static volt_status sd_load_state_dict(void *self, volt_trainer *t, const char *j
                 *win = cJSON_GetObjectItemCaseSensitive(o, "running");
     bool ok = finite_number(lv) && cJSON_IsArray(bad) && cJSON_IsArray(win);
     const int nb = ok ? cJSON_GetArraySize(bad) : 0, nw = ok ? cJSON_GetArraySize(win) : 0;
+    ok = ok && nb % 2 == 0;   /* a spike adds two batches: the one before it and its own */
     for (int i = 0; ok && i < nb; i++) {
         const cJSON *v = cJSON_GetArrayItem(bad, i);
         ok = finite_number(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= -1 && v->valuedouble < 1e15;

@@ -118,6 +118,24 @@ static volt_status wa_load_state_dict(void *self, volt_trainer *t, const char *j
         cJSON_Delete(o);
         return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "WeightAveraging: checkpoint state is not the callback's JSON object");
     }
+    if (strcmp(m->valuestring, "swa") && strcmp(m->valuestring, "ema")) {
+        volt_status st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "WeightAveraging: the checkpoint's mode is '%.40s', not "
+                                           "'ema' or 'swa'", m->valuestring);
+        cJSON_Delete(o);
+        return st;
+    }
+    /* whole numbers a run can reach: -1 (none yet) up to 2^53 (a double's integers) */
+    const double top = 9007199254740992.0;
+    const cJSON *const nums[3] = { s, e, n };
+    for (int i = 0; i < 3; i++) {
+        const double v = nums[i]->valuedouble;
+        if (!(v >= (i == 2 ? 0 : -1) && v <= top && v == floor(v))) {
+            volt_status st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "WeightAveraging: the checkpoint's %s is %g, not a whole "
+                                               "number in [%d, 2^53]", nums[i]->string, v, i == 2 ? 0 : -1);
+            cJSON_Delete(o);
+            return st;
+        }
+    }
     const bool swa = !strcmp(m->valuestring, "swa");
     if (swa != (w->cfg.mode == VOLT_OPTIM_AVERAGE_SWA)) {
         volt_status st = volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "WeightAveraging: the checkpoint averaged with mode '%s', "

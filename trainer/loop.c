@@ -716,6 +716,7 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
     if (t->strategy) (void)volt__strategy_hold_params(t->strategy, false);   /* a loop the last call left by an error */
     if (t->call_depth == 0) {   /* nor its evaluation loop's state (a call from a hook leaves the running one's) */
         volt__metrics_reset_call(t);   /* nor the last call's metrics (Lightning's reset at every run's start) */
+        t->call_acc = t->cfg.accumulate_grad_batches;
         t->num_eval_batches = -1;
         t->n_eval_dl = 0;
         t->eval_dl = -1;
@@ -730,6 +731,12 @@ volt_trainer_fn volt__loop_call_begin(volt_trainer *t, volt_stage stage, volt_tr
 void volt__loop_call_end(volt_trainer *t, volt_trainer_fn prev) {
     t->call_depth--;
     if (t->call_depth == 0) {   /* a loop an error ended is over too */
+        if (t->cfg.accumulate_grad_batches != t->call_acc) {   /* GradientAccumulationScheduler's last epoch's
+                                                                  factor is not the next call's (a resume there,
+                                                                  the scheduler added again, the step estimate) */
+            t->cfg.accumulate_grad_batches = t->call_acc;
+            volt__compile_free(t);
+        }
         t->num_eval_batches = -1;
         t->n_eval_dl = 0;
         t->eval_dl = -1;

@@ -65,6 +65,8 @@ struct volt_trainer {
     bool configuring_cbs, has_pending_resolver;
     int cbs_first_module;      /* while configuring: the index of the first callback the module added */
     int call_depth;            /* public calls running (a hook may make one inside another) */
+    int64_t call_acc;          /* accumulate_grad_batches when the outermost call began: what it
+                                  goes back to when that call ends (a schedule's factor is the call's) */
     volt_ckpt_resolver pending_resolver;
 
     /* model */

@@ -721,7 +721,9 @@ VOLT_API const volt_trainer_config *volt_trainer_get_config(const volt_trainer *
  * after. Between accumulation windows only: INVALID_ARG for n < 1 or a val_check_interval that
  * is not a multiple of n; STATE inside a step or with part of a window's grads held (a batch
  * index of the running epoch that is not a multiple of the current factor). With compile,
- * a changed factor drops the captured graphs (the next step of each shape is eager again). */
+ * a changed factor drops the captured graphs (the next step of each shape is eager again).
+ * A factor set during a fit / validate / test / predict / tuner call lasts until the call ends:
+ * then the trainer's factor is again what it was when the call began. */
 VOLT_API volt_status volt_trainer_set_accumulate_grad_batches(volt_trainer *t, int64_t n);
 /* The store; under ZeRO every value is whole when it returns (the all-gathers a step leaves
  * running into the next forward are waited for first), so a callback may read it. Under fsdp
