@@ -62,6 +62,11 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
     const volt_params *ps = volt_trainer_params(t);
     if (!ps || !volt_params_finalized(ps)) return;
     const bool interrupted = st == VOLT_ERR_INTERRUPTED;
+    /* every rank is here, at the same point: an interruption (they stop at the same step), or an
+     * error the ranks agreed on (the same hook, the same words: a loss spike); then the save is
+     * safe under every strategy (collective, sharded). A comm failure never is */
+    const bool together = interrupted || (volt_trainer_world_size(t) > 1 && volt_trainer_error_agreed(t) &&
+                                          st != VOLT_ERR_TIMEOUT && st != VOLT_ERR_COMM);
     /* no optimizer step since the fit began: the weights and position are the ones it started
      * from (its initial weights, or the file it resumed from). A file already at this path (an
      * earlier failure's, maybe that run's only checkpoint) is worth more than a copy of that
@@ -69,7 +74,7 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
      * here, and the save would be collective). */
     if (volt_trainer_global_step(t) == c->start_step) {
         bool there = access(c->path, F_OK) == 0;
-        if (interrupted && volt_trainer_world_size(t) > 1 && volt_trainer_broadcast_bool(t, there, &there) < 0) return;
+        if (together && volt_trainer_world_size(t) > 1 && volt_trainer_broadcast_bool(t, there, &there) < 0) return;
         if (there) {
             if (volt_trainer_is_global_zero(t))
                 fprintf(stderr, "volt: OnExceptionCheckpoint: keeping %s: no training step since this fit began (step %lld), "
@@ -78,13 +83,16 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
             return;
         }
     }
-    if (!interrupted && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
+    if (!together && (volt_trainer_world_size(t) > 1 || st == VOLT_ERR_TIMEOUT || st == VOLT_ERR_COMM)) {
         if (volt_trainer_is_global_zero(t))
             fprintf(stderr, "volt: OnExceptionCheckpoint: not saving after %s%s\n", volt_status_str(st),
-                    volt_trainer_world_size(t) > 1 ? " with several processes (a rank may be gone)" : " (the comm failed)");
+                    volt_trainer_world_size(t) > 1 ? " with several processes (one rank's own error: a rank may be gone)"
+                                                   : " (the comm failed)");
         return;
     }
-    /* the failure's message is the one the caller reports: keep it across the save */
+    /* the failure's message is the one the caller reports: keep it across the save, and
+     * whether the ranks agreed on it */
+    const bool agreed = volt_trainer_error_agreed(t);
     char why[1024];
     snprintf(why, sizeof why, "%s", volt_trainer_errmsg(t));
     char err[512] = "";
@@ -98,7 +106,8 @@ static void oec_on_exception(void *self, volt_trainer *t, volt_status st) {
         else
             fprintf(stderr, "volt: OnExceptionCheckpoint: could not save %s: %s\n", c->path, volt_trainer_errmsg(t));
     }
-    volt_trainer_fail(t, st, "%s", why);
+    if (agreed) volt_trainer_fail_agreed(t, st, "%s", why);   /* still the ranks' verdict */
+    else volt_trainer_fail(t, st, "%s", why);
 }
 
 static const volt_callback_ops oec_ops = {

@@ -1074,6 +1074,7 @@ static void test_spike(const char *name) {
     volt_spike_detection_config_init(&sc);
     sc.rtol = 1000;   /* the data's own ups and downs (up to 20x at these few rows) are no spike; 1e6x is */
     volt_status st = t ? volt_add_spike_detection(t, &sc) : VOLT_ERR_STATE;
+    if (st >= 0) st = volt_add_on_exception_checkpoint(t, dir, NULL);   /* the ranks agree on a spike: it saves */
     const double t0 = MPI_Wtime();
     const int saved = vtest_stderr_to(errpath);
     if (st >= 0) st = volt_trainer_fit(t, &ops, &m, l, NULL, NULL);
@@ -1093,6 +1094,9 @@ static void test_spike(const char *name) {
     CHECK(js && !strcmp((const char *)js, "[\n    2,\n    3\n]"), "%s: rank %d: skip_batches.json: %s", name, g_rank,
           js ? (const char *)js : "(none)");
     free(js);
+    snprintf(file, sizeof file, "%s/on_exception.safetensors", dir);
+    CHECK(access(file, R_OK) == 0 && (g_rank != 0 || strstr(err, "OnExceptionCheckpoint: saved")),
+          "%s: rank %d: no on-exception checkpoint after the agreed spike (%s): %s", name, g_rank, file, err);
     if (g_rank == 0) printf("spike %s np%d: every rank stopped at batch 3 (%.2f s)\n", name, g_world, el);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
