@@ -3,9 +3,11 @@
  *
  * An interruption (SIGINT / SIGTERM, trainer/signals.c) stops fit at an optimizer step
  * boundary, or after a validation batch, on every rank alike, so the save — collective under sharded strategies — runs on
- * every rank and the file resumes exactly. Other errors: on one process only (with several,
- * a rank may be gone or a comm broken, and a sharded save would wait on it), and not after a
- * failure of the strategy's own collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /
+ * every rank and the file resumes exactly. Other errors: on one process, and with several only
+ * an error the ranks agreed on (volt_trainer_error_agreed: every rank failed at the same hook in
+ * the same words, so every rank is here; a rank's own error may leave a rank gone or a comm
+ * broken, and a sharded save would wait on it); never after a failure of the strategy's own
+ * collectives (VOLT_ERR_TIMEOUT, VOLT_ERR_COMM). validate /
  * test / predict save nothing: they change no weights; nor does a fast_dev_run (no files), nor
  * a fit that has no model (it failed before setting one up, or a failed load dropped it), nor
  * one that failed before its sanity check or training began (on_fit_start: a logger's folder
