@@ -1,6 +1,7 @@
 /* The apps' shared part (apps/app_common.h). */
 #include "app_common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 const volt_cli_key app_run_keys[] = {
     { "data.num_workers", VOLT_CLI_INT, "1", "data loader threads (0 = load in the main thread)", "workers", NULL, 0, 64 },
     { "ckpt_path", VOLT_CLI_STRING, NULL,
-      "fit: resume from it; validate/test/predict: the weights (a path, or \"last\": the newer of the checkpoint folder's last and on_exception files)", NULL, NULL, 0, 0 },
+      "fit: resume from it; validate/test/predict: the weights (a path, or \"last\": the newest of the checkpoint folder's last, last-vN and on_exception files)", NULL, NULL, 0, 0 },
     { "resume", VOLT_CLI_BOOL, "false", "fit: continue from the last checkpoint (ckpt_path \"last\")", NULL, NULL, 0, 0 },
     { "test_after_fit", VOLT_CLI_BOOL, "true", "fit: then test with the best checkpoint (the recipe)", NULL, NULL, 0, 0 },
     { "memory_report", VOLT_CLI_BOOL, "false",
@@ -85,6 +86,34 @@ const int app_n_run_keys = (int)(sizeof app_run_keys / sizeof app_run_keys[0]);
  * a value default refuses null): checkpoint.monitor null = ModelCheckpoint without a metric. */
 static const char *const app_run_defaults[] = { "checkpoint.monitor", "val_acc", "spike_detection.rtol", "2", NULL };
 
+/* The run keys' checks that need no data: a usage error (message printed, returns 2) now,
+ * not after the data is read or the whole fit ran. */
+static int check_run_keys(const char *prog, const volt_cli *c) {
+    const char *ex = volt_cli_str(c, "export_full"), *sub = volt_cli_subcommand(c);
+    char why[600];
+    if (ex && !app_out_path_ok(ex, why, sizeof why)) return app_usage(prog, "--export_full '%s': %s", ex, why);
+    /* the file is the weights a test ran with: refused where no test runs, not silently unwritten */
+    if (ex && (!strcmp(sub, "validate") || !strcmp(sub, "predict")))
+        return app_usage(prog, "--export_full is written after a test, and %s runs none (run test --ckpt_path FILE "
+                         "--export_full '%s')", sub, ex);
+    if (ex && !strcmp(sub, "fit") && !volt_cli_bool(c, "test_after_fit"))
+        return app_usage(prog, "--export_full is written after the test after fit, and --test_after_fit false runs none "
+                         "(drop one of the two)");
+    if (ex && volt_cli_float(c, "trainer.limit_test_batches") == 0)
+        return app_usage(prog, "--export_full is written after a test, and --trainer.limit_test_batches 0 runs none");
+    /* a file name, not a path: '/' or ".." would write outside the checkpoint folder */
+    const char *fn = volt_cli_str(c, "checkpoint.filename");
+    if (fn && (strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, "..")))
+        return app_usage(prog, "bad value '%s' for --checkpoint.filename: a file name template, not a path (no '/', "
+                         "not '.' or '..'): the files go in the app's checkpoint folder", fn);
+    const char *dur = volt_cli_str(c, "timer.duration");
+    double secs = 0;
+    if (dur && *dur && (volt_parse_duration(dur, &secs) < 0 || !(secs > 0)))
+        return app_usage(prog, "bad value '%s' for --timer.duration: want \"DD:HH:MM:SS\" (days, hours, minutes, "
+                         "seconds; e.g. 00:12:00:00), more than no time", dur);
+    return 0;
+}
+
 int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, int n_keys,
                   volt_cli_key buf[APP_MAX_KEYS], const char *const *defaults, const char *subcommands, int argc,
                   char **argv, volt_cli **out) {
@@ -106,13 +135,7 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
     }
     int r = volt_cli_parse(c, argc, argv);
     if (r != VOLT_CLI_RUN) { volt_cli_destroy(c); return r == VOLT_CLI_DONE ? -1 : 2; }
-    const char *ex = volt_cli_str(c, "export_full");
-    char why[600];
-    if (ex && !app_out_path_ok(ex, why, sizeof why)) {   /* found now, not after the whole fit and test */
-        fprintf(stderr, "%s: --export_full '%s': %s (try --help)\n", prog, ex, why);
-        volt_cli_destroy(c);
-        return 2;
-    }
+    if (check_run_keys(prog, c)) { volt_cli_destroy(c); return 2; }
     st = volt_cli_launch(c, argc, argv);      /* returns only when nothing was launched */
     if (st < 0) {
         fprintf(stderr, "%s: %s\n", prog, volt_cli_errmsg(c));
@@ -135,6 +158,42 @@ bool app_out_path_ok(const char *path, char *why, size_t n) {
     else *slash = 0;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(why, n, "its folder '%s' does not exist", dir); return false; }
     if (access(dir, W_OK) != 0) { snprintf(why, n, "its folder '%s' is not writable: %s", dir, strerror(errno)); return false; }
+    return true;
+}
+
+const char *app_last_ckpt(const char *ckdir, char *buf, size_t n) {
+    DIR *d = opendir(ckdir);
+    if (!d) return NULL;
+    struct timespec best = { 0, 0 };
+    const char *pick = NULL;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name, *p = nm + 4;   /* last.safetensors, last-vN.safetensors, on_exception.safetensors */
+        bool ok = !strcmp(nm, "on_exception.safetensors");
+        if (!ok && !strncmp(nm, "last", 4)) {
+            if (!strncmp(p, "-v", 2) && p[2] >= '0' && p[2] <= '9') p += 2 + strspn(p + 2, "0123456789");
+            ok = !strcmp(p, ".safetensors");
+        }
+        char path[4096];
+        struct stat sb;
+        if (!ok || snprintf(path, sizeof path, "%s/%s", ckdir, nm) >= (int)sizeof path) continue;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (pick && (sb.st_mtim.tv_sec < best.tv_sec || (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec <= best.tv_nsec)))
+            continue;
+        best = sb.st_mtim;
+        snprintf(buf, n, "%s", path);
+        pick = buf;
+    }
+    closedir(d);
+    return pick;
+}
+
+bool app_skip_test(volt_trainer *t, const volt_cli *c) {
+    if (volt_cli_float(c, "trainer.limit_test_batches") != 0) return false;
+    if (volt_trainer_is_global_zero(t)) {
+        printf("no test: trainer.limit_test_batches is 0 (Lightning skips the test then)\n");
+        fflush(stdout);
+    }
     return true;
 }
 

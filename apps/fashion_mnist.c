@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
         if (st < 0) return app_fail_run(APP, "validate", st, t);
         sub = NULL;
     }
-    if (sub && !strcmp(sub, "test")) {
+    if (sub && !strcmp(sub, "test") && !app_skip_test(t, cli)) {
         st = volt_trainer_test(t, ops, model, test_l, test_ckpt);
         if (st < 0) return app_fail_run(APP, "test", st, t);
         double acc = 0.0;

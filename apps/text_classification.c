@@ -275,10 +275,15 @@ int main(int argc, char **argv) {
      * finds "last". */
     char ckdir[PATH_N + 64], ckfile[PATH_N + 96];
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s-%s", o.tr.root, text_kind_name(o.kind), o.preset);
-    /* validate / test / predict in a new process: "last" is the file in that folder */
+    /* validate / test / predict in a new process: "last" is the newest of that folder's last,
+     * last-vN and on_exception files, as the trainer's; named here, since predict reads its
+     * class count before there is a trainer */
     if (o.ckpt && strcmp(o.sub, "fit") != 0 && !strcmp(o.ckpt, "last")) {
-        snprintf(ckfile, sizeof ckfile, "%s/last.safetensors", ckdir);
-        o.ckpt = ckfile;
+        if (!(o.ckpt = app_last_ckpt(ckdir, ckfile, sizeof ckfile))) {
+            fprintf(stderr, APP ": %s: no checkpoint for --ckpt_path last: '%s' holds no last*.safetensors nor "
+                    "on_exception.safetensors (give the file's path)\n", o.sub, ckdir);
+            goto out;
+        }
     }
     int n_classes = 0;
     if (predict) {
@@ -444,7 +449,7 @@ int main(int argc, char **argv) {
         if (st < 0) { rc = app_fail_run(APP, "validate", st, a.t); goto out; }
         sub = NULL;
     }
-    if (sub && !strcmp(sub, "test")) {
+    if (sub && !strcmp(sub, "test") && !app_skip_test(a.t, cli)) {
         st = volt_trainer_test(a.t, &volt_distilbert_ops, a.model, a.ld[2], test_ckpt);
         if (st < 0) { rc = app_fail_run(APP, "test", st, a.t); goto out; }
         double acc = 0.0;

@@ -118,27 +118,13 @@ static void legacy_diff(const char *saved, const char *now, char *out, size_t n)
 
 static bool want_none(const char *name, void *ctx) { (void)name; (void)ctx; return false; }
 
-/* The file fit resumes from, as the trainer picks it: a path as given; "last" the newer
- * (mtime) of ModelCheckpoint's last and OnExceptionCheckpoint's file in ckdir. NULL: none
+/* The file fit resumes from, as the trainer picks it: a path as given; "last" the newest
+ * (mtime) of ModelCheckpoint's last files and OnExceptionCheckpoint's in ckdir. NULL: none
  * the app can name ("best"), or nothing there. */
 static const char *resume_file(const char *ckpt, const char *ckdir, char *buf, size_t n) {
     if (!ckpt || !strcmp(ckpt, "best")) return NULL;
     if (strcmp(ckpt, "last")) return ckpt;
-    const char *names[2] = { "last", "on_exception" };
-    struct timespec best = { 0, 0 };
-    const char *pick = NULL;
-    for (int i = 0; i < 2; i++) {
-        char p[PATH_N + 128];
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s.safetensors", ckdir, names[i]);
-        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (pick && (sb.st_mtim.tv_sec < best.tv_sec || (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec <= best.tv_nsec)))
-            continue;
-        best = sb.st_mtim;
-        snprintf(buf, n, "%s", p);
-        pick = buf;
-    }
-    return pick;
+    return app_last_ckpt(ckdir, buf, n);
 }
 
 /* A checkpoint that records the old, path-based fingerprint: the same paths resume it as

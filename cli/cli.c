@@ -98,9 +98,11 @@ const char *volt__cli_type_name(volt_cli_type t) {
     }
 }
 
-/* A bound as the key's type prints it: integers as integers ("1048576", not "1.04858e+06"). */
+/* A bound as the key's type prints it: integers as integers, every digit ("1048576", not
+ * "1.04858e+06"; "9007199254740992", not "9.0072e+15"). */
 static void fmt_bound(const row *r, double d, char *buf, size_t n) {
-    if (r->k.type == VOLT_CLI_INT && fabs(d) < 1e18) snprintf(buf, n, "%lld", (long long)d);
+    const bool count = r->k.type == VOLT_CLI_INT || (r->tf && r->tf->ftype == VOLT__TF_LIMIT);
+    if (count && d == floor(d) && fabs(d) < 1e19) snprintf(buf, n, "%.0f", d);
     else snprintf(buf, n, "%g", d);
 }
 
@@ -121,7 +123,7 @@ static void want_desc(const row *r, char *buf, size_t n) {
     fmt_bound(r, k->min, lo, sizeof lo);
     fmt_bound(r, k->max, hi, sizeof hi);
     if (k->min == 0 && k->max == 0) snprintf(buf, n, "%s%s", what, frac);
-    else if (k->max >= 1e15) snprintf(buf, n, "%s >= %s%s", what, lo, frac);
+    else if (k->max >= 1e300) snprintf(buf, n, "%s >= %s%s", what, lo, frac);   /* no upper bound to speak of */
     else snprintf(buf, n, "%s in [%s, %s]%s", what, lo, hi, frac);
 }
 
@@ -407,6 +409,15 @@ static int unknown_section(volt_cli *c, const char *where, const char *name) {
     return unknown_key(c, where, name);
 }
 
+/* v equals the key's current default (volt_cli_set_default's included). */
+static bool is_default(const row *r, const cJSON *v) {
+    char why[512];
+    cJSON *d = value_from_text(r, r->dflt, why, sizeof why);
+    bool same = d && (cJSON_IsNumber(d) && cJSON_IsNumber(v) ? d->valuedouble == v->valuedouble : cJSON_Compare(d, v, true));
+    cJSON_Delete(d);
+    return same;
+}
+
 /* Merge object o (a file's section at prefix) into the tree, checking every key. */
 static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJSON *o) {
     for (const cJSON *it = o->child; it; it = it->next) {
@@ -447,7 +458,10 @@ static int merge_obj(volt_cli *c, const char *file, const char *prefix, const cJ
         }
         cJSON *dup = cJSON_Duplicate(it, true);
         if (!dup || !tree_put(c->tree, key, dup)) return usage_err(c, "out of memory");
-        r->set = true;
+        /* A file's key at its default is not "set": --print-config and hparams.json list every
+         * key, and the programs' "X given without Y" checks must pass them back as they were
+         * printed. A later file may set it back to the default, so this is assigned, not or-ed. */
+        r->set = !is_default(r, it);
     }
     return 0;
 }
@@ -504,6 +518,27 @@ static int load_file(volt_cli *c, const char *path) {
 
 static bool in_subcommands(const volt_cli *c, const char *s) { return in_choices(c->cfg.subcommands, s); }
 
+/* The trainer's keys that name one folder or file under default_root_dir: a '/' or a ".."
+ * would put the logs outside it (--trainer.logger_name ../../x). */
+static int check_names(volt_cli *c) {
+    static const char *const names[] = { "trainer.logger_name" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const cJSON *v = volt__cli_tree_get(c->tree, names[i]);
+        const char *s = v && cJSON_IsString(v) ? v->valuestring : NULL;
+        if (s && (strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")))
+            return usage_err(c, "bad value '%s' for --%s: a name, not a path (no '/', not '.' or '..'): it is one folder "
+                             "under trainer.default_root_dir", s, names[i]);
+    }
+    return 0;
+}
+
+/* A boolean alias is a switch: "--no-progress" sets enable_progress_bar false, but
+ * "--no-cache" sets data.no_cache true (the key says "no" itself). */
+static bool switch_value(const row *r) {
+    const char *dot = strrchr(r->k.key, '.'), *leaf = dot ? dot + 1 : r->k.key;
+    return strncmp(r->k.alias, "no-", 3) != 0 || strncmp(leaf, "no_", 3) == 0;
+}
+
 enum { OPT_CONFIG = 1000, OPT_PRINT, OPT_VERSION, OPT_HELP, OPT_KEY = 2000, OPT_ALIAS = 4000 };
 
 typedef struct pending { int row; bool alias; const char *val; } pending;
@@ -541,8 +576,13 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
     optind = 0;     /* GNU: full re-initialisation */
     for (;;) {
         int li = -1;
+        const int cur = optind > 0 ? optind : 1;   /* the argument getopt reads now (no permuting: "-") */
         int o = getopt_long(argc, argv, "-:h", lo, &li);
-        if (o == -1) break;
+        if (o == -1) {
+            /* "--" ends the options; nothing after it is read, so nothing may follow */
+            if (optind < argc) { rc = usage_err(c, "unexpected argument '%s'", argv[optind]); goto done; }
+            break;
+        }
         if (o == 1) {                       /* a positional argument */
             if (!c->sub && in_subcommands(c, optarg)) {
                 if (!(c->sub = strdup(optarg))) { rc = usage_err(c, "out of memory"); goto done; }
@@ -563,6 +603,10 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
             rc = VOLT_CLI_DONE;
             goto done;
         } else if (o == OPT_CONFIG) {
+            if (optarg == argv[optind - 1] && !strncmp(optarg, "--", 2) && optarg[2]) {   /* as a key's missing value */
+                rc = usage_err(c, "--config needs a value (the next argument '%s' is an option)", optarg);
+                goto done;
+            }
             files[nf++] = optarg;
         } else if (o == OPT_PRINT) {
             print = true;
@@ -600,8 +644,18 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
             rc = usage_err(c, "%s needs a value", a ? a : "an option");
             goto done;
         } else {                            /* '?': unknown, ambiguous, or a value given to a switch */
-            const char *a = optind > 0 ? argv[optind - 1] : NULL;
-            if (!a || strncmp(a, "--", 2)) { rc = usage_err(c, "unknown option '%s'", a ? a : "?"); goto done; }
+            /* argv[optind - 1] is the previous argument while getopt is inside "-epochs" */
+            const char *a = cur < argc ? argv[cur] : NULL;
+            if (!a || strncmp(a, "--", 2)) {
+                char name[256];
+                snprintf(name, sizeof name, "%s", a && a[0] == '-' ? a + 1 : "");
+                char *eq = strchr(name, '=');
+                if (eq) *eq = 0;
+                const char *s = *name ? suggest(c, name) : NULL;   /* "-epochs": one dash short */
+                if (s) rc = usage_err(c, "unknown option '%s'; did you mean '--%s'? (options start with two dashes)", a, s);
+                else rc = usage_err(c, "unknown option '%s'", a ? a : "?");
+                goto done;
+            }
             char name[256];
             snprintf(name, sizeof name, "%s", a + 2);
             char *eq = strchr(name, '=');
@@ -623,7 +677,7 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
         row *r = &c->rows[pend[i].row];
         char why[512];
         cJSON *v;
-        if (pend[i].alias && r->k.type == VOLT_CLI_BOOL) v = cJSON_CreateBool(strncmp(r->k.alias, "no-", 3) != 0);
+        if (pend[i].alias && r->k.type == VOLT_CLI_BOOL) v = cJSON_CreateBool(switch_value(r));
         else v = value_from_text(r, r->k.type == VOLT_CLI_BOOL && !pend[i].val ? "true" : pend[i].val, why, sizeof why);
         if (!v) {
             if (pend[i].val && !strcmp(pend[i].val, "null") && !r->nullable) {   /* "--model.name: null is not allowed (...)" */
@@ -641,8 +695,9 @@ int volt_cli_parse(volt_cli *c, int argc, char **argv) {
         if (!c->cfg.default_subcommand && !print) { rc = usage_err(c, "a subcommand is required (%s)", c->cfg.subcommands); goto done; }
         if (c->cfg.default_subcommand && !(c->sub = strdup(c->cfg.default_subcommand))) { rc = usage_err(c, "out of memory"); goto done; }
     }
+    if (!c->cfg.no_trainer_keys && (rc = check_names(c))) goto done;
     free(c->merged_json);
-    c->merged_json = cJSON_PrintUnformatted(c->tree);
+    c->merged_json = volt__cli_print(c->tree, false);
     if (!c->cfg.no_trainer_keys) {   /* the trainer's own checks now, before the program reads its data */
         volt_trainer_config tc;
         volt_trainer_config_init(&tc);

@@ -61,6 +61,9 @@ row *volt__cli_find_row(const volt_cli *c, const char *key);
 const char *volt__cli_type_name(volt_cli_type t);
 const cJSON *volt__cli_tree_get(const cJSON *tree, const char *key);
 
+/* tree as JSON text (cJSON_Print when formatted), every number exactly; NULL when out of memory. */
+char *volt__cli_print(const cJSON *tree, bool formatted);
+
 /* Store a message on c (volt_cli_errmsg), printf-style. */
 void volt__cli_seterr(volt_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -156,6 +156,66 @@ cmp -s "$W"/runs_lr/lightning_logs/version_0/metrics.csv "$W"/runs_lr_null/light
     die "--model.attention_dropout null --model.num_classes null is not the default run"
 ! grep -q "smaller than the logging interval" "$W/lr.log" || die "warning with log_every_n_steps 1"
 
+# ---- a walkthrough's findings ----
+TINY=(--epochs 1 --limit-train-batches 1 --limit-val-batches 1 --limit-test-batches 1 --no-progress)
+# a printed config and a run's hparams.json run as they are: their keys at the default values
+# (early_stopping.mode, finetuning.*, tuner.*, timer.*, ...) are not "set without their main key"
+"$APP" fit --config "$W/cfg.json" "${TINY[@]}" --root "$W/runs_rt" >"$W/rt.log" 2>&1 || die "--config of --print-config's output: $(cat "$W/rt.log")"
+! grep -q "^note: " "$W/rt.log" || die "--config of --print-config's output gives notes: $(grep '^note: ' "$W/rt.log")"
+"$APP" fit --config "$ld/hparams.json" "${TINY[@]}" --root "$W/runs_rt2" >"$W/rt.log" 2>&1 || die "--config hparams.json: $(cat "$W/rt.log")"
+# ... but a default value on the command line still counts, and so does a file's other value
+"$APP" fit "${C[@]}" "${TINY[@]}" --root "$W/runs_rt3" --early_stopping.mode min >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q -- "--early_stopping.mode is set but early_stopping.monitor is not" "$W/e.log" || die "orphan key: exit $rc: $(cat "$W/e.log")"
+sed 's/"steps_per_trial":	3/"steps_per_trial":	4/' "$W/cfg.json" >"$W/cfg_tuner.json"
+"$APP" fit --config "$W/cfg_tuner.json" "${TINY[@]}" --root "$W/runs_rt3" >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q -- "--tuner.steps_per_trial is set but tuner.scale_batch_size is null" "$W/e.log" || die "orphan key in a file: exit $rc: $(cat "$W/e.log")"
+if [[ -r /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz ]]; then
+    "$FM" --print-config >"$W/fm.json" && "$FM" --config "$W/fm.json" --root "$W/runs_fm_rt" --workers 0 --max-steps 1 \
+        --limit-val-batches 1 --limit-test-batches 1 --no-progress >"$W/fmrt.log" 2>&1 || die "fashion --config of --print-config: $(cat "$W/fmrt.log")"
+    "$FM" --config "$W/runs_fm_rt/lightning_logs/version_0/hparams.json" --max-steps 1 --limit-val-batches 1 --limit-test-batches 1 \
+        >"$W/fmrt.log" 2>&1 || die "fashion --config hparams.json: $(cat "$W/fmrt.log")"
+fi
+# --no-cache: nothing read from or written to the cache
+"$APP" --no-cache --print-config | grep -qF '"no_cache":	true' || die "--no-cache does not set data.no_cache true"
+"$APP" fit "${C[@]}" "${TINY[@]}" --cache-dir "$W/nocache" --no-cache --root "$W/runs_nc" >"$W/nc.log" 2>&1 || die "--no-cache: $(cat "$W/nc.log")"
+[[ -z $(find "$W/nocache" -type f 2>/dev/null) ]] || die "--no-cache wrote $(find "$W/nocache" -type f)"
+# names that would write outside the run's folder: usage errors naming the key, nothing written
+mkdir -p "$W/esc/a/b/c"
+for kv in "checkpoint.filename ../../../escaped-{epoch}" "checkpoint.filename sub/x" "trainer.logger_name ../../logesc" "trainer.logger_name .."; do
+    read -r k v <<<"$kv"
+    "$APP" fit "${C[@]}" "${TINY[@]}" --root "$W/esc/a/b/c" "--$k" "$v" >"$W/e.log" 2>&1; rc=$?
+    [[ $rc == 2 ]] && grep -qF -- "bad value '$v' for --$k: " "$W/e.log" || die "--$k '$v': exit $rc: $(cat "$W/e.log")"
+done
+[[ -z $(find "$W/esc" -type f) ]] || die "an escaping name wrote $(find "$W/esc" -type f)"
+# ckpt_path last outside fit: the newest of last*, on_exception (here the only one)
+mkdir -p "$W/runs_exc/checkpoints/csv-tiny" && cp "$best" "$W/runs_exc/checkpoints/csv-tiny/on_exception.safetensors" || die "cp"
+"$APP" test "${C[@]}" --batch-size 5 --root "$W/runs_exc" --ckpt_path last --no-progress >"$W/exc.log" 2>&1 ||
+    die "test --ckpt_path last with on_exception.safetensors alone: $(cat "$W/exc.log")"
+[[ $(sed -n 's/^Test accuracy //p' "$W/exc.log") == "$acc" ]] || die "test --ckpt_path last (on_exception): $(cat "$W/exc.log")"
+echo "the movie was very good" | "$APP" predict "${C[@]}" --root "$W/runs_exc" --ckpt_path last >"$W/excp.csv" 2>"$W/e.log" &&
+    [[ $(wc -l <"$W/excp.csv") == 2 ]] || die "predict --ckpt_path last (on_exception): $(cat "$W/e.log")"
+"$APP" test "${C[@]}" --root "$W/runs_none" --ckpt_path last >"$W/e.log" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "no checkpoint for --ckpt_path last" "$W/e.log" || die "test --ckpt_path last, none: exit $rc: $(cat "$W/e.log")"
+# parse-time usage errors (exit 2, before any data is read: the data file does not exist)
+N=(--data "csv:$W/no_such.csv" --vocab "$W/vocab.txt" --root "$W/runs_none")
+usage() {   # usage WANT ARGS...: exit 2 and WANT in the message
+    local want=$1; shift
+    "$@" >"$W/e.log" 2>&1; local rc=$?
+    [[ $rc == 2 ]] && grep -qF -- "$want" "$W/e.log" || die "$*: exit $rc, want 2 and '$want': $(cat "$W/e.log")"
+}
+usage "unexpected argument 'foo'" "$FM" --epochs 1 -- foo
+usage "unknown option '-epochs'; did you mean '--epochs'?" "$FM" -epochs 4
+usage "want an integer in [0, 9007199254740992]" "$FM" --seed 10000000000000000
+usage "--config needs a value (the next argument '--print-config' is an option)" "$FM" --config --print-config
+usage "bad value 'abc' for --timer.duration: want \"DD:HH:MM:SS\"" "$APP" fit "${N[@]}" --timer.duration abc
+usage "--export_full is written after a test, and validate runs none" "$APP" validate "${N[@]}" --ckpt_path last --export-full "$W/x.st"
+usage "--test_after_fit false runs none" "$APP" fit "${N[@]}" --test_after_fit false --export-full "$W/x.st"
+usage "--trainer.limit_test_batches 0 runs none" "$FM" --limit-test-batches 0 --export-full "$W/x.st"
+"$FM" --seed 9007199254740991 --print-config | grep -qF '"seed":	9007199254740991,' || die "--print-config loses an integer's digits"
+# limit_test_batches 0: the test is skipped, said (Lightning skips it), not a failure after fit
+"$APP" fit "${C[@]}" "${TINY[@]}" --limit-test-batches 0 --root "$W/runs_lt0" >"$W/lt0.log" 2>&1 || die "--limit-test-batches 0: $(cat "$W/lt0.log")"
+grep -q "^no test: trainer.limit_test_batches is 0" "$W/lt0.log" && ! grep -q "^Test accuracy" "$W/lt0.log" || die "--limit-test-batches 0: $(cat "$W/lt0.log")"
+
 # ---- predict ----
 printf 'the movie was very good\nthe plot was awful, really bad.\n\nfine acting\n' >"$W/texts.txt"
 "$APP" predict "${C[@]}" --ckpt_path "$best" --predict.input "$W/texts.txt" --predict.output "$W/pred.csv" >"$W/p.log" 2>&1 ||

@@ -240,7 +240,8 @@ sys.exit(0 if sorted(got) == sorted(want) and all(abs(float(got[k]) - v) <= 1e-1
     python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * b else 1)" "$logged2" "$sug" ||
         die "lrfind resumed: the logged lr '$logged2' is not the first fit's suggestion '$sug'"
     # --timer.duration (Timer): a limit no epoch fits in, checked at each epoch's end: fit stops
-    # after epoch 0 of 3, said once, and the run goes on to test; a malformed duration fails naming it
+    # after epoch 0 of 3, said once, and the run goes on to test; a malformed duration is a usage
+    # error naming it (exit 2, at parse time: nothing read or trained)
     run timer --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_timer" --epochs 3 --limit-train-batches 3 \
         --limit-val-batches 2 --limit-test-batches 2 --timer.duration 00:00:00:0.000001 --timer.interval epoch; expect_ok timer $?
     [[ $(grep -c '^Time limit reached. Elapsed time is 0:00:00. Signaling Trainer to stop.$' "$W/timer.log") == 1 ]] ||
@@ -251,7 +252,8 @@ e = {int(r['epoch']) for r in csv.DictReader(open(sys.argv[1])) if r.get('epoch'
 sys.exit(0 if e == {0} else 1)
 PY
     run e_timer --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_timer" --epochs 1 --timer.duration 1:2
-    [[ $? != 0 ]] && grep -q 'Timer: duration must be "DD:HH:MM:SS"' "$W/e_timer.log" ||
+    [[ $? == 2 ]] && grep -qF "bad value '1:2' for --timer.duration: want \"DD:HH:MM:SS\"" "$W/e_timer.log" &&
+        ! grep -q "texts, .* classes" "$W/e_timer.log" ||
         { cat "$W/e_timer.log"; die "timer: a malformed duration"; }
     # --tuner.scale_batch_size: Lightning's batch size finder before fit (nothing runs out of
     # memory here: binsearch's 3 trials that ran, 2 4 8, and fit then trains at 8)

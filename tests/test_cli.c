@@ -16,6 +16,7 @@ static const volt_cli_key keys[] = {
     { "data.batch_size", VOLT_CLI_INT, "64", "batch", "batch-size", NULL, 1, 1 << 20 },
     { "data.path", VOLT_CLI_STRING, NULL, "path", NULL, NULL, 0, 0 },
     { "resume", VOLT_CLI_BOOL, "false", "resume", NULL, NULL, 0, 0 },
+    { "data.no_cache", VOLT_CLI_BOOL, "false", "no cache", "no-cache", NULL, 0, 0 },   /* a key that says "no" itself */
 };
 
 static FILE *g_err, *g_out;
@@ -31,7 +32,7 @@ static volt_cli *mk(void) {
     g_out = fmemopen(g_outbuf, sizeof g_outbuf - 1, "w");
     setvbuf(g_err, NULL, _IONBF, 0);
     setvbuf(g_out, NULL, _IONBF, 0);
-    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t", .keys = keys, .n_keys = 5,
+    volt_cli_config cc = { .version = VOLT_CLI_CONFIG_VERSION, .prog = "t", .keys = keys, .n_keys = 6,
                            .default_subcommand = "fit", .out = g_out, .err = g_err };
     CHECK_OK(volt_cli_create(&cc, &c));
     return c;
@@ -236,10 +237,10 @@ int main(void) {
         { { "--model.dropout", "null" }, 2, "--model.dropout: null is not allowed (a number in [0, 0.999] is required)" },
         { { "--resume=null" }, 1, "--resume: null is not allowed (true or false is required)" },
         { { "--resume", "null" }, 2, "--resume: null is not allowed (true or false is required)" },
-        { { "--trainer.seed", "null" }, 2, "--trainer.seed: null is not allowed (an integer >= 0 is required)" },
+        { { "--trainer.seed", "null" }, 2, "--trainer.seed: null is not allowed (an integer in [0, 9007199254740992] is required)" },
         { { "--trainer.precision", "null" }, 2, "--trainer.precision: null is not allowed (a string is required: one of 32-true|" },
         { { "--trainer.default_root_dir", "null" }, 2, "--trainer.default_root_dir: null is not allowed" },
-        { { "--trainer.limit_val_batches", "null" }, 2, "a count >= -1 or a fraction in (0, 1) is required" },
+        { { "--trainer.limit_val_batches", "null" }, 2, "a count in [-1, 1000000000000000] or a fraction in (0, 1) is required" },
     };
     for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
         c = mk();
@@ -313,8 +314,8 @@ int main(void) {
         { { "--epochs", "--trainer.max_steps", "3" }, 3, "--epochs needs a value" },
         { { "--model.name", "--resume" }, 2, "--model.name needs a value" },
         { { "--data.batch_size", "0" }, 2, "want an integer in [1, 1048576]" },
-        { { "--trainer.max_epochs", "99999999999999999999" }, 2, "out of range (want an integer >= -1)" },
-        { { "--trainer.max_epochs", "1e400" }, 2, "out of range (want an integer >= -1)" },
+        { { "--trainer.max_epochs", "99999999999999999999" }, 2, "out of range (want an integer in [-1, 1000000000000000])" },
+        { { "--trainer.max_epochs", "1e400" }, 2, "out of range (want an integer in [-1, 1000000000000000])" },
         { { "--model.dropout", "1e400" }, 2, "out of range (want a number in [0, 0.999])" },
     };
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
@@ -337,7 +338,7 @@ int main(void) {
     volt_cli_destroy(c);
     write_file(f1, "{\"trainer\": {\"max_epochs\": 1e400}}");
     c = mk();
-    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "'trainer.max_epochs': out of range (want an integer >= -1)") &&
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "'trainer.max_epochs': out of range (want an integer in [-1, 1000000000000000])") &&
           !strstr(g_errbuf, "null"), "1e400 in a file: %s", g_errbuf);
     volt_cli_destroy(c);
     write_file(f1, "{\"data\": {\"batch_size\": 2000000}}");
@@ -405,6 +406,72 @@ int main(void) {
     c = NULL;
     CHECK(volt_cli_create(&cc, &c) == VOLT_ERR_INVALID_ARG, "bad default");
     volt_cli_destroy(c);
+
+    /* a file's key at its default value is not "set" (a printed config / hparams.json lists every
+     * key: the programs' "X without Y" checks must take it back); the command line's is, and so
+     * is a file's other value */
+    write_file(f1, "{\"data\": {\"batch_size\": 64, \"no_cache\": false}, \"model\": {\"name\": \"cnn\"}, "
+                   "\"trainer\": {\"seed\": 42, \"max_epochs\": null}}");
+    c = mk();
+    CHECK(PARSE(c, "--config", f1, "--resume", "false") == VOLT_CLI_RUN, "defaults in a file: %s", g_errbuf);
+    CHECK(!volt_cli_was_set(c, "data.batch_size") && !volt_cli_was_set(c, "data.no_cache") && !volt_cli_was_set(c, "trainer.seed") &&
+          !volt_cli_was_set(c, "trainer.max_epochs"), "a file's default values count as set");
+    CHECK(volt_cli_was_set(c, "model.name") && volt_cli_was_set(c, "resume"), "a file's other value / the command line's default");
+    volt_cli_destroy(c);
+    write_file(f2, "{\"model\": {\"name\": \"mlp\"}}");   /* a later file back to the default */
+    c = mk();
+    CHECK(PARSE(c, "--config", f1, "--config", f2) == VOLT_CLI_RUN && !volt_cli_was_set(c, "model.name"), "later file at the default");
+    volt_cli_destroy(c);
+    /* --no-cache sets data.no_cache true (the key is negative itself); --no-progress still sets false */
+    c = mk();
+    CHECK(PARSE(c, "--no-cache", "--no-progress") == VOLT_CLI_RUN && volt_cli_bool(c, "data.no_cache") &&
+          !volt_cli_bool(c, "trainer.enable_progress_bar"), "--no-cache: %d", volt_cli_bool(c, "data.no_cache"));
+    volt_cli_destroy(c);
+    /* nothing after "--" is read, so nothing may follow it */
+    c = mk();
+    CHECK(PARSE(c, "--batch-size", "3", "--", "--model", "cnn") == VOLT_CLI_USAGE && strstr(g_errbuf, "unexpected argument '--model'"),
+          "after --: %s", g_errbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--batch-size", "3", "--") == VOLT_CLI_RUN, "a trailing -- alone: %s", g_errbuf);
+    volt_cli_destroy(c);
+    /* one dash: the argument itself is named, not the program */
+    c = mk();
+    CHECK(PARSE(c, "-epochs", "4") == VOLT_CLI_USAGE && strstr(g_errbuf, "unknown option '-epochs'; did you mean '--epochs'?"),
+          "-epochs: %s", g_errbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--batch-size", "3", "-x") == VOLT_CLI_USAGE && strstr(g_errbuf, "unknown option '-x'"), "-x: %s", g_errbuf);
+    volt_cli_destroy(c);
+    /* bounds: the real range, however large */
+    c = mk();
+    CHECK(PARSE(c, "--seed", "10000000000000000") == VOLT_CLI_USAGE && strstr(g_errbuf, "want an integer in [0, 9007199254740992]"),
+          "seed bounds: %s", g_errbuf);
+    volt_cli_destroy(c);
+    /* --config followed by an option: a missing value, not a file named "--print-config" */
+    c = mk();
+    CHECK(PARSE(c, "--config", "--print-config") == VOLT_CLI_USAGE && strstr(g_errbuf, "--config needs a value"), "--config: %s", g_errbuf);
+    volt_cli_destroy(c);
+    /* integers print with every digit (cJSON's %.15g gives 9007199254740990) */
+    c = mk();
+    CHECK(PARSE(c, "--seed", "9007199254740991", "--print-config") == VOLT_CLI_DONE && strstr(g_outbuf, "\"seed\":\t9007199254740991,"),
+          "exact integer: %.200s", strstr(g_outbuf, "\"seed\"") ? strstr(g_outbuf, "\"seed\"") : g_outbuf);
+    volt_cli_destroy(c);
+    c = mk();
+    CHECK(PARSE(c, "--seed", "9007199254740991", "--trainer.gradient_clip_val", "0.30000000000000004") == VOLT_CLI_RUN, "parse: %s", g_errbuf);
+    volt_trainer_config_init(&tc);
+    volt_cli_trainer_config(c, &tc);
+    CHECK(tc.run_config_json && strstr(tc.run_config_json, "\"seed\":9007199254740991,") &&
+          strstr(tc.run_config_json, "\"gradient_clip_val\":0.30000000000000004"), "run_config_json numbers: %s", tc.run_config_json);
+    volt_cli_destroy(c);
+    /* logger_name is one folder under the root: no path out of it */
+    const char *bad_names[] = { "../../logesc", "a/b", "..", "." };
+    for (int i = 0; i < 4; i++) {
+        c = mk();
+        CHECK(PARSE(c, "--trainer.logger_name", bad_names[i]) == VOLT_CLI_USAGE && strstr(g_errbuf, "--trainer.logger_name: a name"),
+              "logger_name '%s': %s", bad_names[i], g_errbuf);
+        volt_cli_destroy(c);
+    }
 
     CHECK(volt_cli_edit_distance("max_epoch", "max_epochs") == 1 && volt_cli_edit_distance("batch-size", "batch_size") == 0,
           "edit distance");
