@@ -603,6 +603,9 @@ volt_status volt__add_model_checkpoint_clock(volt_trainer *t, const volt_checkpo
     if (cfg->monitor && !*cfg->monitor)   /* failed only after the first epoch, finding no metric "" */
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: monitor is \"\": name a logged metric (e.g. "
                                  "\"val_loss\"), or leave it NULL to keep the latest checkpoints");
+    if (cfg->filename && !volt__path_stays_under(cfg->filename))
+        return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "ModelCheckpoint: filename \"%s\" would put the checkpoints outside "
+                                 "dirpath (an absolute path or a '..'): name a file under it", cfg->filename);
     if (cfg->filename) {             /* reject a bad template now rather than at the first save */
         char tmp[VOLT_CB_PATH_MAX], err[512];
         if (volt__cb_format_name(cfg->filename, NULL, NULL, 0, true, tmp, sizeof tmp, err, sizeof err) != VOLT_OK)

@@ -28,3 +28,14 @@ volt_status volt__mkdirs(const char *path, char *err, size_t errlen) {
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return volt__errf(err, errlen, VOLT_ERR_IO, "'%s' is not a directory", path);
     return VOLT_OK;
 }
+
+bool volt__path_stays_under(const char *name) {
+    if (!name || name[0] == '/') return false;
+    for (const char *p = name; *p;) {
+        const size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') return false;
+        p += n;
+        while (*p == '/') p++;
+    }
+    return true;
+}

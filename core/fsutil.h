@@ -2,6 +2,7 @@
 #ifndef VOLT_CORE_FSUTIL_H
 #define VOLT_CORE_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "volt/core.h"
 
@@ -9,5 +10,8 @@
  * be made, or a path that is there but not a folder; VOLT_ERR_INVALID_ARG for an empty path.
  * err may be NULL. */
 volt_status volt__mkdirs(const char *path, char *err, size_t errlen);
+/* A name meant to stay under the folder it is joined to: false for an absolute path and for one
+ * with a ".." component ("../x", "a/../../b", ".."). */
+bool volt__path_stays_under(const char *name);
 
 #endif

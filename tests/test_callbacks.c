@@ -1685,7 +1685,20 @@ static void test_time_interval_config(void) {
     cc.monitor = "";
     CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "ModelCheckpoint: monitor is \"\""),
           "monitor \"\": %s", volt_trainer_errmsg(t));
+    /* a filename that leaves dirpath (it wrote beside the run's folder); a subfolder stays */
+    static const char *const out[] = { "../escaped-{epoch}", "a/../../b", "..", "/tmp/abs-{epoch}" };
+    for (int i = 0; i < 4; i++) {
+        tti_config(&cc, dir, 0);
+        cc.filename = out[i];
+        CHECK(volt_add_model_checkpoint(t, &cc) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "outside dirpath"),
+              "filename '%s': %s", out[i], volt_trainer_errmsg(t));
+    }
     CHECK(volt_trainer_num_callbacks(t) == 0, "nothing refused was added");
+    tti_config(&cc, dir, 0);
+    cc.filename = "sub/..name-{epoch}";
+    CHECK_OK(volt_add_model_checkpoint(t, &cc));   /* a subfolder and a name that starts with ".." stay under it */
+    volt_trainer_destroy(t);
+    t = mk_trainer(root, &(run_opts){ .max_epochs = 1 });
     tti_config(&cc, dir, 0);   /* NULL: no monitor, the latest kept */
     CHECK_OK(volt_add_model_checkpoint(t, &cc));
     CHECK(volt_trainer_num_callbacks(t) == 1, "monitor NULL accepted");

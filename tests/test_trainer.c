@@ -22,6 +22,8 @@ static void cfg_bad_precision(volt_trainer_config *c) { c->precision = "8-mixed"
 static void cfg_bad_strategy(volt_trainer_config *c) { c->strategy = "fsdpp"; }
 static void cfg_single_two_devices(volt_trainer_config *c) { c->strategy = "single"; c->devices = 2; }
 static void cfg_no_such_accelerator(volt_trainer_config *c) { c->accelerator = "tpu"; }
+static void cfg_logger_escapes(volt_trainer_config *c) { c->logger_name = "../../logs"; }
+static void cfg_logger_absolute(volt_trainer_config *c) { c->logger_name = "/tmp/logs"; }
 
 /* ---- a recording callback --------------------------------------------------------------- */
 typedef struct { char *log; size_t cap; } cbrec;
@@ -981,6 +983,8 @@ static void test_stop_flags(volt_dataset *ds) {
         { "strategy", cfg_bad_strategy, VOLT_ERR_UNSUPPORTED, "unknown strategy 'fsdpp'" },
         { "devices", cfg_single_two_devices, VOLT_ERR_INVALID_ARG, "runs on one device" },
         { "accelerator", cfg_no_such_accelerator, VOLT_ERR_UNSUPPORTED, "accelerator 'tpu' is not available" },
+        { "logger_name ..", cfg_logger_escapes, VOLT_ERR_INVALID_ARG, "logger_name \"../../logs\" would put the logs outside" },
+        { "logger_name /", cfg_logger_absolute, VOLT_ERR_INVALID_ARG, "logger_name \"/tmp/logs\" would put the logs outside" },
     };
     for (size_t i = 0; i < sizeof cks / sizeof cks[0]; i++) {
         volt_trainer_config_init(&c);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/fsutil.h"
 #include "trainer/trainer_internal.h"
 #include "strategies/comm/comm.h"
 
@@ -196,6 +197,9 @@ static volt_trainer *trainer_new(const volt_trainer_config *cfg) {
  * (volt_trainer_create) or before a program reads its data (volt_trainer_config_check). */
 static volt_status check_settings(volt_trainer *t) {
     volt_trainer_config *c = &t->cfg;
+    if (c->logger_name && !volt__path_stays_under(c->logger_name))   /* the logs' folder under default_root_dir */
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: logger_name \"%s\" would put the logs outside default_root_dir "
+                          "(an absolute path or a '..'): name a folder under it", c->logger_name);
     if (c->accumulate_grad_batches < 1)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "trainer: accumulate_grad_batches must be >= 1, got %lld", (long long)c->accumulate_grad_batches);
     if (strcmp(c->gradient_clip_algorithm, "norm") && strcmp(c->gradient_clip_algorithm, "value"))

@@ -86,7 +86,8 @@ VOLT_API int64_t volt_cli_int(const volt_cli *c, const char *key);
 VOLT_API double volt_cli_float(const volt_cli *c, const char *key);
 VOLT_API bool volt_cli_bool(const volt_cli *c, const char *key);
 VOLT_API const char *volt_cli_str(const volt_cli *c, const char *key);   /* NULL when null */
-VOLT_API bool volt_cli_was_set(const volt_cli *c, const char *key);      /* by a file or the command line */
+VOLT_API bool volt_cli_was_set(const volt_cli *c, const char *key);      /* by the command line, or by a file with a
+                                                                            value other than the default */
 VOLT_API bool volt_cli_is_null(const volt_cli *c, const char *key);      /* its value is null (unset) */
 /* The merged config as pretty JSON (what --print-config prints; malloc'ed, caller frees). */
 VOLT_API char *volt_cli_config_json(const volt_cli *c);

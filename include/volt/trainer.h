@@ -292,7 +292,8 @@ typedef struct volt_trainer_config {
     bool enable_progress_bar;        /* default true */
     bool enable_checkpointing;       /* default true: adds a ModelCheckpoint if none was added */
     bool enable_logger;              /* default true: CSV logger under default_root_dir */
-    const char *logger_name;         /* default "lightning_logs" */
+    const char *logger_name;         /* default "lightning_logs"; under default_root_dir (an absolute path or
+                                        a ".." is refused) */
     const char *precision;           /* "32-true" (default), "16-mixed", "bf16-mixed", "bf16-true",
                                         "16-true" (aliases "32", "16", "bf16"); docs/PRECISION.md */
     const char *strategy;            /* "auto" (default: ddp when several devices, nodes or launched
@@ -860,7 +861,8 @@ typedef enum volt_mode { VOLT_MIN = 0, VOLT_MAX = 1 } volt_mode;
 typedef struct volt_checkpoint_config {
     uint32_t version;            /* VOLT_CHECKPOINT_CONFIG_VERSION, set by _init */
     const char *dirpath;         /* default <log_dir>/checkpoints; "" = the current folder */
-    const char *filename;        /* template, default (NULL or "") "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}" */
+    const char *filename;        /* template, default (NULL or "") "{epoch}-{step}"; e.g. "{epoch}-{val_acc:.4f}";
+                                    under dirpath (an absolute path or a ".." is refused) */
     const char *monitor;         /* metric name; NULL = save the latest (top-k by recency);
                                     "" is refused at add */
     volt_mode mode;              /* VOLT_MIN default */
