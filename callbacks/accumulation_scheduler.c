@@ -5,7 +5,8 @@
  * Lightning's on_train_epoch_start does, and at train start too: a fit resumed inside an
  * epoch runs no epoch start for it, and its windows must be that epoch's. Like Lightning, the
  * trainer's own accumulate_grad_batches must be left at 1, and the estimated stepping batches
- * (a linear schedule's length) are counted with it, not with the schedule. */
+ * (a linear schedule's length) are counted with it, not with the schedule. The factor lasts for
+ * the fit only (trainer/loop.c puts the trainer's back when the call ends). */
 #include <stdlib.h>
 #include <string.h>
 #include "volt/trainer.h"

@@ -274,7 +274,7 @@ static char *hparams_json(const char *run) {
         o = cJSON_CreateObject();
         if (o && run) cJSON_AddStringToObject(o, "run_config", run);
     }
-    char *s = o ? cJSON_Print(o) : NULL;
+    char *s = o ? volt__cb_json_print(o, true) : NULL;   /* numbers as the run had them */
     cJSON_Delete(o);
     return s;
 }

@@ -192,7 +192,7 @@ static volt_status tb_hparams(tbl *l, volt_trainer *t) {
     if (!c->run_config_json) return VOLT_OK;
     /* the config as a text summary: TensorProto { dtype DT_STRING, tensor_shape {}, string_val } */
     cJSON *o = cJSON_Parse(c->run_config_json);
-    char *pretty = o ? cJSON_Print(o) : NULL;
+    char *pretty = o ? volt__cb_json_print(o, true) : NULL;
     cJSON_Delete(o);
     const char *text = pretty ? pretty : c->run_config_json;
     /* markdown: indent by 4 spaces so TensorBoard shows it as a code block */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 #include "core/err.h"
 #include "callbacks/util.h"
 
@@ -253,4 +254,35 @@ bool volt__cb_has(const volt_trainer *t, const char *name) {
         if (n && !strcmp(n, name)) return true;
     }
     return false;
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+/* Numbers as raw text that reads back to the same double (volt__cb_json_print). */
+static bool exact_numbers(cJSON *o) {
+    for (cJSON *it = o ? o->child : NULL; it; it = it->next) {
+        if (cJSON_IsObject(it)) {   /* sections; a config holds no arrays */
+            if (!exact_numbers(it)) return false;
+            continue;
+        }
+        if (!cJSON_IsNumber(it)) continue;
+        const double d = it->valuedouble;
+        char buf[64];
+        if (d == floor(d) && fabs(d) < 1e17) snprintf(buf, sizeof buf, "%.0f", d);
+        else
+            for (int prec = 15; prec <= 17; prec++) {   /* the shortest that reads back exactly */
+                snprintf(buf, sizeof buf, "%.*g", prec, d);
+                if (strtod(buf, NULL) == d) break;
+            }
+        cJSON *raw = cJSON_CreateRaw(buf);
+        if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(o, it->string, raw)) return false;   /* takes raw */
+        it = raw;
+    }
+    return true;
+}
+
+char *volt__cb_json_print(const cJSON *o, bool formatted) {
+    cJSON *dup = o ? cJSON_Duplicate(o, true) : NULL;
+    char *s = dup && exact_numbers(dup) ? (formatted ? cJSON_Print(dup) : cJSON_PrintUnformatted(dup)) : NULL;
+    cJSON_Delete(dup);
+    return s;
 }

@@ -38,6 +38,14 @@ volt_status volt__cb_write_text(const char *path, const char *text, char *err, s
  * the count, -1 on a quoting error or no memory. The caller frees cells[i] and *cells. */
 int volt__cb_csv_split(const char *line, char ***cells);
 
+/* ---- JSON ---------------------------------------------------------------------------------- */
+/* o printed with every number exact (malloc'ed; NULL on no memory): cJSON prints "%.15g" and
+ * reads back within a relative epsilon, which drops the last digit of integers near 2^53 (a
+ * seed of 9007199254740991 came back 9007199254740990 from hparams.json). Objects nest; a
+ * config holds no arrays. */
+struct cJSON;
+char *volt__cb_json_print(const struct cJSON *o, bool formatted);
+
 /* A callback of this table name was added to t (the one-per-trainer checks, the defaults). */
 bool volt__cb_has(const volt_trainer *t, const char *name);
 

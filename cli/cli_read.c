@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include "callbacks/util.h"   /* volt__cb_json_print */
 #include "cli/cli_internal.h"
 
 /* ---- help ------------------------------------------------------------------------------------ */
@@ -97,37 +98,7 @@ bool volt_cli_is_null(const volt_cli *c, const char *key) {
     return !v || cJSON_IsNull(v);
 }
 
-/* Numbers as raw text that reads back to the same double: cJSON prints "%.15g" and accepts it
- * when it is within a relative epsilon, which drops the last digit of integers near 2^53
- * (a seed of 9007199254740991 printed as 9007199254740990). */
-static bool exact_numbers(cJSON *o) {
-    for (cJSON *it = o ? o->child : NULL; it; it = it->next) {
-        if (cJSON_IsObject(it)) {   /* sections; a config holds no arrays */
-            if (!exact_numbers(it)) return false;
-            continue;
-        }
-        if (!cJSON_IsNumber(it)) continue;
-        const double d = it->valuedouble;
-        char buf[64];
-        if (d == floor(d) && fabs(d) < 1e17) snprintf(buf, sizeof buf, "%.0f", d);
-        else
-            for (int prec = 15; prec <= 17; prec++) {   /* the shortest that reads back exactly */
-                snprintf(buf, sizeof buf, "%.*g", prec, d);
-                if (strtod(buf, NULL) == d) break;
-            }
-        cJSON *raw = cJSON_CreateRaw(buf);
-        if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(o, it->string, raw)) return false;   /* takes raw */
-        it = raw;
-    }
-    return true;
-}
-
-char *volt__cli_print(const cJSON *tree, bool formatted) {
-    cJSON *dup = tree ? cJSON_Duplicate(tree, true) : NULL;
-    char *s = dup && exact_numbers(dup) ? (formatted ? cJSON_Print(dup) : cJSON_PrintUnformatted(dup)) : NULL;
-    cJSON_Delete(dup);
-    return s;
-}
+char *volt__cli_print(const cJSON *tree, bool formatted) { return volt__cb_json_print(tree, formatted); }
 
 char *volt_cli_config_json(const volt_cli *c) { return volt__cli_print(c->tree, true); }
 

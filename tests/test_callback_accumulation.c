@@ -163,8 +163,10 @@ static void test_schedule(void) {
         if (e > worst) worst = e;
     }
     CHECK(worst < 1e-4, "weights against the double reference: worst relative error %.3g", worst);
-    /* the factor is left at the last epoch's, as Lightning leaves trainer.accumulate_grad_batches */
-    CHECK(volt_trainer_get_config(t)->accumulate_grad_batches == 3, "factor after fit %lld",
+    /* the factor is the fit's: after it the trainer's own again (Lightning leaves the last epoch's in
+     * trainer.accumulate_grad_batches; a second fit resuming inside an epoch of another factor
+     * then failed, test_callback_states) */
+    CHECK(volt_trainer_get_config(t)->accumulate_grad_batches == 1, "factor after fit %lld",
           (long long)volt_trainer_get_config(t)->accumulate_grad_batches);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);

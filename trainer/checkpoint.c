@@ -920,6 +920,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         st = cb_snap_take(t, cbs, &snap) < 0
                  ? volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the callbacks' states)", path)
                  : callbacks_ckpt_hook(t, NULL, f, path);
+        int taken = t->n_cbs;   /* those before it took their states; it, and those after, are not put back */
         for (int i = 0; st >= 0 && i < t->n_cbs; i++) {
             if (!t->cbs[i].ops->load_state_dict || !cbs) continue;
             char key[128];
@@ -931,6 +932,11 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             if (!js) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': callback '%s': out of memory", path, key);
             else if ((st = t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js)) < 0) hook_err_load(t, st, t->cbs[i].ops->name, path);
             free(js);
+            if (st < 0) taken = i;
+        }
+        for (int i = taken; i < snap.n; i++) {   /* the one that refused, and those never reached */
+            free(snap.js[i]);
+            snap.js[i] = NULL;
         }
         if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
             cb_snap_restore(t, &snap);
