@@ -17,12 +17,14 @@ if(VOLT_CUDA_SIM)
     endif()
   endforeach()
   # compile's eager-vs-replay runs: 8 steps each on the simulator (still both graphs and 4
-  # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU. With
+  # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU, and
+  # DistilBERT at bf16-mixed on a GPU only (VOLT_TEST_COMPILE_GPU_ONLY, CI time). With
   # given-back memory poisoned (VOLT_POISON_GRADS): a replay that reads a released tensor's
   # block after an earlier node reused it (an H2D re-issued before the graph into pool
   # memory did) turns into NaN, not a near miss
   if(TEST test_cuda_compile)
-    set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT "VOLT_TEST_COMPILE_STEPS=8;VOLT_POISON_GRADS=1")
+    set_property(TEST test_cuda_compile APPEND PROPERTY ENVIRONMENT
+      "VOLT_TEST_COMPILE_STEPS=8;VOLT_POISON_GRADS=1;VOLT_TEST_COMPILE_GPU_ONLY=1")
     # the gradient accumulation cases (12 to 24 micro-steps each) took it to ~8 min on a loaded
     # 2-core machine: past the default 600 s with little to spare
     set_tests_properties(test_cuda_compile PROPERTIES TIMEOUT 900)
