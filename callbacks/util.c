@@ -260,12 +260,12 @@ bool volt__cb_has(const volt_trainer *t, const char *name) {
 /* Numbers as raw text that reads back to the same double (volt__cb_json_print). */
 static bool exact_numbers(cJSON *o) {
     for (cJSON *it = o ? o->child : NULL; it; it = it->next) {
-        if (cJSON_IsObject(it)) {   /* sections; a config holds no arrays */
+        if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
             if (!exact_numbers(it)) return false;
             continue;
         }
-        if (!cJSON_IsNumber(it)) continue;
         const double d = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !isfinite(d)) continue;   /* cJSON writes inf / nan as null */
         char buf[64];
         if (d == floor(d) && fabs(d) < 1e17) snprintf(buf, sizeof buf, "%.0f", d);
         else
@@ -274,7 +274,14 @@ static bool exact_numbers(cJSON *o) {
                 if (strtod(buf, NULL) == d) break;
             }
         cJSON *raw = cJSON_CreateRaw(buf);
-        if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(o, it->string, raw)) return false;   /* takes raw */
+        if (raw && it->string && !(raw->string = strdup(it->string))) {   /* an object member keeps its key */
+            cJSON_Delete(raw);
+            return false;
+        }
+        if (!raw || !cJSON_ReplaceItemViaPointer(o, it, raw)) {   /* by pointer: a key given twice is two items */
+            cJSON_Delete(raw);
+            return false;
+        }
         it = raw;
     }
     return true;

@@ -41,8 +41,8 @@ int volt__cb_csv_split(const char *line, char ***cells);
 /* ---- JSON ---------------------------------------------------------------------------------- */
 /* o printed with every number exact (malloc'ed; NULL on no memory): cJSON prints "%.15g" and
  * reads back within a relative epsilon, which drops the last digit of integers near 2^53 (a
- * seed of 9007199254740991 came back 9007199254740990 from hparams.json). Objects nest; a
- * config holds no arrays. */
+ * seed of 9007199254740991 came back 9007199254740990 from hparams.json), in objects and arrays
+ * at any depth; inf and nan stay cJSON's null. */
 struct cJSON;
 char *volt__cb_json_print(const struct cJSON *o, bool formatted);
 

@@ -29,6 +29,11 @@ typedef struct wa {
     bool gate;                       /* the step being taken updates the average */
     int64_t latest_update_step;      /* Lightning's _latest_update_step: global_step after the last update */
     int64_t latest_update_epoch;     /* Lightning's _latest_update_epoch: -1 = none */
+    /* a checkpoint's state, taken at on_fit_start: a load that something after this callback
+     * refuses (another callback's state, the module's, a rank's) then leaves this callback and
+     * the optimizer's average count as they were (setup(fit) drops what such a load left) */
+    bool pending;
+    int64_t pending_step, pending_epoch, pending_n;
 } wa;
 
 static bool should_update_step(const wa *w, int64_t step_idx) {
@@ -40,10 +45,22 @@ static bool should_update_epoch(const wa *w, int64_t epoch_idx) {
     return w->cfg.update_starting_at_epoch >= 0 && epoch_idx >= w->cfg.update_starting_at_epoch;
 }
 
+static volt_status wa_setup(void *self, volt_trainer *t, volt_stage stage) {
+    (void)t;
+    if (stage == VOLT_STAGE_FIT) ((wa *)self)->pending = false;
+    return VOLT_OK;
+}
+
 static volt_status wa_on_fit_start(void *self, volt_trainer *t) {
     wa *w = self;
     if (volt_optimizer_average_mode(volt_trainer_optimizer(t)) == VOLT_OPTIM_AVERAGE_NONE)
         return volt_trainer_fail(t, VOLT_ERR_STATE, "WeightAveraging: the fit's optimizer holds no average");
+    if (w->pending) {   /* the resumed checkpoint's, now that the load was accepted */
+        w->latest_update_step = w->pending_step;
+        w->latest_update_epoch = w->pending_epoch;
+        volt_optimizer_set_average_count(volt_trainer_optimizer(t), w->pending_n);
+        w->pending = false;
+    }
     w->active = true;
     return VOLT_OK;
 }
@@ -143,9 +160,10 @@ static volt_status wa_load_state_dict(void *self, volt_trainer *t, const char *j
         cJSON_Delete(o);
         return st;
     }
-    w->latest_update_step = (int64_t)s->valuedouble;
-    w->latest_update_epoch = (int64_t)e->valuedouble;
-    volt_optimizer_set_average_count(volt_trainer_optimizer(t), (int64_t)n->valuedouble);
+    w->pending_step = (int64_t)s->valuedouble;
+    w->pending_epoch = (int64_t)e->valuedouble;
+    w->pending_n = (int64_t)n->valuedouble;
+    w->pending = true;
     cJSON_Delete(o);
     return VOLT_OK;
 }
@@ -167,6 +185,7 @@ static void wa_on_exception(void *self, volt_trainer *t, volt_status st) {
 static const volt_callback_ops wa_ops = {
     .version = VOLT_CALLBACK_OPS_VERSION, .name = "WeightAveraging",
     .on_exception = wa_on_exception,
+    .setup = wa_setup,
     .on_fit_start = wa_on_fit_start,
     .on_fit_end = wa_on_fit_end,
     .on_train_end = wa_on_train_end,

@@ -957,7 +957,8 @@ static const char *const k_csv_epoch1[] = {
 static void test_e2e_csv_lr(void) {
     const char *root = fresh_dir("csv");
     volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 2, .logger = true,
-                                                    .run_config_json = "{\"model\":\"lin\",\"lr\":0.01,\"seed\":9007199254740991}" });
+                                                    .run_config_json = "{\"model\":\"lin\",\"lr\":0.01,\"seed\":9007199254740991,"
+                                                                       "\"seeds\":[9007199254740991],\"big\":1e999,\"lr\":0.02}" });
     CHECK_OK(volt_add_lr_monitor(t));
     lin m = { .table = k_scores, .ntable = 5 };
     CHECK_OK(fit(t, &m, true, NULL));
@@ -989,8 +990,11 @@ static void test_e2e_csv_lr(void) {
     free(s);
     snprintf(path, sizeof path, "%s/hparams.json", vdir);
     s = slurp(path);
-    /* the numbers as the run had them (cJSON's "%.15g" gave 9007199254740990: a rerun from it differed) */
-    CHECK(s && strstr(s, "\"model\":\t\"lin\"") && strstr(s, "\"seed\":\t9007199254740991") && strstr(s, "\"lr\":\t0.01"),
+    /* the numbers as the run had them (cJSON's "%.15g" gave 9007199254740990: a rerun from it
+     * differed), in arrays too; a key given twice is written twice (the exact printer looped on
+     * it), an infinity as null (valid JSON) */
+    CHECK(s && strstr(s, "\"model\":\t\"lin\"") && strstr(s, "\"seed\":\t9007199254740991") && strstr(s, "\"lr\":\t0.01") &&
+              strstr(s, "\"lr\":\t0.02") && strstr(s, "[9007199254740991]") && strstr(s, "\"big\":\tnull"),
           "hparams.json: %s", s ? s : "(none)");
     free(s);
     snprintf(path, sizeof path, "%s/checkpoints/epoch=1-step=8.safetensors", vdir);

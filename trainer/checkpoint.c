@@ -99,50 +99,6 @@ static void cb_key(volt_trainer *t, int i, char *buf, size_t n) {
     else snprintf(buf, n, "%s", t->cbs[i].ops->name ? t->cbs[i].ops->name : "callback");
 }
 
-/* What the callbacks' load_state_dict may change, kept to be put back when the load is then
- * refused (a later callback's state, the datamodule's, the module's on_load_checkpoint, any
- * rank's verdict): a refused load changes nothing. An entry per callback that has a state in
- * the checkpoint and both state functions. */
-typedef struct cb_snap { char **js; int n; } cb_snap;
-
-static volt_status cb_snap_take(volt_trainer *t, const cJSON *cbs, cb_snap *s) {
-    s->js = NULL;
-    s->n = 0;
-    if (!cbs || t->n_cbs == 0) return VOLT_OK;
-    if (!(s->js = calloc((size_t)t->n_cbs, sizeof *s->js))) return VOLT_ERR_NOMEM;
-    s->n = t->n_cbs;
-    for (int i = 0; i < t->n_cbs; i++) {
-        const volt_callback_ops *o = t->cbs[i].ops;
-        char key[128];
-        cb_key(t, i, key, sizeof key);
-        if (!o->state_dict || !o->load_state_dict || !cJSON_GetObjectItemCaseSensitive(cbs, key)) continue;
-        if (!(s->js[i] = o->state_dict(t->cbs[i].self))) return VOLT_ERR_NOMEM;
-    }
-    return VOLT_OK;
-}
-
-static void cb_snap_free(cb_snap *s) {
-    for (int i = 0; i < s->n; i++) free(s->js[i]);
-    free(s->js);
-    s->js = NULL;
-    s->n = 0;
-}
-
-/* Each callback back to its state before the load; the error that refused it stays the one
- * reported (a callback that cannot take its own state back says so on stderr). */
-static void cb_snap_restore(volt_trainer *t, cb_snap *s) {
-    char msg[sizeof t->errmsg];
-    snprintf(msg, sizeof msg, "%s", t->errmsg);
-    const bool agreed = t->err_agreed;
-    for (int i = 0; i < s->n && i < t->n_cbs; i++)
-        if (s->js[i] && t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, s->js[i]) < 0)
-            fprintf(stderr, "volt: %s: could not take back its state from before a refused checkpoint load: %s\n",
-                    t->cbs[i].ops->name ? t->cbs[i].ops->name : "callback", t->errmsg);
-    snprintf(t->errmsg, sizeof t->errmsg, "%s", msg);
-    t->err_agreed = agreed;
-    cb_snap_free(s);
-}
-
 /* The checkpoint holds state of callbacks this trainer lacks: resuming without them changes
  * the run unsaid, so say which (Lightning warns: "callbacks used to create the checkpoint need
  * to be provided during Trainer instantiation"). */
@@ -795,7 +751,6 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
     double tail_plateau = 0;   /* volt.tail_plateau: the plateau monitor's value when saved in a batch's tail */
     bool tail_plateau_have = false;
     cJSON *cbs = NULL;
-    cb_snap snap = { NULL, 0 };   /* the callbacks' states before their load (put back if refused) */
     if (full && volt_st_meta(f, "volt.weights_only")) {
         src_close(&src);
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s' holds the weights only (saved with save_weights_only): a fit "
@@ -917,10 +872,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
          * on_load_checkpoint first, then load_state_dict (Lightning's order), then one verdict:
          * a rank whose callback rejected its state stops every rank here (the same callbacks
          * read the same state on every rank: the check is alike, the failure need not be) */
-        st = cb_snap_take(t, cbs, &snap) < 0
-                 ? volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory (the callbacks' states)", path)
-                 : callbacks_ckpt_hook(t, NULL, f, path);
-        int taken = t->n_cbs;   /* those before it took their states; it, and those after, are not put back */
+        st = callbacks_ckpt_hook(t, NULL, f, path);
         for (int i = 0; st >= 0 && i < t->n_cbs; i++) {
             if (!t->cbs[i].ops->load_state_dict || !cbs) continue;
             char key[128];
@@ -932,14 +884,8 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             if (!js) st = volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': callback '%s': out of memory", path, key);
             else if ((st = t->cbs[i].ops->load_state_dict(t->cbs[i].self, t, js)) < 0) hook_err_load(t, st, t->cbs[i].ops->name, path);
             free(js);
-            if (st < 0) taken = i;
-        }
-        for (int i = taken; i < snap.n; i++) {   /* the one that refused, and those never reached */
-            free(snap.js[i]);
-            snap.js[i] = NULL;
         }
         if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
-            cb_snap_restore(t, &snap);
             cJSON_Delete(cbs);
             src_close(&src);
             return st;
@@ -951,7 +897,6 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
      * Lightning restores it for every call): before any value is applied, as the callbacks' */
     if (t->dm && t->dm->version >= 2u && t->dm->load_state_dict && volt_st_meta(f, "volt.datamodule") &&
         (st = src_agree(t, path, load_dm_state(t, f, path), "no rank changed its model")) < 0) {   /* alike on every rank */
-        cb_snap_restore(t, &snap);
         src_close(&src);
         return st;
     }
@@ -969,12 +914,10 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
                        prev[0] ? ": " : "", prev);
         }
         if ((st = src_agree(t, path, st < 0 ? st : VOLT_OK, "no rank changed its model")) < 0) {
-            cb_snap_restore(t, &snap);
             src_close(&src);
             return st;
         }
     }
-    cb_snap_free(&snap);   /* the values are applied from here on */
     ck_stage sg;   /* f32 file data goes to the device as it lies in the file; other dtypes through sg */
     if (stage_open(t, &sg) < 0) {
         src_close(&src);
