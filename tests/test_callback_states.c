@@ -9,8 +9,9 @@
  *    as damaged (it was taken, and the next spike wrote past the list's end);
  *  - a WeightAveraging state of another mode name or of numbers no run reaches is refused (it
  *    was taken: "bogus" read as EMA, latest_update_step 1e15 froze the average);
- *  - a load a later callback refuses leaves every callback as it was (WeightAveraging's average
- *    count, which lives in the optimizer, became the refused checkpoint's 1000).
+ *  - a load a later callback refuses leaves WeightAveraging as it was (its average count lives in
+ *    the optimizer, which outlives the fit: it became the refused checkpoint's 1000; the state is
+ *    now taken at on_fit_start).
  * The hostile states are written by stand-in callbacks of the same names. */
 #include <math.h>
 #include "vtest.h"
