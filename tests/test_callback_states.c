@@ -64,11 +64,11 @@ static const volt_callback_ops save_ops = { .version = VOLT_CALLBACK_OPS_VERSION
 
 static volt_loader *mk_loader(void) { return vtest_loader(DS, BS, false); }
 
-/* 1. GradientAccumulationScheduler: the factor the first fit left in the trainer's config makes a
- * second fit's resume inside an epoch of another factor fail */
+/* GradientAccumulationScheduler: a second fit on the trainer resumes inside an epoch of another
+ * factor (the factor the first fit left made it fail), as a fresh trainer does */
 static void test_gas_second_fit_resume(void) {
     char root[512], path[600];
-    snprintf(root, sizeof root, "%s/hunt_gas", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/states_gas", vtest_tmpdir());
     vtest_fresh_dir(root);
     snprintf(path, sizeof path, "%s/mid.safetensors", root);
     volt_trainer_config c;
@@ -100,10 +100,11 @@ static void test_gas_second_fit_resume(void) {
     volt_loader_destroy(l);
 }
 
-/* 2. a module's configure_callbacks adding the scheduler at every call: the second call is refused */
+/* A module's configure_callbacks adding the scheduler at every call: validate and a second fit
+ * take it (they were refused: the trainer's factor was still the first fit's) */
 static void test_gas_configure_callbacks(void) {
     char root[512];
-    snprintf(root, sizeof root, "%s/hunt_gas_cc", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/states_gas_cc", vtest_tmpdir());
     vtest_fresh_dir(root);
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
@@ -124,9 +125,8 @@ static void test_gas_configure_callbacks(void) {
 }
 
 
-/* 3. SpikeDetection: a checkpoint state with an odd number of bad batches (a hostile or edited file:
- * load_state_dict accepts any list) sets cap_bad = 1; the next spike grows the array to 2 and writes
- * 3 entries (heap overflow, spike_detection.c:122-130) */
+/* SpikeDetection: a checkpoint state with an odd number of batches to skip (a hostile or edited
+ * file) is refused (it was taken; the next spike then wrote past the list's end) */
 static int BLOW_AT = -1;
 static volt_status blow_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
     regr *m = self;
@@ -143,147 +143,123 @@ static const volt_callback_ops fake_spike_ops = { .version = VOLT_CALLBACK_OPS_V
 static const volt_callback_ops fake_wa_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "WeightAveraging",
                                                .state_dict = fake_state };
 
+/* A checkpoint at path (epoch 0, batch 3) whose callback states are `state` under fake's name,
+ * and extra's own (NULL: none); avg: the optimizer holds an average of that mode (a
+ * WeightAveraging state needs one to be saved beside) */
+static void write_fake(const char *root, const char *path, const volt_callback_ops *fake, const char *state,
+                       volt_optim_average avg, const volt_callback_ops *extra) {
+    volt_trainer_config c;
+    vtest_quiet_config(&c, root);
+    c.max_epochs = 1;
+    volt_trainer *a = NULL;
+    CHECK_OK(volt_trainer_create(&c, &a));
+    if (avg != VOLT_OPTIM_AVERAGE_NONE) CHECK_OK(volt_trainer_request_weight_averaging(a, avg, 0.5f));
+    FAKE_STATE = state;
+    CHECK_OK(volt_trainer_add_callback(a, fake, NULL));
+    if (extra) CHECK_OK(volt_trainer_add_callback(a, extra, NULL));
+    CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
+    volt_loader *l = mk_loader();
+    regr m = { 0 };
+    SAVE_PATH = path;
+    CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
+    SAVE_PATH = NULL;
+    volt_trainer_destroy(a);
+    volt_loader_destroy(l);
+}
+
 static void test_spike_odd_state(void) {
     char root[512], path[600], skip[600];
-    snprintf(root, sizeof root, "%s/hunt_spike", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/states_spike", vtest_tmpdir());
     vtest_fresh_dir(root);
     snprintf(path, sizeof path, "%s/mid.safetensors", root);
     snprintf(skip, sizeof skip, "%s/skip.json", root);
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
     c.max_epochs = 1;
-    volt_trainer *a = NULL;
-    CHECK_OK(volt_trainer_create(&c, &a));
-    FAKE_STATE = "{\"last_val\":0.01,\"bad_batches\":[7],\"running\":[0.01,0.01,0.01]}";
-    CHECK_OK(volt_trainer_add_callback(a, &fake_spike_ops, NULL));
-    CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
-    volt_loader *l = mk_loader();
-    regr m = { 0 };
-    SAVE_PATH = path;
-    CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
-    SAVE_PATH = NULL;
-    volt_trainer *b = NULL;
-    CHECK_OK(volt_trainer_create(&c, &b));
     volt_spike_detection_config sc;
     volt_spike_detection_config_init(&sc);
     sc.exclude_batches_path = skip;
-    CHECK_OK(volt_add_spike_detection(b, &sc));
+    volt_loader *l = mk_loader();
     BLOW_AT = 6;
-    regr mb = { 0 };
-    volt_status st = volt_trainer_fit(b, &blow_ops, &mb, l, NULL, path);
-    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b), "SpikeDetection: the checkpoint's state is damaged"),
-          "a state of 1 batch to skip: %s (%s)", volt_status_str(st), volt_trainer_errmsg(b));
-    /* the same list with a pair loads, and the next spike adds its pair to it */
-    FAKE_STATE = "{\"last_val\":0.01,\"bad_batches\":[6,7],\"running\":[0.01,0.01,0.01]}";
-    volt_trainer_destroy(a);
-    CHECK_OK(volt_trainer_create(&c, &a));
-    CHECK_OK(volt_trainer_add_callback(a, &fake_spike_ops, NULL));
-    CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
-    SAVE_PATH = path;
-    CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
-    SAVE_PATH = NULL;
-    volt_trainer_destroy(b);
-    CHECK_OK(volt_trainer_create(&c, &b));
-    CHECK_OK(volt_add_spike_detection(b, &sc));
-    st = volt_trainer_fit(b, &blow_ops, &mb, l, NULL, path);
-    size_t n = 0;
-    unsigned char *js = vtest_slurp(skip, &n);
-    CHECK(st == VOLT_ERR_NUMERIC && js && !strcmp((const char *)js, "[\n    6,\n    7,\n    3,\n    4\n]"),
-          "a state of 2 batches, then a spike at the first batch after the resume (4: the restored window of 0.01): "
-          "%s (%s), skip list %s", volt_status_str(st),
-          volt_trainer_errmsg(b), js ? (const char *)js : "(none)");
-    free(js);
+    /* [7]: refused; [6, 7]: loads, and the next spike adds its pair to it */
+    static const char *const states[2] = { "{\"last_val\":0.01,\"bad_batches\":[7],\"running\":[0.01,0.01,0.01]}",
+                                           "{\"last_val\":0.01,\"bad_batches\":[6,7],\"running\":[0.01,0.01,0.01]}" };
+    for (int k = 0; k < 2; k++) {
+        write_fake(root, path, &fake_spike_ops, states[k], VOLT_OPTIM_AVERAGE_NONE, NULL);
+        volt_trainer *b = NULL;
+        CHECK_OK(volt_trainer_create(&c, &b));
+        CHECK_OK(volt_add_spike_detection(b, &sc));
+        regr mb = { 0 };
+        const volt_status st = volt_trainer_fit(b, &blow_ops, &mb, l, NULL, path);
+        if (k == 0)
+            CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b), "SpikeDetection: the checkpoint's state is damaged"),
+                  "a state of 1 batch to skip: %s (%s)", volt_status_str(st), volt_trainer_errmsg(b));
+        else {
+            size_t n = 0;
+            unsigned char *js = vtest_slurp(skip, &n);
+            CHECK(st == VOLT_ERR_NUMERIC && js && !strcmp((const char *)js, "[\n    6,\n    7,\n    3,\n    4\n]"),
+                  "a state of 2 batches, then a spike at the first batch after the resume (4: the restored window of "
+                  "0.01): %s (%s), skip list %s", volt_status_str(st), volt_trainer_errmsg(b), js ? (const char *)js : "(none)");
+            free(js);
+        }
+        volt_trainer_destroy(b);
+    }
     BLOW_AT = -1;
-    volt_trainer_destroy(a);
-    volt_trainer_destroy(b);
     volt_loader_destroy(l);
 }
 
-/* 4. WeightAveraging: a state of nonsense values is taken as it is (mode "bogus" read as ema,
- * latest_update_step 1e15: the average is never updated again, silently) */
+/* WeightAveraging: a state of another mode name, or of numbers no run reaches, is refused (it was
+ * taken: "bogus" read as EMA, latest_update_step 1e15 froze the average) */
 static void test_wa_hostile_state(void) {
     char root[512], path[600];
-    snprintf(root, sizeof root, "%s/hunt_wa", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/states_wa", vtest_tmpdir());
     vtest_fresh_dir(root);
     snprintf(path, sizeof path, "%s/mid.safetensors", root);
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
     c.max_epochs = 1;
-    volt_trainer *a = NULL;
-    CHECK_OK(volt_trainer_create(&c, &a));
-    CHECK_OK(volt_trainer_request_weight_averaging(a, VOLT_OPTIM_AVERAGE_EMA, 0.5f));
-    FAKE_STATE = "{\"mode\":\"bogus\",\"latest_update_step\":1e15,\"latest_update_epoch\":-7,\"n_averaged\":-3}";
-    CHECK_OK(volt_trainer_add_callback(a, &fake_wa_ops, NULL));
-    CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
-    volt_loader *l = mk_loader();
-    regr m = { 0 };
-    SAVE_PATH = path;
-    CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
-    SAVE_PATH = NULL;
-    volt_trainer *b = NULL;
-    CHECK_OK(volt_trainer_create(&c, &b));
     volt_weight_averaging_config wc;
     volt_weight_averaging_config_init(&wc);
     wc.decay = 0.5f;
-    CHECK_OK(volt_add_weight_averaging(b, &wc));
-    regr mb = { 0 };
-    volt_status st = volt_trainer_fit(b, &regr_ops, &mb, l, NULL, path);
-    CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b), "mode is 'bogus', not 'ema' or 'swa'"),
-          "a WeightAveraging state of mode 'bogus': %s (%s)", volt_status_str(st), volt_trainer_errmsg(b));
-    /* the mode right, the numbers out of reach */
-    static const char *const bad[] = {
-        "{\"mode\":\"ema\",\"latest_update_step\":1e300,\"latest_update_epoch\":0,\"n_averaged\":1}",
-        "{\"mode\":\"ema\",\"latest_update_step\":3,\"latest_update_epoch\":-7,\"n_averaged\":1}",
-        "{\"mode\":\"ema\",\"latest_update_step\":3,\"latest_update_epoch\":0,\"n_averaged\":-3}",
-        "{\"mode\":\"ema\",\"latest_update_step\":2.5,\"latest_update_epoch\":0,\"n_averaged\":1}",
+    volt_loader *l = mk_loader();
+    static const struct { const char *state, *why; } bad[] = {
+        { "{\"mode\":\"bogus\",\"latest_update_step\":1e15,\"latest_update_epoch\":-7,\"n_averaged\":-3}",
+          "mode is 'bogus', not 'ema' or 'swa'" },
+        { "{\"mode\":\"ema\",\"latest_update_step\":1e300,\"latest_update_epoch\":0,\"n_averaged\":1}", "not a whole number in" },
+        { "{\"mode\":\"ema\",\"latest_update_step\":3,\"latest_update_epoch\":-7,\"n_averaged\":1}", "not a whole number in" },
+        { "{\"mode\":\"ema\",\"latest_update_step\":3,\"latest_update_epoch\":0,\"n_averaged\":-3}", "not a whole number in" },
+        { "{\"mode\":\"ema\",\"latest_update_step\":2.5,\"latest_update_epoch\":0,\"n_averaged\":1}", "not a whole number in" },
     };
-    for (int i = 0; i < 4; i++) {
-        FAKE_STATE = bad[i];
-        volt_trainer_destroy(a);
-        CHECK_OK(volt_trainer_create(&c, &a));
-        CHECK_OK(volt_trainer_request_weight_averaging(a, VOLT_OPTIM_AVERAGE_EMA, 0.5f));
-        CHECK_OK(volt_trainer_add_callback(a, &fake_wa_ops, NULL));
-        CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
-        SAVE_PATH = path;
-        CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
-        SAVE_PATH = NULL;
-        volt_trainer_destroy(b);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_fake(root, path, &fake_wa_ops, bad[i].state, VOLT_OPTIM_AVERAGE_EMA, NULL);
+        volt_trainer *b = NULL;
         CHECK_OK(volt_trainer_create(&c, &b));
         CHECK_OK(volt_add_weight_averaging(b, &wc));
-        st = volt_trainer_fit(b, &regr_ops, &mb, l, NULL, path);
-        CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b), "not a whole number in"), "state %s: %s (%s)", bad[i],
+        regr mb = { 0 };
+        const volt_status st = volt_trainer_fit(b, &regr_ops, &mb, l, NULL, path);
+        CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(b), bad[i].why), "state %s: %s (%s)", bad[i].state,
               volt_status_str(st), volt_trainer_errmsg(b));
+        volt_trainer_destroy(b);
     }
-    volt_trainer_destroy(a);
-    volt_trainer_destroy(b);
     volt_loader_destroy(l);
 }
 
-/* 5. a load rejected by a later callback leaves WeightAveraging's n_averaged (the live optimizer's)
- * changed: the next fit on the trainer averages with the foreign count */
+/* A load a later callback (the Timer's state) refuses leaves WeightAveraging's average count, which
+ * lives in the optimizer and outlives the fit, as it was (it became the refused file's 1000) */
 static char *fake_state2(void *self) { (void)self; return strdup("{\"time_elapsed\":{\"train\":-1}}"); }
 static const volt_callback_ops fake_timer2_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "Timer",
                                                    .state_dict = fake_state2 };
 static void test_wa_rejected_load(void) {
     char root[512], path[600];
-    snprintf(root, sizeof root, "%s/hunt_wa2", vtest_tmpdir());
+    snprintf(root, sizeof root, "%s/states_wa2", vtest_tmpdir());
     vtest_fresh_dir(root);
     snprintf(path, sizeof path, "%s/mid.safetensors", root);
     volt_trainer_config c;
     vtest_quiet_config(&c, root);
     c.max_epochs = 1;
-    volt_trainer *a = NULL;
-    CHECK_OK(volt_trainer_create(&c, &a));
-    CHECK_OK(volt_trainer_request_weight_averaging(a, VOLT_OPTIM_AVERAGE_SWA, 0.f));
-    FAKE_STATE = "{\"mode\":\"swa\",\"latest_update_step\":4,\"latest_update_epoch\":-1,\"n_averaged\":1000}";
-    CHECK_OK(volt_trainer_add_callback(a, &fake_wa_ops, NULL));
-    CHECK_OK(volt_trainer_add_callback(a, &fake_timer2_ops, NULL));
-    CHECK_OK(volt_trainer_add_callback(a, &save_ops, NULL));
+    write_fake(root, path, &fake_wa_ops, "{\"mode\":\"swa\",\"latest_update_step\":4,\"latest_update_epoch\":-1,"
+               "\"n_averaged\":1000}", VOLT_OPTIM_AVERAGE_SWA, &fake_timer2_ops);
     volt_loader *l = mk_loader();
-    regr m = { 0 };
-    SAVE_PATH = path;
-    CHECK_OK(volt_trainer_fit(a, &regr_ops, &m, l, NULL, NULL));
-    SAVE_PATH = NULL;
     volt_trainer *t = NULL;
     CHECK_OK(volt_trainer_create(&c, &t));
     volt_weight_averaging_config wc;
@@ -299,7 +275,6 @@ static void test_wa_rejected_load(void) {
     CHECK(st == VOLT_ERR_CORRUPT && strstr(volt_trainer_errmsg(t), "Timer"), "the Timer's state: %s (%s)", volt_status_str(st),
           volt_trainer_errmsg(t));
     CHECK(st < 0 && after == before, "a rejected load changed n_averaged %lld -> %lld", (long long)before, (long long)after);
-    volt_trainer_destroy(a);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
 }
