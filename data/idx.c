@@ -134,6 +134,13 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
             got = avail;
             goto truncated;
         }
+        if (avail > n) {   /* what the header declares is all there is (a stride read from it would be wrong) */
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': %llu bytes after the %llu the header declares "
+                            "(%llu-byte header + %llu data bytes): the dims do not describe this file", what, path,
+                            (unsigned long long)(avail - n), (unsigned long long)(hdr_bytes + n),
+                            (unsigned long long)hdr_bytes, (unsigned long long)n);
+            goto done;
+        }
     } else if (cap > ((uint64_t)1 << 20)) cap = (uint64_t)1 << 20;
     if (!(*data = malloc(cap ? cap : 1))) {
         st = volt__errf(err, errlen, VOLT_ERR_NOMEM, "idx %s '%s': cannot allocate %llu bytes", what, path,
@@ -163,6 +170,17 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
                       (unsigned long long)(hdr_bytes + n), (unsigned long long)hdr_bytes,
                       (unsigned long long)n, have(f), (unsigned long long)(hdr_bytes + got));
         goto done;
+    }
+    if (!gzdirect(f)) {   /* gzip: nothing may follow the declared data either */
+        unsigned char extra;
+        uint64_t g = 0;
+        if ((st = idx_read(f, path, &extra, 1, &g, err, errlen)) < 0) goto done;
+        if (g) {
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "idx %s '%s': data after the %llu bytes the header declares "
+                            "(%llu-byte header + %llu data bytes, uncompressed): the dims do not describe this file", what,
+                            path, (unsigned long long)(hdr_bytes + n), (unsigned long long)hdr_bytes, (unsigned long long)n);
+            goto done;
+        }
     }
     *nbytes = n;
     st = VOLT_OK;
@@ -207,6 +225,8 @@ volt_status volt_idx_dataset(const char *images_path, const char *labels_path, f
     if (err && errlen) err[0] = 0;
     if (!images_path || !labels_path || !out)
         return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "idx: NULL path or output");
+    if (!isfinite(std))   /* inf made every pixel -0, NaN skipped the normalisation */
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "idx: std %g is not finite (> 0 normalises, <= 0 does not)", std);
     if (std > 0 && !isfinite(mean))
         return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "idx: mean %g is not finite", mean);
     idx_ds *d = calloc(1, sizeof *d);

@@ -491,6 +491,11 @@ volt_status volt_corpus_load_tsv(const char *path, volt_corpus **out, char *err,
         pos = next;
         if (len == 0) continue;
         if (line == 1 && len == 10 && memcmp(s, "text\tlabel", 10) == 0) continue;
+        if (memchr(s, '\r', len)) {   /* CR-only line ends would merge rows, the label read from the last */
+            st = volt__errf(err, errlen, VOLT_ERR_CORRUPT, "tsv '%s': line %lld: a carriage return inside the line (CR-only "
+                            "line ends?): lines end in LF or CRLF", path, (long long)line);
+            break;
+        }
         const char *tab = NULL;
         for (size_t i = len; i-- > 0;) if (s[i] == '\t') { tab = s + i; break; }
         if (!tab) {

@@ -23,7 +23,9 @@
 
 typedef struct mime_hdr {
     char type[64];             /* lowercased "text/plain"; "" when absent or unusable */
-    char boundary[128];        /* multipart boundary, "" if none */
+    char boundary[1024];       /* multipart boundary, "" if none; as long as a header value may be
+                                  (RFC 2046 says 70, mail says otherwise: a cut one never matched,
+                                  and the parts' headers became text) */
     char charset[48];          /* lowercased, "" if none */
     char cte[32];              /* lowercased Content-Transfer-Encoding, "" if none */
     bool attachment;           /* Content-Disposition: attachment */
@@ -68,7 +70,7 @@ static void parse_content_type(mime_hdr *h, const char *v, size_t n) {
         if (i >= n || v[i] != '=') continue;
         i++;
         while (i < n && ws(v[i])) i++;
-        char val[128];
+        char val[1024];
         size_t vl = 0;
         if (i < n && v[i] == '"') {
             for (i++; i < n && v[i] != '"'; i++) {

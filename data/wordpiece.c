@@ -412,7 +412,9 @@ static void word_flush(run_state *r) {
         int start = 0;
         while (start < nc) {
             size_t lim = start ? t->max_cont_len : t->max_len;
-            int end = nc, id = -1;
+            /* no piece is longer than lim bytes, so none than lim chars: the search starts there,
+             * not at the word's end (a word of n chars took O(n^2) steps) */
+            int end = (size_t)(nc - start) > lim ? start + (int)lim : nc, id = -1;
             while (end > start && (size_t)(r->offs[end] - r->offs[start]) > lim) end--;
             for (; end > start; end--) {
                 id = vocab_find(t, start > 0, r->bytes + r->offs[start],

@@ -1,6 +1,7 @@
 /* Datasets, the DataLoader (shuffle, drop_last, distributed sharding, resume, workers,
  * errors) and the IDX reader (round trips, corrupt files, Fashion-MNIST when present). */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -631,6 +632,25 @@ static void test_idx(void) {
     st = load(other, lab, 0, 0, &ds, err, sizeof err);
     CHECK(st == VOLT_ERR_CORRUPT && strstr(err, other) && strstr(err, "expected 46 bytes") &&
           strstr(err, "decompresses to 43"), "truncated gz: %s", err);
+    /* more data than the header declares, plain and gzip: 4 images of 2 x 3 declared, 5 there (a
+     * wrong stride was read from it) */
+    uint32_t i4[3] = { 4, 2, 3 };
+    snprintf(other, sizeof other, "%s/long.idx", d);
+    write_idx(other, false, 0x803, i4, 3, px, sizeof px, 0);
+    st = load(other, lab, 0, 0, &ds, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && !ds && strstr(err, other) && strstr(err, "6 bytes after the 40 the header declares"),
+          "trailing data: %s", err);
+    snprintf(other, sizeof other, "%s/long.idx.gz", d);
+    write_idx(other, true, 0x803, i4, 3, px, sizeof px, 0);
+    st = load(other, lab, 0, 0, &ds, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && !ds && strstr(err, other) && strstr(err, "data after the 40 bytes the header declares"),
+          "trailing gzip data: %s", err);
+    /* std must be a number: inf made every pixel -0, NaN skipped the normalisation */
+    const float bad_std[2] = { INFINITY, NAN };
+    for (int k = 0; k < 2; k++) {
+        st = load(img, lab, 0.5f, bad_std[k], &ds, err, sizeof err);
+        CHECK(st == VOLT_ERR_INVALID_ARG && !ds && strstr(err, "is not finite"), "std %g: %s", (double)bad_std[k], err);
+    }
     /* a gzip file cut in the middle of the compressed stream */
     FILE *zf = fopen(imgz, "rb");
     unsigned char zbuf[4096];

@@ -213,6 +213,11 @@ static void test_csv(void) {
               volt_corpus_label(c, 2) == 2, "tsv contents");
         volt_corpus_destroy(c);
     }
+    /* CR-only line ends: one line to the reader, whose label came from the last tab (merged rows) */
+    write_str(tpath("bad.tsv"), "a\t1\rb\t0\r");
+    st = volt_corpus_load_tsv(tpath("bad.tsv"), &c, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "bad.tsv") && strstr(err, "line 1: a carriage return inside the line"),
+          "tsv CR line ends: '%s'", err);
     write_str(tpath("bad.tsv"), "a\t1\nb\t0\nno tab here\n");
     st = volt_corpus_load_tsv(tpath("bad.tsv"), &c, err, sizeof err);
     CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "bad.tsv") && strstr(err, "line 3"), "bad tsv: '%s'", err);
@@ -384,6 +389,15 @@ static void test_mail(void) {
                "--==b1==\nContent-Type: text/html\nContent-Transfer-Encoding: quoted-printable\n\n<p>html =\nversion</p>\n"
                "--==b1==--\nepilogue\n",
                "plain version");
+    {   /* a boundary of 150 characters (longer than RFC 2046's 70): cut, it never matched and the
+         * parts' headers and delimiters became text */
+        char bnd[151], msg[1024];
+        memset(bnd, 'B', 150);
+        bnd[150] = 0;
+        snprintf(msg, sizeof msg, "Subject: long\nContent-Type: multipart/alternative; boundary=\"%s\"\n\npreamble\n--%s\n"
+                 "Content-Type: text/plain\n\nhello body\n--%s--\n", bnd, bnd, bnd);
+        CHECK_BODY(msg, "hello body");
+    }
     /* multipart/mixed with only HTML text + a binary attachment: the HTML, stripped */
     CHECK_BODY("Subject: mixed\nContent-Type: multipart/mixed; boundary=XYZ\n\n"
                "--XYZ\nContent-Type: text/html; charset=\"iso-8859-1\"\nContent-Transfer-Encoding: quoted-printable\n\n"

@@ -260,6 +260,25 @@ static void test_tiny_configs(const char *tiny) {
         CHECK(n == 400 && ids[0] == 16 && ids[399] == 17, "400-char word with limit 1000: n=%d", n);
         volt_tokenizer_destroy(t);
     }
+    /* a word of a million characters (a base64 blob in a mail) under a limit of 2^20: the search for
+     * each piece starts at the longest token, not at the word's end (O(n^2): 200k characters took
+     * 6 s, a million would take minutes; now a fraction of a second) */
+    volt_tokenizer_config_init(&cfg);
+    cfg.max_input_chars_per_word = 1 << 20;
+    t = load_with(tiny, &cfg);
+    enum { LONGW = 1000000 };
+    char *w = malloc(LONGW);
+    int32_t *ids = malloc(sizeof *ids * LONGW);
+    if (t && w && ids) {
+        memset(w, 'a', LONGW);
+        const double t0 = vtest_now();
+        int n = tok_ids(t, w, LONGW, ids, LONGW);
+        const double el = vtest_now() - t0;
+        CHECK(n == LONGW && ids[0] == 16 && ids[LONGW - 1] == 17 && el < 10, "a word of a million characters: n=%d in %.2f s", n, el);
+    }
+    free(w);
+    free(ids);
+    volt_tokenizer_destroy(t);
     /* CRLF lines, no final newline, duplicate token (last id wins), no [MASK] */
     const char *crlf = write_file("crlf_vocab.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nhi\r\nhi");
     volt_tokenizer_config_init(&cfg);
