@@ -1346,6 +1346,11 @@ static void test_lr_find(volt_dataset *ds) {
     lc.max_lr = lc.min_lr;
     CHECK(volt_trainer_lr_find(t, &regr_ops, &m, tl, &lc, &r) == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "max_lr"),
           "min_lr == max_lr: %s", volt_trainer_errmsg(t));
+    /* a min_lr that is 0 as a float (the sweep sets float rates: it trained at lr 0) */
+    lc.min_lr = 1e-60;
+    lc.max_lr = 1e-50;
+    CHECK(volt_trainer_lr_find(t, &regr_ops, &m, tl, &lc, &r) == VOLT_ERR_INVALID_ARG &&
+              strstr(volt_trainer_errmsg(t), "as a float, at least"), "min_lr 1e-60: %s", volt_trainer_errmsg(t));
     free(before); free(after);
     volt_trainer_destroy(t);
     volt_loader_destroy(tl);

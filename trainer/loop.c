@@ -625,6 +625,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     VOLT_TRY(volt__loaders_agree(t, val, "fit"));
     if (t->cfg.compile) VOLT_TRY(volt__compile_check_hooks(t));   /* before a finder's sweep runs the hooks */
     VOLT_TRY(volt__tune_fit_finders(t, train, val, path));   /* LearningRateFinder, BatchSizeFinder: before the optimizer */
+    VOLT_TRY(volt__loop_ensure_step(t));   /* a finder's trial renews the step; a renew that found no memory left none */
     VOLT_TRY(volt__loop_setup_optim(t, train));
     volt__prof_add(t, NULL, NULL, "setup", p0);
     t->fitting = true;

@@ -145,9 +145,12 @@ static volt_status lr_cfg(volt_trainer *t, const volt_lr_find_config *cfg, volt_
                               VOLT_LR_FIND_CONFIG_VERSION);
         *c = *cfg;
     }
-    if (!(c->min_lr > 0) || !(c->max_lr > c->min_lr) || !(c->max_lr <= FLT_MAX) || c->num_training < 2 || c->num_training > 100000)
-        return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g) < max_lr (%g) and 2 <= num_training (%lld) <= 100000",
-                          c->min_lr, c->max_lr, (long long)c->num_training);
+    /* the sweep sets float learning rates: a min_lr that is 0 as a float trained at lr 0 */
+    if (!((float)c->min_lr > 0) || !(c->max_lr > c->min_lr) || !(c->max_lr <= FLT_MAX) || c->num_training < 2 ||
+        c->num_training > 100000)
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "lr_find: need 0 < min_lr (%g; as a float, at least %g) < max_lr (%g) and "
+                          "2 <= num_training (%lld) <= 100000", c->min_lr, (double)FLT_TRUE_MIN, c->max_lr,
+                          (long long)c->num_training);
     return VOLT_OK;
 }
 
@@ -228,7 +231,6 @@ volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_fin
     t->fitting = false;
     t->sched = sched;
     volt_status lst = tune_restore(t, path);
-    if (lst >= 0) lst = volt__loop_ensure_step(t);   /* a renew after the last trial found no memory: fit goes on */
     if (st < 0 || lst < 0) {
         volt_lr_find_result_free(out);
         return st < 0 ? st : lst;

@@ -65,7 +65,7 @@ static volt_status parse_state(volt_trainer *t, const char *json, const char *wh
         ok = true;
     } else if (cJSON_IsNumber(x)) {
         *v = x->valuedouble;
-        ok = whole ? *v >= 1 && *v <= 9.0e15 && *v == floor(*v) : isfinite(*v) && *v > 0 && *v <= 3.4e38;
+        ok = whole ? *v >= 1 && *v <= 9.0e15 && *v == floor(*v) : isfinite(*v) && (float)*v > 0 && *v <= 3.4e38;   /* a float lr */
     }
     cJSON_Delete(o);
     if (!ok && path)
@@ -112,7 +112,7 @@ static volt_status lrf_fit(volt_trainer *t, lrf *f, volt_loader *train) {
     const volt_lr_find_result *r = &f->result;
     if (t->rank == 0) {
         if (!isfinite(r->suggestion))
-            fprintf(stderr, "volt: LearningRateFinder: %lld steps%s: no suggestion (fewer than 3 points after the first 10 "
+            fprintf(stderr, "volt: LearningRateFinder: %lld steps%s: no suggestion (fewer than 2 points after the first 10 "
                     "before the loss diverged): the module's learning rate stays\n", (long long)r->n,
                     r->n ? "" : " (none ran)");
         else

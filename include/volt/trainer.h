@@ -547,7 +547,8 @@ VOLT_API int volt_step_dataloader_idx(const volt_step *s);
  * fit builds them again from configure_optimizers: set the module's learning rate to the
  * suggestion before it. suggestion: the learning rate where the smoothed loss falls fastest
  * (the least gradient over the points after the first 10 and before the last, as Lightning);
- * NAN when fewer than 3 such points. Needs accumulate_grad_batches 1; steps run eagerly
+ * NAN when fewer than 2 such points. With accumulate_grad_batches k a point is an optimizer
+ * step (k micro-batches, fewer at the end of a pass), its loss their mean; steps run eagerly
  * (not captured) whatever `compile` says. SIGINT / SIGTERM stop it after the running step, as
  * they stop fit (cfg.handle_signals): the state is restored, the hidden file removed and
  * VOLT_ERR_INTERRUPTED returned with an empty result. */
