@@ -18,7 +18,7 @@ if(VOLT_CUDA_SIM)
   endforeach()
   # compile's eager-vs-replay runs: 8 steps each on the simulator (still both graphs and 4
   # replays; CI's ASan build spends minutes per simulated step), the full 20 on a GPU, and
-  # DistilBERT at bf16-mixed on a GPU only (VOLT_TEST_COMPILE_GPU_ONLY, CI time). With
+  # DistilBERT at 32-true and bf16-mixed on a GPU only (VOLT_TEST_COMPILE_GPU_ONLY, CI time). With
   # given-back memory poisoned (VOLT_POISON_GRADS): a replay that reads a released tensor's
   # block after an earlier node reused it (an H2D re-issued before the graph into pool
   # memory did) turns into NaN, not a near miss

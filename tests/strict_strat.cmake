@@ -4,7 +4,9 @@
 # MPI the comm is then "staged" (mpi takes host buffers, cpu-strict memory is not
 # host-addressable), so these also run the host-staging path of strategies/parallel/.
 # Label "strict" (and "mpi" for the multi-rank ones).
-foreach(t test_strategies test_strategies_bert)
+# (test_strategies_bert's strict run at one rank is left out for CI time: DistilBERT runs on
+# cpu-strict under ddp at 2 ranks and fsdp at 3 below, and test_distilbert_strict alone)
+foreach(t test_strategies)
   if(TARGET ${t})
     add_test(NAME ${t}_strict COMMAND ${t})
     set_tests_properties(${t}_strict PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "strict"
