@@ -1,7 +1,6 @@
 /* The apps' shared part (apps/app_common.h). */
 #include "app_common.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -159,33 +158,6 @@ bool app_out_path_ok(const char *path, char *why, size_t n) {
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(why, n, "its folder '%s' does not exist", dir); return false; }
     if (access(dir, W_OK) != 0) { snprintf(why, n, "its folder '%s' is not writable: %s", dir, strerror(errno)); return false; }
     return true;
-}
-
-const char *app_last_ckpt(const char *ckdir, char *buf, size_t n) {
-    DIR *d = opendir(ckdir);
-    if (!d) return NULL;
-    struct timespec best = { 0, 0 };
-    const char *pick = NULL;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *nm = de->d_name, *p = nm + 4;   /* last.safetensors, last-vN.safetensors, on_exception.safetensors */
-        bool ok = !strcmp(nm, "on_exception.safetensors");
-        if (!ok && !strncmp(nm, "last", 4)) {
-            if (!strncmp(p, "-v", 2) && p[2] >= '0' && p[2] <= '9') p += 2 + strspn(p + 2, "0123456789");
-            ok = !strcmp(p, ".safetensors");
-        }
-        char path[4096];
-        struct stat sb;
-        if (!ok || snprintf(path, sizeof path, "%s/%s", ckdir, nm) >= (int)sizeof path) continue;
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (pick && (sb.st_mtim.tv_sec < best.tv_sec || (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec <= best.tv_nsec)))
-            continue;
-        best = sb.st_mtim;
-        snprintf(buf, n, "%s", path);
-        pick = buf;
-    }
-    closedir(d);
-    return pick;
 }
 
 bool app_skip_test(volt_trainer *t, const volt_cli *c) {

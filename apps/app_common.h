@@ -31,9 +31,6 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
  * and is writable; else false and why. */
 bool app_out_path_ok(const char *path, char *why, size_t n);
 const char *app_fit_ckpt(const volt_cli *c);
-/* ckpt_path "last" outside fit: the newest (mtime) of ckdir's last.safetensors, last-vN.safetensors
- * and on_exception.safetensors, as the trainer's "last" picks it, into buf; NULL when there is none. */
-const char *app_last_ckpt(const char *ckdir, char *buf, size_t n);
 /* trainer.limit_test_batches 0: the test is skipped, said on stdout (rank 0); true then. */
 bool app_skip_test(volt_trainer *t, const volt_cli *c);
 /* "usage error" for a value the app checks itself: message on stderr, returns 2. */

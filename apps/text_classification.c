@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
      * last-vN and on_exception files, as the trainer's; named here, since predict reads its
      * class count before there is a trainer */
     if (o.ckpt && strcmp(o.sub, "fit") != 0 && !strcmp(o.ckpt, "last")) {
-        if (!(o.ckpt = app_last_ckpt(ckdir, ckfile, sizeof ckfile))) {
+        if (!(o.ckpt = volt_checkpoint_find_last(ckdir, true, ckfile, sizeof ckfile))) {
             fprintf(stderr, APP ": %s: no checkpoint for --ckpt_path last: '%s' holds no last*.safetensors nor "
                     "on_exception.safetensors (give the file's path)\n", o.sub, ckdir);
             goto out;

@@ -124,7 +124,7 @@ static bool want_none(const char *name, void *ctx) { (void)name; (void)ctx; retu
 static const char *resume_file(const char *ckpt, const char *ckdir, char *buf, size_t n) {
     if (!ckpt || !strcmp(ckpt, "best")) return NULL;
     if (strcmp(ckpt, "last")) return ckpt;
-    return app_last_ckpt(ckdir, buf, n);
+    return volt_checkpoint_find_last(ckdir, true, buf, n);
 }
 
 /* A checkpoint that records the old, path-based fingerprint: the same paths resume it as

@@ -104,36 +104,15 @@ double volt__mc_best_score(void *self) {
     return m->best_path ? m->best_score : NAN;
 }
 
-static bool is_last_name(const char *n) {
-    if (strncmp(n, "last", 4) != 0) return false;
-    const char *p = n + 4;
-    if (strncmp(p, "-v", 2) == 0) {
-        p += 2;
-        size_t d = strspn(p, "0123456789");
-        if (!d) return false;
-        p += d;
-    }
-    return strcmp(p, MC_EXT) == 0;
-}
-
-/* The newest last*.safetensors in dir (by mtime, then name) into m->found_last. */
+/* The newest last*.safetensors in dir (by mtime, then name: volt_checkpoint_find_last's rule)
+ * into m->found_last, when newer than what an earlier folder gave. */
 static void scan_last(mc *m, const char *dir, struct timespec *best) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!is_last_name(de->d_name)) continue;
-        char p[VOLT_CB_PATH_MAX];
-        struct stat sb;
-        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
-        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        struct timespec ts = sb.st_mtim;
-        bool newer = !m->found_last[0] || ts.tv_sec > best->tv_sec ||
-                     (ts.tv_sec == best->tv_sec && (ts.tv_nsec > best->tv_nsec ||
-                      (ts.tv_nsec == best->tv_nsec && strcmp(p, m->found_last) > 0)));
-        if (newer) { *best = ts; snprintf(m->found_last, sizeof m->found_last, "%s", p); }
-    }
-    closedir(d);
+    char p[VOLT_CB_PATH_MAX];
+    struct stat sb;
+    if (!volt_checkpoint_find_last(dir, false, p, sizeof p) || stat(p, &sb) != 0) return;
+    if (m->found_last[0] && !volt__file_newer(&sb.st_mtim, p, best, m->found_last)) return;
+    *best = sb.st_mtim;
+    snprintf(m->found_last, sizeof m->found_last, "%s", p);
 }
 
 /* Lightning's ckpt_path="last": the newest last checkpoint in dirpath. Before a fit has

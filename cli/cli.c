@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include "cli/cli_internal.h"
 #include "core/err.h"
+#include "core/fsutil.h"
 
 #define cli_fail(c, st, ...) VOLT__OBJ_ERRF(c, st, __VA_ARGS__)
 
@@ -525,9 +526,9 @@ static int check_names(volt_cli *c) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const cJSON *v = volt__cli_tree_get(c->tree, names[i]);
         const char *s = v && cJSON_IsString(v) ? v->valuestring : NULL;
-        if (s && (strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")))
-            return usage_err(c, "bad value '%s' for --%s: a name, not a path (no '/', not '.' or '..'): it is one folder "
-                             "under trainer.default_root_dir", s, names[i]);
+        if (s && !volt__path_stays_under(s))   /* the trainer's own rule, said before any data is read */
+            return usage_err(c, "bad value '%s' for --%s: a folder under trainer.default_root_dir (not an absolute path, "
+                             "no '..')", s, names[i]);
     }
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "core/err.h"
 #include "core/fsutil.h"
 
@@ -38,4 +39,10 @@ bool volt__path_stays_under(const char *name) {
         while (*p == '/') p++;
     }
     return true;
+}
+
+bool volt__file_newer(const struct timespec *ta, const char *a, const struct timespec *tb, const char *b) {
+    if (ta->tv_sec != tb->tv_sec) return ta->tv_sec > tb->tv_sec;
+    if (ta->tv_nsec != tb->tv_nsec) return ta->tv_nsec > tb->tv_nsec;
+    return strcmp(a, b) > 0;
 }

@@ -13,5 +13,10 @@ volt_status volt__mkdirs(const char *path, char *err, size_t errlen);
 /* A name meant to stay under the folder it is joined to: false for an absolute path and for one
  * with a ".." component ("../x", "a/../../b", ".."). */
 bool volt__path_stays_under(const char *name);
+/* The rule "last" picks files by, wherever it does (ModelCheckpoint, the trainer, the public
+ * volt_checkpoint_find_last): file a (modified at ta) is newer than file b (at tb) when ta is
+ * later, or the times are equal and a's path is the greater string. */
+struct timespec;
+bool volt__file_newer(const struct timespec *ta, const char *a, const struct timespec *tb, const char *b);
 
 #endif

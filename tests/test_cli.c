@@ -464,12 +464,19 @@ int main(void) {
     CHECK(tc.run_config_json && strstr(tc.run_config_json, "\"seed\":9007199254740991,") &&
           strstr(tc.run_config_json, "\"gradient_clip_val\":0.30000000000000004"), "run_config_json numbers: %s", tc.run_config_json);
     volt_cli_destroy(c);
-    /* logger_name is one folder under the root: no path out of it */
-    const char *bad_names[] = { "../../logesc", "a/b", "..", "." };
+    /* logger_name is a folder under the root (the trainer's rule): no path out of it */
+    const char *bad_names[] = { "../../logesc", "..", "/abs/logs", "a/../../b" };
     for (int i = 0; i < 4; i++) {
         c = mk();
-        CHECK(PARSE(c, "--trainer.logger_name", bad_names[i]) == VOLT_CLI_USAGE && strstr(g_errbuf, "--trainer.logger_name: a name"),
+        CHECK(PARSE(c, "--trainer.logger_name", bad_names[i]) == VOLT_CLI_USAGE &&
+              strstr(g_errbuf, "--trainer.logger_name: a folder under trainer.default_root_dir"),
               "logger_name '%s': %s", bad_names[i], g_errbuf);
+        volt_cli_destroy(c);
+    }
+    const char *good_names[] = { "a/b", ".", "exp1" };   /* a subfolder, the root itself: as the library takes them */
+    for (int i = 0; i < 3; i++) {
+        c = mk();
+        CHECK(PARSE(c, "--trainer.logger_name", good_names[i]) == VOLT_CLI_RUN, "logger_name '%s': %s", good_names[i], g_errbuf);
         volt_cli_destroy(c);
     }
 

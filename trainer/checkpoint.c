@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cjson/cJSON.h>
+#include "core/fsutil.h"
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
@@ -580,11 +581,11 @@ static volt_status meta_get_i64(volt_trainer *t, volt_st_file *f, const char *pa
     return VOLT_OK;
 }
 
-/* Lightning's ckpt_path="last": the newest (mtime) of ModelCheckpoint's last file p and the
- * files added with volt_trainer_add_last_candidate (every OnExceptionCheckpoint's), so a run stopped mid-epoch (Ctrl-C) resumes from
- * where it stopped, not from the epoch's start. */
+/* Lightning's ckpt_path="last": the newest (mtime, a tie to the greater name, as
+ * volt_checkpoint_find_last) of ModelCheckpoint's last file p and the files added with
+ * volt_trainer_add_last_candidate (every OnExceptionCheckpoint's), so a run stopped mid-epoch
+ * (Ctrl-C) resumes from where it stopped, not from the epoch's start. */
 static const char *newest_last(volt_trainer *t, const char *p) {
-    static char pick[4096];
     struct stat sb;
     struct timespec best = { 0, 0 };
     bool have = p && stat(p, &sb) == 0;
@@ -592,11 +593,9 @@ static const char *newest_last(volt_trainer *t, const char *p) {
     for (int i = 0; i < t->n_last_cands; i++) {
         const char *e = t->last_cands[i];
         if (stat(e, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        const bool newer = !have || sb.st_mtim.tv_sec > best.tv_sec ||
-                           (sb.st_mtim.tv_sec == best.tv_sec && sb.st_mtim.tv_nsec > best.tv_nsec);
-        if (!newer) continue;
-        snprintf(pick, sizeof pick, "%s", e);
-        p = pick;
+        if (have && !volt__file_newer(&sb.st_mtim, e, &best, p)) continue;
+        snprintf(t->last_pick, sizeof t->last_pick, "%s", e);
+        p = t->last_pick;
         best = sb.st_mtim;
         have = true;
     }
@@ -608,9 +607,9 @@ const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
     if (!strcmp(which, "last")) p = newest_last(t, t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL);
     else if (!strcmp(which, "best")) p = t->has_resolver && t->resolver.best ? t->resolver.best(t->resolver.self) : NULL;
     if (t->world > 1) {   /* rank 0's file is the one every rank loads */
-        static char buf[4096];
-        snprintf(buf, sizeof buf, "%s", p ? p : "");
-        if (volt__strategy_broadcast(t->strategy, buf, sizeof buf, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
+        char *buf = t->resolved_path;
+        if (p != buf) snprintf(buf, sizeof t->resolved_path, "%s", p ? p : "");
+        if (volt__strategy_broadcast(t->strategy, buf, sizeof t->resolved_path, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
     }
     return p;
 }

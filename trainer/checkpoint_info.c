@@ -1,9 +1,12 @@
 /* What a checkpoint holds, from its header alone (include/volt/trainer.h,
- * volt_checkpoint_param_shape): a single file's tensor header, or a sharded checkpoint's
+ * volt_checkpoint_param_shape), and which file "last" is in a folder (volt_checkpoint_find_last): a single file's tensor header, or a sharded checkpoint's
  * layout in its index ("volt.shards", written by checkpoint_shards.c). */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
+#include "core/fsutil.h"
 #include "trainer/checkpoint_internal.h"
 
 bool ck_no_tensor(const char *name, void *ctx) {
@@ -54,4 +57,41 @@ volt_status volt_checkpoint_param_shape(const char *path, const char *name, volt
     if (st == VOLT_ERR_NOT_FOUND) snprintf(err, errlen, "checkpoint '%s' has no parameter '%s'", path, name);
     volt_st_close(f);
     return st;
+}
+
+/* ModelCheckpoint's last files: last.safetensors, last-vN.safetensors (N one or more digits);
+ * with_exc, OnExceptionCheckpoint's on_exception.safetensors too. */
+static bool is_last_name(const char *n, bool with_exc) {
+    if (with_exc && !strcmp(n, "on_exception.safetensors")) return true;
+    if (strncmp(n, "last", 4) != 0) return false;
+    const char *p = n + 4;
+    if (!strncmp(p, "-v", 2)) {
+        const size_t d = strspn(p + 2, "0123456789");
+        if (!d) return false;
+        p += 2 + d;
+    }
+    return !strcmp(p, ".safetensors");
+}
+
+const char *volt_checkpoint_find_last(const char *dir, bool with_on_exception, char *buf, size_t n) {
+    if (!dir || !buf || !n) return NULL;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    struct timespec best = { 0, 0 };
+    bool have = false, too_long = false;
+    const struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!is_last_name(de->d_name, with_on_exception)) continue;
+        char p[4096];
+        struct stat sb;
+        const int len = snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (len < 0 || (size_t)len >= sizeof p || (size_t)len >= n) { too_long = true; continue; }
+        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (have && !volt__file_newer(&sb.st_mtim, p, &best, buf)) continue;
+        best = sb.st_mtim;
+        memcpy(buf, p, (size_t)len + 1);
+        have = true;
+    }
+    closedir(d);
+    return have && !too_long ? buf : NULL;
 }

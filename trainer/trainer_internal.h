@@ -148,6 +148,8 @@ struct volt_trainer {
     bool has_resolver;
     char *last_cands[16];      /* volt_trainer_add_last_candidate: files "last" also weighs */
     int n_last_cands;
+    char last_pick[4096];      /* ckpt_path "last": the candidate picked (trainer/checkpoint.c) */
+    char resolved_path[4096];  /* ckpt_path resolved on rank 0, broadcast to every rank */
     int rank, world;
     volt_strategy *strategy;
     volt_precision *prec;      /* cfg.precision (precision/); owned by the strategy once it exists */

@@ -827,6 +827,14 @@ VOLT_API volt_status volt_checkpoint_remove(const char *path);
  * VOLT_ERR_NOT_FOUND when the checkpoint has no such parameter; the file's own errors (IO,
  * CORRUPT) otherwise; err (may be NULL) says which. */
 VOLT_API volt_status volt_checkpoint_param_shape(const char *path, const char *name, volt_shape *out, char *err, size_t errlen);
+/* Lightning's ckpt_path="last" in one folder, for a process that wants the file before (or
+ * without) a trainer: an app's predict reads its class count from it. The newest, by
+ * modification time, of the regular files ModelCheckpoint names last.safetensors and
+ * last-vN.safetensors, and, with_on_exception, OnExceptionCheckpoint's on_exception.safetensors;
+ * a tie goes to the greater name (the trainer's "last" decides the same way). "dir/name" goes
+ * into buf (n bytes) and buf is returned; NULL when the folder holds none, cannot be read, or
+ * the path does not fit in n. */
+VOLT_API const char *volt_checkpoint_find_last(const char *dir, bool with_on_exception, char *buf, size_t n);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed); while a
  * module's configure_callbacks runs, the slot is the module's (the first ModelCheckpoint it adds
  * takes it when the trainer's is replaced or there was none). */
