@@ -120,21 +120,43 @@ void volt_lr_find_result_free(volt_lr_find_result *r) {
     r->n = 0;
 }
 
-/* Lightning's suggestion: skip the first 10 points and the last, take the gradient of the
- * loss over the point index (central differences inside, one-sided at the ends, as
- * numpy.gradient) and the learning rate where it is least. */
-static double suggest(const volt_lr_find_result *r) {
-    const int64_t a = 10, b = r->n - 1, n = b - a;
-    if (n < 2) return NAN;   /* Lightning: "Failed to compute suggestion. Not enough points" */
-    const double *L = r->losses + a;
-    int64_t best = -1;
+/* Lightning 2.6's _LRFinder.suggestion: the points after the first skip_begin and before the
+ * last skip_end whose loss is finite, the gradient of the loss over the learning rate there
+ * (torch.gradient with the rates as coordinates: the second-order formula for uneven spacing
+ * inside, one-sided at the ends), and the rate where it is least. */
+double volt_lr_find_suggestion(const volt_lr_find_result *r, int64_t skip_begin, int64_t skip_end) {
+    if (!r || !r->lrs || !r->losses || skip_begin < 0 || skip_end < 0 || r->n - skip_begin - skip_end < 2) return NAN;
+    const int64_t a = skip_begin, b = r->n - skip_end;
+    int64_t prev2 = -1, prev = -1, best = -1, m = 0;   /* the finite points' indices, two behind */
     double g_best = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double g = i == 0 ? L[1] - L[0] : i == n - 1 ? L[n - 1] - L[n - 2] : (L[i + 1] - L[i - 1]) / 2;
-        if (isfinite(g) && (best < 0 || g < g_best)) { best = i; g_best = g; }
+    /* the gradient at finite point `at`, between `lo` and `hi` (-1: an end) */
+    #define X(i) r->lrs[i]
+    #define F(i) r->losses[i]
+    for (int64_t i = a; i <= b; i++) {
+        const bool have = i < b && isfinite(r->losses[i]);
+        if (!have && i < b) continue;
+        /* point prev gets its gradient once its right neighbour (i, or none at the end) is known */
+        if (prev >= 0) {
+            const int64_t lo = prev2, hi = i < b ? i : -1;
+            double g;
+            if (lo < 0 && hi < 0) g = NAN;
+            else if (lo < 0) g = (F(hi) - F(prev)) / (X(hi) - X(prev));
+            else if (hi < 0) g = (F(prev) - F(lo)) / (X(prev) - X(lo));
+            else {
+                const double h1 = X(prev) - X(lo), h2 = X(hi) - X(prev);
+                g = (h1 * h1 * F(hi) - h2 * h2 * F(lo) + (h2 * h2 - h1 * h1) * F(prev)) / (h1 * h2 * (h1 + h2));
+            }
+            if (best < 0 || g < g_best || (isnan(g_best) && !isnan(g))) { best = prev; g_best = g; }
+        }
+        if (i < b) { prev2 = prev; prev = i; m++; }
     }
-    return best < 0 ? NAN : r->lrs[a + best];
+    #undef X
+    #undef F
+    return m < 2 || best < 0 ? NAN : r->lrs[best];
 }
+
+/* The tuner's suggestion: Lightning's defaults, the first 10 points and the last skipped. */
+static double suggest(const volt_lr_find_result *r) { return volt_lr_find_suggestion(r, 10, 1); }
 
 /* The config, checked: defaults for NULL. */
 static volt_status lr_cfg(volt_trainer *t, const volt_lr_find_config *cfg, volt_lr_find_config *c) {

@@ -545,9 +545,8 @@ VOLT_API int volt_step_dataloader_idx(const volt_step *s);
  * state are restored from a checkpoint written before the test (a hidden file under
  * default_root_dir, removed after), and the optimizer and scheduler are dropped, so the next
  * fit builds them again from configure_optimizers: set the module's learning rate to the
- * suggestion before it. suggestion: the learning rate where the smoothed loss falls fastest
- * (the least gradient over the points after the first 10 and before the last, as Lightning);
- * NAN when fewer than 2 such points. With accumulate_grad_batches k a point is an optimizer
+ * suggestion before it. suggestion: volt_lr_find_suggestion(result, 10, 1), Lightning's
+ * defaults. With accumulate_grad_batches k a point is an optimizer
  * step (k micro-batches, fewer at the end of a pass), its loss their mean; steps run eagerly
  * (not captured) whatever `compile` says. SIGINT / SIGTERM stop it after the running step, as
  * they stop fit (cfg.handle_signals): the state is restored, the hidden file removed and
@@ -570,6 +569,15 @@ VOLT_API void volt_lr_find_config_init(volt_lr_find_config *cfg);
 VOLT_API volt_status volt_trainer_lr_find(volt_trainer *t, const volt_module_ops *ops, void *module, volt_loader *train,
                                           const volt_lr_find_config *cfg, volt_lr_find_result *out);
 VOLT_API void volt_lr_find_result_free(volt_lr_find_result *r);   /* NULL-safe; the arrays */
+/* Lightning's lr_finder.suggestion(skip_begin, skip_end) (2.6): the learning rate where the
+ * smoothed loss falls fastest. Of the points after the first skip_begin and before the last
+ * skip_end, those with a finite loss; the gradient of the loss with respect to the learning
+ * rate at each (torch.gradient with the rates as coordinates: the second-order formula for
+ * uneven spacing between neighbours, one-sided at the two ends); the rate of the least (the
+ * first of equals). NAN when fewer than 2 finite points are left (Lightning's "not enough
+ * points"), or for a NULL result or a negative skip. skip_end 0 skips none (Lightning's slice
+ * [skip_begin:-0] would be empty). */
+VOLT_API double volt_lr_find_suggestion(const volt_lr_find_result *r, int64_t skip_begin, int64_t skip_end);
 
 /* ---- the batch size finder (Lightning's Tuner.scale_batch_size / BatchSizeFinder) ------------ */
 /* The largest batch size that trains without running out of memory: trials of steps_per_trial
