@@ -1,5 +1,7 @@
 /* File-system helpers (core/fsutil.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,4 +47,23 @@ bool volt__file_newer(const struct timespec *ta, const char *a, const struct tim
     if (ta->tv_sec != tb->tv_sec) return ta->tv_sec > tb->tv_sec;
     if (ta->tv_nsec != tb->tv_nsec) return ta->tv_nsec > tb->tv_nsec;
     return strcmp(a, b) > 0;
+}
+
+int volt__open_regular(const char *path) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return -2;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
 }

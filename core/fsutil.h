@@ -16,6 +16,11 @@ bool volt__path_stays_under(const char *name);
 /* The rule "last" picks files by, wherever it does (ModelCheckpoint, the trainer, the public
  * volt_checkpoint_find_last): file a (modified at ta) is newer than file b (at tb) when ta is
  * later, or the times are equal and a's path is the greater string. */
+/* path opened read-only (O_CLOEXEC) when it is a regular file: a FIFO, a device or a folder in
+ * its place is refused at once (opened without blocking, checked on the open file; reads block
+ * as usual afterwards). The fd; -1 with errno when it cannot be opened or stat'ed; -2 when it
+ * is there but not a regular file. */
+int volt__open_regular(const char *path);
 struct timespec;
 bool volt__file_newer(const struct timespec *ta, const char *a, const struct timespec *tb, const char *b);
 

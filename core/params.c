@@ -100,8 +100,21 @@ volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, 
     for (int i = 0; i < shape.ndim; i++)
         if (shape.d[i] <= 0) return perr(ps, VOLT_ERR_SHAPE, "params: '%s' dimension %d is %lld", name, i, (long long)shape.d[i]);
     if (volt_params_find(ps, name)) return perr(ps, VOLT_ERR_INVALID_ARG, "params: duplicate parameter '%s'", name);
+    /* its elements, aligned, and the unit's total: counts whose bytes (the value, its grad and
+     * two optimizer moments, 16 bytes an element) fit an int64 */
+    const int64_t cap = INT64_MAX / 16;
+    int64_t numel = 1;
+    for (int i = 0; i < shape.ndim; i++)
+        if (__builtin_mul_overflow(numel, shape.d[i], &numel) || numel > cap) numel = -1;
+    if (numel < 0 || numel > cap - VOLT_PARAM_ALIGN)
+        return perr(ps, VOLT_ERR_SHAPE, "params: '%s' has too many elements for a parameter (%s)", name,
+                    volt_shape_str(shape, (char[128]){ 0 }, 128));
     if (!ps->n_units) VOLT_TRY(volt_params_unit(ps, "default"));
     volt_unit *u = ps->units[ps->n_units - 1];
+    const int64_t aligned = (numel + VOLT_PARAM_ALIGN - 1) / VOLT_PARAM_ALIGN * VOLT_PARAM_ALIGN;
+    if (u->numel > cap - aligned)
+        return perr(ps, VOLT_ERR_SHAPE, "params: unit '%s' would hold too many elements with '%s' (%lld + %lld)", u->name,
+                    name, (long long)u->numel, (long long)numel);
     if (!grow((void **)&ps->params, &ps->cap_params, ps->n_params, sizeof(volt_param_rec *)) ||
         !grow((void **)&u->params, &u->cap_params, u->n_params, sizeof(volt_tensor *)))
         return VOLT_ERR_NOMEM;
@@ -113,7 +126,7 @@ volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, 
     r->init = init;
     r->requires_grad = true;
     r->offset = u->numel;
-    u->numel += (volt_shape_numel(shape) + VOLT_PARAM_ALIGN - 1) / VOLT_PARAM_ALIGN * VOLT_PARAM_ALIGN;
+    u->numel += aligned;
     u->params[u->n_params++] = &r->t;
     ps->params[ps->n_params++] = r;
     *out = &r->t;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include <zlib.h>
+#include "core/fsutil.h"
 #include "core/hostmem.h"
 #include "core/safetensors_internal.h"
 #include "volt/dtype.h"
@@ -86,19 +87,15 @@ static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_
     *out = NULL;
     if (!path || !*path) return st_fail(err, errlen, VOLT_ERR_INVALID_ARG, "volt_st_open: empty path");
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = volt__open_regular(path);   /* a FIFO in the file's place is refused, not waited on */
+    if (fd == -2) return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': not a regular file", path);
     if (fd < 0)
-        return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': cannot open: %s", path,
-                       strerror(errno));
+        return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         int e = errno;
         close(fd);
         return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return st_fail(err, errlen, VOLT_ERR_IO, "file '%s': not a regular file", path);
     }
     uint64_t size = (uint64_t)sb.st_size;
 

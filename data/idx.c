@@ -19,6 +19,7 @@
 #include <zlib.h>
 #include "volt/data.h"
 #include "core/err.h"
+#include "core/fsutil.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -60,19 +61,13 @@ static volt_status idx_load(const char *path, uint32_t magic, const char *what, 
                             unsigned char **data, uint64_t *nbytes, char *err, size_t errlen) {
     *data = NULL;
     int ndim = (int)(magic & 0xff);
-    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': is a directory, not a file", what, path);
+    const int fd = volt__open_regular(path);   /* a FIFO or a device: refused, not waited on */
+    if (fd == -2) return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': not a regular file", what, path);
     if (fd < 0)
         return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot open: %s", what, path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': cannot stat: %s", what, path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return volt__errf(err, errlen, VOLT_ERR_IO, "idx %s '%s': is a directory, not a file", what, path);
-    }
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
         close(fd);

@@ -55,7 +55,11 @@ volt_status volt_cnn_create(const volt_cnn_config *cfg, void **self) {
     m->cfg = *cfg;
     volt__clf_init(&m->clf, "cnn", volt_cnn_forward, cfg->optimizer, cfg->lr, cfg->weight_decay, &m->cfg.x_field,
                    &m->cfg.y_field);
-    m->flat = cfg->conv2_channels * (cfg->height / 2 / 2) * (cfg->width / 2 / 2);
+    if (__builtin_mul_overflow(cfg->conv2_channels, cfg->height / 2 / 2, &m->flat) ||
+        __builtin_mul_overflow(m->flat, cfg->width / 2 / 2, &m->flat)) {   /* fc1's inputs must be countable */
+        free(m);
+        return VOLT_ERR_INVALID_ARG;
+    }
     *self = m;
     return VOLT_OK;
 }

@@ -5,13 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
+#include "core/fsutil.h"
 #include "volt/distilbert_hf.h"
 
 static char *read_small(const char *path, char *err, size_t errlen, bool *missing) {
-    FILE *f = fopen(path, "rb");
-    *missing = !f && errno == ENOENT;
-    if (!f) { snprintf(err, errlen, "'%s': %s", path, strerror(errno)); return NULL; }
+    const int fd = volt__open_regular(path);   /* a FIFO in the file's place is refused, not waited on */
+    *missing = fd == -1 && errno == ENOENT;
+    if (fd == -2) { snprintf(err, errlen, "'%s': not a regular file", path); return NULL; }
+    if (fd < 0) { snprintf(err, errlen, "'%s': %s", path, strerror(errno)); return NULL; }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { snprintf(err, errlen, "'%s': %s", path, strerror(errno)); close(fd); return NULL; }
     char *buf = malloc((1 << 20) + 1);
     size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
     bool big = buf && n == (1 << 20) && fgetc(f) != EOF;

@@ -130,6 +130,10 @@ static void test_cnn_params(void) {
     volt_cnn_config bad = cc;
     bad.height = 3;
     CHECK(volt_cnn_create(&bad, &m) == VOLT_ERR_INVALID_ARG && m == NULL, "3-pixel image accepted");
+    bad = cc;   /* fc1's input count overflows: refused, not wrapped */
+    bad.conv2_channels = (int64_t)1 << 40;
+    bad.height = bad.width = (int64_t)1 << 30;
+    CHECK(volt_cnn_create(&bad, &m) == VOLT_ERR_INVALID_ARG && m == NULL, "overflowing fc1 inputs accepted");
     volt_cnn_destroy(NULL);
 }
 

@@ -45,6 +45,19 @@ static void test_layout_and_init(void) {
           strstr(volt_params_errmsg(ps), "duplicate"), "duplicate name: %s", volt_params_errmsg(ps));
     volt_tensor *bad;
     CHECK(volt_param_new(ps, "bad", VOLT_SHAPE(3, 0), VOLT_INIT_ZEROS, &bad) == VOLT_ERR_SHAPE, "zero dim rejected");
+    {   /* element counts that overflow (an int64, or the bytes of a value, its grad and two
+         * moments) are refused naming the parameter, not wrapped into a small or negative layout */
+        volt_params *big = mk(5);
+        volt_tensor *h;
+        CHECK(volt_param_new(big, "huge", VOLT_SHAPE(97, (int64_t)1 << 62), VOLT_INIT_ZEROS, &h) == VOLT_ERR_SHAPE &&
+              strstr(volt_params_errmsg(big), "'huge' has too many elements"), "wrapping count: %s", volt_params_errmsg(big));
+        CHECK(volt_param_new(big, "big", VOLT_SHAPE((int64_t)1 << 32, (int64_t)1 << 28), VOLT_INIT_ZEROS, &h) == VOLT_ERR_SHAPE,
+              "2^60 elements (16 bytes each overflow): %s", volt_params_errmsg(big));
+        CHECK(volt_param_new(big, "half1", VOLT_SHAPE((int64_t)1 << 58), VOLT_INIT_ZEROS, &h) == VOLT_OK &&
+              volt_param_new(big, "half2", VOLT_SHAPE((int64_t)1 << 58), VOLT_INIT_ZEROS, &h) == VOLT_ERR_SHAPE &&
+              strstr(volt_params_errmsg(big), "would hold too many elements"), "a unit's total: %s", volt_params_errmsg(big));
+        volt_params_destroy(big);   /* never finalized: nothing allocated */
+    }
     CHECK(volt_params_unit(ps, "fc") == VOLT_ERR_INVALID_ARG, "duplicate unit rejected");
     CHECK_OK(volt_params_finalize(ps));
     CHECK(volt_param_new(ps, "late", VOLT_SHAPE(3), VOLT_INIT_ZEROS, &bad) == VOLT_ERR_STATE, "declare after finalize");

@@ -21,6 +21,8 @@
 #include "volt/safetensors.h"
 #include "volt/text.h"
 #include "volt/tokenizer.h"
+#include "volt/distilbert.h"
+#include "volt/distilbert_hf.h"
 #include "core/device.h"
 
 static char g_tmp[1024];
@@ -515,6 +517,48 @@ static void test_fifo_inputs(void) {
     st = volt_corpus_load_spam_assassin(root, &c, err, sizeof err);
     CHECK(st < 0 && strstr(err, "00002.def"), "spam folder with a FIFO: %s: %s", volt_status_str(st), err);
     volt_corpus_destroy(c);
+    /* a FIFO in place of a weights file, an IDX file, a vocab, a Hugging Face config: refused
+     * at the open (it used to wait there for a writer) */
+    path_join(root, sizeof root, g_tmp, "fifo_files");
+    rm_rf(root);
+    mkdir(root, 0755);
+    snprintf(p, sizeof p, "%s/w.safetensors", root);
+    mkfifo(p, 0644);
+    volt_st_file *f = NULL;
+    st = volt_st_open(p, &f, err, sizeof err);
+    CHECK(st == VOLT_ERR_IO && strstr(err, "not a regular file") && !f, "safetensors FIFO: %s", err);
+    volt_st_close(f);
+    snprintf(p, sizeof p, "%s/images-idx3-ubyte", root);
+    mkfifo(p, 0644);
+    volt_dataset *ds = NULL;
+    st = volt_idx_dataset(p, p, 0.f, 1.f, &ds, err, sizeof err);
+    CHECK(st == VOLT_ERR_IO && strstr(err, "not a regular file") && !ds, "IDX FIFO: %s", err);
+    volt_dataset_destroy(ds);
+    snprintf(p, sizeof p, "%s/vocab.txt", root);
+    mkfifo(p, 0644);
+    volt_tokenizer_config tc;
+    volt_tokenizer_config_init(&tc);
+    tc.errbuf = err;
+    tc.errbuf_size = sizeof err;
+    volt_tokenizer *tok = NULL;
+    st = volt_tokenizer_load(&tc, p, &tok);
+    CHECK(st == VOLT_ERR_IO && strstr(err, "not a regular file") && !tok, "vocab FIFO: %s", err);
+    volt_tokenizer_destroy(tok);
+    snprintf(p, sizeof p, "%s/config.json", root);
+    mkfifo(p, 0644);
+    volt_distilbert_config dc;
+    volt_distilbert_config_init(&dc);
+    st = volt_distilbert_config_from_hf(&dc, root, NULL, err, sizeof err);
+    CHECK(st < 0 && strstr(err, "config.json") && strstr(err, "not a regular file"), "config.json FIFO: %s: %s",
+          volt_status_str(st), err);
+    remove(p);
+    write_text(p, "{\"model_type\": \"distilbert\"}");
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", root);
+    mkfifo(p, 0644);
+    bool lower = false;
+    st = volt_distilbert_config_from_hf(&dc, root, &lower, err, sizeof err);
+    CHECK(st < 0 && strstr(err, "tokenizer_config.json") && strstr(err, "not a regular file"),
+          "tokenizer_config.json FIFO: %s: %s", volt_status_str(st), err);
     alarm(0);
 }
 
