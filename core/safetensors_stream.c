@@ -93,13 +93,25 @@ volt_status volt_st_stream_begin(volt_st_stream *s) {
         st = stream_fail(s, VOLT_ERR_INVALID_ARG, "file '%s': header of %zu bytes exceeds the limit", s->path, hl);
         goto done;
     }
-    /* the placeholders, found in the header text (each is unique: "c" + the index) */
+    /* the placeholders, found in the header text by their whole entry: the reserved key
+     * "crc32:<name>" as cJSON prints it, then the value "c" + the index (a user's metadata value
+     * may look like a placeholder; no user key can be "crc32:...") */
     for (int k = 0; k < n; k++) {
-        char pat[16];
-        snprintf(pat, sizeof pat, "\"c%07x\"", (unsigned)k);
-        const char *hit = strstr(json, pat);
+        const size_t nl = strlen(w->t[k].name);
+        char *key = malloc(nl + 7), *kj = NULL, *pat = NULL;
+        cJSON *ks = NULL;
+        if (key) { memcpy(key, "crc32:", 6); memcpy(key + 6, w->t[k].name, nl + 1); ks = cJSON_CreateString(key); }
+        if (ks) kj = cJSON_PrintUnformatted(ks);
+        const size_t pl = kj ? strlen(kj) + 12 : 0;
+        if (kj) pat = malloc(pl);
+        if (pat) snprintf(pat, pl, "%s:\"c%07x\"", kj, (unsigned)k);
+        const char *hit = pat ? strstr(json, pat) : NULL;
+        const size_t at = hit ? (size_t)(hit - json) + strlen(kj) + 2 : 0;   /* past the key, ':' and '"' */
+        const bool oom = !pat;
+        free(key); cJSON_Delete(ks); cJSON_free(kj); free(pat);
+        if (oom) goto nomem;
         if (!hit) { st = stream_fail(s, VOLT_ERR_STATE, "file '%s': crc placeholder lost", s->path); goto done; }
-        s->crc_pos[k] = 8 + (size_t)(hit - json) + 1;
+        s->crc_pos[k] = 8 + at;
     }
     if (!(header = malloc(hl + 8))) goto nomem;
     for (int i = 0; i < 8; i++) header[i] = (char)((uint64_t)hl >> (8 * i));

@@ -42,7 +42,8 @@ static bool get_int(const cJSON *o, const char *path, const char *key, int64_t l
 static bool get_prob(const cJSON *o, const char *path, const char *key, float *out, char *err, size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble < 1.0)) {
+    /* as a float too: 0.99999999 rounds to 1.0f, which the model refuses */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble < 1.0 && (float)v->valuedouble < 1.0f)) {
         snprintf(err, errlen, "'%s': \"%s\" must be a number in [0, 1)", path, key);
         return false;
     }
@@ -108,6 +109,11 @@ volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const ch
         !get_prob(o, path, "attention_dropout", &cfg->attention_dropout, err, errlen) ||
         !get_prob(o, path, "seq_classif_dropout", &cfg->seq_classif_dropout, err, errlen))
         goto out;
+    if (cfg->pad_token_id >= cfg->vocab_size) {
+        snprintf(err, errlen, "'%s': pad_token_id %lld is not an id of the vocabulary (vocab_size %lld)", path,
+                 (long long)cfg->pad_token_id, (long long)cfg->vocab_size);
+        goto out;
+    }
     if (cfg->dim % heads) {
         snprintf(err, errlen, "'%s': dim %lld is not a multiple of n_heads %lld", path, (long long)cfg->dim, (long long)heads);
         goto out;

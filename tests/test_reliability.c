@@ -562,6 +562,33 @@ static void test_fifo_inputs(void) {
     alarm(0);
 }
 
+/* A Hugging Face config.json whose values pass as doubles but not as the model's: a dropout that
+ * rounds to 1.0f, a pad_token_id outside the vocabulary — refused naming the key, not handed to
+ * volt_distilbert_create for a bare INVALID_ARG. */
+static void test_hf_config_values(void) {
+    char root[1100], p[1300], err[512];
+    path_join(root, sizeof root, g_tmp, "hf_values");
+    rm_rf(root);
+    mkdir(root, 0755);
+    snprintf(p, sizeof p, "%s/config.json", root);
+    volt_distilbert_config dc;
+    volt_distilbert_config_init(&dc);
+    write_text(p, "{\"model_type\": \"distilbert\", \"dropout\": 0.99999999}");
+    volt_status st = volt_distilbert_config_from_hf(&dc, root, NULL, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "\"dropout\""), "dropout 0.99999999: %s: %s", volt_status_str(st), err);
+    volt_distilbert_config_init(&dc);
+    write_text(p, "{\"vocab_size\": 50, \"pad_token_id\": 50}");
+    st = volt_distilbert_config_from_hf(&dc, root, NULL, err, sizeof err);
+    CHECK(st == VOLT_ERR_CORRUPT && strstr(err, "pad_token_id 50") && strstr(err, "vocab_size 50"), "pad outside the vocab: %s: %s",
+          volt_status_str(st), err);
+    volt_distilbert_config_init(&dc);
+    write_text(p, "{\"vocab_size\": 50, \"pad_token_id\": 49, \"dropout\": 0.9999}");
+    CHECK_OK(volt_distilbert_config_from_hf(&dc, root, NULL, err, sizeof err));
+    void *m = NULL;
+    CHECK(dc.vocab_size == 50 && dc.pad_token_id == 49 && volt_distilbert_create(&dc, &m) == VOLT_OK, "a config at the edges loads: %s", err);
+    volt_distilbert_destroy(m);
+}
+
 /* The strict variant (tests/strict_ckpt.cmake) must really run there: the parameters live on
  * the accelerator VOLT_ACCELERATOR names. */
 static void test_device_used(void) {
@@ -590,5 +617,6 @@ int main(void) {
     test_idx_headers();
     test_text_inputs();
     test_fifo_inputs();
+    test_hf_config_values();
     return vtest_finish();
 }

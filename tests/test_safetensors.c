@@ -853,6 +853,9 @@ static void test_stream(void) {
     CHECK(volt_st_stream_declare(s, "layer.bias", VOLT_F32, VOLT_SHAPE(7)) == VOLT_ERR_INVALID_ARG, "duplicate refused");
     CHECK(volt_st_stream_meta(s, "crc32:x", "1") == VOLT_ERR_INVALID_ARG, "reserved key refused");
     CHECK_OK(volt_st_stream_meta(s, "note", "streamed"));
+    /* values shaped like the crc placeholders ("c" + a tensor's index) stay the user's */
+    CHECK_OK(volt_st_stream_meta(s, "a_note", "c0000000"));
+    CHECK_OK(volt_st_stream_meta(s, "b_note", "c0000002"));
     CHECK(volt_st_stream_write(s, "layer.weight", a) == VOLT_ERR_STATE, "write before begin refused");
     CHECK_OK(volt_st_stream_begin(s));
     CHECK(volt_st_stream_declare(s, "late", VOLT_F32, VOLT_SHAPE(1)) == VOLT_ERR_STATE, "declare after begin refused");
@@ -871,6 +874,9 @@ static void test_stream(void) {
     CHECK(volt_st_find(f, "layer.bias", &ib) == VOLT_OK && !memcmp(ib.data, b, sizeof b), "bias");
     CHECK(volt_st_find(f, "half", &ih) == VOLT_OK && ih.dtype == VOLT_F16 && !memcmp(ih.data, h, sizeof h), "f16");
     CHECK(volt_st_meta(f, "note") && !strcmp(volt_st_meta(f, "note"), "streamed"), "metadata");
+    CHECK(volt_st_meta(f, "a_note") && !strcmp(volt_st_meta(f, "a_note"), "c0000000") && volt_st_meta(f, "b_note") &&
+          !strcmp(volt_st_meta(f, "b_note"), "c0000002"), "placeholder-shaped metadata kept: '%s', '%s'",
+          volt_st_meta(f, "a_note") ? volt_st_meta(f, "a_note") : "?", volt_st_meta(f, "b_note") ? volt_st_meta(f, "b_note") : "?");
     volt_st_close(f);
     /* a flipped data byte fails verification like any volt file */
     CHECK(flip_and_verify(p, 30, err, sizeof err) == VOLT_ERR_CORRUPT, "corruption detected: %s", err);
