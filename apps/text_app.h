@@ -55,6 +55,7 @@ typedef struct opts {
     const char *sub;              /* fit, validate, test, predict */
     const char *ckpt;             /* ckpt_path */
     const char *pred_in, *pred_out, *pred_format;
+    const char *export_hf;        /* after test: a Hugging Face folder (model.safetensors, config.json, vocab) */
     app_trainer_opts tr;          /* trainer.*, data.num_workers, ... (apps/app_common.h) */
 } opts;
 

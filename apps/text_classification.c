@@ -55,6 +55,9 @@ static const volt_cli_key tc_keys[] = {
     { "predict.input", VOLT_CLI_STRING, "-", "predict: texts, one per line (\"-\" = stdin)", NULL, NULL, 0, 0 },
     { "predict.output", VOLT_CLI_STRING, "-", "predict: where the predictions go (\"-\" = stdout)", NULL, NULL, 0, 0 },
     { "predict.format", VOLT_CLI_STRING, "csv", "predict: csv (index,label,probability) or jsonl", NULL, "csv|jsonl", 0, 0 },
+    { "export_hf", VOLT_CLI_STRING, NULL, "after test, a Hugging Face DistilBERT folder of the weights test ran with "
+      "(model.safetensors, config.json, vocab.txt, tokenizer_config.json; made if absent, its files replaced): what "
+      "--pretrained and transformers' from_pretrained read", "export-hf", NULL, 0, 0 },
 };
 
 /* "a,b,c": three non-negative integers (counts) or three numbers in [0, 1] (fractions). */
@@ -141,7 +144,7 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
                  .num_classes = !volt_cli_is_null(c, "model.num_classes") ? volt_cli_int(c, "model.num_classes") : -1,
                  .sub = volt_cli_subcommand(c), .ckpt = volt_cli_str(c, "ckpt_path"),
                  .pred_in = volt_cli_str(c, "predict.input"), .pred_out = volt_cli_str(c, "predict.output"),
-                 .pred_format = volt_cli_str(c, "predict.format") };
+                 .pred_format = volt_cli_str(c, "predict.format"), .export_hf = volt_cli_str(c, "export_hf") };
     app_trainer_opts_from_cli(c, &o->tr);
     /* the keys read as strings or numbers above are never null: volt_cli refuses null for every
      * key with a value default; the nullable ones (default null) are checked where they are read */
@@ -155,6 +158,25 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
         if (!parse_split(split, o))
             return app_usage(APP, "bad value '%s' for --split (data.split): want three counts like 35000,5000,10000 or fractions "
                              "like 0.8,0.1,0.1 summing to <= 1, train > 0", split);
+    }
+    if (o->export_hf) {   /* as --export_full: refused where no test runs; a folder, in a folder that exists */
+        const char *ex = o->export_hf;
+        if (!*ex || (!strcmp(o->sub, "fit") && !volt_cli_bool(c, "test_after_fit")) || !strcmp(o->sub, "validate") ||
+            !strcmp(o->sub, "predict") || volt_cli_float(c, "trainer.limit_test_batches") == 0)
+            return app_usage(APP, "--export-hf '%s': %s", ex, !*ex ? "an empty path" : "it is written after a test, and this run "
+                             "runs none (test after fit, or test --ckpt_path FILE)");
+        char parent[PATH_N];
+        snprintf(parent, sizeof parent, "%s", ex);
+        size_t pl = strlen(parent);
+        while (pl > 1 && parent[pl - 1] == '/') parent[--pl] = 0;
+        char *sl = strrchr(parent, '/');
+        if (!sl) snprintf(parent, sizeof parent, ".");
+        else if (sl == parent) parent[1] = 0;
+        else *sl = 0;
+        if (is_file(ex) || (!is_dir(ex) && access(ex, F_OK) == 0))
+            return app_usage(APP, "--export-hf '%s': there is a file of that name (a folder is wanted)", ex);
+        if (!is_dir(ex) && (!is_dir(parent) || access(parent, W_OK) != 0))
+            return app_usage(APP, "--export-hf '%s': its folder '%s' %s", ex, parent, is_dir(parent) ? "is not writable" : "does not exist");
     }
     if (strcmp(o->sub, "fit") && !o->ckpt)
         return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" of the run's checkpoint folder)", o->sub);
@@ -242,6 +264,28 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
         mc->plateau_patience = o->plateau_patience;
         mc->plateau_factor = o->plateau_factor;
     }
+    return 0;
+}
+
+/* --export-hf: the weights test ran with, as a Hugging Face folder (every rank calls it: the
+ * export gathers shards; rank 0 writes). A folder rank 0 could not make fails the export,
+ * which names the file on every rank. */
+static int text_export_hf(const opts *o, app *a) {
+    const char *dir = o->export_hf;
+    char p[PATH_N + 32], err[768] = "";
+    if (a->zero && !is_dir(dir) && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        fprintf(stderr, APP ": --export-hf: cannot make '%s': %s\n", dir, strerror(errno));
+    if (snprintf(p, sizeof p, "%s/model.safetensors", dir) >= (int)sizeof p) {
+        fprintf(stderr, APP ": --export-hf '%s': path too long\n", dir);
+        return 1;
+    }
+    volt_status st = volt_trainer_export_full(a->t, p);   /* collective */
+    if (st < 0) return app_fail(APP, "--export-hf", st, volt_trainer_errmsg(a->t));
+    if (!a->zero) return 0;
+    st = volt_distilbert_config_to_hf(volt_distilbert_get_config(a->model), dir, o->vocab, o->lowercase, err, sizeof err);
+    if (st < 0) return app_fail(APP, "--export-hf", st, err);
+    printf("exported a Hugging Face folder to %s (model.safetensors, config.json, vocab.txt, tokenizer_config.json)\n", dir);
+    fflush(stdout);
     return 0;
 }
 
@@ -459,6 +503,7 @@ int main(int argc, char **argv) {
         }
         app_print_test_end(a.t, acc);
         if (app_after_test(a.t, &o.tr, APP)) goto out;
+        if (o.export_hf && text_export_hf(&o, &a)) goto out;
     }
     app_print_logs(a.t);
     rc = 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "core/fsutil.h"
+#include "callbacks/util.h"   /* volt__cb_write_text */
 #include "volt/distilbert_hf.h"
 
 static char *read_small(const char *path, char *err, size_t errlen, bool *missing) {
@@ -143,5 +144,136 @@ volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const ch
     }
 out:
     cJSON_Delete(o);
+    return st;
+}
+
+/* ---- writing a folder ------------------------------------------------------------------------ */
+static volt_status write_json(const char *dir, const char *name, cJSON *o, char *err, size_t errlen) {
+    char path[4096 + 64];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        snprintf(err, errlen, "'%s': path too long", dir);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    char *text = cJSON_Print(o);
+    if (!text) { snprintf(err, errlen, "'%s': out of memory", path); return VOLT_ERR_NOMEM; }
+    const size_t n = strlen(text);
+    char *nl = realloc(text, n + 2);   /* a final newline, as transformers writes */
+    if (nl) { text = nl; text[n] = '\n'; text[n + 1] = 0; }
+    volt_status st = volt__cb_write_text(path, text, err, errlen);
+    free(text);
+    return st;
+}
+
+/* f as the shortest decimal that reads back as f (0.1f is written 0.1, not 0.100000001490116) */
+static double short_float(float f) {
+    char b[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, (double)f);
+        const double d = strtod(b, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+static volt_status copy_vocab(const char *src, const char *dir, char *err, size_t errlen) {
+    const int fd = volt__open_regular(src);
+    if (fd < 0) {
+        snprintf(err, errlen, "vocab '%s': %s", src, fd == -2 ? "not a regular file" : strerror(errno));
+        return VOLT_ERR_IO;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); snprintf(err, errlen, "vocab '%s': %s", src, strerror(errno)); return VOLT_ERR_IO; }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2 + 1) : NULL;
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, errlen, "vocab '%s': %s", src, bad ? "read failed" : "out of memory (or larger than 1 GiB)");
+        return bad ? VOLT_ERR_IO : VOLT_ERR_NOMEM;
+    }
+    buf[n] = 0;
+    if (strlen(buf) != n) {
+        free(buf);
+        snprintf(err, errlen, "vocab '%s': holds a NUL byte (not a vocab.txt)", src);
+        return VOLT_ERR_CORRUPT;
+    }
+    char path[4096 + 64];
+    volt_status st = VOLT_ERR_INVALID_ARG;
+    if (snprintf(path, sizeof path, "%s/vocab.txt", dir) >= (int)sizeof path) snprintf(err, errlen, "'%s': path too long", dir);
+    else st = volt__cb_write_text(path, buf, err, errlen);
+    free(buf);
+    return st;
+}
+
+volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, const char *dir, const char *vocab_txt,
+                                         bool do_lower_case, char *err, size_t errlen) {
+    char e[512];
+    if (!err || !errlen) { err = e; errlen = sizeof e; }
+    err[0] = 0;
+    if (!cfg || !dir || !*dir) { snprintf(err, errlen, "config_to_hf: NULL config or folder"); return VOLT_ERR_INVALID_ARG; }
+    void *probe = NULL;   /* only what the model takes is written */
+    volt_status st = volt_distilbert_create(cfg, &probe);
+    volt_distilbert_destroy(probe);
+    if (st < 0) { snprintf(err, errlen, "config_to_hf: the config is not a valid DistilBERT (%s)", volt_status_str(st)); return st; }
+    cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateArray(), *id2 = cJSON_CreateObject(), *l2id = cJSON_CreateObject();
+    bool ok = o && arch && id2 && l2id;
+    if (ok) {
+        cJSON_AddItemToObject(o, "architectures", arch);
+        arch = NULL;
+    }
+    ok = ok && cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(o, "architectures"),
+                                    cJSON_CreateString("DistilBertForSequenceClassification"));
+    ok = ok && cJSON_AddStringToObject(o, "model_type", "distilbert") && cJSON_AddStringToObject(o, "activation", "gelu") &&
+         cJSON_AddNumberToObject(o, "vocab_size", (double)cfg->vocab_size) &&
+         cJSON_AddNumberToObject(o, "max_position_embeddings", (double)cfg->max_position) &&
+         cJSON_AddFalseToObject(o, "sinusoidal_pos_embds") && cJSON_AddNumberToObject(o, "n_layers", cfg->n_layers) &&
+         cJSON_AddNumberToObject(o, "n_heads", cfg->n_heads) && cJSON_AddNumberToObject(o, "dim", (double)cfg->dim) &&
+         cJSON_AddNumberToObject(o, "hidden_dim", (double)cfg->hidden_dim) &&
+         cJSON_AddNumberToObject(o, "dropout", short_float(cfg->dropout)) &&
+         cJSON_AddNumberToObject(o, "attention_dropout", short_float(cfg->attention_dropout)) &&
+         cJSON_AddNumberToObject(o, "seq_classif_dropout", short_float(cfg->seq_classif_dropout)) &&
+         cJSON_AddNumberToObject(o, "qa_dropout", 0.1) &&
+         cJSON_AddNumberToObject(o, "initializer_range", short_float(cfg->initializer_range)) &&
+         (cfg->pad_token_id >= 0 ? cJSON_AddNumberToObject(o, "pad_token_id", (double)cfg->pad_token_id) != NULL
+                                 : cJSON_AddNullToObject(o, "pad_token_id") != NULL) &&
+         cJSON_AddTrueToObject(o, "tie_weights_") && cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    for (int64_t i = 0; ok && i < cfg->n_classes; i++) {
+        char k[32], v[48];
+        snprintf(k, sizeof k, "%lld", (long long)i);
+        snprintf(v, sizeof v, "LABEL_%lld", (long long)i);
+        ok = cJSON_AddStringToObject(id2, k, v) && cJSON_AddNumberToObject(l2id, v, (double)i);
+    }
+    if (ok) {
+        cJSON_AddItemToObject(o, "id2label", id2);
+        cJSON_AddItemToObject(o, "label2id", l2id);
+        id2 = l2id = NULL;
+    }
+    cJSON_Delete(arch);
+    cJSON_Delete(id2);
+    cJSON_Delete(l2id);
+    if (!ok) { cJSON_Delete(o); snprintf(err, errlen, "config_to_hf: out of memory"); return VOLT_ERR_NOMEM; }
+    st = write_json(dir, "config.json", o, err, errlen);
+    cJSON_Delete(o);
+    if (st < 0 || !vocab_txt) return st;
+    if ((st = copy_vocab(vocab_txt, dir, err, errlen)) < 0) return st;
+    cJSON *t = cJSON_CreateObject();
+    if (!t || !cJSON_AddBoolToObject(t, "do_lower_case", do_lower_case) ||
+        !cJSON_AddStringToObject(t, "tokenizer_class", "DistilBertTokenizer") ||
+        !cJSON_AddNumberToObject(t, "model_max_length", (double)cfg->max_position)) {
+        cJSON_Delete(t);
+        snprintf(err, errlen, "config_to_hf: out of memory");
+        return VOLT_ERR_NOMEM;
+    }
+    st = write_json(dir, "tokenizer_config.json", t, err, errlen);
+    cJSON_Delete(t);
     return st;
 }

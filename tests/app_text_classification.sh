@@ -386,6 +386,23 @@ PY
     grep -q '3 classes' "$W/pre.log" || die "pre: the 3-class CSV was not read as 3 classes"
     run pre_2class --data "csv:$W/tiny.csv" "${PRE[@]}" --epochs 1
     expect_err pre_2class $? "classifier.weight.*shape"
+    # --export-hf: a Hugging Face folder that --pretrained reads back whole: the weights (no part
+    # newly initialised), the vocab (--vocab not given) and the shape; lr 1e-12 keeps the weights,
+    # so the test accuracy is the export's (1.0, where a fresh head scores ~0.5); refused names
+    run hfx --data "csv:$W/tiny.csv" "${COMMON[@]}" --root "$W/runs_hfx" --lr 3e-3 --epochs 6 --export-hf "$W/hfx"
+    expect_ok hfx $?
+    for f in model.safetensors config.json vocab.txt tokenizer_config.json; do [[ -s $W/hfx/$f ]] || die "hfx: no $f in the folder"; done
+    grep -q '"architectures":.*"DistilBertForSequenceClassification"' "$W/hfx/config.json" || die "hfx: config.json: $(cat "$W/hfx/config.json")"
+    run hfx2 --data "csv:$W/tiny.csv" --model-preset tiny --max-length 16 --batch-size 4 --cache-dir "$W/cache" --root "$W/runs_hfx2" \
+        --no-progress --workers 0 --epochs 1 --lr 1e-12 --pretrained "$W/hfx"
+    expect_ok hfx2 $?
+    ! grep -q "newly initialised" "$W/hfx2.log" || die "hfx2: part of the model was not in the export: $(cat "$W/hfx2.log")"
+    [[ $(sed -n 's/^Test accuracy //p' "$W/hfx.log") == 1.0000 && $(sed -n 's/^Test accuracy //p' "$W/hfx2.log") == 1.0000 ]] ||
+        die "hfx: test accuracy $(sed -n 's/^Test accuracy //p' "$W/hfx.log"), from the folder $(sed -n 's/^Test accuracy //p' "$W/hfx2.log")"
+    run hfx_file --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --export-hf "$W/tiny.csv"
+    expect_usage hfx_file $? "export-hf .*there is a file of that name"
+    run hfx_val validate --data "csv:$W/tiny.csv" "${COMMON[@]}" --ckpt_path last --export-hf "$W/hfx3"
+    expect_usage hfx_val $? "export-hf .*written after a test"
     # BackboneFinetuning from the command line: the backbone frozen in epoch 0 (the summary's
     # trainable count), unfrozen at epoch 1 into an lr group of its own (a column of its own in
     # metrics.csv); a pattern matching no parameter fails the fit, naming it

@@ -587,6 +587,49 @@ static void test_hf_config_values(void) {
     void *m = NULL;
     CHECK(dc.vocab_size == 50 && dc.pad_token_id == 49 && volt_distilbert_create(&dc, &m) == VOLT_OK, "a config at the edges loads: %s", err);
     volt_distilbert_destroy(m);
+    /* volt_distilbert_config_to_hf writes what from_hf reads back: the architecture, the
+     * tokenizer's casing, the vocab byte for byte; files there are replaced */
+    volt_distilbert_config a;
+    volt_distilbert_config_init(&a);
+    CHECK_OK(volt_distilbert_preset(&a, "tiny"));
+    a.n_classes = 3;
+    a.dropout = 0.15f;
+    a.attention_dropout = 0.f;
+    a.pad_token_id = 5;
+    a.initializer_range = 0.03f;
+    char vocab[1300], out[1100];
+    snprintf(vocab, sizeof vocab, "%s/src_vocab.txt", root);
+    write_text(vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n");
+    path_join(out, sizeof out, g_tmp, "hf_export");
+    rm_rf(out);
+    CHECK(volt_distilbert_config_to_hf(&a, out, vocab, false, err, sizeof err) == VOLT_ERR_IO && strstr(err, "hf_export"),
+          "a folder that does not exist: %s", err);
+    mkdir(out, 0755);
+    snprintf(p, sizeof p, "%s/config.json", out);
+    write_text(p, "{\"stale\": true}");
+    CHECK_OK(volt_distilbert_config_to_hf(&a, out, vocab, false, err, sizeof err));
+    volt_distilbert_config b;
+    volt_distilbert_config_init(&b);
+    bool lower = true;
+    CHECK_OK(volt_distilbert_config_from_hf(&b, out, &lower, err, sizeof err));
+    CHECK(b.vocab_size == a.vocab_size && b.max_position == a.max_position && b.dim == a.dim && b.n_layers == a.n_layers &&
+          b.n_heads == a.n_heads && b.hidden_dim == a.hidden_dim && b.dropout == a.dropout &&
+          b.attention_dropout == a.attention_dropout && b.seq_classif_dropout == a.seq_classif_dropout &&
+          b.pad_token_id == 5 && b.initializer_range == a.initializer_range && !lower,
+          "round trip: vocab %lld dim %lld layers %d heads %d hidden %lld dropout %g pad %lld init %g lower %d", (long long)b.vocab_size,
+          (long long)b.dim, b.n_layers, b.n_heads, (long long)b.hidden_dim, (double)b.dropout, (long long)b.pad_token_id,
+          (double)b.initializer_range, lower);
+    size_t n1 = 0, n2 = 0, nc = 0;
+    unsigned char *v1 = vtest_slurp(vocab, &n1), *cj = vtest_slurp(p, &nc);
+    snprintf(p, sizeof p, "%s/vocab.txt", out);
+    unsigned char *v2 = vtest_slurp(p, &n2);
+    CHECK(v1 && v2 && n1 == n2 && !memcmp(v1, v2, n1), "vocab.txt copied");
+    CHECK(cj && !strstr((char *)cj, "stale") && strstr((char *)cj, "\"DistilBertForSequenceClassification\"") &&
+          strstr((char *)cj, "\"LABEL_2\"") && !strstr((char *)cj, "LABEL_3") && strstr((char *)cj, "\"dropout\":\t0.15,"),
+          "config.json: %s", cj ? (char *)cj : "(none)");
+    free(v1); free(v2); free(cj);
+    a.dim = 30;   /* not a multiple of n_heads: nothing written for a model volt would refuse */
+    CHECK(volt_distilbert_config_to_hf(&a, out, NULL, true, err, sizeof err) == VOLT_ERR_INVALID_ARG, "a bad config: %s", err);
 }
 
 /* The strict variant (tests/strict_ckpt.cmake) must really run there: the parameters live on

@@ -23,6 +23,20 @@ extern "C" {
 VOLT_API volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const char *dir, bool *do_lower_case,
                                            char *err, size_t errlen);
 
+/* Write a Hugging Face DistilBERT folder's config.json (and, when vocab_txt is not NULL, its
+ * vocab.txt, copied, and tokenizer_config.json with do_lower_case) into the existing folder
+ * dir, so that the folder with a model.safetensors of the model's weights (volt_trainer_
+ * export_full) is what transformers' DistilBertForSequenceClassification.from_pretrained and
+ * volt_distilbert_config_from_hf / --pretrained read: model_type "distilbert", architectures
+ * ["DistilBertForSequenceClassification"], vocab_size, max_position_embeddings, dim, n_layers,
+ * n_heads, hidden_dim, dropout, attention_dropout, seq_classif_dropout, initializer_range,
+ * pad_token_id (null for -1), activation "gelu", sinusoidal_pos_embds false, and the class
+ * count as id2label / label2id ("LABEL_<i>", transformers' default names). Each file is
+ * written whole or not at all (a temporary file renamed); files already there are replaced.
+ * Errors: INVALID_ARG (NULL, a config volt_distilbert_create would refuse), IO (with err). */
+VOLT_API volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, const char *dir, const char *vocab_txt,
+                                                  bool do_lower_case, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
