@@ -42,16 +42,28 @@ static int candidates(const char *name, char out[4][NAME_MAX_]) {
     return n;
 }
 
-/* Does file tensor `fname` map to one of the model's parameters? */
-static bool file_name_used(volt_params *ps, const char *fname) {
-    int np = volt_params_count(ps);
-    for (int i = 0; i < np; i++) {
-        char cand[4][NAME_MAX_];
-        int nc = candidates(volt_params_at(ps, i)->name, cand);
-        for (int k = 0; k < nc; k++)
-            if (!strcmp(cand[k], fname)) return true;
-    }
-    return false;
+/* Every name some parameter may have in the file, sorted once per load: which file tensors
+ * map to a parameter is a binary search, not a walk over the parameters (a file of many
+ * tensors loaded in time linear in its size, not in its size times the model's). */
+typedef struct name_tab {
+    char (*names)[NAME_MAX_];
+    int n;
+} name_tab;
+
+static int cmp_name(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+static bool tab_has(const name_tab *t, const char *s) {
+    return t->n && strlen(s) < NAME_MAX_ && bsearch(s, t->names, (size_t)t->n, NAME_MAX_, cmp_name) != NULL;
+}
+
+static volt_status tab_candidates(volt_params *ps, name_tab *t) {
+    const int np = volt_params_count(ps);
+    t->n = 0;
+    t->names = malloc(sizeof *t->names * (size_t)(4 * np + 1));
+    if (!t->names) return VOLT_ERR_NOMEM;
+    for (int i = 0; i < np; i++) t->n += candidates(volt_params_at(ps, i)->name, t->names + t->n);
+    qsort(t->names, (size_t)t->n, NAME_MAX_, cmp_name);
+    return VOLT_OK;
 }
 
 /* Tensors of HF files that are expected and not parameters here: the MLM head of
@@ -74,7 +86,7 @@ static int model_params(volt_params *ps, volt_tensor **out) {
 
 /* Which file tensors the load reads: the ones some parameter maps to (the MLM head and other
  * extras stay in the file, never read). */
-static bool wanted(const char *fname, void *ctx) { return file_name_used(ctx, fname); }
+static bool wanted(const char *fname, void *ctx) { return tab_has(ctx, fname); }
 static bool every(const char *fname, void *ctx) { (void)fname; (void)ctx; return true; }
 
 /* The file tensor for each parameter (NULL: a head the file lacks), its shape and dtype
@@ -143,7 +155,10 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
         return volt_params_fail(ps, VOLT_ERR_STATE, "distilbert: load '%s' needs setup and a finalized store", path);
     char err[512];
     volt_st_file *f;
-    volt_status st = volt_st_open_deferred(path, wanted, every, ps, &f, err, sizeof err);
+    name_tab cands = { 0 }, used = { 0 };
+    if (tab_candidates(ps, &cands) < 0) return volt_params_fail(ps, VOLT_ERR_NOMEM, "distilbert: '%s': out of memory", path);
+    volt_status st = volt_st_open_deferred(path, wanted, every, &cands, &f, err, sizeof err);
+    free(cands.names);
     if (st < 0) return volt_params_fail(ps, st, "distilbert: pretrained weights: %s", err);
     const int total = volt_params_count(ps);
     volt_tensor **params = malloc(sizeof *params * (size_t)(total + 1));
@@ -170,10 +185,15 @@ volt_status volt_distilbert_load(void *self, volt_params *ps, const char *path) 
     if (st >= 0 && !volt_distilbert_get_config(self)->quiet) {   /* notes: one process of several says them */
         if (*fresh)
             fprintf(stderr, "distilbert: '%s': newly initialised (not in the checkpoint; train them): %s\n", path, fresh);
+        /* unused: every file tensor no parameter took, a second name of one that another name
+         * gave (both "distilbert.x" and "x", or ".weight" and ".gamma") included */
+        used.names = src;
+        used.n = np;
+        qsort(src, (size_t)np, NAME_MAX_, cmp_name);   /* src is not read after this */
         int unused = 0;
         for (int i = 0; i < volt_st_count(f); i++) {
             const char *fn = volt_st_name(f, i);
-            if (ignored(fn) || file_name_used(ps, fn)) continue;
+            if (ignored(fn) || tab_has(&used, fn)) continue;
             if (unused++ < 5) fprintf(stderr, "distilbert: '%s': unused tensor '%s'\n", path, fn);
         }
         if (unused > 5) fprintf(stderr, "distilbert: '%s': ... %d unused tensors in all\n", path, unused);
