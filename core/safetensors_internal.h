@@ -79,8 +79,9 @@ struct volt_st_file {
     int n;
     const char **mkey, **mval;
     int nmeta;
-    unsigned char *data;   /* the data section, malloc-aligned */
-    uint64_t data_size;
+    unsigned char *data;   /* the data section from its start, malloc-aligned: up to the end of the last
+                              tensor read at open (not the file's tail, nor tensors left in the file) */
+    uint64_t data_size;    /* the file's data section while the header is parsed; then data's bytes */
     int fd;                /* open while tensors are deferred, else -1 */
     uint64_t base;         /* file offset of the data section */
 };

@@ -161,12 +161,6 @@ static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_
     st = st_parse_header(f, hdr, (size_t)hl, err, errlen);
     if (st < 0) goto fail;
 
-    f->data = st_data_alloc((size_t)f->data_size);
-    if (!f->data) {
-        st = st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory (%llu bytes of data)",
-                     path, (unsigned long long)f->data_size);
-        goto fail;
-    }
     bool some = false, deferred = false;
     for (int i = 0; want && i < f->n; i++) some |= f->t[i].unread = !want(f->t[i].name, ctx);
     for (int i = 0; defer && i < f->n; i++)
@@ -174,6 +168,18 @@ static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_
             some = deferred = f->t[i].deferred = true;
             f->t[i].kb = f->t[i].end - f->t[i].begin;   /* kept: all of it, unless volt__st_keep_range says less */
         }
+    /* memory for the bytes read now: up to the end of the last tensor read into it (bytes past
+     * every tensor, and the tail of tensors left in the file, are never allocated) */
+    uint64_t need = 0;
+    for (int i = 0; i < f->n; i++)
+        if (!f->t[i].unread && !f->t[i].deferred && f->t[i].end > need) need = f->t[i].end;
+    f->data_size = need;
+    f->data = st_data_alloc((size_t)(need ? need : 1));
+    if (!f->data) {
+        st = st_fail(err, errlen, VOLT_ERR_NOMEM, "file '%s': out of memory (%llu bytes of data)",
+                     path, (unsigned long long)need);
+        goto fail;
+    }
     f->base = 8 + hl;
     r = st_read_data(f, fd, 8 + hl, some);
     if (r <= 0) {
