@@ -11,17 +11,20 @@
 
 #define ST_MAX_JSON_INT 9007199254740992.0     /* 2^53: larger doubles are not exact */
 
-/* Valid in the safetensors format but without a volt dtype: UNSUPPORTED, not CORRUPT. */
-static const char *const st_foreign_dtypes[] = {
-    "BOOL", "I8", "I16", "U16", "U32", "U64", "F64", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-    "F6_E2M3", "F6_E3M2", "F4", "C64",
+/* Valid in the safetensors format but without a volt dtype, with their bits per element: such a
+ * tensor is listed and sized (its offsets checked as any), and UNSUPPORTED only where it would
+ * be read (st_open) or looked up (volt_st_find), not CORRUPT. */
+static const struct { const char *name; unsigned bits; } st_foreign_dtypes[] = {
+    { "BOOL", 8 }, { "I8", 8 }, { "I16", 16 }, { "U16", 16 }, { "U32", 32 }, { "U64", 64 }, { "F64", 64 },
+    { "F8_E5M2", 8 }, { "F8_E4M3", 8 }, { "F8_E8M0", 8 }, { "F6_E2M3", 6 }, { "F6_E3M2", 6 }, { "F4", 4 }, { "C64", 64 },
 };
 
+/* volt's dtype index; -2 - i for foreign dtype i; -1 for no dtype of the format */
 static int st_dtype_parse(const char *s) {
     for (int i = 0; i < VOLT_DTYPE_COUNT; i++)
         if (strcmp(s, st_dtype_names[i]) == 0) return i;
     for (size_t i = 0; i < sizeof st_foreign_dtypes / sizeof *st_foreign_dtypes; i++)
-        if (strcmp(s, st_foreign_dtypes[i]) == 0) return -2;
+        if (strcmp(s, st_foreign_dtypes[i].name) == 0) return -2 - (int)i;
     return -1;
 }
 
@@ -70,14 +73,17 @@ static volt_status st_parse_entry(const char *path, const cJSON *item, st_rentry
                        "file '%s': tensor '%s': header entry lacks dtype, shape or data_offsets",
                        path, name);
     int d = st_dtype_parse(dt->valuestring);
-    if (d == -2)
-        return st_fail(err, errlen, VOLT_ERR_UNSUPPORTED,
-                       "file '%s': tensor '%s': dtype %s is not supported by volt", path, name,
-                       dt->valuestring);
-    if (d < 0)
+    if (d == -1)
         return st_fail(err, errlen, VOLT_ERR_CORRUPT,
                        "file '%s': tensor '%s': unknown dtype '%.32s'", path, name,
                        dt->valuestring);
+    unsigned fbits = 0;
+    e->foreign = NULL;
+    if (d <= -2) {   /* sized by its bits below; U8 only as a placeholder, never given out */
+        e->foreign = st_foreign_dtypes[-2 - d].name;
+        fbits = st_foreign_dtypes[-2 - d].bits;
+        d = VOLT_U8;
+    }
     e->dtype = (volt_dtype)d;
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > VOLT_MAX_DIMS)
@@ -96,9 +102,10 @@ static volt_status st_parse_entry(const char *path, const cJSON *item, st_rentry
         e->shape.d[i] = (int64_t)v;
     }
     uint64_t numel, nbytes;
-    if (!st_shape_bytes(e->shape, e->dtype, &numel, &nbytes))
+    if (!st_shape_bytes(e->shape, e->dtype, &numel, &nbytes) || (fbits && __builtin_mul_overflow(numel, fbits, &nbytes)))
         return st_fail(err, errlen, VOLT_ERR_CORRUPT,
                        "file '%s': tensor '%s': shape too large", path, name);
+    if (fbits) nbytes = (nbytes + 7) / 8;   /* whole bytes, as the format stores sub-byte dtypes */
     if (cJSON_GetArraySize(offs) != 2 || !st_json_u64(offs->child, &e->begin) ||
         !st_json_u64(offs->child->next, &e->end) || e->end < e->begin)
         return st_fail(err, errlen, VOLT_ERR_CORRUPT,
@@ -116,7 +123,7 @@ static volt_status st_parse_entry(const char *path, const cJSON *item, st_rentry
                        "file '%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but "
                        "%s %s needs %llu", path, name, (unsigned long long)e->begin,
                        (unsigned long long)e->end, (unsigned long long)(e->end - e->begin),
-                       st_dtype_names[e->dtype], volt_shape_str(e->shape, sb, sizeof sb),
+                       e->foreign ? e->foreign : st_dtype_names[e->dtype], volt_shape_str(e->shape, sb, sizeof sb),
                        (unsigned long long)nbytes);
     }
     return VOLT_OK;

@@ -61,6 +61,7 @@ bool st_crc_entry(cJSON *meta, const char *name, const char *val);
 typedef struct st_rentry {
     const char *name;      /* points into the parsed header */
     volt_dtype dtype;
+    const char *foreign;   /* a format dtype volt lacks ("F64", ...; dtype is then a placeholder), else NULL */
     volt_shape shape;
     uint64_t begin, end;   /* within the data section */
     bool unread;           /* volt_st_open_some left its bytes in the file */

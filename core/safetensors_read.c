@@ -168,6 +168,12 @@ static volt_status st_open(const char *path, volt_st_want_fn want, volt_st_want_
             some = deferred = f->t[i].deferred = true;
             f->t[i].kb = f->t[i].end - f->t[i].begin;   /* kept: all of it, unless volt__st_keep_range says less */
         }
+    for (int i = 0; i < f->n; i++)   /* a dtype volt lacks: fine while nothing reads the tensor */
+        if (f->t[i].foreign && !f->t[i].unread) {
+            st = st_fail(err, errlen, VOLT_ERR_UNSUPPORTED, "file '%s': tensor '%s': dtype %s is not supported by volt", path,
+                         f->t[i].name, f->t[i].foreign);
+            goto fail;
+        }
     /* memory for the bytes read now: up to the end of the last tensor read into it (bytes past
      * every tensor, and the tail of tensors left in the file, are never allocated) */
     uint64_t need = 0;
@@ -245,6 +251,7 @@ volt_status volt_st_find(const volt_st_file *f, const char *name, volt_st_info *
     if (!f || !name || !info) return VOLT_ERR_INVALID_ARG;
     const st_rentry *e = st_lookup(f, name);
     if (!e) return VOLT_ERR_NOT_FOUND;
+    if (e->foreign) return VOLT_ERR_UNSUPPORTED;   /* listed, never described as a volt dtype */
     st_fill_info(f, e, info);
     return VOLT_OK;
 }

@@ -416,6 +416,8 @@ static void test_truncation(void) {
     free(b);
 }
 
+static bool want_only_a(const char *name, void *ctx) { (void)ctx; return !strcmp(name, "a"); }
+
 static void test_hostile_headers(void) {
     /* header length huge */
     unsigned char huge[64];
@@ -465,6 +467,25 @@ static void test_hostile_headers(void) {
         VOLT_ERR_CORRUPT, "unknown dtype");
     HDR("f64.st", "{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
         VOLT_ERR_UNSUPPORTED, "F64");
+    /* dtypes volt lacks beside one it has: the open fails only when it would read them; left
+     * out (open_some), they stay listed and find says UNSUPPORTED; sub-byte ones are sized in
+     * whole bytes (F4 x 3 = 2 bytes) and their offsets checked as any */
+    make_file(tpath("mixed.st"), "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[8,11]},"
+              "\"c\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[11,13]}}", d, sizeof d);
+    EXPECT_OPEN_FAIL(tpath("mixed.st"), VOLT_ERR_UNSUPPORTED, "tensor 'b': dtype BOOL");
+    {
+        volt_st_file *mf = NULL;
+        volt_st_info mi;
+        char merr[512] = "";
+        CHECK(volt_st_open_some(tpath("mixed.st"), want_only_a, NULL, &mf, merr, sizeof merr) == VOLT_OK, "mixed, a only: %s", merr);
+        CHECK(mf && volt_st_count(mf) == 3 && volt_st_find(mf, "b", &mi) == VOLT_ERR_UNSUPPORTED &&
+              volt_st_find(mf, "c", &mi) == VOLT_ERR_UNSUPPORTED && volt_st_find(mf, "a", &mi) == VOLT_OK && mi.data &&
+              !memcmp(mi.data, d, 8), "mixed: the foreign tensors listed, not described; a read");
+        volt_st_close(mf);
+    }
+    HDR("f4size.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"c\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[8,11]}}", VOLT_ERR_CORRUPT, "F4 (3) needs 2");
     HDR("dims5.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,4],\"data_offsets\":[0,4]}}",
         VOLT_ERR_UNSUPPORTED, "dims");
     HDR("neg.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",

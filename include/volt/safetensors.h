@@ -129,7 +129,9 @@ VOLT_API volt_status volt_st_open(const char *path, volt_st_file **out, char *er
 /* As volt_st_open, but only the bytes of the tensors `want` accepts are read (want(name, ctx)
  * is called once per tensor; NULL = all). The others stay listed, with their dtype, shape and
  * nbytes (the whole header is parsed and checked as by volt_st_open), but info.data is NULL,
- * volt_st_verify skips them and volt_st_read_f32 gives VOLT_ERR_STATE. A training checkpoint's
+ * volt_st_verify skips them and volt_st_read_f32 gives VOLT_ERR_STATE. A tensor of a dtype volt
+ * lacks (F64, BOOL, ...) fails the open only when want keeps it; left out, it stays listed
+ * (volt_st_count / volt_st_name) and volt_st_find gives VOLT_ERR_UNSUPPORTED for it. A training checkpoint's
  * weights without its optimizer states are a third of its bytes. */
 typedef bool (*volt_st_want_fn)(const char *name, void *ctx);
 VOLT_API volt_status volt_st_open_some(const char *path, volt_st_want_fn want, void *ctx, volt_st_file **out,
@@ -140,7 +142,8 @@ VOLT_API void volt_st_close(volt_st_file *f);                                  /
  * valid until volt_st_close. */
 VOLT_API int volt_st_count(const volt_st_file *f);
 VOLT_API const char *volt_st_name(const volt_st_file *f, int i);
-/* Look up a tensor by name. Errors: VOLT_ERR_NOT_FOUND, VOLT_ERR_INVALID_ARG. */
+/* Look up a tensor by name. Errors: VOLT_ERR_NOT_FOUND, VOLT_ERR_INVALID_ARG, VOLT_ERR_UNSUPPORTED
+ * (a dtype volt lacks, listed by volt_st_open_some / _deferred). */
 VOLT_API volt_status volt_st_find(const volt_st_file *f, const char *name, volt_st_info *info);
 
 /* `__metadata__`, including volt's own "format" and "crc32:*" keys. Strings are valid
