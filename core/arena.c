@@ -8,7 +8,8 @@
 #include "core/internal.h"
 
 #define ARENA_ALIGN 64
-static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
+/* 0 when n rounded up does not fit a size_t (callers fail: no block of a wrapped size) */
+static size_t align_up(size_t n) { return n > SIZE_MAX - (ARENA_ALIGN - 1) ? 0 : (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
 static void *block_alloc(volt_arena *a, size_t bytes) {
     return a->dev ? volt__dev_alloc(a->dev, bytes) : aligned_alloc(ARENA_ALIGN, bytes);
@@ -21,6 +22,7 @@ static void block_free(volt_arena *a, void *p) {
 volt_status volt__arena_init(volt_arena *a, volt_device *dev, size_t cap) {
     *a = (volt_arena){ .dev = dev };
     cap = align_up(cap ? cap : 1);
+    if (!cap) return VOLT_ERR_NOMEM;
     a->base = block_alloc(a, cap);
     if (!a->base) return VOLT_ERR_NOMEM;
     a->cap = cap;
@@ -30,13 +32,14 @@ volt_status volt__arena_init(volt_arena *a, volt_device *dev, size_t cap) {
 
 void *volt__arena_alloc(volt_arena *a, size_t bytes) {
     bytes = align_up(bytes ? bytes : 1);
+    if (!bytes) return NULL;
     void *p;
-    if (a->used + bytes <= a->cap) {
+    if (bytes <= a->cap - a->used) {
         p = a->base + a->used;
         a->used += bytes;
     } else {
         volt_arena_block *b = a->overflow;
-        if (!b || b->used + bytes > b->cap) {
+        if (!b || bytes > b->cap - b->used) {
             size_t cap = align_up(bytes > (a->cap / 2) ? bytes : a->cap / 2);
             if (!(b = malloc(sizeof *b))) return NULL;
             if (!(b->base = block_alloc(a, cap))) { free(b); return NULL; }
@@ -65,7 +68,7 @@ void volt__arena_reset(volt_arena *a) {
         }
         /* exactly the peak: a step of the same shape bumps through the same aligned sizes */
         size_t cap = align_up(a->peak);
-        char *nb = block_alloc(a, cap);
+        char *nb = cap ? block_alloc(a, cap) : NULL;
         if (nb) {   /* on failure keep the old block: the next step overflows again */
             block_free(a, a->base);
             a->base = nb;

@@ -3,6 +3,7 @@
  * per 4 KiB page otherwise; the kernel here grants 2 MiB pages when asked (madvise). */
 #ifndef VOLT_HOSTMEM_H
 #define VOLT_HOSTMEM_H
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -10,6 +11,7 @@
 
 /* bytes rounded up to whole huge pages, aligned to one; free() it. NULL when out of memory. */
 static inline void *volt__huge_alloc(size_t bytes) {
+    if (bytes > SIZE_MAX - (VOLT_HUGE_PAGE - 1)) return NULL;   /* the rounding would wrap to a small block */
     const size_t r = (bytes + VOLT_HUGE_PAGE - 1) / VOLT_HUGE_PAGE * VOLT_HUGE_PAGE;
     void *p = aligned_alloc(VOLT_HUGE_PAGE, r ? r : VOLT_HUGE_PAGE);
     if (p) (void)madvise(p, r ? r : VOLT_HUGE_PAGE, MADV_HUGEPAGE);

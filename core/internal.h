@@ -261,6 +261,9 @@ void volt__step_pin(volt_step *s, const volt_tensor *t);
 /* A tensor header from the step's host arena (data NULL, no memory record); NULL + step
  * error on a bad dtype or shape. */
 volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape);
+/* t was made by s since its last volt_step_begin (or, made while s was not begun, for the
+ * begin that followed): what an op or a backward of s may read. core/tensor.c. */
+bool volt__tensor_current(const volt_step *s, const volt_tensor *t);
 /* bytes of the step pool for a header's data: its `owner.mem` (1-based), 0 + step error on OOM. */
 int32_t volt__mem_new(volt_step *s, size_t bytes, void **ptr);
 /* t's memory record if t is this step's, else NULL. */
@@ -329,6 +332,9 @@ volt_tensor *volt__dtype_err(volt_step *s, const char *op, const volt_tensor *t,
 /* An embedding id outside [0, num) at flat position pos of ids: the step's error, naming the
  * position as a multi-index into ids' shape (core/ops_act.c; every backend's kernel). */
 volt_status volt__embedding_id_err(volt_step *s, const volt_tensor *ids, int64_t pos, int64_t id, int64_t num);
+/* The same with the op's name and a reason appended ("embedding backward", " (...)"). */
+volt_status volt__embedding_id_err_in(volt_step *s, const char *op, const char *why, const volt_tensor *ids, int64_t pos,
+                                      int64_t id, int64_t num);
 /* A shape's dims and row-major strides padded to 4 with leading size-1 dims (stride 0):
  * the permute kernels' index arithmetic. ndim <= 4. */
 static inline void volt__shape_pad4(volt_shape sh, int64_t d[4], int64_t st[4]) {

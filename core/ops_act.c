@@ -129,6 +129,11 @@ volt_tensor *volt_dropout(volt_step *s, volt_tensor *x, float p) {
 }
 
 volt_status volt__embedding_id_err(volt_step *s, const volt_tensor *ids, int64_t pos, int64_t id, int64_t num) {
+    return volt__embedding_id_err_in(s, "embedding", "", ids, pos, id, num);
+}
+
+volt_status volt__embedding_id_err_in(volt_step *s, const char *op, const char *why, const volt_tensor *ids, int64_t pos,
+                                      int64_t id, int64_t num) {
     char at[96];
     int len = 0;
     int64_t rem = pos, idx[VOLT_MAX_DIMS] = { 0 };
@@ -139,6 +144,6 @@ volt_status volt__embedding_id_err(volt_step *s, const volt_tensor *ids, int64_t
     at[0] = 0;
     for (int d = 0; d < ids->shape.ndim; d++)
         len += snprintf(at + len, sizeof at - (size_t)len, "%s%lld", d ? ", " : "", (long long)idx[d]);
-    return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "embedding: ids[%s] = %lld is outside [0, %lld)", at,
-                          (long long)id, (long long)num);
+    return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s: ids[%s] = %lld is outside [0, %lld)%s", op, at,
+                          (long long)id, (long long)num, why);
 }

@@ -73,6 +73,7 @@ volt_tensor *volt_attention_dropout(volt_step *s, volt_tensor *q, volt_tensor *k
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "attention_dropout: p must be in [0, 1), got %g", p);
         return NULL;
     }
+    if (!s) return NULL;
     if (!s->training) return attention_op(s, q, k, v, key_mask, causal, 0.f, 0, 0);
     int64_t call = s->rng_calls++;
     return attention_op(s, q, k, v, key_mask, causal, p, call, 0);
@@ -88,6 +89,7 @@ volt_tensor *volt_attention_heads(volt_step *s, volt_tensor *q, volt_tensor *k, 
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "attention_heads: p must be in [0, 1), got %g", p);
         return NULL;
     }
+    if (!s) return NULL;
     if (!s->training) return attention_op(s, q, k, v, key_mask, causal, 0.f, 0, n_heads);
     int64_t call = s->rng_calls++;
     return attention_op(s, q, k, v, key_mask, causal, p, call, n_heads);

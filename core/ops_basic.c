@@ -10,6 +10,16 @@ static bool is_index(const volt_tensor *t) { return t->dtype == VOLT_I32 || t->d
 #define CHECK_FLOAT(s, op, t) do { if (!volt__is_float(t)) return volt__dtype_err(s, op, t, "a float dtype"); } while (0)
 #define CHECK_F32(s, op, t) do { if ((t)->dtype != VOLT_F32) return volt__dtype_err(s, op, t, "f32"); } while (0)
 
+/* The product of all dims but the last (the rows of x (..., C)): from the dims, not
+ * numel / C, which says nothing when C is 0. Bounded: a tensor's numel fits int64 and
+ * a 0 dim makes the product 0 (volt__tensor_hdr refuses the rest). */
+static int64_t lead_rows(volt_shape sh) {
+    int64_t r = 1;
+    for (int i = 0; i + 1 < sh.ndim; i++)
+        if (__builtin_mul_overflow(r, sh.d[i], &r)) return -1;
+    return r;
+}
+
 /* GEMM nodes carry the step's compute dtype (VOLT_F32 = none): the kernel reads its float
  * operands rounded to it, as if cast to 16 bits, without a cast node or a 16-bit copy in
  * the arena (core/cpu/basic.c); gradients reach the operands' f32 grads as through a cast.
@@ -29,7 +39,7 @@ volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b) {
         int64_t N = b->shape.d[1];
         at.matmul.batched = false;
         at.matmul.batch = 1;
-        at.matmul.M = volt_tensor_numel(a) / (K ? K : 1);
+        at.matmul.M = lead_rows(a->shape);   /* K == 0: the kernel writes zeros (torch) */
         at.matmul.K = K;
         at.matmul.N = N;
         os.d[os.ndim - 1] = N;
@@ -59,7 +69,8 @@ volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
     if (b && (b->shape.ndim != 1 || b->shape.d[0] != w->shape.d[0]))
         return volt__shape_err(s, "linear", "bias must be (out) for weight", b, w);
     if (b) CHECK_FLOAT(s, "linear", b);
-    volt_attr at = { .linear = { .rows = volt_tensor_numel(x) / w->shape.d[1], .in = w->shape.d[1],
+    /* in == 0: the GEMM writes the bias broadcast, or zeros (torch) */
+    volt_attr at = { .linear = { .rows = lead_rows(x->shape), .in = w->shape.d[1],
                                  .out = w->shape.d[0], .compute = s->compute_dtype } };
     volt_shape os = x->shape;
     os.d[os.ndim - 1] = w->shape.d[0];
@@ -155,7 +166,12 @@ volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shape) {
     for (int i = 0; i < shape.ndim; i++) {
         if (shape.d[i] == -1 && infer < 0) infer = i;
         else if (shape.d[i] < 0) return volt__shape_err(s, "reshape", "negative target dim", x, NULL);
-        else known *= shape.d[i];
+        else if (__builtin_mul_overflow(known, shape.d[i], &known)) {
+            char b[128];
+            volt_step_fail(s, VOLT_ERR_SHAPE, "reshape: target shape %s has too many elements",
+                           volt_shape_str(shape, b, sizeof b));
+            return NULL;
+        }
     }
     if (infer >= 0) {
         if (known == 0 || volt_tensor_numel(x) % known) return volt__shape_err(s, "reshape", "cannot infer -1", x, NULL);
@@ -175,6 +191,7 @@ volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits) {
     if (volt__any_null(s, "argmax", 1, &logits)) return NULL;
     CHECK_F32(s, "argmax", logits);
     if (logits->shape.ndim != 2) return volt__shape_err(s, "argmax", "need (N, C)", logits, NULL);
+    if (logits->shape.d[1] == 0) return volt__shape_err(s, "argmax", "need C >= 1 classes in (N, C)", logits, NULL);
     return volt__op(s, VOLT_OP_ARGMAX, 1, &logits, VOLT_I64, VOLT_SHAPE(logits->shape.d[0]), NULL);
 }
 
@@ -185,6 +202,7 @@ volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *targe
     if (!is_index(target)) return volt__dtype_err(s, "accuracy", target, "i32 or i64 targets");
     if (target->shape.ndim != 1 || logits->shape.ndim != 2 || target->shape.d[0] != logits->shape.d[0])
         return volt__shape_err(s, "accuracy", "need logits (N, C) and target (N)", logits, target);
+    if (logits->shape.d[1] == 0) return volt__shape_err(s, "accuracy", "need C >= 1 classes in logits (N, C)", logits, target);
     in[0] = volt_argmax(s, logits);
     if (!in[0]) return NULL;
     return volt__op(s, VOLT_OP_ACCURACY, 2, in, VOLT_F32, VOLT_SCALAR, NULL);

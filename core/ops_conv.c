@@ -26,15 +26,14 @@ volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tens
                        stride, padding);
         return NULL;
     }
-    int64_t H = x->shape.d[2], W = x->shape.d[3], KH = w->shape.d[2], KW = w->shape.d[3];
-    if (KH < 1 || KW < 1 || H + 2 * padding < KH || W + 2 * padding < KW) {
+    int64_t H = x->shape.d[2], W = x->shape.d[3], KH = w->shape.d[2], KW = w->shape.d[3], P2 = 2 * (int64_t)padding;
+    if (KH < 1 || KW < 1 || H + P2 < KH || W + P2 < KW) {
         char what[96];
         snprintf(what, sizeof what, "kernel larger than the padded input (padding %d)", padding);
         return volt__shape_err(s, "conv2d", what, x, w);
     }
     volt_attr at = { .conv2d = { .stride = stride, .padding = padding } };
-    volt_shape os = VOLT_SHAPE(x->shape.d[0], w->shape.d[0], (H + 2 * padding - KH) / stride + 1,
-                               (W + 2 * padding - KW) / stride + 1);
+    volt_shape os = VOLT_SHAPE(x->shape.d[0], w->shape.d[0], (H + P2 - KH) / stride + 1, (W + P2 - KW) / stride + 1);
     return volt__op(s, VOLT_OP_CONV2D, n_in, in, VOLT_F32, os, &at);
 }
 

@@ -79,15 +79,19 @@ static volt_tensor *slice_op(volt_step *s, const char *op, volt_tensor *x, int d
     if (d < 0) return dim_err(s, op, dim, x);
     int64_t size = x->shape.d[d], given = start;
     if (start < 0) start += size;          /* like torch.narrow / x[:, -1] */
-    if (start < 0 || len < 0 || start + len > size) {
+    if (start < 0 || start > size || len < 0 || len > size - start) {   /* start + len may overflow */
         char b[64];
         volt_shape_str(x->shape, b, sizeof b);
+        int64_t end;
         if (drop)
             volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s: index %lld is outside dim %d (size %lld) of x %s", op,
                            (long long)given, dim, (long long)size, b);
+        else if (__builtin_add_overflow(given, len, &end))   /* no end to print */
+            volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s: range start %lld length %lld is outside dim %d (size %lld) of x %s",
+                           op, (long long)given, (long long)len, dim, (long long)size, b);
         else
             volt_step_fail(s, VOLT_ERR_INVALID_ARG, "%s: range [%lld, %lld) is outside dim %d (size %lld) of x %s", op,
-                           (long long)given, (long long)(given + len), dim, (long long)size, b);
+                           (long long)given, (long long)end, dim, (long long)size, b);
         return NULL;
     }
     volt_attr at = { 0 };

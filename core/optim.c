@@ -479,14 +479,16 @@ volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, int64_t *l
 
 /* ---- lr and step count --------------------------------------------------------------- */
 /* LambdaLR: one factor, lr / cfg.lr, for every group's base lr (in double, rounded once). */
-void volt_optimizer_set_lr(volt_optimizer *opt, float lr) {
-    if (!opt) return;
+volt_status volt_optimizer_set_lr(volt_optimizer *opt, float lr) {
+    if (!opt) return VOLT_ERR_INVALID_ARG;
+    if (!isfinite(lr) || lr < 0.f) return opt_fail(opt, VOLT_ERR_INVALID_ARG, "optimizer set_lr: invalid lr %g (must be >= 0)", lr);
     opt->lr = opt->group_lr[0] = lr;
     const float base = opt->cfg.lr;
     for (int g = 1; g < opt->n_cfg_groups; g++) {   /* an added group keeps its own lr */
         const float gb = opt->group_base_lr[g];
         opt->group_lr[g] = gb == base || !(base > 0.f) ? lr : (float)((double)gb * ((double)lr / (double)base));
     }
+    return VOLT_OK;
 }
 
 void volt__optimizer_set_group_lr(volt_optimizer *opt, int g, float lr) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "core/init.h"
 #include "volt/dtype.h"
 
 #define INIT_STREAM 0x1A17u   /* RNG stream id for parameter init */
@@ -27,6 +28,7 @@ void volt_params_config_init(volt_params_config *cfg) {
 }
 
 volt_status volt_params_create(const volt_params_config *cfg, volt_params **out) {
+    if (!out) return VOLT_ERR_INVALID_ARG;
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_PARAMS_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     volt_device *dev = NULL;
@@ -100,6 +102,8 @@ volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, 
     for (int i = 0; i < shape.ndim; i++)
         if (shape.d[i] <= 0) return perr(ps, VOLT_ERR_SHAPE, "params: '%s' dimension %d is %lld", name, i, (long long)shape.d[i]);
     if (volt_params_find(ps, name)) return perr(ps, VOLT_ERR_INVALID_ARG, "params: duplicate parameter '%s'", name);
+    char why[160];
+    if (volt__init_check(init, why, sizeof why) < 0) return perr(ps, VOLT_ERR_INVALID_ARG, "params: '%s': %s", name, why);
     /* its elements, aligned, and the unit's total: counts whose bytes (the value, its grad and
      * two optimizer moments, 16 bytes an element) fit an int64 */
     const int64_t cap = INT64_MAX / 16;
@@ -131,6 +135,19 @@ volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape, 
     ps->params[ps->n_params++] = r;
     *out = &r->t;
     return VOLT_OK;
+}
+
+volt_status volt__init_check(volt_init in, char *why, size_t n) {
+    const char *msg = NULL;
+    if ((unsigned)in.kind > (unsigned)VOLT_INIT_KIND_KAIMING_NORMAL) msg = "unknown init kind";
+    else if (!isfinite(in.a) || !isfinite(in.b)) msg = "init arguments must be finite";
+    else if (in.kind == VOLT_INIT_KIND_NORMAL && in.b < 0.f) msg = "NORMAL needs std >= 0";
+    else if (in.kind == VOLT_INIT_KIND_UNIFORM && in.a > in.b) msg = "UNIFORM needs lo <= hi";
+    else if ((in.kind == VOLT_INIT_KIND_XAVIER_UNIFORM || in.kind == VOLT_INIT_KIND_XAVIER_NORMAL) && in.a < 0.f)
+        msg = "XAVIER needs gain >= 0";
+    if (!msg) return VOLT_OK;
+    if (why && n) snprintf(why, n, "%s (kind %d, %g, %g)", msg, (int)in.kind, (double)in.a, (double)in.b);
+    return VOLT_ERR_INVALID_ARG;
 }
 
 static void fans(volt_shape s, double *fan_in, double *fan_out) {
@@ -209,6 +226,7 @@ static _Atomic uint64_t g_inits;
 uint64_t volt__params_inits(void) { return atomic_load(&g_inits); }
 
 volt_status volt_params_finalize(volt_params *ps) {
+    if (!ps) return VOLT_ERR_INVALID_ARG;
     if (ps->finalized) return VOLT_OK;
     const int64_t pad = ps->unit_pad * VOLT_PARAM_ALIGN;
     if (!ps->norm_dev && !(ps->norm_dev = volt__dev_alloc(ps->dev, sizeof(double))))

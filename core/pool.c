@@ -22,7 +22,8 @@
 #include "core/internal.h"
 
 #define POOL_ALIGN 64
-static size_t align_up(size_t n) { return (n + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1); }
+/* 0 when n rounded up does not fit a size_t (no request is served from a wrapped size) */
+static size_t align_up(size_t n) { return n > SIZE_MAX - (POOL_ALIGN - 1) ? 0 : (n + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1); }
 
 static bool grow_array(void **arr, int *cap, size_t elem, uint64_t *allocs) {
     int nc = *cap ? *cap * 2 : 64;
@@ -115,6 +116,7 @@ void volt__pool_init(volt_pool *p, volt_device *dev) { *p = (volt_pool){ .dev = 
 
 void *volt__pool_alloc(volt_pool *p, size_t bytes) {
     bytes = align_up(bytes ? bytes : 1);
+    if (!bytes || bytes > (size_t)INT64_MAX) return NULL;   /* the log keeps sizes as int64 */
     const int id = p->n_ids;
     size_t off;
     void *ptr;

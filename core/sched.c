@@ -130,6 +130,7 @@ static double factor_at(const volt_scheduler_config *c, int64_t step) {
 
 float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step) {
     if (!cfg || volt_scheduler_config_validate(cfg) < 0) return base_lr;
+    if (step < 0) step = 0;   /* before the first step: the lr at creation (a warmup would go negative) */
     return (float)((double)base_lr * factor_at(cfg, step));
 }
 
@@ -204,7 +205,7 @@ const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s) 
 
 void volt_scheduler_step(volt_scheduler *s) {
     if (!s || s->cfg.kind == VOLT_SCHED_PLATEAU) return;
-    s->last_step++;
+    if (s->last_step < INT64_MAX) s->last_step++;   /* saturates (set_last_step may put it at the top) */
     apply(s);
 }
 
@@ -218,7 +219,7 @@ static bool plateau_better(const volt_scheduler_config *c, double a, double best
 volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric) {
     if (!s || s->cfg.kind != VOLT_SCHED_PLATEAU) return VOLT_ERR_INVALID_ARG;
     volt_plateau_state *p = &s->plateau;
-    s->last_step++;
+    if (s->last_step < INT64_MAX) s->last_step++;
     if (plateau_better(&s->cfg, metric, p->best)) {
         p->best = metric;
         p->num_bad = 0;

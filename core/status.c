@@ -42,14 +42,18 @@ const char *volt_dtype_name(volt_dtype dt) {
     return (unsigned)dt < VOLT_DTYPE_COUNT ? names[dt] : "?";
 }
 
+/* -1 for a rank outside 0..VOLT_MAX_DIMS (d[] has no more dims to read) or a product that
+ * overflows int64: no allocation is sized from a wrapped count. */
 int64_t volt_shape_numel(volt_shape s) {
+    if (s.ndim < 0 || s.ndim > VOLT_MAX_DIMS) return -1;
     int64_t n = 1;
-    for (int i = 0; i < s.ndim; i++) n *= s.d[i];
+    for (int i = 0; i < s.ndim; i++)
+        if (__builtin_mul_overflow(n, s.d[i], &n)) return -1;
     return n;
 }
 
 bool volt_shape_eq(volt_shape a, volt_shape b) {
-    if (a.ndim != b.ndim) return false;
+    if (a.ndim != b.ndim || a.ndim < 0 || a.ndim > VOLT_MAX_DIMS) return false;
     for (int i = 0; i < a.ndim; i++)
         if (a.d[i] != b.d[i]) return false;
     return true;
@@ -60,7 +64,8 @@ char *volt_shape_str(volt_shape s, char *buf, size_t n) {
     if (!n) return buf;
     buf[0] = 0;
     k += (size_t)snprintf(buf + k, n - k, "(");
-    for (int i = 0; i < s.ndim && k < n; i++)
+    const int nd = s.ndim < 0 ? 0 : s.ndim > VOLT_MAX_DIMS ? VOLT_MAX_DIMS : s.ndim;
+    for (int i = 0; i < nd && k < n; i++)
         k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)s.d[i]);
     if (k < n) snprintf(buf + k, n - k, ")");
     return buf;

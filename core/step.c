@@ -18,6 +18,7 @@ void volt_step_config_init(volt_step_config *cfg) {
 }
 
 volt_status volt_step_create(const volt_step_config *cfg, volt_step **out) {
+    if (!out) return VOLT_ERR_INVALID_ARG;
     *out = NULL;
     if (!cfg || !VOLT_VERSION_OK(cfg->version, VOLT_STEP_CONFIG_VERSION)) return VOLT_ERR_VERSION;
     /* the param store's device when there is one (its tensors are read by the step's ops) */
@@ -73,7 +74,7 @@ void volt_step_destroy(volt_step *s) {
 }
 
 volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...) {
-    if (s->status >= 0) {      /* keep the first error: later ones are usually fallout */
+    if (s && s->status >= 0) {      /* keep the first error: later ones are usually fallout */
         va_list ap;
         va_start(ap, fmt);
         volt__set_err(s->errmsg, sizeof s->errmsg, fmt, ap);
@@ -83,8 +84,8 @@ volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...) {
     return st;
 }
 
-volt_status volt_step_status(const volt_step *s) { return s->status; }
-const char *volt_step_errmsg(const volt_step *s) { return s->errmsg; }
+volt_status volt_step_status(const volt_step *s) { return s ? s->status : VOLT_ERR_INVALID_ARG; }
+const char *volt_step_errmsg(const volt_step *s) { return s ? s->errmsg : ""; }
 bool volt_step_training(const volt_step *s) { return s->training; }
 volt_params *volt_step_params(const volt_step *s) { return s->params; }
 const char *volt_step_device(const volt_step *s) { return s->be->name; }
@@ -107,6 +108,7 @@ uint64_t volt_step_heap_allocs(const volt_step *s) {
 }
 
 volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
+    if (!s) return VOLT_ERR_INVALID_ARG;
     if (s->active) volt_step_end(s);
     s->active = true;
     s->training = training;
@@ -129,6 +131,7 @@ volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset) {
 }
 
 void volt_step_end(volt_step *s) {
+    if (!s) return;
     if (s->n_deferred) volt_step_check(s);   /* before the index tensors are released */
     if (s->prof && s->active) volt__profile_end(s);
     s->active = false;
@@ -140,6 +143,7 @@ void volt_step_end(volt_step *s) {
 }
 
 void *volt_step_alloc(volt_step *s, size_t bytes) {
+    if (!s) return NULL;
     void *p = volt__arena_alloc(&s->arena, bytes);
     if (!p) volt_step_fail(s, VOLT_ERR_NOMEM, "step arena: out of memory allocating %zu bytes", bytes);
     else volt__step_note_peak(s);
@@ -154,6 +158,10 @@ void *volt__step_host_alloc(volt_step *s, size_t bytes) {
 
 /* ---- kernel scratch: device memory from the step's backend ---------------------------- */
 float *volt__scratch(volt_step *s, int slot, size_t n) {
+    if (n > SIZE_MAX / 8) {
+        volt_step_fail(s, VOLT_ERR_NOMEM, "step scratch: %zu floats do not fit a size", n);
+        return NULL;
+    }
     size_t bytes = (n ? n : 1) * sizeof(float);
     bytes = (bytes + 63) & ~(size_t)63;
     if (bytes > s->scratch_cap[slot]) {
@@ -191,6 +199,7 @@ int volt__op_grad_alias(volt_op_id op) {
 }
 
 bool volt__any_null(volt_step *s, const char *op, int n, volt_tensor *const *in) {
+    if (!s) return true;   /* no step to record the error on: the op returns NULL */
     for (int i = 0; i < n; i++)
         if (!in[i]) {
             const bool noted = volt__null_note_count() != s->null_notes;
@@ -265,12 +274,26 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
                        s->be->kernels[op].name);
         return NULL;
     }
-    for (int i = 0; i < n_in; i++)
-        if (in[i]->flags & VOLT_TENSOR_RELEASED) {
+    for (int i = 0; i < n_in; i++) {
+        const volt_tensor *t = in[i];
+        if (t->flags & VOLT_TENSOR_RELEASED) {
             volt_step_fail(s, VOLT_ERR_STATE, "%s: input %d was released (volt_tensor_release) earlier in the step",
                            s->be->kernels[op].name, i);
             return NULL;
         }
+        if (t->owner.step && !volt__tensor_current(s, t)) {   /* its memory may hold another step's tensors now */
+            volt_step_fail(s, VOLT_ERR_STATE, "%s: input %d %s", s->be->kernels[op].name, i,
+                           t->owner.step != s ? "belongs to another step"
+                                              : "is from an earlier step (made before the last volt_step_begin)");
+            return NULL;
+        }
+        if (!t->data && volt_tensor_numel(t)) {
+            volt_step_fail(s, VOLT_ERR_STATE, "%s: input %d%s%s%s has no data (%s)", s->be->kernels[op].name, i,
+                           t->name ? " '" : "", t->name ? t->name : "", t->name ? "'" : "",
+                           t->flags & VOLT_TENSOR_PARAM ? "its parameter store is not finalized" : "data is NULL");
+            return NULL;
+        }
+    }
     bool grad = false;
     if (s->training && volt__op_differentiable(op))
         for (int i = 0; i < n_in; i++) grad |= volt__needs_grad(in[i]);
@@ -314,6 +337,7 @@ static volt_tensor *record(volt_step *s, volt_op_id op, int n_in, volt_tensor *c
 
 volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const *in,
                       volt_dtype out_dt, volt_shape out_shape, const volt_attr *attrs) {
+    if (!s) return NULL;
     if (volt__any_null(s, s->be->kernels[op].name, n_in, in)) return NULL;
     volt_tensor *const *orig = in;
     volt_tensor **cp = NULL;
@@ -341,6 +365,7 @@ volt_tensor *volt__op(volt_step *s, volt_op_id op, int n_in, volt_tensor *const 
 }
 
 volt_tensor *volt__op_view(volt_step *s, volt_op_id op, volt_tensor *in, volt_shape shape) {
+    if (!s) return NULL;
     if (volt__any_null(s, s->be->kernels[op].name, 1, &in)) return NULL;
     volt_tensor *out = volt__tensor_hdr(s, in->dtype, shape);
     if (!out) return NULL;
@@ -463,8 +488,14 @@ static volt_status run_backward(volt_step *s) {
 }
 
 static volt_status backward_check(volt_step *s, volt_tensor *t) {
+    if (!s) return VOLT_ERR_INVALID_ARG;
     if (s->status < 0) return s->status;
     if (!t) return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "backward: tensor is NULL");
+    if (t->owner.step && t->owner.step != s)
+        return volt_step_fail(s, VOLT_ERR_INVALID_ARG, "backward: the loss belongs to another step (not on this step's tape)");
+    if (t->owner.step && !volt__tensor_current(s, t))
+        return volt_step_fail(s, VOLT_ERR_STATE, "backward: the loss is from an earlier step (made before the last "
+                              "volt_step_begin; its tape is gone)");
     if (!s->active || !s->training)
         return volt_step_fail(s, VOLT_ERR_STATE, "backward: step was not begun in training mode");
     if (s->backward_done)

@@ -141,7 +141,15 @@ bool volt__step_h2d(volt_step *s, void *dst, const void *src, size_t bytes, bool
     return true;
 }
 
+/* The stamp of the begin a tensor made now belongs to: made between volt_step_end and the
+ * next volt_step_begin, the next one's (record() and backward refuse a tensor of another). */
+static uint32_t step_stamp_now(const volt_step *s) { return (uint32_t)(s->stamp + (s->active ? 0 : 1)); }
+bool volt__tensor_current(const volt_step *s, const volt_tensor *t) {
+    return t->owner.step == s && t->owner.stamp == (uint32_t)s->stamp;
+}
+
 volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
+    if (!s) return NULL;
     if ((unsigned)dt >= VOLT_DTYPE_COUNT || shape.ndim < 0 || shape.ndim > VOLT_MAX_DIMS) {
         volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor: bad dtype %d or ndim %d", (int)dt, shape.ndim);
         return NULL;
@@ -151,9 +159,18 @@ volt_tensor *volt__tensor_hdr(volt_step *s, volt_dtype dt, volt_shape shape) {
             volt_step_fail(s, VOLT_ERR_SHAPE, "tensor: negative dimension %lld", (long long)shape.d[i]);
             return NULL;
         }
+    /* numel * 16 (the widest dtype's bytes and then some) fits an int64: a byte count, an
+     * offset or an aligned size computed from it never wraps */
+    int64_t numel = volt_shape_numel(shape);
+    if (numel < 0 || numel > INT64_MAX / 16) {
+        char b[128];
+        volt_step_fail(s, VOLT_ERR_SHAPE, "tensor: shape %s has too many elements", volt_shape_str(shape, b, sizeof b));
+        return NULL;
+    }
     volt_tensor *t = volt__step_host_alloc(s, sizeof *t);
     if (!t) return NULL;
-    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev, .owner = { .step = s } };
+    *t = (volt_tensor){ .dtype = dt, .shape = shape, .node = -1, .device = s->dev,
+                        .owner = { .step = s, .stamp = step_stamp_now(s) } };
     return t;
 }
 
@@ -168,6 +185,12 @@ volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape) {
 
 volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data) {
     volt_tensor *t = volt__tensor_hdr(s, dt, shape);
+    if (t && !data && volt_tensor_numel(t)) {
+        char b[128];
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor_wrap: data is NULL for a %s tensor of shape %s",
+                       volt_dtype_name(dt), volt_shape_str(shape, b, sizeof b));
+        return NULL;
+    }
     if (t) t->data = data;
     return t;
 }
@@ -186,6 +209,12 @@ volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape
     volt_tensor *t = volt__tensor_hdr(s, dt, shape);
     if (!t) return NULL;
     size_t bytes = volt_tensor_bytes(t);
+    if (!src && bytes) {
+        char b[128];
+        volt_step_fail(s, VOLT_ERR_INVALID_ARG, "tensor_from_host: src is NULL for a %s tensor of shape %s",
+                       volt_dtype_name(dt), volt_shape_str(shape, b, sizeof b));
+        return NULL;
+    }
     if (!(t->owner.mem = volt__mem_new(s, bytes, &t->data)) || !volt__step_h2d(s, t->data, src, bytes, true)) return NULL;
     return t;
 }
@@ -231,6 +260,7 @@ volt_status volt_tensor_copy_from_host(volt_tensor *t, const void *src) {
 
 double volt_tensor_item(const volt_tensor *t) {
     unsigned char b[8] = { 0 };
+    if (!t) return NAN;
     if (!t->data) return 0;
     if (t->flags & VOLT_TENSOR_RELEASED) return NAN;
     volt__dev_d2h(tensor_dev(t), b, t->data, volt_dtype_size(t->dtype));

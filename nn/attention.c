@@ -38,11 +38,20 @@ volt_status volt_nn_mha_declare(volt_params *ps, const char *prefix, int64_t dim
     lc.unit = VOLT_NN_UNIT_JOIN;
     lc.init = cfg->init;
     lc.std = cfg->std;
-    VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
+    /* everything the projections' declares check, before the unit opens (a refused declare
+     * leaves no unit behind) */
+    char name[VOLT__NN_NAME];
     for (int i = 0; i < 4; i++) {
-        char name[VOLT__NN_NAME];
         if (!names[i] || !*names[i])
             return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: attention '%s': projection name %d is empty", prefix, i);
+        VOLT_TRY(volt__nn_name(ps, name, prefix, names[i]));
+    }
+    VOLT_TRY(volt__nn_check_init(ps, "attention", prefix, cfg->init, cfg->std));
+    volt_init wi, bi;
+    volt__nn_fc_inits(lc.init, lc.std, lc.weight_init, lc.bias_init, dim, &wi, &bi);
+    VOLT_TRY(volt__nn_check_param(ps, "attention", prefix, "projection weight", VOLT_SHAPE(dim, dim), wi));
+    VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
+    for (int i = 0; i < 4; i++) {
         VOLT_TRY(volt__nn_name(ps, name, prefix, names[i]));
         VOLT_TRY(volt_nn_linear_declare_ex(ps, name, dim, dim, &lc, lins[i]));
     }

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "nn/util.h"
+#include "core/init.h"
 
 volt_status volt__nn_name(volt_params *ps, char out[VOLT__NN_NAME], const char *prefix, const char *leaf) {
     if (!prefix) prefix = "";
@@ -24,6 +25,18 @@ volt_status volt__nn_check_init(volt_params *ps, const char *kind, const char *p
     if ((int)init >= 0 && init <= VOLT_NN_INIT_CUSTOM && std >= 0.f && isfinite(std)) return VOLT_OK;
     return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: %s '%s': bad init scheme %d or std %g", kind, prefix ? prefix : "",
                             (int)init, std);
+}
+
+volt_status volt__nn_check_param(volt_params *ps, const char *kind, const char *prefix, const char *leaf, volt_shape shape,
+                                 volt_init init) {
+    char why[160], b[128];
+    const int64_t n = volt_shape_numel(shape);
+    if (n < 0 || n > INT64_MAX / 16 - VOLT_PARAM_ALIGN)   /* volt_param_new's bound */
+        return volt_params_fail(ps, VOLT_ERR_SHAPE, "nn: %s '%s': %s %s has too many elements", kind, prefix ? prefix : "",
+                                leaf, volt_shape_str(shape, b, sizeof b));
+    if (volt__init_check(init, why, sizeof why) < 0)
+        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: %s '%s': %s init: %s", kind, prefix ? prefix : "", leaf, why);
+    return VOLT_OK;
 }
 
 volt_status volt__nn_unit(volt_params *ps, volt_nn_unit_mode mode, const char *prefix) {

@@ -35,6 +35,8 @@ volt_status volt_nn_conv2d_declare_ex(volt_params *ps, const char *prefix, int64
                                 (long long)in_channels, (long long)out_channels, kernel, cfg->stride, cfg->padding);
     volt_init wi, bi;
     volt__nn_fc_inits(cfg->init, cfg->std, cfg->weight_init, cfg->bias_init, in_channels * kernel * kernel, &wi, &bi);
+    VOLT_TRY(volt__nn_check_param(ps, "conv2d", prefix, "weight", VOLT_SHAPE(out_channels, in_channels, kernel, kernel), wi));
+    if (cfg->bias) VOLT_TRY(volt__nn_check_param(ps, "conv2d", prefix, "bias", VOLT_SHAPE(out_channels), bi));
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
     VOLT_TRY(volt__nn_param(ps, prefix, "weight", VOLT_SHAPE(out_channels, in_channels, kernel, kernel), wi, &c->weight));
     if (cfg->bias) VOLT_TRY(volt__nn_param(ps, prefix, "bias", VOLT_SHAPE(out_channels), bi, &c->bias));

@@ -32,6 +32,7 @@ volt_status volt_nn_embedding_declare_ex(volt_params *ps, const char *prefix, in
     VOLT_TRY(volt__nn_check_init(ps, "embedding", prefix, cfg->init, cfg->std));
     volt_init wi = cfg->init == VOLT_NN_INIT_NORMAL ? VOLT_INIT_NORMAL(0.f, cfg->std)
                  : cfg->init == VOLT_NN_INIT_CUSTOM ? cfg->weight_init : VOLT_INIT_NORMAL(0.f, 1.f);
+    VOLT_TRY(volt__nn_check_param(ps, "embedding", prefix, "weight", VOLT_SHAPE(num, dim), wi));
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
     VOLT_TRY(volt__nn_param(ps, prefix, "weight", VOLT_SHAPE(num, dim), wi, &e->weight));
     if (cfg->padding_idx >= 0) VOLT_TRY(volt_param_set_init_zero_row(ps, e->weight, cfg->padding_idx));

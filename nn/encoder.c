@@ -49,7 +49,7 @@ volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t
     memset(e, 0, sizeof *e);
     if (!prefix) prefix = "";
     VOLT_TRY(volt__nn_check_version(ps, "encoder", "encoder", prefix, cfg->version, VOLT_NN_ENCODER_CONFIG_VERSION));
-    int64_t F = cfg->ffn_dim ? cfg->ffn_dim : 4 * dim;
+    int64_t F = cfg->ffn_dim ? cfg->ffn_dim : dim > 0 && dim <= INT64_MAX / 4 ? 4 * dim : -1;
     if (F <= 0 || !(cfg->dropout >= 0.f && cfg->dropout < 1.f) || (int)cfg->activation < 0 ||
         cfg->activation > VOLT_NN_IDENTITY || !cfg->norm1_name || !cfg->ffn1_name || !cfg->ffn2_name ||
         !cfg->norm2_name || !cfg->attn_name)
@@ -79,6 +79,33 @@ volt_status volt_nn_encoder_declare(volt_params *ps, const char *prefix, int64_t
     lc.init = cfg->init;
     lc.std = cfg->std;
     char n[VOLT__NN_NAME];
+    /* what the sub-layers' declares check, before the unit opens: a refused declare leaves no
+     * unit behind, so a corrected retry does not meet "duplicate unit" */
+    if (dim <= 0 || cfg->n_heads <= 0 || dim % cfg->n_heads != 0 ||
+        !(cfg->attention_dropout >= 0.f && cfg->attention_dropout < 1.f) || !(cfg->ln_eps > 0.f && isfinite(cfg->ln_eps)))
+        return volt_params_fail(ps, VOLT_ERR_INVALID_ARG,
+                                "nn: encoder '%s': needs dim > 0 divisible by n_heads > 0, attention_dropout in [0, 1) and "
+                                "ln_eps > 0, got dim %lld, %lld heads, attention_dropout %g, ln_eps %g", prefix,
+                                (long long)dim, (long long)cfg->n_heads, cfg->attention_dropout, cfg->ln_eps);
+    const char *leaves[4] = { cfg->norm1_name, cfg->norm2_name, cfg->ffn1_name, cfg->ffn2_name };
+    for (int i = 0; i < 4; i++) {   /* "<prefix>.<layer>.weight" fits */
+        char l[VOLT__NN_NAME];
+        VOLT_TRY(volt__nn_name(ps, l, prefix, leaves[i]));
+        VOLT_TRY(volt__nn_name(ps, n, l, "weight"));
+    }
+    const char *proj[4] = { cfg->q_name, cfg->k_name, cfg->v_name, cfg->out_name };
+    for (int i = 0; i < 4; i++) {   /* "<prefix>.<attn>.<proj>.weight" fits */
+        char a[VOLT__NN_NAME], l[VOLT__NN_NAME];
+        if (!proj[i] || !*proj[i])
+            return volt_params_fail(ps, VOLT_ERR_INVALID_ARG, "nn: encoder '%s': attention projection name %d is empty", prefix, i);
+        VOLT_TRY(volt__nn_name(ps, a, prefix, cfg->attn_name));
+        VOLT_TRY(volt__nn_name(ps, l, a, proj[i]));
+        VOLT_TRY(volt__nn_name(ps, n, l, "weight"));
+    }
+    VOLT_TRY(volt__nn_check_init(ps, "encoder", prefix, cfg->init, cfg->std));
+    volt_init wi, bi;
+    volt__nn_fc_inits(lc.init, lc.std, lc.weight_init, lc.bias_init, F > dim ? dim : F, &wi, &bi);
+    VOLT_TRY(volt__nn_check_param(ps, "encoder", prefix, "ffn weight", VOLT_SHAPE(F, dim), wi));
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
     if (cfg->norm_first) {         /* GPT-2's order: ln_1, attn, ln_2, mlp */
         VOLT_TRY(volt__nn_name(ps, n, prefix, cfg->norm1_name));

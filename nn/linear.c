@@ -31,6 +31,8 @@ volt_status volt_nn_linear_declare_ex(volt_params *ps, const char *prefix, int64
     VOLT_TRY(volt__nn_check_init(ps, "linear", prefix, cfg->init, cfg->std));
     volt_init wi, bi;
     volt__nn_fc_inits(cfg->init, cfg->std, cfg->weight_init, cfg->bias_init, in, &wi, &bi);
+    VOLT_TRY(volt__nn_check_param(ps, "linear", prefix, "weight", VOLT_SHAPE(out, in), wi));
+    if (cfg->bias) VOLT_TRY(volt__nn_check_param(ps, "linear", prefix, "bias", VOLT_SHAPE(out), bi));
     VOLT_TRY(volt__nn_unit(ps, cfg->unit, prefix));
     VOLT_TRY(volt__nn_param(ps, prefix, "weight", VOLT_SHAPE(out, in), wi, &l->weight));
     if (cfg->bias) VOLT_TRY(volt__nn_param(ps, prefix, "bias", VOLT_SHAPE(out), bi, &l->bias));

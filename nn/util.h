@@ -15,6 +15,11 @@ volt_status volt__nn_check_version(volt_params *ps, const char *kind, const char
 volt_status volt__nn_check_init(volt_params *ps, const char *kind, const char *prefix, volt_nn_init_scheme init, float std);
 /* "<prefix>.<leaf>" (or "<leaf>" for an empty prefix) into out; INVALID_ARG on overflow. */
 volt_status volt__nn_name(volt_params *ps, char out[VOLT__NN_NAME], const char *prefix, const char *leaf);
+/* What volt_param_new would refuse of "<prefix>.<leaf>" (shape, init), checked before a layer
+ * opens its unit: a refused declare must leave no unit behind, so that a corrected retry
+ * does not meet "duplicate unit". INVALID_ARG / SHAPE naming the layer. */
+volt_status volt__nn_check_param(volt_params *ps, const char *kind, const char *prefix, const char *leaf, volt_shape shape,
+                                 volt_init init);
 /* Open the unit named prefix for VOLT_NN_UNIT_OWN; nothing for JOIN. */
 volt_status volt__nn_unit(volt_params *ps, volt_nn_unit_mode mode, const char *prefix);
 /* Declare "<prefix>.<leaf>". */

@@ -509,8 +509,15 @@ volt_status volt__cpu_EMBEDDING_bwd(volt_step *s, volt_node *n) {
     volt_tensor *tab = n->in[1];
     volt__cpu_zero_stores(n);
     if (!n->grad_mode[1]) return VOLT_OK;
-    int64_t N = n->attr.embedding.n, D = n->attr.embedding.dim, pad = n->attr.embedding.padding_idx;
+    int64_t N = n->attr.embedding.n, V = n->attr.embedding.num, D = n->attr.embedding.dim, pad = n->attr.embedding.padding_idx;
     const volt_tensor *ids = n->in[0];
+    /* forward checked the ids, but the caller may have rewritten them since
+     * (volt_tensor_copy_from_host, a wrapped buffer): a row outside the table is never written */
+    for (int64_t p = 0; p < N; p++) {
+        const int64_t id = id_at(ids, p);
+        if (id < 0 || id >= V)
+            return volt__embedding_id_err_in(s, "embedding backward", " (the ids changed after the forward)", ids, p, id, V);
+    }
     const float *dy = n->out->grad;
     float *g = tab->grad;
     int64_t nchunks = (D + COLS - 1) / COLS;

@@ -74,6 +74,7 @@ bool volt_dtype_is_float(volt_dtype dt) { return dt == VOLT_F32 || dt == VOLT_BF
 volt_status volt_convert(void *dst, volt_dtype dd, const void *src, volt_dtype sd, int64_t n) {
     if (!volt_dtype_is_float(dd) || !volt_dtype_is_float(sd) || n < 0) return VOLT_ERR_DTYPE;
     if (n == 0) return VOLT_OK;
+    if (!dst || !src) return VOLT_ERR_INVALID_ARG;
     if (dd == sd) { memcpy(dst, src, (size_t)n * volt_dtype_size(dd)); return VOLT_OK; }
     if (sd == VOLT_F32) {
         if (dd == VOLT_BF16) volt_f32_to_bf16_array(src, dst, n);

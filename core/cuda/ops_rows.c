@@ -107,6 +107,17 @@ static volt_status embedding_bwd(volt_step *s, volt_node *n) {
     volt__cuda_zero_stores(s, n);
     if (!n->grad_mode[1]) return VOLT_OK;
     const volt_tensor *ids = n->in[0];
+    /* the ids may have been rewritten since the forward's check (volt_tensor_copy_from_host):
+     * checked again into the error word as forward does (the CPU backend fails the step here);
+     * the scatter-add skips a bad id, so no row outside the table is written either way */
+    volt_cuda_ctx *c = volt__cuda_ctx(s->dev);
+    uint64_t key = 0;
+    volt_status st = volt__step_defer(s, VOLT_OP_EMBEDDING, ids, at->num, &key);
+    if (st < 0 ||
+        (st = CHECK(volt_cu_embedding_check(STREAM, ids->data, ids->dtype == VOLT_I64, at->n, at->num, c->info),
+                    "embedding backward")) < 0 ||
+        (st = CHECK(volt_cu_err_fold(STREAM, c->info, key, volt__dev_error_word(s->dev)), "embedding backward")) < 0)
+        return st;
     return CHECK(volt_cu_embedding_grad(STREAM, ids->data, ids->dtype == VOLT_I64, n->out->grad, n->in[1]->grad, at->n,
                                         at->dim, at->num, at->padding_idx), "embedding backward");
 }

@@ -70,6 +70,8 @@ typedef struct volt_shape {
 #define VOLT_SHAPE(...) ((volt_shape){ VOLT__NARGS(__VA_ARGS__), { __VA_ARGS__ } })
 #define VOLT_SCALAR ((volt_shape){ 0, { 0 } })
 
+/* The product of the dims; -1 when ndim is outside 0..VOLT_MAX_DIMS or the product
+ * overflows int64 (a tensor is refused long before: volt_tensor_new). */
 VOLT_API int64_t volt_shape_numel(volt_shape s);
 VOLT_API bool volt_shape_eq(volt_shape a, volt_shape b);
 /* Writes "(7, 13)" into buf (always NUL-terminated); returns buf. */
@@ -104,7 +106,7 @@ typedef struct volt_tensor {
      * tensor (NULL for a parameter or a tensor filled in by hand) and which of that step's
      * memory records holds its data (0: none, e.g. a wrapped buffer), so that
      * volt_tensor_release can give the memory back and copies know where it lives. */
-    struct { volt_step *step; int32_t mem; } owner;
+    struct { volt_step *step; int32_t mem; uint32_t stamp; } owner;   /* stamp: the step's begin it belongs to */
 } volt_tensor;
 
 static inline int64_t volt_tensor_numel(const volt_tensor *t) { return volt_shape_numel(t->shape); }
@@ -126,11 +128,12 @@ typedef struct volt_step_config {
 #define VOLT_STEP_CONFIG_VERSION 1u
 
 VOLT_API void volt_step_config_init(volt_step_config *cfg);
-VOLT_API volt_status volt_step_create(const volt_step_config *cfg, volt_step **out);
+VOLT_API volt_status volt_step_create(const volt_step_config *cfg, volt_step **out);   /* out NULL: INVALID_ARG */
 VOLT_API void volt_step_destroy(volt_step *s);              /* NULL-safe */
 
 /* Begin a step: training=true records the tape and makes dropout active. `rng_offset`
- * selects the dropout stream (the trainer passes the global micro-step). */
+ * selects the dropout stream (the trainer passes the global micro-step). Tensors of the
+ * previous begin can no longer be given to ops. INVALID_ARG for a NULL step. */
 VOLT_API volt_status volt_step_begin(volt_step *s, bool training, uint64_t rng_offset);
 /* Backward from a scalar f32 loss: accumulates into parameter grads (param store) and
  * activation grads (the step's grad pool). Errors if loss is not scalar or depends on no
@@ -153,7 +156,9 @@ VOLT_API void volt_step_end(volt_step *s);
  * status. */
 VOLT_API volt_status volt_step_check(volt_step *s);
 
-/* The first error recorded in the step (ops return NULL on error and keep the message). */
+/* The first error recorded in the step (ops return NULL on error and keep the message).
+ * An op or volt_step_fail given a NULL step does nothing and returns NULL (the error);
+ * status INVALID_ARG and errmsg "" for NULL. */
 VOLT_API volt_status volt_step_status(const volt_step *s);
 VOLT_API const char *volt_step_errmsg(const volt_step *s);
 VOLT_API volt_status volt_step_fail(volt_step *s, volt_status st, const char *fmt, ...)
@@ -176,7 +181,12 @@ VOLT_API size_t volt_step_mem_held(const volt_step *s);
 VOLT_API uint64_t volt_step_heap_allocs(const volt_step *s);
 
 /* Tensors owned by the step (valid until volt_step_end). _new is zero-filled;
- * _wrap borrows `data` (caller keeps it alive for the step) and copies nothing. */
+ * _wrap borrows `data` (caller keeps it alive for the step) and copies nothing. A tensor
+ * belongs to the step that made it and to that step's current begin (one made between
+ * volt_step_end and volt_step_begin, to the next begin): an op or a backward of another step,
+ * or after the next volt_step_begin, fails naming the input. NULL + the step's error for a
+ * shape of more than INT64_MAX / 16 elements (VOLT_ERR_SHAPE) and for _wrap of NULL data with
+ * elements (VOLT_ERR_INVALID_ARG). */
 VOLT_API volt_tensor *volt_tensor_new(volt_step *s, volt_dtype dt, volt_shape shape);
 VOLT_API volt_tensor *volt_tensor_wrap(volt_step *s, volt_dtype dt, volt_shape shape, void *data);
 /* Mark a step-owned leaf as requiring grad (a float tensor); returns t. After backward
@@ -198,7 +208,7 @@ VOLT_API void volt_tensor_release(volt_step *s, volt_tensor *t);
  * GPU memory. NULL (and the step's error) on out of memory. */
 VOLT_API void *volt_step_alloc(volt_step *s, size_t bytes);
 
-/* Read a scalar tensor (any float/int dtype) as double: one device->host copy. */
+/* Read a scalar tensor (any float/int dtype) as double: one device->host copy. NAN for NULL. */
 VOLT_API double volt_tensor_item(const volt_tensor *t);
 
 /* Data between the host and the tensor's device (explicit copies: on "cpu" a memcpy, on
@@ -210,7 +220,7 @@ VOLT_API double volt_tensor_item(const volt_tensor *t);
  * holds then: data that changes per step comes in the batch. A copy into a tensor the step
  * made goes, on a device the host cannot address, through fresh step arena memory and a
  * device copy (a released tensor's memory is reused by later ones, in stream order). */
-VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src);
+VOLT_API volt_tensor *volt_tensor_from_host(volt_step *s, volt_dtype dt, volt_shape shape, const void *src);   /* src NULL: error */
 /* VOLT_ERR_STATE for a released tensor, and for a parameter of a unit a sharding strategy has
  * not gathered (fsdp between its uses; ZeRO after a failed fit swapped the average back): only
  * this rank's slice holds its values then. After fit, or inside a step, they are whole;

@@ -34,7 +34,7 @@ VOLT_API void volt_bf16_to_f32_array(const uint16_t *src, float *dst, int64_t n)
 VOLT_API void volt_f32_to_f16_array(const float *src, uint16_t *dst, int64_t n);
 VOLT_API void volt_f16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
 /* Between any two of f32, bf16, f16 (same dtype: a copy). n elements, no overlap.
- * Returns VOLT_ERR_DTYPE for other dtypes. */
+ * Returns VOLT_ERR_DTYPE for other dtypes, VOLT_ERR_INVALID_ARG for a NULL dst or src with n > 0. */
 VOLT_API volt_status volt_convert(void *dst, volt_dtype dst_dt, const void *src, volt_dtype src_dt, int64_t n);
 
 /* True for f32, bf16, f16. */

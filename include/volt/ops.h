@@ -18,9 +18,11 @@ extern "C" {
 #endif
 
 /* ---- linear algebra ------------------------------------------------------------- */
-/* a (..., M, K) x b (K, N) -> (..., M, N); or batched a (B, M, K) x b (B, K, N). */
+/* a (..., M, K) x b (K, N) -> (..., M, N); or batched a (B, M, K) x b (B, K, N). K == 0 gives
+ * zeros (as torch). */
 VOLT_API volt_tensor *volt_matmul(volt_step *s, volt_tensor *a, volt_tensor *b);
-/* x (..., in) · w(out, in)^T + b(out) -> (..., out); b may be NULL. PyTorch layout. */
+/* x (..., in) · w(out, in)^T + b(out) -> (..., out); b may be NULL. PyTorch layout. in == 0
+ * gives b broadcast over the rows, or zeros (as torch). */
 VOLT_API volt_tensor *volt_linear(volt_step *s, volt_tensor *x, volt_tensor *w, volt_tensor *b);
 
 /* ---- elementwise ------------------------------------------------------------------ */
@@ -99,7 +101,8 @@ VOLT_API volt_tensor *volt_reshape(volt_step *s, volt_tensor *x, volt_shape shap
 /* perm[i] = which input dim becomes output dim i. */
 VOLT_API volt_tensor *volt_permute(volt_step *s, volt_tensor *x, const int *perm);
 VOLT_API volt_tensor *volt_transpose(volt_step *s, volt_tensor *x, int d0, int d1);
-/* x[..., start:start+len, ...] along dim. */
+/* x[..., start:start+len, ...] along dim (start < 0 counts from the end); INVALID_ARG unless
+ * 0 <= start and 0 <= len <= size - start. */
 VOLT_API volt_tensor *volt_slice(volt_step *s, volt_tensor *x, int dim, int64_t start, int64_t len);
 /* x[..., index, ...] along dim; the dim is removed (e.g. the CLS token: dim 1, index 0). */
 VOLT_API volt_tensor *volt_select(volt_step *s, volt_tensor *x, int dim, int64_t index);
@@ -118,10 +121,10 @@ VOLT_API volt_tensor *volt_conv2d(volt_step *s, volt_tensor *x, volt_tensor *w, 
 VOLT_API volt_tensor *volt_max_pool2d(volt_step *s, volt_tensor *x, int k, int stride);
 
 /* ---- no-grad helpers ----------------------------------------------------------------- */
-/* logits (N, C) -> i64 (N) index of the max (first on ties). */
+/* logits (N, C) -> i64 (N) index of the max (first on ties). C == 0: VOLT_ERR_SHAPE. */
 VOLT_API volt_tensor *volt_argmax(volt_step *s, volt_tensor *logits);
 /* Fraction of rows whose argmax equals target (i32/i64, targets == ignore -100 skipped):
- * an f32 scalar with no grad. */
+ * an f32 scalar with no grad. C == 0: VOLT_ERR_SHAPE. */
 VOLT_API volt_tensor *volt_accuracy(volt_step *s, volt_tensor *logits, volt_tensor *target);
 
 /* ---- the cast op ------------------------------------------------------------------ */

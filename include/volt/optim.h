@@ -116,8 +116,9 @@ VOLT_API volt_status volt_optimizer_range(const volt_optimizer *opt, int unit, i
  * its own base lr times lr / cfg.lr (LambdaLR: one factor for every group's initial lr;
  * a group without its own lr gets lr itself); with cfg.lr == 0 there is no ratio to keep
  * and every group gets lr. A volt_scheduler sets each group to lr_at(group base lr) itself,
- * which also holds with cfg.lr == 0. */
-VOLT_API void volt_optimizer_set_lr(volt_optimizer *opt, float lr);
+ * which also holds with cfg.lr == 0. lr must be finite and >= 0: else INVALID_ARG (message on
+ * the optimizer) and every lr stays as it was, as volt_optimizer_set_group_lr. */
+VOLT_API volt_status volt_optimizer_set_lr(volt_optimizer *opt, float lr);
 VOLT_API float volt_optimizer_lr(const volt_optimizer *opt);             /* current lr (group 0) */
 VOLT_API float volt_optimizer_base_lr(const volt_optimizer *opt);        /* cfg.lr */
 /* Parameter groups: 1 + cfg.n_groups + the groups added since (group 0 = the default group,
@@ -266,7 +267,7 @@ VOLT_API void volt_scheduler_config_init(volt_scheduler_config *cfg);
 VOLT_API volt_status volt_scheduler_config_validate(const volt_scheduler_config *cfg);
 /* The lr at scheduler step `step` (pure; the HF/torch lambda, in double, times base_lr).
  * As in HF, COSINE past total_steps follows the cosine back up, LINEAR stays at 0.
- * An invalid config gives base_lr. */
+ * An invalid config gives base_lr; a negative step is step 0. */
 VOLT_API float volt_scheduler_lr_at(const volt_scheduler_config *cfg, float base_lr, int64_t step);
 
 /* opt is borrowed and must outlive the scheduler; base lr = volt_optimizer_base_lr(opt).
@@ -275,8 +276,8 @@ VOLT_API volt_status volt_scheduler_create(const volt_scheduler_config *cfg, vol
                                   volt_scheduler **out);
 VOLT_API void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
 VOLT_API const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
-/* Advance the counter by one and set the optimizer's lr to lr_at(counter). PLATEAU: nothing
- * (it steps with a metric). */
+/* Advance the counter by one (it stays at INT64_MAX once there) and set the optimizer's lr to
+ * lr_at(counter). PLATEAU: nothing (it steps with a metric). */
 VOLT_API void volt_scheduler_step(volt_scheduler *s);
 /* PLATEAU (torch's ReduceLROnPlateau.step(metric)): count the step; a metric better than the
  * best by the threshold resets the bad count, another (NaN too) adds one, none counted during a

@@ -61,7 +61,7 @@ typedef struct volt_params_config {
 #define VOLT_PARAMS_CONFIG_VERSION 2u
 
 VOLT_API void volt_params_config_init(volt_params_config *cfg);
-VOLT_API volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);
+VOLT_API volt_status volt_params_create(const volt_params_config *cfg, volt_params **out);   /* out NULL: INVALID_ARG */
 VOLT_API void volt_params_destroy(volt_params *ps);                 /* NULL-safe */
 VOLT_API const char *volt_params_errmsg(const volt_params *ps);
 /* Record an error message on the store (modules use it in setup/init_weights); returns st. */
@@ -73,7 +73,9 @@ VOLT_API volt_status volt_params_fail(volt_params *ps, volt_status st, const cha
  * into an implicit unit named "default". Names must be unique. */
 VOLT_API volt_status volt_params_unit(volt_params *ps, const char *name);
 /* Declare an f32 parameter. *out is a stable pointer, owned by the store; its data is
- * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize. */
+ * valid after volt_params_finalize. Errors: duplicate name, bad shape, after finalize, and
+ * a bad init (INVALID_ARG): an unknown kind, a non-finite argument, NORMAL with std < 0,
+ * UNIFORM with lo > hi, XAVIER with gain < 0. */
 VOLT_API volt_status volt_param_new(volt_params *ps, const char *name, volt_shape shape,
                            volt_init init, volt_tensor **out);
 /* After p's init, zero its row `row` (first dim): nn.Embedding's padding_idx row.
@@ -85,7 +87,8 @@ VOLT_API volt_status volt_param_set_init_zero_row(volt_params *ps, volt_tensor *
  * adds < multiple * VOLT_PARAM_ALIGN floats per unit and stays zero. Before finalize
  * (else VOLT_ERR_STATE); multiple >= 1 (default 1). */
 VOLT_API volt_status volt_params_set_unit_padding(volt_params *ps, int64_t multiple);
-/* Allocate every unit's buffers and initialise parameters in declaration order. */
+/* Allocate every unit's buffers and initialise parameters in declaration order
+ * (INVALID_ARG for NULL). */
 VOLT_API volt_status volt_params_finalize(volt_params *ps);
 VOLT_API bool volt_params_finalized(const volt_params *ps);
 
