@@ -16,6 +16,7 @@
 #include "trainer/checkpoint_internal.h"
 #include "volt/safetensors.h"
 #include "volt/precision.h"
+#include "strategies/comm/comm.h"
 
 /* 2: the metadata is sealed by "volt.meta_crc32"; 1 (older) loads without that check. */
 #define CKPT_FORMAT_VERSION "2"
@@ -602,6 +603,56 @@ static const char *newest_last(volt_trainer *t, const char *p) {
     return p;
 }
 
+/* Rank 0's string (or none: *has false there) into every rank's buf (cap bytes): collective,
+ * every rank calls it. The first broadcast is at most 1 KiB (a rank that is in another
+ * collective meanwhile gets an error naming the mismatch, not a message too large for its
+ * buffer: strategies/comm/mpi/comm_mpi.c); the rest of a longer string follows in a second
+ * one, which every rank makes or not by the length in the first. One process: buf as is. */
+volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has) {
+    if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    struct { int32_t has, len; char s[1016]; } m;
+    memset(&m, 0, sizeof m);
+    if (t->rank == 0) {
+        const size_t n = *has ? strnlen(buf, cap - 1) : 0;
+        m.has = *has;
+        m.len = (int32_t)n;
+        memcpy(m.s, buf, n < sizeof m.s ? n : sizeof m.s - 1);
+    }
+    volt_status st = volt__strategy_broadcast(t->strategy, &m, sizeof m, 0);
+    if (st < 0) return st;
+    *has = m.has != 0;
+    if (m.len < 0 || (size_t)m.len >= cap) m.len = 0;   /* a cap every rank shares: never */
+    if ((size_t)m.len < sizeof m.s) {
+        memcpy(buf, m.s, (size_t)m.len);
+        buf[m.len] = 0;
+        return VOLT_OK;
+    }
+    st = volt__strategy_broadcast(t->strategy, buf, (size_t)m.len + 1, 0);
+    buf[m.len] = 0;
+    return st;
+}
+
+/* The first collective of a checkpoint save or load: every rank says which call it is in, in an
+ * all-reduce named "checkpoint call" of 3 doubles, the size of the loops' votes (the stop flag
+ * after each training batch). A rank that is in another collective meanwhile (save_checkpoint
+ * called on rank 0 only under a sharding strategy, the classic `if rank == 0: save`, meets the
+ * others' stop vote) fails there, as they do: the comm's envelope of a control collective
+ * carries the call site's name (strategies/comm/mpi/comm_mpi.c), so both sides get an error
+ * naming the mismatch at once, not a timeout or a large message in a small buffer. A rank in
+ * the other checkpoint call sees another code. One process: nothing. */
+volt_status ck_entry_vote(volt_trainer *t, int code, const char *what, const char *path) {
+    struct volt_comm *c = t->world > 1 && t->strategy ? volt__strategy_comm(t->strategy) : NULL;
+    if (!c) return VOLT_OK;
+    double v[3] = { (double)code, 0, 0 };
+    volt_status st = volt__comm_all_reduce(c, v, v, 3, VOLT_COMM_F64, VOLT_COMM_SUM, "checkpoint call");
+    if (st < 0)
+        return volt__terr(t, st, "checkpoint '%s': %s: the ranks are not all in this call: %s", path, what, volt__comm_errmsg(c));
+    if (v[0] != (double)code * t->world)
+        return volt__terr(t, VOLT_ERR_STATE, "checkpoint '%s': %s: the ranks called different collectives (some rank is in "
+                          "another checkpoint call: every rank must make the same calls)", path, what);
+    return VOLT_OK;
+}
+
 const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
     const char *p = which;
     if (!strcmp(which, "last")) p = newest_last(t, t->has_resolver && t->resolver.last ? t->resolver.last(t->resolver.self) : NULL);
@@ -609,7 +660,8 @@ const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
     if (t->world > 1) {   /* rank 0's file is the one every rank loads */
         char *buf = t->resolved_path;
         if (p != buf) snprintf(buf, sizeof t->resolved_path, "%s", p ? p : "");
-        if (volt__strategy_broadcast(t->strategy, buf, sizeof t->resolved_path, 0) == VOLT_OK) p = buf[0] ? buf : NULL;
+        bool has = p != NULL;
+        if (ck_bcast_str(t, buf, sizeof t->resolved_path, &has) == VOLT_OK) p = has && buf[0] ? buf : NULL;
     }
     return p;
 }

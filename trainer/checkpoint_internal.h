@@ -75,6 +75,16 @@ volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void 
 /* The optimizer states a save writes: none for a weights-only save (or without an optimizer). */
 int ck_saved_states(const volt_trainer *t);
 
+/* Collective (world > 1): rank 0's NUL-terminated string in buf (cap bytes; *has false: none)
+ * into every rank's buf and *has, the first broadcast at most 1 KiB (checkpoint.c). */
+volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has);
+
+/* Collective (world > 1): the first of a checkpoint save (code CK_ENTRY_SAVE) or load
+ * (CK_ENTRY_LOAD): an error naming the mismatch when some rank is in another collective or
+ * call; `what` names the call in it. */
+enum { CK_ENTRY_SAVE = 1, CK_ENTRY_LOAD = 2 };
+volt_status ck_entry_vote(volt_trainer *t, int code, const char *what, const char *path);
+
 /* ---- shards (checkpoint_shards.c) ---- */
 /* The slice [lo, hi) of unit u this rank holds: all of it unless a sharding strategy says less. */
 void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi);
@@ -82,6 +92,8 @@ void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi);
 bool ckpt_sharded(volt_trainer *t);
 /* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
 bool all_ok(volt_trainer *t, bool ok);
+/* The same, telling a comm failure (returned, *all false) from a rank's "no" (*all false). */
+volt_status all_ok_st(volt_trainer *t, bool ok, bool *all);
 /* Remove a shard folder, or every shard folder of a checkpoint but `keep`. */
 int remove_dir(const char *dir);
 int remove_shard_dirs(const char *path, const char *keep);

@@ -88,10 +88,18 @@ bool ckpt_sharded(volt_trainer *t) {
 
 /* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
 bool all_ok(volt_trainer *t, bool ok) {
-    if (t->world <= 1) return ok;
+    bool all = false;
+    return all_ok_st(t, ok, &all) >= 0 && all;
+}
+
+volt_status all_ok_st(volt_trainer *t, bool ok, bool *all) {
+    *all = ok;
+    if (t->world <= 1) return VOLT_OK;
     double bad = ok ? 0.0 : 1.0;
-    if (volt__strategy_all_reduce_mean(t->strategy, &bad, 1) < 0) return false;
-    return bad == 0.0;
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, &bad, 1);
+    if (st < 0) { *all = false; return st; }
+    *all = bad == 0.0;
+    return VOLT_OK;
 }
 
 /* ---- sharded checkpoints ----------------------------------------------------------------------
@@ -315,47 +323,74 @@ volt_status shard_index_write(volt_trainer *t, const char *path, const char *dir
     return st;
 }
 
+/* A verdict of save_sharded that did not pass: rank 0 removes the folder it made (dir, "" when
+ * none yet), and every rank reports why: the comm's failure (cs < 0: the ranks could not vote,
+ * e.g. one of them is in another call), this rank's own error (st < 0, its words in err), or
+ * another rank's (`others`). */
+static volt_status save_failed(volt_trainer *t, const char *path, const char *dir, volt_status cs, volt_status st,
+                               const char *err, const char *others) {
+    volt_strategy *sg = t->strategy;
+    if (t->rank == 0 && dir[0]) remove_dir(dir);
+    if (cs < 0)
+        return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree on the save (strategy '%s'): %s%s%s", path,
+                          volt__strategy_name(sg), volt__strategy_errmsg(sg),
+                          st < 0 && err && err[0] ? "; this rank also failed: " : "", st < 0 && err ? err : "");
+    if (st < 0) return err ? volt__terr(t, st, "checkpoint '%s': %s", path, err) : st;
+    return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': %s", path, others);
+}
+
 volt_status save_sharded(volt_trainer *t, const char *path) {
     volt_strategy *sg = t->strategy;
     const int R = t->rank;
-    char err[768] = "", dir[4096], idhex[24];
-    volt_status st = VOLT_OK;
-    /* rank 0's path and a fresh id: every rank writes into the folder rank 0's index names */
-    struct { uint64_t id; char path[4096]; } hdr;
-    memset(&hdr, 0, sizeof hdr);
-    if (R == 0) {
-        hdr.id = shard_fresh_id();
-        if (snprintf(hdr.path, sizeof hdr.path, "%s", path) >= (int)sizeof hdr.path) hdr.path[0] = 0;
-    }
-    if ((st = volt__strategy_broadcast(sg, &hdr, sizeof hdr, 0)) < 0)
-        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
-    if (!hdr.path[0]) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
-    path = hdr.path;
-    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)hdr.id);
+    char err[768] = "", dir[4096] = "", idhex[24], rpath[4096];
+    volt_status st = VOLT_OK, cs;
+    bool all;
+    /* every rank is here (ck_entry_vote: save_checkpoint called on rank 0 only fails there, on
+     * every rank, naming the mismatch); then rank 0's id and path: every rank writes into the
+     * folder rank 0's index names. The path travels in a first piece of at most 1 KiB. */
+    VOLT_TRY(ck_entry_vote(t, CK_ENTRY_SAVE, "save_checkpoint", path));
+    uint64_t id = R == 0 ? shard_fresh_id() : 0;
+    if ((st = volt__strategy_broadcast(sg, &id, sizeof id, 0)) < 0)
+        return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
+    bool has = true;
+    if (snprintf(rpath, sizeof rpath, "%s", path) >= (int)sizeof rpath) has = false;
+    if ((st = ck_bcast_str(t, rpath, sizeof rpath, &has)) < 0) return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
+    if (!has) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
+    path = rpath;
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
     if (snprintf(dir, sizeof dir, "%s.shards-%s", path, idhex) >= (int)sizeof dir)
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
     if (R == 0 && mkdir(dir, 0777) != 0) {
         snprintf(err, sizeof err, "cannot create the shard folder '%.600s': %s", dir, strerror(errno));
         st = VOLT_ERR_IO;
     }
-    if (!all_ok(t, st >= 0))
-        return volt__terr(t, st < 0 ? st : VOLT_ERR_IO, "checkpoint '%s': %s", path, st < 0 ? err : "rank 0 could not create the shard folder");
+    const bool made = st >= 0;
+    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+        if (!made) dir[0] = 0;   /* not ours to remove */
+        return save_failed(t, path, dir, cs, st, err, "rank 0 could not create the shard folder (its log has the reason)");
+    }
     st = write_shard(t, dir, idhex, err, sizeof err);
-    if (!all_ok(t, st >= 0)) {
-        if (R == 0) remove_dir(dir);
-        if (st < 0) return volt__terr(t, st, "checkpoint '%s': rank %d shard: %s", path, R, err);
-        return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': another rank could not write its shard (its log has the reason)", path);
+    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+        char mine[900];
+        snprintf(mine, sizeof mine, "rank %d shard: %s", R, err);
+        return save_failed(t, path, dir, cs, st, mine, "another rank could not write its shard (its log has the reason)");
     }
     double *ranges = NULL;
     if ((st = shard_ranges(t, &ranges)) < 0) {
-        if (R == 0) remove_dir(dir);
-        if (st == VOLT_ERR_NOMEM) return volt__terr(t, st, "checkpoint '%s': out of memory", path);
-        return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(sg), volt__strategy_errmsg(sg));
+        if (st == VOLT_ERR_NOMEM) return save_failed(t, path, dir, VOLT_OK, st, "out of memory", NULL);
+        return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
     }
-    if (R == 0) st = shard_index_write(t, path, dir, idhex, ranges, NULL);
+    if (R == 0) st = shard_index_write(t, path, dir, idhex, ranges, NULL);   /* removes dir when it fails */
     free(ranges);
-    if (!all_ok(t, st >= 0)) {
-        if (st < 0) return st;
+    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+        if (st < 0) return st;   /* rank 0: its message is set, dir removed */
+        if (R == 0 && cs < 0) {   /* the index is written but a rank may not know: the save stands on disk */
+            return volt__terr(t, cs, "checkpoint '%s': written, but the ranks could not agree on it (strategy '%s'): %s", path,
+                              volt__strategy_name(sg), volt__strategy_errmsg(sg));
+        }
+        if (cs < 0)
+            return volt__terr(t, cs, "checkpoint '%s': the ranks could not agree on the save (strategy '%s'): %s", path,
+                              volt__strategy_name(sg), volt__strategy_errmsg(sg));
         return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);
     }
     return VOLT_OK;

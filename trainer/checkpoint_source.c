@@ -65,6 +65,44 @@ static bool ranges_tile(const int64_t *lo, const int64_t *hi, int world, int64_t
     }
 }
 
+/* The non-empty ranges in rank order: each starts at or after where the earlier ranks' ended
+ * (with ranges_tile: rank r's slice follows rank r-1's, as every strategy lays them out). */
+static bool ranges_in_rank_order(const int64_t *lo, const int64_t *hi, int world) {
+    int64_t end = 0;
+    for (int r = 0; r < world; r++) {
+        if (lo[r] >= hi[r]) continue;
+        if (lo[r] < end) return false;
+        end = hi[r];
+    }
+    return true;
+}
+
+static int by_unit_offset(const void *a, const void *b) {
+    const ck_param *x = *(const ck_param *const *)a, *y = *(const ck_param *const *)b;
+    if (x->unit != y->unit) return x->unit < y->unit ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Two parameters of one unit whose extents [offset, offset + numel) overlap (a load would
+ * apply one's values to both): the index of one, else -1 (-2: out of memory). */
+static int params_overlap(ck_param *ps, int n) {
+    if (n < 2) return -1;
+    ck_param **o = malloc((size_t)n * sizeof *o);
+    if (!o) return -2;
+    for (int i = 0; i < n; i++) o[i] = &ps[i];
+    qsort(o, (size_t)n, sizeof *o, by_unit_offset);
+    int bad = -1;
+    int64_t end = 0;   /* of the unit's parameters so far */
+    for (int i = 0; i < n && bad < 0; i++) {
+        if (i == 0 || o[i]->unit != o[i - 1]->unit) end = 0;
+        if (o[i]->numel <= 0) continue;
+        if (o[i]->offset < end) bad = (int)(o[i] - ps);
+        if (o[i]->offset + o[i]->numel > end) end = o[i]->offset + o[i]->numel;
+    }
+    free(o);
+    return bad;
+}
+
 /* volt_st_open_some's selection for a load without the optimizer (validate, test, predict):
  * the states' bytes (two thirds of an Adam checkpoint) stay in the file, unread, unchecked */
 static bool not_state(const char *name, void *ctx) {
@@ -210,6 +248,9 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
         if (!ranges_tile(cu->lo, cu->hi, (int)world, cu->numel))
             BAD("checkpoint '%s': shard index: the ranks' ranges of unit '%s' do not cover its %lld values exactly once",
                 path, cu->name, (long long)cu->numel);
+        if (!ranges_in_rank_order(cu->lo, cu->hi, (int)world))   /* every strategy's slices are: a swap is damage */
+            BAD("checkpoint '%s': shard index: the ranks' ranges of unit '%s' are not in rank order (rank r's slice follows "
+                "rank r-1's in every save)", path, cu->name);
     }
     for (int i = 0; i < c->n_params; i++) {
         const cJSON *o = cJSON_GetArrayItem(params, i), *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
@@ -230,6 +271,11 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
         }
         if (n != cp->numel) BAD("checkpoint '%s': parameter '%s': shape and numel disagree", path, cp->name);
     }
+    const int ov = params_overlap(c->params, c->n_params);
+    if (ov == -2) return volt__terr(t, VOLT_ERR_NOMEM, "checkpoint '%s': out of memory", path);
+    if (ov >= 0)
+        BAD("checkpoint '%s': shard index: parameter '%s' overlaps another parameter of unit '%s'", path, c->params[ov].name,
+            c->units[c->params[ov].unit].name);
     /* the shards: present, intact, from this save, holding what the index says */
     const char *slash = strrchr(path, '/');
     char dir[4096], file[4200];
@@ -246,6 +292,15 @@ static volt_status src_open_shards(volt_trainer *t, ck_src *c, const char *js) {
         const char *sid = volt_st_meta(c->shards[r], "volt.shard.id");
         if (!sid || strcmp(sid, id) != 0)
             BAD("checkpoint '%s': shard '%s' belongs to another save (id %s, the index says %s)", path, file, sid ? sid : "none", id);
+        /* the file at rank r's place holds rank r's slices: a moved or renamed shard of the same save
+         * has the right id and lengths but another rank's values */
+        const char *srank = volt_st_meta(c->shards[r], "volt.shard.rank"), *sworld = volt_st_meta(c->shards[r], "volt.shard.world");
+        char want_r[24], want_w[24];
+        snprintf(want_r, sizeof want_r, "%d", r);
+        snprintf(want_w, sizeof want_w, "%d", (int)world);
+        if (!srank || !sworld || strcmp(srank, want_r) != 0 || strcmp(sworld, want_w) != 0)
+            BAD("checkpoint '%s': shard '%s' was written by rank %s of %s, not rank %d of %d as its place in the folder "
+                "says (shard files moved or renamed?)", path, file, srank ? srank : "?", sworld ? sworld : "?", r, (int)world);
         char name[512];
         for (int u = 0; u < c->n_units; u++)
             for (int k = -1; k < cJSON_GetArraySize(c->states); k++) {
@@ -306,8 +361,45 @@ static volt_status src_open_local(volt_trainer *t, const char *path, bool states
     return VOLT_OK;
 }
 
+/* What this rank opened, as 64 bits: FNV-1a over every metadata entry of the file (or of a
+ * sharded checkpoint's index): the sealed loop state, the shard layout with its save's id, and
+ * the "crc32:<tensor>" entries, so the same bytes give the same value on every node. */
+static uint64_t opened_fingerprint(const ck_src *c) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; c->f && i < volt_st_meta_count(c->f); i++) {
+        const char *k = NULL, *v = NULL;
+        if (volt_st_meta_at(c->f, i, &k, &v) < 0) continue;
+        for (const char *s = k ? k : ""; ; s++) { h = (h ^ (unsigned char)*s) * 0x100000001b3ull; if (!*s) break; }
+        for (const char *s = v ? v : ""; ; s++) { h = (h ^ (unsigned char)*s) * 0x100000001b3ull; if (!*s) break; }
+    }
+    return h;
+}
+
+/* Every rank opened the same checkpoint: rank 0's fingerprint (one small broadcast, made by
+ * every rank whatever its open gave) against this rank's. A relative path under another
+ * working directory, or a node-local copy that is stale, would otherwise load other weights
+ * on some ranks without a word (ddp) or mix two runs (sharded). st: this rank's open so far. */
+static volt_status same_checkpoint(volt_trainer *t, const char *path, volt_status st, const ck_src *c) {
+    if (t->world <= 1 || !t->strategy) return st;
+    uint64_t fp[2] = { st >= 0 ? 1u : 0u, st >= 0 ? opened_fingerprint(c) : 0 }, r0[2];
+    memcpy(r0, fp, sizeof fp);
+    volt_status cs = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0);
+    if (st < 0) return st;
+    if (cs < 0)
+        return volt__terr(t, cs, "checkpoint '%s': the ranks could not compare what they opened (strategy '%s'): %s", path,
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    if (r0[0] && r0[1] != fp[1])
+        return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': rank %d opened a different checkpoint at '%s' than rank 0 "
+                          "(another file under that path on this rank: a relative path with another working directory, "
+                          "or a stale node-local copy?)", path, t->rank, path);
+    return VOLT_OK;
+}
+
 volt_status src_open(volt_trainer *t, const char *path, bool states, ck_src *c) {
+    memset(c, 0, sizeof *c);
+    VOLT_TRY(ck_entry_vote(t, CK_ENTRY_LOAD, "load", path));
     volt_status st = src_open_local(t, path, states, c);
+    st = same_checkpoint(t, path, st, c);
     if ((st = src_agree(t, path, st, "no rank applied anything")) < 0 && c->path) src_close(c);   /* another rank's verdict */
     return st;
 }

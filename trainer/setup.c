@@ -3,10 +3,12 @@
  * set up once and kept across calls, dropped when the module changes or a load fails. The
  * loops themselves: trainer/loop.c (fit) and trainer/eval_loop.c (validation, test, predict). */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/loop_hooks.h"
+#include "trainer/checkpoint_internal.h"
 
 /* The default callbacks (the config's enable_* flags) are the callbacks layer's business:
  * volt_trainer_create installs its hook (callbacks/defaults.c), run once before the first loop. */
@@ -176,6 +178,150 @@ volt_status volt__loop_setup_model(volt_trainer *t, const volt_module_ops *ops, 
     return VOLT_OK;
 }
 
+/* ---- every rank builds the same model under the same settings ------------------------------
+ * Ranks that built different models (a hidden size read from a per-rank file, say) or run other
+ * settings would otherwise train "successfully" on mixed bytes (sharded strategies) or fail in
+ * MPI with a raw size error. At each model set-up, after finalize and before the first
+ * collective that depends on the layout (the strategy's parameter broadcast), rank 0's
+ * fingerprints are broadcast (one small message), each rank compares them with its own, and
+ * one all-reduce of a slot per rank (volt__rank_values) says which ranks differ in what: when
+ * none does, that is all. Otherwise, when the parameters differ, rank 0's parameter list is
+ * broadcast so each differing rank names the first difference, and the ranks agree on the
+ * lowest differing rank's words (volt__agree_status). FNV-1a, 64 bits. */
+enum { FP_MODEL, FP_STRATEGY, FP_PRECISION, FP_ACCUMULATE, FP_CLIP, FP_LENGTH, FP_N };
+static const char *const fp_what[FP_N] = { "the model's parameters differ", "the strategy differs", "the precision differs",
+                                           "accumulate_grad_batches differs", "the gradient clipping differs",
+                                           "max_steps / max_epochs differ" };
+enum { FP_DESC = 192 };   /* one parameter's description in the list a mismatch broadcasts */
+
+typedef struct fp_summary {
+    uint64_t h[FP_N];
+    int64_t n_params, acc, max_steps, max_epochs;
+    double clip;
+    char strategy[40], precision[24], clip_algo[16];
+} fp_summary;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
+
+static void param_desc(const volt_tensor *p, char *out) {
+    char sh[96];
+    snprintf(out, FP_DESC, "%.120s %s %s", p->name ? p->name : "?", volt_shape_str(p->shape, sh, sizeof sh),
+             volt_dtype_name(p->dtype));
+}
+
+static void fp_make(volt_trainer *t, fp_summary *f) {
+    memset(f, 0, sizeof *f);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
+        const volt_unit *un = volt_params_unit_at(t->ps, u);
+        const int64_t n = volt_unit_numel(un);
+        h = fnv(fnv_str(h, volt_unit_name(un)), &n, sizeof n);
+    }
+    for (int i = 0; i < volt_params_count(t->ps); i++) {
+        char d[FP_DESC];
+        const volt_tensor *p = volt_params_at(t->ps, i);
+        param_desc(p, d);
+        const int64_t where[2] = { volt_unit_index(p->unit), volt_param_offset(p) };
+        h = fnv(fnv_str(h, d), where, sizeof where);
+    }
+    f->h[FP_MODEL] = h;
+    f->n_params = volt_params_count(t->ps);
+    snprintf(f->strategy, sizeof f->strategy, "%s", volt__strategy_name(t->strategy));
+    snprintf(f->precision, sizeof f->precision, "%s", t->prec && t->prec->ops ? t->prec->ops->info.name : "32-true");
+    f->acc = t->cfg.accumulate_grad_batches;
+    f->clip = t->cfg.gradient_clip_val;
+    snprintf(f->clip_algo, sizeof f->clip_algo, "%s", t->cfg.gradient_clip_algorithm ? t->cfg.gradient_clip_algorithm : "norm");
+    f->max_steps = t->cfg.max_steps;
+    f->max_epochs = t->cfg.max_epochs;
+    const uint64_t b = 0xcbf29ce484222325ull;
+    f->h[FP_STRATEGY] = fnv_str(b, f->strategy);
+    f->h[FP_PRECISION] = fnv_str(b, f->precision);
+    f->h[FP_ACCUMULATE] = fnv(b, &f->acc, sizeof f->acc);
+    f->h[FP_CLIP] = fnv_str(fnv(b, &f->clip, sizeof f->clip), f->clip_algo);
+    f->h[FP_LENGTH] = fnv(fnv(b, &f->max_steps, sizeof f->max_steps), &f->max_epochs, sizeof f->max_epochs);
+}
+
+static bool any_mask(void *ctx, int r, double v) {
+    (void)r;
+    *(unsigned *)ctx |= (unsigned)v;
+    return true;
+}
+
+/* The first parameter where this rank's list differs from rank 0's (rank 0's list, broadcast
+ * by every rank alike: n0 is rank 0's count, known to all). */
+static volt_status first_param_diff(volt_trainer *t, int64_t n0, bool mine_differs, char *msg, size_t msglen) {
+    const int64_t n = volt_params_count(t->ps);
+    bool found = false;
+    for (int64_t i = 0; i < n0; i++) {   /* one description a broadcast: only when some rank differs */
+        char r0[FP_DESC] = "";
+        if (t->rank == 0) param_desc(volt_params_at(t->ps, (int)i), r0);
+        volt_status st = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0);
+        if (st < 0) return st;
+        if (!mine_differs || found) continue;
+        char d[FP_DESC] = "(none)";
+        r0[FP_DESC - 1] = 0;
+        if (i < n) param_desc(volt_params_at(t->ps, (int)i), d);
+        if (strcmp(d, r0)) {
+            snprintf(msg, msglen, "rank %d: %.190s vs rank 0: %.190s", t->rank, d, r0);
+            found = true;
+        }
+    }
+    if (mine_differs && !found) {
+        if (n > n0) {
+            char d[FP_DESC];
+            param_desc(volt_params_at(t->ps, (int)n0), d);
+            snprintf(msg, msglen, "rank %d has %lld parameters, rank 0 %lld: rank %d's %s is extra", t->rank, (long long)n,
+                     (long long)n0, t->rank, d);
+        } else {
+            snprintf(msg, msglen, "rank %d's units differ from rank 0's (names or padded sizes: the strategy's padding?)", t->rank);
+        }
+    }
+    return VOLT_OK;
+}
+
+static volt_status agree_layout(volt_trainer *t) {
+    if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    fp_summary mine, r0;
+    fp_make(t, &mine);
+    r0 = mine;
+    volt_status st = volt__strategy_broadcast(t->strategy, &r0, sizeof r0, 0);
+    unsigned mask = 0, all = 0;
+    for (int k = 0; st >= 0 && k < FP_N; k++)
+        if (mine.h[k] != r0.h[k]) mask |= 1u << k;
+    if (st >= 0) st = volt__rank_values(t, (double)mask, any_mask, &all);
+    if (st < 0)
+        return volt__terr(t, st, "setup: the ranks could not compare their models and settings (strategy '%s'): %s",
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    if (!all) return VOLT_OK;
+    char detail[512] = "";
+    if (all & (1u << FP_MODEL)) {   /* every rank takes part: rank 0's list */
+        r0.strategy[sizeof r0.strategy - 1] = r0.precision[sizeof r0.precision - 1] = r0.clip_algo[sizeof r0.clip_algo - 1] = 0;
+        if ((st = first_param_diff(t, r0.n_params, (mask & 1u << FP_MODEL) != 0, detail, sizeof detail)) < 0)
+            return volt__terr(t, st, "setup: the ranks could not compare their models (strategy '%s'): %s",
+                              volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    }
+    st = VOLT_OK;
+    if (mask) {
+        int k = 0;
+        while (!(mask & 1u << k)) k++;
+        r0.strategy[sizeof r0.strategy - 1] = r0.precision[sizeof r0.precision - 1] = r0.clip_algo[sizeof r0.clip_algo - 1] = 0;
+        if (k == FP_STRATEGY) snprintf(detail, sizeof detail, "rank %d: '%s' vs rank 0: '%s'", t->rank, mine.strategy, r0.strategy);
+        else if (k == FP_PRECISION) snprintf(detail, sizeof detail, "rank %d: '%s' vs rank 0: '%s'", t->rank, mine.precision, r0.precision);
+        else if (k == FP_ACCUMULATE) snprintf(detail, sizeof detail, "rank %d: %lld vs rank 0: %lld", t->rank, (long long)mine.acc, (long long)r0.acc);
+        else if (k == FP_CLIP) snprintf(detail, sizeof detail, "rank %d: %g (%s) vs rank 0: %g (%s)", t->rank, mine.clip, mine.clip_algo, r0.clip, r0.clip_algo);
+        else if (k == FP_LENGTH) snprintf(detail, sizeof detail, "rank %d: %lld / %lld vs rank 0: %lld / %lld", t->rank,
+                                          (long long)mine.max_steps, (long long)mine.max_epochs, (long long)r0.max_steps, (long long)r0.max_epochs);
+        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "setup: %s between ranks (%s): every rank must build the same model with "
+                        "the same trainer settings", fp_what[k], detail);
+    }
+    return volt__agree_status(t, st, "setup: the ranks' models and settings", "no rank trained");
+}
+
 static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void *module, bool loads) {
     t->weights_touched = false;   /* the inits (or nothing yet, for a load) */
     t->mops = ops;
@@ -199,6 +345,7 @@ static volt_status build_model(volt_trainer *t, const volt_module_ops *ops, void
     if (loads) volt__params_skip_init(t->ps);
     st = volt_params_finalize(t->ps);
     if (st < 0) return volt__terr(t, st, "module '%s': %s", ops->name, volt_params_errmsg(t->ps));
+    VOLT_TRY(agree_layout(t));
     t->weights_pending = loads;
     if (!loads && ops->init_weights && (st = ops->init_weights(module, t->ps)) < 0)
         return volt__terr(t, st, "module '%s': init_weights failed%s%s", ops->name,
@@ -313,8 +460,33 @@ volt_status volt__loop_setup_optim(volt_trainer *t, volt_loader *train) {
 
 /* ckpt_path ("best", "last" or a file) resolved before the model is set up, into path[VOLT__CKPT_PATH_CAP]:
  * "" when there is none (an error unless missing_ok) */
+/* With several ranks every rank takes part, given a ckpt_path or not: rank 0's request (NULL
+ * travels as none) is compared with each rank's own, and a difference is an error on every
+ * rank naming it (the ranks would otherwise make different collectives: one loads, the other
+ * trains from fresh weights). The requests are compared, not the files they resolve to: rank
+ * 0's file is the one every rank loads (volt__resolve_ckpt), as "last" may resolve
+ * differently per rank. */
+static volt_status agree_ckpt_path(volt_trainer *t, const char *ckpt_path, const char *stage) {
+    if (t->world <= 1 || !t->strategy) return VOLT_OK;
+    char r0[VOLT__CKPT_PATH_CAP];
+    bool has = ckpt_path != NULL;
+    snprintf(r0, sizeof r0, "%s", ckpt_path ? ckpt_path : "");
+    volt_status st = ck_bcast_str(t, r0, sizeof r0, &has);
+    if (st < 0)
+        return volt__terr(t, st, "%s: ckpt_path: the ranks could not agree (strategy '%s'): %s", stage,
+                          volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
+    const bool same = has == (ckpt_path != NULL) && (!has || !strncmp(r0, ckpt_path, sizeof r0 - 1));
+    st = VOLT_OK;
+    if (!same)
+        st = volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: ckpt_path differs between ranks: rank 0 has %s%.1000s%s, rank %d has "
+                        "%s%.1000s%s (every rank must be given the same ckpt_path)", stage, has ? "'" : "", has ? r0 : "none",
+                        has ? "'" : "", t->rank, ckpt_path ? "'" : "", ckpt_path ? ckpt_path : "none", ckpt_path ? "'" : "");
+    return volt__agree_status(t, st, "ckpt_path", "no rank loaded anything");
+}
+
 volt_status volt__loop_resolve(volt_trainer *t, const char *ckpt_path, bool missing_ok, const char *stage, char *path) {
     path[0] = 0;
+    VOLT_TRY(agree_ckpt_path(t, ckpt_path, stage));
     if (!ckpt_path) return VOLT_OK;
     if (!ckpt_path[0])   /* Lightning's ckpt_path=None is NULL here; "" names no file */
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: ckpt_path is empty (give a file's path, \"last\" or \"best\"; "
