@@ -224,6 +224,14 @@ volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, cons
     volt_status st = volt_distilbert_create(cfg, &probe);
     volt_distilbert_destroy(probe);
     if (st < 0) { snprintf(err, errlen, "config_to_hf: the config is not a valid DistilBERT (%s)", volt_status_str(st)); return st; }
+    /* ... and only what config_from_hf reads back (its ranges are narrower than the model's) */
+    if (cfg->vocab_size > INT32_MAX || cfg->max_position > (1 << 20) || cfg->dim > (1 << 16) || cfg->n_layers > 256 ||
+        cfg->n_heads > 1024 || cfg->hidden_dim > (1 << 20) || !(cfg->initializer_range > 0 && cfg->initializer_range < 10)) {
+        snprintf(err, errlen, "config_to_hf: the config is outside what a config.json is read with (vocab_size <= 2^31-1, "
+                 "max_position <= 2^20, dim <= 2^16, n_layers <= 256, n_heads <= 1024, hidden_dim <= 2^20, "
+                 "initializer_range in (0, 10))");
+        return VOLT_ERR_INVALID_ARG;
+    }
     cJSON *o = cJSON_CreateObject(), *arch = cJSON_CreateArray(), *id2 = cJSON_CreateObject(), *l2id = cJSON_CreateObject();
     bool ok = o && arch && id2 && l2id;
     if (ok) {

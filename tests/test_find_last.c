@@ -1,7 +1,7 @@
 /* volt_checkpoint_find_last: Lightning's ckpt_path="last" in one folder, as the trainer and
  * ModelCheckpoint pick it — the newest by mtime of last.safetensors / last-vN.safetensors (and,
  * when asked, on_exception.safetensors), a tie to the greater name; other names, folders and
- * paths that do not fit the buffer are not picked. */
+ * paths that do not fit the buffer are passed over. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,9 +70,10 @@ int main(void) {
     touch_at("on_exception.safetensors", 400, 5);
     CHECK(!strcmp(pick(true, 1024), "on_exception.safetensors"), "a tie with on_exception: the greater name: %s",
           pick(true, 1024));
-    /* a buffer too short for the path: none, not a cut path */
+    /* a buffer too short for a path: that file is passed over, never given cut */
     const size_t need = strlen(g_dir) + 1 + strlen("on_exception.safetensors") + 1;
     CHECK(!strcmp(pick(true, need), "on_exception.safetensors"), "a buffer that just fits: %s", pick(true, need));
-    CHECK(!strcmp(pick(true, need - 1), "(none)"), "a buffer one byte short: %s", pick(true, need - 1));
+    CHECK(!strcmp(pick(true, need - 1), "last.safetensors"), "a buffer one byte short of the newest: %s", pick(true, need - 1));
+    CHECK(!strcmp(pick(true, strlen(g_dir) + 2), "(none)"), "a buffer that holds no name: %s", pick(true, strlen(g_dir) + 2));
     return vtest_finish();
 }

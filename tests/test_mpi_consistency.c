@@ -3,9 +3,10 @@
  *
  *   mpirun -np N test_mpi_consistency MODE STRATEGY
  *
- *   ckpt_path   ckpt_path given on rank 0 only (NULL elsewhere), then another one per rank: every
- *               rank fails with "ckpt_path differs between ranks" before any load; then the same
- *               path everywhere validates (the ranks' collectives still match).
+ *   ckpt_path   ckpt_path given on rank 0 only (NULL elsewhere), then a file on rank 0 and "last"
+ *               elsewhere: every rank fails with "ckpt_path differs between ranks" before any
+ *               load; one file spelled per rank validates; then the same path everywhere fits
+ *               (the ranks' collectives still match).
  *   save_one    volt_trainer_save_checkpoint called on rank 0 only under a sharding strategy:
  *               every rank's fit fails with an error saying the ranks called different
  *               collectives (rank 0's save says so too), no shard folder is left behind.
@@ -132,7 +133,11 @@ static void test_ckpt_path(const char *strategy) {
     expect_err(t, st, VOLT_ERR_INVALID_ARG, "ckpt_path differs between ranks: rank 0 has '", "rank 0 only");
     CHECK(strstr(volt_trainer_errmsg(t), "has none") != NULL, "rank %d: names the rank without one: %s", g_rank, volt_trainer_errmsg(t));
     st = volt_trainer_validate(t, &g_ops, &m, l, g_rank == 0 ? path : "last");
-    expect_err(t, st, VOLT_ERR_INVALID_ARG, "ckpt_path differs between ranks", "another per rank");
+    expect_err(t, st, VOLT_ERR_INVALID_ARG, "ckpt_path differs between ranks", "another kind per rank");
+    char spelled[1300];   /* one file spelled per rank (a node-local mount, a relative path): fine */
+    snprintf(spelled, sizeof spelled, "%s/./ck.safetensors", g_dir);
+    st = volt_trainer_validate(t, &g_ops, &m, l, g_rank == 0 ? path : spelled);
+    CHECK(st == VOLT_OK, "rank %d: validate from one file spelled per rank: %s", g_rank, volt_trainer_errmsg(t));
     st = volt_trainer_fit(t, &g_ops, &m, l, NULL, path);   /* the same everywhere: the ranks still in step */
     CHECK(st == VOLT_OK, "rank %d: fit from the same ckpt_path: %s", g_rank, volt_trainer_errmsg(t));
     volt_trainer_destroy(t);

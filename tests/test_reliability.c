@@ -630,6 +630,10 @@ static void test_hf_config_values(void) {
     free(v1); free(v2); free(cj);
     a.dim = 30;   /* not a multiple of n_heads: nothing written for a model volt would refuse */
     CHECK(volt_distilbert_config_to_hf(&a, out, NULL, true, err, sizeof err) == VOLT_ERR_INVALID_ARG, "a bad config: %s", err);
+    a.dim = 32;   /* a model volt makes, but a config.json would not be read back with */
+    a.initializer_range = 0.f;
+    CHECK(volt_distilbert_config_to_hf(&a, out, NULL, true, err, sizeof err) == VOLT_ERR_INVALID_ARG &&
+          strstr(err, "initializer_range in (0, 10)"), "initializer_range 0: %s", err);
 }
 
 /* The strict variant (tests/strict_ckpt.cmake) must really run there: the parameters live on

@@ -78,14 +78,14 @@ const char *volt_checkpoint_find_last(const char *dir, bool with_on_exception, c
     DIR *d = opendir(dir);
     if (!d) return NULL;
     struct timespec best = { 0, 0 };
-    bool have = false, too_long = false;
+    bool have = false;
     const struct dirent *de;
     while ((de = readdir(d))) {
         if (!is_last_name(de->d_name, with_on_exception)) continue;
         char p[4096];
         struct stat sb;
         const int len = snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (len < 0 || (size_t)len >= sizeof p || (size_t)len >= n) { too_long = true; continue; }
+        if (len < 0 || (size_t)len >= sizeof p || (size_t)len >= n) continue;   /* not a path it can give */
         if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         if (have && !volt__file_newer(&sb.st_mtim, p, &best, buf)) continue;
         best = sb.st_mtim;
@@ -93,5 +93,5 @@ const char *volt_checkpoint_find_last(const char *dir, bool with_on_exception, c
         have = true;
     }
     closedir(d);
-    return have && !too_long ? buf : NULL;
+    return have ? buf : NULL;
 }

@@ -461,11 +461,11 @@ volt_status volt__loop_setup_optim(volt_trainer *t, volt_loader *train) {
 /* ckpt_path ("best", "last" or a file) resolved before the model is set up, into path[VOLT__CKPT_PATH_CAP]:
  * "" when there is none (an error unless missing_ok) */
 /* With several ranks every rank takes part, given a ckpt_path or not: rank 0's request (NULL
- * travels as none) is compared with each rank's own, and a difference is an error on every
- * rank naming it (the ranks would otherwise make different collectives: one loads, the other
- * trains from fresh weights). The requests are compared, not the files they resolve to: rank
- * 0's file is the one every rank loads (volt__resolve_ckpt), as "last" may resolve
- * differently per rank. */
+ * travels as none) is compared with each rank's own, and a different kind (none, "last",
+ * "best", a file) is an error on every rank naming it (the ranks would otherwise make
+ * different collectives: one loads, the other trains from fresh weights). Files are not
+ * compared by name: rank 0's file is the one every rank loads (volt__resolve_ckpt), and the
+ * load checks that every rank opened the same bytes. */
 static volt_status agree_ckpt_path(volt_trainer *t, const char *ckpt_path, const char *stage) {
     if (t->world <= 1 || !t->strategy) return VOLT_OK;
     char r0[VOLT__CKPT_PATH_CAP];
@@ -475,11 +475,16 @@ static volt_status agree_ckpt_path(volt_trainer *t, const char *ckpt_path, const
     if (st < 0)
         return volt__terr(t, st, "%s: ckpt_path: the ranks could not agree (strategy '%s'): %s", stage,
                           volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
-    const bool same = has == (ckpt_path != NULL) && (!has || !strncmp(r0, ckpt_path, sizeof r0 - 1));
+    /* the kind of request must agree (none, "last", "best", a file); a file's spelling may differ per
+     * rank (a node-local mount, a relative path): rank 0's is the one loaded, and the load compares
+     * what every rank opened (checkpoint_source.c) */
+    const int k0 = !has ? 0 : !strcmp(r0, "last") ? 1 : !strcmp(r0, "best") ? 2 : 3;
+    const int kr = !ckpt_path ? 0 : !strcmp(ckpt_path, "last") ? 1 : !strcmp(ckpt_path, "best") ? 2 : 3;
+    const bool same = k0 == kr;
     st = VOLT_OK;
     if (!same)
         st = volt__terr(t, VOLT_ERR_INVALID_ARG, "%s: ckpt_path differs between ranks: rank 0 has %s%.1000s%s, rank %d has "
-                        "%s%.1000s%s (every rank must be given the same ckpt_path)", stage, has ? "'" : "", has ? r0 : "none",
+                        "%s%.1000s%s (every rank must be given the same ckpt_path: none, \"last\", \"best\" or a file)", stage, has ? "'" : "", has ? r0 : "none",
                         has ? "'" : "", t->rank, ckpt_path ? "'" : "", ckpt_path ? ckpt_path : "none", ckpt_path ? "'" : "");
     return volt__agree_status(t, st, "ckpt_path", "no rank loaded anything");
 }

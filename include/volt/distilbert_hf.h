@@ -33,7 +33,8 @@ VOLT_API volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg,
  * pad_token_id (null for -1), activation "gelu", sinusoidal_pos_embds false, and the class
  * count as id2label / label2id ("LABEL_<i>", transformers' default names). Each file is
  * written whole or not at all (a temporary file renamed); files already there are replaced.
- * Errors: INVALID_ARG (NULL, a config volt_distilbert_create would refuse), IO (with err). */
+ * Errors: INVALID_ARG (NULL, a config volt_distilbert_create would refuse or config_from_hf would
+ * not read back: its ranges are narrower), IO (with err). */
 VOLT_API volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, const char *dir, const char *vocab_txt,
                                                   bool do_lower_case, char *err, size_t errlen);
 

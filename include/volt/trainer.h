@@ -575,8 +575,9 @@ VOLT_API void volt_lr_find_result_free(volt_lr_find_result *r);   /* NULL-safe; 
  * rate at each (torch.gradient with the rates as coordinates: the second-order formula for
  * uneven spacing between neighbours, one-sided at the two ends); the rate of the least (the
  * first of equals). NAN when fewer than 2 finite points are left (Lightning's "not enough
- * points"), or for a NULL result or a negative skip. skip_end 0 skips none (Lightning's slice
- * [skip_begin:-0] would be empty). */
+ * points"), or for a NULL result or a negative skip. Two differences from Lightning: skip_end 0
+ * skips none (Lightning's slice [skip_begin:-0] is empty), and a NaN gradient (two points at one
+ * rate) is passed over (torch.argmin would pick it). */
 VOLT_API double volt_lr_find_suggestion(const volt_lr_find_result *r, int64_t skip_begin, int64_t skip_end);
 
 /* ---- the batch size finder (Lightning's Tuner.scale_batch_size / BatchSizeFinder) ------------ */
@@ -840,8 +841,8 @@ VOLT_API volt_status volt_checkpoint_param_shape(const char *path, const char *n
  * modification time, of the regular files ModelCheckpoint names last.safetensors and
  * last-vN.safetensors, and, with_on_exception, OnExceptionCheckpoint's on_exception.safetensors;
  * a tie goes to the greater name (the trainer's "last" decides the same way). "dir/name" goes
- * into buf (n bytes) and buf is returned; NULL when the folder holds none, cannot be read, or
- * the path does not fit in n. */
+ * into buf (n bytes) and buf is returned; NULL when the folder holds none or cannot be read. A
+ * file whose path does not fit in n is passed over (as ModelCheckpoint's scan passes it). */
 VOLT_API const char *volt_checkpoint_find_last(const char *dir, bool with_on_exception, char *buf, size_t n);
 /* How "best"/"last" resolve: the first ModelCheckpoint registers itself (borrowed); while a
  * module's configure_callbacks runs, the slot is the module's (the first ModelCheckpoint it adds

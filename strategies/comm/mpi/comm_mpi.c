@@ -303,10 +303,10 @@ static volt_status launched(volt_comm *c, mpi_req *q, volt_comm_req **req) {
  * checkpoint alone, one rank resolving a ckpt_path the others were not given) get an error
  * saying so instead of each other's bytes. A broadcast's envelope is the root's
  * {magic, byte count, collective number}, compared by every rank with its own; an f64
- * all-reduce's is two 40-bit hashes of (count, collective number, the caller's `what`, the
+ * all-reduce's is two 32-bit hashes of (count, collective number, the caller's `what`, the
  * same on every rank at one call site: "metric sync", "grad norm", ...) that every rank adds
  * in: the sums are W times this rank's own only when every rank contributed the same (W = 2:
- * always; more: but for a 2^-80 coincidence). A mismatched message larger than what a rank
+ * always; more: but for a 2^-64 coincidence; exact in doubles up to 2^21 ranks). A mismatched message larger than what a rank
  * posted is MPI_ERR_TRUNCATE, reported the same way (m_wait). Every bounce buffer has at least
  * BOUNCE_MIN bytes, so a small mismatched message that MPI copies whole lands in memory the
  * request owns. */
@@ -343,7 +343,8 @@ static void hdr_set(volt_comm *c, mpi_req *q, int root, size_t n) {
     if (q->hdr == HDR_SUM) {
         uint64_t k = mix64(0x51ull << 56 ^ (uint64_t)n << 20 ^ q->seq);
         for (const char *w = q->what; *w; w++) k = (k ^ (unsigned char)*w) * 0x100000001b3ull;   /* the call site's name */
-        const double a = (double)(k >> 24), b = (double)(mix64(k) >> 24), w = (double)c->world;   /* 40 bits each */
+        /* 32 bits each: a sum of W of them is exact in a double for W up to 2^21 ranks */
+        const double a = (double)(k >> 32), b = (double)(mix64(k) >> 32), w = (double)c->world;
         const double mine[2] = { a, b }, want[2] = { a * w, b * w };
         memcpy(h, mine, sizeof mine);
         memcpy(q->hdr_want, want, sizeof want);
@@ -393,7 +394,11 @@ static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size
     mpi_impl *im = c->impl;
     const int hdr = dt == VOLT_COMM_F64 && count && count * sizeof(double) <= BOUNCE_MAX ? HDR_SUM : HDR_NONE;
     void *at = bounce_in(q, send, recv, count * volt__comm_dtype_size(dt), hdr);
-    if (!at) return start_failed(c, q, cerr(c, VOLT_ERR_NOMEM, "rank %d: all_reduce (%s): out of memory", c->rank, q->what));
+    if (!at) {   /* this rank counted a collective the others run: out of step from here on */
+        const volt_status st = cerr(c, VOLT_ERR_NOMEM, "rank %d: all_reduce (%s): out of memory", c->rank, q->what);
+        mark_broken(im, st);
+        return start_failed(c, q, st);
+    }
     const size_t extra = hdr ? HDR_BYTES / sizeof(double) : 0;
     if (hdr) { hdr_set(c, q, 0, count * sizeof(double)); at = q->bounce; }
     START_MPI(c, q, MPI_Iallreduce(send == recv || at != recv ? MPI_IN_PLACE : send, at, (int)(count + extra), mpi_type(dt),
@@ -449,7 +454,11 @@ static volt_status m_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
     VOLT_TRY(req_start(c, "broadcast", what, count, dt, &q));
     const int hdr = dt == VOLT_COMM_BYTE && count && count <= BOUNCE_MAX ? HDR_ROOT : HDR_NONE;
     void *at = bounce_in(q, buf, buf, count * volt__comm_dtype_size(dt), hdr);
-    if (!at) return start_failed(c, q, cerr(c, VOLT_ERR_NOMEM, "rank %d: broadcast (%s): out of memory", c->rank, q->what));
+    if (!at) {   /* this rank counted a collective the others run: out of step from here on */
+        const volt_status st = cerr(c, VOLT_ERR_NOMEM, "rank %d: broadcast (%s): out of memory", c->rank, q->what);
+        mark_broken(c->impl, st);
+        return start_failed(c, q, st);
+    }
     const size_t extra = hdr ? HDR_BYTES : 0;
     if (hdr) { hdr_set(c, q, root, count); at = q->bounce; }
     START_MPI(c, q, MPI_Ibcast(at, (int)(count + extra), mpi_type(dt), root, ((mpi_impl *)c->impl)->comm, &q->r));
