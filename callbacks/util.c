@@ -170,33 +170,7 @@ int volt__cb_next_version(const char *root) {
 }
 
 volt_status volt__cb_write_text(const char *path, const char *text, char *err, size_t errlen) {
-    char tmp[VOLT_CB_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "path too long: '%s'", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
-        }
-        off += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        unlink(tmp);
-        return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return volt__errf(err, errlen, VOLT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(e));
-    }
-    return VOLT_OK;
+    return volt__write_text_atomic(path, text, err, errlen);
 }
 
 /* ---- metrics.csv ------------------------------------------------------------------------------- */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,4 +67,34 @@ int volt__open_regular(const char *path) {
     const int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     return fd;
+}
+
+volt_status volt__write_text_atomic(const char *path, const char *text, char *err, size_t errlen) {
+    char tmp[4096 + 8];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return volt__errf(err, errlen, VOLT_ERR_INVALID_ARG, "path too long: '%s'", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return volt__errf(err, errlen, VOLT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(e));
+    }
+    return VOLT_OK;
 }

@@ -16,6 +16,8 @@ bool volt__path_stays_under(const char *name);
 /* The rule "last" picks files by, wherever it does (ModelCheckpoint, the trainer, the public
  * volt_checkpoint_find_last): file a (modified at ta) is newer than file b (at tb) when ta is
  * later, or the times are equal and a's path is the greater string. */
+/* A small text file written whole or not at all: path.tmp, fsync, rename over path. err may be NULL. */
+volt_status volt__write_text_atomic(const char *path, const char *text, char *err, size_t errlen);
 /* path opened read-only (O_CLOEXEC) when it is a regular file: a FIFO, a device or a folder in
  * its place is refused at once (opened without blocking, checked on the open file; reads block
  * as usual afterwards). The fd; -1 with errno when it cannot be opened or stat'ed; -2 when it

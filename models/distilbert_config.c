@@ -8,7 +8,6 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "core/fsutil.h"
-#include "callbacks/util.h"   /* volt__cb_write_text */
 #include "volt/distilbert_hf.h"
 
 static char *read_small(const char *path, char *err, size_t errlen, bool *missing) {
@@ -159,7 +158,7 @@ static volt_status write_json(const char *dir, const char *name, cJSON *o, char 
     const size_t n = strlen(text);
     char *nl = realloc(text, n + 2);   /* a final newline, as transformers writes */
     if (nl) { text = nl; text[n] = '\n'; text[n + 1] = 0; }
-    volt_status st = volt__cb_write_text(path, text, err, errlen);
+    volt_status st = volt__write_text_atomic(path, text, err, errlen);
     free(text);
     return st;
 }
@@ -209,7 +208,7 @@ static volt_status copy_vocab(const char *src, const char *dir, char *err, size_
     char path[4096 + 64];
     volt_status st = VOLT_ERR_INVALID_ARG;
     if (snprintf(path, sizeof path, "%s/vocab.txt", dir) >= (int)sizeof path) snprintf(err, errlen, "'%s': path too long", dir);
-    else st = volt__cb_write_text(path, buf, err, errlen);
+    else st = volt__write_text_atomic(path, buf, err, errlen);
     free(buf);
     return st;
 }

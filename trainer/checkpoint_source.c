@@ -365,12 +365,11 @@ static volt_status src_open_local(volt_trainer *t, const char *path, bool states
  * sharded checkpoint's index): the sealed loop state, the shard layout with its save's id, and
  * the "crc32:<tensor>" entries, so the same bytes give the same value on every node. */
 static uint64_t opened_fingerprint(const ck_src *c) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = VOLT__FNV_START;
     for (int i = 0; c->f && i < volt_st_meta_count(c->f); i++) {
         const char *k = NULL, *v = NULL;
         if (volt_st_meta_at(c->f, i, &k, &v) < 0) continue;
-        for (const char *s = k ? k : ""; ; s++) { h = (h ^ (unsigned char)*s) * 0x100000001b3ull; if (!*s) break; }
-        for (const char *s = v ? v : ""; ; s++) { h = (h ^ (unsigned char)*s) * 0x100000001b3ull; if (!*s) break; }
+        h = volt__fnv_str(volt__fnv_str(h, k), v);
     }
     return h;
 }

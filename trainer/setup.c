@@ -201,12 +201,6 @@ typedef struct fp_summary {
     char strategy[40], precision[24], clip_algo[16];
 } fp_summary;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
 
 static void param_desc(const volt_tensor *p, char *out) {
     char sh[96];
@@ -216,18 +210,18 @@ static void param_desc(const volt_tensor *p, char *out) {
 
 static void fp_make(volt_trainer *t, fp_summary *f) {
     memset(f, 0, sizeof *f);
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = VOLT__FNV_START;
     for (int u = 0; u < volt_params_unit_count(t->ps); u++) {
         const volt_unit *un = volt_params_unit_at(t->ps, u);
         const int64_t n = volt_unit_numel(un);
-        h = fnv(fnv_str(h, volt_unit_name(un)), &n, sizeof n);
+        h = volt__fnv(volt__fnv_str(h, volt_unit_name(un)), &n, sizeof n);
     }
     for (int i = 0; i < volt_params_count(t->ps); i++) {
         char d[FP_DESC];
         const volt_tensor *p = volt_params_at(t->ps, i);
         param_desc(p, d);
         const int64_t where[2] = { volt_unit_index(p->unit), volt_param_offset(p) };
-        h = fnv(fnv_str(h, d), where, sizeof where);
+        h = volt__fnv(volt__fnv_str(h, d), where, sizeof where);
     }
     f->h[FP_MODEL] = h;
     f->n_params = volt_params_count(t->ps);
@@ -238,12 +232,12 @@ static void fp_make(volt_trainer *t, fp_summary *f) {
     snprintf(f->clip_algo, sizeof f->clip_algo, "%s", t->cfg.gradient_clip_algorithm ? t->cfg.gradient_clip_algorithm : "norm");
     f->max_steps = t->cfg.max_steps;
     f->max_epochs = t->cfg.max_epochs;
-    const uint64_t b = 0xcbf29ce484222325ull;
-    f->h[FP_STRATEGY] = fnv_str(b, f->strategy);
-    f->h[FP_PRECISION] = fnv_str(b, f->precision);
-    f->h[FP_ACCUMULATE] = fnv(b, &f->acc, sizeof f->acc);
-    f->h[FP_CLIP] = fnv_str(fnv(b, &f->clip, sizeof f->clip), f->clip_algo);
-    f->h[FP_LENGTH] = fnv(fnv(b, &f->max_steps, sizeof f->max_steps), &f->max_epochs, sizeof f->max_epochs);
+    const uint64_t b = VOLT__FNV_START;
+    f->h[FP_STRATEGY] = volt__fnv_str(b, f->strategy);
+    f->h[FP_PRECISION] = volt__fnv_str(b, f->precision);
+    f->h[FP_ACCUMULATE] = volt__fnv(b, &f->acc, sizeof f->acc);
+    f->h[FP_CLIP] = volt__fnv_str(volt__fnv(b, &f->clip, sizeof f->clip), f->clip_algo);
+    f->h[FP_LENGTH] = volt__fnv(volt__fnv(b, &f->max_steps, sizeof f->max_steps), &f->max_epochs, sizeof f->max_epochs);
 }
 
 static bool any_mask(void *ctx, int r, double v) {

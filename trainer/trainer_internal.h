@@ -4,12 +4,25 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
 #include "volt/trainer.h"
 #include "core/internal.h"
 #include "core/clock.h"
 #include "strategies/strategy.h"
 #include "precision/precision.h"
 #include "volt/safetensors.h"
+
+/* FNV-1a over n bytes, continuing from h (start: VOLT__FNV_START): the fingerprints ranks compare
+ * (the model and settings at set-up, the checkpoint each opened). */
+#define VOLT__FNV_START 0xcbf29ce484222325ull
+static inline uint64_t volt__fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+/* ... over a string and its NUL (NULL as ""), so "ab","c" and "a","bc" differ */
+static inline uint64_t volt__fnv_str(uint64_t h, const char *s) { return volt__fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
 #include "core/device.h"
 
 #define VOLT_MAX_CALLBACKS 32
