@@ -145,19 +145,50 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
     return 0;
 }
 
-bool app_out_path_ok(const char *path, char *why, size_t n) {
-    struct stat sb;
-    if (!*path) { snprintf(why, n, "an empty path"); return false; }
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { snprintf(why, n, "is a folder (a file path is wanted)"); return false; }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
+/* The folder path names its entry in (trailing slashes dropped): "." for a bare name, "/"
+ * for an entry of the root. */
+static void parent_of(const char *path, char *dir, size_t n) {
+    snprintf(dir, n, "%s", path);
+    size_t l = strlen(dir);
+    while (l > 1 && dir[l - 1] == '/') dir[--l] = 0;
     char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
+    if (!slash) snprintf(dir, n, ".");
     else if (slash == dir) dir[1] = 0;   /* "/x": the root */
     else *slash = 0;
+}
+
+/* dir exists as a folder this process can write into; else false and why */
+static bool parent_ok(const char *dir, char *why, size_t n) {
+    struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(why, n, "its folder '%s' does not exist", dir); return false; }
     if (access(dir, W_OK) != 0) { snprintf(why, n, "its folder '%s' is not writable: %s", dir, strerror(errno)); return false; }
     return true;
+}
+
+bool app_out_path_ok(const char *path, char *why, size_t n) {
+    struct stat sb;
+    if (!*path) { snprintf(why, n, "an empty path"); return false; }
+    if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || path[strlen(path) - 1] == '/') {
+        snprintf(why, n, "is a folder (a file path is wanted)");
+        return false;
+    }
+    char dir[4096];
+    parent_of(path, dir, sizeof dir);
+    return parent_ok(dir, why, n);
+}
+
+bool app_out_dir_ok(const char *path, char *why, size_t n) {
+    struct stat sb;
+    if (!*path) { snprintf(why, n, "an empty path"); return false; }
+    if (stat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) return true;
+        snprintf(why, n, "there is a file of that name (a folder is wanted)");
+        return false;
+    }
+    if (lstat(path, &sb) == 0) { snprintf(why, n, "is a link to nothing (a folder is wanted)"); return false; }
+    char dir[4096];
+    parent_of(path, dir, sizeof dir);
+    return parent_ok(dir, why, n);
 }
 
 bool app_skip_test(volt_trainer *t, const volt_cli *c) {

@@ -30,6 +30,9 @@ int app_cli_parse(const char *prog, const char *desc, const volt_cli_key *keys, 
 /* An output file path the program can create: not empty, not a folder, in a folder that exists
  * and is writable; else false and why. */
 bool app_out_path_ok(const char *path, char *why, size_t n);
+/* An output folder: not empty, a folder that exists or whose parent folder exists and is
+ * writable (made later); else false and why. */
+bool app_out_dir_ok(const char *path, char *why, size_t n);
 const char *app_fit_ckpt(const volt_cli *c);
 /* trainer.limit_test_batches 0: the test is skipped, said on stdout (rank 0); true then. */
 bool app_skip_test(volt_trainer *t, const volt_cli *c);

@@ -165,18 +165,8 @@ static int parse_args(int argc, char **argv, volt_cli_key *buf, volt_cli **cp, o
             !strcmp(o->sub, "predict") || volt_cli_float(c, "trainer.limit_test_batches") == 0)
             return app_usage(APP, "--export-hf '%s': %s", ex, !*ex ? "an empty path" : "it is written after a test, and this run "
                              "runs none (test after fit, or test --ckpt_path FILE)");
-        char parent[PATH_N];
-        snprintf(parent, sizeof parent, "%s", ex);
-        size_t pl = strlen(parent);
-        while (pl > 1 && parent[pl - 1] == '/') parent[--pl] = 0;
-        char *sl = strrchr(parent, '/');
-        if (!sl) snprintf(parent, sizeof parent, ".");
-        else if (sl == parent) parent[1] = 0;
-        else *sl = 0;
-        if (is_file(ex) || (!is_dir(ex) && access(ex, F_OK) == 0))
-            return app_usage(APP, "--export-hf '%s': there is a file of that name (a folder is wanted)", ex);
-        if (!is_dir(ex) && (!is_dir(parent) || access(parent, W_OK) != 0))
-            return app_usage(APP, "--export-hf '%s': its folder '%s' %s", ex, parent, is_dir(parent) ? "is not writable" : "does not exist");
+        char why[PATH_N + 64];
+        if (!app_out_dir_ok(ex, why, sizeof why)) return app_usage(APP, "--export-hf '%s': %s", ex, why);
     }
     if (strcmp(o->sub, "fit") && !o->ckpt)
         return app_usage(APP, "%s needs --ckpt_path (a checkpoint file, or \"last\" of the run's checkpoint folder)", o->sub);

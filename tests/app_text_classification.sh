@@ -401,6 +401,13 @@ PY
         die "hfx: test accuracy $(sed -n 's/^Test accuracy //p' "$W/hfx.log"), from the folder $(sed -n 's/^Test accuracy //p' "$W/hfx2.log")"
     run hfx_file --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --export-hf "$W/tiny.csv"
     expect_usage hfx_file $? "export-hf .*there is a file of that name"
+    ln -sfn "$W/nowhere" "$W/hfx_dangling"   # mkdir would fail on it after the whole fit
+    run hfx_link --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --export-hf "$W/hfx_dangling"
+    expect_usage hfx_link $? "export-hf .*a link to nothing"
+    run hfx_nodir --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --export-hf "$W/no/hfx"
+    expect_usage hfx_nodir $? "export-hf .*its folder '.*/no' does not exist"
+    run xfull_slash --data "csv:$W/tiny.csv" "${COMMON[@]}" --epochs 1 --export_full "$W/nothere/"
+    expect_usage xfull_slash $? "export_full .*is a folder"
     run hfx_val validate --data "csv:$W/tiny.csv" "${COMMON[@]}" --ckpt_path last --export-hf "$W/hfx3"
     expect_usage hfx_val $? "export-hf .*written after a test"
     # BackboneFinetuning from the command line: the backbone frozen in epoch 0 (the summary's
