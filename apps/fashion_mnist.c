@@ -75,6 +75,36 @@ static void data_file(char *buf, size_t n, const char *dir, const char *name) {
 
 static int fail(const char *what, volt_status st, const char *msg) { return app_fail(APP, what, st, msg); }
 
+/* Fashion-MNIST's shape, checked before any model or trainer exists: 28x28 images (the
+ * models' 784 inputs; the IDX header's rows and columns reach the dataset as their product)
+ * and labels 0..9 (the 10 classes). 0, or 1 with the file named. */
+static int check_idx(const volt_dataset *ds, const char *img, const char *lbl) {
+    const volt_field *x = &ds->fields[0];
+    const int64_t px = x->shape.ndim == 1 ? x->shape.d[0] : -1;
+    if (ds->n_fields != 2 || px != 28 * 28) {
+        fprintf(stderr, APP ": '%s' holds images of %lld pixels, want 28x28 (784): not Fashion-MNIST's images\n", img,
+                (long long)px);
+        return 1;
+    }
+    float *xb = malloc(sizeof *xb * 28 * 28);
+    int64_t y = 0;
+    void *dst[2] = { xb, &y };
+    const int64_t n = volt_dataset_len(ds);
+    for (int64_t i = 0; xb && i < n; i++) {
+        volt_status st = ds->ops->get(ds->self, i, dst);
+        if (st < 0) { free(xb); return fail("reading the labels", st, lbl); }
+        if (y < 0 || y > 9) {
+            fprintf(stderr, APP ": '%s': label %lld of item %lld is not a class of Fashion-MNIST (want 0..9)\n", lbl,
+                    (long long)y, (long long)i);
+            free(xb);
+            return 1;
+        }
+    }
+    if (!xb) return fail("reading the labels", VOLT_ERR_NOMEM, lbl);
+    free(xb);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts o;
     volt_cli_key keybuf[APP_MAX_KEYS];
@@ -91,6 +121,7 @@ int main(int argc, char **argv) {
     data_file(lbl, sizeof lbl, o.data, "train-labels-idx1-ubyte");
     volt_status st = volt_idx_dataset(img, lbl, FMNIST_MEAN, FMNIST_STD, &full, err, sizeof err);
     if (st < 0) return fail("reading the training set", st, err);
+    if (check_idx(full, img, lbl)) return 1;
     if (volt_dataset_len(full) != N_TRAIN + N_VAL) {
         fprintf(stderr, APP ": '%s' has %lld images, want %d\n", img, (long long)volt_dataset_len(full),
                 N_TRAIN + N_VAL);
@@ -100,6 +131,7 @@ int main(int argc, char **argv) {
     data_file(lbl, sizeof lbl, o.data, "t10k-labels-idx1-ubyte");
     st = volt_idx_dataset(img, lbl, FMNIST_MEAN, FMNIST_STD, &test, err, sizeof err);
     if (st < 0) return fail("reading the test set", st, err);
+    if (check_idx(test, img, lbl)) return 1;
     if ((st = volt_dataset_subset(full, 0, N_TRAIN, &train)) < 0 ||
         (st = volt_dataset_subset(full, N_TRAIN, N_VAL, &val)) < 0)
         return fail("splitting train/val", st, NULL);

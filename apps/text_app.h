@@ -26,6 +26,7 @@
 
 #define APP "volt-text-classification"
 #define PATH_N 4096
+#define TEXT_MAX_CLASSES (1 << 20)   /* model.num_classes' bound, and a corpus's */
 
 typedef enum data_kind { DATA_IMDB, DATA_CSV, DATA_TSV, DATA_SPAM } data_kind;
 
@@ -51,6 +52,9 @@ typedef struct opts {
     double split_f[3];
     bool drop_last;               /* the train loader's drop_last */
     bool lowercase;               /* the tokenizer's (tokenizer_config.json's do_lower_case) */
+    bool strip_accents;           /* the tokenizer's: data.strip_accents, else tokenizer_config.json's, else lowercase */
+    int strip_accents_hf;         /* as given (flag or tokenizer_config.json): 1, 0, or -1 for null (follow lowercase);
+                                     what --export-hf writes */
     int64_t num_classes;          /* model.num_classes; -1 = from the corpus / checkpoint */
     const char *sub;              /* fit, validate, test, predict */
     const char *ckpt;             /* ckpt_path */
@@ -99,8 +103,13 @@ static inline bool is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* "not found" or "is a directory": what is wrong with a path that should be a file. */
-static inline const char *not_file_why(const char *p) { return is_dir(p) ? "is a directory" : "not found"; }
+/* What is wrong with a path that should be a regular file: "not found", "is a directory",
+ * "is not a regular file" (a FIFO, socket or device), or why stat failed. */
+static inline const char *not_file_why(const char *p) {
+    struct stat st;
+    if (stat(p, &st) != 0) return errno == ENOENT || errno == ENOTDIR ? "not found" : strerror(errno);
+    return S_ISDIR(st.st_mode) ? "is a directory" : S_ISREG(st.st_mode) ? "is a regular file" : "is not a regular file";
+}
 
 const char *text_kind_name(data_kind k);
 int text_load_corpus(const opts *o, app *a);

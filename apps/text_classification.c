@@ -24,6 +24,8 @@ static const volt_cli_key tc_keys[] = {
       "vocab", NULL, 0, 0 },
     { "data.lowercase", VOLT_CLI_BOOL, NULL, "lowercase before WordPiece (null: tokenizer_config.json's do_lower_case, else true)",
       NULL, NULL, 0, 0 },
+    { "data.strip_accents", VOLT_CLI_BOOL, NULL, "strip accents (NFD, drop the marks) before WordPiece (null: "
+      "tokenizer_config.json's strip_accents, else as data.lowercase, as Hugging Face's BertTokenizer)", NULL, NULL, 0, 0 },
     { "data.max_length", VOLT_CLI_INT, "512", "tokens per text, [CLS] and [SEP] included", "max-length", NULL, 2, 1 << 20 },
     { "data.cache_dir", VOLT_CLI_STRING, NULL, "token cache (null: ~/.cache/volt/tokens)", "cache-dir", NULL, 0, 0 },
     { "data.no_cache", VOLT_CLI_BOOL, "false", "tokenize without reading or writing the cache", "no-cache", NULL, 0, 0 },
@@ -33,7 +35,8 @@ static const volt_cli_key tc_keys[] = {
       "distilbert-base|small|tiny", 0, 0 },
     { "model.pretrained", VOLT_CLI_STRING, NULL, "a Hugging Face DistilBERT folder: config.json (the shape), model.safetensors, "
       "vocab.txt, tokenizer_config.json", "pretrained", NULL, 0, 0 },
-    { "model.num_classes", VOLT_CLI_INT, NULL, "classes (null: the corpus's labels; predict: the checkpoint's classifier)", NULL, NULL, 1, 1 << 20 },
+    { "model.num_classes", VOLT_CLI_INT, NULL, "classes (null: the corpus's labels, 0..K-1 each with an example; predict: the "
+      "checkpoint's classifier)", NULL, NULL, 1, TEXT_MAX_CLASSES },
     { "model.attention_dropout", VOLT_CLI_FLOAT, NULL, "on the attention probabilities (null: the model's, 0.1; 0 = fused kernel)",
       "attention-dropout", NULL, 0, 0.999 },
     { "optimizer.name", VOLT_CLI_STRING, "adam", "torch.optim.Adam or AdamW", "optimizer", "adam|adamw", 0, 0 },
@@ -209,8 +212,8 @@ static int model_config(const opts *o, const app *a, int n_classes, volt_distilb
         char p[PATH_N + 32], err[PATH_N + 256] = "";
         snprintf(p, sizeof p, "%s/model.safetensors", o->pretrained);
         if (!is_file(p)) {
-            fprintf(stderr, APP ": --pretrained: '%s' not found (want a local Hugging Face "
-                            "DistilBERT folder with model.safetensors, config.json and vocab.txt)\n", p);
+            fprintf(stderr, APP ": --pretrained: '%s' %s (want a local Hugging Face "
+                            "DistilBERT folder with model.safetensors, config.json and vocab.txt)\n", p, not_file_why(p));
             return 1;
         }
         /* the shape from the folder's config.json when it has one (any DistilBERT), else the preset */
@@ -272,7 +275,8 @@ static int text_export_hf(const opts *o, app *a) {
     volt_status st = volt_trainer_export_full(a->t, p);   /* collective */
     if (st < 0) return app_fail(APP, "--export-hf", st, volt_trainer_errmsg(a->t));
     if (!a->zero) return 0;
-    st = volt_distilbert_config_to_hf(volt_distilbert_get_config(a->model), dir, o->vocab, o->lowercase, err, sizeof err);
+    st = volt_distilbert_config_to_hf_ex(volt_distilbert_get_config(a->model), dir, o->vocab, o->lowercase, o->strip_accents_hf,
+                                         err, sizeof err);
     if (st < 0) return app_fail(APP, "--export-hf", st, err);
     printf("exported a Hugging Face folder to %s (model.safetensors, config.json, vocab.txt, tokenizer_config.json)\n", dir);
     fflush(stdout);
@@ -292,19 +296,25 @@ int main(int argc, char **argv) {
     const bool predict = !strcmp(o.sub, "predict");
     FILE *pf = NULL;
     char ptmp[PATH_N + 16] = "";   /* predict.output is written here and renamed over it once whole */
-    /* the tokenizer's casing: data.lowercase, else the pretrained folder's tokenizer_config.json */
-    if (!volt_cli_is_null(cli, "data.lowercase")) o.lowercase = volt_cli_bool(cli, "data.lowercase");
-    else if (o.pretrained) {
-        char p[PATH_N + 32], err[PATH_N + 256] = "";
-        snprintf(p, sizeof p, "%s/config.json", o.pretrained);
-        volt_distilbert_config tmp;
-        volt_distilbert_config_init(&tmp);
-        volt_status cst = is_file(p) ? volt_distilbert_config_from_hf(&tmp, o.pretrained, &o.lowercase, err, sizeof err) : VOLT_OK;
+    /* the tokenizer's casing and accents: data.lowercase / data.strip_accents, else the pretrained
+     * folder's tokenizer_config.json (do_lower_case, strip_accents), else true / as lowercase:
+     * BertTokenizer's strip_accents None strips exactly when it lowercases (a cased vocab keeps
+     * "Café") */
+    const bool lc_null = volt_cli_is_null(cli, "data.lowercase"), sa_null = volt_cli_is_null(cli, "data.strip_accents");
+    o.strip_accents_hf = -1;
+    if (o.pretrained && is_dir(o.pretrained) && (lc_null || sa_null)) {   /* not a folder: model_config says so */
+        char err[PATH_N + 256] = "";
+        bool lower = true;
+        volt_status cst = volt_distilbert_tokenizer_from_hf(o.pretrained, &lower, &o.strip_accents_hf, err, sizeof err);
         if (cst < 0) {
             fail("reading --pretrained", cst, err);
             goto out;
         }
+        if (lc_null) o.lowercase = lower;
     }
+    if (!lc_null) o.lowercase = volt_cli_bool(cli, "data.lowercase");
+    if (!sa_null) o.strip_accents_hf = volt_cli_bool(cli, "data.strip_accents") ? 1 : 0;
+    o.strip_accents = o.strip_accents_hf < 0 ? o.lowercase : o.strip_accents_hf == 1;
     /* A fixed checkpoint folder per (data kind, preset), not per run version, so --resume
      * finds "last". */
     char ckdir[PATH_N + 64], ckfile[PATH_N + 96];

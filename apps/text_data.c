@@ -2,6 +2,7 @@
 #include "text_app.h"
 
 static int text_load_corpus_files(const opts *o, app *a);
+static int text_check_labels(const opts *o, const app *a);
 
 int text_load_corpus(const opts *o, app *a) {   /* timed: the "read in" of the corpus line */
     const double t0 = app_now_s();
@@ -61,7 +62,67 @@ static int text_load_corpus_files(const opts *o, app *a) {
                 volt_corpus_name(a->all));
         return 1;
     }
-    return 0;
+    return text_check_labels(o, a);
+}
+
+/* The first text with label lab, quoted and cut short (a message names it: the loaders keep
+ * no line numbers), into buf. */
+static void text_with_label(const volt_corpus *c, int32_t lab, char *buf, size_t n) {
+    int64_t i = 0;
+    const int64_t len = volt_corpus_len(c);
+    while (i < len && volt_corpus_label(c, i) != lab) i++;
+    size_t tl = 0;
+    const char *t = i < len ? volt_corpus_text(c, i, &tl) : "";
+    const size_t cap = 60;
+    size_t k = tl < cap ? tl : cap;
+    while (k > 0 && k < tl && ((unsigned char)t[k] & 0xC0) == 0x80) k--;   /* not inside a UTF-8 character */
+    size_t w = 0;
+    buf[w++] = '"';
+    for (size_t j = 0; j < k && w + 5 < n; j++) buf[w++] = (unsigned char)t[j] < 0x20 || t[j] == 0x7F ? ' ' : t[j];
+    if (k < tl && w + 5 < n) { memcpy(buf + w, "...", 3); w += 3; }
+    buf[w++] = '"';
+    buf[w] = 0;
+}
+
+/* The class count is 1 + the largest label, so one stray label sets the classifier's size:
+ * a label past model.num_classes (given) or past the bound, or labels that leave classes
+ * without any text (not 0..K-1; allowed when model.num_classes is given), are refused here,
+ * before a head of millions of rows is built (and checkpointed). */
+static int text_check_labels(const opts *o, const app *a) {
+    const volt_corpus *c = a->all;
+    const int64_t k = volt_corpus_num_classes(c), n = volt_corpus_len(c);
+    const int32_t top = (int32_t)(k - 1);
+    char txt[80];
+    if (o->num_classes > 0 ? k > o->num_classes : k > TEXT_MAX_CLASSES) {
+        text_with_label(c, top, txt, sizeof txt);
+        if (o->num_classes > 0)
+            fprintf(stderr, APP ": corpus '%s': label %lld (first on the text %s) is out of range for --model.num_classes "
+                    "%lld (labels 0..%lld)\n", volt_corpus_name(c), (long long)top, txt, (long long)o->num_classes,
+                    (long long)o->num_classes - 1);
+        else
+            fprintf(stderr, APP ": corpus '%s': label %lld (first on the text %s) makes %lld classes, more than the %d "
+                    "a model may have: relabel the classes 0..K-1\n", volt_corpus_name(c), (long long)top, txt,
+                    (long long)k, TEXT_MAX_CLASSES);
+        return 1;
+    }
+    if (o->num_classes > 0) return 0;   /* classes without texts asked for */
+    unsigned char *seen = calloc((size_t)k, 1);
+    if (!seen) return fail("checking the labels", VOLT_ERR_NOMEM, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t l = volt_corpus_label(c, i);
+        if (l >= 0 && l < k) seen[l] = 1;
+    }
+    int64_t missing = 0, first = -1;
+    for (int64_t l = 0; l < k; l++)
+        if (!seen[l]) { missing++; if (first < 0) first = l; }
+    free(seen);
+    if (!missing) return 0;
+    text_with_label(c, top, txt, sizeof txt);
+    fprintf(stderr, APP ": corpus '%s': the largest label is %lld (first on the text %s), so %lld classes, but %lld of "
+            "them %s no text (label %lld is the first): relabel the classes 0..K-1, or set --model.num_classes %lld "
+            "to train with the empty ones\n", volt_corpus_name(c), (long long)top, txt, (long long)k, (long long)missing,
+            missing == 1 ? "has" : "have", (long long)first, (long long)k);
+    return 1;
 }
 
 int text_split_corpus(const opts *o, app *a, int64_t n_out[3]) {
@@ -109,6 +170,7 @@ int text_load_tokenizer(const opts *o, app *a) {
     volt_tokenizer_config tc;
     volt_tokenizer_config_init(&tc);
     tc.lowercase = o->lowercase;
+    tc.strip_accents = o->strip_accents;
     tc.errbuf = err;
     tc.errbuf_size = sizeof err;
     volt_status st = volt_tokenizer_load(&tc, o->vocab, &a->tok);

@@ -473,6 +473,48 @@ static bool yaml_name(const char *path) {
     return dot && (!strcmp(dot, ".yaml") || !strcmp(dot, ".yml"));
 }
 
+/* cJSON decodes "\u0000" into a NUL, which ends the C string: the key "trainer\u0000junk"
+ * would read as "trainer" and the value "cnn\u0000..." as "cnn". So the raw text is scanned
+ * for the escape (a "\\u0000" is an escaped backslash, not one): the index, in document
+ * order, of the first string (keys and values alike) that holds it, or -1; *tok and *tl are
+ * its text as written, between the quotes. */
+static long nul_string(const char *s, const char **tok, size_t *tl) {
+    long idx = -1;
+    for (const char *p = s; *p; p++) {
+        if (*p != '"') continue;
+        const char *start = ++p;
+        bool nul = false;
+        idx++;
+        for (; *p && *p != '"'; p++) {
+            if (*p != '\\') continue;
+            if (!*++p) break;
+            if (*p == 'u' && !strncmp(p + 1, "0000", 4)) nul = true;
+        }
+        if (nul) { *tok = start; *tl = (size_t)(p - start); return idx; }
+        if (!*p) break;
+    }
+    return -1;
+}
+
+/* The path of the string with document-order index *want under o (at prefix): keys as
+ * "a.b", array items as "a[2]". Returns 1 when found (path set, *is_key whether it is a key),
+ * else 0 with *want counted down by the strings passed. */
+static int string_path(const cJSON *o, const char *prefix, long *want, char *path, size_t n, bool *is_key) {
+    int i = 0;
+    for (const cJSON *it = o->child; it; it = it->next, i++) {
+        char key[512];
+        if (cJSON_IsObject(o)) {
+            if ((*want)-- == 0) { snprintf(path, n, "%s", prefix); *is_key = true; return 1; }
+            snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", it->string ? it->string : "");
+        } else {
+            snprintf(key, sizeof key, "%s[%d]", prefix, i);
+        }
+        if (cJSON_IsString(it) && (*want)-- == 0) { snprintf(path, n, "%s", key); *is_key = false; return 1; }
+        if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && string_path(it, key, want, path, n, is_key)) return 1;
+    }
+    return 0;
+}
+
 static int load_file(volt_cli *c, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return usage_err(c, "--config '%s': %s", path, strerror(errno));
@@ -502,6 +544,12 @@ static int load_file(volt_cli *c, const char *path) {
         return usage_err(c, "--config '%s': %s", path, strerror(rerr));
     }
     buf[n] = 0;
+    if (strlen(buf) != n) {   /* the parse would stop at it, and what follows would be dropped unread */
+        int line = 1;
+        for (const char *p = buf; *p; p++) line += *p == '\n';
+        free(buf);
+        return usage_err(c, "--config '%s': holds a NUL byte (line %d): not a JSON text", path, line);
+    }
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithOpts(buf, &end, true);
     if (!o) {
@@ -510,6 +558,22 @@ static int load_file(volt_cli *c, const char *path) {
         free(buf);
         return usage_err(c, "--config '%s': not valid JSON (near line %d)%s", path, line,
                          yaml_name(path) ? "; volt reads JSON configs, not YAML (--print-config writes one)" : "");
+    }
+    const char *tok = NULL;
+    size_t tl = 0;
+    long want = nul_string(buf, &tok, &tl);
+    if (want >= 0) {
+        char where[600] = "";
+        bool is_key = false;
+        if (!string_path(o, "", &want, where, sizeof where, &is_key)) snprintf(where, sizeof where, "?");
+        const int show = tl > 200 ? 200 : (int)tl;
+        int rc = is_key ? usage_err(c, "config '%s': the key \"%.*s\"%s%s%s holds a NUL character (\\u0000), which would cut it "
+                                    "short", path, show, tok, *where ? " (under '" : "", where, *where ? "')" : "")
+                        : usage_err(c, "config '%s': '%s': the value \"%.*s\" holds a NUL character (\\u0000), which would "
+                                    "cut it short", path, where, show, tok);
+        cJSON_Delete(o);
+        free(buf);
+        return rc;
     }
     free(buf);
     int rc = cJSON_IsObject(o) ? merge_obj(c, path, "", o) : usage_err(c, "--config '%s': want a JSON object", path);

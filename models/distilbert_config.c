@@ -51,6 +51,57 @@ static bool get_prob(const cJSON *o, const char *path, const char *key, float *o
     return true;
 }
 
+/* <dir>/tokenizer_config.json's do_lower_case (true when the file or the key is absent) and,
+ * when strip_accents is not NULL, its strip_accents (-1 when absent or null: Hugging Face's
+ * BertTokenizer then follows do_lower_case). */
+static volt_status read_tokenizer_config(const char *dir, bool *do_lower_case, int *strip_accents, char *err, size_t errlen) {
+    char path[4096 + 32], terr[4096 + 64];
+    bool missing = false;
+    *do_lower_case = true;
+    if (strip_accents) *strip_accents = -1;
+    if (snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) >= (int)sizeof path) {
+        snprintf(err, errlen, "'%s': path too long", dir);
+        return VOLT_ERR_INVALID_ARG;
+    }
+    char *tt = read_small(path, terr, sizeof terr, &missing);
+    if (!tt) {
+        if (missing) return VOLT_OK;
+        snprintf(err, errlen, "%s", terr);
+        return VOLT_ERR_IO;
+    }
+    cJSON *to = cJSON_Parse(tt);
+    free(tt);
+    const cJSON *lc = to ? cJSON_GetObjectItemCaseSensitive(to, "do_lower_case") : NULL;
+    const cJSON *sa = to && strip_accents ? cJSON_GetObjectItemCaseSensitive(to, "strip_accents") : NULL;
+    volt_status st = VOLT_OK;
+    if (!to || !cJSON_IsObject(to)) {
+        snprintf(err, errlen, "'%s': not a JSON object", path);
+        st = VOLT_ERR_CORRUPT;
+    } else if (lc && !cJSON_IsBool(lc)) {
+        snprintf(err, errlen, "'%s': \"do_lower_case\" must be true or false", path);
+        st = VOLT_ERR_CORRUPT;
+    } else if (sa && !cJSON_IsBool(sa) && !cJSON_IsNull(sa)) {
+        snprintf(err, errlen, "'%s': \"strip_accents\" must be true, false or null", path);
+        st = VOLT_ERR_CORRUPT;
+    } else {
+        if (lc) *do_lower_case = cJSON_IsTrue(lc);
+        if (sa && cJSON_IsBool(sa)) *strip_accents = cJSON_IsTrue(sa) ? 1 : 0;
+    }
+    cJSON_Delete(to);
+    return st;
+}
+
+volt_status volt_distilbert_tokenizer_from_hf(const char *dir, bool *do_lower_case, int *strip_accents, char *err,
+                                              size_t errlen) {
+    char e[512];
+    if (!err || !errlen) { err = e; errlen = sizeof e; }
+    if (!dir || !do_lower_case || !strip_accents) {
+        snprintf(err, errlen, "tokenizer_from_hf: NULL argument");
+        return VOLT_ERR_INVALID_ARG;
+    }
+    return read_tokenizer_config(dir, do_lower_case, strip_accents, err, errlen);
+}
+
 volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const char *dir, bool *do_lower_case,
                                            char *err, size_t errlen) {
     if (!cfg || !dir) { snprintf(err, errlen, "config_from_hf: NULL argument"); return VOLT_ERR_INVALID_ARG; }
@@ -122,25 +173,7 @@ volt_status volt_distilbert_config_from_hf(volt_distilbert_config *cfg, const ch
     cfg->n_heads = (int)heads;
     cfg->initializer_range = init;
     st = VOLT_OK;
-    if (do_lower_case) {
-        *do_lower_case = true;
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-        char terr[256];
-        char *tt = read_small(path, terr, sizeof terr, &missing);
-        if (!tt && !missing) { snprintf(err, errlen, "%s", terr); st = VOLT_ERR_IO; goto out; }
-        if (tt) {
-            cJSON *to = cJSON_Parse(tt);
-            free(tt);
-            const cJSON *lc = to ? cJSON_GetObjectItemCaseSensitive(to, "do_lower_case") : NULL;
-            if (!to || !cJSON_IsObject(to) || (lc && !cJSON_IsBool(lc))) {
-                snprintf(err, errlen, "'%s': %s", path, !to || !cJSON_IsObject(to) ? "not a JSON object" : "\"do_lower_case\" must be true or false");
-                st = VOLT_ERR_CORRUPT;
-            } else if (lc) {
-                *do_lower_case = cJSON_IsTrue(lc);
-            }
-            cJSON_Delete(to);
-        }
-    }
+    if (do_lower_case) st = read_tokenizer_config(dir, do_lower_case, NULL, err, errlen);
 out:
     cJSON_Delete(o);
     return st;
@@ -215,10 +248,19 @@ static volt_status copy_vocab(const char *src, const char *dir, char *err, size_
 
 volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, const char *dir, const char *vocab_txt,
                                          bool do_lower_case, char *err, size_t errlen) {
+    return volt_distilbert_config_to_hf_ex(cfg, dir, vocab_txt, do_lower_case, -1, err, errlen);
+}
+
+volt_status volt_distilbert_config_to_hf_ex(const volt_distilbert_config *cfg, const char *dir, const char *vocab_txt,
+                                            bool do_lower_case, int strip_accents, char *err, size_t errlen) {
     char e[512];
     if (!err || !errlen) { err = e; errlen = sizeof e; }
     err[0] = 0;
     if (!cfg || !dir || !*dir) { snprintf(err, errlen, "config_to_hf: NULL config or folder"); return VOLT_ERR_INVALID_ARG; }
+    if (strip_accents < -1 || strip_accents > 1) {
+        snprintf(err, errlen, "config_to_hf: strip_accents %d (want -1 for null, 0 or 1)", strip_accents);
+        return VOLT_ERR_INVALID_ARG;
+    }
     void *probe = NULL;   /* only what the model takes is written */
     volt_status st = volt_distilbert_create(cfg, &probe);
     volt_distilbert_destroy(probe);
@@ -273,7 +315,9 @@ volt_status volt_distilbert_config_to_hf(const volt_distilbert_config *cfg, cons
     if (st < 0 || !vocab_txt) return st;
     if ((st = copy_vocab(vocab_txt, dir, err, errlen)) < 0) return st;
     cJSON *t = cJSON_CreateObject();
+    /* null: BertTokenizer strips accents exactly when it lowercases (HF's default) */
     if (!t || !cJSON_AddBoolToObject(t, "do_lower_case", do_lower_case) ||
+        !(strip_accents < 0 ? cJSON_AddNullToObject(t, "strip_accents") : cJSON_AddBoolToObject(t, "strip_accents", strip_accents)) ||
         !cJSON_AddStringToObject(t, "tokenizer_class", "DistilBertTokenizer") ||
         !cJSON_AddNumberToObject(t, "model_max_length", (double)cfg->max_position)) {
         cJSON_Delete(t);

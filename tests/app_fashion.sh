@@ -14,6 +14,12 @@
 #       per rank (the same global batch): exit 0, test_acc once (rank 0), the exported
 #       weights within 1e-4 of np2_ref's after 100 steps (no dropout: the masks differ per
 #       rank), and test_acc >= 0.75.
+#   app_fashion.sh errors   APP CHECK WORKDIR
+#       IDX files that are not Fashion-MNIST's (written here, gzip'd: images of 27x28, a label
+#       12 or 255; in the training files, then in the test files beside a well-formed 60,000
+#       image training set) exit 1 naming the file and what is wrong, before any trainer
+#       exists (no run folder, no on_exception checkpoint). Registered by tests/apps.cmake
+#       (no real data needed; ~2 s).
 # CHECK is tests/tools/app_check.c. Prints "app_fashion <mode>: ok" when all passed, else
 # what failed, and exits 1 (ctest reads the exit status).
 set -uo pipefail
@@ -87,6 +93,42 @@ ddp|fsdp|deepspeed_stage_1|deepspeed_stage_2|fsdp_shard_grad_op)
     grep -q "batch 32 per rank x 2 ranks = 64 ($MODE)" "$W/$MODE/np2.log" || die "the banner does not give the global batch"
     "$CHECK" export "$W/np2_ref/single.safetensors" "$W/$MODE/np2.safetensors" 1e-4 || die "exported weights differ from single's"
     learned "$MODE/np2"
+    ;;
+errors)
+    rm -rf "$W/errors" && mkdir -p "$W/errors" || exit 1
+    W=$W/errors
+    # idx DIR PREFIX N ROWS COLS BADLABEL: DIR/PREFIX-{images-idx3,labels-idx1}-ubyte.gz, N blank
+    # images of ROWS x COLS, labels i % 10 with item 3's set to BADLABEL (-1: none)
+    idx() {
+        python3 - "$@" <<'PY'
+import gzip, struct, sys
+d, pre, n, rows, cols, bad = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+with gzip.open('%s/%s-images-idx3-ubyte.gz' % (d, pre), 'wb', compresslevel=1) as f:
+    f.write(struct.pack('>IIII', 0x803, n, rows, cols) + bytes(n * rows * cols))
+lab = bytearray(i % 10 for i in range(n))
+if bad >= 0: lab[3] = bad
+with gzip.open('%s/%s-labels-idx1-ubyte.gz' % (d, pre), 'wb', compresslevel=1) as f:
+    f.write(struct.pack('>II', 0x801, n) + bytes(lab))
+PY
+    }
+    # refused NAME PATTERN: exit 1, the message, and nothing made under the root
+    refused() {
+        local name=$1 pat=$2 rc
+        "$APP" --data "$W/$name" --epochs 1 --root "$W/$name/runs" --no-progress --workers 0 >"$W/$name.log" 2>&1
+        rc=$?
+        [[ $rc == 1 ]] && grep -Eq -- "$pat" "$W/$name.log" || { cat "$W/$name.log"; die "$name: exit $rc, want 1 and '$pat'"; }
+        [[ ! -e $W/$name/runs ]] || { ls -R "$W/$name/runs"; die "$name: a run folder was made before the data was checked"; }
+    }
+    mkdir -p "$W/dims" "$W/labels" "$W/t_dims" "$W/t_labels" || exit 1
+    idx "$W/dims" train 20 27 28 -1 && idx "$W/dims" t10k 10 28 28 -1 || die "cannot write the IDX files"
+    refused dims "'$W/dims/train-images-idx3-ubyte.gz' holds images of 756 pixels, want 28x28 \(784\)"
+    idx "$W/labels" train 20 28 28 12 && idx "$W/labels" t10k 10 28 28 -1 || die "cannot write the IDX files"
+    refused labels "'$W/labels/train-labels-idx1-ubyte.gz': label 12 of item 3 is not a class of Fashion-MNIST \(want 0..9\)"
+    # the test files, beside a training set the app takes (60,000 blank images)
+    idx "$W/t_dims" train 60000 28 28 -1 && idx "$W/t_dims" t10k 10 27 28 -1 || die "cannot write the IDX files"
+    refused t_dims "'$W/t_dims/t10k-images-idx3-ubyte.gz' holds images of 756 pixels"
+    cp "$W/t_dims"/train-* "$W/t_labels/" && idx "$W/t_labels" t10k 10 28 28 255 || die "cannot write the IDX files"
+    refused t_labels "'$W/t_labels/t10k-labels-idx1-ubyte.gz': label 255 of item 3 is not a class"
     ;;
 *) die "unknown mode '$MODE'" ;;
 esac

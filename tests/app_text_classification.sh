@@ -18,6 +18,13 @@
 #   app_text_classification.sh errors APP WORKDIR   bad inputs exit 1 with a clear message (a
 #                                                   checkpoint folder that cannot be written:
 #                                                   before the first batch)
+#   app_text_classification.sh accents APP WORKDIR  the tokenizer's accents as Hugging Face's
+#                                                   BertTokenizer: stripped only when lowercasing
+#                                                   unless data.strip_accents or tokenizer_config
+#                                                   .json's strip_accents says otherwise (a cased
+#                                                   vocab keeps "Café"; the ids read from the
+#                                                   token cache); --export-hf writes it and
+#                                                   --pretrained reads it back
 #   app_text_classification.sh fingerprint APP WORKDIR "" APP_CHECK
 #                                                   --resume checks the data, vocab and
 #                                                   --pretrained folder by content: the same
@@ -456,6 +463,36 @@ errors)
     run e_data --data xml:foo; expect_usage e_data $? "expected imdb:DIR, csv:PATH, tsv:PATH or spam"
     run e_spam --data "spam:$W/nowhere" "${COMMON[@]}"; expect_err e_spam $? "scripts/fetch_spam.sh"
     run e_csv --data "csv:$W/missing.csv" "${COMMON[@]}"; expect_err e_csv $? "not found"
+    # a FIFO, a device: "is not a regular file" (not "not found"); a folder: "is a directory"
+    mkfifo "$W/fifo.csv" || die "mkfifo"
+    run e_fifo --data "csv:$W/fifo.csv" "${COMMON[@]}"; expect_err e_fifo $? "csv file '.*/fifo.csv' is not a regular file"
+    run e_dir --data "csv:$W" "${COMMON[@]}"; expect_err e_dir $? "csv file '.*' is a directory"
+    run e_devvocab --data "csv:$W/tiny.csv" --vocab /dev/null --model-preset tiny --max-length 16
+    expect_err e_devvocab $? "vocab '/dev/null' is not a regular file"
+    # the class count is 1 + the largest label: one stray label (5000000, 2e9) is refused naming
+    # it, before a head of millions of rows is built; so are labels that leave a class without
+    # a text (1-based labels, gaps) unless --model.num_classes is given; and a label past a
+    # given --model.num_classes
+    relabel() {   # relabel OUT AWK-EXPR: tiny.csv with each row's label set to EXPR (of i, the row from 0)
+        awk -F, -v OFS=, "NR == 1 { print; next } { i = NR - 2; \$NF = $2; print }" "$W/tiny.csv" >"$1"
+    }
+    relabel "$W/huge.csv" '(i % 2 ? 5000000 : 0)'
+    run e_huge --data "csv:$W/huge.csv" "${COMMON[@]}" --epochs 1
+    expect_err e_huge $? "label 5000000 \(first on the text \"the film was very great, really good\.\"\) makes 5000001 classes, more than the 1048576 a model may have: relabel the classes 0\.\.K-1"
+    relabel "$W/huge2.csv" '(i % 2 ? 2000000000 : 0)'
+    run e_huge2 --data "csv:$W/huge2.csv" "${COMMON[@]}" --epochs 1 --model.num_classes 2
+    expect_err e_huge2 $? "label 2000000000 .* is out of range for --model.num_classes 2 \(labels 0\.\.1\)"
+    relabel "$W/gap.csv" '(i % 3 == 2 ? 3 : i % 3)'
+    run e_gap --data "csv:$W/gap.csv" "${COMMON[@]}" --epochs 1
+    expect_err e_gap $? "the largest label is 3 .*, so 4 classes, but 1 of them has no text \(label 2 is the first\): relabel the classes 0\.\.K-1, or set --model.num_classes 4"
+    relabel "$W/onebased.csv" '(i % 2 + 1)'
+    run e_onebased --data "csv:$W/onebased.csv" "${COMMON[@]}" --epochs 1
+    expect_err e_onebased $? "so 3 classes, but 1 of them has no text \(label 0 is the first\)"
+    ! grep -q "texts, .* classes" "$W/e_huge.log" "$W/e_gap.log" || die "a refused label set went on to the model"
+    run gap_ok --data "csv:$W/gap.csv" "${COMMON[@]}" --root "$W/runs_gap" --epochs 1 --limit-train-batches 1 \
+        --limit-val-batches 1 --limit-test-batches 1 --model.num_classes 4
+    expect_ok gap_ok $?
+    grep -q "texts, 4 classes" "$W/gap_ok.log" || die "gap_ok: not 4 classes: $(cat "$W/gap_ok.log")"
     run e_vocab --data "csv:$W/tiny.csv" --vocab "$W/missing.txt" --model-preset tiny --max-length 16
     expect_err e_vocab $? "vocab '.*missing.txt' not found"
     printf '%s\n' '[PAD]' '[UNK]' movie >"$W/bad_vocab.txt"
@@ -480,6 +517,68 @@ errors)
     expect_err e_ckdir $? "ModelCheckpoint: cannot write to dirpath '.*/afile/runs/checkpoints/csv-tiny': .*Not a directory \(checked at fit start\)"
     ! grep -Eq '^(Epoch 0|Validation)|OnExceptionCheckpoint: could not save' "$W/e_ckdir.log" ||
         { cat "$W/e_ckdir.log"; die "e_ckdir: it trained (or tried to save) before refusing the folder"; }
+    ;;
+accents)
+    # Hugging Face's BertTokenizer: strip_accents None strips exactly when lowercasing; the
+    # tokenizer_config.json of a --pretrained folder may say either; --data.strip_accents wins.
+    # Which of the four spellings "Café" became is read from the token cache (ids i32 [n*L] after
+    # the 80-byte header; L at byte 20, n at byte 24).
+    printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' Cafe 'Café' cafe 'café' good bad fine >"$W/cvocab.txt"
+    { echo 'text,label'; for i in $(seq 0 59); do w=(good bad fine); echo "Café ${w[$((i % 3))]},$((i % 3))"; done; } >"$W/cafe.csv"
+    mkdir -p "$W/pre"
+    cp "$(dirname "$0")/fixtures/distilbert_tiny.safetensors" "$W/pre/model.safetensors" || die "no fixture"
+    cp "$W/cvocab.txt" "$W/pre/vocab.txt"
+    A=(--data "csv:$W/cafe.csv" --model-preset tiny --max-length 8 --batch-size 4 --no-progress --workers 0 --epochs 1
+       --limit-train-batches 1 --limit-val-batches 1 --limit-test-batches 1)
+    # became NAME WANT args...: a run (its own cache) whose tokens hold WANT and no other spelling
+    became() {
+        local name=$1 want=$2 rc; shift 2
+        run "$name" "${A[@]}" --root "$W/runs_$name" --cache-dir "$W/cache_$name" "$@"
+        rc=$?
+        expect_ok "$name" $rc
+        python3 - "$W/cache_$name" "$want" <<'PY' || die "$name: 'Café' did not become '$want'"
+import glob, struct, sys
+vocab = open(sys.argv[1] + '/../cvocab.txt', encoding='utf-8').read().split('\n')
+ids = set()
+for f in glob.glob(sys.argv[1] + '/*.vtok'):
+    b = open(f, 'rb').read()
+    L, n = struct.unpack_from('<iq', b, 20)
+    ids.update(struct.unpack_from('<%di' % (n * L), b, 80))
+forms = {vocab.index(w): w for w in ('Cafe', 'Café', 'cafe', 'café')}
+got = sorted(forms[i] for i in ids if i in forms)
+print('%s: %s' % (sys.argv[2], got))
+sys.exit(0 if got == [sys.argv[2]] else 1)
+PY
+    }
+    became lower cafe --vocab "$W/cvocab.txt"                                  # the default: lowercase, strip
+    became cased 'Café' --vocab "$W/cvocab.txt" --data.lowercase false          # cased: accents kept
+    became cased_strip Cafe --vocab "$W/cvocab.txt" --data.lowercase false --data.strip_accents true \
+        --export-hf "$W/hf_cased_strip"
+    became lower_keep 'café' --vocab "$W/cvocab.txt" --data.strip_accents false --export-hf "$W/hf_lower_keep"
+    # tokenizer_config.json: do_lower_case false alone keeps accents (strip_accents absent or null)
+    echo '{"do_lower_case": false}' >"$W/pre/tokenizer_config.json"
+    became pre_cased 'Café' --pretrained "$W/pre"
+    echo '{"do_lower_case": false, "strip_accents": true}' >"$W/pre/tokenizer_config.json"
+    became pre_cased_strip Cafe --pretrained "$W/pre"
+    echo '{"do_lower_case": false, "strip_accents": null}' >"$W/pre/tokenizer_config.json"
+    became pre_null_lower cafe --pretrained "$W/pre" --data.lowercase true        # null follows the lowercase given
+    became pre_flag 'Café' --pretrained "$W/pre" --data.strip_accents false
+    echo '{"do_lower_case": true, "strip_accents": "yes"}' >"$W/pre/tokenizer_config.json"
+    run pre_bad "${A[@]}" --pretrained "$W/pre" --root "$W/runs_bad"
+    expect_err pre_bad $? "tokenizer_config.json': \"strip_accents\" must be true, false or null"
+    # --export-hf writes what was used: an explicit value as given, else null (follow do_lower_case)
+    python3 - "$W/hf_cased_strip/tokenizer_config.json" "$W/hf_lower_keep/tokenizer_config.json" <<'PY' || die "--export-hf: tokenizer_config.json"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print(a, b)
+sys.exit(0 if a['do_lower_case'] is False and a['strip_accents'] is True and b['do_lower_case'] is True and
+         b['strip_accents'] is False else 1)
+PY
+    became hf_back Cafe --pretrained "$W/hf_cased_strip"                          # read back whole
+    run hf_null "${A[@]}" --vocab "$W/cvocab.txt" --root "$W/runs_hf_null" --cache-dir "$W/cache_hf_null" --export-hf "$W/hf_null"
+    expect_ok hf_null $?
+    python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); sys.exit(0 if t["do_lower_case"] is True and "strip_accents" in t and t["strip_accents"] is None else 1)' \
+        "$W/hf_null/tokenizer_config.json" || die "--export-hf: strip_accents not null by default: $(cat "$W/hf_null/tokenizer_config.json")"
     ;;
 fingerprint)
     [[ -n $CHECK ]] || die "fingerprint needs APP_CHECK"

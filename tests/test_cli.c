@@ -383,6 +383,39 @@ int main(void) {
     c = mk();
     CHECK(PARSE(c, "--config", tmp) == VOLT_CLI_USAGE && strstr(g_errbuf, "is a directory"), "a folder as --config: %s", g_errbuf);
     volt_cli_destroy(c);
+    /* "\u0000" decodes to a NUL, which would end the key or value short ("trainer\u0000junk"
+     * read as the trainer section, "cnn\u0000; rm -rf" as "cnn"): refused, naming the file and
+     * the key, the string as written; an escaped backslash before "u0000" is no NUL; a raw NUL
+     * byte (the parse would stop there, dropping the rest unread) is refused too */
+    static const struct { const char *json, *want; } nuls[] = {
+        { "{\"trainer\\u0000junk\": {\"max_epochs\": 5}}", "the key \"trainer\\u0000junk\" holds a NUL character" },
+        { "{\"model\": {\"name\": \"cnn\\u0000; rm -rf\"}}", "'model.name': the value \"cnn\\u0000; rm -rf\" holds a NUL" },
+        { "{\"trainer\": {\"logger_name\": \"ok\\u0000/../../escape\"}}", "'trainer.logger_name': the value \"ok\\u0000/" },
+        { "{\"trainer\": {\"max_epochs\\u0000x\": 5}}", "the key \"max_epochs\\u0000x\" (under 'trainer') holds a NUL" },
+        { "{\"data\": {\"path\": \"q\\\"\\\\\", \"batch_size\": 3}, \"model\": {\"name\": \"m\\u0000\"}}",
+          "'model.name': the value \"m\\u0000\"" },
+    };
+    for (size_t i = 0; i < sizeof nuls / sizeof nuls[0]; i++) {
+        write_file(f1, nuls[i].json);
+        c = mk();
+        CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, nuls[i].want) && strstr(g_errbuf, f1),
+              "\\u0000 in a config (%s): %s", nuls[i].json, g_errbuf);
+        volt_cli_destroy(c);
+    }
+    write_file(f1, "{\"data\": {\"path\": \"a\\\\u0000b\"}}");   /* "a\\u0000b": a backslash, then "u0000b" */
+    c = mk();
+    CHECK(PARSE(c, "--config", f1) == VOLT_CLI_RUN && volt_cli_str(c, "data.path") && !strcmp(volt_cli_str(c, "data.path"), "a\\u0000b"),
+          "an escaped backslash before u0000: %s", g_errbuf);
+    volt_cli_destroy(c);
+    {
+        static const char raw[] = "{\"data\": {\"batch_size\": 3}}\n\0{\"model\": {\"name\": \"cnn\"}}";
+        FILE *f = fopen(f1, "wb");
+        CHECK(f && fwrite(raw, 1, sizeof raw - 1, f) == sizeof raw - 1, "write %s", f1);
+        if (f) fclose(f);
+        c = mk();
+        CHECK(PARSE(c, "--config", f1) == VOLT_CLI_USAGE && strstr(g_errbuf, "holds a NUL byte (line 2)"), "a raw NUL byte: %s", g_errbuf);
+        volt_cli_destroy(c);
+    }
 
     /* --help: grouped by section, with defaults; --version */
     c = mk();
