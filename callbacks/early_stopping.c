@@ -1,9 +1,13 @@
 /* EarlyStopping: Lightning's callback of that name, written against the public API only.
  *
- * Checks after each validation (not the sanity check), or at train epoch end when no
- * validation has run in this fit. The decision itself is volt__cb_es_update (below);
- * its state (wait count, best score, stopped epoch) travels in checkpoints, so a resumed run
- * stops where the uninterrupted one would. */
+ * Where it checks (check_on_train_epoch_end): 0 after each validation in fit (not the sanity
+ * check); 1 at each train epoch's end; -1 (Lightning's None) resolved at fit start as Lightning's
+ * setup() does, "trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1":
+ * false is 0; true checks once per epoch at its end — after the epoch-end validation when one
+ * ran (every validation of such a fit is at an epoch's end), else at train epoch end (es_resolve
+ * says why not at on_train_epoch_end itself). The decision itself is volt__cb_es_update (below);
+ * its state (wait count, best score, stopped epoch, patience) travels in checkpoints, so a
+ * resumed run stops where the uninterrupted one would. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -74,7 +78,8 @@ typedef struct es {
     volt_cb_es_state st;
     int64_t last_check_step;         /* checkpointed: one check per global step, also across a resume */
     bool restored;
-    bool val_ran_epoch, val_has_run;
+    bool at_val_end, at_train_end;   /* where this fit checks (es_resolve, at fit start) */
+    bool val_ran_epoch;
 } es;
 
 static volt_status es_check(es *e, volt_trainer *t) {
@@ -104,12 +109,41 @@ static volt_status es_check(es *e, volt_trainer *t) {
     return VOLT_OK;
 }
 
+/* check_on_train_epoch_end at fit start. -1 is Lightning's None, which its setup() resolves to
+ * "trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1": 1.0 is volt's
+ * val_check_interval 0 (at epoch end) or val_check_fraction 1; a count of batches is not 1.0
+ * (Python's int 1 == 1.0 would be: validation after every batch, where Lightning's own comment
+ * wants validation ends), check_val_every_n_epoch 0 is Lightning's None. False: validation ends
+ * only, so a fit validating every other epoch never looks for a val metric after an epoch that
+ * had none. True: once per epoch at its end. Under that resolution every validation in fit runs
+ * at an epoch's end, after that epoch's train metrics are final (trainer/loop.c), so the check
+ * runs at the end of that validation: the same step and the same metrics as Lightning's
+ * on_train_epoch_end check, but before the ModelCheckpoint save at that validation (volt saves
+ * there; Lightning's default saves at train epoch end, after the check), so the checkpoint holds
+ * the check, and a run resumed from it does not redo the epoch's end without that validation's
+ * metrics. At train epoch end only in an epoch without a validation (no val loader, or
+ * limit_val_batches = 0). */
+static void es_resolve(es *e, const volt_trainer *t) {
+    const int c = e->cfg.check_on_train_epoch_end;
+    if (c >= 0) {
+        e->at_val_end = c == 0;
+        e->at_train_end = c == 1;
+        return;
+    }
+    const volt_trainer_config *cfg = volt_trainer_get_config(t);
+    const bool interval_one = !cfg || (cfg->val_check_fraction > 0 ? cfg->val_check_fraction == 1.0 : cfg->val_check_interval == 0);
+    const bool every_one = !cfg || cfg->check_val_every_n_epoch == 1;
+    e->at_val_end = true;
+    e->at_train_end = interval_one && every_one;
+}
+
 /* Validation inside fit runs with stage VALIDATE; volt_trainer_state_fn says it is fit's. */
 static volt_status es_on_fit_start(void *self, volt_trainer *t) {
     es *e = self;
     if (!e->restored) e->last_check_step = -1;
     e->restored = false;
-    e->val_ran_epoch = e->val_has_run = false;
+    e->val_ran_epoch = false;
+    es_resolve(e, t);
     return VOLT_OK;
 }
 
@@ -121,26 +155,20 @@ static volt_status es_on_train_epoch_start(void *self, volt_trainer *t) {
 static volt_status es_on_validation_end(void *self, volt_trainer *t) {
     es *e = self;
     if (volt_trainer_sanity_checking(t) || volt_trainer_state_fn(t) != VOLT_FN_FIT) return VOLT_OK;
-    e->val_ran_epoch = e->val_has_run = true;
-    return e->cfg.check_on_train_epoch_end == 1 ? VOLT_OK : es_check(e, t);
+    e->val_ran_epoch = true;
+    return e->at_val_end ? es_check(e, t) : VOLT_OK;
 }
 
+/* With -1 resolved true, only an epoch without a validation is checked here (es_resolve). */
 static volt_status es_on_train_epoch_end(void *self, volt_trainer *t) {
     es *e = self;
-    if (e->cfg.check_on_train_epoch_end == 0) return VOLT_OK;
-    if (e->cfg.check_on_train_epoch_end < 0 && (e->val_ran_epoch || e->val_has_run)) return VOLT_OK;   /* train epochs are fit's */
+    if (!e->at_train_end || (e->at_val_end && e->val_ran_epoch)) return VOLT_OK;
     return es_check(e, t);
 }
 
 static cJSON *json_num(double v) {
     if (isfinite(v)) return cJSON_CreateNumber(v);
     return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
-static double json_get_num(const cJSON *j, double dflt) {
-    if (cJSON_IsNumber(j)) return j->valuedouble;
-    if (cJSON_IsString(j)) return strtod(j->valuestring, NULL);
-    return dflt;
 }
 
 static char *es_state_dict(void *self) {
@@ -159,6 +187,35 @@ static char *es_state_dict(void *self) {
     return s;
 }
 
+/* A whole number in [lo, 2^53] (a double's integers; what a run reaches); false for other JSON. */
+static bool es_whole(const cJSON *j, double lo, int64_t *out) {
+    if (!cJSON_IsNumber(j)) return false;
+    const double v = j->valuedouble;
+    if (!(v >= lo && v <= 9007199254740992.0 && v == floor(v))) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+/* The best score: a number, or the strings state_dict writes for the non-finite ones. */
+static bool es_score(const cJSON *j, double *out) {
+    if (cJSON_IsNumber(j)) { *out = j->valuedouble; return true; }
+    if (!cJSON_IsString(j)) return false;
+    const char *s = j->valuestring;
+    if (!strcmp(s, "inf")) *out = INFINITY;
+    else if (!strcmp(s, "-inf")) *out = -INFINITY;
+    else if (!strcmp(s, "nan")) *out = NAN;
+    else return false;
+    return true;
+}
+
+/* Lightning keys the callback's state by monitor and mode: a state of another pair is not this
+ * callback's, and a resumed run that changed them starts fresh (said on rank 0) instead of
+ * comparing the new metric with the old one's best. Only last_check_step is taken from it: the
+ * checkpoint's step was checked before it was written, and a run resumed at an epoch's end (a
+ * checkpoint from the epoch-end validation) redoes that end without the validation's metrics.
+ * Lightning restores patience too: a resumed run keeps the saved one. Nothing is taken until
+ * every field checked out: a damaged state is refused (VOLT_ERR_CORRUPT naming the field) and
+ * changes nothing. */
 static volt_status es_load_state_dict(void *self, volt_trainer *t, const char *json) {
     es *e = self;
     cJSON *o = cJSON_Parse(json);
@@ -166,12 +223,45 @@ static volt_status es_load_state_dict(void *self, volt_trainer *t, const char *j
         cJSON_Delete(o);
         return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "EarlyStopping: checkpoint state is not a JSON object");
     }
-    e->st.wait = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "wait_count"), 0);
-    e->st.stopped_epoch = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "stopped_epoch"), 0);
-    e->st.best = json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_score"), e->st.best);
-    /* Lightning restores patience too; keep the configured one when it is absent. */
-    e->cfg.patience = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "patience"), (double)e->cfg.patience);
-    e->last_check_step = (int64_t)json_get_num(cJSON_GetObjectItemCaseSensitive(o, "last_check_step"), -1);
+    const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor"), *mode = cJSON_GetObjectItemCaseSensitive(o, "mode"),
+                *lc = cJSON_GetObjectItemCaseSensitive(o, "last_check_step");
+    volt_cb_es_state st = e->st;
+    int64_t patience = 0, last = -1;
+    const char *bad = NULL, *want = NULL;
+    if (!cJSON_IsString(mon) || !*mon->valuestring) {
+        bad = "monitor", want = "a metric name";
+    } else if (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "min") && strcmp(mode->valuestring, "max"))) {
+        bad = "mode", want = "'min' or 'max'";
+    } else if (!es_whole(cJSON_GetObjectItemCaseSensitive(o, "wait_count"), 0, &st.wait)) {
+        bad = "wait_count", want = "a whole number in [0, 2^53]";
+    } else if (!es_whole(cJSON_GetObjectItemCaseSensitive(o, "stopped_epoch"), 0, &st.stopped_epoch)) {
+        bad = "stopped_epoch", want = "a whole number in [0, 2^53]";
+    } else if (!es_score(cJSON_GetObjectItemCaseSensitive(o, "best_score"), &st.best)) {
+        bad = "best_score", want = "a number, \"inf\", \"-inf\" or \"nan\"";
+    } else if (!es_whole(cJSON_GetObjectItemCaseSensitive(o, "patience"), 0, &patience)) {
+        bad = "patience", want = "a whole number in [0, 2^53]";
+    } else if (lc && !es_whole(lc, -1, &last)) {
+        bad = "last_check_step", want = "a whole number in [-1, 2^53]";
+    }
+    if (bad) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, bad);
+        char *got = v ? cJSON_PrintUnformatted(v) : NULL;
+        volt_status rc = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "EarlyStopping: the checkpoint's %s is %.60s, not %s "
+                                           "(damaged state)", bad, got ? got : "missing", want);
+        free(got);
+        cJSON_Delete(o);
+        return rc;
+    }
+    const char *my_mode = e->cfg.mode == VOLT_MAX ? "max" : "min";
+    if (strcmp(mon->valuestring, e->monitor) == 0 && strcmp(mode->valuestring, my_mode) == 0) {
+        e->st = st;
+        e->cfg.patience = patience;
+    } else if (volt_trainer_is_global_zero(t)) {
+        fprintf(stderr, "volt: warning: EarlyStopping: the checkpoint's state is for monitor '%.200s' (mode '%s'), this "
+                "callback monitors '%.200s' (mode '%s'): its wait count and best score are not restored (another "
+                "metric's); this run starts fresh\n", mon->valuestring, mode->valuestring, e->monitor, my_mode);
+    }
+    e->last_check_step = last;
     e->restored = true;
     cJSON_Delete(o);
     return VOLT_OK;

@@ -136,9 +136,9 @@ static volt_status mc_unique_path(mc *m, const char *tmpl, const char *reuse, ch
 }
 
 /* Is p a checkpoint of this callback's: a file "<name>.safetensors" (no hidden name, not a
- * symbolic link) directly in dirpath, the folders compared after realpath (so "..", links
- * and other spellings of another folder never pass)? Paths in a checkpoint's state are
- * only ever used after this test. */
+ * symbolic link) in dirpath or a folder under it (a filename template may name a subfolder),
+ * the folders compared after realpath (so "..", links out of dirpath and other spellings of
+ * another folder never pass)? Paths in a checkpoint's state are only ever used after this test. */
 static bool mc_owned(const mc *m, const char *p) {
     if (!p || !m->dirpath) return false;
     const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
@@ -148,7 +148,10 @@ static bool mc_owned(const mc *m, const char *p) {
     if (!slash) snprintf(parent, sizeof parent, ".");
     else if (slash == p) snprintf(parent, sizeof parent, "/");
     else if (snprintf(parent, sizeof parent, "%.*s", (int)(slash - p), p) >= (int)sizeof parent) return false;
-    if (!realpath(parent, rp) || !realpath(m->dirpath, rd) || strcmp(rp, rd) != 0) return false;
+    if (!realpath(parent, rp) || !realpath(m->dirpath, rd)) return false;
+    const size_t dl = strlen(rd);
+    const bool under = strncmp(rp, rd, dl) == 0 && (rp[dl] == 0 || rp[dl] == '/' || (dl == 1 && rd[0] == '/'));
+    if (!under) return false;
     struct stat sb;
     if (lstat(p, &sb) == 0 && !S_ISREG(sb.st_mode)) return false;
     return true;
@@ -343,6 +346,15 @@ static volt_status mc_plan_save(mc *m, bool topk_allowed, mc_plan *p) {
             }
             u->topk = true;
             st = mc_unique_path(m, tmpl, evicted, topk_path, sizeof p->topk);
+            /* the name of a kept file again (enable_version_counter false, a template that repeats):
+             * the file is overwritten, so its entry goes and the new one holds its path (Lightning
+             * keys the top-k by path); "best" is then recomputed without the old score */
+            const int same = st == VOLT_OK ? volt__cb_topk_find(&m->topk, topk_path) : -1;
+            if (same >= 0) {
+                u->replaced_score = m->topk.e[same].score;
+                u->replaced_at = same;
+                u->replaced = volt__cb_topk_take(&m->topk, same);
+            }
             if (st == VOLT_OK) st = volt__cb_topk_push(&m->topk, topk_path, cur);
             if (st == VOLT_OK) {
                 u->pushed = strdup(topk_path);

@@ -13,6 +13,7 @@ void volt__mc_undo_free(struct mc_undo *u) {
     free(u->best);
     free(u->pushed);
     free(u->evicted);
+    free(u->replaced);
     free(u->last);
     memset(u, 0, sizeof *u);
 }
@@ -24,9 +25,14 @@ void volt__mc_settle(mc *m, bool topk_failed, bool last_failed) {
     struct mc_undo *u = &m->undo;
     if (topk_failed && u->topk) {
         free(volt__cb_topk_take(&m->topk, u->pushed ? volt__cb_topk_find(&m->topk, u->pushed) : -1));
-        if (u->evicted && volt__cb_topk_insert(&m->topk, u->evicted_at, u->evicted, u->evicted_score) != VOLT_OK)
-            fprintf(stderr, "volt: ModelCheckpoint: out of memory: '%s' leaves the top-k bookkeeping (the file stays)\n",
-                    u->evicted);
+        /* in the reverse order of their taking: each goes back to its place */
+        const char *back[2] = { u->replaced, u->evicted };
+        const double score[2] = { u->replaced_score, u->evicted_score };
+        const int at[2] = { u->replaced_at, u->evicted_at };
+        for (int i = 0; i < 2; i++)
+            if (back[i] && volt__cb_topk_insert(&m->topk, at[i], back[i], score[i]) != VOLT_OK)
+                fprintf(stderr, "volt: ModelCheckpoint: out of memory: '%s' leaves the top-k bookkeeping (the file stays)\n",
+                        back[i]);
         volt__mc_set_str(&m->best_path, u->best);
         m->best_score = u->best_score;
     }

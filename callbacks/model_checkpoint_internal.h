@@ -64,6 +64,10 @@ typedef struct mc {
         char *evicted;               /* the entry it took out, its score and place */
         double evicted_score;
         int evicted_at;
+        char *replaced;              /* the entry of the path it writes again (no version counter),
+                                        its score and place (taken after evicted) */
+        double replaced_score;
+        int replaced_at;
         char *last;                  /* last before it */
         bool topk, last_set;         /* what is still to settle */
     } undo;

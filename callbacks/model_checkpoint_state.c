@@ -18,18 +18,7 @@ static cJSON *json_num(double v) {
     return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
-static double json_get_num(const cJSON *j) {
-    if (cJSON_IsNumber(j)) return j->valuedouble;
-    if (cJSON_IsString(j)) return strtod(j->valuestring, NULL);
-    return NAN;
-}
-
 static cJSON *json_str(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
-
-static const char *json_get_str(const cJSON *o, const char *k) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(j) ? j->valuestring : NULL;
-}
 
 char *volt__mc_state_dict(void *self) {
     mc *m = self;
@@ -39,6 +28,9 @@ char *volt__mc_state_dict(void *self) {
     cJSON_AddStringToObject(o, "mode", volt__mc_mode_str(m->mode));
     cJSON_AddItemToObject(o, "dirpath", json_str(m->dirpath));
     cJSON_AddNumberToObject(o, "save_top_k", m->save_top_k);
+    cJSON_AddNumberToObject(o, "every_n_epochs", (double)m->every_n_epochs);
+    cJSON_AddNumberToObject(o, "every_n_train_steps", (double)m->every_n_train_steps);
+    cJSON_AddNumberToObject(o, "train_time_interval", m->train_time_interval);
     cJSON_AddNumberToObject(o, "last_global_step_saved", (double)m->last_step_saved);
     cJSON_AddItemToObject(o, "best_model_path", json_str(m->best_path));
     cJSON_AddItemToObject(o, "best_model_score", m->best_path ? json_num(m->best_score) : cJSON_CreateNull());
@@ -55,6 +47,88 @@ char *volt__mc_state_dict(void *self) {
     return s;
 }
 
+/* ---- load ------------------------------------------------------------------------------------------ */
+
+/* A score: a number, or the strings json_num writes for the non-finite ones. */
+static bool get_score(const cJSON *j, double *out) {
+    if (cJSON_IsNumber(j)) { *out = j->valuedouble; return true; }
+    if (!cJSON_IsString(j)) return false;
+    const char *s = j->valuestring;
+    if (!strcmp(s, "inf")) *out = INFINITY;
+    else if (!strcmp(s, "-inf")) *out = -INFINITY;
+    else if (!strcmp(s, "nan")) *out = NAN;
+    else return false;
+    return true;
+}
+
+/* A path field: absent or null (NULL), or a string. */
+static bool get_path(const cJSON *o, const char *k, const char **out) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+    *out = cJSON_IsString(j) ? j->valuestring : NULL;
+    return !j || cJSON_IsNull(j) || cJSON_IsString(j);
+}
+
+/* Every field of the state is of its kind (nothing is taken before): NULL, else the field that
+ * is not, with what it should be. */
+static const char *check_state(const cJSON *o, const char **want) {
+    const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor"), *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
+    const char *p;
+    double v;
+    if (!(cJSON_IsNull(mon) || (cJSON_IsString(mon) && *mon->valuestring))) return *want = "null or a metric name", "monitor";
+    if (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "min") && strcmp(mode->valuestring, "max")))
+        return *want = "'min' or 'max'", "mode";
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
+    /* a step: a whole number a run reaches (up to 2^53, a double's integers) */
+    if (ls && !(cJSON_IsNumber(ls) && ls->valuedouble >= 0 && ls->valuedouble <= 9007199254740992.0 &&
+                ls->valuedouble == floor(ls->valuedouble)))
+        return *want = "a whole number in [0, 2^53]", "last_global_step_saved";
+    static const char *const trig[3] = { "every_n_epochs", "every_n_train_steps", "train_time_interval" };
+    for (int i = 0; i < 3; i++) {   /* absent before they were written: not compared */
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, trig[i]);
+        if (j && !(cJSON_IsNumber(j) && j->valuedouble >= 0 && isfinite(j->valuedouble))) return *want = "a number >= 0", trig[i];
+    }
+    if (!get_path(o, "dirpath", &p)) return *want = "null or a path", "dirpath";
+    if (!get_path(o, "last_model_path", &p)) return *want = "null or a path", "last_model_path";
+    if (!get_path(o, "best_model_path", &p)) return *want = "null or a path", "best_model_path";
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "best_model_score");
+    if (p && !get_score(bs, &v)) return *want = "a number, \"inf\", \"-inf\" or \"nan\"", "best_model_score";
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
+    if (arr && !cJSON_IsArray(arr)) return *want = "an array", "best_k_models";
+    cJSON_ArrayForEach(e, arr) {
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "path")) ||
+            !get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &v))
+            return *want = "entries of a path and a score", "best_k_models";
+    }
+    return NULL;
+}
+
+/* Lightning keys a ModelCheckpoint's state by monitor, mode, every_n_train_steps, every_n_epochs
+ * and train_time_interval: a state saved with others is another callback's. Into why (empty
+ * when they are the same) the first that differs. The mode only counts with a monitor (without
+ * one it decides nothing). */
+static void state_differs(const mc *m, const cJSON *o, char *why, size_t n) {
+    const cJSON *mon = cJSON_GetObjectItemCaseSensitive(o, "monitor");
+    const char *smon = cJSON_IsString(mon) ? mon->valuestring : NULL;
+    const char *smode = cJSON_GetObjectItemCaseSensitive(o, "mode")->valuestring;
+    why[0] = 0;
+    if ((smon == NULL) != (m->monitor == NULL) || (smon && strcmp(smon, m->monitor) != 0) ||
+        (smon && strcmp(smode, volt__mc_mode_str(m->mode)) != 0)) {
+        snprintf(why, n, "monitor %s%.200s%s (mode '%s'), this callback's %s%.200s%s (mode '%s')", smon ? "'" : "",
+                 smon ? smon : "None", smon ? "'" : "", smode, m->monitor ? "'" : "", m->monitor ? m->monitor : "None",
+                 m->monitor ? "'" : "", volt__mc_mode_str(m->mode));
+        return;
+    }
+    static const char *const trig[3] = { "every_n_epochs", "every_n_train_steps", "train_time_interval" };
+    const double mine[3] = { (double)m->every_n_epochs, (double)m->every_n_train_steps, m->train_time_interval };
+    for (int i = 0; i < 3; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, trig[i]);
+        if (j && j->valuedouble != mine[i]) {
+            snprintf(why, n, "%s %g, this callback's %g", trig[i], j->valuedouble, mine[i]);
+            return;
+        }
+    }
+}
+
 volt_status volt__mc_load_state_dict(void *self, volt_trainer *t, const char *json) {
     mc *m = self;
     volt__mc_wait(m);   /* a background write of an earlier fit settles before its bookkeeping is replaced */
@@ -63,31 +137,63 @@ volt_status volt__mc_load_state_dict(void *self, volt_trainer *t, const char *js
         cJSON_Delete(o);
         return volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: checkpoint state is not a JSON object");
     }
-    const char *dir = json_get_str(o, "dirpath");
-    const char *best = json_get_str(o, "best_model_path");
-    /* Nothing here is trusted yet: the paths are checked against this run's dirpath when it
-     * is resolved (mc_reconcile); the folder itself is never taken from the checkpoint. */
-    volt__mc_set_str(&m->best_path, best);
-    volt__mc_set_str(&m->ckpt_dir, dir);
-    m->restored = m->pending = true;
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
-    if (cJSON_IsNumber(ls)) m->last_step_saved = (int64_t)ls->valuedouble;
-    m->best_score = best ? json_get_num(cJSON_GetObjectItemCaseSensitive(o, "best_model_score")) : NAN;
-    volt__mc_set_str(&m->last_path, json_get_str(o, "last_model_path"));
-    volt__cb_topk_clear(&m->topk);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
-    volt_status st = VOLT_OK;
-    cJSON_ArrayForEach(e, arr) {
-        const char *p = json_get_str(e, "path");
-        if (!p) { st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: bad best_k_models entry in checkpoint state"); break; }
-        if ((st = volt__cb_topk_push(&m->topk, p, json_get_num(cJSON_GetObjectItemCaseSensitive(e, "score")))) != VOLT_OK) break;
+    const char *want = NULL, *bad = check_state(o, &want);
+    if (bad) {
+        char *got = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, bad));
+        volt_status st = volt_trainer_fail(t, VOLT_ERR_CORRUPT, "ModelCheckpoint: the checkpoint's %s is %.80s, not %s "
+                                           "(damaged state)", bad, got ? got : "missing", want);
+        free(got);
+        cJSON_Delete(o);
+        return st;
     }
+    const char *dir, *best, *last;
+    get_path(o, "dirpath", &dir);
+    get_path(o, "best_model_path", &best);
+    get_path(o, "last_model_path", &last);
+    char why[640];
+    state_differs(m, o, why, sizeof why);
+    /* Nothing here is trusted yet: the paths are checked against this run's dirpath when it
+     * is resolved (mc_reconcile); the folder itself is never taken from the checkpoint. The
+     * step of the last save is the run's, whatever the callback's settings: the resumed run
+     * does not save that step again. */
+    volt_cb_topk topk = { 0 };
+    volt_status st = VOLT_OK;
+    if (!why[0]) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "best_k_models")) {
+            const char *p = cJSON_GetObjectItemCaseSensitive(e, "path")->valuestring;
+            double score = NAN;
+            get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &score);
+            /* one entry per path (Lightning's dict): a file written twice holds the later save */
+            free(volt__cb_topk_take(&topk, volt__cb_topk_find(&topk, p)));
+            if ((st = volt__cb_topk_push(&topk, p, score)) != VOLT_OK) break;
+        }
+    }
+    if (st != VOLT_OK) {
+        volt__cb_topk_clear(&topk);
+        cJSON_Delete(o);
+        return volt_trainer_fail(t, st, "ModelCheckpoint: out of memory restoring the checkpoint's state");
+    }
+    if (why[0] && volt_trainer_is_global_zero(t))
+        fprintf(stderr, "volt: warning: ModelCheckpoint: the checkpoint's state was saved with %s, so it is another "
+                "callback's (Lightning's state key): the best score, the top-k and the last path are not restored, and "
+                "their files are never removed; only best_model_path is\n", why);
+    volt__cb_topk_clear(&m->topk);
+    m->topk = topk;
+    volt__mc_set_str(&m->best_path, best);
+    volt__mc_set_str(&m->ckpt_dir, why[0] ? NULL : dir);   /* none: mc_reconcile keeps best_model_path alone */
+    volt__mc_set_str(&m->last_path, why[0] ? NULL : last);
+    m->best_score = NAN;
+    if (best && !why[0]) get_score(cJSON_GetObjectItemCaseSensitive(o, "best_model_score"), &m->best_score);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
+    if (ls) m->last_step_saved = (int64_t)ls->valuedouble;
+    m->restored = m->pending = true;
     cJSON_Delete(o);
     /* a sharded commit still pending changes none of it; until then "best" is the loaded one */
     m->undo.topk = m->undo.last_set = false;
     volt__mc_set_str(&m->undo.best, m->best_path);
     m->undo.best_score = m->best_score;
-    return st;
+    return VOLT_OK;
 }
 
 /* ---- "best" / "last" ------------------------------------------------------------------------------------ */

@@ -815,40 +815,61 @@ static void test_e2e_verbose(void) {
     }
 }
 
-/* check_on_train_epoch_end (config version 3): a monitor (train_loss_step) already under a
- * stopping_threshold of 1e9 stops fit at the first check, so global_step tells where it ran:
- * auto with a validation every 2 batches: at the first validation (step 2); true: at the
- * first train epoch end only (step 4); false without validation: never (3 epochs, 12 steps);
- * auto without validation: at the first train epoch end (4). Out of range: refused. */
-static int64_t es_stop_step(int check, bool with_val) {
+/* check_on_train_epoch_end (config version 3): a monitor already past a stopping_threshold
+ * (train_loss_step under 1e9, or val_score over -1e9) stops fit at the first check, so
+ * global_step tells where it ran (4 batches an epoch, 3 epochs). -1 is resolved at fit start as
+ * Lightning's setup() does: val_check_interval == 1.0 (volt: 0, or val_check_fraction 1) and
+ * check_val_every_n_epoch == 1 check once at each epoch's end (step 4, with validation or
+ * without); otherwise at validation ends only: a validation every 2 batches or every 0.5 of an
+ * epoch stops at step 2, every other epoch at 8 (epoch 1's), and with val_check_interval 2 but
+ * no validation it never checks (12 steps; volt's rule before checked at train epoch end when no
+ * validation had run: step 4). A val metric with check_val_every_n_epoch 2 is checked at epoch
+ * 1's validation (that rule failed at epoch 0's train end: "val_score which is not available").
+ * 1: at train epoch ends only (4); 0 without validation: never (12). Out of range: refused. */
+typedef struct es_where { int check; bool with_val, val_metric; int64_t interval, every; double fraction; } es_where;
+static int64_t es_stop_step(es_where w) {
     volt_trainer_config c;
     volt_trainer_config_init(&c);
     c.default_root_dir = fresh_dir("es_check");
     c.max_epochs = 3;
-    c.val_check_interval = 2;
+    c.val_check_interval = w.interval;
+    c.val_check_fraction = w.fraction;
+    c.check_val_every_n_epoch = w.every ? w.every : 1;
     c.num_sanity_val_steps = 0;
     c.enable_progress_bar = c.enable_logger = c.enable_checkpointing = c.enable_model_summary = false;
     volt_trainer *t = NULL;
     CHECK_OK(volt_trainer_create(&c, &t));
     volt_early_stopping_config ec;
     volt_early_stopping_config_init(&ec);
-    ec.monitor = "train_loss_step";
+    ec.monitor = w.val_metric ? "val_score" : "train_loss_step";
+    ec.mode = w.val_metric ? VOLT_MAX : VOLT_MIN;
     ec.has_stopping_threshold = true;
-    ec.stopping_threshold = 1e9f;
-    ec.check_on_train_epoch_end = check;
+    ec.stopping_threshold = w.val_metric ? -1e9f : 1e9f;
+    ec.check_on_train_epoch_end = w.check;
     CHECK_OK(volt_add_early_stopping(t, &ec));
     lin m = { .table = es_scores, .ntable = 6 };
-    CHECK_OK(fit(t, &m, with_val, NULL));
+    CHECK_OK(fit(t, &m, w.with_val, NULL));
     const int64_t gs = volt_trainer_global_step(t);
     volt_trainer_destroy(t);
     return gs;
 }
 static void test_es_check_on_train_epoch_end(void) {
-    int64_t gs;
-    CHECK((gs = es_stop_step(-1, true)) == 2, "auto, with validation: stopped at step %lld (want 2)", (long long)gs);
-    CHECK((gs = es_stop_step(1, true)) == 4, "true, with validation: stopped at step %lld (want 4)", (long long)gs);
-    CHECK((gs = es_stop_step(0, false)) == 12, "false, no validation: ran %lld steps (want 12)", (long long)gs);
-    CHECK((gs = es_stop_step(-1, false)) == 4, "auto, no validation: stopped at step %lld (want 4)", (long long)gs);
+    static const struct { es_where w; int64_t want; const char *what; } cases[] = {
+        { { .check = -1, .with_val = true, .interval = 2 }, 2, "auto, validation every 2 batches" },
+        { { .check = -1, .with_val = true, .fraction = 0.5 }, 2, "auto, validation every 0.5 epoch" },
+        { { .check = -1, .with_val = true }, 4, "auto, validation at epoch end" },
+        { { .check = -1, .with_val = true, .fraction = 1.0 }, 4, "auto, val_check_fraction 1" },
+        { { .check = -1, .with_val = false }, 4, "auto, no validation" },
+        { { .check = -1, .with_val = false, .interval = 2 }, 12, "auto, val_check_interval 2, no validation" },
+        { { .check = -1, .with_val = true, .every = 2 }, 8, "auto, validation every other epoch" },
+        { { .check = -1, .with_val = true, .every = 2, .val_metric = true }, 8, "auto, val_score, every other epoch" },
+        { { .check = 1, .with_val = true, .interval = 2 }, 4, "true, validation every 2 batches" },
+        { { .check = 0, .with_val = false, .interval = 2 }, 12, "false, no validation" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t gs = es_stop_step(cases[i].w);
+        CHECK(gs == cases[i].want, "%s: stopped at step %lld (want %lld)", cases[i].what, (long long)gs, (long long)cases[i].want);
+    }
     volt_trainer *t = mk_trainer(fresh_dir("es_check_bad"), &(run_opts){ .max_epochs = 1 });
     volt_early_stopping_config ec;
     volt_early_stopping_config_init(&ec);
@@ -1422,6 +1443,102 @@ static void test_version_counter(void) {
               exists(v1) ? "exists" : "absent");
         if (counter) CHECK(ckpt_global_step(stale) < 0, "counter=1: the file in the way is untouched");
         volt_trainer_destroy(t);
+    }
+}
+
+/* enable_version_counter false with a name that repeats ("{val_score:.1f}": 0.74 and 0.71 both
+ * name "val_score=0.7"): the second save overwrites the file and its top-k entry takes the new
+ * score, as Lightning's top-k is keyed by path; "best" is 0.71, the file epoch 1's (step 8), and
+ * the bookkeeping holds one entry per file. It held two entries of one path, "best" claiming 0.74
+ * for epoch 1's weights. When the overwrite fails, the entry is back with its score (0.74, the
+ * file epoch 0's, untouched). */
+static const double k_repeat[] = { 0.74, 0.71, 0.2 };
+static const char *g_block_tmp;   /* made a folder at epoch 0's train end: the next save of that name fails */
+static volt_status block_tmp(void *self, volt_trainer *t) {
+    if (g_block_tmp && volt_trainer_current_epoch(t) == 0) mkdir(g_block_tmp, 0755);
+    return VOLT_OK;
+}
+static const volt_callback_ops block_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "BlockTmp", .on_train_epoch_end = block_tmp };
+static void test_version_counter_repeat(void) {
+    for (int fail = 0; fail < 2; fail++) {
+        const char *root = fresh_dir(fail ? "vcounter_repeat_fail" : "vcounter_repeat");
+        char dir[1200], same[1400], low[1400], tmp[1500];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        snprintf(same, sizeof same, "%s/val_score=0.7.safetensors", dir);
+        snprintf(low, sizeof low, "%s/val_score=0.2.safetensors", dir);
+        snprintf(tmp, sizeof tmp, "%s.tmp", same);
+        volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = 3, .logger = false });
+        volt_checkpoint_config cc = score_ckpt(dir, 2, false);
+        cc.filename = "{val_score:.1f}";
+        cc.enable_version_counter = false;
+        CHECK_OK(volt_add_model_checkpoint(t, &cc));
+        g_block_tmp = fail ? tmp : NULL;
+        if (fail) CHECK_OK(volt_trainer_add_callback(t, &block_ops, NULL));
+        lin m = { .table = k_repeat, .ntable = 3 };
+        volt_loader *tr = mk_loader(), *va = mk_loader();
+        volt_status st = volt_trainer_fit(t, &lin_ops, &m, tr, va, NULL);
+        volt_loader_destroy(tr);
+        volt_loader_destroy(va);
+        g_block_tmp = NULL;
+        const char *bp = volt_trainer_best_model_path(t);
+        const double bs = volt_trainer_best_model_score(t);
+        if (!fail) {
+            CHECK(st == VOLT_OK, "fit: %s", volt_trainer_errmsg(t));
+            CHECK(bp && !strcmp(bp, same) && bs == 0.71 && ckpt_global_step(same) == 8,
+                  "best %s score %g, its file of step %lld (want %s, 0.71, step 8)", bp ? bp : "(none)", bs,
+                  (long long)ckpt_global_step(same), same);
+            char *s = ckpt_cb_state(low, "ModelCheckpoint");
+            int n = 0;
+            for (const char *p = s; p && (p = strstr(p, "\"path\"")); p++) n++;
+            CHECK(n == 2 && s && strstr(s, "\"score\":0.71") && !strstr(s, "0.74"),
+                  "the top-k in the last file: %d entries (want 2), %s", n, s ? s : "(none)");
+            free(s);
+        } else {
+            CHECK(st < 0 && strstr(volt_trainer_errmsg(t), tmp), "a failed overwrite fails the fit: %s", volt_trainer_errmsg(t));
+            CHECK(bp && !strcmp(bp, same) && bs == 0.74 && ckpt_global_step(same) == 4,
+                  "after the failed overwrite: best %s score %g, its file of step %lld (want 0.74, step 4)", bp ? bp : "(none)",
+                  bs, (long long)ckpt_global_step(same));
+        }
+        volt_trainer_destroy(t);
+    }
+}
+
+/* A filename with a subfolder ("sub/{epoch}-{val_score:.2f}", which the docs allow): top-k removes
+ * what falls out of it there too, also after a resume (the restored entries are the callback's);
+ * each was kept forever, and a resume dropped them from the bookkeeping. A subfolder that is a
+ * link out of dirpath is not the callback's: nothing there is removed. Scores 0.5 0.7 0.6 0.9 0.8,
+ * top 1. */
+static void test_ckpt_subfolder(void) {
+    for (int part = 0; part < 3; part++) {   /* 0: one run; 1: 3 epochs, then resumed to 5; 2: sub/ a link out */
+        static const char *const names[3] = { "ckpt_sub", "ckpt_sub_resume", "ckpt_sub_link" };
+        const char *root = fresh_dir(names[part]);
+        char dir[1200], sub[1300], out[1300], got[2048];
+        snprintf(dir, sizeof dir, "%s/ckpt", root);
+        snprintf(sub, sizeof sub, "%s/sub", dir);
+        snprintf(out, sizeof out, "%s/outside", root);
+        if (part == 2) {
+            mkdir(dir, 0755);
+            mkdir(out, 0755);
+            CHECK(symlink(out, sub) == 0, "link %s -> %s", sub, out);
+        }
+        for (int run = part == 1 ? 0 : 1; run < 2; run++) {
+            volt_trainer *t = mk_trainer(root, &(run_opts){ .max_epochs = run ? 5 : 3 });
+            volt_checkpoint_config cc = score_ckpt(dir, 1, true);
+            cc.filename = "sub/{epoch}-{val_score:.2f}";
+            CHECK_OK(volt_add_model_checkpoint(t, &cc));
+            lin m = { .table = k_scores, .ntable = 5 };
+            CHECK_OK(fit(t, &m, true, run && part == 1 ? "last" : NULL));
+            if (run) {
+                char want[1400];
+                snprintf(want, sizeof want, "%s/" E3, sub);
+                const char *bp = volt_trainer_best_model_path(t);
+                CHECK(bp && !strcmp(bp, want), "%s: best %s", names[part], bp ? bp : "(none)");
+            }
+            volt_trainer_destroy(t);
+        }
+        list_ckpts(part == 2 ? out : sub, got, sizeof got);
+        const char *want = part == 2 ? E0 "," E1 "," E3 : E3;
+        CHECK(!strcmp(got, want), "%s: files [%s], want [%s]", names[part], got, want);
     }
 }
 
@@ -2588,6 +2705,8 @@ int main(void) {
     test_empty_paths();
     test_bad_state_dict();
     test_version_counter();
+    test_version_counter_repeat();
+    test_ckpt_subfolder();
     test_collectives_single();
     test_validate_after_failed_fit();
     test_state_fn();
