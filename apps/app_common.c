@@ -41,7 +41,7 @@ const volt_cli_key app_run_keys[] = {
     { "early_stopping.divergence_threshold", VOLT_CLI_FLOAT, NULL, "EarlyStopping: stop at once when the metric is worse than this (null = none)", NULL, NULL, -1e30, 1e30 },
     { "early_stopping.check_finite", VOLT_CLI_BOOL, "true", "EarlyStopping: stop when the metric is NaN or infinite", NULL, NULL, 0, 0 },
     { "early_stopping.verbose", VOLT_CLI_BOOL, "false", "EarlyStopping: also print each improvement (the reason for a stop is printed always)", NULL, NULL, 0, 0 },
-    { "early_stopping.check_on_train_epoch_end", VOLT_CLI_BOOL, NULL, "EarlyStopping: check at every train epoch's end only (true), at validation ends only (false), or null: at validation ends, at train epoch ends when no validation ran", NULL, NULL, 0, 0 },
+    { "early_stopping.check_on_train_epoch_end", VOLT_CLI_BOOL, NULL, "EarlyStopping: check at every train epoch's end only (true), at validation ends only (false), or null (Lightning's None): true when validation runs at every epoch's end (check_val_every_n_epoch 1, no val_check_interval), else false", NULL, NULL, 0, 0 },
     { "weight_averaging.mode", VOLT_CLI_STRING, "none", "weight averaging (Lightning's WeightAveraging): \"ema\" (EMAWeightAveraging; also on when weight_averaging.decay is given), \"swa\" (the equal average of every update), \"none\"; validation, the end of fit and the checkpoints' weights use the average", NULL, "none|ema|swa", 0, 0 },
     { "weight_averaging.decay", VOLT_CLI_FLOAT, "0.999", "weight averaging, EMA: avg = decay*avg + (1-decay)*weights, in [0, 1)", NULL, NULL, 0, 1 },
     { "weight_averaging.update_every_n_steps", VOLT_CLI_INT, "1", "weight averaging: update after every Nth optimizer step", NULL, NULL, 1, 1e12 },
@@ -61,6 +61,7 @@ const volt_cli_key app_run_keys[] = {
     { "throughput.device_name", VOLT_CLI_STRING, NULL, "ThroughputMonitor: the GPU's name for the peak table (e.g. \"NVIDIA H100 80GB HBM3\", as nvidia-smi prints it; default: the device's own name)", NULL, NULL, 0, 0 },
     { "lr_monitor.log_momentum", VOLT_CLI_BOOL, "false", "LearningRateMonitor: also log each group's momentum (Adam's beta1, SGD's momentum) as lr-<Optimizer>-momentum", NULL, NULL, 0, 0 },
     { "lr_monitor.log_weight_decay", VOLT_CLI_BOOL, "false", "LearningRateMonitor: also log each group's weight decay as lr-<Optimizer>-weight_decay", NULL, NULL, 0, 0 },
+    { "lr_monitor.logging_interval", VOLT_CLI_STRING, "step", "LearningRateMonitor: log the lr at every optimizer step (step) or once per epoch, the epoch's starting lr in the epoch's row (epoch); the apps keep step (Lightning's None, the scheduler's own interval, is the library's default)", NULL, "step|epoch", 0, 0 },
     { "tuner.scale_batch_size", VOLT_CLI_STRING, NULL, "fit: first Lightning's batch size finder: power doubles the batch size from tuner.init_val until a step runs out of memory; binsearch then bisects; the largest that ran is used for fit (train and val loaders; weights restored after; one process only), and the test after it searches its loader the same way; null = off", NULL, "power|binsearch", 0, 0 },
     { "tuner.steps_per_trial", VOLT_CLI_INT, "3", "the batch size finder: optimizer steps per batch size tried", NULL, NULL, 1, 100000 },
     { "tuner.init_val", VOLT_CLI_INT, "2", "the batch size finder: the first batch size tried", NULL, NULL, 1, 1e12 },
@@ -493,10 +494,15 @@ volt_status app_add_device_stats(volt_trainer *t, const volt_cli *c) {
 }
 
 volt_status app_add_lr_monitor(volt_trainer *t, const volt_cli *c) {
+    /* Lightning refuses a LearningRateMonitor without a logger: with the loggers off
+     * (--trainer.enable_logger false) the apps add none */
+    const volt_trainer_config *tc = volt_trainer_get_config(t);
+    if (tc && !tc->enable_logger && tc->fast_dev_run <= 0) return VOLT_OK;
     volt_lr_monitor_config lc;
     volt_lr_monitor_config_init(&lc);
     lc.log_momentum = volt_cli_bool(c, "lr_monitor.log_momentum");
     lc.log_weight_decay = volt_cli_bool(c, "lr_monitor.log_weight_decay");
+    lc.logging_interval = strcmp(volt_cli_str(c, "lr_monitor.logging_interval"), "epoch") ? VOLT_LR_LOG_STEP : VOLT_LR_LOG_EPOCH;
     return volt_add_lr_monitor_ex(t, &lc);
 }
 

@@ -33,11 +33,11 @@ volt_status volt__add_default_callbacks(volt_trainer *t) {
 }
 
 volt_status volt__order_callbacks(volt_trainer *t) {
-    /* ThroughputMonitor and DeviceStatsMonitor run first (in that order): what they log at a
-     * train batch end must be there when the loggers (first among the others) read that
-     * step's metrics in the same hook */
-    static const char *const first[] = { "DeviceStatsMonitor", "ThroughputMonitor" };
-    for (int k = 0; k < 2; k++)
+    /* ThroughputMonitor, DeviceStatsMonitor and LearningRateMonitor run first (in that order):
+     * what they log at a train batch end (an epoch end: LearningRateMonitor's epoch lr) must be
+     * there when the loggers (first among the others) read that step's metrics in the same hook */
+    static const char *const first[] = { "LearningRateMonitor", "DeviceStatsMonitor", "ThroughputMonitor" };
+    for (int k = 0; k < 3; k++)
         for (int i = 1; i < volt_trainer_num_callbacks(t); i++) {
             const char *name = volt_trainer_callback_name(t, i);
             if (!strcmp(name ? name : "", first[k])) VOLT_TRY(volt_trainer_move_callback(t, i, 0));

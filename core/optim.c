@@ -370,6 +370,7 @@ volt_status volt_optimizer_step(volt_optimizer *opt) { return volt__optimizer_st
 volt_status volt__optimizer_step_unless(volt_optimizer *opt, const float *skip) {
     if (!opt) return VOLT_ERR_INVALID_ARG;
     opt->errmsg[0] = '\0';
+    VOLT_TRY(volt_optimizer_check_lr(opt));   /* before anything moves: the step is refused whole */
     const volt_dtype vdt = volt_params_dtype(opt->ps);
     make_coefs(opt);
     /* the one copy per step, every group's coefficients */
@@ -495,6 +496,31 @@ void volt__optimizer_set_group_lr(volt_optimizer *opt, int g, float lr) {
     if (!opt || g < 0 || g >= opt->n_groups) return;
     opt->group_lr[g] = lr;
     if (g == 0) opt->lr = lr;
+}
+
+void volt__optimizer_set_group_lr_noted(volt_optimizer *opt, int g, float lr, const char *fmt, ...) {
+    if (!opt || g < 0 || g >= opt->n_groups) return;
+    volt__optimizer_set_group_lr(opt, g, lr);
+    if (isfinite(lr) && lr >= 0.f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(opt->bad_lr_note[g], sizeof opt->bad_lr_note[g], fmt, ap);
+    va_end(ap);
+}
+
+/* An lr of inf (a StepLR with gamma > 1 past float's range), NaN (0 x inf) or below 0 would turn
+ * every weight of its group to NaN (or step uphill) without a word: refused, as torch would not
+ * notice. Only a scheduler can put one there (set_lr / set_group_lr refuse them). */
+volt_status volt_optimizer_check_lr(volt_optimizer *opt) {
+    if (!opt) return VOLT_ERR_INVALID_ARG;
+    for (int g = 0; g < opt->n_groups; g++) {
+        const float lr = opt->group_lr[g];
+        if (isfinite(lr) && lr >= 0.f) continue;
+        const char *note = opt->bad_lr_note[g];
+        return opt_fail(opt, VOLT_ERR_NUMERIC, "at step %lld, group %d's lr is %g%s%s%s: refusing to step with it (its weights "
+                        "would turn to NaN)", (long long)opt->steps, g, (double)lr, note[0] ? " (" : "", note, note[0] ? ")" : "");
+    }
+    return VOLT_OK;
 }
 
 float volt_optimizer_lr(const volt_optimizer *opt) { return opt ? opt->lr : 0.f; }

@@ -1,5 +1,5 @@
-/* core/optim_internal.h — the optimizer's object, shared by core/optim.c and
- * core/optim_average.c (weight averaging). Private to core/. */
+/* core/optim_internal.h — the optimizer's object, shared by core/optim.c,
+ * core/optim_average.c (weight averaging) and core/sched.c (the lr notes). Private to core/. */
 #ifndef VOLT_CORE_OPTIM_INTERNAL_H
 #define VOLT_CORE_OPTIM_INTERNAL_H
 
@@ -46,10 +46,19 @@ struct volt_optimizer {
     float avg_decay;                /* EMA */
     bool avg_next;                  /* the next step updates the average */
     int64_t avg_count;              /* updates so far (AveragedModel's n_averaged) */
+    /* per group, what last gave it a non-finite or negative lr (a scheduler's overflow), for the
+     * step's refusal (volt_optimizer_check_lr); only read while that group's lr is bad */
+    char bad_lr_note[OPT_GROUPS][128];
     char errmsg[256];
 };
 
 #define opt_fail(opt, st, ...) VOLT__OBJ_ERRF(opt, st, __VA_ARGS__)
+
+/* A scheduler's lr for group g whatever its value (core/sched.c): a non-finite or negative one
+ * is kept with `fmt`'s note on what made it (the scheduler's kind, step and numbers), and the
+ * next step refuses it with VOLT_ERR_NUMERIC naming it (volt_optimizer_check_lr). */
+void volt__optimizer_set_group_lr_noted(volt_optimizer *opt, int g, float lr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Weight averaging (core/optim_average.c). The average's part of a step's coefficients: what
  * an update with `on` does (every group's the same). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "volt/optim.h"
 #include "core/internal.h"
+#include "core/optim_internal.h"
 
 #define SCHED_PI 3.14159265358979323846   /* Python math.pi */
 
@@ -157,12 +158,33 @@ static float plateau_lr(const volt_scheduler_config *c, float base, int64_t redu
     return (float)lr;
 }
 
-static void apply(volt_scheduler *s) {
+/* Sets the config groups' lrs. An lr past float's range (StepLR with gamma > 1: base x
+ * gamma^(step // step_size) overflows to inf; 0 x inf is NaN) is set all the same, as torch
+ * would, with a note naming this scheduler, its step and the numbers: the optimizer's next
+ * step refuses it with VOLT_ERR_NUMERIC and that note. VOLT_ERR_NUMERIC when there was one. */
+static volt_status apply(volt_scheduler *s) {
+    volt_status st = VOLT_OK;
     for (int g = 0; g < volt_optimizer_config_group_count(s->opt); g++) {
         const float base = volt_optimizer_group_base_lr(s->opt, g);
-        volt__optimizer_set_group_lr(s->opt, g, s->cfg.kind == VOLT_SCHED_PLATEAU ? plateau_lr(&s->cfg, base, s->plateau.reductions)
-                                                                                 : volt_scheduler_lr_at(&s->cfg, base, s->last_step));
+        if (s->cfg.kind == VOLT_SCHED_PLATEAU) {   /* only lowers an lr: never past the base */
+            volt__optimizer_set_group_lr(s->opt, g, plateau_lr(&s->cfg, base, s->plateau.reductions));
+            continue;
+        }
+        const float lr = volt_scheduler_lr_at(&s->cfg, base, s->last_step);
+        if (isfinite(lr) && lr >= 0.f) {
+            volt__optimizer_set_group_lr(s->opt, g, lr);
+        } else if (s->cfg.kind == VOLT_SCHED_STEP) {
+            volt__optimizer_set_group_lr_noted(s->opt, g, lr, "set by scheduler '%s' (torch StepLR) at its step %lld: base lr "
+                                               "%g x gamma %g ^ %lld", kind_names[s->cfg.kind], (long long)s->last_step,
+                                               (double)base, (double)s->cfg.gamma, (long long)(s->last_step / s->cfg.step_size));
+        } else {
+            volt__optimizer_set_group_lr_noted(s->opt, g, lr, "set by scheduler '%s' at its step %lld: base lr %g x factor %g",
+                                               kind_names[s->cfg.kind], (long long)s->last_step, (double)base,
+                                               factor_at(&s->cfg, s->last_step));
+        }
+        if (!(isfinite(lr) && lr >= 0.f)) st = VOLT_ERR_NUMERIC;
     }
+    return st;
 }
 
 volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimizer *opt,
@@ -188,7 +210,7 @@ volt_status volt_scheduler_create(const volt_scheduler_config *cfg, volt_optimiz
     s->opt = opt;
     s->last_step = 0;
     s->plateau = (volt_plateau_state){ .best = s->cfg.kind == VOLT_SCHED_PLATEAU && s->cfg.mode_max ? -INFINITY : INFINITY };
-    apply(s);
+    (void)apply(s);   /* lr_at(0) is the base lr: finite */
     *out = s;
     return VOLT_OK;
 }
@@ -206,7 +228,7 @@ const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s) 
 void volt_scheduler_step(volt_scheduler *s) {
     if (!s || s->cfg.kind == VOLT_SCHED_PLATEAU) return;
     if (s->last_step < INT64_MAX) s->last_step++;   /* saturates (set_last_step may put it at the top) */
-    apply(s);
+    (void)apply(s);   /* an lr past float's range: the optimizer's next step refuses it, naming this */
 }
 
 /* torch's ReduceLROnPlateau.is_better (NaN is never better) */
@@ -244,7 +266,7 @@ volt_status volt_scheduler_step_metric(volt_scheduler *s, double metric) {
         }
         p->cooldown_left = s->cfg.cooldown;
         p->num_bad = 0;
-        apply(s);
+        (void)apply(s);
     }
     return VOLT_OK;
 }
@@ -261,7 +283,7 @@ volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plate
         isnan(st->best))
         return VOLT_ERR_INVALID_ARG;
     s->plateau = *st;
-    apply(s);
+    (void)apply(s);
     return VOLT_OK;
 }
 
@@ -270,6 +292,5 @@ int64_t volt_scheduler_last_step(const volt_scheduler *s) { return s ? s->last_s
 volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step) {
     if (!s || step < 0) return VOLT_ERR_INVALID_ARG;
     s->last_step = step;
-    apply(s);
-    return VOLT_OK;
+    return apply(s);
 }

@@ -102,8 +102,15 @@ VOLT_API const volt_optimizer_config *volt_optimizer_get_config(const volt_optim
  * parameters without VOLT_TENSOR_REQUIRES_GRAD (frozen) are left untouched, and so is
  * their state. Increments the step count once. Never allocates. The SGD momentum buffer
  * is initialised to the grad (PyTorch's first step) when the step count is 0, so a run
- * resumed with volt_optimizer_set_step_count continues exactly. */
+ * resumed with volt_optimizer_set_step_count continues exactly. A group whose lr is not finite
+ * or is negative (a scheduler's overflow: StepLR with gamma > 1 past float's range) fails it
+ * with VOLT_ERR_NUMERIC before anything moves (volt_optimizer_check_lr). */
 VOLT_API volt_status volt_optimizer_step(volt_optimizer *opt);
+/* VOLT_OK when every group's lr is finite and >= 0; else VOLT_ERR_NUMERIC with a message
+ * (volt_optimizer_errmsg) naming the step, the group, the lr and, when a scheduler set it, the
+ * scheduler's kind, its step and the numbers. volt_optimizer_step checks it first; a loop that
+ * replays a captured step (compile) calls it itself. */
+VOLT_API volt_status volt_optimizer_check_lr(volt_optimizer *opt);
 
 /* Restrict unit `unit` to floats [lo, hi) of its buffers (0 <= lo <= hi <= unit numel;
  * lo == hi = nothing to update). The state is reallocated to hi - lo floats; the part
@@ -244,7 +251,8 @@ typedef struct volt_scheduler_config {
     int64_t warmup_steps;      /* LINEAR_WARMUP, LINEAR, COSINE; >= 0; default 0 */
     int64_t total_steps;       /* LINEAR, COSINE: > warmup_steps; default 0 (must be set) */
     int64_t step_size;         /* STEP: > 0; default 0 (must be set) */
-    float gamma;               /* STEP: finite, >= 0; default 0.1 */
+    float gamma;               /* STEP: finite, >= 0; default 0.1 (> 1 is accepted, as torch: an lr
+                                  that overflows float fails the optimizer step that would use it) */
     float min_lr_ratio;        /* COSINE: floor as a fraction of base, in [0, 1]; default 0 */
     volt_sched_interval interval;  /* read by the trainer; default EVERY_STEP */
     /* ---- version 2: PLATEAU, torch's ReduceLROnPlateau with its defaults (_init) ---- */
@@ -277,7 +285,10 @@ VOLT_API volt_status volt_scheduler_create(const volt_scheduler_config *cfg, vol
 VOLT_API void volt_scheduler_destroy(volt_scheduler *s);                      /* NULL-safe */
 VOLT_API const volt_scheduler_config *volt_scheduler_get_config(const volt_scheduler *s);
 /* Advance the counter by one (it stays at INT64_MAX once there) and set the optimizer's lr to
- * lr_at(counter). PLATEAU: nothing (it steps with a metric). */
+ * lr_at(counter). PLATEAU: nothing (it steps with a metric). An lr that is not finite (STEP with
+ * gamma > 1 overflows float: PyTorch accepts such a gamma, and so does the config check) is set
+ * all the same, noted: the optimizer's next step fails with VOLT_ERR_NUMERIC naming this
+ * scheduler's kind, its step and the value (volt_optimizer_check_lr). */
 VOLT_API void volt_scheduler_step(volt_scheduler *s);
 /* PLATEAU (torch's ReduceLROnPlateau.step(metric)): count the step; a metric better than the
  * best by the threshold resets the bad count, another (NaN too) adds one, none counted during a
@@ -295,7 +306,8 @@ VOLT_API volt_status volt_scheduler_plateau_state(const volt_scheduler *s, volt_
  * best, or counts outside [0, patience], [0, cooldown] and [0, 100000]. */
 VOLT_API volt_status volt_scheduler_set_plateau_state(volt_scheduler *s, const volt_plateau_state *st);
 VOLT_API int64_t volt_scheduler_last_step(const volt_scheduler *s);
-/* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step). */
+/* Checkpoint restore: set the counter (>= 0) and the optimizer's lr to lr_at(step);
+ * VOLT_ERR_NUMERIC when that lr is not finite (set and noted as volt_scheduler_step does). */
 VOLT_API volt_status volt_scheduler_set_last_step(volt_scheduler *s, int64_t step);
 
 #ifdef __cplusplus

@@ -935,9 +935,10 @@ typedef struct volt_early_stopping_config {
     bool verbose;                /* version 2; default false: rank 0 also prints each improvement
                                     ("Metric val_loss improved by 0.012 >= min_delta = 0.0. New
                                     best score: 0.345"); the reason for a stop is printed always */
-    int check_on_train_epoch_end;/* version 3; Lightning's: -1 (default, None): at each
-                                    validation's end in fit, at the train epoch's end when no
-                                    validation ran; 1: at every train epoch's end only (after
+    int check_on_train_epoch_end;/* version 3; Lightning's: -1 (default, None): resolved at fit
+                                    start as Lightning's setup(): 1 when validation runs at every
+                                    epoch's end (check_val_every_n_epoch 1, val_check_interval 0),
+                                    else 0 (docs/CALLBACKS.md); 1: at every train epoch's end only (after
                                     that epoch's validation: a train metric, or val's once per
                                     epoch); 0: at validation ends only */
 } volt_early_stopping_config;
@@ -992,16 +993,28 @@ typedef struct volt_backbone_finetuning_config {
 VOLT_API void volt_backbone_finetuning_config_init(volt_backbone_finetuning_config *cfg);
 /* Before fit; one per trainer (INVALID_ARG for a second, or a bad field, named). */
 VOLT_API volt_status volt_add_backbone_finetuning(volt_trainer *t, const volt_backbone_finetuning_config *cfg);
-/* LearningRateMonitor (Lightning's): "lr-<Optimizer>" at every optimizer step ("lr-AdamW/pg1",
- * "/pg2", ... with parameter groups); _ex's flags add "<name>-momentum" (Adam's beta1, SGD's
- * momentum) and "<name>-weight_decay" (the group's), Lightning's log_momentum and
- * log_weight_decay. volt_add_lr_monitor = _ex with the defaults (both off). */
+/* LearningRateMonitor (Lightning's): "lr-<Optimizer>" ("lr-AdamW/pg1", "/pg2", ... with
+ * parameter groups) at every optimizer step or once per epoch (logging_interval); _ex's flags
+ * add "<name>-momentum" (Adam's beta1, SGD's momentum) and "<name>-weight_decay" (the group's),
+ * Lightning's log_momentum and log_weight_decay. volt_add_lr_monitor = _ex with the defaults
+ * (Lightning's: interval None, both flags off). Fit fails at its start without a logger
+ * (enable_logger false and no *Logger callback; fast_dev_run counts as one), as Lightning's
+ * "Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger." */
+typedef enum volt_lr_logging_interval {
+    VOLT_LR_LOG_AUTO = 0,             /* Lightning's None: the scheduler's own interval (every optimizer
+                                         step for a step scheduler or none, once per epoch for an epoch one) */
+    VOLT_LR_LOG_STEP,                 /* "step": at every optimizer step, the lr that step uses (a step metric) */
+    VOLT_LR_LOG_EPOCH,                /* "epoch": once per epoch, the lr at the epoch's start (an epoch metric:
+                                         loggers write it in the epoch's row) */
+} volt_lr_logging_interval;
 typedef struct volt_lr_monitor_config {
     uint32_t version;                 /* VOLT_LR_MONITOR_CONFIG_VERSION, set by _init */
     bool log_momentum;                /* default false */
     bool log_weight_decay;            /* default false */
+    volt_lr_logging_interval logging_interval;   /* version 2; default AUTO (Lightning's None); a
+                                         version-1 config logs every step (STEP), as it did */
 } volt_lr_monitor_config;
-#define VOLT_LR_MONITOR_CONFIG_VERSION 1u
+#define VOLT_LR_MONITOR_CONFIG_VERSION 2u
 VOLT_API void volt_lr_monitor_config_init(volt_lr_monitor_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor_ex(volt_trainer *t, const volt_lr_monitor_config *cfg);
 VOLT_API volt_status volt_add_lr_monitor(volt_trainer *t);
