@@ -98,3 +98,23 @@ volt_status volt__write_text_atomic(const char *path, const char *text, char *er
     }
     return VOLT_OK;
 }
+
+bool volt__utf8_ok(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p++;
+        int more;
+        unsigned min;
+        if (c < 0x80) continue;
+        else if ((c & 0xE0) == 0xC0) { more = 1; min = 0x80; c &= 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { more = 2; min = 0x800; c &= 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { more = 3; min = 0x10000; c &= 0x07; }
+        else return false;
+        for (int i = 0; i < more; i++) {
+            if ((*p & 0xC0) != 0x80) return false;
+            c = (c << 6) | (*p++ & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
+    }
+    return true;
+}

@@ -23,6 +23,9 @@ volt_status volt__write_text_atomic(const char *path, const char *text, char *er
  * as usual afterwards). The fd; -1 with errno when it cannot be opened or stat'ed; -2 when it
  * is there but not a regular file. */
 int volt__open_regular(const char *path);
+/* s is well-formed UTF-8 (no overlong form, surrogate or code point past U+10FFFF): what a
+ * name written into a file must be (a safetensors header, a TensorBoard tag). */
+bool volt__utf8_ok(const char *s);
 struct timespec;
 bool volt__file_newer(const struct timespec *ta, const char *a, const struct timespec *tb, const char *b);
 

@@ -6,28 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "core/fsutil.h"
 #include "core/safetensors_internal.h"
-
-/* The format requires a UTF-8 header; check names and metadata before writing. */
-static bool st_utf8_ok(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p++;
-        int more;
-        unsigned min;
-        if (c < 0x80) continue;
-        else if ((c & 0xE0) == 0xC0) { more = 1; min = 0x80; c &= 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { more = 2; min = 0x800; c &= 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { more = 3; min = 0x10000; c &= 0x07; }
-        else return false;
-        for (int i = 0; i < more; i++) {
-            if ((*p & 0xC0) != 0x80) return false;
-            c = (c << 6) | (*p++ & 0x3F);
-        }
-        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
-    }
-    return true;
-}
 
 /* ---- atomic write ---------------------------------------------------------------- */
 
@@ -180,7 +160,7 @@ volt_status st_writer_add(volt_st_writer *w, const char *name, volt_dtype dt,
     e[0] = 0;
     if (!name || !*name)
         return st_fail(e, el, VOLT_ERR_INVALID_ARG, "safetensors writer: empty tensor name");
-    if (strcmp(name, "__metadata__") == 0 || !st_utf8_ok(name))
+    if (strcmp(name, "__metadata__") == 0 || !volt__utf8_ok(name))
         return st_fail(e, el, VOLT_ERR_INVALID_ARG,
                        "safetensors writer: invalid tensor name '%s'", name);
     if ((unsigned)dt >= VOLT_DTYPE_COUNT)
@@ -250,7 +230,7 @@ volt_status volt_st_writer_meta(volt_st_writer *w, const char *key, const char *
     if (strncmp(key, "crc32:", 6) == 0)
         return st_fail(e, el, VOLT_ERR_INVALID_ARG,
                        "safetensors writer: metadata key '%s' is reserved for volt", key);
-    if (!st_utf8_ok(key) || !st_utf8_ok(value))
+    if (!volt__utf8_ok(key) || !volt__utf8_ok(value))
         return st_fail(e, el, VOLT_ERR_INVALID_ARG,
                        "safetensors writer: metadata '%s' is not valid UTF-8", key);
     char *v = strdup(value);

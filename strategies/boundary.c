@@ -44,7 +44,7 @@ static volt_status unscale(volt_strategy *st, const volt_boundary *b, bool *skip
     p->ops->unscale_grads(p, st->ps, &found);
     if (st->world > 1) {   /* every rank takes the same decision */
         double f = found ? 1.0 : 0.0;
-        volt_status s = volt__strategy_all_reduce_mean(st, &f, 1);
+        volt_status s = volt__strategy_all_reduce_mean(st, &f, 1, "grad scaler inf/NaN flag");
         if (s < 0) BFAIL(s, "strategy '%s': grad scaler inf/NaN flag: %s", st->row->name, st->errmsg);
         found = f > 0;
     }

@@ -125,6 +125,12 @@ volt_status volt__strategy_config_check(const volt_strategy_config *cfg, char *e
                  row->ops->version, VOLT_STRATEGY_OPS_VERSION);
         return VOLT_ERR_VERSION;
     }
+    const volt_strategy_ops *o = row->ops;
+    if (o->version < 10u && (o->all_reduce_mean || o->broadcast || o->barrier)) {   /* the signatures before `what` */
+        snprintf(err, errlen, "volt_strategy_ops '%s': version %u sets all_reduce_mean / broadcast / barrier, whose "
+                 "signatures changed in version 10 (they take the call site's name)", row->name, o->version);
+        return VOLT_ERR_VERSION;
+    }
     return VOLT_OK;
 }
 

@@ -45,16 +45,16 @@ void volt__strategy_zero_grad(volt_strategy *st) {
     else volt_params_clear_grad(st->ps);   /* set_to_none: the next backward stores */
 }
 
-volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n) {
-    return st->ops->all_reduce_mean && n > 0 ? st->ops->all_reduce_mean(st, v, n) : VOLT_OK;
+volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n, const char *what) {
+    return st->ops->all_reduce_mean && n > 0 ? st->ops->all_reduce_mean(st, v, n, what) : VOLT_OK;
 }
 
-volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root) {
-    return st->ops->broadcast ? st->ops->broadcast(st, buf, n, root) : VOLT_OK;
+volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root, const char *what) {
+    return st->ops->broadcast ? st->ops->broadcast(st, buf, n, root, what) : VOLT_OK;
 }
 
-volt_status volt__strategy_barrier(volt_strategy *st) {
-    return st->ops->barrier ? st->ops->barrier(st) : VOLT_OK;
+volt_status volt__strategy_barrier(volt_strategy *st, const char *what) {
+    return st->ops->barrier ? st->ops->barrier(st, what) : VOLT_OK;
 }
 
 volt_status volt__strategy_materialize_params(volt_strategy *st) {

@@ -70,11 +70,14 @@ typedef struct volt_strategy_ops {
     volt_status (*after_optimizer_step)(volt_strategy *st);
     /* Grads zeroed for the next cycle. NULL: volt_params_zero_grad. */
     void (*zero_grad)(volt_strategy *st);
+    /* The control collectives (version 10 gave them `what`: the call site's name, "stop vote",
+     * "ckpt_path agreement", for the comm's messages and its envelope; the same string on every
+     * rank at one call site, never one that depends on the rank). */
     /* Element-wise mean over ranks of n host doubles (metric sync, stop flags, inf vote). */
-    volt_status (*all_reduce_mean)(volt_strategy *st, double *v, int n);
+    volt_status (*all_reduce_mean)(volt_strategy *st, double *v, int n, const char *what);
     /* Host bytes from root to every rank. */
-    volt_status (*broadcast)(volt_strategy *st, void *buf, size_t n, int root);
-    volt_status (*barrier)(volt_strategy *st);
+    volt_status (*broadcast)(volt_strategy *st, void *buf, size_t n, int root, const char *what);
+    volt_status (*barrier)(volt_strategy *st, const char *what);
     /* Every parameter's full value valid in this process (FSDP gathers stale units); every
      * rank calls it at the same point (checkpoint save, end of fit). */
     volt_status (*materialize_params)(volt_strategy *st);
@@ -131,8 +134,11 @@ typedef struct volt_strategy_ops {
      * back after a unit's use. Not called while hold_values is set. NULL: each rank's optimizer
      * covers whole units (single, ddp): nothing to do. */
     volt_status (*regather_params)(volt_strategy *st);
+    /* ---- version 10: all_reduce_mean, broadcast and barrier (above) take `what` ---- */
+    /* Changed in place, not appended: a table below 10 that sets any of the three was written
+     * for the old signatures and is refused at creation. */
 } volt_strategy_ops;
-#define VOLT_STRATEGY_OPS_VERSION 9u
+#define VOLT_STRATEGY_OPS_VERSION 10u
 
 /* One registry row. */
 struct volt_strategy_row {
@@ -196,9 +202,10 @@ void volt__strategy_begin_backward(volt_strategy *st, bool sync);
 /* The grads cleared for the next cycle (the strategy's zero_grad, else volt_params_clear_grad):
  * what the optimizer boundary does after a step, and the batch size finder after a failed one. */
 void volt__strategy_zero_grad(volt_strategy *st);
-volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n);
-volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root);
-volt_status volt__strategy_barrier(volt_strategy *st);
+/* The control collectives; what: the call site's name, the same on every rank (the ops above). */
+volt_status volt__strategy_all_reduce_mean(volt_strategy *st, double *v, int n, const char *what);
+volt_status volt__strategy_broadcast(volt_strategy *st, void *buf, size_t n, int root, const char *what);
+volt_status volt__strategy_barrier(volt_strategy *st, const char *what);
 volt_status volt__strategy_materialize_params(volt_strategy *st);
 /* hold: every parameter gathered (the hold_params op, else materialize_params: collective,
  * every rank calls it) and kept so until hold is dropped: forward gives no unit back, so it

@@ -187,6 +187,22 @@ volt_xdev_test(test_checkpoint_shard_load_cpu_to_cuda_sim cuda 0 "^parameters li
 set_tests_properties(test_checkpoint_shard_save_for_sim PROPERTIES FIXTURES_SETUP volt_xdev_tc_cpu)
 set_tests_properties(test_checkpoint_shard_load_cpu_to_cuda_sim PROPERTIES FIXTURES_REQUIRED volt_xdev_tc_cpu)
 
+# Ranks in different calls over the simulated NCCL (tests/test_mpi_consistency.c): the control
+# collectives from host memory carry the envelope (strategies/comm/comm.h), so f64 all-reduces of
+# one size from different call sites fail on every rank naming the mismatch (sites; the simulator
+# alone sees nothing wrong there), and a sharded save_checkpoint or snapshot_checkpoint on rank 0
+# alone fails every rank saying the ranks called different collectives.
+if(TARGET test_mpi_consistency)
+  foreach(np 2 3)
+    volt_sim_nccl_test_exe(test_consistency_sites_nccl_np${np}_sim_nccl ${np} "^comm nccl on device cuda"
+      $<TARGET_FILE:test_mpi_consistency> sites nccl)
+  endforeach()
+  foreach(mode save_one snapshot_one)
+    volt_sim_nccl_test_exe(test_consistency_${mode}_fsdp_np2_sim_nccl 2 "^comm nccl on device cuda"
+      $<TARGET_FILE:test_mpi_consistency> ${mode} fsdp)
+  endforeach()
+endif()
+
 # Comms built on the groups of an MPI_Comm_split (volt_comm_config.mpi_comm; docs/NCCL.md
 # "Launching on N GPUs"): 4 ranks, each NCCL comm's unique id broadcast over its own group's
 # communicator — two groups at once, one group without world rank 0 alone (must not wait for

@@ -10,6 +10,12 @@
  *   save_one    volt_trainer_save_checkpoint called on rank 0 only under a sharding strategy:
  *               every rank's fit fails with an error saying the ranks called different
  *               collectives (rank 0's save says so too), no shard folder is left behind.
+ *   snapshot_one  the same with volt_trainer_snapshot_checkpoint (async_save's first half).
+ *   sites       BACKEND (mpi on the cpu, nccl on the simulated GPU), on a comm alone: control
+ *               collectives in step give the right values; f64 all-reduces of one size from
+ *               different call sites ("stop vote" on rank 0, "metric sync" elsewhere) fail on
+ *               every rank naming its own call and the mismatch, the caller's buffer untouched,
+ *               and the comm is unusable after; device memory (gradients) travels bare.
  *   model       rank 1 builds fc1 with another hidden size, then runs another
  *               accumulate_grad_batches: every rank fails at set-up naming the first difference;
  *               then equal models train.
@@ -20,7 +26,9 @@
  *               overlapping parameters or ranges out of rank order: every rank fails naming it;
  *               the original loads.
  *
- * A test_mpi_ program: registered only with its launches (tests/mpi_consistency.cmake). */
+ * A test_mpi_ program: registered only with its launches (tests/mpi_consistency.cmake; over
+ * the simulated NCCL: tests/gpu_sim_nccl.cmake). Rank 0 prints "comm <name> on device <kind>"
+ * where a comm was made (what the simulated-NCCL launches grep for). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +42,9 @@
 #include "vtest_mpi.h"
 #include "volt/safetensors.h"
 #include "trainer/checkpoint_internal.h"   /* meta_seal: the index rewritten as a tool would */
+#include "strategies/strategy.h"
+#include "strategies/comm/comm.h"
+#include "core/device.h"
 
 static int g_rank, g_world;
 static char g_dir[1024];
@@ -166,23 +177,113 @@ static int count_prefix(const char *dir, const char *prefix) {
     return n;
 }
 
-static void test_save_one(const char *strategy) {
+/* the same with a snapshot (ModelCheckpoint's async_save takes one on every rank) */
+static volt_ckpt_snapshot *g_snap;
+static volt_status snap_rank0(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b; (void)i;
+    if (g_rank != 0 || volt_trainer_global_step(t) != 2) return VOLT_OK;
+    volt_status st = volt_trainer_snapshot_checkpoint(t, g_save_path, &g_snap);
+    printf("rank 0: snapshot_checkpoint alone: %s\n", st < 0 ? volt_trainer_errmsg(t) : "ok");
+    CHECK(st < 0, "rank 0's lone sharded snapshot fails");
+    CHECK(strstr(volt_trainer_errmsg(t), "different collectives") != NULL, "rank 0's snapshot names the mismatch: %s",
+          volt_trainer_errmsg(t));
+    return st;
+}
+static const volt_callback_ops g_snapper = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "SnapshotOnRank0",
+                                             .on_train_batch_end = snap_rank0 };
+
+/* "comm <name> on device <kind>" on rank 0 (the simulated-NCCL launches grep it) */
+static void say_comm(volt_trainer *t) {
+    struct volt_comm *c = t && t->strategy ? volt__strategy_comm(t->strategy) : NULL;
+    if (g_rank == 0 && c) printf("comm %s on device %s\n", c->ops->name, c->dev ? c->dev->be->name : "cpu");
+}
+
+static void test_save_one(const char *strategy, const volt_callback_ops *lone) {
     snprintf(g_save_path, sizeof g_save_path, "%s/lone.safetensors", g_dir);
     volt_trainer *t = make(strategy, 6, 1, 3);
-    CHECK_OK(volt_trainer_add_callback(t, &g_saver, NULL));
+    CHECK_OK(volt_trainer_add_callback(t, lone, NULL));
     net m = { .hidden = 4 };
     volt_loader *l = loader();
     const double t0 = vtest_now();
     volt_status st = volt_trainer_fit(t, &g_ops, &m, l, NULL, NULL);
+    say_comm(t);
     printf("rank %d: fit: %s\n", g_rank, volt_trainer_errmsg(t));
     CHECK(st < 0, "rank %d: the fit fails", g_rank);
     CHECK(strstr(volt_trainer_errmsg(t), "different collectives") != NULL, "rank %d: names the mismatch: %s", g_rank,
           volt_trainer_errmsg(t));
+    /* and the calls that met: rank 0's checkpoint call, the others' stop vote after the batch */
+    CHECK(strstr(volt_trainer_errmsg(t), g_rank == 0 ? "(checkpoint call)" : "(stop vote)") != NULL,
+          "rank %d: names its call site: %s", g_rank, volt_trainer_errmsg(t));
     CHECK(vtest_now() - t0 < 15, "rank %d: within 15 s (the comm's timeout is 60 s): %.1f s", g_rank, vtest_now() - t0);
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK(count_prefix(g_dir, "lone.safetensors") == 0, "rank %d: no index or shard folder left in %s", g_rank, g_dir);
     volt_trainer_destroy(t);
     volt_loader_destroy(l);
+    volt_ckpt_snapshot_destroy(g_snap);
+    g_snap = NULL;
+}
+
+/* On a comm alone: the ranks' control collectives from different call sites. */
+static void test_sites(const char *backend) {
+    char err[768] = "";
+    volt_device *dev = volt__device_cpu();
+    if (!strcmp(backend, "nccl")) {
+        const volt_backend *be = volt__backend_find("cuda");
+        const int n = be ? be->device_count() : 0;
+        if (n < 1) {
+            vtest_missing("sites nccl: no cuda device (the simulator's CUDASIM_DEVICES?)");
+            return;
+        }
+        CHECK_OK(volt__device_get("cuda", volt__comm_local_rank() % n, &dev, err, sizeof err));
+        if (!dev) return;
+    }
+    volt_comm_config cc;
+    volt__comm_config_init(&cc);
+    cc.timeout_s = 20;
+    cc.backend = backend;
+    volt_comm *c = NULL;
+    volt_status st = volt__comm_create_for(dev, &cc, &c, err, sizeof err);
+    CHECK(st == VOLT_OK, "rank %d: %s comm: %s", g_rank, backend, err);
+    if (!c) return;
+    if (g_rank == 0) printf("comm %s on device %s\n", c->ops->name, dev->be->name);
+    const int W = g_world;
+    /* in step: the mean of host doubles, rank W-1's bytes */
+    double v[2] = { (double)g_rank, 1.0 };
+    CHECK_OK(volt__comm_all_reduce(c, v, v, 2, VOLT_COMM_F64, VOLT_COMM_AVG, "metric sync"));
+    CHECK(v[0] == (W - 1) / 2.0 && v[1] == 1.0, "rank %d: mean (%g, %g), want (%g, 1)", g_rank, v[0], v[1], (W - 1) / 2.0);
+    char msg[100] = "", want[100];
+    snprintf(want, sizeof want, "from rank %d", W - 1);
+    if (g_rank == W - 1) memcpy(msg, want, sizeof want);
+    CHECK_OK(volt__comm_broadcast(c, msg, sizeof msg, VOLT_COMM_BYTE, W - 1, "message"));
+    CHECK(!strcmp(msg, want), "rank %d: broadcast '%s', want '%s'", g_rank, msg, want);
+    if (!strcmp(c->ops->name, "nccl")) {   /* device memory (gradients) travels bare */
+        double h[2] = { (double)g_rank, 2.0 };
+        double *d = volt__dev_alloc(dev, sizeof h);
+        CHECK(d != NULL, "device buffer");
+        if (d) {
+            volt__dev_h2d(dev, d, h, sizeof h);
+            CHECK_OK(volt__comm_all_reduce(c, d, d, 2, VOLT_COMM_F64, VOLT_COMM_SUM, g_rank ? "grads b" : "grads a"));
+            volt__dev_d2h(dev, h, d, sizeof h);
+            CHECK(h[0] == W * (W - 1) / 2.0 && h[1] == 2.0 * W, "rank %d: device sum (%g, %g)", g_rank, h[0], h[1]);
+            volt__dev_free(dev, d);
+        }
+    }
+    /* one size, another call site on rank 0: every rank says so, naming its own call */
+    double x[2] = { 7, 7 };
+    const char *mine = g_rank == 0 ? "stop vote" : "metric sync";
+    st = volt__comm_all_reduce(c, x, x, 2, VOLT_COMM_F64, VOLT_COMM_AVG, mine);
+    const char *e = volt__comm_errmsg(c);
+    char named[64];
+    snprintf(named, sizeof named, "(%s)", mine);
+    CHECK(st == VOLT_ERR_COMM && strstr(e, "different collectives") && strstr(e, named), "rank %d: %s from call sites that "
+          "differ: %s: '%s'", g_rank, backend, volt_status_str(st), e);
+    CHECK(x[0] == 7 && x[1] == 7, "rank %d: the buffer is left as it was: (%g, %g)", g_rank, x[0], x[1]);
+    if (g_rank == 0) printf("sites %s: %s\n", backend, e);
+    /* out of step: the next call fails at once */
+    st = volt__comm_broadcast(c, msg, 8, VOLT_COMM_BYTE, 0, "after");
+    CHECK(st < 0 && strstr(volt__comm_errmsg(c), "unusable"), "rank %d: a call after the mismatch: %s: %s", g_rank,
+          volt_status_str(st), volt__comm_errmsg(c));
+    volt__comm_destroy(c);
 }
 
 static void test_model(const char *strategy) {
@@ -336,7 +437,8 @@ int main(int argc, char **argv) {
     VTEST_SKIP("built without MPI (apt-get install libopenmpi-dev openmpi-bin)");
 #else
     if (argc < 3) {
-        fprintf(stderr, "usage: mpirun -np N test_mpi_consistency ckpt_path|save_one|model|other_file|shards STRATEGY\n");
+        fprintf(stderr, "usage: mpirun -np N test_mpi_consistency ckpt_path|save_one|snapshot_one|model|other_file|shards "
+                "STRATEGY, or sites mpi|nccl\n");
         return 2;
     }
     const int skip = vtest_mpi_start(&argc, &argv, &g_rank, &g_world);
@@ -345,7 +447,9 @@ int main(int argc, char **argv) {
     if (g_rank == 0) vtest_fresh_dir(g_dir);
     MPI_Barrier(MPI_COMM_WORLD);
     if (!strcmp(argv[1], "ckpt_path")) test_ckpt_path(argv[2]);
-    else if (!strcmp(argv[1], "save_one")) test_save_one(argv[2]);
+    else if (!strcmp(argv[1], "save_one")) test_save_one(argv[2], &g_saver);
+    else if (!strcmp(argv[1], "snapshot_one")) test_save_one(argv[2], &g_snapper);
+    else if (!strcmp(argv[1], "sites")) test_sites(argv[2]);
     else if (!strcmp(argv[1], "model")) test_model(argv[2]);
     else if (!strcmp(argv[1], "other_file")) test_other_file(argv[2]);
     else if (!strcmp(argv[1], "shards")) test_shards(argv[2]);

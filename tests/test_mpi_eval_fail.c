@@ -196,7 +196,7 @@ static void cost(const char *name) {
     t0 = vtest_now();
     for (int i = 0; i < N; i++) {
         double v[3] = { 0, 0, 0 };
-        CHECK_OK(volt__strategy_all_reduce_mean(t->strategy, v, 3));
+        CHECK_OK(volt__strategy_all_reduce_mean(t->strategy, v, 3, "timed exchange"));
     }
     const double per_exchange = (vtest_now() - t0) / N;
     if (g_rank == 0)

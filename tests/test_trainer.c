@@ -312,8 +312,10 @@ static void test_exact_resume(volt_dataset *ds, int workers) {
     sp->path = path;
     CHECK_OK(volt_trainer_add_callback(tb, &stopper_ops, sp));
     CHECK_OK(volt_trainer_fit(tb, &net_ops, &mb, tl, vl, NULL));
-    CHECK(volt_trainer_current_epoch(tb) == 1 && volt_trainer_batch_in_epoch(tb) == 38,
-          "stopped at epoch %lld batch %lld", (long long)volt_trainer_current_epoch(tb), (long long)volt_trainer_batch_in_epoch(tb));
+    /* a stop inside an epoch ends it (its end hooks run and it counts, as Lightning's) */
+    CHECK(volt_trainer_current_epoch(tb) == 2 && volt_trainer_batch_in_epoch(tb) == 0,
+          "stopped at epoch %lld batch %lld (want the stopped epoch 1 counted: 2, 0)", (long long)volt_trainer_current_epoch(tb),
+          (long long)volt_trainer_batch_in_epoch(tb));
     volt_trainer_destroy(tb);
     net mc = { .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
     volt_trainer *tc = make_trainer(3, root);
@@ -370,6 +372,7 @@ static void test_groups_resume(volt_dataset *ds) {
     volt_lr_monitor_config_init(&lmc);
     lmc.log_momentum = lmc.log_weight_decay = true;
     CHECK_OK(volt_add_lr_monitor_ex(ta, &lmc));
+    CHECK_OK(volt_add_csv_logger(ta));   /* LearningRateMonitor needs a logger (Lightning's rule) */
     CHECK_OK(volt_trainer_fit(ta, &ops, &ma, tl, vl, NULL));
     volt_optimizer *oa = volt_trainer_optimizer(ta);
     /* LearningRateMonitor: Lightning's names for unnamed groups, pg1 the default group */
@@ -408,6 +411,7 @@ static void test_groups_resume(volt_dataset *ds) {
     mp = (net){ .in = IN, .hidden = 16, .out = NC, .dropout = 0.25f };
     tp = make_trainer(3, root);
     CHECK_OK(volt_add_lr_monitor(tp));
+    CHECK_OK(volt_add_csv_logger(tp));
     CHECK_OK(volt_trainer_fit(tp, &ops, &mp, tl, vl, NULL));
     CHECK(volt_trainer_metric(tp, "lr-AdamW", &one) && !volt_trainer_metric(tp, "lr-AdamW/pg1", &one) &&
               !volt_trainer_metric(tp, "lr-AdamW-momentum", &one) && !volt_trainer_metric(tp, "lr-AdamW-weight_decay", &one),
@@ -866,7 +870,11 @@ static void test_module_two_trainers(volt_dataset *ds) {
 }
 
 /* ---- max_time, min_epochs / min_steps, overfit_batches (Lightning's flags) ------------------------ */
-typedef struct { int64_t batches; int64_t first_x[64]; int64_t val_steps[8], sanity; int stop_at_epoch_end, stop_every_batch; } flags_probe;
+typedef struct {
+    int64_t batches; int64_t first_x[64]; int64_t val_steps[8], sanity; int stop_at_epoch_end, stop_every_batch;
+    int64_t stop_at_batch;   /* > 0: one stop asked for at that train batch (counted from 1) */
+    int64_t epoch_ends, epoch_end_batch[8];   /* on_train_epoch_end calls, and batch_in_epoch at each */
+} flags_probe;
 static flags_probe fp;
 
 static volt_status slow_train(void *self, volt_step *s, const volt_batch *b, int64_t i) {
@@ -879,7 +887,7 @@ static volt_status fp_batch_start(void *self, volt_trainer *t, const volt_batch 
     float x[IN * 64];   /* the largest batch here: 64 */
     if (fp.batches < 64 && volt_tensor_to_host(volt_batch_x(b), x) == VOLT_OK) fp.first_x[fp.batches] = (int64_t)(x[0] * 1e6f);
     fp.batches++;
-    if (fp.stop_every_batch) volt_trainer_request_stop(t);
+    if (fp.stop_every_batch || fp.batches == fp.stop_at_batch) volt_trainer_request_stop(t);
     return VOLT_OK;
 }
 static volt_status fp_val_batch_end(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
@@ -891,9 +899,32 @@ static volt_status fp_val_batch_end(void *self, volt_trainer *t, const volt_batc
 }
 static volt_status fp_epoch_end(void *self, volt_trainer *t) {
     (void)self;
-    if (fp.stop_at_epoch_end) volt_trainer_request_stop(t);
+    if (fp.epoch_ends < 8) fp.epoch_end_batch[fp.epoch_ends] = volt_trainer_batch_in_epoch(t);
+    fp.epoch_ends++;
+    if (fp.stop_at_epoch_end == 1 || (fp.stop_at_epoch_end == 2 && volt_trainer_current_epoch(t) == 0)) volt_trainer_request_stop(t);
     return VOLT_OK;
 }
+/* An epoch-interval StepLR (gamma 0.5 each epoch), and the lr on_train_batch_end sees at each
+ * epoch's last batch (of 4). */
+static volt_status epoch_step_opt(void *self, volt_optim_setup *o) {
+    VOLT_TRY(net_opt(self, o));
+    o->use_scheduler = true;
+    o->scheduler.kind = VOLT_SCHED_STEP;
+    o->scheduler.step_size = 1;
+    o->scheduler.gamma = 0.5f;
+    o->scheduler.interval = VOLT_SCHED_EVERY_EPOCH;
+    return VOLT_OK;
+}
+static double last_batch_lr[4];
+static volt_status lr_at_last_batch(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b;
+    const int64_t e = volt_trainer_current_epoch(t);
+    if (i == 3 && e >= 0 && e < 4) last_batch_lr[e] = volt_optimizer_group_lr(volt_trainer_optimizer(t), 0);
+    return VOLT_OK;
+}
+static const volt_callback_ops lr_probe_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LrProbe",
+                                                .on_train_batch_end = lr_at_last_batch };
+
 static const volt_callback_ops fp_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "FlagsProbe",
                                           .on_train_batch_start = fp_batch_start, .on_validation_batch_end = fp_val_batch_end,
                                           .on_train_epoch_end = fp_epoch_end };
@@ -1034,6 +1065,65 @@ static void test_stop_flags(volt_dataset *ds) {
     CHECK_OK(volt_trainer_fit(t, &net_ops, &m5, tl2, NULL, NULL));
     CHECK(volt_trainer_global_step(t) == 7, "min_steps 7: stopped at step %lld", (long long)volt_trainer_global_step(t));
     volt_trainer_destroy(t);
+    /* ... asked for once, at epoch 0's end: the request stays, and fit stops once min_epochs is
+     * met (Lightning's _can_stop_early), not at max_epochs */
+    memset(&fp, 0, sizeof fp);
+    fp.stop_at_epoch_end = 2;
+    net m5b = proto;
+    t = flags_trainer(root, 6, NULL, 3, -1, 0);
+    CHECK_OK(volt_trainer_fit(t, &net_ops, &m5b, tl2, NULL, NULL));
+    CHECK(volt_trainer_current_epoch(t) == 3 && volt_trainer_global_step(t) == 12, "min_epochs 3, one stop at epoch 0: "
+          "stopped after epoch %lld, step %lld (want 3, 12)", (long long)volt_trainer_current_epoch(t),
+          (long long)volt_trainer_global_step(t));
+    volt_trainer_destroy(t);
+    /* a stop inside an epoch (asked at batch 2): that batch's epoch validates, runs its end hooks
+     * and counts (Lightning's); max_steps inside an epoch: the end hooks, no validation */
+    for (int k = 0; k < 2; k++) {
+        memset(&fp, 0, sizeof fp);
+        fp.stop_at_batch = k == 0 ? 2 : 0;
+        net m5c = proto;
+        volt_trainer_config c2;
+        vtest_quiet_config(&c2, root);
+        c2.max_epochs = 3;
+        c2.max_steps = k == 0 ? -1 : 3;
+        c2.num_sanity_val_steps = 0;
+        t = probe_trainer(&c2);
+        CHECK_OK(volt_trainer_fit(t, &net_ops, &m5c, tl2, vl, NULL));
+        const int64_t want_steps = k == 0 ? 2 : 3;
+        CHECK(volt_trainer_global_step(t) == want_steps && volt_trainer_current_epoch(t) == 1 && fp.epoch_ends == 1 &&
+              fp.epoch_end_batch[0] == want_steps && (k == 0 ? fp.val_steps[0] > 0 : fp.val_steps[0] == 0),
+              "%s inside epoch 0: step %lld, epoch %lld, %lld epoch ends (at batch %lld), %lld val batches (want %lld, 1, 1 "
+              "at %lld, %s)", k == 0 ? "a stop" : "max_steps", (long long)volt_trainer_global_step(t),
+              (long long)volt_trainer_current_epoch(t), (long long)fp.epoch_ends, (long long)fp.epoch_end_batch[0],
+              (long long)fp.val_steps[0], (long long)want_steps, (long long)want_steps, k == 0 ? "some" : "none");
+        volt_trainer_destroy(t);
+    }
+    /* the per-epoch scheduler steps after the epoch's last batch, before its on_train_batch_end
+     * (Lightning's); a max_steps cut inside an epoch does not step it */
+    for (int k = 0; k < 2; k++) {
+        memset(&fp, 0, sizeof fp);
+        memset(last_batch_lr, 0, sizeof last_batch_lr);
+        net m5d = proto;
+        volt_module_ops so = net_ops;
+        so.configure_optimizers = epoch_step_opt;
+        volt_trainer_config c3;
+        vtest_quiet_config(&c3, root);
+        c3.max_epochs = 2;
+        c3.max_steps = k == 0 ? -1 : 3;
+        t = probe_trainer(&c3);
+        CHECK_OK(volt_trainer_add_callback(t, &lr_probe_ops, NULL));
+        CHECK_OK(volt_trainer_fit(t, &so, &m5d, tl2, NULL, NULL));
+        const double base = volt_optimizer_get_config(volt_trainer_optimizer(t))->lr;
+        const double end_lr = volt_optimizer_group_lr(volt_trainer_optimizer(t), 0);
+        if (k == 0)
+            CHECK(fabs(last_batch_lr[0] - base * 0.5) < 1e-6 * base && fabs(last_batch_lr[1] - base * 0.25) < 1e-6 * base,
+                  "epoch StepLR: lr at the last batches' on_train_batch_end %g, %g (want %g, %g)", last_batch_lr[0],
+                  last_batch_lr[1], base * 0.5, base * 0.25);
+        else
+            CHECK(fabs(end_lr - base) < 1e-6 * base, "max_steps 3 inside epoch 0: lr %g after fit (want the unstepped %g)",
+                  end_lr, base);
+        volt_trainer_destroy(t);
+    }
 
     /* overfit_batches 2 on a shuffling loader: the same 2 batches every epoch, 2 val batches */
     memset(&fp, 0, sizeof fp);
@@ -1938,16 +2028,33 @@ static volt_status clash_train(void *self, volt_step *s, const volt_batch *b, in
     case 1: VOLT_TRY(volt_log_value(s, "x", 1, VOLT_LOG_STEP | VOLT_LOG_EPOCH)); return volt_log_value(s, "x_step", 5, VOLT_LOG_STEP);
     case 2: return volt_log_value(s, "train_loss", 123, VOLT_LOG_EPOCH);   /* net_train's is step and epoch */
     case 3: return volt_log_value(s, "nl\nname", 1, 0);
+    case 4: return volt_log_value(s, "caf\xe9_latin1", 1, 0);   /* Latin-1, not UTF-8: a TensorBoard tag must be */
+    case 5:   /* more names than the table holds: the step fails, none is dropped without a word */
+        for (int k = 0; k < 300; k++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "m%03d", k);
+            VOLT_TRY(volt_log_value(s, nm, k, VOLT_LOG_STEP));
+        }
+        return VOLT_OK;
     default: VOLT_TRY(volt_log_value(s, "same", 1, VOLT_LOG_STEP)); return volt_log_value(s, "same", 2, VOLT_LOG_STEP);
     }
 }
+/* volt_trainer_log_metric (a callback's) takes the names volt_log takes */
+static volt_status cb_log_bad(void *self, volt_trainer *t, const volt_batch *b, int64_t i) {
+    (void)self; (void)b; (void)i;
+    return volt_trainer_log_metric(t, "lr\nmain", 0.01, VOLT_LOG_STEP);
+}
+static const volt_callback_ops cb_log_bad_ops = { .version = VOLT_CALLBACK_OPS_VERSION, .name = "LogBad",
+                                                  .on_train_batch_start = cb_log_bad };
 static void test_log_clash(volt_dataset *ds) {
     static const char *const want[] = { "logged twice in this step with other flags (step, then epoch)",
                                         "clashes with 'x' logged with step and epoch", "volt_log('train_loss'): logged twice",
-                                        "bad metric name 'nl\nname': a control character", NULL };
+                                        "bad metric name 'nl\nname': a control character",
+                                        "bad metric name 'caf\xe9_latin1': not UTF-8",
+                                        "more than 256 metric names in one call", NULL };
     volt_module_ops ops = net_ops;
     ops.training_step = clash_train;
-    for (g_clash = 0; g_clash < 5; g_clash++) {
+    for (g_clash = 0; g_clash < 7; g_clash++) {
         volt_trainer *t = short_trainer(2);
         volt_loader *l = make_loader(ds, 16, false, 0);
         net m = { .in = IN, .hidden = 8, .out = NC };
@@ -1960,6 +2067,15 @@ static void test_log_clash(volt_dataset *ds) {
         volt_loader_destroy(l);
         volt_trainer_destroy(t);
     }
+    volt_trainer *t = short_trainer(2);
+    volt_loader *l = make_loader(ds, 16, false, 0);
+    net m = { .in = IN, .hidden = 8, .out = NC };
+    CHECK_OK(volt_trainer_add_callback(t, &cb_log_bad_ops, NULL));
+    const volt_status st = volt_trainer_fit(t, &net_ops, &m, l, NULL, NULL);
+    CHECK(st == VOLT_ERR_INVALID_ARG && strstr(volt_trainer_errmsg(t), "log_metric: bad metric name 'lr\nmain': a control character"),
+          "volt_trainer_log_metric with a newline: %s: %s", volt_status_str(st), volt_trainer_errmsg(t));
+    volt_loader_destroy(l);
+    volt_trainer_destroy(t);
 }
 
 /* Errors that name who failed: no module table; a predict output callback (the caller's, not the

@@ -414,11 +414,13 @@ volt_status put_state(volt_trainer *t, volt_st_writer *w, const char *path) {
      * optimizer step not yet seen by a step-interval ReduceLROnPlateau (its monitor's value then in
      * volt.tail_plateau: the resumed call starts without metrics); 64: saved in the batch's end
      * hooks or what follows them (loop.c batch_tail): resumed, what was left runs first; 128: a
-     * stop was asked for there (the tail's vote takes it) */
+     * stop was asked for there (the tail's vote takes it); 256: the validation due after the batch
+     * reached its end hooks (a stop there does not validate again at the epoch's end) */
     const bool tail = t->fitting && t->tail_pending;
     if (st >= 0) st = meta_i64(w, "volt.epoch_flags", (t->epoch_sched_done ? 1 : 0) | (t->epoch_val_done ? 2 : 0) | (t->epoch_done ? 4 : 0) |
                                (tail && t->val_due && !t->val_due_ran ? 8 : 0) | (t->fitting && t->val_pending ? 16 : 0) |
-                               (tail && t->batch_stepped ? 32 : 0) | (tail ? 64 : 0) | (tail && t->should_stop ? 128 : 0));
+                               (tail && t->batch_stepped ? 32 : 0) | (tail ? 64 : 0) | (tail && t->should_stop ? 128 : 0) |
+                               (tail && t->val_due && t->val_due_ran ? 256 : 0));
     const volt_scheduler_config *tsc = t->sched ? volt_scheduler_get_config(t->sched) : NULL;
     if (st >= 0 && tail && t->batch_stepped && tsc && tsc->kind == VOLT_SCHED_PLATEAU && tsc->monitor) {
         double mv;
@@ -608,7 +610,7 @@ static const char *newest_last(volt_trainer *t, const char *p) {
  * collective meanwhile gets an error naming the mismatch, not a message too large for its
  * buffer: strategies/comm/mpi/comm_mpi.c); the rest of a longer string follows in a second
  * one, which every rank makes or not by the length in the first. One process: buf as is. */
-volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has) {
+volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has, const char *what) {
     if (t->world <= 1 || !t->strategy) return VOLT_OK;
     struct { int32_t has, len; char s[1016]; } m;
     memset(&m, 0, sizeof m);
@@ -618,7 +620,7 @@ volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has) {
         m.len = (int32_t)n;
         memcpy(m.s, buf, n < sizeof m.s ? n : sizeof m.s - 1);
     }
-    volt_status st = volt__strategy_broadcast(t->strategy, &m, sizeof m, 0);
+    volt_status st = volt__strategy_broadcast(t->strategy, &m, sizeof m, 0, what);
     if (st < 0) return st;
     *has = m.has != 0;
     if (m.len < 0 || (size_t)m.len >= cap) m.len = 0;   /* a cap every rank shares: never */
@@ -627,19 +629,19 @@ volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has) {
         buf[m.len] = 0;
         return VOLT_OK;
     }
-    st = volt__strategy_broadcast(t->strategy, buf, (size_t)m.len + 1, 0);
+    st = volt__strategy_broadcast(t->strategy, buf, (size_t)m.len + 1, 0, what);
     buf[m.len] = 0;
     return st;
 }
 
-/* The first collective of a checkpoint save or load: every rank says which call it is in, in an
- * all-reduce named "checkpoint call" of 3 doubles, the size of the loops' votes (the stop flag
- * after each training batch). A rank that is in another collective meanwhile (save_checkpoint
- * called on rank 0 only under a sharding strategy, the classic `if rank == 0: save`, meets the
- * others' stop vote) fails there, as they do: the comm's envelope of a control collective
- * carries the call site's name (strategies/comm/mpi/comm_mpi.c), so both sides get an error
- * naming the mismatch at once, not a timeout or a large message in a small buffer. A rank in
- * the other checkpoint call sees another code. One process: nothing. */
+/* The first collective of a checkpoint save, load or sharded snapshot: every rank says which
+ * call it is in, in an all-reduce named "checkpoint call" of 3 doubles, the size of the loops'
+ * votes (the stop flag after each training batch). A rank that is in another collective
+ * meanwhile (save_checkpoint called on rank 0 only under a sharding strategy, the classic
+ * `if rank == 0: save`, meets the others' stop vote) fails there, as they do: the comm's
+ * envelope of a control collective carries the call site's name (strategies/comm/comm.h), so
+ * both sides get an error naming the mismatch at once, not a timeout or a large message in a
+ * small buffer. A rank in another checkpoint call sees another code. One process: nothing. */
 volt_status ck_entry_vote(volt_trainer *t, int code, const char *what, const char *path) {
     struct volt_comm *c = t->world > 1 && t->strategy ? volt__strategy_comm(t->strategy) : NULL;
     if (!c) return VOLT_OK;
@@ -661,7 +663,7 @@ const char *volt__resolve_ckpt(volt_trainer *t, const char *which) {
         char *buf = t->resolved_path;
         if (p != buf) snprintf(buf, sizeof t->resolved_path, "%s", p ? p : "");
         bool has = p != NULL;
-        if (ck_bcast_str(t, buf, sizeof t->resolved_path, &has) == VOLT_OK) p = has && buf[0] ? buf : NULL;
+        if (ck_bcast_str(t, buf, sizeof t->resolved_path, &has, "resolved ckpt_path") == VOLT_OK) p = has && buf[0] ? buf : NULL;
     }
     return p;
 }
@@ -1041,6 +1043,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
         t->batch_stepped = flags & 32;
         t->tail_pending = flags & 64;
         t->val_due_ran = false;
+        t->tail_validated = t->tail_pending && (flags & 256);
         if (t->tail_pending) t->should_stop = flags & 128;
         const volt_scheduler_config *tsc = t->sched ? volt_scheduler_get_config(t->sched) : NULL;
         if (tail_plateau_have && tsc && tsc->kind == VOLT_SCHED_PLATEAU && tsc->monitor)
@@ -1049,7 +1052,7 @@ static volt_status ckpt_load(volt_trainer *t, const char *path, bool full) {
             t->epoch++;
             t->batch_in_epoch = 0;
             t->epoch_done = t->epoch_sched_done = t->epoch_val_done = false;
-            t->val_due = t->val_pending = t->batch_stepped = t->tail_pending = false;
+            t->val_due = t->val_pending = t->batch_stepped = t->tail_pending = t->tail_validated = false;
         }
     }
     stage_close(&sg);

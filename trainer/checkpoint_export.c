@@ -65,7 +65,7 @@ volt_status volt_trainer_export_full(volt_trainer *t, const char *path) {
         ws = NULL;
     }
     volt_st_stream_destroy(ws);
-    const bool ok = all_ok(t, st >= 0);
+    const bool ok = all_ok(t, st >= 0, "export_full written");
     if (st < 0) return volt__terr(t, st, "export_full '%s': %s", path, err);
     if (!ok) return volt__terr(t, VOLT_ERR_IO, "export_full '%s': rank 0 could not write the file (its log has the reason)", path);
     return VOLT_OK;

@@ -76,13 +76,14 @@ volt_status ck_each_tensor(volt_trainer *t, ck_stage *sg, ck_tensor_fn fn, void 
 int ck_saved_states(const volt_trainer *t);
 
 /* Collective (world > 1): rank 0's NUL-terminated string in buf (cap bytes; *has false: none)
- * into every rank's buf and *has, the first broadcast at most 1 KiB (checkpoint.c). */
-volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has);
+ * into every rank's buf and *has, the first broadcast at most 1 KiB (checkpoint.c). what: the
+ * call site's name for the comm, the same on every rank. */
+volt_status ck_bcast_str(volt_trainer *t, char *buf, size_t cap, bool *has, const char *what);
 
-/* Collective (world > 1): the first of a checkpoint save (code CK_ENTRY_SAVE) or load
- * (CK_ENTRY_LOAD): an error naming the mismatch when some rank is in another collective or
- * call; `what` names the call in it. */
-enum { CK_ENTRY_SAVE = 1, CK_ENTRY_LOAD = 2 };
+/* Collective (world > 1): the first of a checkpoint save (code CK_ENTRY_SAVE), load
+ * (CK_ENTRY_LOAD) or sharded snapshot (CK_ENTRY_SNAPSHOT): an error naming the mismatch when
+ * some rank is in another collective or call; `what` names the call in it. */
+enum { CK_ENTRY_SAVE = 1, CK_ENTRY_LOAD = 2, CK_ENTRY_SNAPSHOT = 3 };
 volt_status ck_entry_vote(volt_trainer *t, int code, const char *what, const char *path);
 
 /* ---- shards (checkpoint_shards.c) ---- */
@@ -90,10 +91,11 @@ volt_status ck_entry_vote(volt_trainer *t, int code, const char *what, const cha
 void owned_range(volt_trainer *t, int u, int64_t *lo, int64_t *hi);
 /* Does some rank hold only a slice of some unit (ZeRO, FSDP)? Then checkpoints are sharded. */
 bool ckpt_sharded(volt_trainer *t);
-/* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
-bool all_ok(volt_trainer *t, bool ok);
+/* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. what:
+ * the vote's name for the comm, the same on every rank. */
+bool all_ok(volt_trainer *t, bool ok, const char *what);
 /* The same, telling a comm failure (returned, *all false) from a rank's "no" (*all false). */
-volt_status all_ok_st(volt_trainer *t, bool ok, bool *all);
+volt_status all_ok_st(volt_trainer *t, bool ok, bool *all, const char *what);
 /* Remove a shard folder, or every shard folder of a checkpoint but `keep`. */
 int remove_dir(const char *dir);
 int remove_shard_dirs(const char *path, const char *keep);

@@ -87,16 +87,16 @@ bool ckpt_sharded(volt_trainer *t) {
 }
 
 /* Every rank gets the same verdict: ok is this rank's; false when any rank's was false. */
-bool all_ok(volt_trainer *t, bool ok) {
+bool all_ok(volt_trainer *t, bool ok, const char *what) {
     bool all = false;
-    return all_ok_st(t, ok, &all) >= 0 && all;
+    return all_ok_st(t, ok, &all, what) >= 0 && all;
 }
 
-volt_status all_ok_st(volt_trainer *t, bool ok, bool *all) {
+volt_status all_ok_st(volt_trainer *t, bool ok, bool *all, const char *what) {
     *all = ok;
     if (t->world <= 1) return VOLT_OK;
     double bad = ok ? 0.0 : 1.0;
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, &bad, 1);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, &bad, 1, what);
     if (st < 0) { *all = false; return st; }
     *all = bad == 0.0;
     return VOLT_OK;
@@ -274,8 +274,8 @@ volt_status shard_ranges(volt_trainer *t, double **out) {
         ranges[((size_t)R * U + u) * 2 + 1] = (double)hi;
     }
     *out = NULL;
-    if (!all_ok(t, ranges != NULL)) { free(ranges); return VOLT_ERR_NOMEM; }
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, ranges, W * U * 2);
+    if (!all_ok(t, ranges != NULL, "shard ranges allocated")) { free(ranges); return VOLT_ERR_NOMEM; }
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, ranges, W * U * 2, "shard ranges");
     if (st < 0) { free(ranges); return st; }
     for (int i = 0; i < W * U * 2; i++) ranges[i] = (double)llround(ranges[i] * W);
     *out = ranges;
@@ -350,11 +350,11 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
      * folder rank 0's index names. The path travels in a first piece of at most 1 KiB. */
     VOLT_TRY(ck_entry_vote(t, CK_ENTRY_SAVE, "save_checkpoint", path));
     uint64_t id = R == 0 ? shard_fresh_id() : 0;
-    if ((st = volt__strategy_broadcast(sg, &id, sizeof id, 0)) < 0)
+    if ((st = volt__strategy_broadcast(sg, &id, sizeof id, 0, "shard folder id")) < 0)
         return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
     bool has = true;
     if (snprintf(rpath, sizeof rpath, "%s", path) >= (int)sizeof rpath) has = false;
-    if ((st = ck_bcast_str(t, rpath, sizeof rpath, &has)) < 0) return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
+    if ((st = ck_bcast_str(t, rpath, sizeof rpath, &has, "checkpoint path")) < 0) return save_failed(t, path, dir, st, VOLT_OK, NULL, NULL);
     if (!has) return volt__terr(t, VOLT_ERR_INVALID_ARG, "checkpoint '%s': path too long", path);
     path = rpath;
     snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)id);
@@ -365,12 +365,12 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
         st = VOLT_ERR_IO;
     }
     const bool made = st >= 0;
-    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+    if ((cs = all_ok_st(t, st >= 0, &all, "shard folder made")) < 0 || !all) {
         if (!made) dir[0] = 0;   /* not ours to remove */
         return save_failed(t, path, dir, cs, st, err, "rank 0 could not create the shard folder (its log has the reason)");
     }
     st = write_shard(t, dir, idhex, err, sizeof err);
-    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+    if ((cs = all_ok_st(t, st >= 0, &all, "shards written")) < 0 || !all) {
         char mine[900];
         snprintf(mine, sizeof mine, "rank %d shard: %s", R, err);
         return save_failed(t, path, dir, cs, st, mine, "another rank could not write its shard (its log has the reason)");
@@ -382,7 +382,7 @@ volt_status save_sharded(volt_trainer *t, const char *path) {
     }
     if (R == 0) st = shard_index_write(t, path, dir, idhex, ranges, NULL);   /* removes dir when it fails */
     free(ranges);
-    if ((cs = all_ok_st(t, st >= 0, &all)) < 0 || !all) {
+    if ((cs = all_ok_st(t, st >= 0, &all, "index written")) < 0 || !all) {
         if (st < 0) return st;   /* rank 0: its message is set, dir removed */
         if (R == 0 && cs < 0) {   /* the index is written but a rank may not know: the save stands on disk */
             return volt__terr(t, cs, "checkpoint '%s': written, but the ranks could not agree on it (strategy '%s'): %s", path,

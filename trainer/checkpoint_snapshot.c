@@ -11,13 +11,14 @@
  * (tests/test_callbacks.c). The write touches nothing of the trainer. The host buffer is kept
  * and reused by the next snapshot.
  *
- * Sharded strategies (ZeRO, FSDP over several ranks): the snapshot is collective (rank 0's id,
- * every rank's slices for the index) and holds this rank's shard (shard_each's tensors) and,
- * on rank 0, the index's state (put_state now). A write puts this rank's shard file in the
- * folder "<path>.shards-<id>", the id derived from the snapshot's and the path, so every
- * rank names the same folder without talking; volt_trainer_snapshot_commit, back on the
- * trainer's thread and collective, checks that every rank wrote and has rank 0 write the
- * index, which makes the checkpoint exist (the save's atomic step, as in save_sharded). */
+ * Sharded strategies (ZeRO, FSDP over several ranks): the snapshot is collective (the
+ * 'checkpoint call' vote as a save's, rank 0's id, every rank's slices for the index) and
+ * holds this rank's shard (shard_each's tensors) and, on rank 0, the index's state (put_state
+ * now). A write puts this rank's shard file in the folder "<path>.shards-<id>", the id
+ * derived from the snapshot's and the path, so every rank names the same folder without
+ * talking; volt_trainer_snapshot_commit, back on the trainer's thread and collective, checks
+ * that every rank wrote and has rank 0 write the index, which makes the checkpoint exist (the
+ * save's atomic step, as in save_sharded). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,11 +120,11 @@ static volt_status fill(volt_trainer *t, volt_ckpt_snapshot *s, const char *path
 static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt_snapshot *s) {
     char err[768] = "";
     volt_status st = shard_check_states(t, err, sizeof err);
-    if (!all_ok(t, st >= 0))
+    if (!all_ok(t, st >= 0, "snapshot optimizer slices"))
         return volt__terr(t, st < 0 ? st : VOLT_ERR_STATE, "checkpoint '%s': %s", path, st < 0 ? err : "another rank's optimizer "
                           "holds other slices than its strategy says");
     uint64_t id = t->rank == 0 ? shard_fresh_id() : 0;
-    if ((st = volt__strategy_broadcast(t->strategy, &id, sizeof id, 0)) < 0)
+    if ((st = volt__strategy_broadcast(t->strategy, &id, sizeof id, 0, "snapshot folder id")) < 0)
         return volt__terr(t, st, "checkpoint '%s': strategy '%s': %s", path, volt__strategy_name(t->strategy),
                           volt__strategy_errmsg(t->strategy));
     s->sharded = true;
@@ -141,7 +142,7 @@ static volt_status snapshot_sharded(volt_trainer *t, const char *path, volt_ckpt
         else st = put_state(t, s->state, path);   /* records its own errors */
     }
     if (st >= 0) st = fill(t, s, path, true);
-    if (!all_ok(t, st >= 0)) {   /* every rank holds a whole snapshot, or none does */
+    if (!all_ok(t, st >= 0, "snapshot taken")) {   /* every rank holds a whole snapshot, or none does */
         snap_clear(s);
         return st < 0 ? st : volt__terr(t, VOLT_ERR_STATE, "checkpoint '%s': another rank could not take its snapshot", path);
     }
@@ -171,8 +172,11 @@ static volt_status snapshot_checkpoint(volt_trainer *t, const char *path, volt_c
     VOLT_TRY(volt__loop_wait_params(t, "snapshot_checkpoint"));
     volt_ckpt_snapshot *s = *io;
     const bool sharded = ckpt_sharded(t);
+    /* sharded: collective, and every rank must be here (a snapshot on rank 0 alone would meet
+     * the others' next collective: a vote of another size, which MPI turns into an abort) */
+    if (sharded) VOLT_TRY(ck_entry_vote(t, CK_ENTRY_SNAPSHOT, "snapshot_checkpoint", path));
     const bool have = s || (s = *io = calloc(1, sizeof *s));
-    if (sharded ? !all_ok(t, have) : !have)   /* sharded: every rank goes on, or none */
+    if (sharded ? !all_ok(t, have, "snapshot allocated") : !have)   /* sharded: every rank goes on, or none */
         return volt__terr(t, VOLT_ERR_NOMEM, "snapshot_checkpoint: out of memory");
     snap_clear(s);
     s->weights_only = t->ck_weights_only;
@@ -249,7 +253,7 @@ volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s,
     if (!s->sharded) return VOLT_OK;   /* the write was the whole save */
     char dir[4096], idhex[24];
     const bool named = snap_dir(s, path, dir, sizeof dir, idhex);
-    if (!all_ok(t, written >= 0 && named)) {
+    if (!all_ok(t, written >= 0 && named, "snapshot shards written")) {
         if (t->rank == 0 && named) remove_dir(dir);
         if (written < 0 || !named)
             return volt__terr(t, written < 0 ? written : VOLT_ERR_INVALID_ARG, "checkpoint '%s': rank %d shard: %s", path, t->rank,
@@ -259,7 +263,7 @@ volt_status volt_trainer_snapshot_commit(volt_trainer *t, volt_ckpt_snapshot *s,
     t->ck_weights_only = s->weights_only;   /* the index describes the shards as they were taken */
     volt_status st = t->rank == 0 ? shard_index_write(t, path, dir, idhex, s->ranges, s->state) : VOLT_OK;
     t->ck_weights_only = false;
-    if (!all_ok(t, st >= 0)) {
+    if (!all_ok(t, st >= 0, "snapshot index written")) {
         if (st < 0) return st;
         return volt__terr(t, VOLT_ERR_IO, "checkpoint '%s': rank 0 could not write the index (its log has the reason)", path);
     }

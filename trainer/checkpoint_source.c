@@ -382,7 +382,7 @@ static volt_status same_checkpoint(volt_trainer *t, const char *path, volt_statu
     if (t->world <= 1 || !t->strategy) return st;
     uint64_t fp[2] = { st >= 0 ? 1u : 0u, st >= 0 ? opened_fingerprint(c) : 0 }, r0[2];
     memcpy(r0, fp, sizeof fp);
-    volt_status cs = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0);
+    volt_status cs = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0, "checkpoint fingerprint");
     if (st < 0) return st;
     if (cs < 0)
         return volt__terr(t, cs, "checkpoint '%s': the ranks could not compare what they opened (strategy '%s'): %s", path,

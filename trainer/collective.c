@@ -13,7 +13,7 @@
 static volt_status mean_over_ranks(volt_trainer *t, const char *who, double *v) {
     if (t->world <= 1 || !t->strategy) return VOLT_OK;
     t->decisions++;
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 1);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 1, who);
     if (st < 0)
         return volt__terr(t, st, "%s: sync across ranks failed (strategy '%s'): %s", who,
                           volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
@@ -52,7 +52,7 @@ static volt_status bcast_pieces(volt_trainer *t, void *buf, size_t bytes, int ro
     enum { PIECE = 64 << 10 };
     for (size_t at = 0; at < bytes; at += PIECE) {
         const size_t n = bytes - at < PIECE ? bytes - at : PIECE;
-        volt_status st = volt__strategy_broadcast(t->strategy, (char *)buf + at, n, root);
+        volt_status st = volt__strategy_broadcast(t->strategy, (char *)buf + at, n, root, who);
         if (st < 0)
             return volt__terr(t, st, "%s: %zu bytes from rank %d failed (strategy '%s'): %s", who, bytes, root,
                               volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
@@ -121,7 +121,8 @@ volt_status volt_trainer_all_reduce(volt_trainer *t, double *values, int64_t n, 
  * and leave the others waiting in the collective). visit(ctx, r, v) gets rank r's value
  * (exact for integers below 2^52 / world) and returns false to stop after this block; the
  * ranks see the same values, so they stop alike. The strategy's error is returned as is. */
-volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx) {
+volt_status volt__rank_values(volt_trainer *t, double mine, const char *what, bool (*visit)(void *ctx, int r, double v),
+                              void *ctx) {
     const int W = t->world;
     enum { BLOCK = 64 };
     double c[BLOCK];
@@ -130,7 +131,7 @@ volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *
         const int k = W - base < BLOCK ? W - base : BLOCK;
         memset(c, 0, sizeof c);
         if (t->rank >= base && t->rank < base + k) c[t->rank - base] = mine;
-        volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, k);   /* slot r: v_r / W */
+        volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, k, what);   /* slot r: v_r / W */
         if (st < 0) return st;
         for (int r = 0; r < k && more; r++) more = visit(ctx, base + r, c[r] * W);
     }
@@ -176,15 +177,15 @@ static bool first_failed(void *ctx, int r, double v) {
 
 volt_status volt__agree_status(volt_trainer *t, volt_status st, const char *what, const char *outcome) {
     if (t->world <= 1 || !t->strategy) return st;
-    int root = -1;
-    volt_status cs = volt__rank_values(t, st < 0 ? 1.0 : 0.0, first_failed, &root);
+    int root = -1;   /* the collectives' names are fixed: `what` may hold a path spelled per rank */
+    volt_status cs = volt__rank_values(t, st < 0 ? 1.0 : 0.0, "verdict flags", first_failed, &root);
     if (cs >= 0 && root < 0) return VOLT_OK;
     struct { int32_t st; char msg[sizeof t->errmsg]; } v;
     memset(&v, 0, sizeof v);
     v.st = st;
     if (cs >= 0) {
         if (t->rank == root) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
-        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root);
+        cs = volt__strategy_broadcast(t->strategy, &v, sizeof v, root, "verdict message");
     }
     if (cs < 0) {
         if (st < 0) return st;   /* this rank's own error stays the one reported */

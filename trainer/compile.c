@@ -378,6 +378,10 @@ static volt_status replay(volt_trainer *t, volt_compiled *e) {
     s->rng_offset = (uint64_t)t->micro_step++;
     t->dev->capture_note = NULL;
     if (e->boundary) {
+        /* the graph's update skips volt_optimizer_step and its refusal of an lr a scheduler
+         * overflowed (inf: NaN weights): refused here alike */
+        const volt_status ls = volt_optimizer_check_lr(t->opt);
+        if (ls < 0) return volt__terr(t, ls, "optimizer step: %s", volt_optimizer_errmsg(t->opt));
         volt__optimizer_advance(t->opt);
         const volt_compiled *kept = t->compiled;
         VOLT_TRY(before_step_hooks(t));
@@ -413,7 +417,7 @@ static int n_graphs(const volt_trainer *t) {
 enum { PLAN_REPLAY, PLAN_CAPTURE, PLAN_EAGER };
 static volt_status agree(volt_trainer *t, int *plan) {
     double v[3] = { *plan == PLAN_REPLAY, *plan == PLAN_CAPTURE, *plan == PLAN_EAGER };
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3, "compile step plan");
     if (st < 0) return volt__terr(t, st, "compile: agreeing on the step's plan across ranks: %s", volt__strategy_errmsg(t->strategy));
     if (v[*plan] != 1.0) *plan = -1;   /* not unanimous: eager everywhere */
     return VOLT_OK;

@@ -10,7 +10,7 @@ static volt_status dm_begin(volt_trainer *t, const volt_datamodule_ops *dm, void
     if (dm->prepare_data && t->rank == 0) st = dm->prepare_data(self);
     if (t->world > 1) {   /* the others wait for rank 0's downloads, and learn if they failed */
         double f = st < 0 ? 1.0 : 0.0;
-        volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
+        volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, &f, 1, "prepare_data vote");
         if (st2 < 0) return volt__terr(t, st2, "datamodule '%s': prepare_data sync failed", dm->name);
         if (f > 0 && st >= 0)
             return volt__terr(t, VOLT_ERR_IO, "datamodule '%s': prepare_data failed on rank 0", dm->name);

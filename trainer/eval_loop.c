@@ -37,7 +37,7 @@ static bool agree_visit(void *ctx, int r, double v) {   /* v: 1 + the rank's cou
 static volt_status verdict(volt_trainer *t, volt_status mine, int bad, const char *what, const char *when) {
     struct { int32_t st; char msg[sizeof t->errmsg]; } v = { .st = mine };
     if (t->rank == bad) snprintf(v.msg, sizeof v.msg, "%s", t->errmsg);
-    volt_status st = volt__strategy_broadcast(t->strategy, &v, sizeof v, bad);
+    volt_status st = volt__strategy_broadcast(t->strategy, &v, sizeof v, bad, "loop verdict message");
     if (st < 0) {
         if (mine < 0) return mine;
         return volt__terr(t, st, "%s: rank %d of %d failed %s, and its error did not arrive: %s", what, bad, t->world, when,
@@ -54,7 +54,7 @@ static volt_status agree(volt_trainer *t, volt_status mine, int64_t n, const cha
     *fewest = *most = mine < 0 ? 0 : n;
     if (t->world <= 1 || !t->strategy) return mine;
     agree_ctx a = { .fewest = INT64_MAX, .most = 0, .bad = -1 };
-    volt_status st = volt__rank_values(t, mine < 0 ? 0.0 : (double)n + 1.0, agree_visit, &a);
+    volt_status st = volt__rank_values(t, mine < 0 ? 0.0 : (double)n + 1.0, "loop batch counts", agree_visit, &a);
     if (st < 0) {
         if (mine < 0) return mine;
         return volt__terr(t, st, "%s: agreeing across ranks: %s", what, volt__strategy_errmsg(t->strategy));
@@ -122,7 +122,7 @@ static volt_status after_step(volt_trainer *t, volt_status mine, int64_t idx, in
     if (idx >= span || (!armed && !flag)) return VOLT_OK;
     double v[3] = { 0, 0, mine < 0 ? 1.0 : 0.0 };   /* SIGINT here, SIGTERM here, the step failed here */
     if (armed) volt__signal_vote(t, v);
-    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3);
+    volt_status st = volt__strategy_all_reduce_mean(t->strategy, v, 3, "eval batch exchange");
     if (st < 0) {
         if (mine < 0) return mine;
         return volt__terr(t, st, "%s: the exchange after batch %lld across ranks: %s", what, (long long)idx,

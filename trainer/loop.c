@@ -292,7 +292,7 @@ static volt_status plateau_step(volt_trainer *t) {
     bool have = volt_trainer_metric(t, c->monitor, &v);
     if (t->world > 1 && t->strategy) {
         double b[2] = { have ? 1.0 : 0.0, v };
-        volt_status st = volt__strategy_broadcast(t->strategy, b, sizeof b, 0);
+        volt_status st = volt__strategy_broadcast(t->strategy, b, sizeof b, 0, "plateau metric");
         if (st < 0) return volt__loop_strategy_err(t, st, "ReduceLROnPlateau's metric");
         have = b[0] > 0;
         v = b[1];
@@ -313,12 +313,21 @@ static volt_status plateau_step(volt_trainer *t) {
     return VOLT_OK;
 }
 
+/* The per-epoch scheduler's step, once an epoch (epoch_sched_done; in checkpoints). */
+static void epoch_sched_step(volt_trainer *t) {
+    if (t->epoch_sched_done) return;
+    if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_EPOCH) volt_scheduler_step(t->sched);
+    t->epoch_sched_done = true;
+}
+
 static bool max_steps_reached(volt_trainer *t) {
     return t->cfg.max_steps >= 0 && t->global_step >= t->cfg.max_steps;
 }
 
 /* A stop (should_stop: EarlyStopping, a hook, max_time) takes effect once min_epochs and
- * min_steps are met; before that it is put off, said once, and training goes on (Lightning). */
+ * min_steps are met; before that it is put off, said once, and training goes on until they
+ * are: the request stays (Lightning's _can_stop_early), so fit stops at the first boundary
+ * where both are met. */
 static bool stop_allowed(volt_trainer *t) {
     const volt_trainer_config *c = &t->cfg;
     if ((c->min_epochs < 0 || t->epoch >= c->min_epochs) && (c->min_steps < 0 || t->global_step >= c->min_steps)) return true;
@@ -326,7 +335,6 @@ static bool stop_allowed(volt_trainer *t) {
         fprintf(stderr, "volt: a stop was asked for at epoch %lld, step %lld, but min_epochs=%lld / min_steps=%lld are not met: "
                 "training goes on\n", (long long)t->epoch, (long long)t->global_step, (long long)c->min_epochs, (long long)c->min_steps);
     t->min_note_printed = true;
-    t->should_stop = false;
     return false;
 }
 
@@ -387,12 +395,15 @@ static volt_status loaders_batches(volt_trainer *t, volt_loader *train, const vo
  * a checkpoint written in the batch's end hooks or in this validation runs what was left of it
  * first (tail_pending), as the uninterrupted fit did; each part clears its flag once done, so a
  * checkpoint written after it does not run it twice. */
-static volt_status batch_tail(volt_trainer *t, const volt__loaders *val, bool boundary, bool *leave) {
+static volt_status batch_tail(volt_trainer *t, const volt__loaders *val, bool boundary, bool *leave, bool *validated) {
     *leave = false;
+    *validated = t->tail_validated;   /* a resumed tail's validation ran before its checkpoint */
+    t->tail_validated = false;
     if (t->val_due) {
         if (by_total(t)) t->val_pending = false;
         t->val_due_ran = false;
         if (val_this_epoch(t, val)) VOLT_TRY(volt__loop_run_validation(t, val, false, &t->val_due_ran));
+        *validated = *validated || t->val_due_ran;
         t->val_due = t->val_due_ran = false;
     }
     /* a step 16-mixed skipped (inf/NaN) counts for no scheduler: global_step stayed */
@@ -403,7 +414,7 @@ static volt_status batch_tail(volt_trainer *t, const volt__loaders *val, bool bo
     if (boundary && t->world > 1) {   /* every rank stops at the same step */
         double f[3] = { t->should_stop ? 1.0 : 0.0, 0, 0 };
         volt__signal_vote(t, f + 1);
-        volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3);
+        volt_status st2 = volt__strategy_all_reduce_mean(t->strategy, f, 3, "stop vote");
         if (st2 < 0) return volt__loop_strategy_err(t, st2, "stop flag");
         t->should_stop = f[0] > 0;
         sig = volt__signal_from_vote(f + 1);
@@ -468,7 +479,7 @@ static volt_status batch_start(volt_trainer *t, const volt_batch *b, int64_t idx
     *skip = st == VOLT_SKIP_EPOCH;
     if (t->world > 1) {
         double f = *skip ? 1.0 : 0.0;
-        const volt_status sv = volt__strategy_all_reduce_mean(t->strategy, &f, 1);
+        const volt_status sv = volt__strategy_all_reduce_mean(t->strategy, &f, 1, "skip epoch vote");
         if (sv < 0) return volt__loop_strategy_err(t, sv, "on_train_batch_start's skip vote");
         *skip = f > 0;
     }
@@ -526,9 +537,9 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             val_every = (int64_t)(t->cfg.val_check_fraction * (double)n_batches) / acc * acc;
             if (val_every < acc) val_every = acc;
         }
-        bool leave = false;
+        bool leave = false, validated = false;   /* validated: at the last batch's tail */
         if (resuming_mid && t->tail_pending)   /* the checkpoint was written between a batch and what follows it */
-            VOLT_TRY(batch_tail(t, val, volt__loop_ends_window(t, t->batch_in_epoch - 1, n_batches), &leave));
+            VOLT_TRY(batch_tail(t, val, volt__loop_ends_window(t, t->batch_in_epoch - 1, n_batches), &leave, &validated));
         if (t->batch_in_epoch < n_batches && !leave) {
             volt_status st = volt_loader_start(train, t->epoch, t->batch_in_epoch);
             if (st < 0) return volt__loop_loader_err(t, train, st);
@@ -545,7 +556,7 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             VOLT_TRY(batch_start(t, b, idx, &skip));
             if (skip) {   /* the epoch ends here: the time limit and the ranks' stop vote as at a boundary */
                 skip_rest(t, idx, n_batches);
-                VOLT_TRY(batch_tail(t, val, true, &leave));
+                VOLT_TRY(batch_tail(t, val, true, &leave, &validated));
                 break;
             }
             const double p0 = VOLT__PROF_T0(t);
@@ -564,21 +575,28 @@ static volt_status fit_loop(volt_trainer *t, volt_loader *train, volt__loaders *
             const bool due = by_total(t) ? t->val_pending && boundary : val_every > 0 && (idx + 1) % val_every == 0;
             t->val_due = due && idx + 1 < n_batches;
             t->batch_stepped = t->global_step > steps_before;
+            if (t->batch_in_epoch == n_batches) epoch_sched_step(t);   /* before the last batch's end hooks (Lightning) */
             t->tail_pending = true;
             CB_HOOK(t, on_train_batch_end, b, idx);
             MOD_HOOK(t, on_train_batch_end, b, idx);
-            VOLT_TRY(batch_tail(t, val, boundary, &leave));
+            VOLT_TRY(batch_tail(t, val, boundary, &leave, &validated));
         }
-        bool finished = t->batch_in_epoch >= n_batches;
-        if (!finished && !max_steps_reached(t)) break;   /* stopped mid-epoch */
-        if (!t->epoch_sched_done) {
-            if (t->sched && volt_scheduler_get_config(t->sched)->interval == VOLT_SCHED_EVERY_EPOCH)
-                volt_scheduler_step(t->sched);
-            t->epoch_sched_done = true;
-        }
+        /* The epoch ends when its batches ran out (or the module skipped the rest), at a stop
+         * (a boundary where should_stop was allowed) and at max_steps; the loader ending early
+         * ends fit. As Lightning: a stop validates there (unless that batch just did) and a
+         * max_steps cut does not; either way the epoch's end hooks run and the epoch counts,
+         * but only an epoch whose batches all ran steps the per-epoch schedulers. */
+        const bool finished = t->batch_in_epoch >= n_batches, cut = !finished && max_steps_reached(t);
+        if (!finished && !cut && !leave) break;
+        if (finished) epoch_sched_step(t);   /* a skipped rest of the epoch: here */
+        t->epoch_sched_done = true;
         volt__metrics_clear_fresh(t);
         VOLT_TRY(volt__metrics_finish_epoch(t, VOLT_STAGE_FIT, "fit"));
-        if (!t->epoch_val_done && val_this_epoch(t, val) && (!by_total(t) || t->val_pending))
+        /* at its end, an epoch validates when its interval lands there (Lightning's
+         * (batch_idx + 1) % val_check_batch; none at an epoch end the interval passes over) */
+        const bool val_end = finished ? (by_total(t) ? t->val_pending : val_every == 0 || n_batches % val_every == 0)
+                                      : !cut && !validated;
+        if (!t->epoch_val_done && val_this_epoch(t, val) && val_end)
             VOLT_TRY(volt__loop_run_validation(t, val, false, &t->epoch_val_done));
         t->val_pending = false;
         t->epoch_val_done = true;
@@ -633,7 +651,7 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     t->should_stop = false;
     t->epoch = t->global_step = t->batch_in_epoch = t->micro_step = t->total_batches = 0;
     t->epoch_sched_done = t->epoch_val_done = t->epoch_done = false;
-    t->val_pending = t->val_due = t->val_due_ran = t->batch_stepped = t->tail_pending = false;   /* a checkpoint's next */
+    t->val_pending = t->val_due = t->val_due_ran = t->batch_stepped = t->tail_pending = t->tail_validated = false;   /* a checkpoint's next */
     t->ck_train_have = false;
     t->fit_time_loaded = 0;
     t->train_t0 = volt__now();
@@ -669,9 +687,12 @@ static volt_status fit_run(volt_trainer *t, const volt_module_ops *ops, void *mo
     RUN(volt__write_check_run(t, st));
     /* the sanity check: num_sanity_val_steps of the batches validation runs (-1: all of them;
      * none when limit_val_batches is 0), as Lightning. With several ranks it runs when any rank
-     * has a batch for it, on every rank (one with none too: its loop's agreement is collective) */
+     * has a batch for it, on every rank (one with none too: its loop's agreement is collective).
+     * None in a fit resumed inside an epoch, or resumed at all with max_steps set (Lightning's
+     * restarting loop skips it) */
+    const bool restarting = path[0] && (t->batch_in_epoch > 0 || t->cfg.max_steps >= 0);
     int64_t any_sanity = 0;
-    for (int d = 0; d < val->n && ops->validation_step && t->cfg.num_sanity_val_steps != 0 &&
+    for (int d = 0; d < val->n && !restarting && ops->validation_step && t->cfg.num_sanity_val_steps != 0 &&
                     (t->cfg.limit_val_batches != 0 || t->cfg.limit_val_fraction > 0); d++) {
         int64_t n_sanity = 0, fewest, most;
         volt_status sv = volt__loop_sanity_batches(t, val->l[d], &n_sanity);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/fsutil.h"
 #include "trainer/trainer_internal.h"
 #include "volt/ops.h"
 
@@ -13,10 +14,12 @@ static volt_metric *find_metric(volt_trainer *t, const char *name) {
     return NULL;
 }
 
-void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags) {
+volt_status volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags) {
     volt_metric *m = find_metric(t, name);
     if (!m) {
-        if (t->n_metrics == VOLT_MAX_METRICS) return;
+        if (t->n_metrics == VOLT_MAX_METRICS)
+            return volt__terr(t, VOLT_ERR_INVALID_ARG, "metric '%s': more than %d metric names in one call (the table is "
+                              "full): log fewer names", name, VOLT_MAX_METRICS);
         m = &t->metrics[t->n_metrics++];
         size_t n = strnlen(name, sizeof m->name - 1);   /* names are checked <= 80 bytes by volt_log */
         memcpy(m->name, name, n);
@@ -25,6 +28,7 @@ void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned 
     m->value = value;
     m->flags = flags;
     m->fresh = true;
+    return VOLT_OK;
 }
 
 /* nm's accumulator in this stage (made at its first value), or NULL and *why: logged before as
@@ -77,6 +81,7 @@ static const char *name_problem(const char *name) {
     if (strlen(name) > 80) return "longer than 80 bytes";
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         if (*p < 0x20 || *p == 0x7f) return "a control character (a newline?) in it";
+    if (!volt__utf8_ok(name)) return "not UTF-8 (a TensorBoard tag must be)";
     return NULL;
 }
 
@@ -97,7 +102,7 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
     const double local = value;   /* the epoch folds this rank's values; the ranks' folds meet at its end */
     if (step_sync(t, flags)) {   /* the ranks' values by the reduce: mean, sum, max or min */
-        volt_status st = reduce == VOLT_REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1)
+        volt_status st = reduce == VOLT_REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1, "step metric sync")
                                                     : volt_trainer_all_reduce(t, &value, 1, (volt_reduce_op)reduce);
         if (st < 0) return volt__terr(t, st, "volt_log('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
     }
@@ -108,7 +113,7 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     dl_suffix(t, sfx, sizeof sfx);
     if (flags & VOLT_LOG_STEP) {
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_step" : "", sfx);
-        volt__metric_set(t, nm, value, flags & ~(unsigned)VOLT_LOG_EPOCH);
+        VOLT_TRY(volt__metric_set(t, nm, value, flags & ~(unsigned)VOLT_LOG_EPOCH));
     }
     if (flags & VOLT_LOG_EPOCH) {
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
@@ -132,10 +137,10 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
  * Σnum/Σden over every batch and rank, summed as integers (exact in a double below 2^53),
  * so the same hits over the same rows give the same bits under every strategy. */
 static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t num, int64_t den, unsigned flags) {
-    if (!name || !*name || strlen(name) > 80) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio: bad metric name");
+    const char *bad = name_problem(name);
+    if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio: bad metric name '%s': %s", name ? name : "(null)", bad);
     if (num < 0 || den < 0 || num > den) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): want 0 <= num <= den, got %lld/%lld", name, (long long)num, (long long)den);
-    const char *bad = reduce_problem(flags, true);
-    if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): %s", name, bad);
+    if ((bad = reduce_problem(flags, true)) != NULL) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log_ratio('%s'): %s", name, bad);
     if (t->sanity) return VOLT_OK;
     if (!(flags & (VOLT_LOG_STEP | VOLT_LOG_EPOCH)))
         flags |= t->stage == VOLT_STAGE_FIT ? VOLT_LOG_STEP : VOLT_LOG_EPOCH;
@@ -146,12 +151,12 @@ static volt_status trainer_log_counts(volt_trainer *t, const char *name, int64_t
         double v = den ? (double)num / (double)den : 0.0;
         if (step_sync(t, flags)) {
             double c[2] = { (double)num, (double)den };
-            volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, 2);
+            volt_status st = volt__strategy_all_reduce_mean(t->strategy, c, 2, "step ratio sync");
             if (st < 0) return volt__terr(t, st, "volt_log_ratio('%s'): sync across ranks failed: %s", name, volt__strategy_errmsg(t->strategy));
             v = c[1] > 0 ? round(c[0] * t->world) / round(c[1] * t->world) : 0.0;
         }
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_step" : "", sfx);
-        volt__metric_set(t, nm, v, flags & ~(unsigned)VOLT_LOG_EPOCH);
+        VOLT_TRY(volt__metric_set(t, nm, v, flags & ~(unsigned)VOLT_LOG_EPOCH));
     }
     if (flags & VOLT_LOG_EPOCH) {
         snprintf(nm, sizeof nm, "%s%s%s", name, both ? "_epoch" : "", sfx);
@@ -270,7 +275,7 @@ void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage) {
 }
 
 void volt__metric_restore(volt_trainer *t, const char *name, double value) {
-    volt__metric_set(t, name, value, VOLT_LOG_STEP);
+    if (volt__metric_set(t, name, value, VOLT_LOG_STEP) < 0) return;   /* a full table: nothing to read back */
     volt_metric *m = find_metric(t, name);
     if (m) m->fresh = false;   /* read, not logged again */
 }
@@ -671,10 +676,10 @@ void volt_trainer_visit_fresh_metrics(const volt_trainer *t, volt_metric_visit_f
 }
 
 volt_status volt_trainer_log_metric(volt_trainer *t, const char *name, double value, unsigned flags) {
-    if (!name || !*name) return volt__terr(t, VOLT_ERR_INVALID_ARG, "log_metric: empty name");
+    const char *bad = name_problem(name);
+    if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "log_metric: bad metric name '%s': %s", name ? name : "(null)", bad);
     if (flags & VOLT__LOG_REDUCE_MASK)   /* one value, set now: nothing to fold */
         return volt__terr(t, VOLT_ERR_INVALID_ARG, "log_metric('%s'): VOLT_LOG_REDUCE_* is for values a step logs (volt_log)",
                           name);
-    volt__metric_set(t, name, value, flags ? flags : VOLT_LOG_STEP);
-    return VOLT_OK;
+    return volt__metric_set(t, name, value, flags ? flags : VOLT_LOG_STEP);
 }

@@ -142,7 +142,7 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
     struct { stage_desc own, got, uni; } *d = malloc(sizeof *d);
     if (d) describe(t, stage, mine, *n, &d->own);
     keys k = { .failed = -1 };
-    volt_status st = volt__rank_values(t, d ? desc_key(&d->own) : -1.0, key_visit, &k);
+    volt_status st = volt__rank_values(t, d ? desc_key(&d->own) : -1.0, "epoch metric keys", key_visit, &k);
     if (st < 0) { free(d); return sync_err(t, st, what); }
     if (k.failed >= 0) {
         free(d);
@@ -161,7 +161,7 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
             stage_desc *g = &d->got;
             if (t->rank == k.root[i]) *g = d->own;
             else memset(g, 0, sizeof *g);
-            if ((st = volt__strategy_broadcast(t->strategy, g, sizeof *g, k.root[i])) < 0) st = sync_err(t, st, what);
+            if ((st = volt__strategy_broadcast(t->strategy, g, sizeof *g, k.root[i], "epoch metric names")) < 0) st = sync_err(t, st, what);
             else if (g->n_acc < 0 || g->n_acc > VOLT_MAX_METRICS || g->n_conf < 0 || g->n_conf > VOLT_MAX_CONFUSION)
                 st = volt__terr(t, VOLT_ERR_CORRUPT, "%s: rank %d's list of its metrics arrived damaged", what, k.root[i]);
             else {
@@ -180,7 +180,7 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
         v[2 * i] = have ? mine[j].sum : 0;
         v[2 * i + 1] = have ? mine[j].weight : 0;
     }
-    if (u->n_acc && (st = volt__strategy_all_reduce_mean(t->strategy, v, 2 * u->n_acc)) < 0) { free(d); return sync_err(t, st, what); }
+    if (u->n_acc && (st = volt__strategy_all_reduce_mean(t->strategy, v, 2 * u->n_acc, "epoch metric sums")) < 0) { free(d); return sync_err(t, st, what); }
     /* sum / max / min (reduce_fx): the ranks' own folds, folded again in rank order (exact) */
     int idx[VOLT_MAX_METRICS], red[VOLT_MAX_METRICS], m = 0;
     double fv[VOLT_MAX_METRICS], fh[VOLT_MAX_METRICS];
@@ -224,7 +224,7 @@ static volt_status sync_ranks(volt_trainer *t, volt_stage stage, const char *wha
         for (int64_t at = 0; at < cc && st >= 0; at += BLOCK) {
             const int kb = cc - at < BLOCK ? (int)(cc - at) : BLOCK;
             for (int q = 0; q < kb; q++) b[q] = m ? (double)m->counts[at + q] : 0.0;
-            if ((st = volt__strategy_all_reduce_mean(t->strategy, b, kb)) < 0) st = sync_err(t, st, what);
+            if ((st = volt__strategy_all_reduce_mean(t->strategy, b, kb, "confusion counts")) < 0) st = sync_err(t, st, what);
             else if (m)
                 for (int q = 0; q < kb; q++) m->counts[at + q] = (int64_t)llround(b[q] * W);
         }
@@ -247,7 +247,7 @@ volt_status volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, const 
         VOLT_TRY(sync_ranks(t, stage, what, mine, &n));
     }
     for (int i = 0; i < n; i++)
-        if (mine[i].weight > 0) volt__metric_set(t, mine[i].name, mine[i].sum / mine[i].weight, mine[i].flags);
+        if (mine[i].weight > 0) VOLT_TRY(volt__metric_set(t, mine[i].name, mine[i].sum / mine[i].weight, mine[i].flags));
     for (int i = 0; i < t->n_confusion; i++) {
         volt_confusion_acc *m = &t->confusion[i];
         if (m->stage != stage || !m->n_classes) continue;
@@ -261,11 +261,11 @@ volt_status volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, const 
             char nm[128];
             const unsigned fl = VOLT_LOG_EPOCH;
             snprintf(nm, sizeof nm, "%.*s_precision%s", pl, m->prefix, sfx);
-            volt__metric_set(t, nm, sc.precision, fl);
+            VOLT_TRY(volt__metric_set(t, nm, sc.precision, fl));
             snprintf(nm, sizeof nm, "%.*s_recall%s", pl, m->prefix, sfx);
-            volt__metric_set(t, nm, sc.recall, fl);
+            VOLT_TRY(volt__metric_set(t, nm, sc.recall, fl));
             snprintf(nm, sizeof nm, "%.*s_f1%s", pl, m->prefix, sfx);
-            volt__metric_set(t, nm, sc.f1, fl);
+            VOLT_TRY(volt__metric_set(t, nm, sc.f1, fl));
         }
         m->used = false;
     }

@@ -254,7 +254,7 @@ static volt_status first_param_diff(volt_trainer *t, int64_t n0, bool mine_diffe
     for (int64_t i = 0; i < n0; i++) {   /* one description a broadcast: only when some rank differs */
         char r0[FP_DESC] = "";
         if (t->rank == 0) param_desc(volt_params_at(t->ps, (int)i), r0);
-        volt_status st = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0);
+        volt_status st = volt__strategy_broadcast(t->strategy, r0, sizeof r0, 0, "rank 0's parameter");
         if (st < 0) return st;
         if (!mine_differs || found) continue;
         char d[FP_DESC] = "(none)";
@@ -283,11 +283,11 @@ static volt_status agree_layout(volt_trainer *t) {
     fp_summary mine, r0;
     fp_make(t, &mine);
     r0 = mine;
-    volt_status st = volt__strategy_broadcast(t->strategy, &r0, sizeof r0, 0);
+    volt_status st = volt__strategy_broadcast(t->strategy, &r0, sizeof r0, 0, "model fingerprint");
     unsigned mask = 0, all = 0;
     for (int k = 0; st >= 0 && k < FP_N; k++)
         if (mine.h[k] != r0.h[k]) mask |= 1u << k;
-    if (st >= 0) st = volt__rank_values(t, (double)mask, any_mask, &all);
+    if (st >= 0) st = volt__rank_values(t, (double)mask, "model differences", any_mask, &all);
     if (st < 0)
         return volt__terr(t, st, "setup: the ranks could not compare their models and settings (strategy '%s'): %s",
                           volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
@@ -465,7 +465,7 @@ static volt_status agree_ckpt_path(volt_trainer *t, const char *ckpt_path, const
     char r0[VOLT__CKPT_PATH_CAP];
     bool has = ckpt_path != NULL;
     snprintf(r0, sizeof r0, "%s", ckpt_path ? ckpt_path : "");
-    volt_status st = ck_bcast_str(t, r0, sizeof r0, &has);
+    volt_status st = ck_bcast_str(t, r0, sizeof r0, &has, "ckpt_path agreement");
     if (st < 0)
         return volt__terr(t, st, "%s: ckpt_path: the ranks could not agree (strategy '%s'): %s", stage,
                           volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));

@@ -123,7 +123,7 @@ volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *wha
     double v[2];
     volt__signal_vote(t, v);
     if (t->world > 1 && t->strategy) {
-        volt_status s2 = volt__strategy_all_reduce_mean(t->strategy, v, 2);
+        volt_status s2 = volt__strategy_all_reduce_mean(t->strategy, v, 2, "interrupt vote");
         if (s2 < 0) return volt__terr(t, s2, "%s: agreeing on an interruption across ranks: %s", what, volt__strategy_errmsg(t->strategy));
     }
     const int sig = volt__signal_from_vote(v);

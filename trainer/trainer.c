@@ -499,7 +499,7 @@ volt_status volt_trainer_set_log_dir(volt_trainer *t, const char *dir) {
     char buf[4096];
     if (t->world > 1) {   /* rank 0's choice wins: every rank logs/saves under the same names */
         snprintf(buf, sizeof buf, "%s", dir ? dir : "");
-        volt_status st = volt__strategy_broadcast(t->strategy, buf, sizeof buf, 0);
+        volt_status st = volt__strategy_broadcast(t->strategy, buf, sizeof buf, 0, "log dir");
         if (st < 0) return volt__terr(t, st, "set_log_dir: broadcast failed: %s", volt__strategy_errmsg(t->strategy));
         dir = buf[0] ? buf : NULL;
     }
@@ -583,7 +583,7 @@ volt_status volt_trainer_print_memory_report(volt_trainer *t, FILE *f) {
     mem_row(&m, all + (size_t)t->rank * MEM_FIELDS);
     volt_status st = VOLT_OK;
     if (W > 1) {   /* each rank fills its row; mean over ranks times W = the table */
-        st = volt__strategy_all_reduce_mean(t->strategy, all, W * MEM_FIELDS);
+        st = volt__strategy_all_reduce_mean(t->strategy, all, W * MEM_FIELDS, "memory report");
         for (int i = 0; i < W * MEM_FIELDS; i++) all[i] = all[i] * W;
     }
     if (st < 0) {

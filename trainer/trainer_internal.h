@@ -127,6 +127,8 @@ struct volt_trainer {
     bool tail_pending;               /* between on_train_batch_end and the end of batch_tail */
     bool val_due;                    /* the mid-epoch validation after this batch is due ... */
     bool val_due_ran;                /* ... and reached its end hooks (it does not run again) */
+    bool tail_validated;             /* a resumed tail's: that validation ran before the checkpoint (a
+                                        stop there does not validate again at the epoch's end) */
     bool batch_stepped;              /* this batch took an optimizer step the plateau has not seen */
     /* The running fit's train loader as the batch index reads it: batch size, samples, ranks,
      * shuffled (checkpointed as volt.train_loader); ck_train: a resumed checkpoint's, when it had
@@ -217,8 +219,10 @@ int volt__signal_from_vote(const double v[2]);
 volt_status volt__signal_stop(volt_trainer *t, int sig, const char *where);
 volt_status volt__signal_settle(volt_trainer *t, volt_status st, const char *what);
 /* collective.c: every rank's value on every rank, in blocks of 64 (no allocation); visit
- * returns false to stop after the block. world > 1 and a strategy. */
-volt_status volt__rank_values(volt_trainer *t, double mine, bool (*visit)(void *ctx, int r, double v), void *ctx);
+ * returns false to stop after the block. world > 1 and a strategy. what: the call site's name
+ * for the comm, the same on every rank. */
+volt_status volt__rank_values(volt_trainer *t, double mine, const char *what, bool (*visit)(void *ctx, int r, double v),
+                              void *ctx);
 /* Lightning's reduce_fx from a log call's flags (VOLT_LOG_REDUCE_*) as the collectives' op:
  * VOLT_REDUCE_MEAN when none, -1 when more than one is set. */
 #define VOLT__LOG_REDUCE_MASK (VOLT_LOG_REDUCE_SUM | VOLT_LOG_REDUCE_MAX | VOLT_LOG_REDUCE_MIN)
@@ -290,7 +294,8 @@ volt_status volt__metrics_finish_epoch(volt_trainer *t, volt_stage stage, const 
 volt_confusion_acc *volt__confusion_find(volt_trainer *t, volt_stage stage, const char *prefix, bool make);
 volt_status volt__confusion_grow(volt_confusion_acc *m, int C);
 void volt__metrics_drop_accums(volt_trainer *t, volt_stage stage);
-void volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
+/* VOLT_ERR_INVALID_ARG (said) when a new name finds the table full. */
+volt_status volt__metric_set(volt_trainer *t, const char *name, double value, unsigned flags);
 void volt__metrics_free(volt_trainer *t);
 /* A public call starts (depth 0): no metric, epoch accumulator or confusion matrix of an
  * earlier call is left (Lightning's reset_metrics / reset_results at every run's start). */

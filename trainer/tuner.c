@@ -28,7 +28,7 @@ static volt_status tune_save(volt_trainer *t, const char *what, char *path) {
             snprintf(h.path, sizeof h.path, "%s/.%s-%d-%llx.safetensors", root, what, (int)getpid(),
                      (unsigned long long)(volt__now() * 1e6));
     }
-    volt_status st = volt__strategy_broadcast(t->strategy, &h, sizeof h, 0);
+    volt_status st = volt__strategy_broadcast(t->strategy, &h, sizeof h, 0, "tuner state path");
     if (st < 0)
         return volt__terr(t, st, "%s: strategy '%s': %s", what, volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));
     if (!h.path[0])   /* rank 0 could not make the root: every rank stops here */
@@ -46,7 +46,7 @@ static volt_status tune_save(volt_trainer *t, const char *what, char *path) {
 static volt_status tune_restore(volt_trainer *t, const char *path) {
     volt__strategy_zero_grad(t->strategy);
     volt_status st = volt__loop_load(t, path, true);
-    if (t->world > 1) (void)volt__strategy_barrier(t->strategy);   /* every rank has read it */
+    if (t->world > 1) (void)volt__strategy_barrier(t->strategy, "tuner state read");   /* every rank has read it */
     if (st >= 0 && t->rank == 0) volt_checkpoint_remove(path);
     if (st < 0) {
         char was[sizeof t->errmsg];
@@ -222,7 +222,7 @@ volt_status volt__tune_lr(volt_trainer *t, volt_loader *train, const volt_lr_fin
         double v[4] = { st < 0, st < 0 ? 0 : step_loss, 0, 0 };
         if (t->cfg.handle_signals) volt__signal_vote(t, v + 2);
         if (t->world > 1) {
-            const volt_status cs = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 4 : 2);
+            const volt_status cs = volt__strategy_all_reduce_mean(t->strategy, v, t->cfg.handle_signals ? 4 : 2, "lr_find step vote");
             if (st < 0) break;   /* this rank's own error is the one reported */
             if (cs < 0) {
                 st = volt__terr(t, cs, "lr_find: strategy '%s': %s", volt__strategy_name(t->strategy), volt__strategy_errmsg(t->strategy));

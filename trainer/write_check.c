@@ -168,7 +168,7 @@ static volt_status probe_one(volt_trainer *t, const char *who, const char *what,
 static volt_status probe_shard_dirs(volt_trainer *t) {
     int32_t n = 0;
     for (int i = 0; t->rank == 0 && i < t->n_dir_checks; i++) n += (t->dir_checks[i].flags & VOLT_WRITES_CHECKPOINTS) != 0;
-    volt_status cs = volt__strategy_broadcast(t->strategy, &n, sizeof n, 0), st = VOLT_OK;
+    volt_status cs = volt__strategy_broadcast(t->strategy, &n, sizeof n, 0, "shard folder count"), st = VOLT_OK;
     char note[96], dir[VOLT__CKPT_PATH_CAP];
     snprintf(note, sizeof note, ": rank %d writes its shard files there; do the ranks share this file system?", t->rank);
     for (int k = 0, i = -1; cs >= 0 && k < n; k++) {
@@ -176,7 +176,7 @@ static volt_status probe_shard_dirs(volt_trainer *t) {
         const struct volt_dir_check *c = i < t->n_dir_checks ? &t->dir_checks[i] : NULL;   /* this rank's k-th */
         memset(dir, 0, sizeof dir);
         if (t->rank == 0 && c) snprintf(dir, sizeof dir, "%s", c->dir);
-        if ((cs = volt__strategy_broadcast(t->strategy, dir, sizeof dir, 0)) < 0) break;
+        if ((cs = volt__strategy_broadcast(t->strategy, dir, sizeof dir, 0, "shard folder")) < 0) break;
         dir[sizeof dir - 1] = 0;
         if (t->rank != 0 && st >= 0)
             st = probe_one(t, c ? c->who : "checkpoints", c ? c->what : "folder", dir, false, note);

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "strategies/comm/comm.h"
 
 void volt__comm_config_init(volt_comm_config *cfg) {
@@ -148,4 +149,58 @@ volt_status volt__comm_broadcast(volt_comm *c, void *buf, size_t count, volt_com
 
 volt_status volt__comm_barrier(volt_comm *c, const char *what) {
     START_WAIT(c->ops->barrier(c, what, &r_));
+}
+
+/* ---- the envelope of control collectives (comm.h) ---- */
+#define ENV_MAGIC 0x766f6c74u   /* "volt" */
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    return x;
+}
+
+int volt__comm_env_kind(bool broadcast, volt_comm_dtype dt, size_t count) {
+    if (broadcast) return dt == VOLT_COMM_BYTE && count && count <= VOLT__ENV_MAX ? VOLT__ENV_ROOT : VOLT__ENV_NONE;
+    return dt == VOLT_COMM_F64 && count && count <= VOLT__ENV_MAX / sizeof(double) ? VOLT__ENV_SUM : VOLT__ENV_NONE;
+}
+
+void volt__comm_env_set(volt__comm_env *e, int kind, const volt_comm *c, uint64_t seq, const char *what, int root, size_t n,
+                        void *hdr) {
+    e->kind = kind;
+    if (kind == VOLT__ENV_SUM) {
+        uint64_t k = mix64(0x51ull << 56 ^ (uint64_t)n << 20 ^ seq);
+        for (const char *w = what ? what : ""; *w; w++) k = (k ^ (unsigned char)*w) * 0x100000001b3ull;   /* the call site's name */
+        /* 32 bits each: a sum of W of them is exact in a double for W up to 2^21 ranks */
+        const double a = (double)(k >> 32), b = (double)(mix64(k) >> 32), w = (double)c->world;
+        const double mine[2] = { a, b }, want[2] = { a * w, b * w };
+        memcpy(hdr, mine, sizeof mine);
+        memcpy(e->want, want, sizeof want);
+    } else if (kind == VOLT__ENV_ROOT) {
+        const uint32_t m = ENV_MAGIC, cnt = (uint32_t)n;
+        memcpy(e->want, &m, 4);
+        memcpy(e->want + 4, &cnt, 4);
+        memcpy(e->want + 8, &seq, 8);
+        if (c->rank == root) memcpy(hdr, e->want, VOLT__ENV_BYTES);
+        else memset(hdr, 0, VOLT__ENV_BYTES);
+    }
+}
+
+volt_status volt__comm_env_check(const volt__comm_env *e, const volt_comm *c, const void *hdr, const char *op, uint64_t seq,
+                                 const char *what, size_t n, char *msg, size_t msglen) {
+    static const char why[] = "the ranks called different collectives (one rank is in another call than the others: every "
+                              "rank must make the same calls, e.g. save_checkpoint under a sharding strategy)";
+    if (!e->kind || !memcmp(hdr, e->want, VOLT__ENV_BYTES)) return VOLT_OK;
+    const unsigned char *h = hdr;
+    uint32_t m, cnt;
+    uint64_t rseq;
+    memcpy(&m, h, 4);
+    memcpy(&cnt, h + 4, 4);
+    memcpy(&rseq, h + 8, 8);
+    if (e->kind == VOLT__ENV_ROOT && m == ENV_MAGIC)
+        snprintf(msg, msglen, "rank %d: %s #%llu (%s) of %zu bytes met the root's broadcast #%llu of %u bytes: %s", c->rank, op,
+                 (unsigned long long)seq, what, n, (unsigned long long)rseq, cnt, why);
+    else
+        snprintf(msg, msglen, "rank %d: %s #%llu (%s) of %zu bytes met another collective on some rank: %s", c->rank, op,
+                 (unsigned long long)seq, what, n, why);
+    return VOLT_ERR_COMM;
 }

@@ -157,6 +157,36 @@ volt_status volt__comm_barrier(volt_comm *c, const char *what);
 size_t volt__comm_dtype_size(volt_comm_dtype dt);
 const char *volt__comm_errmsg(const volt_comm *c);
 
+/* ---- the envelope of control collectives (comm.c; the mpi and nccl backends) -------------------
+ * Control collectives (f64 all-reduces and byte broadcasts of at most VOLT__ENV_MAX data bytes:
+ * votes, metrics, flags, paths, messages; nccl: from host memory only) carry VOLT__ENV_BYTES in
+ * front of their data, so ranks that issued different collectives at the same point (one rank
+ * saving a sharded checkpoint alone, one rank resolving a ckpt_path the others were not given)
+ * get an error saying so instead of each other's bytes. A broadcast's envelope is the root's
+ * {magic, byte count, collective number}, compared by every rank with its own; an f64
+ * all-reduce's is two 32-bit hashes of (byte count, collective number, the caller's `what`, the
+ * same on every rank at one call site: "stop vote", "grad norm", ...) that every rank adds in
+ * (the all-reduce is a sum; an average divides the data afterwards): the sums are W times this
+ * rank's own only when every rank contributed the same (W = 2: always; more: but for a 2^-64
+ * coincidence; exact in doubles up to 2^21 ranks). The collective number must be the same on
+ * every rank: only collectives count. */
+enum { VOLT__ENV_BYTES = 16, VOLT__ENV_MAX = 64 << 10 };
+enum { VOLT__ENV_NONE = 0, VOLT__ENV_SUM, VOLT__ENV_ROOT };
+typedef struct volt__comm_env {
+    int kind;                              /* VOLT__ENV_*: how the envelope travels, NONE: bare */
+    unsigned char want[VOLT__ENV_BYTES];   /* what the envelope must hold after the collective */
+} volt__comm_env;
+/* The envelope's kind for a broadcast (else an all-reduce) of count elements of dt. */
+int volt__comm_env_kind(bool broadcast, volt_comm_dtype dt, size_t count);
+/* This rank's envelope written at hdr (VOLT__ENV_BYTES, in front of the n data bytes) and its
+ * e->want. seq: the collective's number on c; what: its call site's name. */
+void volt__comm_env_set(volt__comm_env *e, int kind, const volt_comm *c, uint64_t seq, const char *what, int root, size_t n,
+                        void *hdr);
+/* After the collective: VOLT_OK when hdr holds e->want (or e->kind is NONE), else VOLT_ERR_COMM
+ * with msg saying what met what. op: "all_reduce", "broadcast". */
+volt_status volt__comm_env_check(const volt__comm_env *e, const volt_comm *c, const void *hdr, const char *op, uint64_t seq,
+                                 const char *what, size_t n, char *msg, size_t msglen);
+
 /* A process whose MPI collectives broke (a wait timed out or failed on an MPI comm, or the
  * NCCL id's broadcast timed out) makes no new comm: the ranks' MPI calls are out of step, and
  * a new duplicate of the world communicator (or the next NCCL id's broadcast) could match
@@ -180,8 +210,8 @@ const char *volt__comm_failure(void);
  * VOLT__LEAVE_TAG on MPI_COMM_WORLD). A rank waiting in a collective of a comm the leaver belongs
  * to fails once the leaver is gone and the collective has not completed within a short grace
  * (the leaver may have started it: then it completes), VOLT_ERR_COMM: "rank 0: all_reduce #19
- * (metric sync): rank 1 left the job (its last error: ...)", instead of waiting for its timeout.
- * Before, the leaver waited in MPI_Finalize for the others and they waited for the comm's
+ * (step metric sync): rank 1 left the job (its last error: ...)", instead of waiting for its
+ * timeout. Before, the leaver waited in MPI_Finalize for the others and they waited for the comm's
  * timeout. An application that initialised MPI itself finalizes it itself: no notices then. */
 #define VOLT__LEAVE_TAG 0x766c
 /* The most of a leaver's words a notice carries (bytes, with the terminator). */

@@ -275,22 +275,23 @@ static void d_begin_backward(volt_strategy *st, bool sync) {
     volt__dist_event(d, VOLT_EV_BACKWARD_BEGIN, sync ? 1 : 0);
 }
 
-static volt_status d_all_reduce_mean(volt_strategy *st, double *v, int n) {
+/* what: the caller's name for the call site; the comm's messages and envelope carry it */
+static volt_status d_all_reduce_mean(volt_strategy *st, double *v, int n, const char *what) {
     dist *d = dist_of(st);
     if (n <= 0) return VOLT_OK;
-    volt_status s = volt__comm_all_reduce(d->comm, v, v, (size_t)n, VOLT_COMM_F64, VOLT_COMM_AVG, "metric sync");
+    volt_status s = volt__comm_all_reduce(d->comm, v, v, (size_t)n, VOLT_COMM_F64, VOLT_COMM_AVG, what);
     return s < 0 ? volt__dist_comm_fail(d, s, "all_reduce_mean") : VOLT_OK;
 }
 
-static volt_status d_broadcast(volt_strategy *st, void *buf, size_t n, int root) {
+static volt_status d_broadcast(volt_strategy *st, void *buf, size_t n, int root, const char *what) {
     dist *d = dist_of(st);
-    volt_status s = volt__comm_broadcast(d->comm, buf, n, VOLT_COMM_BYTE, root, "broadcast");
+    volt_status s = volt__comm_broadcast(d->comm, buf, n, VOLT_COMM_BYTE, root, what);
     return s < 0 ? volt__dist_comm_fail(d, s, "broadcast") : VOLT_OK;
 }
 
-static volt_status d_barrier(volt_strategy *st) {
+static volt_status d_barrier(volt_strategy *st, const char *what) {
     dist *d = dist_of(st);
-    volt_status s = volt__comm_barrier(d->comm, "barrier");
+    volt_status s = volt__comm_barrier(d->comm, what);
     return s < 0 ? volt__dist_comm_fail(d, s, "barrier") : VOLT_OK;
 }
 

@@ -51,8 +51,7 @@ typedef struct mpi_req {
     size_t bounce_cap;            /* written only by the wait, so a timed-out one never writes into */
     void *bounce_dst;             /* a buffer the caller has freed or left (its stack); kept with the */
     size_t bounce_n;              /* request, and leaked with it when the comm broke */
-    int hdr;                      /* a control collective's envelope in front of the data (HDR_*) */
-    unsigned char hdr_want[16];   /* ... what it must hold after the wait */
+    volt__comm_env env;           /* a control collective's envelope in front of the data (comm.h) */
     struct mpi_req *next;         /* free list / all-list link */
     struct mpi_req *all_next;
 } mpi_req;
@@ -297,27 +296,12 @@ static volt_status launched(volt_comm *c, mpi_req *q, volt_comm_req **req) {
  * where the collective should run: the bounce buffer holding src's n bytes, or dst itself
  * (too large, or no memory for the buffer; NULL for an enveloped one: it must not run bare).
  *
- * Control collectives (f64 all-reduces: votes, metrics, flags; byte broadcasts up to
- * BOUNCE_MAX: paths, messages, small units) carry a 16-byte envelope in front of their data,
- * so ranks that issued different collectives at the same point (one rank saving a sharded
- * checkpoint alone, one rank resolving a ckpt_path the others were not given) get an error
- * saying so instead of each other's bytes. A broadcast's envelope is the root's
- * {magic, byte count, collective number}, compared by every rank with its own; an f64
- * all-reduce's is two 32-bit hashes of (count, collective number, the caller's `what`, the
- * same on every rank at one call site: "metric sync", "grad norm", ...) that every rank adds
- * in: the sums are W times this rank's own only when every rank contributed the same (W = 2:
- * always; more: but for a 2^-64 coincidence; exact in doubles up to 2^21 ranks). A mismatched message larger than what a rank
- * posted is MPI_ERR_TRUNCATE, reported the same way (m_wait). Every bounce buffer has at least
- * BOUNCE_MIN bytes, so a small mismatched message that MPI copies whole lands in memory the
- * request owns. */
-enum { BOUNCE_MAX = 64 << 10, BOUNCE_MIN = 8 << 10, HDR_BYTES = 16 };
-enum { HDR_NONE = 0, HDR_SUM = 1, HDR_ROOT = 2 };
-#define HDR_MAGIC 0x766f6c74u   /* "volt" */
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
-    return x;
-}
+ * Control collectives (f64 all-reduces, byte broadcasts up to BOUNCE_MAX) carry the envelope
+ * of comm.h in front of their data, in the bounce buffer. A mismatched message larger than
+ * what a rank posted is MPI_ERR_TRUNCATE, reported the same way (m_wait). Every bounce buffer
+ * has at least BOUNCE_MIN bytes, so a small mismatched message that MPI copies whole lands in
+ * memory the request owns. */
+enum { BOUNCE_MAX = VOLT__ENV_MAX, BOUNCE_MIN = 8 << 10, HDR_BYTES = VOLT__ENV_BYTES };
 
 static void *bounce_in(mpi_req *q, const void *src, void *dst, size_t n, int hdr) {
     const size_t h = hdr ? HDR_BYTES : 0;
@@ -332,53 +316,17 @@ static void *bounce_in(mpi_req *q, const void *src, void *dst, size_t n, int hdr
     memcpy(q->bounce + h, src, n);
     q->bounce_dst = dst;
     q->bounce_n = n;
-    q->hdr = hdr;
+    q->env.kind = hdr;
     return q->bounce + h;
-}
-
-/* The envelope of a control collective of n data bytes (req_start set q->seq): written in front
- * of the data in the bounce buffer, and what it must hold once the collective has completed. */
-static void hdr_set(volt_comm *c, mpi_req *q, int root, size_t n) {
-    unsigned char *h = q->bounce;
-    if (q->hdr == HDR_SUM) {
-        uint64_t k = mix64(0x51ull << 56 ^ (uint64_t)n << 20 ^ q->seq);
-        for (const char *w = q->what; *w; w++) k = (k ^ (unsigned char)*w) * 0x100000001b3ull;   /* the call site's name */
-        /* 32 bits each: a sum of W of them is exact in a double for W up to 2^21 ranks */
-        const double a = (double)(k >> 32), b = (double)(mix64(k) >> 32), w = (double)c->world;
-        const double mine[2] = { a, b }, want[2] = { a * w, b * w };
-        memcpy(h, mine, sizeof mine);
-        memcpy(q->hdr_want, want, sizeof want);
-    } else {
-        const uint32_t m = HDR_MAGIC, cnt = (uint32_t)n;
-        const uint64_t seq = q->seq;
-        memcpy(q->hdr_want, &m, 4);
-        memcpy(q->hdr_want + 4, &cnt, 4);
-        memcpy(q->hdr_want + 8, &seq, 8);
-        if (c->rank == root) memcpy(h, q->hdr_want, HDR_BYTES);
-        else memset(h, 0, HDR_BYTES);
-    }
 }
 
 /* After the wait: the envelope as every rank issued this collective, else VOLT_ERR_COMM saying
  * what met what. */
 static volt_status hdr_check(volt_comm *c, mpi_req *q) {
-    if (!q->hdr || !memcmp(q->bounce, q->hdr_want, HDR_BYTES)) return VOLT_OK;
-    if (q->hdr == HDR_ROOT) {
-        uint32_t m, cnt;
-        uint64_t seq;
-        memcpy(&m, q->bounce, 4);
-        memcpy(&cnt, q->bounce + 4, 4);
-        memcpy(&seq, q->bounce + 8, 8);
-        if (m == HDR_MAGIC)
-            return cerr(c, VOLT_ERR_COMM, "rank %d: broadcast #%llu (%s) of %zu bytes met the root's broadcast #%llu of %u "
-                        "bytes: the ranks called different collectives (one rank is in another call than the others: "
-                        "every rank must make the same calls, e.g. save_checkpoint under a sharding strategy)",
-                        c->rank, (unsigned long long)q->seq, q->what, q->bounce_n, (unsigned long long)seq, cnt);
-    }
-    return cerr(c, VOLT_ERR_COMM, "rank %d: %s #%llu (%s) of %zu bytes met another collective on some rank: the ranks called "
-                "different collectives (one rank is in another call than the others: every rank must make the same calls, "
-                "e.g. save_checkpoint under a sharding strategy)", c->rank, q->op, (unsigned long long)q->seq, q->what,
-                q->bounce_n);
+    char msg[512];
+    if (volt__comm_env_check(&q->env, c, q->bounce, q->op, q->seq, q->what, q->bounce_n, msg, sizeof msg) == VOLT_OK)
+        return VOLT_OK;
+    return cerr(c, VOLT_ERR_COMM, "%s", msg);
 }
 
 #define START_MPI(c, q, call) do { int rc_ = (call); \
@@ -392,7 +340,7 @@ static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size
     mpi_req *q;
     VOLT_TRY(req_start(c, "all_reduce", what, count, dt, &q));
     mpi_impl *im = c->impl;
-    const int hdr = dt == VOLT_COMM_F64 && count && count * sizeof(double) <= BOUNCE_MAX ? HDR_SUM : HDR_NONE;
+    const int hdr = volt__comm_env_kind(false, dt, count);
     void *at = bounce_in(q, send, recv, count * volt__comm_dtype_size(dt), hdr);
     if (!at) {   /* this rank counted a collective the others run: out of step from here on */
         const volt_status st = cerr(c, VOLT_ERR_NOMEM, "rank %d: all_reduce (%s): out of memory", c->rank, q->what);
@@ -400,7 +348,7 @@ static volt_status m_all_reduce(volt_comm *c, const void *send, void *recv, size
         return start_failed(c, q, st);
     }
     const size_t extra = hdr ? HDR_BYTES / sizeof(double) : 0;
-    if (hdr) { hdr_set(c, q, 0, count * sizeof(double)); at = q->bounce; }
+    if (hdr) { volt__comm_env_set(&q->env, hdr, c, q->seq, q->what, 0, count * sizeof(double), q->bounce); at = q->bounce; }
     START_MPI(c, q, MPI_Iallreduce(send == recv || at != recv ? MPI_IN_PLACE : send, at, (int)(count + extra), mpi_type(dt),
                                    sum_op(im, dt), im->comm, &q->r));
     if (op == VOLT_COMM_AVG) { q->post = POST_AVG; q->buf = recv; q->count = count; q->dt = dt; }
@@ -452,7 +400,7 @@ static volt_status m_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
     if (root < 0 || root >= c->world) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: broadcast: root %d not in [0, %d)", c->rank, root, c->world);
     mpi_req *q;
     VOLT_TRY(req_start(c, "broadcast", what, count, dt, &q));
-    const int hdr = dt == VOLT_COMM_BYTE && count && count <= BOUNCE_MAX ? HDR_ROOT : HDR_NONE;
+    const int hdr = volt__comm_env_kind(true, dt, count);
     void *at = bounce_in(q, buf, buf, count * volt__comm_dtype_size(dt), hdr);
     if (!at) {   /* this rank counted a collective the others run: out of step from here on */
         const volt_status st = cerr(c, VOLT_ERR_NOMEM, "rank %d: broadcast (%s): out of memory", c->rank, q->what);
@@ -460,7 +408,7 @@ static volt_status m_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
         return start_failed(c, q, st);
     }
     const size_t extra = hdr ? HDR_BYTES : 0;
-    if (hdr) { hdr_set(c, q, root, count); at = q->bounce; }
+    if (hdr) { volt__comm_env_set(&q->env, hdr, c, q->seq, q->what, root, count, q->bounce); at = q->bounce; }
     START_MPI(c, q, MPI_Ibcast(at, (int)(count + extra), mpi_type(dt), root, ((mpi_impl *)c->impl)->comm, &q->r));
     return launched(c, q, req);
 }
@@ -475,7 +423,7 @@ static volt_status m_barrier(volt_comm *c, const char *what, volt_comm_req **req
 
 /* ---- completion -------------------------------------------------------------------------- */
 static void post_process(volt_comm *c, mpi_req *q) {
-    if (q->bounce_dst) memcpy(q->bounce_dst, q->bounce + (q->hdr ? HDR_BYTES : 0), q->bounce_n);   /* before AVG, which works on the caller's */
+    if (q->bounce_dst) memcpy(q->bounce_dst, q->bounce + (q->env.kind ? HDR_BYTES : 0), q->bounce_n);   /* before AVG, which works on the caller's */
     const size_t esz = volt__comm_dtype_size(q->dt);
     if (q->post == POST_MOVE || q->post == POST_MOVE_AVG) memmove(q->buf, q->src, q->count * esz);
     if (q->post == POST_AVG || q->post == POST_MOVE_AVG) {

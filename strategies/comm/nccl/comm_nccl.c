@@ -23,7 +23,11 @@
  * flags, gather_unit's host destination). A buffer that is not device memory
  * (cudaPointerGetAttributes) goes through a pinned + device scratch pair kept by the comm
  * (grown, never shrunk: no allocation in steady state); one such collective may be in flight
- * at a time.
+ * at a time. The control collectives among them (f64 all-reduces and byte broadcasts from and
+ * to host memory, up to VOLT__ENV_MAX bytes) carry comm.h's envelope in the scratch, as the
+ * mpi backend's do, so ranks in different calls get an error saying so instead of each
+ * other's bytes (the communicator is then aborted). Device buffers (gradients, parameters)
+ * travel bare.
  *
  * Start-up: rank/world from the MPI communicator the comm is built on (volt_comm_config.
  * mpi_comm, else MPI_COMM_WORLD; no MPI call at all outside an MPI job when none is given, or
@@ -53,6 +57,8 @@ typedef struct nccl_req {
     void *host_out;              /* host destination: copied from the pinned scratch on completion */
     const void *pinned_out;
     size_t out_bytes;
+    volt__comm_env env;          /* a control collective's envelope, in front of its data in the scratch */
+    bool avg;                    /* enveloped AVG: run as a sum (the envelope's), divided on completion */
     bool uses_scratch, completed;
     bool captured;               /* part of a graph being captured: waited for on the device only */
     struct nccl_req *next, *all_next;
@@ -167,6 +173,8 @@ static volt_status req_start(volt_comm *c, const char *op, const char *what, vol
     q->host_out = NULL;
     q->pinned_out = NULL;
     q->out_bytes = 0;
+    q->env.kind = VOLT__ENV_NONE;
+    q->avg = false;
     q->uses_scratch = q->completed = false;
     q->next = NULL;
     volt__cuda_use(im->cx);
@@ -218,10 +226,13 @@ static volt_status scratch_reserve(volt_comm *c, size_t bytes, const char *what)
 }
 
 /* The buffers the collective really uses: device pointers as they are; host ones through
- * the scratch (send copied in on the comm stream, recv copied out at completion). */
+ * the scratch (send copied in on the comm stream, recv copied out at completion). env: the
+ * envelope's kind for this collective (comm.h); it is carried when send and recv are both host
+ * memory (q->env.kind then set: the collective runs over VOLT__ENV_BYTES more in front of
+ * b->send and b->recv). */
 typedef struct { const void *send; void *recv; } bufs;
 static volt_status prepare(volt_comm *c, nccl_req *q, const void *send, size_t send_bytes, void *recv, size_t recv_bytes,
-                           bufs *b) {
+                           int env, int root, bufs *b) {
     nccl_impl *im = c->impl;
     b->send = send;
     b->recv = recv;
@@ -230,15 +241,21 @@ static volt_status prepare(volt_comm *c, nccl_req *q, const void *send, size_t s
     if (q->captured)
         return cerr(c, VOLT_ERR_UNSUPPORTED, "rank %d: %s (%s): a collective on host memory cannot be part of a captured "
                     "step (its result is read on the host)", c->rank, q->op, q->what);
-    VOLT_TRY(scratch_reserve(c, send_bytes + recv_bytes, q->what));
+    const size_t h = env && hs && hr ? VOLT__ENV_BYTES : 0;
+    volt_status rs = scratch_reserve(c, send_bytes + recv_bytes + 2 * h, q->what);
+    if (rs < 0) {
+        if (h) mark_broken(im, rs);   /* this rank counted a collective the others run: out of step from here on */
+        return rs;
+    }
     im->scratch_busy = q->uses_scratch = true;
-    /* scratch: [send | recv]; out of place on the device whatever the host aliasing (the
-     * send bytes are copied in first) */
+    /* scratch: [envelope | send | envelope | recv]; out of place on the device whatever the
+     * host aliasing (the send bytes are copied in first) */
     char *d = im->dscratch, *p = im->pscratch;
-    const size_t off = hs ? send_bytes : 0;
+    if (h) volt__comm_env_set(&q->env, env, c, q->seq, q->what, root, send_bytes, p);
+    const size_t off = hs ? h + send_bytes : 0;
     if (hs) {
-        memcpy(p, send, send_bytes);
-        cudaError_t e = cudaMemcpyAsync(d, p, send_bytes, cudaMemcpyHostToDevice, im->stream);
+        memcpy(p + h, send, send_bytes);
+        cudaError_t e = cudaMemcpyAsync(d, p, h + send_bytes, cudaMemcpyHostToDevice, im->stream);
         if (e != cudaSuccess) return CU_FAIL(c, e, "cudaMemcpyAsync", q->what);
         b->send = d;
     }
@@ -246,7 +263,7 @@ static volt_status prepare(volt_comm *c, nccl_req *q, const void *send, size_t s
         b->recv = d + off;
         q->host_out = recv;
         q->out_bytes = recv_bytes;
-        q->pinned_out = p + off;
+        q->pinned_out = p + off + h;
     }
     return VOLT_OK;
 }
@@ -288,8 +305,12 @@ static volt_status launched(volt_comm *c, nccl_req *q, ncclResult_t rc, const ch
         }
     }
     cudaError_t e = cudaSuccess;
-    if (q->host_out) e = cudaMemcpyAsync((void *)q->pinned_out, (char *)im->dscratch + ((const char *)q->pinned_out - (char *)im->pscratch),
-                                         q->out_bytes, cudaMemcpyDeviceToHost, im->stream);
+    if (q->host_out) {   /* an envelope comes back with the data */
+        const size_t h = q->env.kind ? VOLT__ENV_BYTES : 0;
+        char *pin = (char *)q->pinned_out - h;
+        e = cudaMemcpyAsync(pin, (char *)im->dscratch + (pin - (char *)im->pscratch), q->out_bytes + h, cudaMemcpyDeviceToHost,
+                            im->stream);
+    }
     if (e == cudaSuccess) e = cudaEventRecord(q->done, im->stream);
     if (e != cudaSuccess) {
         volt_status st = CU_FAIL(c, e, "cudaEventRecord", q->what);
@@ -313,12 +334,13 @@ static volt_status n_all_reduce(volt_comm *c, const void *send, void *recv, size
     if (dt == VOLT_COMM_BYTE) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: all_reduce: byte buffers cannot be reduced", c->rank);
     START(c, dt, "all_reduce", what, q);
     nccl_impl *im = c->impl;
-    const size_t bytes = count * volt__comm_dtype_size(dt);
+    const size_t es = volt__comm_dtype_size(dt), bytes = count * es;
     bufs b;
-    volt_status st = prepare(c, q, send, bytes, recv, bytes, &b);
+    volt_status st = prepare(c, q, send, bytes, recv, bytes, volt__comm_env_kind(false, dt, count), 0, &b);
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc->ncclAllReduce(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
-                                         im->comm, im->stream);
+    q->avg = q->env.kind && op == VOLT_COMM_AVG;   /* the envelope's hashes are summed */
+    ncclResult_t rc = g_nc->ncclAllReduce(b.send, b.recv, count + (q->env.kind ? VOLT__ENV_BYTES / es : 0), nccl_type(dt),
+                                         op == VOLT_COMM_AVG && !q->avg ? ncclAvg : ncclSum, im->comm, im->stream);
     return launched(c, q, rc, "ncclAllReduce", req);
 }
 
@@ -330,7 +352,7 @@ static volt_status n_reduce_scatter(volt_comm *c, const void *send, void *recv, 
     nccl_impl *im = c->impl;
     const size_t es = volt__comm_dtype_size(dt);
     bufs b;
-    volt_status st = prepare(c, q, send, count * es * (size_t)c->world, recv, count * es, &b);
+    volt_status st = prepare(c, q, send, count * es * (size_t)c->world, recv, count * es, VOLT__ENV_NONE, 0, &b);
     if (st < 0) return start_failed(c, q, st);
     ncclResult_t rc = g_nc->ncclReduceScatter(b.send, b.recv, count, nccl_type(dt), op == VOLT_COMM_AVG ? ncclAvg : ncclSum,
                                              im->comm, im->stream);
@@ -344,7 +366,7 @@ static volt_status n_all_gather(volt_comm *c, const void *send, void *recv, size
     nccl_impl *im = c->impl;
     const size_t es = volt__comm_dtype_size(dt);
     bufs b;
-    volt_status st = prepare(c, q, send, count * es, recv, count * es * (size_t)c->world, &b);
+    volt_status st = prepare(c, q, send, count * es, recv, count * es * (size_t)c->world, VOLT__ENV_NONE, 0, &b);
     if (st < 0) return start_failed(c, q, st);
     ncclResult_t rc = g_nc->ncclAllGather(b.send, b.recv, count, nccl_type(dt), im->comm, im->stream);
     return launched(c, q, rc, "ncclAllGather", req);
@@ -356,11 +378,12 @@ static volt_status n_broadcast(volt_comm *c, void *buf, size_t count, volt_comm_
     if (root < 0 || root >= c->world) return cerr(c, VOLT_ERR_INVALID_ARG, "rank %d: broadcast: root %d not in [0, %d)", c->rank, root, c->world);
     START(c, dt, "broadcast", what, q);
     nccl_impl *im = c->impl;
-    const size_t bytes = count * volt__comm_dtype_size(dt);
-    bufs b;
-    volt_status st = prepare(c, q, buf, bytes, buf, bytes, &b);   /* a host buffer comes back into itself */
+    const size_t es = volt__comm_dtype_size(dt), bytes = count * es;
+    bufs b;   /* a host buffer comes back into itself */
+    volt_status st = prepare(c, q, buf, bytes, buf, bytes, volt__comm_env_kind(true, dt, count), root, &b);
     if (st < 0) return start_failed(c, q, st);
-    ncclResult_t rc = g_nc->ncclBroadcast(b.send, b.recv, count, nccl_type(dt), root, im->comm, im->stream);
+    ncclResult_t rc = g_nc->ncclBroadcast(b.send, b.recv, count + (q->env.kind ? VOLT__ENV_BYTES / es : 0), nccl_type(dt), root,
+                                         im->comm, im->stream);
     return launched(c, q, rc, "ncclBroadcast", req);
 }
 
@@ -460,7 +483,18 @@ static volt_status n_wait(volt_comm *c, volt_comm_req *req) {
     }
     volt__cuda_use(im->cx);
     cudaError_t e = cudaStreamWaitEvent(im->cx->stream, q->done, 0);   /* later compute reads the result */
+    char msg[512];
+    if (q->env.kind && volt__comm_env_check(&q->env, c, (const char *)q->pinned_out - VOLT__ENV_BYTES, q->op, q->seq, q->what,
+                                            q->out_bytes, msg, sizeof msg) < 0) {
+        cerr(c, VOLT_ERR_COMM, "%s; NCCL communicator aborted", msg);   /* out of step: no later collective may match either */
+        mark_broken(im, VOLT_ERR_COMM);
+        abort_comm(im);
+        req_release(c, q);
+        return VOLT_ERR_COMM;
+    }
     if (q->host_out) memcpy(q->host_out, q->pinned_out, q->out_bytes);
+    if (q->avg)
+        for (size_t i = 0; i < q->out_bytes / sizeof(double); i++) ((double *)q->host_out)[i] /= (double)c->world;
     req_release(c, q);
     if (e != cudaSuccess) return CU_FAIL(c, e, "cudaStreamWaitEvent", NULL);
     return VOLT_OK;
@@ -472,6 +506,7 @@ static volt_status n_drain(volt_comm *c, const char *what) {
     nccl_impl *im = c->impl;
     nccl_req *q = NULL;
     VOLT_TRY(req_start(c, "device work", what, VOLT_COMM_F32, &q));
+    im->seq--;   /* local: no collective number (an envelope compares them across ranks) */
     if (q->captured) {
         req_release(c, q);
         return cerr(c, VOLT_ERR_STATE, "rank %d: drain (%s) while the compute stream is being captured", c->rank, q->what);
