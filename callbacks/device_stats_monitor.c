@@ -142,14 +142,7 @@ static int64_t every(volt_trainer *t) {
 /* Lightning's setup check: without a logger nothing would receive the stats. */
 static volt_status dsm_on_fit_start(void *self, volt_trainer *t) {
     dsm *m = self;
-    const volt_trainer_config *c = volt_trainer_get_config(t);
-    bool logger = c && (c->enable_logger || c->fast_dev_run > 0);   /* fast_dev_run: Lightning's DummyLogger */
-    for (int i = 0; !logger && i < volt_trainer_num_callbacks(t); i++) {
-        const char *n = volt_trainer_callback_name(t, i);
-        const size_t len = n ? strlen(n) : 0;
-        logger = len >= 6 && !strcmp(n + len - 6, "Logger");
-    }
-    if (!logger)
+    if (!volt__cb_has_logger(t))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "DeviceStatsMonitor: the trainer has no logger (enable_logger "
                                  "is false and no *Logger callback was added): the stats would reach nothing");
     volt_device_memory dm;

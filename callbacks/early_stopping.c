@@ -166,11 +166,6 @@ static volt_status es_on_train_epoch_end(void *self, volt_trainer *t) {
     return es_check(e, t);
 }
 
-static cJSON *json_num(double v) {
-    if (isfinite(v)) return cJSON_CreateNumber(v);
-    return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
 static char *es_state_dict(void *self) {
     es *e = self;
     cJSON *o = cJSON_CreateObject();
@@ -179,7 +174,7 @@ static char *es_state_dict(void *self) {
     cJSON_AddStringToObject(o, "mode", e->cfg.mode == VOLT_MAX ? "max" : "min");
     cJSON_AddNumberToObject(o, "wait_count", (double)e->st.wait);
     cJSON_AddNumberToObject(o, "stopped_epoch", (double)e->st.stopped_epoch);
-    cJSON_AddItemToObject(o, "best_score", json_num(e->st.best));
+    cJSON_AddItemToObject(o, "best_score", volt__cb_json_score(e->st.best));
     cJSON_AddNumberToObject(o, "patience", (double)e->cfg.patience);
     cJSON_AddNumberToObject(o, "last_check_step", (double)e->last_check_step);
     char *s = cJSON_PrintUnformatted(o);
@@ -193,18 +188,6 @@ static bool es_whole(const cJSON *j, double lo, int64_t *out) {
     const double v = j->valuedouble;
     if (!(v >= lo && v <= 9007199254740992.0 && v == floor(v))) return false;
     *out = (int64_t)v;
-    return true;
-}
-
-/* The best score: a number, or the strings state_dict writes for the non-finite ones. */
-static bool es_score(const cJSON *j, double *out) {
-    if (cJSON_IsNumber(j)) { *out = j->valuedouble; return true; }
-    if (!cJSON_IsString(j)) return false;
-    const char *s = j->valuestring;
-    if (!strcmp(s, "inf")) *out = INFINITY;
-    else if (!strcmp(s, "-inf")) *out = -INFINITY;
-    else if (!strcmp(s, "nan")) *out = NAN;
-    else return false;
     return true;
 }
 
@@ -236,7 +219,7 @@ static volt_status es_load_state_dict(void *self, volt_trainer *t, const char *j
         bad = "wait_count", want = "a whole number in [0, 2^53]";
     } else if (!es_whole(cJSON_GetObjectItemCaseSensitive(o, "stopped_epoch"), 0, &st.stopped_epoch)) {
         bad = "stopped_epoch", want = "a whole number in [0, 2^53]";
-    } else if (!es_score(cJSON_GetObjectItemCaseSensitive(o, "best_score"), &st.best)) {
+    } else if (!volt__cb_json_get_score(cJSON_GetObjectItemCaseSensitive(o, "best_score"), &st.best)) {
         bad = "best_score", want = "a number, \"inf\", \"-inf\" or \"nan\"";
     } else if (!es_whole(cJSON_GetObjectItemCaseSensitive(o, "patience"), 0, &patience)) {
         bad = "patience", want = "a whole number in [0, 2^53]";

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "volt/trainer.h"
+#include "callbacks/util.h"
 
 enum { LRM_GROUPS = VOLT_OPTIM_MAX_GROUPS + 1 };   /* the default group and the most besides it */
 
@@ -96,14 +97,7 @@ static volt_status emit(const lrm *m, volt_trainer *t, const lrm_values *v, unsi
  * on_fit_start fails every rank alike): without a logger the lrs would reach nothing. */
 static volt_status lrm_on_fit_start(void *self, volt_trainer *t) {
     (void)self;
-    const volt_trainer_config *c = volt_trainer_get_config(t);
-    bool logger = c && (c->enable_logger || c->fast_dev_run > 0);   /* fast_dev_run: Lightning's DummyLogger */
-    for (int i = 0; !logger && i < volt_trainer_num_callbacks(t); i++) {
-        const char *n = volt_trainer_callback_name(t, i);
-        const size_t len = n ? strlen(n) : 0;
-        logger = len >= 6 && !strcmp(n + len - 6, "Logger");
-    }
-    if (!logger)
+    if (!volt__cb_has_logger(t))
         return volt_trainer_fail(t, VOLT_ERR_INVALID_ARG, "LearningRateMonitor: the trainer has no logger (enable_logger is "
                                  "false and no *Logger callback was added): cannot use LearningRateMonitor without one, the "
                                  "learning rates would reach nothing");

@@ -13,11 +13,6 @@
 
 /* ---- state -------------------------------------------------------------------------------------------- */
 
-static cJSON *json_num(double v) {
-    if (isfinite(v)) return cJSON_CreateNumber(v);
-    return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
 static cJSON *json_str(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
 
 char *volt__mc_state_dict(void *self) {
@@ -33,13 +28,13 @@ char *volt__mc_state_dict(void *self) {
     cJSON_AddNumberToObject(o, "train_time_interval", m->train_time_interval);
     cJSON_AddNumberToObject(o, "last_global_step_saved", (double)m->last_step_saved);
     cJSON_AddItemToObject(o, "best_model_path", json_str(m->best_path));
-    cJSON_AddItemToObject(o, "best_model_score", m->best_path ? json_num(m->best_score) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "best_model_score", m->best_path ? volt__cb_json_score(m->best_score) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "last_model_path", json_str(m->last_path));
     cJSON *arr = cJSON_AddArrayToObject(o, "best_k_models");
     for (int i = 0; arr && i < m->topk.n; i++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "path", m->topk.e[i].path);
-        cJSON_AddItemToObject(e, "score", json_num(m->topk.e[i].score));
+        cJSON_AddItemToObject(e, "score", volt__cb_json_score(m->topk.e[i].score));
         cJSON_AddItemToArray(arr, e);
     }
     char *s = cJSON_PrintUnformatted(o);
@@ -48,18 +43,6 @@ char *volt__mc_state_dict(void *self) {
 }
 
 /* ---- load ------------------------------------------------------------------------------------------ */
-
-/* A score: a number, or the strings json_num writes for the non-finite ones. */
-static bool get_score(const cJSON *j, double *out) {
-    if (cJSON_IsNumber(j)) { *out = j->valuedouble; return true; }
-    if (!cJSON_IsString(j)) return false;
-    const char *s = j->valuestring;
-    if (!strcmp(s, "inf")) *out = INFINITY;
-    else if (!strcmp(s, "-inf")) *out = -INFINITY;
-    else if (!strcmp(s, "nan")) *out = NAN;
-    else return false;
-    return true;
-}
 
 /* A path field: absent or null (NULL), or a string. */
 static bool get_path(const cJSON *o, const char *k, const char **out) {
@@ -91,12 +74,12 @@ static const char *check_state(const cJSON *o, const char **want) {
     if (!get_path(o, "last_model_path", &p)) return *want = "null or a path", "last_model_path";
     if (!get_path(o, "best_model_path", &p)) return *want = "null or a path", "best_model_path";
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "best_model_score");
-    if (p && !get_score(bs, &v)) return *want = "a number, \"inf\", \"-inf\" or \"nan\"", "best_model_score";
+    if (p && !volt__cb_json_get_score(bs, &v)) return *want = "a number, \"inf\", \"-inf\" or \"nan\"", "best_model_score";
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "best_k_models"), *e;
     if (arr && !cJSON_IsArray(arr)) return *want = "an array", "best_k_models";
     cJSON_ArrayForEach(e, arr) {
         if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "path")) ||
-            !get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &v))
+            !volt__cb_json_get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &v))
             return *want = "entries of a path and a score", "best_k_models";
     }
     return NULL;
@@ -163,7 +146,7 @@ volt_status volt__mc_load_state_dict(void *self, volt_trainer *t, const char *js
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "best_k_models")) {
             const char *p = cJSON_GetObjectItemCaseSensitive(e, "path")->valuestring;
             double score = NAN;
-            get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &score);
+            volt__cb_json_get_score(cJSON_GetObjectItemCaseSensitive(e, "score"), &score);
             /* one entry per path (Lightning's dict): a file written twice holds the later save */
             free(volt__cb_topk_take(&topk, volt__cb_topk_find(&topk, p)));
             if ((st = volt__cb_topk_push(&topk, p, score)) != VOLT_OK) break;
@@ -184,7 +167,7 @@ volt_status volt__mc_load_state_dict(void *self, volt_trainer *t, const char *js
     volt__mc_set_str(&m->ckpt_dir, why[0] ? NULL : dir);   /* none: mc_reconcile keeps best_model_path alone */
     volt__mc_set_str(&m->last_path, why[0] ? NULL : last);
     m->best_score = NAN;
-    if (best && !why[0]) get_score(cJSON_GetObjectItemCaseSensitive(o, "best_model_score"), &m->best_score);
+    if (best && !why[0]) volt__cb_json_get_score(cJSON_GetObjectItemCaseSensitive(o, "best_model_score"), &m->best_score);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "last_global_step_saved");
     if (ls) m->last_step_saved = (int64_t)ls->valuedouble;
     m->restored = m->pending = true;

@@ -267,3 +267,30 @@ char *volt__cb_json_print(const cJSON *o, bool formatted) {
     cJSON_Delete(dup);
     return s;
 }
+
+bool volt__cb_has_logger(const volt_trainer *t) {
+    const volt_trainer_config *c = volt_trainer_get_config(t);
+    if (c && (c->enable_logger || c->fast_dev_run > 0)) return true;
+    for (int i = 0; i < volt_trainer_num_callbacks(t); i++) {
+        const char *n = volt_trainer_callback_name(t, i);
+        const size_t len = n ? strlen(n) : 0;
+        if (len >= 6 && !strcmp(n + len - 6, "Logger")) return true;
+    }
+    return false;
+}
+
+cJSON *volt__cb_json_score(double v) {
+    if (isfinite(v)) return cJSON_CreateNumber(v);
+    return cJSON_CreateString(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+bool volt__cb_json_get_score(const cJSON *j, double *out) {
+    if (cJSON_IsNumber(j)) { *out = j->valuedouble; return true; }
+    if (!cJSON_IsString(j)) return false;
+    const char *s = j->valuestring;
+    if (!strcmp(s, "inf")) *out = INFINITY;
+    else if (!strcmp(s, "-inf")) *out = -INFINITY;
+    else if (!strcmp(s, "nan")) *out = NAN;
+    else return false;
+    return true;
+}

@@ -45,8 +45,15 @@ int volt__cb_csv_split(const char *line, char ***cells);
  * at any depth; inf and nan stay cJSON's null. */
 struct cJSON;
 char *volt__cb_json_print(const struct cJSON *o, bool formatted);
+/* A score in a callback's state: a number, or "nan" / "inf" / "-inf" for the non-finite ones
+ * (JSON has none); NULL on no memory. _get reads either form back (false for anything else). */
+struct cJSON *volt__cb_json_score(double v);
+bool volt__cb_json_get_score(const struct cJSON *j, double *out);
 
 /* A callback of this table name was added to t (the one-per-trainer checks, the defaults). */
 bool volt__cb_has(const volt_trainer *t, const char *name);
+/* t has a logger: enable_logger, fast_dev_run (Lightning's DummyLogger) or a callback whose
+ * name ends in "Logger" (what LearningRateMonitor and DeviceStatsMonitor need, as Lightning's). */
+bool volt__cb_has_logger(const volt_trainer *t);
 
 #endif

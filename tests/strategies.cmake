@@ -91,10 +91,12 @@ foreach(s ddp zero2 fsdp)
 endforeach()
 
 # Rank 1 leaves (before its first collective, or when batch B starts, mid-training): the
-# others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT) and the job ends cleanly.
+# others report VOLT_ERR_TIMEOUT after ~3 s (VOLT_COMM_TIMEOUT), naming the call they wait in,
+# and the job ends cleanly. The test's module has on_train_batch_start, so a batch starts with
+# the skip-epoch vote: that is where the others wait when rank 1 leaves at a batch's start.
 volt_mpi_test(test_fault_timeout_ddp_np2 2 60 fault ddp)
-volt_mpi_test(test_fault_timeout_fsdp_np3 3 60 fault fsdp 4)     # inside unit_use (all-gather)
-volt_mpi_test(test_fault_timeout_zero2_np2 2 60 fault zero2 3)   # in the boundary reduce-scatter
+volt_mpi_test(test_fault_timeout_fsdp_np3 3 60 fault fsdp 4)
+volt_mpi_test(test_fault_timeout_zero2_np2 2 60 fault zero2 3)
 # rank 1 leaves right after a step, its all-gathers in flight: it waits for them on its way out
 volt_mpi_test(test_fault_timeout_zero2_after_step_np2 2 60 fault zero2 2)
 set_tests_properties(test_fault_timeout_ddp_np2 test_fault_timeout_fsdp_np3 test_fault_timeout_zero2_np2

@@ -99,7 +99,8 @@ volt_status volt__trainer_log(void *ctx, const char *name, double value, unsigne
     if (bad) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log: bad metric name '%s': %s", name ? name : "(null)", bad);
     if ((bad = reduce_problem(flags, false)) != NULL) return volt__terr(t, VOLT_ERR_INVALID_ARG, "volt_log('%s'): %s", name, bad);
     const int reduce = volt__log_reduce(flags);
-    if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning) */
+    if (t->sanity) return VOLT_OK;   /* sanity-check values are not metrics (Lightning resets them after the
+                                        check; its hooks during it see them, volt's do not) */
     const double local = value;   /* the epoch folds this rank's values; the ranks' folds meet at its end */
     if (step_sync(t, flags)) {   /* the ranks' values by the reduce: mean, sum, max or min */
         volt_status st = reduce == VOLT_REDUCE_MEAN ? volt__strategy_all_reduce_mean(t->strategy, &value, 1, "step metric sync")
